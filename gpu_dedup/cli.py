@@ -1,0 +1,236 @@
+"""``gpu-dedup`` command line: a thin layer over the Python API."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import textwrap
+from typing import Any, Sequence
+
+from . import __version__
+from .config import PRESETS, RunConfig
+
+logger = logging.getLogger("gpu_dedup")
+
+EPILOG_MAIN = textwrap.dedent("""\
+    examples:
+      gpu-dedup demo                                   # run on the bundled sample corpus
+      gpu-dedup run data/*.jsonl.gz -o out             # default: word 5-grams, K=100 (20x5), verified, theta 0.8
+      gpu-dedup run shards/ -o out --preset fineweb    # FineWeb semantics: 14x8, connected components
+      gpu-dedup run data.parquet -o out --threshold 0.9 --keep max:quality_score
+      gpu-dedup params --threshold 0.8 --num-perm 128 --plot scurves.png
+    """)
+
+EPILOG_RUN = textwrap.dedent("""\
+    examples:
+      gpu-dedup run data/ -o out
+      gpu-dedup run 'crawl/**/*.jsonl.zst' -o out --id-field url --text-field content
+      gpu-dedup run data.parquet -o out --preset nemo --device cuda
+      gpu-dedup run data/ -o out --config dedup.toml --threshold 0.85 --keep longest
+
+    outputs (in OUT): decisions.parquet (one row per input document), run.json (config, contract,
+    counts, timings), deduplicated/ (kept records, same format and layout as the input).
+    precedence: --preset, then --config FILE, then individual flags.
+    """)
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="jsonl / jsonl.gz / jsonl.zst / parquet files, "
+                   "directories (searched recursively) or glob patterns")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
+    p.add_argument("--config", metavar="FILE", help="TOML or YAML file mirroring these flags "
+                   "(sections normalize/shingle/minhash/lsh/cluster, plus top-level keys)")
+    p.add_argument("--preset", choices=PRESETS, help="parameter preset (default: default)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="auto picks the GPU when usable")
+    g = p.add_argument_group("near-duplicate settings")
+    g.add_argument("--threshold", type=float, help="Jaccard threshold theta (default 0.8)")
+    g.add_argument("--policy", choices=["representative", "components"],
+                   help="removal policy (default representative: remove only for a verified kept document)")
+    g.add_argument("--no-verify", action="store_true", help="components policy without exact-Jaccard checks")
+    g.add_argument("--keep", help="keep order: first | longest | min-id | max:<column>")
+    g.add_argument("--no-exact", action="store_true", help="skip the separate exact-duplicate stage")
+    g.add_argument("--shingle", choices=["word", "char"], help="shingle unit")
+    g.add_argument("--ngram", type=int, help="shingle size n")
+    g.add_argument("--num-perm", type=int, help="MinHash permutations K")
+    g.add_argument("--bands", type=int, help="LSH bands b")
+    g.add_argument("--rows", type=int, help="LSH rows per band r")
+    g.add_argument("--width", type=int, choices=[32, 64], help="stored signature width in bits")
+    g.add_argument("--seed", type=int, help="MinHash seed")
+    g.add_argument("--remove-punctuation", action="store_true", help="normalize punctuation/symbols to spaces")
+    g.add_argument("--fold-digits", action="store_true", help="normalize every decimal digit to 0")
+    g = p.add_argument_group("input / execution")
+    g.add_argument("--id-field", help="id column (default 'id'; missing -> '<file>:<row>')")
+    g.add_argument("--no-id-field", action="store_true", help="ignore ids in the data; use '<file>:<row>'")
+    g.add_argument("--text-field", help="text column (default 'text')")
+    g.add_argument("--on-error", choices=["raise", "skip"], help="bad records: stop (default) or skip and record")
+    g.add_argument("--batch-mb", type=float, help="text per batch in MB (default 64)")
+    g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+    g.add_argument("--no-deduplicated", action="store_true", help="write decisions only, not deduplicated/")
+    g.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress bars, warnings only")
+
+
+def _load_config_file(path: str) -> dict[str, Any]:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"config file {path!r} does not exist")
+    if path.endswith(".toml"):
+        import tomllib
+
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    if path.endswith((".yaml", ".yml")):
+        try:
+            import yaml
+        except ImportError as exc:
+            raise ImportError(f"reading {path!r} needs PyYAML (pip install pyyaml), or use a .toml file") from exc
+        with open(path) as f:
+            data = yaml.safe_load(f) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"config file {path!r} must hold a mapping at the top level")
+        return data
+    raise ValueError(f"config file {path!r} must end in .toml, .yaml or .yml")
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """preset -> config file -> flags."""
+    file_cfg: dict[str, Any] = _load_config_file(args.config) if args.config else {}
+    preset = args.preset or file_cfg.pop("preset", "default")
+    cfg = RunConfig.from_dict({**file_cfg, "preset": preset})
+    o: dict[str, Any] = {}
+    flag_map = {"threshold": "cluster__threshold", "policy": "cluster__policy", "keep": "cluster__keep",
+                "shingle": "shingle__kind", "ngram": "shingle__n", "num_perm": "minhash__num_perm",
+                "bands": "lsh__bands", "rows": "lsh__rows", "width": "minhash__width", "seed": "minhash__seed",
+                "device": "device", "id_field": "id_field", "text_field": "text_field", "on_error": "on_error",
+                "threads": "threads"}
+    for flag, key in flag_map.items():
+        value = getattr(args, flag)
+        if value is not None:
+            o[key] = value
+    if args.no_verify:
+        o["cluster__verify"] = False
+        if args.policy is None and cfg.cluster.policy == "representative":
+            raise ValueError("--no-verify needs --policy components (the representative policy removes a "
+                             "document only for a verified kept representative)")
+    if args.no_exact:
+        o["cluster__exact"] = False
+    if args.remove_punctuation:
+        o["normalize__remove_punctuation"] = True
+    if args.fold_digits:
+        o["normalize__fold_digits"] = True
+    if args.no_id_field:
+        o["id_field"] = None
+    if args.batch_mb is not None:
+        o["batch_bytes"] = int(args.batch_mb * 2**20)
+    if args.no_deduplicated:
+        o["write_deduplicated"] = False
+    if args.quiet:
+        o["progress"] = False
+    return cfg.replace(**o) if o else cfg
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .pipeline import deduplicate
+
+    cfg = config_from_args(args)
+    out = args.output
+    if os.path.exists(os.path.join(out, "decisions.parquet")) and not args.overwrite:
+        raise FileExistsError(f"{out!r} already holds decisions.parquet from an earlier run; "
+                              "pass --overwrite to replace it or choose another -o directory")
+    result = deduplicate(args.inputs, cfg, out)
+    _print_summary(result)
+    return 0
+
+
+def _print_summary(result) -> None:
+    s = result.stats
+    print(result.summary())
+    t = s["timings_s"]
+    print(f"device {s['device']} ({s['threads']} threads), {t['total']:.2f} s, "
+          f"{s['throughput_docs_per_s'] or 0:,.0f} docs/s")
+    print(f"wrote {os.path.join(result.output_dir, 'decisions.parquet')} and run.json"
+          + (", deduplicated/" if "deduplicated" in s else ""))
+    if s["read"].get("skipped"):
+        print(f"skipped {len(s['read']['skipped'])} bad records (listed in run.json under read.skipped)")
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from importlib import resources
+
+    from .pipeline import deduplicate
+
+    sample = resources.files("gpu_dedup") / "data" / "sample.jsonl.gz"
+    out = args.output
+    if os.path.exists(os.path.join(out, "decisions.parquet")) and not args.overwrite:
+        raise FileExistsError(f"{out!r} already holds a run; pass --overwrite or choose another -o directory")
+    cfg = RunConfig.preset(args.preset, device=args.device, progress=not args.quiet)
+    with resources.as_file(sample) as path:
+        result = deduplicate([str(path)], cfg, out)
+    _print_summary(result)
+    d = result.decisions
+    removed = d.filter(d["reason"] == "near_duplicate")
+    if removed.num_rows:
+        top = removed.sort_by([("jaccard", "ascending")]).slice(0, 3).to_pylist()
+        print("\nnear duplicates closest to the threshold (id -> kept representative, exact Jaccard):")
+        for row in top:
+            print(f"  {row['id']} -> {row['representative_id']}  J={row['jaccard']:.3f}")
+        print(f"\nnext: look at {out}/decisions.parquet, e.g.\n  python -c \"import pyarrow.parquet as pq; "
+              f"print(pq.read_table('{out}/decisions.parquet').to_pandas().head())\"")
+    return 0
+
+
+def _cmd_params(args: argparse.Namespace) -> int:
+    from . import params
+
+    return params.run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-dedup", description="Deduplicate text corpora for LLM "
+                                     "pre-training (exact, MinHash/LSH with exact-Jaccard verification).",
+                                     epilog=EPILOG_MAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"gpu-dedup {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser("run", help="deduplicate a corpus", epilog=EPILOG_RUN,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_run_args(p)
+    p.set_defaults(func=_cmd_run)
+    p = sub.add_parser("demo", help="run on the bundled sample corpus",
+                       epilog="example:\n  gpu-dedup demo -o demo-out --preset fineweb",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-o", "--output", default="gpu-dedup-demo", help="output directory (default gpu-dedup-demo)")
+    p.add_argument("--preset", choices=PRESETS, default="default")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=_cmd_demo)
+    from . import params
+
+    p = sub.add_parser("params", help="choose LSH bands x rows for a threshold and hash budget",
+                       epilog="examples:\n  gpu-dedup params --threshold 0.8 --num-perm 112\n"
+                              "  gpu-dedup params --threshold 0.8 --num-perm 112 --bands 14 --rows 8 --plot s.png",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    params.add_arguments(p)
+    p.set_defaults(func=_cmd_params)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    quiet = getattr(args, "quiet", False)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else (logging.WARNING if quiet else logging.INFO),
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, ImportError, TypeError) as exc:
+        print(f"gpu-dedup: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

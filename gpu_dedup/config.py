@@ -1,0 +1,276 @@
+"""Configuration dataclasses, presets and the signature contract.
+
+One frozen dataclass per algorithm, validated in ``__post_init__``. ``RunConfig`` bundles them with the
+I/O and execution settings. ``contract(cfg)`` returns everything that must match for two signature sets
+(or band keys, or an index) to be comparable; it is recorded in ``run.json`` and in every signature file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+CONTRACT_VERSION = 1
+
+Device = Literal["auto", "cpu", "cuda"]
+ShingleKind = Literal["word", "char"]
+Policy = Literal["representative", "components"]
+OnError = Literal["raise", "skip"]
+PRESETS = ("default", "fineweb", "nemo")
+
+
+def _check_literal(name: str, value: Any, lit: Any) -> None:
+    allowed = get_args(lit)
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class NormalizeConfig:
+    """Text normalization applied before hashing (table-driven kernel, same on CPU and GPU).
+
+    Always: per-codepoint NFKC mapping, lowercase (full Unicode lowercase of the NFKC image),
+    whitespace/control characters -> one space, runs collapsed, ends trimmed, format characters
+    (Cf: zero-width space, soft hyphen, BOM...) deleted. Optional: punctuation (Unicode P*, S*)
+    -> space, decimal digits (Nd) -> '0'. See ``gpu_dedup.normalize`` for the exact policy.
+    """
+
+    remove_punctuation: bool = False
+    fold_digits: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("remove_punctuation", "fold_digits"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"NormalizeConfig.{name} must be a bool, got {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
+class ShingleConfig:
+    """Shingles: word n-grams (words = space-separated runs of the normalized text) or character
+    n-grams (n codepoints of the normalized text). Each shingle is hashed with XXH64(seed) over its
+    UTF-8 bytes. Set semantics: repeated shingles count once."""
+
+    kind: ShingleKind = "word"
+    n: int = 5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_literal("ShingleConfig.kind", self.kind, ShingleKind)
+        if not isinstance(self.n, int) or not 1 <= self.n <= 64:
+            raise ValueError(f"ShingleConfig.n must be an int in [1, 64], got {self.n!r}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+            raise ValueError(f"ShingleConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
+
+
+@dataclass(frozen=True)
+class MinHashConfig:
+    """K permutations h -> (a_k * h + b_k) mod (2^61 - 1), computed exactly; a_k in [1, p), b_k in
+    [0, p) drawn from SplitMix64(seed) by rejection. Stored as the low 32 bits (width=32) or all 61
+    bits (width=64)."""
+
+    num_perm: int = 100
+    seed: int = 42
+    width: Literal[32, 64] = 32
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_perm, int) or not 1 <= self.num_perm <= 4096:
+            raise ValueError(f"MinHashConfig.num_perm must be an int in [1, 4096], got {self.num_perm!r}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+            raise ValueError(f"MinHashConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
+        if self.width not in (32, 64):
+            raise ValueError(f"MinHashConfig.width must be 32 or 64, got {self.width!r}")
+
+
+@dataclass(frozen=True)
+class LSHConfig:
+    """b bands x r rows; a band key is XXH64(seed=band index) of the band's r signature values
+    (little-endian bytes). Two documents are candidates when any band key is equal."""
+
+    bands: int = 20
+    rows: int = 5
+
+    def __post_init__(self) -> None:
+        for name in ("bands", "rows"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"LSHConfig.{name} must be a positive int, got {v!r}")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """How candidates become removals.
+
+    policy="representative" (default): visit documents in keep order; remove a document only if it
+    has verified Jaccard >= threshold with an already KEPT document sharing an LSH bucket.
+    policy="components": connected components over LSH chain edges (verified edges when verify=True),
+    one survivor per component (FineWeb / NeMo semantics).
+    keep: "first" (input order) | "longest" (most UTF-8 bytes of raw text) | "min-id" (smallest id,
+    string order) | "max:<column>" (largest value of a numeric input column); ties by input order.
+    """
+
+    policy: Policy = "representative"
+    threshold: float = 0.8
+    verify: bool = True
+    keep: str = "first"
+    exact: bool = True
+    max_representatives_per_bucket: int = 1000
+
+    def __post_init__(self) -> None:
+        _check_literal("ClusterConfig.policy", self.policy, Policy)
+        if not isinstance(self.threshold, (int, float)) or not 0.0 < float(self.threshold) <= 1.0:
+            raise ValueError(f"ClusterConfig.threshold must be in (0, 1], got {self.threshold!r}")
+        if self.policy == "representative" and not self.verify:
+            raise ValueError("policy='representative' needs verify=True (it removes a document only for a "
+                             "verified kept representative); use policy='components' to skip verification")
+        keep_column(self.keep)  # validates
+        if not isinstance(self.max_representatives_per_bucket, int) or self.max_representatives_per_bucket < 1:
+            raise ValueError("ClusterConfig.max_representatives_per_bucket must be a positive int, got "
+                             f"{self.max_representatives_per_bucket!r}")
+
+
+def keep_column(keep: str) -> str | None:
+    """Validate a keep policy string; return the column name for ``max:<column>``, else None."""
+    if keep in ("first", "longest", "min-id"):
+        return None
+    if isinstance(keep, str) and keep.startswith("max:") and len(keep) > 4:
+        return keep[4:]
+    raise ValueError(f"keep must be 'first', 'longest', 'min-id' or 'max:<column>', got {keep!r}")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one run needs. Build with ``RunConfig.preset(name, **overrides)`` or directly."""
+
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    shingle: ShingleConfig = field(default_factory=ShingleConfig)
+    minhash: MinHashConfig = field(default_factory=MinHashConfig)
+    lsh: LSHConfig = field(default_factory=LSHConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    id_field: str | None = "id"
+    text_field: str = "text"
+    device: Device = "auto"
+    batch_bytes: int = 64 * 2**20
+    on_error: OnError = "raise"
+    threads: int | None = None
+    write_deduplicated: bool = True
+    progress: bool = True
+    preset_name: str = "default"
+
+    def __post_init__(self) -> None:
+        _check_literal("device", self.device, Device)
+        _check_literal("on_error", self.on_error, OnError)
+        if self.lsh.bands * self.lsh.rows > self.minhash.num_perm:
+            raise ValueError(f"bands x rows = {self.lsh.bands}x{self.lsh.rows} = {self.lsh.bands * self.lsh.rows} "
+                             f"exceeds num_perm = {self.minhash.num_perm}; raise num_perm or lower bands/rows")
+        if not isinstance(self.text_field, str) or not self.text_field:
+            raise ValueError(f"text_field must be a non-empty string, got {self.text_field!r}")
+        if self.id_field is not None and (not isinstance(self.id_field, str) or not self.id_field):
+            raise ValueError(f"id_field must be a non-empty string or None, got {self.id_field!r}")
+        if not isinstance(self.batch_bytes, int) or self.batch_bytes < 1024:
+            raise ValueError(f"batch_bytes must be an int >= 1024, got {self.batch_bytes!r}")
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
+        _check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])
+
+    @staticmethod
+    def preset(name: str = "default", **overrides: Any) -> "RunConfig":
+        """Presets: ``default`` (word 5-grams, K=100=20x5, verified, representative, theta 0.8),
+        ``fineweb`` (word 5-grams, 112=14x8, 64-bit, components, no verification),
+        ``nemo`` (char 24-grams, 260=20x13, components, no verification)."""
+        if name == "default":
+            base = RunConfig()
+        elif name == "fineweb":
+            base = RunConfig(shingle=ShingleConfig("word", 5), minhash=MinHashConfig(112, 42, 64),
+                             lsh=LSHConfig(14, 8), cluster=ClusterConfig("components", 0.8, verify=False),
+                             preset_name="fineweb")
+        elif name == "nemo":
+            base = RunConfig(shingle=ShingleConfig("char", 24), minhash=MinHashConfig(260, 42, 32),
+                             lsh=LSHConfig(20, 13), cluster=ClusterConfig("components", 0.8, verify=False),
+                             preset_name="nemo")
+        else:
+            raise ValueError(f"unknown preset {name!r}; choose one of {PRESETS}")
+        return base.replace(**overrides) if overrides else base
+
+    def replace(self, **overrides: Any) -> "RunConfig":
+        """Return a copy with fields replaced. Nested fields use ``section__field`` keys, e.g.
+        ``replace(cluster__threshold=0.9, lsh__bands=10)``."""
+        nested: dict[str, dict[str, Any]] = {}
+        top: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if "__" in key:
+                section, name = key.split("__", 1)
+                if section not in _SECTIONS:
+                    raise ValueError(f"unknown config section {section!r} in {key!r}; sections: {sorted(_SECTIONS)}")
+                valid = {f.name for f in dataclasses.fields(_SECTIONS[section])}
+                if name not in valid:
+                    raise ValueError(f"unknown setting {key!r}; {section} has {sorted(valid)}")
+                nested.setdefault(section, {})[name] = value
+            else:
+                if key not in {f.name for f in dataclasses.fields(RunConfig)}:
+                    raise ValueError(f"unknown setting {key!r}")
+                top[key] = value
+        for section, values in nested.items():
+            top[section] = dataclasses.replace(getattr(self, section), **values)
+        return dataclasses.replace(self, **top)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "RunConfig":
+        """Inverse of ``to_dict``; also accepts a config file's mapping (unknown keys are errors)."""
+        d = dict(d)
+        preset = d.pop("preset", d.pop("preset_name", "default"))
+        overrides: dict[str, Any] = {}
+        for key, value in d.items():
+            if key in _SECTIONS:
+                if not isinstance(value, dict):
+                    raise ValueError(f"config section {key!r} must be a table/mapping, got {value!r}")
+                for name, v in value.items():
+                    overrides[f"{key}__{name}"] = v
+            else:
+                overrides[key] = value
+        return RunConfig.preset(preset if preset != "custom" else "default", **overrides)
+
+
+_SECTIONS = {"normalize": NormalizeConfig, "shingle": ShingleConfig, "minhash": MinHashConfig,
+             "lsh": LSHConfig, "cluster": ClusterConfig}
+
+
+def contract(cfg: RunConfig) -> dict[str, Any]:
+    """What must match for signatures / band keys from two runs to be comparable."""
+    from . import normalize  # local: avoids loading tables at import time
+
+    return {
+        "contract_version": CONTRACT_VERSION,
+        "normalize": {**dataclasses.asdict(cfg.normalize), "policy": normalize.policy_name(),
+                      "unicode_version": normalize.unicode_version()},
+        "shingle": {**dataclasses.asdict(cfg.shingle), "hash": "xxh64", "unit_bytes": "utf-8"},
+        "minhash": {**dataclasses.asdict(cfg.minhash), "prime": "2^61-1", "params": "splitmix64-rejection"},
+        "lsh": {**dataclasses.asdict(cfg.lsh), "band_hash": "xxh64(seed=band) of little-endian values"},
+        "exact": {"hash": "xxh64 x2 of normalized UTF-8", "seeds": ["0x9E3779B97F4A7C15", "0xC2B2AE3D27D4EB4F"]},
+    }
+
+
+def contract_fingerprint(c: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_contract(expected: dict[str, Any], found: dict[str, Any], what: str) -> None:
+    """Raise a clear error listing every field that differs."""
+    if expected == found:
+        return
+    diffs: list[str] = []
+
+    def walk(a: Any, b: Any, path: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                walk(a.get(k, "<missing>"), b.get(k, "<missing>"), f"{path}.{k}" if path else k)
+        elif a != b:
+            diffs.append(f"{path}: this run has {a!r}, {what} has {b!r}")
+
+    walk(expected, found, "")
+    raise ValueError(f"{what} was made under a different contract and cannot be mixed with this run:\n  "
+                     + "\n  ".join(diffs) + "\nRecompute it with this run's settings, or run with its settings.")

@@ -1,0 +1,1079 @@
+"""Input discovery, bounded-memory batch reading, and atomic writing of the kept rows.
+
+Inputs
+    ``resolve_inputs`` turns files, directories (searched recursively; names starting with "." are
+    skipped, which also hides this module's own temporary files) and glob patterns into a sorted list of
+    ``InputFile``. Supported: ``.jsonl``/``.json`` (JSON Lines, optionally ``.gz`` / ``.zst``) and
+    ``.parquet``. ``table_input`` wraps an in-memory ``pyarrow.Table`` or pandas DataFrame.
+
+Reading (``iter_batches``)
+    Files are read in order; every batch belongs to one file and holds at most ``batch_bytes`` of UTF-8
+    text (a single larger document makes a one-row batch). Global row ids are dense over the whole run.
+    JSON Lines are read as byte blocks of about ``batch_bytes`` cut at newlines and parsed with
+    ``pyarrow.json`` (fast path). When that parser rejects a block, or its result is in any way
+    doubtful (row count, nulls, ids present in only some rows, invalid UTF-8), the block is re-parsed
+    line by line with Python's ``json`` (``strict=False``: raw control characters inside strings are
+    accepted), which is the reference: the fast path is only used when it gives the same result.
+
+    JSON Lines rules: a line holding only spaces/tabs/CR is blank; blank lines are not rows and are
+    skipped silently. Line numbers are 1-based physical lines of the decompressed file. A UTF-8 byte
+    order mark at the very start of a file is ignored (and not copied by ``write_kept``). Duplicate keys
+    in one object: the last one wins (Python ``json`` semantics).
+
+    Bad rows (malformed JSON, not an object, missing / null / non-string text, null id, id that is
+    neither a string nor an integer, id present in some rows of a file but not in others) raise
+    ``InputError`` naming ``relpath:line`` (JSON Lines) or ``relpath row N`` (Parquet / tables; N is the
+    0-based physical row) with ``on_error="raise"``; with ``on_error="skip"`` the row is dropped (it is
+    not a document and gets no row id) and recorded in ``ReadReport.skipped``.
+
+Ids
+    With ``id_field`` set and present in a file, every row of that file must carry a non-null string or
+    integer id (integers become their decimal string). When ``id_field`` is None, or absent from a whole
+    file (Parquet schema lacks it; no JSON line of the file has it), ids are generated as
+    ``f"{relpath}:{row_in_file}"`` with ``row_in_file`` the 0-based count of real rows of that file.
+    For JSON Lines the file's first row decides whether the file has ids.
+
+Invalid UTF-8 (policy)
+    Bytes that are not valid UTF-8 are replaced with U+FFFD exactly as ``bytes.decode("utf-8",
+    "replace")`` does, applied to the whole JSON line (JSON Lines) or to the text / id value (Parquet,
+    tables); lone surrogate escapes such as ``"\\ud800"`` are replaced with one U+FFFD each. The row is
+    kept and counted once in ``ReadReport.invalid_utf8_rows``; this is not an error. ``pyarrow.json``
+    would silently accept such bytes, so each block is validated first and invalid blocks take the
+    line-by-line path.
+
+keep_column
+    Numeric (int / float / bool / decimal) values read as float64, null or missing -> NaN. A keep column
+    missing from a whole file, or a non-numeric value, always raises ``InputError`` (also with
+    ``on_error="skip"``): skipping those rows would make the numbering differ from ``write_kept``, which
+    does not read the keep column.
+
+Writing
+    ``write_kept`` re-reads the inputs with the same reader (so row numbering is identical by
+    construction) and writes ``out_dir/<relpath>`` per input: JSON Lines copy the original line bytes of
+    kept rows verbatim (same compression); Parquet keeps the original schema and codec; an in-memory
+    table becomes ``out_dir/deduplicated.parquet``. Every file is written to a temporary name and
+    renamed into place only after all inputs were read and the row count matched ``keep``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import logging
+import math
+import os
+import re
+import uuid
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+logger = logging.getLogger(__name__)
+
+TABLE_PATH = "<table>"
+TABLE_OUTPUT_NAME = "deduplicated.parquet"
+# (suffix, fmt, compression); longest suffixes first so ".jsonl.gz" wins over ".gz".
+_SUFFIXES: tuple[tuple[str, str, str | None], ...] = (
+    (".jsonl.gz", "jsonl", "gzip"), (".json.gz", "jsonl", "gzip"),
+    (".jsonl.zst", "jsonl", "zstd"), (".json.zst", "jsonl", "zstd"),
+    (".jsonl", "jsonl", None), (".json", "jsonl", None), (".parquet", "parquet", None),
+)
+SUPPORTED_SUFFIXES = tuple(s for s, _, _ in _SUFFIXES)
+_UTF8_BOM = b"\xef\xbb\xbf"
+_MIN_READ = 1 << 16
+_PREVIEW_CHARS = 80
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_PARQUET_CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "brotli", "ZSTD": "zstd", "LZ4": "lz4",
+                   "LZ4_RAW": "lz4", "UNCOMPRESSED": "none"}
+
+
+class InputError(ValueError):
+    """Bad input data; the message names the file and line/row and the offending value."""
+
+
+# ----------------------------------------------------------------------------------------------------
+# Input discovery
+# ----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InputFile:
+    path: str
+    relpath: str
+    fmt: Literal["jsonl", "parquet", "table"]
+    compression: Literal[None, "gzip", "zstd"]
+    table: pa.Table | None = field(default=None, compare=False, repr=False)
+
+
+def _classify(path: str) -> tuple[str, str | None] | None:
+    low = path.lower()
+    for suffix, fmt, comp in _SUFFIXES:
+        if low.endswith(suffix):
+            return fmt, comp
+    return None
+
+
+def _walk_supported(directory: str) -> list[str]:
+    found = []
+    for root, dirs, names in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(os.path.join(root, n) for n in names if not n.startswith(".") and _classify(n))
+    return found
+
+
+def _expand_one(arg: str) -> list[str]:
+    if os.path.isdir(arg):
+        files = _walk_supported(arg)
+        if not files:
+            raise ValueError(f"input directory {arg!r} contains no supported files "
+                             f"({', '.join(SUPPORTED_SUFFIXES)}); point to the data files or their folder")
+        return files
+    if os.path.isfile(arg):
+        if _classify(arg) is None:
+            raise ValueError(f"input file {arg!r} has an unsupported extension; supported: "
+                             f"{', '.join(SUPPORTED_SUFFIXES)} (rename it or convert it)")
+        return [arg]
+    if glob.has_magic(arg):
+        matches = sorted(glob.glob(arg, recursive=True))
+        if not matches:
+            raise FileNotFoundError(f"input pattern {arg!r} matched nothing; check the path and quoting")
+        files: list[str] = []
+        for m in matches:
+            if os.path.isdir(m):
+                files.extend(_walk_supported(m))
+            elif _classify(m):
+                files.append(m)
+        if not files:
+            raise ValueError(f"input pattern {arg!r} matched {len(matches)} path(s) but no supported files "
+                             f"({', '.join(SUPPORTED_SUFFIXES)})")
+        return files
+    raise FileNotFoundError(f"input {arg!r} does not exist (not a file, directory or glob match)")
+
+
+def resolve_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
+    """Expand files / directories (recursive) / glob patterns into a sorted, de-duplicated list.
+
+    ``relpath`` is relative to the common parent directory of all files (a single file: its basename),
+    with "/" separators; it names the file in ids, errors and the output layout.
+    """
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    if not inputs:
+        raise ValueError("no inputs given; pass at least one file, directory or glob pattern")
+    paths: set[str] = set()
+    for arg in inputs:
+        paths.update(os.path.abspath(p) for p in _expand_one(os.fspath(arg)))
+    ordered = sorted(paths)
+    root = os.path.commonpath([os.path.dirname(p) for p in ordered])
+    result = []
+    for p in ordered:
+        fmt, comp = _classify(p)  # type: ignore[misc]
+        rel = os.path.relpath(p, root).replace(os.sep, "/")
+        result.append(InputFile(path=p, relpath=rel, fmt=fmt, compression=comp))  # type: ignore[arg-type]
+    return result
+
+
+def table_input(obj: Any) -> list[InputFile]:
+    """Wrap a ``pyarrow.Table`` (or pandas DataFrame, converted without its index) as one input."""
+    if isinstance(obj, pa.RecordBatch):
+        obj = pa.Table.from_batches([obj])
+    elif not isinstance(obj, pa.Table):
+        if type(obj).__module__.split(".")[0] == "pandas" and type(obj).__name__ == "DataFrame":
+            obj = pa.Table.from_pandas(obj, preserve_index=False)
+        else:
+            raise TypeError(f"table_input needs a pyarrow.Table or pandas.DataFrame, got {type(obj).__name__}")
+    return [InputFile(path=TABLE_PATH, relpath=TABLE_PATH, fmt="table", compression=None, table=obj)]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Batches and report
+# ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class Batch:
+    """Rows ``row_start .. row_start + len - 1`` of the run, all from ``files[file_index]``.
+
+    ids: pa.string() [n]; text: pa.large_string() [n], no nulls; keep_values: float64 [n] or None.
+    """
+
+    file_index: int
+    row_start: int
+    ids: pa.Array
+    text: pa.Array
+    keep_values: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+
+@dataclass
+class ReadReport:
+    files: int = 0
+    rows: int = 0
+    bytes_text: int = 0
+    skipped: list[dict] = field(default_factory=list)
+    invalid_utf8_rows: int = 0
+    empty_files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    id_field: str | None
+    text_field: str
+    keep_column: str | None
+    on_error: str
+
+
+@dataclass
+class _Chunk:
+    """Accepted rows of one piece of a file. ``ids`` None means generated ids.
+
+    For writing: JSON Lines give ``raw`` with row byte spans ``[starts, ends)`` (line incl. newline);
+    Arrow sources give the full record batch ``record`` and ``valid`` (bool [len(record)]) = accepted rows.
+    """
+
+    ids: pa.Array | None
+    text: pa.Array
+    keep: np.ndarray | None
+    invalid_utf8: int = 0
+    raw: memoryview | None = None
+    starts: np.ndarray | None = None
+    ends: np.ndarray | None = None
+    record: pa.RecordBatch | None = None
+    valid: np.ndarray | None = None
+
+
+class _FileReader:
+    """Shared state for reading one file: error policy, skipped records, per-file id / keep state."""
+
+    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport) -> None:
+        self.f, self.spec, self.report = f, spec, report
+        self.rows = 0
+
+    def where(self, line: int | None = None, row: int | None = None) -> str:
+        if line is not None:
+            return f"{self.f.relpath}:{line}"
+        if row is not None:
+            return f"{self.f.relpath} row {row}"
+        return self.f.relpath
+
+    def bad(self, reason: str, *, line: int | None = None, row: int | None = None) -> None:
+        """A bad row (or file): raise, or record it and let the caller drop it."""
+        if self.spec.on_error == "raise":
+            raise InputError(f"{self.where(line, row)}: {reason}; fix the data or use on_error='skip' "
+                             f"to drop bad rows")
+        self.report.skipped.append({"file": self.f.relpath, "line": line, "row": row, "reason": reason})
+        logger.debug("skipped %s: %s", self.where(line, row), reason)
+
+    def fatal(self, reason: str, *, line: int | None = None, row: int | None = None) -> InputError:
+        return InputError(f"{self.where(line, row)}: {reason}")
+
+
+def _preview(value: Any) -> str:
+    r = repr(value)
+    return r if len(r) <= _PREVIEW_CHARS else r[:_PREVIEW_CHARS] + "...(truncated)"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _fix_surrogates(s: str) -> tuple[str, bool]:
+    """Replace lone surrogates (from JSON escapes) with U+FFFD, one per surrogate code unit."""
+    if _SURROGATES.search(s) is None:
+        return s, False
+    return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace"), True
+
+
+def _utf8_valid(buf: memoryview) -> bool:
+    """Strict UTF-8 check in Arrow, without building a Python str."""
+    arr = pa.Array.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(np.array([0, len(buf)], np.int64)),
+                                                        pa.py_buffer(buf)])
+    try:
+        arr.view(pa.large_string()).validate(full=True)
+        return True
+    except pa.ArrowInvalid:
+        return False
+
+
+def _generated_ids(relpath: str, first: int, n: int) -> pa.Array:
+    nums = pa.array(np.arange(first, first + n, dtype=np.int64)).cast(pa.string())
+    return pc.binary_join_element_wise(f"{relpath}:", nums, "")
+
+
+def _split_by_bytes(text: pa.Array, batch_bytes: int) -> list[tuple[int, int]]:
+    """[start, end) row ranges holding at most batch_bytes of text each (at least one row)."""
+    n = len(text)
+    if n == 0:
+        return []
+    cum = np.cumsum(pc.binary_length(text).to_numpy(zero_copy_only=False).astype(np.int64))
+    if cum[-1] <= batch_bytes:
+        return [(0, n)]
+    out, start = [], 0
+    while start < n:
+        base = int(cum[start - 1]) if start else 0
+        end = max(int(np.searchsorted(cum, base + batch_bytes, side="right")), start + 1)
+        out.append((start, end))
+        start = end
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# JSON Lines
+# ----------------------------------------------------------------------------------------------------
+
+def _last_newline(arr: np.ndarray, limit: int) -> int:
+    """Index of the last b"\\n" in arr[:limit], or -1; scans backwards in 1 MiB windows."""
+    hi = min(limit, len(arr))
+    while hi > 0:
+        lo = max(0, hi - (1 << 20))
+        idx = np.flatnonzero(arr[lo:hi] == 10)
+        if len(idx):
+            return lo + int(idx[-1])
+        hi = lo
+    return -1
+
+
+def _first_newline(arr: np.ndarray, start: int) -> int:
+    lo = start
+    while lo < len(arr):
+        hi = min(len(arr), lo + (1 << 20))
+        idx = np.flatnonzero(arr[lo:hi] == 10)
+        if len(idx):
+            return lo + int(idx[0])
+        lo = hi
+    return -1
+
+
+def _read_blocks(stream: Any, target: int) -> Iterator[memoryview]:
+    """Blocks of at most ``target`` bytes ending at a newline (the last one at EOF), except that a line
+    longer than ``target`` becomes a block of its own.
+
+    Blocks are read-only views of Arrow buffers (pooled memory: no zero-fill; the stream reads straight
+    into them), valid while the caller holds them. Only the unconsumed tail (less than ``target`` bytes,
+    or one long partial line) is copied when the next buffer is filled; a long line's buffer doubles.
+    """
+    data = memoryview(b"")
+    eof = False
+    while True:
+        arr = np.frombuffer(data, dtype=np.uint8)
+        cut = -1
+        if len(data) >= target or eof:
+            cut = _last_newline(arr, target)
+            if cut < 0:
+                cut = _first_newline(arr, 0)
+        if cut < 0 and not eof:
+            size = len(data) + max(target - len(data), len(data), _MIN_READ)
+            buf = memoryview(pa.allocate_buffer(size)).cast("B")
+            buf[:len(data)] = data
+            filled = len(data)
+            while filled < size:
+                n = stream.readinto(buf[filled:])
+                if not n:
+                    eof = True
+                    break
+                filled += n
+            data = buf[:filled].toreadonly()
+            del buf
+            continue
+        if len(data) == 0:
+            return
+        if cut < 0:  # EOF without a final newline
+            cut = len(data) - 1
+        yield data[:cut + 1]
+        data = data[cut + 1:]
+
+
+def _split_lines(block: memoryview | bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Physical lines of a block: (starts, content_ends, is_row) as int64/int64/bool arrays [n_lines].
+
+    A block ends with a newline (or at EOF), so the empty piece after the final newline is not a line.
+    """
+    arr = np.frombuffer(block, dtype=np.uint8)
+    nl = np.flatnonzero(arr == 10)
+    starts = np.concatenate(([0], nl + 1)).astype(np.int64)
+    ends = np.concatenate((nl, [len(arr)])).astype(np.int64)
+    if starts[-1] == len(arr):
+        starts, ends = starts[:-1], ends[:-1]
+    is_row = ends > starts
+    # A line whose first byte is above ' ' is a row; the rare others are blank only if they hold nothing
+    # but spaces/tabs/CR (other control bytes are left for the JSON parser to reject).
+    maybe_blank = np.flatnonzero(is_row)
+    maybe_blank = maybe_blank[arr[starts[maybe_blank]] <= 32]
+    for i in maybe_blank.tolist():
+        is_row[i] = bool(bytes(block[starts[i]:ends[i]]).strip(b" \t\r"))
+    return starts, ends, is_row
+
+
+class _JsonlReader(_FileReader):
+    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport, block_bytes: int) -> None:
+        super().__init__(f, spec, report)
+        self.block_bytes = block_bytes
+        self.id_mode: bool | None = None  # does this file carry ids? decided by its first row
+        self.id_mode_line = 0
+        self.id_type = pa.string()
+        self.keep_seen = False
+        self.slow_blocks = 0
+        self.blocks = 0
+        self._id_key = (re.compile(re.escape(json.dumps(spec.id_field, ensure_ascii=False).encode()) + rb"\s*:")
+                        if spec.id_field else None)
+        self._keep_key = (re.compile(re.escape(json.dumps(spec.keep_column, ensure_ascii=False).encode())
+                                     + rb"\s*:") if spec.keep_column else None)
+
+    def chunks(self) -> Iterator[_Chunk]:
+        line_base = 1
+        try:
+            stream = pa.input_stream(self.f.path, compression=self.f.compression)
+        except (OSError, pa.ArrowException) as e:
+            raise self.fatal(f"cannot open: {e}") from e
+        with stream:
+            blocks = _read_blocks(stream, self.block_bytes)
+            first = True
+            while True:
+                try:
+                    block = next(blocks)
+                except StopIteration:
+                    break
+                except (OSError, pa.ArrowException) as e:  # corrupt compressed stream, I/O error
+                    self.bad(f"cannot read/decompress the file after line {line_base - 1}: {e}", line=line_base)
+                    break
+                if first and block[:len(_UTF8_BOM)] == _UTF8_BOM:
+                    block = block[len(_UTF8_BOM):]
+                first = False
+                chunk, newlines = self._parse_block(block, line_base)
+                line_base += newlines
+                if chunk is not None:
+                    self.rows += len(chunk.text)
+                    yield chunk
+        if self.spec.keep_column and self.rows and not self.keep_seen:
+            raise self.fatal(f"keep column {self.spec.keep_column!r} is not in any row; add it or choose "
+                             f"another keep policy")
+        if self.slow_blocks:
+            logger.info("%s: %d of %d blocks needed the line-by-line JSON parser", self.f.relpath,
+                        self.slow_blocks, self.blocks)
+
+    def _parse_block(self, block: memoryview, line_base: int) -> tuple[_Chunk | None, int]:
+        """Parse one block; returns (accepted rows or None, number of newlines in the block)."""
+        if len(block) == 0:
+            return None, 0
+        starts, ends, is_row = _split_lines(block)
+        newlines = len(starts) - (ends[-1] == len(block))  # the last line may lack its newline
+        rows = np.flatnonzero(is_row)
+        if len(rows) == 0:
+            return None, newlines
+        self.blocks += 1
+        r_starts, r_ends = starts[rows], ends[rows]
+        spans_end = np.minimum(r_ends + 1, len(block))  # include the newline in the copied bytes
+        chunk = self._fast(block, r_starts, r_ends, line_base + int(rows[0]))
+        if chunk is None:
+            self.slow_blocks += 1
+            chunk, accepted = self._slow(block, r_starts, r_ends, line_base + rows)
+            r_starts, spans_end = r_starts[accepted], spans_end[accepted]
+            if len(r_starts) == 0:
+                return None, newlines
+        chunk.raw, chunk.starts, chunk.ends = block, r_starts, spans_end
+        return chunk, newlines
+
+    def _schema(self) -> pa.Schema:
+        fields = [pa.field(self.spec.text_field, pa.large_string())]
+        if self.spec.id_field:
+            fields.append(pa.field(self.spec.id_field, self.id_type))
+        if self.spec.keep_column:
+            fields.append(pa.field(self.spec.keep_column, pa.float64()))
+        return pa.schema(fields)
+
+    def _arrow_parse(self, block: memoryview, max_line: int) -> pa.Table | None:
+        # Block size must exceed the longest line; several blocks per buffer let Arrow use its threads.
+        block_size = int(min(max(1 << 22, 2 * max_line + 16), 2**31 - 1))
+        for attempt in range(2):
+            opts = pajson.ParseOptions(explicit_schema=self._schema(), unexpected_field_behavior="ignore",
+                                       newlines_in_values=False)
+            try:
+                return pajson.read_json(pa.BufferReader(pa.py_buffer(block)),
+                                        read_options=pajson.ReadOptions(block_size=block_size),
+                                        parse_options=opts)
+            except pa.ArrowInvalid as e:
+                msg = str(e)
+                id_related = self.spec.id_field and (f"Column(/{self.spec.id_field})" in msg or "int64" in msg)
+                if attempt == 0 and id_related:  # integer ids: remember the type for the next blocks
+                    self.id_type = pa.int64() if self.id_type == pa.string() else pa.string()
+                    continue
+                return None
+        return None
+
+    def _fast(self, block: memoryview, starts: np.ndarray, ends: np.ndarray, first_line: int) -> _Chunk | None:
+        """pyarrow.json on the whole block; None whenever the result might differ from ``_slow``."""
+        if not _utf8_valid(block):
+            return None
+        table = self._arrow_parse(block, int((ends - starts).max()))
+        if table is None or table.num_rows != len(starts):
+            return None
+        text = table.column(self.spec.text_field).combine_chunks()
+        if text.null_count:
+            return None
+        ids = None
+        if self.spec.id_field:
+            col = table.column(self.spec.id_field)
+            if col.null_count == 0:
+                has = True
+            elif col.null_count == len(col) and self._id_key.search(block) is None:
+                has = False
+            else:
+                return None  # some rows lack the id or have null: let the line parser say which
+            if self.id_mode is not None and has != self.id_mode:
+                return None
+            if self.id_mode is None:
+                self.id_mode, self.id_mode_line = has, first_line
+            ids = col.combine_chunks().cast(pa.string()) if has else None
+        keep = None
+        if self.spec.keep_column:
+            kcol = table.column(self.spec.keep_column)
+            if kcol.null_count < len(kcol) or self._keep_key.search(block) is not None:
+                self.keep_seen = True
+            keep = kcol.combine_chunks().to_numpy(zero_copy_only=False).astype(np.float64)
+        return _Chunk(ids=ids, text=text, keep=keep)
+
+    def _slow(self, block: memoryview, starts: np.ndarray, ends: np.ndarray,
+              line_nos: np.ndarray) -> tuple[_Chunk, np.ndarray]:
+        """Reference parser: one Python ``json.loads`` per line. Returns the chunk and the accepted mask."""
+        spec = self.spec
+        accepted = np.zeros(len(starts), dtype=bool)
+        texts: list[str] = []
+        ids: list[str] = []
+        keeps: list[float] = []
+        invalid = 0
+        for i, (s, e, ln) in enumerate(zip(starts.tolist(), ends.tolist(), line_nos.tolist())):
+            raw = block[s:e]
+            try:
+                line, bad_utf8 = str(raw, "utf-8"), False
+            except UnicodeDecodeError:
+                line, bad_utf8 = str(raw, "utf-8", "replace"), True
+            try:
+                obj = json.loads(line, strict=False)
+            except json.JSONDecodeError as err:
+                self.bad(f"malformed JSON ({err.msg} at column {err.colno}): {_preview(line)}", line=ln)
+                continue
+            except RecursionError:
+                self.bad("malformed JSON (nested too deeply)", line=ln)
+                continue
+            if not isinstance(obj, dict):
+                self.bad(f"not a JSON object (a JSON {_json_type(obj)}): {_preview(line)}", line=ln)
+                continue
+            if spec.text_field not in obj:
+                keys = list(obj)[:10]
+                self.bad(f"missing text field {spec.text_field!r} (keys: {keys}); set text_field to the right "
+                         f"key", line=ln)
+                continue
+            text = obj[spec.text_field]
+            if not isinstance(text, str):
+                what = "null" if text is None else f"a JSON {_json_type(text)} ({_preview(text)}), not a string"
+                self.bad(f"text field {spec.text_field!r} is {what}", line=ln)
+                continue
+            text, fixed = _fix_surrogates(text)
+            bad_utf8 |= fixed
+            id_value = None
+            if spec.id_field:
+                has = spec.id_field in obj
+                if self.id_mode is None:
+                    self.id_mode, self.id_mode_line = has, ln
+                if has != self.id_mode:
+                    first = f"line {self.id_mode_line}"
+                    if self.id_mode:
+                        self.bad(f"id field {spec.id_field!r} is missing, but the file's first row ({first}) has "
+                                 f"it; every row of a file must have it, or none (then ids are generated)", line=ln)
+                    else:
+                        self.bad(f"id field {spec.id_field!r} is present, but the file's first row ({first}) "
+                                 f"lacks it; every row of a file must have it, or none", line=ln)
+                    continue
+                if has:
+                    v = obj[spec.id_field]
+                    if isinstance(v, str):
+                        id_value, fixed = _fix_surrogates(v)
+                        bad_utf8 |= fixed
+                    elif isinstance(v, int) and not isinstance(v, bool):
+                        id_value = str(v)
+                    else:
+                        what = "null" if v is None else f"a JSON {_json_type(v)} ({_preview(v)})"
+                        self.bad(f"id field {spec.id_field!r} is {what}; ids must be strings or integers", line=ln)
+                        continue
+            if spec.keep_column:
+                kv = obj.get(spec.keep_column)
+                self.keep_seen |= spec.keep_column in obj
+                if kv is None:
+                    keeps.append(math.nan)
+                elif isinstance(kv, (int, float)):
+                    try:
+                        keeps.append(float(kv))
+                    except OverflowError:
+                        raise self.fatal(f"keep column {spec.keep_column!r} value {_preview(kv)} does not fit "
+                                         f"a float64", line=ln) from None
+                else:
+                    raise self.fatal(f"keep column {spec.keep_column!r} is a JSON {_json_type(kv)} "
+                                     f"({_preview(kv)}), not a number; fix the data or choose another keep "
+                                     f"policy", line=ln)
+            accepted[i] = True
+            texts.append(text)
+            if id_value is not None:
+                ids.append(id_value)
+            invalid += bad_utf8
+        has_ids = bool(spec.id_field) and bool(self.id_mode)
+        chunk = _Chunk(ids=pa.array(ids, pa.string()) if has_ids else None,
+                       text=pa.array(texts, pa.large_string()),
+                       keep=np.asarray(keeps, dtype=np.float64) if spec.keep_column else None,
+                       invalid_utf8=invalid)
+        return chunk, accepted
+
+
+# ----------------------------------------------------------------------------------------------------
+# Parquet files and in-memory tables
+# ----------------------------------------------------------------------------------------------------
+
+def _is_stringish(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t) or pa.types.is_null(t))
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_decimal(t) or pa.types.is_null(t))
+
+
+def _as_utf8(arr: pa.Array, out_type: pa.DataType) -> tuple[pa.Array, np.ndarray | None]:
+    """Cast a string/binary/integer array to ``out_type``, replacing invalid UTF-8 like
+    ``bytes.decode("utf-8", "replace")``. Returns (array, bool mask of fixed rows or None)."""
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if pa.types.is_integer(arr.type):
+        return arr.cast(out_type), None
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), out_type), None
+    big = pa.large_binary() if out_type == pa.large_string() else pa.binary()
+    as_bin = arr.cast(big)
+    as_text = as_bin.view(out_type)
+    try:
+        as_text.validate(full=True)
+        return as_text, None
+    except pa.ArrowInvalid:
+        pass
+    values = as_bin.to_pylist()
+    fixed = np.zeros(len(values), dtype=bool)
+    out = []
+    for i, v in enumerate(values):
+        if v is None:
+            out.append(None)
+            continue
+        try:
+            out.append(v.decode("utf-8"))
+        except UnicodeDecodeError:
+            out.append(v.decode("utf-8", "replace"))
+            fixed[i] = True
+    return pa.array(out, out_type), fixed
+
+
+class _ArrowReader(_FileReader):
+    """Parquet files and in-memory tables: columns are typed, so type errors are file-level."""
+
+    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport, batch_bytes: int, all_columns: bool):
+        super().__init__(f, spec, report)
+        self.batch_bytes = batch_bytes
+        self.all_columns = all_columns
+        self.schema: pa.Schema | None = None  # set once the file is open (None: unreadable)
+
+    def _open(self) -> tuple[pa.Schema, Any] | None:
+        if self.f.fmt == "table":
+            return self.f.table.schema, None
+        try:
+            pf = pq.ParquetFile(self.f.path)
+            return pf.schema_arrow, pf
+        except (OSError, pa.ArrowException) as e:
+            self.bad(f"not a readable Parquet file ({e})")
+            return None
+
+    def _record_batches(self, pf: Any, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
+        if self.f.fmt == "table":
+            table = self.f.table if columns is None else self.f.table.select(columns)
+            per_row = max(1, table.nbytes // max(1, table.num_rows))
+            yield from table.to_batches(max_chunksize=max(1, self.batch_bytes // per_row))
+            return
+        md = pf.metadata
+        # Uncompressed bytes of the columns we read, to size record batches near batch_bytes.
+        size = 0
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            for c in range(rg.num_columns):
+                col = rg.column(c)
+                if columns is None or col.path_in_schema.split(".")[0] in columns:
+                    size += col.total_uncompressed_size
+        rows_per_batch = int(max(1, min(1 << 20, self.batch_bytes // max(1, size // max(1, md.num_rows)))))
+        yield from pf.iter_batches(batch_size=rows_per_batch, columns=columns, use_threads=True)
+
+    def _check_schema(self, schema: pa.Schema) -> bool:
+        """File-level checks; returns False when the file must be skipped."""
+        spec = self.spec
+        names = schema.names
+        if spec.keep_column and spec.keep_column not in names:
+            raise self.fatal(f"keep column {spec.keep_column!r} is not in the file (columns: {names[:20]}); "
+                             f"choose another keep policy")
+        if spec.keep_column and not _is_numeric(schema.field(spec.keep_column).type):
+            raise self.fatal(f"keep column {spec.keep_column!r} has type {schema.field(spec.keep_column).type}, "
+                             f"not numeric; choose a numeric column")
+        if spec.text_field not in names:
+            self.bad(f"missing text field {spec.text_field!r} (columns: {names[:20]}); set text_field to the "
+                     f"right column")
+            return False
+        t = schema.field(spec.text_field).type
+        if not _is_stringish(t):
+            self.bad(f"text field {spec.text_field!r} has type {t}, not a string")
+            return False
+        if spec.id_field and spec.id_field in names:
+            t = schema.field(spec.id_field).type
+            base = t.value_type if pa.types.is_dictionary(t) else t
+            if not (_is_stringish(t) or pa.types.is_integer(base)):
+                self.bad(f"id field {spec.id_field!r} has type {t}; ids must be strings or integers")
+                return False
+        return True
+
+    def chunks(self) -> Iterator[_Chunk]:
+        opened = self._open()
+        if opened is None:
+            return
+        self.schema, pf = opened
+        if not self._check_schema(self.schema):
+            return
+        spec = self.spec
+        has_ids = bool(spec.id_field) and spec.id_field in self.schema.names
+        if spec.id_field and not has_ids:
+            logger.info("%s has no id field %r: using generated ids '%s:<row>'", self.f.relpath, spec.id_field,
+                        self.f.relpath)
+        wanted = [spec.text_field] + ([spec.id_field] if has_ids else [])
+        if spec.keep_column and spec.keep_column not in wanted:
+            wanted.append(spec.keep_column)
+        columns = None if self.all_columns else wanted
+        physical = 0
+        batches = self._record_batches(pf, columns)
+        while True:
+            try:
+                rb = next(batches)
+            except StopIteration:
+                break
+            except (OSError, pa.ArrowException) as e:
+                self.bad(f"cannot read the file after row {physical}: {e}", row=physical)
+                break
+            chunk = self._convert(rb, physical, has_ids)
+            physical += rb.num_rows
+            if chunk is not None:
+                self.rows += len(chunk.text)
+                yield chunk
+
+    def _convert(self, rb: pa.RecordBatch, physical: int, has_ids: bool) -> _Chunk | None:
+        spec = self.spec
+        text_col = rb.column(rb.schema.get_field_index(spec.text_field))
+        valid = np.asarray(text_col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        id_col = rb.column(rb.schema.get_field_index(spec.id_field)) if has_ids else None
+        id_valid = (np.asarray(id_col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+                    if id_col is not None else np.ones(rb.num_rows, dtype=bool))
+        for i in np.flatnonzero(~(valid & id_valid)).tolist():
+            if not valid[i]:
+                self.bad(f"text field {spec.text_field!r} is null", row=physical + i)
+            else:
+                self.bad(f"id field {spec.id_field!r} is null", row=physical + i)
+        valid &= id_valid
+        if not valid.any():
+            return _Chunk(ids=None, text=pa.array([], pa.large_string()), keep=None, record=rb, valid=valid)
+        sel = pa.array(valid)
+        all_valid = bool(valid.all())
+        text, fixed = _as_utf8(text_col if all_valid else text_col.filter(sel), pa.large_string())
+        bad_rows = fixed if fixed is not None else np.zeros(len(text), dtype=bool)
+        ids = None
+        if id_col is not None:
+            ids, fixed_ids = _as_utf8(id_col if all_valid else id_col.filter(sel), pa.string())
+            if fixed_ids is not None:
+                bad_rows = bad_rows | fixed_ids
+        keep = None
+        if spec.keep_column:
+            kcol = rb.column(rb.schema.get_field_index(spec.keep_column))
+            if pa.types.is_dictionary(kcol.type):
+                kcol = kcol.dictionary_decode()
+            kcol = kcol if all_valid else kcol.filter(sel)
+            keep = kcol.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+        return _Chunk(ids=ids, text=text, keep=keep, invalid_utf8=int(bad_rows.sum()), record=rb, valid=valid)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Public reading API
+# ----------------------------------------------------------------------------------------------------
+
+def _make_spec(id_field: str | None, text_field: str, on_error: str, keep_column: str | None) -> _Spec:
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if not isinstance(text_field, str) or not text_field:
+        raise ValueError(f"text_field must be a non-empty string, got {text_field!r}")
+    if id_field is not None and (not isinstance(id_field, str) or not id_field):
+        raise ValueError(f"id_field must be a non-empty string or None, got {id_field!r}")
+    if id_field == text_field:
+        raise ValueError(f"id_field and text_field are both {text_field!r}; they must name different fields")
+    if keep_column is not None and keep_column in (text_field, id_field):
+        raise ValueError(f"keep column {keep_column!r} is also the text or id field; choose a numeric column")
+    return _Spec(id_field=id_field, text_field=text_field, keep_column=keep_column, on_error=on_error)
+
+
+def _readers(files: list[InputFile], spec: _Spec, report: ReadReport, batch_bytes: int,
+             all_columns: bool) -> Iterator[tuple[int, _FileReader]]:
+    for index, f in enumerate(files):
+        if f.fmt == "jsonl":
+            yield index, _JsonlReader(f, spec, report, batch_bytes)
+        elif f.fmt in ("parquet", "table"):
+            if f.fmt == "table" and f.table is None:
+                raise ValueError(f"input {index} has fmt='table' but no table; build it with table_input()")
+            yield index, _ArrowReader(f, spec, report, batch_bytes, all_columns)
+        else:
+            raise ValueError(f"unknown input format {f.fmt!r} for {f.path!r}; build inputs with resolve_inputs()")
+
+
+def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: str, batch_bytes: int,
+                 on_error: Literal["raise", "skip"], keep_column: str | None = None,
+                 report: ReadReport | None = None) -> Iterator[Batch]:
+    """Yield batches of (ids, text[, keep values]) in file order; see the module docstring for the rules.
+
+    Memory: about one block (<= 2 x batch_bytes of raw JSON) or one Parquet record batch at a time.
+    """
+    if not isinstance(batch_bytes, int) or batch_bytes < 1:
+        raise ValueError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
+    spec = _make_spec(id_field, text_field, on_error, keep_column)
+    report = report if report is not None else ReadReport()
+    row = 0
+    for index, reader in _readers(files, spec, report, batch_bytes, all_columns=False):
+        report.files += 1
+        skipped_before = len(report.skipped)
+        for chunk in reader.chunks():
+            report.invalid_utf8_rows += chunk.invalid_utf8
+            first_in_file = reader.rows - len(chunk.text)
+            for a, b in _split_by_bytes(chunk.text, batch_bytes):
+                text = chunk.text.slice(a, b - a)
+                ids = (chunk.ids.slice(a, b - a) if chunk.ids is not None
+                       else _generated_ids(reader.f.relpath, first_in_file + a, b - a))
+                keep = chunk.keep[a:b] if chunk.keep is not None else None
+                report.rows += b - a
+                report.bytes_text += int(pc.sum(pc.binary_length(text)).as_py() or 0)
+                yield Batch(file_index=index, row_start=row, ids=ids, text=text, keep_values=keep)
+                row += b - a
+        if reader.rows == 0:
+            report.empty_files.append(reader.f.relpath)
+        skipped_here = len(report.skipped) - skipped_before
+        if skipped_here:
+            logger.warning("%s: skipped %d bad row(s) (see the read report)", reader.f.relpath, skipped_here)
+
+
+def check_unique_ids(ids: Sequence[pa.Array] | pa.ChunkedArray | pa.Array) -> None:
+    """Raise InputError naming up to 5 duplicated ids with their counts. Vectorised (Arrow hash)."""
+    if isinstance(ids, pa.Array):
+        ids = pa.chunked_array([ids])
+    elif not isinstance(ids, pa.ChunkedArray):
+        ids = pa.chunked_array(list(ids), type=pa.string()) if len(ids) else pa.chunked_array([], pa.string())
+    if len(ids) == 0 or pc.count_distinct(ids, mode="all").as_py() == len(ids):
+        return
+    counts = pc.value_counts(ids)
+    values, freq = counts.field("values"), counts.field("counts")
+    dup = pc.greater(freq, 1)
+    values, freq = values.filter(dup), freq.filter(dup)
+    order = pc.sort_indices(pa.table({"c": freq, "v": values}), sort_keys=[("c", "descending"), ("v", "ascending")])
+    top = order[:5].to_pylist()
+    shown = ", ".join(f"{values[i].as_py()!r} ({freq[i].as_py()} times)" for i in top)
+    more = f" and {len(values) - len(top)} more duplicated id(s)" if len(values) > len(top) else ""
+    raise InputError(f"ids must be unique; duplicated: {shown}{more}. Pass another --id-field (or none to use "
+                     f"generated 'file:row' ids), or fix the data")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Atomic writing
+# ----------------------------------------------------------------------------------------------------
+
+def _fsync_path(path: str, directory: bool = False) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0))
+    except OSError:
+        if directory:
+            return  # some platforms/filesystems cannot open directories; the rename is still atomic
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not directory:
+            raise
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[str]:
+    """Yield a temporary path next to ``path``; on success fsync it and rename it onto ``path``;
+    on an exception delete it and re-raise. Readers never see a partial ``path``."""
+    final = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(final)
+    os.makedirs(directory, exist_ok=True)
+    # Leading dot: directory scans (resolve_inputs) skip it; unique suffix: concurrent writers never clash.
+    tmp = os.path.join(directory, f".{os.path.basename(final)}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        yield tmp
+        _fsync_path(tmp)
+        os.replace(tmp, final)
+        _fsync_path(directory, directory=True)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_parquet_atomic(table: pa.Table, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def _json_safe(obj: Any) -> Any:
+    """Non-finite floats -> None; numpy scalars/arrays -> Python values (JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _json_safe(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json_atomic(obj: Any, path: str | os.PathLike) -> None:
+    """Write ``obj`` as indented JSON (NaN/inf -> null, key order kept), atomically."""
+    text = json.dumps(_json_safe(obj), indent=2, sort_keys=False, allow_nan=False)
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+
+
+def _parquet_codec(pf_path: str) -> str:
+    md = pq.ParquetFile(pf_path).metadata
+    if md.num_row_groups and md.num_columns:
+        return _PARQUET_CODECS.get(md.row_group(0).column(0).compression, "snappy")
+    return "snappy"
+
+
+def _output_path(out_dir: str, f: InputFile) -> str:
+    rel = TABLE_OUTPUT_NAME if f.fmt == "table" else f.relpath
+    return os.path.join(out_dir, *rel.split("/"))
+
+
+def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathLike, *, id_field: str | None,
+               text_field: str, on_error: Literal["raise", "skip"]) -> dict:
+    """Write the rows with ``keep[global_row]`` True to ``out_dir`` (layout in the module docstring).
+
+    keep: bool [total rows], numbered as ``iter_batches`` with the same files/id_field/text_field/on_error.
+    All outputs become visible together at the end, only if the row count matched. Returns
+    ``{"files": n_files_written, "rows_written": m}``.
+    """
+    keep = np.asarray(keep)
+    if keep.ndim != 1 or keep.dtype != np.bool_:
+        raise ValueError(f"keep must be a 1-D bool array indexed by global row id, got dtype {keep.dtype} "
+                         f"shape {keep.shape}")
+    if sum(f.fmt == "table" for f in files) > 1:
+        raise ValueError("write_kept writes one in-memory table to deduplicated.parquet; got several tables, "
+                         "concatenate them first")
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    inputs = {os.path.abspath(f.path) for f in files if f.fmt != "table"}
+    for f in files:
+        target = _output_path(out_dir, f)
+        if target in inputs:
+            raise ValueError(f"output {target!r} would overwrite an input; choose another output directory")
+    spec = _make_spec(id_field, text_field, on_error, None)
+    report = ReadReport()  # write_kept's own; iter_batches already reported the problems
+    row, written, n_files = 0, 0, 0
+
+    def take(n: int) -> np.ndarray:
+        nonlocal row
+        if row + n > len(keep):
+            raise ValueError(f"keep has {len(keep)} entries but the inputs have more rows; pass the same files, "
+                             f"id_field, text_field and on_error as to iter_batches")
+        part = keep[row:row + n]
+        row += n
+        return part
+
+    with ExitStack() as stack:
+        for _, reader in _readers(files, spec, report, 8 << 20, all_columns=True):
+            f = reader.f
+            target = _output_path(out_dir, f)
+            if isinstance(reader, _JsonlReader):
+                tmp = stack.enter_context(atomic_path(target))
+                with pa.output_stream(tmp, compression=f.compression) as out:
+                    for chunk in reader.chunks():
+                        mask = take(len(chunk.text))
+                        written += int(mask.sum())
+                        _write_spans(out, chunk.raw, chunk.starts[mask], chunk.ends[mask])
+                n_files += 1
+                continue
+            writer = None
+            try:
+                for chunk in reader.chunks():
+                    if writer is None:
+                        writer = _open_parquet_writer(stack, target, reader)
+                    mask = take(len(chunk.text))
+                    full = np.zeros(len(chunk.valid), dtype=bool)
+                    full[np.flatnonzero(chunk.valid)] = mask
+                    written += int(mask.sum())
+                    if full.any():
+                        writer.write_batch(chunk.record.filter(pa.array(full)))
+                if writer is None and reader.schema is not None:  # no rows at all: still write the schema
+                    writer = _open_parquet_writer(stack, target, reader)
+                if writer is None:
+                    logger.warning("%s could not be read; no output written for it", f.relpath)
+                else:
+                    n_files += 1
+            finally:
+                if writer is not None:
+                    writer.close()
+        if row != len(keep):
+            raise ValueError(f"keep has {len(keep)} entries but the inputs have {row} rows; pass the same files, "
+                             f"id_field, text_field and on_error as to iter_batches")
+    return {"files": n_files, "rows_written": written}
+
+
+def _open_parquet_writer(stack: ExitStack, target: str, reader: _ArrowReader) -> pq.ParquetWriter:
+    tmp = stack.enter_context(atomic_path(target))
+    codec = _parquet_codec(reader.f.path) if reader.f.fmt == "parquet" else "snappy"
+    return pq.ParquetWriter(tmp, reader.schema, compression=codec)
+
+
+def _write_spans(out: Any, raw: memoryview, starts: np.ndarray, ends: np.ndarray) -> None:
+    """Write raw[starts[i]:ends[i]] for all i, merging adjacent spans into one write."""
+    if len(starts) == 0:
+        return
+    breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+    run_starts = starts[np.concatenate(([0], breaks))]
+    run_ends = ends[np.concatenate((breaks - 1, [len(ends) - 1]))]
+    view = memoryview(raw)
+    for s, e in zip(run_starts.tolist(), run_ends.tolist()):
+        out.write(view[s:e])

@@ -1,0 +1,83 @@
+"""MinHash stage: permutation parameters, signatures of normalized batches, signature files.
+
+Permutation k maps a shingle hash h to (a_k * (h mod p) + b_k) mod p, p = 2^61 - 1, computed exactly
+(32-bit limbs, see ``kernels/hashing.py:permute61``). (a_k, b_k) come from SplitMix64(seed), drawn
+interleaved a_0, b_0, a_1, b_1, ... by rejection (61-bit draws; a in [1, p), b in [0, p)), so the first
+K' parameters of a K-permutation config equal those of a K'-permutation config with the same seed.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import MinHashConfig, ShingleConfig
+
+logger = logging.getLogger(__name__)
+
+MERSENNE61 = (1 << 61) - 1
+_M64 = (1 << 64) - 1
+
+
+def splitmix64(state: int) -> tuple[int, int]:
+    """One SplitMix64 step: returns (new_state, output). Python ints (exact)."""
+    state = (state + 0x9E3779B97F4A7C15) & _M64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return state, z ^ (z >> 31)
+
+
+def permutation_params(cfg: MinHashConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b): uint64 arrays of shape (K,)."""
+    a = np.empty(cfg.num_perm, np.uint64)
+    b = np.empty(cfg.num_perm, np.uint64)
+    state = cfg.seed
+    for k in range(cfg.num_perm):
+        for target, low in ((a, 1), (b, 0)):
+            while True:
+                state, x = splitmix64(state)
+                v = x >> 3
+                if low <= v < MERSENNE61:
+                    target[k] = v
+                    break
+    return a, b
+
+
+@dataclass
+class Signatures:
+    """values: (n, K) uint32 or uint64; nshingles: (n,) int64 (0 = no shingle: exact path only)."""
+
+    values: np.ndarray
+    nshingles: np.ndarray
+
+
+def compute_signatures(norm_data: np.ndarray, norm_offsets: np.ndarray, shingle: ShingleConfig,
+                       cfg: MinHashConfig, params: tuple[np.ndarray, np.ndarray] | None = None) -> Signatures:
+    """Signatures of normalized documents (uint8 bytes + int64 offsets, as from ``normalize``)."""
+    from .kernels import cpu
+
+    a, b = params if params is not None else permutation_params(cfg)
+    n = norm_offsets.shape[0] - 1
+    out = np.empty((n, cfg.num_perm), np.uint64)
+    nsh = np.empty(n, np.int64)
+    mask = np.uint64(0xFFFFFFFF if cfg.width == 32 else _M64)
+    cpu.minhash_signatures(norm_data, norm_offsets, shingle.kind == "char", shingle.n, np.uint64(shingle.seed),
+                           a, b, mask, out, nsh)
+    values = out.astype(np.uint32) if cfg.width == 32 else out
+    return Signatures(values, nsh)
+
+
+def signatures_from_hashes(hashes: np.ndarray, offsets: np.ndarray, cfg: MinHashConfig) -> np.ndarray:
+    """MinHash of sets given as 64-bit item hashes (CSR: set i = hashes[offsets[i]:offsets[i+1]]).
+    Returns (n, K) uint32|uint64. Used for statistics tests and for callers with their own shingling."""
+    from .kernels import cpu
+
+    a, b = permutation_params(cfg)
+    n = offsets.shape[0] - 1
+    out = np.empty((n, cfg.num_perm), np.uint64)
+    mask = np.uint64(0xFFFFFFFF if cfg.width == 32 else _M64)
+    cpu.minhash_from_hashes(np.ascontiguousarray(hashes, np.uint64), np.ascontiguousarray(offsets, np.int64),
+                            a, b, mask, out)
+    return out.astype(np.uint32) if cfg.width == 32 else out

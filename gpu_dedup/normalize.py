@@ -1,0 +1,98 @@
+"""Normalization stage: raw UTF-8 text (Arrow buffers) -> normalized UTF-8 bytes + offsets.
+
+Policy ``nfkc-cp-lower-v1`` (tables in ``unicode_tables``; details and the measured difference to full
+NFKC in docs/normalization.md): every codepoint is replaced by the lowercase of its NFKC image;
+whitespace and control characters become a space, format characters (Cf) are deleted, optionally
+punctuation/symbols become a space and decimal digits '0'; space runs collapse to one and the ends are
+trimmed. It is per codepoint (no canonical composition, no final-sigma context), which is what lets
+one table-driven kernel run at memory speed on CPU and GPU with identical output.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .config import NormalizeConfig
+
+logger = logging.getLogger(__name__)
+
+
+
+def unicode_version() -> str:
+    from .unicode_tables import UNICODE_VERSION
+
+    return UNICODE_VERSION
+
+
+def policy_name() -> str:
+    from .unicode_tables import POLICY_NAME
+
+    return POLICY_NAME
+
+
+@dataclass
+class Normalized:
+    """data: uint8 (T',) normalized UTF-8; offsets: int64 (n+1,); words, codepoints: int64 (n,)."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    words: np.ndarray
+    codepoints: np.ndarray
+
+    def __len__(self) -> int:
+        return self.offsets.shape[0] - 1
+
+    def text(self, i: int) -> str:
+        return bytes(self.data[self.offsets[i]:self.offsets[i + 1]]).decode("utf-8")
+
+
+def arrow_text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-copy views of an Arrow string array: (data uint8 (T,), offsets int64 (n+1,)).
+
+    Offsets are absolute positions into data (they need not start at 0)."""
+    if text.null_count:
+        raise ValueError(f"text array has {text.null_count} null values; the reader must reject or skip them")
+    if pa.types.is_string(text.type):
+        off_dtype = np.int32
+    elif pa.types.is_large_string(text.type):
+        off_dtype = np.int64
+    else:
+        raise TypeError(f"text must be an Arrow string or large_string array, got {text.type}")
+    bufs = text.buffers()
+    n = len(text)
+    offsets = np.frombuffer(bufs[1], dtype=off_dtype)[text.offset:text.offset + n + 1].astype(np.int64, copy=False)
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    if n and offsets[-1] > data.shape[0]:
+        raise ValueError("corrupt Arrow string array: offsets exceed the data buffer")
+    return data, offsets
+
+
+def normalize_arrays(data: np.ndarray, offsets: np.ndarray, cfg: NormalizeConfig) -> Normalized:
+    """Normalize documents data[offsets[i]:offsets[i+1]] (two passes: sizes, then bytes)."""
+    from .kernels import cpu
+    from .unicode_tables import load_tables
+
+    tables = load_tables(cfg)
+    n = offsets.shape[0] - 1
+    sizes = np.empty((n, 3), np.int64)
+    cpu.normalize_sizes(data, offsets, tables.map_off, tables.map_cp, sizes)
+    out_off = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes[:, 0], out=out_off[1:])
+    out = np.empty(int(out_off[-1]), np.uint8)
+    cpu.normalize_write(data, offsets, tables.map_off, tables.map_cp, out, out_off)
+    return Normalized(out, out_off, sizes[:, 1].copy(), sizes[:, 2].copy())
+
+
+def normalize_text(text: pa.Array, cfg: NormalizeConfig) -> Normalized:
+    """Normalize an Arrow string array."""
+    data, offsets = arrow_text_buffers(text)
+    return normalize_arrays(data, offsets, cfg)
+
+
+def normalize_strings(texts: list[str], cfg: NormalizeConfig | None = None) -> list[str]:
+    """Convenience for notebooks and tests: normalize Python strings with the kernel."""
+    norm = normalize_text(pa.array(texts, pa.large_string()), cfg or NormalizeConfig())
+    return [norm.text(i) for i in range(len(norm))]

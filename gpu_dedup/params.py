@@ -1,0 +1,498 @@
+"""Choosing LSH bands x rows for a Jaccard threshold: S-curves, error areas, recommendation, CLI glue.
+
+With ``b`` bands of ``r`` rows, two documents with Jaccard similarity ``s`` share at least one band key
+with probability ``P(s) = 1 - (1 - s^r)^b`` (the S-curve). For a target threshold ``theta``:
+
+* false-positive area ``FP = integral_0^theta P(s) ds`` (pairs below theta that still become candidates),
+* false-negative area ``FN = integral_theta^1 (1 - P(s)) ds`` (pairs above theta that are missed),
+
+and the recommended choice minimises ``w_fp * FP + w_fn * FN`` over all ``b * r <= num_perm`` -- the same
+objective and search space as datasketch's ``MinHashLSH`` (0.8 / 128 -> 9x13, 0.9 / 128 -> 5x25).
+
+Integration: ``P`` is a polynomial of degree ``b * r`` in ``s``, so an ``n``-point Gauss-Legendre rule with
+``2n - 1 >= b * r`` integrates it exactly; the only error left is float rounding (~1e-15). A fixed Simpson
+grid would need millions of points to resolve the steepest curves (``1 x 4096``: ``s^4096``) to 1e-6.
+Pure numpy; scipy is not needed at run time.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import math
+import numbers
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SIMS: tuple[float, ...] = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+DEFAULT_SE_AT: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9)
+# Same ceiling as MinHashConfig.num_perm; enumerating all (b, r) costs O(K^2 log K) node evaluations.
+MAX_NUM_PERM = 4096
+_PLOT_SUFFIXES = (".png", ".svg")
+
+
+# ----------------------------------------------------------------------------------------------- validation
+def _is_real(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _check_theta(theta: float) -> float:
+    if not _is_real(theta) or not 0.0 < float(theta) < 1.0:
+        raise ValueError(f"threshold (theta) must be a Jaccard similarity in the open interval (0, 1), "
+                         f"got {theta!r}; use e.g. 0.8")
+    return float(theta)
+
+
+def _check_positive_int(name: str, v: object) -> int:
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or int(v) < 1:
+        raise ValueError(f"{name} must be a positive int, got {v!r}")
+    return int(v)
+
+
+def _check_num_perm(num_perm: object) -> int:
+    k = _check_positive_int("num_perm", num_perm)
+    if k > MAX_NUM_PERM:
+        raise ValueError(f"num_perm must be in [1, {MAX_NUM_PERM}] (MinHashConfig's range), got {num_perm!r}")
+    return k
+
+
+def _check_sims(sims: Sequence[float]) -> tuple[float, ...]:
+    out = []
+    for s in sims:
+        if not _is_real(s) or not 0.0 <= float(s) <= 1.0:
+            raise ValueError(f"similarities must be in [0, 1], got {s!r} in sims={tuple(sims)!r}; "
+                             "use e.g. 0.5,0.7,0.8,0.9")
+        out.append(float(s))
+    return tuple(out)
+
+
+def _check_weights(fp_weight: float, fn_weight: float) -> tuple[float, float]:
+    for name, w in (("fp_weight", fp_weight), ("fn_weight", fn_weight)):
+        if not _is_real(w) or not math.isfinite(float(w)) or float(w) < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {w!r}")
+    if float(fp_weight) + float(fn_weight) <= 0:
+        raise ValueError(f"fp_weight and fn_weight cannot both be 0, got {fp_weight!r} and {fn_weight!r}; "
+                         "use e.g. 0.5 and 0.5")
+    return float(fp_weight), float(fn_weight)
+
+
+# ------------------------------------------------------------------------------------------------ S-curve
+def candidate_probability(s: float | np.ndarray, bands: int, rows: int) -> float | np.ndarray:
+    """P(candidate) = 1 - (1 - s^r)^b at Jaccard similarity ``s``.
+
+    ``s``: a float or an array of any shape with values in [0, 1]; returns a float for a scalar,
+    else a float64 array of the same shape.
+    """
+    b = _check_positive_int("bands", bands)
+    r = _check_positive_int("rows", rows)
+    arr = np.asarray(s, dtype=np.float64)
+    if arr.size and (np.isnan(arr).any() or arr.min() < 0.0 or arr.max() > 1.0):
+        raise ValueError(f"similarity s must be in [0, 1], got {s!r}")
+    # Written as -expm1(b * log1p(-s^r)) so that tiny probabilities (small s, large r) keep full
+    # relative precision instead of cancelling in 1 - (1 - tiny)^b. At s = 1 log1p(-1) = -inf -> P = 1.
+    with np.errstate(divide="ignore"):
+        p = -np.expm1(b * np.log1p(-(arr**r)))
+    return float(p) if np.ndim(s) == 0 else p
+
+
+def threshold_approx(bands: int, rows: int) -> float:
+    """The usual rule-of-thumb threshold (1/b)^(1/r): roughly where the S-curve is steepest."""
+    b = _check_positive_int("bands", bands)
+    r = _check_positive_int("rows", rows)
+    return (1.0 / b) ** (1.0 / r)
+
+
+def p50(bands: int, rows: int) -> float:
+    """The exact similarity where P(s) = 0.5: (1 - 2^(-1/b))^(1/r)."""
+    b = _check_positive_int("bands", bands)
+    r = _check_positive_int("rows", rows)
+    # 1 - 2^(-1/b) = -expm1(-ln 2 / b), precise for large b.
+    return (-math.expm1(-math.log(2.0) / b)) ** (1.0 / r)
+
+
+def s_curve(bands: int, rows: int, n: int = 201) -> tuple[np.ndarray, np.ndarray]:
+    """``(s, p)``: ``n`` evenly spaced similarities in [0, 1] and P(s); both float64 of shape (n,)."""
+    n = _check_positive_int("n", n)
+    if n < 2:
+        raise ValueError(f"n must be >= 2 to span [0, 1], got {n!r}")
+    s = np.linspace(0.0, 1.0, n)
+    return s, np.asarray(candidate_probability(s, bands, rows))
+
+
+def standard_error(j: float | np.ndarray, k: int) -> float | np.ndarray:
+    """Standard error sqrt(J (1 - J) / K) of the MinHash Jaccard estimate from ``k`` permutations.
+
+    ``j``: float or array in [0, 1]; returns the same kind (float64 array of the same shape).
+    """
+    k = _check_positive_int("k (num_perm)", k)
+    arr = np.asarray(j, dtype=np.float64)
+    if arr.size and (np.isnan(arr).any() or arr.min() < 0.0 or arr.max() > 1.0):
+        raise ValueError(f"Jaccard J must be in [0, 1], got {j!r}")
+    se = np.sqrt(arr * (1.0 - arr) / k)
+    return float(se) if np.ndim(j) == 0 else se
+
+
+# ------------------------------------------------------------------------------------------- integration
+@functools.lru_cache(maxsize=64)
+def _gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes (ascending) and weights on [-1, 1], float64 of shape (n,).
+
+    Newton iteration on P_n from the asymptotic root guesses cos(pi (i - 1/4) / (n + 1/2)); O(n^2) per
+    sweep instead of the O(n^3) eigenvalue solve of ``numpy.polynomial.legendre.leggauss`` (which takes
+    seconds at the n ~ 2000 that num_perm = 4096 needs).
+    """
+    m = (n + 1) // 2  # non-negative roots, descending; the rest follow by symmetry
+    x = np.cos(np.pi * (np.arange(1, m + 1) - 0.25) / (n + 0.5))
+
+    def legendre_and_derivative(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p_prev, p = np.ones_like(x), x.copy()
+        for k in range(2, n + 1):
+            p_prev, p = p, ((2 * k - 1) * x * p - (k - 1) * p_prev) / k
+        return p, n * (x * p - p_prev) / (x * x - 1.0)
+
+    for _ in range(100):
+        p, dp = legendre_and_derivative(x)
+        dx = p / dp
+        x = x - dx
+        if np.max(np.abs(dx)) <= 1e-15:
+            break
+    _, dp = legendre_and_derivative(x)
+    w = 2.0 / ((1.0 - x * x) * dp * dp)
+    if n % 2:  # the middle root is 0: keep it once
+        nodes = np.concatenate((-x, x[-2::-1]))
+        weights = np.concatenate((w, w[-2::-1]))
+    else:
+        nodes = np.concatenate((-x, x[::-1]))
+        weights = np.concatenate((w, w[::-1]))
+    return nodes, weights
+
+
+def _nodes_for_degree(degree: int) -> int:
+    # An n-point rule is exact to degree 2n - 1; 16 is a floor so small cases are not special.
+    return max(16, degree // 2 + 1)
+
+
+def _integrate_curve(lo: float, hi: float, bands: np.ndarray, rows: np.ndarray, *, miss: bool,
+                     n_nodes: int) -> np.ndarray:
+    """Integral over [lo, hi] of P(s) (``miss=False``) or 1 - P(s) (``miss=True``) for each (b, r) pair.
+
+    ``bands``, ``rows``: int64 arrays of shape (m,); returns float64 of shape (m,).
+    """
+    x, w = _gauss_legendre(n_nodes)
+    half = 0.5 * (hi - lo)
+    s = lo + half * (x + 1.0)
+    ws = half * w
+    out = np.empty(len(bands), dtype=np.float64)
+    for r in np.unique(rows):
+        idx = np.flatnonzero(rows == r)
+        # Nodes are strictly inside (0, 1), so s^r < 1 and the log is finite.
+        log_keep = np.log1p(-(s**int(r)))  # log(1 - s^r), shape (n,)
+        for start in range(0, len(idx), 512):  # bounded memory: at most 512 x n values at once
+            sel = idx[start:start + 512]
+            expo = np.outer(bands[sel].astype(np.float64), log_keep)
+            vals = np.exp(expo) if miss else -np.expm1(expo)  # 1 - P computed directly: no cancellation
+            out[sel] = vals @ ws
+    return out
+
+
+def _areas(theta: float, bands: np.ndarray, rows: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    fp = _integrate_curve(0.0, theta, bands, rows, miss=False, n_nodes=n_nodes)
+    fn = _integrate_curve(theta, 1.0, bands, rows, miss=True, n_nodes=n_nodes)
+    return fp, fn
+
+
+def false_positive_area(theta: float, bands: int, rows: int) -> float:
+    """integral_0^theta P(s) ds: how much below-threshold similarity still becomes a candidate."""
+    theta = _check_theta(theta)
+    b, r = _check_positive_int("bands", bands), _check_positive_int("rows", rows)
+    arr_b, arr_r = np.array([b], np.int64), np.array([r], np.int64)
+    return float(_integrate_curve(0.0, theta, arr_b, arr_r, miss=False, n_nodes=_nodes_for_degree(b * r))[0])
+
+
+def false_negative_area(theta: float, bands: int, rows: int) -> float:
+    """integral_theta^1 (1 - P(s)) ds: how much above-threshold similarity is missed."""
+    theta = _check_theta(theta)
+    b, r = _check_positive_int("bands", bands), _check_positive_int("rows", rows)
+    arr_b, arr_r = np.array([b], np.int64), np.array([r], np.int64)
+    return float(_integrate_curve(theta, 1.0, arr_b, arr_r, miss=True, n_nodes=_nodes_for_degree(b * r))[0])
+
+
+# ------------------------------------------------------------------------------------------------ choices
+@dataclass(frozen=True)
+class BandChoice:
+    """One (bands, rows) choice evaluated at a threshold. ``probabilities`` maps s -> P(s)."""
+
+    bands: int
+    rows: int
+    threshold_approx: float
+    p50: float
+    fp_area: float
+    fn_area: float
+    weighted_error: float
+    probabilities: dict[float, float]
+
+    @property
+    def hashes(self) -> int:
+        """Permutations this choice uses (b * r)."""
+        return self.bands * self.rows
+
+
+def _all_pairs(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+    # Order b ascending, then r ascending -- datasketch's loop order, so a stable sort by error
+    # breaks exact ties the same way its strict "<" scan does.
+    bands = [b for b in range(1, num_perm + 1) for _ in range(num_perm // b)]
+    rows = [r for b in range(1, num_perm + 1) for r in range(1, num_perm // b + 1)]
+    return np.asarray(bands, np.int64), np.asarray(rows, np.int64)
+
+
+def _make_choice(b: int, r: int, fp: float, fn: float, fp_weight: float, fn_weight: float,
+                 sims: tuple[float, ...]) -> BandChoice:
+    return BandChoice(bands=b, rows=r, threshold_approx=threshold_approx(b, r), p50=p50(b, r), fp_area=fp,
+                      fn_area=fn, weighted_error=fp_weight * fp + fn_weight * fn,
+                      probabilities={s: float(candidate_probability(s, b, r)) for s in sims})
+
+
+def enumerate_choices(theta: float, num_perm: int, sims: Sequence[float] = DEFAULT_SIMS,
+                      fp_weight: float = 0.5, fn_weight: float = 0.5) -> list[BandChoice]:
+    """Every (b, r) with b, r >= 1 and b * r <= num_perm, sorted by weighted error (best first)."""
+    theta = _check_theta(theta)
+    k = _check_num_perm(num_perm)
+    sims_t = _check_sims(sims)
+    fp_weight, fn_weight = _check_weights(fp_weight, fn_weight)
+    bands, rows = _all_pairs(k)
+    fp, fn = _areas(theta, bands, rows, _nodes_for_degree(k))
+    err = fp_weight * fp + fn_weight * fn
+    order = np.argsort(err, kind="stable")
+    logger.debug("evaluated %d (b, r) pairs for theta=%s num_perm=%d", len(bands), theta, k)
+    return [_make_choice(int(bands[i]), int(rows[i]), float(fp[i]), float(fn[i]), fp_weight, fn_weight, sims_t)
+            for i in order]
+
+
+def _pick(choices: list[BandChoice], num_perm: int, require_full_use: bool) -> BandChoice:
+    if require_full_use:
+        full = [c for c in choices if c.hashes == num_perm]
+        return full[0]  # never empty: 1 x K and K x 1 always qualify
+    return choices[0]
+
+
+def _explain(best: BandChoice, theta: float, num_perm: int, fp_weight: float, fn_weight: float,
+             require_full_use: bool) -> str:
+    b, r = best.bands, best.rows
+    probs = f"P(J={theta:g}) = {float(candidate_probability(theta, b, r)):.3f}"
+    lower = round(theta - 0.1, 10)  # round: 0.8 - 0.1 prints as 0.7, not 0.7000000000000001
+    if lower > 0:
+        probs += f" and P(J={lower:g}) = {float(candidate_probability(lower, b, r)):.3f}"
+    scope = "with b·r = num_perm" if require_full_use else "with b·r ≤ num_perm"
+    text = (f"{b}×{r} minimises {fp_weight:g}·FP + {fn_weight:g}·FN = {best.weighted_error:.5f} "
+            f"(FP area {best.fp_area:.5f}, FN area {best.fn_area:.5f}) over all choices {scope} = {num_perm} "
+            f"at θ = {theta:g}: candidate probability {probs}, 50% point at J = {best.p50:.3f}. "
+            f"It uses {best.hashes} of {num_perm} hashes")
+    if best.hashes < num_perm:
+        unused = num_perm - best.hashes
+        text += f" (set num_perm = {best.hashes} to skip computing the {unused} unused permutations)."
+    else:
+        text += "."
+    return text
+
+
+def recommend(theta: float, num_perm: int, sims: Sequence[float] = DEFAULT_SIMS, fp_weight: float = 0.5,
+              fn_weight: float = 0.5, require_full_use: bool = False) -> tuple[BandChoice, str]:
+    """The (b, r) minimising ``fp_weight * FP + fn_weight * FN`` and a one/two-sentence explanation.
+
+    ``require_full_use=False`` searches all b * r <= num_perm (datasketch's rule). ``True`` restricts to
+    b * r == num_perm exactly, for when num_perm is fixed (e.g. signatures already computed) and every
+    permutation should feed a band; for a prime num_perm that leaves only 1 x K and K x 1, so prefer
+    lowering num_perm to the unconstrained optimum's b * r instead (cheaper, and at least as good).
+    """
+    if not isinstance(require_full_use, bool):
+        raise ValueError(f"require_full_use must be a bool, got {require_full_use!r}")
+    choices = enumerate_choices(theta, num_perm, sims, fp_weight, fn_weight)
+    best = _pick(choices, int(num_perm), require_full_use)
+    return best, _explain(best, float(theta), int(num_perm), float(fp_weight), float(fn_weight), require_full_use)
+
+
+# -------------------------------------------------------------------------------------------- reporting
+def format_table(choices: Sequence[BandChoice], theta: float, sims: Sequence[float], top: int | None = None,
+                 *, marks: dict[tuple[int, int], str] | None = None) -> str:
+    """Aligned plain-text table of ``choices`` in the given order.
+
+    ``top`` keeps the first ``top`` rows, plus any marked row beyond them (after a ``...`` line).
+    ``marks`` maps (b, r) -> a one-character marker; by default the row with the smallest weighted error
+    is marked ``*`` (the recommendation when ``choices`` comes from ``enumerate_choices``).
+    P(s) columns are computed for ``sims`` directly, so they need not match the choices' ``probabilities``.
+    """
+    theta = _check_theta(theta)
+    sims_t = _check_sims(sims)
+    if top is not None:
+        top = _check_positive_int("top", top)
+    if not choices:
+        raise ValueError("format_table needs at least one choice, got an empty list")
+    if marks is None:
+        best = min(choices, key=lambda c: c.weighted_error)
+        marks = {(best.bands, best.rows): "*"}
+    shown = list(choices) if top is None else list(choices[:top])
+    extra = [c for c in choices[len(shown):] if (c.bands, c.rows) in marks]
+
+    header = ["", "b", "r", "b·r", "t≈(1/b)^(1/r)", "p50"] + [f"P({s:g})" for s in sims_t] + [
+        "FP area", "FN area", "weighted"]
+
+    def row(c: BandChoice) -> list[str]:
+        probs = [f"{float(candidate_probability(s, c.bands, c.rows)):.4f}" for s in sims_t]
+        return ([marks.get((c.bands, c.rows), ""), str(c.bands), str(c.rows), str(c.hashes),
+                 f"{c.threshold_approx:.4f}", f"{c.p50:.4f}"] + probs
+                + [f"{c.fp_area:.5f}", f"{c.fn_area:.5f}", f"{c.weighted_error:.5f}"])
+
+    body = [row(c) for c in shown]
+    gap_at = len(body) if extra else None
+    body += [row(c) for c in extra]
+    widths = [max(len(x[i]) for x in [header] + body) for i in range(len(header))]
+
+    def fmt(cells: list[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        return " ".join([first] + [cells[i].rjust(widths[i]) for i in range(1, len(cells))]).rstrip()
+
+    lines = [f"θ = {theta:g}; FP area = ∫₀^θ P(s) ds, FN area = ∫_θ^1 (1 − P(s)) ds", fmt(header),
+             fmt([" " * widths[0]] + ["-" * w for w in widths[1:]])]
+    for i, cells in enumerate(body):
+        if i == gap_at:
+            lines.append(fmt([""] + ["..."] + [""] * (len(header) - 2)))
+        lines.append(fmt(cells))
+    return "\n".join(lines)
+
+
+def plot_s_curves(choices: Sequence[tuple[int, int]], theta: float, path: str) -> None:
+    """Write S-curves of the given (bands, rows) pairs with a vertical line at ``theta``.
+
+    The format follows the suffix of ``path``: ``.png`` or ``.svg``. Needs matplotlib (the ``plot``
+    extra); uses the Agg canvas directly so no global pyplot backend is changed.
+    """
+    theta = _check_theta(theta)
+    suffix = Path(path).suffix.lower()
+    if suffix not in _PLOT_SUFFIXES:
+        raise ValueError(f"plot path must end in .png or .svg, got {str(path)!r}; use e.g. s_curves.png")
+    pairs = [(_check_positive_int("bands", b), _check_positive_int("rows", r)) for b, r in choices]
+    if not pairs:
+        raise ValueError("plot_s_curves needs at least one (bands, rows) pair, got none")
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # optional dependency
+        raise ImportError("plotting S-curves needs matplotlib: pip install 'gpu-dedup[plot]'") from exc
+
+    fig = Figure(figsize=(7.0, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for b, r in pairs:
+        s, p = s_curve(b, r, n=401)
+        ax.plot(s, p, label=f"{b}×{r} (p50={p50(b, r):.3f})")
+    ax.axvline(theta, color="black", linestyle="--", linewidth=1, label=f"θ = {theta:g}")
+    ax.set_xlabel("Jaccard similarity s")
+    ax.set_ylabel("P(candidate) = 1 − (1 − s^r)^b")
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.02)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, format=suffix[1:])
+    logger.info("wrote S-curve plot of %d choices to %s", len(pairs), path)
+
+
+# ---------------------------------------------------------------------------------------------- CLI glue
+def _float_list(text: str) -> tuple[float, ...]:
+    """argparse type for comma lists like ``0.5,0.8,0.9`` (ranges are checked later, in ``run``)."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.append(float(part))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r} is not a number; use a comma list like 0.5,0.8,0.9") from None
+    if not out:
+        raise argparse.ArgumentTypeError(f"empty list {text!r}; use a comma list like 0.5,0.8,0.9")
+    return tuple(out)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the ``params`` command (dests: threshold, num_perm, sims, fp_weight, fn_weight, top,
+    bands, rows, plot, se_at, require_full_use)."""
+    parser.add_argument("--threshold", type=float, default=0.8, help="target Jaccard threshold θ in (0, 1)")
+    parser.add_argument("--num-perm", type=int, default=100, help="MinHash permutations K (b·r ≤ K)")
+    parser.add_argument("--sims", type=_float_list, default=DEFAULT_SIMS,
+                        help="comma list of similarities for the P(s) columns")
+    parser.add_argument("--fp-weight", type=float, default=0.5, help="weight of the false-positive area")
+    parser.add_argument("--fn-weight", type=float, default=0.5, help="weight of the false-negative area")
+    parser.add_argument("--top", type=int, default=15, help="rows of the table (best first)")
+    parser.add_argument("--bands", type=int, default=None, help="also show this many bands (with --rows)")
+    parser.add_argument("--rows", type=int, default=None, help="also show this many rows per band (with --bands)")
+    parser.add_argument("--plot", default=None, metavar="FILE.png|svg", help="write S-curves to this file")
+    parser.add_argument("--se-at", type=_float_list, default=DEFAULT_SE_AT,
+                        help="comma list of Jaccard values for the MinHash standard-error lines")
+    parser.add_argument("--require-full-use", action="store_true",
+                        help="recommend only choices with b·r == K (use every permutation)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the table, the recommendation and standard errors to stdout; write the plot. Returns 0.
+
+    Bad values raise ``ValueError`` naming the value (the CLI turns that into an error message).
+    """
+    theta = _check_theta(args.threshold)
+    k = _check_num_perm(args.num_perm)
+    sims = _check_sims(args.sims)
+    se_at = _check_sims(args.se_at)
+    fp_w, fn_w = _check_weights(args.fp_weight, args.fn_weight)
+    top = _check_positive_int("--top", args.top)
+    requested: tuple[int, int] | None = None
+    if (args.bands is None) != (args.rows is None):
+        raise ValueError(f"--bands and --rows go together, got --bands {args.bands!r} --rows {args.rows!r}; "
+                         "give both, e.g. --bands 20 --rows 5")
+    if args.bands is not None:
+        requested = (_check_positive_int("--bands", args.bands), _check_positive_int("--rows", args.rows))
+        if requested[0] * requested[1] > k:
+            raise ValueError(f"--bands x --rows = {requested[0]}x{requested[1]} = {requested[0] * requested[1]} "
+                             f"exceeds --num-perm {k}; raise --num-perm or lower --bands/--rows")
+    if args.plot is not None and Path(args.plot).suffix.lower() not in _PLOT_SUFFIXES:
+        raise ValueError(f"--plot must end in .png or .svg, got {args.plot!r}")
+
+    choices = enumerate_choices(theta, k, sims, fp_w, fn_w)
+    best = _pick(choices, k, bool(args.require_full_use))
+    why = _explain(best, theta, k, fp_w, fn_w, bool(args.require_full_use))
+    marks = {(best.bands, best.rows): "*"}
+    if requested is not None and requested != (best.bands, best.rows):
+        marks[requested] = ">"
+
+    out = sys.stdout
+    out.write(f"LSH bands × rows for θ = {theta:g}, num_perm = {k} "
+              f"(weighted error = {fp_w:g}·FP + {fn_w:g}·FN); top {min(top, len(choices))} of {len(choices)}\n")
+    out.write(format_table(choices, theta, sims, top=top, marks=marks) + "\n")
+    out.write("* recommended" + ("   > requested (--bands/--rows)" if ">" in marks.values() else "") + "\n\n")
+    out.write(f"Recommendation: {why}\n")
+    if requested is not None:
+        rank = next(i for i, c in enumerate(choices, 1) if (c.bands, c.rows) == requested)
+        c = choices[rank - 1]
+        out.write(f"Requested {c.bands}×{c.rows}: P(θ) = {float(candidate_probability(theta, c.bands, c.rows)):.3f}, "
+                  f"p50 = {c.p50:.3f}, FP area {c.fp_area:.5f}, FN area {c.fn_area:.5f}, weighted "
+                  f"{c.weighted_error:.5f} (rank {rank} of {len(choices)}, "
+                  f"+{c.weighted_error - choices[0].weighted_error:.5f} over the minimum)\n")
+    out.write(f"\nMinHash Jaccard estimate with num_perm = {k}: standard error sqrt(J(1−J)/K)\n")
+    for j in se_at:
+        se = float(standard_error(j, k))
+        lo, hi = max(0.0, j - 2 * se), min(1.0, j + 2 * se)
+        out.write(f"  J = {j:.2f}: SE = {se:.4f}  (±2·SE: {lo:.3f} – {hi:.3f})\n")
+    if args.plot is not None:
+        pairs = [(best.bands, best.rows)] + [(c.bands, c.rows) for c in choices[: min(top, 4)]
+                                             if (c.bands, c.rows) != (best.bands, best.rows)][:3]
+        if requested is not None and requested not in pairs:
+            pairs.append(requested)
+        plot_s_curves(pairs, theta, args.plot)
+        out.write(f"\nWrote S-curves of {', '.join(f'{b}×{r}' for b, r in pairs)} to {args.plot}\n")
+    out.flush()
+    return 0

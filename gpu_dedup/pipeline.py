@@ -1,0 +1,373 @@
+"""The lexical pipeline: stage order, passes over the input, decisions and outputs.
+
+Pass 1 (streaming, bounded batches): read -> normalize -> exact hash + MinHash -> band keys.
+Then, on the small per-document arrays: keep order -> exact groups -> LSH buckets.
+Pass 2 (only with verification, only batches holding candidates): normalize -> shingle sets.
+Then the removal policy, the decisions table, and pass 3 (the kept records, copied verbatim).
+Only per-document arrays (band keys, hashes, ids) and the candidates' shingle sets are held in memory;
+text is never held beyond one batch.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import __version__
+from .config import RunConfig, contract, contract_fingerprint, keep_column
+
+logger = logging.getLogger(__name__)
+
+DECISIONS_SCHEMA = pa.schema([
+    ("id", pa.string()), ("keep", pa.bool_()), ("reason", pa.string()), ("cluster_id", pa.int64()),
+    ("representative_id", pa.string()), ("matched_id", pa.string()), ("jaccard", pa.float64()),
+    ("cluster_size", pa.int64()), ("source", pa.string()),
+])
+REASONS = ("unique", "representative", "exact_duplicate", "short_exact_duplicate", "near_duplicate")
+
+
+@dataclass
+class DedupResult:
+    """decisions: one row per input document (schema ``DECISIONS_SCHEMA``), in input order.
+    stats: what run.json holds. output_dir: where outputs were written (None for in-memory runs)."""
+
+    decisions: pa.Table
+    stats: dict[str, Any]
+    output_dir: str | None = None
+
+    @property
+    def kept(self) -> int:
+        return int(pc.sum(self.decisions["keep"]).as_py() or 0)
+
+    @property
+    def removed(self) -> int:
+        return self.decisions.num_rows - self.kept
+
+    def to_pandas(self):
+        return self.decisions.to_pandas()
+
+    def summary(self) -> str:
+        c = self.stats["counts"]
+        parts = [f"{c['input']:,} documents: {c['kept']:,} kept, {c['removed']:,} removed"]
+        by = ", ".join(f"{k} {v:,}" for k, v in c["by_reason"].items() if v)
+        return parts[0] + (f" ({by})" if by else "")
+
+
+@dataclass
+class _Collected:
+    """Per-document arrays gathered in pass 1 (row order)."""
+
+    ids: list[pa.Array] = field(default_factory=list)
+    file_index: list[np.ndarray] = field(default_factory=list)
+    text_bytes: list[np.ndarray] = field(default_factory=list)
+    keep_values: list[np.ndarray] = field(default_factory=list)
+    exact: list[np.ndarray] = field(default_factory=list)
+    nshingles: list[np.ndarray] = field(default_factory=list)
+    band_keys: list[np.ndarray] = field(default_factory=list)
+    batches: list[tuple[int, int]] = field(default_factory=list)  # (row_start, rows)
+
+
+def _files_for(source: Any):
+    from . import io
+
+    if isinstance(source, pa.Table):
+        return io.table_input(source)
+    if type(source).__module__.startswith("pandas") and type(source).__name__ == "DataFrame":
+        return io.table_input(source)
+    if isinstance(source, (str, os.PathLike)):
+        return io.resolve_inputs([source])
+    if isinstance(source, Iterable):
+        return io.resolve_inputs(list(source))
+    raise TypeError(f"source must be a path, a list of paths/globs, a pyarrow Table or a pandas DataFrame; "
+                    f"got {type(source).__name__}")
+
+
+def _progress(cfg: RunConfig, desc: str, total: int | None = None):
+    from tqdm.auto import tqdm
+
+    return tqdm(desc=desc, total=total, unit="doc", unit_scale=True, disable=not cfg.progress, leave=False)
+
+
+def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None,
+                **overrides: Any) -> DedupResult:
+    """Deduplicate ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame).
+
+    ``overrides`` are applied to ``config`` with ``RunConfig.replace`` (e.g. ``cluster__threshold=0.9``).
+    With ``output_dir``: writes decisions.parquet, run.json and (unless disabled) deduplicated/.
+    """
+    from . import io
+    from .device import resolve_device, set_threads
+
+    cfg = (config or RunConfig()).replace(**overrides) if overrides else (config or RunConfig())
+    device = resolve_device(cfg.device)
+    if device == "cuda":
+        from . import gpu  # the GPU path: same stages on the device
+
+        gpu.check_ready()
+    threads = set_threads(cfg.threads)
+    t_start = time.perf_counter()
+    files = _files_for(source)
+    timings: dict[str, float] = {}
+    report = io.ReadReport()
+    col = _pass1(files, cfg, device, report, timings)
+    n = sum(r for _, r in col.batches)
+
+    t = time.perf_counter()
+    ids = pa.chunked_array(col.ids, pa.string()).combine_chunks() if col.ids else pa.array([], pa.string())
+    io.check_unique_ids(pa.chunked_array([ids], pa.string()))
+    file_index = _cat(col.file_index, np.int32)
+    text_bytes = _cat(col.text_bytes, np.int64)
+    exact_h = _cat2(col.exact, 2, np.uint64)
+    nshingles = _cat(col.nshingles, np.int64)
+    keys = _cat2(col.band_keys, cfg.lsh.bands, np.uint64)
+    kc = keep_column(cfg.cluster.keep)
+    values = _cat(col.keep_values, np.float64) if kc else None
+    timings["collect"] = time.perf_counter() - t
+
+    decisions, stage_stats, keep_mask = _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
+                                                keys, values, col, timings)
+    counts = _counts(decisions, n)
+    stats: dict[str, Any] = {
+        "gpu_dedup_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": device, "threads": threads,
+        "versions": _versions(),
+        "config": cfg.to_dict(),
+        "contract": contract(cfg), "contract_fingerprint": contract_fingerprint(contract(cfg)),
+        "inputs": [f.relpath for f in files],
+        "read": report.to_dict(),
+        "counts": counts,
+        "stages": stage_stats,
+        "timings_s": timings,
+    }
+    out = None
+    if output_dir is not None:
+        out = os.fspath(output_dir)
+        os.makedirs(out, exist_ok=True)
+        t = time.perf_counter()
+        if cfg.write_deduplicated:
+            stats["deduplicated"] = io.write_kept(files, keep_mask, os.path.join(out, "deduplicated"),
+                                                  id_field=cfg.id_field, text_field=cfg.text_field,
+                                                  on_error=cfg.on_error)
+        timings["write_deduplicated"] = time.perf_counter() - t
+        io.write_parquet_atomic(decisions, os.path.join(out, "decisions.parquet"))
+    timings["total"] = time.perf_counter() - t_start
+    stats["throughput_docs_per_s"] = n / timings["total"] if timings["total"] > 0 else None
+    if out is not None:
+        io.write_json_atomic(stats, os.path.join(out, "run.json"))
+    result = DedupResult(decisions, stats, out)
+    logger.info("%s in %.2f s", result.summary(), timings["total"])
+    return result
+
+
+def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]) -> _Collected:
+    from . import io
+    from .lsh import band_keys
+    from .minhash import compute_signatures, permutation_params
+    from .normalize import arrow_text_buffers, normalize_arrays
+
+    col = _Collected()
+    params = permutation_params(cfg.minhash)
+    kc = keep_column(cfg.cluster.keep)
+    t_read = t_norm = t_mh = t_lsh = 0.0
+    t = time.perf_counter()
+    with _progress(cfg, "read+minhash") as bar:
+        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                     batch_bytes=cfg.batch_bytes, on_error=cfg.on_error, keep_column=kc,
+                                     report=report):
+            t0 = time.perf_counter()
+            t_read += t0 - t
+            data, offsets = arrow_text_buffers(batch.text)
+            norm = normalize_arrays(data, offsets, cfg.normalize)
+            t1 = time.perf_counter()
+            from .kernels import cpu
+
+            h = np.empty((len(norm), 2), np.uint64)
+            cpu.exact_hashes(norm.data, norm.offsets, h)
+            sig = compute_signatures(norm.data, norm.offsets, cfg.shingle, cfg.minhash, params)
+            t2 = time.perf_counter()
+            col.band_keys.append(band_keys(sig.values, cfg.lsh))
+            t3 = time.perf_counter()
+            rows = len(batch.ids)
+            col.ids.append(batch.ids)
+            col.file_index.append(np.full(rows, batch.file_index, np.int32))
+            col.text_bytes.append(np.diff(offsets))
+            if kc:
+                col.keep_values.append(np.asarray(batch.keep_values, np.float64))
+            col.exact.append(h)
+            col.nshingles.append(sig.nshingles)
+            col.batches.append((batch.row_start, rows))
+            t_norm += t1 - t0
+            t_mh += t2 - t1
+            t_lsh += t3 - t2
+            bar.update(rows)
+            t = time.perf_counter()
+    timings.update({"read": t_read, "normalize": t_norm, "minhash": t_mh, "band_keys": t_lsh})
+    return col
+
+
+def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles, keys, values, col, timings):
+    from .cluster import components_policy, exact_groups, keep_rank, representative_policy
+    from .lsh import group_buckets
+
+    n = ids.shape[0] if hasattr(ids, "shape") else len(ids)
+    rows = np.arange(n, dtype=np.int64)
+    t = time.perf_counter()
+    rank = keep_rank(cfg.cluster.keep, n=n, text_bytes=text_bytes, ids=ids, values=values)
+    short = nshingles == 0
+    leader = exact_groups(exact_h, rank)
+    if not cfg.cluster.exact:
+        leader = np.where(short, leader, rows)  # short documents have no other path than the exact one
+    timings["exact"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    lsh_rows = np.flatnonzero((leader == rows) & ~short)
+    buckets = group_buckets(keys[lsh_rows])
+    cand_local = np.flatnonzero(np.diff(buckets.doc_offsets) > 0)
+    timings["buckets"] = time.perf_counter() - t
+    stage: dict[str, Any] = {
+        "exact": {"groups_with_duplicates": int(np.unique(leader[leader != rows]).shape[0]),
+                  "removed": int((leader != rows).sum()), "short_documents": int(short.sum())},
+        "lsh": {"documents": int(lsh_rows.shape[0]), "buckets": buckets.n_buckets,
+                "bucket_entries": int(buckets.entry_doc.shape[0]),
+                "candidate_documents": int(cand_local.shape[0]),
+                "largest_bucket": int(buckets.bucket_size.max()) if buckets.n_buckets else 0,
+                "buckets_per_band": np.bincount(buckets.bucket_band, minlength=cfg.lsh.bands).tolist()},
+    }
+    if buckets.n_buckets and int(buckets.bucket_size.max()) >= 10_000:
+        logger.warning("giant LSH bucket of %d documents (templated text?); work stays linear but check the "
+                       "cluster report", int(buckets.bucket_size.max()))
+
+    sets = None
+    if cfg.cluster.verify and cand_local.shape[0]:
+        t = time.perf_counter()
+        sets = _shingle_sets_pass(cfg, files, lsh_rows, cand_local, col)
+        timings["shingle_sets"] = time.perf_counter() - t
+        stage["verify"] = {"documents": int(cand_local.shape[0]), "shingle_hashes": int(sets.hashes.shape[0])}
+
+    t = time.perf_counter()
+    m = lsh_rows.shape[0]
+    lrank = rank[lsh_rows]
+    if m == 0:
+        rep_local = np.zeros(0, np.int64)
+        jac_local = np.zeros(0)
+        stage["policy"] = {"removed": 0}
+    elif cfg.cluster.policy == "representative":
+        if sets is None:
+            sets = _empty_sets(m)
+        res = representative_policy(buckets, sets, lrank, cfg.cluster.threshold,
+                                    cfg.cluster.max_representatives_per_bucket)
+        rep_local, jac_local, stage["policy"] = res.rep, res.jaccard, res.stats
+    else:
+        res = components_policy(buckets, lrank, cfg.cluster.threshold, sets)
+        rep_local, jac_local, stage["policy"] = res.rep, res.jaccard, res.stats
+    timings["policy"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    kept_rep = rows.copy()
+    jac = np.full(n, np.nan)
+    near = np.zeros(n, bool)
+    removed_local = np.flatnonzero(rep_local >= 0)
+    kept_rep[lsh_rows[removed_local]] = lsh_rows[rep_local[removed_local]]
+    jac[lsh_rows[removed_local]] = jac_local[removed_local]
+    near[lsh_rows[removed_local]] = True
+    dup = leader != rows
+    # an exact duplicate has its leader's shingle set, so its representative and Jaccard are the leader's
+    kept_rep[dup] = kept_rep[leader[dup]]
+    leader_kept = kept_rep[leader] == leader
+    jac[dup] = np.where(leader_kept[dup], 1.0, jac[leader[dup]])
+    jac[dup & short] = np.nan
+    matched = np.where(dup, leader, np.where(near, kept_rep, -1))
+    keep = kept_rep == rows
+    sizes = np.bincount(kept_rep, minlength=n)
+    cluster_size = sizes[kept_rep]
+    reason = np.empty(n, object)
+    reason[keep] = "unique"
+    reason[keep & (cluster_size > 1)] = "representative"
+    reason[dup] = "exact_duplicate"
+    reason[dup & short] = "short_exact_duplicate"
+    reason[near] = "near_duplicate"
+    relpaths = pa.array([f.relpath for f in files], pa.string())
+    decisions = pa.table({
+        "id": ids,
+        "keep": pa.array(keep),
+        "reason": pa.array(reason.tolist() if n else [], pa.string()),
+        "cluster_id": pa.array(kept_rep, pa.int64()),
+        "representative_id": ids.take(pa.array(kept_rep, pa.int64())),
+        "matched_id": ids.take(pa.array(matched, pa.int64(), mask=matched < 0)),
+        "jaccard": pa.array(jac, pa.float64(), from_pandas=True),
+        "cluster_size": pa.array(cluster_size, pa.int64()),
+        "source": relpaths.take(pa.array(file_index, pa.int32())) if n else pa.array([], pa.string()),
+    }, schema=DECISIONS_SCHEMA)
+    stage["clusters"] = {"with_duplicates": int((sizes > 1).sum()), "largest": int(sizes.max()) if n else 0}
+    timings["decisions"] = time.perf_counter() - t
+    return decisions, stage, keep
+
+
+def _shingle_sets_pass(cfg, files, lsh_rows, cand_local, col):
+    """Pass 2: re-read batches that hold candidates and hash their shingle sets. Returns sets over all
+    m LSH documents (empty for non-candidates)."""
+    from . import io
+    from .normalize import normalize_text
+    from .verify import ShingleSets, shingle_sets
+
+    m = lsh_rows.shape[0]
+    cand_rows = lsh_rows[cand_local]
+    parts = []
+    kc = keep_column(cfg.cluster.keep)
+    with _progress(cfg, "verify: shingle sets", total=int(cand_rows.shape[0])) as bar:
+        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                     batch_bytes=cfg.batch_bytes, on_error=cfg.on_error, keep_column=kc):
+            lo, hi = np.searchsorted(cand_rows, [batch.row_start, batch.row_start + len(batch.ids)])
+            if lo == hi:
+                continue
+            sel = cand_rows[lo:hi] - batch.row_start
+            # normalize only the candidates: take() packs their bytes into one contiguous buffer
+            norm = normalize_text(batch.text.take(pa.array(sel, pa.int64())), cfg.normalize)
+            parts.append(shingle_sets(norm, np.arange(sel.shape[0]), cfg.shingle))
+            bar.update(int(sel.shape[0]))
+    cand_sets = ShingleSets.concat(parts)
+    if len(cand_sets) != cand_local.shape[0]:
+        raise RuntimeError(f"input changed between passes: expected {cand_local.shape[0]} candidate documents, "
+                           f"re-read {len(cand_sets)}")
+    offsets = np.zeros(m, np.int64)
+    sizes = np.zeros(m, np.int64)
+    offsets[cand_local] = cand_sets.offsets
+    sizes[cand_local] = cand_sets.sizes
+    return ShingleSets(cand_sets.hashes, offsets, sizes)
+
+
+def _empty_sets(m: int):
+    from .verify import ShingleSets
+
+    return ShingleSets(np.zeros(0, np.uint64), np.zeros(m, np.int64), np.zeros(m, np.int64))
+
+
+def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+
+def _cat2(parts: list[np.ndarray], width: int, dtype) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros((0, width), dtype)
+
+
+def _counts(decisions: pa.Table, n: int) -> dict[str, Any]:
+    reasons = decisions["reason"].to_numpy(zero_copy_only=False) if n else np.zeros(0, object)
+    by = {r: int((reasons == r).sum()) for r in REASONS}
+    kept = by["unique"] + by["representative"]
+    return {"input": n, "kept": kept, "removed": n - kept, "by_reason": by}
+
+
+def _versions() -> dict[str, str]:
+    import numba
+
+    return {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
+            "pyarrow": pa.__version__}

@@ -1,0 +1,185 @@
+"""CPU kernels: the shared device functions compiled with ``numba.njit``, parallel over documents.
+
+Every kernel is array-in / array-out. Notation: n = documents in the batch, K = permutations,
+B = bands, T = text bytes of the batch. Temporary memory is per document unless stated.
+"""
+import numpy as np
+from numba import njit, prange
+
+from ._build import build
+
+_D = build(njit(cache=False, nogil=True))
+normalize_doc = _D["normalize_doc"]
+scan_shingles = _D["scan_shingles"]
+xxh64 = _D["xxh64"]
+band_key = _D["band_key"]
+intersection_sorted = _D["intersection_sorted"]
+representative_run = _D["representative_run"]
+permute61 = _D["permute61"]
+reduce61 = _D["reduce61"]
+
+MERSENNE61 = np.uint64((1 << 61) - 1)
+MASK32 = np.uint64(0xFFFFFFFF)
+EXACT_SEED_LO = np.uint64(0x9E3779B97F4A7C15)
+EXACT_SEED_HI = np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+@njit(parallel=True, cache=True)
+def normalize_sizes(data, offsets, map_off, map_cp, sizes):
+    """Pass 1 of normalization. data: uint8 (T,), offsets: int64 (n+1,), tables from unicode_tables.
+    Writes sizes (n, 3) int64 = (bytes, words, codepoints) of each normalized document. No temporaries."""
+    dummy = np.empty(0, np.uint8)
+    for i in prange(offsets.shape[0] - 1):
+        nb, nw, nc = normalize_doc(data, offsets[i], offsets[i + 1], map_off, map_cp, dummy, 0, False)
+        sizes[i, 0] = nb
+        sizes[i, 1] = nw
+        sizes[i, 2] = nc
+
+
+@njit(parallel=True, cache=True)
+def normalize_write(data, offsets, map_off, map_cp, out, out_offsets):
+    """Pass 2 of normalization: writes document i to out[out_offsets[i]:out_offsets[i+1]] (uint8,
+    sized by pass 1)."""
+    for i in prange(offsets.shape[0] - 1):
+        normalize_doc(data, offsets[i], offsets[i + 1], map_off, map_cp, out, out_offsets[i], True)
+
+
+@njit(parallel=True, cache=True)
+def exact_hashes(norm, offsets, out):
+    """128-bit exact-dedup hash of each normalized document: out (n, 2) uint64 = XXH64 with two
+    fixed seeds (pinned in the contract). Collision probability for N documents ~ N^2 / 2^129."""
+    for i in prange(offsets.shape[0] - 1):
+        out[i, 0] = xxh64(norm, offsets[i], offsets[i + 1], EXACT_SEED_LO)
+        out[i, 1] = xxh64(norm, offsets[i], offsets[i + 1], EXACT_SEED_HI)
+
+
+@njit(parallel=True, cache=True)
+def minhash_signatures(norm, offsets, kind_char, n, seed, a, b, mask, sig_out, nshingles):
+    """MinHash of every normalized document.
+
+    a, b: uint64 (K,) permutation parameters < 2^61-1. mask: 0xFFFFFFFF (32-bit signatures) or
+    all ones. sig_out: uint64 (n, K), value = min over shingles of (a*h+b) mod p, masked; documents
+    without shingles get 2^61-1 (masked) and nshingles 0 -- callers must route them to the exact path,
+    never to LSH. Temporaries: K uint64 + n int64 per document.
+    """
+    K = a.shape[0]
+    for i in prange(offsets.shape[0] - 1):
+        sig = np.full(K, MERSENNE61, np.uint64)
+        ring = np.empty(n, np.int64)
+        dummy = np.empty(0, np.uint64)
+        nshingles[i] = scan_shingles(norm, offsets[i], offsets[i + 1], kind_char, n, seed, a, b, sig, dummy, 0,
+                                     ring, False)
+        for k in range(K):
+            sig_out[i, k] = sig[k] & mask
+
+
+@njit(parallel=True, cache=True)
+def band_keys(sig_bytes, bands, band_bytes, out):
+    """sig_bytes: uint8 (n, K*width/8) little-endian signature rows. out: uint64 (n, bands)."""
+    for i in prange(sig_bytes.shape[0]):
+        row = sig_bytes[i]
+        for bnd in range(bands):
+            out[i, bnd] = band_key(row, bnd, band_bytes)
+
+
+@njit(parallel=True, cache=True)
+def shingle_sets(norm, offsets, docs, kind_char, n, seed, set_offsets, out, sizes):
+    """Sorted distinct 64-bit shingle hashes of the documents ``docs`` (int64 (m,) indexes into
+    offsets). set_offsets (m+1,) reserves room for every shingle (duplicates included); document j's
+    distinct sorted hashes are written to out[set_offsets[j]:set_offsets[j] + sizes[j]]."""
+    dummy = np.empty(0, np.uint64)
+    for j in prange(docs.shape[0]):
+        d = docs[j]
+        ring = np.empty(n, np.int64)
+        base = set_offsets[j]
+        cnt = scan_shingles(norm, offsets[d], offsets[d + 1], kind_char, n, seed, dummy, dummy, dummy, out, base,
+                            ring, True)
+        seg = np.sort(out[base:base + cnt])
+        m = 0
+        for t in range(cnt):
+            if t == 0 or seg[t] != seg[t - 1]:
+                out[base + m] = seg[t]
+                m += 1
+        sizes[j] = m
+
+
+@njit(parallel=True, cache=True)
+def jaccard_pairs(hashes, set_offsets, set_sizes, left, right, out):
+    """Exact Jaccard of shingle-hash sets for the pairs (left[p], right[p]) (indexes into the sets)."""
+    for p in prange(left.shape[0]):
+        x = left[p]
+        y = right[p]
+        x0 = set_offsets[x]
+        y0 = set_offsets[y]
+        nx = set_sizes[x]
+        ny = set_sizes[y]
+        inter = intersection_sorted(hashes, x0, x0 + nx, hashes, y0, y0 + ny)
+        union = nx + ny - inter
+        out[p] = inter / union if union > 0 else 1.0
+
+
+@njit(cache=True)
+def _find(parent, x):
+    root = x
+    while parent[root] != root:
+        root = parent[root]
+    while parent[x] != root:  # path compression
+        nxt = parent[x]
+        parent[x] = root
+        x = nxt
+    return root
+
+
+@njit(cache=True)
+def union_find(n, u, v):
+    """Connected components of n nodes under edges (u[e], v[e]) (int64). Returns int64 (n,) labels:
+    the smallest node index of each component (deterministic whatever the edge order)."""
+    parent = np.arange(n)
+    for e in range(u.shape[0]):
+        ru = _find(parent, u[e])
+        rv = _find(parent, v[e])
+        if ru != rv:
+            # link the larger index under the smaller: the root is always the component minimum
+            if ru < rv:
+                parent[rv] = ru
+            else:
+                parent[ru] = rv
+    for x in range(n):
+        parent[x] = _find(parent, x)
+    return parent
+
+
+@njit(parallel=True, cache=True)
+def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, bucket_count, set_offsets,
+                              set_sizes, hashes, threshold, cap, rep, jac, capped, comparisons):
+    """The representative policy (``hashing.representative_run``), parallel over candidate components.
+
+    order: int64 (m,) documents grouped by component, keep order within; comp_off: int64 (c+1,).
+    entry_off (m+1,), entry_bucket/entry_doc (E,): each document's buckets (CSR by document).
+    Outputs: rep int64 (m,) pre-filled -1, jac float64 (m,) pre-filled NaN, capped uint8 (buckets,),
+    comparisons int64 (c,). Temporaries: 2 int64 per bucket, 1 per entry, 1 per document.
+    """
+    head = np.full(bucket_count, -1, np.int64)
+    tail = np.full(bucket_count, -1, np.int64)
+    nxt = np.full(entry_bucket.shape[0], -1, np.int64)
+    stamp = np.full(entry_off.shape[0] - 1, -1, np.int64)
+    for c in prange(comp_off.shape[0] - 1):
+        comparisons[c] = representative_run(order, comp_off[c], comp_off[c + 1], entry_off, entry_bucket, entry_doc,
+                                            set_offsets, set_sizes, hashes, threshold, cap, head, tail, nxt, stamp,
+                                            capped, rep, jac)
+
+
+minhash_update = _D["minhash_update"]
+
+
+@njit(parallel=True, cache=True)
+def minhash_from_hashes(hashes, offsets, a, b, mask, sig_out):
+    """MinHash of pre-hashed sets: set i = hashes[offsets[i]:offsets[i+1]] (uint64, any order,
+    duplicates allowed). sig_out: uint64 (n, K). Empty sets get 2^61-1 (masked)."""
+    K = a.shape[0]
+    for i in prange(offsets.shape[0] - 1):
+        sig = np.full(K, MERSENNE61, np.uint64)
+        for t in range(offsets[i], offsets[i + 1]):
+            minhash_update(sig, a, b, reduce61(hashes[t]))
+        for k in range(K):
+            sig_out[i, k] = sig[k] & mask

@@ -1,0 +1,32 @@
+import glob
+import os
+
+import pytest
+
+KERNELS = os.path.join(os.path.dirname(__file__), os.pardir, "kernels")
+
+
+def _drop_stale_kernel_cache() -> None:
+    """Numba validates a cached kernel against its own file's mtime only, but the CPU kernels inline
+    device functions from hashing.py/_build.py: drop the cache when those are newer (development only;
+    an install rewrites every file)."""
+    deps = [os.path.join(KERNELS, f) for f in ("hashing.py", "_build.py")]
+    newest = max(os.path.getmtime(p) for p in deps if os.path.exists(p))
+    for f in glob.glob(os.path.join(KERNELS, "__pycache__", "*.nb[ic]")):
+        if os.path.getmtime(f) < newest:
+            os.remove(f)
+
+
+_drop_stale_kernel_cache()
+
+
+def pytest_collection_modifyitems(config, items):
+    from gpu_dedup.device import gpu_status
+
+    usable, reason = gpu_status()
+    if usable:
+        return
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

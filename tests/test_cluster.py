@@ -1,0 +1,86 @@
+"""Keep order, exact groups and the two removal policies on hand-made inputs."""
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from gpu_dedup.cluster import components_policy, exact_groups, keep_rank, representative_policy
+from gpu_dedup.lsh import group_buckets
+from gpu_dedup.verify import ShingleSets, jaccard
+
+
+def _sets(items: list[set[int]]) -> ShingleSets:
+    arrs = [np.array(sorted(s), np.uint64) for s in items]
+    sizes = np.array([a.shape[0] for a in arrs], np.int64)
+    offsets = np.zeros(len(arrs), np.int64)
+    offsets[1:] = np.cumsum(sizes)[:-1]
+    return ShingleSets(np.concatenate(arrs) if arrs else np.zeros(0, np.uint64), offsets, sizes)
+
+
+def test_keep_rank_policies():
+    assert keep_rank("first", n=3).tolist() == [0, 1, 2]
+    assert keep_rank("longest", n=4, text_bytes=np.array([5, 9, 9, 1])).tolist() == [2, 0, 1, 3]
+    ids = pa.array(["b", "a", "c"], pa.string())
+    assert keep_rank("min-id", n=3, ids=ids).tolist() == [1, 0, 2]
+    vals = np.array([0.5, np.nan, 0.9, 0.5])
+    assert keep_rank("max:q", n=4, values=vals).tolist() == [1, 3, 0, 2]
+
+
+def test_exact_groups_leader_is_first_in_keep_order():
+    h = np.array([[1, 1], [2, 2], [1, 1], [1, 2], [2, 2]], np.uint64)
+    assert exact_groups(h, np.arange(5)).tolist() == [0, 1, 0, 3, 1]
+    rank = np.array([4, 3, 2, 1, 0])  # reverse order: the later copies lead
+    assert exact_groups(h, rank).tolist() == [2, 4, 2, 3, 4]
+
+
+def test_jaccard_matches_python_sets():
+    rng = np.random.default_rng(0)
+    items = [set(rng.integers(0, 60, rng.integers(1, 40)).tolist()) for _ in range(30)]
+    s = _sets(items)
+    left, right = np.repeat(np.arange(30), 30), np.tile(np.arange(30), 30)
+    got = jaccard(s, left, right)
+    want = [len(items[i] & items[j]) / len(items[i] | items[j]) for i, j in zip(left, right)]
+    assert np.allclose(got, want, rtol=0, atol=1e-15)
+
+
+def test_representative_does_not_chain_while_components_do():
+    """A ~ B ~ C at J >= 0.8 but J(A, C) < 0.8, all in one bucket. Representative: A kept, B removed
+    (for A), C kept (its only near neighbour B was removed). Components: B and C both removed."""
+    A = set(range(0, 100))
+    B = set(range(10, 110))   # J(A,B) = 90/110 = 0.818
+    C = set(range(20, 120))   # J(B,C) = 0.818, J(A,C) = 80/120 = 0.667
+    sets = _sets([A, B, C])
+    bk = group_buckets(np.zeros((3, 1), np.uint64))
+    rep = representative_policy(bk, sets, np.arange(3), 0.8, cap=100)
+    assert rep.rep.tolist() == [-1, 0, -1]
+    assert rep.jaccard[1] == pytest.approx(90 / 110)
+    comp = components_policy(bk, np.arange(3), 0.8, sets)
+    assert comp.rep.tolist() == [-1, 0, 0]
+    assert comp.jaccard[2] == pytest.approx(80 / 120)  # recorded: C was removed for a doc below theta
+    unverified = components_policy(bk, np.arange(3), 0.8, None)
+    assert unverified.rep.tolist() == [-1, 0, 0] and np.isnan(unverified.jaccard).all()
+
+
+def test_representative_respects_keep_order_and_threshold():
+    A = set(range(100))
+    B = set(range(5, 105))   # J = 95/105
+    D = set(range(500, 600))  # same bucket, unrelated: never removed
+    sets = _sets([A, B, D])
+    bk = group_buckets(np.zeros((3, 2), np.uint64))
+    res = representative_policy(bk, sets, np.array([1, 0, 2]), 0.8, cap=100)  # B first in keep order
+    assert res.rep.tolist() == [1, -1, -1]
+    # A vs B (removed), D vs B (kept); the second band repeats both pairs but each is compared once
+    assert res.stats["verified_pairs"] == 2
+    res = representative_policy(bk, sets, np.arange(3), 0.99, cap=100)
+    assert res.rep.tolist() == [-1, -1, -1]
+
+
+def test_representative_cap_bounds_work_and_is_reported():
+    # 50 mutually dissimilar kept documents in one bucket, then a copy of the last one
+    items = [set(range(i * 100, i * 100 + 50)) for i in range(50)] + [set(range(4900, 4950))]
+    sets = _sets(items)
+    bk = group_buckets(np.zeros((51, 1), np.uint64))
+    res = representative_policy(bk, sets, np.arange(51), 0.8, cap=10)
+    assert res.stats["capped_buckets"] == 1
+    assert res.rep[50] == -1  # its twin is the 50th kept document, past the cap: kept, and the cap is logged
+    res = representative_policy(bk, sets, np.arange(51), 0.8, cap=1000)
+    assert res.rep[50] == 49

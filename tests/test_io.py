@@ -1,0 +1,471 @@
+"""Tests for gpu_dedup.io: input discovery, batch reading rules, error reporting and atomic writing."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from gpu_dedup import io as gio
+from gpu_dedup.io import (InputError, ReadReport, atomic_path, check_unique_ids, iter_batches, resolve_inputs,
+                          table_input, write_json_atomic, write_kept, write_parquet_atomic)
+
+RECORDS = [
+    {"id": "a1", "text": "Hello world", "meta": {"lang": "en"}},
+    {"id": "a2", "text": "Grüße, 世界 😀", "meta": {"lang": "de"}},
+    {"id": "a3", "text": "", "meta": None},
+    {"id": "a4", "text": "line\nbreak \"quoted\" \\ back", "score": 1.5},
+    {"id": "a5", "text": "x" * 300},
+]
+
+
+def _jsonl_bytes(records) -> bytes:
+    return b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records)
+
+
+def _write(path, data: bytes) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if str(path).endswith(".gz"):
+        data = gzip.compress(data)
+    elif str(path).endswith(".zst"):
+        data = zstandard.ZstdCompressor().compress(data)
+    with open(path, "wb") as fh:
+        fh.write(data)
+    return str(path)
+
+
+def _read(files, **kw):
+    args = dict(id_field="id", text_field="text", batch_bytes=1 << 20, on_error="raise")
+    args.update(kw)
+    return list(iter_batches(files, **args))
+
+
+def _rows(batches):
+    """(ids, texts) over all batches as Python lists."""
+    ids = [i for b in batches for i in b.ids.to_pylist()]
+    texts = [t for b in batches for t in b.text.to_pylist()]
+    return ids, texts
+
+
+# ------------------------------------------------------------------------------------------- resolve
+
+def test_resolve_files_dirs_globs_sorted(tmp_path):
+    _write(tmp_path / "d" / "b.jsonl", b"")
+    _write(tmp_path / "d" / "sub" / "a.jsonl.gz", b"")
+    _write(tmp_path / "d" / "sub" / "c.parquet", b"")
+    _write(tmp_path / "d" / "notes.txt", b"")
+    _write(tmp_path / "d" / ".hidden.jsonl", b"")
+    _write(tmp_path / "e" / "z.json.zst", b"")
+    files = resolve_inputs([tmp_path / "d", str(tmp_path / "e" / "*.zst"), str(tmp_path / "d" / "b.jsonl")])
+    assert [f.relpath for f in files] == ["d/b.jsonl", "d/sub/a.jsonl.gz", "d/sub/c.parquet", "e/z.json.zst"]
+    assert [(f.fmt, f.compression) for f in files] == [("jsonl", None), ("jsonl", "gzip"), ("parquet", None),
+                                                       ("jsonl", "zstd")]
+    assert all(os.path.isabs(f.path) for f in files)
+    assert [f.path for f in files] == sorted(f.path for f in files)
+    # recursive glob; a single file's relpath is its basename
+    assert [f.relpath for f in resolve_inputs([str(tmp_path / "**" / "*.parquet")])] == ["c.parquet"]
+    assert resolve_inputs([tmp_path / "d" / "b.jsonl"])[0].relpath == "b.jsonl"
+
+
+def test_resolve_errors_name_the_argument(tmp_path):
+    _write(tmp_path / "notes.txt", b"")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="nope"):
+        resolve_inputs([str(tmp_path / "nope*.jsonl")])
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
+        resolve_inputs([str(tmp_path / "missing.jsonl")])
+    with pytest.raises(ValueError, match="notes.txt.*unsupported"):
+        resolve_inputs([str(tmp_path / "notes.txt")])
+    with pytest.raises(ValueError, match="empty.*no supported files"):
+        resolve_inputs([str(tmp_path / "empty")])
+
+
+# ------------------------------------------------------------------------------------------- formats
+
+def test_jsonl_gz_zst_parquet_give_identical_batches(tmp_path):
+    data = _jsonl_bytes(RECORDS)
+    paths = [_write(tmp_path / "r.jsonl", data), _write(tmp_path / "r.jsonl.gz", data),
+             _write(tmp_path / "r.jsonl.zst", data)]
+    pq.write_table(pa.table({"id": [r["id"] for r in RECORDS], "text": [r["text"] for r in RECORDS]}),
+                   tmp_path / "r.parquet")
+    paths.append(str(tmp_path / "r.parquet"))
+    expected = ([r["id"] for r in RECORDS], [r["text"] for r in RECORDS])
+    for p in paths:
+        batches = _read(resolve_inputs([p]))
+        assert _rows(batches) == expected, p
+        assert all(b.text.type == pa.large_string() and b.ids.type == pa.string() for b in batches)
+        assert batches[0].row_start == 0 and batches[0].keep_values is None
+
+
+def test_fast_path_matches_line_parser(tmp_path, monkeypatch):
+    """The pyarrow block parser must give exactly what the Python reference parser gives."""
+    recs = RECORDS + [{"id": 7, "text": "tab\\t esc \u2028 \u0000 nul", "x": [1, {"y": None}]},
+                      {"text": "z", "id": -3, "other": "\\ud83d\\ude00"}]
+    data = _jsonl_bytes(recs).replace(b"\n", b"\r\n", 2) + b"\n  \n"
+    files = resolve_inputs([_write(tmp_path / "f.jsonl", data)])
+    calls = {"fast": 0}
+    real_fast = gio._JsonlReader._fast
+
+    def counting_fast(self, *a):
+        result = real_fast(self, *a)
+        calls["fast"] += result is not None
+        return result
+
+    monkeypatch.setattr(gio._JsonlReader, "_fast", counting_fast)
+    fast = _read(files, batch_bytes=64)
+    assert calls["fast"] > 0
+    monkeypatch.setattr(gio._JsonlReader, "_fast", lambda self, *a: None)
+    slow = _read(files, batch_bytes=64)
+    assert _rows(fast) == _rows(slow)
+    assert [(b.row_start, len(b)) for b in fast] == [(b.row_start, len(b)) for b in slow]
+    assert _rows(fast)[0][-2:] == ["7", "-3"]
+
+
+def test_small_batches_are_bounded_contiguous_and_dense(tmp_path):
+    texts1 = [f"doc {i} " + "y" * (i % 7) for i in range(23)]
+    texts2 = [f"other {i}" for i in range(11)]
+    _write(tmp_path / "a.jsonl", _jsonl_bytes({"text": t} for t in texts1))
+    _write(tmp_path / "b.jsonl", b"\n" + _jsonl_bytes({"text": t} for t in texts2))
+    files = resolve_inputs([tmp_path])
+    batches = _read(files, id_field=None, batch_bytes=24)
+    assert len(batches) > 10
+    nxt = 0
+    for b in batches:
+        nbytes = sum(len(t.encode()) for t in b.text.to_pylist())
+        assert nbytes <= 24 or len(b) == 1
+        assert b.row_start == nxt  # dense across files
+        nxt += len(b)
+    assert nxt == 34
+    assert [b.file_index for b in batches] == sorted(b.file_index for b in batches)
+    assert _rows([b for b in batches if b.file_index == 0])[1] == texts1
+    assert _rows([b for b in batches if b.file_index == 1])[1] == texts2
+
+
+# ------------------------------------------------------------------------------------------- ids
+
+def test_missing_id_field_gives_relpath_row_ids(tmp_path):
+    _write(tmp_path / "s" / "a.jsonl", b'{"text": "p"}\n\n{"text": "q"}\n')
+    pq.write_table(pa.table({"text": ["r", "s"]}), tmp_path / "s" / "b.parquet")
+    ids, texts = _rows(_read(resolve_inputs([tmp_path / "s"]), id_field="id"))
+    assert ids == ["a.jsonl:0", "a.jsonl:1", "b.parquet:0", "b.parquet:1"]
+    assert texts == ["p", "q", "r", "s"]
+    ids, _ = _rows(_read(resolve_inputs([tmp_path / "s"]), id_field=None))
+    assert ids == ["a.jsonl:0", "a.jsonl:1", "b.parquet:0", "b.parquet:1"]
+
+
+def test_skipped_lines_do_not_consume_row_numbers(tmp_path):
+    _write(tmp_path / "a.jsonl", b'{"text": "p"}\n{bad\n{"text": "q"}\n')
+    rep = ReadReport()
+    ids, _ = _rows(_read(resolve_inputs([tmp_path / "a.jsonl"]), on_error="skip", report=rep))
+    assert ids == ["a.jsonl:0", "a.jsonl:1"]
+
+
+def test_int_ids_become_strings(tmp_path):
+    _write(tmp_path / "a.jsonl", b'{"id": 12, "text": "a"}\n{"id": "x", "text": "b"}\n{"id": -5, "text": "c"}\n')
+    pq.write_table(pa.table({"id": pa.array([3, 40], pa.int64()), "text": ["d", "e"]}), tmp_path / "b.parquet")
+    ids, _ = _rows(_read(resolve_inputs([tmp_path])))
+    assert ids == ["12", "x", "-5", "3", "40"]
+
+
+@pytest.mark.parametrize("value,kind", [("1.5", "number"), ("true", "boolean"), ("null", "null"),
+                                        ('[1]', "array")])
+def test_bad_id_values_are_errors(tmp_path, value, kind):
+    _write(tmp_path / "a.jsonl", b'{"id": "ok", "text": "a"}\n{"id": %s, "text": "b"}\n' % value.encode())
+    with pytest.raises(InputError, match=f"a.jsonl:2: id field 'id' is .*{kind}"):
+        _read(resolve_inputs([tmp_path / "a.jsonl"]))
+
+
+def test_all_null_ids_are_errors_not_missing(tmp_path):
+    _write(tmp_path / "a.jsonl", b'{"id": null, "text": "a"}\n{"id": null, "text": "b"}\n')
+    with pytest.raises(InputError, match="a.jsonl:1: id field 'id' is null"):
+        _read(resolve_inputs([tmp_path / "a.jsonl"]))
+
+
+@pytest.mark.parametrize("batch_bytes", [1 << 20, 16])  # 16: every line is its own block
+def test_mixed_id_presence_names_first_line_without_it(tmp_path, batch_bytes):
+    _write(tmp_path / "a.jsonl", b'{"id": "1", "text": "a"}\n\n{"text": "b"}\n')
+    with pytest.raises(InputError, match="a.jsonl:3: id field 'id' is missing.*line 1"):
+        _read(resolve_inputs([tmp_path / "a.jsonl"]), batch_bytes=batch_bytes)
+    _write(tmp_path / "b.jsonl", b'\n{"text": "a"}\n{"id": "1", "text": "b"}\n')
+    with pytest.raises(InputError, match="b.jsonl:3: id field 'id' is present.*line 2"):
+        _read(resolve_inputs([tmp_path / "b.jsonl"]), batch_bytes=batch_bytes)
+
+
+def test_duplicate_ids_error_lists_ids_and_counts():
+    ids = pa.chunked_array([pa.array(["a", "b", "c"]), pa.array(["b", "d", "b", "c"])])
+    with pytest.raises(InputError, match=r"'b' \(3 times\), 'c' \(2 times\).*--id-field"):
+        check_unique_ids(ids)
+    check_unique_ids([pa.array(["a", "b"]), pa.array(["c"])])  # unique: no error
+    check_unique_ids(pa.chunked_array([], pa.string()))
+
+
+# ------------------------------------------------------------------------------------------- errors
+
+def test_malformed_line_names_file_and_line(tmp_path):
+    _write(tmp_path / "dir" / "m.jsonl", b'{"id": "1", "text": "a"}\n   \n{"id": "2", "text": "b"\n')
+    _write(tmp_path / "first.jsonl", b'{"id": "0", "text": "z"}\n')  # root becomes tmp_path
+    with pytest.raises(InputError, match=r"dir/m.jsonl:3: malformed JSON"):
+        _read(resolve_inputs([tmp_path]))
+
+
+def test_two_objects_on_one_line_is_malformed(tmp_path):
+    # pyarrow alone would read this as two rows; the line count check must catch it
+    _write(tmp_path / "two.jsonl", b'{"text": "a"}\n{"text": "b"} {"text": "c"}\n{"text": "d"}\n')
+    with pytest.raises(InputError, match="two.jsonl:2: malformed JSON"):
+        _read(resolve_inputs([tmp_path / "two.jsonl"]), id_field=None)
+
+
+def test_skip_mode_records_and_continues(tmp_path):
+    lines = [b'{"id": "1", "text": "a"}', b'[1, 2]', b'{"id": "2"}', b'{"id": "3", "text": null}',
+             b'{"id": "4", "text": 5}', b'{"id": "5", "text": "b"} {"id": "6", "text": "c"}', b'{"id": "7", "text": "d"}']
+    _write(tmp_path / "k.jsonl", b"\n".join(lines) + b"\n")
+    rep = ReadReport()
+    batches = _read(resolve_inputs([tmp_path / "k.jsonl"]), on_error="skip", report=rep)
+    assert _rows(batches) == (["1", "7"], ["a", "d"])
+    assert [(s["file"], s["line"], s["row"]) for s in rep.skipped] == [("k.jsonl", n, None) for n in (2, 3, 4, 5, 6)]
+    reasons = [s["reason"] for s in rep.skipped]
+    assert "not a JSON object" in reasons[0] and "missing text field" in reasons[1]
+    assert "is null" in reasons[2] and "JSON number" in reasons[3] and "malformed" in reasons[4]
+    assert rep.rows == 2 and rep.files == 1 and rep.to_dict()["skipped"] == rep.skipped
+
+
+def test_null_text_and_number_text_errors(tmp_path):
+    _write(tmp_path / "n.jsonl", b'{"id": "1", "text": "a"}\n{"id": "2", "text": null}\n')
+    with pytest.raises(InputError, match="n.jsonl:2: text field 'text' is null"):
+        _read(resolve_inputs([tmp_path / "n.jsonl"]))
+    _write(tmp_path / "t.jsonl", b'{"id": "1", "text": 42}\n')
+    with pytest.raises(InputError, match=r"t.jsonl:1: text field 'text' is a JSON number \(42\), not a string"):
+        _read(resolve_inputs([tmp_path / "t.jsonl"]))
+    pq.write_table(pa.table({"id": ["1", "2"], "text": ["a", None]}), tmp_path / "p.parquet")
+    with pytest.raises(InputError, match="p.parquet row 1: text field 'text' is null"):
+        _read(resolve_inputs([tmp_path / "p.parquet"]))
+    pq.write_table(pa.table({"text": [1, 2]}), tmp_path / "q.parquet")
+    with pytest.raises(InputError, match="q.parquet: text field 'text' has type int64"):
+        _read(resolve_inputs([tmp_path / "q.parquet"]))
+
+
+def test_invalid_parquet_names_file(tmp_path):
+    _write(tmp_path / "bad.parquet", b"this is not parquet")
+    _write(tmp_path / "ok.jsonl", b'{"text": "fine"}\n')
+    files = resolve_inputs([tmp_path])
+    with pytest.raises(InputError, match="bad.parquet: not a readable Parquet file"):
+        _read(files)
+    rep = ReadReport()
+    assert _rows(_read(files, on_error="skip", report=rep))[1] == ["fine"]
+    assert rep.skipped[0]["file"] == "bad.parquet" and rep.files == 2
+
+
+# ------------------------------------------------------------------------------------------- UTF-8
+
+BAD_VALUES = [b"ok \xff end", b"cut \xe2\x82", b"surrogate \xed\xa0\x80 x", b"overlong \xc0\xaf", b"\xfe\xfe"]
+
+
+def test_invalid_utf8_replaced_like_python_and_counted(tmp_path):
+    lines = [b'{"id": "good", "text": "fine \xc3\xa9"}'] + [
+        b'{"id": "b%d", "text": "' % i + v + b'"}' for i, v in enumerate(BAD_VALUES)]
+    _write(tmp_path / "u.jsonl", b"\n".join(lines) + b"\n")
+    rep = ReadReport()
+    _, texts = _rows(_read(resolve_inputs([tmp_path / "u.jsonl"]), report=rep))
+    assert texts == ["fine é"] + [v.decode("utf-8", "replace") for v in BAD_VALUES]
+    assert rep.invalid_utf8_rows == len(BAD_VALUES)
+    # Parquet / tables: binary text column with the same bytes
+    pq.write_table(pa.table({"text": pa.array([b"fine"] + BAD_VALUES, pa.binary())}), tmp_path / "u.parquet")
+    rep = ReadReport()
+    _, texts = _rows(_read(resolve_inputs([tmp_path / "u.parquet"]), report=rep))
+    assert texts == ["fine"] + [v.decode("utf-8", "replace") for v in BAD_VALUES]
+    assert rep.invalid_utf8_rows == len(BAD_VALUES)
+
+
+def test_lone_surrogate_escape_is_replaced(tmp_path):
+    _write(tmp_path / "s.jsonl", b'{"text": "a\\ud800b"}\n{"text": "\\ud83d\\ude00"}\n')
+    rep = ReadReport()
+    _, texts = _rows(_read(resolve_inputs([tmp_path / "s.jsonl"]), report=rep))
+    assert texts == ["a\ufffdb", "\U0001F600"] and rep.invalid_utf8_rows == 1
+
+
+# ------------------------------------------------------------------------------------------- empty / keep
+
+def test_empty_files_yield_nothing_and_are_listed(tmp_path):
+    _write(tmp_path / "e1.jsonl", b"")
+    _write(tmp_path / "e2.jsonl", b"\n  \n\t\r\n")
+    _write(tmp_path / "e3.jsonl.gz", b"")
+    pq.write_table(pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())}),
+                   tmp_path / "e4.parquet")
+    _write(tmp_path / "full.jsonl", b'{"id": "1", "text": "a"}\n')
+    rep = ReadReport()
+    batches = _read(resolve_inputs([tmp_path]), report=rep)
+    assert [(b.file_index, b.row_start) for b in batches] == [(4, 0)]
+    assert rep.empty_files == ["e1.jsonl", "e2.jsonl", "e3.jsonl.gz", "e4.parquet"] and rep.files == 5
+
+
+def test_keep_column_values_and_errors(tmp_path):
+    _write(tmp_path / "k.jsonl", b'{"text": "a", "q": 2}\n{"text": "b", "q": null}\n{"text": "c"}\n'
+                                 b'{"text": "d", "q": true}\n{"text": "e", "q": 0.25}\n')
+    b = _read(resolve_inputs([tmp_path / "k.jsonl"]), keep_column="q")
+    np.testing.assert_array_equal(np.concatenate([x.keep_values for x in b]), [2.0, np.nan, np.nan, 1.0, 0.25])
+    assert b[0].keep_values.dtype == np.float64
+    pq.write_table(pa.table({"text": ["a", "b"], "q": pa.array([3, None], pa.int32())}), tmp_path / "k.parquet")
+    b = _read(resolve_inputs([tmp_path / "k.parquet"]), keep_column="q")
+    np.testing.assert_array_equal(b[0].keep_values, [3.0, np.nan])
+    with pytest.raises(InputError, match="k.parquet.*keep column 'nope'"):
+        _read(resolve_inputs([tmp_path / "k.parquet"]), keep_column="nope")
+    with pytest.raises(InputError, match="k.jsonl.*keep column 'nope'"):
+        _read(resolve_inputs([tmp_path / "k.jsonl"]), keep_column="nope")
+    _write(tmp_path / "s.jsonl", b'{"text": "a", "q": "high"}\n')
+    with pytest.raises(InputError, match="s.jsonl:1: keep column 'q' is a JSON string"):  # even in skip mode
+        _read(resolve_inputs([tmp_path / "s.jsonl"]), keep_column="q", on_error="skip")
+
+
+# ------------------------------------------------------------------------------------------- tables
+
+def test_table_and_dataframe_inputs(tmp_path):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"text": ["u", "v", "w"], "n": [1, 2, 3]}, index=[10, 11, 12])
+    files = table_input(df)
+    assert files[0].fmt == "table" and files[0].relpath == "<table>"
+    ids, texts = _rows(_read(files))
+    assert ids == ["<table>:0", "<table>:1", "<table>:2"] and texts == ["u", "v", "w"]
+    tfiles = table_input(pa.table({"id": [5, 6], "text": ["p", "q"]}))
+    assert _rows(_read(tfiles)) == (["5", "6"], ["p", "q"])
+    res = write_kept(files, np.array([True, False, True]), tmp_path / "out", id_field="id", text_field="text",
+                     on_error="raise")
+    assert res == {"files": 1, "rows_written": 2}
+    out = pq.read_table(tmp_path / "out" / "deduplicated.parquet")
+    assert out.to_pydict() == {"text": ["u", "w"], "n": [1, 3]}
+    with pytest.raises(TypeError, match="list"):
+        table_input([1, 2])
+
+
+# ------------------------------------------------------------------------------------------- write_kept
+
+def _mixed_jsonl() -> bytes:
+    return (b'{"id": "1", "text": "a", "extra": {"k": [1, 2]}, "z": 1.50}\n'
+            b'\n'
+            b'{"id": "2", "text": "b"}\r\n'
+            b'{"id": "3", "text": "c", "extra": "keep me"}\n'
+            b'{"id": "4" BROKEN\n'
+            b'{"text": "d",     "id": "5"}')  # no final newline
+
+
+@pytest.mark.parametrize("name", ["m.jsonl", "m.jsonl.gz", "m.jsonl.zst"])
+def test_write_kept_jsonl_is_byte_identical(tmp_path, name):
+    src = _write(tmp_path / "in" / "sub" / name, _mixed_jsonl())
+    files = resolve_inputs([tmp_path / "in"])
+    rep = ReadReport()
+    ids, _ = _rows(_read(files, on_error="skip", report=rep))
+    assert ids == ["1", "2", "3", "5"] and len(rep.skipped) == 1
+    res = write_kept(files, np.array([True, False, True, True]), tmp_path / "out", id_field="id",
+                     text_field="text", on_error="skip")
+    assert res == {"files": 1, "rows_written": 3}
+    out = tmp_path / "out" / name  # a single input's relpath is its basename
+    raw = out.read_bytes()
+    if name.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    elif name.endswith(".zst"):
+        raw = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+    assert raw == (b'{"id": "1", "text": "a", "extra": {"k": [1, 2]}, "z": 1.50}\n'
+                   b'{"id": "3", "text": "c", "extra": "keep me"}\n'
+                   b'{"text": "d",     "id": "5"}')
+    assert os.listdir(out.parent) == [name]  # no temp files left
+    assert open(src, "rb").read() != raw  # input untouched, output differs
+
+
+def test_write_kept_parquet_preserves_schema(tmp_path):
+    schema = pa.schema([("id", pa.string()), ("text", pa.large_string()), ("w", pa.float32()),
+                        ("tags", pa.list_(pa.string()))], metadata={b"origin": b"test"})
+    t = pa.table({"id": ["a", "b", "c", "d"], "text": ["t1", None, "t3", "t4"], "w": [1.0, 2.0, 3.0, 4.0],
+                  "tags": [["x"], [], None, ["y", "z"]]}, schema=schema)
+    (tmp_path / "in").mkdir()
+    pq.write_table(t, tmp_path / "in" / "p.parquet", compression="zstd", row_group_size=2)
+    files = resolve_inputs([tmp_path / "in"])
+    res = write_kept(files, np.array([False, True, True]), tmp_path / "out", id_field="id", text_field="text",
+                     on_error="skip")  # the null-text row 1 is not a row: keep[] covers a, c, d
+    assert res == {"files": 1, "rows_written": 2}
+    out = pq.ParquetFile(tmp_path / "out" / "p.parquet")
+    original = pq.ParquetFile(tmp_path / "in" / "p.parquet").schema_arrow
+    assert out.schema_arrow.equals(original, check_metadata=True)
+    assert out.schema_arrow.metadata[b"origin"] == b"test" and out.schema_arrow.field("w").type == pa.float32()
+    assert out.metadata.row_group(0).column(0).compression == "ZSTD"
+    assert out.read().to_pydict() == {"id": ["c", "d"], "text": ["t3", "t4"], "w": [3.0, 4.0],
+                                      "tags": [None, ["y", "z"]]}
+
+
+def test_leading_bom_is_ignored(tmp_path):
+    _write(tmp_path / "in" / "b.jsonl", b'\xef\xbb\xbf{"text": "a"}\n{"text": "b"}\n')
+    files = resolve_inputs([tmp_path / "in"])
+    assert _rows(_read(files, id_field=None))[1] == ["a", "b"]
+    write_kept(files, np.array([True, True]), tmp_path / "out", id_field=None, text_field="text", on_error="raise")
+    assert (tmp_path / "out" / "b.jsonl").read_bytes() == b'{"text": "a"}\n{"text": "b"}\n'
+
+
+def test_write_kept_all_removed_and_empty_files_still_written(tmp_path):
+    _write(tmp_path / "in" / "a.jsonl.gz", b'{"text": "a"}\n')
+    _write(tmp_path / "in" / "e.jsonl", b"")
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), tmp_path / "in" / "e.parquet")
+    files = resolve_inputs([tmp_path / "in"])
+    res = write_kept(files, np.array([False]), tmp_path / "out", id_field=None, text_field="text", on_error="raise")
+    assert res == {"files": 3, "rows_written": 0}
+    assert gzip.decompress((tmp_path / "out" / "a.jsonl.gz").read_bytes()) == b""
+    assert (tmp_path / "out" / "e.jsonl").read_bytes() == b""
+    assert pq.read_table(tmp_path / "out" / "e.parquet").num_rows == 0
+
+
+def test_write_kept_checks_keep_length_and_refuses_inputs(tmp_path):
+    _write(tmp_path / "a.jsonl", b'{"text": "a"}\n{"text": "b"}\n')
+    files = resolve_inputs([tmp_path / "a.jsonl"])
+    for bad in (np.array([True]), np.array([True, True, True])):
+        with pytest.raises(ValueError, match="keep has"):
+            write_kept(files, bad, tmp_path / "out", id_field=None, text_field="text", on_error="raise")
+        assert not (tmp_path / "out" / "a.jsonl").exists()  # nothing published on mismatch
+    with pytest.raises(ValueError, match="overwrite an input"):
+        write_kept(files, np.array([True, True]), tmp_path, id_field=None, text_field="text", on_error="raise")
+
+
+# ------------------------------------------------------------------------------------------- atomic
+
+def test_atomic_path_removes_temp_on_error_and_renames_on_success(tmp_path):
+    target = tmp_path / "sub" / "x.json"
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            with open(tmp, "w") as fh:
+                fh.write("partial")
+            raise RuntimeError("boom")
+    assert os.listdir(tmp_path / "sub") == []
+    with atomic_path(target) as tmp:
+        assert os.path.dirname(tmp) == str(tmp_path / "sub") and tmp != str(target)
+        with open(tmp, "w") as fh:
+            fh.write("done")
+    assert target.read_text() == "done" and os.listdir(tmp_path / "sub") == ["x.json"]
+
+
+def test_write_json_and_parquet_atomic(tmp_path):
+    write_json_atomic({"b": float("nan"), "a": [1.5, np.float64("inf")], "n": np.int64(3)}, tmp_path / "r.json")
+    text = (tmp_path / "r.json").read_text()
+    assert json.loads(text) == {"b": None, "a": [1.5, None], "n": 3}
+    assert text.index('"b"') < text.index('"a"') and "\n  " in text
+    write_parquet_atomic(pa.table({"v": [1, 2]}), tmp_path / "t.parquet")
+    assert pq.read_table(tmp_path / "t.parquet").column("v").to_pylist() == [1, 2]
+    assert sorted(os.listdir(tmp_path)) == ["r.json", "t.parquet"]
+
+
+# ------------------------------------------------------------------------------------------- large
+
+def test_single_50mb_document_reads_in_one_batch(tmp_path):
+    size = 50 * 2**20
+    body = b'{"id": "big", "text": "' + b"ab\xc3\xa9 " * (size // 5) + b'"}\n{"id": "small", "text": "s"}\n'
+    _write(tmp_path / "big.jsonl", body)
+    start = time.perf_counter()
+    batches = _read(resolve_inputs([tmp_path / "big.jsonl"]), batch_bytes=1 << 20)
+    elapsed = time.perf_counter() - start
+    assert [len(b) for b in batches] == [1, 1]
+    assert batches[0].ids.to_pylist() == ["big"]
+    assert pc.binary_length(batches[0].text).to_pylist() == [size // 5 * 5]
+    assert batches[1].text.to_pylist() == ["s"]
+    assert elapsed < 10, elapsed

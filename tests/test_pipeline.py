@@ -1,0 +1,158 @@
+"""End-to-end invariants of the lexical pipeline (CPU)."""
+import gzip
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import gpu_dedup
+from gpu_dedup import RunConfig
+from gpu_dedup.pipeline import DECISIONS_SCHEMA
+
+WORDS = ("data model train token corpus web page text near copy policy keep remove index shard batch kernel "
+         "device memory sort hash band bucket row column value file line error report cluster graph edge").split()
+
+
+def make_corpus(n: int, seed: int = 0) -> pa.Table:
+    """Originals, exact copies (case/space changes), light edits (J >= 0.8), heavy edits, short texts."""
+    rng = np.random.default_rng(seed)
+    ids, texts = [], []
+    for i in range(n):
+        kind = rng.integers(0, 5) if texts else 0
+        if kind == 0 or not texts:
+            t = " ".join(rng.choice(WORDS, rng.integers(30, 80)))
+        elif kind == 1:
+            t = texts[rng.integers(0, len(texts))].upper().replace(" ", "  ")
+        elif kind == 2:
+            w = texts[rng.integers(0, len(texts))].split()
+            t = " ".join(w + ["extra"])
+        elif kind == 3:
+            w = texts[rng.integers(0, len(texts))].split()
+            t = " ".join(rng.permutation(w))
+        else:
+            t = " ".join(rng.choice(WORDS, rng.integers(0, 4)))
+        ids.append(f"doc{i:04d}")
+        texts.append(t)
+    return pa.table({"id": ids, "text": texts, "score": rng.random(n)})
+
+
+def _check_invariants(table: pa.Table, d: pa.Table) -> None:
+    assert d.schema == DECISIONS_SCHEMA
+    assert d["id"].to_pylist() == table["id"].to_pylist()  # one row per input, input order
+    keep = np.asarray(d["keep"])
+    rep = d["representative_id"].to_pylist()
+    ids = d["id"].to_pylist()
+    kept = {i for i, k in zip(ids, keep) if k}
+    assert all(r in kept for r in rep)  # every representative is kept
+    assert all((r == i) == k for i, r, k in zip(ids, rep, keep))
+    sizes = np.bincount(np.asarray(d["cluster_id"]), minlength=len(ids))
+    assert (np.asarray(d["cluster_size"]) == sizes[np.asarray(d["cluster_id"])]).all()
+    assert keep.sum() + (~keep).sum() == table.num_rows
+
+
+@pytest.mark.parametrize("preset", ["default", "fineweb", "nemo"])
+def test_invariants_and_batch_size_independence(preset):
+    table = make_corpus(300)
+    cfg = RunConfig.preset(preset, progress=False)
+    base = gpu_dedup.deduplicate(table, cfg).decisions
+    _check_invariants(table, base)
+    assert not np.asarray(base["keep"]).all()
+    small = gpu_dedup.deduplicate(table, cfg.replace(batch_bytes=2048)).decisions
+    assert small.equals(base)
+
+
+def test_representative_policy_removes_only_for_verified_kept_documents():
+    table = make_corpus(400, seed=1)
+    d = gpu_dedup.deduplicate(table, RunConfig(progress=False)).decisions.to_pylist()
+    texts = dict(zip(table["id"].to_pylist(), table["text"].to_pylist()))
+
+    def shingles(t):
+        w = t.lower().split()
+        return {tuple(w[i:i + 5]) for i in range(len(w) - 4)}
+
+    near = [r for r in d if r["reason"] == "near_duplicate"]
+    assert near
+    for r in near:
+        a, b = shingles(texts[r["id"]]), shingles(texts[r["representative_id"]])
+        assert len(a & b) / len(a | b) == pytest.approx(r["jaccard"]) and r["jaccard"] >= 0.8
+    for r in d:
+        if r["reason"] == "short_exact_duplicate":
+            assert " ".join(texts[r["id"]].lower().split()) == " ".join(texts[r["matched_id"]].lower().split())
+
+
+def test_keep_policies_change_the_survivor():
+    t = pa.table({"id": ["x", "y"], "text": ["same words in this text here ok", "SAME  words in this text here ok"],
+                  "score": [0.1, 0.9]})
+    first = gpu_dedup.deduplicate(t, RunConfig(progress=False)).decisions
+    assert first["keep"].to_pylist() == [True, False]
+    best = gpu_dedup.deduplicate(t, RunConfig.preset("default", progress=False, cluster__keep="max:score"))
+    assert best.decisions["keep"].to_pylist() == [False, True]
+    assert best.decisions["reason"].to_pylist() == ["exact_duplicate", "representative"]
+
+
+def test_files_outputs_and_run_json(tmp_path):
+    table = make_corpus(120, seed=2)
+    rows = table.to_pylist()
+    src = tmp_path / "in"
+    (src / "sub").mkdir(parents=True)
+    with open(src / "a.jsonl", "w") as f:
+        for r in rows[:60]:
+            f.write(json.dumps(r) + "\n")
+    with gzip.open(src / "sub" / "b.jsonl.gz", "wt") as f:
+        for r in rows[60:]:
+            f.write(json.dumps(r) + "\n")
+    out = tmp_path / "out"
+    res = gpu_dedup.deduplicate(str(src), RunConfig(progress=False), output_dir=out)
+    d = pq.read_table(out / "decisions.parquet")
+    assert d.equals(res.decisions)
+    assert set(d["source"].to_pylist()) == {"a.jsonl", "sub/b.jsonl.gz"}
+    run = json.loads((out / "run.json").read_text())
+    assert run["counts"]["input"] == 120 and run["counts"]["kept"] + run["counts"]["removed"] == 120
+    assert run["contract"]["minhash"]["num_perm"] == 100 and run["contract_fingerprint"]
+    kept_ids = {r["id"] for r in d.to_pylist() if r["keep"]}
+    written = [json.loads(line) for line in open(out / "deduplicated" / "a.jsonl")]
+    written += [json.loads(line) for line in gzip.open(out / "deduplicated" / "sub" / "b.jsonl.gz", "rt")]
+    assert {r["id"] for r in written} == kept_ids
+    assert all(set(r) == {"id", "text", "score"} for r in written)  # all original columns
+
+
+def test_duplicate_ids_fail_before_any_output(tmp_path):
+    t = pa.table({"id": ["a", "b", "a"], "text": ["x y", "y z", "z w"]})
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="'a'"):
+        gpu_dedup.deduplicate(t, RunConfig(progress=False), output_dir=out)
+    assert not out.exists() or not os.listdir(out)
+
+
+def test_zero_documents(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    res = gpu_dedup.deduplicate(str(tmp_path / "empty.jsonl"), RunConfig(progress=False), output_dir=tmp_path / "o")
+    assert res.decisions.num_rows == 0 and res.stats["counts"]["input"] == 0
+    assert (tmp_path / "o" / "decisions.parquet").exists()
+
+
+def test_single_50mb_document_and_its_copy():
+    big = ("lorem ipsum dolor sit amet " * 2_000_000)[:50_000_000]
+    t = pa.table({"id": ["big", "copy", "other"], "text": [big, big.upper(), "something else entirely here"]})
+    d = gpu_dedup.deduplicate(t, RunConfig(progress=False)).decisions
+    assert d["keep"].to_pylist() == [True, False, True]
+    assert d["reason"].to_pylist()[1] == "exact_duplicate"
+
+
+def test_cuda_without_gpu_is_an_error_not_a_fallback():
+    from gpu_dedup.device import gpu_status
+
+    if gpu_status()[0]:
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match="no usable GPU"):
+        gpu_dedup.deduplicate(make_corpus(5), RunConfig(device="cuda", progress=False))
+
+
+def test_pandas_input():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"id": ["a", "b"], "text": ["one two three four five six", "one two three four five six"]})
+    d = gpu_dedup.deduplicate(df, progress=False).decisions
+    assert d["keep"].to_pylist() == [True, False]

@@ -42,23 +42,6 @@ def keep_rank(keep: str, *, n: int, text_bytes: np.ndarray | None = None, ids: p
     return rank
 
 
-def exact_groups(h: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """h: (n, 2) uint64 exact hashes. Returns leader int64 (n,): the first row in keep order with the
-    same hash (a row is its own leader when it is the first)."""
-    n = h.shape[0]
-    leader = np.arange(n, dtype=np.int64)
-    if n == 0:
-        return leader
-    order = np.lexsort((rank, h[:, 1], h[:, 0]))
-    hs = h[order]
-    start = np.ones(n, bool)
-    start[1:] = (hs[1:, 0] != hs[:-1, 0]) | (hs[1:, 1] != hs[:-1, 1])
-    group_first = order[np.flatnonzero(start)]
-    group_of = np.cumsum(start) - 1
-    leader[order] = group_first[group_of]
-    return leader
-
-
 @dataclass
 class NearResult:
     """Over m candidate documents: rep int64 (m,) (-1 = kept, else index of the kept representative),
@@ -69,80 +52,133 @@ class NearResult:
     stats: dict
 
 
-def candidate_components(buckets: Buckets, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def connected_components(m: int, u, v, device: str = "cpu"):
+    """Labels int64 (m,) = smallest node index of each component under edges (u, v).
+    CPU: union-find with path compression. GPU: min-label propagation with atomic min plus pointer
+    jumping, repeated until no label changes (same labels: both give the component minimum)."""
+    from .device import array_module
+
+    xp = array_module(device)
+    if device != "cuda":
+        from .kernels import cpu
+
+        return cpu.union_find(m, u, v)
+    from .kernels import cuda as kc
+
+    label = xp.arange(m, dtype=xp.int64)
+    if u.shape[0] == 0:
+        return label
+    changed = xp.zeros(1, xp.int32)
+    while True:
+        changed[0] = 0
+        kc.propagate_min_labels[kc.blocks(u.shape[0]), kc.TPB](u, v, label, changed)
+        kc.pointer_jump[kc.blocks(m), kc.TPB](label)
+        if int(changed[0]) == 0:
+            break
+    # labels point at nodes of the same component; finish the chains
+    while True:
+        nxt = label[label]
+        if bool((nxt == label).all()):
+            return label
+        label = nxt
+
+
+def candidate_components(buckets: Buckets, rank, device: str = "cpu"):
     """Group the documents that have buckets by connected component of the candidate graph, keep
     order within each: returns (order int64 (c_docs,), comp_off int64 (c+1,))."""
-    from .kernels import cpu
+    from .device import array_module
 
+    xp = array_module(device)
     m = rank.shape[0]
     u, v = buckets.chain_edges()
-    label = cpu.union_find(m, u, v)
-    docs = np.flatnonzero(np.diff(buckets.doc_offsets) > 0)
-    order = docs[np.lexsort((rank[docs], label[docs]))]
+    label = connected_components(m, u, v, device)
+    docs = xp.flatnonzero(xp.diff(buckets.doc_offsets) > 0)
+    order = docs[xp.lexsort(xp.stack([rank[docs], label[docs]]))]
     lab = label[order]
-    start = np.ones(order.shape[0], bool)
-    start[1:] = lab[1:] != lab[:-1]
-    comp_off = np.append(np.flatnonzero(start), order.shape[0]).astype(np.int64)
-    return order.astype(np.int64), comp_off
+    start = xp.ones(order.shape[0], dtype=bool)
+    if order.shape[0]:
+        start[1:] = lab[1:] != lab[:-1]
+    comp_off = xp.concatenate([xp.flatnonzero(start), xp.asarray([order.shape[0]])]).astype(xp.int64)
+    return order.astype(xp.int64), comp_off
 
 
-def representative_policy(buckets: Buckets, sets: ShingleSets, rank: np.ndarray, threshold: float,
-                          cap: int) -> NearResult:
+def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: float, cap: int,
+                          device: str = "cpu") -> NearResult:
     """Verified representative policy over m candidates (rank: keep rank of each candidate).
 
     A candidate is removed only for an earlier-kept candidate sharing a bucket at exact J >= threshold.
-    Components of the candidate graph are independent, so they run in parallel, each in keep order."""
-    from .kernels import cpu
+    Components of the candidate graph are independent, so they run in parallel (CPU threads, or one
+    GPU thread each), each in keep order with the same device function."""
+    from .device import array_module
 
+    xp = array_module(device)
     m = rank.shape[0]
-    order, comp_off = candidate_components(buckets, rank)
-    rep = np.full(m, -1, np.int64)
-    jac = np.full(m, np.nan)
-    capped = np.zeros(buckets.n_buckets, np.uint8)
-    comparisons = np.zeros(comp_off.shape[0] - 1, np.int64)
-    cpu.representative_components(order, comp_off, buckets.doc_offsets, buckets.entry_bucket, buckets.entry_doc,
-                                  buckets.n_buckets, sets.offsets, sets.sizes, sets.hashes, float(threshold),
-                                  int(cap), rep, jac, capped, comparisons)
+    order, comp_off = candidate_components(buckets, rank, device)
+    n_comp = int(comp_off.shape[0] - 1)
+    rep = xp.full(m, -1, xp.int64)
+    jac = xp.full(m, xp.nan)
+    capped = xp.zeros(buckets.n_buckets, xp.uint8)
+    comparisons = xp.zeros(n_comp, xp.int64)
+    args = (order, comp_off, buckets.doc_offsets, buckets.entry_bucket, buckets.entry_doc)
+    if device == "cuda":
+        from .kernels import cuda as kc
+
+        if n_comp:
+            head = xp.full(buckets.n_buckets, -1, xp.int64)
+            tail = xp.full(buckets.n_buckets, -1, xp.int64)
+            nxt = xp.full(buckets.entry_bucket.shape[0], -1, xp.int64)
+            stamp = xp.full(m, -1, xp.int64)
+            kc.representative_components[kc.blocks(n_comp, 64), 64](
+                *args, sets.offsets, sets.sizes, sets.hashes, float(threshold), int(cap), head, tail, nxt, stamp,
+                capped, rep, jac, comparisons)
+    else:
+        from .kernels import cpu
+
+        cpu.representative_components(*args, buckets.n_buckets, sets.offsets, sets.sizes, sets.hashes,
+                                      float(threshold), int(cap), rep, jac, capped, comparisons)
     n_capped = int(capped.sum())
     if n_capped:
         logger.warning("%d buckets held more than %d kept representatives; comparisons there were capped "
                        "(raise max_representatives_per_bucket to compare against all)", n_capped, cap)
-    sizes = np.diff(comp_off)
+    sizes = xp.diff(comp_off)
     return NearResult(rep, jac, {"verified_pairs": int(comparisons.sum()), "capped_buckets": n_capped,
-                                 "candidate_components": int(sizes.shape[0]),
-                                 "largest_candidate_component": int(sizes.max()) if sizes.shape[0] else 0,
+                                 "candidate_components": n_comp,
+                                 "largest_candidate_component": int(sizes.max()) if n_comp else 0,
                                  "removed": int((rep >= 0).sum())})
 
 
-def components_policy(buckets: Buckets, rank: np.ndarray, threshold: float,
-                      sets: ShingleSets | None) -> NearResult:
+def components_policy(buckets: Buckets, rank, threshold: float, sets: ShingleSets | None,
+                      device: str = "cpu") -> NearResult:
     """Connected components over chain edges (verified edges only when ``sets`` is given); the
     survivor of each component is its first member in keep order."""
-    from .kernels import cpu
+    from .device import array_module
 
+    xp = array_module(device)
     m = rank.shape[0]
     u, v = buckets.chain_edges()
     stats = {"edges": int(u.shape[0])}
     if sets is not None and u.shape[0]:
-        j = jaccard(sets, u, v)
+        j = jaccard(sets, u, v, device)
         ok = j >= threshold
         stats["edges_verified"] = int(ok.sum())
         u, v = u[ok], v[ok]
-    label = cpu.union_find(m, u, v)
+    label = connected_components(m, u, v, device)
     # survivor = member with the smallest keep rank in each component
-    order = np.lexsort((rank, label))
-    first = np.ones(m, bool)
-    first[1:] = label[order][1:] != label[order][:-1]
-    survivor_of_label = np.full(m, -1, np.int64)
-    survivor_of_label[label[order][first]] = order[first]
+    order = xp.lexsort(xp.stack([rank, label]))
+    lo = label[order]
+    first = xp.ones(m, dtype=bool)
+    if m:
+        first[1:] = lo[1:] != lo[:-1]
+    survivor_of_label = xp.full(m, -1, xp.int64)
+    survivor_of_label[lo[first]] = order[first]
     survivor = survivor_of_label[label]
-    rows = np.arange(m, dtype=np.int64)
-    rep = np.where(survivor == rows, -1, survivor)
-    jac = np.full(m, np.nan)
-    removed = np.flatnonzero(rep >= 0)
+    rows = xp.arange(m, dtype=xp.int64)
+    rep = xp.where(survivor == rows, -1, survivor)
+    jac = xp.full(m, xp.nan)
+    removed = xp.flatnonzero(rep >= 0)
     if sets is not None and removed.shape[0]:
-        jac[removed] = jaccard(sets, removed, rep[removed])
-    sizes = np.bincount(label, minlength=m)
+        jac[removed] = jaccard(sets, removed, rep[removed], device)
+    sizes = xp.bincount(label, minlength=m)
     stats.update({"components": int((sizes > 1).sum()), "largest_component": int(sizes.max()) if m else 0,
                   "removed": int(removed.shape[0])})
     return NearResult(rep, jac, stats)

@@ -37,6 +37,9 @@ def resolve_device(device: str) -> str:
         return "cpu"
     if device not in ("auto", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and simulator():
+        logger.warning("device='cuda' runs under Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1): correct but slow")
+        return "cuda"
     usable, reason = gpu_status()
     if device == "cuda":
         if not usable:
@@ -55,3 +58,52 @@ def set_threads(threads: int | None) -> int:
     if threads is not None:
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     return numba.get_num_threads()
+
+
+def simulator() -> bool:
+    """True when Numba's CUDA simulator is on (NUMBA_ENABLE_CUDASIM=1): CUDA kernels run on the CPU
+    over NumPy arrays, which is how CI checks the GPU kernels against the CPU ones."""
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def array_module(device: str):
+    """numpy for the CPU path and the simulator, cupy on a real GPU."""
+    if device == "cuda" and not simulator():
+        import cupy
+
+        return cupy
+    import numpy
+
+    return numpy
+
+
+def to_device(x, device: str):
+    """Move a host array to where ``device``'s kernels read it: a no-op on the CPU; a copy on a GPU
+    and under the simulator (which writes every kernel argument back, so it must be writable)."""
+    if device == "cuda" and simulator():
+        import numpy
+
+        return numpy.array(x, copy=True)
+    return array_module(device).asarray(x)
+
+
+def to_host(x):
+    """NumPy view/copy of an array from either module."""
+    import numpy
+
+    return x.get() if hasattr(x, "get") and not isinstance(x, numpy.ndarray) else numpy.asarray(x)
+
+
+def repeat_index(xp, counts):
+    """Index i repeated counts[i] times (int64), for either array module (cupy.repeat takes no array
+    of repeats): a searchsorted over the running total."""
+    ends = xp.cumsum(counts)
+    total = int(ends[-1]) if counts.shape[0] else 0
+    return xp.searchsorted(ends, xp.arange(total, dtype=xp.int64), side="right").astype(xp.int64)
+
+
+def argsort_stable(xp, a):
+    """Stable argsort in either module (CuPy's sort is a stable radix/merge sort and takes no kind)."""
+    return xp.argsort(a, kind="stable") if xp.__name__ == "numpy" else xp.argsort(a)

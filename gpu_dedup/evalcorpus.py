@@ -646,6 +646,8 @@ def make_corpus(n_docs: int, seed: int, *, mean_words: int = 300, exact_dup_frac
         except ValueError as exc:     # a generator bug, not a user error
             raise RuntimeError(f"evalcorpus generated a text that breaks its own contract: {exc}") from exc
 
+    log.debug("make_corpus(%d, seed=%d): %d unique, %d exact, %d near, %d template, %d short", n_docs, seed,
+              n_unique, n_exact, n_near, n_template, n_short)
     perm = rng.permutation(n_docs)                 # perm[new position] = generation index
     new_pos = np.empty(n_docs, np.int64)
     new_pos[perm] = np.arange(n_docs)
@@ -758,6 +760,7 @@ def exact_pairs(sets: Sequence[set], min_j: float) -> PairDict:
     if not isinstance(min_j, (int, float)) or not 0.0 < float(min_j) <= 1.0:
         raise ValueError(f"min_j must be in (0, 1] (pairs with no shared shingle are not listed), got {min_j!r}")
     i, j, jac = _pair_arrays(sets, float(min_j))
+    log.debug("exact_pairs: %d sets, %d pairs at Jaccard >= %s", len(sets), len(i), min_j)
     return PairDict(zip(zip(i.tolist(), j.tolist()), jac.tolist()), float(min_j))
 
 

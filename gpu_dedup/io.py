@@ -9,7 +9,7 @@ Inputs
 Reading (``iter_batches``)
     Files are read in order; every batch belongs to one file and holds at most ``batch_bytes`` of UTF-8
     text (a single larger document makes a one-row batch). Global row ids are dense over the whole run.
-    JSON Lines are read as byte blocks of about ``batch_bytes`` cut at newlines and parsed with
+    JSON Lines are read as byte blocks of at most ``batch_bytes`` cut at newlines and parsed with
     ``pyarrow.json`` (fast path). When that parser rejects a block, or its result is in any way
     doubtful (row count, nulls, ids present in only some rows, invalid UTF-8), the block is re-parsed
     line by line with Python's ``json`` (``strict=False``: raw control characters inside strings are
@@ -24,7 +24,11 @@ Reading (``iter_batches``)
     neither a string nor an integer, id present in some rows of a file but not in others) raise
     ``InputError`` naming ``relpath:line`` (JSON Lines) or ``relpath row N`` (Parquet / tables; N is the
     0-based physical row) with ``on_error="raise"``; with ``on_error="skip"`` the row is dropped (it is
-    not a document and gets no row id) and recorded in ``ReadReport.skipped``.
+    not a document and gets no row id) and recorded in ``ReadReport.skipped``. File-level problems are
+    handled the same way, naming just the file: a Parquet file that cannot be opened, or whose text / id
+    column is missing or has the wrong type; a compressed file that fails to decompress (skip mode keeps
+    the complete lines before the 1 MiB window where it failed). A file with zero rows yields no batch
+    and is listed in ``ReadReport.empty_files``.
 
 Ids
     With ``id_field`` set and present in a file, every row of that file must carry a non-null string or
@@ -87,6 +91,7 @@ _SUFFIXES: tuple[tuple[str, str, str | None], ...] = (
 SUPPORTED_SUFFIXES = tuple(s for s, _, _ in _SUFFIXES)
 _UTF8_BOM = b"\xef\xbb\xbf"
 _MIN_READ = 1 << 16
+_READ_ALIGN = 1 << 20
 _PREVIEW_CHARS = 80
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _PARQUET_CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "brotli", "ZSTD": "zstd", "LZ4": "lz4",
@@ -257,6 +262,7 @@ class _FileReader:
     def __init__(self, f: InputFile, spec: _Spec, report: ReadReport) -> None:
         self.f, self.spec, self.report = f, spec, report
         self.rows = 0
+        self.unreadable = False  # the file (or its schema) could not be read at all: skipped, not "empty"
 
     def where(self, line: int | None = None, row: int | None = None) -> str:
         if line is not None:
@@ -370,9 +376,16 @@ def _read_blocks(stream: Any, target: int) -> Iterator[memoryview]:
     Blocks are read-only views of Arrow buffers (pooled memory: no zero-fill; the stream reads straight
     into them), valid while the caller holds them. Only the unconsumed tail (less than ``target`` bytes,
     or one long partial line) is copied when the next buffer is filled; a long line's buffer doubles.
+
+    A read error (corrupt or truncated compressed data) ends the data at the last newline before the
+    _READ_ALIGN window (of the decompressed stream) in which it happened; those complete lines are
+    yielded, then the error is raised. Every fill ends on a window boundary, so what is salvaged does not
+    depend on ``target`` (``write_kept`` must number rows exactly as ``iter_batches`` did).
     """
     data = memoryview(b"")
     eof = False
+    error: BaseException | None = None
+    pos = 0  # offset in the (decompressed) stream
     while True:
         arr = np.frombuffer(data, dtype=np.uint8)
         cut = -1
@@ -381,20 +394,31 @@ def _read_blocks(stream: Any, target: int) -> Iterator[memoryview]:
             if cut < 0:
                 cut = _first_newline(arr, 0)
         if cut < 0 and not eof:
-            size = len(data) + max(target - len(data), len(data), _MIN_READ)
-            buf = memoryview(pa.allocate_buffer(size)).cast("B")
+            want = max(target - len(data), len(data), _MIN_READ)
+            end = -(-(pos + want) // _READ_ALIGN) * _READ_ALIGN  # pos is on a boundary: fills end on one
+            buf = memoryview(pa.allocate_buffer(len(data) + end - pos)).cast("B")
             buf[:len(data)] = data
             filled = len(data)
-            while filled < size:
-                n = stream.readinto(buf[filled:])
+            while pos < end:
+                try:
+                    # one window at most per call: a failing call loses only its own window
+                    n = stream.readinto(buf[filled:filled + _READ_ALIGN - pos % _READ_ALIGN])
+                except (OSError, pa.ArrowException, ValueError) as e:
+                    error, eof = e, True
+                    filled -= pos % _READ_ALIGN  # drop the partly read window
+                    filled = _last_newline(np.frombuffer(buf, dtype=np.uint8, count=filled), filled) + 1
+                    break
                 if not n:
                     eof = True
                     break
                 filled += n
+                pos += n
             data = buf[:filled].toreadonly()
             del buf
             continue
         if len(data) == 0:
+            if error is not None:
+                raise error
             return
         if cut < 0:  # EOF without a final newline
             cut = len(data) - 1
@@ -423,6 +447,10 @@ def _split_lines(block: memoryview | bytes) -> tuple[np.ndarray, np.ndarray, np.
     return starts, ends, is_row
 
 
+def _null_key_pattern(key: str) -> re.Pattern:
+    return re.compile(re.escape(json.dumps(key, ensure_ascii=False).encode()) + rb"\s*:\s*null")
+
+
 class _JsonlReader(_FileReader):
     def __init__(self, f: InputFile, spec: _Spec, report: ReadReport, block_bytes: int) -> None:
         super().__init__(f, spec, report)
@@ -433,10 +461,10 @@ class _JsonlReader(_FileReader):
         self.keep_seen = False
         self.slow_blocks = 0
         self.blocks = 0
-        self._id_key = (re.compile(re.escape(json.dumps(spec.id_field, ensure_ascii=False).encode()) + rb"\s*:")
-                        if spec.id_field else None)
-        self._keep_key = (re.compile(re.escape(json.dumps(spec.keep_column, ensure_ascii=False).encode())
-                                     + rb"\s*:") if spec.keep_column else None)
+        # Arrow reads a missing key and an explicit null alike; `"key": null` anywhere in the block (even
+        # nested) sends an all-null id column to the line parser, which can tell them apart.
+        self._id_null = _null_key_pattern(spec.id_field) if spec.id_field else None
+        self._keep_null = _null_key_pattern(spec.keep_column) if spec.keep_column else None
 
     def chunks(self) -> Iterator[_Chunk]:
         line_base = 1
@@ -453,13 +481,15 @@ class _JsonlReader(_FileReader):
                 except StopIteration:
                     break
                 except (OSError, pa.ArrowException) as e:  # corrupt compressed stream, I/O error
-                    self.bad(f"cannot read/decompress the file after line {line_base - 1}: {e}", line=line_base)
+                    self.unreadable = self.rows == 0
+                    self.bad(f"cannot read/decompress the file after line {line_base - 1} (the lines before "
+                             f"it were read): {e}", line=line_base)
                     break
                 if first and block[:len(_UTF8_BOM)] == _UTF8_BOM:
                     block = block[len(_UTF8_BOM):]
                 first = False
                 chunk, newlines = self._parse_block(block, line_base)
-                line_base += newlines
+                line_base += int(newlines)
                 if chunk is not None:
                     self.rows += len(chunk.text)
                     yield chunk
@@ -475,7 +505,7 @@ class _JsonlReader(_FileReader):
         if len(block) == 0:
             return None, 0
         starts, ends, is_row = _split_lines(block)
-        newlines = len(starts) - (ends[-1] == len(block))  # the last line may lack its newline
+        newlines = len(starts) - int(ends[-1] == len(block))  # the last line may lack its newline
         rows = np.flatnonzero(is_row)
         if len(rows) == 0:
             return None, newlines
@@ -510,7 +540,7 @@ class _JsonlReader(_FileReader):
                 return pajson.read_json(pa.BufferReader(pa.py_buffer(block)),
                                         read_options=pajson.ReadOptions(block_size=block_size),
                                         parse_options=opts)
-            except pa.ArrowInvalid as e:
+            except pa.ArrowException as e:  # anything Arrow rejects goes to the line parser
                 msg = str(e)
                 id_related = self.spec.id_field and (f"Column(/{self.spec.id_field})" in msg or "int64" in msg)
                 if attempt == 0 and id_related:  # integer ids: remember the type for the next blocks
@@ -529,26 +559,31 @@ class _JsonlReader(_FileReader):
         text = table.column(self.spec.text_field).combine_chunks()
         if text.null_count:
             return None
-        ids = None
+        has = None
         if self.spec.id_field:
             col = table.column(self.spec.id_field)
             if col.null_count == 0:
                 has = True
-            elif col.null_count == len(col) and self._id_key.search(block) is None:
+            elif col.null_count == len(col) and self._id_null.search(block) is None:
                 has = False
             else:
                 return None  # some rows lack the id or have null: let the line parser say which
             if self.id_mode is not None and has != self.id_mode:
                 return None
-            if self.id_mode is None:
-                self.id_mode, self.id_mode_line = has, first_line
-            ids = col.combine_chunks().cast(pa.string()) if has else None
         keep = None
         if self.spec.keep_column:
             kcol = table.column(self.spec.keep_column)
-            if kcol.null_count < len(kcol) or self._keep_key.search(block) is not None:
-                self.keep_seen = True
+            if kcol.null_count == len(kcol) and self._keep_null.search(block) is not None:
+                return None  # missing vs null matters (a file must have the column): ask the line parser
             keep = kcol.combine_chunks().to_numpy(zero_copy_only=False).astype(np.float64)
+        # Accepted: only now update the per-file state, exactly as the line parser would have.
+        if self.spec.keep_column:
+            self.keep_seen |= kcol.null_count < len(kcol)
+        ids = None
+        if has is not None:
+            if self.id_mode is None:
+                self.id_mode, self.id_mode_line = has, first_line
+            ids = col.combine_chunks().cast(pa.string()) if has else None
         return _Chunk(ids=ids, text=text, keep=keep)
 
     def _slow(self, block: memoryview, starts: np.ndarray, ends: np.ndarray,
@@ -708,6 +743,7 @@ class _ArrowReader(_FileReader):
             pf = pq.ParquetFile(self.f.path)
             return pf.schema_arrow, pf
         except (OSError, pa.ArrowException) as e:
+            self.unreadable = True
             self.bad(f"not a readable Parquet file ({e})")
             return None
 
@@ -761,6 +797,7 @@ class _ArrowReader(_FileReader):
             return
         self.schema, pf = opened
         if not self._check_schema(self.schema):
+            self.unreadable = True
             return
         spec = self.spec
         has_ids = bool(spec.id_field) and spec.id_field in self.schema.names
@@ -779,6 +816,7 @@ class _ArrowReader(_FileReader):
             except StopIteration:
                 break
             except (OSError, pa.ArrowException) as e:
+                self.unreadable = self.rows == 0
                 self.bad(f"cannot read the file after row {physical}: {e}", row=physical)
                 break
             chunk = self._convert(rb, physical, has_ids)
@@ -857,7 +895,8 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
                  report: ReadReport | None = None) -> Iterator[Batch]:
     """Yield batches of (ids, text[, keep values]) in file order; see the module docstring for the rules.
 
-    Memory: about one block (<= 2 x batch_bytes of raw JSON) or one Parquet record batch at a time.
+    Memory: one block (<= batch_bytes of raw JSON, or one longer line) or one Parquet record batch at a
+    time, plus what pyarrow's JSON parser needs for it (several times the block).
     """
     if not isinstance(batch_bytes, int) or batch_bytes < 1:
         raise ValueError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
@@ -870,8 +909,11 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
         for chunk in reader.chunks():
             report.invalid_utf8_rows += chunk.invalid_utf8
             first_in_file = reader.rows - len(chunk.text)
-            for a, b in _split_by_bytes(chunk.text, batch_bytes):
+            pieces = _split_by_bytes(chunk.text, batch_bytes)
+            for a, b in pieces:
                 text = chunk.text.slice(a, b - a)
+                if len(pieces) > 1:  # own, compact buffers: consumers may ship the whole data buffer
+                    text = pa.concat_arrays([text])
                 ids = (chunk.ids.slice(a, b - a) if chunk.ids is not None
                        else _generated_ids(reader.f.relpath, first_in_file + a, b - a))
                 keep = chunk.keep[a:b] if chunk.keep is not None else None
@@ -879,7 +921,7 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
                 report.bytes_text += int(pc.sum(pc.binary_length(text)).as_py() or 0)
                 yield Batch(file_index=index, row_start=row, ids=ids, text=text, keep_values=keep)
                 row += b - a
-        if reader.rows == 0:
+        if reader.rows == 0 and not reader.unreadable:
             report.empty_files.append(reader.f.relpath)
         skipped_here = len(report.skipped) - skipped_before
         if skipped_here:
@@ -902,8 +944,8 @@ def check_unique_ids(ids: Sequence[pa.Array] | pa.ChunkedArray | pa.Array) -> No
     top = order[:5].to_pylist()
     shown = ", ".join(f"{values[i].as_py()!r} ({freq[i].as_py()} times)" for i in top)
     more = f" and {len(values) - len(top)} more duplicated id(s)" if len(values) > len(top) else ""
-    raise InputError(f"ids must be unique; duplicated: {shown}{more}. Pass another --id-field (or none to use "
-                     f"generated 'file:row' ids), or fix the data")
+    raise InputError(f"ids must be unique; duplicated: {shown}{more}. Pass --id-field with a unique field (or "
+                     f"no id field, for generated '<file>:<row>' ids), or fix the data")
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -17,21 +18,31 @@ from .config import LSHConfig
 logger = logging.getLogger(__name__)
 
 
-def band_keys(sig: np.ndarray, lsh: LSHConfig) -> np.ndarray:
-    """sig: (n, K) uint32|uint64 signatures -> (n, bands) uint64 band keys."""
-    from .kernels import cpu
+def band_keys(sig, lsh: LSHConfig, device: str = "cpu"):
+    """sig: (n, K) uint32|uint64 signatures -> (n, bands) uint64 band keys (same array module)."""
+    from .device import array_module
 
+    xp = array_module(device)
     if sig.ndim != 2 or sig.shape[1] < lsh.bands * lsh.rows:
         raise ValueError(f"signatures of shape {sig.shape} cannot feed {lsh.bands} bands x {lsh.rows} rows")
     if sig.dtype not in (np.uint32, np.uint64):
         raise TypeError(f"signatures must be uint32 or uint64, got {sig.dtype}")
-    sig = np.ascontiguousarray(sig)
+    sig = xp.ascontiguousarray(sig)
     if sys.byteorder != "little":  # the contract hashes little-endian bytes
         sig = sig.byteswap().view(sig.dtype.newbyteorder())
     n = sig.shape[0]
-    out = np.empty((n, lsh.bands), np.uint64)
+    out = xp.empty((n, lsh.bands), xp.uint64)
     if n:
-        cpu.band_keys(sig.view(np.uint8).reshape(n, -1), lsh.bands, lsh.rows * sig.dtype.itemsize, out)
+        sig_bytes = sig.view(xp.uint8).reshape(n, -1)
+        band_bytes = lsh.rows * sig.dtype.itemsize
+        if device == "cuda":
+            from .kernels import cuda as kc
+
+            kc.band_keys[kc.blocks(n * lsh.bands), kc.TPB](sig_bytes, lsh.bands, band_bytes, out)
+        else:
+            from .kernels import cpu
+
+            cpu.band_keys(sig_bytes, lsh.bands, band_bytes, out)
     return out
 
 
@@ -40,71 +51,81 @@ class Buckets:
     """Candidate buckets over m documents (indexes 0..m-1 into the keys given to ``group_buckets``).
 
     entry_doc/entry_bucket: int64 (E,), sorted by (doc, band); doc_offsets: int64 (m+1,) CSR over entries;
-    bucket_band: int32 (nb,); bucket_size: int64 (nb,).
+    bucket_band: int32 (nb,); bucket_size: int64 (nb,). Arrays of one module (numpy, or cupy on a GPU).
     """
 
-    entry_doc: np.ndarray
-    entry_bucket: np.ndarray
-    doc_offsets: np.ndarray
-    bucket_band: np.ndarray
-    bucket_size: np.ndarray
+    entry_doc: Any
+    entry_bucket: Any
+    doc_offsets: Any
+    bucket_band: Any
+    bucket_size: Any
 
     @property
     def n_buckets(self) -> int:
         return int(self.bucket_size.shape[0])
 
-    def candidate_mask(self, m: int) -> np.ndarray:
-        return np.diff(self.doc_offsets) > 0
-
-    def chain_edges(self) -> tuple[np.ndarray, np.ndarray]:
+    def chain_edges(self):
         """k-1 edges per bucket between consecutive members (sorted by document index), deduplicated
         across bands. Returns (u, v) int64 with u < v."""
+        xp = _xp(self.entry_doc)
         if self.entry_doc.size == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        order = np.lexsort((self.entry_doc, self.entry_bucket))
+            return xp.zeros(0, xp.int64), xp.zeros(0, xp.int64)
+        order = xp.lexsort(xp.stack([self.entry_doc, self.entry_bucket]))
         b = self.entry_bucket[order]
         d = self.entry_doc[order]
         same = b[1:] == b[:-1]
         u, v = d[:-1][same], d[1:][same]
         m = int(self.doc_offsets.shape[0] - 1)
-        key = np.unique(u * np.int64(m) + v)
+        key = xp.unique(u * m + v)
         return key // m, key % m
 
 
-def group_buckets(keys: np.ndarray) -> Buckets:
-    """keys: (m, bands) uint64 band keys of the candidate documents -> Buckets (runs of size >= 2)."""
+def _xp(a):
+    import sys as _sys
+
+    cupy = _sys.modules.get("cupy")
+    return cupy if cupy is not None and isinstance(a, cupy.ndarray) else np
+
+
+def group_buckets(keys) -> Buckets:
+    """keys: (m, bands) uint64 band keys of the candidate documents (numpy or cupy) -> Buckets of the
+    runs of size >= 2, per band: a stable sort of the keys and run boundaries."""
+    from .device import argsort_stable
+
+    xp = _xp(keys)
     m, nbands = keys.shape
     docs_parts, bucket_parts, band_of, size_of = [], [], [], []
     next_bucket = 0
     for band in range(nbands):
         k = keys[:, band]
-        order = np.argsort(k, kind="stable")
+        order = argsort_stable(xp, k)
         sk = k[order]
-        start = np.ones(m, bool)
+        start = xp.ones(m, dtype=bool)
         if m:
             start[1:] = sk[1:] != sk[:-1]
-        run = np.cumsum(start) - 1
-        sizes = np.bincount(run) if m else np.zeros(0, np.int64)
+        run = xp.cumsum(start) - 1
+        sizes = xp.bincount(run) if m else xp.zeros(0, xp.int64)
         member = sizes[run] >= 2
-        if not member.any():
+        big = xp.flatnonzero(sizes >= 2)
+        if big.shape[0] == 0:
             continue
-        big = np.flatnonzero(sizes >= 2)
-        renumber = np.full(sizes.shape[0], -1, np.int64)
-        renumber[big] = np.arange(big.shape[0]) + next_bucket
-        docs_parts.append(order[member].astype(np.int64))
+        renumber = xp.full(sizes.shape[0], -1, xp.int64)
+        renumber[big] = xp.arange(big.shape[0]) + next_bucket
+        docs_parts.append(order[member].astype(xp.int64))
         bucket_parts.append(renumber[run[member]])
-        band_of.append(np.full(big.shape[0], band, np.int32))
-        size_of.append(sizes[big].astype(np.int64))
-        next_bucket += big.shape[0]
+        band_of.append(xp.full(big.shape[0], band, xp.int32))
+        size_of.append(sizes[big].astype(xp.int64))
+        next_bucket += int(big.shape[0])
     if docs_parts:
-        entry_doc = np.concatenate(docs_parts)
-        entry_bucket = np.concatenate(bucket_parts)
-        by_doc = np.argsort(entry_doc, kind="stable")  # stable: keeps band order within a document
+        entry_doc = xp.concatenate(docs_parts)
+        entry_bucket = xp.concatenate(bucket_parts)
+        by_doc = argsort_stable(xp, entry_doc)  # stable: keeps band order within a document
         entry_doc, entry_bucket = entry_doc[by_doc], entry_bucket[by_doc]
-        bucket_band, bucket_size = np.concatenate(band_of), np.concatenate(size_of)
+        bucket_band, bucket_size = xp.concatenate(band_of), xp.concatenate(size_of)
     else:
-        entry_doc = entry_bucket = np.zeros(0, np.int64)
-        bucket_band, bucket_size = np.zeros(0, np.int32), np.zeros(0, np.int64)
-    doc_offsets = np.zeros(m + 1, np.int64)
-    np.cumsum(np.bincount(entry_doc, minlength=m), out=doc_offsets[1:])
+        entry_doc = xp.zeros(0, xp.int64)
+        entry_bucket = xp.zeros(0, xp.int64)
+        bucket_band, bucket_size = xp.zeros(0, xp.int32), xp.zeros(0, xp.int64)
+    doc_offsets = xp.zeros(m + 1, xp.int64)
+    xp.cumsum(xp.bincount(entry_doc, minlength=m), out=doc_offsets[1:])
     return Buckets(entry_doc, entry_bucket, doc_offsets, bucket_band, bucket_size)

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from .config import MinHashConfig, ShingleConfig
+
+if TYPE_CHECKING:
+    from .normalize import Normalized
 
 logger = logging.getLogger(__name__)
 
@@ -53,20 +58,59 @@ class Signatures:
     nshingles: np.ndarray
 
 
-def compute_signatures(norm_data: np.ndarray, norm_offsets: np.ndarray, shingle: ShingleConfig,
-                       cfg: MinHashConfig, params: tuple[np.ndarray, np.ndarray] | None = None) -> Signatures:
-    """Signatures of normalized documents (uint8 bytes + int64 offsets, as from ``normalize``)."""
-    from .kernels import cpu
+def compute_signatures(norm: "Normalized", shingle: ShingleConfig, cfg: MinHashConfig,
+                       params: tuple[np.ndarray, np.ndarray] | None = None, device: str = "cpu") -> Signatures:
+    """Signatures of normalized documents (``normalize.Normalized``; arrays of the device's module).
 
+    CPU: one pass per document (prange) streaming shingle hashes into K running minima.
+    GPU: unit (word / codepoint) starts per document, then one block per chunk of <= CHUNK shingles
+    with atomic-min merging, so very long documents spread over many blocks. Same values either way.
+    """
+    from .device import array_module, to_device
+
+    xp = array_module(device)
     a, b = params if params is not None else permutation_params(cfg)
-    n = norm_offsets.shape[0] - 1
-    out = np.empty((n, cfg.num_perm), np.uint64)
-    nsh = np.empty(n, np.int64)
+    n = len(norm)
     mask = np.uint64(0xFFFFFFFF if cfg.width == 32 else _M64)
-    cpu.minhash_signatures(norm_data, norm_offsets, shingle.kind == "char", shingle.n, np.uint64(shingle.seed),
-                           a, b, mask, out, nsh)
-    values = out.astype(np.uint32) if cfg.width == 32 else out
+    kind_char = shingle.kind == "char"
+    if device == "cuda":
+        from .kernels import cuda as kc
+
+        units_per_doc = norm.codepoints if kind_char else norm.words
+        nsh = xp.maximum(units_per_doc - shingle.n + 1, 0)
+        ubase = xp.zeros(n + 1, xp.int64)
+        xp.cumsum(units_per_doc, out=ubase[1:])
+        units = xp.empty(int(ubase[-1]), xp.int64)
+        out = xp.full((n, cfg.num_perm), MERSENNE61, xp.uint64)
+        if n:
+            kc.unit_starts[kc.blocks(n), kc.TPB](norm.data, norm.offsets, kind_char, ubase, units)
+            doc, first, count = _chunks(xp, nsh, kc.CHUNK)
+            if doc.shape[0]:
+                kc.minhash_chunks[int(doc.shape[0]), kc.TILE](
+                    norm.data, norm.offsets, units, ubase, doc, first, count, shingle.n, 0 if kind_char else 1,
+                    np.uint64(shingle.seed), to_device(a, device), to_device(b, device), out)
+        out &= mask
+    else:
+        from .kernels import cpu
+
+        out = np.empty((n, cfg.num_perm), np.uint64)
+        nsh = np.empty(n, np.int64)
+        cpu.minhash_signatures(norm.data, norm.offsets, kind_char, shingle.n, np.uint64(shingle.seed),
+                               a, b, mask, out, nsh)
+    values = out.astype(xp.uint32) if cfg.width == 32 else out
     return Signatures(values, nsh)
+
+
+def _chunks(xp, nsh, chunk: int):
+    """Split each document's shingles into chunks of <= chunk: (doc, first shingle, count) int64."""
+    from .device import repeat_index
+
+    per_doc = (nsh + chunk - 1) // chunk
+    doc = repeat_index(xp, per_doc)
+    starts = xp.cumsum(per_doc) - per_doc
+    first = (xp.arange(doc.shape[0], dtype=xp.int64) - starts[doc]) * chunk
+    count = xp.minimum(nsh[doc] - first, chunk)
+    return doc, first, count
 
 
 def signatures_from_hashes(hashes: np.ndarray, offsets: np.ndarray, cfg: MinHashConfig) -> np.ndarray:

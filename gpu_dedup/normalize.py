@@ -9,6 +9,7 @@ one table-driven kernel run at memory speed on CPU and GPU with identical output
 """
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -46,7 +47,9 @@ class Normalized:
         return self.offsets.shape[0] - 1
 
     def text(self, i: int) -> str:
-        return bytes(self.data[self.offsets[i]:self.offsets[i + 1]]).decode("utf-8")
+        from .device import to_host
+
+        return bytes(to_host(self.data[int(self.offsets[i]):int(self.offsets[i + 1])])).decode("utf-8")
 
 
 def arrow_text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -70,29 +73,57 @@ def arrow_text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets
 
 
-def normalize_arrays(data: np.ndarray, offsets: np.ndarray, cfg: NormalizeConfig) -> Normalized:
-    """Normalize documents data[offsets[i]:offsets[i+1]] (two passes: sizes, then bytes)."""
-    from .kernels import cpu
+@functools.lru_cache(maxsize=8)
+def _device_tables(cfg: NormalizeConfig, device: str):
+    from .device import to_device
     from .unicode_tables import load_tables
 
-    tables = load_tables(cfg)
+    t = load_tables(cfg)
+    # the kernel's ASCII fast path assumes every ASCII codepoint maps to exactly one ASCII codepoint
+    if not (np.all(np.diff(t.map_off[:129]) == 1) and t.map_cp[t.map_off[:128]].max() < 0x80):
+        raise RuntimeError(f"normalization tables for {cfg} map an ASCII codepoint to something other than one "
+                           "ASCII codepoint; the kernel's fast path cannot use them")
+    return to_device(t.map_off, device), to_device(t.map_cp, device)
+
+
+def normalize_arrays(data, offsets, cfg: NormalizeConfig, device: str = "cpu") -> Normalized:
+    """Normalize documents data[offsets[i]:offsets[i+1]] (two passes: sizes, then bytes).
+    Arrays stay in the device's array module (numpy on the CPU, cupy on a GPU)."""
+    from .device import array_module
+
+    xp = array_module(device)
+    map_off, map_cp = _device_tables(cfg, device)
     n = offsets.shape[0] - 1
-    sizes = np.empty((n, 3), np.int64)
-    cpu.normalize_sizes(data, offsets, tables.map_off, tables.map_cp, sizes)
-    out_off = np.zeros(n + 1, np.int64)
-    np.cumsum(sizes[:, 0], out=out_off[1:])
-    out = np.empty(int(out_off[-1]), np.uint8)
-    cpu.normalize_write(data, offsets, tables.map_off, tables.map_cp, out, out_off)
+    sizes = xp.empty((n, 3), xp.int64)
+    out_off = xp.zeros(n + 1, xp.int64)
+    if device == "cuda":
+        from .kernels import cuda as kc
+
+        if n:
+            kc.normalize_sizes[kc.blocks(n), kc.TPB](data, offsets, map_off, map_cp, sizes)
+        xp.cumsum(sizes[:, 0], out=out_off[1:])
+        out = xp.empty(int(out_off[-1]), xp.uint8)
+        if n:
+            kc.normalize_write[kc.blocks(n), kc.TPB](data, offsets, map_off, map_cp, out, out_off)
+    else:
+        from .kernels import cpu
+
+        cpu.normalize_sizes(data, offsets, map_off, map_cp, sizes)
+        xp.cumsum(sizes[:, 0], out=out_off[1:])
+        out = xp.empty(int(out_off[-1]), xp.uint8)
+        cpu.normalize_write(data, offsets, map_off, map_cp, out, out_off)
     return Normalized(out, out_off, sizes[:, 1].copy(), sizes[:, 2].copy())
 
 
-def normalize_text(text: pa.Array, cfg: NormalizeConfig) -> Normalized:
-    """Normalize an Arrow string array."""
+def normalize_text(text: pa.Array, cfg: NormalizeConfig, device: str = "cpu") -> Normalized:
+    """Normalize an Arrow string array (copied to the device first when device="cuda")."""
+    from .device import to_device
+
     data, offsets = arrow_text_buffers(text)
-    return normalize_arrays(data, offsets, cfg)
+    return normalize_arrays(to_device(data, device), to_device(offsets, device), cfg, device)
 
 
-def normalize_strings(texts: list[str], cfg: NormalizeConfig | None = None) -> list[str]:
+def normalize_strings(texts: list[str], cfg: NormalizeConfig | None = None, device: str = "cpu") -> list[str]:
     """Convenience for notebooks and tests: normalize Python strings with the kernel."""
-    norm = normalize_text(pa.array(texts, pa.large_string()), cfg or NormalizeConfig())
+    norm = normalize_text(pa.array(texts, pa.large_string()), cfg or NormalizeConfig(), device)
     return [norm.text(i) for i in range(len(norm))]

@@ -108,10 +108,6 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
 
     cfg = (config or RunConfig()).replace(**overrides) if overrides else (config or RunConfig())
     device = resolve_device(cfg.device)
-    if device == "cuda":
-        from . import gpu  # the GPU path: same stages on the device
-
-        gpu.check_ready()
     threads = set_threads(cfg.threads)
     t_start = time.perf_counter()
     files = _files_for(source)
@@ -125,9 +121,12 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     io.check_unique_ids(pa.chunked_array([ids], pa.string()))
     file_index = _cat(col.file_index, np.int32)
     text_bytes = _cat(col.text_bytes, np.int64)
-    exact_h = _cat2(col.exact, 2, np.uint64)
-    nshingles = _cat(col.nshingles, np.int64)
-    keys = _cat2(col.band_keys, cfg.lsh.bands, np.uint64)
+    from .device import array_module
+
+    xp = array_module(device)
+    exact_h = _cat2(col.exact, 2, np.uint64, xp)
+    nshingles = _cat(col.nshingles, np.int64, xp)
+    keys = _cat2(col.band_keys, cfg.lsh.bands, np.uint64, xp)
     kc = keep_column(cfg.cluster.keep)
     values = _cat(col.keep_values, np.float64) if kc else None
     timings["collect"] = time.perf_counter() - t
@@ -169,7 +168,11 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
 
 
 def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]) -> _Collected:
+    """Read -> normalize -> exact hash + MinHash -> band keys, batch by batch. On a GPU the batch's
+    text buffers are copied to the device once and the per-document results stay there."""
     from . import io
+    from .device import to_device
+    from .exact import exact_hashes
     from .lsh import band_keys
     from .minhash import compute_signatures, permutation_params
     from .normalize import arrow_text_buffers, normalize_arrays
@@ -186,15 +189,12 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
             t0 = time.perf_counter()
             t_read += t0 - t
             data, offsets = arrow_text_buffers(batch.text)
-            norm = normalize_arrays(data, offsets, cfg.normalize)
+            norm = normalize_arrays(to_device(data, device), to_device(offsets, device), cfg.normalize, device)
             t1 = time.perf_counter()
-            from .kernels import cpu
-
-            h = np.empty((len(norm), 2), np.uint64)
-            cpu.exact_hashes(norm.data, norm.offsets, h)
-            sig = compute_signatures(norm.data, norm.offsets, cfg.shingle, cfg.minhash, params)
+            h = exact_hashes(norm, device)
+            sig = compute_signatures(norm, cfg.shingle, cfg.minhash, params, device)
             t2 = time.perf_counter()
-            col.band_keys.append(band_keys(sig.values, cfg.lsh))
+            col.band_keys.append(band_keys(sig.values, cfg.lsh, device))
             t3 = time.perf_counter()
             rows = len(batch.ids)
             col.ids.append(batch.ids)
@@ -215,63 +215,81 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
 
 
 def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles, keys, values, col, timings):
-    from .cluster import components_policy, exact_groups, keep_rank, representative_policy
+    """Exact groups, LSH buckets, verification and the policy (on the device when device="cuda"), then
+    the decisions table on the host."""
+    from .cluster import components_policy, keep_rank, representative_policy
+    from .device import array_module, to_device, to_host
+    from .exact import exact_groups
     from .lsh import group_buckets
 
-    n = ids.shape[0] if hasattr(ids, "shape") else len(ids)
+    xp = array_module(device)
+    n = len(ids)
     rows = np.arange(n, dtype=np.int64)
     t = time.perf_counter()
-    rank = keep_rank(cfg.cluster.keep, n=n, text_bytes=text_bytes, ids=ids, values=values)
-    short = nshingles == 0
-    leader = exact_groups(exact_h, rank)
+    rank_h = keep_rank(cfg.cluster.keep, n=n, text_bytes=text_bytes, ids=ids, values=values)
+    rank = to_device(rank_h, device)
+    short_d = nshingles == 0
+    leader_d = exact_groups(exact_h, rank, xp)
     if not cfg.cluster.exact:
-        leader = np.where(short, leader, rows)  # short documents have no other path than the exact one
+        leader_d = xp.where(short_d, leader_d, xp.arange(n, dtype=xp.int64))  # short documents: exact path only
+    leader, short = to_host(leader_d), to_host(short_d)
     timings["exact"] = time.perf_counter() - t
 
     t = time.perf_counter()
     lsh_rows = np.flatnonzero((leader == rows) & ~short)
-    buckets = group_buckets(keys[lsh_rows])
-    cand_local = np.flatnonzero(np.diff(buckets.doc_offsets) > 0)
+    lsh_rows_d = to_device(lsh_rows, device)
+    buckets = group_buckets(keys[lsh_rows_d])
+    has_entries = to_host(xp.diff(buckets.doc_offsets) > 0)
+    cand_local = np.flatnonzero(has_entries)
     timings["buckets"] = time.perf_counter() - t
+    bucket_size = to_host(buckets.bucket_size)
+    largest = int(bucket_size.max()) if buckets.n_buckets else 0
     stage: dict[str, Any] = {
         "exact": {"groups_with_duplicates": int(np.unique(leader[leader != rows]).shape[0]),
                   "removed": int((leader != rows).sum()), "short_documents": int(short.sum())},
         "lsh": {"documents": int(lsh_rows.shape[0]), "buckets": buckets.n_buckets,
                 "bucket_entries": int(buckets.entry_doc.shape[0]),
                 "candidate_documents": int(cand_local.shape[0]),
-                "largest_bucket": int(buckets.bucket_size.max()) if buckets.n_buckets else 0,
-                "buckets_per_band": np.bincount(buckets.bucket_band, minlength=cfg.lsh.bands).tolist()},
+                "largest_bucket": largest,
+                "buckets_per_band": np.bincount(to_host(buckets.bucket_band), minlength=cfg.lsh.bands).tolist()},
     }
-    if buckets.n_buckets and int(buckets.bucket_size.max()) >= 10_000:
+    if largest >= 10_000:
         logger.warning("giant LSH bucket of %d documents (templated text?); work stays linear but check the "
-                       "cluster report", int(buckets.bucket_size.max()))
+                       "largest clusters", largest)
 
     sets = None
     if cfg.cluster.verify and cand_local.shape[0]:
         t = time.perf_counter()
-        sets = _shingle_sets_pass(cfg, files, lsh_rows, cand_local, col)
+        sets = _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local)
         timings["shingle_sets"] = time.perf_counter() - t
         stage["verify"] = {"documents": int(cand_local.shape[0]), "shingle_hashes": int(sets.hashes.shape[0])}
 
     t = time.perf_counter()
     m = lsh_rows.shape[0]
-    lrank = rank[lsh_rows]
+    lrank = rank[lsh_rows_d]
     if m == 0:
-        rep_local = np.zeros(0, np.int64)
-        jac_local = np.zeros(0)
+        rep_local, jac_local = np.zeros(0, np.int64), np.zeros(0)
         stage["policy"] = {"removed": 0}
-    elif cfg.cluster.policy == "representative":
-        if sets is None:
-            sets = _empty_sets(m)
-        res = representative_policy(buckets, sets, lrank, cfg.cluster.threshold,
-                                    cfg.cluster.max_representatives_per_bucket)
-        rep_local, jac_local, stage["policy"] = res.rep, res.jaccard, res.stats
     else:
-        res = components_policy(buckets, lrank, cfg.cluster.threshold, sets)
-        rep_local, jac_local, stage["policy"] = res.rep, res.jaccard, res.stats
+        if cfg.cluster.policy == "representative":
+            res = representative_policy(buckets, sets if sets is not None else _empty_sets(m, xp), lrank,
+                                        cfg.cluster.threshold, cfg.cluster.max_representatives_per_bucket, device)
+        else:
+            res = components_policy(buckets, lrank, cfg.cluster.threshold, sets, device)
+        rep_local, jac_local, stage["policy"] = to_host(res.rep), to_host(res.jaccard), res.stats
     timings["policy"] = time.perf_counter() - t
 
     t = time.perf_counter()
+    decisions, stage["clusters"], keep = _decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local,
+                                                          jac_local)
+    timings["decisions"] = time.perf_counter() - t
+    return decisions, stage, keep
+
+
+def _decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local, jac_local):
+    """Merge exact groups and near-duplicate representatives into one row per document (host arrays)."""
+    n = len(ids)
+    rows = np.arange(n, dtype=np.int64)
     kept_rep = rows.copy()
     jac = np.full(n, np.nan)
     near = np.zeros(n, bool)
@@ -307,18 +325,19 @@ def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
         "cluster_size": pa.array(cluster_size, pa.int64()),
         "source": relpaths.take(pa.array(file_index, pa.int32())) if n else pa.array([], pa.string()),
     }, schema=DECISIONS_SCHEMA)
-    stage["clusters"] = {"with_duplicates": int((sizes > 1).sum()), "largest": int(sizes.max()) if n else 0}
-    timings["decisions"] = time.perf_counter() - t
-    return decisions, stage, keep
+    clusters = {"with_duplicates": int((sizes > 1).sum()), "largest": int(sizes.max()) if n else 0}
+    return decisions, clusters, keep
 
 
-def _shingle_sets_pass(cfg, files, lsh_rows, cand_local, col):
+def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local):
     """Pass 2: re-read batches that hold candidates and hash their shingle sets. Returns sets over all
     m LSH documents (empty for non-candidates)."""
     from . import io
+    from .device import array_module, to_device
     from .normalize import normalize_text
     from .verify import ShingleSets, shingle_sets
 
+    xp = array_module(device)
     m = lsh_rows.shape[0]
     cand_rows = lsh_rows[cand_local]
     parts = []
@@ -331,32 +350,33 @@ def _shingle_sets_pass(cfg, files, lsh_rows, cand_local, col):
                 continue
             sel = cand_rows[lo:hi] - batch.row_start
             # normalize only the candidates: take() packs their bytes into one contiguous buffer
-            norm = normalize_text(batch.text.take(pa.array(sel, pa.int64())), cfg.normalize)
-            parts.append(shingle_sets(norm, np.arange(sel.shape[0]), cfg.shingle))
+            norm = normalize_text(batch.text.take(pa.array(sel, pa.int64())), cfg.normalize, device)
+            parts.append(shingle_sets(norm, xp.arange(sel.shape[0], dtype=xp.int64), cfg.shingle, device))
             bar.update(int(sel.shape[0]))
-    cand_sets = ShingleSets.concat(parts)
+    cand_sets = ShingleSets.concat(parts, xp)
     if len(cand_sets) != cand_local.shape[0]:
         raise RuntimeError(f"input changed between passes: expected {cand_local.shape[0]} candidate documents, "
                            f"re-read {len(cand_sets)}")
-    offsets = np.zeros(m, np.int64)
-    sizes = np.zeros(m, np.int64)
-    offsets[cand_local] = cand_sets.offsets
-    sizes[cand_local] = cand_sets.sizes
+    offsets = xp.zeros(m, xp.int64)
+    sizes = xp.zeros(m, xp.int64)
+    cl = to_device(cand_local, device)
+    offsets[cl] = cand_sets.offsets
+    sizes[cl] = cand_sets.sizes
     return ShingleSets(cand_sets.hashes, offsets, sizes)
 
 
-def _empty_sets(m: int):
+def _empty_sets(m: int, xp=np):
     from .verify import ShingleSets
 
-    return ShingleSets(np.zeros(0, np.uint64), np.zeros(m, np.int64), np.zeros(m, np.int64))
+    return ShingleSets(xp.zeros(0, xp.uint64), xp.zeros(m, xp.int64), xp.zeros(m, xp.int64))
 
 
-def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
-    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+def _cat(parts: list, dtype, xp=np):
+    return xp.concatenate(parts).astype(dtype, copy=False) if parts else xp.zeros(0, dtype)
 
 
-def _cat2(parts: list[np.ndarray], width: int, dtype) -> np.ndarray:
-    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros((0, width), dtype)
+def _cat2(parts: list, width: int, dtype, xp=np):
+    return xp.concatenate(parts).astype(dtype, copy=False) if parts else xp.zeros((0, width), dtype)
 
 
 def _counts(decisions: pa.Table, n: int) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -21,9 +22,9 @@ logger = logging.getLogger(__name__)
 class ShingleSets:
     """CSR of sorted distinct shingle hashes: set j is hashes[offsets[j]:offsets[j]+sizes[j]]."""
 
-    hashes: np.ndarray  # uint64
-    offsets: np.ndarray  # int64 (m,)
-    sizes: np.ndarray  # int64 (m,)
+    hashes: Any  # uint64 (numpy, or cupy on a GPU)
+    offsets: Any  # int64 (m,)
+    sizes: Any  # int64 (m,)
 
     def __len__(self) -> int:
         return int(self.sizes.shape[0])
@@ -32,44 +33,85 @@ class ShingleSets:
         return self.hashes[self.offsets[j]:self.offsets[j] + self.sizes[j]]
 
     @staticmethod
-    def concat(parts: list["ShingleSets"]) -> "ShingleSets":
+    def concat(parts: list["ShingleSets"], xp=np) -> "ShingleSets":
         if not parts:
-            return ShingleSets(np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-        shift = np.cumsum([0] + [p.hashes.shape[0] for p in parts[:-1]])
-        return ShingleSets(np.concatenate([p.hashes for p in parts]),
-                           np.concatenate([p.offsets + s for p, s in zip(parts, shift)]),
-                           np.concatenate([p.sizes for p in parts]))
+            return ShingleSets(xp.zeros(0, xp.uint64), xp.zeros(0, xp.int64), xp.zeros(0, xp.int64))
+        shift = np.cumsum([0] + [int(p.hashes.shape[0]) for p in parts[:-1]])
+        return ShingleSets(xp.concatenate([p.hashes for p in parts]),
+                           xp.concatenate([p.offsets + int(s) for p, s in zip(parts, shift)]),
+                           xp.concatenate([p.sizes for p in parts]))
 
 
-def shingle_sets(norm: Normalized, docs: np.ndarray, shingle: ShingleConfig) -> ShingleSets:
+def shingle_sets(norm: Normalized, docs, shingle: ShingleConfig, device: str = "cpu") -> ShingleSets:
     """Sorted distinct shingle hashes of documents ``docs`` (int64 indexes into ``norm``), compacted.
-    Memory: 8 bytes per shingle of the selected documents (twice, transiently)."""
+    Memory: 8 bytes per shingle of the selected documents (twice, transiently).
+    CPU: one document per thread, hashed then sorted in place. GPU: one block per document hashes its
+    shingles (one thread each), then a global stable sort by (document, hash) and run boundaries."""
+    from .device import array_module, repeat_index
+
+    xp = array_module(device)
+    docs = xp.ascontiguousarray(docs, dtype=xp.int64)
+    m = docs.shape[0]
+    kind_char = shingle.kind == "char"
+    units_per_doc = norm.codepoints if kind_char else norm.words
+    counts = xp.maximum(units_per_doc[docs] - shingle.n + 1, 0)
+    reserve = xp.zeros(m + 1, xp.int64)
+    xp.cumsum(counts, out=reserve[1:])
+    raw = xp.empty(int(reserve[-1]), xp.uint64)
+    if device == "cuda":
+        from .device import argsort_stable
+        from .kernels import cuda as kc
+
+        n = len(norm)
+        ubase = xp.zeros(n + 1, xp.int64)
+        xp.cumsum(units_per_doc, out=ubase[1:])
+        units = xp.empty(int(ubase[-1]), xp.int64)
+        if m:
+            kc.unit_starts[kc.blocks(n), kc.TPB](norm.data, norm.offsets, kind_char, ubase, units)
+            kc.shingle_hashes[min(m, 65535), kc.TPB](norm.data, norm.offsets, units, ubase, docs, reserve, shingle.n,
+                                                     0 if kind_char else 1, np.uint64(shingle.seed), raw)
+        seg = repeat_index(xp, counts)
+        by_hash = argsort_stable(xp, raw)
+        order = by_hash[argsort_stable(xp, seg[by_hash])]
+        h, sg = raw[order], seg[order]
+        first = xp.ones(h.shape[0], dtype=bool)
+        if h.shape[0]:
+            first[1:] = (h[1:] != h[:-1]) | (sg[1:] != sg[:-1])
+        hashes = h[first]
+        sizes = xp.bincount(sg[first], minlength=m).astype(xp.int64)
+        offsets = xp.zeros(m, xp.int64)
+        if m > 1:
+            xp.cumsum(sizes[:-1], out=offsets[1:])
+        return ShingleSets(hashes, offsets, sizes)
     from .kernels import cpu
 
-    docs = np.ascontiguousarray(docs, np.int64)
-    units = norm.codepoints[docs] if shingle.kind == "char" else norm.words[docs]
-    counts = np.maximum(units - shingle.n + 1, 0)
-    reserve = np.zeros(docs.shape[0] + 1, np.int64)
-    np.cumsum(counts, out=reserve[1:])
-    raw = np.empty(int(reserve[-1]), np.uint64)
-    sizes = np.empty(docs.shape[0], np.int64)
-    if docs.shape[0]:
-        cpu.shingle_sets(norm.data, norm.offsets, docs, shingle.kind == "char", shingle.n, np.uint64(shingle.seed),
+    sizes = np.empty(m, np.int64)
+    if m:
+        cpu.shingle_sets(norm.data, norm.offsets, docs, kind_char, shingle.n, np.uint64(shingle.seed),
                          reserve, raw, sizes)
-    offsets = np.zeros(docs.shape[0], np.int64)
-    if docs.shape[0] > 1:
+    offsets = np.zeros(m, np.int64)
+    if m > 1:
         np.cumsum(sizes[:-1], out=offsets[1:])
     keep = (np.arange(raw.shape[0]) - np.repeat(reserve[:-1], counts)) < np.repeat(sizes, counts)
     return ShingleSets(raw[keep], offsets, sizes)
 
 
-def jaccard(sets: ShingleSets, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+def jaccard(sets: ShingleSets, left, right, device: str = "cpu"):
     """Exact Jaccard of pairs of sets (int64 indexes into ``sets``) -> float64 (p,)."""
-    from .kernels import cpu
+    from .device import array_module
 
-    left = np.ascontiguousarray(left, np.int64)
-    right = np.ascontiguousarray(right, np.int64)
-    out = np.empty(left.shape[0], np.float64)
-    if left.shape[0]:
+    xp = array_module(device)
+    left = xp.ascontiguousarray(left, dtype=xp.int64)
+    right = xp.ascontiguousarray(right, dtype=xp.int64)
+    out = xp.empty(left.shape[0], xp.float64)
+    if left.shape[0] == 0:
+        return out
+    if device == "cuda":
+        from .kernels import cuda as kc
+
+        kc.jaccard_pairs[kc.blocks(left.shape[0]), kc.TPB](sets.hashes, sets.offsets, sets.sizes, left, right, out)
+    else:
+        from .kernels import cpu
+
         cpu.jaccard_pairs(sets.hashes, sets.offsets, sets.sizes, left, right, out)
     return out

@@ -212,6 +212,25 @@ def utf8_put(out, pos, cp):
     return 4
 
 
+def emit_codepoint(m, out, out_pos, n_bytes, n_spaces, n_cps, pending_space, write):
+    """Append image codepoint m to the normalized output (state: bytes, spaces, codepoints written,
+    and whether a space is pending). A space only matters between two visible codepoints: leading
+    ones are dropped, runs collapse, and a trailing one is never emitted."""
+    if m == SPACE:
+        return n_bytes, n_spaces, n_cps, n_bytes > 0
+    if pending_space:
+        if write:
+            out[out_pos + n_bytes] = SPACE
+        n_bytes += 1
+        n_spaces += 1
+        n_cps += 1
+    if write:
+        n_bytes += utf8_put(out, out_pos + n_bytes, m)
+    else:
+        n_bytes += utf8_len(m)
+    return n_bytes, n_spaces, n_cps + 1, False
+
+
 def normalize_doc(src, start, end, map_off, map_cp, out, out_pos, write):
     """Table-driven normalization of src[start:end] (UTF-8).
 
@@ -220,34 +239,25 @@ def normalize_doc(src, start, end, map_off, map_cp, out, out_pos, write):
     trimmed at both ends. With write=True the result goes to out[out_pos:]; with write=False only the
     sizes are computed (the first of two passes that size the output). Returns (bytes, words,
     codepoints) of the normalized text; words are the space-separated runs.
+    ASCII bytes take a fast path: their images are single ASCII codepoints (checked when tables load).
     """
     n_bytes = 0
     n_spaces = 0
     n_cps = 0
-    pending_space = False
+    pending = False
     i = start
     while i < end:
+        c0 = src[i]
+        if c0 < 0x80:
+            i += 1
+            n_bytes, n_spaces, n_cps, pending = emit_codepoint(map_cp[map_off[c0]], out, out_pos, n_bytes, n_spaces,
+                                                               n_cps, pending, write)
+            continue
         cp, step = utf8_decode(src, i, end)
         i += step
         for j in range(map_off[cp], map_off[cp + 1]):
-            m = map_cp[j]
-            if m == SPACE:
-                # a space only matters between two visible codepoints: leading ones are dropped,
-                # runs collapse, and a trailing one is never emitted
-                pending_space = n_bytes > 0
-                continue
-            if pending_space:
-                if write:
-                    out[out_pos + n_bytes] = SPACE
-                n_bytes += 1
-                n_spaces += 1
-                n_cps += 1
-                pending_space = False
-            if write:
-                n_bytes += utf8_put(out, out_pos + n_bytes, m)
-            else:
-                n_bytes += utf8_len(m)
-            n_cps += 1
+            n_bytes, n_spaces, n_cps, pending = emit_codepoint(map_cp[j], out, out_pos, n_bytes, n_spaces, n_cps,
+                                                               pending, write)
     n_words = n_spaces + 1 if n_bytes > 0 else 0
     return n_bytes, n_words, n_cps
 
@@ -411,5 +421,5 @@ def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, s
 
 
 DEVICE_FUNCTIONS = ["rotl64", "read_u64le", "read_u32le", "xxh64_round", "xxh64_merge", "xxh64", "reduce61",
-                    "permute61", "utf8_decode", "utf8_len", "utf8_put", "normalize_doc", "shingle_count",
+                    "permute61", "utf8_decode", "utf8_len", "utf8_put", "emit_codepoint", "normalize_doc", "shingle_count",
                     "minhash_update", "scan_shingles", "shingle_bounds", "band_key", "intersection_sorted", "representative_run"]

@@ -3,7 +3,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from gpu_dedup.cluster import components_policy, exact_groups, keep_rank, representative_policy
+from gpu_dedup.cluster import components_policy, keep_rank, representative_policy
+from gpu_dedup.exact import exact_groups
 from gpu_dedup.lsh import group_buckets
 from gpu_dedup.verify import ShingleSets, jaccard
 

@@ -140,6 +140,7 @@ def test_small_batches_are_bounded_contiguous_and_dense(tmp_path):
     for b in batches:
         nbytes = sum(len(t.encode()) for t in b.text.to_pylist())
         assert nbytes <= 24 or len(b) == 1
+        assert b.text.offset == 0 and b.text.buffers()[2].size == nbytes  # compact, not a view of a block
         assert b.row_start == nxt  # dense across files
         nxt += len(b)
     assert nxt == 34
@@ -158,6 +159,15 @@ def test_missing_id_field_gives_relpath_row_ids(tmp_path):
     assert texts == ["p", "q", "r", "s"]
     ids, _ = _rows(_read(resolve_inputs([tmp_path / "s"]), id_field=None))
     assert ids == ["a.jsonl:0", "a.jsonl:1", "b.parquet:0", "b.parquet:1"]
+
+
+def test_nested_id_key_is_not_the_id_and_keeps_fast_path(tmp_path, monkeypatch):
+    _write(tmp_path / "n.jsonl", b'{"meta": {"id": 5, "q": null}, "text": "a"}\n{"meta": {"id": 6}, "text": "b"}\n')
+    slow_calls = []
+    real_slow = gio._JsonlReader._slow
+    monkeypatch.setattr(gio._JsonlReader, "_slow", lambda self, *a: slow_calls.append(1) or real_slow(self, *a))
+    assert _rows(_read(resolve_inputs([tmp_path / "n.jsonl"]))) == (["n.jsonl:0", "n.jsonl:1"], ["a", "b"])
+    assert slow_calls == []
 
 
 def test_skipped_lines_do_not_consume_row_numbers(tmp_path):
@@ -186,6 +196,12 @@ def test_all_null_ids_are_errors_not_missing(tmp_path):
     _write(tmp_path / "a.jsonl", b'{"id": null, "text": "a"}\n{"id": null, "text": "b"}\n')
     with pytest.raises(InputError, match="a.jsonl:1: id field 'id' is null"):
         _read(resolve_inputs([tmp_path / "a.jsonl"]))
+    pq.write_table(pa.table({"id": ["x", None], "text": ["a", "b"]}), tmp_path / "n.parquet")
+    with pytest.raises(InputError, match="n.parquet row 1: id field 'id' is null"):
+        _read(resolve_inputs([tmp_path / "n.parquet"]))
+    pq.write_table(pa.table({"id": [1.5], "text": ["a"]}), tmp_path / "f.parquet")
+    with pytest.raises(InputError, match="f.parquet: id field 'id' has type double"):
+        _read(resolve_inputs([tmp_path / "f.parquet"]))
 
 
 @pytest.mark.parametrize("batch_bytes", [1 << 20, 16])  # 16: every line is its own block
@@ -224,7 +240,8 @@ def test_two_objects_on_one_line_is_malformed(tmp_path):
 
 def test_skip_mode_records_and_continues(tmp_path):
     lines = [b'{"id": "1", "text": "a"}', b'[1, 2]', b'{"id": "2"}', b'{"id": "3", "text": null}',
-             b'{"id": "4", "text": 5}', b'{"id": "5", "text": "b"} {"id": "6", "text": "c"}', b'{"id": "7", "text": "d"}']
+             b'{"id": "4", "text": 5}', b'{"id": "5", "text": "b"} {"id": "6", "text": "c"}',
+             b'{"id": "7", "text": "d"}']
     _write(tmp_path / "k.jsonl", b"\n".join(lines) + b"\n")
     rep = ReadReport()
     batches = _read(resolve_inputs([tmp_path / "k.jsonl"]), on_error="skip", report=rep)
@@ -234,6 +251,7 @@ def test_skip_mode_records_and_continues(tmp_path):
     assert "not a JSON object" in reasons[0] and "missing text field" in reasons[1]
     assert "is null" in reasons[2] and "JSON number" in reasons[3] and "malformed" in reasons[4]
     assert rep.rows == 2 and rep.files == 1 and rep.to_dict()["skipped"] == rep.skipped
+    assert json.loads(json.dumps(rep.to_dict()))["skipped"] == rep.skipped  # plain Python values
 
 
 def test_null_text_and_number_text_errors(tmp_path):
@@ -259,7 +277,29 @@ def test_invalid_parquet_names_file(tmp_path):
         _read(files)
     rep = ReadReport()
     assert _rows(_read(files, on_error="skip", report=rep))[1] == ["fine"]
-    assert rep.skipped[0]["file"] == "bad.parquet" and rep.files == 2
+    assert rep.skipped[0]["file"] == "bad.parquet" and rep.files == 2 and rep.empty_files == []
+
+
+@pytest.mark.parametrize("name", ["t.jsonl.zst", "t.jsonl.gz"])
+def test_truncated_compressed_file(tmp_path, name):
+    rng = np.random.default_rng(0)
+    data = _jsonl_bytes({"text": rng.bytes(int(n)).hex()} for n in rng.integers(10, 2000, 2500))
+    path = _write(tmp_path / name, data)
+    with open(path, "r+b") as fh:  # keep the first 60 % of the compressed bytes
+        fh.truncate(os.path.getsize(path) * 6 // 10)
+    files = resolve_inputs([path])
+    with pytest.raises(InputError, match=f"{name}:.*cannot read/decompress"):
+        _read(files, id_field=None)
+    counts = []
+    for batch_bytes in (1024, 300_000, 64 << 20):  # what is salvaged must not depend on the block size
+        rep = ReadReport()
+        counts.append(sum(len(b) for b in _read(files, id_field=None, on_error="skip", batch_bytes=batch_bytes,
+                                                 report=rep)))
+        assert "cannot read/decompress" in rep.skipped[-1]["reason"]
+    assert counts[0] == counts[1] == counts[2] and 0 < counts[0] < 2500
+    res = write_kept(files, np.ones(counts[0], bool), tmp_path / "out", id_field=None, text_field="text",
+                     on_error="skip")
+    assert res["rows_written"] == counts[0]
 
 
 # ------------------------------------------------------------------------------------------- UTF-8

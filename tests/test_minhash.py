@@ -44,7 +44,7 @@ def test_signatures_equal_big_int_reference(kind, n, width):
     norm = normalize_text(pa.array(texts, pa.large_string()), NormalizeConfig())
     mh = MinHashConfig(num_perm=16, seed=11, width=width)
     sh = ShingleConfig(kind, n, seed=99)
-    sig = compute_signatures(norm.data, norm.offsets, sh, mh)
+    sig = compute_signatures(norm, sh, mh)
     a, b = permutation_params(mh)
     for i in range(len(texts)):
         t = norm.text(i)
@@ -59,13 +59,13 @@ def test_signatures_equal_big_int_reference(kind, n, width):
 
 def test_short_documents_have_no_shingles_and_are_flagged():
     norm = normalize_text(pa.array(["one two", "", "a b c d e"], pa.large_string()), NormalizeConfig())
-    sig = compute_signatures(norm.data, norm.offsets, ShingleConfig("word", 5), MinHashConfig(8))
+    sig = compute_signatures(norm, ShingleConfig("word", 5), MinHashConfig(8))
     assert sig.nshingles.tolist() == [0, 0, 1]
 
 
 def test_word_order_matters():
     norm = normalize_text(pa.array(["a b c d e", "e d c b a"], pa.large_string()), NormalizeConfig())
-    sig = compute_signatures(norm.data, norm.offsets, ShingleConfig("word", 5), MinHashConfig(32))
+    sig = compute_signatures(norm, ShingleConfig("word", 5), MinHashConfig(32))
     assert not (sig.values[0] == sig.values[1]).all()
 
 

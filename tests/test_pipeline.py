@@ -142,13 +142,22 @@ def test_single_50mb_document_and_its_copy():
     assert d["reason"].to_pylist()[1] == "exact_duplicate"
 
 
-def test_cuda_without_gpu_is_an_error_not_a_fallback():
-    from gpu_dedup.device import gpu_status
+def test_cuda_without_gpu_is_an_error_not_a_fallback(tmp_path):
+    """Outside the simulator, --device cuda on a machine without a GPU exits with a clear error."""
+    import subprocess
+    import sys
 
-    if gpu_status()[0]:
+    (tmp_path / "a.jsonl").write_text('{"id": "a", "text": "x y z"}\n')
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    probe = subprocess.run([sys.executable, "-c", "from gpu_dedup.device import gpu_status; print(gpu_status()[0])"],
+                           capture_output=True, text=True, env=env)
+    if probe.stdout.strip() == "True":
         pytest.skip("a GPU is present")
-    with pytest.raises(RuntimeError, match="no usable GPU"):
-        gpu_dedup.deduplicate(make_corpus(5), RunConfig(device="cuda", progress=False))
+    r = subprocess.run([sys.executable, "-m", "gpu_dedup.cli", "run", str(tmp_path / "a.jsonl"), "-o",
+                        str(tmp_path / "o"), "--device", "cuda", "-q"], capture_output=True, text=True, env=env)
+    assert r.returncode == 1
+    assert "no usable GPU" in r.stderr and "device='cpu'" in r.stderr
+    assert not (tmp_path / "o" / "decisions.parquet").exists()
 
 
 def test_pandas_input():

@@ -1,0 +1,51 @@
+"""Exact-duplicate stage: 128-bit hash of the normalized text, grouped by sort.
+
+The hash is two XXH64 with fixed seeds (pinned in the contract). Two different texts share it with
+probability 2^-128 per pair, i.e. about N^2 / 2^129 for N documents (3e-21 for a billion documents).
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from .normalize import Normalized
+
+logger = logging.getLogger(__name__)
+
+
+def exact_hashes(norm: Normalized, device: str = "cpu"):
+    """(n, 2) uint64 hash of each normalized document (array of the device's module)."""
+    from .device import array_module
+
+    xp = array_module(device)
+    n = len(norm)
+    out = xp.empty((n, 2), xp.uint64)
+    if n == 0:
+        return out
+    if device == "cuda":
+        from .kernels import cuda as kc
+
+        kc.exact_hashes[kc.blocks(n), kc.TPB](norm.data, norm.offsets, out)
+    else:
+        from .kernels import cpu
+
+        cpu.exact_hashes(norm.data, norm.offsets, out)
+    return out
+
+
+def exact_groups(h, rank, xp=np):
+    """h: (n, 2) uint64 exact hashes, rank: (n,) int64 keep rank. Returns leader int64 (n,): the first
+    row in keep order with the same hash (a row is its own leader when it is the first)."""
+    n = h.shape[0]
+    leader = xp.arange(n, dtype=xp.int64)
+    if n == 0:
+        return leader
+    order = xp.lexsort(xp.stack([rank.astype(xp.uint64), h[:, 1], h[:, 0]]))
+    hs = h[order]
+    start = xp.ones(n, dtype=bool)
+    start[1:] = (hs[1:, 0] != hs[:-1, 0]) | (hs[1:, 1] != hs[:-1, 1])
+    group_first = order[xp.flatnonzero(start)]
+    group_of = xp.cumsum(start) - 1
+    leader[order] = group_first[group_of]
+    return leader

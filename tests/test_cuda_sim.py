@@ -1,0 +1,107 @@
+"""The CUDA kernels (kernels/cuda.py) against the CPU kernels, run under Numba's CUDA simulator.
+
+conftest.py turns the simulator on when no real GPU is requested; with a real GPU
+(GPU_DEDUP_REAL_GPU=1) the same tests run on the device. Inputs are small: the simulator executes
+every GPU thread in Python.
+"""
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import gpu_dedup
+from gpu_dedup import RunConfig
+from gpu_dedup.config import LSHConfig, MinHashConfig, NormalizeConfig, ShingleConfig
+from gpu_dedup.device import simulator, to_host
+from gpu_dedup.exact import exact_hashes
+from gpu_dedup.lsh import band_keys, group_buckets
+from gpu_dedup.minhash import compute_signatures
+from gpu_dedup.normalize import normalize_text
+from gpu_dedup.verify import jaccard, shingle_sets
+
+pytestmark = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
+                                reason="needs the CUDA simulator or a GPU")
+
+TEXTS = ["The quick brown fox jumps over the lazy dog again and again",
+         "the QUICK brown fox jumps over the lazy dog again and again!",
+         "Straße café naïve 日本語 テキスト ﬁne ① — with    spaces\tand\nlines",
+         "", "one two", "ΣΊΣΥΦΟΣ σοφός и русский текст тоже здесь есть",
+         "x " * 30, "emoji 👩\u200d💻 zero\u200bwidth soft\u00adhyphen tail words here"]
+
+
+def _both(fn):
+    cpu = fn("cpu")
+    gpu = fn("cuda")
+    return cpu, gpu
+
+
+@pytest.mark.parametrize("cfg", [NormalizeConfig(), NormalizeConfig(True, True)])
+def test_normalize_and_exact_hashes_match(cfg):
+    arr = pa.array(TEXTS, pa.large_string())
+    c, g = _both(lambda d: normalize_text(arr, cfg, d))
+    assert np.array_equal(c.data, to_host(g.data)) and np.array_equal(c.offsets, to_host(g.offsets))
+    assert np.array_equal(c.words, to_host(g.words)) and np.array_equal(c.codepoints, to_host(g.codepoints))
+    assert np.array_equal(exact_hashes(c, "cpu"), to_host(exact_hashes(g, "cuda")))
+
+
+@pytest.mark.parametrize("kind,n,width", [("word", 5, 32), ("word", 2, 64), ("char", 6, 32)])
+def test_signatures_and_band_keys_match(kind, n, width, monkeypatch):
+    from gpu_dedup.kernels import cuda as kc
+
+    monkeypatch.setattr(kc, "CHUNK", 7)  # force long documents across several blocks (atomic-min merge)
+    rng = np.random.default_rng(1)
+    words = ["alpha", "beta", "gamma", "délta", "日本", "z"]
+    texts = TEXTS + [" ".join(rng.choice(words, 40)) for _ in range(3)]
+    arr = pa.array(texts, pa.large_string())
+    sh, mh, lsh = ShingleConfig(kind, n), MinHashConfig(16, 3, width), LSHConfig(4, 4)
+    c, g = _both(lambda d: compute_signatures(normalize_text(arr, NormalizeConfig(), d), sh, mh, device=d))
+    assert np.array_equal(c.nshingles, to_host(g.nshingles))
+    long = c.nshingles > 0
+    assert np.array_equal(c.values[long], to_host(g.values)[long])
+    assert np.array_equal(band_keys(c.values, lsh, "cpu")[long], to_host(band_keys(g.values, lsh, "cuda"))[long])
+
+
+def test_shingle_sets_and_jaccard_match():
+    arr = pa.array(TEXTS, pa.large_string())
+    docs = np.array([0, 1, 2, 5, 7], np.int64)
+    sh = ShingleConfig("word", 2)
+    c = shingle_sets(normalize_text(arr, NormalizeConfig(), "cpu"), docs, sh, "cpu")
+    g = shingle_sets(normalize_text(arr, NormalizeConfig(), "cuda"), docs, sh, "cuda")
+    for j in range(len(docs)):
+        assert np.array_equal(c.get(j), to_host(g.get(j)))
+    left, right = np.array([0, 0, 1, 3]), np.array([1, 2, 4, 3])
+    assert np.array_equal(jaccard(c, left, right, "cpu"), to_host(jaccard(g, left, right, "cuda")))
+
+
+def test_components_and_representatives_match():
+    from gpu_dedup.cluster import components_policy, connected_components, representative_policy
+    from gpu_dedup.verify import ShingleSets
+
+    rng = np.random.default_rng(2)
+    m = 60
+    u, v = rng.integers(0, m, 40), rng.integers(0, m, 40)
+    assert np.array_equal(connected_components(m, u, v, "cpu"), to_host(connected_components(m, u, v, "cuda")))
+    base = [set(rng.integers(0, 40, 30).tolist()) for _ in range(m)]
+    arrs = [np.array(sorted(s), np.uint64) for s in base]
+    sizes = np.array([a.shape[0] for a in arrs], np.int64)
+    sets = ShingleSets(np.concatenate(arrs), np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64), sizes)
+    keys = rng.integers(0, 4, (m, 3)).astype(np.uint64)
+    rank = rng.permutation(m).astype(np.int64)
+    for theta in (0.3, 0.5):
+        c = representative_policy(group_buckets(keys), sets, rank, theta, 1000, "cpu")
+        g = representative_policy(group_buckets(keys), sets, rank, theta, 1000, "cuda")
+        assert np.array_equal(c.rep, to_host(g.rep)) and np.allclose(c.jaccard, to_host(g.jaccard), equal_nan=True)
+        c = components_policy(group_buckets(keys), rank, theta, sets, "cpu")
+        g = components_policy(group_buckets(keys), rank, theta, sets, "cuda")
+        assert np.array_equal(c.rep, to_host(g.rep))
+
+
+@pytest.mark.parametrize("preset", ["default", "fineweb"])
+def test_whole_pipeline_decisions_are_identical(preset):
+    from test_pipeline import make_corpus
+
+    table = make_corpus(60, seed=4)
+    cfg = RunConfig.preset(preset, progress=False, minhash__num_perm=32, lsh__bands=8, lsh__rows=4)
+    cpu = gpu_dedup.deduplicate(table, cfg.replace(device="cpu")).decisions
+    gpu = gpu_dedup.deduplicate(table, cfg.replace(device="cuda")).decisions
+    assert gpu.equals(cpu)
+    assert not np.asarray(cpu["keep"]).all()

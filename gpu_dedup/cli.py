@@ -167,8 +167,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     with resources.as_file(sample) as path:
         result = deduplicate([str(path)], cfg, out)
     _print_summary(result)
+    import pyarrow.compute as pc
+
     d = result.decisions
-    removed = d.filter(d["reason"] == "near_duplicate")
+    removed = d.filter(pc.equal(d["reason"], "near_duplicate"))
     if removed.num_rows:
         top = removed.sort_by([("jaccard", "ascending")]).slice(0, 3).to_pylist()
         print("\nnear duplicates closest to the threshold (id -> kept representative, exact Jaccard):")

@@ -151,7 +151,7 @@ class RunConfig:
     id_field: str | None = "id"
     text_field: str = "text"
     device: Device = "auto"
-    batch_bytes: int = 64 * 2**20
+    batch_bytes: int | None = None  # None: 64 MiB on the CPU, sized from free device memory on a GPU
     on_error: OnError = "raise"
     threads: int | None = None
     write_deduplicated: bool = True
@@ -168,8 +168,8 @@ class RunConfig:
             raise ValueError(f"text_field must be a non-empty string, got {self.text_field!r}")
         if self.id_field is not None and (not isinstance(self.id_field, str) or not self.id_field):
             raise ValueError(f"id_field must be a non-empty string or None, got {self.id_field!r}")
-        if not isinstance(self.batch_bytes, int) or self.batch_bytes < 1024:
-            raise ValueError(f"batch_bytes must be an int >= 1024, got {self.batch_bytes!r}")
+        if self.batch_bytes is not None and (not isinstance(self.batch_bytes, int) or self.batch_bytes < 1024):
+            raise ValueError(f"batch_bytes must be an int >= 1024 or None (automatic), got {self.batch_bytes!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
         _check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])

@@ -90,6 +90,46 @@ def _files_for(source: Any):
                     f"got {type(source).__name__}")
 
 
+def _prefetched(it: Iterable, depth: int = 2):
+    """Yield from ``it`` while a background thread reads ahead ``depth`` items, so reading and parsing
+    batch i+1 (pyarrow releases the GIL) overlaps the kernels on batch i (which release it too)."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in it:
+                if stop.is_set():
+                    return
+                q.put(item)
+        except BaseException as exc:  # re-raised in the consumer, with its traceback
+            q.put(exc)
+            return
+        q.put(done)
+
+    thread = threading.Thread(target=work, name="gpu_dedup-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                thread.join(timeout=0.05)
+
+
 def _progress(cfg: RunConfig, desc: str, total: int | None = None):
     from tqdm.auto import tqdm
 
@@ -108,6 +148,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
 
     cfg = (config or RunConfig()).replace(**overrides) if overrides else (config or RunConfig())
     device = resolve_device(cfg.device)
+    from .device import batch_bytes
+
+    cfg = cfg.replace(batch_bytes=batch_bytes(cfg.batch_bytes, device))
     threads = set_threads(cfg.threads)
     t_start = time.perf_counter()
     files = _files_for(source)
@@ -183,9 +226,9 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
     t_read = t_norm = t_mh = t_lsh = 0.0
     t = time.perf_counter()
     with _progress(cfg, "read+minhash") as bar:
-        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
-                                     batch_bytes=cfg.batch_bytes, on_error=cfg.on_error, keep_column=kc,
-                                     report=report):
+        for batch in _prefetched(io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                                 batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
+                                                 keep_column=kc, report=report)):
             t0 = time.perf_counter()
             t_read += t0 - t
             data, offsets = arrow_text_buffers(batch.text)
@@ -343,8 +386,9 @@ def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local):
     parts = []
     kc = keep_column(cfg.cluster.keep)
     with _progress(cfg, "verify: shingle sets", total=int(cand_rows.shape[0])) as bar:
-        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
-                                     batch_bytes=cfg.batch_bytes, on_error=cfg.on_error, keep_column=kc):
+        for batch in _prefetched(io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                                 batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
+                                                 keep_column=kc)):
             lo, hi = np.searchsorted(cand_rows, [batch.row_start, batch.row_start + len(batch.ids)])
             if lo == hi:
                 continue

@@ -1,8 +1,9 @@
-"""Compile the shared device functions of ``hashing.py`` for one target.
+"""Compile shared device functions for one target.
 
 Each function is cloned with a fresh globals dict in which every other device function name points to
 its compiled twin, then decorated. Numba resolves globals lazily at first compilation, so calls
-between device functions bind to the same target's versions.
+between device functions bind to the same target's versions. A module of device functions lists its
+functions in DEVICE_FUNCTIONS (in dependency order is not required) and may build on hashing.py's.
 """
 import types
 from typing import Any, Callable
@@ -10,10 +11,17 @@ from typing import Any, Callable
 from . import hashing
 
 
-def build(decorate: Callable[[Callable[..., Any]], Any]) -> dict[str, Any]:
+def build(decorate: Callable[[Callable[..., Any]], Any], module: types.ModuleType = hashing) -> dict[str, Any]:
+    """Namespace holding hashing.py's device functions (and ``module``'s, if another module of device
+    functions is given) compiled with ``decorate``."""
     namespace = dict(vars(hashing))
-    for name in hashing.DEVICE_FUNCTIONS:
-        fn = getattr(hashing, name)
-        clone = types.FunctionType(fn.__code__, namespace, name, fn.__defaults__, fn.__closure__)
-        namespace[name] = decorate(clone)
+    mods = [hashing]
+    if module is not hashing:
+        namespace.update(vars(module))
+        mods.append(module)
+    for mod in mods:
+        for name in mod.DEVICE_FUNCTIONS:
+            fn = getattr(mod, name)
+            namespace[name] = decorate(types.FunctionType(fn.__code__, namespace, name, fn.__defaults__,
+                                                          fn.__closure__))
     return namespace

@@ -24,7 +24,7 @@ EXACT_SEED_LO = np.uint64(0x9E3779B97F4A7C15)
 EXACT_SEED_HI = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def normalize_sizes(data, offsets, map_off, map_cp, sizes):
     """Pass 1 of normalization. data: uint8 (T,), offsets: int64 (n+1,), tables from unicode_tables.
     Writes sizes (n, 3) int64 = (bytes, words, codepoints) of each normalized document. No temporaries."""
@@ -36,7 +36,7 @@ def normalize_sizes(data, offsets, map_off, map_cp, sizes):
         sizes[i, 2] = nc
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def normalize_write(data, offsets, map_off, map_cp, out, out_offsets):
     """Pass 2 of normalization: writes document i to out[out_offsets[i]:out_offsets[i+1]] (uint8,
     sized by pass 1)."""
@@ -44,7 +44,7 @@ def normalize_write(data, offsets, map_off, map_cp, out, out_offsets):
         normalize_doc(data, offsets[i], offsets[i + 1], map_off, map_cp, out, out_offsets[i], True)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def exact_hashes(norm, offsets, out):
     """128-bit exact-dedup hash of each normalized document: out (n, 2) uint64 = XXH64 with two
     fixed seeds (pinned in the contract). Collision probability for N documents ~ N^2 / 2^129."""
@@ -53,7 +53,7 @@ def exact_hashes(norm, offsets, out):
         out[i, 1] = xxh64(norm, offsets[i], offsets[i + 1], EXACT_SEED_HI)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def minhash_signatures(norm, offsets, kind_char, n, seed, a, b, mask, sig_out, nshingles):
     """MinHash of every normalized document.
 
@@ -73,7 +73,7 @@ def minhash_signatures(norm, offsets, kind_char, n, seed, a, b, mask, sig_out, n
             sig_out[i, k] = sig[k] & mask
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def band_keys(sig_bytes, bands, band_bytes, out):
     """sig_bytes: uint8 (n, K*width/8) little-endian signature rows. out: uint64 (n, bands)."""
     for i in prange(sig_bytes.shape[0]):
@@ -82,7 +82,7 @@ def band_keys(sig_bytes, bands, band_bytes, out):
             out[i, bnd] = band_key(row, bnd, band_bytes)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def shingle_sets(norm, offsets, docs, kind_char, n, seed, set_offsets, out, sizes):
     """Sorted distinct 64-bit shingle hashes of the documents ``docs`` (int64 (m,) indexes into
     offsets). set_offsets (m+1,) reserves room for every shingle (duplicates included); document j's
@@ -103,7 +103,7 @@ def shingle_sets(norm, offsets, docs, kind_char, n, seed, set_offsets, out, size
         sizes[j] = m
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def jaccard_pairs(hashes, set_offsets, set_sizes, left, right, out):
     """Exact Jaccard of shingle-hash sets for the pairs (left[p], right[p]) (indexes into the sets)."""
     for p in prange(left.shape[0]):
@@ -149,7 +149,7 @@ def union_find(n, u, v):
     return parent
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, bucket_count, set_offsets,
                               set_sizes, hashes, threshold, cap, rep, jac, capped, comparisons):
     """The representative policy (``hashing.representative_run``), parallel over candidate components.
@@ -172,7 +172,7 @@ def representative_components(order, comp_off, entry_off, entry_bucket, entry_do
 minhash_update = _D["minhash_update"]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def minhash_from_hashes(hashes, offsets, a, b, mask, sig_out):
     """MinHash of pre-hashed sets: set i = hashes[offsets[i]:offsets[i+1]] (uint64, any order,
     duplicates allowed). sig_out: uint64 (n, K). Empty sets get 2^61-1 (masked)."""

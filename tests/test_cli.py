@@ -1,0 +1,80 @@
+"""The gpu-dedup command line (in-process through cli.main, plus one real subprocess)."""
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_dedup.cli import build_parser, config_from_args, main
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+ROWS = [{"id": "a", "text": "one two three four five six seven"},
+        {"id": "b", "text": "ONE two three four five six seven"},
+        {"id": "c", "text": "entirely different words go right here now"}]
+
+
+def test_run_writes_outputs_and_refuses_to_overwrite(tmp_path, capsys):
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    out = tmp_path / "out"
+    assert main(["run", str(src), "-o", str(out), "-q"]) == 0
+    assert "3 documents: 2 kept, 1 removed" in capsys.readouterr().out
+    assert pq.read_table(out / "decisions.parquet")["keep"].to_pylist() == [True, False, True]
+    assert main(["run", str(src), "-o", str(out), "-q"]) == 1
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["run", str(src), "-o", str(out), "-q", "--overwrite", "--threshold", "0.9"]) == 0
+
+
+def test_config_file_then_flags_precedence(tmp_path):
+    cfg_file = tmp_path / "c.toml"
+    cfg_file.write_text('preset = "fineweb"\nid_field = "url"\n[cluster]\nthreshold = 0.7\n[lsh]\nbands = 7\n')
+    args = build_parser().parse_args(["run", "x", "-o", "o", "--config", str(cfg_file), "--threshold", "0.85"])
+    cfg = config_from_args(args)
+    assert cfg.preset_name == "fineweb" and cfg.minhash.num_perm == 112
+    assert cfg.lsh.bands == 7 and cfg.id_field == "url"
+    assert cfg.cluster.threshold == 0.85  # the flag wins over the file
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[cluster]\nthreshhold = 0.7\n")
+    with pytest.raises(ValueError, match="threshhold"):
+        config_from_args(build_parser().parse_args(["run", "x", "-o", "o", "--config", str(bad)]))
+
+
+def test_bad_input_error_names_file_and_line(tmp_path, capsys):
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": \n')
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "bad.jsonl:2" in err
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", "--on-error", "skip"]) == 0
+    run = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert run["read"]["skipped"][0]["line"] == 2
+
+
+def test_no_verify_needs_components(tmp_path, capsys):
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "--no-verify", "-q"]) == 1
+    assert "--policy components" in capsys.readouterr().err
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "--no-verify", "--policy", "components", "-q"]) == 0
+
+
+def test_params_and_help_show_examples(capsys):
+    assert main(["params", "--threshold", "0.8", "--num-perm", "112", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "p50" in out
+    for sub in (["--help"], ["run", "--help"], ["demo", "--help"], ["params", "--help"]):
+        with pytest.raises(SystemExit):
+            main(sub)
+        assert "example" in capsys.readouterr().out
+
+
+def test_demo_subprocess(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "gpu_dedup.cli", "demo", "-o", str(tmp_path / "d"), "-q"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "2,000 documents" in r.stdout
+    assert (tmp_path / "d" / "decisions.parquet").exists()

@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -97,6 +98,10 @@ def make_corpus(xp, n: int, words: int, seed: int = 0, dup_frac: float = 0.2, ed
 def _sync(xp) -> None:
     if xp.__name__ == "cupy":
         xp.cuda.get_current_stream().synchronize()
+
+
+# the shared device functions rely on uint64 wrap-around, which numpy scalars (simulator) warn about
+warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
 
 
 def main() -> None:

@@ -50,6 +50,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-verify", action="store_true", help="components policy without exact-Jaccard checks")
     g.add_argument("--keep", help="keep order: first | longest | min-id | max:<column>")
     g.add_argument("--no-exact", action="store_true", help="skip the separate exact-duplicate stage")
+    g.add_argument("--exact-only", action="store_true", help="exact dedup only (no MinHash/LSH)")
+    g.add_argument("--exact-verify", action="store_true",
+                   help="byte-compare exact groups (guards against 128-bit hash collisions; one more read)")
     g.add_argument("--shingle", choices=["word", "char"], help="shingle unit")
     g.add_argument("--ngram", type=int, help="shingle size n")
     g.add_argument("--num-perm", type=int, help="MinHash permutations K")
@@ -68,6 +71,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     g.add_argument("--no-deduplicated", action="store_true", help="write decisions only, not deduplicated/")
     g.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
+    g = p.add_argument_group("incremental dedup")
+    g.add_argument("--against", metavar="INDEX", help="deduplicate against an index saved by an earlier run: "
+                   "documents matching an indexed one are removed in its favour")
+    g.add_argument("--save-index", metavar="DIR", help="save this run's kept documents (plus --against's) as an "
+                   "index for later runs")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bars, warnings only")
 
 
@@ -114,6 +122,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                              "document only for a verified kept representative)")
     if args.no_exact:
         o["cluster__exact"] = False
+    if args.exact_only:
+        o["cluster__near"] = False
+    if args.exact_verify:
+        o["cluster__exact_verify"] = True
     if args.remove_punctuation:
         o["normalize__remove_punctuation"] = True
     if args.fold_digits:
@@ -137,7 +149,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if os.path.exists(os.path.join(out, "decisions.parquet")) and not args.overwrite:
         raise FileExistsError(f"{out!r} already holds decisions.parquet from an earlier run; "
                               "pass --overwrite to replace it or choose another -o directory")
-    result = deduplicate(args.inputs, cfg, out)
+    result = deduplicate(args.inputs, cfg, out, against=args.against, save_index=args.save_index)
     _print_summary(result)
     return 0
 

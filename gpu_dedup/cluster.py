@@ -103,12 +103,13 @@ def candidate_components(buckets: Buckets, rank, device: str = "cpu"):
 
 
 def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: float, cap: int,
-                          device: str = "cpu") -> NearResult:
+                          device: str = "cpu", pinned=None) -> NearResult:
     """Verified representative policy over m candidates (rank: keep rank of each candidate).
 
     A candidate is removed only for an earlier-kept candidate sharing a bucket at exact J >= threshold.
     Components of the candidate graph are independent, so they run in parallel (CPU threads, or one
-    GPU thread each), each in keep order with the same device function."""
+    GPU thread each), each in keep order with the same device function. ``pinned`` (bool (m,)) marks
+    documents that are always kept (an existing index)."""
     from .device import array_module
 
     xp = array_module(device)
@@ -119,6 +120,7 @@ def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: 
     jac = xp.full(m, xp.nan)
     capped = xp.zeros(buckets.n_buckets, xp.uint8)
     comparisons = xp.zeros(n_comp, xp.int64)
+    pin = xp.zeros(m, xp.uint8) if pinned is None else xp.asarray(pinned).astype(xp.uint8)
     args = (order, comp_off, buckets.doc_offsets, buckets.entry_bucket, buckets.entry_doc)
     if device == "cuda":
         from .kernels import cuda as kc
@@ -129,12 +131,12 @@ def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: 
             nxt = xp.full(buckets.entry_bucket.shape[0], -1, xp.int64)
             stamp = xp.full(m, -1, xp.int64)
             kc.representative_components[kc.blocks(n_comp, 64), 64](
-                *args, sets.offsets, sets.sizes, sets.hashes, float(threshold), int(cap), head, tail, nxt, stamp,
+                *args, sets.offsets, sets.sizes, sets.hashes, pin, float(threshold), int(cap), head, tail, nxt, stamp,
                 capped, rep, jac, comparisons)
     else:
         from .kernels import cpu
 
-        cpu.representative_components(*args, buckets.n_buckets, sets.offsets, sets.sizes, sets.hashes,
+        cpu.representative_components(*args, buckets.n_buckets, sets.offsets, sets.sizes, sets.hashes, pin,
                                       float(threshold), int(cap), rep, jac, capped, comparisons)
     n_capped = int(capped.sum())
     if n_capped:

@@ -108,6 +108,9 @@ class ClusterConfig:
     one survivor per component (FineWeb / NeMo semantics).
     keep: "first" (input order) | "longest" (most UTF-8 bytes of raw text) | "min-id" (smallest id,
     string order) | "max:<column>" (largest value of a numeric input column); ties by input order.
+    exact: run the exact-duplicate stage before LSH (short documents always use it).
+    exact_verify: byte-compare each exact group's normalized texts (a second read; guards against the
+    2^-128 hash collision). near=False: exact dedup only (no MinHash/LSH).
     """
 
     policy: Policy = "representative"
@@ -115,12 +118,19 @@ class ClusterConfig:
     verify: bool = True
     keep: str = "first"
     exact: bool = True
+    exact_verify: bool = False
+    near: bool = True
     max_representatives_per_bucket: int = 1000
 
     def __post_init__(self) -> None:
         _check_literal("ClusterConfig.policy", self.policy, Policy)
         if not isinstance(self.threshold, (int, float)) or not 0.0 < float(self.threshold) <= 1.0:
             raise ValueError(f"ClusterConfig.threshold must be in (0, 1], got {self.threshold!r}")
+        for name in ("verify", "exact", "exact_verify", "near"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"ClusterConfig.{name} must be a bool, got {getattr(self, name)!r}")
+        if self.exact_verify and not self.exact:
+            raise ValueError("exact_verify=True needs exact=True")
         if self.policy == "representative" and not self.verify:
             raise ValueError("policy='representative' needs verify=True (it removes a document only for a "
                              "verified kept representative); use policy='components' to skip verification")

@@ -136,12 +136,17 @@ def _progress(cfg: RunConfig, desc: str, total: int | None = None):
     return tqdm(desc=desc, total=total, unit="doc", unit_scale=True, disable=not cfg.progress, leave=False)
 
 
-def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None,
+def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None, *,
+                against: str | os.PathLike | None = None, save_index: str | os.PathLike | None = None,
                 **overrides: Any) -> DedupResult:
     """Deduplicate ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame).
 
     ``overrides`` are applied to ``config`` with ``RunConfig.replace`` (e.g. ``cluster__threshold=0.9``).
     With ``output_dir``: writes decisions.parquet, run.json and (unless disabled) deduplicated/.
+    ``against``: an index saved by an earlier run; its documents come first in keep order and are never
+    removed, so new documents that duplicate one are removed in its favour (representative_id is the
+    indexed id, cluster_id is -1 - its index position). ``save_index``: write this run's kept documents
+    (plus the ``against`` index's, when given) as a new index.
     """
     from . import io
     from .device import resolve_device, set_threads
@@ -153,6 +158,11 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     cfg = cfg.replace(batch_bytes=batch_bytes(cfg.batch_bytes, device))
     threads = set_threads(cfg.threads)
     t_start = time.perf_counter()
+    index = None
+    if against is not None:
+        from .index import load_index
+
+        index = load_index(os.fspath(against), contract(cfg))
     files = _files_for(source)
     timings: dict[str, float] = {}
     report = io.ReadReport()
@@ -175,7 +185,12 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     timings["collect"] = time.perf_counter() - t
 
     decisions, stage_stats, keep_mask = _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
-                                                keys, values, col, timings)
+                                                keys, values, timings, index)
+    if save_index is not None:
+        t = time.perf_counter()
+        stage_stats["index"] = _write_index(os.fspath(save_index), cfg, device, files, ids, exact_h, nshingles, keys,
+                                            keep_mask, index)
+        timings["save_index"] = time.perf_counter() - t
     counts = _counts(decisions, n)
     stats: dict[str, Any] = {
         "gpu_dedup_version": __version__,
@@ -257,9 +272,10 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
     return col
 
 
-def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles, keys, values, col, timings):
+def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles, keys, values, timings, index=None):
     """Exact groups, LSH buckets, verification and the policy (on the device when device="cuda"), then
-    the decisions table on the host."""
+    the decisions table on the host. With an index, its documents are rows 0..I-1 in front of the
+    input's, first in keep order and pinned (never removed); the table returned covers the input only."""
     from .cluster import components_policy, keep_rank, representative_policy
     from .device import array_module, to_device, to_host
     from .exact import exact_groups
@@ -267,19 +283,34 @@ def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
 
     xp = array_module(device)
     n = len(ids)
-    rows = np.arange(n, dtype=np.int64)
+    n_index = len(index) if index is not None else 0
+    total = n_index + n
+    rows = np.arange(total, dtype=np.int64)
     t = time.perf_counter()
     rank_h = keep_rank(cfg.cluster.keep, n=n, text_bytes=text_bytes, ids=ids, values=values)
-    rank = to_device(rank_h, device)
     short_d = nshingles == 0
+    if index is not None:
+        rank_h = np.concatenate([np.arange(n_index, dtype=np.int64), rank_h + n_index])
+        exact_h = xp.concatenate([to_device(index.exact, device), exact_h])
+        short_d = xp.concatenate([to_device(index.short, device), short_d])
+        keys = xp.concatenate([to_device(index.band_keys, device), keys])
+    rank = to_device(rank_h, device)
     leader_d = exact_groups(exact_h, rank, xp)
     if not cfg.cluster.exact:
-        leader_d = xp.where(short_d, leader_d, xp.arange(n, dtype=xp.int64))  # short documents: exact path only
+        leader_d = xp.where(short_d, leader_d, xp.arange(total, dtype=xp.int64))  # short: exact path only
     leader, short = to_host(leader_d), to_host(short_d)
+    collisions = None
+    if cfg.cluster.exact_verify:
+        if index is not None:
+            raise ValueError("exact_verify cannot byte-compare against an index (it stores hashes, not text); "
+                             "run without --exact-verify or without --against")
+        from .exact import verify_groups
+
+        leader, collisions = verify_groups(files, cfg, leader)
     timings["exact"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    lsh_rows = np.flatnonzero((leader == rows) & ~short)
+    lsh_rows = np.flatnonzero((leader == rows) & ~short) if cfg.cluster.near else np.zeros(0, np.int64)
     lsh_rows_d = to_device(lsh_rows, device)
     buckets = group_buckets(keys[lsh_rows_d])
     has_entries = to_host(xp.diff(buckets.doc_offsets) > 0)
@@ -289,13 +320,18 @@ def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
     largest = int(bucket_size.max()) if buckets.n_buckets else 0
     stage: dict[str, Any] = {
         "exact": {"groups_with_duplicates": int(np.unique(leader[leader != rows]).shape[0]),
-                  "removed": int((leader != rows).sum()), "short_documents": int(short.sum())},
+                  "removed": int((leader[n_index:] != rows[n_index:]).sum()),
+                  "short_documents": int(short[n_index:].sum()),
+                  "byte_verified": cfg.cluster.exact_verify, "hash_collisions": collisions},
         "lsh": {"documents": int(lsh_rows.shape[0]), "buckets": buckets.n_buckets,
                 "bucket_entries": int(buckets.entry_doc.shape[0]),
                 "candidate_documents": int(cand_local.shape[0]),
                 "largest_bucket": largest,
                 "buckets_per_band": np.bincount(to_host(buckets.bucket_band), minlength=cfg.lsh.bands).tolist()},
     }
+    if index is not None:
+        stage["against_index"] = {"path": index.path, "documents": n_index,
+                                  "generation": index.manifest["generation"]}
     if largest >= 10_000:
         logger.warning("giant LSH bucket of %d documents (templated text?); work stays linear but check the "
                        "largest clusters", largest)
@@ -303,7 +339,7 @@ def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
     sets = None
     if cfg.cluster.verify and cand_local.shape[0]:
         t = time.perf_counter()
-        sets = _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local)
+        sets = _candidate_sets(cfg, device, files, lsh_rows, cand_local, index)
         timings["shingle_sets"] = time.perf_counter() - t
         stage["verify"] = {"documents": int(cand_local.shape[0]), "shingle_hashes": int(sets.hashes.shape[0])}
 
@@ -316,21 +352,26 @@ def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
     else:
         if cfg.cluster.policy == "representative":
             res = representative_policy(buckets, sets if sets is not None else _empty_sets(m, xp), lrank,
-                                        cfg.cluster.threshold, cfg.cluster.max_representatives_per_bucket, device)
+                                        cfg.cluster.threshold, cfg.cluster.max_representatives_per_bucket, device,
+                                        pinned=to_device(lsh_rows < n_index, device))
         else:
             res = components_policy(buckets, lrank, cfg.cluster.threshold, sets, device)
         rep_local, jac_local, stage["policy"] = to_host(res.rep), to_host(res.jaccard), res.stats
     timings["policy"] = time.perf_counter() - t
 
     t = time.perf_counter()
+    if index is not None:
+        ids = pa.concat_arrays([index.ids, ids])
+        file_index = np.concatenate([np.zeros(n_index, np.int32), file_index])
     decisions, stage["clusters"], keep = _decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local,
-                                                          jac_local)
+                                                          jac_local, n_index)
     timings["decisions"] = time.perf_counter() - t
     return decisions, stage, keep
 
 
-def _decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local, jac_local):
-    """Merge exact groups and near-duplicate representatives into one row per document (host arrays)."""
+def _decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local, jac_local, n_index=0):
+    """Merge exact groups and near-duplicate representatives into one row per document (host arrays).
+    Rows before ``n_index`` are indexed documents: they give representatives but get no row."""
     n = len(ids)
     rows = np.arange(n, dtype=np.int64)
     kept_rep = rows.copy()
@@ -356,20 +397,49 @@ def _decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local,
     reason[dup] = "exact_duplicate"
     reason[dup & short] = "short_exact_duplicate"
     reason[near] = "near_duplicate"
-    relpaths = pa.array([f.relpath for f in files], pa.string())
+    relpaths = pa.array([f.relpath for f in files] or [""], pa.string())
+    cluster_id = np.where(kept_rep < n_index, -1 - kept_rep, kept_rep - n_index)
+    new = slice(n_index, n)
     decisions = pa.table({
-        "id": ids,
-        "keep": pa.array(keep),
-        "reason": pa.array(reason.tolist() if n else [], pa.string()),
-        "cluster_id": pa.array(kept_rep, pa.int64()),
-        "representative_id": ids.take(pa.array(kept_rep, pa.int64())),
-        "matched_id": ids.take(pa.array(matched, pa.int64(), mask=matched < 0)),
-        "jaccard": pa.array(jac, pa.float64(), from_pandas=True),
-        "cluster_size": pa.array(cluster_size, pa.int64()),
-        "source": relpaths.take(pa.array(file_index, pa.int32())) if n else pa.array([], pa.string()),
+        "id": ids[new],
+        "keep": pa.array(keep[new]),
+        "reason": pa.array(reason[new].tolist(), pa.string()),
+        "cluster_id": pa.array(cluster_id[new], pa.int64()),
+        "representative_id": ids.take(pa.array(kept_rep[new], pa.int64())),
+        "matched_id": ids.take(pa.array(matched[new], pa.int64(), mask=matched[new] < 0)),
+        "jaccard": pa.array(jac[new], pa.float64(), from_pandas=True),
+        "cluster_size": pa.array(cluster_size[new], pa.int64()),
+        "source": relpaths.take(pa.array(file_index[new], pa.int32())),
     }, schema=DECISIONS_SCHEMA)
-    clusters = {"with_duplicates": int((sizes > 1).sum()), "largest": int(sizes.max()) if n else 0}
-    return decisions, clusters, keep
+    sizes_new = sizes[np.unique(kept_rep[new])] if n > n_index else np.zeros(0, np.int64)
+    clusters = {"with_duplicates": int((sizes_new > 1).sum()), "largest": int(sizes_new.max()) if sizes_new.size else 0}
+    return decisions, clusters, keep[new]
+
+
+def _candidate_sets(cfg, device, files, lsh_rows, cand_local, index):
+    """Shingle sets of the candidates: indexed documents' from the index, the input's from pass 2.
+    lsh_rows is sorted, so the indexed documents (rows < I) come first."""
+    if index is None:
+        return _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local)
+    from .device import array_module, to_device
+    from .verify import ShingleSets
+
+    xp = array_module(device)
+    n_index = len(index)
+    n_idx_lsh = int(np.searchsorted(lsh_rows, n_index))
+    in_index = cand_local < n_idx_lsh
+    idx_sets = index.shingle_sets(lsh_rows[cand_local[in_index]])
+    new_sets = _shingle_sets_pass(cfg, device, files, lsh_rows[n_idx_lsh:] - n_index,
+                                  cand_local[~in_index] - n_idx_lsh)
+    m = lsh_rows.shape[0]
+    offsets = xp.zeros(m, xp.int64)
+    sizes = xp.zeros(m, xp.int64)
+    picked = to_device(cand_local[in_index], device)
+    offsets[picked] = to_device(idx_sets.offsets, device)
+    sizes[picked] = to_device(idx_sets.sizes, device)
+    offsets[n_idx_lsh:] = new_sets.offsets + int(idx_sets.hashes.shape[0])
+    sizes[n_idx_lsh:] = new_sets.sizes
+    return ShingleSets(xp.concatenate([to_device(idx_sets.hashes, device), new_sets.hashes]), offsets, sizes)
 
 
 def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local):
@@ -407,6 +477,45 @@ def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local):
     offsets[cl] = cand_sets.offsets
     sizes[cl] = cand_sets.sizes
     return ShingleSets(cand_sets.hashes, offsets, sizes)
+
+
+def _write_index(path, cfg, device, files, ids, exact_h, nshingles, keys, keep_mask, index):
+    """Save the kept documents (after the ``against`` index's, when given) as a new index. With
+    verification the kept documents' shingle sets are hashed again in one streaming pass."""
+    from . import io
+    from .device import to_host
+    from .index import IndexWriter, shingles_as_lists
+    from .normalize import normalize_text
+    from .verify import shingle_sets
+
+    if index is not None and os.path.abspath(path) == os.path.abspath(index.path):
+        raise ValueError(f"--save-index {path!r} is the index being read; indexes are versioned: write the "
+                         "next generation to a new directory")
+    if index is not None and cfg.cluster.verify and not index.manifest["has_shingles"]:
+        raise ValueError(f"index {index.path!r} has no shingle sets, so an index with them cannot extend it")
+    writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=index)
+    writer.copy_parent()
+    exact = to_host(exact_h)
+    short = to_host(nshingles) == 0
+    band = to_host(keys)
+    kept = np.flatnonzero(keep_mask)
+    if not cfg.cluster.verify:
+        writer.write(ids.take(pa.array(kept)), exact[kept], short[kept], band[kept], None)
+    else:
+        for batch in _prefetched(io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                                 batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
+                                                 keep_column=keep_column(cfg.cluster.keep))):
+            lo, hi = np.searchsorted(kept, [batch.row_start, batch.row_start + len(batch)])
+            if lo == hi:
+                continue
+            rows = kept[lo:hi]
+            norm = normalize_text(batch.text.take(pa.array(rows - batch.row_start)), cfg.normalize)
+            lists = shingles_as_lists(shingle_sets(norm, np.arange(rows.shape[0]), cfg.shingle))
+            lists = pa.compute.if_else(pa.array(short[rows]), pa.nulls(len(rows), lists.type), lists)
+            writer.write(ids.take(pa.array(rows)), exact[rows], short[rows], band[rows], lists)
+    manifest = writer.close()
+    logger.info("saved index %s: %d documents (generation %d)", path, manifest["documents"], manifest["generation"])
+    return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}
 
 
 def _empty_sets(m: int, xp=np):

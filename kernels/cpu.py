@@ -151,11 +151,12 @@ def union_find(n, u, v):
 
 @njit(parallel=True, cache=True, nogil=True)
 def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, bucket_count, set_offsets,
-                              set_sizes, hashes, threshold, cap, rep, jac, capped, comparisons):
+                              set_sizes, hashes, pinned, threshold, cap, rep, jac, capped, comparisons):
     """The representative policy (``hashing.representative_run``), parallel over candidate components.
 
     order: int64 (m,) documents grouped by component, keep order within; comp_off: int64 (c+1,).
     entry_off (m+1,), entry_bucket/entry_doc (E,): each document's buckets (CSR by document).
+    pinned: uint8 (m,), nonzero = always kept (indexed documents).
     Outputs: rep int64 (m,) pre-filled -1, jac float64 (m,) pre-filled NaN, capped uint8 (buckets,),
     comparisons int64 (c,). Temporaries: 2 int64 per bucket, 1 per entry, 1 per document.
     """
@@ -165,8 +166,8 @@ def representative_components(order, comp_off, entry_off, entry_bucket, entry_do
     stamp = np.full(entry_off.shape[0] - 1, -1, np.int64)
     for c in prange(comp_off.shape[0] - 1):
         comparisons[c] = representative_run(order, comp_off[c], comp_off[c + 1], entry_off, entry_bucket, entry_doc,
-                                            set_offsets, set_sizes, hashes, threshold, cap, head, tail, nxt, stamp,
-                                            capped, rep, jac)
+                                            set_offsets, set_sizes, hashes, pinned, threshold, cap, head, tail, nxt,
+                                            stamp, capped, rep, jac)
 
 
 minhash_update = _D["minhash_update"]

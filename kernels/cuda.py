@@ -207,15 +207,15 @@ def pointer_jump(label):
 
 @cuda.jit
 def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, set_offsets, set_sizes, hashes,
-                              threshold, cap, head, tail, nxt, stamp, capped, rep, jac, comparisons):
+                              pinned, threshold, cap, head, tail, nxt, stamp, capped, rep, jac, comparisons):
     """One thread per candidate component, running ``hashing.representative_run`` (the same source as
     the CPU kernel) over its documents in keep order. head/tail (buckets,), nxt (E,), stamp (m,) are
     int64 scratch pre-filled with -1."""
     c = cuda.grid(1)
     if c < comp_off.shape[0] - 1:
         comparisons[c] = representative_run(order, comp_off[c], comp_off[c + 1], entry_off, entry_bucket, entry_doc,
-                                            set_offsets, set_sizes, hashes, threshold, cap, head, tail, nxt, stamp,
-                                            capped, rep, jac)
+                                            set_offsets, set_sizes, hashes, pinned, threshold, cap, head, tail, nxt,
+                                            stamp, capped, rep, jac)
 
 
 def blocks(n: int, tpb: int = TPB) -> int:

@@ -360,7 +360,7 @@ def intersection_sorted(x, x0, x1, y, y0, y1):
 
 
 def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, set_offsets, set_sizes, hashes,
-                       threshold, cap, head, tail, nxt, stamp, capped, rep, jac):
+                       pinned, threshold, cap, head, tail, nxt, stamp, capped, rep, jac):
     """The representative policy over order[start:stop]: one candidate component, in keep order.
 
     Document d is removed iff an already-KEPT document sharing one of its buckets has exact Jaccard
@@ -368,7 +368,8 @@ def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, s
     Jaccard in jac[d]. Kept documents are appended to per-bucket linked lists (head/tail per bucket,
     nxt per entry). At most ``cap`` kept documents are examined per bucket (capped[bucket] is set when
     the cap cuts a list). stamp[x] == t marks x as already compared with the t-th document (a pair
-    sharing several buckets is compared once). Components touch disjoint documents, buckets and
+    sharing several buckets is compared once). pinned[d] != 0 keeps d unconditionally (documents of an
+    existing index: they were kept by an earlier run). Components touch disjoint documents, buckets and
     entries, so components can run in parallel. Returns the number of Jaccard computations.
     """
     comparisons = 0
@@ -378,7 +379,10 @@ def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, s
         best = 0.0
         d0 = set_offsets[d]
         nd = set_sizes[d]
-        for e in range(entry_off[d], entry_off[d + 1]):
+        e_stop = entry_off[d + 1]
+        if pinned[d] != 0:
+            e_stop = entry_off[d]  # no search: kept
+        for e in range(entry_off[d], e_stop):
             bkt = entry_bucket[e]
             k = head[bkt]
             seen = 0

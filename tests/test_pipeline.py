@@ -165,3 +165,26 @@ def test_pandas_input():
     df = pd.DataFrame({"id": ["a", "b"], "text": ["one two three four five six", "one two three four five six"]})
     d = gpu_dedup.deduplicate(df, progress=False).decisions
     assert d["keep"].to_pylist() == [True, False]
+
+
+def test_exact_only_mode_and_byte_verification(monkeypatch):
+    table = make_corpus(200, seed=5)
+    full = gpu_dedup.deduplicate(table, RunConfig(progress=False)).decisions
+    exact = gpu_dedup.deduplicate(table, RunConfig.preset("default", progress=False, cluster__near=False)).decisions
+    reasons = set(exact["reason"].to_pylist())
+    assert "near_duplicate" not in reasons and "exact_duplicate" in reasons
+    assert np.asarray(exact["keep"]).sum() >= np.asarray(full["keep"]).sum()
+    # byte verification agrees with the hash when there is no collision ...
+    verified = gpu_dedup.deduplicate(table, RunConfig.preset("default", progress=False, cluster__exact_verify=True))
+    assert verified.decisions.equals(full) and verified.stats["stages"]["exact"]["hash_collisions"] == 0
+    # ... and splits a forced collision apart
+    import gpu_dedup.exact as ex
+
+    def colliding(norm, device="cpu"):
+        return np.zeros((len(norm), 2), np.uint64)
+
+    monkeypatch.setattr(ex, "exact_hashes", colliding)
+    t = pa.table({"id": ["a", "b", "c"], "text": ["alpha beta", "gamma delta", "ALPHA  beta"]})
+    res = gpu_dedup.deduplicate(t, RunConfig.preset("default", progress=False, cluster__exact_verify=True))
+    assert res.decisions["keep"].to_pylist() == [True, True, False]
+    assert res.stats["stages"]["exact"]["hash_collisions"] == 1

@@ -1,0 +1,159 @@
+"""Dedup index: the kept documents of a run, saved so later data can be deduplicated against them
+without recomputing the old corpus.
+
+Layout of an index directory (format "gpu_dedup-index", version ``INDEX_VERSION``):
+  documents.parquet  id (string), exact_lo/exact_hi (uint64), short (bool), band_keys (list<uint64>, one
+                     per band), shingles (list<uint64>, sorted distinct shingle hashes; only with
+                     verification, null for short documents)
+  manifest.json      format, version, generation (1 + parent's), contract + fingerprint, documents,
+                     has_shingles, parent fingerprint and generation, created. Written last: an index
+                     without a manifest is incomplete and refused.
+Everything a new run compares against these arrays must match the contract, so ``load_index`` refuses
+an index made with another normalization, shingling, K, seed, hash or banding.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .config import check_contract, contract_fingerprint
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "gpu_dedup-index"
+INDEX_VERSION = 1
+
+
+@dataclass
+class Index:
+    """Indexed documents: ids (pa string array, I), exact (I, 2) uint64, short (I,) bool,
+    band_keys (I, B) uint64; shingles are read on demand for the rows that become candidates."""
+
+    path: str
+    manifest: dict[str, Any]
+    ids: pa.Array
+    exact: np.ndarray
+    short: np.ndarray
+    band_keys: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.exact.shape[0])
+
+    def shingle_sets(self, rows: np.ndarray):
+        """ShingleSets (host arrays) for index rows ``rows`` (int64, sorted)."""
+        from .verify import ShingleSets
+
+        if not self.manifest["has_shingles"]:
+            raise ValueError(f"index {self.path!r} holds no shingle sets (it was saved by a run without "
+                             "verification); rerun with --policy components --no-verify or rebuild the index")
+        col = pq.read_table(os.path.join(self.path, "documents.parquet"), columns=["shingles"])["shingles"]
+        lists = col.combine_chunks().take(pa.array(rows, pa.int64()))
+        values = np.asarray(lists.flatten().to_numpy(zero_copy_only=False), np.uint64)
+        sizes = np.asarray(pa.compute.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+        offsets = np.zeros(sizes.shape[0], np.int64)
+        if sizes.shape[0] > 1:
+            np.cumsum(sizes[:-1], out=offsets[1:])
+        return ShingleSets(values, offsets, sizes)
+
+
+def load_index(path: str, expected_contract: dict[str, Any]) -> Index:
+    manifest_path = os.path.join(path, "manifest.json")
+    if not os.path.isfile(manifest_path):
+        raise FileNotFoundError(f"{path!r} is not a complete gpu_dedup index (no manifest.json); "
+                                "save one with `gpu-dedup run ... --save-index DIR`")
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    if manifest.get("format") != FORMAT or manifest.get("version") != INDEX_VERSION:
+        raise ValueError(f"{path!r} has format {manifest.get('format')!r} version {manifest.get('version')!r}; "
+                         f"this gpu_dedup reads {FORMAT!r} version {INDEX_VERSION}")
+    check_contract(expected_contract, manifest["contract"], f"index {path!r}")
+    t = pq.read_table(os.path.join(path, "documents.parquet"), columns=["id", "exact_lo", "exact_hi", "short",
+                                                                        "band_keys"])
+    if t.num_rows != manifest["documents"]:
+        raise ValueError(f"index {path!r}: documents.parquet has {t.num_rows} rows, the manifest says "
+                         f"{manifest['documents']}; the index is damaged, rebuild it")
+    bands = manifest["contract"]["lsh"]["bands"]
+    keys = np.asarray(t["band_keys"].combine_chunks().flatten().to_numpy(zero_copy_only=False), np.uint64)
+    exact = np.stack([np.asarray(t["exact_lo"].to_numpy(), np.uint64), np.asarray(t["exact_hi"].to_numpy(), np.uint64)],
+                     axis=1) if t.num_rows else np.zeros((0, 2), np.uint64)
+    logger.info("index %s: %d documents (generation %d)", path, t.num_rows, manifest["generation"])
+    return Index(path, manifest, t["id"].combine_chunks().cast(pa.string()), exact,
+                 np.asarray(t["short"].to_numpy(zero_copy_only=False), bool), keys.reshape(t.num_rows, bands))
+
+
+class IndexWriter:
+    """Streams index rows into documents.parquet; ``close`` writes the manifest (atomically, last)."""
+
+    def __init__(self, path: str, contract: dict[str, Any], has_shingles: bool, parent: Index | None = None):
+        os.makedirs(path, exist_ok=True)
+        if os.path.exists(os.path.join(path, "manifest.json")):
+            os.remove(os.path.join(path, "manifest.json"))  # incomplete until the new manifest lands
+        self.path, self.contract, self.has_shingles, self.parent = path, contract, has_shingles, parent
+        self.rows = 0
+        self._tmp = os.path.join(path, ".documents.parquet.tmp")
+        schema = pa.schema([("id", pa.string()), ("exact_lo", pa.uint64()), ("exact_hi", pa.uint64()),
+                            ("short", pa.bool_()), ("band_keys", pa.list_(pa.uint64())),
+                            ("shingles", pa.list_(pa.uint64()))])
+        self._writer = pq.ParquetWriter(self._tmp, schema)
+        self.schema = schema
+
+    def write(self, ids: pa.Array, exact: np.ndarray, short: np.ndarray, band_keys: np.ndarray,
+              shingles: pa.Array | None) -> None:
+        n = len(ids)
+        if n == 0:
+            return
+        bands = band_keys.shape[1]
+        keys = pa.ListArray.from_arrays(pa.array(np.arange(0, (n + 1) * bands, bands, dtype=np.int32)),
+                                        pa.array(np.ascontiguousarray(band_keys).reshape(-1), pa.uint64()))
+        if shingles is None:
+            shingles = pa.nulls(n, pa.list_(pa.uint64()))
+        self._writer.write_table(pa.table([ids.cast(pa.string()), pa.array(exact[:, 0], pa.uint64()),
+                                           pa.array(exact[:, 1], pa.uint64()), pa.array(short), keys,
+                                           shingles.cast(pa.list_(pa.uint64()))], schema=self.schema))
+        self.rows += n
+
+    def copy_parent(self) -> None:
+        """Append every row of the parent index (documents already deduplicated)."""
+        if self.parent is None:
+            return
+        pf = pq.ParquetFile(os.path.join(self.parent.path, "documents.parquet"))
+        for batch in pf.iter_batches():
+            self._writer.write_table(pa.Table.from_batches([batch]).cast(self.schema))
+            self.rows += batch.num_rows
+
+    def close(self) -> dict[str, Any]:
+        from .io import write_json_atomic
+
+        self._writer.close()
+        os.replace(self._tmp, os.path.join(self.path, "documents.parquet"))
+        manifest = {
+            "format": FORMAT, "version": INDEX_VERSION,
+            "generation": 1 + (self.parent.manifest["generation"] if self.parent else 0),
+            "contract": self.contract, "contract_fingerprint": contract_fingerprint(self.contract),
+            "documents": self.rows, "has_shingles": self.has_shingles,
+            "parent": ({"path": self.parent.path, "generation": self.parent.manifest["generation"],
+                        "documents": len(self.parent)} if self.parent else None),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+        write_json_atomic(manifest, os.path.join(self.path, "manifest.json"))
+        return manifest
+
+
+def shingles_as_lists(sets) -> pa.Array:
+    """ShingleSets (host) -> list<uint64> array, one list per set."""
+    from .device import repeat_index
+
+    offsets = np.zeros(len(sets) + 1, np.int64)
+    np.cumsum(sets.sizes, out=offsets[1:])
+    owner = repeat_index(np, sets.sizes)
+    gather = sets.offsets[owner] + (np.arange(owner.shape[0]) - offsets[:-1][owner])
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(sets.hashes[gather],
+                                                                     pa.uint64())).cast(pa.list_(pa.uint64()))

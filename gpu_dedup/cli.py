@@ -20,6 +20,7 @@ EPILOG_MAIN = textwrap.dedent("""\
       gpu-dedup run shards/ -o out --preset fineweb    # FineWeb semantics: 14x8, connected components
       gpu-dedup run data.parquet -o out --threshold 0.9 --keep max:quality_score
       gpu-dedup params --threshold 0.8 --num-perm 128 --plot scurves.png
+      gpu-dedup report out                             # (re)write out/report.html
     """)
 
 EPILOG_RUN = textwrap.dedent("""\
@@ -160,8 +161,9 @@ def _print_summary(result) -> None:
     t = s["timings_s"]
     print(f"device {s['device']} ({s['threads']} threads), {t['total']:.2f} s, "
           f"{s['throughput_docs_per_s'] or 0:,.0f} docs/s")
-    print(f"wrote {os.path.join(result.output_dir, 'decisions.parquet')} and run.json"
-          + (", deduplicated/" if "deduplicated" in s else ""))
+    print(f"wrote {os.path.join(result.output_dir, 'decisions.parquet')}, run.json"
+          + (", deduplicated/" if "deduplicated" in s else "")
+          + (", report.html" if os.path.exists(os.path.join(result.output_dir, "report.html")) else ""))
     if s["read"].get("skipped"):
         print(f"skipped {len(s['read']['skipped'])} bad records (listed in run.json under read.skipped)")
 
@@ -219,8 +221,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=_cmd_demo)
-    from . import params
+    from . import params, report
 
+    p = sub.add_parser("report", help="write OUT/report.html from a finished run",
+                       epilog="examples:\n  gpu-dedup report out\n  gpu-dedup report out --source data/ --max-clusters 20",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    report.add_arguments(p)
+    p.set_defaults(func=report.run)
     p = sub.add_parser("params", help="choose LSH bands x rows for a threshold and hash budget",
                        epilog="examples:\n  gpu-dedup params --threshold 0.8 --num-perm 112\n"
                               "  gpu-dedup params --threshold 0.8 --num-perm 112 --bands 14 --rows 8 --plot s.png",

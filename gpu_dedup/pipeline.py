@@ -68,6 +68,7 @@ class _Collected:
     ids: list[pa.Array] = field(default_factory=list)
     file_index: list[np.ndarray] = field(default_factory=list)
     text_bytes: list[np.ndarray] = field(default_factory=list)
+    words: list[np.ndarray] = field(default_factory=list)
     keep_values: list[np.ndarray] = field(default_factory=list)
     exact: list[np.ndarray] = field(default_factory=list)
     nshingles: list[np.ndarray] = field(default_factory=list)
@@ -130,10 +131,25 @@ def _prefetched(it: Iterable, depth: int = 2):
                 thread.join(timeout=0.05)
 
 
+class _NoProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def update(self, n: int) -> None:
+        return None
+
+
 def _progress(cfg: RunConfig, desc: str, total: int | None = None):
+    """A tqdm bar on stderr, or nothing at all with progress off (tqdm is not even imported then: in
+    notebooks tqdm.auto warns about widgets on import)."""
+    if not cfg.progress:
+        return _NoProgress()
     from tqdm.auto import tqdm
 
-    return tqdm(desc=desc, total=total, unit="doc", unit_scale=True, disable=not cfg.progress, leave=False)
+    return tqdm(desc=desc, total=total, unit="doc", unit_scale=True, leave=False)
 
 
 def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None, *,
@@ -192,6 +208,10 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
                                             keep_mask, index)
         timings["save_index"] = time.perf_counter() - t
     counts = _counts(decisions, n)
+    words = _cat(col.words, np.int64)
+    counts["text_bytes"] = {"input": int(text_bytes.sum()), "kept": int(text_bytes[keep_mask].sum())}
+    counts["words"] = {"input": int(words.sum()), "kept": int(words[keep_mask].sum()),
+                       "note": "words of the normalized text (space-separated runs)"}
     stats: dict[str, Any] = {
         "gpu_dedup_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -200,6 +220,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         "config": cfg.to_dict(),
         "contract": contract(cfg), "contract_fingerprint": contract_fingerprint(contract(cfg)),
         "inputs": [f.relpath for f in files],
+        "input_paths": [f.path for f in files if f.fmt != "table"],
         "read": report.to_dict(),
         "counts": counts,
         "stages": stage_stats,
@@ -220,6 +241,15 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     stats["throughput_docs_per_s"] = n / timings["total"] if timings["total"] > 0 else None
     if out is not None:
         io.write_json_atomic(stats, os.path.join(out, "run.json"))
+        try:
+            from .report import write_report
+
+            t = time.perf_counter()
+            write_report(out, source=files)
+            logger.info("report: %s (%.1f s)", os.path.join(out, "report.html"), time.perf_counter() - t)
+        except Exception as exc:  # the report is a convenience: never lose a finished run to it
+            logger.warning("run report not written (%s); outputs are complete; retry with: gpu-dedup report %s",
+                           exc, out, exc_info=True)
     result = DedupResult(decisions, stats, out)
     logger.info("%s in %.2f s", result.summary(), timings["total"])
     return result
@@ -229,7 +259,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
     """Read -> normalize -> exact hash + MinHash -> band keys, batch by batch. On a GPU the batch's
     text buffers are copied to the device once and the per-document results stay there."""
     from . import io
-    from .device import to_device
+    from .device import to_device, to_host
     from .exact import exact_hashes
     from .lsh import band_keys
     from .minhash import compute_signatures, permutation_params
@@ -258,6 +288,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
             col.ids.append(batch.ids)
             col.file_index.append(np.full(rows, batch.file_index, np.int32))
             col.text_bytes.append(np.diff(offsets))
+            col.words.append(to_host(norm.words))
             if kc:
                 col.keep_values.append(np.asarray(batch.keep_values, np.float64))
             col.exact.append(h)

@@ -276,6 +276,17 @@ def minhash_update(sig, a, b, hr):
             sig[k] = v
 
 
+def emit_shingle(norm, s, e, seed, a, b, sig, out, out_pos, count, write_hashes):
+    """Hash shingle norm[s:e]: store the raw hash at out[out_pos + count], or fold it into the
+    signature. Returns count + 1."""
+    h = xxh64(norm, s, e, seed)
+    if write_hashes:
+        out[out_pos + count] = h
+    else:
+        minhash_update(sig, a, b, reduce61(h))
+    return count + 1
+
+
 def scan_shingles(norm, start, end, kind_char, n, seed, a, b, sig, out, out_pos, ring, write_hashes):
     """Enumerate the shingles of normalized text norm[start:end] in order, hashing each with XXH64(seed).
 
@@ -297,12 +308,7 @@ def scan_shingles(norm, start, end, kind_char, n, seed, a, b, sig, out, out_pos,
             i += step
             ncp += 1
             if ncp >= n:
-                h = xxh64(norm, ring[(ncp - n) % n], i, seed)
-                if write_hashes:
-                    out[out_pos + count] = h
-                else:
-                    minhash_update(sig, a, b, reduce61(h))
-                count += 1
+                count = emit_shingle(norm, ring[(ncp - n) % n], i, seed, a, b, sig, out, out_pos, count, write_hashes)
         return count
     nw = 0
     ws = start
@@ -312,12 +318,7 @@ def scan_shingles(norm, start, end, kind_char, n, seed, a, b, sig, out, out_pos,
             ring[nw % n] = ws
             nw += 1
             if nw >= n:
-                h = xxh64(norm, ring[(nw - n) % n], i, seed)
-                if write_hashes:
-                    out[out_pos + count] = h
-                else:
-                    minhash_update(sig, a, b, reduce61(h))
-                count += 1
+                count = emit_shingle(norm, ring[(nw - n) % n], i, seed, a, b, sig, out, out_pos, count, write_hashes)
             ws = i + 1
         i += 1
     return count
@@ -426,4 +427,4 @@ def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, s
 
 DEVICE_FUNCTIONS = ["rotl64", "read_u64le", "read_u32le", "xxh64_round", "xxh64_merge", "xxh64", "reduce61",
                     "permute61", "utf8_decode", "utf8_len", "utf8_put", "emit_codepoint", "normalize_doc", "shingle_count",
-                    "minhash_update", "scan_shingles", "shingle_bounds", "band_key", "intersection_sorted", "representative_run"]
+                    "minhash_update", "emit_shingle", "scan_shingles", "shingle_bounds", "band_key", "intersection_sorted", "representative_run"]

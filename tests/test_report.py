@@ -1,0 +1,342 @@
+"""Run report: measurement helpers against hand-computed values, and the HTML of real small runs."""
+import argparse
+import base64
+import collections
+import json
+import os
+import shutil
+from html.parser import HTMLParser
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import gpu_dedup
+from gpu_dedup import RunConfig, evalcorpus, report
+from gpu_dedup.config import LSHConfig
+
+try:
+    import matplotlib  # noqa: F401
+    HAVE_MPL = True
+except ImportError:  # the plot extra; the pure helpers are tested without it
+    HAVE_MPL = False
+needs_mpl = pytest.mark.skipif(not HAVE_MPL, reason="needs matplotlib (the plot extra)")
+
+SECTIONS = ["Summary", "Documents per stage and reason", "Cluster sizes", "Largest clusters",
+            "LSH bands and buckets", "S-curve and measured similarities", "Timings and throughput",
+            "Device, config and contract"]
+BASE_PLOTS = ["counts", "cluster_sizes", "band_load", "s_curve", "timings"]
+SCRIPT = "<script>alert(1)</script>"
+N_INJECTED = 8
+
+
+# ------------------------------------------------------------------------------------------ helpers
+class _Page(HTMLParser):
+    """Collects h2 headings and img sources, and checks that every non-void element is closed in order."""
+
+    VOID = {"meta", "img", "br", "hr", "input", "link", "col", "wbr"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.h2: list[str] = []
+        self.imgs: list[str] = []
+        self.errors: list[str] = []
+        self._in_h2 = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.imgs.append(dict(attrs).get("src", ""))
+        if tag in self.VOID:
+            return
+        self.stack.append(tag)
+        if tag == "h2":
+            self._in_h2 = True
+            self.h2.append("")
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:]}")
+            return
+        self.stack.pop()
+        if tag == "h2":
+            self._in_h2 = False
+
+    def handle_data(self, data):
+        if self._in_h2:
+            self.h2[-1] += data
+
+
+def parse(path: str) -> tuple[str, _Page]:
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    page = _Page()
+    page.feed(text)
+    page.close()
+    assert not page.errors, page.errors[:5]
+    assert page.stack == [], f"unclosed elements: {page.stack}"
+    return text, page
+
+
+def png_images(page: _Page) -> list[bytes]:
+    prefix = "data:image/png;base64,"
+    return [base64.b64decode(s[len(prefix):], validate=True) for s in page.imgs if s.startswith(prefix)]
+
+
+def write_jsonl(path, rows) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """300 evalcorpus documents in two jsonl files, plus 8 edited copies of one unique document whose
+    edit is markup, so the largest cluster (9 documents) must show '<script>' escaped."""
+    base = tmp_path_factory.mktemp("report_run")
+    corpus = evalcorpus.make_corpus(300, seed=3)
+    rows = corpus.select(["id", "text"]).to_pylist()
+    origins = set(corpus["origin"].drop_null().to_pylist())
+    kinds = corpus["kind"].to_pylist()
+    src = next(i for i, r in enumerate(rows)
+               if kinds[i] == "unique" and r["id"] not in origins and len(r["text"].split()) >= 150 and i < 150)
+    words = rows[src]["text"].split()
+    injected = []
+    for k in range(N_INJECTED):
+        w = list(words)
+        w[20 + 9 * k] = f"{SCRIPT} &amp; v{k}"
+        injected.append({"id": f"inj<{k}>", "text": " ".join(w)})
+    inputs = base / "inputs"
+    inputs.mkdir()
+    write_jsonl(inputs / "part0.jsonl", rows[:150])
+    write_jsonl(inputs / "part1.jsonl", rows[150:] + injected)
+    out = base / "out"
+    result = gpu_dedup.deduplicate(str(inputs), RunConfig(device="cpu", progress=False), output_dir=str(out))
+    all_rows = rows + injected
+    return {"inputs": str(inputs), "out": str(out), "result": result, "rows": all_rows,
+            "src_id": rows[src]["id"], "base": base}
+
+
+def copy_run(run, dest) -> str:
+    os.makedirs(dest)
+    for name in ("run.json", "decisions.parquet"):
+        shutil.copy(os.path.join(run["out"], name), dest)
+    return str(dest)
+
+
+# ----------------------------------------------------------------------------------- pure helpers
+def test_jaccard_histogram_by_hand():
+    h = report.jaccard_histogram([0.81, 0.85, 0.853, 1.0, np.nan, 0.0, 0.5], bins=10)
+    assert h.edges.tolist() == [k / 10 for k in range(11)]
+    # 0.0 -> bin 0, 0.5 -> bin 5, 0.81/0.85/0.853 -> bin 8, 1.0 -> last bin (closed on the right)
+    assert h.counts.tolist() == [1, 0, 0, 0, 0, 1, 0, 0, 3, 1]
+    assert h.missing == 1 and h.total == 6
+    assert report.jaccard_histogram([], bins=4).counts.tolist() == [0, 0, 0, 0]
+    with pytest.raises(ValueError, match="1.2"):
+        report.jaccard_histogram([0.5, 1.2])
+    with pytest.raises(ValueError, match="bins"):
+        report.jaccard_histogram([0.5], bins=0)
+
+
+def test_candidate_rates_by_hand():
+    lsh = LSHConfig(bands=2, rows=3)
+    keys = np.array([[1, 2], [1, 3], [4, 5], [6, 5]], np.uint64)
+    left, right = np.array([0, 0, 2]), np.array([1, 2, 3])
+    jac = np.array([0.85, 0.83, 0.16])  # (0,1) share band 0, (0,2) share nothing, (2,3) share band 1
+    cr = report.candidate_rates(keys, lsh, left, right, jac, bins=20)
+    assert cr.pairs.tolist() == [0, 0, 0, 1] + [0] * 12 + [1, 1, 0, 0]
+    assert cr.candidates.tolist() == [0, 0, 0, 1] + [0] * 12 + [0, 1, 0, 0]
+    rate = cr.rate
+    assert rate[3] == 1.0 and rate[16] == 0.0 and rate[17] == 1.0 and np.isnan(rate[0])
+    assert cr.theory[17] == pytest.approx(1 - (1 - 0.85**3) ** 2)   # 0.85^3 = 0.614125 -> 0.851100...
+    assert cr.theory[17] == pytest.approx(0.8511005, abs=1e-7)
+    assert cr.theory[3] == pytest.approx(1 - (1 - 0.16**3) ** 2)
+    assert cr.recall_above(0.8) == 0.5
+    assert cr.stderr[16] == 0.0
+    with pytest.raises(ValueError, match="bin edges"):
+        cr.recall_above(0.81)
+    with pytest.raises(ValueError, match="shape"):
+        report.candidate_rates(keys[:, :1], lsh, left, right, jac)
+    with pytest.raises(ValueError, match="NaN"):
+        report.candidate_rates(keys, lsh, left, right, np.array([0.5, np.nan, 0.5]))
+    with pytest.raises(ValueError, match="indexes"):
+        report.candidate_rates(keys, lsh, np.array([0]), np.array([4]), np.array([0.5]))
+
+
+def test_diff_words_marks_and_escapes():
+    a, b = report.diff_words("the quick brown fox", "the quick red fox")
+    assert a == "the quick <del>brown</del> fox"
+    assert b == "the quick <mark>red</mark> fox"
+    a, b = report.diff_words("x <b>bold</b> & y", "x <b>bold</b> & z")
+    assert a == "x &lt;b&gt;bold&lt;/b&gt; &amp; <del>y</del>"
+    assert b == "x &lt;b&gt;bold&lt;/b&gt; &amp; <mark>z</mark>"
+    # long unchanged stretches collapse to `context` words next to the change
+    text = " ".join(f"w{i}" for i in range(40))
+    a, b = report.diff_words(text, text.replace("w20", "CHANGED"), context=3)
+    skip = '<span class="skip">[… {} identical words …]</span>'
+    assert a == f"{skip.format(17)} w17 w18 w19 <del>w20</del> w21 w22 w23 {skip.format(16)}"
+    assert b == f"{skip.format(17)} w17 w18 w19 <mark>CHANGED</mark> w21 w22 w23 {skip.format(16)}"
+    assert report.diff_words(text, text, context=None)[0] == text
+    a, _ = report.diff_words("a b c d e", "a b c d e", max_words=2)
+    assert a == 'a b <span class="skip">… (3 more words, not compared)</span>'
+
+
+def test_largest_clusters_by_hand():
+    d = pa.table({"keep": [True, True, False, False, True, False, True],
+                  "cluster_size": [3, 2, 3, 2, 1, 3, 1],
+                  "cluster_id": [0, 1, 0, 1, 4, 0, 6],
+                  "jaccard": [None, None, 0.9, 1.0, None, 0.82, None]})
+    views = report.largest_clusters(d, 5, members=1)
+    assert [(v.rep, v.size, v.members) for v in views] == [(0, 3, (5,)), (1, 2, (3,))]
+    assert report.largest_clusters(d, 1)[0].members == (5, 2)
+    assert report.largest_clusters(d, 0) == []
+
+
+# ------------------------------------------------------------------------------------------- report
+@needs_mpl
+def test_report_renders_with_excerpts(run, monkeypatch):
+    monkeypatch.chdir(run["inputs"])  # run.json names the inputs relative to their folder
+    path = report.write_report(run["out"], max_clusters=3)
+    assert path == os.path.join(run["out"], "report.html")
+    text, page = parse(path)
+    assert page.h2 == SECTIONS
+    pngs = png_images(page)
+    assert len(pngs) >= len(BASE_PLOTS) and all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
+    for name in BASE_PLOTS:
+        assert os.path.getsize(os.path.join(run["out"], "report", f"{name}.png")) > 1000
+
+    # the injected cluster is the largest and its markup is shown as text, never as markup
+    assert f"Cluster of {N_INJECTED + 1} documents, kept: <code>{run['src_id']}</code>" in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "<script" not in text.lower()
+    assert "&amp;amp;" in text and "inj&lt;0&gt;" in text
+    assert "<mark>" in text and "<del>" in text
+    assert text.count('class="pair"') == 3 * 3  # 3 clusters x 3 members
+    assert "not shown" not in text
+
+    # counts per stage, from an independent tally of the decisions
+    d = run["result"].decisions.to_pydict()
+    by = collections.Counter(d["reason"])
+    exact = by["exact_duplicate"] + by["short_exact_duplicate"]
+    assert f'<td class="l">exact</td><td>{exact:,}</td>' in text
+    assert f'<td class="l">near (MinHash/LSH)</td><td>{by["near_duplicate"]:,}</td>' in text
+
+    # retained bytes and whitespace words, recomputed from the input rows
+    texts = {r["id"]: r["text"] for r in run["rows"]}
+    kept = [texts[i] for i, k in zip(d["id"], d["keep"]) if k]
+    b_in, b_kept = sum(len(t.encode()) for t in texts.values()), sum(len(t.encode()) for t in kept)
+    w_in, w_kept = sum(len(t.split()) for t in texts.values()), sum(len(t.split()) for t in kept)
+    assert f"{report._fmt_bytes(b_kept)} of {report._fmt_bytes(b_in)}" in text
+    assert f"{w_kept:,} of {w_in:,}" in text
+
+    # the removed near-duplicates drawn over the S-curve, labelled as what they are
+    n_near = by["near_duplicate"]
+    assert f"the {n_near:,} removed near-duplicates counted by their exact Jaccard" in text
+    assert "not a candidate rate" in text
+
+
+@needs_mpl
+def test_report_without_inputs_says_so(run, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the relative input paths lead nowhere from here
+    out = copy_run(run, tmp_path / "out")
+    run_json = os.path.join(out, "run.json")  # and the absolute ones as if the corpus had moved
+    meta = json.load(open(run_json))
+    meta["input_paths"] = [str(tmp_path / "moved" / p) for p in meta["inputs"]]
+    json.dump(meta, open(run_json, "w"))
+    text, page = parse(report.write_report(out))
+    assert page.h2 == SECTIONS
+    assert len(png_images(page)) >= len(BASE_PLOTS)
+    assert "were not found" in text and "--source" in text
+    assert "<mark>" not in text and 'class="pair"' not in text
+    assert "inj&lt;0&gt;" in text  # member ids are still listed, escaped
+    # the same directory with source= shows the excerpts
+    text, _ = parse(report.write_report(out, source=run["inputs"], max_clusters=1))
+    assert text.count('class="pair"') == 3 and "&lt;script&gt;" in text
+
+
+@needs_mpl
+def test_report_with_other_inputs_says_they_do_not_match(run, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    write_jsonl(other / "part0.jsonl", [{"id": f"x{i}", "text": f"some other text number {i} here"}
+                                        for i in range(5)])
+    write_jsonl(other / "part1.jsonl", [{"id": "y", "text": "more"}])
+    out = copy_run(run, tmp_path / "out")
+    text, _ = parse(report.write_report(out, source=str(other)))
+    assert "do not match this run" in text and "x0" in text
+    assert 'class="pair"' not in text
+
+
+@needs_mpl
+def test_report_for_table_input_and_cli(tmp_path, capsys):
+    corpus = evalcorpus.make_corpus(120, seed=11).select(["id", "text"])
+    out = str(tmp_path / "out")
+    gpu_dedup.deduplicate(corpus, RunConfig(device="cpu", progress=False), output_dir=out)
+    text, _ = parse(report.write_report(out))
+    assert "in-memory table" in text
+    text, _ = parse(report.write_report(out, source=corpus, max_clusters=2))
+    assert "<mark>" in text or "identical words" in text
+    assert "in-memory table" not in text
+
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    args = parser.parse_args([out, "--max-clusters", "1", "--no-inputs"])
+    assert report.run(args) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {os.path.join(out, 'report.html')}"
+    text, _ = parse(os.path.join(out, "report.html"))
+    assert "the inputs were not read" in text
+
+
+@needs_mpl
+def test_report_giant_bucket_optional_plots_and_unverified(run, tmp_path):
+    out = copy_run(run, tmp_path / "out")
+    with open(os.path.join(out, "run.json")) as fh:
+        stats = json.load(fh)
+    stats["stages"]["lsh"]["largest_bucket"] = 25_000
+    stats["stages"]["lsh"]["bucket_size_log2_counts"] = [0, 500, 60, 7, 1]
+    stats["config"]["cluster"]["verify"] = False
+    stats["stages"]["against_index"] = {"path": "idx<1>", "documents": 5}
+    with open(os.path.join(out, "run.json"), "w") as fh:
+        json.dump(stats, fh)
+    # two removed documents matched an indexed one (cluster_id = -1 - index position)
+    d = pq.read_table(os.path.join(out, "decisions.parquet"))
+    cid = d["cluster_id"].to_numpy().copy()
+    cid[np.flatnonzero(~d["keep"].to_numpy(zero_copy_only=False))[:2]] = [-1, -4]
+    d = d.set_column(d.column_names.index("cluster_id"), "cluster_id", pa.array(cid, pa.int64()))
+    pq.write_table(d, os.path.join(out, "decisions.parquet"))
+    text, page = parse(report.write_report(out, read_inputs=False))
+    assert "Giant bucket: 25,000 documents" in text
+    assert len(png_images(page)) == len(BASE_PLOTS) + 1
+    assert os.path.exists(os.path.join(out, "report", "bucket_sizes.png"))
+    assert "Verification was off" in text
+    assert "2 of the removed documents duplicate a document of the index <code>idx&lt;1&gt;</code>" in text
+    # a later report without the optional data removes the stale plot
+    del stats["stages"]["lsh"]["bucket_size_log2_counts"]
+    with open(os.path.join(out, "run.json"), "w") as fh:
+        json.dump(stats, fh)
+    report.write_report(out, read_inputs=False)
+    assert not os.path.exists(os.path.join(out, "report", "bucket_sizes.png"))
+
+
+def test_report_errors(tmp_path, run):
+    with pytest.raises(FileNotFoundError, match="run.json"):
+        report.write_report(str(tmp_path))
+    with pytest.raises(ValueError, match="max_clusters"):
+        report.write_report(run["out"], max_clusters=-1)
+    out = copy_run(run, tmp_path / "out")
+    pq.write_table(pq.read_table(os.path.join(out, "decisions.parquet")).slice(0, 10),
+                   os.path.join(out, "decisions.parquet"))
+    with pytest.raises(ValueError, match="different runs"):
+        report.write_report(out)
+
+
+def test_report_without_matplotlib_has_no_images(run, tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "_matplotlib_ok", lambda: False)
+    out = copy_run(run, tmp_path / "out")
+    text, page = parse(report.write_report(out, read_inputs=False))
+    assert page.h2 == SECTIONS
+    assert page.imgs == [] and not os.path.exists(os.path.join(out, "report"))
+    assert "Plots need matplotlib" in text

@@ -72,6 +72,18 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     g.add_argument("--no-deduplicated", action="store_true", help="write decisions only, not deduplicated/")
     g.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
+    g = p.add_argument_group("paragraph dedup (keep-first, reversible; runs next to the document-level stages)")
+    g.add_argument("--paragraph-dedup", action="store_true", help="remove later copies of repeated paragraphs: "
+                   "writes removed_spans.parquet, paragraph_docs.parquet, paragraph_deduplicated/")
+    g.add_argument("--bloom-fp", type=float, default=1e-9, help="Bloom filter false-positive rate (default 1e-9)")
+    g.add_argument("--expected-paragraphs", type=int, default=100_000_000,
+                   help="Bloom filter design size n (default 1e8; warns when exceeded)")
+    g.add_argument("--paragraph-split", choices=["paragraph", "line"], default="paragraph",
+                   help="paragraph: blocks separated by blank lines; line: every line")
+    g.add_argument("--paragraph-exact", action="store_true", help="exact seen-set (16 B per paragraph) "
+                   "instead of a Bloom filter: no false positives")
+    g.add_argument("--refuse-overflow", action="store_true", help="stop when more than --expected-paragraphs "
+                   "distinct paragraphs arrive (default: warn)")
     g = p.add_argument_group("incremental dedup")
     g.add_argument("--against", metavar="INDEX", help="deduplicate against an index saved by an earlier run: "
                    "documents matching an indexed one are removed in its favour")
@@ -150,8 +162,46 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if os.path.exists(os.path.join(out, "decisions.parquet")) and not args.overwrite:
         raise FileExistsError(f"{out!r} already holds decisions.parquet from an earlier run; "
                               "pass --overwrite to replace it or choose another -o directory")
+    if args.paragraph_dedup:
+        _paragraph_stage(args, cfg, out)
     result = deduplicate(args.inputs, cfg, out, against=args.against, save_index=args.save_index)
     _print_summary(result)
+    return 0
+
+
+def _paragraph_stage(args: argparse.Namespace, cfg: RunConfig, out: str) -> None:
+    from .bloom import BloomConfig
+    from .paragraph import ParagraphConfig, paragraph_dedup
+
+    pcfg = ParagraphConfig(split=args.paragraph_split, normalize=cfg.normalize,
+                           bloom=BloomConfig(args.expected_paragraphs, args.bloom_fp,
+                                             mode="exact" if args.paragraph_exact else "bloom",
+                                             on_overflow="refuse" if args.refuse_overflow else "warn"),
+                           id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=cfg.batch_bytes,
+                           on_error=cfg.on_error)
+    res = paragraph_dedup(args.inputs, pcfg, out, device=cfg.device)
+    c = res.stats["counts"]
+    print(f"paragraph dedup: {c['units_removed']:,} of {c['units']:,} paragraphs cut from "
+          f"{c['documents_changed']:,} documents ({c['bytes_cut']:,} bytes) -> removed_spans.parquet, "
+          f"paragraph_deduplicated/")
+
+
+def _cmd_screen(args: argparse.Namespace) -> int:
+    from .screen import ScreenConfig, load_phrases, screen
+
+    kw: dict[str, Any] = {"ngram": args.ngram, "min_matches": args.min_matches, "min_ngram": args.min_ngram,
+                          "text_unit": args.benchmark_text_unit, "id_field": args.id_field,
+                          "text_field": args.text_field}
+    if args.benchmark_field:
+        kw["fields"] = tuple(args.benchmark_field)
+    if args.common_phrases:
+        kw["common_phrases"] = load_phrases(args.common_phrases)
+    if args.max_items_per_ngram is not None:
+        kw["max_items_per_ngram"] = args.max_items_per_ngram or None
+    res = screen(args.corpus, args.benchmark, ScreenConfig(**kw), args.output, device=args.device)
+    print(f"screened against {len(args.benchmark)} benchmark file(s): {res.matches.num_rows:,} (document, item) "
+          f"matches in {len(res.flagged_ids):,} documents "
+          f"-> {os.path.join(args.output, 'matches.parquet')}, counts.json. Nothing was removed.")
     return 0
 
 
@@ -221,6 +271,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=_cmd_demo)
+    p = sub.add_parser("screen", help="flag corpus documents sharing word n-grams with benchmark items "
+                       "(contamination report; removes nothing)",
+                       epilog="examples:\n  gpu-dedup screen crawl/ --benchmark gsm8k.jsonl mmlu.parquet -o screen-out\n"
+                              "  gpu-dedup screen crawl/ --benchmark items.txt -o out --ngram 8 --common-phrases "
+                              "boilerplate.txt\n\npolicy: n >= 8 unless --min-ngram is lowered; n-grams found in "
+                              "more than --max-items-per-ngram items (default 10) or in --common-phrases are ignored",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("corpus", nargs="+", metavar="CORPUS", help="files, directories or globs (like `run`)")
+    p.add_argument("--benchmark", nargs="+", required=True, metavar="FILE",
+                   help="benchmark files: jsonl / parquet (fields below) or plain text")
+    p.add_argument("-o", "--output", required=True, metavar="OUT")
+    p.add_argument("--ngram", type=int, default=13, help="words per n-gram (default 13)")
+    p.add_argument("--min-matches", type=int, default=1, help="shared n-grams needed to flag (default 1)")
+    p.add_argument("--min-ngram", type=int, default=8, help="smallest n accepted (default 8)")
+    p.add_argument("--benchmark-field", action="append", help="benchmark record field to index (repeatable; "
+                   "default prompt, question, problem, answer, solution, canonical_solution)")
+    p.add_argument("--benchmark-text-unit", choices=["line", "file"], default="line",
+                   help="plain-text benchmark files: one item per line (default) or per file")
+    p.add_argument("--common-phrases", metavar="FILE", help="phrases (one per line) whose n-grams never count")
+    p.add_argument("--max-items-per-ngram", type=int, help="ignore n-grams in more items (0 = keep all)")
+    p.add_argument("--id-field", default="id")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=_cmd_screen)
     from . import params, report
 
     p = sub.add_parser("report", help="write OUT/report.html from a finished run",

@@ -1119,3 +1119,17 @@ def _write_spans(out: Any, raw: memoryview, starts: np.ndarray, ends: np.ndarray
     view = memoryview(raw)
     for s, e in zip(run_starts.tolist(), run_ends.tolist()):
         out.write(view[s:e])
+
+
+def source_files(source) -> list[InputFile]:
+    """The InputFiles of any source the API accepts: a path, a list of paths/globs/directories, a
+    pyarrow Table or a pandas DataFrame."""
+    if isinstance(source, pa.Table) or (type(source).__module__.startswith("pandas")
+                                        and type(source).__name__ == "DataFrame"):
+        return table_input(source)
+    if isinstance(source, (str, os.PathLike)):
+        return resolve_inputs([source])
+    if isinstance(source, (list, tuple)):
+        return resolve_inputs(list(source))
+    raise TypeError(f"source must be a path, a list of paths/globs, a pyarrow Table or a pandas DataFrame; "
+                    f"got {type(source).__name__}")

@@ -76,21 +76,6 @@ class _Collected:
     batches: list[tuple[int, int]] = field(default_factory=list)  # (row_start, rows)
 
 
-def _files_for(source: Any):
-    from . import io
-
-    if isinstance(source, pa.Table):
-        return io.table_input(source)
-    if type(source).__module__.startswith("pandas") and type(source).__name__ == "DataFrame":
-        return io.table_input(source)
-    if isinstance(source, (str, os.PathLike)):
-        return io.resolve_inputs([source])
-    if isinstance(source, Iterable):
-        return io.resolve_inputs(list(source))
-    raise TypeError(f"source must be a path, a list of paths/globs, a pyarrow Table or a pandas DataFrame; "
-                    f"got {type(source).__name__}")
-
-
 def _prefetched(it: Iterable, depth: int = 2):
     """Yield from ``it`` while a background thread reads ahead ``depth`` items, so reading and parsing
     batch i+1 (pyarrow releases the GIL) overlaps the kernels on batch i (which release it too)."""
@@ -179,7 +164,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         from .index import load_index
 
         index = load_index(os.fspath(against), contract(cfg))
-    files = _files_for(source)
+    files = io.source_files(source)
     timings: dict[str, float] = {}
     report = io.ReadReport()
     col = _pass1(files, cfg, device, report, timings)

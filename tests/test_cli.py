@@ -78,3 +78,21 @@ def test_demo_subprocess(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "2,000 documents" in r.stdout
     assert (tmp_path / "d" / "decisions.parquet").exists()
+
+
+def test_paragraph_dedup_and_screen_commands(tmp_path, capsys):
+    para = "a repeated boilerplate paragraph that appears in several documents of the crawl"
+    rows = [{"id": f"p{i}", "text": f"unique opening number {i} with words\n\n{para}\n\nclosing line {i}"}
+            for i in range(3)]
+    src = _jsonl(tmp_path / "in.jsonl", rows)
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", "--paragraph-dedup", "--paragraph-exact"]) == 0
+    assert "2 of 9 paragraphs cut" in capsys.readouterr().out
+    spans = pq.read_table(tmp_path / "o" / "removed_spans.parquet")
+    assert spans.column(0).to_pylist() == ["p1", "p2"]
+    bench = _jsonl(tmp_path / "bench.jsonl", [{"id": "q1", "prompt": "Unique opening number 1 with words: "
+                                               "a repeated boilerplate paragraph"}])
+    assert main(["screen", str(src), "--benchmark", str(bench), "-o", str(tmp_path / "s"), "--ngram", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "Nothing was removed" in out
+    m = pq.read_table(tmp_path / "s" / "matches.parquet")
+    assert m.column(0).to_pylist() == ["p1"]

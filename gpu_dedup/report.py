@@ -487,12 +487,7 @@ def _draw_s_curve(ax, bands: int, rows: int, color: str | None = None, label: st
 def _plot_s_curve(bands: int, rows: int, theta: float, hist: JaccardHistogram | None) -> bytes:
     fig, ax = _figure(8.0, 4.2)
     _draw_s_curve(ax, bands, rows, color="tab:blue")
-    ax.axvline(theta, color="black", linestyle="--", linewidth=1, label=f"θ = {theta:g}")
-    ax.set_xlabel("Jaccard similarity s")
-    ax.set_ylabel("P(candidate) = 1 − (1 − s^r)^b")
-    ax.set_xlim(0.0, 1.0)
-    ax.set_ylim(0.0, 1.02)
-    ax.grid(True, alpha=0.3)
+    params.style_s_curve_axes(ax, theta)
     handles, labels = ax.get_legend_handles_labels()
     if hist is not None and hist.total:
         ax2 = ax.twinx()

@@ -72,6 +72,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     g.add_argument("--no-deduplicated", action="store_true", help="write decisions only, not deduplicated/")
     g.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
+    g.add_argument("--work-dir", metavar="DIR", help="keep pass 1's per-file results here (checksummed), so "
+                   "--resume can finish a killed run (default with --resume: OUT/work)")
+    g.add_argument("--resume", action="store_true", help="finish an interrupted run: reuse valid pieces of the "
+                   "work directory, recompute the rest; same decisions as an uninterrupted run")
     g = p.add_argument_group("paragraph dedup (keep-first, reversible; runs next to the document-level stages)")
     g.add_argument("--paragraph-dedup", action="store_true", help="remove later copies of repeated paragraphs: "
                    "writes removed_spans.parquet, paragraph_docs.parquet, paragraph_deduplicated/")
@@ -172,7 +176,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     out = args.output
-    if os.path.exists(os.path.join(out, "decisions.parquet")) and not args.overwrite:
+    if os.path.exists(os.path.join(out, "decisions.parquet")) and not (args.overwrite or args.resume):
         raise FileExistsError(f"{out!r} already holds decisions.parquet from an earlier run; "
                               "pass --overwrite to replace it or choose another -o directory")
     if args.paragraph_dedup:
@@ -190,7 +194,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     elif args.no_lexical or args.model or args.eps is not None or args.clusters is not None:
         raise ValueError("--no-lexical / --model / --eps / --clusters belong to the semantic stage: add --semantic")
     result = deduplicate(args.inputs, cfg, out, against=args.against, save_index=args.save_index,
-                         semantic=semantic)
+                         semantic=semantic, work_dir=args.work_dir, resume=args.resume)
     _print_summary(result)
     return 0
 
@@ -240,6 +244,9 @@ def _print_summary(result) -> None:
     print(f"wrote {os.path.join(result.output_dir, 'decisions.parquet')}, run.json"
           + (", deduplicated/" if "deduplicated" in s else "")
           + (", report.html" if os.path.exists(os.path.join(result.output_dir, "report.html")) else ""))
+    if "work_dir" in s:
+        w = s["work_dir"]
+        print(f"work dir {w['path']}: {w['pieces_reused']} pieces reused, {w['pieces_computed']} computed")
     if s["read"].get("skipped"):
         print(f"skipped {len(s['read']['skipped'])} bad records (listed in run.json under read.skipped)")
 

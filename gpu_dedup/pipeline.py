@@ -140,7 +140,8 @@ def _progress(cfg: RunConfig, desc: str, total: int | None = None):
 
 def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None, *,
                 against: str | os.PathLike | None = None, save_index: str | os.PathLike | None = None,
-                semantic: Any = None, **overrides: Any) -> DedupResult:
+                semantic: Any = None, work_dir: str | os.PathLike | None = None, resume: bool = False,
+                **overrides: Any) -> DedupResult:
     """Deduplicate ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame).
 
     ``overrides`` are applied to ``config`` with ``RunConfig.replace`` (e.g. ``cluster__threshold=0.9``).
@@ -151,6 +152,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     (plus the ``against`` index's, when given) as a new index. ``semantic``: a ``SemanticConfig`` to run
     SemDeDup over all documents too; a document kept by the lexical stages but semantically redundant
     becomes ``semantic_duplicate`` (columns cosine, semantic_nearest_id, semantic_cluster are added).
+    ``work_dir`` (default OUT/work when ``resume``): store pass 1's results per input file, checksummed;
+    with ``resume`` valid pieces are reused, so a killed run finishes with the same decisions.
     """
     from . import io
     from .device import resolve_device, set_threads
@@ -170,7 +173,15 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     files = io.source_files(source)
     timings: dict[str, float] = {}
     report = io.ReadReport()
-    col = _pass1(files, cfg, device, report, timings)
+    work = None
+    if work_dir is not None or resume:
+        from .workdir import WorkDir
+
+        if work_dir is None and output_dir is None:
+            raise ValueError("resume needs a work directory: pass work_dir or output_dir")
+        wd = os.fspath(work_dir) if work_dir is not None else os.path.join(os.fspath(output_dir), "work")
+        work = WorkDir(wd, contract_fingerprint(contract(cfg)), resume)
+    col = _pass1(files, cfg, device, report, timings, work)
     n = sum(r for _, r in col.batches)
 
     t = time.perf_counter()
@@ -225,6 +236,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         "stages": stage_stats,
         "timings_s": timings,
     }
+    if work is not None:
+        stats["work_dir"] = {"path": work.path, "pieces_reused": work.reused, "pieces_computed": work.recomputed}
     out = None
     if output_dir is not None:
         out = os.fspath(output_dir)
@@ -235,6 +248,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
                                                   id_field=cfg.id_field, text_field=cfg.text_field,
                                                   on_error=cfg.on_error)
         timings["write_deduplicated"] = time.perf_counter() - t
+        from .workdir import fault_point
+
+        fault_point("decisions")
         io.write_parquet_atomic(decisions, os.path.join(out, "decisions.parquet"))
     timings["total"] = time.perf_counter() - t_start
     stats["throughput_docs_per_s"] = n / timings["total"] if timings["total"] > 0 else None
@@ -254,52 +270,102 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     return result
 
 
-def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]) -> _Collected:
-    """Read -> normalize -> exact hash + MinHash -> band keys, batch by batch. On a GPU the batch's
-    text buffers are copied to the device once and the per-document results stay there."""
+def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None) -> _Collected:
+    """Read -> normalize -> exact hash + MinHash -> band keys, file by file, batch by batch. On a GPU the
+    batch's text buffers are copied to the device once and the per-document results stay there. With a
+    work directory each file's results are stored as a piece, and valid pieces are reused on resume."""
     from . import io
     from .device import to_device, to_host
     from .exact import exact_hashes
     from .lsh import band_keys
     from .minhash import compute_signatures, permutation_params
     from .normalize import arrow_text_buffers, normalize_arrays
+    from .workdir import fault_point, piece_table, unpack_piece
 
     col = _Collected()
     params = permutation_params(cfg.minhash)
     kc = keep_column(cfg.cluster.keep)
     t_read = t_norm = t_mh = t_lsh = 0.0
-    t = time.perf_counter()
+    row_start = 0
     with _progress(cfg, "read+minhash") as bar:
-        for batch in _prefetched(io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
-                                                 batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
-                                                 keep_column=kc, report=report)):
-            t0 = time.perf_counter()
-            t_read += t0 - t
-            data, offsets = arrow_text_buffers(batch.text)
-            norm = normalize_arrays(to_device(data, device), to_device(offsets, device), cfg.normalize, device)
-            t1 = time.perf_counter()
-            h = exact_hashes(norm, device)
-            sig = compute_signatures(norm, cfg.shingle, cfg.minhash, params, device)
-            t2 = time.perf_counter()
-            col.band_keys.append(band_keys(sig.values, cfg.lsh, device))
-            t3 = time.perf_counter()
-            rows = len(batch.ids)
-            col.ids.append(batch.ids)
-            col.file_index.append(np.full(rows, batch.file_index, np.int32))
-            col.text_bytes.append(np.diff(offsets))
-            col.words.append(to_host(norm.words))
-            if kc:
-                col.keep_values.append(np.asarray(batch.keep_values, np.float64))
-            col.exact.append(h)
-            col.nshingles.append(sig.nshingles)
-            col.batches.append((batch.row_start, rows))
-            t_norm += t1 - t0
-            t_mh += t2 - t1
-            t_lsh += t3 - t2
-            bar.update(rows)
-            t = time.perf_counter()
+        for fi, f in enumerate(files):
+            stored = work.load(fi, f) if work is not None else None
+            if stored is not None:
+                piece = unpack_piece(stored[0], cfg.lsh.bands)
+                _merge_report(report, stored[1])
+                parts = [(piece["ids"], piece["text_bytes"], piece["words"], piece["keep_values"],
+                          to_device(piece["exact"], device), to_device(piece["nshingles"], device),
+                          to_device(piece["keys"], device))]
+            else:
+                part_report = io.ReadReport()
+                parts = []
+                t = time.perf_counter()
+                for batch in _prefetched(io.iter_batches([f], id_field=cfg.id_field, text_field=cfg.text_field,
+                                                         batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
+                                                         keep_column=kc, report=part_report)):
+                    t0 = time.perf_counter()
+                    t_read += t0 - t
+                    data, offsets = arrow_text_buffers(batch.text)
+                    norm = normalize_arrays(to_device(data, device), to_device(offsets, device), cfg.normalize,
+                                            device)
+                    t1 = time.perf_counter()
+                    h = exact_hashes(norm, device)
+                    sig = compute_signatures(norm, cfg.shingle, cfg.minhash, params, device)
+                    t2 = time.perf_counter()
+                    keys = band_keys(sig.values, cfg.lsh, device)
+                    t3 = time.perf_counter()
+                    parts.append((batch.ids, np.diff(offsets), to_host(norm.words),
+                                  np.asarray(batch.keep_values, np.float64) if kc else None, h, sig.nshingles, keys))
+                    t_norm += t1 - t0
+                    t_mh += t2 - t1
+                    t_lsh += t3 - t2
+                    bar.update(len(batch))
+                    fault_point("batch")
+                    t = time.perf_counter()
+                _merge_report(report, part_report.to_dict())
+                if work is not None:
+                    work.store(fi, f, _piece_of(parts, cfg), part_report.to_dict())
+            for ids, text_bytes, words, values, h, nsh, keys in parts:
+                rows = len(ids)
+                col.ids.append(ids)
+                col.file_index.append(np.full(rows, fi, np.int32))
+                col.text_bytes.append(text_bytes)
+                col.words.append(words)
+                if kc:
+                    col.keep_values.append(values)
+                col.exact.append(h)
+                col.nshingles.append(nsh)
+                col.band_keys.append(keys)
+                col.batches.append((row_start, rows))
+                row_start += rows
     timings.update({"read": t_read, "normalize": t_norm, "minhash": t_mh, "band_keys": t_lsh})
     return col
+
+
+def _piece_of(parts, cfg: RunConfig):
+    from .device import to_host
+    from .workdir import piece_table
+
+    if not parts:
+        return piece_table(pa.array([], pa.string()), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                           np.zeros((0, 2), np.uint64), np.zeros(0, np.int64), np.zeros((0, cfg.lsh.bands), np.uint64),
+                           np.zeros(0) if keep_column(cfg.cluster.keep) else None)
+    kc = keep_column(cfg.cluster.keep)
+    return piece_table(pa.concat_arrays([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                       np.concatenate([p[2] for p in parts]),
+                       np.concatenate([to_host(p[4]) for p in parts]), np.concatenate([to_host(p[5]) for p in parts]),
+                       np.concatenate([to_host(p[6]) for p in parts]),
+                       np.concatenate([p[3] for p in parts]) if kc else None)
+
+
+def _merge_report(report, part: dict) -> None:
+    """Add one file's read report (a ReadReport.to_dict()) into the run's."""
+    report.files += part["files"]
+    report.rows += part["rows"]
+    report.bytes_text += part["bytes_text"]
+    report.skipped.extend(part["skipped"])
+    report.invalid_utf8_rows += part["invalid_utf8_rows"]
+    report.empty_files.extend(part["empty_files"])
 
 
 def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles, keys, values, timings, index=None):

@@ -1,0 +1,144 @@
+"""Work directory: the per-document results of pass 1 persisted per input file, so that a killed run
+resumes where it stopped and produces the same decisions.
+
+Layout: ``WORK/pieces/<file number>.parquet`` (ids, text bytes, words, exact hashes, shingle counts,
+band keys, keep values of one input file) and ``WORK/manifest.json``. A piece is written to a temporary
+name and renamed, then recorded in the manifest (also written atomically) with its SHA-256, the input
+file's size and mtime, the read report of that file, and the contract fingerprint. On resume a piece
+is reused only if all of these still match; anything missing, truncated, corrupt or stale is
+recomputed, never trusted.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+FORMAT = "gpu_dedup-workdir"
+VERSION = 1
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _input_stamp(f) -> dict[str, Any]:
+    if f.fmt == "table":
+        return {"path": "<table>", "rows": f.table.num_rows}
+    st = os.stat(f.path)
+    return {"path": f.path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+class WorkDir:
+    def __init__(self, path: str, fingerprint: str, resume: bool):
+        self.path = path
+        self.fingerprint = fingerprint
+        os.makedirs(os.path.join(path, "pieces"), exist_ok=True)
+        self.entries: dict[str, dict[str, Any]] = {}
+        manifest = os.path.join(path, MANIFEST)
+        if resume and os.path.exists(manifest):
+            with open(manifest) as fh:
+                data = json.load(fh)
+            if data.get("format") == FORMAT and data.get("version") == VERSION \
+                    and data.get("contract_fingerprint") == fingerprint:
+                self.entries = data["pieces"]
+            else:
+                logger.warning("work dir %s was made under another contract or version; recomputing everything",
+                               path)
+        self.reused = 0
+        self.recomputed = 0
+
+    def _piece_path(self, i: int) -> str:
+        return os.path.join(self.path, "pieces", f"{i:06d}.parquet")
+
+    def load(self, i: int, f) -> tuple[pa.Table, dict] | None:
+        """The stored piece of input file ``i`` and its read report, or None when it must be computed."""
+        e = self.entries.get(str(i))
+        path = self._piece_path(i)
+        if e is None or not os.path.exists(path):
+            return None
+        if e["input"] != _input_stamp(f):
+            logger.warning("input %s changed since its piece was written; recomputing it", f.relpath)
+            return None
+        if _sha256(path) != e["sha256"]:
+            logger.warning("piece %s fails its checksum (truncated or corrupt); recomputing it", path)
+            return None
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:  # noqa: BLE001 - any unreadable piece is recomputed
+            logger.warning("piece %s is unreadable (%s); recomputing it", path, exc)
+            return None
+        self.reused += 1
+        return table, e["report"]
+
+    def store(self, i: int, f, table: pa.Table, report: dict) -> None:
+        from .io import write_json_atomic, write_parquet_atomic
+
+        path = self._piece_path(i)
+        write_parquet_atomic(table, path)
+        self.entries[str(i)] = {"input": _input_stamp(f), "rows": table.num_rows, "sha256": _sha256(path),
+                                "report": report}
+        write_json_atomic({"format": FORMAT, "version": VERSION, "contract_fingerprint": self.fingerprint,
+                           "pieces": self.entries}, os.path.join(self.path, MANIFEST))
+        self.recomputed += 1
+        _fault_point("piece")
+
+
+def piece_table(ids: pa.Array, text_bytes: np.ndarray, words: np.ndarray, exact: np.ndarray,
+                nshingles: np.ndarray, keys: np.ndarray, keep_values: np.ndarray | None) -> pa.Table:
+    n, bands = keys.shape
+    cols = {"id": ids.cast(pa.string()), "text_bytes": pa.array(text_bytes, pa.int64()),
+            "words": pa.array(words, pa.int64()), "exact_lo": pa.array(exact[:, 0], pa.uint64()),
+            "exact_hi": pa.array(exact[:, 1], pa.uint64()), "nshingles": pa.array(nshingles, pa.int64()),
+            "band_keys": pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(keys).reshape(-1),
+                                                                    pa.uint64()), bands)}
+    if keep_values is not None:
+        cols["keep_value"] = pa.array(keep_values, pa.float64())
+    return pa.table(cols)
+
+
+def unpack_piece(t: pa.Table, bands: int) -> dict[str, Any]:
+    n = t.num_rows
+    keys = np.asarray(t["band_keys"].combine_chunks().flatten().to_numpy(zero_copy_only=False), np.uint64)
+    return {"ids": t["id"].combine_chunks(), "text_bytes": t["text_bytes"].to_numpy(),
+            "words": t["words"].to_numpy(),
+            "exact": np.stack([t["exact_lo"].to_numpy(), t["exact_hi"].to_numpy()], axis=1).astype(np.uint64)
+            if n else np.zeros((0, 2), np.uint64),
+            "nshingles": t["nshingles"].to_numpy(), "keys": keys.reshape(n, bands),
+            "keep_values": t["keep_value"].to_numpy() if "keep_value" in t.column_names else None}
+
+
+_fault_counts: dict[str, int] = {}
+
+
+def _fault_point(name: str) -> None:
+    """Fault injection for the resume tests: GPU_DEDUP_FAULT="<point>:<k>" kills this process with
+    SIGKILL at the k-th time it passes <point> (piece = after a piece is stored, batch = inside a file's
+    pass 1, decisions = before the decisions file is written)."""
+    spec = os.environ.get("GPU_DEDUP_FAULT")
+    if not spec:
+        return
+    point, _, k = spec.partition(":")
+    if point != name:
+        return
+    _fault_counts[name] = _fault_counts.get(name, 0) + 1
+    if _fault_counts[name] >= int(k or 1):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+fault_point = _fault_point

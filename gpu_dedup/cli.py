@@ -74,6 +74,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
     g.add_argument("--work-dir", metavar="DIR", help="keep pass 1's per-file results here (checksummed), so "
                    "--resume can finish a killed run (default with --resume: OUT/work)")
+    g.add_argument("--engine", choices=["local", "dask"], default="local",
+                   help="local (default: this process) or dask (pass 1 as one task per input file)")
+    g.add_argument("--workers", type=int, help="with --engine dask: start a LocalCluster of N worker processes")
+    g.add_argument("--scheduler", metavar="ADDRESS|FILE", help="with --engine dask: an existing cluster's "
+                   "scheduler address (tcp://host:8786) or scheduler file")
     g.add_argument("--resume", action="store_true", help="finish an interrupted run: reuse valid pieces of the "
                    "work directory, recompute the rest; same decisions as an uninterrupted run")
     g = p.add_argument_group("paragraph dedup (keep-first, reversible; runs next to the document-level stages)")
@@ -194,7 +199,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     elif args.no_lexical or args.model or args.eps is not None or args.clusters is not None:
         raise ValueError("--no-lexical / --model / --eps / --clusters belong to the semantic stage: add --semantic")
     result = deduplicate(args.inputs, cfg, out, against=args.against, save_index=args.save_index,
-                         semantic=semantic, work_dir=args.work_dir, resume=args.resume)
+                         semantic=semantic, work_dir=args.work_dir, resume=args.resume, engine=args.engine,
+                         workers=args.workers, scheduler=args.scheduler)
     _print_summary(result)
     return 0
 

@@ -9,6 +9,7 @@ text is never held beyond one batch.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import logging
 import os
@@ -141,6 +142,7 @@ def _progress(cfg: RunConfig, desc: str, total: int | None = None):
 def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None, *,
                 against: str | os.PathLike | None = None, save_index: str | os.PathLike | None = None,
                 semantic: Any = None, work_dir: str | os.PathLike | None = None, resume: bool = False,
+                engine: str = "local", workers: int | None = None, scheduler: str | None = None,
                 **overrides: Any) -> DedupResult:
     """Deduplicate ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame).
 
@@ -154,6 +156,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     becomes ``semantic_duplicate`` (columns cosine, semantic_nearest_id, semantic_cluster are added).
     ``work_dir`` (default OUT/work when ``resume``): store pass 1's results per input file, checksummed;
     with ``resume`` valid pieces are reused, so a killed run finishes with the same decisions.
+    ``engine="dask"``: pass 1 runs as one task per input file on a dask.distributed cluster: an existing
+    one (``scheduler``: an address like tcp://host:8786, or a scheduler-file path) or a LocalCluster of
+    ``workers`` processes. The grouping and the policy run here on the gathered per-document arrays.
     """
     from . import io
     from .device import resolve_device, set_threads
@@ -181,7 +186,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
             raise ValueError("resume needs a work directory: pass work_dir or output_dir")
         wd = os.fspath(work_dir) if work_dir is not None else os.path.join(os.fspath(output_dir), "work")
         work = WorkDir(wd, contract_fingerprint(contract(cfg)), resume)
-    col = _pass1(files, cfg, device, report, timings, work)
+    with _engine(cfg, engine, workers, scheduler) as client:
+        col = _pass1(files, cfg, device, report, timings, work, client)
     n = sum(r for _, r in col.batches)
 
     t = time.perf_counter()
@@ -236,6 +242,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         "stages": stage_stats,
         "timings_s": timings,
     }
+    stats["engine"] = {"name": engine, "workers": workers, "scheduler": scheduler}
     if work is not None:
         stats["work_dir"] = {"path": work.path, "pieces_reused": work.reused, "pieces_computed": work.recomputed}
     out = None
@@ -270,61 +277,103 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     return result
 
 
-def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None) -> _Collected:
-    """Read -> normalize -> exact hash + MinHash -> band keys, file by file, batch by batch. On a GPU the
-    batch's text buffers are copied to the device once and the per-document results stay there. With a
-    work directory each file's results are stored as a piece, and valid pieces are reused on resume."""
+def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None):
+    """Pass 1 over one input file: returns (parts, read report dict, timings). A part is (ids, text_bytes,
+    words, keep_values, exact hashes, shingle counts, band keys) of one batch; the last three stay on
+    the device on a GPU."""
     from . import io
     from .device import to_device, to_host
     from .exact import exact_hashes
     from .lsh import band_keys
-    from .minhash import compute_signatures, permutation_params
+    from .minhash import compute_signatures
     from .normalize import arrow_text_buffers, normalize_arrays
-    from .workdir import fault_point, piece_table, unpack_piece
+    from .workdir import fault_point
+
+    kc = keep_column(cfg.cluster.keep)
+    report = io.ReadReport()
+    parts = []
+    tm = {"read": 0.0, "normalize": 0.0, "minhash": 0.0, "band_keys": 0.0}
+    t = time.perf_counter()
+    for batch in _prefetched(io.iter_batches([f], id_field=cfg.id_field, text_field=cfg.text_field,
+                                             batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
+                                             keep_column=kc, report=report)):
+        t0 = time.perf_counter()
+        data, offsets = arrow_text_buffers(batch.text)
+        norm = normalize_arrays(to_device(data, device), to_device(offsets, device), cfg.normalize, device)
+        t1 = time.perf_counter()
+        h = exact_hashes(norm, device)
+        sig = compute_signatures(norm, cfg.shingle, cfg.minhash, params, device)
+        t2 = time.perf_counter()
+        keys = band_keys(sig.values, cfg.lsh, device)
+        t3 = time.perf_counter()
+        parts.append((batch.ids, np.diff(offsets), to_host(norm.words),
+                      np.asarray(batch.keep_values, np.float64) if kc else None, h, sig.nshingles, keys))
+        tm["read"] += t0 - t
+        tm["normalize"] += t1 - t0
+        tm["minhash"] += t2 - t1
+        tm["band_keys"] += t3 - t2
+        if bar is not None:
+            bar.update(len(batch))
+        fault_point("batch")
+        t = time.perf_counter()
+    return parts, report.to_dict(), tm
+
+
+def _piece_task(fi: int, f, cfg: RunConfig):
+    """Dask task: pass 1 of one file on a worker (CPU, the worker's threads), as a host piece table."""
+    from .device import set_threads
+    from .minhash import permutation_params
+
+    set_threads(cfg.threads or 1)  # one numba thread per dask worker thread unless told otherwise
+    parts, report, tm = _compute_file(fi, f, cfg, "cpu", permutation_params(cfg.minhash))
+    return _piece_of(parts, cfg), report, tm
+
+
+def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None,
+           client=None) -> _Collected:
+    """Read -> normalize -> exact hash + MinHash -> band keys for every file. Local engine: file by file
+    here (on a GPU the per-document results stay on the device). Dask engine (``client``): one task per
+    file on the cluster's workers. With a work directory each file's results are stored as a piece,
+    and valid pieces are reused on resume. Rows are numbered in file order either way, so decisions do
+    not depend on the engine, the worker count or the batch size."""
+    from .device import to_device
+    from .minhash import permutation_params
+    from .workdir import unpack_piece
 
     col = _Collected()
     params = permutation_params(cfg.minhash)
     kc = keep_column(cfg.cluster.keep)
-    t_read = t_norm = t_mh = t_lsh = 0.0
+    for k in ("read", "normalize", "minhash", "band_keys"):
+        timings[k] = 0.0
+    stored = {fi: work.load(fi, f) for fi, f in enumerate(files)} if work is not None else {}
+    futures = {}
+    if client is not None:
+        todo = [fi for fi in range(len(files)) if stored.get(fi) is None]
+        futures = {fi: client.submit(_piece_task, fi, files[fi], cfg, pure=False) for fi in todo}
     row_start = 0
     with _progress(cfg, "read+minhash") as bar:
         for fi, f in enumerate(files):
-            stored = work.load(fi, f) if work is not None else None
-            if stored is not None:
-                piece = unpack_piece(stored[0], cfg.lsh.bands)
-                _merge_report(report, stored[1])
-                parts = [(piece["ids"], piece["text_bytes"], piece["words"], piece["keep_values"],
-                          to_device(piece["exact"], device), to_device(piece["nshingles"], device),
-                          to_device(piece["keys"], device))]
-            else:
-                part_report = io.ReadReport()
-                parts = []
-                t = time.perf_counter()
-                for batch in _prefetched(io.iter_batches([f], id_field=cfg.id_field, text_field=cfg.text_field,
-                                                         batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
-                                                         keep_column=kc, report=part_report)):
-                    t0 = time.perf_counter()
-                    t_read += t0 - t
-                    data, offsets = arrow_text_buffers(batch.text)
-                    norm = normalize_arrays(to_device(data, device), to_device(offsets, device), cfg.normalize,
-                                            device)
-                    t1 = time.perf_counter()
-                    h = exact_hashes(norm, device)
-                    sig = compute_signatures(norm, cfg.shingle, cfg.minhash, params, device)
-                    t2 = time.perf_counter()
-                    keys = band_keys(sig.values, cfg.lsh, device)
-                    t3 = time.perf_counter()
-                    parts.append((batch.ids, np.diff(offsets), to_host(norm.words),
-                                  np.asarray(batch.keep_values, np.float64) if kc else None, h, sig.nshingles, keys))
-                    t_norm += t1 - t0
-                    t_mh += t2 - t1
-                    t_lsh += t3 - t2
-                    bar.update(len(batch))
-                    fault_point("batch")
-                    t = time.perf_counter()
-                _merge_report(report, part_report.to_dict())
+            piece = stored.get(fi)
+            if piece is None and fi in futures:
+                table, part_report, tm = futures.pop(fi).result()
+                for k, v in tm.items():
+                    timings[k] += v
                 if work is not None:
-                    work.store(fi, f, _piece_of(parts, cfg), part_report.to_dict())
+                    work.store(fi, f, table, part_report)
+                piece = (table, part_report)
+                bar.update(table.num_rows)
+            if piece is not None:
+                u = unpack_piece(piece[0], cfg.lsh.bands)
+                _merge_report(report, piece[1])
+                parts = [(u["ids"], u["text_bytes"], u["words"], u["keep_values"], to_device(u["exact"], device),
+                          to_device(u["nshingles"], device), to_device(u["keys"], device))]
+            else:
+                parts, part_report, tm = _compute_file(fi, f, cfg, device, params, bar)
+                for k, v in tm.items():
+                    timings[k] += v
+                _merge_report(report, part_report)
+                if work is not None:
+                    work.store(fi, f, _piece_of(parts, cfg), part_report)
             for ids, text_bytes, words, values, h, nsh, keys in parts:
                 rows = len(ids)
                 col.ids.append(ids)
@@ -338,8 +387,41 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 col.band_keys.append(keys)
                 col.batches.append((row_start, rows))
                 row_start += rows
-    timings.update({"read": t_read, "normalize": t_norm, "minhash": t_mh, "band_keys": t_lsh})
     return col
+
+
+@contextlib.contextmanager
+def _engine(cfg: RunConfig, engine: str, workers: int | None, scheduler: str | None):
+    """None for the local engine; a dask.distributed Client otherwise (closed afterwards; a LocalCluster
+    started here is shut down with it)."""
+    if engine == "local":
+        if workers is not None or scheduler is not None:
+            raise ValueError("workers / scheduler need engine='dask'")
+        yield None
+        return
+    if engine != "dask":
+        raise ValueError(f"engine must be 'local' or 'dask', got {engine!r}")
+    if cfg.device == "cuda":
+        raise ValueError("engine='dask' runs pass 1 on CPU workers here; for several GPUs start a dask-cuda "
+                         "LocalCUDACluster and pass its scheduler address (its workers use their GPU via device='auto')")
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as exc:
+        raise ImportError("engine='dask' needs dask.distributed: pip install 'gpu-dedup[dask]'") from exc
+    if scheduler is not None:
+        client = Client(scheduler_file=scheduler) if os.path.isfile(scheduler) else Client(scheduler)
+        cluster = None
+    else:
+        n = workers or os.cpu_count() or 1
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+    logger.info("dask engine: %s", client)
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
 
 
 def _piece_of(parts, cfg: RunConfig):

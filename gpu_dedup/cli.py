@@ -279,7 +279,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print("\nnear duplicates closest to the threshold (id -> kept representative, exact Jaccard):")
         for row in top:
             print(f"  {row['id']} -> {row['representative_id']}  J={row['jaccard']:.3f}")
-        print(f"\nnext: look at {out}/decisions.parquet, e.g.\n  python -c \"import pyarrow.parquet as pq; "
+        print(f"\nnext: open {out}/report.html in a browser (clusters side by side, S-curve, timings), or load "
+              f"the decisions:\n  python -c \"import pyarrow.parquet as pq; "
               f"print(pq.read_table('{out}/decisions.parquet').to_pandas().head())\"")
     return 0
 

@@ -87,17 +87,20 @@ def _xp(a):
     return cupy if cupy is not None and isinstance(a, cupy.ndarray) else np
 
 
-def group_buckets(keys) -> Buckets:
-    """keys: (m, bands) uint64 band keys of the candidate documents (numpy or cupy) -> Buckets of the
-    runs of size >= 2, per band: a stable sort of the keys and run boundaries."""
+def group_buckets(keys, rows=None) -> Buckets:
+    """keys: (n, bands) uint64 band keys (numpy or cupy); rows: the m documents to group (int64
+    indexes into keys; None = all). Returns Buckets over 0..m-1 of the runs of size >= 2, per band: a
+    stable sort of the band's keys and run boundaries. One band's column is gathered at a time, so the
+    transient memory is O(m), not O(m x bands)."""
     from .device import argsort_stable
 
     xp = _xp(keys)
-    m, nbands = keys.shape
+    m = keys.shape[0] if rows is None else rows.shape[0]
+    nbands = keys.shape[1]
     docs_parts, bucket_parts, band_of, size_of = [], [], [], []
     next_bucket = 0
     for band in range(nbands):
-        k = keys[:, band]
+        k = keys[:, band] if rows is None else keys[rows, band]
         order = argsort_stable(xp, k)
         sk = k[order]
         start = xp.ones(m, dtype=bool)

@@ -490,7 +490,7 @@ def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
     t = time.perf_counter()
     lsh_rows = np.flatnonzero((leader == rows) & ~short) if cfg.cluster.near else np.zeros(0, np.int64)
     lsh_rows_d = to_device(lsh_rows, device)
-    buckets = group_buckets(keys[lsh_rows_d])
+    buckets = group_buckets(keys, lsh_rows_d)
     has_entries = to_host(xp.diff(buckets.doc_offsets) > 0)
     cand_local = np.flatnonzero(has_entries)
     timings["buckets"] = time.perf_counter() - t

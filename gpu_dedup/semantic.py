@@ -786,6 +786,12 @@ def _max_sim_numpy(x: np.ndarray, block: int, kept_only: bool, t):
             kept[s:e] = kb
         best[s:e] = m
         arg[s:e] = a
+    return _zero_unmatched(best, arg)
+
+
+def _zero_unmatched(best, arg):
+    """Members with no earlier (or no kept earlier) member get similarity 0 and match index 0, as in
+    SemDeDup's output; works on numpy arrays and torch tensors alike."""
     none = ~(best > 0)
     best[none] = 0.0
     arg[none] = 0
@@ -826,10 +832,7 @@ def _max_sim_torch(x, block: int, kept_only: bool, t):
             kept[s:e] = torch.from_numpy(kb).to(dev)
         best[s:e] = m
         arg[s:e] = a
-    none = ~(best > 0)
-    best[none] = 0.0
-    arg[none] = 0
-    return best, arg
+    return _zero_unmatched(best, arg)
 
 
 def within_cluster_max_sim(x: np.ndarray, order: np.ndarray, offsets: np.ndarray, *, block: int = 1024,

@@ -79,6 +79,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--workers", type=int, help="with --engine dask: start a LocalCluster of N worker processes")
     g.add_argument("--scheduler", metavar="ADDRESS|FILE", help="with --engine dask: an existing cluster's "
                    "scheduler address (tcp://host:8786) or scheduler file")
+    g.add_argument("--memory-budget", metavar="SIZE", help="bound the bucket grouping's memory (device memory "
+                   "on a GPU), e.g. 2G or 500M: key-range partitions per band; with --work-dir the band keys "
+                   "stay on disk")
     g.add_argument("--resume", action="store_true", help="finish an interrupted run: reuse valid pieces of the "
                    "work directory, recompute the rest; same decisions as an uninterrupted run")
     g = p.add_argument_group("paragraph dedup (keep-first, reversible; runs next to the document-level stages)")
@@ -112,6 +115,17 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--save-index", metavar="DIR", help="save this run's kept documents (plus --against's) as an "
                    "index for later runs")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bars, warnings only")
+
+
+def parse_size(text: str) -> int:
+    """'2G', '500M', '64k', '1.5GB' or plain bytes -> bytes (binary multiples)."""
+    t = text.strip().upper().removesuffix("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:] if t else "", 1)
+    try:
+        value = float(t[:-1] if mult > 1 else t)
+    except ValueError:
+        raise ValueError(f"cannot read size {text!r}: use a number with K, M, G or T, e.g. 2G") from None
+    return int(value * mult)
 
 
 def _load_config_file(path: str) -> dict[str, Any]:
@@ -167,6 +181,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         o["normalize__fold_digits"] = True
     if args.no_id_field:
         o["id_field"] = None
+    if args.memory_budget is not None:
+        o["memory_budget"] = parse_size(args.memory_budget)
     if args.batch_mb is not None:
         o["batch_bytes"] = int(args.batch_mb * 2**20)
     if args.no_deduplicated:

@@ -164,6 +164,7 @@ class RunConfig:
     batch_bytes: int | None = None  # None: 64 MiB on the CPU, sized from free device memory on a GPU
     on_error: OnError = "raise"
     threads: int | None = None
+    memory_budget: int | None = None  # bytes for bucket grouping (device memory on a GPU); None: unbounded
     write_deduplicated: bool = True
     progress: bool = True
     preset_name: str = "default"
@@ -180,6 +181,8 @@ class RunConfig:
             raise ValueError(f"id_field must be a non-empty string or None, got {self.id_field!r}")
         if self.batch_bytes is not None and (not isinstance(self.batch_bytes, int) or self.batch_bytes < 1024):
             raise ValueError(f"batch_bytes must be an int >= 1024 or None (automatic), got {self.batch_bytes!r}")
+        if self.memory_budget is not None and (not isinstance(self.memory_budget, int) or self.memory_budget < 1 << 20):
+            raise ValueError(f"memory_budget must be None or an int of at least 1 MiB (bytes), got {self.memory_budget!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
         _check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])

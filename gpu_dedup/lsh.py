@@ -87,38 +87,66 @@ def _xp(a):
     return cupy if cupy is not None and isinstance(a, cupy.ndarray) else np
 
 
-def group_buckets(keys, rows=None) -> Buckets:
-    """keys: (n, bands) uint64 band keys (numpy or cupy); rows: the m documents to group (int64
-    indexes into keys; None = all). Returns Buckets over 0..m-1 of the runs of size >= 2, per band: a
-    stable sort of the band's keys and run boundaries. One band's column is gathered at a time, so the
-    transient memory is O(m), not O(m x bands)."""
+GROUPING_BYTES_PER_ROW = 64  # key, order, sorted key, run id, flags and entries of one (row, band)
+
+
+def partitions_for(m: int, budget: int | None) -> int:
+    """Key-range partitions per band so that grouping m rows stays within ``budget`` bytes (a power of
+    two; 1 without a budget)."""
+    if not budget or m == 0:
+        return 1
+    need = -(-m * GROUPING_BYTES_PER_ROW // budget)
+    return 1 << max(0, (need - 1).bit_length())
+
+
+def group_buckets(keys, rows=None, partitions: int = 1) -> Buckets:
+    """Buckets (runs of size >= 2 of equal band keys) over the m documents ``rows`` (sorted int64
+    indexes; None = all).
+
+    keys: an (n, bands) uint64 matrix (numpy or cupy) or a ``BandKeys`` (in memory or on disk). Each band
+    is processed alone, and within a band in ``partitions`` key ranges (top bits of the key), each sorted
+    stably with run boundaries found by comparison: the transient memory is that of one key range. Runs
+    never cross ranges, and ranges are visited in key order, so buckets, their numbering and the entries
+    are the same for any partition count.
+    """
+    from .bandkeys import BandKeys
     from .device import argsort_stable
 
-    xp = _xp(keys)
-    m = keys.shape[0] if rows is None else rows.shape[0]
-    nbands = keys.shape[1]
+    if not isinstance(keys, BandKeys):
+        keys = BandKeys(keys.shape[1], matrix=keys, device="cuda" if _xp(keys) is not np else "cpu")
+    xp = keys.xp
+    if rows is None:
+        rows = xp.arange(keys.n, dtype=xp.int64)
+    m = int(rows.shape[0])
+    nbands = keys.bands
+    bits = max(0, (partitions - 1).bit_length())
+    ranges = [(p << (64 - bits), (p + 1) << (64 - bits)) for p in range(1 << bits)] if bits else [(0, 1 << 64)]
     docs_parts, bucket_parts, band_of, size_of = [], [], [], []
     next_bucket = 0
     for band in range(nbands):
-        k = keys[:, band] if rows is None else keys[rows, band]
-        order = argsort_stable(xp, k)
-        sk = k[order]
-        start = xp.ones(m, dtype=bool)
-        if m:
+        for lo, hi in ranges:
+            sel_rows, k = keys.column(band, rows, lo, hi)
+            local = xp.arange(m, dtype=xp.int64) if sel_rows.shape[0] == m else xp.searchsorted(rows, sel_rows)
+            c = int(k.shape[0])
+            if c < 2:
+                continue
+            order = argsort_stable(xp, k)
+            sk = k[order]
+            start = xp.ones(c, dtype=bool)
             start[1:] = sk[1:] != sk[:-1]
-        run = xp.cumsum(start) - 1
-        sizes = xp.bincount(run) if m else xp.zeros(0, xp.int64)
-        member = sizes[run] >= 2
-        big = xp.flatnonzero(sizes >= 2)
-        if big.shape[0] == 0:
-            continue
-        renumber = xp.full(sizes.shape[0], -1, xp.int64)
-        renumber[big] = xp.arange(big.shape[0]) + next_bucket
-        docs_parts.append(order[member].astype(xp.int64))
-        bucket_parts.append(renumber[run[member]])
-        band_of.append(xp.full(big.shape[0], band, xp.int32))
-        size_of.append(sizes[big].astype(xp.int64))
-        next_bucket += int(big.shape[0])
+            run = xp.cumsum(start) - 1
+            sizes = xp.bincount(run)
+            member = sizes[run] >= 2
+            big = xp.flatnonzero(sizes >= 2)
+            if big.shape[0] == 0:
+                continue
+            renumber = xp.full(sizes.shape[0], -1, xp.int64)
+            renumber[big] = xp.arange(big.shape[0]) + next_bucket
+            docs_parts.append(local[order[member]].astype(xp.int64))
+            bucket_parts.append(renumber[run[member]])
+            band_of.append(xp.full(big.shape[0], band, xp.int32))
+            size_of.append(sizes[big].astype(xp.int64))
+            next_bucket += int(big.shape[0])
     if docs_parts:
         entry_doc = xp.concatenate(docs_parts)
         entry_bucket = xp.concatenate(bucket_parts)

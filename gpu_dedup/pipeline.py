@@ -76,6 +76,7 @@ class _Collected:
     nshingles: list[np.ndarray] = field(default_factory=list)
     band_keys: list[np.ndarray] = field(default_factory=list)
     batches: list[tuple[int, int]] = field(default_factory=list)  # (row_start, rows)
+    file_rows: list[int] = field(default_factory=list)  # rows per input file
 
 
 def _prefetched(it: Iterable, depth: int = 2):
@@ -200,7 +201,12 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     xp = array_module(device)
     exact_h = _cat2(col.exact, 2, np.uint64, xp)
     nshingles = _cat(col.nshingles, np.int64, xp)
-    keys = _cat2(col.band_keys, cfg.lsh.bands, np.uint64, xp)
+    from .bandkeys import BandKeys
+
+    if col.band_keys or work is None or cfg.memory_budget is None:
+        keys = BandKeys(cfg.lsh.bands, matrix=_cat2(col.band_keys, cfg.lsh.bands, np.uint64, xp), device=device)
+    else:  # with a budget and a work directory the band keys stay on disk, read one key range at a time
+        keys = BandKeys(cfg.lsh.bands, work=work, file_rows=col.file_rows, device=device)
     kc = keep_column(cfg.cluster.keep)
     values = _cat(col.keep_values, np.float64) if kc else None
     timings["collect"] = time.perf_counter() - t
@@ -374,6 +380,8 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 _merge_report(report, part_report)
                 if work is not None:
                     work.store(fi, f, _piece_of(parts, cfg), part_report)
+            col.file_rows.append(sum(len(p[0]) for p in parts))
+            keep_keys = work is None or cfg.memory_budget is None  # else they are read back from the pieces
             for ids, text_bytes, words, values, h, nsh, keys in parts:
                 rows = len(ids)
                 col.ids.append(ids)
@@ -384,7 +392,8 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                     col.keep_values.append(values)
                 col.exact.append(h)
                 col.nshingles.append(nsh)
-                col.band_keys.append(keys)
+                if keep_keys:
+                    col.band_keys.append(keys)
                 col.batches.append((row_start, rows))
                 row_start += rows
     return col
@@ -471,7 +480,7 @@ def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
         rank_h = np.concatenate([np.arange(n_index, dtype=np.int64), rank_h + n_index])
         exact_h = xp.concatenate([to_device(index.exact, device), exact_h])
         short_d = xp.concatenate([to_device(index.short, device), short_d])
-        keys = xp.concatenate([to_device(index.band_keys, device), keys])
+        keys = keys.with_prefix(index.band_keys)
     rank = to_device(rank_h, device)
     leader_d = exact_groups(exact_h, rank, xp)
     if not cfg.cluster.exact:
@@ -490,7 +499,10 @@ def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
     t = time.perf_counter()
     lsh_rows = np.flatnonzero((leader == rows) & ~short) if cfg.cluster.near else np.zeros(0, np.int64)
     lsh_rows_d = to_device(lsh_rows, device)
-    buckets = group_buckets(keys, lsh_rows_d)
+    from .lsh import partitions_for
+
+    partitions = partitions_for(int(lsh_rows.shape[0]), cfg.memory_budget)
+    buckets = group_buckets(keys, lsh_rows_d, partitions)
     has_entries = to_host(xp.diff(buckets.doc_offsets) > 0)
     cand_local = np.flatnonzero(has_entries)
     timings["buckets"] = time.perf_counter() - t
@@ -504,7 +516,8 @@ def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
         "lsh": {"documents": int(lsh_rows.shape[0]), "buckets": buckets.n_buckets,
                 "bucket_entries": int(buckets.entry_doc.shape[0]),
                 "candidate_documents": int(cand_local.shape[0]),
-                "largest_bucket": largest,
+                "largest_bucket": largest, "key_range_partitions": partitions,
+                "band_keys_on_disk": keys.on_disk,
                 "buckets_per_band": np.bincount(to_host(buckets.bucket_band), minlength=cfg.lsh.bands).tolist()},
     }
     if index is not None:
@@ -662,6 +675,7 @@ def _write_index(path, cfg, device, files, ids, exact_h, nshingles, keys, keep_m
     verification the kept documents' shingle sets are hashed again in one streaming pass."""
     from . import io
     from .device import to_host
+    from .device import to_device
     from .index import IndexWriter, shingles_as_lists
     from .normalize import normalize_text
     from .verify import shingle_sets
@@ -675,10 +689,10 @@ def _write_index(path, cfg, device, files, ids, exact_h, nshingles, keys, keep_m
     writer.copy_parent()
     exact = to_host(exact_h)
     short = to_host(nshingles) == 0
-    band = to_host(keys)
     kept = np.flatnonzero(keep_mask)
+    band = keys.rows(to_device(kept, device))  # (kept, bands): row j belongs to kept[j]
     if not cfg.cluster.verify:
-        writer.write(ids.take(pa.array(kept)), exact[kept], short[kept], band[kept], None)
+        writer.write(ids.take(pa.array(kept)), exact[kept], short[kept], band, None)
     else:
         for batch in _prefetched(io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
                                                  batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
@@ -690,7 +704,7 @@ def _write_index(path, cfg, device, files, ids, exact_h, nshingles, keys, keep_m
             norm = normalize_text(batch.text.take(pa.array(rows - batch.row_start)), cfg.normalize)
             lists = shingles_as_lists(shingle_sets(norm, np.arange(rows.shape[0]), cfg.shingle))
             lists = pa.compute.if_else(pa.array(short[rows]), pa.nulls(len(rows), lists.type), lists)
-            writer.write(ids.take(pa.array(rows)), exact[rows], short[rows], band[rows], lists)
+            writer.write(ids.take(pa.array(rows)), exact[rows], short[rows], band[lo:hi], lists)
     manifest = writer.close()
     logger.info("saved index %s: %d documents (generation %d)", path, manifest["documents"], manifest["generation"])
     return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}

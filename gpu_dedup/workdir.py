@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 FORMAT = "gpu_dedup-workdir"
-VERSION = 1
+VERSION = 2  # 2: one column per band (band_000, ...), so a band can be read alone
 
 
 def _sha256(path: str) -> str:
@@ -84,6 +84,10 @@ class WorkDir:
         self.reused += 1
         return table, e["report"]
 
+    def band(self, i: int, b: int) -> np.ndarray:
+        """Band b's keys of input file i's piece (uint64, read from disk: one column only)."""
+        return pq.read_table(self._piece_path(i), columns=[band_column(b)]).column(0).to_numpy().astype(np.uint64)
+
     def store(self, i: int, f, table: pa.Table, report: dict) -> None:
         from .io import write_json_atomic, write_parquet_atomic
 
@@ -102,9 +106,9 @@ def piece_table(ids: pa.Array, text_bytes: np.ndarray, words: np.ndarray, exact:
     n, bands = keys.shape
     cols = {"id": ids.cast(pa.string()), "text_bytes": pa.array(text_bytes, pa.int64()),
             "words": pa.array(words, pa.int64()), "exact_lo": pa.array(exact[:, 0], pa.uint64()),
-            "exact_hi": pa.array(exact[:, 1], pa.uint64()), "nshingles": pa.array(nshingles, pa.int64()),
-            "band_keys": pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(keys).reshape(-1),
-                                                                    pa.uint64()), bands)}
+            "exact_hi": pa.array(exact[:, 1], pa.uint64()), "nshingles": pa.array(nshingles, pa.int64())}
+    for b in range(bands):
+        cols[band_column(b)] = pa.array(np.ascontiguousarray(keys[:, b]), pa.uint64())
     if keep_values is not None:
         cols["keep_value"] = pa.array(keep_values, pa.float64())
     return pa.table(cols)
@@ -112,13 +116,18 @@ def piece_table(ids: pa.Array, text_bytes: np.ndarray, words: np.ndarray, exact:
 
 def unpack_piece(t: pa.Table, bands: int) -> dict[str, Any]:
     n = t.num_rows
-    keys = np.asarray(t["band_keys"].combine_chunks().flatten().to_numpy(zero_copy_only=False), np.uint64)
+    keys = np.stack([t[band_column(b)].to_numpy() for b in range(bands)], axis=1).astype(np.uint64) if n else \
+        np.zeros((0, bands), np.uint64)
     return {"ids": t["id"].combine_chunks(), "text_bytes": t["text_bytes"].to_numpy(),
             "words": t["words"].to_numpy(),
             "exact": np.stack([t["exact_lo"].to_numpy(), t["exact_hi"].to_numpy()], axis=1).astype(np.uint64)
             if n else np.zeros((0, 2), np.uint64),
-            "nshingles": t["nshingles"].to_numpy(), "keys": keys.reshape(n, bands),
+            "nshingles": t["nshingles"].to_numpy(), "keys": keys,
             "keep_values": t["keep_value"].to_numpy() if "keep_value" in t.column_names else None}
+
+
+def band_column(b: int) -> str:
+    return f"band_{b:03d}"
 
 
 _fault_counts: dict[str, int] = {}

@@ -79,3 +79,56 @@ def test_changed_contract_recomputes_everything(shards, tmp_path):
     assert r.returncode == 0
     run = json.loads((tmp_path / "o2" / "run.json").read_text())
     assert run["work_dir"]["pieces_reused"] == 0
+
+
+def test_memory_budget_partitions_give_identical_decisions(shards, reference, tmp_path):
+    r = _run(shards, tmp_path / "o", "--work-dir", str(tmp_path / "w"), "--memory-budget", "1M")
+    assert r.returncode == 0, r.stderr
+    assert pq.read_table(tmp_path / "o" / "decisions.parquet").equals(reference)
+    lsh = json.loads((tmp_path / "o" / "run.json").read_text())["stages"]["lsh"]
+    assert lsh["band_keys_on_disk"] and lsh["key_range_partitions"] == 1  # 900 docs fit in 1 MiB
+
+
+def test_key_range_partitions_do_not_change_buckets():
+    import numpy as np
+
+    from gpu_dedup.bandkeys import BandKeys
+    from gpu_dedup.lsh import group_buckets, partitions_for
+
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, 50, (5000, 6)).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    rows = np.sort(rng.choice(5000, 4000, replace=False)).astype(np.int64)
+    one = group_buckets(keys, rows, 1)
+    for p in (2, 8, 64):
+        many = group_buckets(BandKeys(6, matrix=keys), rows, p)
+        for name in ("entry_doc", "entry_bucket", "doc_offsets", "bucket_band", "bucket_size"):
+            assert np.array_equal(getattr(one, name), getattr(many, name)), (p, name)
+    assert partitions_for(4000, None) == 1 and partitions_for(4000, 64 * 1000) == 4
+
+
+def test_budget_with_index_and_engine(shards, tmp_path):
+    from gpu_dedup.cli import parse_size
+
+    assert parse_size("2G") == 2 << 30 and parse_size("500M") == 500 << 20 and parse_size("1.5kb") == 1536
+    with pytest.raises(ValueError, match="2G"):
+        parse_size("lots")
+    r = _run(shards, tmp_path / "o", "--work-dir", str(tmp_path / "w"), "--memory-budget", "1M",
+             "--save-index", str(tmp_path / "idx"))
+    assert r.returncode == 0, r.stderr
+    r2 = _run(shards, tmp_path / "o2", "--memory-budget", "1M", "--work-dir", str(tmp_path / "w2"),
+              "--against", str(tmp_path / "idx"))
+    assert r2.returncode == 0, r2.stderr
+    assert not any(pq.read_table(tmp_path / "o2" / "decisions.parquet")["keep"].to_pylist())
+
+
+def test_pipeline_with_many_key_ranges_on_disk_keys(shards, reference, tmp_path, monkeypatch):
+    import gpu_dedup
+    import gpu_dedup.lsh as lsh
+    from gpu_dedup import RunConfig
+
+    monkeypatch.setattr(lsh, "partitions_for", lambda m, budget: 16)
+    cfg = RunConfig(progress=False, memory_budget=1 << 20, batch_bytes=int(0.05 * 2**20))
+    res = gpu_dedup.deduplicate(str(shards), cfg, tmp_path / "o", work_dir=tmp_path / "w")
+    assert res.stats["stages"]["lsh"]["key_range_partitions"] == 16
+    assert res.stats["stages"]["lsh"]["band_keys_on_disk"]
+    assert res.decisions.equals(reference)

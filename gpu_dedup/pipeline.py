@@ -187,7 +187,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
             raise ValueError("resume needs a work directory: pass work_dir or output_dir")
         wd = os.fspath(work_dir) if work_dir is not None else os.path.join(os.fspath(output_dir), "work")
         work = WorkDir(wd, contract_fingerprint(contract(cfg)), resume)
-    with _engine(cfg, engine, workers, scheduler) as client:
+    with _engine(cfg, engine, workers, scheduler, device) as client:
         col = _pass1(files, cfg, device, report, timings, work, client)
     n = sum(r for _, r in col.batches)
 
@@ -325,13 +325,13 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None):
     return parts, report.to_dict(), tm
 
 
-def _piece_task(fi: int, f, cfg: RunConfig):
-    """Dask task: pass 1 of one file on a worker (CPU, the worker's threads), as a host piece table."""
+def _piece_task(fi: int, f, cfg: RunConfig, device: str):
+    """Dask task: pass 1 of one file on a worker (its CPU threads, or its GPU), as a host piece table."""
     from .device import set_threads
     from .minhash import permutation_params
 
     set_threads(cfg.threads or 1)  # one numba thread per dask worker thread unless told otherwise
-    parts, report, tm = _compute_file(fi, f, cfg, "cpu", permutation_params(cfg.minhash))
+    parts, report, tm = _compute_file(fi, f, cfg, device, permutation_params(cfg.minhash))
     return _piece_of(parts, cfg), report, tm
 
 
@@ -355,7 +355,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
     futures = {}
     if client is not None:
         todo = [fi for fi in range(len(files)) if stored.get(fi) is None]
-        futures = {fi: client.submit(_piece_task, fi, files[fi], cfg, pure=False) for fi in todo}
+        futures = {fi: client.submit(_piece_task, fi, files[fi], cfg, device, pure=False) for fi in todo}
     row_start = 0
     with _progress(cfg, "read+minhash") as bar:
         for fi, f in enumerate(files):
@@ -400,9 +400,10 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
 
 
 @contextlib.contextmanager
-def _engine(cfg: RunConfig, engine: str, workers: int | None, scheduler: str | None):
-    """None for the local engine; a dask.distributed Client otherwise (closed afterwards; a LocalCluster
-    started here is shut down with it)."""
+def _engine(cfg: RunConfig, engine: str, workers: int | None, scheduler: str | None, device: str = "cpu"):
+    """None for the local engine; a dask.distributed Client otherwise (closed afterwards; a cluster
+    started here is shut down with it): a LocalCluster of CPU processes, or on a GPU run a dask-cuda
+    LocalCUDACluster with one worker per GPU."""
     if engine == "local":
         if workers is not None or scheduler is not None:
             raise ValueError("workers / scheduler need engine='dask'")
@@ -410,9 +411,6 @@ def _engine(cfg: RunConfig, engine: str, workers: int | None, scheduler: str | N
         return
     if engine != "dask":
         raise ValueError(f"engine must be 'local' or 'dask', got {engine!r}")
-    if cfg.device == "cuda":
-        raise ValueError("engine='dask' runs pass 1 on CPU workers here; for several GPUs start a dask-cuda "
-                         "LocalCUDACluster and pass its scheduler address (its workers use their GPU via device='auto')")
     try:
         from distributed import Client, LocalCluster
     except ImportError as exc:
@@ -420,6 +418,14 @@ def _engine(cfg: RunConfig, engine: str, workers: int | None, scheduler: str | N
     if scheduler is not None:
         client = Client(scheduler_file=scheduler) if os.path.isfile(scheduler) else Client(scheduler)
         cluster = None
+    elif device == "cuda":
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError as exc:
+            raise ImportError("engine='dask' with device='cuda' starts a dask-cuda LocalCUDACluster (one worker "
+                              "per GPU): pip install dask-cuda, or pass --scheduler of a running cluster") from exc
+        cluster = LocalCUDACluster(n_workers=workers, threads_per_worker=1, dashboard_address=None)
+        client = Client(cluster)
     else:
         n = workers or os.cpu_count() or 1
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)

@@ -38,15 +38,17 @@ def main() -> None:
     ap.add_argument("--shard", type=int, default=100_000)
     ap.add_argument("--work", default="/tmp/gd-scale")
     ap.add_argument("--no-dask", action="store_true")
+    ap.add_argument("--extra", default="", help="extra flags for both runs, e.g. '--memory-budget 1G'")
     args = ap.parse_args()
     src = make(args.work, args.docs, args.words, args.shard)
     rows = []
     wd = os.path.join(args.work, "workdir-local")
-    local = run(src, os.path.join(args.work, "out-local"), ["--work-dir", wd])
-    rows.append(("local engine (2 threads)", local, _du(wd)))
+    extra = args.extra.split()
+    local = run(src, os.path.join(args.work, "out-local"), ["--work-dir", wd, *extra])
+    rows.append((f"local engine (2 threads) {args.extra}".strip(), local, _du(wd)))
     if not args.no_dask:
         wd = os.path.join(args.work, "workdir-dask")
-        dask = run(src, os.path.join(args.work, "out-dask"), ["--engine", "dask", "--workers", "2", "--work-dir", wd])
+        dask = run(src, os.path.join(args.work, "out-dask"), ["--engine", "dask", "--workers", "2", "--work-dir", wd, *extra])
         rows.append(("dask engine, LocalCluster 2 workers", dask, _du(wd)))
         same = open(os.path.join(args.work, "out-local", "decisions.parquet"), "rb").read() == \
             open(os.path.join(args.work, "out-dask", "decisions.parquet"), "rb").read()

@@ -588,19 +588,19 @@ def _decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local,
     keep = kept_rep == rows
     sizes = np.bincount(kept_rep, minlength=n)
     cluster_size = sizes[kept_rep]
-    reason = np.empty(n, object)
-    reason[keep] = "unique"
-    reason[keep & (cluster_size > 1)] = "representative"
-    reason[dup] = "exact_duplicate"
-    reason[dup & short] = "short_exact_duplicate"
-    reason[near] = "near_duplicate"
+    # reasons as codes into REASONS (no Python string per document), later decoded by Arrow
+    reason = np.zeros(n, np.int8)  # "unique"
+    reason[keep & (cluster_size > 1)] = REASONS.index("representative")
+    reason[dup] = REASONS.index("exact_duplicate")
+    reason[dup & short] = REASONS.index("short_exact_duplicate")
+    reason[near] = REASONS.index("near_duplicate")
     relpaths = pa.array([f.relpath for f in files] or [""], pa.string())
     cluster_id = np.where(kept_rep < n_index, -1 - kept_rep, kept_rep - n_index)
     new = slice(n_index, n)
     decisions = pa.table({
         "id": ids[new],
         "keep": pa.array(keep[new]),
-        "reason": pa.array(reason[new].tolist(), pa.string()),
+        "reason": pa.DictionaryArray.from_arrays(pa.array(reason[new]), pa.array(REASONS)).cast(pa.string()),
         "cluster_id": pa.array(cluster_id[new], pa.int64()),
         "representative_id": ids.take(pa.array(kept_rep[new], pa.int64())),
         "matched_id": ids.take(pa.array(matched[new], pa.int64(), mask=matched[new] < 0)),
@@ -731,8 +731,9 @@ def _cat2(parts: list, width: int, dtype, xp=np):
 
 
 def _counts(decisions: pa.Table, n: int) -> dict[str, Any]:
-    reasons = decisions["reason"].to_numpy(zero_copy_only=False) if n else np.zeros(0, object)
-    by = {r: int((reasons == r).sum()) for r in REASONS}
+    vc = pc.value_counts(decisions["reason"]) if n else []
+    found = {d["values"]: int(d["counts"]) for d in (vc.to_pylist() if n else [])}
+    by = {r: found.get(r, 0) for r in REASONS}
     kept = by["unique"] + by["representative"]
     return {"input": n, "kept": kept, "removed": n - kept, "by_reason": by}
 

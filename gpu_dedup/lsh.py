@@ -50,7 +50,7 @@ def band_keys(sig, lsh: LSHConfig, device: str = "cpu"):
 class Buckets:
     """Candidate buckets over m documents (indexes 0..m-1 into the keys given to ``group_buckets``).
 
-    entry_doc/entry_bucket: int64 (E,), sorted by (doc, band); doc_offsets: int64 (m+1,) CSR over entries;
+    entry_doc/entry_bucket: int32 (E,), sorted by (doc, band); doc_offsets: int64 (m+1,) CSR over entries;
     bucket_band: int32 (nb,); bucket_size: int64 (nb,). Arrays of one module (numpy, or cupy on a GPU).
     """
 
@@ -72,7 +72,7 @@ class Buckets:
             return xp.zeros(0, xp.int64), xp.zeros(0, xp.int64)
         order = xp.lexsort(xp.stack([self.entry_doc, self.entry_bucket]))
         b = self.entry_bucket[order]
-        d = self.entry_doc[order]
+        d = self.entry_doc[order].astype(xp.int64)
         same = b[1:] == b[:-1]
         u, v = d[:-1][same], d[1:][same]
         m = int(self.doc_offsets.shape[0] - 1)
@@ -142,20 +142,26 @@ def group_buckets(keys, rows=None, partitions: int = 1) -> Buckets:
                 continue
             renumber = xp.full(sizes.shape[0], -1, xp.int64)
             renumber[big] = xp.arange(big.shape[0]) + next_bucket
-            docs_parts.append(local[order[member]].astype(xp.int64))
+            docs_parts.append(local[order[member]].astype(xp.int32))
             bucket_parts.append(renumber[run[member]])
             band_of.append(xp.full(big.shape[0], band, xp.int32))
             size_of.append(sizes[big].astype(xp.int64))
             next_bucket += int(big.shape[0])
+    if m >= 2**31 or next_bucket >= 2**31:
+        raise ValueError(f"{m:,} documents / {next_bucket:,} buckets in one grouping exceed the 32-bit entry "
+                         "indexes; split the run (e.g. --against an index of the first part)")
     if docs_parts:
+        # 32-bit entries: a bucket entry per (document, band) of every bucket of size >= 2 is the largest
+        # array of the grouping on duplicate-heavy corpora
         entry_doc = xp.concatenate(docs_parts)
-        entry_bucket = xp.concatenate(bucket_parts)
+        entry_bucket = xp.concatenate(bucket_parts).astype(xp.int32)
+        del docs_parts, bucket_parts
         by_doc = argsort_stable(xp, entry_doc)  # stable: keeps band order within a document
         entry_doc, entry_bucket = entry_doc[by_doc], entry_bucket[by_doc]
         bucket_band, bucket_size = xp.concatenate(band_of), xp.concatenate(size_of)
     else:
-        entry_doc = xp.zeros(0, xp.int64)
-        entry_bucket = xp.zeros(0, xp.int64)
+        entry_doc = xp.zeros(0, xp.int32)
+        entry_bucket = xp.zeros(0, xp.int32)
         bucket_band, bucket_size = xp.zeros(0, xp.int32), xp.zeros(0, xp.int64)
     doc_offsets = xp.zeros(m + 1, xp.int64)
     xp.cumsum(xp.bincount(entry_doc, minlength=m), out=doc_offsets[1:])

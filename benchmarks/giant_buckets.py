@@ -13,7 +13,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 
 CHILD = r"""
 import json, sys, time, pyarrow as pa, gpu_dedup

@@ -6,7 +6,6 @@ same run, with wall time, peak RSS of each child process and the bytes written t
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time

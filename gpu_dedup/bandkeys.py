@@ -38,13 +38,12 @@ class BandKeys:
         lies in [lo, hi). Memory: the selection plus one piece's column at a time when on disk."""
         from .device import to_device, to_host
 
-        xp = self.xp
         whole = lo == 0 and hi >= 1 << 64
         if not self.on_disk and self.prefix is None:
             k = self.matrix[rows, band]
             if whole:
                 return rows, k
-            sel = (k >= np.uint64(lo)) & ((k < np.uint64(hi)) if hi < 1 << 64 else True)
+            sel = _in_range(k, lo, hi)
             return rows[sel], k[sel]
         rows_h = to_host(rows)
         out_rows, out_keys = [], []
@@ -63,7 +62,7 @@ class BandKeys:
                 r = rows_h[a:b]
                 k = load()[r - start]
                 if not whole:
-                    keep = (k >= np.uint64(lo)) & ((k < np.uint64(hi)) if hi < 1 << 64 else True)
+                    keep = _in_range(k, lo, hi)
                     r, k = r[keep], k[keep]
                 out_rows.append(r)
                 out_keys.append(k)
@@ -78,3 +77,9 @@ class BandKeys:
 
         return np.stack([to_host(self.column(b, rows)[1]) for b in range(self.bands)], axis=1) \
             if len(rows) else np.zeros((0, self.bands), np.uint64)
+
+
+def _in_range(k, lo: int, hi: int):
+    """lo <= k < hi for uint64 keys; hi may be 2^64 (no upper bound)."""
+    above = k >= np.uint64(lo)
+    return above & (k < np.uint64(hi)) if hi < 1 << 64 else above

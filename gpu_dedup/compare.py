@@ -114,14 +114,10 @@ def _texts_for(rows: np.ndarray, source: Any, sem_stats: dict) -> dict[int, str]
                          "pass the run's inputs")
     opts = sem_stats.get("io", {})
     out: dict[int, str] = {}
-    for batch in io.iter_batches(files, id_field=opts.get("id_field", "id"), text_field=opts.get("text_field", "text"),
-                                 batch_bytes=64 << 20, on_error=opts.get("on_error", "raise")):
-        lo, hi = np.searchsorted(rows, [batch.row_start, batch.row_start + len(batch)])
-        if lo == hi:
-            continue
-        sel = rows[lo:hi] - batch.row_start
-        for r, t in zip(rows[lo:hi], batch.text.take(pa.array(sel, pa.int64())).to_pylist()):
-            out[int(r)] = t
+    for sel, text in io.iter_rows(files, rows, id_field=opts.get("id_field", "id"),
+                                  text_field=opts.get("text_field", "text"), batch_bytes=64 << 20,
+                                  on_error=opts.get("on_error", "raise")):
+        out.update(zip(sel.tolist(), text.to_pylist()))
     if len(out) != rows.shape[0]:
         raise RuntimeError(f"re-read {len(out)} of {rows.shape[0]} needed documents: the input changed since the run")
     return out

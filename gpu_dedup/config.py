@@ -228,6 +228,12 @@ class RunConfig:
             top[section] = dataclasses.replace(getattr(self, section), **values)
         return dataclasses.replace(self, **top)
 
+    def reader_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``io.iter_batches`` / ``io.iter_rows`` for this run: every pass
+        must read the input exactly the same way so that row numbers agree."""
+        return {"id_field": self.id_field, "text_field": self.text_field, "batch_bytes": self.batch_bytes,
+                "on_error": self.on_error, "keep_column": keep_column(self.cluster.keep)}
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

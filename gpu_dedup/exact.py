@@ -55,10 +55,7 @@ def verify_groups(files, cfg, leader: np.ndarray) -> tuple[np.ndarray, int]:
     """Byte-compare the normalized text of every exact-group member with its leader's (two reads of
     the batches holding group rows: leaders, then members). A member whose bytes differ (a hash
     collision) becomes its own leader. Returns (leader, collisions)."""
-    import pyarrow as pa
-
     from . import io
-    from .config import keep_column
     from .normalize import normalize_text
 
     rows = np.arange(leader.shape[0], dtype=np.int64)
@@ -68,14 +65,8 @@ def verify_groups(files, cfg, leader: np.ndarray) -> tuple[np.ndarray, int]:
     leaders = np.unique(leader[members])
 
     def texts_of(wanted: np.ndarray):
-        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
-                                     batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
-                                     keep_column=keep_column(cfg.cluster.keep)):
-            lo, hi = np.searchsorted(wanted, [batch.row_start, batch.row_start + len(batch)])
-            if lo == hi:
-                continue
-            sel = wanted[lo:hi]
-            norm = normalize_text(batch.text.take(pa.array(sel - batch.row_start)), cfg.normalize)
+        for sel, text in io.iter_rows(files, wanted, **cfg.reader_options()):
+            norm = normalize_text(text, cfg.normalize)
             data = bytes(norm.data)
             for j, row in enumerate(sel.tolist()):
                 yield row, data[norm.offsets[j]:norm.offsets[j + 1]]

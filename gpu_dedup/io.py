@@ -1133,3 +1133,15 @@ def source_files(source) -> list[InputFile]:
         return resolve_inputs(list(source))
     raise TypeError(f"source must be a path, a list of paths/globs, a pyarrow Table or a pandas DataFrame; "
                     f"got {type(source).__name__}")
+
+
+def iter_rows(files: list[InputFile], rows: np.ndarray, **reader) -> Iterator[tuple[np.ndarray, pa.Array]]:
+    """(global row ids, their texts) for the sorted global row ids ``rows``, one pair per batch that
+    holds any of them (other batches are read but yield nothing); take() packs the selected texts into
+    one contiguous Arrow array. ``reader``: the keyword arguments of ``iter_batches``."""
+    rows = np.asarray(rows, np.int64)
+    for batch in iter_batches(files, **reader):
+        lo, hi = np.searchsorted(rows, [batch.row_start, batch.row_start + len(batch)])
+        if lo < hi:
+            sel = rows[lo:hi]
+            yield sel, batch.text.take(pa.array(sel - batch.row_start, pa.int64()))

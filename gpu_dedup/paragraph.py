@@ -43,7 +43,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Literal, get_args
+from typing import Any, Iterator, Literal, get_args
 
 import numpy as np
 import pyarrow as pa

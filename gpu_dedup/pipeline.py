@@ -16,7 +16,7 @@ import os
 import platform
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -75,7 +75,6 @@ class _Collected:
     exact: list[np.ndarray] = field(default_factory=list)
     nshingles: list[np.ndarray] = field(default_factory=list)
     band_keys: list[np.ndarray] = field(default_factory=list)
-    batches: list[tuple[int, int]] = field(default_factory=list)  # (row_start, rows)
     file_rows: list[int] = field(default_factory=list)  # rows per input file
 
 
@@ -189,7 +188,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         work = WorkDir(wd, contract_fingerprint(contract(cfg)), resume)
     with _engine(cfg, engine, workers, scheduler, device) as client:
         col = _pass1(files, cfg, device, report, timings, work, client)
-    n = sum(r for _, r in col.batches)
+    n = sum(col.file_rows)
 
     t = time.perf_counter()
     ids = pa.chunked_array(col.ids, pa.string()).combine_chunks() if col.ids else pa.array([], pa.string())
@@ -300,9 +299,7 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None):
     parts = []
     tm = {"read": 0.0, "normalize": 0.0, "minhash": 0.0, "band_keys": 0.0}
     t = time.perf_counter()
-    for batch in _prefetched(io.iter_batches([f], id_field=cfg.id_field, text_field=cfg.text_field,
-                                             batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
-                                             keep_column=kc, report=report)):
+    for batch in _prefetched(io.iter_batches([f], report=report, **cfg.reader_options())):
         t0 = time.perf_counter()
         data, offsets = arrow_text_buffers(batch.text)
         norm = normalize_arrays(to_device(data, device), to_device(offsets, device), cfg.normalize, device)
@@ -356,7 +353,6 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
     if client is not None:
         todo = [fi for fi in range(len(files)) if stored.get(fi) is None]
         futures = {fi: client.submit(_piece_task, fi, files[fi], cfg, device, pure=False) for fi in todo}
-    row_start = 0
     with _progress(cfg, "read+minhash") as bar:
         for fi, f in enumerate(files):
             piece = stored.get(fi)
@@ -383,9 +379,8 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
             col.file_rows.append(sum(len(p[0]) for p in parts))
             keep_keys = work is None or cfg.memory_budget is None  # else they are read back from the pieces
             for ids, text_bytes, words, values, h, nsh, keys in parts:
-                rows = len(ids)
                 col.ids.append(ids)
-                col.file_index.append(np.full(rows, fi, np.int32))
+                col.file_index.append(np.full(len(ids), fi, np.int32))
                 col.text_bytes.append(text_bytes)
                 col.words.append(words)
                 if kc:
@@ -394,8 +389,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 col.nshingles.append(nsh)
                 if keep_keys:
                     col.band_keys.append(keys)
-                col.batches.append((row_start, rows))
-                row_start += rows
+
     return col
 
 
@@ -651,17 +645,10 @@ def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local):
     m = lsh_rows.shape[0]
     cand_rows = lsh_rows[cand_local]
     parts = []
-    kc = keep_column(cfg.cluster.keep)
     with _progress(cfg, "verify: shingle sets", total=int(cand_rows.shape[0])) as bar:
-        for batch in _prefetched(io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
-                                                 batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
-                                                 keep_column=kc)):
-            lo, hi = np.searchsorted(cand_rows, [batch.row_start, batch.row_start + len(batch.ids)])
-            if lo == hi:
-                continue
-            sel = cand_rows[lo:hi] - batch.row_start
-            # normalize only the candidates: take() packs their bytes into one contiguous buffer
-            norm = normalize_text(batch.text.take(pa.array(sel, pa.int64())), cfg.normalize, device)
+        # normalize only the candidates (iter_rows packs their bytes into one contiguous buffer)
+        for sel, text in _prefetched(io.iter_rows(files, cand_rows, **cfg.reader_options())):
+            norm = normalize_text(text, cfg.normalize, device)
             parts.append(shingle_sets(norm, xp.arange(sel.shape[0], dtype=xp.int64), cfg.shingle, device))
             bar.update(int(sel.shape[0]))
     cand_sets = ShingleSets.concat(parts, xp)
@@ -680,8 +667,7 @@ def _write_index(path, cfg, device, files, ids, exact_h, nshingles, keys, keep_m
     """Save the kept documents (after the ``against`` index's, when given) as a new index. With
     verification the kept documents' shingle sets are hashed again in one streaming pass."""
     from . import io
-    from .device import to_host
-    from .device import to_device
+    from .device import to_device, to_host
     from .index import IndexWriter, shingles_as_lists
     from .normalize import normalize_text
     from .verify import shingle_sets
@@ -700,17 +686,14 @@ def _write_index(path, cfg, device, files, ids, exact_h, nshingles, keys, keep_m
     if not cfg.cluster.verify:
         writer.write(ids.take(pa.array(kept)), exact[kept], short[kept], band, None)
     else:
-        for batch in _prefetched(io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
-                                                 batch_bytes=cfg.batch_bytes, on_error=cfg.on_error,
-                                                 keep_column=keep_column(cfg.cluster.keep))):
-            lo, hi = np.searchsorted(kept, [batch.row_start, batch.row_start + len(batch)])
-            if lo == hi:
-                continue
-            rows = kept[lo:hi]
-            norm = normalize_text(batch.text.take(pa.array(rows - batch.row_start)), cfg.normalize)
+        lo = 0
+        for rows, text in _prefetched(io.iter_rows(files, kept, **cfg.reader_options())):
+            hi = lo + rows.shape[0]
+            norm = normalize_text(text, cfg.normalize)
             lists = shingles_as_lists(shingle_sets(norm, np.arange(rows.shape[0]), cfg.shingle))
             lists = pa.compute.if_else(pa.array(short[rows]), pa.nulls(len(rows), lists.type), lists)
             writer.write(ids.take(pa.array(rows)), exact[rows], short[rows], band[lo:hi], lists)
+            lo = hi
     manifest = writer.close()
     logger.info("saved index %s: %d documents (generation %d)", path, manifest["documents"], manifest["generation"])
     return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}

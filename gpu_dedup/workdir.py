@@ -98,7 +98,7 @@ class WorkDir:
         write_json_atomic({"format": FORMAT, "version": VERSION, "contract_fingerprint": self.fingerprint,
                            "pieces": self.entries}, os.path.join(self.path, MANIFEST))
         self.recomputed += 1
-        _fault_point("piece")
+        fault_point("piece")
 
 
 def piece_table(ids: pa.Array, text_bytes: np.ndarray, words: np.ndarray, exact: np.ndarray,
@@ -133,7 +133,7 @@ def band_column(b: int) -> str:
 _fault_counts: dict[str, int] = {}
 
 
-def _fault_point(name: str) -> None:
+def fault_point(name: str) -> None:
     """Fault injection for the resume tests: GPU_DEDUP_FAULT="<point>:<k>" kills this process with
     SIGKILL at the k-th time it passes <point> (piece = after a piece is stored, batch = inside a file's
     pass 1, decisions = before the decisions file is written)."""
@@ -148,6 +148,3 @@ def _fault_point(name: str) -> None:
         import signal
 
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-fault_point = _fault_point

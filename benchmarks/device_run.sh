@@ -13,7 +13,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 GPU_DEDUP_REAL_GPU=1
 nvidia-smi --query-gpu=name,memory.total,memory.free --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import numba, numpy, cupy; print('numba', numba.__version__, 'numpy', numpy.__version__, 'cupy', cupy.__version__)"
 rc=0
-timeout 150 python3 -m pytest -q -x tests/test_cuda_sim.py tests/test_gpu.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -5 || rc=1
+timeout 150 python3 -m pytest -q -x tests/test_cuda_sim.py tests/test_gpu.py tests/test_gpu_io.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -5 || rc=1
 timeout 150 python3 benchmarks/gpu_check.py --docs 20000 2>&1 | tee "$OUT/gpu_check.log" | tail -40 || rc=1
 timeout 270 python3 benchmarks/gpu_bench.py --docs 2000000 --cpu-docs 20000 --out "$OUT" 2>&1 | tee "$OUT/gpu_bench.log" | tail -40 || rc=1
 exit $rc

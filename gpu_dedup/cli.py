@@ -44,6 +44,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "(sections normalize/shingle/minhash/lsh/cluster, plus top-level keys)")
     p.add_argument("--preset", choices=PRESETS, help="parameter preset (default: default)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="auto picks the GPU when usable")
+    p.add_argument("--reader", choices=["auto", "pyarrow", "cudf"],
+                   help="Parquet text on a GPU run: cudf decodes it on the device (auto: when cudf is installed)")
     g = p.add_argument_group("near-duplicate settings")
     g.add_argument("--threshold", type=float, help="Jaccard threshold theta (default 0.8)")
     g.add_argument("--policy", choices=["representative", "components"],
@@ -158,7 +160,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     flag_map = {"threshold": "cluster__threshold", "policy": "cluster__policy", "keep": "cluster__keep",
                 "shingle": "shingle__kind", "ngram": "shingle__n", "num_perm": "minhash__num_perm",
                 "bands": "lsh__bands", "rows": "lsh__rows", "width": "minhash__width", "seed": "minhash__seed",
-                "device": "device", "id_field": "id_field", "text_field": "text_field", "on_error": "on_error",
+                "device": "device", "reader": "reader", "id_field": "id_field", "text_field": "text_field", "on_error": "on_error",
                 "threads": "threads"}
     for flag, key in flag_map.items():
         value = getattr(args, flag)

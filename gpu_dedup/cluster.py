@@ -4,6 +4,7 @@ All functions take dense row ids (0..n-1) and return arrays; none loops over doc
 """
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -54,15 +55,18 @@ class NearResult:
 
 def connected_components(m: int, u, v, device: str = "cpu"):
     """Labels int64 (m,) = smallest node index of each component under edges (u, v).
-    CPU: union-find with path compression. GPU: min-label propagation with atomic min plus pointer
-    jumping, repeated until no label changes (same labels: both give the component minimum)."""
-    from .device import array_module
+    CPU: union-find with path compression. GPU: cugraph's weakly connected components when cugraph is
+    installed, else min-label propagation with atomic min plus pointer jumping, repeated until no label
+    changes (same labels every way: all are canonicalised to the component minimum)."""
+    from .device import array_module, simulator
 
     xp = array_module(device)
     if device != "cuda":
         from .kernels import cpu
 
         return cpu.union_find(m, u, v)
+    if u.shape[0] and not simulator() and _cugraph_usable():
+        return cugraph_components(m, u, v, xp)
     from .kernels import cuda as kc
 
     label = xp.arange(m, dtype=xp.int64)
@@ -81,6 +85,46 @@ def connected_components(m: int, u, v, device: str = "cpu"):
         if bool((nxt == label).all()):
             return label
         label = nxt
+
+
+@functools.lru_cache(maxsize=1)
+def _cugraph_usable() -> bool:
+    try:
+        import cudf  # noqa: F401 - cugraph takes its edge list as a cudf DataFrame
+        import cugraph
+    except Exception as exc:
+        logger.info("connected components on the GPU: Numba label propagation (cugraph not importable: %s)", exc)
+        return False
+    logger.info("connected components on the GPU: cugraph %s", getattr(cugraph, "__version__", "?"))
+    return True
+
+
+def cugraph_components(m: int, u, v, xp):
+    """Component labels by cugraph (weakly connected components of the undirected edge list), mapped to
+    the smallest node index of each component so they equal the other backends' labels. Nodes without
+    an edge are absent from cugraph's answer and keep their own index."""
+    import cudf
+    import cugraph
+
+    g = cugraph.Graph(directed=False)
+    g.from_cudf_edgelist(cudf.DataFrame({"src": u, "dst": v}), source="src", destination="dst", renumber=True)
+    found = cugraph.weakly_connected_components(g)
+    return min_labels(m, xp.asarray(found["vertex"].values).astype(xp.int64),
+                      xp.asarray(found["labels"].values).astype(xp.int64), xp)
+
+
+def min_labels(m: int, vertex, label, xp):
+    """int64 (m,): for listed vertices, the smallest vertex carrying the same (arbitrary) label; other
+    nodes keep their own index."""
+    out = xp.arange(m, dtype=xp.int64)
+    if vertex.shape[0] == 0:
+        return out
+    order = xp.lexsort(xp.stack([vertex, label]))  # by label, then vertex: each run starts at its minimum
+    lab, vert = label[order], vertex[order]
+    start = xp.ones(order.shape[0], dtype=bool)
+    start[1:] = lab[1:] != lab[:-1]
+    out[vert] = vert[xp.flatnonzero(start)][xp.cumsum(start) - 1]
+    return out
 
 
 def candidate_components(buckets: Buckets, rank, device: str = "cpu"):

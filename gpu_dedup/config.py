@@ -18,6 +18,7 @@ Device = Literal["auto", "cpu", "cuda"]
 ShingleKind = Literal["word", "char"]
 Policy = Literal["representative", "components"]
 OnError = Literal["raise", "skip"]
+Reader = Literal["auto", "pyarrow", "cudf"]
 PRESETS = ("default", "fineweb", "nemo")
 
 
@@ -161,6 +162,7 @@ class RunConfig:
     id_field: str | None = "id"
     text_field: str = "text"
     device: Device = "auto"
+    reader: Reader = "auto"  # Parquet text on a GPU run: "cudf" decodes on the device, "pyarrow" on the host
     batch_bytes: int | None = None  # None: 64 MiB on the CPU, sized from free device memory on a GPU
     on_error: OnError = "raise"
     threads: int | None = None
@@ -172,6 +174,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         _check_literal("device", self.device, Device)
         _check_literal("on_error", self.on_error, OnError)
+        _check_literal("reader", self.reader, Reader)
         if self.lsh.bands * self.lsh.rows > self.minhash.num_perm:
             raise ValueError(f"bands x rows = {self.lsh.bands}x{self.lsh.rows} = {self.lsh.bands * self.lsh.rows} "
                              f"exceeds num_perm = {self.minhash.num_perm}; raise num_perm or lower bands/rows")

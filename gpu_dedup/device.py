@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 
 logger = logging.getLogger(__name__)
 
@@ -92,24 +93,39 @@ def to_device(x, device: str):
 
 
 _PINNED_MIN = 1 << 20
-_pinned: list = []  # one reusable page-locked staging buffer (grows to the largest batch)
+_STAGING_KEEP = 2  # staging buffers kept for reuse: the reading thread's and the main thread's
+_staging: list = []  # reusable page-locked staging buffers (each grows to the largest batch)
+_staging_lock = threading.Lock()
 
 
 def _via_pinned(x):
     """Host -> device through a page-locked staging buffer: pageable copies run at ~2.5-9 GB/s, pinned
-    ones near the link's 54 GB/s (device/NOTES.md). The copy is synchronized before the buffer is
-    reused."""
+    ones near the link's 54 GB/s (device/NOTES.md). Threads check buffers out of a small pool (the
+    pipeline copies in its reading thread while the main thread may copy too); the copy is synchronized
+    before the buffer goes back, and it is issued on the thread's current stream (the default stream:
+    ordered with the kernels, so memory-pool reuse stays safe)."""
     import cupy
     import cupyx
     import numpy
 
-    if not _pinned or _pinned[0].nbytes < x.nbytes:
-        _pinned[:] = [cupyx.empty_pinned(max(x.nbytes, 64 << 20), numpy.uint8)]
-    host = _pinned[0][:x.nbytes].view(x.dtype).reshape(x.shape)
-    numpy.copyto(host, x)
-    out = cupy.empty(x.shape, x.dtype)
-    out.set(host)
-    cupy.cuda.get_current_stream().synchronize()
+    with _staging_lock:
+        fits = [b for b in _staging if b.nbytes >= x.nbytes]
+        buf = min(fits, key=lambda b: b.nbytes) if fits else None
+        if buf is not None:
+            _staging.remove(buf)
+    if buf is None:
+        buf = cupyx.empty_pinned(max(x.nbytes, 64 << 20), numpy.uint8)
+    try:
+        host = buf[:x.nbytes].view(x.dtype).reshape(x.shape)
+        numpy.copyto(host, x)
+        out = cupy.empty(x.shape, x.dtype)
+        out.set(host)
+        cupy.cuda.get_current_stream().synchronize()
+    finally:
+        with _staging_lock:
+            _staging.append(buf)
+            _staging.sort(key=lambda b: -b.nbytes)
+            del _staging[_STAGING_KEEP:]
     return out
 
 

@@ -204,16 +204,19 @@ class Batch:
     """Rows ``row_start .. row_start + len - 1`` of the run, all from ``files[file_index]``.
 
     ids: pa.string() [n]; text: pa.large_string() [n], no nulls; keep_values: float64 [n] or None.
+    With a device reader (``gpu_io``) a Parquet batch may instead carry its text in device memory:
+    ``text`` is None and ``device_text`` a ``gpu_io.DeviceText`` (clean: no nulls, valid UTF-8).
     """
 
     file_index: int
     row_start: int
     ids: pa.Array
-    text: pa.Array
+    text: pa.Array | None
     keep_values: np.ndarray | None = None
+    device_text: Any = None
 
     def __len__(self) -> int:
-        return len(self.text)
+        return len(self.ids)
 
 
 @dataclass
@@ -254,6 +257,11 @@ class _Chunk:
     ends: np.ndarray | None = None
     record: pa.RecordBatch | None = None
     valid: np.ndarray | None = None
+    device_text: Any = None  # gpu_io.DeviceText instead of text (then text is None)
+
+    @property
+    def rows(self) -> int:
+        return len(self.device_text) if self.device_text is not None else len(self.text)
 
 
 class _FileReader:
@@ -727,13 +735,22 @@ def _as_utf8(arr: pa.Array, out_type: pa.DataType) -> tuple[pa.Array, np.ndarray
     return pa.array(out, out_type), fixed
 
 
+def _keep_values(col: pa.Array) -> np.ndarray:
+    """A numeric keep column as float64 (null -> NaN)."""
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    return col.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+
+
 class _ArrowReader(_FileReader):
     """Parquet files and in-memory tables: columns are typed, so type errors are file-level."""
 
-    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport, batch_bytes: int, all_columns: bool):
+    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport, batch_bytes: int, all_columns: bool,
+                 device_reader: Any = None):
         super().__init__(f, spec, report)
         self.batch_bytes = batch_bytes
         self.all_columns = all_columns
+        self.device_reader = device_reader
         self.schema: pa.Schema | None = None  # set once the file is open (None: unreadable)
 
     def _open(self) -> tuple[pa.Schema, Any] | None:
@@ -808,6 +825,10 @@ class _ArrowReader(_FileReader):
         if spec.keep_column and spec.keep_column not in wanted:
             wanted.append(spec.keep_column)
         columns = None if self.all_columns else wanted
+        if (self.device_reader is not None and self.f.fmt == "parquet" and not self.all_columns
+                and self.schema.field(spec.text_field).type in (pa.string(), pa.large_string())):
+            yield from self._device_chunks(pf, wanted, has_ids)
+            return
         physical = 0
         batches = self._record_batches(pf, columns)
         while True:
@@ -822,8 +843,70 @@ class _ArrowReader(_FileReader):
             chunk = self._convert(rb, physical, has_ids)
             physical += rb.num_rows
             if chunk is not None:
-                self.rows += len(chunk.text)
+                self.rows += chunk.rows
                 yield chunk
+
+    def _row_group_batches(self, pf: Any) -> list[list[int]]:
+        """Consecutive row groups holding about batch_bytes of (uncompressed) text each; a row group is
+        never split, so one larger than batch_bytes is a batch of its own."""
+        md = pf.metadata
+        groups: list[list[int]] = []
+        size = 0
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            if rg.num_rows == 0:
+                continue
+            nbytes = sum(rg.column(c).total_uncompressed_size for c in range(rg.num_columns)
+                         if rg.column(c).path_in_schema.split(".")[0] == self.spec.text_field)
+            if groups and size + nbytes <= self.batch_bytes:
+                groups[-1].append(g)
+                size += nbytes
+            else:
+                groups.append([g])
+                size = nbytes
+        return groups
+
+    def _device_chunks(self, pf: Any, wanted: list[str], has_ids: bool) -> Iterator[_Chunk]:
+        """Text by the device reader, ids / keep values by pyarrow, for the same row groups. A batch that
+        is not clean (null text or ids, invalid UTF-8) is read again by pyarrow and goes through
+        ``_convert``, so skipping, reporting and repair are exactly the host reader's."""
+        spec = self.spec
+        side = [c for c in wanted if c != spec.text_field]
+        physical = 0
+        for rgs in self._row_group_batches(pf):
+            n = sum(pf.metadata.row_group(g).num_rows for g in rgs)
+            try:
+                dev = self.device_reader.read(self.f.path, rgs, spec.text_field)
+                side_table = pf.read_row_groups(rgs, columns=side, use_threads=True) if side else None
+            except (OSError, RuntimeError, pa.ArrowException) as e:  # libcudf reports corrupt data as RuntimeError
+                self.unreadable = self.rows == 0
+                self.bad(f"cannot read the file after row {physical}: {e}", row=physical)
+                return
+            if len(dev) != n:
+                raise RuntimeError(f"{self.f.relpath}: the {self.device_reader.name} reader returned {len(dev)} rows "
+                                   f"for row groups {rgs}, the file's metadata says {n}; use reader='pyarrow'")
+            ids = id_col = None
+            if has_ids:
+                id_col = side_table.column(spec.id_field).combine_chunks()
+            if dev.clean and (id_col is None or id_col.null_count == 0):
+                fixed = None
+                if id_col is not None:
+                    ids, fixed = _as_utf8(id_col, pa.string())
+                keep = (_keep_values(side_table.column(spec.keep_column).combine_chunks())
+                        if spec.keep_column else None)
+                physical += n
+                self.rows += n
+                yield _Chunk(ids=ids, text=None, keep=keep, invalid_utf8=int(fixed.sum()) if fixed is not None else 0,
+                             device_text=dev)
+                continue
+            del dev
+            table = pf.read_row_groups(rgs, columns=wanted, use_threads=True)
+            for rb in table.to_batches():
+                chunk = self._convert(rb, physical, has_ids)
+                physical += rb.num_rows
+                if chunk is not None:
+                    self.rows += chunk.rows
+                    yield chunk
 
     def _convert(self, rb: pa.RecordBatch, physical: int, has_ids: bool) -> _Chunk | None:
         spec = self.spec
@@ -852,10 +935,7 @@ class _ArrowReader(_FileReader):
         keep = None
         if spec.keep_column:
             kcol = rb.column(rb.schema.get_field_index(spec.keep_column))
-            if pa.types.is_dictionary(kcol.type):
-                kcol = kcol.dictionary_decode()
-            kcol = kcol if all_valid else kcol.filter(sel)
-            keep = kcol.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+            keep = _keep_values(kcol if all_valid else kcol.filter(sel))
         return _Chunk(ids=ids, text=text, keep=keep, invalid_utf8=int(bad_rows.sum()), record=rb, valid=valid)
 
 
@@ -878,48 +958,54 @@ def _make_spec(id_field: str | None, text_field: str, on_error: str, keep_column
 
 
 def _readers(files: list[InputFile], spec: _Spec, report: ReadReport, batch_bytes: int,
-             all_columns: bool) -> Iterator[tuple[int, _FileReader]]:
+             all_columns: bool, device_reader: Any = None) -> Iterator[tuple[int, _FileReader]]:
     for index, f in enumerate(files):
         if f.fmt == "jsonl":
             yield index, _JsonlReader(f, spec, report, batch_bytes)
         elif f.fmt in ("parquet", "table"):
             if f.fmt == "table" and f.table is None:
                 raise ValueError(f"input {index} has fmt='table' but no table; build it with table_input()")
-            yield index, _ArrowReader(f, spec, report, batch_bytes, all_columns)
+            yield index, _ArrowReader(f, spec, report, batch_bytes, all_columns, device_reader)
         else:
             raise ValueError(f"unknown input format {f.fmt!r} for {f.path!r}; build inputs with resolve_inputs()")
 
 
 def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: str, batch_bytes: int,
                  on_error: Literal["raise", "skip"], keep_column: str | None = None,
-                 report: ReadReport | None = None) -> Iterator[Batch]:
+                 report: ReadReport | None = None, device_reader: Any = None) -> Iterator[Batch]:
     """Yield batches of (ids, text[, keep values]) in file order; see the module docstring for the rules.
 
     Memory: one block (<= batch_bytes of raw JSON, or one longer line) or one Parquet record batch at a
     time, plus what pyarrow's JSON parser needs for it (several times the block).
+    ``device_reader`` (``gpu_io.resolve_reader``): Parquet text is read into device memory by it, one
+    batch per run of row groups holding about batch_bytes of text; same rows, ids and errors.
     """
     if not isinstance(batch_bytes, int) or batch_bytes < 1:
         raise ValueError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
     spec = _make_spec(id_field, text_field, on_error, keep_column)
     report = report if report is not None else ReadReport()
     row = 0
-    for index, reader in _readers(files, spec, report, batch_bytes, all_columns=False):
+    for index, reader in _readers(files, spec, report, batch_bytes, all_columns=False, device_reader=device_reader):
         report.files += 1
         skipped_before = len(report.skipped)
         for chunk in reader.chunks():
             report.invalid_utf8_rows += chunk.invalid_utf8
-            first_in_file = reader.rows - len(chunk.text)
-            pieces = _split_by_bytes(chunk.text, batch_bytes)
+            first_in_file = reader.rows - chunk.rows
+            dev = chunk.device_text
+            pieces = [(0, chunk.rows)] if dev is not None else _split_by_bytes(chunk.text, batch_bytes)
             for a, b in pieces:
-                text = chunk.text.slice(a, b - a)
-                if len(pieces) > 1:  # own, compact buffers: consumers may ship the whole data buffer
-                    text = pa.concat_arrays([text])
+                text = None
+                if dev is None:
+                    text = chunk.text.slice(a, b - a)
+                    if len(pieces) > 1:  # own, compact buffers: consumers may ship the whole data buffer
+                        text = pa.concat_arrays([text])
                 ids = (chunk.ids.slice(a, b - a) if chunk.ids is not None
                        else _generated_ids(reader.f.relpath, first_in_file + a, b - a))
                 keep = chunk.keep[a:b] if chunk.keep is not None else None
                 report.rows += b - a
-                report.bytes_text += int(pc.sum(pc.binary_length(text)).as_py() or 0)
-                yield Batch(file_index=index, row_start=row, ids=ids, text=text, keep_values=keep)
+                report.bytes_text += (dev.nbytes if dev is not None
+                                      else int(pc.sum(pc.binary_length(text)).as_py() or 0))
+                yield Batch(file_index=index, row_start=row, ids=ids, text=text, keep_values=keep, device_text=dev)
                 row += b - a
         if reader.rows == 0 and not reader.unreadable:
             report.empty_files.append(reader.f.relpath)

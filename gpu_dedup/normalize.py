@@ -115,6 +115,26 @@ def normalize_arrays(data, offsets, cfg: NormalizeConfig, device: str = "cpu") -
     return Normalized(out, out_off, sizes[:, 1].copy(), sizes[:, 2].copy())
 
 
+def invalid_utf8_rows(data, offsets, device: str = "cpu"):
+    """bool (n,) in the device's array module: True where data[offsets[i]:offsets[i+1]] is not valid
+    UTF-8. The pyarrow reader validates on the host; a reader that puts the text straight on the device
+    (cudf) checks here and sends the few batches with invalid rows through the host repair instead."""
+    from .device import array_module
+
+    xp = array_module(device)
+    n = offsets.shape[0] - 1
+    out = xp.zeros(n, xp.uint8)
+    if n and device == "cuda":
+        from .kernels import cuda as kc
+
+        kc.utf8_invalid_rows[kc.blocks(n), kc.TPB](data, offsets, out)
+    elif n:
+        from .kernels import cpu
+
+        cpu.utf8_invalid_rows(data, offsets, out)
+    return out.astype(bool)
+
+
 def normalize_text(text: pa.Array, cfg: NormalizeConfig, device: str = "cpu") -> Normalized:
     """Normalize an Arrow string array (copied to the device first when device="cuda")."""
     from .device import to_device

@@ -78,11 +78,19 @@ class _Collected:
     file_rows: list[int] = field(default_factory=list)  # rows per input file
 
 
-def _prefetched(it: Iterable, depth: int = 2):
-    """Yield from ``it`` while a background thread reads ahead ``depth`` items, so reading and parsing
-    batch i+1 (pyarrow releases the GIL) overlaps the kernels on batch i (which release it too)."""
+def _prefetched(it: Iterable, depth: int = 2, prepare=None):
+    """Yield from ``it`` (each item passed through ``prepare`` when given) while a background thread
+    reads and prepares ahead ``depth`` items, so reading and parsing batch i+1 (pyarrow releases the
+    GIL) and its copy to the device overlap the kernels on batch i (which release it too).
+    depth 0: no thread (the CUDA simulator cannot run kernels from two threads at once)."""
     import queue
     import threading
+
+    if prepare is not None:
+        it = map(prepare, it)
+    if depth == 0:
+        yield from it
+        return
 
     q: queue.Queue = queue.Queue(maxsize=depth)
     done = object()
@@ -289,6 +297,7 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None):
     from . import io
     from .device import to_device, to_host
     from .exact import exact_hashes
+    from .gpu_io import resolve_reader
     from .lsh import band_keys
     from .minhash import compute_signatures
     from .normalize import arrow_text_buffers, normalize_arrays
@@ -299,17 +308,31 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None):
     parts = []
     tm = {"read": 0.0, "normalize": 0.0, "minhash": 0.0, "band_keys": 0.0}
     t = time.perf_counter()
-    for batch in _prefetched(io.iter_batches([f], report=report, **cfg.reader_options())):
-        t0 = time.perf_counter()
+    device_reader = resolve_reader(cfg.reader, device)
+
+    def on_device(batch):
+        """(batch, text bytes per row, data, offsets on the device); runs in the reading thread."""
+        if batch.device_text is not None:  # decoded on the device (cudf): only the lengths come back
+            data, offsets = batch.device_text.data, batch.device_text.offsets
+            return batch, to_host(offsets[1:] - offsets[:-1]).astype(np.int64), data, offsets
         data, offsets = arrow_text_buffers(batch.text)
-        norm = normalize_arrays(to_device(data, device), to_device(offsets, device), cfg.normalize, device)
+        return batch, np.diff(offsets), to_device(data, device), to_device(offsets, device)
+
+    from .device import simulator
+
+    # a device reader launches a kernel (UTF-8 check) in the reading thread
+    depth = 0 if device_reader is not None and simulator() else 2
+    batches = io.iter_batches([f], report=report, device_reader=device_reader, **cfg.reader_options())
+    for batch, text_bytes, data, offsets in _prefetched(batches, depth, on_device):
+        t0 = time.perf_counter()
+        norm = normalize_arrays(data, offsets, cfg.normalize, device)
         t1 = time.perf_counter()
         h = exact_hashes(norm, device)
         sig = compute_signatures(norm, cfg.shingle, cfg.minhash, params, device)
         t2 = time.perf_counter()
         keys = band_keys(sig.values, cfg.lsh, device)
         t3 = time.perf_counter()
-        parts.append((batch.ids, np.diff(offsets), to_host(norm.words),
+        parts.append((batch.ids, text_bytes, to_host(norm.words),
                       np.asarray(batch.keep_values, np.float64) if kc else None, h, sig.nshingles, keys))
         tm["read"] += t0 - t
         tm["normalize"] += t1 - t0

@@ -16,6 +16,7 @@ band_key = _D["band_key"]
 intersection_sorted = _D["intersection_sorted"]
 representative_run = _D["representative_run"]
 permute61 = _D["permute61"]
+utf8_invalid = _D["utf8_invalid"]
 reduce61 = _D["reduce61"]
 
 MERSENNE61 = np.uint64((1 << 61) - 1)
@@ -42,6 +43,13 @@ def normalize_write(data, offsets, map_off, map_cp, out, out_offsets):
     sized by pass 1)."""
     for i in prange(offsets.shape[0] - 1):
         normalize_doc(data, offsets[i], offsets[i + 1], map_off, map_cp, out, out_offsets[i], True)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def utf8_invalid_rows(data, offsets, out):
+    """out: uint8 (n,) = 1 where data[offsets[i]:offsets[i+1]] is not valid UTF-8. No temporaries."""
+    for i in prange(offsets.shape[0] - 1):
+        out[i] = utf8_invalid(data, offsets[i], offsets[i + 1])
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -19,6 +19,7 @@ xxh64 = _D["xxh64"]
 reduce61 = _D["reduce61"]
 permute61 = _D["permute61"]
 utf8_decode = _D["utf8_decode"]
+utf8_invalid = _D["utf8_invalid"]
 shingle_bounds = _D["shingle_bounds"]
 band_key = _D["band_key"]
 intersection_sorted = _D["intersection_sorted"]
@@ -51,6 +52,14 @@ def normalize_write(data, offsets, map_off, map_cp, out, out_offsets):
     i = cuda.grid(1)
     if i < offsets.shape[0] - 1:
         normalize_doc(data, offsets[i], offsets[i + 1], map_off, map_cp, out, out_offsets[i], True)
+
+
+@cuda.jit
+def utf8_invalid_rows(data, offsets, out):
+    """One thread per document: out uint8 (n,) = 1 where the document is not valid UTF-8."""
+    i = cuda.grid(1)
+    if i < offsets.shape[0] - 1:
+        out[i] = utf8_invalid(data, offsets[i], offsets[i + 1])
 
 
 @cuda.jit

@@ -181,6 +181,22 @@ def utf8_decode(buf, i, end):
     return REPLACEMENT, 1
 
 
+def utf8_invalid(buf, start, end):
+    """1 if buf[start:end] is not valid UTF-8 (a byte that utf8_decode has to replace), else 0.
+    The readers repair such text like Python's ``decode("utf-8", "replace")`` before it reaches
+    normalization; a reader that hands over device buffers uses this to find the rows to repair."""
+    i = start
+    while i < end:
+        if buf[i] < 0x80:
+            i += 1
+            continue
+        cp, step = utf8_decode(buf, i, end)
+        if step == 1:  # a non-ASCII byte decoded alone: invalid, truncated, overlong or surrogate
+            return 1
+        i += step
+    return 0
+
+
 def utf8_len(cp):
     if cp < 0x80:
         return 1
@@ -426,5 +442,5 @@ def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, s
 
 
 DEVICE_FUNCTIONS = ["rotl64", "read_u64le", "read_u32le", "xxh64_round", "xxh64_merge", "xxh64", "reduce61",
-                    "permute61", "utf8_decode", "utf8_len", "utf8_put", "emit_codepoint", "normalize_doc", "shingle_count",
+                    "permute61", "utf8_decode", "utf8_invalid", "utf8_len", "utf8_put", "emit_codepoint", "normalize_doc", "shingle_count",
                     "minhash_update", "emit_shingle", "scan_shingles", "shingle_bounds", "band_key", "intersection_sorted", "representative_run"]

@@ -85,3 +85,66 @@ def test_representative_cap_bounds_work_and_is_reported():
     assert res.rep[50] == -1  # its twin is the 50th kept document, past the cap: kept, and the cap is logged
     res = representative_policy(bk, sets, np.arange(51), 0.8, cap=1000)
     assert res.rep[50] == 49
+
+
+# ------------------------------------------------------------------ cugraph backend (stand-in modules)
+
+class _Series:
+    def __init__(self, values):
+        self.values = np.asarray(values)
+
+
+class _FakeGraph:
+    """The part of cugraph.Graph the backend uses; components by BFS, labelled arbitrarily (shuffled)
+    the way cugraph's labels are arbitrary, and only for vertices that appear in an edge."""
+
+    def __init__(self, directed):
+        assert directed is False
+
+    def from_cudf_edgelist(self, df, source, destination, renumber):
+        self.edges = list(zip(df[source].tolist(), df[destination].tolist()))
+
+
+def _fake_wcc(g):
+    adj = {}
+    for a, b in g.edges:
+        adj.setdefault(a, set()).add(b)
+        adj.setdefault(b, set()).add(a)
+    comp, next_label = {}, 0
+    for start in sorted(adj, reverse=True):  # reverse order: labels do not follow the minima
+        if start in comp:
+            continue
+        stack = [start]
+        comp[start] = next_label
+        while stack:
+            x = stack.pop()
+            for y in adj[x]:
+                if y not in comp:
+                    comp[y] = next_label
+                    stack.append(y)
+        next_label += 7
+    verts = np.array(sorted(comp), np.int32)
+    np.random.default_rng(1).shuffle(verts)
+    return {"vertex": _Series(verts), "labels": _Series([comp[int(x)] for x in verts])}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cugraph_backend_labels_equal_union_find(monkeypatch, seed):
+    import sys
+    import types
+
+    from gpu_dedup.cluster import cugraph_components
+    from gpu_dedup.kernels import cpu
+
+    monkeypatch.setitem(sys.modules, "cudf", types.SimpleNamespace(DataFrame=dict))
+    monkeypatch.setitem(sys.modules, "cugraph", types.SimpleNamespace(Graph=_FakeGraph,
+                                                                      weakly_connected_components=_fake_wcc))
+    rng = np.random.default_rng(seed)
+    m = 300
+    u = rng.integers(0, m, 150).astype(np.int64)
+    v = np.where(rng.random(150) < 0.1, u, rng.integers(0, m, 150)).astype(np.int64)  # some self loops
+    u, v = np.concatenate([u, v[:20]]), np.concatenate([v, u[:20]])  # and repeated edges
+    got = cugraph_components(m, u, v, np)
+    want = cpu.union_find(m, u, v)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert (got == np.arange(m)).sum() > 50  # isolated nodes keep their own index

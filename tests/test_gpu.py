@@ -37,3 +37,32 @@ def test_decisions_identical_on_the_gpu(preset):
     cpu = gpu_dedup.deduplicate(table, cfg.replace(device="cpu")).decisions
     gpu = gpu_dedup.deduplicate(table, cfg.replace(device="cuda", batch_bytes=1 << 20)).decisions
     assert gpu.equals(cpu)
+
+
+def test_cudf_reader_gives_identical_decisions(tmp_path):
+    pytest.importorskip("pylibcudf")
+    import pyarrow.parquet as pq
+
+    from gpu_dedup.evalcorpus import make_corpus
+
+    table = make_corpus(3000, seed=5, mean_words=200).select(["id", "text"])
+    path = tmp_path / "c.parquet"
+    pq.write_table(table, path, row_group_size=500)
+    cfg = RunConfig.preset("default", progress=False, write_deduplicated=False)
+    cpu = gpu_dedup.deduplicate(str(path), cfg.replace(device="cpu"))
+    gpu = gpu_dedup.deduplicate(str(path), cfg.replace(device="cuda", reader="cudf", batch_bytes=256 << 10))
+    assert gpu.decisions.equals(cpu.decisions) and gpu.stats["read"] == cpu.stats["read"]
+
+
+def test_cugraph_components_equal_label_propagation():
+    pytest.importorskip("cugraph")
+    import cupy
+
+    from gpu_dedup.cluster import cugraph_components
+    from gpu_dedup.kernels import cpu
+
+    rng = np.random.default_rng(0)
+    m = 100_000
+    u, v = rng.integers(0, m, 80_000), rng.integers(0, m, 80_000)
+    got = cugraph_components(m, cupy.asarray(u), cupy.asarray(v), cupy)
+    assert np.array_equal(cupy.asnumpy(got), cpu.union_find(m, u, v))

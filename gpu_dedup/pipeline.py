@@ -244,7 +244,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     stats: dict[str, Any] = {
         "gpu_dedup_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": device, "threads": threads,
+        "device": device, "threads": threads, "parquet_text_reader": _reader_name(cfg, device),
         "versions": _versions(),
         "config": cfg.to_dict(),
         "contract": contract(cfg), "contract_fingerprint": contract_fingerprint(contract(cfg)),
@@ -288,6 +288,14 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     result = DedupResult(decisions, stats, out)
     logger.info("%s in %.2f s", result.summary(), timings["total"])
     return result
+
+
+def _reader_name(cfg: RunConfig, device: str) -> str:
+    """Which reader decoded Parquet text in pass 1 (JSON Lines and tables always use pyarrow)."""
+    from .gpu_io import resolve_reader
+
+    r = resolve_reader(cfg.reader, device)
+    return r.name if r is not None else "pyarrow"
 
 
 def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None):

@@ -846,11 +846,12 @@ class _ArrowReader(_FileReader):
                 self.rows += chunk.rows
                 yield chunk
 
-    def _row_group_batches(self, pf: Any) -> list[list[int]]:
-        """Consecutive row groups holding about batch_bytes of (uncompressed) text each; a row group is
-        never split, so one larger than batch_bytes is a batch of its own."""
+    def _row_group_batches(self, pf: Any) -> list[tuple[list[int], int]]:
+        """(row groups, rows) of consecutive row groups holding about batch_bytes of (uncompressed) text
+        each; a row group is never split, so one larger than batch_bytes is a batch of its own."""
         md = pf.metadata
         groups: list[list[int]] = []
+        rows: list[int] = []
         size = 0
         for g in range(md.num_row_groups):
             rg = md.row_group(g)
@@ -860,11 +861,13 @@ class _ArrowReader(_FileReader):
                          if rg.column(c).path_in_schema.split(".")[0] == self.spec.text_field)
             if groups and size + nbytes <= self.batch_bytes:
                 groups[-1].append(g)
+                rows[-1] += rg.num_rows
                 size += nbytes
             else:
                 groups.append([g])
+                rows.append(rg.num_rows)
                 size = nbytes
-        return groups
+        return list(zip(groups, rows))
 
     def _device_chunks(self, pf: Any, wanted: list[str], has_ids: bool) -> Iterator[_Chunk]:
         """Text by the device reader, ids / keep values by pyarrow, for the same row groups. A batch that
@@ -873,8 +876,7 @@ class _ArrowReader(_FileReader):
         spec = self.spec
         side = [c for c in wanted if c != spec.text_field]
         physical = 0
-        for rgs in self._row_group_batches(pf):
-            n = sum(pf.metadata.row_group(g).num_rows for g in rgs)
+        for rgs, n in self._row_group_batches(pf):
             try:
                 dev = self.device_reader.read(self.f.path, rgs, spec.text_field)
                 side_table = pf.read_row_groups(rgs, columns=side, use_threads=True) if side else None
@@ -899,7 +901,7 @@ class _ArrowReader(_FileReader):
                 yield _Chunk(ids=ids, text=None, keep=keep, invalid_utf8=int(fixed.sum()) if fixed is not None else 0,
                              device_text=dev)
                 continue
-            del dev
+            del dev  # free its device memory before the host re-read
             table = pf.read_row_groups(rgs, columns=wanted, use_threads=True)
             for rb in table.to_batches():
                 chunk = self._convert(rb, physical, has_ids)

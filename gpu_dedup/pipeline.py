@@ -303,7 +303,7 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None):
     words, keep_values, exact hashes, shingle counts, band keys) of one batch; the last three stay on
     the device on a GPU."""
     from . import io
-    from .device import to_device, to_host
+    from .device import simulator, to_device, to_host
     from .exact import exact_hashes
     from .gpu_io import resolve_reader
     from .lsh import band_keys
@@ -325,8 +325,6 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None):
             return batch, to_host(offsets[1:] - offsets[:-1]).astype(np.int64), data, offsets
         data, offsets = arrow_text_buffers(batch.text)
         return batch, np.diff(offsets), to_device(data, device), to_device(offsets, device)
-
-    from .device import simulator
 
     # a device reader launches a kernel (UTF-8 check) in the reading thread
     depth = 0 if device_reader is not None and simulator() else 2

@@ -65,6 +65,7 @@ def connected_components(m: int, u, v, device: str = "cpu"):
         from .kernels import cpu
 
         return cpu.union_find(m, u, v)
+    u, v = xp.asarray(u, dtype=xp.int64), xp.asarray(v, dtype=xp.int64)  # host edges are copied to the device
     if u.shape[0] and not simulator() and _cugraph_usable():
         return cugraph_components(m, u, v, xp)
     from .kernels import cuda as kc
@@ -133,6 +134,7 @@ def candidate_components(buckets: Buckets, rank, device: str = "cpu"):
     from .device import array_module
 
     xp = array_module(device)
+    rank = xp.asarray(rank, dtype=xp.int64)  # a host rank is copied to the device
     m = rank.shape[0]
     u, v = buckets.chain_edges()
     label = connected_components(m, u, v, device)
@@ -157,6 +159,7 @@ def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: 
     from .device import array_module
 
     xp = array_module(device)
+    rank = xp.asarray(rank, dtype=xp.int64)  # a host rank is copied to the device
     m = rank.shape[0]
     order, comp_off = candidate_components(buckets, rank, device)
     n_comp = int(comp_off.shape[0] - 1)
@@ -200,6 +203,7 @@ def components_policy(buckets: Buckets, rank, threshold: float, sets: ShingleSet
     from .device import array_module
 
     xp = array_module(device)
+    rank = xp.asarray(rank, dtype=xp.int64)  # a host rank is copied to the device
     m = rank.shape[0]
     u, v = buckets.chain_edges()
     stats = {"edges": int(u.shape[0])}

@@ -69,27 +69,74 @@ def simulator() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-def array_module(device: str):
-    """numpy for the CPU path and the simulator, cupy on a real GPU."""
-    if device == "cuda" and not simulator():
-        import cupy
+def strict_device() -> bool:
+    """True when the strict array backend is on: the CUDA simulator plus ``GPU_DEDUP_STRICT_DEVICE=1``."""
+    from .kernels._launch import strict_enabled
 
-        return cupy
+    return simulator() and strict_enabled()
+
+
+def array_module(device: str):
+    """cupy on a real GPU; under the simulator the strict CuPy stand-in (``gpu_dedup.strict``) when
+    ``GPU_DEDUP_STRICT_DEVICE=1``, else numpy; numpy for the CPU path."""
+    if device == "cuda":
+        if not simulator():
+            import cupy
+
+            return cupy
+        if strict_device():
+            from .strict import xp
+
+            return xp
     import numpy
 
     return numpy
 
 
-def to_device(x, device: str):
-    """Move a host array to where ``device``'s kernels read it: a no-op on the CPU; a copy on a GPU
-    and under the simulator (which writes every kernel argument back, so it must be writable)."""
+def module_of(a):
+    """The array module an array belongs to: cupy, the strict backend, or numpy (anything else)."""
+    import sys
+
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(a, cupy.ndarray):
+        return cupy
+    strict = sys.modules.get(__package__ + ".strict")
+    if strict is not None and isinstance(a, strict.StrictArray):
+        return strict.xp
     import numpy
 
-    if device == "cuda" and simulator():
+    return numpy
+
+
+def array_backend(device: str) -> str:
+    """What run.json records as the array backend of a run: "cupy", "strict" or "numpy"."""
+    if device == "cuda" and not simulator():
+        return "cupy"
+    return "strict" if device == "cuda" and strict_device() else "numpy"
+
+
+def to_device(x, device: str):
+    """Move a host array to where ``device``'s kernels read it: a no-op on the CPU; a copy on a GPU
+    and under the simulator (which writes every kernel argument back, so it must be writable). An array
+    already on the device is returned as it is."""
+    import numpy
+
+    if device != "cuda":
+        return numpy.asarray(x)
+    if simulator() and not strict_device():
         return numpy.array(x, copy=True)
-    if device == "cuda" and isinstance(x, numpy.ndarray) and x.nbytes >= _PINNED_MIN:
-        return _via_pinned(numpy.ascontiguousarray(x))
-    return array_module(device).asarray(x)
+    xp = array_module(device)
+    if module_of(x) is xp:
+        return x
+    if isinstance(x, numpy.ndarray) and x.nbytes >= _PINNED_MIN:
+        if simulator():  # the strict backend: the staging logic runs in CI, with pageable "pinned" buffers
+            return _via_pinned(numpy.ascontiguousarray(x), xp, numpy.empty, lambda: None)
+        import cupy
+        import cupyx
+
+        return _via_pinned(numpy.ascontiguousarray(x), cupy, cupyx.empty_pinned,
+                           lambda: cupy.cuda.get_current_stream().synchronize())
+    return xp.asarray(x)
 
 
 _PINNED_MIN = 1 << 20
@@ -98,14 +145,13 @@ _staging: list = []  # reusable page-locked staging buffers (each grows to the l
 _staging_lock = threading.Lock()
 
 
-def _via_pinned(x):
+def _via_pinned(x, xp, empty_pinned, synchronize):
     """Host -> device through a page-locked staging buffer: pageable copies run at ~2.5-9 GB/s, pinned
     ones near the link's 54 GB/s (device/NOTES.md). Threads check buffers out of a small pool (the
     pipeline copies in its reading thread while the main thread may copy too); the copy is synchronized
     before the buffer goes back, and it is issued on the thread's current stream (the default stream:
-    ordered with the kernels, so memory-pool reuse stays safe)."""
-    import cupy
-    import cupyx
+    ordered with the kernels, so memory-pool reuse stays safe). ``xp``/``empty_pinned``/``synchronize``:
+    cupy, cupyx.empty_pinned and the stream's synchronize on a GPU; the strict backend's stand-ins in CI."""
     import numpy
 
     with _staging_lock:
@@ -114,13 +160,13 @@ def _via_pinned(x):
         if buf is not None:
             _staging.remove(buf)
     if buf is None:
-        buf = cupyx.empty_pinned(max(x.nbytes, 64 << 20), numpy.uint8)
+        buf = empty_pinned(max(x.nbytes, 64 << 20), numpy.uint8)
     try:
         host = buf[:x.nbytes].view(x.dtype).reshape(x.shape)
         numpy.copyto(host, x)
-        out = cupy.empty(x.shape, x.dtype)
+        out = xp.empty(x.shape, x.dtype)
         out.set(host)
-        cupy.cuda.get_current_stream().synchronize()
+        synchronize()
     finally:
         with _staging_lock:
             _staging.append(buf)
@@ -130,10 +176,12 @@ def _via_pinned(x):
 
 
 def to_host(x):
-    """NumPy view/copy of an array from either module."""
+    """NumPy copy (or the array itself when it is already NumPy) of an array of any backend."""
     import numpy
 
-    return x.get() if hasattr(x, "get") and not isinstance(x, numpy.ndarray) else numpy.asarray(x)
+    if isinstance(x, numpy.ndarray):
+        return x
+    return x.get() if hasattr(x, "get") else numpy.asarray(x)
 
 
 def repeat_index(xp, counts):

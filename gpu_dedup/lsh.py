@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .config import LSHConfig
+from .device import module_of
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class Buckets:
     def chain_edges(self):
         """k-1 edges per bucket between consecutive members (sorted by document index), deduplicated
         across bands. Returns (u, v) int64 with u < v."""
-        xp = _xp(self.entry_doc)
+        xp = module_of(self.entry_doc)
         if self.entry_doc.size == 0:
             return xp.zeros(0, xp.int64), xp.zeros(0, xp.int64)
         order = xp.lexsort(xp.stack([self.entry_doc, self.entry_bucket]))
@@ -78,13 +79,6 @@ class Buckets:
         m = int(self.doc_offsets.shape[0] - 1)
         key = xp.unique(u * m + v)
         return key // m, key % m
-
-
-def _xp(a):
-    import sys as _sys
-
-    cupy = _sys.modules.get("cupy")
-    return cupy if cupy is not None and isinstance(a, cupy.ndarray) else np
 
 
 GROUPING_BYTES_PER_ROW = 64  # key, order, sorted key, run id, flags and entries of one (row, band)
@@ -113,7 +107,7 @@ def group_buckets(keys, rows=None, partitions: int = 1) -> Buckets:
     from .device import argsort_stable
 
     if not isinstance(keys, BandKeys):
-        keys = BandKeys(keys.shape[1], matrix=keys, device="cuda" if _xp(keys) is not np else "cpu")
+        keys = BandKeys(keys.shape[1], matrix=keys, device="cuda" if module_of(keys) is not np else "cpu")
     xp = keys.xp
     if rows is None:
         rows = xp.arange(keys.n, dtype=xp.int64)

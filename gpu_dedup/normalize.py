@@ -73,8 +73,15 @@ def arrow_text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets
 
 
-@functools.lru_cache(maxsize=8)
 def _device_tables(cfg: NormalizeConfig, device: str):
+    """The normalization tables where ``device``'s kernels read them (cached per array backend)."""
+    from .device import array_backend
+
+    return _tables_on(cfg, device, array_backend(device))
+
+
+@functools.lru_cache(maxsize=8)
+def _tables_on(cfg: NormalizeConfig, device: str, backend: str):
     from .device import to_device
     from .unicode_tables import load_tables
 

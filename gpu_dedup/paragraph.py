@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 
 from .bloom import BloomConfig, BloomFilter, ExactSet, keep_first, make_seen_set
 from .config import NormalizeConfig, OnError
+from .device import array_backend
 
 logger = logging.getLogger(__name__)
 
@@ -375,7 +376,7 @@ def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir:
                 counts["flags"][str(f)] += int(c)
     t_pass1 = time.perf_counter() - t0
     stats: dict[str, Any] = {
-        "stage": "paragraph_dedup", "device": device,
+        "stage": "paragraph_dedup", "device": device, "array_backend": array_backend(device),
         "config": _cfg_dict(cfg),
         "policy": {"split": cfg.split, "units": "trimmed runs of non-blank lines" if cfg.split == "paragraph"
                    else "trimmed non-blank lines", "keep": "first occurrence in input order",

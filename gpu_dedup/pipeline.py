@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from . import __version__
 from .config import RunConfig, contract, contract_fingerprint, keep_column
+from .device import array_backend
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +230,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         sem = semantic_dedup(source, semantic, output_dir, device=device, run=cfg)
         decisions = merge_decisions(decisions, sem.decisions)
         keep_mask = np.asarray(decisions["keep"].to_numpy(zero_copy_only=False), bool)
-        stage_stats["semantic"] = {k: sem.stats[k] for k in ("counts", "eps", "clusters") if k in sem.stats}
+        stage_stats["semantic"] = {k: sem.stats[k] for k in ("counts", "eps", "clusters", "pairwise_backend")
+                                   if k in sem.stats}
         timings["semantic"] = time.perf_counter() - t
     if save_index is not None:
         t = time.perf_counter()
@@ -244,7 +246,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     stats: dict[str, Any] = {
         "gpu_dedup_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": device, "threads": threads, "parquet_text_reader": _reader_name(cfg, device),
+        "device": device, "array_backend": array_backend(device), "threads": threads, "parquet_text_reader": _reader_name(cfg, device),
         "versions": _versions(),
         "config": cfg.to_dict(),
         "contract": contract(cfg), "contract_fingerprint": contract_fingerprint(contract(cfg)),

@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from .config import NormalizeConfig, OnError
+from .device import array_backend
 
 logger = logging.getLogger(__name__)
 
@@ -533,7 +534,7 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
         counts[name]["documents_flagged"] = len({rows["row"][i] for i in sel})
         counts[name]["items_matched"] = len({rows["item_id"][i] for i in sel})
     stats = {
-        "stage": "screen", "device": device, "policy": index.policy,
+        "stage": "screen", "device": device, "array_backend": array_backend(device), "policy": index.policy,
         "inputs": [f.relpath for f in files], "benchmarks": items.names, "read": report.to_dict(),
         "totals": {"documents": docs_scanned, "bytes": bytes_scanned,
                    "documents_flagged": len(set(rows["row"])), "match_rows": len(rows["row"])},

@@ -210,11 +210,18 @@ def _bar32(t: float) -> np.float32:
 # ----------------------------------------------------------------------------------------------------
 
 def resolve_torch_device(device: str) -> str:
-    """"cpu" | "cuda" | "auto" -> "cpu" or "cuda" (torch's view of the GPU); "cuda" without one raises."""
+    """"cpu" | "cuda" | "auto" -> "cpu" or "cuda" (the stage's code path); "cuda" without a GPU raises,
+    except under Numba's CUDA simulator, where the GPU path runs on torch's CPU device (``torch_device``)."""
     if device == "cpu":
         return "cpu"
     if device not in ("auto", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    from .device import simulator
+
+    if device == "cuda" and simulator():
+        logger.warning("semantic stage: device='cuda' under the CUDA simulator runs the GPU code path on torch's "
+                       "CPU device")
+        return "cuda"
     try:
         import torch
 
@@ -229,6 +236,14 @@ def resolve_torch_device(device: str) -> str:
     if device == "auto":
         logger.info("semantic stage: device=auto chose %s (%s)", chosen, reason)
     return chosen
+
+
+def torch_device(device: str) -> str:
+    """The torch device that runs a stage device's tensors: "cuda" is torch's GPU, except under the CUDA
+    simulator (CI), where the GPU code path (fp16 by default, torch k-means, torch pairwise) runs on the CPU."""
+    from .device import simulator
+
+    return "cpu" if device == "cuda" and simulator() else device
 
 
 def _need(module: str, what: str):
@@ -334,7 +349,7 @@ def load_model(name_or_path: str, device: str = "cpu", *, max_seq_length: int | 
     ``device`` ("cpu"/"cuda"), cast to ``dtype``; ``max_seq_length`` overrides the model's."""
     path = resolve_model_path(name_or_path)
     st = _need("sentence_transformers", "the semantic stage")
-    model = st.SentenceTransformer(path, device=device, local_files_only=True)
+    model = st.SentenceTransformer(path, device=torch_device(device), local_files_only=True)
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
     if dtype == "float16":
@@ -402,6 +417,7 @@ def embed_texts(model, texts: Sequence[str], *, batch_size: int = 256, device: s
     from concurrent.futures import ThreadPoolExecutor
 
     torch = _need("torch", "embed_texts")
+    tdev = torch_device(device)
     n = len(texts)
     cap = chars_per_token * int(model.max_seq_length) if getattr(model, "max_seq_length", None) else 0
     if cap:
@@ -422,7 +438,7 @@ def embed_texts(model, texts: Sequence[str], *, batch_size: int = 256, device: s
             feats = pending.pop(0).result()
             if k + ahead < len(batches):
                 pending.append(pool.submit(features, batches[k + ahead]))
-            feats = {key: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+            feats = {key: v.to(tdev, non_blocking=True) if isinstance(v, torch.Tensor) else v
                      for key, v in feats.items()}
             emb = model(feats)["sentence_embedding"].float()
             emb = torch.nn.functional.normalize(emb, dim=1)
@@ -651,12 +667,13 @@ def kmeans(x: np.ndarray, cfg: SemanticConfig, device: str = "cpu", n_clusters: 
     else:
         import torch
 
-        xt = torch.from_numpy(x).to(device)
-        ft = xt if sample is None else xt[torch.from_numpy(sample).to(device)]
+        tdev = torch_device(device)
+        xt = torch.from_numpy(x).to(tdev)
+        ft = xt if sample is None else xt[torch.from_numpy(sample).to(tdev)]
         ct = _kmeans_torch(ft, k, cfg.niter, cfg.seed)
         assign = _assign_torch(xt, ct)[0].cpu().numpy().astype(np.int64)
         centroids = ct.cpu().numpy().astype(np.float32)
-        backend_name = f"torch-{device}"
+        backend_name = f"torch-{tdev}"
     cos = np.einsum("ij,ij->i", x, centroids[assign]).astype(np.float32)
     clusters = Clusters(centroids, assign, cos, backend_name)
     largest = int(clusters.sizes.max())
@@ -905,7 +922,7 @@ def _decide(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig, device: 
 
     def pairwise(eps: float):
         return within_cluster_max_sim(embeddings, order, offsets, block=cfg.block, kept_only=kept_only,
-                                      threshold=1.0 - eps, backend=backend, torch_device=device)
+                                      threshold=1.0 - eps, backend=backend, torch_device=torch_device(device))
 
     max_sim, nearest = pairwise(cfg.eps)
     has_earlier = nearest >= 0
@@ -931,7 +948,7 @@ def _decide(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig, device: 
                      "singletons": int((sizes == 1).sum()), "empty": int((sizes == 0).sum()),
                      "mean_size": float(n / k) if k else 0.0,
                      "pairwise_flops": float((sizes.astype(np.float64) ** 2).sum() * embeddings.shape[1])},
-        "pairwise_backend": f"{backend}-{device}" if backend == "torch" else "numpy",
+        "pairwise_backend": f"{backend}-{torch_device(device)}" if backend == "torch" else "numpy",
         "timings_s": timings,
     }
     return table, stats, clusters

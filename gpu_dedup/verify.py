@@ -29,8 +29,10 @@ class ShingleSets:
     def __len__(self) -> int:
         return int(self.sizes.shape[0])
 
-    def get(self, j: int) -> np.ndarray:
-        return self.hashes[self.offsets[j]:self.offsets[j] + self.sizes[j]]
+    def get(self, j: int):
+        """Set j (an array of the sets' module). Bounds become Python ints: a device scalar is no slice index."""
+        start = int(self.offsets[j])
+        return self.hashes[start:start + int(self.sizes[j])]
 
     @staticmethod
     def concat(parts: list["ShingleSets"], xp=np) -> "ShingleSets":
@@ -50,7 +52,7 @@ def shingle_sets(norm: Normalized, docs, shingle: ShingleConfig, device: str = "
     from .device import array_module, repeat_index
 
     xp = array_module(device)
-    docs = xp.ascontiguousarray(docs, dtype=xp.int64)
+    docs = xp.asarray(docs, dtype=xp.int64)  # a host array is copied to the device (explicitly, as CuPy needs)
     m = docs.shape[0]
     kind_char = shingle.kind == "char"
     units_per_doc = norm.codepoints if kind_char else norm.words
@@ -101,8 +103,8 @@ def jaccard(sets: ShingleSets, left, right, device: str = "cpu"):
     from .device import array_module
 
     xp = array_module(device)
-    left = xp.ascontiguousarray(left, dtype=xp.int64)
-    right = xp.ascontiguousarray(right, dtype=xp.int64)
+    left = xp.asarray(left, dtype=xp.int64)  # host indexes are copied to the device
+    right = xp.asarray(right, dtype=xp.int64)
     out = xp.empty(left.shape[0], xp.float64)
     if left.shape[0] == 0:
         return out

@@ -22,6 +22,7 @@ import numpy as np
 from numba import cuda, njit, prange
 
 from ._build import build
+from ._launch import kernel
 from .hashing import utf8_decode  # the compiled twin replaces it in each target's namespace (_build)
 
 U64 = np.uint64
@@ -355,7 +356,7 @@ def cpu_cut_copy(data, offsets, cut_off, cs, ce, out, new_off):
 # GPU kernels (numba.cuda.jit; one thread per item / document)
 # ----------------------------------------------------------------------------------------------------
 
-@cuda.jit
+@kernel
 def gpu_hash128(data, starts, ends, seed1, seed2, out1, out2):
     i = cuda.grid(1)
     if i < starts.shape[0]:
@@ -363,14 +364,14 @@ def gpu_hash128(data, starts, ends, seed1, seed2, out1, out2):
         out2[i] = g_xxh64(data, starts[i], ends[i], seed2)
 
 
-@cuda.jit
+@kernel
 def gpu_bloom_query(bits, m, k, h1, h2, out):
     i = cuda.grid(1)
     if i < h1.shape[0]:
         out[i] = 1 if g_bloom_contains(bits, m, k, h1[i], h2[i]) else 0
 
 
-@cuda.jit
+@kernel
 def gpu_bloom_insert(bits, m, k, h1, h2):
     """One thread per item; bits are set with atomic OR on uint32 words (the final array is the OR of
     all items' bits, whatever the thread order: identical to the CPU kernel's)."""
@@ -383,42 +384,42 @@ def gpu_bloom_insert(bits, m, k, h1, h2):
             x = g_bloom_next(x, b, m)
 
 
-@cuda.jit
+@kernel
 def gpu_contains128(k1, k2, q1, q2, out):
     i = cuda.grid(1)
     if i < q1.shape[0]:
         out[i] = 1 if g_contains128(k1, k2, q1[i], q2[i]) else 0
 
 
-@cuda.jit
+@kernel
 def gpu_lower_bound128(k1, k2, q1, q2, out):
     i = cuda.grid(1)
     if i < q1.shape[0]:
         out[i] = g_lower_bound128(k1, k2, q1[i], q2[i])
 
 
-@cuda.jit
+@kernel
 def gpu_member_sorted(keys, bitmap, shift, q, out):
     i = cuda.grid(1)
     if i < q.shape[0]:
         out[i] = g_member_sorted(keys, bitmap, shift, q[i])
 
 
-@cuda.jit
+@kernel
 def gpu_split_count(data, offsets, line_mode, counts):
     d = cuda.grid(1)
     if d < offsets.shape[0] - 1:
         counts[d] = g_split_units(data, offsets[d], offsets[d + 1], line_mode, counts, counts, 0, False)
 
 
-@cuda.jit
+@kernel
 def gpu_split_write(data, offsets, line_mode, unit_off, out_s, out_e):
     d = cuda.grid(1)
     if d < offsets.shape[0] - 1:
         g_split_units(data, offsets[d], offsets[d + 1], line_mode, out_s, out_e, unit_off[d], True)
 
 
-@cuda.jit
+@kernel
 def gpu_span_norm_sizes(data, starts, ends, map_off, map_cp, sizes):
     i = cuda.grid(1)
     if i < starts.shape[0]:
@@ -426,7 +427,7 @@ def gpu_span_norm_sizes(data, starts, ends, map_off, map_cp, sizes):
         sizes[i] = nb
 
 
-@cuda.jit
+@kernel
 def gpu_span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1, seed2, h1, h2):
     i = cuda.grid(1)
     if i < starts.shape[0]:
@@ -435,7 +436,7 @@ def gpu_span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1,
         h2[i] = g_xxh64(out, out_off[i], out_off[i + 1], seed2)
 
 
-@cuda.jit
+@kernel
 def gpu_ngram_hashes(norm, offsets, n, seed, base, out, dummy):
     """One thread per document (dummy: an empty uint64 device array for scan_shingles' unused MinHash
     arguments)."""
@@ -446,7 +447,7 @@ def gpu_ngram_hashes(norm, offsets, n, seed, base, out, dummy):
                         True)
 
 
-@cuda.jit
+@kernel
 def gpu_word_spans(data, starts, ends, map_off, map_cp, base, out_s, out_e, counts):
     d = cuda.grid(1)
     if d < starts.shape[0]:

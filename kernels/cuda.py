@@ -1,8 +1,9 @@
 """GPU kernels: the shared device functions of ``hashing.py`` compiled with ``numba.cuda.jit``.
 
 Same results as ``kernels/cpu.py`` bit for bit (tested under NUMBA_ENABLE_CUDASIM=1 in CI and on a real
-GPU by benchmarks/gpu_check.py). Arrays may be CuPy arrays, Numba device arrays, or (simulator) NumPy.
-The launch helpers at the bottom pick grid sizes; they take and return arrays of the caller's module.
+GPU by benchmarks/gpu_check.py). Kernels (``@kernel``, see _launch.py) are cached and take device arrays
+only: CuPy arrays or Numba device arrays; under the simulator NumPy arrays, or the strict backend's arrays.
+``blocks`` at the bottom picks grid sizes.
 
 Notation: n documents, K permutations, B bands, T text bytes, S shingles in a batch.
 """
@@ -12,6 +13,7 @@ import numpy as np
 from numba import cuda, uint64
 
 from ._build import build
+from ._launch import kernel
 
 _D = build(cuda.jit(device=True))
 normalize_doc = _D["normalize_doc"]
@@ -36,7 +38,7 @@ MAX_K_PER_THREAD = 32  # K <= TILE * MAX_K_PER_THREAD = 4096 (MinHashConfig's bo
 CHUNK = 2048       # shingles per MinHash block: long documents span several blocks (atomic min)
 
 
-@cuda.jit
+@kernel
 def normalize_sizes(data, offsets, map_off, map_cp, sizes):
     """One thread per document: sizes (n, 3) int64 = (bytes, words, codepoints)."""
     i = cuda.grid(1)
@@ -47,14 +49,14 @@ def normalize_sizes(data, offsets, map_off, map_cp, sizes):
         sizes[i, 2] = nc
 
 
-@cuda.jit
+@kernel
 def normalize_write(data, offsets, map_off, map_cp, out, out_offsets):
     i = cuda.grid(1)
     if i < offsets.shape[0] - 1:
         normalize_doc(data, offsets[i], offsets[i + 1], map_off, map_cp, out, out_offsets[i], True)
 
 
-@cuda.jit
+@kernel
 def utf8_invalid_rows(data, offsets, out):
     """One thread per document: out uint8 (n,) = 1 where the document is not valid UTF-8."""
     i = cuda.grid(1)
@@ -62,7 +64,7 @@ def utf8_invalid_rows(data, offsets, out):
         out[i] = utf8_invalid(data, offsets[i], offsets[i + 1])
 
 
-@cuda.jit
+@kernel
 def exact_hashes(norm, offsets, out):
     i = cuda.grid(1)
     if i < offsets.shape[0] - 1:
@@ -70,7 +72,7 @@ def exact_hashes(norm, offsets, out):
         out[i, 1] = xxh64(norm, offsets[i], offsets[i + 1], EXACT_SEED_HI)
 
 
-@cuda.jit
+@kernel
 def unit_starts(norm, offsets, kind_char, ubase, units):
     """One thread per document: byte offsets of each word (kind_char=False) or codepoint start,
     written to units[ubase[i]:ubase[i+1]]."""
@@ -95,7 +97,7 @@ def unit_starts(norm, offsets, kind_char, ubase, units):
                     k += 1
 
 
-@cuda.jit
+@kernel
 def minhash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_count, n, gap, seed, a, b, sig):
     """One block per chunk of <= CHUNK shingles of one document; thread t owns permutations
     t, t+TILE, ... Shingle hashes are computed cooperatively into shared memory, TILE at a time, then
@@ -145,7 +147,7 @@ def minhash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_co
         k += TILE
 
 
-@cuda.jit
+@kernel
 def shingle_hashes(norm, offsets, units, ubase, docs, out_offsets, n, gap, seed, out):
     """One thread per (selected document, shingle): raw XXH64 of shingle j of docs[p] goes to
     out[out_offsets[p] + j]. Grid-stride over documents in x, shingles in y."""
@@ -163,7 +165,7 @@ def shingle_hashes(norm, offsets, units, ubase, docs, out_offsets, n, gap, seed,
         p += cuda.gridDim.x
 
 
-@cuda.jit
+@kernel
 def band_keys(sig_bytes, bands, band_bytes, out):
     """One thread per (document, band)."""
     t = cuda.grid(1)
@@ -173,7 +175,7 @@ def band_keys(sig_bytes, bands, band_bytes, out):
         out[i, bnd] = band_key(sig_bytes[i], bnd, band_bytes)
 
 
-@cuda.jit
+@kernel
 def jaccard_pairs(hashes, set_offsets, set_sizes, left, right, out):
     p = cuda.grid(1)
     if p < left.shape[0]:
@@ -188,7 +190,7 @@ def jaccard_pairs(hashes, set_offsets, set_sizes, left, right, out):
         out[p] = inter / union if union > 0 else 1.0
 
 
-@cuda.jit
+@kernel
 def propagate_min_labels(u, v, label, changed):
     """One thread per edge: label[x] = min over neighbours (one relaxation sweep with atomic min).
     Repeated until no label changes, labels converge to the component minimum."""
@@ -206,7 +208,7 @@ def propagate_min_labels(u, v, label, changed):
                 changed[0] = 1
 
 
-@cuda.jit
+@kernel
 def pointer_jump(label):
     """label[x] = label[label[x]]: shortens chains between sweeps."""
     x = cuda.grid(1)
@@ -214,7 +216,7 @@ def pointer_jump(label):
         label[x] = label[label[x]]
 
 
-@cuda.jit
+@kernel
 def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, set_offsets, set_sizes, hashes,
                               pinned, threshold, cap, head, tail, nxt, stamp, capped, rep, jac, comparisons):
     """One thread per candidate component, running ``hashing.representative_run`` (the same source as

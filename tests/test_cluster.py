@@ -91,7 +91,7 @@ def test_representative_cap_bounds_work_and_is_reported():
 
 class _Series:
     def __init__(self, values):
-        self.values = np.asarray(values)
+        self.values = values if hasattr(values, "get") else np.asarray(values)
 
 
 class _FakeGraph:
@@ -128,23 +128,31 @@ def _fake_wcc(g):
     return {"vertex": _Series(verts), "labels": _Series([comp[int(x)] for x in verts])}
 
 
+@pytest.mark.parametrize("backend", ["numpy", "strict"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_cugraph_backend_labels_equal_union_find(monkeypatch, seed):
+def test_cugraph_backend_labels_equal_union_find(monkeypatch, seed, backend):
     import sys
     import types
 
     from gpu_dedup.cluster import cugraph_components
+    from gpu_dedup.device import to_host
     from gpu_dedup.kernels import cpu
+    from gpu_dedup.strict import xp as strict_xp
+
+    xp = np if backend == "numpy" else strict_xp  # strict: device arrays in and out, as with cudf + CuPy
+
+    def wcc(g):
+        return {k: _Series(xp.asarray(s.values)) for k, s in _fake_wcc(g).items()}
 
     monkeypatch.setitem(sys.modules, "cudf", types.SimpleNamespace(DataFrame=dict))
     monkeypatch.setitem(sys.modules, "cugraph", types.SimpleNamespace(Graph=_FakeGraph,
-                                                                      weakly_connected_components=_fake_wcc))
+                                                                      weakly_connected_components=wcc))
     rng = np.random.default_rng(seed)
     m = 300
     u = rng.integers(0, m, 150).astype(np.int64)
     v = np.where(rng.random(150) < 0.1, u, rng.integers(0, m, 150)).astype(np.int64)  # some self loops
     u, v = np.concatenate([u, v[:20]]), np.concatenate([v, u[:20]])  # and repeated edges
-    got = cugraph_components(m, u, v, np)
+    got = to_host(cugraph_components(m, xp.asarray(u), xp.asarray(v), xp))
     want = cpu.union_find(m, u, v)
     assert got.dtype == np.int64 and np.array_equal(got, want)
     assert (got == np.arange(m)).sum() > 50  # isolated nodes keep their own index

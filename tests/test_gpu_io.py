@@ -189,7 +189,8 @@ class HostTextReader:
         if nulls:  # offsets of null rows mean nothing; the wrapper must not look at the text
             col = col.fill_null("")
         data, offsets = arrow_text_buffers(col)
-        return gpu_io.device_text(data.copy(), offsets.copy(), nulls, self.device)
+        # copied to the "device" as libcudf's buffers would be there (strict backend: device arrays)
+        return gpu_io.device_text(to_device(data, self.device), to_device(offsets, self.device), nulls, self.device)
 
 
 def _corpus(tmp_path, with_ids=True, bad=True, n=240, nwords=40):

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup.bloom import BloomConfig
-from gpu_dedup.device import simulator, to_host
+from gpu_dedup.device import array_backend, simulator, to_host
 from gpu_dedup.normalize import arrow_text_buffers, normalize_strings
 from gpu_dedup.paragraph import ParagraphConfig, hex128, paragraph_dedup, split_units
 
@@ -194,6 +194,8 @@ def test_cpu_and_gpu_match(split):
         c, g = _run(docs, cfg, device="cpu"), _run(docs, cfg, device="cuda")
         assert c.spans.num_rows > 0
         assert c.spans.equals(g.spans) and c.documents.equals(g.documents)
+        # CI: the strict CuPy stand-in ran the device branches (a real GPU: CuPy)
+        assert (c.stats["array_backend"], g.stats["array_backend"]) == ("numpy", array_backend("cuda"))
 
 
 def test_capacity_policy_reaches_the_stage(caplog):

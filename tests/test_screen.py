@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_dedup.device import simulator
+from gpu_dedup.device import array_backend, simulator
 from gpu_dedup.screen import MATCHES_SCHEMA, ScreenConfig, load_phrases, read_benchmarks, screen
 
 sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
@@ -198,3 +198,4 @@ def test_cpu_and_gpu_match(tmp_path):
     g = screen(_corpus(docs), [str(bench)], cfg, device="cuda")
     assert c.matches.num_rows > 0 and "uni" in c.flagged_ids
     assert c.matches.equals(g.matches) and c.counts == g.counts
+    assert (c.stats["array_backend"], g.stats["array_backend"]) == ("numpy", array_backend("cuda"))

@@ -370,7 +370,7 @@ def test_keep_max_column_and_kept_chain(tiny_model, tmp_path):
     assert removed == {"t03": "t30", "t10": "t32", "t31": "t32", "t25": "t33"}
 
 
-def test_precomputed_embeddings_and_errors(tmp_path):
+def test_precomputed_embeddings_and_errors(tmp_path, monkeypatch):
     tbl = pa.table({"id": ["a", "b", "c"], "text": ["x y", "x y z", "w"]})
     emb = np.array([[3.0, 0, 0], [3.0, 0.01, 0], [0, 0, 2.0]])
     run = RunConfig(progress=False)
@@ -380,6 +380,9 @@ def test_precomputed_embeddings_and_errors(tmp_path):
     assert np.load(res.stats["embedding_cache"]["embeddings_path"]).shape == (3, 3)
     with pytest.raises(ValueError, match="2 rows but the input has"):
         S.semantic_dedup(tbl, S.SemanticConfig(), None, run=run, embeddings=emb[:2])
+    import gpu_dedup.device
+
+    monkeypatch.setattr(gpu_dedup.device, "simulator", lambda: False)  # the simulator would run the GPU path
     with pytest.raises(RuntimeError if _cuda_missing() else ValueError, match="cuda|device"):
         S.semantic_dedup(tbl, S.SemanticConfig(), None, device="cuda" if _cuda_missing() else "gpu",
                          run=run, embeddings=emb)

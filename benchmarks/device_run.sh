@@ -1,19 +1,136 @@
 #!/usr/bin/env bash
-# One call on the lent GPU machine runs everything the GPU issue needs measured (see ../shared/device/NOTES.md):
-#   locally, once:  bash ../shared/device/fetch-wheels.sh xxhash==3.5.0 zstandard==0.25.0 tqdm==4.67.1
-#   device tool:    run(command="bash benchmarks/device_run.sh", carry=[".whl"], timeout_s=600)
-# It installs the carried wheels (numba 0.68.1 + numpy 2.4.6 fix the image's numba import), runs the
-# real-GPU tests, the GPU==CPU check and the throughput table, and leaves logs in $OUT.
+# One call on the lent H200 measures everything the GPU issue needs (see ../shared/device/NOTES.md):
+#   here, once:   bash ../shared/device/fetch-wheels.sh          (numba 0.68.1 + numpy 2.4.6 into .whl/)
+#   device tool:  run(command="bash benchmarks/device_run.sh", carry=[".whl"], timeout_s=420)
+#   dry run here: DEVICE_RUN_SIM=1 OUT=/tmp/dr bash benchmarks/device_run.sh     (or: device_run.sh --sim)
+#                 CUDA simulator, tiny sizes, no wheel install, longer timeouts; GPU_DEDUP_STRICT_DEVICE=1
+#                 in the environment runs the device side under the strict CuPy stand-in.
+#
+# Stages, each under its own timeout, each leaving its results in $OUT the moment it ends (a later
+# stage's timeout still returns the earlier ones):
+#   install 30 s | env 15 s | pytest (GPU tests) 75 s | gpu_check.py 60 s | gpu_bench.py 150 s | summary 10 s
+# 340 s in all, and a stage never gets more than what is left of that, so the run ends inside 6 minutes.
+# gpu_bench.py makes its corpus on the device (no gigabytes of Parquet) and rewrites its json and table
+# after every stage. The last thing printed is one summary (benchmarks/device_summary.py), assembled from
+# whatever files exist. $OUT holds at most eight files, as many as the device tool returns:
+#   stages.txt (install output, ENV lines, one STAGE line per stage), pytest.log, gpu_check.log,
+#   gpu_check.json, gpu_bench.log, gpu_bench.json, gpu_bench_table.txt, summary.txt
+# Overrides: T_INSTALL, T_ENV, T_PYTEST, T_CHECK, T_BENCH, T_SUMMARY, TOTAL (seconds); PYTEST_ARGS
+# (test selection); CHECK_ARGS, BENCH_ARGS (script options); PYTHON (interpreter).
 set -uo pipefail
+cd "$(dirname "$0")/.."
+SIM=${DEVICE_RUN_SIM:-0}
+[[ "${1:-}" == "--sim" ]] && SIM=1
 OUT=${OUT:-/tmp/gd-out}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 GPU_DEDUP_REAL_GPU=1
-nvidia-smi --query-gpu=name,memory.total,memory.free --format=csv | tee "$OUT/gpu.txt"
-python3 -c "import numba, numpy, cupy; print('numba', numba.__version__, 'numpy', numpy.__version__, 'cupy', cupy.__version__)"
-rc=0
-timeout 150 python3 -m pytest -q -x tests/test_cuda_sim.py tests/test_gpu.py tests/test_gpu_io.py 2>&1 | tee "$OUT/pytest_gpu.log" | tail -5 || rc=1
-timeout 150 python3 benchmarks/gpu_check.py --docs 20000 2>&1 | tee "$OUT/gpu_check.log" | tail -40 || rc=1
-timeout 270 python3 benchmarks/gpu_bench.py --docs 2000000 --cpu-docs 20000 --out "$OUT" 2>&1 | tee "$OUT/gpu_bench.log" | tail -40 || rc=1
-exit $rc
+PY=${PYTHON:-python3}
+STAGES="$OUT/stages.txt"
+# a rerun into the same folder starts from nothing (on the device $OUT is empty anyway)
+rm -f "$STAGES" "$OUT"/{pytest.log,gpu_check.log,gpu_check.json,gpu_bench.log,gpu_bench.json} \
+  "$OUT"/{gpu_bench_table.txt,summary.txt}
+export PYTHONUNBUFFERED=1
+
+if [[ $SIM == 1 ]]; then
+  # the simulator runs every GPU thread in Python: tiny sizes, and time enough for them
+  export NUMBA_ENABLE_CUDASIM=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+  : "${T_INSTALL:=0}" "${T_ENV:=30}" "${T_PYTEST:=600}" "${T_CHECK:=900}" "${T_BENCH:=900}" "${T_SUMMARY:=10}"
+  : "${TOTAL:=3600}"
+  : "${PYTEST_ARGS:=tests/test_gpu.py tests/test_cuda_sim.py}"
+  : "${CHECK_ARGS:=--small}"
+  : "${BENCH_ARGS:=--small --budget 600}"
+else
+  # GPU_DEDUP_REAL_GPU keeps tests/conftest.py from switching the simulator on
+  export PYTHONPATH=/tmp/site:$PWD GPU_DEDUP_REAL_GPU=1
+  : "${T_INSTALL:=30}" "${T_ENV:=15}" "${T_PYTEST:=75}" "${T_CHECK:=60}" "${T_BENCH:=150}" "${T_SUMMARY:=10}"
+  : "${TOTAL:=340}"
+  : "${PYTEST_ARGS:=tests/test_gpu.py tests/test_cuda_sim.py tests/test_gpu_io.py}"
+  : "${CHECK_ARGS:=--docs 20000}"
+  : "${BENCH_ARGS:=--budget 140}"  # its stage timeout less the start-up and the final table
+fi
+T0=$SECONDS
+failed=0
+
+# stage NAME LIMIT LOG CMD...: run CMD under `timeout`, output appended to LOG, then one STAGE line in
+# stages.txt and one status line here (with the log's tail when it did not succeed)
+stage() {
+  local name=$1 limit=$2 log=$3 start=$SECONDS rc status
+  shift 3
+  local left=$(( TOTAL - (SECONDS - T0) - T_SUMMARY ))
+  (( limit > left )) && limit=$left
+  if (( limit < 5 )); then
+    echo "STAGE $name status=skipped rc=- seconds=0 limit=0 (no time left)" >> "$STAGES"
+    echo "[$(date +%T)] $name: skipped, no time left"
+    failed=1
+    return 1
+  fi
+  timeout -k 5 "$limit" "$@" >> "$log" 2>&1
+  rc=$?
+  case $rc in
+    0) status=ok ;;
+    124|137) status=timeout ;;
+    *) status=failed ;;
+  esac
+  echo "STAGE $name status=$status rc=$rc seconds=$(( SECONDS - start )) limit=$limit" >> "$STAGES"
+  echo "[$(date +%T)] $name: $status (rc $rc, $(( SECONDS - start )) s of $limit s) -> $log"
+  if [[ $status != ok ]]; then
+    failed=1
+    tail -n 12 "$log" | awk '{ print "    " $0 }'  # awk also ends a line cut off by the kill
+    return 1
+  fi
+}
+
+if [[ $SIM == 1 ]]; then
+  echo "STAGE install status=skipped rc=- seconds=0 limit=0 (simulator dry run)" >> "$STAGES"
+elif compgen -G ".whl/*.whl" > /dev/null; then
+  # numba 0.68.1 + numpy 2.4.6: the image's numba 0.68.0 fails to import against its numpy 2.5
+  stage install "$T_INSTALL" "$STAGES" "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --upgrade --target /tmp/site .whl/*.whl
+else
+  echo "STAGE install status=failed rc=- seconds=0 limit=0 (no .whl/*.whl: carry .whl)" >> "$STAGES"
+  echo "no wheels in .whl/ (run ../shared/device/fetch-wheels.sh here and carry .whl); going on without them"
+  failed=1
+fi
+
+# ENV lines for the summary; nvidia-smi only reads
+env_probe() {
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader \
+      | sed 's/^/ENV gpu: /'
+  fi
+  "$PY" - <<'EOF'
+import importlib, os, platform
+v = []
+for m in ("numba", "numpy", "cupy", "pyarrow"):
+    try:
+        v.append(f"{m} {importlib.import_module(m).__version__}")
+    except Exception as exc:
+        v.append(f"{m} NOT IMPORTABLE ({type(exc).__name__}: {str(exc)[:80]})")
+sim = " CUDA simulator" if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else ""
+strict = " strict device arrays" if os.environ.get("GPU_DEDUP_STRICT_DEVICE", "0") not in ("", "0") else ""
+print(f"ENV python {platform.python_version()}, {os.cpu_count()} CPU cores{sim}{strict}; " + ", ".join(v))
+EOF
+}
+export PY
+stage env "$T_ENV" "$STAGES" bash -c "$(declare -f env_probe); env_probe"
+
+# the real-GPU tests: -v so that a log cut by the timeout still shows every finished test's outcome
+timeout_flag=()
+"$PY" -c "import pytest_timeout" 2> /dev/null && timeout_flag=(--timeout=40)
+# shellcheck disable=SC2086  # PYTEST_ARGS is a list of words
+stage pytest "$T_PYTEST" "$OUT/pytest.log" "$PY" -m pytest -v -rfE --tb=short -p no:cacheprovider \
+  ${timeout_flag[@]+"${timeout_flag[@]}"} $PYTEST_ARGS
+
+# shellcheck disable=SC2086
+stage gpu_check "$T_CHECK" "$OUT/gpu_check.log" "$PY" benchmarks/gpu_check.py --out "$OUT" $CHECK_ARGS
+
+# shellcheck disable=SC2086
+stage gpu_bench "$T_BENCH" "$OUT/gpu_bench.log" "$PY" benchmarks/gpu_bench.py --out "$OUT" $BENCH_ARGS
+
+echo "[$(date +%T)] stages done in $(( SECONDS - T0 )) s"
+# the one table, last: assembled from whatever the stages left in $OUT
+if ! timeout "$T_SUMMARY" "$PY" benchmarks/device_summary.py "$OUT"; then
+  echo "summary step failed; raw files follow"
+  cat "$STAGES" "$OUT/gpu_bench_table.txt" 2> /dev/null
+  failed=1
+fi
+exit $failed

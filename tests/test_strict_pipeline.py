@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -151,3 +152,23 @@ def test_semantic_stage_gpu_branches(corpus, tmp_path):
                             run=cfg)
     assert auto.stats["model"]["dtype"] == "float16" and auto.stats["clusters"]["backend"] == "torch-cpu"
     assert auto.decisions.num_rows == corpus.num_rows
+
+
+@pytest.mark.parametrize("overrides", [dict(cluster__exact=False),
+                                       dict(cluster__verify=False, cluster__policy="components"),
+                                       dict(cluster__exact_verify=True)],
+                         ids=["no-exact", "components-unverified", "exact-verify"])
+def test_stage_switches(corpus, tmp_path, overrides):
+    cfg = RunConfig.preset("default", progress=False, **SMALL, **overrides)
+    cpu, gpu = _both(corpus, cfg, tmp_path)
+    assert gpu.decisions.equals(cpu.decisions) and cpu.removed > 0
+
+
+@pytest.mark.parametrize("texts", [[], ["one"], ["two words"] * 5, ["a b c d e f g h"] * 3 + ["short", "short"]],
+                         ids=["empty", "single", "all-short-identical", "identical-and-short"])
+def test_edge_corpora(tmp_path, texts):
+    table = pa.table({"id": pa.array([f"e{i}" for i in range(len(texts))], pa.string()),
+                      "text": pa.array(texts, pa.string())})
+    cfg = RunConfig.preset("default", progress=False, **SMALL)
+    cpu, gpu = _both(table, cfg, tmp_path)
+    assert gpu.decisions.equals(cpu.decisions) and cpu.decisions.num_rows == len(texts)

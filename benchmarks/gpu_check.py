@@ -176,7 +176,7 @@ def main() -> int:
     state["decisions_corpus"] = {"docs": table.num_rows, "text_MB": round(table["text"].nbytes / 1e6, 1),
                                  "generator": "gpu_dedup.evalcorpus.make_corpus"}
     for preset in PRESETS:
-        def decisions(preset=preset):
+        def decisions(preset=preset, table=table):
             cfg = RunConfig.preset(preset, progress=False)
             if args.small:
                 cfg = cfg.replace(minhash__num_perm=16, lsh__bands=4, lsh__rows=4)

@@ -172,14 +172,26 @@ def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: 
     if device == "cuda":
         from .kernels import cuda as kc
 
-        if n_comp:
+        sizes = xp.diff(comp_off)
+        giant = sizes > HOST_COMPONENT
+        n_giant = int(giant.sum()) if n_comp else 0
+        if n_giant:
+            # the GPU kernel runs the small components; the few giant ones run on the host below
+            args = (*_select_components(xp, order, comp_off, ~giant), *args[2:])
+        n_small = int(args[1].shape[0] - 1)
+        if n_small:
             head = xp.full(buckets.n_buckets, -1, xp.int64)
             tail = xp.full(buckets.n_buckets, -1, xp.int64)
             nxt = xp.full(buckets.entry_bucket.shape[0], -1, xp.int64)
             stamp = xp.full(m, -1, xp.int64)
-            kc.representative_components[kc.blocks(n_comp, 64), 64](
+            small_comparisons = xp.zeros(n_small, xp.int64)
+            kc.representative_components[kc.blocks(n_small, 64), 64](
                 *args, sets.offsets, sets.sizes, sets.hashes, pin, float(threshold), int(cap), head, tail, nxt, stamp,
-                capped, rep, jac, comparisons)
+                capped, rep, jac, small_comparisons)
+            comparisons[:n_small] = small_comparisons  # the count only feeds run.json's total
+        if n_giant:
+            comparisons[n_small:] = _giant_components_on_host(xp, *_select_components(xp, order, comp_off, giant),
+                                                              buckets, sets, pin, threshold, cap, rep, jac, capped)
     else:
         from .kernels import cpu
 
@@ -194,6 +206,50 @@ def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: 
                                  "candidate_components": n_comp,
                                  "largest_candidate_component": int(sizes.max()) if n_comp else 0,
                                  "removed": int((rep >= 0).sum())})
+
+
+# A candidate component of more members than this runs on the host CPU kernel during a GPU run: the policy
+# walks a component serially, and one CPU core does that merge-walk far faster than one GPU thread, so a
+# giant templated component must not hold the whole launch (the GPU kernel takes every other component).
+HOST_COMPONENT = 4096
+
+
+def _select_components(xp, order, comp_off, keep):
+    """(order, comp_off) of the components where ``keep`` (bool (c,)) is set, in their original order."""
+    from .device import repeat_index
+
+    sizes = xp.diff(comp_off)
+    member = keep[repeat_index(xp, sizes)]  # each position's component, then whether it is kept
+    sub_off = xp.zeros(int(keep.sum()) + 1, xp.int64)
+    xp.cumsum(sizes[keep], out=sub_off[1:])
+    return order[member], sub_off
+
+
+def _giant_components_on_host(xp, order, comp_off, buckets: Buckets, sets: ShingleSets, pin, threshold: float,
+                              cap: int, rep, jac, capped):
+    """The representative policy over giant components with the CPU kernel (the same device function as the
+    GPU kernel, so the same decisions), its results written back into the device arrays. Copies the bucket
+    entries and the candidate shingle sets to the host once. Returns the comparisons per component (device)."""
+    from .device import to_device, to_host
+    from .kernels import cpu
+
+    order_h = to_host(order)
+    m = int(rep.shape[0])
+    rep_h = np.full(m, -1, np.int64)
+    jac_h = np.full(m, np.nan)
+    capped_h = np.zeros(buckets.n_buckets, np.uint8)
+    comparisons_h = np.zeros(comp_off.shape[0] - 1, np.int64)
+    cpu.representative_components(order_h, to_host(comp_off), to_host(buckets.doc_offsets),
+                                  to_host(buckets.entry_bucket), to_host(buckets.entry_doc), buckets.n_buckets,
+                                  to_host(sets.offsets), to_host(sets.sizes), to_host(sets.hashes), to_host(pin),
+                                  float(threshold), int(cap), rep_h, jac_h, capped_h, comparisons_h)
+    members = to_device(order_h, "cuda")
+    rep[members] = to_device(rep_h[order_h], "cuda")
+    jac[members] = to_device(jac_h[order_h], "cuda")
+    capped |= to_device(capped_h, "cuda")  # components touch disjoint buckets
+    logger.info("%d giant candidate components (%d documents, > %d each) ran on the host", comp_off.shape[0] - 1,
+                order_h.shape[0], HOST_COMPONENT)
+    return to_device(comparisons_h, "cuda")
 
 
 def components_policy(buckets: Buckets, rank, threshold: float, sets: ShingleSets | None,

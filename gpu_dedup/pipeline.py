@@ -326,6 +326,10 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None):
             data, offsets = batch.device_text.data, batch.device_text.offsets
             return batch, to_host(offsets[1:] - offsets[:-1]).astype(np.int64), data, offsets
         data, offsets = arrow_text_buffers(batch.text)
+        if device == "cuda" and (offsets[0] > 0 or offsets[-1] < data.shape[0]):
+            # a slice of a larger buffer (batches of an in-memory table share the table's whole text
+            # buffer): copy only this batch's bytes, with offsets rebased to them
+            data, offsets = data[offsets[0]:offsets[-1]], offsets - offsets[0]
         return batch, np.diff(offsets), to_device(data, device), to_device(offsets, device)
 
     # a device reader launches a kernel (UTF-8 check) in the reading thread

@@ -172,3 +172,39 @@ def test_edge_corpora(tmp_path, texts):
     cfg = RunConfig.preset("default", progress=False, **SMALL)
     cpu, gpu = _both(table, cfg, tmp_path)
     assert gpu.decisions.equals(cpu.decisions) and cpu.decisions.num_rows == len(texts)
+
+
+def test_batches_of_an_in_memory_table_copy_only_their_own_bytes(corpus, monkeypatch):
+    """Batches of an in-memory table are slices sharing the table's text buffer: each copy to the device
+    carries that batch's bytes only (not the whole buffer every time)."""
+    from gpu_dedup import device
+
+    real, sent = device.to_device, []
+
+    def spy(x, dev):
+        if isinstance(x, np.ndarray) and x.dtype == np.uint8:
+            sent.append(x.nbytes)
+        return real(x, dev)
+
+    monkeypatch.setattr(device, "to_device", spy)
+    text_bytes = sum(len(t.encode()) for t in corpus["text"].to_pylist())
+    res = gpu_dedup.deduplicate(corpus, RunConfig.preset("default", progress=False, device="cuda",
+                                                         batch_bytes=2048, **SMALL))
+    # several batches, none carrying more than about its 2 KB (the whole buffer would be text_bytes)
+    assert len(sent) >= 4 and max(sent) < 3072 < text_bytes
+    assert res.decisions.num_rows == corpus.num_rows
+
+
+@pytest.mark.parametrize("limit", [0, 3])
+def test_giant_candidate_components_run_on_the_host(corpus, tmp_path, monkeypatch, limit, caplog):
+    """Components above cluster.HOST_COMPONENT members go to the CPU kernel during a GPU run (all of them with
+    limit 0, the larger ones with 3); decisions stay identical."""
+    import gpu_dedup.cluster as cluster
+
+    monkeypatch.setattr(cluster, "HOST_COMPONENT", limit)
+    cfg = RunConfig.preset("default", progress=False, **SMALL)
+    with caplog.at_level("INFO", logger="gpu_dedup.cluster"):
+        cpu, gpu = _both(corpus, cfg, tmp_path)
+    assert gpu.decisions.equals(cpu.decisions) and cpu.removed > 0
+    assert any("ran on the host" in m for m in caplog.messages)
+    assert gpu.stats["stages"]["policy"] == cpu.stats["stages"]["policy"]

@@ -84,6 +84,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--memory-budget", metavar="SIZE", help="bound the bucket grouping's memory (device memory "
                    "on a GPU), e.g. 2G or 500M: key-range partitions per band; with --work-dir the band keys "
                    "stay on disk")
+    g.add_argument("--text-cache", metavar="SIZE", help="keep pass 1's normalized text, up to SIZE, for the "
+                   "verification pass instead of reading the input again (default 1G on the CPU, a quarter of the "
+                   "free device memory on a GPU; 0: always re-read)")
     g.add_argument("--resume", action="store_true", help="finish an interrupted run: reuse valid pieces of the "
                    "work directory, recompute the rest; same decisions as an uninterrupted run")
     g = p.add_argument_group("paragraph dedup (keep-first, reversible; runs next to the document-level stages)")
@@ -187,6 +190,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         o["memory_budget"] = parse_size(args.memory_budget)
     if args.batch_mb is not None:
         o["batch_bytes"] = int(args.batch_mb * 2**20)
+    if args.text_cache is not None:
+        o["cache_bytes"] = parse_size(args.text_cache)
     if args.no_deduplicated:
         o["write_deduplicated"] = False
     if args.quiet:

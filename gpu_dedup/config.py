@@ -167,6 +167,9 @@ class RunConfig:
     on_error: OnError = "raise"
     threads: int | None = None
     memory_budget: int | None = None  # bytes for bucket grouping (device memory on a GPU); None: unbounded
+    # normalized text kept from pass 1 for verification instead of re-reading the input (device memory on a
+    # GPU); None: automatic (device.cache_bytes), 0: always re-read
+    cache_bytes: int | None = None
     write_deduplicated: bool = True
     progress: bool = True
     preset_name: str = "default"
@@ -186,6 +189,10 @@ class RunConfig:
             raise ValueError(f"batch_bytes must be an int >= 1024 or None (automatic), got {self.batch_bytes!r}")
         if self.memory_budget is not None and (not isinstance(self.memory_budget, int) or self.memory_budget < 1 << 20):
             raise ValueError(f"memory_budget must be None or an int of at least 1 MiB (bytes), got {self.memory_budget!r}")
+        if self.cache_bytes is not None and (isinstance(self.cache_bytes, bool) or not isinstance(self.cache_bytes, int)
+                                             or self.cache_bytes < 0):
+            raise ValueError(f"cache_bytes must be None (automatic) or an int >= 0 (bytes; 0 = always re-read), "
+                             f"got {self.cache_bytes!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
         _check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])

@@ -214,3 +214,20 @@ def batch_bytes(requested: int | None, device: str) -> int:
     chosen = int(min(max(free // 32, CPU_BATCH_BYTES), 2 << 30))
     logger.info("GPU batches of %.0f MiB of text (%.1f GiB free on the device)", chosen / 2**20, free / 2**30)
     return chosen
+
+
+CPU_CACHE_BYTES = 1 << 30
+
+
+def cache_bytes(requested: int | None, device: str) -> int:
+    """Bytes of normalized text a run may keep from pass 1 for verification (instead of re-reading the input).
+    Default: 1 GiB of host memory on the CPU; a quarter of the free device memory on a GPU (the text then
+    stays on the device)."""
+    if requested is not None:
+        return requested
+    if device != "cuda" or simulator():
+        return CPU_CACHE_BYTES
+    import cupy
+
+    free, _total = cupy.cuda.runtime.memGetInfo()
+    return int(free // 4)

@@ -79,6 +79,66 @@ class _Collected:
     file_rows: list[int] = field(default_factory=list)  # rows per input file
 
 
+class _TextCache:
+    """Pass 1's normalized batches, kept (host memory, or device memory on a GPU) within ``budget`` bytes so
+    that verification hashes the candidates' shingle sets without reading and normalizing the input again.
+    It serves pass 2 only when it holds every batch of the run in row order; a batch past the budget, a
+    reused work-dir piece or a dask worker's piece drops what it holds (the input is re-read then)."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.entries: list[tuple[int, Any]] = []  # (first row of the batch in the run, normalize.Normalized)
+        self.rows = 0
+        self.bytes = 0
+        self.reason = None if budget > 0 else "cache_bytes=0"
+
+    @property
+    def complete(self) -> bool:
+        return self.reason is None
+
+    def add(self, row: int, norm) -> None:
+        if not self.complete:
+            return
+        size = sum(int(a.nbytes) for a in (norm.data, norm.offsets, norm.words, norm.codepoints))
+        if row != self.rows:  # pragma: no cover - pass 1 visits rows in order
+            self.drop(f"batches arrived out of order (row {row}, expected {self.rows})")
+        elif self.bytes + size > self.budget:
+            self.drop(f"the normalized text exceeds cache_bytes={self.budget:,}")
+        else:
+            self.entries.append((row, norm))
+            self.rows += len(norm)
+            self.bytes += size
+
+    def drop(self, reason: str) -> None:
+        if self.complete:
+            self.entries, self.bytes, self.reason = [], 0, reason
+
+    def stats(self, used: bool) -> dict[str, Any]:
+        return {"budget_bytes": self.budget, "kept_bytes": self.bytes, "rows": self.rows,
+                "used_for_verification": used, **({"not_used_because": self.reason} if self.reason else {})}
+
+
+def _known_text_bytes(files, text_field: str) -> int:
+    """A lower bound of the normalized text's size known before reading: the text column's bytes in in-memory
+    tables and Parquet metadata (uncompressed), at 90% (normalization trims and collapses whitespace); JSON
+    Lines count 0. Unreadable metadata counts 0 (the reader reports the file)."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for f in files:
+        try:
+            if f.fmt == "table" and f.table is not None and text_field in f.table.column_names:
+                total += f.table[text_field].nbytes
+            elif f.fmt == "parquet":
+                meta = pq.ParquetFile(f.path).metadata
+                cols = [j for j in range(meta.num_columns) if meta.schema.column(j).path == text_field]
+                total += sum(meta.row_group(g).column(j).total_uncompressed_size
+                             for g in range(meta.num_row_groups) for j in cols)
+        except Exception:  # noqa: BLE001 - an estimate only; reading reports bad files with their names
+            continue
+    return int(total * 0.9)
+
+
 def _prefetched(it: Iterable, depth: int = 2, prepare=None):
     """Yield from ``it`` (each item passed through ``prepare`` when given) while a background thread
     reads and prepares ahead ``depth`` items, so reading and parsing batch i+1 (pyarrow releases the
@@ -195,8 +255,16 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
             raise ValueError("resume needs a work directory: pass work_dir or output_dir")
         wd = os.fspath(work_dir) if work_dir is not None else os.path.join(os.fspath(output_dir), "work")
         work = WorkDir(wd, contract_fingerprint(contract(cfg)), resume)
+    from .device import cache_bytes
+
+    cache = _TextCache(cache_bytes(cfg.cache_bytes, device) if cfg.cluster.verify else 0)
+    if not cfg.cluster.verify:
+        cache.reason = "no verification"
+    elif cache.complete and _known_text_bytes(files, cfg.text_field) > cache.budget:
+        # known before reading (Parquet metadata, in-memory tables): do not hold text that cannot all fit
+        cache.drop(f"the input's text exceeds cache_bytes={cache.budget:,} (from the Parquet metadata)")
     with _engine(cfg, engine, workers, scheduler, device) as client:
-        col = _pass1(files, cfg, device, report, timings, work, client)
+        col = _pass1(files, cfg, device, report, timings, work, client, cache)
     n = sum(col.file_rows)
 
     t = time.perf_counter()
@@ -220,7 +288,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     timings["collect"] = time.perf_counter() - t
 
     decisions, stage_stats, keep_mask = _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
-                                                keys, values, timings, index)
+                                                keys, values, timings, index, cache)
+    cache.drop("released after verification")  # free the text (device memory on a GPU) before writing
     if semantic is not None:
         from .semantic import merge_decisions, semantic_dedup
 
@@ -300,10 +369,10 @@ def _reader_name(cfg: RunConfig, device: str) -> str:
     return r.name if r is not None else "pyarrow"
 
 
-def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None):
+def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, keep_text=None):
     """Pass 1 over one input file: returns (parts, read report dict, timings). A part is (ids, text_bytes,
     words, keep_values, exact hashes, shingle counts, band keys) of one batch; the last three stay on
-    the device on a GPU."""
+    the device on a GPU. ``keep_text(row in the file, normalized batch)`` is offered every batch."""
     from . import io
     from .device import simulator, to_device, to_host
     from .exact import exact_hashes
@@ -339,6 +408,8 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None):
         t0 = time.perf_counter()
         norm = normalize_arrays(data, offsets, cfg.normalize, device)
         t1 = time.perf_counter()
+        if keep_text is not None:
+            keep_text(batch.row_start, norm)
         h = exact_hashes(norm, device)
         sig = compute_signatures(norm, cfg.shingle, cfg.minhash, params, device)
         t2 = time.perf_counter()
@@ -368,7 +439,7 @@ def _piece_task(fi: int, f, cfg: RunConfig, device: str):
 
 
 def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None,
-           client=None) -> _Collected:
+           client=None, cache: _TextCache | None = None) -> _Collected:
     """Read -> normalize -> exact hash + MinHash -> band keys for every file. Local engine: file by file
     here (on a GPU the per-document results stay on the device). Dask engine (``client``): one task per
     file on the cluster's workers. With a work directory each file's results are stored as a piece,
@@ -400,12 +471,17 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 piece = (table, part_report)
                 bar.update(table.num_rows)
             if piece is not None:
+                if cache is not None:
+                    cache.drop("pass 1 reused work-dir pieces" if stored.get(fi) is not None
+                               else "pass 1 ran on dask workers")
                 u = unpack_piece(piece[0], cfg.lsh.bands)
                 _merge_report(report, piece[1])
                 parts = [(u["ids"], u["text_bytes"], u["words"], u["keep_values"], to_device(u["exact"], device),
                           to_device(u["nshingles"], device), to_device(u["keys"], device))]
             else:
-                parts, part_report, tm = _compute_file(fi, f, cfg, device, params, bar)
+                row0 = sum(col.file_rows)
+                keep_text = None if cache is None else (lambda r, norm, row0=row0: cache.add(row0 + r, norm))
+                parts, part_report, tm = _compute_file(fi, f, cfg, device, params, bar, keep_text)
                 for k, v in tm.items():
                     timings[k] += v
                 _merge_report(report, part_report)
@@ -494,7 +570,8 @@ def _merge_report(report, part: dict) -> None:
     report.empty_files.extend(part["empty_files"])
 
 
-def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles, keys, values, timings, index=None):
+def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles, keys, values, timings, index=None,
+            cache: _TextCache | None = None):
     """Exact groups, LSH buckets, verification and the policy (on the device when device="cuda"), then
     the decisions table on the host. With an index, its documents are rows 0..I-1 in front of the
     input's, first in keep order and pinned (never removed); the table returned covers the input only."""
@@ -563,11 +640,15 @@ def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
                        "largest clusters", largest)
 
     sets = None
+    from_cache = cache is not None and cache.complete and cache.rows == n
     if cfg.cluster.verify and cand_local.shape[0]:
         t = time.perf_counter()
-        sets = _candidate_sets(cfg, device, files, lsh_rows, cand_local, index)
+        sets = _candidate_sets(cfg, device, files, lsh_rows, cand_local, index, cache if from_cache else None)
         timings["shingle_sets"] = time.perf_counter() - t
-        stage["verify"] = {"documents": int(cand_local.shape[0]), "shingle_hashes": int(sets.hashes.shape[0])}
+        stage["verify"] = {"documents": int(cand_local.shape[0]), "shingle_hashes": int(sets.hashes.shape[0]),
+                           "text": "kept from pass 1" if from_cache else "re-read from the input"}
+    if cache is not None:
+        stage["text_cache"] = cache.stats(bool(from_cache and sets is not None))
 
     t = time.perf_counter()
     m = lsh_rows.shape[0]
@@ -642,11 +723,11 @@ def _decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local,
     return decisions, clusters, keep[new]
 
 
-def _candidate_sets(cfg, device, files, lsh_rows, cand_local, index):
-    """Shingle sets of the candidates: indexed documents' from the index, the input's from pass 2.
-    lsh_rows is sorted, so the indexed documents (rows < I) come first."""
+def _candidate_sets(cfg, device, files, lsh_rows, cand_local, index, cache=None):
+    """Shingle sets of the candidates: indexed documents' from the index, the input's from pass 2 (or from
+    pass 1's kept text). lsh_rows is sorted, so the indexed documents (rows < I) come first."""
     if index is None:
-        return _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local)
+        return _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache)
     from .device import array_module, to_device
     from .verify import ShingleSets
 
@@ -656,7 +737,7 @@ def _candidate_sets(cfg, device, files, lsh_rows, cand_local, index):
     in_index = cand_local < n_idx_lsh
     idx_sets = index.shingle_sets(lsh_rows[cand_local[in_index]])
     new_sets = _shingle_sets_pass(cfg, device, files, lsh_rows[n_idx_lsh:] - n_index,
-                                  cand_local[~in_index] - n_idx_lsh)
+                                  cand_local[~in_index] - n_idx_lsh, cache)
     m = lsh_rows.shape[0]
     offsets = xp.zeros(m, xp.int64)
     sizes = xp.zeros(m, xp.int64)
@@ -668,9 +749,10 @@ def _candidate_sets(cfg, device, files, lsh_rows, cand_local, index):
     return ShingleSets(xp.concatenate([to_device(idx_sets.hashes, device), new_sets.hashes]), offsets, sizes)
 
 
-def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local):
-    """Pass 2: re-read batches that hold candidates and hash their shingle sets. Returns sets over all
-    m LSH documents (empty for non-candidates)."""
+def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache: _TextCache | None = None):
+    """Pass 2: hash the candidates' shingle sets, from pass 1's kept normalized text when ``cache`` holds it
+    all, else re-reading the batches that hold candidates. Returns sets over all m LSH documents (empty for
+    non-candidates)."""
     from . import io
     from .device import array_module, to_device
     from .normalize import normalize_text
@@ -681,11 +763,18 @@ def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local):
     cand_rows = lsh_rows[cand_local]
     parts = []
     with _progress(cfg, "verify: shingle sets", total=int(cand_rows.shape[0])) as bar:
-        # normalize only the candidates (iter_rows packs their bytes into one contiguous buffer)
-        for sel, text in _prefetched(io.iter_rows(files, cand_rows, **cfg.reader_options())):
-            norm = normalize_text(text, cfg.normalize, device)
-            parts.append(shingle_sets(norm, xp.arange(sel.shape[0], dtype=xp.int64), cfg.shingle, device))
-            bar.update(int(sel.shape[0]))
+        if cache is not None:
+            for row0, norm in cache.entries:
+                lo, hi = np.searchsorted(cand_rows, [row0, row0 + len(norm)])
+                if lo < hi:
+                    parts.append(shingle_sets(norm, to_device(cand_rows[lo:hi] - row0, device), cfg.shingle, device))
+                    bar.update(int(hi - lo))
+        else:
+            # normalize only the candidates (iter_rows packs their bytes into one contiguous buffer)
+            for sel, text in _prefetched(io.iter_rows(files, cand_rows, **cfg.reader_options())):
+                norm = normalize_text(text, cfg.normalize, device)
+                parts.append(shingle_sets(norm, xp.arange(sel.shape[0], dtype=xp.int64), cfg.shingle, device))
+                bar.update(int(sel.shape[0]))
     cand_sets = ShingleSets.concat(parts, xp)
     if len(cand_sets) != cand_local.shape[0]:
         raise RuntimeError(f"input changed between passes: expected {cand_local.shape[0]} candidate documents, "

@@ -38,6 +38,10 @@ def test_config_file_then_flags_precedence(tmp_path):
     assert cfg.preset_name == "fineweb" and cfg.minhash.num_perm == 112
     assert cfg.lsh.bands == 7 and cfg.id_field == "url"
     assert cfg.cluster.threshold == 0.85  # the flag wins over the file
+    assert cfg.cache_bytes is None
+    for size, want in (("0", 0), ("256M", 256 << 20)):
+        args = build_parser().parse_args(["run", "x", "-o", "o", "--text-cache", size])
+        assert config_from_args(args).cache_bytes == want
     bad = tmp_path / "bad.toml"
     bad.write_text("[cluster]\nthreshhold = 0.7\n")
     with pytest.raises(ValueError, match="threshhold"):

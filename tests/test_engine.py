@@ -32,6 +32,8 @@ def test_dask_two_workers_equals_local(corpus, tmp_path):
     assert dask.decisions.equals(local)
     run = json.loads((tmp_path / "o" / "run.json").read_text())
     assert run["engine"]["name"] == "dask" and run["work_dir"]["pieces_computed"] == 3
+    # the workers' normalized text stays with them: verification re-reads the input
+    assert run["stages"]["text_cache"]["not_used_because"] == "pass 1 ran on dask workers"
     # the same rows as one in-memory table, in one batch or many
     single = gpu_dedup.deduplicate(table, cfg.replace(batch_bytes=4096)).decisions
     assert single.drop(["source"]).equals(local.drop(["source"]))

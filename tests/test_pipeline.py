@@ -188,3 +188,44 @@ def test_exact_only_mode_and_byte_verification(monkeypatch):
     res = gpu_dedup.deduplicate(t, RunConfig.preset("default", progress=False, cluster__exact_verify=True))
     assert res.decisions["keep"].to_pylist() == [True, True, False]
     assert res.stats["stages"]["exact"]["hash_collisions"] == 1
+
+
+def test_verification_uses_pass_1_text_when_it_fits(tmp_path, monkeypatch):
+    """Pass 1's normalized text, kept within cache_bytes, serves verification: the input is not read a second
+    time, and the decisions equal a run that re-reads it (cache_bytes=0) and one whose cache overflows."""
+    from gpu_dedup import io
+
+    t = make_corpus(400, seed=3)
+    for k in range(2):
+        pq.write_table(t.slice(k * 200, 200), tmp_path / f"p{k}.parquet")
+    src = [str(tmp_path / "p0.parquet"), str(tmp_path / "p1.parquet")]
+    cfg = RunConfig(progress=False, batch_bytes=4096)
+    real_iter_rows = io.iter_rows
+    reads = []
+    def counting_iter_rows(*args, **kwargs):
+        reads.append(1)
+        yield from real_iter_rows(*args, **kwargs)
+
+    monkeypatch.setattr(io, "iter_rows", counting_iter_rows)
+    kept = gpu_dedup.deduplicate(src, cfg)
+    st = kept.stats["stages"]
+    assert st["verify"]["text"] == "kept from pass 1" and not reads
+    assert st["text_cache"]["used_for_verification"] and st["text_cache"]["rows"] == 400
+    assert 0 < st["text_cache"]["kept_bytes"] <= st["text_cache"]["budget_bytes"]
+    reread = gpu_dedup.deduplicate(src, cfg.replace(cache_bytes=0))
+    assert reads and reread.stats["stages"]["verify"]["text"] == "re-read from the input"
+    assert reread.stats["stages"]["text_cache"]["not_used_because"] == "cache_bytes=0"
+    small = gpu_dedup.deduplicate(src, cfg.replace(cache_bytes=5000))
+    assert "text exceeds cache_bytes=5,000 (from the Parquet metadata)" in \
+        small.stats["stages"]["text_cache"]["not_used_because"]
+    # JSON Lines: no size known before reading; the cache fills, overflows and is dropped
+    t.select(["id", "text"]).to_pandas().to_json(tmp_path / "c.jsonl", orient="records", lines=True)
+    spill = gpu_dedup.deduplicate(str(tmp_path / "c.jsonl"), cfg.replace(cache_bytes=5000))
+    assert spill.stats["stages"]["text_cache"]["not_used_because"] == "the normalized text exceeds cache_bytes=5,000"
+    assert spill.decisions.drop_columns(["source"]).equals(kept.decisions.drop_columns(["source"]))
+    assert kept.decisions.equals(reread.decisions) and kept.decisions.equals(small.decisions)
+    assert kept.removed > 0
+    with pytest.raises(ValueError, match="cache_bytes must be"):
+        RunConfig(cache_bytes=True)
+    with pytest.raises(ValueError, match="cache_bytes must be"):
+        RunConfig(cache_bytes=-1)

@@ -61,6 +61,8 @@ def test_presets_give_identical_decisions(corpus, tmp_path, preset):
     cpu, gpu = _both(corpus, cfg, tmp_path)
     assert gpu.decisions.equals(cpu.decisions)
     assert 0 < cpu.removed < corpus.num_rows
+    if cfg.cluster.verify:  # pass 1's normalized text stayed on the device for verification
+        assert gpu.stats["stages"]["verify"]["text"] == "kept from pass 1"
 
 
 def test_components_policy_and_keep_longest(corpus, tmp_path):

@@ -70,6 +70,8 @@ def test_truncated_piece_is_recomputed(shards, reference, tmp_path):
     assert pq.read_table(tmp_path / "o2" / "decisions.parquet").equals(reference)
     run = json.loads((tmp_path / "o2" / "run.json").read_text())
     assert run["work_dir"] == {"path": str(w), "pieces_reused": 2, "pieces_computed": 1}
+    # reused pieces hold no text: verification re-reads the input
+    assert run["stages"]["text_cache"]["not_used_because"] == "pass 1 reused work-dir pieces"
 
 
 def test_changed_contract_recomputes_everything(shards, tmp_path):

@@ -15,6 +15,16 @@ Reading (``iter_batches``)
     line by line with Python's ``json`` (``strict=False``: raw control characters inside strings are
     accepted), which is the reference: the fast path is only used when it gives the same result.
 
+    Parquet files are read as record batches of about ``batch_bytes`` of the columns read (a record
+    batch may span row groups), decoded in parallel: row groups on a pool of ``read_threads`` threads,
+    each on its own file handle, with the per-row work (null checks, UTF-8 validation and repair, id
+    casts, keep values) done there too, submitted in file order across files while at most
+    ``read_ahead_bytes`` are ahead of the consumer. Batches, row numbers, the report and errors are those
+    of a sequential read whatever the thread count or timing: the consumer takes the record batches in
+    order and replays what the workers found, so the first problem in file order is the one raised. A row
+    group that cannot be decoded fails every record batch holding its rows; the rows before the first of
+    those are read, then the file ends ("cannot read the file after row N").
+
     JSON Lines rules: a line holding only spaces/tabs/CR is blank; blank lines are not rows and are
     skipped silently. Line numbers are 1-based physical lines of the decompressed file. A UTF-8 byte
     order mark at the very start of a file is ignored (and not copied by ``write_kept``). Duplicate keys
@@ -67,8 +77,10 @@ import logging
 import math
 import os
 import re
+import threading
 import uuid
-from contextlib import ExitStack, contextmanager
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Sequence
 
@@ -258,9 +270,14 @@ class _Chunk:
     record: pa.RecordBatch | None = None
     valid: np.ndarray | None = None
     device_text: Any = None  # gpu_io.DeviceText instead of text (then text is None)
+    # The batches this chunk becomes, when already cut by a pool worker (see _text_parts): then ``text``
+    # is None and ``parts`` carries the batches' texts.
+    parts: list[tuple[int, int, pa.Array, int]] | None = None
 
     @property
     def rows(self) -> int:
+        if self.parts is not None:
+            return self.parts[-1][1] if self.parts else 0
         return len(self.device_text) if self.device_text is not None else len(self.text)
 
 
@@ -282,10 +299,13 @@ class _FileReader:
     def bad(self, reason: str, *, line: int | None = None, row: int | None = None) -> None:
         """A bad row (or file): raise, or record it and let the caller drop it."""
         if self.spec.on_error == "raise":
-            raise InputError(f"{self.where(line, row)}: {reason}; fix the data or use on_error='skip' "
-                             f"to drop bad rows")
+            raise self.bad_error(reason, line=line, row=row)
         self.report.skipped.append({"file": self.f.relpath, "line": line, "row": row, "reason": reason})
         logger.debug("skipped %s: %s", self.where(line, row), reason)
+
+    def bad_error(self, reason: str, *, line: int | None = None, row: int | None = None) -> InputError:
+        """The error ``bad`` raises with on_error='raise'."""
+        return InputError(f"{self.where(line, row)}: {reason}; fix the data or use on_error='skip' to drop bad rows")
 
     def fatal(self, reason: str, *, line: int | None = None, row: int | None = None) -> InputError:
         return InputError(f"{self.where(line, row)}: {reason}")
@@ -333,12 +353,16 @@ def _generated_ids(relpath: str, first: int, n: int) -> pa.Array:
     return pc.binary_join_element_wise(f"{relpath}:", nums, "")
 
 
-def _split_by_bytes(text: pa.Array, batch_bytes: int) -> list[tuple[int, int]]:
-    """[start, end) row ranges holding at most batch_bytes of text each (at least one row)."""
-    n = len(text)
+def _text_lengths(text: pa.Array) -> np.ndarray:
+    return pc.binary_length(text).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _split_cum(cum: np.ndarray, batch_bytes: int) -> list[tuple[int, int]]:
+    """[start, end) row ranges holding at most batch_bytes of text each (at least one row), from the
+    cumulative text lengths ``cum`` of the rows."""
+    n = len(cum)
     if n == 0:
         return []
-    cum = np.cumsum(pc.binary_length(text).to_numpy(zero_copy_only=False).astype(np.int64))
     if cum[-1] <= batch_bytes:
         return [(0, n)]
     out, start = [], 0
@@ -348,6 +372,19 @@ def _split_by_bytes(text: pa.Array, batch_bytes: int) -> list[tuple[int, int]]:
         out.append((start, end))
         start = end
     return out
+
+
+def _text_parts(text: pa.Array, batch_bytes: int) -> list[tuple[int, int, pa.Array, int]]:
+    """The batches of one chunk: (start, end, text, text bytes) per row range of at most batch_bytes."""
+    cum = np.cumsum(_text_lengths(text))
+    ranges = _split_cum(cum, batch_bytes)
+    parts = []
+    for a, b in ranges:
+        piece = text.slice(a, b - a)
+        if len(ranges) > 1:  # own, compact buffers: consumers may ship the whole data buffer
+            piece = pa.concat_arrays([piece])
+        parts.append((a, b, piece, int(cum[b - 1] - (cum[a - 1] if a else 0))))
+    return parts
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -743,108 +780,135 @@ def _keep_values(col: pa.Array) -> np.ndarray:
 
 
 class _ArrowReader(_FileReader):
-    """Parquet files and in-memory tables: columns are typed, so type errors are file-level."""
+    """Parquet files and in-memory tables: columns are typed, so type errors are file-level.
+
+    Parquet files are planned and decoded by the run's ``_ParquetPool`` (``pool``, ``index``: this file's
+    position in the run), row group by row group; in-memory tables are read here, record batch by record
+    batch."""
 
     def __init__(self, f: InputFile, spec: _Spec, report: ReadReport, batch_bytes: int, all_columns: bool,
-                 device_reader: Any = None):
+                 device_reader: Any = None, pool: _ParquetPool | None = None, index: int = 0):
         super().__init__(f, spec, report)
         self.batch_bytes = batch_bytes
         self.all_columns = all_columns
         self.device_reader = device_reader
+        self.pool, self.index = pool, index
         self.schema: pa.Schema | None = None  # set once the file is open (None: unreadable)
 
-    def _open(self) -> tuple[pa.Schema, Any] | None:
-        if self.f.fmt == "table":
-            return self.f.table.schema, None
-        try:
-            pf = pq.ParquetFile(self.f.path)
-            return pf.schema_arrow, pf
-        except (OSError, pa.ArrowException) as e:
-            self.unreadable = True
-            self.bad(f"not a readable Parquet file ({e})")
-            return None
+    def _record_batches(self, table: pa.Table, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
+        """Record batches of an in-memory table, about batch_bytes (all selected columns) each."""
+        table = table if columns is None else table.select(columns)
+        per_row = max(1, table.nbytes // max(1, table.num_rows))
+        yield from table.to_batches(max_chunksize=max(1, self.batch_bytes // per_row))
 
-    def _record_batches(self, pf: Any, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
-        if self.f.fmt == "table":
-            table = self.f.table if columns is None else self.f.table.select(columns)
-            per_row = max(1, table.nbytes // max(1, table.num_rows))
-            yield from table.to_batches(max_chunksize=max(1, self.batch_bytes // per_row))
-            return
-        md = pf.metadata
-        # Uncompressed bytes of the columns we read, to size record batches near batch_bytes.
-        size = 0
-        for g in range(md.num_row_groups):
-            rg = md.row_group(g)
-            for c in range(rg.num_columns):
-                col = rg.column(c)
-                if columns is None or col.path_in_schema.split(".")[0] in columns:
-                    size += col.total_uncompressed_size
-        rows_per_batch = int(max(1, min(1 << 20, self.batch_bytes // max(1, size // max(1, md.num_rows)))))
-        yield from pf.iter_batches(batch_size=rows_per_batch, columns=columns, use_threads=True)
-
-    def _check_schema(self, schema: pa.Schema) -> bool:
-        """File-level checks; returns False when the file must be skipped."""
+    def _schema_problem(self, schema: pa.Schema) -> tuple[bool, str] | None:
+        """(fatal, reason) of the file-level problem of ``schema``, or None. Fatal problems raise even with
+        on_error='skip'; the others skip the file. Pure, so the pool can plan files ahead of the reader."""
         spec = self.spec
         names = schema.names
         if spec.keep_column and spec.keep_column not in names:
-            raise self.fatal(f"keep column {spec.keep_column!r} is not in the file (columns: {names[:20]}); "
-                             f"choose another keep policy")
+            return True, (f"keep column {spec.keep_column!r} is not in the file (columns: {names[:20]}); "
+                          f"choose another keep policy")
         if spec.keep_column and not _is_numeric(schema.field(spec.keep_column).type):
-            raise self.fatal(f"keep column {spec.keep_column!r} has type {schema.field(spec.keep_column).type}, "
-                             f"not numeric; choose a numeric column")
+            return True, (f"keep column {spec.keep_column!r} has type {schema.field(spec.keep_column).type}, "
+                          f"not numeric; choose a numeric column")
         if spec.text_field not in names:
-            self.bad(f"missing text field {spec.text_field!r} (columns: {names[:20]}); set text_field to the "
-                     f"right column")
-            return False
+            return False, (f"missing text field {spec.text_field!r} (columns: {names[:20]}); set text_field to "
+                           f"the right column")
         t = schema.field(spec.text_field).type
         if not _is_stringish(t):
-            self.bad(f"text field {spec.text_field!r} has type {t}, not a string")
-            return False
+            return False, f"text field {spec.text_field!r} has type {t}, not a string"
         if spec.id_field and spec.id_field in names:
             t = schema.field(spec.id_field).type
             base = t.value_type if pa.types.is_dictionary(t) else t
             if not (_is_stringish(t) or pa.types.is_integer(base)):
-                self.bad(f"id field {spec.id_field!r} has type {t}; ids must be strings or integers")
-                return False
-        return True
+                return False, f"id field {spec.id_field!r} has type {t}; ids must be strings or integers"
+        return None
 
-    def chunks(self) -> Iterator[_Chunk]:
-        opened = self._open()
-        if opened is None:
-            return
-        self.schema, pf = opened
-        if not self._check_schema(self.schema):
-            self.unreadable = True
-            return
+    def _check_schema(self, schema: pa.Schema) -> bool:
+        """File-level checks; returns False when the file must be skipped."""
+        problem = self._schema_problem(schema)
+        if problem is None:
+            return True
+        fatal, reason = problem
+        if fatal:
+            raise self.fatal(reason)
+        self.bad(reason)
+        return False
+
+    def _wanted(self, schema: pa.Schema) -> tuple[list[str], bool]:
+        """(columns to read, whether the file has ids)."""
         spec = self.spec
-        has_ids = bool(spec.id_field) and spec.id_field in self.schema.names
-        if spec.id_field and not has_ids:
-            logger.info("%s has no id field %r: using generated ids '%s:<row>'", self.f.relpath, spec.id_field,
-                        self.f.relpath)
+        has_ids = bool(spec.id_field) and spec.id_field in schema.names
         wanted = [spec.text_field] + ([spec.id_field] if has_ids else [])
         if spec.keep_column and spec.keep_column not in wanted:
             wanted.append(spec.keep_column)
-        columns = None if self.all_columns else wanted
-        if (self.device_reader is not None and self.f.fmt == "parquet" and not self.all_columns
-                and self.schema.field(spec.text_field).type in (pa.string(), pa.large_string())):
-            yield from self._device_chunks(pf, wanted, has_ids)
+        return wanted, has_ids
+
+    def _on_device(self, schema: pa.Schema) -> bool:
+        """Does the device reader decode this file's text?"""
+        return (self.device_reader is not None and self.f.fmt == "parquet" and not self.all_columns
+                and schema.field(self.spec.text_field).type in (pa.string(), pa.large_string()))
+
+    def _start(self, schema: pa.Schema) -> tuple[list[str], bool] | None:
+        """Check ``schema`` (raising or recording problems); None when the file is skipped."""
+        self.schema = schema
+        if not self._check_schema(schema):
+            self.unreadable = True
+            return None
+        wanted, has_ids = self._wanted(schema)
+        if self.spec.id_field and not has_ids:
+            logger.info("%s has no id field %r: using generated ids '%s:<row>'", self.f.relpath,
+                        self.spec.id_field, self.f.relpath)
+        return wanted, has_ids
+
+    def chunks(self) -> Iterator[_Chunk]:
+        if self.f.fmt == "parquet":
+            yield from self._parquet_chunks()
             return
+        started = self._start(self.f.table.schema)
+        if started is None:
+            return
+        wanted, has_ids = started
         physical = 0
-        batches = self._record_batches(pf, columns)
-        while True:
-            try:
-                rb = next(batches)
-            except StopIteration:
-                break
-            except (OSError, pa.ArrowException) as e:
-                self.unreadable = self.rows == 0
-                self.bad(f"cannot read the file after row {physical}: {e}", row=physical)
-                break
+        for rb in self._record_batches(self.f.table, None if self.all_columns else wanted):
             chunk = self._convert(rb, physical, has_ids)
             physical += rb.num_rows
-            if chunk is not None:
-                self.rows += chunk.rows
-                yield chunk
+            self.rows += chunk.rows
+            yield chunk
+
+    def _parquet_chunks(self) -> Iterator[_Chunk]:
+        """The file's chunks in order, from the pool's decoded ranges. Problems found by the workers are
+        raised / recorded here, in file order, so the first one in the file wins as in a sequential read."""
+        pool = self.pool
+        plan = pool.plan(self.index)
+        try:
+            if plan.open_error is not None:
+                self.unreadable = True
+                self.bad(f"not a readable Parquet file ({plan.open_error})")
+                return
+            started = self._start(plan.schema)
+            if started is None:
+                return
+            wanted, has_ids = started
+            if self._on_device(plan.schema):
+                yield from self._device_chunks(plan.pf, wanted, has_ids)
+                return
+            for k, rng in enumerate(plan.ranges):
+                result = pool.take(plan, k)
+                if result.read_error is not None:
+                    self.unreadable = self.rows == 0
+                    self.bad(f"cannot read the file after row {rng.start}: {result.read_error}", row=rng.start)
+                    break
+                for reason, row in result.skipped:
+                    self.bad(reason, row=row)
+                if result.error is not None:
+                    raise result.error
+                for chunk in result.chunks:
+                    self.rows += chunk.rows
+                    yield chunk
+        finally:
+            pool.done(plan)
 
     def _row_group_batches(self, pf: Any) -> list[tuple[list[int], int]]:
         """(row groups, rows) of consecutive row groups holding about batch_bytes of (uncompressed) text
@@ -910,8 +974,11 @@ class _ArrowReader(_FileReader):
                     self.rows += chunk.rows
                     yield chunk
 
-    def _convert(self, rb: pa.RecordBatch, physical: int, has_ids: bool) -> _Chunk | None:
+    def _convert(self, rb: pa.RecordBatch, physical: int, has_ids: bool, bad: Any = None) -> _Chunk:
+        """Accepted rows of ``rb`` (physical rows ``physical ..``). ``bad``: where bad rows go (default
+        ``self.bad``; pool workers pass a ``_Deferred``'s, since only the consumer may touch the report)."""
         spec = self.spec
+        bad = bad if bad is not None else self.bad
         text_col = rb.column(rb.schema.get_field_index(spec.text_field))
         valid = np.asarray(text_col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         id_col = rb.column(rb.schema.get_field_index(spec.id_field)) if has_ids else None
@@ -919,9 +986,9 @@ class _ArrowReader(_FileReader):
                     if id_col is not None else np.ones(rb.num_rows, dtype=bool))
         for i in np.flatnonzero(~(valid & id_valid)).tolist():
             if not valid[i]:
-                self.bad(f"text field {spec.text_field!r} is null", row=physical + i)
+                bad(f"text field {spec.text_field!r} is null", row=physical + i)
             else:
-                self.bad(f"id field {spec.id_field!r} is null", row=physical + i)
+                bad(f"id field {spec.id_field!r} is null", row=physical + i)
         valid &= id_valid
         if not valid.any():
             return _Chunk(ids=None, text=pa.array([], pa.large_string()), keep=None, record=rb, valid=valid)
@@ -939,6 +1006,386 @@ class _ArrowReader(_FileReader):
             kcol = rb.column(rb.schema.get_field_index(spec.keep_column))
             keep = _keep_values(kcol if all_valid else kcol.filter(sel))
         return _Chunk(ids=ids, text=text, keep=keep, invalid_utf8=int(bad_rows.sum()), record=rb, valid=valid)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Parallel Parquet decoding
+# ----------------------------------------------------------------------------------------------------
+#
+# A file's rows are cut into *ranges* of rows_per_batch physical rows (the record batches a sequential
+# ``ParquetFile.iter_batches`` would give; a range may span row groups). Workers decode whole *row
+# groups* (each on its own file handle: pyarrow releases the GIL while decoding) and convert every range
+# piece inside their row group (null checks, UTF-8 validation / repair, casts, keep values); the worker
+# that completes a range's last piece joins the pieces and cuts the range into batches. The consumer
+# takes ranges strictly in file order and replays what the workers found (skipped rows, errors) into the
+# report, so rows, batches, row numbers, report and errors are those of a sequential read, whatever the
+# thread count or timing. Submission is in file order too (across files), bounded by read-ahead bytes.
+
+_READ_AHEAD_MIN = 256 << 20
+
+
+def _read_threads(threads: int | None) -> int:
+    if threads is None:
+        return max(1, pa.cpu_count())
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"read_threads must be a positive int or None (pyarrow's CPU count), got {threads!r}")
+    return threads
+
+
+def _read_ahead(ahead: int | None, batch_bytes: int) -> int:
+    if ahead is None:
+        return max(2 * batch_bytes, _READ_AHEAD_MIN)
+    if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
+        raise ValueError(f"read_ahead_bytes must be an int >= 0 or None (automatic), got {ahead!r}")
+    return ahead
+
+
+@dataclass(eq=False)
+class _Group:
+    """One non-empty row group of a planned file: physical rows [start, start + rows)."""
+
+    g: int
+    start: int
+    rows: int
+    nbytes: int  # uncompressed bytes of the columns read (Parquet metadata): its read-ahead charge
+    first: int = -1  # ranges first..last have rows in it
+    last: int = -1
+    task: Future | None = None
+    charged: bool = False
+
+
+@dataclass(eq=False)
+class _Range:
+    """Physical rows [start, end) of a planned file, held by row groups first..last."""
+
+    start: int
+    end: int
+    first: int
+    last: int
+    waiting: int  # row groups not converted yet
+    pieces: dict = field(default_factory=dict)  # group index -> _Piece | _ReadFailed
+    future: Future = field(default_factory=Future)  # -> _RangeResult
+
+
+@dataclass
+class _Piece:
+    """A range's rows inside one row group, converted by a worker: chunks, the bad rows it skipped
+    ((reason, row), on_error='skip') and the exception that stopped the conversion, if any."""
+
+    chunks: list[_Chunk]
+    skipped: list[tuple[str, int]]
+    error: BaseException | None = None
+
+
+@dataclass
+class _ReadFailed:
+    error: BaseException
+
+
+@dataclass
+class _RangeResult:
+    """A range for the consumer: a read failure, or the bad rows skipped in it (in row order), then the
+    exception that stopped it or its chunks."""
+
+    read_error: BaseException | None = None
+    skipped: list[tuple[str, int]] = field(default_factory=list)
+    error: BaseException | None = None
+    chunks: list[_Chunk] = field(default_factory=list)
+
+
+class _Deferred:
+    """``bad`` for a pool worker: with on_error='raise' it raises the reader's error (the worker stores
+    it); with 'skip' it keeps the row for the consumer to record in file order."""
+
+    def __init__(self, reader: _FileReader) -> None:
+        self.reader = reader
+        self.skipped: list[tuple[str, int]] = []
+
+    def bad(self, reason: str, *, row: int) -> None:
+        if self.reader.spec.on_error == "raise":
+            raise self.reader.bad_error(reason, row=row)
+        self.skipped.append((reason, row))
+
+
+@dataclass(eq=False)
+class _ParquetPlan:
+    """One Parquet file of a read: its reader, open handle (or the open error), schema and row
+    groups / ranges to decode (none when the schema is rejected or the device reader reads it)."""
+
+    index: int
+    reader: _ArrowReader
+    pf: Any = None
+    open_error: BaseException | None = None
+    schema: pa.Schema | None = None
+    metadata: Any = None
+    has_ids: bool = False
+    columns: list[str] | None = None
+    groups: list[_Group] = field(default_factory=list)
+    ranges: list[_Range] = field(default_factory=list)
+    finished: bool = False
+
+
+class _ParquetPool:
+    """Decodes the Parquet inputs of one read on ``threads`` worker threads (``threads`` 1, or a device
+    reader: no threads, each range decoded when the consumer asks for it). Row groups are submitted in
+    file order, across files, while the ones submitted and not yet handed to the consumer hold at most
+    ``ahead`` bytes (uncompressed sizes from the Parquet metadata of the columns read); the row groups of
+    the range the consumer waits for are always submitted, and one row group when none is in flight, so
+    at any time ``in_flight <= max(ahead, largest row group, row groups of one range)``. ``peak``
+    records the most that was in flight. Used from one consumer thread; workers touch only ranges."""
+
+    def __init__(self, files: list[InputFile], spec: _Spec, report: ReadReport, batch_bytes: int,
+                 all_columns: bool, device_reader: Any, threads: int, ahead: int) -> None:
+        self.files, self.spec, self.report = files, spec, report
+        self.batch_bytes, self.all_columns, self.device_reader = batch_bytes, all_columns, device_reader
+        # With a device reader the host decodes only files (or batches) the device cannot: sequentially,
+        # and never ahead (that would decode text the device is about to read).
+        inline = threads == 1 or device_reader is not None
+        self.ahead = 0 if inline else ahead
+        self.executor = None if inline else ThreadPoolExecutor(threads, thread_name_prefix="gpu_dedup-parquet")
+        self.plans: dict[int, _ParquetPlan] = {}
+        self.finished: set[int] = set()
+        self.cursor = (0, 0)  # the next (file index, group index) to submit
+        self.in_flight = 0
+        self.peak = 0
+        self.lock = threading.Lock()
+        self.closed = False
+        logger.debug("parquet pool: %s, read-ahead %d bytes", f"{threads} threads" if self.executor else "inline",
+                     self.ahead)
+
+    # ----------------------------------------------------------------------------------- consumer side
+
+    def reader(self, index: int) -> _ArrowReader:
+        return self.plan(index).reader
+
+    def plan(self, index: int) -> _ParquetPlan:
+        """The plan of file ``index``, opening the file on first use (errors are kept for the reader)."""
+        plan = self.plans.get(index)
+        if plan is not None:
+            return plan
+        if index in self.finished:
+            raise RuntimeError(f"file {index} was already read; a pool reads each file once")
+        f = self.files[index]
+        reader = _ArrowReader(f, self.spec, self.report, self.batch_bytes, self.all_columns, self.device_reader,
+                              pool=self, index=index)
+        plan = self.plans[index] = _ParquetPlan(index=index, reader=reader)
+        try:
+            plan.pf = pq.ParquetFile(f.path)
+        except (OSError, pa.ArrowException) as e:
+            plan.open_error = e
+            return plan
+        plan.schema, plan.metadata = plan.pf.schema_arrow, plan.pf.metadata
+        if reader._schema_problem(plan.schema) is not None or reader._on_device(plan.schema):
+            return plan  # nothing for the pool: the reader reports the problem / the device reads it
+        wanted, plan.has_ids = reader._wanted(plan.schema)
+        plan.columns = None if self.all_columns else wanted
+        self._cut(plan)
+        return plan
+
+    def _cut(self, plan: _ParquetPlan) -> None:
+        """Row groups and ranges of a file. Ranges hold rows_per_batch rows: about batch_bytes of the
+        columns read, from the average row size in the metadata (as ``iter_batches(batch_size=)``)."""
+        md = plan.metadata
+        total, start = 0, 0
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            nbytes = sum(rg.column(c).total_uncompressed_size for c in range(rg.num_columns)
+                         if plan.columns is None or rg.column(c).path_in_schema.split(".")[0] in plan.columns)
+            total += nbytes
+            if rg.num_rows:
+                plan.groups.append(_Group(g=g, start=start, rows=rg.num_rows, nbytes=nbytes))
+                start += rg.num_rows
+        rows_per_batch = int(max(1, min(1 << 20, self.batch_bytes // max(1, total // max(1, md.num_rows)))))
+        j = 0
+        for s in range(0, start, rows_per_batch):
+            e = min(s + rows_per_batch, start)
+            while plan.groups[j].start + plan.groups[j].rows <= s:
+                j += 1
+            last = j
+            while plan.groups[last].start + plan.groups[last].rows < e:
+                last += 1
+            k = len(plan.ranges)
+            plan.ranges.append(_Range(start=s, end=e, first=j, last=last, waiting=last - j + 1))
+            for grp in plan.groups[j:last + 1]:
+                grp.first = k if grp.first < 0 else grp.first
+                grp.last = k
+
+    def _next(self) -> tuple[_ParquetPlan, int] | None:
+        """The row group at the cursor (planning files as it reaches them), or None at the end."""
+        i, j = self.cursor
+        while i < len(self.files):
+            if self.files[i].fmt == "parquet" and i not in self.finished:
+                plan = self.plan(i)
+                if j < len(plan.groups):
+                    self.cursor = (i, j)
+                    return plan, j
+            i, j = i + 1, 0
+        self.cursor = (i, 0)
+        return None
+
+    def _fill(self, upto: tuple[int, int] | None = None) -> None:
+        """Submit row groups in file order: every one up to ``upto`` (file, group), then more while the
+        read-ahead allows."""
+        while not self.closed:
+            nxt = self._next()
+            if nxt is None:
+                return
+            plan, j = nxt
+            grp = plan.groups[j]
+            forced = upto is not None and (plan.index, j) <= upto
+            if not forced and (self.ahead == 0 or (self.in_flight and self.in_flight + grp.nbytes > self.ahead)):
+                return
+            self.cursor = (plan.index, j + 1)
+            grp.charged = True
+            self.in_flight += grp.nbytes
+            self.peak = max(self.peak, self.in_flight)
+            if self.executor is None:
+                self._work(plan, j)
+            else:
+                grp.task = self.executor.submit(self._work, plan, j)
+
+    def take(self, plan: _ParquetPlan, k: int) -> _RangeResult:
+        """Range ``k`` of ``plan``, waiting for it; releases its row groups' read-ahead when they hold no
+        later range."""
+        rng = plan.ranges[k]
+        self._fill(upto=(plan.index, rng.last))
+        result = rng.future.result()
+        rng.future = None  # the consumer owns the result now
+        for grp in plan.groups[rng.first:rng.last + 1]:
+            if grp.last == k:
+                self._release(grp)
+        self._fill()
+        return result
+
+    def _release(self, grp: _Group) -> None:
+        if grp.charged:
+            grp.charged = False
+            self.in_flight -= grp.nbytes
+        grp.task = None
+
+    def done(self, plan: _ParquetPlan) -> None:
+        """The reader is done with the file (at its end, after a read error, or abandoned): drop what
+        is still queued or held for it and never submit more of it."""
+        plan.finished = True
+        for grp in plan.groups:
+            if grp.task is not None:
+                grp.task.cancel()
+            self._release(grp)
+        if self.cursor[0] <= plan.index:
+            self.cursor = (plan.index + 1, 0)
+        self.plans.pop(plan.index, None)
+        self.finished.add(plan.index)
+        if plan.pf is not None:
+            plan.pf.close()
+
+    def close(self) -> None:
+        self.closed = True
+        for plan in list(self.plans.values()):
+            self.done(plan)
+        if self.executor is not None:
+            self.executor.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------------------------------- worker side
+
+    def _work(self, plan: _ParquetPlan, j: int) -> None:
+        """Decode row group j of ``plan`` and convert each range's rows in it (runs in a worker)."""
+        if self.closed or plan.finished:
+            return
+        grp = plan.groups[j]
+        table, failed = None, None
+        try:
+            with pq.ParquetFile(plan.reader.f.path, metadata=plan.metadata) as pf:  # own handle per task
+                table = pf.read_row_groups([grp.g], columns=plan.columns, use_threads=True)
+            if table.num_rows != grp.rows:
+                raise pa.ArrowInvalid(f"row group {grp.g} has {table.num_rows} rows, its metadata says {grp.rows}")
+        except (OSError, pa.ArrowException) as e:  # unreadable: ends the file (reported by the consumer)
+            failed = _ReadFailed(e)
+        except BaseException as e:  # noqa: BLE001 - anything else reaches the consumer unchanged
+            failed = _Piece([], [], e)
+        try:
+            for k in range(grp.first, grp.last + 1):
+                self._deposit(plan, k, j,
+                              failed if failed is not None else self._piece(plan, table, grp, plan.ranges[k]))
+        except BaseException as e:  # noqa: BLE001 - a bug here must not leave the consumer waiting forever
+            for rng in plan.ranges[grp.first:grp.last + 1]:
+                future = rng.future
+                if future is not None and not future.done():
+                    future.set_exception(e)
+
+    def _piece(self, plan: _ParquetPlan, table: pa.Table, grp: _Group, rng: _Range) -> _Piece:
+        a = max(rng.start, grp.start) - grp.start
+        b = min(rng.end, grp.start + grp.rows) - grp.start
+        deferred = _Deferred(plan.reader)
+        chunks: list[_Chunk] = []
+        physical = grp.start + a
+        try:
+            for rb in table.slice(a, b - a).to_batches():
+                if rb.num_rows:
+                    chunks.append(plan.reader._convert(rb, physical, plan.has_ids, bad=deferred.bad))
+                    physical += rb.num_rows
+        except Exception as e:  # noqa: BLE001 - the first bad row (on_error='raise') or a failure: raised in order
+            return _Piece(chunks, deferred.skipped, e)
+        return _Piece(chunks, deferred.skipped)
+
+    def _deposit(self, plan: _ParquetPlan, k: int, j: int, piece: _Piece | _ReadFailed) -> None:
+        rng = plan.ranges[k]
+        with self.lock:
+            rng.pieces[j] = piece
+            rng.waiting -= 1
+            complete = rng.waiting == 0
+        if not complete:
+            return
+        future = rng.future
+        try:
+            result = self._finish(rng)
+        except BaseException as e:  # noqa: BLE001 - raised by the consumer's take()
+            future.set_exception(e)
+        else:
+            future.set_result(result)
+
+    def _finish(self, rng: _Range) -> _RangeResult:
+        """Join a range's pieces: a read failure of any of its row groups fails the range (as reading its
+        record batch would); else its chunks, joined and cut into batches unless all columns are read
+        (``write_kept`` takes the pieces' own record batches)."""
+        pieces = [rng.pieces.pop(j) for j in range(rng.first, rng.last + 1)]
+        for p in pieces:
+            if isinstance(p, _ReadFailed):
+                return _RangeResult(read_error=p.error)
+        skipped: list[tuple[str, int]] = []
+        for p in pieces:
+            skipped += p.skipped
+            if p.error is not None:
+                return _RangeResult(skipped=skipped, error=p.error)
+        chunks = [c for p in pieces for c in p.chunks]
+        if not self.all_columns:  # the pieces (and their decoded row groups) are not kept: only the batches
+            chunks = [_join_chunks(chunks, self.batch_bytes)]
+        return _RangeResult(skipped=skipped, chunks=chunks)
+
+
+def _join_chunks(chunks: list[_Chunk], batch_bytes: int) -> _Chunk:
+    """One chunk of the rows of ``chunks`` (in order), with its batches (``parts``) cut exactly as
+    ``_text_parts`` would cut their concatenation; each batch's text is copied once, only when it spans
+    chunks or the chunk is cut (a batch inside one chunk that is not cut stays a zero-copy slice)."""
+    invalid = sum(c.invalid_utf8 for c in chunks)
+    full = [c for c in chunks if c.rows]
+    if not full:
+        return _Chunk(ids=None, text=None, keep=None, invalid_utf8=invalid, parts=[])
+    cum = np.cumsum(np.concatenate([_text_lengths(c.text) for c in full]))
+    starts = np.cumsum([0] + [c.rows for c in full])
+    ranges = _split_cum(cum, batch_bytes)
+    parts = []
+    for a, b in ranges:
+        slices = [c.text.slice(max(a, s) - s, min(b, s + c.rows) - max(a, s))
+                  for c, s in zip(full, starts[:-1].tolist()) if max(a, s) < min(b, s + c.rows)]
+        text = slices[0] if len(slices) == 1 and len(ranges) == 1 else pa.concat_arrays(slices)
+        parts.append((a, b, text, int(cum[b - 1] - (cum[a - 1] if a else 0))))
+    ids = None
+    if full[0].ids is not None:
+        ids = full[0].ids if len(full) == 1 else pa.concat_arrays([c.ids for c in full])
+    keep = None
+    if full[0].keep is not None:
+        keep = full[0].keep if len(full) == 1 else np.concatenate([c.keep for c in full])
+    return _Chunk(ids=ids, text=None, keep=keep, invalid_utf8=invalid, parts=parts)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -960,53 +1407,80 @@ def _make_spec(id_field: str | None, text_field: str, on_error: str, keep_column
 
 
 def _readers(files: list[InputFile], spec: _Spec, report: ReadReport, batch_bytes: int,
-             all_columns: bool, device_reader: Any = None) -> Iterator[tuple[int, _FileReader]]:
-    for index, f in enumerate(files):
-        if f.fmt == "jsonl":
-            yield index, _JsonlReader(f, spec, report, batch_bytes)
-        elif f.fmt in ("parquet", "table"):
-            if f.fmt == "table" and f.table is None:
-                raise ValueError(f"input {index} has fmt='table' but no table; build it with table_input()")
-            yield index, _ArrowReader(f, spec, report, batch_bytes, all_columns, device_reader)
-        else:
-            raise ValueError(f"unknown input format {f.fmt!r} for {f.path!r}; build inputs with resolve_inputs()")
+             all_columns: bool, device_reader: Any = None, threads: int | None = None,
+             read_ahead: int | None = None) -> Iterator[tuple[int, _FileReader]]:
+    """A reader per file, in order. Parquet files share one ``_ParquetPool`` (``threads`` workers,
+    ``read_ahead`` bytes ahead; None: defaults), closed when this generator ends or is closed."""
+    pool: _ParquetPool | None = None
+    try:
+        for index, f in enumerate(files):
+            if f.fmt == "jsonl":
+                yield index, _JsonlReader(f, spec, report, batch_bytes)
+            elif f.fmt == "parquet":
+                if pool is None:
+                    pool = _ParquetPool(files, spec, report, batch_bytes, all_columns, device_reader,
+                                        _read_threads(threads), _read_ahead(read_ahead, batch_bytes))
+                yield index, pool.reader(index)
+            elif f.fmt == "table":
+                if f.table is None:
+                    raise ValueError(f"input {index} has fmt='table' but no table; build it with table_input()")
+                yield index, _ArrowReader(f, spec, report, batch_bytes, all_columns, device_reader)
+            else:
+                raise ValueError(f"unknown input format {f.fmt!r} for {f.path!r}; build inputs with resolve_inputs()")
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: str, batch_bytes: int,
                  on_error: Literal["raise", "skip"], keep_column: str | None = None,
-                 report: ReadReport | None = None, device_reader: Any = None) -> Iterator[Batch]:
+                 report: ReadReport | None = None, device_reader: Any = None, read_threads: int | None = None,
+                 read_ahead_bytes: int | None = None) -> Iterator[Batch]:
     """Yield batches of (ids, text[, keep values]) in file order; see the module docstring for the rules.
 
-    Memory: one block (<= batch_bytes of raw JSON, or one longer line) or one Parquet record batch at a
-    time, plus what pyarrow's JSON parser needs for it (several times the block).
+    Memory: JSON Lines: one block (<= batch_bytes of raw JSON, or one longer line) at a time, plus what
+    pyarrow's JSON parser needs for it (several times the block). Parquet: row groups are decoded by
+    ``read_threads`` threads (None: ``pyarrow.cpu_count()``; 1: sequentially, no thread) at most
+    ``read_ahead_bytes`` ahead (uncompressed column bytes from the file metadata; None: max(2 x
+    batch_bytes, 256 MiB); more when one row group, or the row groups of one record batch, are larger).
+    Neither changes the batches, row numbers, report or errors.
     ``device_reader`` (``gpu_io.resolve_reader``): Parquet text is read into device memory by it, one
     batch per run of row groups holding about batch_bytes of text; same rows, ids and errors.
     """
     if not isinstance(batch_bytes, int) or batch_bytes < 1:
         raise ValueError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
     spec = _make_spec(id_field, text_field, on_error, keep_column)
+    _read_threads(read_threads)  # bad knobs fail here, before anything is read
+    _read_ahead(read_ahead_bytes, batch_bytes)
     report = report if report is not None else ReadReport()
+    readers = _readers(files, spec, report, batch_bytes, all_columns=False, device_reader=device_reader,
+                       threads=read_threads, read_ahead=read_ahead_bytes)
+    # closed explicitly (not when garbage collected) so an error or an abandoned read stops the pool now
+    with closing(readers):
+        yield from _batches(readers, report, batch_bytes)
+
+
+def _batches(readers: Iterator[tuple[int, _FileReader]], report: ReadReport, batch_bytes: int) -> Iterator[Batch]:
     row = 0
-    for index, reader in _readers(files, spec, report, batch_bytes, all_columns=False, device_reader=device_reader):
+    for index, reader in readers:
         report.files += 1
         skipped_before = len(report.skipped)
         for chunk in reader.chunks():
             report.invalid_utf8_rows += chunk.invalid_utf8
             first_in_file = reader.rows - chunk.rows
             dev = chunk.device_text
-            pieces = [(0, chunk.rows)] if dev is not None else _split_by_bytes(chunk.text, batch_bytes)
-            for a, b in pieces:
-                text = None
-                if dev is None:
-                    text = chunk.text.slice(a, b - a)
-                    if len(pieces) > 1:  # own, compact buffers: consumers may ship the whole data buffer
-                        text = pa.concat_arrays([text])
+            if chunk.parts is not None:  # cut by a Parquet pool worker
+                parts = chunk.parts
+            elif dev is not None:
+                parts = [(0, chunk.rows, None, dev.nbytes)]
+            else:
+                parts = _text_parts(chunk.text, batch_bytes)
+            for a, b, text, nbytes in parts:
                 ids = (chunk.ids.slice(a, b - a) if chunk.ids is not None
                        else _generated_ids(reader.f.relpath, first_in_file + a, b - a))
                 keep = chunk.keep[a:b] if chunk.keep is not None else None
                 report.rows += b - a
-                report.bytes_text += (dev.nbytes if dev is not None
-                                      else int(pc.sum(pc.binary_length(text)).as_py() or 0))
+                report.bytes_text += nbytes
                 yield Batch(file_index=index, row_start=row, ids=ids, text=text, keep_values=keep, device_text=dev)
                 row += b - a
         if reader.rows == 0 and not reader.unreadable:

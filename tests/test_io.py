@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import threading
 import time
 
 import numpy as np
@@ -509,3 +510,253 @@ def test_single_50mb_document_reads_in_one_batch(tmp_path):
     assert pc.binary_length(batches[0].text).to_pylist() == [size // 5 * 5]
     assert batches[1].text.to_pylist() == ["s"]
     assert elapsed < 10, elapsed
+
+
+# ------------------------------------------------------------------------------------------- parallel Parquet
+
+def _parquet_groups(path, table: pa.Table, sizes) -> str:
+    """Write ``table`` as row groups of exactly ``sizes`` rows (in order)."""
+    assert sum(sizes) == table.num_rows
+    with pq.ParquetWriter(path, table.schema, compression="snappy") as w:
+        start = 0
+        for n in sizes:
+            w.write_table(table.slice(start, n), row_group_size=max(1, n))
+            start += n
+    return str(path)
+
+
+def _mixed_corpus(tmp_path):
+    """Several Parquet files: many row groups of varied sizes, one row group, empty, invalid UTF-8 and
+    null text / ids (binary columns), integer ids, no id column, a JSON Lines file between them."""
+    rng = np.random.default_rng(11)
+    words = ["alpha", "Grüße", "世界", "😀", "x" * 40, "line\nbreak", ""]
+
+    def texts(n):
+        return [" ".join(rng.choice(words, int(k))) for k in rng.integers(0, 60, n)]
+
+    d = tmp_path / "mixed"
+    d.mkdir()
+    sizes = [int(x) for x in rng.integers(1, 90, 25)]
+    n = sum(sizes)
+    t = pa.table({"id": [f"m{i}" for i in range(n)], "text": texts(n), "q": pa.array(rng.random(n))})
+    _parquet_groups(d / "a_many.parquet", t, sizes)
+    _parquet_groups(d / "b_one.parquet", pa.table({"id": pa.array(range(500, 530), pa.int64()),
+                                                  "text": texts(30), "q": pa.array(np.arange(30.0))}), [30])
+    pq.write_table(pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string()),
+                             "q": pa.array([], pa.float64())}), d / "c_empty.parquet")
+    bad = [t.encode() for t in texts(120)]
+    ids = [f"u{i}" for i in range(120)]
+    for i in (3, 40, 41, 77, 119):
+        bad[i] = bad[i] + BAD_VALUES[i % len(BAD_VALUES)]
+    for i in (5, 60, 61, 100):
+        bad[i] = None
+    for i in (9, 62, 101):
+        ids[i] = None
+    ids[40] = b"id \xff".decode("latin-1")  # a valid (re-encoded) id; the row's text is invalid
+    _parquet_groups(d / "d_dirty.parquet", pa.table({"id": ids, "text": pa.array(bad, pa.binary()),
+                                                    "q": pa.array(rng.random(120))}), [7, 50, 1, 33, 29])
+    _write(d / "e_lines.jsonl", _jsonl_bytes({"id": f"j{i}", "text": x, "q": i} for i, x in enumerate(texts(40))))
+    _parquet_groups(d / "f_noid.parquet", pa.table({"text": texts(200), "q": pa.array(rng.random(200))}),
+                    [64, 64, 64, 8])
+    return resolve_inputs([d])
+
+
+def _read_all(files, **kw):
+    rep = ReadReport()
+    args = {"id_field": "id", "text_field": "text", "batch_bytes": 1 << 20, "on_error": "skip", "keep_column": "q",
+            "report": rep}
+    args.update(kw)
+    out = [(b.file_index, b.row_start, b.ids.to_pylist(), b.text.to_pylist(),
+            None if b.keep_values is None else b.keep_values.tolist()) for b in iter_batches(files, **args)]
+    return out, rep.to_dict()
+
+
+def _sequential_reference(files, *, batch_bytes, id_field="id", text_field="text", keep="q"):
+    """What the reader gave before it decoded in parallel: per file, record batches of ``rows_per_batch``
+    rows (about batch_bytes of the columns read) from ``ParquetFile.iter_batches``, null text / id rows
+    dropped, invalid UTF-8 replaced, cut at batch_bytes of text. JSON Lines files come from the reader."""
+    out, row = [], 0
+    for fi, f in enumerate(files):
+        if f.fmt != "parquet":
+            for b in iter_batches([f], id_field=id_field, text_field=text_field, batch_bytes=batch_bytes,
+                                  on_error="skip", keep_column=keep):
+                out.append((fi, row, b.ids.to_pylist(), b.text.to_pylist(), b.keep_values.tolist()))
+                row += len(b)
+            continue
+        pf = pq.ParquetFile(f.path)
+        cols = [c for c in (text_field, id_field, keep) if c in pf.schema_arrow.names]
+        md = pf.metadata
+        size = sum(md.row_group(g).column(c).total_uncompressed_size for g in range(md.num_row_groups)
+                   for c in range(md.num_columns) if md.row_group(g).column(c).path_in_schema in cols)
+        rows_per_batch = int(max(1, min(1 << 20, batch_bytes // max(1, size // max(1, md.num_rows)))))
+        physical = 0
+        for rb in pf.iter_batches(batch_size=rows_per_batch, columns=cols):
+            d = rb.to_pydict()
+            ids, texts, keeps = [], [], []
+            for i in range(rb.num_rows):
+                t, x = d[text_field][i], d[id_field][i] if id_field in d else f"{f.relpath}:{physical + i}"
+                if t is None or x is None:
+                    continue
+                texts.append(t.decode("utf-8", "replace") if isinstance(t, bytes) else t)
+                ids.append(str(x))
+                keeps.append(d[keep][i])
+            if id_field not in d:  # generated ids count accepted rows only
+                first = sum(len(b[2]) for b in out if b[0] == fi)
+                ids = [f"{f.relpath}:{first + i}" for i in range(len(ids))]
+            physical += rb.num_rows
+            cum = np.cumsum([len(t.encode()) for t in texts]).tolist()
+            start = 0
+            while start < len(texts):
+                base = cum[start - 1] if start else 0
+                end = max(int(np.searchsorted(cum, base + batch_bytes, side="right")), start + 1)
+                out.append((fi, row, ids[start:end], texts[start:end], keeps[start:end]))
+                row += end - start
+                start = end
+    return out
+
+
+@pytest.mark.parametrize("batch_bytes", [200, 3000, 1 << 30])  # below one row group .. above a whole file
+def test_parallel_parquet_equals_sequential_reference(tmp_path, batch_bytes):
+    files = _mixed_corpus(tmp_path)
+    seq, seq_rep = _read_all(files, batch_bytes=batch_bytes, read_threads=1)
+    assert seq_rep["skipped"] and seq_rep["invalid_utf8_rows"] == 5 and seq_rep["empty_files"] == ["c_empty.parquet"]
+    assert [(s["file"], s["row"]) for s in seq_rep["skipped"]] == [
+        ("d_dirty.parquet", r) for r in (5, 9, 60, 61, 62, 100, 101)]
+    assert seq == _sequential_reference(files, batch_bytes=batch_bytes)
+    for threads, ahead in ((2, None), (4, 0), (3, 500), (8, 1 << 40)):
+        assert _read_all(files, batch_bytes=batch_bytes, read_threads=threads, read_ahead_bytes=ahead) == \
+            (seq, seq_rep), (threads, ahead)
+
+
+def _slow_groups(monkeypatch, delay=0.3, slow=lambda plan, j: j == 0):
+    """Make the workers finish out of order: the row groups ``slow`` picks (default: the first of every
+    file) decode last."""
+    real = gio._ParquetPool._work
+
+    def work(self, plan, j):
+        if slow(plan, j):
+            time.sleep(delay)
+        return real(self, plan, j)
+
+    monkeypatch.setattr(gio._ParquetPool, "_work", work)
+
+
+def test_parallel_parquet_raises_the_first_error_in_file_order(tmp_path, monkeypatch):
+    files = _mixed_corpus(tmp_path)
+    with pytest.raises(InputError) as seq:
+        _read_all(files, on_error="raise", read_threads=1)
+    assert str(seq.value).startswith("d_dirty.parquet row 5: text field 'text' is null")
+    _slow_groups(monkeypatch)
+    for threads in (2, 6):
+        with pytest.raises(InputError) as par:
+            _read_all(files, on_error="raise", read_threads=threads, batch_bytes=300)
+        assert str(par.value) == str(seq.value)
+    # a later file's error, found first by the workers, must not replace an earlier file's
+    t = pa.table({"id": [f"r{i}" for i in range(300)], "text": [f"t{i}" for i in range(300)]})
+    _parquet_groups(tmp_path / "late.parquet", t.set_column(1, "text", pa.array(
+        [f"t{i}" if i != 290 else None for i in range(300)])), [100, 100, 100])
+    _parquet_groups(tmp_path / "next.parquet", t.set_column(0, "id", pa.array(
+        [None] + [f"s{i}" for i in range(299)])), [300])
+    two = resolve_inputs([tmp_path / "late.parquet", tmp_path / "next.parquet"])
+    _slow_groups(monkeypatch, 0.1, lambda plan, j: plan.reader.f.relpath == "late.parquet")
+    for threads in (1, 4):
+        with pytest.raises(InputError, match="^late.parquet row 290: text field 'text' is null"):
+            _read_all(two, on_error="raise", keep_column=None, batch_bytes=500, read_threads=threads)
+
+
+def _corrupt_group(path, g):
+    """Overwrite the header of row group g's first text data page with garbage (garbage inside the
+    compressed data would only make invalid UTF-8: Parquet pages carry no checksum by default)."""
+    md = pq.ParquetFile(path).metadata
+    col = md.row_group(g).column(md.schema.to_arrow_schema().get_field_index("text"))
+    with open(path, "r+b") as fh:
+        fh.seek(col.data_page_offset)
+        fh.write(b"\xde\xad\xbe\xef" * 16)
+
+
+def test_parallel_parquet_unreadable_row_group(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    t = pa.table({"id": [f"r{i}" for i in range(400)], "text": [rng.bytes(200).hex() for _ in range(400)]})
+    path = _parquet_groups(tmp_path / "c.parquet", t, [100] * 4)
+    _corrupt_group(path, 2)
+    files = resolve_inputs([path])
+    with pytest.raises(InputError, match="c.parquet row .*: cannot read the file after row"):
+        _read_all(files, on_error="raise", keep_column=None, read_threads=1)
+    _slow_groups(monkeypatch, delay=0.1)
+    for batch_bytes in (5000, 1 << 20):
+        seq = _read_all(files, keep_column=None, batch_bytes=batch_bytes, read_threads=1)
+        assert "cannot read the file after row" in seq[1]["skipped"][-1]["reason"]
+        rows = sum(len(b[2]) for b in seq[0])
+        assert rows == seq[1]["skipped"][-1]["row"] <= 200  # the rows before the failing record batch
+        for threads in (2, 5):
+            assert _read_all(files, keep_column=None, batch_bytes=batch_bytes, read_threads=threads) == seq
+    # write_kept re-reads with the same (parallel) reader: the same rows
+    res = write_kept(files, np.ones(rows, bool), tmp_path / "out", id_field="id", text_field="text", on_error="skip")
+    assert res["rows_written"] == rows
+
+
+def test_parallel_parquet_read_ahead_is_bounded(tmp_path, monkeypatch):
+    t = pa.table({"id": [f"r{i}" for i in range(2000)], "text": ["x" * (50 + i % 50) for i in range(2000)]})
+    paths = [_parquet_groups(tmp_path / f"p{k}.parquet", t, [50] * 40) for k in range(3)]
+    files = resolve_inputs(paths)
+    group_bytes = max(pq.ParquetFile(paths[0]).metadata.row_group(g).total_byte_size for g in range(40))
+    pools = []
+    real_init = gio._ParquetPool.__init__
+
+    def init(self, *a, **kw):
+        real_init(self, *a, **kw)
+        pools.append(self)
+
+    monkeypatch.setattr(gio._ParquetPool, "__init__", init)
+    expected = _read_all(files, keep_column=None, batch_bytes=4000, read_threads=1)
+    assert pools[-1].peak <= group_bytes * 2  # sequential: only the row groups of the batch being read
+    for ahead in (0, 3 * group_bytes, 12 * group_bytes):
+        assert _read_all(files, keep_column=None, batch_bytes=4000, read_threads=3, read_ahead_bytes=ahead) == expected
+        pool = pools[-1]
+        assert pool.in_flight == 0 and pool.closed
+        assert pool.peak <= max(ahead, 2 * group_bytes)  # a batch spans at most 2 row groups here
+        if ahead:
+            assert pool.peak > ahead - group_bytes  # it did read ahead, up to the bound
+    # an abandoned read stops the pool at once (nothing more is decoded after close)
+    it = iter_batches(files, id_field="id", text_field="text", batch_bytes=4000, on_error="raise", read_threads=2,
+                      read_ahead_bytes=4 * group_bytes)
+    next(it)
+    it.close()
+    assert pools[-1].closed and pools[-1].in_flight == 0 and pools[-1].plans == {}
+
+
+def test_parallel_parquet_write_kept_and_knobs(tmp_path):
+    files = _mixed_corpus(tmp_path)
+    batches = _read_all(files)[0]
+    ids = [x for b in batches for x in b[2]]
+    keep = np.arange(len(ids)) % 3 != 0
+    res = write_kept(files, keep, tmp_path / "out", id_field="id", text_field="text", on_error="skip")
+    assert res == {"files": len(files), "rows_written": int(keep.sum())}
+    kept = {x for x, k in zip(ids, keep) if k}
+    for fi, name in ((0, "a_many"), (1, "b_one"), (3, "d_dirty")):
+        file_ids = [x for b in batches if b[0] == fi for x in b[2]]
+        out = pq.read_table(tmp_path / "out" / f"{name}.parquet").column("id").to_pylist()
+        assert [str(x) for x in out] == [x for x in file_ids if x in kept], name
+    with pytest.raises(ValueError, match="read_threads must be a positive int"):
+        _read_all(files, read_threads=0)
+    with pytest.raises(ValueError, match="read_ahead_bytes must be an int >= 0"):
+        _read_all(files, read_ahead_bytes=-1)
+
+
+def test_parallel_parquet_decodes_row_groups_concurrently(tmp_path, monkeypatch):
+    t = pa.table({"id": [f"r{i}" for i in range(600)], "text": [f"text {i}" for i in range(600)]})
+    files = resolve_inputs([_parquet_groups(tmp_path / "c.parquet", t, [100] * 6)])
+    barrier, broken = threading.Barrier(3, timeout=20), []
+    real = gio._ParquetPool._work
+
+    def work(self, plan, j):
+        if j < 3:  # the first three row groups must be decoding at the same time
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                broken.append(j)
+        return real(self, plan, j)
+
+    monkeypatch.setattr(gio._ParquetPool, "_work", work)
+    assert _rows(_read(files, batch_bytes=64, read_threads=3)) == (t["id"].to_pylist(), t["text"].to_pylist())
+    assert broken == []

@@ -7,9 +7,12 @@ import numpy as np
 from numba import njit, prange
 
 from ._build import build
+from .hashing import ASCII_GENERIC, MODE_BLOCKS
 
 _D = build(njit(cache=False, nogil=True))
 normalize_doc = _D["normalize_doc"]
+normalize_span = _D["normalize_span"]
+ascii_mode = _D["ascii_mode"]
 scan_shingles = _D["scan_shingles"]
 xxh64 = _D["xxh64"]
 band_key = _D["band_key"]
@@ -30,8 +33,11 @@ def normalize_sizes(data, offsets, map_off, map_cp, sizes):
     """Pass 1 of normalization. data: uint8 (T,), offsets: int64 (n+1,), tables from unicode_tables.
     Writes sizes (n, 3) int64 = (bytes, words, codepoints) of each normalized document. No temporaries."""
     dummy = np.empty(0, np.uint8)
+    mode = ascii_mode(map_cp)  # the ASCII fast paths, checked once per launch (hashing.py)
+    if mode != ASCII_GENERIC:
+        mode |= MODE_BLOCKS
     for i in prange(offsets.shape[0] - 1):
-        nb, nw, nc = normalize_doc(data, offsets[i], offsets[i + 1], map_off, map_cp, dummy, 0, False)
+        nb, nw, nc = normalize_span(data, offsets[i], offsets[i + 1], map_off, map_cp, mode, dummy, 0, False)
         sizes[i, 0] = nb
         sizes[i, 1] = nw
         sizes[i, 2] = nc
@@ -41,8 +47,11 @@ def normalize_sizes(data, offsets, map_off, map_cp, sizes):
 def normalize_write(data, offsets, map_off, map_cp, out, out_offsets):
     """Pass 2 of normalization: writes document i to out[out_offsets[i]:out_offsets[i+1]] (uint8,
     sized by pass 1)."""
+    mode = ascii_mode(map_cp)
+    if mode != ASCII_GENERIC:
+        mode |= MODE_BLOCKS
     for i in prange(offsets.shape[0] - 1):
-        normalize_doc(data, offsets[i], offsets[i + 1], map_off, map_cp, out, out_offsets[i], True)
+        normalize_span(data, offsets[i], offsets[i + 1], map_off, map_cp, mode, out, out_offsets[i], True)
 
 
 @njit(parallel=True, cache=True, nogil=True)

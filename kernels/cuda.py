@@ -14,9 +14,13 @@ from numba import cuda, uint64
 
 from ._build import build
 from ._launch import kernel
+from .hashing import ASCII_GENERIC
 
 _D = build(cuda.jit(device=True))
 normalize_doc = _D["normalize_doc"]
+normalize_span = _D["normalize_span"]
+ascii_mode_guess = _D["ascii_mode_guess"]
+ascii_word_fits = _D["ascii_word_fits"]
 xxh64 = _D["xxh64"]
 reduce61 = _D["reduce61"]
 permute61 = _D["permute61"]
@@ -38,12 +42,29 @@ MAX_K_PER_THREAD = 32  # K <= TILE * MAX_K_PER_THREAD = 4096 (MinHashConfig's bo
 CHUNK = 2048       # shingles per MinHash block: long documents span several blocks (atomic min)
 
 
+@cuda.jit(device=True)
+def block_ascii_mode(map_cp):
+    """hashing.ascii_mode for the whole block, its 16 checks shared among the threads (every thread of the
+    block must call it: it synchronizes them). Without MODE_BLOCKS: on a GPU thread the block loops of
+    hashing.ascii_run would be plain byte loops; the 8-byte word loop is the fast path here."""
+    mode = ascii_mode_guess(map_cp)
+    fits = 1
+    c = 8 * cuda.threadIdx.x
+    while c < 128:
+        fits &= ascii_word_fits(map_cp, c, mode)
+        c += 8 * cuda.blockDim.x
+    if cuda.syncthreads_and(fits) == 0:
+        return ASCII_GENERIC
+    return mode
+
+
 @kernel
 def normalize_sizes(data, offsets, map_off, map_cp, sizes):
     """One thread per document: sizes (n, 3) int64 = (bytes, words, codepoints)."""
+    mode = block_ascii_mode(map_cp)
     i = cuda.grid(1)
     if i < offsets.shape[0] - 1:
-        nb, nw, nc = normalize_doc(data, offsets[i], offsets[i + 1], map_off, map_cp, data, 0, False)
+        nb, nw, nc = normalize_span(data, offsets[i], offsets[i + 1], map_off, map_cp, mode, data, 0, False)
         sizes[i, 0] = nb
         sizes[i, 1] = nw
         sizes[i, 2] = nc
@@ -51,9 +72,10 @@ def normalize_sizes(data, offsets, map_off, map_cp, sizes):
 
 @kernel
 def normalize_write(data, offsets, map_off, map_cp, out, out_offsets):
+    mode = block_ascii_mode(map_cp)
     i = cuda.grid(1)
     if i < offsets.shape[0] - 1:
-        normalize_doc(data, offsets[i], offsets[i + 1], map_off, map_cp, out, out_offsets[i], True)
+        normalize_span(data, offsets[i], offsets[i + 1], map_off, map_cp, mode, out, out_offsets[i], True)
 
 
 @kernel

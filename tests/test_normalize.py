@@ -1,11 +1,14 @@
 """The normalization kernel against the pure-Python reference of the declared policy."""
+from types import SimpleNamespace
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from gpu_dedup.config import NormalizeConfig
+from gpu_dedup.kernels import cpu, hashing
 from gpu_dedup.normalize import arrow_text_buffers, normalize_strings, normalize_text
-from gpu_dedup.unicode_tables import normalize_reference, reference_matches_tables
+from gpu_dedup.unicode_tables import load_tables, normalize_reference, reference_matches_tables
 
 needs_same_unicode = pytest.mark.skipif(not reference_matches_tables(),
                                         reason="running Python's unicodedata differs from the pinned tables")
@@ -63,3 +66,106 @@ def test_invalid_utf8_bytes_become_replacement_characters():
     data = np.frombuffer(raw, np.uint8)
     norm = normalize_arrays(data, np.array([0, len(raw)], np.int64), NormalizeConfig())
     assert norm.text(0) == "ok \ufffd\ufffd bad \ufffd\ufffd"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The ASCII fast paths (kernels/hashing.py: blocks, 8-byte words, bytes) against the policy spelled out in
+# Python over the same tables, on text built to hit their edges.
+
+PIECES = {
+    "ascii": ["the", "Quick", "BROWN", "fox", "x", "a1b2", "2024", "Hello", "ok", "zZ", "0", "9x"],
+    "space": [" ", "  ", "\t", "\n", "\n\n", "\r\n", " \n ", "\x0b", "\x0c", "\x1c", "\x1f", "        "],
+    "control": ["\x00", "\x07", "\x1b", "\x7f"],
+    "punct": [",", ".", "!", "-", "'", '"', "(", ")", "$", "+", "~", "...", ", ", ". "],
+    "multi": ["é", "ß", "ﬁ", "Σ", "日本", "😀", "İ", "Ⅻ", "①", "㎏", "\u00a0", "\u0085", "\u2028", "\u3000",
+              "\u200b", "\u00ad", "\ufeff", "١٢"],
+}
+EDGE_DOCS = ["", " ", "   \n\t  ", "a", " a ", "\u200b", " \u200b ", "a \u200b", "a\u3000", "a \u00e9 ", "\u00e9",
+             "x" * 7 + "é" + "y" * 8, "x" * 6 + "日" + "y" * 9, "x" * 8 + "😀", " " * 200, "\n" * 100 + "a",
+             "a" + " " * 100, "a  " * 100, ("abc " * 40) + "\u3000", ("Ab, " * 40).strip(),
+             "é" + "z" * 200, "z" * 200 + "é", "\x7f" * 20 + "A" * 70 + "\x00" * 9]
+EDGE_DOCS += ["ab " * k + "c" for k in (20, 21, 22, 42, 43)]  # content ending on and around block ends
+EDGE_DOCS += [("q" * k + " ") * 3 for k in (6, 7, 8, 15, 63, 64)]
+
+
+def _policy(text: str, tables) -> str:
+    """The policy over the tables: each codepoint's image, then the space-separated runs joined by one
+    space."""
+    off, cp = tables.map_off, tables.map_cp
+    mapped = "".join(chr(x) for ch in text for x in cp[off[ord(ch)]:off[ord(ch) + 1]].tolist())
+    return " ".join(w for w in mapped.split(" ") if w)
+
+
+def _random_docs(rng, n: int) -> list[str]:
+    kinds = list(PIECES)
+    docs = []
+    for _ in range(n):
+        # mostly ASCII text (long runs for the block and word loops), now and then everything else
+        weights = rng.dirichlet([8.0, 3.0, 0.3, 1.0, rng.choice([0.05, 1.0])])
+        size = int(rng.choice([3, 20, 120, 400]))
+        picks = rng.choice(len(kinds), size, p=weights)
+        docs.append("".join(PIECES[kinds[k]][rng.integers(len(PIECES[kinds[k]]))] for k in picks))
+    return docs
+
+
+def _buffers(docs: list[str]):
+    raw = [d.encode("utf-8") for d in docs]
+    offsets = np.zeros(len(raw) + 1, np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    return np.frombuffer(b"".join(raw), np.uint8).copy(), offsets
+
+
+@pytest.mark.parametrize("cfg", [NormalizeConfig(), NormalizeConfig(True, True)])
+def test_fast_paths_equal_the_policy(cfg):
+    rng = np.random.default_rng(7)
+    docs = EDGE_DOCS + _random_docs(rng, 300)
+    tables = load_tables(cfg)
+    want = [_policy(d, tables) for d in docs]
+    data, offsets = _buffers(docs)
+    norm = normalize_text(pa.array(docs, pa.large_string()), cfg)
+    assert [norm.text(i) for i in range(len(docs))] == want
+    assert norm.words.tolist() == [len(w.split(" ")) if w else 0 for w in want]
+    assert norm.codepoints.tolist() == [len(w) for w in want]
+
+    # every path alone (ASCII_GENERIC: bytes only; the model: words; with MODE_BLOCKS: blocks), each
+    # document written with guard bytes after it that must stay untouched
+    mode = hashing.ascii_mode(tables.map_cp)
+    assert mode == (hashing.MODE_PUNCT | hashing.MODE_DIGITS if cfg.remove_punctuation else 0)
+    want_bytes = [w.encode("utf-8") for w in want]
+    for m in (hashing.ASCII_GENERIC, mode, mode | hashing.MODE_BLOCKS):
+        out = np.full(sum(len(w) + 9 for w in want_bytes), 0xAA, np.uint8)
+        pos = 0
+        for i, w in enumerate(want_bytes):
+            got = cpu.normalize_span(data, offsets[i], offsets[i + 1], tables.map_off, tables.map_cp, m, out, 0,
+                                     False)
+            assert got == (len(w), norm.words[i], norm.codepoints[i]), (m, docs[i])
+            cpu.normalize_span(data, offsets[i], offsets[i + 1], tables.map_off, tables.map_cp, m, out, pos, True)
+            assert bytes(out[pos:pos + len(w)]) == w, (m, docs[i])
+            assert np.all(out[pos + len(w):pos + len(w) + 9] == 0xAA), (m, docs[i])
+            pos += len(w) + 9
+    # normalize_doc (kept for other kernels): the word loop on spans >= SPAN_MODE_MIN, bytes below
+    for i, w in enumerate(want_bytes):
+        out = np.full(len(w) + 9, 0xAA, np.uint8)
+        cpu.normalize_doc(data, offsets[i], offsets[i + 1], tables.map_off, tables.map_cp, out, 0, True)
+        assert bytes(out[:len(w)]) == w and np.all(out[len(w):] == 0xAA), docs[i]
+
+
+def test_tables_that_are_no_ascii_model_take_the_byte_loop():
+    t = load_tables(NormalizeConfig())
+    map_cp = t.map_cp.copy()
+    map_cp[ord("q")] = ord("k")  # still one ASCII image per ASCII codepoint, but no SWAR model
+    assert hashing.ascii_mode(map_cp) == hashing.ASCII_GENERIC
+    for cfg in CONFIGS:
+        assert hashing.ascii_mode(load_tables(cfg).map_cp) != hashing.ASCII_GENERIC
+
+    tables = SimpleNamespace(map_off=t.map_off, map_cp=map_cp)
+    docs = EDGE_DOCS + _random_docs(np.random.default_rng(3), 60) + ["Quick quiet queue " * 30]
+    data, offsets = _buffers(docs)
+    sizes = np.empty((len(docs), 3), np.int64)
+    cpu.normalize_sizes(data, offsets, t.map_off, map_cp, sizes)
+    out_off = np.zeros(len(docs) + 1, np.int64)
+    np.cumsum(sizes[:, 0], out=out_off[1:])
+    out = np.empty(int(out_off[-1]), np.uint8)
+    cpu.normalize_write(data, offsets, t.map_off, map_cp, out, out_off)
+    got = [bytes(out[out_off[i]:out_off[i + 1]]).decode("utf-8") for i in range(len(docs))]
+    assert got == [_policy(d, tables) for d in docs]

@@ -315,13 +315,19 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     stats: dict[str, Any] = {
         "gpu_dedup_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": device, "array_backend": array_backend(device), "threads": threads, "parquet_text_reader": _reader_name(cfg, device),
+        "device": device, "array_backend": array_backend(device), "threads": threads,
+        "parquet_text_reader": _reader_name(cfg, device),
         "versions": _versions(),
         "config": cfg.to_dict(),
         "contract": contract(cfg), "contract_fingerprint": contract_fingerprint(contract(cfg)),
         "inputs": [f.relpath for f in files],
         "input_paths": [f.path for f in files if f.fmt != "table"],
         "read": report.to_dict(),
+        # what each pass read: pass 1's text, verification's second read (0 when pass 1's text was kept),
+        # and the input files read whole again to copy the kept records (0 when not written)
+        "bytes_read": {"pass1_text": report.bytes_text,
+                       "verification_text": stage_stats.get("verify", {}).get("text_bytes_read", 0),
+                       "deduplicated_input_files": 0},
         "counts": counts,
         "stages": stage_stats,
         "timings_s": timings,
@@ -338,6 +344,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
             stats["deduplicated"] = io.write_kept(files, keep_mask, os.path.join(out, "deduplicated"),
                                                   id_field=cfg.id_field, text_field=cfg.text_field,
                                                   on_error=cfg.on_error)
+            # the kept records are copied verbatim: every input file is read once more, whole
+            stats["bytes_read"]["deduplicated_input_files"] = sum(os.path.getsize(f.path) for f in files
+                                                                  if f.fmt != "table")
         timings["write_deduplicated"] = time.perf_counter() - t
         from .workdir import fault_point
 
@@ -643,10 +652,11 @@ def _decide(cfg, device, files, ids, file_index, text_bytes, exact_h, nshingles,
     from_cache = cache is not None and cache.complete and cache.rows == n
     if cfg.cluster.verify and cand_local.shape[0]:
         t = time.perf_counter()
-        sets = _candidate_sets(cfg, device, files, lsh_rows, cand_local, index, cache if from_cache else None)
+        sets, reread = _candidate_sets(cfg, device, files, lsh_rows, cand_local, index, cache if from_cache else None)
         timings["shingle_sets"] = time.perf_counter() - t
         stage["verify"] = {"documents": int(cand_local.shape[0]), "shingle_hashes": int(sets.hashes.shape[0]),
-                           "text": "kept from pass 1" if from_cache else "re-read from the input"}
+                           "text": "kept from pass 1" if from_cache else "re-read from the input",
+                           "text_bytes_read": reread}
     if cache is not None:
         stage["text_cache"] = cache.stats(bool(from_cache and sets is not None))
 
@@ -727,7 +737,7 @@ def _candidate_sets(cfg, device, files, lsh_rows, cand_local, index, cache=None)
     """Shingle sets of the candidates: indexed documents' from the index, the input's from pass 2 (or from
     pass 1's kept text). lsh_rows is sorted, so the indexed documents (rows < I) come first."""
     if index is None:
-        return _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache)
+        return _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache)  # (sets, text bytes re-read)
     from .device import array_module, to_device
     from .verify import ShingleSets
 
@@ -736,8 +746,8 @@ def _candidate_sets(cfg, device, files, lsh_rows, cand_local, index, cache=None)
     n_idx_lsh = int(np.searchsorted(lsh_rows, n_index))
     in_index = cand_local < n_idx_lsh
     idx_sets = index.shingle_sets(lsh_rows[cand_local[in_index]])
-    new_sets = _shingle_sets_pass(cfg, device, files, lsh_rows[n_idx_lsh:] - n_index,
-                                  cand_local[~in_index] - n_idx_lsh, cache)
+    new_sets, reread = _shingle_sets_pass(cfg, device, files, lsh_rows[n_idx_lsh:] - n_index,
+                                          cand_local[~in_index] - n_idx_lsh, cache)
     m = lsh_rows.shape[0]
     offsets = xp.zeros(m, xp.int64)
     sizes = xp.zeros(m, xp.int64)
@@ -746,13 +756,13 @@ def _candidate_sets(cfg, device, files, lsh_rows, cand_local, index, cache=None)
     sizes[picked] = to_device(idx_sets.sizes, device)
     offsets[n_idx_lsh:] = new_sets.offsets + int(idx_sets.hashes.shape[0])
     sizes[n_idx_lsh:] = new_sets.sizes
-    return ShingleSets(xp.concatenate([to_device(idx_sets.hashes, device), new_sets.hashes]), offsets, sizes)
+    return ShingleSets(xp.concatenate([to_device(idx_sets.hashes, device), new_sets.hashes]), offsets, sizes), reread
 
 
 def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache: _TextCache | None = None):
     """Pass 2: hash the candidates' shingle sets, from pass 1's kept normalized text when ``cache`` holds it
-    all, else re-reading the batches that hold candidates. Returns sets over all m LSH documents (empty for
-    non-candidates)."""
+    all, else re-reading the input. Returns (sets over all m LSH documents (empty for non-candidates), text
+    bytes read again: 0 from the kept text)."""
     from . import io
     from .device import array_module, to_device
     from .normalize import normalize_text
@@ -762,6 +772,7 @@ def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache: _TextCac
     m = lsh_rows.shape[0]
     cand_rows = lsh_rows[cand_local]
     parts = []
+    reread = io.ReadReport()
     with _progress(cfg, "verify: shingle sets", total=int(cand_rows.shape[0])) as bar:
         if cache is not None:
             for row0, norm in cache.entries:
@@ -771,7 +782,7 @@ def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache: _TextCac
                     bar.update(int(hi - lo))
         else:
             # normalize only the candidates (iter_rows packs their bytes into one contiguous buffer)
-            for sel, text in _prefetched(io.iter_rows(files, cand_rows, **cfg.reader_options())):
+            for sel, text in _prefetched(io.iter_rows(files, cand_rows, report=reread, **cfg.reader_options())):
                 norm = normalize_text(text, cfg.normalize, device)
                 parts.append(shingle_sets(norm, xp.arange(sel.shape[0], dtype=xp.int64), cfg.shingle, device))
                 bar.update(int(sel.shape[0]))
@@ -784,7 +795,7 @@ def _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache: _TextCac
     cl = to_device(cand_local, device)
     offsets[cl] = cand_sets.offsets
     sizes[cl] = cand_sets.sizes
-    return ShingleSets(cand_sets.hashes, offsets, sizes)
+    return ShingleSets(cand_sets.hashes, offsets, sizes), reread.bytes_text
 
 
 def _write_index(path, cfg, device, files, ids, exact_h, nshingles, keys, keep_mask, index):

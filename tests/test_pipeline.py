@@ -212,8 +212,13 @@ def test_verification_uses_pass_1_text_when_it_fits(tmp_path, monkeypatch):
     assert st["verify"]["text"] == "kept from pass 1" and not reads
     assert st["text_cache"]["used_for_verification"] and st["text_cache"]["rows"] == 400
     assert 0 < st["text_cache"]["kept_bytes"] <= st["text_cache"]["budget_bytes"]
-    reread = gpu_dedup.deduplicate(src, cfg.replace(cache_bytes=0))
+    assert kept.stats["bytes_read"]["verification_text"] == 0
+    assert kept.stats["bytes_read"]["pass1_text"] == kept.stats["read"]["bytes_text"] > 0
+    reread = gpu_dedup.deduplicate(src, cfg.replace(cache_bytes=0), tmp_path / "out")
     assert reads and reread.stats["stages"]["verify"]["text"] == "re-read from the input"
+    # the second read scans every batch again (the candidates are spread over all of them)
+    assert reread.stats["bytes_read"]["verification_text"] == reread.stats["read"]["bytes_text"]
+    assert reread.stats["bytes_read"]["deduplicated_input_files"] == sum(os.path.getsize(p) for p in src)
     assert reread.stats["stages"]["text_cache"]["not_used_because"] == "cache_bytes=0"
     small = gpu_dedup.deduplicate(src, cfg.replace(cache_bytes=5000))
     assert "text exceeds cache_bytes=5,000 (from the Parquet metadata)" in \

@@ -172,9 +172,8 @@ def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: 
     if device == "cuda":
         from .kernels import cuda as kc
 
-        sizes = xp.diff(comp_off)
-        giant = sizes > HOST_COMPONENT
-        n_giant = int(giant.sum()) if n_comp else 0
+        giant = xp.diff(comp_off) > HOST_COMPONENT
+        n_giant = int(giant.sum())
         if n_giant:
             # the GPU kernel runs the small components; the few giant ones run on the host below
             args = (*_select_components(xp, order, comp_off, ~giant), *args[2:])
@@ -184,11 +183,10 @@ def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: 
             tail = xp.full(buckets.n_buckets, -1, xp.int64)
             nxt = xp.full(buckets.entry_bucket.shape[0], -1, xp.int64)
             stamp = xp.full(m, -1, xp.int64)
-            small_comparisons = xp.zeros(n_small, xp.int64)
+            # per-component counts (only their total reaches run.json): small components first, then giant
             kc.representative_components[kc.blocks(n_small, 64), 64](
                 *args, sets.offsets, sets.sizes, sets.hashes, pin, float(threshold), int(cap), head, tail, nxt, stamp,
-                capped, rep, jac, small_comparisons)
-            comparisons[:n_small] = small_comparisons  # the count only feeds run.json's total
+                capped, rep, jac, comparisons[:n_small])
         if n_giant:
             comparisons[n_small:] = _giant_components_on_host(xp, *_select_components(xp, order, comp_off, giant),
                                                               buckets, sets, pin, threshold, cap, rep, jac, capped)

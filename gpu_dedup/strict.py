@@ -30,7 +30,7 @@ import operator
 
 import numpy as np
 
-__all__ = ["StrictArray", "is_strict"]
+__all__ = ["StrictArray", "xp"]
 
 _HOST_MSG = ("a host numpy.ndarray was mixed into a device operation ({what}); CuPy refuses this: move it "
              "explicitly with gpu_dedup.device.to_device (or xp.asarray)")
@@ -75,7 +75,6 @@ class StrictArray:
     """A "device" array: a NumPy buffer that refuses every implicit host/device crossing (module doc)."""
 
     __slots__ = ("_a",)
-    __array_priority__ = 1000
     # NumPy ufuncs and binary operators with a NumPy operand refuse us: ndarray.__add__ returns
     # NotImplemented, and our reflected operator then raises for the host operand.
     __array_ufunc__ = None
@@ -377,8 +376,3 @@ class _Module:
 
 
 xp = _Module()
-
-
-def is_strict(module) -> bool:
-    """True for the strict array module."""
-    return module is xp

@@ -271,6 +271,9 @@ _SECTIONS = {"normalize": NormalizeConfig, "shingle": ShingleConfig, "minhash": 
 def contract(cfg: RunConfig) -> dict[str, Any]:
     """What must match for signatures / band keys from two runs to be comparable."""
     from . import normalize  # local: avoids loading tables at import time
+    from .kernels.hashing import EXACT_SEED_HI, EXACT_SEED_LO  # NumPy only: no Numba at import time
+
+    seeds = [f"0x{int(seed):016X}" for seed in (EXACT_SEED_LO, EXACT_SEED_HI)]
 
     return {
         "contract_version": CONTRACT_VERSION,
@@ -279,7 +282,7 @@ def contract(cfg: RunConfig) -> dict[str, Any]:
         "shingle": {**dataclasses.asdict(cfg.shingle), "hash": "xxh64", "unit_bytes": "utf-8"},
         "minhash": {**dataclasses.asdict(cfg.minhash), "prime": "2^61-1", "params": "splitmix64-rejection"},
         "lsh": {**dataclasses.asdict(cfg.lsh), "band_hash": "xxh64(seed=band) of little-endian values"},
-        "exact": {"hash": "xxh64 x2 of normalized UTF-8", "seeds": ["0x9E3779B97F4A7C15", "0xC2B2AE3D27D4EB4F"]},
+        "exact": {"hash": "xxh64 x2 of normalized UTF-8", "seeds": seeds},
     }
 
 

@@ -192,6 +192,20 @@ def repeat_index(xp, counts):
     return xp.searchsorted(ends, xp.arange(total, dtype=xp.int64), side="right").astype(xp.int64)
 
 
+def split_chunks(xp, lengths, chunk: int):
+    """Cut item i of ``lengths`` (int64, n) into ceil(lengths[i] / chunk) chunks of <= chunk: returns
+    (doc, first, count, bounds), int64: chunk c covers [first[c], first[c] + count[c]) of item doc[c];
+    item i's chunks are bounds[i]:bounds[i + 1] (bounds: n + 1). Empty items have no chunk. Used by every
+    kernel that cuts long documents (text bytes, shingles) into pieces of bounded work."""
+    per_doc = (lengths + chunk - 1) // chunk
+    doc = repeat_index(xp, per_doc)
+    bounds = xp.zeros(lengths.shape[0] + 1, xp.int64)
+    xp.cumsum(per_doc, out=bounds[1:])
+    first = (xp.arange(doc.shape[0], dtype=xp.int64) - bounds[doc]) * chunk
+    count = xp.minimum(lengths[doc] - first, chunk)
+    return doc, first, count, bounds
+
+
 def argsort_stable(xp, a):
     """Stable argsort in either module (CuPy's sort is a stable radix/merge sort and takes no kind)."""
     return xp.argsort(a, kind="stable") if xp.__name__ == "numpy" else xp.argsort(a)

@@ -26,7 +26,7 @@ def exact_hashes(norm: Normalized, device: str = "cpu"):
     if device == "cuda":
         from .kernels import cuda as kc
 
-        kc.exact_hashes[kc.blocks(n), kc.TPB](norm.data, norm.offsets, out)
+        kc.exact_hashes[kc.geometry(n, kc.XXH_TPB, per_block=True)](norm.data, norm.offsets, out)
     else:
         from .kernels import cpu
 

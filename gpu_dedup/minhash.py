@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-
-from typing import TYPE_CHECKING
 
 from .config import MinHashConfig, ShingleConfig
 
@@ -63,7 +62,7 @@ def compute_signatures(norm: "Normalized", shingle: ShingleConfig, cfg: MinHashC
     """Signatures of normalized documents (``normalize.Normalized``; arrays of the device's module).
 
     CPU: one pass per document (prange) streaming shingle hashes into K running minima.
-    GPU: unit (word / codepoint) starts per document, then one block per chunk of <= CHUNK shingles
+    GPU: unit (word / codepoint) starts (``unit_starts``), then one block per chunk of <= CHUNK shingles
     with atomic-min merging, so very long documents spread over many blocks. Same values either way.
     """
     from .device import array_module, to_device
@@ -74,17 +73,14 @@ def compute_signatures(norm: "Normalized", shingle: ShingleConfig, cfg: MinHashC
     mask = np.uint64(0xFFFFFFFF if cfg.width == 32 else _M64)
     kind_char = shingle.kind == "char"
     if device == "cuda":
+        from .device import split_chunks
         from .kernels import cuda as kc
 
-        units_per_doc = norm.codepoints if kind_char else norm.words
-        nsh = xp.maximum(units_per_doc - shingle.n + 1, 0)
-        ubase = xp.zeros(n + 1, xp.int64)
-        xp.cumsum(units_per_doc, out=ubase[1:])
-        units = xp.empty(int(ubase[-1]), xp.int64)
+        nsh = xp.maximum((norm.codepoints if kind_char else norm.words) - shingle.n + 1, 0)
         out = xp.full((n, cfg.num_perm), MERSENNE61, xp.uint64)
         if n:
-            kc.unit_starts[kc.blocks(n), kc.TPB](norm.data, norm.offsets, kind_char, ubase, units)
-            doc, first, count = _chunks(xp, nsh, kc.CHUNK)
+            ubase, units = unit_starts(norm, kind_char, device)
+            doc, first, count, _ = split_chunks(xp, nsh, kc.CHUNK)
             if doc.shape[0]:
                 kc.minhash_chunks[int(doc.shape[0]), kc.TILE](
                     norm.data, norm.offsets, units, ubase, doc, first, count, shingle.n, 0 if kind_char else 1,
@@ -101,16 +97,32 @@ def compute_signatures(norm: "Normalized", shingle: ShingleConfig, cfg: MinHashC
     return Signatures(values, nsh)
 
 
-def _chunks(xp, nsh, chunk: int):
-    """Split each document's shingles into chunks of <= chunk: (doc, first shingle, count) int64."""
-    from .device import repeat_index
+def unit_starts(norm: "Normalized", kind_char: bool, device: str):
+    """GPU: (ubase (n+1,), units) int64 device arrays: the byte offsets of document i's units (word or
+    codepoint starts) are units[ubase[i]:ubase[i+1]]. Cooperative (kernels/cuda.py:unit_chunks): a count
+    pass and a write pass over chunks of BYTE_CHUNK bytes, the chunks' counts scanned in between."""
+    from .device import array_module, split_chunks
+    from .kernels import cuda as kc
 
-    per_doc = (nsh + chunk - 1) // chunk
-    doc = repeat_index(xp, per_doc)
-    starts = xp.cumsum(per_doc) - per_doc
-    first = (xp.arange(doc.shape[0], dtype=xp.int64) - starts[doc]) * chunk
-    count = xp.minimum(nsh[doc] - first, chunk)
-    return doc, first, count
+    xp = array_module(device)
+    n = len(norm)
+    ubase = xp.zeros(n + 1, xp.int64)
+    xp.cumsum(norm.codepoints if kind_char else norm.words, out=ubase[1:])
+    units = xp.empty(int(ubase[-1]), xp.int64)
+    doc, first, count, bounds = split_chunks(xp, norm.offsets[1:] - norm.offsets[:-1], kc.BYTE_CHUNK)
+    chunks = int(doc.shape[0])
+    if chunks:
+        launch = kc.unit_chunks[kc.geometry(chunks, kc.TPB, per_block=True)]
+        counts = xp.empty(chunks, xp.int64)
+        launch(norm.data, norm.offsets, kind_char, doc, first, count, counts, False, counts, units)
+        before = xp.cumsum(counts) - counts  # units in earlier chunks, all documents
+        base = ubase[doc] + before - before[bounds[doc]] + (0 if kind_char else 1)
+        found = int(counts.sum()) + (0 if kind_char else int(xp.count_nonzero(norm.offsets[1:] > norm.offsets[:-1])))
+        if found != units.shape[0]:  # an invariant of normalized text; never write past the array
+            raise RuntimeError(f"{found} unit starts in the text but {units.shape[0]} in the normalized sizes: "
+                               "the text does not come from normalize_arrays")
+        launch(norm.data, norm.offsets, kind_char, doc, first, count, base, True, counts, units)
+    return ubase, units
 
 
 def signatures_from_hashes(hashes: np.ndarray, offsets: np.ndarray, cfg: MinHashConfig) -> np.ndarray:

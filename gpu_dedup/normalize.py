@@ -100,26 +100,61 @@ def normalize_arrays(data, offsets, cfg: NormalizeConfig, device: str = "cpu") -
 
     xp = array_module(device)
     map_off, map_cp = _device_tables(cfg, device)
+    if device == "cuda":
+        return _normalize_chunks(data, offsets, map_off, map_cp, xp)
+    from .kernels import cpu
+
     n = offsets.shape[0] - 1
     sizes = xp.empty((n, 3), xp.int64)
     out_off = xp.zeros(n + 1, xp.int64)
-    if device == "cuda":
-        from .kernels import cuda as kc
-
-        if n:
-            kc.normalize_sizes[kc.blocks(n), kc.TPB](data, offsets, map_off, map_cp, sizes)
-        xp.cumsum(sizes[:, 0], out=out_off[1:])
-        out = xp.empty(int(out_off[-1]), xp.uint8)
-        if n:
-            kc.normalize_write[kc.blocks(n), kc.TPB](data, offsets, map_off, map_cp, out, out_off)
-    else:
-        from .kernels import cpu
-
-        cpu.normalize_sizes(data, offsets, map_off, map_cp, sizes)
-        xp.cumsum(sizes[:, 0], out=out_off[1:])
-        out = xp.empty(int(out_off[-1]), xp.uint8)
-        cpu.normalize_write(data, offsets, map_off, map_cp, out, out_off)
+    cpu.normalize_sizes(data, offsets, map_off, map_cp, sizes)
+    xp.cumsum(sizes[:, 0], out=out_off[1:])
+    out = xp.empty(int(out_off[-1]), xp.uint8)
+    cpu.normalize_write(data, offsets, map_off, map_cp, out, out_off)
     return Normalized(out, out_off, sizes[:, 1].copy(), sizes[:, 2].copy())
+
+
+def _normalize_chunks(data, offsets, map_off, map_cp, xp, chunk: int | None = None) -> Normalized:
+    """The GPU's normalization: documents cut into chunks of about ``chunk`` bytes (default
+    kernels/cuda.py:NORM_CHUNK), one thread each. A plan kernel moves each cut to a codepoint after a
+    non-empty image and records the scan state there; the sizes kernel scans each chunk from its state;
+    a document's sizes are the sums of its chunks' (its trailing space taken back when its last chunk
+    ends on one); the write kernel writes each chunk at its document's offset plus its earlier chunks'
+    bytes. Output identical to the CPU's one-document scans (tests: tiny chunks, every cut)."""
+    from .device import split_chunks
+    from .kernels import cuda as kc
+
+    n = offsets.shape[0] - 1
+    doc, first, _, bounds = split_chunks(xp, offsets[1:] - offsets[:-1], chunk or kc.NORM_CHUNK)
+    chunks = int(doc.shape[0])
+    totals = xp.zeros((chunks + 1, 4), xp.int64)  # running (bytes, spaces, extra, non-empty chunks)
+    lo = xp.empty(chunks, xp.int64)
+    prev = xp.empty(chunks, xp.int64)
+    counts = xp.empty((chunks, 4), xp.int64)
+    if chunks:
+        grid = kc.geometry(chunks, kc.TPB, per_block=False)
+        kc.normalize_plan[grid](data, offsets, map_off, map_cp, doc, first, lo, prev)
+        kc.normalize_chunk_sizes[grid](data, offsets, map_off, map_cp, doc, lo, prev, counts)
+        xp.cumsum(counts[:, :3], axis=0, out=totals[1:, :3])
+        # a chunk that found no cut is empty (lo = the document's end); those are the last ones of their
+        # document, and the document's end state is its last non-empty chunk's (chunk 0 never is empty)
+        xp.cumsum((lo < offsets[doc + 1]).astype(xp.int64), out=totals[1:, 3])
+    doc_sums = totals[bounds[1:]] - totals[bounds[:-1]]  # (n, 4)
+    has = doc_sums[:, 3] > 0
+    last_state = xp.ones(n, xp.int64)  # a document without chunks (empty) ends in state 1, like one scan
+    if chunks:
+        last_state[has] = counts[(bounds[:-1] + doc_sums[:, 3])[has] - 1, 3]
+    nbytes = doc_sums[:, 0]
+    trim = ((last_state == 1) & (nbytes > 0)).astype(xp.int64)
+    nbytes = nbytes - trim
+    words = xp.where(nbytes > 0, doc_sums[:, 1] - trim + 1, 0)
+    out_off = xp.zeros(n + 1, xp.int64)
+    xp.cumsum(nbytes, out=out_off[1:])
+    out = xp.empty(int(out_off[-1]), xp.uint8)
+    if chunks:
+        chunk_out = out_off[doc] + totals[:-1, 0] - totals[bounds[doc], 0]
+        kc.normalize_chunk_write[grid](data, offsets, map_off, map_cp, doc, lo, prev, chunk_out, out, out_off)
+    return Normalized(out, out_off, words, nbytes - doc_sums[:, 2])
 
 
 def invalid_utf8_rows(data, offsets, device: str = "cpu"):
@@ -132,9 +167,13 @@ def invalid_utf8_rows(data, offsets, device: str = "cpu"):
     n = offsets.shape[0] - 1
     out = xp.zeros(n, xp.uint8)
     if n and device == "cuda":
+        from .device import split_chunks
         from .kernels import cuda as kc
 
-        kc.utf8_invalid_rows[kc.blocks(n), kc.TPB](data, offsets, out)
+        doc, first, count, _ = split_chunks(xp, offsets[1:] - offsets[:-1], kc.BYTE_CHUNK)
+        if doc.shape[0]:
+            kc.utf8_invalid_chunks[kc.geometry(int(doc.shape[0]), kc.TPB, per_block=True)](data, offsets, doc, first,
+                                                                                          count, out)
     elif n:
         from .kernels import cpu
 

@@ -63,13 +63,10 @@ def shingle_sets(norm: Normalized, docs, shingle: ShingleConfig, device: str = "
     if device == "cuda":
         from .device import argsort_stable
         from .kernels import cuda as kc
+        from .minhash import unit_starts
 
-        n = len(norm)
-        ubase = xp.zeros(n + 1, xp.int64)
-        xp.cumsum(units_per_doc, out=ubase[1:])
-        units = xp.empty(int(ubase[-1]), xp.int64)
         if m:
-            kc.unit_starts[kc.blocks(n), kc.TPB](norm.data, norm.offsets, kind_char, ubase, units)
+            ubase, units = unit_starts(norm, kind_char, device)
             kc.shingle_hashes[min(m, 65535), kc.TPB](norm.data, norm.offsets, units, ubase, docs, reserve, shingle.n,
                                                      0 if kind_char else 1, np.uint64(shingle.seed), raw)
         seg = repeat_index(xp, counts)

@@ -7,7 +7,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._build import build
-from .hashing import ASCII_GENERIC, MODE_BLOCKS
+from .hashing import ASCII_GENERIC, EXACT_SEED_HI, EXACT_SEED_LO, MODE_BLOCKS
 
 _D = build(njit(cache=False, nogil=True))
 normalize_doc = _D["normalize_doc"]
@@ -24,8 +24,6 @@ reduce61 = _D["reduce61"]
 
 MERSENNE61 = np.uint64((1 << 61) - 1)
 MASK32 = np.uint64(0xFFFFFFFF)
-EXACT_SEED_LO = np.uint64(0x9E3779B97F4A7C15)
-EXACT_SEED_HI = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -10,33 +10,41 @@ Notation: n documents, K permutations, B bands, T text bytes, S shingles in a ba
 import math
 
 import numpy as np
-from numba import cuda, uint64
+from numba import config as numba_config
+from numba import cuda, int64, uint8, uint64
 
 from ._build import build
 from ._launch import kernel
-from .hashing import ASCII_GENERIC
+from .hashing import ASCII_GENERIC, EXACT_SEED_HI, EXACT_SEED_LO, P64_5
 
 _D = build(cuda.jit(device=True))
 normalize_doc = _D["normalize_doc"]
-normalize_span = _D["normalize_span"]
+normalize_scan = _D["normalize_scan"]
+chunk_entry = _D["chunk_entry"]
+utf8_covered = _D["utf8_covered"]
+utf8_invalid_at = _D["utf8_invalid_at"]
+xxh64_lane = _D["xxh64_lane"]
+xxh64_round = _D["xxh64_round"]
+xxh64_converge = _D["xxh64_converge"]
+xxh64_tail = _D["xxh64_tail"]
+read_u64le = _D["read_u64le"]
 ascii_mode_guess = _D["ascii_mode_guess"]
 ascii_word_fits = _D["ascii_word_fits"]
 xxh64 = _D["xxh64"]
 reduce61 = _D["reduce61"]
 permute61 = _D["permute61"]
-utf8_decode = _D["utf8_decode"]
-utf8_invalid = _D["utf8_invalid"]
 shingle_bounds = _D["shingle_bounds"]
 band_key = _D["band_key"]
 intersection_sorted = _D["intersection_sorted"]
 representative_run = _D["representative_run"]
 
 MERSENNE61 = np.uint64((1 << 61) - 1)
-EXACT_SEED_LO = np.uint64(0x9E3779B97F4A7C15)
-EXACT_SEED_HI = np.uint64(0xC2B2AE3D27D4EB4F)
 SPACE = 0x20
 
-TPB = 128          # threads per block for per-document kernels
+TPB = 128          # threads per block
+NORM_CHUNK = 512   # text bytes per thread in the normalization kernels (nominal: chunk_entry moves the cut)
+BYTE_CHUNK = 4096  # text bytes per block in utf8_invalid_chunks and unit_chunks (<= TPB * 32: 32 per thread)
+XXH_TPB = 32       # threads per document in exact_hashes: 32 words = 8 stripes of 32 bytes loaded per step
 TILE = 128         # shingle hashes staged in shared memory per step (= threads per MinHash block)
 MAX_K_PER_THREAD = 32  # K <= TILE * MAX_K_PER_THREAD = 4096 (MinHashConfig's bound)
 CHUNK = 2048       # shingles per MinHash block: long documents span several blocks (atomic min)
@@ -58,65 +66,206 @@ def block_ascii_mode(map_cp):
     return mode
 
 
+# Text kernels: the work is cut into chunks of a bounded number of bytes (split_chunks in
+# gpu_dedup/device.py: a document of L bytes has ceil(L / chunk) chunks, chunk_doc / chunk_first /
+# chunk_count), so a warp never waits for its longest document and a 6 MB document is spread over
+# thousands of threads. Results are those of the one-document-at-a-time CPU kernels, bit for bit, for
+# any grid and any block size up to the kernel's bound (grid-stride loops; block-wide steps use
+# cuda.blockDim): ``geometry`` picks the launch.
+
+
 @kernel
-def normalize_sizes(data, offsets, map_off, map_cp, sizes):
-    """One thread per document: sizes (n, 3) int64 = (bytes, words, codepoints)."""
+def normalize_plan(data, offsets, map_off, map_cp, chunk_doc, chunk_first, lo, prev):
+    """One thread per normalization chunk: lo (C,) int64 = where chunk c really begins (its nominal first
+    byte moved forward by hashing.chunk_entry to a codepoint whose predecessor has a non-empty image),
+    prev (C,) int64 = the scan state there (1 at a document's start). Chunk c ends where the next chunk
+    of its document begins, or at the document's end."""
+    c = cuda.grid(1)
+    while c < chunk_doc.shape[0]:
+        d = chunk_doc[c]
+        s = offsets[d]
+        b, pv = chunk_entry(data, s, s + chunk_first[c], offsets[d + 1], map_off, map_cp)
+        lo[c] = b
+        prev[c] = pv
+        c += cuda.gridsize(1)
+
+
+@cuda.jit(device=True)
+def chunk_end(chunk_doc, lo, offsets, c, d):
+    """Last byte (exclusive) of normalization chunk c of document d: the next chunk's start or the
+    document's end."""
+    if c + 1 < chunk_doc.shape[0] and chunk_doc[c + 1] == d:
+        return lo[c + 1]
+    return offsets[d + 1]
+
+
+@kernel
+def normalize_chunk_sizes(data, offsets, map_off, map_cp, chunk_doc, lo, prev, counts):
+    """One thread per chunk (normalize_plan's): counts (C, 4) int64 = (bytes, spaces, bytes - codepoints,
+    end state) of the chunk's eager scan, the document's trailing space not yet taken back (the caller
+    sums a document's chunks and takes it back when its last non-empty chunk ends in state 1)."""
     mode = block_ascii_mode(map_cp)
-    i = cuda.grid(1)
-    if i < offsets.shape[0] - 1:
-        nb, nw, nc = normalize_span(data, offsets[i], offsets[i + 1], map_off, map_cp, mode, data, 0, False)
-        sizes[i, 0] = nb
-        sizes[i, 1] = nw
-        sizes[i, 2] = nc
+    c = cuda.grid(1)
+    while c < chunk_doc.shape[0]:
+        d = chunk_doc[c]
+        p, sp, extra, pv = normalize_scan(data, lo[c], chunk_end(chunk_doc, lo, offsets, c, d), map_off, map_cp,
+                                          mode, data, 0, False, prev[c])
+        counts[c, 0] = p
+        counts[c, 1] = sp
+        counts[c, 2] = extra
+        counts[c, 3] = pv
+        c += cuda.gridsize(1)
 
 
 @kernel
-def normalize_write(data, offsets, map_off, map_cp, out, out_offsets):
+def normalize_chunk_write(data, offsets, map_off, map_cp, chunk_doc, lo, prev, chunk_out, out, out_offsets):
+    """One thread per chunk: writes its bytes at out[chunk_out[c]:] (chunk_out from the sizes: the
+    document's offset plus its earlier chunks' bytes). A space the chunk counted last is stored only if
+    it is not the document's trailing space (it lies before the document's end)."""
     mode = block_ascii_mode(map_cp)
-    i = cuda.grid(1)
-    if i < offsets.shape[0] - 1:
-        normalize_span(data, offsets[i], offsets[i + 1], map_off, map_cp, mode, out, out_offsets[i], True)
+    c = cuda.grid(1)
+    while c < chunk_doc.shape[0]:
+        d = chunk_doc[c]
+        pos = chunk_out[c]
+        p, sp, extra, pv = normalize_scan(data, lo[c], chunk_end(chunk_doc, lo, offsets, c, d), map_off, map_cp,
+                                          mode, out, pos, True, prev[c])
+        if pv == 1 and p > 0 and pos + p - 1 < out_offsets[d + 1]:
+            out[pos + p - 1] = SPACE
+        c += cuda.gridsize(1)
 
 
 @kernel
-def utf8_invalid_rows(data, offsets, out):
-    """One thread per document: out uint8 (n,) = 1 where the document is not valid UTF-8."""
-    i = cuda.grid(1)
-    if i < offsets.shape[0] - 1:
-        out[i] = utf8_invalid(data, offsets[i], offsets[i + 1])
+def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out):
+    """One block per chunk of <= BYTE_CHUNK bytes (grid-stride), its threads striding the bytes
+    (coalesced): out[d] = 1 (uint8, pre-zeroed) where some byte of document d is invalid UTF-8
+    (hashing.utf8_invalid_at: the same verdict as utf8_invalid)."""
+    c = cuda.blockIdx.x
+    while c < chunk_doc.shape[0]:
+        d = chunk_doc[c]
+        s = offsets[d]
+        e = offsets[d + 1]
+        a = s + chunk_first[c]
+        bad = 0
+        k = cuda.threadIdx.x
+        while k < chunk_count[c]:
+            if data[a + k] >= 0x80:
+                bad |= utf8_invalid_at(data, s, a + k, e)
+            k += cuda.blockDim.x
+        if cuda.syncthreads_or(bad) != 0 and cuda.threadIdx.x == 0:
+            out[d] = 1
+        c += cuda.gridDim.x
 
 
 @kernel
 def exact_hashes(norm, offsets, out):
-    i = cuda.grid(1)
-    if i < offsets.shape[0] - 1:
-        out[i, 0] = xxh64(norm, offsets[i], offsets[i + 1], EXACT_SEED_LO)
-        out[i, 1] = xxh64(norm, offsets[i], offsets[i + 1], EXACT_SEED_HI)
+    """One block of 8 <= blockDim <= XXH_TPB threads (a multiple of 4) per document, grid-stride:
+    out (n, 2) uint64 = XXH64 with EXACT_SEED_LO, EXACT_SEED_HI. Each step the block loads blockDim
+    8-byte words (blockDim / 4 stripes) coalesced into shared memory; threads 0-3 run the four stripe
+    accumulators of the first seed, 4-7 those of the second; the last < 32 bytes go through
+    hashing.xxh64_tail (threads 0 and 4). Shared memory: XXH_TPB + 8 uint64."""
+    tile = cuda.shared.array(XXH_TPB, uint64)
+    acc = cuda.shared.array(8, uint64)
+    tid = cuda.threadIdx.x
+    width = cuda.blockDim.x
+    q = tid & 3
+    seed = EXACT_SEED_LO
+    if tid >= 4:
+        seed = EXACT_SEED_HI
+    d = cuda.blockIdx.x
+    while d < offsets.shape[0] - 1:
+        s = offsets[d]
+        e = offsets[d + 1]
+        words = ((e - s) // 32) * 4
+        v = xxh64_lane(seed, q)
+        w0 = 0
+        while w0 < words:
+            if w0 + tid < words:
+                tile[tid] = read_u64le(norm, s + 8 * (w0 + tid))
+            cuda.syncthreads()
+            if tid < 8:
+                w = q
+                while w < width and w0 + w < words:
+                    v = xxh64_round(v, tile[w])
+                    w += 4
+            cuda.syncthreads()
+            w0 += width
+        if tid < 8:
+            acc[tid] = v
+        cuda.syncthreads()
+        if tid == 0 or tid == 4:
+            h = seed + P64_5
+            if words > 0:
+                h = xxh64_converge(acc[tid], acc[tid + 1], acc[tid + 2], acc[tid + 3])
+            out[d, tid >> 2] = xxh64_tail(norm, s + 8 * words, e, h + np.uint64(e - s))
+        cuda.syncthreads()
+        d += cuda.gridDim.x
+
+
+@cuda.jit(device=True)
+def unit_at(tile, k, norm, s, j, e, kind_char):
+    """1 if byte j (= tile[k]) of document norm[s:e] yields a unit start (unit_chunks), else 0."""
+    if kind_char:
+        if (tile[k] & 0xC0) != 0x80:
+            return 1
+        return 1 - utf8_covered(norm, s, j, e)
+    return 1 if tile[k] == SPACE else 0
 
 
 @kernel
-def unit_starts(norm, offsets, kind_char, ubase, units):
-    """One thread per document: byte offsets of each word (kind_char=False) or codepoint start,
-    written to units[ubase[i]:ubase[i+1]]."""
-    i = cuda.grid(1)
-    if i < offsets.shape[0] - 1:
-        s = offsets[i]
-        e = offsets[i + 1]
-        k = ubase[i]
-        if kind_char:
-            j = s
-            while j < e:
-                units[k] = j
-                k += 1
-                cp, step = utf8_decode(norm, j, e)
-                j += step
-        elif e > s:
-            units[k] = s
-            k += 1
-            for j in range(s, e):
-                if norm[j] == SPACE:
-                    units[k] = j + 1
-                    k += 1
+def unit_chunks(norm, offsets, kind_char, chunk_doc, chunk_first, chunk_count, chunk_base, write, counts, units):
+    """One block (<= TPB threads) per chunk of <= BYTE_CHUNK bytes of normalized text, grid-stride. The
+    chunk is staged in shared memory (coalesced), then each thread takes a contiguous run of it. A unit
+    starts at each position utf8_decode visits (codepoints: kind_char) or after each space (words; a
+    document's first word starts at its first byte, written by its first chunk). write=False: counts[c]
+    = the chunk's unit starts (words: not counting the first word). write=True: writes them in order to
+    units[chunk_base[c]:] (int64; chunk_base = ubase of the document, + 1 for words, + the earlier
+    chunks' counts): the same array as one thread walking each document. Shared memory: BYTE_CHUNK bytes
+    + TPB int64; three block barriers per chunk."""
+    tile = cuda.shared.array(BYTE_CHUNK, uint8)
+    before = cuda.shared.array(TPB, int64)
+    tid = cuda.threadIdx.x
+    width = cuda.blockDim.x
+    c = cuda.blockIdx.x
+    while c < chunk_doc.shape[0]:
+        d = chunk_doc[c]
+        s = offsets[d]
+        e = offsets[d + 1]
+        a = s + chunk_first[c]
+        count = chunk_count[c]
+        k = tid
+        while k < count:
+            tile[k] = norm[a + k]
+            k += width
+        cuda.syncthreads()
+        per = (count + width - 1) // width
+        first = tid * per
+        last = first + per
+        if last > count:
+            last = count
+        mine = 0
+        for k in range(first, last):
+            mine += unit_at(tile, k, norm, s, a + k, e, kind_char)
+        before[tid] = mine
+        cuda.syncthreads()
+        if tid == 0:  # exclusive prefix sum of the threads' counts (one thread: two barriers, not 2 log2)
+            total = 0
+            for t in range(width):
+                m = before[t]
+                before[t] = total
+                total += m
+            if not write:
+                counts[c] = total
+        cuda.syncthreads()
+        if write:
+            pos = chunk_base[c] + before[tid]
+            if tid == 0 and chunk_first[c] == 0 and not kind_char:
+                units[pos - 1] = s
+            for k in range(first, last):
+                if unit_at(tile, k, norm, s, a + k, e, kind_char) != 0:
+                    units[pos] = a + k if kind_char else a + k + 1
+                    pos += 1
+        cuda.syncthreads()  # the tile and the prefix sums are rewritten for the next chunk
+        c += cuda.gridDim.x
 
 
 @kernel
@@ -253,3 +402,21 @@ def representative_components(order, comp_off, entry_off, entry_bucket, entry_do
 
 def blocks(n: int, tpb: int = TPB) -> int:
     return max(1, math.ceil(n / tpb))
+
+
+MAX_GRID = 1 << 16  # blocks of a grid-stride launch on a GPU: enough to fill any current GPU many times over
+SIM_GRID = 2        # ... and under the simulator, which runs every thread as a Python thread: few
+SIM_THREADS = 8     # threads per block under the simulator (the kernels above take any block size)
+
+
+def geometry(items: int, tpb: int, per_block: bool) -> tuple[int, int]:
+    """(blocks, threads per block) for a grid-stride launch over ``items`` work items, one per thread
+    (per_block=False) or one per block. The kernels' results do not depend on it; under the simulator
+    it keeps the Python thread count small (tests shrink it further, or raise it, to cover geometries)."""
+    threads = tpb
+    cap = MAX_GRID
+    if numba_config.ENABLE_CUDASIM:
+        threads = min(tpb, SIM_THREADS)
+        cap = SIM_GRID
+    need = items if per_block else math.ceil(items / threads)
+    return max(1, min(need, cap)), threads

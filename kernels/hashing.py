@@ -19,6 +19,10 @@ MERSENNE61 = U64((1 << 61) - 1)
 SPACE = 0x20
 REPLACEMENT = 0xFFFD
 
+# The exact-duplicate hash: XXH64 of the normalized text with each seed (128 bits; pinned in the contract).
+EXACT_SEED_LO = U64(0x9E3779B97F4A7C15)
+EXACT_SEED_HI = U64(0xC2B2AE3D27D4EB4F)
+
 # XXH64 primes (from the XXH64 specification).
 P64_1 = U64(11400714785074694791)
 P64_2 = U64(14029467366897019727)
@@ -69,30 +73,28 @@ def xxh64_merge(acc, v):
     return acc * P64_1 + P64_4
 
 
-def xxh64(buf, start, end, seed):
-    """XXH64 of the bytes buf[start:end] (uint8 array) with a uint64 seed. Returns uint64."""
-    length = end - start
-    i = start
-    if length >= 32:
-        v1 = seed + P64_1 + P64_2
-        v2 = seed + P64_2
-        v3 = seed
-        v4 = seed - P64_1
-        limit = end - 32
-        while i <= limit:
-            v1 = xxh64_round(v1, read_u64le(buf, i))
-            v2 = xxh64_round(v2, read_u64le(buf, i + 8))
-            v3 = xxh64_round(v3, read_u64le(buf, i + 16))
-            v4 = xxh64_round(v4, read_u64le(buf, i + 24))
-            i += 32
-        h = rotl64(v1, S1) + rotl64(v2, S7) + rotl64(v3, S12) + rotl64(v4, S18)
-        h = xxh64_merge(h, v1)
-        h = xxh64_merge(h, v2)
-        h = xxh64_merge(h, v3)
-        h = xxh64_merge(h, v4)
-    else:
-        h = seed + P64_5
-    h = h + U64(length)
+def xxh64_lane(seed, q):
+    """Initial value of accumulator q (0..3) of XXH64's 32-byte stripes."""
+    if q == 0:
+        return seed + P64_1 + P64_2
+    if q == 1:
+        return seed + P64_2
+    if q == 2:
+        return seed
+    return seed - P64_1
+
+
+def xxh64_converge(v1, v2, v3, v4):
+    """The four stripe accumulators folded into one (inputs of 32 bytes or more)."""
+    h = rotl64(v1, S1) + rotl64(v2, S7) + rotl64(v3, S12) + rotl64(v4, S18)
+    h = xxh64_merge(h, v1)
+    h = xxh64_merge(h, v2)
+    h = xxh64_merge(h, v3)
+    return xxh64_merge(h, v4)
+
+
+def xxh64_tail(buf, i, end, h):
+    """XXH64's last < 32 bytes buf[i:end] folded into h, then the avalanche."""
     while i + 8 <= end:
         h = h ^ xxh64_round(ZERO, read_u64le(buf, i))
         h = rotl64(h, S27) * P64_1 + P64_4
@@ -111,6 +113,30 @@ def xxh64(buf, start, end, seed):
     h = h * P64_3
     h = h ^ (h >> S32)
     return h
+
+
+def xxh64(buf, start, end, seed):
+    """XXH64 of the bytes buf[start:end] (uint8 array) with a uint64 seed. Returns uint64. (The GPU's
+    exact_hashes runs the stripes of one document cooperatively and ends with the same xxh64_converge
+    and xxh64_tail.)"""
+    length = end - start
+    i = start
+    if length >= 32:
+        v1 = xxh64_lane(seed, 0)
+        v2 = xxh64_lane(seed, 1)
+        v3 = xxh64_lane(seed, 2)
+        v4 = xxh64_lane(seed, 3)
+        limit = end - 32
+        while i <= limit:
+            v1 = xxh64_round(v1, read_u64le(buf, i))
+            v2 = xxh64_round(v2, read_u64le(buf, i + 8))
+            v3 = xxh64_round(v3, read_u64le(buf, i + 16))
+            v4 = xxh64_round(v4, read_u64le(buf, i + 24))
+            i += 32
+        h = xxh64_converge(v1, v2, v3, v4)
+    else:
+        h = seed + P64_5
+    return xxh64_tail(buf, i, end, h + U64(length))
 
 
 def reduce61(x):
@@ -195,6 +221,38 @@ def utf8_invalid(buf, start, end):
             return 1
         i += step
     return 0
+
+
+def utf8_covered(buf, start, j, end):
+    """1 if byte j of the text buf[start:end] is a continuation byte inside a valid sequence (utf8_decode
+    of its lead, at most 3 bytes before it, spans it), else 0. The positions utf8_decode visits walking
+    from start are exactly the bytes that are not covered: this lets a thread judge any byte on its own,
+    without the walk (the GPU's cooperative kernels)."""
+    if (buf[j] & 0xC0) != 0x80:
+        return 0
+    d = 1
+    while d <= 3 and j - d >= start:
+        c = buf[j - d]
+        if (c & 0xC0) != 0x80:
+            if c < 0x80:
+                return 0
+            cp, step = utf8_decode(buf, j - d, end)
+            return 1 if step > d else 0
+        d += 1
+    return 0
+
+
+def utf8_invalid_at(buf, start, j, end):
+    """1 if byte j makes buf[start:end] invalid UTF-8, else 0: utf8_invalid(buf, start, end) is 1 iff
+    some j in [start, end) has utf8_invalid_at 1 (a visited non-ASCII byte that decodes alone: a bad lead,
+    or a continuation byte no lead covers)."""
+    c = buf[j]
+    if c < 0x80:
+        return 0
+    if (c & 0xC0) == 0x80:
+        return 1 - utf8_covered(buf, start, j, end)
+    cp, step = utf8_decode(buf, j, end)
+    return 1 if step == 1 else 0
 
 
 def utf8_len(cp):
@@ -525,20 +583,20 @@ def emit_codepoint(m, out, out_pos, p, sp, extra, prev, write):
     return p + n, sp, extra + n - 1, 0
 
 
-def normalize_span(src, start, end, map_off, map_cp, mode, out, out_pos, write):
-    """normalize_doc with the ASCII fast paths chosen by the caller: mode = ascii_mode(map_cp), with
-    MODE_BLOCKS added on the CPU, or ASCII_GENERIC (always correct). Kernels over many documents compute
-    the mode once per launch and call this."""
+def normalize_scan(src, start, end, map_off, map_cp, mode, out, out_pos, write, prev):
+    """The eager scan of src[start:end] from state prev (1 at a document's start): returns (p, sp, extra,
+    prev) before the trailing space is taken back. A document split at chunk_entry boundaries scans as
+    its chunks, each from its own entry state: the counts add up, and the last chunk's prev is the
+    document's."""
     # With write, stores may run ahead of the output that is certain (a space that a later space
     # collapses, 8 bytes of which the last is dropped): only before ascii_content_end, where more output
-    # follows, so they never reach past the document's output (another thread's document).
+    # follows, so they never reach past the span's output (another thread's document or chunk).
     fast_end = end
     if write:
         fast_end = ascii_content_end(src, start, end, map_cp)
     p = 0
     sp = 0
     extra = 0
-    prev = 1
     i = start
     while i < end:
         if i < fast_end and src[i] < 0x80:
@@ -548,11 +606,40 @@ def normalize_span(src, start, end, map_off, map_cp, mode, out, out_pos, write):
         i += step
         for j in range(map_off[cp], map_off[cp + 1]):
             p, sp, extra, prev = emit_codepoint(map_cp[j], out, out_pos, p, sp, extra, prev, write)
+    return p, sp, extra, prev
+
+
+def normalize_span(src, start, end, map_off, map_cp, mode, out, out_pos, write):
+    """normalize_doc with the ASCII fast paths chosen by the caller: mode = ascii_mode(map_cp), with
+    MODE_BLOCKS added on the CPU, or ASCII_GENERIC (always correct). Kernels over many documents compute
+    the mode once per launch and call this."""
+    p, sp, extra, prev = normalize_scan(src, start, end, map_off, map_cp, mode, out, out_pos, write, 1)
     if prev == 1 and p > 0:  # the trailing space
         p -= 1
         sp -= 1
     n_words = sp + 1 if p > 0 else 0
     return p, n_words, p - extra
+
+
+def chunk_entry(src, start, lo, end, map_off, map_cp):
+    """Where a chunk of document src[start:end] whose nominal first byte is lo begins, and the scan state
+    there: (b, prev) with b the first position >= lo that utf8_decode visits and whose previous codepoint
+    has a non-empty image (so prev, "the last image was a space", is read off that image alone), or
+    (end, 1) when there is none (an empty chunk). lo == start gives (start, 1). Text ending in ASCII
+    answers at once: every ASCII codepoint has a one-codepoint image."""
+    if lo <= start:
+        return start, 1
+    b = lo
+    while b < end:
+        if utf8_covered(src, start, b, end) == 0:
+            a = b - 1
+            while a > start and utf8_covered(src, start, a, end) == 1:
+                a -= 1
+            cp, step = utf8_decode(src, a, end)
+            if map_off[cp + 1] > map_off[cp]:
+                return b, 1 if map_cp[map_off[cp + 1] - 1] == SPACE else 0
+        b += 1
+    return end, 1
 
 
 def normalize_doc(src, start, end, map_off, map_cp, out, out_pos, write):
@@ -736,9 +823,11 @@ def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, s
     return comparisons
 
 
-DEVICE_FUNCTIONS = ["rotl64", "read_u64le", "read_u32le", "xxh64_round", "xxh64_merge", "xxh64", "reduce61",
-                    "permute61", "utf8_decode", "utf8_invalid", "utf8_len", "utf8_put", "ascii_mode_guess",
-                    "ascii_word_fits", "ascii_mode", "load_u64le", "store_u64le", "swar_in", "swar_spaces",
-                    "swar_image", "swar_count", "ascii_content_end", "ascii_space", "ascii_block_stats", "ascii_run",
-                    "emit_codepoint", "normalize_span", "normalize_doc", "shingle_count",
-                    "minhash_update", "emit_shingle", "scan_shingles", "shingle_bounds", "band_key", "intersection_sorted", "representative_run"]
+DEVICE_FUNCTIONS = ["rotl64", "read_u64le", "read_u32le", "xxh64_round", "xxh64_merge", "xxh64_lane",
+                    "xxh64_converge", "xxh64_tail", "xxh64", "reduce61", "permute61", "utf8_decode", "utf8_invalid",
+                    "utf8_covered", "utf8_invalid_at", "utf8_len", "utf8_put", "ascii_mode_guess", "ascii_word_fits",
+                    "ascii_mode", "load_u64le", "store_u64le", "swar_in", "swar_spaces", "swar_image", "swar_count",
+                    "ascii_content_end", "ascii_space", "ascii_block_stats", "ascii_run", "emit_codepoint",
+                    "normalize_scan", "normalize_span", "chunk_entry", "normalize_doc", "shingle_count",
+                    "minhash_update", "emit_shingle", "scan_shingles", "shingle_bounds", "band_key",
+                    "intersection_sorted", "representative_run"]

@@ -100,3 +100,95 @@ def test_components_and_representatives_match():
         assert np.array_equal(c.rep, to_host(g.rep))
 
 # The whole pipeline on the simulated GPU (every preset, index, budget, CLI) is in test_strict_pipeline.py.
+
+
+# ---------------------------------------------------------------- cooperative text kernels: every cut
+# The GPU cuts documents into chunks of bounded bytes (kernels/cuda.py). With tiny chunks every byte
+# position becomes a cut, so these tests reach each case of the cut logic: a cut inside a multi-byte
+# codepoint, inside a run of spaces, inside a run of deleted (format) characters, at the trailing space.
+SHORT_CUTS = ["a\u200b\u200b\u200b\u200b", "a    ", "   a", "  ", "a \u200b \u200bb", "ß", "日本 語", "x,  y .z!",
+              "A\u0301 Ⅻ ﬁ 😀\t\n 1,2", "\u200b\u200b", "é" * 5 + "  " + "b" * 9, TEXTS[2]]
+CUT_TEXTS = SHORT_CUTS + TEXTS
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5])
+@pytest.mark.parametrize("cfg", [NormalizeConfig(), NormalizeConfig(True, True)])
+def test_normalization_chunks_cut_anywhere(cfg, chunk, monkeypatch):
+    from gpu_dedup.kernels import cuda as kc
+
+    monkeypatch.setattr(kc, "NORM_CHUNK", chunk)
+    arr = pa.array(CUT_TEXTS, pa.large_string())
+    c, g = _both(lambda d: normalize_text(arr, cfg, d))
+    assert np.array_equal(c.offsets, to_host(g.offsets))
+    assert np.array_equal(c.data, to_host(g.data))
+    assert np.array_equal(c.words, to_host(g.words)) and np.array_equal(c.codepoints, to_host(g.codepoints))
+
+
+@pytest.mark.parametrize("chunk,threads", [(2, 8), (4096, 128)])
+def test_unit_starts_match_a_python_walk(chunk, threads, monkeypatch):
+    from gpu_dedup.kernels import cuda as kc
+
+    from gpu_dedup.minhash import unit_starts
+
+    monkeypatch.setattr(kc, "BYTE_CHUNK", chunk)
+    monkeypatch.setattr(kc, "SIM_THREADS", threads)  # the launch geometry changes nothing
+    norm = normalize_text(pa.array(SHORT_CUTS, pa.large_string()), NormalizeConfig(), "cuda")
+    data, offsets = to_host(norm.data).tobytes(), to_host(norm.offsets)
+    for kind_char in (False, True):
+        ubase, units = (to_host(x) for x in unit_starts(norm, kind_char, "cuda"))
+        for i in range(len(SHORT_CUTS)):
+            s, e = int(offsets[i]), int(offsets[i + 1])
+            if kind_char:  # the first byte of each codepoint
+                sizes = [len(ch.encode("utf-8")) for ch in data[s:e].decode("utf-8")]
+                starts = (s + np.cumsum([0] + sizes[:-1])).tolist() if sizes else []
+            else:  # the first byte, and the byte after each space
+                starts = ([s] if e > s else []) + [j + 1 for j in range(s, e) if data[j] == 0x20]
+            assert units[ubase[i]:ubase[i + 1]].tolist() == starts, (i, kind_char)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 4096])
+def test_invalid_utf8_rows_cut_anywhere(chunk, monkeypatch):
+    from gpu_dedup.kernels import cuda as kc
+
+    from gpu_dedup.normalize import invalid_utf8_rows
+
+    monkeypatch.setattr(kc, "BYTE_CHUNK", chunk)
+    rows = [b"ok", b"\xff", b"a\xc3", b"\xc3\xa9", b"\xe2\x82", b"\xed\xa0\x80", b"\xf0\x9f\x98\x80x", b"\x80",
+            b"ab\xc3\xa9\xa9", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"", b"\xe6\x97\xa5\xe6\x9c\xac", b"\xf0\x9f\x98",
+            b"x\xe6\x97\xa5\x80"]
+    data = np.frombuffer(b"".join(rows), np.uint8)
+    offsets = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
+    expected = []
+    for r in rows:
+        try:
+            r.decode("utf-8")
+            expected.append(False)
+        except UnicodeDecodeError:
+            expected.append(True)
+    assert invalid_utf8_rows(data, offsets, "cpu").tolist() == expected
+    got = invalid_utf8_rows(to_device(data, "cuda"), to_device(offsets, "cuda"), "cuda")
+    assert to_host(got).tolist() == expected
+
+
+@pytest.mark.parametrize("threads", [8, 12, 32])
+def test_exact_hashes_equal_xxhash_at_every_stripe_boundary(threads, monkeypatch):
+    import xxhash
+    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.kernels.hashing import EXACT_SEED_HI, EXACT_SEED_LO
+
+    from gpu_dedup.normalize import Normalized
+
+    monkeypatch.setattr(kc, "SIM_THREADS", threads)  # stripes per step: threads / 4
+
+    lengths = [0, 1, 3, 4, 7, 8, 31, 32, 33, 63, 64, 65, 255, 256, 257, 288, 1000]
+    rng = np.random.default_rng(5)
+    docs = [rng.integers(97, 123, k, dtype=np.uint8).tobytes() for k in lengths]
+    data = np.frombuffer(b"".join(docs), np.uint8)
+    offsets = np.cumsum([0] + lengths).astype(np.int64)
+    zeros = np.zeros(len(docs), np.int64)
+    norm = Normalized(to_device(data, "cuda"), to_device(offsets, "cuda"), to_device(zeros, "cuda"),
+                      to_device(zeros, "cuda"))
+    got = to_host(exact_hashes(norm, "cuda"))
+    expected = [[xxhash.xxh64_intdigest(d, seed=int(EXACT_SEED_LO)), xxhash.xxh64_intdigest(d, seed=int(EXACT_SEED_HI))]
+                for d in docs]
+    assert got.tolist() == expected

@@ -9,7 +9,13 @@ from numba import njit, prange
 from ._build import build
 from .hashing import ASCII_GENERIC, EXACT_SEED_HI, EXACT_SEED_LO, MODE_BLOCKS
 
-_D = build(njit(cache=False, nogil=True))
+# The per-shingle functions are inlined at Numba's IR level: as calls, each one increments and decrements
+# the reference counts of the arrays it is passed (atomic instructions), per shingle. Measured with
+# 400-word documents, 1 thread: the cost per shingle besides the permutations fell from 48 to 24 ns
+# (MinHash at K=100 1.25x faster, exact hashes 1.1x); the permutations themselves run at 2.1 G/s
+# (AVX-512, the loop over K vectorized). Output unchanged: inlining changes no arithmetic.
+_INLINE = {"emit_shingle", "minhash_update", "xxh64", "xxh64_tail", "xxh64_converge"}
+_D = build(lambda fn: njit(cache=False, nogil=True, inline="always" if fn.__name__ in _INLINE else "never")(fn))
 normalize_doc = _D["normalize_doc"]
 normalize_span = _D["normalize_span"]
 ascii_mode = _D["ascii_mode"]

@@ -52,14 +52,20 @@ def rotl64(x, r):
 
 
 def read_u64le(buf, i):
-    return (U64(buf[i]) | (U64(buf[i + 1]) << U64(8)) | (U64(buf[i + 2]) << U64(16))
-            | (U64(buf[i + 3]) << U64(24)) | (U64(buf[i + 4]) << U64(32)) | (U64(buf[i + 5]) << U64(40))
-            | (U64(buf[i + 6]) << U64(48)) | (U64(buf[i + 7]) << U64(56)))
+    """8 bytes buf[i:i+8] as a little-endian uint64 (i >= 0). The index is unsigned: Numba guards a
+    signed index against negative values (wraparound), which costs instructions per byte and keeps LLVM
+    from fusing the 8 byte loads into one."""
+    j = U64(i)
+    return (U64(buf[j]) | (U64(buf[j + S1]) << U64(8)) | (U64(buf[j + U64(2)]) << U64(16))
+            | (U64(buf[j + S3]) << U64(24)) | (U64(buf[j + U64(4)]) << S32) | (U64(buf[j + U64(5)]) << U64(40))
+            | (U64(buf[j + U64(6)]) << U64(48)) | (U64(buf[j + S7]) << U64(56)))
 
 
 def read_u32le(buf, i):
-    return (U64(buf[i]) | (U64(buf[i + 1]) << U64(8)) | (U64(buf[i + 2]) << U64(16))
-            | (U64(buf[i + 3]) << U64(24)))
+    """4 bytes buf[i:i+4] as a little-endian uint64 (i >= 0; unsigned index, see read_u64le)."""
+    j = U64(i)
+    return (U64(buf[j]) | (U64(buf[j + S1]) << U64(8)) | (U64(buf[j + U64(2)]) << U64(16))
+            | (U64(buf[j + S3]) << U64(24)))
 
 
 def xxh64_round(acc, lane):
@@ -364,14 +370,6 @@ def ascii_mode(map_cp):
     return mode
 
 
-def load_u64le(buf, i):
-    """8 bytes buf[i:i+8] as a little-endian uint64 (i >= 0; unsigned indexes, see above)."""
-    j = U64(i)
-    return (U64(buf[j]) | (U64(buf[j + S1]) << W8_S8) | (U64(buf[j + U64(2)]) << W8_S16)
-            | (U64(buf[j + S3]) << W8_S24) | (U64(buf[j + U64(4)]) << S32) | (U64(buf[j + U64(5)]) << W8_S40)
-            | (U64(buf[j + U64(6)]) << W8_S48) | (U64(buf[j + S7]) << W8_S56))
-
-
 def store_u64le(buf, i, w):
     """buf[i:i+8] = the bytes of w, little-endian (i >= 0)."""
     j = U64(i)
@@ -520,7 +518,7 @@ def ascii_run(src, i, stop, mode, map_cp, out, out_pos, p, sp, prev, write):
                 if wstop > stop:  # (no min(): the CUDA target has none for two integers)
                     wstop = stop
             while i + 8 <= wstop:
-                w = load_u64le(src, i)
+                w = read_u64le(src, i)
                 if (w & W8_HI) != ZERO:
                     break
                 sph = swar_spaces(w, mode)
@@ -670,8 +668,8 @@ def minhash_update(sig, a, b, hr):
     """sig[k] = min(sig[k], (a[k]*hr + b[k]) mod p) for k < len(sig); hr < p."""
     for k in range(sig.shape[0]):
         v = permute61(a[k], b[k], hr)
-        if v < sig[k]:
-            sig[k] = v
+        s = sig[k]
+        sig[k] = v if v < s else s  # an unconditional store: LLVM vectorizes the loop over k
 
 
 def emit_shingle(norm, s, e, seed, a, b, sig, out, out_pos, count, write_hashes):
@@ -712,7 +710,7 @@ def scan_shingles(norm, start, end, kind_char, n, seed, a, b, sig, out, out_pos,
     ws = start
     i = start
     while i <= end:
-        if i == end or norm[i] == SPACE:
+        if i == end or norm[U64(i)] == SPACE:  # unsigned index: no wraparound guard per byte
             ring[nw % n] = ws
             nw += 1
             if nw >= n:
@@ -826,7 +824,7 @@ def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, s
 DEVICE_FUNCTIONS = ["rotl64", "read_u64le", "read_u32le", "xxh64_round", "xxh64_merge", "xxh64_lane",
                     "xxh64_converge", "xxh64_tail", "xxh64", "reduce61", "permute61", "utf8_decode", "utf8_invalid",
                     "utf8_covered", "utf8_invalid_at", "utf8_len", "utf8_put", "ascii_mode_guess", "ascii_word_fits",
-                    "ascii_mode", "load_u64le", "store_u64le", "swar_in", "swar_spaces", "swar_image", "swar_count",
+                    "ascii_mode", "store_u64le", "swar_in", "swar_spaces", "swar_image", "swar_count",
                     "ascii_content_end", "ascii_space", "ascii_block_stats", "ascii_run", "emit_codepoint",
                     "normalize_scan", "normalize_span", "chunk_entry", "normalize_doc", "shingle_count",
                     "minhash_update", "emit_shingle", "scan_shingles", "shingle_bounds", "band_key",

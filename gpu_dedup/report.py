@@ -4,7 +4,10 @@
 ``out_dir/report.html`` and ``out_dir/report/*.png``. For text excerpts and retained bytes/tokens it also
 reads the run's input files: found from run.json (``input_paths`` when recorded, else ``inputs`` relative
 to the working directory) or given as ``source=``. When they cannot be found, or no longer match the
-decisions (ids differ), the report says so and leaves those parts out; it never fails for that.
+decisions (ids differ), the report says so and leaves those parts out; it never fails for that. When the run
+recorded the retained sizes, only the rows shown are needed: a Parquet file of which the run dropped no row
+is read only in the row groups that hold them; other files are read from their start up to the last row
+shown.
 
 What the run records, and so what the report can show:
 
@@ -298,18 +301,102 @@ def _file_rows(decisions: pa.Table, recorded: list[str]) -> tuple[np.ndarray, np
     return np.cumsum(counts) - counts, counts
 
 
+def _files_without_skips(stats: dict, recorded: list[str]) -> set[int]:
+    """Indexes of the input files of which the run dropped no row, so that its row numbering of the file is
+    the file's physical one. run.json's ``read.skipped`` lists every dropped row and skipped file by name
+    (``file``: the name in ``inputs``); a run with on_error='raise' drops nothing (a bad row ends it). When
+    neither tells, no file qualifies."""
+    read = stats.get("read")
+    skipped = read.get("skipped") if isinstance(read, dict) else None
+    if isinstance(skipped, list) and all(isinstance(s, dict) and "file" in s for s in skipped):
+        bad = {s["file"] for s in skipped}
+        return {i for i, name in enumerate(recorded) if name not in bad}
+    if stats.get("config", {}).get("on_error", "raise") == "raise":
+        return set(range(len(recorded)))
+    return set()
+
+
+def _check_ids(got: pa.Array, expected: pa.Array, row: int, relpath: str) -> None:
+    """Raise _Mismatch at the first position where ``got`` (ids read now) differs from ``expected`` (the
+    decisions' ids of the same rows, the first being run row ``row``)."""
+    same = pc.fill_null(pc.equal(got.cast(pa.string()), expected.cast(pa.string())), False)
+    if not pc.all(same).as_py():
+        k = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
+        raise _Mismatch(f"row {row + k:,} of the run has id {expected[k].as_py()!r} but the input now "
+                        f"has {got[k].as_py()!r} ({relpath})")
+
+
+def _parquet_texts(f: Any, text_field: str, id_field: str | None, ids: pa.Array, lo: int, hi: int,
+                   here: np.ndarray) -> dict[int, str] | None:
+    """Texts of the run rows ``here`` (sorted, in [lo, hi): the run's rows of Parquet file ``f``), reading
+    only the row groups that hold them; only valid when the run dropped no row of the file (run row
+    lo + k is physical row k). Every row of the row groups read has its id checked. Ids and texts are
+    converted exactly as the reader converts them (integer ids as decimal strings, generated ids
+    '<relpath>:<row>', invalid UTF-8 replaced by U+FFFD). None when the file's columns are not what the
+    reader accepts: the sequential read then raises or reports what the run's reader would."""
+    import pyarrow.parquet as pq
+
+    from . import io
+
+    with pq.ParquetFile(f.path) as pf:
+        md = pf.metadata
+        schema = pf.schema_arrow
+        if text_field not in schema.names or not io._is_stringish(schema.field(text_field).type):
+            return None
+        has_ids = bool(id_field) and id_field in schema.names
+        if has_ids:
+            t = schema.field(id_field).type
+            base = t.value_type if pa.types.is_dictionary(t) else t
+            if not (io._is_stringish(t) or pa.types.is_integer(base)):
+                return None
+        if md.num_rows != hi - lo:
+            raise _Mismatch(f"{f.relpath} now has {md.num_rows:,} rows but the run read {hi - lo:,}")
+        sizes = np.array([md.row_group(g).num_rows for g in range(md.num_row_groups)], np.int64)
+        ends = np.cumsum(sizes)
+        phys = here - lo
+        group_of = np.searchsorted(ends, phys, side="right")  # empty row groups hold no wanted row
+        columns = [text_field] + ([id_field] if has_ids else [])
+        texts: dict[int, str] = {}
+        for g in np.unique(group_of).tolist():
+            first, n = int(ends[g] - sizes[g]), int(sizes[g])
+            table = pf.read_row_group(g, columns=columns)
+            if table.num_rows != n:
+                raise _Mismatch(f"{f.relpath} row group {g} now has {table.num_rows:,} rows, its metadata {n:,}")
+            if has_ids:
+                got, _ = io._as_utf8(table.column(id_field).combine_chunks(), pa.string())
+            else:
+                got = io._generated_ids(f.relpath, first, n)
+            _check_ids(got, ids.slice(lo + first, n), lo + first, f.relpath)
+            rows = phys[group_of == g]
+            text_col = table.column(text_field).combine_chunks().take(pa.array(rows - first, pa.int64()))
+            text, _ = io._as_utf8(text_col, pa.large_string())
+            for r, value in zip((rows + lo).tolist(), text.to_pylist()):
+                if value is None:  # the run read a text there (it dropped no row of this file)
+                    raise _Mismatch(f"row {r:,} of the run ({ids[r].as_py()!r}) now has a null text ({f.relpath})")
+                texts[r] = value
+    return texts
+
+
 def _scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray, need_sizes: bool) -> _Scan:
     """Read the texts of rows ``want`` (sorted int64) and, with ``need_sizes``, every document's bytes and
     whitespace words. Batches are numbered as in the run (same reader settings), and each batch's ids are
-    checked against the decisions."""
+    checked against the decisions.
+
+    Without ``need_sizes``, a Parquet file of which the run dropped no row (``_files_without_skips``) is
+    read only in the row groups holding wanted rows (``_parquet_texts``). Other files (JSON Lines, tables,
+    Parquet files with skipped rows, whose run numbering is not the physical one) are read from their
+    start up to their last wanted row."""
     from . import io
     from .config import keep_column
 
     cfg = stats.get("config", {})
-    starts, counts = _file_rows(decisions, list(stats.get("inputs") or []))
+    recorded = list(stats.get("inputs") or [])
+    starts, counts = _file_rows(decisions, recorded)
+    clean = _files_without_skips(stats, recorded)
     ids = decisions["id"].combine_chunks()
     keep = decisions["keep"].to_numpy(zero_copy_only=False)
     kc = keep_column(cfg.get("cluster", {}).get("keep", "first"))
+    id_field, text_field = cfg.get("id_field", "id"), cfg.get("text_field", "text")
     scan = _Scan(texts={})
     sums = np.zeros(4, np.int64)  # bytes in, bytes kept, words in, words kept
     for i, f in enumerate(files):
@@ -317,19 +404,19 @@ def _scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray
         here = want[(want >= lo) & (want < hi)]
         if not need_sizes and here.size == 0:
             continue
+        if not need_sizes and f.fmt == "parquet" and i in clean:
+            texts = _parquet_texts(f, text_field, id_field, ids, lo, hi, here)
+            if texts is not None:
+                scan.texts.update(texts)
+                continue
         row = lo
-        for batch in io.iter_batches([f], id_field=cfg.get("id_field", "id"), text_field=cfg.get("text_field", "text"),
+        for batch in io.iter_batches([f], id_field=id_field, text_field=text_field,
                                      batch_bytes=int(cfg.get("batch_bytes") or 64 << 20),
                                      on_error=cfg.get("on_error", "raise"), keep_column=kc):
             n = len(batch)
             if row + n > hi:
                 raise _Mismatch(f"{f.relpath} now has more rows than the run read ({hi - lo:,})")
-            expected = ids.slice(row, n)
-            same = pc.equal(batch.ids.cast(pa.string()), expected.cast(pa.string()))
-            if not pc.all(same).as_py():
-                k = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
-                raise _Mismatch(f"row {row + k:,} of the run has id {expected[k].as_py()!r} but the input now "
-                                f"has {batch.ids[k].as_py()!r} ({f.relpath})")
+            _check_ids(batch.ids, ids.slice(row, n), row, f.relpath)
             if need_sizes:
                 nbytes = pc.binary_length(batch.text).to_numpy(zero_copy_only=False).astype(np.int64)
                 # runs of non-whitespace: a model-free stand-in for tokens

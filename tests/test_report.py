@@ -340,3 +340,198 @@ def test_report_without_matplotlib_has_no_images(run, tmp_path, monkeypatch):
     assert page.h2 == SECTIONS
     assert page.imgs == [] and not os.path.exists(os.path.join(out, "report"))
     assert "Plots need matplotlib" in text
+
+
+# ------------------------------------------------------------- Parquet inputs: only the row groups shown
+def _near_texts(rng, n: int, rep: int, members: list[int]) -> list[str]:
+    """n random 200-word texts; rows ``members`` are copies of row ``rep`` with one word edited each."""
+    vocab = np.array([f"w{i}" for i in range(5000)])
+    out = [" ".join(rng.choice(vocab, 200)) for _ in range(n)]
+    words = out[rep].split()
+    for k, m in enumerate(members):
+        w = list(words)
+        w[50 + 7 * k] = f"edit{k}"
+        out[m] = " ".join(w)
+    return out
+
+
+@pytest.fixture(scope="module")
+def parquet_run(tmp_path_factory):
+    """A run over four Parquet files, each with one cluster near its end:
+    a.parquet: 20 rows, row groups of 5, a null text at row 1 (on_error='skip' drops it);
+    b.parquet: 40 rows, row groups of 10, binary text, invalid UTF-8 in the shown member b33;
+    c.parquet: 30 rows, row groups of 10, no id column (generated ids), representative in row group 1;
+    d.parquet: 12 rows, row groups of 4, integer ids 1000.. ."""
+    base = tmp_path_factory.mktemp("report_parquet")
+    inputs = base / "inputs"
+    inputs.mkdir()
+    rng = np.random.default_rng(5)
+    a = _near_texts(rng, 20, 14, [15, 16, 17])
+    a[1] = None
+    pq.write_table(pa.table({"id": [f"a{i}" for i in range(20)], "text": a}), inputs / "a.parquet", row_group_size=5)
+    b = [t.encode() for t in _near_texts(rng, 40, 31, [32, 33, 34, 35])]
+    b[33] = b[33].replace(b" ", b" \xff\xfe", 1)
+    pq.write_table(pa.table({"id": [f"b{i}" for i in range(40)], "text": pa.array(b, pa.binary())}),
+                   inputs / "b.parquet", row_group_size=10)
+    c = _near_texts(rng, 30, 18, [25, 26, 27])
+    pq.write_table(pa.table({"text": c}), inputs / "c.parquet", row_group_size=10)
+    d = _near_texts(rng, 12, 8, [9, 10, 11])
+    pq.write_table(pa.table({"id": pa.array(range(1000, 1012), pa.int64()), "text": d}), inputs / "d.parquet",
+                   row_group_size=4)
+    texts = {f"a{i}": t for i, t in enumerate(a) if t is not None}
+    texts.update({f"b{i}": t.decode("utf-8", "replace") for i, t in enumerate(b)})
+    texts.update({f"c.parquet:{i}": t for i, t in enumerate(c)})
+    texts.update({str(1000 + i): t for i, t in enumerate(d)})
+    out = base / "out"
+    gpu_dedup.deduplicate(str(inputs), RunConfig(device="cpu", progress=False, on_error="skip"), output_dir=str(out))
+    return {"inputs": str(inputs), "out": str(out), "texts": texts}
+
+
+def _shown(decisions) -> np.ndarray:
+    """The rows write_report shows (as write_report picks them)."""
+    views = report.largest_clusters(decisions, 10)
+    return np.unique(np.array([r for v in views for r in (v.rep, *v.members)], np.int64))
+
+
+class _Reads:
+    """Records what the report reads: row groups per Parquet file, and the files read by iter_batches."""
+
+    def __init__(self, monkeypatch) -> None:
+        from gpu_dedup import io
+
+        self.groups: dict[str, list[int]] = collections.defaultdict(list)
+        self.sequential: list[str] = []
+        init, read_group, iter_batches = pq.ParquetFile.__init__, pq.ParquetFile.read_row_group, io.iter_batches
+
+        def spy_init(pf, source, *args, **kwargs):
+            init(pf, source, *args, **kwargs)
+            pf._spy_name = os.path.basename(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else "?"
+
+        def spy_read_group(pf, i, *args, **kwargs):
+            self.groups[getattr(pf, "_spy_name", "?")].append(i)
+            return read_group(pf, i, *args, **kwargs)
+
+        def spy_iter_batches(files, **kwargs):
+            self.sequential.extend(f.relpath for f in files)
+            return iter_batches(files, **kwargs)
+
+        monkeypatch.setattr(pq.ParquetFile, "__init__", spy_init)
+        monkeypatch.setattr(pq.ParquetFile, "read_row_group", spy_read_group)
+        monkeypatch.setattr(io, "iter_batches", spy_iter_batches)
+
+
+def _scan(out: str, source=None, stats_edit=None, need_sizes: bool = False):
+    stats, decisions = report._load(out)
+    if stats_edit is not None:
+        stats_edit(stats)
+    files, why = report._locate_inputs(stats, source)
+    assert why is None, why
+    want = _shown(decisions)
+    return report._scan_inputs(files, stats, decisions, want, need_sizes), decisions, want
+
+
+def test_parquet_report_reads_only_the_row_groups_shown(parquet_run, monkeypatch):
+    reads = _Reads(monkeypatch)
+    scan, decisions, want = _scan(parquet_run["out"])
+    ids = decisions["id"].to_pylist()
+    assert {ids[r] for r in want} >= {"b31", "b33", "c.parquet:18", "c.parquet:25", "1008", "1011", "a14"}
+    assert scan.texts == {r: parquet_run["texts"][ids[r]] for r in want.tolist()}
+    b33 = scan.texts[ids.index("b33")]
+    assert "\ufffd" in b33 and "\xff" not in b33  # repaired like the reader: bytes.decode("utf-8", "replace")
+    # b's shown rows all lie in its last row group; c's in groups 1 and 2; d's in its last one
+    assert dict(reads.groups) == {"b.parquet": [3], "c.parquet": [1, 2], "d.parquet": [2]}
+    assert reads.sequential == ["a.parquet"]  # its run numbering is not its physical one (a dropped row)
+
+    # the sequential path (every file read from its start) gives the same texts
+    monkeypatch.setattr(report, "_parquet_texts", lambda *args, **kwargs: None)
+    reads.sequential.clear()
+    seq, _, _ = _scan(parquet_run["out"])
+    assert seq.texts == scan.texts
+    assert reads.sequential == ["a.parquet", "b.parquet", "c.parquet", "d.parquet"]
+
+
+def test_parquet_report_page_reads_only_the_row_groups_shown(parquet_run, tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "_matplotlib_ok", lambda: False)
+    out = copy_run({"out": parquet_run["out"]}, tmp_path / "out")
+    reads = _Reads(monkeypatch)
+    text, _ = parse(report.write_report(out))
+    assert text.count('class="pair"') == 4 * 3 and "not shown" not in text and "do not match" not in text
+    assert "<mark>edit0</mark>" in text and "\ufffd" in text
+    assert dict(reads.groups) == {"b.parquet": [3], "c.parquet": [1, 2], "d.parquet": [2]}
+    assert reads.sequential == ["a.parquet"]
+
+
+def test_parquet_report_with_skipped_rows_reads_sequentially(parquet_run, monkeypatch):
+    reads = _Reads(monkeypatch)
+    scan, decisions, want = _scan(parquet_run["out"])
+    ids = decisions["id"].to_pylist()
+    a_rows = [r for r in want.tolist() if ids[r].startswith("a")]
+    assert [ids[r] for r in a_rows] == ["a14", "a15", "a16", "a17"]
+    assert a_rows[0] == 13  # run row 13 is the file's physical row 14: row 1 was dropped
+    assert all(scan.texts[r] == parquet_run["texts"][ids[r]] for r in a_rows)
+    assert "a.parquet" not in reads.groups and reads.sequential == ["a.parquet"]
+    # reading a's row groups as if its rows were numbered physically would be wrong: caught by the count
+    stats, _ = report._load(parquet_run["out"])
+    files, _ = report._locate_inputs(stats, None)
+    start, count = report._file_rows(decisions, stats["inputs"])
+    with pytest.raises(report._Mismatch, match="a.parquet now has 20 rows but the run read 19"):
+        report._parquet_texts(files[0], "text", "id", decisions["id"].combine_chunks(), int(start[0]),
+                              int(start[0] + count[0]), np.array(a_rows, np.int64))
+
+    # a run.json that does not list the skipped rows: with on_error='skip' no file can be trusted
+    reads.groups.clear()
+    reads.sequential.clear()
+    old, _, _ = _scan(parquet_run["out"], stats_edit=lambda s: s.pop("read"))
+    assert old.texts == scan.texts
+    assert not reads.groups and reads.sequential == ["a.parquet", "b.parquet", "c.parquet", "d.parquet"]
+    assert report._files_without_skips({"config": {"on_error": "raise"}}, ["x", "y"]) == {0, 1}
+    assert report._files_without_skips({"config": {"on_error": "skip"}, "read": {"skipped": []}}, ["x"]) == {0}
+
+
+def test_parquet_report_sizes_read_every_row(parquet_run, monkeypatch):
+    reads = _Reads(monkeypatch)
+    scan, decisions, _ = _scan(parquet_run["out"], need_sizes=True)
+    assert not reads.groups and reads.sequential == ["a.parquet", "b.parquet", "c.parquet", "d.parquet"]
+    texts = [parquet_run["texts"][i] for i in decisions["id"].to_pylist()]
+    assert scan.bytes_input == sum(len(t.encode()) for t in texts)
+    assert scan.words_input == sum(len(t.split()) for t in texts)
+
+
+def _rewrite(path, change) -> None:
+    md = pq.ParquetFile(path).metadata
+    table = change(pq.read_table(path))
+    pq.write_table(table, path, row_group_size=md.row_group(0).num_rows)
+
+
+def _set_id(table, k: int, value):
+    col = table.column("id").to_pylist()
+    col[k] = value
+    return table.set_column(table.column_names.index("id"), "id", pa.array(col, table.schema.field("id").type))
+
+
+@pytest.mark.parametrize("name,row,value,shown_id", [("b.parquet", 33, "zz", "b33"),  # a shown row
+                                                     ("b.parquet", 39, "zz", "b39"),  # not shown, group read
+                                                     ("d.parquet", 11, 7, "1011")])   # integer ids
+def test_parquet_report_changed_id_is_a_mismatch(parquet_run, tmp_path, monkeypatch, name, row, value, shown_id):
+    monkeypatch.setattr(report, "_matplotlib_ok", lambda: False)
+    inputs = tmp_path / "inputs"
+    shutil.copytree(parquet_run["inputs"], inputs)
+    _rewrite(inputs / name, lambda t: _set_id(t, row, value))
+    reads = _Reads(monkeypatch)
+    stats, decisions = report._load(parquet_run["out"])
+    run_row = decisions["id"].to_pylist().index(shown_id)
+    with pytest.raises(report._Mismatch, match=f"row {run_row:,} of the run has id '{shown_id}' but the input now "
+                                               f"has '{value}' \\({name}\\)"):
+        _scan(parquet_run["out"], source=str(inputs))
+    assert name not in reads.sequential  # found by the row-group read
+    out = copy_run({"out": parquet_run["out"]}, tmp_path / "out")
+    text, _ = parse(report.write_report(out, source=str(inputs)))
+    assert "do not match this run" in text and 'class="pair"' not in text
+
+
+def test_parquet_report_changed_row_count_is_a_mismatch(parquet_run, tmp_path):
+    inputs = tmp_path / "inputs"
+    shutil.copytree(parquet_run["inputs"], inputs)
+    _rewrite(inputs / "c.parquet", lambda t: t.slice(1))  # one row less: every generated id would shift
+    with pytest.raises(report._Mismatch, match="c.parquet now has 29 rows but the run read 30"):
+        _scan(parquet_run["out"], source=str(inputs))

@@ -134,6 +134,14 @@ def normalize_chunk_write(data, offsets, map_off, map_cp, chunk_doc, lo, prev, c
         c += cuda.gridsize(1)
 
 
+@cuda.jit(device=True)
+def chunk_span(chunk_doc, chunk_first, offsets, c):
+    """(document, its first byte, its end, the chunk's first byte) of byte chunk c (split_chunks)."""
+    d = chunk_doc[c]
+    s = offsets[d]
+    return d, s, offsets[d + 1], s + chunk_first[c]
+
+
 @kernel
 def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out):
     """One block per chunk of <= BYTE_CHUNK bytes (grid-stride), its threads striding the bytes
@@ -141,10 +149,7 @@ def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out)
     (hashing.utf8_invalid_at: the same verdict as utf8_invalid)."""
     c = cuda.blockIdx.x
     while c < chunk_doc.shape[0]:
-        d = chunk_doc[c]
-        s = offsets[d]
-        e = offsets[d + 1]
-        a = s + chunk_first[c]
+        d, s, e, a = chunk_span(chunk_doc, chunk_first, offsets, c)
         bad = 0
         k = cuda.threadIdx.x
         while k < chunk_count[c]:
@@ -227,10 +232,7 @@ def unit_chunks(norm, offsets, kind_char, chunk_doc, chunk_first, chunk_count, c
     width = cuda.blockDim.x
     c = cuda.blockIdx.x
     while c < chunk_doc.shape[0]:
-        d = chunk_doc[c]
-        s = offsets[d]
-        e = offsets[d + 1]
-        a = s + chunk_first[c]
+        d, s, e, a = chunk_span(chunk_doc, chunk_first, offsets, c)
         count = chunk_count[c]
         k = tid
         while k < count:

@@ -146,30 +146,6 @@ def test_unit_starts_match_a_python_walk(chunk, threads, monkeypatch):
             assert units[ubase[i]:ubase[i + 1]].tolist() == starts, (i, kind_char)
 
 
-@pytest.mark.parametrize("chunk", [1, 2, 5, 4096])
-def test_invalid_utf8_rows_cut_anywhere(chunk, monkeypatch):
-    from gpu_dedup.kernels import cuda as kc
-
-    from gpu_dedup.normalize import invalid_utf8_rows
-
-    monkeypatch.setattr(kc, "BYTE_CHUNK", chunk)
-    rows = [b"ok", b"\xff", b"a\xc3", b"\xc3\xa9", b"\xe2\x82", b"\xed\xa0\x80", b"\xf0\x9f\x98\x80x", b"\x80",
-            b"ab\xc3\xa9\xa9", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"", b"\xe6\x97\xa5\xe6\x9c\xac", b"\xf0\x9f\x98",
-            b"x\xe6\x97\xa5\x80"]
-    data = np.frombuffer(b"".join(rows), np.uint8)
-    offsets = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
-    expected = []
-    for r in rows:
-        try:
-            r.decode("utf-8")
-            expected.append(False)
-        except UnicodeDecodeError:
-            expected.append(True)
-    assert invalid_utf8_rows(data, offsets, "cpu").tolist() == expected
-    got = invalid_utf8_rows(to_device(data, "cuda"), to_device(offsets, "cuda"), "cuda")
-    assert to_host(got).tolist() == expected
-
-
 @pytest.mark.parametrize("threads", [8, 12, 32])
 def test_exact_hashes_equal_xxhash_at_every_stripe_boundary(threads, monkeypatch):
     import xxhash

@@ -41,14 +41,18 @@ def _expected_invalid(values):
     return out
 
 
-@pytest.mark.parametrize("device", ["cpu", "cuda"])
-def test_utf8_validity_kernel_matches_python(device):
+@pytest.mark.parametrize("device,chunk", [("cpu", None), ("cuda", 1), ("cuda", 3), ("cuda", 4096)])
+def test_utf8_validity_kernel_matches_python(device, chunk, monkeypatch):
     if device == "cuda" and not simulator() and not gpu_status()[0]:
         pytest.skip("needs the CUDA simulator or a GPU")
+    if chunk is not None:  # the GPU kernel works in chunks of BYTE_CHUNK bytes: 1 and 3 cut everywhere
+        from gpu_dedup.kernels import cuda as kc
+
+        monkeypatch.setattr(kc, "BYTE_CHUNK", chunk)
     rng = np.random.default_rng(7)
     values = list(UTF8_CASES)
     # random byte strings biased towards UTF-8 lead/continuation bytes, and random valid text
-    for _ in range(200):
+    for _ in range(200 if chunk in (None, 4096) else 30):  # (the simulator runs a block per chunk)
         k = int(rng.integers(0, 12))
         values.append(bytes(rng.choice([0x41, 0x80, 0xBF, 0xC2, 0xDF, 0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xC0],
                                        size=k).astype(np.uint8)))

@@ -341,9 +341,11 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         os.makedirs(out, exist_ok=True)
         t = time.perf_counter()
         if cfg.write_deduplicated:
+            # files in parallel on the reader's threads (pass 1's default: pyarrow's CPU count), each
+            # placed in keep_mask by the rows pass 1 read from it
             stats["deduplicated"] = io.write_kept(files, keep_mask, os.path.join(out, "deduplicated"),
                                                   id_field=cfg.id_field, text_field=cfg.text_field,
-                                                  on_error=cfg.on_error)
+                                                  on_error=cfg.on_error, file_rows=col.file_rows)
             # the kept records are copied verbatim: every input file is read once more, whole
             stats["bytes_read"]["deduplicated_input_files"] = sum(os.path.getsize(f.path) for f in files
                                                                   if f.fmt != "table")

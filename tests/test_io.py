@@ -760,3 +760,361 @@ def test_parallel_parquet_decodes_row_groups_concurrently(tmp_path, monkeypatch)
     monkeypatch.setattr(gio._ParquetPool, "_work", work)
     assert _rows(_read(files, batch_bytes=64, read_threads=3)) == (t["id"].to_pylist(), t["text"].to_pylist())
     assert broken == []
+
+
+# ------------------------------------------------------------------------------------------- parallel write_kept
+
+def _shard_corpus(tmp_path, n=14):
+    """``n`` small shards in a tree: JSON Lines (plain / gz / zst; malformed, non-object, null-text,
+    id-less and blank lines, CRLF, a BOM, no final newline) and Parquet (row groups of varied sizes, null
+    text / ids, snappy / zstd, one without ids), plus an empty JSON Lines file, an empty Parquet file, a
+    file that is not Parquet and one whose third row group cannot be decoded."""
+    rng = np.random.default_rng(7)
+    d = tmp_path / "shards"
+
+    def words(k):
+        return " ".join(f"w{x}" for x in rng.integers(0, 400, int(k)))
+
+    for s in range(n):
+        kind = s % 4
+        if kind < 3:
+            lines = []
+            for i in range(int(rng.integers(40, 90))):
+                r = rng.random() if i else 1.0  # the first row has an id: the file's rows must all have one
+                if r < 0.04:
+                    lines.append(b'{"id": "broken ' + str(i).encode())
+                elif r < 0.08:
+                    lines.append(b" \t\r" if i % 2 else b"")
+                elif r < 0.10:
+                    lines.append(b'{"id": "n%d", "text": null}' % i)
+                elif r < 0.12:
+                    lines.append(b"[1, 2]")
+                elif r < 0.14:
+                    lines.append(json.dumps({"text": words(5)}).encode())  # no id in a file with ids
+                else:
+                    lines.append(json.dumps({"id": f"s{s}-{i}", "text": words(rng.integers(3, 60)),
+                                             "extra": {"k": int(i)}}, ensure_ascii=False).encode())
+            data = b"".join(x + (b"\r\n" if i % 5 == 0 else b"\n") for i, x in enumerate(lines))
+            if s == 1:
+                data = b"\xef\xbb\xbf" + data
+            if s == 2:
+                data = data.rstrip(b"\r\n")
+            _write(d / f"g{s % 3}" / f"s{s:02d}.{('jsonl', 'jsonl.gz', 'jsonl.zst')[kind]}", data)
+        else:
+            m = int(rng.integers(30, 120))
+            texts = [words(rng.integers(3, 60)) if rng.random() > 0.08 else None for _ in range(m)]
+            ids = [f"p{s}-{i}" if rng.random() > 0.05 else None for i in range(m)]
+            cols = {"id": ids, "text": texts, "w": pa.array(rng.random(m))} if s != 7 else {"text": texts}
+            sizes = []
+            while sum(sizes) < m:
+                sizes.append(min(int(rng.integers(5, 25)), m - sum(sizes)))
+            os.makedirs(d / "pq", exist_ok=True)
+            path = d / "pq" / f"s{s:02d}.parquet"
+            with pq.ParquetWriter(path, pa.table(cols).schema, compression="zstd" if s % 8 else "snappy") as w:
+                start = 0
+                for k in sizes:
+                    w.write_table(pa.table(cols).slice(start, k), row_group_size=k)
+                    start += k
+    _write(d / "z" / "empty.jsonl", b"")
+    pq.write_table(pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())}),
+                   d / "z" / "empty.parquet")
+    _write(d / "z" / "not.parquet", b"this is not parquet")
+    t = pa.table({"id": [f"c{i}" for i in range(80)], "text": [words(20) for _ in range(80)]})
+    _corrupt_group(_parquet_groups(d / "z" / "corrupt.parquet", t, [20] * 4), 2)
+    return resolve_inputs([d])
+
+
+def _tree(root) -> dict:
+    """relpath -> bytes of every file under ``root`` (hidden temporary files included)."""
+    out = {}
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            p = os.path.join(dirpath, name)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root)] = fh.read()
+    return out
+
+
+def _file_rows(files, on_error="skip", **kw):
+    """Rows per file as iter_batches numbers them, in batches of write_kept's chunk size (a row group that
+    cannot be decoded ends its file at the record batch holding it, whose size depends on the batch size)."""
+    rows = [0] * len(files)
+    for b in iter_batches(files, id_field="id", text_field="text", batch_bytes=gio._WRITE_CHUNK, on_error=on_error,
+                          **kw):
+        rows[b.file_index] += len(b)
+    return rows
+
+
+def _kept_texts(out_dir, f) -> list:
+    p = os.path.join(out_dir, *f.relpath.split("/"))
+    if f.fmt == "parquet":
+        return pq.read_table(p).column("text").to_pylist()
+    with open(p, "rb") as fh:
+        raw = fh.read()
+    if f.compression == "gzip":
+        raw = gzip.decompress(raw)
+    elif f.compression == "zstd":
+        raw = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+    return [json.loads(x)["text"] for x in raw.splitlines() if x.strip()]
+
+
+def test_write_kept_parallel_equals_sequential(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(gio, "_WRITE_CHUNK", 1024)  # many chunks per file
+    files = _shard_corpus(tmp_path)
+    rep = ReadReport()
+    batches = list(iter_batches(files, id_field="id", text_field="text", batch_bytes=1024, on_error="skip",
+                                report=rep))
+    assert len(rep.skipped) > 30 and rep.empty_files == ["z/empty.jsonl", "z/empty.parquet"]
+    file_rows = _file_rows(files)
+    assert [gio._count_rows(f, gio._make_spec("id", "text", "skip", None)) for f in files] == file_rows
+    keep = np.random.default_rng(1).random(sum(file_rows)) < 0.6
+    kw = {"id_field": "id", "text_field": "text", "on_error": "skip"}
+    caplog.clear()
+    with caplog.at_level("INFO", logger="gpu_dedup.io"):
+        ref = write_kept(files, keep, tmp_path / "t1", read_threads=1, **kw)
+    messages = [r.getMessage() for r in caplog.records]
+    assert [m for m in messages if "could not be read" in m] == [
+        "z/not.parquet could not be read; no output written for it"]
+    # the counting pass (file_rows not given) is quiet: the reader's messages come once, from the write
+    assert [m for m in messages if "has no id field" in m] == [
+        "pq/s07.parquet has no id field 'id': using generated ids 'pq/s07.parquet:<row>'"]
+    assert ref == {"files": len(files) - 1, "rows_written": int(keep.sum())}
+    expected = _tree(tmp_path / "t1")
+    assert sorted(expected) == sorted(f.relpath for f in files if f.relpath != "z/not.parquet")
+    # independently of write_kept: each output holds the kept rows of its input, in order
+    for fi, f in enumerate(files):
+        if f.relpath == "z/not.parquet":
+            continue
+        texts = [t for b in batches if b.file_index == fi for t, k in
+                 zip(b.text.to_pylist(), keep[b.row_start:b.row_start + len(b)]) if k]
+        assert _kept_texts(tmp_path / "t1", f) == texts, f.relpath
+    for threads, given in ((2, None), (3, file_rows), (5, None), (32, file_rows)):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="gpu_dedup.io"):
+            res = write_kept(files, keep, tmp_path / f"t{threads}", read_threads=threads, file_rows=given, **kw)
+        assert res == ref
+        assert _tree(tmp_path / f"t{threads}") == expected, threads  # byte-identical, Parquet too
+        assert sorted(r.getMessage() for r in caplog.records if "could not be read" in r.getMessage()
+                      or "has no id field" in r.getMessage()) == sorted(
+            m for m in messages if "could not be read" in m or "has no id field" in m)
+
+
+def test_write_kept_counts_rows_like_the_reader(tmp_path, monkeypatch):
+    """on_error='raise': the cheap counts (Parquet metadata, non-blank lines) equal the reader's rows."""
+    body = b'{"id": "1", "text": "a"}\r\n  \n\t\r\n{"id": "2", "text": "b"}\n\n{"id": "3", "text": "c"}'
+    _write(tmp_path / "c" / "bom.jsonl", b"\xef\xbb\xbf" + body)
+    _write(tmp_path / "c" / "x.jsonl.gz", body + b"\n" + b" \n" * 3)
+    _write(tmp_path / "c" / "y.jsonl.zst", b"\xef\xbb\xbf\n" + body)
+    _write(tmp_path / "c" / "blank.jsonl", b"\xef\xbb\xbf  \n\r\n")
+    t = pa.table({"id": [str(i) for i in range(50)], "text": [f"t{i}" for i in range(50)]})
+    _parquet_groups(tmp_path / "c" / "p.parquet", t, [10, 0, 25, 15])
+    files = resolve_inputs([tmp_path / "c"])
+    rows = _file_rows(files, on_error="raise")
+    assert rows == [0, 3, 50, 3, 3]
+    monkeypatch.setattr(gio, "_readers", None)  # the cheap count reads nothing through the reader
+    assert [gio._count_rows(f, gio._make_spec("id", "text", "raise", None)) for f in files] == rows
+
+
+def test_write_kept_files_in_flight_are_bounded(tmp_path, monkeypatch):
+    files = _shard_corpus(tmp_path)
+    keep = np.ones(sum(_file_rows(files)), bool)
+    real = gio._write_file
+    lock, state = threading.Lock(), {"now": 0, "max": 0, "threads": set()}
+
+    def write_file(*a, **kw):
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+            state["threads"].add(threading.current_thread().name)
+        try:
+            time.sleep(0.02)  # long enough for the other workers to start theirs
+            return real(*a, **kw)
+        finally:
+            with lock:
+                state["now"] -= 1
+
+    monkeypatch.setattr(gio, "_write_file", write_file)
+    kw = {"id_field": "id", "text_field": "text", "on_error": "skip"}
+    write_kept(files, keep, tmp_path / "one", read_threads=1, **kw)
+    assert state["max"] == 1 and state["threads"] == {threading.current_thread().name}  # no thread started
+    state["threads"].clear()
+    write_kept(files, keep, tmp_path / "three", read_threads=3, **kw)
+    assert state["max"] == 3 and len(state["threads"]) == 3
+    assert all(name.startswith("gpu_dedup-write") for name in state["threads"])
+    assert _tree(tmp_path / "three") == _tree(tmp_path / "one")
+
+
+def test_write_kept_single_parquet_decodes_ahead(tmp_path, monkeypatch):
+    """One Parquet file, 3 threads: its row groups are decoded on 3 threads, up to 4 chunks ahead, while it
+    is written."""
+    monkeypatch.setattr(gio, "_WRITE_CHUNK", 4000)
+    rng = np.random.default_rng(5)
+    t = pa.table({"id": [f"r{i}" for i in range(3000)], "text": [rng.bytes(40).hex() for _ in range(3000)],
+                  "n": np.arange(3000)})
+    files = resolve_inputs([_parquet_groups(tmp_path / "big.parquet", t, [100] * 30)])
+    pools, workers = [], set()
+    real_init, real_work = gio._ParquetPool.__init__, gio._ParquetPool._work
+
+    def init(self, *a, **kw):
+        real_init(self, *a, **kw)
+        pools.append(self)
+
+    def work(self, plan, j):
+        workers.add(threading.current_thread().name)
+        return real_work(self, plan, j)
+
+    monkeypatch.setattr(gio._ParquetPool, "__init__", init)
+    monkeypatch.setattr(gio._ParquetPool, "_work", work)
+    keep = np.arange(3000) % 7 != 3
+    kw = {"id_field": "id", "text_field": "text", "on_error": "raise"}
+    assert write_kept(files, keep, tmp_path / "one", read_threads=1, **kw)["rows_written"] == int(keep.sum())
+    assert pools[-1].executor is None and workers == {threading.current_thread().name}
+    workers.clear()
+    write_kept(files, keep, tmp_path / "three", read_threads=3, **kw)
+    pool = pools[-1]
+    assert pool.executor is not None and pool.ahead == 2 * 2 * 4000 and workers and all(
+        w.startswith("gpu_dedup-parquet") for w in workers)
+    group = max(pq.ParquetFile(files[0].path).metadata.row_group(g).total_byte_size for g in range(30))
+    assert pool.peak <= max(pool.ahead, 2 * group) + group
+    assert _tree(tmp_path / "three") == _tree(tmp_path / "one")
+    assert pq.read_table(tmp_path / "one" / "big.parquet").equals(t.filter(pa.array(keep)))
+
+
+def _clean_shards(tmp_path, n=6, lines=300):
+    for s in range(n):
+        body = b"".join(json.dumps({"id": f"s{s}-{i}", "text": f"text {s} {i} " * 3}).encode() + b"\n"
+                        for i in range(lines))
+        _write(tmp_path / "in" / f"s{s}.jsonl{'.gz' if s % 2 else ''}", body)
+    t = pa.table({"id": [f"p{i}" for i in range(200)], "text": [f"ptext {i}" for i in range(200)]})
+    _parquet_groups(tmp_path / "in" / "t.parquet", t, [20] * 10)
+
+
+def _no_threads_left():
+    return not [t for t in threading.enumerate() if t.name.startswith(("gpu_dedup-write", "gpu_dedup-count"))]
+
+
+@pytest.mark.parametrize("threads", [1, 3, 8])
+def test_write_kept_error_mid_file_leaves_nothing(tmp_path, monkeypatch, threads):
+    monkeypatch.setattr(gio, "_WRITE_CHUNK", 512)
+    _clean_shards(tmp_path)
+    with open(tmp_path / "in" / "s2.jsonl", "ab") as fh:  # 300 good lines (many chunks), then a bad one
+        fh.write(b'{"id": "bad", "text": \n')
+    _write(tmp_path / "in" / "z_empty.jsonl", b"")  # no chunk: never stops early, so it is written
+    failed = threading.Event()
+    real_write_file = gio._write_file
+
+    def write_file(f, *a):
+        if f.relpath == "z_empty.jsonl" and threading.current_thread().name.startswith("gpu_dedup-write"):
+            assert failed.wait(20)  # finishes after the failure (with 8 threads it started before it)
+        try:
+            return real_write_file(f, *a)
+        except gio._Aborted:
+            raise
+        except BaseException:
+            failed.set()
+            raise
+
+    monkeypatch.setattr(gio, "_write_file", write_file)
+    files = resolve_inputs([tmp_path / "in"])
+    keep = np.ones(6 * 300 + 1 + 200, bool)  # the bad line is counted (on_error='raise' counts non-blank lines)
+    kw = {"id_field": "id", "text_field": "text", "on_error": "raise", "read_threads": threads}
+    with pytest.raises(InputError, match="^s2.jsonl:301: malformed JSON"):
+        write_kept(files, keep, tmp_path / "out", **kw)
+    assert _tree(tmp_path / "out") == {} and _no_threads_left()
+    # a writer failing in the middle of a Parquet file (row counts from the read)
+    real = gio._open_parquet_writer
+    calls = []
+
+    def failing_writer(*a):
+        writer = real(*a)
+        write = writer.write_batch
+
+        def write_batch(batch):
+            calls.append(1)
+            if len(calls) == 4:
+                raise OSError("No space left on device")
+            return write(batch)
+
+        writer.write_batch = write_batch
+        return writer
+
+    monkeypatch.setattr(gio, "_open_parquet_writer", failing_writer)
+    (tmp_path / "in" / "s2.jsonl").write_bytes(b"".join(
+        json.dumps({"id": f"s2-{i}", "text": "x"}).encode() + b"\n" for i in range(300)))
+    files = resolve_inputs([tmp_path / "in"])
+    rows = _file_rows(files, on_error="raise")
+    failed.clear()
+    with pytest.raises(OSError, match="No space left"):
+        write_kept(files, np.ones(sum(rows), bool), tmp_path / "out", file_rows=rows, **kw)
+    assert len(calls) == 4 and _tree(tmp_path / "out") == {} and _no_threads_left()
+    monkeypatch.setattr(gio, "_open_parquet_writer", real)
+    res = write_kept(files, np.ones(sum(rows), bool), tmp_path / "out", file_rows=rows, **kw)
+    assert res == {"files": 8, "rows_written": 6 * 300 + 200}
+
+
+def test_write_kept_raises_the_first_error_in_file_order(tmp_path, monkeypatch):
+    """A later file failing first (the earlier one is long and fails at its end) does not win."""
+    monkeypatch.setattr(gio, "_WRITE_CHUNK", 512)
+    _clean_shards(tmp_path, n=3, lines=2000)
+    with open(tmp_path / "in" / "s0.jsonl", "ab") as fh:
+        fh.write(b"[]\n")
+    (tmp_path / "in" / "s2.jsonl").write_bytes(b'{"text": "no id, then"}\n{"id": "x", "text": "y"}\n')
+    files = resolve_inputs([tmp_path / "in"])
+    keep = np.ones(2001 + 2000 + 2 + 200, bool)
+    failed, s2_failed = [], threading.Event()
+    real = gio._write_file
+
+    def write_file(f, *a):
+        if f.relpath == "s0.jsonl" and threading.current_thread().name.startswith("gpu_dedup-write"):
+            assert s2_failed.wait(20)  # in parallel, s0 starts only once s2 has failed
+        try:
+            return real(f, *a)
+        except InputError:
+            failed.append(f.relpath)
+            if f.relpath == "s2.jsonl":
+                s2_failed.set()
+            raise
+
+    monkeypatch.setattr(gio, "_write_file", write_file)
+    for threads in (1, 4):
+        failed.clear()
+        with pytest.raises(InputError, match="^s0.jsonl:2001: not a JSON object"):
+            write_kept(files, keep, tmp_path / "out", id_field="id", text_field="text", on_error="raise",
+                       read_threads=threads)
+        assert _tree(tmp_path / "out") == {} and _no_threads_left()
+        assert failed == (["s0.jsonl"] if threads == 1 else ["s2.jsonl", "s0.jsonl"])
+
+
+def test_write_kept_checks_file_rows(tmp_path):
+    _clean_shards(tmp_path, n=2, lines=10)
+    files = resolve_inputs([tmp_path / "in"])
+    rows = _file_rows(files)
+    keep = np.ones(sum(rows), bool)
+    kw = {"id_field": "id", "text_field": "text", "on_error": "skip"}
+    for threads in (1, 2):
+        with pytest.raises(ValueError, match=r"keep has 220 entries but the inputs have a different number of rows "
+                                             r"\(s0.jsonl: 10, not 11\)"):
+            write_kept(files, keep, tmp_path / "out", file_rows=[11, 9, 200], read_threads=threads, **kw)
+        with pytest.raises(ValueError, match=r"keep has 220 entries but the inputs have more rows \(s0.jsonl"):
+            write_kept(files, keep, tmp_path / "out", file_rows=[9, 11, 200], read_threads=threads, **kw)
+        assert _tree(tmp_path / "out") == {}
+    with pytest.raises(ValueError, match="keep has 220 entries but the inputs have 221 rows"):
+        write_kept(files, keep, tmp_path / "out", file_rows=[11, 10, 200], **kw)
+    with pytest.raises(ValueError, match="file_rows must hold one row count >= 0 per input file"):
+        write_kept(files, keep, tmp_path / "out", file_rows=[20, 200], **kw)
+    with pytest.raises(ValueError, match="read_threads must be a positive int"):
+        write_kept(files, keep, tmp_path / "out", read_threads=0, **kw)
+
+
+def test_write_spans_gathers_many_runs_byte_identically():
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        n = int(rng.integers(1, 300))
+        lengths, gaps = rng.integers(1, 30, n), rng.integers(0, 3, n) * rng.integers(0, 2, n)
+        ends = np.cumsum(gaps + lengths)
+        starts = ends - lengths
+        raw = memoryview(rng.bytes(int(ends[-1]) + 3))[2:].toreadonly()  # a slice, as after a BOM
+        keep = rng.random(n) < rng.random()
+        sink = pa.BufferOutputStream()
+        gio._write_spans(sink, raw, starts[keep], ends[keep])
+        assert sink.getvalue().to_pybytes() == b"".join(bytes(raw[s:e]) for s, e in zip(starts[keep], ends[keep]))

@@ -899,10 +899,6 @@ class _ArrowReader(_FileReader):
                 return
             for k, rng in enumerate(plan.ranges):
                 result = pool.take(plan, k)
-                if result.read_error is not None:
-                    self.unreadable = self.rows == 0
-                    self.bad(f"cannot read the file after row {rng.start}: {result.read_error}", row=rng.start)
-                    break
                 for reason, row in result.skipped:
                     self.bad(reason, row=row)
                 if result.error is not None:
@@ -910,6 +906,11 @@ class _ArrowReader(_FileReader):
                 for chunk in result.chunks:
                     self.rows += chunk.rows
                     yield chunk
+                if result.read_error is not None:
+                    row = result.read_error_row
+                    self.unreadable = self.rows == 0
+                    self.bad(f"cannot read the file after row {row}: {result.read_error}", row=row)
+                    break
         finally:
             pool.done(plan)
 
@@ -1082,7 +1083,10 @@ class _Piece:
 
 @dataclass
 class _ReadFailed:
+    """A row group that could not be decoded; ``start``: its first physical row."""
+
     error: BaseException
+    start: int
 
 
 @dataclass
@@ -1091,6 +1095,7 @@ class _RangeResult:
     exception that stopped it or its chunks."""
 
     read_error: BaseException | None = None
+    read_error_row: int = 0  # the first row not read (the unreadable row group's, or the range's start)
     skipped: list[tuple[str, int]] = field(default_factory=list)
     error: BaseException | None = None
     chunks: list[_Chunk] = field(default_factory=list)
@@ -1302,7 +1307,7 @@ class _ParquetPool:
             if table.num_rows != grp.rows:
                 raise pa.ArrowInvalid(f"row group {grp.g} has {table.num_rows} rows, its metadata says {grp.rows}")
         except (OSError, pa.ArrowException) as e:  # unreadable: ends the file (reported by the consumer)
-            failed = _ReadFailed(e)
+            failed = _ReadFailed(e, grp.start)
         except BaseException as e:  # noqa: BLE001 - anything else reaches the consumer unchanged
             failed = _Piece([], [], e)
         try:
@@ -1347,22 +1352,27 @@ class _ParquetPool:
             future.set_result(result)
 
     def _finish(self, rng: _Range) -> _RangeResult:
-        """Join a range's pieces: a read failure of any of its row groups fails the range (as reading its
-        record batch would); else its chunks, joined and cut into batches unless all columns are read
-        (``write_kept`` takes the pieces' own record batches)."""
+        """Join a range's pieces in row order: its chunks, joined and cut into batches unless all columns are
+        read (``write_kept`` takes the pieces' own record batches), and the bad rows skipped. A row group that
+        cannot be decoded ends the file at its first row: the rows of the row groups before it are kept, so
+        the rows read do not depend on how the file is cut into batches (pass 1 and ``write_kept`` cut it
+        differently and must agree)."""
         pieces = [rng.pieces.pop(j) for j in range(rng.first, rng.last + 1)]
+        skipped: list[tuple[str, int]] = []
+        chunks: list[_Chunk] = []
+        result = _RangeResult()
         for p in pieces:
             if isinstance(p, _ReadFailed):
-                return _RangeResult(read_error=p.error)
-        skipped: list[tuple[str, int]] = []
-        for p in pieces:
+                result = _RangeResult(read_error=p.error, read_error_row=max(rng.start, p.start))
+                break
             skipped += p.skipped
             if p.error is not None:
                 return _RangeResult(skipped=skipped, error=p.error)
-        chunks = [c for p in pieces for c in p.chunks]
-        if not self.all_columns:  # the pieces (and their decoded row groups) are not kept: only the batches
+            chunks += p.chunks
+        if not self.all_columns and (chunks or result.read_error is None):  # the pieces are not kept: batches
             chunks = [_join_chunks(chunks, self.batch_bytes)]
-        return _RangeResult(skipped=skipped, chunks=chunks)
+        result.skipped, result.chunks = skipped, chunks
+        return result
 
 
 def _join_chunks(chunks: list[_Chunk], batch_bytes: int) -> _Chunk:

@@ -687,7 +687,8 @@ def test_parallel_parquet_unreadable_row_group(tmp_path, monkeypatch):
         seq = _read_all(files, keep_column=None, batch_bytes=batch_bytes, read_threads=1)
         assert "cannot read the file after row" in seq[1]["skipped"][-1]["reason"]
         rows = sum(len(b[2]) for b in seq[0])
-        assert rows == seq[1]["skipped"][-1]["row"] <= 200  # the rows before the failing record batch
+        # the rows of the row groups before the unreadable one, however the batches cut the file
+        assert rows == seq[1]["skipped"][-1]["row"] == 200
         for threads in (2, 5):
             assert _read_all(files, keep_column=None, batch_bytes=batch_bytes, read_threads=threads) == seq
     # write_kept re-reads with the same (parallel) reader: the same rows
@@ -1118,3 +1119,19 @@ def test_write_spans_gathers_many_runs_byte_identically():
         sink = pa.BufferOutputStream()
         gio._write_spans(sink, raw, starts[keep], ends[keep])
         assert sink.getvalue().to_pybytes() == b"".join(bytes(raw[s:e]) for s, e in zip(starts[keep], ends[keep]))
+
+
+def test_run_with_an_unreadable_row_group_writes_the_rows_before_it(tmp_path):
+    """Pass 1 (small batches) and the deduplicated/ writer (8 MiB chunks) cut the file differently; both
+    keep exactly the rows of the row groups before the unreadable one (they used to disagree, and the run
+    failed while writing deduplicated/)."""
+    from gpu_dedup import RunConfig, deduplicate
+
+    rng = np.random.default_rng(4)
+    t = pa.table({"id": [f"r{i}" for i in range(400)], "text": [rng.bytes(300).hex() for _ in range(400)]})
+    path = _parquet_groups(tmp_path / "c.parquet", t, [100] * 4)
+    _corrupt_group(path, 2)
+    deduplicate([path], RunConfig(batch_bytes=4096, on_error="skip"), tmp_path / "out")
+    assert pq.read_table(tmp_path / "out" / "decisions.parquet").num_rows == 200
+    kept = pq.read_table(tmp_path / "out" / "deduplicated" / "c.parquet")
+    assert kept["id"].to_pylist() == [f"r{i}" for i in range(200)]

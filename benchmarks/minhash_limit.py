@@ -7,7 +7,8 @@ several K (permutations per shingle) and fits time = S * (fixed + K / rate) over
 what the permutations (exact (a*h+b) mod 2^61-1 and the running minimum) cost per permutation at the margin,
 ``fixed`` what each shingle costs besides them (finding it, XXH64 over its bytes, the loop). The arithmetic
 limit at K is S * K / rate: the run if shingles were free. The table prints, per K, the measured time, that
-limit and their ratio (the share of the run spent on the permutations themselves).
+limit and their ratio (the share of the run spent on the permutations themselves). Last, the exact-duplicate
+hash of the same documents (``exact_hashes``: two XXH64 per document), the other XXH64 loop of the CPU path.
 
 The kernels compile into a private Numba cache directory (unless NUMBA_CACHE_DIR is set): Numba validates a
 cached kernel against kernels/cpu.py's mtime only, so an edit of kernels/hashing.py could otherwise be
@@ -56,13 +57,11 @@ def main() -> None:
             cpu.minhash_signatures(norm.data, norm.offsets, False, 5, np.uint64(0), a, b, np.uint64(2**64 - 1),
                                    out, nsh)
         run()  # compile / warm up
-        times = []
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - t)
-        best[k] = min(times)
+        best[k] = min(_timed(run) for _ in range(args.repeats))
         shingles = int(nsh.sum())
+    exact = np.empty((n, 2), np.uint64)
+    cpu.exact_hashes(norm.data, norm.offsets, exact)
+    exact_best = min(_timed(lambda: cpu.exact_hashes(norm.data, norm.offsets, exact)) for _ in range(args.repeats))
     ks = np.array(KS, float)
     ts = np.array([best[k] for k in KS])
     slope, intercept = np.polyfit(ks, ts, 1)  # seconds per K (all shingles), seconds at K = 0
@@ -75,6 +74,14 @@ def main() -> None:
         limit = shingles * k / rate
         print(f"{k:5d} {best[k] * 1e3:8.1f} {shingles / best[k] / 1e6:13.1f} {shingles * k / best[k] / 1e9:9.2f} "
               f"{limit * 1e3:9.1f} {limit / best[k]:15.2f}")
+    text_mb = int(norm.offsets[-1]) / 1e6
+    print(f"\nexact hashes (2 x XXH64 per document): {exact_best * 1e3:.1f} ms, {text_mb / exact_best:,.0f} MB/s")
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
 if __name__ == "__main__":

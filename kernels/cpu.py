@@ -7,13 +7,13 @@ import numpy as np
 from numba import njit, prange
 
 from ._build import build
-from .hashing import ASCII_GENERIC, EXACT_SEED_HI, EXACT_SEED_LO, MODE_BLOCKS
+from .hashing import ASCII_GENERIC, EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61, MODE_BLOCKS
 
 # The per-shingle functions are inlined at Numba's IR level: as calls, each one increments and decrements
-# the reference counts of the arrays it is passed (atomic instructions), per shingle. Measured with
-# 400-word documents, 1 thread: the cost per shingle besides the permutations fell from 48 to 24 ns
-# (MinHash at K=100 1.25x faster, exact hashes 1.1x); the permutations themselves run at 2.1 G/s
-# (AVX-512, the loop over K vectorized). Output unchanged: inlining changes no arithmetic.
+# the reference counts of the arrays it is passed (atomic instructions), per shingle. With the unsigned
+# byte loads of hashing.read_u64le, the cost per shingle besides the permutations fell from 65 to 26 ns
+# (benchmarks/minhash_limit.py, old and new kernels in the same hour, 1 thread); the permutations
+# themselves run at 2.2 G/s (AVX-512, the loop over K vectorized). Output unchanged.
 _INLINE = {"emit_shingle", "minhash_update", "xxh64", "xxh64_tail", "xxh64_converge"}
 _D = build(lambda fn: njit(cache=False, nogil=True, inline="always" if fn.__name__ in _INLINE else "never")(fn))
 normalize_doc = _D["normalize_doc"]
@@ -28,8 +28,6 @@ permute61 = _D["permute61"]
 utf8_invalid = _D["utf8_invalid"]
 reduce61 = _D["reduce61"]
 
-MERSENNE61 = np.uint64((1 << 61) - 1)
-MASK32 = np.uint64(0xFFFFFFFF)
 
 
 @njit(parallel=True, cache=True, nogil=True)

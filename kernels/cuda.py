@@ -3,7 +3,7 @@
 Same results as ``kernels/cpu.py`` bit for bit (tested under NUMBA_ENABLE_CUDASIM=1 in CI and on a real
 GPU by benchmarks/gpu_check.py). Kernels (``@kernel``, see _launch.py) are cached and take device arrays
 only: CuPy arrays or Numba device arrays; under the simulator NumPy arrays, or the strict backend's arrays.
-``blocks`` at the bottom picks grid sizes.
+``blocks`` and ``geometry`` at the bottom pick grid sizes.
 
 Notation: n documents, K permutations, B bands, T text bytes, S shingles in a batch.
 """
@@ -15,10 +15,9 @@ from numba import cuda, int64, uint8, uint64
 
 from ._build import build
 from ._launch import kernel
-from .hashing import ASCII_GENERIC, EXACT_SEED_HI, EXACT_SEED_LO, P64_5
+from .hashing import ASCII_GENERIC, EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61, P64_5, SPACE
 
 _D = build(cuda.jit(device=True))
-normalize_doc = _D["normalize_doc"]
 normalize_scan = _D["normalize_scan"]
 chunk_entry = _D["chunk_entry"]
 utf8_covered = _D["utf8_covered"]
@@ -37,9 +36,6 @@ shingle_bounds = _D["shingle_bounds"]
 band_key = _D["band_key"]
 intersection_sorted = _D["intersection_sorted"]
 representative_run = _D["representative_run"]
-
-MERSENNE61 = np.uint64((1 << 61) - 1)
-SPACE = 0x20
 
 TPB = 128          # threads per block
 NORM_CHUNK = 512   # text bytes per thread in the normalization kernels (nominal: chunk_entry moves the cut)

@@ -423,7 +423,7 @@ def swar_count(m):
 def ascii_content_end(src, start, end, map_cp):
     """End of src[start:end] less its trailing run of ASCII bytes with a space image and non-ASCII bytes:
     either start or one past an ASCII byte with a visible image. Output written while scanning before it
-    is certain to be followed by more output, so stores there can run ahead (see normalize_span)."""
+    is certain to be followed by more output, so stores there can run ahead (see normalize_scan)."""
     e = end
     while e > start:
         c = src[e - 1]

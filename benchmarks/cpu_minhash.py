@@ -24,9 +24,9 @@ def main() -> None:
     import pyarrow as pa
 
     from gpu_dedup.config import MinHashConfig, NormalizeConfig, ShingleConfig
-    from gpu_dedup.evalcorpus import make_corpus
-    from gpu_dedup.minhash import compute_signatures, permutation_params
-    from gpu_dedup.normalize import normalize_text
+    from gpu_dedup.testing.evalcorpus import make_corpus
+    from gpu_dedup.lexical.minhash import compute_signatures, permutation_params
+    from gpu_dedup.lexical.normalize import normalize_text
 
     t = time.perf_counter()
     table = make_corpus(args.docs, seed=0, mean_words=args.words, exact_dup_frac=0, near_dup_frac=0,

@@ -18,7 +18,7 @@ import time
 def make(work: str, docs: int, words: int, shard: int) -> str:
     import pyarrow.parquet as pq
 
-    from gpu_dedup.evalcorpus import make_corpus
+    from gpu_dedup.testing.evalcorpus import make_corpus
 
     src = os.path.join(work, f"corpus-{docs}-{words}")
     done = os.path.join(src, "_DONE")

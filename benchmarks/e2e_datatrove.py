@@ -1,7 +1,7 @@
 """End to end against datatrove's full MinHash pipeline: same Parquet shards, same number of workers.
 
 Measures the wall time of two child processes, run one after the other (never at the same time), on the
-corpus `cpu_pipeline.py` generates (`gpu_dedup.evalcorpus`: exact, near and templated duplicates; reused
+corpus `cpu_pipeline.py` generates (`gpu_dedup.testing.evalcorpus`: exact, near and templated duplicates; reused
 when already under --work):
 
   ours       `python -m gpu_dedup.cli run SHARDS -o OUT --overwrite --quiet --threads W`, default preset

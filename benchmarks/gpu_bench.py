@@ -224,11 +224,11 @@ def main() -> int:
     import gpu_dedup
     from gpu_dedup import RunConfig, io
     from gpu_dedup.device import array_module, batch_bytes, resolve_device, to_device, to_host
-    from gpu_dedup.exact import exact_hashes
-    from gpu_dedup.gpu_io import resolve_reader
-    from gpu_dedup.lsh import band_keys
-    from gpu_dedup.minhash import compute_signatures, permutation_params
-    from gpu_dedup.normalize import arrow_text_buffers, normalize_arrays
+    from gpu_dedup.lexical.exact import exact_hashes
+    from gpu_dedup.io.gpu import resolve_reader
+    from gpu_dedup.lexical.lsh import band_keys
+    from gpu_dedup.lexical.minhash import compute_signatures, permutation_params
+    from gpu_dedup.lexical.normalize import arrow_text_buffers, normalize_arrays
 
     device = resolve_device("cuda")
     xp = array_module(device)

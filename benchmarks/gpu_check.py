@@ -4,7 +4,7 @@ In this order, each check recorded the moment it ends (in OUT/gpu_check.json: a 
 keeps the checks it finished; a check that raises is a FAIL carrying its error, and the rest still run):
   0. compile + warm-up: every kernel of the checks below launched once on tiny inputs, timed apart;
   1. whole-pipeline decisions, presets default / fineweb / nemo, on real-looking text
-     (gpu_dedup.evalcorpus.make_corpus: exact and near copies, templates, short documents);
+     (gpu_dedup.testing.evalcorpus.make_corpus: exact and near copies, templates, short documents);
   2. normalize (two configurations) and exact hashes, signatures, band keys, shingle sets and Jaccard for
      three shingle/MinHash shapes, on random multi-script text plus real-looking text;
   3. the same on two very long documents (~6 MB each: a document spread over many MinHash blocks).
@@ -62,12 +62,12 @@ def main() -> int:
     from gpu_dedup import RunConfig
     from gpu_dedup.config import LSHConfig, MinHashConfig, NormalizeConfig, ShingleConfig
     from gpu_dedup.device import resolve_device, simulator, to_device, to_host
-    from gpu_dedup.evalcorpus import make_corpus
-    from gpu_dedup.exact import exact_hashes
-    from gpu_dedup.lsh import band_keys
-    from gpu_dedup.minhash import compute_signatures
-    from gpu_dedup.normalize import normalize_text
-    from gpu_dedup.verify import jaccard, shingle_sets
+    from gpu_dedup.testing.evalcorpus import make_corpus
+    from gpu_dedup.lexical.exact import exact_hashes
+    from gpu_dedup.lexical.lsh import band_keys
+    from gpu_dedup.lexical.minhash import compute_signatures
+    from gpu_dedup.lexical.normalize import normalize_text
+    from gpu_dedup.lexical.verify import jaccard, shingle_sets
 
     resolve_device("cuda")
     seed = args.seed if args.seed is not None else int(np.random.default_rng().integers(0, 2**31))
@@ -174,7 +174,7 @@ def main() -> int:
         table = make_corpus(n, seed=seed % 997, mean_words=300, template_families=4)
     table = table.select(["id", "text"])
     state["decisions_corpus"] = {"docs": table.num_rows, "text_MB": round(table["text"].nbytes / 1e6, 1),
-                                 "generator": "gpu_dedup.evalcorpus.make_corpus"}
+                                 "generator": "gpu_dedup.testing.evalcorpus.make_corpus"}
     for preset in PRESETS:
         def decisions(preset=preset, table=table):
             cfg = RunConfig.preset(preset, progress=False)

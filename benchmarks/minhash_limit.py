@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/minhash_limit.py [--docs 3000] [--words 400] [--repeats 5]
 
-Runs ``kernels/cpu.py:minhash_signatures`` (word 5-grams) over ``gpu_dedup.evalcorpus.make_corpus`` text at
+Runs ``kernels/cpu.py:minhash_signatures`` (word 5-grams) over ``gpu_dedup.testing.evalcorpus.make_corpus`` text at
 several K (permutations per shingle) and fits time = S * (fixed + K / rate) over the S shingles: ``rate`` is
 what the permutations (exact (a*h+b) mod 2^61-1 and the running minimum) cost per permutation at the margin,
 ``fixed`` what each shingle costs besides them (finding it, XXH64 over its bytes, the loop). The arithmetic
@@ -28,10 +28,10 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 from gpu_dedup.config import MinHashConfig, NormalizeConfig  # noqa: E402
-from gpu_dedup.evalcorpus import make_corpus  # noqa: E402
+from gpu_dedup.testing.evalcorpus import make_corpus  # noqa: E402
 from gpu_dedup.kernels import cpu  # noqa: E402
-from gpu_dedup.minhash import permutation_params  # noqa: E402
-from gpu_dedup.normalize import normalize_text  # noqa: E402
+from gpu_dedup.lexical.minhash import permutation_params  # noqa: E402
+from gpu_dedup.lexical.normalize import normalize_text  # noqa: E402
 
 KS = (8, 32, 64, 100, 128, 256)
 

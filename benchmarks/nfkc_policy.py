@@ -3,7 +3,7 @@
 Builds a synthetic multilingual corpus in memory (no downloads; deterministic for a seed), then compares
 per document:
 
-  ours      gpu_dedup.unicode_tables.normalize_reference(text, NormalizeConfig())
+  ours      gpu_dedup.testing.unicode_reference.normalize_reference(text, NormalizeConfig())
   pyarrow   " ".join(utf8_lower(utf8_normalize(text, "NFKC")).split())        (utf8proc: simple lowercase)
   python    " ".join(unicodedata.normalize("NFKC", text).lower().split())   (full lowercase, final sigma)
 
@@ -36,7 +36,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_dedup import unicode_tables as ut
+from gpu_dedup.lexical import unicode_tables as ut
+from gpu_dedup.testing import unicode_reference as uref
 from gpu_dedup.config import NormalizeConfig
 
 CFG = NormalizeConfig()
@@ -263,7 +264,7 @@ def build_corpus(target_bytes: int, seed: int
 # ---------------------------------------------------------------------------------------------- oracles
 
 def ours(text: str) -> str:
-    return ut.normalize_reference(text, CFG)
+    return uref.normalize_reference(text, CFG)
 
 
 def python_oracle(text: str) -> str:
@@ -305,10 +306,10 @@ def classify(raw: str, r: str, o: str) -> str:
     cf = [ch for ch in o if unicodedata.category(ch) == "Cf"]
     if cf:
         causes.append("Cf deleted by us, kept by oracle (" + "+".join(sorted({_cf_group(c) for c in cf})) + ")")
-        o = ut.collapse_spaces("".join(ch for ch in o if unicodedata.category(ch) != "Cf"))
+        o = uref.collapse_spaces("".join(ch for ch in o if unicodedata.category(ch) != "Cf"))
     if any(unicodedata.category(ch) == "Cc" for ch in o):
         causes.append("non-whitespace control: we map to space, oracle keeps")
-        o = ut.collapse_spaces("".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in o))
+        o = uref.collapse_spaces("".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in o))
     composed = unicodedata.normalize("NFC", r)
     if composed != r and r != o:
         if _JAMO.search(raw):
@@ -380,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3, help="timing repetitions (best and median reported)")
     args = ap.parse_args(argv)
-    if not ut.reference_matches_tables():
+    if not uref.reference_matches_tables():
         print(f"warning: running unicodedata {unicodedata.unidata_version} != shipped {ut.UNICODE_VERSION}; "
               f"'ours' below uses the running version")
     pa.set_cpu_count(1)

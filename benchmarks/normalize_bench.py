@@ -3,7 +3,7 @@
 Usage: python benchmarks/normalize_bench.py [--docs 40000] [--seed 0] [--repeats 7]
                                            [--config default|all]
 
-Text: ``gpu_dedup.evalcorpus.make_corpus(docs, seed)`` (real-looking English documents; 40,000 documents
+Text: ``gpu_dedup.testing.evalcorpus.make_corpus(docs, seed)`` (real-looking English documents; 40,000 documents
 are about 65 MB). Everything runs on ONE thread (``numba.set_num_threads(1)``, ``pa.set_cpu_count(1)``)
 after a warm-up call; the contenders are timed in turn, round after round (so that load from other
 processes on a shared machine hits them alike), and the median of ``--repeats`` rounds is reported.
@@ -17,7 +17,7 @@ are printed too and the fastest round is shown beside the median.
 
 The claim is the ratio ours / ``utf8_lower`` (target >= 0.6), not the absolute numbers, which depend on
 the machine. ``utf8_normalize(NFKC)`` + ``utf8_lower`` is shown for reference: it is closer to what our
-policy does, though ours is per codepoint (see gpu_dedup.normalize).
+policy does, though ours is per codepoint (see gpu_dedup.lexical.normalize).
 
 The kernels are compiled into a private Numba cache directory (unless NUMBA_CACHE_DIR is set): Numba
 validates a cached kernel against kernels/cpu.py's mtime only, so an edit of kernels/hashing.py could
@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from gpu_dedup.config import NormalizeConfig
-    from gpu_dedup.evalcorpus import make_corpus
+    from gpu_dedup.testing.evalcorpus import make_corpus
     from gpu_dedup.kernels import cpu
-    from gpu_dedup.normalize import _tables_on, arrow_text_buffers, normalize_arrays
+    from gpu_dedup.lexical.normalize import _tables_on, arrow_text_buffers, normalize_arrays
 
     numba.set_num_threads(1)
     pa.set_cpu_count(1)

@@ -1,6 +1,6 @@
 """Dedup quality against exact truth, per preset and for the exact all-pairs greedy reference.
 
-Generates a labelled synthetic corpus (gpu_dedup.evalcorpus.make_corpus: unique documents, exact and
+Generates a labelled synthetic corpus (gpu_dedup.testing.evalcorpus.make_corpus: unique documents, exact and
 near copies at several edit rates, chained template families, short documents), computes every pair's
 exact word 5-gram Jaccard >= 0.5, and scores each method's keep mask:
 
@@ -32,7 +32,8 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-from gpu_dedup import evalcorpus as ec  # noqa: E402  (light: numpy + pyarrow only)
+from gpu_dedup.testing import evalcorpus as ec  # noqa: E402  (light: numpy + pyarrow only)
+from gpu_dedup.testing import reference  # noqa: E402  (light: numpy + pyarrow only)
 
 COLUMNS = ("removed", "lost@theta", "lost@0.5", "residual@theta")
 
@@ -112,15 +113,15 @@ def main(argv: list[str] | None = None) -> int:
     kinds = np.array(table.column("kind").to_pylist())
 
     t = time.perf_counter()
-    sets = ec.shingle_sets(texts)
-    pairs = ec.exact_pairs(sets, min(0.5, theta))
-    ref_keep = ec.greedy_reference(sets, theta, texts=texts, pairs=pairs)
+    sets = reference.shingle_sets(texts)
+    pairs = reference.exact_pairs(sets, min(0.5, theta))
+    ref_keep = reference.greedy_reference(sets, theta, texts=texts, pairs=pairs)
     ref_seconds = time.perf_counter() - t
     describe(table, sets, pairs, theta)
 
     rows: list[tuple[str, dict | None, float | None, str]] = []
     removed_by_kind: dict[str, np.ndarray] = {}
-    ref = ec.evaluate(ref_keep, sets, pairs, theta, texts=texts)
+    ref = reference.evaluate(ref_keep, sets, pairs, theta, texts=texts)
     rows.append(("exact greedy reference", ref, ref_seconds, ""))
     removed_by_kind["reference"] = ~ref_keep
 
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\npreset {name!r} {line}", file=sys.stderr)
             traceback.print_exc(limit=3, file=sys.stderr)
             continue
-        r = ec.evaluate(keep, sets, pairs, theta, texts=texts)
+        r = reference.evaluate(keep, sets, pairs, theta, texts=texts)
         results[name] = r
         rows.append((name, r, run_preset.seconds, " ".join(f"{k}={v}" for k, v in run_preset.reasons.items())))
         removed_by_kind[name] = ~keep

@@ -26,7 +26,7 @@ def _write_shards(directory: str, docs: int, shards: int, row_group_mb: float, s
     """The shards, reused when ``directory`` already holds the same ones."""
     import pyarrow.parquet as pq
 
-    from gpu_dedup.evalcorpus import make_corpus
+    from gpu_dedup.testing.evalcorpus import make_corpus
 
     meta = {"docs": docs, "shards": shards, "row_group_mb": row_group_mb, "seed": seed, "mean_words": 400}
     paths = [os.path.join(directory, f"shard-{i:04d}.parquet") for i in range(shards)]

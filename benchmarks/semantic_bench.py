@@ -31,8 +31,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
-from gpu_dedup import evalcorpus  # noqa: E402
 from gpu_dedup import semantic as S  # noqa: E402
+from gpu_dedup.testing import evalcorpus  # noqa: E402
+from gpu_dedup.testing.models import build_random_model  # noqa: E402
 
 
 def corpus_texts(n: int, seed: int = 1) -> list[str]:
@@ -164,7 +165,7 @@ def main() -> int:
     print(f"CPU ({torch.get_num_threads()} torch threads, load average {os.getloadavg()[0]:.1f}: other processes "
           "slow these numbers down; best of --repeat runs)")
     with tempfile.TemporaryDirectory() as tmp:
-        tiny = S.build_random_model(os.path.join(tmp, "tiny"), max_seq_length=128)
+        tiny = build_random_model(os.path.join(tmp, "tiny"), max_seq_length=128)
         model = S.load_model(tiny, "cpu")
         row = bench_model("tiny-random-bert", model, corpus_texts(args.tiny_docs), args.batch_size, "cpu",
                           args.repeat)

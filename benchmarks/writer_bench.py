@@ -32,7 +32,7 @@ def _corpus(directory: str, shards: int, docs: int, words: int, row_group: int, 
     import pyarrow.parquet as pq
     import zstandard
 
-    from gpu_dedup.evalcorpus import make_corpus
+    from gpu_dedup.testing.evalcorpus import make_corpus
 
     meta = {"shards": shards, "docs": docs, "words": words, "row_group": row_group, "formats": formats}
     stamp = os.path.join(directory, "corpus.json")

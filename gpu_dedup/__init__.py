@@ -6,19 +6,15 @@
 
 Heavy modules (numba kernels, GPU libraries) load on first use, so importing the package is cheap.
 """
-__version__ = "0.1.0"
-
-import os as _os
-
-# The kernels live at the top of the source tree (kernels/, device code only) and install as
-# gpu_dedup.kernels. When running from a source checkout (no install), let the subpackage resolve there.
-_here = _os.path.dirname(_os.path.abspath(__file__))
-if not _os.path.isdir(_os.path.join(_here, "kernels")) and _os.path.isfile(
-        _os.path.join(_here, _os.pardir, "kernels", "hashing.py")):
-    __path__.append(_os.path.join(_here, _os.pardir))  # type: ignore[name-defined]  # noqa: F821
-
-from .config import (ClusterConfig, LSHConfig, MinHashConfig, NormalizeConfig, RunConfig,  # noqa: E402
-                     ShingleConfig)
+from ._version import __version__
+from .config import (
+    ClusterConfig,
+    LSHConfig,
+    MinHashConfig,
+    NormalizeConfig,
+    RunConfig,
+    ShingleConfig,
+)
 
 
 def deduplicate(source, config=None, output_dir=None, **overrides):

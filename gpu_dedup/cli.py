@@ -2,14 +2,26 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
 import textwrap
-from typing import Any, Sequence
+from typing import Any, Sequence, get_args
 
-from . import __version__
-from .config import PRESETS, RunConfig
+from ._version import __version__
+from .config import PRESETS, Device, RunConfig
+from .paragraph.bloom import BloomConfig
+from .paragraph.dedup import ParagraphConfig, SplitMode
+from .screen import ScreenConfig, TextUnit
+
+DEVICES = get_args(Device)
+
+
+def _default(cls: type, name: str) -> Any:
+    """The default of field ``name`` of dataclass ``cls``: flags take their defaults from the configs, never
+    repeat them."""
+    return next(f.default for f in dataclasses.fields(cls) if f.name == name)
 
 logger = logging.getLogger("gpu_dedup")
 
@@ -43,7 +55,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML or YAML file mirroring these flags "
                    "(sections normalize/shingle/minhash/lsh/cluster, plus top-level keys)")
     p.add_argument("--preset", choices=PRESETS, help="parameter preset (default: default)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="auto picks the GPU when usable")
+    p.add_argument("--device", choices=DEVICES, help="auto picks the GPU when usable")
     p.add_argument("--reader", choices=["auto", "pyarrow", "cudf"],
                    help="Parquet text on a GPU run: cudf decodes it on the device (auto: when cudf is installed)")
     g = p.add_argument_group("near-duplicate settings")
@@ -92,10 +104,12 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("paragraph dedup (keep-first, reversible; runs next to the document-level stages)")
     g.add_argument("--paragraph-dedup", action="store_true", help="remove later copies of repeated paragraphs: "
                    "writes removed_spans.parquet, paragraph_docs.parquet, paragraph_deduplicated/")
-    g.add_argument("--bloom-fp", type=float, default=1e-9, help="Bloom filter false-positive rate (default 1e-9)")
-    g.add_argument("--expected-paragraphs", type=int, default=100_000_000,
-                   help="Bloom filter design size n (default 1e8; warns when exceeded)")
-    g.add_argument("--paragraph-split", choices=["paragraph", "line"], default="paragraph",
+    fp, n = _default(BloomConfig, "fp_rate"), _default(BloomConfig, "expected_items")
+    g.add_argument("--bloom-fp", type=float, default=fp,
+                   help=f"Bloom filter false-positive rate (default {fp:g})".replace("e-0", "e-"))
+    g.add_argument("--expected-paragraphs", type=int, default=n,
+                   help=f"Bloom filter design size n (default {n:.0e}; warns when exceeded)".replace("e+0", "e"))
+    g.add_argument("--paragraph-split", choices=get_args(SplitMode), default=_default(ParagraphConfig, "split"),
                    help="paragraph: blocks separated by blank lines; line: every line")
     g.add_argument("--paragraph-exact", action="store_true", help="exact seen-set (16 B per paragraph) "
                    "instead of a Bloom filter: no false positives")
@@ -229,8 +243,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _paragraph_stage(args: argparse.Namespace, cfg: RunConfig, out: str) -> None:
-    from .bloom import BloomConfig
-    from .paragraph import ParagraphConfig, paragraph_dedup
+    from .paragraph.dedup import paragraph_dedup
 
     pcfg = ParagraphConfig(split=args.paragraph_split, normalize=cfg.normalize,
                            bloom=BloomConfig(args.expected_paragraphs, args.bloom_fp,
@@ -246,7 +259,7 @@ def _paragraph_stage(args: argparse.Namespace, cfg: RunConfig, out: str) -> None
 
 
 def _cmd_screen(args: argparse.Namespace) -> int:
-    from .screen import ScreenConfig, load_phrases, screen
+    from .screen import load_phrases, screen
 
     kw: dict[str, Any] = {"ngram": args.ngram, "min_matches": args.min_matches, "min_ngram": args.min_ngram,
                           "text_unit": args.benchmark_text_unit, "id_field": args.id_field,
@@ -309,7 +322,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare
+    from .semantic import compare
 
     res = compare(args.output, source=args.input or None, n_examples=args.examples, max_pairs=args.max_pairs)
     print(res.markdown)
@@ -339,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-o", "--output", default="gpu-dedup-demo", help="output directory (default gpu-dedup-demo)")
     p.add_argument("--preset", choices=PRESETS, default="default")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--device", choices=DEVICES, default=_default(RunConfig, "device"))
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=_cmd_demo)
@@ -354,18 +367,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmark", nargs="+", required=True, metavar="FILE",
                    help="benchmark files: jsonl / parquet (fields below) or plain text")
     p.add_argument("-o", "--output", required=True, metavar="OUT")
-    p.add_argument("--ngram", type=int, default=13, help="words per n-gram (default 13)")
-    p.add_argument("--min-matches", type=int, default=1, help="shared n-grams needed to flag (default 1)")
-    p.add_argument("--min-ngram", type=int, default=8, help="smallest n accepted (default 8)")
+    d = {f.name: f.default for f in dataclasses.fields(ScreenConfig)}
+    p.add_argument("--ngram", type=int, default=d["ngram"], help=f"words per n-gram (default {d['ngram']})")
+    p.add_argument("--min-matches", type=int, default=d["min_matches"],
+                   help=f"shared n-grams needed to flag (default {d['min_matches']})")
+    p.add_argument("--min-ngram", type=int, default=d["min_ngram"],
+                   help=f"smallest n accepted (default {d['min_ngram']})")
     p.add_argument("--benchmark-field", action="append", help="benchmark record field to index (repeatable; "
-                   "default prompt, question, problem, answer, solution, canonical_solution)")
-    p.add_argument("--benchmark-text-unit", choices=["line", "file"], default="line",
+                   f"default {', '.join(d['fields'])})")
+    p.add_argument("--benchmark-text-unit", choices=get_args(TextUnit), default=d["text_unit"],
                    help="plain-text benchmark files: one item per line (default) or per file")
     p.add_argument("--common-phrases", metavar="FILE", help="phrases (one per line) whose n-grams never count")
     p.add_argument("--max-items-per-ngram", type=int, help="ignore n-grams in more items (0 = keep all)")
-    p.add_argument("--id-field", default="id")
-    p.add_argument("--text-field", default="text")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--id-field", default=d["id_field"])
+    p.add_argument("--text-field", default=d["text_field"])
+    p.add_argument("--device", choices=DEVICES, default=_default(RunConfig, "device"))
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=_cmd_screen)
     p = sub.add_parser("compare", help="lexical vs semantic decisions of a --semantic run: counts, overlap, "

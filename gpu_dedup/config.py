@@ -1,18 +1,15 @@
-"""Configuration dataclasses, presets and the signature contract.
+"""Configuration dataclasses and presets.
 
 One frozen dataclass per algorithm, validated in ``__post_init__``. ``RunConfig`` bundles them with the
-I/O and execution settings. ``contract(cfg)`` returns everything that must match for two signature sets
-(or band keys, or an index) to be comparable; it is recorded in ``run.json`` and in every signature file.
+I/O and execution settings. What two runs must share to be comparable is ``gpu_dedup.contract``.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-CONTRACT_VERSION = 1
+from .constants import MAX_NGRAM, MAX_NUM_PERM
 
 Device = Literal["auto", "cpu", "cuda"]
 ShingleKind = Literal["word", "char"]
@@ -59,8 +56,8 @@ class ShingleConfig:
 
     def __post_init__(self) -> None:
         _check_literal("ShingleConfig.kind", self.kind, ShingleKind)
-        if not isinstance(self.n, int) or not 1 <= self.n <= 64:
-            raise ValueError(f"ShingleConfig.n must be an int in [1, 64], got {self.n!r}")
+        if not isinstance(self.n, int) or not 1 <= self.n <= MAX_NGRAM:
+            raise ValueError(f"ShingleConfig.n must be an int in [1, {MAX_NGRAM}], got {self.n!r}")
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
             raise ValueError(f"ShingleConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
 
@@ -76,8 +73,8 @@ class MinHashConfig:
     width: Literal[32, 64] = 32
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_perm, int) or not 1 <= self.num_perm <= 4096:
-            raise ValueError(f"MinHashConfig.num_perm must be an int in [1, 4096], got {self.num_perm!r}")
+        if not isinstance(self.num_perm, int) or not 1 <= self.num_perm <= MAX_NUM_PERM:
+            raise ValueError(f"MinHashConfig.num_perm must be an int in [1, {MAX_NUM_PERM}], got {self.num_perm!r}")
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
             raise ValueError(f"MinHashConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
         if self.width not in (32, 64):
@@ -150,8 +147,39 @@ def keep_column(keep: str) -> str | None:
     raise ValueError(f"keep must be 'first', 'longest', 'min-id' or 'max:<column>', got {keep!r}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class InputConfig:
+    """How a corpus is read, shared by every stage that reads one (RunConfig, ParagraphConfig, ScreenConfig):
+    the id and text fields (id_field=None: ids are generated from file and row), what a bad record does
+    (on_error="raise" stops naming the file and line; "skip" drops it and counts it), and the batch size.
+    Keyword-only, so a subclass's positional fields keep their order."""
+
+    id_field: str | None = "id"
+    text_field: str = "text"
+    batch_bytes: int | None = None  # None: 64 MiB on the CPU, sized from free device memory on a GPU
+    on_error: OnError = "raise"
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        _check_literal(f"{owner}.on_error", self.on_error, OnError)
+        if not isinstance(self.text_field, str) or not self.text_field:
+            raise ValueError(f"{owner}.text_field must be a non-empty string, got {self.text_field!r}")
+        if self.id_field is not None and (not isinstance(self.id_field, str) or not self.id_field):
+            raise ValueError(f"{owner}.id_field must be a non-empty string or None, got {self.id_field!r}")
+        if self.batch_bytes is not None and (isinstance(self.batch_bytes, bool) or not isinstance(self.batch_bytes, int)
+                                             or self.batch_bytes < 1024):
+            raise ValueError(f"{owner}.batch_bytes must be an int >= 1024 or None (automatic), got "
+                             f"{self.batch_bytes!r}")
+
+    def reader_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``io.iter_batches`` / ``io.iter_rows``: every pass over one input must
+        read it exactly the same way so that row numbers agree."""
+        return {"id_field": self.id_field, "text_field": self.text_field, "batch_bytes": self.batch_bytes,
+                "on_error": self.on_error, "keep_column": None}
+
+
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(InputConfig):
     """Everything one run needs. Build with ``RunConfig.preset(name, **overrides)`` or directly."""
 
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
@@ -159,12 +187,8 @@ class RunConfig:
     minhash: MinHashConfig = field(default_factory=MinHashConfig)
     lsh: LSHConfig = field(default_factory=LSHConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
-    id_field: str | None = "id"
-    text_field: str = "text"
     device: Device = "auto"
     reader: Reader = "auto"  # Parquet text on a GPU run: "cudf" decodes on the device, "pyarrow" on the host
-    batch_bytes: int | None = None  # None: 64 MiB on the CPU, sized from free device memory on a GPU
-    on_error: OnError = "raise"
     threads: int | None = None
     memory_budget: int | None = None  # bytes for bucket grouping (device memory on a GPU); None: unbounded
     # normalized text kept from pass 1 for verification instead of re-reading the input (device memory on a
@@ -175,18 +199,12 @@ class RunConfig:
     preset_name: str = "default"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _check_literal("device", self.device, Device)
-        _check_literal("on_error", self.on_error, OnError)
         _check_literal("reader", self.reader, Reader)
         if self.lsh.bands * self.lsh.rows > self.minhash.num_perm:
             raise ValueError(f"bands x rows = {self.lsh.bands}x{self.lsh.rows} = {self.lsh.bands * self.lsh.rows} "
                              f"exceeds num_perm = {self.minhash.num_perm}; raise num_perm or lower bands/rows")
-        if not isinstance(self.text_field, str) or not self.text_field:
-            raise ValueError(f"text_field must be a non-empty string, got {self.text_field!r}")
-        if self.id_field is not None and (not isinstance(self.id_field, str) or not self.id_field):
-            raise ValueError(f"id_field must be a non-empty string or None, got {self.id_field!r}")
-        if self.batch_bytes is not None and (not isinstance(self.batch_bytes, int) or self.batch_bytes < 1024):
-            raise ValueError(f"batch_bytes must be an int >= 1024 or None (automatic), got {self.batch_bytes!r}")
         if self.memory_budget is not None and (not isinstance(self.memory_budget, int) or self.memory_budget < 1 << 20):
             raise ValueError(f"memory_budget must be None or an int of at least 1 MiB (bytes), got {self.memory_budget!r}")
         if self.cache_bytes is not None and (isinstance(self.cache_bytes, bool) or not isinstance(self.cache_bytes, int)
@@ -239,10 +257,8 @@ class RunConfig:
         return dataclasses.replace(self, **top)
 
     def reader_options(self) -> dict[str, Any]:
-        """The keyword arguments of ``io.iter_batches`` / ``io.iter_rows`` for this run: every pass
-        must read the input exactly the same way so that row numbers agree."""
-        return {"id_field": self.id_field, "text_field": self.text_field, "batch_bytes": self.batch_bytes,
-                "on_error": self.on_error, "keep_column": keep_column(self.cluster.keep)}
+        """As InputConfig's, with the keep policy's column (``max:<column>``) read as well."""
+        return {**super().reader_options(), "keep_column": keep_column(self.cluster.keep)}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -266,43 +282,3 @@ class RunConfig:
 
 _SECTIONS = {"normalize": NormalizeConfig, "shingle": ShingleConfig, "minhash": MinHashConfig,
              "lsh": LSHConfig, "cluster": ClusterConfig}
-
-
-def contract(cfg: RunConfig) -> dict[str, Any]:
-    """What must match for signatures / band keys from two runs to be comparable."""
-    from . import normalize  # local: avoids loading tables at import time
-    from .kernels.hashing import EXACT_SEED_HI, EXACT_SEED_LO  # NumPy only: no Numba at import time
-
-    seeds = [f"0x{int(seed):016X}" for seed in (EXACT_SEED_LO, EXACT_SEED_HI)]
-
-    return {
-        "contract_version": CONTRACT_VERSION,
-        "normalize": {**dataclasses.asdict(cfg.normalize), "policy": normalize.policy_name(),
-                      "unicode_version": normalize.unicode_version()},
-        "shingle": {**dataclasses.asdict(cfg.shingle), "hash": "xxh64", "unit_bytes": "utf-8"},
-        "minhash": {**dataclasses.asdict(cfg.minhash), "prime": "2^61-1", "params": "splitmix64-rejection"},
-        "lsh": {**dataclasses.asdict(cfg.lsh), "band_hash": "xxh64(seed=band) of little-endian values"},
-        "exact": {"hash": "xxh64 x2 of normalized UTF-8", "seeds": seeds},
-    }
-
-
-def contract_fingerprint(c: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def check_contract(expected: dict[str, Any], found: dict[str, Any], what: str) -> None:
-    """Raise a clear error listing every field that differs."""
-    if expected == found:
-        return
-    diffs: list[str] = []
-
-    def walk(a: Any, b: Any, path: str) -> None:
-        if isinstance(a, dict) and isinstance(b, dict):
-            for k in sorted(set(a) | set(b)):
-                walk(a.get(k, "<missing>"), b.get(k, "<missing>"), f"{path}.{k}" if path else k)
-        elif a != b:
-            diffs.append(f"{path}: this run has {a!r}, {what} has {b!r}")
-
-    walk(expected, found, "")
-    raise ValueError(f"{what} was made under a different contract and cannot be mixed with this run:\n  "
-                     + "\n  ".join(diffs) + "\nRecompute it with this run's settings, or run with its settings.")

@@ -7,6 +7,7 @@ the GPU code paths, so the package imports and runs on machines without CUDA.
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import threading
 
@@ -61,6 +62,26 @@ def set_threads(threads: int | None) -> int:
     return numba.get_num_threads()
 
 
+def kernels(device: str, family: str | None = None):
+    """The kernel module of ``device`` ("cpu" or "cuda"): ``kernels/cpu.py`` / ``kernels/cuda.py``, or a
+    family's pair such as ``kernels/bloom_cpu.py`` / ``kernels/bloom_cuda.py`` (family="bloom"). Imported
+    on first use, so a CPU run never loads the CUDA kernels."""
+    target = "cuda" if device == "cuda" else "cpu"
+    return importlib.import_module(f"{__package__}.kernels.{family}_{target}" if family else
+                                   f"{__package__}.kernels.{target}")
+
+
+def launch(device: str, name: str, items: int, *args, family: str | None = None) -> None:
+    """Run kernel ``name`` of ``kernels(device, family)`` over ``items`` work items: on the GPU with the
+    geometry its ``@kernel`` declares (``kernels/_launch.py``), on the CPU the njit twin (parallel inside)
+    with the same arguments. Every kernel launch of the package goes through here."""
+    k = getattr(kernels(device, family), name)
+    if device == "cuda":
+        k.launch(items, *args)
+    else:
+        k(*args)
+
+
 def simulator() -> bool:
     """True when Numba's CUDA simulator is on (NUMBA_ENABLE_CUDASIM=1): CUDA kernels run on the CPU
     over NumPy arrays, which is how CI checks the GPU kernels against the CPU ones."""
@@ -85,7 +106,7 @@ def array_module(device: str):
 
             return cupy
         if strict_device():
-            from .strict import xp
+            from .testing.strict import xp
 
             return xp
     import numpy
@@ -100,7 +121,7 @@ def module_of(a):
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(a, cupy.ndarray):
         return cupy
-    strict = sys.modules.get(__package__ + ".strict")
+    strict = sys.modules.get(__package__ + ".testing.strict")
     if strict is not None and isinstance(a, strict.StrictArray):
         return strict.xp
     import numpy

@@ -9,7 +9,8 @@ Layout of an index directory (format "gpu_dedup-index", version ``INDEX_VERSION`
                      has_shingles, parent fingerprint and generation, created. Written last: an index
                      without a manifest is incomplete and refused.
 Everything a new run compares against these arrays must match the contract, so ``load_index`` refuses
-an index made with another normalization, shingling, K, seed, hash or banding.
+an index made with another normalization, shingling, K, seed, hash or banding. ``write_index`` saves a run's
+kept documents (after the index it ran against, when given) as the next generation.
 """
 from __future__ import annotations
 
@@ -24,7 +25,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .config import check_contract, contract_fingerprint
+from . import io
+from .config import RunConfig
+from .contract import check_contract, contract, contract_fingerprint
+from .device import repeat_index, to_device, to_host
+from .engine import prefetched
+from .lexical.normalize import normalize_text
+from .lexical.signatures import Documents
+from .lexical.verify import ShingleSets, shingle_sets
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +57,6 @@ class Index:
 
     def shingle_sets(self, rows: np.ndarray):
         """ShingleSets (host arrays) for index rows ``rows`` (int64, sorted)."""
-        from .verify import ShingleSets
-
         if not self.manifest["has_shingles"]:
             raise ValueError(f"index {self.path!r} holds no shingle sets (it was saved by a run without "
                              "verification); rerun with --policy components --no-verify or rebuild the index")
@@ -130,8 +136,6 @@ class IndexWriter:
             self.rows += batch.num_rows
 
     def close(self) -> dict[str, Any]:
-        from .io import write_json_atomic
-
         self._writer.close()
         os.replace(self._tmp, os.path.join(self.path, "documents.parquet"))
         manifest = {
@@ -143,17 +147,47 @@ class IndexWriter:
                         "documents": len(self.parent)} if self.parent else None),
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
-        write_json_atomic(manifest, os.path.join(self.path, "manifest.json"))
+        io.write_json_atomic(manifest, os.path.join(self.path, "manifest.json"))
         return manifest
 
 
 def shingles_as_lists(sets) -> pa.Array:
     """ShingleSets (host) -> list<uint64> array, one list per set."""
-    from .device import repeat_index
-
     offsets = np.zeros(len(sets) + 1, np.int64)
     np.cumsum(sets.sizes, out=offsets[1:])
     owner = repeat_index(np, sets.sizes)
     gather = sets.offsets[owner] + (np.arange(owner.shape[0]) - offsets[:-1][owner])
     return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(sets.hashes[gather],
                                                                      pa.uint64())).cast(pa.list_(pa.uint64()))
+
+
+def write_index(path: str, cfg: RunConfig, device: str, files, docs: Documents, keep_mask: np.ndarray,
+                index: Index | None = None) -> dict[str, Any]:
+    """Save the kept documents (after the ``against`` index's, when given) as a new index. With
+    verification the kept documents' shingle sets are hashed again in one streaming pass."""
+    if index is not None and os.path.abspath(path) == os.path.abspath(index.path):
+        raise ValueError(f"--save-index {path!r} is the index being read; indexes are versioned: write the "
+                         "next generation to a new directory")
+    if index is not None and cfg.cluster.verify and not index.manifest["has_shingles"]:
+        raise ValueError(f"index {index.path!r} has no shingle sets, so an index with them cannot extend it")
+    writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=index)
+    writer.copy_parent()
+    ids = docs.ids
+    exact = to_host(docs.exact)
+    short = to_host(docs.nshingles) == 0
+    kept = np.flatnonzero(keep_mask)
+    band = docs.keys.rows(to_device(kept, device))  # (kept, bands): row j belongs to kept[j]
+    if not cfg.cluster.verify:
+        writer.write(ids.take(pa.array(kept)), exact[kept], short[kept], band, None)
+    else:
+        lo = 0
+        for rows, text in prefetched(io.iter_rows(files, kept, **cfg.reader_options())):
+            hi = lo + rows.shape[0]
+            norm = normalize_text(text, cfg.normalize)
+            lists = shingles_as_lists(shingle_sets(norm, np.arange(rows.shape[0]), cfg.shingle))
+            lists = pa.compute.if_else(pa.array(short[rows]), pa.nulls(len(rows), lists.type), lists)
+            writer.write(ids.take(pa.array(rows)), exact[rows], short[rows], band[lo:hi], lists)
+            lo = hi
+    manifest = writer.close()
+    logger.info("saved index %s: %d documents (generation %d)", path, manifest["documents"], manifest["generation"])
+    return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}

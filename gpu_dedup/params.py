@@ -28,12 +28,13 @@ from typing import Sequence
 
 import numpy as np
 
+from .constants import MAX_NUM_PERM
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_SIMS: tuple[float, ...] = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 DEFAULT_SE_AT: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9)
 # Same ceiling as MinHashConfig.num_perm; enumerating all (b, r) costs O(K^2 log K) node evaluations.
-MAX_NUM_PERM = 4096
 _PLOT_SUFFIXES = (".png", ".svg")
 
 

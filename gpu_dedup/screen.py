@@ -42,8 +42,11 @@ from typing import Any, Literal, Sequence, get_args
 import numpy as np
 import pyarrow as pa
 
-from .config import NormalizeConfig, OnError
-from .device import array_backend
+from . import io
+from .config import InputConfig, NormalizeConfig
+from .constants import MAX_NGRAM
+from .device import array_backend, array_module, batch_bytes, launch, repeat_index, resolve_device, to_device, to_host
+from .lexical.normalize import _device_tables, arrow_text_buffers, normalize_arrays, normalize_text
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +60,7 @@ MATCHES_SCHEMA = pa.schema([
 
 
 @dataclass(frozen=True)
-class ScreenConfig:
+class ScreenConfig(InputConfig):
     """See the module docstring. ngram: words per n-gram; min_matches: distinct shared n-grams needed to
     flag a (document, item) pair; min_ngram: the smallest n accepted; fields: benchmark record fields to
     index; item_id_field: benchmark record id field; text_unit: plain-text benchmark files, one item per
@@ -75,12 +78,9 @@ class ScreenConfig:
     normalize: NormalizeConfig = field(default_factory=lambda: NormalizeConfig(remove_punctuation=True))
     seed: int = 0
     max_samples: int = 5
-    id_field: str | None = "id"
-    text_field: str = "text"
-    batch_bytes: int | None = None
-    on_error: OnError = "raise"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         def posint(name: str, lo: int = 1) -> None:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
@@ -90,8 +90,8 @@ class ScreenConfig:
         posint("min_matches")
         posint("min_ngram")
         posint("max_samples", 0)
-        if self.ngram > 64:
-            raise ValueError(f"ScreenConfig.ngram must be <= 64, got {self.ngram!r}")
+        if self.ngram > MAX_NGRAM:
+            raise ValueError(f"ScreenConfig.ngram must be <= {MAX_NGRAM}, got {self.ngram!r}")
         if self.ngram < self.min_ngram:
             raise ValueError(f"ScreenConfig.ngram={self.ngram} is below min_ngram={self.min_ngram}: short n-grams "
                              f"match common phrases in ordinary text; use ngram >= {self.min_ngram}, or lower "
@@ -109,10 +109,6 @@ class ScreenConfig:
             raise ValueError(f"ScreenConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
             raise ValueError(f"ScreenConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
-        if self.on_error not in ("raise", "skip"):
-            raise ValueError(f"ScreenConfig.on_error must be 'raise' or 'skip', got {self.on_error!r}")
-        if self.batch_bytes is not None and (not isinstance(self.batch_bytes, int) or self.batch_bytes < 1024):
-            raise ValueError(f"ScreenConfig.batch_bytes must be an int >= 1024 or None, got {self.batch_bytes!r}")
 
 
 @dataclass
@@ -253,21 +249,19 @@ def _add_item(items: BenchmarkItems, bench: list[int], b: int, item_id: str, pie
 def ngram_hashes(norm: Any, n: int, seed: int = 0, device: str = "cpu") -> tuple[Any, Any]:
     """Word n-gram hashes of every normalized document, in order: (hashes uint64 (S,), base int64
     (docs+1,)); n-gram j of document d (words j..j+n-1) is hashes[base[d] + j]."""
-    from .device import array_module
-    from .kernels import bloom as kb
-
     xp = array_module(device)
     d = len(norm)
-    counts = xp.maximum(norm.words - n + 1, 0)
+    counts = norm.shingle_counts(n, kind_char=False)
     base = xp.zeros(d + 1, xp.int64)
     xp.cumsum(counts, out=base[1:])
     out = xp.empty(int(base[-1]), xp.uint64)
     if out.shape[0]:
         if device == "cuda":
             dummy = xp.zeros(1, xp.uint64)
-            kb.gpu_ngram_hashes[kb.blocks(d), kb.TPB](norm.data, norm.offsets, n, np.uint64(seed), base, out, dummy)
+            launch("cuda", "ngram_hashes", d, norm.data, norm.offsets, n, np.uint64(seed), base, out, dummy,
+                   family="bloom")
         else:
-            kb.cpu_ngram_hashes(norm.data, norm.offsets, n, np.uint64(seed), base, out)
+            launch("cpu", "ngram_hashes", d, norm.data, norm.offsets, n, np.uint64(seed), base, out, family="bloom")
     return out, base
 
 
@@ -276,10 +270,6 @@ def word_spans(data: Any, starts: Any, ends: Any, words: Any, cfg: NormalizeConf
     """Original byte spans (absolute) of the normalized words of documents data[starts[d]:ends[d]];
     ``words`` int64 (docs,) = their normalized word counts (from normalize_text). Returns (wbase int64
     (docs+1,), word_start, word_end int64 (W,)). Raises if the word counts disagree with normalization."""
-    from .device import array_module, to_host
-    from .kernels import bloom as kb
-    from .normalize import _device_tables
-
     xp = array_module(device)
     d = int(starts.shape[0])
     map_off, map_cp = _device_tables(cfg, device)
@@ -288,10 +278,7 @@ def word_spans(data: Any, starts: Any, ends: Any, words: Any, cfg: NormalizeConf
     ws, we = xp.empty(int(wbase[-1]), xp.int64), xp.empty(int(wbase[-1]), xp.int64)
     counts = xp.zeros(d, xp.int64)
     if d:
-        if device == "cuda":
-            kb.gpu_word_spans[kb.blocks(d), kb.TPB](data, starts, ends, map_off, map_cp, wbase, ws, we, counts)
-        else:
-            kb.cpu_word_spans(data, starts, ends, map_off, map_cp, wbase, ws, we, counts)
+        launch(device, "word_spans", d, data, starts, ends, map_off, map_cp, wbase, ws, we, counts, family="bloom")
     if not bool(to_host(xp.all(counts == words))):
         raise RuntimeError("word spans disagree with the normalizer's word count; this is a bug, please report it")
     return wbase, ws, we
@@ -318,8 +305,6 @@ class BenchmarkIndex:
 
 def build_index(items: BenchmarkItems, cfg: ScreenConfig, device: str = "cpu") -> BenchmarkIndex:
     """Hash every piece's n-grams; drop the n-grams of the common-phrase policy (module docstring)."""
-    from .device import to_device
-
     n_items = len(items.item_ids)
     hashes, piece = _piece_ngrams(items.piece_text, cfg, device)
     item = np.asarray(items.piece_item, np.int64)[piece] if piece.shape[0] else np.zeros(0, np.int64)
@@ -402,9 +387,6 @@ def _prefilter(keys: np.ndarray) -> tuple[np.ndarray, int]:
 
 def _piece_ngrams(texts: list[str], cfg: ScreenConfig, device: str) -> tuple[np.ndarray, np.ndarray]:
     """Host (hashes uint64, piece index int64) of the n-grams of each text."""
-    from .device import array_module, repeat_index, to_host
-    from .normalize import normalize_text
-
     if not texts:
         return np.zeros(0, np.uint64), np.zeros(0, np.int64)
     norm = normalize_text(pa.array(texts, pa.large_string()), cfg.normalize, device)
@@ -420,9 +402,6 @@ def _piece_ngrams(texts: list[str], cfg: ScreenConfig, device: str) -> tuple[np.
 def screen_batch(text: pa.Array, index: BenchmarkIndex, cfg: ScreenConfig, device: str = "cpu") -> list[dict]:
     """Flagged (document, item) pairs of one batch: dicts with doc (batch index), item, matched_ngrams,
     sample_ngrams, sample_byte_start, sample_byte_end (relative to the document)."""
-    from .device import array_module, to_device, to_host
-    from .normalize import arrow_text_buffers, normalize_arrays
-
     xp = array_module(device)
     data, offsets = arrow_text_buffers(text)
     dd, doff = to_device(data, device), to_device(offsets, device)
@@ -431,12 +410,8 @@ def screen_batch(text: pa.Array, index: BenchmarkIndex, cfg: ScreenConfig, devic
     if int(index.hashes.shape[0]) == 0 or h.shape[0] == 0:
         return []
     pos = xp.empty(h.shape[0], xp.int64)
-    from .kernels import bloom as kb
-
-    if device == "cuda":
-        kb.gpu_member_sorted[kb.blocks(h.shape[0]), kb.TPB](index.hashes, index.bitmap, np.uint64(index.shift), h, pos)
-    else:
-        kb.cpu_member_sorted(index.hashes, index.bitmap, np.uint64(index.shift), h, pos)
+    launch(device, "member_sorted", h.shape[0], index.hashes, index.bitmap, np.uint64(index.shift), h, pos,
+           family="bloom")
     hit_idx = xp.flatnonzero(pos >= 0)
     if hit_idx.shape[0] == 0:
         return []
@@ -496,9 +471,6 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
     """Flag corpus documents sharing >= cfg.min_matches word n-grams with a benchmark item (policy in the
     module docstring). Streams the corpus in batches; the benchmark index is held in memory (8 bytes per
     distinct n-gram on the device, 16 per (n-gram, item) pair on the host). Never modifies the corpus."""
-    from . import io
-    from .device import batch_bytes, resolve_device
-
     cfg = cfg or ScreenConfig()
     device = resolve_device(device)
     t0 = time.perf_counter()

@@ -14,11 +14,13 @@ import hashlib
 import json
 import logging
 import os
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from .io import write_json_atomic, write_parquet_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +91,6 @@ class WorkDir:
         return pq.read_table(self._piece_path(i), columns=[band_column(b)]).column(0).to_numpy().astype(np.uint64)
 
     def store(self, i: int, f, table: pa.Table, report: dict) -> None:
-        from .io import write_json_atomic, write_parquet_atomic
-
         path = self._piece_path(i)
         write_parquet_atomic(table, path)
         self.entries[str(i)] = {"input": _input_stamp(f), "rows": table.num_rows, "sha256": _sha256(path),
@@ -98,7 +98,7 @@ class WorkDir:
         write_json_atomic({"format": FORMAT, "version": VERSION, "contract_fingerprint": self.fingerprint,
                            "pieces": self.entries}, os.path.join(self.path, MANIFEST))
         self.recomputed += 1
-        fault_point("piece")
+        checkpoint("piece")
 
 
 def piece_table(ids: pa.Array, text_bytes: np.ndarray, words: np.ndarray, exact: np.ndarray,
@@ -130,21 +130,13 @@ def band_column(b: int) -> str:
     return f"band_{b:03d}"
 
 
-_fault_counts: dict[str, int] = {}
+# Called with the name of every checkpoint a run passes: "piece" (after a work-dir piece is stored), "batch"
+# (inside a file's pass 1) and "decisions" (before the decisions file is written). Empty in production; the
+# resume tests install a hook that kills the process there (gpu_dedup.testing.faults).
+CHECKPOINT_HOOKS: list[Callable[[str], None]] = []
 
 
-def fault_point(name: str) -> None:
-    """Fault injection for the resume tests: GPU_DEDUP_FAULT="<point>:<k>" kills this process with
-    SIGKILL at the k-th time it passes <point> (piece = after a piece is stored, batch = inside a file's
-    pass 1, decisions = before the decisions file is written)."""
-    spec = os.environ.get("GPU_DEDUP_FAULT")
-    if not spec:
-        return
-    point, _, k = spec.partition(":")
-    if point != name:
-        return
-    _fault_counts[name] = _fault_counts.get(name, 0) + 1
-    if _fault_counts[name] >= int(k or 1):
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
+def checkpoint(name: str) -> None:
+    """Tell the installed hooks (CHECKPOINT_HOOKS) that the run reached checkpoint ``name``."""
+    for hook in CHECKPOINT_HOOKS:
+        hook(name)

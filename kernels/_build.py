@@ -3,22 +3,22 @@
 Each function is cloned with a fresh globals dict in which every other device function name points to
 its compiled twin, then decorated. Numba resolves globals lazily at first compilation, so calls
 between device functions bind to the same target's versions. A module of device functions lists its
-functions in DEVICE_FUNCTIONS (in dependency order is not required) and may build on hashing.py's.
+functions in DEVICE_FUNCTIONS (in dependency order is not required) and may build on hashing.py's and
+normalize.py's (always compiled), e.g. bloom.py.
 """
 import types
 from typing import Any, Callable
 
-from . import hashing
+from . import hashing, normalize
 
 
-def build(decorate: Callable[[Callable[..., Any]], Any], module: types.ModuleType = hashing) -> dict[str, Any]:
-    """Namespace holding hashing.py's device functions (and ``module``'s, if another module of device
-    functions is given) compiled with ``decorate``."""
-    namespace = dict(vars(hashing))
-    mods = [hashing]
-    if module is not hashing:
-        namespace.update(vars(module))
-        mods.append(module)
+def build(decorate: Callable[[Callable[..., Any]], Any], module: types.ModuleType | None = None) -> dict[str, Any]:
+    """Namespace holding hashing.py's and normalize.py's device functions (and ``module``'s, if another module
+    of device functions is given) compiled with ``decorate``."""
+    mods = [hashing, normalize] + ([module] if module is not None else [])
+    namespace: dict[str, Any] = {}
+    for mod in mods:
+        namespace.update(vars(mod))
     for mod in mods:
         for name in mod.DEVICE_FUNCTIONS:
             fn = getattr(mod, name)

@@ -1,5 +1,10 @@
 """How GPU kernels are compiled and launched: ``@kernel`` = ``numba.cuda.jit(cache=True)`` plus a guard that
-every array argument is a device array.
+every array argument is a device array, plus the kernel's launch geometry, declared once beside its source.
+
+Geometry: a kernel takes one work item per thread (default) or per block (``per_block=True``), ``tpb``
+threads per block. A plain kernel is launched with enough blocks for every item; a grid-stride kernel
+(``stride=True``) loops over its items, so ``geometry`` caps its grid (and, under the simulator, its
+threads: every simulated thread is a Python thread). Results never depend on the geometry (tests vary it).
 
 On a real GPU Numba would silently copy a host (NumPy) argument to the device and back on every launch: a
 hidden transfer, so it is refused. Under the CUDA simulator with ``GPU_DEDUP_STRICT_DEVICE=1`` (the strict
@@ -10,12 +15,35 @@ exactly as on a GPU. Under the simulator without strict mode NumPy arrays are th
 ``cache=True``: each process loads the compiled kernels from ``__pycache__`` instead of recompiling them
 (numba-cuda keys the cache on the kernel's source file and argument types).
 """
+import math
 import os
 
 import numpy as np
 from numba import config, cuda
 
 STRICT_ENV = "GPU_DEDUP_STRICT_DEVICE"
+TPB = 128           # threads per block unless a kernel declares otherwise
+MAX_GRID = 1 << 16  # blocks of a grid-stride launch on a GPU: enough to fill any current GPU many times over
+SIM_GRID = 2        # ... and under the simulator, which runs every thread as a Python thread: few
+SIM_THREADS = 8     # threads per block of a grid-stride launch under the simulator
+
+
+def blocks(n: int, tpb: int = TPB) -> int:
+    """Blocks of ``tpb`` threads that cover ``n`` items, one per thread (at least one block)."""
+    return max(1, math.ceil(n / tpb))
+
+
+def geometry(items: int, tpb: int, per_block: bool) -> tuple[int, int]:
+    """(blocks, threads per block) for a grid-stride launch over ``items`` work items, one per thread
+    (per_block=False) or one per block. The kernels' results do not depend on it; under the simulator
+    it keeps the Python thread count small (tests shrink it further, or raise it, to cover geometries)."""
+    threads = tpb
+    cap = MAX_GRID
+    if config.ENABLE_CUDASIM:
+        threads = min(tpb, SIM_THREADS)
+        cap = SIM_GRID
+    need = items if per_block else math.ceil(items / threads)
+    return max(1, min(need, cap)), threads
 
 
 def strict_enabled() -> bool:
@@ -41,12 +69,25 @@ def device_args(name: str, args) -> list:
 
 
 class Kernel:
-    """A compiled CUDA kernel launched as ``k[grid, block](*args)``, with the argument guard."""
+    """A compiled CUDA kernel with the argument guard and its declared geometry: ``k.launch(items, *args)``
+    (what ``gpu_dedup.device.launch`` calls), or ``k[grid, block](*args)`` for an explicit geometry (tests)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, per_block: bool = False, tpb: int = TPB, stride: bool = False):
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.dispatcher = cuda.jit(cache=True)(fn)
+        self.per_block = per_block
+        self.tpb = tpb
+        self.stride = stride
+
+    def grid(self, items: int) -> tuple[int, int]:
+        """(blocks, threads per block) of a launch over ``items`` work items."""
+        if self.stride:
+            return geometry(items, self.tpb, self.per_block)
+        return (max(1, items) if self.per_block else blocks(items, self.tpb)), self.tpb
+
+    def launch(self, items: int, *args) -> None:
+        self[self.grid(items)](*args)
 
     def __getitem__(self, launch_config):
         launch = self.dispatcher[launch_config]
@@ -57,6 +98,9 @@ class Kernel:
         return run
 
 
-def kernel(fn) -> Kernel:
-    """Decorator for a GPU kernel (see ``Kernel``)."""
+def kernel(fn=None, *, per_block: bool = False, tpb: int = TPB, stride: bool = False):
+    """Decorator for a GPU kernel: ``@kernel`` (one item per thread, TPB threads, a block per TPB items) or
+    ``@kernel(per_block=..., tpb=..., stride=...)`` (see ``Kernel`` and the module doc)."""
+    if fn is None:
+        return lambda f: Kernel(f, per_block, tpb, stride)
     return Kernel(fn)

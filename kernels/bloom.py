@@ -2,8 +2,8 @@
 word n-gram / word-offset scans of contamination screening.
 
 The plain-Python device functions listed in DEVICE_FUNCTIONS are compiled twice by ``_build.build``
-(together with hashing.py's): once with ``numba.njit`` for the CPU kernels and once with
-``cuda.jit(device=True)`` for the GPU kernels below. Both targets therefore run the same source and
+(together with hashing.py's): once with ``numba.njit`` for the CPU kernels (``bloom_cpu.py``) and once with
+``cuda.jit(device=True)`` for the GPU kernels (``bloom_cuda.py``). Both targets therefore run the same source and
 give bit-identical arrays (the Bloom bit array included). Kernels are array-in / array-out.
 
 Bloom filter layout and hash functions (pinned; recorded in the stage statistics)
@@ -16,13 +16,9 @@ Bloom filter layout and hash functions (pinned; recorded in the stage statistics
 
 Notation: n items / paragraphs / documents, k hash functions, m bits, T text bytes of the batch.
 """
-import sys
-
 import numpy as np
-from numba import cuda, njit, prange
 
-from ._build import build
-from ._launch import kernel
+from .. import constants as C
 from .hashing import utf8_decode  # the compiled twin replaces it in each target's namespace (_build)
 
 U64 = np.uint64
@@ -32,7 +28,7 @@ B_FIVE = U64(5)
 B_31 = U64(31)
 NEWLINE = 0x0A
 WORD_SPACE = 0x20
-MAX_NGRAM = 64  # ShingleConfig's bound on n: the GPU ring buffer is a fixed-size local array
+MAX_NGRAM = C.MAX_NGRAM  # the GPU ring buffer is a fixed-size local array
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -198,264 +194,3 @@ def word_spans(src, start, end, map_off, map_cp, out_s, out_e, pos, write):
 
 DEVICE_FUNCTIONS = ["bloom_start", "bloom_next", "bloom_word_mask", "bloom_contains", "bloom_add_range",
                     "lower_bound128", "contains128", "member_sorted", "is_blank_byte", "split_units", "word_spans"]
-
-_C = build(njit(cache=False, nogil=True), sys.modules[__name__])
-_G = build(cuda.jit(device=True), sys.modules[__name__])
-c_bloom_contains = _C["bloom_contains"]
-c_bloom_add_range = _C["bloom_add_range"]
-c_contains128 = _C["contains128"]
-c_lower_bound128 = _C["lower_bound128"]
-c_split_units = _C["split_units"]
-c_member_sorted = _C["member_sorted"]
-c_word_spans = _C["word_spans"]
-c_normalize_doc = _C["normalize_doc"]
-c_xxh64 = _C["xxh64"]
-c_scan_shingles = _C["scan_shingles"]
-g_bloom_contains = _G["bloom_contains"]
-g_bloom_start = _G["bloom_start"]
-g_bloom_next = _G["bloom_next"]
-g_bloom_word_mask = _G["bloom_word_mask"]
-g_contains128 = _G["contains128"]
-g_lower_bound128 = _G["lower_bound128"]
-g_split_units = _G["split_units"]
-g_member_sorted = _G["member_sorted"]
-g_word_spans = _G["word_spans"]
-g_normalize_doc = _G["normalize_doc"]
-g_xxh64 = _G["xxh64"]
-g_scan_shingles = _G["scan_shingles"]
-
-
-# ----------------------------------------------------------------------------------------------------
-# CPU kernels (numba.njit, parallel over items / documents)
-# ----------------------------------------------------------------------------------------------------
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_hash128(data, starts, ends, seed1, seed2, out1, out2):
-    """out1[i], out2[i] = XXH64(data[starts[i]:ends[i]], seed1 / seed2). data uint8 (T,); starts, ends
-    int64 (n,); out1, out2 uint64 (n,)."""
-    for i in prange(starts.shape[0]):
-        out1[i] = c_xxh64(data, starts[i], ends[i], seed1)
-        out2[i] = c_xxh64(data, starts[i], ends[i], seed2)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_bloom_query(bits, m, k, h1, h2, out):
-    """out[i] = 1 when item (h1[i], h2[i]) may be in the filter (all k bits set), else 0. bits uint32
-    (ceil(m/32),), read only; h1, h2 uint64 (n,); out uint8 (n,)."""
-    for i in prange(h1.shape[0]):
-        out[i] = 1 if c_bloom_contains(bits, m, k, h1[i], h2[i]) else 0
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_bloom_insert(bits, m, k, h1, h2, parts):
-    """Set the k bits of every item. The words are split into ``parts`` disjoint ranges, one per thread;
-    each thread walks all items and sets only the bits in its range: no two threads write the same word,
-    so no atomics are needed and the result does not depend on scheduling (bit OR is commutative)."""
-    nw = bits.shape[0]
-    for p in prange(parts):
-        lo = U64(p * nw // parts)
-        hi = U64((p + 1) * nw // parts)
-        for i in range(h1.shape[0]):
-            c_bloom_add_range(bits, m, k, h1[i], h2[i], lo, hi)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_contains128(k1, k2, q1, q2, out):
-    """out[i] = 1 when (q1[i], q2[i]) is in the set held by k1, k2 (uint64 (N,), sorted by (k1, k2))."""
-    for i in prange(q1.shape[0]):
-        out[i] = 1 if c_contains128(k1, k2, q1[i], q2[i]) else 0
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_lower_bound128(k1, k2, q1, q2, out):
-    """out[i] = number of keys (k1, k2) (sorted) below (q1[i], q2[i]) (int64 (n,)): merge positions."""
-    for i in prange(q1.shape[0]):
-        out[i] = c_lower_bound128(k1, k2, q1[i], q2[i])
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_member_sorted(keys, bitmap, shift, q, out):
-    """out[i] = position of q[i] in keys (sorted distinct uint64 (H,)) or -1; bitmap/shift: see
-    member_sorted. out int64 (n,)."""
-    for i in prange(q.shape[0]):
-        out[i] = c_member_sorted(keys, bitmap, shift, q[i])
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_split_count(data, offsets, line_mode, counts):
-    """counts[d] = number of units of document d (data[offsets[d]:offsets[d+1]]); counts int64 (n,)."""
-    dummy = np.empty(0, np.int64)
-    for d in prange(offsets.shape[0] - 1):
-        counts[d] = c_split_units(data, offsets[d], offsets[d + 1], line_mode, dummy, dummy, 0, False)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_split_write(data, offsets, line_mode, unit_off, out_s, out_e):
-    """Spans of the units of document d to out_s/out_e[unit_off[d]:unit_off[d+1]] (absolute positions)."""
-    for d in prange(offsets.shape[0] - 1):
-        c_split_units(data, offsets[d], offsets[d + 1], line_mode, out_s, out_e, unit_off[d], True)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_span_norm_sizes(data, starts, ends, map_off, map_cp, sizes):
-    """sizes[i] = bytes of the normalized text of data[starts[i]:ends[i]] (int64 (n,))."""
-    dummy = np.empty(0, np.uint8)
-    for i in prange(starts.shape[0]):
-        nb, nw, nc = c_normalize_doc(data, starts[i], ends[i], map_off, map_cp, dummy, 0, False)
-        sizes[i] = nb
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1, seed2, h1, h2):
-    """Normalize span i into out[out_off[i]:out_off[i+1]] (uint8, sized by cpu_span_norm_sizes) and hash
-    it: h1[i], h2[i] = XXH64(normalized bytes, seed1 / seed2)."""
-    for i in prange(starts.shape[0]):
-        c_normalize_doc(data, starts[i], ends[i], map_off, map_cp, out, out_off[i], True)
-        h1[i] = c_xxh64(out, out_off[i], out_off[i + 1], seed1)
-        h2[i] = c_xxh64(out, out_off[i], out_off[i + 1], seed2)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_ngram_hashes(norm, offsets, n, seed, base, out):
-    """Word n-gram hashes of every normalized document in order: n-gram j of document d (words j..j+n-1)
-    -> out[base[d] + j] = XXH64(seed) of its bytes. base int64 (docs+1,) reserves max(words-n+1, 0)."""
-    dummy = np.empty(0, np.uint64)
-    for d in prange(offsets.shape[0] - 1):
-        ring = np.empty(n, np.int64)
-        c_scan_shingles(norm, offsets[d], offsets[d + 1], False, n, seed, dummy, dummy, dummy, out, base[d], ring,
-                        True)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_word_spans(data, starts, ends, map_off, map_cp, base, out_s, out_e, counts):
-    """Original byte spans of the normalized words of document d = data[starts[d]:ends[d]] ->
-    out_s/out_e[base[d]:] (absolute positions); counts[d] = number of words (int64). base reserves the
-    document's normalized word count."""
-    for d in prange(starts.shape[0]):
-        counts[d] = c_word_spans(data, starts[d], ends[d], map_off, map_cp, out_s, out_e, base[d], True)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cpu_cut_copy(data, offsets, cut_off, cs, ce, out, new_off):
-    """Host-side: copy document d = data[offsets[d]:offsets[d+1]] to out[new_off[d]:new_off[d+1]] without
-    its cut ranges [cs[c], ce[c]) for c in [cut_off[d], cut_off[d+1]) (absolute, ascending, disjoint).
-    Used on both devices: cut documents are assembled on the host for writing."""
-    for d in prange(offsets.shape[0] - 1):
-        pos = new_off[d]
-        src = offsets[d]
-        for c in range(cut_off[d], cut_off[d + 1] + 1):
-            stop = cs[c] if c < cut_off[d + 1] else offsets[d + 1]
-            for i in range(src, stop):
-                out[pos] = data[i]
-                pos += 1
-            if c < cut_off[d + 1]:
-                src = ce[c]
-
-
-# ----------------------------------------------------------------------------------------------------
-# GPU kernels (numba.cuda.jit; one thread per item / document)
-# ----------------------------------------------------------------------------------------------------
-
-@kernel
-def gpu_hash128(data, starts, ends, seed1, seed2, out1, out2):
-    i = cuda.grid(1)
-    if i < starts.shape[0]:
-        out1[i] = g_xxh64(data, starts[i], ends[i], seed1)
-        out2[i] = g_xxh64(data, starts[i], ends[i], seed2)
-
-
-@kernel
-def gpu_bloom_query(bits, m, k, h1, h2, out):
-    i = cuda.grid(1)
-    if i < h1.shape[0]:
-        out[i] = 1 if g_bloom_contains(bits, m, k, h1[i], h2[i]) else 0
-
-
-@kernel
-def gpu_bloom_insert(bits, m, k, h1, h2):
-    """One thread per item; bits are set with atomic OR on uint32 words (the final array is the OR of
-    all items' bits, whatever the thread order: identical to the CPU kernel's)."""
-    i = cuda.grid(1)
-    if i < h1.shape[0]:
-        x, b = g_bloom_start(h1[i], h2[i], m)
-        for _ in range(k):
-            w, mask = g_bloom_word_mask(x)
-            cuda.atomic.or_(bits, w, mask)
-            x = g_bloom_next(x, b, m)
-
-
-@kernel
-def gpu_contains128(k1, k2, q1, q2, out):
-    i = cuda.grid(1)
-    if i < q1.shape[0]:
-        out[i] = 1 if g_contains128(k1, k2, q1[i], q2[i]) else 0
-
-
-@kernel
-def gpu_lower_bound128(k1, k2, q1, q2, out):
-    i = cuda.grid(1)
-    if i < q1.shape[0]:
-        out[i] = g_lower_bound128(k1, k2, q1[i], q2[i])
-
-
-@kernel
-def gpu_member_sorted(keys, bitmap, shift, q, out):
-    i = cuda.grid(1)
-    if i < q.shape[0]:
-        out[i] = g_member_sorted(keys, bitmap, shift, q[i])
-
-
-@kernel
-def gpu_split_count(data, offsets, line_mode, counts):
-    d = cuda.grid(1)
-    if d < offsets.shape[0] - 1:
-        counts[d] = g_split_units(data, offsets[d], offsets[d + 1], line_mode, counts, counts, 0, False)
-
-
-@kernel
-def gpu_split_write(data, offsets, line_mode, unit_off, out_s, out_e):
-    d = cuda.grid(1)
-    if d < offsets.shape[0] - 1:
-        g_split_units(data, offsets[d], offsets[d + 1], line_mode, out_s, out_e, unit_off[d], True)
-
-
-@kernel
-def gpu_span_norm_sizes(data, starts, ends, map_off, map_cp, sizes):
-    i = cuda.grid(1)
-    if i < starts.shape[0]:
-        nb, nw, nc = g_normalize_doc(data, starts[i], ends[i], map_off, map_cp, data, 0, False)
-        sizes[i] = nb
-
-
-@kernel
-def gpu_span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1, seed2, h1, h2):
-    i = cuda.grid(1)
-    if i < starts.shape[0]:
-        g_normalize_doc(data, starts[i], ends[i], map_off, map_cp, out, out_off[i], True)
-        h1[i] = g_xxh64(out, out_off[i], out_off[i + 1], seed1)
-        h2[i] = g_xxh64(out, out_off[i], out_off[i + 1], seed2)
-
-
-@kernel
-def gpu_ngram_hashes(norm, offsets, n, seed, base, out, dummy):
-    """One thread per document (dummy: an empty uint64 device array for scan_shingles' unused MinHash
-    arguments)."""
-    d = cuda.grid(1)
-    if d < offsets.shape[0] - 1:
-        ring = cuda.local.array(MAX_NGRAM, np.int64)
-        g_scan_shingles(norm, offsets[d], offsets[d + 1], False, n, seed, dummy, dummy, dummy, out, base[d], ring,
-                        True)
-
-
-@kernel
-def gpu_word_spans(data, starts, ends, map_off, map_cp, base, out_s, out_e, counts):
-    d = cuda.grid(1)
-    if d < starts.shape[0]:
-        counts[d] = g_word_spans(data, starts[d], ends[d], map_off, map_cp, out_s, out_e, base[d], True)
-
-
-TPB = 128
-
-
-def blocks(n: int, tpb: int = TPB) -> int:
-    return max(1, -(-n // tpb))

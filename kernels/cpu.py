@@ -7,14 +7,15 @@ import numpy as np
 from numba import njit, prange
 
 from ._build import build
-from .hashing import ASCII_GENERIC, EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61, MODE_BLOCKS
+from .hashing import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61
+from .normalize import ASCII_GENERIC, MODE_BLOCKS
 
 # The per-shingle functions are inlined at Numba's IR level: as calls, each one increments and decrements
 # the reference counts of the arrays it is passed (atomic instructions), per shingle. With the unsigned
 # byte loads of hashing.read_u64le, the cost per shingle besides the permutations fell from 65 to 26 ns
 # (benchmarks/minhash_limit.py, old and new kernels in the same hour, 1 thread); the permutations
 # themselves run at 2.2 G/s (AVX-512, the loop over K vectorized). Output unchanged.
-_INLINE = {"emit_shingle", "minhash_update", "xxh64", "xxh64_tail", "xxh64_converge"}
+_INLINE = {"emit_shingle", "minhash_update", "xxh64", "xxh64_tail", "xxh64_converge", "unit_start", "shingle_end"}
 _D = build(lambda fn: njit(cache=False, nogil=True, inline="always" if fn.__name__ in _INLINE else "never")(fn))
 normalize_doc = _D["normalize_doc"]
 normalize_span = _D["normalize_span"]
@@ -22,7 +23,7 @@ ascii_mode = _D["ascii_mode"]
 scan_shingles = _D["scan_shingles"]
 xxh64 = _D["xxh64"]
 band_key = _D["band_key"]
-intersection_sorted = _D["intersection_sorted"]
+jaccard_sorted = _D["jaccard_sorted"]
 representative_run = _D["representative_run"]
 permute61 = _D["permute61"]
 utf8_invalid = _D["utf8_invalid"]
@@ -35,7 +36,7 @@ def normalize_sizes(data, offsets, map_off, map_cp, sizes):
     """Pass 1 of normalization. data: uint8 (T,), offsets: int64 (n+1,), tables from unicode_tables.
     Writes sizes (n, 3) int64 = (bytes, words, codepoints) of each normalized document. No temporaries."""
     dummy = np.empty(0, np.uint8)
-    mode = ascii_mode(map_cp)  # the ASCII fast paths, checked once per launch (hashing.py)
+    mode = ascii_mode(map_cp)  # the ASCII fast paths, checked once per launch (kernels/normalize.py)
     if mode != ASCII_GENERIC:
         mode |= MODE_BLOCKS
     for i in prange(offsets.shape[0] - 1):
@@ -128,13 +129,7 @@ def jaccard_pairs(hashes, set_offsets, set_sizes, left, right, out):
     for p in prange(left.shape[0]):
         x = left[p]
         y = right[p]
-        x0 = set_offsets[x]
-        y0 = set_offsets[y]
-        nx = set_sizes[x]
-        ny = set_sizes[y]
-        inter = intersection_sorted(hashes, x0, x0 + nx, hashes, y0, y0 + ny)
-        union = nx + ny - inter
-        out[p] = inter / union if union > 0 else 1.0
+        out[p] = jaccard_sorted(hashes, set_offsets[x], set_sizes[x], set_offsets[y], set_sizes[y])
 
 
 @njit(cache=True)

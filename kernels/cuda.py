@@ -3,24 +3,22 @@
 Same results as ``kernels/cpu.py`` bit for bit (tested under NUMBA_ENABLE_CUDASIM=1 in CI and on a real
 GPU by benchmarks/gpu_check.py). Kernels (``@kernel``, see _launch.py) are cached and take device arrays
 only: CuPy arrays or Numba device arrays; under the simulator NumPy arrays, or the strict backend's arrays.
-``blocks`` and ``geometry`` at the bottom pick grid sizes.
+Each ``@kernel`` declares its launch geometry (``_launch.py``); ``gpu_dedup.device.launch`` launches it.
 
 Notation: n documents, K permutations, B bands, T text bytes, S shingles in a batch.
 """
-import math
-
 import numpy as np
-from numba import config as numba_config
 from numba import cuda, int64, uint8, uint64
 
 from ._build import build
-from ._launch import kernel
-from .hashing import ASCII_GENERIC, EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61, P64_5, SPACE
+from ._launch import TPB, kernel
+from .hashing import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61, P64_5, SPACE
+from .normalize import ASCII_GENERIC
 
 _D = build(cuda.jit(device=True))
 normalize_scan = _D["normalize_scan"]
 chunk_entry = _D["chunk_entry"]
-utf8_covered = _D["utf8_covered"]
+unit_start = _D["unit_start"]
 utf8_invalid_at = _D["utf8_invalid_at"]
 xxh64_lane = _D["xxh64_lane"]
 xxh64_round = _D["xxh64_round"]
@@ -34,10 +32,9 @@ reduce61 = _D["reduce61"]
 permute61 = _D["permute61"]
 shingle_bounds = _D["shingle_bounds"]
 band_key = _D["band_key"]
-intersection_sorted = _D["intersection_sorted"]
+jaccard_sorted = _D["jaccard_sorted"]
 representative_run = _D["representative_run"]
 
-TPB = 128          # threads per block
 NORM_CHUNK = 512   # text bytes per thread in the normalization kernels (nominal: chunk_entry moves the cut)
 BYTE_CHUNK = 4096  # text bytes per block in utf8_invalid_chunks and unit_chunks (<= TPB * 32: 32 per thread)
 XXH_TPB = 32       # threads per document in exact_hashes: 32 words = 8 stripes of 32 bytes loaded per step
@@ -48,9 +45,9 @@ CHUNK = 2048       # shingles per MinHash block: long documents span several blo
 
 @cuda.jit(device=True)
 def block_ascii_mode(map_cp):
-    """hashing.ascii_mode for the whole block, its 16 checks shared among the threads (every thread of the
+    """normalize.ascii_mode for the whole block, its 16 checks shared among the threads (every thread of the
     block must call it: it synchronizes them). Without MODE_BLOCKS: on a GPU thread the block loops of
-    hashing.ascii_run would be plain byte loops; the 8-byte word loop is the fast path here."""
+    normalize.ascii_run would be plain byte loops; the 8-byte word loop is the fast path here."""
     mode = ascii_mode_guess(map_cp)
     fits = 1
     c = 8 * cuda.threadIdx.x
@@ -70,10 +67,10 @@ def block_ascii_mode(map_cp):
 # cuda.blockDim): ``geometry`` picks the launch.
 
 
-@kernel
+@kernel(stride=True)
 def normalize_plan(data, offsets, map_off, map_cp, chunk_doc, chunk_first, lo, prev):
     """One thread per normalization chunk: lo (C,) int64 = where chunk c really begins (its nominal first
-    byte moved forward by hashing.chunk_entry to a codepoint whose predecessor has a non-empty image),
+    byte moved forward by normalize.chunk_entry to a codepoint whose predecessor has a non-empty image),
     prev (C,) int64 = the scan state there (1 at a document's start). Chunk c ends where the next chunk
     of its document begins, or at the document's end."""
     c = cuda.grid(1)
@@ -95,7 +92,7 @@ def chunk_end(chunk_doc, lo, offsets, c, d):
     return offsets[d + 1]
 
 
-@kernel
+@kernel(stride=True)
 def normalize_chunk_sizes(data, offsets, map_off, map_cp, chunk_doc, lo, prev, counts):
     """One thread per chunk (normalize_plan's): counts (C, 4) int64 = (bytes, spaces, bytes - codepoints,
     end state) of the chunk's eager scan, the document's trailing space not yet taken back (the caller
@@ -113,7 +110,7 @@ def normalize_chunk_sizes(data, offsets, map_off, map_cp, chunk_doc, lo, prev, c
         c += cuda.gridsize(1)
 
 
-@kernel
+@kernel(stride=True)
 def normalize_chunk_write(data, offsets, map_off, map_cp, chunk_doc, lo, prev, chunk_out, out, out_offsets):
     """One thread per chunk: writes its bytes at out[chunk_out[c]:] (chunk_out from the sizes: the
     document's offset plus its earlier chunks' bytes). A space the chunk counted last is stored only if
@@ -138,7 +135,7 @@ def chunk_span(chunk_doc, chunk_first, offsets, c):
     return d, s, offsets[d + 1], s + chunk_first[c]
 
 
-@kernel
+@kernel(per_block=True, stride=True)
 def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out):
     """One block per chunk of <= BYTE_CHUNK bytes (grid-stride), its threads striding the bytes
     (coalesced): out[d] = 1 (uint8, pre-zeroed) where some byte of document d is invalid UTF-8
@@ -157,7 +154,7 @@ def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out)
         c += cuda.gridDim.x
 
 
-@kernel
+@kernel(per_block=True, stride=True, tpb=XXH_TPB)
 def exact_hashes(norm, offsets, out):
     """One block of 8 <= blockDim <= XXH_TPB threads (a multiple of 4) per document, grid-stride:
     out (n, 2) uint64 = XXH64 with EXACT_SEED_LO, EXACT_SEED_HI. Each step the block loads blockDim
@@ -202,17 +199,7 @@ def exact_hashes(norm, offsets, out):
         d += cuda.gridDim.x
 
 
-@cuda.jit(device=True)
-def unit_at(tile, k, norm, s, j, e, kind_char):
-    """1 if byte j (= tile[k]) of document norm[s:e] yields a unit start (unit_chunks), else 0."""
-    if kind_char:
-        if (tile[k] & 0xC0) != 0x80:
-            return 1
-        return 1 - utf8_covered(norm, s, j, e)
-    return 1 if tile[k] == SPACE else 0
-
-
-@kernel
+@kernel(per_block=True, stride=True)
 def unit_chunks(norm, offsets, kind_char, chunk_doc, chunk_first, chunk_count, chunk_base, write, counts, units):
     """One block (<= TPB threads) per chunk of <= BYTE_CHUNK bytes of normalized text, grid-stride. The
     chunk is staged in shared memory (coalesced), then each thread takes a contiguous run of it. A unit
@@ -242,7 +229,8 @@ def unit_chunks(norm, offsets, kind_char, chunk_doc, chunk_first, chunk_count, c
             last = count
         mine = 0
         for k in range(first, last):
-            mine += unit_at(tile, k, norm, s, a + k, e, kind_char)
+            if unit_start(tile[k], norm, s, a + k, e, kind_char) >= 0:
+                mine += 1
         before[tid] = mine
         cuda.syncthreads()
         if tid == 0:  # exclusive prefix sum of the threads' counts (one thread: two barriers, not 2 log2)
@@ -259,15 +247,16 @@ def unit_chunks(norm, offsets, kind_char, chunk_doc, chunk_first, chunk_count, c
             if tid == 0 and chunk_first[c] == 0 and not kind_char:
                 units[pos - 1] = s
             for k in range(first, last):
-                if unit_at(tile, k, norm, s, a + k, e, kind_char) != 0:
-                    units[pos] = a + k if kind_char else a + k + 1
+                u = unit_start(tile[k], norm, s, a + k, e, kind_char)
+                if u >= 0:
+                    units[pos] = u
                     pos += 1
         cuda.syncthreads()  # the tile and the prefix sums are rewritten for the next chunk
         c += cuda.gridDim.x
 
 
-@kernel
-def minhash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_count, n, gap, seed, a, b, sig):
+@kernel(per_block=True, tpb=TILE)
+def minhash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_count, n, kind_char, seed, a, b, sig):
     """One block per chunk of <= CHUNK shingles of one document; thread t owns permutations
     t, t+TILE, ... Shingle hashes are computed cooperatively into shared memory, TILE at a time, then
     every thread folds the tile into its minima; the block's minima are merged into sig (n, K) uint64
@@ -289,7 +278,7 @@ def minhash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_co
     while t0 < count:
         j = t0 + tid
         if j < count:
-            s, e = shingle_bounds(units, ubase[d], n_units, first + j, n, gap, doc_end)
+            s, e = shingle_bounds(units, ubase[d], n_units, first + j, n, kind_char, doc_end)
             tile[tid] = reduce61(xxh64(norm, s, e, seed))
         cuda.syncthreads()
         m = min(TILE, count - t0)
@@ -316,8 +305,8 @@ def minhash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_co
         k += TILE
 
 
-@kernel
-def shingle_hashes(norm, offsets, units, ubase, docs, out_offsets, n, gap, seed, out):
+@kernel(per_block=True, stride=True)
+def shingle_hashes(norm, offsets, units, ubase, docs, out_offsets, n, kind_char, seed, out):
     """One thread per (selected document, shingle): raw XXH64 of shingle j of docs[p] goes to
     out[out_offsets[p] + j]. Grid-stride over documents in x, shingles in y."""
     p = cuda.blockIdx.x
@@ -328,7 +317,7 @@ def shingle_hashes(norm, offsets, units, ubase, docs, out_offsets, n, gap, seed,
         n_units = ubase[d + 1] - ubase[d]
         j = cuda.threadIdx.x
         while j < cnt:
-            s, e = shingle_bounds(units, ubase[d], n_units, j, n, gap, offsets[d + 1])
+            s, e = shingle_bounds(units, ubase[d], n_units, j, n, kind_char, offsets[d + 1])
             out[base + j] = xxh64(norm, s, e, seed)
             j += cuda.blockDim.x
         p += cuda.gridDim.x
@@ -350,13 +339,7 @@ def jaccard_pairs(hashes, set_offsets, set_sizes, left, right, out):
     if p < left.shape[0]:
         x = left[p]
         y = right[p]
-        x0 = set_offsets[x]
-        y0 = set_offsets[y]
-        nx = set_sizes[x]
-        ny = set_sizes[y]
-        inter = intersection_sorted(hashes, x0, x0 + nx, hashes, y0, y0 + ny)
-        union = nx + ny - inter
-        out[p] = inter / union if union > 0 else 1.0
+        out[p] = jaccard_sorted(hashes, set_offsets[x], set_sizes[x], set_offsets[y], set_sizes[y])
 
 
 @kernel
@@ -385,7 +368,7 @@ def pointer_jump(label):
         label[x] = label[label[x]]
 
 
-@kernel
+@kernel(tpb=64)
 def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, set_offsets, set_sizes, hashes,
                               pinned, threshold, cap, head, tail, nxt, stamp, capped, rep, jac, comparisons):
     """One thread per candidate component, running ``hashing.representative_run`` (the same source as
@@ -396,25 +379,3 @@ def representative_components(order, comp_off, entry_off, entry_bucket, entry_do
         comparisons[c] = representative_run(order, comp_off[c], comp_off[c + 1], entry_off, entry_bucket, entry_doc,
                                             set_offsets, set_sizes, hashes, pinned, threshold, cap, head, tail, nxt,
                                             stamp, capped, rep, jac)
-
-
-def blocks(n: int, tpb: int = TPB) -> int:
-    return max(1, math.ceil(n / tpb))
-
-
-MAX_GRID = 1 << 16  # blocks of a grid-stride launch on a GPU: enough to fill any current GPU many times over
-SIM_GRID = 2        # ... and under the simulator, which runs every thread as a Python thread: few
-SIM_THREADS = 8     # threads per block under the simulator (the kernels above take any block size)
-
-
-def geometry(items: int, tpb: int, per_block: bool) -> tuple[int, int]:
-    """(blocks, threads per block) for a grid-stride launch over ``items`` work items, one per thread
-    (per_block=False) or one per block. The kernels' results do not depend on it; under the simulator
-    it keeps the Python thread count small (tests shrink it further, or raise it, to cover geometries)."""
-    threads = tpb
-    cap = MAX_GRID
-    if numba_config.ENABLE_CUDASIM:
-        threads = min(tpb, SIM_THREADS)
-        cap = SIM_GRID
-    need = items if per_block else math.ceil(items / threads)
-    return max(1, min(need, cap)), threads

@@ -16,9 +16,9 @@ KERNELS = os.path.join(os.path.dirname(__file__), os.pardir, "kernels")
 
 def _drop_stale_kernel_cache() -> None:
     """Numba validates a cached kernel against its own file's mtime only, but the CPU kernels inline
-    device functions from hashing.py/_build.py: drop the cache when those are newer (development only;
+    device functions from hashing.py, normalize.py, bloom.py: drop the cache when those are newer (development only;
     an install rewrites every file)."""
-    deps = [os.path.join(KERNELS, f) for f in ("hashing.py", "_build.py")]
+    deps = [os.path.join(KERNELS, f) for f in ("hashing.py", "normalize.py", "bloom.py", "_build.py")]
     newest = max(os.path.getmtime(p) for p in deps if os.path.exists(p))
     for f in glob.glob(os.path.join(KERNELS, "__pycache__", "*.nb[ic]")):
         if os.path.getmtime(f) < newest:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xxhash
 
-from gpu_dedup.bloom import (SEED1, SEED2, BloomCapacityError, BloomConfig, BloomFilter, ExactSet, bloom_size,
+from gpu_dedup.paragraph.bloom import (SEED1, SEED2, BloomCapacityError, BloomConfig, BloomFilter, ExactSet, bloom_size,
                              first_in_batch, item_hashes, keep_first, make_seen_set)
 from gpu_dedup.device import simulator, to_host
 
@@ -94,7 +94,7 @@ def _as_items(keys):
 def test_overflow_warns_once_and_refuse_mode_raises(caplog):
     items = item_hashes([f"x{i}" for i in range(30)])
     bf = BloomFilter(BloomConfig(expected_items=20, fp_rate=0.01))
-    with caplog.at_level(logging.WARNING, logger="gpu_dedup.bloom"):
+    with caplog.at_level(logging.WARNING, logger="gpu_dedup.paragraph.bloom"):
         bf.insert(items[0][:15], items[1][:15])
         assert not caplog.records
         bf.insert(items[0][15:25], items[1][15:25])

@@ -105,8 +105,8 @@ def test_paragraph_dedup_and_screen_commands(tmp_path, capsys):
 def test_semantic_run_and_compare(tmp_path, capsys):
     pytest.importorskip("torch")
     pytest.importorskip("sentence_transformers")
-    from gpu_dedup.evalcorpus import make_corpus
-    from gpu_dedup.semantic import build_random_model
+    from gpu_dedup.testing.evalcorpus import make_corpus
+    from gpu_dedup.testing.models import build_random_model
 
     model = build_random_model(tmp_path / "tiny-model")
     rows = make_corpus(120, seed=3, mean_words=60, template_families=1).select(["id", "text"]).to_pylist()

@@ -3,10 +3,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from gpu_dedup.cluster import components_policy, keep_rank, representative_policy
-from gpu_dedup.exact import exact_groups
-from gpu_dedup.lsh import group_buckets
-from gpu_dedup.verify import ShingleSets, jaccard
+from gpu_dedup.lexical.policy import components_policy, keep_rank, representative_policy
+from gpu_dedup.lexical.exact import exact_groups
+from gpu_dedup.lexical.lsh import group_buckets
+from gpu_dedup.lexical.verify import ShingleSets, jaccard
 
 
 def _sets(items: list[set[int]]) -> ShingleSets:
@@ -134,10 +134,10 @@ def test_cugraph_backend_labels_equal_union_find(monkeypatch, seed, backend):
     import sys
     import types
 
-    from gpu_dedup.cluster import cugraph_components
+    from gpu_dedup.lexical.policy import cugraph_components
     from gpu_dedup.device import to_host
     from gpu_dedup.kernels import cpu
-    from gpu_dedup.strict import xp as strict_xp
+    from gpu_dedup.testing.strict import xp as strict_xp
 
     xp = np if backend == "numpy" else strict_xp  # strict: device arrays in and out, as with cudf + CuPy
 

@@ -8,10 +8,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from gpu_dedup import RunConfig, evalcorpus
+from gpu_dedup import RunConfig
 from gpu_dedup import semantic as S
-from gpu_dedup.compare import compare
 from gpu_dedup.pipeline import deduplicate
+from gpu_dedup.semantic import compare
+from gpu_dedup.testing import evalcorpus
+from gpu_dedup.testing import reference
 
 VOCAB = [f"w{i}" for i in range(400)]
 
@@ -58,7 +60,7 @@ def test_counts_and_pairs(run_dir):
                           "semantic_only": 1, "neither": 7}
     pairs = {(p["id"], p["kind"]): p for p in res.pairs.to_pylist()}
     texts = tbl["text"].to_pylist()
-    sets = evalcorpus.shingle_sets(texts, 5)
+    sets = reference.shingle_sets(texts, 5)
     ref_j = lambda i, j: len(sets[i] & sets[j]) / len(sets[i] | sets[j])  # noqa: E731
     # lexical pairs: Jaccard from decisions.parquet, cosine computed from the embeddings
     lex = pairs[("doc2", "lexical")]

@@ -10,11 +10,11 @@ import pytest
 
 from gpu_dedup.config import LSHConfig, MinHashConfig, NormalizeConfig, ShingleConfig
 from gpu_dedup.device import simulator, to_device, to_host
-from gpu_dedup.exact import exact_hashes
-from gpu_dedup.lsh import band_keys, group_buckets
-from gpu_dedup.minhash import compute_signatures
-from gpu_dedup.normalize import normalize_text
-from gpu_dedup.verify import jaccard, shingle_sets
+from gpu_dedup.lexical.exact import exact_hashes
+from gpu_dedup.lexical.lsh import band_keys, group_buckets
+from gpu_dedup.lexical.minhash import compute_signatures
+from gpu_dedup.lexical.normalize import normalize_text
+from gpu_dedup.lexical.verify import jaccard, shingle_sets
 
 pytestmark = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
                                 reason="needs the CUDA simulator or a GPU")
@@ -75,8 +75,8 @@ def test_shingle_sets_and_jaccard_match():
 
 
 def test_components_and_representatives_match():
-    from gpu_dedup.cluster import components_policy, connected_components, representative_policy
-    from gpu_dedup.verify import ShingleSets
+    from gpu_dedup.lexical.policy import components_policy, connected_components, representative_policy
+    from gpu_dedup.lexical.verify import ShingleSets
 
     rng = np.random.default_rng(2)
     m = 60
@@ -126,12 +126,12 @@ def test_normalization_chunks_cut_anywhere(cfg, chunk, monkeypatch):
 
 @pytest.mark.parametrize("chunk,threads", [(2, 8), (4096, 128)])
 def test_unit_starts_match_a_python_walk(chunk, threads, monkeypatch):
+    from gpu_dedup.kernels import _launch
     from gpu_dedup.kernels import cuda as kc
-
-    from gpu_dedup.minhash import unit_starts
+    from gpu_dedup.lexical.minhash import unit_starts
 
     monkeypatch.setattr(kc, "BYTE_CHUNK", chunk)
-    monkeypatch.setattr(kc, "SIM_THREADS", threads)  # the launch geometry changes nothing
+    monkeypatch.setattr(_launch, "SIM_THREADS", threads)  # the launch geometry changes nothing
     norm = normalize_text(pa.array(SHORT_CUTS, pa.large_string()), NormalizeConfig(), "cuda")
     data, offsets = to_host(norm.data).tobytes(), to_host(norm.offsets)
     for kind_char in (False, True):
@@ -149,12 +149,12 @@ def test_unit_starts_match_a_python_walk(chunk, threads, monkeypatch):
 @pytest.mark.parametrize("threads", [8, 12, 32])
 def test_exact_hashes_equal_xxhash_at_every_stripe_boundary(threads, monkeypatch):
     import xxhash
-    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.kernels import _launch
     from gpu_dedup.kernels.hashing import EXACT_SEED_HI, EXACT_SEED_LO
 
-    from gpu_dedup.normalize import Normalized
+    from gpu_dedup.lexical.normalize import Normalized
 
-    monkeypatch.setattr(kc, "SIM_THREADS", threads)  # stripes per step: threads / 4
+    monkeypatch.setattr(_launch, "SIM_THREADS", threads)  # stripes per step: threads / 4
 
     lengths = [0, 1, 3, 4, 7, 8, 31, 32, 33, 63, 64, 65, 255, 256, 257, 288, 1000]
     rng = np.random.default_rng(5)

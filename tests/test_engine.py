@@ -7,7 +7,7 @@ import pytest
 
 import gpu_dedup
 from gpu_dedup import RunConfig
-from gpu_dedup.evalcorpus import make_corpus
+from gpu_dedup.testing.evalcorpus import make_corpus
 
 pytest.importorskip("distributed")
 

@@ -9,7 +9,9 @@ import unicodedata
 import numpy as np
 import pytest
 
-from gpu_dedup import evalcorpus as ec
+from gpu_dedup.testing import evalcorpus as ec
+
+from gpu_dedup.testing import reference
 
 SMALL = dict(mean_words=60, exact_dup_frac=0.1, near_dup_frac=0.2, template_families=2, family_size=10,
              short_frac=0.05)
@@ -82,11 +84,11 @@ def test_check_text_rejects_what_would_break_the_tokenization():
 
 
 def test_shingle_sets():
-    s = ec.shingle_sets(["a b c d e f", "A  b\nc d E f", "a b c d", "x"])
+    s = reference.shingle_sets(["a b c d e f", "A  b\nc d E f", "a b c d", "x"])
     assert len(s[0]) == 2 and s[0] == s[1]
     assert s[2] == set() and s[3] == set()
-    assert ec.shingle_sets(["one two"], n=2)[0] == ec.shingle_sets(["ONE   two"], n=2)[0]
-    assert len(ec.shingle_sets(["a a a a a a a"])[0]) == 1       # set semantics
+    assert reference.shingle_sets(["one two"], n=2)[0] == reference.shingle_sets(["ONE   two"], n=2)[0]
+    assert len(reference.shingle_sets(["a a a a a a a"])[0]) == 1       # set semantics
 
 
 def _brute_force(sets, min_j):
@@ -100,8 +102,8 @@ def _brute_force(sets, min_j):
 
 @pytest.mark.parametrize("min_j", [0.02, 0.5, 0.8, 1.0])
 def test_exact_pairs_equals_brute_force(small, min_j):
-    sets = ec.shingle_sets(small.column("text").to_pylist())
-    got = ec.exact_pairs(sets, min_j)
+    sets = reference.shingle_sets(small.column("text").to_pylist())
+    got = reference.exact_pairs(sets, min_j)
     want = _brute_force(sets, min_j)
     assert got == want and got.min_j == min_j
     assert len(want) >= 20           # the corpus really has duplicate pairs at this level
@@ -109,9 +111,9 @@ def test_exact_pairs_equals_brute_force(small, min_j):
 
 def test_exact_pairs_generic_elements_and_bad_min_j():
     sets = [{"a", "b", "c"}, {"a", "b", "d"}, {-1, "a"}, set()]
-    assert ec.exact_pairs(sets, 0.2) == {(0, 1): 0.5, (0, 2): 0.25, (1, 2): 0.25}
+    assert reference.exact_pairs(sets, 0.2) == {(0, 1): 0.5, (0, 2): 0.25, (1, 2): 0.25}
     with pytest.raises(ValueError, match="min_j"):
-        ec.exact_pairs(sets, 0.0)
+        reference.exact_pairs(sets, 0.0)
 
 
 def test_template_family_chains():
@@ -119,7 +121,7 @@ def test_template_family_chains():
                        family_size=20, short_frac=0.0).to_pydict()
     members = sorted((m, i) for i, m in enumerate(t["member"]) if m is not None)
     assert [m for m, _ in members] == list(range(20))
-    sets = ec.shingle_sets([t["text"][i] for _, i in members])
+    sets = reference.shingle_sets([t["text"][i] for _, i in members])
 
     def jac(a, b):
         return len(sets[a] & sets[b]) / len(sets[a] | sets[b])
@@ -127,7 +129,7 @@ def test_template_family_chains():
     assert min(jac(k, k + 1) for k in range(19)) >= 0.8
     assert jac(0, 19) < 0.5
     # Transitively one component, yet the exact greedy keeps several members.
-    keep = ec.greedy_reference(sets, 0.8)
+    keep = reference.greedy_reference(sets, 0.8)
     assert 2 <= keep.sum() < 20
 
 
@@ -140,14 +142,14 @@ def test_greedy_reference_hand_made():
     sets = _hand_sets()
     texts = ["a", "b", "c", "Hello world", "hello   WORLD"]    # only the empty-set docs' texts matter
     # B goes (9/11 with kept A); C stays (its only >= 0.8 neighbour B was removed); E = D exactly.
-    assert ec.greedy_reference(sets, 0.8, texts=texts).tolist() == [True, False, True, True, False]
+    assert reference.greedy_reference(sets, 0.8, texts=texts).tolist() == [True, False, True, True, False]
     # Visiting B first: B kept, A and C both removed against it; E before D: D removed.
-    assert ec.greedy_reference(sets, 0.8, order=[1, 0, 2, 4, 3], texts=texts).tolist() == \
+    assert reference.greedy_reference(sets, 0.8, order=[1, 0, 2, 4, 3], texts=texts).tolist() == \
         [False, True, False, False, True]
     # theta above 9/11: nothing near-duplicate; without texts short documents are kept.
-    assert ec.greedy_reference(sets, 0.85).tolist() == [True] * 5
+    assert reference.greedy_reference(sets, 0.85).tolist() == [True] * 5
     with pytest.raises(ValueError, match="permutation"):
-        ec.greedy_reference(sets, 0.8, order=[0, 0, 1, 2, 3])
+        reference.greedy_reference(sets, 0.8, order=[0, 0, 1, 2, 3])
 
 
 def test_evaluate_hand_made():
@@ -158,34 +160,34 @@ def test_evaluate_hand_made():
             set(), set()]
     texts = ["x"] * 5 + ["Read more", "read  MORE"]
     keep = np.array([True, False, False, True, True, True, False])
-    pairs = ec.exact_pairs(sets, 0.5)
-    r = ec.evaluate(keep, sets, pairs, 0.8, texts=texts)
+    pairs = reference.exact_pairs(sets, 0.5)
+    r = reference.evaluate(keep, sets, pairs, 0.8, texts=texts)
     assert r == {"docs": 7, "kept": 4, "removed": 3, "lost@theta": 1, "lost@0.5": 0, "residual@theta": 1,
                  "theta": 0.8}
     # Without texts the removed short copy cannot be matched: counted as lost.
-    assert ec.evaluate(keep, sets, pairs, 0.8)["lost@theta"] == 2
+    assert reference.evaluate(keep, sets, pairs, 0.8)["lost@theta"] == 2
     # Both short copies kept: one more residual pair.
     keep2 = keep.copy()
     keep2[6] = True
-    assert ec.evaluate(keep2, sets, pairs, 0.8, texts=texts)["residual@theta"] == 2
+    assert reference.evaluate(keep2, sets, pairs, 0.8, texts=texts)["residual@theta"] == 2
     with pytest.raises(ValueError, match="min_j=0.8"):
-        ec.evaluate(keep, sets, ec.exact_pairs(sets, 0.8), 0.8)
+        reference.evaluate(keep, sets, reference.exact_pairs(sets, 0.8), 0.8)
     with pytest.raises(ValueError, match="bool"):
-        ec.evaluate(keep.astype(int), sets, pairs, 0.8)
+        reference.evaluate(keep.astype(int), sets, pairs, 0.8)
 
 
 def test_reference_scores_clean_on_generated_corpus(small):
     texts = small.column("text").to_pylist()
-    sets = ec.shingle_sets(texts)
-    pairs = ec.exact_pairs(sets, 0.5)
-    keep = ec.greedy_reference(sets, 0.8, texts=texts, pairs=pairs)
-    assert np.array_equal(keep, ec.greedy_reference(sets, 0.8, texts=texts))
-    r = ec.evaluate(keep, sets, pairs, 0.8, texts=texts)
+    sets = reference.shingle_sets(texts)
+    pairs = reference.exact_pairs(sets, 0.5)
+    keep = reference.greedy_reference(sets, 0.8, texts=texts, pairs=pairs)
+    assert np.array_equal(keep, reference.greedy_reference(sets, 0.8, texts=texts))
+    r = reference.evaluate(keep, sets, pairs, 0.8, texts=texts)
     assert r["lost@theta"] == 0 and r["residual@theta"] == 0
     # Every exact copy goes (its source or an earlier copy is kept); keep-all leaves residual pairs.
     kinds = np.array(small.column("kind").to_pylist())
     assert r["removed"] >= (kinds == "exact").sum()
-    r_all = ec.evaluate(np.ones(len(sets), bool), sets, pairs, 0.8, texts=texts)
+    r_all = reference.evaluate(np.ones(len(sets), bool), sets, pairs, 0.8, texts=texts)
     assert r_all["removed"] == 0 and r_all["residual@theta"] > 0
 
 

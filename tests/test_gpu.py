@@ -30,7 +30,7 @@ def test_batch_size_follows_free_device_memory():
 
 @pytest.mark.parametrize("preset", ["default", "fineweb", "nemo"])
 def test_decisions_identical_on_the_gpu(preset):
-    from gpu_dedup.evalcorpus import make_corpus
+    from gpu_dedup.testing.evalcorpus import make_corpus
 
     table = make_corpus(3000, seed=9, mean_words=300).select(["id", "text"])
     cfg = RunConfig.preset(preset, progress=False)
@@ -43,7 +43,7 @@ def test_cudf_reader_gives_identical_decisions(tmp_path):
     pytest.importorskip("pylibcudf")
     import pyarrow.parquet as pq
 
-    from gpu_dedup.evalcorpus import make_corpus
+    from gpu_dedup.testing.evalcorpus import make_corpus
 
     table = make_corpus(3000, seed=5, mean_words=200).select(["id", "text"])
     path = tmp_path / "c.parquet"
@@ -58,7 +58,7 @@ def test_cugraph_components_equal_label_propagation():
     pytest.importorskip("cugraph")
     import cupy
 
-    from gpu_dedup.cluster import cugraph_components
+    from gpu_dedup.lexical.policy import cugraph_components
     from gpu_dedup.kernels import cpu
 
     rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""gpu_io: the cudf (device) Parquet reader, checked without cudf.
+"""gpu_dedup.io.gpu: the cudf (device) Parquet reader, checked without cudf.
 
 - the UTF-8 validity kernel (CPU and simulated CUDA) against Python's decoder;
 - ``string_buffers`` against the pylibcudf Column protocol (a stand-in column holding NumPy buffers:
@@ -15,10 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import gpu_dedup
-from gpu_dedup import RunConfig, gpu_io
+from gpu_dedup import RunConfig
 from gpu_dedup.device import gpu_status, simulator, to_device, to_host
 from gpu_dedup.io import ReadReport, iter_batches, resolve_inputs
-from gpu_dedup.normalize import arrow_text_buffers, invalid_utf8_rows
+from gpu_dedup.io import gpu as gpu_io
+from gpu_dedup.lexical.normalize import arrow_text_buffers, invalid_utf8_rows
 
 UTF8_CASES = [b"", b"plain ascii", "Straße 日本語 👩\u200d💻 \ufffd".encode(), b"ok \xff end", b"cut \xe2\x82",
               b"surrogate \xed\xa0\x80 x", b"overlong \xc0\xaf", b"\xe0\x80\x80", b"\xf0\x80\x80\x80",
@@ -280,7 +281,9 @@ def test_pipeline_with_device_reader_gives_identical_decisions(tmp_path, monkeyp
         seen.append((reader, device))
         return fake
 
-    monkeypatch.setattr(gpu_io, "resolve_reader", resolve)
+    from gpu_dedup.lexical import signatures  # pass 1 picks the reader
+
+    monkeypatch.setattr(signatures, "resolve_reader", resolve)
     gpu = gpu_dedup.deduplicate(str(path), cfg.replace(device="cuda"))
     assert set(seen) == {("auto", "cuda")} and fake.calls >= 3
     assert gpu.stats["parquet_text_reader"] == "host-stand-in" and cpu.stats["parquet_text_reader"] == "pyarrow"

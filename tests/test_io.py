@@ -14,9 +14,22 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from gpu_dedup import io as gio
-from gpu_dedup.io import (InputError, ReadReport, atomic_path, check_unique_ids, iter_batches, resolve_inputs,
-                          table_input, write_json_atomic, write_kept, write_parquet_atomic)
+from gpu_dedup.io import (
+    InputError,
+    ReadReport,
+    atomic_path,
+    check_unique_ids,
+    iter_batches,
+    make_spec,
+    resolve_inputs,
+    table_input,
+    write_json_atomic,
+    write_kept,
+    write_parquet_atomic,
+)
+from gpu_dedup.io import write as io_write
+from gpu_dedup.io.jsonl import _JsonlReader
+from gpu_dedup.io.parquet import _ParquetPool
 
 RECORDS = [
     {"id": "a1", "text": "Hello world", "meta": {"lang": "en"}},
@@ -112,17 +125,17 @@ def test_fast_path_matches_line_parser(tmp_path, monkeypatch):
     data = _jsonl_bytes(recs).replace(b"\n", b"\r\n", 2) + b"\n  \n"
     files = resolve_inputs([_write(tmp_path / "f.jsonl", data)])
     calls = {"fast": 0}
-    real_fast = gio._JsonlReader._fast
+    real_fast = _JsonlReader._fast
 
     def counting_fast(self, *a):
         result = real_fast(self, *a)
         calls["fast"] += result is not None
         return result
 
-    monkeypatch.setattr(gio._JsonlReader, "_fast", counting_fast)
+    monkeypatch.setattr(_JsonlReader, "_fast", counting_fast)
     fast = _read(files, batch_bytes=64)
     assert calls["fast"] > 0
-    monkeypatch.setattr(gio._JsonlReader, "_fast", lambda self, *a: None)
+    monkeypatch.setattr(_JsonlReader, "_fast", lambda self, *a: None)
     slow = _read(files, batch_bytes=64)
     assert _rows(fast) == _rows(slow)
     assert [(b.row_start, len(b)) for b in fast] == [(b.row_start, len(b)) for b in slow]
@@ -165,8 +178,8 @@ def test_missing_id_field_gives_relpath_row_ids(tmp_path):
 def test_nested_id_key_is_not_the_id_and_keeps_fast_path(tmp_path, monkeypatch):
     _write(tmp_path / "n.jsonl", b'{"meta": {"id": 5, "q": null}, "text": "a"}\n{"meta": {"id": 6}, "text": "b"}\n')
     slow_calls = []
-    real_slow = gio._JsonlReader._slow
-    monkeypatch.setattr(gio._JsonlReader, "_slow", lambda self, *a: slow_calls.append(1) or real_slow(self, *a))
+    real_slow = _JsonlReader._slow
+    monkeypatch.setattr(_JsonlReader, "_slow", lambda self, *a: slow_calls.append(1) or real_slow(self, *a))
     assert _rows(_read(resolve_inputs([tmp_path / "n.jsonl"]))) == (["n.jsonl:0", "n.jsonl:1"], ["a", "b"])
     assert slow_calls == []
 
@@ -631,14 +644,14 @@ def test_parallel_parquet_equals_sequential_reference(tmp_path, batch_bytes):
 def _slow_groups(monkeypatch, delay=0.3, slow=lambda plan, j: j == 0):
     """Make the workers finish out of order: the row groups ``slow`` picks (default: the first of every
     file) decode last."""
-    real = gio._ParquetPool._work
+    real = _ParquetPool._work
 
     def work(self, plan, j):
         if slow(plan, j):
             time.sleep(delay)
         return real(self, plan, j)
 
-    monkeypatch.setattr(gio._ParquetPool, "_work", work)
+    monkeypatch.setattr(_ParquetPool, "_work", work)
 
 
 def test_parallel_parquet_raises_the_first_error_in_file_order(tmp_path, monkeypatch):
@@ -702,13 +715,13 @@ def test_parallel_parquet_read_ahead_is_bounded(tmp_path, monkeypatch):
     files = resolve_inputs(paths)
     group_bytes = max(pq.ParquetFile(paths[0]).metadata.row_group(g).total_byte_size for g in range(40))
     pools = []
-    real_init = gio._ParquetPool.__init__
+    real_init = _ParquetPool.__init__
 
     def init(self, *a, **kw):
         real_init(self, *a, **kw)
         pools.append(self)
 
-    monkeypatch.setattr(gio._ParquetPool, "__init__", init)
+    monkeypatch.setattr(_ParquetPool, "__init__", init)
     expected = _read_all(files, keep_column=None, batch_bytes=4000, read_threads=1)
     assert pools[-1].peak <= group_bytes * 2  # sequential: only the row groups of the batch being read
     for ahead in (0, 3 * group_bytes, 12 * group_bytes):
@@ -748,7 +761,7 @@ def test_parallel_parquet_decodes_row_groups_concurrently(tmp_path, monkeypatch)
     t = pa.table({"id": [f"r{i}" for i in range(600)], "text": [f"text {i}" for i in range(600)]})
     files = resolve_inputs([_parquet_groups(tmp_path / "c.parquet", t, [100] * 6)])
     barrier, broken = threading.Barrier(3, timeout=20), []
-    real = gio._ParquetPool._work
+    real = _ParquetPool._work
 
     def work(self, plan, j):
         if j < 3:  # the first three row groups must be decoding at the same time
@@ -758,7 +771,7 @@ def test_parallel_parquet_decodes_row_groups_concurrently(tmp_path, monkeypatch)
                 broken.append(j)
         return real(self, plan, j)
 
-    monkeypatch.setattr(gio._ParquetPool, "_work", work)
+    monkeypatch.setattr(_ParquetPool, "_work", work)
     assert _rows(_read(files, batch_bytes=64, read_threads=3)) == (t["id"].to_pylist(), t["text"].to_pylist())
     assert broken == []
 
@@ -840,7 +853,7 @@ def _file_rows(files, on_error="skip", **kw):
     """Rows per file as iter_batches numbers them, in batches of write_kept's chunk size (a row group that
     cannot be decoded ends its file at the record batch holding it, whose size depends on the batch size)."""
     rows = [0] * len(files)
-    for b in iter_batches(files, id_field="id", text_field="text", batch_bytes=gio._WRITE_CHUNK, on_error=on_error,
+    for b in iter_batches(files, id_field="id", text_field="text", batch_bytes=io_write._WRITE_CHUNK, on_error=on_error,
                           **kw):
         rows[b.file_index] += len(b)
     return rows
@@ -860,14 +873,14 @@ def _kept_texts(out_dir, f) -> list:
 
 
 def test_write_kept_parallel_equals_sequential(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(gio, "_WRITE_CHUNK", 1024)  # many chunks per file
+    monkeypatch.setattr(io_write, "_WRITE_CHUNK", 1024)  # many chunks per file
     files = _shard_corpus(tmp_path)
     rep = ReadReport()
     batches = list(iter_batches(files, id_field="id", text_field="text", batch_bytes=1024, on_error="skip",
                                 report=rep))
     assert len(rep.skipped) > 30 and rep.empty_files == ["z/empty.jsonl", "z/empty.parquet"]
     file_rows = _file_rows(files)
-    assert [gio._count_rows(f, gio._make_spec("id", "text", "skip", None)) for f in files] == file_rows
+    assert [io_write._count_rows(f, make_spec("id", "text", "skip", None)) for f in files] == file_rows
     keep = np.random.default_rng(1).random(sum(file_rows)) < 0.6
     kw = {"id_field": "id", "text_field": "text", "on_error": "skip"}
     caplog.clear()
@@ -912,14 +925,14 @@ def test_write_kept_counts_rows_like_the_reader(tmp_path, monkeypatch):
     files = resolve_inputs([tmp_path / "c"])
     rows = _file_rows(files, on_error="raise")
     assert rows == [0, 3, 50, 3, 3]
-    monkeypatch.setattr(gio, "_readers", None)  # the cheap count reads nothing through the reader
-    assert [gio._count_rows(f, gio._make_spec("id", "text", "raise", None)) for f in files] == rows
+    monkeypatch.setattr(io_write, "open_readers", None)  # the cheap count reads nothing through the reader
+    assert [io_write._count_rows(f, make_spec("id", "text", "raise", None)) for f in files] == rows
 
 
 def test_write_kept_files_in_flight_are_bounded(tmp_path, monkeypatch):
     files = _shard_corpus(tmp_path)
     keep = np.ones(sum(_file_rows(files)), bool)
-    real = gio._write_file
+    real = io_write._write_file
     lock, state = threading.Lock(), {"now": 0, "max": 0, "threads": set()}
 
     def write_file(*a, **kw):
@@ -934,7 +947,7 @@ def test_write_kept_files_in_flight_are_bounded(tmp_path, monkeypatch):
             with lock:
                 state["now"] -= 1
 
-    monkeypatch.setattr(gio, "_write_file", write_file)
+    monkeypatch.setattr(io_write, "_write_file", write_file)
     kw = {"id_field": "id", "text_field": "text", "on_error": "skip"}
     write_kept(files, keep, tmp_path / "one", read_threads=1, **kw)
     assert state["max"] == 1 and state["threads"] == {threading.current_thread().name}  # no thread started
@@ -948,13 +961,13 @@ def test_write_kept_files_in_flight_are_bounded(tmp_path, monkeypatch):
 def test_write_kept_single_parquet_decodes_ahead(tmp_path, monkeypatch):
     """One Parquet file, 3 threads: its row groups are decoded on 3 threads, up to 4 chunks ahead, while it
     is written."""
-    monkeypatch.setattr(gio, "_WRITE_CHUNK", 4000)
+    monkeypatch.setattr(io_write, "_WRITE_CHUNK", 4000)
     rng = np.random.default_rng(5)
     t = pa.table({"id": [f"r{i}" for i in range(3000)], "text": [rng.bytes(40).hex() for _ in range(3000)],
                   "n": np.arange(3000)})
     files = resolve_inputs([_parquet_groups(tmp_path / "big.parquet", t, [100] * 30)])
     pools, workers = [], set()
-    real_init, real_work = gio._ParquetPool.__init__, gio._ParquetPool._work
+    real_init, real_work = _ParquetPool.__init__, _ParquetPool._work
 
     def init(self, *a, **kw):
         real_init(self, *a, **kw)
@@ -964,8 +977,8 @@ def test_write_kept_single_parquet_decodes_ahead(tmp_path, monkeypatch):
         workers.add(threading.current_thread().name)
         return real_work(self, plan, j)
 
-    monkeypatch.setattr(gio._ParquetPool, "__init__", init)
-    monkeypatch.setattr(gio._ParquetPool, "_work", work)
+    monkeypatch.setattr(_ParquetPool, "__init__", init)
+    monkeypatch.setattr(_ParquetPool, "_work", work)
     keep = np.arange(3000) % 7 != 3
     kw = {"id_field": "id", "text_field": "text", "on_error": "raise"}
     assert write_kept(files, keep, tmp_path / "one", read_threads=1, **kw)["rows_written"] == int(keep.sum())
@@ -996,26 +1009,26 @@ def _no_threads_left():
 
 @pytest.mark.parametrize("threads", [1, 3, 8])
 def test_write_kept_error_mid_file_leaves_nothing(tmp_path, monkeypatch, threads):
-    monkeypatch.setattr(gio, "_WRITE_CHUNK", 512)
+    monkeypatch.setattr(io_write, "_WRITE_CHUNK", 512)
     _clean_shards(tmp_path)
     with open(tmp_path / "in" / "s2.jsonl", "ab") as fh:  # 300 good lines (many chunks), then a bad one
         fh.write(b'{"id": "bad", "text": \n')
     _write(tmp_path / "in" / "z_empty.jsonl", b"")  # no chunk: never stops early, so it is written
     failed = threading.Event()
-    real_write_file = gio._write_file
+    real_write_file = io_write._write_file
 
     def write_file(f, *a):
         if f.relpath == "z_empty.jsonl" and threading.current_thread().name.startswith("gpu_dedup-write"):
             assert failed.wait(20)  # finishes after the failure (with 8 threads it started before it)
         try:
             return real_write_file(f, *a)
-        except gio._Aborted:
+        except io_write._Aborted:
             raise
         except BaseException:
             failed.set()
             raise
 
-    monkeypatch.setattr(gio, "_write_file", write_file)
+    monkeypatch.setattr(io_write, "_write_file", write_file)
     files = resolve_inputs([tmp_path / "in"])
     keep = np.ones(6 * 300 + 1 + 200, bool)  # the bad line is counted (on_error='raise' counts non-blank lines)
     kw = {"id_field": "id", "text_field": "text", "on_error": "raise", "read_threads": threads}
@@ -1023,7 +1036,7 @@ def test_write_kept_error_mid_file_leaves_nothing(tmp_path, monkeypatch, threads
         write_kept(files, keep, tmp_path / "out", **kw)
     assert _tree(tmp_path / "out") == {} and _no_threads_left()
     # a writer failing in the middle of a Parquet file (row counts from the read)
-    real = gio._open_parquet_writer
+    real = io_write._open_parquet_writer
     calls = []
 
     def failing_writer(*a):
@@ -1039,7 +1052,7 @@ def test_write_kept_error_mid_file_leaves_nothing(tmp_path, monkeypatch, threads
         writer.write_batch = write_batch
         return writer
 
-    monkeypatch.setattr(gio, "_open_parquet_writer", failing_writer)
+    monkeypatch.setattr(io_write, "_open_parquet_writer", failing_writer)
     (tmp_path / "in" / "s2.jsonl").write_bytes(b"".join(
         json.dumps({"id": f"s2-{i}", "text": "x"}).encode() + b"\n" for i in range(300)))
     files = resolve_inputs([tmp_path / "in"])
@@ -1048,14 +1061,14 @@ def test_write_kept_error_mid_file_leaves_nothing(tmp_path, monkeypatch, threads
     with pytest.raises(OSError, match="No space left"):
         write_kept(files, np.ones(sum(rows), bool), tmp_path / "out", file_rows=rows, **kw)
     assert len(calls) == 4 and _tree(tmp_path / "out") == {} and _no_threads_left()
-    monkeypatch.setattr(gio, "_open_parquet_writer", real)
+    monkeypatch.setattr(io_write, "_open_parquet_writer", real)
     res = write_kept(files, np.ones(sum(rows), bool), tmp_path / "out", file_rows=rows, **kw)
     assert res == {"files": 8, "rows_written": 6 * 300 + 200}
 
 
 def test_write_kept_raises_the_first_error_in_file_order(tmp_path, monkeypatch):
     """A later file failing first (the earlier one is long and fails at its end) does not win."""
-    monkeypatch.setattr(gio, "_WRITE_CHUNK", 512)
+    monkeypatch.setattr(io_write, "_WRITE_CHUNK", 512)
     _clean_shards(tmp_path, n=3, lines=2000)
     with open(tmp_path / "in" / "s0.jsonl", "ab") as fh:
         fh.write(b"[]\n")
@@ -1063,7 +1076,7 @@ def test_write_kept_raises_the_first_error_in_file_order(tmp_path, monkeypatch):
     files = resolve_inputs([tmp_path / "in"])
     keep = np.ones(2001 + 2000 + 2 + 200, bool)
     failed, s2_failed = [], threading.Event()
-    real = gio._write_file
+    real = io_write._write_file
 
     def write_file(f, *a):
         if f.relpath == "s0.jsonl" and threading.current_thread().name.startswith("gpu_dedup-write"):
@@ -1076,7 +1089,7 @@ def test_write_kept_raises_the_first_error_in_file_order(tmp_path, monkeypatch):
                 s2_failed.set()
             raise
 
-    monkeypatch.setattr(gio, "_write_file", write_file)
+    monkeypatch.setattr(io_write, "_write_file", write_file)
     for threads in (1, 4):
         failed.clear()
         with pytest.raises(InputError, match="^s0.jsonl:2001: not a JSON object"):
@@ -1117,7 +1130,7 @@ def test_write_spans_gathers_many_runs_byte_identically():
         raw = memoryview(rng.bytes(int(ends[-1]) + 3))[2:].toreadonly()  # a slice, as after a BOM
         keep = rng.random(n) < rng.random()
         sink = pa.BufferOutputStream()
-        gio._write_spans(sink, raw, starts[keep], ends[keep])
+        io_write._write_spans(sink, raw, starts[keep], ends[keep])
         assert sink.getvalue().to_pybytes() == b"".join(bytes(raw[s:e]) for s, e in zip(starts[keep], ends[keep]))
 
 

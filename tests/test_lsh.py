@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from gpu_dedup.config import LSHConfig, MinHashConfig
-from gpu_dedup.lsh import band_keys, group_buckets
-from gpu_dedup.minhash import signatures_from_hashes
+from gpu_dedup.lexical.lsh import band_keys, group_buckets
+from gpu_dedup.lexical.minhash import signatures_from_hashes
 
 
 def _mix(v: np.ndarray) -> np.ndarray:

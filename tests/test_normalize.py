@@ -6,9 +6,11 @@ import pyarrow as pa
 import pytest
 
 from gpu_dedup.config import NormalizeConfig
-from gpu_dedup.kernels import cpu, hashing
-from gpu_dedup.normalize import arrow_text_buffers, normalize_strings, normalize_text
-from gpu_dedup.unicode_tables import load_tables, normalize_reference, reference_matches_tables
+from gpu_dedup.kernels import cpu
+from gpu_dedup.kernels import normalize as knorm
+from gpu_dedup.lexical.normalize import arrow_text_buffers, normalize_strings, normalize_text
+from gpu_dedup.lexical.unicode_tables import load_tables
+from gpu_dedup.testing.unicode_reference import normalize_reference, reference_matches_tables
 
 needs_same_unicode = pytest.mark.skipif(not reference_matches_tables(),
                                         reason="running Python's unicodedata differs from the pinned tables")
@@ -60,7 +62,7 @@ def test_sliced_and_small_string_arrays():
 
 
 def test_invalid_utf8_bytes_become_replacement_characters():
-    from gpu_dedup.normalize import normalize_arrays
+    from gpu_dedup.lexical.normalize import normalize_arrays
 
     raw = b"ok \xff\xfe bad \xe2\x82"
     data = np.frombuffer(raw, np.uint8)
@@ -69,7 +71,7 @@ def test_invalid_utf8_bytes_become_replacement_characters():
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The ASCII fast paths (kernels/hashing.py: blocks, 8-byte words, bytes) against the policy spelled out in
+# The ASCII fast paths (kernels/normalize.py: blocks, 8-byte words, bytes) against the policy spelled out in
 # Python over the same tables, on text built to hit their edges.
 
 PIECES = {
@@ -129,10 +131,10 @@ def test_fast_paths_equal_the_policy(cfg):
 
     # every path alone (ASCII_GENERIC: bytes only; the model: words; with MODE_BLOCKS: blocks), each
     # document written with guard bytes after it that must stay untouched
-    mode = hashing.ascii_mode(tables.map_cp)
-    assert mode == (hashing.MODE_PUNCT | hashing.MODE_DIGITS if cfg.remove_punctuation else 0)
+    mode = knorm.ascii_mode(tables.map_cp)
+    assert mode == (knorm.MODE_PUNCT | knorm.MODE_DIGITS if cfg.remove_punctuation else 0)
     want_bytes = [w.encode("utf-8") for w in want]
-    for m in (hashing.ASCII_GENERIC, mode, mode | hashing.MODE_BLOCKS):
+    for m in (knorm.ASCII_GENERIC, mode, mode | knorm.MODE_BLOCKS):
         out = np.full(sum(len(w) + 9 for w in want_bytes), 0xAA, np.uint8)
         pos = 0
         for i, w in enumerate(want_bytes):
@@ -154,9 +156,9 @@ def test_tables_that_are_no_ascii_model_take_the_byte_loop():
     t = load_tables(NormalizeConfig())
     map_cp = t.map_cp.copy()
     map_cp[ord("q")] = ord("k")  # still one ASCII image per ASCII codepoint, but no SWAR model
-    assert hashing.ascii_mode(map_cp) == hashing.ASCII_GENERIC
+    assert knorm.ascii_mode(map_cp) == knorm.ASCII_GENERIC
     for cfg in CONFIGS:
-        assert hashing.ascii_mode(load_tables(cfg).map_cp) != hashing.ASCII_GENERIC
+        assert knorm.ascii_mode(load_tables(cfg).map_cp) != knorm.ASCII_GENERIC
 
     tables = SimpleNamespace(map_off=t.map_off, map_cp=map_cp)
     docs = EDGE_DOCS + _random_docs(np.random.default_rng(3), 60) + ["Quick quiet queue " * 30]

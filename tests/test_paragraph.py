@@ -7,10 +7,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_dedup.bloom import BloomConfig
+from gpu_dedup.paragraph.bloom import BloomConfig
 from gpu_dedup.device import array_backend, simulator, to_host
-from gpu_dedup.normalize import arrow_text_buffers, normalize_strings
-from gpu_dedup.paragraph import ParagraphConfig, hex128, paragraph_dedup, split_units
+from gpu_dedup.lexical.normalize import arrow_text_buffers, normalize_strings
+from gpu_dedup.paragraph.dedup import ParagraphConfig, hex128, paragraph_dedup, split_units
 
 sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
                                 reason="needs the CUDA simulator or a GPU")
@@ -199,12 +199,12 @@ def test_cpu_and_gpu_match(split):
 
 
 def test_capacity_policy_reaches_the_stage(caplog):
-    from gpu_dedup.bloom import BloomCapacityError
+    from gpu_dedup.paragraph.bloom import BloomCapacityError
 
     docs = [f"para {i}\n\nother {i}" for i in range(10)]
     with pytest.raises(BloomCapacityError, match="expected-paragraphs"):
         _run(docs, ParagraphConfig(bloom=BloomConfig(expected_items=5, fp_rate=0.01, on_overflow="refuse")))
-    with caplog.at_level("WARNING", logger="gpu_dedup.bloom"):
+    with caplog.at_level("WARNING", logger="gpu_dedup.paragraph.bloom"):
         r = _run(docs, ParagraphConfig(bloom=BloomConfig(expected_items=5, fp_rate=0.01)))
     st = r.stats["seen_set"]
     assert st["over_design"] and st["items_inserted"] == 20 and st["design_items"] == 5

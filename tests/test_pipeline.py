@@ -10,7 +10,7 @@ import pytest
 
 import gpu_dedup
 from gpu_dedup import RunConfig
-from gpu_dedup.pipeline import DECISIONS_SCHEMA
+from gpu_dedup.decisions import DECISIONS_SCHEMA
 
 WORDS = ("data model train token corpus web page text near copy policy keep remove index shard batch kernel "
          "device memory sort hash band bucket row column value file line error report cluster graph edge").split()
@@ -178,7 +178,7 @@ def test_exact_only_mode_and_byte_verification(monkeypatch):
     verified = gpu_dedup.deduplicate(table, RunConfig.preset("default", progress=False, cluster__exact_verify=True))
     assert verified.decisions.equals(full) and verified.stats["stages"]["exact"]["hash_collisions"] == 0
     # ... and splits a forced collision apart
-    import gpu_dedup.exact as ex
+    import gpu_dedup.lexical.signatures as ex  # pass 1 computes the exact hashes
 
     def colliding(norm, device="cpu"):
         return np.zeros((len(norm), 2), np.uint64)

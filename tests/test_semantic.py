@@ -11,6 +11,8 @@ import pytest
 
 from gpu_dedup import semantic as S
 from gpu_dedup.config import RunConfig
+from gpu_dedup.semantic.config import _bar32
+from gpu_dedup.testing.models import build_random_model
 
 # NeMo Curator's golden case (tests/stages/deduplication/semantic/test_pairwise.py): rows in this order,
 # L2-normalised. Hand check: cos(r1, r0) = 32 / sqrt(14 * 77) = 0.9746318; cos(r2, r1) = 122 / sqrt(77 * 194)
@@ -104,7 +106,7 @@ def test_random_against_reference(kept_only, block):
     m, a = S.max_sim_to_earlier(x, block, kept_only=kept_only, threshold=t if kept_only else None)
     np.testing.assert_allclose(m, rm, atol=2e-6)
     np.testing.assert_array_equal(a, ra)
-    removed = m >= S._bar32(t)
+    removed = m >= _bar32(t)
     assert 0 < removed.sum() < x.shape[0]
     torch = pytest.importorskip("torch")
     mt, at = S.max_sim_to_earlier(torch.from_numpy(x), block, kept_only=kept_only, threshold=t if kept_only else None)
@@ -119,9 +121,9 @@ def test_chain_rule_example():
     x = np.array([[math.cos(k * th), math.sin(k * th)] for k in range(3)], np.float32)
     bar = 1 - 0.01
     m, a = S.max_sim_to_earlier(x, 2)
-    assert list(m >= S._bar32(bar)) == [False, True, True] and list(a) == [0, 0, 1]
+    assert list(m >= _bar32(bar)) == [False, True, True] and list(a) == [0, 0, 1]
     m, a = S.max_sim_to_earlier(x, 2, kept_only=True, threshold=bar)
-    assert list(m >= S._bar32(bar)) == [False, True, False]
+    assert list(m >= _bar32(bar)) == [False, True, False]
     assert m[2] == pytest.approx(0.98005, abs=1e-6) and a[2] == 0
 
 
@@ -251,7 +253,7 @@ def test_kmeans_backends_recover_blobs(backend):
 
 def test_kmeans_warns_on_large_clusters(caplog):
     x, _ = _blobs()
-    with caplog.at_level("WARNING", logger="gpu_dedup.semantic"):
+    with caplog.at_level("WARNING", logger="gpu_dedup.semantic.clustering"):
         cl = S.kmeans(x, S.SemanticConfig(n_clusters=1, warn_cluster_size=100))
     assert cl.backend == "single-cluster" and (cl.assign == 0).all()
     assert "warn_cluster_size=100" in caplog.text
@@ -294,7 +296,7 @@ WORDS = ("the quick brown fox jumps over lazy dog river stone market bread city 
 def tiny_model(tmp_path_factory):
     for mod in ("torch", "sentence_transformers", "transformers", "tokenizers"):
         pytest.importorskip(mod)
-    return S.build_random_model(tmp_path_factory.mktemp("tiny") / "model", words=WORDS, max_seq_length=64)
+    return build_random_model(tmp_path_factory.mktemp("tiny") / "model", words=WORDS, max_seq_length=64)
 
 
 def _texts(n: int, seed: int) -> list[str]:

@@ -3,9 +3,9 @@ rule CuPy enforces about host and device must raise here too, and the explicit t
 import numpy as np
 import pytest
 
-from gpu_dedup import strict
+from gpu_dedup.testing import strict
 from gpu_dedup.device import array_backend, array_module, module_of, simulator, to_device, to_host
-from gpu_dedup.strict import StrictArray, xp
+from gpu_dedup.testing.strict import StrictArray, xp
 
 pytestmark = pytest.mark.skipif(not simulator(), reason="the strict backend runs under the CUDA simulator")
 
@@ -144,7 +144,7 @@ def test_kernels_take_device_arrays_only(monkeypatch):
 
 def test_kernels_are_compiled_with_the_cache():
     # every GPU kernel goes through kernels._launch.kernel (cache=True + the argument guard)
-    from gpu_dedup.kernels import bloom as kb
+    from gpu_dedup.kernels import bloom_cuda as kb
     from gpu_dedup.kernels import cuda as kc
     from gpu_dedup.kernels._launch import Kernel
 

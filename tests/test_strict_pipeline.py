@@ -16,7 +16,7 @@ import pytest
 import gpu_dedup
 from gpu_dedup import RunConfig
 from gpu_dedup.device import simulator, strict_device
-from gpu_dedup.evalcorpus import make_corpus
+from gpu_dedup.testing.evalcorpus import make_corpus
 
 pytestmark = pytest.mark.skipif(not (simulator() and strict_device()),
                                 reason="needs NUMBA_ENABLE_CUDASIM=1 GPU_DEDUP_STRICT_DEVICE=1 (conftest's default)")
@@ -73,7 +73,7 @@ def test_components_policy_and_keep_longest(corpus, tmp_path):
 
 def test_incremental_index_and_key_ranges_on_disk(shards, tmp_path, monkeypatch):
     """Index saved and used on the device, band keys on disk in a work dir, 4 key ranges per band."""
-    import gpu_dedup.lsh as lsh
+    import gpu_dedup.lexical.decide as lsh  # the bucket stage picks the partitions
 
     monkeypatch.setattr(lsh, "partitions_for", lambda m, budget: 4)
     cfg = RunConfig.preset("default", progress=False, memory_budget=1 << 20, batch_bytes=4096, **SMALL)
@@ -116,7 +116,7 @@ def test_cli_run_switched_to_the_strict_backend(shards, tmp_path):
 
 def test_a_host_array_in_device_code_fails_the_run(corpus, monkeypatch):
     """The point of the backend: a host array slipped into a device branch is an error here, as with CuPy."""
-    from gpu_dedup import exact
+    from gpu_dedup.lexical import decide as exact  # the exact stage groups the hashes
 
     real = exact.exact_groups
 
@@ -133,9 +133,10 @@ def test_semantic_stage_gpu_branches(corpus, tmp_path):
     GPU; with float32 embeddings and the same k-means backend its decisions equal the CPU path's."""
     pytest.importorskip("sentence_transformers")
     from gpu_dedup import semantic as S
+    from gpu_dedup.testing.models import build_random_model
 
-    model = S.build_random_model(tmp_path / "model", words=sorted({w for t in corpus["text"].to_pylist()
-                                                                      for w in t.split()})[:400], max_seq_length=32)
+    model = build_random_model(tmp_path / "model", words=sorted({w for t in corpus["text"].to_pylist()
+                                                                  for w in t.split()})[:400], max_seq_length=32)
     cfg = RunConfig.preset("default", progress=False, **SMALL)
     sem = S.SemanticConfig(model=model, eps=0.05, n_clusters=3, batch_size=8, precision="float32",
                            kmeans_backend="torch")
@@ -179,7 +180,7 @@ def test_edge_corpora(tmp_path, texts):
 def test_batches_of_an_in_memory_table_copy_only_their_own_bytes(corpus, monkeypatch):
     """Batches of an in-memory table are slices sharing the table's text buffer: each copy to the device
     carries that batch's bytes only (not the whole buffer every time)."""
-    from gpu_dedup import device
+    from gpu_dedup.lexical import signatures as device  # pass 1 copies each batch to the device
 
     real, sent = device.to_device, []
 
@@ -201,11 +202,11 @@ def test_batches_of_an_in_memory_table_copy_only_their_own_bytes(corpus, monkeyp
 def test_giant_candidate_components_run_on_the_host(corpus, tmp_path, monkeypatch, limit, caplog):
     """Components above cluster.HOST_COMPONENT members go to the CPU kernel during a GPU run (all of them with
     limit 0, the larger ones with 3); decisions stay identical."""
-    import gpu_dedup.cluster as cluster
+    import gpu_dedup.lexical.policy as cluster
 
     monkeypatch.setattr(cluster, "HOST_COMPONENT", limit)
     cfg = RunConfig.preset("default", progress=False, **SMALL)
-    with caplog.at_level("INFO", logger="gpu_dedup.cluster"):
+    with caplog.at_level("INFO", logger="gpu_dedup.lexical.policy"):
         cpu, gpu = _both(corpus, cfg, tmp_path)
     assert gpu.decisions.equals(cpu.decisions) and cpu.removed > 0
     assert any("ran on the host" in m for m in caplog.messages)

@@ -1,4 +1,4 @@
-"""Tests for gpu_dedup.unicode_tables (shipped Unicode 14.0.0 data, policy nfkc-cp-lower-v1)."""
+"""Tests for gpu_dedup.lexical.unicode_tables (shipped Unicode 14.0.0 data, policy nfkc-cp-lower-v1)."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_dedup import unicode_tables as ut
+from gpu_dedup.lexical import unicode_tables as ut
+from gpu_dedup.testing import unicode_reference as uref
 from gpu_dedup.config import NormalizeConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +20,7 @@ CFG_IDS = ["plain", "punct", "digits", "punct+digits"]
 DEFAULT = NormalizeConfig()
 BOTH = NormalizeConfig(remove_punctuation=True, fold_digits=True)
 needs_same_unicode = pytest.mark.skipif(
-    not ut.reference_matches_tables(),
+    not uref.reference_matches_tables(),
     reason=f"running unicodedata {unicodedata.unidata_version} != shipped {ut.UNICODE_VERSION}: reference invalid")
 
 
@@ -65,7 +66,7 @@ def test_load_tables_rejects_wrong_type() -> None:
 @needs_same_unicode
 @pytest.mark.parametrize("cfg", CONFIGS, ids=CFG_IDS)
 def test_tables_equal_reference_for_every_codepoint(cfg: NormalizeConfig) -> None:
-    images = [ut.reference_codepoint_image(c, cfg) for c in range(0x110000)]
+    images = [uref.reference_codepoint_image(c, cfg) for c in range(0x110000)]
     lengths = np.fromiter(map(len, images), dtype=np.int64, count=len(images))
     ref_cp = np.frombuffer("".join(images).encode("utf-32-le"), dtype="<u4").astype(np.int32)
     t = ut.load_tables(cfg)
@@ -129,8 +130,8 @@ GOLDEN_BOTH = [
     ("a\u200bb", "ab"),
 ]
 IMPLEMENTATIONS = {
-    "tables": lambda text, cfg: ut.apply_tables_python(text, ut.load_tables(cfg)),
-    "reference": pytest.param(ut.normalize_reference, marks=needs_same_unicode),
+    "tables": lambda text, cfg: uref.apply_tables_python(text, ut.load_tables(cfg)),
+    "reference": pytest.param(uref.normalize_reference, marks=needs_same_unicode),
 }
 
 
@@ -143,8 +144,8 @@ def test_golden(impl, cfg: NormalizeConfig, text: str, expected: str) -> None:
 
 def test_flags_are_independent() -> None:
     text = "A,b ٣!"
-    assert ut.apply_tables_python(text, ut.load_tables(NormalizeConfig(True, False))) == "a b ٣"
-    assert ut.apply_tables_python(text, ut.load_tables(NormalizeConfig(False, True))) == "a,b 0!"
+    assert uref.apply_tables_python(text, ut.load_tables(NormalizeConfig(True, False))) == "a b ٣"
+    assert uref.apply_tables_python(text, ut.load_tables(NormalizeConfig(False, True))) == "a,b 0!"
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=CFG_IDS)
@@ -161,7 +162,7 @@ def test_surrogates_take_the_replacement_image(cfg: NormalizeConfig) -> None:
 def test_reference_equals_tables_on_mixed_text(cfg: NormalizeConfig) -> None:
     text = ("Ｈｅｌｌｏ, Wörld! İstanbul ΟΔΟΣ ﬁne ①②③ ½ ㎏ \u1112\u1161\u11ab e\u0301 \u200d👨\u200d👩 "
             "\u00ad\ufeff ٣٤ מים नमस्क़ार ﻼ ㍿ \u3000 end\t")
-    assert ut.normalize_reference(text, cfg) == ut.apply_tables_python(text, ut.load_tables(cfg))
+    assert uref.normalize_reference(text, cfg) == uref.apply_tables_python(text, ut.load_tables(cfg))
 
 
 def _generator():

@@ -1,7 +1,6 @@
 """Work directory and resume: kill -9 at stage boundaries and mid-stage, rerun with --resume, same
 decisions; a corrupt piece is detected and recomputed."""
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -9,7 +8,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_dedup.evalcorpus import make_corpus
+from gpu_dedup.testing.evalcorpus import make_corpus
 
 
 @pytest.fixture(scope="module")
@@ -22,12 +21,14 @@ def shards(tmp_path_factory):
 
 
 def _run(src, out, *extra, fault=None):
-    env = {**os.environ}
-    env.pop("GPU_DEDUP_FAULT", None)
+    """The CLI in a subprocess; ``fault`` ("<checkpoint>:<k>") kills it with SIGKILL there (testing.faults)."""
+    args = ["run", str(src), "-o", str(out), "-q", "--batch-mb", "0.05", *extra]
     if fault:
-        env["GPU_DEDUP_FAULT"] = fault
-    return subprocess.run([sys.executable, "-m", "gpu_dedup.cli", "run", str(src), "-o", str(out), "-q",
-                           "--batch-mb", "0.05", *extra], capture_output=True, text=True, env=env)
+        cmd = [sys.executable, "-c", "from gpu_dedup.testing.faults import run_cli_killed_at; run_cli_killed_at()",
+               fault, *args]
+    else:
+        cmd = [sys.executable, "-m", "gpu_dedup.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +95,8 @@ def test_memory_budget_partitions_give_identical_decisions(shards, reference, tm
 def test_key_range_partitions_do_not_change_buckets():
     import numpy as np
 
-    from gpu_dedup.bandkeys import BandKeys
-    from gpu_dedup.lsh import group_buckets, partitions_for
+    from gpu_dedup.lexical.bandkeys import BandKeys
+    from gpu_dedup.lexical.lsh import group_buckets, partitions_for
 
     rng = np.random.default_rng(0)
     keys = rng.integers(0, 50, (5000, 6)).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
@@ -125,7 +126,7 @@ def test_budget_with_index_and_engine(shards, tmp_path):
 
 def test_pipeline_with_many_key_ranges_on_disk_keys(shards, reference, tmp_path, monkeypatch):
     import gpu_dedup
-    import gpu_dedup.lsh as lsh
+    import gpu_dedup.lexical.decide as lsh  # the bucket stage picks the partitions
     from gpu_dedup import RunConfig
 
     monkeypatch.setattr(lsh, "partitions_for", lambda m, budget: 16)

@@ -1,6 +1,6 @@
 """Write the demo sample corpus gpu_dedup/data/sample.jsonl.gz (used by ``gpu-dedup demo``).
 
-About 2,000 documents from gpu_dedup.evalcorpus.make_corpus with a fixed seed and every kind of
+About 2,000 documents from gpu_dedup.testing.evalcorpus.make_corpus with a fixed seed and every kind of
 document (unique, exact / near copies, chained template families, short). One JSON object per line:
 {"id": ..., "text": ..., "url": "https://example.com/...", "kind": ...}. The gzip header carries no
 file name and mtime 0, so the output is byte-reproducible (for a given numpy and zlib). Usage:
@@ -20,7 +20,7 @@ import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 sys.path.insert(0, ROOT)
-from gpu_dedup.evalcorpus import make_corpus  # noqa: E402
+from gpu_dedup.testing.evalcorpus import make_corpus  # noqa: E402
 
 DEFAULT_OUT = os.path.join(ROOT, "gpu_dedup", "data", "sample.jsonl.gz")
 SEED = 20240501

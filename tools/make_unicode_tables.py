@@ -6,7 +6,7 @@ Run once, with the Python whose ``unicodedata`` has the Unicode version to pin (
     python tools/make_unicode_tables.py --check    # regenerate in memory, compare with the shipped file
 
 The file holds Unicode facts only; the policy (surrogates, whitespace, Cf deletion, flags) is applied at
-load time by ``gpu_dedup.unicode_tables.load_tables``:
+load time by ``gpu_dedup.lexical.unicode_tables.load_tables``:
 
   unicode_version  <U str   unicodedata.unidata_version used to build the file
   python_version   <U str   the generating interpreter (for the record)
@@ -33,15 +33,17 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 1
-N_CODEPOINTS = 0x110000
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpu_dedup.constants import IMAGE_MAX_ITERATIONS as MAX_ITERATIONS  # noqa: E402
+from gpu_dedup.constants import N_CODEPOINTS  # noqa: E402
+from gpu_dedup.constants import TABLES_FORMAT_VERSION as FORMAT_VERSION  # noqa: E402
+from gpu_dedup.constants import TABLES_SPACE_FLAG as SPACE_FLAG  # noqa: E402
+
 SURROGATES = range(0xD800, 0xE000)
 # The 30 general categories of the Unicode standard, in a fixed order (the order only has to match the
 # gc_names array shipped next to the codes).
 GC_NAMES = ("Cc", "Cf", "Cn", "Co", "Cs", "Ll", "Lm", "Lo", "Lt", "Lu", "Mc", "Me", "Mn", "Nd", "Nl",
             "No", "Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "Sc", "Sk", "Sm", "So", "Zl", "Zp", "Zs")
-SPACE_FLAG = 0x80
-MAX_ITERATIONS = 8
 DEFAULT_DIR = Path(__file__).resolve().parents[1] / "gpu_dedup" / "data"
 
 

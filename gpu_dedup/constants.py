@@ -1,0 +1,34 @@
+"""Every number the package's behaviour or its recorded contract depends on, in one place.
+
+This module imports nothing from the package (the kernels, the config and the stages all read it), so it
+can never take part in an import cycle. Plain Python ints here; the kernels cast them to NumPy's fixed-width
+types once (``kernels/hashing.py``), where Numba needs them typed.
+"""
+
+# ----------------------------------------------------------------------------------------------- hashing
+# XXH64 seeds of the two 64-bit halves of the 128-bit exact hash (and of the paragraph Bloom filter's two
+# hashes, which reuse them so that one description covers both).
+EXACT_SEED_LO = 0x9E3779B97F4A7C15
+EXACT_SEED_HI = 0xC2B2AE3D27D4EB4F
+# MinHash permutations are (a * x + b) mod p with p the Mersenne prime 2^61 - 1.
+MERSENNE61 = (1 << 61) - 1
+
+# ----------------------------------------------------------------------------------------------- Unicode
+N_CODEPOINTS = 0x110000
+SPACE = 0x20             # the one separator normalized text keeps
+REPLACEMENT = 0xFFFD     # what an invalid UTF-8 sequence decodes to
+# NFKC + lowercase of one character is re-applied per character until stable, at most this many times
+# (tools/make_unicode_tables.py builds the shipped tables so; with Unicode 14.0.0 no codepoint needs it).
+IMAGE_MAX_ITERATIONS = 8
+# The shipped tables file (data/unicode_<version>.npz): its format, and the flag its category byte sets when
+# chr(c).isspace() (written by tools/make_unicode_tables.py, read by lexical/unicode_tables.py).
+TABLES_FORMAT_VERSION = 1
+TABLES_SPACE_FLAG = 0x80
+
+# ------------------------------------------------------------------------------------------------ limits
+MAX_NGRAM = 64           # ShingleConfig's bound on n: the GPU's shingle ring buffer is a fixed-size array
+MAX_NUM_PERM = 4096      # MinHashConfig's bound on K: the GPU MinHash kernel keeps K / 128 minima per thread
+# One LSH bucket this large is usually templated text: the pipeline warns and the report flags it.
+GIANT_BUCKET = 10_000
+# Candidate components up to this size are resolved by the GPU's representative policy, larger ones on the host.
+HOST_COMPONENT = 4096

@@ -1,0 +1,55 @@
+"""The contract: everything that must match for two signature sets (or band keys, or an index) to be comparable.
+
+Recorded in ``run.json``, in every work-dir piece and in an index manifest, with a short fingerprint; every
+value comes from the constant or config it describes, so a change of any of them changes the fingerprint.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+from .config import RunConfig
+from .constants import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61
+from .lexical.unicode_tables import POLICY_NAME, UNICODE_VERSION
+
+CONTRACT_VERSION = 1
+
+
+def contract(cfg: RunConfig) -> dict[str, Any]:
+    """What must match for signatures / band keys from two runs to be comparable."""
+    seeds = [f"0x{seed:016X}" for seed in (EXACT_SEED_LO, EXACT_SEED_HI)]
+
+    return {
+        "contract_version": CONTRACT_VERSION,
+        "normalize": {**dataclasses.asdict(cfg.normalize), "policy": POLICY_NAME,
+                      "unicode_version": UNICODE_VERSION},
+        "shingle": {**dataclasses.asdict(cfg.shingle), "hash": "xxh64", "unit_bytes": "utf-8"},
+        "minhash": {**dataclasses.asdict(cfg.minhash), "prime": f"2^{MERSENNE61.bit_length()}-1",
+                    "params": "splitmix64-rejection"},
+        "lsh": {**dataclasses.asdict(cfg.lsh), "band_hash": "xxh64(seed=band) of little-endian values"},
+        "exact": {"hash": "xxh64 x2 of normalized UTF-8", "seeds": seeds},
+    }
+
+
+def contract_fingerprint(c: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_contract(expected: dict[str, Any], found: dict[str, Any], what: str) -> None:
+    """Raise a clear error listing every field that differs."""
+    if expected == found:
+        return
+    diffs: list[str] = []
+
+    def walk(a: Any, b: Any, path: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                walk(a.get(k, "<missing>"), b.get(k, "<missing>"), f"{path}.{k}" if path else k)
+        elif a != b:
+            diffs.append(f"{path}: this run has {a!r}, {what} has {b!r}")
+
+    walk(expected, found, "")
+    raise ValueError(f"{what} was made under a different contract and cannot be mixed with this run:\n  "
+                     + "\n  ".join(diffs) + "\nRecompute it with this run's settings, or run with its settings.")

@@ -1,0 +1,38 @@
+"""The decisions table: its schema, the reasons a row can carry, and the counts every summary is built from.
+
+One row per input document, whatever the device, engine, batch size or worker count (README, "Decisions
+schema"). The pipeline writes it, semantic dedup and the incremental index extend it, the report reads it.
+"""
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+DECISIONS_SCHEMA = pa.schema([
+    ("id", pa.string()), ("keep", pa.bool_()), ("reason", pa.string()), ("cluster_id", pa.int64()),
+    ("representative_id", pa.string()), ("matched_id", pa.string()), ("jaccard", pa.float64()),
+    ("cluster_size", pa.int64()), ("source", pa.string()),
+])
+# Reasons in the order summaries list them; a row is kept exactly when its reason is in KEPT_REASONS.
+REASONS = ("unique", "representative", "exact_duplicate", "short_exact_duplicate", "near_duplicate",
+           "semantic_duplicate")
+KEPT_REASONS = ("unique", "representative")
+LEXICAL_REMOVALS = ("exact_duplicate", "short_exact_duplicate", "near_duplicate")
+
+
+def reason_counts(decisions: pa.Table) -> dict[str, int]:
+    """Rows per reason: every name of REASONS (0 when absent) in that order, then any other reason found
+    (a later stage's), by name."""
+    vc = pc.value_counts(decisions["reason"].combine_chunks()).to_pylist() if decisions.num_rows else []
+    found = {d["values"]: int(d["counts"]) for d in vc}
+    ordered = {r: found.pop(r, 0) for r in REASONS}
+    ordered.update(sorted(found.items()))
+    return ordered
+
+
+def summary_counts(decisions: pa.Table, n: int) -> dict[str, Any]:
+    """run.json's ``counts``: input, kept, removed and rows per reason of REASONS."""
+    found = reason_counts(decisions) if n else {}
+    by = {r: found.get(r, 0) for r in REASONS}
+    kept = sum(by[r] for r in KEPT_REASONS)
+    return {"input": n, "kept": kept, "removed": n - kept, "by_reason": by}

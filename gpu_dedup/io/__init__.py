@@ -1,0 +1,56 @@
+"""Input discovery, bounded-memory batch reading, and atomic writing of the kept rows.
+
+One step per module; each imports only the ones listed above it (``gpu`` none of them):
+
+    discover   the input files: ``resolve_inputs``, ``table_input``, ``source_files``, ``InputFile``,
+               ``InputError`` (the discovery rules are in its docstring)
+    batch      ``Batch``, ``ReadReport`` and what every file reader shares: the spec (``make_spec``), the
+               chunks a reader gives, the base reader and its error policy, ``generated_ids``, and the
+               cutting of chunks into batches
+    blocks     JSON Lines bytes: a stream read as blocks cut at newlines, and the lines of a block
+    jsonl      the JSON Lines reader
+    arrow      the reader of Parquet files and in-memory tables; ``is_stringish``, ``as_utf8``
+    parquet    parallel Parquet decoding: the row-group pool of one read
+    read       ``open_readers``, ``iter_batches``, ``iter_rows``, ``check_unique_ids`` (the reading rules:
+               ids, bad rows, invalid UTF-8, keep column, are in its docstring)
+    write      ``atomic_path``, ``write_parquet_atomic``, ``write_json_atomic``, ``parquet_codec``,
+               ``output_path`` and ``write_kept`` (the output layout is in its docstring)
+    gpu        Parquet text read into device memory by cudf: ``resolve_reader``, ``DeviceText``, ...
+
+The public names of all of them are importable from here (``from gpu_dedup import io; io.iter_batches``).
+The package logs as ``gpu_dedup.io`` (``gpu``: ``gpu_dedup.io.gpu``).
+"""
+from __future__ import annotations
+
+from .arrow import as_utf8, is_stringish
+from .batch import Batch, ReadReport, generated_ids, make_spec
+from .discover import (
+    SUPPORTED_SUFFIXES,
+    TABLE_OUTPUT_NAME,
+    TABLE_PATH,
+    InputError,
+    InputFile,
+    resolve_inputs,
+    source_files,
+    table_input,
+)
+from .gpu import READERS, CudfTextReader, DeviceText, Reader, cudf_status, device_text, resolve_reader, string_buffers
+from .read import check_unique_ids, iter_batches, iter_rows, open_readers
+from .write import atomic_path, output_path, parquet_codec, write_json_atomic, write_kept, write_parquet_atomic
+
+__all__ = [
+    # discover
+    "SUPPORTED_SUFFIXES", "TABLE_OUTPUT_NAME", "TABLE_PATH", "InputError", "InputFile", "resolve_inputs",
+    "source_files", "table_input",
+    # batch
+    "Batch", "ReadReport", "generated_ids", "make_spec",
+    # arrow
+    "as_utf8", "is_stringish",
+    # read
+    "check_unique_ids", "iter_batches", "iter_rows", "open_readers",
+    # write
+    "atomic_path", "output_path", "parquet_codec", "write_json_atomic", "write_kept", "write_parquet_atomic",
+    # gpu
+    "READERS", "CudfTextReader", "DeviceText", "Reader", "cudf_status", "device_text", "resolve_reader",
+    "string_buffers",
+]

@@ -1,0 +1,300 @@
+"""The reader of Parquet files and in-memory tables (``_ArrowReader``): columns are typed, so type errors
+are file-level. Parquet files are planned and decoded by the read's row-group pool (``parquet``), or their
+text by a device reader (``gpu``); tables are read here. Also the Arrow column helpers other modules use:
+``is_stringish`` and ``as_utf8`` (invalid UTF-8 replaced as ``bytes.decode("utf-8", "replace")`` does).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from .batch import ReadReport, _Chunk, _FileReader, _Spec
+from .discover import InputFile
+
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see write._quiet)
+
+
+def is_stringish(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t) or pa.types.is_null(t))
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_decimal(t) or pa.types.is_null(t))
+
+
+def as_utf8(arr: pa.Array, out_type: pa.DataType) -> tuple[pa.Array, np.ndarray | None]:
+    """Cast a string/binary/integer array to ``out_type``, replacing invalid UTF-8 like
+    ``bytes.decode("utf-8", "replace")``. Returns (array, bool mask of fixed rows or None)."""
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if pa.types.is_integer(arr.type):
+        return arr.cast(out_type), None
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), out_type), None
+    big = pa.large_binary() if out_type == pa.large_string() else pa.binary()
+    as_bin = arr.cast(big)
+    as_text = as_bin.view(out_type)
+    try:
+        as_text.validate(full=True)
+        return as_text, None
+    except pa.ArrowInvalid:
+        pass
+    values = as_bin.to_pylist()
+    fixed = np.zeros(len(values), dtype=bool)
+    out = []
+    for i, v in enumerate(values):
+        if v is None:
+            out.append(None)
+            continue
+        try:
+            out.append(v.decode("utf-8"))
+        except UnicodeDecodeError:
+            out.append(v.decode("utf-8", "replace"))
+            fixed[i] = True
+    return pa.array(out, out_type), fixed
+
+
+def _keep_values(col: pa.Array) -> np.ndarray:
+    """A numeric keep column as float64 (null -> NaN)."""
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    return col.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+class _ArrowReader(_FileReader):
+    """Parquet files and in-memory tables: columns are typed, so type errors are file-level.
+
+    Parquet files are planned and decoded by the run's ``_ParquetPool`` (``pool``, ``index``: this file's
+    position in the run), row group by row group; in-memory tables are read here, record batch by record
+    batch."""
+
+    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport, batch_bytes: int, all_columns: bool,
+                 device_reader: Any = None, pool: Any = None, index: int = 0):
+        super().__init__(f, spec, report)
+        self.batch_bytes = batch_bytes
+        self.all_columns = all_columns
+        self.device_reader = device_reader
+        self.pool, self.index = pool, index
+        self.schema: pa.Schema | None = None  # set once the file is open (None: unreadable)
+
+    def _record_batches(self, table: pa.Table, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
+        """Record batches of an in-memory table, about batch_bytes (all selected columns) each."""
+        table = table if columns is None else table.select(columns)
+        per_row = max(1, table.nbytes // max(1, table.num_rows))
+        yield from table.to_batches(max_chunksize=max(1, self.batch_bytes // per_row))
+
+    def _schema_problem(self, schema: pa.Schema) -> tuple[bool, str] | None:
+        """(fatal, reason) of the file-level problem of ``schema``, or None. Fatal problems raise even with
+        on_error='skip'; the others skip the file. Pure, so the pool can plan files ahead of the reader."""
+        spec = self.spec
+        names = schema.names
+        if spec.keep_column and spec.keep_column not in names:
+            return True, (f"keep column {spec.keep_column!r} is not in the file (columns: {names[:20]}); "
+                          f"choose another keep policy")
+        if spec.keep_column and not _is_numeric(schema.field(spec.keep_column).type):
+            return True, (f"keep column {spec.keep_column!r} has type {schema.field(spec.keep_column).type}, "
+                          f"not numeric; choose a numeric column")
+        if spec.text_field not in names:
+            return False, (f"missing text field {spec.text_field!r} (columns: {names[:20]}); set text_field to "
+                           f"the right column")
+        t = schema.field(spec.text_field).type
+        if not is_stringish(t):
+            return False, f"text field {spec.text_field!r} has type {t}, not a string"
+        if spec.id_field and spec.id_field in names:
+            t = schema.field(spec.id_field).type
+            base = t.value_type if pa.types.is_dictionary(t) else t
+            if not (is_stringish(t) or pa.types.is_integer(base)):
+                return False, f"id field {spec.id_field!r} has type {t}; ids must be strings or integers"
+        return None
+
+    def _check_schema(self, schema: pa.Schema) -> bool:
+        """File-level checks; returns False when the file must be skipped."""
+        problem = self._schema_problem(schema)
+        if problem is None:
+            return True
+        fatal, reason = problem
+        if fatal:
+            raise self.fatal(reason)
+        self.bad(reason)
+        return False
+
+    def _wanted(self, schema: pa.Schema) -> tuple[list[str], bool]:
+        """(columns to read, whether the file has ids)."""
+        spec = self.spec
+        has_ids = bool(spec.id_field) and spec.id_field in schema.names
+        wanted = [spec.text_field] + ([spec.id_field] if has_ids else [])
+        if spec.keep_column and spec.keep_column not in wanted:
+            wanted.append(spec.keep_column)
+        return wanted, has_ids
+
+    def _on_device(self, schema: pa.Schema) -> bool:
+        """Does the device reader decode this file's text?"""
+        return (self.device_reader is not None and self.f.fmt == "parquet" and not self.all_columns
+                and schema.field(self.spec.text_field).type in (pa.string(), pa.large_string()))
+
+    def _start(self, schema: pa.Schema) -> tuple[list[str], bool] | None:
+        """Check ``schema`` (raising or recording problems); None when the file is skipped."""
+        self.schema = schema
+        if not self._check_schema(schema):
+            self.unreadable = True
+            return None
+        wanted, has_ids = self._wanted(schema)
+        if self.spec.id_field and not has_ids:
+            logger.info("%s has no id field %r: using generated ids '%s:<row>'", self.f.relpath,
+                        self.spec.id_field, self.f.relpath)
+        return wanted, has_ids
+
+    def chunks(self) -> Iterator[_Chunk]:
+        if self.f.fmt == "parquet":
+            yield from self._parquet_chunks()
+            return
+        started = self._start(self.f.table.schema)
+        if started is None:
+            return
+        wanted, has_ids = started
+        physical = 0
+        for rb in self._record_batches(self.f.table, None if self.all_columns else wanted):
+            chunk = self._convert(rb, physical, has_ids)
+            physical += rb.num_rows
+            self.rows += chunk.rows
+            yield chunk
+
+    def _parquet_chunks(self) -> Iterator[_Chunk]:
+        """The file's chunks in order, from the pool's decoded ranges. Problems found by the workers are
+        raised / recorded here, in file order, so the first one in the file wins as in a sequential read."""
+        pool = self.pool
+        plan = pool.plan(self.index)
+        try:
+            if plan.open_error is not None:
+                self.unreadable = True
+                self.bad(f"not a readable Parquet file ({plan.open_error})")
+                return
+            started = self._start(plan.schema)
+            if started is None:
+                return
+            wanted, has_ids = started
+            if self._on_device(plan.schema):
+                yield from self._device_chunks(plan.pf, wanted, has_ids)
+                return
+            for k, rng in enumerate(plan.ranges):
+                result = pool.take(plan, k)
+                for reason, row in result.skipped:
+                    self.bad(reason, row=row)
+                if result.error is not None:
+                    raise result.error
+                for chunk in result.chunks:
+                    self.rows += chunk.rows
+                    yield chunk
+                if result.read_error is not None:
+                    row = result.read_error_row
+                    self.unreadable = self.rows == 0
+                    self.bad(f"cannot read the file after row {row}: {result.read_error}", row=row)
+                    break
+        finally:
+            pool.done(plan)
+
+    def _row_group_batches(self, pf: Any) -> list[tuple[list[int], int]]:
+        """(row groups, rows) of consecutive row groups holding about batch_bytes of (uncompressed) text
+        each; a row group is never split, so one larger than batch_bytes is a batch of its own."""
+        md = pf.metadata
+        groups: list[list[int]] = []
+        rows: list[int] = []
+        size = 0
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            if rg.num_rows == 0:
+                continue
+            nbytes = sum(rg.column(c).total_uncompressed_size for c in range(rg.num_columns)
+                         if rg.column(c).path_in_schema.split(".")[0] == self.spec.text_field)
+            if groups and size + nbytes <= self.batch_bytes:
+                groups[-1].append(g)
+                rows[-1] += rg.num_rows
+                size += nbytes
+            else:
+                groups.append([g])
+                rows.append(rg.num_rows)
+                size = nbytes
+        return list(zip(groups, rows))
+
+    def _device_chunks(self, pf: Any, wanted: list[str], has_ids: bool) -> Iterator[_Chunk]:
+        """Text by the device reader, ids / keep values by pyarrow, for the same row groups. A batch that
+        is not clean (null text or ids, invalid UTF-8) is read again by pyarrow and goes through
+        ``_convert``, so skipping, reporting and repair are exactly the host reader's."""
+        spec = self.spec
+        side = [c for c in wanted if c != spec.text_field]
+        physical = 0
+        for rgs, n in self._row_group_batches(pf):
+            try:
+                dev = self.device_reader.read(self.f.path, rgs, spec.text_field)
+                side_table = pf.read_row_groups(rgs, columns=side, use_threads=True) if side else None
+            except (OSError, RuntimeError, pa.ArrowException) as e:  # libcudf reports corrupt data as RuntimeError
+                self.unreadable = self.rows == 0
+                self.bad(f"cannot read the file after row {physical}: {e}", row=physical)
+                return
+            if len(dev) != n:
+                raise RuntimeError(f"{self.f.relpath}: the {self.device_reader.name} reader returned {len(dev)} rows "
+                                   f"for row groups {rgs}, the file's metadata says {n}; use reader='pyarrow'")
+            ids = id_col = None
+            if has_ids:
+                id_col = side_table.column(spec.id_field).combine_chunks()
+            if dev.clean and (id_col is None or id_col.null_count == 0):
+                fixed = None
+                if id_col is not None:
+                    ids, fixed = as_utf8(id_col, pa.string())
+                keep = (_keep_values(side_table.column(spec.keep_column).combine_chunks())
+                        if spec.keep_column else None)
+                physical += n
+                self.rows += n
+                yield _Chunk(ids=ids, text=None, keep=keep, invalid_utf8=int(fixed.sum()) if fixed is not None else 0,
+                             device_text=dev)
+                continue
+            del dev  # free its device memory before the host re-read
+            table = pf.read_row_groups(rgs, columns=wanted, use_threads=True)
+            for rb in table.to_batches():
+                chunk = self._convert(rb, physical, has_ids)
+                physical += rb.num_rows
+                if chunk is not None:
+                    self.rows += chunk.rows
+                    yield chunk
+
+    def _convert(self, rb: pa.RecordBatch, physical: int, has_ids: bool, bad: Any = None) -> _Chunk:
+        """Accepted rows of ``rb`` (physical rows ``physical ..``). ``bad``: where bad rows go (default
+        ``self.bad``; pool workers pass a ``_Deferred``'s, since only the consumer may touch the report)."""
+        spec = self.spec
+        bad = bad if bad is not None else self.bad
+        text_col = rb.column(rb.schema.get_field_index(spec.text_field))
+        valid = np.asarray(text_col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        id_col = rb.column(rb.schema.get_field_index(spec.id_field)) if has_ids else None
+        id_valid = (np.asarray(id_col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+                    if id_col is not None else np.ones(rb.num_rows, dtype=bool))
+        for i in np.flatnonzero(~(valid & id_valid)).tolist():
+            if not valid[i]:
+                bad(f"text field {spec.text_field!r} is null", row=physical + i)
+            else:
+                bad(f"id field {spec.id_field!r} is null", row=physical + i)
+        valid &= id_valid
+        if not valid.any():
+            return _Chunk(ids=None, text=pa.array([], pa.large_string()), keep=None, record=rb, valid=valid)
+        sel = pa.array(valid)
+        all_valid = bool(valid.all())
+        text, fixed = as_utf8(text_col if all_valid else text_col.filter(sel), pa.large_string())
+        bad_rows = fixed if fixed is not None else np.zeros(len(text), dtype=bool)
+        ids = None
+        if id_col is not None:
+            ids, fixed_ids = as_utf8(id_col if all_valid else id_col.filter(sel), pa.string())
+            if fixed_ids is not None:
+                bad_rows = bad_rows | fixed_ids
+        keep = None
+        if spec.keep_column:
+            kcol = rb.column(rb.schema.get_field_index(spec.keep_column))
+            keep = _keep_values(kcol if all_valid else kcol.filter(sel))
+        return _Chunk(ids=ids, text=text, keep=keep, invalid_utf8=int(bad_rows.sum()), record=rb, valid=valid)

@@ -1,0 +1,200 @@
+"""What reading yields, and what every file reader shares.
+
+``Batch`` (rows of one file holding at most ``batch_bytes`` of text) and ``ReadReport``; the reader spec
+(``make_spec``: id / text / keep fields and the error policy); ``_Chunk``, the accepted rows of one piece
+of a file; ``_FileReader``, the per-file state and error policy of the readers (``jsonl``, ``arrow``);
+``generated_ids``; and the cutting of chunks into batches (``_text_parts``, ``_join_chunks``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .discover import InputError, InputFile
+
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see write._quiet)
+
+
+@dataclass
+class Batch:
+    """Rows ``row_start .. row_start + len - 1`` of the run, all from ``files[file_index]``.
+
+    ids: pa.string() [n]; text: pa.large_string() [n], no nulls; keep_values: float64 [n] or None.
+    With a device reader (``gpu``) a Parquet batch may instead carry its text in device memory:
+    ``text`` is None and ``device_text`` a ``gpu.DeviceText`` (clean: no nulls, valid UTF-8).
+    """
+
+    file_index: int
+    row_start: int
+    ids: pa.Array
+    text: pa.Array | None
+    keep_values: np.ndarray | None = None
+    device_text: Any = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class ReadReport:
+    files: int = 0
+    rows: int = 0
+    bytes_text: int = 0
+    skipped: list[dict] = field(default_factory=list)
+    invalid_utf8_rows: int = 0
+    empty_files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    id_field: str | None
+    text_field: str
+    keep_column: str | None
+    on_error: str
+
+
+def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column: str | None) -> _Spec:
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if not isinstance(text_field, str) or not text_field:
+        raise ValueError(f"text_field must be a non-empty string, got {text_field!r}")
+    if id_field is not None and (not isinstance(id_field, str) or not id_field):
+        raise ValueError(f"id_field must be a non-empty string or None, got {id_field!r}")
+    if id_field == text_field:
+        raise ValueError(f"id_field and text_field are both {text_field!r}; they must name different fields")
+    if keep_column is not None and keep_column in (text_field, id_field):
+        raise ValueError(f"keep column {keep_column!r} is also the text or id field; choose a numeric column")
+    return _Spec(id_field=id_field, text_field=text_field, keep_column=keep_column, on_error=on_error)
+
+
+@dataclass
+class _Chunk:
+    """Accepted rows of one piece of a file. ``ids`` None means generated ids.
+
+    For writing: JSON Lines give ``raw`` with row byte spans ``[starts, ends)`` (line incl. newline);
+    Arrow sources give the full record batch ``record`` and ``valid`` (bool [len(record)]) = accepted rows.
+    """
+
+    ids: pa.Array | None
+    text: pa.Array
+    keep: np.ndarray | None
+    invalid_utf8: int = 0
+    raw: memoryview | None = None
+    starts: np.ndarray | None = None
+    ends: np.ndarray | None = None
+    record: pa.RecordBatch | None = None
+    valid: np.ndarray | None = None
+    device_text: Any = None  # gpu.DeviceText instead of text (then text is None)
+    # The batches this chunk becomes, when already cut by a pool worker (see _text_parts): then ``text``
+    # is None and ``parts`` carries the batches' texts.
+    parts: list[tuple[int, int, pa.Array, int]] | None = None
+
+    @property
+    def rows(self) -> int:
+        if self.parts is not None:
+            return self.parts[-1][1] if self.parts else 0
+        return len(self.device_text) if self.device_text is not None else len(self.text)
+
+
+class _FileReader:
+    """Shared state for reading one file: error policy, skipped records, per-file id / keep state."""
+
+    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport) -> None:
+        self.f, self.spec, self.report = f, spec, report
+        self.rows = 0
+        self.unreadable = False  # the file (or its schema) could not be read at all: skipped, not "empty"
+
+    def where(self, line: int | None = None, row: int | None = None) -> str:
+        if line is not None:
+            return f"{self.f.relpath}:{line}"
+        if row is not None:
+            return f"{self.f.relpath} row {row}"
+        return self.f.relpath
+
+    def bad(self, reason: str, *, line: int | None = None, row: int | None = None) -> None:
+        """A bad row (or file): raise, or record it and let the caller drop it."""
+        if self.spec.on_error == "raise":
+            raise self.bad_error(reason, line=line, row=row)
+        self.report.skipped.append({"file": self.f.relpath, "line": line, "row": row, "reason": reason})
+        logger.debug("skipped %s: %s", self.where(line, row), reason)
+
+    def bad_error(self, reason: str, *, line: int | None = None, row: int | None = None) -> InputError:
+        """The error ``bad`` raises with on_error='raise'."""
+        return InputError(f"{self.where(line, row)}: {reason}; fix the data or use on_error='skip' to drop bad rows")
+
+    def fatal(self, reason: str, *, line: int | None = None, row: int | None = None) -> InputError:
+        return InputError(f"{self.where(line, row)}: {reason}")
+
+
+def generated_ids(relpath: str, first: int, n: int) -> pa.Array:
+    nums = pa.array(np.arange(first, first + n, dtype=np.int64)).cast(pa.string())
+    return pc.binary_join_element_wise(f"{relpath}:", nums, "")
+
+
+def _text_lengths(text: pa.Array) -> np.ndarray:
+    return pc.binary_length(text).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _split_cum(cum: np.ndarray, batch_bytes: int) -> list[tuple[int, int]]:
+    """[start, end) row ranges holding at most batch_bytes of text each (at least one row), from the
+    cumulative text lengths ``cum`` of the rows."""
+    n = len(cum)
+    if n == 0:
+        return []
+    if cum[-1] <= batch_bytes:
+        return [(0, n)]
+    out, start = [], 0
+    while start < n:
+        base = int(cum[start - 1]) if start else 0
+        end = max(int(np.searchsorted(cum, base + batch_bytes, side="right")), start + 1)
+        out.append((start, end))
+        start = end
+    return out
+
+
+def _text_parts(text: pa.Array, batch_bytes: int) -> list[tuple[int, int, pa.Array, int]]:
+    """The batches of one chunk: (start, end, text, text bytes) per row range of at most batch_bytes."""
+    cum = np.cumsum(_text_lengths(text))
+    ranges = _split_cum(cum, batch_bytes)
+    parts = []
+    for a, b in ranges:
+        piece = text.slice(a, b - a)
+        if len(ranges) > 1:  # own, compact buffers: consumers may ship the whole data buffer
+            piece = pa.concat_arrays([piece])
+        parts.append((a, b, piece, int(cum[b - 1] - (cum[a - 1] if a else 0))))
+    return parts
+
+
+def _join_chunks(chunks: list[_Chunk], batch_bytes: int) -> _Chunk:
+    """One chunk of the rows of ``chunks`` (in order), with its batches (``parts``) cut exactly as
+    ``_text_parts`` would cut their concatenation; each batch's text is copied once, only when it spans
+    chunks or the chunk is cut (a batch inside one chunk that is not cut stays a zero-copy slice)."""
+    invalid = sum(c.invalid_utf8 for c in chunks)
+    full = [c for c in chunks if c.rows]
+    if not full:
+        return _Chunk(ids=None, text=None, keep=None, invalid_utf8=invalid, parts=[])
+    cum = np.cumsum(np.concatenate([_text_lengths(c.text) for c in full]))
+    starts = np.cumsum([0] + [c.rows for c in full])
+    ranges = _split_cum(cum, batch_bytes)
+    parts = []
+    for a, b in ranges:
+        slices = [c.text.slice(max(a, s) - s, min(b, s + c.rows) - max(a, s))
+                  for c, s in zip(full, starts[:-1].tolist()) if max(a, s) < min(b, s + c.rows)]
+        text = slices[0] if len(slices) == 1 and len(ranges) == 1 else pa.concat_arrays(slices)
+        parts.append((a, b, text, int(cum[b - 1] - (cum[a - 1] if a else 0))))
+    ids = None
+    if full[0].ids is not None:
+        ids = full[0].ids if len(full) == 1 else pa.concat_arrays([c.ids for c in full])
+    keep = None
+    if full[0].keep is not None:
+        keep = full[0].keep if len(full) == 1 else np.concatenate([c.keep for c in full])
+    return _Chunk(ids=ids, text=None, keep=keep, invalid_utf8=invalid, parts=parts)

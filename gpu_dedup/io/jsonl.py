@@ -1,0 +1,293 @@
+"""The JSON Lines reader (``_JsonlReader``): a file is read as byte blocks (``blocks``) parsed with
+``pyarrow.json`` (fast path), or line by line with Python's ``json`` (the reference) whenever the fast
+path's result is in any way doubtful. The rules (blank lines, line numbers, BOM, bad rows, ids, invalid
+UTF-8, keep column) are in ``read``'s docstring.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pajson
+
+from .batch import ReadReport, _Chunk, _FileReader, _Spec
+from .blocks import _UTF8_BOM, _read_blocks, _split_lines
+from .discover import InputFile
+
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see write._quiet)
+
+
+_PREVIEW_CHARS = 80
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _preview(value: Any) -> str:
+    r = repr(value)
+    return r if len(r) <= _PREVIEW_CHARS else r[:_PREVIEW_CHARS] + "...(truncated)"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _fix_surrogates(s: str) -> tuple[str, bool]:
+    """Replace lone surrogates (from JSON escapes) with U+FFFD, one per surrogate code unit."""
+    if _SURROGATES.search(s) is None:
+        return s, False
+    return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace"), True
+
+
+def _utf8_valid(buf: memoryview) -> bool:
+    """Strict UTF-8 check in Arrow, without building a Python str."""
+    arr = pa.Array.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(np.array([0, len(buf)], np.int64)),
+                                                        pa.py_buffer(buf)])
+    try:
+        arr.view(pa.large_string()).validate(full=True)
+        return True
+    except pa.ArrowInvalid:
+        return False
+
+
+def _null_key_pattern(key: str) -> re.Pattern:
+    return re.compile(re.escape(json.dumps(key, ensure_ascii=False).encode()) + rb"\s*:\s*null")
+
+
+class _JsonlReader(_FileReader):
+    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport, block_bytes: int) -> None:
+        super().__init__(f, spec, report)
+        self.block_bytes = block_bytes
+        self.id_mode: bool | None = None  # does this file carry ids? decided by its first row
+        self.id_mode_line = 0
+        self.id_type = pa.string()
+        self.keep_seen = False
+        self.slow_blocks = 0
+        self.blocks = 0
+        # Arrow reads a missing key and an explicit null alike; `"key": null` anywhere in the block (even
+        # nested) sends an all-null id column to the line parser, which can tell them apart.
+        self._id_null = _null_key_pattern(spec.id_field) if spec.id_field else None
+        self._keep_null = _null_key_pattern(spec.keep_column) if spec.keep_column else None
+
+    def chunks(self) -> Iterator[_Chunk]:
+        line_base = 1
+        try:
+            stream = pa.input_stream(self.f.path, compression=self.f.compression)
+        except (OSError, pa.ArrowException) as e:
+            raise self.fatal(f"cannot open: {e}") from e
+        with stream:
+            blocks = _read_blocks(stream, self.block_bytes)
+            first = True
+            while True:
+                try:
+                    block = next(blocks)
+                except StopIteration:
+                    break
+                except (OSError, pa.ArrowException) as e:  # corrupt compressed stream, I/O error
+                    self.unreadable = self.rows == 0
+                    self.bad(f"cannot read/decompress the file after line {line_base - 1} (the lines before "
+                             f"it were read): {e}", line=line_base)
+                    break
+                if first and block[:len(_UTF8_BOM)] == _UTF8_BOM:
+                    block = block[len(_UTF8_BOM):]
+                first = False
+                chunk, newlines = self._parse_block(block, line_base)
+                line_base += int(newlines)
+                if chunk is not None:
+                    self.rows += len(chunk.text)
+                    yield chunk
+        if self.spec.keep_column and self.rows and not self.keep_seen:
+            raise self.fatal(f"keep column {self.spec.keep_column!r} is not in any row; add it or choose "
+                             f"another keep policy")
+        if self.slow_blocks:
+            logger.info("%s: %d of %d blocks needed the line-by-line JSON parser", self.f.relpath,
+                        self.slow_blocks, self.blocks)
+
+    def _parse_block(self, block: memoryview, line_base: int) -> tuple[_Chunk | None, int]:
+        """Parse one block; returns (accepted rows or None, number of newlines in the block)."""
+        if len(block) == 0:
+            return None, 0
+        starts, ends, is_row = _split_lines(block)
+        newlines = len(starts) - int(ends[-1] == len(block))  # the last line may lack its newline
+        rows = np.flatnonzero(is_row)
+        if len(rows) == 0:
+            return None, newlines
+        self.blocks += 1
+        r_starts, r_ends = starts[rows], ends[rows]
+        spans_end = np.minimum(r_ends + 1, len(block))  # include the newline in the copied bytes
+        chunk = self._fast(block, r_starts, r_ends, line_base + int(rows[0]))
+        if chunk is None:
+            self.slow_blocks += 1
+            chunk, accepted = self._slow(block, r_starts, r_ends, line_base + rows)
+            r_starts, spans_end = r_starts[accepted], spans_end[accepted]
+            if len(r_starts) == 0:
+                return None, newlines
+        chunk.raw, chunk.starts, chunk.ends = block, r_starts, spans_end
+        return chunk, newlines
+
+    def _schema(self) -> pa.Schema:
+        fields = [pa.field(self.spec.text_field, pa.large_string())]
+        if self.spec.id_field:
+            fields.append(pa.field(self.spec.id_field, self.id_type))
+        if self.spec.keep_column:
+            fields.append(pa.field(self.spec.keep_column, pa.float64()))
+        return pa.schema(fields)
+
+    def _arrow_parse(self, block: memoryview, max_line: int) -> pa.Table | None:
+        # Block size must exceed the longest line; several blocks per buffer let Arrow use its threads.
+        block_size = int(min(max(1 << 22, 2 * max_line + 16), 2**31 - 1))
+        for attempt in range(2):
+            opts = pajson.ParseOptions(explicit_schema=self._schema(), unexpected_field_behavior="ignore",
+                                       newlines_in_values=False)
+            try:
+                return pajson.read_json(pa.BufferReader(pa.py_buffer(block)),
+                                        read_options=pajson.ReadOptions(block_size=block_size),
+                                        parse_options=opts)
+            except pa.ArrowException as e:  # anything Arrow rejects goes to the line parser
+                msg = str(e)
+                id_related = self.spec.id_field and (f"Column(/{self.spec.id_field})" in msg or "int64" in msg)
+                if attempt == 0 and id_related:  # integer ids: remember the type for the next blocks
+                    self.id_type = pa.int64() if self.id_type == pa.string() else pa.string()
+                    continue
+                return None
+        return None
+
+    def _fast(self, block: memoryview, starts: np.ndarray, ends: np.ndarray, first_line: int) -> _Chunk | None:
+        """pyarrow.json on the whole block; None whenever the result might differ from ``_slow``."""
+        if not _utf8_valid(block):
+            return None
+        table = self._arrow_parse(block, int((ends - starts).max()))
+        if table is None or table.num_rows != len(starts):
+            return None
+        text = table.column(self.spec.text_field).combine_chunks()
+        if text.null_count:
+            return None
+        has = None
+        if self.spec.id_field:
+            col = table.column(self.spec.id_field)
+            if col.null_count == 0:
+                has = True
+            elif col.null_count == len(col) and self._id_null.search(block) is None:
+                has = False
+            else:
+                return None  # some rows lack the id or have null: let the line parser say which
+            if self.id_mode is not None and has != self.id_mode:
+                return None
+        keep = None
+        if self.spec.keep_column:
+            kcol = table.column(self.spec.keep_column)
+            if kcol.null_count == len(kcol) and self._keep_null.search(block) is not None:
+                return None  # missing vs null matters (a file must have the column): ask the line parser
+            keep = kcol.combine_chunks().to_numpy(zero_copy_only=False).astype(np.float64)
+        # Accepted: only now update the per-file state, exactly as the line parser would have.
+        if self.spec.keep_column:
+            self.keep_seen |= kcol.null_count < len(kcol)
+        ids = None
+        if has is not None:
+            if self.id_mode is None:
+                self.id_mode, self.id_mode_line = has, first_line
+            ids = col.combine_chunks().cast(pa.string()) if has else None
+        return _Chunk(ids=ids, text=text, keep=keep)
+
+    def _slow(self, block: memoryview, starts: np.ndarray, ends: np.ndarray,
+              line_nos: np.ndarray) -> tuple[_Chunk, np.ndarray]:
+        """Reference parser: one Python ``json.loads`` per line. Returns the chunk and the accepted mask."""
+        spec = self.spec
+        accepted = np.zeros(len(starts), dtype=bool)
+        texts: list[str] = []
+        ids: list[str] = []
+        keeps: list[float] = []
+        invalid = 0
+        for i, (s, e, ln) in enumerate(zip(starts.tolist(), ends.tolist(), line_nos.tolist())):
+            raw = block[s:e]
+            try:
+                line, bad_utf8 = str(raw, "utf-8"), False
+            except UnicodeDecodeError:
+                line, bad_utf8 = str(raw, "utf-8", "replace"), True
+            try:
+                obj = json.loads(line, strict=False)
+            except json.JSONDecodeError as err:
+                self.bad(f"malformed JSON ({err.msg} at column {err.colno}): {_preview(line)}", line=ln)
+                continue
+            except RecursionError:
+                self.bad("malformed JSON (nested too deeply)", line=ln)
+                continue
+            if not isinstance(obj, dict):
+                self.bad(f"not a JSON object (a JSON {_json_type(obj)}): {_preview(line)}", line=ln)
+                continue
+            if spec.text_field not in obj:
+                keys = list(obj)[:10]
+                self.bad(f"missing text field {spec.text_field!r} (keys: {keys}); set text_field to the right "
+                         f"key", line=ln)
+                continue
+            text = obj[spec.text_field]
+            if not isinstance(text, str):
+                what = "null" if text is None else f"a JSON {_json_type(text)} ({_preview(text)}), not a string"
+                self.bad(f"text field {spec.text_field!r} is {what}", line=ln)
+                continue
+            text, fixed = _fix_surrogates(text)
+            bad_utf8 |= fixed
+            id_value = None
+            if spec.id_field:
+                has = spec.id_field in obj
+                if self.id_mode is None:
+                    self.id_mode, self.id_mode_line = has, ln
+                if has != self.id_mode:
+                    first = f"line {self.id_mode_line}"
+                    if self.id_mode:
+                        self.bad(f"id field {spec.id_field!r} is missing, but the file's first row ({first}) has "
+                                 f"it; every row of a file must have it, or none (then ids are generated)", line=ln)
+                    else:
+                        self.bad(f"id field {spec.id_field!r} is present, but the file's first row ({first}) "
+                                 f"lacks it; every row of a file must have it, or none", line=ln)
+                    continue
+                if has:
+                    v = obj[spec.id_field]
+                    if isinstance(v, str):
+                        id_value, fixed = _fix_surrogates(v)
+                        bad_utf8 |= fixed
+                    elif isinstance(v, int) and not isinstance(v, bool):
+                        id_value = str(v)
+                    else:
+                        what = "null" if v is None else f"a JSON {_json_type(v)} ({_preview(v)})"
+                        self.bad(f"id field {spec.id_field!r} is {what}; ids must be strings or integers", line=ln)
+                        continue
+            if spec.keep_column:
+                kv = obj.get(spec.keep_column)
+                self.keep_seen |= spec.keep_column in obj
+                if kv is None:
+                    keeps.append(math.nan)
+                elif isinstance(kv, (int, float)):
+                    try:
+                        keeps.append(float(kv))
+                    except OverflowError:
+                        raise self.fatal(f"keep column {spec.keep_column!r} value {_preview(kv)} does not fit "
+                                         f"a float64", line=ln) from None
+                else:
+                    raise self.fatal(f"keep column {spec.keep_column!r} is a JSON {_json_type(kv)} "
+                                     f"({_preview(kv)}), not a number; fix the data or choose another keep "
+                                     f"policy", line=ln)
+            accepted[i] = True
+            texts.append(text)
+            if id_value is not None:
+                ids.append(id_value)
+            invalid += bad_utf8
+        has_ids = bool(spec.id_field) and bool(self.id_mode)
+        chunk = _Chunk(ids=pa.array(ids, pa.string()) if has_ids else None,
+                       text=pa.array(texts, pa.large_string()),
+                       keep=np.asarray(keeps, dtype=np.float64) if spec.keep_column else None,
+                       invalid_utf8=invalid)
+        return chunk, accepted

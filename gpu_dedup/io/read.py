@@ -1,0 +1,191 @@
+"""Reading: a reader per input file (``open_readers``) and the batches of a run (``iter_batches``,
+``iter_rows``); ``check_unique_ids``.
+
+Reading (``iter_batches``)
+    Files are read in order; every batch belongs to one file and holds at most ``batch_bytes`` of UTF-8
+    text (a single larger document makes a one-row batch). Global row ids are dense over the whole run.
+    JSON Lines are read as byte blocks of at most ``batch_bytes`` cut at newlines and parsed with
+    ``pyarrow.json`` (fast path). When that parser rejects a block, or its result is in any way
+    doubtful (row count, nulls, ids present in only some rows, invalid UTF-8), the block is re-parsed
+    line by line with Python's ``json`` (``strict=False``: raw control characters inside strings are
+    accepted), which is the reference: the fast path is only used when it gives the same result.
+
+    Parquet files are read as record batches of about ``batch_bytes`` of the columns read (a record
+    batch may span row groups), decoded in parallel: row groups on a pool of ``read_threads`` threads,
+    each on its own file handle, with the per-row work (null checks, UTF-8 validation and repair, id
+    casts, keep values) done there too, submitted in file order across files while at most
+    ``read_ahead_bytes`` are ahead of the consumer. Batches, row numbers, the report and errors are those
+    of a sequential read whatever the thread count or timing: the consumer takes the record batches in
+    order and replays what the workers found, so the first problem in file order is the one raised. A row
+    group that cannot be decoded fails every record batch holding its rows; the rows before the first of
+    those are read, then the file ends ("cannot read the file after row N").
+
+    JSON Lines rules: a line holding only spaces/tabs/CR is blank; blank lines are not rows and are
+    skipped silently. Line numbers are 1-based physical lines of the decompressed file. A UTF-8 byte
+    order mark at the very start of a file is ignored (and not copied by ``write_kept``). Duplicate keys
+    in one object: the last one wins (Python ``json`` semantics).
+
+    Bad rows (malformed JSON, not an object, missing / null / non-string text, null id, id that is
+    neither a string nor an integer, id present in some rows of a file but not in others) raise
+    ``InputError`` naming ``relpath:line`` (JSON Lines) or ``relpath row N`` (Parquet / tables; N is the
+    0-based physical row) with ``on_error="raise"``; with ``on_error="skip"`` the row is dropped (it is
+    not a document and gets no row id) and recorded in ``ReadReport.skipped``. File-level problems are
+    handled the same way, naming just the file: a Parquet file that cannot be opened, or whose text / id
+    column is missing or has the wrong type; a compressed file that fails to decompress (skip mode keeps
+    the complete lines before the 1 MiB window where it failed). A file with zero rows yields no batch
+    and is listed in ``ReadReport.empty_files``.
+
+Ids
+    With ``id_field`` set and present in a file, every row of that file must carry a non-null string or
+    integer id (integers become their decimal string). When ``id_field`` is None, or absent from a whole
+    file (Parquet schema lacks it; no JSON line of the file has it), ids are generated as
+    ``f"{relpath}:{row_in_file}"`` with ``row_in_file`` the 0-based count of real rows of that file.
+    For JSON Lines the file's first row decides whether the file has ids.
+
+Invalid UTF-8 (policy)
+    Bytes that are not valid UTF-8 are replaced with U+FFFD exactly as ``bytes.decode("utf-8",
+    "replace")`` does, applied to the whole JSON line (JSON Lines) or to the text / id value (Parquet,
+    tables); lone surrogate escapes such as ``"\\ud800"`` are replaced with one U+FFFD each. The row is
+    kept and counted once in ``ReadReport.invalid_utf8_rows``; this is not an error. ``pyarrow.json``
+    would silently accept such bytes, so each block is validated first and invalid blocks take the
+    line-by-line path.
+
+keep_column
+    Numeric (int / float / bool / decimal) values read as float64, null or missing -> NaN. A keep column
+    missing from a whole file, or a non-numeric value, always raises ``InputError`` (also with
+    ``on_error="skip"``): skipping those rows would make the numbering differ from ``write_kept``, which
+    does not read the keep column.
+"""
+from __future__ import annotations
+
+import logging
+from contextlib import closing
+from typing import Any, Iterator, Literal, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .arrow import _ArrowReader
+from .batch import Batch, ReadReport, _FileReader, _Spec, _text_parts, generated_ids, make_spec
+from .discover import InputError, InputFile
+from .jsonl import _JsonlReader
+from .parquet import _ParquetPool, _read_ahead, _read_threads
+
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see write._quiet)
+
+
+def open_readers(files: list[InputFile], spec: _Spec, report: ReadReport, batch_bytes: int,
+             all_columns: bool, device_reader: Any = None, threads: int | None = None,
+             read_ahead: int | None = None) -> Iterator[tuple[int, _FileReader]]:
+    """A reader per file, in order. Parquet files share one ``_ParquetPool`` (``threads`` workers,
+    ``read_ahead`` bytes ahead; None: defaults), closed when this generator ends or is closed."""
+    pool: _ParquetPool | None = None
+    try:
+        for index, f in enumerate(files):
+            if f.fmt == "jsonl":
+                yield index, _JsonlReader(f, spec, report, batch_bytes)
+            elif f.fmt == "parquet":
+                if pool is None:
+                    pool = _ParquetPool(files, spec, report, batch_bytes, all_columns, device_reader,
+                                        _read_threads(threads), _read_ahead(read_ahead, batch_bytes))
+                yield index, pool.reader(index)
+            elif f.fmt == "table":
+                if f.table is None:
+                    raise ValueError(f"input {index} has fmt='table' but no table; build it with table_input()")
+                yield index, _ArrowReader(f, spec, report, batch_bytes, all_columns, device_reader)
+            else:
+                raise ValueError(f"unknown input format {f.fmt!r} for {f.path!r}; build inputs with resolve_inputs()")
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: str, batch_bytes: int,
+                 on_error: Literal["raise", "skip"], keep_column: str | None = None,
+                 report: ReadReport | None = None, device_reader: Any = None, read_threads: int | None = None,
+                 read_ahead_bytes: int | None = None) -> Iterator[Batch]:
+    """Yield batches of (ids, text[, keep values]) in file order; see the module docstring for the rules.
+
+    Memory: JSON Lines: one block (<= batch_bytes of raw JSON, or one longer line) at a time, plus what
+    pyarrow's JSON parser needs for it (several times the block). Parquet: row groups are decoded by
+    ``read_threads`` threads (None: ``pyarrow.cpu_count()``; 1: sequentially, no thread) at most
+    ``read_ahead_bytes`` ahead (uncompressed column bytes from the file metadata; None: max(2 x
+    batch_bytes, 256 MiB); more when one row group, or the row groups of one record batch, are larger).
+    Neither changes the batches, row numbers, report or errors.
+    ``device_reader`` (``gpu.resolve_reader``): Parquet text is read into device memory by it, one
+    batch per run of row groups holding about batch_bytes of text; same rows, ids and errors.
+    """
+    if not isinstance(batch_bytes, int) or batch_bytes < 1:
+        raise ValueError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
+    spec = make_spec(id_field, text_field, on_error, keep_column)
+    _read_threads(read_threads)  # bad knobs fail here, before anything is read
+    _read_ahead(read_ahead_bytes, batch_bytes)
+    report = report if report is not None else ReadReport()
+    readers = open_readers(files, spec, report, batch_bytes, all_columns=False, device_reader=device_reader,
+                       threads=read_threads, read_ahead=read_ahead_bytes)
+    # closed explicitly (not when garbage collected) so an error or an abandoned read stops the pool now
+    with closing(readers):
+        yield from _batches(readers, report, batch_bytes)
+
+
+def _batches(readers: Iterator[tuple[int, _FileReader]], report: ReadReport, batch_bytes: int) -> Iterator[Batch]:
+    row = 0
+    for index, reader in readers:
+        report.files += 1
+        skipped_before = len(report.skipped)
+        for chunk in reader.chunks():
+            report.invalid_utf8_rows += chunk.invalid_utf8
+            first_in_file = reader.rows - chunk.rows
+            dev = chunk.device_text
+            if chunk.parts is not None:  # cut by a Parquet pool worker
+                parts = chunk.parts
+            elif dev is not None:
+                parts = [(0, chunk.rows, None, dev.nbytes)]
+            else:
+                parts = _text_parts(chunk.text, batch_bytes)
+            for a, b, text, nbytes in parts:
+                ids = (chunk.ids.slice(a, b - a) if chunk.ids is not None
+                       else generated_ids(reader.f.relpath, first_in_file + a, b - a))
+                keep = chunk.keep[a:b] if chunk.keep is not None else None
+                report.rows += b - a
+                report.bytes_text += nbytes
+                yield Batch(file_index=index, row_start=row, ids=ids, text=text, keep_values=keep, device_text=dev)
+                row += b - a
+        if reader.rows == 0 and not reader.unreadable:
+            report.empty_files.append(reader.f.relpath)
+        skipped_here = len(report.skipped) - skipped_before
+        if skipped_here:
+            logger.warning("%s: skipped %d bad row(s) (see the read report)", reader.f.relpath, skipped_here)
+
+
+def check_unique_ids(ids: Sequence[pa.Array] | pa.ChunkedArray | pa.Array) -> None:
+    """Raise InputError naming up to 5 duplicated ids with their counts. Vectorised (Arrow hash)."""
+    if isinstance(ids, pa.Array):
+        ids = pa.chunked_array([ids])
+    elif not isinstance(ids, pa.ChunkedArray):
+        ids = pa.chunked_array(list(ids), type=pa.string()) if len(ids) else pa.chunked_array([], pa.string())
+    if len(ids) == 0 or pc.count_distinct(ids, mode="all").as_py() == len(ids):
+        return
+    counts = pc.value_counts(ids)
+    values, freq = counts.field("values"), counts.field("counts")
+    dup = pc.greater(freq, 1)
+    values, freq = values.filter(dup), freq.filter(dup)
+    order = pc.sort_indices(pa.table({"c": freq, "v": values}), sort_keys=[("c", "descending"), ("v", "ascending")])
+    top = order[:5].to_pylist()
+    shown = ", ".join(f"{values[i].as_py()!r} ({freq[i].as_py()} times)" for i in top)
+    more = f" and {len(values) - len(top)} more duplicated id(s)" if len(values) > len(top) else ""
+    raise InputError(f"ids must be unique; duplicated: {shown}{more}. Pass --id-field with a unique field (or "
+                     f"no id field, for generated '<file>:<row>' ids), or fix the data")
+
+
+def iter_rows(files: list[InputFile], rows: np.ndarray, **reader) -> Iterator[tuple[np.ndarray, pa.Array]]:
+    """(global row ids, their texts) for the sorted global row ids ``rows``, one pair per batch that
+    holds any of them (other batches are read but yield nothing); take() packs the selected texts into
+    one contiguous Arrow array. ``reader``: the keyword arguments of ``iter_batches``."""
+    rows = np.asarray(rows, np.int64)
+    for batch in iter_batches(files, **reader):
+        lo, hi = np.searchsorted(rows, [batch.row_start, batch.row_start + len(batch)])
+        if lo < hi:
+            sel = rows[lo:hi]
+            yield sel, batch.text.take(pa.array(sel - batch.row_start, pa.int64()))

@@ -1,0 +1,427 @@
+"""Atomic writing (``atomic_path``, ``write_parquet_atomic``, ``write_json_atomic``) and the writing of the
+kept rows (``write_kept``).
+
+Writing
+    ``write_kept`` re-reads the inputs with the same reader (so row numbering is identical by
+    construction) and writes ``out_dir/<relpath>`` per input: JSON Lines copy the original line bytes of
+    kept rows verbatim (same compression); Parquet keeps the original schema and codec; an in-memory
+    table becomes ``out_dir/deduplicated.parquet``. Files are written in parallel (``read_threads`` at a
+    time, each streamed in chunks); a file's first row number comes from the per-file row counts of the
+    read (``file_rows``), or a counting pass when they are not given. Every file is written to a temporary
+    name and renamed into place only after all inputs were read and every file's row count matched.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, closing, contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Literal, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .arrow import _ArrowReader
+from .batch import ReadReport, _Spec, make_spec
+from .blocks import _UTF8_BOM, _read_blocks, _split_lines
+from .discover import TABLE_OUTPUT_NAME, InputFile
+from .jsonl import _JsonlReader
+from .parquet import _read_threads
+from .read import open_readers
+
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see write._quiet)
+
+
+_PARQUET_CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "brotli", "ZSTD": "zstd", "LZ4": "lz4",
+                   "LZ4_RAW": "lz4", "UNCOMPRESSED": "none"}
+
+
+def _fsync_path(path: str, directory: bool = False) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0))
+    except OSError:
+        if directory:
+            return  # some platforms/filesystems cannot open directories; the rename is still atomic
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not directory:
+            raise
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[str]:
+    """Yield a temporary path next to ``path``; on success fsync it and rename it onto ``path``;
+    on an exception delete it and re-raise. Readers never see a partial ``path``."""
+    final = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(final)
+    os.makedirs(directory, exist_ok=True)
+    # Leading dot: directory scans (resolve_inputs) skip it; unique suffix: concurrent writers never clash.
+    tmp = os.path.join(directory, f".{os.path.basename(final)}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        yield tmp
+        _fsync_path(tmp)
+        os.replace(tmp, final)
+        _fsync_path(directory, directory=True)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_parquet_atomic(table: pa.Table, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def _json_safe(obj: Any) -> Any:
+    """Non-finite floats -> None; numpy scalars/arrays -> Python values (JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _json_safe(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json_atomic(obj: Any, path: str | os.PathLike) -> None:
+    """Write ``obj`` as indented JSON (NaN/inf -> null, key order kept), atomically."""
+    text = json.dumps(_json_safe(obj), indent=2, sort_keys=False, allow_nan=False)
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+
+
+def parquet_codec(pf_path: str) -> str:
+    md = pq.ParquetFile(pf_path).metadata
+    if md.num_row_groups and md.num_columns:
+        return _PARQUET_CODECS.get(md.row_group(0).column(0).compression, "snappy")
+    return "snappy"
+
+
+def output_path(out_dir: str, f: InputFile) -> str:
+    rel = TABLE_OUTPUT_NAME if f.fmt == "table" else f.relpath
+    return os.path.join(out_dir, *rel.split("/"))
+
+
+_WRITE_CHUNK = 8 << 20  # bytes of input per chunk read by write_kept (raw JSON block / Parquet record batch)
+
+
+def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathLike, *, id_field: str | None,
+               text_field: str, on_error: Literal["raise", "skip"], file_rows: Sequence[int] | None = None,
+               read_threads: int | None = None) -> dict:
+    """Write the rows with ``keep[global_row]`` True to ``out_dir`` (layout in the module docstring).
+
+    keep: bool [total rows], numbered as ``iter_batches`` with the same files/id_field/text_field/on_error.
+    ``file_rows``: the rows ``iter_batches`` gave per file (the run's pass 1 knows them), which place each
+    file's rows in ``keep``; None: counted here first, exactly as ``iter_batches`` numbers them (with
+    on_error='raise' cheaply: Parquet metadata, non-blank JSON lines; with 'skip' by reading the files once
+    more, as they are read for writing). Every file is checked to hold the rows it was given.
+
+    Files are written in parallel, ``read_threads`` at a time (None: ``pyarrow.cpu_count()``, as the
+    reader's default; 1: one after the other on this thread, no thread started), each streamed in chunks
+    of about 8 MiB of input (``_WRITE_CHUNK``; a JSON block, or the decoded record batches of a Parquet
+    range), never a whole file. With fewer files than threads, a Parquet file's row groups are also
+    decoded ahead on the spare threads (``read_threads // files`` per file), up to 2 chunks per spare
+    thread, while its current chunk is filtered and encoded. Memory: about ``read_threads x 8 MiB`` of
+    input in flight, never more than ``2 x read_threads x 8 MiB`` (plus what the JSON parser / Parquet
+    decoder and encoder need per chunk, and any single line or row group larger than a chunk). The
+    outputs are byte for byte those of a sequential write.
+
+    All outputs become visible together at the end, only if every file was written and the row count
+    matched; an error in any file removes every output and raises the first error in file order.
+    Returns ``{"files": n_files_written, "rows_written": m}``.
+    """
+    keep = np.asarray(keep)
+    if keep.ndim != 1 or keep.dtype != np.bool_:
+        raise ValueError(f"keep must be a 1-D bool array indexed by global row id, got dtype {keep.dtype} "
+                         f"shape {keep.shape}")
+    if sum(f.fmt == "table" for f in files) > 1:
+        raise ValueError("write_kept writes one in-memory table to deduplicated.parquet; got several tables, "
+                         "concatenate them first")
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    inputs = {os.path.abspath(f.path) for f in files if f.fmt != "table"}
+    for f in files:
+        target = output_path(out_dir, f)
+        if target in inputs:
+            raise ValueError(f"output {target!r} would overwrite an input; choose another output directory")
+    spec = make_spec(id_field, text_field, on_error, None)
+    threads = _read_threads(read_threads)
+    if file_rows is None:
+        counts = _ordered(lambda i: _count_rows(files[i], spec), len(files), min(threads, len(files)), "count")
+    else:
+        counts = [int(n) for n in file_rows]
+        if len(counts) != len(files) or any(n < 0 for n in counts):
+            raise ValueError(f"file_rows must hold one row count >= 0 per input file ({len(files)}), got "
+                             f"{len(counts)} value(s)")
+    total = sum(counts)
+    if total != len(keep):
+        raise ValueError(f"keep has {len(keep)} entries but the inputs have {total} rows; pass the same files, "
+                         f"id_field, text_field and on_error as to iter_batches")
+    firsts = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)[:-1])).tolist() if files else []
+    workers = max(1, min(threads, len(files)))
+    decode = threads // workers  # a file's Parquet decoding threads: > 1 only with fewer files than threads
+    stop = _Stop()
+
+    def job(i: int) -> _Written:
+        try:
+            return _write_file(files[i], spec, keep[firsts[i]:firsts[i] + counts[i]], len(keep), out_dir, decode,
+                               lambda: stop.after(i))
+        except BaseException:
+            stop.failed(i)  # later files stop at their next chunk; earlier ones go on (their error would win)
+            raise
+
+    totals = {"files": 0, "rows": 0}
+    with ExitStack() as stack:  # every file's temporary output: renamed together at the end, or removed
+
+        def take(done: _Written) -> None:  # in file order
+            stack.enter_context(done.outputs)
+            if done.unreadable:
+                logger.warning("%s could not be read; no output written for it", done.relpath)
+            totals["files"] += done.files
+            totals["rows"] += done.rows
+
+        _ordered(job, len(files), workers, "write", take=take,
+                 discard=lambda done: stack.enter_context(done.outputs), abort=lambda: stop.failed(-1))
+    return {"files": totals["files"], "rows_written": totals["rows"]}
+
+
+@dataclass
+class _Written:
+    """One file written by ``_write_file``: its temporary output (renamed onto the output path when
+    ``outputs`` exits without an exception, removed with one), files written (0 or 1), rows kept."""
+
+    relpath: str
+    outputs: ExitStack
+    files: int
+    rows: int
+    unreadable: bool = False
+
+
+class _Aborted(Exception):
+    """A file's write stopped because an earlier file failed (never reaches the caller)."""
+
+
+class _Stop:
+    """The lowest index of a failed file: files after it stop, the ones before it go on."""
+
+    def __init__(self) -> None:
+        self.first: float = math.inf
+        self.lock = threading.Lock()
+
+    def failed(self, i: int) -> None:
+        with self.lock:
+            self.first = min(self.first, i)
+
+    def after(self, i: int) -> bool:
+        return i > self.first
+
+
+def _ordered(fn: Callable[[int], Any], n: int, workers: int, name: str, *,
+             take: Callable[[Any], None] | None = None, discard: Callable[[Any], None] | None = None,
+             abort: Callable[[], None] | None = None) -> list:
+    """``[fn(0), .., fn(n - 1)]``, computed ``workers`` at a time (1: on this thread, in order), each result
+    passed to ``take`` in index order as soon as it and the ones before it are done. The first exception in
+    index order is raised, after ``abort()`` and once every started call has ended; results that came after
+    it go to ``discard``."""
+    results: list = []
+    if workers <= 1 or n <= 1:
+        for i in range(n):
+            res = fn(i)
+            if take is not None:
+                take(res)
+            results.append(res)
+        return results
+    executor = ThreadPoolExecutor(workers, thread_name_prefix=f"gpu_dedup-{name}")
+    futures = [executor.submit(fn, i) for i in range(n)]
+    try:
+        for fut in futures:
+            res = fut.result()
+            if take is not None:
+                take(res)
+            results.append(res)
+        return results
+    except BaseException:
+        if abort is not None:
+            abort()
+        for fut in futures:  # the ones not started never will
+            fut.cancel()
+        for fut in futures[len(results):]:  # wait for the running ones (the first error is the one raised)
+            if not fut.cancelled() and fut.exception() is None and discard is not None:
+                discard(fut.result())
+        raise
+    finally:
+        executor.shutdown(wait=True)
+
+
+def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_dir: str, decode_threads: int,
+                stopped: Any) -> _Written:
+    """Write the rows of ``f`` with ``keep[row_in_file]`` True to its temporary output, streaming chunks of
+    ``_WRITE_CHUNK`` bytes (Parquet: decoded on ``decode_threads`` threads, up to ``2 x (decode_threads -
+    1)`` chunks ahead of the one being written). Raises when the file does not hold exactly ``len(keep)`` rows, or
+    ``_Aborted`` when ``stopped()`` turns True."""
+    report = ReadReport()  # write_kept's own; iter_batches already reported the problems
+    target = output_path(out_dir, f)
+    row, written = 0, 0
+
+    def take(n: int) -> np.ndarray:
+        nonlocal row
+        if stopped():
+            raise _Aborted(f.relpath)
+        if row + n > len(keep):
+            raise ValueError(f"keep has {keep_len} entries but the inputs have more rows ({f.relpath}: more than "
+                             f"{len(keep)}); pass the same files, id_field, text_field and on_error as to "
+                             f"iter_batches")
+        part = keep[row:row + n]
+        row += n
+        return part
+
+    ahead = 2 * (decode_threads - 1) * _WRITE_CHUNK  # 2 chunks per spare thread: 1 leaves it idle at times
+    outputs = ExitStack()
+    with outputs, closing(open_readers([f], spec, report, _WRITE_CHUNK, all_columns=True, threads=decode_threads,
+                                   read_ahead=ahead)) as readers:
+        _, reader = next(readers)
+        unreadable = False
+        if isinstance(reader, _JsonlReader):
+            tmp = outputs.enter_context(atomic_path(target))
+            with pa.output_stream(tmp, compression=f.compression) as out:
+                for chunk in reader.chunks():
+                    mask = take(len(chunk.text))
+                    written += int(mask.sum())
+                    _write_spans(out, chunk.raw, chunk.starts[mask], chunk.ends[mask])
+        else:
+            writer = None
+            try:
+                for chunk in reader.chunks():
+                    if writer is None:
+                        writer = _open_parquet_writer(outputs, target, reader)
+                    mask = take(len(chunk.text))
+                    full = np.zeros(len(chunk.valid), dtype=bool)
+                    full[np.flatnonzero(chunk.valid)] = mask
+                    written += int(mask.sum())
+                    if full.any():
+                        writer.write_batch(chunk.record.filter(pa.array(full)))
+                if writer is None and reader.schema is not None:  # no rows at all: still write the schema
+                    writer = _open_parquet_writer(outputs, target, reader)
+                unreadable = writer is None
+            finally:
+                if writer is not None:
+                    writer.close()
+        if row != len(keep):
+            raise ValueError(f"keep has {keep_len} entries but the inputs have a different number of rows "
+                             f"({f.relpath}: {row}, not {len(keep)}); pass the same files, id_field, text_field "
+                             f"and on_error as to iter_batches")
+        return _Written(f.relpath, outputs.pop_all(), 0 if unreadable else 1, written, unreadable)
+
+
+def _count_rows(f: InputFile, spec: _Spec) -> int:
+    """The rows ``iter_batches`` gives for ``f`` alone (row numbers restart at every file), as the write
+    will read them. With on_error='raise' every physical row / non-blank line is one (or the read raises,
+    and so will the write): Parquet metadata, tables' length, a newline scan of JSON Lines. Otherwise, or
+    when that fails, the file is read exactly as ``_write_file`` reads it (every line parsed; Parquet: all
+    columns in the same record batches, so that a row group that cannot be decoded ends the file at the
+    same row), which raises its error."""
+    if spec.on_error == "raise":
+        try:
+            if f.fmt == "parquet":
+                with pq.ParquetFile(f.path) as pf:
+                    return pf.metadata.num_rows
+            if f.fmt == "table" and f.table is not None:
+                return f.table.num_rows
+            if f.fmt == "jsonl":
+                return _count_lines(f)
+        except (OSError, pa.ArrowException, ValueError):
+            pass  # the reader raises the error it would raise for this file
+    report = ReadReport()
+    # the write logs what the reader finds (files without ids, skipped rows...): not twice
+    with _quiet(), closing(open_readers([f], spec, report, _WRITE_CHUNK, all_columns=True, threads=1)) as readers:
+        _, reader = next(readers)
+        for _ in reader.chunks():
+            pass
+        return reader.rows
+
+
+def _count_lines(f: InputFile) -> int:
+    """Non-blank lines of a JSON Lines file, split as ``_JsonlReader`` splits them (leading BOM ignored)."""
+    n = 0
+    with pa.input_stream(f.path, compression=f.compression) as stream:
+        for k, block in enumerate(_read_blocks(stream, _WRITE_CHUNK)):
+            if k == 0 and block[:len(_UTF8_BOM)] == _UTF8_BOM:
+                block = block[len(_UTF8_BOM):]
+            if len(block):
+                n += int(_split_lines(block)[2].sum())
+    return n
+
+
+_quiet_state = threading.local()
+
+
+class _QuietFilter(logging.Filter):
+    """Drops the package logger's records in a thread inside ``_quiet()``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_quiet_state, "on", False)
+
+
+logger.addFilter(_QuietFilter())
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """No log records from this package in this thread meanwhile."""
+    before = getattr(_quiet_state, "on", False)
+    _quiet_state.on = True
+    try:
+        yield
+    finally:
+        _quiet_state.on = before
+
+
+def _open_parquet_writer(stack: ExitStack, target: str, reader: _ArrowReader) -> pq.ParquetWriter:
+    tmp = stack.enter_context(atomic_path(target))
+    codec = parquet_codec(reader.f.path) if reader.f.fmt == "parquet" else "snappy"
+    return pq.ParquetWriter(tmp, reader.schema, compression=codec)
+
+
+_GATHER_RUNS = 16  # more runs of adjacent spans than this: gathered by Arrow, written at once
+
+
+def _write_spans(out: Any, raw: memoryview, starts: np.ndarray, ends: np.ndarray) -> None:
+    """Write raw[starts[i]:ends[i]] for all i (increasing, not overlapping), merging adjacent spans. Many
+    runs are gathered into one buffer by Arrow's ``take`` (no Python per run, without the GIL, so that
+    parallel writers do not wait on each other) and written with one call; the bytes are the same."""
+    if len(starts) == 0:
+        return
+    breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+    run_starts = starts[np.concatenate(([0], breaks))]
+    run_ends = ends[np.concatenate((breaks - 1, [len(ends) - 1]))]
+    view = memoryview(raw)
+    if len(run_starts) <= _GATHER_RUNS:
+        for s, e in zip(run_starts.tolist(), run_ends.tolist()):
+            out.write(view[s:e])
+        return
+    # the block as binary values: the runs (even values) and the gaps between them (odd values)
+    bounds = np.empty(2 * len(run_starts), np.int64)
+    bounds[0::2], bounds[1::2] = run_starts, run_ends
+    values = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(bounds) - 1,
+                                              [None, pa.py_buffer(bounds), pa.py_buffer(view)])
+    runs = values.take(pa.array(np.arange(0, len(bounds), 2, dtype=np.int64)))
+    offsets = np.frombuffer(runs.buffers()[1], np.int64)
+    out.write(runs.buffers()[2].slice(int(offsets[0]), int(offsets[len(runs)] - offsets[0])))

@@ -1,0 +1,252 @@
+"""The lexical decisions, after pass 1: named stages over the run's per-document arrays, in data-flow order.
+
+    rank      keep order (first | longest | min-id | max:<column>); an index's documents first
+    exact     groups of equal 128-bit hashes: the first in keep order stays (short documents: this path only)
+    buckets   LSH buckets of the exact-group leaders with shingles: runs of equal band keys after a sort
+    verify    exact shingle sets of the candidates (documents sharing a bucket): pass 2, or pass 1's kept text
+    policy    representative (remove only for a kept document at verified J >= theta) or components
+    table     one decisions row per document (DECISIONS_SCHEMA)
+
+Each stage takes and returns typed arrays (host NumPy, or device arrays on a GPU where noted) plus its stats;
+``decide`` composes them. With an index (``against``) its documents are rows 0..I-1 in front of the input's,
+first in keep order and pinned (never removed); the decisions cover the input only.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..config import RunConfig
+from ..constants import GIANT_BUCKET
+from ..decisions import DECISIONS_SCHEMA, REASONS
+from ..device import array_module, to_device, to_host
+from ..engine import TextCache
+from .exact import exact_groups, verify_groups
+from .lsh import Buckets, group_buckets, partitions_for
+from .policy import components_policy, keep_rank, representative_policy
+from .signatures import Documents
+from .verify import ShingleSets, candidate_sets
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Decided:
+    """decisions: one row per input document (DECISIONS_SCHEMA), in row order; stats: run.json's "stages";
+    keep: bool (n,) host, the decisions' keep column."""
+
+    decisions: pa.Table
+    stats: dict[str, Any]
+    keep: np.ndarray
+
+
+@dataclass
+class Ranked:
+    """The run's rows (an index's first): keep order and exact hashes over all N = I + n rows."""
+
+    n_index: int
+    rank_h: np.ndarray   # int64 (N,) host: position in keep order
+    rank: Any            # the same on the device
+    exact: Any           # uint64 (N, 2) device
+    short: Any           # bool (N,) device: no shingle (fewer units than n)
+    keys: Any            # BandKeys over N rows
+
+
+@dataclass
+class ExactGroups:
+    """leader: int64 (N,) host, the row each row is an exact duplicate of (itself when it stays); short: bool
+    (N,) host."""
+
+    leader: np.ndarray
+    short: np.ndarray
+    stats: dict[str, Any]
+
+
+@dataclass
+class Candidates:
+    """The LSH stage: lsh_rows int64 (m,) host, the rows hashed into buckets (exact-group leaders with
+    shingles, sorted); buckets over their local indexes 0..m-1 (device); cand_local int64 host, the local
+    indexes that share a bucket with another row."""
+
+    lsh_rows: np.ndarray
+    lsh_rows_d: Any
+    buckets: Buckets
+    cand_local: np.ndarray
+    stats: dict[str, Any]
+
+
+def decide(cfg: RunConfig, device: str, files, docs: Documents, timings: dict[str, float], index=None,
+           cache: TextCache | None = None) -> Decided:
+    """The stages of the module doc, timed into ``timings`` (exact, buckets, shingle_sets, policy, decisions)."""
+    t = time.perf_counter()
+    ranked = rank_rows(cfg, device, docs, index)
+    groups = exact_stage(cfg, device, files, ranked, index)
+    timings["exact"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    cands = bucket_stage(cfg, device, ranked, groups)
+    timings["buckets"] = time.perf_counter() - t
+    stages: dict[str, Any] = {"exact": groups.stats, "lsh": cands.stats}
+    if index is not None:
+        stages["against_index"] = {"path": index.path, "documents": ranked.n_index,
+                                   "generation": index.manifest["generation"]}
+
+    sets = None
+    n = len(docs)
+    from_cache = cache is not None and cache.complete and cache.rows == n
+    if cfg.cluster.verify and cands.cand_local.shape[0]:
+        t = time.perf_counter()
+        sets, reread = candidate_sets(cfg, device, files, cands.lsh_rows, cands.cand_local, index,
+                                      cache if from_cache else None)
+        timings["shingle_sets"] = time.perf_counter() - t
+        stages["verify"] = {"documents": int(cands.cand_local.shape[0]), "shingle_hashes": int(sets.hashes.shape[0]),
+                            "text": "kept from pass 1" if from_cache else "re-read from the input",
+                            "text_bytes_read": reread}
+    if cache is not None:
+        stages["text_cache"] = cache.stats(bool(from_cache and sets is not None))
+
+    t = time.perf_counter()
+    rep_local, jac_local, stages["policy"] = policy_stage(cfg, device, ranked, cands, sets)
+    timings["policy"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    ids, file_index = docs.ids, docs.file_index
+    if index is not None:
+        ids = pa.concat_arrays([index.ids, ids])
+        file_index = np.concatenate([np.zeros(ranked.n_index, np.int32), file_index])
+    decisions, stages["clusters"], keep = decisions_table(files, ids, file_index, groups.leader, groups.short,
+                                                          cands.lsh_rows, rep_local, jac_local, ranked.n_index)
+    timings["decisions"] = time.perf_counter() - t
+    return Decided(decisions, stages, keep)
+
+
+def rank_rows(cfg: RunConfig, device: str, docs: Documents, index=None) -> Ranked:
+    """Keep order over the run's rows, with an index's documents in front (first in keep order)."""
+    xp = array_module(device)
+    n = len(docs)
+    n_index = len(index) if index is not None else 0
+    rank_h = keep_rank(cfg.cluster.keep, n=n, text_bytes=docs.text_bytes, ids=docs.ids, values=docs.keep_values)
+    exact_h, short_d, keys = docs.exact, docs.nshingles == 0, docs.keys
+    if index is not None:
+        rank_h = np.concatenate([np.arange(n_index, dtype=np.int64), rank_h + n_index])
+        exact_h = xp.concatenate([to_device(index.exact, device), exact_h])
+        short_d = xp.concatenate([to_device(index.short, device), short_d])
+        keys = keys.with_prefix(index.band_keys)
+    return Ranked(n_index, rank_h, to_device(rank_h, device), exact_h, short_d, keys)
+
+
+def exact_stage(cfg: RunConfig, device: str, files, ranked: Ranked, index=None) -> ExactGroups:
+    """Exact groups (the first in keep order leads); with exact_verify, byte-compared (a second read)."""
+    xp = array_module(device)
+    total = int(ranked.rank_h.shape[0])
+    n_index = ranked.n_index
+    rows = np.arange(total, dtype=np.int64)
+    leader_d = exact_groups(ranked.exact, ranked.rank, xp)
+    if not cfg.cluster.exact:
+        leader_d = xp.where(ranked.short, leader_d, xp.arange(total, dtype=xp.int64))  # short: exact path only
+    leader, short = to_host(leader_d), to_host(ranked.short)
+    collisions = None
+    if cfg.cluster.exact_verify:
+        if index is not None:
+            raise ValueError("exact_verify cannot byte-compare against an index (it stores hashes, not text); "
+                             "run without --exact-verify or without --against")
+        leader, collisions = verify_groups(files, cfg, leader)
+    stats = {"groups_with_duplicates": int(np.unique(leader[leader != rows]).shape[0]),
+             "removed": int((leader[n_index:] != rows[n_index:]).sum()),
+             "short_documents": int(short[n_index:].sum()),
+             "byte_verified": cfg.cluster.exact_verify, "hash_collisions": collisions}
+    return ExactGroups(leader, short, stats)
+
+
+def bucket_stage(cfg: RunConfig, device: str, ranked: Ranked, groups: ExactGroups) -> Candidates:
+    """LSH buckets of the exact-group leaders that have shingles (all of them with near=True)."""
+    xp = array_module(device)
+    rows = np.arange(groups.leader.shape[0], dtype=np.int64)
+    lsh_rows = np.flatnonzero((groups.leader == rows) & ~groups.short) if cfg.cluster.near else np.zeros(0, np.int64)
+    lsh_rows_d = to_device(lsh_rows, device)
+    partitions = partitions_for(int(lsh_rows.shape[0]), cfg.memory_budget)
+    buckets = group_buckets(ranked.keys, lsh_rows_d, partitions)
+    has_entries = to_host(xp.diff(buckets.doc_offsets) > 0)
+    cand_local = np.flatnonzero(has_entries)
+    bucket_size = to_host(buckets.bucket_size)
+    largest = int(bucket_size.max()) if buckets.n_buckets else 0
+    stats = {"documents": int(lsh_rows.shape[0]), "buckets": buckets.n_buckets,
+             "bucket_entries": int(buckets.entry_doc.shape[0]),
+             "candidate_documents": int(cand_local.shape[0]),
+             "largest_bucket": largest, "key_range_partitions": partitions,
+             "band_keys_on_disk": ranked.keys.on_disk,
+             "buckets_per_band": np.bincount(to_host(buckets.bucket_band), minlength=cfg.lsh.bands).tolist()}
+    if largest >= GIANT_BUCKET:
+        logger.warning("giant LSH bucket of %d documents (templated text?); work stays linear but check the "
+                       "largest clusters", largest)
+    return Candidates(lsh_rows, lsh_rows_d, buckets, cand_local, stats)
+
+
+def policy_stage(cfg: RunConfig, device: str, ranked: Ranked, cands: Candidates,
+                 sets: ShingleSets | None) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """The removal policy over the bucketed rows: (rep_local int64 (m,) host, the local index of the row each
+    one is removed for, -1 when kept; jac_local float64 (m,) host, its Jaccard; stats)."""
+    xp = array_module(device)
+    m = cands.lsh_rows.shape[0]
+    if m == 0:
+        return np.zeros(0, np.int64), np.zeros(0), {"removed": 0}
+    lrank = ranked.rank[cands.lsh_rows_d]
+    if cfg.cluster.policy == "representative":
+        res = representative_policy(cands.buckets, sets if sets is not None else ShingleSets.empty(m, xp), lrank,
+                                    cfg.cluster.threshold, cfg.cluster.max_representatives_per_bucket, device,
+                                    pinned=to_device(cands.lsh_rows < ranked.n_index, device))
+    else:
+        res = components_policy(cands.buckets, lrank, cfg.cluster.threshold, sets, device)
+    return to_host(res.rep), to_host(res.jaccard), res.stats
+
+
+def decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local, jac_local, n_index=0):
+    """Merge exact groups and near-duplicate representatives into one row per document (host arrays).
+    Rows before ``n_index`` are indexed documents: they give representatives but get no row."""
+    n = len(ids)
+    rows = np.arange(n, dtype=np.int64)
+    kept_rep = rows.copy()
+    jac = np.full(n, np.nan)
+    near = np.zeros(n, bool)
+    removed_local = np.flatnonzero(rep_local >= 0)
+    kept_rep[lsh_rows[removed_local]] = lsh_rows[rep_local[removed_local]]
+    jac[lsh_rows[removed_local]] = jac_local[removed_local]
+    near[lsh_rows[removed_local]] = True
+    dup = leader != rows
+    # an exact duplicate has its leader's shingle set, so its representative and Jaccard are the leader's
+    kept_rep[dup] = kept_rep[leader[dup]]
+    leader_kept = kept_rep[leader] == leader
+    jac[dup] = np.where(leader_kept[dup], 1.0, jac[leader[dup]])
+    jac[dup & short] = np.nan
+    matched = np.where(dup, leader, np.where(near, kept_rep, -1))
+    keep = kept_rep == rows
+    sizes = np.bincount(kept_rep, minlength=n)
+    cluster_size = sizes[kept_rep]
+    # reasons as codes into REASONS (no Python string per document), later decoded by Arrow
+    reason = np.zeros(n, np.int8)  # "unique"
+    reason[keep & (cluster_size > 1)] = REASONS.index("representative")
+    reason[dup] = REASONS.index("exact_duplicate")
+    reason[dup & short] = REASONS.index("short_exact_duplicate")
+    reason[near] = REASONS.index("near_duplicate")
+    relpaths = pa.array([f.relpath for f in files] or [""], pa.string())
+    cluster_id = np.where(kept_rep < n_index, -1 - kept_rep, kept_rep - n_index)
+    new = slice(n_index, n)
+    decisions = pa.table({
+        "id": ids[new],
+        "keep": pa.array(keep[new]),
+        "reason": pa.DictionaryArray.from_arrays(pa.array(reason[new]), pa.array(REASONS)).cast(pa.string()),
+        "cluster_id": pa.array(cluster_id[new], pa.int64()),
+        "representative_id": ids.take(pa.array(kept_rep[new], pa.int64())),
+        "matched_id": ids.take(pa.array(matched[new], pa.int64(), mask=matched[new] < 0)),
+        "jaccard": pa.array(jac[new], pa.float64(), from_pandas=True),
+        "cluster_size": pa.array(cluster_size[new], pa.int64()),
+        "source": relpaths.take(pa.array(file_index[new], pa.int32())),
+    }, schema=DECISIONS_SCHEMA)
+    sizes_new = sizes[np.unique(kept_rep[new])] if n > n_index else np.zeros(0, np.int64)
+    clusters = {"with_duplicates": int((sizes_new > 1).sum()), "largest": int(sizes_new.max()) if sizes_new.size else 0}
+    return decisions, clusters, keep[new]

@@ -1,0 +1,237 @@
+"""Pass 1 of the lexical pipeline: read -> normalize -> exact hash + MinHash -> band keys, for every input
+file, and the per-document arrays it leaves (``Documents``).
+
+Local engine: file by file here, batches read ahead in a thread (on a GPU the per-document results stay on
+the device). Dask engine: one task per file on the cluster's workers. With a work directory each file's
+results are stored as a checksummed piece and valid pieces are reused on resume. Rows are numbered in file
+order either way, so decisions depend on neither the engine, the worker count nor the batch size.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .. import io
+from ..config import RunConfig, keep_column
+from ..device import array_module, set_threads, simulator, to_device, to_host
+from ..engine import TextCache, prefetched, progress
+from ..io.gpu import resolve_reader
+from ..workdir import checkpoint, piece_table, unpack_piece
+from .bandkeys import BandKeys
+from .exact import exact_hashes
+from .lsh import band_keys
+from .minhash import compute_signatures, permutation_params
+from .normalize import arrow_text_buffers, normalize_arrays
+
+STEPS = ("read", "normalize", "minhash", "band_keys")  # pass 1's timings
+
+
+@dataclass
+class Documents:
+    """Pass 1's per-document arrays for the whole run, in row order. ``exact``, ``nshingles`` and the band
+    keys live on the device on a GPU; the rest on the host."""
+
+    ids: pa.Array                    # string (n,), unique
+    file_index: np.ndarray           # int32 (n,): the document's file, an index into the run's files
+    file_rows: list[int]             # documents per input file
+    text_bytes: np.ndarray           # int64 (n,): UTF-8 bytes of the raw text
+    words: np.ndarray                # int64 (n,): words of the normalized text
+    keep_values: np.ndarray | None   # float64 (n,): the keep=max:<column> values, else None
+    exact: Any                       # uint64 (n, 2): the 128-bit exact hashes
+    nshingles: Any                   # int64 (n,): shingles per document (0: short, exact path only)
+    keys: BandKeys                   # (n, bands) uint64 band keys, in memory or on disk (work dir + budget)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class _Collected:
+    """Per-batch arrays gathered in pass 1, concatenated into ``Documents`` at the end."""
+
+    ids: list[pa.Array] = field(default_factory=list)
+    file_index: list[np.ndarray] = field(default_factory=list)
+    text_bytes: list[np.ndarray] = field(default_factory=list)
+    words: list[np.ndarray] = field(default_factory=list)
+    keep_values: list[np.ndarray] = field(default_factory=list)
+    exact: list[np.ndarray] = field(default_factory=list)
+    nshingles: list[np.ndarray] = field(default_factory=list)
+    band_keys: list[np.ndarray] = field(default_factory=list)
+    file_rows: list[int] = field(default_factory=list)  # rows per input file
+
+
+def read_signatures(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None, client=None,
+                    cache: TextCache | None = None) -> Documents:
+    """Pass 1 over every file (module doc), then the per-document arrays of the run. Adds the read report
+    of every file to ``report`` and pass 1's times (``STEPS``, plus "collect") to ``timings``."""
+    col = _pass1(files, cfg, device, report, timings, work, client, cache)
+    t = time.perf_counter()
+    xp = array_module(device)
+    ids = pa.chunked_array(col.ids, pa.string()).combine_chunks() if col.ids else pa.array([], pa.string())
+    io.check_unique_ids(pa.chunked_array([ids], pa.string()))
+    if col.band_keys or work is None or cfg.memory_budget is None:
+        keys = BandKeys(cfg.lsh.bands, matrix=_cat2(col.band_keys, cfg.lsh.bands, np.uint64, xp), device=device)
+    else:  # with a budget and a work directory the band keys stay on disk, read one key range at a time
+        keys = BandKeys(cfg.lsh.bands, work=work, file_rows=col.file_rows, device=device)
+    docs = Documents(ids=ids, file_index=_cat(col.file_index, np.int32), file_rows=col.file_rows,
+                     text_bytes=_cat(col.text_bytes, np.int64), words=_cat(col.words, np.int64),
+                     keep_values=_cat(col.keep_values, np.float64) if keep_column(cfg.cluster.keep) else None,
+                     exact=_cat2(col.exact, 2, np.uint64, xp), nshingles=_cat(col.nshingles, np.int64, xp), keys=keys)
+    timings["collect"] = time.perf_counter() - t
+    return docs
+
+
+def reader_name(cfg: RunConfig, device: str) -> str:
+    """Which reader decoded Parquet text in pass 1 (JSON Lines and tables always use pyarrow)."""
+    r = resolve_reader(cfg.reader, device)
+    return r.name if r is not None else "pyarrow"
+
+
+def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, keep_text=None):
+    """Pass 1 over one input file: returns (parts, read report dict, timings). A part is (ids, text_bytes,
+    words, keep_values, exact hashes, shingle counts, band keys) of one batch; the last three stay on
+    the device on a GPU. ``keep_text(row in the file, normalized batch)`` is offered every batch."""
+    kc = keep_column(cfg.cluster.keep)
+    report = io.ReadReport()
+    parts = []
+    tm = dict.fromkeys(STEPS, 0.0)
+    t = time.perf_counter()
+    device_reader = resolve_reader(cfg.reader, device)
+
+    def on_device(batch):
+        """(batch, text bytes per row, data, offsets on the device); runs in the reading thread."""
+        if batch.device_text is not None:  # decoded on the device (cudf): only the lengths come back
+            data, offsets = batch.device_text.data, batch.device_text.offsets
+            return batch, to_host(offsets[1:] - offsets[:-1]).astype(np.int64), data, offsets
+        data, offsets = arrow_text_buffers(batch.text)
+        if device == "cuda" and (offsets[0] > 0 or offsets[-1] < data.shape[0]):
+            # a slice of a larger buffer (batches of an in-memory table share the table's whole text
+            # buffer): copy only this batch's bytes, with offsets rebased to them
+            data, offsets = data[offsets[0]:offsets[-1]], offsets - offsets[0]
+        return batch, np.diff(offsets), to_device(data, device), to_device(offsets, device)
+
+    # a device reader launches a kernel (UTF-8 check) in the reading thread
+    depth = 0 if device_reader is not None and simulator() else 2
+    batches = io.iter_batches([f], report=report, device_reader=device_reader, **cfg.reader_options())
+    for batch, text_bytes, data, offsets in prefetched(batches, depth, on_device):
+        t0 = time.perf_counter()
+        norm = normalize_arrays(data, offsets, cfg.normalize, device)
+        t1 = time.perf_counter()
+        if keep_text is not None:
+            keep_text(batch.row_start, norm)
+        h = exact_hashes(norm, device)
+        sig = compute_signatures(norm, cfg.shingle, cfg.minhash, params, device)
+        t2 = time.perf_counter()
+        keys = band_keys(sig.values, cfg.lsh, device)
+        t3 = time.perf_counter()
+        parts.append((batch.ids, text_bytes, to_host(norm.words),
+                      np.asarray(batch.keep_values, np.float64) if kc else None, h, sig.nshingles, keys))
+        tm["read"] += t0 - t
+        tm["normalize"] += t1 - t0
+        tm["minhash"] += t2 - t1
+        tm["band_keys"] += t3 - t2
+        if bar is not None:
+            bar.update(len(batch))
+        checkpoint("batch")
+        t = time.perf_counter()
+    return parts, report.to_dict(), tm
+
+
+def _piece_task(fi: int, f, cfg: RunConfig, device: str):
+    """Dask task: pass 1 of one file on a worker (its CPU threads, or its GPU), as a host piece table."""
+    set_threads(cfg.threads or 1)  # one numba thread per dask worker thread unless told otherwise
+    parts, report, tm = _compute_file(fi, f, cfg, device, permutation_params(cfg.minhash))
+    return _piece_of(parts, cfg), report, tm
+
+
+def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None,
+           client=None, cache: TextCache | None = None) -> _Collected:
+    """Pass 1 over every file, locally or as dask tasks (``client``), reusing stored pieces (module doc)."""
+    col = _Collected()
+    params = permutation_params(cfg.minhash)
+    kc = keep_column(cfg.cluster.keep)
+    for k in STEPS:
+        timings[k] = 0.0
+    stored = {fi: work.load(fi, f) for fi, f in enumerate(files)} if work is not None else {}
+    futures = {}
+    if client is not None:
+        todo = [fi for fi in range(len(files)) if stored.get(fi) is None]
+        futures = {fi: client.submit(_piece_task, fi, files[fi], cfg, device, pure=False) for fi in todo}
+    with progress(cfg, "read+minhash") as bar:
+        for fi, f in enumerate(files):
+            piece = stored.get(fi)
+            if piece is None and fi in futures:
+                table, part_report, tm = futures.pop(fi).result()
+                for k, v in tm.items():
+                    timings[k] += v
+                if work is not None:
+                    work.store(fi, f, table, part_report)
+                piece = (table, part_report)
+                bar.update(table.num_rows)
+            if piece is not None:
+                if cache is not None:
+                    cache.drop("pass 1 reused work-dir pieces" if stored.get(fi) is not None
+                               else "pass 1 ran on dask workers")
+                u = unpack_piece(piece[0], cfg.lsh.bands)
+                _merge_report(report, piece[1])
+                parts = [(u["ids"], u["text_bytes"], u["words"], u["keep_values"], to_device(u["exact"], device),
+                          to_device(u["nshingles"], device), to_device(u["keys"], device))]
+            else:
+                row0 = sum(col.file_rows)
+                keep_text = None if cache is None else (lambda r, norm, row0=row0: cache.add(row0 + r, norm))
+                parts, part_report, tm = _compute_file(fi, f, cfg, device, params, bar, keep_text)
+                for k, v in tm.items():
+                    timings[k] += v
+                _merge_report(report, part_report)
+                if work is not None:
+                    work.store(fi, f, _piece_of(parts, cfg), part_report)
+            col.file_rows.append(sum(len(p[0]) for p in parts))
+            keep_keys = work is None or cfg.memory_budget is None  # else they are read back from the pieces
+            for ids, text_bytes, words, values, h, nsh, keys in parts:
+                col.ids.append(ids)
+                col.file_index.append(np.full(len(ids), fi, np.int32))
+                col.text_bytes.append(text_bytes)
+                col.words.append(words)
+                if kc:
+                    col.keep_values.append(values)
+                col.exact.append(h)
+                col.nshingles.append(nsh)
+                if keep_keys:
+                    col.band_keys.append(keys)
+
+    return col
+
+
+def _piece_of(parts, cfg: RunConfig):
+    if not parts:
+        return piece_table(pa.array([], pa.string()), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                           np.zeros((0, 2), np.uint64), np.zeros(0, np.int64), np.zeros((0, cfg.lsh.bands), np.uint64),
+                           np.zeros(0) if keep_column(cfg.cluster.keep) else None)
+    kc = keep_column(cfg.cluster.keep)
+    return piece_table(pa.concat_arrays([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                       np.concatenate([p[2] for p in parts]),
+                       np.concatenate([to_host(p[4]) for p in parts]), np.concatenate([to_host(p[5]) for p in parts]),
+                       np.concatenate([to_host(p[6]) for p in parts]),
+                       np.concatenate([p[3] for p in parts]) if kc else None)
+
+
+def _merge_report(report, part: dict) -> None:
+    """Add one file's read report (a ReadReport.to_dict()) into the run's."""
+    report.files += part["files"]
+    report.rows += part["rows"]
+    report.bytes_text += part["bytes_text"]
+    report.skipped.extend(part["skipped"])
+    report.invalid_utf8_rows += part["invalid_utf8_rows"]
+    report.empty_files.extend(part["empty_files"])
+
+
+def _cat(parts: list, dtype, xp=np):
+    return xp.concatenate(parts).astype(dtype, copy=False) if parts else xp.zeros(0, dtype)
+
+
+def _cat2(parts: list, width: int, dtype, xp=np):
+    return xp.concatenate(parts).astype(dtype, copy=False) if parts else xp.zeros((0, width), dtype)

@@ -1,0 +1,167 @@
+"""Verification stage: the candidates' shingle sets (pass 2) and the exact Jaccard of candidate pairs.
+
+Sets are the distinct 64-bit XXH64 shingle hashes of each document (sorted), so "exact" is exact on
+the hashed sets: two distinct shingles collide with probability 2^-64 per pair, i.e. negligible next
+to the LSH sampling error. Intersections are merge walks in a kernel. Pass 2 hashes only the candidates'
+sets, from pass 1's kept normalized text when it all fit (``engine.TextCache``), else re-reading the input.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import io
+from ..config import RunConfig, ShingleConfig
+from ..device import argsort_stable, array_module, launch, repeat_index, to_device
+from ..engine import TextCache, prefetched, progress
+from .minhash import unit_starts
+from .normalize import Normalized, normalize_text
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ShingleSets:
+    """CSR of sorted distinct shingle hashes: set j is hashes[offsets[j]:offsets[j]+sizes[j]]."""
+
+    hashes: Any  # uint64 (numpy, or cupy on a GPU)
+    offsets: Any  # int64 (m,)
+    sizes: Any  # int64 (m,)
+
+    def __len__(self) -> int:
+        return int(self.sizes.shape[0])
+
+    @staticmethod
+    def empty(m: int, xp=np) -> "ShingleSets":
+        """m empty sets (no hashes)."""
+        return ShingleSets(xp.zeros(0, xp.uint64), xp.zeros(m, xp.int64), xp.zeros(m, xp.int64))
+
+    def get(self, j: int):
+        """Set j (an array of the sets' module). Bounds become Python ints: a device scalar is no slice index."""
+        start = int(self.offsets[j])
+        return self.hashes[start:start + int(self.sizes[j])]
+
+    @staticmethod
+    def concat(parts: list["ShingleSets"], xp=np) -> "ShingleSets":
+        if not parts:
+            return ShingleSets(xp.zeros(0, xp.uint64), xp.zeros(0, xp.int64), xp.zeros(0, xp.int64))
+        shift = np.cumsum([0] + [int(p.hashes.shape[0]) for p in parts[:-1]])
+        return ShingleSets(xp.concatenate([p.hashes for p in parts]),
+                           xp.concatenate([p.offsets + int(s) for p, s in zip(parts, shift)]),
+                           xp.concatenate([p.sizes for p in parts]))
+
+
+def shingle_sets(norm: Normalized, docs, shingle: ShingleConfig, device: str = "cpu") -> ShingleSets:
+    """Sorted distinct shingle hashes of documents ``docs`` (int64 indexes into ``norm``), compacted.
+    Memory: 8 bytes per shingle of the selected documents (twice, transiently).
+    CPU: one document per thread, hashed then sorted in place. GPU: one block per document hashes its
+    shingles (one thread each), then a global stable sort by (document, hash) and run boundaries."""
+    xp = array_module(device)
+    docs = xp.asarray(docs, dtype=xp.int64)  # a host array is copied to the device (explicitly, as CuPy needs)
+    m = docs.shape[0]
+    kind_char = shingle.kind == "char"
+    counts = norm.shingle_counts(shingle.n, kind_char)[docs]
+    reserve = xp.zeros(m + 1, xp.int64)
+    xp.cumsum(counts, out=reserve[1:])
+    raw = xp.empty(int(reserve[-1]), xp.uint64)
+    if device == "cuda":
+        if m:
+            ubase, units = unit_starts(norm, kind_char, device)
+            launch(device, "shingle_hashes", m, norm.data, norm.offsets, units, ubase, docs, reserve, shingle.n,
+                   kind_char, np.uint64(shingle.seed), raw)
+        seg = repeat_index(xp, counts)
+        by_hash = argsort_stable(xp, raw)
+        order = by_hash[argsort_stable(xp, seg[by_hash])]
+        h, sg = raw[order], seg[order]
+        first = xp.ones(h.shape[0], dtype=bool)
+        if h.shape[0]:
+            first[1:] = (h[1:] != h[:-1]) | (sg[1:] != sg[:-1])
+        hashes = h[first]
+        sizes = xp.bincount(sg[first], minlength=m).astype(xp.int64)
+        offsets = xp.zeros(m, xp.int64)
+        if m > 1:
+            xp.cumsum(sizes[:-1], out=offsets[1:])
+        return ShingleSets(hashes, offsets, sizes)
+    sizes = np.empty(m, np.int64)
+    if m:
+        launch(device, "shingle_sets", m, norm.data, norm.offsets, docs, kind_char, shingle.n, np.uint64(shingle.seed),
+               reserve, raw, sizes)
+    offsets = np.zeros(m, np.int64)
+    if m > 1:
+        np.cumsum(sizes[:-1], out=offsets[1:])
+    keep = (np.arange(raw.shape[0]) - np.repeat(reserve[:-1], counts)) < np.repeat(sizes, counts)
+    return ShingleSets(raw[keep], offsets, sizes)
+
+
+def jaccard(sets: ShingleSets, left, right, device: str = "cpu"):
+    """Exact Jaccard of pairs of sets (int64 indexes into ``sets``) -> float64 (p,)."""
+    xp = array_module(device)
+    left = xp.asarray(left, dtype=xp.int64)  # host indexes are copied to the device
+    right = xp.asarray(right, dtype=xp.int64)
+    out = xp.empty(left.shape[0], xp.float64)
+    if left.shape[0] == 0:
+        return out
+    launch(device, "jaccard_pairs", left.shape[0], sets.hashes, sets.offsets, sets.sizes, left, right, out)
+    return out
+
+
+def candidate_sets(cfg: RunConfig, device: str, files, lsh_rows: np.ndarray, cand_local: np.ndarray, index=None,
+                   cache: TextCache | None = None) -> tuple[ShingleSets, int]:
+    """Shingle sets of the candidates: indexed documents' from the index, the input's from pass 2 (or from
+    pass 1's kept text). lsh_rows is sorted, so the indexed documents (rows < I) come first."""
+    if index is None:
+        return _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache)  # (sets, text bytes re-read)
+    xp = array_module(device)
+    n_index = len(index)
+    n_idx_lsh = int(np.searchsorted(lsh_rows, n_index))
+    in_index = cand_local < n_idx_lsh
+    idx_sets = index.shingle_sets(lsh_rows[cand_local[in_index]])
+    new_sets, reread = _shingle_sets_pass(cfg, device, files, lsh_rows[n_idx_lsh:] - n_index,
+                                          cand_local[~in_index] - n_idx_lsh, cache)
+    m = lsh_rows.shape[0]
+    offsets = xp.zeros(m, xp.int64)
+    sizes = xp.zeros(m, xp.int64)
+    picked = to_device(cand_local[in_index], device)
+    offsets[picked] = to_device(idx_sets.offsets, device)
+    sizes[picked] = to_device(idx_sets.sizes, device)
+    offsets[n_idx_lsh:] = new_sets.offsets + int(idx_sets.hashes.shape[0])
+    sizes[n_idx_lsh:] = new_sets.sizes
+    return ShingleSets(xp.concatenate([to_device(idx_sets.hashes, device), new_sets.hashes]), offsets, sizes), reread
+
+
+def _shingle_sets_pass(cfg: RunConfig, device: str, files, lsh_rows: np.ndarray, cand_local: np.ndarray,
+                       cache: TextCache | None = None) -> tuple[ShingleSets, int]:
+    """Pass 2: hash the candidates' shingle sets, from pass 1's kept normalized text when ``cache`` holds it
+    all, else re-reading the input. Returns (sets over all m LSH documents (empty for non-candidates), text
+    bytes read again: 0 from the kept text)."""
+    xp = array_module(device)
+    m = lsh_rows.shape[0]
+    cand_rows = lsh_rows[cand_local]
+    parts = []
+    reread = io.ReadReport()
+    with progress(cfg, "verify: shingle sets", total=int(cand_rows.shape[0])) as bar:
+        if cache is not None:
+            for row0, norm in cache.entries:
+                lo, hi = np.searchsorted(cand_rows, [row0, row0 + len(norm)])
+                if lo < hi:
+                    parts.append(shingle_sets(norm, to_device(cand_rows[lo:hi] - row0, device), cfg.shingle, device))
+                    bar.update(int(hi - lo))
+        else:
+            # normalize only the candidates (iter_rows packs their bytes into one contiguous buffer)
+            for sel, text in prefetched(io.iter_rows(files, cand_rows, report=reread, **cfg.reader_options())):
+                norm = normalize_text(text, cfg.normalize, device)
+                parts.append(shingle_sets(norm, xp.arange(sel.shape[0], dtype=xp.int64), cfg.shingle, device))
+                bar.update(int(sel.shape[0]))
+    cand_sets = ShingleSets.concat(parts, xp)
+    if len(cand_sets) != cand_local.shape[0]:
+        raise RuntimeError(f"input changed between passes: expected {cand_local.shape[0]} candidate documents, "
+                           f"re-read {len(cand_sets)}")
+    offsets = xp.zeros(m, xp.int64)
+    sizes = xp.zeros(m, xp.int64)
+    cl = to_device(cand_local, device)
+    offsets[cl] = cand_sets.offsets
+    sizes[cl] = cand_sets.sizes
+    return ShingleSets(cand_sets.hashes, offsets, sizes), reread.bytes_text

@@ -1,0 +1,555 @@
+"""Paragraph-level exact dedup (keep-first, streaming, memory bounded by a Bloom filter or an exact set).
+
+Units (declared policy, ``ParagraphConfig.split``)
+    Lines are separated by "\\n"; a line holding only ASCII whitespace (space, tab, CR, VT, FF) is blank.
+    "paragraph" (default): a unit is a maximal run of non-blank lines, so one or more blank lines
+    separate paragraphs. "line": every non-blank line is a unit. A unit's span is trimmed of ASCII
+    whitespace at both ends; byte offsets are 0-based UTF-8 byte positions in the ORIGINAL document text.
+
+Identity
+    A unit's key is the 128-bit hash (XXH64 with two seeds, ``bloom.HASH_DESCRIPTION``) of its
+    normalized text (``normalize_doc`` on the span: NFKC-lowercase per codepoint, whitespace collapsed,
+    ends trimmed; a single newline inside a paragraph is whitespace). Units whose normalized text has
+    fewer than ``min_paragraph_bytes`` bytes are never removed and never inserted.
+
+Keep-first
+    The first occurrence in input order (files in ``resolve_inputs`` order, rows in file order, units in
+    document order) stays; later copies are cut from their documents. Batches go through
+    ``bloom.keep_first`` (exact in-batch first occurrence by sort, then query, then insert), so the result
+    does not depend on thread scheduling. In Bloom mode a false positive (rate ~ fp_rate up to the design
+    item count) removes a unit that was in fact new; ``mode="exact"`` removes none.
+
+What is cut (reversible)
+    A removed unit is cut together with ONE adjacent separator, so no blank-line runs pile up: the
+    separator before it when an earlier unit of the document is kept, otherwise the separator after it
+    (none when it is the document's last unit). Cut ranges are disjoint; ``removed_spans.parquet`` holds,
+    per removed unit: id, byte_start, byte_end (the unit), paragraph_hash (32 hex digits: h1 then h2),
+    cut_start, cut_end, cut_text (the exact bytes removed) and the global row. Re-inserting every
+    cut_text at cut_start in ascending order restores the original text byte for byte.
+
+Outputs (``output_dir``)
+    removed_spans.parquet; paragraph_docs.parquet (one row per document: row, id, units, units_removed,
+    bytes_before, bytes_after, flag); paragraph_deduplicated/ (the documents with the spans cut, same
+    format, layout and columns as the input: untouched JSON lines are copied verbatim, changed ones are
+    re-serialized by Python's json with the text replaced; Parquet keeps its schema and codec);
+    paragraph_dedup.json (statistics). No document is dropped: documents left empty or with fewer than
+    ``min_doc_bytes`` bytes are flagged "empty" / "short" in paragraph_docs.parquet ("cut" when changed
+    otherwise, "unchanged" when not).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal, get_args
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import io
+from ..config import InputConfig, NormalizeConfig
+from ..device import array_backend, array_module, batch_bytes, launch, resolve_device, simulator, to_device, to_host
+from ..lexical.normalize import _device_tables, arrow_text_buffers
+from .bloom import SEED1, SEED2, BloomConfig, BloomFilter, ExactSet, keep_first, make_seen_set
+
+logger = logging.getLogger(__name__)
+
+SplitMode = Literal["paragraph", "line"]
+FLAGS = ("unchanged", "cut", "short", "empty")
+
+SPANS_SCHEMA = pa.schema([
+    ("id", pa.string()), ("byte_start", pa.int64()), ("byte_end", pa.int64()), ("paragraph_hash", pa.string()),
+    ("cut_start", pa.int64()), ("cut_end", pa.int64()), ("cut_text", pa.large_string()), ("row", pa.int64()),
+])
+DOCS_SCHEMA = pa.schema([
+    ("id", pa.string()), ("row", pa.int64()), ("units", pa.int64()), ("units_removed", pa.int64()),
+    ("bytes_before", pa.int64()), ("bytes_after", pa.int64()), ("flag", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class ParagraphConfig(InputConfig):
+    """split: "paragraph" | "line" (module docstring); normalize: normalization applied before hashing;
+    bloom: the seen-set (Bloom filter sizing, or mode="exact"); min_paragraph_bytes: shorter normalized
+    units are left alone; min_doc_bytes: changed documents left with fewer bytes are flagged "short";
+    id_field / text_field / batch_bytes / on_error: as in RunConfig."""
+
+    split: SplitMode = "paragraph"
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    bloom: BloomConfig = field(default_factory=BloomConfig)
+    min_paragraph_bytes: int = 1
+    min_doc_bytes: int = 50
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.split not in get_args(SplitMode):
+            raise ValueError(f"ParagraphConfig.split must be one of {get_args(SplitMode)}, got {self.split!r}")
+        for name in ("min_paragraph_bytes", "min_doc_bytes"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"ParagraphConfig.{name} must be an int >= 0, got {v!r}")
+        if not isinstance(self.normalize, NormalizeConfig):
+            raise ValueError(f"ParagraphConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
+        if not isinstance(self.bloom, BloomConfig):
+            raise ValueError(f"ParagraphConfig.bloom must be a BloomConfig, got {self.bloom!r}")
+
+
+@dataclass
+class ParagraphResult:
+    """stats: what paragraph_dedup.json holds. Without output_dir, ``spans`` (SPANS_SCHEMA) and
+    ``documents`` (DOCS_SCHEMA plus ``text``, the cut text) are returned in memory (small inputs only);
+    with output_dir they are None and live in the files."""
+
+    stats: dict[str, Any]
+    spans: pa.Table | None = None
+    documents: pa.Table | None = None
+    output_dir: str | None = None
+
+
+# ----------------------------------------------------------------------------------------------------
+# Per-batch steps (arrays of the device's module unless stated)
+# ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class Units:
+    """unit_off int64 (n+1,): units of document d are [unit_off[d], unit_off[d+1]); start, end int64
+    (u,): absolute byte positions in the batch's data buffer."""
+
+    unit_off: Any
+    start: Any
+    end: Any
+
+
+def split_units(data: Any, offsets: Any, split: SplitMode, device: str = "cpu") -> Units:
+    """Units of documents data[offsets[d]:offsets[d+1]] (data uint8 (T,), offsets int64 (n+1,))."""
+    xp = array_module(device)
+    n = int(offsets.shape[0]) - 1
+    line_mode = split == "line"
+    counts = xp.zeros(n, xp.int64)
+    if n:
+        launch(device, "split_count", n, data, offsets, line_mode, counts, family="bloom")
+    unit_off = xp.zeros(n + 1, xp.int64)
+    xp.cumsum(counts, out=unit_off[1:])
+    u = int(unit_off[-1])
+    start, end = xp.empty(u, xp.int64), xp.empty(u, xp.int64)
+    if u:
+        launch(device, "split_write", n, data, offsets, line_mode, unit_off, start, end, family="bloom")
+    return Units(unit_off, start, end)
+
+
+def span_hashes(data: Any, start: Any, end: Any, cfg: NormalizeConfig, seed: int = 0,
+                device: str = "cpu") -> tuple[Any, Any, Any]:
+    """Normalize each span data[start[i]:end[i]] and hash it: (h1, h2) uint64 (u,) and the normalized
+    size int64 (u,). Transient memory: the normalized spans (about the spans' bytes)."""
+    xp = array_module(device)
+    u = int(start.shape[0])
+    map_off, map_cp = _device_tables(cfg, device)
+    sizes = xp.zeros(u, xp.int64)
+    h1, h2 = xp.empty(u, xp.uint64), xp.empty(u, xp.uint64)
+    if u == 0:
+        return h1, h2, sizes
+    launch(device, "span_norm_sizes", u, data, start, end, map_off, map_cp, sizes, family="bloom")
+    off = xp.zeros(u + 1, xp.int64)
+    xp.cumsum(sizes, out=off[1:])
+    out = xp.empty(max(int(off[-1]), 1), xp.uint8)
+    s1, s2 = np.uint64(SEED1 ^ seed), np.uint64(SEED2 ^ seed)
+    launch(device, "span_norm_hash", u, data, start, end, map_off, map_cp, out, off, s1, s2, h1, h2, family="bloom")
+    return h1, h2, sizes
+
+
+def cut_ranges(unit_off: np.ndarray, start: np.ndarray, end: np.ndarray,
+               removed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Host arrays. For every unit, the byte range [cut_start, cut_end) to cut when it is removed: the
+    unit plus the separator before it when an earlier unit of its document is kept, else plus the
+    separator after it (none for the document's last unit). Only entries where ``removed`` is True are
+    meaningful; those ranges are disjoint and ascending within a document."""
+    u = start.shape[0]
+    if u == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    counts = np.diff(unit_off)
+    doc = np.repeat(np.arange(counts.shape[0]), counts)
+    kept = (~removed).astype(np.int64)
+    before = np.concatenate(([0], np.cumsum(kept)[:-1]))  # kept units before j, over the whole batch
+    kept_before = (before - before[unit_off[:-1]][doc]) > 0
+    j = np.arange(u)
+    has_next = j + 1 < unit_off[1:][doc]
+    prev_end = np.concatenate(([0], end[:-1]))
+    next_start = np.concatenate((start[1:], [0]))
+    cs = np.where(kept_before, prev_end, start)
+    ce = np.where(kept_before, end, np.where(has_next, next_start, end))
+    return cs, ce
+
+
+def apply_cuts(data: np.ndarray, offsets: np.ndarray, doc: np.ndarray, cs: np.ndarray,
+               ce: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """Host. Documents data[offsets[d]:offsets[d+1]] with the absolute ranges [cs[i], ce[i]) of document
+    doc[i] removed (doc ascending; ranges ascending and disjoint within a document). Returns
+    (large_string array, new byte length per document)."""
+    n = offsets.shape[0] - 1
+    lengths = np.diff(offsets)
+    new_len = lengths - np.bincount(doc, weights=(ce - cs), minlength=n).astype(np.int64) if cs.shape[0] else lengths
+    new_off = np.zeros(n + 1, np.int64)
+    np.cumsum(new_len, out=new_off[1:])
+    if cs.shape[0] == 0:
+        buf = data[int(offsets[0]):int(offsets[-1])]
+    else:
+        cut_off = np.searchsorted(doc, np.arange(n + 1), side="left").astype(np.int64)
+        buf = np.empty(int(new_off[-1]), np.uint8)
+        launch("cpu", "cut_copy", n, data, offsets, cut_off, cs.astype(np.int64), ce.astype(np.int64), buf, new_off,
+               family="bloom")
+    arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(new_off), pa.py_buffer(np.ascontiguousarray(buf)))
+    return arr, new_len
+
+
+def gather_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """Host: large_string array of data[starts[i]:ends[i]] (spans on UTF-8 boundaries)."""
+    lens = ends - starts
+    off = np.zeros(lens.shape[0] + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    pos = np.arange(int(off[-1]), dtype=np.int64) - np.repeat(off[:-1], lens) + np.repeat(starts, lens)
+    return pa.LargeStringArray.from_buffers(lens.shape[0], pa.py_buffer(off), pa.py_buffer(data[pos]))
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
+
+
+def hex128(h1: np.ndarray, h2: np.ndarray) -> pa.Array:
+    """32 lowercase hex digits per key, h1 then h2 (big-endian), as a string array (vectorized)."""
+    n = h1.shape[0]
+    raw = np.empty((n, 2), ">u8")
+    raw[:, 0], raw[:, 1] = h1, h2
+    b = raw.view(np.uint8).reshape(n, 16)
+    digits = np.empty((n, 32), np.uint8)
+    digits[:, 0::2], digits[:, 1::2] = _HEX[b >> 4], _HEX[b & 15]
+    off = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(off), pa.py_buffer(digits.tobytes()))
+
+
+@dataclass
+class BatchCut:
+    """Host results of one batch (n documents, r removed units)."""
+
+    text: pa.Array          # large_string (n,): documents with the cuts applied
+    units: np.ndarray        # int64 (n,)
+    units_removed: np.ndarray  # int64 (n,)
+    bytes_before: np.ndarray  # int64 (n,)
+    bytes_after: np.ndarray  # int64 (n,)
+    flag: pa.Array          # string (n,)
+    spans: pa.Table          # SPANS_SCHEMA without id/row filled from the batch (r rows)
+    spans_doc: np.ndarray    # int64 (r,) document index in the batch
+    eligible: int = 0
+
+
+def dedup_batch(text: pa.Array, seen: BloomFilter | ExactSet, cfg: ParagraphConfig, device: str = "cpu") -> BatchCut:
+    """Split, hash, keep-first against ``seen`` (updated), and cut one batch of documents."""
+    data, offsets = arrow_text_buffers(text)
+    dd, doff = to_device(data, device), to_device(offsets, device)
+    units = split_units(dd, doff, cfg.split, device)
+    h1, h2, nsize = span_hashes(dd, units.start, units.end, cfg.normalize, cfg.bloom.seed, device)
+    eligible = nsize >= max(1, cfg.min_paragraph_bytes)
+    removed_d = keep_first(seen, h1, h2, eligible)
+    unit_off, start, end = to_host(units.unit_off), to_host(units.start), to_host(units.end)
+    removed = to_host(removed_d)
+    cs, ce = cut_ranges(unit_off, start, end, removed)
+    n = offsets.shape[0] - 1
+    doc = np.repeat(np.arange(n), np.diff(unit_off))
+    r = np.flatnonzero(removed)
+    rdoc, rcs, rce = doc[r], cs[r], ce[r]
+    new_text, new_len = apply_cuts(data, offsets, rdoc, rcs, rce)
+    n_units = np.diff(unit_off)
+    n_removed = np.bincount(rdoc, minlength=n).astype(np.int64)
+    flag = np.full(n, 0, np.int8)
+    changed = n_removed > 0
+    flag[changed] = 1
+    flag[changed & (new_len < cfg.min_doc_bytes)] = 2
+    flag[changed & (n_removed == n_units)] = 3
+    dstart = offsets[:-1][rdoc]
+    r_dev = to_device(r, device)
+    spans = pa.table({
+        "byte_start": start[r] - dstart, "byte_end": end[r] - dstart,
+        "paragraph_hash": hex128(to_host(h1[r_dev]), to_host(h2[r_dev])),
+        "cut_start": rcs - dstart, "cut_end": rce - dstart,
+        "cut_text": gather_spans(data, rcs, rce),
+    })
+    return BatchCut(new_text, n_units, n_removed, np.diff(offsets), new_len,
+                    pa.array(np.array(FLAGS, dtype=object)[flag], pa.string()), spans, rdoc,
+                    int(to_host(eligible).sum()))
+
+
+# ----------------------------------------------------------------------------------------------------
+# The stage
+# ----------------------------------------------------------------------------------------------------
+
+def _peak_rss_bytes() -> int | None:
+    try:
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
+    except Exception:  # pragma: no cover - non-POSIX
+        return None
+
+
+def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir: str | os.PathLike | None = None,
+                    device: str = "cpu") -> ParagraphResult:
+    """Paragraph-level keep-first exact dedup of ``source`` (path(s)/glob(s)/directory, a pyarrow Table
+    or a pandas DataFrame). Streams the input in batches; holds only the seen-set (Bloom bits or 16
+    bytes per distinct unit in exact mode) and one batch. See the module docstring for the policy and
+    the outputs."""
+    cfg = cfg or ParagraphConfig()
+    device = resolve_device(device)
+    files = io.source_files(source)
+    seen = make_seen_set(cfg.bloom, device)
+    report = io.ReadReport()
+    bb = batch_bytes(cfg.batch_bytes, device)
+    out = os.fspath(output_dir) if output_dir is not None else None
+    counts = {"documents": 0, "units": 0, "units_eligible": 0, "units_removed": 0, "bytes_in": 0,
+              "bytes_cut": 0, "unit_bytes_removed": 0, "documents_changed": 0,
+              "flags": {f: 0 for f in FLAGS}}
+    spans_parts: list[pa.Table] = []
+    docs_parts: list[pa.Table] = []
+    t0 = time.perf_counter()
+    t_batches = 0.0
+    with _Sinks(out) as sinks:
+        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
+                                     on_error=cfg.on_error, report=report):
+            tb = time.perf_counter()
+            res = dedup_batch(batch.text, seen, cfg, device)
+            t_batches += time.perf_counter() - tb
+            n = len(batch.text)
+            rows = np.arange(batch.row_start, batch.row_start + n, dtype=np.int64)
+            spans = res.spans
+            spans = spans.add_column(0, "id", batch.ids.take(pa.array(res.spans_doc))) \
+                .append_column("row", pa.array(rows[res.spans_doc]))
+            spans = spans.select(SPANS_SCHEMA.names).cast(SPANS_SCHEMA)
+            docs = pa.table({"id": batch.ids, "row": rows, "units": res.units, "units_removed": res.units_removed,
+                             "bytes_before": res.bytes_before, "bytes_after": res.bytes_after,
+                             "flag": res.flag}, schema=DOCS_SCHEMA)
+            if out is None:
+                spans_parts.append(spans)
+                docs_parts.append(docs.append_column("text", res.text))
+            else:
+                sinks.write(spans, docs)
+            counts["documents"] += n
+            counts["units"] += int(res.units.sum())
+            counts["units_eligible"] += res.eligible
+            counts["units_removed"] += int(res.units_removed.sum())
+            counts["bytes_in"] += int(res.bytes_before.sum())
+            counts["bytes_cut"] += int((res.bytes_before - res.bytes_after).sum())
+            counts["unit_bytes_removed"] += int(np.sum(spans.column("byte_end").to_numpy()
+                                                       - spans.column("byte_start").to_numpy()))
+            counts["documents_changed"] += int((res.units_removed > 0).sum())
+            for f, c in zip(*np.unique(res.flag.to_numpy(zero_copy_only=False), return_counts=True)):
+                counts["flags"][str(f)] += int(c)
+    t_pass1 = time.perf_counter() - t0
+    stats: dict[str, Any] = {
+        "stage": "paragraph_dedup", "device": device, "array_backend": array_backend(device),
+        "config": _cfg_dict(cfg),
+        "policy": {"split": cfg.split, "units": "trimmed runs of non-blank lines" if cfg.split == "paragraph"
+                   else "trimmed non-blank lines", "keep": "first occurrence in input order",
+                   "cut": "unit plus one adjacent separator (before it if an earlier unit is kept, else after)"},
+        "inputs": [f.relpath for f in files], "read": report.to_dict(), "counts": counts,
+        "seen_set": seen.stats(),
+        "memory": {"seen_set_bytes": seen.nbytes, "peak_rss_bytes": _peak_rss_bytes(),
+                   "batch_bytes": bb, **_gpu_memory(device)},
+    }
+    if out is not None:
+        t = time.perf_counter()
+        stats["written"] = write_cut_documents(files, os.path.join(out, "removed_spans.parquet"),
+                                               os.path.join(out, "paragraph_deduplicated"), cfg)
+        stats.setdefault("timings_s", {})["write_documents"] = time.perf_counter() - t
+    stats.setdefault("timings_s", {}).update({"pass1": t_pass1, "kernels_and_cuts": t_batches})
+    total = time.perf_counter() - t0
+    stats["timings_s"]["total"] = total
+    stats["throughput"] = {"docs_per_s": counts["documents"] / t_pass1 if t_pass1 > 0 else None,
+                           "mb_per_s": counts["bytes_in"] / 1e6 / t_pass1 if t_pass1 > 0 else None}
+    if out is not None:
+        io.write_json_atomic(stats, os.path.join(out, "paragraph_dedup.json"))
+        return ParagraphResult(stats, None, None, out)
+    spans_t = pa.concat_tables(spans_parts) if spans_parts else SPANS_SCHEMA.empty_table()
+    docs_t = pa.concat_tables(docs_parts) if docs_parts else \
+        DOCS_SCHEMA.append(pa.field("text", pa.large_string())).empty_table()
+    logger.info("paragraph dedup: %d of %d units removed from %d documents", counts["units_removed"],
+                counts["units"], counts["documents_changed"])
+    return ParagraphResult(stats, spans_t, docs_t, None)
+
+
+def _cfg_dict(cfg: ParagraphConfig) -> dict[str, Any]:
+    import dataclasses
+
+    return dataclasses.asdict(cfg)
+
+
+def _gpu_memory(device: str) -> dict[str, Any]:
+    if device != "cuda" or simulator():
+        return {}
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+    return {"gpu_pool_used_bytes": int(pool.used_bytes()), "gpu_pool_total_bytes": int(pool.total_bytes())}
+
+
+class _Sinks:
+    """Streaming parquet writers for removed_spans.parquet and paragraph_docs.parquet (atomic: both
+    appear only when the pass completes)."""
+
+    def __init__(self, out: str | None) -> None:
+        self.out = out
+        self._writers: list[pq.ParquetWriter] = []
+        self._ctx: list[Any] = []
+
+    def __enter__(self) -> "_Sinks":
+        if self.out is None:
+            return self
+        from contextlib import ExitStack
+
+        os.makedirs(self.out, exist_ok=True)
+        self._stack = ExitStack().__enter__()
+        try:
+            for name, schema in (("removed_spans.parquet", SPANS_SCHEMA), ("paragraph_docs.parquet", DOCS_SCHEMA)):
+                tmp = self._stack.enter_context(io.atomic_path(os.path.join(self.out, name)))
+                w = pq.ParquetWriter(tmp, schema)
+                self._stack.callback(w.close)
+                self._writers.append(w)
+        except BaseException:
+            self._stack.__exit__(None, None, None)
+            raise
+        return self
+
+    def write(self, spans: pa.Table, docs: pa.Table) -> None:
+        self._writers[0].write_table(spans)
+        self._writers[1].write_table(docs)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.out is not None:
+            self._stack.__exit__(*exc)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Pass 2: the documents with the spans cut, in the input's format
+# ----------------------------------------------------------------------------------------------------
+
+class _SpanCursor:
+    """Streams (row, cut_start, cut_end) of removed_spans.parquet (ascending rows) chunk by chunk."""
+
+    def __init__(self, path: str) -> None:
+        self._it: Iterator[pa.RecordBatch] = pq.ParquetFile(path).iter_batches(
+            batch_size=1 << 16, columns=["row", "cut_start", "cut_end"])
+        self._buf = [np.zeros(0, np.int64)] * 3
+        self._done = False
+
+    def take(self, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Spans of rows in [r0, r1) (all earlier rows were already taken)."""
+        while not self._done and (self._buf[0].shape[0] == 0 or self._buf[0][-1] < r1):
+            try:
+                rb = next(self._it)
+            except StopIteration:
+                self._done = True
+                break
+            self._buf = [np.concatenate([b, rb.column(i).to_numpy()]) for i, b in enumerate(self._buf)]
+        k = int(np.searchsorted(self._buf[0], r1, side="left"))
+        got = [b[:k] for b in self._buf]
+        self._buf = [b[k:] for b in self._buf]
+        if got[0].shape[0] and got[0][0] < r0:
+            raise RuntimeError("removed_spans.parquet rows are out of step with the input; rerun the stage")
+        return got[0], got[1], got[2]
+
+
+def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: ParagraphConfig) -> dict[str, int]:
+    """Re-read the inputs (same reader, so row numbers match pass 1) and write every accepted row with its
+    cut ranges removed to ``out_dir/<relpath>`` in the input's format (module docstring). All files
+    appear together at the end."""
+    from contextlib import ExitStack
+
+    out_dir = os.path.abspath(out_dir)
+    inputs = {os.path.abspath(f.path) for f in files if f.fmt != "table"}
+    for f in files:
+        if io.output_path(out_dir, f) in inputs:
+            raise ValueError(f"output {io.output_path(out_dir, f)!r} would overwrite an input; choose another "
+                             "output directory")
+    spec = io.make_spec(cfg.id_field, cfg.text_field, cfg.on_error, None)
+    cursor = _SpanCursor(spans_path)
+    row, rows_written, changed, n_files = 0, 0, 0, 0
+    with ExitStack() as stack:
+        for _, reader in io.open_readers(files, spec, io.ReadReport(), 8 << 20, all_columns=True):
+            f = reader.f
+            target = io.output_path(out_dir, f)
+            writer = stream = None
+            if f.fmt == "jsonl":
+                tmp = stack.enter_context(io.atomic_path(target))
+                stream = stack.enter_context(pa.output_stream(tmp, compression=f.compression))
+            for chunk in reader.chunks():
+                n = len(chunk.text)
+                srow, cs, ce = cursor.take(row, row + n)
+                doc = srow - row
+                data, offsets = _text_buffers(chunk.text)
+                new_text, _ = apply_cuts(data, offsets, doc, cs + offsets[:-1][doc], ce + offsets[:-1][doc])
+                touched = np.unique(doc)
+                changed += int(touched.shape[0])
+                rows_written += n
+                row += n
+                if stream is not None:
+                    _write_jsonl_chunk(stream, chunk, touched, new_text, cfg.text_field)
+                    continue
+                if writer is None:
+                    writer = _parquet_writer(stack, target, reader)
+                rb = chunk.record.filter(pa.array(chunk.valid))
+                idx = rb.schema.get_field_index(cfg.text_field)
+                col = new_text.cast(rb.schema.field(idx).type)
+                writer.write_batch(pa.RecordBatch.from_arrays(
+                    [col if i == idx else rb.column(i) for i in range(rb.num_columns)], schema=rb.schema))
+            if writer is None and stream is None and getattr(reader, "schema", None) is not None:
+                writer = _parquet_writer(stack, target, reader)  # no rows: still write the schema
+            if writer is not None or stream is not None:
+                n_files += 1
+            else:
+                logger.warning("%s could not be read; no output written for it", f.relpath)
+    return {"files": n_files, "rows_written": rows_written, "rows_changed": changed}
+
+
+def _parquet_writer(stack: Any, target: str, reader: Any) -> pq.ParquetWriter:
+    tmp = stack.enter_context(io.atomic_path(target))
+    codec = io.parquet_codec(reader.f.path) if reader.f.fmt == "parquet" else "snappy"
+    w = pq.ParquetWriter(tmp, reader.schema, compression=codec)
+    stack.callback(w.close)
+    return w
+
+
+def _text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    if pa.types.is_string(text.type):
+        text = text.cast(pa.large_string())
+    return arrow_text_buffers(text)
+
+
+def _write_jsonl_chunk(stream: Any, chunk: Any, touched: np.ndarray, new_text: pa.Array, text_field: str) -> None:
+    """Untouched rows: their original line bytes; touched rows: the parsed object with the text replaced,
+    re-serialized (key order kept, non-ASCII kept as UTF-8)."""
+    raw = memoryview(chunk.raw)
+    starts, ends = chunk.starts, chunk.ends
+    prev = 0
+    for i in touched.tolist():
+        if i > prev:
+            _write_rows(stream, raw, starts[prev:i], ends[prev:i])
+        line = bytes(raw[starts[i]:ends[i]]).decode("utf-8", "replace")
+        obj = json.loads(line, strict=False)
+        obj[text_field] = new_text[i].as_py()
+        stream.write((json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8"))
+        prev = i + 1
+    if prev < starts.shape[0]:
+        _write_rows(stream, raw, starts[prev:], ends[prev:])
+
+
+def _write_rows(stream: Any, raw: memoryview, starts: np.ndarray, ends: np.ndarray) -> None:
+    """Original line bytes of consecutive rows, adjacent lines merged into one write; a file's last line
+    without a newline gets one (a re-serialized row may follow it)."""
+    if starts.shape[0] == 0:
+        return
+    breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+    run_s = starts[np.concatenate(([0], breaks))]
+    run_e = ends[np.concatenate((breaks - 1, [ends.shape[0] - 1]))]
+    for s, e in zip(run_s.tolist(), run_e.tolist()):
+        stream.write(raw[s:e])
+    if raw[ends[-1] - 1] != 0x0A:
+        stream.write(b"\n")

@@ -1,0 +1,98 @@
+"""write_report: read a run, build the report page section by section, write it and its plots."""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+from ..decisions import reason_counts
+from .inputs import _load, _locate_inputs, _Mismatch, _Scan, _scan_inputs
+from .metrics import largest_clusters
+from .page import _e, _Page
+from .plots import _matplotlib_ok
+from .sections import (
+    _clusters_section,
+    _counts_section,
+    _environment_section,
+    _excerpts_section,
+    _lsh_section,
+    _s_curve_section,
+    _summary,
+    _timings_section,
+)
+
+logger = logging.getLogger(__package__)
+
+REPORT_FILE = "report.html"
+PLOTS_DIR = "report"
+PLOT_NAMES = ("counts", "cluster_sizes", "band_load", "bucket_sizes", "s_curve", "timings")
+
+
+def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: Any = None,
+                 read_inputs: bool = True) -> str:
+    """Write ``out_dir/report.html`` (self-contained) and ``out_dir/report/*.png``; return the HTML path.
+
+    max_clusters: how many of the largest clusters to show with text excerpts (0: none).
+    source: the run's inputs (paths/globs, a pyarrow Table / pandas DataFrame, or the run's InputFile list)
+    when run.json's paths do not lead to them. read_inputs=False skips reading the inputs (no excerpts, no
+    retained bytes/tokens unless the run recorded them): use it for very large runs.
+    """
+    if not isinstance(max_clusters, int) or isinstance(max_clusters, bool) or max_clusters < 0:
+        raise ValueError(f"max_clusters must be an int >= 0, got {max_clusters!r}")
+    out = os.fspath(out_dir)
+    stats, decisions = _load(out)
+    n = decisions.num_rows
+    by = reason_counts(decisions)
+    views = largest_clusters(decisions, max_clusters)
+
+    recorded = {k: v for k, v in (stats.get("counts") or {}).items() if k in ("text_bytes", "words")}
+    need_sizes = not ("text_bytes" in recorded and "words" in recorded)
+    want = np.unique(np.array([r for v in views for r in (v.rep, *v.members)], np.int64))
+    scan: _Scan | None = None
+    why: str | None = None
+    if not read_inputs:
+        why = "the inputs were not read (read_inputs=False / --no-inputs)"
+    elif want.size or need_sizes:
+        files, why = _locate_inputs(stats, source)
+        if files is not None:
+            try:
+                scan = _scan_inputs(files, stats, decisions, want, need_sizes)
+            except _Mismatch as exc:
+                why = f"the inputs found do not match this run's decisions: {exc}"
+            except Exception as exc:  # unreadable inputs must not cost the report
+                logger.warning("reading the inputs for the report failed: %s", exc, exc_info=True)
+                why = f"reading the inputs failed: {exc}"
+    if why:
+        logger.info("report without input texts: %s", why)
+
+    plots = _matplotlib_ok()
+    plot_dir = os.path.join(out, PLOTS_DIR)
+    page = _Page(plot_dir, plots)
+    page.add("summary", "Summary", _summary(stats, n, by, scan, None if scan else why, recorded or None))
+    page.add("counts", "Documents per stage and reason", _counts_section(page, n, by, decisions, stats))
+    page.add("clusters", "Cluster sizes", _clusters_section(page, decisions))
+    page.add("largest", "Largest clusters", _excerpts_section(decisions, views, scan.texts if scan else None, why))
+    page.add("lsh", "LSH bands and buckets", _lsh_section(page, stats))
+    page.add("s-curve", "S-curve and measured similarities", _s_curve_section(page, stats, decisions))
+    page.add("timings", "Timings and throughput", _timings_section(page, stats, n))
+    page.add("environment", "Device, config and contract", _environment_section(stats))
+
+    intro = f"<p class=\"note\">Output directory <code>{_e(os.path.abspath(out))}</code></p>"
+    if not plots:
+        intro += "<p class=\"warn\">Plots need matplotlib: pip install 'gpu-dedup[plot]'.</p>"
+    text = page.render("gpu_dedup run report", intro)
+
+    from .. import io
+
+    for name in PLOT_NAMES:  # drop a previous report's plots that this run did not draw
+        stale = os.path.join(plot_dir, f"{name}.png")
+        if stale not in page.written and os.path.exists(stale):
+            os.remove(stale)
+    path = os.path.join(out, REPORT_FILE)
+    with io.atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    logger.info("wrote run report %s (%d plots)", path, len(page.written))
+    return path

@@ -1,0 +1,250 @@
+"""A run as the report reads it: its outputs (decisions.parquet, run.json) and, again, its input texts.
+
+The inputs are located from run.json or a given source, and read only as far as the report needs them;
+every row read is checked against the decisions' ids.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import keep_column
+
+
+# ------------------------------------------------------------------------------------------- run inputs
+class _Mismatch(Exception):
+    """The inputs read now are not the ones the decisions describe."""
+
+
+@dataclass
+class _Scan:
+    texts: dict[int, str]
+    bytes_input: int | None = None
+    bytes_kept: int | None = None
+    words_input: int | None = None
+    words_kept: int | None = None
+
+
+def _files_from_source(source: Any) -> list:
+    from .. import io
+
+    if isinstance(source, (list, tuple)) and source and all(isinstance(f, io.InputFile) for f in source):
+        return list(source)
+    if isinstance(source, (pa.Table, pa.RecordBatch)) or type(source).__name__ == "DataFrame":
+        return io.table_input(source)
+    if isinstance(source, (str, os.PathLike)):
+        return io.resolve_inputs([source])
+    if isinstance(source, (list, tuple)):
+        return io.resolve_inputs(list(source))
+    raise TypeError(f"source must be path(s)/glob(s), a pyarrow Table, a pandas DataFrame or the run's "
+                    f"InputFile list, got {type(source).__name__}")
+
+
+def _locate_inputs(stats: dict, source: Any) -> tuple[list | None, str | None]:
+    """(files in the run's order, None) or (None, why the texts are not shown)."""
+    from .. import io
+
+    recorded = list(stats.get("inputs") or [])
+    if source is not None:
+        files = _files_from_source(source)
+        if len(files) != len(recorded):
+            return None, (f"source= gives {len(files)} input file(s) but the run read {len(recorded)} "
+                          f"({', '.join(recorded[:3])}{', …' if len(recorded) > 3 else ''}); pass the run's inputs")
+        return files, None
+    if recorded == [io.TABLE_PATH]:
+        return None, ("the run read an in-memory table; pass it again as write_report(out_dir, source=table) "
+                      "to show text excerpts and retained sizes")
+    tries = []
+    if stats.get("input_paths"):
+        tries.append(list(stats["input_paths"]))
+    tries.append([os.path.join(os.getcwd(), r) for r in recorded])
+    for paths in tries:
+        if paths and all(os.path.isfile(p) for p in paths):
+            files = io.resolve_inputs(paths)
+            if len(files) == len(recorded):
+                return files, None
+    shown = ", ".join(recorded[:3]) + (", …" if len(recorded) > 3 else "")
+    return None, (f"the input files ({shown}) were not found: run.json names them relative to their common "
+                  f"folder. Run gpu-dedup report OUT --source INPUT… (Python: write_report(out_dir, source=…)) "
+                  "to show text excerpts and retained sizes")
+
+
+def _file_rows(decisions: pa.Table, recorded: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(start, count) int64 (files,) of each input file's rows in the decisions (rows are in file order)."""
+    enc = pc.dictionary_encode(decisions["source"]).combine_chunks()
+    names = enc.dictionary.to_pylist()
+    pos = {name: i for i, name in enumerate(recorded)}
+    missing = [n for n in names if n not in pos]
+    if missing:
+        raise _Mismatch(f"decisions name input {missing[0]!r}, which run.json does not list")
+    mapping = np.array([pos[n] for n in names], np.int64)
+    file_of_row = mapping[enc.indices.to_numpy(zero_copy_only=False)]
+    if file_of_row.size and (np.diff(file_of_row) < 0).any():
+        raise _Mismatch("decisions rows are not in input-file order")
+    counts = np.bincount(file_of_row, minlength=len(recorded)).astype(np.int64)
+    return np.cumsum(counts) - counts, counts
+
+
+def _files_without_skips(stats: dict, recorded: list[str]) -> set[int]:
+    """Indexes of the input files of which the run dropped no row, so that its row numbering of the file is
+    the file's physical one. run.json's ``read.skipped`` lists every dropped row and skipped file by name
+    (``file``: the name in ``inputs``); a run with on_error='raise' drops nothing (a bad row ends it). When
+    neither tells, no file qualifies."""
+    read = stats.get("read")
+    skipped = read.get("skipped") if isinstance(read, dict) else None
+    if isinstance(skipped, list) and all(isinstance(s, dict) and "file" in s for s in skipped):
+        bad = {s["file"] for s in skipped}
+        return {i for i, name in enumerate(recorded) if name not in bad}
+    if stats.get("config", {}).get("on_error", "raise") == "raise":
+        return set(range(len(recorded)))
+    return set()
+
+
+def _check_ids(got: pa.Array, expected: pa.Array, row: int, relpath: str) -> None:
+    """Raise _Mismatch at the first position where ``got`` (ids read now) differs from ``expected`` (the
+    decisions' ids of the same rows, the first being run row ``row``)."""
+    same = pc.fill_null(pc.equal(got.cast(pa.string()), expected.cast(pa.string())), False)
+    if not pc.all(same).as_py():
+        k = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
+        raise _Mismatch(f"row {row + k:,} of the run has id {expected[k].as_py()!r} but the input now "
+                        f"has {got[k].as_py()!r} ({relpath})")
+
+
+def _parquet_texts(f: Any, text_field: str, id_field: str | None, ids: pa.Array, lo: int, hi: int,
+                   here: np.ndarray) -> dict[int, str] | None:
+    """Texts of the run rows ``here`` (sorted, in [lo, hi): the run's rows of Parquet file ``f``), reading
+    only the row groups that hold them; only valid when the run dropped no row of the file (run row
+    lo + k is physical row k). Every row of the row groups read has its id checked. Ids and texts are
+    converted exactly as the reader converts them (integer ids as decimal strings, generated ids
+    '<relpath>:<row>', invalid UTF-8 replaced by U+FFFD). None when the file's columns are not what the
+    reader accepts: the sequential read then raises or reports what the run's reader would."""
+    import pyarrow.parquet as pq
+
+    from .. import io
+
+    with pq.ParquetFile(f.path) as pf:
+        md = pf.metadata
+        schema = pf.schema_arrow
+        if text_field not in schema.names or not io.is_stringish(schema.field(text_field).type):
+            return None
+        has_ids = bool(id_field) and id_field in schema.names
+        if has_ids:
+            t = schema.field(id_field).type
+            base = t.value_type if pa.types.is_dictionary(t) else t
+            if not (io.is_stringish(t) or pa.types.is_integer(base)):
+                return None
+        if md.num_rows != hi - lo:
+            raise _Mismatch(f"{f.relpath} now has {md.num_rows:,} rows but the run read {hi - lo:,}")
+        sizes = np.array([md.row_group(g).num_rows for g in range(md.num_row_groups)], np.int64)
+        ends = np.cumsum(sizes)
+        phys = here - lo
+        group_of = np.searchsorted(ends, phys, side="right")  # empty row groups hold no wanted row
+        columns = [text_field] + ([id_field] if has_ids else [])
+        texts: dict[int, str] = {}
+        for g in np.unique(group_of).tolist():
+            first, n = int(ends[g] - sizes[g]), int(sizes[g])
+            table = pf.read_row_group(g, columns=columns)
+            if table.num_rows != n:
+                raise _Mismatch(f"{f.relpath} row group {g} now has {table.num_rows:,} rows, its metadata {n:,}")
+            if has_ids:
+                got, _ = io.as_utf8(table.column(id_field).combine_chunks(), pa.string())
+            else:
+                got = io.generated_ids(f.relpath, first, n)
+            _check_ids(got, ids.slice(lo + first, n), lo + first, f.relpath)
+            rows = phys[group_of == g]
+            text_col = table.column(text_field).combine_chunks().take(pa.array(rows - first, pa.int64()))
+            text, _ = io.as_utf8(text_col, pa.large_string())
+            for r, value in zip((rows + lo).tolist(), text.to_pylist()):
+                if value is None:  # the run read a text there (it dropped no row of this file)
+                    raise _Mismatch(f"row {r:,} of the run ({ids[r].as_py()!r}) now has a null text ({f.relpath})")
+                texts[r] = value
+    return texts
+
+
+def _scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray, need_sizes: bool) -> _Scan:
+    """Read the texts of rows ``want`` (sorted int64) and, with ``need_sizes``, every document's bytes and
+    whitespace words. Batches are numbered as in the run (same reader settings), and each batch's ids are
+    checked against the decisions.
+
+    Without ``need_sizes``, a Parquet file of which the run dropped no row (``_files_without_skips``) is
+    read only in the row groups holding wanted rows (``_parquet_texts``). Other files (JSON Lines, tables,
+    Parquet files with skipped rows, whose run numbering is not the physical one) are read from their
+    start up to their last wanted row."""
+    from .. import io
+
+    cfg = stats.get("config", {})
+    recorded = list(stats.get("inputs") or [])
+    starts, counts = _file_rows(decisions, recorded)
+    clean = _files_without_skips(stats, recorded)
+    ids = decisions["id"].combine_chunks()
+    keep = decisions["keep"].to_numpy(zero_copy_only=False)
+    kc = keep_column(cfg.get("cluster", {}).get("keep", "first"))
+    id_field, text_field = cfg.get("id_field", "id"), cfg.get("text_field", "text")
+    scan = _Scan(texts={})
+    sums = np.zeros(4, np.int64)  # bytes in, bytes kept, words in, words kept
+    for i, f in enumerate(files):
+        lo, hi = int(starts[i]), int(starts[i] + counts[i])
+        here = want[(want >= lo) & (want < hi)]
+        if not need_sizes and here.size == 0:
+            continue
+        if not need_sizes and f.fmt == "parquet" and i in clean:
+            texts = _parquet_texts(f, text_field, id_field, ids, lo, hi, here)
+            if texts is not None:
+                scan.texts.update(texts)
+                continue
+        row = lo
+        for batch in io.iter_batches([f], id_field=id_field, text_field=text_field,
+                                     batch_bytes=int(cfg.get("batch_bytes") or 64 << 20),
+                                     on_error=cfg.get("on_error", "raise"), keep_column=kc):
+            n = len(batch)
+            if row + n > hi:
+                raise _Mismatch(f"{f.relpath} now has more rows than the run read ({hi - lo:,})")
+            _check_ids(batch.ids, ids.slice(row, n), row, f.relpath)
+            if need_sizes:
+                nbytes = pc.binary_length(batch.text).to_numpy(zero_copy_only=False).astype(np.int64)
+                # runs of non-whitespace: a model-free stand-in for tokens
+                words = pc.count_substring_regex(batch.text, pattern=r"\S+").to_numpy(zero_copy_only=False)
+                k = keep[row:row + n]
+                sums += [nbytes.sum(), nbytes[k].sum(), words.sum(), words[k].sum()]
+            for r in here[(here >= row) & (here < row + n)].tolist():
+                scan.texts[r] = batch.text[r - row].as_py()
+            row += n
+            if not need_sizes and (here.size == 0 or row > here[-1]):
+                break
+        if need_sizes and row != hi:
+            raise _Mismatch(f"{f.relpath} now has {row - lo:,} rows but the run read {hi - lo:,}")
+    lost = [r for r in want.tolist() if r not in scan.texts]
+    if lost:
+        raise _Mismatch(f"row {lost[0]:,} of the run ({ids[lost[0]].as_py()!r}) is no longer in the inputs")
+    if need_sizes:
+        scan.bytes_input, scan.bytes_kept, scan.words_input, scan.words_kept = (int(x) for x in sums)
+    return scan
+
+
+# --------------------------------------------------------------------------------------------- run outputs
+def _load(out_dir: str) -> tuple[dict, pa.Table]:
+    import pyarrow.parquet as pq
+
+    run_json = os.path.join(out_dir, "run.json")
+    dec_path = os.path.join(out_dir, "decisions.parquet")
+    for p in (run_json, dec_path):
+        if not os.path.isfile(p):
+            raise FileNotFoundError(f"{p!r} does not exist; point to the output directory of a finished run "
+                                    "(gpu-dedup run INPUT -o OUT writes decisions.parquet and run.json)")
+    with open(run_json, encoding="utf-8") as fh:
+        stats = json.load(fh)
+    decisions = pq.read_table(dec_path)
+    missing = {"id", "keep", "reason", "cluster_id", "jaccard", "cluster_size", "source"} - set(decisions.column_names)
+    if missing:
+        raise ValueError(f"{dec_path!r} lacks columns {sorted(missing)}; it was not written by gpu_dedup's run")
+    n = stats.get("counts", {}).get("input")
+    if n is not None and n != decisions.num_rows:
+        raise ValueError(f"run.json counts {n:,} input documents but decisions.parquet has {decisions.num_rows:,} "
+                         "rows; the two files come from different runs")
+    return stats, decisions

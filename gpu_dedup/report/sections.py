@@ -1,0 +1,269 @@
+"""The report's sections, one function each: HTML for the page, plots through it."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import params
+from ..constants import GIANT_BUCKET
+from ..decisions import KEPT_REASONS
+from .diff import DIFF_WORDS, diff_words
+from .inputs import _Scan
+from .metrics import JACCARD_BINS, ClusterView, jaccard_histogram
+from .page import _e, _fmt_bytes, _json, _kv, _Page, _pct, _table
+from .plots import _plot_band_load, _plot_bucket_sizes, _plot_cluster_sizes, _plot_counts, _plot_s_curve, _plot_timings
+
+
+# -------------------------------------------------------------------------------------------- sections
+def _stage_rows(n: int, by: dict[str, int]) -> list[list[Any]]:
+    exact = by.get("exact_duplicate", 0) + by.get("short_exact_duplicate", 0)
+    near = by.get("near_duplicate", 0)
+    semantic = sum(v for k, v in by.items() if k.startswith("semantic"))
+    known = set(KEPT_REASONS) | {"exact_duplicate", "short_exact_duplicate", "near_duplicate"}
+    other = {k: v for k, v in by.items() if k not in known and not k.startswith("semantic")}
+    rows: list[list[Any]] = [["input", "", f"{n:,}", ""]]
+    left = n
+    stages = [("exact", exact), ("near (MinHash/LSH)", near)]
+    if semantic or any(k.startswith("semantic") for k in by):
+        stages.append(("semantic", semantic))
+    stages += [(k, v) for k, v in other.items()]
+    for name, removed in stages:
+        left -= removed
+        rows.append([name, f"{removed:,}", f"{left:,}", _pct(removed, n)])
+    kept = sum(by.get(k, 0) for k in KEPT_REASONS)
+    rows.append(["kept", "", f"{kept:,}", _pct(kept, n)])
+    return rows
+
+
+def _summary(stats: dict, n: int, by: dict[str, int], scan: _Scan | None, sizes_note: str | None,
+             recorded_sizes: dict | None) -> str:
+    kept = sum(by.get(k, 0) for k in KEPT_REASONS)
+    t = stats.get("timings_s", {})
+    rows = [["documents in", f"{n:,}"], ["kept", f"{kept:,} ({_pct(kept, n)})"],
+            ["removed", f"{n - kept:,} ({_pct(n - kept, n)})"]]
+    bin_ = (recorded_sizes or {}).get("text_bytes") or (
+        {"input": scan.bytes_input, "kept": scan.bytes_kept} if scan and scan.bytes_input is not None else None)
+    win = (recorded_sizes or {}).get("words") or (
+        {"input": scan.words_input, "kept": scan.words_kept} if scan and scan.words_input is not None else None)
+    read_bytes = stats.get("read", {}).get("bytes_text")
+    if bin_:
+        rows.append(["text bytes kept", f"{_fmt_bytes(bin_['kept'])} of {_fmt_bytes(bin_['input'])} "
+                     f"({_pct(bin_['kept'], bin_['input'])})"])
+    elif read_bytes is not None:
+        rows.append(["text bytes in", _fmt_bytes(read_bytes)])
+    if win:
+        rows.append(["≈ tokens kept (whitespace words)", f"{win['kept']:,} of {win['input']:,} "
+                     f"({_pct(win['kept'], win['input'])})"])
+    rows.append(["device", f"{stats.get('device', '?')} ({stats.get('threads', '?')} threads)"])
+    if "total" in t:
+        tp = stats.get("throughput_docs_per_s")
+        rows.append(["wall time", f"{t['total']:.2f} s" + (f" ({tp:,.0f} documents/s)" if tp else "")])
+    cfg = stats.get("config", {})
+    lsh, cl = cfg.get("lsh", {}), cfg.get("cluster", {})
+    rows.append(["settings", f"preset {cfg.get('preset_name', '?')}, {cfg.get('shingle', {}).get('kind', '?')} "
+                 f"{cfg.get('shingle', {}).get('n', '?')}-grams, {lsh.get('bands', '?')}×{lsh.get('rows', '?')} "
+                 f"bands×rows, θ = {cl.get('threshold', '?')}, policy {cl.get('policy', '?')}"
+                 f"{'' if cl.get('verify', True) else ' (unverified)'}"])
+    rows.append(["created", f"{stats.get('created', '?')} by gpu_dedup {stats.get('gpu_dedup_version', '?')}"])
+    out = _kv(rows)
+    notes = ["Tokens are approximated by whitespace-separated words (runs of non-whitespace characters); "
+             "a subword tokenizer gives more tokens, so use the figure as a ratio, not a token count."]
+    if sizes_note:
+        notes.append(f"Retained bytes and tokens are not shown: {sizes_note}")
+    return out + "".join(f"<p class=\"note\">{_e(x)}</p>" for x in notes)
+
+
+def _counts_section(page: _Page, n: int, by: dict[str, int], decisions: pa.Table, stats: dict) -> str:
+    rows = _stage_rows(n, by)
+    # a run --against an index removes documents in favour of indexed ones: their cluster_id is -1 - position
+    n_index = int(pc.sum(pc.less(decisions["cluster_id"], 0)).as_py() or 0) if n else 0
+    against = ""
+    if n_index:
+        idx = (stats.get("stages") or {}).get("against_index") or {}
+        against = (f"<p class=\"note\">{n_index:,} of the removed documents duplicate a document of the index "
+                   f"<code>{_e(idx.get('path', '?'))}</code> (not part of this input); their clusters are not shown "
+                   "below.</p>")
+    reasons = [[k, f"{v:,}", _pct(v, n), "kept" if k in KEPT_REASONS else "removed"] for k, v in by.items()]
+    return ("<h3>Per stage</h3>" + _table(["stage", "removed", "documents left", "% of input"], rows)
+            + "<h3>Per reason</h3>" + _table(["reason", "documents", "% of input", ""], reasons, left=1)
+            + page.img("counts", lambda: _plot_counts(by), "documents per decision reason")
+            + "<p class=\"note\">exact = identical normalized text (short_exact_duplicate: documents with fewer "
+              "words than the shingle size, which only the exact stage can remove); near = removed for a kept "
+              "document at (verified) Jaccard ≥ θ; representative = kept document with duplicates.</p>" + against)
+
+
+def _clusters_section(page: _Page, decisions: pa.Table) -> str:
+    keep = decisions["keep"].to_numpy(zero_copy_only=False)
+    sizes = decisions["cluster_size"].to_numpy()[keep]
+    if sizes.size == 0:
+        return "<p>No documents.</p>"
+    dup = sizes[sizes > 1]
+    rows = [["clusters (kept documents)", f"{sizes.size:,}"], ["clusters with duplicates", f"{dup.size:,}"],
+            ["largest cluster", f"{int(sizes.max()):,}"],
+            ["mean size of clusters with duplicates", f"{dup.mean():.2f}" if dup.size else "–"]]
+    return (_kv(rows)
+            + page.img("cluster_sizes", lambda: _plot_cluster_sizes(sizes), "cluster-size distribution, log-log"))
+
+
+def _excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict[int, str] | None,
+                      why_missing: str | None) -> str:
+    if not views:
+        return "<p>No clusters with duplicates.</p>"
+    ids = decisions["id"]
+    reason = decisions["reason"]
+    jac = decisions["jaccard"]
+    if texts is None:
+        parts = [f"<p class=\"warn\">Text excerpts are not shown: {_e(why_missing)}.</p>"]
+    else:
+        parts = ["<p class=\"note\">Each removed member (right) next to the document kept for it (left), first "
+                 f"{DIFF_WORDS:,} words compared, whitespace collapsed, unchanged stretches shortened. "
+                 "<del>Struck</del> words appear only in the kept document, <mark>highlighted</mark> words only "
+                 "in the member. Members shown: the least similar first.</p>"]
+    for v in views:
+        rid = ids[v.rep].as_py()
+        parts.append(f"<h3>Cluster of {v.size:,} documents, kept: <code>{_e(rid)}</code></h3>")
+        if texts is None:
+            members = ", ".join(f"<code>{_e(ids[m].as_py())}</code> ({_e(reason[m].as_py())}"
+                                + (f", J = {jac[m].as_py():.3f}" if jac[m].is_valid else "") + ")"
+                                for m in v.members)
+            parts.append(f"<p>members: {members}{' …' if v.size - 1 > len(v.members) else ''}</p>")
+            continue
+        for m in v.members:
+            left, right = diff_words(texts[v.rep], texts[m])
+            j = jac[m].as_py()
+            jtxt = f"J = {j:.3f}" if j is not None else "J not measured"
+            parts.append(
+                "<div class=\"pair\">"
+                f"<div><div class=\"head\">kept <code>{_e(rid)}</code></div><div class=\"doc\">{left}</div></div>"
+                f"<div><div class=\"head\">{_e(reason[m].as_py())} <code>{_e(ids[m].as_py())}</code> · {jtxt}</div>"
+                f"<div class=\"doc\">{right}</div></div></div>")
+        if v.size - 1 > len(v.members):
+            parts.append(f"<p class=\"note\">… and {v.size - 1 - len(v.members):,} more removed members.</p>")
+    return "".join(parts)
+
+
+def _lsh_section(page: _Page, stats: dict) -> str:
+    lsh = stats.get("stages", {}).get("lsh")
+    if not lsh:
+        return "<p>The run recorded no LSH statistics.</p>"
+    docs, buckets, entries = lsh.get("documents", 0), lsh.get("buckets", 0), lsh.get("bucket_entries", 0)
+    largest = lsh.get("largest_bucket", 0)
+    per_band = lsh.get("buckets_per_band") or []
+    rows = [["documents hashed into bands (not exact duplicates, not short)", f"{docs:,}"],
+            ["candidate documents (in any bucket of ≥ 2)", f"{lsh.get('candidate_documents', 0):,}"],
+            ["buckets with ≥ 2 documents", f"{buckets:,}"], ["bucket entries (document × band)", f"{entries:,}"],
+            ["mean bucket size", f"{entries / buckets:.2f}" if buckets else "–"],
+            ["largest bucket", f"{largest:,}"]]
+    pol = stats.get("stages", {}).get("policy", {})
+    for key, label in (("verified_pairs", "verified pairs (exact Jaccard computed)"),
+                       ("edges", "candidate edges"), ("edges_verified", "edges passing verification"),
+                       ("capped_buckets", "buckets capped at max_representatives_per_bucket"),
+                       ("largest_candidate_component", "largest candidate component"),
+                       ("largest_component", "largest component")):
+        if key in pol:
+            rows.append([label, f"{pol[key]:,}"])
+    out = ""
+    if largest >= GIANT_BUCKET:
+        out += (f"<p class=\"warn\">Giant bucket: {largest:,} documents share one band key "
+                f"({_pct(largest, docs)} of the hashed documents). This is usually templated text (boilerplate, "
+                "navigation, cookie notices); its documents dominate verification work. Check the Largest clusters "
+                "section, and consider removing the template or raising rows per band.</p>")
+    out += _kv(rows)
+    if per_band:
+        out += page.img("band_load", lambda: _plot_band_load(per_band), "candidate buckets per band")
+        out += ("<p class=\"note\">Each band is an independent chance to become candidates; a band with far "
+                "more buckets than the others points at a hash or data problem.</p>")
+    log2 = lsh.get("bucket_size_log2_counts")
+    if log2:
+        out += page.img("bucket_sizes", lambda: _plot_bucket_sizes(log2), "bucket-size distribution")
+    else:
+        out += ("<p class=\"note\">The full bucket-size distribution is not recorded by this run (only the "
+                "largest bucket and the mean).</p>")
+    return out
+
+
+def _s_curve_section(page: _Page, stats: dict, decisions: pa.Table) -> str:
+    cfg = stats.get("config", {})
+    b, r = int(cfg.get("lsh", {}).get("bands", 0)), int(cfg.get("lsh", {}).get("rows", 0))
+    theta = float(cfg.get("cluster", {}).get("threshold", 0.8))
+    verify = bool(cfg.get("cluster", {}).get("verify", True))
+    if b < 1 or r < 1:
+        return "<p>The run's config has no LSH bands/rows.</p>"
+    theta_plot = min(max(theta, 1e-9), 1 - 1e-9)  # θ = 1 is allowed by the config; the curve math needs < 1
+    rows = [["bands × rows", f"{b} × {r} = {b * r} hashes"],
+            ["rule-of-thumb threshold (1/b)^(1/r)", f"{params.threshold_approx(b, r):.4f}"],
+            ["50% point (1 − 2^(−1/b))^(1/r)", f"{params.p50(b, r):.4f}"],
+            [f"P(candidate) at θ = {theta:g}", f"{params.candidate_probability(theta, b, r):.4f}"]]
+    for s in (theta - 0.1, theta + 0.05):
+        if 0.0 < s < 1.0:
+            rows.append([f"P(candidate) at J = {s:.2f}", f"{params.candidate_probability(s, b, r):.4f}"])
+    hist = None
+    note = ""
+    if verify:
+        near = pc.equal(decisions["reason"], "near_duplicate")
+        jac = decisions["jaccard"].filter(near).to_numpy(zero_copy_only=False).astype(np.float64)
+        hist = jaccard_histogram(jac)
+        note = (f"<p class=\"note\">Bars: the {hist.total:,} removed near-duplicates counted by their exact "
+                f"Jaccard with the document kept for them (decisions' <code>jaccard</code>, bins of "
+                f"{1 / JACCARD_BINS:g}). This shows where removals happened, not a candidate rate: pairs that LSH "
+                "never proposed are missing from it. To measure the candidate rate per Jaccard bin, use labelled "
+                "pairs (notebooks/03_choosing_parameters.ipynb, <code>report.candidate_rates</code>).</p>")
+        if not hist.total:
+            note = "<p class=\"note\">No near-duplicates were removed, so there are no measured Jaccard values.</p>"
+    else:
+        note = ("<p class=\"note\">Verification was off, so the run measured no exact Jaccard values; only the "
+                "theoretical curve is drawn.</p>")
+    return (_kv(rows)
+            + page.img("s_curve", lambda: _plot_s_curve(b, r, theta_plot, hist), "S-curve of the chosen bands and rows")
+            + note)
+
+
+def _timings_section(page: _Page, stats: dict, n: int) -> str:
+    t = {k: float(v) for k, v in (stats.get("timings_s") or {}).items() if k != "total" and v is not None}
+    total = (stats.get("timings_s") or {}).get("total")
+    if not t:
+        return "<p>The run recorded no timings.</p>"
+    text_bytes = stats.get("read", {}).get("bytes_text") or 0
+    rows = []
+    for k, v in t.items():
+        rows.append([k, f"{v:.3f}", _pct(v, total) if total else "–", f"{n / v:,.0f}" if v > 0 else "–",
+                     f"{text_bytes / v / 1e6:,.1f}" if v > 0 and text_bytes else "–"])
+    if total:
+        rows.append(["total", f"{total:.3f}", "100%", f"{n / total:,.0f}" if total > 0 else "–",
+                     f"{text_bytes / total / 1e6:,.1f}" if text_bytes and total > 0 else "–"])
+    return (_table(["stage", "seconds", "% of total", "input docs / s", "input text MB / s"], rows)
+            + "<p class=\"note\">Throughput columns divide the whole input (documents, text bytes) by each "
+              "stage's time, so stages that touch only candidates (shingle_sets, policy) look faster than "
+              "their per-document rate. Stages overlap with reading (prefetch), so the stage times need not sum "
+              "to the total.</p>"
+            + page.img("timings", lambda: _plot_timings(t), "time per stage"))
+
+
+def _environment_section(stats: dict) -> str:
+    rows = [["device", stats.get("device", "?")], ["threads", stats.get("threads", "?")],
+            ["gpu_dedup", stats.get("gpu_dedup_version", "?")]]
+    rows += [[k, v] for k, v in (stats.get("versions") or {}).items()]
+    rows.append(["contract fingerprint", stats.get("contract_fingerprint", "?")])
+    read = stats.get("read") or {}
+    rrows = [["files", f"{read.get('files', 0):,}"], ["rows", f"{read.get('rows', 0):,}"],
+             ["text bytes", _fmt_bytes(read.get("bytes_text", 0) or 0)],
+             ["skipped records", f"{len(read.get('skipped') or []):,}"],
+             ["rows with invalid UTF-8 (repaired)", f"{read.get('invalid_utf8_rows', 0):,}"],
+             ["empty files", f"{len(read.get('empty_files') or []):,}"]]
+    skipped = read.get("skipped") or []
+    extra = ""
+    if skipped:
+        extra = ("<p class=\"note\">First skipped records:</p><pre>"
+                 + _e(_json(skipped[:5])) + "</pre>")
+    inputs = stats.get("inputs") or []
+    shown = inputs[:20]
+    inp = "<pre>" + _e("\n".join(shown) + (f"\n… ({len(inputs) - 20:,} more)" if len(inputs) > 20 else "")) + "</pre>"
+    return (_kv(rows) + "<h3>Input</h3>" + _kv(rrows) + extra + inp
+            + "<div class=\"cols\"><div><h3>Config</h3><pre>" + _e(_json(stats.get("config", {}))) + "</pre></div>"
+            + "<div><h3>Contract</h3><pre>" + _e(_json(stats.get("contract", {}))) + "</pre>"
+            + "<p class=\"note\">The contract: what must match for signatures or band keys of two runs to be "
+              "comparable.</p></div></div>"
+            + "<h3>Stage statistics (run.json)</h3><pre>" + _e(_json(stats.get("stages", {}))) + "</pre>")

@@ -1,0 +1,223 @@
+"""The semantic stage end to end: ``semantic_dedup`` streams the input once (hash every text, take cached
+embeddings, embed the rest), then clusters, orders and decides (``select``), and writes the outputs.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .._version import __version__
+from ..config import RunConfig
+from ..device import batch_bytes
+from .config import CACHE_FORMAT, SemanticConfig, semantic_keep_column
+from .embed import EmbeddingCache, embed_texts, text_hashes
+from .model import embedding_dtype, load_model, model_fingerprint, resolve_model_path, resolve_torch_device
+from .select import _decide
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SemanticResult:
+    """decisions: ``SEMANTIC_SCHEMA`` table in input order; stats: what semantic.json holds; embeddings:
+    float32 (n, d); centroids: float32 (k, d); output_dir: where files went (None in memory)."""
+
+    decisions: pa.Table
+    stats: dict[str, Any]
+    embeddings: np.ndarray
+    centroids: np.ndarray
+    output_dir: str | None = None
+
+    @property
+    def removed(self) -> int:
+        return int(self.stats["counts"]["removed"])
+
+    def summary(self) -> str:
+        c = self.stats["counts"]
+        return (f"{c['input']:,} documents: {c['removed']:,} semantic duplicates at eps={self.stats['eps']} "
+                f"({self.stats['clusters']['k']} clusters)")
+
+
+@dataclass
+class _Embedded:
+    ids: pa.Array
+    hashes: np.ndarray
+    embeddings: np.ndarray
+    keep_values: np.ndarray | None
+    reused: int = 0
+    embedded: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: EmbeddingCache | None,
+                report, given: np.ndarray | None = None) -> tuple[_Embedded, Any]:
+    """Stream the input once: hash every text, take cached rows, embed the rest (model loaded lazily,
+    only if something is missing). With ``given`` (precomputed embeddings), take its rows instead."""
+    from tqdm.auto import tqdm
+
+    from .. import io
+
+    dtype = embedding_dtype(cfg, device)
+    kc = semantic_keep_column(cfg.keep)
+    ids, hashes, parts, values = [], [], [], []
+    model = None
+    reused = embedded = 0
+    t_read = t_embed = t_model = 0.0
+    t = time.perf_counter()
+    with tqdm(desc="semantic: embed", unit="doc", unit_scale=True, disable=not run.progress, leave=False) as bar:
+        for batch in io.iter_batches(files, id_field=run.id_field, text_field=run.text_field,
+                                     batch_bytes=batch_bytes(run.batch_bytes, "cpu"), on_error=run.on_error,
+                                     keep_column=kc, report=report):
+            t0 = time.perf_counter()
+            t_read += t0 - t
+            h = text_hashes(batch.text)
+            if given is not None:
+                emb = given[batch.row_start:batch.row_start + len(h)]
+                if emb.shape[0] != len(h):
+                    raise ValueError(f"embeddings has {given.shape[0]} rows but the input has more documents; "
+                                     "pass one row per input document, in input order")
+            else:
+                found, cached = cache.lookup(h) if cache is not None else (np.zeros(len(h), bool), None)
+                missing = np.flatnonzero(~found)
+                new = None
+                if missing.shape[0]:
+                    if model is None:
+                        t_load = time.perf_counter()
+                        model = load_model(cfg.model, device, max_seq_length=cfg.max_seq_length, dtype=dtype)
+                        t_model = time.perf_counter() - t_load
+                    texts = batch.text.take(pa.array(missing, pa.int64())).to_pylist()
+                    new = embed_texts(model, texts, batch_size=cfg.batch_size, device=device,
+                                      chars_per_token=cfg.chars_per_token)
+                d = new.shape[1] if new is not None else cached.shape[1]
+                emb = np.empty((len(h), d), np.float32)
+                if found.any():
+                    emb[found] = cached
+                if new is not None:
+                    emb[missing] = new
+                reused += int(found.sum())
+                embedded += int(missing.shape[0])
+            ids.append(batch.ids)
+            hashes.append(h)
+            parts.append(emb)
+            if kc:
+                values.append(np.asarray(batch.keep_values, np.float64))
+            bar.update(len(h))
+            t = time.perf_counter()
+            t_embed += t - t0
+    all_ids = pa.chunked_array(ids, pa.string()).combine_chunks() if ids else pa.array([], pa.string())
+    io.check_unique_ids(all_ids)
+    n = len(all_ids)
+    if given is not None and given.shape[0] != n:
+        raise ValueError(f"embeddings has {given.shape[0]} rows but the input has {n} documents; pass one row per "
+                         "input document, in input order")
+    d = parts[0].shape[1] if parts else (given.shape[1] if given is not None else 0)
+    out = _Embedded(all_ids, np.concatenate(hashes) if hashes else np.zeros((0, 2), np.uint64),
+                    np.concatenate(parts) if parts else np.zeros((0, d), np.float32),
+                    np.concatenate(values) if kc and values else (np.zeros(0) if kc else None),
+                    reused, embedded, {"read": t_read, "load_model": t_model, "embed": t_embed - t_model})
+    return out, model
+
+
+def _unit_rows(x: np.ndarray) -> np.ndarray:
+    """float32 copy of x (n, d) with L2-normalised rows (zero rows stay zero)."""
+    x = np.array(x, dtype=np.float32, copy=True)
+    if x.ndim != 2:
+        raise ValueError(f"embeddings must be a 2-d (n, d) array, got shape {x.shape}")
+    norms = np.linalg.norm(x.astype(np.float64), axis=1)
+    x /= np.where(norms > 0, norms, 1.0)[:, None].astype(np.float32)
+    return x
+
+
+def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: str | os.PathLike | None = None,
+                   device: str = "cpu", *, run: RunConfig | None = None,
+                   embeddings: np.ndarray | None = None) -> SemanticResult:
+    """Semantic deduplication of ``source`` (path(s)/glob(s)/directory, pyarrow Table or pandas DataFrame).
+
+    Input is streamed with ``io.iter_batches`` using ``run``'s id_field/text_field/on_error/batch_bytes
+    (defaults: RunConfig()). Embeddings of all rows are held in memory (n x d x 4 bytes).
+    embeddings: optional precomputed (n, d) array, one row per input document in input order (rows are
+    L2-normalised here); then no model is loaded and ``cfg.model`` is ignored.
+    With ``output_dir``: writes semantic_decisions.parquet, semantic.json, semantic/centroids.npy, and the
+    embedding cache (default OUT/semantic/embeddings/<key>/, holding this run's rows in input order).
+    """
+    from .. import io
+
+    cfg = cfg or SemanticConfig()
+    run = run or RunConfig()
+    device = resolve_torch_device(device)
+    t_start = time.perf_counter()
+    files = io.source_files(source)
+    given = _unit_rows(embeddings) if embeddings is not None else None
+    if given is None:
+        path = resolve_model_path(cfg.model)  # fail fast, before reading anything
+        fingerprint = model_fingerprint(path)
+        dtype = embedding_dtype(cfg, device)
+        key, meta = EmbeddingCache.key_for(fingerprint, cfg.max_seq_length, dtype, cfg.chars_per_token)
+    else:
+        path = fingerprint = None
+        dtype = "float32"
+        key, meta = "precomputed", {"format": CACHE_FORMAT, "key": "precomputed", "model_fingerprint": None}
+    cache_dir = cfg.cache_dir or (os.path.join(os.fspath(output_dir), "semantic", "embeddings")
+                                  if output_dir is not None else None)
+    cache = EmbeddingCache(cache_dir, key, meta) if cache_dir else None
+    report = io.ReadReport()
+    emb, model = _embed_pass(files, cfg, run, device, cache if given is None else None, report, given)
+    n = len(emb.ids)
+    logger.info("semantic: %d documents embedded, %d reused from the cache", emb.embedded, emb.reused)
+    table, stats, clusters = _decide(emb.ids, emb.embeddings, cfg, device, emb.keep_values)
+    timings = {**emb.timings, **stats.pop("timings_s")}
+    emb_path = None
+    if cache is not None:
+        t = time.perf_counter()
+        emb_path = os.path.join(cache.path, "embeddings.npy")
+        if (emb.embedded or given is not None or cache.rows != n or n == 0
+                or not np.array_equal(np.load(os.path.join(cache.path, "text_hashes.npy")), emb.hashes)):
+            emb_path = cache.write(emb.hashes, emb.embeddings)  # (rows all reused in the same order: kept as is)
+        timings["cache_write"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t_start
+    stats = {
+        "gpu_dedup_version": __version__, "device": device,
+        "config": cfg.to_dict(),
+        "model": {"name": cfg.model if given is None else "precomputed", "path": path, "fingerprint": fingerprint,
+                  "dtype": dtype, "max_seq_length": int(model.max_seq_length) if model is not None
+                  and model.max_seq_length else cfg.max_seq_length,
+                  "dim": int(emb.embeddings.shape[1]) if emb.embeddings.ndim == 2 else 0},
+        "inputs": [f.relpath for f in files],
+        "input_paths": [f.path for f in files],
+        "io": {"id_field": run.id_field, "text_field": run.text_field, "on_error": run.on_error},
+        "read": report.to_dict(),
+        "embedding_cache": {"dir": cache.path if cache else None, "key": key, "reused": emb.reused,
+                            "embedded": emb.embedded, "embeddings_path": emb_path},
+        **stats,
+        "timings_s": timings,
+        "embed_docs_per_s": emb.embedded / timings["embed"] if emb.embedded and timings["embed"] > 0 else None,
+        "versions": _versions(),
+    }
+    out = None
+    if output_dir is not None:
+        out = os.fspath(output_dir)
+        io.write_parquet_atomic(table, os.path.join(out, "semantic_decisions.parquet"))
+        with io.atomic_path(os.path.join(out, "semantic", "centroids.npy")) as tmp, open(tmp, "wb") as fh:
+            np.save(fh, clusters.centroids)
+        io.write_json_atomic(stats, os.path.join(out, "semantic.json"))
+    result = SemanticResult(table, stats, emb.embeddings, clusters.centroids, out)
+    logger.info("%s in %.2f s", result.summary(), timings["total"])
+    return result
+
+
+def _versions() -> dict[str, str | None]:
+    import importlib.metadata as md
+
+    out: dict[str, str | None] = {}
+    for name in ("torch", "sentence-transformers", "transformers", "faiss-cpu", "faiss-gpu-cu12"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            continue
+    return out

@@ -1,0 +1,163 @@
+"""Decisions: keep order inside each cluster (``cluster_order``), the eps sweep (``removal_sweep``), the
+decisions table (``decisions_table``, ``semantic_decisions``) and its merge into the lexical decisions
+(``merge_decisions``). The decision and chain rules are described in the package docstring
+(``gpu_dedup.semantic``).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..lexical.policy import keep_rank
+from .clustering import Clusters, kmeans
+from .config import SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column, threshold32
+from .model import resolve_torch_device, torch_device
+from .pairwise import within_cluster_max_sim
+
+
+def cluster_order(assign: np.ndarray, centroid_cos: np.ndarray, keep: str, *, seed: int = 0,
+                  values: np.ndarray | None = None, n_clusters: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by cluster, each cluster in keep order: (order int64 (n,), offsets int64 (k+1,));
+    cluster c is ``order[offsets[c]:offsets[c+1]]`` and its first row is kept. Ties: input order."""
+    assign = np.asarray(assign, np.int64)
+    n = assign.shape[0]
+    rows = np.arange(n, dtype=np.int64)
+    col = semantic_keep_column(keep)
+    if keep == "hard":
+        key = np.asarray(centroid_cos, np.float64)
+    elif keep == "easy":
+        key = -np.asarray(centroid_cos, np.float64)
+    elif keep == "random":
+        key = np.random.default_rng(seed).permutation(n).astype(np.float64)
+    else:
+        if values is None:
+            raise ValueError(f"keep={keep!r} needs the values of column {col!r}")
+        key = keep_rank(keep, n=n, values=values).astype(np.float64)
+    order = np.lexsort((rows, key, assign))
+    k = int(n_clusters if n_clusters is not None else (assign.max() + 1 if n else 0))
+    offsets = np.zeros(k + 1, np.int64)
+    np.cumsum(np.bincount(assign, minlength=k), out=offsets[1:])
+    return order, offsets
+
+
+def removal_sweep(max_sim: np.ndarray, has_earlier: np.ndarray, eps_values: Sequence[float]) -> list[dict]:
+    """[{eps, removed, fraction}] from one max-similarity column: for chain="all" one column serves every
+    eps (no recomputation); chain="kept" computes a column per eps."""
+    n = max_sim.shape[0]
+    out = []
+    for eps in eps_values:
+        removed = int((has_earlier & (max_sim >= threshold32(eps))).sum())
+        out.append({"eps": float(eps), "removed": removed, "fraction": removed / n if n else 0.0})
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# Decisions
+# ----------------------------------------------------------------------------------------------------
+
+def _decide(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig, device: str,
+            keep_values: np.ndarray | None) -> tuple[pa.Table, dict[str, Any], Clusters]:
+    n = len(ids)
+    if embeddings.shape[0] != n:
+        raise ValueError(f"embeddings have {embeddings.shape[0]} rows but there are {n} ids")
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    clusters = kmeans(embeddings, cfg, device)
+    timings["kmeans"] = time.perf_counter() - t
+    t = time.perf_counter()
+    k = clusters.centroids.shape[0]
+    order, offsets = cluster_order(clusters.assign, clusters.centroid_cos, cfg.keep, seed=cfg.seed,
+                                   values=keep_values, n_clusters=k)
+    backend = "torch" if device == "cuda" else "numpy"
+    kept_only = cfg.chain == "kept"
+
+    def pairwise(eps: float):
+        return within_cluster_max_sim(embeddings, order, offsets, block=cfg.block, kept_only=kept_only,
+                                      threshold=1.0 - eps, backend=backend, torch_device=torch_device(device))
+
+    max_sim, nearest = pairwise(cfg.eps)
+    has_earlier = nearest >= 0
+    removed = has_earlier & (max_sim >= threshold32(cfg.eps))
+    timings["pairwise"] = time.perf_counter() - t
+    t = time.perf_counter()
+    if kept_only:  # the similarity column depends on eps: one pass per value
+        sweep = []
+        for e in cfg.eps_sweep:
+            ms, nr = pairwise(e)
+            sweep += removal_sweep(ms, nr >= 0, [e])
+    else:
+        sweep = removal_sweep(max_sim, has_earlier, cfg.eps_sweep)
+    timings["eps_sweep"] = time.perf_counter() - t
+    table = decisions_table(ids, removed, max_sim, nearest, clusters.assign, clusters.centroid_cos)
+    sizes = clusters.sizes
+    stats = {
+        "counts": {"input": n, "kept": int(n - removed.sum()), "removed": int(removed.sum())},
+        "eps": cfg.eps, "threshold": float(threshold32(cfg.eps)), "chain": cfg.chain, "keep": cfg.keep,
+        "eps_sweep": sweep,
+        "clusters": {"k": int(k), "backend": clusters.backend, "largest": int(sizes.max()) if n else 0,
+                     "singletons": int((sizes == 1).sum()), "empty": int((sizes == 0).sum()),
+                     "mean_size": float(n / k) if k else 0.0,
+                     "pairwise_flops": float((sizes.astype(np.float64) ** 2).sum() * embeddings.shape[1])},
+        "pairwise_backend": f"{backend}-{torch_device(device)}" if backend == "torch" else "numpy",
+        "timings_s": timings,
+    }
+    return table, stats, clusters
+
+
+def decisions_table(ids: pa.Array, removed: np.ndarray, max_sim: np.ndarray, nearest: np.ndarray,
+                    assign: np.ndarray, centroid_cos: np.ndarray) -> pa.Table:
+    """One row per document (``SEMANTIC_SCHEMA``), input order. matched_id: the earlier member a removed
+    document matched (null when kept); cosine / nearest_id: the largest cosine to an earlier member of
+    its cluster and that member, for every document that has one (null for a cluster's first); as in
+    ``max_sim_to_earlier``, a maximum <= 0 shows as cosine 0 with the cluster's first member."""
+    n = len(ids)
+    has = nearest >= 0
+    matched = np.where(removed, nearest, -1)
+    reason = np.where(removed, "semantic_duplicate", "unique")
+    return pa.table({
+        "id": ids,
+        "keep": pa.array(~removed, pa.bool_()),
+        "reason": pa.array(reason.tolist() if n else [], pa.string()),
+        "matched_id": ids.take(pa.array(np.maximum(matched, 0), pa.int64(), mask=matched < 0)),
+        "cosine": pa.array(max_sim.astype(np.float64), pa.float64(), mask=~has),
+        "nearest_id": ids.take(pa.array(np.maximum(nearest, 0), pa.int64(), mask=~has)),
+        "semantic_cluster": pa.array(assign, pa.int64()),
+        "centroid_cosine": pa.array(centroid_cos, pa.float32()),
+    }, schema=SEMANTIC_SCHEMA)
+
+
+def semantic_decisions(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig | None = None,
+                       device: str = "cpu", keep_values: np.ndarray | None = None) -> pa.Table:
+    """k-means + keep order + pairwise on given embeddings -> ``SEMANTIC_SCHEMA`` table (id, keep,
+    reason 'semantic_duplicate'|'unique', matched_id, cosine, nearest_id, semantic_cluster,
+    centroid_cosine). ids: pa.string (n,); embeddings: float32 (n, d) unit rows; keep_values: float64
+    (n,) for keep="max:<column>". Pass a subset (e.g. the lexical survivors) to dedup only those."""
+    cfg = cfg or SemanticConfig()
+    return _decide(ids, np.ascontiguousarray(embeddings, np.float32), cfg, resolve_torch_device(device),
+                   keep_values)[0]
+
+
+def merge_decisions(lexical: pa.Table, semantic: pa.Table) -> pa.Table:
+    """Fold semantic decisions (all documents, same order) into the lexical decisions table.
+
+    A document lexically kept but semantically removed becomes keep=False, reason 'semantic_duplicate',
+    matched_id = its semantic match; lexically removed documents keep their lexical reason and match.
+    Adds columns cosine, nearest_id (renamed semantic_nearest_id) and semantic_cluster."""
+    if lexical.num_rows != semantic.num_rows or not lexical["id"].equals(semantic["id"]):
+        raise ValueError(f"lexical ({lexical.num_rows} rows) and semantic ({semantic.num_rows} rows) decisions "
+                         "must list the same ids in the same order; run both stages on the same input")
+    import pyarrow.compute as pc
+
+    sem_removed = pc.invert(semantic["keep"])
+    newly = pc.and_(lexical["keep"], sem_removed)
+    out = lexical
+    for name, value in (("keep", pc.and_(lexical["keep"], semantic["keep"])),
+                        ("reason", pc.if_else(newly, "semantic_duplicate", lexical["reason"])),
+                        ("matched_id", pc.if_else(newly, semantic["matched_id"], lexical["matched_id"]))):
+        out = out.set_column(out.schema.get_field_index(name), name, value)
+    return (out.append_column("cosine", semantic["cosine"])
+               .append_column("semantic_nearest_id", semantic["nearest_id"])
+               .append_column("semantic_cluster", semantic["semantic_cluster"]))

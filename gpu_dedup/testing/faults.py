@@ -1,0 +1,37 @@
+"""Fault injection for the resume tests: kill the process with SIGKILL at a checkpoint of a run.
+
+    python -c "from gpu_dedup.testing.faults import run_cli_killed_at; run_cli_killed_at()" piece:2 run IN -o OUT
+
+kills the run the 2nd time it passes checkpoint "piece" (``gpu_dedup.workdir.checkpoint``: "piece", "batch",
+"decisions"), exactly like ``kill -9`` at that moment. Production code only calls the (empty) hook list.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from ..workdir import CHECKPOINT_HOOKS
+
+
+def kill_at(point: str, k: int = 1) -> None:
+    """Install a hook that SIGKILLs this process the ``k``-th time it passes checkpoint ``point``."""
+    seen = {"n": 0}
+
+    def hook(name: str) -> None:
+        if name == point:
+            seen["n"] += 1
+            if seen["n"] >= k:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    CHECKPOINT_HOOKS.append(hook)
+
+
+def run_cli_killed_at(argv: list[str] | None = None) -> None:
+    """``gpu-dedup`` with a kill point: argv[0] is "<point>:<k>", the rest the CLI's arguments."""
+    argv = sys.argv[1:] if argv is None else argv
+    point, _, k = argv[0].partition(":")
+    kill_at(point, int(k or 1))
+    from ..cli import main
+
+    sys.exit(main(argv[1:]))

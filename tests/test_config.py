@@ -1,0 +1,52 @@
+"""config.py, constants.py and contract.py: one source for every constant, one shared input config."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gpu_dedup import constants as C
+from gpu_dedup.cli import build_parser
+from gpu_dedup.config import InputConfig, RunConfig
+from gpu_dedup.contract import contract
+from gpu_dedup.kernels import hashing
+from gpu_dedup.paragraph.bloom import HASH_DESCRIPTION, SEED1, SEED2
+from gpu_dedup.paragraph.dedup import ParagraphConfig
+from gpu_dedup.screen import ScreenConfig
+
+
+def test_kernels_contract_and_bloom_take_their_numbers_from_constants():
+    assert (int(hashing.EXACT_SEED_LO), int(hashing.EXACT_SEED_HI)) == (C.EXACT_SEED_LO, C.EXACT_SEED_HI)
+    assert int(hashing.MERSENNE61) == C.MERSENNE61 == (1 << 61) - 1 and hashing.MERSENNE61.dtype == np.uint64
+    c = contract(RunConfig())
+    assert c["exact"]["seeds"] == [f"0x{C.EXACT_SEED_LO:016X}", f"0x{C.EXACT_SEED_HI:016X}"]
+    assert c["minhash"]["prime"] == "2^61-1"
+    assert (SEED1, SEED2) == (C.EXACT_SEED_LO, C.EXACT_SEED_HI)
+    assert f"{C.EXACT_SEED_LO:#x}".upper()[2:] in HASH_DESCRIPTION.upper()
+
+
+@pytest.mark.parametrize("cls", [RunConfig, ParagraphConfig, ScreenConfig])
+def test_every_reader_config_shares_the_input_fields_and_their_checks(cls):
+    names = {f.name for f in dataclasses.fields(InputConfig)}
+    assert names == {"id_field", "text_field", "batch_bytes", "on_error"}
+    assert issubclass(cls, InputConfig) and names <= {f.name for f in dataclasses.fields(cls)}
+    for bad in ({"on_error": "ignore"}, {"text_field": ""}, {"id_field": ""}, {"batch_bytes": 10},
+                {"batch_bytes": True}):
+        with pytest.raises(ValueError, match=f"{cls.__name__}.{next(iter(bad))}"):
+            cls(**bad)
+    assert cls(id_field=None, batch_bytes=4096).reader_options()["batch_bytes"] == 4096
+
+
+def test_input_fields_stay_keyword_only_so_positional_fields_keep_their_order():
+    assert ParagraphConfig("line").split == "line"
+    assert ScreenConfig(13, 2).min_matches == 2
+
+
+def test_flags_take_their_defaults_from_the_configs():
+    screen = build_parser().parse_args(["screen", "c.jsonl", "--benchmark", "b.jsonl", "-o", "o"])
+    d = ScreenConfig()
+    assert (screen.ngram, screen.min_matches, screen.min_ngram, screen.benchmark_text_unit, screen.id_field,
+            screen.text_field) == (d.ngram, d.min_matches, d.min_ngram, d.text_unit, d.id_field, d.text_field)
+    run = build_parser().parse_args(["run", "c.jsonl", "-o", "o"])
+    p = ParagraphConfig()
+    assert (run.paragraph_split, run.bloom_fp, run.expected_paragraphs) == (p.split, p.bloom.fp_rate,
+                                                                           p.bloom.expected_items)

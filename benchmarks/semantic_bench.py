@@ -8,6 +8,9 @@ the same run measures
   * forward: the model's forward pass + pooling + normalisation alone, on batches tokenized and copied
     to the device beforehand (same batches, same order) - the ceiling embed can approach;
   * embed / forward (issue 5 target on a GPU: >= 0.8).
+Long texts: pairs of documents sharing a 3-document preamble, embedded with long_text "truncate" (the pair
+looks identical) and "mean" (windows over the whole text): docs/s, median pair cosine, and the token counting
+that semantic.json's long_text statistics cost on their own.
 Then k-means (``semantic.kmeans``) + ordering + pairwise (``within_cluster_max_sim``) on --cluster-docs
 rows built from the measured embeddings (each row a stored embedding plus noise at cosine ~0.995,
 re-normalised), and their time relative to embedding the same number of documents at the measured
@@ -137,6 +140,36 @@ def cluster_section(emb: np.ndarray, n: int, device: str, embed_rate: float) -> 
     return r
 
 
+def long_text_section(model, device: str, pairs: int, batch_size: int) -> dict:
+    """Documents a_i, b_i sharing a preamble (3 corpus documents) and differing afterwards (one each):
+    docs/s and the median cosine(a_i, b_i) for long_text "truncate" and "mean"; token counting alone."""
+    base = corpus_texts(5 * pairs + 5, seed=3)
+    texts = []
+    for i in range(pairs):
+        pre = " ".join(base[5 * i:5 * i + 3])
+        texts += [pre + " " + base[5 * i + 3], pre + " " + base[5 * i + 4]]
+    out: dict = {"device": device, "documents": len(texts)}
+    for policy in ("truncate", "mean"):
+        S.embed_documents(model, texts[:2], batch_size=batch_size, device=device, long_text=policy)  # warm-up
+        _sync(device)
+        t = time.perf_counter()
+        r = S.embed_documents(model, texts, batch_size=batch_size, device=device, long_text=policy)
+        _sync(device)
+        dt = time.perf_counter() - t
+        cos = np.einsum("ij,ij->i", r.embeddings[0::2], r.embeddings[1::2])
+        out[policy] = {"docs_per_s": len(texts) / dt, "median_pair_cosine": float(np.median(cos)),
+                       "windows": r.windows, "truncated": int(r.truncated.sum()), "max_tokens": int(r.tokens.max())}
+    t = time.perf_counter()
+    S.count_tokens(model, texts)
+    out["count_tokens_docs_per_s"] = len(texts) / (time.perf_counter() - t)
+    tr, mn = out["truncate"], out["mean"]
+    print(f"  long texts {device:<5} {len(texts)} docs (shared preamble, max {mn['max_tokens']:,} tokens): truncate "
+          f"{tr['docs_per_s']:,.1f} docs/s, pair cosine {tr['median_pair_cosine']:.4f}; mean {mn['docs_per_s']:,.1f} "
+          f"docs/s ({mn['windows']} windows), pair cosine {mn['median_pair_cosine']:.4f}; token counting alone "
+          f"{out['count_tokens_docs_per_s']:,.0f} docs/s", flush=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiny-docs", type=int, default=2000)
@@ -144,6 +177,8 @@ def main() -> int:
     ap.add_argument("--cpu-cluster-docs", type=int, default=100_000)
     ap.add_argument("--gpu-docs", type=int, default=100_000)
     ap.add_argument("--cluster-docs", type=int, default=1_000_000, help="rows for GPU k-means + pairwise")
+    ap.add_argument("--long-pairs", type=int, default=8, help="CPU pairs of long documents sharing a preamble "
+                    "(GPU: 100x as many)")
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per measurement; the best is reported")
     ap.add_argument("--gpu-path-on-cpu", action="store_true",
@@ -178,6 +213,7 @@ def main() -> int:
         emb = row.pop("_emb")
         results["cpu"].append(row)
         results["cpu_cluster"] = cluster_section(emb, args.cpu_cluster_docs, "cpu", row["embed_docs_per_s"])
+        results["cpu_long_text"] = long_text_section(model, "cpu", args.long_pairs, min(args.batch_size, 32))
 
     gpu = torch.cuda.is_available() or args.gpu_path_on_cpu
     if gpu and real:
@@ -193,6 +229,8 @@ def main() -> int:
         emb = row.pop("_emb")
         results["gpu"].append(row)
         results["gpu_cluster"] = cluster_section(emb, n_rows, device, row["embed_docs_per_s"])
+        results["gpu_long_text"] = long_text_section(model, device, args.long_pairs * (100 if device == "cuda" else 1),
+                                                     args.batch_size)
         results["gpu_section_device"] = device
     elif not gpu:
         print("no CUDA device: GPU section skipped")

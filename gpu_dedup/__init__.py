@@ -18,7 +18,26 @@ from .config import (
 
 
 def deduplicate(source, config=None, output_dir=None, **overrides):
-    """See :func:`gpu_dedup.pipeline.deduplicate`."""
+    """Deduplicate a corpus; returns a ``DedupResult`` with one decisions row per input document.
+
+    source: path(s), glob(s) or directories of .jsonl / .jsonl.gz / .jsonl.zst / .parquet files, a pyarrow
+        Table or a pandas DataFrame (columns ``id`` and ``text`` by default: ``id_field=``, ``text_field=``).
+    config: a ``RunConfig`` (default: ``RunConfig()``, the default preset); ``RunConfig.preset(name)`` for
+        "default", "fineweb" or "nemo".
+    output_dir: where decisions.parquet, run.json, deduplicated/ (the kept records, verbatim) and
+        report.html are written; None keeps everything in memory.
+    overrides: settings applied to ``config``, e.g. ``cluster__threshold=0.9``, ``cluster__keep="longest"``,
+        ``device="cpu"``, ``progress=True`` (progress bars are off in the API unless asked for); and the run
+        options ``against=``, ``save_index=``, ``semantic=``, ``work_dir=``, ``resume=``, ``engine=``,
+        ``workers=``, ``scheduler=`` (see :func:`gpu_dedup.pipeline.deduplicate`).
+
+    The result: ``.decisions`` (pyarrow Table: id, keep, reason, cluster_id, representative_id, matched_id,
+    jaccard, cluster_size, source), ``.stats`` (run.json), ``.summary()``, ``.keep_mask``, ``.kept_ids()``,
+    ``.filter(table_or_dataframe)`` (the kept rows of an in-memory source), ``.to_pandas()``.
+
+        >>> result = gpu_dedup.deduplicate(df, cluster__threshold=0.9)
+        >>> deduplicated_df = result.filter(df)
+    """
     from .pipeline import deduplicate as _run
 
     return _run(source, config, output_dir, **overrides)

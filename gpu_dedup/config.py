@@ -6,6 +6,8 @@ I/O and execution settings. What two runs must share to be comparable is ``gpu_d
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -17,6 +19,22 @@ Policy = Literal["representative", "components"]
 OnError = Literal["raise", "skip"]
 Reader = Literal["auto", "pyarrow", "cudf"]
 PRESETS = ("default", "fineweb", "nemo")
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (``True`` is an int in Python; a config value ``n = true`` is a mistake)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_real(value: Any) -> bool:
+    """A finite int or float that is not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def did_you_mean(name: str, choices: Any) -> str:
+    """'; did you mean 'x'?' for the closest of ``choices``, or '' when none is close."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _check_literal(name: str, value: Any, lit: Any) -> None:
@@ -56,9 +74,9 @@ class ShingleConfig:
 
     def __post_init__(self) -> None:
         _check_literal("ShingleConfig.kind", self.kind, ShingleKind)
-        if not isinstance(self.n, int) or not 1 <= self.n <= MAX_NGRAM:
+        if not is_int(self.n) or not 1 <= self.n <= MAX_NGRAM:
             raise ValueError(f"ShingleConfig.n must be an int in [1, {MAX_NGRAM}], got {self.n!r}")
-        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+        if not is_int(self.seed) or not 0 <= self.seed < 2**64:
             raise ValueError(f"ShingleConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
 
 
@@ -73,11 +91,11 @@ class MinHashConfig:
     width: Literal[32, 64] = 32
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_perm, int) or not 1 <= self.num_perm <= MAX_NUM_PERM:
+        if not is_int(self.num_perm) or not 1 <= self.num_perm <= MAX_NUM_PERM:
             raise ValueError(f"MinHashConfig.num_perm must be an int in [1, {MAX_NUM_PERM}], got {self.num_perm!r}")
-        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+        if not is_int(self.seed) or not 0 <= self.seed < 2**64:
             raise ValueError(f"MinHashConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
-        if self.width not in (32, 64):
+        if not is_int(self.width) or self.width not in (32, 64):
             raise ValueError(f"MinHashConfig.width must be 32 or 64, got {self.width!r}")
 
 
@@ -92,7 +110,7 @@ class LSHConfig:
     def __post_init__(self) -> None:
         for name in ("bands", "rows"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
+            if not is_int(v) or v < 1:
                 raise ValueError(f"LSHConfig.{name} must be a positive int, got {v!r}")
 
 
@@ -122,7 +140,7 @@ class ClusterConfig:
 
     def __post_init__(self) -> None:
         _check_literal("ClusterConfig.policy", self.policy, Policy)
-        if not isinstance(self.threshold, (int, float)) or not 0.0 < float(self.threshold) <= 1.0:
+        if not is_real(self.threshold) or not 0.0 < float(self.threshold) <= 1.0:
             raise ValueError(f"ClusterConfig.threshold must be in (0, 1], got {self.threshold!r}")
         for name in ("verify", "exact", "exact_verify", "near"):
             if not isinstance(getattr(self, name), bool):
@@ -133,7 +151,7 @@ class ClusterConfig:
             raise ValueError("policy='representative' needs verify=True (it removes a document only for a "
                              "verified kept representative); use policy='components' to skip verification")
         keep_column(self.keep)  # validates
-        if not isinstance(self.max_representatives_per_bucket, int) or self.max_representatives_per_bucket < 1:
+        if not is_int(self.max_representatives_per_bucket) or self.max_representatives_per_bucket < 1:
             raise ValueError("ClusterConfig.max_representatives_per_bucket must be a positive int, got "
                              f"{self.max_representatives_per_bucket!r}")
 
@@ -166,8 +184,7 @@ class InputConfig:
             raise ValueError(f"{owner}.text_field must be a non-empty string, got {self.text_field!r}")
         if self.id_field is not None and (not isinstance(self.id_field, str) or not self.id_field):
             raise ValueError(f"{owner}.id_field must be a non-empty string or None, got {self.id_field!r}")
-        if self.batch_bytes is not None and (isinstance(self.batch_bytes, bool) or not isinstance(self.batch_bytes, int)
-                                             or self.batch_bytes < 1024):
+        if self.batch_bytes is not None and (not is_int(self.batch_bytes) or self.batch_bytes < 1024):
             raise ValueError(f"{owner}.batch_bytes must be an int >= 1024 or None (automatic), got "
                              f"{self.batch_bytes!r}")
 
@@ -195,7 +212,7 @@ class RunConfig(InputConfig):
     # GPU); None: automatic (device.cache_bytes), 0: always re-read
     cache_bytes: int | None = None
     write_deduplicated: bool = True
-    progress: bool = True
+    progress: bool = False  # tqdm bars on stderr: off in the API unless asked for; the CLI turns them on
     preset_name: str = "default"
 
     def __post_init__(self) -> None:
@@ -205,13 +222,13 @@ class RunConfig(InputConfig):
         if self.lsh.bands * self.lsh.rows > self.minhash.num_perm:
             raise ValueError(f"bands x rows = {self.lsh.bands}x{self.lsh.rows} = {self.lsh.bands * self.lsh.rows} "
                              f"exceeds num_perm = {self.minhash.num_perm}; raise num_perm or lower bands/rows")
-        if self.memory_budget is not None and (not isinstance(self.memory_budget, int) or self.memory_budget < 1 << 20):
-            raise ValueError(f"memory_budget must be None or an int of at least 1 MiB (bytes), got {self.memory_budget!r}")
-        if self.cache_bytes is not None and (isinstance(self.cache_bytes, bool) or not isinstance(self.cache_bytes, int)
-                                             or self.cache_bytes < 0):
+        if self.memory_budget is not None and (not is_int(self.memory_budget) or self.memory_budget < 1 << 20):
+            raise ValueError(f"memory_budget must be None or an int of at least 1 MiB (bytes), got "
+                             f"{self.memory_budget!r}")
+        if self.cache_bytes is not None and (not is_int(self.cache_bytes) or self.cache_bytes < 0):
             raise ValueError(f"cache_bytes must be None (automatic) or an int >= 0 (bytes; 0 = always re-read), "
                              f"got {self.cache_bytes!r}")
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+        if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
         _check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])
 
@@ -231,7 +248,7 @@ class RunConfig(InputConfig):
                              lsh=LSHConfig(20, 13), cluster=ClusterConfig("components", 0.8, verify=False),
                              preset_name="nemo")
         else:
-            raise ValueError(f"unknown preset {name!r}; choose one of {PRESETS}")
+            raise ValueError(f"unknown preset {name!r}{did_you_mean(name, PRESETS)} (presets: {', '.join(PRESETS)})")
         return base.replace(**overrides) if overrides else base
 
     def replace(self, **overrides: Any) -> "RunConfig":
@@ -243,14 +260,17 @@ class RunConfig(InputConfig):
             if "__" in key:
                 section, name = key.split("__", 1)
                 if section not in _SECTIONS:
-                    raise ValueError(f"unknown config section {section!r} in {key!r}; sections: {sorted(_SECTIONS)}")
+                    raise ValueError(f"unknown config section {section!r} in {key!r}{did_you_mean(section, _SECTIONS)}"
+                                     f" (sections: {', '.join(sorted(_SECTIONS))})")
                 valid = {f.name for f in dataclasses.fields(_SECTIONS[section])}
                 if name not in valid:
-                    raise ValueError(f"unknown setting {key!r}; {section} has {sorted(valid)}")
+                    raise ValueError(f"unknown setting {key!r}{did_you_mean(name, valid)} ({section} has "
+                                     f"{', '.join(sorted(valid))})")
                 nested.setdefault(section, {})[name] = value
             else:
-                if key not in {f.name for f in dataclasses.fields(RunConfig)}:
-                    raise ValueError(f"unknown setting {key!r}")
+                names = {f.name for f in dataclasses.fields(RunConfig)}
+                if key not in names:
+                    raise ValueError(f"unknown setting {key!r}{did_you_mean(key, names)}")
                 top[key] = value
         for section, values in nested.items():
             top[section] = dataclasses.replace(getattr(self, section), **values)

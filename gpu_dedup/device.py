@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import os
 import threading
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,24 @@ def launch(device: str, name: str, items: int, *args, family: str | None = None)
     if device == "cuda":
         k.launch(items, *args)
     else:
+        _note_compiling(k)
         k(*args)
+
+
+_compile_seen: set[str] = set()  # kernels checked for cached machine code in this process ("" once said)
+
+
+def _note_compiling(k) -> None:
+    """Say once per process when a CPU kernel has no cached machine code yet: the first run compiles them all
+    (README: about 20 s on 2 cores), later runs load them from the cache in milliseconds."""
+    if "" in _compile_seen or k.__name__ in _compile_seen:
+        return
+    _compile_seen.add(k.__name__)
+    # numba's cache index of this kernel (a private path; without it, say nothing rather than guess)
+    index = getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_index_path", None)
+    if index and not os.path.exists(index):
+        _compile_seen.add("")
+        logger.info("compiling kernels (first run only; cached in %s)", os.path.dirname(index))
 
 
 def simulator() -> bool:

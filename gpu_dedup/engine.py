@@ -168,7 +168,7 @@ def known_text_bytes(files, text_field: str) -> int:
     """A lower bound of the normalized text's size known before reading: the text column's bytes in in-memory
     tables and Parquet metadata (uncompressed), at 90% (normalization trims and collapses whitespace); JSON
     Lines count 0. Unreadable metadata counts 0 (the reader reports the file)."""
-    import pyarrow.parquet as pq
+    from .io import open_parquet
 
     total = 0
     for f in files:
@@ -176,7 +176,7 @@ def known_text_bytes(files, text_field: str) -> int:
             if f.fmt == "table" and f.table is not None and text_field in f.table.column_names:
                 total += f.table[text_field].nbytes
             elif f.fmt == "parquet":
-                meta = pq.ParquetFile(f.path).metadata
+                meta = open_parquet(f).metadata
                 cols = [j for j in range(meta.num_columns) if meta.schema.column(j).path == text_field]
                 total += sum(meta.row_group(g).column(j).total_uncompressed_size
                              for g in range(meta.num_row_groups) for j in cols)

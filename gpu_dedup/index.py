@@ -7,7 +7,10 @@ Layout of an index directory (format "gpu_dedup-index", version ``INDEX_VERSION`
                      verification, null for short documents)
   manifest.json      format, version, generation (1 + parent's), contract + fingerprint, documents,
                      has_shingles, parent fingerprint and generation, created. Written last: an index
-                     without a manifest is incomplete and refused.
+                     without a manifest is incomplete and refused; one that is not an index manifest
+                     (invalid JSON, not an object, another format, keys missing) is an error naming it.
+  gpu-dedup.lock     held while a run writes the index (gpu_dedup/outputs.py): a second writer fails at once.
+``check_index_target`` refuses to save an index into a directory holding anything but an index.
 Everything a new run compares against these arrays must match the contract, so ``load_index`` refuses
 an index made with another normalization, shingling, K, seed, hash or banding. ``write_index`` saves a run's
 kept documents (after the index it ran against, when given) as the next generation.
@@ -15,9 +18,10 @@ kept documents (after the index it ran against, when given) as the next generati
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import logging
 import os
+import re
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +37,7 @@ from .engine import prefetched
 from .lexical.normalize import normalize_text
 from .lexical.signatures import Documents
 from .lexical.verify import ShingleSets, shingle_sets
+from .outputs import LOCK, LOCK_INFO, ManifestError, check_directory, read_manifest, require_keys
 
 logger = logging.getLogger(__name__)
 
@@ -70,16 +75,23 @@ class Index:
         return ShingleSets(values, offsets, sizes)
 
 
+_KEYS = ("format", "version", "generation", "contract", "documents", "has_shingles")
+_INDEX_FILES = {"documents.parquet", "manifest.json"}
+
+
 def load_index(path: str, expected_contract: dict[str, Any]) -> Index:
     manifest_path = os.path.join(path, "manifest.json")
     if not os.path.isfile(manifest_path):
         raise FileNotFoundError(f"{path!r} is not a complete gpu_dedup index (no manifest.json); "
                                 "save one with `gpu-dedup run ... --save-index DIR`")
-    with open(manifest_path) as f:
-        manifest = json.load(f)
-    if manifest.get("format") != FORMAT or manifest.get("version") != INDEX_VERSION:
+    manifest = read_manifest(manifest_path, FORMAT, "index")
+    if manifest.get("version") != INDEX_VERSION:
         raise ValueError(f"{path!r} has format {manifest.get('format')!r} version {manifest.get('version')!r}; "
                          f"this gpu_dedup reads {FORMAT!r} version {INDEX_VERSION}")
+    require_keys(manifest, _KEYS, manifest_path, "index")
+    if not isinstance(manifest["contract"], dict) or not isinstance(manifest["contract"].get("lsh"), dict):
+        raise ManifestError(f"index manifest {manifest_path!r}: \"contract\" is not a contract object; the "
+                            "index is damaged, rebuild it")
     check_contract(expected_contract, manifest["contract"], f"index {path!r}")
     t = pq.read_table(os.path.join(path, "documents.parquet"), columns=["id", "exact_lo", "exact_hi", "short",
                                                                         "band_keys"])
@@ -95,6 +107,27 @@ def load_index(path: str, expected_contract: dict[str, Any]) -> Index:
                  np.asarray(t["short"].to_numpy(zero_copy_only=False), bool), keys.reshape(t.num_rows, bands))
 
 
+def check_index_target(path: str, against: str | None = None) -> None:
+    """Refuse to write an index into ``path`` unless it is new, empty, or an index (replaced, as before):
+    never over a manifest.json or other files that are not an index's, nor over ``against``."""
+    if against is not None and os.path.realpath(path) == os.path.realpath(against):
+        raise ValueError(f"--save-index {path!r} is the index being read; indexes are versioned: write the "
+                         "next generation to a new directory")
+    check_directory(path, "index directory")
+    if not os.path.isdir(path):
+        return
+    manifest = os.path.join(path, "manifest.json")
+    if os.path.exists(manifest):
+        read_manifest(manifest, FORMAT, "index")
+    tmp = re.compile(r"\.documents\.parquet\.([0-9a-f]{12}\.)?tmp$")  # an index write that was killed
+    other = sorted(n for n in os.listdir(path) if n not in _INDEX_FILES and n not in (LOCK, LOCK_INFO)
+                   and not tmp.match(n))
+    if other:
+        raise ValueError(f"index directory {path!r} holds files that are not a gpu_dedup index's "
+                         f"({', '.join(other[:3])}{', ...' if len(other) > 3 else ''}); save the index into a new "
+                         "or empty directory")
+
+
 class IndexWriter:
     """Streams index rows into documents.parquet; ``close`` writes the manifest (atomically, last)."""
 
@@ -104,7 +137,8 @@ class IndexWriter:
             os.remove(os.path.join(path, "manifest.json"))  # incomplete until the new manifest lands
         self.path, self.contract, self.has_shingles, self.parent = path, contract, has_shingles, parent
         self.rows = 0
-        self._tmp = os.path.join(path, ".documents.parquet.tmp")
+        self._stack = ExitStack()  # documents.parquet's temporary: renamed into place by close, else removed
+        self._tmp = self._stack.enter_context(io.atomic_path(os.path.join(path, "documents.parquet")))
         schema = pa.schema([("id", pa.string()), ("exact_lo", pa.uint64()), ("exact_hi", pa.uint64()),
                             ("short", pa.bool_()), ("band_keys", pa.list_(pa.uint64())),
                             ("shingles", pa.list_(pa.uint64()))])
@@ -135,9 +169,16 @@ class IndexWriter:
             self._writer.write_table(pa.Table.from_batches([batch]).cast(self.schema))
             self.rows += batch.num_rows
 
+    def abort(self) -> None:
+        """Drop the rows written so far (the directory keeps no manifest: an incomplete index is refused)."""
+        try:
+            self._writer.close()
+        finally:
+            self._stack.__exit__(RuntimeError, RuntimeError("index write aborted"), None)
+
     def close(self) -> dict[str, Any]:
         self._writer.close()
-        os.replace(self._tmp, os.path.join(self.path, "documents.parquet"))
+        self._stack.close()  # fsync + rename onto documents.parquet
         manifest = {
             "format": FORMAT, "version": INDEX_VERSION,
             "generation": 1 + (self.parent.manifest["generation"] if self.parent else 0),
@@ -171,6 +212,18 @@ def write_index(path: str, cfg: RunConfig, device: str, files, docs: Documents, 
     if index is not None and cfg.cluster.verify and not index.manifest["has_shingles"]:
         raise ValueError(f"index {index.path!r} has no shingle sets, so an index with them cannot extend it")
     writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=index)
+    try:
+        _write_rows(writer, cfg, device, files, docs, keep_mask)
+    except BaseException:
+        writer.abort()
+        raise
+    manifest = writer.close()
+    logger.info("saved index %s: %d documents (generation %d)", path, manifest["documents"], manifest["generation"])
+    return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}
+
+
+def _write_rows(writer: IndexWriter, cfg: RunConfig, device: str, files, docs: Documents,
+                keep_mask: np.ndarray) -> None:
     writer.copy_parent()
     ids = docs.ids
     exact = to_host(docs.exact)
@@ -188,6 +241,3 @@ def write_index(path: str, cfg: RunConfig, device: str, files, docs: Documents, 
             lists = pa.compute.if_else(pa.array(short[rows]), pa.nulls(len(rows), lists.type), lists)
             writer.write(ids.take(pa.array(rows)), exact[rows], short[rows], band[lo:hi], lists)
             lo = hi
-    manifest = writer.close()
-    logger.info("saved index %s: %d documents (generation %d)", path, manifest["documents"], manifest["generation"])
-    return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}

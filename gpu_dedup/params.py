@@ -6,8 +6,15 @@ with probability ``P(s) = 1 - (1 - s^r)^b`` (the S-curve). For a target threshol
 * false-positive area ``FP = integral_0^theta P(s) ds`` (pairs below theta that still become candidates),
 * false-negative area ``FN = integral_theta^1 (1 - P(s)) ds`` (pairs above theta that are missed),
 
-and the recommended choice minimises ``w_fp * FP + w_fn * FN`` over all ``b * r <= num_perm`` -- the same
-objective and search space as datasketch's ``MinHashLSH`` (0.8 / 128 -> 9x13, 0.9 / 128 -> 5x25).
+and the *balanced* recommendation (``recommend``) minimises ``w_fp * FP + w_fn * FN`` over all
+``b * r <= num_perm`` -- the same objective and search space as datasketch's ``MinHashLSH`` (0.8 / 128 -> 9x13,
+0.9 / 128 -> 5x25).
+
+With exact-Jaccard verification (the default) the errors cost differently: a false candidate costs one exact
+Jaccard computation that rejects it, a missed one leaves a duplicate in the output. ``recommend_verified``
+recommends for recall at theta: among the choices with ``P(theta) >= recall`` (0.99 by default; P rises with s,
+so every pair at ``J >= theta`` is a candidate with at least that probability), the smallest FP area (fewest
+false candidates; ties: fewer hashes), else the highest ``P(theta)``. ``params`` uses it unless ``--no-verify``.
 
 Integration: ``P`` is a polynomial of degree ``b * r`` in ``s``, so an ``n``-point Gauss-Legendre rule with
 ``2n - 1 >= b * r`` integrates it exactly; the only error left is float rounding (~1e-15). A fixed Simpson
@@ -34,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SIMS: tuple[float, ...] = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 DEFAULT_SE_AT: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9)
+DEFAULT_RECALL = 0.99  # P(theta) that recommend_verified asks for
 # Same ceiling as MinHashConfig.num_perm; enumerating all (b, r) costs O(K^2 log K) node evaluations.
 _PLOT_SUFFIXES = (".png", ".svg")
 
@@ -71,6 +79,13 @@ def _check_sims(sims: Sequence[float]) -> tuple[float, ...]:
                              "use e.g. 0.5,0.7,0.8,0.9")
         out.append(float(s))
     return tuple(out)
+
+
+def _check_recall(recall: object) -> float:
+    if not _is_real(recall) or not 0.0 < float(recall) < 1.0:
+        raise ValueError(f"recall (the P(θ) to reach) must be in the open interval (0, 1), got {recall!r}; "
+                         "use e.g. 0.99")
+    return float(recall)
 
 
 def _check_weights(fp_weight: float, fn_weight: float) -> tuple[float, float]:
@@ -318,6 +333,60 @@ def recommend(theta: float, num_perm: int, sims: Sequence[float] = DEFAULT_SIMS,
     return best, _explain(best, float(theta), int(num_perm), float(fp_weight), float(fn_weight), require_full_use)
 
 
+def recall_order(choices: Sequence[BandChoice], theta: float, recall: float = DEFAULT_RECALL) -> list[BandChoice]:
+    """``choices`` in the verification-aware order: those with P(theta) >= recall first, fewest false
+    candidates (smallest FP area) first, then fewer hashes; after them the rest, highest P(theta) first."""
+    theta, recall = _check_theta(theta), _check_recall(recall)
+
+    def key(c: BandChoice) -> tuple:
+        p = float(candidate_probability(theta, c.bands, c.rows))
+        return (0, c.fp_area, c.hashes) if p >= recall else (1, -p, c.fp_area, c.hashes)
+
+    return sorted(choices, key=key)
+
+
+def _explain_verified(best: BandChoice, theta: float, num_perm: int, recall: float, require_full_use: bool) -> str:
+    b, r = best.bands, best.rows
+    p = float(candidate_probability(theta, b, r))
+    scope = "with b·r = num_perm" if require_full_use else "with b·r ≤ num_perm"
+    if p >= recall:
+        text = (f"{b}×{r} has the fewest false candidates (FP area {best.fp_area:.5f}) among the choices {scope} = "
+                f"{num_perm} that make a pair at J = θ = {theta:g} a candidate with probability ≥ {recall:g}: "
+                f"P(J={theta:g}) = {p:.4f}")
+    else:
+        text = (f"no choice {scope} = {num_perm} reaches P(J={theta:g}) ≥ {recall:g}; {b}×{r} comes closest with "
+                f"P(J={theta:g}) = {p:.4f} (raise num_perm to reach it)")
+    lower = round(theta - 0.1, 10)
+    if lower > 0:
+        text += f", P(J={lower:g}) = {float(candidate_probability(lower, b, r)):.3f}"
+    text += (f", 50% point at J = {best.p50:.3f}. Objective: recall at θ, because exact-Jaccard verification "
+             "rejects every false candidate at the cost of one Jaccard computation, while a missed candidate "
+             f"leaves a duplicate in the output. It uses {best.hashes} of {num_perm} hashes.")
+    return text
+
+
+def recommend_verified(theta: float, num_perm: int, recall: float = DEFAULT_RECALL,
+                       sims: Sequence[float] = DEFAULT_SIMS, require_full_use: bool = False) -> tuple[BandChoice, str]:
+    """The verification-aware choice (see the module docstring): P(theta) >= ``recall`` with the smallest FP
+    area (the highest P(theta) when none reaches it), and an explanation. ``require_full_use`` as in
+    ``recommend``."""
+    if not isinstance(require_full_use, bool):
+        raise ValueError(f"require_full_use must be a bool, got {require_full_use!r}")
+    best = _pick(recall_order(enumerate_choices(theta, num_perm, sims), theta, recall), int(num_perm), require_full_use)
+    return best, _explain_verified(best, float(theta), int(num_perm), float(recall), require_full_use)
+
+
+def preset_choices(theta: float) -> list[tuple[str, int, int, int, bool, float, float]]:
+    """(preset, bands, rows, num_perm, verify, P(theta), FP area at theta) of every ``RunConfig.preset``."""
+    from .config import PRESETS, RunConfig
+
+    theta = _check_theta(theta)
+    cfgs = [(name, RunConfig.preset(name)) for name in PRESETS]
+    return [(name, c.lsh.bands, c.lsh.rows, c.minhash.num_perm, c.cluster.verify,
+             float(candidate_probability(theta, c.lsh.bands, c.lsh.rows)),
+             false_positive_area(theta, c.lsh.bands, c.lsh.rows)) for name, c in cfgs]
+
+
 # -------------------------------------------------------------------------------------------- reporting
 def format_table(choices: Sequence[BandChoice], theta: float, sims: Sequence[float], top: int | None = None,
                  *, marks: dict[tuple[int, int], str] | None = None) -> str:
@@ -428,7 +497,7 @@ def _float_list(text: str) -> tuple[float, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of the ``params`` command (dests: threshold, num_perm, sims, fp_weight, fn_weight, top,
-    bands, rows, plot, se_at, require_full_use)."""
+    bands, rows, plot, se_at, require_full_use, no_verify, recall)."""
     parser.add_argument("--threshold", type=float, default=0.8, help="target Jaccard threshold θ in (0, 1)")
     parser.add_argument("--num-perm", type=int, default=100, help="MinHash permutations K (b·r ≤ K)")
     parser.add_argument("--sims", type=_float_list, default=DEFAULT_SIMS,
@@ -443,6 +512,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma list of Jaccard values for the MinHash standard-error lines")
     parser.add_argument("--require-full-use", action="store_true",
                         help="recommend only choices with b·r == K (use every permutation)")
+    parser.add_argument("--no-verify", action="store_true", help="the run will not verify candidates: recommend "
+                        "by the balanced objective (--fp-weight·FP + --fn-weight·FN) instead of recall at θ")
+    parser.add_argument("--recall", type=float, default=DEFAULT_RECALL, help="with verification: the P(θ) to reach "
+                        f"(default {DEFAULT_RECALL:g}); among those choices, the fewest false candidates")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -468,26 +541,47 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None and Path(args.plot).suffix.lower() not in _PLOT_SUFFIXES:
         raise ValueError(f"--plot must end in .png or .svg, got {args.plot!r}")
 
+    verify = not getattr(args, "no_verify", False)
+    recall = _check_recall(getattr(args, "recall", DEFAULT_RECALL))
+    full = bool(args.require_full_use)
     choices = enumerate_choices(theta, k, sims, fp_w, fn_w)
-    best = _pick(choices, k, bool(args.require_full_use))
-    why = _explain(best, theta, k, fp_w, fn_w, bool(args.require_full_use))
+    balanced = _pick(choices, k, full)
+    if verify:  # table in the recall order, with a P(θ) column
+        choices = recall_order(choices, theta, recall)
+        sims = tuple(sorted(set(sims) | {theta}))
+        best = _pick(choices, k, full)
+        why = _explain_verified(best, theta, k, recall, full)
+    else:
+        best, why = balanced, _explain(balanced, theta, k, fp_w, fn_w, full)
     marks = {(best.bands, best.rows): "*"}
-    if requested is not None and requested != (best.bands, best.rows):
-        marks[requested] = ">"
+    marks.setdefault((balanced.bands, balanced.rows), "+")
+    if requested is not None:
+        marks.setdefault(requested, ">")
 
     out = sys.stdout
-    out.write(f"LSH bands × rows for θ = {theta:g}, num_perm = {k} "
-              f"(weighted error = {fp_w:g}·FP + {fn_w:g}·FN); top {min(top, len(choices))} of {len(choices)}\n")
+    goal = (f"recall at θ with exact-Jaccard verification: P(θ) ≥ {recall:g}, then fewest false candidates; "
+            "--no-verify for the balanced objective" if verify else
+            f"balanced, no verification: weighted error = {fp_w:g}·FP + {fn_w:g}·FN")
+    out.write(f"LSH bands × rows for θ = {theta:g}, num_perm = {k} ({goal}); top {min(top, len(choices))} of "
+              f"{len(choices)}\n")
     out.write(format_table(choices, theta, sims, top=top, marks=marks) + "\n")
-    out.write("* recommended" + ("   > requested (--bands/--rows)" if ">" in marks.values() else "") + "\n\n")
+    legend = {"+": "   + balanced objective's choice (--no-verify)", ">": "   > requested (--bands/--rows)"}
+    out.write("* recommended" + "".join(v for m, v in legend.items() if m in marks.values()) + "\n\n")
     out.write(f"Recommendation: {why}\n")
+    if verify and "+" in marks.values():
+        out.write(f"The balanced objective (--no-verify) picks {balanced.bands}×{balanced.rows}: P(J={theta:g}) = "
+                  f"{float(candidate_probability(theta, balanced.bands, balanced.rows)):.4f}, FP area "
+                  f"{balanced.fp_area:.5f}: it would miss more duplicates to save Jaccard checks.\n")
     if requested is not None:
         rank = next(i for i, c in enumerate(choices, 1) if (c.bands, c.rows) == requested)
         c = choices[rank - 1]
         out.write(f"Requested {c.bands}×{c.rows}: P(θ) = {float(candidate_probability(theta, c.bands, c.rows)):.3f}, "
                   f"p50 = {c.p50:.3f}, FP area {c.fp_area:.5f}, FN area {c.fn_area:.5f}, weighted "
-                  f"{c.weighted_error:.5f} (rank {rank} of {len(choices)}, "
-                  f"+{c.weighted_error - choices[0].weighted_error:.5f} over the minimum)\n")
+                  f"{c.weighted_error:.5f} (rank {rank} of {len(choices)})\n")
+    out.write(f"\nPresets (RunConfig.preset) at θ = {theta:g}:\n")
+    for name, b, r, kp, ver, p, fp in preset_choices(theta):
+        out.write(f"  {name:<8} {f'{b}×{r}':>6}  K = {kp:<4} P(θ) = {p:.4f}  FP area {fp:.5f}  "
+                  f"{'verified' if ver else 'unverified'}\n")
     out.write(f"\nMinHash Jaccard estimate with num_perm = {k}: standard error sqrt(J(1−J)/K)\n")
     for j in se_at:
         se = float(standard_error(j, k))

@@ -34,6 +34,7 @@ from .device import array_backend, batch_bytes, cache_bytes, resolve_device, set
 from .engine import TextCache, dask_client, known_text_bytes
 from .lexical.decide import Decided, decide
 from .lexical.signatures import Documents, read_signatures, reader_name
+from .outputs import check_outside_inputs, input_roots, own
 from .workdir import WorkDir, checkpoint
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,31 @@ class DedupResult:
     def removed(self) -> int:
         return self.decisions.num_rows - self.kept
 
+    @property
+    def keep_mask(self) -> np.ndarray:
+        """bool (n,): True for the kept documents, in input order."""
+        return np.asarray(self.decisions["keep"].to_numpy(zero_copy_only=False), bool)
+
+    def kept_ids(self) -> pa.Array:
+        """The ids of the kept documents, in input order."""
+        return self.decisions["id"].filter(self.decisions["keep"]).combine_chunks()
+
+    def filter(self, data: Any) -> Any:
+        """The kept rows of ``data``: a pyarrow Table or a pandas DataFrame holding one row per input document
+        in input order (the source of an in-memory run, or any table aligned with it). Returns the same type."""
+        n = len(data)
+        if n != self.decisions.num_rows:
+            raise ValueError(f"filter: the data has {n:,} rows but this run decided {self.decisions.num_rows:,} "
+                             "documents; pass the table the run read (one row per document, in input order)")
+        mask = self.keep_mask
+        if isinstance(data, pa.Table):
+            return data.filter(pa.array(mask))
+        if hasattr(data, "iloc"):  # pandas
+            return data.iloc[np.flatnonzero(mask)]
+        raise TypeError(f"filter takes a pyarrow Table or a pandas DataFrame, got {type(data).__name__}")
+
     def to_pandas(self):
+        """The decisions as a pandas DataFrame."""
         return self.decisions.to_pandas()
 
     def summary(self) -> str:
@@ -69,8 +94,8 @@ class DedupResult:
 def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None, *,
                 against: str | os.PathLike | None = None, save_index: str | os.PathLike | None = None,
                 semantic: Any = None, work_dir: str | os.PathLike | None = None, resume: bool = False,
-                engine: str = "local", workers: int | None = None, scheduler: str | None = None,
-                **overrides: Any) -> DedupResult:
+                overwrite: bool = True, engine: str = "local", workers: int | None = None,
+                scheduler: str | None = None, **overrides: Any) -> DedupResult:
     """Deduplicate ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame).
 
     ``overrides`` are applied to ``config`` with ``RunConfig.replace`` (e.g. ``cluster__threshold=0.9``).
@@ -86,6 +111,12 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     ``engine="dask"``: pass 1 runs as one task per input file on a dask.distributed cluster: an existing
     one (``scheduler``: an address like tcp://host:8786, or a scheduler-file path) or a LocalCluster of
     ``workers`` processes. The grouping and the policy run here on the gathered per-document arrays.
+
+    What the run owns (gpu_dedup/outputs.py): ``output_dir``, ``work_dir`` and ``save_index`` must lie outside
+    the inputs; they are locked for the run (a concurrent run into one of them fails at once, naming this
+    one). ``overwrite`` (default True): replace an earlier run in ``output_dir``, every file it wrote and
+    nothing else (False: raise FileExistsError when it holds a finished run, like the CLI without
+    --overwrite). A run that raises removes the outputs it wrote (the work dir's pieces stay).
     """
     cfg = (config or RunConfig()).replace(**overrides) if overrides else (config or RunConfig())
     device = resolve_device(cfg.device)
@@ -98,9 +129,29 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
 
         index = load_index(os.fspath(against), contract(cfg))
     files = io.source_files(source)
+    out = os.fspath(output_dir) if output_dir is not None else None
+    wd = _work_path(work_dir, out, resume)
+    if save_index is not None:
+        from .index import check_index_target
+
+        check_index_target(os.fspath(save_index), os.fspath(against) if against is not None else None)
+    roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
+    check_outside_inputs({"output_dir": out, "work_dir": wd, "save_index": save_index}, roots)
+    with own(out, work_dir=wd, index_dir=save_index, command="deduplicate", overwrite=overwrite, resume=resume,
+             roots=roots, flag="overwrite=True"):
+        work = WorkDir(wd, contract_fingerprint(contract(cfg)), resume) if wd is not None else None
+        result = _run(source, cfg, device, threads, t_start, files, index, out, work, semantic, save_index,
+                      (engine, workers, scheduler))
+    logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
+    return result
+
+
+def _run(source: Any, cfg: RunConfig, device: str, threads: int, t_start: float, files, index, out: str | None,
+         work: WorkDir | None, semantic: Any, save_index, engine_args: tuple) -> DedupResult:
+    """``deduplicate`` once its directories are owned: pass 1, decide, semantic, index, write."""
+    engine, workers, scheduler = engine_args
     timings: dict[str, float] = {}
     report = io.ReadReport()
-    work = _work_dir(cfg, work_dir, output_dir, resume)
     cache = _text_cache(cfg, device, files)
 
     with dask_client(engine, workers, scheduler, device) as client:
@@ -108,7 +159,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     decided = decide(cfg, device, files, docs, timings, index, cache)
     cache.drop("released after verification")  # free the text (device memory on a GPU) before writing
     if semantic is not None:
-        decided = _add_semantic(decided, source, semantic, output_dir, device, cfg, timings)
+        decided = _add_semantic(decided, source, semantic, out, device, cfg, timings)
     if save_index is not None:
         from .index import write_index
 
@@ -120,26 +171,22 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     stats["engine"] = {"name": engine, "workers": workers, "scheduler": scheduler}
     if work is not None:
         stats["work_dir"] = {"path": work.path, "pieces_reused": work.reused, "pieces_computed": work.recomputed}
-    out = os.fspath(output_dir) if output_dir is not None else None
     if out is not None:
         _write_outputs(out, cfg, files, docs, decided, stats, timings)
     timings["total"] = time.perf_counter() - t_start
     stats["throughput_docs_per_s"] = len(docs) / timings["total"] if timings["total"] > 0 else None
     if out is not None:
         _write_run_json_and_report(out, stats, files)
-    result = DedupResult(decided.decisions, stats, out)
-    logger.info("%s in %.2f s", result.summary(), timings["total"])
-    return result
+    return DedupResult(decided.decisions, stats, out)
 
 
-def _work_dir(cfg: RunConfig, work_dir, output_dir, resume: bool) -> WorkDir | None:
+def _work_path(work_dir, output_dir: str | None, resume: bool) -> str | None:
     """The work directory of pass 1's pieces: ``work_dir``, else OUT/work with ``resume``, else none."""
     if work_dir is None and not resume:
         return None
     if work_dir is None and output_dir is None:
         raise ValueError("resume needs a work directory: pass work_dir or output_dir")
-    wd = os.fspath(work_dir) if work_dir is not None else os.path.join(os.fspath(output_dir), "work")
-    return WorkDir(wd, contract_fingerprint(contract(cfg)), resume)
+    return os.fspath(work_dir) if work_dir is not None else os.path.join(output_dir, "work")
 
 
 def _text_cache(cfg: RunConfig, device: str, files) -> TextCache:
@@ -165,8 +212,8 @@ def _add_semantic(decided: Decided, source: Any, semantic: Any, output_dir, devi
     sem = semantic_dedup(source, semantic, output_dir, device=device, run=cfg)
     decisions = merge_decisions(decided.decisions, sem.decisions)
     keep = np.asarray(decisions["keep"].to_numpy(zero_copy_only=False), bool)
-    decided.stats["semantic"] = {k: sem.stats[k] for k in ("counts", "eps", "clusters", "pairwise_backend")
-                                 if k in sem.stats}
+    decided.stats["semantic"] = {k: sem.stats[k] for k in ("counts", "eps", "clusters", "pairwise_backend",
+                                                            "long_text") if k in sem.stats}
     timings["semantic"] = time.perf_counter() - t
     return Decided(decisions, decided.stats, keep)
 
@@ -213,7 +260,7 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
                                               id_field=cfg.id_field, text_field=cfg.text_field,
                                               on_error=cfg.on_error, file_rows=docs.file_rows)
         # the kept records are copied verbatim: every input file is read once more, whole
-        stats["bytes_read"]["deduplicated_input_files"] = sum(os.path.getsize(f.path) for f in files
+        stats["bytes_read"]["deduplicated_input_files"] = sum(io.file_size(f) for f in files
                                                               if f.fmt != "table")
     timings["write_deduplicated"] = time.perf_counter() - t
     checkpoint("decisions")

@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import io
-from .config import InputConfig, NormalizeConfig
+from .config import InputConfig, NormalizeConfig, is_int
 from .constants import MAX_NGRAM
 from .device import array_backend, array_module, batch_bytes, launch, repeat_index, resolve_device, to_device, to_host
 from .lexical.normalize import _device_tables, arrow_text_buffers, normalize_arrays, normalize_text
@@ -107,7 +107,7 @@ class ScreenConfig(InputConfig):
             raise ValueError(f"ScreenConfig.text_unit must be one of {get_args(TextUnit)}, got {self.text_unit!r}")
         if not isinstance(self.normalize, NormalizeConfig):
             raise ValueError(f"ScreenConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
-        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+        if not is_int(self.seed) or not 0 <= self.seed < 2**64:
             raise ValueError(f"ScreenConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
 
 

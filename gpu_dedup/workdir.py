@@ -4,14 +4,27 @@ resumes where it stopped and produces the same decisions.
 Layout: ``WORK/pieces/<file number>.parquet`` (ids, text bytes, words, exact hashes, shingle counts,
 band keys, keep values of one input file) and ``WORK/manifest.json``. A piece is written to a temporary
 name and renamed, then recorded in the manifest (also written atomically) with its SHA-256, the input
-file's size and mtime, the read report of that file, and the contract fingerprint. On resume a piece
+file's stamp (below), the read report of that file, and the contract fingerprint. On resume a piece
 is reused only if all of these still match; anything missing, truncated, corrupt or stale is
-recomputed, never trusted.
+recomputed, never trusted, and the log says why.
+
+The input's stamp proves it is the file the piece was computed from:
+  - its path and size, and ``content``: the XXH3-128 of the whole file (BLAKE2b-128 when the xxhash package
+    is missing; the name of the hash is part of the value), computed after pass 1 read it, recorded only
+    when the file's (device, inode, size, mtime, ctime) did not change from before pass 1 read it to after
+    the hash (else the piece is stored but never reused);
+  - its (device, inode, mtime, ctime) in nanoseconds. On resume a file whose size differs is changed; one
+    whose device, inode, mtime and ctime all equal the recorded ones is unchanged without being read (the
+    kernel sets ctime on every write, rename onto it and utime, and nothing can set it back, so a rewrite
+    with the size and the mtime restored still changes it); any other file is hashed whole again and is
+    unchanged only if ``content`` is equal (a touched or copied file is reused, a rewritten one is not).
+  - in-memory tables: the row count and the XXH3-128 of the table's Arrow buffers; remote (fsspec) inputs:
+    the size and what the file system's info() reports that changes with every rewrite (ETag, generation,
+    mtime, ...), or, when it reports none of these, the XXH3-128 of the whole object.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from typing import Any, Callable
@@ -21,12 +34,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .io import write_json_atomic, write_parquet_atomic
+from .outputs import ManifestError, read_manifest, require_keys
 
 logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 FORMAT = "gpu_dedup-workdir"
-VERSION = 2  # 2: one column per band (band_000, ...), so a band can be read alone
+VERSION = 3  # 2: one column per band (band_000, ...), so a band can be read alone; 3: content fingerprints
+_KEYS = ("format", "version", "contract_fingerprint", "pieces")
+_IDENTITY = ("dev", "ino", "size", "mtime_ns", "ctime_ns")
 
 
 def _sha256(path: str) -> str:
@@ -37,29 +53,127 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _input_stamp(f) -> dict[str, Any]:
-    if f.fmt == "table":
-        return {"path": "<table>", "rows": f.table.num_rows}
+def _hasher() -> tuple[str, Any]:
+    try:
+        import xxhash
+    except ImportError:  # pragma: no cover - xxhash is a dependency; stay correct without it
+        return "blake2b_128", hashlib.blake2b(digest_size=16)
+    return "xxh3_128", xxhash.xxh3_128()
+
+
+def content_hash(path: str) -> str:
+    """"<hash name>:<hex digest>" of the whole file (module docstring)."""
+    with open(path, "rb") as fh:
+        return _stream_hash(fh)
+
+
+def _stream_hash(fh) -> str:
+    name, h = _hasher()
+    for block in iter(lambda: fh.read(1 << 23), b""):
+        h.update(block)
+    return f"{name}:{h.hexdigest()}"
+
+
+def _table_hash(table: pa.Table) -> str:
+    name, h = _hasher()
+    h.update(str(table.schema).encode())
+    for col in table.columns:
+        for chunk in col.chunks:
+            h.update(f"{chunk.offset}:{len(chunk)}".encode())
+            for buf in chunk.buffers():
+                h.update(b"-" if buf is None else memoryview(buf))
+    return f"{name}:{h.hexdigest()}"
+
+
+# what an fsspec file system's info() reports that changes with every rewrite of an object (lower case, no "_")
+_REMOTE_KEYS = {"etag", "md5hash", "crc32c", "generation", "versionid", "mtime", "lastmodified", "updated",
+                "created", "sha", "oid", "blobid"}
+
+
+def _remote(f) -> bool:
+    return getattr(f, "fs", None) is not None
+
+
+def _identity(f) -> dict[str, Any]:
+    """Local: (dev, ino, size, mtime_ns, ctime_ns); remote (fsspec): size and the info() entries that change
+    with every rewrite (ETag, generation, mtime, ...)."""
+    if _remote(f):
+        from .io.remote import fs_path
+
+        info = f.fs.info(fs_path(f))
+        return {"size": int(info.get("size") or 0),
+                "remote": {k: str(v) for k, v in sorted(info.items()) if k.lower().replace("_", "") in _REMOTE_KEYS}}
     st = os.stat(f.path)
-    return {"path": f.path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns}
+
+
+def _content(f) -> str:
+    if _remote(f):
+        from .io.remote import fs_path
+
+        with f.fs.open(fs_path(f), "rb") as fh:
+            return _stream_hash(fh)
+    return content_hash(f.path)
+
+
+def _changed(recorded: dict[str, Any], f, identity: dict[str, Any] | None) -> str | None:
+    """Why input ``f`` is not the file its piece was computed from (recorded stamp), or None."""
+    if f.fmt == "table":
+        if recorded.get("path") != "<table>" or recorded.get("rows") != f.table.num_rows:
+            return "another table (row count)"
+        return None if recorded.get("content") == _table_hash(f.table) else "another table (content)"
+    if recorded.get("path") != f.path:
+        return f"recorded for path {recorded.get('path')!r}"
+    if recorded.get("changed_during_read"):
+        return "it changed while its piece was computed"
+    if identity is None:
+        return "it cannot be read"
+    if recorded.get("size") != identity["size"]:
+        return f"size {recorded.get('size')} -> {identity['size']} bytes"
+    if identity.get("remote"):  # an object store's own version stamp (ETag, generation, ...)
+        return None if recorded.get("remote") == identity["remote"] else "its ETag / version / mtime changed"
+    if not recorded.get("content"):
+        return "no content fingerprint was recorded for it"
+    if not _remote(f) and all(recorded.get(k) == identity[k] for k in _IDENTITY):
+        return None  # nothing wrote to it or replaced it since (ctime cannot be set back)
+    if _content(f) == recorded["content"]:
+        return None  # touched or copied, same bytes
+    mtime = "restored" if recorded.get("mtime_ns") == identity.get("mtime_ns") else "changed"
+    return f"its content differs (same size, mtime {mtime}; {recorded['content'].split(':')[0]} of the whole file)"
+
+
+def _input_stamp(f, before: dict[str, Any] | None) -> dict[str, Any]:
+    """The stamp of input ``f`` (module docstring); ``before``: its identity before pass 1 read it."""
+    if f.fmt == "table":
+        return {"path": "<table>", "rows": f.table.num_rows, "content": _table_hash(f.table)}
+    before = before or _identity(f)
+    content = None if before.get("remote") else _content(f)
+    if _identity(f) != before:
+        logger.warning("input %s changed while pass 1 read it; its piece will not be reused", f.relpath)
+        return {"path": f.path, "size": before["size"], "content": None, "changed_during_read": True}
+    return {"path": f.path, **before, "content": content}
 
 
 class WorkDir:
     def __init__(self, path: str, fingerprint: str, resume: bool):
         self.path = path
         self.fingerprint = fingerprint
-        os.makedirs(os.path.join(path, "pieces"), exist_ok=True)
         self.entries: dict[str, dict[str, Any]] = {}
+        self._before: dict[int, dict[str, Any] | None] = {}
         manifest = os.path.join(path, MANIFEST)
-        if resume and os.path.exists(manifest):
-            with open(manifest) as fh:
-                data = json.load(fh)
-            if data.get("format") == FORMAT and data.get("version") == VERSION \
-                    and data.get("contract_fingerprint") == fingerprint:
+        if os.path.exists(manifest):  # never written over unless it is a work dir's
+            data = read_manifest(manifest, FORMAT, "work directory")
+            if data.get("version") == VERSION:
+                require_keys(data, _KEYS, manifest, "work directory")
+                if not isinstance(data["pieces"], dict):
+                    raise ManifestError(f"work directory manifest {manifest!r}: \"pieces\" is not an object")
+            if resume and data.get("version") == VERSION and data["contract_fingerprint"] == fingerprint:
                 self.entries = data["pieces"]
-            else:
+            elif resume:
                 logger.warning("work dir %s was made under another contract or version; recomputing everything",
                                path)
+        os.makedirs(os.path.join(path, "pieces"), exist_ok=True)
         self.reused = 0
         self.recomputed = 0
 
@@ -67,15 +181,22 @@ class WorkDir:
         return os.path.join(self.path, "pieces", f"{i:06d}.parquet")
 
     def load(self, i: int, f) -> tuple[pa.Table, dict] | None:
-        """The stored piece of input file ``i`` and its read report, or None when it must be computed."""
+        """The stored piece of input file ``i`` and its read report, or None when it must be computed (called
+        for every file before pass 1 reads any)."""
+        try:
+            self._before[i] = None if f.fmt == "table" else _identity(f)
+        except OSError:
+            self._before[i] = None
         e = self.entries.get(str(i))
         path = self._piece_path(i)
         if e is None or not os.path.exists(path):
             return None
-        if e["input"] != _input_stamp(f):
-            logger.warning("input %s changed since its piece was written; recomputing it", f.relpath)
+        why = _changed(e.get("input", {}), f, self._before[i])
+        if why is not None:
+            logger.warning("input %s changed since its piece was written (%s); recomputing its piece",
+                           f.relpath, why)
             return None
-        if _sha256(path) != e["sha256"]:
+        if _sha256(path) != e.get("sha256"):
             logger.warning("piece %s fails its checksum (truncated or corrupt); recomputing it", path)
             return None
         try:
@@ -93,8 +214,8 @@ class WorkDir:
     def store(self, i: int, f, table: pa.Table, report: dict) -> None:
         path = self._piece_path(i)
         write_parquet_atomic(table, path)
-        self.entries[str(i)] = {"input": _input_stamp(f), "rows": table.num_rows, "sha256": _sha256(path),
-                                "report": report}
+        self.entries[str(i)] = {"input": _input_stamp(f, self._before.get(i)), "rows": table.num_rows,
+                                "sha256": _sha256(path), "report": report}
         write_json_atomic({"format": FORMAT, "version": VERSION, "contract_fingerprint": self.fingerprint,
                            "pieces": self.entries}, os.path.join(self.path, MANIFEST))
         self.recomputed += 1

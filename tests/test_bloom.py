@@ -6,9 +6,20 @@ import numpy as np
 import pytest
 import xxhash
 
-from gpu_dedup.paragraph.bloom import (SEED1, SEED2, BloomCapacityError, BloomConfig, BloomFilter, ExactSet, bloom_size,
-                             first_in_batch, item_hashes, keep_first, make_seen_set)
 from gpu_dedup.device import simulator, to_host
+from gpu_dedup.paragraph.bloom import (
+    SEED1,
+    SEED2,
+    BloomCapacityError,
+    BloomConfig,
+    BloomFilter,
+    ExactSet,
+    bloom_size,
+    first_in_batch,
+    item_hashes,
+    keep_first,
+    make_seen_set,
+)
 
 sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
                                 reason="needs the CUDA simulator or a GPU")

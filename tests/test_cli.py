@@ -123,3 +123,99 @@ def test_semantic_run_and_compare(tmp_path, capsys):
         main(["run", str(src), "-o", str(tmp_path / "x"), "--eps", "0.1", "--bad-flag"])
     assert main(["run", str(src), "-o", str(tmp_path / "x"), "--eps", "0.1", "-q"]) == 1
     assert "--semantic" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, expect", [
+    ("[shingle]\nn = true\n", ["c.toml", "ShingleConfig.n", "True"]),         # bool is not an int
+    ("[cluster]\nthreshold = true\n", ["c.toml", "ClusterConfig.threshold"]),
+    ("[shingle\nn = 3\n", ["c.toml", "not valid TOML", "line 1"]),
+    ("[clustr]\nthreshold = 0.9\n", ["c.toml", "clustr", "did you mean 'cluster'"]),
+    ("[cluster]\ntreshold = 0.9\n", ["c.toml", "treshold", "did you mean 'threshold'"]),
+    ("thread = 2\n", ["c.toml", "did you mean 'threads'"]),
+])
+def test_config_file_errors_name_the_file_and_the_key(tmp_path, capsys, text, expect):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", "--config", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and all(e in err for e in expect), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_yaml_config_errors_name_the_file(tmp_path, capsys):
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    for text, expect in (("- a\n- b\n", "mapping at the top level"), ("cluster: [\n", "not valid YAML"),
+                         ("cluster:\n  threshold: 0.85\n", None)):
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(text)
+        code = main(["run", str(src), "-o", str(tmp_path / "o"), "-q", "--config", str(cfg), "--overwrite"])
+        err = capsys.readouterr().err
+        if expect is None:
+            assert code == 0, err
+        else:
+            assert code == 1 and "c.yaml" in err and expect in err, err
+
+
+@pytest.mark.parametrize("flag, value, expect", [
+    ("--batch-mb", "inf", "argument --batch-mb: expected a finite number"),
+    ("--batch-mb", "nan", "argument --batch-mb: expected a finite number"),
+    ("--batch-mb", "-1", "argument --batch-mb: expected a number > 0"),
+    ("--threshold", "nan", "argument --threshold"),
+    ("--memory-budget", "1e999G", "argument --memory-budget"),
+    ("--text-cache", "lots", "argument --text-cache"),
+])
+def test_bad_numbers_name_the_flag(tmp_path, capsys, flag, value, expect):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "x.jsonl", "-o", str(tmp_path / "o"), flag, value])
+    assert exc.value.code == 2 and expect in capsys.readouterr().err
+
+
+def test_flag_values_the_config_refuses_name_the_flag(tmp_path, capsys):
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    for flag, value in (("--threshold", "1.5"), ("--ngram", "0"), ("--bands", "0")):
+        assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", flag, value]) == 1
+        assert f"error: {flag}: " in capsys.readouterr().err
+
+
+def test_progress_bars_on_in_the_cli_off_in_the_api():
+    from gpu_dedup import RunConfig
+
+    assert RunConfig().progress is False and RunConfig.preset("fineweb").progress is False
+    assert config_from_args(build_parser().parse_args(["run", "x", "-o", "o"])).progress is True
+    assert config_from_args(build_parser().parse_args(["run", "x", "-o", "o", "-q"])).progress is False
+
+
+@pytest.mark.parametrize("order, kept, para_rows", [("after", 6, 6), ("before", 7, 7), ("beside", 6, 7)])
+def test_paragraph_and_document_dedup_chain_in_the_stated_order(tmp_path, capsys, order, kept, para_rows):
+    boiler = "Subscribe to our newsletter for weekly updates on everything."
+    docs = [{"id": f"d{i}", "text": f"Title number {i} is here and long enough\n"
+             + " ".join(f"w{i}_{k}" for k in range(40)) + f"\n{boiler}"} for i in range(6)]
+    docs.append({"id": "dup", "text": docs[0]["text"]})  # an exact copy of d0
+    src = tmp_path / "in"
+    src.mkdir()
+    _jsonl(src / "a.jsonl", docs)
+    out = tmp_path / "out"
+    assert main(["run", str(src), "-o", str(out), "-q", "--paragraph-dedup", "--paragraph-order", order]) == 0
+    decisions = pq.read_table(out / "decisions.parquet")
+    assert sum(decisions["keep"].to_pylist()) == kept
+    cut = [json.loads(line) for line in (out / "paragraph_deduplicated" / "a.jsonl").read_text().splitlines()]
+    assert len(cut) == para_rows
+    assert sum(boiler in r["text"] for r in cut) == 1  # the repeated line survives once, in d0
+    if order == "before":  # the copy's paragraphs were all seen: it reaches the document stages empty
+        assert {r["id"]: r["text"] for r in cut}["dup"] == ""
+
+
+def test_paragraph_after_needs_the_deduplicated_documents(tmp_path, capsys):
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", "--paragraph-dedup", "--no-deduplicated"]) == 1
+    assert "--paragraph-order" in capsys.readouterr().err
+
+
+def test_screen_refuses_an_output_inside_its_inputs(tmp_path, capsys):
+    src = tmp_path / "corpus"
+    src.mkdir()
+    _jsonl(src / "a.jsonl", ROWS)
+    bench = _jsonl(tmp_path / "bench.jsonl", [{"id": "q", "question": ROWS[0]["text"]}])
+    assert main(["screen", str(src), "--benchmark", str(bench), "-o", str(src / "screen"), "-q"]) == 1
+    assert "lies inside the input" in capsys.readouterr().err and not (src / "screen").exists()

@@ -12,7 +12,6 @@ from gpu_dedup import RunConfig
 from gpu_dedup import semantic as S
 from gpu_dedup.pipeline import deduplicate
 from gpu_dedup.semantic import compare
-from gpu_dedup.testing import evalcorpus
 from gpu_dedup.testing import reference
 
 VOCAB = [f"w{i}" for i in range(400)]

@@ -49,3 +49,24 @@ def test_launch_runs_the_same_kernel_on_both_targets():
     out = to_device(gpu, "cuda")
     launch("cuda", "band_keys", 37 * 4, to_device(sig_bytes, "cuda"), 4, 5 * 4, out)
     assert np.array_equal(to_host(out), cpu)
+
+
+def test_the_first_run_says_it_compiles_the_kernels(tmp_path, caplog, monkeypatch):
+    from types import SimpleNamespace
+
+    from gpu_dedup import device
+
+    def fake(name, index):
+        k = SimpleNamespace(__name__=name, _cache=SimpleNamespace(_cache_file=SimpleNamespace(_index_path=index)))
+        return k
+
+    monkeypatch.setattr(device, "_compile_seen", set())
+    cached = tmp_path / "cpu.cached-1.py311.nbi"
+    cached.write_bytes(b"")
+    with caplog.at_level("INFO", logger="gpu_dedup.device"):
+        device._note_compiling(fake("cached", str(cached)))
+        assert not caplog.records  # machine code cached: nothing to say
+        device._note_compiling(fake("fresh", str(tmp_path / "cpu.fresh-2.py311.nbi")))
+        device._note_compiling(fake("fresh2", str(tmp_path / "cpu.fresh2-3.py311.nbi")))
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 1 and "compiling kernels (first run only" in msgs[0] and str(tmp_path) in msgs[0]

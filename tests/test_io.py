@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import threading
 import time
 
@@ -230,7 +231,7 @@ def test_mixed_id_presence_names_first_line_without_it(tmp_path, batch_bytes):
 
 def test_duplicate_ids_error_lists_ids_and_counts():
     ids = pa.chunked_array([pa.array(["a", "b", "c"]), pa.array(["b", "d", "b", "c"])])
-    with pytest.raises(InputError, match=r"'b' \(3 times\), 'c' \(2 times\).*--id-field"):
+    with pytest.raises(InputError, match=r"'b' \(3 times: rows 1, 3, 5\); 'c' \(2 times: rows 2, 6\).*--id-field"):
         check_unique_ids(ids)
     check_unique_ids([pa.array(["a", "b"]), pa.array(["c"])])  # unique: no error
     check_unique_ids(pa.chunked_array([], pa.string()))
@@ -1148,3 +1149,172 @@ def test_run_with_an_unreadable_row_group_writes_the_rows_before_it(tmp_path):
     assert pq.read_table(tmp_path / "out" / "decisions.parquet").num_rows == 200
     kept = pq.read_table(tmp_path / "out" / "deduplicated" / "c.parquet")
     assert kept["id"].to_pylist() == [f"r{i}" for i in range(200)]
+
+
+# ------------------------------------------------------------------- issue 14: discovery, ids, text field
+
+def test_markers_match_the_formats_the_package_writes():
+    from gpu_dedup import index, workdir
+    from gpu_dedup.io import discover
+
+    assert discover.MANIFEST_FORMATS == {workdir.FORMAT: "work dir", index.FORMAT: "index"}
+    assert workdir.MANIFEST == "manifest.json"
+
+
+def test_directory_walk_skips_runs_work_dirs_and_indexes(tmp_path, caplog):
+    """A real run whose outputs, work dir and index sit inside its own input folder: a second run over the
+    folder reads only the original data, logs what it left out, and decides the same."""
+    import gpu_dedup
+    from gpu_dedup import RunConfig
+
+    crawl = tmp_path / "crawl"
+    recs = [{"id": f"d{i}", "text": ("alpha beta gamma delta epsilon zeta " * 3) + ("" if i % 2 else str(i))}
+            for i in range(12)]
+    _write(crawl / "a.jsonl", _jsonl_bytes(recs[:6]))
+    (crawl / "sub").mkdir()
+    pq.write_table(pa.Table.from_pylist(recs[6:]), crawl / "sub" / "b.parquet")
+    cfg = RunConfig.preset("default", progress=False)
+    first = gpu_dedup.deduplicate(str(crawl), cfg, output_dir=tmp_path / "out", save_index=tmp_path / "idx",
+                                  work_dir=tmp_path / "work")
+    for name, dest in (("out", "out"), ("idx", "idx"), ("work", "sub/work")):  # as left by a careless user
+        shutil.move(tmp_path / name, crawl / dest)
+    assert (crawl / "out" / "deduplicated" / "a.jsonl").exists() and (crawl / "idx" / "manifest.json").exists()
+    with caplog.at_level("INFO", logger="gpu_dedup.io"):
+        files = resolve_inputs([crawl])
+    assert [f.relpath for f in files] == ["a.jsonl", "sub/b.parquet"]
+    for name, what in (("out", "a gpu-dedup run"), ("idx", "a gpu-dedup index"), ("work", "a gpu-dedup work dir")):
+        assert f"{name}, which holds {what}" in caplog.text
+    again = gpu_dedup.deduplicate(str(crawl), cfg)
+    assert again.decisions.equals(first.decisions)
+    # a ** glob skips them too; a directory found by a glob is skipped, not an error
+    assert [f.relpath for f in resolve_inputs([str(crawl / "**" / "*.jsonl")])] == ["a.jsonl"]
+    assert [f.relpath for f in resolve_inputs([str(crawl / "*")])] == ["a.jsonl", "sub/b.parquet"]
+    # named explicitly, a run's files are read: a file, its deduplicated/ folder, a glob naming that folder
+    assert resolve_inputs([crawl / "out" / "deduplicated" / "a.jsonl"])[0].relpath == "a.jsonl"
+    assert [f.relpath for f in resolve_inputs([crawl / "out" / "deduplicated"])] == ["a.jsonl", "sub/b.parquet"]
+    assert len(resolve_inputs([str(crawl / "*" / "deduplicated" / "*.jsonl")])) == 1
+    # a directory input that is itself a run / index is an error saying so
+    with pytest.raises(ValueError, match=r"holds a gpu-dedup run .*pass '.*deduplicated'"):
+        resolve_inputs([crawl / "out"])
+    with pytest.raises(ValueError, match="holds a gpu-dedup index"):
+        resolve_inputs([crawl / "idx"])
+
+
+def test_only_complete_markers_skip_a_directory(tmp_path):
+    """decisions.parquet alone, run.json alone, or a manifest.json of another format: ordinary data."""
+    for sub, names in (("d1", {"decisions.parquet": b"", "x.jsonl": b'{"text": "a"}\n'}),
+                       ("d2", {"run.json": b"{}", "x.jsonl": b'{"text": "a"}\n'}),
+                       ("d3", {"manifest.json": b'{"format": "something-else"}', "x.jsonl": b'{"text": "a"}\n'}),
+                       ("d4", {"manifest.json": b"not json", "x.jsonl": b'{"text": "a"}\n'})):
+        for name, data in names.items():
+            _write(tmp_path / sub / name, data)
+    rels = [f.relpath for f in resolve_inputs([tmp_path])]
+    assert rels == ["d1/decisions.parquet", "d1/x.jsonl", "d2/run.json", "d2/x.jsonl", "d3/manifest.json",
+                    "d3/x.jsonl", "d4/manifest.json", "d4/x.jsonl"]  # (.json is JSON Lines)
+
+
+def _ids_of(files, **kw):
+    args = dict(id_field="id", text_field="text", batch_bytes=1 << 20, on_error="raise")
+    args.update(kw)
+    return [b.ids for b in iter_batches(files, **args)]
+
+
+@pytest.mark.parametrize("with_rows", [False, True])
+def test_duplicate_ids_name_file_line_and_row(tmp_path, with_rows):
+    _write(tmp_path / "a.jsonl", b'{"id": "p", "text": "1"}\n\n{"id": "x", "text": "2"}\n{"id": "y", "text": "3"}\n')
+    _write(tmp_path / "b.jsonl.gz", b'{"id": "q", "text": "1"}\n{"id": "x", "text": "2"}\n')
+    pq.write_table(pa.table({"id": ["r", "y", "x"], "text": ["1", "2", "3"]}), tmp_path / "c.parquet")
+    files = resolve_inputs([tmp_path])
+    ids = _ids_of(files)
+    rows = [3, 2, 3] if with_rows else None
+    with pytest.raises(InputError) as err:
+        check_unique_ids(ids, files, rows, id_field="id", text_field="text", on_error="raise")
+    msg = str(err.value)
+    # physical lines (the blank line 2 counts), Parquet physical rows
+    assert "'x' (3 times: a.jsonl:3, b.jsonl.gz:2, c.parquet row 2)" in msg
+    assert "'y' (2 times: a.jsonl:4, c.parquet row 1)" in msg
+    assert "invalid UTF-8" not in msg and "--id-field" in msg
+
+
+def test_duplicate_ids_positions_count_skipped_rows_and_read_only_the_files_concerned(tmp_path, monkeypatch):
+    _write(tmp_path / "a.jsonl", b'{"id": "k", "text": "1"}\n')
+    _write(tmp_path / "b.jsonl", b'{"id": "u", "text": "1"}\nBROKEN\n{"id": "u", "text": "2"}\n')
+    pq.write_table(pa.table({"id": ["v", "w", "v"], "text": ["1", None, "3"]}), tmp_path / "c.parquet")
+    files = resolve_inputs([tmp_path])
+    rep = ReadReport()
+    ids = _ids_of(files, on_error="skip", report=rep)
+    assert len(rep.skipped) == 2
+    from gpu_dedup.io import ids as io_ids
+
+    opened = []
+    real = io_ids.open_readers
+    monkeypatch.setattr(io_ids, "open_readers", lambda fs, *a, **k: opened.append(fs[0].relpath) or real(fs, *a, **k))
+    with pytest.raises(InputError, match=r"'u' \(2 times: b.jsonl:1, b.jsonl:3\); 'v' \(2 times: c.parquet row 0, "
+                                         r"c.parquet row 2\)"):
+        check_unique_ids(ids, files, [1, 2, 2], id_field="id", text_field="text", on_error="skip")
+    assert opened == ["b.jsonl", "c.parquet"]  # a.jsonl holds no duplicate: not read again
+
+
+def test_duplicate_ids_from_utf8_replacement_say_so(tmp_path):
+    _write(tmp_path / "a.jsonl", b'{"id": "caf\xe9", "text": "1"}\n{"id": "ok", "text": "2"}\n')
+    _write(tmp_path / "b.jsonl", b'{"id": "caf\xff", "text": "3"}\n')
+    pq.write_table(pa.table({"id": pa.array([b"n\xfe", b"n\xfd"], pa.binary()), "text": ["1", "2"]}),
+                   tmp_path / "c.parquet")
+    files = resolve_inputs([tmp_path])
+    with pytest.raises(InputError) as err:
+        check_unique_ids(_ids_of(files), files, id_field="id", text_field="text", on_error="raise")
+    msg = str(err.value)
+    assert "'caf\ufffd' (2 times: a.jsonl:1, b.jsonl:1)" in msg
+    assert "the ids differ in the input (b'caf\\xe9', b'caf\\xff')" in msg
+    assert "'n\ufffd' (2 times: c.parquet row 0, c.parquet row 1)" in msg and "b'n\\xfe', b'n\\xfd'" in msg
+    assert msg.count("comes from replacing their invalid UTF-8 with U+FFFD") == 2
+    # the same replaced id twice in the input is an ordinary duplicate
+    _write(tmp_path / "b.jsonl", b'{"id": "caf\xe9", "text": "3"}\n')
+    (tmp_path / "c.parquet").unlink()
+    files = resolve_inputs([tmp_path])
+    with pytest.raises(InputError, match=r"'caf\ufffd' \(2 times: a.jsonl:1, b.jsonl:1\)") as err:
+        check_unique_ids(_ids_of(files), files, id_field="id", text_field="text", on_error="raise")
+    assert "invalid UTF-8" not in str(err.value)
+
+
+def test_pipeline_duplicate_ids_name_both_positions(tmp_path):
+    import gpu_dedup
+    from gpu_dedup import RunConfig
+
+    _write(tmp_path / "a.jsonl", b'{"id": "x", "text": "one two"}\n{"id": "x", "text": "three four"}\n')
+    # file:line once the pipeline passes its files to check_unique_ids, the run's rows before
+    with pytest.raises(InputError, match=r"'x' \(2 times: (a\.jsonl:1, a\.jsonl:2|rows 0, 1)\)"):
+        gpu_dedup.deduplicate(str(tmp_path), RunConfig(progress=False))
+
+
+@pytest.mark.parametrize("name", ["w.jsonl", "w.parquet", "<table>"])
+def test_wrong_text_field_names_field_file_fields_and_the_option(tmp_path, name):
+    table = pa.table({"id": ["1", "2"], "body": ["a", "b"], "url": ["u", "v"]})
+    if name == "<table>":
+        files = table_input(table)
+    else:
+        if name.endswith(".parquet"):
+            pq.write_table(table, tmp_path / name)
+        else:
+            _write(tmp_path / name, _jsonl_bytes(table.to_pylist()))
+        files = resolve_inputs([tmp_path / name])
+    with pytest.raises(InputError) as err:
+        _read(files, text_field="bodi")
+    msg = str(err.value)
+    assert msg.startswith(name) and "missing text field 'bodi'" in msg and "'id', 'body', 'url'" in msg
+    assert "did you mean 'body'?" in msg and "--text-field body" in msg and "text_field='body'" in msg
+    assert "on_error" not in msg and "--on-error" not in msg
+    with pytest.raises(InputError) as err:
+        _read(files, text_field="zzz")  # nothing close: no guess, still the option to set
+    assert "did you mean" not in str(err.value) and "--text-field NAME" in str(err.value)
+
+
+def test_text_field_missing_from_one_record_is_a_bad_record(tmp_path):
+    _write(tmp_path / "r.jsonl", b'{"id": "1", "text": "a"}\n{"id": "2", "Text": "b"}\n')
+    with pytest.raises(InputError, match=r"r.jsonl:2: missing text field 'text' \(this record's fields: "
+                                         r"\['id', 'Text'\]\); .*--on-error skip \(Python: on_error='skip'\)"):
+        _read(resolve_inputs([tmp_path / "r.jsonl"]))
+    # the first record lacking it: the field is wrong, case-insensitive match suggested
+    _write(tmp_path / "s.jsonl", b'{"id": "1", "Text": "a"}\n')
+    with pytest.raises(InputError, match=r"s.jsonl:1: .*did you mean 'Text'\? .*--text-field Text"):
+        _read(resolve_inputs([tmp_path / "s.jsonl"]))

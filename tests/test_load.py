@@ -18,14 +18,16 @@ def _table(n, seed):
 
 
 def test_mixed_schemas_empty_shard_and_column_order(tmp_path):
+    src = tmp_path / "in"  # the output directory may not lie under an input directory
+    src.mkdir()
     a, b = _table(150, 1), _table(150, 2)
     b = b.set_column(0, "id", pa.array([f"b-{x}" for x in b["id"].to_pylist()]))
-    pq.write_table(a.append_column("lang", pa.array(["en"] * a.num_rows)), tmp_path / "a.parquet")
+    pq.write_table(a.append_column("lang", pa.array(["en"] * a.num_rows)), src / "a.parquet")
     pq.write_table(b.select(["text", "id"]).append_column("score", pa.array(np.arange(b.num_rows, dtype=float))),
-                   tmp_path / "b.parquet")
-    pq.write_table(a.slice(0, 0), tmp_path / "c.parquet")  # empty shard
-    (tmp_path / "d.jsonl").write_text("")                    # empty file
-    res = gpu_dedup.deduplicate(str(tmp_path), RunConfig(progress=False), output_dir=tmp_path / "out")
+                   src / "b.parquet")
+    pq.write_table(a.slice(0, 0), src / "c.parquet")  # empty shard
+    (src / "d.jsonl").write_text("")                    # empty file
+    res = gpu_dedup.deduplicate(str(src), RunConfig(progress=False), output_dir=tmp_path / "out")
     d = res.decisions
     assert d.num_rows == 300 and len(set(d["id"].to_pylist())) == 300
     assert sorted(res.stats["read"]["empty_files"]) == ["c.parquet", "d.jsonl"]

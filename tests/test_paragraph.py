@@ -1,5 +1,6 @@
 """Paragraph-level keep-first dedup: split policy, keep-first and cut rules against hand-computed values and
-an independent Python reference, reversibility, flags, streaming, output files, CPU == GPU (simulator)."""
+an independent Python reference, reversibility, flags, streaming, output files, CPU == GPU (simulator), the
+defaults (line units, 32-byte minimum) and the progress bar."""
 import json
 
 import numpy as np
@@ -7,14 +8,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_dedup.paragraph.bloom import BloomConfig
 from gpu_dedup.device import array_backend, simulator, to_host
+from gpu_dedup.engine import progress as engine_progress
 from gpu_dedup.lexical.normalize import arrow_text_buffers, normalize_strings
+from gpu_dedup.paragraph.bloom import BloomConfig
 from gpu_dedup.paragraph.dedup import ParagraphConfig, hex128, paragraph_dedup, split_units
 
 sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
                                 reason="needs the CUDA simulator or a GPU")
 EXACT = BloomConfig(expected_items=10_000, mode="exact")
+TINY = 1  # min_paragraph_bytes for tests about tiny units ("A1", "x")
 BLOOM = BloomConfig(expected_items=10_000, fp_rate=1e-9)
 
 
@@ -46,7 +49,7 @@ def _run(texts, cfg=None, ids=None, device="cpu"):
 
 def test_keep_first_and_cut_rules_golden():
     docs = ["A1\n\nB2\n\nC3", "B2\n\nD4\n\nA1", "C3\n\nB2", "E5\n\n  c3  \n\nF6"]
-    r = _run(docs, ParagraphConfig(bloom=EXACT, min_doc_bytes=5))
+    r = _run(docs, ParagraphConfig(split="paragraph", bloom=EXACT, min_paragraph_bytes=TINY, min_doc_bytes=5))
     out = r.documents
     assert out.column("text").to_pylist() == ["A1\n\nB2\n\nC3", "D4", "", "E5  \n\nF6"]
     assert out.column("flag").to_pylist() == ["unchanged", "short", "empty", "cut"]
@@ -66,8 +69,9 @@ def test_hex128_format():
     assert arr.to_pylist() == ["0123456789abcdef000000000000000f"]
 
 
-def _reference(texts, split):
-    """Independent reference: Python splitting + normalize_strings + a set, in input order."""
+def _reference(texts, split, min_bytes=1):
+    """Independent reference: Python splitting + normalize_strings + a set, in input order; normalized
+    units shorter than ``min_bytes`` bytes are neither removed nor remembered."""
     seen, removed = set(), []
     for d, t in enumerate(texts):
         b = t.encode()
@@ -89,6 +93,8 @@ def _reference(texts, split):
             units.append(cur)
         keys = normalize_strings([b[s:e].decode() for s, e in units]) if units else []
         for (s, e), k in zip(units, keys):
+            if len(k.encode()) < max(1, min_bytes):
+                continue
             if k in seen:
                 removed.append((f"d{d}", s, e))
             seen.add(k)
@@ -109,12 +115,13 @@ def _corpus(seed=0, n=40):
     return docs
 
 
+@pytest.mark.parametrize("min_bytes", [TINY, ParagraphConfig().min_paragraph_bytes])
 @pytest.mark.parametrize("split", ["paragraph", "line"])
-def test_matches_reference_and_is_reversible(split):
+def test_matches_reference_and_is_reversible(split, min_bytes):
     docs = _corpus()
-    r = _run(docs, ParagraphConfig(split=split, bloom=EXACT))
+    r = _run(docs, ParagraphConfig(split=split, bloom=EXACT, min_paragraph_bytes=min_bytes))
     s = r.spans.to_pydict()
-    assert list(zip(s["id"], s["byte_start"], s["byte_end"])) == _reference(docs, split)
+    assert s["id"] and list(zip(s["id"], s["byte_start"], s["byte_end"])) == _reference(docs, split, min_bytes)
     for i, t in enumerate(docs):  # byte offsets refer to the original text
         for sid, a, b, c0, c1, ct in zip(s["id"], s["byte_start"], s["byte_end"], s["cut_start"], s["cut_end"],
                                          s["cut_text"]):
@@ -144,9 +151,14 @@ def test_batches_bloom_and_exact_agree():
 
 def test_min_paragraph_bytes_keeps_short_units():
     docs = ["Ok\n\nreal text here", "ok\n\nother text"]
-    assert _run(docs).spans.num_rows == 1
+    assert _run(docs, ParagraphConfig(bloom=EXACT, min_paragraph_bytes=TINY)).spans.num_rows == 1
+    assert _run(docs, ParagraphConfig(bloom=EXACT, min_paragraph_bytes=0)).spans.num_rows == 1  # 0 means 1
     r = _run(docs, ParagraphConfig(bloom=EXACT, min_paragraph_bytes=3))
     assert r.spans.num_rows == 0 and r.stats["counts"]["units_eligible"] == 2
+    # the minimum counts NORMALIZED bytes: runs of whitespace collapse, so this 3-byte unit is short
+    spaced = ["o \t\t k\n\nreal text here", "O K\n\nother text"]
+    assert _run(spaced, ParagraphConfig(bloom=EXACT, min_paragraph_bytes=4)).spans.num_rows == 0
+    assert _run(spaced, ParagraphConfig(bloom=EXACT, min_paragraph_bytes=3)).spans.num_rows == 1
 
 
 def test_config_validation():
@@ -154,6 +166,10 @@ def test_config_validation():
         ParagraphConfig(split="sentence")
     with pytest.raises(ValueError, match="min_doc_bytes"):
         ParagraphConfig(min_doc_bytes=-1)
+    with pytest.raises(ValueError, match="min_paragraph_bytes"):
+        ParagraphConfig(min_paragraph_bytes=True)
+    with pytest.raises(ValueError, match="progress"):
+        ParagraphConfig(progress="yes")
 
 
 def test_output_files_keep_format_and_columns(tmp_path):
@@ -167,8 +183,9 @@ def test_output_files_keep_format_and_columns(tmp_path):
     pq.write_table(pa.table({"id": ["p0", "p1"], "text": ["first only\n\nkept", "nothing shared"],
                              "score": [0.5, 0.25]}), src / "b.parquet")
     out = tmp_path / "out"
-    r = paragraph_dedup(str(src), ParagraphConfig(bloom=EXACT), out)
-    mem = paragraph_dedup(str(src), ParagraphConfig(bloom=EXACT))
+    cfg = ParagraphConfig(bloom=EXACT, min_paragraph_bytes=TINY)
+    r = paragraph_dedup(str(src), cfg, out)
+    mem = paragraph_dedup(str(src), cfg)
     got = (out / "paragraph_deduplicated" / "a.jsonl").read_text(encoding="utf-8").splitlines()
     assert got[0] == lines[0] and got[1] == lines[1]  # untouched rows: original bytes
     j2 = json.loads(got[2])
@@ -190,7 +207,7 @@ def test_output_files_keep_format_and_columns(tmp_path):
 def test_cpu_and_gpu_match(split):
     docs = _corpus(2, 25)
     for bloom in (BLOOM, EXACT):
-        cfg = ParagraphConfig(split=split, bloom=bloom, batch_bytes=1024)
+        cfg = ParagraphConfig(split=split, bloom=bloom, batch_bytes=1024, min_paragraph_bytes=TINY)
         c, g = _run(docs, cfg, device="cpu"), _run(docs, cfg, device="cuda")
         assert c.spans.num_rows > 0
         assert c.spans.equals(g.spans) and c.documents.equals(g.documents)
@@ -203,9 +220,85 @@ def test_capacity_policy_reaches_the_stage(caplog):
 
     docs = [f"para {i}\n\nother {i}" for i in range(10)]
     with pytest.raises(BloomCapacityError, match="expected-paragraphs"):
-        _run(docs, ParagraphConfig(bloom=BloomConfig(expected_items=5, fp_rate=0.01, on_overflow="refuse")))
+        _run(docs, ParagraphConfig(bloom=BloomConfig(expected_items=5, fp_rate=0.01, on_overflow="refuse"),
+                                   min_paragraph_bytes=TINY))
     with caplog.at_level("WARNING", logger="gpu_dedup.paragraph.bloom"):
-        r = _run(docs, ParagraphConfig(bloom=BloomConfig(expected_items=5, fp_rate=0.01)))
+        r = _run(docs, ParagraphConfig(bloom=BloomConfig(expected_items=5, fp_rate=0.01), min_paragraph_bytes=TINY))
     st = r.stats["seen_set"]
     assert st["over_design"] and st["items_inserted"] == 20 and st["design_items"] == 5
     assert st["estimated_fp_rate_from_fill"] > 0.01 and any("design n=5" in m for m in caplog.messages)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Defaults (issue #14): one unit per line, a 32-byte minimum, no progress bar unless asked for
+# ----------------------------------------------------------------------------------------------------
+
+FOOTER = "Copyright 2024 Example Media Group. All rights reserved."
+COOKIES = "We use cookies to improve your experience on our website."
+
+
+def _web_doc(i):
+    """Extracted web text: one paragraph per line, no blank lines, shared boilerplate lines."""
+    return "\n".join([f"Headline number {i}: the council approves a new budget for {2000 + i}",
+                      COOKIES,
+                      f"The vote on item {i} passed after a long debate about roads and schools.",
+                      FOOTER])
+
+
+def test_defaults_are_lines_a_32_byte_minimum_and_no_progress():
+    d = ParagraphConfig()
+    assert (d.split, d.min_paragraph_bytes, d.progress) == ("line", 32, False)
+
+
+def test_web_document_repeated_lines_are_cut_by_default():
+    docs = [_web_doc(i) for i in range(3)]
+    r = _run(docs, ParagraphConfig(bloom=EXACT))  # every other field at its default
+    s = r.spans.to_pydict()
+    assert s["id"] == ["d1", "d1", "d2", "d2"]
+    assert s["cut_text"] == [f"\n{COOKIES}", f"\n{FOOTER}"] * 2  # the newline before: the headline is kept
+    out = r.documents.column("text").to_pylist()
+    assert out[0] == docs[0]
+    assert out[1] == "\n".join(docs[1].split("\n")[i] for i in (0, 2))
+    assert r.stats["policy"]["split"] == "line" and r.stats["counts"]["units_removed"] == 4
+    # the old default (blank-line blocks) sees each web document as ONE unit: nothing repeats, nothing is cut
+    blocks = _run(docs, ParagraphConfig(split="paragraph", bloom=EXACT))
+    assert blocks.stats["counts"]["units"] == 3 and blocks.spans.num_rows == 0
+
+
+def test_one_word_heading_repeated_across_documents_is_not_cut_by_default():
+    docs = [f"SYNOPSIS\nHome\ngpu-dedup command number {i} reads a corpus and writes its decisions\n{FOOTER}"
+            for i in range(3)]
+    r = _run(docs, ParagraphConfig(bloom=EXACT))
+    out = r.documents.column("text").to_pylist()
+    assert all(t.startswith("SYNOPSIS\nHome\n") for t in out)
+    assert r.spans.column("cut_text").to_pylist() == [f"\n{FOOTER}"] * 2  # the long boilerplate line still goes
+    c = r.stats["counts"]
+    assert (c["units"], c["units_eligible"], c["units_removed"]) == (12, 6, 2)
+    assert r.stats["policy"]["min_paragraph_bytes"] == 32
+    # the minimum is what protects the headings: without it their later copies are cut
+    tiny = _run(docs, ParagraphConfig(bloom=EXACT, min_paragraph_bytes=TINY))
+    assert tiny.stats["counts"]["units_removed"] == 6
+    assert not any(t.startswith("SYNOPSIS") for t in tiny.documents.column("text").to_pylist()[1:])
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_progress_bar_only_when_asked(on, capsys, monkeypatch):
+    import gpu_dedup.paragraph.dedup as stage
+
+    counted = []
+
+    def recording(cfg, desc, total=None):  # the engine's bar, with its updates recorded
+        bar = engine_progress(cfg, desc, total)
+        update = bar.update
+        bar.update = lambda n: (counted.append(n), update(n))[1]
+        return bar
+
+    monkeypatch.setattr(stage, "progress", recording)
+    docs = [_web_doc(i) for i in range(4)]
+    _run(docs, ParagraphConfig(bloom=EXACT, progress=on, batch_bytes=1024))
+    assert sum(counted) == 4 and len(counted) > 1  # documents, batch by batch
+    err = capsys.readouterr().err
+    if on:
+        assert "paragraph dedup" in err and "doc" in err  # tqdm on stderr
+    else:
+        assert err == ""

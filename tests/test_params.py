@@ -155,6 +155,73 @@ def test_require_full_use() -> None:
     assert "128 of 128 hashes" in why
 
 
+# ------------------------------------------------------------------------- verification-aware recommendation
+def _brute_force_recall(theta: float, k: int, recall: float = 0.99) -> tuple[int, int]:
+    """Independent: closed-form P(theta) and quad FP areas; smallest FP area among P(theta) >= recall, ties by
+    fewer hashes; none reaching it: the highest P(theta)."""
+    pairs = [(b, r) for b in range(1, k + 1) for r in range(1, k // b + 1)]
+    prob = {(b, r): 1 - (1 - theta**r) ** b for b, r in pairs}
+    ok = [br for br in pairs if prob[br] >= recall]
+    if not ok:
+        return max(pairs, key=lambda br: prob[br])
+    return min(ok, key=lambda br: (round(_quad_fp(theta, *br), 12), br[0] * br[1]))
+
+
+@pytest.mark.parametrize("theta,k,expected", [(0.8, 100, (16, 6)), (0.8, 112, (16, 6)), (0.9, 128, (11, 10)),
+                                              (0.5, 100, (17, 2))])
+def test_recommend_verified_is_recall_at_theta(theta: float, k: int, expected: tuple[int, int]) -> None:
+    # By hand for 0.8 / 100: 0.8^6 = 0.262144, (1 - 0.262144)^16 = 0.00771 -> P = 0.9923 >= 0.99, and 15x6
+    # gives 0.9895 < 0.99; rows 7 would need b >= 20 (140 hashes); rows 5 reaches 0.99 at 12x5, but with a
+    # larger FP area (flatter curve).
+    best, why = P.recommend_verified(theta, k)
+    assert (best.bands, best.rows) == expected == _brute_force_recall(theta, k)
+    assert P.candidate_probability(theta, *expected) >= 0.99
+    assert f"P(J={theta:g}) = {P.candidate_probability(theta, *expected):.4f}" in why
+    assert "verification" in why and f"{best.hashes} of {k} hashes" in why
+    # far more recall at theta than the balanced objective, which weighs FP and FN equally (8x12 for 0.8 / 100)
+    balanced, _ = P.recommend(theta, k)
+    assert P.candidate_probability(theta, balanced.bands, balanced.rows) < 0.8
+
+
+def test_recommend_verified_target_and_unreachable() -> None:
+    best, _ = P.recommend_verified(0.8, 100, recall=0.999)
+    assert (best.bands, best.rows) == _brute_force_recall(0.8, 100, 0.999)
+    assert P.candidate_probability(0.8, best.bands, best.rows) >= 0.999
+    # (1 - 0.05)^20 = 0.358: no choice of 20 hashes reaches 0.99 at theta = 0.05; the highest P(theta) is 20x1
+    best, why = P.recommend_verified(0.05, 20)
+    assert (best.bands, best.rows) == (20, 1) == _brute_force_recall(0.05, 20)
+    assert "no choice" in why and "raise num_perm" in why
+    best, _ = P.recommend_verified(0.8, 128, require_full_use=True)
+    assert best.hashes == 128
+    full = [c for c in P.enumerate_choices(0.8, 128) if c.hashes == 128]
+    reach = [c for c in full if P.candidate_probability(0.8, c.bands, c.rows) >= 0.99]
+    assert best.fp_area == min(c.fp_area for c in reach)
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="recall"):
+            P.recommend_verified(0.8, 100, recall=bad)
+
+
+def test_recall_order() -> None:
+    order = P.recall_order(P.enumerate_choices(0.8, 40), 0.8)
+    probs = [P.candidate_probability(0.8, c.bands, c.rows) for c in order]
+    n_ok = sum(p >= 0.99 for p in probs)
+    assert n_ok and all(p >= 0.99 for p in probs[:n_ok])
+    assert [c.fp_area for c in order[:n_ok]] == sorted(c.fp_area for c in order[:n_ok])
+    assert probs[n_ok:] == sorted(probs[n_ok:], reverse=True)
+
+
+def test_preset_choices_read_from_run_config() -> None:
+    from gpu_dedup.config import PRESETS, RunConfig
+
+    rows = P.preset_choices(0.8)
+    assert [r[0] for r in rows] == list(PRESETS)
+    for name, b, r, k, verify, p, fp in rows:
+        cfg = RunConfig.preset(name)
+        assert (b, r, k, verify) == (cfg.lsh.bands, cfg.lsh.rows, cfg.minhash.num_perm, cfg.cluster.verify)
+        assert p == pytest.approx(1 - (1 - 0.8**r) ** b, rel=1e-12)
+        assert fp == pytest.approx(_quad_fp(0.8, b, r), abs=1e-9)
+
+
 # ------------------------------------------------------------------------------------------------ errors
 @pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, -0.2])
 def test_bad_theta_names_value(bad: float) -> None:
@@ -212,7 +279,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def test_run_prints_table_and_marks_recommended(capsys, tmp_path) -> None:
     argv = ["--threshold", "0.8", "--num-perm", "128", "--top", "5", "--sims", "0.7,0.8,0.9",
-            "--bands", "20", "--rows", "5", "--se-at", "0.8"]
+            "--bands", "20", "--rows", "5", "--se-at", "0.8", "--no-verify"]
     if _has_matplotlib():
         argv += ["--plot", str(tmp_path / "s.png")]
     assert P.run(_parse(argv)) == 0
@@ -221,9 +288,33 @@ def test_run_prints_table_and_marks_recommended(capsys, tmp_path) -> None:
     assert [m[:4] for m in marked] == [["*", "9", "13", "117"]]
     assert any(ln.split()[:3] == [">", "20", "5"] for ln in out.splitlines())
     assert "Recommendation: 9×13" in out and "P(0.9)" in out
+    assert "balanced, no verification" in out and "+ balanced" not in out
     assert "J = 0.80: SE = 0.0354" in out
     if _has_matplotlib():
         assert (tmp_path / "s.png").stat().st_size > 0
+
+
+def test_run_recommends_for_recall_by_default(capsys) -> None:
+    from gpu_dedup.config import PRESETS, RunConfig
+
+    assert P.run(_parse(["--threshold", "0.8", "--num-perm", "100", "--top", "3", "--sims", "0.7"])) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "recall at θ with exact-Jaccard verification" in lines[0] and "P(0.8)" in out  # θ column added
+    marked = [ln.split() for ln in lines if ln[:1] in "*+" and len(ln.split()) > 2 and ln.split()[1].isdigit()]
+    assert [m[:3] for m in marked] == [["*", "16", "6"], ["+", "8", "12"]]  # recommended, then the balanced choice
+    assert "Recommendation: 16×6" in out and "P(J=0.8) = 0.9923" in out
+    assert "The balanced objective (--no-verify) picks 8×12: P(J=0.8) = 0.4342" in out
+    presets = {ln.split()[0]: ln.split() for ln in lines[lines.index("Presets (RunConfig.preset) at θ = 0.8:") + 1:]
+               [:len(PRESETS)]}
+    assert list(presets) == list(PRESETS)
+    for name, cells in presets.items():
+        cfg = RunConfig.preset(name)
+        assert cells[1] == f"{cfg.lsh.bands}×{cfg.lsh.rows}" and cells[4] == str(cfg.minhash.num_perm)
+        assert cells[7] == f"{P.candidate_probability(0.8, cfg.lsh.bands, cfg.lsh.rows):.4f}"
+        assert cells[-1] == ("verified" if cfg.cluster.verify else "unverified")
+    with pytest.raises(ValueError, match="recall"):
+        P.run(_parse(["--recall", "1.0"]))
 
 
 def test_run_rejects_bad_values() -> None:

@@ -234,3 +234,42 @@ def test_verification_uses_pass_1_text_when_it_fits(tmp_path, monkeypatch):
         RunConfig(cache_bytes=True)
     with pytest.raises(ValueError, match="cache_bytes must be"):
         RunConfig(cache_bytes=-1)
+
+
+def test_result_gives_the_kept_rows_of_the_callers_table():
+    import pandas as pd
+
+    seven = "one two three four five six seven"
+    rows = {"id": ["a", "b", "c", "d"], "text": [seven, seven, "other words entirely here now and then", "x"],
+            "extra": [1, 2, 3, 4]}
+    table = pa.table(rows)
+    res = gpu_dedup.deduplicate(table)
+    assert res.keep_mask.tolist() == [True, False, True, True]
+    assert res.kept_ids().to_pylist() == ["a", "c", "d"]
+    assert res.filter(table).column("extra").to_pylist() == [1, 3, 4]
+    df = pd.DataFrame(rows)
+    assert res.filter(df)["extra"].tolist() == [1, 3, 4]
+    with pytest.raises(ValueError, match="3 rows but this run decided 4"):
+        res.filter(table.slice(0, 3))
+    with pytest.raises(TypeError, match="pyarrow Table or a pandas DataFrame"):
+        res.filter([1, 2, 3, 4])
+
+
+def test_jaccard_is_with_the_kept_representative_also_for_copies_of_a_removed_document():
+    """A kept; B a near copy of A (removed for A); C an exact copy of B; D an exact copy of A. The jaccard column
+    is J with representative_id: C carries J(B, A) < 1 (it has B's shingles), D carries 1.0."""
+    from gpu_dedup.testing.reference import shingle_sets
+
+    words = [f"w{i}" for i in range(60)]
+    a = " ".join(words)
+    b = " ".join(words[:57] + ["zz", "yy", "xx"])
+    table = pa.table({"id": ["A", "B", "C", "D"], "text": [a, b, b, a]})
+    d = gpu_dedup.deduplicate(table, cluster__threshold=0.8).decisions.to_pylist()
+    sa, sb = shingle_sets([a, b], n=5)
+    j_ab = len(sa & sb) / len(sa | sb)
+    assert 0.8 <= j_ab < 1
+    by = {r["id"]: r for r in d}
+    assert by["B"]["reason"] == "near_duplicate" and by["B"]["jaccard"] == pytest.approx(j_ab)
+    assert by["C"]["reason"] == "exact_duplicate" and by["C"]["matched_id"] == "B"
+    assert by["C"]["representative_id"] == "A" and by["C"]["jaccard"] == pytest.approx(j_ab)
+    assert by["D"]["reason"] == "exact_duplicate" and by["D"]["jaccard"] == 1.0

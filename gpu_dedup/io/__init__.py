@@ -2,8 +2,10 @@
 
 One step per module; each imports only the ones listed above it (``gpu`` none of them):
 
-    discover   the input files: ``resolve_inputs``, ``table_input``, ``source_files``, ``InputFile``,
-               ``InputError`` (the discovery rules are in its docstring)
+    remote     URLs through fsspec (optional extras): ``is_url``, ``open_stream``, ``open_parquet``,
+               ``file_size`` (local or remote input), ``REMOTE_EXTRAS``
+    discover   the input files: ``resolve_inputs``, ``table_input``, ``source_files``, ``dataset_table``,
+               ``InputFile``, ``InputError`` (the discovery rules, and what is never read, in its docstring)
     batch      ``Batch``, ``ReadReport`` and what every file reader shares: the spec (``make_spec``), the
                chunks a reader gives, the base reader and its error policy, ``generated_ids``, and the
                cutting of chunks into batches
@@ -11,8 +13,9 @@ One step per module; each imports only the ones listed above it (``gpu`` none of
     jsonl      the JSON Lines reader
     arrow      the reader of Parquet files and in-memory tables; ``is_stringish``, ``as_utf8``
     parquet    parallel Parquet decoding: the row-group pool of one read
-    read       ``open_readers``, ``iter_batches``, ``iter_rows``, ``check_unique_ids`` (the reading rules:
-               ids, bad rows, invalid UTF-8, keep column, are in its docstring)
+    read       ``open_readers``, ``iter_batches``, ``iter_rows`` (the reading rules: ids, bad rows, invalid
+               UTF-8, keep column, are in its docstring)
+    ids        ``check_unique_ids`` (duplicated ids with their positions), ``locate_rows``
     write      ``atomic_path``, ``write_parquet_atomic``, ``write_json_atomic``, ``parquet_codec``,
                ``output_path`` and ``write_kept`` (the output layout is in its docstring)
     gpu        Parquet text read into device memory by cudf: ``resolve_reader``, ``DeviceText``, ...
@@ -30,24 +33,29 @@ from .discover import (
     TABLE_PATH,
     InputError,
     InputFile,
+    dataset_table,
     resolve_inputs,
     source_files,
     table_input,
 )
 from .gpu import READERS, CudfTextReader, DeviceText, Reader, cudf_status, device_text, resolve_reader, string_buffers
-from .read import check_unique_ids, iter_batches, iter_rows, open_readers
+from .ids import check_unique_ids, locate_rows
+from .read import iter_batches, iter_rows, open_readers
+from .remote import REMOTE_EXTRAS, file_size, is_url, open_parquet, open_stream
 from .write import atomic_path, output_path, parquet_codec, write_json_atomic, write_kept, write_parquet_atomic
 
 __all__ = [
     # discover
-    "SUPPORTED_SUFFIXES", "TABLE_OUTPUT_NAME", "TABLE_PATH", "InputError", "InputFile", "resolve_inputs",
-    "source_files", "table_input",
+    "SUPPORTED_SUFFIXES", "TABLE_OUTPUT_NAME", "TABLE_PATH", "InputError", "InputFile", "dataset_table",
+    "resolve_inputs", "source_files", "table_input",
+    # remote
+    "REMOTE_EXTRAS", "file_size", "is_url", "open_parquet", "open_stream",
     # batch
     "Batch", "ReadReport", "generated_ids", "make_spec",
     # arrow
     "as_utf8", "is_stringish",
-    # read
-    "check_unique_ids", "iter_batches", "iter_rows", "open_readers",
+    # read, ids
+    "iter_batches", "iter_rows", "open_readers", "check_unique_ids", "locate_rows",
     # write
     "atomic_path", "output_path", "parquet_codec", "write_json_atomic", "write_kept", "write_parquet_atomic",
     # gpu

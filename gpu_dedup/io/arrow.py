@@ -11,10 +11,10 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from .batch import ReadReport, _Chunk, _FileReader, _Spec
+from .batch import ReadReport, _Chunk, _FileReader, _Spec, missing_text_field
 from .discover import InputFile
 
-logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see write._quiet)
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
 
 
 def is_stringish(t: pa.DataType) -> bool:
@@ -63,6 +63,15 @@ def as_utf8(arr: pa.Array, out_type: pa.DataType) -> tuple[pa.Array, np.ndarray 
     return pa.array(out, out_type), fixed
 
 
+def _raw_bytes(ids: pa.Array) -> pa.Array:
+    """Ids as read, before UTF-8 repair: large_binary (integers as their decimal string)."""
+    if pa.types.is_dictionary(ids.type):
+        ids = ids.dictionary_decode()
+    if pa.types.is_integer(ids.type):
+        ids = ids.cast(pa.string())
+    return ids.cast(pa.large_binary())
+
+
 def _keep_values(col: pa.Array) -> np.ndarray:
     """A numeric keep column as float64 (null -> NaN)."""
     if pa.types.is_dictionary(col.type):
@@ -92,28 +101,29 @@ class _ArrowReader(_FileReader):
         per_row = max(1, table.nbytes // max(1, table.num_rows))
         yield from table.to_batches(max_chunksize=max(1, self.batch_bytes // per_row))
 
-    def _schema_problem(self, schema: pa.Schema) -> tuple[bool, str] | None:
-        """(fatal, reason) of the file-level problem of ``schema``, or None. Fatal problems raise even with
-        on_error='skip'; the others skip the file. Pure, so the pool can plan files ahead of the reader."""
+    def _schema_problem(self, schema: pa.Schema) -> tuple[bool, str, str | None] | None:
+        """(fatal, reason, fix or None) of the file-level problem of ``schema``, or None. Fatal problems raise
+        even with on_error='skip'; the others skip the file. Pure, so the pool can plan files ahead of the
+        reader."""
         spec = self.spec
         names = schema.names
         if spec.keep_column and spec.keep_column not in names:
             return True, (f"keep column {spec.keep_column!r} is not in the file (columns: {names[:20]}); "
-                          f"choose another keep policy")
+                          f"choose another keep policy"), None
         if spec.keep_column and not _is_numeric(schema.field(spec.keep_column).type):
             return True, (f"keep column {spec.keep_column!r} has type {schema.field(spec.keep_column).type}, "
-                          f"not numeric; choose a numeric column")
+                          f"not numeric; choose a numeric column"), None
         if spec.text_field not in names:
-            return False, (f"missing text field {spec.text_field!r} (columns: {names[:20]}); set text_field to "
-                           f"the right column")
+            what = "the table" if self.f.fmt == "table" else self.f.relpath
+            return (False, *missing_text_field(spec.text_field, names, f"{what} has no such column", "columns"))
         t = schema.field(spec.text_field).type
         if not is_stringish(t):
-            return False, f"text field {spec.text_field!r} has type {t}, not a string"
+            return False, f"text field {spec.text_field!r} has type {t}, not a string", None
         if spec.id_field and spec.id_field in names:
             t = schema.field(spec.id_field).type
             base = t.value_type if pa.types.is_dictionary(t) else t
             if not (is_stringish(t) or pa.types.is_integer(base)):
-                return False, f"id field {spec.id_field!r} has type {t}; ids must be strings or integers"
+                return False, f"id field {spec.id_field!r} has type {t}; ids must be strings or integers", None
         return None
 
     def _check_schema(self, schema: pa.Schema) -> bool:
@@ -121,10 +131,10 @@ class _ArrowReader(_FileReader):
         problem = self._schema_problem(schema)
         if problem is None:
             return True
-        fatal, reason = problem
+        fatal, reason, fix = problem
         if fatal:
             raise self.fatal(reason)
-        self.bad(reason)
+        self.bad(reason, fix=fix)
         return False
 
     def _wanted(self, schema: pa.Schema) -> tuple[list[str], bool]:
@@ -139,6 +149,7 @@ class _ArrowReader(_FileReader):
     def _on_device(self, schema: pa.Schema) -> bool:
         """Does the device reader decode this file's text?"""
         return (self.device_reader is not None and self.f.fmt == "parquet" and not self.all_columns
+                and self.f.fs is None  # remote files: pyarrow through fsspec
                 and schema.field(self.spec.text_field).type in (pa.string(), pa.large_string()))
 
     def _start(self, schema: pa.Schema) -> tuple[list[str], bool] | None:
@@ -282,19 +293,25 @@ class _ArrowReader(_FileReader):
             else:
                 bad(f"id field {spec.id_field!r} is null", row=physical + i)
         valid &= id_valid
+        positions = physical + np.flatnonzero(valid) if spec.positions else None
         if not valid.any():
-            return _Chunk(ids=None, text=pa.array([], pa.large_string()), keep=None, record=rb, valid=valid)
+            return _Chunk(ids=None, text=pa.array([], pa.large_string()), keep=None, record=rb, valid=valid,
+                          positions=positions)
         sel = pa.array(valid)
         all_valid = bool(valid.all())
         text, fixed = as_utf8(text_col if all_valid else text_col.filter(sel), pa.large_string())
         bad_rows = fixed if fixed is not None else np.zeros(len(text), dtype=bool)
-        ids = None
+        ids = raw_ids = None
         if id_col is not None:
-            ids, fixed_ids = as_utf8(id_col if all_valid else id_col.filter(sel), pa.string())
+            read_ids = id_col if all_valid else id_col.filter(sel)
+            ids, fixed_ids = as_utf8(read_ids, pa.string())
             if fixed_ids is not None:
                 bad_rows = bad_rows | fixed_ids
+            if spec.positions:
+                raw_ids = _raw_bytes(read_ids)
         keep = None
         if spec.keep_column:
             kcol = rb.column(rb.schema.get_field_index(spec.keep_column))
             keep = _keep_values(kcol if all_valid else kcol.filter(sel))
-        return _Chunk(ids=ids, text=text, keep=keep, invalid_utf8=int(bad_rows.sum()), record=rb, valid=valid)
+        return _Chunk(ids=ids, text=text, keep=keep, invalid_utf8=int(bad_rows.sum()), record=rb, valid=valid,
+                      positions=positions, raw_ids=raw_ids)

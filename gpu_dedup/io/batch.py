@@ -8,9 +8,13 @@ of a file; ``_FileReader``, the per-file state and error policy of the readers (
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
+import shlex
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +22,7 @@ import pyarrow.compute as pc
 
 from .discover import InputError, InputFile
 
-logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see write._quiet)
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
 
 
 @dataclass
@@ -60,9 +64,11 @@ class _Spec:
     text_field: str
     keep_column: str | None
     on_error: str
+    positions: bool = False  # chunks carry each row's line / physical row and its id as read (``_Chunk``)
 
 
-def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column: str | None) -> _Spec:
+def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column: str | None,
+              positions: bool = False) -> _Spec:
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if not isinstance(text_field, str) or not text_field:
@@ -73,7 +79,27 @@ def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column:
         raise ValueError(f"id_field and text_field are both {text_field!r}; they must name different fields")
     if keep_column is not None and keep_column in (text_field, id_field):
         raise ValueError(f"keep column {keep_column!r} is also the text or id field; choose a numeric column")
-    return _Spec(id_field=id_field, text_field=text_field, keep_column=keep_column, on_error=on_error)
+    return _Spec(id_field=id_field, text_field=text_field, keep_column=keep_column, on_error=on_error,
+                 positions=positions)
+
+
+_FIELDS_SHOWN = 8
+
+
+def missing_text_field(text_field: str, fields: list[str], absent: str, label: str) -> tuple[str, str]:
+    """(reason, fix) for a text field that the records do not have (a wrong ``text_field``): where it is
+    ``absent``, the fields that exist (the first few, called ``label``), and the option to set, with the
+    closest existing name when there is one."""
+    shown = ", ".join(repr(f) for f in fields[:_FIELDS_SHOWN])
+    if len(fields) > _FIELDS_SHOWN:
+        shown += f", ... ({len(fields)} in all)"
+    reason = f"missing text field {text_field!r}: {absent} ({label}: {shown or 'none'})"
+    names = [f for f in fields if isinstance(f, str)]
+    close = [f for f in names if f.lower() == text_field.lower()] or difflib.get_close_matches(text_field, names, 1)
+    if close:
+        return reason, (f"did you mean {close[0]!r}? Name the field that holds the text with --text-field "
+                        f"{shlex.quote(close[0])} (Python: text_field={close[0]!r})")
+    return reason, "name the field that holds the text with --text-field NAME (Python: text_field='NAME')"
 
 
 @dataclass
@@ -82,6 +108,9 @@ class _Chunk:
 
     For writing: JSON Lines give ``raw`` with row byte spans ``[starts, ends)`` (line incl. newline);
     Arrow sources give the full record batch ``record`` and ``valid`` (bool [len(record)]) = accepted rows.
+    With ``_Spec.positions``: ``positions`` int64 [rows], each row's 1-based line (JSON Lines) or 0-based
+    physical row (Arrow), and for Arrow sources with string ids ``raw_ids`` (large_binary [rows], the ids'
+    bytes before any UTF-8 repair).
     """
 
     ids: pa.Array | None
@@ -97,6 +126,8 @@ class _Chunk:
     # The batches this chunk becomes, when already cut by a pool worker (see _text_parts): then ``text``
     # is None and ``parts`` carries the batches' texts.
     parts: list[tuple[int, int, pa.Array, int]] | None = None
+    positions: np.ndarray | None = None
+    raw_ids: pa.Array | None = None
 
     @property
     def rows(self) -> int:
@@ -120,16 +151,19 @@ class _FileReader:
             return f"{self.f.relpath} row {row}"
         return self.f.relpath
 
-    def bad(self, reason: str, *, line: int | None = None, row: int | None = None) -> None:
-        """A bad row (or file): raise, or record it and let the caller drop it."""
+    def bad(self, reason: str, *, line: int | None = None, row: int | None = None, fix: str | None = None) -> None:
+        """A bad row (or file): raise, or record it and let the caller drop it. ``fix``: what the error
+        suggests (default: fix the data or skip bad rows)."""
         if self.spec.on_error == "raise":
-            raise self.bad_error(reason, line=line, row=row)
+            raise self.bad_error(reason, line=line, row=row, fix=fix)
         self.report.skipped.append({"file": self.f.relpath, "line": line, "row": row, "reason": reason})
         logger.debug("skipped %s: %s", self.where(line, row), reason)
 
-    def bad_error(self, reason: str, *, line: int | None = None, row: int | None = None) -> InputError:
+    def bad_error(self, reason: str, *, line: int | None = None, row: int | None = None,
+                  fix: str | None = None) -> InputError:
         """The error ``bad`` raises with on_error='raise'."""
-        return InputError(f"{self.where(line, row)}: {reason}; fix the data or use on_error='skip' to drop bad rows")
+        fix = fix or "fix the data, or drop bad rows with --on-error skip (Python: on_error='skip')"
+        return InputError(f"{self.where(line, row)}: {reason}; {fix}")
 
     def fatal(self, reason: str, *, line: int | None = None, row: int | None = None) -> InputError:
         return InputError(f"{self.where(line, row)}: {reason}")
@@ -197,4 +231,35 @@ def _join_chunks(chunks: list[_Chunk], batch_bytes: int) -> _Chunk:
     keep = None
     if full[0].keep is not None:
         keep = full[0].keep if len(full) == 1 else np.concatenate([c.keep for c in full])
-    return _Chunk(ids=ids, text=None, keep=keep, invalid_utf8=invalid, parts=parts)
+    positions = raw_ids = None
+    if full[0].positions is not None:
+        positions = np.concatenate([c.positions for c in full])
+    if full[0].raw_ids is not None:
+        raw_ids = pa.concat_arrays([c.raw_ids for c in full])
+    return _Chunk(ids=ids, text=None, keep=keep, invalid_utf8=invalid, parts=parts, positions=positions,
+                  raw_ids=raw_ids)
+
+
+_quiet_state = threading.local()
+
+
+class _QuietFilter(logging.Filter):
+    """Drops the package logger's records in a thread inside ``quiet_logs()``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_quiet_state, "on", False)
+
+
+logger.addFilter(_QuietFilter())
+
+
+@contextmanager
+def quiet_logs() -> Iterator[None]:
+    """No log records from this package in this thread meanwhile: a second read of a file (counting its rows for
+    the writer, locating duplicate ids) would log again what the first read said."""
+    before = getattr(_quiet_state, "on", False)
+    _quiet_state.on = True
+    try:
+        yield
+    finally:
+        _quiet_state.on = before

@@ -3,17 +3,37 @@
 ``resolve_inputs`` turns files, directories (searched recursively; names starting with "." are
 skipped, which also hides the package's own temporary files) and glob patterns into a sorted list of
 ``InputFile``. Supported: ``.jsonl``/``.json`` (JSON Lines, optionally ``.gz`` / ``.zst``) and
-``.parquet``. ``table_input`` wraps an in-memory ``pyarrow.Table`` or pandas DataFrame; ``source_files``
-takes any source the API accepts. ``InputError``: bad input data.
+``.parquet``. ``table_input`` wraps an in-memory ``pyarrow.Table``, pandas DataFrame or Hugging Face
+``datasets.Dataset``; ``source_files`` takes any source the API accepts. ``InputError``: bad input data.
+
+Never the package's own outputs: a directory walk (a directory input, a directory a glob matches) skips
+every directory below it that holds a gpu-dedup run (``decisions.parquet`` + ``run.json``), a work dir or
+an index (``manifest.json`` of format ``gpu_dedup-workdir`` / ``gpu_dedup-index``), with everything under
+it, and logs each one (INFO); so does a glob, for the matches under such a directory that a wildcard
+reached (``crawl/**/*.jsonl`` skips ``crawl/out/deduplicated/a.jsonl``; ``runs/*/deduplicated/*.jsonl``,
+which names the folder inside, reads it). A directory input that is itself one of those is an error.
+Files named explicitly are always read.
+
+Remote inputs: a URL (``s3://``, ``gs://``, ``hf://datasets/...``, ``memory://``, ``file://``, ...) is
+listed through fsspec with the same rules (``remote``); its ``InputFile`` carries the fsspec file system
+(``fs``) and its URL as ``path``. ``relpath`` is relative to the common folder of all inputs; remote files
+count as ``/<protocol>/<path>`` for that, so inputs on several file systems keep distinct names.
 """
 from __future__ import annotations
 
 import glob
+import logging
 import os
+import posixpath
+import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import pyarrow as pa
+
+from .remote import is_url, protocol_of, url_filesystem, url_of
+
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
 
 TABLE_PATH = "<table>"
 TABLE_OUTPUT_NAME = "deduplicated.parquet"
@@ -24,6 +44,11 @@ _SUFFIXES: tuple[tuple[str, str, str | None], ...] = (
     (".jsonl", "jsonl", None), (".json", "jsonl", None), (".parquet", "parquet", None),
 )
 SUPPORTED_SUFFIXES = tuple(s for s, _, _ in _SUFFIXES)
+# What marks a directory of the package's own outputs (workdir.FORMAT and index.FORMAT; io imports neither)
+RUN_MARKERS = ("decisions.parquet", "run.json")
+MANIFEST_FORMATS = {"gpu_dedup-workdir": "work dir", "gpu_dedup-index": "index"}
+_MANIFEST_HEAD = 1 << 16
+_FORMAT_KEY = re.compile(rb'"format"\s*:\s*"([^"\\]*)"')
 
 
 class InputError(ValueError):
@@ -32,11 +57,14 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class InputFile:
+    """One input. ``fs``: the fsspec file system of a remote input (``path`` is then its URL), else None."""
+
     path: str
     relpath: str
     fmt: Literal["jsonl", "parquet", "table"]
     compression: Literal[None, "gzip", "zstd"]
     table: pa.Table | None = field(default=None, compare=False, repr=False)
+    fs: Any = field(default=None, compare=False, repr=False)
 
 
 def _classify(path: str) -> tuple[str, str | None] | None:
@@ -47,45 +75,212 @@ def _classify(path: str) -> tuple[str, str | None] | None:
     return None
 
 
-def _walk_supported(directory: str) -> list[str]:
-    found = []
-    for root, dirs, names in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(os.path.join(root, n) for n in names if not n.startswith(".") and _classify(n))
-    return found
+def gpu_dedup_output(files: set[str] | Callable[[str], bool], read_head: Callable[[str], bytes]) -> str | None:
+    """What gpu-dedup output a directory holds, from its file names (a set, or a test ``exists(name)``) and
+    ``read_head(name)`` (the first bytes of a file): a phrase for the log, or None for ordinary data."""
+    has = files.__contains__ if isinstance(files, set) else files
+    if all(has(m) for m in RUN_MARKERS):
+        return "a gpu-dedup run (decisions.parquet + run.json)"
+    if has("manifest.json"):
+        try:
+            m = _FORMAT_KEY.search(read_head("manifest.json"))
+        except OSError:
+            return None
+        kind = MANIFEST_FORMATS.get(m.group(1).decode("utf-8", "replace")) if m else None
+        if kind is not None:
+            return f"a gpu-dedup {kind} (manifest.json of format {m.group(1).decode()!r})"
+    return None
 
 
-def _expand_one(arg: str) -> list[str]:
+class _Walk:
+    """One input's discovery on one file system (``fs`` None: the local one); ``skipped``: (directory,
+    what it holds) of the directories left out, shared by all inputs of a call."""
+
+    def __init__(self, fs: Any, skipped: list[tuple[str, str]]) -> None:
+        self.fs, self.skipped = fs, skipped
+        self._kinds: dict[str, str | None] = {}
+        self._skip_seen: set[tuple[str, str]] = set()
+
+    def _head(self, d: str, name: str) -> bytes:
+        p = self.join(d, name)
+        if self.fs is None:
+            with open(p, "rb") as fh:
+                return fh.read(_MANIFEST_HEAD)
+        with self.fs.open(p, "rb") as fh:
+            return fh.read(_MANIFEST_HEAD)
+
+    def join(self, d: str, name: str) -> str:
+        return os.path.join(d, name) if self.fs is None else posixpath.join(d, name)
+
+    def name(self, d: str) -> str:
+        return d if self.fs is None else url_of(self.fs, d)
+
+    def kind(self, d: str, names: set[str] | None = None) -> str | None:
+        """What gpu-dedup output directory ``d`` holds (``names``: its files, when already listed)."""
+        if d not in self._kinds:
+            if names is not None:
+                has: Any = names
+            elif self.fs is None:
+                has = lambda n: os.path.isfile(os.path.join(d, n))  # noqa: E731
+            else:
+                has = lambda n: self.fs.isfile(posixpath.join(d, n))  # noqa: E731
+            self._kinds[d] = gpu_dedup_output(has, lambda n: self._head(d, n))
+        return self._kinds[d]
+
+    def skip(self, d: str, kind: str) -> None:
+        self.skipped.append((self.name(d), kind))
+
+    def walk(self, top: str, top_is_input: bool) -> list[str]:
+        """Supported files below ``top``. ``top`` itself holding gpu-dedup output: an error when it is an
+        input (``top_is_input``), else skipped like the directories below it."""
+        found: list[str] = []
+        for root, dirs, names in self._listing(top):
+            kind = self.kind(root, set(names))
+            if kind is not None:
+                dirs[:] = []
+                if root == top and top_is_input:
+                    hint = (f"; to read its kept records pass {self.name(self.join(root, 'deduplicated'))!r}"
+                            if kind.startswith("a gpu-dedup run") else "")
+                    raise ValueError(f"input directory {self.name(top)!r} holds {kind}, not input data{hint}")
+                self.skip(root, kind)
+                continue
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            found.extend(self.join(root, n) for n in names if not n.startswith(".") and _classify(n))
+        return found
+
+    def _listing(self, top: str):
+        """(directory, subdirectory names, file names), top-down; pruning the names prunes the walk."""
+        if self.fs is None:
+            yield from os.walk(top)
+            return
+        stack = [top]
+        while stack:
+            d = stack.pop()
+            dirs, names = [], []
+            for e in self.fs.ls(d, detail=True):
+                n = e["name"].rstrip("/")
+                if n == d.rstrip("/"):
+                    continue  # some stores list the directory itself
+                (dirs if e.get("type") == "directory" else names).append(posixpath.basename(n))
+            yield d, dirs, names
+            stack.extend(posixpath.join(d, s) for s in reversed(dirs))
+
+    def under_output(self, base: str, path: str, named: set[str]) -> bool:
+        """Is glob match ``path`` inside a directory below ``base`` (not ``base`` itself) that holds gpu-dedup
+        output, where the pattern went on with a wildcard rather than a name in ``named`` (the pattern's
+        literal components: ``runs/*/deduplicated/*.jsonl`` reads a run's output on purpose)? Such a
+        directory is recorded in ``skipped`` once."""
+        mod, sep = (os.path, os.sep) if self.fs is None else (posixpath, "/")
+        d = mod.dirname(path)
+        chain = []
+        while d and len(d) > len(base) and d != mod.dirname(d):
+            chain.append(d)
+            d = mod.dirname(d)
+        for d in reversed(chain):
+            kind = self.kind(d)
+            if kind is not None and path[len(d):].lstrip(sep).split(sep)[0] not in named:
+                if (d, kind) not in self._skip_seen:
+                    self._skip_seen.add((d, kind))
+                    self.skip(d, kind)
+                return True
+        return False
+
+
+def _glob_base(pattern: str, sep: str) -> str:
+    """The leading components of ``pattern`` without wildcards."""
+    parts = pattern.split(sep)
+    keep = []
+    for p in parts:
+        if glob.has_magic(p):
+            break
+        keep.append(p)
+    return sep.join(keep)
+
+
+def _expand_one(arg: str, skipped: list[tuple[str, str]]) -> list[tuple[Any, str]]:
+    """(file system or None, path) of the supported files of one input argument."""
+    if is_url(arg):
+        return _expand_remote(arg, skipped)
+    walk = _Walk(None, skipped)
     if os.path.isdir(arg):
-        files = _walk_supported(arg)
+        files = walk.walk(arg, top_is_input=True)
         if not files:
             raise ValueError(f"input directory {arg!r} contains no supported files "
-                             f"({', '.join(SUPPORTED_SUFFIXES)}); point to the data files or their folder")
-        return files
+                             f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(skipped)}; point to the data files "
+                             f"or their folder")
+        return [(None, p) for p in files]
     if os.path.isfile(arg):
         if _classify(arg) is None:
             raise ValueError(f"input file {arg!r} has an unsupported extension; supported: "
                              f"{', '.join(SUPPORTED_SUFFIXES)} (rename it or convert it)")
-        return [arg]
+        return [(None, arg)]
     if glob.has_magic(arg):
         matches = sorted(glob.glob(arg, recursive=True))
         if not matches:
             raise FileNotFoundError(f"input pattern {arg!r} matched nothing; check the path and quoting")
-        files: list[str] = []
-        for m in matches:
-            if os.path.isdir(m):
-                files.extend(_walk_supported(m))
-            elif _classify(m):
-                files.append(m)
-        if not files:
-            raise ValueError(f"input pattern {arg!r} matched {len(matches)} path(s) but no supported files "
-                             f"({', '.join(SUPPORTED_SUFFIXES)})")
-        return files
+        return [(None, p) for p in _glob_files(arg, matches, walk, os.path.isdir, os.sep)]
     raise FileNotFoundError(f"input {arg!r} does not exist (not a file, directory or glob match)")
 
 
+def _glob_files(arg: str, matches: list[str], walk: _Walk, isdir: Callable[[str], bool], sep: str) -> list[str]:
+    """The supported files of a glob's matches: directories walked, files kept, except the matches under
+    a directory of gpu-dedup output that a wildcard reached (``Walk.under_output``)."""
+    base = _glob_base(arg, sep)
+    named = {p for p in arg.split(sep) if p and not glob.has_magic(p)}
+    files: list[str] = []
+    for m in matches:
+        if walk.under_output(base, m, named):
+            continue
+        if isdir(m):
+            files.extend(walk.walk(m, top_is_input=False))
+        elif _classify(m):
+            files.append(m)
+    if not files:
+        raise ValueError(f"input pattern {arg!r} matched {len(matches)} path(s) but no supported files "
+                         f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(walk.skipped)}")
+    return files
+
+
+def _expand_remote(arg: str, skipped: list[tuple[str, str]]) -> list[tuple[Any, str]]:
+    fs, path = url_filesystem(arg)
+    walk = _Walk(fs, skipped)
+    if glob.has_magic(path):
+        info = fs.glob(path, detail=True)
+        if not info:
+            raise FileNotFoundError(f"input pattern {arg!r} matched nothing; check the URL and quoting")
+        matches = sorted(info)
+        files = _glob_files(path, matches, walk, lambda m: info[m].get("type") == "directory", "/")
+        return [(fs, p) for p in files]
+    if fs.isdir(path):
+        files = walk.walk(path, top_is_input=True)
+        if not files:
+            raise ValueError(f"input directory {arg!r} contains no supported files "
+                             f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(skipped)}")
+        return [(fs, p) for p in files]
+    if fs.isfile(path):
+        if _classify(path) is None:
+            raise ValueError(f"input file {arg!r} has an unsupported extension; supported: "
+                             f"{', '.join(SUPPORTED_SUFFIXES)}")
+        return [(fs, path)]
+    raise FileNotFoundError(f"input {arg!r} does not exist (not a file, directory or glob match on "
+                            f"{protocol_of(arg)}://)")
+
+
+def _skipped_note(skipped: list[tuple[str, str]]) -> str:
+    if not skipped:
+        return ""
+    return " (left out, as gpu-dedup output: " + ", ".join(f"{d!r}" for d, _ in skipped[:5]) + ")"
+
+
+def _name_key(path: str, fs: Any) -> str:
+    """Where a file sits for its relpath: a local absolute path, or /<protocol>/<path> of a remote one."""
+    if fs is None:
+        return path.replace(os.sep, "/")
+    return "/" + protocol_of(path) + "/" + fs._strip_protocol(path).lstrip("/")
+
+
 def resolve_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
-    """Expand files / directories (recursive) / glob patterns into a sorted, de-duplicated list.
+    """Expand files / directories (recursive) / glob patterns / URLs into a sorted, de-duplicated list.
 
     ``relpath`` is relative to the common parent directory of all files (a single file: its basename),
     with "/" separators; it names the file in ids, errors and the output layout.
@@ -94,40 +289,81 @@ def resolve_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
         inputs = [inputs]
     if not inputs:
         raise ValueError("no inputs given; pass at least one file, directory or glob pattern")
-    paths: set[str] = set()
+    found: dict[str, Any] = {}
+    skipped: list[tuple[str, str]] = []
     for arg in inputs:
-        paths.update(os.path.abspath(p) for p in _expand_one(os.fspath(arg)))
-    ordered = sorted(paths)
-    root = os.path.commonpath([os.path.dirname(p) for p in ordered])
+        for fs, p in _expand_one(os.fspath(arg), skipped):
+            found.setdefault(os.path.abspath(p) if fs is None else url_of(fs, p), fs)
+    for d, kind in dict(skipped).items():
+        logger.info("input discovery: left out %s, which holds %s (name its files explicitly to read them)", d, kind)
+    ordered = sorted(found)
     result = []
-    for p in ordered:
+    if all(fs is None for fs in found.values()):
+        root = os.path.commonpath([os.path.dirname(p) for p in ordered])
+        rels = [os.path.relpath(p, root).replace(os.sep, "/") for p in ordered]
+    else:
+        keys = [_name_key(p, found[p]) for p in ordered]
+        root = posixpath.commonpath([posixpath.dirname(k) for k in keys])
+        rels = [posixpath.relpath(k, root) for k in keys]
+    for p, rel in zip(ordered, rels):
         fmt, comp = _classify(p)  # type: ignore[misc]
-        rel = os.path.relpath(p, root).replace(os.sep, "/")
-        result.append(InputFile(path=p, relpath=rel, fmt=fmt, compression=comp))  # type: ignore[arg-type]
+        result.append(InputFile(path=p, relpath=rel, fmt=fmt, compression=comp, fs=found[p]))  # type: ignore[arg-type]
     return result
 
 
+def _is_dataframe(obj: Any) -> bool:
+    return type(obj).__module__.split(".")[0] == "pandas" and type(obj).__name__ == "DataFrame"
+
+
+def _is_hf_dataset(obj: Any) -> bool:
+    return type(obj).__module__.split(".")[0] == "datasets"
+
+
+def dataset_table(ds: Any) -> pa.Table:
+    """The Arrow table of a Hugging Face ``datasets.Dataset``, rows in the dataset's order (its indices
+    mapping applied, after select / shuffle / filter), columns as stored: no Python objects are built."""
+    try:
+        import datasets
+    except ImportError as e:  # pragma: no cover - an object of the package implies the package
+        raise ImportError('a datasets.Dataset source needs the datasets package: pip install "gpu-dedup[datasets]"'
+                          ) from e
+    if isinstance(ds, datasets.DatasetDict):
+        raise TypeError(f"got a DatasetDict with splits {sorted(ds)}; pass one split, e.g. ds[{sorted(ds)[0]!r}]")
+    if isinstance(ds, getattr(datasets, "IterableDataset", ())):
+        raise TypeError("an IterableDataset cannot be read as a table; load it without streaming=True, or write "
+                        "it to Parquet / JSON Lines and pass the files")
+    if not isinstance(ds, datasets.Dataset):
+        raise TypeError(f"expected a datasets.Dataset, got {type(ds).__name__}")
+    if getattr(ds, "_indices", None) is None:
+        return ds.data.table  # zero-copy: the table the dataset is
+    table = ds.with_format("arrow")[:]  # the indices mapping applied by Arrow's take
+    return table if isinstance(table, pa.Table) else pa.Table.from_batches([table])
+
+
 def table_input(obj: Any) -> list[InputFile]:
-    """Wrap a ``pyarrow.Table`` (or pandas DataFrame, converted without its index) as one input."""
+    """Wrap a ``pyarrow.Table`` / ``RecordBatch``, pandas DataFrame (converted without its index) or
+    ``datasets.Dataset`` (its Arrow table) as one input."""
     if isinstance(obj, pa.RecordBatch):
         obj = pa.Table.from_batches([obj])
     elif not isinstance(obj, pa.Table):
-        if type(obj).__module__.split(".")[0] == "pandas" and type(obj).__name__ == "DataFrame":
+        if _is_dataframe(obj):
             obj = pa.Table.from_pandas(obj, preserve_index=False)
+        elif _is_hf_dataset(obj):
+            obj = dataset_table(obj)
         else:
-            raise TypeError(f"table_input needs a pyarrow.Table or pandas.DataFrame, got {type(obj).__name__}")
+            raise TypeError(f"table_input needs a pyarrow.Table, a pandas.DataFrame or a datasets.Dataset, got "
+                            f"{type(obj).__name__}")
     return [InputFile(path=TABLE_PATH, relpath=TABLE_PATH, fmt="table", compression=None, table=obj)]
 
 
 def source_files(source) -> list[InputFile]:
-    """The InputFiles of any source the API accepts: a path, a list of paths/globs/directories, a
-    pyarrow Table or a pandas DataFrame."""
-    if isinstance(source, pa.Table) or (type(source).__module__.startswith("pandas")
-                                        and type(source).__name__ == "DataFrame"):
+    """The InputFiles of any source the API accepts: a path or URL, a list of paths/URLs/globs/directories,
+    a pyarrow Table, a pandas DataFrame or a Hugging Face datasets.Dataset."""
+    if isinstance(source, (pa.Table, pa.RecordBatch)) or _is_dataframe(source) or _is_hf_dataset(source):
         return table_input(source)
     if isinstance(source, (str, os.PathLike)):
         return resolve_inputs([source])
     if isinstance(source, (list, tuple)):
         return resolve_inputs(list(source))
-    raise TypeError(f"source must be a path, a list of paths/globs, a pyarrow Table or a pandas DataFrame; "
-                    f"got {type(source).__name__}")
+    raise TypeError(f"source must be a path or URL, a list of paths/URLs/globs, a pyarrow Table, a pandas DataFrame "
+                    f"or a datasets.Dataset; got {type(source).__name__}")

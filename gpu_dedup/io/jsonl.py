@@ -15,11 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from .batch import ReadReport, _Chunk, _FileReader, _Spec
+from .batch import ReadReport, _Chunk, _FileReader, _Spec, missing_text_field
 from .blocks import _UTF8_BOM, _read_blocks, _split_lines
 from .discover import InputFile
+from .remote import open_stream
 
-logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see write._quiet)
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
 
 
 _PREVIEW_CHARS = 80
@@ -75,6 +76,7 @@ class _JsonlReader(_FileReader):
         self.id_mode_line = 0
         self.id_type = pa.string()
         self.keep_seen = False
+        self.text_seen = False  # has a row of this file had the text field? (else a missing one is a wrong field)
         self.slow_blocks = 0
         self.blocks = 0
         # Arrow reads a missing key and an explicit null alike; `"key": null` anywhere in the block (even
@@ -85,7 +87,7 @@ class _JsonlReader(_FileReader):
     def chunks(self) -> Iterator[_Chunk]:
         line_base = 1
         try:
-            stream = pa.input_stream(self.f.path, compression=self.f.compression)
+            stream = open_stream(self.f)
         except (OSError, pa.ArrowException) as e:
             raise self.fatal(f"cannot open: {e}") from e
         with stream:
@@ -128,14 +130,17 @@ class _JsonlReader(_FileReader):
         self.blocks += 1
         r_starts, r_ends = starts[rows], ends[rows]
         spans_end = np.minimum(r_ends + 1, len(block))  # include the newline in the copied bytes
-        chunk = self._fast(block, r_starts, r_ends, line_base + int(rows[0]))
+        lines = line_base + rows
+        chunk = self._fast(block, r_starts, r_ends, int(lines[0]))
         if chunk is None:
             self.slow_blocks += 1
-            chunk, accepted = self._slow(block, r_starts, r_ends, line_base + rows)
-            r_starts, spans_end = r_starts[accepted], spans_end[accepted]
+            chunk, accepted = self._slow(block, r_starts, r_ends, lines)
+            r_starts, spans_end, lines = r_starts[accepted], spans_end[accepted], lines[accepted]
             if len(r_starts) == 0:
                 return None, newlines
         chunk.raw, chunk.starts, chunk.ends = block, r_starts, spans_end
+        if self.spec.positions:
+            chunk.positions = lines
         return chunk, newlines
 
     def _schema(self) -> pa.Schema:
@@ -193,6 +198,7 @@ class _JsonlReader(_FileReader):
                 return None  # missing vs null matters (a file must have the column): ask the line parser
             keep = kcol.combine_chunks().to_numpy(zero_copy_only=False).astype(np.float64)
         # Accepted: only now update the per-file state, exactly as the line parser would have.
+        self.text_seen = True
         if self.spec.keep_column:
             self.keep_seen |= kcol.null_count < len(kcol)
         ids = None
@@ -229,10 +235,15 @@ class _JsonlReader(_FileReader):
                 self.bad(f"not a JSON object (a JSON {_json_type(obj)}): {_preview(line)}", line=ln)
                 continue
             if spec.text_field not in obj:
-                keys = list(obj)[:10]
-                self.bad(f"missing text field {spec.text_field!r} (keys: {keys}); set text_field to the right "
-                         f"key", line=ln)
+                if self.text_seen:  # earlier rows have it: a bad record
+                    self.bad(f"missing text field {spec.text_field!r} (this record's fields: {list(obj)[:10]})",
+                             line=ln)
+                else:  # no row so far has it: most likely the wrong field
+                    reason, fix = missing_text_field(spec.text_field, list(obj), f"no record of {self.f.relpath} "
+                                                     f"up to this line has it", "this record's fields")
+                    self.bad(reason, line=ln, fix=fix)
                 continue
+            self.text_seen = True
             text = obj[spec.text_field]
             if not isinstance(text, str):
                 what = "null" if text is None else f"a JSON {_json_type(text)} ({_preview(text)}), not a string"

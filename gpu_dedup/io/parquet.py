@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .arrow import _ArrowReader
 from .batch import ReadReport, _Chunk, _FileReader, _join_chunks, _Spec
 from .discover import InputFile
+from .remote import open_parquet
 
-logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see write._quiet)
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
 
 
 # A file's rows are cut into *ranges* of rows_per_batch physical rows (the record batches a sequential
@@ -181,7 +181,7 @@ class _ParquetPool:
                               pool=self, index=index)
         plan = self.plans[index] = _ParquetPlan(index=index, reader=reader)
         try:
-            plan.pf = pq.ParquetFile(f.path)
+            plan.pf = open_parquet(f)
         except (OSError, pa.ArrowException) as e:
             plan.open_error = e
             return plan
@@ -305,7 +305,7 @@ class _ParquetPool:
         grp = plan.groups[j]
         table, failed = None, None
         try:
-            with pq.ParquetFile(plan.reader.f.path, metadata=plan.metadata) as pf:  # own handle per task
+            with open_parquet(plan.reader.f, metadata=plan.metadata) as pf:  # own handle per task
                 table = pf.read_row_groups([grp.g], columns=plan.columns, use_threads=True)
             if table.num_rows != grp.rows:
                 raise pa.ArrowInvalid(f"row group {grp.g} has {table.num_rows} rows, its metadata says {grp.rows}")

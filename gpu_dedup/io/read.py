@@ -1,5 +1,5 @@
 """Reading: a reader per input file (``open_readers``) and the batches of a run (``iter_batches``,
-``iter_rows``); ``check_unique_ids``.
+``iter_rows``). (``check_unique_ids`` is in ``ids``.)
 
 Reading (``iter_batches``)
     Files are read in order; every batch belongs to one file and holds at most ``batch_bytes`` of UTF-8
@@ -60,19 +60,18 @@ from __future__ import annotations
 
 import logging
 from contextlib import closing
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Iterator, Literal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .arrow import _ArrowReader
 from .batch import Batch, ReadReport, _FileReader, _Spec, _text_parts, generated_ids, make_spec
-from .discover import InputError, InputFile
+from .discover import InputFile
 from .jsonl import _JsonlReader
 from .parquet import _ParquetPool, _read_ahead, _read_threads
 
-logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see write._quiet)
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
 
 
 def open_readers(files: list[InputFile], spec: _Spec, report: ReadReport, batch_bytes: int,
@@ -157,26 +156,6 @@ def _batches(readers: Iterator[tuple[int, _FileReader]], report: ReadReport, bat
         skipped_here = len(report.skipped) - skipped_before
         if skipped_here:
             logger.warning("%s: skipped %d bad row(s) (see the read report)", reader.f.relpath, skipped_here)
-
-
-def check_unique_ids(ids: Sequence[pa.Array] | pa.ChunkedArray | pa.Array) -> None:
-    """Raise InputError naming up to 5 duplicated ids with their counts. Vectorised (Arrow hash)."""
-    if isinstance(ids, pa.Array):
-        ids = pa.chunked_array([ids])
-    elif not isinstance(ids, pa.ChunkedArray):
-        ids = pa.chunked_array(list(ids), type=pa.string()) if len(ids) else pa.chunked_array([], pa.string())
-    if len(ids) == 0 or pc.count_distinct(ids, mode="all").as_py() == len(ids):
-        return
-    counts = pc.value_counts(ids)
-    values, freq = counts.field("values"), counts.field("counts")
-    dup = pc.greater(freq, 1)
-    values, freq = values.filter(dup), freq.filter(dup)
-    order = pc.sort_indices(pa.table({"c": freq, "v": values}), sort_keys=[("c", "descending"), ("v", "ascending")])
-    top = order[:5].to_pylist()
-    shown = ", ".join(f"{values[i].as_py()!r} ({freq[i].as_py()} times)" for i in top)
-    more = f" and {len(values) - len(top)} more duplicated id(s)" if len(values) > len(top) else ""
-    raise InputError(f"ids must be unique; duplicated: {shown}{more}. Pass --id-field with a unique field (or "
-                     f"no id field, for generated '<file>:<row>' ids), or fix the data")
 
 
 def iter_rows(files: list[InputFile], rows: np.ndarray, **reader) -> Iterator[tuple[np.ndarray, pa.Array]]:

@@ -9,6 +9,9 @@ Writing
     time, each streamed in chunks); a file's first row number comes from the per-file row counts of the
     read (``file_rows``), or a counting pass when they are not given. Every file is written to a temporary
     name and renamed into place only after all inputs were read and every file's row count matched.
+
+Every path ``atomic_path`` writes is first passed to the hooks in ``WRITE_HOOKS`` (before its temporary file
+exists): ``gpu_dedup.outputs`` records there what a run writes in its output directory.
 """
 from __future__ import annotations
 
@@ -29,14 +32,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .arrow import _ArrowReader
-from .batch import ReadReport, _Spec, make_spec
+from .batch import ReadReport, _Spec, make_spec, quiet_logs
 from .blocks import _UTF8_BOM, _read_blocks, _split_lines
 from .discover import TABLE_OUTPUT_NAME, InputFile
 from .jsonl import _JsonlReader
 from .parquet import _read_threads
 from .read import open_readers
+from .remote import open_parquet, open_stream
 
-logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see write._quiet)
+logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
 
 
 _PARQUET_CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "brotli", "ZSTD": "zstd", "LZ4": "lz4",
@@ -59,11 +63,18 @@ def _fsync_path(path: str, directory: bool = False) -> None:
         os.close(fd)
 
 
+# Called with the absolute final path of every file ``atomic_path`` writes, before its temporary file is
+# created (so a record made there survives a kill at any later moment). Empty unless a run records its outputs.
+WRITE_HOOKS: list[Callable[[str], None]] = []
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     """Yield a temporary path next to ``path``; on success fsync it and rename it onto ``path``;
     on an exception delete it and re-raise. Readers never see a partial ``path``."""
     final = os.path.abspath(os.fspath(path))
+    for hook in tuple(WRITE_HOOKS):
+        hook(final)
     directory = os.path.dirname(final)
     os.makedirs(directory, exist_ok=True)
     # Leading dot: directory scans (resolve_inputs) skip it; unique suffix: concurrent writers never clash.
@@ -109,8 +120,9 @@ def write_json_atomic(obj: Any, path: str | os.PathLike) -> None:
             fh.write(text + "\n")
 
 
-def parquet_codec(pf_path: str) -> str:
-    md = pq.ParquetFile(pf_path).metadata
+def parquet_codec(f: InputFile) -> str:
+    """The compression of input Parquet file ``f``'s first column chunk (the codec its copy is written with)."""
+    md = open_parquet(f).metadata
     if md.num_row_groups and md.num_columns:
         return _PARQUET_CODECS.get(md.row_group(0).column(0).compression, "snappy")
     return "snappy"
@@ -341,7 +353,7 @@ def _count_rows(f: InputFile, spec: _Spec) -> int:
     if spec.on_error == "raise":
         try:
             if f.fmt == "parquet":
-                with pq.ParquetFile(f.path) as pf:
+                with open_parquet(f) as pf:
                     return pf.metadata.num_rows
             if f.fmt == "table" and f.table is not None:
                 return f.table.num_rows
@@ -351,7 +363,7 @@ def _count_rows(f: InputFile, spec: _Spec) -> int:
             pass  # the reader raises the error it would raise for this file
     report = ReadReport()
     # the write logs what the reader finds (files without ids, skipped rows...): not twice
-    with _quiet(), closing(open_readers([f], spec, report, _WRITE_CHUNK, all_columns=True, threads=1)) as readers:
+    with quiet_logs(), closing(open_readers([f], spec, report, _WRITE_CHUNK, all_columns=True, threads=1)) as readers:
         _, reader = next(readers)
         for _ in reader.chunks():
             pass
@@ -361,7 +373,7 @@ def _count_rows(f: InputFile, spec: _Spec) -> int:
 def _count_lines(f: InputFile) -> int:
     """Non-blank lines of a JSON Lines file, split as ``_JsonlReader`` splits them (leading BOM ignored)."""
     n = 0
-    with pa.input_stream(f.path, compression=f.compression) as stream:
+    with open_stream(f) as stream:
         for k, block in enumerate(_read_blocks(stream, _WRITE_CHUNK)):
             if k == 0 and block[:len(_UTF8_BOM)] == _UTF8_BOM:
                 block = block[len(_UTF8_BOM):]
@@ -370,33 +382,9 @@ def _count_lines(f: InputFile) -> int:
     return n
 
 
-_quiet_state = threading.local()
-
-
-class _QuietFilter(logging.Filter):
-    """Drops the package logger's records in a thread inside ``_quiet()``."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(_quiet_state, "on", False)
-
-
-logger.addFilter(_QuietFilter())
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """No log records from this package in this thread meanwhile."""
-    before = getattr(_quiet_state, "on", False)
-    _quiet_state.on = True
-    try:
-        yield
-    finally:
-        _quiet_state.on = before
-
-
 def _open_parquet_writer(stack: ExitStack, target: str, reader: _ArrowReader) -> pq.ParquetWriter:
     tmp = stack.enter_context(atomic_path(target))
-    codec = parquet_codec(reader.f.path) if reader.f.fmt == "parquet" else "snappy"
+    codec = parquet_codec(reader.f) if reader.f.fmt == "parquet" else "snappy"
     return pq.ParquetWriter(tmp, reader.schema, compression=codec)
 
 

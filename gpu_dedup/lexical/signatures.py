@@ -72,7 +72,8 @@ def read_signatures(files, cfg: RunConfig, device: str, report, timings: dict[st
     t = time.perf_counter()
     xp = array_module(device)
     ids = pa.chunked_array(col.ids, pa.string()).combine_chunks() if col.ids else pa.array([], pa.string())
-    io.check_unique_ids(pa.chunked_array([ids], pa.string()))
+    io.check_unique_ids(pa.chunked_array([ids], pa.string()), files, col.file_rows, id_field=cfg.id_field,
+                        text_field=cfg.text_field, on_error=cfg.on_error)
     if col.band_keys or work is None or cfg.memory_budget is None:
         keys = BandKeys(cfg.lsh.bands, matrix=_cat2(col.band_keys, cfg.lsh.bands, np.uint64, xp), device=device)
     else:  # with a budget and a work directory the band keys stay on disk, read one key range at a time

@@ -35,6 +35,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from ..config import is_int, is_real
 from ..constants import EXACT_SEED_HI, EXACT_SEED_LO
 from ..device import array_module, launch, to_device
 from ..lexical.normalize import arrow_text_buffers
@@ -73,9 +74,9 @@ class BloomConfig:
                 or self.expected_items < 1:
             raise ValueError(f"BloomConfig.expected_items must be a positive int, got {self.expected_items!r}; "
                              "pass the number of distinct items you expect (an overestimate is safe)")
-        if not isinstance(self.fp_rate, (int, float)) or not 0.0 < float(self.fp_rate) < 1.0:
+        if not is_real(self.fp_rate) or not 0.0 < float(self.fp_rate) < 1.0:
             raise ValueError(f"BloomConfig.fp_rate must be in (0, 1), got {self.fp_rate!r}; e.g. 1e-9")
-        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+        if not is_int(self.seed) or not 0 <= self.seed < 2**64:
             raise ValueError(f"BloomConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
         if self.mode not in get_args(BloomMode):
             raise ValueError(f"BloomConfig.mode must be one of {get_args(BloomMode)}, got {self.mode!r}")

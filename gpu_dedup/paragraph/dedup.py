@@ -2,22 +2,32 @@
 
 Units (declared policy, ``ParagraphConfig.split``)
     Lines are separated by "\\n"; a line holding only ASCII whitespace (space, tab, CR, VT, FF) is blank.
-    "paragraph" (default): a unit is a maximal run of non-blank lines, so one or more blank lines
-    separate paragraphs. "line": every non-blank line is a unit. A unit's span is trimmed of ASCII
-    whitespace at both ends; byte offsets are 0-based UTF-8 byte positions in the ORIGINAL document text.
+    "line" (default): every non-blank line is a unit. Extracted web text (WET files, trafilatura, jusText)
+    holds one paragraph per line with few or no blank lines, so this is the unit of Dolma's and RedPajama's
+    paragraph dedup; with blank-line blocks most web documents would be a single unit and nothing would
+    be cut. "paragraph": a unit is a maximal run of non-blank lines, so one or more blank lines separate
+    paragraphs (for text that marks paragraphs with blank lines: books, papers, Markdown). A unit's span
+    is trimmed of ASCII whitespace at both ends; byte offsets are 0-based UTF-8 byte positions in the
+    ORIGINAL document text.
 
 Identity
     A unit's key is the 128-bit hash (XXH64 with two seeds, ``bloom.HASH_DESCRIPTION``) of its
     normalized text (``normalize_doc`` on the span: NFKC-lowercase per codepoint, whitespace collapsed,
-    ends trimmed; a single newline inside a paragraph is whitespace). Units whose normalized text has
-    fewer than ``min_paragraph_bytes`` bytes are never removed and never inserted.
+    ends trimmed; a single newline inside a paragraph is whitespace).
+
+Minimum length
+    Units whose normalized text has fewer than ``min_paragraph_bytes`` bytes (default 32; 0 and 1 both mean
+    "every non-empty unit") are never removed and never inserted: headings ("SYNOPSIS", "Home",
+    "References", "Table of contents"), list markers and short code lines recur across documents without
+    being boilerplate, and cutting them breaks the document's structure while saving few bytes.
 
 Keep-first
     The first occurrence in input order (files in ``resolve_inputs`` order, rows in file order, units in
     document order) stays; later copies are cut from their documents. Batches go through
     ``bloom.keep_first`` (exact in-batch first occurrence by sort, then query, then insert), so the result
     does not depend on thread scheduling. In Bloom mode a false positive (rate ~ fp_rate up to the design
-    item count) removes a unit that was in fact new; ``mode="exact"`` removes none.
+    item count) removes a unit that was in fact new; ``mode="exact"`` removes none. ``progress=True``
+    shows a tqdm bar on stderr counting documents (off by default, like ``RunConfig.progress``).
 
 What is cut (reversible)
     A removed unit is cut together with ONE adjacent separator, so no blank-line runs pile up: the
@@ -50,14 +60,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import io
-from ..config import InputConfig, NormalizeConfig
+from ..config import InputConfig, NormalizeConfig, is_int
 from ..device import array_backend, array_module, batch_bytes, launch, resolve_device, simulator, to_device, to_host
+from ..engine import progress
 from ..lexical.normalize import _device_tables, arrow_text_buffers
 from .bloom import SEED1, SEED2, BloomConfig, BloomFilter, ExactSet, keep_first, make_seen_set
 
 logger = logging.getLogger(__name__)
 
 SplitMode = Literal["paragraph", "line"]
+OUTPUT_DIR = "paragraph_deduplicated"  # the cut documents, in OUT
 FLAGS = ("unchanged", "cut", "short", "empty")
 
 SPANS_SCHEMA = pa.schema([
@@ -72,16 +84,23 @@ DOCS_SCHEMA = pa.schema([
 
 @dataclass(frozen=True)
 class ParagraphConfig(InputConfig):
-    """split: "paragraph" | "line" (module docstring); normalize: normalization applied before hashing;
-    bloom: the seen-set (Bloom filter sizing, or mode="exact"); min_paragraph_bytes: shorter normalized
-    units are left alone; min_doc_bytes: changed documents left with fewer bytes are flagged "short";
+    """split: "line" (default) | "paragraph" (module docstring); normalize: normalization applied before
+    hashing; bloom: the seen-set (Bloom filter sizing, or mode="exact"); min_paragraph_bytes: units with
+    fewer normalized bytes are left alone (never removed, never inserted); min_doc_bytes: changed documents
+    left with fewer bytes are flagged "short"; progress: a tqdm bar on stderr (off in the API);
     id_field / text_field / batch_bytes / on_error: as in RunConfig."""
 
-    split: SplitMode = "paragraph"
+    split: SplitMode = "line"
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     bloom: BloomConfig = field(default_factory=BloomConfig)
-    min_paragraph_bytes: int = 1
+    # A minimum in normalized UTF-8 bytes, not words: the normalizer's byte count comes for free with the
+    # hash, and bytes work for every script, whereas a space-separated word count calls a whole Chinese or
+    # Japanese sentence one word. 32 bytes keeps headings and short lines ("SYNOPSIS", "Home",
+    # "Frequently asked questions", ~10 CJK characters, "return result;") in every document that has them,
+    # while boilerplate sentences (copyright lines, cookie and newsletter notices) are longer and still cut.
+    min_paragraph_bytes: int = 32
     min_doc_bytes: int = 50
+    progress: bool = False  # like RunConfig.progress: off in the API unless asked for
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -89,8 +108,10 @@ class ParagraphConfig(InputConfig):
             raise ValueError(f"ParagraphConfig.split must be one of {get_args(SplitMode)}, got {self.split!r}")
         for name in ("min_paragraph_bytes", "min_doc_bytes"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            if not is_int(v) or v < 0:
                 raise ValueError(f"ParagraphConfig.{name} must be an int >= 0, got {v!r}")
+        if not isinstance(self.progress, bool):
+            raise ValueError(f"ParagraphConfig.progress must be a bool, got {self.progress!r}")
         if not isinstance(self.normalize, NormalizeConfig):
             raise ValueError(f"ParagraphConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
         if not isinstance(self.bloom, BloomConfig):
@@ -312,7 +333,7 @@ def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir:
     docs_parts: list[pa.Table] = []
     t0 = time.perf_counter()
     t_batches = 0.0
-    with _Sinks(out) as sinks:
+    with _Sinks(out) as sinks, progress(cfg, "paragraph dedup") as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
                                      on_error=cfg.on_error, report=report):
             tb = time.perf_counter()
@@ -333,6 +354,7 @@ def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir:
             else:
                 sinks.write(spans, docs)
             counts["documents"] += n
+            bar.update(n)
             counts["units"] += int(res.units.sum())
             counts["units_eligible"] += res.eligible
             counts["units_removed"] += int(res.units_removed.sum())
@@ -348,7 +370,9 @@ def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir:
         "stage": "paragraph_dedup", "device": device, "array_backend": array_backend(device),
         "config": _cfg_dict(cfg),
         "policy": {"split": cfg.split, "units": "trimmed runs of non-blank lines" if cfg.split == "paragraph"
-                   else "trimmed non-blank lines", "keep": "first occurrence in input order",
+                   else "trimmed non-blank lines", "min_paragraph_bytes": max(1, cfg.min_paragraph_bytes),
+                   "short_units": "units with fewer normalized bytes are never removed nor inserted",
+                   "keep": "first occurrence in input order",
                    "cut": "unit plus one adjacent separator (before it if an earlier unit is kept, else after)"},
         "inputs": [f.relpath for f in files], "read": report.to_dict(), "counts": counts,
         "seen_set": seen.stats(),
@@ -358,7 +382,7 @@ def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir:
     if out is not None:
         t = time.perf_counter()
         stats["written"] = write_cut_documents(files, os.path.join(out, "removed_spans.parquet"),
-                                               os.path.join(out, "paragraph_deduplicated"), cfg)
+                                               os.path.join(out, OUTPUT_DIR), cfg)
         stats.setdefault("timings_s", {})["write_documents"] = time.perf_counter() - t
     stats.setdefault("timings_s", {}).update({"pass1": t_pass1, "kernels_and_cuts": t_batches})
     total = time.perf_counter() - t0
@@ -511,7 +535,7 @@ def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: Paragra
 
 def _parquet_writer(stack: Any, target: str, reader: Any) -> pq.ParquetWriter:
     tmp = stack.enter_context(io.atomic_path(target))
-    codec = io.parquet_codec(reader.f.path) if reader.f.fmt == "parquet" else "snappy"
+    codec = io.parquet_codec(reader.f) if reader.f.fmt == "parquet" else "snappy"
     w = pq.ParquetWriter(tmp, reader.schema, compression=codec)
     stack.callback(w.close)
     return w

@@ -124,11 +124,10 @@ def _parquet_texts(f: Any, text_field: str, id_field: str | None, ids: pa.Array,
     converted exactly as the reader converts them (integer ids as decimal strings, generated ids
     '<relpath>:<row>', invalid UTF-8 replaced by U+FFFD). None when the file's columns are not what the
     reader accepts: the sequential read then raises or reports what the run's reader would."""
-    import pyarrow.parquet as pq
 
     from .. import io
 
-    with pq.ParquetFile(f.path) as pf:
+    with io.open_parquet(f) as pf:
         md = pf.metadata
         schema = pf.schema_arrow
         if text_field not in schema.names or not io.is_stringish(schema.field(text_field).type):

@@ -1,6 +1,8 @@
 """The report's sections, one function each: HTML for the page, plots through it."""
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 import numpy as np
@@ -88,11 +90,39 @@ def _counts_section(page: _Page, n: int, by: dict[str, int], decisions: pa.Table
                    "below.</p>")
     reasons = [[k, f"{v:,}", _pct(v, n), "kept" if k in KEPT_REASONS else "removed"] for k, v in by.items()]
     return ("<h3>Per stage</h3>" + _table(["stage", "removed", "documents left", "% of input"], rows)
+            + _semantic_long_text(page, stats)
             + "<h3>Per reason</h3>" + _table(["reason", "documents", "% of input", ""], reasons, left=1)
             + page.img("counts", lambda: _plot_counts(by), "documents per decision reason")
             + "<p class=\"note\">exact = identical normalized text (short_exact_duplicate: documents with fewer "
               "words than the shingle size, which only the exact stage can remove); near = removed for a kept "
               "document at (verified) Jaccard ≥ θ; representative = kept document with duplicates.</p>" + against)
+
+
+def _semantic_long_text(page: _Page, stats: dict) -> str:
+    """One line on the semantic stage's documents longer than the model's max_seq_length (``long_text`` of
+    run.json's semantic stage, else of semantic.json next to the report); empty without such documents."""
+    sem = (stats.get("stages") or {}).get("semantic")
+    if sem is None:
+        return ""
+    lt = sem.get("long_text")
+    if lt is None:
+        try:
+            with open(os.path.join(os.path.dirname(page.plot_dir), "semantic.json"), encoding="utf-8") as fh:
+                lt = json.load(fh).get("long_text")
+        except (OSError, ValueError):
+            return ""
+    if not lt or not lt.get("over_max_seq_length"):
+        return ""
+    seq, over = lt.get("max_seq_length"), lt["over_max_seq_length"]
+    text = (f"Semantic stage: {over:,} of {lt.get('documents', 0):,} documents "
+            f"({_pct(over, lt.get('documents', 0))}) are longer than the embedding model's max_seq_length = {seq} "
+            f"tokens (longest: {lt.get('max_tokens', 0):,} tokens counted). ")
+    if lt.get("policy") == "mean":
+        return (f"<p class=\"note\">{_e(text)}They were embedded whole, as the mean of their windows of {seq} "
+                f"tokens (long_text = mean).</p>")
+    return (f"<p class=\"warn\">{_e(text)}The model embedded only their first {seq} tokens (long_text = truncate): "
+            "documents sharing a long beginning look identical to it. <code>--long-text mean</code> embeds whole "
+            "texts.</p>")
 
 
 def _clusters_section(page: _Page, decisions: pa.Table) -> str:
@@ -127,14 +157,14 @@ def _excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict
         parts.append(f"<h3>Cluster of {v.size:,} documents, kept: <code>{_e(rid)}</code></h3>")
         if texts is None:
             members = ", ".join(f"<code>{_e(ids[m].as_py())}</code> ({_e(reason[m].as_py())}"
-                                + (f", J = {jac[m].as_py():.3f}" if jac[m].is_valid else "") + ")"
+                                + (f", J with kept = {jac[m].as_py():.3f}" if jac[m].is_valid else "") + ")"
                                 for m in v.members)
             parts.append(f"<p>members: {members}{' …' if v.size - 1 > len(v.members) else ''}</p>")
             continue
         for m in v.members:
             left, right = diff_words(texts[v.rep], texts[m])
             j = jac[m].as_py()
-            jtxt = f"J = {j:.3f}" if j is not None else "J not measured"
+            jtxt = f"J with kept = {j:.3f}" if j is not None else "J not measured"
             parts.append(
                 "<div class=\"pair\">"
                 f"<div><div class=\"head\">kept <code>{_e(rid)}</code></div><div class=\"doc\">{left}</div></div>"

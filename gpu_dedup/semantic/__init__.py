@@ -8,6 +8,12 @@ Stages (each a module of this package; ``run.semantic_dedup`` chains them over s
    dropped anyway and an English WordPiece token averages ~4-5 characters, so a 1 MB document costs what a
    2.5 KB one does; 0 = no cut), sorted by length, tokenized two batches ahead in threads, and run under
    ``torch.inference_mode``: float16 on a GPU, float32 on the CPU. Rows are L2-normalised in float32.
+   Long texts (``long_text``): ``"truncate"`` (default) embeds the first ``max_seq_length`` tokens, so documents
+   sharing a long beginning look identical; ``"mean"`` embeds windows of ``max_seq_length`` tokens covering the
+   whole text and takes their token-weighted mean (``embed.embed_documents``). Either way every text's tokens
+   are counted (a copy of the model's tokenizer, in a thread next to the embedding) and semantic.json's
+   ``long_text`` reports how many documents are longer than ``max_seq_length``; on the CPU the first forward
+   pass is timed and a long estimated embedding time is logged before the run (``embed_estimate``).
    ``embed.EmbeddingCache`` stores them per text hash (128-bit XXH64 pair of the raw UTF-8 text) under a
    key of the model's file contents and the settings, so an unchanged text is never embedded twice.
 2. **Cluster** (``clustering.kmeans``): spherical k-means (centroids renormalised each iteration;
@@ -57,13 +63,14 @@ from .config import (
     SEMANTIC_SCHEMA,
     Chain,
     KMeansBackend,
+    LongText,
     Precision,
     SemanticConfig,
     default_n_clusters,
     semantic_keep_column,
     threshold32,
 )
-from .embed import EmbeddingCache, embed_texts, text_hashes
+from .embed import Embedded, EmbeddingCache, FirstBatch, count_tokens, embed_documents, embed_texts, text_hashes
 from .model import (
     embedding_dtype,
     load_model,
@@ -78,9 +85,10 @@ from .select import cluster_order, decisions_table, merge_decisions, removal_swe
 
 __all__ = [
     "CACHE_FORMAT", "DEFAULT_MODEL", "DEFAULT_SWEEP", "PAIR_KINDS", "REGIONS", "SEMANTIC_REASONS", "SEMANTIC_SCHEMA",
-    "Chain", "Clusters", "CompareResult", "EmbeddingCache", "KMeansBackend", "Precision", "SemanticConfig",
-    "SemanticResult", "cluster_order", "compare", "decisions_table", "default_n_clusters", "embed_texts",
-    "embedding_dtype", "kmeans", "load_model", "max_sim_to_earlier", "merge_decisions", "model_fingerprint",
-    "plot_pairs", "removal_sweep", "resolve_model_path", "resolve_torch_device", "semantic_decisions",
-    "semantic_dedup", "semantic_keep_column", "text_hashes", "threshold32", "torch_device", "within_cluster_max_sim",
+    "Chain", "Clusters", "CompareResult", "Embedded", "EmbeddingCache", "FirstBatch", "KMeansBackend", "LongText",
+    "Precision", "SemanticConfig", "SemanticResult", "cluster_order", "compare", "count_tokens", "decisions_table",
+    "default_n_clusters", "embed_documents", "embed_texts", "embedding_dtype", "kmeans", "load_model",
+    "max_sim_to_earlier", "merge_decisions", "model_fingerprint", "plot_pairs", "removal_sweep", "resolve_model_path",
+    "resolve_torch_device", "semantic_decisions", "semantic_dedup", "semantic_keep_column", "text_hashes",
+    "threshold32", "torch_device", "within_cluster_max_sim",
 ]

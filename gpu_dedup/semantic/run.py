@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .. import io
 from .._version import __version__
 from ..config import RunConfig
 from ..device import batch_bytes
 from .config import CACHE_FORMAT, SemanticConfig, semantic_keep_column
-from .embed import EmbeddingCache, embed_texts, text_hashes
+from .embed import EmbeddingCache, count_tokens, embed_documents, text_hashes
 from .model import embedding_dtype, load_model, model_fingerprint, resolve_model_path, resolve_torch_device
 from .select import _decide
 
@@ -53,21 +54,65 @@ class _Embedded:
     reused: int = 0
     embedded: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    tokens: np.ndarray | None = None  # int64 (n, 2): token count, truncated 0/1; -1 where not counted
+    windows: int = 0
+    estimate: dict[str, Any] | None = None
+
+
+ESTIMATE_LOG_S = 60.0  # an estimated CPU embedding time above this is logged before the long run
+
+
+def _estimated_documents(files, batch) -> int:
+    """Documents in the whole input: exact for Parquet and tables; JSON Lines from the file sizes and the text
+    bytes per document of ``batch`` (compressed files: assumed 4x smaller than their text)."""
+    import pyarrow.compute as pc
+
+    per_doc = max(int(pc.sum(pc.binary_length(batch.text)).as_py() or 0), 1) / max(len(batch), 1)
+    total = 0
+    for f in files:
+        try:
+            if f.fmt == "table":
+                total += f.table.num_rows
+            elif f.fmt == "parquet":
+                total += io.open_parquet(f).metadata.num_rows
+            else:
+                total += int(io.file_size(f) * (4 if f.compression else 1) / per_doc)
+        except Exception:  # noqa: BLE001 - an estimate only; the reader reports bad files
+            continue
+    return total
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
+
+
+def _estimator(files, batch, to_embed: int, emb: "_Embedded", device: str):
+    """The ``on_first_batch`` callback of the first embedding call: extrapolate the first forward pass to the
+    rest of the input (this batch's cache-hit rate assumed), record it, log it when it is long."""
+    def on_first(fb) -> None:
+        left = max(_estimated_documents(files, batch) - batch.row_start, len(batch))
+        seconds = fb.estimated_seconds / max(to_embed, 1) * left * to_embed / max(len(batch), 1)
+        emb.estimate = {"seconds": seconds, "documents_left": left, "first_batch_texts": fb.texts,
+                        "first_batch_seconds": fb.seconds, "tokens_per_s": fb.padded_tokens / max(fb.seconds, 1e-9)}
+        if seconds > ESTIMATE_LOG_S:
+            logger.warning("semantic: embedding about %s documents on the %s will take about %s (%.0f tokens/s "
+                           "measured on the first batch of %d texts); a GPU, a smaller model or the embedding "
+                           "cache of an earlier run shorten it", f"{left:,}", device.upper(), _duration(seconds),
+                           emb.estimate["tokens_per_s"], fb.texts)
+    return on_first
 
 
 def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: EmbeddingCache | None,
                 report, given: np.ndarray | None = None) -> tuple[_Embedded, Any]:
     """Stream the input once: hash every text, take cached rows, embed the rest (model loaded lazily,
-    only if something is missing). With ``given`` (precomputed embeddings), take its rows instead."""
+    only if something is missing), count tokens. With ``given`` (precomputed embeddings), take its rows."""
     from tqdm.auto import tqdm
-
-    from .. import io
 
     dtype = embedding_dtype(cfg, device)
     kc = semantic_keep_column(cfg.keep)
-    ids, hashes, parts, values = [], [], [], []
+    ids, hashes, parts, values, tokens = [], [], [], [], []
     model = None
-    reused = embedded = 0
+    out = _Embedded(pa.array([], pa.string()), np.zeros((0, 2), np.uint64), np.zeros((0, 0), np.float32), None)
     t_read = t_embed = t_model = 0.0
     t = time.perf_counter()
     with tqdm(desc="semantic: embed", unit="doc", unit_scale=True, disable=not run.progress, leave=False) as bar:
@@ -77,6 +122,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
             t0 = time.perf_counter()
             t_read += t0 - t
             h = text_hashes(batch.text)
+            tok = cache.lookup_tokens(h) if cache is not None else np.full((len(h), 2), -1, np.int64)
             if given is not None:
                 emb = given[batch.row_start:batch.row_start + len(h)]
                 if emb.shape[0] != len(h):
@@ -85,43 +131,79 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
             else:
                 found, cached = cache.lookup(h) if cache is not None else (np.zeros(len(h), bool), None)
                 missing = np.flatnonzero(~found)
+                recount = np.flatnonzero(found & (tok[:, 0] < 0))  # cached by a run that did not count
+                if (missing.shape[0] or recount.shape[0]) and model is None:
+                    t_load = time.perf_counter()
+                    model = load_model(cfg.model, device, max_seq_length=cfg.max_seq_length, dtype=dtype)
+                    t_model = time.perf_counter() - t_load
                 new = None
                 if missing.shape[0]:
-                    if model is None:
-                        t_load = time.perf_counter()
-                        model = load_model(cfg.model, device, max_seq_length=cfg.max_seq_length, dtype=dtype)
-                        t_model = time.perf_counter() - t_load
                     texts = batch.text.take(pa.array(missing, pa.int64())).to_pylist()
-                    new = embed_texts(model, texts, batch_size=cfg.batch_size, device=device,
-                                      chars_per_token=cfg.chars_per_token)
+                    first = _estimator(files, batch, len(missing), out, device) \
+                        if device == "cpu" and out.estimate is None else None
+                    res = embed_documents(model, texts, batch_size=cfg.batch_size, device=device,
+                                          chars_per_token=cfg.chars_per_token, long_text=cfg.long_text,
+                                          window_overlap=cfg.window_overlap, on_first_batch=first)
+                    new = res.embeddings
+                    tok[missing] = np.stack([res.tokens, res.truncated], axis=1)
+                    out.windows += res.windows
+                if recount.shape[0]:
+                    mean = cfg.long_text == "mean"
+                    n_tok, trunc = count_tokens(model, batch.text.take(pa.array(recount, pa.int64())).to_pylist(),
+                                                chars_per_token=0 if mean else cfg.chars_per_token)
+                    tok[recount] = np.stack([n_tok, trunc & (not mean)], axis=1)
                 d = new.shape[1] if new is not None else cached.shape[1]
                 emb = np.empty((len(h), d), np.float32)
                 if found.any():
                     emb[found] = cached
                 if new is not None:
                     emb[missing] = new
-                reused += int(found.sum())
-                embedded += int(missing.shape[0])
+                out.reused += int(found.sum())
+                out.embedded += int(missing.shape[0])
             ids.append(batch.ids)
             hashes.append(h)
             parts.append(emb)
+            tokens.append(tok)
             if kc:
                 values.append(np.asarray(batch.keep_values, np.float64))
             bar.update(len(h))
             t = time.perf_counter()
             t_embed += t - t0
     all_ids = pa.chunked_array(ids, pa.string()).combine_chunks() if ids else pa.array([], pa.string())
-    io.check_unique_ids(all_ids)
+    io.check_unique_ids(all_ids, files, id_field=run.id_field, text_field=run.text_field, on_error=run.on_error)
     n = len(all_ids)
     if given is not None and given.shape[0] != n:
         raise ValueError(f"embeddings has {given.shape[0]} rows but the input has {n} documents; pass one row per "
                          "input document, in input order")
     d = parts[0].shape[1] if parts else (given.shape[1] if given is not None else 0)
-    out = _Embedded(all_ids, np.concatenate(hashes) if hashes else np.zeros((0, 2), np.uint64),
-                    np.concatenate(parts) if parts else np.zeros((0, d), np.float32),
-                    np.concatenate(values) if kc and values else (np.zeros(0) if kc else None),
-                    reused, embedded, {"read": t_read, "load_model": t_model, "embed": t_embed - t_model})
+    out.ids = all_ids
+    out.hashes = np.concatenate(hashes) if hashes else np.zeros((0, 2), np.uint64)
+    out.embeddings = np.concatenate(parts) if parts else np.zeros((0, d), np.float32)
+    out.keep_values = np.concatenate(values) if kc and values else (np.zeros(0) if kc else None)
+    out.tokens = np.concatenate(tokens) if tokens else np.zeros((0, 2), np.int64)
+    out.timings = {"read": t_read, "load_model": t_model, "embed": t_embed - t_model}
     return out, model
+
+
+def _long_text_stats(cfg: SemanticConfig, emb: _Embedded, seq: int | None) -> dict[str, Any] | None:
+    """semantic.json's ``long_text``: the policy, and the documents longer than max_seq_length tokens."""
+    tok = emb.tokens
+    known = tok[:, 0] >= 0 if tok is not None else np.zeros(0, bool)
+    if not known.any():
+        return None
+    counts, trunc = tok[known, 0], tok[known, 1] > 0
+    over = int((counts > seq).sum()) if seq else 0
+    n = int(known.sum())
+    cut = cfg.long_text == "truncate" and cfg.chars_per_token > 0 and seq
+    return {"policy": cfg.long_text, "max_seq_length": seq,
+            "window_overlap": cfg.window_overlap if cfg.long_text == "mean" else None,
+            "documents": n, "over_max_seq_length": over, "over_fraction": over / n,
+            "truncated": int(trunc.sum()), "truncated_fraction": float(trunc.mean()),
+            "max_tokens": int(counts.max()),
+            "tokens_counted_on": (f"the first chars_per_token x max_seq_length = {cfg.chars_per_token * seq:,} "
+                                  "characters; a longer text's count is scaled by its length (an estimate)")
+            if cut else "the whole text",
+            "windows_embedded": emb.windows if cfg.long_text == "mean" else None}
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
@@ -146,8 +228,6 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
     With ``output_dir``: writes semantic_decisions.parquet, semantic.json, semantic/centroids.npy, and the
     embedding cache (default OUT/semantic/embeddings/<key>/, holding this run's rows in input order).
     """
-    from .. import io
-
     cfg = cfg or SemanticConfig()
     run = run or RunConfig()
     device = resolve_torch_device(device)
@@ -158,7 +238,8 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
         path = resolve_model_path(cfg.model)  # fail fast, before reading anything
         fingerprint = model_fingerprint(path)
         dtype = embedding_dtype(cfg, device)
-        key, meta = EmbeddingCache.key_for(fingerprint, cfg.max_seq_length, dtype, cfg.chars_per_token)
+        key, meta = EmbeddingCache.key_for(fingerprint, cfg.max_seq_length, dtype, cfg.chars_per_token,
+                                           cfg.long_text, cfg.window_overlap)
     else:
         path = fingerprint = None
         dtype = "float32"
@@ -170,23 +251,32 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
     emb, model = _embed_pass(files, cfg, run, device, cache if given is None else None, report, given)
     n = len(emb.ids)
     logger.info("semantic: %d documents embedded, %d reused from the cache", emb.embedded, emb.reused)
+    seq = int(model.max_seq_length) if model is not None and model.max_seq_length else (
+        (cache.found_meta.get("effective_max_seq_length") if cache is not None else None) or cfg.max_seq_length)
+    long_text = _long_text_stats(cfg, emb, seq)
+    if long_text and long_text["truncated"]:
+        logger.warning("semantic: %s of %s documents (%.1f%%) are longer than max_seq_length = %s tokens (up to %s "
+                       "counted): the model embedded only their beginning; long_text='mean' (--long-text mean) "
+                       "embeds whole texts", f"{long_text['truncated']:,}", f"{long_text['documents']:,}",
+                       100 * long_text["truncated_fraction"], seq, f"{long_text['max_tokens']:,}")
     table, stats, clusters = _decide(emb.ids, emb.embeddings, cfg, device, emb.keep_values)
     timings = {**emb.timings, **stats.pop("timings_s")}
     emb_path = None
     if cache is not None:
         t = time.perf_counter()
         emb_path = os.path.join(cache.path, "embeddings.npy")
-        if (emb.embedded or given is not None or cache.rows != n or n == 0
+        if (emb.embedded or given is not None or cache.rows != n or n == 0 or not cache.has_tokens
                 or not np.array_equal(np.load(os.path.join(cache.path, "text_hashes.npy")), emb.hashes)):
-            emb_path = cache.write(emb.hashes, emb.embeddings)  # (rows all reused in the same order: kept as is)
+            # (rows all reused in the same order: kept as is)
+            emb_path = cache.write(emb.hashes, emb.embeddings, emb.tokens if given is None else None,
+                                   effective_max_seq_length=seq if given is None else None)
         timings["cache_write"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t_start
     stats = {
         "gpu_dedup_version": __version__, "device": device,
         "config": cfg.to_dict(),
         "model": {"name": cfg.model if given is None else "precomputed", "path": path, "fingerprint": fingerprint,
-                  "dtype": dtype, "max_seq_length": int(model.max_seq_length) if model is not None
-                  and model.max_seq_length else cfg.max_seq_length,
+                  "dtype": dtype, "max_seq_length": seq,
                   "dim": int(emb.embeddings.shape[1]) if emb.embeddings.ndim == 2 else 0},
         "inputs": [f.relpath for f in files],
         "input_paths": [f.path for f in files],
@@ -194,6 +284,8 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
         "read": report.to_dict(),
         "embedding_cache": {"dir": cache.path if cache else None, "key": key, "reused": emb.reused,
                             "embedded": emb.embedded, "embeddings_path": emb_path},
+        "long_text": long_text,
+        "embed_estimate": emb.estimate,
         **stats,
         "timings_s": timings,
         "embed_docs_per_s": emb.embedded / timings["embed"] if emb.embedded and timings["embed"] > 0 else None,

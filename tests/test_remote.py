@@ -249,6 +249,29 @@ def test_pipeline_on_memory_corpus_equals_local_run(mem, tmp_path):
     assert again.equals(local)
 
 
+def test_a_run_over_a_remote_corpus_writes_its_outputs_locally(mem, tmp_path):
+    """-o with remote inputs: deduplicated/ holds the kept records of every file (Parquet with its own codec)
+    at the inputs' relative layout, byte for byte what the same run over a local copy writes; the report too."""
+    fs, url = mem
+    layout = _layout(_corpus(240, seed=4))
+    _put_memory(fs, url, layout)
+    _put_local(tmp_path / "data", layout)
+    local = gpu_dedup.deduplicate(str(tmp_path / "data"), output_dir=tmp_path / "local")
+    remote = gpu_dedup.deduplicate(url, output_dir=tmp_path / "remote")
+    assert remote.decisions.equals(local.decisions)
+    for rel in layout:
+        a, b = tmp_path / "local" / "deduplicated" / rel, tmp_path / "remote" / "deduplicated" / rel
+        if rel.endswith(".parquet"):
+            assert pq.read_table(b).equals(pq.read_table(a))
+            assert pq.ParquetFile(b).metadata.row_group(0).column(0).compression == \
+                pq.ParquetFile(a).metadata.row_group(0).column(0).compression
+        else:
+            assert b.read_bytes() == a.read_bytes(), rel
+    assert (tmp_path / "remote" / "report.html").exists()
+    read = [r.stats["bytes_read"]["deduplicated_input_files"] for r in (remote, local)]
+    assert read[0] == read[1] > 0
+
+
 def test_write_kept_of_remote_jsonl_inputs_lands_locally_with_the_same_layout(mem, tmp_path):
     """Outputs are never written back to the remote store: the kept records of a remote input go under the
     local output folder, at their relative path, byte for byte as for a local input."""

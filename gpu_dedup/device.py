@@ -87,6 +87,14 @@ def launch(device: str, name: str, items: int, *args, family: str | None = None)
 _compile_seen: set[str] = set()  # kernels checked for cached machine code in this process ("" once said)
 
 
+def note_compiling(device: str, names: tuple[str, ...] = ("normalize_sizes", "minhash_signatures")) -> None:
+    """Before a stage starts its progress bar: say now, rather than inside the bar, when its CPU kernels
+    (``names``) will be compiled (first run only). The GPU kernels compile in the background of a launch."""
+    if device != "cuda":
+        for name in names:
+            _note_compiling(getattr(kernels(device), name))
+
+
 def _note_compiling(k) -> None:
     """Say once per process when a CPU kernel has no cached machine code yet: the first run compiles them all
     (README: about 20 s on 2 cores), later runs load them from the cache in milliseconds."""

@@ -30,7 +30,7 @@ from ._version import __version__
 from .config import RunConfig
 from .contract import contract, contract_fingerprint
 from .decisions import summary_counts
-from .device import array_backend, batch_bytes, cache_bytes, resolve_device, set_threads
+from .device import array_backend, batch_bytes, cache_bytes, note_compiling, resolve_device, set_threads
 from .engine import TextCache, dask_client, known_text_bytes
 from .lexical.decide import Decided, decide
 from .lexical.signatures import Documents, read_signatures, reader_name
@@ -154,6 +154,7 @@ def _run(source: Any, cfg: RunConfig, device: str, threads: int, t_start: float,
     report = io.ReadReport()
     cache = _text_cache(cfg, device, files)
 
+    note_compiling(device)  # before pass 1's progress bar
     with dask_client(engine, workers, scheduler, device) as client:
         docs = read_signatures(files, cfg, device, report, timings, work, client, cache)
     decided = decide(cfg, device, files, docs, timings, index, cache)

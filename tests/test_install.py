@@ -1,7 +1,11 @@
 """What README promises works with the install command README gives (pyproject's core dependencies)."""
 import re
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

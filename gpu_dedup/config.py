@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -27,8 +28,8 @@ def is_int(value: Any) -> bool:
 
 
 def is_real(value: Any) -> bool:
-    """A finite int or float that is not a bool."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite real number (Python or NumPy) that is not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def did_you_mean(name: str, choices: Any) -> str:

@@ -25,6 +25,11 @@ IMAGE_MAX_ITERATIONS = 8
 TABLES_FORMAT_VERSION = 1
 TABLES_SPACE_FLAG = 0x80
 
+# ------------------------------------------------------------------------------------------- file formats
+# The "format" of the manifests the tool writes: discovery recognises (and never ingests) these directories.
+WORKDIR_FORMAT = "gpu_dedup-workdir"
+INDEX_FORMAT = "gpu_dedup-index"
+
 # ------------------------------------------------------------------------------------------------ limits
 MAX_NGRAM = 64           # ShingleConfig's bound on n: the GPU's shingle ring buffer is a fixed-size array
 MAX_NUM_PERM = 4096      # MinHashConfig's bound on K: the GPU MinHash kernel keeps K / 128 minima per thread

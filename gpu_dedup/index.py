@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from . import io
 from .config import RunConfig
+from .constants import INDEX_FORMAT
 from .contract import check_contract, contract, contract_fingerprint
 from .device import repeat_index, to_device, to_host
 from .engine import prefetched
@@ -41,7 +42,7 @@ from .outputs import LOCK, LOCK_INFO, ManifestError, check_directory, read_manif
 
 logger = logging.getLogger(__name__)
 
-FORMAT = "gpu_dedup-index"
+FORMAT = INDEX_FORMAT
 INDEX_VERSION = 1
 
 

@@ -36,13 +36,13 @@ import re
 import socket
 import sys
 import threading
-import uuid
 from contextlib import ExitStack, contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
 import filelock
 
-from .io.write import WRITE_HOOKS
+from .io.remote import is_url
+from .io.write import WRITE_HOOKS, write_json_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -76,10 +76,6 @@ class ManifestError(ValueError):
 
 # ---------------------------------------------------------------------------------------------- where
 
-def _is_remote(p: str) -> bool:
-    return "://" in p
-
-
 def input_roots(source: Any) -> list[str]:
     """Real paths of the local inputs ``source`` names: files, directories and what glob patterns match
     (directories searched recursively count as a whole). In-memory tables and remote URLs name none."""
@@ -94,7 +90,7 @@ def input_roots(source: Any) -> list[str]:
         if not isinstance(arg, (str, os.PathLike)):
             continue
         a = os.fspath(arg)
-        if _is_remote(a):
+        if is_url(a):
             continue
         matches = [a] if os.path.exists(a) else (sorted(glob.glob(a, recursive=True)) if glob.has_magic(a) else [])
         roots.extend(os.path.realpath(m) for m in matches)
@@ -108,7 +104,7 @@ def _within(path: str, root: str) -> bool:
 def check_outside_inputs(targets: Mapping[str, Any], roots: Sequence[str]) -> None:
     """Refuse any target directory (label -> path or None) at or under an input root (``input_roots``)."""
     for label, target in targets.items():
-        if target is None or _is_remote(os.fspath(target)):
+        if target is None or is_url(os.fspath(target)):
             continue
         real = os.path.realpath(os.fspath(target))
         for root in roots:
@@ -192,15 +188,8 @@ def _write_info(directory: str) -> None:
 
 
 def _write_json(path: str, obj: Any) -> None:
-    """Atomic JSON write that is not recorded as an output (the tool's own state files)."""
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(obj, indent=2) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
+    """The tool's own state files (manifest, lock info): atomic, and not recorded as outputs."""
+    write_json_atomic(obj, path, record=False)
 
 
 def _unlink(path: str) -> bool:

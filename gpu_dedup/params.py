@@ -35,6 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .config import PRESETS, RunConfig, is_real
 from .constants import MAX_NUM_PERM
 
 logger = logging.getLogger(__name__)
@@ -47,12 +48,8 @@ _PLOT_SUFFIXES = (".png", ".svg")
 
 
 # ----------------------------------------------------------------------------------------------- validation
-def _is_real(x: object) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
 def _check_theta(theta: float) -> float:
-    if not _is_real(theta) or not 0.0 < float(theta) < 1.0:
+    if not is_real(theta) or not 0.0 < float(theta) < 1.0:
         raise ValueError(f"threshold (theta) must be a Jaccard similarity in the open interval (0, 1), "
                          f"got {theta!r}; use e.g. 0.8")
     return float(theta)
@@ -74,7 +71,7 @@ def _check_num_perm(num_perm: object) -> int:
 def _check_sims(sims: Sequence[float]) -> tuple[float, ...]:
     out = []
     for s in sims:
-        if not _is_real(s) or not 0.0 <= float(s) <= 1.0:
+        if not is_real(s) or not 0.0 <= float(s) <= 1.0:
             raise ValueError(f"similarities must be in [0, 1], got {s!r} in sims={tuple(sims)!r}; "
                              "use e.g. 0.5,0.7,0.8,0.9")
         out.append(float(s))
@@ -82,7 +79,7 @@ def _check_sims(sims: Sequence[float]) -> tuple[float, ...]:
 
 
 def _check_recall(recall: object) -> float:
-    if not _is_real(recall) or not 0.0 < float(recall) < 1.0:
+    if not is_real(recall) or not 0.0 < float(recall) < 1.0:
         raise ValueError(f"recall (the P(θ) to reach) must be in the open interval (0, 1), got {recall!r}; "
                          "use e.g. 0.99")
     return float(recall)
@@ -90,7 +87,7 @@ def _check_recall(recall: object) -> float:
 
 def _check_weights(fp_weight: float, fn_weight: float) -> tuple[float, float]:
     for name, w in (("fp_weight", fp_weight), ("fn_weight", fn_weight)):
-        if not _is_real(w) or not math.isfinite(float(w)) or float(w) < 0:
+        if not is_real(w) or float(w) < 0:
             raise ValueError(f"{name} must be a finite number >= 0, got {w!r}")
     if float(fp_weight) + float(fn_weight) <= 0:
         raise ValueError(f"fp_weight and fn_weight cannot both be 0, got {fp_weight!r} and {fn_weight!r}; "
@@ -378,8 +375,6 @@ def recommend_verified(theta: float, num_perm: int, recall: float = DEFAULT_RECA
 
 def preset_choices(theta: float) -> list[tuple[str, int, int, int, bool, float, float]]:
     """(preset, bands, rows, num_perm, verify, P(theta), FP area at theta) of every ``RunConfig.preset``."""
-    from .config import PRESETS, RunConfig
-
     theta = _check_theta(theta)
     cfgs = [(name, RunConfig.preset(name)) for name in PRESETS]
     return [(name, c.lsh.bands, c.lsh.rows, c.minhash.num_perm, c.cluster.verify,

@@ -140,20 +140,19 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     with own(out, work_dir=wd, index_dir=save_index, command="deduplicate", overwrite=overwrite, resume=resume,
              roots=roots, flag="overwrite=True"):
         work = WorkDir(wd, contract_fingerprint(contract(cfg)), resume) if wd is not None else None
-        result = _run(source, cfg, device, threads, t_start, files, index, out, work, semantic, save_index,
-                      (engine, workers, scheduler))
+        result = _run(source, cfg, device, threads=threads, t_start=t_start, files=files, index=index, out=out,
+                      work=work, semantic=semantic, save_index=save_index, engine_args=(engine, workers, scheduler))
     logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
     return result
 
 
-def _run(source: Any, cfg: RunConfig, device: str, threads: int, t_start: float, files, index, out: str | None,
+def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: float, files, index, out: str | None,
          work: WorkDir | None, semantic: Any, save_index, engine_args: tuple) -> DedupResult:
     """``deduplicate`` once its directories are owned: pass 1, decide, semantic, index, write."""
     engine, workers, scheduler = engine_args
     timings: dict[str, float] = {}
     report = io.ReadReport()
     cache = _text_cache(cfg, device, files)
-
     note_compiling(device)  # before pass 1's progress bar
     with dask_client(engine, workers, scheduler, device) as client:
         docs = read_signatures(files, cfg, device, report, timings, work, client, cache)

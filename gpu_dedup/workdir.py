@@ -9,8 +9,8 @@ is reused only if all of these still match; anything missing, truncated, corrupt
 recomputed, never trusted, and the log says why.
 
 The input's stamp proves it is the file the piece was computed from:
-  - its path and size, and ``content``: the XXH3-128 of the whole file (BLAKE2b-128 when the xxhash package
-    is missing; the name of the hash is part of the value), computed after pass 1 read it, recorded only
+  - its path and size, and ``content``: the XXH3-128 of the whole file (the name of the hash is part of
+    the value), computed after pass 1 read it, recorded only
     when the file's (device, inode, size, mtime, ctime) did not change from before pass 1 read it to after
     the hash (else the piece is stored but never reused);
   - its (device, inode, mtime, ctime) in nanoseconds. On resume a file whose size differs is changed; one
@@ -33,13 +33,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .constants import WORKDIR_FORMAT
 from .io import write_json_atomic, write_parquet_atomic
 from .outputs import ManifestError, read_manifest, require_keys
 
 logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-FORMAT = "gpu_dedup-workdir"
+FORMAT = WORKDIR_FORMAT
 VERSION = 3  # 2: one column per band (band_000, ...), so a band can be read alone; 3: content fingerprints
 _KEYS = ("format", "version", "contract_fingerprint", "pieces")
 _IDENTITY = ("dev", "ino", "size", "mtime_ns", "ctime_ns")
@@ -54,10 +55,8 @@ def _sha256(path: str) -> str:
 
 
 def _hasher() -> tuple[str, Any]:
-    try:
-        import xxhash
-    except ImportError:  # pragma: no cover - xxhash is a dependency; stay correct without it
-        return "blake2b_128", hashlib.blake2b(digest_size=16)
+    import xxhash
+
     return "xxh3_128", xxhash.xxh3_128()
 
 

@@ -31,6 +31,7 @@ from typing import Any, Callable, Literal, Sequence
 
 import pyarrow as pa
 
+from ..constants import INDEX_FORMAT, WORKDIR_FORMAT
 from .remote import is_url, protocol_of, url_filesystem, url_of
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
@@ -44,9 +45,9 @@ _SUFFIXES: tuple[tuple[str, str, str | None], ...] = (
     (".jsonl", "jsonl", None), (".json", "jsonl", None), (".parquet", "parquet", None),
 )
 SUPPORTED_SUFFIXES = tuple(s for s, _, _ in _SUFFIXES)
-# What marks a directory of the package's own outputs (workdir.FORMAT and index.FORMAT; io imports neither)
+# What marks a directory of the package's own outputs
 RUN_MARKERS = ("decisions.parquet", "run.json")
-MANIFEST_FORMATS = {"gpu_dedup-workdir": "work dir", "gpu_dedup-index": "index"}
+MANIFEST_FORMATS = {WORKDIR_FORMAT: "work dir", INDEX_FORMAT: "index"}
 _MANIFEST_HEAD = 1 << 16
 _FORMAT_KEY = re.compile(rb'"format"\s*:\s*"([^"\\]*)"')
 

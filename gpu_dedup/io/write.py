@@ -69,11 +69,12 @@ WRITE_HOOKS: list[Callable[[str], None]] = []
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[str]:
+def atomic_path(path: str | os.PathLike, record: bool = True) -> Iterator[str]:
     """Yield a temporary path next to ``path``; on success fsync it and rename it onto ``path``;
-    on an exception delete it and re-raise. Readers never see a partial ``path``."""
+    on an exception delete it and re-raise. Readers never see a partial ``path``. ``record=False``: not
+    reported to WRITE_HOOKS (the tool's own state files, e.g. a lock's info)."""
     final = os.path.abspath(os.fspath(path))
-    for hook in tuple(WRITE_HOOKS):
+    for hook in tuple(WRITE_HOOKS) if record else ():
         hook(final)
     directory = os.path.dirname(final)
     os.makedirs(directory, exist_ok=True)
@@ -112,10 +113,10 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-def write_json_atomic(obj: Any, path: str | os.PathLike) -> None:
-    """Write ``obj`` as indented JSON (NaN/inf -> null, key order kept), atomically."""
+def write_json_atomic(obj: Any, path: str | os.PathLike, record: bool = True) -> None:
+    """Write ``obj`` as indented JSON (NaN/inf -> null, key order kept), atomically (``record``: atomic_path)."""
     text = json.dumps(_json_safe(obj), indent=2, sort_keys=False, allow_nan=False)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, record) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
 

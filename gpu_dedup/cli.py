@@ -66,7 +66,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--policy", choices=["representative", "components"],
                    help="removal policy (default representative: remove only for a verified kept document)")
     g.add_argument("--no-verify", action="store_true", help="components policy without exact-Jaccard checks")
-    g.add_argument("--keep", help="keep order: first | longest | min-id | max:<column>")
+    g.add_argument("--keep", help="keep order: first | longest | min-id | max:<column> | min:<column>")
+    g.add_argument("--score", action="append", metavar="NAME=MODEL",
+                   help="fastText classifier scored in pass 1 as column NAME_score, for --keep max:NAME_score")
     g.add_argument("--no-exact", action="store_true", help="skip the separate exact-duplicate stage")
     g.add_argument("--exact-only", action="store_true", help="exact dedup only (no MinHash/LSH)")
     g.add_argument("--exact-verify", action="store_true",
@@ -147,6 +149,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--save-index", metavar="DIR", help="save this run's kept documents (plus --against's) as an "
                    "index for later runs")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bars, warnings only")
+    from .filters.cli import add_model_arguments
+
+    add_model_arguments(p, title="filter, then deduplicate what it keeps, in one read: ")
 
 
 def parse_size(text: str) -> int:
@@ -271,6 +276,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         o["cache_bytes"] = args.text_cache
     if args.no_deduplicated:
         o["write_deduplicated"] = False
+    if args.score:
+        o["scores"] = tuple(args.score)
     o["progress"] = not args.quiet  # bars in a terminal session; the API's default is off
     return cfg.replace(**o) if o else cfg
 
@@ -319,11 +326,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 inputs = [os.path.join(out, PARAGRAPH_OUTPUT)]
         result = deduplicate(inputs, cfg, out, against=args.against, save_index=args.save_index,
                              semantic=semantic, work_dir=args.work_dir, resume=args.resume, engine=args.engine,
-                             workers=args.workers, scheduler=args.scheduler, overwrite=args.overwrite)
+                             workers=args.workers, scheduler=args.scheduler, overwrite=args.overwrite,
+                             prefilter=_prefilter(args, cfg))
         if order == "after":
             _paragraph_stage(args, cfg, out, [os.path.join(out, "deduplicated")])
     _print_summary(result)
     return 0
+
+
+def _prefilter(args: argparse.Namespace, cfg: RunConfig):
+    """The FilterConfig of run's filter flags (filters/prefilter.py), or None when none is given."""
+    from .filters.cli import model_options
+    from .filters.config import FilterConfig
+
+    opts = model_options(args)
+    if not opts:
+        return None
+    return FilterConfig(**opts, id_field=cfg.id_field, text_field=cfg.text_field, on_error=cfg.on_error,
+                        device=cfg.device, threads=cfg.threads, audit=0, write_filtered=False)
 
 
 def _paragraph_stage(args: argparse.Namespace, cfg: RunConfig, out: str, inputs: list[str]) -> None:
@@ -495,6 +515,9 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     params.add_arguments(p)
     p.set_defaults(func=_cmd_params)
+    from .filters import cli as filters_cli
+
+    filters_cli.add_commands(sub)
     return parser
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import math
 import numbers
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -124,7 +125,8 @@ class ClusterConfig:
     policy="components": connected components over LSH chain edges (verified edges when verify=True),
     one survivor per component (FineWeb / NeMo semantics).
     keep: "first" (input order) | "longest" (most UTF-8 bytes of raw text) | "min-id" (smallest id,
-    string order) | "max:<column>" (largest value of a numeric input column); ties by input order.
+    string order) | "max:<column>" / "min:<column>" (largest / smallest value of a numeric input column,
+    or of a score computed in pass 1: ``RunConfig.scores``); ties by input order, missing values last.
     exact: run the exact-duplicate stage before LSH (short documents always use it).
     exact_verify: byte-compare each exact group's normalized texts (a second read; guards against the
     2^-128 hash collision). near=False: exact dedup only (no MinHash/LSH).
@@ -158,12 +160,32 @@ class ClusterConfig:
 
 
 def keep_column(keep: str) -> str | None:
-    """Validate a keep policy string; return the column name for ``max:<column>``, else None."""
+    """Validate a keep policy string; return the column name for ``max:<column>`` / ``min:<column>``, else
+    None."""
     if keep in ("first", "longest", "min-id"):
         return None
-    if isinstance(keep, str) and keep.startswith("max:") and len(keep) > 4:
+    if isinstance(keep, str) and keep.startswith(("max:", "min:")) and len(keep) > 4:
         return keep[4:]
-    raise ValueError(f"keep must be 'first', 'longest', 'min-id' or 'max:<column>', got {keep!r}")
+    raise ValueError(f"keep must be 'first', 'longest', 'min-id', 'max:<column>' or 'min:<column>', got {keep!r}")
+
+
+SCORE_RE = re.compile(r"^([a-z][a-z0-9_]{0,39})=(.+)$")
+
+
+def score_columns(scores: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """``RunConfig.scores`` entries ``NAME=MODEL`` -> {"NAME_score": (NAME, MODEL)}, validated."""
+    if isinstance(scores, str) or not isinstance(scores, (tuple, list)):
+        raise ValueError(f"scores must be a tuple of 'NAME=MODEL' strings, got {scores!r}")
+    out: dict[str, tuple[str, str]] = {}
+    for item in scores:
+        m = SCORE_RE.match(item) if isinstance(item, str) else None
+        if m is None:
+            raise ValueError(f"score {item!r} must be NAME=MODEL (NAME: lowercase letters, digits, '_'), e.g. "
+                             f"quality=quality.bin")
+        if f"{m.group(1)}_score" in out:
+            raise ValueError(f"score name {m.group(1)!r} is given twice")
+        out[f"{m.group(1)}_score"] = (m.group(1), m.group(2))
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,6 +237,9 @@ class RunConfig(InputConfig):
     write_deduplicated: bool = True
     progress: bool = False  # tqdm bars on stderr: off in the API unless asked for; the CLI turns them on
     preset_name: str = "default"
+    # fastText classifiers scored in pass 1 ("NAME=MODEL": column NAME_score, the probability of the model's
+    # positive label), for keep="max:NAME_score": the best document of each duplicate group survives
+    scores: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -232,6 +257,12 @@ class RunConfig(InputConfig):
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
         _check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])
+        object.__setattr__(self, "scores", tuple(self.scores) if isinstance(self.scores, list) else self.scores)
+        scored = score_columns(self.scores)
+        kc = keep_column(self.cluster.keep)
+        if scored and kc not in scored:
+            raise ValueError(f"scores {list(scored)} are computed only to choose which duplicate survives: add "
+                             f"keep='max:{next(iter(scored))}' (--keep max:{next(iter(scored))})")
 
     @staticmethod
     def preset(name: str = "default", **overrides: Any) -> "RunConfig":
@@ -278,8 +309,10 @@ class RunConfig(InputConfig):
         return dataclasses.replace(self, **top)
 
     def reader_options(self) -> dict[str, Any]:
-        """As InputConfig's, with the keep policy's column (``max:<column>``) read as well."""
-        return {**super().reader_options(), "keep_column": keep_column(self.cluster.keep)}
+        """As InputConfig's, with the keep policy's column (``max:<column>``) read as well, unless pass 1
+        computes it (``scores``)."""
+        kc = keep_column(self.cluster.keep)
+        return {**super().reader_options(), "keep_column": None if kc in score_columns(self.scores) else kc}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -34,5 +34,6 @@ def summary_counts(decisions: pa.Table, n: int) -> dict[str, Any]:
     """run.json's ``counts``: input, kept, removed and rows per reason of REASONS."""
     found = reason_counts(decisions) if n else {}
     by = {r: found.get(r, 0) for r in REASONS}
+    by.update({r: k for r, k in found.items() if r not in by and k})  # a prefiltered run's "filtered"
     kept = sum(by[r] for r in KEPT_REASONS)
     return {"input": n, "kept": kept, "removed": n - kept, "by_reason": by}

@@ -13,6 +13,7 @@ text is never held beyond one batch (except pass 1's normalized text, within cac
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import logging
 import os
@@ -27,7 +28,7 @@ import pyarrow.compute as pc
 
 from . import io
 from ._version import __version__
-from .config import RunConfig
+from .config import RunConfig, keep_column
 from .contract import contract, contract_fingerprint
 from .decisions import summary_counts
 from .device import array_backend, batch_bytes, cache_bytes, note_compiling, resolve_device, set_threads
@@ -95,7 +96,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
                 against: str | os.PathLike | None = None, save_index: str | os.PathLike | None = None,
                 semantic: Any = None, work_dir: str | os.PathLike | None = None, resume: bool = False,
                 overwrite: bool = True, engine: str = "local", workers: int | None = None,
-                scheduler: str | None = None, **overrides: Any) -> DedupResult:
+                scheduler: str | None = None, prefilter: Any = None, **overrides: Any) -> DedupResult:
     """Deduplicate ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame).
 
     ``overrides`` are applied to ``config`` with ``RunConfig.replace`` (e.g. ``cluster__threshold=0.9``).
@@ -111,6 +112,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     ``engine="dask"``: pass 1 runs as one task per input file on a dask.distributed cluster: an existing
     one (``scheduler``: an address like tcp://host:8786, or a scheduler-file path) or a LocalCluster of
     ``workers`` processes. The grouping and the policy run here on the gathered per-document arrays.
+    ``prefilter``: a ``filters.FilterConfig`` applied in pass 1, before dedup (filters/prefilter.py): the
+    documents it rejects are removed as ``filtered`` and never remove a kept one; every score and the
+    detailed reason go to OUT/scores.parquet. One read of the input; local engine, no work dir, no semantic.
 
     What the run owns (gpu_dedup/outputs.py): ``output_dir``, ``work_dir`` and ``save_index`` must lie outside
     the inputs; they are locked for the run (a concurrent run into one of them fails at once, naming this
@@ -141,21 +145,42 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
              roots=roots, flag="overwrite=True"):
         work = WorkDir(wd, contract_fingerprint(contract(cfg)), resume) if wd is not None else None
         result = _run(source, cfg, device, threads=threads, t_start=t_start, files=files, index=index, out=out,
-                      work=work, semantic=semantic, save_index=save_index, engine_args=(engine, workers, scheduler))
+                      work=work, semantic=semantic, save_index=save_index, engine_args=(engine, workers, scheduler),
+                      prefilter=prefilter)
     logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
     return result
 
 
 def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: float, files, index, out: str | None,
-         work: WorkDir | None, semantic: Any, save_index, engine_args: tuple) -> DedupResult:
+         work: WorkDir | None, semantic: Any, save_index, engine_args: tuple, prefilter: Any = None) -> DedupResult:
     """``deduplicate`` once its directories are owned: pass 1, decide, semantic, index, write."""
     engine, workers, scheduler = engine_args
     timings: dict[str, float] = {}
     report = io.ReadReport()
     cache = _text_cache(cfg, device, files)
     note_compiling(device)  # before pass 1's progress bar
+    pre = None
+    if prefilter is not None:
+        from .filters.prefilter import Prefilter
+
+        if semantic is not None:
+            raise ValueError("a prefilter and the semantic stage cannot share a run yet: filter first "
+                             "(`gpu-dedup filter`), then run --semantic on OUT/filtered")
+        pre = Prefilter(prefilter, device)
+    # a keep column the prefilter computes (--keep min:perplexity) is not read from the input: pass 1 reads
+    # no keep column and the values come from the prefilter's scores
+    kc = keep_column(cfg.cluster.keep)
+    scored_keep = pre is not None and kc in pre.provides
+    cfg1 = cfg.replace(cluster__keep="first", scores=()) if scored_keep else cfg
     with dask_client(engine, workers, scheduler, device) as client:
-        docs = read_signatures(files, cfg, device, report, timings, work, client, cache)
+        docs = read_signatures(files, cfg1, device, report, timings, work, client, cache,
+                               on_batch=pre.add if pre is not None else None)
+    scores = None
+    if pre is not None:
+        scores = pre.table(len(docs))
+        docs.filter_pass = np.asarray(scores["keep"].to_numpy(zero_copy_only=False), bool)
+        if scored_keep:
+            docs.keep_values = np.asarray(scores[kc].to_numpy(zero_copy_only=False), np.float64)
     decided = decide(cfg, device, files, docs, timings, index, cache)
     cache.drop("released after verification")  # free the text (device memory on a GPU) before writing
     if semantic is not None:
@@ -169,6 +194,13 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
 
     stats = _run_stats(cfg, device, threads, files, report, docs, decided, timings)
     stats["engine"] = {"name": engine, "workers": workers, "scheduler": scheduler}
+    if pre is not None:
+        reasons = scores["reason"].to_numpy(zero_copy_only=False)
+        u, k = np.unique(reasons.astype(str), return_counts=True)
+        stats["prefilter"] = {**pre.describe(), "config": dataclasses.asdict(prefilter),
+                              "by_reason": {str(a): int(b) for a, b in zip(u, k)}}
+        if out is not None:
+            io.write_parquet_atomic(scores, os.path.join(out, "scores.parquet"))
     if work is not None:
         stats["work_dir"] = {"path": work.path, "pieces_reused": work.reused, "pieces_computed": work.recomputed}
     if out is not None:

@@ -24,7 +24,6 @@ The input's stamp proves it is the file the piece was computed from:
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from typing import Any, Callable
@@ -34,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .constants import WORKDIR_FORMAT
-from .io import write_json_atomic, write_parquet_atomic
+from .io import file_sha256, write_json_atomic, write_parquet_atomic
 from .outputs import ManifestError, read_manifest, require_keys
 
 logger = logging.getLogger(__name__)
@@ -45,13 +44,6 @@ VERSION = 3  # 2: one column per band (band_000, ...), so a band can be read alo
 _KEYS = ("format", "version", "contract_fingerprint", "pieces")
 _IDENTITY = ("dev", "ino", "size", "mtime_ns", "ctime_ns")
 
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _hasher() -> tuple[str, Any]:
@@ -195,7 +187,7 @@ class WorkDir:
             logger.warning("input %s changed since its piece was written (%s); recomputing its piece",
                            f.relpath, why)
             return None
-        if _sha256(path) != e.get("sha256"):
+        if file_sha256(path) != e.get("sha256"):
             logger.warning("piece %s fails its checksum (truncated or corrupt); recomputing it", path)
             return None
         try:
@@ -214,7 +206,7 @@ class WorkDir:
         path = self._piece_path(i)
         write_parquet_atomic(table, path)
         self.entries[str(i)] = {"input": _input_stamp(f, self._before.get(i)), "rows": table.num_rows,
-                                "sha256": _sha256(path), "report": report}
+                                "sha256": file_sha256(path), "report": report}
         write_json_atomic({"format": FORMAT, "version": VERSION, "contract_fingerprint": self.fingerprint,
                            "pieces": self.entries}, os.path.join(self.path, MANIFEST))
         self.recomputed += 1

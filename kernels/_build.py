@@ -19,6 +19,11 @@ def build(decorate: Callable[[Callable[..., Any]], Any], module: types.ModuleTyp
     namespace: dict[str, Any] = {}
     for mod in mods:
         namespace.update(vars(mod))
+    # Python inserts "__warningregistry__" into a function's globals at its first warning (numpy's overflow
+    # warnings of the uint64 wrap-around, under the CUDA simulator); the simulator's threads iterate these
+    # globals while they run, so an insertion there fails another thread with "dictionary changed size
+    # during iteration": the key exists from the start
+    namespace["__warningregistry__"] = {}
     for mod in mods:
         for name in mod.DEVICE_FUNCTIONS:
             fn = getattr(mod, name)

@@ -75,6 +75,7 @@ class Kernel:
     def __init__(self, fn, per_block: bool = False, tpb: int = TPB, stride: bool = False):
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
+        fn.__globals__.setdefault("__warningregistry__", {})  # see _build.build: simulator threads and warnings
         self.dispatcher = cuda.jit(cache=True)(fn)
         self.per_block = per_block
         self.tpb = tpb

@@ -16,9 +16,10 @@ KERNELS = os.path.join(os.path.dirname(__file__), os.pardir, "kernels")
 
 def _drop_stale_kernel_cache() -> None:
     """Numba validates a cached kernel against its own file's mtime only, but the CPU kernels inline
-    device functions from hashing.py, normalize.py, bloom.py: drop the cache when those are newer (development only;
-    an install rewrites every file)."""
-    deps = [os.path.join(KERNELS, f) for f in ("hashing.py", "normalize.py", "bloom.py", "_build.py")]
+    device functions from the modules of device functions (hashing.py, normalize.py, bloom.py, lm.py, ...:
+    every kernels/*.py but the *_cpu.py / *_cuda.py entry modules): drop the cache when one of those is newer
+    (development only; an install rewrites every file)."""
+    deps = [p for p in glob.glob(os.path.join(KERNELS, "*.py")) if not p.endswith(("_cpu.py", "_cuda.py"))]
     newest = max(os.path.getmtime(p) for p in deps if os.path.exists(p))
     for f in glob.glob(os.path.join(KERNELS, "__pycache__", "*.nb[ic]")):
         if os.path.getmtime(f) < newest:

@@ -5,7 +5,8 @@ One step per module; each imports only the ones listed above it (``gpu`` none of
     remote     URLs through fsspec (optional extras): ``is_url``, ``open_stream``, ``open_parquet``,
                ``file_size`` (local or remote input), ``REMOTE_EXTRAS``
     discover   the input files: ``resolve_inputs``, ``table_input``, ``source_files``, ``dataset_table``,
-               ``InputFile``, ``InputError`` (the discovery rules, and what is never read, in its docstring)
+               ``InputFile``, ``InputError``, ``file_sha256`` (the discovery rules, and what is never read, in
+               its docstring)
     batch      ``Batch``, ``ReadReport`` and what every file reader shares: the spec (``make_spec``), the
                chunks a reader gives, the base reader and its error policy, ``generated_ids``, and the
                cutting of chunks into batches
@@ -34,6 +35,7 @@ from .discover import (
     InputError,
     InputFile,
     dataset_table,
+    file_sha256,
     resolve_inputs,
     source_files,
     table_input,
@@ -47,7 +49,7 @@ from .write import atomic_path, output_path, parquet_codec, write_json_atomic, w
 __all__ = [
     # discover
     "SUPPORTED_SUFFIXES", "TABLE_OUTPUT_NAME", "TABLE_PATH", "InputError", "InputFile", "dataset_table",
-    "resolve_inputs", "source_files", "table_input",
+    "file_sha256", "resolve_inputs", "source_files", "table_input",
     # remote
     "REMOTE_EXTRAS", "file_size", "is_url", "open_parquet", "open_stream",
     # batch

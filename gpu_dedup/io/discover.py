@@ -22,6 +22,7 @@ count as ``/<protocol>/<path>`` for that, so inputs on several file systems keep
 from __future__ import annotations
 
 import glob
+import hashlib
 import logging
 import os
 import posixpath
@@ -368,3 +369,13 @@ def source_files(source) -> list[InputFile]:
         return resolve_inputs(list(source))
     raise TypeError(f"source must be a path or URL, a list of paths/URLs/globs, a pyarrow Table, a pandas DataFrame "
                     f"or a datasets.Dataset; got {type(source).__name__}")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 (hex) of a local file's bytes, read in 4 MiB blocks: what run files record to identify a model
+    or an input (work-dir pieces, model cards)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -119,8 +119,12 @@ def decide(cfg: RunConfig, device: str, files, docs: Documents, timings: dict[st
     if index is not None:
         ids = pa.concat_arrays([index.ids, ids])
         file_index = np.concatenate([np.zeros(ranked.n_index, np.int32), file_index])
+    failed = None
+    if docs.filter_pass is not None:
+        failed = np.concatenate([np.zeros(ranked.n_index, bool), ~docs.filter_pass])
     decisions, stages["clusters"], keep = decisions_table(files, ids, file_index, groups.leader, groups.short,
-                                                          cands.lsh_rows, rep_local, jac_local, ranked.n_index)
+                                                          cands.lsh_rows, rep_local, jac_local, ranked.n_index,
+                                                          failed)
     timings["decisions"] = time.perf_counter() - t
     return Decided(decisions, stages, keep)
 
@@ -131,6 +135,12 @@ def rank_rows(cfg: RunConfig, device: str, docs: Documents, index=None) -> Ranke
     n = len(docs)
     n_index = len(index) if index is not None else 0
     rank_h = keep_rank(cfg.cluster.keep, n=n, text_bytes=docs.text_bytes, ids=docs.ids, values=docs.keep_values)
+    if docs.filter_pass is not None:
+        # the prefilter's rejects come after every document it keeps, so none of them can be the document
+        # that removes a kept one (gpu_dedup/filters/prefilter.py)
+        order = np.lexsort((rank_h, ~docs.filter_pass))
+        rank_h = np.empty(n, np.int64)
+        rank_h[order] = np.arange(n, dtype=np.int64)
     exact_h, short_d, keys = docs.exact, docs.nshingles == 0, docs.keys
     if index is not None:
         rank_h = np.concatenate([np.arange(n_index, dtype=np.int64), rank_h + n_index])
@@ -205,9 +215,10 @@ def policy_stage(cfg: RunConfig, device: str, ranked: Ranked, cands: Candidates,
     return to_host(res.rep), to_host(res.jaccard), res.stats
 
 
-def decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local, jac_local, n_index=0):
+def decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local, jac_local, n_index=0, failed=None):
     """Merge exact groups and near-duplicate representatives into one row per document (host arrays).
-    Rows before ``n_index`` are indexed documents: they give representatives but get no row."""
+    Rows before ``n_index`` are indexed documents: they give representatives but get no row. ``failed``
+    (bool (n,)): documents the prefilter rejected: removed as ``filtered``, with no representative."""
     n = len(ids)
     rows = np.arange(n, dtype=np.int64)
     kept_rep = rows.copy()
@@ -233,15 +244,23 @@ def decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local, 
     reason[dup] = REASONS.index("exact_duplicate")
     reason[dup & short] = REASONS.index("short_exact_duplicate")
     reason[near] = REASONS.index("near_duplicate")
+    rep_mask = None
+    if failed is not None:
+        keep = keep & ~failed
+        reason[failed] = len(REASONS)  # "filtered"
+        matched[failed] = -1
+        jac[failed] = np.nan
+        rep_mask = failed[n_index:]
     relpaths = pa.array([f.relpath for f in files] or [""], pa.string())
     cluster_id = np.where(kept_rep < n_index, -1 - kept_rep, kept_rep - n_index)
     new = slice(n_index, n)
     decisions = pa.table({
         "id": ids[new],
         "keep": pa.array(keep[new]),
-        "reason": pa.DictionaryArray.from_arrays(pa.array(reason[new]), pa.array(REASONS)).cast(pa.string()),
+        "reason": pa.DictionaryArray.from_arrays(pa.array(reason[new]),
+                                                 pa.array(REASONS + ("filtered",))).cast(pa.string()),
         "cluster_id": pa.array(cluster_id[new], pa.int64()),
-        "representative_id": ids.take(pa.array(kept_rep[new], pa.int64())),
+        "representative_id": ids.take(pa.array(kept_rep[new], pa.int64(), mask=rep_mask)),
         "matched_id": ids.take(pa.array(matched[new], pa.int64(), mask=matched[new] < 0)),
         "jaccard": pa.array(jac[new], pa.float64(), from_pandas=True),
         "cluster_size": pa.array(cluster_size[new], pa.int64()),

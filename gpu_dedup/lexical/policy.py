@@ -25,7 +25,7 @@ def keep_rank(keep: str, *, n: int, text_bytes: np.ndarray | None = None, ids: p
     """Position of each row in keep order (int64 (n,), a permutation of 0..n-1; 0 is kept first).
 
     first: input order. longest: most raw UTF-8 bytes first. min-id: smallest id (binary string order)
-    first. max:<column>: largest value first, NaN/null last. Ties always go to input order."""
+    first. max:<column> / min:<column>: largest / smallest value first, NaN/null last. Ties always go to input order."""
     rows = np.arange(n, dtype=np.int64)
     if keep == "first":
         return rows
@@ -34,10 +34,11 @@ def keep_rank(keep: str, *, n: int, text_bytes: np.ndarray | None = None, ids: p
     elif keep == "min-id":
         order = np.asarray(pc.sort_indices(pa.table({"id": ids, "row": rows}),
                                            sort_keys=[("id", "ascending"), ("row", "ascending")]), np.int64)
-    elif keep.startswith("max:"):
+    elif keep.startswith(("max:", "min:")):
         v = np.asarray(values, np.float64)
         nan = np.isnan(v)
-        order = np.lexsort((rows, -np.where(nan, 0.0, v), nan))
+        sign = -1.0 if keep.startswith("max:") else 1.0
+        order = np.lexsort((rows, sign * np.where(nan, 0.0, v), nan))
     else:
         raise ValueError(f"unknown keep policy {keep!r}")
     rank = np.empty(n, np.int64)

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import io
-from ..config import RunConfig, keep_column
+from ..config import RunConfig, keep_column, score_columns
 from ..device import array_module, set_threads, simulator, to_device, to_host
 from ..engine import TextCache, prefetched, progress
 from ..io.gpu import resolve_reader
@@ -44,6 +44,7 @@ class Documents:
     exact: Any                       # uint64 (n, 2): the 128-bit exact hashes
     nshingles: Any                   # int64 (n,): shingles per document (0: short, exact path only)
     keys: BandKeys                   # (n, bands) uint64 band keys, in memory or on disk (work dir + budget)
+    filter_pass: np.ndarray | None = None  # bool (n,): the prefilter kept the document (None: no prefilter)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -65,10 +66,15 @@ class _Collected:
 
 
 def read_signatures(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None, client=None,
-                    cache: TextCache | None = None) -> Documents:
+                    cache: TextCache | None = None, on_batch=None) -> Documents:
     """Pass 1 over every file (module doc), then the per-document arrays of the run. Adds the read report
-    of every file to ``report`` and pass 1's times (``STEPS``, plus "collect") to ``timings``."""
-    col = _pass1(files, cfg, device, report, timings, work, client, cache)
+    of every file to ``report`` and pass 1's times (``STEPS``, plus "collect") to ``timings``.
+    ``on_batch(run row, ids, text)`` sees every batch's raw text (local engine, no work-dir pieces)."""
+    if on_batch is not None and (work is not None or client is not None):
+        raise ValueError("filtering inside dedup's pass 1 needs every batch's text: it runs on the local engine "
+                         "without a work directory (drop --work-dir / --resume / --engine dask, or run "
+                         "`gpu-dedup filter` first and deduplicate OUT/filtered)")
+    col = _pass1(files, cfg, device, report, timings, work, client, cache, on_batch)
     t = time.perf_counter()
     xp = array_module(device)
     ids = pa.chunked_array(col.ids, pa.string()).combine_chunks() if col.ids else pa.array([], pa.string())
@@ -92,16 +98,23 @@ def reader_name(cfg: RunConfig, device: str) -> str:
     return r.name if r is not None else "pyarrow"
 
 
-def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, keep_text=None):
+def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, keep_text=None, on_batch=None):
     """Pass 1 over one input file: returns (parts, read report dict, timings). A part is (ids, text_bytes,
     words, keep_values, exact hashes, shingle counts, band keys) of one batch; the last three stay on
-    the device on a GPU. ``keep_text(row in the file, normalized batch)`` is offered every batch."""
+    the device on a GPU. ``keep_text(row in the file, normalized batch)`` is offered every batch, and
+    ``on_batch(row in the file, ids, raw text)`` too (the prefilter)."""
     kc = keep_column(cfg.cluster.keep)
     report = io.ReadReport()
     parts = []
     tm = dict.fromkeys(STEPS, 0.0)
     t = time.perf_counter()
-    device_reader = resolve_reader(cfg.reader, device)
+    scorer = None
+    if kc in score_columns(cfg.scores):
+        from ..filters.scorers import pass1_scorer
+
+        scorer = pass1_scorer(*score_columns(cfg.scores)[kc], device)
+    # a score is computed from the batch's text on the host: the device reader would keep it on the GPU
+    device_reader = resolve_reader(cfg.reader, device) if scorer is None and on_batch is None else None
 
     def on_device(batch):
         """(batch, text bytes per row, data, offsets on the device); runs in the reading thread."""
@@ -124,13 +137,16 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, kee
         t1 = time.perf_counter()
         if keep_text is not None:
             keep_text(batch.row_start, norm)
+        if on_batch is not None:
+            on_batch(batch.row_start, batch.ids, batch.text)
         h = exact_hashes(norm, device)
         sig = compute_signatures(norm, cfg.shingle, cfg.minhash, params, device)
         t2 = time.perf_counter()
         keys = band_keys(sig.values, cfg.lsh, device)
         t3 = time.perf_counter()
-        parts.append((batch.ids, text_bytes, to_host(norm.words),
-                      np.asarray(batch.keep_values, np.float64) if kc else None, h, sig.nshingles, keys))
+        values = scorer(batch.text) if scorer is not None else \
+            (np.asarray(batch.keep_values, np.float64) if kc else None)
+        parts.append((batch.ids, text_bytes, to_host(norm.words), values, h, sig.nshingles, keys))
         tm["read"] += t0 - t
         tm["normalize"] += t1 - t0
         tm["minhash"] += t2 - t1
@@ -150,7 +166,7 @@ def _piece_task(fi: int, f, cfg: RunConfig, device: str):
 
 
 def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None,
-           client=None, cache: TextCache | None = None) -> _Collected:
+           client=None, cache: TextCache | None = None, on_batch=None) -> _Collected:
     """Pass 1 over every file, locally or as dask tasks (``client``), reusing stored pieces (module doc)."""
     col = _Collected()
     params = permutation_params(cfg.minhash)
@@ -184,7 +200,9 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
             else:
                 row0 = sum(col.file_rows)
                 keep_text = None if cache is None else (lambda r, norm, row0=row0: cache.add(row0 + r, norm))
-                parts, part_report, tm = _compute_file(fi, f, cfg, device, params, bar, keep_text)
+                batch_hook = None if on_batch is None else \
+                    (lambda r, ids, text, row0=row0: on_batch(row0 + r, ids, text))
+                parts, part_report, tm = _compute_file(fi, f, cfg, device, params, bar, keep_text, batch_hook)
                 for k, v in tm.items():
                     timings[k] += v
                 _merge_report(report, part_report)

@@ -19,8 +19,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write the report; print its path. Bad values raise ValueError naming them."""
-    path = write_report(args.output, max_clusters=args.max_clusters, source=args.source,
-                        read_inputs=not args.no_inputs)
+    """Write the report (of a dedup run, or of a ``filter`` run: its run.json says "stage": "filter"); print its
+    path. Bad values raise ValueError naming them."""
+    import json
+    import os
+
+    stats_path = os.path.join(args.output, "run.json")
+    stage = None
+    if os.path.exists(stats_path):
+        with open(stats_path, encoding="utf-8") as fh:
+            try:
+                stage = json.load(fh).get("stage")
+            except (ValueError, AttributeError):
+                stage = None  # write_report names the problem
+    if stage == "filter":
+        from ..filters.report import write_filter_report
+
+        path = write_filter_report(args.output)
+    else:
+        path = write_report(args.output, max_clusters=args.max_clusters, source=args.source,
+                            read_inputs=not args.no_inputs)
     sys.stdout.write(f"wrote {path}\n")
     return 0

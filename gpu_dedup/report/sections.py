@@ -24,11 +24,13 @@ def _stage_rows(n: int, by: dict[str, int]) -> list[list[Any]]:
     exact = by.get("exact_duplicate", 0) + by.get("short_exact_duplicate", 0)
     near = by.get("near_duplicate", 0)
     semantic = sum(v for k, v in by.items() if k.startswith("semantic"))
-    known = set(KEPT_REASONS) | {"exact_duplicate", "short_exact_duplicate", "near_duplicate"}
+    known = set(KEPT_REASONS) | {"exact_duplicate", "short_exact_duplicate", "near_duplicate", "filtered"}
     other = {k: v for k, v in by.items() if k not in known and not k.startswith("semantic")}
     rows: list[list[Any]] = [["input", "", f"{n:,}", ""]]
     left = n
-    stages = [("exact", exact), ("near (MinHash/LSH)", near)]
+    # a prefiltered run (filters/prefilter.py) filters before it deduplicates
+    stages = ([("filtered", by["filtered"])] if "filtered" in by else []) + [("exact", exact),
+                                                                             ("near (MinHash/LSH)", near)]
     if semantic or any(k.startswith("semantic") for k in by):
         stages.append(("semantic", semantic))
     stages += [(k, v) for k, v in other.items()]

@@ -32,12 +32,13 @@ DEFAULT_SWEEP = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 
 
 def semantic_keep_column(keep: str) -> str | None:
-    """Validate a semantic keep rule; return the column of ``max:<column>``, else None."""
+    """Validate a semantic keep rule; return the column of ``max:<column>`` / ``min:<column>``, else None."""
     if keep in ("hard", "easy", "random"):
         return None
-    if isinstance(keep, str) and keep.startswith("max:") and len(keep) > 4:
+    if isinstance(keep, str) and keep.startswith(("max:", "min:")) and len(keep) > 4:
         return keep_column(keep)
-    raise ValueError(f"semantic keep must be 'hard', 'easy', 'random' or 'max:<column>', got {keep!r}")
+    raise ValueError(f"semantic keep must be 'hard', 'easy', 'random', 'max:<column>' or 'min:<column>', got "
+                     f"{keep!r}")
 
 
 def _check_eps(name: str, eps: Any) -> None:

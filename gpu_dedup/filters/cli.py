@@ -1,0 +1,278 @@
+"""The filtering commands of the CLI: ``filter``, ``train-classifier`` and ``train-lm`` (their arguments
+and what they run; ``gpu_dedup.cli`` registers them)."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+from typing import Any
+
+from .config import ClassifierSpec, DomainConfig, FilterConfig, parse_classifier
+
+EPILOG_FILTER = """examples:
+  gpu-dedup filter crawl/ -o out --lid lid.176.ftz --lang en --lid-threshold 0.65
+  gpu-dedup filter crawl/ -o out --classifier quality=quality.bin:0.5 --classifier hate=hate.bin:max0.3
+  gpu-dedup filter crawl/ -o out --perplexity wiki.arpa:1000 --rules gopher
+  gpu-dedup filter crawl/ -o out --dsir-target wiki.jsonl --select 0.1
+
+THRESHOLD: 0.5 or min0.5 keeps scores >= 0.5; max0.3 keeps scores <= 0.3 (toxicity). Without one, the
+model card train-classifier wrote beside the model gives it. Outputs: scores.parquet (one row per input
+document: every score, keep, reason), filtered/ (the kept records in the input's format and layout),
+audit.parquet (random accepted and rejected documents), run.json, report.html."""
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a probability in [0, 1]")
+    return v
+
+
+def _select(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a count (100000) nor a fraction (0.1)") from None
+    if not math.isfinite(v) or not 0.0 < v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a fraction must be in (0, 1]; a count is a whole number")
+    return v
+
+
+def _positive_mb(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of MiB")
+    return v
+
+
+def add_model_arguments(p: argparse.ArgumentParser, title: str = "") -> None:
+    """The scoring flags shared by ``filter`` and ``run`` (which filters before deduplicating)."""
+    d = {f.name: f.default for f in dataclasses.fields(FilterConfig)}
+    dd = {f.name: f.default for f in dataclasses.fields(DomainConfig)}
+    g = p.add_argument_group(f"{title}language ID")
+    g.add_argument("--lid", metavar="MODEL", help="fastText language-ID model (.bin / .ftz, e.g. lid.176.ftz)")
+    g.add_argument("--lang", action="append", metavar="CODE", help="language to keep (repeatable; e.g. en)")
+    g.add_argument("--lid-threshold", type=_fraction, default=d["lid_threshold"],
+                   help=f"probability of the top language needed (default {d['lid_threshold']})")
+    g.add_argument("--script-prefilter", action="store_true",
+                   help="a document more than half in a script one language writes (Hangul, kana, Thai, Greek, "
+                        "...) gets that language without the model")
+    g.add_argument("--domain-relax", action="store_true",
+                   help="code and math documents (density rules) get --relaxed-lid-threshold and classifier "
+                        "thresholds x --relaxed-factor")
+    g.add_argument("--relaxed-lid-threshold", type=_fraction, default=dd["relaxed_lid_threshold"])
+    g.add_argument("--relaxed-factor", type=_fraction, default=dd["relaxed_factor"])
+    g = p.add_argument_group(f"{title}classifiers, language models, rules")
+    g.add_argument("--classifier", action="append", metavar="NAME=MODEL[:THRESHOLD]", default=[],
+                   help="fastText classifier; column NAME_score (repeatable)")
+    g.add_argument("--classifier-label", action="append", metavar="NAME=LABEL", default=[],
+                   help="the label whose probability is NAME's score (default: the model card's, else "
+                        "__label__NAME)")
+    g.add_argument("--perplexity", metavar="MODEL[:MAX]",
+                   help="n-gram LM (ARPA or KenLM binary); documents above MAX perplexity are removed")
+    g.add_argument("--lm-normalization", metavar="MODE",
+                   help="the normalization an ARPA without gpu-dedup's header was trained with: none | "
+                        "nfkc-lower[,remove-punctuation][,fold-digits]")
+    g.add_argument("--rules", choices=("gopher", "gopher_quality", "gopher_repetition"),
+                   help="heuristic rules: gopher = quality + repetition rules at the paper's thresholds")
+    g.add_argument("--rule-off", action="append", metavar="COLUMN", default=[],
+                   help="switch one rule off, e.g. gopher_stop_words (repeatable)")
+    g.add_argument("--unit", choices=("document", "paragraph"), default=d["unit"],
+                   help="score whole documents (default) or paragraphs (byte-weighted per document)")
+
+
+def model_options(args: argparse.Namespace) -> dict[str, Any]:
+    """FilterConfig's scoring fields from ``add_model_arguments``' flags ({} when none is given)."""
+    labels: dict[str, str] = {}
+    for item in args.classifier_label:
+        if "=" not in item:
+            raise ValueError(f"--classifier-label {item!r}: expected NAME=LABEL")
+        k, v = item.split("=", 1)
+        labels[k] = v
+    specs = []
+    for text in args.classifier:
+        spec = parse_classifier(text)
+        if spec.name in labels:
+            spec = dataclasses.replace(spec, label=labels.pop(spec.name))
+        specs.append(spec)
+    if labels:
+        raise ValueError(f"--classifier-label {next(iter(labels))!r} names no --classifier")
+    ppl, max_ppl = args.perplexity, None
+    if ppl and ":" in ppl:
+        head, tail = ppl.rsplit(":", 1)
+        try:
+            max_ppl = float(tail)
+            ppl = head
+        except ValueError:
+            pass  # a path with a colon and no maximum
+    given = bool(args.lid or args.lang or specs or ppl or args.rules or args.script_prefilter)
+    if not given:
+        return {}
+    return dict(lid=args.lid, lang=tuple(args.lang or ()), lid_threshold=args.lid_threshold,
+                classifiers=tuple(specs), perplexity=ppl, max_perplexity=max_ppl,
+                lm_normalization=args.lm_normalization, rules=args.rules, rules_off=tuple(args.rule_off),
+                unit=args.unit,
+                domain=DomainConfig(script_prefilter=args.script_prefilter, relax=args.domain_relax,
+                                    relaxed_lid_threshold=args.relaxed_lid_threshold,
+                                    relaxed_factor=args.relaxed_factor))
+
+
+def add_filter_arguments(p: argparse.ArgumentParser) -> None:
+    d = {f.name: f.default for f in dataclasses.fields(FilterConfig)}
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs (like `run`)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT")
+    add_model_arguments(p)
+    g = p.add_argument_group("DSIR (importance resampling)")
+    g.add_argument("--dsir-target", nargs="+", metavar="FILE", help="target-domain documents for DSIR")
+    g.add_argument("--select", type=_select, metavar="K|FRACTION", help="documents DSIR keeps")
+    g.add_argument("--dsir-buckets", type=int, default=d["dsir_buckets"])
+    g = p.add_argument_group("run")
+    g.add_argument("--audit", type=int, default=d["audit"],
+                   help=f"random accepted and rejected documents kept for auditing, each (default {d['audit']})")
+    g.add_argument("--seed", type=int, default=d["seed"])
+    g.add_argument("--id-field", default=d["id_field"])
+    g.add_argument("--no-id-field", action="store_true", help="the input has no ids: make them from file and row")
+    g.add_argument("--text-field", default=d["text_field"])
+    g.add_argument("--on-error", choices=("raise", "skip"), default=d["on_error"])
+    g.add_argument("--batch-mb", type=_positive_mb, help="MiB of text per batch")
+    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d["device"])
+    g.add_argument("--threads", type=int)
+    g.add_argument("--no-filtered", action="store_true", help="do not write filtered/")
+    g.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
+    g.add_argument("-q", "--quiet", action="store_true")
+
+
+def filter_config(args: argparse.Namespace) -> FilterConfig:
+    kw: dict[str, Any] = dict(
+        model_options(args), dsir_target=tuple(args.dsir_target or ()), select=args.select,
+        dsir_buckets=args.dsir_buckets, audit=args.audit, seed=args.seed,
+        id_field=None if args.no_id_field else args.id_field, text_field=args.text_field, on_error=args.on_error,
+        device=args.device, threads=args.threads, progress=not args.quiet, write_filtered=not args.no_filtered)
+    if args.batch_mb is not None:
+        kw["batch_bytes"] = max(1024, int(args.batch_mb * 2**20))
+    return FilterConfig(**kw)
+
+
+def run_filter(args: argparse.Namespace) -> int:
+    from ..outputs import check_outside_inputs, input_roots, own
+    from .stage import filter_corpus
+
+    cfg = filter_config(args)
+    roots = input_roots(args.inputs) + (input_roots(list(cfg.dsir_target)) if cfg.dsir_target else [])
+    check_outside_inputs({"-o": args.output}, roots)
+    with own(args.output, command="filter", overwrite=args.overwrite, roots=roots):
+        res = filter_corpus(args.inputs, cfg, args.output)
+    c = res.stats["counts"]
+    print(f"kept {c['kept']:,} of {c['input']:,} documents; removed by: "
+          + (", ".join(f"{r} {k:,}" for r, k in sorted(c["by_reason"].items(), key=lambda x: -x[1])
+                       if r != "kept") or "nothing"))
+    t = res.stats["timings_s"]
+    print(f"device {res.stats['device']}, {t['total']:.2f} s, {res.stats['throughput_docs_per_s'] or 0:,.0f} docs/s "
+          f"scored")
+    print(f"wrote {os.path.join(args.output, 'scores.parquet')}, run.json"
+          + (", filtered/" if cfg.write_filtered else "") + (", audit.parquet" if cfg.audit else "")
+          + (", report.html" if os.path.exists(os.path.join(args.output, "report.html")) else ""))
+    return 0
+
+
+__all__ = ["ClassifierSpec", "EPILOG_FILTER", "add_commands", "add_filter_arguments", "filter_config", "run_filter"]
+
+
+def run_train_lm(args: argparse.Namespace) -> int:
+    from ..outputs import check_outside_inputs, input_roots
+    from .kneser_ney import LMTrainConfig, train_lm
+    from .lm import LMNormalization
+
+    check_outside_inputs({"-o": os.path.dirname(os.path.abspath(args.output))}, input_roots(args.inputs))
+    cfg = LMTrainConfig(order=args.order, normalization=LMNormalization.parse(args.normalization),
+                        text_field=args.text_field)
+    stats = train_lm(args.inputs, args.output, cfg, device=args.device, overwrite=args.overwrite)
+    counts = stats.get("ngrams") or stats.get("counts")
+    print(f"trained a {stats['order']}-gram model on {stats['sentences']:,} sentences ({stats['words']:,} words, "
+          f"vocabulary {stats['vocab_size']:,}) in {stats['seconds_total']:.1f} s -> {args.output}"
+          + (f"; n-grams per order: {counts}" if counts else ""))
+    return 0
+
+
+def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
+    """One flag per TrainClassifierConfig field (--text-field, --epoch, --quantize, ...), defaults from it."""
+    import typing
+
+    from .train import TrainClassifierConfig
+
+    p.add_argument("inputs", nargs="+", metavar="LABELLED", help="JSON Lines / Parquet files or directories with "
+                   "text, label and (optional) group fields, or fastText .txt files (__label__X text)")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model path (.bin, or .ftz with "
+                   "--quantize); the card is written beside it as MODEL.json")
+    hints = typing.get_type_hints(TrainClassifierConfig)
+    for f in dataclasses.fields(TrainClassifierConfig):
+        flag = "--" + f.name.replace("_", "-")
+        choices = typing.get_args(hints[f.name])
+        if f.default is False:
+            p.add_argument(flag, action="store_true", default=None)
+        elif choices and all(isinstance(c, str) for c in choices):
+            p.add_argument(flag, choices=choices, default=None, help=f"(default {f.default})")
+        else:
+            kind = int if isinstance(f.default, int) else float if isinstance(f.default, float) else \
+                (float if f.name.endswith(("_target", "_fraction")) else str)
+            p.add_argument(flag, type=kind, default=None, help=f"(default {f.default})")
+    p.add_argument("--no-group-field", action="store_true", help="every document is its own group")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model and card")
+    p.add_argument("-q", "--quiet", action="store_true")
+
+
+def run_train_classifier(args: argparse.Namespace) -> int:
+    from ..outputs import check_outside_inputs, input_roots
+    from .train import TrainClassifierConfig, format_summary, train_classifier
+
+    check_outside_inputs({"-o": args.output}, input_roots(args.inputs))
+    kw = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainClassifierConfig)
+          if getattr(args, f.name, None) is not None}
+    if args.no_group_field:
+        kw["group_field"] = None
+    card = train_classifier(list(args.inputs), args.output, TrainClassifierConfig(**kw), overwrite=args.overwrite)
+    print(format_summary(card))
+    return 0
+
+
+def add_commands(sub) -> None:
+    """Register ``filter`` (and the training commands) on the CLI's subparsers."""
+    p = sub.add_parser("filter", help="score documents (language ID, classifiers, perplexity, rules, DSIR) and "
+                       "keep those that pass", epilog=EPILOG_FILTER,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_filter_arguments(p)
+    p.set_defaults(func=run_filter)
+    p = sub.add_parser("train-lm", help="train an n-gram language model (interpolated modified Kneser-Ney, ARPA) "
+                       "for --perplexity", epilog="example:\n  gpu-dedup train-lm wiki.jsonl -o wiki.arpa --order 5\n\n"
+                       "the model records its normalization; scoring with another is refused",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inputs", nargs="+", metavar="REFERENCE", help="jsonl / parquet files or directories, or .txt "
+                   "files with one document per line")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL.arpa")
+    p.add_argument("--order", type=int, default=5, help="n-gram order, 1..6 (default 5)")
+    p.add_argument("--normalization", default="nfkc-lower",
+                   help="none | nfkc-lower[,remove-punctuation][,fold-digits] (default nfkc-lower)")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model file")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=run_train_lm)
+    p = sub.add_parser("train-classifier", help="train a fastText classifier (quality, toxicity, ...) with a "
+                       "group-disjoint validation split, a confusion matrix and a chosen threshold",
+                       epilog="example:\n  gpu-dedup train-classifier labelled.jsonl -o quality.bin --group-field "
+                       "domain --positive-label hq\n  gpu-dedup filter crawl/ -o out --classifier quality=quality.bin"
+                       "\n\nthe card (MODEL.json) holds the threshold, the metrics, the seed and the versions",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _train_classifier_arguments(p)
+    p.set_defaults(func=run_train_classifier)

@@ -1,0 +1,223 @@
+"""What ``gpu-dedup filter`` is asked to do: one dataclass per filter family, validated where it is made.
+
+A classifier is given as ``NAME=MODEL[:THRESHOLD]`` (``parse_classifier``): the score column is
+``<NAME>_score`` = the model's probability of its positive label, and THRESHOLD says which documents stay:
+``0.5`` or ``min0.5`` keeps scores >= 0.5 (quality), ``max0.3`` keeps scores <= 0.3 (toxicity: "documents that
+exceed the threshold are discarded"). Without THRESHOLD the model card written by ``train-classifier`` beside
+the model gives it; without a card the score is recorded and nothing is removed for it.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from ..config import InputConfig, is_int, is_real
+
+Unit = Literal["document", "paragraph"]
+Direction = Literal["min", "max"]
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+def _prob(owner: str, name: str, value, lo_open: bool = False) -> None:
+    if not is_real(value) or not math.isfinite(value) or not (0.0 < value if lo_open else 0.0 <= value) \
+            or value > 1.0:
+        raise ValueError(f"{owner}.{name} must be a number in {'(0' if lo_open else '[0'}, 1], got {value!r}")
+
+
+@dataclass(frozen=True)
+class ClassifierSpec:
+    """One learned classifier: ``name`` (column ``<name>_score``), the fastText ``model`` file, the
+    ``threshold`` and its ``direction`` (min: keep score >= threshold; max: keep score <= threshold; None:
+    take them from the model card, else only record the score) and the positive ``label`` whose
+    probability is the score (None: the card's, else ``__label__<name>`` when the model has it, else the
+    only label of a one-label model; anything else must be given)."""
+
+    name: str
+    model: str
+    threshold: float | None = None
+    direction: Direction = "min"
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not NAME_RE.match(self.name):
+            raise ValueError(f"classifier name {self.name!r} must be lowercase letters, digits and '_' (starting "
+                             f"with a letter, at most 40): it names the column <name>_score")
+        if self.name in ("lid",):
+            raise ValueError("classifier name 'lid' is taken by --lid; choose another name")
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError(f"classifier {self.name!r}: model must be a file path, got {self.model!r}")
+        if self.threshold is not None:
+            _prob(f"classifier {self.name!r}", "threshold", self.threshold)
+        if self.direction not in get_args(Direction):
+            raise ValueError(f"classifier {self.name!r}: direction must be 'min' or 'max', got {self.direction!r}")
+        if self.label is not None and (not isinstance(self.label, str) or not self.label):
+            raise ValueError(f"classifier {self.name!r}: label must be a non-empty string, got {self.label!r}")
+
+    @property
+    def column(self) -> str:
+        return f"{self.name}_score"
+
+
+def parse_classifier(text: str) -> ClassifierSpec:
+    """``NAME=MODEL[:THRESHOLD]`` with THRESHOLD ``0.5`` / ``min0.5`` (keep >=) or ``max0.3`` (keep <=)."""
+    if not isinstance(text, str) or "=" not in text:
+        raise ValueError(f"--classifier {text!r}: expected NAME=MODEL[:THRESHOLD], e.g. quality=quality.bin:0.5 "
+                         f"or hate=hate.bin:max0.3")
+    name, model = text.split("=", 1)
+    threshold, direction = None, "min"
+    m = re.match(r"^(.*):(min|max)?([0-9.eE+-]+)$", model)
+    if m and m.group(1):
+        try:
+            threshold = float(m.group(3))
+        except ValueError:
+            raise ValueError(f"--classifier {text!r}: threshold {m.group(3)!r} is not a number") from None
+        model, direction = m.group(1), m.group(2) or "min"
+    try:
+        return ClassifierSpec(name=name.strip(), model=model, threshold=threshold, direction=direction)
+    except ValueError as exc:
+        raise ValueError(f"--classifier {text!r}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class DomainConfig:
+    """The seed's domain rules (002 §21.2.1), each optional.
+
+    script_prefilter: a document whose letters are more than ``script_fraction`` in one script that only one
+    language writes (Hangul -> ko, kana -> ja, Thai, Greek, Hebrew, Georgian, Armenian, ... see
+    ``gpu_dedup.filters.domain.SCRIPT_LANGUAGES``) gets that language with probability = the fraction,
+    without the model. relax: documents detected as math (more than ``math_line_fraction`` of their
+    non-blank lines hold a LaTeX command or ``$``) or code (ASCII code symbols ``{}[]()<>;:=_#`` at least
+    ``code_symbol_density`` of non-space bytes, or Python/C keywords at least ``code_keyword_fraction`` of
+    words) are judged with ``relaxed_lid_threshold`` instead of the LID threshold and with every ``min``
+    classifier threshold multiplied by ``relaxed_factor`` (the OpenWebMath two-tier rule)."""
+
+    script_prefilter: bool = False
+    script_fraction: float = 0.5
+    relax: bool = False
+    relaxed_lid_threshold: float = 0.3
+    relaxed_factor: float = 0.5
+    math_line_fraction: float = 0.05
+    code_symbol_density: float = 0.10
+    code_keyword_fraction: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("script_prefilter", "relax"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"DomainConfig.{name} must be a bool, got {getattr(self, name)!r}")
+        _prob("DomainConfig", "script_fraction", self.script_fraction)
+        _prob("DomainConfig", "relaxed_lid_threshold", self.relaxed_lid_threshold)
+        _prob("DomainConfig", "relaxed_factor", self.relaxed_factor)
+        _prob("DomainConfig", "math_line_fraction", self.math_line_fraction, lo_open=True)
+        _prob("DomainConfig", "code_symbol_density", self.code_symbol_density, lo_open=True)
+        _prob("DomainConfig", "code_keyword_fraction", self.code_keyword_fraction, lo_open=True)
+
+
+@dataclass(frozen=True)
+class FilterConfig(InputConfig):
+    """A ``gpu-dedup filter`` run. Every family is off unless given:
+
+    lid: fastText language-ID model (e.g. lid.176.ftz); lang: languages kept (codes without the
+    ``__label__`` prefix; empty: any language); lid_threshold: the top language's probability needed.
+    classifiers: learned scores (``ClassifierSpec``). perplexity: an n-gram LM (ARPA / KenLM binary) and the
+    largest perplexity kept (None: record only); lm_normalization: for an ARPA without gpu-dedup's header.
+    rules: "gopher" for the Gopher rules ("gopher_quality" / "gopher_repetition": one half); rules_off: rule
+    columns switched off (e.g. ("gopher_stop_words",)). dsir_target: files of target-domain text; select: how
+    many documents DSIR keeps among those every other filter kept (int: a count; float in (0, 1]: a fraction
+    of them). unit: "document" scores the whole document as one line; "paragraph" scores every paragraph
+    (runs of non-blank lines) and gives the document the byte-weighted mean of its paragraphs' scores (LID:
+    the language with most bytes, its probability the byte-weighted mean over those paragraphs).
+    audit: random accepted and rejected documents kept for auditing (each); seed: their sample and DSIR's
+    Gumbel noise. device: "auto" | "cpu" | "cuda"; threads: CPU threads (None: all)."""
+
+    lid: str | None = None
+    lang: tuple[str, ...] = ()
+    lid_threshold: float = 0.5
+    classifiers: tuple[ClassifierSpec, ...] = ()
+    perplexity: str | None = None
+    max_perplexity: float | None = None
+    lm_normalization: str | None = None
+    rules: Literal["gopher", "gopher_quality", "gopher_repetition"] | None = None
+    rules_off: tuple[str, ...] = ()
+    dsir_target: tuple[str, ...] = ()
+    select: int | float | None = None
+    dsir_buckets: int = 10_000
+    domain: DomainConfig = field(default_factory=DomainConfig)
+    unit: Unit = "document"
+    audit: int = 500
+    seed: int = 0
+    device: str = "auto"
+    threads: int | None = None
+    progress: bool = False
+    write_filtered: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.lid is not None and (not isinstance(self.lid, str) or not self.lid):
+            raise ValueError(f"FilterConfig.lid must be a model path or None, got {self.lid!r}")
+        if isinstance(self.lang, str) or not all(isinstance(x, str) and x for x in self.lang):
+            raise ValueError(f"FilterConfig.lang must be a tuple of language codes, got {self.lang!r}")
+        if self.lang and self.lid is None and not self.domain.script_prefilter:
+            raise ValueError("FilterConfig.lang needs a language-ID model: pass lid= (--lid lid.176.ftz)")
+        _prob("FilterConfig", "lid_threshold", self.lid_threshold)
+        if not all(isinstance(c, ClassifierSpec) for c in self.classifiers):
+            raise ValueError("FilterConfig.classifiers must hold ClassifierSpec values (parse_classifier)")
+        names = [c.name for c in self.classifiers]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"classifier name {dup[0]!r} is given twice; each needs its own name (column)")
+        if self.max_perplexity is not None:
+            if self.perplexity is None:
+                raise ValueError("FilterConfig.max_perplexity needs a model: pass perplexity=MODEL")
+            if not is_real(self.max_perplexity) or not math.isfinite(self.max_perplexity) \
+                    or self.max_perplexity <= 1.0:
+                raise ValueError(f"FilterConfig.max_perplexity must be a finite number > 1, got "
+                                 f"{self.max_perplexity!r}")
+        if self.rules not in (None, "gopher", "gopher_quality", "gopher_repetition"):
+            raise ValueError(f"FilterConfig.rules must be 'gopher', 'gopher_quality', 'gopher_repetition' or None, "
+                             f"got {self.rules!r}")
+        if isinstance(self.rules_off, str) or (self.rules_off and self.rules is None):
+            raise ValueError(f"FilterConfig.rules_off must be a tuple of rule columns, with rules set; got "
+                             f"{self.rules_off!r}")
+        if isinstance(self.dsir_target, str):
+            raise ValueError("FilterConfig.dsir_target must be a tuple of paths, not one string")
+        if self.select is not None:
+            if not self.dsir_target:
+                raise ValueError("FilterConfig.select needs dsir_target (the target-domain text DSIR matches)")
+            if is_int(self.select):
+                if self.select < 1:
+                    raise ValueError(f"FilterConfig.select must be a count >= 1 or a fraction in (0, 1], got "
+                                     f"{self.select!r}")
+            elif not is_real(self.select) or not 0.0 < self.select <= 1.0:
+                raise ValueError(f"FilterConfig.select must be a count >= 1 or a fraction in (0, 1], got "
+                                 f"{self.select!r}")
+        elif self.dsir_target:
+            raise ValueError("FilterConfig.dsir_target needs select= (--select K or FRACTION): how many to keep")
+        if not is_int(self.dsir_buckets) or self.dsir_buckets < 2:
+            raise ValueError(f"FilterConfig.dsir_buckets must be an int >= 2, got {self.dsir_buckets!r}")
+        if not isinstance(self.domain, DomainConfig):
+            raise ValueError(f"FilterConfig.domain must be a DomainConfig, got {self.domain!r}")
+        if self.unit not in get_args(Unit):
+            raise ValueError(f"FilterConfig.unit must be 'document' or 'paragraph', got {self.unit!r}")
+        if not is_int(self.audit) or self.audit < 0:
+            raise ValueError(f"FilterConfig.audit must be an int >= 0, got {self.audit!r}")
+        if not is_int(self.seed) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"FilterConfig.seed must be an int in [0, 2**63), got {self.seed!r}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"FilterConfig.device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
+        if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
+            raise ValueError(f"FilterConfig.threads must be an int >= 1 or None, got {self.threads!r}")
+        for path in ([self.lid] if self.lid else []) + [c.model for c in self.classifiers] + \
+                ([self.perplexity] if self.perplexity else []):
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"model file {path!r} does not exist")
+        if not self.any_filter:
+            raise ValueError("nothing to filter: give at least one of --lid, --classifier, --perplexity, "
+                             "--rules, --dsir-target (or the script pre-filter)")
+
+    @property
+    def any_filter(self) -> bool:
+        return bool(self.lid or self.classifiers or self.perplexity or self.rules or self.dsir_target
+                    or self.domain.script_prefilter)

@@ -1,0 +1,374 @@
+"""Training n-gram language models: exact n-gram counts, then interpolated modified Kneser-Ney estimated the
+way KenLM's ``lmplz`` does (defaults: no pruning, ``--interpolate_unigrams``), written as an ARPA file that
+``kenlm.Model`` and ``gpu_dedup.filters.lm.load_lm`` load.
+
+Counting: the tokenization of ``filters.lm`` (sentences = non-empty lines); words are hashed by the lm
+kernels (CPU or GPU) to 128-bit keys and given ids (0 <unk>, 1 <s>, 2 </s>, then in order of first
+appearance); every new key's word is kept and every known key's word compared with it, so ids are exact.
+Each sentence is ``<s> w1 ... wk </s>``; n-grams are its windows of 1..order ids (the lone ``<s>`` excepted),
+counted exactly by sorting the id rows (numpy) per batch and merging. Literal ``<s>``, ``</s>``, ``<unk>`` in
+the text are dropped with a warning, as lmplz does (it reads them as whitespace).
+
+Estimation (lmplz: lm/builder/adjust_counts.cc, initial_probabilities.cc, interpolate.cc; float32 like it):
+    adjusted count a(g) = raw count for the highest order and for n-grams starting with <s>, else the number
+    of distinct words v with "v g" seen (continuation count); t_{n,k} = #{order-n n-grams with a = k};
+    Y = t1 / (t1 + 2 t2), D_k = k - (k + 1) Y t_{k+1} / t_k (k = 1, 2, 3+), each in [0, k] or training fails;
+    u(w|h) = (a(hw) - D(a(hw))) / sum_x a(hx), gamma(h) = (D1 N1(h.) + D2 N2(h.) + D3 N3+(h.)) / sum_x a(hx);
+    p(w|h) = u(w|h) + gamma(h) p(w|h'), with p(w|eps) = u(w) + gamma(eps) / |V| (|V| counts <unk>, not <s>),
+    u(<unk>) = 0, p(<s>) = 1; ARPA: log10 p (<= 0), backoff log10 gamma(g) for every g that is a context
+    (0 for n-grams ending in </s> or <unk>).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from .. import io
+from ..config import _check_literal, is_int
+from ..device import array_module, launch, resolve_device, to_device, to_host
+from ..lexical.normalize import arrow_text_buffers
+from .lm import SPECIALS, LMNormalization, lm_contract, prepare_text, write_arpa
+
+logger = logging.getLogger(__name__)
+
+UNK, BOS, EOS = 0, 1, 2
+MAX_ORDER = 6
+OnError = Literal["raise", "skip"]
+_MERGE_ROWS = 1 << 23  # merge an order's per-batch counts once this many rows are pending
+_TXT_BLOCK = 64 << 20  # .txt files are read in blocks of about this many bytes (cut after a newline)
+
+
+@dataclass(frozen=True)
+class LMTrainConfig:
+    """order: n-gram order (1..6); normalization: how text becomes words (recorded in the model);
+    text_field / id_field / on_error / batch_bytes: how jsonl / parquet inputs are read (``gpu_dedup.io``).
+    Plain ``.txt`` inputs hold one document per line."""
+
+    order: int = 5
+    normalization: LMNormalization = field(default_factory=LMNormalization)
+    text_field: str = "text"
+    id_field: str | None = None
+    on_error: OnError = "raise"
+    batch_bytes: int = 64 << 20
+
+    def __post_init__(self) -> None:
+        if not is_int(self.order) or not 1 <= self.order <= MAX_ORDER:
+            raise ValueError(f"LMTrainConfig.order must be an int in [1, {MAX_ORDER}], got {self.order!r} "
+                             "(5 is the usual choice, as in CCNet)")
+        if not isinstance(self.normalization, LMNormalization):
+            raise ValueError(f"LMTrainConfig.normalization must be an LMNormalization, got {self.normalization!r}")
+        if not isinstance(self.text_field, str) or not self.text_field:
+            raise ValueError(f"LMTrainConfig.text_field must be a non-empty str, got {self.text_field!r}")
+        if self.id_field is not None and (not isinstance(self.id_field, str) or not self.id_field):
+            raise ValueError(f"LMTrainConfig.id_field must be None or a non-empty str, got {self.id_field!r}")
+        _check_literal("LMTrainConfig.on_error", self.on_error, OnError)
+        if not is_int(self.batch_bytes) or self.batch_bytes < 1024:
+            raise ValueError(f"LMTrainConfig.batch_bytes must be an int >= 1024, got {self.batch_bytes!r}")
+
+
+class DiscountError(ValueError):
+    """The corpus is too small (or artificial) for modified Kneser-Ney discounts (lmplz's BadDiscountException)."""
+
+
+# ----------------------------------------------------------------------------------------------------
+# Counting
+# ----------------------------------------------------------------------------------------------------
+
+class NgramCounter:
+    """Exact n-gram counts of sentences added batch by batch (module doc)."""
+
+    def __init__(self, order: int, norm: LMNormalization, device: str = "cpu"):
+        self.order = order
+        self.norm = norm
+        self.device = device
+        self.vocab: list[str] = list(SPECIALS)
+        self._ids: dict[tuple[int, int], int] = {}
+        self._parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(order)]
+        self._pending = [0] * order
+        self.sentences = self.words = self.dropped = 0
+
+    def add(self, data, offsets) -> None:
+        """Count the sentences of documents data[offsets[d]:offsets[d+1]] (host or device arrays)."""
+        dev = self.device
+        xp = array_module(dev)
+        tdata, line_off, _ = prepare_text(to_device(data, dev), to_device(offsets, dev), self.norm, dev)
+        lines = int(line_off.shape[0]) - 1
+        per_line = xp.zeros(lines, xp.int64)
+        launch(dev, "lm_count_words", lines, tdata, line_off, per_line, family="lm")
+        word_off = xp.zeros(lines + 1, xp.int64)
+        xp.cumsum(per_line, out=word_off[1:])
+        w = int(word_off[-1])
+        spans = (xp.empty(w, xp.int64), xp.empty(w, xp.int64), xp.empty(w, xp.uint64), xp.empty(w, xp.uint64))
+        launch(dev, "lm_word_hashes", lines, tdata, line_off, word_off, *spans, family="lm")
+        start, end, h1, h2 = (to_host(a) for a in spans)
+        ids = self._word_ids(to_host(tdata), start, end, h1, h2)
+        per_line = to_host(per_line)
+        keep = ids >= 0
+        if not keep.all():
+            self.dropped += int((~keep).sum())
+            per_line = np.bincount(np.repeat(np.arange(lines), per_line)[keep], minlength=lines)
+            ids = ids[keep]
+        self._count(ids, per_line[per_line > 0])
+
+    def _word_ids(self, tdata: np.ndarray, start, end, h1, h2) -> np.ndarray:
+        """Ids of the words (exact: a known key's word is compared with the one it was first seen as); -1
+        for the special tokens <s>, </s>, <unk> written in the text."""
+        if not start.shape[0]:
+            return np.zeros(0, np.int64)
+        keys = np.stack([h1, h2], axis=1)
+        uniq, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        lens = end - start
+        if not np.array_equal(lens, lens[first][inv]):
+            raise RuntimeError("two different words share a 128-bit key (astronomically unlikely): report it")
+        mapped = np.empty(uniq.shape[0], np.int64)
+        raw = tdata.tobytes()
+        for j, (k1, k2) in enumerate(uniq.tolist()):
+            word = raw[int(start[first[j]]):int(end[first[j]])].decode("utf-8")
+            known = self._ids.get((k1, k2))
+            if known is None:
+                known = -1 if word in SPECIALS else len(self.vocab)
+                if known >= 0:
+                    self.vocab.append(word)
+                self._ids[(k1, k2)] = known
+            elif (word in SPECIALS) != (known < 0) or (known >= 0 and self.vocab[known] != word):
+                raise RuntimeError(f"two different words share a 128-bit key ({word!r}): report it")
+            mapped[j] = known
+        return mapped[inv]
+
+    def _count(self, ids: np.ndarray, k: np.ndarray) -> None:
+        """Count the windows of sentences <s> ids... </s> (k[s] words in sentence s, ids concatenated)."""
+        s = k.shape[0]
+        if not s:
+            return
+        self.sentences += s
+        self.words += int(k.sum())
+        lens = k + 2
+        b = np.zeros(s, np.int64)
+        np.cumsum(lens[:-1], out=b[1:])
+        seq = np.empty(int(lens.sum()), np.int32)
+        seq[b] = BOS
+        seq[b + k + 1] = EOS
+        sent_of_tok = np.repeat(np.arange(s), k)
+        first_tok = np.zeros(s, np.int64)
+        np.cumsum(k[:-1], out=first_tok[1:])
+        seq[b[sent_of_tok] + 1 + np.arange(ids.shape[0]) - first_tok[sent_of_tok]] = ids
+        sent_of_pos = np.repeat(np.arange(s), lens)
+        pos = np.arange(seq.shape[0])
+        stop = (b + lens)[sent_of_pos]
+        for n in range(1, self.order + 1):
+            ok = pos + n <= stop
+            if n == 1:
+                ok &= pos != b[sent_of_pos]  # the lone <s> is not an n-gram
+            starts = pos[ok]
+            if not starts.shape[0]:
+                continue
+            rows = seq[starts[:, None] + np.arange(n)]
+            u, c = np.unique(rows, axis=0, return_counts=True)
+            self._parts[n - 1].append((u, c.astype(np.int64)))
+            self._pending[n - 1] += u.shape[0]
+            if self._pending[n - 1] > _MERGE_ROWS:
+                self._merge(n)
+
+    def _merge(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        parts = self._parts[n - 1]
+        if not parts:
+            merged = (np.zeros((0, n), np.int32), np.zeros(0, np.int64))
+        elif len(parts) == 1:
+            merged = parts[0]
+        else:
+            rows = np.concatenate([p[0] for p in parts])
+            u, inv = np.unique(rows, axis=0, return_inverse=True)
+            c = np.bincount(inv.reshape(-1), weights=np.concatenate([p[1] for p in parts]), minlength=u.shape[0])
+            merged = (u, np.rint(c).astype(np.int64))
+        self._parts[n - 1] = [merged]
+        self._pending[n - 1] = merged[0].shape[0]
+        return merged
+
+    def counts(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per order n: (unique rows int32 (M, n) of ids, raw counts int64 (M,)); order 1 is every id."""
+        v = len(self.vocab)
+        u1, c1 = self._merge(1)
+        uni = np.zeros(v, np.int64)
+        uni[u1[:, 0]] = c1
+        return [(np.arange(v, dtype=np.int32)[:, None], uni)] + [self._merge(n) for n in range(2, self.order + 1)]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Estimation
+# ----------------------------------------------------------------------------------------------------
+
+def _index_of(sub: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Index in ``rows`` (unique rows; unigrams: row i is id i) of each row of ``sub`` (all present in rows)."""
+    if rows.shape[1] == 1:
+        return sub[:, 0].astype(np.int64)
+    if not sub.shape[0]:
+        return np.zeros(0, np.int64)
+    _, inv = np.unique(np.concatenate([rows, sub]), axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    pos = np.empty(rows.shape[0], np.int64)
+    pos[inv[:rows.shape[0]]] = np.arange(rows.shape[0])
+    return pos[inv[rows.shape[0]:]]
+
+
+def discounts(a: np.ndarray, n: int) -> tuple[np.ndarray, list[int]]:
+    """Modified Kneser-Ney discounts [0, D1, D2, D3+] (float32) of order n from its adjusted counts, and
+    t_{n,1..4}. Raises DiscountError (what is zero or out of range, and what to do) like lmplz."""
+    t = [int(np.count_nonzero(a == k)) for k in (1, 2, 3, 4)]
+    for k in (1, 2, 3):
+        if t[k - 1] == 0:
+            raise DiscountError(
+                f"cannot estimate modified Kneser-Ney discounts for {n}-grams: no {n}-gram has adjusted count {k} "
+                f"(count-of-counts t{n},1..4 = {t}; adjusted count = occurrences for the highest order and "
+                "<s>-initial n-grams, else distinct left neighbours). The reference corpus is too small or "
+                "artificial (e.g. repeated text): use more (varied) text, or a lower order (LMTrainConfig.order)")
+    f = np.float32
+    y = f(t[0]) / f(t[0] + 2.0 * t[1])
+    d = np.zeros(4, np.float32)
+    for k in (1, 2, 3):
+        d[k] = f(k) - f(k + 1) * y * f(t[k]) / f(t[k - 1])
+        if not 0.0 <= d[k] <= k:
+            raise DiscountError(
+                f"modified Kneser-Ney discount D{k}{'+' if k == 3 else ''} of the {n}-grams is {float(d[k]):.4g}, "
+                f"outside [0, {k}] (count-of-counts t{n},1..4 = {t}): the counts do not look like natural text "
+                "(too small or artificial corpus); use more (varied) text or a lower order")
+    return d, t
+
+
+def estimate(raw: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[tuple[np.ndarray, np.ndarray, Any]], dict]:
+    """Interpolated modified Kneser-Ney (module doc) from raw counts (``NgramCounter.counts``). Returns per order
+    (rows, log10 prob float32, log10 backoff float32 or None for the highest order), and statistics."""
+    order = len(raw)
+    f32 = np.float32
+    adj = []
+    for n, (rows, c) in enumerate(raw, 1):
+        if n == order:
+            a = c.copy()
+        else:
+            ext = raw[n][0][:, 1:]
+            us, cs = np.unique(ext, axis=0, return_counts=True) if ext.shape[0] else (ext, np.zeros(0, np.int64))
+            a = np.zeros(rows.shape[0], np.int64)
+            a[_index_of(us, rows)] = cs
+            starts_bos = rows[:, 0] == BOS
+            a[starts_bos] = c[starts_bos]
+        adj.append(a)
+    disc, coc = zip(*(discounts(a, n) for n, a in enumerate(adj, 1)))
+    v = raw[0][0].shape[0]
+    uniform = f32(1.0 / float(f32(v - 1)))  # |V| includes <unk>, excludes <s>
+    probs: list[np.ndarray] = []
+    backoffs: list[Any] = []
+    for n, ((rows, _), a, d) in enumerate(zip(raw, adj, disc), 1):
+        if n == 1:
+            cid = np.zeros(rows.shape[0], np.int64)
+        else:
+            uc, cid = np.unique(rows[:, :-1], axis=0, return_inverse=True)
+            cid = cid.reshape(-1)
+        m = int(cid.max()) + 1 if cid.shape[0] else 0
+        denom = np.bincount(cid, weights=a, minlength=m).astype(f32)
+        gamma = np.zeros(m, f32)
+        capped = np.minimum(a, 3)
+        for k in (1, 2, 3):
+            nk = np.bincount(cid, weights=(capped == k), minlength=m).astype(f32)
+            gamma = gamma + d[k] * nk
+        gamma = gamma / denom
+        u = (a.astype(f32) - d[capped]) / denom[cid]
+        if n == 1:
+            u[UNK] = 0
+            p = u + gamma[0] * uniform
+            p[BOS] = 1
+        else:
+            p = u + gamma[cid] * probs[-1][_index_of(rows[:, 1:], raw[n - 2][0])]
+            bo = np.zeros(raw[n - 2][0].shape[0], f32)
+            bo[_index_of(uc, raw[n - 2][0])] = np.log10(gamma)
+            last = raw[n - 2][0][:, -1]
+            bo[(last == EOS) | (last == UNK)] = 0
+            backoffs.append(bo)
+        probs.append(p.astype(f32))
+    backoffs.append(None)
+    out = [(rows, np.minimum(f32(0), np.log10(p)).astype(f32), bo) for (rows, _), p, bo in zip(raw, probs, backoffs)]
+    stats = {"ngrams": [int(r.shape[0]) for r, _ in raw], "count_of_counts": [list(t) for t in coc],
+             "discounts": [[float(x) for x in dd[1:]] for dd in disc]}
+    return out, stats
+
+
+# ----------------------------------------------------------------------------------------------------
+# Training entry point
+# ----------------------------------------------------------------------------------------------------
+
+def _txt_blocks(path: str):
+    """(data, offsets) blocks of a plain-text file (one document per line), cut after a newline."""
+    with open(path, "rb") as f:
+        carry = b""
+        pos = 0
+        while True:
+            chunk = f.read(_TXT_BLOCK)
+            buf = carry + chunk
+            cut = len(buf) if not chunk else buf.rfind(b"\n") + 1
+            block, carry = buf[:cut], buf[cut:]
+            if block:
+                try:
+                    block.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ValueError(f"{path}: invalid UTF-8 at byte {pos + exc.start}; fix or re-encode the "
+                                     "file (a .txt reference corpus must be UTF-8)") from None
+                # the whole block is one pseudo-document: its lines (the documents) are its sentences
+                yield np.frombuffer(block, np.uint8), np.array([0, len(block)], np.int64)
+                pos += len(block)
+            if not chunk:
+                return
+
+
+def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: str | os.PathLike,
+             cfg: LMTrainConfig | None = None, device: str = "cpu", overwrite: bool = False) -> dict[str, Any]:
+    """Train an interpolated modified Kneser-Ney model of ``cfg.order`` on the reference corpus ``inputs``
+    (jsonl / parquet via ``gpu_dedup.io``, or ``.txt`` with one document per line) and write it atomically as
+    an ARPA file at ``out_path`` (refused if it exists, unless ``overwrite``). Returns statistics."""
+    cfg = cfg or LMTrainConfig()
+    device = resolve_device(device)
+    out_path = os.fspath(out_path)
+    if os.path.exists(out_path) and not overwrite:
+        raise FileExistsError(f"{out_path} exists; pass overwrite=True (or choose another path) to replace it")
+    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    if not paths:
+        raise ValueError("no reference corpus given: pass the files to train on")
+    t0 = time.perf_counter()
+    counter = NgramCounter(cfg.order, cfg.normalization, device)
+    txt = [os.fspath(p) for p in paths if os.fspath(p).lower().endswith(".txt")]
+    other = [p for p in paths if not os.fspath(p).lower().endswith(".txt")]
+    for p in txt:
+        if not os.path.isfile(p):
+            raise FileNotFoundError(f"reference corpus file {p!r} does not exist")
+        for data, offsets in _txt_blocks(p):
+            counter.add(data, offsets)
+    report = io.ReadReport()
+    if other:
+        files = io.source_files(other)
+        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                     batch_bytes=cfg.batch_bytes, on_error=cfg.on_error, report=report):
+            counter.add(*arrow_text_buffers(batch.text))
+    if counter.dropped:
+        logger.warning("dropped %d literal <s> / </s> / <unk> tokens from the reference text (as lmplz does)",
+                       counter.dropped)
+    if not counter.sentences:
+        raise ValueError(f"the reference corpus {[os.fspath(p) for p in paths]} has no sentence (no line with a "
+                         "word after normalization); check the inputs and text_field")
+    t1 = time.perf_counter()
+    grams, stats = estimate(counter.counts())
+    contract = lm_contract(cfg.normalization)
+    stats = {"order": cfg.order, "sentences": counter.sentences, "words": counter.words,
+             "vocab_size": len(counter.vocab), "dropped_special_tokens": counter.dropped, **stats,
+             "estimator": "interpolated modified Kneser-Ney (lmplz defaults, no pruning)",
+             "config": {**dataclasses.asdict(cfg), "normalization": dataclasses.asdict(cfg.normalization)}}
+    with io.atomic_path(out_path) as tmp:
+        write_arpa(tmp, counter.vocab, grams, contract, stats={k: stats[k] for k in ("order", "sentences", "words")})
+    stats.update(path=out_path, contract=contract, read=report.to_dict(), seconds_count=round(t1 - t0, 3),
+                 seconds_total=round(time.perf_counter() - t0, 3))
+    logger.info("trained a %d-gram model on %d sentences (%d words, vocabulary %d): %s", cfg.order,
+                counter.sentences, counter.words, len(counter.vocab), out_path)
+    return stats

@@ -1,0 +1,521 @@
+"""n-gram language models: the LM contract (tokenization + normalization), ARPA read/write, and perplexity
+scoring with our kernels (``kernels/lm*.py``) or, for a KenLM binary file, the ``kenlm`` package.
+
+Tokenization (one definition, used to train and to score, recorded in the model):
+    a document's sentences are its non-empty lines: the text is split on "\\n" first, each line is then
+    normalized on its own (``LMNormalization``: "none", or our normalizer ``lexical/normalize`` with its
+    punctuation / digit-folding options; CCNet folds digits to 0), and split into words on ASCII whitespace.
+    A line without words is not a sentence. Each sentence is scored as ``<s> w1 ... wk </s>``, exactly
+    ``kenlm.Model.score(line, bos=True, eos=True)``.
+Per-document perplexity (our definition): ``10 ** (-sum of the sentences' log10 probabilities / tokens)`` with
+    tokens = words + one ``</s>`` per sentence (``<s>`` is not predicted, as in kenlm's ``perplexity``).
+    CCNet scores paragraphs (lines) separately (Wenzek et al. 2020, CCNet, section 3.3; datatrove's
+    utils/perplexity.py sums a document's lines the way we do). A document without a sentence gets NaN and
+    the reason ``EMPTY_REASON``.
+The contract is written into the ARPA file as a leading comment line ``# gpu-dedup-lm: {json}`` (KenLM's ARPA
+reader skips leading lines that start with "#"); ``load_lm`` refuses a model whose contract differs from the
+caller's ``normalization``, and needs an explicit ``normalization`` for an ARPA without it (e.g. from lmplz).
+"""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import logging
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..config import NormalizeConfig, _check_literal
+from ..contract import check_contract
+from ..device import array_module, kernels, launch, resolve_device, to_device, to_host
+from ..lexical.normalize import arrow_text_buffers, normalize_arrays
+from ..lexical.unicode_tables import POLICY_NAME, UNICODE_VERSION
+
+logger = logging.getLogger(__name__)
+
+LMNormMode = Literal["none", "nfkc-lower"]
+LM_CONTRACT_VERSION = 1
+HEADER_PREFIX = "# gpu-dedup-lm: "
+SPECIALS = ("<unk>", "<s>", "</s>")  # ids 0, 1, 2 (KenLM's kUNK, kBOS, kEOS)
+EMPTY_REASON = "no sentence: no line with a word after normalization"
+NULL_REASON = "null text"
+MISSING_UNK_LOG10 = -100.0  # KenLM's default for an ARPA without <unk> (lm/config.cc)
+KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
+KENLM_EXTRA = 'pip install "gpu-dedup[kenlm]"'
+_ARPA_SPACES = re.compile(r"[ \t\r\n]+")  # KenLM's kARPASpaces: a word may hold any other byte
+
+
+@dataclass(frozen=True)
+class LMNormalization:
+    """How text becomes words for a language model. mode="none": the raw line, split on ASCII whitespace;
+    mode="nfkc-lower": our normalizer (per-codepoint NFKC + lowercase, whitespace collapsed; policy
+    ``nfkc-cp-lower-v1``) with its options: punctuation/symbols -> space, decimal digits -> "0" (CCNet)."""
+
+    mode: LMNormMode = "nfkc-lower"
+    remove_punctuation: bool = False
+    fold_digits: bool = False
+
+    def __post_init__(self) -> None:
+        _check_literal("LMNormalization.mode", self.mode, LMNormMode)
+        for name in ("remove_punctuation", "fold_digits"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ValueError(f"LMNormalization.{name} must be a bool, got {value!r}")
+            if value and self.mode == "none":
+                raise ValueError(f"LMNormalization.{name}=True needs mode='nfkc-lower' (mode='none' leaves the "
+                                 "text as it is); set mode='nfkc-lower' or drop the option")
+
+    def normalize_config(self) -> NormalizeConfig | None:
+        if self.mode == "none":
+            return None
+        return NormalizeConfig(remove_punctuation=self.remove_punctuation, fold_digits=self.fold_digits)
+
+    @classmethod
+    def parse(cls, text: str) -> "LMNormalization":
+        """``none`` | ``nfkc-lower`` followed by any of ``,remove-punctuation`` ``,fold-digits`` (the CLI's
+        --normalization / --lm-normalization)."""
+        mode, *opts = [x.strip() for x in str(text).split(",")]
+        known = {"remove-punctuation": "remove_punctuation", "fold-digits": "fold_digits"}
+        bad = [o for o in opts if o not in known]
+        if bad:
+            raise ValueError(f"LM normalization {text!r}: unknown option {bad[0]!r} (options: "
+                             f"{', '.join(known)}; e.g. nfkc-lower,fold-digits)")
+        return cls(mode=mode, **{known[o]: True for o in opts})
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "LMNormalization":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in fields})
+
+
+def lm_contract(norm: LMNormalization) -> dict[str, Any]:
+    """What must match between the text a model was trained on and the text it scores."""
+    n: dict[str, Any] = dataclasses.asdict(norm)
+    if norm.mode != "none":
+        n.update(policy=POLICY_NAME, unicode_version=UNICODE_VERSION)
+    return {"lm_contract_version": LM_CONTRACT_VERSION,
+            "sentences": "non-empty lines (split on \\n before normalization), each <s> ... </s>",
+            "words": "split on ASCII whitespace after normalization",
+            "normalization": n}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Text -> lines (shared by training and scoring)
+# ----------------------------------------------------------------------------------------------------
+
+def split_lines(data, offsets, xp):
+    """Lines of documents data[offsets[d]:offsets[d+1]]: (line_off int64 (L+1,), doc_lines int64 (n+1,));
+    line i = data[line_off[i]:line_off[i+1]] (its "\\n" included), document d's lines are doc_lines[d] ..
+    doc_lines[d+1]-1. A document that ends with "\\n" gets a last empty line (no sentence)."""
+    n = offsets.shape[0] - 1
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    nl = xp.flatnonzero(data[lo:hi] == 10).astype(xp.int64) + (lo + 1)
+    pos = xp.concatenate([offsets[:-1].astype(xp.int64), nl])
+    tag = xp.concatenate([xp.ones(n, xp.int8), xp.zeros(nl.shape[0], xp.int8)])
+    order = xp.lexsort(xp.stack([tag, pos]))  # by position; a line after "\n" before a document start there
+    line_off = xp.concatenate([pos[order], xp.asarray([hi], xp.int64)])
+    doc_lines = xp.concatenate([xp.flatnonzero(tag[order] == 1).astype(xp.int64),
+                                xp.asarray([pos.shape[0]], xp.int64)])
+    return line_off, doc_lines
+
+
+def prepare_text(data, offsets, norm: LMNormalization, device: str):
+    """(data', line_off, doc_lines) ready for the kernels: lines split, then normalized per line (module doc)."""
+    xp = array_module(device)
+    line_off, doc_lines = split_lines(data, offsets, xp)
+    cfg = norm.normalize_config()
+    if cfg is None:
+        return data, line_off, doc_lines
+    normed = normalize_arrays(data, line_off, cfg, device)
+    return normed.data, normed.offsets, doc_lines
+
+
+def text_arrays(texts: Sequence[str | None] | pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray,
+                                                                                     np.ndarray]:
+    """(data uint8, offsets int64 (n+1,), null bool (n,)) of a list of str or an Arrow string array; nulls
+    become empty documents (flagged)."""
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    arr = texts if isinstance(texts, pa.Array) else pa.array(list(texts), pa.large_string())
+    null = arr.is_null().to_numpy(zero_copy_only=False).astype(bool) if arr.null_count else np.zeros(len(arr), bool)
+    if arr.null_count:
+        arr = arr.fill_null("")
+    data, offsets = arrow_text_buffers(arr)
+    return data, offsets, null
+
+
+# ----------------------------------------------------------------------------------------------------
+# ARPA
+# ----------------------------------------------------------------------------------------------------
+
+def _num(value: float) -> str:
+    """A float32 value as text that parses back to the same float32 (9 significant digits)."""
+    return "%.9g" % value
+
+
+def write_arpa(path: str, vocab: Sequence[str], grams: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+               contract: dict[str, Any], stats: dict[str, Any] | None = None) -> None:
+    """Write an ARPA file at ``path`` (caller handles atomicity). grams[n-1] = (rows int (M, n) word ids,
+    log10 prob float32 (M,), log10 backoff float32 (M,) or None for the highest order)."""
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(HEADER_PREFIX + json.dumps(contract, sort_keys=True, ensure_ascii=True) + "\n")
+        if stats is not None:
+            f.write("# gpu-dedup-lm-stats: " + json.dumps(stats, sort_keys=True, ensure_ascii=True) + "\n")
+        f.write("\n\\data\\\n")
+        for n, (rows, _, _) in enumerate(grams, 1):
+            f.write(f"ngram {n}={rows.shape[0]}\n")
+        for n, (rows, prob, bo) in enumerate(grams, 1):
+            f.write(f"\n\\{n}-grams:\n")
+            words = [[vocab[i] for i in col] for col in rows.T.tolist()]
+            joined = [" ".join(t) for t in zip(*words)] if n > 1 else words[0]
+            ps = prob.tolist()
+            if bo is None:
+                f.writelines(f"{_num(p)}\t{g}\n" for p, g in zip(ps, joined))
+            else:
+                f.writelines(f"{_num(p)}\t{g}\t{_num(b)}\n" for p, g, b in zip(ps, joined, bo.tolist()))
+        f.write("\n\\end\\\n")
+
+
+class ARPAError(ValueError):
+    """A malformed ARPA file (the message names the file and line)."""
+
+
+def _open_text(path: str):
+    with open(path, "rb") as f:
+        head = f.read(len(KENLM_BINARY_MAGIC))
+    if head.startswith(b"\x1f\x8b"):
+        return gzip.open(path, "rt", encoding="utf-8", errors="strict", newline="\n")
+    return open(path, encoding="utf-8", errors="strict", newline="\n")
+
+
+def read_arpa(path: str) -> tuple[dict[str, Any] | None, list[str], list[tuple[np.ndarray, np.ndarray,
+                                                                               np.ndarray]]]:
+    """Parse an ARPA file: (header contract or None, vocabulary (unigram order), per order (rows int64 (M, n)
+    of word ids, log10 prob float32 (M,), log10 backoff float32 (M,), 0 where absent)). Raises ARPAError with
+    file:line for anything KenLM's reader would reject (lm/read_arpa.cc) and for unknown words."""
+    header: list[str] = []
+    counts: list[int] = []
+    no = 0
+
+    def bad(msg: str) -> ARPAError:
+        return ARPAError(f"{path}:{no}: {msg}")
+
+    try:
+        f = _open_text(path)
+        with f:
+            it = iter(f)
+            for line in it:  # leading blank / comment lines, then \data\
+                no += 1
+                s = line.strip()
+                if s.startswith(HEADER_PREFIX.strip()):
+                    header.append(s[len(HEADER_PREFIX.strip()):].strip())
+                elif s == "\\data\\":
+                    break
+                elif s and not s.startswith("#"):
+                    raise bad(f"expected \\data\\ (optionally after blank or '#' lines), found {s[:60]!r}")
+            else:
+                raise bad("no \\data\\ line: not an ARPA file")
+            for line in it:
+                no += 1
+                s = line.strip()
+                if not s:
+                    if counts:
+                        break
+                    continue
+                if not s.startswith("ngram "):
+                    raise bad(f"expected 'ngram N=count', found {s[:60]!r}")
+                n, _, c = s[6:].partition("=")
+                if not (n.strip().isdigit() and c.strip().isdigit()) or int(n) != len(counts) + 1:
+                    raise bad(f"bad count line {s!r} (orders must be 1, 2, ... with integer counts)")
+                counts.append(int(c))
+            if not counts:
+                raise bad("no 'ngram N=count' lines after \\data\\")
+            order = len(counts)
+            vocab: list[str] = []
+            ids: dict[str, int] = {}
+            grams = []
+            for n in range(1, order + 1):
+                for line in it:
+                    no += 1
+                    s = line.strip()
+                    if s:
+                        break
+                else:
+                    raise bad(f"file ends before the \\{n}-grams: section")
+                if s != f"\\{n}-grams:":
+                    raise bad(f"expected \\{n}-grams:, found {s[:60]!r}")
+                rows = np.empty((counts[n - 1], n), np.int64)
+                prob = np.empty(counts[n - 1], np.float32)
+                bo = np.zeros(counts[n - 1], np.float32)
+                for i in range(counts[n - 1]):
+                    line = next(it, None)
+                    no += 1
+                    if line is None or not line.strip():
+                        raise bad(f"the header says {counts[n - 1]} {n}-grams but the section has {i}")
+                    parts = _ARPA_SPACES.split(line.strip(" \t\r\n"))
+                    if len(parts) not in (n + 1, n + 2):
+                        raise bad(f"a {n}-gram line needs log10prob, {n} word(s) and an optional backoff; found "
+                                  f"{len(parts)} fields")
+                    try:
+                        p = float(parts[0])
+                        b = float(parts[n + 1]) if len(parts) == n + 2 else 0.0
+                    except ValueError:
+                        raise bad(f"not a number in {line.strip()[:80]!r}") from None
+                    if not (math.isfinite(p) and math.isfinite(b)):
+                        raise bad(f"non-finite value in {line.strip()[:80]!r}")
+                    if p > 0:
+                        raise bad(f"positive log10 probability {p} (a probability above 1)")
+                    if n == order and b != 0:
+                        raise bad(f"the highest order ({n}) cannot have a backoff, found {b}")
+                    if n == 1:
+                        if parts[1] in ids:
+                            raise bad(f"duplicate unigram {parts[1]!r}")
+                        ids[parts[1]] = len(vocab)
+                        vocab.append(parts[1])
+                        rows[i, 0] = ids[parts[1]]
+                    else:
+                        for j in range(n):
+                            w = ids.get(parts[1 + j])
+                            if w is None:
+                                raise bad(f"word {parts[1 + j]!r} is not among the unigrams")
+                            rows[i, j] = w
+                    prob[i] = p
+                    bo[i] = b
+                grams.append((rows, prob, bo))
+            for line in it:
+                no += 1
+                s = line.strip()
+                if s == "\\end\\":
+                    break
+                if s:
+                    raise bad(f"expected \\end\\ after the {order}-grams, found {s[:60]!r} (more n-grams than "
+                              "the header says?)")
+            else:
+                raise bad("missing \\end\\ (truncated file?)")
+            for line in it:
+                no += 1
+                if line.strip():
+                    raise bad("non-blank line after \\end\\")
+    except UnicodeDecodeError as exc:
+        raise ARPAError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start} of a line near line "
+                        f"{no + 1}); an ARPA file is UTF-8 text (a KenLM binary is detected by its header)") from None
+    except (OSError, EOFError) as exc:
+        raise ARPAError(f"{path}: cannot read it ({exc})") from None
+    contract = None
+    if header:
+        try:
+            contract = json.loads("".join(header))
+        except json.JSONDecodeError as exc:
+            raise ARPAError(f"{path}: the '{HEADER_PREFIX.strip()}' header is not valid JSON ({exc}); remove "
+                            "the line and pass normalization= to load_lm") from None
+    return contract, vocab, grams
+
+
+# ----------------------------------------------------------------------------------------------------
+# Models and scoring
+# ----------------------------------------------------------------------------------------------------
+
+def _pow2(n: int) -> int:
+    """Power-of-two table capacity for n keys at load <= 1/2."""
+    return 1 << max(1, (2 * max(n, 1) - 1).bit_length())
+
+
+def _word_keys(vocab: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    enc = [w.encode("utf-8") for w in vocab]
+    lens = np.fromiter((len(b) for b in enc), np.int64, len(enc))
+    ends = np.cumsum(lens)
+    data = np.frombuffer(b"".join(enc), np.uint8) if enc else np.zeros(0, np.uint8)
+    h1 = np.empty(len(enc), np.uint64)
+    h2 = np.empty(len(enc), np.uint64)
+    launch("cpu", "lm_span_hashes", len(enc), data, ends - lens, ends, h1, h2, family="lm")
+    return h1, h2
+
+
+class NgramLM:
+    """A loaded n-gram model: ``score`` (our kernels over an ARPA's tables, or kenlm for a binary file) and
+    ``describe`` (for run.json). Build it with ``load_lm``."""
+
+    def __init__(self, path: str, normalization: LMNormalization, contract: dict[str, Any] | None,
+                 vocab: list[str] | None = None, grams: list | None = None, kenlm_model: Any = None):
+        self.path = path
+        self.normalization = normalization
+        self.contract = contract
+        self._kenlm = kenlm_model
+        self._device_tables: dict[str, tuple] = {}
+        if kenlm_model is not None:
+            self.format = "kenlm-binary"
+            self.order = int(kenlm_model.order)
+            self.counts: list[int] = []
+            self.vocab_size = None
+            return
+        self.format = "arpa"
+        assert vocab is not None and grams is not None
+        self.order = len(grams)
+        self._build(vocab, grams)
+
+    def _build(self, vocab: list[str], grams: list) -> None:
+        ids = {w: i for i, w in enumerate(vocab)}
+        for special in ("<s>", "</s>"):
+            if special not in ids:
+                raise ARPAError(f"{self.path}: the model has no {special} unigram (KenLM refuses it too); a "
+                                "sentence model needs <s> and </s>")
+        if "<unk>" not in ids:
+            logger.warning("%s has no <unk>; unknown words get log10 p = %s like KenLM", self.path,
+                           MISSING_UNK_LOG10)
+            ids["<unk>"] = len(vocab)
+            vocab = [*vocab, "<unk>"]
+            rows, prob, bo = grams[0]
+            grams = [(np.vstack([rows, [[ids["<unk>"]]]]), np.append(prob, np.float32(MISSING_UNK_LOG10)),
+                      np.append(bo, np.float32(0)))] + list(grams[1:])
+        self.unk, self.bos, self.eos = ids["<unk>"], ids["<s>"], ids["</s>"]
+        self.vocab_size = len(vocab)
+        self.counts = [int(g[0].shape[0]) for g in grams]
+        h1, h2 = _word_keys(vocab)
+        cap = _pow2(len(vocab))
+        vk1, vk2, vids = np.zeros(cap, np.uint64), np.zeros(cap, np.uint64), np.zeros(cap, np.int64)
+        clash = launch_host("lm_build_vocab", h1, h2, np.arange(len(vocab), dtype=np.int64), vk1, vk2, vids)
+        if clash >= 0:
+            raise ARPAError(f"{self.path}: two vocabulary words share a 128-bit key (word {vocab[clash]!r}); "
+                            "this is astronomically unlikely: report it")
+        keys = np.concatenate([_ngram_keys(rows) for rows, _, _ in grams])
+        prob = np.concatenate([p for _, p, _ in grams]).astype(np.float32)
+        bo = np.concatenate([b for _, _, b in grams]).astype(np.float32)
+        cap = _pow2(keys.shape[0])
+        tk, tp, tb = np.zeros(cap, np.uint64), np.zeros(cap, np.float32), np.zeros(cap, np.float32)
+        clash = launch_host("lm_build_table", keys, prob, bo, tk, tp, tb)
+        if clash >= 0:
+            n, i = _locate(clash, self.counts)
+            words = " ".join(vocab[j] for j in grams[n - 1][0][i])
+            raise ARPAError(f"{self.path}: the {n}-gram {words!r} is listed twice (or two n-grams share a 64-bit "
+                            "key); remove the duplicate")
+        # on the CPU the n-gram table is one array of 16-byte slots (key, prob, backoff), read through three
+        # strided views: a lookup touches one cache line instead of three (measured 9% faster scoring)
+        packed = np.zeros((cap, 2), np.uint64)
+        packed[:, 0] = tk
+        pf = packed.view(np.float32).reshape(cap, 4)  # columns 2, 3: the bytes of the second uint64
+        pf[:, 2], pf[:, 3] = tp, tb
+        self._tables = (vk1, vk2, vids, packed[:, 0], pf[:, 2], pf[:, 3])
+
+    def tables(self, device: str) -> tuple:
+        if device == "cpu":
+            return self._tables
+        if device not in self._device_tables:
+            self._device_tables[device] = tuple(to_device(np.ascontiguousarray(a), device) for a in self._tables)
+        return self._device_tables[device]
+
+    def describe(self) -> dict[str, Any]:
+        """What run.json records about the model."""
+        st = os.stat(self.path)
+        return {"path": os.path.abspath(self.path), "format": self.format, "order": self.order,
+                "ngrams": self.counts, "vocab_size": self.vocab_size, "bytes": st.st_size,
+                "mtime_ns": st.st_mtime_ns, "contract": self.contract or lm_contract(self.normalization),
+                "contract_source": "file header" if self.contract else "caller (normalization=)",
+                "perplexity": "10 ** (-sum log10 p / (words + one </s> per sentence)); sentences = non-empty "
+                              "lines, each <s> ... </s>"}
+
+    def score(self, texts: Sequence[str | None] | pa.Array | pa.ChunkedArray, device: str = "cpu") -> dict:
+        """Score documents. Returns arrays of length n: ``logprob`` float64 (sum of the sentences' float32
+        log10 probabilities), ``tokens`` int64 (words + sentences), ``sentences``, ``oov`` int64, ``perplexity``
+        float64 (NaN without a sentence) and ``reason`` (object: "" or why the perplexity is NaN)."""
+        device = resolve_device(device)
+        data, offsets, null = text_arrays(texts)
+        n = offsets.shape[0] - 1
+        if self._kenlm is not None:
+            lp, tok, sent, oov = self._score_kenlm(data, offsets)
+        else:
+            xp = array_module(device)
+            tdata, line_off, doc_lines = prepare_text(to_device(data, device), to_device(offsets, device),
+                                                      self.normalization, device)
+            outs = (xp.zeros(n, xp.float64), xp.zeros(n, xp.int64), xp.zeros(n, xp.int64), xp.zeros(n, xp.int64))
+            launch(device, "lm_score_docs", n, tdata, line_off, doc_lines, *self.tables(device), self.order,
+                   self.bos, self.eos, self.unk, *outs, family="lm")
+            lp, tok, sent, oov = (to_host(a) for a in outs)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ppl = np.where(tok > 0, 10.0 ** (-lp / np.maximum(tok, 1)), np.nan)
+        reason = np.full(n, "", dtype=object)
+        reason[tok == 0] = EMPTY_REASON
+        reason[null] = NULL_REASON
+        return {"logprob": lp, "tokens": tok, "sentences": sent, "oov": oov, "perplexity": ppl, "reason": reason}
+
+    def _score_kenlm(self, data, offsets):
+        """The kenlm package scores each sentence of our tokenization (a binary model: no tables of ours)."""
+        tdata, line_off, doc_lines = prepare_text(data, offsets, self.normalization, "cpu")
+        raw = bytes(tdata)
+        n = offsets.shape[0] - 1
+        lp, tok, sent, oov = np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+        m = self._kenlm
+        for d in range(n):
+            for li in range(int(doc_lines[d]), int(doc_lines[d + 1])):
+                words = raw[int(line_off[li]):int(line_off[li + 1])].split()
+                if words:
+                    line = b" ".join(words).decode("utf-8", "surrogateescape")
+                    lp[d] += m.score(line, bos=True, eos=True)
+                    tok[d] += len(words) + 1
+                    sent[d] += 1
+                    oov[d] += sum(1 for w in words if w.decode("utf-8", "surrogateescape") not in m)
+        return lp, tok, sent, oov
+
+
+def launch_host(name: str, *args) -> int:
+    """Run a host-only kernel of the lm family (table builders) and return its result."""
+    return int(getattr(kernels("cpu", "lm"), name)(*args))
+
+
+def _ngram_keys(rows: np.ndarray) -> np.ndarray:
+    out = np.empty(rows.shape[0], np.uint64)
+    launch("cpu", "lm_ngram_keys", rows.shape[0], np.ascontiguousarray(rows, np.int64), out, family="lm")
+    return out
+
+
+def _locate(i: int, counts: list[int]) -> tuple[int, int]:
+    for n, c in enumerate(counts, 1):
+        if i < c:
+            return n, i
+        i -= c
+    raise IndexError(i)
+
+
+def load_lm(path: str | os.PathLike, normalization: LMNormalization | None = None) -> NgramLM:
+    """Load an ARPA file (ours, or any other: then ``normalization`` is required) or a KenLM binary file
+    (scored by the ``kenlm`` package; ``normalization`` required). A model whose recorded contract differs
+    from ``normalization`` is refused, naming the fields."""
+    path = os.fspath(path)
+    if normalization is not None and not isinstance(normalization, LMNormalization):
+        raise TypeError(f"normalization must be an LMNormalization, got {type(normalization).__name__}")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"language model {path!r} does not exist (train one with gpu-dedup train-lm)")
+    with open(path, "rb") as f:
+        head = f.read(len(KENLM_BINARY_MAGIC))
+    if head == KENLM_BINARY_MAGIC:
+        if normalization is None:
+            raise ValueError(f"{path} is a KenLM binary file, which records no normalization: pass "
+                             "normalization=LMNormalization(...) matching how its training text was prepared")
+        try:
+            import kenlm
+        except ImportError:
+            raise ImportError(f"{path} is a KenLM binary file; scoring it needs the kenlm package: "
+                              f"{KENLM_EXTRA} (or convert the model to ARPA)") from None
+        return NgramLM(path, normalization, None, kenlm_model=kenlm.Model(path))
+    contract, vocab, grams = read_arpa(path)
+    if contract is None:
+        if normalization is None:
+            raise ValueError(f"{path} has no '{HEADER_PREFIX.strip()}' header (not trained by gpu-dedup, e.g. "
+                             "KenLM's lmplz): pass normalization=LMNormalization(...) describing how its training "
+                             "text was normalized (mode='none' for text used as is)")
+        return NgramLM(path, normalization, None, vocab, grams)
+    try:
+        own = LMNormalization.from_dict(contract.get("normalization", {}))
+    except (TypeError, ValueError) as exc:
+        raise ARPAError(f"{path}: the header's normalization is not one this version understands ({exc})") from None
+    try:
+        check_contract(lm_contract(normalization or own), contract, f"language model {path}")
+    except ValueError as exc:
+        raise ValueError(f"{exc}\nFor this model: score with normalization={own!r} (the model's), or retrain it "
+                         "on text normalized your way (gpu-dedup train-lm).") from None
+    return NgramLM(path, normalization or own, contract, vocab, grams)

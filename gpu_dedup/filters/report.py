@@ -1,0 +1,132 @@
+"""OUT/report.html of a ``gpu-dedup filter`` run, from its files alone (run.json, scores.parquet,
+audit.parquet): counts by reason, a histogram of every score with its threshold, retention per threshold,
+and the audit sample (accepted and rejected documents with their scores and reason)."""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from .. import io
+from ..report.page import _e, _kv, _Page, _pct, _table
+from ..report.plots import _figure, _matplotlib_ok, _png
+
+logger = logging.getLogger(__name__)
+AUDIT_SHOWN = 25          # documents of each side shown on the page (all of them are in audit.parquet)
+AUDIT_CHARS = 1500        # characters of each shown document
+NOT_SCORES = {"id", "row", "keep", "reason", "lid_label", "script_lang", "domain"}
+
+
+def _thresholds(stats: dict[str, Any]) -> dict[str, tuple[float, str]]:
+    """column -> (threshold, direction) of the run's tests that have one."""
+    out: dict[str, tuple[float, str]] = {}
+    cfg = stats.get("config", {})
+    models = stats.get("models", {})
+    if "lid" in models:
+        out["lid_prob"] = (float(cfg.get("lid_threshold", 0.5)), "min")
+    for c in models.get("classifiers", []):
+        if c.get("threshold") is not None:
+            out[c["column"]] = (float(c["threshold"]), c["direction"])
+    if cfg.get("max_perplexity") is not None:
+        out["perplexity"] = (float(cfg["max_perplexity"]), "max")
+    return out
+
+
+def _hist(values: np.ndarray, name: str, threshold: tuple[float, str] | None) -> bytes:
+    fig, ax = _figure(7.0, 2.8)
+    v = values[np.isfinite(values)]
+    if name == "perplexity" and len(v) and v.min() > 0:
+        v = np.log10(v)
+        name = "log10 perplexity"
+        threshold = (np.log10(threshold[0]), threshold[1]) if threshold else None
+    ax.hist(v, bins=50, color="#4c72b0")
+    if threshold is not None:
+        ax.axvline(threshold[0], color="#c44e52", linestyle="--",
+                   label=f"keep {'>=' if threshold[1] == 'min' else '<='} {threshold[0]:g}")
+        ax.legend(loc="upper center", fontsize=8)
+    ax.set_xlabel(name)
+    ax.set_ylabel("documents")
+    return _png(fig)
+
+
+def write_filter_report(out_dir: str | os.PathLike) -> str:
+    """Write OUT/report.html (plots also as OUT/report/*.png); returns its path."""
+    import json
+
+    out = os.fspath(out_dir)
+    with open(os.path.join(out, "run.json"), encoding="utf-8") as fh:
+        stats = json.load(fh)
+    scores = pq.read_table(os.path.join(out, "scores.parquet"))
+    audit_path = os.path.join(out, "audit.parquet")
+    audit = pq.read_table(audit_path) if os.path.exists(audit_path) else None
+    page = _Page(os.path.join(out, "report"), _matplotlib_ok())
+    c = stats["counts"]
+    page.add("counts", "Decisions", _kv([("documents", f"{c['input']:,}"),
+                                          ("kept", f"{c['kept']:,} ({_pct(c['kept'], c['input'])})"),
+                                          ("removed", f"{c['removed']:,}")])
+             + _table(["reason", "documents", "share"],
+                      [(r, f"{k:,}", _pct(k, c["input"])) for r, k in
+                       sorted(c["by_reason"].items(), key=lambda x: -x[1])])
+             + f"<p class=\"note\">Order of the tests (the first failing one is the reason): "
+               f"{_e(', '.join(stats.get('order', [])))}.</p>")
+    thresholds = _thresholds(stats)
+    body = []
+    for name in scores.column_names:
+        if name in NOT_SCORES or name.startswith("script_"):
+            continue
+        values = scores[name].to_numpy(zero_copy_only=False).astype(np.float64)
+        body.append(f"<h3>{_e(name)}</h3>" + page.img(f"hist_{name}", lambda v=values, n=name:
+                                                      _hist(v, n, thresholds.get(n)), f"histogram of {name}"))
+        ret = stats.get("retention", {}).get(name)
+        if ret:
+            body.append(_table(["threshold", "retention"], [(f"{r['threshold']:.4g}", f"{100 * r['retention']:.1f}%")
+                                                            for r in ret]))
+    page.add("scores", "Scores and retention per threshold", "".join(body) or "<p>No score columns.</p>")
+    if "lid_label" in scores.column_names:
+        labels = scores["lid_label"].to_numpy(zero_copy_only=False)
+        u, k = np.unique(labels.astype(str), return_counts=True)
+        top = np.argsort(-k)[:20]
+        page.add("languages", "Languages", _table(["language", "documents", "share"],
+                                                  [(u[i] or "(none)", f"{k[i]:,}", _pct(k[i], len(labels)))
+                                                   for i in top]))
+    if "dsir" in stats:
+        d, rep = stats["dsir"], stats["dsir"].get("report") or {}
+        page.add("dsir", "Importance resampling (DSIR)", _kv([
+            ("target", ", ".join(d.get("target", []))), ("target documents", f"{d.get('target_documents', 0):,}"),
+            ("pool (kept by every other test)", f"{d.get('pool', 0):,}"), ("requested", d.get("requested")),
+            ("selected", f"{d.get('selected', 0):,}"),
+            ("KL(target ‖ raw)", f"{rep.get('kl_target_raw', float('nan')):.4f}"),
+            ("KL(target ‖ selected)", f"{rep.get('kl_target_selected', float('nan')):.4f}"),
+            ("documents without features (never selected)", rep.get("documents_without_features"))])
+            + "<p class=\"note\">KL over the hashed n-gram distributions: selection should lower it.</p>")
+    if audit is not None:
+        page.add("audit", "Audit sample", _audit_html(audit))
+    html = page.render("gpu-dedup filter report",
+                       f"<p class=\"note\">{_e(out)} · {_e(stats.get('created', ''))} · device "
+                       f"{_e(stats.get('device', ''))}</p>")
+    path = os.path.join(out, "report.html")
+    with io.atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(html)
+    return path
+
+
+def _audit_html(audit) -> str:
+    rows = audit.to_pylist()
+    parts = [f"<p class=\"note\">audit.parquet holds {len(rows):,} documents drawn uniformly at random from each "
+             f"side (seeded); the first {AUDIT_SHOWN} of each are shown. Read the rejections before locking a "
+             f"threshold.</p>"]
+    for side, title in ((False, "Rejected"), (True, "Accepted")):
+        shown = [r for r in rows if bool(r["keep"]) == side][:AUDIT_SHOWN]
+        parts.append(f"<h3>{title} ({len(shown)} shown)</h3>")
+        for r in shown:
+            scores = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()
+                               if k not in ("id", "row", "keep", "text", "reason") and v not in (None, ""))
+            text = r["text"]
+            more = f" … ({len(text) - AUDIT_CHARS:,} more characters)" if len(text) > AUDIT_CHARS else ""
+            parts.append(f"<div class=\"head\"><b>{_e(r['id'])}</b> · reason <code>{_e(r['reason'])}</code> · "
+                         f"{_e(scores)}</div><div class=\"doc\">{_e(text[:AUDIT_CHARS])}{_e(more)}</div>")
+    return "".join(parts)

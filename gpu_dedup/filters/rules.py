@@ -1,0 +1,317 @@
+"""Heuristic quality rules: Gopher's (Rae et al. 2021, arXiv 2112.11446, App. A; repetition thresholds of its
+Table A1), one score column per rule, each with its threshold recorded (``describe``).
+
+Definitions (ours where the paper leaves a choice; datatrove, NeMo Curator and dolma each differ a little):
+
+- words: Python's ``text.split()`` (maximal runs of non-whitespace codepoints; no language tokenizer), word
+  length in codepoints. ``gopher_word_count`` = words; ``gopher_mean_word_length`` = mean word length (0
+  without words). Unlike datatrove, punctuation-only words count.
+- ``gopher_symbol_word_ratio`` = max(count of '#', count of "..." (non-overlapping, as ``str.count``) plus
+  '…') / words: the paper removes a document when EITHER ratio exceeds 0.1, which is one test on the max.
+- lines: ``text.split("\\n")`` each ``strip()``-ed; blank lines (nothing left) are ignored by every line
+  statistic. ``gopher_bullet_lines_frac``: lines whose first character is in ``bullets``;
+  ``gopher_ellipsis_lines_frac``: lines ending with "..." or '…'.
+- ``gopher_alpha_words_frac``: words with at least one alphabetic character (``str.isalpha``, Unicode
+  letters) / words.
+- ``gopher_stop_words``: how many DISTINCT stop words occur, a word matching after stripping ASCII
+  punctuation at both ends and lowercasing A-Z ("The," matches "the").
+- repetition. Duplicates are the 2nd and later occurrences of an identical unit. ``gopher_dup_line_frac`` =
+  duplicate lines / lines; ``gopher_dup_line_char_frac`` = their characters / characters of the document
+  (``len(text)``). Paragraphs are maximal runs of non-blank lines (text from the first line's first to the last
+  line's last non-space character); ``gopher_dup_para_frac`` / ``gopher_dup_para_char_frac`` likewise.
+  Word n-grams (of ``words``; characters of an n-gram = the sum of its words' lengths, over the characters of
+  all words): ``gopher_top_{n}gram_char_frac`` = characters of the words covered by the occurrences of the
+  most frequent n-gram (if it occurs at least twice; of several equally frequent, the largest), else 0;
+  ``gopher_dup_{n}gram_char_frac`` = characters of the words covered by any occurrence of an n-gram occurring
+  at least twice. A word is counted once however many occurrences overlap it (the paper: "taking care not to
+  count characters that occur in overlapping n-grams more than once"), so both stay fractions in [0, 1]
+  (datatrove's count x length can pass 1 on overlapping repeats such as "a b a b a b").
+
+Every statistic of a document without words / lines is 0 (an empty document fails ``gopher_word_count``
+first). Lines, paragraphs and n-grams are compared by 64-bit XXH64 keys (kernels/features.py).
+
+Speed: the statistics are one CPU kernel pass (``kernels.features_cpu.rule_stats``, parallel over documents;
+it sorts each document's lines and n-grams, host work even on a GPU run): see benchmarks/dsir_bench.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..config import did_you_mean, is_int, is_real
+from ..device import launch
+from ..kernels import features as F
+from ..lexical.normalize import arrow_text_buffers
+from ..lexical.unicode_tables import _shipped
+from .dsir import TextsLike, text_array
+
+logger = logging.getLogger(__name__)
+
+GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
+BULLETS = ("•", "‣", "◦", "⁃", "▪", "●", "-", "*")
+MAX_RULE_NGRAM = 64
+PRESETS = ("gopher", "gopher_quality", "gopher_repetition")
+
+
+@dataclass(frozen=True)
+class RulesConfig:
+    """Gopher rules; every threshold a field, ``None`` switching that bound off (a rule with no bound left
+    is not computed). ``top_ngrams`` / ``dup_ngrams``: (n, max fraction) pairs (empty: off). Defaults = the
+    "gopher" preset: the paper's thresholds."""
+
+    min_words: int | None = 50
+    max_words: int | None = 100_000
+    min_mean_word_length: float | None = 3.0
+    max_mean_word_length: float | None = 10.0
+    max_symbol_word_ratio: float | None = 0.1
+    max_bullet_lines: float | None = 0.9
+    max_ellipsis_lines: float | None = 0.3
+    min_alpha_words: float | None = 0.8
+    min_stop_words: int | None = 2
+    max_dup_lines: float | None = 0.3
+    max_dup_line_chars: float | None = 0.2
+    max_dup_paragraphs: float | None = 0.3
+    max_dup_paragraph_chars: float | None = 0.2
+    top_ngrams: tuple[tuple[int, float], ...] = ((2, 0.20), (3, 0.18), (4, 0.16))
+    dup_ngrams: tuple[tuple[int, float], ...] = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+    stop_words: tuple[str, ...] = GOPHER_STOP_WORDS
+    bullets: tuple[str, ...] = BULLETS
+
+    def __post_init__(self) -> None:
+        for name in ("min_words", "max_words", "min_stop_words"):
+            v = getattr(self, name)
+            if v is not None and (not is_int(v) or v < 0):
+                raise ValueError(f"RulesConfig.{name} must be an int >= 0 or None (off), got {v!r}")
+        for name in ("min_mean_word_length", "max_mean_word_length", "max_symbol_word_ratio"):
+            v = getattr(self, name)
+            if v is not None and (not is_real(v) or v < 0):
+                raise ValueError(f"RulesConfig.{name} must be a finite number >= 0 or None (off), got {v!r}")
+        for name in ("max_bullet_lines", "max_ellipsis_lines", "min_alpha_words", "max_dup_lines",
+                     "max_dup_line_chars", "max_dup_paragraphs", "max_dup_paragraph_chars"):
+            _check_fraction(f"RulesConfig.{name}", getattr(self, name), none_ok=True)
+        for lo, hi in (("min_words", "max_words"), ("min_mean_word_length", "max_mean_word_length")):
+            a, b = getattr(self, lo), getattr(self, hi)
+            if a is not None and b is not None and a > b:
+                raise ValueError(f"RulesConfig.{lo} ({a!r}) is above {hi} ({b!r}): no document could pass")
+        for name in ("top_ngrams", "dup_ngrams"):
+            pairs = getattr(self, name)
+            if not isinstance(pairs, tuple) or not all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
+                raise ValueError(f"RulesConfig.{name} must be a tuple of (n, max fraction) pairs, got {pairs!r}")
+            ns = [p[0] for p in pairs]
+            for n, frac in pairs:
+                if not is_int(n) or not 1 <= n <= MAX_RULE_NGRAM:
+                    raise ValueError(f"RulesConfig.{name}: n must be an int in [1, {MAX_RULE_NGRAM}], got {n!r}")
+                _check_fraction(f"RulesConfig.{name} (n={n})", frac, none_ok=False)
+            if len(set(ns)) != len(ns):
+                raise ValueError(f"RulesConfig.{name} lists an n twice: {ns}")
+        words = self.stop_words
+        if not isinstance(words, tuple) or not 1 <= len(words) <= 64:
+            raise ValueError(f"RulesConfig.stop_words must be a tuple of 1 to 64 words, got {words!r}")
+        for w in words:
+            if (not isinstance(w, str) or not 1 <= len(w) <= 8 or not w.isascii() or w != w.lower()
+                    or any(c.isspace() or c in _ASCII_PUNCT for c in w)):
+                raise ValueError(f"RulesConfig.stop_words: {w!r} must be 1-8 lowercase ASCII characters without "
+                                 "spaces or punctuation (the kernel compares packed bytes)")
+        if len(set(words)) != len(words):
+            raise ValueError(f"RulesConfig.stop_words lists a word twice: {words}")
+        if self.min_stop_words is not None and self.min_stop_words > len(words):
+            raise ValueError(f"RulesConfig.min_stop_words ({self.min_stop_words}) exceeds the {len(words)} "
+                             "stop words: no document could pass")
+        if not isinstance(self.bullets, tuple) or not all(isinstance(b, str) and len(b) == 1 and not b.isspace()
+                                                          for b in self.bullets):
+            raise ValueError(f"RulesConfig.bullets must be a tuple of single non-space characters, got "
+                             f"{self.bullets!r}")
+
+    @staticmethod
+    def preset(name: str = "gopher", **overrides: Any) -> "RulesConfig":
+        """"gopher": every rule at the paper's threshold; "gopher_quality": the quality rules only (no
+        repetition); "gopher_repetition": the repetition rules only. ``overrides`` replace fields."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown rules preset {name!r}; choose one of {PRESETS}{did_you_mean(name, PRESETS)}")
+        off: dict[str, Any] = {}
+        if name == "gopher_quality":
+            off = {f: None for f in _REPETITION_FIELDS} | {"top_ngrams": (), "dup_ngrams": ()}
+        elif name == "gopher_repetition":
+            off = {f: None for f in _QUALITY_FIELDS}
+        bad = [k for k in overrides if k not in {f.name for f in dataclasses.fields(RulesConfig)}]
+        if bad:
+            raise ValueError(f"unknown RulesConfig field {bad[0]!r}"
+                             f"{did_you_mean(bad[0], [f.name for f in dataclasses.fields(RulesConfig)])}")
+        return RulesConfig(**(off | overrides))
+
+
+_ASCII_PUNCT = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+_QUALITY_FIELDS = ("min_words", "max_words", "min_mean_word_length", "max_mean_word_length", "max_symbol_word_ratio",
+                   "max_bullet_lines", "max_ellipsis_lines", "min_alpha_words", "min_stop_words")
+_REPETITION_FIELDS = ("max_dup_lines", "max_dup_line_chars", "max_dup_paragraphs", "max_dup_paragraph_chars")
+
+
+def _check_fraction(name: str, v: Any, none_ok: bool) -> None:
+    if v is None and none_ok:
+        return
+    if not is_real(v) or not 0 <= v <= 1:
+        raise ValueError(f"{name} must be a fraction in [0, 1]{' or None (off)' if none_ok else ''}, got {v!r}")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One score column: kept when min <= value <= max (a None bound is not checked)."""
+
+    column: str
+    min: float | None
+    max: float | None
+    statistic: str
+
+
+def rules(cfg: RulesConfig) -> list[Rule]:
+    """The enabled rules in evaluation order (the quality rules, then repetition)."""
+    c = cfg
+    out = [
+        Rule("gopher_word_count", c.min_words, c.max_words, "words (text.split())"),
+        Rule("gopher_mean_word_length", c.min_mean_word_length, c.max_mean_word_length,
+             "mean characters per word"),
+        Rule("gopher_symbol_word_ratio", None, c.max_symbol_word_ratio,
+             "max('#' count, ellipsis count) / words"),
+        Rule("gopher_bullet_lines_frac", None, c.max_bullet_lines, "non-blank lines starting with a bullet"),
+        Rule("gopher_ellipsis_lines_frac", None, c.max_ellipsis_lines, "non-blank lines ending with an ellipsis"),
+        Rule("gopher_alpha_words_frac", c.min_alpha_words, None, "words with an alphabetic character"),
+        Rule("gopher_stop_words", c.min_stop_words, None, "distinct stop words present"),
+        Rule("gopher_dup_line_frac", None, c.max_dup_lines, "duplicate lines / lines"),
+        Rule("gopher_dup_line_char_frac", None, c.max_dup_line_chars, "characters in duplicate lines / characters"),
+        Rule("gopher_dup_para_frac", None, c.max_dup_paragraphs, "duplicate paragraphs / paragraphs"),
+        Rule("gopher_dup_para_char_frac", None, c.max_dup_paragraph_chars,
+             "characters in duplicate paragraphs / characters"),
+    ]
+    out += [Rule(f"gopher_top_{n}gram_char_frac", None, t, f"characters of the most frequent word {n}-gram")
+            for n, t in c.top_ngrams]
+    out += [Rule(f"gopher_dup_{n}gram_char_frac", None, t, f"characters of words in duplicate word {n}-grams")
+            for n, t in c.dup_ngrams]
+    return [r for r in out if r.min is not None or r.max is not None]
+
+
+# the RulesConfig fields behind each fixed column (the n-gram columns are entries of top_ngrams / dup_ngrams)
+_COLUMN_FIELDS = {
+    "gopher_word_count": ("min_words", "max_words"),
+    "gopher_mean_word_length": ("min_mean_word_length", "max_mean_word_length"),
+    "gopher_symbol_word_ratio": ("max_symbol_word_ratio",), "gopher_bullet_lines_frac": ("max_bullet_lines",),
+    "gopher_ellipsis_lines_frac": ("max_ellipsis_lines",), "gopher_alpha_words_frac": ("min_alpha_words",),
+    "gopher_stop_words": ("min_stop_words",), "gopher_dup_line_frac": ("max_dup_lines",),
+    "gopher_dup_line_char_frac": ("max_dup_line_chars",), "gopher_dup_para_frac": ("max_dup_paragraphs",),
+    "gopher_dup_para_char_frac": ("max_dup_paragraph_chars",),
+}
+
+
+def without(cfg: RulesConfig, columns: Sequence[str]) -> RulesConfig:
+    """``cfg`` with the rules of ``columns`` switched off (``--rule-off gopher_stop_words``)."""
+    enabled = [r.column for r in rules(cfg)]
+    bad = [c for c in columns if c not in enabled]
+    if bad:
+        raise ValueError(f"--rule-off {bad[0]!r} is not an enabled rule{did_you_mean(bad[0], enabled)} (enabled: "
+                         f"{', '.join(enabled)})")
+    off: dict[str, Any] = {f: None for c in columns for f in _COLUMN_FIELDS.get(c, ())}
+    off["top_ngrams"] = tuple((n, t) for n, t in cfg.top_ngrams if f"gopher_top_{n}gram_char_frac" not in columns)
+    off["dup_ngrams"] = tuple((n, t) for n, t in cfg.dup_ngrams if f"gopher_dup_{n}gram_char_frac" not in columns)
+    return dataclasses.replace(cfg, **off)
+
+
+def describe(cfg: RulesConfig) -> dict[str, dict[str, Any]]:
+    """Column -> {"min", "max", "keep_if", "statistic"} of every enabled rule, in evaluation order (run.json)."""
+    out = {}
+    for r in rules(cfg):
+        cond = " and ".join(s for s in ((f"value >= {r.min}" if r.min is not None else ""),
+                                        (f"value <= {r.max}" if r.max is not None else "")) if s)
+        out[r.column] = {"min": r.min, "max": r.max, "keep_if": cond, "statistic": r.statistic}
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def class_table() -> np.ndarray:
+    """uint8 (0x110000,): CLS_SPACE where ``chr(c).isspace()``, CLS_ALPHA where ``chr(c).isalpha()`` (general
+    category L*), from the package's shipped Unicode data (the same on every machine)."""
+    data = _shipped()
+    names = [str(n) for n in data["gc_names"]]
+    gc = data["gc"]
+    alpha_codes = np.array([i for i, n in enumerate(names) if n.startswith("L")], np.uint8)
+    table = np.where((gc & 0x80) != 0, F.CLS_SPACE, 0).astype(np.uint8)
+    table |= np.where(np.isin(gc & 0x1F, alpha_codes), F.CLS_ALPHA, 0).astype(np.uint8)
+    table.flags.writeable = False
+    return table
+
+
+def _stop_keys(words: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    keys = np.array([int.from_bytes(w.encode("ascii"), "little") for w in words], np.uint64)
+    return keys, np.array([len(w) for w in words], np.int64)
+
+
+def rule_stats(texts: TextsLike, cfg: RulesConfig) -> tuple[np.ndarray, list[int], list[int]]:
+    """Raw statistics matrix float64 (n, N_BASE_STATS + top + dup) from the CPU kernel, with the n of the
+    enabled top / duplicate n-gram columns."""
+    enabled = {r.column for r in rules(cfg)}
+    top = [n for n, _ in cfg.top_ngrams if f"gopher_top_{n}gram_char_frac" in enabled]
+    dup = [n for n, _ in cfg.dup_ngrams if f"gopher_dup_{n}gram_char_frac" in enabled]
+    data, offsets = arrow_text_buffers(text_array(texts))
+    n = offsets.shape[0] - 1
+    out = np.zeros((n, F.N_BASE_STATS + len(top) + len(dup)), np.float64)
+    if n:
+        keys, lens = _stop_keys(cfg.stop_words)
+        bullets = np.array([ord(b) for b in cfg.bullets], np.int32)
+        launch("cpu", "rule_stats", n, data, offsets, class_table(), bullets, keys, lens,
+               np.array(top, np.int64), np.array(dup, np.int64), F.RULES_SEED, out, family="features")
+    return out, top, dup
+
+
+def rule_scores(texts: TextsLike, cfg: RulesConfig, device: str = "cpu") -> dict[str, np.ndarray]:
+    """One float64 (n,) column per enabled rule (``rules(cfg)`` order), host arrays. The statistics run on
+    the CPU kernels for either device (per-document sorts are host work; see the module doc)."""
+    if device not in ("cpu", "cuda", "auto"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if device != "cpu":
+        logger.info("Gopher rule statistics run on the CPU kernels (device=%s is used by the other stages)", device)
+    st, top, dup = rule_stats(texts, cfg)
+    words = st[:, F.ST_WORDS]
+    safe = np.maximum(words, 1)
+    symbol = np.where(words > 0, np.maximum(st[:, F.ST_HASH], st[:, F.ST_ELLIPSIS]) / safe, 0.0)
+    base = {
+        "gopher_word_count": words, "gopher_mean_word_length": st[:, F.ST_MEAN_WORD_LEN],
+        "gopher_symbol_word_ratio": symbol, "gopher_bullet_lines_frac": st[:, F.ST_BULLET_LINES],
+        "gopher_ellipsis_lines_frac": st[:, F.ST_ELLIPSIS_LINES], "gopher_alpha_words_frac": st[:, F.ST_ALPHA_WORDS],
+        "gopher_stop_words": st[:, F.ST_STOP_WORDS], "gopher_dup_line_frac": st[:, F.ST_DUP_LINES],
+        "gopher_dup_line_char_frac": st[:, F.ST_DUP_LINE_CHARS], "gopher_dup_para_frac": st[:, F.ST_DUP_PARAS],
+        "gopher_dup_para_char_frac": st[:, F.ST_DUP_PARA_CHARS],
+    }
+    for t, n in enumerate(top):
+        base[f"gopher_top_{n}gram_char_frac"] = st[:, F.N_BASE_STATS + t]
+    for t, n in enumerate(dup):
+        base[f"gopher_dup_{n}gram_char_frac"] = st[:, F.N_BASE_STATS + len(top) + t]
+    return {r.column: np.ascontiguousarray(base[r.column]) for r in rules(cfg)}
+
+
+def rule_decisions(scores: dict[str, Any], cfg: RulesConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(keep bool (n,), reason object (n,)): a document is kept when every enabled rule holds; its reason is
+    the first failing rule's column name ("" when kept). A NaN score fails its rule."""
+    rs = rules(cfg)
+    missing = [r.column for r in rs if r.column not in scores]
+    if missing:
+        raise KeyError(f"scores lack the columns {missing} of the enabled rules; compute them with rule_scores "
+                       "under the same RulesConfig")
+    n = len(next(iter(scores.values()))) if scores else 0
+    keep = np.ones(n, bool)
+    reason = np.full(n, "", dtype=object)
+    for r in rs:
+        x = np.asarray(scores[r.column], dtype=np.float64)
+        if x.shape != (n,):
+            raise ValueError(f"score column {r.column} has shape {x.shape}, expected ({n},)")
+        ok = np.ones(n, bool)
+        if r.min is not None:
+            ok &= x >= r.min
+        if r.max is not None:
+            ok &= x <= r.max
+        fail = keep & ~ok
+        reason[fail] = r.column
+        keep &= ok
+    return keep, reason

@@ -1,0 +1,232 @@
+"""The scorers of one filter run, loaded once: each turns a batch of text into its columns of
+``scores.parquet``. The decisions on those columns are ``stage.decide``'s.
+
+Unit: "document" gives the model the whole document as one line (newlines become spaces: what fastText
+users do); "paragraph" scores every paragraph (a run of non-blank lines) on its own and gives the document
+the byte-weighted mean of its paragraphs' scores; LID then takes the language with the most paragraph bytes
+and the byte-weighted mean probability of the paragraphs that chose it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .config import ClassifierSpec, FilterConfig
+
+logger = logging.getLogger(__name__)
+LABEL_PREFIX = "__label__"
+_PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n")
+
+
+@dataclass
+class Classifier:
+    """A loaded classifier with its resolved positive label, threshold and direction (and where they came
+    from: "flag", "card" or "none")."""
+
+    spec: ClassifierSpec
+    model: Any
+    label: str
+    threshold: float | None
+    direction: str
+    source: str
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.spec.name, "column": self.spec.column, "model": self.model.describe(),
+                "label": self.label, "threshold": self.threshold, "direction": self.direction,
+                "threshold_from": self.source,
+                "keeps": None if self.threshold is None else
+                f"{self.spec.column} {'>=' if self.direction == 'min' else '<='} {self.threshold}"}
+
+
+def load_classifier(spec: ClassifierSpec) -> Classifier:
+    """Load ``spec.model`` and resolve its label / threshold / direction: the flag's, else the card's
+    (``train-classifier`` writes ``<model>.json``), else ``__label__<name>`` and no threshold."""
+    from .fasttext import load_fasttext
+    from .train import read_card
+
+    model = load_fasttext(spec.model)
+    card = read_card(spec.model) or {}
+    label, source = spec.label, "flag"
+    if label is None and card.get("positive_label"):
+        label = card["positive_label"]
+    if label is None:
+        own = LABEL_PREFIX + spec.name
+        if own in model.labels:
+            label = own
+        elif len(model.labels) == 1:
+            label = model.labels[0]
+        else:
+            raise ValueError(f"classifier {spec.name!r}: model {spec.model!r} has labels "
+                             f"{', '.join(model.labels[:10])}{' ...' if len(model.labels) > 10 else ''}; none is "
+                             f"{own!r}: name the classifier after its positive label (e.g. "
+                             f"{model.labels[0][len(LABEL_PREFIX):]}={spec.model}) or train it with "
+                             f"train-classifier, whose card names the label")
+    if not label.startswith(LABEL_PREFIX) and LABEL_PREFIX + label in model.labels:
+        label = LABEL_PREFIX + label
+    if label not in model.labels:
+        raise ValueError(f"classifier {spec.name!r}: label {label!r} is not one of the model's labels "
+                         f"({', '.join(model.labels[:10])})")
+    threshold, direction = spec.threshold, spec.direction
+    if threshold is None and card.get("threshold") is not None:
+        threshold, direction, source = float(card["threshold"]), card.get("direction", "min"), "card"
+    elif threshold is None:
+        source = "none"
+        logger.warning("classifier %s: no threshold given and no model card beside %s: its score is recorded, "
+                       "nothing is removed for it (give NAME=MODEL:THRESHOLD)", spec.name, spec.model)
+    return Classifier(spec, model, label, threshold, direction, source)
+
+
+@dataclass
+class Scorers:
+    """Everything a batch is scored with (None / empty where the run does not use it)."""
+
+    cfg: FilterConfig
+    device: str
+    lid: Any = None
+    classifiers: list[Classifier] = field(default_factory=list)
+    lm: Any = None
+    rules: Any = None
+
+    @classmethod
+    def load(cls, cfg: FilterConfig, device: str) -> "Scorers":
+        s = cls(cfg, device)
+        if cfg.lid:
+            from .fasttext import load_fasttext
+
+            s.lid = load_fasttext(cfg.lid)
+            missing = [lang for lang in cfg.lang if LABEL_PREFIX + lang not in s.lid.labels]
+            if missing:
+                raise ValueError(f"--lang {missing[0]!r} is not a label of the LID model {cfg.lid!r} (it knows "
+                                 f"{len(s.lid.labels)} languages, e.g. "
+                                 f"{', '.join(x[len(LABEL_PREFIX):] for x in s.lid.labels[:8])})")
+        s.classifiers = [load_classifier(c) for c in cfg.classifiers]
+        if cfg.perplexity:
+            from .lm import LMNormalization, load_lm
+
+            norm = LMNormalization.parse(cfg.lm_normalization) if cfg.lm_normalization else None
+            s.lm = load_lm(cfg.perplexity, normalization=norm)
+        if cfg.rules:
+            from .rules import RulesConfig, without
+
+            s.rules = without(RulesConfig.preset(cfg.rules), cfg.rules_off)
+        return s
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.lid is not None:
+            out["lid"] = {"model": self.lid.describe(), "lang": list(self.cfg.lang),
+                          "threshold": self.cfg.lid_threshold}
+        if self.classifiers:
+            out["classifiers"] = [c.describe() for c in self.classifiers]
+        if self.lm is not None:
+            out["perplexity"] = {"model": self.lm.describe(), "max": self.cfg.max_perplexity}
+        if self.rules is not None:
+            from .rules import describe
+
+            out["rules"] = describe(self.rules)
+        return out
+
+    # -------------------------------------------------------------------------------------- scoring
+    def score(self, text: pa.Array, skip_lid: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The columns of one batch (text: pa.large_string, no nulls). ``skip_lid``: documents whose language
+        the script pre-filter already gave (not run through the model)."""
+        cols: dict[str, np.ndarray] = {}
+        n = len(text)
+        if self.lid is not None:
+            label = np.full(n, "", dtype=object)
+            prob = np.full(n, np.nan)
+            todo = np.flatnonzero(~skip_lid) if skip_lid is not None else np.arange(n)
+            if len(todo):
+                sub = text if len(todo) == n else text.take(pa.array(todo))
+                lab, pr = self._lid(sub)
+                label[todo], prob[todo] = lab, pr
+            cols["lid_label"], cols["lid_prob"] = label, prob
+        for c in self.classifiers:
+            cols[c.spec.column] = self._per_unit(text, lambda t, c=c: c.model.label_prob(t, c.label,
+                                                                                         device=self.device))
+        if self.lm is not None:
+            res = self.lm.score(text, device=self.device)
+            cols["perplexity"] = np.asarray(res["perplexity"], np.float64)
+        if self.rules is not None:
+            from .rules import rule_scores
+
+            for name, values in rule_scores(text, self.rules, device=self.device).items():
+                cols[name] = np.asarray(values)
+        return cols
+
+    def _lid(self, text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        names = np.array([x[len(LABEL_PREFIX):] if x.startswith(LABEL_PREFIX) else x for x in self.lid.labels]
+                         + [""], dtype=object)
+        if self.cfg.unit == "document":
+            idx, prob = self.lid.predict(text, k=1, device=self.device)
+            return names[idx[:, 0]], prob[:, 0]
+        doc, para, weight = paragraphs(text)
+        idx, prob = self.lid.predict(para, k=1, device=self.device)
+        idx, prob = idx[:, 0], prob[:, 0]
+        n = len(text)
+        label = np.full(n, "", dtype=object)
+        out = np.full(n, np.nan)
+        if len(doc):
+            # the language with most paragraph bytes per document, then the byte-weighted mean probability
+            # of the paragraphs that chose it
+            valid = idx >= 0
+            key = doc[valid].astype(np.int64) * (len(self.lid.labels) + 1) + idx[valid]
+            uniq, inv = np.unique(key, return_inverse=True)
+            wsum = np.bincount(inv, weights=weight[valid])
+            psum = np.bincount(inv, weights=(weight * np.nan_to_num(prob))[valid])
+            udoc, ulab = uniq // (len(self.lid.labels) + 1), uniq % (len(self.lid.labels) + 1)
+            order = np.lexsort((ulab, -wsum, udoc))  # per document: most bytes first, ties to the lower label
+            first = np.ones(len(order), bool)
+            first[1:] = udoc[order][1:] != udoc[order][:-1]
+            pick = order[first]
+            label[udoc[pick]] = names[ulab[pick]]
+            out[udoc[pick]] = psum[pick] / np.maximum(wsum[pick], 1e-300)
+        return label, out
+
+    def _per_unit(self, text: pa.Array, fn) -> np.ndarray:
+        if self.cfg.unit == "document":
+            return np.asarray(fn(text), np.float64)
+        doc, para, weight = paragraphs(text)
+        p = np.asarray(fn(para), np.float64)
+        n = len(text)
+        ok = ~np.isnan(p)
+        wsum = np.bincount(doc[ok], weights=weight[ok], minlength=n)
+        psum = np.bincount(doc[ok], weights=(weight * p)[ok], minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(wsum > 0, psum / np.where(wsum > 0, wsum, 1), np.nan)
+
+
+def paragraphs(text: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+    """(document index int64 (P,), paragraph text pa.large_string (P,), UTF-8 bytes float64 (P,)) of every
+    non-blank paragraph (runs of non-blank lines, separated by blank lines) of every document."""
+    doc: list[int] = []
+    parts: list[str] = []
+    for d, t in enumerate(text.to_pylist()):
+        for p in _PARAGRAPH.split(t):
+            if p.strip():
+                doc.append(d)
+                parts.append(p)
+    arr = pa.array(parts, pa.large_string())
+    import pyarrow.compute as pc
+
+    weight = pc.binary_length(arr).to_numpy(zero_copy_only=False).astype(np.float64) if parts else np.zeros(0)
+    return np.asarray(doc, np.int64), arr, weight
+
+
+_PASS1: dict[tuple[str, str, str], Any] = {}
+
+
+def pass1_scorer(name: str, model: str, device: str):
+    """text (pa.large_string) -> float64 (n,): classifier ``name``'s score (``load_classifier``'s label) for
+    dedup's pass 1 (``RunConfig.scores``); the model is loaded once per process."""
+    key = (name, os.path.abspath(model), device)
+    if key not in _PASS1:
+        c = load_classifier(ClassifierSpec(name=name, model=model))
+        _PASS1[key] = lambda text: np.asarray(c.model.label_prob(text, c.label, device=device), np.float64)
+    return _PASS1[key]

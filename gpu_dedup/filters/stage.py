@@ -1,0 +1,394 @@
+"""``gpu-dedup filter``: score every document, decide which to keep, write what was decided and why.
+
+Order of the decision (``reason`` names the column that rejected a document; the first failing test wins):
+    empty       no non-space character: nothing to score (every score NaN)
+    lid_label   the language (the LID model's top label, or the script pre-filter's) is not one of --lang
+    lid_prob    its probability is below --lid-threshold (--domain-relax: the relaxed threshold for code/math)
+    <name>_score  each classifier, in the order given (its threshold and direction)
+    perplexity  above --perplexity's maximum (NaN perplexity: a document with no sentence, see ``empty``)
+    gopher_*    the first Gopher rule that fails (rules.py)
+    dsir_weight among the documents every test above kept, DSIR keeps the --select with the largest
+                Gumbel-perturbed log importance weights; the rest are "not selected"
+Every score is computed for every document, whatever rejected it, so that retention at other thresholds
+and the audit read the same numbers.
+
+Passes over the input: one; a second when DSIR is on (the raw corpus's feature distribution is known only
+after the first); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/.
+
+Outputs (OUT): scores.parquet (id, row, every score column, domain, keep, reason), filtered/ (the kept
+records, byte for byte, in the input's format and layout), audit.parquet (random accepted and rejected
+documents with their text and scores), run.json (configuration, models, counts, retention per
+threshold, timings) and report.html.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import io
+from .._version import __version__
+from ..device import array_backend, batch_bytes, resolve_device, set_threads
+from ..engine import progress
+from .config import FilterConfig
+from .domain import domain_stats
+from .scorers import Scorers
+
+logger = logging.getLogger(__name__)
+RETENTION_POINTS = 21  # thresholds per score column in the retention table
+
+
+@dataclass
+class FilterResult:
+    """scores: one row per input document (``scores.parquet``); stats: what run.json holds."""
+
+    scores: pa.Table
+    stats: dict[str, Any]
+    output_dir: str | None = None
+
+    @property
+    def keep(self) -> np.ndarray:
+        return self.scores["keep"].to_numpy(zero_copy_only=False)
+
+
+def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike | None = None) -> FilterResult:
+    """Score and filter ``source`` (paths, globs, directories, URLs, or an in-memory table); see the module
+    docstring. With ``output_dir`` the outputs are written there (the caller owns the directory: the CLI
+    locks it and records what it writes)."""
+    t0 = time.perf_counter()
+    device = resolve_device(cfg.device)
+    threads = set_threads(cfg.threads)
+    files = io.source_files(source)
+    scorers = Scorers.load(cfg, device)
+    timings: dict[str, float] = {}
+    report = io.ReadReport()
+    dsir = _Dsir(cfg, device) if cfg.dsir_target else None
+    cols, file_rows = _score_pass(files, cfg, device, scorers, dsir, report)
+    timings["score"] = time.perf_counter() - t0
+    n = len(cols["id"])
+    keep, reason = decide(cols, cfg, scorers)
+    stats: dict[str, Any] = {}
+    if dsir is not None:
+        t = time.perf_counter()
+        keep, reason, stats["dsir"] = dsir.select(files, cfg, cols, keep, reason)
+        timings["dsir"] = time.perf_counter() - t
+    cols["keep"], cols["reason"] = keep, reason
+    table = scores_table(cols)
+    stats.update(_stats(cfg, device, threads, files, report, scorers, table, n))
+    out = os.fspath(output_dir) if output_dir is not None else None
+    if out is not None:
+        os.makedirs(out, exist_ok=True)
+        t = time.perf_counter()
+        io.write_parquet_atomic(table, os.path.join(out, "scores.parquet"))
+        if cfg.write_filtered:
+            stats["filtered"] = io.write_kept(files, keep, os.path.join(out, "filtered"), id_field=cfg.id_field,
+                                              text_field=cfg.text_field, on_error=cfg.on_error,
+                                              file_rows=file_rows)
+        timings["write"] = time.perf_counter() - t
+        if cfg.audit:
+            t = time.perf_counter()
+            audit = audit_sample(files, cfg, table)
+            io.write_parquet_atomic(audit, os.path.join(out, "audit.parquet"))
+            stats["audit"] = {"accepted": int(pc.sum(audit["keep"]).as_py() or 0),
+                              "rejected": int(audit.num_rows - (pc.sum(audit["keep"]).as_py() or 0)),
+                              "note": "uniform random sample of each side, seeded by FilterConfig.seed"}
+            timings["audit"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t0
+    stats["timings_s"] = timings
+    stats["throughput_docs_per_s"] = n / timings["score"] if timings["score"] > 0 else None
+    if out is not None:
+        io.write_json_atomic(stats, os.path.join(out, "run.json"))
+        try:
+            from .report import write_filter_report
+
+            write_filter_report(out)
+        except Exception as exc:  # the report is a convenience: never lose a finished run to it
+            logger.warning("filter report not written (%s); the outputs are complete", exc, exc_info=True)
+    logger.info("filter: kept %d of %d documents", int(keep.sum()), n)
+    return FilterResult(table, stats, out)
+
+
+# ------------------------------------------------------------------------------------------ the pass
+def score_batch(text: pa.Array, ids: pa.Array, row_start: int, cfg: FilterConfig, device: str,
+                scorers: Scorers) -> dict[str, Any]:
+    """The columns of one batch: id, row, empty, the domain rules' (when on), and every scorer's."""
+    n = len(text)
+    part: dict[str, Any] = {"id": ids, "row": np.arange(row_start, row_start + n, dtype=np.int64),
+                            "empty": _blank(text)}
+    skip = None
+    if cfg.domain.script_prefilter or cfg.domain.relax:
+        ds = domain_stats(text, cfg.domain, device)
+        part["domain"] = ds.domain
+        if cfg.domain.script_prefilter:
+            skip = ds.script_lang != ""
+            part["script_lang"], part["script_frac"] = ds.script_lang, ds.script_frac
+    part.update(scorers.score(text, skip_lid=skip if scorers.lid is not None else None))
+    if skip is not None:
+        if "lid_label" not in part:
+            part["lid_label"] = np.full(n, "", dtype=object)
+            part["lid_prob"] = np.full(n, np.nan)
+        part["lid_label"][skip] = part["script_lang"][skip]
+        part["lid_prob"][skip] = part["script_frac"][skip]
+    return part
+
+
+def concat_columns(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One column dict from the batches' (in row order); the id, row and empty columns even with none."""
+    if not parts:
+        return {"id": pa.array([], pa.string()), "row": np.zeros(0, np.int64), "empty": np.zeros(0, bool)}
+    return {k: (pa.chunked_array([p[k] for p in parts], pa.string()).combine_chunks() if k == "id"
+                else np.concatenate([p[k] for p in parts])) for k in parts[0]}
+
+
+def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, report) -> tuple[dict, list[int]]:
+    parts: list[dict[str, Any]] = []
+    file_rows: list[int] = [0] * len(files)
+    bb = batch_bytes(cfg.batch_bytes, device)
+    with progress(cfg, "filter") as bar:
+        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
+                                     on_error=cfg.on_error, report=report):
+            file_rows[batch.file_index] += len(batch.text)
+            parts.append(score_batch(batch.text, batch.ids, batch.row_start, cfg, device, scorers))
+            if dsir is not None:
+                dsir.add_raw(batch.text)
+            bar.update(len(batch.text))
+    cols = concat_columns(parts)
+    io.check_unique_ids(pa.chunked_array([cols["id"]], pa.string()), files, file_rows, id_field=cfg.id_field,
+                        text_field=cfg.text_field, on_error=cfg.on_error)
+    return cols, file_rows
+
+
+def _blank(text: pa.Array) -> np.ndarray:
+    """bool (n,): documents with no non-whitespace character."""
+    stripped = pc.utf8_trim_whitespace(text)
+    return (pc.binary_length(stripped).to_numpy(zero_copy_only=False) == 0)
+
+
+# --------------------------------------------------------------------------------------- decisions
+def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[np.ndarray, np.ndarray]:
+    """(keep bool (n,), reason object (n,)) by the order in the module docstring (DSIR excepted)."""
+    n = len(cols["row"])
+    keep = np.ones(n, bool)
+    reason = np.full(n, "kept", dtype=object)
+
+    def reject(mask: np.ndarray, why: str) -> None:
+        hit = keep & mask
+        reason[hit] = why
+        keep[hit] = False
+
+    reject(cols["empty"], "empty")
+    domain = cols.get("domain")
+    special = (domain != "") if domain is not None and cfg.domain.relax else np.zeros(n, bool)
+    if "lid_label" in cols:
+        if cfg.lang:
+            reject(~np.isin(cols["lid_label"], list(cfg.lang)), "lid_label")
+        if scorers.lid is not None or cfg.lang:
+            need = np.where(special, cfg.domain.relaxed_lid_threshold, cfg.lid_threshold)
+            with np.errstate(invalid="ignore"):
+                reject(~(cols["lid_prob"] >= need), "lid_prob")
+    for c in scorers.classifiers:
+        if c.threshold is None:
+            continue
+        s = cols[c.spec.column]
+        with np.errstate(invalid="ignore"):
+            if c.direction == "min":
+                need = np.where(special, c.threshold * cfg.domain.relaxed_factor, c.threshold)
+                reject(~(s >= need), c.spec.column)
+            else:
+                reject(~(s <= c.threshold), c.spec.column)
+    if scorers.lm is not None and cfg.max_perplexity is not None:
+        with np.errstate(invalid="ignore"):
+            reject(~(cols["perplexity"] <= cfg.max_perplexity), "perplexity")
+    if scorers.rules is not None:
+        from .rules import rule_decisions
+
+        names = [k for k in cols if k.startswith("gopher_")]
+        ok, why = rule_decisions({k: cols[k] for k in names}, scorers.rules)
+        why = np.asarray(why, dtype=object)
+        for name in names:
+            reject(~np.asarray(ok) & (why == name), name)
+    return keep, reason
+
+
+class _Dsir:
+    """DSIR over the run: the target's hashed-feature model is fitted first, the raw corpus's during the
+    scoring pass, the log importance weights in a second pass over the text."""
+
+    def __init__(self, cfg: FilterConfig, device: str):
+        from .dsir import DSIRConfig, fit_counts
+
+        self.cfg = DSIRConfig(buckets=cfg.dsir_buckets, seed=cfg.seed, select=cfg.select)
+        self.device = device
+        self.raw_counts = np.zeros(self.cfg.buckets, np.float64)
+        target = np.zeros(self.cfg.buckets, np.float64)
+        tfiles = io.source_files(list(cfg.dsir_target))
+        docs = 0
+        for batch in io.iter_batches(tfiles, id_field=None, text_field=cfg.text_field,
+                                     batch_bytes=batch_bytes(cfg.batch_bytes, device), on_error=cfg.on_error):
+            target += fit_counts(batch.text, self.cfg, device)
+            docs += len(batch.text)
+        if not docs or not target.any():
+            raise ValueError(f"DSIR target {list(cfg.dsir_target)} holds no text (field {cfg.text_field!r}); "
+                             f"give files of target-domain documents")
+        self.target_counts = target
+        self.target_docs = docs
+
+    def add_raw(self, text: pa.Array) -> None:
+        from .dsir import fit_counts
+
+        self.raw_counts += fit_counts(text, self.cfg, self.device)
+
+    def select(self, files, cfg: FilterConfig, cols, keep, reason):
+        """Weigh every document (a second pass), keep ``select`` of those the other tests kept by Gumbel
+        top-k, and count the selected documents' features (a third pass) for the KL report."""
+        from .dsir import BagModel, dsir_report, fit_counts, gumbel_topk, log_weights, select_count
+
+        target = BagModel.from_counts(self.target_counts, self.cfg.alpha)
+        raw = BagModel.from_counts(self.raw_counts, self.cfg.alpha)
+        weights = [np.asarray(log_weights(b.text, target, raw, self.cfg, self.device), np.float64)
+                   for b in self._batches(files, cfg)]
+        w = np.concatenate(weights) if weights else np.zeros(0)
+        cols["dsir_weight"] = w
+        pool = np.flatnonzero(keep)
+        k = select_count(len(pool), cfg.select) if len(pool) else 0
+        # documents without features have weight -inf: gumbel_topk never selects them
+        chosen = pool[np.asarray(gumbel_topk(w[pool], k, cfg.seed), np.int64)] if k else np.zeros(0, np.int64)
+        selected = np.zeros(len(keep), bool)
+        selected[chosen] = True
+        reason = reason.copy()
+        reason[keep & ~selected] = "dsir_weight"
+        selected_counts = np.zeros(self.cfg.buckets, np.float64)
+        for b in self._batches(files, cfg):
+            rows = np.flatnonzero(selected[b.row_start:b.row_start + len(b.text)])
+            if len(rows):
+                selected_counts += fit_counts(b.text.take(pa.array(rows)), self.cfg, self.device)
+        stats = {"target": list(cfg.dsir_target), "target_documents": self.target_docs, "pool": int(len(pool)),
+                 "requested": cfg.select, "selected": int(len(chosen)),
+                 "order": "among the documents every other test kept",
+                 "report": dsir_report(self.target_counts, self.raw_counts, selected_counts, w, self.cfg,
+                                       selected=chosen)}
+        return keep & selected, reason, stats
+
+    def _batches(self, files, cfg: FilterConfig):
+        return io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                               batch_bytes=batch_bytes(cfg.batch_bytes, self.device), on_error=cfg.on_error)
+
+
+# ------------------------------------------------------------------------------------------ outputs
+SCORE_ORDER = ("id", "row", "lid_label", "lid_prob", "script_lang", "script_frac", "domain")
+
+
+def scores_table(cols: dict[str, Any]) -> pa.Table:
+    names = [k for k in SCORE_ORDER if k in cols]
+    names += [k for k in cols if k not in names and k not in ("empty", "keep", "reason")]
+    names += ["keep", "reason"]
+    arrays = []
+    for k in names:
+        v = cols[k]
+        if isinstance(v, (pa.Array, pa.ChunkedArray)):
+            arrays.append(v)
+        elif v.dtype == object:
+            arrays.append(pa.array(v.tolist(), pa.string()))
+        else:
+            arrays.append(pa.array(v))
+    return pa.table(dict(zip(names, arrays)))
+
+
+def retention(values: np.ndarray, direction: str, points: int = RETENTION_POINTS) -> list[dict[str, float]]:
+    """Fraction of documents a single threshold keeps, at ``points`` thresholds spanning the scores
+    (probabilities: 0..1; others: their 0th..100th percentiles). NaN scores are never kept."""
+    v = np.asarray(values, np.float64)
+    finite = v[np.isfinite(v)]
+    n = len(v)
+    if not n or not len(finite):
+        return []
+    if finite.min() >= 0.0 and finite.max() <= 1.0:
+        grid = np.linspace(0.0, 1.0, points)
+    else:
+        grid = np.unique(np.percentile(finite, np.linspace(0, 100, points)))
+    s = np.sort(finite)
+    out = []
+    for t in grid:
+        kept = (len(s) - np.searchsorted(s, t, "left")) if direction == "min" else np.searchsorted(s, t, "right")
+        out.append({"threshold": float(t), "retention": float(kept) / n})
+    return out
+
+
+DIRECTIONS = {"lid_prob": "min", "perplexity": "max", "dsir_weight": "min"}
+
+
+def _stats(cfg: FilterConfig, device: str, threads: int, files, report, scorers: Scorers, table: pa.Table,
+           n: int) -> dict[str, Any]:
+    import dataclasses
+
+    from .rules import describe as describe_rules
+
+    reasons = table["reason"].to_numpy(zero_copy_only=False) if n else np.zeros(0, object)
+    by_reason: dict[str, int] = {}
+    for r in reasons:
+        by_reason[r] = by_reason.get(r, 0) + 1
+    kept = int(np.sum(table["keep"].to_numpy(zero_copy_only=False))) if n else 0
+    directions = dict(DIRECTIONS)
+    for c in scorers.classifiers:
+        directions[c.spec.column] = c.direction
+    if scorers.rules is not None:
+        from .rules import describe
+
+        for column, rule in describe(scorers.rules).items():  # a two-sided rule: its lower bound
+            directions[column] = "min" if rule.get("min") is not None else "max"
+    ret = {col: retention(table[col].to_numpy(zero_copy_only=False), d)
+           for col, d in directions.items() if col in table.column_names}
+    config = dataclasses.asdict(cfg)
+    return {
+        "stage": "filter", "gpu_dedup_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": device, "array_backend": array_backend(device), "threads": threads,
+        "config": config, "models": scorers.describe(),
+        "order": ["empty", "lid_label", "lid_prob"] + [c.spec.column for c in scorers.classifiers]
+        + ["perplexity"] + (list(describe_rules(scorers.rules)) if scorers.rules is not None else [])
+        + ["dsir_weight"],
+        "text_given_to_models": "unit=document: the whole document as one line (newlines become spaces); "
+                                "unit=paragraph: each paragraph as one line, scores byte-weighted per document",
+        "inputs": [f.relpath for f in files], "read": report.to_dict(),
+        "counts": {"input": n, "kept": kept, "removed": n - kept, "by_reason": by_reason},
+        "retention": ret,
+    }
+
+
+def audit_sample(files, cfg: FilterConfig, table: pa.Table) -> pa.Table:
+    """Up to ``cfg.audit`` random accepted and ``cfg.audit`` random rejected documents (seeded), with their
+    text (one more read of the input) and every score: the seed's "audit 500 randomly sampled rejections"."""
+    n = table.num_rows
+    keep = table["keep"].to_numpy(zero_copy_only=False) if n else np.zeros(0, bool)
+    rng = np.random.default_rng(cfg.seed)
+    rows = []
+    for side in (True, False):
+        pool = np.flatnonzero(keep == side)
+        if len(pool):
+            rows.append(np.sort(rng.choice(pool, size=min(cfg.audit, len(pool)), replace=False)))
+    pick = np.sort(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
+    texts: dict[int, str] = {}
+    if len(pick):
+        want = set(pick.tolist())
+        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                     batch_bytes=batch_bytes(cfg.batch_bytes, "cpu"), on_error=cfg.on_error):
+            lo, hi = batch.row_start, batch.row_start + len(batch.text)
+            inside = pick[(pick >= lo) & (pick < hi)]
+            if len(inside):
+                got = batch.text.take(pa.array(inside - lo)).to_pylist()
+                texts.update(zip(inside.tolist(), got))
+            if hi > pick[-1]:
+                break
+        missing = want - set(texts)
+        if missing:
+            raise RuntimeError(f"audit: rows {sorted(missing)[:5]} were not found on the second read: the input "
+                               f"changed during the run")
+    sub = table.take(pa.array(pick, pa.int64()))
+    return sub.append_column("text", pa.array([texts[int(r)] for r in pick], pa.large_string()))

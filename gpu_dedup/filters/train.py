@@ -1,0 +1,573 @@
+"""Training a fastText classifier with a validation discipline (``gpu-dedup train-classifier``).
+
+``train_classifier(inputs, out, cfg)`` reads labelled documents (``labelled``: formats, newline and label-token
+handling, groups), splits them into train and validation with no group on both sides, trains a fastText
+supervised model (the ``fasttext`` package, optional extra ``gpu-dedup[train]``), evaluates it on the validation
+side with the package's own ``predict``, chooses a keep threshold by a stated rule, and writes the model with a
+JSON card beside it (``<model>.json``, e.g. ``model.bin.json``) that ``read_card`` returns.
+
+Split
+    Each group's key is hashed with BLAKE2b-64 of ``"<seed>\\0<group>"`` (not Python's salted ``hash()``), and
+    the groups are visited in hash order: a group joins the validation side when that keeps the validation
+    side within ``round(validation_fraction * documents)`` documents (at least 1); if no group fits, the
+    smallest group (first in hash order) is the validation side. Same input and seed, same split, on any
+    machine. Not stratified: the card reports each side's per-label counts.
+
+Determinism
+    fastText's training is deterministic for a fixed ``seed`` only with one thread (its Hogwild SGD threads
+    race on the shared weights), so ``threads`` defaults to 1; more threads train faster and log a warning
+    that the model and its metrics then vary from run to run. Product quantization uses fastText's fixed seed.
+    fastText runs in a child process (the same interpreter and ``fasttext`` module) whose allocations start
+    zeroed, so that builds which leave part of the initial matrix uninitialized stay deterministic (``_train``).
+
+Threshold
+    The score of a document is fastText's probability of the positive label (``predict(k=-1)``; 0 when it is
+    not returned), and the filter keeps a document when ``score >= threshold``. Candidate thresholds are the
+    midpoints between consecutive distinct validation scores (and half the lowest score: keep all), so each
+    candidate is a distinct keep set and no validation score sits on a threshold. Rules: ``f1`` (default): the
+    highest F1 of the positive label (ties: the higher threshold); ``precision``: among the thresholds with
+    precision >= target, the one that keeps the most (if none reaches it: the highest precision, and the card
+    says ``target_met: false``); ``retention``: the highest threshold that keeps at least the target fraction.
+    The positive label is ``positive_label``, or, for two labels, the one named like a positive class
+    (``1``, ``hq``, ``pos``, ``positive``, ``good``, ``keep``, ``true``, ``yes``, ``high``); otherwise set it.
+    With more than two labels and no positive label there is no threshold (confusion matrix and per-label
+    metrics only).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import importlib.metadata
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+import numpy as np
+
+from .._version import __version__
+from ..config import did_you_mean, is_int, is_real
+from ..io.discover import file_sha256
+from ..io.write import atomic_path
+from .labelled import DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, read_labelled
+
+logger = logging.getLogger(__name__)
+
+Loss = Literal["softmax", "hs", "ova"]
+ThresholdRule = Literal["f1", "precision", "retention"]
+CARD_FORMAT = "gpu_dedup-classifier-card"
+CARD_VERSION = 1
+TABLE_THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # 0.05 .. 0.95
+POSITIVE_NAMES = ("1", "hq", "pos", "positive", "good", "keep", "true", "yes", "high")
+INSTALL_HINT = 'pip install "gpu-dedup[train]"'
+
+
+class TrainDependencyError(ImportError):
+    """The optional ``fasttext`` package (extra ``gpu-dedup[train]``) is not installed."""
+
+
+class TrainingError(RuntimeError):
+    """fastText could not train or quantize the model; the message says what to change."""
+
+
+def _fasttext() -> Any:
+    try:
+        import fasttext
+    except ImportError as e:
+        raise TrainDependencyError(f"training a classifier needs the fastText package: {INSTALL_HINT} "
+                                   f"(installs fasttext-community; import failed: {e})") from e
+    return fasttext
+
+
+def card_path(model_path: str | os.PathLike) -> str:
+    """The card of a model: its path + ``.json`` (``model.bin`` -> ``model.bin.json``)."""
+    return os.fspath(model_path) + ".json"
+
+
+@dataclass(frozen=True)
+class TrainClassifierConfig:
+    """What ``train_classifier`` reads, how it splits, trains (fastText hyper-parameters, fastText's names in
+    comments where they differ) and chooses the threshold. Defaults: fastText's supervised defaults except
+    ``word_ngrams=2`` (word bigrams, as the common quality classifiers use)."""
+
+    text_field: str = "text"
+    label_field: str = "label"
+    group_field: str | None = DEFAULT_GROUP_FIELD  # None: each document its own group
+    validation_fraction: float = 0.1
+    seed: int = 0  # the split's hash and fastText's seed
+    threads: int = 1  # fastText is deterministic only with 1
+    epoch: int = 5
+    lr: float = 0.1
+    dim: int = 100
+    word_ngrams: int = 2  # wordNgrams
+    minn: int = 0
+    maxn: int = 0
+    bucket: int = 2_000_000
+    loss: Loss = "softmax"
+    min_count: int = 1  # minCount
+    quantize: bool = False  # product-quantize (qnorm) and write a .ftz
+    cutoff: int = 0  # with quantize: keep this many input rows (0: all), then retrain
+    positive_label: str | None = None
+    threshold_rule: ThresholdRule = "f1"
+    threshold_target: float | None = None  # precision or retention target for those rules
+
+    def __post_init__(self) -> None:
+        def bad(name: str, want: str) -> ValueError:
+            return ValueError(f"TrainClassifierConfig.{name} must be {want}, got {getattr(self, name)!r}")
+
+        for name in ("text_field", "label_field", "group_field", "positive_label"):
+            v = getattr(self, name)
+            if not (isinstance(v, str) and v.strip()) and not (v is None and name in ("group_field",
+                                                                                       "positive_label")):
+                raise bad(name, "a non-empty string" + (" or None" if name in ("group_field", "positive_label")
+                                                        else ""))
+        if self.positive_label is not None:
+            if self.positive_label.startswith(LABEL_PREFIX):
+                object.__setattr__(self, "positive_label", self.positive_label[len(LABEL_PREFIX):])
+            if not self.positive_label or any(c.isspace() for c in self.positive_label):
+                raise bad("positive_label", "a label name without whitespace (with or without '__label__')")
+        if not is_real(self.validation_fraction) or not 0 < self.validation_fraction < 1:
+            raise bad("validation_fraction", "a number in (0, 1), e.g. 0.1")
+        if not is_int(self.seed) or not 0 <= self.seed < 2**31:
+            raise bad("seed", "an int in [0, 2**31) (fastText's seed is a C int)")
+        for name in ("threads", "epoch", "dim", "word_ngrams", "min_count"):
+            if not is_int(getattr(self, name)) or getattr(self, name) < 1:
+                raise bad(name, "a positive int")
+        for name in ("minn", "maxn", "bucket", "cutoff"):
+            if not is_int(getattr(self, name)) or getattr(self, name) < 0:
+                raise bad(name, "an int >= 0")
+        if self.minn > self.maxn:
+            raise ValueError(f"TrainClassifierConfig.minn ({self.minn}) must be <= maxn ({self.maxn}); char n-grams "
+                             "of minn..maxn characters are used (maxn=0: none)")
+        if self.bucket == 0 and (self.word_ngrams > 1 or self.maxn > 0):
+            raise ValueError("TrainClassifierConfig.bucket must be >= 1 when word_ngrams > 1 or maxn > 0 (word and "
+                             "char n-grams are hashed into bucket rows); e.g. bucket=2000000")
+        if not is_real(self.lr) or self.lr <= 0:
+            raise bad("lr", "a positive number, e.g. 0.1")
+        if self.loss not in get_args(Loss):
+            raise ValueError(f"TrainClassifierConfig.loss must be one of {get_args(Loss)}, got {self.loss!r}"
+                             + did_you_mean(self.loss, get_args(Loss)))
+        if not isinstance(self.quantize, bool):
+            raise bad("quantize", "a bool")
+        if self.cutoff and not self.quantize:
+            raise ValueError(f"TrainClassifierConfig.cutoff={self.cutoff} prunes a quantized model: set "
+                             "quantize=True, or cutoff=0")
+        if self.threshold_rule not in get_args(ThresholdRule):
+            raise ValueError(f"TrainClassifierConfig.threshold_rule must be one of {get_args(ThresholdRule)}, "
+                             f"got {self.threshold_rule!r}" + did_you_mean(self.threshold_rule,
+                                                                           get_args(ThresholdRule)))
+        if self.threshold_rule == "f1":
+            if self.threshold_target is not None:
+                raise ValueError(f"TrainClassifierConfig.threshold_target={self.threshold_target!r} is only used "
+                                 "by threshold_rule 'precision' or 'retention'; drop it or choose one of those")
+        elif not is_real(self.threshold_target) or not 0 < self.threshold_target <= 1:
+            raise bad("threshold_target", f"a number in (0, 1] for threshold_rule={self.threshold_rule!r} "
+                      "(e.g. 0.9)")
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The fastText ``train_supervised`` arguments (fastText's names) this config trains with."""
+        return {"epoch": self.epoch, "lr": self.lr, "dim": self.dim, "wordNgrams": self.word_ngrams,
+                "minn": self.minn, "maxn": self.maxn, "bucket": self.bucket, "loss": self.loss,
+                "minCount": self.min_count, "seed": self.seed, "thread": self.threads}
+
+
+def _group_hash(group: str, seed: int) -> int:
+    data = f"{seed}\x00{group}".encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def split_groups(groups: list[str], fraction: float, seed: int) -> np.ndarray:
+    """Validation mask (bool per document): whole groups, chosen by the rule in the module docstring."""
+    sizes = Counter(groups)
+    if len(sizes) < 2:
+        raise LabelledInputError(f"all {len(groups)} documents are in one group ({next(iter(sizes))!r}); a "
+                                 "group-disjoint validation split needs at least 2 groups: add documents of other "
+                                 "groups, or use a finer group field")
+    order = sorted(sizes, key=lambda g: (_group_hash(g, seed), g))
+    target = max(1, round(fraction * len(groups)))
+    chosen: set[str] = set()
+    held = 0
+    for g in order:
+        if held + sizes[g] <= target:
+            chosen.add(g)
+            held += sizes[g]
+    if not chosen:
+        chosen.add(min(order, key=lambda g: sizes[g]))  # min keeps the first of equal sizes (hash order)
+    return np.fromiter((g in chosen for g in groups), dtype=bool, count=len(groups))
+
+
+def _side(labels: list[str], groups: list[str], mask: np.ndarray) -> dict[str, Any]:
+    idx = np.flatnonzero(mask)
+    return {"documents": int(idx.size), "groups": len({groups[i] for i in idx}),
+            "per_label": dict(sorted(Counter(labels[i] for i in idx).items()))}
+
+
+def _positive(cfg: TrainClassifierConfig, classes: list[str]) -> str | None:
+    if cfg.positive_label is not None:
+        if cfg.positive_label not in classes:
+            same = [c for c in classes if c.lower() == cfg.positive_label.lower()]  # labels are case-sensitive
+            hint = f"; did you mean {same[0]!r}?" if same else did_you_mean(cfg.positive_label, classes)
+            raise ValueError(f"positive_label {cfg.positive_label!r} is not a label of the input (labels: "
+                             f"{', '.join(classes)}){hint}")
+        return cfg.positive_label
+    if len(classes) != 2:
+        return None
+    named = [c for c in classes if c.lower() in POSITIVE_NAMES]
+    if len(named) != 1:
+        raise ValueError(f"two labels, {classes[0]!r} and {classes[1]!r}, and no positive_label: set "
+                         "positive_label to the label the filter keeps (CLI: --positive-label NAME)")
+    logger.info("positive label: %r (named like a positive class; set positive_label to choose)", named[0])
+    return named[0]
+
+
+def _metrics_at(p: np.ndarray, y: np.ndarray, t: float) -> dict[str, Any]:
+    """Precision/recall/F1 of the positive label and retention when keeping ``p >= t``."""
+    keep = p >= t
+    kept, tp, pos = int(keep.sum()), int((keep & y).sum()), int(y.sum())
+    prec = tp / kept if kept else None
+    rec = tp / pos if pos else None
+    f1 = 2 * tp / (kept + pos) if kept + pos else None
+    return {"threshold": t, "kept": kept, "retention": kept / len(p), "precision": prec, "recall": rec, "f1": f1}
+
+
+def choose_threshold(p: np.ndarray, y: np.ndarray, rule: ThresholdRule, target: float | None
+                     ) -> tuple[float, bool]:
+    """(threshold, target met) for scores ``p`` (float64) and truths ``y`` (bool), by ``rule`` (module docstring)."""
+    u = np.unique(p)[::-1]  # distinct scores, descending
+    cuts = np.append((u[:-1] + u[1:]) / 2, u[-1] / 2)  # cuts[j] keeps exactly the scores >= u[j]
+    pos = int(y.sum())
+    kept = len(p) - np.searchsorted(np.sort(p), u, side="left")  # documents with score >= u[j]
+    tp = pos - np.searchsorted(np.sort(p[y]), u, side="left")  # positives among them
+    if rule == "f1":
+        f1 = 2 * tp / (kept + pos)
+        return float(cuts[int(np.argmax(f1))]), True
+    if rule == "precision":
+        prec = tp / kept
+        ok = np.flatnonzero(prec >= target - 1e-12)
+        if ok.size:
+            return float(cuts[ok[-1]]), True
+        return float(cuts[int(np.argmax(prec))]), False
+    return float(cuts[int(np.flatnonzero(kept / len(p) >= target - 1e-12)[0])]), True
+
+
+def evaluate(model: Any, texts: list[str], truth: list[str], labels: list[str], positive: str | None,
+             cfg: TrainClassifierConfig) -> dict[str, Any]:
+    """Validation metrics of ``model`` with fastText's own ``predict(k=-1)``: confusion matrix (rows: true label,
+    columns: predicted = top label), per-label precision/recall/F1, and for the positive label the chosen
+    threshold and the retention table."""
+    pred_labels, pred_probs = model.predict(texts, k=-1)
+    index = {lab: i for i, lab in enumerate(labels)}
+    cm = np.zeros((len(labels), len(labels)), dtype=np.int64)
+    unpredicted = 0
+    p = np.zeros(len(texts), dtype=np.float64)
+    for i, (labs, probs) in enumerate(zip(pred_labels, pred_probs)):
+        if not labs:
+            unpredicted += 1
+            continue
+        cm[index[truth[i]], index[labs[0][len(LABEL_PREFIX):]]] += 1
+        if positive is not None:
+            for lab, prob in zip(labs, probs):
+                if lab == LABEL_PREFIX + positive:
+                    p[i] = float(prob)
+    per_label = {}
+    for lab, i in index.items():
+        tp, col, row = int(cm[i, i]), int(cm[:, i].sum()), int(cm[i, :].sum())
+        prec, rec = (tp / col if col else None), (tp / row if row else None)
+        f1 = 2 * tp / (col + row) if col + row else None
+        per_label[lab] = {"precision": prec, "recall": rec, "f1": f1, "support": row}
+    f1s = [m["f1"] for m in per_label.values() if m["support"]]
+    out: dict[str, Any] = {
+        "metrics": {"accuracy": float(np.trace(cm)) / len(texts), "macro_f1": sum(f1s) / len(f1s) if f1s else None,
+                    "per_label": per_label, "unpredicted": unpredicted},
+        "confusion_matrix": {"labels": labels, "rows": "true label", "columns": "predicted label (top-1)",
+                             "matrix": cm.tolist()},
+        "threshold": None, "threshold_rule": None, "retention_table": []}
+    if positive is None:
+        return out
+    y = np.array([t == positive for t in truth])
+    if not y.any():
+        logger.warning("no validation document has the positive label %r: its precision/recall are undefined and "
+                       "the threshold only sets retention", positive)
+    t, met = choose_threshold(p, y, cfg.threshold_rule, cfg.threshold_target)
+    at = _metrics_at(p, y, t)
+    if not met:
+        logger.warning("no threshold reaches precision >= %s on the validation side; chose the one of the highest "
+                       "precision (%.4f)", cfg.threshold_target, at["precision"] or 0.0)
+    out["threshold"] = t
+    out["threshold_rule"] = {"rule": cfg.threshold_rule, "target": cfg.threshold_target, "target_met": met,
+                             "positive_label": positive, "keep": "score >= threshold",
+                             "score": f"fastText probability of {LABEL_PREFIX}{positive} (predict k=-1; 0 if absent)"}
+    out["metrics"]["at_threshold"] = at
+    out["retention_table"] = [_metrics_at(p, y, x) for x in sorted({*TABLE_THRESHOLDS, t})]
+    return out
+
+
+def _versions() -> dict[str, Any]:
+    dists = importlib.metadata.packages_distributions().get("fasttext", [])
+    ft = {}
+    for d in dists:
+        try:
+            ft[d] = importlib.metadata.version(d)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return {"fasttext": ft, "numpy": np.__version__, "gpu_dedup": __version__,
+            "python": platform.python_version()}
+
+
+
+def _model_path(out: str | os.PathLike, cfg: TrainClassifierConfig) -> str:
+    path = os.path.abspath(os.fspath(out))
+    want = ".ftz" if cfg.quantize else ".bin"
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix in (".bin", ".ftz") and suffix != want:
+        raise ValueError(f"output {os.fspath(out)!r}: a {'quantized' if cfg.quantize else 'full'} model is a "
+                         f"{want} file; name it {os.path.splitext(os.fspath(out))[0] + want!r}"
+                         + ("" if cfg.quantize else " (or set quantize=True for a .ftz)"))
+    return path if suffix else path + want
+
+
+# The training child: fastText trains (and quantizes) and saves the model; errors go to stderr as one JSON line.
+_CHILD = r"""
+import json, sys
+spec = json.loads(sys.argv[1])
+sys.path.insert(0, spec["path"])
+stage = "import"
+try:
+    import fasttext
+    stage = "train"
+    model = fasttext.train_supervised(input=spec["input"], verbose=0, **spec["kwargs"])
+    if spec["quantize"]:
+        stage = "quantize"
+        model.quantize(input=spec["input"] if spec["cutoff"] else None, qnorm=True, cutoff=spec["cutoff"],
+                       retrain=bool(spec["cutoff"]))
+    stage = "save"
+    model.save_model(spec["output"])
+except Exception as e:
+    sys.stderr.write("\nGPU_DEDUP_TRAIN_ERROR " + json.dumps({"stage": stage, "message": str(e)}) + "\n")
+    sys.exit(3)
+"""
+_ERROR_TAG = "GPU_DEDUP_TRAIN_ERROR "
+
+
+def _zeroed_env() -> dict[str, str]:
+    """The child's environment: glibc returns every allocation zero-filled (perturb byte 255 fills allocations
+    with 255 ^ 0xff = 0; the per-thread cache, which skips that, is off)."""
+    env = dict(os.environ)
+    env["MALLOC_PERTURB_"] = "255"
+    tunables = "glibc.malloc.perturb=255:glibc.malloc.tcache_count=0"
+    env["GLIBC_TUNABLES"] = f"{env['GLIBC_TUNABLES']}:{tunables}" if env.get("GLIBC_TUNABLES") else tunables
+    return env
+
+
+def _train(ft: Any, train_file: str, model_file: str, cfg: TrainClassifierConfig) -> None:
+    """Train (and quantize) in a child process and save the model at ``model_file``.
+
+    Why a child: fastText's ``DenseMatrix::uniform`` with one thread initializes only the first tenth of the
+    input matrix, and some builds of the ``fasttext`` module do not zero the allocation behind the rest. With
+    fasttext-numpy2 0.10.4 (which the project used before fasttext-community) 20 of 20 in-process trainings of a
+    200-word model hit "Encountered NaN" and the surviving models differed run to run. A fresh process whose
+    allocations glibc zero-fills gives those rows the zeros upstream fastText's zero-initialized matrix has (0 of
+    20 failures, bit-identical models); fasttext-community initializes every row and is unaffected. The child
+    also keeps an out-of-memory kill from taking the caller down. On a C library without these settings the
+    child runs unchanged."""
+    spec = {"input": train_file, "output": model_file, "kwargs": cfg.hyperparameters(), "quantize": cfg.quantize,
+            "cutoff": cfg.cutoff, "path": os.path.dirname(os.path.dirname(os.path.abspath(ft.__file__)))}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(spec)], env=_zeroed_env(),
+                          capture_output=True, text=True, errors="replace")
+    if proc.returncode == 0 and os.path.exists(model_file):
+        return
+    err = next((json.loads(line[len(_ERROR_TAG):]) for line in proc.stderr.splitlines()
+                if line.startswith(_ERROR_TAG)), None)
+    if err is None:
+        rows = "(words + bucket)" if cfg.bucket else "words"
+        raise TrainingError(f"the fastText training process ended with status {proc.returncode} "
+                            f"({proc.stderr.strip()[-300:] or 'no message'}); a killed process is usually out of "
+                            f"memory: the input matrix takes {rows} x dim x 4 bytes (bucket={cfg.bucket}, "
+                            f"dim={cfg.dim})")
+    msg = err["message"]
+    if err["stage"] == "train" and "NaN" in msg:
+        raise TrainingError(f"fastText training diverged ({msg}) with lr={cfg.lr}, epoch={cfg.epoch}: lower lr "
+                            f"(e.g. lr={cfg.lr / 4:g})")
+    if err["stage"] == "quantize":
+        raise TrainingError(f"fastText quantization failed: {msg}. Product quantization needs at least 256 "
+                            "input rows (vocabulary + bucket): raise bucket (with word_ngrams >= 2 or maxn > 0), "
+                            "or set quantize=False")
+    raise TrainingError(f"fastText {err['stage']} failed: {msg}")
+
+
+def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
+                     overwrite: bool = False) -> dict[str, Any]:
+    """Read ``inputs``, split, train, evaluate, and write the model at ``out`` (``.bin``, or ``.ftz`` when
+    quantized; added when ``out`` has no suffix) with its card ``<model>.json``, both atomically (a failed run
+    leaves neither). Refuses to replace an existing model or card unless ``overwrite``. Returns the card."""
+    if not isinstance(cfg, TrainClassifierConfig):
+        raise TypeError(f"cfg must be a TrainClassifierConfig, got {type(cfg).__name__}")
+    model_path = _model_path(out, cfg)
+    for p in (model_path, card_path(model_path)):
+        if os.path.exists(p) and not overwrite:
+            raise FileExistsError(f"{p} already exists; pass overwrite=True (CLI: --overwrite) to replace it, "
+                                  "or choose another output")
+    ft = _fasttext()
+    started = time.time()
+    data = read_labelled(inputs, text_field=cfg.text_field, label_field=cfg.label_field,
+                         group_field=cfg.group_field)
+    classes = sorted(set(data.labels))
+    if len(classes) < 2:
+        raise LabelledInputError(f"every one of the {len(data)} documents has the label {classes[0]!r}: a classifier "
+                                 "needs at least two labels; add documents of the other class(es)")
+    positive = _positive(cfg, classes)
+    val = split_groups(data.groups, cfg.validation_fraction, cfg.seed)
+    train_side, val_side = _side(data.labels, data.groups, ~val), _side(data.labels, data.groups, val)
+    if len(train_side["per_label"]) < 2:
+        raise LabelledInputError(
+            f"the training side holds only label(s) {list(train_side['per_label'])} ({train_side['documents']} "
+            f"documents in {train_side['groups']} groups): too few documents or groups for a validation split; "
+            "add labelled documents of every class in more groups, or try another seed")
+    only_val = sorted(set(val_side["per_label"]) - set(train_side["per_label"]))
+    if only_val:
+        logger.warning("label(s) %s occur only on the validation side: the model cannot predict them", only_val)
+    if cfg.threads > 1:
+        logger.warning("training with %d threads: fastText is deterministic only with threads=1, so this model and "
+                       "its metrics will vary from run to run", cfg.threads)
+    logger.info("split: train %d documents (%d groups), validation %d documents (%d groups)",
+                train_side["documents"], train_side["groups"], val_side["documents"], val_side["groups"])
+    os.makedirs(os.path.dirname(model_path), exist_ok=True)
+    # The training lines go next to the model (same file system, usually more room than /tmp); the leading dot
+    # hides the directory from input discovery.
+    with tempfile.TemporaryDirectory(prefix=".gpu-dedup-train-", dir=os.path.dirname(model_path)) as tmpdir:
+        train_file = os.path.join(tmpdir, "train.txt")
+        with open(train_file, "w", encoding="utf-8", newline="\n") as fh:
+            for i in np.flatnonzero(~val):
+                fh.write(f"{LABEL_PREFIX}{data.labels[i]} {data.texts[i]}\n")
+        trained = os.path.join(tmpdir, "model" + os.path.splitext(model_path)[1])
+        t0 = time.time()
+        _train(ft, train_file, trained, cfg)
+        train_seconds = time.time() - t0
+        model = ft.load_model(trained)  # evaluate the very file that is shipped
+        idx = np.flatnonzero(val)
+        ev = evaluate(model, [data.texts[i] for i in idx], [data.labels[i] for i in idx], classes, positive, cfg)
+        with atomic_path(model_path) as tmp_model:
+            os.replace(trained, tmp_model)
+            card = _card(cfg, data, model, model_path, tmp_model, ev, classes, positive, train_side, val_side,
+                         train_seconds, time.time() - started)
+            with atomic_path(card_path(model_path)) as tmp_card:
+                with open(tmp_card, "w", encoding="utf-8") as fh:
+                    json.dump(card, fh, indent=2, allow_nan=False)
+                    fh.write("\n")
+    logger.info("wrote %s and %s", model_path, card_path(model_path))
+    return card
+
+
+def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path: str, written: str,
+          ev: dict[str, Any], classes: list[str], positive: str | None, train_side: dict, val_side: dict,
+          train_seconds: float, seconds: float) -> dict[str, Any]:
+    a = model.f.getArgs()
+    effective = {"dim": a.dim, "epoch": a.epoch, "lr": a.lr, "wordNgrams": a.wordNgrams, "minn": a.minn,
+                 "maxn": a.maxn, "bucket": a.bucket, "minCount": a.minCount, "loss": a.loss.name,
+                 "seed": a.seed, "thread": a.thread}
+    return {
+        "format": CARD_FORMAT, "format_version": CARD_VERSION,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "model": {"path": model_path, "bytes": os.path.getsize(written), "sha256": file_sha256(written),
+                  "quantized": cfg.quantize, "words": len(model.words)},
+        "labels": classes, "positive_label": positive,
+        "threshold": ev["threshold"], "direction": "min",  # the filter keeps score >= threshold
+        "threshold_rule": ev["threshold_rule"],
+        "metrics": ev["metrics"], "confusion_matrix": ev["confusion_matrix"],
+        "retention_table": ev["retention_table"],
+        "split": {"rule": "group-disjoint, BLAKE2b-64(seed, group) order, validation filled up to "
+                          "round(validation_fraction * documents)",
+                  "seed": cfg.seed, "validation_fraction": cfg.validation_fraction, "groups_from": data.groups_from,
+                  "train": train_side, "validation": val_side},
+        "preprocessing": {"newlines": "replaced by spaces (fastText trains on one line per document)",
+                          "documents_with_newlines": data.documents_with_newlines,
+                          "label_tokens_removed": data.label_tokens_removed,
+                          "empty_documents": data.empty_documents},
+        "training": {"hyperparameters": cfg.hyperparameters(), "effective_args": effective,
+                     "deterministic": cfg.threads == 1, "seconds": round(train_seconds, 3),
+                     "total_seconds": round(seconds, 3),
+                     "quantization": ({"qnorm": True, "cutoff": cfg.cutoff, "retrain": bool(cfg.cutoff)}
+                                      if cfg.quantize else None)},
+        "inputs": [dataclasses.asdict(f) for f in data.files],
+        "fields": {"text": cfg.text_field, "label": cfg.label_field, "group": cfg.group_field},
+        "versions": _versions(),
+        "config": dataclasses.asdict(cfg),
+    }
+
+
+def read_card(model_path: str | os.PathLike) -> dict[str, Any] | None:
+    """The card written beside ``model_path`` by ``train_classifier``, or None when there is none. Raises
+    ValueError when it is not a card or was written for another model file (size differs)."""
+    path = card_path(model_path)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            card = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable classifier card ({e}); delete it or retrain the model") from None
+    if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
+        fmt = card.get("format") if isinstance(card, dict) else None
+        raise ValueError(f"{path}: not a gpu-dedup classifier card (format {fmt!r}); "
+                         "give the threshold explicitly (NAME=MODEL:THRESHOLD) or move the file")
+    if card.get("format_version") != CARD_VERSION:
+        raise ValueError(f"{path}: card format_version {card.get('format_version')!r}; this gpu-dedup reads "
+                         f"version {CARD_VERSION}: retrain with this version or give the threshold explicitly")
+    size = os.path.getsize(model_path) if os.path.exists(model_path) else None
+    if size is not None and size != card["model"]["bytes"]:
+        raise ValueError(f"{path} describes a model of {card['model']['bytes']} bytes but {os.fspath(model_path)} "
+                         f"has {size}: the card is stale; retrain, or give the threshold explicitly")
+    return card
+
+
+def _num(v: Any, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def format_summary(card: dict[str, Any]) -> str:
+    """A short human-readable table of a card: split sizes, threshold and its P/R/F1/retention, retention table,
+    per-label metrics and confusion matrix."""
+    sp, m = card["split"], card["metrics"]
+    labels = card["labels"]
+    w = max(8, *(len(x) for x in labels))
+    lines = [f"model {card['model']['path']} ({card['model']['bytes']:,} bytes"
+             f"{', quantized' if card['model']['quantized'] else ''}); labels: {', '.join(labels)}",
+             f"split (seed {sp['seed']}; {sp['groups_from']}): train {sp['train']['documents']} documents in "
+             f"{sp['train']['groups']} groups, validation {sp['validation']['documents']} documents in "
+             f"{sp['validation']['groups']} groups",
+             f"  {'label':<{w}} {'train':>8} {'valid':>8}"]
+    for lab in labels:
+        lines.append(f"  {lab:<{w}} {sp['train']['per_label'].get(lab, 0):>8} "
+                     f"{sp['validation']['per_label'].get(lab, 0):>8}")
+    lines.append(f"validation accuracy {_num(m['accuracy'])}, macro F1 {_num(m['macro_f1'])}")
+    lines.append(f"  {'label':<{w}} {'precision':>9} {'recall':>7} {'F1':>6} {'support':>8}")
+    for lab, x in m["per_label"].items():
+        lines.append(f"  {lab:<{w}} {_num(x['precision']):>9} {_num(x['recall']):>7} {_num(x['f1']):>6} "
+                     f"{x['support']:>8}")
+    lines.append("confusion matrix (rows: true label, columns: predicted)")
+    lines.append("  " + " " * w + "".join(f" {lab:>{w}}" for lab in labels))
+    for lab, row in zip(labels, card["confusion_matrix"]["matrix"]):
+        lines.append(f"  {lab:<{w}}" + "".join(f" {v:>{w}}" for v in row))
+    rule = card["threshold_rule"]
+    if card["threshold"] is None:
+        lines.append("no threshold (more than two labels and no positive_label)")
+        return "\n".join(lines)
+    at = m["at_threshold"]
+    target = "" if rule["target"] is None else f" target {rule['target']}" + ("" if rule["target_met"] else " NOT MET")
+    lines.append(f"threshold {card['threshold']:.6g} for {card['positive_label']!r} (rule {rule['rule']}{target}): "
+                 f"precision {_num(at['precision'])}, recall {_num(at['recall'])}, F1 {_num(at['f1'])}, "
+                 f"retention {_num(at['retention'])}")
+    lines.append(f"  {'threshold':>9} {'kept':>7} {'retention':>9} {'precision':>9} {'recall':>7} {'F1':>6}")
+    for r in card["retention_table"]:
+        mark = " <" if r["threshold"] == card["threshold"] else ""
+        lines.append(f"  {r['threshold']:>9.4g} {r['kept']:>7} {_num(r['retention']):>9} {_num(r['precision']):>9} "
+                     f"{_num(r['recall']):>7} {_num(r['f1']):>6}{mark}")
+    return "\n".join(lines)

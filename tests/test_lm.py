@@ -1,0 +1,286 @@
+"""n-gram LMs: our ARPA scorer against the kenlm package, our Kneser-Ney estimates against a brute-force
+reference written here from the textbook formulas (as lmplz applies them), the LM contract, and bad inputs."""
+import math
+import random
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+
+from gpu_dedup.device import simulator, to_host
+from gpu_dedup.filters.kneser_ney import DiscountError, LMTrainConfig, train_lm
+from gpu_dedup.filters.lm import EMPTY_REASON, ARPAError, LMNormalization, load_lm, read_arpa
+from gpu_dedup.lexical.normalize import normalize_strings
+
+kenlm = pytest.importorskip("kenlm")
+NONE = LMNormalization(mode="none")
+TOL_KENLM = 1e-4  # log10 units: the brief's tolerance (observed: identical float32 sums)
+TOL_KN = 1e-6     # log10 units: float32 estimation (as lmplz) against float64 formulas
+
+
+def _zipf_sentences(seed: int, n: int, vocab: int = 400) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(f"w{min(int(rng.paretovariate(1.0)), vocab)}" for _ in range(rng.randint(1, 10)))
+            for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    d = tmp_path_factory.mktemp("lm")
+    sents = _zipf_sentences(0, 600)
+    docs = ["\n".join(sents[i:i + 3]) for i in range(0, len(sents), 3)]
+    ref = d / "ref.txt"
+    ref.write_text("\n".join(docs) + "\n")
+    path = d / "m3.arpa"
+    stats = train_lm([ref], path, LMTrainConfig(order=3, normalization=NONE))
+    return path, sents, stats
+
+
+# ---------------------------------------------------------------------------------------------------
+# (b) brute-force interpolated modified Kneser-Ney (plain dicts, float64)
+# ---------------------------------------------------------------------------------------------------
+
+def brute_kn(sentences: list[str], order: int):
+    raw = [Counter() for _ in range(order + 1)]
+    for s in sentences:
+        seq = ["<s>"] + s.split() + ["</s>"]
+        for n in range(1, order + 1):
+            for i in range(len(seq) - n + 1):
+                g = tuple(seq[i:i + n])
+                if g != ("<s>",):
+                    raw[n][g] += 1
+    left = [defaultdict(set) for _ in range(order + 1)]
+    for n in range(2, order + 1):
+        for g in raw[n]:
+            left[n - 1][g[1:]].add(g[0])
+    adj = [dict() for _ in range(order + 1)]
+    for n in range(1, order + 1):
+        for g, c in raw[n].items():
+            adj[n][g] = c if (n == order or g[0] == "<s>") else len(left[n][g])
+    adj[1][("<unk>",)] = 0
+    adj[1][("<s>",)] = 0
+    disc = [None]
+    for n in range(1, order + 1):
+        t = [sum(1 for a in adj[n].values() if a == k) for k in (1, 2, 3, 4)]
+        y = t[0] / (t[0] + 2 * t[1])
+        disc.append([0.0] + [k - (k + 1) * y * t[k] / t[k - 1] for k in (1, 2, 3)])
+
+    def dsc(n, a):
+        return disc[n][min(a, 3)]
+
+    denom = [defaultdict(float) for _ in range(order + 1)]
+    mass = [defaultdict(float) for _ in range(order + 1)]
+    for n in range(1, order + 1):
+        for g, a in adj[n].items():
+            denom[n][g[:-1]] += a
+            if a > 0:
+                mass[n][g[:-1]] += dsc(n, a)
+    gamma = [{h: mass[n][h] / denom[n][h] for h in denom[n]} for n in range(order + 1)]
+    vsize = len(adj[1]) - 1  # <unk> in, <s> out
+    prob = {}
+    for g, a in adj[1].items():
+        prob[g] = (a - dsc(1, a)) / denom[1][()] + gamma[1][()] / vsize if a > 0 else gamma[1][()] / vsize
+    prob[("<s>",)] = 1.0
+    for n in range(2, order + 1):
+        for g, a in adj[n].items():
+            prob[g] = (a - dsc(n, a)) / denom[n][g[:-1]] + gamma[n][g[:-1]] * prob[g[1:]]
+    backoff = {}
+    for g in prob:
+        n = len(g)
+        ctx = n < order and g[-1] not in ("</s>", "<unk>") and g in gamma[n + 1]
+        backoff[g] = math.log10(gamma[n + 1][g]) if ctx else 0.0
+    return {g: min(0.0, math.log10(p)) for g, p in prob.items()}, backoff
+
+
+def test_kneser_ney_estimates_equal_a_brute_force_reference(trained):
+    path, sents, stats = trained
+    want_p, want_b = brute_kn(sents, 3)
+    _, vocab, grams = read_arpa(path)
+    got_p, got_b = {}, {}
+    for rows, prob, bo in grams:
+        for r, p, b in zip(rows.tolist(), prob.tolist(), bo.tolist()):
+            g = tuple(vocab[i] for i in r)
+            got_p[g], got_b[g] = p, b
+    assert set(got_p) == set(want_p)
+    assert max(abs(got_p[g] - want_p[g]) for g in want_p) < TOL_KN
+    assert max(abs(got_b[g] - want_b[g]) for g in want_b) < TOL_KN
+    assert stats["ngrams"] == [sum(1 for g in want_p if len(g) == n) for n in (1, 2, 3)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# (a), (c) scores against kenlm
+# ---------------------------------------------------------------------------------------------------
+
+def _kenlm_doc(model, doc: str) -> float:
+    return sum(model.score(line, bos=True, eos=True) for line in doc.split("\n") if line.split())
+
+
+def test_kenlm_loads_our_arpa_and_scores_agree(trained):
+    path, _, _ = trained
+    model = kenlm.Model(str(path))
+    assert model.order == 3
+    rng = random.Random(5)
+    test = _zipf_sentences(9, 300, vocab=600)  # vocab 600 > training's 400: OOV words
+    docs = ["\n".join(rng.sample(test, rng.randint(1, 4))) + ("\n" if i % 3 else "") for i in range(120)]
+    docs += ["oov1 oov2\n\n  \t", "w1", "", "\n \n"]
+    out = load_lm(path).score(docs)
+    want = np.array([_kenlm_doc(model, d) for d in docs])
+    assert np.abs(out["logprob"] - want).max() < TOL_KENLM
+    words = np.array([sum(len(ln.split()) + 1 for ln in d.split("\n") if ln.split()) for d in docs])
+    assert np.array_equal(out["tokens"], words)
+    assert out["oov"].sum() > 0
+    ok = words > 0
+    assert np.allclose(out["perplexity"][ok], 10 ** (-want[ok] / words[ok]), rtol=1e-6)
+    assert np.isnan(out["perplexity"][~ok]).all() and set(out["reason"][~ok]) == {EMPTY_REASON}
+    # one sentence per document: our perplexity is kenlm's own perplexity()
+    single = [s for s in test[:50]]
+    ppl = load_lm(path).score(single)["perplexity"]
+    assert np.allclose(ppl, [model.perplexity(s) for s in single], rtol=1e-4)
+
+
+HAND_ARPA = """\\data\\
+ngram 1=6
+ngram 2=5
+ngram 3=2
+
+\\1-grams:
+-1.5\t<unk>\t0
+0\t<s>\t-0.4
+-0.8\t</s>\t0
+-0.9\tthe\t-0.3
+-1.1\tcat\t-0.25
+-1.2\tsat\t-0.2
+
+\\2-grams:
+-0.4\t<s> the\t-0.1
+-0.5\tthe cat\t-0.15
+-0.6\tcat sat\t-0.05
+-0.3\tsat </s>
+-0.7\tcat </s>
+
+\\3-grams:
+-0.2\t<s> the cat
+-0.25\tthe cat sat
+
+\\end\\
+"""
+
+
+def test_hand_written_arpa_with_unk_matches_kenlm(tmp_path):
+    path = tmp_path / "hand.arpa"
+    path.write_text(HAND_ARPA)
+    model = kenlm.Model(str(path))
+    rng = random.Random(3)
+    words = ["the", "cat", "sat", "dog", "</s>", "the", "cat"]
+    sents = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 8))) for _ in range(300)]
+    got = load_lm(path, normalization=NONE).score(sents)["logprob"]
+    want = np.array([model.score(s, bos=True, eos=True) for s in sents])
+    assert np.abs(got - want).max() < TOL_KENLM
+
+
+def test_normalized_model_scores_what_kenlm_scores_on_normalized_lines(tmp_path):
+    norm = LMNormalization(mode="nfkc-lower", fold_digits=True, remove_punctuation=True)
+    letters = str.maketrans("0123456789", "abcdefghij")
+    sents = [s.translate(letters) + (", 2024!" if i % 5 == 0 else "") for i, s in enumerate(_zipf_sentences(1, 500))]
+    ref = tmp_path / "ref.txt"
+    ref.write_text("\n".join(s.upper() for s in sents))
+    path = tmp_path / "n.arpa"
+    train_lm(ref, path, LMTrainConfig(order=2, normalization=norm))
+    docs = ["WB WC, wb!\nＷＤ wjj 1999", "Ｗｂ wc wd\n\n", "123 wh"]
+    got = load_lm(path).score(docs)["logprob"]
+    cfg = norm.normalize_config()
+    model = kenlm.Model(str(path))
+    want = [sum(model.score(t) for t in normalize_strings(d.split("\n"), cfg) if t) for d in docs]
+    assert np.abs(got - np.array(want)).max() < TOL_KENLM
+    assert "0000" in model  # digits folded to 0 in training
+    assert load_lm(path).describe()["contract"]["normalization"]["fold_digits"] is True
+
+
+@pytest.mark.skipif(not simulator(), reason="needs the CUDA simulator")
+def test_cuda_kernels_match_cpu_under_the_simulator(trained):
+    path, sents, _ = trained
+    lm = load_lm(path)
+    docs = sents[:6] + ["w1 zzz w2\nw3", ""]
+    cpu = lm.score(docs, device="cpu")
+    gpu = lm.score(docs, device="cuda")
+    for key in ("logprob", "tokens", "oov"):
+        assert np.array_equal(cpu[key], to_host(gpu[key])), key
+
+
+# ---------------------------------------------------------------------------------------------------
+# (d) contract, (e) bad inputs
+# ---------------------------------------------------------------------------------------------------
+
+def test_contract_refuses_another_normalization_and_needs_one_for_plain_arpa(trained, tmp_path):
+    path, _, _ = trained
+    with pytest.raises(ValueError, match=r"normalization\.mode: this run has 'nfkc-lower'.*'none'") as e:
+        load_lm(path, normalization=LMNormalization())
+    assert "normalization=" in str(e.value)
+    assert load_lm(path, normalization=NONE).normalization == NONE
+    plain = tmp_path / "plain.arpa"
+    plain.write_text("".join(ln for ln in path.read_text().splitlines(True) if not ln.startswith("#")))
+    with pytest.raises(ValueError, match="no '# gpu-dedup-lm:' header.*pass normalization="):
+        load_lm(plain)
+    assert load_lm(plain, normalization=NONE).describe()["contract_source"] == "caller (normalization=)"
+
+
+def test_training_refuses_bad_inputs(tmp_path):
+    for bad in (0, 7, True, 2.0):
+        with pytest.raises(ValueError, match="LMTrainConfig.order"):
+            LMTrainConfig(order=bad)
+    with pytest.raises(ValueError, match="needs mode='nfkc-lower'"):
+        LMNormalization(mode="none", fold_digits=True)
+    with pytest.raises(ValueError, match="mode"):
+        LMNormalization(mode="nfkc")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    with pytest.raises(ValueError, match="no sentence"):
+        train_lm(empty, tmp_path / "e.arpa")
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("a b c\na b c\n")
+    with pytest.raises(DiscountError, match=r"adjusted count \d.*count-of-counts"):
+        train_lm(tiny, tmp_path / "t.arpa", LMTrainConfig(order=2, normalization=NONE))
+    assert not (tmp_path / "t.arpa").exists()
+    ok = tmp_path / "ok.txt"
+    ok.write_text("\n".join(_zipf_sentences(2, 300)))
+    out = tmp_path / "ok.arpa"
+    out.write_text("keep me")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        train_lm(ok, out, LMTrainConfig(order=2, normalization=NONE))
+    assert out.read_text() == "keep me"
+    train_lm(ok, out, LMTrainConfig(order=2, normalization=NONE), overwrite=True)
+    assert kenlm.Model(str(out)).order == 2
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda s: s.replace("ngram 2=5", "ngram 2=6"), r":\d+: .*header says 6 2-grams"),
+    (lambda s: s.replace("ngram 2=5", "ngram 2=4"), r":\d+: expected \\3-grams:"),
+    (lambda s: s.replace("-0.5\tthe cat", "-0.5x\tthe cat"), r":\d+: not a number"),
+    (lambda s: s.replace("-0.5\tthe cat\t-0.15", "-0.5\tthe"), r":\d+: a 2-gram line needs"),
+    (lambda s: s.replace("-0.2\t<s> the cat", "-0.2\t<s> the cat\t-0.1"), r":\d+: the highest order"),
+    (lambda s: s.replace("-0.9\tthe", "0.5\tthe"), r":\d+: positive log10"),
+    (lambda s: s.replace("-0.9\tthe", "nan\tthe"), r":\d+: non-finite"),
+    (lambda s: s.replace("\\end\\\n", ""), r"missing \\end\\"),
+    (lambda s: s.replace("the cat sat", "the dog sat"), r":\d+: word 'dog' is not among the unigrams"),
+    (lambda s: s.replace("\\data\\", "data"), r":\d+: expected \\data\\"),
+    (lambda s: s.replace("<s>", "<x>"), r"no <s> unigram"),
+    (lambda s: s.replace("-0.7\tcat </s>", "-0.7\tthe cat"), r"'the cat' is listed twice"),
+])
+def test_corrupt_arpa_is_refused_with_file_and_line(tmp_path, edit, match):
+    path = tmp_path / "bad.arpa"
+    path.write_text(edit(HAND_ARPA))
+    with pytest.raises(ARPAError, match=match):
+        load_lm(path, normalization=NONE)
+    path.write_bytes(b"\\data\\\nngram 1=1\n\n\\1-grams:\n-1\t\xff\n")
+    with pytest.raises(ARPAError, match="not UTF-8"):
+        load_lm(path, normalization=NONE)
+
+
+def test_scoring_takes_nulls_and_arrow(trained):
+    import pyarrow as pa
+
+    lm = load_lm(trained[0])
+    out = lm.score(pa.array(["w1 w2", None, ""], pa.string()))
+    assert out["reason"].tolist() == ["", "null text", EMPTY_REASON]
+    assert np.isfinite(out["perplexity"][0]) and np.isnan(out["perplexity"][1:]).all()
+    assert lm.score([])["perplexity"].shape == (0,)

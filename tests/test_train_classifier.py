@@ -1,0 +1,481 @@
+"""train-classifier: labelled input, group-disjoint split, fastText training, validation metrics and the card.
+
+Golden values come from the fasttext package itself (its own predict on the shipped model) and from brute-force
+recomputation in this file (the split rule, confusion matrix, retention table, threshold optima)."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.metadata
+import json
+import logging
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+fasttext = pytest.importorskip("fasttext")
+
+from gpu_dedup._version import __version__  # noqa: E402
+from gpu_dedup.filters import train as train_mod  # noqa: E402
+from gpu_dedup.filters.labelled import LabelledInputError  # noqa: E402
+from gpu_dedup.filters.train import (  # noqa: E402
+    TrainClassifierConfig,
+    TrainDependencyError,
+    TrainingError,
+    choose_threshold,
+    format_summary,
+    read_card,
+    split_groups,
+    train_classifier,
+)
+
+VOCAB = {lab: [f"{lab}{i}" for i in range(40)] for lab in ("hq", "cc", "zz")}
+NOISE = [f"n{i}" for i in range(60)]
+# Tiny model: a few hundred documents train in well under a second.
+CFG = dict(dim=8, epoch=20, lr=0.5, bucket=5000, validation_fraction=0.2)
+
+
+def make_rows(seed: int = 1, groups: int = 60, per_group: int = 5, labels=("cc", "hq")) -> list[dict]:
+    """Documents whose words come 35% from their label's vocabulary, 15% from another label's and 50% from
+    shared noise (so scores spread over (0, 1)); every group ("site<g>.com") holds one label; the first document
+    of each group has a line break."""
+    r = random.Random(seed)
+    rows = []
+    for g in range(groups):
+        lab = labels[g % len(labels)]
+        other = [x for x in labels if x != lab]
+        for j in range(per_group):
+            words = []
+            for _ in range(r.randint(8, 20)):
+                x = r.random()
+                pool = VOCAB[lab] if x < 0.35 else VOCAB[r.choice(other)] if x < 0.5 else NOISE
+                words.append(r.choice(pool))
+            text = " ".join(words) + ("\nsecond line" if j == 0 else "")
+            rows.append({"text": text, "label": lab, "group": f"site{g}.com"})
+    return rows
+
+
+def write_jsonl(path, rows, compress=False) -> str:
+    data = "".join(json.dumps(x) + "\n" for x in rows).encode()
+    with open(path, "wb") as fh:
+        fh.write(gzip.compress(data) if compress else data)
+    return str(path)
+
+
+def validation_groups(groups: list[str], fraction: float, seed: int) -> set[str]:
+    """The documented split rule, re-derived here: BLAKE2b-64 of "<seed>\\0<group>" (little-endian) orders the
+    groups; a group joins validation while the side stays within round(fraction * n) documents."""
+    sizes: dict[str, int] = {}
+    for g in groups:
+        sizes[g] = sizes.get(g, 0) + 1
+    key = {g: int.from_bytes(hashlib.blake2b(f"{seed}\0{g}".encode(), digest_size=8).digest(), "little")
+           for g in sizes}
+    target, held, chosen = max(1, round(fraction * len(groups))), 0, set()
+    for g in sorted(sizes, key=lambda g: (key[g], g)):
+        if held + sizes[g] <= target:
+            chosen.add(g)
+            held += sizes[g]
+    return chosen
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    d = tmp_path_factory.mktemp("trained")
+    rows = make_rows()
+    src = write_jsonl(d / "data.jsonl.gz", rows, compress=True)
+    cfg = TrainClassifierConfig(**CFG)
+    card = train_classifier([src], str(d / "model.bin"), cfg)
+    return rows, src, d / "model.bin", card, cfg
+
+
+def test_split_is_group_disjoint_deterministic_and_independent_of_python_hash():
+    groups = [f"g{i % 37}" for i in range(400)]
+    a = split_groups(groups, 0.1, seed=7)
+    assert np.array_equal(a, split_groups(groups, 0.1, seed=7))
+    assert not np.array_equal(a, split_groups(groups, 0.1, seed=8))
+    val = {g for g, v in zip(groups, a) if v}
+    train = {g for g, v in zip(groups, a) if not v}
+    assert val and train and not val & train
+    assert val == validation_groups(groups, 0.1, 7)
+    assert 1 <= a.sum() <= round(0.1 * len(groups))
+    # Another interpreter with another string-hash salt makes the same split.
+    code = ("import json,sys; from gpu_dedup.filters.train import split_groups; "
+            "g=[f'g{i % 37}' for i in range(400)]; print(json.dumps(split_groups(g, 0.1, 7).tolist()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONHASHSEED": "12345"})
+    assert json.loads(out.stdout) == a.tolist()
+
+
+def test_split_falls_back_to_the_smallest_group_when_none_fits():
+    groups = ["big"] * 30 + ["mid"] * 20 + ["small"] * 10
+    mask = split_groups(groups, 0.1, seed=0)  # target 6 documents: no group fits
+    assert {g for g, v in zip(groups, mask) if v} == {"small"}
+
+
+def test_card_metrics_match_fasttext_predictions(trained):
+    rows, src, model_path, card, cfg = trained
+    model = fasttext.load_model(str(model_path))
+    groups = [r["group"] for r in rows]
+    val = validation_groups(groups, cfg.validation_fraction, cfg.seed)
+    vrows = [r for r in rows if r["group"] in val]
+    trows = [r for r in rows if r["group"] not in val]
+    sp = card["split"]
+    assert sp["validation"]["documents"] == len(vrows) and sp["train"]["documents"] == len(trows)
+    assert sp["validation"]["groups"] == len(val) and sp["train"]["groups"] == len(set(groups)) - len(val)
+    for side, rs in (("train", trows), ("validation", vrows)):
+        assert sp[side]["per_label"] == {lab: sum(r["label"] == lab for r in rs) for lab in ("cc", "hq")}
+    labels = card["labels"]
+    assert labels == ["cc", "hq"] and card["positive_label"] == "hq"
+    cm = [[0, 0], [0, 0]]
+    scores, truth = [], []
+    for r in vrows:
+        text = r["text"].replace("\n", " ")
+        top, _ = model.predict(text, k=1)
+        cm[labels.index(r["label"])][labels.index(top[0][len("__label__"):])] += 1
+        labs, probs = model.predict(text, k=-1)
+        scores.append(float(dict(zip(labs, probs)).get("__label__hq", 0.0)))
+        truth.append(r["label"] == "hq")
+    assert card["confusion_matrix"]["matrix"] == cm
+    assert card["metrics"]["accuracy"] == pytest.approx((cm[0][0] + cm[1][1]) / len(vrows), abs=1e-12)
+    tp, fp, fn = cm[1][1], cm[0][1], cm[1][0]
+    assert card["metrics"]["per_label"]["hq"]["precision"] == pytest.approx(tp / (tp + fp), abs=1e-12)
+    assert card["metrics"]["per_label"]["hq"]["recall"] == pytest.approx(tp / (tp + fn), abs=1e-12)
+    assert card["metrics"]["accuracy"] > 0.6  # distinct vocabularies: the model learned something
+    s, y = np.array(scores), np.array(truth)
+    assert len(np.unique(s)) > 10  # scores spread: the threshold choice is not trivial
+    for row in card["retention_table"]:
+        keep = s >= row["threshold"]
+        assert row["kept"] == keep.sum()
+        assert row["retention"] == pytest.approx(keep.mean(), abs=1e-12)
+        assert row["recall"] == pytest.approx((keep & y).sum() / y.sum(), abs=1e-12)
+        if keep.any():
+            assert row["precision"] == pytest.approx((keep & y).sum() / keep.sum(), abs=1e-12)
+    grid = [r["threshold"] for r in card["retention_table"]]
+    assert {round(0.05 * i, 2) for i in range(1, 20)} | {card["threshold"]} == set(grid)
+    # Rule f1: no threshold on the validation scores does better (brute force over every keep set).
+    best = max(2 * (y & (s >= t)).sum() / ((s >= t).sum() + y.sum()) for t in np.unique(s))
+    assert card["metrics"]["at_threshold"]["f1"] == pytest.approx(best, abs=1e-12)
+    assert card["threshold"] not in set(s.tolist())  # a midpoint, never a validation score
+
+
+def test_card_contents(trained):
+    rows, src, model_path, card, cfg = trained
+    assert card["format"] == "gpu_dedup-classifier-card" and card["format_version"] == 1
+    assert read_card(model_path) == card
+    assert os.path.exists(str(model_path) + ".json")
+    assert card["model"]["bytes"] == os.path.getsize(model_path)
+    assert card["model"]["sha256"] == hashlib.sha256(model_path.read_bytes()).hexdigest()
+    assert card["model"]["quantized"] is False
+    assert card["direction"] == "min" and card["threshold_rule"]["rule"] == "f1"
+    assert card["threshold_rule"]["positive_label"] == "hq" and 0 < card["threshold"] < 1
+    assert card["inputs"] == [{"path": src, "fmt": "jsonl", "bytes": os.path.getsize(src),
+                               "sha256": hashlib.sha256(open(src, "rb").read()).hexdigest(),
+                               "documents": len(rows)}]
+    assert card["preprocessing"]["documents_with_newlines"] == sum("\n" in r["text"] for r in rows)
+    assert "replaced by spaces" in card["preprocessing"]["newlines"]
+    tr = card["training"]
+    assert tr["deterministic"] is True and tr["hyperparameters"]["thread"] == 1
+    assert tr["effective_args"]["dim"] == 8 and tr["effective_args"]["bucket"] == 5000
+    assert tr["effective_args"]["wordNgrams"] == 2 and tr["effective_args"]["loss"] == "softmax"
+    owners = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()
+              if any(str(f) == "fasttext/__init__.py" for f in d.files or ())}
+    assert owners and card["versions"] == {"fasttext": owners,
+                                "numpy": np.__version__, "gpu_dedup": __version__,
+                                "python": ".".join(map(str, sys.version_info[:3]))}
+    assert card["split"]["groups_from"] == "field 'group'" and card["split"]["seed"] == 0
+    assert card["config"]["validation_fraction"] == 0.2 and card["created"].endswith("+00:00")
+    text = format_summary(card)
+    m = card["confusion_matrix"]["matrix"]
+    assert f"{card['threshold']:.6g}" in text and "confusion matrix" in text
+    assert f"  {'cc':<8} {m[0][0]:>8} {m[0][1]:>8}\n" in text and "retention" in text
+
+
+def test_same_seed_same_model_and_metrics(trained, tmp_path):
+    rows, src, model_path, card, cfg = trained
+    again = train_classifier([src], str(tmp_path / "again.bin"), cfg)
+    assert again["model"]["sha256"] == card["model"]["sha256"]  # bit-identical model file
+    for key in ("metrics", "confusion_matrix", "retention_table", "threshold", "split"):
+        assert again[key] == card[key]
+    a, b = fasttext.load_model(str(model_path)), fasttext.load_model(str(tmp_path / "again.bin"))
+    texts = [r["text"].replace("\n", " ") for r in rows[:50]]
+    pa_, pb = a.predict(texts, k=-1), b.predict(texts, k=-1)
+    assert pa_[0] == pb[0] and all(np.array_equal(x, y) for x, y in zip(pa_[1], pb[1]))
+
+
+def _brute(p, y, rule, target):
+    """Every keep set 'score >= s' for s a distinct score, by brute force: the (threshold set, met) the rule wants."""
+    sets = []
+    for s in sorted(set(p), reverse=True):
+        keep = [q >= s for q in p]
+        kept, tp = sum(keep), sum(k and t for k, t in zip(keep, y))
+        sets.append((s, kept / len(p), tp / kept, 2 * tp / (kept + sum(y))))
+    if rule == "f1":
+        return max(sets, key=lambda x: x[3])[0]
+    if rule == "precision":
+        ok = [x for x in sets if x[2] >= target]
+        return max(ok, key=lambda x: x[1])[0] if ok else max(sets, key=lambda x: x[2])[0]
+    return min((x for x in sets if x[1] >= target), key=lambda x: x[1])[0]
+
+
+@pytest.mark.parametrize("rule,target,expected,met", [
+    ("f1", None, 0.25, True),  # keep the top 6 of 7: F1 = 2*4/(6+4) = 0.8 (top 4: 0.75)
+    ("precision", 0.75, 0.5, True),  # top 4: precision 3/4, the most kept at >= 0.75
+    ("precision", 1.0, 0.75, True),  # top 2
+    ("retention", 0.5, 0.5, True),  # 4 of 7 >= 0.5
+    ("retention", 1.0, 0.1, True),  # keep all: half the lowest score
+    ("retention", 0.1, 0.85, True),  # the top document alone
+])
+def test_threshold_rules(rule, target, expected, met):
+    p = np.array([0.9, 0.8, 0.7, 0.6, 0.4, 0.3, 0.2])
+    y = np.array([1, 1, 0, 1, 0, 1, 0], dtype=bool)
+    t, ok = choose_threshold(p, y, rule, target)
+    assert t == pytest.approx(expected, abs=1e-12) and ok is met
+    lowest_kept = p[p >= t].min()
+    assert lowest_kept == _brute(p.tolist(), y.tolist(), rule, target)
+
+
+def test_threshold_rules_with_ties_and_unreachable_precision():
+    p = np.array([0.5, 0.5, 0.5, 0.2])
+    y = np.array([False, True, False, True])
+    t, ok = choose_threshold(p, y, "retention", 0.25)
+    assert t == pytest.approx(0.35) and ok  # the tied scores are kept or dropped together
+    t, ok = choose_threshold(p, y, "precision", 0.9)
+    assert not ok and t == pytest.approx(0.1)  # no keep set reaches 0.9: the highest precision (keep all, 0.5)
+    r = random.Random(3)
+    for _ in range(50):  # random cases against the brute force
+        n = r.randint(2, 30)
+        p = np.round(np.array([r.random() for _ in range(n)]), 1)
+        y = np.array([r.random() < 0.5 for _ in range(n)])
+        y[0] = True
+        for rule, target in (("f1", None), ("precision", 0.7), ("retention", 0.3)):
+            t, _ = choose_threshold(p, y, rule, target)
+            assert p[p >= t].min() == _brute(p.tolist(), y.tolist(), rule, target)
+
+
+def test_precision_and_retention_rules_end_to_end(trained, tmp_path):
+    rows, src, *_ = trained
+    card = train_classifier([src], str(tmp_path / "r.bin"),
+                            TrainClassifierConfig(**CFG, threshold_rule="retention", threshold_target=0.3))
+    at = card["metrics"]["at_threshold"]
+    assert at["retention"] >= 0.3 and card["threshold_rule"]["target"] == 0.3
+    higher = [r for r in card["retention_table"] if r["threshold"] > card["threshold"]]
+    assert all(r["retention"] <= at["retention"] for r in higher)
+    card = train_classifier([src], str(tmp_path / "p.bin"),
+                            TrainClassifierConfig(**CFG, threshold_rule="precision", threshold_target=0.8))
+    at = card["metrics"]["at_threshold"]
+    assert card["threshold_rule"]["target_met"] == (at["precision"] >= 0.8)
+    assert "rule precision target 0.8" in format_summary(card)
+
+
+def test_fasttext_txt_input(tmp_path):
+    rows = make_rows(seed=5, groups=40, per_group=3)
+    path = tmp_path / "train.txt"
+    path.write_text("".join(f"__label__{r['label']} {r['text'].replace(chr(10), ' ')}\n" for r in rows)
+                    + "\n   \n")  # blank lines are skipped
+    card = train_classifier([str(path)], str(tmp_path / "m"), TrainClassifierConfig(**CFG))
+    assert card["model"]["path"] == str(tmp_path / "m.bin")  # suffix added
+    sp = card["split"]
+    assert sp["train"]["documents"] + sp["validation"]["documents"] == len(rows)
+    assert sp["train"]["groups"] == sp["train"]["documents"]  # every line is its own group
+    assert "fastText .txt" in sp["groups_from"] and card["inputs"][0]["fmt"] == "fasttext"
+    bad = tmp_path / "two.txt"
+    bad.write_text("__label__a x y\n__label__a __label__b z\n")
+    with pytest.raises(LabelledInputError, match=r"two\.txt:2: 2 labels .*multi-label"):
+        train_classifier([str(bad)], str(tmp_path / "x.bin"), TrainClassifierConfig(**CFG))
+    bad.write_text("__label__a x y\nno label here\n")
+    with pytest.raises(LabelledInputError, match=r"two\.txt:2: no label.*__label__NAME"):
+        train_classifier([str(bad)], str(tmp_path / "x.bin"), TrainClassifierConfig(**CFG))
+
+
+def test_quantized_ftz(trained, tmp_path):
+    rows, src, *_ = trained
+    cfg = TrainClassifierConfig(**CFG, quantize=True, cutoff=1000)
+    with pytest.raises(ValueError, match=r"\.ftz"):
+        train_classifier([src], str(tmp_path / "q.bin"), cfg)
+    card = train_classifier([src], str(tmp_path / "q.ftz"), cfg)
+    model = fasttext.load_model(str(tmp_path / "q.ftz"))
+    assert model.f.isQuant() and card["model"]["quantized"] is True
+    assert card["training"]["quantization"] == {"qnorm": True, "cutoff": 1000, "retrain": True}
+    assert card["model"]["bytes"] < os.path.getsize(trained[2])
+    val = validation_groups([r["group"] for r in rows], 0.2, 0)
+    vrows = [r for r in rows if r["group"] in val]
+    correct = sum(model.predict(r["text"].replace("\n", " "))[0][0] == "__label__" + r["label"] for r in vrows)
+    assert card["metrics"]["accuracy"] == pytest.approx(correct / len(vrows), abs=1e-12)
+    with pytest.raises(TrainingError, match="256"):  # too few rows to product-quantize
+        train_classifier([src], str(tmp_path / "small.ftz"),
+                         TrainClassifierConfig(**{**CFG, "word_ngrams": 1}, quantize=True))
+
+
+def test_parquet_and_directory_input_with_label_tokens(tmp_path):
+    rows = make_rows(seed=2, groups=40, per_group=4)
+    rows[3]["text"] += " __label__hq and __label__x"
+    d = tmp_path / "in"
+    d.mkdir()
+    write_jsonl(d / "a.jsonl", rows[:80])
+    tail = rows[80:]
+    pq.write_table(pa.table({"body": [r["text"] for r in tail], "label": [r["label"] for r in tail],
+                             "group": [r["group"] for r in tail]}), d / "b.parquet")
+    with pytest.raises(LabelledInputError, match=r"b\.parquet: no column 'text'.*'body'"):
+        train_classifier([str(d)], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG))
+    pq.write_table(pa.table({"text": [r["text"] for r in tail], "label": [r["label"] for r in tail],
+                             "group": [r["group"] for r in tail]}), d / "b.parquet")
+    card = train_classifier([str(d)], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG))
+    assert [(os.path.basename(f["path"]), f["fmt"], f["documents"]) for f in card["inputs"]] == \
+        [("a.jsonl", "jsonl", 80), ("b.parquet", "parquet", len(tail))]
+    assert card["preprocessing"]["label_tokens_removed"] == 2
+
+
+def _bad(tmp_path, rows, **cfg):
+    src = write_jsonl(tmp_path / "bad.jsonl", rows)
+    train_classifier([src], str(tmp_path / "m.bin"), TrainClassifierConfig(**{**CFG, **cfg}))
+
+
+@pytest.mark.parametrize("edit,cfg,pattern", [
+    (lambda rs: [{"txt" if k == "text" else k: v for k, v in r.items()} for r in rs], {},
+     r"bad\.jsonl:1: no text field 'text'.*did you mean 'txt'.*text_field"),
+    (lambda rs: [{"lable" if k == "label" else k: v for k, v in r.items()} for r in rs], {},
+     r"bad\.jsonl:1: no label field 'label'.*did you mean 'lable'"),
+    (lambda rs: rs[:4] + [{**rs[4], "label": None}] + rs[5:], {}, r"bad\.jsonl:5: label field 'label' is null"),
+    (lambda rs: rs[:2] + [{**rs[2], "label": "  "}] + rs[3:], {}, r"bad\.jsonl:3: .*empty"),
+    (lambda rs: [{**rs[0], "label": "very good"}] + rs[1:], {}, r"bad\.jsonl:1: label 'very good' contains "
+                                                                  r"whitespace.*'very_good'"),
+    (lambda rs: [{**rs[0], "label": [1]}] + rs[1:], {}, r"bad\.jsonl:1: label field 'label' is \[1\] \(list\)"),
+    (lambda rs: [{**rs[0], "text": None}] + rs[1:], {}, r"bad\.jsonl:1: text field 'text' is null"),
+    (lambda rs: [{**r, "label": "hq"} for r in rs], {}, r"has the label 'hq'.*at least two labels"),
+    (lambda rs: [{**r, "group": "one"} for r in rs], {}, r"one group \('one'\).*at least 2 groups"),
+    (lambda rs: [{**r, "group": "a" if r["label"] == "hq" else "b"} for r in rs], {"validation_fraction": 0.5},
+     r"training side holds only label\(s\) \['(cc|hq)'\].*too few documents or groups"),
+    (lambda rs: rs[:6] + [{k: v for k, v in rs[6].items() if k != "group"}] + rs[7:], {},
+     r"bad\.jsonl:7: no group \(field 'group'.*group_field=None"),
+    (lambda rs: rs, {"group_field": "domain"}, r"no document has the group field 'domain'.*fields present"),
+    (lambda rs: [{**r, "label": {"hq": "ham", "cc": "spam"}[r["label"]]} for r in rs], {},
+     r"'ham' and 'spam'.*positive_label"),
+    (lambda rs: rs, {"positive_label": "HQ"}, r"positive_label 'HQ' is not a label.*did you mean 'hq'"),
+])
+def test_bad_input_errors(tmp_path, edit, cfg, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        _bad(tmp_path, edit(make_rows(groups=20, per_group=3)), **cfg)
+    assert not os.path.exists(tmp_path / "m.bin") and not os.path.exists(tmp_path / "m.bin.json")
+
+
+def test_bad_json_lines(tmp_path):
+    src = tmp_path / "b.jsonl"
+    src.write_text('{"text": "a", "label": "x", "group": 1}\n\n{"text": "b", "label": \n')
+    with pytest.raises(LabelledInputError, match=r"b\.jsonl:3: not valid JSON"):
+        train_classifier([str(src)], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG))
+    src.write_text('{"text": "a", "label": "x"}\n["b", "y"]\n')
+    with pytest.raises(LabelledInputError, match=r"b\.jsonl:2: a JSON list, not an object"):
+        train_classifier([str(src)], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG))
+
+
+def test_without_groups_each_document_is_its_own_group(tmp_path, caplog):
+    rows = [{k: v for k, v in r.items() if k != "group"} for r in make_rows(groups=30, per_group=3)]
+    src = write_jsonl(tmp_path / "a.jsonl", rows)
+    with caplog.at_level(logging.WARNING, logger="gpu_dedup.filters.labelled"):
+        card = train_classifier([src], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG, positive_label="cc"))
+    assert "near-copies" in caplog.text
+    assert card["split"]["train"]["groups"] == card["split"]["train"]["documents"]
+    assert card["positive_label"] == "cc" and "own group" in card["split"]["groups_from"]
+
+
+@pytest.mark.parametrize("kw,pattern", [
+    ({"epoch": True}, r"epoch must be a positive int, got True"),
+    ({"loss": "softmx"}, r"loss must be one of .*did you mean 'softmax'"),
+    ({"threshold_rule": "precision"}, r"threshold_target must be a number in \(0, 1\]"),
+    ({"threshold_target": 0.5}, r"only used by threshold_rule"),
+    ({"cutoff": 10}, r"cutoff=10 prunes a quantized model"),
+    ({"minn": 3, "maxn": 2}, r"minn \(3\) must be <= maxn \(2\)"),
+    ({"validation_fraction": float("nan")}, r"validation_fraction must be a number in \(0, 1\)"),
+    ({"word_ngrams": 2, "bucket": 0}, r"bucket must be >= 1"),
+    ({"positive_label": "a b"}, r"positive_label must be a label name"),
+])
+def test_config_validation(kw, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        TrainClassifierConfig(**kw)
+    assert TrainClassifierConfig(positive_label="__label__hq").positive_label == "hq"
+
+
+def test_refuses_to_overwrite_and_failed_runs_leave_nothing(trained, tmp_path, monkeypatch):
+    rows, src, model_path, card, cfg = trained
+    before = model_path.read_bytes()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        train_classifier([src], str(model_path), cfg)
+    assert model_path.read_bytes() == before
+    out = tmp_path / "m.bin"
+    (tmp_path / "m.bin.json").write_text("{}")  # a card alone also blocks
+    with pytest.raises(FileExistsError, match="m.bin.json"):
+        train_classifier([src], str(out), cfg)
+
+    def boom(*a, **k):
+        raise TrainingError("simulated failure")
+    monkeypatch.setattr(train_mod, "_train", boom)
+    with pytest.raises(TrainingError, match="simulated"):
+        train_classifier([src], str(out), cfg, overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == ["m.bin.json"]  # no model, no temporary files
+    monkeypatch.undo()
+    again = train_classifier([src], str(out), cfg, overwrite=True)
+    assert again["model"]["sha256"] == card["model"]["sha256"] and read_card(out) == again
+
+
+def test_divergence_is_a_clear_error(trained, tmp_path):
+    with pytest.raises(TrainingError, match=r"diverged .*lower lr"):
+        train_classifier([trained[1]], str(tmp_path / "m.bin"), TrainClassifierConfig(**{**CFG, "lr": 1000.0}))
+    assert os.listdir(tmp_path) == []
+
+
+def test_threads_warning(trained, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="gpu_dedup.filters.train"):
+        card = train_classifier([trained[1]], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG, threads=2))
+    assert "deterministic only with threads=1" in caplog.text and card["training"]["deterministic"] is False
+
+
+def test_missing_fasttext_package(trained, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "fasttext", None)  # makes `import fasttext` raise ImportError
+    with pytest.raises(TrainDependencyError, match=r'pip install "gpu-dedup\[train\]"') as e:
+        train_classifier([trained[1]], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG))
+    assert isinstance(e.value, ImportError)
+
+
+def test_read_card(trained, tmp_path):
+    model_path = trained[2]
+    assert read_card(tmp_path / "none.bin") is None
+    copy = tmp_path / "m.bin"
+    copy.write_bytes(model_path.read_bytes() + b"x")
+    (tmp_path / "m.bin.json").write_text(json.dumps(trained[3]))
+    with pytest.raises(ValueError, match="stale"):
+        read_card(copy)
+    (tmp_path / "m.bin.json").write_text('{"format": "other"}')
+    with pytest.raises(ValueError, match="not a gpu-dedup classifier card"):
+        read_card(copy)
+    (tmp_path / "m.bin.json").write_text("{")
+    with pytest.raises(ValueError, match="not a readable classifier card"):
+        read_card(copy)
+
+
+def test_three_labels(tmp_path):
+    rows = make_rows(seed=4, groups=45, per_group=4, labels=("cc", "hq", "zz"))
+    src = write_jsonl(tmp_path / "a.jsonl", rows)
+    card = train_classifier([src], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG))
+    assert card["labels"] == ["cc", "hq", "zz"] and card["positive_label"] is None
+    assert card["threshold"] is None and card["retention_table"] == []
+    assert np.array(card["confusion_matrix"]["matrix"]).shape == (3, 3)
+    assert "no threshold" in format_summary(card)
+    card = train_classifier([src], str(tmp_path / "z.bin"), TrainClassifierConfig(**CFG, positive_label="zz"))
+    val = validation_groups([r["group"] for r in rows], 0.2, 0)
+    model = fasttext.load_model(str(tmp_path / "z.bin"))
+    keep, truth = [], []
+    for r in rows:
+        if r["group"] in val:
+            labs, probs = model.predict(r["text"].replace("\n", " "), k=-1)
+            keep.append(dict(zip(labs, probs)).get("__label__zz", 0.0) >= card["threshold"])
+            truth.append(r["label"] == "zz")
+    keep, truth = np.array(keep), np.array(truth)
+    at = card["metrics"]["at_threshold"]  # one-vs-rest for the chosen label
+    assert card["positive_label"] == "zz" and at["kept"] == keep.sum()
+    assert at["recall"] == pytest.approx((keep & truth).sum() / truth.sum(), abs=1e-12)

@@ -47,6 +47,8 @@ from .io.write import WRITE_HOOKS, write_json_atomic
 logger = logging.getLogger(__name__)
 
 MANIFEST = ".gpu-dedup-outputs.json"
+# the files that say a run finished in a directory: a dedup run's decisions, a filter run's scores
+RESULT_FILES = ("decisions.parquet", "scores.parquet")
 JOURNAL = ".gpu-dedup-outputs.journal"
 LOCK = "gpu-dedup.lock"
 LOCK_INFO = "gpu-dedup.lock.info"
@@ -417,11 +419,12 @@ class OutputSession:
         manifest, old = _read_owned(self.out)
         if overwrite_same_command and manifest is not None and manifest.get("command") == self.command:
             overwrite = True
-        if os.path.exists(os.path.join(self.out, "decisions.parquet")) and not (overwrite or resume):
-            raise FileExistsError(f"{self.out!r} already holds the results of an earlier run (decisions.parquet); "
+        result = next((f for f in RESULT_FILES if os.path.exists(os.path.join(self.out, f))), None)
+        if result is not None and not (overwrite or resume):
+            raise FileExistsError(f"{self.out!r} already holds the results of an earlier run ({result}); "
                                   f"pass {flag} to replace them (every file that run wrote, and nothing else) or "
                                   "choose another output directory")
-        if manifest is None and os.path.exists(os.path.join(self.out, "decisions.parquet")):
+        if manifest is None and result is not None:
             logger.warning("%s holds a run without an output manifest (an older gpu_dedup?): the new run replaces "
                            "the files it writes; other files of that run stay", self.out)
         keep = {r for r in old if self._is_cache(r)} if (resume or not overwrite) else set()

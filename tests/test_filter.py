@@ -486,3 +486,19 @@ def test_gpu_path_equals_cpu_under_the_simulator(tmp_path, quality_model):
     for name in a.column_names:
         assert a[name].equals(b[name]), name
     assert json.loads((tmp_path / "gpu" / "run.json").read_text())["array_backend"] == "strict"
+
+
+def test_output_ownership(tmp_path, capsys):
+    """OUT is owned as a dedup run's: a second run needs --overwrite, which replaces only the tool's files;
+    an OUT inside the input is refused."""
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text(json.dumps({"id": "a", "text": "the cat and the dog of the house " * 10}) + "\n")
+    out = tmp_path / "out"
+    args = ["filter", str(corpus.parent), "-o", str(out), "--rules", "gopher", "--device", "cpu", "-q"]
+    assert main(args) == 0
+    (out / "mine.txt").write_text("user file")
+    assert main(args) == 1 and "--overwrite" in capsys.readouterr().err
+    assert main(args + ["--overwrite"]) == 0 and (out / "mine.txt").read_text() == "user file"
+    assert main(["filter", str(corpus.parent), "-o", str(corpus.parent / "o"), "--rules", "gopher", "-q"]) == 1
+    assert "input" in capsys.readouterr().err

@@ -170,9 +170,9 @@ def run_filter(args: argparse.Namespace) -> int:
 
     cfg = filter_config(args)
     roots = input_roots(args.inputs) + (input_roots(list(cfg.dsir_target)) if cfg.dsir_target else [])
-    check_outside_inputs({"-o": args.output}, roots)
+    check_outside_inputs({"-o": args.output}, roots)  # named by the flag; filter_corpus owns the directory
     with own(args.output, command="filter", overwrite=args.overwrite, roots=roots):
-        res = filter_corpus(args.inputs, cfg, args.output)
+        res = filter_corpus(args.inputs, cfg, args.output, overwrite=args.overwrite)
     c = res.stats["counts"]
     print(f"kept {c['kept']:,} of {c['input']:,} documents; removed by: "
           + (", ".join(f"{r} {k:,}" for r, k in sorted(c["by_reason"].items(), key=lambda x: -x[1])

@@ -126,9 +126,11 @@ class FilterConfig(InputConfig):
     rules: "gopher" for the Gopher rules ("gopher_quality" / "gopher_repetition": one half); rules_off: rule
     columns switched off (e.g. ("gopher_stop_words",)). dsir_target: files of target-domain text; select: how
     many documents DSIR keeps among those every other filter kept (int: a count; float in (0, 1]: a fraction
-    of them). unit: "document" scores the whole document as one line; "paragraph" scores every paragraph
-    (runs of non-blank lines) and gives the document the byte-weighted mean of its paragraphs' scores (LID:
-    the language with most bytes, its probability the byte-weighted mean over those paragraphs).
+    of them). unit (the fastText models: LID and classifiers): "document" scores the whole document as one
+    line; "paragraph" scores every paragraph (runs of non-blank lines) and gives the document the
+    byte-weighted mean of its paragraphs' scores (LID: the language with most bytes, its probability the
+    byte-weighted mean over those paragraphs). Perplexity (a sum over the lines) and the rules always read the
+    whole document.
     audit: random accepted and rejected documents kept for auditing (each); seed: their sample and DSIR's
     Gumbel noise. device: "auto" | "cpu" | "cuda"; threads: CPU threads (None: all)."""
 

@@ -58,10 +58,24 @@ class FilterResult:
         return self.scores["keep"].to_numpy(zero_copy_only=False)
 
 
-def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike | None = None) -> FilterResult:
+def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike | None = None, *,
+                  overwrite: bool = True) -> FilterResult:
     """Score and filter ``source`` (paths, globs, directories, URLs, or an in-memory table); see the module
-    docstring. With ``output_dir`` the outputs are written there (the caller owns the directory: the CLI
-    locks it and records what it writes)."""
+    docstring. With ``output_dir`` the outputs are written there, owned as ``deduplicate`` owns its
+    (gpu_dedup/outputs.py): outside the inputs, locked for the run, an earlier run's files replaced only with
+    ``overwrite`` (the default here; the CLI asks for --overwrite), this run's removed again if it fails."""
+    if output_dir is None:
+        return _filter(source, cfg, None)
+    from ..outputs import check_outside_inputs, input_roots, own
+
+    out = os.fspath(output_dir)
+    roots = input_roots(source) + (input_roots(list(cfg.dsir_target)) if cfg.dsir_target else [])
+    check_outside_inputs({"output_dir": out}, roots)
+    with own(out, command="filter", overwrite=overwrite, roots=roots, flag="overwrite=True"):
+        return _filter(source, cfg, out)
+
+
+def _filter(source: Any, cfg: FilterConfig, out: str | None) -> FilterResult:
     t0 = time.perf_counter()
     device = resolve_device(cfg.device)
     threads = set_threads(cfg.threads)
@@ -82,7 +96,6 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
     cols["keep"], cols["reason"] = keep, reason
     table = scores_table(cols)
     stats.update(_stats(cfg, device, threads, files, report, scorers, table, n))
-    out = os.fspath(output_dir) if output_dir is not None else None
     if out is not None:
         os.makedirs(out, exist_ok=True)
         t = time.perf_counter()

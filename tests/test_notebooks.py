@@ -9,7 +9,7 @@ import os
 import pytest
 
 NOTEBOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "notebooks")
-OWNED = ["01_quickstart.ipynb", "02_lexical_vs_semantic.ipynb", "03_choosing_parameters.ipynb"]
+OWNED = ["01_quickstart.ipynb", "02_lexical_vs_semantic.ipynb", "03_choosing_parameters.ipynb", "04_filtering.ipynb"]
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -34,6 +34,8 @@ def test_notebook_executes(name, tmp_path, monkeypatch):
     if name.startswith("02_"):  # the semantic stage needs the [semantic] extra
         pytest.importorskip("sentence_transformers")
         pytest.importorskip("faiss")
+    if name.startswith("04_"):  # train_classifier needs the [train] extra
+        pytest.importorskip("fasttext")
     # The kernel inherits this environment: keep the real CPU path (not the CUDA simulator that
     # conftest turns on for the kernel tests) and let the GPU be used when there is one.
     monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)

@@ -92,8 +92,11 @@ def read_signatures(files, cfg: RunConfig, device: str, report, timings: dict[st
     return docs
 
 
-def reader_name(cfg: RunConfig, device: str) -> str:
-    """Which reader decoded Parquet text in pass 1 (JSON Lines and tables always use pyarrow)."""
+def reader_name(cfg: RunConfig, device: str, prefilter: bool = False) -> str:
+    """Which reader decoded Parquet text in pass 1 (JSON Lines and tables always use pyarrow; so does a run
+    that scores the text on the host: ``scores``, a prefilter)."""
+    if prefilter or score_columns(cfg.scores):
+        return "pyarrow"
     r = resolve_reader(cfg.reader, device)
     return r.name if r is not None else "pyarrow"
 

@@ -17,7 +17,6 @@ import dataclasses
 import datetime as _dt
 import logging
 import os
-import platform
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +31,7 @@ from .config import RunConfig, keep_column
 from .contract import contract, contract_fingerprint
 from .decisions import summary_counts
 from .device import array_backend, batch_bytes, cache_bytes, note_compiling, resolve_device, set_threads
-from .engine import TextCache, dask_client, known_text_bytes
+from .engine import TextCache, dask_client, known_text_bytes, runtime_versions
 from .lexical.decide import Decided, decide
 from .lexical.signatures import Documents, read_signatures, reader_name
 from .outputs import check_outside_inputs, input_roots, own
@@ -270,7 +269,7 @@ def _run_stats(cfg: RunConfig, device: str, threads: int, files, report, docs: D
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "device": device, "array_backend": array_backend(device), "threads": threads,
         "parquet_text_reader": reader_name(cfg, device),
-        "versions": _versions(),
+        "versions": runtime_versions(),
         "config": cfg.to_dict(),
         "contract": contract(cfg), "contract_fingerprint": contract_fingerprint(contract(cfg)),
         "inputs": [f.relpath for f in files],
@@ -318,9 +317,3 @@ def _write_run_json_and_report(out: str, stats: dict[str, Any], files) -> None:
         logger.warning("run report not written (%s); outputs are complete; retry with: gpu-dedup report %s",
                        exc, out, exc_info=True)
 
-
-def _versions() -> dict[str, str]:
-    import numba
-
-    return {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
-            "pyarrow": pa.__version__}

@@ -20,32 +20,34 @@ AUDIT_CHARS = 1500        # characters of each shown document
 NOT_SCORES = {"id", "row", "keep", "reason", "lid_label", "script_lang", "domain"}
 
 
-def _thresholds(stats: dict[str, Any]) -> dict[str, tuple[float, str]]:
-    """column -> (threshold, direction) of the run's tests that have one."""
-    out: dict[str, tuple[float, str]] = {}
+def _thresholds(stats: dict[str, Any]) -> dict[str, list[tuple[float, str]]]:
+    """column -> [(threshold, direction)] of the run's tests that have one (a two-sided rule: both)."""
+    out: dict[str, list[tuple[float, str]]] = {}
     cfg = stats.get("config", {})
     models = stats.get("models", {})
     if "lid" in models:
-        out["lid_prob"] = (float(cfg.get("lid_threshold", 0.5)), "min")
+        out["lid_prob"] = [(float(cfg.get("lid_threshold", 0.5)), "min")]
     for c in models.get("classifiers", []):
         if c.get("threshold") is not None:
-            out[c["column"]] = (float(c["threshold"]), c["direction"])
+            out[c["column"]] = [(float(c["threshold"]), c["direction"])]
     if cfg.get("max_perplexity") is not None:
-        out["perplexity"] = (float(cfg["max_perplexity"]), "max")
+        out["perplexity"] = [(float(cfg["max_perplexity"]), "max")]
+    for column, rule in models.get("rules", {}).items():
+        out[column] = [(float(rule[d]), d) for d in ("min", "max") if rule.get(d) is not None]
     return out
 
 
-def _hist(values: np.ndarray, name: str, threshold: tuple[float, str] | None) -> bytes:
+def _hist(values: np.ndarray, name: str, thresholds: list[tuple[float, str]]) -> bytes:
     fig, ax = _figure(7.0, 2.8)
     v = values[np.isfinite(values)]
     if name == "perplexity" and len(v) and v.min() > 0:
         v = np.log10(v)
         name = "log10 perplexity"
-        threshold = (np.log10(threshold[0]), threshold[1]) if threshold else None
+        thresholds = [(float(np.log10(t)), d) for t, d in thresholds]
     ax.hist(v, bins=50, color="#4c72b0")
-    if threshold is not None:
-        ax.axvline(threshold[0], color="#c44e52", linestyle="--",
-                   label=f"keep {'>=' if threshold[1] == 'min' else '<='} {threshold[0]:g}")
+    for t, d in thresholds:
+        ax.axvline(t, color="#c44e52", linestyle="--", label=f"keep {'>=' if d == 'min' else '<='} {t:g}")
+    if thresholds:
         ax.legend(loc="upper center", fontsize=8)
     ax.set_xlabel(name)
     ax.set_ylabel("documents")
@@ -79,7 +81,7 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
             continue
         values = scores[name].to_numpy(zero_copy_only=False).astype(np.float64)
         body.append(f"<h3>{_e(name)}</h3>" + page.img(f"hist_{name}", lambda v=values, n=name:
-                                                      _hist(v, n, thresholds.get(n)), f"histogram of {name}"))
+                                                      _hist(v, n, thresholds.get(n, [])), f"histogram of {name}"))
         ret = stats.get("retention", {}).get(name)
         if ret:
             body.append(_table(["threshold", "retention"], [(f"{r['threshold']:.4g}", f"{100 * r['retention']:.1f}%")

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from .. import io
 from .._version import __version__
 from ..device import array_backend, batch_bytes, resolve_device, set_threads
-from ..engine import progress
+from ..engine import progress, runtime_versions
 from .config import FilterConfig
 from .domain import domain_stats
 from .scorers import Scorers
@@ -363,7 +363,7 @@ def _stats(cfg: FilterConfig, device: str, threads: int, files, report, scorers:
         "stage": "filter", "gpu_dedup_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "device": device, "array_backend": array_backend(device), "threads": threads,
-        "config": config, "models": scorers.describe(),
+        "versions": runtime_versions(), "config": config, "models": scorers.describe(),
         "order": ["empty", "lid_label", "lid_prob"] + [c.spec.column for c in scorers.classifiers]
         + ["perplexity"] + (list(describe_rules(scorers.rules)) if scorers.rules is not None else [])
         + ["dsir_weight"],

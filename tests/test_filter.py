@@ -108,14 +108,27 @@ def test_max_direction_and_label_flag(tmp_path, quality_model):
         assert keep == (score <= 0.4)
 
 
-def test_unknown_label_is_refused(tmp_path, quality_model):
-    model, _ = quality_model
+def test_label_resolution(tmp_path, quality_model):
+    """No card, no __label__<name>: a two-label model's positively named label (hq) is the score; a name
+    matching no label of a model without one is refused, listing the labels."""
+    model, ref = quality_model
     corpus = tmp_path / "c.jsonl"
-    _write_corpus(corpus, _docs(3))
+    docs = _docs(3)
+    _write_corpus(corpus, docs)
     from gpu_dedup.filters.stage import filter_corpus
 
-    with pytest.raises(ValueError, match="__label__hq"):
-        filter_corpus(str(corpus), FilterConfig(classifiers=(ClassifierSpec("toxic", model, 0.5),), device="cpu"))
+    res = filter_corpus(str(corpus), FilterConfig(classifiers=(ClassifierSpec("quality", model, 0.5),),
+                                                  device="cpu"))
+    assert res.stats["models"]["classifiers"][0]["label"] == "__label__hq"
+    assert res.scores["quality_score"][0].as_py() == pytest.approx(_ref_prob(ref, docs[0][1], "__label__hq"),
+                                                                   abs=1e-5)
+    neutral = tmp_path / "ab.bin"  # labels a / b: no positive name
+    train = tmp_path / "ab.txt"
+    train.write_text("".join(f"__label__{'a' if lab == 'hq' else 'b'} {t}\n" for lab, t in _docs(2000, seed=2)))
+    fasttext.train_supervised(str(train), epoch=2, dim=4, thread=1, seed=1, verbose=1).save_model(str(neutral))
+    with pytest.raises(ValueError, match="__label__a"):
+        filter_corpus(str(corpus), FilterConfig(classifiers=(ClassifierSpec("toxic", str(neutral), 0.5),),
+                                                device="cpu"))
 
 
 def test_parse_classifier_and_config_errors(tmp_path):

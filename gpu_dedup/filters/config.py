@@ -33,7 +33,8 @@ class ClassifierSpec:
     ``threshold`` and its ``direction`` (min: keep score >= threshold; max: keep score <= threshold; None:
     take them from the model card, else only record the score) and the positive ``label`` whose
     probability is the score (None: the card's, else ``__label__<name>`` when the model has it, else the
-    only label of a one-label model; anything else must be given)."""
+    only label of a one-label model, else the one label of a two-label model named like a positive class
+    (``train.POSITIVE_NAMES``: 1, hq, pos, positive, good, ...); anything else must be given)."""
 
     name: str
     model: str

@@ -48,7 +48,7 @@ def load_classifier(spec: ClassifierSpec) -> Classifier:
     """Load ``spec.model`` and resolve its label / threshold / direction: the flag's, else the card's
     (``train-classifier`` writes ``<model>.json``), else ``__label__<name>`` and no threshold."""
     from .fasttext import load_fasttext
-    from .train import read_card
+    from .train import POSITIVE_NAMES, read_card
 
     model = load_fasttext(spec.model)
     card = read_card(spec.model) or {}
@@ -57,10 +57,17 @@ def load_classifier(spec: ClassifierSpec) -> Classifier:
         label = card["positive_label"]
     if label is None:
         own = LABEL_PREFIX + spec.name
+        # a two-label model's label named like a positive class (train-classifier's rule: 1, hq, pos, good, ...)
+        named = [x for x in model.labels if x[len(LABEL_PREFIX):].lower() in POSITIVE_NAMES] \
+            if len(model.labels) == 2 else []
         if own in model.labels:
             label = own
         elif len(model.labels) == 1:
             label = model.labels[0]
+        elif len(named) == 1:
+            label = named[0]
+            logger.info("classifier %s: score = P(%s), the label named like a positive class (choose another "
+                        "with --classifier-label %s=LABEL)", spec.name, label, spec.name)
         else:
             raise ValueError(f"classifier {spec.name!r}: model {spec.model!r} has labels "
                              f"{', '.join(model.labels[:10])}{' ...' if len(model.labels) > 10 else ''}; none is "

@@ -284,3 +284,19 @@ def test_scoring_takes_nulls_and_arrow(trained):
     assert out["reason"].tolist() == ["", "null text", EMPTY_REASON]
     assert np.isfinite(out["perplexity"][0]) and np.isnan(out["perplexity"][1:]).all()
     assert lm.score([])["perplexity"].shape == (0,)
+
+
+def test_unique_rows_equals_numpy_unique():
+    """The packed-key row unique (one or two uint64 words, else numpy) gives numpy's rows, order, inverse
+    and counts."""
+    from gpu_dedup.filters.kneser_ney import unique_rows
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        m, n = int(rng.integers(1, 150)), int(rng.integers(1, 7))
+        hi = int(rng.choice([2, 60, 5000, 2**20, 2**30]))  # 2**30 x 6 columns: three words, numpy's path
+        rows = rng.integers(0, hi, size=(m, n)).astype(np.int32)
+        rows = np.concatenate([rows, rows[rng.integers(0, m, size=m)]])
+        u0, i0, c0 = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+        u1, i1, c1 = unique_rows(rows, return_inverse=True, return_counts=True)
+        assert np.array_equal(u0, u1) and np.array_equal(i0.reshape(-1), i1) and np.array_equal(c0, c1)

@@ -170,7 +170,7 @@ class NgramCounter:
             if not starts.shape[0]:
                 continue
             rows = seq[starts[:, None] + np.arange(n)]
-            u, c = np.unique(rows, axis=0, return_counts=True)
+            u, c = unique_rows(rows, return_counts=True)
             self._parts[n - 1].append((u, c.astype(np.int64)))
             self._pending[n - 1] += u.shape[0]
             if self._pending[n - 1] > _MERGE_ROWS:
@@ -184,7 +184,7 @@ class NgramCounter:
             merged = parts[0]
         else:
             rows = np.concatenate([p[0] for p in parts])
-            u, inv = np.unique(rows, axis=0, return_inverse=True)
+            u, inv = unique_rows(rows, return_inverse=True)
             c = np.bincount(inv.reshape(-1), weights=np.concatenate([p[1] for p in parts]), minlength=u.shape[0])
             merged = (u, np.rint(c).astype(np.int64))
         self._parts[n - 1] = [merged]
@@ -204,13 +204,52 @@ class NgramCounter:
 # Estimation
 # ----------------------------------------------------------------------------------------------------
 
+def unique_rows(rows: np.ndarray, return_inverse: bool = False,
+                return_counts: bool = False) -> tuple[np.ndarray, ...]:
+    """``np.unique(rows, axis=0, ...)`` for rows of non-negative word ids: the same rows in the same
+    (lexicographic) order with the same inverse and counts, by sorting one or two uint64 keys packed from the
+    ids instead of comparing rows as bytes (numpy's axis=0 path, about 10x slower; measured as 89% of training
+    time). The packing keeps the order: column 0 in the most significant bits. Rows that need more than two
+    64-bit words fall back to numpy."""
+    m = rows.shape[0]
+    n = rows.shape[1] if rows.ndim == 2 else 0
+    bits = max(1, int(rows.max()).bit_length()) if m and n else 1
+    per = 64 // bits
+    if not m or not n or int(rows.min()) < 0 or -(-n // per) > 2:
+        out = np.unique(rows, axis=0, return_inverse=return_inverse, return_counts=return_counts)
+        if not (return_inverse or return_counts):
+            return (out,)
+        return tuple(x.reshape(-1) if i == 1 and return_inverse else x for i, x in enumerate(out))
+    keys = []
+    for w in range(0, n, per):
+        k = np.zeros(m, np.uint64)
+        for j in range(w, min(n, w + per)):
+            k = (k << np.uint64(bits)) | rows[:, j].astype(np.uint64)
+        keys.append(k)
+    # lexsort is stable and sorts by its last key first: the first row of each run is the first occurrence
+    order = np.lexsort(keys[::-1]) if len(keys) > 1 else np.argsort(keys[0], kind="stable")
+    new = np.zeros(m, bool)  # the first row of each run of equal rows
+    new[0] = True
+    for k in keys:
+        ks = k[order]
+        new[1:] |= ks[1:] != ks[:-1]
+    out: list[np.ndarray] = [rows[order[new]]]
+    if return_inverse:
+        inv = np.empty(m, np.int64)
+        inv[order] = np.cumsum(new) - 1
+        out.append(inv)
+    if return_counts:
+        out.append(np.diff(np.append(np.flatnonzero(new), m)).astype(np.int64))
+    return tuple(out)
+
+
 def _index_of(sub: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Index in ``rows`` (unique rows; unigrams: row i is id i) of each row of ``sub`` (all present in rows)."""
     if rows.shape[1] == 1:
         return sub[:, 0].astype(np.int64)
     if not sub.shape[0]:
         return np.zeros(0, np.int64)
-    _, inv = np.unique(np.concatenate([rows, sub]), axis=0, return_inverse=True)
+    _, inv = unique_rows(np.concatenate([rows, sub]), return_inverse=True)
     inv = inv.reshape(-1)
     pos = np.empty(rows.shape[0], np.int64)
     pos[inv[:rows.shape[0]]] = np.arange(rows.shape[0])
@@ -252,7 +291,7 @@ def estimate(raw: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[tuple[np.nd
             a = c.copy()
         else:
             ext = raw[n][0][:, 1:]
-            us, cs = np.unique(ext, axis=0, return_counts=True) if ext.shape[0] else (ext, np.zeros(0, np.int64))
+            us, cs = unique_rows(ext, return_counts=True) if ext.shape[0] else (ext, np.zeros(0, np.int64))
             a = np.zeros(rows.shape[0], np.int64)
             a[_index_of(us, rows)] = cs
             starts_bos = rows[:, 0] == BOS
@@ -267,7 +306,7 @@ def estimate(raw: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[tuple[np.nd
         if n == 1:
             cid = np.zeros(rows.shape[0], np.int64)
         else:
-            uc, cid = np.unique(rows[:, :-1], axis=0, return_inverse=True)
+            uc, cid = unique_rows(rows[:, :-1], return_inverse=True)
             cid = cid.reshape(-1)
         m = int(cid.max()) + 1 if cid.shape[0] else 0
         denom = np.bincount(cid, weights=a, minlength=m).astype(f32)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .config import ClassifierSpec, FilterConfig
 
@@ -145,18 +146,22 @@ class Scorers:
         the script pre-filter already gave (not run through the model)."""
         cols: dict[str, np.ndarray] = {}
         n = len(text)
+        paragraph = self.cfg.unit == "paragraph"
+        # the batch's paragraphs, split once for every fastText model that reads them
+        units = paragraphs(text) if paragraph and (self.classifiers or self.lid is not None) else None
         if self.lid is not None:
             label = np.full(n, "", dtype=object)
             prob = np.full(n, np.nan)
             todo = np.flatnonzero(~skip_lid) if skip_lid is not None else np.arange(n)
-            if len(todo):
-                sub = text if len(todo) == n else text.take(pa.array(todo))
-                lab, pr = self._lid(sub)
-                label[todo], prob[todo] = lab, pr
+            if len(todo) == n:
+                label, prob = self._lid(text, units)
+            elif len(todo):
+                sub = text.take(pa.array(todo))
+                label[todo], prob[todo] = self._lid(sub, paragraphs(sub) if paragraph else None)
             cols["lid_label"], cols["lid_prob"] = label, prob
         for c in self.classifiers:
-            cols[c.spec.column] = self._per_unit(text, lambda t, c=c: c.model.label_prob(t, c.label,
-                                                                                         device=self.device))
+            cols[c.spec.column] = self._per_unit(text, units, lambda t, c=c: c.model.label_prob(
+                t, c.label, device=self.device))
         if self.lm is not None:
             res = self.lm.score(text, device=self.device)
             cols["perplexity"] = np.asarray(res["perplexity"], np.float64)
@@ -167,13 +172,15 @@ class Scorers:
                 cols[name] = np.asarray(values)
         return cols
 
-    def _lid(self, text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    def _lid(self, text: pa.Array, units) -> tuple[np.ndarray, np.ndarray]:
+        """(language, probability) per document: of the whole text (units None), or from its paragraphs
+        (``units`` = ``paragraphs(text)``)."""
         names = np.array([x[len(LABEL_PREFIX):] if x.startswith(LABEL_PREFIX) else x for x in self.lid.labels]
                          + [""], dtype=object)
-        if self.cfg.unit == "document":
+        if units is None:
             idx, prob = self.lid.predict(text, k=1, device=self.device)
             return names[idx[:, 0]], prob[:, 0]
-        doc, para, weight = paragraphs(text)
+        doc, para, weight = units
         idx, prob = self.lid.predict(para, k=1, device=self.device)
         idx, prob = idx[:, 0], prob[:, 0]
         n = len(text)
@@ -196,10 +203,12 @@ class Scorers:
             out[udoc[pick]] = psum[pick] / np.maximum(wsum[pick], 1e-300)
         return label, out
 
-    def _per_unit(self, text: pa.Array, fn) -> np.ndarray:
-        if self.cfg.unit == "document":
+    def _per_unit(self, text: pa.Array, units, fn) -> np.ndarray:
+        """``fn``'s score per document: of the whole text (units None), or the byte-weighted mean over its
+        paragraphs (``units`` = ``paragraphs(text)``)."""
+        if units is None:
             return np.asarray(fn(text), np.float64)
-        doc, para, weight = paragraphs(text)
+        doc, para, weight = units
         p = np.asarray(fn(para), np.float64)
         n = len(text)
         ok = ~np.isnan(p)
@@ -220,8 +229,6 @@ def paragraphs(text: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
                 doc.append(d)
                 parts.append(p)
     arr = pa.array(parts, pa.large_string())
-    import pyarrow.compute as pc
-
     weight = pc.binary_length(arr).to_numpy(zero_copy_only=False).astype(np.float64) if parts else np.zeros(0)
     return np.asarray(doc, np.int64), arr, weight
 

@@ -158,9 +158,9 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     report = io.ReadReport()
     cache = _text_cache(cfg, device, files)
     note_compiling(device)  # before pass 1's progress bar
-    if cfg.scores and cfg.reader == "cudf":
-        logger.warning("reader='cudf' is not used: --score computes each batch's score from its text on the host, "
-                       "so pass 1 reads Parquet text with pyarrow")
+    if (cfg.scores or prefilter is not None) and cfg.reader == "cudf":
+        logger.warning("reader='cudf' is not used: --score and the filter flags score each batch's text on the "
+                       "host, so pass 1 reads Parquet text with pyarrow")
     pre = None
     if prefilter is not None:
         from .filters.prefilter import Prefilter
@@ -169,9 +169,6 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
             raise ValueError("a prefilter and the semantic stage cannot share a run yet: filter first "
                              "(`gpu-dedup filter`), then run --semantic on OUT/filtered")
         pre = Prefilter(prefilter, device)
-        if cfg.reader == "cudf":
-            logger.warning("reader='cudf' is not used: the prefilter scores each batch's text on the host, so "
-                           "pass 1 reads Parquet text with pyarrow")
     # a keep column the prefilter computes (--keep min:perplexity) is not read from the input: pass 1 reads
     # no keep column and the values come from the prefilter's scores
     kc = keep_column(cfg.cluster.keep)

@@ -34,6 +34,9 @@ MIX1 = U64(0xBF58476D1CE4E5B9)
 MIX2 = U64(0x94D049BB133111EB)
 MAX_ORDER = 6      # config limit; the history is a fixed-size local array on the GPU
 HIST = 8           # history slots (>= MAX_ORDER - 1)
+# backoff scratch of score_doc (2 x HIST): a module constant because cuda.local.array needs a literal size,
+# and numba-cuda types an expression such as 2 * HIST as a plain int64 (it cannot compile)
+CBO = 2 * HIST
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from numba import njit, prange
 
 from . import lm
 from ._build import build
-from .lm import HIST, KEY_SEED, U64
+from .lm import CBO, HIST, KEY_SEED, U64
 
 _C = build(njit(cache=False, nogil=True), lm)
 c_score_doc = _C["score_doc"]
@@ -29,7 +29,7 @@ def lm_score_docs(data, line_off, doc_lines, vk1, vk2, vids, keys, prob, bo, ord
     context backoffs."""
     for d in prange(doc_lines.shape[0] - 1):
         hist = np.empty(HIST, np.int64)
-        cbo = np.empty(2 * HIST, np.float32)
+        cbo = np.empty(CBO, np.float32)
         lp, tok, sent, oov = c_score_doc(data, line_off, doc_lines[d], doc_lines[d + 1], hist, cbo, vk1, vk2, vids,
                                          keys, prob, bo, order, bos, eos, unk)
         out_lp[d] = lp

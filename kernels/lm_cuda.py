@@ -9,7 +9,7 @@ from numba import cuda
 from . import lm
 from ._build import build
 from ._launch import kernel
-from .lm import HIST, KEY_SEED
+from .lm import CBO, HIST, KEY_SEED
 
 _G = build(cuda.jit(device=True), lm)
 g_score_doc = _G["score_doc"]
@@ -25,7 +25,7 @@ def lm_score_docs(data, line_off, doc_lines, vk1, vk2, vids, keys, prob, bo, ord
     d = cuda.grid(1)
     if d < doc_lines.shape[0] - 1:
         hist = cuda.local.array(HIST, np.int64)
-        cbo = cuda.local.array(2 * HIST, np.float32)
+        cbo = cuda.local.array(CBO, np.float32)
         lp, tok, sent, oov = g_score_doc(data, line_off, doc_lines[d], doc_lines[d + 1], hist, cbo, vk1, vk2, vids,
                                          keys, prob, bo, order, bos, eos, unk)
         out_lp[d] = lp

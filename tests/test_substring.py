@@ -1,0 +1,269 @@
+"""Exact-substring dedup against independent brute-force references (Python lists, every pair of positions)."""
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_dedup.device import array_backend
+from gpu_dedup.substring import SubstringConfig, substring_dedup
+from gpu_dedup.substring.suffix import lcp_array, suffix_and_lcp, suffix_array, suffix_array_doubling
+
+
+# ----------------------------------------------------------------------------------------------------
+# references
+# ----------------------------------------------------------------------------------------------------
+
+def brute_sa(t):
+    return sorted(range(len(t)), key=lambda i: list(t[i:]))
+
+
+def brute_lcp(t, sa):
+    out = []
+    for r in range(len(sa)):
+        if r + 1 == len(sa):
+            out.append(0)
+            continue
+        a, b, h = sa[r], sa[r + 1], 0
+        while a + h < len(t) and b + h < len(t) and t[a + h] == t[b + h]:
+            h += 1
+        out.append(h)
+    return out
+
+
+def brute_cut(docs, k, order):
+    """docs: lists of token strings; order: documents in keep order. Returns per document the set of cut token
+    offsets: tokens covered by a window equal to one at an earlier (keep rank, offset) position."""
+    pos = {d: r for r, d in enumerate(order)}
+    windows = [(pos[d], i, tuple(docs[d][i:i + k]), d) for d in range(len(docs)) for i in range(len(docs[d]) - k + 1)]
+    cut = [set() for _ in docs]
+    for (r, i, w, d) in windows:
+        if any(w2 == w and (r2, i2) < (r, i) for (r2, i2, w2, _) in windows):
+            cut[d].update(range(i, i + k))
+    return cut
+
+
+def words(text):
+    return [w.lower() for w in text.split()]
+
+
+def cut_tokens(res):
+    """Cut token offsets per document from the spans table."""
+    n = res.documents.num_rows
+    cut = [set() for _ in range(n)]
+    for s in res.spans.to_pylist():
+        cut[s["row"]].update(range(s["token_start"], s["token_end"]))
+    return cut
+
+
+def restore(text, spans):
+    """Re-insert cut_text at cut_start in ascending order."""
+    b = text.encode("utf-8")
+    for s in sorted(spans, key=lambda s: s["cut_start"]):
+        b = b[:s["cut_start"]] + s["cut_text"].encode("utf-8") + b[s["cut_start"]:]
+    return b.decode("utf-8")
+
+
+def run(texts, device="cpu", **kw):
+    t = pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts})
+    return substring_dedup(t, SubstringConfig(**kw), device=device)
+
+
+def check_all(texts, k, keep="first", **kw):
+    res = run(texts, min_tokens=k, keep=keep, **kw)
+    docs = [words(t) for t in texts]
+    if keep == "first":
+        order = list(range(len(texts)))
+    else:  # longest: most bytes first, ties in input order
+        order = sorted(range(len(texts)), key=lambda d: (-len(texts[d].encode()), d))
+    assert cut_tokens(res) == brute_cut(docs, k, order)
+    got = res.documents.column("text").to_pylist()
+    for i, t in enumerate(texts):
+        mine = [s for s in res.spans.to_pylist() if s["row"] == i]
+        assert restore(got[i], mine) == t
+        kept = [w for j, w in enumerate(words(t)) if j not in cut_tokens(res)[i]]
+        assert words(got[i]) == kept
+    return res
+
+
+def vocab_text(rng, n, v=6):
+    return " ".join(f"t{x}" for x in rng.integers(0, v, n))
+
+
+# ----------------------------------------------------------------------------------------------------
+# suffix arrays
+# ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("alphabet", [1, 2, 5, 1000])
+def test_suffix_arrays_equal_brute_force(alphabet):
+    rng = np.random.default_rng(alphabet)
+    for n in (1, 2, 3, 17, 200):
+        t = rng.integers(0, alphabet, n).astype(np.int32)
+        ref = brute_sa(t.tolist())
+        assert suffix_array(t).tolist() == ref
+        assert suffix_array_doubling(t).tolist() == ref
+        sa = np.array(ref, np.int64)
+        assert lcp_array(t, sa).tolist() == brute_lcp(t.tolist(), ref)
+        assert lcp_array(t, sa, kernel=True).tolist() == brute_lcp(t.tolist(), ref)
+
+
+def test_gpu_suffix_and_lcp_bit_for_bit():
+    """The device path (prefix doubling over the strict CuPy stand-in, the Kasai kernel under the simulator)
+    equals pydivsufsort's arrays, over ranges of several KASAI_RANGE positions."""
+    rng = np.random.default_rng(7)
+    t = rng.integers(0, 3, 9000).astype(np.int32)
+    t[5000:5600] = t[100:700]  # a long LCP across a range boundary
+    sa_c, lcp_c = suffix_and_lcp(t, "cpu")
+    sa_g, lcp_g = suffix_and_lcp(t, "cuda")
+    assert sa_g.dtype == sa_c.dtype and np.array_equal(sa_c, sa_g)
+    assert np.array_equal(lcp_c, lcp_g) and lcp_c.max() >= 600
+
+
+# ----------------------------------------------------------------------------------------------------
+# what is cut
+# ----------------------------------------------------------------------------------------------------
+
+def test_49_tokens_stay_50_are_cut():
+    rng = np.random.default_rng(1)
+    shared = " ".join(f"s{i}" for i in range(50))
+    a = f"alpha beta {shared} gamma"
+    b = f"delta {shared} epsilon"
+    res = check_all([a, b], 50)
+    assert res.stats["counts"]["tokens_cut"] == 50
+    shared49 = " ".join(f"s{i}" for i in range(49))
+    res = check_all([f"alpha {shared49} x", f"y {shared49} z"], 50)
+    assert res.spans.num_rows == 0
+    check_all([vocab_text(rng, 120, 3), vocab_text(rng, 90, 3)], 5)
+
+
+def test_repeats_inside_one_document_starts_ends_and_overlaps():
+    block = " ".join(f"b{i}" for i in range(8))
+    docs = [
+        f"{block} middle {block} tail {block}",          # repeated inside one document, at start and end
+        f"{block}",                                        # a whole document that is a copy
+        f"x {block} {block[:11]} y",                       # overlapping partial repeat
+        "p q p q p q p q p q p q",                         # periodic
+        "one",                                             # one token
+        "",                                                # no token
+    ]
+    res = check_all(docs, 4)
+    flags = res.documents.column("flag").to_pylist()
+    assert flags[1] == "empty" and flags[4] == "unchanged" and flags[5] == "unchanged"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_corpora_match_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    texts = [vocab_text(rng, int(rng.integers(0, 40)), 3 + seed % 3) for _ in range(8)]
+    texts[3] = texts[1][: len(texts[1]) // 2] + " " + texts[5]
+    for k in (1, 3, 6):
+        check_all(texts, k)
+        check_all(texts, k, keep="longest")
+
+
+def test_unicode_and_whitespace():
+    shared = "Straße Ünïcødé 東京 ✓ naïve café Ωmega"
+    texts = [f"première\tligne {shared}\n\n  fin", f"ÉCOLE {shared.title()}  ", f"{shared}",
+             f"x {shared.upper()}"]  # upper(): STRASSE is another word than straße
+    res = check_all(texts, 7)
+    assert res.stats["counts"]["spans_cut"] == 2 and res.spans.column("row").to_pylist() == [1, 2]
+
+
+def test_seams_recorded():
+    shared = " ".join(f"s{i}" for i in range(10))
+    res = run([f"keep {shared} end", f"Intro line.\n{shared}\nNext line."], min_tokens=10)
+    (s,) = res.stats["seams"]
+    assert (s["before"], s["after"]) == ("Intro line.\n", "Next line.")
+    assert res.documents.column("text").to_pylist()[1] == "Intro line.\nNext line."
+    assert "next token" in res.stats["policy"]["seam"]
+
+
+def test_chunked_runs_equal_one_suffix_array():
+    rng = np.random.default_rng(3)
+    texts = [vocab_text(rng, int(rng.integers(1, 30)), 4) for _ in range(12)]
+    texts[9] = texts[0] + " " + texts[2]
+    one = run(texts, min_tokens=4)
+    for chunk in (1, 7, 25, 60):
+        many = run(texts, min_tokens=4, chunk_tokens=chunk)
+        assert many.spans.equals(one.spans) and many.documents.equals(one.documents)
+        assert many.stats["suffix_arrays"]["chunks"] > 1 or chunk == 60
+
+
+def test_cpu_equals_gpu_simulated():
+    rng = np.random.default_rng(4)
+    texts = [vocab_text(rng, int(rng.integers(1, 40)), 4) for _ in range(10)]
+    c, g = run(texts, min_tokens=3), run(texts, "cuda", min_tokens=3)
+    assert c.spans.equals(g.spans) and c.documents.equals(g.documents)
+    assert (c.stats["array_backend"], g.stats["array_backend"]) == ("numpy", array_backend("cuda"))
+
+
+def test_keep_max_column(tmp_path):
+    shared = " ".join(f"s{i}" for i in range(6))
+    t = pa.table({"id": ["a", "b"], "text": [f"x {shared}", f"y {shared}"], "q": [0.1, 0.9]})
+    res = substring_dedup(t, SubstringConfig(min_tokens=6, keep="max:q"))
+    assert res.spans.column("id").to_pylist() == ["a"] and res.spans.column("kept_id").to_pylist() == ["b"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# outputs, tokenizer, bad input
+# ----------------------------------------------------------------------------------------------------
+
+def test_outputs_and_restore(tmp_path):
+    shared = " ".join(f"s{i}" for i in range(12))
+    rows = [{"id": "a", "text": f"A {shared} a", "meta": 1}, {"id": "b", "text": f"B {shared} b", "meta": 2},
+            {"id": "c", "text": "none", "meta": 3}]
+    src = tmp_path / "in" / "x.jsonl"
+    src.parent.mkdir()
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    res = substring_dedup(str(src.parent), SubstringConfig(min_tokens=12), out)
+    assert res.spans is None
+    spans = pq.read_table(out / "substring_spans.parquet").to_pylist()
+    docs = pq.read_table(out / "substring_docs.parquet")
+    assert docs.column("id").to_pylist() == ["a", "b", "c"]
+    assert docs.column("flag").to_pylist() == ["unchanged", "short", "unchanged"]
+    written = [json.loads(x) for x in (out / "substring_deduplicated" / "x.jsonl").read_text().splitlines()]
+    assert [w["meta"] for w in written] == [1, 2, 3] and written[1]["text"] == "B b"
+    assert (out / "substring_deduplicated" / "x.jsonl").read_text().splitlines()[0] == json.dumps(rows[0])
+    for w, r in zip(written, rows):
+        assert restore(w["text"], [s for s in spans if s["id"] == w["id"]]) == r["text"]
+    stats = json.loads((out / "substring_dedup.json").read_text())
+    assert stats["counts"]["spans_cut"] == 1 and spans[0]["kept_id"] == "a" and spans[0]["kept_byte"] == 2
+
+
+def test_tokenizer_json(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, pre_tokenizers
+
+    vocab = {"[UNK]": 0, **{f"w{i}": i + 1 for i in range(20)}, "é": 21}
+    tok = tokenizers.Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    shared = " ".join(f"w{i}" for i in range(8)) + " é"
+    res = run([f"é {shared} w1", f"w2 {shared}"], min_tokens=9, tokenizer=str(path))
+    (s,) = res.spans.to_pylist()
+    assert (s["row"], s["token_start"], s["token_end"]) == (1, 1, 10)
+    assert s["cut_text"] == " " + shared and s["byte_start"] == 3  # byte offsets after a 2-byte character
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "a tokenizer"}')
+    with pytest.raises(ValueError, match="not a Hugging Face tokenizer.json"):
+        run(["a b"], tokenizer=str(bad))
+
+
+def test_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="min_tokens must be an int >= 1"):
+        SubstringConfig(min_tokens=0)
+    with pytest.raises(ValueError, match="no such file"):
+        SubstringConfig(tokenizer=str(tmp_path / "missing.json"))
+    with pytest.raises(ValueError, match="chunk_tokens"):
+        SubstringConfig(chunk_tokens=0)
+    with pytest.raises(ValueError, match="keep must be"):
+        SubstringConfig(keep="best")
+    with pytest.raises(ValueError, match="no documents"):
+        substring_dedup(pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())}))
+    res = run(["a", "a", "b"], min_tokens=1)  # documents of one token
+    assert res.documents.column("flag").to_pylist() == ["unchanged", "empty", "unchanged"]
+    assert res.documents.column("id").to_pylist() == ["d0", "d1", "d2"]

@@ -267,3 +267,27 @@ def test_bad_input(tmp_path):
     res = run(["a", "a", "b"], min_tokens=1)  # documents of one token
     assert res.documents.column("flag").to_pylist() == ["unchanged", "empty", "unchanged"]
     assert res.documents.column("id").to_pylist() == ["d0", "d1", "d2"]
+
+
+def test_cli_substring_and_run_stage(tmp_path, capsys):
+    from gpu_dedup.cli import main
+
+    shared = " ".join(f"s{i}" for i in range(12))
+    src = tmp_path / "in" / "x.jsonl"
+    src.parent.mkdir()
+    rows = [{"id": "a", "text": f"A one {shared} a"}, {"id": "b", "text": f"B two three {shared} b"},
+            {"id": "c", "text": "something else entirely"}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    assert main(["substring", str(src.parent), "-o", str(out), "--min-tokens", "12"]) == 0
+    assert "1 spans" in capsys.readouterr().out
+    assert pq.read_table(out / "substring_spans.parquet").column("id").to_pylist() == ["b"]
+    assert main(["substring", str(src.parent), "-o", str(out), "--min-tokens", "0", "--overwrite"]) == 1
+    assert "--min-tokens must be >= 1" in capsys.readouterr().err
+    run_out = tmp_path / "run"
+    assert main(["run", str(src.parent), "-o", str(run_out), "--substring-dedup", "--substring-min-tokens", "12",
+                 "-q"]) == 0
+    spans = pq.read_table(run_out / "substring_spans.parquet")
+    assert spans.column("id").to_pylist() == ["b"]
+    texts = [json.loads(x)["text"] for x in (run_out / "substring_deduplicated" / "x.jsonl").read_text().splitlines()]
+    assert texts[1] == "B two three b"

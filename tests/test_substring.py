@@ -231,6 +231,8 @@ def test_outputs_and_restore(tmp_path):
         assert restore(w["text"], [s for s in spans if s["id"] == w["id"]]) == r["text"]
     stats = json.loads((out / "substring_dedup.json").read_text())
     assert stats["counts"]["spans_cut"] == 1 and spans[0]["kept_id"] == "a" and spans[0]["kept_byte"] == 2
+    html = (out / "substring_report.html").read_text()
+    assert "B ⟦…⟧b" in html and "seam rule" in html
 
 
 def test_tokenizer_json(tmp_path):

@@ -19,7 +19,8 @@ Outputs (``output_dir``)
     bytes_after, flag ("unchanged", "cut", "short": changed and under min_doc_bytes, "empty": every token
     cut); no document is dropped. substring_deduplicated/: the documents with the spans cut, in the input's
     format (paragraph dedup's writer: untouched JSON lines verbatim). substring_dedup.json: the statistics,
-    with the policy, the seam rule and a sample of seams (the text on both sides of a cut as it reads after it).
+    with the policy, the seam rule and a sample of seams (the text on both sides of a cut as it reads after it);
+    substring_report.html shows them (report.py).
 Memory
     The whole corpus' text and tokens are held (a suffix array is global): about 40 B per token on the host
     besides the text (ids, byte ranges, identities, keys, earliest copies), plus one suffix array's ~28 B
@@ -54,7 +55,7 @@ OUTPUT_DIR = "substring_deduplicated"
 SPANS_FILE = "substring_spans.parquet"
 DOCS_FILE = "substring_docs.parquet"
 STATS_FILE = "substring_dedup.json"
-OUTPUT_FILES = (SPANS_FILE, DOCS_FILE, OUTPUT_DIR + "/", STATS_FILE)
+OUTPUT_FILES = (SPANS_FILE, DOCS_FILE, OUTPUT_DIR + "/", STATS_FILE, "substring_report.html")
 FLAGS = ("unchanged", "cut", "short", "empty")
 SEAM_RULE = ("a span followed by a kept token is cut from its first token's start to the next token's start "
              "(the whitespace before the span stays and runs into the next token); a span that ends the "
@@ -268,5 +269,8 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
                 cut.counts["tokens_cut"], len(tokens), cut.counts["documents_changed"])
     if out is not None:
         io.write_json_atomic(stats, os.path.join(out, STATS_FILE))
+        from .report import write_report
+
+        write_report(out, stats)
         return SubstringResult(stats, None, None, out)
     return SubstringResult(stats, cut.spans, cut.documents, None)

@@ -293,3 +293,20 @@ def test_cli_substring_and_run_stage(tmp_path, capsys):
     assert spans.column("id").to_pylist() == ["b"]
     texts = [json.loads(x)["text"] for x in (run_out / "substring_deduplicated" / "x.jsonl").read_text().splitlines()]
     assert texts[1] == "B two three b"
+
+
+def test_invalid_utf8_as_elsewhere(tmp_path):
+    """Invalid bytes are replaced with U+FFFD and counted (io.read's policy); byte offsets refer to the repaired
+    text, and every row is in substring_docs.parquet once."""
+    shared = " ".join(f"s{i}" for i in range(6))
+    src = tmp_path / "in" / "bad.jsonl"
+    src.parent.mkdir()
+    src.write_bytes(b'{"id": "a", "text": "x ' + shared.encode() + b'"}\n{"id": "b", "text": "z\xff ' + shared.encode()
+                    + b' w"}\n')
+    res = substring_dedup(str(src), SubstringConfig(min_tokens=6), tmp_path / "out")
+    docs = pq.read_table(tmp_path / "out" / "substring_docs.parquet").to_pylist()
+    assert [d["id"] for d in docs] == ["a", "b"] and docs[1]["flag"] == "short"
+    assert res.stats["read"]["invalid_utf8_rows"] == 1
+    (w,) = [json.loads(x) for x in (tmp_path / "out" / "substring_deduplicated" / "bad.jsonl").read_text().splitlines()
+            if '"b"' in x]
+    assert w["text"] == "z\ufffd w"

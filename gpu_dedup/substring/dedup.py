@@ -21,10 +21,17 @@ Outputs (``output_dir``)
     format (paragraph dedup's writer: untouched JSON lines verbatim). substring_dedup.json: the statistics,
     with the policy, the seam rule and a sample of seams (the text on both sides of a cut as it reads after it);
     substring_report.html shows them (report.py).
+Invalid UTF-8
+    As everywhere (io.read): replaced with U+FFFD and counted; byte offsets then refer to the repaired text,
+    which is what a changed row of substring_deduplicated/ holds.
+Devices
+    With device="cuda" the suffix arrays and LCP arrays are built on the GPU (suffix.py); tokenizing (the
+    CPU kernels), the window grouping and the cuts run on the host over the arrays copied back (12 B per
+    position), the same code as the CPU path.
 Memory
-    The whole corpus' text and tokens are held (a suffix array is global): about 40 B per token on the host
-    besides the text (ids, byte ranges, identities, keys, earliest copies), plus one suffix array's ~28 B
-    per position (benchmarks/substring_bench.py measures it).
+    The whole corpus' text and tokens are held (a suffix array is global): ids, byte ranges, identities,
+    keep keys and earliest copies (48 B per token), plus one suffix array's text, SA, LCP and grouping
+    temporaries; benchmarks/substring_bench.py measured a peak growth of 135 B per token in all (README).
 """
 from __future__ import annotations
 
@@ -44,7 +51,7 @@ from .. import io
 from ..device import array_backend, resolve_device
 from ..lexical.normalize import arrow_text_buffers
 from ..lexical.policy import keep_rank
-from ..paragraph.dedup import apply_cuts, gather_spans, write_cut_documents
+from ..paragraph.dedup import _peak_rss_bytes, apply_cuts, gather_spans, write_cut_documents
 from .config import SubstringConfig
 from .spans import CutSpans, Matches, byte_cuts, cut_spans, find_matches, keep_keys
 from .tokens import Tokens, concat_tokens, load_tokenizer, tokenizer_tokens, word_tokens
@@ -211,15 +218,6 @@ def write_outputs(out: str, corpus: Corpus, cut: Cut, cfg: SubstringConfig) -> d
         with io.atomic_path(os.path.join(out, name)) as tmp:
             pq.write_table(table, tmp)
     return write_cut_documents(corpus.files, spans_path, os.path.join(out, OUTPUT_DIR), cfg)
-
-
-def _peak_rss_bytes() -> int | None:
-    try:
-        import resource
-
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-    except Exception:  # pragma: no cover - non-POSIX
-        return None
 
 
 def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir: str | os.PathLike | None = None,

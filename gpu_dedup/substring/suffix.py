@@ -5,10 +5,11 @@ Text
     separator of document d = d, token id t = n_docs + t (int32). Separators are unique, so no common
     prefix of two suffixes contains one: no match crosses a document boundary. Suffixes compare
     lexicographically, a proper prefix first; the suffix array is therefore unique.
-CPU: ``pydivsufsort`` (libdivsufsort, a well-kept C library; ~5n bytes plus the input for n <= 2^31; its
-    integer path sorts the big-endian bytes of the minimized dtype and keeps the aligned suffixes) and its
-    Kasai LCP. libsais / pylibsais would take int alphabets natively but are not on PyPI/Debian here;
-    Python suffix-tree or SA-IS implementations are 100x slower.
+CPU: ``pydivsufsort`` (libdivsufsort, a well-kept C library with wheels, released 2026-02; ~5n bytes plus the
+    input for n <= 2^31; its integer path sorts the big-endian bytes of the minimized dtype, 2 or 4 bytes per
+    token, and keeps the aligned suffixes) and its Kasai LCP. Alternatives on PyPI: pysais (SA-IS with integer
+    alphabets, last release 2023; not measured here), divsufsort (older bindings of the same library, 2021),
+    pysuffixarray (pure Python, 2018); none is better kept.
 GPU: prefix doubling (Manber-Myers with radix sorts): ranks of h-prefixes become ranks of 2h-prefixes by
     sorting the packed pairs (rank[i] << 32 | rank[i + h] + 1) as uint64 with CuPy's radix sort and
     numbering the distinct keys; log2(longest LCP) rounds (the separators bound it by the longest document).

@@ -119,8 +119,7 @@ def lcp_array(text: Any, sa: Any, device: str = "cpu", kernel: bool | None = Non
     rank = xp.empty(n, xp.int64)
     rank[sa] = xp.arange(n, dtype=xp.int64)
     step = C.KASAI_RANGE
-    starts = to_device(np.minimum(np.arange(0, n + step, step, dtype=np.int64), n), device)
-    starts = starts[: (n + step - 1) // step + 1]
+    starts = to_device(np.append(np.arange(0, n, step, dtype=np.int64), np.int64(n)), device)
     launch(device, "lcp_kasai", int(starts.shape[0]) - 1, text, sa, rank, starts, lcp, family="substring")
     return lcp
 

@@ -79,6 +79,17 @@ def check_all(texts, k, keep="first", **kw):
     else:  # longest: most bytes first, ties in input order
         order = sorted(range(len(texts)), key=lambda d: (-len(texts[d].encode()), d))
     assert cut_tokens(res) == brute_cut(docs, k, order)
+    pos = {d: r for r, d in enumerate(order)}
+    for s in res.spans.to_pylist():  # the kept copy: the earliest window equal to the span's first one
+        w = tuple(docs[s["row"]][s["token_start"]:s["token_start"] + k])
+        earliest = min((pos[d], i) for d in range(len(docs)) for i in range(len(docs[d]) - k + 1)
+                       if tuple(docs[d][i:i + k]) == w)
+        assert (pos[s["kept_row"]], s["kept_token"]) == earliest
+        assert texts[s["kept_row"]].encode()[s["kept_byte"]:].decode().split()[0].lower() == w[0]
+    hashes = {}
+    for s in res.spans.to_pylist():  # equal token sequences, equal hashes
+        seq = tuple(docs[s["row"]][s["token_start"]:s["token_end"]])
+        assert hashes.setdefault(seq, s["span_hash"]) == s["span_hash"]
     got = res.documents.column("text").to_pylist()
     for i, t in enumerate(texts):
         mine = [s for s in res.spans.to_pylist() if s["row"] == i]

@@ -2,7 +2,8 @@
 pydivsufsort over the UTF-8 bytes of the same text (the yardstick), in the same run; the doubling path (the GPU
 algorithm) on the CPU or, with --device cuda, on the GPU; tokens/s end to end; peak memory per token.
 
-    python benchmarks/substring_bench.py --docs 2000 --words 200      # small: ~0.4M tokens
+    python benchmarks/substring_bench.py --docs 2000 --words 200      # small: ~0.5M tokens
+    python benchmarks/substring_bench.py --device cuda                # GPU figures too (real GPU only)
 The corpus is synthetic: documents of random words (Zipf) with shared 80-word boilerplate blocks.
 Peak memory: ru_maxrss growth of a fresh child process per measurement (after a warm-up run on 20 documents
 that loads the kernels), divided by the tokens; the corpus' text is already in memory before it.
@@ -66,6 +67,17 @@ def _child(kind: str, docs: int, words: int, device: str, q) -> None:
         suffix_array(ids)
     elif kind == "doubling":
         suffix_array_doubling(ids)
+    elif kind == "doubling_gpu":  # the GPU path: prefix doubling with CuPy, then the Kasai kernel
+        import cupy
+
+        from gpu_dedup.substring.suffix import lcp_array
+
+        d = cupy.asarray(ids)
+        lcp_array(d, suffix_array_doubling(d, cupy), "cuda")  # warm-up: CuPy's sort and the kernel compile
+        cupy.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        lcp_array(d, suffix_array_doubling(d, cupy), "cuda")
+        cupy.cuda.Device().synchronize()
     dt = time.perf_counter() - t0
     q.put({"seconds": dt, "mb": raw.shape[0] / 1e6, "positions": int(ids.shape[0])})
 
@@ -86,7 +98,8 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=300)
     ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
-    out = {k: measure(k, a.docs, a.words) for k in ("bytes", "tokens", "doubling")}
+    kinds = ("bytes", "tokens", "doubling") + (("doubling_gpu",) if a.device == "cuda" else ())
+    out = {k: measure(k, a.docs, a.words) for k in kinds}
     out["e2e"] = measure("e2e", a.docs, a.words, a.device)
     mb = out["bytes"]["mb"]
     e = out["e2e"]
@@ -94,7 +107,9 @@ def main() -> None:
         "corpus": {"docs": a.docs, "words_per_doc": a.words, "mb": mb, "tokens": e["tokens"]},
         "sa_mb_per_s": {"pydivsufsort_bytes": mb / out["bytes"]["seconds"],
                         "ours_cpu_tokens": mb / out["tokens"]["seconds"],
-                        "doubling_on_cpu": mb / out["doubling"]["seconds"]},
+                        "doubling_on_cpu": mb / out["doubling"]["seconds"],
+                        **({"gpu_doubling_and_lcp": mb / out["doubling_gpu"]["seconds"]} if "doubling_gpu" in out
+                           else {})},
         "ratio_ours_vs_bytes": out["bytes"]["seconds"] / out["tokens"]["seconds"],
         "e2e": {"device": a.device, "tokens_per_s": e["tokens"] / e["seconds"], "seconds": e["seconds"],
                 "peak_bytes_per_token": e["peak_growth_bytes"] / max(e["tokens"], 1), "tokens_cut": e["tokens_cut"],

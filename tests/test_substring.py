@@ -266,6 +266,29 @@ def test_tokenizer_json(tmp_path):
         run(["a b"], tokenizer=str(bad))
 
 
+def test_byte_level_bpe_tokenizer_unicode(tmp_path):
+    """A GPT-2-style byte-level BPE trained here (never downloaded): multi-byte characters split across tokens
+    still give cuts on character boundaries, and the originals are restored."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    shared = "Größe 東京タワー naïve café — ✓ emoji 😀 end of the shared passage"
+    tok.train_from_iterator(["plain ascii words only", "other words"],
+                            trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    texts = [f"first {shared} tail", f"Ünïcode start {shared}", "unrelated"]
+    res = run(texts, min_tokens=20, tokenizer=str(path))
+    assert res.spans.num_rows == 1 and res.spans.column("row").to_pylist() == [1]
+    got = res.documents.column("text").to_pylist()
+    for i, t in enumerate(texts):
+        assert restore(got[i], [s for s in res.spans.to_pylist() if s["row"] == i]) == t
+    assert "東京" in res.spans.column("cut_text")[0].as_py()
+
+
 def test_bad_input(tmp_path):
     with pytest.raises(ValueError, match="min_tokens must be an int >= 1"):
         SubstringConfig(min_tokens=0)

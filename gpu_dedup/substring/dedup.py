@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import io
-from ..device import array_backend, resolve_device
+from ..device import array_backend, batch_bytes, resolve_device
 from ..lexical.normalize import arrow_text_buffers
 from ..lexical.policy import keep_rank
 from ..paragraph.dedup import _peak_rss_bytes, apply_cuts, gather_spans, write_cut_documents
@@ -118,7 +118,7 @@ def read_corpus(source: Any, cfg: SubstringConfig) -> Corpus:
     report = io.ReadReport()
     ids, texts, values = [], [], []
     for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
-                                 batch_bytes=cfg.batch_bytes or (64 << 20), on_error=cfg.on_error,
+                                 batch_bytes=batch_bytes(cfg.batch_bytes, "cpu"), on_error=cfg.on_error,
                                  keep_column=cfg.keep_column, report=report):
         ids.append(batch.ids)
         texts.append(batch.text.cast(pa.large_string()))

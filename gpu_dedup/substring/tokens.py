@@ -11,7 +11,8 @@ Word units (default)
 Tokenizer (``SubstringConfig.tokenizer``)
     A Hugging Face ``tokenizer.json`` loaded from its path with ``tokenizers`` (never downloaded), applied
     without special tokens; its character offsets are converted to UTF-8 byte offsets. Ids are the
-    tokenizer's. Offsets are made non-decreasing (byte-level BPE may give several tokens one character).
+    tokenizer's. Starts and ends are made non-decreasing (byte-level BPE may give several tokens one
+    character), so every cut falls on a character boundary and cut ranges stay disjoint.
 """
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ def tokenizer_tokens(data: np.ndarray, offsets: np.ndarray, texts: list[str], to
         ids[a:b] = e.ids
         s = np.maximum.accumulate(c2b[off[:, 0]])
         start[a:b] = s
-        end[a:b] = np.maximum(c2b[off[:, 1]], s)
+        end[a:b] = np.maximum.accumulate(np.maximum(c2b[off[:, 1]], s))
     vocab = int(tok.get_vocab_size(with_added_tokens=True))
     return Tokens(doc_off, ids, start, end, ids.astype(np.uint64), vocab)
 

@@ -344,3 +344,18 @@ def test_invalid_utf8_as_elsewhere(tmp_path):
     (w,) = [json.loads(x) for x in (tmp_path / "out" / "substring_deduplicated" / "bad.jsonl").read_text().splitlines()
             if '"b"' in x]
     assert w["text"] == "z\ufffd w"
+
+
+@pytest.mark.gpu
+def test_real_gpu_suffix_array_and_cuts_equal_cpu():
+    """On a real GPU (GPU_DEDUP_REAL_GPU=1): CuPy's doubling and the compiled Kasai kernel give pydivsufsort's
+    arrays on a larger text, and the whole stage the CPU's outputs."""
+    rng = np.random.default_rng(11)
+    t = rng.integers(0, 50, 300_000).astype(np.int32)
+    t[200_000:210_000] = t[1000:11000]
+    sa_c, lcp_c = suffix_and_lcp(t, "cpu")
+    sa_g, lcp_g = suffix_and_lcp(t, "cuda")
+    assert np.array_equal(sa_c, sa_g) and np.array_equal(lcp_c, lcp_g)
+    texts = [vocab_text(rng, int(rng.integers(1, 400)), 5) for _ in range(300)]
+    c, g = run(texts, min_tokens=8), run(texts, "cuda", min_tokens=8)
+    assert c.spans.equals(g.spans) and c.documents.equals(g.documents) and g.stats["array_backend"] == "cupy"

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_dedup.device import array_backend
+from gpu_dedup.device import array_backend, to_device, to_host
 from gpu_dedup.substring import SubstringConfig, substring_dedup
 from gpu_dedup.substring.suffix import lcp_array, suffix_and_lcp, suffix_array, suffix_array_doubling
 
@@ -127,7 +127,7 @@ def test_gpu_suffix_and_lcp_bit_for_bit():
     t = rng.integers(0, 3, 9000).astype(np.int32)
     t[5000:5600] = t[100:700]  # a long LCP across a range boundary
     sa_c, lcp_c = suffix_and_lcp(t, "cpu")
-    sa_g, lcp_g = suffix_and_lcp(t, "cuda")
+    sa_g, lcp_g = (to_host(a) for a in suffix_and_lcp(to_device(t, "cuda"), "cuda"))
     assert sa_g.dtype == sa_c.dtype and np.array_equal(sa_c, sa_g)
     assert np.array_equal(lcp_c, lcp_g) and lcp_c.max() >= 600
 
@@ -206,7 +206,9 @@ def test_cpu_equals_gpu_simulated():
     rng = np.random.default_rng(4)
     texts = [vocab_text(rng, int(rng.integers(1, 40)), 4) for _ in range(10)]
     c, g = run(texts, min_tokens=3), run(texts, "cuda", min_tokens=3)
-    assert c.spans.equals(g.spans) and c.documents.equals(g.documents)
+    assert c.spans.equals(g.spans) and c.documents.equals(g.documents) and c.spans.num_rows > 3
+    gc = run(texts, "cuda", min_tokens=3, chunk_tokens=40)
+    assert gc.spans.equals(c.spans) and gc.stats["suffix_arrays"]["chunks"] > 2
     assert (c.stats["array_backend"], g.stats["array_backend"]) == ("numpy", array_backend("cuda"))
 
 
@@ -354,7 +356,7 @@ def test_real_gpu_suffix_array_and_cuts_equal_cpu():
     t = rng.integers(0, 50, 300_000).astype(np.int32)
     t[200_000:210_000] = t[1000:11000]
     sa_c, lcp_c = suffix_and_lcp(t, "cpu")
-    sa_g, lcp_g = suffix_and_lcp(t, "cuda")
+    sa_g, lcp_g = (to_host(a) for a in suffix_and_lcp(to_device(t, "cuda"), "cuda"))
     assert np.array_equal(sa_c, sa_g) and np.array_equal(lcp_c, lcp_g)
     texts = [vocab_text(rng, int(rng.integers(1, 400)), 5) for _ in range(300)]
     c, g = run(texts, min_tokens=8), run(texts, "cuda", min_tokens=8)

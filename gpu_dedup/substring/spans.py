@@ -12,7 +12,9 @@ Rule
 Finding them
     Two windows are equal exactly when their suffixes share an LCP >= k, i.e. when they are in one run of
     consecutive suffix-array entries linked by lcp >= k. Per run, the smallest keep key is the earliest
-    copy; each window records the smallest over every suffix array that holds it (``earliest``).
+    copy; each window records the smallest over every suffix array that holds it (``earliest``). On a GPU the
+    grouping runs on the device too (a sort by group and key instead of NumPy's reduceat); only the tokens in
+    groups of two or more come back to the host.
 Chunks
     With ``chunk_tokens`` the documents are cut (in input order, whole documents) into chunks of at most that
     many tokens, and a suffix array is built over each PAIR of chunks (or the one chunk): every two windows
@@ -29,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..device import module_of, to_device, to_host
 from .suffix import corpus_text, suffix_and_lcp
 from .tokens import Tokens
 
@@ -66,28 +69,28 @@ def chunk_documents(doc_off: np.ndarray, chunk_tokens: int | None) -> list[np.nd
     return chunks
 
 
-def earliest_in(text_token: np.ndarray, sa: np.ndarray, lcp: np.ndarray, keys: np.ndarray, k: int,
-                earliest: np.ndarray) -> int:
-    """Update earliest[t] (int64 (N,), in place) with the smallest keep key of the windows equal to token t's
-    in one suffix array (text_token: global token per position, -1 at separators). Returns the number of
-    positions in groups of two or more equal windows."""
-    m = sa.shape[0]
+def earliest_in(text_token: Any, sa: Any, lcp: Any, key: Any, k: int) -> tuple[Any, Any]:
+    """One suffix array's equal windows, in the arrays' module (numpy, or CuPy on a GPU): text_token int64
+    (m,) global token per position (-1 at separators), sa int64 (m,), lcp int32 (m,), key int64 (m,) keep key
+    per position (NONE at separators). Returns (t, best) int64: for every token t whose window has an equal
+    one in this array, the smallest keep key among them."""
+    xp = module_of(sa)
+    m = int(sa.shape[0])
     if m == 0:
-        return 0
-    linked = lcp[:-1] >= k  # sa[r] and sa[r + 1] start equal windows
-    head = np.ones(m, bool)
-    head[1:] = ~linked
-    starts = np.flatnonzero(head)
-    tok = text_token[sa]
-    key = np.where(tok >= 0, keys[np.maximum(tok, 0)], NONE)
-    gmin = np.minimum.reduceat(key, starts)
-    gid = np.cumsum(head) - 1
-    best = gmin[gid]
-    sizes = np.diff(np.append(starts, m))
+        z = xp.zeros(0, xp.int64)
+        return z, z
+    head = xp.ones(m, xp.bool_)
+    head[1:] = lcp[:-1] < k  # sa[r] and sa[r + 1] start equal windows when lcp[r] >= k
+    starts = xp.flatnonzero(head)
+    gid = xp.cumsum(head.astype(xp.int64)) - 1
+    ks = key[sa]
+    if xp is np:
+        gmin = np.minimum.reduceat(ks, starts)
+    else:  # CuPy has no reduceat: sort by (group, key); a group keeps its place, its first entry is its minimum
+        gmin = ks[xp.lexsort(xp.stack([ks, gid]))[starts]]
+    sizes = xp.diff(xp.concatenate((starts, xp.full(1, m, xp.int64))))
     multi = sizes[gid] > 1
-    t = tok[multi]
-    earliest[t] = np.minimum(earliest[t], best[multi])
-    return int(multi.sum())
+    return text_token[sa][multi], gmin[gid][multi]
 
 
 @dataclass
@@ -112,10 +115,14 @@ def find_matches(tokens: Tokens, keys: np.ndarray, k: int, chunk_tokens: int | N
     for a, b in pairs:
         docs = chunks[a] if a == b else np.concatenate((chunks[a], chunks[b]))
         text, text_token = corpus_text(tokens.doc_off, tokens.ids, docs, n_docs)
+        key = np.where(text_token >= 0, keys[np.maximum(text_token, 0)], NONE)
         t0 = time.perf_counter()
-        sa, lcp = suffix_and_lcp(text, device)
+        text_d, token_d, key_d = (to_device(a, device) for a in (text, text_token, key))
+        sa, lcp = suffix_and_lcp(text_d, device)
         t1 = time.perf_counter()
-        grouped += earliest_in(text_token, sa, lcp, keys, k, earliest)
+        t, best = (to_host(a) for a in earliest_in(token_d, sa, lcp, key_d, k))
+        earliest[t] = np.minimum(earliest[t], best)  # t holds each token once
+        grouped += int(t.shape[0])
         t_group += time.perf_counter() - t1
         t_sa += t1 - t0
         positions += text.shape[0]

@@ -124,12 +124,8 @@ def lcp_array(text: Any, sa: Any, device: str = "cpu", kernel: bool | None = Non
     return lcp
 
 
-def suffix_and_lcp(text: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
-    """Host (sa int64, lcp int32) of a host text, built on ``device``."""
-    if device == "cuda":
-        t = to_device(np.ascontiguousarray(text, np.int32), device)
-        sa = suffix_array(t, device)
-        lcp = lcp_array(t, sa, device)
-        return to_host(sa), to_host(lcp)
+def suffix_and_lcp(text: Any, device: str = "cpu") -> tuple[Any, Any]:
+    """(sa int64, lcp int32) of ``text`` (int32, in the device's module: a device array on a GPU), built on
+    ``device``; the results stay there."""
     sa = suffix_array(text, device)
     return sa, lcp_array(text, sa, device)

@@ -25,9 +25,9 @@ Invalid UTF-8
     As everywhere (io.read): replaced with U+FFFD and counted; byte offsets then refer to the repaired text,
     which is what a changed row of substring_deduplicated/ holds.
 Devices
-    With device="cuda" the suffix arrays and LCP arrays are built on the GPU (suffix.py); tokenizing (the
-    CPU kernels), the window grouping and the cuts run on the host over the arrays copied back (12 B per
-    position), the same code as the CPU path.
+    With device="cuda" the suffix arrays, LCP arrays and the window grouping run on the GPU (suffix.py,
+    spans.earliest_in); tokenizing (the CPU kernels) and the cuts run on the host, the same code as the CPU
+    path.
 Memory
     The whole corpus' text and tokens are held (a suffix array is global): ids, byte ranges, identities,
     keep keys and earliest copies (48 B per token), plus one suffix array's text, SA, LCP and grouping

@@ -148,9 +148,8 @@ def cut_spans(tokens: Tokens, matches: Matches, keys: np.ndarray, k: int) -> Cut
     """Runs of tokens covered by later copies, split at document boundaries (module docstring)."""
     n_tok = len(tokens)
     starts = np.flatnonzero(matches.later)
-    diff = np.zeros(n_tok + 1, np.int64)
-    np.add.at(diff, starts, 1)
-    np.add.at(diff, starts + k, -1)  # a window lies inside its document, so starts + k <= n_tok
+    # a window lies inside its document, so starts + k <= n_tok
+    diff = np.bincount(starts, minlength=n_tok + 1) - np.bincount(starts + k, minlength=n_tok + 1)
     covered = np.cumsum(diff[:-1]) > 0
     first_of_doc = np.zeros(n_tok + 1, bool)
     first_of_doc[tokens.doc_off[:-1]] = True

@@ -329,6 +329,8 @@ def test_cli_substring_and_run_stage(tmp_path, capsys):
     assert spans.column("id").to_pylist() == ["b"]
     texts = [json.loads(x)["text"] for x in (run_out / "substring_deduplicated" / "x.jsonl").read_text().splitlines()]
     assert texts[1] == "B two three b"
+    assert main(["report", str(run_out)]) == 0  # the run report gains the stage's section
+    assert "Exact-substring dedup: cuts and seams" in (run_out / "report.html").read_text()
 
 
 def test_invalid_utf8_as_elsewhere(tmp_path):

@@ -26,6 +26,14 @@ def section(stats: dict[str, Any]) -> str:
     return f"{policy}\n{counts}\n<h3>Seams (first {len(rows)} cuts)</h3>\n{seams}"
 
 
+def read_section(out: str) -> str:
+    """The section from OUT/substring_dedup.json (for the run report, ``gpu-dedup report``)."""
+    import json
+
+    with open(os.path.join(out, "substring_dedup.json"), encoding="utf-8") as fh:
+        return section(json.load(fh))
+
+
 def write_report(out: str, stats: dict[str, Any]) -> str:
     from .. import io
 

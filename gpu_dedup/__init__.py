@@ -43,5 +43,20 @@ def deduplicate(source, config=None, output_dir=None, **overrides):
     return _run(source, config, output_dir, **overrides)
 
 
+def substring_dedup(source, config=None, output_dir=None, device="cpu"):
+    """Exact-substring dedup (Lee et al. 2022): cut every later copy (in keep order) of a span of at least
+    ``config.min_tokens`` tokens (default 50), found with suffix arrays over the corpus' tokens (CPU:
+    pydivsufsort; GPU: prefix doubling). config: a ``gpu_dedup.substring.SubstringConfig``; output_dir:
+    where substring_spans.parquet, substring_docs.parquet, substring_deduplicated/ and substring_dedup.json
+    are written (None: ``.spans`` and ``.documents`` in memory). Every cut is logged and reversible.
+
+        >>> from gpu_dedup.substring import SubstringConfig
+        >>> res = gpu_dedup.substring_dedup("data/", SubstringConfig(min_tokens=50), "sub-out")
+    """
+    from .substring.dedup import substring_dedup as _run
+
+    return _run(source, config, output_dir, device)
+
+
 __all__ = ["ClusterConfig", "LSHConfig", "MinHashConfig", "NormalizeConfig", "RunConfig", "ShingleConfig",
-           "deduplicate", "__version__"]
+           "deduplicate", "substring_dedup", "__version__"]

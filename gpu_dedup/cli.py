@@ -15,10 +15,12 @@ from .config import PRESETS, Device, RunConfig
 from .paragraph.bloom import BloomConfig
 from .paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from .paragraph.dedup import ParagraphConfig, SplitMode
+from .substring import cli as substring_cli
 from .screen import ScreenConfig, TextUnit
 
 DEVICES = get_args(Device)
 PARAGRAPH_ORDERS = ("after", "before", "beside")
+SUBSTRING_ORDERS = substring_cli.ORDERS
 
 
 def _default(cls: type, name: str) -> Any:
@@ -128,6 +130,14 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "instead of a Bloom filter: no false positives")
     g.add_argument("--refuse-overflow", action="store_true", help="stop when more than --expected-paragraphs "
                    "distinct paragraphs arrive (default: warn)")
+    g = p.add_argument_group("exact-substring dedup (suffix arrays over tokens; reversible)")
+    g.add_argument("--substring-dedup", action="store_true", help="cut later copies of every span of >= "
+                   "--substring-min-tokens tokens: writes substring_spans.parquet, substring_docs.parquet, "
+                   "substring_deduplicated/")
+    g.add_argument("--substring-order", choices=SUBSTRING_ORDERS, default="after", help="after (default): over the "
+                   "documents the document stages (and an --paragraph-order after stage) kept; before: the document "
+                   "stages read its output; beside: both on the input")
+    substring_cli.add_stage_args(g, "substring-")
     g = p.add_argument_group("semantic dedup (SemDeDup: embeddings -> k-means -> within-cluster cosine)")
     g.add_argument("--semantic", action="store_true", help="also remove semantic duplicates (needs "
                    "gpu-dedup[semantic]); decisions gain cosine / semantic_nearest_id / semantic_cluster")
@@ -324,12 +334,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
             _paragraph_stage(args, cfg, out, args.inputs)
             if order == "before":
                 inputs = [os.path.join(out, PARAGRAPH_OUTPUT)]
+        sorder = args.substring_order if args.substring_dedup else None
+        if sorder == "after" and args.no_deduplicated:
+            raise ValueError("--substring-order after cuts spans from OUT/deduplicated/, which --no-deduplicated "
+                             "turns off: drop one of them, or use --substring-order beside")
+        if sorder in ("before", "beside"):
+            substring_cli.run_stage(args, cfg, out, inputs if sorder == "before" else args.inputs)
+            if sorder == "before":
+                inputs = [os.path.join(out, substring_cli.OUTPUT_DIR)]
         result = deduplicate(inputs, cfg, out, against=args.against, save_index=args.save_index,
                              semantic=semantic, work_dir=args.work_dir, resume=args.resume, engine=args.engine,
                              workers=args.workers, scheduler=args.scheduler, overwrite=args.overwrite,
                              prefilter=_prefilter(args, cfg))
         if order == "after":
             _paragraph_stage(args, cfg, out, [os.path.join(out, "deduplicated")])
+        if sorder == "after":
+            after = PARAGRAPH_OUTPUT if order == "after" else "deduplicated"
+            substring_cli.run_stage(args, cfg, out, [os.path.join(out, after)])
     _print_summary(result)
     return 0
 
@@ -518,6 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .filters import cli as filters_cli
 
     filters_cli.add_commands(sub)
+    substring_cli.add_command(sub, DEVICES)
     return parser
 
 

@@ -37,3 +37,8 @@ MAX_NUM_PERM = 4096      # MinHashConfig's bound on K: the GPU MinHash kernel ke
 GIANT_BUCKET = 10_000
 # Candidate components up to this size are resolved by the GPU's representative policy, larger ones on the host.
 HOST_COMPONENT = 4096
+
+# Exact-substring dedup (gpu_dedup/substring)
+SUBSTRING_MIN_TOKENS = 50   # Lee et al. (2022): every repeated span of at least 50 tokens is cut
+KASAI_RANGE = 4096          # text positions per Kasai scan (one GPU thread / CPU iteration; kernels/substring.py)
+SEAM_CONTEXT = 60           # characters each side of a cut shown in the report's seam sample

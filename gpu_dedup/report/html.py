@@ -78,6 +78,10 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
     page.add("s-curve", "S-curve and measured similarities", _s_curve_section(page, stats, decisions))
     page.add("timings", "Timings and throughput", _timings_section(page, stats, n))
     page.add("environment", "Device, config and contract", _environment_section(stats))
+    if os.path.exists(os.path.join(out, "substring_dedup.json")):  # a --substring-dedup stage wrote it
+        from ..substring.report import read_section
+
+        page.add("substring", "Exact-substring dedup: cuts and seams", read_section(out))
 
     intro = f"<p class=\"note\">Output directory <code>{_e(os.path.abspath(out))}</code></p>"
     if not plots:

@@ -1,0 +1,96 @@
+"""Command line of exact-substring dedup: the ``substring`` command and ``run``'s ``--substring-dedup`` stage."""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from .. import constants as C
+
+ORDERS = ("after", "before", "beside")
+OUTPUT_DIR = "substring_deduplicated"  # dedup.OUTPUT_DIR, without importing the stage
+EPILOG = ("examples:\n  gpu-dedup substring data/ -o sub-out --min-tokens 50\n"
+          "  gpu-dedup substring data/*.parquet -o sub-out --tokenizer gpt2/tokenizer.json --keep longest\n"
+          "outputs: substring_spans.parquet (every cut: byte and token range, the kept copy, the cut text),\n"
+          "substring_docs.parquet (one row per document), substring_deduplicated/ (the input's format),\n"
+          "substring_dedup.json (statistics, seam rule and a sample of seams)")
+
+
+def _positive_int(s: str) -> int:
+    v = int(s)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {s}")
+    return v
+
+
+def add_stage_args(g: Any, prefix: str = "") -> None:
+    """The options shared by ``substring`` and ``run --substring-dedup`` (``prefix`` "substring-" in run)."""
+    g.add_argument(f"--{prefix or ''}min-tokens", dest="min_tokens", type=int, default=C.SUBSTRING_MIN_TOKENS,
+                   help=f"shortest repeated span cut, in tokens (default {C.SUBSTRING_MIN_TOKENS}, Lee et al.)")
+    g.add_argument(f"--{prefix}tokenizer", dest="tokenizer", metavar="TOKENIZER_JSON", help="a Hugging Face "
+                   "tokenizer.json (loaded from the path, never downloaded); default: the normalized word units")
+    g.add_argument(f"--{prefix}chunk-tokens", dest="chunk_tokens", type=_positive_int, metavar="N",
+                   help="tokens per chunk for corpora larger than memory: suffix arrays over pairs of chunks, the "
+                        "same cuts as one array")
+    g.add_argument(f"--{prefix}min-doc-bytes", dest="substring_min_doc_bytes", type=int, default=50,
+                   help="changed documents left with fewer bytes are flagged 'short' (default 50)")
+
+
+def add_command(sub: Any, devices: tuple) -> None:
+    p = sub.add_parser("substring", help="cut repeated spans of >= --min-tokens tokens (exact-substring dedup with "
+                       "suffix arrays; reversible)", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="jsonl / jsonl.gz / jsonl.zst / parquet files, "
+                   "directories or glob patterns")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
+    add_stage_args(p)
+    p.add_argument("--keep", default="first", help="which copy stays: first | longest | min-id | max:<column> | "
+                   "min:<column> (default first)")
+    p.add_argument("--device", choices=devices, default="cpu")
+    p.add_argument("--id-field", default="id")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--skip-bad-records", action="store_true", help="skip (and count) bad records instead of "
+                   "stopping at the first")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
+    p.set_defaults(func=cmd_substring)
+
+
+def config_from(args: argparse.Namespace, **input_kw: Any):
+    from .config import SubstringConfig
+
+    return SubstringConfig(min_tokens=args.min_tokens, tokenizer=args.tokenizer, chunk_tokens=args.chunk_tokens,
+                           min_doc_bytes=args.substring_min_doc_bytes, **input_kw)
+
+
+def cmd_substring(args: argparse.Namespace) -> int:
+    from ..outputs import check_outside_inputs, input_roots, own
+    from .dedup import substring_dedup
+
+    if args.min_tokens < 1:
+        raise ValueError(f"--min-tokens must be >= 1, got {args.min_tokens}")
+    cfg = config_from(args, keep=args.keep, id_field=args.id_field, text_field=args.text_field,
+                      on_error="skip" if args.skip_bad_records else "raise")
+    roots = input_roots(args.inputs)
+    check_outside_inputs({"-o": args.output}, roots)
+    with own(args.output, command="substring", overwrite=args.overwrite, roots=roots):
+        res = substring_dedup(args.inputs, cfg, args.output, device=args.device)
+    summary(res)
+    return 0
+
+
+def run_stage(args: argparse.Namespace, cfg: Any, out: str, inputs: list[str]) -> None:
+    """``run --substring-dedup``: the stage over ``inputs`` with the run's reader settings, normalization and
+    keep order, writing into OUT."""
+    from .dedup import substring_dedup
+
+    if args.min_tokens < 1:
+        raise ValueError(f"--substring-min-tokens must be >= 1, got {args.min_tokens}")
+    scfg = config_from(args, keep=cfg.cluster.keep, normalize=cfg.normalize, id_field=cfg.id_field,
+                       text_field=cfg.text_field, on_error=cfg.on_error)
+    summary(substring_dedup(inputs, scfg, out, device=cfg.device))
+
+
+def summary(res: Any) -> None:
+    c = res.stats["counts"]
+    print(f"substring dedup: {c['spans_cut']:,} spans ({c['tokens_cut']:,} of {c['tokens']:,} tokens, "
+          f"{c['bytes_cut']:,} bytes) cut from {c['documents_changed']:,} of {c['documents']:,} documents "
+          f"-> {os.path.join(res.output_dir, 'substring_spans.parquet')}, substring_deduplicated/")

@@ -1,0 +1,50 @@
+"""The configuration of exact-substring dedup (one dataclass, validated on construction)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .. import constants as C
+from ..config import InputConfig, NormalizeConfig, is_int, keep_column
+
+
+@dataclass(frozen=True)
+class SubstringConfig(InputConfig):
+    """min_tokens: the shortest repeated span cut (Lee et al.: 50); tokenizer: None (the word units of the
+    normalized text, ids from a stable hash) or the path of a Hugging Face ``tokenizer.json``; normalize: the
+    normalization that defines a word unit's identity; keep: which occurrence stays ("first", "longest",
+    "min-id", "max:<column>", "min:<column>", as in dedup); chunk_tokens: None (one suffix array over the
+    corpus) or the most tokens per chunk (suffix arrays over pairs of chunks; same result); min_doc_bytes:
+    changed documents left with fewer bytes are flagged "short"; seam_sample: cuts shown in the statistics
+    with the text on both sides (0: none); id_field / text_field / batch_bytes / on_error: as in RunConfig."""
+
+    min_tokens: int = C.SUBSTRING_MIN_TOKENS
+    tokenizer: str | None = None
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    keep: str = "first"
+    chunk_tokens: int | None = None
+    min_doc_bytes: int = 50
+    seam_sample: int = 20
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not is_int(self.min_tokens) or self.min_tokens < 1:
+            raise ValueError(f"SubstringConfig.min_tokens must be an int >= 1 (--min-tokens), got {self.min_tokens!r}")
+        if self.tokenizer is not None:
+            if not isinstance(self.tokenizer, (str, os.PathLike)) or not os.path.isfile(self.tokenizer):
+                raise ValueError(f"SubstringConfig.tokenizer must be the path of a tokenizer.json file (--tokenizer), "
+                                 f"got {self.tokenizer!r}: no such file")
+        if not isinstance(self.normalize, NormalizeConfig):
+            raise ValueError(f"SubstringConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
+        keep_column(self.keep)  # raises naming the value
+        if self.chunk_tokens is not None and (not is_int(self.chunk_tokens) or self.chunk_tokens < 1):
+            raise ValueError(f"SubstringConfig.chunk_tokens must be an int >= 1 or None (--chunk-tokens), got "
+                             f"{self.chunk_tokens!r}")
+        for name in ("min_doc_bytes", "seam_sample"):
+            v = getattr(self, name)
+            if not is_int(v) or v < 0:
+                raise ValueError(f"SubstringConfig.{name} must be an int >= 0, got {v!r}")
+
+    @property
+    def keep_column(self) -> str | None:
+        return keep_column(self.keep)

@@ -1,0 +1,274 @@
+"""Exact-substring dedup (Lee et al. 2022): named stages in data-flow order, composed and timed by
+``substring_dedup``.
+
+    read      every document of the source (ids, text, the keep column), in row order
+    tokenize  token ids with byte ranges in the original text (tokens.py: word units or a tokenizer.json)
+    rank      keep order of the documents (first | longest | min-id | max:<column> | min:<column>, as dedup)
+    match     earliest copy of every window of min_tokens tokens: suffix array + LCP per chunk pair (spans.py)
+    spans     runs of tokens covered by later copies, the seam rule's byte ranges (spans.byte_cuts)
+    cut       the documents with the spans removed, per-document counts and flags, a seam sample
+    write     substring_spans.parquet, substring_docs.parquet, substring_deduplicated/, substring_dedup.json
+
+Outputs (``output_dir``)
+    substring_spans.parquet, one row per cut span: id, row, byte_start / byte_end (the span's tokens),
+    token_start / token_end (token offsets in the document), span_hash (16 hex digits: BLAKE2b-64 of the
+    tokens' identities, equal for equal token sequences), kept_id / kept_row / kept_token / kept_byte (where
+    the kept copy of the span's first window starts), cut_start / cut_end / cut_text (the exact bytes
+    removed). Re-inserting every cut_text at cut_start in ascending order restores the original byte for byte.
+    substring_docs.parquet, one row per input document: id, row, tokens, tokens_cut, spans_cut, bytes_before,
+    bytes_after, flag ("unchanged", "cut", "short": changed and under min_doc_bytes, "empty": every token
+    cut); no document is dropped. substring_deduplicated/: the documents with the spans cut, in the input's
+    format (paragraph dedup's writer: untouched JSON lines verbatim). substring_dedup.json: the statistics,
+    with the policy, the seam rule and a sample of seams (the text on both sides of a cut as it reads after it);
+    substring_report.html shows them (report.py).
+Invalid UTF-8
+    As everywhere (io.read): replaced with U+FFFD and counted; byte offsets then refer to the repaired text,
+    which is what a changed row of substring_deduplicated/ holds.
+Devices
+    With device="cuda" the suffix arrays, LCP arrays and the window grouping run on the GPU (suffix.py,
+    spans.earliest_in); tokenizing (the CPU kernels) and the cuts run on the host, the same code as the CPU
+    path.
+Memory
+    The whole corpus' text and tokens are held (a suffix array is global): ids, byte ranges, identities,
+    keep keys and earliest copies (48 B per token), plus one suffix array's text, SA, LCP and grouping
+    temporaries; benchmarks/substring_bench.py measured a peak growth of 135 B per token in all (README).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import io
+from ..device import array_backend, batch_bytes, resolve_device
+from ..lexical.normalize import arrow_text_buffers
+from ..lexical.policy import keep_rank
+from ..paragraph.dedup import _peak_rss_bytes, apply_cuts, gather_spans, write_cut_documents
+from .config import SubstringConfig
+from .spans import CutSpans, Matches, byte_cuts, cut_spans, find_matches, keep_keys
+from .tokens import Tokens, concat_tokens, load_tokenizer, tokenizer_tokens, word_tokens
+
+logger = logging.getLogger(__name__)
+
+OUTPUT_DIR = "substring_deduplicated"
+SPANS_FILE = "substring_spans.parquet"
+DOCS_FILE = "substring_docs.parquet"
+STATS_FILE = "substring_dedup.json"
+OUTPUT_FILES = (SPANS_FILE, DOCS_FILE, OUTPUT_DIR + "/", STATS_FILE, "substring_report.html")
+FLAGS = ("unchanged", "cut", "short", "empty")
+SEAM_RULE = ("a span followed by a kept token is cut from its first token's start to the next token's start "
+             "(the whitespace before the span stays and runs into the next token); a span that ends the "
+             "document's tokens is cut from the previous token's end to its last token's end (trailing "
+             "whitespace stays)")
+
+SPANS_SCHEMA = pa.schema([
+    ("id", pa.string()), ("row", pa.int64()), ("byte_start", pa.int64()), ("byte_end", pa.int64()),
+    ("token_start", pa.int64()), ("token_end", pa.int64()), ("span_hash", pa.string()),
+    ("kept_id", pa.string()), ("kept_row", pa.int64()), ("kept_token", pa.int64()), ("kept_byte", pa.int64()),
+    ("cut_start", pa.int64()), ("cut_end", pa.int64()), ("cut_text", pa.large_string()),
+])
+DOCS_SCHEMA = pa.schema([
+    ("id", pa.string()), ("row", pa.int64()), ("tokens", pa.int64()), ("tokens_cut", pa.int64()),
+    ("spans_cut", pa.int64()), ("bytes_before", pa.int64()), ("bytes_after", pa.int64()), ("flag", pa.string()),
+])
+
+
+@dataclass
+class SubstringResult:
+    """stats: substring_dedup.json. Without output_dir, ``spans`` (SPANS_SCHEMA) and ``documents``
+    (DOCS_SCHEMA plus ``text``, the cut text) are returned in memory; with output_dir they are in the files."""
+
+    stats: dict[str, Any]
+    spans: pa.Table | None = None
+    documents: pa.Table | None = None
+    output_dir: str | None = None
+
+
+@dataclass
+class Corpus:
+    """The source's accepted rows: ids string (n,), text large_string (n,), keep_values float64 (n,) or None."""
+
+    files: list
+    ids: pa.Array
+    text: pa.Array
+    keep_values: np.ndarray | None
+    read: dict[str, Any]
+
+
+@dataclass
+class Cut:
+    """spans: SPANS_SCHEMA; documents: DOCS_SCHEMA plus text; counts and the seam sample for the stats."""
+
+    spans: pa.Table
+    documents: pa.Table
+    counts: dict[str, Any]
+    seams: list[dict[str, Any]]
+
+
+def read_corpus(source: Any, cfg: SubstringConfig) -> Corpus:
+    files = io.source_files(source)
+    report = io.ReadReport()
+    ids, texts, values = [], [], []
+    for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                 batch_bytes=batch_bytes(cfg.batch_bytes, "cpu"), on_error=cfg.on_error,
+                                 keep_column=cfg.keep_column, report=report):
+        ids.append(batch.ids)
+        texts.append(batch.text.cast(pa.large_string()))
+        if cfg.keep_column:
+            values.append(np.asarray(batch.keep_values, np.float64))
+    if not texts:
+        raise ValueError(f"no documents in {source!r}: substring dedup needs at least one (read: "
+                         f"{report.to_dict()})")
+    text = pa.concat_arrays(texts)
+    return Corpus(files, pa.concat_arrays(ids), text, np.concatenate(values) if values else None, report.to_dict())
+
+
+def tokenize(corpus: Corpus, cfg: SubstringConfig) -> Tokens:
+    data, offsets = arrow_text_buffers(corpus.text)
+    if cfg.tokenizer is None:
+        return concat_tokens([word_tokens(data, offsets, cfg.normalize)], dense=True)
+    tok = load_tokenizer(cfg.tokenizer)
+    parts, step = [], 4096
+    for a in range(0, len(corpus.text), step):
+        b = min(a + step, len(corpus.text))
+        parts.append(tokenizer_tokens(data, offsets[a:b + 1], corpus.text.slice(a, b - a).to_pylist(), tok))
+    return concat_tokens(parts, dense=False)
+
+
+def rank_documents(corpus: Corpus, cfg: SubstringConfig) -> np.ndarray:
+    _, offsets = arrow_text_buffers(corpus.text)
+    return keep_rank(cfg.keep, n=len(corpus.text), text_bytes=np.diff(offsets), ids=corpus.ids,
+                     values=corpus.keep_values)
+
+
+def span_hash(ident: np.ndarray) -> str:
+    return hashlib.blake2b(np.ascontiguousarray(ident, "<u8").tobytes(), digest_size=8).hexdigest()
+
+
+def cut_documents(corpus: Corpus, tokens: Tokens, spans: CutSpans, cfg: SubstringConfig) -> Cut:
+    data, offsets = arrow_text_buffers(corpus.text)
+    n = len(corpus.text)
+    cs, ce = byte_cuts(tokens, spans)
+    base = offsets[:-1][spans.doc]
+    new_text, new_len = apply_cuts(data, offsets, spans.doc, cs + base, ce + base)
+    first = tokens.doc_off[:-1]
+    src_doc = np.searchsorted(tokens.doc_off, spans.source, side="right").astype(np.int64) - 1
+    rows = np.arange(n, dtype=np.int64)
+    table = pa.table({
+        "id": corpus.ids.take(pa.array(spans.doc)), "row": spans.doc,
+        "byte_start": tokens.start[spans.tok_start], "byte_end": tokens.end[spans.tok_end - 1],
+        "token_start": spans.tok_start - first[spans.doc], "token_end": spans.tok_end - first[spans.doc],
+        "span_hash": pa.array([span_hash(tokens.ident[a:b]) for a, b in zip(spans.tok_start.tolist(),
+                                                                            spans.tok_end.tolist())], pa.string()),
+        "kept_id": corpus.ids.take(pa.array(src_doc)), "kept_row": src_doc,
+        "kept_token": spans.source - first[src_doc], "kept_byte": tokens.start[spans.source],
+        "cut_start": cs, "cut_end": ce, "cut_text": gather_spans(data, cs + base, ce + base),
+    }, schema=SPANS_SCHEMA)
+    n_tok = np.diff(tokens.doc_off)
+    tok_cut = np.bincount(spans.doc, weights=spans.tok_end - spans.tok_start, minlength=n).astype(np.int64)
+    n_spans = np.bincount(spans.doc, minlength=n).astype(np.int64)
+    flag = np.zeros(n, np.int8)
+    changed = n_spans > 0
+    flag[changed] = 1
+    flag[changed & (new_len < cfg.min_doc_bytes)] = 2
+    flag[changed & (tok_cut == n_tok)] = 3
+    flags = np.array(FLAGS, dtype=object)[flag]
+    before = np.diff(offsets)
+    docs = pa.table({"id": corpus.ids, "row": rows, "tokens": n_tok, "tokens_cut": tok_cut, "spans_cut": n_spans,
+                     "bytes_before": before, "bytes_after": new_len, "flag": pa.array(flags, pa.string())},
+                    schema=DOCS_SCHEMA).append_column("text", new_text)
+    counts = {"documents": n, "tokens": len(tokens), "tokens_cut": int(tok_cut.sum()), "spans_cut": int(n_spans.sum()),
+              "documents_changed": int(changed.sum()), "bytes_in": int(before.sum()),
+              "bytes_cut": int((ce - cs).sum()), "flags": {f: int((flag == i).sum()) for i, f in enumerate(FLAGS)}}
+    return Cut(table, docs, counts, seam_sample(new_text, spans.doc, cs, ce, cfg.seam_sample))
+
+
+def seam_sample(new_text: pa.Array, doc: np.ndarray, cs: np.ndarray, ce: np.ndarray, count: int,
+                context: int | None = None) -> list[dict[str, Any]]:
+    """The first ``count`` cuts: the text on both sides of each as it reads after the cut (``context``
+    characters each side, constants.SEAM_CONTEXT)."""
+    from ..constants import SEAM_CONTEXT
+
+    context = context or SEAM_CONTEXT
+    out = []
+    shift = 0
+    for i in range(min(count, doc.shape[0])):
+        if i == 0 or doc[i] != doc[i - 1]:
+            shift = 0
+        pos = int(cs[i]) - shift  # where the cut is in the cut document
+        shift += int(ce[i] - cs[i])
+        raw = new_text[int(doc[i])].as_py().encode("utf-8")
+        out.append({"row": int(doc[i]), "cut_start": int(cs[i]), "cut_bytes": int(ce[i] - cs[i]),
+                    "before": raw[:pos].decode("utf-8")[-context:], "after": raw[pos:].decode("utf-8")[:context]})
+    return out
+
+
+def write_outputs(out: str, corpus: Corpus, cut: Cut, cfg: SubstringConfig) -> dict[str, Any]:
+    os.makedirs(out, exist_ok=True)
+    spans_path = os.path.join(out, SPANS_FILE)
+    for name, table in ((SPANS_FILE, cut.spans), (DOCS_FILE, cut.documents.drop_columns(["text"]))):
+        with io.atomic_path(os.path.join(out, name)) as tmp:
+            pq.write_table(table, tmp)
+    return write_cut_documents(corpus.files, spans_path, os.path.join(out, OUTPUT_DIR), cfg)
+
+
+def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir: str | os.PathLike | None = None,
+                    device: str = "cpu") -> SubstringResult:
+    """Exact-substring dedup of ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame):
+    the stages of the module docstring, timed. Returns the statistics, and the spans and cut documents in
+    memory when ``output_dir`` is None."""
+    cfg = cfg or SubstringConfig()
+    device = resolve_device(device)
+    times: dict[str, float] = {}
+
+    def timed(name: str, fn, *args):
+        t = time.perf_counter()
+        r = fn(*args)
+        times[name] = time.perf_counter() - t
+        return r
+
+    corpus = timed("read", read_corpus, source, cfg)
+    tokens = timed("tokenize", tokenize, corpus, cfg)
+    rank = timed("rank", rank_documents, corpus, cfg)
+    keys = keep_keys(tokens.doc_off, rank)
+    matches: Matches = timed("match", find_matches, tokens, keys, cfg.min_tokens, cfg.chunk_tokens, device)
+    spans = timed("spans", cut_spans, tokens, matches, keys, cfg.min_tokens)
+    cut = timed("cut", cut_documents, corpus, tokens, spans, cfg)
+    out = os.fspath(output_dir) if output_dir is not None else None
+    stats: dict[str, Any] = {
+        "stage": "substring_dedup", "device": device, "array_backend": array_backend(device),
+        "config": dataclasses.asdict(cfg),
+        "policy": {"tokens": "tokenizer " + os.path.basename(cfg.tokenizer) if cfg.tokenizer else
+                   "word units (non-whitespace runs) identified by their normalized text's hash",
+                   "min_tokens": cfg.min_tokens, "keep": cfg.keep,
+                   "cut": "every token covered by a window of min_tokens tokens that has an equal window earlier "
+                          "in keep order; covered runs merge into one span", "seam": SEAM_RULE,
+                   "short_documents": f"changed documents under {cfg.min_doc_bytes} bytes are flagged 'short', "
+                                      "all tokens cut 'empty'; none is dropped"},
+        "inputs": [f.relpath for f in corpus.files], "read": corpus.read, "counts": cut.counts,
+        "suffix_arrays": matches.stats, "seams": cut.seams,
+    }
+    if out is not None:
+        stats["written"] = timed("write", write_outputs, out, corpus, cut, cfg)
+    total = sum(times.values())
+    stats["timings_s"] = {**times, "total": total}
+    stats["throughput"] = {"tokens_per_s": len(tokens) / total if total > 0 else None,
+                           "mb_per_s": cut.counts["bytes_in"] / 1e6 / total if total > 0 else None}
+    stats["memory"] = {"peak_rss_bytes": _peak_rss_bytes(), "tokens": len(tokens)}
+    logger.info("substring dedup: %d spans (%d of %d tokens) cut from %d documents", cut.counts["spans_cut"],
+                cut.counts["tokens_cut"], len(tokens), cut.counts["documents_changed"])
+    if out is not None:
+        io.write_json_atomic(stats, os.path.join(out, STATS_FILE))
+        from .report import write_report
+
+        write_report(out, stats)
+        return SubstringResult(stats, None, None, out)
+    return SubstringResult(stats, cut.spans, cut.documents, None)

@@ -1,0 +1,182 @@
+"""Which tokens are cut: later copies of repeated windows of ``min_tokens`` tokens, found with suffix arrays.
+
+Rule
+    A window is k = min_tokens consecutive tokens of one document. It is a LATER COPY when an equal window
+    (the same k ids) starts at an earlier position in keep order: position (rank of its document in keep
+    order, token offset), so inside one document the earlier offset comes first. A token is cut when a later
+    copy covers it; the covered tokens of a document form runs (overlapping and touching repeats merge), and
+    each run is one cut span. Every maximal span of >= k tokens that occurs more than once is thus cut from
+    all its occurrences but the first in keep order; text shorter than k tokens is never cut. Like Lee et
+    al.'s, the rule cuts a periodic run inside one document (the same window repeated at an offset) down to
+    its first period plus less than k tokens.
+Finding them
+    Two windows are equal exactly when their suffixes share an LCP >= k, i.e. when they are in one run of
+    consecutive suffix-array entries linked by lcp >= k. Per run, the smallest keep key is the earliest
+    copy; each window records the smallest over every suffix array that holds it (``earliest``). On a GPU the
+    grouping runs on the device too (a sort by group and key instead of NumPy's reduceat); only the tokens in
+    groups of two or more come back to the host.
+Chunks
+    With ``chunk_tokens`` the documents are cut (in input order, whole documents) into chunks of at most that
+    many tokens, and a suffix array is built over each PAIR of chunks (or the one chunk): every two windows
+    are in some pair's array, so the earliest copy of each window, and therefore every cut, equals one suffix
+    array over everything (tested). Cost: c(c - 1) / 2 arrays of two chunks each; memory: one pair's arrays
+    plus 16 B per corpus token (keys and earliest copies).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..device import module_of, to_device, to_host
+from .suffix import corpus_text, suffix_and_lcp
+from .tokens import Tokens
+
+logger = logging.getLogger(__name__)
+
+NONE = np.iinfo(np.int64).max
+
+
+def keep_keys(doc_off: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """int64 (N,): each token's position when documents are laid out in keep order (rank int64 (n,), 0 =
+    kept first): a permutation of 0..N-1."""
+    counts = np.diff(doc_off)
+    order = np.argsort(rank, kind="stable")
+    start = np.zeros(counts.shape[0], np.int64)
+    start[order] = np.concatenate(([0], np.cumsum(counts[order])[:-1])) if counts.shape[0] else start
+    doc = np.repeat(np.arange(counts.shape[0]), counts)
+    return start[doc] + np.arange(int(doc_off[-1]), dtype=np.int64) - doc_off[:-1][doc]
+
+
+def chunk_documents(doc_off: np.ndarray, chunk_tokens: int | None) -> list[np.ndarray]:
+    """Document indexes of each chunk: consecutive documents holding at most ``chunk_tokens`` tokens (a
+    longer document alone); one chunk of all documents when chunk_tokens is None."""
+    n = doc_off.shape[0] - 1
+    if chunk_tokens is None or n == 0:
+        return [np.arange(n, dtype=np.int64)]
+    chunks, first, used = [], 0, 0
+    counts = np.diff(doc_off)
+    for d in range(n):
+        c = int(counts[d]) + 1
+        if used and used + c > chunk_tokens:
+            chunks.append(np.arange(first, d, dtype=np.int64))
+            first, used = d, 0
+        used += c
+    chunks.append(np.arange(first, n, dtype=np.int64))
+    return chunks
+
+
+def earliest_in(text_token: Any, sa: Any, lcp: Any, key: Any, k: int) -> tuple[Any, Any]:
+    """One suffix array's equal windows, in the arrays' module (numpy, or CuPy on a GPU): text_token int64
+    (m,) global token per position (-1 at separators), sa int64 (m,), lcp int32 (m,), key int64 (m,) keep key
+    per position (NONE at separators). Returns (t, best) int64: for every token t whose window has an equal
+    one in this array, the smallest keep key among them."""
+    xp = module_of(sa)
+    m = int(sa.shape[0])
+    if m == 0:
+        z = xp.zeros(0, xp.int64)
+        return z, z
+    head = xp.ones(m, xp.bool_)
+    head[1:] = lcp[:-1] < k  # sa[r] and sa[r + 1] start equal windows when lcp[r] >= k
+    starts = xp.flatnonzero(head)
+    gid = xp.cumsum(head.astype(xp.int64)) - 1
+    ks = key[sa]
+    if xp is np:
+        gmin = np.minimum.reduceat(ks, starts)
+    else:  # CuPy has no reduceat: sort by (group, key); a group keeps its place, its first entry is its minimum
+        gmin = ks[xp.lexsort(xp.stack([ks, gid]))[starts]]
+    sizes = xp.diff(xp.concatenate((starts, xp.full(1, m, xp.int64))))
+    multi = sizes[gid] > 1
+    return text_token[sa][multi], gmin[gid][multi]
+
+
+@dataclass
+class Matches:
+    """earliest int64 (N,): smallest keep key of a window equal to token t's (NONE when t starts no window
+    of k tokens with a copy); later bool (N,): t starts a later copy; stats: suffix arrays built, positions,
+    seconds."""
+
+    earliest: np.ndarray
+    later: np.ndarray
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def find_matches(tokens: Tokens, keys: np.ndarray, k: int, chunk_tokens: int | None, device: str) -> Matches:
+    """Earliest copies of every window (module docstring), one suffix array or one per pair of chunks."""
+    n_docs = tokens.n_docs
+    earliest = np.full(len(tokens), NONE, np.int64)
+    chunks = chunk_documents(tokens.doc_off, chunk_tokens)
+    pairs = [(0, 0)] if len(chunks) == 1 else [(a, b) for a in range(len(chunks)) for b in range(a + 1, len(chunks))]
+    t_sa = t_group = 0.0
+    positions = grouped = largest = 0
+    for a, b in pairs:
+        docs = chunks[a] if a == b else np.concatenate((chunks[a], chunks[b]))
+        text, text_token = corpus_text(tokens.doc_off, tokens.ids, docs, n_docs)
+        key = np.where(text_token >= 0, keys[np.maximum(text_token, 0)], NONE)
+        t0 = time.perf_counter()
+        text_d, token_d, key_d = (to_device(a, device) for a in (text, text_token, key))
+        sa, lcp = suffix_and_lcp(text_d, device)
+        t1 = time.perf_counter()
+        t, best = (to_host(a) for a in earliest_in(token_d, sa, lcp, key_d, k))
+        earliest[t] = np.minimum(earliest[t], best)  # t holds each token once
+        grouped += int(t.shape[0])
+        t_group += time.perf_counter() - t1
+        t_sa += t1 - t0
+        positions += text.shape[0]
+        largest = max(largest, text.shape[0])
+    later = earliest < keys
+    return Matches(earliest, later, {"chunks": len(chunks), "suffix_arrays": len(pairs), "positions": positions,
+                                     "largest_array": largest, "positions_in_repeats": grouped,
+                                     "seconds_suffix_lcp": t_sa, "seconds_grouping": t_group})
+
+
+@dataclass
+class CutSpans:
+    """r cut spans, ascending by token: doc int64 (r,), tok_start / tok_end (global token indexes, end
+    exclusive), source int64 (r,): the global token where the kept copy of the span's first window starts."""
+
+    doc: np.ndarray
+    tok_start: np.ndarray
+    tok_end: np.ndarray
+    source: np.ndarray
+
+
+def cut_spans(tokens: Tokens, matches: Matches, keys: np.ndarray, k: int) -> CutSpans:
+    """Runs of tokens covered by later copies, split at document boundaries (module docstring)."""
+    n_tok = len(tokens)
+    starts = np.flatnonzero(matches.later)
+    # a window lies inside its document, so starts + k <= n_tok
+    diff = np.bincount(starts, minlength=n_tok + 1) - np.bincount(starts + k, minlength=n_tok + 1)
+    covered = np.cumsum(diff[:-1]) > 0
+    first_of_doc = np.zeros(n_tok + 1, bool)
+    first_of_doc[tokens.doc_off[:-1]] = True
+    prev = np.concatenate(([False], covered[:-1]))
+    nxt = np.concatenate((covered[1:], [False]))
+    run_start = np.flatnonzero(covered & (~prev | first_of_doc[:-1]))
+    run_end = np.flatnonzero(covered & (~nxt | first_of_doc[1:])) + 1
+    doc = np.searchsorted(tokens.doc_off, run_start, side="right").astype(np.int64) - 1
+    key_to_token = np.empty(n_tok, np.int64)
+    key_to_token[keys] = np.arange(n_tok, dtype=np.int64)
+    source = key_to_token[matches.earliest[run_start]] if run_start.shape[0] else np.zeros(0, np.int64)
+    return CutSpans(doc, run_start.astype(np.int64), run_end.astype(np.int64), source)
+
+
+def byte_cuts(tokens: Tokens, spans: CutSpans) -> tuple[np.ndarray, np.ndarray]:
+    """Seam rule: the byte range [cut_start, cut_end) (in the document) removed for each span. A span
+    followed by a kept token loses its tokens and the whitespace after them: [start of its first token, start
+    of the next token), so the text before the cut (with its whitespace) runs into the next token. A span
+    that ends the document's tokens loses the whitespace before it instead: [end of the previous token, end
+    of its last token), and the document's trailing whitespace stays; when it is all the document's tokens,
+    [start of the first, end of the last)."""
+    last_tok = tokens.doc_off[1:][spans.doc]
+    first_tok = tokens.doc_off[:-1][spans.doc]
+    a, b = spans.tok_start, spans.tok_end
+    tail = b >= last_tok
+    nxt = np.minimum(b, len(tokens) - 1)
+    prv = np.maximum(a - 1, 0)
+    cs = np.where(tail & (a > first_tok), tokens.end[prv], tokens.start[a])
+    ce = np.where(tail, tokens.end[b - 1], tokens.start[nxt])
+    return cs.astype(np.int64), ce.astype(np.int64)

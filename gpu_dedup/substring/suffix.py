@@ -1,0 +1,131 @@
+"""Suffix arrays and LCP arrays over integer texts, on the CPU and on the GPU (the same arrays bit for bit).
+
+Text
+    ``corpus_text``: the token ids of the chosen documents, each document followed by its own separator:
+    separator of document d = d, token id t = n_docs + t (int32). Separators are unique, so no common
+    prefix of two suffixes contains one: no match crosses a document boundary. Suffixes compare
+    lexicographically, a proper prefix first; the suffix array is therefore unique.
+CPU: ``pydivsufsort`` (libdivsufsort, a well-kept C library with wheels, released 2026-02; ~5n bytes plus the
+    input for n <= 2^31; its integer path sorts the big-endian bytes of the minimized dtype, 2 or 4 bytes per
+    token, and keeps the aligned suffixes) and its Kasai LCP. Alternatives on PyPI: pysais (SA-IS with integer
+    alphabets, last release 2023; not measured here), divsufsort (older bindings of the same library, 2021),
+    pysuffixarray (pure Python, 2018); none is better kept.
+GPU: prefix doubling (Manber-Myers with radix sorts): ranks of h-prefixes become ranks of 2h-prefixes by
+    sorting the packed pairs (rank[i] << 32 | rank[i + h] + 1) as uint64 with CuPy's radix sort and
+    numbering the distinct keys; log2(longest LCP) rounds (the separators bound it by the longest document).
+    LCP: Kasai's algorithm in ranges of KASAI_RANGE positions, one GPU thread each (kernels/substring.py).
+Memory per position: text 4 B, suffix array 8 B, rank 8 B, LCP 4 B (CPU: pydivsufsort's SA is int32 for
+    n < 2^31, 4 B, plus its byte view of the text); the GPU's doubling round holds key 8 B, order 8 B and
+    the sorted keys 8 B besides.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from .. import constants as C
+from ..device import argsort_stable, array_module, launch, to_device, to_host
+
+logger = logging.getLogger(__name__)
+
+MAX_POSITIONS = (1 << 32) - 2  # the doubling's packed pair holds a rank + 1 in 32 bits
+
+
+def corpus_text(doc_off: np.ndarray, ids: np.ndarray, docs: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Host. (text int32 (m,), token int64 (m,)): the text over documents ``docs`` (ascending global
+    indexes) and, per position, the global token index (-1 at a separator)."""
+    lens = doc_off[docs + 1] - doc_off[docs]
+    m = int(lens.sum()) + docs.shape[0]
+    if n_docs + int(ids.max(initial=0)) + 1 >= 1 << 31:
+        raise ValueError(f"{n_docs} documents with token ids up to {int(ids.max(initial=0))} exceed the int32 "
+                         "alphabet of the suffix array; use fewer documents per run")
+    pos_off = np.zeros(docs.shape[0] + 1, np.int64)
+    np.cumsum(lens + 1, out=pos_off[1:])
+    token = np.full(m, -1, np.int64)
+    is_tok = np.ones(m, bool)
+    is_tok[pos_off[1:] - 1] = False
+    # global token index of each token position: its document's first token plus its offset
+    doc_of = np.repeat(np.arange(docs.shape[0]), lens)
+    within = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+    token[is_tok] = doc_off[docs][doc_of] + within
+    text = np.empty(m, np.int32)
+    text[is_tok] = (ids[token[is_tok]] + n_docs).astype(np.int32)
+    text[~is_tok] = docs.astype(np.int32)
+    return text, token
+
+
+def suffix_array(text: Any, device: str = "cpu") -> Any:
+    """int64 (n,): the suffix array of ``text`` (int32 (n,)). CPU: pydivsufsort; cuda: prefix doubling
+    (``suffix_array_doubling``) on the device arrays."""
+    if device == "cuda":
+        return suffix_array_doubling(text, array_module(device))
+    import pydivsufsort
+
+    if text.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    return np.asarray(pydivsufsort.divsufsort(np.ascontiguousarray(text, np.int32)), np.int64)
+
+
+def suffix_array_doubling(text: Any, xp: Any = np) -> Any:
+    """Prefix doubling over radix sorts of packed rank pairs (module docstring); int64 (n,) in ``xp``.
+    Transient memory: about 40 B per position."""
+    n = int(text.shape[0])
+    if n > MAX_POSITIONS:
+        raise ValueError(f"{n} positions exceed the {MAX_POSITIONS} of one GPU suffix array; set chunk_tokens "
+                         "(--chunk-tokens)")
+    if n == 0:
+        return xp.zeros(0, xp.int64)
+    order = argsort_stable(xp, text.astype(xp.int64))
+    rank, top = _ranks(text.astype(xp.int64)[order], order, xp)
+    h = 1
+    while top < n - 1 and h < n:
+        second = xp.zeros(n, xp.uint64)
+        second[:n - h] = rank[h:].astype(xp.uint64) + 1
+        key = (rank.astype(xp.uint64) << 32) | second
+        order = xp.argsort(key)  # ties share a rank, so any order of them serves
+        rank, top = _ranks(key[order], order, xp)
+        h *= 2
+    return order.astype(xp.int64)
+
+
+def _ranks(sorted_keys: Any, order: Any, xp: Any) -> tuple[Any, int]:
+    """rank[order[i]] = number of distinct keys before sorted_keys[i]; and the largest rank."""
+    n = int(sorted_keys.shape[0])
+    new = xp.zeros(n, xp.int64)
+    new[1:] = (sorted_keys[1:] != sorted_keys[:-1]).astype(xp.int64)
+    r = xp.cumsum(new)
+    rank = xp.empty(n, xp.int64)
+    rank[order] = r
+    return rank, int(r[-1])
+
+
+def lcp_array(text: Any, sa: Any, device: str = "cpu", kernel: bool | None = None) -> Any:
+    """int32 (n,): lcp[r] = LCP(suffix sa[r], suffix sa[r + 1]), lcp[n - 1] = 0. CPU: pydivsufsort's Kasai
+    (kernel=True: our Kasai kernel's CPU twin instead, for tests); cuda: the Kasai kernel on the device."""
+    n = int(text.shape[0])
+    use_kernel = device == "cuda" if kernel is None else kernel
+    if not use_kernel:
+        import pydivsufsort
+
+        if n == 0:
+            return np.zeros(0, np.int32)
+        return np.asarray(pydivsufsort.kasai(np.ascontiguousarray(text, np.int32), np.asarray(sa)), np.int32)
+    xp = array_module(device)
+    lcp = xp.zeros(n, xp.int32)
+    if n == 0:
+        return lcp
+    rank = xp.empty(n, xp.int64)
+    rank[sa] = xp.arange(n, dtype=xp.int64)
+    step = C.KASAI_RANGE
+    starts = to_device(np.append(np.arange(0, n, step, dtype=np.int64), np.int64(n)), device)
+    launch(device, "lcp_kasai", int(starts.shape[0]) - 1, text, sa, rank, starts, lcp, family="substring")
+    return lcp
+
+
+def suffix_and_lcp(text: Any, device: str = "cpu") -> tuple[Any, Any]:
+    """(sa int64, lcp int32) of ``text`` (int32, in the device's module: a device array on a GPU), built on
+    ``device``; the results stay there."""
+    sa = suffix_array(text, device)
+    return sa, lcp_array(text, sa, device)

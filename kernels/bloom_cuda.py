@@ -1,14 +1,19 @@
 """GPU kernels of the Bloom / paragraph / screening family (``bloom.py``'s device functions compiled with
 ``numba.cuda.jit``), one thread per item or document. Same results as ``bloom_cpu.py`` bit for bit; launched
 by ``gpu_dedup.device.launch`` (``@kernel`` in ``_launch.py`` declares the geometry).
+
+Word n-gram hashing (screening) is cooperative, not one thread per document: the word starts come from
+``kernels/cuda.py:unit_chunks`` (a block per BYTE_CHUNK bytes, via ``lexical.minhash.unit_starts``), then
+``ngram_hash_chunks`` gives each block a chunk of <= NGRAM_CHUNK n-grams of one document
+(``device.split_chunks``), one n-gram per thread: the work of a thread is one n-gram's bytes.
 """
-import numpy as np
 from numba import cuda
 
 from . import bloom
 from ._build import build
 from ._launch import kernel
-from .bloom import MAX_NGRAM
+
+NGRAM_CHUNK = 2048  # n-grams per block of ngram_hash_chunks (the orchestration's default cut; no shared tile)
 
 _G = build(cuda.jit(device=True), bloom)
 g_bloom_contains = _G["bloom_contains"]
@@ -22,7 +27,7 @@ g_member_sorted = _G["member_sorted"]
 g_word_spans = _G["word_spans"]
 g_normalize_doc = _G["normalize_doc"]
 g_xxh64 = _G["xxh64"]
-g_scan_shingles = _G["scan_shingles"]
+g_shingle_bounds = _G["shingle_bounds"]
 
 
 @kernel
@@ -105,15 +110,27 @@ def span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1, see
         h2[i] = g_xxh64(out, out_off[i], out_off[i + 1], seed2)
 
 
-@kernel
-def ngram_hashes(norm, offsets, n, seed, base, out, dummy):
-    """One thread per document (dummy: an empty uint64 device array for scan_shingles' unused MinHash
-    arguments)."""
-    d = cuda.grid(1)
-    if d < offsets.shape[0] - 1:
-        ring = cuda.local.array(MAX_NGRAM, np.int64)
-        g_scan_shingles(norm, offsets[d], offsets[d + 1], False, n, seed, dummy, dummy, dummy, out, base[d], ring,
-                        True)
+@kernel(per_block=True, stride=True)
+def ngram_hash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_count, n, seed, base, out):
+    """One block per chunk of <= NGRAM_CHUNK word n-grams of one document (split_chunks over the n-gram
+    counts max(w - n + 1, 0)), grid-stride; its threads stride the chunk's n-grams. norm uint8 (T,),
+    offsets int64 (docs+1,); units int64 (W,) / ubase int64 (docs+1,): the word starts (unit_starts);
+    base int64 (docs+1,): n-gram j of document d goes to out[base[d] + j] (uint64 (S,)) = XXH64(seed) of
+    words j..j+n-1 joined by their spaces: bloom_cpu.ngram_hashes' array (hashing.scan_shingles).
+    No shared memory; a thread reads one n-gram's bytes."""
+    c = cuda.blockIdx.x
+    while c < chunk_doc.shape[0]:
+        d = chunk_doc[c]
+        ub = ubase[d]
+        n_units = ubase[d + 1] - ub
+        doc_end = offsets[d + 1]
+        j = chunk_first[c] + cuda.threadIdx.x
+        last = chunk_first[c] + chunk_count[c]
+        while j < last:
+            s, e = g_shingle_bounds(units, ub, n_units, j, n, False, doc_end)
+            out[base[d] + j] = g_xxh64(norm, s, e, seed)
+            j += cuda.blockDim.x
+        c += cuda.gridDim.x
 
 
 @kernel

@@ -77,7 +77,9 @@ def feature_sums(ids, base, logdiff, out):
     base int64 (docs+1,), logdiff float64 (B,). Shared memory: FEATURE_TILE float64; two barriers per tile."""
     tile = cuda.shared.array(FEATURE_TILE, float64)
     tid = cuda.threadIdx.x
-    width = min(cuda.blockDim.x, FEATURE_TILE)
+    width = cuda.blockDim.x
+    if width > FEATURE_TILE:  # (no min(): numba-cuda 0.30 cannot type min(int32, int64))
+        width = FEATURE_TILE
     d = cuda.blockIdx.x
     while d < base.shape[0] - 1:
         total = 0.0
@@ -88,7 +90,9 @@ def feature_sums(ids, base, logdiff, out):
                 tile[tid] = logdiff[ids[k0 + tid]]
             cuda.syncthreads()
             if tid == 0:
-                m = min(width, end - k0)
+                m = end - k0
+                if m > width:
+                    m = width
                 for t in range(m):
                     total += tile[t]
             cuda.syncthreads()

@@ -191,11 +191,11 @@ def test_domain_kernel_gpu_twin_under_simulator(tmp_path):
                     reason="needs the CUDA simulator or a GPU")
 @pytest.mark.parametrize("chunk", [1, 3, 7])
 def test_domain_gpu_pieces_bit_identical_at_every_cut(chunk):
-    """The GPU cuts documents into line-aligned pieces of about ``chunk`` bytes (filters/domain.line_chunks):
+    """The GPU cuts documents into line-aligned pieces of about ``chunk`` bytes (device.line_chunks):
     one long document (> 4 KB, many lines, a long line, math and code) among short ones gives the CPU's
     counts; the pieces tile every document exactly."""
-    from gpu_dedup.device import array_module, to_device, to_host
-    from gpu_dedup.filters.domain import domain_counts, line_chunks
+    from gpu_dedup.device import array_module, line_chunks, to_device, to_host
+    from gpu_dedup.filters.domain import domain_counts
     from gpu_dedup.lexical.normalize import arrow_text_buffers
 
     rng = np.random.default_rng(7)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..device import array_module, launch, split_chunks, to_device, to_host
+from ..device import array_module, launch, line_chunks, to_device, to_host
 from ..kernels.domain import (
     CODE_SYMBOLS,
     KEYWORDS,
@@ -44,36 +44,10 @@ class DomainStats:
     counts: np.ndarray
 
 
-def line_chunks(xp, data, offsets, chunk: int):
-    """Pieces of every document that start and end at line boundaries: (starts, ends, bounds), int64, in the
-    array module ``xp``; document d's pieces are bounds[d]:bounds[d + 1] (empty documents have none). Each
-    nominal cut of ``device.split_chunks`` (every ``chunk`` bytes) moves forward to just after the next
-    newline of its document (or to the document's end: the piece before it then holds the rest, and empty
-    pieces are allowed). domain_stats is additive over such pieces (kernels/domain_cuda.py)."""
-    lengths = offsets[1:] - offsets[:-1]
-    doc, first, _, bounds = split_chunks(xp, lengths, chunk)
-    doc_end = offsets[1:][doc]
-    nominal = offsets[:-1][doc] + first
-    nl = xp.flatnonzero(data == 0x0A).astype(xp.int64)
-    starts = nominal
-    if nl.shape[0] and doc.shape[0]:
-        k = xp.searchsorted(nl, nominal - 1, side="left")  # the first newline at or after the cut's byte - 1
-        after = nl[xp.minimum(k, nl.shape[0] - 1)] + 1
-        moved = xp.where(k < nl.shape[0], xp.minimum(after, doc_end), doc_end)
-        starts = xp.where(first == 0, nominal, moved)
-    elif doc.shape[0]:
-        starts = xp.where(first == 0, nominal, doc_end)
-    ends = doc_end.copy()
-    if doc.shape[0] > 1:
-        same = doc[1:] == doc[:-1]
-        ends[:-1] = xp.where(same, starts[1:], doc_end[:-1])
-    return starts, ends, bounds
-
-
 def domain_counts(text: pa.Array, device: str, chunk: int | None = None) -> np.ndarray:
     """int64 (n, N_STATS) counts of each document of ``text`` (pa.string / large_string, no nulls). CPU: a
     scan per document (prange). GPU: a thread per line-aligned piece of about ``chunk`` bytes (default
-    kernels/domain_cuda.DOMAIN_CHUNK; ``line_chunks``), the pieces' rows summed per document: the same
+    kernels/domain_cuda.DOMAIN_CHUNK; ``device.line_chunks``), the pieces' rows summed per document: the same
     counts."""
     data, offsets = arrow_text_buffers(text)
     n = len(text)

@@ -1,6 +1,7 @@
 """GPU kernels of the Bloom / paragraph / screening family (``bloom.py``'s device functions compiled with
-``numba.cuda.jit``), one thread per item (Bloom / exact-set queries and inserts, spans). Same results as ``bloom_cpu.py`` bit for bit; launched
-by ``gpu_dedup.device.launch`` (``@kernel`` in ``_launch.py`` declares the geometry).
+``numba.cuda.jit``); the queries, inserts and span kernels take one thread per item. Same results as
+``bloom_cpu.py`` bit for bit; launched by ``gpu_dedup.device.launch`` (``@kernel`` in ``_launch.py`` declares
+the geometry).
 
 Word n-gram hashing (screening) is cooperative, not one thread per document: the word starts come from
 ``kernels/cuda.py:unit_chunks`` (a block per BYTE_CHUNK bytes, via ``lexical.minhash.unit_starts``), then

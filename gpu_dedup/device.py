@@ -253,6 +253,33 @@ def split_chunks(xp, lengths, chunk: int):
     return doc, first, count, bounds
 
 
+def line_chunks(xp, data, offsets, chunk: int):
+    """Pieces of every document that start and end at line boundaries: (starts, ends, bounds), int64, in the
+    array module ``xp``; document d's pieces are bounds[d]:bounds[d + 1] (empty documents have none). Each
+    nominal cut of ``split_chunks`` (every ``chunk`` bytes) moves forward to just after the next newline of
+    its document (or to the document's end: the piece before it then holds the rest, and empty pieces are
+    allowed). A piece's work is bounded by max(chunk, the longest line) bytes; line-local counts are additive
+    over pieces (kernels/domain_cuda.py, paragraph splitting in kernels/bloom_cuda.py)."""
+    lengths = offsets[1:] - offsets[:-1]
+    doc, first, _, bounds = split_chunks(xp, lengths, chunk)
+    doc_end = offsets[1:][doc]
+    nominal = offsets[:-1][doc] + first
+    nl = xp.flatnonzero(data == 0x0A).astype(xp.int64)
+    starts = nominal
+    if nl.shape[0] and doc.shape[0]:
+        k = xp.searchsorted(nl, nominal - 1, side="left")  # the first newline at or after the cut's byte - 1
+        after = nl[xp.minimum(k, nl.shape[0] - 1)] + 1
+        moved = xp.where(k < nl.shape[0], xp.minimum(after, doc_end), doc_end)
+        starts = xp.where(first == 0, nominal, moved)
+    elif doc.shape[0]:
+        starts = xp.where(first == 0, nominal, doc_end)
+    ends = doc_end.copy()
+    if doc.shape[0] > 1:
+        same = doc[1:] == doc[:-1]
+        ends[:-1] = xp.where(same, starts[1:], doc_end[:-1])
+    return starts, ends, bounds
+
+
 def argsort_stable(xp, a):
     """Stable argsort in either module (CuPy's sort is a stable radix/merge sort and takes no kind)."""
     return xp.argsort(a, kind="stable") if xp.__name__ == "numpy" else xp.argsort(a)

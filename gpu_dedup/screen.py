@@ -45,7 +45,9 @@ import pyarrow as pa
 from . import io
 from .config import InputConfig, NormalizeConfig, is_int
 from .constants import MAX_NGRAM
-from .device import array_backend, array_module, batch_bytes, launch, repeat_index, resolve_device, to_device, to_host
+from .device import (array_backend, array_module, batch_bytes, launch, repeat_index, resolve_device, split_chunks,
+                     to_device, to_host)
+from .lexical.minhash import unit_starts
 from .lexical.normalize import _device_tables, arrow_text_buffers, normalize_arrays, normalize_text
 
 logger = logging.getLogger(__name__)
@@ -246,9 +248,15 @@ def _add_item(items: BenchmarkItems, bench: list[int], b: int, item_id: str, pie
 # N-gram hashing (device kernels)
 # ----------------------------------------------------------------------------------------------------
 
-def ngram_hashes(norm: Any, n: int, seed: int = 0, device: str = "cpu") -> tuple[Any, Any]:
+def ngram_hashes(norm: Any, n: int, seed: int = 0, device: str = "cpu",
+                 chunk: int | None = None) -> tuple[Any, Any]:
     """Word n-gram hashes of every normalized document, in order: (hashes uint64 (S,), base int64
-    (docs+1,)); n-gram j of document d (words j..j+n-1) is hashes[base[d] + j]."""
+    (docs+1,)); n-gram j of document d (words j..j+n-1) is hashes[base[d] + j].
+
+    CPU: one scan per document (bloom_cpu.ngram_hashes, prange). GPU: cooperative, work per thread bounded
+    by bytes: the word starts (lexical.minhash.unit_starts: a block per 4 KB of text), then a block per
+    ``chunk`` n-grams of a document (default kernels/bloom_cuda.NGRAM_CHUNK; tests cut at every n-gram),
+    a thread per n-gram. The same array either way."""
     xp = array_module(device)
     d = len(norm)
     counts = norm.shingle_counts(n, kind_char=False)
@@ -257,9 +265,12 @@ def ngram_hashes(norm: Any, n: int, seed: int = 0, device: str = "cpu") -> tuple
     out = xp.empty(int(base[-1]), xp.uint64)
     if out.shape[0]:
         if device == "cuda":
-            dummy = xp.zeros(1, xp.uint64)
-            launch("cuda", "ngram_hashes", d, norm.data, norm.offsets, n, np.uint64(seed), base, out, dummy,
-                   family="bloom")
+            from .kernels import bloom_cuda as kb  # the GPU's chunk size (imports the CUDA kernels)
+
+            ubase, units = unit_starts(norm, False, device)
+            doc, first, count, _ = split_chunks(xp, counts, chunk or kb.NGRAM_CHUNK)
+            launch("cuda", "ngram_hash_chunks", int(doc.shape[0]), norm.data, norm.offsets, units, ubase, doc, first,
+                   count, n, np.uint64(seed), base, out, family="bloom")
         else:
             launch("cpu", "ngram_hashes", d, norm.data, norm.offsets, n, np.uint64(seed), base, out, family="bloom")
     return out, base

@@ -1,14 +1,29 @@
 """GPU kernels of the Bloom / paragraph / screening family (``bloom.py``'s device functions compiled with
-``numba.cuda.jit``), one thread per item or document. Same results as ``bloom_cpu.py`` bit for bit; launched
-by ``gpu_dedup.device.launch`` (``@kernel`` in ``_launch.py`` declares the geometry).
+``numba.cuda.jit``); the queries, inserts and span kernels take one thread per item. Same results as
+``bloom_cpu.py`` bit for bit; launched by ``gpu_dedup.device.launch`` (``@kernel`` in ``_launch.py`` declares
+the geometry).
+
+Word n-gram hashing (screening) is cooperative, not one thread per document: the word starts come from
+``kernels/cuda.py:unit_chunks`` (a block per BYTE_CHUNK bytes, via ``lexical.minhash.unit_starts``), then
+``ngram_hash_chunks`` gives each block a chunk of <= NGRAM_CHUNK n-grams of one document
+(``device.split_chunks``), one n-gram per thread: the work of a thread is one n-gram's bytes.
+
+Paragraph / line splitting is not one thread per document either: ``split_piece_count`` / ``split_piece_write``
+run the unchanged ``bloom.split_units`` on each line-aligned piece (``device.line_chunks``: cut right after a
+newline, nominally SPLIT_CHUNK bytes; work per thread <= max(SPLIT_CHUNK, the longest line)). Lines never
+straddle a cut, so line units are the pieces' units; a paragraph (a run of non-blank lines) that runs over a
+cut is the last unit of one piece and the first of the next, merged by gpu_dedup/paragraph/dedup.py where
+the piece's last line and the next piece's first line are both non-blank (``line_edges``).
 """
-import numpy as np
 from numba import cuda
 
 from . import bloom
 from ._build import build
 from ._launch import kernel
-from .bloom import MAX_NGRAM
+
+NGRAM_CHUNK = 2048  # n-grams per block of ngram_hash_chunks (the orchestration's default cut; no shared tile)
+SPLIT_CHUNK = 1024  # nominal bytes per thread of split_piece_count / split_piece_write (moved to a line start)
+NEWLINE = bloom.NEWLINE
 
 _G = build(cuda.jit(device=True), bloom)
 g_bloom_contains = _G["bloom_contains"]
@@ -22,7 +37,8 @@ g_member_sorted = _G["member_sorted"]
 g_word_spans = _G["word_spans"]
 g_normalize_doc = _G["normalize_doc"]
 g_xxh64 = _G["xxh64"]
-g_scan_shingles = _G["scan_shingles"]
+g_shingle_bounds = _G["shingle_bounds"]
+g_is_blank_byte = _G["is_blank_byte"]
 
 
 @kernel
@@ -74,18 +90,51 @@ def member_sorted(keys, bitmap, shift, q, out):
         out[i] = g_member_sorted(keys, bitmap, shift, q[i])
 
 
-@kernel
-def split_count(data, offsets, line_mode, counts):
-    d = cuda.grid(1)
-    if d < offsets.shape[0] - 1:
-        counts[d] = g_split_units(data, offsets[d], offsets[d + 1], line_mode, counts, counts, 0, False)
+@cuda.jit(device=True)
+def line_edges(buf, a, b):
+    """(1 if the first line of piece buf[a:b] is non-blank, 1 if its last line is): a piece ends right after
+    a newline or at its document's end. Reads up to the first / last non-blank byte of those lines."""
+    head = 0
+    i = a
+    while i < b and buf[i] != NEWLINE:
+        if not g_is_blank_byte(buf[i]):
+            head = 1
+            break
+        i += 1
+    tail = 0
+    j = b - 1
+    if j >= a and buf[j] == NEWLINE:
+        j -= 1
+    while j >= a and buf[j] != NEWLINE:
+        if not g_is_blank_byte(buf[j]):
+            tail = 1
+            break
+        j -= 1
+    return head, tail
 
 
-@kernel
-def split_write(data, offsets, line_mode, unit_off, out_s, out_e):
-    d = cuda.grid(1)
-    if d < offsets.shape[0] - 1:
-        g_split_units(data, offsets[d], offsets[d + 1], line_mode, out_s, out_e, unit_off[d], True)
+@kernel(stride=True)
+def split_piece_count(data, starts, ends, line_mode, counts, edges):
+    """One thread per piece c = data[starts[c]:ends[c]] (int64 (C,) each, line-aligned: device.line_chunks),
+    grid-stride: counts[c] (int64 (C,)) = bloom.split_units' units of the piece; edges[c, 0 / 1] (int64
+    (C, 2)) = line_edges (its first / last line non-blank)."""
+    c = cuda.grid(1)
+    while c < starts.shape[0]:
+        counts[c] = g_split_units(data, starts[c], ends[c], line_mode, counts, counts, 0, False)
+        head, tail = line_edges(data, starts[c], ends[c])
+        edges[c, 0] = head
+        edges[c, 1] = tail
+        c += cuda.gridsize(1)
+
+
+@kernel(stride=True)
+def split_piece_write(data, starts, ends, line_mode, base, out_s, out_e):
+    """One thread per piece (split_piece_count's), grid-stride: its units' spans (absolute byte positions)
+    -> out_s / out_e[base[c]:] (int64; base int64 (C,) = the units of all earlier pieces)."""
+    c = cuda.grid(1)
+    while c < starts.shape[0]:
+        g_split_units(data, starts[c], ends[c], line_mode, out_s, out_e, base[c], True)
+        c += cuda.gridsize(1)
 
 
 @kernel
@@ -105,15 +154,27 @@ def span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1, see
         h2[i] = g_xxh64(out, out_off[i], out_off[i + 1], seed2)
 
 
-@kernel
-def ngram_hashes(norm, offsets, n, seed, base, out, dummy):
-    """One thread per document (dummy: an empty uint64 device array for scan_shingles' unused MinHash
-    arguments)."""
-    d = cuda.grid(1)
-    if d < offsets.shape[0] - 1:
-        ring = cuda.local.array(MAX_NGRAM, np.int64)
-        g_scan_shingles(norm, offsets[d], offsets[d + 1], False, n, seed, dummy, dummy, dummy, out, base[d], ring,
-                        True)
+@kernel(per_block=True, stride=True)
+def ngram_hash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_count, n, seed, base, out):
+    """One block per chunk of <= NGRAM_CHUNK word n-grams of one document (split_chunks over the n-gram
+    counts max(w - n + 1, 0)), grid-stride; its threads stride the chunk's n-grams. norm uint8 (T,),
+    offsets int64 (docs+1,); units int64 (W,) / ubase int64 (docs+1,): the word starts (unit_starts);
+    base int64 (docs+1,): n-gram j of document d goes to out[base[d] + j] (uint64 (S,)) = XXH64(seed) of
+    words j..j+n-1 joined by their spaces: bloom_cpu.ngram_hashes' array (hashing.scan_shingles).
+    No shared memory; a thread reads one n-gram's bytes."""
+    c = cuda.blockIdx.x
+    while c < chunk_doc.shape[0]:
+        d = chunk_doc[c]
+        ub = ubase[d]
+        n_units = ubase[d + 1] - ub
+        doc_end = offsets[d + 1]
+        j = chunk_first[c] + cuda.threadIdx.x
+        last = chunk_first[c] + chunk_count[c]
+        while j < last:
+            s, e = g_shingle_bounds(units, ub, n_units, j, n, False, doc_end)
+            out[base[d] + j] = g_xxh64(norm, s, e, seed)
+            j += cuda.blockDim.x
+        c += cuda.gridDim.x
 
 
 @kernel

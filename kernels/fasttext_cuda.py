@@ -2,12 +2,13 @@
 Same names, arguments and bit-identical results as ``fasttext_cpu.py``; launched by
 ``gpu_dedup.device.launch(device, name, n, ..., family="fasttext")``.
 
-One thread per document. fastText's result depends on the exact f32 order of every sum (the hidden vector
-adds the feature rows one after another, in token order), so a document's features cannot be spread over
-threads without changing the rounding; tokenization and the n-gram hashing are a sequential byte scan too.
-Parallelism comes from the documents (a batch holds tens of thousands); the model tables are small and
-read-only (lid.176.ftz: < 1 MB), so they stay in the L2 cache. A very long document keeps its thread busy
-longer; the others are not held up beyond their warp.
+One thread per document (``ft_hidden``): a long document holds its warp, the one filtering kernel family not
+yet cut by bytes (issue #23 item 3). fastText's result depends on the exact f32 order of every sum (the hidden
+vector adds the feature rows one after another, in token order), but that order is per dimension: a block per
+document whose threads own the dimensions, adding the rows in token order, gives the same bits. The rows
+themselves can be enumerated by byte chunks (token starts; per token its vocabulary row and subword rows, the
+first literal ``</s>`` cutting the rest; per word position its word n-gram rows), as the LM and DSIR kernels
+do; not built yet. The model tables are small and read-only (lid.176.ftz: < 1 MB), so they stay in the L2 cache.
 
 Products go through ``__fmul_rn`` on a real GPU (``ft_mul``): NVVM contracts a*b + c into one FMA by default
 (numba passes no ``-fma=0`` unless fastmath is on), which would round differently from the CPU.

@@ -123,7 +123,8 @@ def score_word(w, hist, hlen, cbo, clen, keys, prob, bo):
     total = F32(p)
     # the backoffs of the history's stored contexts of length >= the match, in increasing length (the
     # stored contexts are the consecutive lengths 1 .. clen: a longer one implies its suffixes)
-    for j in range(min(hlen, clen)):
+    both = hlen if hlen < clen else clen  # not min(): numba-cuda 0.30 cannot compile min(int64, int64)
+    for j in range(both):
         if j + 1 >= length:
             total = F32(total + cbo[j])
     for j in range(length):

@@ -1,37 +1,169 @@
 """GPU kernels of the n-gram language-model family (``lm.py``'s device functions compiled with
-``numba.cuda.jit``), one thread per document / line / row. Same names, arguments and results as ``lm_cpu.py``
-(whose docstrings give shapes and dtypes); launched by ``gpu_dedup.device.launch(..., family="lm")``. The
-tables are built on the host (``lm_cpu.lm_build_table`` / ``lm_build_vocab``) and copied to the device.
+``numba.cuda.jit``). Same results as ``lm_cpu.py`` (whose docstrings give shapes and dtypes); launched by
+``gpu_dedup.device.launch(..., family="lm")``. The tables are built on the host (``lm_cpu.lm_build_table`` /
+``lm_build_vocab``) and copied to the device.
+
+Document scoring is cooperative, not one thread per document (gpu_dedup/filters/lm.py ``score_docs_gpu``):
+1. ``lm_word_chunks``: a thread per chunk of <= LM_CHUNK bytes of a line (``device.split_chunks``): counts
+   the words that start in it, then (second pass) writes their vocabulary ids (OOV -> unk) and OOV flags at
+   the chunk's place in the batch's word order (a word's bytes may run past the chunk: read once, by the
+   chunk where the word starts);
+2. ``lm_token_scores``: a thread per token (every word, plus one </s> per line with words): its float32
+   log10 probability. KenLM's state before a token (the backoffs of the n-grams the previous token matched)
+   depends only on the previous token and its history, so the thread recomputes it with the same
+   ``score_word`` (on the previous token, with no carried backoff) instead of waiting for it: the same
+   lookups, the same float32 values;
+3. ``lm_doc_sums``: a block per document adds them in the CPU's order: float32 within a sentence (each line
+   ``0 + lp_1 + ... + lp_</s>``), float64 over the document's sentences. Float addition is not associative,
+   so one thread adds, the block staging LM_TILE values at a time in shared memory (the serial part is one
+   add per token).
+The token counts, sentences and OOVs are integer sums (CuPy, in any order).
 """
 import numpy as np
-from numba import cuda
+from numba import cuda, float32
 
 from . import lm
 from ._build import build
 from ._launch import kernel
 from .lm import CBO, HIST, KEY_SEED
 
+LM_CHUNK = 512  # bytes of a line per thread of lm_word_chunks (the orchestration's default cut; no tile)
+LM_TILE = 128   # token log probabilities staged per step in lm_doc_sums (shared float32; its threads per block)
+
 _G = build(cuda.jit(device=True), lm)
-g_score_doc = _G["score_doc"]
 g_count_words = _G["count_words"]
 g_word_hash = _G["word_hash"]
 g_is_ascii_space = _G["is_ascii_space"]
 g_ngram_ext = _G["ngram_ext"]
+g_vocab_find = _G["vocab_find"]
+g_score_word = _G["score_word"]
+g_start_context = _G["start_context"]
+
+
+@kernel(stride=True)
+def lm_word_chunks(data, line_off, chunk_line, chunk_first, chunk_count, vk1, vk2, vids, unk, write, wpos, ids,
+                   oov):
+    """One thread per chunk c of line chunk_line[c] (bytes [chunk_first[c], + chunk_count[c]) of it; int64
+    (C,) each), grid-stride. A word (a maximal run of non-ASCII-whitespace bytes of its line: lm.score_line's
+    split) belongs to the chunk holding its first byte. write=False: wpos[c] = the chunk's words. write=True:
+    word k of the chunk -> ids[wpos[c] + k] (int64: its vocabulary id, unk when absent) and oov[...] (int64:
+    1 when absent); wpos = the words of all earlier chunks. data uint8 (T,), line_off int64 (L+1,); vk1, vk2
+    uint64, vids int64: the vocabulary table. Local memory: none."""
+    c = cuda.grid(1)
+    while c < chunk_line.shape[0]:
+        li = chunk_line[c]
+        ls = line_off[li]
+        le = line_off[li + 1]
+        a = ls + chunk_first[c]
+        b = a + chunk_count[c]
+        k = 0
+        pos = wpos[c]
+        for p in range(a, b):
+            if not g_is_ascii_space(data[p]) and (p == ls or g_is_ascii_space(data[p - 1])):
+                if write:
+                    e = p + 1
+                    while e < le and not g_is_ascii_space(data[e]):
+                        e += 1
+                    h1, h2 = g_word_hash(data, p, e)
+                    w = g_vocab_find(vk1, vk2, vids, h1, h2)
+                    miss = 0
+                    if w < 0:
+                        w = unk
+                        miss = 1
+                    ids[pos + k] = w
+                    oov[pos + k] = miss
+                k += 1
+        if not write:
+            wpos[c] = k
+        c += cuda.gridsize(1)
+
+
+@cuda.jit(device=True)
+def fill_history(hist, ids, wb, k, bos, cap):
+    """The history before word k of a sentence whose word ids are ids[wb:] (lm.score_line's after pushing
+    <s> and words 0..k-1): hist[0] = word k-1, ..., hist[k-1] = word 0, hist[k] = <s>, at most cap entries.
+    Returns its length."""
+    hlen = k + 1
+    if hlen > cap:
+        hlen = cap
+    for i in range(hlen):
+        if i < k:
+            hist[i] = ids[wb + k - 1 - i]
+        else:
+            hist[i] = bos
+    return hlen
 
 
 @kernel
-def lm_score_docs(data, line_off, doc_lines, vk1, vk2, vids, keys, prob, bo, order, bos, eos, unk,
-                  out_lp, out_tok, out_sent, out_oov):
-    d = cuda.grid(1)
-    if d < doc_lines.shape[0] - 1:
+def lm_token_scores(ids, wbase, tbase, tok_line, keys, prob, bo, order, bos, eos, out):
+    """One thread per token t of line l = tok_line[t] (int64 (N,)): token k = t - tbase[l] is word k of the
+    line (ids[wbase[l] + k], int64) or, for k = its word count wbase[l+1] - wbase[l], the sentence's </s>:
+    out[t] (float32 (N,)) = its log10 probability in lm.score_line's sentence. wbase, tbase int64 (L+1,);
+    keys uint64, prob, bo float32: the n-gram table. Local memory: HIST int64 + CBO float32."""
+    t = cuda.grid(1)
+    if t < tok_line.shape[0]:
+        li = tok_line[t]
+        k = t - tbase[li]
+        wb = wbase[li]
+        cap = order - 1
         hist = cuda.local.array(HIST, np.int64)
         cbo = cuda.local.array(CBO, np.float32)
-        lp, tok, sent, oov = g_score_doc(data, line_off, doc_lines[d], doc_lines[d + 1], hist, cbo, vk1, vk2, vids,
-                                         keys, prob, bo, order, bos, eos, unk)
-        out_lp[d] = lp
-        out_tok[d] = tok
-        out_sent[d] = sent
-        out_oov[d] = oov
+        if k == 0:
+            clen = g_start_context(bos, keys, bo, cbo)
+        else:  # KenLM's state after the previous word: the n-grams it matched, recomputed here
+            hlen = fill_history(hist, ids, wb, k - 1, bos, cap)
+            # (no backoff carried in: an int64 0, not a literal, which numba-cuda's min() cannot type)
+            _, clen = g_score_word(ids[wb + k - 1], hist, hlen, cbo, np.int64(0), keys, prob, bo)
+        hlen = fill_history(hist, ids, wb, k, bos, cap)
+        w = eos
+        if k < wbase[li + 1] - wb:
+            w = ids[wb + k]
+        lp, _ = g_score_word(w, hist, hlen, cbo, clen, keys, prob, bo)
+        out[t] = lp
+
+
+@kernel(per_block=True, stride=True, tpb=LM_TILE)
+def lm_doc_sums(tbase, doc_lines, lp, out_lp):
+    """One block per document d (lines doc_lines[d] .. doc_lines[d+1]-1, int64 (n+1,)), grid-stride:
+    out_lp[d] (float64 (n,)) = the sum over its lines with tokens (tbase int64 (L+1,): line l's tokens
+    lp[tbase[l]:tbase[l+1]], float32) of float64(0f + lp_1 + ... + lp_last) (float32 adds), in line order:
+    lm.score_doc's sums. One thread adds; the block stages LM_TILE values (threads past it idle).
+    Shared memory: LM_TILE float32; two barriers per tile."""
+    tile = cuda.shared.array(LM_TILE, float32)
+    tid = cuda.threadIdx.x
+    width = cuda.blockDim.x
+    if width > LM_TILE:
+        width = LM_TILE
+    d = cuda.blockIdx.x
+    while d < doc_lines.shape[0] - 1:
+        line = doc_lines[d]
+        t1 = tbase[doc_lines[d + 1]]
+        k0 = tbase[line]
+        total = 0.0
+        s_lp = np.float32(0.0)
+        left = 0
+        while k0 < t1:
+            if tid < width and k0 + tid < t1:
+                tile[tid] = lp[k0 + tid]
+            cuda.syncthreads()
+            if tid == 0:
+                m = t1 - k0
+                if m > width:
+                    m = width
+                for t in range(m):
+                    while left == 0:  # the next line with tokens
+                        left = tbase[line + 1] - tbase[line]
+                        line += 1
+                    s_lp = np.float32(s_lp + tile[t])
+                    left -= 1
+                    if left == 0:
+                        total += np.float64(s_lp)
+                        s_lp = np.float32(0.0)
+            cuda.syncthreads()
+            k0 += width
+        if tid == 0:
+            out_lp[d] = total
+        d += cuda.gridDim.x
 
 
 @kernel

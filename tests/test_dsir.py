@@ -149,6 +149,24 @@ def test_gpu_kernels_equal_cpu():
         assert np.array_equal(c, g)  # bit-identical: same source, same summation order
 
 
+@pytest.mark.skipif(not simulator() and not gpu_status()[0], reason="needs the CUDA simulator or a GPU")
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_gpu_features_bit_identical_at_every_chunk_boundary(chunk):
+    """The GPU cuts documents into chunks of ``chunk`` words (and 4 KB of text for the word starts): one long
+    document (> 4 KB, several byte chunks) among short ones gives the CPU's ids and the same float64 bits."""
+    rng = np.random.default_rng(5)
+    long_doc = " ".join(rng.choice(["alpha", "Beta", "délta", "日本語", "of,", "x.y", "zz"], 1200))
+    texts = TEXTS[:4] + [long_doc] + random_texts(rng, 6)
+    assert len(long_doc.encode()) > 4096
+    cfg = DSIRConfig(buckets=500, ngrams=3)
+    base, ids = (to_host(a) for a in dsir.feature_ids(texts, cfg, "cuda", chunk=chunk))
+    assert [ids[base[i]:base[i + 1]].tolist() for i in range(len(texts))] == _csr(cfg, texts, "cpu")
+    target, raw = _models(cfg, texts[5:], texts)
+    c = dsir.log_weights(texts, target, raw, cfg, "cpu")
+    g = dsir.log_weights(texts, target, raw, cfg, "cuda", chunk=chunk)
+    assert np.array_equal(c.view(np.uint64), g.view(np.uint64))
+
+
 # ------------------------------------------------------------------------------------------- resampling
 def test_gumbel_topk_is_deterministic_and_orders_ties_by_index():
     w = np.random.default_rng(5).normal(size=1000)

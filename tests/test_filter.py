@@ -186,6 +186,36 @@ def test_domain_kernel_gpu_twin_under_simulator(tmp_path):
     assert r.stdout.startswith("same")
 
 
+@pytest.mark.skipif(not __import__("gpu_dedup.device").device.simulator()
+                    and not __import__("gpu_dedup.device").device.gpu_status()[0],
+                    reason="needs the CUDA simulator or a GPU")
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_domain_gpu_pieces_bit_identical_at_every_cut(chunk):
+    """The GPU cuts documents into line-aligned pieces of about ``chunk`` bytes (device.line_chunks):
+    one long document (> 4 KB, many lines, a long line, math and code) among short ones gives the CPU's
+    counts; the pieces tile every document exactly."""
+    from gpu_dedup.device import array_module, line_chunks, to_device, to_host
+    from gpu_dedup.filters.domain import domain_counts
+    from gpu_dedup.lexical.normalize import arrow_text_buffers
+
+    rng = np.random.default_rng(7)
+    words = ["def", "x", "$a$", "\\frac{1}{2}", "안녕", "Γειά", "return", "{a:", "1};", "…", "ok"]
+    lines = [" ".join(rng.choice(words, rng.integers(0, 12))) for _ in range(300)]
+    long_doc = "\n".join(lines) + "\n" + "y " * 700 + "\n\n  \nend"
+    assert len(long_doc.encode()) > 4096
+    t = pa.array(["안녕 hi", "", "def x():\n  return {a: 1}\n", long_doc, "\n", "$\\frac{1}{2}$\nok\n\nfine",
+                  "no newline at all"], pa.large_string())
+    assert domain_counts(t, "cuda", chunk=chunk).tolist() == domain_counts(t, "cpu").tolist()
+    data, offsets = (to_device(a, "cuda") for a in arrow_text_buffers(t))
+    starts, ends, bounds = (to_host(a) for a in line_chunks(array_module("cuda"), data, offsets, chunk))
+    off = to_host(offsets)
+    for d in range(len(t)):
+        s, e = starts[bounds[d]:bounds[d + 1]], ends[bounds[d]:bounds[d + 1]]
+        if off[d + 1] > off[d]:
+            assert s[0] == off[d] and e[-1] == off[d + 1] and np.array_equal(s[1:], e[:-1])
+        assert all(p == off[d] or to_host(data)[p - 1] == 0x0A or p == off[d + 1] for p in s.tolist())
+
+
 def test_score_feeds_dedup_keep_max(tmp_path, quality_model):
     """--score hq=MODEL --keep max:hq_score: in each exact-duplicate group the document with the highest
     classifier score survives (scores from the fasttext package as the reference)."""

@@ -207,6 +207,31 @@ def test_cuda_kernels_match_cpu_under_the_simulator(trained):
         assert np.array_equal(cpu[key], to_host(gpu[key])), key
 
 
+@pytest.mark.skipif(not simulator(), reason="needs the CUDA simulator")
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_cuda_scores_bit_identical_at_every_chunk_boundary(trained, chunk):
+    """The GPU cuts lines into chunks of ``chunk`` bytes, scores a thread per token and sums a block per
+    document: one long document (many lines, a long line, OOV words, blank lines) among short ones gives the
+    CPU's float64 log probabilities bit for bit and the same counts."""
+    from gpu_dedup.device import to_device
+    from gpu_dedup.filters.lm import prepare_text, score_docs_gpu, text_arrays
+
+    path, sents, _ = trained
+    lm = load_lm(path)
+    long_doc = "\n".join(sents[:40]) + "\n\n  \t\n" + " ".join(sents[40:120]) + " qqq\n" + "w1 " * 50
+    assert len(long_doc.encode()) > 1000
+    docs = ["w1 zzz w2\n\nw3", "", long_doc, "   ", sents[200], "zzz\n" * 3]
+    cpu = lm.score(docs, device="cpu")
+    data, offsets, _ = text_arrays(docs)
+    tdata, line_off, doc_lines = prepare_text(to_device(data, "cuda"), to_device(offsets, "cuda"), lm.normalization,
+                                              "cuda")
+    lp, tok, sent, oov = (to_host(a) for a in score_docs_gpu(tdata, line_off, doc_lines, lm.tables("cuda"),
+                                                              lm.order, lm.bos, lm.eos, lm.unk, chunk))
+    assert np.array_equal(cpu["logprob"].view(np.uint64), lp.view(np.uint64))
+    assert np.array_equal(cpu["tokens"], tok) and np.array_equal(cpu["sentences"], sent)
+    assert np.array_equal(cpu["oov"], oov) and oov[2] >= 1 and sent[2] == 42
+
+
 # ---------------------------------------------------------------------------------------------------
 # (d) contract, (e) bad inputs
 # ---------------------------------------------------------------------------------------------------

@@ -302,3 +302,26 @@ def test_progress_bar_only_when_asked(on, capsys, monkeypatch):
         assert "paragraph dedup" in err and "doc" in err  # tqdm on stderr
     else:
         assert err == ""
+
+
+@sim_or_gpu
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_gpu_split_bit_identical_at_every_cut(chunk):
+    """The GPU splits line-aligned pieces of about ``chunk`` bytes and merges the paragraphs that run over a
+    cut: one long document (> 4 KB: paragraphs of many lines, blank lines with spaces, CRLF) among short ones
+    gives the CPU's units in both modes."""
+    from gpu_dedup.device import to_device
+
+    rng = np.random.default_rng(8)
+    paras = ["\n".join(" ".join(rng.choice(["a", "bb", "ccc", "é", "\t"], rng.integers(1, 9)))
+                       for _ in range(rng.integers(1, 6))) for _ in range(120)]
+    long_doc = "".join(p + rng.choice(["\n\n", "\n \t\n", "\r\n\r\n", "\n\n\n"]) for p in paras) + "tail line"
+    assert len(long_doc.encode()) > 4096
+    texts = ["", "one line", "x\n\ny\n", "\n\n  \n", long_doc, "a\nb\nc", "p1 l1\np1 l2\n\n\np2\n"]
+    data, offsets = arrow_text_buffers(pa.array(texts, pa.large_string()))
+    for split in ("paragraph", "line"):
+        c = split_units(data, offsets, split, "cpu")
+        g = split_units(to_device(data, "cuda"), to_device(offsets, "cuda"), split, "cuda", chunk=chunk)
+        for a, b in ((c.unit_off, g.unit_off), (c.start, g.start), (c.end, g.end)):
+            assert np.array_equal(a, to_host(b)), split
+        assert int(c.unit_off[5] - c.unit_off[4]) >= (120 if split == "paragraph" else 200)

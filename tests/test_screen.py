@@ -8,8 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_dedup.device import array_backend, simulator
-from gpu_dedup.screen import MATCHES_SCHEMA, ScreenConfig, load_phrases, read_benchmarks, screen
+from gpu_dedup.config import NormalizeConfig
+from gpu_dedup.device import array_backend, simulator, to_host
+from gpu_dedup.lexical.normalize import normalize_text
+from gpu_dedup.screen import MATCHES_SCHEMA, ScreenConfig, load_phrases, ngram_hashes, read_benchmarks, screen
 
 sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
                                 reason="needs the CUDA simulator or a GPU")
@@ -199,3 +201,21 @@ def test_cpu_and_gpu_match(tmp_path):
     assert c.matches.num_rows > 0 and "uni" in c.flagged_ids
     assert c.matches.equals(g.matches) and c.counts == g.counts
     assert (c.stats["array_backend"], g.stats["array_backend"]) == ("numpy", array_backend("cuda"))
+
+
+@sim_or_gpu
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_gpu_ngram_hashes_bit_identical_at_every_chunk_boundary(chunk):
+    """The GPU cuts documents into chunks of ``chunk`` n-grams (and 4 KB of text for the word starts): one
+    long document (> 4 KB) among short ones (fewer words than n included) gives the CPU's hashes."""
+    rng = np.random.default_rng(6)
+    long_doc = " ".join(rng.choice(["solve", "This", "exäct", "日本語", "problem,", "x.y"], 1500))
+    texts = ["", "one two", "a b c d e", long_doc, "  spaced   out\ttext here  ", "q " * 9]
+    assert len(long_doc.encode()) > 4096
+    for n in (1, 3):
+        c = normalize_text(pa.array(texts), NormalizeConfig(), "cpu")
+        g = normalize_text(pa.array(texts), NormalizeConfig(), "cuda")
+        hc, bc = ngram_hashes(c, n, 11, "cpu")
+        hg, bg = ngram_hashes(g, n, 11, "cuda", chunk=chunk)
+        assert np.array_equal(to_host(bg), bc) and np.array_equal(to_host(hg), hc)
+        assert bc[4] - bc[3] > 1000  # the long document's n-grams span many chunks

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from ..config import NormalizeConfig, _check_literal
 from ..contract import check_contract
-from ..device import array_module, kernels, launch, resolve_device, to_device, to_host
+from ..device import array_module, kernels, launch, repeat_index, resolve_device, split_chunks, to_device, to_host
 from ..lexical.normalize import arrow_text_buffers, normalize_arrays
 from ..lexical.unicode_tables import POLICY_NAME, UNICODE_VERSION
 
@@ -432,9 +432,14 @@ class NgramLM:
             xp = array_module(device)
             tdata, line_off, doc_lines = prepare_text(to_device(data, device), to_device(offsets, device),
                                                       self.normalization, device)
-            outs = (xp.zeros(n, xp.float64), xp.zeros(n, xp.int64), xp.zeros(n, xp.int64), xp.zeros(n, xp.int64))
-            launch(device, "lm_score_docs", n, tdata, line_off, doc_lines, *self.tables(device), self.order,
-                   self.bos, self.eos, self.unk, *outs, family="lm")
+            if device == "cuda":
+                outs = score_docs_gpu(tdata, line_off, doc_lines, self.tables(device), self.order, self.bos,
+                                      self.eos, self.unk)
+            else:
+                outs = (xp.zeros(n, xp.float64), xp.zeros(n, xp.int64), xp.zeros(n, xp.int64),
+                        xp.zeros(n, xp.int64))
+                launch(device, "lm_score_docs", n, tdata, line_off, doc_lines, *self.tables(device), self.order,
+                       self.bos, self.eos, self.unk, *outs, family="lm")
             lp, tok, sent, oov = (to_host(a) for a in outs)
         with np.errstate(divide="ignore", invalid="ignore"):
             ppl = np.where(tok > 0, 10.0 ** (-lp / np.maximum(tok, 1)), np.nan)
@@ -460,6 +465,54 @@ class NgramLM:
                     sent[d] += 1
                     oov[d] += sum(1 for w in words if w.decode("utf-8", "surrogateescape") not in m)
         return lp, tok, sent, oov
+
+
+def score_docs_gpu(data, line_off, doc_lines, tables: tuple, order: int, bos: int, eos: int, unk: int,
+                   chunk: int | None = None) -> tuple:
+    """lm_cpu.lm_score_docs' four arrays (log10 probability float64, tokens, sentences, OOV int64 (n,)) on the
+    GPU, with work per thread bounded by bytes (kernels/lm_cuda.py's module doc): word ids by chunks of
+    ``chunk`` bytes of a line (default LM_CHUNK; tests cut at every byte), a thread per token for its
+    probability, a block per document for the ordered float sums. Same bits as the CPU."""
+    from ..kernels import lm_cuda as kl  # the GPU's chunk size (imports the CUDA kernels)
+
+    xp = array_module("cuda")
+    vk1, vk2, vids, keys, prob, bo = tables
+    n = doc_lines.shape[0] - 1
+    lines = line_off.shape[0] - 1
+    cline, first, count, bounds = split_chunks(xp, line_off[1:] - line_off[:-1], chunk or kl.LM_CHUNK)
+    chunks = int(cline.shape[0])
+    wpos = xp.zeros(chunks, xp.int64)
+    if chunks:
+        unused = xp.zeros(1, xp.int64)  # ids / oov of the counting pass (the simulator copies each argument back)
+        launch("cuda", "lm_word_chunks", chunks, data, line_off, cline, first, count, vk1, vk2, vids, unk, False,
+               wpos, unused, unused.copy(), family="lm")
+    cw = xp.zeros(chunks + 1, xp.int64)
+    xp.cumsum(wpos, out=cw[1:])
+    nwords = int(cw[-1])
+    ids, oov = xp.zeros(nwords, xp.int64), xp.zeros(nwords, xp.int64)
+    if nwords:
+        launch("cuda", "lm_word_chunks", chunks, data, line_off, cline, first, count, vk1, vk2, vids, unk, True,
+               cw[:-1].copy(), ids, oov, family="lm")
+    words = cw[bounds[1:]] - cw[bounds[:-1]]  # per line
+    wbase = cw[bounds]                         # line l's words: ids[wbase[l]:wbase[l+1]]
+    ntok = xp.where(words > 0, words + 1, 0)   # a sentence per line with words: its words and </s>
+    tbase = xp.zeros(lines + 1, xp.int64)
+    xp.cumsum(ntok, out=tbase[1:])
+    tokens = int(tbase[-1])
+    out_lp = xp.zeros(n, xp.float64)
+    if tokens:
+        lp = xp.empty(tokens, xp.float32)
+        launch("cuda", "lm_token_scores", tokens, ids, wbase, tbase, repeat_index(xp, ntok), keys, prob, bo, order,
+               bos, eos, lp, family="lm")
+        launch("cuda", "lm_doc_sums", n, tbase, doc_lines, lp, out_lp, family="lm")
+    co = xp.zeros(nwords + 1, xp.int64)
+    xp.cumsum(oov, out=co[1:])
+    cs = xp.zeros(lines + 1, xp.int64)
+    xp.cumsum((words > 0).astype(xp.int64), out=cs[1:])
+    out_tok = tbase[doc_lines[1:]] - tbase[doc_lines[:-1]]
+    out_sent = cs[doc_lines[1:]] - cs[doc_lines[:-1]]
+    out_oov = co[wbase[doc_lines[1:]]] - co[wbase[doc_lines[:-1]]]
+    return out_lp, out_tok, out_sent, out_oov
 
 
 def launch_host(name: str, *args) -> int:

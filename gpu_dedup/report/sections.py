@@ -228,6 +228,8 @@ def _s_curve_section(page: _Page, stats: dict, decisions: pa.Table) -> str:
     rows = [["bands × rows", f"{b} × {r} = {b * r} hashes"],
             ["rule-of-thumb threshold (1/b)^(1/r)", f"{params.threshold_approx(b, r):.4f}"],
             ["50% point (1 − 2^(−1/b))^(1/r)", f"{params.p50(b, r):.4f}"],
+            ["steepest point s* = ((r − 1)/(b·r − 1))^(1/r), slope there P′(s*)",
+             f"{params.steepest_point(b, r):.4f}, {params.sharpness(b, r):.3f}"],
             [f"P(candidate) at θ = {theta:g}", f"{params.candidate_probability(theta, b, r):.4f}"]]
     for s in (theta - 0.1, theta + 0.05):
         if 0.0 < s < 1.0:

@@ -10,6 +10,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .batch import ReadReport, _Chunk, _FileReader, _Spec, missing_text_field
 from .discover import InputFile
@@ -61,6 +62,18 @@ def as_utf8(arr: pa.Array, out_type: pa.DataType) -> tuple[pa.Array, np.ndarray 
             out.append(v.decode("utf-8", "replace"))
             fixed[i] = True
     return pa.array(out, out_type), fixed
+
+
+def empty_strings(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Bool mask of the rows of a string/binary column holding an empty string (nulls and numbers: False).
+    An empty id is refused like a null one: it names nothing a user could look up."""
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(col.type)
+            or pa.types.is_large_binary(col.type)):
+        return np.zeros(len(col), dtype=bool)
+    lengths = pc.binary_length(col)
+    return np.asarray(pc.fill_null(pc.equal(lengths, 0), False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _raw_bytes(ids: pa.Array) -> pa.Array:
@@ -257,7 +270,7 @@ class _ArrowReader(_FileReader):
             ids = id_col = None
             if has_ids:
                 id_col = side_table.column(spec.id_field).combine_chunks()
-            if dev.clean and (id_col is None or id_col.null_count == 0):
+            if dev.clean and (id_col is None or (id_col.null_count == 0 and not empty_strings(id_col).any())):
                 fixed = None
                 if id_col is not None:
                     ids, fixed = as_utf8(id_col, pa.string())
@@ -287,11 +300,15 @@ class _ArrowReader(_FileReader):
         id_col = rb.column(rb.schema.get_field_index(spec.id_field)) if has_ids else None
         id_valid = (np.asarray(id_col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
                     if id_col is not None else np.ones(rb.num_rows, dtype=bool))
-        for i in np.flatnonzero(~(valid & id_valid)).tolist():
+        id_empty = empty_strings(id_col) if id_col is not None else np.zeros(rb.num_rows, dtype=bool)
+        for i in np.flatnonzero(~(valid & id_valid) | id_empty).tolist():
             if not valid[i]:
                 bad(f"text field {spec.text_field!r} is null", row=physical + i)
+            elif id_empty[i]:
+                bad(f"id field {spec.id_field!r} is an empty string; ids must be non-empty", row=physical + i)
             else:
                 bad(f"id field {spec.id_field!r} is null", row=physical + i)
+        id_valid &= ~id_empty
         valid &= id_valid
         positions = physical + np.flatnonzero(valid) if spec.positions else None
         if not valid.any():

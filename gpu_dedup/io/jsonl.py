@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
 
+from .arrow import empty_strings
 from .batch import ReadReport, _Chunk, _FileReader, _Spec, missing_text_field
 from .blocks import _UTF8_BOM, _read_blocks, _split_lines
 from .discover import InputFile
@@ -184,6 +185,8 @@ class _JsonlReader(_FileReader):
         if self.spec.id_field:
             col = table.column(self.spec.id_field)
             if col.null_count == 0:
+                if empty_strings(col).any():
+                    return None  # an empty-string id is refused like a null: the line parser says where
                 has = True
             elif col.null_count == len(col) and self._id_null.search(block) is None:
                 has = False
@@ -267,6 +270,10 @@ class _JsonlReader(_FileReader):
                     continue
                 if has:
                     v = obj[spec.id_field]
+                    if isinstance(v, str) and not v:
+                        self.bad(f"id field {spec.id_field!r} is an empty string; ids must be non-empty strings "
+                                 "or integers", line=ln)
+                        continue
                     if isinstance(v, str):
                         id_value, fixed = _fix_surrogates(v)
                         bad_utf8 |= fixed

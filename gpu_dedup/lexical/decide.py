@@ -84,6 +84,9 @@ def decide(cfg: RunConfig, device: str, files, docs: Documents, timings: dict[st
            cache: TextCache | None = None) -> Decided:
     """The stages of the module doc, timed into ``timings`` (exact, buckets, shingle_sets, policy, decisions)."""
     t = time.perf_counter()
+    if index is not None:
+        index.check_new_ids(docs.ids, files, docs.file_rows, id_field=cfg.id_field, text_field=cfg.text_field,
+                            on_error=cfg.on_error)
     ranked = rank_rows(cfg, device, docs, index)
     groups = exact_stage(cfg, device, files, ranked, index)
     timings["exact"] = time.perf_counter() - t

@@ -130,6 +130,12 @@ class ClusterConfig:
     exact: run the exact-duplicate stage before LSH (short documents always use it).
     exact_verify: byte-compare each exact group's normalized texts (a second read; guards against the
     2^-128 hash collision). near=False: exact dedup only (no MinHash/LSH).
+    remove_clusters_larger_than: None (default: every cluster's duplicates are removed) or N >= 1: only
+    clusters of more than N documents lose their duplicates; the members of smaller ones all stay (reason
+    ``kept_small_cluster``). FineWeb (seed 001) found the gain of dedup in removing large clusters, and
+    deduplicating clusters of fewer than ~100 copies could harm performance.
+    keep_copies: K >= 1 (default 1): up to K members of each cluster stay, the first K in keep order (reason
+    ``kept_copy`` for all but the representative); FineWeb-2's "rehydration" direction.
     """
 
     policy: Policy = "representative"
@@ -140,9 +146,19 @@ class ClusterConfig:
     exact_verify: bool = False
     near: bool = True
     max_representatives_per_bucket: int = 1000
+    remove_clusters_larger_than: int | None = None
+    keep_copies: int = 1
 
     def __post_init__(self) -> None:
         _check_literal("ClusterConfig.policy", self.policy, Policy)
+        if self.remove_clusters_larger_than is not None and (not is_int(self.remove_clusters_larger_than)
+                                                             or self.remove_clusters_larger_than < 1):
+            raise ValueError("ClusterConfig.remove_clusters_larger_than must be None or an int >= 1 (clusters "
+                             f"of at most that many documents keep every member), got "
+                             f"{self.remove_clusters_larger_than!r}")
+        if not is_int(self.keep_copies) or self.keep_copies < 1:
+            raise ValueError(f"ClusterConfig.keep_copies must be an int >= 1 (members kept per cluster), got "
+                             f"{self.keep_copies!r}")
         if not is_real(self.threshold) or not 0.0 < float(self.threshold) <= 1.0:
             raise ValueError(f"ClusterConfig.threshold must be in (0, 1], got {self.threshold!r}")
         for name in ("verify", "exact", "exact_verify", "near"):

@@ -273,3 +273,60 @@ def test_jaccard_is_with_the_kept_representative_also_for_copies_of_a_removed_do
     assert by["C"]["reason"] == "exact_duplicate" and by["C"]["matched_id"] == "B"
     assert by["C"]["representative_id"] == "A" and by["C"]["jaccard"] == pytest.approx(j_ab)
     assert by["D"]["reason"] == "exact_duplicate" and by["D"]["jaccard"] == 1.0
+
+
+def _cluster_reference(base: list[dict], larger_than, copies: int) -> list[bool]:
+    """Brute force over the default run's clusters (input order = keep order): which rows stay."""
+    members: dict[int, list[int]] = {}
+    for i, r in enumerate(base):
+        members.setdefault(r["cluster_id"], []).append(i)
+    keep = [r["keep"] for r in base]
+    for rows in members.values():
+        if larger_than is not None and len(rows) <= larger_than:
+            for i in rows:
+                keep[i] = True
+        for i in sorted(rows)[:copies]:
+            keep[i] = True
+    return keep
+
+
+@pytest.mark.parametrize("larger_than,copies", [(None, 1), (2, 1), (3, 1), (None, 2), (None, 3), (2, 2)])
+def test_cluster_size_aware_removal_against_a_brute_force_reference(larger_than, copies):
+    table = make_corpus(400, seed=5)
+    base = gpu_dedup.deduplicate(table, RunConfig(progress=False)).decisions.to_pylist()
+    sizes = {}
+    for r in base:
+        sizes[r["cluster_id"]] = sizes.get(r["cluster_id"], 0) + 1
+    assert {2, 3} <= set(sizes.values()) and max(sizes.values()) > 3  # the corpus has small and large clusters
+    got = gpu_dedup.deduplicate(table, RunConfig(progress=False), cluster__remove_clusters_larger_than=larger_than,
+                                cluster__keep_copies=copies).decisions.to_pylist()
+    assert [r["keep"] for r in got] == _cluster_reference(base, larger_than, copies)
+    for b, g in zip(base, got):
+        # cluster columns are the default run's: every choice is reversible from the decisions alone
+        assert (g["cluster_id"], g["cluster_size"], g["representative_id"], g["matched_id"]) == \
+               (b["cluster_id"], b["cluster_size"], b["representative_id"], b["matched_id"])
+        if g["keep"] and not b["keep"]:
+            small = larger_than is not None and b["cluster_size"] <= larger_than
+            assert g["reason"] == ("kept_small_cluster" if small else "kept_copy")
+        else:
+            assert g["reason"] == b["reason"]
+
+
+def test_cluster_size_options_from_the_command_line(tmp_path, capsys):
+    from gpu_dedup.cli import main
+
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in make_corpus(200, seed=5).to_pylist()))
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", "--keep-copies", "2",
+                 "--remove-clusters-larger-than", "3"]) == 0
+    run = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert run["config"]["cluster"]["keep_copies"] == 2
+    assert run["config"]["cluster"]["remove_clusters_larger_than"] == 3
+    page = (tmp_path / "o" / "report.html").read_text()
+    assert "clusters of ≤ 3 documents (keep every member" in page and "up to 2" in page
+    by = run["counts"]["by_reason"]
+    assert by.get("kept_copy", 0) + by.get("kept_small_cluster", 0) > 0
+    assert run["counts"]["kept"] == sum(pq.read_table(tmp_path / "o" / "decisions.parquet")["keep"].to_pylist())
+    capsys.readouterr()
+    assert main(["run", str(src), "-o", str(tmp_path / "o2"), "-q", "--keep-copies", "0"]) != 0
+    assert "error: --keep-copies: ClusterConfig.keep_copies must be an int >= 1" in capsys.readouterr().err

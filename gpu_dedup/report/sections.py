@@ -127,17 +127,26 @@ def _semantic_long_text(page: _Page, stats: dict) -> str:
             "texts.</p>")
 
 
-def _clusters_section(page: _Page, decisions: pa.Table) -> str:
-    keep = decisions["keep"].to_numpy(zero_copy_only=False)
-    sizes = decisions["cluster_size"].to_numpy()[keep]
+def _clusters_section(page: _Page, decisions: pa.Table, cluster_cfg: dict | None = None) -> str:
+    # one size per cluster (its representative's row; with keep_copies > 1 a cluster has several kept members)
+    _, first = np.unique(decisions["cluster_id"].to_numpy(), return_index=True)
+    sizes = decisions["cluster_size"].to_numpy()[first]
     if sizes.size == 0:
         return "<p>No documents.</p>"
     dup = sizes[sizes > 1]
-    rows = [["clusters (kept documents)", f"{sizes.size:,}"], ["clusters with duplicates", f"{dup.size:,}"],
+    cut = (cluster_cfg or {}).get("remove_clusters_larger_than")
+    copies = int((cluster_cfg or {}).get("keep_copies") or 1)
+    rows = [["clusters", f"{sizes.size:,}"], ["clusters with duplicates", f"{dup.size:,}"],
             ["largest cluster", f"{int(sizes.max()):,}"],
             ["mean size of clusters with duplicates", f"{dup.mean():.2f}" if dup.size else "–"]]
-    return (_kv(rows)
-            + page.img("cluster_sizes", lambda: _plot_cluster_sizes(sizes), "cluster-size distribution, log-log"))
+    if cut is not None:
+        rows.append([f"clusters of ≤ {cut:,} documents (keep every member: remove_clusters_larger_than)",
+                     f"{int(((sizes > 1) & (sizes <= cut)).sum()):,} ({int(sizes[(sizes > 1) & (sizes <= cut)].sum()):,}"
+                     " documents)"])
+    if copies > 1:
+        rows.append(["members kept per cluster (keep_copies)", f"up to {copies}"])
+    return (_kv(rows) + page.img("cluster_sizes", lambda: _plot_cluster_sizes(sizes, cut),
+                                 "cluster-size distribution, log-log"))
 
 
 def _excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict[int, str] | None,

@@ -330,3 +330,53 @@ def test_cluster_size_options_from_the_command_line(tmp_path, capsys):
     capsys.readouterr()
     assert main(["run", str(src), "-o", str(tmp_path / "o2"), "-q", "--keep-copies", "0"]) != 0
     assert "error: --keep-copies: ClusterConfig.keep_copies must be an int >= 1" in capsys.readouterr().err
+
+
+DATES = ["2023-06-01", "2024-05-01T12:30:00Z", "2024-05-01T14:00:00+02:00", "2021-01-01 00:00:00.5", None]
+
+
+def _epoch(v):
+    """The independent reference: Python's datetime (a value without a zone is UTC)."""
+    import datetime as dt
+
+    if v is None:
+        return None
+    t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+    return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).timestamp()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet-string", "parquet-timestamp", "table"])
+def test_keep_max_an_iso_date_column_keeps_the_newest(tmp_path, fmt):
+    """FineWeb processed crawls from new to old (seed 001): --keep max:<date column> keeps the newest copy."""
+    text = "the same page crawled again and again across the snapshots of the web"
+    rows = [{"id": f"d{i}", "text": text, "crawl_date": d} for i, d in enumerate(DATES)]
+    want = max(range(len(DATES)), key=lambda i: -1e300 if _epoch(DATES[i]) is None else _epoch(DATES[i]))
+    assert DATES[want] == "2024-05-01T12:30:00Z"  # 14:00+02:00 is 12:00 UTC: earlier, despite the larger clock
+    if fmt == "jsonl":
+        src = tmp_path / "a.jsonl"
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif fmt == "table":
+        src = pa.Table.from_pylist(rows)
+    else:
+        t = pa.Table.from_pylist(rows)
+        if fmt == "parquet-timestamp":
+            ts = pa.array([None if d is None else _epoch(d) * 1e6 for d in DATES], pa.float64())
+            t = t.set_column(2, "crawl_date", ts.cast(pa.int64()).cast(pa.timestamp("us", tz="UTC")))
+        src = tmp_path / "a.parquet"
+        pq.write_table(t, src)
+    res = gpu_dedup.deduplicate(src, RunConfig(progress=False), cluster__keep="max:crawl_date").decisions
+    assert res["keep"].to_pylist() == [i == want for i in range(len(DATES))]
+
+
+def test_a_keep_value_that_is_no_date_names_file_and_line(tmp_path):
+    text = "the same page crawled again and again across the snapshots of the web"
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps({"id": str(i), "text": text, "crawl_date": d}) + "\n"
+                           for i, d in enumerate(["2024-01-01", "yesterday"])))
+    with pytest.raises(gpu_dedup.io.InputError, match="a.jsonl:2: keep column 'crawl_date': value 'yesterday' is "
+                                                      "neither a number nor an ISO 8601 date"):
+        gpu_dedup.deduplicate(src, RunConfig(progress=False), cluster__keep="max:crawl_date")
+    pq.write_table(pa.table({"id": ["0", "1"], "text": [text, text], "crawl_date": ["2024-01-01", "2024-13-01"]}),
+                   tmp_path / "b.parquet")
+    with pytest.raises(gpu_dedup.io.InputError, match="b.parquet row 1: keep column 'crawl_date': value '2024-13-01'"):
+        gpu_dedup.deduplicate(tmp_path / "b.parquet", RunConfig(progress=False), cluster__keep="max:crawl_date")

@@ -85,10 +85,61 @@ def _raw_bytes(ids: pa.Array) -> pa.Array:
     return ids.cast(pa.large_binary())
 
 
+class KeepValueError(ValueError):
+    """A keep-column value that is neither a number nor an ISO 8601 date; ``index``: its row in the array."""
+
+    def __init__(self, index: int, value: Any):
+        super().__init__(f"value {value!r} is neither a number nor an ISO 8601 date or date-time (e.g. 2024-05-01, "
+                         "2024-05-01T12:30:00Z)")
+        self.index = index
+
+
+def _is_temporal(t: pa.DataType) -> bool:
+    return pa.types.is_timestamp(t) or pa.types.is_date(t)
+
+
+# a zone designator after the time of an ISO 8601 date-time: Z, +HH, +HHMM, +HH:MM (a date's own -DD is none)
+_ZONE = r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:[Zz]|[+-]\d{2}(?::?\d{2})?)$"
+
+
+def iso_seconds(values: pa.Array) -> np.ndarray:
+    """ISO 8601 dates / date-times (strings) as float64 seconds since 1970-01-01 UTC (null -> NaN). A value
+    without a zone is taken as UTC, so a date column orders as its dates (``--keep max:crawl_date``: newest
+    first). Raises ``KeepValueError`` naming the first value that does not parse."""
+    out = np.full(len(values), np.nan)
+    zoned = pc.fill_null(pc.match_substring_regex(values, _ZONE), False)
+    for mask, target in ((pc.invert(zoned), pa.timestamp("us")), (zoned, pa.timestamp("us", tz="UTC"))):
+        rows = np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), bool))
+        if rows.size == 0:
+            continue
+        sub = values.take(pa.array(rows))
+        try:
+            us = sub.cast(target).cast(pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            for i, v in zip(rows.tolist(), sub.to_pylist()):
+                try:
+                    pa.array([v], values.type).cast(target)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    raise KeepValueError(i, v) from None
+            raise
+        out[rows] = pc.fill_null(us, 0).to_numpy(zero_copy_only=False) / 1e6
+        out[rows[np.asarray(us.is_null().to_numpy(zero_copy_only=False), bool)]] = np.nan
+    return out
+
+
 def _keep_values(col: pa.Array) -> np.ndarray:
-    """A numeric keep column as float64 (null -> NaN)."""
+    """A keep column as float64 (null -> NaN): numbers as they are; dates, timestamps and ISO 8601 strings as
+    seconds since 1970-01-01 UTC (``iso_seconds``)."""
     if pa.types.is_dictionary(col.type):
         col = col.dictionary_decode()
+    if _is_temporal(col.type):
+        ts = col.cast(pa.timestamp("us", tz=getattr(col.type, "tz", None))) if pa.types.is_date(col.type) else col
+        ts = ts.cast(pa.timestamp("us", tz=getattr(ts.type, "tz", None)))
+        us = ts.cast(pa.int64())
+        return np.where(np.asarray(us.is_null().to_numpy(zero_copy_only=False), bool), np.nan,
+                        pc.fill_null(us, 0).to_numpy(zero_copy_only=False) / 1e6)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        return iso_seconds(col)
     return col.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
 
 
@@ -123,9 +174,12 @@ class _ArrowReader(_FileReader):
         if spec.keep_column and spec.keep_column not in names:
             return True, (f"keep column {spec.keep_column!r} is not in the file (columns: {names[:20]}); "
                           f"choose another keep policy"), None
-        if spec.keep_column and not _is_numeric(schema.field(spec.keep_column).type):
-            return True, (f"keep column {spec.keep_column!r} has type {schema.field(spec.keep_column).type}, "
-                          f"not numeric; choose a numeric column"), None
+        kt = schema.field(spec.keep_column).type if spec.keep_column else None
+        if kt is not None:
+            base = kt.value_type if pa.types.is_dictionary(kt) else kt
+            if not (_is_numeric(kt) or _is_temporal(base) or pa.types.is_string(base) or pa.types.is_large_string(base)):
+                return True, (f"keep column {spec.keep_column!r} has type {kt}, neither numeric nor a date; choose "
+                              "a numeric, date or ISO 8601 string column"), None
         if spec.text_field not in names:
             what = "the table" if self.f.fmt == "table" else self.f.relpath
             return (False, *missing_text_field(spec.text_field, names, f"{what} has no such column", "columns"))
@@ -274,7 +328,7 @@ class _ArrowReader(_FileReader):
                 fixed = None
                 if id_col is not None:
                     ids, fixed = as_utf8(id_col, pa.string())
-                keep = (_keep_values(side_table.column(spec.keep_column).combine_chunks())
+                keep = (self._keep(side_table.column(spec.keep_column).combine_chunks(), physical + np.arange(n))
                         if spec.keep_column else None)
                 physical += n
                 self.rows += n
@@ -289,6 +343,15 @@ class _ArrowReader(_FileReader):
                 if chunk is not None:
                     self.rows += chunk.rows
                     yield chunk
+
+    def _keep(self, col: pa.Array, rows: np.ndarray) -> np.ndarray:
+        """``_keep_values`` of ``col`` (physical rows ``rows``); a value that is no number and no date is a
+        file error naming its row (not skippable: a keep order with holes would silently change)."""
+        try:
+            return _keep_values(col)
+        except KeepValueError as e:
+            raise self.fatal(f"keep column {self.spec.keep_column!r}: {e}; fix the data or choose another keep "
+                             "policy", row=int(rows[e.index])) from None
 
     def _convert(self, rb: pa.RecordBatch, physical: int, has_ids: bool, bad: Any = None) -> _Chunk:
         """Accepted rows of ``rb`` (physical rows ``physical ..``). ``bad``: where bad rows go (default
@@ -329,6 +392,6 @@ class _ArrowReader(_FileReader):
         keep = None
         if spec.keep_column:
             kcol = rb.column(rb.schema.get_field_index(spec.keep_column))
-            keep = _keep_values(kcol if all_valid else kcol.filter(sel))
+            keep = self._keep(kcol if all_valid else kcol.filter(sel), physical + np.flatnonzero(valid))
         return _Chunk(ids=ids, text=text, keep=keep, invalid_utf8=int(bad_rows.sum()), record=rb, valid=valid,
                       positions=positions, raw_ids=raw_ids)

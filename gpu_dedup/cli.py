@@ -86,6 +86,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, help="MinHash seed")
     g.add_argument("--remove-punctuation", action="store_true", help="normalize punctuation/symbols to spaces")
     g.add_argument("--fold-digits", action="store_true", help="normalize every decimal digit to 0")
+    g.add_argument("--case-sensitive", action="store_true", help="keep letter case (normalize.lowercase=false; "
+                   "e.g. for code, where lowercasing merges distinct identifiers)")
     g = p.add_argument_group("input / execution")
     g.add_argument("--id-field", help="id column (default 'id'; missing -> '<file>:<row>')")
     g.add_argument("--no-id-field", action="store_true", help="ignore ids in the data; use '<file>:<row>'")
@@ -272,6 +274,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         o["normalize__remove_punctuation"] = True
     if args.fold_digits:
         o["normalize__fold_digits"] = True
+    if args.case_sensitive:
+        o["normalize__lowercase"] = False
     if args.no_id_field:
         o["id_field"] = None
     if args.memory_budget is not None:

@@ -49,17 +49,19 @@ def _check_literal(name: str, value: Any, lit: Any) -> None:
 class NormalizeConfig:
     """Text normalization applied before hashing (table-driven kernel, same on CPU and GPU).
 
-    Always: per-codepoint NFKC mapping, lowercase (full Unicode lowercase of the NFKC image),
-    whitespace/control characters -> one space, runs collapsed, ends trimmed, format characters
-    (Cf: zero-width space, soft hyphen, BOM...) deleted. Optional: punctuation (Unicode P*, S*)
-    -> space, decimal digits (Nd) -> '0'. See ``gpu_dedup.normalize`` for the exact policy.
+    Always: per-codepoint NFKC mapping, whitespace/control characters -> one space, runs collapsed, ends
+    trimmed, format characters (Cf: zero-width space, soft hyphen, BOM...) deleted. By default lowercase
+    (full Unicode lowercase of the NFKC image); ``lowercase=False`` keeps case (seed 000 §5: "lowercasing code
+    can merge distinct identifiers"; a contract of its own). Optional: punctuation (Unicode P*, S*) -> space,
+    decimal digits (Nd) -> '0'. See ``gpu_dedup.lexical.unicode_tables`` for the exact policy.
     """
 
     remove_punctuation: bool = False
     fold_digits: bool = False
+    lowercase: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("remove_punctuation", "fold_digits"):
+        for name in ("remove_punctuation", "fold_digits", "lowercase"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"NormalizeConfig.{name} must be a bool, got {getattr(self, name)!r}")
 

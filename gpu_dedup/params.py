@@ -612,7 +612,8 @@ def run(args: argparse.Namespace) -> int:
         rank = next(i for i, c in enumerate(choices, 1) if (c.bands, c.rows) == requested)
         c = choices[rank - 1]
         out.write(f"Requested {c.bands}×{c.rows}: P(θ) = {float(candidate_probability(theta, c.bands, c.rows)):.3f}, "
-                  f"p50 = {c.p50:.3f}, steepest at s* = {c.steepest:.3f} with P'(s*) = {c.sharpness:.3f}, FP area {c.fp_area:.5f}, FN area {c.fn_area:.5f}, weighted "
+                  f"p50 = {c.p50:.3f}, steepest at s* = {c.steepest:.3f} with P'(s*) = {c.sharpness:.3f}, "
+                  f"FP area {c.fp_area:.5f}, FN area {c.fn_area:.5f}, weighted "
                   f"{c.weighted_error:.5f} (rank {rank} of {len(choices)})\n")
     out.write(f"\nPresets (RunConfig.preset) at θ = {theta:g}:\n")
     for name, b, r, kp, ver, p, fp in preset_choices(theta):

@@ -380,3 +380,27 @@ def test_a_keep_value_that_is_no_date_names_file_and_line(tmp_path):
                    tmp_path / "b.parquet")
     with pytest.raises(gpu_dedup.io.InputError, match="b.parquet row 1: keep column 'crawl_date': value '2024-13-01'"):
         gpu_dedup.deduplicate(tmp_path / "b.parquet", RunConfig(progress=False), cluster__keep="max:crawl_date")
+
+
+def test_case_sensitive_keys_keep_identifiers_that_differ_by_case_apart():
+    """Seed 000 §5: "lowercasing code can merge distinct identifiers". normalize.lowercase=False (the CLI's
+    --case-sensitive) keeps them apart, in the exact and the near-duplicate stages, on CPU and GPU, under a
+    contract of its own; the default contract is the one earlier runs (and their indexes) recorded."""
+    from gpu_dedup.contract import contract, contract_fingerprint
+
+    body = " ".join(f"x{i} = compute(x{i - 1}) + offset{i}" for i in range(1, 40))
+    docs = [f"int getValue() {{ {body} }}", f"int GetValue() {{ {body} }}", f"int getValue() {{ {body} }}",
+            f"INT GETVALUE() {{ {body.upper()} }}"]
+    t = pa.table({"id": ["a", "b", "c", "d"], "text": docs})
+    base = RunConfig(progress=False)
+    folded = gpu_dedup.deduplicate(t, base).decisions
+    assert folded["reason"].to_pylist() == ["representative"] + ["exact_duplicate"] * 3
+    for device in ("cpu", "cuda"):  # cuda: the kernels under the simulator + strict backend
+        cased = gpu_dedup.deduplicate(t, base, normalize__lowercase=False, device=device).decisions
+        # b differs from a in one identifier's case: no longer an exact copy, still a near duplicate (J >= 0.8);
+        # d, all upper case, shares no shingle with a and stays
+        assert cased["reason"].to_pylist() == ["representative", "near_duplicate", "exact_duplicate", "unique"], \
+            device
+        assert 0.8 <= cased["jaccard"][1].as_py() < 1.0
+    assert contract(base.replace(normalize__lowercase=False))["normalize"]["policy"] == "nfkc-cp-v1"
+    assert contract_fingerprint(contract(base)) == "429ff73788aa6e2a"  # unchanged by the lowercase field

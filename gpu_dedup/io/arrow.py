@@ -177,7 +177,8 @@ class _ArrowReader(_FileReader):
         kt = schema.field(spec.keep_column).type if spec.keep_column else None
         if kt is not None:
             base = kt.value_type if pa.types.is_dictionary(kt) else kt
-            if not (_is_numeric(kt) or _is_temporal(base) or pa.types.is_string(base) or pa.types.is_large_string(base)):
+            stringy = pa.types.is_string(base) or pa.types.is_large_string(base)
+            if not (_is_numeric(kt) or _is_temporal(base) or stringy):
                 return True, (f"keep column {spec.keep_column!r} has type {kt}, neither numeric nor a date; choose "
                               "a numeric, date or ISO 8601 string column"), None
         if spec.text_field not in names:

@@ -140,9 +140,9 @@ def _clusters_section(page: _Page, decisions: pa.Table, cluster_cfg: dict | None
             ["largest cluster", f"{int(sizes.max()):,}"],
             ["mean size of clusters with duplicates", f"{dup.mean():.2f}" if dup.size else "–"]]
     if cut is not None:
+        small = sizes[(sizes > 1) & (sizes <= cut)]
         rows.append([f"clusters of ≤ {cut:,} documents (keep every member: remove_clusters_larger_than)",
-                     f"{int(((sizes > 1) & (sizes <= cut)).sum()):,} ({int(sizes[(sizes > 1) & (sizes <= cut)].sum()):,}"
-                     " documents)"])
+                     f"{small.size:,} ({int(small.sum()):,} documents)"])
     if copies > 1:
         rows.append(["members kept per cluster (keep_copies)", f"up to {copies}"])
     return (_kv(rows) + page.img("cluster_sizes", lambda: _plot_cluster_sizes(sizes, cut),

@@ -71,6 +71,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--keep", help="keep order: first | longest | min-id | max:<column> | min:<column>")
     g.add_argument("--score", action="append", metavar="NAME=MODEL",
                    help="fastText classifier scored in pass 1 as column NAME_score, for --keep max:NAME_score")
+    g.add_argument("--remove-clusters-larger-than", type=int, metavar="N", help="remove duplicates only from "
+                   "clusters of more than N documents; smaller clusters keep every member (reason kept_small_cluster)")
+    g.add_argument("--keep-copies", type=int, metavar="K", help="keep up to K members of each cluster, the first K "
+                   "in keep order (reason kept_copy; default 1)")
     g.add_argument("--no-exact", action="store_true", help="skip the separate exact-duplicate stage")
     g.add_argument("--exact-only", action="store_true", help="exact dedup only (no MinHash/LSH)")
     g.add_argument("--exact-verify", action="store_true",
@@ -84,6 +88,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, help="MinHash seed")
     g.add_argument("--remove-punctuation", action="store_true", help="normalize punctuation/symbols to spaces")
     g.add_argument("--fold-digits", action="store_true", help="normalize every decimal digit to 0")
+    g.add_argument("--case-sensitive", action="store_true", help="keep letter case (normalize.lowercase=false; "
+                   "e.g. for code, where lowercasing merges distinct identifiers)")
     g = p.add_argument_group("input / execution")
     g.add_argument("--id-field", help="id column (default 'id'; missing -> '<file>:<row>')")
     g.add_argument("--no-id-field", action="store_true", help="ignore ids in the data; use '<file>:<row>'")
@@ -247,7 +253,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                 "shingle": "shingle__kind", "ngram": "shingle__n", "num_perm": "minhash__num_perm",
                 "bands": "lsh__bands", "rows": "lsh__rows", "width": "minhash__width", "seed": "minhash__seed",
                 "device": "device", "reader": "reader", "id_field": "id_field", "text_field": "text_field",
-                "on_error": "on_error", "threads": "threads"}
+                "on_error": "on_error", "threads": "threads",
+                "remove_clusters_larger_than": "cluster__remove_clusters_larger_than",
+                "keep_copies": "cluster__keep_copies"}
     for flag, key in flag_map.items():
         value = getattr(args, flag)
         if value is not None:
@@ -276,6 +284,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         o["normalize__remove_punctuation"] = True
     if args.fold_digits:
         o["normalize__fold_digits"] = True
+    if args.case_sensitive:
+        o["normalize__lowercase"] = False
     if args.no_id_field:
         o["id_field"] = None
     if args.memory_budget is not None:

@@ -49,17 +49,19 @@ def _check_literal(name: str, value: Any, lit: Any) -> None:
 class NormalizeConfig:
     """Text normalization applied before hashing (table-driven kernel, same on CPU and GPU).
 
-    Always: per-codepoint NFKC mapping, lowercase (full Unicode lowercase of the NFKC image),
-    whitespace/control characters -> one space, runs collapsed, ends trimmed, format characters
-    (Cf: zero-width space, soft hyphen, BOM...) deleted. Optional: punctuation (Unicode P*, S*)
-    -> space, decimal digits (Nd) -> '0'. See ``gpu_dedup.normalize`` for the exact policy.
+    Always: per-codepoint NFKC mapping, whitespace/control characters -> one space, runs collapsed, ends
+    trimmed, format characters (Cf: zero-width space, soft hyphen, BOM...) deleted. By default lowercase
+    (full Unicode lowercase of the NFKC image); ``lowercase=False`` keeps case (seed 000 §5: "lowercasing code
+    can merge distinct identifiers"; a contract of its own). Optional: punctuation (Unicode P*, S*) -> space,
+    decimal digits (Nd) -> '0'. See ``gpu_dedup.lexical.unicode_tables`` for the exact policy.
     """
 
     remove_punctuation: bool = False
     fold_digits: bool = False
+    lowercase: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("remove_punctuation", "fold_digits"):
+        for name in ("remove_punctuation", "fold_digits", "lowercase"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"NormalizeConfig.{name} must be a bool, got {getattr(self, name)!r}")
 
@@ -130,6 +132,12 @@ class ClusterConfig:
     exact: run the exact-duplicate stage before LSH (short documents always use it).
     exact_verify: byte-compare each exact group's normalized texts (a second read; guards against the
     2^-128 hash collision). near=False: exact dedup only (no MinHash/LSH).
+    remove_clusters_larger_than: None (default: every cluster's duplicates are removed) or N >= 1: only
+    clusters of more than N documents lose their duplicates; the members of smaller ones all stay (reason
+    ``kept_small_cluster``). FineWeb (seed 001) found the gain of dedup in removing large clusters, and
+    deduplicating clusters of fewer than ~100 copies could harm performance.
+    keep_copies: K >= 1 (default 1): up to K members of each cluster stay, the first K in keep order (reason
+    ``kept_copy`` for all but the representative); FineWeb-2's "rehydration" direction.
     """
 
     policy: Policy = "representative"
@@ -140,9 +148,19 @@ class ClusterConfig:
     exact_verify: bool = False
     near: bool = True
     max_representatives_per_bucket: int = 1000
+    remove_clusters_larger_than: int | None = None
+    keep_copies: int = 1
 
     def __post_init__(self) -> None:
         _check_literal("ClusterConfig.policy", self.policy, Policy)
+        if self.remove_clusters_larger_than is not None and (not is_int(self.remove_clusters_larger_than)
+                                                             or self.remove_clusters_larger_than < 1):
+            raise ValueError("ClusterConfig.remove_clusters_larger_than must be None or an int >= 1 (clusters "
+                             f"of at most that many documents keep every member), got "
+                             f"{self.remove_clusters_larger_than!r}")
+        if not is_int(self.keep_copies) or self.keep_copies < 1:
+            raise ValueError(f"ClusterConfig.keep_copies must be an int >= 1 (members kept per cluster), got "
+                             f"{self.keep_copies!r}")
         if not is_real(self.threshold) or not 0.0 < float(self.threshold) <= 1.0:
             raise ValueError(f"ClusterConfig.threshold must be in (0, 1], got {self.threshold!r}")
         for name in ("verify", "exact", "exact_verify", "near"):

@@ -12,7 +12,7 @@ from typing import Any
 
 from .config import RunConfig
 from .constants import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61
-from .lexical.unicode_tables import POLICY_NAME, UNICODE_VERSION
+from .lexical.unicode_tables import UNICODE_VERSION, policy_name
 
 CONTRACT_VERSION = 1
 
@@ -20,11 +20,12 @@ CONTRACT_VERSION = 1
 def contract(cfg: RunConfig) -> dict[str, Any]:
     """What must match for signatures / band keys from two runs to be comparable."""
     seeds = [f"0x{seed:016X}" for seed in (EXACT_SEED_LO, EXACT_SEED_HI)]
-
+    # lowercasing is named by the policy (nfkc-cp-lower-v1 / nfkc-cp-v1), not as a field, so that contracts
+    # (and the indexes and work dirs they guard) made before the field existed still match
+    normalize = {k: v for k, v in dataclasses.asdict(cfg.normalize).items() if k != "lowercase"}
     return {
         "contract_version": CONTRACT_VERSION,
-        "normalize": {**dataclasses.asdict(cfg.normalize), "policy": POLICY_NAME,
-                      "unicode_version": UNICODE_VERSION},
+        "normalize": {**normalize, "policy": policy_name(cfg.normalize), "unicode_version": UNICODE_VERSION},
         "shingle": {**dataclasses.asdict(cfg.shingle), "hash": "xxh64", "unit_bytes": "utf-8"},
         "minhash": {**dataclasses.asdict(cfg.minhash), "prime": f"2^{MERSENNE61.bit_length()}-1",
                     "params": "splitmix64-rejection"},

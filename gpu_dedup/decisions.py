@@ -16,7 +16,13 @@ DECISIONS_SCHEMA = pa.schema([
 # Reasons in the order summaries list them; a row is kept exactly when its reason is in KEPT_REASONS.
 REASONS = ("unique", "representative", "exact_duplicate", "short_exact_duplicate", "near_duplicate",
            "semantic_duplicate")
-KEPT_REASONS = ("unique", "representative")
+# Reasons only some runs give, listed by summaries when they occur: a prefiltered run's rejects, and the
+# duplicates a cluster-size policy keeps (ClusterConfig.remove_clusters_larger_than / keep_copies); these keep
+# representative_id, matched_id and jaccard as a removed duplicate would, so the choice is reversible.
+FILTERED = "filtered"
+CLUSTER_POLICY_REASONS = ("kept_small_cluster", "kept_copy")
+REASON_CODES = REASONS + (FILTERED,) + CLUSTER_POLICY_REASONS  # the vocabulary of the int8 reason codes
+KEPT_REASONS = ("unique", "representative") + CLUSTER_POLICY_REASONS
 LEXICAL_REMOVALS = ("exact_duplicate", "short_exact_duplicate", "near_duplicate")
 
 
@@ -35,5 +41,5 @@ def summary_counts(decisions: pa.Table, n: int) -> dict[str, Any]:
     found = reason_counts(decisions) if n else {}
     by = {r: found.get(r, 0) for r in REASONS}
     by.update({r: k for r, k in found.items() if r not in by and k})  # a prefiltered run's "filtered"
-    kept = sum(by[r] for r in KEPT_REASONS)
+    kept = sum(by.get(r, 0) for r in KEPT_REASONS)
     return {"input": n, "kept": kept, "removed": n - kept, "by_reason": by}

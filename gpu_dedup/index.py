@@ -61,6 +61,29 @@ class Index:
     def __len__(self) -> int:
         return int(self.exact.shape[0])
 
+    def check_new_ids(self, ids: pa.Array, files, file_rows, **reader: Any) -> None:
+        """Raise ``io.InputError`` when an id of the run (``ids``, row order) is already an indexed document's:
+        a decision names a document by its id, so one id cannot mean an old and a new document. Names up to
+        5 reused ids with where they are in the input (read again only then) and the index's file. ``reader``:
+        id_field, text_field and on_error of the run (to find the positions, as ``io.check_unique_ids``)."""
+        ids = ids.cast(pa.string())
+        reused = np.asarray(pa.compute.is_in(ids, value_set=self.ids).to_numpy(zero_copy_only=False), bool)
+        if not reused.any():
+            return
+        rows = np.flatnonzero(reused)
+        shown = rows[:5]
+        where: dict[int, str] = {}
+        try:
+            where = {r: p.where for r, p in io.locate_rows(files, shown, file_rows, **reader).items()}
+        except Exception as e:  # noqa: BLE001 - the reuse is the error to raise; positions are a help
+            logger.debug("could not locate the reused ids in the inputs: %r", e)
+        names = ", ".join(f"{ids[int(r)].as_py()!r} ({where.get(int(r), f'row {int(r)}')})" for r in shown)
+        more = f" and {len(rows) - len(shown)} more" if len(rows) > len(shown) else ""
+        raise io.InputError(f"{len(rows)} id(s) of the input are already ids of indexed documents in "
+                            f"{os.path.join(self.path, 'documents.parquet')}: {names}{more}; an id names one "
+                            "document, so give the new documents ids of their own (--id-field), or run without "
+                            "--against")
+
     def shingle_sets(self, rows: np.ndarray):
         """ShingleSets (host arrays) for index rows ``rows`` (int64, sorted)."""
         if not self.manifest["has_shingles"]:

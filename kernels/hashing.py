@@ -416,10 +416,12 @@ def intersection_sorted(x, x0, x1, y, y0, y1):
 
 def jaccard_sorted(hashes, x0, nx, y0, ny):
     """Exact Jaccard of the sets hashes[x0:x0+nx] and hashes[y0:y0+ny] (strictly increasing uint64 runs);
-    1.0 for two empty sets."""
+    NaN (undefined, a null in the decisions) for two empty sets: the project's one convention for empty sets
+    (a document with no shingle is never a candidate; it takes the exact path only), and NaN >= threshold is
+    false, so no caller can remove a document for an empty match."""
     inter = intersection_sorted(hashes, x0, x0 + nx, hashes, y0, y0 + ny)
     union = nx + ny - inter
-    return inter / union if union > 0 else 1.0
+    return inter / union if union > 0 else np.nan
 
 
 def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, set_offsets, set_sizes, hashes,

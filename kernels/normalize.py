@@ -26,6 +26,7 @@ ASCII_GENERIC = -1  # ascii_mode: the table's ASCII part is not a SWAR model; us
 MODE_PUNCT = 1      # model bit: ASCII punctuation and symbols -> space (NormalizeConfig.remove_punctuation)
 MODE_DIGITS = 2     # model bit: ASCII digits -> '0' (NormalizeConfig.fold_digits)
 MODE_BLOCKS = 4     # with a model: also the block loop of ascii_run (the CPU kernels ask for it)
+MODE_CASED = 8      # model bit: A-Z stay upper case (NormalizeConfig.lowercase=False)
 BLOCK = 64          # bytes per block (< 256: the block counters are uint8; 32 and 128 measured slower)
 SPAN_MODE_MIN = 128  # normalize_doc checks the table for a model (about 80 ns) only on spans this long
 W8_HI = U64(0x8080808080808080)   # the high bit of each byte of a 64-bit word
@@ -53,6 +54,8 @@ def ascii_mode_guess(map_cp):
         mode |= MODE_PUNCT
     if map_cp[0x31] == 0x30:
         mode |= MODE_DIGITS
+    if map_cp[0x41] == 0x41:
+        mode |= MODE_CASED
     return mode
 
 
@@ -112,8 +115,11 @@ def swar_spaces(w, mode):
 
 def swar_image(w, sph, mode):
     """The model images of the 8 bytes of w (every byte < 0x80), given sph = swar_spaces(w, mode): a space
-    for the spaces, a-z for A-Z, with MODE_DIGITS '0' for 1-9, the byte itself otherwise."""
-    img = w + (swar_in(w, U64(0x41), U64(0x5A)) >> W8_S2)  # A-Z: + 0x20 (= 0x80 >> 2)
+    for the spaces, a-z for A-Z (A-Z themselves with MODE_CASED), with MODE_DIGITS '0' for 1-9, the byte
+    itself otherwise."""
+    img = w
+    if (mode & MODE_CASED) == 0:
+        img = w + (swar_in(w, U64(0x41), U64(0x5A)) >> W8_S2)  # A-Z: + 0x20 (= 0x80 >> 2)
     img = (img & ~(sph | (sph - (sph >> S7)))) | (sph >> W8_S2)  # spaces: whole byte -> 0x20
     if (mode & MODE_DIGITS) != 0:
         dig = swar_in(w, U64(0x31), U64(0x39))
@@ -191,6 +197,7 @@ def ascii_run(src, i, stop, mode, map_cp, out, out_pos, p, sp, prev, write):
         out[out_pos + p - 1] = SPACE  # a space emit_codepoint counted: output follows, store it
     punct = (mode & MODE_PUNCT) != 0
     digits = (mode & MODE_DIGITS) != 0
+    lower = U8(0) if (mode & MODE_CASED) != 0 else U8(1)  # 1: A-Z -> a-z in the block loop (branch-free)
     blocks = (mode & MODE_BLOCKS) != 0 and mode != ASCII_GENERIC and not (write and punct)
     while True:
         if mode != ASCII_GENERIC:
@@ -211,7 +218,7 @@ def ascii_run(src, i, stop, mode, map_cp, out, out_pos, p, sp, prev, write):
                         oj = U64(out_pos + p)
                         for k in range(U64(BLOCK)):  # the images, 1:1 (vectorized)
                             c = src[j + k]
-                            m = U8(c + (U8((c >= U8(0x41)) & (c <= U8(0x5A))) << U8(5)))  # A-Z -> a-z
+                            m = U8(c + (U8((c >= U8(0x41)) & (c <= U8(0x5A)) & lower) << U8(5)))  # A-Z -> a-z
                             if digits and c >= U8(0x31) and c <= U8(0x39):
                                 m = U8(0x30)
                             if ascii_space(c, False) != U8(0):

@@ -6,7 +6,7 @@ import pytest
 from gpu_dedup.lexical.policy import components_policy, keep_rank, representative_policy
 from gpu_dedup.lexical.exact import exact_groups
 from gpu_dedup.lexical.lsh import group_buckets
-from gpu_dedup.lexical.verify import ShingleSets, jaccard
+from gpu_dedup.lexical.verify import ShingleSets, jaccard, shingle_sets
 
 
 def _sets(items: list[set[int]]) -> ShingleSets:
@@ -41,6 +41,24 @@ def test_jaccard_matches_python_sets():
     got = jaccard(s, left, right)
     want = [len(items[i] & items[j]) / len(items[i] | items[j]) for i, j in zip(left, right)]
     assert np.allclose(got, want, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])  # cuda: the kernel under the simulator + strict backend
+def test_empty_sets_have_undefined_jaccard_and_never_remove(device):
+    """One convention for empty sets (seed 000 §1: "empty-set similarity requires a separate policy"): the
+    Jaccard of two empty sets is undefined (NaN, a null in the decisions), as ``testing.reference`` says
+    ("empty sets match nothing"); an empty match removes nothing."""
+    from gpu_dedup.device import to_device, to_host
+    from gpu_dedup.testing.reference import exact_pairs
+
+    host = _sets([set(), set(), {1, 2}])
+    sets = ShingleSets(*(to_device(a, device) for a in (host.hashes, host.offsets, host.sizes)))
+    got = to_host(jaccard(sets, np.array([0, 0, 2]), np.array([1, 2, 2]), device))
+    assert np.isnan(got[0]) and got[1] == 0.0 and got[2] == 1.0
+    assert exact_pairs([set(), set(), {1, 2}], 1.0) == {}  # the reference: two empty sets are no pair
+    bk = group_buckets(np.zeros((2, 1), np.uint64))  # two empty sets in one bucket
+    rep = representative_policy(bk, _sets([set(), set()]), np.arange(2), 0.0, cap=100)
+    assert rep.rep.tolist() == [-1, -1]  # even at threshold 0 an undefined Jaccard removes nothing
 
 
 def test_representative_does_not_chain_while_components_do():
@@ -156,3 +174,24 @@ def test_cugraph_backend_labels_equal_union_find(monkeypatch, seed, backend):
     want = cpu.union_find(m, u, v)
     assert got.dtype == np.int64 and np.array_equal(got, want)
     assert (got == np.arange(m)).sum() > 50  # isolated nodes keep their own index
+
+
+def test_the_seeds_tokyo_paraphrase_shares_no_shingle_and_is_never_a_lexical_duplicate():
+    """Seed 000 §1: the corrected Tokyo example. Under our normalization and word 5-grams the paraphrase has
+    J = 0 (no shared shingle), so no lexical setting at any threshold removes it: it is the semantic
+    stage's case (README, Semantic dedup)."""
+    import gpu_dedup
+    from gpu_dedup.config import NormalizeConfig, ShingleConfig
+    from gpu_dedup.lexical.normalize import normalize_text
+
+    a = "The president visited Tokyo on Tuesday to discuss trade."
+    b = "On Tuesday, the president visited Tokyo to discuss trade issues."
+    norm = normalize_text(pa.array([a, b], pa.large_string()), NormalizeConfig())
+    sets = shingle_sets(norm, np.arange(2), ShingleConfig())
+    assert sets.sizes.tolist() == [5, 6]  # 9 and 10 words: both have shingles, neither takes the short path
+    assert jaccard(sets, np.array([0]), np.array([1]))[0] == 0.0
+    # the seed's own reference: lowercased, whitespace-split 5-grams
+    grams = [{tuple(t.lower().split()[i:i + 5]) for i in range(len(t.split()) - 4)} for t in (a, b)]
+    assert not grams[0] & grams[1]
+    res = gpu_dedup.deduplicate(pa.table({"id": ["a", "b"], "text": [a, b]}), cluster__threshold=0.01)
+    assert res.decisions["keep"].to_pylist() == [True, True]

@@ -220,6 +220,25 @@ def test_all_null_ids_are_errors_not_missing(tmp_path):
 
 
 @pytest.mark.parametrize("batch_bytes", [1 << 20, 16])  # 16: every line is its own block
+def test_empty_string_ids_are_refused_like_nulls(tmp_path, batch_bytes):
+    _write(tmp_path / "a.jsonl", b'{"id": "x", "text": "a"}\n{"id": "", "text": "b"}\n{"id": "y", "text": "c"}\n')
+    with pytest.raises(InputError, match="a.jsonl:2: id field 'id' is an empty string"):
+        _read(resolve_inputs([tmp_path / "a.jsonl"]), batch_bytes=batch_bytes)
+    rep = ReadReport()
+    batches = _read(resolve_inputs([tmp_path / "a.jsonl"]), on_error="skip", report=rep, batch_bytes=batch_bytes)
+    assert _rows(batches) == (["x", "y"], ["a", "c"])
+    assert [(s["line"], "empty string" in s["reason"]) for s in rep.skipped] == [(2, True)]
+    for name, ids in (("s.parquet", pa.array(["x", ""])), ("b.parquet", pa.array([b"x", b""], pa.binary())),
+                      ("d.parquet", pa.array(["x", ""]).dictionary_encode())):
+        pq.write_table(pa.table({"id": ids, "text": ["a", "b"]}), tmp_path / name)
+        with pytest.raises(InputError, match=f"{name} row 1: id field 'id' is an empty string"):
+            _read(resolve_inputs([tmp_path / name]), batch_bytes=batch_bytes)
+    # whitespace is an id (a user can look it up); only the empty string is refused
+    _write(tmp_path / "w.jsonl", b'{"id": " ", "text": "a"}\n')
+    assert _rows(_read(resolve_inputs([tmp_path / "w.jsonl"]), batch_bytes=batch_bytes))[0] == [" "]
+
+
+@pytest.mark.parametrize("batch_bytes", [1 << 20, 16])  # 16: every line is its own block
 def test_mixed_id_presence_names_first_line_without_it(tmp_path, batch_bytes):
     _write(tmp_path / "a.jsonl", b'{"id": "1", "text": "a"}\n\n{"text": "b"}\n')
     with pytest.raises(InputError, match="a.jsonl:3: id field 'id' is missing.*line 1"):

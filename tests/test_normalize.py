@@ -15,7 +15,7 @@ from gpu_dedup.testing.unicode_reference import normalize_reference, reference_m
 needs_same_unicode = pytest.mark.skipif(not reference_matches_tables(),
                                         reason="running Python's unicodedata differs from the pinned tables")
 CONFIGS = [NormalizeConfig(), NormalizeConfig(remove_punctuation=True), NormalizeConfig(fold_digits=True),
-           NormalizeConfig(True, True)]
+           NormalizeConfig(True, True), NormalizeConfig(lowercase=False)]
 
 MULTILINGUAL = [
     "The  Quick\tBrown\nFOX — jumps!", "Straße ẞ STRASSE", "İstanbul ıi", "ΣΊΣΥΦΟΣ σοφός",
@@ -132,7 +132,8 @@ def test_fast_paths_equal_the_policy(cfg):
     # every path alone (ASCII_GENERIC: bytes only; the model: words; with MODE_BLOCKS: blocks), each
     # document written with guard bytes after it that must stay untouched
     mode = knorm.ascii_mode(tables.map_cp)
-    assert mode == (knorm.MODE_PUNCT | knorm.MODE_DIGITS if cfg.remove_punctuation else 0)
+    assert mode == ((knorm.MODE_PUNCT | knorm.MODE_DIGITS if cfg.remove_punctuation else 0)
+                    | (0 if cfg.lowercase else knorm.MODE_CASED))
     want_bytes = [w.encode("utf-8") for w in want]
     for m in (knorm.ASCII_GENERIC, mode, mode | knorm.MODE_BLOCKS):
         out = np.full(sum(len(w) + 9 for w in want_bytes), 0xAA, np.uint8)

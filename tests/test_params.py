@@ -29,6 +29,33 @@ def test_threshold_approx_four_decimals() -> None:
     assert round(P.threshold_approx(8, 16), 4) == 0.8781
 
 
+# The seed's four band choices (000 §3): the maximum slope of the S-curve, four decimals from the issue.
+@pytest.mark.parametrize("b,r,expected", [(16, 8, 4.330), (32, 4, 3.676), (8, 16, 7.168), (64, 2, 6.903)])
+def test_sharpness_at_the_seed_choices(b: int, r: int, expected: float) -> None:
+    assert round(P.sharpness(b, r), 3) == expected
+
+
+@pytest.mark.parametrize("b,r", [(16, 8), (32, 4), (8, 16), (64, 2), (20, 5), (14, 8), (1, 7), (9, 1)])
+def test_steepest_point_is_the_numeric_argmax_of_the_slope(b: int, r: int) -> None:
+    # independent of the closed form: central differences of P on a fine grid, then their argmax
+    s = np.linspace(0.0, 1.0, 200_001)
+    p = P.candidate_probability(s, b, r)
+    d = np.gradient(p, s)
+    assert P.steepest_point(b, r) == pytest.approx(s[np.argmax(d)], abs=2e-5)
+    assert P.sharpness(b, r) == pytest.approx(d.max(), rel=1e-4)
+    inner = slice(1, -1)  # np.gradient is one-sided at the ends
+    np.testing.assert_allclose(P.slope(s[inner], b, r), d[inner], rtol=1e-3, atol=1e-6)
+
+
+def test_rule_of_thumb_is_not_the_inflection_point() -> None:
+    assert P.threshold_approx(64, 2) == pytest.approx(0.125)
+    assert P.steepest_point(64, 2) == pytest.approx(math.sqrt(1 / 127))
+    assert abs(P.threshold_approx(64, 2) - P.steepest_point(64, 2)) > 0.03
+    assert P.steepest_point(1, 1) == 0.0 and P.sharpness(1, 1) == 1.0  # P(s) = s
+    with pytest.raises(ValueError, match="similarity s must be in"):
+        P.slope(1.5, 2, 2)
+
+
 def test_fineweb_14x8_probabilities() -> None:
     # By hand: 0.8^8 = 0.16777; 1 - that = 0.83223; ^14 = 0.07645 -> P = 0.924.
     assert round(P.candidate_probability(0.8, 14, 8), 3) == 0.924

@@ -273,3 +273,134 @@ def test_jaccard_is_with_the_kept_representative_also_for_copies_of_a_removed_do
     assert by["C"]["reason"] == "exact_duplicate" and by["C"]["matched_id"] == "B"
     assert by["C"]["representative_id"] == "A" and by["C"]["jaccard"] == pytest.approx(j_ab)
     assert by["D"]["reason"] == "exact_duplicate" and by["D"]["jaccard"] == 1.0
+
+
+def _cluster_reference(base: list[dict], larger_than, copies: int) -> list[bool]:
+    """Brute force over the default run's clusters (input order = keep order): which rows stay."""
+    members: dict[int, list[int]] = {}
+    for i, r in enumerate(base):
+        members.setdefault(r["cluster_id"], []).append(i)
+    keep = [r["keep"] for r in base]
+    for rows in members.values():
+        if larger_than is not None and len(rows) <= larger_than:
+            for i in rows:
+                keep[i] = True
+        for i in sorted(rows)[:copies]:
+            keep[i] = True
+    return keep
+
+
+@pytest.mark.parametrize("larger_than,copies", [(None, 1), (2, 1), (3, 1), (None, 2), (None, 3), (2, 2)])
+def test_cluster_size_aware_removal_against_a_brute_force_reference(larger_than, copies):
+    table = make_corpus(400, seed=5)
+    base = gpu_dedup.deduplicate(table, RunConfig(progress=False)).decisions.to_pylist()
+    sizes = {}
+    for r in base:
+        sizes[r["cluster_id"]] = sizes.get(r["cluster_id"], 0) + 1
+    assert {2, 3} <= set(sizes.values()) and max(sizes.values()) > 3  # the corpus has small and large clusters
+    got = gpu_dedup.deduplicate(table, RunConfig(progress=False), cluster__remove_clusters_larger_than=larger_than,
+                                cluster__keep_copies=copies).decisions.to_pylist()
+    assert [r["keep"] for r in got] == _cluster_reference(base, larger_than, copies)
+    for b, g in zip(base, got):
+        # cluster columns are the default run's: every choice is reversible from the decisions alone
+        assert (g["cluster_id"], g["cluster_size"], g["representative_id"], g["matched_id"]) == \
+               (b["cluster_id"], b["cluster_size"], b["representative_id"], b["matched_id"])
+        if g["keep"] and not b["keep"]:
+            small = larger_than is not None and b["cluster_size"] <= larger_than
+            assert g["reason"] == ("kept_small_cluster" if small else "kept_copy")
+        else:
+            assert g["reason"] == b["reason"]
+
+
+def test_cluster_size_options_from_the_command_line(tmp_path, capsys):
+    from gpu_dedup.cli import main
+
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in make_corpus(200, seed=5).to_pylist()))
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", "--keep-copies", "2",
+                 "--remove-clusters-larger-than", "3"]) == 0
+    run = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert run["config"]["cluster"]["keep_copies"] == 2
+    assert run["config"]["cluster"]["remove_clusters_larger_than"] == 3
+    page = (tmp_path / "o" / "report.html").read_text()
+    assert "clusters of ≤ 3 documents (keep every member" in page and "up to 2" in page
+    by = run["counts"]["by_reason"]
+    assert by.get("kept_copy", 0) + by.get("kept_small_cluster", 0) > 0
+    assert run["counts"]["kept"] == sum(pq.read_table(tmp_path / "o" / "decisions.parquet")["keep"].to_pylist())
+    capsys.readouterr()
+    assert main(["run", str(src), "-o", str(tmp_path / "o2"), "-q", "--keep-copies", "0"]) != 0
+    assert "error: --keep-copies: ClusterConfig.keep_copies must be an int >= 1" in capsys.readouterr().err
+
+
+DATES = ["2023-06-01", "2024-05-01T12:30:00Z", "2024-05-01T14:00:00+02:00", "2021-01-01 00:00:00.5", None]
+
+
+def _epoch(v):
+    """The independent reference: Python's datetime (a value without a zone is UTC)."""
+    import datetime as dt
+
+    if v is None:
+        return None
+    t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+    return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).timestamp()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet-string", "parquet-timestamp", "table"])
+def test_keep_max_an_iso_date_column_keeps_the_newest(tmp_path, fmt):
+    """FineWeb processed crawls from new to old (seed 001): --keep max:<date column> keeps the newest copy."""
+    text = "the same page crawled again and again across the snapshots of the web"
+    rows = [{"id": f"d{i}", "text": text, "crawl_date": d} for i, d in enumerate(DATES)]
+    want = max(range(len(DATES)), key=lambda i: -1e300 if _epoch(DATES[i]) is None else _epoch(DATES[i]))
+    assert DATES[want] == "2024-05-01T12:30:00Z"  # 14:00+02:00 is 12:00 UTC: earlier, despite the larger clock
+    if fmt == "jsonl":
+        src = tmp_path / "a.jsonl"
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif fmt == "table":
+        src = pa.Table.from_pylist(rows)
+    else:
+        t = pa.Table.from_pylist(rows)
+        if fmt == "parquet-timestamp":
+            ts = pa.array([None if d is None else _epoch(d) * 1e6 for d in DATES], pa.float64())
+            t = t.set_column(2, "crawl_date", ts.cast(pa.int64()).cast(pa.timestamp("us", tz="UTC")))
+        src = tmp_path / "a.parquet"
+        pq.write_table(t, src)
+    res = gpu_dedup.deduplicate(src, RunConfig(progress=False), cluster__keep="max:crawl_date").decisions
+    assert res["keep"].to_pylist() == [i == want for i in range(len(DATES))]
+
+
+def test_a_keep_value_that_is_no_date_names_file_and_line(tmp_path):
+    text = "the same page crawled again and again across the snapshots of the web"
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps({"id": str(i), "text": text, "crawl_date": d}) + "\n"
+                           for i, d in enumerate(["2024-01-01", "yesterday"])))
+    with pytest.raises(gpu_dedup.io.InputError, match="a.jsonl:2: keep column 'crawl_date': value 'yesterday' is "
+                                                      "neither a number nor an ISO 8601 date"):
+        gpu_dedup.deduplicate(src, RunConfig(progress=False), cluster__keep="max:crawl_date")
+    pq.write_table(pa.table({"id": ["0", "1"], "text": [text, text], "crawl_date": ["2024-01-01", "2024-13-01"]}),
+                   tmp_path / "b.parquet")
+    with pytest.raises(gpu_dedup.io.InputError, match="b.parquet row 1: keep column 'crawl_date': value '2024-13-01'"):
+        gpu_dedup.deduplicate(tmp_path / "b.parquet", RunConfig(progress=False), cluster__keep="max:crawl_date")
+
+
+def test_case_sensitive_keys_keep_identifiers_that_differ_by_case_apart():
+    """Seed 000 §5: "lowercasing code can merge distinct identifiers". normalize.lowercase=False (the CLI's
+    --case-sensitive) keeps them apart, in the exact and the near-duplicate stages, on CPU and GPU, under a
+    contract of its own; the default contract is the one earlier runs (and their indexes) recorded."""
+    from gpu_dedup.contract import contract, contract_fingerprint
+
+    body = " ".join(f"x{i} = compute(x{i - 1}) + offset{i}" for i in range(1, 40))
+    docs = [f"int getValue() {{ {body} }}", f"int GetValue() {{ {body} }}", f"int getValue() {{ {body} }}",
+            f"INT GETVALUE() {{ {body.upper()} }}"]
+    t = pa.table({"id": ["a", "b", "c", "d"], "text": docs})
+    base = RunConfig(progress=False)
+    folded = gpu_dedup.deduplicate(t, base).decisions
+    assert folded["reason"].to_pylist() == ["representative"] + ["exact_duplicate"] * 3
+    for device in ("cpu", "cuda"):  # cuda: the kernels under the simulator + strict backend
+        cased = gpu_dedup.deduplicate(t, base, normalize__lowercase=False, device=device).decisions
+        # b differs from a in one identifier's case: no longer an exact copy, still a near duplicate (J >= 0.8);
+        # d, all upper case, shares no shingle with a and stays
+        assert cased["reason"].to_pylist() == ["representative", "near_duplicate", "exact_duplicate", "unique"], \
+            device
+        assert 0.8 <= cased["jaccard"][1].as_py() < 1.0
+    assert contract(base.replace(normalize__lowercase=False))["normalize"]["policy"] == "nfkc-cp-v1"
+    assert contract_fingerprint(contract(base)) == "429ff73788aa6e2a"  # unchanged by the lowercase field

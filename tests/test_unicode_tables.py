@@ -15,8 +15,8 @@ from gpu_dedup.config import NormalizeConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = [NormalizeConfig(False, False), NormalizeConfig(True, False), NormalizeConfig(False, True),
-           NormalizeConfig(True, True)]
-CFG_IDS = ["plain", "punct", "digits", "punct+digits"]
+           NormalizeConfig(True, True), NormalizeConfig(lowercase=False), NormalizeConfig(True, True, False)]
+CFG_IDS = ["plain", "punct", "digits", "punct+digits", "cased", "cased+punct+digits"]
 DEFAULT = NormalizeConfig()
 BOTH = NormalizeConfig(remove_punctuation=True, fold_digits=True)
 needs_same_unicode = pytest.mark.skipif(
@@ -185,3 +185,10 @@ def test_shipped_file_matches_fresh_build(tmp_path: Path) -> None:
     copy = tmp_path / ut.DATA_FILE.name
     shutil.copy(ut.DATA_FILE, copy)
     assert _generator().main(["--out", str(copy), "--check"]) == 0
+
+
+def test_case_preserving_policy_keeps_case_and_still_folds_compatibility_forms() -> None:
+    cased = NormalizeConfig(lowercase=False)
+    assert uref.apply_tables_python("getValue GetValue ＡＢＣ ﬁ Ⅻ", ut.load_tables(cased)) == "getValue GetValue ABC fi XII"
+    assert uref.apply_tables_python("getValue GetValue ＡＢＣ ﬁ Ⅻ", ut.load_tables(DEFAULT)) == "getvalue getvalue abc fi xii"
+    assert ut.policy_name(cased) == "nfkc-cp-v1" and ut.policy_name(DEFAULT) == ut.POLICY_NAME

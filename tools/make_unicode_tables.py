@@ -18,9 +18,12 @@ load time by ``gpu_dedup.lexical.unicode_tables.load_tables``:
   img_off          int32 (N+1,)         CSR offsets into img_cp
   img_cp           int32 (sum,)         image codepoints: img_cp[img_off[i]:img_off[i+1]] is the image of src[i]
   fixpoint_src     int32 (K,)           codepoints whose image had to be iterated to a fixed point
+  src_cased, img_off_cased, img_cp_cased, fixpoint_src_cased
+                   the same for the case-preserving policy (NormalizeConfig.lowercase=False): NFKC images
+                   without lowercasing
 
-The image of c is ``unicodedata.normalize("NFKC", chr(c)).lower()``, re-applied per character until stable
-so that the per-codepoint mapping is idempotent. The script refuses to overwrite a file made under
+The image of c is ``unicodedata.normalize("NFKC", chr(c)).lower()`` (``_cased``: without ``.lower()``),
+re-applied per character until stable so that the per-codepoint mapping is idempotent. The script refuses to overwrite a file made under
 another Unicode version: the version is part of the signature contract.
 """
 from __future__ import annotations
@@ -47,27 +50,28 @@ GC_NAMES = ("Cc", "Cf", "Cn", "Co", "Cs", "Ll", "Lm", "Lo", "Lt", "Lu", "Mc", "M
 DEFAULT_DIR = Path(__file__).resolve().parents[1] / "gpu_dedup" / "data"
 
 
-def _nfkc_lower(s: str) -> str:
-    return unicodedata.normalize("NFKC", s).lower()
+def _nfkc(s: str, lower: bool = True) -> str:
+    s = unicodedata.normalize("NFKC", s)
+    return s.lower() if lower else s
 
 
-def _per_char(s: str) -> str:
-    """Apply NFKC+lower to each character separately (the per-codepoint mapping on a string)."""
-    return "".join(_nfkc_lower(ch) for ch in s)
+def _per_char(s: str, lower: bool = True) -> str:
+    """Apply NFKC(+lower) to each character separately (the per-codepoint mapping on a string)."""
+    return "".join(_nfkc(ch, lower) for ch in s)
 
 
-def codepoint_image(c: int) -> tuple[str, int]:
-    """NFKC+lower image of codepoint c iterated to a fixed point; returns (image, iterations needed)."""
-    s = _nfkc_lower(chr(c))
+def codepoint_image(c: int, lower: bool = True) -> tuple[str, int]:
+    """NFKC(+lower) image of codepoint c iterated to a fixed point; returns (image, iterations needed)."""
+    s = _nfkc(chr(c), lower)
     for iterations in range(MAX_ITERATIONS):
-        nxt = _per_char(s)
+        nxt = _per_char(s, lower)
         if nxt == s:
             return s, iterations
         s = nxt
     raise RuntimeError(f"image of U+{c:04X} did not reach a fixed point in {MAX_ITERATIONS} iterations")
 
 
-def compute_images() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def compute_images(lower: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return (src int32 (N,), img_off int32 (N+1,), img_cp int32 (M,), fixpoint_src int32 (K,))."""
     src: list[int] = []
     lengths: list[int] = []
@@ -76,7 +80,7 @@ def compute_images() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     for c in range(N_CODEPOINTS):
         if c in SURROGATES:
             continue
-        image, iterations = codepoint_image(c)
+        image, iterations = codepoint_image(c, lower)
         if iterations:
             fixpoint.append(c)
         if image != chr(c):
@@ -101,7 +105,9 @@ def compute_categories() -> np.ndarray:
 
 def build() -> dict[str, np.ndarray]:
     src, img_off, img_cp, fixpoint_src = compute_images()
-    return {
+    cased = dict(zip(("src_cased", "img_off_cased", "img_cp_cased", "fixpoint_src_cased"),
+                     compute_images(lower=False)))
+    return {**cased,
         "format_version": np.asarray(FORMAT_VERSION, dtype=np.int64),
         "unicode_version": np.asarray(unicodedata.unidata_version),
         "python_version": np.asarray(sys.version.split()[0]),

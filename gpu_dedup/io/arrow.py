@@ -10,6 +10,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .batch import ReadReport, _Chunk, _FileReader, _Spec, missing_text_field
 from .discover import InputFile
@@ -63,6 +64,18 @@ def as_utf8(arr: pa.Array, out_type: pa.DataType) -> tuple[pa.Array, np.ndarray 
     return pa.array(out, out_type), fixed
 
 
+def empty_strings(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Bool mask of the rows of a string/binary column holding an empty string (nulls and numbers: False).
+    An empty id is refused like a null one: it names nothing a user could look up."""
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(col.type)
+            or pa.types.is_large_binary(col.type)):
+        return np.zeros(len(col), dtype=bool)
+    lengths = pc.binary_length(col)
+    return np.asarray(pc.fill_null(pc.equal(lengths, 0), False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
 def _raw_bytes(ids: pa.Array) -> pa.Array:
     """Ids as read, before UTF-8 repair: large_binary (integers as their decimal string)."""
     if pa.types.is_dictionary(ids.type):
@@ -72,10 +85,61 @@ def _raw_bytes(ids: pa.Array) -> pa.Array:
     return ids.cast(pa.large_binary())
 
 
+class KeepValueError(ValueError):
+    """A keep-column value that is neither a number nor an ISO 8601 date; ``index``: its row in the array."""
+
+    def __init__(self, index: int, value: Any):
+        super().__init__(f"value {value!r} is neither a number nor an ISO 8601 date or date-time (e.g. 2024-05-01, "
+                         "2024-05-01T12:30:00Z)")
+        self.index = index
+
+
+def _is_temporal(t: pa.DataType) -> bool:
+    return pa.types.is_timestamp(t) or pa.types.is_date(t)
+
+
+# a zone designator after the time of an ISO 8601 date-time: Z, +HH, +HHMM, +HH:MM (a date's own -DD is none)
+_ZONE = r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:[Zz]|[+-]\d{2}(?::?\d{2})?)$"
+
+
+def iso_seconds(values: pa.Array) -> np.ndarray:
+    """ISO 8601 dates / date-times (strings) as float64 seconds since 1970-01-01 UTC (null -> NaN). A value
+    without a zone is taken as UTC, so a date column orders as its dates (``--keep max:crawl_date``: newest
+    first). Raises ``KeepValueError`` naming the first value that does not parse."""
+    out = np.full(len(values), np.nan)
+    zoned = pc.fill_null(pc.match_substring_regex(values, _ZONE), False)
+    for mask, target in ((pc.invert(zoned), pa.timestamp("us")), (zoned, pa.timestamp("us", tz="UTC"))):
+        rows = np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), bool))
+        if rows.size == 0:
+            continue
+        sub = values.take(pa.array(rows))
+        try:
+            us = sub.cast(target).cast(pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            for i, v in zip(rows.tolist(), sub.to_pylist()):
+                try:
+                    pa.array([v], values.type).cast(target)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    raise KeepValueError(i, v) from None
+            raise
+        out[rows] = pc.fill_null(us, 0).to_numpy(zero_copy_only=False) / 1e6
+        out[rows[np.asarray(us.is_null().to_numpy(zero_copy_only=False), bool)]] = np.nan
+    return out
+
+
 def _keep_values(col: pa.Array) -> np.ndarray:
-    """A numeric keep column as float64 (null -> NaN)."""
+    """A keep column as float64 (null -> NaN): numbers as they are; dates, timestamps and ISO 8601 strings as
+    seconds since 1970-01-01 UTC (``iso_seconds``)."""
     if pa.types.is_dictionary(col.type):
         col = col.dictionary_decode()
+    if _is_temporal(col.type):
+        ts = col.cast(pa.timestamp("us", tz=getattr(col.type, "tz", None))) if pa.types.is_date(col.type) else col
+        ts = ts.cast(pa.timestamp("us", tz=getattr(ts.type, "tz", None)))
+        us = ts.cast(pa.int64())
+        return np.where(np.asarray(us.is_null().to_numpy(zero_copy_only=False), bool), np.nan,
+                        pc.fill_null(us, 0).to_numpy(zero_copy_only=False) / 1e6)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        return iso_seconds(col)
     return col.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
 
 
@@ -110,9 +174,13 @@ class _ArrowReader(_FileReader):
         if spec.keep_column and spec.keep_column not in names:
             return True, (f"keep column {spec.keep_column!r} is not in the file (columns: {names[:20]}); "
                           f"choose another keep policy"), None
-        if spec.keep_column and not _is_numeric(schema.field(spec.keep_column).type):
-            return True, (f"keep column {spec.keep_column!r} has type {schema.field(spec.keep_column).type}, "
-                          f"not numeric; choose a numeric column"), None
+        kt = schema.field(spec.keep_column).type if spec.keep_column else None
+        if kt is not None:
+            base = kt.value_type if pa.types.is_dictionary(kt) else kt
+            stringy = pa.types.is_string(base) or pa.types.is_large_string(base)
+            if not (_is_numeric(kt) or _is_temporal(base) or stringy):
+                return True, (f"keep column {spec.keep_column!r} has type {kt}, neither numeric nor a date; choose "
+                              "a numeric, date or ISO 8601 string column"), None
         if spec.text_field not in names:
             what = "the table" if self.f.fmt == "table" else self.f.relpath
             return (False, *missing_text_field(spec.text_field, names, f"{what} has no such column", "columns"))
@@ -257,11 +325,11 @@ class _ArrowReader(_FileReader):
             ids = id_col = None
             if has_ids:
                 id_col = side_table.column(spec.id_field).combine_chunks()
-            if dev.clean and (id_col is None or id_col.null_count == 0):
+            if dev.clean and (id_col is None or (id_col.null_count == 0 and not empty_strings(id_col).any())):
                 fixed = None
                 if id_col is not None:
                     ids, fixed = as_utf8(id_col, pa.string())
-                keep = (_keep_values(side_table.column(spec.keep_column).combine_chunks())
+                keep = (self._keep(side_table.column(spec.keep_column).combine_chunks(), physical + np.arange(n))
                         if spec.keep_column else None)
                 physical += n
                 self.rows += n
@@ -277,6 +345,15 @@ class _ArrowReader(_FileReader):
                     self.rows += chunk.rows
                     yield chunk
 
+    def _keep(self, col: pa.Array, rows: np.ndarray) -> np.ndarray:
+        """``_keep_values`` of ``col`` (physical rows ``rows``); a value that is no number and no date is a
+        file error naming its row (not skippable: a keep order with holes would silently change)."""
+        try:
+            return _keep_values(col)
+        except KeepValueError as e:
+            raise self.fatal(f"keep column {self.spec.keep_column!r}: {e}; fix the data or choose another keep "
+                             "policy", row=int(rows[e.index])) from None
+
     def _convert(self, rb: pa.RecordBatch, physical: int, has_ids: bool, bad: Any = None) -> _Chunk:
         """Accepted rows of ``rb`` (physical rows ``physical ..``). ``bad``: where bad rows go (default
         ``self.bad``; pool workers pass a ``_Deferred``'s, since only the consumer may touch the report)."""
@@ -287,11 +364,15 @@ class _ArrowReader(_FileReader):
         id_col = rb.column(rb.schema.get_field_index(spec.id_field)) if has_ids else None
         id_valid = (np.asarray(id_col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
                     if id_col is not None else np.ones(rb.num_rows, dtype=bool))
-        for i in np.flatnonzero(~(valid & id_valid)).tolist():
+        id_empty = empty_strings(id_col) if id_col is not None else np.zeros(rb.num_rows, dtype=bool)
+        for i in np.flatnonzero(~(valid & id_valid) | id_empty).tolist():
             if not valid[i]:
                 bad(f"text field {spec.text_field!r} is null", row=physical + i)
+            elif id_empty[i]:
+                bad(f"id field {spec.id_field!r} is an empty string; ids must be non-empty", row=physical + i)
             else:
                 bad(f"id field {spec.id_field!r} is null", row=physical + i)
+        id_valid &= ~id_empty
         valid &= id_valid
         positions = physical + np.flatnonzero(valid) if spec.positions else None
         if not valid.any():
@@ -312,6 +393,6 @@ class _ArrowReader(_FileReader):
         keep = None
         if spec.keep_column:
             kcol = rb.column(rb.schema.get_field_index(spec.keep_column))
-            keep = _keep_values(kcol if all_valid else kcol.filter(sel))
+            keep = self._keep(kcol if all_valid else kcol.filter(sel), physical + np.flatnonzero(valid))
         return _Chunk(ids=ids, text=text, keep=keep, invalid_utf8=int(bad_rows.sum()), record=rb, valid=valid,
                       positions=positions, raw_ids=raw_ids)

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
 
+from .arrow import KeepValueError, empty_strings, iso_seconds
 from .batch import ReadReport, _Chunk, _FileReader, _Spec, missing_text_field
 from .blocks import _UTF8_BOM, _read_blocks, _split_lines
 from .discover import InputFile
@@ -75,6 +76,7 @@ class _JsonlReader(_FileReader):
         self.id_mode: bool | None = None  # does this file carry ids? decided by its first row
         self.id_mode_line = 0
         self.id_type = pa.string()
+        self.keep_type = pa.float64()  # the keep column's JSON type so far: numbers, or ISO 8601 date strings
         self.keep_seen = False
         self.text_seen = False  # has a row of this file had the text field? (else a missing one is a wrong field)
         self.slow_blocks = 0
@@ -148,7 +150,7 @@ class _JsonlReader(_FileReader):
         if self.spec.id_field:
             fields.append(pa.field(self.spec.id_field, self.id_type))
         if self.spec.keep_column:
-            fields.append(pa.field(self.spec.keep_column, pa.float64()))
+            fields.append(pa.field(self.spec.keep_column, self.keep_type))
         return pa.schema(fields)
 
     def _arrow_parse(self, block: memoryview, max_line: int) -> pa.Table | None:
@@ -163,6 +165,10 @@ class _JsonlReader(_FileReader):
                                         parse_options=opts)
             except pa.ArrowException as e:  # anything Arrow rejects goes to the line parser
                 msg = str(e)
+                if attempt == 0 and self.spec.keep_column and f"Column(/{self.spec.keep_column})" in msg:
+                    # a date column (ISO 8601 strings) or back to numbers: remember it for the next blocks
+                    self.keep_type = pa.large_string() if self.keep_type == pa.float64() else pa.float64()
+                    continue
                 id_related = self.spec.id_field and (f"Column(/{self.spec.id_field})" in msg or "int64" in msg)
                 if attempt == 0 and id_related:  # integer ids: remember the type for the next blocks
                     self.id_type = pa.int64() if self.id_type == pa.string() else pa.string()
@@ -184,6 +190,8 @@ class _JsonlReader(_FileReader):
         if self.spec.id_field:
             col = table.column(self.spec.id_field)
             if col.null_count == 0:
+                if empty_strings(col).any():
+                    return None  # an empty-string id is refused like a null: the line parser says where
                 has = True
             elif col.null_count == len(col) and self._id_null.search(block) is None:
                 has = False
@@ -196,7 +204,14 @@ class _JsonlReader(_FileReader):
             kcol = table.column(self.spec.keep_column)
             if kcol.null_count == len(kcol) and self._keep_null.search(block) is not None:
                 return None  # missing vs null matters (a file must have the column): ask the line parser
-            keep = kcol.combine_chunks().to_numpy(zero_copy_only=False).astype(np.float64)
+            kcol_all = kcol.combine_chunks()
+            if pa.types.is_floating(kcol_all.type):
+                keep = kcol_all.to_numpy(zero_copy_only=False).astype(np.float64)
+            else:  # ISO 8601 strings; one that does not parse: the line parser names its line
+                try:
+                    keep = iso_seconds(kcol_all)
+                except KeepValueError:
+                    return None
         # Accepted: only now update the per-file state, exactly as the line parser would have.
         self.text_seen = True
         if self.spec.keep_column:
@@ -267,6 +282,10 @@ class _JsonlReader(_FileReader):
                     continue
                 if has:
                     v = obj[spec.id_field]
+                    if isinstance(v, str) and not v:
+                        self.bad(f"id field {spec.id_field!r} is an empty string; ids must be non-empty strings "
+                                 "or integers", line=ln)
+                        continue
                     if isinstance(v, str):
                         id_value, fixed = _fix_surrogates(v)
                         bad_utf8 |= fixed
@@ -287,10 +306,16 @@ class _JsonlReader(_FileReader):
                     except OverflowError:
                         raise self.fatal(f"keep column {spec.keep_column!r} value {_preview(kv)} does not fit "
                                          f"a float64", line=ln) from None
+                elif isinstance(kv, str):
+                    try:
+                        keeps.append(float(iso_seconds(pa.array([kv]))[0]))
+                    except KeepValueError as e:
+                        raise self.fatal(f"keep column {spec.keep_column!r}: {e}; fix the data or choose another "
+                                         "keep policy", line=ln) from None
                 else:
                     raise self.fatal(f"keep column {spec.keep_column!r} is a JSON {_json_type(kv)} "
-                                     f"({_preview(kv)}), not a number; fix the data or choose another keep "
-                                     f"policy", line=ln)
+                                     f"({_preview(kv)}), neither a number nor an ISO 8601 date string; fix the "
+                                     f"data or choose another keep policy", line=ln)
             accepted[i] = True
             texts.append(text)
             if id_value is not None:

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from ..config import RunConfig
 from ..constants import GIANT_BUCKET
-from ..decisions import DECISIONS_SCHEMA, REASONS
+from ..decisions import DECISIONS_SCHEMA, FILTERED, REASON_CODES, REASONS
 from ..device import array_module, to_device, to_host
 from ..engine import TextCache
 from .exact import exact_groups, verify_groups
@@ -84,6 +84,9 @@ def decide(cfg: RunConfig, device: str, files, docs: Documents, timings: dict[st
            cache: TextCache | None = None) -> Decided:
     """The stages of the module doc, timed into ``timings`` (exact, buckets, shingle_sets, policy, decisions)."""
     t = time.perf_counter()
+    if index is not None:
+        index.check_new_ids(docs.ids, files, docs.file_rows, id_field=cfg.id_field, text_field=cfg.text_field,
+                            on_error=cfg.on_error)
     ranked = rank_rows(cfg, device, docs, index)
     groups = exact_stage(cfg, device, files, ranked, index)
     timings["exact"] = time.perf_counter() - t
@@ -124,7 +127,7 @@ def decide(cfg: RunConfig, device: str, files, docs: Documents, timings: dict[st
         failed = np.concatenate([np.zeros(ranked.n_index, bool), ~docs.filter_pass])
     decisions, stages["clusters"], keep = decisions_table(files, ids, file_index, groups.leader, groups.short,
                                                           cands.lsh_rows, rep_local, jac_local, ranked.n_index,
-                                                          failed)
+                                                          failed, rank=ranked.rank_h, cluster=cfg.cluster)
     timings["decisions"] = time.perf_counter() - t
     return Decided(decisions, stages, keep)
 
@@ -215,10 +218,35 @@ def policy_stage(cfg: RunConfig, device: str, ranked: Ranked, cands: Candidates,
     return to_host(res.rep), to_host(res.jaccard), res.stats
 
 
-def decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local, jac_local, n_index=0, failed=None):
+def cluster_size_keeps(kept_rep: np.ndarray, rank: np.ndarray, cluster_size: np.ndarray, removed: np.ndarray,
+                       larger_than: int | None, copies: int) -> tuple[np.ndarray, np.ndarray]:
+    """The duplicates a cluster-size policy keeps (ClusterConfig.remove_clusters_larger_than / keep_copies).
+
+    kept_rep int64 (N,): each row's cluster (its kept representative's row); rank int64 (N,): keep order;
+    cluster_size int64 (N,); removed bool (N,): removed by the dedup policy. Returns bool (N,) masks
+    (small, copy): removed rows of clusters of at most ``larger_than`` documents, and removed rows among the
+    first ``copies`` members of their cluster in keep order (the representative is its cluster's first: it
+    precedes everything removed for it). Host NumPy, O(N log N) only when ``copies > 1``."""
+    small = removed & (cluster_size <= larger_than) if larger_than is not None else np.zeros_like(removed)
+    copy = np.zeros_like(removed)
+    if copies > 1:
+        order = np.lexsort((rank, kept_rep))  # by cluster, then keep order inside it
+        grouped = kept_rep[order]
+        idx = np.arange(order.shape[0], dtype=np.int64)
+        starts = np.where(np.r_[True, grouped[1:] != grouped[:-1]], idx, 0)
+        position = np.empty_like(idx)
+        position[order] = idx - np.maximum.accumulate(starts)
+        copy = removed & (position < copies) & ~small
+    return small, copy
+
+
+def decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local, jac_local, n_index=0, failed=None,
+                    *, rank=None, cluster=None):
     """Merge exact groups and near-duplicate representatives into one row per document (host arrays).
     Rows before ``n_index`` are indexed documents: they give representatives but get no row. ``failed``
-    (bool (n,)): documents the prefilter rejected: removed as ``filtered``, with no representative."""
+    (bool (n,)): documents the prefilter rejected: removed as ``filtered``, with no representative.
+    ``cluster`` (ClusterConfig) with ``rank`` (int64 (n,), keep order): its cluster-size policy
+    (``cluster_size_keeps``) keeps some duplicates; their other columns stay a removed duplicate's."""
     n = len(ids)
     rows = np.arange(n, dtype=np.int64)
     kept_rep = rows.copy()
@@ -244,10 +272,16 @@ def decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local, 
     reason[dup] = REASONS.index("exact_duplicate")
     reason[dup & short] = REASONS.index("short_exact_duplicate")
     reason[near] = REASONS.index("near_duplicate")
+    if cluster is not None and (cluster.remove_clusters_larger_than is not None or cluster.keep_copies > 1):
+        small, copy = cluster_size_keeps(kept_rep, rank, cluster_size, ~keep, cluster.remove_clusters_larger_than,
+                                         cluster.keep_copies)
+        reason[small] = REASON_CODES.index("kept_small_cluster")
+        reason[copy] = REASON_CODES.index("kept_copy")
+        keep = keep | small | copy
     rep_mask = None
     if failed is not None:
         keep = keep & ~failed
-        reason[failed] = len(REASONS)  # "filtered"
+        reason[failed] = REASON_CODES.index(FILTERED)
         matched[failed] = -1
         jac[failed] = np.nan
         rep_mask = failed[n_index:]
@@ -257,8 +291,7 @@ def decisions_table(files, ids, file_index, leader, short, lsh_rows, rep_local, 
     decisions = pa.table({
         "id": ids[new],
         "keep": pa.array(keep[new]),
-        "reason": pa.DictionaryArray.from_arrays(pa.array(reason[new]),
-                                                 pa.array(REASONS + ("filtered",))).cast(pa.string()),
+        "reason": pa.DictionaryArray.from_arrays(pa.array(reason[new]), pa.array(REASON_CODES)).cast(pa.string()),
         "cluster_id": pa.array(cluster_id[new], pa.int64()),
         "representative_id": ids.take(pa.array(kept_rep[new], pa.int64(), mask=rep_mask)),
         "matched_id": ids.take(pa.array(matched[new], pa.int64(), mask=matched[new] < 0)),

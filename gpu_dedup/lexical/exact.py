@@ -1,7 +1,7 @@
 """Exact-duplicate stage: 128-bit hash of the normalized text, grouped by sort.
 
 The hash is two XXH64 with fixed seeds (pinned in the contract). Two different texts share it with
-probability 2^-128 per pair, i.e. about N^2 / 2^129 for N documents (3e-21 for a billion documents).
+probability 2^-128 per pair, i.e. about N^2 / 2^129 for N documents (1.5e-21 for a billion documents).
 """
 from __future__ import annotations
 

@@ -6,7 +6,9 @@ its *image*, looked up in a CSR table: ``map_cp[map_off[c]:map_off[c + 1]]``. Th
 1. surrogates U+D800..U+DFFF are treated as U+FFFD (steps 2-3 then apply to U+FFFD);
 2. ``s = unicodedata.normalize("NFKC", chr(c)).lower()`` (full lowercase of the NFKC image, of this one
    character: no canonical composition with neighbours, never a final sigma), re-applied per character
-   until it no longer changes (with Unicode 14.0.0 no codepoint needs this);
+   until it no longer changes (with Unicode 14.0.0 no codepoint needs this); with
+   ``NormalizeConfig.lowercase=False`` (policy ``nfkc-cp-v1``, case-preserving: seed 000 §5, "lowercasing
+   code can merge distinct identifiers") the NFKC image without ``.lower()``;
 3. each character ch of s by general category: Cc, Zs, Zl, Zp or ``ch.isspace()`` -> U+0020;
    Cf -> deleted; if ``remove_punctuation``: P*, S* -> U+0020; if ``fold_digits``: Nd -> "0"; else ch.
    Unassigned (Cn) and private-use (Co) codepoints map to themselves.
@@ -35,11 +37,17 @@ from ..constants import TABLES_SPACE_FLAG as _SPACE_FLAG
 logger = logging.getLogger(__name__)
 
 POLICY_NAME = "nfkc-cp-lower-v1"
+CASED_POLICY_NAME = "nfkc-cp-v1"  # NormalizeConfig.lowercase=False
 SURROGATE_LO, SURROGATE_HI = 0xD800, 0xE000  # half-open
 # Pinned by file name on purpose: changing the Unicode version changes every signature (contract).
 DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "unicode_14.0.0.npz"
 _ARRAYS = ("format_version", "unicode_version", "python_version", "gc_names", "gc", "src", "img_off", "img_cp",
-           "fixpoint_src")
+           "fixpoint_src", "src_cased", "img_off_cased", "img_cp_cased", "fixpoint_src_cased")
+
+
+def policy_name(cfg: NormalizeConfig) -> str:
+    """The contract's name for the image rule of ``cfg`` (lowercasing or case-preserving)."""
+    return POLICY_NAME if cfg.lowercase else CASED_POLICY_NAME
 
 
 def _read_version(path: Path) -> str:
@@ -80,24 +88,26 @@ def _shipped() -> dict[str, np.ndarray]:
     if data["gc"].shape != (N_CODEPOINTS,) or data["gc"].dtype != np.uint8:
         raise ValueError(f"{DATA_FILE}: gc must be uint8 of shape ({N_CODEPOINTS},), got "
                          f"{data['gc'].dtype} {data['gc'].shape}")
-    src, off, cp = data["src"], data["img_off"], data["img_cp"]
-    if off.shape != (len(src) + 1,) or off[0] != 0 or off[-1] != len(cp) or np.any(np.diff(src) <= 0):
-        raise ValueError(f"{DATA_FILE}: inconsistent src/img_off/img_cp; regenerate it")
-    if len(cp) and (cp.min() < 0 or cp.max() >= N_CODEPOINTS):
-        raise ValueError(f"{DATA_FILE}: image codepoints out of range; regenerate it")
+    for suffix in ("", "_cased"):
+        src, off, cp = data["src" + suffix], data["img_off" + suffix], data["img_cp" + suffix]
+        if off.shape != (len(src) + 1,) or off[0] != 0 or off[-1] != len(cp) or np.any(np.diff(src) <= 0):
+            raise ValueError(f"{DATA_FILE}: inconsistent src{suffix}/img_off{suffix}/img_cp{suffix}; regenerate it")
+        if len(cp) and (cp.min() < 0 or cp.max() >= N_CODEPOINTS):
+            raise ValueError(f"{DATA_FILE}: image codepoints{suffix} out of range; regenerate it")
     return data
 
 
-@functools.lru_cache(maxsize=1)
-def _base_images() -> tuple[np.ndarray, np.ndarray]:
-    """Steps 1-2 for every codepoint, before the category rules (independent of NormalizeConfig).
+@functools.lru_cache(maxsize=2)
+def _base_images(lowercase: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 1-2 for every codepoint, before the category rules (of NormalizeConfig, only ``lowercase``).
 
     Returns (off int64 (0x110001,), cp int32 (M0,)): identity for codepoints not in the shipped sparse
     list, the shipped image for those in it, U+FFFD for surrogates.
     """
     data = _shipped()
-    src = data["src"].astype(np.int64)
-    img_off = data["img_off"].astype(np.int64)
+    suffix = "" if lowercase else "_cased"
+    src = data["src" + suffix].astype(np.int64)
+    img_off = data["img_off" + suffix].astype(np.int64)
     img_len = np.diff(img_off)
     length = np.ones(N_CODEPOINTS, dtype=np.int64)
     length[src] = img_len
@@ -110,7 +120,7 @@ def _base_images() -> tuple[np.ndarray, np.ndarray]:
     cp[off[ident_cps]] = ident_cps
     # element j of img_cp belongs to src[i]; its slot is off[src[i]] + (j - img_off[i])
     shift = np.repeat(off[src] - img_off[:-1], img_len)
-    cp[shift + np.arange(len(data["img_cp"]), dtype=np.int64)] = data["img_cp"]
+    cp[shift + np.arange(len(data["img_cp" + suffix]), dtype=np.int64)] = data["img_cp" + suffix]
     # step 1: a surrogate gets U+FFFD's image; surrogates are never in src, so each has exactly one slot
     surrogate_image = cp[off[REPLACEMENT]:off[REPLACEMENT + 1]]
     if len(surrogate_image) != 1:
@@ -146,7 +156,7 @@ def load_tables(cfg: NormalizeConfig) -> NormTables:
     """Dense CSR tables for ``cfg`` from the shipped data (cached: the same object for equal configs)."""
     if not isinstance(cfg, NormalizeConfig):
         raise TypeError(f"load_tables needs a NormalizeConfig, got {cfg!r}; use NormalizeConfig(...)")
-    off, cp = _base_images()
+    off, cp = _base_images(cfg.lowercase)
     mapped = _category_rules(cp, cfg)
     keep = mapped >= 0
     kept_before = np.zeros(len(keep) + 1, dtype=np.int64)
@@ -168,5 +178,6 @@ def table_info() -> dict[str, Any]:
         "generated_with_python": str(data["python_version"]),
         "data_file": str(DATA_FILE),
         "n_changed_codepoints": int(len(data["src"])),
+        "n_changed_codepoints_case_preserving": int(len(data["src_cased"])),
         "fixpoint_codepoints": [int(c) for c in data["fixpoint_src"]],
     }

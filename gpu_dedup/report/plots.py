@@ -65,11 +65,14 @@ def _plain_log_ticks(ax, xs: np.ndarray) -> None:
         ax.set_xticks(xs)
 
 
-def _plot_cluster_sizes(sizes: np.ndarray) -> bytes:
+def _plot_cluster_sizes(sizes: np.ndarray, cut: int | None = None) -> bytes:
     s, c = np.unique(sizes, return_counts=True)
     fig, ax = _figure()
     ax.loglog(s, c, "o", label="clusters of this size")
     ax.loglog(s, s * c, "s", markerfacecolor="none", label="documents in clusters of this size")
+    if cut is not None:  # the cluster-size policy: clusters right of the line lose their duplicates
+        ax.axvline(cut + 0.5, color="tab:red", linestyle="--", linewidth=1,
+                   label=f"remove_clusters_larger_than = {cut:,}")
     _plain_log_ticks(ax, s)
     ax.set_xlabel("cluster size (documents, incl. the kept one)")
     ax.set_ylabel("count")

@@ -127,17 +127,26 @@ def _semantic_long_text(page: _Page, stats: dict) -> str:
             "texts.</p>")
 
 
-def _clusters_section(page: _Page, decisions: pa.Table) -> str:
-    keep = decisions["keep"].to_numpy(zero_copy_only=False)
-    sizes = decisions["cluster_size"].to_numpy()[keep]
+def _clusters_section(page: _Page, decisions: pa.Table, cluster_cfg: dict | None = None) -> str:
+    # one size per cluster (its representative's row; with keep_copies > 1 a cluster has several kept members)
+    _, first = np.unique(decisions["cluster_id"].to_numpy(), return_index=True)
+    sizes = decisions["cluster_size"].to_numpy()[first]
     if sizes.size == 0:
         return "<p>No documents.</p>"
     dup = sizes[sizes > 1]
-    rows = [["clusters (kept documents)", f"{sizes.size:,}"], ["clusters with duplicates", f"{dup.size:,}"],
+    cut = (cluster_cfg or {}).get("remove_clusters_larger_than")
+    copies = int((cluster_cfg or {}).get("keep_copies") or 1)
+    rows = [["clusters", f"{sizes.size:,}"], ["clusters with duplicates", f"{dup.size:,}"],
             ["largest cluster", f"{int(sizes.max()):,}"],
             ["mean size of clusters with duplicates", f"{dup.mean():.2f}" if dup.size else "–"]]
-    return (_kv(rows)
-            + page.img("cluster_sizes", lambda: _plot_cluster_sizes(sizes), "cluster-size distribution, log-log"))
+    if cut is not None:
+        small = sizes[(sizes > 1) & (sizes <= cut)]
+        rows.append([f"clusters of ≤ {cut:,} documents (keep every member: remove_clusters_larger_than)",
+                     f"{small.size:,} ({int(small.sum()):,} documents)"])
+    if copies > 1:
+        rows.append(["members kept per cluster (keep_copies)", f"up to {copies}"])
+    return (_kv(rows) + page.img("cluster_sizes", lambda: _plot_cluster_sizes(sizes, cut),
+                                 "cluster-size distribution, log-log"))
 
 
 def _excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict[int, str] | None,
@@ -228,6 +237,8 @@ def _s_curve_section(page: _Page, stats: dict, decisions: pa.Table) -> str:
     rows = [["bands × rows", f"{b} × {r} = {b * r} hashes"],
             ["rule-of-thumb threshold (1/b)^(1/r)", f"{params.threshold_approx(b, r):.4f}"],
             ["50% point (1 − 2^(−1/b))^(1/r)", f"{params.p50(b, r):.4f}"],
+            ["steepest point s* = ((r − 1)/(b·r − 1))^(1/r), slope there P′(s*)",
+             f"{params.steepest_point(b, r):.4f}, {params.sharpness(b, r):.3f}"],
             [f"P(candidate) at θ = {theta:g}", f"{params.candidate_probability(theta, b, r):.4f}"]]
     for s in (theta - 0.1, theta + 0.05):
         if 0.0 < s < 1.0:

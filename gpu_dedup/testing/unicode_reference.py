@@ -38,20 +38,22 @@ def _post_char(ch: str, remove_punctuation: bool, fold_digits: bool) -> str:
     return ch
 
 
-def _one_step(ch: str, remove_punctuation: bool, fold_digits: bool) -> str:
+def _one_step(ch: str, remove_punctuation: bool, fold_digits: bool, lowercase: bool = True) -> str:
     if SURROGATE_LO <= ord(ch) < SURROGATE_HI:
         ch = chr(REPLACEMENT)
-    s = unicodedata.normalize("NFKC", ch).lower()
+    s = unicodedata.normalize("NFKC", ch)
+    if lowercase:
+        s = s.lower()
     return "".join(_post_char(x, remove_punctuation, fold_digits) for x in s)
 
 
-def _reference_image(c: int, remove_punctuation: bool, fold_digits: bool) -> str:
+def _reference_image(c: int, remove_punctuation: bool, fold_digits: bool, lowercase: bool = True) -> str:
     ch = chr(c)
-    s = _one_step(ch, remove_punctuation, fold_digits)
+    s = _one_step(ch, remove_punctuation, fold_digits, lowercase)
     if s == ch:
         return s
     for _ in range(MAX_ITERATIONS):
-        nxt = "".join(_one_step(x, remove_punctuation, fold_digits) for x in s)
+        nxt = "".join(_one_step(x, remove_punctuation, fold_digits, lowercase) for x in s)
         if nxt == s:
             return s
         s = nxt
@@ -65,7 +67,7 @@ def reference_codepoint_image(c: int, cfg: NormalizeConfig) -> str:
     """Image of one codepoint under the policy (steps 1-3, no collapsing), from the running unicodedata."""
     if not 0 <= c < N_CODEPOINTS:
         raise ValueError(f"codepoint must be in [0, 0x110000), got {c!r}")
-    return _reference_image(c, cfg.remove_punctuation, cfg.fold_digits)
+    return _reference_image(c, cfg.remove_punctuation, cfg.fold_digits, cfg.lowercase)
 
 
 def collapse_spaces(s: str) -> str:
@@ -78,8 +80,8 @@ def normalize_reference(text: str, cfg: NormalizeConfig) -> str:
 
     Lone surrogates in ``text`` (e.g. from ``errors="surrogateescape"``) become U+FFFD's image.
     """
-    rp, fd = cfg.remove_punctuation, cfg.fold_digits
-    return collapse_spaces("".join([_reference_image_cached(ord(ch), rp, fd) for ch in text]))
+    rp, fd, lo = cfg.remove_punctuation, cfg.fold_digits, cfg.lowercase
+    return collapse_spaces("".join([_reference_image_cached(ord(ch), rp, fd, lo) for ch in text]))
 
 
 def apply_tables_python(text: str, tables: NormTables) -> str:

@@ -1,7 +1,7 @@
 """The lexical pipeline: ``deduplicate`` composes the stages and writes the outputs.
 
     read + sign   pass 1, streaming bounded batches: read -> normalize -> exact hash + MinHash -> band keys
-                  (lexical/signatures.py; local or dask engine, work-dir pieces for resume)
+                  (lexical/signatures.py; work-dir pieces for resume; the Ray engine: distributed/)
     decide        keep order -> exact groups -> LSH buckets -> verification (pass 2, only the candidates'
                   text, or pass 1's kept text) -> removal policy -> decisions (lexical/decide.py)
     semantic      optionally SemDeDup over the same documents (semantic/)
@@ -31,7 +31,7 @@ from .config import RunConfig, keep_column
 from .contract import contract, contract_fingerprint
 from .decisions import summary_counts
 from .device import array_backend, batch_bytes, cache_bytes, note_compiling, resolve_device, set_threads
-from .engine import TextCache, dask_client, known_text_bytes, runtime_versions
+from .engine import TextCache, known_text_bytes, runtime_versions
 from .lexical.decide import Decided, decide
 from .lexical.signatures import Documents, read_signatures, reader_name
 from .outputs import check_outside_inputs, input_roots, own
@@ -109,9 +109,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     becomes ``semantic_duplicate`` (columns cosine, semantic_nearest_id, semantic_cluster are added).
     ``work_dir`` (default OUT/work when ``resume``): store pass 1's results per input file, checksummed;
     with ``resume`` valid pieces are reused, so a killed run finishes with the same decisions.
-    ``engine="dask"``: pass 1 runs as one task per input file on a dask.distributed cluster: an existing
-    one (``scheduler``: an address like tcp://host:8786, or a scheduler-file path) or a LocalCluster of
-    ``workers`` processes. The grouping and the policy run here on the gathered per-document arrays.
+    ``engine="dask"`` / ``scheduler``: replaced by ``engine="ray"`` (an error says how to move over).
     ``engine="ray"``: the whole lexical pipeline as Ray tasks over a shared work dir (gpu_dedup/distributed/),
     with no per-document state here: a local cluster of ``workers`` CPUs, or the running one at ``address``
     ("auto" or HOST:PORT); ``partitions``: key ranges of the shuffle (default: the cluster's CPUs, at most 64).
@@ -138,17 +136,21 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         index = load_index(os.fspath(against), contract(cfg))
     files = io.source_files(source)
     out = os.fspath(output_dir) if output_dir is not None else None
+    if engine == "dask" or scheduler is not None:
+        raise ValueError("the dask engine was replaced by Ray: pass engine='ray' (CLI --engine ray) with "
+                         "workers=N for a local cluster or address='auto' / 'HOST:PORT' to join one started by "
+                         "`ray start --head` (pip install 'gpu-dedup[ray]')")
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
     if engine == "ray":
         from .distributed import unsupported
 
         unsupported(cfg, device, index=index, save_index=save_index, semantic=semantic, prefilter=prefilter)
-        if scheduler is not None:
-            raise ValueError("scheduler is the dask engine's; with engine='ray' pass address='auto' or HOST:PORT")
         if work_dir is None and out is None:
             raise ValueError("engine='ray' needs a shared work directory: pass work_dir or output_dir")
         work_dir = work_dir if work_dir is not None else os.path.join(out, "work")
-    elif address is not None or partitions is not None:
-        raise ValueError("address / partitions need engine='ray'")
+    elif workers is not None or address is not None or partitions is not None:
+        raise ValueError("workers / address / partitions need engine='ray'")
     wd = _work_path(work_dir, out, resume)
     if save_index is not None:
         from .index import check_index_target
@@ -165,7 +167,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
             return result
         work = WorkDir(wd, contract_fingerprint(contract(cfg)), resume) if wd is not None else None
         result = _run(source, cfg, device, threads=threads, t_start=t_start, files=files, index=index, out=out,
-                      work=work, semantic=semantic, save_index=save_index, engine_args=(engine, workers, scheduler),
+                      work=work, semantic=semantic, save_index=save_index, engine_args=(engine, workers),
                       prefilter=prefilter)
     logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
     return result
@@ -174,7 +176,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
 def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: float, files, index, out: str | None,
          work: WorkDir | None, semantic: Any, save_index, engine_args: tuple, prefilter: Any = None) -> DedupResult:
     """``deduplicate`` once its directories are owned: pass 1, decide, semantic, index, write."""
-    engine, workers, scheduler = engine_args
+    engine, workers = engine_args
     timings: dict[str, float] = {}
     report = io.ReadReport()
     cache = _text_cache(cfg, device, files)
@@ -195,9 +197,8 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     kc = keep_column(cfg.cluster.keep)
     scored_keep = pre is not None and kc in pre.provides
     cfg1 = cfg.replace(cluster__keep="first", scores=()) if scored_keep else cfg
-    with dask_client(engine, workers, scheduler, device) as client:
-        docs = read_signatures(files, cfg1, device, report, timings, work, client, cache,
-                               on_batch=pre.add if pre is not None else None)
+    docs = read_signatures(files, cfg1, device, report, timings, work, cache,
+                           on_batch=pre.add if pre is not None else None)
     scores = None
     if pre is not None:
         scores = pre.table(len(docs))
@@ -216,7 +217,7 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
         timings["save_index"] = time.perf_counter() - t
 
     stats = _run_stats(cfg, device, threads, files, report, docs, decided, timings)
-    stats["engine"] = {"name": engine, "workers": workers, "scheduler": scheduler}
+    stats["engine"] = {"name": engine, "workers": workers}
     stats["parquet_text_reader"] = reader_name(cfg, device, prefilter=pre is not None)
     if pre is not None:
         reasons = scores["reason"].to_numpy(zero_copy_only=False)

@@ -42,7 +42,7 @@ from ..lexical.minhash import permutation_params
 from ..lexical.policy import keep_rank
 from ..lexical.signatures import _compute_file, _piece_of
 from ..lexical.verify import ShingleSets, _shingle_sets_pass
-from ..workdir import band_column
+from ..workdir import band_column, checkpoint
 from .shuffle import Layout, file_of, key_partition, mix64
 
 logger = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ def _once(stage: str, valid=None):
                 return {**found, "reused": True}
             t = time.perf_counter()
             result = fn(job, key, *args)
+            checkpoint(f"ray-{stage}")  # outputs written, marker not yet (the fault tests kill a worker here)
             result["seconds"] = time.perf_counter() - t
             return lay.finish(stage, name, job.run_key, result)
         task.__name__ = f"{stage}_task"

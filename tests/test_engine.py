@@ -95,6 +95,18 @@ def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, caps
         gpu_dedup.deduplicate(str(corpus), cfg.replace(cluster__exact_verify=True), tmp_path / "o", engine="ray")
     with pytest.raises(ValueError, match="shared work directory"):
         gpu_dedup.deduplicate(str(corpus), cfg, engine="ray")
+    # a repeated id: the local engine's error, word for word
+    dup = tmp_path / "dup"
+    dup.mkdir()
+    pq.write_table(pa.table({"id": ["a", "b"], "text": ["one two three four five six", "x y z w v u"]}),
+                   dup / "1.parquet")
+    pq.write_table(pa.table({"id": ["c", "a"], "text": ["seven eight nine ten eleven", "q r s t u v"]}),
+                   dup / "2.parquet")
+    with pytest.raises(Exception) as local_err:
+        gpu_dedup.deduplicate(str(dup), cfg)
+    with pytest.raises(type(local_err.value)) as ray_err:
+        gpu_dedup.deduplicate(str(dup), cfg, work_dir=tmp_path / "dw", engine="ray", partitions=2)
+    assert str(ray_err.value) == str(local_err.value) and "'a' (2 times" in str(ray_err.value)
     from gpu_dedup.cli import main
 
     assert main(["run", str(corpus), "-o", str(tmp_path / "p"), "--engine", "ray", "--paragraph-dedup"]) != 0

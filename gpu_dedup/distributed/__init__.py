@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..decisions import REASONS
@@ -70,7 +71,14 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
 
         def stage(name: str, keys, *args) -> list[dict]:
             t = time.perf_counter()
-            res = ray.get([task[name].remote(job, k, *args) for k in keys])
+            keys = list(keys)
+            refs = [task[name].remote(job, k, *args) for k in keys]
+            res = []
+            for k, ref in zip(keys, refs):
+                try:
+                    res.append(ray.get(ref))
+                except (ray.exceptions.OutOfMemoryError, ray.exceptions.WorkerCrashedError) as exc:
+                    raise RuntimeError(_task_failure(name, k, files, exc)) from exc
             timings[f"ray_{name}"] = timings.get(f"ray_{name}", 0.0) + time.perf_counter() - t
             return res
 
@@ -80,6 +88,8 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         job.offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).tolist()
         job.run_key = run_key([fingerprint, parts, [r["stamp"] for r in signed], rows])
         ex = stage("exact", range(parts))
+        if any(r["duplicate_ids"] for r in ex):
+            _raise_duplicate_ids(job, rows)
         stage("bands", range(nf))
         bk = stage("buckets", range(parts))
         step, sources, fps = 0, [f"p{p:04d}" for p in range(parts)], []
@@ -108,6 +118,30 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     stats = _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step)
     stats["engine"].update({"workers": workers, "address": address, "sign_tasks_reused": reused})
     return stats
+
+
+_PER_FILE = ("sign", "bands", "star", "labels", "members", "resolve", "sizes", "write")
+
+
+def _task_failure(stage: str, key: int, files, exc) -> str:
+    """The error of a task that failed for memory (or whose worker kept dying): the task, its file, the knob."""
+    what = f"file {files[key].relpath}" if stage in _PER_FILE else f"key range {key}"
+    return (f"Ray task {stage}[{key}] ({what}) failed after its retries: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}. Each task holds one file or one key range: give "
+            "workers more memory (fewer --workers per node), split large input files, raise --partitions, "
+            "or bound the grouping with --memory-budget; --resume reuses the finished tasks")
+
+
+def _raise_duplicate_ids(job, rows) -> None:
+    """The local engine's error (io.check_unique_ids: the ids, counts, files and lines), built from the
+    pieces' ids: per-document state in the driver on this error path only."""
+    from .. import io
+
+    ids = [pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=["id"])["id"] for fi in range(job.nfiles)]
+    cfg = job.cfg
+    io.check_unique_ids(pa.chunked_array([c for t in ids for c in t.chunks], pa.string()), job.files, rows,
+                        id_field=cfg.id_field, text_field=cfg.text_field, on_error=cfg.on_error)
+    raise RuntimeError("an exact task found a duplicated id that the check of all ids did not")  # pragma: no cover
 
 
 def write_decisions(work: str, nfiles: int, path: str) -> None:
@@ -167,4 +201,6 @@ def _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step) -> d
     dedup = {"files": total([w["deduplicated"] for w in wr], "files"),
              "rows_written": total([w["deduplicated"] for w in wr], "rows_written")}
     return {"counts": counts, "stages": stages_, "read": read, "pass1_task_seconds": timings, "deduplicated": dedup,
-            "engine": {"name": "ray", "nodes": nodes, "partitions": parts}}
+            "engine": {"name": "ray", "nodes": nodes, "partitions": parts,
+                       "worker_peak_rss_bytes": max(r.get("peak_rss_bytes", 0) for rs in
+                                                    (signed, ex, bk, lab, mem, pol, sz, wr) for r in rs)}}

@@ -89,10 +89,20 @@ def _once(stage: str, valid=None):
             result = fn(job, key, *args)
             checkpoint(f"ray-{stage}")  # outputs written, marker not yet (the fault tests kill a worker here)
             result["seconds"] = time.perf_counter() - t
+            result["peak_rss_bytes"] = _peak_rss()
             return lay.finish(stage, name, job.run_key, result)
         task.__name__ = f"{stage}_task"
         return task
     return wrap
+
+
+def _peak_rss() -> int:
+    """This worker process's peak resident memory so far (bytes; Linux reports KiB)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
 def _keep_cols(cfg: RunConfig) -> list[str]:
@@ -149,8 +159,17 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
                       **{c: piece[c] for c in _keep_cols(cfg)}})
     part = key_partition(piece["exact_lo"].to_numpy(), job.partitions)
     lay.write_split(exact, part, job.partitions, "exact_rows", lambda p: f"f{fi:06d}-p{p:04d}")
+    # ids by hash range too, so that the exact task of a range checks them for uniqueness
+    lay.write_split(piece.select(["id"]), key_partition(_id_hashes(piece["id"]), job.partitions), job.partitions,
+                    "ids", lambda p: f"f{fi:06d}-p{p:04d}")
     return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": _input_stamp(f, before),
             "text_bytes": int(pc.sum(piece["text_bytes"]).as_py() or 0)}
+
+
+def _id_hashes(ids) -> np.ndarray:
+    import xxhash
+
+    return np.fromiter((xxhash.xxh3_64_intdigest(v.encode()) for v in ids.to_pylist()), np.uint64, len(ids))
 
 
 _DUPS = pa.schema([("row", pa.int64()), ("leader", pa.int64()), ("short", pa.bool_())])
@@ -179,7 +198,10 @@ def exact(job: Job, p: int) -> dict[str, Any]:
     f = job.nfiles
     lay.write_split(dups, file_of(rows[dup], offs), f, "dups_by_row", lambda g: f"p{p:04d}-f{g:06d}")
     lay.write_split(dups, file_of(leaders, offs), f, "dups_by_leader", lambda g: f"p{p:04d}-f{g:06d}")
-    return {"groups_with_duplicates": int(np.unique(leaders).shape[0]), "removed": int(dup.shape[0]),
+    ids = lay.read("ids", [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)])["id"]
+    unique = len(ids) == 0 or pc.count_distinct(ids, mode="all").as_py() == len(ids)
+    return {"duplicate_ids": not unique,
+            "groups_with_duplicates": int(np.unique(leaders).shape[0]), "removed": int(dup.shape[0]),
             "short_documents": int(short.sum())}
 
 

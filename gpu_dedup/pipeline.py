@@ -278,7 +278,8 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
                             "deduplicated_input_files": sum(io.file_size(f) for f in files if f.fmt != "table")
                             if out is not None and cfg.write_deduplicated else 0},
              "counts": got["counts"], "stages": got["stages"], "timings_s": timings, "engine": got["engine"],
-             "work_dir": {"path": work}}
+             "work_dir": {"path": work, "pieces_reused": got["engine"]["sign_tasks_reused"],
+                          "pieces_computed": len(files) - got["engine"]["sign_tasks_reused"]}}
     if out is not None and cfg.write_deduplicated:
         stats["deduplicated"] = got["deduplicated"]
     timings["total"] = time.perf_counter() - t_start

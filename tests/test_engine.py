@@ -84,8 +84,12 @@ def test_killed_workers_and_resume(cluster, corpus, tmp_path):
     for stage in ("policy", "resolve", "sizes", "write"):
         for p in (done / stage).iterdir():
             p.unlink()
-    res = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "ray", engine="ray", partitions=2, resume=True)
-    assert res.stats["engine"]["sign_tasks_reused"] == 3
+    from gpu_dedup.cli import main
+
+    assert main(["run", str(corpus), "-o", str(tmp_path / "ray"), "-q", "--engine", "ray", "--partitions", "2",
+                 "--resume"]) == 0
+    run = json.loads((tmp_path / "ray" / "run.json").read_text())
+    assert run["work_dir"]["pieces_reused"] == 3 and run["engine"]["name"] == "ray"
     _same_outputs(tmp_path / "local", tmp_path / "ray")
 
 

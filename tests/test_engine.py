@@ -99,6 +99,8 @@ def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, caps
         gpu_dedup.deduplicate(str(corpus), cfg.replace(cluster__exact_verify=True), tmp_path / "o", engine="ray")
     with pytest.raises(ValueError, match="shared work directory"):
         gpu_dedup.deduplicate(str(corpus), cfg, engine="ray")
+    with pytest.raises(ConnectionError, match="--address 127.0.0.1:1: no Ray cluster reachable"):
+        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", address="127.0.0.1:1")
     # a repeated id: the local engine's error, word for word
     dup = tmp_path / "dup"
     dup.mkdir()

@@ -24,6 +24,8 @@ def ray_cluster(workers: int | None, address: str | None):
     ``workers`` CPUs started here (and shut down afterwards). An already connected driver (a notebook, a
     test's cluster) is used as it is."""
     ray = import_ray()
+    if address is not None and address != "auto":
+        _reachable(address)
     if ray.is_initialized():
         yield ray
         return
@@ -39,6 +41,22 @@ def ray_cluster(workers: int | None, address: str | None):
         yield ray
     finally:
         ray.shutdown()
+
+
+def _reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast, naming the address, when nothing listens at HOST:PORT (Ray itself retries for minutes)."""
+    import socket
+
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--address {address!r}: expected auto or HOST:PORT (the head's `ray start --head --port`)")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConnectionError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
+                              "`ray start --head --port PORT` on that host, or drop --address to start a local "
+                              "one") from exc
 
 
 def _probe(token_path: str, token: str) -> dict:

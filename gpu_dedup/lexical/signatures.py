@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from .. import io
 from ..config import RunConfig, keep_column, score_columns
-from ..device import array_module, set_threads, simulator, to_device, to_host
+from ..device import array_module, simulator, to_device, to_host
 from ..engine import TextCache, prefetched, progress
 from ..io.gpu import resolve_reader
 from ..workdir import checkpoint, piece_table, unpack_piece

@@ -33,6 +33,7 @@ def corpus(tmp_path_factory):
     # skewed shards, one of them JSON Lines: one holds most of the data
     pq.write_table(t.slice(0, 280), src / "a.parquet")
     pq.write_table(t.slice(280, 30), src / "b.parquet")
+    pq.write_table(t.slice(0, 0), src / "b0.parquet")  # an empty file: no rows, no tasks' output rows
     with open(src / "c.jsonl", "w") as fh:
         for r in t.slice(310).to_pylist():
             fh.write(json.dumps(r) + "\n")
@@ -69,6 +70,20 @@ def test_ray_equals_local(cluster, corpus, tmp_path, preset, overrides, partitio
         assert res.stats["stages"]["lsh"]["candidate_documents"] == local.stats["stages"]["lsh"]["candidate_documents"] > 0
 
 
+def test_ray_in_memory_table_keep_by_column(cluster, tmp_path):
+    """An in-memory table (one file of the run) with keep=max:<column>: ties and NaNs as the local engine."""
+    import numpy as np
+
+    t = make_corpus(240, seed=7, mean_words=50, template_families=2).select(["id", "text"])
+    q = np.round(np.random.default_rng(3).random(t.num_rows), 1)
+    q[::7] = np.nan
+    t = t.append_column("quality", pa.array(q))
+    cfg = RunConfig(progress=False).replace(cluster__keep="max:quality")
+    local = gpu_dedup.deduplicate(t, cfg)
+    res = gpu_dedup.deduplicate(t, cfg, work_dir=tmp_path / "w", engine="ray", partitions=3)
+    assert res.decisions.equals(local.decisions) and local.removed > 0
+
+
 def test_killed_workers_and_resume(cluster, corpus, tmp_path):
     """kill -9 of a worker in pass 1 (sign) and in a reduce: Ray retries the tasks over their idempotent
     writes; a resumed run reuses every finished task. Outputs equal the local run's, deduplicated/ byte for byte."""
@@ -89,7 +104,7 @@ def test_killed_workers_and_resume(cluster, corpus, tmp_path):
     assert main(["run", str(corpus), "-o", str(tmp_path / "ray"), "-q", "--engine", "ray", "--partitions", "2",
                  "--resume"]) == 0
     run = json.loads((tmp_path / "ray" / "run.json").read_text())
-    assert run["work_dir"]["pieces_reused"] == 3 and run["engine"]["name"] == "ray"
+    assert run["work_dir"]["pieces_reused"] == 4 and run["engine"]["name"] == "ray"
     _same_outputs(tmp_path / "local", tmp_path / "ray")
 
 

@@ -106,6 +106,11 @@ def test_killed_workers_and_resume(cluster, corpus, tmp_path):
     run = json.loads((tmp_path / "ray" / "run.json").read_text())
     assert run["work_dir"]["pieces_reused"] == 4 and run["engine"]["name"] == "ray"
     _same_outputs(tmp_path / "local", tmp_path / "ray")
+    # resumed under another policy setting: pass 1 is reused, no later task of the earlier config is
+    cfg9 = cfg.replace(cluster__threshold=0.9)
+    res = gpu_dedup.deduplicate(str(corpus), cfg9, tmp_path / "ray", engine="ray", partitions=2, resume=True)
+    assert res.decisions.equals(gpu_dedup.deduplicate(str(corpus), cfg9).decisions)
+    assert res.stats["work_dir"]["pieces_reused"] == 4
 
 
 def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, capsys):

@@ -64,7 +64,12 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         nodes = probe(ray, work, cfg, fingerprint)
         cpus = int(ray.cluster_resources().get("CPU", 1))
         parts = partitions or max(1, min(64, cpus))
-        job = stages.Job(cfg, device, files, work, parts, run_key=run_key([fingerprint, parts, len(files), "sign"]))
+        # every setting that can change a task's output is in the key (the contract alone leaves out the
+        # policy, the keep order, the reader's options): a marker of another config is never reused
+        settings = {k: v for k, v in cfg.to_dict().items() if k not in ("progress", "threads")}
+        signing = {**settings, "cluster": {"keep": cfg.cluster.keep}}  # pass 1 needs no policy setting
+        job = stages.Job(cfg, device, files, work, parts,
+                         run_key=run_key([fingerprint, signing, device, parts, len(files), "sign"]))
         task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name)) for name in
                 ("sign", "exact", "bands", "buckets", "star", "labels", "members", "policy", "resolve", "sizes",
                  "write")}
@@ -86,7 +91,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         signed = stage("sign", range(nf))
         rows = [r["rows"] for r in signed]
         job.offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).tolist()
-        job.run_key = run_key([fingerprint, parts, [r["stamp"] for r in signed], rows])
+        job.run_key = run_key([fingerprint, settings, device, parts, [r["stamp"] for r in signed], rows])
         ex = stage("exact", range(parts))
         if any(r["duplicate_ids"] for r in ex):
             _raise_duplicate_ids(job, rows)

@@ -22,7 +22,8 @@ def import_ray():
 def ray_cluster(workers: int | None, address: str | None):
     """Yields the ray module, connected: to ``address`` (auto | HOST:PORT) or to a local cluster of
     ``workers`` CPUs started here (and shut down afterwards). An already connected driver (a notebook, a
-    test's cluster) is used as it is."""
+    test's cluster) is used as it is. The workers' log lines (an input that changed, a giant bucket) reach
+    this terminal, prefixed by Ray with the worker's process id."""
     ray = import_ray()
     if address is not None and address != "auto":
         _reachable(address)
@@ -31,9 +32,9 @@ def ray_cluster(workers: int | None, address: str | None):
         return
     try:
         if address is not None:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            ray.init(address=address, include_dashboard=False)
         else:
-            ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
     except ConnectionError as exc:
         raise ConnectionError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
                               "`ray start --head` or drop --address to start a local one") from exc

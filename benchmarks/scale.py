@@ -1,4 +1,4 @@
-"""Scale: the whole pipeline on a generated corpus, local engine vs the dask engine (2 workers) in the
+"""Scale: the whole pipeline on a generated corpus, local engine vs the Ray engine (2 workers) in the
 same run, with wall time, peak RSS of each child process and the bytes written to the work directory.
 
     python benchmarks/scale.py --docs 1000000 --words 100 --work /tmp/gd-scale
@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=100)
     ap.add_argument("--shard", type=int, default=100_000)
     ap.add_argument("--work", default="/tmp/gd-scale")
-    ap.add_argument("--no-dask", action="store_true")
+    ap.add_argument("--no-ray", action="store_true")
     ap.add_argument("--extra", default="", help="extra flags for both runs, e.g. '--memory-budget 1G'")
     args = ap.parse_args()
     src = make(args.work, args.docs, args.words, args.shard)
@@ -45,21 +45,21 @@ def main() -> None:
     extra = args.extra.split()
     local = run(src, os.path.join(args.work, "out-local"), ["--work-dir", wd, *extra])
     rows.append((f"local engine (2 threads) {args.extra}".strip(), local, _du(wd)))
-    if not args.no_dask:
-        wd = os.path.join(args.work, "workdir-dask")
-        dask = run(src, os.path.join(args.work, "out-dask"), ["--engine", "dask", "--workers", "2", "--work-dir", wd, *extra])
-        rows.append(("dask engine, LocalCluster 2 workers", dask, _du(wd)))
+    if not args.no_ray:
+        wd = os.path.join(args.work, "workdir-ray")
+        ray_r = run(src, os.path.join(args.work, "out-ray"), ["--engine", "ray", "--workers", "2", "--work-dir", wd, *extra])
+        rows.append(("Ray engine, local cluster of 2 workers", ray_r, _du(wd)))
         same = open(os.path.join(args.work, "out-local", "decisions.parquet"), "rb").read() == \
-            open(os.path.join(args.work, "out-dask", "decisions.parquet"), "rb").read()
+            open(os.path.join(args.work, "out-ray", "decisions.parquet"), "rb").read()
     n = local["stats"]["counts"]["input"]
     print(f"\n{n:,} documents, {local['stats']['read']['bytes_text'] / 1e9:.2f} GB text")
     print(f"{'engine':38s} {'wall s':>8s} {'docs/s':>10s} {'peak RSS GB':>12s} {'work dir GB':>12s}")
     for name, r, wbytes in rows:
         print(f"{name:38s} {r['wall']:8.1f} {n / r['wall']:10,.0f} {r['peak'] / 2**30:12.2f} {wbytes / 1e9:12.2f}")
     if len(rows) == 2:
-        print(f"\ndask / local wall-time ratio: {rows[1][1]['wall'] / rows[0][1]['wall']:.2f}; "
+        print(f"\nray / local wall-time ratio: {rows[1][1]['wall'] / rows[0][1]['wall']:.2f}; "
               f"decisions.parquet byte-identical: {same}")
-    print("(dask's peak RSS is the driver's; its workers are separate processes)")
+    print("(the Ray run's peak RSS is the driver's; its workers are separate processes)")
 
 
 if __name__ == "__main__":

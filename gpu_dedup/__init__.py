@@ -29,7 +29,7 @@ def deduplicate(source, config=None, output_dir=None, **overrides):
     overrides: settings applied to ``config``, e.g. ``cluster__threshold=0.9``, ``cluster__keep="longest"``,
         ``device="cpu"``, ``progress=True`` (progress bars are off in the API unless asked for); and the run
         options ``against=``, ``save_index=``, ``semantic=``, ``work_dir=``, ``resume=``, ``engine=``,
-        ``workers=``, ``scheduler=`` (see :func:`gpu_dedup.pipeline.deduplicate`).
+        ``workers=``, ``address=``, ``partitions=`` (see :func:`gpu_dedup.pipeline.deduplicate`).
 
     The result: ``.decisions`` (pyarrow Table: id, keep, reason, cluster_id, representative_id, matched_id,
     jaccard, cluster_size, source), ``.stats`` (run.json), ``.summary()``, ``.keep_mask``, ``.kept_ids()``,

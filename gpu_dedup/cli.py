@@ -101,11 +101,14 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
     g.add_argument("--work-dir", metavar="DIR", help="keep pass 1's per-file results here (checksummed), so "
                    "--resume can finish a killed run (default with --resume: OUT/work)")
-    g.add_argument("--engine", choices=["local", "dask"], default="local",
-                   help="local (default: this process) or dask (pass 1 as one task per input file)")
-    g.add_argument("--workers", type=int, help="with --engine dask: start a LocalCluster of N worker processes")
-    g.add_argument("--scheduler", metavar="ADDRESS|FILE", help="with --engine dask: an existing cluster's "
-                   "scheduler address (tcp://host:8786) or scheduler file")
+    g.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="local (default: this process) or ray (the whole pipeline as tasks on a Ray cluster, "
+                   "over a shared --work-dir; the same decisions)")
+    g.add_argument("--workers", type=int, help="with --engine ray: start a local Ray cluster of N worker processes")
+    g.add_argument("--address", metavar="auto|HOST:PORT", help="with --engine ray: join a running cluster "
+                   "(`ray start --head`); auto: the one on this machine")
+    g.add_argument("--partitions", type=int, help="with --engine ray: key ranges of the shuffle "
+                   "(default: the cluster's CPUs, at most 64)")
     g.add_argument("--memory-budget", metavar="SIZE", type=size_arg, help="bound the bucket grouping's memory "
                    "(device memory on a GPU), e.g. 2G or 500M: key-range partitions per band; with --work-dir the "
                    "band keys stay on disk")
@@ -335,6 +338,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
              resume=args.resume, roots=roots):
         # paragraph dedup in the stated order (--paragraph-order): after = over the documents the document
         # stages kept (OUT/deduplicated/), before = the document stages read its output, beside = both on the input
+        if args.engine == "ray" and args.paragraph_dedup:
+            raise ValueError("--paragraph-dedup runs in one process, not on --engine ray yet: run "
+                             "`gpu-dedup run ... --paragraph-dedup` with --engine local, or drop --paragraph-dedup")
         order = args.paragraph_order if args.paragraph_dedup else None
         if order == "after" and args.no_deduplicated:
             raise ValueError("--paragraph-order after cuts paragraphs from OUT/deduplicated/, which --no-deduplicated "
@@ -354,7 +360,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 inputs = [os.path.join(out, substring_cli.OUTPUT_DIR)]
         result = deduplicate(inputs, cfg, out, against=args.against, save_index=args.save_index,
                              semantic=semantic, work_dir=args.work_dir, resume=args.resume, engine=args.engine,
-                             workers=args.workers, scheduler=args.scheduler, overwrite=args.overwrite,
+                             workers=args.workers, address=args.address, partitions=args.partitions,
+                             overwrite=args.overwrite,
                              prefilter=_prefilter(args, cfg))
         if order == "after":
             _paragraph_stage(args, cfg, out, [os.path.join(out, "deduplicated")])

@@ -1,14 +1,12 @@
-"""How the passes over the input run: the engine (local, or dask for pass 1), read-ahead in a background
-thread, progress bars, and the normalized text kept between pass 1 and verification.
+"""How the passes over the input run on the local engine: read-ahead in a background thread, progress bars,
+and the normalized text kept between pass 1 and verification (the Ray engine is gpu_dedup/distributed/).
 
 Nothing here knows what a stage computes: the lexical passes (``lexical/signatures.py``, ``lexical/verify.py``)
 and the index writer use these to move data.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 from typing import Any, Iterable
 
 from .config import RunConfig
@@ -85,51 +83,11 @@ def progress(cfg: RunConfig, desc: str, total: int | None = None):
     return tqdm(desc=desc, total=total, unit="doc", unit_scale=True, leave=False)
 
 
-@contextlib.contextmanager
-def dask_client(engine: str, workers: int | None, scheduler: str | None, device: str = "cpu"):
-    """The engine pass 1 runs on: None for the local engine; a dask.distributed Client otherwise (closed
-    afterwards; a cluster started here is shut down with it): a LocalCluster of CPU processes, or on a GPU
-    run a dask-cuda LocalCUDACluster with one worker per GPU."""
-    if engine == "local":
-        if workers is not None or scheduler is not None:
-            raise ValueError("workers / scheduler need engine='dask'")
-        yield None
-        return
-    if engine != "dask":
-        raise ValueError(f"engine must be 'local' or 'dask', got {engine!r}")
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError as exc:
-        raise ImportError("engine='dask' needs dask.distributed: pip install 'gpu-dedup[dask]'") from exc
-    if scheduler is not None:
-        client = Client(scheduler_file=scheduler) if os.path.isfile(scheduler) else Client(scheduler)
-        cluster = None
-    elif device == "cuda":
-        try:
-            from dask_cuda import LocalCUDACluster
-        except ImportError as exc:
-            raise ImportError("engine='dask' with device='cuda' starts a dask-cuda LocalCUDACluster (one worker "
-                              "per GPU): pip install dask-cuda, or pass --scheduler of a running cluster") from exc
-        cluster = LocalCUDACluster(n_workers=workers, threads_per_worker=1, dashboard_address=None)
-        client = Client(cluster)
-    else:
-        n = workers or os.cpu_count() or 1
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(cluster)
-    logger.info("dask engine: %s", client)
-    try:
-        yield client
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
 class TextCache:
     """Pass 1's normalized batches, kept (host memory, or device memory on a GPU) within ``budget`` bytes so
     that verification hashes the candidates' shingle sets without reading and normalizing the input again.
     It serves pass 2 only when it holds every batch of the run in row order; a batch past the budget, a
-    reused work-dir piece or a dask worker's piece drops what it holds (the input is re-read then)."""
+    reused work-dir piece drops what it holds (the input is re-read then)."""
 
     def __init__(self, budget: int):
         self.budget = budget

@@ -1,7 +1,7 @@
 """The lexical pipeline: ``deduplicate`` composes the stages and writes the outputs.
 
     read + sign   pass 1, streaming bounded batches: read -> normalize -> exact hash + MinHash -> band keys
-                  (lexical/signatures.py; local or dask engine, work-dir pieces for resume)
+                  (lexical/signatures.py; work-dir pieces for resume; the Ray engine: distributed/)
     decide        keep order -> exact groups -> LSH buckets -> verification (pass 2, only the candidates'
                   text, or pass 1's kept text) -> removal policy -> decisions (lexical/decide.py)
     semantic      optionally SemDeDup over the same documents (semantic/)
@@ -31,7 +31,7 @@ from .config import RunConfig, keep_column
 from .contract import contract, contract_fingerprint
 from .decisions import summary_counts
 from .device import array_backend, batch_bytes, cache_bytes, note_compiling, resolve_device, set_threads
-from .engine import TextCache, dask_client, known_text_bytes, runtime_versions
+from .engine import TextCache, known_text_bytes, runtime_versions
 from .lexical.decide import Decided, decide
 from .lexical.signatures import Documents, read_signatures, reader_name
 from .outputs import check_outside_inputs, input_roots, own
@@ -95,7 +95,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
                 against: str | os.PathLike | None = None, save_index: str | os.PathLike | None = None,
                 semantic: Any = None, work_dir: str | os.PathLike | None = None, resume: bool = False,
                 overwrite: bool = True, engine: str = "local", workers: int | None = None,
-                scheduler: str | None = None, prefilter: Any = None, **overrides: Any) -> DedupResult:
+                scheduler: str | None = None, prefilter: Any = None, address: str | None = None,
+                partitions: int | None = None, **overrides: Any) -> DedupResult:
     """Deduplicate ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame).
 
     ``overrides`` are applied to ``config`` with ``RunConfig.replace`` (e.g. ``cluster__threshold=0.9``).
@@ -108,9 +109,11 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     becomes ``semantic_duplicate`` (columns cosine, semantic_nearest_id, semantic_cluster are added).
     ``work_dir`` (default OUT/work when ``resume``): store pass 1's results per input file, checksummed;
     with ``resume`` valid pieces are reused, so a killed run finishes with the same decisions.
-    ``engine="dask"``: pass 1 runs as one task per input file on a dask.distributed cluster: an existing
-    one (``scheduler``: an address like tcp://host:8786, or a scheduler-file path) or a LocalCluster of
-    ``workers`` processes. The grouping and the policy run here on the gathered per-document arrays.
+    ``engine="dask"`` / ``scheduler``: replaced by ``engine="ray"`` (an error says how to move over).
+    ``engine="ray"``: the whole lexical pipeline as Ray tasks over a shared work dir (gpu_dedup/distributed/),
+    with no per-document state here: a local cluster of ``workers`` CPUs, or the running one at ``address``
+    ("auto" or HOST:PORT); ``partitions``: key ranges of the shuffle (default: the cluster's CPUs, at most 64).
+    The work dir (default OUT/work) must be visible to every node. Same decisions as the local engine.
     ``prefilter``: a ``filters.FilterConfig`` applied in pass 1, before dedup (filters/prefilter.py): the
     documents it rejects are removed as ``filtered`` and never remove a kept one; every score and the
     detailed reason go to OUT/scores.parquet. One read of the input; local engine, no work dir, no semantic.
@@ -133,6 +136,21 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         index = load_index(os.fspath(against), contract(cfg))
     files = io.source_files(source)
     out = os.fspath(output_dir) if output_dir is not None else None
+    if engine == "dask" or scheduler is not None:
+        raise ValueError("the dask engine was replaced by Ray: pass engine='ray' (CLI --engine ray) with "
+                         "workers=N for a local cluster or address='auto' / 'HOST:PORT' to join one started by "
+                         "`ray start --head` (pip install 'gpu-dedup[ray]')")
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
+    if engine == "ray":
+        from .distributed import unsupported
+
+        unsupported(cfg, device, index=index, save_index=save_index, semantic=semantic, prefilter=prefilter)
+        if work_dir is None and out is None:
+            raise ValueError("engine='ray' needs a shared work directory: pass work_dir or output_dir")
+        work_dir = work_dir if work_dir is not None else os.path.join(out, "work")
+    elif workers is not None or address is not None or partitions is not None:
+        raise ValueError("workers / address / partitions need engine='ray'")
     wd = _work_path(work_dir, out, resume)
     if save_index is not None:
         from .index import check_index_target
@@ -142,9 +160,14 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     check_outside_inputs({"output_dir": out, "work_dir": wd, "save_index": save_index}, roots)
     with own(out, work_dir=wd, index_dir=save_index, command="deduplicate", overwrite=overwrite, resume=resume,
              roots=roots, flag="overwrite=True"):
+        if engine == "ray":
+            result = _run_ray(cfg, device, threads=threads, t_start=t_start, files=files, out=out, work=wd,
+                              workers=workers, address=address, partitions=partitions, resume=resume)
+            logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
+            return result
         work = WorkDir(wd, contract_fingerprint(contract(cfg)), resume) if wd is not None else None
         result = _run(source, cfg, device, threads=threads, t_start=t_start, files=files, index=index, out=out,
-                      work=work, semantic=semantic, save_index=save_index, engine_args=(engine, workers, scheduler),
+                      work=work, semantic=semantic, save_index=save_index, engine_args=(engine, workers),
                       prefilter=prefilter)
     logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
     return result
@@ -153,7 +176,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
 def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: float, files, index, out: str | None,
          work: WorkDir | None, semantic: Any, save_index, engine_args: tuple, prefilter: Any = None) -> DedupResult:
     """``deduplicate`` once its directories are owned: pass 1, decide, semantic, index, write."""
-    engine, workers, scheduler = engine_args
+    engine, workers = engine_args
     timings: dict[str, float] = {}
     report = io.ReadReport()
     cache = _text_cache(cfg, device, files)
@@ -174,9 +197,8 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     kc = keep_column(cfg.cluster.keep)
     scored_keep = pre is not None and kc in pre.provides
     cfg1 = cfg.replace(cluster__keep="first", scores=()) if scored_keep else cfg
-    with dask_client(engine, workers, scheduler, device) as client:
-        docs = read_signatures(files, cfg1, device, report, timings, work, client, cache,
-                               on_batch=pre.add if pre is not None else None)
+    docs = read_signatures(files, cfg1, device, report, timings, work, cache,
+                           on_batch=pre.add if pre is not None else None)
     scores = None
     if pre is not None:
         scores = pre.table(len(docs))
@@ -195,7 +217,7 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
         timings["save_index"] = time.perf_counter() - t
 
     stats = _run_stats(cfg, device, threads, files, report, docs, decided, timings)
-    stats["engine"] = {"name": engine, "workers": workers, "scheduler": scheduler}
+    stats["engine"] = {"name": engine, "workers": workers}
     stats["parquet_text_reader"] = reader_name(cfg, device, prefilter=pre is not None)
     if pre is not None:
         reasons = scores["reason"].to_numpy(zero_copy_only=False)
@@ -213,6 +235,59 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     if out is not None:
         _write_run_json_and_report(out, stats, files)
     return DedupResult(decided.decisions, stats, out)
+
+
+class _FileDecisions(DedupResult):
+    """A Ray run's result: the decisions are read from the written parquet file only when asked for, so
+    the driver holds no per-document state unless the caller wants the table."""
+
+    def __init__(self, path: str, stats: dict[str, Any], output_dir: str | None):
+        self._path, self.stats, self.output_dir = path, stats, output_dir
+        self._table = None
+
+    @property
+    def decisions(self) -> pa.Table:  # type: ignore[override]
+        if self._table is None:
+            import pyarrow.parquet as pq
+
+            self._table = pq.read_table(self._path)
+        return self._table
+
+
+def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files, out: str | None, work: str,
+             workers, address, partitions, resume: bool) -> DedupResult:
+    """``deduplicate`` on the Ray engine (gpu_dedup/distributed/): tasks compute and write everything."""
+    from . import distributed
+
+    timings: dict[str, float] = {}
+    fp = contract_fingerprint(contract(cfg))
+    got = distributed.run(files, cfg, device, work=work, out=out, workers=workers, address=address,
+                          partitions=partitions, resume=resume, timings=timings, fingerprint=fp)
+    path = os.path.join(out if out is not None else work, "decisions.parquet")
+    checkpoint("decisions")
+    distributed.write_decisions(work, len(files), path)
+    stats = {"gpu_dedup_version": __version__,
+             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+             "device": device, "array_backend": array_backend(device), "threads": threads,
+             "parquet_text_reader": reader_name(cfg, device), "versions": runtime_versions(),
+             "config": cfg.to_dict(), "contract": contract(cfg), "contract_fingerprint": fp,
+             "inputs": [f.relpath for f in files], "input_paths": [f.path for f in files if f.fmt != "table"],
+             "read": got["read"],
+             "bytes_read": {"pass1_text": got["read"]["bytes_text"],
+                            "verification_text": got["stages"]["verify"]["text_bytes_read"],
+                            "deduplicated_input_files": sum(io.file_size(f) for f in files if f.fmt != "table")
+                            if out is not None and cfg.write_deduplicated else 0},
+             "counts": got["counts"], "stages": got["stages"], "timings_s": timings, "engine": got["engine"],
+             "work_dir": {"path": work, "pieces_reused": got["engine"]["sign_tasks_reused"],
+                          "pieces_computed": len(files) - got["engine"]["sign_tasks_reused"]}}
+    if out is not None and cfg.write_deduplicated:
+        stats["deduplicated"] = got["deduplicated"]
+    timings["total"] = time.perf_counter() - t_start
+    n = got["counts"]["input"]
+    stats["throughput_docs_per_s"] = n / timings["total"] if timings["total"] > 0 else None
+    if out is not None:
+        _write_run_json_and_report(out, stats, files)
+    return _FileDecisions(path, stats, out)
 
 
 def _work_path(work_dir, output_dir: str | None, resume: bool) -> str | None:

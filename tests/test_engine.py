@@ -1,5 +1,8 @@
-"""The dask engine gives the same decisions as the local one, for any worker count and shard layout."""
+"""The Ray engine decides as the local one, byte for byte (decisions and deduplicated/), for presets, both
+policies, exact-only, keep orders and partition counts; it survives killed workers and resumes a run.
+One local Ray cluster of 2 CPUs serves the whole module."""
 import json
+import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -9,39 +12,138 @@ import gpu_dedup
 from gpu_dedup import RunConfig
 from gpu_dedup.testing.evalcorpus import make_corpus
 
-pytest.importorskip("distributed")
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    faults = tmp_path_factory.mktemp("faults")
+    os.environ["GPU_DEDUP_RAY_FAULTS"] = str(faults)  # inherited by the workers (gpu_dedup.testing.faults)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"worker_process_setup_hook": "gpu_dedup.testing.faults.ray_worker_faults"})
+    yield faults
+    ray.shutdown()
+    os.environ.pop("GPU_DEDUP_RAY_FAULTS", None)
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     src = tmp_path_factory.mktemp("src")
-    t = make_corpus(800, seed=31, mean_words=70, template_families=2).select(["id", "text"])
-    # skewed shards: one holds 90% of the data
-    pq.write_table(t.slice(0, 720), src / "a.parquet")
-    pq.write_table(t.slice(720, 40), src / "b.parquet")
-    pq.write_table(t.slice(760), src / "c.parquet")
-    return src, t
+    t = make_corpus(360, seed=31, mean_words=60, template_families=2).select(["id", "text"])
+    # skewed shards, one of them JSON Lines: one holds most of the data
+    pq.write_table(t.slice(0, 280), src / "a.parquet")
+    pq.write_table(t.slice(280, 30), src / "b.parquet")
+    pq.write_table(t.slice(0, 0), src / "b0.parquet")  # an empty file: no rows, no tasks' output rows
+    with open(src / "c.jsonl", "w") as fh:
+        for r in t.slice(310).to_pylist():
+            fh.write(json.dumps(r) + "\n")
+    return src
 
 
-def test_dask_two_workers_equals_local(corpus, tmp_path):
-    src, table = corpus
+def _same_outputs(a, b):
+    """decisions equal, and every deduplicated/ file equal byte for byte."""
+    da, db = pq.read_table(a / "decisions.parquet"), pq.read_table(b / "decisions.parquet")
+    assert db.equals(da)
+    fa = sorted(p.relative_to(a / "deduplicated") for p in (a / "deduplicated").rglob("*") if p.is_file())
+    fb = sorted(p.relative_to(b / "deduplicated") for p in (b / "deduplicated").rglob("*") if p.is_file())
+    assert fa == fb and fa
+    for rel in fa:
+        assert (a / "deduplicated" / rel).read_bytes() == (b / "deduplicated" / rel).read_bytes(), rel
+    return da
+
+
+@pytest.mark.parametrize("preset,overrides,partitions", [
+    ("default", {}, 3),
+    ("default", {"cluster__policy": "components", "cluster__keep": "longest"}, 1),
+    ("default", {"cluster__near": False}, 2),  # --exact-only
+    ("fineweb", {"cluster__keep": "min-id"}, 4),
+    ("nemo", {"cluster__policy": "representative", "cluster__verify": True, "cluster__threshold": 0.7}, 2),
+])
+def test_ray_equals_local(cluster, corpus, tmp_path, preset, overrides, partitions):
+    cfg = RunConfig.preset(preset, progress=False, **overrides)
+    local = gpu_dedup.deduplicate(str(corpus), cfg)
+    res = gpu_dedup.deduplicate(str(corpus), cfg, work_dir=tmp_path / "w", engine="ray", partitions=partitions)
+    assert res.decisions.equals(local.decisions)
+    assert res.stats["engine"]["name"] == "ray" and res.stats["engine"]["partitions"] == partitions
+    assert res.stats["counts"] == local.stats["counts"]
+    if overrides.get("cluster__near") is not False:
+        assert res.stats["stages"]["lsh"]["candidate_documents"] == local.stats["stages"]["lsh"]["candidate_documents"] > 0
+
+
+def test_ray_in_memory_table_keep_by_column(cluster, tmp_path):
+    """An in-memory table (one file of the run) with keep=max:<column>: ties and NaNs as the local engine."""
+    import numpy as np
+
+    t = make_corpus(240, seed=7, mean_words=50, template_families=2).select(["id", "text"])
+    q = np.round(np.random.default_rng(3).random(t.num_rows), 1)
+    q[::7] = np.nan
+    t = t.append_column("quality", pa.array(q))
+    cfg = RunConfig(progress=False).replace(cluster__keep="max:quality")
+    local = gpu_dedup.deduplicate(t, cfg)
+    res = gpu_dedup.deduplicate(t, cfg, work_dir=tmp_path / "w", engine="ray", partitions=3)
+    assert res.decisions.equals(local.decisions) and local.removed > 0
+
+
+def test_killed_workers_and_resume(cluster, corpus, tmp_path):
+    """kill -9 of a worker in pass 1 (sign) and in a reduce: Ray retries the tasks over their idempotent
+    writes; a resumed run reuses every finished task. Outputs equal the local run's, deduplicated/ byte for byte."""
     cfg = RunConfig(progress=False)
-    local = gpu_dedup.deduplicate(str(src), cfg).decisions
-    dask = gpu_dedup.deduplicate(str(src), cfg, tmp_path / "o", engine="dask", workers=2,
-                                 work_dir=tmp_path / "w")
-    assert dask.decisions.equals(local)
-    run = json.loads((tmp_path / "o" / "run.json").read_text())
-    assert run["engine"]["name"] == "dask" and run["work_dir"]["pieces_computed"] == 3
-    # the workers' normalized text stays with them: verification re-reads the input
-    assert run["stages"]["text_cache"]["not_used_because"] == "pass 1 ran on dask workers"
-    # the same rows as one in-memory table, in one batch or many
-    single = gpu_dedup.deduplicate(table, cfg.replace(batch_bytes=4096)).decisions
-    assert single.drop(["source"]).equals(local.drop(["source"]))
+    gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "local")
+    for stage in ("sign", "exact"):
+        (cluster / f"ray-{stage}").touch()
+    gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "ray", engine="ray", partitions=2, resume=True)
+    assert sorted(p.name for p in cluster.iterdir()) == ["ray-exact.fired", "ray-sign.fired"]
+    _same_outputs(tmp_path / "local", tmp_path / "ray")
+    # a run killed after some tasks: drop the markers of the later stages, resume reuses the others
+    done = tmp_path / "ray" / "work" / "ray" / "done"
+    for stage in ("policy", "resolve", "sizes", "write"):
+        for p in (done / stage).iterdir():
+            p.unlink()
+    from gpu_dedup.cli import main
+
+    assert main(["run", str(corpus), "-o", str(tmp_path / "ray"), "-q", "--engine", "ray", "--partitions", "2",
+                 "--resume"]) == 0
+    run = json.loads((tmp_path / "ray" / "run.json").read_text())
+    assert run["work_dir"]["pieces_reused"] == 4 and run["engine"]["name"] == "ray"
+    _same_outputs(tmp_path / "local", tmp_path / "ray")
+    # resumed under another policy setting: pass 1 is reused, no later task of the earlier config is
+    cfg9 = cfg.replace(cluster__threshold=0.9)
+    res = gpu_dedup.deduplicate(str(corpus), cfg9, tmp_path / "ray", engine="ray", partitions=2, resume=True)
+    assert res.decisions.equals(gpu_dedup.deduplicate(str(corpus), cfg9).decisions)
+    assert res.stats["work_dir"]["pieces_reused"] == 4
+
+
+def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, capsys):
+    cfg = RunConfig(progress=False)
+    with pytest.raises(ValueError, match="--engine ray does not run --exact-verify.*--engine local"):
+        gpu_dedup.deduplicate(str(corpus), cfg.replace(cluster__exact_verify=True), tmp_path / "o", engine="ray")
+    with pytest.raises(ValueError, match="shared work directory"):
+        gpu_dedup.deduplicate(str(corpus), cfg, engine="ray")
+    with pytest.raises(ConnectionError, match="--address 127.0.0.1:1: no Ray cluster reachable"):
+        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", address="127.0.0.1:1")
+    # a repeated id: the local engine's error, word for word
+    dup = tmp_path / "dup"
+    dup.mkdir()
+    pq.write_table(pa.table({"id": ["a", "b"], "text": ["one two three four five six", "x y z w v u"]}),
+                   dup / "1.parquet")
+    pq.write_table(pa.table({"id": ["c", "a"], "text": ["seven eight nine ten eleven", "q r s t u v"]}),
+                   dup / "2.parquet")
+    with pytest.raises(Exception) as local_err:
+        gpu_dedup.deduplicate(str(dup), cfg)
+    with pytest.raises(type(local_err.value)) as ray_err:
+        gpu_dedup.deduplicate(str(dup), cfg, work_dir=tmp_path / "dw", engine="ray", partitions=2)
+    assert str(ray_err.value) == str(local_err.value) and "'a' (2 times" in str(ray_err.value)
+    from gpu_dedup.cli import main
+
+    assert main(["run", str(corpus), "-o", str(tmp_path / "p"), "--engine", "ray", "--paragraph-dedup"]) != 0
+    assert "--paragraph-dedup runs in one process" in capsys.readouterr().err
 
 
 def test_engine_argument_errors():
     t = pa.table({"id": ["a"], "text": ["x"]})
     with pytest.raises(ValueError, match="engine"):
         gpu_dedup.deduplicate(t, RunConfig(progress=False), engine="spark")
-    with pytest.raises(ValueError, match="dask"):
+    with pytest.raises(ValueError, match="need engine='ray'"):
         gpu_dedup.deduplicate(t, RunConfig(progress=False), workers=2)
+    with pytest.raises(ValueError, match="replaced by Ray.*engine='ray'"):
+        gpu_dedup.deduplicate(t, RunConfig(progress=False), engine="dask")

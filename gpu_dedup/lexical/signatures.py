@@ -2,7 +2,7 @@
 file, and the per-document arrays it leaves (``Documents``).
 
 Local engine: file by file here, batches read ahead in a thread (on a GPU the per-document results stay on
-the device). Dask engine: one task per file on the cluster's workers. With a work directory each file's
+the device); the Ray engine's sign task (gpu_dedup/distributed/) runs ``_compute_file`` per file. With a work directory each file's
 results are stored as a checksummed piece and valid pieces are reused on resume. Rows are numbered in file
 order either way, so decisions depend on neither the engine, the worker count nor the batch size.
 """
@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from .. import io
 from ..config import RunConfig, keep_column, score_columns
-from ..device import array_module, set_threads, simulator, to_device, to_host
+from ..device import array_module, simulator, to_device, to_host
 from ..engine import TextCache, prefetched, progress
 from ..io.gpu import resolve_reader
 from ..workdir import checkpoint, piece_table, unpack_piece
@@ -65,16 +65,16 @@ class _Collected:
     file_rows: list[int] = field(default_factory=list)  # rows per input file
 
 
-def read_signatures(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None, client=None,
+def read_signatures(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None,
                     cache: TextCache | None = None, on_batch=None) -> Documents:
     """Pass 1 over every file (module doc), then the per-document arrays of the run. Adds the read report
     of every file to ``report`` and pass 1's times (``STEPS``, plus "collect") to ``timings``.
     ``on_batch(run row, ids, text)`` sees every batch's raw text (local engine, no work-dir pieces)."""
-    if on_batch is not None and (work is not None or client is not None):
+    if on_batch is not None and work is not None:
         raise ValueError("filtering inside dedup's pass 1 needs every batch's text: it runs on the local engine "
-                         "without a work directory (drop --work-dir / --resume / --engine dask, or run "
+                         "without a work directory (drop --work-dir / --resume, or run "
                          "`gpu-dedup filter` first and deduplicate OUT/filtered)")
-    col = _pass1(files, cfg, device, report, timings, work, client, cache, on_batch)
+    col = _pass1(files, cfg, device, report, timings, work, cache, on_batch)
     t = time.perf_counter()
     xp = array_module(device)
     ids = pa.chunked_array(col.ids, pa.string()).combine_chunks() if col.ids else pa.array([], pa.string())
@@ -161,41 +161,21 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, kee
     return parts, report.to_dict(), tm
 
 
-def _piece_task(fi: int, f, cfg: RunConfig, device: str):
-    """Dask task: pass 1 of one file on a worker (its CPU threads, or its GPU), as a host piece table."""
-    set_threads(cfg.threads or 1)  # one numba thread per dask worker thread unless told otherwise
-    parts, report, tm = _compute_file(fi, f, cfg, device, permutation_params(cfg.minhash))
-    return _piece_of(parts, cfg), report, tm
-
-
 def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None,
-           client=None, cache: TextCache | None = None, on_batch=None) -> _Collected:
-    """Pass 1 over every file, locally or as dask tasks (``client``), reusing stored pieces (module doc)."""
+           cache: TextCache | None = None, on_batch=None) -> _Collected:
+    """Pass 1 over every file, reusing stored pieces (module doc)."""
     col = _Collected()
     params = permutation_params(cfg.minhash)
     kc = keep_column(cfg.cluster.keep)
     for k in STEPS:
         timings[k] = 0.0
     stored = {fi: work.load(fi, f) for fi, f in enumerate(files)} if work is not None else {}
-    futures = {}
-    if client is not None:
-        todo = [fi for fi in range(len(files)) if stored.get(fi) is None]
-        futures = {fi: client.submit(_piece_task, fi, files[fi], cfg, device, pure=False) for fi in todo}
     with progress(cfg, "read+minhash") as bar:
         for fi, f in enumerate(files):
             piece = stored.get(fi)
-            if piece is None and fi in futures:
-                table, part_report, tm = futures.pop(fi).result()
-                for k, v in tm.items():
-                    timings[k] += v
-                if work is not None:
-                    work.store(fi, f, table, part_report)
-                piece = (table, part_report)
-                bar.update(table.num_rows)
             if piece is not None:
                 if cache is not None:
-                    cache.drop("pass 1 reused work-dir pieces" if stored.get(fi) is not None
-                               else "pass 1 ran on dask workers")
+                    cache.drop("pass 1 reused work-dir pieces")
                 u = unpack_piece(piece[0], cfg.lsh.bands)
                 _merge_report(report, piece[1])
                 parts = [(u["ids"], u["text_bytes"], u["words"], u["keep_values"], to_device(u["exact"], device),

@@ -35,3 +35,25 @@ def run_cli_killed_at(argv: list[str] | None = None) -> None:
     from ..cli import main
 
     sys.exit(main(argv[1:]))
+
+
+RAY_FAULTS = "GPU_DEDUP_RAY_FAULTS"  # a directory: a file named after a checkpoint there kills one Ray worker
+
+
+def ray_worker_faults() -> None:
+    """A Ray ``worker_process_setup_hook`` (tests): SIGKILL the worker that first passes checkpoint NAME
+    while the file $GPU_DEDUP_RAY_FAULTS/NAME exists (renamed to NAME.fired, so one worker dies per file).
+    The Ray engine's tasks pass "ray-<stage>" after writing part of their outputs, before their marker."""
+    folder = os.environ.get(RAY_FAULTS)
+    if not folder:
+        return
+
+    def hook(name: str) -> None:
+        flag = os.path.join(folder, name)
+        try:
+            os.rename(flag, flag + ".fired")  # atomic: only one worker claims it
+        except OSError:
+            return
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    CHECKPOINT_HOOKS.append(hook)

@@ -1,0 +1,211 @@
+"""The Ray engine: the whole lexical pipeline as map -> shuffle -> reduce over Arrow files in a shared work
+dir, with no per-document state in the driver (it holds file lists, partition counts and per-file row counts).
+
+    probe      every node: same gpu-dedup version and contract, the work dir visible (cluster.py)
+    sign       per file: pass 1, the piece, exact rows by hash range                  (stages.py, and so on)
+    exact      per hash range: exact groups
+    bands      per file: the leaders' band rows by key range
+    buckets    per key range: LSH buckets -> star edges of the candidate graph
+    components rounds of large-star / small-star per file of rows until the edges stop changing;
+               labels = each component's smallest row
+    members    per file: candidates' keep keys, band keys, shingle sets -> their component's range
+    policy     per component range: decide.py's bucket + policy stages, as the local engine
+    resolve    per file: exact duplicates take their leader's representative
+    sizes      per file: cluster sizes
+    write      per file: the decisions part and deduplicated/; the driver streams the parts into
+               decisions.parquet, one part at a time
+
+Every task is idempotent (atomic writes, then a done marker): Ray retries a task whose worker died, and
+``resume`` reuses every finished task of a killed run. Decisions equal the local engine's byte for byte:
+each reduce sees all rows of its keys and runs the local engine's own stage functions on them.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..decisions import REASONS
+from . import stages
+from .cluster import probe, ray_cluster
+from .shuffle import Layout, run_key
+
+logger = logging.getLogger(__name__)
+
+MAX_STAR_STEPS = 200  # large-star / small-star converge in O(log^2 n) rounds (Kiveris et al. 2014)
+
+
+def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None, prefilter=None) -> None:
+    """Refuse, naming the limit and the local command, what the Ray engine does not distribute yet."""
+    what = [name for name, on in (("--against", index is not None), ("--save-index", save_index is not None),
+                                  ("--semantic", semantic is not None), ("the filter flags", prefilter is not None),
+                                  ("--exact-verify", cfg.cluster.exact_verify), ("--score", bool(cfg.scores)),
+                                  ("--device cuda", device == "cuda")) if on]
+    if what:
+        raise ValueError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
+                         "(the same decisions, one process)")
+
+
+def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
+        partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str) -> dict[str, Any]:
+    """The stages of the module doc; returns what run.json adds (counts, stage stats, read report, the
+    engine) and leaves WORK/ray/decisions/ (and OUT/decisions.parquet, OUT/deduplicated/ with ``out``)."""
+    lay = Layout(work)
+    if not resume and os.path.isdir(lay.root):
+        shutil.rmtree(lay.root)  # a fresh run: nothing of an earlier one is trusted
+    os.makedirs(lay.root, exist_ok=True)
+    with ray_cluster(workers, address) as ray:
+        nodes = probe(ray, work, cfg, fingerprint)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        parts = partitions or max(1, min(64, cpus))
+        # every setting that can change a task's output is in the key (the contract alone leaves out the
+        # policy, the keep order, the reader's options): a marker of another config is never reused
+        settings = {k: v for k, v in cfg.to_dict().items() if k not in ("progress", "threads")}
+        signing = {**settings, "cluster": {"keep": cfg.cluster.keep}}  # pass 1 needs no policy setting
+        job = stages.Job(cfg, device, files, work, parts,
+                         run_key=run_key([fingerprint, signing, device, parts, len(files), "sign"]))
+        task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name)) for name in
+                ("sign", "exact", "bands", "buckets", "star", "labels", "members", "policy", "resolve", "sizes",
+                 "write")}
+
+        def stage(name: str, keys, *args) -> list[dict]:
+            t = time.perf_counter()
+            keys = list(keys)
+            refs = [task[name].remote(job, k, *args) for k in keys]
+            res = []
+            for k, ref in zip(keys, refs):
+                try:
+                    res.append(ray.get(ref))
+                except (ray.exceptions.OutOfMemoryError, ray.exceptions.WorkerCrashedError) as exc:
+                    raise RuntimeError(_task_failure(name, k, files, exc)) from exc
+            timings[f"ray_{name}"] = timings.get(f"ray_{name}", 0.0) + time.perf_counter() - t
+            return res
+
+        nf = len(files)
+        signed = stage("sign", range(nf))
+        rows = [r["rows"] for r in signed]
+        job.offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).tolist()
+        job.run_key = run_key([fingerprint, settings, device, parts, [r["stamp"] for r in signed], rows])
+        ex = stage("exact", range(parts))
+        if any(r["duplicate_ids"] for r in ex):
+            _raise_duplicate_ids(job, rows)
+        stage("bands", range(nf))
+        bk = stage("buckets", range(parts))
+        step, sources, fps = 0, [f"p{p:04d}" for p in range(parts)], []
+        while True:
+            res = stage("star", range(nf), step, step % 2 == 0, sources)
+            fps.append([sum(r["fingerprint"][i] for r in res) % (1 << 64) for i in range(3)])
+            if len(fps) >= 3 and fps[-1] == fps[-2] == fps[-3]:
+                break  # a large and a small step changed nothing: every component is a star
+            if step >= MAX_STAR_STEPS:
+                raise RuntimeError(f"connected components did not converge in {MAX_STAR_STEPS} star steps")
+            step, sources = step + 1, [f"g{g:06d}" for g in range(nf)]
+        lab = stage("labels", range(nf), step, sources)
+        mem = stage("members", range(nf))
+        pol = stage("policy", range(parts))
+        stage("resolve", range(nf))
+        sz = stage("sizes", range(nf))
+        if out is not None and cfg.write_deduplicated:
+            from ..io import output_path
+            from ..io.write import WRITE_HOOKS
+
+            for f in files:  # the output session journals what the workers will write into OUT
+                for hook in WRITE_HOOKS:
+                    hook(output_path(os.path.join(out, "deduplicated"), f))
+        wr = stage("write", range(nf), out)
+        reused = sum(1 for r in signed if r.get("reused"))
+    stats = _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step)
+    stats["engine"].update({"workers": workers, "address": address, "sign_tasks_reused": reused})
+    return stats
+
+
+_PER_FILE = ("sign", "bands", "star", "labels", "members", "resolve", "sizes", "write")
+
+
+def _task_failure(stage: str, key: int, files, exc) -> str:
+    """The error of a task that failed for memory (or whose worker kept dying): the task, its file, the knob."""
+    what = f"file {files[key].relpath}" if stage in _PER_FILE else f"key range {key}"
+    return (f"Ray task {stage}[{key}] ({what}) failed after its retries: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}. Each task holds one file or one key range: give "
+            "workers more memory (fewer --workers per node), split large input files, raise --partitions, "
+            "or bound the grouping with --memory-budget; --resume reuses the finished tasks")
+
+
+def _raise_duplicate_ids(job, rows) -> None:
+    """The local engine's error (io.check_unique_ids: the ids, counts, files and lines), built from the
+    pieces' ids: per-document state in the driver on this error path only."""
+    from .. import io
+
+    ids = [pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=["id"])["id"] for fi in range(job.nfiles)]
+    cfg = job.cfg
+    io.check_unique_ids(pa.chunked_array([c for t in ids for c in t.chunks], pa.string()), job.files, rows,
+                        id_field=cfg.id_field, text_field=cfg.text_field, on_error=cfg.on_error)
+    raise RuntimeError("an exact task found a duplicated id that the check of all ids did not")  # pragma: no cover
+
+
+def write_decisions(work: str, nfiles: int, path: str) -> None:
+    """OUT/decisions.parquet from the per-file parts, one part in memory at a time."""
+    from ..io.write import atomic_path
+
+    lay = Layout(work)
+    with atomic_path(path) as tmp:
+        writer = None
+        for fi in range(nfiles):
+            t = pq.read_table(lay.path("decisions", f"f{fi:06d}"))
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, t.schema)
+            writer.write_table(t)
+        if writer is None:
+            from ..decisions import DECISIONS_SCHEMA
+
+            writer = pq.ParquetWriter(tmp, DECISIONS_SCHEMA)
+        writer.close()
+
+
+def _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step) -> dict[str, Any]:
+    n = sum(rows)
+    by = {r: sum(w["by_reason"][r] for w in wr) for r in REASONS}
+    kept = sum(w["kept"] for w in wr)
+    counts = {"input": n, "kept": kept, "removed": n - kept, "by_reason": by,
+              "text_bytes": {"input": sum(w["text_bytes"][0] for w in wr), "kept": sum(w["text_bytes"][1] for w in wr)},
+              "words": {"input": sum(w["words"][0] for w in wr), "kept": sum(w["words"][1] for w in wr),
+                        "note": "words of the normalized text (space-separated runs)"}}
+
+    def total(rs, k):
+        return sum(r.get(k, 0) for r in rs)
+
+    stages_ = {
+        "exact": {"groups_with_duplicates": total(ex, "groups_with_duplicates"), "removed": total(ex, "removed"),
+                  "short_documents": total(ex, "short_documents"), "byte_verified": False, "hash_collisions": None},
+        "lsh": {"buckets": total(bk, "buckets"), "bucket_entries": total(bk, "bucket_entries"),
+                "largest_bucket": max([r["largest_bucket"] for r in bk] or [0]), "star_edges": total(bk, "edges"),
+                "candidate_documents": total(lab, "candidates"), "key_range_partitions": parts},
+        "components": {"star_steps": step, "candidates": total(lab, "candidates")},
+        "verify": {"documents": total(mem, "candidates"), "text": "re-read from the input (per file, on the workers)",
+                   "text_bytes_read": total(mem, "text_bytes_read")},
+        "policy": {"removed": total(pol, "removed"), "verified_pairs": total(pol, "verified_pairs")},
+        "clusters": {"with_duplicates": sum(w["clusters_with_duplicates"] for w in wr),
+                     "largest": max([w["largest_cluster"] for w in wr] or [0])},
+    }
+    read = {"files": 0, "rows": 0, "bytes_text": 0, "skipped": [], "invalid_utf8_rows": 0, "empty_files": []}
+    timings = {}
+    for s in signed:
+        r = s["report"]
+        for k in ("files", "rows", "bytes_text", "invalid_utf8_rows"):
+            read[k] += r[k]
+        read["skipped"] += r["skipped"]
+        read["empty_files"] += r["empty_files"]
+        for k, v in s["timings"].items():
+            timings[k] = timings.get(k, 0.0) + v
+    dedup = {"files": total([w["deduplicated"] for w in wr], "files"),
+             "rows_written": total([w["deduplicated"] for w in wr], "rows_written")}
+    return {"counts": counts, "stages": stages_, "read": read, "pass1_task_seconds": timings, "deduplicated": dedup,
+            "engine": {"name": "ray", "nodes": nodes, "partitions": parts,
+                       "worker_peak_rss_bytes": max(r.get("peak_rss_bytes", 0) for rs in
+                                                    (signed, ex, bk, lab, mem, pol, sz, wr) for r in rs)}}

@@ -1,0 +1,114 @@
+"""The Ray cluster a run uses: a local one of N worker processes, or a running one joined by address; and
+the probe every node runs before pass 1 (same gpu-dedup version and contract, the work dir visible)."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import uuid
+
+logger = logging.getLogger(__name__)
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError("engine='ray' needs Ray: pip install 'gpu-dedup[ray]'") from exc
+    return ray
+
+
+@contextlib.contextmanager
+def ray_cluster(workers: int | None, address: str | None):
+    """Yields the ray module, connected: to ``address`` (auto | HOST:PORT) or to a local cluster of
+    ``workers`` CPUs started here (and shut down afterwards). An already connected driver (a notebook, a
+    test's cluster) is used as it is. The workers' log lines (an input that changed, a giant bucket) reach
+    this terminal, prefixed by Ray with the worker's process id."""
+    ray = import_ray()
+    if address is not None and address != "auto":
+        _reachable(address)
+    if ray.is_initialized():
+        yield ray
+        return
+    try:
+        if address is not None:
+            ray.init(address=address, include_dashboard=False)
+        else:
+            ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
+    except ConnectionError as exc:
+        raise ConnectionError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
+                              "`ray start --head` or drop --address to start a local one") from exc
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast, naming the address, when nothing listens at HOST:PORT (Ray itself retries for minutes)."""
+    import socket
+
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--address {address!r}: expected auto or HOST:PORT (the head's `ray start --head --port`)")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConnectionError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
+                              "`ray start --head --port PORT` on that host, or drop --address to start a local "
+                              "one") from exc
+
+
+def _probe(token_path: str, token: str) -> dict:
+    """On a node: its gpu-dedup version and whether it sees the driver's token in the work dir."""
+    import platform
+
+    from .._version import __version__
+
+    try:
+        with open(token_path) as fh:
+            seen = fh.read() == token
+    except OSError:
+        seen = False
+    return {"version": __version__, "sees_work_dir": seen, "node": platform.node()}
+
+
+def _contract_on_worker(cfg) -> str:
+    from ..contract import contract, contract_fingerprint
+
+    return contract_fingerprint(contract(cfg))
+
+
+def probe(ray, work: str, cfg, fingerprint: str) -> int:
+    """One probe task per alive node (pinned to it): refuse another gpu-dedup version or contract, and a
+    work dir the node cannot see, naming the path. Returns the node count."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from .._version import __version__
+
+    token = uuid.uuid4().hex
+    path = os.path.join(work, "ray", f"probe-{token}.txt")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(token)
+    try:
+        nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+        rp, rc = ray.remote(num_cpus=0)(_probe), ray.remote(num_cpus=0)(_contract_on_worker)
+        refs = [(rp.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(path, token),
+                 rc.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(cfg))
+                for n in nodes]
+        for p_ref, c_ref in refs:
+            got, fp = ray.get(p_ref), ray.get(c_ref)
+            if got["version"] != __version__:
+                raise RuntimeError(f"Ray node {got['node']} runs gpu-dedup {got['version']}, the driver "
+                                   f"{__version__}: install the same version on every node")
+            if fp != fingerprint:
+                raise RuntimeError(f"Ray node {got['node']} computes contract {fp}, the driver {fingerprint}: "
+                                   "the same gpu-dedup and library versions are needed on every node")
+            if not got["sees_work_dir"]:
+                raise RuntimeError(f"Ray node {got['node']} cannot see the work dir {work!r}: pass --work-dir "
+                                   "on a file system every node mounts at the same path")
+    finally:
+        os.unlink(path)
+    return len(nodes)

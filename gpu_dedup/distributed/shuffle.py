@@ -1,0 +1,102 @@
+"""The storage-backed shuffle of the Ray engine: partition functions, the work-dir layout of every stage's
+files, and the done markers that make each task idempotent and resumable.
+
+Two kinds of partitions: *key ranges* (P of them) split 64-bit keys (exact hashes, band keys) by their top
+bits, so a range's rows from every file meet in one reduce task; *files* (F of them) split rows by the input
+file that holds them (a row is ``offsets[file] + local row``), so results come home to the task that owns
+the file. Every task writes all of its output files (empty ones too) atomically, then its marker
+``WORK/ray/done/<stage>/<key>.json`` holding its small return value and the run key (the digest of every
+map task's marker): a marker with the current run key means the task's outputs are complete and it is
+not run again; a retried or resumed task rewrites the same bytes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..io import write_json_atomic, write_parquet_atomic
+
+
+def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:
+    """int64 partition (0..parts-1) of uint64 keys by key range: the top 32 bits scaled to ``parts``."""
+    keys = np.asarray(keys, np.uint64)
+    return ((keys >> np.uint64(32)) * np.uint64(parts) >> np.uint64(32)).astype(np.int64)
+
+
+def file_of(rows: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """int64 file index of global rows, given ``offsets`` int64 (F+1,) (the prefix sum of file rows)."""
+    return np.searchsorted(offsets, np.asarray(rows, np.int64), side="right").astype(np.int64) - 1
+
+
+def split(table: pa.Table, part: np.ndarray, parts: int) -> list[pa.Table]:
+    """``table``'s rows by ``part`` (int64, one per row) into ``parts`` tables, row order kept."""
+    if table.num_rows == 0:
+        return [table] * parts
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(parts + 1))
+    sorted_t = table.take(pa.array(order))
+    return [sorted_t.slice(int(bounds[p]), int(bounds[p + 1] - bounds[p])) for p in range(parts)]
+
+
+class Layout:
+    """Paths of the Ray engine's files under WORK/ray (module doc)."""
+
+    def __init__(self, work: str):
+        self.root = os.path.join(work, "ray")
+
+    def path(self, stage: str, name: str) -> str:
+        return os.path.join(self.root, stage, f"{name}.parquet")
+
+    def marker(self, stage: str, key: str) -> str:
+        return os.path.join(self.root, "done", stage, f"{key}.json")
+
+    def write(self, table: pa.Table, stage: str, name: str) -> None:
+        path = self.path(stage, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_parquet_atomic(table, path)
+
+    def write_split(self, table: pa.Table, part: np.ndarray, parts: int, stage: str, name: Callable[[int], str]):
+        for p, t in enumerate(split(table, part, parts)):
+            self.write(t, stage, name(p))
+
+    def read(self, stage: str, names: list[str], schema: pa.Schema | None = None) -> pa.Table:
+        tables = [pq.read_table(self.path(stage, n)) for n in names]
+        if not tables:
+            return schema.empty_table()
+        return pa.concat_tables(tables).combine_chunks()
+
+    def done(self, stage: str, key: str, run_key: str) -> Any:
+        """The stored result of task (stage, key) when its marker carries ``run_key``, else None."""
+        path = self.marker(stage, key)
+        try:
+            with open(path) as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        return data["result"] if data.get("run_key") == run_key else None
+
+    def finish(self, stage: str, key: str, run_key: str, result: Any) -> Any:
+        path = self.marker(stage, key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_json_atomic({"run_key": run_key, "result": result}, path)
+        return result
+
+
+def run_key(parts: list[Any]) -> str:
+    """A digest of JSON-able values (the map markers, the config fingerprint)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def mix64(x: np.ndarray, seed: int) -> np.ndarray:
+    """A 64-bit mixing hash (splitmix64 finaliser) of int64/uint64 values, for order-free set fingerprints."""
+    z = np.asarray(x, np.uint64) + np.uint64(seed)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))

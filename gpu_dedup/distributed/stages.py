@@ -1,0 +1,510 @@
+"""The Ray engine's tasks, one function per stage, each reading and writing only its partitions (shuffle.py).
+
+    sign       per file: pass 1 (lexical/signatures.py) -> the file's piece + exact rows by hash range
+    exact      per hash range: exact groups (lexical/exact.py) -> (row, leader) of every duplicate
+    bands      per file: band rows (band, key, row) of its exact-group leaders with shingles, by key range
+    buckets    per key range: runs of equal band keys -> star edges (first row of the run, each other row)
+    star       per file of rows: one large-star or small-star step of connected components (Kiveris et
+               al. 2014) over the edges of its nodes; converged, every component is a star around its
+               smallest row, which is its label (the local engine's label)
+    members    per file: each candidate row's id, keep key, band keys and shingle set (pass 2 of its own
+               file's rows only), sent to its component's range (label mod P)
+    policy     per component range: lexical/decide.py's bucket and policy stages over those components'
+               members, exactly as the local engine runs them -> (row, representative, Jaccard) removed
+    resolve    per file of leaders: a duplicate's representative is its leader's (decide.decisions_table's
+               rule) -> each removed row's assignment, by its file and by its representative's file
+    sizes      per file of representatives: cluster sizes -> every member's size, by the member's file
+    write      per file: its decisions part and its deduplicated/ file
+
+Every task takes a ``Job`` (the run's config, files, partition count, row offsets: no per-document state)
+and one key, returns a small dict and leaves a done marker (``Layout.done``).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import io
+from ..config import RunConfig
+from ..decisions import DECISIONS_SCHEMA, REASONS
+from ..device import set_threads
+from ..lexical.bandkeys import BandKeys
+from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
+from ..lexical.exact import exact_groups
+from ..lexical.minhash import permutation_params
+from ..lexical.policy import keep_rank
+from ..lexical.signatures import _compute_file, _piece_of
+from ..lexical.verify import ShingleSets, _shingle_sets_pass
+from ..workdir import band_column, checkpoint
+from .shuffle import Layout, file_of, key_partition, mix64
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Job:
+    """What every task gets: the run's config, device, input files, work dir, key-range partitions P,
+    the row offsets of the files (int (F+1,), after the sign stage) and the run key of the markers."""
+
+    cfg: RunConfig
+    device: str
+    files: list
+    work: str
+    partitions: int
+    offsets: list[int] | None = None
+    run_key: str = ""
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.work)
+
+    @property
+    def nfiles(self) -> int:
+        return len(self.files)
+
+    def offs(self) -> np.ndarray:
+        return np.asarray(self.offsets, np.int64)
+
+
+def _once(stage: str, valid=None):
+    """Run the task unless its done marker holds a result for this run key (then return that result);
+    ``valid(job, key, result)``: a further check of a stored result (the sign stage's input stamp)."""
+    def wrap(fn):
+        def task(job: Job, key: int, *args):
+            set_threads(job.cfg.threads or 1)
+            lay = job.layout
+            # a component step's marker names its step too
+            name = f"{key}-s{args[0]}" if args and type(args[0]) is int else str(key)
+            found = lay.done(stage, name, job.run_key)
+            if found is not None and (valid is None or valid(job, key, found)):
+                return {**found, "reused": True}
+            t = time.perf_counter()
+            result = fn(job, key, *args)
+            checkpoint(f"ray-{stage}")  # outputs written, marker not yet (the fault tests kill a worker here)
+            result["seconds"] = time.perf_counter() - t
+            result["peak_rss_bytes"] = _peak_rss()
+            return lay.finish(stage, name, job.run_key, result)
+        task.__name__ = f"{stage}_task"
+        return task
+    return wrap
+
+
+def _peak_rss() -> int:
+    """This worker process's peak resident memory so far (bytes; Linux reports KiB)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def _keep_cols(cfg: RunConfig) -> list[str]:
+    """The piece columns the keep rank needs besides the row (policy.keep_rank's inputs)."""
+    keep = cfg.cluster.keep
+    return {"first": [], "longest": ["text_bytes"], "min-id": ["id"]}.get(keep, ["keep_value"])
+
+
+def _rank(cfg: RunConfig, t: pa.Table) -> np.ndarray:
+    """Keep order of the rows of ``t`` (sorted by global row): their order among the run's rows, since
+    keep_rank breaks ties by position."""
+    n = t.num_rows
+    return keep_rank(cfg.cluster.keep, n=n,
+                     text_bytes=t["text_bytes"].to_numpy() if "text_bytes" in t.column_names else None,
+                     ids=t["id"].combine_chunks() if "id" in t.column_names else None,
+                     values=t["keep_value"].to_numpy() if "keep_value" in t.column_names else None)
+
+
+def _piece(job: Job, fi: int, columns=None) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=columns)
+
+
+def _same_input(job: Job, fi: int, result: dict) -> bool:
+    """A stored sign result is reused only for the same input file (workdir's stamp rules)."""
+    from ..workdir import _changed, _identity
+
+    f = job.files[fi]
+    try:
+        identity = None if f.fmt == "table" else _identity(f)
+    except OSError:
+        identity = None
+    why = _changed(result.get("stamp", {}), f, identity)
+    if why is not None:
+        logger.warning("input %s changed since its piece was written (%s); recomputing it", f.relpath, why)
+    return why is None and os.path.exists(job.layout.path("pieces", f"f{fi:06d}"))
+
+
+@_once("sign", valid=_same_input)
+def sign(job: Job, fi: int) -> dict[str, Any]:
+    """Pass 1 of file ``fi``: its piece and its exact rows by hash range (module doc)."""
+    from ..workdir import _identity, _input_stamp
+
+    cfg, f = job.cfg, job.files[fi]
+    before = None if f.fmt == "table" else _identity(f)
+    parts, report, tm = _compute_file(fi, f, cfg, job.device, permutation_params(cfg.minhash))
+    piece = _piece_of(parts, cfg)
+    lay = job.layout
+    lay.write(piece, "pieces", f"f{fi:06d}")
+    exact = pa.table({"local": pa.array(np.arange(piece.num_rows, dtype=np.int64)),
+                      "exact_lo": piece["exact_lo"], "exact_hi": piece["exact_hi"],
+                      "short": pc.equal(piece["nshingles"], 0),
+                      **{c: piece[c] for c in _keep_cols(cfg)}})
+    part = key_partition(piece["exact_lo"].to_numpy(), job.partitions)
+    lay.write_split(exact, part, job.partitions, "exact_rows", lambda p: f"f{fi:06d}-p{p:04d}")
+    # ids by hash range too, so that the exact task of a range checks them for uniqueness
+    lay.write_split(piece.select(["id"]), key_partition(_id_hashes(piece["id"]), job.partitions), job.partitions,
+                    "ids", lambda p: f"f{fi:06d}-p{p:04d}")
+    return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": _input_stamp(f, before),
+            "text_bytes": int(pc.sum(piece["text_bytes"]).as_py() or 0)}
+
+
+def _id_hashes(ids) -> np.ndarray:
+    import xxhash
+
+    return np.fromiter((xxhash.xxh3_64_intdigest(v.encode()) for v in ids.to_pylist()), np.uint64, len(ids))
+
+
+_DUPS = pa.schema([("row", pa.int64()), ("leader", pa.int64()), ("short", pa.bool_())])
+
+
+@_once("exact")
+def exact(job: Job, p: int) -> dict[str, Any]:
+    """Exact groups of hash range ``p``: the first in keep order leads (lexical/exact.py)."""
+    cfg, lay, offs = job.cfg, job.layout, job.offs()
+    tables = []
+    for fi in range(job.nfiles):
+        t = lay.read("exact_rows", [f"f{fi:06d}-p{p:04d}"])
+        tables.append(t.append_column("row", pc.add(t["local"], pa.scalar(int(offs[fi]), pa.int64()))))
+    t = pa.concat_tables(tables).combine_chunks()  # by file, then local row: in row order
+    rows = t["row"].to_numpy()
+    h = np.stack([t["exact_lo"].to_numpy(), t["exact_hi"].to_numpy()], axis=1).astype(np.uint64) \
+        if t.num_rows else np.zeros((0, 2), np.uint64)
+    short = t["short"].to_numpy(zero_copy_only=False).astype(bool)
+    leader_l = exact_groups(h, _rank(cfg, t))
+    if not cfg.cluster.exact:
+        leader_l = np.where(short, leader_l, np.arange(t.num_rows))
+    dup = np.flatnonzero(leader_l != np.arange(t.num_rows))
+    leaders = rows[leader_l[dup]]
+    dups = pa.table({"row": pa.array(rows[dup]), "leader": pa.array(leaders), "short": pa.array(short[dup])},
+                    schema=_DUPS)
+    f = job.nfiles
+    lay.write_split(dups, file_of(rows[dup], offs), f, "dups_by_row", lambda g: f"p{p:04d}-f{g:06d}")
+    lay.write_split(dups, file_of(leaders, offs), f, "dups_by_leader", lambda g: f"p{p:04d}-f{g:06d}")
+    ids = lay.read("ids", [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)])["id"]
+    unique = len(ids) == 0 or pc.count_distinct(ids, mode="all").as_py() == len(ids)
+    return {"duplicate_ids": not unique,
+            "groups_with_duplicates": int(np.unique(leaders).shape[0]), "removed": int(dup.shape[0]),
+            "short_documents": int(short.sum())}
+
+
+_BANDS = pa.schema([("band", pa.int32()), ("key", pa.uint64()), ("row", pa.int64())])
+
+
+@_once("bands")
+def bands(job: Job, fi: int) -> dict[str, Any]:
+    """Band rows of file ``fi``'s exact-group leaders with shingles, by key range."""
+    cfg, lay, offs = job.cfg, job.layout, job.offs()
+    nb = cfg.lsh.bands
+    piece = _piece(job, fi, ["nshingles"] + [band_column(b) for b in range(nb)])
+    dups = lay.read("dups_by_row", [f"p{p:04d}-f{fi:06d}" for p in range(job.partitions)], _DUPS)
+    n = piece.num_rows
+    lsh = piece["nshingles"].to_numpy() > 0
+    lsh[dups["row"].to_numpy() - offs[fi]] = False
+    if not cfg.cluster.near:
+        lsh[:] = False
+    local = np.flatnonzero(lsh)
+    keys = np.concatenate([piece[band_column(b)].to_numpy()[local] for b in range(nb)]).astype(np.uint64) \
+        if n else np.zeros(0, np.uint64)
+    band = np.repeat(np.arange(nb, dtype=np.int32), local.shape[0])
+    row = np.tile(local + offs[fi], nb)
+    order = np.lexsort((row, keys, band))
+    t = pa.table({"band": pa.array(band[order]), "key": pa.array(keys[order]), "row": pa.array(row[order])},
+                 schema=_BANDS)
+    lay.write_split(t, key_partition(keys[order], job.partitions), job.partitions, "band_rows",
+                    lambda p: f"f{fi:06d}-p{p:04d}")
+    return {"lsh_rows": int(local.shape[0])}
+
+
+_EDGES = pa.schema([("a", pa.int64()), ("b", pa.int64())])
+
+
+def _write_edges(job: Job, a: np.ndarray, b: np.ndarray, stage: str, src: str) -> None:
+    """Undirected edges (a, b), a != b, written in both orientations to the file partition of their first node."""
+    a, b = np.concatenate([a, b]), np.concatenate([b, a])
+    t = pa.table({"a": pa.array(a, pa.int64()), "b": pa.array(b, pa.int64())}, schema=_EDGES)
+    job.layout.write_split(t, file_of(a, job.offs()), job.nfiles, stage, lambda g: f"{src}-f{g:06d}")
+
+
+@_once("buckets")
+def buckets(job: Job, p: int) -> dict[str, Any]:
+    """Buckets of key range ``p`` (runs of >= 2 equal (band, key)) -> star edges to each run's first row."""
+    lay = job.layout
+    t = lay.read("band_rows", [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)], _BANDS)
+    band, key, row = t["band"].to_numpy(), t["key"].to_numpy(), t["row"].to_numpy()
+    order = np.lexsort((row, key, band))
+    band, key, row = band[order], key[order], row[order]
+    c = row.shape[0]
+    start = np.ones(c, bool)
+    if c:
+        start[1:] = (band[1:] != band[:-1]) | (key[1:] != key[:-1])
+    run = np.cumsum(start) - 1
+    sizes = np.bincount(run) if c else np.zeros(0, np.int64)
+    first = row[np.flatnonzero(start)]
+    member = (~start) & (sizes[run] >= 2) if c else np.zeros(0, bool)
+    a, b = first[run[member]], row[member]
+    if a.shape[0]:
+        ab = np.unique(np.stack([a, b], axis=1), axis=0)
+        a, b = ab[:, 0], ab[:, 1]
+    _write_edges(job, a, b, "edges_0", f"p{p:04d}")
+    return {"buckets": int((sizes >= 2).sum()), "bucket_entries": int(sizes[sizes >= 2].sum()),
+            "largest_bucket": int(sizes.max()) if c else 0, "edges": int(a.shape[0])}
+
+
+def _read_edges(job: Job, stage: str, g: int, sources: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    t = job.layout.read(stage, [f"{s}-f{g:06d}" for s in sources], _EDGES)
+    if t.num_rows == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ab = np.unique(np.stack([t["a"].to_numpy(), t["b"].to_numpy()], axis=1), axis=0)  # sorted by (a, b)
+    return ab[:, 0], ab[:, 1]
+
+
+def _fingerprint(a: np.ndarray, b: np.ndarray) -> list[int]:
+    """Order-free fingerprint of the undirected edges with a < b held here: count and two 64-bit sums."""
+    sel = a < b
+    h1 = mix64(mix64(a[sel], 1) ^ np.asarray(b[sel], np.uint64), 2)
+    h2 = mix64(mix64(b[sel], 3) ^ np.asarray(a[sel], np.uint64), 4)
+    with np.errstate(over="ignore"):
+        return [int(sel.sum()), int(h1.sum(dtype=np.uint64)), int(h2.sum(dtype=np.uint64))]
+
+
+@_once("star")
+def star(job: Job, g: int, step: int, large: bool, sources: list[str]) -> dict[str, Any]:
+    """One star step over the nodes of file ``g``: reads edges_<step>, writes edges_<step+1>.
+    Large-star: each node u links its larger neighbours to m(u) = min(u, neighbours). Small-star: each
+    node u links itself and its smaller neighbours to m = min(u, smaller neighbours)."""
+    a, b = _read_edges(job, f"edges_{step}", g, sources)
+    fp = _fingerprint(a, b)
+    if a.shape[0]:
+        first = np.ones(a.shape[0], bool)
+        first[1:] = a[1:] != a[:-1]
+        grp = np.cumsum(first) - 1
+        if large:
+            m = np.minimum(a[first], b[first])  # b sorted within a: the first is the smallest neighbour
+            sel = b > a
+            x, y = b[sel], m[grp[sel]]
+        else:
+            small = b < a
+            has = np.zeros(first.sum(), bool)
+            has[grp[small]] = True
+            m = np.where(has, np.minimum(a[first], b[first]), a[first])
+            x = np.concatenate([b[small], a[first][has]])
+            y = np.concatenate([m[grp[small]], m[has]])
+        keep = x != y
+        x, y = x[keep], y[keep]
+    else:
+        x = y = np.zeros(0, np.int64)
+    _write_edges(job, x, y, f"edges_{step + 1}", f"g{g:06d}")
+    return {"fingerprint": fp}
+
+
+_LABELS = pa.schema([("row", pa.int64()), ("label", pa.int64())])
+
+
+@_once("labels")
+def labels(job: Job, g: int, step: int, sources: list[str]) -> dict[str, Any]:
+    """Converged edges of file ``g``'s nodes -> (row, label = smallest row of its component)."""
+    a, b = _read_edges(job, f"edges_{step}", g, sources)
+    first = np.ones(a.shape[0], bool)
+    if a.shape[0]:
+        first[1:] = a[1:] != a[:-1]
+    rows, lab = a[first], np.minimum(a[first], b[first])
+    job.layout.write(pa.table({"row": pa.array(rows), "label": pa.array(lab)}, schema=_LABELS), "labels",
+                     f"f{g:06d}")
+    return {"candidates": int(rows.shape[0])}
+
+
+@_once("members")
+def members(job: Job, fi: int) -> dict[str, Any]:
+    """File ``fi``'s candidate rows with what the policy needs (module doc), by component range."""
+    import pyarrow.parquet as pq
+
+    cfg, lay, offs = job.cfg, job.layout, job.offs()
+    lab = pq.read_table(lay.path("labels", f"f{fi:06d}"))
+    rows = lab["row"].to_numpy()
+    local = rows - offs[fi]
+    cols = ["id"] + [c for c in _keep_cols(cfg) if c != "id"] + [band_column(b) for b in range(cfg.lsh.bands)]
+    t = _piece(job, fi, cols).take(pa.array(local, pa.int64()))
+    t = t.append_column("row", pa.array(rows)).append_column("label", lab["label"])
+    reread = 0
+    if cfg.cluster.verify and rows.shape[0]:
+        sets, reread = _shingle_sets_pass(cfg, job.device, [job.files[fi]], local, np.arange(local.shape[0]))
+        sizes = np.asarray(sets.sizes, np.int64)
+        starts = np.repeat(np.asarray(sets.offsets, np.int64), sizes)
+        within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        values = np.asarray(sets.hashes)[starts + within]
+        list_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32 if sizes.sum() < 2**31 else np.int64)
+        arr = (pa.ListArray if list_off.dtype == np.int32 else pa.LargeListArray).from_arrays(
+            pa.array(list_off), pa.array(values, pa.uint64()))
+        t = t.append_column("shingles", arr)
+    part = np.asarray(lab["label"].to_numpy(), np.int64) % job.partitions
+    lay.write_split(t, part, job.partitions, "members", lambda p: f"f{fi:06d}-p{p:04d}")
+    return {"candidates": int(rows.shape[0]), "text_bytes_read": int(reread)}
+
+
+_NEAR = pa.schema([("row", pa.int64()), ("rep", pa.int64()), ("jaccard", pa.float64()), ("rep_id", pa.string())])
+
+
+@_once("policy")
+def policy(job: Job, p: int) -> dict[str, Any]:
+    """The local engine's bucket and policy stages over the members of the components in range ``p``."""
+    cfg, lay, offs = job.cfg, job.layout, job.offs()
+    names = [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)]
+    tables = [t for t in (lay.read("members", [n]) for n in names) if t.num_rows]
+    if not tables:
+        near = _NEAR.empty_table()
+        stats: dict[str, Any] = {"removed": 0}
+    else:
+        t = pa.concat_tables(tables).combine_chunks()  # by file then row: in row order
+        m = t.num_rows
+        rank = _rank(cfg, t)
+        keys = np.stack([t[band_column(b)].to_numpy() for b in range(cfg.lsh.bands)], axis=1).astype(np.uint64)
+        ranked = Ranked(0, rank, rank, None, None, BandKeys(cfg.lsh.bands, matrix=keys, device="cpu"))
+        groups = ExactGroups(np.arange(m, dtype=np.int64), np.zeros(m, bool), {})
+        cands: Candidates = bucket_stage(cfg, "cpu", ranked, groups)
+        sets = None
+        if cfg.cluster.verify:
+            lst = t["shingles"].combine_chunks()
+            off = np.asarray(lst.offsets.to_numpy(), np.int64)
+            off = off - off[0]  # a slice's offsets point into its parent's values; flatten() is the slice's
+            sets = ShingleSets(np.asarray(lst.flatten().to_numpy(), np.uint64), off[:-1].copy(), np.diff(off))
+        rep_local, jac_local, stats = policy_stage(cfg, "cpu", ranked, cands, sets)
+        removed = np.flatnonzero(rep_local >= 0)
+        rows = t["row"].to_numpy()
+        near = pa.table({"row": pa.array(rows[removed]), "rep": pa.array(rows[rep_local[removed]]),
+                         "jaccard": pa.array(jac_local[removed], pa.float64()),
+                         "rep_id": t["id"].take(pa.array(rep_local[removed]))}, schema=_NEAR)
+        stats = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
+        stats["bucket_stats"] = {"documents": m, "candidate_components": stats.get("candidate_components", 0)}
+    lay.write_split(near, file_of(near["row"].to_numpy(), offs), job.nfiles, "near", lambda g: f"p{p:04d}-f{g:06d}")
+    return stats
+
+
+_ASSIGN = pa.schema([("row", pa.int64()), ("rep", pa.int64()), ("reason", pa.int8()), ("jaccard", pa.float64()),
+                     ("rep_id", pa.string()), ("matched_id", pa.string())])
+
+
+@_once("resolve")
+def resolve(job: Job, g: int) -> dict[str, Any]:
+    """Assignments of the removed rows whose leader (exact) or self (near) lies in file ``g``."""
+    lay, offs, f, parts = job.layout, job.offs(), job.nfiles, job.partitions
+    near = lay.read("near", [f"p{p:04d}-f{g:06d}" for p in range(parts)], _NEAR)
+    dups = lay.read("dups_by_leader", [f"p{p:04d}-f{g:06d}" for p in range(parts)], _DUPS)
+    ids = _piece(job, g, ["id"])["id"].combine_chunks()
+    n = len(ids)
+    # per row of file g: its near representative (-1: kept), Jaccard and representative id
+    rep = np.full(n, -1, np.int64)
+    jac = np.full(n, np.nan)
+    nl = near["row"].to_numpy() - offs[g]
+    rep[nl] = near["rep"].to_numpy()
+    jac[nl] = near["jaccard"].to_numpy()
+    # representative ids: the near one's where removed, the row's own where kept
+    rid_src = pa.chunked_array([ids, near["rep_id"]]).combine_chunks()
+    rid_idx = np.arange(n, dtype=np.int64)
+    rid_idx[nl] = n + np.arange(nl.shape[0])
+    ld = dups["leader"].to_numpy() - offs[g]
+    short = dups["short"].to_numpy(zero_copy_only=False).astype(bool)
+    kept_leader = rep[ld] < 0
+    d_rep = np.where(kept_leader, dups["leader"].to_numpy(), rep[ld])
+    d_jac = np.where(kept_leader, 1.0, jac[ld])
+    d_jac[short] = np.nan
+    d_reason = np.where(short, REASONS.index("short_exact_duplicate"), REASONS.index("exact_duplicate"))
+    asg = pa.table({
+        "row": pa.array(np.concatenate([near["row"].to_numpy(), dups["row"].to_numpy()])),
+        "rep": pa.array(np.concatenate([near["rep"].to_numpy(), d_rep])),
+        "reason": pa.array(np.concatenate([np.full(near.num_rows, REASONS.index("near_duplicate")), d_reason]),
+                           pa.int8()),
+        "jaccard": pa.array(np.concatenate([near["jaccard"].to_numpy(), d_jac]), pa.float64()),
+        "rep_id": pa.concat_arrays([near["rep_id"].combine_chunks(), rid_src.take(pa.array(rid_idx[ld]))]),
+        "matched_id": pa.concat_arrays([near["rep_id"].combine_chunks(), ids.take(pa.array(ld, pa.int64()))]),
+    }, schema=_ASSIGN)
+    lay.write_split(asg, file_of(asg["row"].to_numpy(), offs), f, "assign", lambda h: f"g{g:06d}-f{h:06d}")
+    lay.write_split(asg.select(["row", "rep"]), file_of(asg["rep"].to_numpy(), offs), f, "assign_by_rep",
+                    lambda h: f"g{g:06d}-f{h:06d}")
+    return {"removed": asg.num_rows}
+
+
+_SIZES = pa.schema([("row", pa.int64()), ("size", pa.int64())])
+
+
+@_once("sizes")
+def sizes(job: Job, h: int) -> dict[str, Any]:
+    """Cluster sizes of the representatives in file ``h`` -> every member's size, by the member's file."""
+    lay, offs = job.layout, job.offs()
+    t = lay.read("assign_by_rep", [f"g{g:06d}-f{h:06d}" for g in range(job.nfiles)],
+                 pa.schema([("row", pa.int64()), ("rep", pa.int64())]))
+    rep = t["rep"].to_numpy()
+    local = rep - offs[h]
+    n = int(offs[h + 1] - offs[h])
+    count = np.bincount(local, minlength=n) + 1 if rep.shape[0] else np.ones(n, np.int64)
+    reps = np.unique(local)
+    rows = np.concatenate([t["row"].to_numpy(), reps + offs[h]])
+    size = np.concatenate([count[local], count[reps]]).astype(np.int64)
+    out = pa.table({"row": pa.array(rows, pa.int64()), "size": pa.array(size)}, schema=_SIZES)
+    lay.write_split(out, file_of(rows, offs), job.nfiles, "sizes", lambda g: f"h{h:06d}-f{g:06d}")
+    return {"clusters": int(reps.shape[0]), "largest": int(count.max()) if reps.shape[0] else 0}
+
+
+@_once("write")
+def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
+    """File ``fi``'s decisions part (DECISIONS_SCHEMA, as decide.decisions_table) and deduplicated/ file."""
+    cfg, lay, offs = job.cfg, job.layout, job.offs()
+    piece = _piece(job, fi, ["id", "text_bytes", "words"])
+    n, row0 = piece.num_rows, int(offs[fi])
+    asg = lay.read("assign", [f"g{g:06d}-f{fi:06d}" for g in range(job.nfiles)], _ASSIGN)
+    sz = lay.read("sizes", [f"h{h:06d}-f{fi:06d}" for h in range(job.nfiles)], _SIZES)
+    ids = piece["id"].combine_chunks()
+    keep = np.ones(n, bool)
+    reason = np.zeros(n, np.int8)
+    cluster = np.arange(row0, row0 + n, dtype=np.int64)
+    jac = np.full(n, np.nan)
+    size = np.ones(n, np.int64)
+    size[sz["row"].to_numpy() - row0] = sz["size"].to_numpy()
+    reason[size > 1] = REASONS.index("representative")
+    al = asg["row"].to_numpy() - row0
+    keep[al] = False
+    reason[al] = asg["reason"].to_numpy()
+    cluster[al] = asg["rep"].to_numpy()
+    jac[al] = asg["jaccard"].to_numpy()
+    # ids: the row's own (kept) or its assignment's, as one take over [ids, assigned ids]
+    src = np.arange(n, dtype=np.int64)
+    src[al] = n + np.arange(al.shape[0])
+    rep_ids = pa.concat_arrays([ids, asg["rep_id"].combine_chunks()]).take(pa.array(src))
+    msrc = np.full(n, -1, np.int64)
+    msrc[al] = np.arange(al.shape[0])
+    matched = asg["matched_id"].combine_chunks().take(pa.array(msrc, pa.int64(), mask=msrc < 0))
+    f = job.files[fi]
+    decisions = pa.table({
+        "id": ids, "keep": pa.array(keep),
+        "reason": pa.DictionaryArray.from_arrays(pa.array(reason), pa.array(REASONS)).cast(pa.string()),
+        "cluster_id": pa.array(cluster, pa.int64()), "representative_id": rep_ids, "matched_id": matched,
+        "jaccard": pa.array(jac, pa.float64(), from_pandas=True), "cluster_size": pa.array(size, pa.int64()),
+        "source": pa.array([f.relpath] * n, pa.string()),
+    }, schema=DECISIONS_SCHEMA)
+    lay.write(decisions, "decisions", f"f{fi:06d}")
+    written = {"files": 0, "rows_written": 0}
+    if out is not None and cfg.write_deduplicated:
+        written = io.write_kept([f], keep, os.path.join(out, "deduplicated"), id_field=cfg.id_field,
+                                text_field=cfg.text_field, on_error=cfg.on_error, file_rows=[n], read_threads=1)
+    tb, words = piece["text_bytes"].to_numpy(), piece["words"].to_numpy()
+    return {"rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASONS)},
+            "kept": int(keep.sum()), "text_bytes": [int(tb.sum()), int(tb[keep].sum())],
+            "words": [int(words.sum()), int(words[keep].sum())], "deduplicated": written,
+            "largest_cluster": int(size.max()) if n else 0, "clusters_with_duplicates": int((reason == 1).sum())}

@@ -117,6 +117,9 @@ def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, caps
     cfg = RunConfig(progress=False)
     with pytest.raises(ValueError, match="--engine ray does not run --exact-verify.*--engine local"):
         gpu_dedup.deduplicate(str(corpus), cfg.replace(cluster__exact_verify=True), tmp_path / "o", engine="ray")
+    with pytest.raises(ValueError, match="--engine ray does not run --remove-clusters-larger-than, --keep-copies"):
+        gpu_dedup.deduplicate(str(corpus), cfg.replace(cluster__keep_copies=2, cluster__remove_clusters_larger_than=9),
+                              tmp_path / "o", engine="ray")
     with pytest.raises(ValueError, match="shared work directory"):
         gpu_dedup.deduplicate(str(corpus), cfg, engine="ray")
     with pytest.raises(ConnectionError, match="--address 127.0.0.1:1: no Ray cluster reachable"):

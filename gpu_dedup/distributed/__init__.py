@@ -46,6 +46,8 @@ def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None,
     what = [name for name, on in (("--against", index is not None), ("--save-index", save_index is not None),
                                   ("--semantic", semantic is not None), ("the filter flags", prefilter is not None),
                                   ("--exact-verify", cfg.cluster.exact_verify), ("--score", bool(cfg.scores)),
+                                  ("--remove-clusters-larger-than", cfg.cluster.remove_clusters_larger_than
+                                   is not None), ("--keep-copies", cfg.cluster.keep_copies > 1),
                                   ("--device cuda", device == "cuda")) if on]
     if what:
         raise ValueError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "

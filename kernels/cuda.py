@@ -14,6 +14,7 @@ from ._build import build
 from ._launch import TPB, kernel
 from .hashing import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61, P64_5, SPACE
 from .normalize import ASCII_GENERIC
+from ..constants import BYTE_TILE
 
 _D = build(cuda.jit(device=True))
 normalize_scan = _D["normalize_scan"]
@@ -36,7 +37,8 @@ jaccard_sorted = _D["jaccard_sorted"]
 representative_run = _D["representative_run"]
 
 NORM_CHUNK = 512   # text bytes per thread in the normalization kernels (nominal: chunk_entry moves the cut)
-BYTE_CHUNK = 4096  # text bytes per block in utf8_invalid_chunks and unit_chunks (<= TPB * 32: 32 per thread)
+# BYTE_TILE (constants.py; <= TPB * 32: 32 per thread): unit_chunks' shared tile. The machine code is cached, so
+# a constant no caller or test changes; the orchestration's chunk (lexical/minhash.py UNIT_CHUNK) must fit
 XXH_TPB = 32       # threads per document in exact_hashes: 32 words = 8 stripes of 32 bytes loaded per step
 TILE = 128         # shingle hashes staged in shared memory per step (= threads per MinHash block)
 MAX_K_PER_THREAD = 32  # K <= TILE * MAX_K_PER_THREAD = 4096 (MinHashConfig's bound)
@@ -137,7 +139,7 @@ def chunk_span(chunk_doc, chunk_first, offsets, c):
 
 @kernel(per_block=True, stride=True)
 def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out):
-    """One block per chunk of <= BYTE_CHUNK bytes (grid-stride), its threads striding the bytes
+    """One block per chunk of bytes (grid-stride; any chunk size), its threads striding the bytes
     (coalesced): out[d] = 1 (uint8, pre-zeroed) where some byte of document d is invalid UTF-8
     (hashing.utf8_invalid_at: the same verdict as utf8_invalid)."""
     c = cuda.blockIdx.x
@@ -201,15 +203,15 @@ def exact_hashes(norm, offsets, out):
 
 @kernel(per_block=True, stride=True)
 def unit_chunks(norm, offsets, kind_char, chunk_doc, chunk_first, chunk_count, chunk_base, write, counts, units):
-    """One block (<= TPB threads) per chunk of <= BYTE_CHUNK bytes of normalized text, grid-stride. The
+    """One block (<= TPB threads) per chunk of <= BYTE_TILE bytes of normalized text, grid-stride. The
     chunk is staged in shared memory (coalesced), then each thread takes a contiguous run of it. A unit
     starts at each position utf8_decode visits (codepoints: kind_char) or after each space (words; a
     document's first word starts at its first byte, written by its first chunk). write=False: counts[c]
     = the chunk's unit starts (words: not counting the first word). write=True: writes them in order to
     units[chunk_base[c]:] (int64; chunk_base = ubase of the document, + 1 for words, + the earlier
-    chunks' counts): the same array as one thread walking each document. Shared memory: BYTE_CHUNK bytes
+    chunks' counts): the same array as one thread walking each document. Shared memory: BYTE_TILE bytes
     + TPB int64; three block barriers per chunk."""
-    tile = cuda.shared.array(BYTE_CHUNK, uint8)
+    tile = cuda.shared.array(BYTE_TILE, uint8)
     before = cuda.shared.array(TPB, int64)
     tid = cuda.threadIdx.x
     width = cuda.blockDim.x

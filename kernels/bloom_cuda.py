@@ -7,7 +7,7 @@ from numba import cuda
 
 from . import bloom
 from ._build import build
-from ._launch import kernel
+from ._launch import B, I8, U8, i4, i8, kernel, u1, u4, u8
 from .bloom import MAX_NGRAM
 
 _G = build(cuda.jit(device=True), bloom)
@@ -25,7 +25,7 @@ g_xxh64 = _G["xxh64"]
 g_scan_shingles = _G["scan_shingles"]
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, U8, U8, u8, u8)])
 def hash128(data, starts, ends, seed1, seed2, out1, out2):
     i = cuda.grid(1)
     if i < starts.shape[0]:
@@ -33,14 +33,14 @@ def hash128(data, starts, ends, seed1, seed2, out1, out2):
         out2[i] = g_xxh64(data, starts[i], ends[i], seed2)
 
 
-@kernel
+@kernel(sigs=[(u4, U8, I8, u8, u8, u1)])
 def bloom_query(bits, m, k, h1, h2, out):
     i = cuda.grid(1)
     if i < h1.shape[0]:
         out[i] = 1 if g_bloom_contains(bits, m, k, h1[i], h2[i]) else 0
 
 
-@kernel
+@kernel(sigs=[(u4, U8, I8, u8, u8)])
 def bloom_insert(bits, m, k, h1, h2):
     """One thread per item; bits are set with atomic OR on uint32 words (the final array is the OR of
     all items' bits, whatever the thread order: identical to the CPU kernel's)."""
@@ -53,42 +53,42 @@ def bloom_insert(bits, m, k, h1, h2):
             x = g_bloom_next(x, b, m)
 
 
-@kernel
+@kernel(sigs=[(u8, u8, u8, u8, u1)])
 def contains128(k1, k2, q1, q2, out):
     i = cuda.grid(1)
     if i < q1.shape[0]:
         out[i] = 1 if g_contains128(k1, k2, q1[i], q2[i]) else 0
 
 
-@kernel
+@kernel(sigs=[(u8, u8, u8, u8, i8)])
 def lower_bound128(k1, k2, q1, q2, out):
     i = cuda.grid(1)
     if i < q1.shape[0]:
         out[i] = g_lower_bound128(k1, k2, q1[i], q2[i])
 
 
-@kernel
+@kernel(sigs=[(u8, u4, U8, u8, i8)])
 def member_sorted(keys, bitmap, shift, q, out):
     i = cuda.grid(1)
     if i < q.shape[0]:
         out[i] = g_member_sorted(keys, bitmap, shift, q[i])
 
 
-@kernel
+@kernel(sigs=[(u1, i8, B, i8)])
 def split_count(data, offsets, line_mode, counts):
     d = cuda.grid(1)
     if d < offsets.shape[0] - 1:
         counts[d] = g_split_units(data, offsets[d], offsets[d + 1], line_mode, counts, counts, 0, False)
 
 
-@kernel
+@kernel(sigs=[(u1, i8, B, i8, i8, i8)])
 def split_write(data, offsets, line_mode, unit_off, out_s, out_e):
     d = cuda.grid(1)
     if d < offsets.shape[0] - 1:
         g_split_units(data, offsets[d], offsets[d + 1], line_mode, out_s, out_e, unit_off[d], True)
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, i4, i4, i8)])
 def span_norm_sizes(data, starts, ends, map_off, map_cp, sizes):
     i = cuda.grid(1)
     if i < starts.shape[0]:
@@ -96,7 +96,7 @@ def span_norm_sizes(data, starts, ends, map_off, map_cp, sizes):
         sizes[i] = nb
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, i4, i4, u1, i8, U8, U8, u8, u8)])
 def span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1, seed2, h1, h2):
     i = cuda.grid(1)
     if i < starts.shape[0]:
@@ -105,7 +105,7 @@ def span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1, see
         h2[i] = g_xxh64(out, out_off[i], out_off[i + 1], seed2)
 
 
-@kernel
+@kernel(sigs=[(u1, i8, I8, U8, i8, u8, u8)])
 def ngram_hashes(norm, offsets, n, seed, base, out, dummy):
     """One thread per document (dummy: an empty uint64 device array for scan_shingles' unused MinHash
     arguments)."""
@@ -116,7 +116,7 @@ def ngram_hashes(norm, offsets, n, seed, base, out, dummy):
                         True)
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, i4, i4, i8, i8, i8, i8)])
 def word_spans(data, starts, ends, map_off, map_cp, base, out_s, out_e, counts):
     d = cuda.grid(1)
     if d < starts.shape[0]:

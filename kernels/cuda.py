@@ -11,7 +11,7 @@ import numpy as np
 from numba import cuda, int64, uint8, uint64
 
 from ._build import build
-from ._launch import TPB, kernel
+from ._launch import TPB, B, F8, I8, U8, f8, i4, i8, i8_2, kernel, u1, u1_2, u8, u8_2
 from .hashing import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61, P64_5, SPACE
 from .normalize import ASCII_GENERIC
 from ..constants import BYTE_TILE
@@ -69,7 +69,7 @@ def block_ascii_mode(map_cp):
 # cuda.blockDim): ``geometry`` picks the launch.
 
 
-@kernel(stride=True)
+@kernel(stride=True, sigs=[(u1, i8, i4, i4, i8, i8, i8, i8)])
 def normalize_plan(data, offsets, map_off, map_cp, chunk_doc, chunk_first, lo, prev):
     """One thread per normalization chunk: lo (C,) int64 = where chunk c really begins (its nominal first
     byte moved forward by normalize.chunk_entry to a codepoint whose predecessor has a non-empty image),
@@ -94,7 +94,7 @@ def chunk_end(chunk_doc, lo, offsets, c, d):
     return offsets[d + 1]
 
 
-@kernel(stride=True)
+@kernel(stride=True, sigs=[(u1, i8, i4, i4, i8, i8, i8, i8_2)])
 def normalize_chunk_sizes(data, offsets, map_off, map_cp, chunk_doc, lo, prev, counts):
     """One thread per chunk (normalize_plan's): counts (C, 4) int64 = (bytes, spaces, bytes - codepoints,
     end state) of the chunk's eager scan, the document's trailing space not yet taken back (the caller
@@ -112,7 +112,7 @@ def normalize_chunk_sizes(data, offsets, map_off, map_cp, chunk_doc, lo, prev, c
         c += cuda.gridsize(1)
 
 
-@kernel(stride=True)
+@kernel(stride=True, sigs=[(u1, i8, i4, i4, i8, i8, i8, i8, u1, i8)])
 def normalize_chunk_write(data, offsets, map_off, map_cp, chunk_doc, lo, prev, chunk_out, out, out_offsets):
     """One thread per chunk: writes its bytes at out[chunk_out[c]:] (chunk_out from the sizes: the
     document's offset plus its earlier chunks' bytes). A space the chunk counted last is stored only if
@@ -137,7 +137,7 @@ def chunk_span(chunk_doc, chunk_first, offsets, c):
     return d, s, offsets[d + 1], s + chunk_first[c]
 
 
-@kernel(per_block=True, stride=True)
+@kernel(per_block=True, stride=True, sigs=[(u1, i8, i8, i8, i8, u1)])
 def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out):
     """One block per chunk of bytes (grid-stride; any chunk size), its threads striding the bytes
     (coalesced): out[d] = 1 (uint8, pre-zeroed) where some byte of document d is invalid UTF-8
@@ -156,7 +156,7 @@ def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out)
         c += cuda.gridDim.x
 
 
-@kernel(per_block=True, stride=True, tpb=XXH_TPB)
+@kernel(per_block=True, stride=True, tpb=XXH_TPB, sigs=[(u1, i8, u8_2)])
 def exact_hashes(norm, offsets, out):
     """One block of 8 <= blockDim <= XXH_TPB threads (a multiple of 4) per document, grid-stride:
     out (n, 2) uint64 = XXH64 with EXACT_SEED_LO, EXACT_SEED_HI. Each step the block loads blockDim
@@ -201,7 +201,7 @@ def exact_hashes(norm, offsets, out):
         d += cuda.gridDim.x
 
 
-@kernel(per_block=True, stride=True)
+@kernel(per_block=True, stride=True, sigs=[(u1, i8, B, i8, i8, i8, i8, B, i8, i8)])
 def unit_chunks(norm, offsets, kind_char, chunk_doc, chunk_first, chunk_count, chunk_base, write, counts, units):
     """One block (<= TPB threads) per chunk of <= BYTE_TILE bytes of normalized text, grid-stride. The
     chunk is staged in shared memory (coalesced), then each thread takes a contiguous run of it. A unit
@@ -257,7 +257,7 @@ def unit_chunks(norm, offsets, kind_char, chunk_doc, chunk_first, chunk_count, c
         c += cuda.gridDim.x
 
 
-@kernel(per_block=True, tpb=TILE)
+@kernel(per_block=True, tpb=TILE, sigs=[(u1, i8, i8, i8, i8, i8, i8, I8, B, U8, u8, u8, u8_2)])
 def minhash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_count, n, kind_char, seed, a, b, sig):
     """One block per chunk of <= CHUNK shingles of one document; thread t owns permutations
     t, t+TILE, ... Shingle hashes are computed cooperatively into shared memory, TILE at a time, then
@@ -307,7 +307,7 @@ def minhash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_co
         k += TILE
 
 
-@kernel(per_block=True, stride=True)
+@kernel(per_block=True, stride=True, sigs=[(u1, i8, i8, i8, i8, i8, I8, B, U8, u8)])
 def shingle_hashes(norm, offsets, units, ubase, docs, out_offsets, n, kind_char, seed, out):
     """One thread per (selected document, shingle): raw XXH64 of shingle j of docs[p] goes to
     out[out_offsets[p] + j]. Grid-stride over documents in x, shingles in y."""
@@ -325,7 +325,7 @@ def shingle_hashes(norm, offsets, units, ubase, docs, out_offsets, n, kind_char,
         p += cuda.gridDim.x
 
 
-@kernel
+@kernel(sigs=[(u1_2, I8, I8, u8_2)])
 def band_keys(sig_bytes, bands, band_bytes, out):
     """One thread per (document, band)."""
     t = cuda.grid(1)
@@ -335,7 +335,7 @@ def band_keys(sig_bytes, bands, band_bytes, out):
         out[i, bnd] = band_key(sig_bytes[i], bnd, band_bytes)
 
 
-@kernel
+@kernel(sigs=[(u8, i8, i8, i8, i8, f8)])
 def jaccard_pairs(hashes, set_offsets, set_sizes, left, right, out):
     p = cuda.grid(1)
     if p < left.shape[0]:
@@ -344,7 +344,7 @@ def jaccard_pairs(hashes, set_offsets, set_sizes, left, right, out):
         out[p] = jaccard_sorted(hashes, set_offsets[x], set_sizes[x], set_offsets[y], set_sizes[y])
 
 
-@kernel
+@kernel(sigs=[(i8, i8, i8, i4)])
 def propagate_min_labels(u, v, label, changed):
     """One thread per edge: label[x] = min over neighbours (one relaxation sweep with atomic min).
     Repeated until no label changes, labels converge to the component minimum."""
@@ -362,7 +362,7 @@ def propagate_min_labels(u, v, label, changed):
                 changed[0] = 1
 
 
-@kernel
+@kernel(sigs=[(i8,)])
 def pointer_jump(label):
     """label[x] = label[label[x]]: shortens chains between sweeps."""
     x = cuda.grid(1)
@@ -370,7 +370,7 @@ def pointer_jump(label):
         label[x] = label[label[x]]
 
 
-@kernel(tpb=64)
+@kernel(tpb=64, sigs=[(i8, i8, i8, i4, i4, i8, i8, u8, u1, F8, I8, i8, i8, i8, i8, u1, i8, f8, i8)])
 def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, set_offsets, set_sizes, hashes,
                               pinned, threshold, cap, head, tail, nxt, stamp, capped, rep, jac, comparisons):
     """One thread per candidate component, running ``hashing.representative_run`` (the same source as

@@ -12,14 +12,14 @@ from numba import cuda
 
 from . import features
 from ._build import build
-from ._launch import kernel
+from ._launch import I8, U8, f8, i4, i8, kernel, u1
 from .features import DSIR_MAX_NGRAM
 
 _G = build(cuda.jit(device=True), features)
 g_scan_features = _G["scan_features"]
 
 
-@kernel
+@kernel(sigs=[(u1, i8, I8, U8, U8, i8, i4)])
 def feature_ids(norm, offsets, n, seed, buckets, base, ids):
     """See features_cpu.feature_ids (n <= DSIR_MAX_NGRAM: the ring of word starts is a local array)."""
     d = cuda.grid(1)
@@ -28,7 +28,7 @@ def feature_ids(norm, offsets, n, seed, buckets, base, ids):
         g_scan_features(norm, offsets[d], offsets[d + 1], n, seed, buckets, ring, ids, base[d], ids, True)
 
 
-@kernel
+@kernel(sigs=[(u1, i8, I8, U8, U8, f8, f8)])
 def feature_log_weights(norm, offsets, n, seed, buckets, logdiff, out):
     """See features_cpu.feature_log_weights."""
     d = cuda.grid(1)

@@ -8,7 +8,7 @@ from numba import cuda
 
 from . import lm
 from ._build import build
-from ._launch import kernel
+from ._launch import I8, f4, f8, i8, i8_2, kernel, u1, u8
 from .lm import CBO, HIST, KEY_SEED
 
 _G = build(cuda.jit(device=True), lm)
@@ -19,7 +19,7 @@ g_is_ascii_space = _G["is_ascii_space"]
 g_ngram_ext = _G["ngram_ext"]
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, u8, u8, i8, u8, f4, f4, I8, I8, I8, I8, f8, i8, i8, i8)])
 def lm_score_docs(data, line_off, doc_lines, vk1, vk2, vids, keys, prob, bo, order, bos, eos, unk,
                   out_lp, out_tok, out_sent, out_oov):
     d = cuda.grid(1)
@@ -34,14 +34,14 @@ def lm_score_docs(data, line_off, doc_lines, vk1, vk2, vids, keys, prob, bo, ord
         out_oov[d] = oov
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8)])
 def lm_count_words(data, line_off, out):
     i = cuda.grid(1)
     if i < line_off.shape[0] - 1:
         out[i] = g_count_words(data, line_off[i], line_off[i + 1])
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, i8, i8, u8, u8)])
 def lm_word_hashes(data, line_off, word_off, out_start, out_end, out_h1, out_h2):
     i = cuda.grid(1)
     if i < line_off.shape[0] - 1:
@@ -64,7 +64,7 @@ def lm_word_hashes(data, line_off, word_off, out_start, out_end, out_h1, out_h2)
             k += 1
 
 
-@kernel
+@kernel(sigs=[(i8_2, u8)])
 def lm_ngram_keys(rows, out):
     i = cuda.grid(1)
     if i < rows.shape[0]:
@@ -74,7 +74,7 @@ def lm_ngram_keys(rows, out):
         out[i] = k
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, u8, u8)])
 def lm_span_hashes(data, starts, ends, out_h1, out_h2):
     i = cuda.grid(1)
     if i < starts.shape[0]:

@@ -100,3 +100,12 @@ def test_an_undeclared_launch_raises_under_the_simulator():
     kc.band_keys[1, 4](sig, 2, 4, to_device(np.zeros((2, 2), np.uint64), "cuda"))  # declared: runs
     with pytest.raises(TypeError, match="not among its declared sigs"):
         kc.band_keys[1, 4](sig, 2, 4, to_device(np.zeros((2, 2), np.int64), "cuda"))
+
+
+def test_cache_keys_cover_exactly_the_sources_a_kernel_module_compiles_from():
+    import importlib
+
+    mod = importlib.import_module("gpu_dedup.kernels.bloom_cuda")
+    files = {Path(p).name for p in kernel_check.source_files(mod.__file__, mod.__package__)}
+    assert files == {"bloom_cuda.py", "bloom.py", "hashing.py", "normalize.py", "_build.py", "_launch.py",
+                     "constants.py"}

@@ -134,25 +134,29 @@ def source_files(path: str, package: str | None, seen: set[str] | None = None) -
         return seen
     seen.add(real)
     tree = ast.parse(Path(path).read_text(), path)
+    def spec_of(name):
+        if not name.startswith("gpu_dedup"):
+            return None
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return None
+        return spec if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+
     for node in ast.walk(tree):
-        names = []
+        specs = []
         if isinstance(node, ast.ImportFrom):
             if node.level and package is None:
                 continue
             base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
                 else (node.module or "")
-            names = [base] + [f"{base}.{a.name}" for a in node.names]
+            # ``from .. import constants`` depends on constants.py, not on the package's __init__
+            specs = [sp for a in node.names if (sp := spec_of(f"{base}.{a.name}")) is not None] or [spec_of(base)]
         elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        for name in names:
-            if not name.startswith("gpu_dedup"):
-                continue
-            try:
-                spec = importlib.util.find_spec(name)
-            except (ImportError, ValueError):
-                continue
-            if spec is not None and spec.origin and spec.origin.endswith(".py"):
-                source_files(spec.origin, spec.parent if not spec.submodule_search_locations else name, seen)
+            specs = [spec_of(a.name) for a in node.names]
+        for spec in specs:
+            if spec is not None:
+                source_files(spec.origin, spec.name if spec.submodule_search_locations else spec.parent, seen)
     return seen
 
 

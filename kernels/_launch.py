@@ -45,6 +45,15 @@ u1_2, u4_2, i4_2, u8_2, i8_2, f4_2, f8_2 = (types.Array(t, 2, "C") for t in (
 I8, U8, F4, F8, B = types.int64, types.uint64, types.float32, types.float64, types.boolean
 
 
+ALIASES = ("i1", "u1", "u4", "i4", "u8", "i8", "f4", "f8", "b1", "u1_2", "u4_2", "i4_2", "u8_2", "i8_2", "f4_2", "f8_2",
+           "I8", "U8", "F4", "F8", "B")
+
+
+def alias(t) -> str:
+    """The short name of an argument type in ``sigs=`` (the type itself where there is none)."""
+    return next((name for name in ALIASES if globals()[name] == t), str(t))
+
+
 def arg_type(a):
     """The Numba type of a kernel argument as a signature names it: ``numba.typeof``, an array's
     read-only and alignment flags dropped (they do not change the compiled code's arithmetic)."""
@@ -134,9 +143,11 @@ class Kernel:
         compile check compiles exactly those (module doc)."""
         sig = tuple(arg_type(a) for a in args)
         if sig not in self.sigs:
+            declared = [f"({', '.join(map(alias, s))})" for s in self.sigs]
             raise TypeError(f"kernel {self.__name__} ({self.module}) launched with argument types "
-                            f"({', '.join(map(str, sig))}), not among its declared sigs {self.sigs}: add the tuple to "
-                            "sigs= of its @kernel (aliases in kernels/_launch.py) so the real compiler checks it")
+                            f"({', '.join(map(alias, sig))}), not among its declared sigs [{', '.join(declared)}]: add "
+                            "the tuple to sigs= of its @kernel (aliases in kernels/_launch.py) so the real compiler "
+                            "checks it")
 
 
 def kernel(fn=None, *, per_block: bool = False, tpb: int = TPB, stride: bool = False, sigs=None):

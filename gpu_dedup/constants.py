@@ -32,6 +32,8 @@ INDEX_FORMAT = "gpu_dedup-index"
 
 # ------------------------------------------------------------------------------------------------ limits
 MAX_NGRAM = 64           # ShingleConfig's bound on n: the GPU's shingle ring buffer is a fixed-size array
+BYTE_TILE = 4096         # text bytes per block of the GPU kernels unit_chunks (its shared tile) and
+                         # utf8_invalid_chunks: fixed at compile time; callers cut smaller chunks, never larger
 MAX_NUM_PERM = 4096      # MinHashConfig's bound on K: the GPU MinHash kernel keeps K / 128 minima per thread
 # One LSH bucket this large is usually templated text: the pipeline warns and the report flags it.
 GIANT_BUCKET = 10_000

@@ -285,6 +285,41 @@ def argsort_stable(xp, a):
     return xp.argsort(a, kind="stable") if xp.__name__ == "numpy" else xp.argsort(a)
 
 
+def lexsort_radix(xp, keys, bounds=None):
+    """The order of ``numpy.lexsort(keys)`` (the last key primary, ties in index order) from radix sorts,
+    not CuPy's lexsort (one comparison merge sort per key with a gathering comparator): non-negative
+    integer keys whose bit widths add up to <= 64 are packed into one uint64 and argsorted once; other keys
+    take one stable argsort per key, the first key first. ``bounds``: an exclusive upper bound per key
+    (None, or None for one key: measured with one reduction)."""
+    keys = list(keys)
+    n = int(keys[0].shape[0])
+    if n == 0:
+        return xp.zeros(0, xp.int64)
+    bounds = list(bounds) if bounds is not None else [None] * len(keys)
+    widths = []
+    for k, bound in zip(keys, bounds):
+        if k.dtype.kind not in "iu":
+            widths = None
+            break
+        if bound is None:
+            if k.dtype.kind == "i" and int(k.min()) < 0:
+                widths = None
+                break
+            bound = int(k.max()) + 1
+        widths.append(max(1, (max(int(bound), 1) - 1).bit_length()))
+    if widths is not None and sum(widths) <= 64:
+        packed = xp.zeros(n, xp.uint64)
+        shift = 0
+        for k, w in zip(keys, widths):
+            packed |= k.astype(xp.uint64) << xp.uint64(shift)
+            shift += w
+        return argsort_stable(xp, packed).astype(xp.int64)
+    order = argsort_stable(xp, keys[0]).astype(xp.int64)
+    for k in keys[1:]:
+        order = order[argsort_stable(xp, k[order])]
+    return order
+
+
 CPU_BATCH_BYTES = 64 << 20
 
 

@@ -5,11 +5,65 @@ its compiled twin, then decorated. Numba resolves globals lazily at first compil
 between device functions bind to the same target's versions. A module of device functions lists its
 functions in DEVICE_FUNCTIONS (in dependency order is not required) and may build on hashing.py's and
 normalize.py's (always compiled), e.g. bloom.py.
+
+Cached machine code (``cache=True`` of every CPU and GPU kernel) is validated by Numba against the kernel's
+own file only, but a kernel inlines device functions of other files (hashing.py, normalize.py, bloom.py, ...,
+and gpu_dedup/constants.py): ``drop_stale_cache`` (run when this module is first imported, i.e. before any
+kernel module builds its kernels) deletes the cache files older than the newest of those, in every place
+Numba keeps them, so an edited device function never runs as its old machine code (CLI, benchmarks, tests).
 """
+import glob
+import os
 import types
 from typing import Any, Callable
 
+from .. import constants
 from . import hashing, normalize
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _cache_dirs() -> list[str]:
+    """Where Numba may keep this directory's cached kernels: __pycache__ beside the sources, or (read-only
+    install, or NUMBA_CACHE_DIR) a per-directory subfolder of the user's or the configured cache."""
+    from numba.core import caching, config
+
+    sub = caching._CacheLocator.get_suitable_cache_subpath(os.path.join(_HERE, "_build.py"))
+    dirs = [os.path.join(_HERE, "__pycache__")]
+    if config.CACHE_DIR:
+        dirs.append(os.path.join(config.CACHE_DIR, sub))
+    from numba.misc.appdirs import AppDirs
+    dirs.append(os.path.join(AppDirs(appname="numba", appauthor=False).user_cache_dir, sub))
+    return dirs
+
+
+def newest_source() -> float:
+    """mtime of the newest device-function source (see drop_stale_cache)."""
+    deps = [p for p in glob.glob(os.path.join(_HERE, "*.py"))
+            if not p.endswith(("_cpu.py", "_cuda.py", os.sep + "cpu.py", os.sep + "cuda.py"))]
+    deps.append(constants.__file__)
+    return max(os.path.getmtime(p) for p in deps if os.path.exists(p))
+
+
+def drop_stale_cache() -> int:
+    """Delete cached kernels (.nbi index, .nbc code) older than the newest device-function source: every
+    kernels/*.py but the *_cpu.py / *_cuda.py / cpu.py / cuda.py entry modules (Numba checks those itself)
+    and gpu_dedup/constants.py. Returns the number of files removed (a concurrent process may remove
+    the same ones: missing files are fine; files written after the newest source are kept)."""
+    newest = newest_source()
+    removed = 0
+    for d in _cache_dirs():
+        for f in glob.glob(os.path.join(d, "*.nb[ic]")):
+            try:
+                if os.path.getmtime(f) < newest:
+                    os.remove(f)
+                    removed += 1
+            except OSError:
+                pass
+    return removed
+
+
+drop_stale_cache()
 
 
 def build(decorate: Callable[[Callable[..., Any]], Any], module: types.ModuleType | None = None) -> dict[str, Any]:

@@ -4,7 +4,7 @@
 the geometry).
 
 Word n-gram hashing (screening) is cooperative, not one thread per document: the word starts come from
-``kernels/cuda.py:unit_chunks`` (a block per BYTE_CHUNK bytes, via ``lexical.minhash.unit_starts``), then
+``kernels/cuda.py:unit_chunks`` (a block per BYTE_TILE bytes, via ``lexical.minhash.unit_starts``), then
 ``ngram_hash_chunks`` gives each block a chunk of <= NGRAM_CHUNK n-grams of one document
 (``device.split_chunks``), one n-gram per thread: the work of a thread is one n-gram's bytes.
 
@@ -19,7 +19,7 @@ from numba import cuda
 
 from . import bloom
 from ._build import build
-from ._launch import kernel
+from ._launch import B, I8, U8, i4, i8, i8_2, kernel, u1, u4, u8
 
 NGRAM_CHUNK = 2048  # n-grams per block of ngram_hash_chunks (the orchestration's default cut; no shared tile)
 SPLIT_CHUNK = 1024  # nominal bytes per thread of split_piece_count / split_piece_write (moved to a line start)
@@ -41,7 +41,7 @@ g_shingle_bounds = _G["shingle_bounds"]
 g_is_blank_byte = _G["is_blank_byte"]
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, U8, U8, u8, u8)])
 def hash128(data, starts, ends, seed1, seed2, out1, out2):
     i = cuda.grid(1)
     if i < starts.shape[0]:
@@ -49,14 +49,14 @@ def hash128(data, starts, ends, seed1, seed2, out1, out2):
         out2[i] = g_xxh64(data, starts[i], ends[i], seed2)
 
 
-@kernel
+@kernel(sigs=[(u4, U8, I8, u8, u8, u1)])
 def bloom_query(bits, m, k, h1, h2, out):
     i = cuda.grid(1)
     if i < h1.shape[0]:
         out[i] = 1 if g_bloom_contains(bits, m, k, h1[i], h2[i]) else 0
 
 
-@kernel
+@kernel(sigs=[(u4, U8, I8, u8, u8)])
 def bloom_insert(bits, m, k, h1, h2):
     """One thread per item; bits are set with atomic OR on uint32 words (the final array is the OR of
     all items' bits, whatever the thread order: identical to the CPU kernel's)."""
@@ -69,21 +69,21 @@ def bloom_insert(bits, m, k, h1, h2):
             x = g_bloom_next(x, b, m)
 
 
-@kernel
+@kernel(sigs=[(u8, u8, u8, u8, u1)])
 def contains128(k1, k2, q1, q2, out):
     i = cuda.grid(1)
     if i < q1.shape[0]:
         out[i] = 1 if g_contains128(k1, k2, q1[i], q2[i]) else 0
 
 
-@kernel
+@kernel(sigs=[(u8, u8, u8, u8, i8)])
 def lower_bound128(k1, k2, q1, q2, out):
     i = cuda.grid(1)
     if i < q1.shape[0]:
         out[i] = g_lower_bound128(k1, k2, q1[i], q2[i])
 
 
-@kernel
+@kernel(sigs=[(u8, u4, U8, u8, i8)])
 def member_sorted(keys, bitmap, shift, q, out):
     i = cuda.grid(1)
     if i < q.shape[0]:
@@ -113,7 +113,7 @@ def line_edges(buf, a, b):
     return head, tail
 
 
-@kernel(stride=True)
+@kernel(stride=True, sigs=[(u1, i8, i8, B, i8, i8_2)])
 def split_piece_count(data, starts, ends, line_mode, counts, edges):
     """One thread per piece c = data[starts[c]:ends[c]] (int64 (C,) each, line-aligned: device.line_chunks),
     grid-stride: counts[c] (int64 (C,)) = bloom.split_units' units of the piece; edges[c, 0 / 1] (int64
@@ -127,7 +127,7 @@ def split_piece_count(data, starts, ends, line_mode, counts, edges):
         c += cuda.gridsize(1)
 
 
-@kernel(stride=True)
+@kernel(stride=True, sigs=[(u1, i8, i8, B, i8, i8, i8)])
 def split_piece_write(data, starts, ends, line_mode, base, out_s, out_e):
     """One thread per piece (split_piece_count's), grid-stride: its units' spans (absolute byte positions)
     -> out_s / out_e[base[c]:] (int64; base int64 (C,) = the units of all earlier pieces)."""
@@ -137,7 +137,7 @@ def split_piece_write(data, starts, ends, line_mode, base, out_s, out_e):
         c += cuda.gridsize(1)
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, i4, i4, i8)])
 def span_norm_sizes(data, starts, ends, map_off, map_cp, sizes):
     i = cuda.grid(1)
     if i < starts.shape[0]:
@@ -145,7 +145,7 @@ def span_norm_sizes(data, starts, ends, map_off, map_cp, sizes):
         sizes[i] = nb
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, i4, i4, u1, i8, U8, U8, u8, u8)])
 def span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1, seed2, h1, h2):
     i = cuda.grid(1)
     if i < starts.shape[0]:
@@ -154,7 +154,7 @@ def span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1, see
         h2[i] = g_xxh64(out, out_off[i], out_off[i + 1], seed2)
 
 
-@kernel(per_block=True, stride=True)
+@kernel(per_block=True, stride=True, sigs=[(u1, i8, i8, i8, i8, i8, i8, I8, U8, i8, u8)])
 def ngram_hash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_count, n, seed, base, out):
     """One block per chunk of <= NGRAM_CHUNK word n-grams of one document (split_chunks over the n-gram
     counts max(w - n + 1, 0)), grid-stride; its threads stride the chunk's n-grams. norm uint8 (T,),
@@ -177,7 +177,7 @@ def ngram_hash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk
         c += cuda.gridDim.x
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, i4, i4, i8, i8, i8, i8)])
 def word_spans(data, starts, ends, map_off, map_cp, base, out_s, out_e, counts):
     d = cuda.grid(1)
     if d < starts.shape[0]:

@@ -11,9 +11,10 @@ import numpy as np
 from numba import cuda, int64, uint8, uint64
 
 from ._build import build
-from ._launch import TPB, kernel
+from ._launch import TPB, B, F8, I8, U8, f8, i4, i8, i8_2, kernel, u1, u1_2, u8, u8_2
 from .hashing import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61, P64_5, SPACE
 from .normalize import ASCII_GENERIC
+from ..constants import BYTE_TILE
 
 _D = build(cuda.jit(device=True))
 normalize_scan = _D["normalize_scan"]
@@ -36,7 +37,8 @@ jaccard_sorted = _D["jaccard_sorted"]
 representative_run = _D["representative_run"]
 
 NORM_CHUNK = 512   # text bytes per thread in the normalization kernels (nominal: chunk_entry moves the cut)
-BYTE_CHUNK = 4096  # text bytes per block in utf8_invalid_chunks and unit_chunks (<= TPB * 32: 32 per thread)
+# BYTE_TILE (constants.py; <= TPB * 32: 32 per thread): unit_chunks' shared tile. The machine code is cached, so
+# a constant no caller or test changes; the orchestration's chunk (lexical/minhash.py UNIT_CHUNK) must fit
 XXH_TPB = 32       # threads per document in exact_hashes: 32 words = 8 stripes of 32 bytes loaded per step
 TILE = 128         # shingle hashes staged in shared memory per step (= threads per MinHash block)
 MAX_K_PER_THREAD = 32  # K <= TILE * MAX_K_PER_THREAD = 4096 (MinHashConfig's bound)
@@ -67,7 +69,7 @@ def block_ascii_mode(map_cp):
 # cuda.blockDim): ``geometry`` picks the launch.
 
 
-@kernel(stride=True)
+@kernel(stride=True, sigs=[(u1, i8, i4, i4, i8, i8, i8, i8)])
 def normalize_plan(data, offsets, map_off, map_cp, chunk_doc, chunk_first, lo, prev):
     """One thread per normalization chunk: lo (C,) int64 = where chunk c really begins (its nominal first
     byte moved forward by normalize.chunk_entry to a codepoint whose predecessor has a non-empty image),
@@ -92,7 +94,7 @@ def chunk_end(chunk_doc, lo, offsets, c, d):
     return offsets[d + 1]
 
 
-@kernel(stride=True)
+@kernel(stride=True, sigs=[(u1, i8, i4, i4, i8, i8, i8, i8_2)])
 def normalize_chunk_sizes(data, offsets, map_off, map_cp, chunk_doc, lo, prev, counts):
     """One thread per chunk (normalize_plan's): counts (C, 4) int64 = (bytes, spaces, bytes - codepoints,
     end state) of the chunk's eager scan, the document's trailing space not yet taken back (the caller
@@ -110,7 +112,7 @@ def normalize_chunk_sizes(data, offsets, map_off, map_cp, chunk_doc, lo, prev, c
         c += cuda.gridsize(1)
 
 
-@kernel(stride=True)
+@kernel(stride=True, sigs=[(u1, i8, i4, i4, i8, i8, i8, i8, u1, i8)])
 def normalize_chunk_write(data, offsets, map_off, map_cp, chunk_doc, lo, prev, chunk_out, out, out_offsets):
     """One thread per chunk: writes its bytes at out[chunk_out[c]:] (chunk_out from the sizes: the
     document's offset plus its earlier chunks' bytes). A space the chunk counted last is stored only if
@@ -135,9 +137,9 @@ def chunk_span(chunk_doc, chunk_first, offsets, c):
     return d, s, offsets[d + 1], s + chunk_first[c]
 
 
-@kernel(per_block=True, stride=True)
+@kernel(per_block=True, stride=True, sigs=[(u1, i8, i8, i8, i8, u1)])
 def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out):
-    """One block per chunk of <= BYTE_CHUNK bytes (grid-stride), its threads striding the bytes
+    """One block per chunk of bytes (grid-stride; any chunk size), its threads striding the bytes
     (coalesced): out[d] = 1 (uint8, pre-zeroed) where some byte of document d is invalid UTF-8
     (hashing.utf8_invalid_at: the same verdict as utf8_invalid)."""
     c = cuda.blockIdx.x
@@ -154,7 +156,7 @@ def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out)
         c += cuda.gridDim.x
 
 
-@kernel(per_block=True, stride=True, tpb=XXH_TPB)
+@kernel(per_block=True, stride=True, tpb=XXH_TPB, sigs=[(u1, i8, u8_2)])
 def exact_hashes(norm, offsets, out):
     """One block of 8 <= blockDim <= XXH_TPB threads (a multiple of 4) per document, grid-stride:
     out (n, 2) uint64 = XXH64 with EXACT_SEED_LO, EXACT_SEED_HI. Each step the block loads blockDim
@@ -199,17 +201,17 @@ def exact_hashes(norm, offsets, out):
         d += cuda.gridDim.x
 
 
-@kernel(per_block=True, stride=True)
+@kernel(per_block=True, stride=True, sigs=[(u1, i8, B, i8, i8, i8, i8, B, i8, i8)])
 def unit_chunks(norm, offsets, kind_char, chunk_doc, chunk_first, chunk_count, chunk_base, write, counts, units):
-    """One block (<= TPB threads) per chunk of <= BYTE_CHUNK bytes of normalized text, grid-stride. The
+    """One block (<= TPB threads) per chunk of <= BYTE_TILE bytes of normalized text, grid-stride. The
     chunk is staged in shared memory (coalesced), then each thread takes a contiguous run of it. A unit
     starts at each position utf8_decode visits (codepoints: kind_char) or after each space (words; a
     document's first word starts at its first byte, written by its first chunk). write=False: counts[c]
     = the chunk's unit starts (words: not counting the first word). write=True: writes them in order to
     units[chunk_base[c]:] (int64; chunk_base = ubase of the document, + 1 for words, + the earlier
-    chunks' counts): the same array as one thread walking each document. Shared memory: BYTE_CHUNK bytes
+    chunks' counts): the same array as one thread walking each document. Shared memory: BYTE_TILE bytes
     + TPB int64; three block barriers per chunk."""
-    tile = cuda.shared.array(BYTE_CHUNK, uint8)
+    tile = cuda.shared.array(BYTE_TILE, uint8)
     before = cuda.shared.array(TPB, int64)
     tid = cuda.threadIdx.x
     width = cuda.blockDim.x
@@ -255,7 +257,7 @@ def unit_chunks(norm, offsets, kind_char, chunk_doc, chunk_first, chunk_count, c
         c += cuda.gridDim.x
 
 
-@kernel(per_block=True, tpb=TILE)
+@kernel(per_block=True, tpb=TILE, sigs=[(u1, i8, i8, i8, i8, i8, i8, I8, B, U8, u8, u8, u8_2)])
 def minhash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_count, n, kind_char, seed, a, b, sig):
     """One block per chunk of <= CHUNK shingles of one document; thread t owns permutations
     t, t+TILE, ... Shingle hashes are computed cooperatively into shared memory, TILE at a time, then
@@ -305,7 +307,7 @@ def minhash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_co
         k += TILE
 
 
-@kernel(per_block=True, stride=True)
+@kernel(per_block=True, stride=True, sigs=[(u1, i8, i8, i8, i8, i8, I8, B, U8, u8)])
 def shingle_hashes(norm, offsets, units, ubase, docs, out_offsets, n, kind_char, seed, out):
     """One thread per (selected document, shingle): raw XXH64 of shingle j of docs[p] goes to
     out[out_offsets[p] + j]. Grid-stride over documents in x, shingles in y."""
@@ -323,7 +325,7 @@ def shingle_hashes(norm, offsets, units, ubase, docs, out_offsets, n, kind_char,
         p += cuda.gridDim.x
 
 
-@kernel
+@kernel(sigs=[(u1_2, I8, I8, u8_2)])
 def band_keys(sig_bytes, bands, band_bytes, out):
     """One thread per (document, band)."""
     t = cuda.grid(1)
@@ -333,7 +335,7 @@ def band_keys(sig_bytes, bands, band_bytes, out):
         out[i, bnd] = band_key(sig_bytes[i], bnd, band_bytes)
 
 
-@kernel
+@kernel(sigs=[(u8, i8, i8, i8, i8, f8)])
 def jaccard_pairs(hashes, set_offsets, set_sizes, left, right, out):
     p = cuda.grid(1)
     if p < left.shape[0]:
@@ -342,7 +344,7 @@ def jaccard_pairs(hashes, set_offsets, set_sizes, left, right, out):
         out[p] = jaccard_sorted(hashes, set_offsets[x], set_sizes[x], set_offsets[y], set_sizes[y])
 
 
-@kernel
+@kernel(sigs=[(i8, i8, i8, i4)])
 def propagate_min_labels(u, v, label, changed):
     """One thread per edge: label[x] = min over neighbours (one relaxation sweep with atomic min).
     Repeated until no label changes, labels converge to the component minimum."""
@@ -360,7 +362,7 @@ def propagate_min_labels(u, v, label, changed):
                 changed[0] = 1
 
 
-@kernel
+@kernel(sigs=[(i8,)])
 def pointer_jump(label):
     """label[x] = label[label[x]]: shortens chains between sweeps."""
     x = cuda.grid(1)
@@ -368,7 +370,7 @@ def pointer_jump(label):
         label[x] = label[label[x]]
 
 
-@kernel(tpb=64)
+@kernel(tpb=64, sigs=[(i8, i8, i8, i4, i4, i8, i8, u8, u1, F8, I8, i8, i8, i8, i8, u1, i8, f8, i8)])
 def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, set_offsets, set_sizes, hashes,
                               pinned, threshold, cap, head, tail, nxt, stamp, capped, rep, jac, comparisons):
     """One thread per candidate component, running ``hashing.representative_run`` (the same source as

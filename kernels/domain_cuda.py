@@ -13,7 +13,7 @@ from numba import cuda
 
 from . import domain
 from ._build import build
-from ._launch import kernel
+from ._launch import i4_2, i8, i8_2, kernel, u1
 
 DOMAIN_CHUNK = 1024  # nominal bytes per thread of domain_chunks (the cut moves forward to a line's start)
 
@@ -21,7 +21,7 @@ _G = build(cuda.jit(device=True), domain)
 g_domain_stats = _G["domain_stats"]
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, i4_2, u1, u1, i8, i8_2)])
 def domain_chunks(data, starts, ends, ranges, symbols, kw_data, kw_off, stats):
     """One thread per line-aligned piece c = data[starts[c]:ends[c]] (int64 (C,) each; uint8 data):
     stats[c, :N_STATS] (int64 (C, N_STATS)) = domain_stats of the piece (its document's row is the sum of

@@ -18,7 +18,7 @@ from numba import config, cuda
 
 from . import fasttext
 from ._build import build
-from ._launch import kernel
+from ._launch import F4, I8, f4, f4_2, f8, i1, i4, i4_2, i8, kernel, u1, u1_2, u4, u4_2
 from .fasttext import MAX_WORD_NGRAMS
 
 _G = build(cuda.jit(device=True), fasttext)
@@ -35,7 +35,7 @@ P_LOSS = fasttext.P_LOSS
 LOSS_HS = fasttext.LOSS_HS
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, u1, u1, i8, u4, i1, i4, i8, i4, u4_2, i4, f4_2, u1_2, f4, u1, f4, f4_2, i8)])
 def ft_hidden(data, offsets, P, prefix, vbytes, voff, vhash, vtype, vtable, sub_off, sub_rows, pkeys, pvals,
               win, wcodes, wcent, wnc, wncent, hidden, nfeat):
     d = cuda.grid(1)
@@ -45,7 +45,7 @@ def ft_hidden(data, offsets, P, prefix, vbytes, voff, vhash, vtype, vtable, sub_
                                 sub_off, sub_rows, pkeys, pvals, win, wcodes, wcent, wnc, wncent, hidden[d], ring)
 
 
-@kernel
+@kernel(sigs=[(f4_2, i8, i8, f4_2, u1_2, f4, u1, f4, f4, i4, i4, I8, F4, i4_2, f4_2, f4_2, i4_2, i4)])
 def ft_predict(hidden, nfeat, P, ow, ocodes, ocent, onc, oncent, sig, tleft, tright, k, thr,
                snode, sscore, out_prob, out_idx, out_count):
     d = cuda.grid(1)
@@ -58,7 +58,7 @@ def ft_predict(hidden, nfeat, P, ow, ocodes, ocent, onc, oncent, sig, tleft, tri
                                          snode[s], sscore[s], out_prob[d], out_idx[d])
 
 
-@kernel
+@kernel(sigs=[(f4_2, i8, i8, f4_2, u1_2, f4, u1, f4, f4, I8, i4, u1, f8)])
 def ft_label_prob(hidden, nfeat, P, ow, ocodes, ocent, onc, oncent, sig, label, pnode, pright, out):
     d = cuda.grid(1)
     if d < hidden.shape[0]:

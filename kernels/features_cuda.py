@@ -2,7 +2,7 @@
 Same results as ``features_cpu.py`` bit for bit; launched by ``gpu_dedup.device.launch``.
 
 DSIR features are cooperative, not one thread per document (a multi-MB document would hold its warp):
-the word starts come from ``kernels/cuda.py:unit_chunks`` (a block per BYTE_CHUNK bytes; gpu_dedup's
+the word starts come from ``kernels/cuda.py:unit_chunks`` (a block per BYTE_TILE bytes of text; gpu_dedup's
 ``lexical.minhash.unit_starts``), then ``feature_id_chunks`` gives each block a chunk of <= FEATURE_CHUNK
 words of one document (``device.split_chunks``) and each thread the <= n features that END at one word:
 the work of a thread is at most n words' bytes. The log weight is a float64 sum in feature order (the CPU's
@@ -21,7 +21,7 @@ from numba import cuda, float64
 
 from . import features
 from ._build import build
-from ._launch import kernel
+from ._launch import I8, U8, f8, i4, i8, kernel, u1
 
 FEATURE_CHUNK = 1024  # words per block of feature_id_chunks (the orchestration's default cut; no shared tile)
 FEATURE_TILE = 128    # logdiff values staged per step in feature_sums (shared float64; = its threads per block)
@@ -39,7 +39,7 @@ def features_before(j, n):
     return n * (n + 1) // 2 + (j - n) * n
 
 
-@kernel(per_block=True, stride=True)
+@kernel(per_block=True, stride=True, sigs=[(u1, i8, i8, i8, i8, i8, i8, I8, U8, U8, i8, i4)])
 def feature_id_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_count, n, seed, buckets, base,
                       ids):
     """One block per chunk of <= FEATURE_CHUNK words of one document (split_chunks over the word counts),
@@ -69,7 +69,7 @@ def feature_id_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk
         c += cuda.gridDim.x
 
 
-@kernel(per_block=True, stride=True, tpb=FEATURE_TILE)
+@kernel(per_block=True, stride=True, tpb=FEATURE_TILE, sigs=[(i4, i8, f8, f8)])
 def feature_sums(ids, base, logdiff, out):
     """One block per document, grid-stride (threads past FEATURE_TILE idle): out[d] (float64 (docs,)) = 0.0 +
     logdiff[ids[base[d]]] + logdiff[ids[base[d] + 1]] + ..., added in that order by thread 0 (the CPU's

@@ -24,7 +24,7 @@ from numba import cuda, float32
 
 from . import lm
 from ._build import build
-from ._launch import kernel
+from ._launch import B, I8, f4, f8, i8, i8_2, kernel, u1, u8
 from .lm import CBO, HIST, KEY_SEED
 
 LM_CHUNK = 512  # bytes of a line per thread of lm_word_chunks (the orchestration's default cut; no tile)
@@ -40,7 +40,7 @@ g_score_word = _G["score_word"]
 g_start_context = _G["start_context"]
 
 
-@kernel(stride=True)
+@kernel(stride=True, sigs=[(u1, i8, i8, i8, i8, u8, u8, i8, I8, B, i8, i8, i8)])
 def lm_word_chunks(data, line_off, chunk_line, chunk_first, chunk_count, vk1, vk2, vids, unk, write, wpos, ids,
                    oov):
     """One thread per chunk c of line chunk_line[c] (bytes [chunk_first[c], + chunk_count[c]) of it; int64
@@ -94,7 +94,7 @@ def fill_history(hist, ids, wb, k, bos, cap):
     return hlen
 
 
-@kernel
+@kernel(sigs=[(i8, i8, i8, i8, u8, f4, f4, I8, I8, I8, f4)])
 def lm_token_scores(ids, wbase, tbase, tok_line, keys, prob, bo, order, bos, eos, out):
     """One thread per token t of line l = tok_line[t] (int64 (N,)): token k = t - tbase[l] is word k of the
     line (ids[wbase[l] + k], int64) or, for k = its word count wbase[l+1] - wbase[l], the sentence's </s>:
@@ -122,7 +122,7 @@ def lm_token_scores(ids, wbase, tbase, tok_line, keys, prob, bo, order, bos, eos
         out[t] = lp
 
 
-@kernel(per_block=True, stride=True, tpb=LM_TILE)
+@kernel(per_block=True, stride=True, tpb=LM_TILE, sigs=[(i8, i8, f4, f8)])
 def lm_doc_sums(tbase, doc_lines, lp, out_lp):
     """One block per document d (lines doc_lines[d] .. doc_lines[d+1]-1, int64 (n+1,)), grid-stride:
     out_lp[d] (float64 (n,)) = the sum over its lines with tokens (tbase int64 (L+1,): line l's tokens
@@ -166,14 +166,14 @@ def lm_doc_sums(tbase, doc_lines, lp, out_lp):
         d += cuda.gridDim.x
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8)])
 def lm_count_words(data, line_off, out):
     i = cuda.grid(1)
     if i < line_off.shape[0] - 1:
         out[i] = g_count_words(data, line_off[i], line_off[i + 1])
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, i8, i8, u8, u8)])
 def lm_word_hashes(data, line_off, word_off, out_start, out_end, out_h1, out_h2):
     i = cuda.grid(1)
     if i < line_off.shape[0] - 1:
@@ -196,7 +196,7 @@ def lm_word_hashes(data, line_off, word_off, out_start, out_end, out_h1, out_h2)
             k += 1
 
 
-@kernel
+@kernel(sigs=[(i8_2, u8)])
 def lm_ngram_keys(rows, out):
     i = cuda.grid(1)
     if i < rows.shape[0]:
@@ -206,7 +206,7 @@ def lm_ngram_keys(rows, out):
         out[i] = k
 
 
-@kernel
+@kernel(sigs=[(u1, i8, i8, u8, u8)])
 def lm_span_hashes(data, starts, ends, out_h1, out_h2):
     i = cuda.grid(1)
     if i < starts.shape[0]:

@@ -4,13 +4,13 @@ from numba import cuda
 
 from . import substring
 from ._build import build
-from ._launch import kernel
+from ._launch import i4, i8, kernel
 
 _G = build(cuda.jit(device=True), substring)
 g_kasai_range = _G["kasai_range"]
 
 
-@kernel
+@kernel(sigs=[(i4, i8, i8, i8, i4)])
 def lcp_kasai(text, sa, rank, starts, lcp):
     """As substring_cpu.lcp_kasai; items = number of ranges (starts.shape[0] - 1)."""
     k = cuda.grid(1)

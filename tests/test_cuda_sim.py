@@ -127,10 +127,10 @@ def test_normalization_chunks_cut_anywhere(cfg, chunk, monkeypatch):
 @pytest.mark.parametrize("chunk,threads", [(2, 8), (4096, 128)])
 def test_unit_starts_match_a_python_walk(chunk, threads, monkeypatch):
     from gpu_dedup.kernels import _launch
-    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.lexical import minhash
     from gpu_dedup.lexical.minhash import unit_starts
 
-    monkeypatch.setattr(kc, "BYTE_CHUNK", chunk)
+    monkeypatch.setattr(minhash, "UNIT_CHUNK", chunk)
     monkeypatch.setattr(_launch, "SIM_THREADS", threads)  # the launch geometry changes nothing
     norm = normalize_text(pa.array(SHORT_CUTS, pa.large_string()), NormalizeConfig(), "cuda")
     data, offsets = to_host(norm.data).tobytes(), to_host(norm.offsets)
@@ -145,6 +145,19 @@ def test_unit_starts_match_a_python_walk(chunk, threads, monkeypatch):
                 starts = ([s] if e > s else []) + [j + 1 for j in range(s, e) if data[j] == 0x20]
             assert units[ubase[i]:ubase[i + 1]].tolist() == starts, (i, kind_char)
 
+
+def test_unit_chunks_refuses_a_chunk_larger_than_its_shared_tile(monkeypatch):
+    """The tile is a compile-time constant (the machine code is cached): a larger orchestration chunk
+    would write past it on a GPU, so the launch refuses it (review P0-2)."""
+    from gpu_dedup.constants import BYTE_TILE
+    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.lexical import minhash
+
+    assert kc.BYTE_TILE == BYTE_TILE and minhash.UNIT_CHUNK == BYTE_TILE
+    monkeypatch.setattr(minhash, "UNIT_CHUNK", BYTE_TILE + 1)
+    norm = normalize_text(pa.array(["a b"], pa.large_string()), NormalizeConfig(), "cuda")
+    with pytest.raises(ValueError, match="UNIT_CHUNK=4097"):
+        minhash.unit_starts(norm, False, "cuda")
 
 @pytest.mark.parametrize("threads", [8, 12, 32])
 def test_exact_hashes_equal_xxhash_at_every_stripe_boundary(threads, monkeypatch):

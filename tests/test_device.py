@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from gpu_dedup.device import kernels, launch, simulator
+from gpu_dedup.device import kernels, launch, simulator, to_host
 from gpu_dedup.kernels import _launch
 
 
@@ -70,3 +70,47 @@ def test_the_first_run_says_it_compiles_the_kernels(tmp_path, caplog, monkeypatc
         device._note_compiling(fake("fresh2", str(tmp_path / "cpu.fresh2-3.py311.nbi")))
     msgs = [r.getMessage() for r in caplog.records]
     assert len(msgs) == 1 and "compiling kernels (first run only" in msgs[0] and str(tmp_path) in msgs[0]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "strict"])
+def test_lexsort_radix_gives_lexsorts_order(backend):
+    from gpu_dedup.device import lexsort_radix
+    from gpu_dedup.testing.strict import xp as strict_xp
+
+    xp = np if backend == "numpy" else strict_xp
+    rng = np.random.default_rng(3)
+    n = 500
+    small = rng.integers(0, 5, n)                      # many ties: stability decides
+    doc = rng.integers(0, 40, n).astype(np.int32)
+    big = rng.integers(0, 1 << 63, n, dtype=np.uint64) | np.uint64(1 << 63)
+    big[::7] = big[0]                                  # ties in a 64-bit key too
+    neg = rng.integers(-3, 3, n)
+    cases = [([doc, small], [40, 5]),                  # packed into one uint64 (declared bounds)
+             ([doc, small], None),                     # packed, bounds measured
+             ([small, big, big[::-1].copy()], [None, 1 << 64, 1 << 64]),  # 3 stable radix sorts
+             ([small, neg], None),                     # a negative key: one argsort per key
+             ([small[:0], doc[:0]], None)]
+    for keys, bounds in cases:
+        want = np.lexsort(keys)
+        got = to_host(lexsort_radix(xp, [xp.asarray(k) for k in keys], bounds))
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_cached_kernels_older_than_a_device_function_source_are_dropped(tmp_path, monkeypatch):
+    """Numba validates a cached kernel against its own file only; _build.drop_stale_cache also drops those
+    older than any device-function source (review P2-1), wherever Numba keeps them, and keeps newer ones."""
+    import os
+
+    from gpu_dedup.kernels import _build
+
+    assert os.path.join(_build._HERE, "__pycache__") in _build._cache_dirs()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setattr(_build, "_cache_dirs", lambda: [str(cache)])
+    newest = _build.newest_source()
+    old, fresh = cache / "cuda.minhash_chunks-242.py311.nbi", cache / "cpu.normalize_sizes-30.py311.nbc"
+    for f, t in ((old, newest - 10), (fresh, newest + 10)):
+        f.write_bytes(b"x")
+        os.utime(f, (t, t))
+    assert _build.drop_stale_cache() == 1
+    assert not old.exists() and fresh.exists()

@@ -10,7 +10,7 @@ import logging
 import numpy as np
 
 from .. import io
-from ..device import array_module, launch
+from ..device import array_module, launch, lexsort_radix
 from .normalize import Normalized, normalize_text
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def exact_groups(h, rank, xp=np):
     leader = xp.arange(n, dtype=xp.int64)
     if n == 0:
         return leader
-    order = xp.lexsort(xp.stack([rank.astype(xp.uint64), h[:, 1], h[:, 0]]))
+    order = lexsort_radix(xp, [rank, h[:, 1], h[:, 0]], [None, 1 << 64, 1 << 64])  # 3 radix sorts
     hs = h[order]
     start = xp.ones(n, dtype=bool)
     start[1:] = (hs[1:, 0] != hs[:-1, 0]) | (hs[1:, 1] != hs[:-1, 1])

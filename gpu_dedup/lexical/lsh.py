@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..config import LSHConfig
-from ..device import argsort_stable, array_module, launch, module_of
+from ..device import argsort_stable, array_module, launch, lexsort_radix, module_of
 from .bandkeys import BandKeys
 
 logger = logging.getLogger(__name__)
@@ -63,12 +63,12 @@ class Buckets:
         xp = module_of(self.entry_doc)
         if self.entry_doc.size == 0:
             return xp.zeros(0, xp.int64), xp.zeros(0, xp.int64)
-        order = xp.lexsort(xp.stack([self.entry_doc, self.entry_bucket]))
+        m = int(self.doc_offsets.shape[0] - 1)
+        order = lexsort_radix(xp, [self.entry_doc, self.entry_bucket], [m, self.n_buckets])  # one packed key
         b = self.entry_bucket[order]
         d = self.entry_doc[order].astype(xp.int64)
         same = b[1:] == b[:-1]
         u, v = d[:-1][same], d[1:][same]
-        m = int(self.doc_offsets.shape[0] - 1)
         key = xp.unique(u * m + v)
         return key // m, key % m
 

@@ -17,8 +17,11 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import NormalizeConfig
+from ..constants import BYTE_TILE
 from ..device import array_backend, array_module, launch, module_of, split_chunks, to_device, to_host
 from .unicode_tables import load_tables
+
+UTF8_CHUNK = BYTE_TILE  # text bytes per block of utf8_invalid_chunks (coalesced; tests shrink it)
 
 logger = logging.getLogger(__name__)
 
@@ -149,9 +152,7 @@ def invalid_utf8_rows(data, offsets, device: str = "cpu"):
     n = offsets.shape[0] - 1
     out = xp.zeros(n, xp.uint8)
     if n and device == "cuda":
-        from ..kernels import cuda as kc
-
-        doc, first, count, _ = split_chunks(xp, offsets[1:] - offsets[:-1], kc.BYTE_CHUNK)
+        doc, first, count, _ = split_chunks(xp, offsets[1:] - offsets[:-1], UTF8_CHUNK)
         if doc.shape[0]:
             launch(device, "utf8_invalid_chunks", int(doc.shape[0]), data, offsets, doc, first, count, out)
     elif n:

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..constants import HOST_COMPONENT
-from ..device import array_module, launch, repeat_index, simulator, to_device, to_host
+from ..device import array_module, launch, lexsort_radix, repeat_index, simulator, to_device, to_host
 from .lsh import Buckets
 from .verify import ShingleSets, jaccard
 
@@ -119,7 +119,7 @@ def min_labels(m: int, vertex, label, xp):
     out = xp.arange(m, dtype=xp.int64)
     if vertex.shape[0] == 0:
         return out
-    order = xp.lexsort(xp.stack([vertex, label]))  # by label, then vertex: each run starts at its minimum
+    order = lexsort_radix(xp, [vertex, label], [m, None])  # by label, then vertex: each run starts at its minimum
     lab, vert = label[order], vertex[order]
     start = xp.ones(order.shape[0], dtype=bool)
     start[1:] = lab[1:] != lab[:-1]
@@ -136,7 +136,7 @@ def candidate_components(buckets: Buckets, rank, device: str = "cpu"):
     u, v = buckets.chain_edges()
     label = connected_components(m, u, v, device)
     docs = xp.flatnonzero(xp.diff(buckets.doc_offsets) > 0)
-    order = docs[xp.lexsort(xp.stack([rank[docs], label[docs]]))]
+    order = docs[lexsort_radix(xp, [rank[docs], label[docs]], [None, m])]
     lab = label[order]
     start = xp.ones(order.shape[0], dtype=bool)
     if order.shape[0]:
@@ -250,7 +250,7 @@ def components_policy(buckets: Buckets, rank, threshold: float, sets: ShingleSet
         u, v = u[ok], v[ok]
     label = connected_components(m, u, v, device)
     # survivor = member with the smallest keep rank in each component
-    order = xp.lexsort(xp.stack([rank, label]))
+    order = lexsort_radix(xp, [rank, label], [None, m])
     lo = label[order]
     first = xp.ones(m, dtype=bool)
     if m:

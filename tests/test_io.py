@@ -1213,6 +1213,42 @@ def test_only_complete_markers_skip_a_directory(tmp_path):
                     "d3/x.jsonl", "d4/manifest.json", "d4/x.jsonl"]  # (.json is JSON Lines)
 
 
+def test_one_rule_leaves_out_every_command_output(tmp_path, caplog):
+    """Issue 28 item 3: every program's output directory (one OUTPUT_SIGNATURES line each), a killed owned run
+    (only .gpu-dedup-outputs.json yet) and a classifier's model card are left out of a walk and of a ** glob,
+    each logged; named explicitly they are read. The signatures name the files the writers write."""
+    from gpu_dedup import outputs
+    from gpu_dedup.filters import train
+    from gpu_dedup.io import discover
+
+    assert discover.OUTPUT_SIGNATURES[-1][0] == (outputs.MANIFEST,)
+    doc = b'{"id": "x", "text": "not data"}\n'
+    crawl = tmp_path / "crawl"
+    _write(crawl / "a.jsonl", b'{"id": "a", "text": "data"}\n')
+    for i, (markers, _) in enumerate(discover.OUTPUT_SIGNATURES):
+        for name in markers:
+            _write(crawl / f"out{i}" / name, b"{}")
+        _write(crawl / f"out{i}" / "filtered" / "x.jsonl", doc)
+        _write(crawl / f"out{i}" / "audit.parquet", b"PAR1")
+    card = {"format": train.CARD_FORMAT, "format_version": train.CARD_VERSION, "labels": ["a"]}
+    _write(crawl / "models" / "q.bin.json", json.dumps(card, indent=2).encode())
+    with caplog.at_level("INFO", logger="gpu_dedup.io"):
+        assert [f.relpath for f in resolve_inputs([crawl])] == ["a.jsonl"]
+    for i, (_, kind) in enumerate(discover.OUTPUT_SIGNATURES):
+        assert f"out{i}, which holds {kind}" in caplog.text
+    assert f"q.bin.json, which holds a gpu-dedup file of format {train.CARD_FORMAT!r}" in caplog.text
+    assert [f.relpath for f in resolve_inputs([str(crawl / "**" / "*.json*")])] == ["a.jsonl"]
+    # named explicitly: read
+    assert resolve_inputs([crawl / "models" / "q.bin.json"])[0].relpath == "q.bin.json"
+    assert len(resolve_inputs([str(crawl / "models" / "q.bin.json")])) == 1
+    with pytest.raises(ValueError, match=r"holds a gpu-dedup filter run .*pass '.*filtered'"):
+        resolve_inputs([crawl / "out1"])
+    # ordinary JSON whose "format" is not first / not ours: data
+    _write(crawl / "b.json", b'{"text": "x", "format": "gpu_dedup-classifier-card"}\n')
+    _write(crawl / "c.json", b'{"format": "gpu_dedupx", "text": "x"}\n')
+    assert [f.relpath for f in resolve_inputs([crawl])] == ["a.jsonl", "b.json", "c.json"]
+
+
 def _ids_of(files, **kw):
     args = dict(id_field="id", text_field="text", batch_bytes=1 << 20, on_error="raise")
     args.update(kw)

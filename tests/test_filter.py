@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -464,6 +465,29 @@ def test_rule_off(tmp_path):
     assert "gopher_word_count" not in off and off["reason"] != "gopher_word_count"
     with pytest.raises(ValueError, match="did you mean 'gopher_word_count'"):
         filter_corpus(str(corpus), FilterConfig(rules="gopher", rules_off=("gopher_word_cont",), device="cpu"))
+
+
+def test_scores_a_document_did_not_get_are_null_not_nan(tmp_path, quality_model):
+    """Issue 28 item 2: no LID model (the script pre-filter alone) leaves lid_prob of the Latin documents
+    unscored, and a blank document has no paragraph to classify: null in scores.parquet (NaN would say
+    "computed and undefined"), and the columns compare equal to themselves."""
+    from gpu_dedup.filters.stage import filter_corpus
+
+    model, _ = quality_model
+    corpus = tmp_path / "c.jsonl"
+    with open(corpus, "w") as fh:
+        for i, t in enumerate(["theorem proof lemma analysis", "안녕하세요 세계 여러분", "   \n  "]):
+            fh.write(json.dumps({"id": f"d{i}", "text": t}) + "\n")
+    cfg = FilterConfig(classifiers=(ClassifierSpec("quality", model, 0.5),), unit="paragraph",
+                       domain=DomainConfig(script_prefilter=True), device="cpu", audit=0)
+    filter_corpus(str(corpus), cfg, tmp_path / "out")
+    t = pq.read_table(tmp_path / "out" / "scores.parquet")
+    assert t["lid_prob"].to_pylist()[0] is None and t["lid_prob"].to_pylist()[1] > 0.9
+    assert t["quality_score"].to_pylist()[2] is None and t["quality_score"].to_pylist()[0] is not None
+    for name in t.column_names:
+        if pa.types.is_floating(t[name].type):
+            assert not pc.any(pc.is_nan(t[name])).as_py(), name
+            assert t[name].equals(t[name]), name
 
 
 def test_gpu_path_equals_cpu_under_the_simulator(tmp_path, quality_model):

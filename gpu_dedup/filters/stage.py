@@ -1,11 +1,11 @@
 """``gpu-dedup filter``: score every document, decide which to keep, write what was decided and why.
 
 Order of the decision (``reason`` names the column that rejected a document; the first failing test wins):
-    empty       no non-space character: nothing to score (every score NaN)
+    empty       no non-space character: nothing to score (every score null in scores.parquet)
     lid_label   the language (the LID model's top label, or the script pre-filter's) is not one of --lang
     lid_prob    its probability is below --lid-threshold (--domain-relax: the relaxed threshold for code/math)
     <name>_score  each classifier, in the order given (its threshold and direction)
-    perplexity  above --perplexity's maximum (NaN perplexity: a document with no sentence, see ``empty``)
+    perplexity  above --perplexity's maximum (null perplexity: a document with no sentence, see ``empty``)
     gopher_*    the first Gopher rule that fails (rules.py)
     dsir_weight among the documents every test above kept, DSIR keeps the --select with the largest
                 Gumbel-perturbed log importance weights; the rest are "not selected"
@@ -309,6 +309,10 @@ def scores_table(cols: dict[str, Any]) -> pa.Table:
             arrays.append(v)
         elif v.dtype == object:
             arrays.append(pa.array(v.tolist(), pa.string()))
+        elif v.dtype.kind == "f":
+            # a score a document did not get (no model ran on it, no paragraph, no sentence) is null, not NaN:
+            # the scorers use NaN for "not scored" inside a run, the outputs say it with Arrow's null
+            arrays.append(pa.array(v, mask=np.isnan(v)))
         else:
             arrays.append(pa.array(v))
     return pa.table(dict(zip(names, arrays)))

@@ -536,7 +536,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # OSError: an impossible output path, a locked directory's file system, a full disk... (the message
         # names the path); one line, the traceback only with -v
         logger.debug("traceback", exc_info=True)
-        print(f"gpu-dedup: error: {exc}", file=sys.stderr)
+        from .flags import cli_message, command_flags, subcommand_parser
+
+        sp = subcommand_parser(parser, args.command)  # the API's argument names, as this command's flags
+        print(f"gpu-dedup: error: {cli_message(str(exc), command_flags(sp)) if sp else exc}", file=sys.stderr)
         return 1
 
 

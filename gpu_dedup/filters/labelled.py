@@ -101,8 +101,7 @@ def _fields_hint(name: str, fields: list[str], option: str) -> str:
         shown += f", ... ({len(fields)} in all)"
     close = [f for f in fields if f.lower() == name.lower()] or difflib.get_close_matches(name, fields, 1)
     fix = f"did you mean {close[0]!r}? " if close else ""
-    return (f"fields present: {shown or 'none'}; {fix}name the field with {option}=NAME "
-            f"(CLI: --{option.replace('_', '-')} NAME)")
+    return f"fields present: {shown or 'none'}; {fix}name the field with {option}=NAME"
 
 
 def label_name(value: Any, where: str, field_name: str) -> str:
@@ -303,7 +302,7 @@ def read_labelled(inputs: list[str], *, text_field: str = "text", label_field: s
             raise LabelledInputError(
                 f"{reader.first_missing}: no group (field {group_field!r} "
                 f"missing, null or empty) in {reader.n_missing_group - before} of the {n} documents of "
-                f"{item.path}; give every document a group, or set group_field=None (CLI: --no-group-field) "
+                f"{item.path}; give every document a group, or set group_field=None "
                 "to make each document its own group")
     data = reader.data
     if not data.texts:

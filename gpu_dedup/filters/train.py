@@ -223,7 +223,7 @@ def _positive(cfg: TrainClassifierConfig, classes: list[str]) -> str | None:
     named = [c for c in classes if c.lower() in POSITIVE_NAMES]
     if len(named) != 1:
         raise ValueError(f"two labels, {classes[0]!r} and {classes[1]!r}, and no positive_label: set "
-                         "positive_label to the label the filter keeps (CLI: --positive-label NAME)")
+                         "positive_label=NAME, the label the filter keeps")
     logger.info("positive label: %r (named like a positive class; set positive_label to choose)", named[0])
     return named[0]
 
@@ -413,7 +413,7 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
     model_path = _model_path(out, cfg)
     for p in (model_path, card_path(model_path)):
         if os.path.exists(p) and not overwrite:
-            raise FileExistsError(f"{p} already exists; pass overwrite=True (CLI: --overwrite) to replace it, "
+            raise FileExistsError(f"{p} already exists; pass overwrite=True to replace it, "
                                   "or choose another output")
     ft = _fasttext()
     started = time.time()

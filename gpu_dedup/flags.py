@@ -41,7 +41,10 @@ def command_flags(parser: argparse.ArgumentParser) -> dict[str, tuple[str, str |
 
 
 def cli_message(message: str, flags: Mapping[str, tuple[str, str | None, bool]]) -> str:
-    """``message`` with every API argument name that ``flags`` (``command_flags``) knows written as its flag."""
+    """``message`` with every API argument name that ``flags`` (``command_flags``) knows written as its flag.
+    An error about a ``--config`` file is left as it is: that file is written with the API's names."""
+    if message.startswith("config file "):
+        return message
 
     def sub(m: re.Match) -> str:
         name = m.group("name")

@@ -170,6 +170,49 @@ def test_domain_rules():
     assert domain_stats(text, DomainConfig(script_fraction=0.7), "cpu").script_lang[0] == ""
 
 
+MAN_PAGE = r""".TH LS 1 "2024" "GNU coreutils"
+.SH NAME
+ls \- list directory contents
+.SH SYNOPSIS
+.B ls
+[\fIOPTION\fR]... [\fIFILE\fR]...
+.SH EXAMPLES
+$ ls -l /usr/bin
+$ export PATH=$HOME/bin:$PATH
+$ echo "${USER}_${HOST}" > $TMPDIR/x
+       $ cd $HOME && make
+It costs $5 or $10, or $5-$10, a month.
+"""
+CODE = r"""#!/bin/sh
+for f in "$@"; do echo "$1" "$f"; done
+my $x = $y + 1; if ($a > $b) { print "$a\n"; }
+$total=$a+$b;
+	$(CC) -o $@ $^ $(LDFLAGS)
+printf("\n\t%d\n", x); path = "C:\\intel\\bin";
+"""
+LATEX = r"""\section{Results}
+Let $x^2 + y^2 = z^2$ for integers,
+\begin{equation}
+E = m c^2
+\end{equation}
+and $\sum_{i=1}^n i = \frac{n(n+1)}{2}$ holds for all $n$.
+This line is plain prose.
+Here $\alpha$ is fixed.
+"""
+
+
+def test_math_needs_real_math_not_dollar_signs():
+    """Issue 28 item 7: shell prompts, $VARIABLES, prices, Perl/PHP/Make and troff escapes are not math; LaTeX
+    math commands and $...$ pairs with math inside are (math lines counted by hand)."""
+    from gpu_dedup.kernels.domain import MATH_LINES
+
+    text = pa.array([MAN_PAGE, CODE, LATEX], pa.large_string())
+    ds = domain_stats(text, DomainConfig(relax=True), "cpu")
+    assert ds.counts[:, MATH_LINES].tolist() == [0, 0, 5]  # LaTeX: lines 2, 3, 5, 6, 8
+    assert ds.domain.tolist()[2] == "math" and "math" not in ds.domain.tolist()[:2]
+    assert ds.domain.tolist()[1] == "code"
+
+
 def test_domain_kernel_gpu_twin_under_simulator(tmp_path):
     """kernels/domain_cuda.py equals domain_cpu.py bit for bit (CUDA simulator, strict backend)."""
     import subprocess
@@ -177,10 +220,11 @@ def test_domain_kernel_gpu_twin_under_simulator(tmp_path):
 
     code = ("import numpy as np, pyarrow as pa\n"
             "from gpu_dedup.filters.domain import domain_counts\n"
-            "t = pa.array(['안녕 hi', 'def x():\\n  return {a: 1}', '$\\\\frac{1}{2}$', '', 'ok\\n\\nfine'], "
-            "pa.large_string())\n"
+            "t = pa.array(['안녕 hi', 'def x():\\n  return {a: 1}', '$\\\\frac{1}{2}$', '', 'ok\\n\\nfine'] "
+            "+ [MAN, CODE, LATEX, 'a $x$ b $ c ${a}_$', '$\\\\beta', '\\\\'], pa.large_string())\n"
             "a = domain_counts(t, 'cpu'); b = domain_counts(t, 'cuda')\n"
             "assert a.tolist() == b.tolist(), (a, b)\nprint('same', a.sum())\n")
+    code = f"MAN, CODE, LATEX = {MAN_PAGE!r}, {CODE!r}, {LATEX!r}\n" + code
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", GPU_DEDUP_STRICT_DEVICE="1")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]

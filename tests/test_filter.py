@@ -1,6 +1,7 @@
 """The filter stage (gpu_dedup/filters/stage.py, scorers.py, domain.py, config.py, report.py) and the scores
 that feed dedup: decisions checked against the `fasttext` package's own predictions (the independent
 reference), one row per input document, filtered/ holding exactly the kept records."""
+import dataclasses
 import importlib.util
 import json
 import os
@@ -265,12 +266,22 @@ def test_score_feeds_dedup_keep_max(tmp_path, quality_model):
     assert kept2 != kept
 
 
-def test_score_needs_keep(tmp_path, quality_model):
+def test_score_needs_keep(tmp_path, quality_model, capsys):
     model, _ = quality_model
     from gpu_dedup.config import RunConfig
 
     with pytest.raises(ValueError, match="max:q_score"):
         RunConfig(scores=(f"q={model}",))
+    # issue 28 item 6: a keep column that is no score is named as unknown, on the command line with its flag
+    with pytest.raises(ValueError, match=r"keep='max:zz_score' names 'zz_score', which is none of the scores "
+                                         r"\['q_score'\]"):
+        RunConfig(scores=(f"q={model}",), cluster=dataclasses.replace(RunConfig().cluster, keep="max:zz_score"))
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "x"}) + "\n")
+    assert main(["run", str(corpus), "-o", str(tmp_path / "o"), "--score", f"q={model}", "--keep", "max:zz_score"]) == 1
+    err = capsys.readouterr().err
+    assert "--keep 'max:zz_score' names 'zz_score', which is none of the scores" in err
+    assert "add --keep 'max:q_score'" in err
     with pytest.raises(ValueError, match="NAME=MODEL"):
         RunConfig(scores=("nonsense",))
 
@@ -470,6 +481,13 @@ def test_dsir_and_rules_through_filter(tmp_path):
     assert "KL(target" in (out / "report.html").read_text()
     rep = json.loads((out / "run.json").read_text())["dsir"]
     assert rep["selected"] == 20 and rep["report"]["kl_target_selected"] < rep["report"]["kl_target_raw"]
+    # issue 28 item 6: --select K larger than the pool keeps the pool, with a warning, recorded in run.json
+    assert main(["filter", str(corpus.parent), "-o", str(tmp_path / "all"), "--dsir-target", str(target),
+                 "--select", "1000", "--rules", "gopher", "--device", "cpu", "-q", "--audit", "0"]) == 0
+    rep = json.loads((tmp_path / "all" / "run.json").read_text())["dsir"]
+    assert rep["selected"] == 40
+    assert rep["warning"] == ("asked to select 1,000 documents, but only 40 passed every other test; all 40 are "
+                              "kept (DSIR removes none)")
 
 
 def test_keep_min_perplexity_from_the_prefilter(tmp_path):

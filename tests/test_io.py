@@ -28,6 +28,7 @@ from gpu_dedup.io import (
     write_kept,
     write_parquet_atomic,
 )
+from gpu_dedup.io import batch as io_batch
 from gpu_dedup.io import write as io_write
 from gpu_dedup.io.jsonl import _JsonlReader
 from gpu_dedup.io.parquet import _ParquetPool
@@ -885,14 +886,15 @@ def test_write_kept_parallel_equals_sequential(tmp_path, monkeypatch, caplog):
     keep = np.random.default_rng(1).random(sum(file_rows)) < 0.6
     kw = {"id_field": "id", "text_field": "text", "on_error": "skip"}
     caplog.clear()
+    io_batch._GENERATED_IDS_SAID.clear()  # said once per process: the read above said it
     with caplog.at_level("INFO", logger="gpu_dedup.io"):
         ref = write_kept(files, keep, tmp_path / "t1", read_threads=1, **kw)
     messages = [r.getMessage() for r in caplog.records]
     assert [m for m in messages if "could not be read" in m] == [
         "z/not.parquet could not be read; no output written for it"]
     # the counting pass (file_rows not given) is quiet: the reader's messages come once, from the write
-    assert [m for m in messages if "has no id field" in m] == [
-        "pq/s07.parquet has no id field 'id': using generated ids 'pq/s07.parquet:<row>'"]
+    assert [m.split(" (fields")[0] for m in messages if "has no id field" in m] == [
+        "pq/s07.parquet has no id field 'id'"]
     assert ref == {"files": len(files) - 1, "rows_written": int(keep.sum())}
     expected = _tree(tmp_path / "t1")
     assert sorted(expected) == sorted(f.relpath for f in files if f.relpath != "z/not.parquet")
@@ -905,6 +907,7 @@ def test_write_kept_parallel_equals_sequential(tmp_path, monkeypatch, caplog):
         assert _kept_texts(tmp_path / "t1", f) == texts, f.relpath
     for threads, given in ((2, None), (3, file_rows), (5, None), (32, file_rows)):
         caplog.clear()
+        io_batch._GENERATED_IDS_SAID.clear()
         with caplog.at_level("INFO", logger="gpu_dedup.io"):
             res = write_kept(files, keep, tmp_path / f"t{threads}", read_threads=threads, file_rows=given, **kw)
         assert res == ref
@@ -1247,6 +1250,24 @@ def test_one_rule_leaves_out_every_command_output(tmp_path, caplog):
     _write(crawl / "b.json", b'{"text": "x", "format": "gpu_dedup-classifier-card"}\n')
     _write(crawl / "c.json", b'{"format": "gpu_dedupx", "text": "x"}\n')
     assert [f.relpath for f in resolve_inputs([crawl])] == ["a.jsonl", "b.json", "c.json"]
+
+
+def test_a_mistyped_id_field_is_a_warning_once_per_file_for_both_formats(tmp_path, caplog):
+    """Issue 28 item 6: --id-field idd on JSON Lines and Parquet: generated ids, one WARNING per file for the
+    whole run (pass 1 and the deduplicated/ writer read each file), naming the close field."""
+    from gpu_dedup.cli import main
+
+    recs = [{"id": f"d{i}", "text": f"alpha beta gamma delta {i}"} for i in range(6)]
+    _write(tmp_path / "in" / "a.jsonl", _jsonl_bytes(recs[:3]))
+    pq.write_table(pa.Table.from_pylist(recs[3:]), tmp_path / "in" / "b.parquet")
+    with caplog.at_level("INFO", logger="gpu_dedup"):
+        assert main(["run", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--id-field", "idd", "-q"]) == 0
+    said = [r for r in caplog.records if "has no id field" in r.getMessage()]
+    assert sorted(r.getMessage().split(" (")[0] for r in said) == ["a.jsonl has no id field 'idd'",
+                                                                    "b.parquet has no id field 'idd'"]
+    assert all(r.levelname == "WARNING" and "did you mean 'id'?" in r.getMessage() for r in said)
+    ids = pq.read_table(tmp_path / "out" / "decisions.parquet")["id"].to_pylist()
+    assert ids[0] == "a.jsonl:0" and ids[3] == "b.parquet:0"
 
 
 def _ids_of(files, **kw):

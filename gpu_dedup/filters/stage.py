@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from .. import io
 from .._version import __version__
+from ..config import is_int
 from ..device import array_backend, batch_bytes, resolve_device, set_threads
 from ..engine import progress, runtime_versions
 from .config import FilterConfig
@@ -271,6 +272,12 @@ class _Dsir:
         cols["dsir_weight"] = w
         pool = np.flatnonzero(keep)
         k = select_count(len(pool), cfg.select) if len(pool) else 0
+        short = None
+        if is_int(cfg.select) and cfg.select > len(pool):
+            # asked for more than there are: all of them are kept, which is no selection at all; say so
+            short = (f"asked to select {cfg.select:,} documents, but only {len(pool):,} passed every other test; "
+                     f"all {len(pool):,} are kept (DSIR removes none)")
+            logger.warning("DSIR: %s", short)
         # documents without features have weight -inf: gumbel_topk never selects them
         chosen = pool[np.asarray(gumbel_topk(w[pool], k, cfg.seed), np.int64)] if k else np.zeros(0, np.int64)
         selected = np.zeros(len(keep), bool)
@@ -284,6 +291,7 @@ class _Dsir:
                 selected_counts += fit_counts(b.text.take(pa.array(rows)), self.cfg, self.device)
         stats = {"target": list(cfg.dsir_target), "target_documents": self.target_docs, "pool": int(len(pool)),
                  "requested": cfg.select, "selected": int(len(chosen)),
+                 **({"warning": short} if short else {}),
                  "order": "among the documents every other test kept",
                  "report": dsir_report(self.target_counts, self.raw_counts, selected_counts, w, self.cfg,
                                        selected=chosen)}

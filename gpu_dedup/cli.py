@@ -439,6 +439,20 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_warmup(args: argparse.Namespace) -> int:
+    from .warmup import warmup
+
+    for c, r in warmup(tuple(args.commands) or _warmup_commands(), device=args.device).items():
+        print(f"{c}: {r['kernels_compiled']} kernels compiled, {r['seconds']:.1f} s")
+    return 0
+
+
+def _warmup_commands() -> tuple[str, ...]:
+    from .warmup import COMMANDS
+
+    return tuple(COMMANDS)
+
+
 def _cmd_params(args: argparse.Namespace) -> int:
     from . import params
 
@@ -518,6 +532,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .filters import cli as filters_cli
 
     filters_cli.add_commands(sub)
+    p = sub.add_parser("warmup", help="compile the kernels of every command (or of those named) ahead of the "
+                       "first run: for images, CI caches and the device script")
+    p.add_argument("commands", nargs="*", metavar="COMMAND", help=f"only these: {', '.join(_warmup_commands())} (default all)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=_cmd_warmup)
     return parser
 
 

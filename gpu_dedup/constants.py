@@ -38,6 +38,11 @@ GIANT_BUCKET = 10_000
 # Candidate components up to this size are resolved by the GPU's representative policy, larger ones on the host.
 HOST_COMPONENT = 4096
 
+# ------------------------------------------------------------------------------------------------ first runs
+# Seconds to compile one CPU kernel, for the "compiling N kernels (~S s)" line of a first run: measured with
+# `gpu-dedup warmup` and an empty NUMBA_CACHE_DIR (docs/performance.md, "First runs").
+COMPILE_S_PER_KERNEL = 6.0
+
 # ------------------------------------------------------------------------------------------------ semantic
 # Two cosines within this of the best are a tie, and a tie goes to the earliest row, so that the matched row
 # does not depend on the block size, the thread count or the device. A float32 BLAS dot product of unit rows

@@ -1,4 +1,6 @@
 """device.py: the one launch helper and the geometry each kernel declares (kernels/_launch.py)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -69,4 +71,38 @@ def test_the_first_run_says_it_compiles_the_kernels(tmp_path, caplog, monkeypatc
         device._note_compiling(fake("fresh", str(tmp_path / "cpu.fresh-2.py311.nbi")))
         device._note_compiling(fake("fresh2", str(tmp_path / "cpu.fresh2-3.py311.nbi")))
     msgs = [r.getMessage() for r in caplog.records]
-    assert len(msgs) == 1 and "compiling kernels (first run only" in msgs[0] and str(tmp_path) in msgs[0]
+    assert len(msgs) == 1 and "compiling 1 kernel (first run only, ~" in msgs[0] and "gpu-dedup warmup" in msgs[0]
+
+
+def test_a_stage_says_how_many_kernels_it_compiles_before_its_bar(monkeypatch, caplog):
+    """Issue 28 item 8: note_compiling counts the uncached CPU kernels of the stage's families once per
+    family and process, and says N and an estimate in one line; a cached family says nothing."""
+    from gpu_dedup import device, warmup
+    from gpu_dedup.constants import COMPILE_S_PER_KERNEL
+
+    monkeypatch.setattr(device, "_compile_seen", set())
+    counts = {"bloom": 13, "lm": 0}
+    monkeypatch.setattr(warmup, "uncached", lambda fams: sum(counts[f] for f in fams))
+    with caplog.at_level("INFO", logger="gpu_dedup.device"):
+        device.note_compiling("cpu", ("lm",))
+        device.note_compiling("cpu", ("bloom", "lm"))
+        device.note_compiling("cpu", ("bloom",))
+        device.note_compiling("cuda", ("bloom",))
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 1 and msgs[0].startswith(
+        f"compiling 13 kernels (first run only, ~{13 * COMPILE_S_PER_KERNEL:.0f} s on 2 cores")
+
+
+def test_warmup_knows_every_kernel_family_and_refuses_unknown_commands():
+    import glob
+
+    from gpu_dedup import warmup
+
+    families = {os.path.basename(p)[:-len("_cpu.py")] for p in glob.glob(os.path.join(
+        os.path.dirname(warmup.__file__), "kernels", "*_cpu.py"))} | {""}
+    assert {f for fams in warmup.COMMANDS.values() for f in fams} == families  # each family has a command
+    assert set(warmup.STEPS) == set(warmup.COMMANDS)
+    for fam in families:
+        assert warmup.cpu_kernels(fam) and 0 <= warmup.uncached((fam,)) <= len(warmup.cpu_kernels(fam))
+    with pytest.raises(ValueError, match="unknown command 'nope'; choose from run, paragraph"):
+        warmup.warmup(("nope",))

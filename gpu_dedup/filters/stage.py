@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from .. import io
 from .._version import __version__
 from ..config import is_int
-from ..device import array_backend, batch_bytes, resolve_device, set_threads
+from ..device import array_backend, batch_bytes, note_compiling, resolve_device, set_threads
 from ..engine import progress, runtime_versions
 from .config import FilterConfig
 from .domain import domain_stats
@@ -165,6 +165,10 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
     parts: list[dict[str, Any]] = []
     file_rows: list[int] = [0] * len(files)
     bb = batch_bytes(cfg.batch_bytes, device)
+    # before the bar: what a first run compiles (the families of the scorers that are on)
+    note_compiling(device, tuple(f for f, on in (
+        ("domain", cfg.domain.script_prefilter or cfg.domain.relax), ("features", bool(cfg.rules or dsir)),
+        ("lm", bool(cfg.perplexity)), ("fasttext", bool(cfg.lid or cfg.classifiers))) if on))
     with progress(cfg, "filter") as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
                                      on_error=cfg.on_error, report=report):

@@ -220,9 +220,10 @@ def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
         elif choices and all(isinstance(c, str) for c in choices):
             p.add_argument(flag, choices=choices, default=None, help=f"(default {f.default})")
         else:
-            kind = int if isinstance(f.default, int) else float if isinstance(f.default, float) else \
-                (float if f.name.endswith(("_target", "_fraction")) else str)
-            p.add_argument(flag, type=kind, default=None, help=f"(default {f.default})")
+            kind = int if isinstance(f.default, int) or int in choices else \
+                float if isinstance(f.default, float) or f.name.endswith(("_target", "_fraction")) else str
+            p.add_argument(flag, type=kind, default=None,
+                           help="(default: from the data)" if f.name == "bucket" else f"(default {f.default})")
     p.add_argument("--no-group-field", action="store_true", help="every document is its own group")
     p.add_argument("--overwrite", action="store_true", help="replace an existing model and card")
     p.add_argument("-q", "--quiet", action="store_true")

@@ -87,6 +87,38 @@ def _fasttext() -> Any:
     return fasttext
 
 
+BUCKET_MAX = 2_000_000  # fastText's default: the most rows bucket_from_data chooses
+BUCKET_MIN = 1 << 10
+
+
+def bucket_from_data(texts: list[str], cfg: "TrainClassifierConfig") -> tuple[int, int]:
+    """(bucket, distinct hashed n-grams): the rows for the word n-grams (2..word_ngrams, of whitespace tokens, as
+    fastText splits) and char n-grams (minn..maxn of "<word>") of ``texts``: the next power of two >= twice the
+    distinct ones (a load of at most 1/2: most n-grams get a row of their own), within BUCKET_MIN..BUCKET_MAX;
+    0 when the config hashes no n-gram. Counting stops at BUCKET_MAX / 2 distinct (then BUCKET_MAX)."""
+    if cfg.word_ngrams <= 1 and cfg.maxn == 0:
+        return 0, 0
+    cap = BUCKET_MAX // 2
+    seen: set[int] = set()
+    words: set[str] = set()
+    for t in texts:
+        toks = t.split()
+        if cfg.maxn:
+            words.update(toks)
+        for n in range(2, cfg.word_ngrams + 1):
+            seen.update(hash(tuple(toks[i:i + n])) for i in range(len(toks) - n + 1))
+        if len(seen) > cap:
+            return BUCKET_MAX, len(seen)
+    for w in words:
+        u = f"<{w}>"
+        for n in range(max(cfg.minn, 1), cfg.maxn + 1):
+            seen.update(hash(u[i:i + n]) for i in range(len(u) - n + 1))
+        if len(seen) > cap:
+            return BUCKET_MAX, len(seen)
+    rows = 1 << max(0, (2 * len(seen) - 1).bit_length())
+    return min(BUCKET_MAX, max(BUCKET_MIN, rows)), len(seen)
+
+
 def card_path(model_path: str | os.PathLike) -> str:
     """The card of a model: its path + ``.json`` (``model.bin`` -> ``model.bin.json``)."""
     return os.fspath(model_path) + ".json"
@@ -96,7 +128,9 @@ def card_path(model_path: str | os.PathLike) -> str:
 class TrainClassifierConfig:
     """What ``train_classifier`` reads, how it splits, trains (fastText hyper-parameters, fastText's names in
     comments where they differ) and chooses the threshold. Defaults: fastText's supervised defaults except
-    ``word_ngrams=2`` (word bigrams, as the common quality classifiers use)."""
+    ``word_ngrams=2`` (word bigrams, as the common quality classifiers use) and ``bucket=None``: the hashed
+    n-gram rows are chosen from the training data (``bucket_from_data``), not fastText's 2,000,000, which at
+    dim 100 writes an 800 MB model even for a thousand documents."""
 
     text_field: str = "text"
     label_field: str = "label"
@@ -110,7 +144,7 @@ class TrainClassifierConfig:
     word_ngrams: int = 2  # wordNgrams
     minn: int = 0
     maxn: int = 0
-    bucket: int = 2_000_000
+    bucket: int | None = None  # None: from the training data (bucket_from_data)
     loss: Loss = "softmax"
     min_count: int = 1  # minCount
     quantize: bool = False  # product-quantize (qnorm) and write a .ftz
@@ -142,8 +176,9 @@ class TrainClassifierConfig:
             if not is_int(getattr(self, name)) or getattr(self, name) < 1:
                 raise bad(name, "a positive int")
         for name in ("minn", "maxn", "bucket", "cutoff"):
-            if not is_int(getattr(self, name)) or getattr(self, name) < 0:
-                raise bad(name, "an int >= 0")
+            if (not is_int(getattr(self, name)) or getattr(self, name) < 0) and not (name == "bucket"
+                                                                                     and self.bucket is None):
+                raise bad(name, "an int >= 0" + (" or None (from the data)" if name == "bucket" else ""))
         if self.minn > self.maxn:
             raise ValueError(f"TrainClassifierConfig.minn ({self.minn}) must be <= maxn ({self.maxn}); char n-grams "
                              "of minn..maxn characters are used (maxn=0: none)")
@@ -439,6 +474,14 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
                        "its metrics will vary from run to run", cfg.threads)
     logger.info("split: train %d documents (%d groups), validation %d documents (%d groups)",
                 train_side["documents"], train_side["groups"], val_side["documents"], val_side["groups"])
+    if cfg.bucket is None:
+        bucket, distinct = bucket_from_data([data.texts[i] for i in np.flatnonzero(~val)], cfg)
+        cfg = dataclasses.replace(cfg, bucket=bucket)
+        vocab = len({w for i in np.flatnonzero(~val) for w in data.texts[i].split()})
+        logger.info("bucket %d from the data (%d distinct word/char n-grams on the training side); the input "
+                    "matrix is about (%d words + %d) x dim %d x 4 bytes = %.1f MB (set bucket / --bucket to choose, "
+                    "--quantize to shrink it)", bucket, distinct, vocab, bucket, cfg.dim,
+                    (vocab + bucket) * cfg.dim * 4 / 1e6)
     os.makedirs(os.path.dirname(model_path), exist_ok=True)
     # The training lines go next to the model (same file system, usually more room than /tmp); the leading dot
     # hides the directory from input discovery.

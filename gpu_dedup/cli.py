@@ -552,6 +552,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        # Ctrl-C: the owned outputs were already removed on the way out (outputs.own), as on any failure
+        logger.debug("traceback", exc_info=True)
+        print("gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any failure",
+              file=sys.stderr)
+        return 130
     except (ValueError, OSError, RuntimeError, ImportError, TypeError) as exc:
         # OSError: an impossible output path, a locked directory's file system, a full disk... (the message
         # names the path); one line, the traceback only with -v

@@ -80,7 +80,7 @@ def _paragraph(d: str, src: str, device: str) -> None:
 def _screen(d: str, src: str, device: str) -> None:
     from .screen import ScreenConfig, screen
 
-    screen(src, [src], ScreenConfig(), os.path.join(d, "screen"), device=device)
+    screen(src, [src], ScreenConfig(fields=("text",)), os.path.join(d, "screen"), device=device)
 
 
 def _train_lm(d: str, src: str, device: str) -> str:

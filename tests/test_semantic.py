@@ -605,3 +605,37 @@ def test_real_model_paraphrases(tmp_path):
     partner = {f"p{2 * i}": f"p{2 * i + 1}" for i in range(3)}
     partner.update({v: k for k, v in partner.items()})
     assert len(removed) == 3 and all(partner[k] == v for k, v in removed.items())
+
+
+def test_stage_logs_explain_counts_k_and_faiss_loader(caplog):
+    """Issue 28 item 10: the merge says how many semantic duplicates the lexical stages had already removed; an
+    automatic k says why; faiss's loader lines ("Could not load library with AVX2 support") are explained."""
+    import logging
+
+    from gpu_dedup.semantic import clustering
+    from gpu_dedup.semantic.select import merge_decisions
+
+    lex = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, True, True],
+                    "reason": ["unique", "exact_duplicate", "unique", "unique"], "matched_id": [None, "a", None, None]})
+    sem = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, False, True], "matched_id": [None, "a", "a", None],
+                    "cosine": [0.0, 1.0, 0.99, 0.1], "nearest_id": [None, "a", "a", "a"],
+                    "semantic_cluster": [0, 0, 0, 0]})
+    with caplog.at_level("INFO"):
+        merged = merge_decisions(lex, sem)
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(3850, 4)).astype(np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        S.kmeans(x, S.SemanticConfig(niter=2))
+        clustering._import_faiss()
+        loader = logging.getLogger("faiss.loader")
+        loader.info("Could not load library with AVX2 support due to:\n%r", ModuleNotFoundError("swigfaiss_avx2"))
+        loader.info("Loading faiss with AVX2 support.")
+    msgs = [r.getMessage() for r in caplog.records]
+    assert merged["reason"].to_pylist() == ["unique", "exact_duplicate", "semantic_duplicate", "unique"]
+    assert ("semantic: 1 of the 2 semantic duplicates were already removed by the lexical stages; 1 more documents "
+            "are removed as semantic_duplicate") in msgs
+    assert any(m.startswith("semantic: k-means with k=4 clusters for 3850 documents (automatic: clusters of about "
+                            "max(sqrt(n), 1000) = 1000 documents") for m in msgs)
+    assert ("faiss: this faiss wheel has no AVX2 build for this CPU, so its generic build is used: the same k-means "
+            "algorithm, somewhat slower (harmless)") in msgs
+    assert not any("Loading faiss" in m or "Could not load" in m for m in msgs)

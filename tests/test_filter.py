@@ -90,6 +90,8 @@ def test_classifier_decisions_equal_reference(tmp_path, quality_model):
         assert row["text"] == docs[int(row["id"][1:])][1]
     html = (out / "report.html").read_text()
     assert "hq_score" in html and "Audit sample" in html
+    # issue 28 item 10: each score and each audit side is a collapsible block, the first score open
+    assert "<details open><summary><b>hq_score</b></summary>" in html and "<summary><b>Rejected (" in html
     manifest = json.loads((out / ".gpu-dedup-outputs.json").read_text())
     assert "scores.parquet" in json.dumps(manifest)
 
@@ -157,6 +159,24 @@ def test_parse_classifier_and_config_errors(tmp_path):
         FilterConfig(dsir_target=("t.jsonl",))
     with pytest.raises(ValueError, match="audit"):
         FilterConfig(rules="gopher", audit=True)
+
+
+def test_histograms_clip_heavy_tails_and_use_a_log_scale():
+    """Issue 28 item 10: one huge value no longer squeezes every document into one bar: the 1st..99th
+    percentiles are drawn and the rest counted; one dominant bin turns the y axis logarithmic."""
+    from gpu_dedup.filters.report import hist_view
+
+    rng = np.random.default_rng(0)
+    words = np.concatenate([rng.integers(50, 500, 990).astype(float), [1e6] * 5, [0.0] * 5])
+    shown, below, above, log = hist_view(words)
+    p1, p99 = np.percentile(words, [1, 99])
+    assert (below, above) == (int((words < p1).sum()), int((words > p99).sum())) and above >= 5
+    assert shown.max() <= p99 and not log
+    lopsided = np.concatenate([np.zeros(900), rng.random(100)])
+    assert hist_view(lopsided)[3] and hist_view(lopsided)[1:3] == (0, 0)
+    plain = rng.random(1000)
+    assert hist_view(plain)[1:] == (0, 0, False) and len(hist_view(plain)[0]) == 1000
+    assert hist_view(np.array([np.nan, -np.inf, 1.0]))[0].tolist() == [1.0]
 
 
 def test_domain_rules():

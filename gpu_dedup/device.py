@@ -84,13 +84,13 @@ def launch(device: str, name: str, items: int, *args, family: str | None = None)
         k(*args)
 
 
-_compile_seen: set[str] = set()  # kernel families already checked for cached machine code in this process
+_compile_seen: set[str] = set()  # stages / kernel families already checked for cached machine code in this process
 
 
-def note_compiling(device: str, families: tuple[str, ...] = ("",)) -> None:
+def note_compiling(device: str, families: tuple[str, ...] = ("dedup",)) -> None:
     """Before a stage starts its progress bar: say now, rather than inside the bar, how many CPU kernels of
-    ``families`` (``warmup.COMMANDS``' names; "" = kernels/cpu.py) have no cached machine code yet and will be
-    compiled (first run only). The GPU kernels compile in the background of a launch."""
+    the stages ``families`` (``warmup.KERNELS``' names) have no cached machine code yet and will be compiled
+    (first run only). The GPU kernels compile in the background of a launch."""
     if device == "cuda":
         return
     from .warmup import uncached
@@ -118,7 +118,12 @@ def _note_compiling(k) -> None:
     its kernels have no cached machine code yet (later runs load them from the cache in milliseconds)."""
     fam = _family(k)
     if fam is not None:
-        note_compiling("cpu", (fam,))
+        from .warmup import KERNELS
+
+        stages = tuple(st for st, parts in KERNELS.items() if any(f == fam and k.__name__ in names
+                                                                    for f, names in parts))
+        if stages and not any(st in _compile_seen for st in stages):
+            note_compiling("cpu", stages[:1])
         return
     if "?" in _compile_seen:  # a kernel outside the families: said once per process
         return
@@ -133,8 +138,8 @@ def _say_compiling(n: int) -> None:
     from .kernels import _launch
 
     where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(_launch.__file__), "__pycache__")
-    logger.info("compiling %d kernel%s (first run only, ~%.0f s on 2 cores; cached in %s; `gpu-dedup warmup` "
-                "compiles every command's ahead)", n, "" if n == 1 else "s", n * COMPILE_S_PER_KERNEL, where)
+    logger.info("compiling %d kernel%s (first run only, ~%.0f s on 2 busy cores; cached in %s; `gpu-dedup "
+                "warmup` compiles every command's ahead)", n, "" if n == 1 else "s", n * COMPILE_S_PER_KERNEL, where)
 
 
 def simulator() -> bool:

@@ -474,7 +474,7 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
     distinct n-gram on the device, 16 per (n-gram, item) pair on the host). Never modifies the corpus."""
     cfg = cfg or ScreenConfig()
     device = resolve_device(device)
-    note_compiling(device, ("bloom",))  # before any bar: a first run compiles the n-gram hash kernels
+    note_compiling(device, ("screen",))  # before any bar: a first run compiles the n-gram hash kernels
     t0 = time.perf_counter()
     items = read_benchmarks(benchmark_files, cfg)
     index = build_index(items, cfg, device)

@@ -7,9 +7,9 @@ twice; instead ``warmup`` runs each command family once on a few documents of th
 temporary directory, through the same API a real run uses, so exactly the specializations a real run needs
 are compiled and cached. A later run of any command then loads them in milliseconds.
 
-``COMMANDS`` maps a command to its kernel families (``kernels/<family>_cpu.py``; "" is ``kernels/cpu.py``);
-``uncached(families)`` counts the CPU kernels that have no cached machine code yet, which is what a first run
-says before its progress bar (``device.note_compiling``).
+``KERNELS`` lists the CPU kernels of each stage (family ``kernels/<family>_cpu.py``, "" = ``kernels/cpu.py``),
+``COMMANDS`` the stages of each command; ``uncached(stages)`` counts the kernels with no cached machine code
+yet, which is what a first run says before its progress bar (``device.note_compiling``).
 """
 from __future__ import annotations
 
@@ -24,13 +24,31 @@ from typing import Callable
 
 logger = logging.getLogger(__name__)
 
-# command -> the kernel families its CPU path compiles ("" = kernels/cpu.py, the dedup pipeline's)
+# What each stage compiles on the CPU: (family, kernel names) with family the module kernels/<family>_cpu.py
+# ("" = kernels/cpu.py); read from the cache index files an empty NUMBA_CACHE_DIR holds after each warm-up step.
+_NORMALIZE = ("", ("normalize_sizes", "normalize_write"))
+KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "dedup": (("", ("normalize_sizes", "normalize_write", "exact_hashes", "shingle_sets", "minhash_signatures",
+                    "band_keys", "union_find", "_find", "representative_components")),),
+    "paragraph": (("bloom", ("span_norm_sizes", "span_norm_hash", "split_count", "split_write", "cut_copy",
+                             "bloom_insert", "bloom_query")),),
+    "screen": (("bloom", ("word_spans", "ngram_hashes", "member_sorted")), _NORMALIZE),
+    "lm-train": (("lm", ("lm_count_words", "lm_word_hashes")), _NORMALIZE),
+    "lm-score": (("lm", ("lm_span_hashes", "lm_ngram_keys", "lm_score_docs", "lm_build_table", "lm_build_vocab")),
+                 _NORMALIZE),
+    "domain": (("domain", ("domain_stats",)),),
+    "rules": (("features", ("rule_stats", "_ngram_stats", "_sorted_groups_dup")),),
+    "dsir": (("features", ("feature_ids", "feature_log_weights")),),
+    "fasttext": (("fasttext", ("ft_hidden", "ft_label_prob", "ft_predict", "ft_build_vocab_table", "ft_hash_spans",
+                               "ft_vocab_subwords")),),
+}
+# command -> the stages (KERNELS) its warm-up compiles
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "run": ("",),
-    "paragraph": ("bloom",),
-    "screen": ("bloom",),
-    "train-lm": ("lm",),
-    "filter": ("domain", "features", "lm", "fasttext"),
+    "run": ("dedup",),
+    "paragraph": ("paragraph",),
+    "screen": ("screen",),
+    "train-lm": ("lm-train",),
+    "filter": ("domain", "rules", "dsir", "lm-score", "fasttext"),
 }
 SAMPLE_DOCS = 60  # documents of the bundled sample a warm-up run reads
 
@@ -46,15 +64,17 @@ def _index_path(k) -> str | None:
     return getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_index_path", None)
 
 
-def uncached(families: tuple[str, ...]) -> int:
-    """How many CPU kernels of ``families`` have no cached machine code yet (compiled on first use)."""
+def uncached(stages: tuple[str, ...]) -> int:
+    """How many CPU kernels of ``stages`` (``KERNELS``' names) have no cached machine code yet."""
     seen, n = set(), 0
-    for fam in families:
-        for k in cpu_kernels(fam):
-            p = _index_path(k)
-            if p and p not in seen and not os.path.exists(p):
-                seen.add(p)
-                n += 1
+    for stage in stages:
+        for fam, names in KERNELS[stage]:
+            by_name = {k.__name__: k for k in cpu_kernels(fam)}
+            for name in names:
+                p = _index_path(by_name[name])
+                if p and p not in seen and not os.path.exists(p):
+                    seen.add(p)
+                    n += 1
     return n
 
 

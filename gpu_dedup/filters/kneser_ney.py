@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import io
 from ..config import _check_literal, is_int
-from ..device import array_module, launch, resolve_device, to_device, to_host
+from ..device import array_module, launch, note_compiling, resolve_device, to_device, to_host
 from ..lexical.normalize import arrow_text_buffers
 from .lm import SPECIALS, LMNormalization, lm_contract, prepare_text, write_arpa
 
@@ -404,6 +404,7 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
     if not paths:
         raise ValueError("no reference corpus given: pass the files to train on")
     t0 = time.perf_counter()
+    note_compiling(device, ("lm-train",))  # a first run compiles the counting kernels: said before they run
     counter = NgramCounter(cfg.order, cfg.normalization, device)
     txt = [os.fspath(p) for p in paths if os.fspath(p).lower().endswith(".txt")]
     other = [p for p in paths if not os.fspath(p).lower().endswith(".txt")]

@@ -167,8 +167,9 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
     bb = batch_bytes(cfg.batch_bytes, device)
     # before the bar: what a first run compiles (the families of the scorers that are on)
     note_compiling(device, tuple(f for f, on in (
-        ("domain", cfg.domain.script_prefilter or cfg.domain.relax), ("features", bool(cfg.rules or dsir)),
-        ("lm", bool(cfg.perplexity)), ("fasttext", bool(cfg.lid or cfg.classifiers))) if on))
+        ("domain", cfg.domain.script_prefilter or cfg.domain.relax), ("rules", bool(cfg.rules)),
+        ("dsir", dsir is not None), ("lm-score", bool(cfg.perplexity)),
+        ("fasttext", bool(cfg.lid or cfg.classifiers))) if on))
     with progress(cfg, "filter") as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
                                      on_error=cfg.on_error, report=report):

@@ -334,7 +334,7 @@ def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir:
     docs_parts: list[pa.Table] = []
     t0 = time.perf_counter()
     t_batches = 0.0
-    note_compiling(device, ("bloom",))  # before the bar: a first run compiles the Bloom kernels
+    note_compiling(device, ("paragraph",))  # before the bar: a first run compiles the Bloom kernels
     with _Sinks(out) as sinks, progress(cfg, "paragraph dedup") as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
                                      on_error=cfg.on_error, report=report):

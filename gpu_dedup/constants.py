@@ -40,9 +40,9 @@ HOST_COMPONENT = 4096
 
 # ------------------------------------------------------------------------------------------------ first runs
 # Seconds to compile one CPU kernel, for the "compiling N kernels (~S s)" line of a first run: 971.5 s for the
-# 40 kernels of `gpu-dedup warmup` (each command, empty NUMBA_CACHE_DIR) on the shared 2-core dev box at load
+# 39 kernels of `gpu-dedup warmup` (each command, empty NUMBA_CACHE_DIR) on the shared 2-core dev box at load
 # 8-13, 2026-12-01 (docs/performance.md, "First runs"); an idle machine compiles faster.
-COMPILE_S_PER_KERNEL = 24.0
+COMPILE_S_PER_KERNEL = 25.0
 
 # ------------------------------------------------------------------------------------------------ semantic
 # Two cosines within this of the best are a tie, and a tie goes to the earliest row, so that the matched row

@@ -534,7 +534,8 @@ def build_parser() -> argparse.ArgumentParser:
     filters_cli.add_commands(sub)
     p = sub.add_parser("warmup", help="compile the kernels of every command (or of those named) ahead of the "
                        "first run: for images, CI caches and the device script")
-    p.add_argument("commands", nargs="*", metavar="COMMAND", help=f"only these: {', '.join(_warmup_commands())} (default all)")
+    p.add_argument("commands", nargs="*", metavar="COMMAND",
+                   help=f"only these: {', '.join(_warmup_commands())} (default all)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=_cmd_warmup)

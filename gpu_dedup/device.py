@@ -93,7 +93,7 @@ def note_compiling(device: str, families: tuple[str, ...] = ("dedup",)) -> None:
     (first run only). The GPU kernels compile in the background of a launch."""
     if device == "cuda":
         return
-    from .warmup import uncached
+    from .compiling import uncached
 
     fams = tuple(f for f in families if f not in _compile_seen)
     if not fams:
@@ -118,7 +118,7 @@ def _note_compiling(k) -> None:
     its kernels have no cached machine code yet (later runs load them from the cache in milliseconds)."""
     fam = _family(k)
     if fam is not None:
-        from .warmup import KERNELS
+        from .compiling import KERNELS
 
         stages = tuple(st for st, parts in KERNELS.items() if any(f == fam and k.__name__ in names
                                                                     for f, names in parts))

@@ -177,8 +177,8 @@ def domain_stats(data, start, end, ranges, symbols, kw_data, kw_off, stats, row)
                     if closes:
                         line_math = True
                         open_len = -1
-                    elif (not is_space(nxt) and nxt != 36 and not is_ascii_letter(prev) and not (prev >= 48 and prev <= 57)
-                          and prev != 92):
+                    elif (not is_space(nxt) and nxt != 36 and not is_ascii_letter(prev)
+                          and not (prev >= 48 and prev <= 57) and prev != 92):
                         open_len = 0
                         open_op = False
                     else:

@@ -77,12 +77,12 @@ def test_the_first_run_says_it_compiles_the_kernels(tmp_path, caplog, monkeypatc
 def test_a_stage_says_how_many_kernels_it_compiles_before_its_bar(monkeypatch, caplog):
     """Issue 28 item 8: note_compiling counts the uncached CPU kernels of the stage's kernels once per stage
     and process, and says N and an estimate in one line; a cached stage says nothing."""
-    from gpu_dedup import device, warmup
+    from gpu_dedup import compiling, device
     from gpu_dedup.constants import COMPILE_S_PER_KERNEL
 
     monkeypatch.setattr(device, "_compile_seen", set())
     counts = {"paragraph": 7, "lm-score": 0}
-    monkeypatch.setattr(warmup, "uncached", lambda stages: sum(counts[f] for f in stages))
+    monkeypatch.setattr(compiling, "uncached", lambda stages: sum(counts[f] for f in stages))
     with caplog.at_level("INFO", logger="gpu_dedup.device"):
         device.note_compiling("cpu", ("lm-score",))
         device.note_compiling("cpu", ("paragraph", "lm-score"))

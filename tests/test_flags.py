@@ -13,7 +13,8 @@ def _flags(command):
 
 
 @pytest.mark.parametrize("command, api, cli", [
-    ("filter", "FilterConfig.select needs dsir_target (the target text)", "--select needs --dsir-target (the target text)"),
+    ("filter", "FilterConfig.select needs dsir_target (the target text)",
+     "--select needs --dsir-target (the target text)"),
     ("filter", "m.arpa has no header: pass normalization=LMNormalization(...) describing it",
      "m.arpa has no header: pass --lm-normalization MODE describing it"),
     ("train-lm", "x.arpa exists; pass overwrite=True (or choose another path)", "x.arpa exists; pass --overwrite (or "

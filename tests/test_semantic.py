@@ -617,7 +617,8 @@ def test_stage_logs_explain_counts_k_and_faiss_loader(caplog):
 
     lex = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, True, True],
                     "reason": ["unique", "exact_duplicate", "unique", "unique"], "matched_id": [None, "a", None, None]})
-    sem = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, False, True], "matched_id": [None, "a", "a", None],
+    sem = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, False, True],
+                    "matched_id": [None, "a", "a", None],
                     "cosine": [0.0, 1.0, 0.99, 0.1], "nearest_id": [None, "a", "a", "a"],
                     "semantic_cluster": [0, 0, 0, 0]})
     with caplog.at_level("INFO"):

@@ -485,7 +485,7 @@ def test_bucket_comes_from_the_data(tmp_path, caplog):
     """Issue 28 item 9: with the default bucket=None the hashed rows are twice the distinct training n-grams
     (counted here by brute force), a power of two: a 300-document corpus gives a model of kilobytes, not the
     ~800 MB of fastText's 2,000,000 rows; the log says the bucket and the size."""
-    from gpu_dedup.filters.train import BUCKET_MIN, bucket_from_data
+    from gpu_dedup.filters.labelled import BUCKET_MIN, bucket_from_data
 
     rows = make_rows()
     src = write_jsonl(tmp_path / "d.jsonl", rows)

@@ -57,7 +57,8 @@ from .._version import __version__
 from ..config import did_you_mean, is_int, is_real
 from ..io.discover import file_sha256
 from ..io.write import atomic_path
-from .labelled import DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, read_labelled
+from .labelled import (DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, bucket_from_data,
+                       read_labelled)
 
 logger = logging.getLogger(__name__)
 
@@ -87,38 +88,6 @@ def _fasttext() -> Any:
     return fasttext
 
 
-BUCKET_MAX = 2_000_000  # fastText's default: the most rows bucket_from_data chooses
-BUCKET_MIN = 1 << 10
-
-
-def bucket_from_data(texts: list[str], cfg: "TrainClassifierConfig") -> tuple[int, int]:
-    """(bucket, distinct hashed n-grams): the rows for the word n-grams (2..word_ngrams, of whitespace tokens, as
-    fastText splits) and char n-grams (minn..maxn of "<word>") of ``texts``: the next power of two >= twice the
-    distinct ones (a load of at most 1/2: most n-grams get a row of their own), within BUCKET_MIN..BUCKET_MAX;
-    0 when the config hashes no n-gram. Counting stops at BUCKET_MAX / 2 distinct (then BUCKET_MAX)."""
-    if cfg.word_ngrams <= 1 and cfg.maxn == 0:
-        return 0, 0
-    cap = BUCKET_MAX // 2
-    seen: set[int] = set()
-    words: set[str] = set()
-    for t in texts:
-        toks = t.split()
-        if cfg.maxn:
-            words.update(toks)
-        for n in range(2, cfg.word_ngrams + 1):
-            seen.update(hash(tuple(toks[i:i + n])) for i in range(len(toks) - n + 1))
-        if len(seen) > cap:
-            return BUCKET_MAX, len(seen)
-    for w in words:
-        u = f"<{w}>"
-        for n in range(max(cfg.minn, 1), cfg.maxn + 1):
-            seen.update(hash(u[i:i + n]) for i in range(len(u) - n + 1))
-        if len(seen) > cap:
-            return BUCKET_MAX, len(seen)
-    rows = 1 << max(0, (2 * len(seen) - 1).bit_length())
-    return min(BUCKET_MAX, max(BUCKET_MIN, rows)), len(seen)
-
-
 def card_path(model_path: str | os.PathLike) -> str:
     """The card of a model: its path + ``.json`` (``model.bin`` -> ``model.bin.json``)."""
     return os.fspath(model_path) + ".json"
@@ -129,8 +98,8 @@ class TrainClassifierConfig:
     """What ``train_classifier`` reads, how it splits, trains (fastText hyper-parameters, fastText's names in
     comments where they differ) and chooses the threshold. Defaults: fastText's supervised defaults except
     ``word_ngrams=2`` (word bigrams, as the common quality classifiers use) and ``bucket=None``: the hashed
-    n-gram rows are chosen from the training data (``bucket_from_data``), not fastText's 2,000,000, which at
-    dim 100 writes an 800 MB model even for a thousand documents."""
+    n-gram rows are chosen from the training data (``labelled.bucket_from_data``), not fastText's 2,000,000,
+    which at dim 100 writes an 800 MB model even for a thousand documents."""
 
     text_field: str = "text"
     label_field: str = "label"

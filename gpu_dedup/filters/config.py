@@ -114,7 +114,8 @@ class DomainConfig:
     non-blank lines hold a LaTeX math command or a ``$...$`` pair with math inside: kernels/domain.py) or
     code (ASCII code symbols ``{}[]()<>;:=_#`` at least ``code_symbol_density`` of non-space bytes, or
     Python/C keywords at least ``code_keyword_fraction`` of words) are judged with ``relaxed_lid_threshold``
-    instead of the LID threshold and with every ``min`` classifier threshold multiplied by ``relaxed_factor`` (the OpenWebMath two-tier rule)."""
+    instead of the LID threshold and with every ``min`` classifier threshold multiplied by ``relaxed_factor``
+    (the OpenWebMath two-tier rule)."""
 
     script_prefilter: bool = False
     script_fraction: float = 0.5

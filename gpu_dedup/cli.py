@@ -477,6 +477,20 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_warmup(args: argparse.Namespace) -> int:
+    from .warmup import warmup
+
+    for c, r in warmup(tuple(args.commands) or _warmup_commands(), device=args.device).items():
+        print(f"{c}: {r['kernels_compiled']} kernels compiled, {r['seconds']:.1f} s")
+    return 0
+
+
+def _warmup_commands() -> tuple[str, ...]:
+    from .warmup import COMMANDS
+
+    return tuple(COMMANDS)
+
+
 def _cmd_params(args: argparse.Namespace) -> int:
     from . import params
 
@@ -557,6 +571,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     filters_cli.add_commands(sub)
     substring_cli.add_command(sub, DEVICES)
+    p = sub.add_parser("warmup", help="compile the kernels of every command (or of those named) ahead of the "
+                       "first run: for images, CI caches and the device script")
+    p.add_argument("commands", nargs="*", metavar="COMMAND",
+                   help=f"only these: {', '.join(_warmup_commands())} (default all)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=_cmd_warmup)
     return parser
 
 
@@ -571,11 +592,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        # Ctrl-C: the owned outputs were already removed on the way out (outputs.own), as on any failure
+        logger.debug("traceback", exc_info=True)
+        print("gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any failure",
+              file=sys.stderr)
+        return 130
     except (ValueError, OSError, RuntimeError, ImportError, TypeError) as exc:
         # OSError: an impossible output path, a locked directory's file system, a full disk... (the message
         # names the path); one line, the traceback only with -v
         logger.debug("traceback", exc_info=True)
-        print(f"gpu-dedup: error: {exc}", file=sys.stderr)
+        from .flags import cli_message, command_flags, subcommand_parser
+
+        sp = subcommand_parser(parser, args.command)  # the API's argument names, as this command's flags
+        print(f"gpu-dedup: error: {cli_message(str(exc), command_flags(sp)) if sp else exc}", file=sys.stderr)
         return 1
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
 import math
 import numbers
 import re
@@ -14,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from .constants import MAX_NGRAM, MAX_NUM_PERM
+
+logger = logging.getLogger(__name__)
+_UNUSED_PERM_SAID: set[tuple[int, int, int]] = set()  # (num_perm, bands, rows) already warned about
 
 Device = Literal["auto", "cpu", "cuda"]
 ShingleKind = Literal["word", "char"]
@@ -266,6 +270,14 @@ class RunConfig(InputConfig):
         if self.lsh.bands * self.lsh.rows > self.minhash.num_perm:
             raise ValueError(f"bands x rows = {self.lsh.bands}x{self.lsh.rows} = {self.lsh.bands * self.lsh.rows} "
                              f"exceeds num_perm = {self.minhash.num_perm}; raise num_perm or lower bands/rows")
+        used = self.lsh.bands * self.lsh.rows
+        key = (self.minhash.num_perm, self.lsh.bands, self.lsh.rows)
+        if used < self.minhash.num_perm and key not in _UNUSED_PERM_SAID:
+            _UNUSED_PERM_SAID.add(key)  # once per combination: RunConfig is rebuilt by replace() and presets
+            logger.warning("num_perm = %d but bands x rows = %dx%d = %d: %d permutations are computed that no LSH "
+                           "band uses; set num_perm=%d to save their time, "
+                           "or raise bands/rows", self.minhash.num_perm, self.lsh.bands, self.lsh.rows, used,
+                           self.minhash.num_perm - used, used)
         if self.memory_budget is not None and (not is_int(self.memory_budget) or self.memory_budget < 1 << 20):
             raise ValueError(f"memory_budget must be None or an int of at least 1 MiB (bytes), got "
                              f"{self.memory_budget!r}")
@@ -279,8 +291,10 @@ class RunConfig(InputConfig):
         scored = score_columns(self.scores)
         kc = keep_column(self.cluster.keep)
         if scored and kc not in scored:
-            raise ValueError(f"scores {list(scored)} are computed only to choose which duplicate survives: add "
-                             f"keep='max:{next(iter(scored))}' (--keep max:{next(iter(scored))})")
+            unknown = (f"keep={self.cluster.keep!r} names {kc!r}, which is none of the scores {list(scored)}; "
+                       if kc is not None else "")
+            raise ValueError(f"{unknown}scores {list(scored)} are computed only to choose which duplicate survives: "
+                             f"add keep='max:{next(iter(scored))}'")
 
     @staticmethod
     def preset(name: str = "default", **overrides: Any) -> "RunConfig":

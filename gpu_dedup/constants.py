@@ -44,3 +44,15 @@ HOST_COMPONENT = 4096
 SUBSTRING_MIN_TOKENS = 50   # Lee et al. (2022): every repeated span of at least 50 tokens is cut
 KASAI_RANGE = 4096          # text positions per Kasai scan (one GPU thread / CPU iteration; kernels/substring.py)
 SEAM_CONTEXT = 60           # characters each side of a cut shown in the report's seam sample
+
+# ------------------------------------------------------------------------------------------------ first runs
+# Seconds to compile one CPU kernel, for the "compiling N kernels (~S s)" line of a first run: 971.5 s for the
+# 39 kernels of `gpu-dedup warmup` (each command, empty NUMBA_CACHE_DIR) on the shared 2-core dev box at load
+# 8-13, 2026-12-01 (docs/performance.md, "First runs"); an idle machine compiles faster.
+COMPILE_S_PER_KERNEL = 25.0
+
+# ------------------------------------------------------------------------------------------------ semantic
+# Two cosines within this of the best are a tie, and a tie goes to the earliest row, so that the matched row
+# does not depend on the block size, the thread count or the device. A float32 BLAS dot product of unit rows
+# was measured within 6e-7 of float64 (d = 8 .. 4096, blocks 1 .. 1000, numpy/OpenBLAS); 2e-6 is 3x that.
+SEMANTIC_TIE_TOL = 2e-6

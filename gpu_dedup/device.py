@@ -84,28 +84,62 @@ def launch(device: str, name: str, items: int, *args, family: str | None = None)
         k(*args)
 
 
-_compile_seen: set[str] = set()  # kernels checked for cached machine code in this process ("" once said)
+_compile_seen: set[str] = set()  # stages / kernel families already checked for cached machine code in this process
 
 
-def note_compiling(device: str, names: tuple[str, ...] = ("normalize_sizes", "minhash_signatures")) -> None:
-    """Before a stage starts its progress bar: say now, rather than inside the bar, when its CPU kernels
-    (``names``) will be compiled (first run only). The GPU kernels compile in the background of a launch."""
-    if device != "cuda":
-        for name in names:
-            _note_compiling(getattr(kernels(device), name))
+def note_compiling(device: str, families: tuple[str, ...] = ("dedup",)) -> None:
+    """Before a stage starts its progress bar: say now, rather than inside the bar, how many CPU kernels of
+    the stages ``families`` (``warmup.KERNELS``' names) have no cached machine code yet and will be compiled
+    (first run only). The GPU kernels compile in the background of a launch."""
+    if device == "cuda":
+        return
+    from .compiling import uncached
+
+    fams = tuple(f for f in families if f not in _compile_seen)
+    if not fams:
+        return
+    _compile_seen.update(fams)
+    n = uncached(fams)
+    if n:
+        _say_compiling(n)
+
+
+def _family(k) -> str | None:
+    """The kernel family of a CPU kernel (its module kernels/<family>_cpu.py; "" for kernels/cpu.py)."""
+    mod = getattr(k, "__module__", None) or ""
+    name = mod.rsplit(".", 1)[-1]
+    if not mod.startswith(f"{__package__}.kernels.") or not name.endswith("cpu"):
+        return None
+    return name[:-len("_cpu")] if name.endswith("_cpu") else ""
 
 
 def _note_compiling(k) -> None:
-    """Say once per process when a CPU kernel has no cached machine code yet: the first run compiles them all
-    (README: about 20 s on 2 cores), later runs load them from the cache in milliseconds."""
-    if "" in _compile_seen or k.__name__ in _compile_seen:
+    """At a CPU kernel's launch, for a stage that did not call ``note_compiling``: say once per family when
+    its kernels have no cached machine code yet (later runs load them from the cache in milliseconds)."""
+    fam = _family(k)
+    if fam is not None:
+        from .compiling import KERNELS
+
+        stages = tuple(st for st, parts in KERNELS.items() if any(f == fam and k.__name__ in names
+                                                                    for f, names in parts))
+        if stages and not any(st in _compile_seen for st in stages):
+            note_compiling("cpu", stages[:1])
         return
-    _compile_seen.add(k.__name__)
-    # numba's cache index of this kernel (a private path; without it, say nothing rather than guess)
+    if "?" in _compile_seen:  # a kernel outside the families: said once per process
+        return
     index = getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_index_path", None)
     if index and not os.path.exists(index):
-        _compile_seen.add("")
-        logger.info("compiling kernels (first run only; cached in %s)", os.path.dirname(index))
+        _compile_seen.add("?")
+        _say_compiling(1)
+
+
+def _say_compiling(n: int) -> None:
+    from .constants import COMPILE_S_PER_KERNEL
+    from .kernels import _launch
+
+    where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(_launch.__file__), "__pycache__")
+    logger.info("compiling %d kernel%s (first run only, ~%.0f s on 2 busy cores; cached in %s; `gpu-dedup "
+                "warmup` compiles every command's ahead)", n, "" if n == 1 else "s", n * COMPILE_S_PER_KERNEL, where)
 
 
 def simulator() -> bool:

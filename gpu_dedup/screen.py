@@ -45,8 +45,8 @@ import pyarrow as pa
 from . import io
 from .config import InputConfig, NormalizeConfig, is_int
 from .constants import MAX_NGRAM
-from .device import (array_backend, array_module, batch_bytes, launch, repeat_index, resolve_device, split_chunks,
-                     to_device, to_host)
+from .device import (array_backend, array_module, batch_bytes, launch, note_compiling, repeat_index, resolve_device,
+                     split_chunks, to_device, to_host)
 from .lexical.minhash import unit_starts
 from .lexical.normalize import _device_tables, arrow_text_buffers, normalize_arrays, normalize_text
 
@@ -484,6 +484,7 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
     distinct n-gram on the device, 16 per (n-gram, item) pair on the host). Never modifies the corpus."""
     cfg = cfg or ScreenConfig()
     device = resolve_device(device)
+    note_compiling(device, ("screen",))  # before any bar: a first run compiles the n-gram hash kernels
     t0 = time.perf_counter()
     items = read_benchmarks(benchmark_files, cfg)
     index = build_index(items, cfg, device)

@@ -38,13 +38,25 @@ CODE_SYMBOLS_ASCII = b"{}[]()<>;:=_#"
 CODE_KEYWORDS = (b"def", b"class", b"import", b"return", b"elif", b"lambda", b"self", b"function", b"const",
                  b"var", b"let", b"void", b"int", b"include", b"struct", b"public", b"static", b"printf",
                  b"println", b"null", b"None", b"True", b"False", b"endif", b"namespace", b"std")
+# LaTeX commands that only mathematics uses: one of them (a backslash, the name, then no letter) makes a line
+# math. Troff's font escapes (\fB), C's string escapes (\n, \t) and Windows paths are no such name.
+MATH_COMMANDS = (b"frac", b"dfrac", b"tfrac", b"sqrt", b"sum", b"prod", b"int", b"iint", b"oint", b"lim",
+                 b"infty", b"partial", b"nabla", b"alpha", b"beta", b"gamma", b"delta", b"epsilon",
+                 b"varepsilon", b"theta", b"lambda", b"sigma", b"omega", b"varphi", b"rho", b"zeta", b"kappa",
+                 b"Gamma", b"Delta", b"Theta", b"Lambda", b"Sigma", b"Omega", b"cdot", b"cdots", b"ldots",
+                 b"times", b"leq", b"geq", b"neq", b"approx", b"equiv", b"subseteq", b"forall", b"exists",
+                 b"mathbb", b"mathcal", b"mathrm", b"mathbf", b"operatorname", b"binom", b"mapsto", b"pmod",
+                 b"rightarrow", b"Rightarrow", b"iff", b"emptyset", b"begin", b"end", b"displaystyle")
+N_CODE_KEYWORDS = len(CODE_KEYWORDS)  # keyword_table: code keywords first, then the math commands
 
 
 def keyword_table() -> tuple[np.ndarray, np.ndarray]:
-    """(bytes uint8, offsets int64 (K+1,)) of CODE_KEYWORDS, for ``is_keyword``."""
-    data = np.frombuffer(b"".join(CODE_KEYWORDS), np.uint8).copy()
-    off = np.zeros(len(CODE_KEYWORDS) + 1, np.int64)
-    off[1:] = np.cumsum([len(k) for k in CODE_KEYWORDS])
+    """(bytes uint8, offsets int64 (K+1,)) of CODE_KEYWORDS (entries 0 .. N_CODE_KEYWORDS - 1) then
+    MATH_COMMANDS, for ``is_keyword``."""
+    words = CODE_KEYWORDS + MATH_COMMANDS
+    data = np.frombuffer(b"".join(words), np.uint8).copy()
+    off = np.zeros(len(words) + 1, np.int64)
+    off[1:] = np.cumsum([len(k) for k in words])
     return data, off
 
 
@@ -85,10 +97,21 @@ def script_of(cp, ranges):
     return -1
 
 
-def is_keyword(data, s, e, kw_data, kw_off):
-    """True when data[s:e] equals one of the keywords (kw_data, kw_off: ``keyword_table``)."""
+def is_ascii_letter(b):
+    return (b | 32) >= 97 and (b | 32) <= 122
+
+
+def is_math_operator(b):
+    """The bytes inside a $...$ pair that make it mathematics (a '$' pair around a bare word, as in shell or
+    Perl, is not): ^ _ = + < > and a command's backslash."""
+    return b == 94 or b == 95 or b == 61 or b == 43 or b == 60 or b == 62 or b == 92  # ^ _ = + < > \\
+
+
+def is_keyword(data, s, e, kw_data, kw_off, k0, k1):
+    """True when data[s:e] equals one of the entries k0 .. k1 - 1 of the keyword table (kw_data, kw_off:
+    ``keyword_table``)."""
     n = e - s
-    for k in range(kw_off.shape[0] - 1):
+    for k in range(k0, k1):
         if kw_off[k + 1] - kw_off[k] == n:
             same = True
             for t in range(n):
@@ -103,20 +126,28 @@ def is_keyword(data, s, e, kw_data, kw_off):
 def domain_stats(data, start, end, ranges, symbols, kw_data, kw_off, stats, row):
     """Write document data[start:end]'s statistics into stats[row, :N_STATS] (int64): letters per script,
     letters, non-space bytes, code-symbol bytes, words (runs of non-space bytes), keyword words, non-blank
-    lines and math lines (a non-blank line holding ``$`` or a backslash followed by two ASCII letters: a
-    LaTeX command). O(end - start) time, no memory beyond the row."""
+    lines and math lines. A line is math when it holds a LaTeX math command (``MATH_COMMANDS``: ``\\frac``,
+    ``\\begin``, ``\\alpha``, ...) or a ``$...$`` pair with math inside: the opening ``$`` not after a letter,
+    digit or backslash and before a non-space, the closing one after a non-space and before no letter, digit,
+    ``{`` or ``(``, and between them an ``is_math_operator`` byte or at most two letters/digits (``$n$``). A
+    shell prompt (``$ ls``), ``$HOME/$USER``, ``${a}_${b}`` or Perl's ``$x = $y`` is no such pair.
+    O(end - start) time, no memory beyond the row."""
     for c in range(N_STATS):
         stats[row, c] = 0
+    kw_all = kw_off.shape[0] - 1
     i = start
     word_start = -1
     line_blank = True
     line_math = False
+    prev = 10  # the previous byte ('\n' at the start)
+    open_len = -1  # bytes since an opening '$' on this line (-1: none open)
+    open_op = False  # a math operator since it
     while i < end:
         cp, size = utf8_decode(data, i, end)
         if cp < 0x80 and is_space(cp):
             if word_start >= 0:
                 stats[row, WORDS] += 1
-                if is_keyword(data, word_start, i, kw_data, kw_off):
+                if is_keyword(data, word_start, i, kw_data, kw_off, 0, N_CODE_KEYWORDS):
                     stats[row, KEYWORDS] += 1
                 word_start = -1
             if cp == 10:
@@ -126,6 +157,10 @@ def domain_stats(data, start, end, ranges, symbols, kw_data, kw_off, stats, row)
                         stats[row, MATH_LINES] += 1
                 line_blank = True
                 line_math = False
+                open_len = -1
+            elif open_len >= 0:
+                open_len += 1
+            prev = cp
         else:
             line_blank = False
             stats[row, NONSPACE] += size
@@ -134,13 +169,38 @@ def domain_stats(data, start, end, ranges, symbols, kw_data, kw_off, stats, row)
             if cp < 0x80:
                 if symbols[cp] != 0:
                     stats[row, CODE_SYMBOLS] += 1
-                if cp == 36:  # '$'
-                    line_math = True
-                elif cp == 92 and i + 2 < end:  # '\' + two ASCII letters
-                    b1 = data[i + 1]
-                    b2 = data[i + 2]
-                    if ((b1 | 32) >= 97 and (b1 | 32) <= 122) and ((b2 | 32) >= 97 and (b2 | 32) <= 122):
+                nxt = data[i + 1] if i + 1 < end else 10
+                if cp == 36:  # '$': closes a pair with math inside, or opens one
+                    closes = (open_len > 0 and not is_space(prev) and prev != 36
+                              and (open_op or open_len <= 2)
+                              and not (is_ascii_letter(nxt) or (nxt >= 48 and nxt <= 57) or nxt == 123 or nxt == 40))
+                    if closes:
                         line_math = True
+                        open_len = -1
+                    elif (not is_space(nxt) and nxt != 36 and not is_ascii_letter(prev)
+                          and not (prev >= 48 and prev <= 57) and prev != 92):
+                        open_len = 0
+                        open_op = False
+                    else:
+                        open_len = -1
+                else:
+                    if open_len >= 0:
+                        open_len += 1
+                        if is_math_operator(cp):
+                            open_op = True
+                        elif not (is_ascii_letter(cp) or (cp >= 48 and cp <= 57)):
+                            open_len += 2  # '$a/$', '$a.$': not a one- or two-character symbol
+                    if cp == 92:  # '\\' + a math command's name, then no letter
+                        k = i + 1
+                        while k < end and is_ascii_letter(data[k]):
+                            k += 1
+                        if k > i + 1 and is_keyword(data, i + 1, k, kw_data, kw_off, N_CODE_KEYWORDS, kw_all):
+                            line_math = True
+                prev = cp
+            else:
+                if open_len >= 0:
+                    open_len += 3  # a non-ASCII character: more than a short symbol
+                prev = 128
             if is_letter(cp):
                 stats[row, LETTERS] += 1
                 s = script_of(cp, ranges)
@@ -149,7 +209,7 @@ def domain_stats(data, start, end, ranges, symbols, kw_data, kw_off, stats, row)
         i += size
     if word_start >= 0:
         stats[row, WORDS] += 1
-        if is_keyword(data, word_start, end, kw_data, kw_off):
+        if is_keyword(data, word_start, end, kw_data, kw_off, 0, N_CODE_KEYWORDS):
             stats[row, KEYWORDS] += 1
     if not line_blank:
         stats[row, LINES] += 1
@@ -157,4 +217,5 @@ def domain_stats(data, start, end, ranges, symbols, kw_data, kw_off, stats, row)
             stats[row, MATH_LINES] += 1
 
 
-DEVICE_FUNCTIONS = ["is_space", "is_letter", "script_of", "is_keyword", "domain_stats"]
+DEVICE_FUNCTIONS = ["is_space", "is_letter", "script_of", "is_ascii_letter", "is_math_operator", "is_keyword",
+                    "domain_stats"]

@@ -219,3 +219,22 @@ def test_screen_refuses_an_output_inside_its_inputs(tmp_path, capsys):
     bench = _jsonl(tmp_path / "bench.jsonl", [{"id": "q", "question": ROWS[0]["text"]}])
     assert main(["screen", str(src), "--benchmark", str(bench), "-o", str(src / "screen"), "-q"]) == 1
     assert "lies inside the input" in capsys.readouterr().err and not (src / "screen").exists()
+
+
+def test_ctrl_c_is_one_line_and_cleans_up(tmp_path, capsys, monkeypatch):
+    """Issue 28 item 10: Ctrl-C in the middle of a run prints one line (no traceback), exits 130, and the run's
+    outputs are removed as on any failure (OUT, which the run made, is gone)."""
+    from gpu_dedup.filters import stage
+
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps({"id": str(i), "text": f"some words {i}"}) + "\n" for i in range(5)))
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stage, "_score_pass", interrupted, raising=True)
+    assert main(["filter", str(src), "-o", str(tmp_path / "out"), "--rules", "gopher", "-q"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == ("gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any "
+                           "failure")
+    assert not (tmp_path / "out").exists()

@@ -50,3 +50,16 @@ def test_flags_take_their_defaults_from_the_configs():
     p = ParagraphConfig()
     assert (run.paragraph_split, run.bloom_fp, run.expected_paragraphs) == (p.split, p.bloom.fp_rate,
                                                                            p.bloom.expected_items)
+
+
+def test_unused_permutations_are_a_warning_once(caplog):
+    """Issue 28 item 6: num_perm above bands x rows computes permutations no band uses: said, once."""
+    from gpu_dedup.config import LSHConfig, MinHashConfig, RunConfig
+
+    with caplog.at_level("WARNING", logger="gpu_dedup.config"):
+        cfg = RunConfig(minhash=MinHashConfig(num_perm=137), lsh=LSHConfig(bands=20, rows=5))
+        dataclasses.replace(cfg, threads=1)
+        RunConfig(minhash=MinHashConfig(num_perm=100), lsh=LSHConfig(bands=20, rows=5))
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["num_perm = 137 but bands x rows = 20x5 = 100: 37 permutations are computed that no LSH band "
+                    "uses; set num_perm=100 to save their time, or raise bands/rows"]

@@ -1,4 +1,6 @@
 """device.py: the one launch helper and the geometry each kernel declares (kernels/_launch.py)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -69,7 +71,7 @@ def test_the_first_run_says_it_compiles_the_kernels(tmp_path, caplog, monkeypatc
         device._note_compiling(fake("fresh", str(tmp_path / "cpu.fresh-2.py311.nbi")))
         device._note_compiling(fake("fresh2", str(tmp_path / "cpu.fresh2-3.py311.nbi")))
     msgs = [r.getMessage() for r in caplog.records]
-    assert len(msgs) == 1 and "compiling kernels (first run only" in msgs[0] and str(tmp_path) in msgs[0]
+    assert len(msgs) == 1 and "compiling 1 kernel (first run only, ~" in msgs[0] and "gpu-dedup warmup" in msgs[0]
 
 
 @pytest.mark.parametrize("backend", ["numpy", "strict"])
@@ -114,3 +116,49 @@ def test_cached_kernels_older_than_a_device_function_source_are_dropped(tmp_path
         os.utime(f, (t, t))
     assert _build.drop_stale_cache() == 1
     assert not old.exists() and fresh.exists()
+
+
+
+
+def test_a_stage_says_how_many_kernels_it_compiles_before_its_bar(monkeypatch, caplog):
+    """Issue 28 item 8: note_compiling counts the uncached CPU kernels of the stage's kernels once per stage
+    and process, and says N and an estimate in one line; a cached stage says nothing."""
+    from gpu_dedup import compiling, device
+    from gpu_dedup.constants import COMPILE_S_PER_KERNEL
+
+    monkeypatch.setattr(device, "_compile_seen", set())
+    counts = {"paragraph": 7, "lm-score": 0}
+    monkeypatch.setattr(compiling, "uncached", lambda stages: sum(counts[f] for f in stages))
+    with caplog.at_level("INFO", logger="gpu_dedup.device"):
+        device.note_compiling("cpu", ("lm-score",))
+        device.note_compiling("cpu", ("paragraph", "lm-score"))
+        device.note_compiling("cpu", ("paragraph",))
+        device.note_compiling("cuda", ("paragraph",))
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 1 and msgs[0].startswith(
+        f"compiling 7 kernels (first run only, ~{7 * COMPILE_S_PER_KERNEL:.0f} s on 2 busy cores")
+
+
+def test_warmup_lists_every_cpu_kernel_a_stage_launches():
+    """Every kernel name in warmup.KERNELS exists; every kernel a module launches by name is in some stage; the
+    commands cover every stage; an unknown command is refused."""
+    import glob
+    import re
+
+    from gpu_dedup import warmup
+
+    listed = {(f, n) for parts in warmup.KERNELS.values() for f, names in parts for n in names}
+    for f, n in listed:
+        assert n in {k.__name__ for k in warmup.cpu_kernels(f)}, (f, n)
+    pkg = os.path.dirname(warmup.__file__)
+    found = 0
+    for path in glob.glob(os.path.join(pkg, "**", "*.py"), recursive=True):
+        src = open(path, encoding="utf-8").read()
+        for name, fam in re.findall(r'launch\([^,]+, "([a-z_]+)"[^)]*?family="([a-z]+)"', src):
+            assert (fam, name) in listed, (path, fam, name)
+            found += 1
+    assert found >= 10  # the pattern still finds the launches
+    assert {s for stages in warmup.COMMANDS.values() for s in stages} == set(warmup.KERNELS)
+    assert set(warmup.STEPS) == set(warmup.COMMANDS)
+    with pytest.raises(ValueError, match="unknown command 'nope'; choose from run, paragraph"):
+        warmup.warmup(("nope",))

@@ -1,12 +1,14 @@
 """The filter stage (gpu_dedup/filters/stage.py, scorers.py, domain.py, config.py, report.py) and the scores
 that feed dedup: decisions checked against the `fasttext` package's own predictions (the independent
 reference), one row per input document, filtered/ holding exactly the kept records."""
+import dataclasses
 import importlib.util
 import json
 import os
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -88,6 +90,8 @@ def test_classifier_decisions_equal_reference(tmp_path, quality_model):
         assert row["text"] == docs[int(row["id"][1:])][1]
     html = (out / "report.html").read_text()
     assert "hq_score" in html and "Audit sample" in html
+    # issue 28 item 10: each score and each audit side is a collapsible block, the first score open
+    assert "<details open><summary><b>hq_score</b></summary>" in html and "<summary><b>Rejected (" in html
     manifest = json.loads((out / ".gpu-dedup-outputs.json").read_text())
     assert "scores.parquet" in json.dumps(manifest)
 
@@ -157,6 +161,24 @@ def test_parse_classifier_and_config_errors(tmp_path):
         FilterConfig(rules="gopher", audit=True)
 
 
+def test_histograms_clip_heavy_tails_and_use_a_log_scale():
+    """Issue 28 item 10: one huge value no longer squeezes every document into one bar: the 1st..99th
+    percentiles are drawn and the rest counted; one dominant bin turns the y axis logarithmic."""
+    from gpu_dedup.filters.report import hist_view
+
+    rng = np.random.default_rng(0)
+    words = np.concatenate([rng.integers(50, 500, 990).astype(float), [1e6] * 5, [0.0] * 5])
+    shown, below, above, log = hist_view(words)
+    p1, p99 = np.percentile(words, [1, 99])
+    assert (below, above) == (int((words < p1).sum()), int((words > p99).sum())) and above >= 5
+    assert shown.max() <= p99 and not log
+    lopsided = np.concatenate([np.zeros(900), rng.random(100)])
+    assert hist_view(lopsided)[3] and hist_view(lopsided)[1:3] == (0, 0)
+    plain = rng.random(1000)
+    assert hist_view(plain)[1:] == (0, 0, False) and len(hist_view(plain)[0]) == 1000
+    assert hist_view(np.array([np.nan, -np.inf, 1.0]))[0].tolist() == [1.0]
+
+
 def test_domain_rules():
     text = pa.array(["안녕하세요 세계 여러분 hello", "def f(x):\n    return x[0]\n",
                      "Let $x^2$ be\n\\frac{a}{b} holds\nplain", "", "Γειά σου κόσμε", "hello world, fine prose"],
@@ -169,6 +191,49 @@ def test_domain_rules():
     assert domain_stats(text, DomainConfig(script_fraction=0.7), "cpu").script_lang[0] == ""
 
 
+MAN_PAGE = r""".TH LS 1 "2024" "GNU coreutils"
+.SH NAME
+ls \- list directory contents
+.SH SYNOPSIS
+.B ls
+[\fIOPTION\fR]... [\fIFILE\fR]...
+.SH EXAMPLES
+$ ls -l /usr/bin
+$ export PATH=$HOME/bin:$PATH
+$ echo "${USER}_${HOST}" > $TMPDIR/x
+       $ cd $HOME && make
+It costs $5 or $10, or $5-$10, a month.
+"""
+CODE = r"""#!/bin/sh
+for f in "$@"; do echo "$1" "$f"; done
+my $x = $y + 1; if ($a > $b) { print "$a\n"; }
+$total=$a+$b;
+	$(CC) -o $@ $^ $(LDFLAGS)
+printf("\n\t%d\n", x); path = "C:\\intel\\bin";
+"""
+LATEX = r"""\section{Results}
+Let $x^2 + y^2 = z^2$ for integers,
+\begin{equation}
+E = m c^2
+\end{equation}
+and $\sum_{i=1}^n i = \frac{n(n+1)}{2}$ holds for all $n$.
+This line is plain prose.
+Here $\alpha$ is fixed.
+"""
+
+
+def test_math_needs_real_math_not_dollar_signs():
+    """Issue 28 item 7: shell prompts, $VARIABLES, prices, Perl/PHP/Make and troff escapes are not math; LaTeX
+    math commands and $...$ pairs with math inside are (math lines counted by hand)."""
+    from gpu_dedup.kernels.domain import MATH_LINES
+
+    text = pa.array([MAN_PAGE, CODE, LATEX], pa.large_string())
+    ds = domain_stats(text, DomainConfig(relax=True), "cpu")
+    assert ds.counts[:, MATH_LINES].tolist() == [0, 0, 5]  # LaTeX: lines 2, 3, 5, 6, 8
+    assert ds.domain.tolist()[2] == "math" and "math" not in ds.domain.tolist()[:2]
+    assert ds.domain.tolist()[1] == "code"
+
+
 def test_domain_kernel_gpu_twin_under_simulator(tmp_path):
     """kernels/domain_cuda.py equals domain_cpu.py bit for bit (CUDA simulator, strict backend)."""
     import subprocess
@@ -176,10 +241,11 @@ def test_domain_kernel_gpu_twin_under_simulator(tmp_path):
 
     code = ("import numpy as np, pyarrow as pa\n"
             "from gpu_dedup.filters.domain import domain_counts\n"
-            "t = pa.array(['안녕 hi', 'def x():\\n  return {a: 1}', '$\\\\frac{1}{2}$', '', 'ok\\n\\nfine'], "
-            "pa.large_string())\n"
+            "t = pa.array(['안녕 hi', 'def x():\\n  return {a: 1}', '$\\\\frac{1}{2}$', '', 'ok\\n\\nfine'] "
+            "+ [MAN, CODE, LATEX, 'a $x$ b $ c ${a}_$', '$\\\\beta', '\\\\'], pa.large_string())\n"
             "a = domain_counts(t, 'cpu'); b = domain_counts(t, 'cuda')\n"
             "assert a.tolist() == b.tolist(), (a, b)\nprint('same', a.sum())\n")
+    code = f"MAN, CODE, LATEX = {MAN_PAGE!r}, {CODE!r}, {LATEX!r}\n" + code
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", GPU_DEDUP_STRICT_DEVICE="1")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -250,12 +316,22 @@ def test_score_feeds_dedup_keep_max(tmp_path, quality_model):
     assert kept2 != kept
 
 
-def test_score_needs_keep(tmp_path, quality_model):
+def test_score_needs_keep(tmp_path, quality_model, capsys):
     model, _ = quality_model
     from gpu_dedup.config import RunConfig
 
     with pytest.raises(ValueError, match="max:q_score"):
         RunConfig(scores=(f"q={model}",))
+    # issue 28 item 6: a keep column that is no score is named as unknown, on the command line with its flag
+    with pytest.raises(ValueError, match=r"keep='max:zz_score' names 'zz_score', which is none of the scores "
+                                         r"\['q_score'\]"):
+        RunConfig(scores=(f"q={model}",), cluster=dataclasses.replace(RunConfig().cluster, keep="max:zz_score"))
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "x"}) + "\n")
+    assert main(["run", str(corpus), "-o", str(tmp_path / "o"), "--score", f"q={model}", "--keep", "max:zz_score"]) == 1
+    err = capsys.readouterr().err
+    assert "--keep 'max:zz_score' names 'zz_score', which is none of the scores" in err
+    assert "add --keep 'max:q_score'" in err
     with pytest.raises(ValueError, match="NAME=MODEL"):
         RunConfig(scores=("nonsense",))
 
@@ -455,6 +531,13 @@ def test_dsir_and_rules_through_filter(tmp_path):
     assert "KL(target" in (out / "report.html").read_text()
     rep = json.loads((out / "run.json").read_text())["dsir"]
     assert rep["selected"] == 20 and rep["report"]["kl_target_selected"] < rep["report"]["kl_target_raw"]
+    # issue 28 item 6: --select K larger than the pool keeps the pool, with a warning, recorded in run.json
+    assert main(["filter", str(corpus.parent), "-o", str(tmp_path / "all"), "--dsir-target", str(target),
+                 "--select", "1000", "--rules", "gopher", "--device", "cpu", "-q", "--audit", "0"]) == 0
+    rep = json.loads((tmp_path / "all" / "run.json").read_text())["dsir"]
+    assert rep["selected"] == 40
+    assert rep["warning"] == ("asked to select 1,000 documents, but only 40 passed every other test; all 40 are "
+                              "kept (DSIR removes none)")
 
 
 def test_keep_min_perplexity_from_the_prefilter(tmp_path):
@@ -494,6 +577,29 @@ def test_rule_off(tmp_path):
     assert "gopher_word_count" not in off and off["reason"] != "gopher_word_count"
     with pytest.raises(ValueError, match="did you mean 'gopher_word_count'"):
         filter_corpus(str(corpus), FilterConfig(rules="gopher", rules_off=("gopher_word_cont",), device="cpu"))
+
+
+def test_scores_a_document_did_not_get_are_null_not_nan(tmp_path, quality_model):
+    """Issue 28 item 2: no LID model (the script pre-filter alone) leaves lid_prob of the Latin documents
+    unscored, and a blank document has no paragraph to classify: null in scores.parquet (NaN would say
+    "computed and undefined"), and the columns compare equal to themselves."""
+    from gpu_dedup.filters.stage import filter_corpus
+
+    model, _ = quality_model
+    corpus = tmp_path / "c.jsonl"
+    with open(corpus, "w") as fh:
+        for i, t in enumerate(["theorem proof lemma analysis", "안녕하세요 세계 여러분", "   \n  "]):
+            fh.write(json.dumps({"id": f"d{i}", "text": t}) + "\n")
+    cfg = FilterConfig(classifiers=(ClassifierSpec("quality", model, 0.5),), unit="paragraph",
+                       domain=DomainConfig(script_prefilter=True), device="cpu", audit=0)
+    filter_corpus(str(corpus), cfg, tmp_path / "out")
+    t = pq.read_table(tmp_path / "out" / "scores.parquet")
+    assert t["lid_prob"].to_pylist()[0] is None and t["lid_prob"].to_pylist()[1] > 0.9
+    assert t["quality_score"].to_pylist()[2] is None and t["quality_score"].to_pylist()[0] is not None
+    for name in t.column_names:
+        if pa.types.is_floating(t[name].type):
+            assert not pc.any(pc.is_nan(t[name])).as_py(), name
+            assert t[name].equals(t[name]), name
 
 
 def test_gpu_path_equals_cpu_under_the_simulator(tmp_path, quality_model):

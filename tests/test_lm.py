@@ -325,3 +325,20 @@ def test_unique_rows_equals_numpy_unique():
         u0, i0, c0 = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
         u1, i1, c1 = unique_rows(rows, return_inverse=True, return_counts=True)
         assert np.array_equal(u0, u1) and np.array_equal(i0.reshape(-1), i1) and np.array_equal(c0, c1)
+
+
+def test_train_lm_on_duplicated_lines_names_duplicates(tmp_path, capsys):
+    """Issue 28 item 10: text whose lines are mostly copies fails the discount estimate; the error says how many
+    lines repeat and that duplicates are the likely cause (on the command line too)."""
+    from gpu_dedup.cli import main
+
+    lines = _zipf_sentences(3, 200)
+    dup = tmp_path / "dup.txt"
+    dup.write_text("\n".join(lines * 5) + "\n")
+    repeats = 1000 - len(set(" ".join(x.split()) for x in lines))  # the reference: Python's set of the lines
+    with pytest.raises(DiscountError, match=rf"{repeats} of 1,000 sentences \(lines\) repeat an earlier one "
+                                            rf"\({100 * repeats / 1000:.0f}%\): duplicates are the likely cause"):
+        train_lm(dup, tmp_path / "d.arpa", LMTrainConfig(order=3, normalization=NONE))
+    assert main(["train-lm", str(dup), "-o", str(tmp_path / "d.arpa"), "--order", "3"]) == 1
+    err = capsys.readouterr().err
+    assert "duplicates are the likely cause" in err and "--order" in err and "LMTrainConfig" not in err

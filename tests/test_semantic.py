@@ -11,6 +11,7 @@ import pytest
 
 from gpu_dedup import semantic as S
 from gpu_dedup.config import RunConfig
+from gpu_dedup.constants import SEMANTIC_TIE_TOL
 from gpu_dedup.semantic.config import _bar32
 from gpu_dedup.testing.models import build_random_model
 
@@ -64,18 +65,14 @@ def test_golden_kept_only(block):
 
 
 def _reference(x: np.ndarray, kept_only: bool = False, t: float | None = None):
-    """Independent O(n^2) float64 loop over the documented rule."""
+    """Independent O(n^2) float64 loop over the documented rule (ties within SEMANTIC_TIE_TOL: earliest row)."""
     x = x.astype(np.float64)
     n = x.shape[0]
     best, arg, kept = np.zeros(n), np.zeros(n, np.int64), [True] * n
     for j in range(n):
-        m, a = -math.inf, 0
-        for i in range(j):
-            if kept_only and not kept[i]:
-                continue
-            s = float(x[i] @ x[j])
-            if s > m:
-                m, a = s, i
+        cand = [(i, float(x[i] @ x[j])) for i in range(j) if kept[i] or not kept_only]
+        m = max((v for _, v in cand), default=-math.inf)
+        a = next((i for i, v in cand if v >= m - SEMANTIC_TIE_TOL), 0)
         if m <= 0:
             m, a = 0.0, 0
         best[j], arg[j] = m, a
@@ -112,6 +109,32 @@ def test_random_against_reference(kept_only, block):
     mt, at = S.max_sim_to_earlier(torch.from_numpy(x), block, kept_only=kept_only, threshold=t if kept_only else None)
     np.testing.assert_allclose(mt.numpy(), m, atol=2e-6)
     np.testing.assert_array_equal(at.numpy(), a)
+
+
+@pytest.mark.parametrize("kept_only", [False, True])
+def test_exact_ties_go_to_the_earliest_row_whatever_the_block(kept_only):
+    """Each base row appears 4 times (exact copies, shuffled): every later row equally close to all copies of
+    its base is matched to the earliest copy, with every block size, numpy and torch (issue 28, item 1: blocks
+    of 16 used to pick row 25 over its copy, row 20)."""
+    rng = np.random.default_rng(7)
+    base = rng.normal(size=(10, 24))
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    x = np.concatenate([base] * 4 + [base + 0.05 * rng.normal(size=base.shape)])
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)[rng.permutation(50)]
+    rm, ra = _reference(x, kept_only, 0.999)
+    first_copy = {}
+    for j, row in enumerate(x):
+        first_copy.setdefault(row.tobytes(), j)
+    # the reference itself: an exact copy's match is the first copy
+    assert all(ra[j] == first_copy[row.tobytes()] for j, row in enumerate(x) if first_copy[row.tobytes()] < j)
+    torch = pytest.importorskip("torch")
+    for block in range(1, 51):
+        kw = dict(kept_only=kept_only, threshold=0.999 if kept_only else None)
+        m, a = S.max_sim_to_earlier(x, block, **kw)
+        np.testing.assert_array_equal(a, ra, err_msg=f"block {block}")
+        np.testing.assert_allclose(m, rm, atol=2e-6)
+        _, at = S.max_sim_to_earlier(torch.from_numpy(x), block, **kw)
+        np.testing.assert_array_equal(at.numpy(), ra, err_msg=f"torch, block {block}")
 
 
 def test_chain_rule_example():
@@ -582,3 +605,38 @@ def test_real_model_paraphrases(tmp_path):
     partner = {f"p{2 * i}": f"p{2 * i + 1}" for i in range(3)}
     partner.update({v: k for k, v in partner.items()})
     assert len(removed) == 3 and all(partner[k] == v for k, v in removed.items())
+
+
+def test_stage_logs_explain_counts_k_and_faiss_loader(caplog):
+    """Issue 28 item 10: the merge says how many semantic duplicates the lexical stages had already removed; an
+    automatic k says why; faiss's loader lines ("Could not load library with AVX2 support") are explained."""
+    import logging
+
+    from gpu_dedup.semantic import clustering
+    from gpu_dedup.semantic.select import merge_decisions
+
+    lex = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, True, True],
+                    "reason": ["unique", "exact_duplicate", "unique", "unique"], "matched_id": [None, "a", None, None]})
+    sem = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, False, True],
+                    "matched_id": [None, "a", "a", None],
+                    "cosine": [0.0, 1.0, 0.99, 0.1], "nearest_id": [None, "a", "a", "a"],
+                    "semantic_cluster": [0, 0, 0, 0]})
+    with caplog.at_level("INFO"):
+        merged = merge_decisions(lex, sem)
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(3850, 4)).astype(np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        S.kmeans(x, S.SemanticConfig(niter=2))
+        clustering._import_faiss()
+        loader = logging.getLogger("faiss.loader")
+        loader.info("Could not load library with AVX2 support due to:\n%r", ModuleNotFoundError("swigfaiss_avx2"))
+        loader.info("Loading faiss with AVX2 support.")
+    msgs = [r.getMessage() for r in caplog.records]
+    assert merged["reason"].to_pylist() == ["unique", "exact_duplicate", "semantic_duplicate", "unique"]
+    assert ("semantic: 1 of the 2 semantic duplicates were already removed by the lexical stages; 1 more documents "
+            "are removed as semantic_duplicate") in msgs
+    assert any(m.startswith("semantic: k-means with k=4 clusters for 3850 documents (automatic: clusters of about "
+                            "max(sqrt(n), 1000) = 1000 documents") for m in msgs)
+    assert ("faiss: this faiss wheel has no AVX2 build for this CPU, so its generic build is used: the same k-means "
+            "algorithm, somewhat slower (harmless)") in msgs
+    assert not any("Loading faiss" in m or "Could not load" in m for m in msgs)

@@ -479,3 +479,29 @@ def test_three_labels(tmp_path):
     at = card["metrics"]["at_threshold"]  # one-vs-rest for the chosen label
     assert card["positive_label"] == "zz" and at["kept"] == keep.sum()
     assert at["recall"] == pytest.approx((keep & truth).sum() / truth.sum(), abs=1e-12)
+
+
+def test_bucket_comes_from_the_data(tmp_path, caplog):
+    """Issue 28 item 9: with the default bucket=None the hashed rows are twice the distinct training n-grams
+    (counted here by brute force), a power of two: a 300-document corpus gives a model of kilobytes, not the
+    ~800 MB of fastText's 2,000,000 rows; the log says the bucket and the size."""
+    from gpu_dedup.filters.labelled import BUCKET_MIN, bucket_from_data
+
+    rows = make_rows()
+    src = write_jsonl(tmp_path / "d.jsonl", rows)
+    cfg = TrainClassifierConfig(dim=8, epoch=5, validation_fraction=0.2)
+    assert cfg.bucket is None
+    with caplog.at_level("INFO", logger="gpu_dedup.filters"):
+        card = train_classifier([src], str(tmp_path / "m.bin"), cfg)
+    bucket = card["training"]["effective_args"]["bucket"]
+    texts = [r["text"] for r in rows]
+    bigrams = {(a, b) for t in texts for a, b in zip(t.split(), t.split()[1:])}
+    assert bucket_from_data(texts, cfg) == (max(BUCKET_MIN, 1 << (2 * len(bigrams) - 1).bit_length()), len(bigrams))
+    assert BUCKET_MIN <= bucket < 2 * 2 * len(bigrams) or bucket == BUCKET_MIN
+    assert card["model"]["bytes"] < 2_000_000
+    assert any(f"bucket {bucket} from the data" in r.getMessage() and " MB" in r.getMessage() for r in caplog.records)
+    # char n-grams count too; no n-grams hashed: 0
+    c = TrainClassifierConfig(word_ngrams=1, minn=2, maxn=3)
+    grams = {u[i:i + n] for w in {"ab", "abc"} for u in [f"<{w}>"] for n in (2, 3) for i in range(len(u) - n + 1)}
+    assert bucket_from_data(["ab abc ab"], c) == (BUCKET_MIN, len(grams))
+    assert bucket_from_data(["a b"], TrainClassifierConfig(word_ngrams=1)) == (0, 0)

@@ -8,7 +8,7 @@ import math
 import os
 from typing import Any
 
-from .config import ClassifierSpec, DomainConfig, FilterConfig, parse_classifier
+from .config import ClassifierSpec, DomainConfig, FilterConfig, parse_classifier, split_threshold
 
 EPILOG_FILTER = """examples:
   gpu-dedup filter crawl/ -o out --lid lid.176.ftz --lang en --lid-threshold 0.65
@@ -58,6 +58,8 @@ def _positive_mb(text: str) -> float:
 
 def add_model_arguments(p: argparse.ArgumentParser, title: str = "") -> None:
     """The scoring flags shared by ``filter`` and ``run`` (which filters before deduplicating)."""
+    # API names of these flags that are not their dest, for errors on the command line (gpu_dedup/flags.py)
+    p.set_defaults(api_names={"normalization": "lm_normalization"})
     d = {f.name: f.default for f in dataclasses.fields(FilterConfig)}
     dd = {f.name: f.default for f in dataclasses.fields(DomainConfig)}
     g = p.add_argument_group(f"{title}language ID")
@@ -108,14 +110,8 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
         specs.append(spec)
     if labels:
         raise ValueError(f"--classifier-label {next(iter(labels))!r} names no --classifier")
-    ppl, max_ppl = args.perplexity, None
-    if ppl and ":" in ppl:
-        head, tail = ppl.rsplit(":", 1)
-        try:
-            max_ppl = float(tail)
-            ppl = head
-        except ValueError:
-            pass  # a path with a colon and no maximum
+    ppl, max_ppl = split_threshold("--perplexity", args.perplexity, directions=False) if args.perplexity \
+        else (None, None)
     given = bool(args.lid or args.lang or specs or ppl or args.rules or args.script_prefilter)
     if not given:
         return {}
@@ -224,9 +220,10 @@ def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
         elif choices and all(isinstance(c, str) for c in choices):
             p.add_argument(flag, choices=choices, default=None, help=f"(default {f.default})")
         else:
-            kind = int if isinstance(f.default, int) else float if isinstance(f.default, float) else \
-                (float if f.name.endswith(("_target", "_fraction")) else str)
-            p.add_argument(flag, type=kind, default=None, help=f"(default {f.default})")
+            kind = int if isinstance(f.default, int) or int in choices else \
+                float if isinstance(f.default, float) or f.name.endswith(("_target", "_fraction")) else str
+            p.add_argument(flag, type=kind, default=None,
+                           help="(default: from the data)" if f.name == "bucket" else f"(default {f.default})")
     p.add_argument("--no-group-field", action="store_true", help="every document is its own group")
     p.add_argument("--overwrite", action="store_true", help="replace an existing model and card")
     p.add_argument("-q", "--quiet", action="store_true")

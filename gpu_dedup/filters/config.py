@@ -12,7 +12,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from ..config import InputConfig, is_int, is_real
 
@@ -62,20 +62,41 @@ class ClassifierSpec:
         return f"{self.name}_score"
 
 
+_THRESHOLD = re.compile(r"^(min|max)?([0-9.eE+-]+)$")
+
+
+def split_threshold(flag: str, text: str, directions: bool = True, shown: str | None = None) -> tuple[str, Any]:
+    """``MODEL[:THRESHOLD]`` -> (model path, threshold or None); with ``directions`` THRESHOLD is ``0.5`` /
+    ``min0.5`` / ``max0.3`` and the threshold is (value, "min" | "max"), else a plain finite number. A suffix
+    after the last ':' that is no threshold is an error saying so (with the forms) unless the whole text is
+    an existing file (a path with a colon); then, if the part before it is no file either, that too.
+    ``shown``: the flag's whole value, for the message (default ``text``)."""
+    forms = "MODEL:0.5, MODEL:min0.5 (keep >=) or MODEL:max0.3 (keep <=)" if directions else "MODEL:1000"
+    if ":" not in text or os.path.exists(text):
+        return text, None
+    head, tail = text.rsplit(":", 1)
+    m = _THRESHOLD.match(tail)
+    value = None
+    if m and (directions or not m.group(1)):
+        try:
+            value = float(m.group(2))
+        except ValueError:
+            pass
+    if value is None or not math.isfinite(value) or not head:
+        missing = "" if not head or os.path.exists(head) else f"; and no model file {head!r} exists either"
+        raise ValueError(f"{flag} {shown or text!r}: {tail!r} after the last ':' is not a threshold; write {forms}"
+                         f"{missing}")
+    return head, ((value, m.group(1) or "min") if directions else value)
+
+
 def parse_classifier(text: str) -> ClassifierSpec:
     """``NAME=MODEL[:THRESHOLD]`` with THRESHOLD ``0.5`` / ``min0.5`` (keep >=) or ``max0.3`` (keep <=)."""
     if not isinstance(text, str) or "=" not in text:
         raise ValueError(f"--classifier {text!r}: expected NAME=MODEL[:THRESHOLD], e.g. quality=quality.bin:0.5 "
                          f"or hate=hate.bin:max0.3")
     name, model = text.split("=", 1)
-    threshold, direction = None, "min"
-    m = re.match(r"^(.*):(min|max)?([0-9.eE+-]+)$", model)
-    if m and m.group(1):
-        try:
-            threshold = float(m.group(3))
-        except ValueError:
-            raise ValueError(f"--classifier {text!r}: threshold {m.group(3)!r} is not a number") from None
-        model, direction = m.group(1), m.group(2) or "min"
+    model, t = split_threshold("--classifier", model, shown=text)
+    threshold, direction = t if t is not None else (None, "min")
     try:
         return ClassifierSpec(name=name.strip(), model=model, threshold=threshold, direction=direction)
     except ValueError as exc:
@@ -90,10 +111,11 @@ class DomainConfig:
     language writes (Hangul -> ko, kana -> ja, Thai, Greek, Hebrew, Georgian, Armenian, ... see
     ``gpu_dedup.filters.domain.SCRIPT_LANGUAGES``) gets that language with probability = the fraction,
     without the model. relax: documents detected as math (more than ``math_line_fraction`` of their
-    non-blank lines hold a LaTeX command or ``$``) or code (ASCII code symbols ``{}[]()<>;:=_#`` at least
-    ``code_symbol_density`` of non-space bytes, or Python/C keywords at least ``code_keyword_fraction`` of
-    words) are judged with ``relaxed_lid_threshold`` instead of the LID threshold and with every ``min``
-    classifier threshold multiplied by ``relaxed_factor`` (the OpenWebMath two-tier rule)."""
+    non-blank lines hold a LaTeX math command or a ``$...$`` pair with math inside: kernels/domain.py) or
+    code (ASCII code symbols ``{}[]()<>;:=_#`` at least ``code_symbol_density`` of non-space bytes, or
+    Python/C keywords at least ``code_keyword_fraction`` of words) are judged with ``relaxed_lid_threshold``
+    instead of the LID threshold and with every ``min`` classifier threshold multiplied by ``relaxed_factor``
+    (the OpenWebMath two-tier rule)."""
 
     script_prefilter: bool = False
     script_fraction: float = 0.5

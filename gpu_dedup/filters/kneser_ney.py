@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import io
 from ..config import _check_literal, is_int
-from ..device import array_module, launch, resolve_device, to_device, to_host
+from ..device import array_module, launch, note_compiling, resolve_device, to_device, to_host
 from ..lexical.normalize import arrow_text_buffers
 from .lm import SPECIALS, LMNormalization, lm_contract, prepare_text, write_arpa
 
@@ -80,6 +80,23 @@ class DiscountError(ValueError):
 # Counting
 # ----------------------------------------------------------------------------------------------------
 
+DUPLICATE_SAMPLE = 10_000_000  # sentences whose keys are kept for the duplicates hint (8 bytes each)
+
+
+def _sentence_keys(ids: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """uint64 (S,): a key per sentence of ``ids`` (k[s] word ids of sentence s, concatenated): equal sentences get
+    equal keys, different ones differ but for 64-bit accidents (it only words a hint)."""
+    first = np.zeros(k.shape[0], np.int64)
+    np.cumsum(k[:-1], out=first[1:])
+    pos = np.arange(ids.shape[0], dtype=np.int64) - np.repeat(first, k)
+    with np.errstate(over="ignore"):
+        tok = (ids.astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+        tok ^= (pos.astype(np.uint64) + np.uint64(1)) * np.uint64(0xC2B2AE3D27D4EB4F)
+        tok *= np.uint64(0x165667B19E3779F9)
+        keys = np.add.reduceat(tok, first) if ids.shape[0] else np.zeros(k.shape[0], np.uint64)
+        return keys ^ (k.astype(np.uint64) * np.uint64(0x27D4EB2F165667C5))
+
+
 class NgramCounter:
     """Exact n-gram counts of sentences added batch by batch (module doc)."""
 
@@ -92,6 +109,7 @@ class NgramCounter:
         self._parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(order)]
         self._pending = [0] * order
         self.sentences = self.words = self.dropped = 0
+        self._sentence_keys: list[np.ndarray] = []  # a 64-bit key per sentence, for the duplicates hint
 
     def add(self, data, offsets) -> None:
         """Count the sentences of documents data[offsets[d]:offsets[d+1]] (host or device arrays)."""
@@ -115,6 +133,13 @@ class NgramCounter:
             per_line = np.bincount(np.repeat(np.arange(lines), per_line)[keep], minlength=lines)
             ids = ids[keep]
         self._count(ids, per_line[per_line > 0])
+
+    def repeated_sentences(self) -> tuple[int, int]:
+        """(sentences that repeat an earlier one, sentences looked at): of the first DUPLICATE_SAMPLE or so."""
+        if not self._sentence_keys:
+            return 0, 0
+        keys = np.concatenate(self._sentence_keys)
+        return int(keys.shape[0] - np.unique(keys).shape[0]), int(keys.shape[0])
 
     def _word_ids(self, tdata: np.ndarray, start, end, h1, h2) -> np.ndarray:
         """Ids of the words (exact: a known key's word is compared with the one it was first seen as); -1
@@ -147,6 +172,8 @@ class NgramCounter:
         s = k.shape[0]
         if not s:
             return
+        if self.sentences < DUPLICATE_SAMPLE:
+            self._sentence_keys.append(_sentence_keys(ids, k))
         self.sentences += s
         self.words += int(k.sum())
         lens = k + 2
@@ -377,6 +404,7 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
     if not paths:
         raise ValueError("no reference corpus given: pass the files to train on")
     t0 = time.perf_counter()
+    note_compiling(device, ("lm-train",))  # a first run compiles the counting kernels: said before they run
     counter = NgramCounter(cfg.order, cfg.normalization, device)
     txt = [os.fspath(p) for p in paths if os.fspath(p).lower().endswith(".txt")]
     other = [p for p in paths if not os.fspath(p).lower().endswith(".txt")]
@@ -398,7 +426,15 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
         raise ValueError(f"the reference corpus {[os.fspath(p) for p in paths]} has no sentence (no line with a "
                          "word after normalization); check the inputs and text_field")
     t1 = time.perf_counter()
-    grams, stats = estimate(counter.counts())
+    try:
+        grams, stats = estimate(counter.counts())
+    except DiscountError as exc:
+        dup, seen = counter.repeated_sentences()
+        if seen and dup >= 0.1 * seen:  # repeated lines flatten the count-of-counts: the likely cause
+            raise DiscountError(f"{exc}. {dup:,} of {seen:,} sentences (lines) repeat an earlier one "
+                                f"({100 * dup / seen:.0f}%): duplicates are the likely cause; deduplicate the "
+                                "text first (gpu-dedup run, or sort -u for line-level copies)") from None
+        raise
     contract = lm_contract(cfg.normalization)
     stats = {"order": cfg.order, "sentences": counter.sentences, "words": counter.words,
              "vocab_size": len(counter.vocab), "dropped_special_tokens": counter.dropped, **stats,

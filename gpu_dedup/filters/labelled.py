@@ -101,8 +101,7 @@ def _fields_hint(name: str, fields: list[str], option: str) -> str:
         shown += f", ... ({len(fields)} in all)"
     close = [f for f in fields if f.lower() == name.lower()] or difflib.get_close_matches(name, fields, 1)
     fix = f"did you mean {close[0]!r}? " if close else ""
-    return (f"fields present: {shown or 'none'}; {fix}name the field with {option}=NAME "
-            f"(CLI: --{option.replace('_', '-')} NAME)")
+    return f"fields present: {shown or 'none'}; {fix}name the field with {option}=NAME"
 
 
 def label_name(value: Any, where: str, field_name: str) -> str:
@@ -303,7 +302,7 @@ def read_labelled(inputs: list[str], *, text_field: str = "text", label_field: s
             raise LabelledInputError(
                 f"{reader.first_missing}: no group (field {group_field!r} "
                 f"missing, null or empty) in {reader.n_missing_group - before} of the {n} documents of "
-                f"{item.path}; give every document a group, or set group_field=None (CLI: --no-group-field) "
+                f"{item.path}; give every document a group, or set group_field=None "
                 "to make each document its own group")
     data = reader.data
     if not data.texts:
@@ -340,3 +339,35 @@ def _settle_groups(data: LabelledData, reader: _Reader, group_field: str | None,
     if data.label_tokens_removed:
         logger.warning("removed %d '%s...' tokens from document texts (fastText would read them as labels)",
                        data.label_tokens_removed, LABEL_PREFIX)
+
+
+BUCKET_MAX = 2_000_000  # fastText's default: the most rows bucket_from_data chooses
+BUCKET_MIN = 1 << 10
+
+
+def bucket_from_data(texts: list[str], cfg: Any) -> tuple[int, int]:
+    """(bucket, distinct hashed n-grams): the rows for the word n-grams (2..word_ngrams, of whitespace tokens, as
+    fastText splits) and char n-grams (minn..maxn of "<word>") of ``texts``: the next power of two >= twice the
+    distinct ones (a load of at most 1/2: most n-grams get a row of their own), within BUCKET_MIN..BUCKET_MAX;
+    0 when the config hashes no n-gram. Counting stops at BUCKET_MAX / 2 distinct (then BUCKET_MAX)."""
+    if cfg.word_ngrams <= 1 and cfg.maxn == 0:
+        return 0, 0
+    cap = BUCKET_MAX // 2
+    seen: set[int] = set()
+    words: set[str] = set()
+    for t in texts:
+        toks = t.split()
+        if cfg.maxn:
+            words.update(toks)
+        for n in range(2, cfg.word_ngrams + 1):
+            seen.update(hash(tuple(toks[i:i + n])) for i in range(len(toks) - n + 1))
+        if len(seen) > cap:
+            return BUCKET_MAX, len(seen)
+    for w in words:
+        u = f"<{w}>"
+        for n in range(max(cfg.minn, 1), cfg.maxn + 1):
+            seen.update(hash(u[i:i + n]) for i in range(len(u) - n + 1))
+        if len(seen) > cap:
+            return BUCKET_MAX, len(seen)
+    rows = 1 << max(0, (2 * len(seen) - 1).bit_length())
+    return min(BUCKET_MAX, max(BUCKET_MIN, rows)), len(seen)

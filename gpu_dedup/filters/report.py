@@ -37,6 +37,26 @@ def _thresholds(stats: dict[str, Any]) -> dict[str, list[tuple[float, str]]]:
     return out
 
 
+HIST_BINS = 50
+CLIP_PERCENTILES = (1.0, 99.0)  # a heavy tail beyond these is counted, not drawn
+
+
+def hist_view(values: np.ndarray) -> tuple[np.ndarray, int, int, bool]:
+    """What a score's histogram draws: (values shown, documents below / above the shown range, log y axis).
+    A range that a few values stretch more than 10-fold beyond the 1st..99th percentiles (DSIR weights, word
+    counts) is clipped to those percentiles, the rest counted in the axis label; the y axis is logarithmic
+    when one bin holds more than half of the documents, so the other bins stay visible."""
+    v = values[np.isfinite(values)]
+    lo = hi = 0
+    if len(v) > 1:
+        p_lo, p_hi = np.percentile(v, CLIP_PERCENTILES)
+        if p_hi > p_lo and (v.max() - v.min()) > 10 * (p_hi - p_lo):
+            lo, hi = int(np.count_nonzero(v < p_lo)), int(np.count_nonzero(v > p_hi))
+            v = v[(v >= p_lo) & (v <= p_hi)]
+    counts = np.histogram(v, bins=HIST_BINS)[0] if len(v) else np.zeros(1)
+    return v, lo, hi, bool(len(v) and counts.max() > 0.5 * len(v))
+
+
 def _hist(values: np.ndarray, name: str, thresholds: list[tuple[float, str]]) -> bytes:
     fig, ax = _figure(7.0, 2.8)
     v = values[np.isfinite(values)]
@@ -44,13 +64,15 @@ def _hist(values: np.ndarray, name: str, thresholds: list[tuple[float, str]]) ->
         v = np.log10(v)
         name = "log10 perplexity"
         thresholds = [(float(np.log10(t)), d) for t, d in thresholds]
-    ax.hist(v, bins=50, color="#4c72b0")
+    v, below, above, log = hist_view(v)
+    ax.hist(v, bins=HIST_BINS, color="#4c72b0", log=log)
     for t, d in thresholds:
         ax.axvline(t, color="#c44e52", linestyle="--", label=f"keep {'>=' if d == 'min' else '<='} {t:g}")
     if thresholds:
         ax.legend(loc="upper center", fontsize=8)
-    ax.set_xlabel(name)
-    ax.set_ylabel("documents")
+    clipped = f" ({below:,} below, {above:,} above the 1st-99th percentile range, not drawn)" if below or above else ""
+    ax.set_xlabel(name + clipped)
+    ax.set_ylabel("documents (log scale)" if log else "documents")
     return _png(fig)
 
 
@@ -80,12 +102,14 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
         if name in NOT_SCORES or name.startswith("script_"):
             continue
         values = scores[name].to_numpy(zero_copy_only=False).astype(np.float64)
-        body.append(f"<h3>{_e(name)}</h3>" + page.img(f"hist_{name}", lambda v=values, n=name:
-                                                      _hist(v, n, thresholds.get(n, [])), f"histogram of {name}"))
+        # one collapsible block per score (the page was very long): the first one open
+        part = page.img(f"hist_{name}", lambda v=values, n=name: _hist(v, n, thresholds.get(n, [])),
+                        f"histogram of {name}")
         ret = stats.get("retention", {}).get(name)
         if ret:
-            body.append(_table(["threshold", "retention"], [(f"{r['threshold']:.4g}", f"{100 * r['retention']:.1f}%")
-                                                            for r in ret]))
+            part += _table(["threshold", "retention"], [(f"{r['threshold']:.4g}", f"{100 * r['retention']:.1f}%")
+                                                        for r in ret])
+        body.append(_details(name, part, open_=not body))
     page.add("scores", "Scores and retention per threshold", "".join(body) or "<p>No score columns.</p>")
     if "lid_label" in scores.column_names:
         labels = scores["lid_label"].to_numpy(zero_copy_only=False)
@@ -123,12 +147,18 @@ def _audit_html(audit) -> str:
              f"threshold.</p>"]
     for side, title in ((False, "Rejected"), (True, "Accepted")):
         shown = [r for r in rows if bool(r["keep"]) == side][:AUDIT_SHOWN]
-        parts.append(f"<h3>{title} ({len(shown)} shown)</h3>")
+        docs = []
         for r in shown:
             scores = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()
                                if k not in ("id", "row", "keep", "text", "reason") and v not in (None, ""))
             text = r["text"]
             more = f" … ({len(text) - AUDIT_CHARS:,} more characters)" if len(text) > AUDIT_CHARS else ""
-            parts.append(f"<div class=\"head\"><b>{_e(r['id'])}</b> · reason <code>{_e(r['reason'])}</code> · "
-                         f"{_e(scores)}</div><div class=\"doc\">{_e(text[:AUDIT_CHARS])}{_e(more)}</div>")
+            docs.append(f"<div class=\"head\"><b>{_e(r['id'])}</b> · reason <code>{_e(r['reason'])}</code> · "
+                        f"{_e(scores)}</div><div class=\"doc\">{_e(text[:AUDIT_CHARS])}{_e(more)}</div>")
+        parts.append(_details(f"{title} ({len(shown)} shown)", "".join(docs), open_=False))
     return "".join(parts)
+
+
+def _details(title: str, body: str, open_: bool) -> str:
+    """A collapsible block (HTML <details>) titled ``title``."""
+    return f"<details{' open' if open_ else ''}><summary><b>{_e(title)}</b></summary>{body}</details>"

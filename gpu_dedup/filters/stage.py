@@ -1,11 +1,11 @@
 """``gpu-dedup filter``: score every document, decide which to keep, write what was decided and why.
 
 Order of the decision (``reason`` names the column that rejected a document; the first failing test wins):
-    empty       no non-space character: nothing to score (every score NaN)
+    empty       no non-space character: nothing to score (every score null in scores.parquet)
     lid_label   the language (the LID model's top label, or the script pre-filter's) is not one of --lang
     lid_prob    its probability is below --lid-threshold (--domain-relax: the relaxed threshold for code/math)
     <name>_score  each classifier, in the order given (its threshold and direction)
-    perplexity  above --perplexity's maximum (NaN perplexity: a document with no sentence, see ``empty``)
+    perplexity  above --perplexity's maximum (null perplexity: a document with no sentence, see ``empty``)
     gopher_*    the first Gopher rule that fails (rules.py)
     dsir_weight among the documents every test above kept, DSIR keeps the --select with the largest
                 Gumbel-perturbed log importance weights; the rest are "not selected"
@@ -35,7 +35,8 @@ import pyarrow.compute as pc
 
 from .. import io
 from .._version import __version__
-from ..device import array_backend, batch_bytes, resolve_device, set_threads
+from ..config import is_int
+from ..device import array_backend, batch_bytes, note_compiling, resolve_device, set_threads
 from ..engine import progress, runtime_versions
 from .config import FilterConfig
 from .domain import domain_stats
@@ -164,6 +165,11 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
     parts: list[dict[str, Any]] = []
     file_rows: list[int] = [0] * len(files)
     bb = batch_bytes(cfg.batch_bytes, device)
+    # before the bar: what a first run compiles (the families of the scorers that are on)
+    note_compiling(device, tuple(f for f, on in (
+        ("domain", cfg.domain.script_prefilter or cfg.domain.relax), ("rules", bool(cfg.rules)),
+        ("dsir", dsir is not None), ("lm-score", bool(cfg.perplexity)),
+        ("fasttext", bool(cfg.lid or cfg.classifiers))) if on))
     with progress(cfg, "filter") as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
                                      on_error=cfg.on_error, report=report):
@@ -271,6 +277,12 @@ class _Dsir:
         cols["dsir_weight"] = w
         pool = np.flatnonzero(keep)
         k = select_count(len(pool), cfg.select) if len(pool) else 0
+        short = None
+        if is_int(cfg.select) and cfg.select > len(pool):
+            # asked for more than there are: all of them are kept, which is no selection at all; say so
+            short = (f"asked to select {cfg.select:,} documents, but only {len(pool):,} passed every other test; "
+                     f"all {len(pool):,} are kept (DSIR removes none)")
+            logger.warning("DSIR: %s", short)
         # documents without features have weight -inf: gumbel_topk never selects them
         chosen = pool[np.asarray(gumbel_topk(w[pool], k, cfg.seed), np.int64)] if k else np.zeros(0, np.int64)
         selected = np.zeros(len(keep), bool)
@@ -284,6 +296,7 @@ class _Dsir:
                 selected_counts += fit_counts(b.text.take(pa.array(rows)), self.cfg, self.device)
         stats = {"target": list(cfg.dsir_target), "target_documents": self.target_docs, "pool": int(len(pool)),
                  "requested": cfg.select, "selected": int(len(chosen)),
+                 **({"warning": short} if short else {}),
                  "order": "among the documents every other test kept",
                  "report": dsir_report(self.target_counts, self.raw_counts, selected_counts, w, self.cfg,
                                        selected=chosen)}
@@ -309,6 +322,10 @@ def scores_table(cols: dict[str, Any]) -> pa.Table:
             arrays.append(v)
         elif v.dtype == object:
             arrays.append(pa.array(v.tolist(), pa.string()))
+        elif v.dtype.kind == "f":
+            # a score a document did not get (no model ran on it, no paragraph, no sentence) is null, not NaN:
+            # the scorers use NaN for "not scored" inside a run, the outputs say it with Arrow's null
+            arrays.append(pa.array(v, mask=np.isnan(v)))
         else:
             arrays.append(pa.array(v))
     return pa.table(dict(zip(names, arrays)))

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .batch import ReadReport, _Chunk, _FileReader, _Spec, missing_text_field
+from .batch import ReadReport, _Chunk, _FileReader, _Spec, generated_ids_warning, missing_text_field
 from .discover import InputFile
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
@@ -228,8 +228,7 @@ class _ArrowReader(_FileReader):
             return None
         wanted, has_ids = self._wanted(schema)
         if self.spec.id_field and not has_ids:
-            logger.info("%s has no id field %r: using generated ids '%s:<row>'", self.f.relpath,
-                        self.spec.id_field, self.f.relpath)
+            generated_ids_warning(self.f, self.spec.id_field, schema.names)
         return wanted, has_ids
 
     def chunks(self) -> Iterator[_Chunk]:

@@ -102,6 +102,26 @@ def missing_text_field(text_field: str, fields: list[str], absent: str, label: s
     return reason, "name the field that holds the text with --text-field NAME (Python: text_field='NAME')"
 
 
+_GENERATED_IDS_SAID: set[tuple[str, str]] = set()
+
+
+def generated_ids_warning(f: InputFile, id_field: str, fields: list[str]) -> None:
+    """Warn, once per process for a file and id field (every later read of the file is silent), that ``f``
+    has no ``id_field`` (its rows' ``fields``) and gets generated ids: a mistyped --id-field must not pass
+    unnoticed, and a file without ids needs ``id_field=None`` to say so."""
+    key = (f.path, id_field)
+    if key in _GENERATED_IDS_SAID or getattr(_quiet_state, "on", False):  # a quiet re-read says nothing
+        return
+    _GENERATED_IDS_SAID.add(key)
+    names = [x for x in fields if isinstance(x, str)]
+    close = [x for x in names if x.lower() == id_field.lower()] or difflib.get_close_matches(id_field, names, 1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    shown = ", ".join(repr(x) for x in names[:_FIELDS_SHOWN])
+    logger.warning("%s has no id field %r (fields: %s): using generated ids '%s:<row>'; %sname the id field with "
+                   "--id-field NAME (Python: id_field='NAME'), or pass --no-id-field (id_field=None) when the "
+                   "input has none", f.relpath, id_field, shown or "none", f.relpath, hint)
+
+
 @dataclass
 class _Chunk:
     """Accepted rows of one piece of a file. ``ids`` None means generated ids.

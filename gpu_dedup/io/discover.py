@@ -6,13 +6,17 @@ skipped, which also hides the package's own temporary files) and glob patterns i
 ``.parquet``. ``table_input`` wraps an in-memory ``pyarrow.Table``, pandas DataFrame or Hugging Face
 ``datasets.Dataset``; ``source_files`` takes any source the API accepts. ``InputError``: bad input data.
 
-Never the package's own outputs: a directory walk (a directory input, a directory a glob matches) skips
-every directory below it that holds a gpu-dedup run (``decisions.parquet`` + ``run.json``), a work dir or
-an index (``manifest.json`` of format ``gpu_dedup-workdir`` / ``gpu_dedup-index``), with everything under
-it, and logs each one (INFO); so does a glob, for the matches under such a directory that a wildcard
-reached (``crawl/**/*.jsonl`` skips ``crawl/out/deduplicated/a.jsonl``; ``runs/*/deduplicated/*.jsonl``,
-which names the folder inside, reads it). A directory input that is itself one of those is an error.
-Files named explicitly are always read.
+Never the package's own outputs, by one rule: a directory walk (a directory input, a directory a glob
+matches) skips every directory below it that holds the output of any gpu-dedup command, with everything
+under it, and logs each one (INFO). A directory is output when it has all the files of one line of
+``OUTPUT_SIGNATURES`` (the owned-outputs record every command that owns OUT writes first; a dedup run,
+a filter run, paragraph dedup, SemDeDup, screen, an embedding cache) or a ``manifest.json`` of format
+``gpu_dedup-workdir`` / ``gpu_dedup-index``; a file is when it is a JSON document of the tool's
+(``{"format": "gpu_dedup-...", ...}``: a classifier's model card ``model.bin.json``). So does a glob, for
+the matches under such a directory (or such a file) that a wildcard reached (``crawl/**/*.jsonl`` skips
+``crawl/out/deduplicated/a.jsonl``; ``runs/*/deduplicated/*.jsonl``, which names the folder inside, reads
+it). A directory input that is itself one of those is an error. Files named explicitly are always read.
+A new command's output is one more line of ``OUTPUT_SIGNATURES``.
 
 Remote inputs: a URL (``s3://``, ``gs://``, ``hf://datasets/...``, ``memory://``, ``file://``, ...) is
 listed through fsspec with the same rules (``remote``); its ``InputFile`` carries the fsspec file system
@@ -46,11 +50,25 @@ _SUFFIXES: tuple[tuple[str, str, str | None], ...] = (
     (".jsonl", "jsonl", None), (".json", "jsonl", None), (".parquet", "parquet", None),
 )
 SUPPORTED_SUFFIXES = tuple(s for s, _, _ in _SUFFIXES)
-# What marks a directory of the package's own outputs
-RUN_MARKERS = ("decisions.parquet", "run.json")
+# What marks a directory of the package's own outputs: (files all present, what the directory holds), one line
+# per program, the most specific first (the first match names the directory in logs and errors).
+OUTPUT_SIGNATURES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("decisions.parquet", "run.json"), "a gpu-dedup run (decisions.parquet + run.json)"),
+    (("scores.parquet", "run.json"), "a gpu-dedup filter run (scores.parquet + run.json)"),
+    (("paragraph_dedup.json",), "gpu-dedup paragraph dedup output (paragraph_dedup.json)"),
+    (("semantic.json",), "gpu-dedup SemDeDup output (semantic.json)"),
+    (("screen.json",), "a gpu-dedup screen run (screen.json)"),
+    (("substring_dedup.json",), "gpu-dedup substring dedup output (substring_dedup.json)"),
+    (("embeddings.npy", "text_hashes.npy", "meta.json"), "a gpu-dedup embedding cache (embeddings.npy + meta.json)"),
+    ((".gpu-dedup-outputs.json",), "gpu-dedup outputs (.gpu-dedup-outputs.json: the files a command wrote)"),
+)
+RUN_MARKERS = OUTPUT_SIGNATURES[0][0]
 MANIFEST_FORMATS = {WORKDIR_FORMAT: "work dir", INDEX_FORMAT: "index"}
 _MANIFEST_HEAD = 1 << 16
 _FORMAT_KEY = re.compile(rb'"format"\s*:\s*"([^"\\]*)"')
+# A JSON file the tool wrote (a model card): an object whose first key is "format", of value "gpu_dedup-..."
+_TOOL_JSON = re.compile(rb'\A\s*\{\s*"format"\s*:\s*"(gpu_dedup-[^"\\]*)"')
+_TOOL_JSON_HEAD = 256
 
 
 class InputError(ValueError):
@@ -81,8 +99,9 @@ def gpu_dedup_output(files: set[str] | Callable[[str], bool], read_head: Callabl
     """What gpu-dedup output a directory holds, from its file names (a set, or a test ``exists(name)``) and
     ``read_head(name)`` (the first bytes of a file): a phrase for the log, or None for ordinary data."""
     has = files.__contains__ if isinstance(files, set) else files
-    if all(has(m) for m in RUN_MARKERS):
-        return "a gpu-dedup run (decisions.parquet + run.json)"
+    for markers, kind in OUTPUT_SIGNATURES:
+        if all(has(m) for m in markers):
+            return kind
     if has("manifest.json"):
         try:
             m = _FORMAT_KEY.search(read_head("manifest.json"))
@@ -94,6 +113,18 @@ def gpu_dedup_output(files: set[str] | Callable[[str], bool], read_head: Callabl
     return None
 
 
+def gpu_dedup_file(name: str, read_head: Callable[[str], bytes]) -> str | None:
+    """What gpu-dedup file ``name`` is (a ``.json`` one whose head is ``{"format": "gpu_dedup-...``, e.g. a
+    model card), from ``read_head(name)``: a phrase for the log, or None for ordinary data."""
+    if not name.lower().endswith(".json"):
+        return None
+    try:
+        m = _TOOL_JSON.match(read_head(name)[:_TOOL_JSON_HEAD])
+    except OSError:
+        return None
+    return f"a gpu-dedup file of format {m.group(1).decode('utf-8', 'replace')!r}" if m else None
+
+
 class _Walk:
     """One input's discovery on one file system (``fs`` None: the local one); ``skipped``: (directory,
     what it holds) of the directories left out, shared by all inputs of a call."""
@@ -103,13 +134,13 @@ class _Walk:
         self._kinds: dict[str, str | None] = {}
         self._skip_seen: set[tuple[str, str]] = set()
 
-    def _head(self, d: str, name: str) -> bytes:
+    def _head(self, d: str, name: str, size: int = _MANIFEST_HEAD) -> bytes:
         p = self.join(d, name)
         if self.fs is None:
             with open(p, "rb") as fh:
-                return fh.read(_MANIFEST_HEAD)
+                return fh.read(size)
         with self.fs.open(p, "rb") as fh:
-            return fh.read(_MANIFEST_HEAD)
+            return fh.read(size)
 
     def join(self, d: str, name: str) -> str:
         return os.path.join(d, name) if self.fs is None else posixpath.join(d, name)
@@ -141,14 +172,24 @@ class _Walk:
             if kind is not None:
                 dirs[:] = []
                 if root == top and top_is_input:
-                    hint = (f"; to read its kept records pass {self.name(self.join(root, 'deduplicated'))!r}"
-                            if kind.startswith("a gpu-dedup run") else "")
+                    kept = {"a gpu-dedup run": "deduplicated", "a gpu-dedup filter run": "filtered"}
+                    sub = next((v for k, v in kept.items() if kind.startswith(k + " ")), None)
+                    hint = (f"; to read its kept records pass {self.name(self.join(root, sub))!r}"
+                            if sub else "")
                     raise ValueError(f"input directory {self.name(top)!r} holds {kind}, not input data{hint}")
                 self.skip(root, kind)
                 continue
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            found.extend(self.join(root, n) for n in names if not n.startswith(".") and _classify(n))
+            found.extend(self.join(root, n) for n in names if not n.startswith(".") and _classify(n)
+                         and not self.tool_file(root, n))
         return found
+
+    def tool_file(self, d: str, name: str) -> bool:
+        """Is file ``name`` of directory ``d`` one the tool wrote (``gpu_dedup_file``)? Recorded in ``skipped``."""
+        kind = gpu_dedup_file(name, lambda n: self._head(d, n, _TOOL_JSON_HEAD))
+        if kind is not None:
+            self.skip(self.join(d, name), kind)
+        return kind is not None
 
     def _listing(self, top: str):
         """(directory, subdirectory names, file names), top-down; pruning the names prunes the walk."""
@@ -186,6 +227,14 @@ class _Walk:
                     self.skip(d, kind)
                 return True
         return False
+
+
+def _basename(path: str, sep: str) -> str:
+    return path.rsplit(sep, 1)[-1]
+
+
+def _dirname(path: str, sep: str) -> str:
+    return path.rsplit(sep, 1)[0] if sep in path else ""
 
 
 def _glob_base(pattern: str, sep: str) -> str:
@@ -235,7 +284,7 @@ def _glob_files(arg: str, matches: list[str], walk: _Walk, isdir: Callable[[str]
             continue
         if isdir(m):
             files.extend(walk.walk(m, top_is_input=False))
-        elif _classify(m):
+        elif _classify(m) and (_basename(m, sep) in named or not walk.tool_file(_dirname(m, sep), _basename(m, sep))):
             files.append(m)
     if not files:
         raise ValueError(f"input pattern {arg!r} matched {len(matches)} path(s) but no supported files "

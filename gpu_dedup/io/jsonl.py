@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from .arrow import KeepValueError, empty_strings, iso_seconds
-from .batch import ReadReport, _Chunk, _FileReader, _Spec, missing_text_field
+from .batch import ReadReport, _Chunk, _FileReader, _Spec, generated_ids_warning, missing_text_field
 from .blocks import _UTF8_BOM, _read_blocks, _split_lines
 from .discover import InputFile
 from .remote import open_stream
@@ -220,6 +220,8 @@ class _JsonlReader(_FileReader):
         if has is not None:
             if self.id_mode is None:
                 self.id_mode, self.id_mode_line = has, first_line
+                if not has:
+                    generated_ids_warning(self.f, self.spec.id_field, _first_keys(block))
             ids = col.combine_chunks().cast(pa.string()) if has else None
         return _Chunk(ids=ids, text=text, keep=keep)
 
@@ -271,6 +273,8 @@ class _JsonlReader(_FileReader):
                 has = spec.id_field in obj
                 if self.id_mode is None:
                     self.id_mode, self.id_mode_line = has, ln
+                    if not has:
+                        generated_ids_warning(self.f, spec.id_field, list(obj))
                 if has != self.id_mode:
                     first = f"line {self.id_mode_line}"
                     if self.id_mode:
@@ -327,3 +331,13 @@ class _JsonlReader(_FileReader):
                        keep=np.asarray(keeps, dtype=np.float64) if spec.keep_column else None,
                        invalid_utf8=invalid)
         return chunk, accepted
+
+
+def _first_keys(block: memoryview) -> list[str]:
+    """The field names of a block's first record (for a message; [] when it is not a JSON object)."""
+    line = bytes(block[:1 << 16]).split(b"\n", 1)[0]
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return []
+    return list(obj) if isinstance(obj, dict) else []

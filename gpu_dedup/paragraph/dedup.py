@@ -61,8 +61,8 @@ import pyarrow.parquet as pq
 
 from .. import io
 from ..config import InputConfig, NormalizeConfig, is_int
-from ..device import (array_backend, array_module, batch_bytes, launch, line_chunks, repeat_index, resolve_device,
-                      simulator, to_device, to_host)
+from ..device import (array_backend, array_module, batch_bytes, launch, line_chunks, note_compiling, repeat_index,
+                      resolve_device, simulator, to_device, to_host)
 from ..engine import progress
 from ..lexical.normalize import _device_tables, arrow_text_buffers
 from .bloom import SEED1, SEED2, BloomConfig, BloomFilter, ExactSet, keep_first, make_seen_set
@@ -374,6 +374,7 @@ def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir:
     docs_parts: list[pa.Table] = []
     t0 = time.perf_counter()
     t_batches = 0.0
+    note_compiling(device, ("paragraph",))  # before the bar: a first run compiles the Bloom kernels
     with _Sinks(out) as sinks, progress(cfg, "paragraph dedup") as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
                                      on_error=cfg.on_error, report=report):

@@ -26,7 +26,9 @@ Stages (each a module of this package; ``run.semantic_dedup`` chains them over s
    Ties always go to input order.
 4. **Pairwise** (``pairwise.max_sim_to_earlier``, ``pairwise.within_cluster_max_sim``): for member j of a
    cluster, the largest cosine to an *earlier* member, in column blocks (memory O(n_c x block)); numpy on
-   the CPU, torch on a GPU (one algorithm over a small numpy/torch adapter).
+   the CPU, torch on a GPU (one algorithm over a small numpy/torch adapter). The matched member is the
+   earliest one within ``constants.SEMANTIC_TIE_TOL`` of that largest cosine, so that float32 rounding
+   (block size, BLAS threads, device) never changes ``semantic_nearest_id``.
 5. **Decide** (``select``): the rule below gives each document keep/reason/match (``decisions_table``,
    ``semantic_decisions``) and an eps sweep (``removal_sweep``); ``merge_decisions`` folds them into the
    lexical decisions. ``comparison.compare`` reports lexical vs semantic removals of one run.

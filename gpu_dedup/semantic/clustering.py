@@ -31,12 +31,37 @@ class Clusters:
         return np.bincount(self.assign, minlength=self.centroids.shape[0])
 
 
-def _choose_backend(requested: str, device: str) -> tuple[str, bool]:
-    """-> (backend "faiss"|"torch", faiss_gpu)."""
+class _FaissLoaderLog(logging.Filter):
+    """faiss's loader logs, at INFO, each CPU-specific build it tries ("Loading faiss with AVX2 support.",
+    "Could not load library with AVX2 support due to: ModuleNotFoundError(...)"): with the CLI's INFO level these
+    reached the user unexplained. A failed try becomes one line that says what it means; the rest is DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        if msg.startswith("Could not load library with "):
+            what = msg[len("Could not load library with "):].split(" support", 1)[0]
+            record.msg, record.args = (f"faiss: this faiss wheel has no {what} build for this CPU, so its generic "
+                                       "build is used: the same k-means algorithm, somewhat slower (harmless)"), ()
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def _import_faiss():
+    """faiss, or None when it is not installed (its loader's messages explained, ``_FaissLoaderLog``)."""
+    loader = logging.getLogger("faiss.loader")
+    if not any(isinstance(f, _FaissLoaderLog) for f in loader.filters):
+        loader.addFilter(_FaissLoaderLog())
     try:
         import faiss
     except ImportError:
-        faiss = None
+        return None
+    return faiss
+
+
+def _choose_backend(requested: str, device: str) -> tuple[str, bool]:
+    """-> (backend "faiss"|"torch", faiss_gpu)."""
+    faiss = _import_faiss()
     if requested == "faiss":
         if faiss is None:
             _need("faiss", "kmeans_backend='faiss'")
@@ -104,6 +129,11 @@ def kmeans(x: np.ndarray, cfg: SemanticConfig, device: str = "cpu", n_clusters: 
     x = np.ascontiguousarray(x, dtype=np.float32)
     n, d = x.shape
     k = n_clusters or cfg.n_clusters or default_n_clusters(n)
+    if not (n_clusters or cfg.n_clusters) and n:
+        logger.info("semantic: k-means with k=%d clusters for %d documents (automatic: clusters of about "
+                    "max(sqrt(n), 1000) = %d documents, which balances the pairwise step, ~n_c^2 per cluster, "
+                    "against k-means; below 1000 documents per cluster fewer duplicates are lost at cluster "
+                    "boundaries; set n_clusters to choose)", k, n, int(max(math.sqrt(n), 1000.0)))
     if k > n:
         logger.warning("n_clusters=%d exceeds the %d documents; using k=%d", k, n, max(n, 1))
         k = max(n, 1)

@@ -12,23 +12,22 @@ from typing import Any
 
 import numpy as np
 
+from ..constants import SEMANTIC_TIE_TOL
 from .config import _bar32
 
 
-def _greedy_block_py(pre_max, pre_arg, inblock, t, start, out_max, out_arg, kept):
-    """Sequential part of chain="kept" for one column block. pre_max/pre_arg (b,): best over kept rows
-    before the block; inblock (b, b): cosines inside the block, valid above the diagonal (row < col);
-    kept (b,) bool is written as the block's members are decided in order."""
+def _greedy_block_py(pre_max, inblock, t, out_max, kept):
+    """Sequential part of chain="kept" for one column block. pre_max (b,): best over kept rows before the
+    block; inblock (b, b): cosines inside the block, valid above the diagonal (row < col); kept (b,) bool
+    is written as the block's members are decided in order. The matched row is chosen afterwards
+    (``_earliest_tie``), over the same kept rows."""
     b = inblock.shape[0]
     for c in range(b):
         m = pre_max[c]
-        a = pre_arg[c]
         for r in range(c):
             if kept[r] and inblock[r, c] > m:
                 m = inblock[r, c]
-                a = start + r
         out_max[c] = m
-        out_arg[c] = a
         kept[c] = not (m >= t)
 
 
@@ -54,7 +53,9 @@ def max_sim_to_earlier(x, block: int = 1024, kept_only: bool = False, threshold:
     x: (n, d) float32, unit rows, in keep order; numpy array (numpy/BLAS path) or torch tensor (torch
     path on the tensor's device). Returns (max_sim float32 (n,), argmax int64 (n,)) of the same kind
     and device. ``max_sim[j] = max(0, max_{i<j} x_i . x_j)`` and ``argmax[j]`` the smallest i attaining
-    it; 0 and 0 when j has no earlier row at positive cosine (j = 0 in particular).
+    it, where cosines within ``SEMANTIC_TIE_TOL`` of the maximum count as attaining it (float32 rounding
+    differs with the block, the BLAS threads and the device; the earliest row wins whatever they are);
+    0 and 0 when j has no earlier row at positive cosine (j = 0 in particular).
 
     kept_only=True: only earlier rows that are themselves kept count, a row being kept iff its
     max_sim < threshold (threshold: the similarity bar 1 - eps, required). Decided in order.
@@ -90,9 +91,13 @@ class _NumpyOps:
 
     @staticmethod
     def col_max(sims):
-        """(largest value, first row attaining it) of every column."""
-        a = sims.argmax(axis=0)
-        return sims[a, np.arange(sims.shape[1])], a
+        """Largest value of every column."""
+        return sims.max(axis=0)
+
+    @staticmethod
+    def first_at_least(sims, bound):
+        """First row i with sims[i, c] >= bound[c], for every column c (0 where there is none)."""
+        return (sims >= bound).argmax(axis=0)
 
     @staticmethod
     def flatnonzero(mask):
@@ -130,7 +135,10 @@ class _TorchOps:
         sims.masked_fill_(tri, float("-inf"))
 
     def col_max(self, sims):
-        return sims.max(dim=0)  # first maximal index on ties
+        return sims.max(dim=0).values
+
+    def first_at_least(self, sims, bound):
+        return (sims >= bound).to(self.torch.uint8).argmax(dim=0)  # torch: first maximal index on ties
 
     def flatnonzero(self, mask):
         return self.torch.nonzero(mask).reshape(-1)
@@ -154,25 +162,25 @@ def _max_sim(ops, x, block: int, kept_only: bool, t):
         sims = x[:e] @ x[s:e].T  # sims[i, c] = cos(x_i, x_{s+c})
         ops.mask_not_earlier(sims[s:e])  # row i >= column s+c: not earlier
         if not kept_only:
-            m, a = ops.col_max(sims)
+            m = ops.col_max(sims)
         else:
             pre_rows = ops.flatnonzero(kept[:s])
-            if pre_rows.shape[0]:
-                pm, pa_ = ops.col_max(sims[pre_rows])
-                pa_ = pre_rows[pa_]
-            else:
-                pm = ops.full(b, -np.inf, np.float32)
-                pa_ = ops.full(b, 0, np.int64)
+            pm = ops.col_max(sims[pre_rows]) if pre_rows.shape[0] else ops.full(b, -np.inf, np.float32)
             m = np.empty(b, np.float32)
-            a = np.empty(b, np.int64)
             kb = np.ones(b, bool)
-            _greedy_block(ops.host(pm).astype(np.float32), ops.host(pa_).astype(np.int64),
-                          np.ascontiguousarray(ops.host(sims[s:e])), t, s, m, a, kb)
-            m, a = ops.from_host(m), ops.from_host(a)
+            _greedy_block(ops.host(pm).astype(np.float32), np.ascontiguousarray(ops.host(sims[s:e])), t, m, kb)
+            m = ops.from_host(m)
             kept[s:e] = ops.from_host(kb)
+            sims[~kept[:e]] = -np.inf  # only kept rows may be matched
         best[s:e] = m
-        arg[s:e] = a
+        arg[s:e] = _earliest_tie(ops, sims, m)
     return _zero_unmatched(best, arg)
+
+
+def _earliest_tie(ops, sims, m):
+    """The first row of every column of ``sims`` whose cosine is within ``SEMANTIC_TIE_TOL`` of the column's
+    maximum ``m``: ties go to the earliest row whatever the blocking rounded (see ``max_sim_to_earlier``)."""
+    return ops.first_at_least(sims, m - SEMANTIC_TIE_TOL)
 
 
 def _zero_unmatched(best, arg):

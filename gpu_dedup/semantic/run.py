@@ -42,7 +42,8 @@ class SemanticResult:
     def summary(self) -> str:
         c = self.stats["counts"]
         return (f"{c['input']:,} documents: {c['removed']:,} semantic duplicates at eps={self.stats['eps']} "
-                f"({self.stats['clusters']['k']} clusters)")
+                f"({self.stats['clusters']['k']} clusters; counted over every document, before the lexical "
+                f"decisions: a document both stages remove counts in both)")
 
 
 @dataclass

@@ -5,6 +5,7 @@ decisions table (``decisions_table``, ``semantic_decisions``) and its merge into
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Sequence
 
@@ -16,6 +17,8 @@ from .clustering import Clusters, kmeans
 from .config import SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column, threshold32
 from .model import resolve_torch_device, torch_device
 from .pairwise import within_cluster_max_sim
+
+logger = logging.getLogger(__name__)
 
 
 def cluster_order(assign: np.ndarray, centroid_cos: np.ndarray, keep: str, *, seed: int = 0,
@@ -153,6 +156,10 @@ def merge_decisions(lexical: pa.Table, semantic: pa.Table) -> pa.Table:
 
     sem_removed = pc.invert(semantic["keep"])
     newly = pc.and_(lexical["keep"], sem_removed)
+    n_sem, n_new = int(pc.sum(sem_removed).as_py() or 0), int(pc.sum(newly).as_py() or 0)
+    if n_sem:
+        logger.info("semantic: %d of the %d semantic duplicates were already removed by the lexical stages; %d "
+                    "more documents are removed as semantic_duplicate", n_sem - n_new, n_sem, n_new)
     out = lexical
     for name, value in (("keep", pc.and_(lexical["keep"], semantic["keep"])),
                         ("reason", pc.if_else(newly, "semantic_duplicate", lexical["reason"])),

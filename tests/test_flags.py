@@ -1,0 +1,83 @@
+"""gpu_dedup/flags.py: errors name the flags on the command line and the arguments in the API (issue 28 item
+5), from each command's own parser; and the CLI errors of wrong thresholds (item 4)."""
+import json
+
+import pytest
+
+from gpu_dedup.cli import build_parser, main
+from gpu_dedup.flags import cli_message, command_flags, subcommand_parser
+
+
+def _flags(command):
+    return command_flags(subcommand_parser(build_parser(), command))
+
+
+@pytest.mark.parametrize("command, api, cli", [
+    ("filter", "FilterConfig.select needs dsir_target (the target text)",
+     "--select needs --dsir-target (the target text)"),
+    ("filter", "m.arpa has no header: pass normalization=LMNormalization(...) describing it",
+     "m.arpa has no header: pass --lm-normalization MODE describing it"),
+    ("train-lm", "x.arpa exists; pass overwrite=True (or choose another path)", "x.arpa exists; pass --overwrite (or "
+     "choose another path)"),
+    ("train-classifier", "give every document a group, or set group_field=None to", "give every document a group, "
+     "or set --no-group-field to"),
+    ("train-classifier", "name the field with text_field=NAME", "name the field with --text-field NAME"),
+    ("filter", "select the documents; the id_field value; /data/dsir_target/a.jsonl", "select the documents; the "
+     "--id-field value; /data/dsir_target/a.jsonl"),  # plain words and paths are left alone
+])
+def test_api_names_become_the_commands_flags(command, api, cli):
+    assert cli_message(api, _flags(command)) == cli
+
+
+def _corpus(tmp_path):
+    p = tmp_path / "in" / "c.jsonl"
+    p.parent.mkdir(exist_ok=True)
+    p.write_text("".join(json.dumps({"id": f"d{i}", "text": f"some words here {i}"}) + "\n" for i in range(5)))
+    return str(p)
+
+
+ARPA = "\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0\t<s>\t0\n-0.5\t</s>\n-0.5\tsome\n\n\\end\\\n"
+
+
+def test_command_line_errors_name_flags(tmp_path, capsys):
+    corpus = _corpus(tmp_path)
+    (tmp_path / "m.arpa").write_text(ARPA)
+    assert main(["filter", corpus, "-o", str(tmp_path / "o1"), "--rules", "gopher", "--select", "3"]) == 1
+    err = capsys.readouterr().err
+    assert "--select needs --dsir-target" in err and "FilterConfig" not in err
+    assert main(["filter", corpus, "-o", str(tmp_path / "o2"), "--perplexity", str(tmp_path / "m.arpa")]) == 1
+    err = capsys.readouterr().err
+    assert "--lm-normalization MODE" in err and "LMNormalization(" not in err
+    (tmp_path / "exists.arpa").write_text("x")
+    assert main(["train-lm", corpus, "-o", str(tmp_path / "exists.arpa")]) == 1
+    err = capsys.readouterr().err
+    assert "pass --overwrite" in err and "overwrite=True" not in err
+
+
+@pytest.mark.parametrize("flag, value, tail", [
+    ("--classifier", "q=Q:maxx", "'maxx'"), ("--classifier", "q=Q:nan", "'nan'"), ("--classifier", "q=Q:", "''"),
+    ("--perplexity", "M:abc", "'abc'"), ("--perplexity", "M:max1000", "'max1000'"), ("--perplexity", "M:inf", "'inf'"),
+])
+def test_a_wrong_threshold_is_not_reported_as_a_missing_file(tmp_path, capsys, flag, value, tail):
+    corpus = _corpus(tmp_path)
+    for name in ("q.bin", "m.arpa"):
+        (tmp_path / name).write_bytes(b"x")
+    value = value.replace("Q", str(tmp_path / "q.bin")).replace("M", str(tmp_path / "m.arpa"))
+    assert main(["filter", corpus, "-o", str(tmp_path / "o"), flag, value]) == 1
+    err = capsys.readouterr().err
+    assert f"{tail} after the last ':' is not a threshold; write MODEL:" in err and "does not exist" not in err
+    # no such file either: said after the threshold
+    assert main(["filter", corpus, "-o", str(tmp_path / "o"), flag, value.replace("q.bin", "nope.bin")
+                 .replace("m.arpa", "nope.arpa")]) == 1
+    err = capsys.readouterr().err
+    assert err.index("is not a threshold") < err.index("no model file")
+
+
+def test_a_path_with_a_colon_is_still_a_model(tmp_path):
+    from gpu_dedup.filters.config import split_threshold
+
+    odd = tmp_path / "a:b.bin"
+    odd.write_bytes(b"x")
+    assert split_threshold("--perplexity", str(odd), directions=False) == (str(odd), None)
+    assert split_threshold("--classifier", f"{odd}:max0.3") == (str(odd), (0.3, "max"))
+    assert split_threshold("--perplexity", "m.arpa:1000", directions=False) == ("m.arpa", 1000.0)

@@ -64,8 +64,9 @@ from ..config import InputConfig, NormalizeConfig, is_int
 from ..device import (array_backend, array_module, batch_bytes, launch, line_chunks, note_compiling, repeat_index,
                       resolve_device, simulator, to_device, to_host)
 from ..engine import progress
-from ..lexical.normalize import _device_tables, _normalize_chunks, arrow_text_buffers
+from ..lexical.normalize import _device_tables, arrow_text_buffers
 from .bloom import SEED1, SEED2, BloomConfig, BloomFilter, ExactSet, keep_first, make_seen_set
+from .span_gpu import span_hashes_gpu
 
 logger = logging.getLogger(__name__)
 
@@ -205,15 +206,12 @@ def split_pieces(data: Any, offsets: Any, line_mode: bool, chunk: int | None = N
 def span_hashes(data: Any, start: Any, end: Any, cfg: NormalizeConfig, seed: int = 0,
                 device: str = "cpu", chunk: int | None = None) -> tuple[Any, Any, Any]:
     """Normalize each span data[start[i]:end[i]] and hash it: (h1, h2) uint64 (u,) and the normalized
-    size int64 (u,). Transient memory: the normalized spans (about the spans' bytes); on the GPU also the
-    spans gathered contiguously (their bytes, plus 16 bytes of gather index per byte). The CPU runs a thread
-    per span; the GPU's work per thread is bounded by bytes: the spans are normalized by chunks of ``chunk``
-    bytes (lexical/normalize.py's chunked normalization, default NORM_CHUNK; tests cut at every few bytes)
-    and hashed by a block per span (kernels/cuda.py ``xxh64_pairs``, the exact-dedup hash's body)."""
+    size int64 (u,). Transient memory: the normalized spans (about the spans' bytes). CPU: a thread per span;
+    GPU: work per thread bounded by bytes (span_gpu.py; ``chunk``: its normalization chunk, for tests)."""
+    if device == "cuda":
+        return span_hashes_gpu(data, start, end, cfg, seed, chunk)
     xp = array_module(device)
     u = int(start.shape[0])
-    if device == "cuda":
-        return _span_hashes_gpu(data, start, end, cfg, seed, chunk)
     map_off, map_cp = _device_tables(cfg, device)
     sizes = xp.zeros(u, xp.int64)
     h1, h2 = xp.empty(u, xp.uint64), xp.empty(u, xp.uint64)
@@ -226,31 +224,6 @@ def span_hashes(data: Any, start: Any, end: Any, cfg: NormalizeConfig, seed: int
     s1, s2 = np.uint64(SEED1 ^ seed), np.uint64(SEED2 ^ seed)
     launch(device, "span_norm_hash", u, data, start, end, map_off, map_cp, out, off, s1, s2, h1, h2, family="bloom")
     return h1, h2, sizes
-
-
-def _span_hashes_gpu(data: Any, start: Any, end: Any, cfg: NormalizeConfig, seed: int,
-                     chunk: int | None) -> tuple[Any, Any, Any]:
-    """span_hashes on the GPU: gather the spans, normalize them as documents by byte chunks, hash each
-    normalized span with a block (the same bits as the CPU's span_norm_sizes / span_norm_hash)."""
-    xp = array_module("cuda")
-    u = int(start.shape[0])
-    h = xp.zeros((u, 2), xp.uint64)
-    if u == 0:
-        return h[:, 0].copy(), h[:, 1].copy(), xp.zeros(0, xp.int64)
-    lengths = (end - start).astype(xp.int64)
-    goff = xp.zeros(u + 1, xp.int64)
-    xp.cumsum(lengths, out=goff[1:])
-    total = int(goff[-1])
-    if total:
-        span = repeat_index(xp, lengths)
-        gathered = data[start[span] + xp.arange(total, dtype=xp.int64) - goff[span]]
-    else:
-        gathered = xp.zeros(1, xp.uint8)
-    map_off, map_cp = _device_tables(cfg, "cuda")
-    norm = _normalize_chunks(gathered, goff, map_off, map_cp, xp, chunk)
-    launch("cuda", "xxh64_pairs", u, norm.data if norm.data.shape[0] else xp.zeros(1, xp.uint8), norm.offsets,
-           np.uint64(SEED1 ^ seed), np.uint64(SEED2 ^ seed), h)
-    return h[:, 0].copy(), h[:, 1].copy(), norm.offsets[1:] - norm.offsets[:-1]
 
 
 def cut_ranges(unit_off: np.ndarray, start: np.ndarray, end: np.ndarray,

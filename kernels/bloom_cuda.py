@@ -8,6 +8,11 @@ Word n-gram hashing (screening) is cooperative, not one thread per document: the
 ``ngram_hash_chunks`` gives each block a chunk of <= NGRAM_CHUNK n-grams of one document
 (``device.split_chunks``), one n-gram per thread: the work of a thread is one n-gram's bytes.
 
+Paragraph hashing (normalize, then two XXH64 per paragraph) has no kernel here: gpu_dedup/paragraph/dedup.py
+``span_hashes`` gathers the paragraphs and runs the dedup path's chunked normalization and its block-per-text
+hash (kernels/cuda.py ``xxh64_pairs``), so a multi-MB paragraph no longer holds one thread (the CPU twins
+``bloom_cpu.span_norm_sizes`` / ``span_norm_hash`` stay: a thread per paragraph on the CPU).
+
 Paragraph / line splitting is not one thread per document either: ``split_piece_count`` / ``split_piece_write``
 run the unchanged ``bloom.split_units`` on each line-aligned piece (``device.line_chunks``: cut right after a
 newline, nominally SPLIT_CHUNK bytes; work per thread <= max(SPLIT_CHUNK, the longest line)). Lines never
@@ -35,7 +40,6 @@ g_lower_bound128 = _G["lower_bound128"]
 g_split_units = _G["split_units"]
 g_member_sorted = _G["member_sorted"]
 g_word_spans = _G["word_spans"]
-g_normalize_doc = _G["normalize_doc"]
 g_xxh64 = _G["xxh64"]
 g_shingle_bounds = _G["shingle_bounds"]
 g_is_blank_byte = _G["is_blank_byte"]
@@ -135,23 +139,6 @@ def split_piece_write(data, starts, ends, line_mode, base, out_s, out_e):
     while c < starts.shape[0]:
         g_split_units(data, starts[c], ends[c], line_mode, out_s, out_e, base[c], True)
         c += cuda.gridsize(1)
-
-
-@kernel(sigs=[(u1, i8, i8, i4, i4, i8)])
-def span_norm_sizes(data, starts, ends, map_off, map_cp, sizes):
-    i = cuda.grid(1)
-    if i < starts.shape[0]:
-        nb, nw, nc = g_normalize_doc(data, starts[i], ends[i], map_off, map_cp, data, 0, False)
-        sizes[i] = nb
-
-
-@kernel(sigs=[(u1, i8, i8, i4, i4, u1, i8, U8, U8, u8, u8)])
-def span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1, seed2, h1, h2):
-    i = cuda.grid(1)
-    if i < starts.shape[0]:
-        g_normalize_doc(data, starts[i], ends[i], map_off, map_cp, out, out_off[i], True)
-        h1[i] = g_xxh64(out, out_off[i], out_off[i + 1], seed1)
-        h2[i] = g_xxh64(out, out_off[i], out_off[i + 1], seed2)
 
 
 @kernel(per_block=True, stride=True, sigs=[(u1, i8, i8, i8, i8, i8, i8, I8, U8, i8, u8)])

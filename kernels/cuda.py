@@ -156,21 +156,21 @@ def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out)
         c += cuda.gridDim.x
 
 
-@kernel(per_block=True, stride=True, tpb=XXH_TPB, sigs=[(u1, i8, u8_2)])
-def exact_hashes(norm, offsets, out):
-    """One block of 8 <= blockDim <= XXH_TPB threads (a multiple of 4) per document, grid-stride:
-    out (n, 2) uint64 = XXH64 with EXACT_SEED_LO, EXACT_SEED_HI. Each step the block loads blockDim
-    8-byte words (blockDim / 4 stripes) coalesced into shared memory; threads 0-3 run the four stripe
-    accumulators of the first seed, 4-7 those of the second; the last < 32 bytes go through
+@cuda.jit(device=True)
+def block_xxh64_pairs(norm, offsets, seed_lo, seed_hi, out):
+    """The body of exact_hashes / xxh64_pairs: one block of 8 <= blockDim <= XXH_TPB threads (a multiple of 4)
+    per document, grid-stride: out (n, 2) uint64 = XXH64 of document d with seed_lo, seed_hi. Each step the
+    block loads blockDim 8-byte words (blockDim / 4 stripes) coalesced into shared memory; threads 0-3 run
+    the four stripe accumulators of the first seed, 4-7 those of the second; the last < 32 bytes go through
     hashing.xxh64_tail (threads 0 and 4). Shared memory: XXH_TPB + 8 uint64."""
     tile = cuda.shared.array(XXH_TPB, uint64)
     acc = cuda.shared.array(8, uint64)
     tid = cuda.threadIdx.x
     width = cuda.blockDim.x
     q = tid & 3
-    seed = EXACT_SEED_LO
+    seed = seed_lo
     if tid >= 4:
-        seed = EXACT_SEED_HI
+        seed = seed_hi
     d = cuda.blockIdx.x
     while d < offsets.shape[0] - 1:
         s = offsets[d]
@@ -199,6 +199,19 @@ def exact_hashes(norm, offsets, out):
             out[d, tid >> 2] = xxh64_tail(norm, s + 8 * words, e, h + np.uint64(e - s))
         cuda.syncthreads()
         d += cuda.gridDim.x
+
+
+@kernel(per_block=True, stride=True, tpb=XXH_TPB, sigs=[(u1, i8, u8_2)])
+def exact_hashes(norm, offsets, out):
+    """out (n, 2) uint64 = XXH64 of each document with EXACT_SEED_LO, EXACT_SEED_HI (block_xxh64_pairs)."""
+    block_xxh64_pairs(norm, offsets, EXACT_SEED_LO, EXACT_SEED_HI, out)
+
+
+@kernel(per_block=True, stride=True, tpb=XXH_TPB, sigs=[(u1, i8, U8, U8, u8_2)])
+def xxh64_pairs(norm, offsets, seed1, seed2, out):
+    """out (n, 2) uint64 = XXH64 of each document with seed1, seed2 (block_xxh64_pairs): the GPU's
+    paragraph / span hashes (gpu_dedup/paragraph/dedup.py span_hashes)."""
+    block_xxh64_pairs(norm, offsets, seed1, seed2, out)
 
 
 @kernel(per_block=True, stride=True, sigs=[(u1, i8, B, i8, i8, i8, i8, B, i8, i8)])

@@ -62,6 +62,9 @@ P_LOSS, P_OSZ, P_OUT_QUANT, P_OUT_QNORM, P_OUT_NSUBQ, P_OUT_DSUB, P_OUT_LASTDSUB
 P_SIZE = 22
 LOSS_HS, LOSS_NS, LOSS_SOFTMAX, LOSS_OVA = 1, 2, 3, 4   # fastText's loss_name enum
 PRUNE_NONE, PRUNE_ALL, PRUNE_MAP = -1, 0, 1
+# token kinds the GPU's token lists carry (fasttext_cuda.ft_token_chunks; bits): a word-type token (a feature
+# and a word n-gram member), a "</s>" (a document's first one ends its line)
+KIND_WORD, KIND_EOS = 1, 2
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -216,26 +219,39 @@ def ft_add_row(hrow, P, win, wcodes, wcent, wnc, wncent, row):
         for j in range(dim):
             hrow[j] = hrow[j] + win[row, j]
         return
+    for j in range(dim):
+        hrow[j] = hrow[j] + ft_row_value(P, win, wcodes, wcent, wnc, wncent, row, j)
+
+
+def ft_row_value(P, win, wcodes, wcent, wnc, wncent, row, j):
+    """Element j of input row ``row`` as fastText adds it to the hidden vector (f32): win[row, j] (dense), or
+    for a product-quantized matrix f32(norm * centroid value) of the sub-quantizer holding dimension j (the
+    GPU's threads own dimensions, kernels/fasttext_cuda.py ``ft_doc_sum``)."""
+    if P[P_IN_QUANT] == 0:
+        return win[row, j]
     alpha = F1
     if P[P_IN_QNORM] != 0:
         alpha = wncent[wnc[row]]
     nsubq = P[P_IN_NSUBQ]
     dsub = P[P_IN_DSUB]
-    for m in range(nsubq):
-        base, d = ft_pq_centroid(m, np.int64(wcodes[row, m]), nsubq, dsub, P[P_IN_LASTDSUB])
-        for t in range(d):
-            hrow[m * dsub + t] = hrow[m * dsub + t] + ft_mul(alpha, wcent[base + t])
+    m = j // dsub
+    if m > nsubq - 1:
+        m = nsubq - 1
+    base, _ = ft_pq_centroid(m, np.int64(wcodes[row, m]), nsubq, dsub, P[P_IN_LASTDSUB])
+    return ft_mul(alpha, wcent[base + j - m * dsub])
 
 
-def ft_subwords(data, ts, te, P, pkeys, pvals, win, wcodes, wcent, wnc, wncent, hrow, mode, out, pos):
+def ft_subwords(data, ts, te, i0, i1, P, pkeys, pvals, win, wcodes, wcent, wnc, wncent, hrow, mode, out, pos):
     """The character n-gram rows of token data[ts:te] (computeSubwords on "<" + token + ">", through
-    pushHash): mode 0 adds them to hrow, 1 only counts them, 2 writes them to out[pos:]. Returns how many."""
+    pushHash) that start at bytes i0..i1-1 of "<" + token + ">" (all: 0, te - ts + 2; the GPU lists a long
+    token's by pieces): mode 0 adds them to hrow, 1 only counts them, 2 writes them to out[pos:]. Returns
+    how many. Work: (i1 - i0) * (maxn - minn + 1) n-grams of <= maxn code points."""
     n = te - ts + 2
     minn = P[P_MINN]
     maxn = P[P_MAXN]
     bucket = U32(P[P_BUCKET])
     count = 0
-    for i in range(n):
+    for i in range(i0, i1):
         if (ft_vbyte(data, ts, n, i) & 0xC0) == 0x80:
             continue
         h = FNV_OFFSET
@@ -311,8 +327,8 @@ def ft_scan(data, s, e, ngram_pass, P, prefix, vbytes, voff, vhash, vtype, vtabl
                     ft_add_row(hrow, P, win, wcodes, wcent, wnc, wncent, sub_rows[t])
                 count += sub_off[wid + 1] - sub_off[wid]
             elif not eos and P[P_MAXN] > 0:
-                count += ft_subwords(data, ts, pos, P, pkeys, pvals, win, wcodes, wcent, wnc, wncent, hrow,
-                                     0, sub_rows, 0)
+                count += ft_subwords(data, ts, pos, 0, pos - ts + 2, P, pkeys, pvals, win, wcodes, wcent, wnc,
+                                     wncent, hrow, 0, sub_rows, 0)
         if eos:     # a literal "</s>" ends the line: fastText reads nothing after it
             stopped = True
             break
@@ -550,6 +566,6 @@ def ft_doc_label_prob(hrow, P, ow, ocodes, ocent, onc, oncent, sig, label, pnode
 
 DEVICE_FUNCTIONS = ["ft_mul", "ft_exp", "ft_std_log", "ft_sigmoid_table", "ft_is_sep", "ft_fnv_step", "ft_vbyte",
                     "ft_is_eos", "ft_vocab_find", "ft_popcount32", "ft_prune_find", "ft_push_hash", "ft_is_word",
-                    "ft_pq_centroid", "ft_add_row", "ft_subwords", "ft_ngram_start", "ft_scan", "ft_eos_hash",
-                    "ft_doc_hidden", "ft_out_dot", "ft_softmax_norm", "ft_hs_sigmoid", "ft_heap_up", "ft_heap_adjust",
-                    "ft_heap_pop", "ft_heap_offer", "ft_hs_dfs", "ft_doc_predict", "ft_doc_label_prob"]
+                    "ft_pq_centroid", "ft_add_row", "ft_row_value", "ft_subwords", "ft_ngram_start", "ft_scan",
+                    "ft_eos_hash", "ft_doc_hidden", "ft_out_dot", "ft_softmax_norm", "ft_hs_sigmoid", "ft_heap_up",
+                    "ft_heap_adjust", "ft_heap_pop", "ft_heap_offer", "ft_hs_dfs", "ft_doc_predict", "ft_doc_label_prob"]

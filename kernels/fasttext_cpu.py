@@ -101,6 +101,8 @@ def ft_vocab_subwords(vbytes, voff, vtype, P, pkeys, pvals, sub_off, sub_rows, w
                 sub_off[e + 1] = 0
             continue
         if write:
-            c_subwords(vbytes, ts, te, P, pkeys, pvals, w2, c2, f1, u1, f1, f1, 2, sub_rows, sub_off[e])
+            c_subwords(vbytes, ts, te, 0, te - ts + 2, P, pkeys, pvals, w2, c2, f1, u1, f1, f1, 2, sub_rows,
+                       sub_off[e])
         else:
-            sub_off[e + 1] = c_subwords(vbytes, ts, te, P, pkeys, pvals, w2, c2, f1, u1, f1, f1, 1, sub_rows, 0)
+            sub_off[e + 1] = c_subwords(vbytes, ts, te, 0, te - ts + 2, P, pkeys, pvals, w2, c2, f1, u1, f1, f1, 1,
+                                        sub_rows, 0)

@@ -325,3 +325,36 @@ def test_gpu_split_bit_identical_at_every_cut(chunk):
         for a, b in ((c.unit_off, g.unit_off), (c.start, g.start), (c.end, g.end)):
             assert np.array_equal(a, to_host(b)), split
         assert int(c.unit_off[5] - c.unit_off[4]) >= (120 if split == "paragraph" else 200)
+
+
+@sim_or_gpu
+@pytest.mark.parametrize("chunk", [1, 7])
+def test_gpu_span_hashes_bit_identical_at_every_cut(chunk):
+    """span_hashes on the GPU (gathered spans, normalized by chunks of ``chunk`` bytes, a block per span for the
+    two XXH64) equals the CPU's thread per span: a long paragraph (~800 B of mixed case, accents, runs of
+    spaces, punctuation: normalization changes sizes) among short ones, empty and all-space spans, both
+    default and case-sensitive normalization, a seed."""
+    from gpu_dedup.config import NormalizeConfig
+    from gpu_dedup.device import to_device
+    from gpu_dedup.paragraph.dedup import span_hashes
+
+    rng = np.random.default_rng(3)
+    words = ["Alpha", "ÉCOLE", "naïve", "ﬁne", "x", "  ", "\t", "Straße", "ΣΟΦΙΑ", "—", "...", "42", "😀"]
+    long_para = " ".join(rng.choice(words, 120))
+    text = ("short one.\n\n" + long_para + "\n\n  \t \n\nB  b\n\n" + long_para[:37]).encode()
+    data = np.frombuffer(text, np.uint8).copy()
+    paras, pos = [], 0
+    for part in text.split(b"\n\n"):
+        paras.append((pos, pos + len(part)))
+        pos += len(part) + 2
+    paras += [(3, 3), (0, 20)]  # an empty span, one across a paragraph break
+    start = np.array([p[0] for p in paras], np.int64)
+    end = np.array([p[1] for p in paras], np.int64)
+    assert end[1] - start[1] > 600
+    for cfg, seed in ((NormalizeConfig(), 0), (NormalizeConfig(lowercase=False), 12345)):
+        want = span_hashes(data, start, end, cfg, seed, "cpu")
+        got = span_hashes(to_device(data, "cuda"), to_device(start, "cuda"), to_device(end, "cuda"), cfg, seed,
+                          "cuda", chunk=chunk)
+        for a, b in zip(want, got):
+            assert np.array_equal(a, to_host(b)), (cfg, seed)
+        assert want[2][1] > 500 and want[2][2] == 0 and want[2][5] == 0

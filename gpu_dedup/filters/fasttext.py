@@ -2,9 +2,9 @@
 
 ``load_fasttext(path)`` reads a ``.bin`` or quantized ``.ftz`` file (fasttext_format.py) into NumPy arrays;
 ``FastTextModel.predict`` / ``label_prob`` run ``kernels/fasttext_cpu.py`` (Numba, parallel over documents) or
-``kernels/fasttext_cuda.py`` (one GPU thread per document) and return what the ``fasttext`` Python package's
-``predict`` returns: the same labels in the same order, the same f32 probabilities (see kernels/fasttext.py
-for the one-ulp ``expf`` caveat), with no ``fasttext`` package needed.
+``kernels/fasttext_cuda.py`` (work per GPU thread bounded by bytes: fasttext_gpu.py) and return what the
+``fasttext`` Python package's ``predict`` returns: the same labels in the same order, the same f32
+probabilities (see kernels/fasttext.py for the one-ulp ``expf`` caveat), with no ``fasttext`` package needed.
 
 How a document is given to the model (as fastText users do): as ONE line: every newline (\\n, and \\r) counts
 as a space, and the line ends with one newline, exactly like ``model.predict(text.replace("\\n", " "))`` (the
@@ -358,6 +358,10 @@ class FastTextModel:
         arr = self._arrays(device)
         xp = dev.array_module(device)
         off = offsets[lo:hi + 1]
+        if device == "cuda":  # cooperative kernels, work per thread bounded by bytes (same bits as the CPU's)
+            from .fasttext_gpu import hidden_gpu
+
+            return hidden_gpu(data, off, arr, self._host["P"], self.dim)
         hidden = xp.zeros((hi - lo, self.dim), np.float32)
         nfeat = xp.zeros(hi - lo, np.int64)
         dev.launch(device, "ft_hidden", hi - lo, data, off, arr["P"], arr["prefix"], arr["vbytes"], arr["voff"],

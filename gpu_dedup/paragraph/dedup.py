@@ -66,6 +66,7 @@ from ..device import (array_backend, array_module, batch_bytes, launch, line_chu
 from ..engine import progress
 from ..lexical.normalize import _device_tables, arrow_text_buffers
 from .bloom import SEED1, SEED2, BloomConfig, BloomFilter, ExactSet, keep_first, make_seen_set
+from .span_gpu import span_hashes_gpu
 
 logger = logging.getLogger(__name__)
 
@@ -203,9 +204,12 @@ def split_pieces(data: Any, offsets: Any, line_mode: bool, chunk: int | None = N
 
 
 def span_hashes(data: Any, start: Any, end: Any, cfg: NormalizeConfig, seed: int = 0,
-                device: str = "cpu") -> tuple[Any, Any, Any]:
+                device: str = "cpu", chunk: int | None = None) -> tuple[Any, Any, Any]:
     """Normalize each span data[start[i]:end[i]] and hash it: (h1, h2) uint64 (u,) and the normalized
-    size int64 (u,). Transient memory: the normalized spans (about the spans' bytes)."""
+    size int64 (u,). Transient memory: the normalized spans (about the spans' bytes). CPU: a thread per span;
+    GPU: work per thread bounded by bytes (span_gpu.py; ``chunk``: its normalization chunk, for tests)."""
+    if device == "cuda":
+        return span_hashes_gpu(data, start, end, cfg, seed, chunk)
     xp = array_module(device)
     u = int(start.shape[0])
     map_off, map_cp = _device_tables(cfg, device)

@@ -32,6 +32,13 @@ def add_stage_args(g: Any, prefix: str = "") -> None:
     g.add_argument(f"--{prefix}chunk-tokens", dest="chunk_tokens", type=_positive_int, metavar="N",
                    help="tokens per chunk for corpora larger than memory: suffix arrays over pairs of chunks, the "
                         "same cuts as one array")
+    from ..cli import size_arg
+
+    g.add_argument(f"--{prefix}memory-budget", dest="substring_memory_budget", type=size_arg, metavar="SIZE",
+                   help="bound the suffix-array stage's memory (e.g. 2G): tokens spilled to --work-dir and chunks "
+                        "chosen to fit; the same cuts")
+    g.add_argument(f"--{prefix}work-dir", dest="substring_work_dir", metavar="DIR", help="directory for the spilled "
+                   "tokens with --memory-budget (default: the system's temporary directory; ~32 B per token)")
     g.add_argument(f"--{prefix}min-doc-bytes", dest="substring_min_doc_bytes", type=int, default=50,
                    help="changed documents left with fewer bytes are flagged 'short' (default 50)")
 
@@ -58,6 +65,7 @@ def config_from(args: argparse.Namespace, **input_kw: Any):
     from .config import SubstringConfig
 
     return SubstringConfig(min_tokens=args.min_tokens, tokenizer=args.tokenizer, chunk_tokens=args.chunk_tokens,
+                           memory_budget=args.substring_memory_budget, work_dir=args.substring_work_dir,
                            min_doc_bytes=args.substring_min_doc_bytes, **input_kw)
 
 

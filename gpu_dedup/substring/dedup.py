@@ -117,9 +117,18 @@ class Cut:
     seams: list[dict[str, Any]]
 
 
+def read_batch_bytes(cfg: SubstringConfig) -> int:
+    """Text bytes per read batch: the configured or CPU default; with a memory budget (and no batch_bytes
+    given) at most budget / SUBSTRING_READ_BYTES_PER_BYTE, what tokenizing a batch holds per text byte."""
+    bb = batch_bytes(cfg.batch_bytes, "cpu")
+    if cfg.memory_budget is not None and cfg.batch_bytes is None:
+        bb = max(1 << 16, min(bb, cfg.memory_budget // C.SUBSTRING_READ_BYTES_PER_BYTE))
+    return bb
+
+
 def _batches(files: list, cfg: SubstringConfig, report: io.ReadReport | None = None):
     return io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
-                           batch_bytes=batch_bytes(cfg.batch_bytes, "cpu"), on_error=cfg.on_error,
+                           batch_bytes=read_batch_bytes(cfg), on_error=cfg.on_error,
                            keep_column=cfg.keep_column, report=report)
 
 

@@ -202,6 +202,21 @@ def test_chunked_runs_equal_one_suffix_array():
         assert many.stats["suffix_arrays"]["chunks"] > 1 or chunk == 60
 
 
+def test_word_tokens_on_the_device_equal_the_host():
+    """--device cuda tokenizes with device array operations and the span kernels (strict stand-in, simulator):
+    the same documents' offsets, byte ranges and identities as the host."""
+    from gpu_dedup.config import NormalizeConfig
+    from gpu_dedup.lexical.normalize import arrow_text_buffers
+    from gpu_dedup.substring.tokens import word_tokens
+
+    texts = ["", "  Straße\tÜnïcødé  東京\n", "x", "\u200b zero\u200bwidth ", "a  b\r\nc ", "   ", "ＦＵＬＬ full"]
+    data, offsets = arrow_text_buffers(pa.array(texts, pa.large_string()))
+    c, g = word_tokens(data, offsets, NormalizeConfig()), word_tokens(data, offsets, NormalizeConfig(), "cuda")
+    for f in ("doc_off", "start", "end", "ident"):
+        assert np.array_equal(getattr(c, f), getattr(g, f)) and getattr(g, f).dtype == getattr(c, f).dtype, f
+    assert len(c) == 10 and c.ident[-1] == c.ident[-2]  # a lone U+200B is no token; ＦＵＬＬ is full
+
+
 def test_memory_budget_spills_and_equals_one_suffix_array(tmp_path, monkeypatch):
     """With a budget the tokens go to files in work_dir (removed after), the budget picks tiny chunks (the
     per-position figure raised so that 1 MiB holds 60 positions), and the outputs equal one array's, in memory

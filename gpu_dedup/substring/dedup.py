@@ -1,13 +1,16 @@
 """Exact-substring dedup (Lee et al. 2022): named stages in data-flow order, composed and timed by
 ``substring_dedup``.
 
-    read      every document of the source (ids, text, the keep column), in row order
-    tokenize  token ids with byte ranges in the original text (tokens.py: word units or a tokenizer.json)
+    read      every document of the source batch by batch (ids, byte lengths, the keep column), tokenized
+              (tokens.py: word units or a tokenizer.json; identities and byte ranges in the original text)
+              into a TokenStore; the text is dropped after its batch
     rank      keep order of the documents (first | longest | min-id | max:<column> | min:<column>, as dedup)
-    match     earliest copy of every window of min_tokens tokens: suffix array + LCP per chunk pair (spans.py)
-    spans     runs of tokens covered by later copies, the seam rule's byte ranges (spans.byte_cuts)
-    cut       the documents with the spans removed, per-document counts and flags, a seam sample
-    write     substring_spans.parquet, substring_docs.parquet, substring_deduplicated/, substring_dedup.json
+    match     earliest copy of every window of min_tokens tokens: suffix array + LCP per chunk pair (spans.py),
+              the chunks chosen by memory_budget (plan_chunks) or chunk_tokens
+    cut       the input READ AGAIN batch by batch: runs of tokens covered by later copies, the seam rule's byte
+              ranges (spans.byte_cuts), the documents with the spans removed, per-document counts and flags,
+              a seam sample; spans and documents streamed to the parquet files
+    write     substring_deduplicated/ (the input read a third time), substring_dedup.json
 
 Outputs (``output_dir``)
     substring_spans.parquet, one row per cut span: id, row, byte_start / byte_end (the span's tokens),
@@ -25,13 +28,21 @@ Invalid UTF-8
     As everywhere (io.read): replaced with U+FFFD and counted; byte offsets then refer to the repaired text,
     which is what a changed row of substring_deduplicated/ holds.
 Devices
-    With device="cuda" the suffix arrays, LCP arrays and the window grouping run on the GPU (suffix.py,
-    spans.earliest_in); tokenizing (the CPU kernels) and the cuts run on the host, the same code as the CPU
-    path.
-Memory
-    The whole corpus' text and tokens are held (a suffix array is global): ids, byte ranges, identities,
-    keep keys and earliest copies (48 B per token), plus one suffix array's text, SA, LCP and grouping
-    temporaries; benchmarks/substring_bench.py measured a peak growth of 135 B per token in all (README).
+    With device="cuda" the word units are found and hashed on the GPU (tokens.word_tokens: array operations
+    and the paragraph stage's span kernels), and the suffix arrays, LCP arrays and the window grouping run
+    there (suffix.py, spans.earliest_in); a tokenizer.json (Hugging Face tokenizers, a CPU library) and the
+    cuts run on the host, the same code as the CPU path. Read batches stay the CPU's size on a GPU.
+Memory (host; measured with benchmarks/substring_bench.py, README)
+    Per document: id, byte length, token offset and keep order (about 40 B plus the id). Per token, without
+    a budget: identity, start, end and earliest copy (32 B, in memory) plus one suffix array over everything
+    (SUBSTRING_BYTES_PER_POSITION, 53 B per position measured on the CPU); measured peak growth 122 B per
+    token end to end, one read batch included. With ``memory_budget`` the per-token columns are files in a
+    work directory (32 B per token on disk, removed at the end), read back per chunk pair and per cut batch,
+    and the budget chooses the chunks (one pair's arrays fit it) and caps the read batch (budget /
+    SUBSTRING_READ_BYTES_PER_BYTE of text); what is held then grows with the documents, not the tokens. A
+    document longer than a budget allows is refused before any suffix array, naming it and the budget it
+    needs. Without an output directory the cut documents and spans are returned in memory (the caller
+    asked for them).
 """
 from __future__ import annotations
 
@@ -132,7 +143,7 @@ def _batches(files: list, cfg: SubstringConfig, report: io.ReadReport | None = N
                            keep_column=cfg.keep_column, report=report)
 
 
-def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None) -> Corpus:
+def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, device: str = "cpu") -> Corpus:
     """Read and tokenize, one batch at a time: the tokens go to a TokenStore (files under ``work_dir`` when
     given), the text is dropped after its batch."""
     files = io.source_files(source)
@@ -147,7 +158,7 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None) 
         lengths.append(np.diff(offsets))
         if cfg.keep_column:
             values.append(np.asarray(batch.keep_values, np.float64))
-        store.append(tokenize(data, offsets, text, cfg, tok))
+        store.append(tokenize(data, offsets, text, cfg, tok, device))
     if not ids:
         store.close()
         raise ValueError(f"no documents in {source!r}: substring dedup needs at least one (read: "
@@ -156,10 +167,12 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None) 
                   report.to_dict(), store.finish())
 
 
-def tokenize(data: np.ndarray, offsets: np.ndarray, text: pa.Array, cfg: SubstringConfig, tok: Any) -> Tokens:
-    """One batch's tokens (tokens.py): word units, or the tokenizer ``tok`` in slices of 4096 documents."""
+def tokenize(data: np.ndarray, offsets: np.ndarray, text: pa.Array, cfg: SubstringConfig, tok: Any,
+             device: str = "cpu") -> Tokens:
+    """One batch's tokens (tokens.py): word units (on ``device``), or the tokenizer ``tok`` (on the host, in
+    slices of 4096 documents)."""
     if tok is None:
-        return word_tokens(data, offsets, cfg.normalize)
+        return word_tokens(data, offsets, cfg.normalize, device)
     parts, step = [], 4096
     for a in range(0, len(text), step):
         b = min(a + step, len(text))
@@ -330,7 +343,8 @@ def seam_sample(new_text: pa.Array, doc: np.ndarray, cs: np.ndarray, ce: np.ndar
 
 
 def write_outputs(out: str, corpus: Corpus, cfg: SubstringConfig) -> dict[str, Any]:
-    return write_cut_documents(corpus.files, os.path.join(out, SPANS_FILE), os.path.join(out, OUTPUT_DIR), cfg)
+    return write_cut_documents(corpus.files, os.path.join(out, SPANS_FILE), os.path.join(out, OUTPUT_DIR), cfg,
+                               min(8 << 20, read_batch_bytes(cfg)))
 
 
 def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir: str | os.PathLike | None = None,
@@ -355,7 +369,7 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
 
         work = tempfile.mkdtemp(prefix="substring-work-", dir=cfg.work_dir)
     try:
-        corpus = timed("read", read_corpus, source, cfg, work)
+        corpus = timed("read", read_corpus, source, cfg, work, device)
         try:
             keep = timed("rank", rank_documents, corpus, cfg)
             chunk_tokens = plan_chunks(corpus, cfg)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..config import NormalizeConfig
+from ..device import module_of, to_device, to_host
 
 logger = logging.getLogger(__name__)
 
@@ -155,36 +156,42 @@ class TokenStore:
             c.close()
 
 
-def word_spans(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Host. Maximal non-whitespace runs of documents data[offsets[d]:offsets[d+1]]: (doc int64, start, end
-    int64 absolute byte positions), in document then text order."""
+def word_spans(data: Any, offsets: Any) -> tuple[Any, Any, Any]:
+    """Maximal non-whitespace runs of documents data[offsets[d]:offsets[d+1]] (uint8 / int64 arrays of one
+    module: numpy, or CuPy on a GPU, where this runs as array operations on the device): (doc int64, start,
+    end int64 absolute byte positions), in document then text order. Transient: ~6 B per text byte."""
+    xp = module_of(data)
     lo, hi = int(offsets[0]), int(offsets[-1])
     buf = data[lo:hi]
-    word = ~_SPACE[buf]
     size = buf.shape[0]
     if size == 0:
-        z = np.zeros(0, np.int64)
+        z = xp.zeros(0, xp.int64)
         return z, z, z
-    bound = np.zeros(size + 1, bool)  # True where a document starts (position relative to lo)
+    word = ~xp.asarray(_SPACE)[buf]
+    bound = xp.zeros(size + 1, xp.bool_)  # True where a document starts (position relative to lo)
     bound[offsets[:-1] - lo] = True
     bound[size] = True
-    prev_space = np.concatenate(([True], ~word[:-1]))
-    next_space = np.concatenate((~word[1:], [True]))
+    edge = xp.ones(1, xp.bool_)
+    prev_space = xp.concatenate((edge, ~word[:-1]))
+    next_space = xp.concatenate((~word[1:], edge))
     first = word & (prev_space | bound[:-1])
     last = word & (next_space | bound[1:])
-    start = np.flatnonzero(first).astype(np.int64) + lo
-    end = np.flatnonzero(last).astype(np.int64) + lo + 1
-    doc = np.searchsorted(offsets, start, side="right").astype(np.int64) - 1
+    start = xp.flatnonzero(first).astype(xp.int64) + lo
+    end = xp.flatnonzero(last).astype(xp.int64) + lo + 1
+    doc = xp.searchsorted(offsets, start, side="right").astype(xp.int64) - 1
     return doc, start, end
 
 
-def word_tokens(data: np.ndarray, offsets: np.ndarray, cfg: NormalizeConfig) -> Tokens:
-    """Word units of one batch (module docstring), ``ids`` still the 64-bit hashes (``concat_tokens`` maps
-    the corpus' to ranks)."""
+def word_tokens(data: np.ndarray, offsets: np.ndarray, cfg: NormalizeConfig, device: str = "cpu") -> Tokens:
+    """Word units of one batch (module docstring; host arrays in and out). device="cuda": the runs are
+    found with array operations on the device and normalized and hashed by the paragraph stage's span
+    kernels (``span_hashes``: span_norm_sizes, span_norm_hash), no kernel of its own; the same tokens."""
     from ..paragraph.dedup import span_hashes
 
-    doc, start, end = word_spans(data, offsets)
-    h1, _, size = span_hashes(data, start, end, cfg, 0, "cpu")
+    d_data, d_off = to_device(np.ascontiguousarray(data), device), to_device(offsets, device)
+    doc, start, end = word_spans(d_data, d_off)
+    h1, _, size = span_hashes(d_data, start, end, cfg, 0, device)
+    doc, start, end, h1, size = (to_host(x) for x in (doc, start, end, h1, size))
     keep = size > 0
     doc, start, end, h1 = doc[keep], start[keep], end[keep], h1[keep]
     n = offsets.shape[0] - 1

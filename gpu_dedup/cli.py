@@ -146,7 +146,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--substring-order", choices=SUBSTRING_ORDERS, default="after", help="after (default): over the "
                    "documents the document stages (and an --paragraph-order after stage) kept; before: the document "
                    "stages read its output; beside: both on the input")
-    substring_cli.add_stage_args(g, "substring-")
+    substring_cli.add_stage_args(g, "substring-", size_arg)
     g = p.add_argument_group("semantic dedup (SemDeDup: embeddings -> k-means -> within-cluster cosine)")
     g.add_argument("--semantic", action="store_true", help="also remove semantic duplicates (needs "
                    "gpu-dedup[semantic]); decisions gain cosine / semantic_nearest_id / semantic_cluster")
@@ -556,7 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .filters import cli as filters_cli
 
     filters_cli.add_commands(sub)
-    substring_cli.add_command(sub, DEVICES)
+    substring_cli.add_command(sub, DEVICES, size_arg)
     return parser
 
 

@@ -99,10 +99,14 @@ class Column:
             self._fh.write(np.ascontiguousarray(a, self.dtype).tobytes())
 
     def take(self, idx: np.ndarray) -> np.ndarray:
-        """Elements at ``idx`` (any order; a few per call: one read each from a file)."""
+        """Elements at ``idx`` (any order; from a file through a read-only map, so only the pages touched are
+        read, and they are clean pages the system may drop)."""
         if self._fh is None:
             return self._arr[idx]
-        return np.array([self.read(int(i), int(i) + 1)[0] for i in idx.tolist()], self.dtype)
+        if idx.shape[0] == 0:
+            return np.zeros(0, self.dtype)
+        self._fh.flush()
+        return np.array(np.memmap(self.path, self.dtype, mode="r", shape=(self.size,))[idx])
 
     def close(self) -> None:
         if self._fh is not None:

@@ -238,10 +238,12 @@ def test_memory_budget_spills_and_equals_one_suffix_array(tmp_path, monkeypatch)
     substring_dedup(t, SubstringConfig(min_tokens=4, memory_budget=1 << 20, work_dir=str(work)), tmp_path / "out")
     assert pq.read_table(tmp_path / "out" / "substring_spans.parquet").equals(one.spans)
     assert pq.read_table(tmp_path / "out" / "substring_docs.parquet").equals(one.documents.drop_columns(["text"]))
-    big = texts + [vocab_text(rng, 80, 4)]
-    with pytest.raises(ValueError, match=r"document row 14 \(id 'd14'\) has 80 tokens.*raise --memory-budget"):
+    big = texts + [vocab_text(rng, 40, 4)]  # fits one array (60 positions), not a pair of chunks (2 x 30)
+    with pytest.raises(ValueError, match=r"document row 14 \(id 'd14'\) has 40 tokens.*raise --memory-budget"):
         run(big, min_tokens=4, memory_budget=1 << 20, work_dir=str(work))
-    assert list(work.iterdir()) == []
+    with pytest.raises(ValueError, match=r"document row 1 \(id 'd1'\) has 80 tokens.*raise --memory-budget"):
+        run(["x y", vocab_text(rng, 80, 4)] + texts, min_tokens=4, memory_budget=1 << 20, work_dir=str(work))
+    assert list(work.iterdir()) == []  # refused while reading (longer than one whole array), files removed
 
 
 def test_cpu_equals_gpu_simulated():

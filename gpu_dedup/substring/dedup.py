@@ -151,6 +151,7 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
     ids, lengths, values = [], [], []
     store = TokenStore(work_dir)
     tok = load_tokenizer(cfg.tokenizer) if cfg.tokenizer is not None else None
+    report_rows = 0
     for batch in _batches(files, cfg, report):
         text = batch.text.cast(pa.large_string())
         ids.append(batch.ids)
@@ -158,7 +159,15 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
         lengths.append(np.diff(offsets))
         if cfg.keep_column:
             values.append(np.asarray(batch.keep_values, np.float64))
-        store.append(tokenize(data, offsets, text, cfg, tok, device))
+        toks = tokenize(data, offsets, text, cfg, tok, device)
+        if cfg.memory_budget is not None:  # longer than one whole array: refused now, not after the reading
+            counts = np.diff(toks.doc_off)
+            big = int(np.argmax(counts)) if counts.shape[0] else 0
+            if counts.shape[0] and int(counts[big]) + 1 > cfg.memory_budget // C.SUBSTRING_BYTES_PER_POSITION:
+                store.close()
+                raise too_long(report_rows + big, batch.ids[big].as_py(), int(counts[big]), cfg)
+        report_rows += len(text)
+        store.append(toks)
     if not ids:
         store.close()
         raise ValueError(f"no documents in {source!r}: substring dedup needs at least one (read: "
@@ -194,19 +203,22 @@ def plan_chunks(corpus: Corpus, cfg: SubstringConfig) -> int | None:
     too long for the budget is refused here, before any suffix array, naming it and the budget it needs."""
     if cfg.memory_budget is None:
         return cfg.chunk_tokens
-    per = C.SUBSTRING_BYTES_PER_POSITION
-    limit = cfg.memory_budget // per  # positions one suffix array may hold
+    limit = cfg.memory_budget // C.SUBSTRING_BYTES_PER_POSITION  # positions one suffix array may hold
     counts = np.diff(corpus.tokens.doc_off)
     if len(corpus.tokens) + counts.shape[0] <= limit:
         return None
-    chunk = limit // 2
     big = int(np.argmax(counts))
-    if int(counts[big]) + 1 > chunk:
-        raise ValueError(f"document row {big} (id {corpus.ids[big].as_py()!r}) has {int(counts[big]):,} tokens: a "
-                         f"suffix array over it and another chunk needs more than --memory-budget "
-                         f"{cfg.memory_budget:,} bytes ({per} B per position); raise --memory-budget to at least "
-                         f"{2 * (int(counts[big]) + 1) * per:,} or split the document")
-    return chunk
+    if int(counts[big]) + 1 > limit // 2:
+        raise too_long(big, corpus.ids[big].as_py(), int(counts[big]), cfg)
+    return limit // 2
+
+
+def too_long(row: int, doc_id: Any, tokens: int, cfg: SubstringConfig) -> ValueError:
+    """The error for a document whose pairs cannot fit memory_budget: it names the row, the limit and the knob."""
+    per = C.SUBSTRING_BYTES_PER_POSITION
+    return ValueError(f"document row {row} (id {doc_id!r}) has {tokens:,} tokens: a suffix array over it and another "
+                      f"chunk needs more than --memory-budget {cfg.memory_budget:,} bytes ({per} B per position); "
+                      f"raise --memory-budget to at least {2 * (tokens + 1) * per:,} or split the document")
 
 
 def span_hash(ident: np.ndarray) -> str:

@@ -35,7 +35,7 @@ Devices
 Memory (host; measured with benchmarks/substring_bench.py, README)
     Per document: id, byte length, token offset and keep order (about 40 B plus the id). Per token, without
     a budget: identity, start, end and earliest copy (32 B, in memory) plus one suffix array over everything
-    (SUBSTRING_BYTES_PER_POSITION, 53 B per position measured on the CPU); measured peak growth 122 B per
+    (SUBSTRING_BYTES_PER_POSITION: 93 B per position measured on the CPU for pair arrays); measured peak growth 122 B per
     token end to end, one read batch included. With ``memory_budget`` the per-token columns are files in a
     work directory (32 B per token on disk, removed at the end), read back per chunk pair and per cut batch,
     and the budget chooses the chunks (one pair's arrays fit it) and caps the read batch (budget /

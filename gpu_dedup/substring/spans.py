@@ -149,16 +149,18 @@ def find_matches(store: TokenStore, keep: KeepOrder, k: int, chunk_tokens: int |
     positions = grouped = largest = 0
     for a, b in pairs:
         parts = [chunks[a]] if a == b else [chunks[a], chunks[b]]
-        toks = [store.docs(lo, hi) for lo, hi in parts]
-        offs = [np.arange(int(store.doc_off[lo]), int(store.doc_off[hi]), dtype=np.int64) for lo, hi in parts]
-        doc_off = toks[0].doc_off if len(toks) == 1 else np.concatenate((toks[0].doc_off,
-                                                                          toks[1].doc_off[1:] + len(toks[0])))
-        token = np.concatenate(offs)
-        text, text_token = corpus_text(doc_off, np.concatenate([t.ident for t in toks]), token)
-        tok_key = np.concatenate([keep.keys(lo, hi) for lo, hi in parts])
+        spans_t = [(int(store.doc_off[lo]), int(store.doc_off[hi])) for lo, hi in parts]
+        ident = np.concatenate([store.ident.read(a_t, b_t) for a_t, b_t in spans_t])  # only the identities
+        token = np.concatenate([np.arange(a_t, b_t, dtype=np.int64) for a_t, b_t in spans_t])
+        doc_off = np.concatenate([store.doc_off[parts[0][0]:parts[0][1] + 1] - spans_t[0][0]] +
+                                 [store.doc_off[lo + 1:hi + 1] - a_t + spans_t[0][1] - spans_t[0][0]
+                                  for (lo, hi), (a_t, _) in zip(parts[1:], spans_t[1:])])
+        text, text_token = corpus_text(doc_off, ident, token)
+        del ident, token
+        is_tok = text_token >= 0
         key = np.full(text.shape[0], NONE, np.int64)
-        key[text_token >= 0] = tok_key
-        del toks, tok_key
+        key[is_tok] = np.concatenate([keep.keys(lo, hi) for lo, hi in parts])
+        del is_tok
         t0 = time.perf_counter()
         text_d, token_d, key_d = (to_device(x, device) for x in (text, text_token, key))
         sa, lcp = suffix_and_lcp(text_d, device)

@@ -4,9 +4,12 @@ algorithm) on the CPU or, with --device cuda, on the GPU; tokens/s end to end; p
 
     python benchmarks/substring_bench.py --docs 2000 --words 200      # small: ~0.5M tokens
     python benchmarks/substring_bench.py --device cuda                # GPU figures too (real GPU only)
+    python benchmarks/substring_bench.py --docs 2000 --memory-budget 32M   # also under a memory budget
 The corpus is synthetic: documents of random words (Zipf) with shared 80-word boilerplate blocks.
 Peak memory: ru_maxrss growth of a fresh child process per measurement (after a warm-up run on 20 documents
-that loads the kernels), divided by the tokens; the corpus' text is already in memory before it.
+that loads the kernels), divided by the tokens; the corpus' text is already in memory before it (an in-memory
+table input), the outputs are written to a temporary directory. --memory-budget adds a run under that budget
+(tokens spilled to the system's temporary directory, chunk pairs).
 """
 from __future__ import annotations
 
@@ -36,27 +39,34 @@ def corpus(docs: int, words: int, seed: int = 0) -> pa.Table:
 def _child(kind: str, docs: int, words: int, device: str, q) -> None:
     from gpu_dedup.lexical.normalize import arrow_text_buffers
     from gpu_dedup.substring import SubstringConfig, substring_dedup
-    from gpu_dedup.substring.dedup import Corpus, tokenize
+    from gpu_dedup.substring.dedup import tokenize
     from gpu_dedup.substring.suffix import corpus_text, suffix_array, suffix_array_doubling
 
     t = corpus(docs, words)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    if kind == "e2e":
-        substring_dedup(corpus(20, 60, seed=1), SubstringConfig(), device=device)  # kernels loaded / compiled
+    if kind.startswith("e2e"):
+        budget = int(kind.split(":")[1]) if ":" in kind else None
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as out:  # kernels compiled, readers and writers loaded
+            substring_dedup(corpus(20, 60, seed=1), SubstringConfig(memory_budget=budget), out, device=device)
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
         t0 = time.perf_counter()
-        res = substring_dedup(t, SubstringConfig(), device=device)
+        with tempfile.TemporaryDirectory() as out:  # written outputs: nothing but the statistics held
+            res = substring_dedup(t, SubstringConfig(memory_budget=budget), out, device=device)
         dt = time.perf_counter() - t0
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         c = res.stats["counts"]
         q.put({"seconds": dt, "tokens": c["tokens"], "bytes": c["bytes_in"], "tokens_cut": c["tokens_cut"],
-               "peak_growth_bytes": peak - base, "stages_s": res.stats["timings_s"]})
+               "peak_growth_bytes": peak - base, "stages_s": res.stats["timings_s"],
+               "suffix_arrays": res.stats["suffix_arrays"]["suffix_arrays"]})
         return
     cfg = SubstringConfig()
     text_col = t.column("text").combine_chunks().cast(pa.large_string())
-    toks = tokenize(Corpus([], t.column("id").combine_chunks(), text_col, None, {}), cfg)
-    ids, _ = corpus_text(toks.doc_off, toks.ids, np.arange(toks.n_docs), toks.n_docs)
     data, off = arrow_text_buffers(text_col)
+    toks = tokenize(data, off, text_col, cfg, None)
+    ids, _ = corpus_text(toks.doc_off, toks.ident, np.arange(len(toks), dtype=np.int64))
     raw = np.ascontiguousarray(data[off[0]:off[-1]])
     t0 = time.perf_counter()
     if kind == "bytes":
@@ -97,23 +107,36 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=100000)
     ap.add_argument("--words", type=int, default=300)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--e2e-only", action="store_true", help="skip the suffix-array yardsticks")
+    ap.add_argument("--memory-budget", default=None, help="also run end to end under this budget (e.g. 64M): "
+                    "tokens spilled, chunk pairs; peak memory per token with and without it")
     a = ap.parse_args()
     kinds = ("bytes", "tokens", "doubling") + (("doubling_gpu",) if a.device == "cuda" else ())
+    kinds = () if a.e2e_only else kinds
     out = {k: measure(k, a.docs, a.words) for k in kinds}
     out["e2e"] = measure("e2e", a.docs, a.words, a.device)
-    mb = out["bytes"]["mb"]
+    if a.memory_budget:
+        from gpu_dedup.cli import parse_size
+
+        out["e2e_budget"] = measure(f"e2e:{parse_size(a.memory_budget)}", a.docs, a.words, a.device)
     e = out["e2e"]
+    mb = e["bytes"] / 1e6
     print(json.dumps({
         "corpus": {"docs": a.docs, "words_per_doc": a.words, "mb": mb, "tokens": e["tokens"]},
-        "sa_mb_per_s": {"pydivsufsort_bytes": mb / out["bytes"]["seconds"],
+        **({} if a.e2e_only else {"sa_mb_per_s": {"pydivsufsort_bytes": mb / out["bytes"]["seconds"],
                         "ours_cpu_tokens": mb / out["tokens"]["seconds"],
                         "doubling_on_cpu": mb / out["doubling"]["seconds"],
                         **({"gpu_doubling_and_lcp": mb / out["doubling_gpu"]["seconds"]} if "doubling_gpu" in out
                            else {})},
-        "ratio_ours_vs_bytes": out["bytes"]["seconds"] / out["tokens"]["seconds"],
+        "ratio_ours_vs_bytes": out["bytes"]["seconds"] / out["tokens"]["seconds"]}),
         "e2e": {"device": a.device, "tokens_per_s": e["tokens"] / e["seconds"], "seconds": e["seconds"],
                 "peak_bytes_per_token": e["peak_growth_bytes"] / max(e["tokens"], 1), "tokens_cut": e["tokens_cut"],
                 "stages_s": e["stages_s"]},
+        **({"e2e_budget": {"memory_budget": a.memory_budget, "suffix_arrays": out["e2e_budget"]["suffix_arrays"],
+                           "tokens_per_s": e["tokens"] / out["e2e_budget"]["seconds"],
+                           "seconds": out["e2e_budget"]["seconds"],
+                           "peak_bytes_per_token": out["e2e_budget"]["peak_growth_bytes"] / max(e["tokens"], 1)}}
+           if a.memory_budget else {}),
     }, indent=1))
 
 

@@ -146,7 +146,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--substring-order", choices=SUBSTRING_ORDERS, default="after", help="after (default): over the "
                    "documents the document stages (and an --paragraph-order after stage) kept; before: the document "
                    "stages read its output; beside: both on the input")
-    substring_cli.add_stage_args(g, "substring-")
+    substring_cli.add_stage_args(g, "substring-", size_arg)
     g = p.add_argument_group("semantic dedup (SemDeDup: embeddings -> k-means -> within-cluster cosine)")
     g.add_argument("--semantic", action="store_true", help="also remove semantic duplicates (needs "
                    "gpu-dedup[semantic]); decisions gain cosine / semantic_nearest_id / semantic_cluster")
@@ -477,20 +477,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_warmup(args: argparse.Namespace) -> int:
-    from .warmup import warmup
-
-    for c, r in warmup(tuple(args.commands) or _warmup_commands(), device=args.device).items():
-        print(f"{c}: {r['kernels_compiled']} kernels compiled, {r['seconds']:.1f} s")
-    return 0
-
-
-def _warmup_commands() -> tuple[str, ...]:
-    from .warmup import COMMANDS
-
-    return tuple(COMMANDS)
-
-
 def _cmd_params(args: argparse.Namespace) -> int:
     from . import params
 
@@ -570,14 +556,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .filters import cli as filters_cli
 
     filters_cli.add_commands(sub)
-    substring_cli.add_command(sub, DEVICES)
-    p = sub.add_parser("warmup", help="compile the kernels of every command (or of those named) ahead of the "
-                       "first run: for images, CI caches and the device script")
-    p.add_argument("commands", nargs="*", metavar="COMMAND",
-                   help=f"only these: {', '.join(_warmup_commands())} (default all)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=_cmd_warmup)
+    substring_cli.add_command(sub, DEVICES, size_arg)
+    from . import warmup
+
+    warmup.add_command(sub)
     return parser
 
 

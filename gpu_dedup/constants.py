@@ -43,6 +43,8 @@ HOST_COMPONENT = 4096
 # Exact-substring dedup (gpu_dedup/substring)
 SUBSTRING_MIN_TOKENS = 50   # Lee et al. (2022): every repeated span of at least 50 tokens is cut
 KASAI_RANGE = 4096          # text positions per Kasai scan (one GPU thread / CPU iteration; kernels/substring.py)
+SUBSTRING_BYTES_PER_POSITION = 100  # host bytes per suffix-array position, match stage (~93 measured, CPU; README)
+SUBSTRING_READ_BYTES_PER_BYTE = 32  # host bytes per text byte of a batch while tokenizing it (~27 measured)
 SEAM_CONTEXT = 60           # characters each side of a cut shown in the report's seam sample
 
 # ------------------------------------------------------------------------------------------------ first runs

@@ -202,6 +202,50 @@ def test_chunked_runs_equal_one_suffix_array():
         assert many.stats["suffix_arrays"]["chunks"] > 1 or chunk == 60
 
 
+def test_word_tokens_on_the_device_equal_the_host():
+    """--device cuda tokenizes with device array operations and the span kernels (strict stand-in, simulator):
+    the same documents' offsets, byte ranges and identities as the host."""
+    from gpu_dedup.config import NormalizeConfig
+    from gpu_dedup.lexical.normalize import arrow_text_buffers
+    from gpu_dedup.substring.tokens import word_tokens
+
+    texts = ["", "  Straße\tÜnïcødé  東京\n", "x", "\u200b zero\u200bwidth ", "a  b\r\nc ", "   ", "ＦＵＬＬ full"]
+    data, offsets = arrow_text_buffers(pa.array(texts, pa.large_string()))
+    c, g = word_tokens(data, offsets, NormalizeConfig()), word_tokens(data, offsets, NormalizeConfig(), "cuda")
+    for f in ("doc_off", "start", "end", "ident"):
+        assert np.array_equal(getattr(c, f), getattr(g, f)) and getattr(g, f).dtype == getattr(c, f).dtype, f
+    assert len(c) == 10 and c.ident[-1] == c.ident[-2]  # a lone U+200B is no token; ＦＵＬＬ is full
+
+
+def test_memory_budget_spills_and_equals_one_suffix_array(tmp_path, monkeypatch):
+    """With a budget the tokens go to files in work_dir (removed after), the budget picks tiny chunks (the
+    per-position figure raised so that 1 MiB holds 60 positions), and the outputs equal one array's, in memory
+    and written."""
+    from gpu_dedup import constants as C
+
+    rng = np.random.default_rng(5)
+    texts = [vocab_text(rng, int(rng.integers(1, 25)), 4) for _ in range(14)]
+    texts[11] = texts[1] + " " + texts[4]
+    one = run(texts, min_tokens=4)
+    monkeypatch.setattr(C, "SUBSTRING_BYTES_PER_POSITION", (1 << 20) // 60)
+    work = tmp_path / "work"
+    work.mkdir()
+    many = run(texts, min_tokens=4, memory_budget=1 << 20, work_dir=str(work))
+    assert many.spans.equals(one.spans) and many.documents.equals(one.documents)
+    assert many.stats["suffix_arrays"]["chunks"] > 3 and many.stats["suffix_arrays"]["largest_array"] <= 60
+    assert many.stats["memory"]["spilled_to_disk"] and list(work.iterdir()) == []
+    t = pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts})
+    substring_dedup(t, SubstringConfig(min_tokens=4, memory_budget=1 << 20, work_dir=str(work)), tmp_path / "out")
+    assert pq.read_table(tmp_path / "out" / "substring_spans.parquet").equals(one.spans)
+    assert pq.read_table(tmp_path / "out" / "substring_docs.parquet").equals(one.documents.drop_columns(["text"]))
+    big = texts + [vocab_text(rng, 40, 4)]  # fits one array (60 positions), not a pair of chunks (2 x 30)
+    with pytest.raises(ValueError, match=r"document row 14 \(id 'd14'\) has 40 tokens.*raise --memory-budget"):
+        run(big, min_tokens=4, memory_budget=1 << 20, work_dir=str(work))
+    with pytest.raises(ValueError, match=r"document row 1 \(id 'd1'\) has 80 tokens.*raise --memory-budget"):
+        run(["x y", vocab_text(rng, 80, 4)] + texts, min_tokens=4, memory_budget=1 << 20, work_dir=str(work))
+    assert list(work.iterdir()) == []  # refused while reading (longer than one whole array), files removed
+
+
 def test_cpu_equals_gpu_simulated():
     rng = np.random.default_rng(4)
     texts = [vocab_text(rng, int(rng.integers(1, 40)), 4) for _ in range(10)]
@@ -298,6 +342,23 @@ def test_bad_input(tmp_path):
         SubstringConfig(tokenizer=str(tmp_path / "missing.json"))
     with pytest.raises(ValueError, match="chunk_tokens"):
         SubstringConfig(chunk_tokens=0)
+    with pytest.raises(ValueError, match="at least 1 MiB"):
+        SubstringConfig(memory_budget=1000)
+    with pytest.raises(ValueError, match="not both"):
+        SubstringConfig(memory_budget=1 << 20, chunk_tokens=10)
+    with pytest.raises(ValueError, match="work_dir must be an existing directory"):
+        SubstringConfig(work_dir=str(tmp_path / "nowhere"))
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b"\x00\xff not json")
+    with pytest.raises(ValueError, match="not a Hugging Face tokenizer.json"):
+        run(["a b"], tokenizer=str(garbage))
+    empty = tmp_path / "empty" / "e.jsonl"
+    empty.parent.mkdir()
+    empty.write_text("")
+    with pytest.raises(ValueError, match="no documents"):
+        substring_dedup(str(empty))
+    res = run(["", "  \n ", "x"], min_tokens=1)  # documents without tokens: only separators in the array
+    assert res.documents.column("flag").to_pylist() == ["unchanged"] * 3 and res.spans.num_rows == 0
     with pytest.raises(ValueError, match="keep must be"):
         SubstringConfig(keep="best")
     with pytest.raises(ValueError, match="no documents"):
@@ -322,6 +383,10 @@ def test_cli_substring_and_run_stage(tmp_path, capsys):
     assert pq.read_table(out / "substring_spans.parquet").column("id").to_pylist() == ["b"]
     assert main(["substring", str(src.parent), "-o", str(out), "--min-tokens", "0", "--overwrite"]) == 1
     assert "--min-tokens must be >= 1" in capsys.readouterr().err
+    assert main(["substring", str(src.parent), "-o", str(out), "--min-tokens", "12", "--memory-budget", "64M",
+                 "--work-dir", str(tmp_path), "--overwrite"]) == 0
+    assert pq.read_table(out / "substring_spans.parquet").column("id").to_pylist() == ["b"]
+    assert json.loads((out / "substring_dedup.json").read_text())["memory"]["spilled_to_disk"]
     run_out = tmp_path / "run"
     assert main(["run", str(src.parent), "-o", str(run_out), "--substring-dedup", "--substring-min-tokens", "12",
                  "-q"]) == 0

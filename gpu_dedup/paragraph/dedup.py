@@ -527,10 +527,11 @@ class _SpanCursor:
         return got[0], got[1], got[2]
 
 
-def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: ParagraphConfig) -> dict[str, int]:
+def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: ParagraphConfig,
+                        batch_bytes: int = 8 << 20) -> dict[str, int]:
     """Re-read the inputs (same reader, so row numbers match pass 1) and write every accepted row with its
     cut ranges removed to ``out_dir/<relpath>`` in the input's format (module docstring). All files
-    appear together at the end."""
+    appear together at the end. ``batch_bytes``: the reader's block size (text read at a time)."""
     from contextlib import ExitStack
 
     out_dir = os.path.abspath(out_dir)
@@ -543,7 +544,7 @@ def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: Paragra
     cursor = _SpanCursor(spans_path)
     row, rows_written, changed, n_files = 0, 0, 0, 0
     with ExitStack() as stack:
-        for _, reader in io.open_readers(files, spec, io.ReadReport(), 8 << 20, all_columns=True):
+        for _, reader in io.open_readers(files, spec, io.ReadReport(), batch_bytes, all_columns=True):
             f = reader.f
             target = io.output_path(out_dir, f)
             writer = stream = None

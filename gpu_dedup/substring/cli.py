@@ -23,8 +23,9 @@ def _positive_int(s: str) -> int:
     return v
 
 
-def add_stage_args(g: Any, prefix: str = "") -> None:
-    """The options shared by ``substring`` and ``run --substring-dedup`` (``prefix`` "substring-" in run)."""
+def add_stage_args(g: Any, prefix: str, size_type: Any) -> None:
+    """The options shared by ``substring`` and ``run --substring-dedup`` (``prefix`` "substring-" in run;
+    size_type: gpu_dedup.cli.size_arg, passed in so that this module does not import the CLI)."""
     g.add_argument(f"--{prefix or ''}min-tokens", dest="min_tokens", type=int, default=C.SUBSTRING_MIN_TOKENS,
                    help=f"shortest repeated span cut, in tokens (default {C.SUBSTRING_MIN_TOKENS}, Lee et al.)")
     g.add_argument(f"--{prefix}tokenizer", dest="tokenizer", metavar="TOKENIZER_JSON", help="a Hugging Face "
@@ -32,17 +33,22 @@ def add_stage_args(g: Any, prefix: str = "") -> None:
     g.add_argument(f"--{prefix}chunk-tokens", dest="chunk_tokens", type=_positive_int, metavar="N",
                    help="tokens per chunk for corpora larger than memory: suffix arrays over pairs of chunks, the "
                         "same cuts as one array")
+    g.add_argument(f"--{prefix}memory-budget", dest="substring_memory_budget", type=size_type, metavar="SIZE",
+                   help="bound the suffix-array stage's memory (e.g. 2G): tokens spilled to --work-dir and chunks "
+                        "chosen to fit; the same cuts")
+    g.add_argument(f"--{prefix}work-dir", dest="substring_work_dir", metavar="DIR", help="directory for the spilled "
+                   "tokens with --memory-budget (default: the system's temporary directory; ~32 B per token)")
     g.add_argument(f"--{prefix}min-doc-bytes", dest="substring_min_doc_bytes", type=int, default=50,
                    help="changed documents left with fewer bytes are flagged 'short' (default 50)")
 
 
-def add_command(sub: Any, devices: tuple) -> None:
+def add_command(sub: Any, devices: tuple, size_type: Any) -> None:
     p = sub.add_parser("substring", help="cut repeated spans of >= --min-tokens tokens (exact-substring dedup with "
                        "suffix arrays; reversible)", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="jsonl / jsonl.gz / jsonl.zst / parquet files, "
                    "directories or glob patterns")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
-    add_stage_args(p)
+    add_stage_args(p, "", size_type)
     p.add_argument("--keep", default="first", help="which copy stays: first | longest | min-id | max:<column> | "
                    "min:<column> (default first)")
     p.add_argument("--device", choices=devices, default="cpu")
@@ -58,6 +64,7 @@ def config_from(args: argparse.Namespace, **input_kw: Any):
     from .config import SubstringConfig
 
     return SubstringConfig(min_tokens=args.min_tokens, tokenizer=args.tokenizer, chunk_tokens=args.chunk_tokens,
+                           memory_budget=args.substring_memory_budget, work_dir=args.substring_work_dir,
                            min_doc_bytes=args.substring_min_doc_bytes, **input_kw)
 
 

@@ -14,7 +14,10 @@ class SubstringConfig(InputConfig):
     normalized text, ids from a stable hash) or the path of a Hugging Face ``tokenizer.json``; normalize: the
     normalization that defines a word unit's identity; keep: which occurrence stays ("first", "longest",
     "min-id", "max:<column>", "min:<column>", as in dedup); chunk_tokens: None (one suffix array over the
-    corpus) or the most tokens per chunk (suffix arrays over pairs of chunks; same result); min_doc_bytes:
+    corpus) or the most positions (tokens + one per document) per chunk (suffix arrays over pairs of chunks;
+    same result); memory_budget: None (tokens held in memory) or bytes (``--memory-budget``, at least 1 MiB):
+    the tokens and earliest copies are spilled to files in ``work_dir`` (None: the system's temporary
+    directory) and chunk_tokens is chosen so one suffix array fits the budget (spans.py); min_doc_bytes:
     changed documents left with fewer bytes are flagged "short"; seam_sample: cuts shown in the statistics
     with the text on both sides (0: none); id_field / text_field / batch_bytes / on_error: as in RunConfig."""
 
@@ -23,6 +26,8 @@ class SubstringConfig(InputConfig):
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     keep: str = "first"
     chunk_tokens: int | None = None
+    memory_budget: int | None = None
+    work_dir: str | None = None
     min_doc_bytes: int = 50
     seam_sample: int = 20
 
@@ -40,6 +45,16 @@ class SubstringConfig(InputConfig):
         if self.chunk_tokens is not None and (not is_int(self.chunk_tokens) or self.chunk_tokens < 1):
             raise ValueError(f"SubstringConfig.chunk_tokens must be an int >= 1 or None (--chunk-tokens), got "
                              f"{self.chunk_tokens!r}")
+        if self.memory_budget is not None:
+            if not is_int(self.memory_budget) or self.memory_budget < 1 << 20:
+                raise ValueError(f"SubstringConfig.memory_budget must be None or an int of at least 1 MiB (bytes; "
+                                 f"--memory-budget 512M), got {self.memory_budget!r}")
+            if self.chunk_tokens is not None:
+                raise ValueError("SubstringConfig: give memory_budget (--memory-budget) or chunk_tokens "
+                                 "(--chunk-tokens), not both: the budget chooses the chunks")
+        if self.work_dir is not None and not os.path.isdir(self.work_dir):
+            raise ValueError(f"SubstringConfig.work_dir must be an existing directory (--work-dir), got "
+                             f"{self.work_dir!r}")
         for name in ("min_doc_bytes", "seam_sample"):
             v = getattr(self, name)
             if not is_int(v) or v < 0:

@@ -1,13 +1,16 @@
 """Exact-substring dedup (Lee et al. 2022): named stages in data-flow order, composed and timed by
 ``substring_dedup``.
 
-    read      every document of the source (ids, text, the keep column), in row order
-    tokenize  token ids with byte ranges in the original text (tokens.py: word units or a tokenizer.json)
+    read      every document of the source batch by batch (ids, byte lengths, the keep column), tokenized
+              (tokens.py: word units or a tokenizer.json; identities and byte ranges in the original text)
+              into a TokenStore; the text is dropped after its batch
     rank      keep order of the documents (first | longest | min-id | max:<column> | min:<column>, as dedup)
-    match     earliest copy of every window of min_tokens tokens: suffix array + LCP per chunk pair (spans.py)
-    spans     runs of tokens covered by later copies, the seam rule's byte ranges (spans.byte_cuts)
-    cut       the documents with the spans removed, per-document counts and flags, a seam sample
-    write     substring_spans.parquet, substring_docs.parquet, substring_deduplicated/, substring_dedup.json
+    match     earliest copy of every window of min_tokens tokens: suffix array + LCP per chunk pair (spans.py),
+              the chunks chosen by memory_budget (plan_chunks) or chunk_tokens
+    cut       the input READ AGAIN batch by batch: runs of tokens covered by later copies, the seam rule's byte
+              ranges (spans.byte_cuts), the documents with the spans removed, per-document counts and flags,
+              a seam sample; spans and documents streamed to the parquet files
+    write     substring_deduplicated/ (the input read a third time), substring_dedup.json
 
 Outputs (``output_dir``)
     substring_spans.parquet, one row per cut span: id, row, byte_start / byte_end (the span's tokens),
@@ -25,13 +28,21 @@ Invalid UTF-8
     As everywhere (io.read): replaced with U+FFFD and counted; byte offsets then refer to the repaired text,
     which is what a changed row of substring_deduplicated/ holds.
 Devices
-    With device="cuda" the suffix arrays, LCP arrays and the window grouping run on the GPU (suffix.py,
-    spans.earliest_in); tokenizing (the CPU kernels) and the cuts run on the host, the same code as the CPU
-    path.
-Memory
-    The whole corpus' text and tokens are held (a suffix array is global): ids, byte ranges, identities,
-    keep keys and earliest copies (48 B per token), plus one suffix array's text, SA, LCP and grouping
-    temporaries; benchmarks/substring_bench.py measured a peak growth of 135 B per token in all (README).
+    With device="cuda" the word units are found and hashed on the GPU (tokens.word_tokens: array operations
+    and the paragraph stage's span kernels), and the suffix arrays, LCP arrays and the window grouping run
+    there (suffix.py, spans.earliest_in); a tokenizer.json (Hugging Face tokenizers, a CPU library) and the
+    cuts run on the host, the same code as the CPU path. Read batches stay the CPU's size on a GPU.
+Memory (host; measured with benchmarks/substring_bench.py, README)
+    Per document: id, byte length, token offset and keep order (about 40 B plus the id). Per token, without
+    a budget: identity, start, end and earliest copy (32 B, in memory) plus one suffix array over everything
+    (SUBSTRING_BYTES_PER_POSITION: 93 B per position measured on the CPU for pair arrays); measured peak growth 122 B per
+    token end to end, one read batch included. With ``memory_budget`` the per-token columns are files in a
+    work directory (32 B per token on disk, removed at the end), read back per chunk pair and per cut batch,
+    and the budget chooses the chunks (one pair's arrays fit it) and caps the read batch (budget /
+    SUBSTRING_READ_BYTES_PER_BYTE of text); what is held then grows with the documents, not the tokens. A
+    document longer than a budget allows is refused before any suffix array, naming it and the budget it
+    needs. Without an output directory the cut documents and spans are returned in memory (the caller
+    asked for them).
 """
 from __future__ import annotations
 
@@ -47,14 +58,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import constants as C
 from .. import io
 from ..device import array_backend, batch_bytes, resolve_device
 from ..lexical.normalize import arrow_text_buffers
 from ..lexical.policy import keep_rank
 from ..paragraph.dedup import _peak_rss_bytes, apply_cuts, gather_spans, write_cut_documents
 from .config import SubstringConfig
-from .spans import CutSpans, Matches, byte_cuts, cut_spans, find_matches, keep_keys
-from .tokens import Tokens, concat_tokens, load_tokenizer, tokenizer_tokens, word_tokens
+from .spans import KeepOrder, Matches, byte_cuts, cut_spans, find_matches
+from .tokens import Tokens, TokenStore, load_tokenizer, tokenizer_tokens, word_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -94,82 +106,182 @@ class SubstringResult:
 
 @dataclass
 class Corpus:
-    """The source's accepted rows: ids string (n,), text large_string (n,), keep_values float64 (n,) or None."""
+    """What is held per accepted row (never its text): ids string (n,), text_bytes int64 (n,), keep_values
+    float64 (n,) or None; tokens: the TokenStore (in memory or spilled to the work directory)."""
 
     files: list
     ids: pa.Array
-    text: pa.Array
+    text_bytes: np.ndarray
     keep_values: np.ndarray | None
     read: dict[str, Any]
+    tokens: TokenStore
 
 
 @dataclass
 class Cut:
-    """spans: SPANS_SCHEMA; documents: DOCS_SCHEMA plus text; counts and the seam sample for the stats."""
+    """spans: SPANS_SCHEMA; documents: DOCS_SCHEMA plus text (both None when streamed to the output
+    directory); counts and the seam sample for the stats."""
 
-    spans: pa.Table
-    documents: pa.Table
+    spans: pa.Table | None
+    documents: pa.Table | None
     counts: dict[str, Any]
     seams: list[dict[str, Any]]
 
 
-def read_corpus(source: Any, cfg: SubstringConfig) -> Corpus:
+def read_batch_bytes(cfg: SubstringConfig) -> int:
+    """Text bytes per read batch: the configured or CPU default; with a memory budget (and no batch_bytes
+    given) at most budget / SUBSTRING_READ_BYTES_PER_BYTE, what tokenizing a batch holds per text byte."""
+    bb = batch_bytes(cfg.batch_bytes, "cpu")
+    if cfg.memory_budget is not None and cfg.batch_bytes is None:
+        bb = max(1 << 16, min(bb, cfg.memory_budget // C.SUBSTRING_READ_BYTES_PER_BYTE))
+    return bb
+
+
+def _batches(files: list, cfg: SubstringConfig, report: io.ReadReport | None = None):
+    return io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                           batch_bytes=read_batch_bytes(cfg), on_error=cfg.on_error,
+                           keep_column=cfg.keep_column, report=report)
+
+
+def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, device: str = "cpu") -> Corpus:
+    """Read and tokenize, one batch at a time: the tokens go to a TokenStore (files under ``work_dir`` when
+    given), the text is dropped after its batch."""
     files = io.source_files(source)
     report = io.ReadReport()
-    ids, texts, values = [], [], []
-    for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
-                                 batch_bytes=batch_bytes(cfg.batch_bytes, "cpu"), on_error=cfg.on_error,
-                                 keep_column=cfg.keep_column, report=report):
+    ids, lengths, values = [], [], []
+    store = TokenStore(work_dir)
+    tok = load_tokenizer(cfg.tokenizer) if cfg.tokenizer is not None else None
+    report_rows = 0
+    for batch in _batches(files, cfg, report):
+        text = batch.text.cast(pa.large_string())
         ids.append(batch.ids)
-        texts.append(batch.text.cast(pa.large_string()))
+        data, offsets = arrow_text_buffers(text)
+        lengths.append(np.diff(offsets))
         if cfg.keep_column:
             values.append(np.asarray(batch.keep_values, np.float64))
-    if not texts:
+        toks = tokenize(data, offsets, text, cfg, tok, device)
+        if cfg.memory_budget is not None:  # longer than one whole array: refused now, not after the reading
+            counts = np.diff(toks.doc_off)
+            big = int(np.argmax(counts)) if counts.shape[0] else 0
+            if counts.shape[0] and int(counts[big]) + 1 > cfg.memory_budget // C.SUBSTRING_BYTES_PER_POSITION:
+                store.close()
+                raise too_long(report_rows + big, batch.ids[big].as_py(), int(counts[big]), cfg)
+        report_rows += len(text)
+        store.append(toks)
+    if not ids:
+        store.close()
         raise ValueError(f"no documents in {source!r}: substring dedup needs at least one (read: "
                          f"{report.to_dict()})")
-    text = pa.concat_arrays(texts)
-    return Corpus(files, pa.concat_arrays(ids), text, np.concatenate(values) if values else None, report.to_dict())
+    return Corpus(files, pa.concat_arrays(ids), np.concatenate(lengths), np.concatenate(values) if values else None,
+                  report.to_dict(), store.finish())
 
 
-def tokenize(corpus: Corpus, cfg: SubstringConfig) -> Tokens:
-    data, offsets = arrow_text_buffers(corpus.text)
-    if cfg.tokenizer is None:
-        return concat_tokens([word_tokens(data, offsets, cfg.normalize)], dense=True)
-    tok = load_tokenizer(cfg.tokenizer)
+def tokenize(data: np.ndarray, offsets: np.ndarray, text: pa.Array, cfg: SubstringConfig, tok: Any,
+             device: str = "cpu") -> Tokens:
+    """One batch's tokens (tokens.py): word units (on ``device``), or the tokenizer ``tok`` (on the host, in
+    slices of 4096 documents)."""
+    if tok is None:
+        return word_tokens(data, offsets, cfg.normalize, device)
     parts, step = [], 4096
-    for a in range(0, len(corpus.text), step):
-        b = min(a + step, len(corpus.text))
-        parts.append(tokenizer_tokens(data, offsets[a:b + 1], corpus.text.slice(a, b - a).to_pylist(), tok))
-    return concat_tokens(parts, dense=False)
+    for a in range(0, len(text), step):
+        b = min(a + step, len(text))
+        parts.append(tokenizer_tokens(data, offsets[a:b + 1], text.slice(a, b - a).to_pylist(), tok))
+    doc_off = np.zeros(len(text) + 1, np.int64)
+    np.cumsum(np.concatenate([np.diff(p.doc_off) for p in parts]), out=doc_off[1:])
+    return Tokens(doc_off, *(np.concatenate([getattr(p, f) for p in parts]) for f in ("start", "end", "ident")))
 
 
-def rank_documents(corpus: Corpus, cfg: SubstringConfig) -> np.ndarray:
-    _, offsets = arrow_text_buffers(corpus.text)
-    return keep_rank(cfg.keep, n=len(corpus.text), text_bytes=np.diff(offsets), ids=corpus.ids,
+def rank_documents(corpus: Corpus, cfg: SubstringConfig) -> KeepOrder:
+    rank = keep_rank(cfg.keep, n=len(corpus.ids), text_bytes=corpus.text_bytes, ids=corpus.ids,
                      values=corpus.keep_values)
+    return KeepOrder.of(corpus.tokens.doc_off, rank)
+
+
+def plan_chunks(corpus: Corpus, cfg: SubstringConfig) -> int | None:
+    """chunk_tokens: the configured one; with memory_budget, None when one suffix array over everything fits
+    the budget (SUBSTRING_BYTES_PER_POSITION per position), else the largest chunk whose pairs fit. A document
+    too long for the budget is refused here, before any suffix array, naming it and the budget it needs."""
+    if cfg.memory_budget is None:
+        return cfg.chunk_tokens
+    limit = cfg.memory_budget // C.SUBSTRING_BYTES_PER_POSITION  # positions one suffix array may hold
+    counts = np.diff(corpus.tokens.doc_off)
+    if len(corpus.tokens) + counts.shape[0] <= limit:
+        return None
+    big = int(np.argmax(counts))
+    if int(counts[big]) + 1 > limit // 2:
+        raise too_long(big, corpus.ids[big].as_py(), int(counts[big]), cfg)
+    return limit // 2
+
+
+def too_long(row: int, doc_id: Any, tokens: int, cfg: SubstringConfig) -> ValueError:
+    """The error for a document whose pairs cannot fit memory_budget: it names the row, the limit and the knob."""
+    per = C.SUBSTRING_BYTES_PER_POSITION
+    return ValueError(f"document row {row} (id {doc_id!r}) has {tokens:,} tokens: a suffix array over it and another "
+                      f"chunk needs more than --memory-budget {cfg.memory_budget:,} bytes ({per} B per position); "
+                      f"raise --memory-budget to at least {2 * (tokens + 1) * per:,} or split the document")
 
 
 def span_hash(ident: np.ndarray) -> str:
     return hashlib.blake2b(np.ascontiguousarray(ident, "<u8").tobytes(), digest_size=8).hexdigest()
 
 
-def cut_documents(corpus: Corpus, tokens: Tokens, spans: CutSpans, cfg: SubstringConfig) -> Cut:
-    data, offsets = arrow_text_buffers(corpus.text)
-    n = len(corpus.text)
+class _Sinks:
+    """substring_spans.parquet and substring_docs.parquet written batch by batch (atomic: both appear when
+    the pass completes); without an output directory the parts are kept and concatenated."""
+
+    def __init__(self, out: str | None) -> None:
+        self.out, self.parts = out, ([], [])
+
+    def __enter__(self) -> "_Sinks":
+        from contextlib import ExitStack
+
+        self._stack = ExitStack().__enter__()
+        if self.out is not None:
+            os.makedirs(self.out, exist_ok=True)
+            self.writers = []
+            for name, schema in ((SPANS_FILE, SPANS_SCHEMA), (DOCS_FILE, DOCS_SCHEMA)):
+                tmp = self._stack.enter_context(io.atomic_path(os.path.join(self.out, name)))
+                w = pq.ParquetWriter(tmp, schema)
+                self._stack.callback(w.close)
+                self.writers.append(w)
+        return self
+
+    def write(self, spans: pa.Table, docs: pa.Table) -> None:
+        if self.out is not None:
+            self.writers[0].write_table(spans)
+            self.writers[1].write_table(docs.drop_columns(["text"]))
+        else:
+            self.parts[0].append(spans)
+            self.parts[1].append(docs)
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._stack.__exit__(*exc)
+
+
+def cut_batch(data: np.ndarray, offsets: np.ndarray, r0: int, corpus: Corpus, keep: KeepOrder, matches: Matches,
+              cfg: SubstringConfig) -> tuple[pa.Table, pa.Table, dict[str, Any], tuple]:
+    """The cuts of documents r0 .. r0 + n of one re-read batch (text data/offsets): its spans and documents
+    tables (DOCS_SCHEMA plus the cut text), counts, and (new_text, doc, cut_start, cut_end) for the seams."""
+    n = offsets.shape[0] - 1
+    store = corpus.tokens
+    tokens = store.docs(r0, r0 + n)
+    t0 = int(store.doc_off[r0])
+    spans = cut_spans(tokens, matches.earliest.read(t0, t0 + len(tokens)), keep.keys(r0, r0 + n), cfg.min_tokens)
     cs, ce = byte_cuts(tokens, spans)
     base = offsets[:-1][spans.doc]
     new_text, new_len = apply_cuts(data, offsets, spans.doc, cs + base, ce + base)
     first = tokens.doc_off[:-1]
-    src_doc = np.searchsorted(tokens.doc_off, spans.source, side="right").astype(np.int64) - 1
-    rows = np.arange(n, dtype=np.int64)
+    source = keep.token_of(spans.source)  # global tokens
+    src_doc = np.searchsorted(store.doc_off, source, side="right").astype(np.int64) - 1
+    row = spans.doc + r0
     table = pa.table({
-        "id": corpus.ids.take(pa.array(spans.doc)), "row": spans.doc,
+        "id": corpus.ids.take(pa.array(row)), "row": row,
         "byte_start": tokens.start[spans.tok_start], "byte_end": tokens.end[spans.tok_end - 1],
         "token_start": spans.tok_start - first[spans.doc], "token_end": spans.tok_end - first[spans.doc],
         "span_hash": pa.array([span_hash(tokens.ident[a:b]) for a, b in zip(spans.tok_start.tolist(),
                                                                             spans.tok_end.tolist())], pa.string()),
         "kept_id": corpus.ids.take(pa.array(src_doc)), "kept_row": src_doc,
-        "kept_token": spans.source - first[src_doc], "kept_byte": tokens.start[spans.source],
+        "kept_token": source - store.doc_off[src_doc], "kept_byte": store.start.take(source),
         "cut_start": cs, "cut_end": ce, "cut_text": gather_spans(data, cs + base, ce + base),
     }, schema=SPANS_SCHEMA)
     n_tok = np.diff(tokens.doc_off)
@@ -182,13 +294,44 @@ def cut_documents(corpus: Corpus, tokens: Tokens, spans: CutSpans, cfg: Substrin
     flag[changed & (tok_cut == n_tok)] = 3
     flags = np.array(FLAGS, dtype=object)[flag]
     before = np.diff(offsets)
-    docs = pa.table({"id": corpus.ids, "row": rows, "tokens": n_tok, "tokens_cut": tok_cut, "spans_cut": n_spans,
-                     "bytes_before": before, "bytes_after": new_len, "flag": pa.array(flags, pa.string())},
-                    schema=DOCS_SCHEMA).append_column("text", new_text)
+    docs = pa.table({"id": corpus.ids.slice(r0, n), "row": np.arange(r0, r0 + n, dtype=np.int64), "tokens": n_tok,
+                     "tokens_cut": tok_cut, "spans_cut": n_spans, "bytes_before": before, "bytes_after": new_len,
+                     "flag": pa.array(flags, pa.string())}, schema=DOCS_SCHEMA).append_column("text", new_text)
     counts = {"documents": n, "tokens": len(tokens), "tokens_cut": int(tok_cut.sum()), "spans_cut": int(n_spans.sum()),
               "documents_changed": int(changed.sum()), "bytes_in": int(before.sum()),
               "bytes_cut": int((ce - cs).sum()), "flags": {f: int((flag == i).sum()) for i, f in enumerate(FLAGS)}}
-    return Cut(table, docs, counts, seam_sample(new_text, spans.doc, cs, ce, cfg.seam_sample))
+    return table, docs, counts, (new_text, spans.doc, cs, ce)
+
+
+def cut_documents(corpus: Corpus, keep: KeepOrder, matches: Matches, cfg: SubstringConfig, out: str | None) -> Cut:
+    """The cut stage over the input read AGAIN batch by batch (the text is not held between stages): the
+    spans and documents streamed to ``out`` (or kept in memory without it), counts, the seam sample."""
+    counts: dict[str, Any] = {}
+    seams: list[dict[str, Any]] = []
+    r0 = 0
+    with _Sinks(out) as sinks:
+        for batch in _batches(corpus.files, cfg):
+            data, offsets = arrow_text_buffers(batch.text.cast(pa.large_string()))
+            n = offsets.shape[0] - 1
+            if r0 + n > len(corpus.ids):
+                raise RuntimeError(f"the input changed while substring dedup ran: more than {len(corpus.ids)} rows "
+                                   "on the second read")
+            spans, docs, c, (new_text, doc, cs, ce) = cut_batch(data, offsets, r0, corpus, keep, matches, cfg)
+            sinks.write(spans, docs)
+            for key, v in c.items():
+                counts[key] = ({f: counts.get(key, {}).get(f, 0) + x for f, x in v.items()} if isinstance(v, dict)
+                               else counts.get(key, 0) + v)
+            if len(seams) < cfg.seam_sample:
+                for s in seam_sample(new_text, doc, cs, ce, cfg.seam_sample - len(seams)):
+                    seams.append({**s, "row": s["row"] + r0})
+            r0 += n
+        if r0 != len(corpus.ids):
+            raise RuntimeError(f"the input changed while substring dedup ran: {r0} rows on the second read, "
+                               f"{len(corpus.ids)} on the first")
+    if out is not None:
+        return Cut(None, None, counts, seams)
+    return Cut(pa.concat_tables(sinks.parts[0]).combine_chunks(), pa.concat_tables(sinks.parts[1]).combine_chunks(),
+               counts, seams)
 
 
 def seam_sample(new_text: pa.Array, doc: np.ndarray, cs: np.ndarray, ce: np.ndarray, count: int,
@@ -211,13 +354,9 @@ def seam_sample(new_text: pa.Array, doc: np.ndarray, cs: np.ndarray, ce: np.ndar
     return out
 
 
-def write_outputs(out: str, corpus: Corpus, cut: Cut, cfg: SubstringConfig) -> dict[str, Any]:
-    os.makedirs(out, exist_ok=True)
-    spans_path = os.path.join(out, SPANS_FILE)
-    for name, table in ((SPANS_FILE, cut.spans), (DOCS_FILE, cut.documents.drop_columns(["text"]))):
-        with io.atomic_path(os.path.join(out, name)) as tmp:
-            pq.write_table(table, tmp)
-    return write_cut_documents(corpus.files, spans_path, os.path.join(out, OUTPUT_DIR), cfg)
+def write_outputs(out: str, corpus: Corpus, cfg: SubstringConfig) -> dict[str, Any]:
+    return write_cut_documents(corpus.files, os.path.join(out, SPANS_FILE), os.path.join(out, OUTPUT_DIR), cfg,
+                               min(8 << 20, read_batch_bytes(cfg)))
 
 
 def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir: str | os.PathLike | None = None,
@@ -235,14 +374,29 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
         times[name] = time.perf_counter() - t
         return r
 
-    corpus = timed("read", read_corpus, source, cfg)
-    tokens = timed("tokenize", tokenize, corpus, cfg)
-    rank = timed("rank", rank_documents, corpus, cfg)
-    keys = keep_keys(tokens.doc_off, rank)
-    matches: Matches = timed("match", find_matches, tokens, keys, cfg.min_tokens, cfg.chunk_tokens, device)
-    spans = timed("spans", cut_spans, tokens, matches, keys, cfg.min_tokens)
-    cut = timed("cut", cut_documents, corpus, tokens, spans, cfg)
     out = os.fspath(output_dir) if output_dir is not None else None
+    work = None
+    if cfg.memory_budget is not None:  # tokens and earliest copies spilled to files there, removed at the end
+        import tempfile
+
+        work = tempfile.mkdtemp(prefix="substring-work-", dir=cfg.work_dir)
+    try:
+        corpus = timed("read", read_corpus, source, cfg, work, device)
+        try:
+            keep = timed("rank", rank_documents, corpus, cfg)
+            chunk_tokens = plan_chunks(corpus, cfg)
+            matches: Matches = timed("match", find_matches, corpus.tokens, keep, cfg.min_tokens, chunk_tokens,
+                                     device, work)
+            cut = timed("cut", cut_documents, corpus, keep, matches, cfg, out)
+            matches.earliest.close()
+        finally:
+            corpus.tokens.close()
+    finally:
+        if work is not None:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)
+    n_tokens = cut.counts["tokens"]
     stats: dict[str, Any] = {
         "stage": "substring_dedup", "device": device, "array_backend": array_backend(device),
         "config": dataclasses.asdict(cfg),
@@ -257,14 +411,15 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
         "suffix_arrays": matches.stats, "seams": cut.seams,
     }
     if out is not None:
-        stats["written"] = timed("write", write_outputs, out, corpus, cut, cfg)
+        stats["written"] = timed("write", write_outputs, out, corpus, cfg)
     total = sum(times.values())
     stats["timings_s"] = {**times, "total": total}
-    stats["throughput"] = {"tokens_per_s": len(tokens) / total if total > 0 else None,
+    stats["throughput"] = {"tokens_per_s": n_tokens / total if total > 0 else None,
                            "mb_per_s": cut.counts["bytes_in"] / 1e6 / total if total > 0 else None}
-    stats["memory"] = {"peak_rss_bytes": _peak_rss_bytes(), "tokens": len(tokens)}
+    stats["memory"] = {"peak_rss_bytes": _peak_rss_bytes(), "tokens": n_tokens, "memory_budget": cfg.memory_budget,
+                       "spilled_to_disk": work is not None}
     logger.info("substring dedup: %d spans (%d of %d tokens) cut from %d documents", cut.counts["spans_cut"],
-                cut.counts["tokens_cut"], len(tokens), cut.counts["documents_changed"])
+                cut.counts["tokens_cut"], n_tokens, cut.counts["documents_changed"])
     if out is not None:
         io.write_json_atomic(stats, os.path.join(out, STATS_FILE))
         from .report import write_report

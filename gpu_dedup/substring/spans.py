@@ -17,14 +17,22 @@ Finding them
     groups of two or more come back to the host.
 Chunks
     With ``chunk_tokens`` the documents are cut (in input order, whole documents) into chunks of at most that
-    many tokens, and a suffix array is built over each PAIR of chunks (or the one chunk): every two windows
-    are in some pair's array, so the earliest copy of each window, and therefore every cut, equals one suffix
-    array over everything (tested). Cost: c(c - 1) / 2 arrays of two chunks each; memory: one pair's arrays
-    plus 16 B per corpus token (keys and earliest copies).
+    many positions (tokens plus one separator per document; a longer document alone), and a suffix array is
+    built over each PAIR of chunks (or the one chunk): every two windows are in some pair's array, so the
+    earliest copy of each window, and therefore every cut, equals one suffix array over everything (tested).
+    Cost: c(c - 1) / 2 arrays of two chunks each. Memory: one pair's arrays (SUBSTRING_BYTES_PER_POSITION per
+    position, measured) plus the earliest copies (8 B per corpus token: a Column, on disk with a budget).
+    Why pairs and not one array per chunk and a merge: equal windows of two chunks are found only by
+    comparing their tokens, so a merge of the chunks' sorted suffixes must compare up to k tokens of two
+    chunks at random places per step (both chunks' tokens resident, or a disk seek per comparison), and
+    hashing the windows instead (datatrove's sorted-bucket merge) is no longer an exact suffix-array result.
+    Pairs keep every comparison inside one exact, library-built array, at c / 2 times the work of one array;
+    with a memory budget c is what the budget forces, and pairs are independent (Ray tasks, later).
 """
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,39 +41,63 @@ import numpy as np
 
 from ..device import module_of, to_device, to_host
 from .suffix import corpus_text, suffix_and_lcp
-from .tokens import Tokens
+from .tokens import Column, Tokens, TokenStore
 
 logger = logging.getLogger(__name__)
 
 NONE = np.iinfo(np.int64).max
 
 
-def keep_keys(doc_off: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """int64 (N,): each token's position when documents are laid out in keep order (rank int64 (n,), 0 =
-    kept first): a permutation of 0..N-1."""
-    counts = np.diff(doc_off)
-    order = np.argsort(rank, kind="stable")
-    start = np.zeros(counts.shape[0], np.int64)
-    start[order] = np.concatenate(([0], np.cumsum(counts[order])[:-1])) if counts.shape[0] else start
-    doc = np.repeat(np.arange(counts.shape[0]), counts)
-    return start[doc] + np.arange(int(doc_off[-1]), dtype=np.int64) - doc_off[:-1][doc]
+@dataclass
+class KeepOrder:
+    """Keep order of n documents, per document (8 B each, not per token): order int64 (n,): the documents in
+    keep order; first int64 (n,): the keep key of each document's first token (its tokens' keys follow on),
+    a token's keep key being its position when documents are laid out in keep order (a permutation of
+    0..N-1); doc_off int64 (n+1,)."""
+
+    order: np.ndarray
+    first: np.ndarray
+    doc_off: np.ndarray
+
+    @classmethod
+    def of(cls, doc_off: np.ndarray, rank: np.ndarray) -> "KeepOrder":
+        counts = np.diff(doc_off)
+        order = np.argsort(rank, kind="stable")
+        first = np.zeros(counts.shape[0], np.int64)
+        if counts.shape[0]:
+            first[order] = np.concatenate(([0], np.cumsum(counts[order])[:-1]))
+        return cls(order.astype(np.int64), first, doc_off)
+
+    def keys(self, lo: int, hi: int) -> np.ndarray:
+        """int64: the keep keys of documents [lo, hi)'s tokens, in token order."""
+        counts = np.diff(self.doc_off[lo:hi + 1])
+        doc = np.repeat(np.arange(lo, hi, dtype=np.int64), counts)
+        within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(self.doc_off[lo:hi] - self.doc_off[lo],
+                                                                          counts)
+        return self.first[doc] + within
+
+    def token_of(self, keys: np.ndarray) -> np.ndarray:
+        """int64: the global token index of each keep key."""
+        firsts = self.first[self.order]
+        doc = self.order[np.searchsorted(firsts, keys, side="right") - 1]
+        return self.doc_off[doc] + keys - self.first[doc]
 
 
-def chunk_documents(doc_off: np.ndarray, chunk_tokens: int | None) -> list[np.ndarray]:
-    """Document indexes of each chunk: consecutive documents holding at most ``chunk_tokens`` tokens (a
-    longer document alone); one chunk of all documents when chunk_tokens is None."""
+def chunk_documents(doc_off: np.ndarray, chunk_tokens: int | None) -> list[tuple[int, int]]:
+    """Document ranges [lo, hi) of the chunks: consecutive documents holding at most ``chunk_tokens``
+    positions (tokens + 1 separator each; a longer document alone); one chunk when chunk_tokens is None."""
     n = doc_off.shape[0] - 1
     if chunk_tokens is None or n == 0:
-        return [np.arange(n, dtype=np.int64)]
+        return [(0, n)]
     chunks, first, used = [], 0, 0
     counts = np.diff(doc_off)
     for d in range(n):
         c = int(counts[d]) + 1
         if used and used + c > chunk_tokens:
-            chunks.append(np.arange(first, d, dtype=np.int64))
+            chunks.append((first, d))
             first, used = d, 0
         used += c
-    chunks.append(np.arange(first, n, dtype=np.int64))
+    chunks.append((first, n))
     return chunks
 
 
@@ -95,48 +127,68 @@ def earliest_in(text_token: Any, sa: Any, lcp: Any, key: Any, k: int) -> tuple[A
 
 @dataclass
 class Matches:
-    """earliest int64 (N,): smallest keep key of a window equal to token t's (NONE when t starts no window
-    of k tokens with a copy); later bool (N,): t starts a later copy; stats: suffix arrays built, positions,
-    seconds."""
+    """earliest: a Column of int64 (N,): the smallest keep key of a window equal to token t's (NONE when t
+    starts no window of k tokens with a copy); stats: suffix arrays built, positions, seconds."""
 
-    earliest: np.ndarray
-    later: np.ndarray
+    earliest: Column
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def find_matches(tokens: Tokens, keys: np.ndarray, k: int, chunk_tokens: int | None, device: str) -> Matches:
-    """Earliest copies of every window (module docstring), one suffix array or one per pair of chunks."""
-    n_docs = tokens.n_docs
-    earliest = np.full(len(tokens), NONE, np.int64)
-    chunks = chunk_documents(tokens.doc_off, chunk_tokens)
+def find_matches(store: TokenStore, keep: KeepOrder, k: int, chunk_tokens: int | None, device: str,
+                 work_dir: str | None = None) -> Matches:
+    """Earliest copies of every window (module docstring), one suffix array or one per pair of chunks;
+    the earliest copies in memory, or in ``work_dir``."""
+    earliest = Column(np.int64, os.path.join(work_dir, "earliest.bin") if work_dir else None)
+    step = 1 << 20
+    for a in range(0, len(store), step):
+        earliest.append(np.full(min(step, len(store) - a), NONE, np.int64))
+    earliest.finish()
+    chunks = chunk_documents(store.doc_off, chunk_tokens)
     pairs = [(0, 0)] if len(chunks) == 1 else [(a, b) for a in range(len(chunks)) for b in range(a + 1, len(chunks))]
     t_sa = t_group = 0.0
     positions = grouped = largest = 0
     for a, b in pairs:
-        docs = chunks[a] if a == b else np.concatenate((chunks[a], chunks[b]))
-        text, text_token = corpus_text(tokens.doc_off, tokens.ids, docs, n_docs)
-        key = np.where(text_token >= 0, keys[np.maximum(text_token, 0)], NONE)
+        parts = [chunks[a]] if a == b else [chunks[a], chunks[b]]
+        spans_t = [(int(store.doc_off[lo]), int(store.doc_off[hi])) for lo, hi in parts]
+        ident = np.concatenate([store.ident.read(a_t, b_t) for a_t, b_t in spans_t])  # only the identities
+        token = np.concatenate([np.arange(a_t, b_t, dtype=np.int64) for a_t, b_t in spans_t])
+        doc_off = np.concatenate([store.doc_off[parts[0][0]:parts[0][1] + 1] - spans_t[0][0]] +
+                                 [store.doc_off[lo + 1:hi + 1] - a_t + spans_t[0][1] - spans_t[0][0]
+                                  for (lo, hi), (a_t, _) in zip(parts[1:], spans_t[1:])])
+        text, text_token = corpus_text(doc_off, ident, token)
+        del ident, token
+        is_tok = text_token >= 0
+        key = np.full(text.shape[0], NONE, np.int64)
+        key[is_tok] = np.concatenate([keep.keys(lo, hi) for lo, hi in parts])
+        del is_tok
         t0 = time.perf_counter()
-        text_d, token_d, key_d = (to_device(a, device) for a in (text, text_token, key))
+        text_d, token_d, key_d = (to_device(x, device) for x in (text, text_token, key))
         sa, lcp = suffix_and_lcp(text_d, device)
         t1 = time.perf_counter()
-        t, best = (to_host(a) for a in earliest_in(token_d, sa, lcp, key_d, k))
-        earliest[t] = np.minimum(earliest[t], best)  # t holds each token once
+        t, best = (to_host(x) for x in earliest_in(token_d, sa, lcp, key_d, k))
+        del sa, lcp, text_d, token_d, key_d
+        for lo, hi in parts:  # t holds each token once; update each chunk's range of earliest copies
+            lo_t, hi_t = int(store.doc_off[lo]), int(store.doc_off[hi])
+            sel = (t >= lo_t) & (t < hi_t)
+            if sel.any():
+                cur = earliest.read(lo_t, hi_t)
+                np.minimum.at(cur, t[sel] - lo_t, best[sel])
+                earliest.write(lo_t, cur)
         grouped += int(t.shape[0])
         t_group += time.perf_counter() - t1
         t_sa += t1 - t0
         positions += text.shape[0]
         largest = max(largest, text.shape[0])
-    later = earliest < keys
-    return Matches(earliest, later, {"chunks": len(chunks), "suffix_arrays": len(pairs), "positions": positions,
-                                     "largest_array": largest, "positions_in_repeats": grouped,
-                                     "seconds_suffix_lcp": t_sa, "seconds_grouping": t_group})
+    return Matches(earliest, {"chunks": len(chunks), "chunk_tokens": chunk_tokens, "suffix_arrays": len(pairs),
+                              "positions": positions, "largest_array": largest, "positions_in_repeats": grouped,
+                              "seconds_suffix_lcp": t_sa, "seconds_grouping": t_group})
 
 
 @dataclass
 class CutSpans:
     """r cut spans, ascending by token: doc int64 (r,), tok_start / tok_end (global token indexes, end
-    exclusive), source int64 (r,): the global token where the kept copy of the span's first window starts."""
+    exclusive), source int64 (r,): where the kept copy of the span's first window starts (cut_spans: its keep
+    key)."""
 
     doc: np.ndarray
     tok_start: np.ndarray
@@ -144,10 +196,12 @@ class CutSpans:
     source: np.ndarray
 
 
-def cut_spans(tokens: Tokens, matches: Matches, keys: np.ndarray, k: int) -> CutSpans:
-    """Runs of tokens covered by later copies, split at document boundaries (module docstring)."""
+def cut_spans(tokens: Tokens, earliest: np.ndarray, keys: np.ndarray, k: int) -> CutSpans:
+    """Runs of tokens covered by later copies, split at document boundaries (module docstring), over the
+    in-memory ``tokens`` of some documents: earliest and keys int64 (N,) theirs. Token indexes (tok_start,
+    tok_end) are local to ``tokens``; ``source`` holds the kept copy's KEEP KEY (KeepOrder.token_of maps it)."""
     n_tok = len(tokens)
-    starts = np.flatnonzero(matches.later)
+    starts = np.flatnonzero(earliest < keys)
     # a window lies inside its document, so starts + k <= n_tok
     diff = np.bincount(starts, minlength=n_tok + 1) - np.bincount(starts + k, minlength=n_tok + 1)
     covered = np.cumsum(diff[:-1]) > 0
@@ -158,10 +212,7 @@ def cut_spans(tokens: Tokens, matches: Matches, keys: np.ndarray, k: int) -> Cut
     run_start = np.flatnonzero(covered & (~prev | first_of_doc[:-1]))
     run_end = np.flatnonzero(covered & (~nxt | first_of_doc[1:])) + 1
     doc = np.searchsorted(tokens.doc_off, run_start, side="right").astype(np.int64) - 1
-    key_to_token = np.empty(n_tok, np.int64)
-    key_to_token[keys] = np.arange(n_tok, dtype=np.int64)
-    source = key_to_token[matches.earliest[run_start]] if run_start.shape[0] else np.zeros(0, np.int64)
-    return CutSpans(doc, run_start.astype(np.int64), run_end.astype(np.int64), source)
+    return CutSpans(doc, run_start.astype(np.int64), run_end.astype(np.int64), earliest[run_start].astype(np.int64))
 
 
 def byte_cuts(tokens: Tokens, spans: CutSpans) -> tuple[np.ndarray, np.ndarray]:

@@ -1,8 +1,9 @@
 """Suffix arrays and LCP arrays over integer texts, on the CPU and on the GPU (the same arrays bit for bit).
 
 Text
-    ``corpus_text``: the token ids of the chosen documents, each document followed by its own separator:
-    separator of document d = d, token id t = n_docs + t (int32). Separators are unique, so no common
+    ``corpus_text``: the tokens of the chosen documents, each document followed by its own separator:
+    separator of the d-th document = d, a token = n_docs + the dense rank of its identity among these
+    documents' (int32). Separators are unique, so no common
     prefix of two suffixes contains one: no match crosses a document boundary. Suffixes compare
     lexicographically, a proper prefix first; the suffix array is therefore unique.
 CPU: ``pydivsufsort`` (libdivsufsort, a well-kept C library with wheels, released 2026-02; ~5n bytes plus the
@@ -33,27 +34,26 @@ logger = logging.getLogger(__name__)
 MAX_POSITIONS = (1 << 32) - 2  # the doubling's packed pair holds a rank + 1 in 32 bits
 
 
-def corpus_text(doc_off: np.ndarray, ids: np.ndarray, docs: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
-    """Host. (text int32 (m,), token int64 (m,)): the text over documents ``docs`` (ascending global
-    indexes) and, per position, the global token index (-1 at a separator)."""
-    lens = doc_off[docs + 1] - doc_off[docs]
-    m = int(lens.sum()) + docs.shape[0]
-    if n_docs + int(ids.max(initial=0)) + 1 >= 1 << 31:
-        raise ValueError(f"{n_docs} documents with token ids up to {int(ids.max(initial=0))} exceed the int32 "
-                         "alphabet of the suffix array; use fewer documents per run")
-    pos_off = np.zeros(docs.shape[0] + 1, np.int64)
-    np.cumsum(lens + 1, out=pos_off[1:])
-    token = np.full(m, -1, np.int64)
-    is_tok = np.ones(m, bool)
-    is_tok[pos_off[1:] - 1] = False
-    # global token index of each token position: its document's first token plus its offset
-    doc_of = np.repeat(np.arange(docs.shape[0]), lens)
-    within = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
-    token[is_tok] = doc_off[docs][doc_of] + within
+def corpus_text(doc_off: np.ndarray, ident: np.ndarray, token: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Host. (text int32 (m,), text_token int64 (m,)): the text of one suffix array over n documents (doc_off
+    int64 (n+1,) from 0, ident uint64 (N,) their tokens' identities, token int64 (N,) each token's global
+    index) and, per position, the global token index (-1 at a separator). The identities are ranked densely
+    here (0..V-1 over these documents), so the alphabet is n + V <= m whatever the corpus' vocabulary."""
+    n = doc_off.shape[0] - 1
+    lens = np.diff(doc_off)
+    uniq, inv = np.unique(ident, return_inverse=True)
+    if n + uniq.shape[0] >= 1 << 31:
+        raise ValueError(f"{n} documents with {uniq.shape[0]} distinct tokens exceed the int32 alphabet of one "
+                         "suffix array; set chunk_tokens (--chunk-tokens) or memory_budget (--memory-budget)")
+    m = int(doc_off[-1]) + n
+    pos = np.arange(int(doc_off[-1]), dtype=np.int64) + np.repeat(np.arange(n, dtype=np.int64), lens)
     text = np.empty(m, np.int32)
-    text[is_tok] = (ids[token[is_tok]] + n_docs).astype(np.int32)
-    text[~is_tok] = docs.astype(np.int32)
-    return text, token
+    text_token = np.full(m, -1, np.int64)
+    sep = doc_off[1:] + np.arange(n, dtype=np.int64)  # position after document d's tokens
+    text[sep] = np.arange(n, dtype=np.int32)
+    text[pos] = (inv.reshape(-1) + n).astype(np.int32)
+    text_token[pos] = token
+    return text, text_token
 
 
 def suffix_array(text: Any, device: str = "cpu") -> Any:

@@ -23,6 +23,7 @@ KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "dsir": (("features", ("feature_ids", "feature_log_weights")),),
     "fasttext": (("fasttext", ("ft_hidden", "ft_label_prob", "ft_predict", "ft_build_vocab_table", "ft_hash_spans",
                                "ft_vocab_subwords")),),
+    "substring": (("substring", ("lcp_kasai",)), ("bloom", ("span_norm_sizes", "span_norm_hash"))),
 }
 # command -> the stages (KERNELS) its warm-up compiles
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -31,6 +32,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "screen": ("screen",),
     "train-lm": ("lm-train",),
     "filter": ("domain", "rules", "dsir", "lm-score", "fasttext"),
+    "substring": ("substring",),
 }
 def cpu_kernels(family: str) -> list:
     """The cached CPU kernels (numba dispatchers with ``cache=True``) of ``kernels/<family>_cpu.py``."""

@@ -87,8 +87,15 @@ def _filter(d: str, src: str, device: str) -> None:
         filter_corpus(src, cfg, os.path.join(d, f"filter-{unit}"))
 
 
+def _substring(d: str, src: str, device: str) -> None:
+    from .substring import SubstringConfig, substring_dedup
+
+    substring_dedup(src, SubstringConfig(min_tokens=8), os.path.join(d, "substring"), device=device)
+
+
 STEPS: dict[str, Callable[[str, str, str], object]] = {
-    "run": _run, "paragraph": _paragraph, "screen": _screen, "train-lm": _train_lm, "filter": _filter}
+    "run": _run, "paragraph": _paragraph, "screen": _screen, "train-lm": _train_lm, "filter": _filter,
+    "substring": _substring}
 
 
 def warmup(commands: tuple[str, ...] = tuple(COMMANDS), device: str = "cpu") -> dict[str, dict]:

@@ -60,7 +60,7 @@ import pyarrow.parquet as pq
 
 from .. import constants as C
 from .. import io
-from ..device import array_backend, batch_bytes, resolve_device
+from ..device import array_backend, batch_bytes, note_compiling, resolve_device
 from ..lexical.normalize import arrow_text_buffers
 from ..lexical.policy import keep_rank
 from ..paragraph.dedup import _peak_rss_bytes, apply_cuts, gather_spans, write_cut_documents
@@ -366,6 +366,7 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
     memory when ``output_dir`` is None."""
     cfg = cfg or SubstringConfig()
     device = resolve_device(device)
+    note_compiling(device, ("substring",))  # a first run compiles the Kasai and span-hash kernels: said first
     times: dict[str, float] = {}
 
     def timed(name: str, fn, *args):

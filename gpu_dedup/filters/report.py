@@ -17,7 +17,7 @@ from ..report.plots import _figure, _matplotlib_ok, _png
 logger = logging.getLogger(__name__)
 AUDIT_SHOWN = 25          # documents of each side shown on the page (all of them are in audit.parquet)
 AUDIT_CHARS = 1500        # characters of each shown document
-NOT_SCORES = {"id", "row", "keep", "reason", "lid_label", "script_lang", "domain"}
+NOT_SCORES = {"id", "row", "keep", "reason", "lid_label", "script_lang", "domain", "perplexity_bucket"}
 
 
 def _thresholds(stats: dict[str, Any]) -> dict[str, list[tuple[float, str]]]:
@@ -32,6 +32,8 @@ def _thresholds(stats: dict[str, Any]) -> dict[str, list[tuple[float, str]]]:
             out[c["column"]] = [(float(c["threshold"]), c["direction"])]
     if cfg.get("max_perplexity") is not None:
         out["perplexity"] = [(float(cfg["max_perplexity"]), "max")]
+    if (stats.get("perplexity_rank") or {}).get("cut") is not None:
+        out["perplexity"] = [(float(stats["perplexity_rank"]["cut"]), "max")]
     for column, rule in models.get("rules", {}).items():
         out[column] = [(float(rule[d]), d) for d in ("min", "max") if rule.get(d) is not None]
     return out
@@ -99,7 +101,7 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
     thresholds = _thresholds(stats)
     body = []
     for name in scores.column_names:
-        if name in NOT_SCORES or name.startswith("script_"):
+        if name in NOT_SCORES or name.startswith("script_") or name.endswith("_draw"):
             continue
         values = scores[name].to_numpy(zero_copy_only=False).astype(np.float64)
         # one collapsible block per score (the page was very long): the first one open
@@ -109,6 +111,13 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
         if ret:
             part += _table(["threshold", "retention"], [(f"{r['threshold']:.4g}", f"{100 * r['retention']:.1f}%")
                                                         for r in ret])
+        sto = stats.get("stochastic_retention", {}).get(name)
+        if sto:
+            part += (f"<p class=\"note\">Stochastic retention: {_e(sto['formula'])}; implied retention "
+                     f"{100 * (sto['expected_retention'] or 0):.1f}%, observed "
+                     f"{100 * (sto['observed_retention'] or 0):.1f}% of {sto['scored']:,} scored.</p>"
+                     + _table(["score", "P(keep)"], [(f"{r['score']:.2f}", f"{r['p_keep']:.4f}")
+                                                     for r in sto["curve"]]))
         body.append(_details(name, part, open_=not body))
     page.add("scores", "Scores and retention per threshold", "".join(body) or "<p>No score columns.</p>")
     if "lid_label" in scores.column_names:

@@ -36,13 +36,36 @@ class Classifier:
     threshold: float | None
     direction: str
     source: str
+    values: np.ndarray | None = None  # score="expected": the integer value of every label, in model order
 
     def describe(self) -> dict[str, Any]:
+        r = self.spec.retention
+        keeps = None if self.threshold is None else \
+            f"{self.spec.column} {'>=' if self.direction == 'min' else '<='} {self.threshold}"
+        if r is not None:
+            keeps = f"at random: {r.formula()} (a uniform draw per document, column {self.draw_column})"
         return {"name": self.spec.name, "column": self.spec.column, "model": self.model.describe(),
                 "label": self.label, "threshold": self.threshold, "direction": self.direction,
-                "threshold_from": self.source,
-                "keeps": None if self.threshold is None else
-                f"{self.spec.column} {'>=' if self.direction == 'min' else '<='} {self.threshold}"}
+                "threshold_from": self.source, "keeps": keeps,
+                "score": ("expected value sum k * p(k) over the labels "
+                          + ", ".join(f"{lab}={int(v)}" for lab, v in zip(self.model.labels, self.values))
+                          + " (fastText's reported probabilities)") if self.values is not None
+                else f"P({self.label})",
+                **({"retention": {"kind": r.kind, "alpha": r.alpha, "center": r.center, "slope": r.slope,
+                                  "formula": r.formula()}} if r is not None else {})}
+
+    @property
+    def draw_column(self) -> str:
+        return f"{self.spec.name}_draw"
+
+    def scores(self, text: pa.Array, device: str) -> np.ndarray:
+        """float64 (n,): this classifier's score of every text (NaN: a text with no feature)."""
+        if self.values is None:
+            return np.asarray(self.model.label_prob(text, self.label, device=device), np.float64)
+        idx, prob = self.model.predict(text, k=-1, device=device)
+        got = idx >= 0
+        out = np.where(got, self.values[np.maximum(idx, 0)] * np.nan_to_num(prob), 0.0).sum(axis=1)
+        return np.where(got.any(axis=1), out, np.nan)
 
 
 def load_classifier(spec: ClassifierSpec) -> Classifier:
@@ -52,6 +75,8 @@ def load_classifier(spec: ClassifierSpec) -> Classifier:
     from .train import POSITIVE_NAMES, read_card
 
     model = load_fasttext(spec.model)
+    if spec.score == "expected":
+        return _expected_classifier(spec, model)
     card = read_card(spec.model) or {}
     label, source = spec.label, "flag"
     if label is None and card.get("positive_label"):
@@ -87,7 +112,26 @@ def load_classifier(spec: ClassifierSpec) -> Classifier:
         source = "none"
         logger.warning("classifier %s: no threshold given and no model card beside %s: its score is recorded, "
                        "nothing is removed for it (give NAME=MODEL:THRESHOLD)", spec.name, spec.model)
+    if spec.retention is not None:
+        threshold, source = None, "flag"  # the draw decides, not the card's threshold
     return Classifier(spec, model, label, threshold, direction, source)
+
+
+def _expected_classifier(spec: ClassifierSpec, model) -> Classifier:
+    """An ordinal / multi-class model scored by its expected label value: every label must be an integer."""
+    values = []
+    for lab in model.labels:
+        name = lab[len(LABEL_PREFIX):] if lab.startswith(LABEL_PREFIX) else lab
+        try:
+            values.append(int(name))
+        except ValueError:
+            raise ValueError(f"classifier {spec.name!r}: 'expected' needs integer labels (e.g. __label__0 .. "
+                             f"__label__5), but model {spec.model!r} has {lab!r}") from None
+    if spec.threshold is None:
+        logger.warning("classifier %s: expected score recorded, nothing removed for it (give "
+                       "NAME=MODEL:expected>=X)", spec.name)
+    return Classifier(spec, model, "expected", spec.threshold, spec.direction,
+                      "flag" if spec.threshold is not None else "none", np.asarray(values, np.float64))
 
 
 @dataclass
@@ -133,7 +177,9 @@ class Scorers:
         if self.classifiers:
             out["classifiers"] = [c.describe() for c in self.classifiers]
         if self.lm is not None:
-            out["perplexity"] = {"model": self.lm.describe(), "max": self.cfg.max_perplexity}
+            out["perplexity"] = {"model": self.lm.describe(), "max": self.cfg.max_perplexity,
+                                 "keep_fraction": self.cfg.perplexity_keep,
+                                 "buckets": list(self.cfg.perplexity_buckets) or None}
         if self.rules is not None:
             from .rules import describe
 
@@ -160,8 +206,7 @@ class Scorers:
                 label[todo], prob[todo] = self._lid(sub, paragraphs(sub) if paragraph else None)
             cols["lid_label"], cols["lid_prob"] = label, prob
         for c in self.classifiers:
-            cols[c.spec.column] = self._per_unit(text, units, lambda t, c=c: c.model.label_prob(
-                t, c.label, device=self.device))
+            cols[c.spec.column] = self._per_unit(text, units, lambda t, c=c: c.scores(t, self.device))
         if self.lm is not None:
             res = self.lm.score(text, device=self.device)
             cols["perplexity"] = np.asarray(res["perplexity"], np.float64)

@@ -4,8 +4,11 @@ Order of the decision (``reason`` names the column that rejected a document; the
     empty       no non-space character: nothing to score (every score null in scores.parquet)
     lid_label   the language (the LID model's top label, or the script pre-filter's) is not one of --lang
     lid_prob    its probability is below --lid-threshold (--domain-relax: the relaxed threshold for code/math)
-    <name>_score  each classifier, in the order given (its threshold and direction)
-    perplexity  above --perplexity's maximum (null perplexity: a document with no sentence, see ``empty``)
+    <name>_score  each classifier, in the order given (its threshold and direction; with stochastic
+                retention, its uniform draw ``<name>_draw`` not below P(keep | score): ``uniform_draws``)
+    perplexity  above --perplexity's maximum, or not among the ``perplexity_keep`` fraction with the lowest
+                perplexity (ranked over every document with a perplexity, ties by input order: ``rank_keep``);
+                null perplexity: a document with no sentence, see ``empty``
     gopher_*    the first Gopher rule that fails (rules.py)
     dsir_weight among the documents every test above kept, DSIR keeps the --select with the largest
                 Gumbel-perturbed log importance weights; the rest are "not selected"
@@ -88,6 +91,8 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None) -> FilterResult:
     cols, file_rows = _score_pass(files, cfg, device, scorers, dsir, report)
     timings["score"] = time.perf_counter() - t0
     n = len(cols["id"])
+    if cfg.perplexity_buckets:
+        cols["perplexity_bucket"] = perplexity_buckets(cols["perplexity"], cfg.perplexity_buckets)
     keep, reason = decide(cols, cfg, scorers)
     stats: dict[str, Any] = {}
     if dsir is not None:
@@ -97,6 +102,10 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None) -> FilterResult:
     cols["keep"], cols["reason"] = keep, reason
     table = scores_table(cols)
     stats.update(_stats(cfg, device, threads, files, report, scorers, table, n))
+    if any(c.spec.retention is not None for c in scorers.classifiers):
+        stats["stochastic_retention"] = retention_curves(cols, scorers)
+    if cfg.perplexity_keep is not None or cfg.perplexity_buckets:
+        stats["perplexity_rank"] = perplexity_rank_stats(cols["perplexity"], cfg)
     if out is not None:
         os.makedirs(out, exist_ok=True)
         t = time.perf_counter()
@@ -144,6 +153,9 @@ def score_batch(text: pa.Array, ids: pa.Array, row_start: int, cfg: FilterConfig
             skip = ds.script_lang != ""
             part["script_lang"], part["script_frac"] = ds.script_lang, ds.script_frac
     part.update(scorers.score(text, skip_lid=skip if scorers.lid is not None else None))
+    for c in scorers.classifiers:
+        if c.spec.retention is not None:
+            part[c.draw_column] = uniform_draws(cfg.seed, c.spec.name, part["row"])
     if skip is not None:
         if "lid_label" not in part:
             part["lid_label"] = np.full(n, "", dtype=object)
@@ -213,6 +225,10 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[n
             with np.errstate(invalid="ignore"):
                 reject(~(cols["lid_prob"] >= need), "lid_prob")
     for c in scorers.classifiers:
+        if c.spec.retention is not None:
+            with np.errstate(invalid="ignore"):
+                reject(~(cols[c.draw_column] < c.spec.retention.prob(cols[c.spec.column])), c.spec.column)
+            continue
         if c.threshold is None:
             continue
         s = cols[c.spec.column]
@@ -225,6 +241,8 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[n
     if scorers.lm is not None and cfg.max_perplexity is not None:
         with np.errstate(invalid="ignore"):
             reject(~(cols["perplexity"] <= cfg.max_perplexity), "perplexity")
+    if scorers.lm is not None and cfg.perplexity_keep is not None:
+        reject(~rank_keep(cols["perplexity"], cfg.perplexity_keep), "perplexity")
     if scorers.rules is not None:
         from .rules import rule_decisions
 
@@ -234,6 +252,106 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[n
         for name in names:
             reject(~np.asarray(ok) & (why == name), name)
     return keep, reason
+
+
+def perplexity_ranks(values: np.ndarray) -> np.ndarray:
+    """int64 (n,): each document's 0-based rank by ascending perplexity among the documents that have one
+    (ties by input order: a stable sort), -1 for a null (NaN) perplexity."""
+    ranks = np.full(len(values), -1, np.int64)
+    idx = np.flatnonzero(~np.isnan(values))
+    ranks[idx[np.argsort(values[idx], kind="stable")]] = np.arange(len(idx))
+    return ranks
+
+
+def rank_keep(values: np.ndarray, fraction: float) -> np.ndarray:
+    """bool (n,): the round(fraction * m) documents of lowest ``values`` among the m non-NaN ones (halves
+    up, as DSIR's --select; ties by input order)."""
+    from .dsir import select_count
+
+    ranks = perplexity_ranks(values)
+    k = select_count(int((ranks >= 0).sum()), float(fraction))
+    return (ranks >= 0) & (ranks < k)
+
+
+BUCKETS = ("head", "middle", "tail")
+
+
+def perplexity_buckets(values: np.ndarray, cuts: tuple[float, ...]) -> np.ndarray:
+    """object (n,): CCNet's bucket of every document: "head" for the round(a * m) lowest perplexities,
+    "middle" up to round(b * m), "tail" for the rest, None without a perplexity (the rank of ``rank_keep``)."""
+    from .dsir import select_count
+
+    ranks = perplexity_ranks(values)
+    m = int((ranks >= 0).sum())
+    ka, kb = select_count(m, float(cuts[0])), select_count(m, float(cuts[1]))
+    out = np.full(len(values), None, dtype=object)
+    ok = ranks >= 0
+    out[ok] = np.array(BUCKETS, dtype=object)[(ranks[ok] >= ka).astype(np.int64) + (ranks[ok] >= kb)]
+    return out
+
+
+def perplexity_rank_stats(values: np.ndarray, cfg: FilterConfig) -> dict[str, Any]:
+    """run.json's ``perplexity_rank``: documents ranked, the kept count and the perplexity at the cut, the
+    bucket cuts with their perplexity boundaries and counts."""
+    from .dsir import select_count
+
+    v = np.sort(values[~np.isnan(values)])
+    m = len(v)
+    out: dict[str, Any] = {"ranked": m, "ties": "input order", "null_perplexity": int(len(values) - m)}
+    if cfg.perplexity_keep is not None:
+        k = select_count(m, float(cfg.perplexity_keep))
+        out.update(keep_fraction=cfg.perplexity_keep, kept=k, cut=float(v[k - 1]) if k else None)
+    if cfg.perplexity_buckets:
+        ks = [select_count(m, float(c)) for c in cfg.perplexity_buckets]
+        out["buckets"] = {"cuts": list(cfg.perplexity_buckets),
+                          "upper_perplexity": {"head": float(v[ks[0] - 1]) if ks[0] else None,
+                                               "middle": float(v[ks[1] - 1]) if ks[1] else None},
+                          "documents": {"head": ks[0], "middle": ks[1] - ks[0], "tail": m - ks[1]}}
+    return out
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer (uint64 arrays; the wrap-around is the point)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def uniform_draws(seed: int, name: str, rows: np.ndarray) -> np.ndarray:
+    """float64 (n,) in [0, 1): the stochastic-retention draw of each document, a splitmix64 hash of (seed,
+    the classifier's name, the document's input row), so that it does not depend on batching, device or the
+    other filters, and two classifiers draw independently. Top 53 bits / 2**53."""
+    import zlib
+
+    with np.errstate(over="ignore"):
+        base = _mix64(np.array([(int(seed) << 32 | zlib.crc32(name.encode())) & (2**64 - 1)], np.uint64))
+        z = _mix64(base + (np.asarray(rows, np.uint64) + np.uint64(1)) * _GOLDEN)
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+
+def retention_curves(cols: dict[str, Any], scorers: Scorers, points: int = RETENTION_POINTS) -> dict[str, Any]:
+    """run.json's ``stochastic_retention``: per classifier with stochastic retention, its formula, P(keep)
+    at ``points`` scores in [0, 1], the retention it implies on this corpus (mean P(keep) over the scored
+    documents) and the one observed (documents its draw kept, among those with a score)."""
+    out: dict[str, Any] = {}
+    grid = np.linspace(0.0, 1.0, points)
+    for c in scorers.classifiers:
+        r = c.spec.retention
+        if r is None:
+            continue
+        s = np.asarray(cols[c.spec.column], np.float64)
+        ok = ~np.isnan(s)
+        p = r.prob(s[ok])
+        out[c.spec.column] = {
+            "formula": r.formula(), "draw_column": c.draw_column,
+            "curve": [{"score": float(g), "p_keep": float(v)} for g, v in zip(grid, r.prob(grid))],
+            "scored": int(ok.sum()),
+            "expected_retention": float(p.mean()) if len(p) else None,
+            "observed_retention": float((cols[c.draw_column][ok] < p).mean()) if len(p) else None}
+    return out
 
 
 class _Dsir:

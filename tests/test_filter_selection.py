@@ -271,3 +271,161 @@ def test_expected_score_equals_fasttext(tmp_path, models):
                  "--device", "cpu", "-q"]) == 1
     with pytest.raises(ValueError, match="finite"):
         ClassifierSpec("edu", e, threshold=float("inf"), score="expected")
+
+
+# ------------------------------------------------------------------------------------ order of the tests
+def _reference_reason(row, order_cols, rules, threshold):
+    """The first failing column in ``order_cols`` (brute force from the scores and the recorded rules)."""
+    if row["reason"] == "empty":
+        return "empty"
+    for col in order_cols:
+        v = row.get(col)
+        if col == "quality_score":
+            if not (v is not None and v >= threshold):
+                return col
+        elif col in rules:
+            r = rules[col]
+            if v is None or (r.get("min") is not None and v < r["min"]) or \
+                    (r.get("max") is not None and v > r["max"]):
+                return col
+    return "kept"
+
+
+def test_order_of_the_tests(tmp_path, models, capsys):
+    q, _ = models
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    docs = _docs(60, seed=11)
+    # long documents pass gopher_word_count, short ones fail it; the classifier's 0.9 fails the "lq" half
+    docs = [(lab, " ".join([t] * (6 if i % 3 else 1))) for i, (lab, t) in enumerate(docs)]
+    _corpus(corpus, docs)
+    reasons = {}
+    for order in (None, "classifiers,lid,perplexity,rules"):
+        out = tmp_path / f"out{order is None}"
+        extra = ["--order", order] if order else []
+        assert main(["filter", str(corpus.parent), "-o", str(out), "--classifier", f"quality={q}:0.9",
+                     "--classifier-label", "quality=hq", "--rules", "gopher", "--device", "cpu", "-q",
+                     "--audit", "0"] + extra) == 0
+        stats = json.loads((out / "run.json").read_text())
+        assert stats["order_families"] == (order.split(",") if order else ["lid", "rules", "perplexity",
+                                                                            "classifiers"])
+        rules = stats["models"]["rules"]
+        cols = stats["order"][1:-1]
+        assert (cols[0] == "quality_score") == bool(order) and cols[-1 if order else 0] != "quality_score"
+        rows = pq.read_table(out / "scores.parquet").to_pylist()
+        for r in rows:
+            assert r["reason"] == _reference_reason(r, cols, rules, 0.9)
+        reasons[order] = [r["reason"] for r in rows]
+        assert stats["order"] == ["empty"] + cols + ["dsir_weight"]
+    # the same documents are kept either way; documents failing both tests change their reason
+    a, b = reasons[None], reasons["classifiers,lid,perplexity,rules"]
+    assert [x == "kept" for x in a] == [x == "kept" for x in b]
+    assert any(x.startswith("gopher_") and y == "quality_score" for x, y in zip(a, b))
+    with pytest.raises(SystemExit):
+        main(["filter", str(corpus.parent), "-o", str(tmp_path / "o"), "--rules", "gopher", "--order",
+              "lid,rules,classifiers"])
+    assert "must name each of lid,rules,perplexity,classifiers once" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="order must name each"):
+        FilterConfig(rules="gopher", order=("lid", "lid", "rules", "perplexity"))
+
+
+# ------------------------------------------------------------------------------------ percentile audit
+def test_audit_at_the_33rd_50th_67th_percentiles(tmp_path, models, lm):
+    q, _ = models
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    _zipf_corpus(corpus, 90, seed=4, dup_every=4)
+    out = tmp_path / "out"
+    assert main(["filter", str(corpus.parent), "-o", str(out), "--perplexity", lm, "--classifier",
+                 f"quality={q}:pareto=3", "--classifier-label", "quality=hq", "--rules", "gopher_quality",
+                 "--device", "cpu", "-q", "--audit", "4"]) == 0
+    scores = pq.read_table(out / "scores.parquet")
+    pct = pq.read_table(out / "audit_percentiles.parquet").to_pylist()
+    texts = [json.loads(x)["text"] for x in corpus.read_text().splitlines()]
+    numeric = [c for c in scores.column_names if c not in ("id", "row", "keep", "reason", "quality_draw")]
+    assert sorted({r["score"] for r in pct}) == sorted(numeric)
+    for col in numeric:
+        vals = scores[col].to_pylist()
+        ranked = sorted((v, i) for i, v in enumerate(vals) if v is not None)
+        got = {r["percentile"]: r for r in pct if r["score"] == col}
+        assert sorted(got) == [33, 50, 67]
+        for qq, r in got.items():
+            v, i = ranked[math.floor(Fraction(qq, 100) * (len(ranked) - 1) + Fraction(1, 2))]
+            assert (r["row"], r["value"], r["text"]) == (i, v, texts[i])
+    assert pq.read_table(out / "audit.parquet").num_rows <= 8  # the random sample is unchanged
+    html = (out / "report.html").read_text()
+    assert "50th percentile" in html
+    assert json.loads((out / "run.json").read_text())["audit"]["percentiles"]["rows"] == len(pct)
+
+
+# ------------------------------------------------------------------------------------ one LM per language
+def _lang_text(rng, vocab, n):
+    p = 1.0 / np.arange(1, len(vocab) + 1)  # Zipf: Kneser-Ney needs singletons and repeats
+    return " ".join(rng.choice(vocab, size=n, p=p / p.sum()).tolist())
+
+
+def test_one_perplexity_model_per_language(tmp_path, capsys):
+    """--perplexity en=EN,de=DE:keep=0.5 routes by the LID label; each document's perplexity equals the
+    kenlm package's with its language's model; fr (no model) gets none and is not judged by it; the rank is
+    per language (brute force)."""
+    kenlm = pytest.importorskip("kenlm")
+    rng = np.random.default_rng(5)
+    vocab = {lang: ["".join(rng.choice(list(letters), size=rng.integers(3, 7))) for _ in range(300)]
+             for lang, letters in (("en", "abcdefg"), ("de", "hijklmn"), ("fr", "opqrstu"))}
+    (tmp_path / "lid.txt").write_text("".join(f"__label__{lang} {_lang_text(rng, v, 8)}\n"
+                                              for _ in range(300) for lang, v in vocab.items()))
+    lid = tmp_path / "lid.bin"
+    fasttext.train_supervised(str(tmp_path / "lid.txt"), epoch=5, dim=8, minn=2, maxn=3, bucket=5000, thread=1,
+                              seed=1, verbose=0).save_model(str(lid))
+    arpa = {}
+    for lang in ("en", "de"):
+        ref = tmp_path / f"{lang}.jsonl"
+        ref.write_text("".join(json.dumps({"text": _lang_text(rng, vocab[lang], 10)}) + "\n" for _ in range(400)))
+        arpa[lang] = tmp_path / f"{lang}.arpa"
+        assert main(["train-lm", str(ref), "-o", str(arpa[lang]), "--order", "2", "--device", "cpu", "-q"]) == 0
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    langs = ["en", "de", "fr"] * 12
+    texts = [_lang_text(rng, vocab[lang], int(rng.integers(4, 12))) for lang in langs]
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    out = tmp_path / "out"
+    flag = f"en={arpa['en']},de={arpa['de']}:keep=0.5"
+    assert main(["filter", str(corpus.parent), "-o", str(out), "--lid", str(lid), "--perplexity", flag,
+                 "--perplexity-buckets", "0.33,0.67", "--device", "cpu", "-q", "--audit", "0"]) == 0
+    rows = pq.read_table(out / "scores.parquet").to_pylist()
+    models = {lang: kenlm.Model(str(p)) for lang, p in arpa.items()}
+    ppl = []
+    for r, lang, t in zip(rows, langs, texts):
+        assert r["lid_label"] == lang
+        if lang == "fr":
+            assert r["perplexity"] is None and r["perplexity_lang"] == "" and r["perplexity_bucket"] is None
+            assert r["keep"] and r["reason"] == "kept"
+            ppl.append(math.nan)
+            continue
+        lp = models[lang].score(t.lower(), bos=True, eos=True)
+        assert r["perplexity_lang"] == lang
+        assert r["perplexity"] == pytest.approx(10 ** (-lp / (len(t.split()) + 1)), rel=1e-3)
+        ppl.append(r["perplexity"])
+    for lang in ("en", "de"):
+        sub = [p if lg == lang else math.nan for p, lg in zip(ppl, langs)]
+        want, _ = _brute_rank(sub, 0.5)
+        head, _ = _brute_rank(sub, 0.33)
+        for i, r in enumerate(rows):
+            if langs[i] == lang:
+                assert r["keep"] == (i in want)
+                assert (r["perplexity_bucket"] == "head") == (i in head)
+    stats = json.loads((out / "run.json").read_text())
+    assert stats["perplexity_by_language"] == {"en": 12, "de": 12, "(no model)": 12}
+    assert set(stats["models"]["perplexity"]["models"]) == {"en", "de"}
+    assert stats["perplexity_rank"]["by_language"]["en"]["kept"] == 6
+    # a language the LID model does not know, a map without --lid: errors naming the flag and value
+    assert main(["filter", str(corpus.parent), "-o", str(tmp_path / "o"), "--lid", str(lid), "--perplexity",
+                 f"xx={arpa['en']}", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "--perplexity 'xx'" in err and "not a label of the LID model" in err, err
+    assert main(["filter", str(corpus.parent), "-o", str(tmp_path / "o"), "--perplexity", f"en={arpa['en']}",
+                 "-q"]) == 1
+    assert "--lid" in capsys.readouterr().err
+    assert main(["filter", str(corpus.parent), "-o", str(tmp_path / "o"), "--lid", str(lid), "--perplexity",
+                 f"en={arpa['en']},de", "-q"]) == 1
+    assert "is not LANG=MODEL" in capsys.readouterr().err

@@ -20,6 +20,8 @@ Unit = Literal["document", "paragraph"]
 Direction = Literal["min", "max"]
 ScoreKind = Literal["label", "expected"]
 RetentionKind = Literal["pareto", "linear", "sigmoid"]
+FAMILIES = ("lid", "rules", "perplexity", "classifiers")
+ORDER = FAMILIES  # the seed's order (002 §21.1): language ID, heuristic rules, perplexity, classifiers
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
@@ -268,6 +270,9 @@ class FilterConfig(InputConfig):
     with a perplexity that stay, the lowest-perplexity ones (rank: exactly round(fraction * m) of the m
     scored documents, ties by input order); perplexity_buckets: two cut fractions 0 < a < b < 1 that give
     every document CCNet's bucket (column ``perplexity_bucket``: head / middle / tail, by the same rank);
+    perplexity_lang: ((language, model), ...) instead of ``perplexity``: one model per language, chosen by
+    the document's LID label (column ``perplexity_lang``: the language whose model scored it, "" for none:
+    such a document gets no perplexity and is not judged by it; the rank and buckets are per language);
     lm_normalization: for an ARPA without gpu-dedup's header.
     rules: "gopher" for the Gopher rules ("gopher_quality" / "gopher_repetition": one half); rules_off: rule
     columns switched off (e.g. ("gopher_stop_words",)). dsir_target: files of target-domain text; select: how
@@ -277,6 +282,8 @@ class FilterConfig(InputConfig):
     byte-weighted mean of its paragraphs' scores (LID: the language with most bytes, its probability the
     byte-weighted mean over those paragraphs). Perplexity (a sum over the lines) and the rules always read the
     whole document.
+    order: the order of the test families for ``reason`` (the first failing test names it): a permutation
+    of ("lid", "rules", "perplexity", "classifiers"), by default the seed's (002 §21.1).
     audit: random accepted and rejected documents kept for auditing (each); seed: their sample and DSIR's
     Gumbel noise. device: "auto" | "cpu" | "cuda"; threads: CPU threads (None: all)."""
 
@@ -288,6 +295,7 @@ class FilterConfig(InputConfig):
     max_perplexity: float | None = None
     perplexity_keep: float | None = None
     perplexity_buckets: tuple[float, ...] = ()
+    perplexity_lang: tuple[tuple[str, str], ...] = ()
     lm_normalization: str | None = None
     rules: Literal["gopher", "gopher_quality", "gopher_repetition"] | None = None
     rules_off: tuple[str, ...] = ()
@@ -295,6 +303,7 @@ class FilterConfig(InputConfig):
     select: int | float | None = None
     dsir_buckets: int = 10_000
     domain: DomainConfig = field(default_factory=DomainConfig)
+    order: tuple[str, ...] = ORDER
     unit: Unit = "document"
     audit: int = 500
     seed: int = 0
@@ -319,14 +328,14 @@ class FilterConfig(InputConfig):
         if dup:
             raise ValueError(f"classifier name {dup[0]!r} is given twice; each needs its own name (column)")
         if self.max_perplexity is not None:
-            if self.perplexity is None:
+            if not self.has_lm:
                 raise ValueError("FilterConfig.max_perplexity needs a model: pass perplexity=MODEL")
             if not is_real(self.max_perplexity) or not math.isfinite(self.max_perplexity) \
                     or self.max_perplexity <= 1.0:
                 raise ValueError(f"FilterConfig.max_perplexity must be a finite number > 1, got "
                                  f"{self.max_perplexity!r}")
         if self.perplexity_keep is not None:
-            if self.perplexity is None:
+            if not self.has_lm:
                 raise ValueError("FilterConfig.perplexity_keep needs a model: pass perplexity=MODEL")
             if self.max_perplexity is not None:
                 raise ValueError("FilterConfig.perplexity_keep and max_perplexity are two cuts of one score: "
@@ -336,12 +345,27 @@ class FilterConfig(InputConfig):
                                  f"lowest-perplexity third), got {self.perplexity_keep!r}")
         b = self.perplexity_buckets
         if b:
-            if self.perplexity is None:
+            if not self.has_lm:
                 raise ValueError("FilterConfig.perplexity_buckets needs a model: pass perplexity=MODEL")
             if isinstance(b, str) or len(b) != 2 or not all(is_real(x) for x in b) \
                     or not 0.0 < b[0] < b[1] < 1.0:
                 raise ValueError(f"FilterConfig.perplexity_buckets must be two fractions 0 < a < b < 1 (CCNet's "
                                  f"head / middle / tail cuts, e.g. (0.33, 0.67)), got {b!r}")
+        pl = self.perplexity_lang
+        if pl:
+            if isinstance(pl, str) or not all(isinstance(x, tuple) and len(x) == 2 and all(
+                    isinstance(y, str) and y for y in x) for x in pl):
+                raise ValueError(f"FilterConfig.perplexity_lang must be ((language, model path), ...), got {pl!r}")
+            langs = [x[0] for x in pl]
+            dup = sorted({x for x in langs if langs.count(x) > 1})
+            if dup:
+                raise ValueError(f"FilterConfig.perplexity_lang names language {dup[0]!r} twice")
+            if self.perplexity is not None:
+                raise ValueError("FilterConfig.perplexity_lang replaces perplexity (one model for every language): "
+                                 "give one of them")
+            if self.lid is None and not self.domain.script_prefilter:
+                raise ValueError("FilterConfig.perplexity_lang routes documents by their language: pass lid= "
+                                 "(--lid lid.176.ftz)")
         if self.rules not in (None, "gopher", "gopher_quality", "gopher_repetition"):
             raise ValueError(f"FilterConfig.rules must be 'gopher', 'gopher_quality', 'gopher_repetition' or None, "
                              f"got {self.rules!r}")
@@ -366,6 +390,9 @@ class FilterConfig(InputConfig):
             raise ValueError(f"FilterConfig.dsir_buckets must be an int >= 2, got {self.dsir_buckets!r}")
         if not isinstance(self.domain, DomainConfig):
             raise ValueError(f"FilterConfig.domain must be a DomainConfig, got {self.domain!r}")
+        if isinstance(self.order, str) or sorted(self.order) != sorted(FAMILIES):
+            raise ValueError(f"FilterConfig.order must name each of {', '.join(FAMILIES)} once (the order in "
+                             f"which their tests give the reason), got {self.order!r}")
         if self.unit not in get_args(Unit):
             raise ValueError(f"FilterConfig.unit must be 'document' or 'paragraph', got {self.unit!r}")
         if not is_int(self.audit) or self.audit < 0:
@@ -377,7 +404,7 @@ class FilterConfig(InputConfig):
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ValueError(f"FilterConfig.threads must be an int >= 1 or None, got {self.threads!r}")
         for path in ([self.lid] if self.lid else []) + [c.model for c in self.classifiers] + \
-                ([self.perplexity] if self.perplexity else []):
+                ([self.perplexity] if self.perplexity else []) + [m for _, m in self.perplexity_lang]:
             if not os.path.exists(path):
                 raise FileNotFoundError(f"model file {path!r} does not exist")
         if not self.any_filter:
@@ -386,5 +413,10 @@ class FilterConfig(InputConfig):
 
     @property
     def any_filter(self) -> bool:
-        return bool(self.lid or self.classifiers or self.perplexity or self.rules or self.dsir_target
+        return bool(self.lid or self.classifiers or self.has_lm or self.rules or self.dsir_target
                     or self.domain.script_prefilter)
+
+    @property
+    def has_lm(self) -> bool:
+        """A perplexity model is given: one for every language, or one per language."""
+        return bool(self.perplexity or self.perplexity_lang)

@@ -45,7 +45,7 @@ class Prefilter:
         cols = {c.spec.column for c in self.scorers.classifiers}
         if self.scorers.lid is not None:
             cols.add("lid_prob")
-        if self.scorers.lm is not None:
+        if self.scorers.has_lm:
             cols.add("perplexity")
         if self.scorers.rules is not None:
             from .rules import describe

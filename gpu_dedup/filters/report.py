@@ -17,7 +17,9 @@ from ..report.plots import _figure, _matplotlib_ok, _png
 logger = logging.getLogger(__name__)
 AUDIT_SHOWN = 25          # documents of each side shown on the page (all of them are in audit.parquet)
 AUDIT_CHARS = 1500        # characters of each shown document
-NOT_SCORES = {"id", "row", "keep", "reason", "lid_label", "script_lang", "domain", "perplexity_bucket"}
+PERCENTILE_CHARS = 600    # characters of each document shown at a percentile
+NOT_SCORES = {"id", "row", "keep", "reason", "lid_label", "script_lang", "domain", "perplexity_bucket",
+              "perplexity_lang"}
 
 
 def _thresholds(stats: dict[str, Any]) -> dict[str, list[tuple[float, str]]]:
@@ -139,6 +141,20 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
             + "<p class=\"note\">KL over the hashed n-gram distributions: selection should lower it.</p>")
     if audit is not None:
         page.add("audit", "Audit sample", _audit_html(audit))
+    pct_path = os.path.join(out, "audit_percentiles.parquet")
+    if os.path.exists(pct_path):
+        rows = pq.read_table(pct_path, columns=["score", "percentile", "value", "id", "reason", "text"]).to_pylist()
+        blocks: dict[str, list[str]] = {}
+        for r in rows:
+            text = r["text"] or ""
+            more = f" … ({len(text) - PERCENTILE_CHARS:,} more characters)" if len(text) > PERCENTILE_CHARS else ""
+            blocks.setdefault(r["score"], []).append(
+                f"<div class=\"head\"><b>{r['percentile']}th percentile</b> · {r['value']:.4g} · "
+                f"{_e(r['id'])} · reason <code>{_e(r['reason'])}</code></div>"
+                f"<div class=\"doc\">{_e(text[:PERCENTILE_CHARS])}{_e(more)}</div>")
+        page.add("percentiles", "Documents at the 33rd / 50th / 67th percentile of every score",
+                 "<p class=\"note\">Read them before locking a threshold (audit_percentiles.parquet).</p>"
+                 + "".join(_details(k, "".join(v), open_=False) for k, v in blocks.items()))
     html = page.render("gpu-dedup filter report",
                        f"<p class=\"note\">{_e(out)} · {_e(stats.get('created', ''))} · device "
                        f"{_e(stats.get('device', ''))}</p>")

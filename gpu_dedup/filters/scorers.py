@@ -143,7 +143,12 @@ class Scorers:
     lid: Any = None
     classifiers: list[Classifier] = field(default_factory=list)
     lm: Any = None
+    lms: dict[str, Any] = field(default_factory=dict)  # perplexity_lang: language -> its model
     rules: Any = None
+
+    @property
+    def has_lm(self) -> bool:
+        return self.lm is not None or bool(self.lms)
 
     @classmethod
     def load(cls, cfg: FilterConfig, device: str) -> "Scorers":
@@ -163,6 +168,18 @@ class Scorers:
 
             norm = LMNormalization.parse(cfg.lm_normalization) if cfg.lm_normalization else None
             s.lm = load_lm(cfg.perplexity, normalization=norm)
+        if cfg.perplexity_lang:
+            from .lm import LMNormalization, load_lm
+
+            known = s.lid.labels if s.lid is not None else []
+            for lang, path in cfg.perplexity_lang:
+                if s.lid is not None and LABEL_PREFIX + lang not in known:
+                    raise ValueError(f"perplexity_lang {lang!r}={path!r}: {lang!r} is not a label of the LID model "
+                                     f"{cfg.lid!r}, so no document would reach this model (it knows "
+                                     f"{len(known)} languages, e.g. "
+                                     f"{', '.join(x[len(LABEL_PREFIX):] for x in known[:8])})")
+            norm = LMNormalization.parse(cfg.lm_normalization) if cfg.lm_normalization else None
+            s.lms = {lang: load_lm(path, normalization=norm) for lang, path in cfg.perplexity_lang}
         if cfg.rules:
             from .rules import RulesConfig, without
 
@@ -176,6 +193,12 @@ class Scorers:
                           "threshold": self.cfg.lid_threshold}
         if self.classifiers:
             out["classifiers"] = [c.describe() for c in self.classifiers]
+        if self.lms:
+            out["perplexity"] = {"models": {lang: m.describe() for lang, m in self.lms.items()},
+                                 "routing": "by the LID label; a document in another language gets no perplexity "
+                                            "(perplexity_lang = \"\") and is not judged by it",
+                                 "max": self.cfg.max_perplexity, "keep_fraction": self.cfg.perplexity_keep,
+                                 "buckets": list(self.cfg.perplexity_buckets) or None, "rank": "per language"}
         if self.lm is not None:
             out["perplexity"] = {"model": self.lm.describe(), "max": self.cfg.max_perplexity,
                                  "keep_fraction": self.cfg.perplexity_keep,
@@ -216,6 +239,20 @@ class Scorers:
             for name, values in rule_scores(text, self.rules, device=self.device).items():
                 cols[name] = np.asarray(values)
         return cols
+
+    def score_by_language(self, text: pa.Array, labels: np.ndarray) -> dict[str, np.ndarray]:
+        """perplexity (float64, NaN without a model) and perplexity_lang (object: the language whose model
+        scored the document, "" for none) of one batch, each document by the model of its LID ``labels``."""
+        n = len(text)
+        ppl = np.full(n, np.nan)
+        used = np.full(n, "", dtype=object)
+        for lang, lm in self.lms.items():
+            rows = np.flatnonzero(labels == lang)
+            if len(rows):
+                res = lm.score(text.take(pa.array(rows)), device=self.device)
+                ppl[rows] = np.asarray(res["perplexity"], np.float64)
+                used[rows] = lang
+        return {"perplexity": ppl, "perplexity_lang": used}
 
     def _lid(self, text: pa.Array, units) -> tuple[np.ndarray, np.ndarray]:
         """(language, probability) per document: of the whole text (units None), or from its paragraphs

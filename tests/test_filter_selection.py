@@ -12,7 +12,7 @@ import pytest
 
 from gpu_dedup.cli import main
 from gpu_dedup.filters.config import ClassifierSpec, FilterConfig, Retention, parse_classifier
-from gpu_dedup.filters.stage import perplexity_buckets, rank_keep, uniform_draws
+from gpu_dedup.filters.selection import perplexity_buckets, rank_keep, uniform_draws
 
 fasttext = pytest.importorskip("fasttext", reason="the fasttext package is the reference")
 

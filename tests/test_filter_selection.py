@@ -195,12 +195,17 @@ def _corpus(path, docs):
             fh.write(json.dumps({"id": f"d{i}", "text": t}) + "\n")
 
 
+def _corpus_dir(tmp_path, docs):
+    """tmp_path/in/c.jsonl with ``docs``; returns the directory (the filter's input)."""
+    (tmp_path / "in").mkdir()
+    _corpus(tmp_path / "in" / "c.jsonl", docs)
+    return tmp_path / "in"
+
+
 def test_pareto_retention_through_filter(tmp_path, models):
     q, _ = models
-    corpus = tmp_path / "in" / "c.jsonl"
-    corpus.parent.mkdir()
     docs = _docs(300, seed=5)
-    _corpus(corpus, docs)
+    corpus = _corpus_dir(tmp_path, docs) / "c.jsonl"
     out = tmp_path / "out"
     assert main(["filter", str(corpus.parent), "-o", str(out), "--classifier", f"quality={q}:pareto=9",
                  "--classifier-label", "quality=hq", "--device", "cpu", "-q", "--audit", "2", "--seed", "4"]) == 0
@@ -245,10 +250,8 @@ def test_stochastic_bad_input(tmp_path, models, capsys):
 # ------------------------------------------------------------------------------------ expected (ordinal) score
 def test_expected_score_equals_fasttext(tmp_path, models):
     q, e = models
-    corpus = tmp_path / "in" / "c.jsonl"
-    corpus.parent.mkdir()
     docs = _docs(80, seed=9)
-    _corpus(corpus, docs)
+    corpus = _corpus_dir(tmp_path, docs) / "c.jsonl"
     out = tmp_path / "out"
     assert main(["filter", str(corpus.parent), "-o", str(out), "--classifier", f"edu={e}:expected>=2.5",
                  "--device", "cpu", "-q", "--audit", "0"]) == 0

@@ -15,6 +15,7 @@ One module per stage, in the order data passes:
     rules        Gopher quality rules
     domain       script pre-filter, code / math detectors (kernels/domain*.py)
     scorers      the models of one run, loaded once; a batch of text -> score columns
+    selection    rank selection and CCNet buckets, stochastic-retention draws, percentile audit picks
     stage        filter_corpus: the pass, the decisions (reason = the column that rejected), outputs
     prefilter    filter inside dedup's pass 1 (``run --lid/--classifier/...``): one read
     report       report.html of a filter run

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import math
 import os
+import re
 from typing import Any
 
 from .config import ClassifierSpec, DomainConfig, FilterConfig, parse_classifier, split_threshold
@@ -46,6 +47,25 @@ def _select(text: str) -> int | float:
     return v
 
 
+def _order(text: str) -> tuple[str, ...]:
+    from .config import FAMILIES
+
+    order = tuple(x.strip() for x in text.split(","))
+    if sorted(order) != sorted(FAMILIES):
+        raise argparse.ArgumentTypeError(f"{text!r} must name each of {','.join(FAMILIES)} once, comma-separated")
+    return order
+
+
+def _cuts(text: str) -> tuple[float, float]:
+    try:
+        cuts = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not two numbers A,B (e.g. 0.33,0.67)") from None
+    if len(cuts) != 2 or not 0.0 < cuts[0] < cuts[1] < 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be two fractions 0 < A < B < 1 (e.g. 0.33,0.67)")
+    return cuts
+
+
 def _positive_mb(text: str) -> float:
     try:
         v = float(text)
@@ -59,7 +79,9 @@ def _positive_mb(text: str) -> float:
 def add_model_arguments(p: argparse.ArgumentParser, title: str = "") -> None:
     """The scoring flags shared by ``filter`` and ``run`` (which filters before deduplicating)."""
     # API names of these flags that are not their dest, for errors on the command line (gpu_dedup/flags.py)
-    p.set_defaults(api_names={"normalization": "lm_normalization"})
+    p.set_defaults(api_names={"normalization": "lm_normalization", "perplexity_keep": "perplexity",
+                              "max_perplexity": "perplexity",
+                              "perplexity_lang": "perplexity"})
     d = {f.name: f.default for f in dataclasses.fields(FilterConfig)}
     dd = {f.name: f.default for f in dataclasses.fields(DomainConfig)}
     g = p.add_argument_group(f"{title}language ID")
@@ -81,8 +103,12 @@ def add_model_arguments(p: argparse.ArgumentParser, title: str = "") -> None:
     g.add_argument("--classifier-label", action="append", metavar="NAME=LABEL", default=[],
                    help="the label whose probability is NAME's score (default: the model card's, else "
                         "__label__NAME)")
-    g.add_argument("--perplexity", metavar="MODEL[:MAX]",
-                   help="n-gram LM (ARPA or KenLM binary); documents above MAX perplexity are removed")
+    g.add_argument("--perplexity", metavar="MODEL[:MAX|:keep=FRACTION]",
+                   help="n-gram LM (ARPA or KenLM binary); documents above MAX perplexity are removed, or all but "
+                        "the FRACTION with the lowest perplexity (by rank, ties by input order); "
+                        "LANG=MODEL,LANG=MODEL: one model per language, by the LID label")
+    g.add_argument("--perplexity-buckets", type=_cuts, metavar="A,B",
+                   help="CCNet's buckets: column perplexity_bucket = head (lowest A), middle, tail (above B)")
     g.add_argument("--lm-normalization", metavar="MODE",
                    help="the normalization an ARPA without gpu-dedup's header was trained with: none | "
                         "nfkc-lower[,remove-punctuation][,fold-digits]")
@@ -90,6 +116,9 @@ def add_model_arguments(p: argparse.ArgumentParser, title: str = "") -> None:
                    help="heuristic rules: gopher = quality + repetition rules at the paper's thresholds")
     g.add_argument("--rule-off", action="append", metavar="COLUMN", default=[],
                    help="switch one rule off, e.g. gopher_stop_words (repeatable)")
+    g.add_argument("--order", type=_order, default=d["order"], metavar="FAMILIES",
+                   help="the order of the tests for the reason column: a permutation of "
+                        f"{','.join(d['order'])} (the default, the seed's)")
     g.add_argument("--unit", choices=("document", "paragraph"), default=d["unit"],
                    help="score whole documents (default) or paragraphs (byte-weighted per document)")
 
@@ -110,15 +139,34 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
         specs.append(spec)
     if labels:
         raise ValueError(f"--classifier-label {next(iter(labels))!r} names no --classifier")
-    ppl, max_ppl = split_threshold("--perplexity", args.perplexity, directions=False) if args.perplexity \
-        else (None, None)
-    given = bool(args.lid or args.lang or specs or ppl or args.rules or args.script_prefilter)
+    ppl, max_ppl, keep = args.perplexity, None, None
+    if ppl and ":keep=" in ppl and not os.path.exists(ppl):
+        ppl, value = ppl.rsplit(":keep=", 1)
+        try:
+            keep = float(value)
+        except ValueError:
+            raise ValueError(f"--perplexity {args.perplexity!r}: keep={value!r} is not a fraction in (0, 1]") \
+                from None
+    elif ppl:
+        ppl, max_ppl = split_threshold("--perplexity", ppl, directions=False)
+    by_lang: tuple[tuple[str, str], ...] = ()
+    if ppl and not os.path.exists(ppl) and re.match(r"^[A-Za-z][A-Za-z0-9_-]*=", ppl):
+        # LANG=MODEL,LANG=MODEL: one model per language, routed by the LID label
+        for item in ppl.split(","):
+            lang, _, path = item.partition("=")
+            if not lang.strip() or not path:
+                raise ValueError(f"--perplexity {args.perplexity!r}: {item!r} is not LANG=MODEL (e.g. "
+                                 f"en=en.arpa,de=de.arpa)")
+            by_lang += ((lang.strip(), path),)
+        ppl = None
+    given = bool(args.lid or args.lang or specs or ppl or by_lang or args.rules or args.script_prefilter)
     if not given:
         return {}
     return dict(lid=args.lid, lang=tuple(args.lang or ()), lid_threshold=args.lid_threshold,
-                classifiers=tuple(specs), perplexity=ppl, max_perplexity=max_ppl,
+                classifiers=tuple(specs), perplexity=ppl, max_perplexity=max_ppl, perplexity_keep=keep,
+                perplexity_buckets=tuple(args.perplexity_buckets or ()), perplexity_lang=by_lang,
                 lm_normalization=args.lm_normalization, rules=args.rules, rules_off=tuple(args.rule_off),
-                unit=args.unit,
+                unit=args.unit, order=args.order,
                 domain=DomainConfig(script_prefilter=args.script_prefilter, relax=args.domain_relax,
                                     relaxed_lid_threshold=args.relaxed_lid_threshold,
                                     relaxed_factor=args.relaxed_factor))

@@ -18,6 +18,10 @@ from ..config import InputConfig, is_int, is_real
 
 Unit = Literal["document", "paragraph"]
 Direction = Literal["min", "max"]
+ScoreKind = Literal["label", "expected"]
+RetentionKind = Literal["pareto", "linear", "sigmoid"]
+FAMILIES = ("lid", "rules", "perplexity", "classifiers")
+ORDER = FAMILIES  # the seed's order (002 §21.1): language ID, heuristic rules, perplexity, classifiers
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
@@ -28,19 +32,74 @@ def _prob(owner: str, name: str, value, lo_open: bool = False) -> None:
 
 
 @dataclass(frozen=True)
+class Retention:
+    """Stochastic retention of a classifier's documents (GPT-3's rule, as NeMo Curator applies it): a document
+    with score s is kept with probability ``prob(s)``, decided by a uniform draw u in [0, 1) fixed by the run's
+    seed, the classifier's name and the document's row (``stage.uniform_draws``): kept when u < prob(s).
+
+    pareto (alpha): keep when s > 1 - X, X ~ Lomax(alpha) (numpy's ``pareto``, P(X > x) = (1 + x) ** -alpha),
+    so prob(s) = (2 - s) ** -alpha for s <= 1 (1 for s >= 1); u < prob(s) is that draw with
+    X = u ** (-1 / alpha) - 1. linear: prob(s) = s clipped to [0, 1]. sigmoid (center, slope):
+    prob(s) = 1 / (1 + exp(-slope * (s - center)))."""
+
+    kind: RetentionKind
+    alpha: float | None = None
+    center: float | None = None
+    slope: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in get_args(RetentionKind):
+            raise ValueError(f"Retention.kind must be 'pareto', 'linear' or 'sigmoid', got {self.kind!r}")
+        if self.kind == "pareto" and (not is_real(self.alpha) or not math.isfinite(self.alpha) or self.alpha <= 0):
+            raise ValueError(f"pareto alpha must be a finite number > 0 (GPT-3 used 9), got {self.alpha!r}")
+        if self.kind == "sigmoid":
+            for name in ("center", "slope"):
+                v = getattr(self, name)
+                if not is_real(v) or not math.isfinite(v):
+                    raise ValueError(f"sigmoid {name} must be a finite number, got {v!r}")
+            if self.slope <= 0:
+                raise ValueError(f"sigmoid slope must be > 0 (higher scores kept more often), got {self.slope!r}")
+
+    def prob(self, s):
+        """float64 array: the probability of keeping a document of score ``s`` (NaN where s is NaN)."""
+        import numpy as np
+
+        s = np.asarray(s, np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.kind == "pareto":
+                return np.where(s >= 1.0, 1.0, np.power(2.0 - np.minimum(s, 1.0), -float(self.alpha)))
+            if self.kind == "linear":
+                return np.clip(s, 0.0, 1.0)
+            return 1.0 / (1.0 + np.exp(-float(self.slope) * (s - float(self.center))))
+
+    def formula(self) -> str:
+        if self.kind == "pareto":
+            return f"keep when score > 1 - X, X ~ Lomax(alpha={self.alpha:g}): P(keep) = (2 - score) ** -{self.alpha:g}"
+        if self.kind == "linear":
+            return "P(keep) = score (clipped to [0, 1])"
+        return f"P(keep) = 1 / (1 + exp(-{self.slope:g} * (score - {self.center:g})))"
+
+
+@dataclass(frozen=True)
 class ClassifierSpec:
     """One learned classifier: ``name`` (column ``<name>_score``), the fastText ``model`` file, the
     ``threshold`` and its ``direction`` (min: keep score >= threshold; max: keep score <= threshold; None:
     take them from the model card, else only record the score) and the positive ``label`` whose
     probability is the score (None: the card's, else ``__label__<name>`` when the model has it, else the
     only label of a one-label model, else the one label of a two-label model named like a positive class
-    (``train.POSITIVE_NAMES``: 1, hq, pos, positive, good, ...); anything else must be given)."""
+    (``train.POSITIVE_NAMES``: 1, hq, pos, positive, good, ...); anything else must be given).
+    score: "label" (that probability) or "expected" (an ordinal / multi-class model whose labels are all
+    integers, e.g. FineWeb-Edu's 0..5: the score is the expected value sum k * p(k) over every label, and the
+    threshold any finite number). retention: keep documents at random with a probability of their score
+    (``Retention``) instead of a threshold."""
 
     name: str
     model: str
     threshold: float | None = None
     direction: Direction = "min"
     label: str | None = None
+    score: ScoreKind = "label"
+    retention: Retention | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_RE.match(self.name):
@@ -50,8 +109,21 @@ class ClassifierSpec:
             raise ValueError("classifier name 'lid' is taken by --lid; choose another name")
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"classifier {self.name!r}: model must be a file path, got {self.model!r}")
-        if self.threshold is not None:
+        if self.score not in get_args(ScoreKind):
+            raise ValueError(f"classifier {self.name!r}: score must be 'label' or 'expected', got {self.score!r}")
+        if self.threshold is not None and self.score == "expected":
+            if not is_real(self.threshold) or not math.isfinite(self.threshold):
+                raise ValueError(f"classifier {self.name!r}: threshold must be a finite number, got "
+                                 f"{self.threshold!r}")
+        elif self.threshold is not None:
             _prob(f"classifier {self.name!r}", "threshold", self.threshold)
+        if self.retention is not None:
+            if not isinstance(self.retention, Retention):
+                raise ValueError(f"classifier {self.name!r}: retention must be a Retention, got {self.retention!r}")
+            if self.threshold is not None or self.score != "label":
+                raise ValueError(f"classifier {self.name!r}: stochastic retention ({self.retention.kind}) replaces "
+                                 f"the threshold and reads a probability: give it without a threshold and with "
+                                 f"score='label'")
         if self.direction not in get_args(Direction):
             raise ValueError(f"classifier {self.name!r}: direction must be 'min' or 'max', got {self.direction!r}")
         if self.label is not None and (not isinstance(self.label, str) or not self.label):
@@ -72,6 +144,11 @@ def split_threshold(flag: str, text: str, directions: bool = True, shown: str | 
     an existing file (a path with a colon); then, if the part before it is no file either, that too.
     ``shown``: the flag's whole value, for the message (default ``text``)."""
     forms = "MODEL:0.5, MODEL:min0.5 (keep >=) or MODEL:max0.3 (keep <=)" if directions else "MODEL:1000"
+    if flag == "--classifier":
+        forms += ("; or MODEL:pareto=9, MODEL:linear, MODEL:sigmoid=0.5,10 (stochastic retention), "
+                  "MODEL:expected>=3 (an ordinal model's expected score)")
+    elif flag == "--perplexity":
+        forms += " (keep <= 1000) or MODEL:keep=0.33 (the lowest-perplexity third)"
     if ":" not in text or os.path.exists(text):
         return text, None
     head, tail = text.rsplit(":", 1)
@@ -89,18 +166,62 @@ def split_threshold(flag: str, text: str, directions: bool = True, shown: str | 
     return head, ((value, m.group(1) or "min") if directions else value)
 
 
+_MODE = re.compile(r"^(?:pareto=(?P<alpha>[^,]*)|(?P<linear>linear)|sigmoid=(?P<center>[^,]*),(?P<slope>[^,]*)"
+                   r"|(?P<expected>expected)(?:(?P<op>>=|<=)(?P<value>.*))?)$")
+
+
+def _number(flag: str, text: str, what: str, value: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        v = float("nan")
+    if not math.isfinite(v):
+        raise ValueError(f"{flag} {text!r}: {what} {value!r} is not a finite number")
+    return v
+
+
 def parse_classifier(text: str) -> ClassifierSpec:
-    """``NAME=MODEL[:THRESHOLD]`` with THRESHOLD ``0.5`` / ``min0.5`` (keep >=) or ``max0.3`` (keep <=)."""
+    """``NAME=MODEL[:THRESHOLD]`` with THRESHOLD ``0.5`` / ``min0.5`` (keep >=) or ``max0.3`` (keep <=);
+    or ``NAME=MODEL:pareto=ALPHA`` / ``:linear`` / ``:sigmoid=CENTER,SLOPE`` (stochastic retention) or
+    ``NAME=MODEL:expected[>=X | <=X]`` (the expected score of an ordinal model)."""
     if not isinstance(text, str) or "=" not in text:
         raise ValueError(f"--classifier {text!r}: expected NAME=MODEL[:THRESHOLD], e.g. quality=quality.bin:0.5 "
                          f"or hate=hate.bin:max0.3")
     name, model = text.split("=", 1)
-    model, t = split_threshold("--classifier", model, shown=text)
-    threshold, direction = t if t is not None else (None, "min")
     try:
-        return ClassifierSpec(name=name.strip(), model=model, threshold=threshold, direction=direction)
+        model, kw = _classifier_mode(text, model)
+        return ClassifierSpec(name=name.strip(), model=model, **kw)
     except ValueError as exc:
+        if str(exc).startswith("--classifier "):
+            raise
         raise ValueError(f"--classifier {text!r}: {exc}") from None
+
+
+def _classifier_mode(text: str, model: str) -> tuple[str, dict[str, Any]]:
+    """(model path, ClassifierSpec's threshold / direction / score / retention) of ``MODEL[:MODE]``."""
+    kw: dict[str, Any] = {}
+    m = _MODE.match(model.rsplit(":", 1)[1]) if ":" in model and not os.path.exists(model) else None
+    if m:
+        model = model.rsplit(":", 1)[0]
+        if m.group("alpha") is not None:
+            kw["retention"] = Retention("pareto", alpha=_number("--classifier", text, "pareto alpha",
+                                                                m.group("alpha")))
+        elif m.group("linear"):
+            kw["retention"] = Retention("linear")
+        elif m.group("center") is not None:
+            kw["retention"] = Retention("sigmoid", center=_number("--classifier", text, "sigmoid center",
+                                                                  m.group("center")),
+                                        slope=_number("--classifier", text, "sigmoid slope", m.group("slope")))
+        else:
+            kw["score"] = "expected"
+            if m.group("op"):
+                kw["threshold"] = _number("--classifier", text, "expected-score threshold", m.group("value"))
+                kw["direction"] = "min" if m.group("op") == ">=" else "max"
+    else:
+        model, t = split_threshold("--classifier", model, shown=text)
+        threshold, direction = t if t is not None else (None, "min")
+        kw = dict(threshold=threshold, direction=direction)
+    return model, kw
 
 
 @dataclass(frozen=True)
@@ -145,7 +266,14 @@ class FilterConfig(InputConfig):
     lid: fastText language-ID model (e.g. lid.176.ftz); lang: languages kept (codes without the
     ``__label__`` prefix; empty: any language); lid_threshold: the top language's probability needed.
     classifiers: learned scores (``ClassifierSpec``). perplexity: an n-gram LM (ARPA / KenLM binary) and the
-    largest perplexity kept (None: record only); lm_normalization: for an ARPA without gpu-dedup's header.
+    largest perplexity kept (None: record only), or perplexity_keep: the fraction in (0, 1] of the documents
+    with a perplexity that stay, the lowest-perplexity ones (rank: exactly round(fraction * m) of the m
+    scored documents, ties by input order); perplexity_buckets: two cut fractions 0 < a < b < 1 that give
+    every document CCNet's bucket (column ``perplexity_bucket``: head / middle / tail, by the same rank);
+    perplexity_lang: ((language, model), ...) instead of ``perplexity``: one model per language, chosen by
+    the document's LID label (column ``perplexity_lang``: the language whose model scored it, "" for none:
+    such a document gets no perplexity and is not judged by it; the rank and buckets are per language);
+    lm_normalization: for an ARPA without gpu-dedup's header.
     rules: "gopher" for the Gopher rules ("gopher_quality" / "gopher_repetition": one half); rules_off: rule
     columns switched off (e.g. ("gopher_stop_words",)). dsir_target: files of target-domain text; select: how
     many documents DSIR keeps among those every other filter kept (int: a count; float in (0, 1]: a fraction
@@ -154,6 +282,8 @@ class FilterConfig(InputConfig):
     byte-weighted mean of its paragraphs' scores (LID: the language with most bytes, its probability the
     byte-weighted mean over those paragraphs). Perplexity (a sum over the lines) and the rules always read the
     whole document.
+    order: the order of the test families for ``reason`` (the first failing test names it): a permutation
+    of ("lid", "rules", "perplexity", "classifiers"), by default the seed's (002 §21.1).
     audit: random accepted and rejected documents kept for auditing (each); seed: their sample and DSIR's
     Gumbel noise. device: "auto" | "cpu" | "cuda"; threads: CPU threads (None: all)."""
 
@@ -163,6 +293,9 @@ class FilterConfig(InputConfig):
     classifiers: tuple[ClassifierSpec, ...] = ()
     perplexity: str | None = None
     max_perplexity: float | None = None
+    perplexity_keep: float | None = None
+    perplexity_buckets: tuple[float, ...] = ()
+    perplexity_lang: tuple[tuple[str, str], ...] = ()
     lm_normalization: str | None = None
     rules: Literal["gopher", "gopher_quality", "gopher_repetition"] | None = None
     rules_off: tuple[str, ...] = ()
@@ -170,6 +303,7 @@ class FilterConfig(InputConfig):
     select: int | float | None = None
     dsir_buckets: int = 10_000
     domain: DomainConfig = field(default_factory=DomainConfig)
+    order: tuple[str, ...] = ORDER
     unit: Unit = "document"
     audit: int = 500
     seed: int = 0
@@ -194,12 +328,44 @@ class FilterConfig(InputConfig):
         if dup:
             raise ValueError(f"classifier name {dup[0]!r} is given twice; each needs its own name (column)")
         if self.max_perplexity is not None:
-            if self.perplexity is None:
+            if not self.has_lm:
                 raise ValueError("FilterConfig.max_perplexity needs a model: pass perplexity=MODEL")
             if not is_real(self.max_perplexity) or not math.isfinite(self.max_perplexity) \
                     or self.max_perplexity <= 1.0:
                 raise ValueError(f"FilterConfig.max_perplexity must be a finite number > 1, got "
                                  f"{self.max_perplexity!r}")
+        if self.perplexity_keep is not None:
+            if not self.has_lm:
+                raise ValueError("FilterConfig.perplexity_keep needs a model: pass perplexity=MODEL")
+            if self.max_perplexity is not None:
+                raise ValueError("FilterConfig.perplexity_keep and max_perplexity are two cuts of one score: "
+                                 "give one (a rank fraction or an absolute maximum)")
+            if not is_real(self.perplexity_keep) or not 0.0 < self.perplexity_keep <= 1.0:
+                raise ValueError(f"FilterConfig.perplexity_keep must be a fraction in (0, 1] (0.33 keeps the "
+                                 f"lowest-perplexity third), got {self.perplexity_keep!r}")
+        b = self.perplexity_buckets
+        if b:
+            if not self.has_lm:
+                raise ValueError("FilterConfig.perplexity_buckets needs a model: pass perplexity=MODEL")
+            if isinstance(b, str) or len(b) != 2 or not all(is_real(x) for x in b) \
+                    or not 0.0 < b[0] < b[1] < 1.0:
+                raise ValueError(f"FilterConfig.perplexity_buckets must be two fractions 0 < a < b < 1 (CCNet's "
+                                 f"head / middle / tail cuts, e.g. (0.33, 0.67)), got {b!r}")
+        pl = self.perplexity_lang
+        if pl:
+            if isinstance(pl, str) or not all(isinstance(x, tuple) and len(x) == 2 and all(
+                    isinstance(y, str) and y for y in x) for x in pl):
+                raise ValueError(f"FilterConfig.perplexity_lang must be ((language, model path), ...), got {pl!r}")
+            langs = [x[0] for x in pl]
+            dup = sorted({x for x in langs if langs.count(x) > 1})
+            if dup:
+                raise ValueError(f"FilterConfig.perplexity_lang names language {dup[0]!r} twice")
+            if self.perplexity is not None:
+                raise ValueError("FilterConfig.perplexity_lang replaces perplexity (one model for every language): "
+                                 "give one of them")
+            if self.lid is None and not self.domain.script_prefilter:
+                raise ValueError("FilterConfig.perplexity_lang routes documents by their language: pass lid= "
+                                 "(--lid lid.176.ftz)")
         if self.rules not in (None, "gopher", "gopher_quality", "gopher_repetition"):
             raise ValueError(f"FilterConfig.rules must be 'gopher', 'gopher_quality', 'gopher_repetition' or None, "
                              f"got {self.rules!r}")
@@ -224,6 +390,9 @@ class FilterConfig(InputConfig):
             raise ValueError(f"FilterConfig.dsir_buckets must be an int >= 2, got {self.dsir_buckets!r}")
         if not isinstance(self.domain, DomainConfig):
             raise ValueError(f"FilterConfig.domain must be a DomainConfig, got {self.domain!r}")
+        if isinstance(self.order, str) or sorted(self.order) != sorted(FAMILIES):
+            raise ValueError(f"FilterConfig.order must name each of {', '.join(FAMILIES)} once (the order in "
+                             f"which their tests give the reason), got {self.order!r}")
         if self.unit not in get_args(Unit):
             raise ValueError(f"FilterConfig.unit must be 'document' or 'paragraph', got {self.unit!r}")
         if not is_int(self.audit) or self.audit < 0:
@@ -235,7 +404,7 @@ class FilterConfig(InputConfig):
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ValueError(f"FilterConfig.threads must be an int >= 1 or None, got {self.threads!r}")
         for path in ([self.lid] if self.lid else []) + [c.model for c in self.classifiers] + \
-                ([self.perplexity] if self.perplexity else []):
+                ([self.perplexity] if self.perplexity else []) + [m for _, m in self.perplexity_lang]:
             if not os.path.exists(path):
                 raise FileNotFoundError(f"model file {path!r} does not exist")
         if not self.any_filter:
@@ -244,5 +413,10 @@ class FilterConfig(InputConfig):
 
     @property
     def any_filter(self) -> bool:
-        return bool(self.lid or self.classifiers or self.perplexity or self.rules or self.dsir_target
+        return bool(self.lid or self.classifiers or self.has_lm or self.rules or self.dsir_target
                     or self.domain.script_prefilter)
+
+    @property
+    def has_lm(self) -> bool:
+        """A perplexity model is given: one for every language, or one per language."""
+        return bool(self.perplexity or self.perplexity_lang)

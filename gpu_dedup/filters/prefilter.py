@@ -30,6 +30,10 @@ class Prefilter:
         if cfg.dsir_target:
             raise ValueError("DSIR cannot run inside dedup's pass 1 (it needs the whole corpus first): run "
                              "`gpu-dedup filter ... --dsir-target` and then `gpu-dedup run OUT/filtered`")
+        if cfg.perplexity_keep is not None or cfg.perplexity_buckets:
+            raise ValueError("perplexity_keep / perplexity_buckets rank the whole corpus, which dedup's pass 1 "
+                             "reads batch by batch: run `gpu-dedup filter ... --perplexity MODEL:keep=F` and then "
+                             "`gpu-dedup run OUT/filtered`")
         self.cfg = cfg
         self.device = device
         self.scorers = Scorers.load(cfg, device)
@@ -41,7 +45,7 @@ class Prefilter:
         cols = {c.spec.column for c in self.scorers.classifiers}
         if self.scorers.lid is not None:
             cols.add("lid_prob")
-        if self.scorers.lm is not None:
+        if self.scorers.has_lm:
             cols.add("perplexity")
         if self.scorers.rules is not None:
             from .rules import describe

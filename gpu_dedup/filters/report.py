@@ -17,7 +17,9 @@ from ..report.plots import _figure, _matplotlib_ok, _png
 logger = logging.getLogger(__name__)
 AUDIT_SHOWN = 25          # documents of each side shown on the page (all of them are in audit.parquet)
 AUDIT_CHARS = 1500        # characters of each shown document
-NOT_SCORES = {"id", "row", "keep", "reason", "lid_label", "script_lang", "domain"}
+PERCENTILE_CHARS = 600    # characters of each document shown at a percentile
+NOT_SCORES = {"id", "row", "keep", "reason", "lid_label", "script_lang", "domain", "perplexity_bucket",
+              "perplexity_lang"}
 
 
 def _thresholds(stats: dict[str, Any]) -> dict[str, list[tuple[float, str]]]:
@@ -32,6 +34,8 @@ def _thresholds(stats: dict[str, Any]) -> dict[str, list[tuple[float, str]]]:
             out[c["column"]] = [(float(c["threshold"]), c["direction"])]
     if cfg.get("max_perplexity") is not None:
         out["perplexity"] = [(float(cfg["max_perplexity"]), "max")]
+    if (stats.get("perplexity_rank") or {}).get("cut") is not None:
+        out["perplexity"] = [(float(stats["perplexity_rank"]["cut"]), "max")]
     for column, rule in models.get("rules", {}).items():
         out[column] = [(float(rule[d]), d) for d in ("min", "max") if rule.get(d) is not None]
     return out
@@ -99,7 +103,7 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
     thresholds = _thresholds(stats)
     body = []
     for name in scores.column_names:
-        if name in NOT_SCORES or name.startswith("script_"):
+        if name in NOT_SCORES or name.startswith("script_") or name.endswith("_draw"):
             continue
         values = scores[name].to_numpy(zero_copy_only=False).astype(np.float64)
         # one collapsible block per score (the page was very long): the first one open
@@ -109,6 +113,13 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
         if ret:
             part += _table(["threshold", "retention"], [(f"{r['threshold']:.4g}", f"{100 * r['retention']:.1f}%")
                                                         for r in ret])
+        sto = stats.get("stochastic_retention", {}).get(name)
+        if sto:
+            part += (f"<p class=\"note\">Stochastic retention: {_e(sto['formula'])}; implied retention "
+                     f"{100 * (sto['expected_retention'] or 0):.1f}%, observed "
+                     f"{100 * (sto['observed_retention'] or 0):.1f}% of {sto['scored']:,} scored.</p>"
+                     + _table(["score", "P(keep)"], [(f"{r['score']:.2f}", f"{r['p_keep']:.4f}")
+                                                     for r in sto["curve"]]))
         body.append(_details(name, part, open_=not body))
     page.add("scores", "Scores and retention per threshold", "".join(body) or "<p>No score columns.</p>")
     if "lid_label" in scores.column_names:
@@ -130,6 +141,20 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
             + "<p class=\"note\">KL over the hashed n-gram distributions: selection should lower it.</p>")
     if audit is not None:
         page.add("audit", "Audit sample", _audit_html(audit))
+    pct_path = os.path.join(out, "audit_percentiles.parquet")
+    if os.path.exists(pct_path):
+        rows = pq.read_table(pct_path, columns=["score", "percentile", "value", "id", "reason", "text"]).to_pylist()
+        blocks: dict[str, list[str]] = {}
+        for r in rows:
+            text = r["text"] or ""
+            more = f" … ({len(text) - PERCENTILE_CHARS:,} more characters)" if len(text) > PERCENTILE_CHARS else ""
+            blocks.setdefault(r["score"], []).append(
+                f"<div class=\"head\"><b>{r['percentile']}th percentile</b> · {r['value']:.4g} · "
+                f"{_e(r['id'])} · reason <code>{_e(r['reason'])}</code></div>"
+                f"<div class=\"doc\">{_e(text[:PERCENTILE_CHARS])}{_e(more)}</div>")
+        page.add("percentiles", "Documents at the 33rd / 50th / 67th percentile of every score",
+                 "<p class=\"note\">Read them before locking a threshold (audit_percentiles.parquet).</p>"
+                 + "".join(_details(k, "".join(v), open_=False) for k, v in blocks.items()))
     html = page.render("gpu-dedup filter report",
                        f"<p class=\"note\">{_e(out)} · {_e(stats.get('created', ''))} · device "
                        f"{_e(stats.get('device', ''))}</p>")

@@ -36,13 +36,36 @@ class Classifier:
     threshold: float | None
     direction: str
     source: str
+    values: np.ndarray | None = None  # score="expected": the integer value of every label, in model order
 
     def describe(self) -> dict[str, Any]:
+        r = self.spec.retention
+        keeps = None if self.threshold is None else \
+            f"{self.spec.column} {'>=' if self.direction == 'min' else '<='} {self.threshold}"
+        if r is not None:
+            keeps = f"at random: {r.formula()} (a uniform draw per document, column {self.draw_column})"
         return {"name": self.spec.name, "column": self.spec.column, "model": self.model.describe(),
                 "label": self.label, "threshold": self.threshold, "direction": self.direction,
-                "threshold_from": self.source,
-                "keeps": None if self.threshold is None else
-                f"{self.spec.column} {'>=' if self.direction == 'min' else '<='} {self.threshold}"}
+                "threshold_from": self.source, "keeps": keeps,
+                "score": ("expected value sum k * p(k) over the labels "
+                          + ", ".join(f"{lab}={int(v)}" for lab, v in zip(self.model.labels, self.values))
+                          + " (fastText's reported probabilities)") if self.values is not None
+                else f"P({self.label})",
+                **({"retention": {"kind": r.kind, "alpha": r.alpha, "center": r.center, "slope": r.slope,
+                                  "formula": r.formula()}} if r is not None else {})}
+
+    @property
+    def draw_column(self) -> str:
+        return f"{self.spec.name}_draw"
+
+    def scores(self, text: pa.Array, device: str) -> np.ndarray:
+        """float64 (n,): this classifier's score of every text (NaN: a text with no feature)."""
+        if self.values is None:
+            return np.asarray(self.model.label_prob(text, self.label, device=device), np.float64)
+        idx, prob = self.model.predict(text, k=-1, device=device)
+        got = idx >= 0
+        out = np.where(got, self.values[np.maximum(idx, 0)] * np.nan_to_num(prob), 0.0).sum(axis=1)
+        return np.where(got.any(axis=1), out, np.nan)
 
 
 def load_classifier(spec: ClassifierSpec) -> Classifier:
@@ -52,6 +75,8 @@ def load_classifier(spec: ClassifierSpec) -> Classifier:
     from .train import POSITIVE_NAMES, read_card
 
     model = load_fasttext(spec.model)
+    if spec.score == "expected":
+        return _expected_classifier(spec, model)
     card = read_card(spec.model) or {}
     label, source = spec.label, "flag"
     if label is None and card.get("positive_label"):
@@ -87,7 +112,26 @@ def load_classifier(spec: ClassifierSpec) -> Classifier:
         source = "none"
         logger.warning("classifier %s: no threshold given and no model card beside %s: its score is recorded, "
                        "nothing is removed for it (give NAME=MODEL:THRESHOLD)", spec.name, spec.model)
+    if spec.retention is not None:
+        threshold, source = None, "flag"  # the draw decides, not the card's threshold
     return Classifier(spec, model, label, threshold, direction, source)
+
+
+def _expected_classifier(spec: ClassifierSpec, model) -> Classifier:
+    """An ordinal / multi-class model scored by its expected label value: every label must be an integer."""
+    values = []
+    for lab in model.labels:
+        name = lab[len(LABEL_PREFIX):] if lab.startswith(LABEL_PREFIX) else lab
+        try:
+            values.append(int(name))
+        except ValueError:
+            raise ValueError(f"classifier {spec.name!r}: 'expected' needs integer labels (e.g. __label__0 .. "
+                             f"__label__5), but model {spec.model!r} has {lab!r}") from None
+    if spec.threshold is None:
+        logger.warning("classifier %s: expected score recorded, nothing removed for it (give "
+                       "NAME=MODEL:expected>=X)", spec.name)
+    return Classifier(spec, model, "expected", spec.threshold, spec.direction,
+                      "flag" if spec.threshold is not None else "none", np.asarray(values, np.float64))
 
 
 @dataclass
@@ -99,7 +143,12 @@ class Scorers:
     lid: Any = None
     classifiers: list[Classifier] = field(default_factory=list)
     lm: Any = None
+    lms: dict[str, Any] = field(default_factory=dict)  # perplexity_lang: language -> its model
     rules: Any = None
+
+    @property
+    def has_lm(self) -> bool:
+        return self.lm is not None or bool(self.lms)
 
     @classmethod
     def load(cls, cfg: FilterConfig, device: str) -> "Scorers":
@@ -119,6 +168,18 @@ class Scorers:
 
             norm = LMNormalization.parse(cfg.lm_normalization) if cfg.lm_normalization else None
             s.lm = load_lm(cfg.perplexity, normalization=norm)
+        if cfg.perplexity_lang:
+            from .lm import LMNormalization, load_lm
+
+            known = s.lid.labels if s.lid is not None else []
+            for lang, path in cfg.perplexity_lang:
+                if s.lid is not None and LABEL_PREFIX + lang not in known:
+                    raise ValueError(f"perplexity_lang {lang!r}={path!r}: {lang!r} is not a label of the LID model "
+                                     f"{cfg.lid!r}, so no document would reach this model (it knows "
+                                     f"{len(known)} languages, e.g. "
+                                     f"{', '.join(x[len(LABEL_PREFIX):] for x in known[:8])})")
+            norm = LMNormalization.parse(cfg.lm_normalization) if cfg.lm_normalization else None
+            s.lms = {lang: load_lm(path, normalization=norm) for lang, path in cfg.perplexity_lang}
         if cfg.rules:
             from .rules import RulesConfig, without
 
@@ -132,8 +193,16 @@ class Scorers:
                           "threshold": self.cfg.lid_threshold}
         if self.classifiers:
             out["classifiers"] = [c.describe() for c in self.classifiers]
+        if self.lms:
+            out["perplexity"] = {"models": {lang: m.describe() for lang, m in self.lms.items()},
+                                 "routing": "by the LID label; a document in another language gets no perplexity "
+                                            "(perplexity_lang = \"\") and is not judged by it",
+                                 "max": self.cfg.max_perplexity, "keep_fraction": self.cfg.perplexity_keep,
+                                 "buckets": list(self.cfg.perplexity_buckets) or None, "rank": "per language"}
         if self.lm is not None:
-            out["perplexity"] = {"model": self.lm.describe(), "max": self.cfg.max_perplexity}
+            out["perplexity"] = {"model": self.lm.describe(), "max": self.cfg.max_perplexity,
+                                 "keep_fraction": self.cfg.perplexity_keep,
+                                 "buckets": list(self.cfg.perplexity_buckets) or None}
         if self.rules is not None:
             from .rules import describe
 
@@ -160,8 +229,7 @@ class Scorers:
                 label[todo], prob[todo] = self._lid(sub, paragraphs(sub) if paragraph else None)
             cols["lid_label"], cols["lid_prob"] = label, prob
         for c in self.classifiers:
-            cols[c.spec.column] = self._per_unit(text, units, lambda t, c=c: c.model.label_prob(
-                t, c.label, device=self.device))
+            cols[c.spec.column] = self._per_unit(text, units, lambda t, c=c: c.scores(t, self.device))
         if self.lm is not None:
             res = self.lm.score(text, device=self.device)
             cols["perplexity"] = np.asarray(res["perplexity"], np.float64)
@@ -171,6 +239,20 @@ class Scorers:
             for name, values in rule_scores(text, self.rules, device=self.device).items():
                 cols[name] = np.asarray(values)
         return cols
+
+    def score_by_language(self, text: pa.Array, labels: np.ndarray) -> dict[str, np.ndarray]:
+        """perplexity (float64, NaN without a model) and perplexity_lang (object: the language whose model
+        scored the document, "" for none) of one batch, each document by the model of its LID ``labels``."""
+        n = len(text)
+        ppl = np.full(n, np.nan)
+        used = np.full(n, "", dtype=object)
+        for lang, lm in self.lms.items():
+            rows = np.flatnonzero(labels == lang)
+            if len(rows):
+                res = lm.score(text.take(pa.array(rows)), device=self.device)
+                ppl[rows] = np.asarray(res["perplexity"], np.float64)
+                used[rows] = lang
+        return {"perplexity": ppl, "perplexity_lang": used}
 
     def _lid(self, text: pa.Array, units) -> tuple[np.ndarray, np.ndarray]:
         """(language, probability) per document: of the whole text (units None), or from its paragraphs

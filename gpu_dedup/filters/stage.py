@@ -1,12 +1,17 @@
 """``gpu-dedup filter``: score every document, decide which to keep, write what was decided and why.
 
 Order of the decision (``reason`` names the column that rejected a document; the first failing test wins):
+``empty``, then the four families in ``FilterConfig.order`` (default the seed's, 002 §21.1: lid, rules,
+perplexity, classifiers; ``--order`` changes it), then DSIR:
     empty       no non-space character: nothing to score (every score null in scores.parquet)
     lid_label   the language (the LID model's top label, or the script pre-filter's) is not one of --lang
     lid_prob    its probability is below --lid-threshold (--domain-relax: the relaxed threshold for code/math)
-    <name>_score  each classifier, in the order given (its threshold and direction)
-    perplexity  above --perplexity's maximum (null perplexity: a document with no sentence, see ``empty``)
     gopher_*    the first Gopher rule that fails (rules.py)
+    perplexity  above --perplexity's maximum, or not among the ``perplexity_keep`` fraction with the lowest
+                perplexity (ranked over every document with a perplexity, ties by input order: ``rank_keep``);
+                null perplexity: a document with no sentence, see ``empty``
+    <name>_score  each classifier, in the order given (its threshold and direction; with stochastic
+                retention, its uniform draw ``<name>_draw`` not below P(keep | score): ``uniform_draws``)
     dsir_weight among the documents every test above kept, DSIR keeps the --select with the largest
                 Gumbel-perturbed log importance weights; the rest are "not selected"
 Every score is computed for every document, whatever rejected it, so that retention at other thresholds
@@ -41,6 +46,8 @@ from ..engine import progress, runtime_versions
 from .config import FilterConfig
 from .domain import domain_stats
 from .scorers import Scorers
+from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, perplexity_rank_stats, rank_keep,
+                        retention_curves, uniform_draws)
 
 logger = logging.getLogger(__name__)
 RETENTION_POINTS = 21  # thresholds per score column in the retention table
@@ -88,6 +95,9 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None) -> FilterResult:
     cols, file_rows = _score_pass(files, cfg, device, scorers, dsir, report)
     timings["score"] = time.perf_counter() - t0
     n = len(cols["id"])
+    if cfg.perplexity_buckets:
+        cols["perplexity_bucket"] = perplexity_buckets(cols["perplexity"], cfg.perplexity_buckets,
+                                                       cols.get("perplexity_lang"))
     keep, reason = decide(cols, cfg, scorers)
     stats: dict[str, Any] = {}
     if dsir is not None:
@@ -97,6 +107,19 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None) -> FilterResult:
     cols["keep"], cols["reason"] = keep, reason
     table = scores_table(cols)
     stats.update(_stats(cfg, device, threads, files, report, scorers, table, n))
+    if any(c.spec.retention is not None for c in scorers.classifiers):
+        stats["stochastic_retention"] = retention_curves(cols, scorers)
+    if cfg.perplexity_keep is not None or cfg.perplexity_buckets:
+        if cfg.perplexity_lang:
+            stats["perplexity_rank"] = {"by_language": {
+                lang: perplexity_rank_stats(cols["perplexity"][cols["perplexity_lang"] == lang], cfg)
+                for lang, _ in cfg.perplexity_lang}}
+        else:
+            stats["perplexity_rank"] = perplexity_rank_stats(cols["perplexity"], cfg)
+    if cfg.perplexity_lang:
+        used = cols["perplexity_lang"]
+        stats["perplexity_by_language"] = {**{lang: int((used == lang).sum()) for lang, _ in cfg.perplexity_lang},
+                                           "(no model)": int((used == "").sum())}
     if out is not None:
         os.makedirs(out, exist_ok=True)
         t = time.perf_counter()
@@ -108,11 +131,16 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None) -> FilterResult:
         timings["write"] = time.perf_counter() - t
         if cfg.audit:
             t = time.perf_counter()
-            audit = audit_sample(files, cfg, table)
+            audit, percentiles = audit_sample(files, cfg, table)
             io.write_parquet_atomic(audit, os.path.join(out, "audit.parquet"))
+            io.write_parquet_atomic(percentiles, os.path.join(out, "audit_percentiles.parquet"))
             stats["audit"] = {"accepted": int(pc.sum(audit["keep"]).as_py() or 0),
                               "rejected": int(audit.num_rows - (pc.sum(audit["keep"]).as_py() or 0)),
-                              "note": "uniform random sample of each side, seeded by FilterConfig.seed"}
+                              "note": "uniform random sample of each side, seeded by FilterConfig.seed",
+                              "percentiles": {"file": "audit_percentiles.parquet",
+                                              "percentiles": list(AUDIT_PERCENTILES), "rows": percentiles.num_rows,
+                                              "note": "per score, the document of rank round(q/100 * (m-1)) "
+                                                      "among the m scored, ties by input order"}}
             timings["audit"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     stats["timings_s"] = timings
@@ -144,12 +172,17 @@ def score_batch(text: pa.Array, ids: pa.Array, row_start: int, cfg: FilterConfig
             skip = ds.script_lang != ""
             part["script_lang"], part["script_frac"] = ds.script_lang, ds.script_frac
     part.update(scorers.score(text, skip_lid=skip if scorers.lid is not None else None))
+    for c in scorers.classifiers:
+        if c.spec.retention is not None:
+            part[c.draw_column] = uniform_draws(cfg.seed, c.spec.name, part["row"])
     if skip is not None:
         if "lid_label" not in part:
             part["lid_label"] = np.full(n, "", dtype=object)
             part["lid_prob"] = np.full(n, np.nan)
         part["lid_label"][skip] = part["script_lang"][skip]
         part["lid_prob"][skip] = part["script_frac"][skip]
+    if scorers.lms:
+        part.update(scorers.score_by_language(text, part["lid_label"]))
     return part
 
 
@@ -168,7 +201,7 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
     # before the bar: what a first run compiles (the families of the scorers that are on)
     note_compiling(device, tuple(f for f, on in (
         ("domain", cfg.domain.script_prefilter or cfg.domain.relax), ("rules", bool(cfg.rules)),
-        ("dsir", dsir is not None), ("lm-score", bool(cfg.perplexity)),
+        ("dsir", dsir is not None), ("lm-score", cfg.has_lm),
         ("fasttext", bool(cfg.lid or cfg.classifiers))) if on))
     with progress(cfg, "filter") as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
@@ -205,34 +238,57 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[n
     reject(cols["empty"], "empty")
     domain = cols.get("domain")
     special = (domain != "") if domain is not None and cfg.domain.relax else np.zeros(n, bool)
-    if "lid_label" in cols:
-        if cfg.lang:
-            reject(~np.isin(cols["lid_label"], list(cfg.lang)), "lid_label")
-        if scorers.lid is not None or cfg.lang:
-            need = np.where(special, cfg.domain.relaxed_lid_threshold, cfg.lid_threshold)
-            with np.errstate(invalid="ignore"):
-                reject(~(cols["lid_prob"] >= need), "lid_prob")
-    for c in scorers.classifiers:
-        if c.threshold is None:
-            continue
-        s = cols[c.spec.column]
-        with np.errstate(invalid="ignore"):
-            if c.direction == "min":
-                need = np.where(special, c.threshold * cfg.domain.relaxed_factor, c.threshold)
-                reject(~(s >= need), c.spec.column)
-            else:
-                reject(~(s <= c.threshold), c.spec.column)
-    if scorers.lm is not None and cfg.max_perplexity is not None:
-        with np.errstate(invalid="ignore"):
-            reject(~(cols["perplexity"] <= cfg.max_perplexity), "perplexity")
-    if scorers.rules is not None:
-        from .rules import rule_decisions
 
-        names = [k for k in cols if k.startswith("gopher_")]
-        ok, why = rule_decisions({k: cols[k] for k in names}, scorers.rules)
-        why = np.asarray(why, dtype=object)
-        for name in names:
-            reject(~np.asarray(ok) & (why == name), name)
+    def lid() -> None:
+        if "lid_label" in cols:
+            if cfg.lang:
+                reject(~np.isin(cols["lid_label"], list(cfg.lang)), "lid_label")
+            if scorers.lid is not None or cfg.lang:
+                need = np.where(special, cfg.domain.relaxed_lid_threshold, cfg.lid_threshold)
+                with np.errstate(invalid="ignore"):
+                    reject(~(cols["lid_prob"] >= need), "lid_prob")
+
+    def classifiers() -> None:
+        for c in scorers.classifiers:
+            if c.spec.retention is not None:
+                with np.errstate(invalid="ignore"):
+                    reject(~(cols[c.draw_column] < c.spec.retention.prob(cols[c.spec.column])), c.spec.column)
+                continue
+            if c.threshold is None:
+                continue
+            s = cols[c.spec.column]
+            with np.errstate(invalid="ignore"):
+                if c.direction == "min":
+                    need = np.where(special, c.threshold * cfg.domain.relaxed_factor, c.threshold)
+                    reject(~(s >= need), c.spec.column)
+                else:
+                    reject(~(s <= c.threshold), c.spec.column)
+
+    def perplexity() -> None:
+        if not scorers.has_lm:
+            return
+        # one model per language: a document in a language without one is not judged by perplexity
+        judged = cols["perplexity_lang"] != "" if scorers.lms else np.ones(n, bool)
+        if cfg.max_perplexity is not None:
+            with np.errstate(invalid="ignore"):
+                reject(judged & ~(cols["perplexity"] <= cfg.max_perplexity), "perplexity")
+        if cfg.perplexity_keep is not None:
+            reject(judged & ~rank_keep(cols["perplexity"], cfg.perplexity_keep, cols.get("perplexity_lang")),
+                   "perplexity")
+
+    def rules() -> None:
+        if scorers.rules is not None:
+            from .rules import rule_decisions
+
+            names = [k for k in cols if k.startswith("gopher_")]
+            ok, why = rule_decisions({k: cols[k] for k in names}, scorers.rules)
+            why = np.asarray(why, dtype=object)
+            for name in names:
+                reject(~np.asarray(ok) & (why == name), name)
+
+    tests = {"lid": lid, "rules": rules, "perplexity": perplexity, "classifiers": classifiers}
+    for family in cfg.order:
+        tests[family]()
     return keep, reason
 
 
@@ -381,9 +437,12 @@ def _stats(cfg: FilterConfig, device: str, threads: int, files, report, scorers:
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "device": device, "array_backend": array_backend(device), "threads": threads,
         "versions": runtime_versions(), "config": config, "models": scorers.describe(),
-        "order": ["empty", "lid_label", "lid_prob"] + [c.spec.column for c in scorers.classifiers]
-        + ["perplexity"] + (list(describe_rules(scorers.rules)) if scorers.rules is not None else [])
+        "order": ["empty"] + [col for family in cfg.order for col in {
+            "lid": ["lid_label", "lid_prob"], "classifiers": [c.spec.column for c in scorers.classifiers],
+            "perplexity": ["perplexity"],
+            "rules": list(describe_rules(scorers.rules)) if scorers.rules is not None else []}[family]]
         + ["dsir_weight"],
+        "order_families": list(cfg.order),
         "text_given_to_models": "unit=document: the whole document as one line (newlines become spaces); "
                                 "unit=paragraph: each paragraph as one line, scores byte-weighted per document",
         "inputs": [f.relpath for f in files], "read": report.to_dict(),
@@ -392,9 +451,33 @@ def _stats(cfg: FilterConfig, device: str, threads: int, files, report, scorers:
     }
 
 
-def audit_sample(files, cfg: FilterConfig, table: pa.Table) -> pa.Table:
-    """Up to ``cfg.audit`` random accepted and ``cfg.audit`` random rejected documents (seeded), with their
-    text (one more read of the input) and every score: the seed's "audit 500 randomly sampled rejections"."""
+def _read_texts(files, cfg: FilterConfig, pick: np.ndarray) -> dict[int, str]:
+    """row -> text of the rows ``pick`` (sorted int64), one more read of the input."""
+    texts: dict[int, str] = {}
+    if not len(pick):
+        return texts
+    want = set(pick.tolist())
+    for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                 batch_bytes=batch_bytes(cfg.batch_bytes, "cpu"), on_error=cfg.on_error):
+        lo, hi = batch.row_start, batch.row_start + len(batch.text)
+        inside = pick[(pick >= lo) & (pick < hi)]
+        if len(inside):
+            got = batch.text.take(pa.array(inside - lo)).to_pylist()
+            texts.update(zip(inside.tolist(), got))
+        if hi > pick[-1]:
+            break
+    missing = want - set(texts)
+    if missing:
+        raise RuntimeError(f"audit: rows {sorted(missing)[:5]} were not found on the second read: the input "
+                           f"changed during the run")
+    return texts
+
+
+def audit_sample(files, cfg: FilterConfig, table: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(audit, percentiles): up to ``cfg.audit`` random accepted and ``cfg.audit`` random rejected documents
+    (seeded), and the documents at the 33rd / 50th / 67th percentile of every score (``percentile_picks``;
+    columns ``score``, ``percentile``, ``value`` first), each with its text (one more read of the input, for
+    both) and every score: the seed's "audit 500 randomly sampled rejections"."""
     n = table.num_rows
     keep = table["keep"].to_numpy(zero_copy_only=False) if n else np.zeros(0, bool)
     rng = np.random.default_rng(cfg.seed)
@@ -404,21 +487,17 @@ def audit_sample(files, cfg: FilterConfig, table: pa.Table) -> pa.Table:
         if len(pool):
             rows.append(np.sort(rng.choice(pool, size=min(cfg.audit, len(pool)), replace=False)))
     pick = np.sort(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
-    texts: dict[int, str] = {}
-    if len(pick):
-        want = set(pick.tolist())
-        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
-                                     batch_bytes=batch_bytes(cfg.batch_bytes, "cpu"), on_error=cfg.on_error):
-            lo, hi = batch.row_start, batch.row_start + len(batch.text)
-            inside = pick[(pick >= lo) & (pick < hi)]
-            if len(inside):
-                got = batch.text.take(pa.array(inside - lo)).to_pylist()
-                texts.update(zip(inside.tolist(), got))
-            if hi > pick[-1]:
-                break
-        missing = want - set(texts)
-        if missing:
-            raise RuntimeError(f"audit: rows {sorted(missing)[:5]} were not found on the second read: the input "
-                               f"changed during the run")
+    pct = percentile_picks(table)
+    texts = _read_texts(files, cfg, np.unique(np.concatenate([pick, np.array([r for _, _, r in pct], np.int64)])))
     sub = table.take(pa.array(pick, pa.int64()))
-    return sub.append_column("text", pa.array([texts[int(r)] for r in pick], pa.large_string()))
+    audit = sub.append_column("text", pa.array([texts[int(r)] for r in pick], pa.large_string()))
+    prow = np.array([r for _, _, r in pct], np.int64)
+    psub = table.take(pa.array(prow, pa.int64()))
+    values = [table[c][r].as_py() for c, _, r in pct]
+    percentiles = pa.table({"score": pa.array([c for c, _, _ in pct], pa.string()),
+                            "percentile": pa.array([q for _, q, _ in pct], pa.int16()),
+                            "value": pa.array([None if v is None else float(v) for v in values], pa.float64())})
+    for name in psub.column_names:
+        percentiles = percentiles.append_column(psub.schema.field(name), psub[name])
+    percentiles = percentiles.append_column("text", pa.array([texts[int(r)] for r in prow], pa.large_string()))
+    return audit, percentiles

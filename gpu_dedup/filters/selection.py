@@ -1,0 +1,149 @@
+"""How the filter's scores are used beyond a threshold (issue #25): selection by rank and CCNet's buckets
+(``rank_keep``, ``perplexity_buckets``, per language with ``groups``), the stochastic-retention draw
+(``uniform_draws``; the rules are ``config.Retention``) and its curve for run.json (``retention_curves``),
+and the documents at the 33rd / 50th / 67th percentile of every score for the audit (``percentile_picks``).
+Pure functions of score columns; ``stage`` calls them."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .config import FilterConfig
+
+RETENTION_POINTS = 21  # scores in [0, 1] at which a stochastic-retention curve is recorded (as stage's table)
+
+
+def perplexity_ranks(values: np.ndarray) -> np.ndarray:
+    """int64 (n,): each document's 0-based rank by ascending perplexity among the documents that have one
+    (ties by input order: a stable sort), -1 for a null (NaN) perplexity."""
+    ranks = np.full(len(values), -1, np.int64)
+    idx = np.flatnonzero(~np.isnan(values))
+    ranks[idx[np.argsort(values[idx], kind="stable")]] = np.arange(len(idx))
+    return ranks
+
+
+def _groups(values: np.ndarray, groups) -> list[np.ndarray]:
+    """The row sets ranked on their own: all rows, or one set per distinct value of ``groups``."""
+    if groups is None:
+        return [np.arange(len(values))]
+    return [np.flatnonzero(groups == g) for g in sorted(set(groups.tolist()))]
+
+
+def rank_keep(values: np.ndarray, fraction: float, groups: np.ndarray | None = None) -> np.ndarray:
+    """bool (n,): the round(fraction * m) documents of lowest ``values`` among the m non-NaN ones (halves
+    up, as DSIR's --select; ties by input order); with ``groups`` (a language per row), within each group."""
+    from .dsir import select_count
+
+    out = np.zeros(len(values), bool)
+    for rows in _groups(values, groups):
+        ranks = perplexity_ranks(values[rows])
+        k = select_count(int((ranks >= 0).sum()), float(fraction))
+        out[rows] = (ranks >= 0) & (ranks < k)
+    return out
+
+
+BUCKETS = ("head", "middle", "tail")
+
+
+def perplexity_buckets(values: np.ndarray, cuts: tuple[float, ...], groups: np.ndarray | None = None) -> np.ndarray:
+    """object (n,): CCNet's bucket of every document: "head" for the round(a * m) lowest perplexities,
+    "middle" up to round(b * m), "tail" for the rest, None without a perplexity (the rank of ``rank_keep``;
+    with ``groups``, within each)."""
+    from .dsir import select_count
+
+    out = np.full(len(values), None, dtype=object)
+    for rows in _groups(values, groups):
+        ranks = perplexity_ranks(values[rows])
+        m = int((ranks >= 0).sum())
+        ka, kb = select_count(m, float(cuts[0])), select_count(m, float(cuts[1]))
+        ok = ranks >= 0
+        out[rows[ok]] = np.array(BUCKETS, dtype=object)[(ranks[ok] >= ka).astype(np.int64) + (ranks[ok] >= kb)]
+    return out
+
+
+def perplexity_rank_stats(values: np.ndarray, cfg: FilterConfig) -> dict[str, Any]:
+    """run.json's ``perplexity_rank``: documents ranked, the kept count and the perplexity at the cut, the
+    bucket cuts with their perplexity boundaries and counts."""
+    from .dsir import select_count
+
+    v = np.sort(values[~np.isnan(values)])
+    m = len(v)
+    out: dict[str, Any] = {"ranked": m, "ties": "input order", "null_perplexity": int(len(values) - m)}
+    if cfg.perplexity_keep is not None:
+        k = select_count(m, float(cfg.perplexity_keep))
+        out.update(keep_fraction=cfg.perplexity_keep, kept=k, cut=float(v[k - 1]) if k else None)
+    if cfg.perplexity_buckets:
+        ks = [select_count(m, float(c)) for c in cfg.perplexity_buckets]
+        out["buckets"] = {"cuts": list(cfg.perplexity_buckets),
+                          "upper_perplexity": {"head": float(v[ks[0] - 1]) if ks[0] else None,
+                                               "middle": float(v[ks[1] - 1]) if ks[1] else None},
+                          "documents": {"head": ks[0], "middle": ks[1] - ks[0], "tail": m - ks[1]}}
+    return out
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer (uint64 arrays; the wrap-around is the point)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def uniform_draws(seed: int, name: str, rows: np.ndarray) -> np.ndarray:
+    """float64 (n,) in [0, 1): the stochastic-retention draw of each document, a splitmix64 hash of (seed,
+    the classifier's name, the document's input row), so that it does not depend on batching, device or the
+    other filters, and two classifiers draw independently. Top 53 bits / 2**53."""
+    import zlib
+
+    with np.errstate(over="ignore"):
+        base = _mix64(np.array([(int(seed) << 32 | zlib.crc32(name.encode())) & (2**64 - 1)], np.uint64))
+        z = _mix64(base + (np.asarray(rows, np.uint64) + np.uint64(1)) * _GOLDEN)
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+
+def retention_curves(cols: dict[str, Any], scorers, points: int = RETENTION_POINTS) -> dict[str, Any]:
+    """run.json's ``stochastic_retention``: per classifier with stochastic retention, its formula, P(keep)
+    at ``points`` scores in [0, 1], the retention it implies on this corpus (mean P(keep) over the scored
+    documents) and the one observed (documents its draw kept, among those with a score)."""
+    out: dict[str, Any] = {}
+    grid = np.linspace(0.0, 1.0, points)
+    for c in scorers.classifiers:
+        r = c.spec.retention
+        if r is None:
+            continue
+        s = np.asarray(cols[c.spec.column], np.float64)
+        ok = ~np.isnan(s)
+        p = r.prob(s[ok])
+        out[c.spec.column] = {
+            "formula": r.formula(), "draw_column": c.draw_column,
+            "curve": [{"score": float(g), "p_keep": float(v)} for g, v in zip(grid, r.prob(grid))],
+            "scored": int(ok.sum()),
+            "expected_retention": float(p.mean()) if len(p) else None,
+            "observed_retention": float((cols[c.draw_column][ok] < p).mean()) if len(p) else None}
+    return out
+
+
+AUDIT_PERCENTILES = (33, 50, 67)  # the seed's "examine the text at the 33rd, 50th and 67th percentiles" (002 §21.1.1)
+
+
+def percentile_picks(table: pa.Table, percentiles=AUDIT_PERCENTILES) -> list[tuple[str, int, int]]:
+    """[(score column, percentile, row)]: for every numeric score column of scores.parquet (not id / row /
+    keep, not a stochastic draw) and every percentile q, the document of rank round(q / 100 * (m - 1))
+    (halves up) among the m documents with that score, sorted by value with ties by input order."""
+    out = []
+    for name in table.column_names:
+        typ = table.schema.field(name).type
+        if name == "row" or name.endswith("_draw") or not (pa.types.is_floating(typ) or pa.types.is_integer(typ)):
+            continue
+        v = table[name].to_numpy(zero_copy_only=False).astype(np.float64)
+        idx = np.flatnonzero(~np.isnan(v))
+        if not len(idx):
+            continue
+        order = idx[np.argsort(v[idx], kind="stable")]
+        for q in percentiles:
+            out.append((name, int(q), int(order[int(np.floor(q / 100 * (len(order) - 1) + 0.5))])))
+    return out

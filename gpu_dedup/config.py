@@ -138,6 +138,9 @@ class ClusterConfig:
     deduplicating clusters of fewer than ~100 copies could harm performance.
     keep_copies: K >= 1 (default 1): up to K members of each cluster stay, the first K in keep order (reason
     ``kept_copy`` for all but the representative); FineWeb-2's "rehydration" direction.
+    scope_field: None (default: one global scope) or a column (string or integer values): documents are
+    deduplicated only within each value of it (per crawl, per source; FineWeb's per-snapshot dedup, seed
+    001), in one read: every decision equals the one a run over that scope's documents alone gives.
     """
 
     policy: Policy = "representative"
@@ -150,9 +153,13 @@ class ClusterConfig:
     max_representatives_per_bucket: int = 1000
     remove_clusters_larger_than: int | None = None
     keep_copies: int = 1
+    scope_field: str | None = None
 
     def __post_init__(self) -> None:
         _check_literal("ClusterConfig.policy", self.policy, Policy)
+        if self.scope_field is not None and (not isinstance(self.scope_field, str) or not self.scope_field):
+            raise ValueError(f"ClusterConfig.scope_field must be None (global) or a column name, got "
+                             f"{self.scope_field!r}")
         if self.remove_clusters_larger_than is not None and (not is_int(self.remove_clusters_larger_than)
                                                              or self.remove_clusters_larger_than < 1):
             raise ValueError("ClusterConfig.remove_clusters_larger_than must be None or an int >= 1 (clusters "
@@ -330,7 +337,8 @@ class RunConfig(InputConfig):
         """As InputConfig's, with the keep policy's column (``max:<column>``) read as well, unless pass 1
         computes it (``scores``)."""
         kc = keep_column(self.cluster.keep)
-        return {**super().reader_options(), "keep_column": None if kc in score_columns(self.scores) else kc}
+        return {**super().reader_options(), "keep_column": None if kc in score_columns(self.scores) else kc,
+                "scope_field": self.cluster.scope_field}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -132,9 +132,10 @@ def reader_name(cfg: RunConfig, device: str, prefilter: bool = False) -> str:
 
 def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, keep_text=None, on_batch=None):
     """Pass 1 over one input file: returns (parts, read report dict, timings). A part is (ids, text_bytes,
-    words, keep_values, exact hashes, shingle counts, band keys, scope values or None) of one batch; the last three stay on
-    the device on a GPU. ``keep_text(row in the file, normalized batch)`` is offered every batch, and
-    ``on_batch(row in the file, ids, raw text)`` too (the prefilter)."""
+    words, keep_values, exact hashes, shingle counts, band keys, scope values or None) of one batch; the
+    exact hashes, shingle counts and band keys stay on the device on a GPU. ``keep_text(row in the file,
+    normalized batch)`` is offered every batch, and ``on_batch(row in the file, ids, raw text)`` too (the
+    prefilter)."""
     kc = keep_column(cfg.cluster.keep)
     report = io.ReadReport()
     parts = []

@@ -102,6 +102,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-mb", type=positive_float, help="text per batch in MB (default 64)")
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     g.add_argument("--no-deduplicated", action="store_true", help="write decisions only, not deduplicated/")
+    g.add_argument("--annotate", action="store_true", help="kept records in deduplicated/ get dup_cluster_size and "
+                   "dup_cluster_id (columns; JSON Lines: members appended, the rest of the line unchanged)")
     g.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
     g.add_argument("--work-dir", metavar="DIR", help="keep pass 1's per-file results here (checksummed), so "
                    "--resume can finish a killed run (default with --resume: OUT/work)")
@@ -307,6 +309,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         o["cache_bytes"] = args.text_cache
     if args.no_deduplicated:
         o["write_deduplicated"] = False
+    if getattr(args, "annotate", False):
+        o["annotate"] = True
     if args.score:
         o["scores"] = tuple(args.score)
     o["progress"] = not args.quiet  # bars in a terminal session; the API's default is off

@@ -260,6 +260,9 @@ class RunConfig(InputConfig):
     # GPU); None: automatic (device.cache_bytes), 0: always re-read
     cache_bytes: int | None = None
     write_deduplicated: bool = True
+    # the kept records in deduplicated/ carry their cluster's size and id (dup_cluster_size, dup_cluster_id;
+    # FineWeb-2: a later sampler can upweight by cluster size)
+    annotate: bool = False
     progress: bool = False  # tqdm bars on stderr: off in the API unless asked for; the CLI turns them on
     preset_name: str = "default"
     # fastText classifiers scored in pass 1 ("NAME=MODEL": column NAME_score, the probability of the model's
@@ -279,6 +282,11 @@ class RunConfig(InputConfig):
         if self.cache_bytes is not None and (not is_int(self.cache_bytes) or self.cache_bytes < 0):
             raise ValueError(f"cache_bytes must be None (automatic) or an int >= 0 (bytes; 0 = always re-read), "
                              f"got {self.cache_bytes!r}")
+        if not isinstance(self.annotate, bool):
+            raise ValueError(f"annotate must be a bool, got {self.annotate!r}")
+        if self.annotate and not self.write_deduplicated:
+            raise ValueError("annotate=True (--annotate) annotates the records of deduplicated/: it needs "
+                             "write_deduplicated=True (drop --no-deduplicated)")
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
         _check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])

@@ -371,9 +371,13 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
     if cfg.write_deduplicated:
         # files in parallel on the reader's threads (pass 1's default: pyarrow's CPU count), each
         # placed in the keep mask by the rows pass 1 read from it
+        annotate = None
+        if cfg.annotate:
+            annotate = {"dup_cluster_size": decided.decisions["cluster_size"].to_numpy(),
+                        "dup_cluster_id": decided.decisions["cluster_id"].to_numpy()}
         stats["deduplicated"] = io.write_kept(files, decided.keep, os.path.join(out, "deduplicated"),
                                               id_field=cfg.id_field, text_field=cfg.text_field,
-                                              on_error=cfg.on_error, file_rows=docs.file_rows)
+                                              on_error=cfg.on_error, file_rows=docs.file_rows, annotate=annotate)
         # the kept records are copied verbatim: every input file is read once more, whole
         stats["bytes_read"]["deduplicated_input_files"] = sum(io.file_size(f) for f in files
                                                               if f.fmt != "table")

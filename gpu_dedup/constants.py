@@ -32,7 +32,7 @@ INDEX_FORMAT = "gpu_dedup-index"
 
 # ------------------------------------------------------------------------------------------------ limits
 MAX_NGRAM = 64           # ShingleConfig's bound on n: the GPU's shingle ring buffer is a fixed-size array
-MAX_NUM_PERM = 4096      # MinHashConfig's bound on K: the GPU MinHash kernel keeps K / 128 minima per thread
+MAX_NUM_PERM = 9000      # MinHashConfig's bound on K (the seed's 0.99-threshold 20 x 450, 450 x 20): the GPU MinHash kernel keeps K / 128 minima per thread (kernels/cuda.py MAX_K_PER_THREAD = 72)
 # One LSH bucket this large is usually templated text: the pipeline warns and the report flags it.
 GIANT_BUCKET = 10_000
 # Candidate components up to this size are resolved by the GPU's representative policy, larger ones on the host.

@@ -75,6 +75,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "clusters of more than N documents; smaller clusters keep every member (reason kept_small_cluster)")
     g.add_argument("--keep-copies", type=int, metavar="K", help="keep up to K members of each cluster, the first K "
                    "in keep order (reason kept_copy; default 1)")
+    g.add_argument("--scope-field", metavar="COLUMN", help="deduplicate within each value of COLUMN (per snapshot, "
+                   "source, language: strings or integers), in one read; run.json has the per-scope counts")
+    g.add_argument("--scope", choices=["global"], help="global (default): one scope over all documents (overrides a "
+                   "config file's cluster.scope_field)")
     g.add_argument("--no-exact", action="store_true", help="skip the separate exact-duplicate stage")
     g.add_argument("--exact-only", action="store_true", help="exact dedup only (no MinHash/LSH)")
     g.add_argument("--exact-verify", action="store_true",
@@ -98,6 +102,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-mb", type=positive_float, help="text per batch in MB (default 64)")
     g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     g.add_argument("--no-deduplicated", action="store_true", help="write decisions only, not deduplicated/")
+    g.add_argument("--annotate", action="store_true", help="kept records in deduplicated/ get dup_cluster_size and "
+                   "dup_cluster_id (columns; JSON Lines: members appended, the rest of the line unchanged)")
     g.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
     g.add_argument("--work-dir", metavar="DIR", help="keep pass 1's per-file results here (checksummed), so "
                    "--resume can finish a killed run (default with --resume: OUT/work)")
@@ -258,7 +264,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                 "device": "device", "reader": "reader", "id_field": "id_field", "text_field": "text_field",
                 "on_error": "on_error", "threads": "threads",
                 "remove_clusters_larger_than": "cluster__remove_clusters_larger_than",
-                "keep_copies": "cluster__keep_copies"}
+                "keep_copies": "cluster__keep_copies", "scope_field": "cluster__scope_field"}
     for flag, key in flag_map.items():
         value = getattr(args, flag)
         if value is not None:
@@ -277,6 +283,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         if args.policy is None and cfg.cluster.policy == "representative":
             raise ValueError("--no-verify needs --policy components (the representative policy removes a "
                              "document only for a verified kept representative)")
+    if args.scope is not None:
+        if args.scope_field is not None:
+            raise ValueError("--scope global and --scope-field exclude each other: pass one")
+        o["cluster__scope_field"] = None
     if args.no_exact:
         o["cluster__exact"] = False
     if args.exact_only:
@@ -299,6 +309,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         o["cache_bytes"] = args.text_cache
     if args.no_deduplicated:
         o["write_deduplicated"] = False
+    if getattr(args, "annotate", False):
+        o["annotate"] = True
     if args.score:
         o["scores"] = tuple(args.score)
     o["progress"] = not args.quiet  # bars in a terminal session; the API's default is off

@@ -142,6 +142,9 @@ class ClusterConfig:
     deduplicating clusters of fewer than ~100 copies could harm performance.
     keep_copies: K >= 1 (default 1): up to K members of each cluster stay, the first K in keep order (reason
     ``kept_copy`` for all but the representative); FineWeb-2's "rehydration" direction.
+    scope_field: None (default: one global scope) or a column (string or integer values): documents are
+    deduplicated only within each value of it (per crawl, per source; FineWeb's per-snapshot dedup, seed
+    001), in one read: every decision equals the one a run over that scope's documents alone gives.
     """
 
     policy: Policy = "representative"
@@ -154,9 +157,13 @@ class ClusterConfig:
     max_representatives_per_bucket: int = 1000
     remove_clusters_larger_than: int | None = None
     keep_copies: int = 1
+    scope_field: str | None = None
 
     def __post_init__(self) -> None:
         _check_literal("ClusterConfig.policy", self.policy, Policy)
+        if self.scope_field is not None and (not isinstance(self.scope_field, str) or not self.scope_field):
+            raise ValueError(f"ClusterConfig.scope_field must be None (global) or a column name, got "
+                             f"{self.scope_field!r}")
         if self.remove_clusters_larger_than is not None and (not is_int(self.remove_clusters_larger_than)
                                                              or self.remove_clusters_larger_than < 1):
             raise ValueError("ClusterConfig.remove_clusters_larger_than must be None or an int >= 1 (clusters "
@@ -257,6 +264,9 @@ class RunConfig(InputConfig):
     # GPU); None: automatic (device.cache_bytes), 0: always re-read
     cache_bytes: int | None = None
     write_deduplicated: bool = True
+    # the kept records in deduplicated/ carry their cluster's size and id (dup_cluster_size, dup_cluster_id;
+    # FineWeb-2: a later sampler can upweight by cluster size)
+    annotate: bool = False
     progress: bool = False  # tqdm bars on stderr: off in the API unless asked for; the CLI turns them on
     preset_name: str = "default"
     # fastText classifiers scored in pass 1 ("NAME=MODEL": column NAME_score, the probability of the model's
@@ -284,6 +294,11 @@ class RunConfig(InputConfig):
         if self.cache_bytes is not None and (not is_int(self.cache_bytes) or self.cache_bytes < 0):
             raise ValueError(f"cache_bytes must be None (automatic) or an int >= 0 (bytes; 0 = always re-read), "
                              f"got {self.cache_bytes!r}")
+        if not isinstance(self.annotate, bool):
+            raise ValueError(f"annotate must be a bool, got {self.annotate!r}")
+        if self.annotate and not self.write_deduplicated:
+            raise ValueError("annotate=True (--annotate) annotates the records of deduplicated/: it needs "
+                             "write_deduplicated=True (drop --no-deduplicated)")
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
         _check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])
@@ -344,7 +359,8 @@ class RunConfig(InputConfig):
         """As InputConfig's, with the keep policy's column (``max:<column>``) read as well, unless pass 1
         computes it (``scores``)."""
         kc = keep_column(self.cluster.keep)
-        return {**super().reader_options(), "keep_column": None if kc in score_columns(self.scores) else kc}
+        return {**super().reader_options(), "keep_column": None if kc in score_columns(self.scores) else kc,
+                "scope_field": self.cluster.scope_field}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

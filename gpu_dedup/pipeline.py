@@ -165,7 +165,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
                               workers=workers, address=address, partitions=partitions, resume=resume)
             logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
             return result
-        work = WorkDir(wd, contract_fingerprint(contract(cfg)), resume) if wd is not None else None
+        # a scoped run's pieces hold its scope values: reused only by a run of the same scope field
+        scope = "" if cfg.cluster.scope_field is None else f"+scope:{cfg.cluster.scope_field}"
+        work = WorkDir(wd, contract_fingerprint(contract(cfg)) + scope, resume) if wd is not None else None
         result = _run(source, cfg, device, threads=threads, t_start=t_start, files=files, index=index, out=out,
                       work=work, semantic=semantic, save_index=save_index, engine_args=(engine, workers),
                       prefilter=prefilter)
@@ -184,6 +186,9 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     if (cfg.scores or prefilter is not None) and cfg.reader == "cudf":
         logger.warning("reader='cudf' is not used: --score and the filter flags score each batch's text on the "
                        "host, so pass 1 reads Parquet text with pyarrow")
+    if cfg.cluster.scope_field is not None and (index is not None or save_index is not None or semantic is not None):
+        raise ValueError("--scope-field cannot be combined with --against, --save-index or --semantic yet (an "
+                         "index and the semantic stage are global): run it without them")
     pre = None
     if prefilter is not None:
         from .filters.prefilter import Prefilter
@@ -366,9 +371,13 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
     if cfg.write_deduplicated:
         # files in parallel on the reader's threads (pass 1's default: pyarrow's CPU count), each
         # placed in the keep mask by the rows pass 1 read from it
+        annotate = None
+        if cfg.annotate:
+            annotate = {"dup_cluster_size": decided.decisions["cluster_size"].to_numpy(),
+                        "dup_cluster_id": decided.decisions["cluster_id"].to_numpy()}
         stats["deduplicated"] = io.write_kept(files, decided.keep, os.path.join(out, "deduplicated"),
                                               id_field=cfg.id_field, text_field=cfg.text_field,
-                                              on_error=cfg.on_error, file_rows=docs.file_rows)
+                                              on_error=cfg.on_error, file_rows=docs.file_rows, annotate=annotate)
         # the kept records are copied verbatim: every input file is read once more, whole
         stats["bytes_read"]["deduplicated_input_files"] = sum(io.file_size(f) for f in files
                                                               if f.fmt != "table")

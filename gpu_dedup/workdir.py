@@ -214,7 +214,8 @@ class WorkDir:
 
 
 def piece_table(ids: pa.Array, text_bytes: np.ndarray, words: np.ndarray, exact: np.ndarray,
-                nshingles: np.ndarray, keys: np.ndarray, keep_values: np.ndarray | None) -> pa.Table:
+                nshingles: np.ndarray, keys: np.ndarray, keep_values: np.ndarray | None,
+                scope: pa.Array | None = None) -> pa.Table:
     n, bands = keys.shape
     cols = {"id": ids.cast(pa.string()), "text_bytes": pa.array(text_bytes, pa.int64()),
             "words": pa.array(words, pa.int64()), "exact_lo": pa.array(exact[:, 0], pa.uint64()),
@@ -223,6 +224,8 @@ def piece_table(ids: pa.Array, text_bytes: np.ndarray, words: np.ndarray, exact:
         cols[band_column(b)] = pa.array(np.ascontiguousarray(keys[:, b]), pa.uint64())
     if keep_values is not None:
         cols["keep_value"] = pa.array(keep_values, pa.float64())
+    if scope is not None:  # a scoped run's scope values (the hashes and keys are stored unmixed)
+        cols["scope"] = scope.cast(pa.string())
     return pa.table(cols)
 
 
@@ -235,7 +238,8 @@ def unpack_piece(t: pa.Table, bands: int) -> dict[str, Any]:
             "exact": np.stack([t["exact_lo"].to_numpy(), t["exact_hi"].to_numpy()], axis=1).astype(np.uint64)
             if n else np.zeros((0, 2), np.uint64),
             "nshingles": t["nshingles"].to_numpy(), "keys": keys,
-            "keep_values": t["keep_value"].to_numpy() if "keep_value" in t.column_names else None}
+            "keep_values": t["keep_value"].to_numpy() if "keep_value" in t.column_names else None,
+            "scope": t["scope"].combine_chunks() if "scope" in t.column_names else None}
 
 
 def band_column(b: int) -> str:

@@ -41,7 +41,7 @@ NORM_CHUNK = 512   # text bytes per thread in the normalization kernels (nominal
 # a constant no caller or test changes; the orchestration's chunk (lexical/minhash.py UNIT_CHUNK) must fit
 XXH_TPB = 32       # threads per document in exact_hashes: 32 words = 8 stripes of 32 bytes loaded per step
 TILE = 128         # shingle hashes staged in shared memory per step (= threads per MinHash block)
-MAX_K_PER_THREAD = 32  # K <= TILE * MAX_K_PER_THREAD = 4096 (MinHashConfig's bound)
+MAX_K_PER_THREAD = 72  # K <= TILE * MAX_K_PER_THREAD = 9216 >= 9000 (constants.MAX_NUM_PERM)
 CHUNK = 2048       # shingles per MinHash block: long documents span several blocks (atomic min)
 
 

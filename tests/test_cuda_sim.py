@@ -181,3 +181,15 @@ def test_exact_hashes_equal_xxhash_at_every_stripe_boundary(threads, monkeypatch
     expected = [[xxhash.xxh64_intdigest(d, seed=int(EXACT_SEED_LO)), xxhash.xxh64_intdigest(d, seed=int(EXACT_SEED_HI))]
                 for d in docs]
     assert got.tolist() == expected
+
+
+def test_signatures_at_the_largest_num_perm_match():
+    """K = MAX_NUM_PERM (9000): every thread of the MinHash block keeps up to MAX_K_PER_THREAD (72) minima."""
+    from gpu_dedup.constants import MAX_NUM_PERM
+    from gpu_dedup.kernels import cuda as kc
+
+    assert kc.TILE * kc.MAX_K_PER_THREAD >= MAX_NUM_PERM
+    arr = pa.array(["alpha beta gamma delta epsilon zeta", "one two three"], pa.large_string())
+    sh, mh = ShingleConfig("word", 2), MinHashConfig(MAX_NUM_PERM, 5, 64)
+    c, g = _both(lambda d: compute_signatures(normalize_text(arr, NormalizeConfig(), d), sh, mh, device=d))
+    assert np.array_equal(c.values, to_host(g.values))

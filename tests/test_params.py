@@ -363,3 +363,44 @@ def _has_matplotlib() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_closed_form_areas_equal_the_gauss_legendre_quadrature():
+    """The incomplete-beta closed form of the FP/FN areas (params._areas) against the quadrature they replaced,
+    every (b, r) of K = 256 at several thresholds; tolerance 1e-12 absolute (both are ~1e-14 accurate here)."""
+    import numpy as np
+
+    from gpu_dedup.params import _all_pairs
+    from gpu_dedup.sareas import _areas, _areas_quadrature, _nodes_for_degree
+
+    b, r = _all_pairs(256)
+    for theta in (0.3, 0.5, 0.8, 0.95, 0.99, 1.0):
+        fp, fn = _areas(theta, b, r)
+        gfp, gfn = _areas_quadrature(theta, b, r, _nodes_for_degree(256))
+        np.testing.assert_allclose(fp, gfp, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(fn, gfn, rtol=0, atol=1e-12)
+        assert np.all(fp >= 0) and np.all(fn >= 0)
+    # the seed's 0.99-threshold settings at K = 9000, one pair at a time against the quadrature
+    for bands, rows in ((20, 450), (450, 20)):
+        fp, fn = _areas(0.99, np.array([bands]), np.array([rows]))
+        assert abs(fp[0] - P.false_positive_area(0.99, bands, rows)) < 1e-12
+        assert abs(fn[0] - P.false_negative_area(0.99, bands, rows)) < 1e-12
+
+
+def test_num_perm_9000_allows_the_seeds_099_settings():
+    from gpu_dedup.config import LSHConfig, MinHashConfig, RunConfig
+    from gpu_dedup.constants import MAX_NUM_PERM
+
+    assert MAX_NUM_PERM == 9000
+    for bands, rows in ((20, 450), (450, 20)):
+        cfg = RunConfig(minhash=MinHashConfig(9000), lsh=LSHConfig(bands, rows))
+        assert cfg.lsh.bands * cfg.lsh.rows == 9000
+    with pytest.raises(ValueError, match="9000"):
+        MinHashConfig(9001)
+    choices = P.enumerate_choices(0.99, 9000)
+    assert len(choices) == sum(9000 // b for b in range(1, 9001))
+    by = {(c.bands, c.rows): c for c in choices}
+    assert by[(20, 450)].fp_area == pytest.approx(P.false_positive_area(0.99, 20, 450), abs=1e-12)
+    # exact ties (1 x 3 and 3 x 1 at theta = 0.5: both 9/64) keep datasketch's (b, r) order
+    order = [(c.bands, c.rows) for c in P.enumerate_choices(0.5, 8)]
+    assert order.index((1, 3)) < order.index((3, 1))

@@ -48,6 +48,8 @@ def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None,
                                   ("--exact-verify", cfg.cluster.exact_verify), ("--score", bool(cfg.scores)),
                                   ("--remove-clusters-larger-than", cfg.cluster.remove_clusters_larger_than
                                    is not None), ("--keep-copies", cfg.cluster.keep_copies > 1),
+                                  ("--scope-field", cfg.cluster.scope_field is not None),
+                                  ("--annotate", cfg.annotate),
                                   ("--device cuda", device == "cuda")) if on]
     if what:
         raise ValueError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "

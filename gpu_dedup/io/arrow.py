@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .batch import ReadReport, _Chunk, _FileReader, _Spec, generated_ids_warning, missing_text_field
+from .batch import (ReadReport, _Chunk, _FileReader, _Spec, generated_ids_warning, missing_text_field,
+                    scope_strings)
 from .discover import InputFile
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
@@ -181,6 +182,16 @@ class _ArrowReader(_FileReader):
             if not (_is_numeric(kt) or _is_temporal(base) or stringy):
                 return True, (f"keep column {spec.keep_column!r} has type {kt}, neither numeric nor a date; choose "
                               "a numeric, date or ISO 8601 string column"), None
+ 
+        if spec.scope_field:
+            if spec.scope_field not in names:
+                return True, (f"scope field {spec.scope_field!r} is not in the file (columns: {names[:20]}); choose "
+                              "another --scope-field"), None
+            st = schema.field(spec.scope_field).type
+            base = st.value_type if pa.types.is_dictionary(st) else st
+            if not (is_stringish(base) or pa.types.is_integer(base)):
+                return True, (f"scope field {spec.scope_field!r} has type {st}; scope values must be strings or "
+                              "integers"), None
         if spec.text_field not in names:
             what = "the table" if self.f.fmt == "table" else self.f.relpath
             return (False, *missing_text_field(spec.text_field, names, f"{what} has no such column", "columns"))
@@ -212,6 +223,8 @@ class _ArrowReader(_FileReader):
         wanted = [spec.text_field] + ([spec.id_field] if has_ids else [])
         if spec.keep_column and spec.keep_column not in wanted:
             wanted.append(spec.keep_column)
+        if spec.scope_field and spec.scope_field not in wanted:
+            wanted.append(spec.scope_field)
         return wanted, has_ids
 
     def _on_device(self, schema: pa.Schema) -> bool:
@@ -330,10 +343,12 @@ class _ArrowReader(_FileReader):
                     ids, fixed = as_utf8(id_col, pa.string())
                 keep = (self._keep(side_table.column(spec.keep_column).combine_chunks(), physical + np.arange(n))
                         if spec.keep_column else None)
+                scope = (self._scope(side_table.column(spec.scope_field).combine_chunks(), physical + np.arange(n))
+                         if spec.scope_field else None)
                 physical += n
                 self.rows += n
                 yield _Chunk(ids=ids, text=None, keep=keep, invalid_utf8=int(fixed.sum()) if fixed is not None else 0,
-                             device_text=dev)
+                             device_text=dev, scope=scope)
                 continue
             del dev  # free its device memory before the host re-read
             table = pf.read_row_groups(rgs, columns=wanted, use_threads=True)
@@ -352,6 +367,16 @@ class _ArrowReader(_FileReader):
         except KeepValueError as e:
             raise self.fatal(f"keep column {self.spec.keep_column!r}: {e}; fix the data or choose another keep "
                              "policy", row=int(rows[e.index])) from None
+
+    def _scope(self, col: pa.Array, rows: np.ndarray) -> pa.Array:
+        """``scope_strings`` of ``col`` (physical rows ``rows``); a null is a file error naming its row (not
+        skippable, like a keep value)."""
+        if col.null_count:
+            i = int(np.flatnonzero(~np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool))[0])
+            raise self.fatal(f"scope field {self.spec.scope_field!r} is null; every document needs a scope value "
+                             "(fix the data or choose another --scope-field)", row=int(rows[i]))
+        out, _ = as_utf8(scope_strings(col), pa.string())
+        return out
 
     def _convert(self, rb: pa.RecordBatch, physical: int, has_ids: bool, bad: Any = None) -> _Chunk:
         """Accepted rows of ``rb`` (physical rows ``physical ..``). ``bad``: where bad rows go (default
@@ -393,5 +418,9 @@ class _ArrowReader(_FileReader):
         if spec.keep_column:
             kcol = rb.column(rb.schema.get_field_index(spec.keep_column))
             keep = self._keep(kcol if all_valid else kcol.filter(sel), physical + np.flatnonzero(valid))
+        scope = None
+        if spec.scope_field:
+            scol = rb.column(rb.schema.get_field_index(spec.scope_field))
+            scope = self._scope(scol if all_valid else scol.filter(sel), physical + np.flatnonzero(valid))
         return _Chunk(ids=ids, text=text, keep=keep, invalid_utf8=int(bad_rows.sum()), record=rb, valid=valid,
-                      positions=positions, raw_ids=raw_ids)
+                      positions=positions, raw_ids=raw_ids, scope=scope)

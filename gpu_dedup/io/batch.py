@@ -29,7 +29,8 @@ logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.
 class Batch:
     """Rows ``row_start .. row_start + len - 1`` of the run, all from ``files[file_index]``.
 
-    ids: pa.string() [n]; text: pa.large_string() [n], no nulls; keep_values: float64 [n] or None.
+    ids: pa.string() [n]; text: pa.large_string() [n], no nulls; keep_values: float64 [n] or None;
+    scope: pa.string() [n] (the scope field's values, integers as decimal strings) or None.
     With a device reader (``gpu``) a Parquet batch may instead carry its text in device memory:
     ``text`` is None and ``device_text`` a ``gpu.DeviceText`` (clean: no nulls, valid UTF-8).
     """
@@ -40,6 +41,7 @@ class Batch:
     text: pa.Array | None
     keep_values: np.ndarray | None = None
     device_text: Any = None
+    scope: pa.Array | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -65,10 +67,11 @@ class _Spec:
     keep_column: str | None
     on_error: str
     positions: bool = False  # chunks carry each row's line / physical row and its id as read (``_Chunk``)
+    scope_field: str | None = None  # chunks carry each row's scope value (``_Chunk.scope``)
 
 
 def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column: str | None,
-              positions: bool = False) -> _Spec:
+              positions: bool = False, scope_field: str | None = None) -> _Spec:
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if not isinstance(text_field, str) or not text_field:
@@ -79,8 +82,12 @@ def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column:
         raise ValueError(f"id_field and text_field are both {text_field!r}; they must name different fields")
     if keep_column is not None and keep_column in (text_field, id_field):
         raise ValueError(f"keep column {keep_column!r} is also the text or id field; choose a numeric column")
+    if scope_field is not None and (not isinstance(scope_field, str) or not scope_field
+                                    or scope_field in (text_field, id_field)):
+        raise ValueError(f"scope field {scope_field!r} must be a non-empty column name other than the text and "
+                         "id fields")
     return _Spec(id_field=id_field, text_field=text_field, keep_column=keep_column, on_error=on_error,
-                 positions=positions)
+                 positions=positions, scope_field=scope_field)
 
 
 _FIELDS_SHOWN = 8
@@ -148,6 +155,7 @@ class _Chunk:
     parts: list[tuple[int, int, pa.Array, int]] | None = None
     positions: np.ndarray | None = None
     raw_ids: pa.Array | None = None
+    scope: pa.Array | None = None  # pa.string() [rows] with ``_Spec.scope_field``
 
     @property
     def rows(self) -> int:
@@ -187,6 +195,14 @@ class _FileReader:
 
     def fatal(self, reason: str, *, line: int | None = None, row: int | None = None) -> InputError:
         return InputError(f"{self.where(line, row)}: {reason}")
+
+
+def scope_strings(col: pa.Array) -> pa.Array:
+    """A scope column as pa.string(): strings as they are, integers as decimal strings (dictionaries
+    decoded; other string types as they are, for ``arrow.as_utf8``). Nulls stay null (the caller names the row)."""
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    return col.cast(pa.string()) if pa.types.is_integer(col.type) else col
 
 
 def generated_ids(relpath: str, first: int, n: int) -> pa.Array:
@@ -251,13 +267,15 @@ def _join_chunks(chunks: list[_Chunk], batch_bytes: int) -> _Chunk:
     keep = None
     if full[0].keep is not None:
         keep = full[0].keep if len(full) == 1 else np.concatenate([c.keep for c in full])
-    positions = raw_ids = None
+    positions = raw_ids = scope = None
+    if full[0].scope is not None:
+        scope = full[0].scope if len(full) == 1 else pa.concat_arrays([c.scope for c in full])
     if full[0].positions is not None:
         positions = np.concatenate([c.positions for c in full])
     if full[0].raw_ids is not None:
         raw_ids = pa.concat_arrays([c.raw_ids for c in full])
     return _Chunk(ids=ids, text=None, keep=keep, invalid_utf8=invalid, parts=parts, positions=positions,
-                  raw_ids=raw_ids)
+                  raw_ids=raw_ids, scope=scope)
 
 
 _quiet_state = threading.local()

@@ -78,6 +78,7 @@ class _JsonlReader(_FileReader):
         self.id_type = pa.string()
         self.keep_type = pa.float64()  # the keep column's JSON type so far: numbers, or ISO 8601 date strings
         self.keep_seen = False
+        self.scope_type = pa.string()  # the scope field's JSON type so far: strings, or integers
         self.text_seen = False  # has a row of this file had the text field? (else a missing one is a wrong field)
         self.slow_blocks = 0
         self.blocks = 0
@@ -151,12 +152,14 @@ class _JsonlReader(_FileReader):
             fields.append(pa.field(self.spec.id_field, self.id_type))
         if self.spec.keep_column:
             fields.append(pa.field(self.spec.keep_column, self.keep_type))
+        if self.spec.scope_field:
+            fields.append(pa.field(self.spec.scope_field, self.scope_type))
         return pa.schema(fields)
 
     def _arrow_parse(self, block: memoryview, max_line: int) -> pa.Table | None:
         # Block size must exceed the longest line; several blocks per buffer let Arrow use its threads.
         block_size = int(min(max(1 << 22, 2 * max_line + 16), 2**31 - 1))
-        for attempt in range(2):
+        for attempt in range(3):
             opts = pajson.ParseOptions(explicit_schema=self._schema(), unexpected_field_behavior="ignore",
                                        newlines_in_values=False)
             try:
@@ -168,6 +171,9 @@ class _JsonlReader(_FileReader):
                 if attempt == 0 and self.spec.keep_column and f"Column(/{self.spec.keep_column})" in msg:
                     # a date column (ISO 8601 strings) or back to numbers: remember it for the next blocks
                     self.keep_type = pa.large_string() if self.keep_type == pa.float64() else pa.float64()
+                    continue
+                if attempt < 2 and self.spec.scope_field and f"Column(/{self.spec.scope_field})" in msg:
+                    self.scope_type = pa.int64() if self.scope_type == pa.string() else pa.string()
                     continue
                 id_related = self.spec.id_field and (f"Column(/{self.spec.id_field})" in msg or "int64" in msg)
                 if attempt == 0 and id_related:  # integer ids: remember the type for the next blocks
@@ -212,6 +218,12 @@ class _JsonlReader(_FileReader):
                     keep = iso_seconds(kcol_all)
                 except KeepValueError:
                     return None
+        scope = None
+        if self.spec.scope_field:
+            scol = table.column(self.spec.scope_field)
+            if scol.null_count:
+                return None  # a missing or null scope value: the line parser names its line
+            scope = scol.combine_chunks().cast(pa.string())
         # Accepted: only now update the per-file state, exactly as the line parser would have.
         self.text_seen = True
         if self.spec.keep_column:
@@ -223,7 +235,7 @@ class _JsonlReader(_FileReader):
                 if not has:
                     generated_ids_warning(self.f, self.spec.id_field, _first_keys(block))
             ids = col.combine_chunks().cast(pa.string()) if has else None
-        return _Chunk(ids=ids, text=text, keep=keep)
+        return _Chunk(ids=ids, text=text, keep=keep, scope=scope)
 
     def _slow(self, block: memoryview, starts: np.ndarray, ends: np.ndarray,
               line_nos: np.ndarray) -> tuple[_Chunk, np.ndarray]:
@@ -233,6 +245,7 @@ class _JsonlReader(_FileReader):
         texts: list[str] = []
         ids: list[str] = []
         keeps: list[float] = []
+        scopes: list[str] = []
         invalid = 0
         for i, (s, e, ln) in enumerate(zip(starts.tolist(), ends.tolist(), line_nos.tolist())):
             raw = block[s:e]
@@ -320,6 +333,19 @@ class _JsonlReader(_FileReader):
                     raise self.fatal(f"keep column {spec.keep_column!r} is a JSON {_json_type(kv)} "
                                      f"({_preview(kv)}), neither a number nor an ISO 8601 date string; fix the "
                                      f"data or choose another keep policy", line=ln)
+            if spec.scope_field:
+                sv = obj.get(spec.scope_field)
+                if isinstance(sv, str):
+                    sv, fixed = _fix_surrogates(sv)
+                    bad_utf8 |= fixed
+                elif isinstance(sv, int) and not isinstance(sv, bool):
+                    sv = str(sv)
+                else:
+                    what = ("missing" if spec.scope_field not in obj else
+                            "null" if sv is None else f"a JSON {_json_type(sv)} ({_preview(sv)})")
+                    raise self.fatal(f"scope field {spec.scope_field!r} is {what}; every document needs a string "
+                                     "or integer scope value (fix the data or choose another --scope-field)", line=ln)
+                scopes.append(sv)
             accepted[i] = True
             texts.append(text)
             if id_value is not None:
@@ -329,7 +355,7 @@ class _JsonlReader(_FileReader):
         chunk = _Chunk(ids=pa.array(ids, pa.string()) if has_ids else None,
                        text=pa.array(texts, pa.large_string()),
                        keep=np.asarray(keeps, dtype=np.float64) if spec.keep_column else None,
-                       invalid_utf8=invalid)
+                       invalid_utf8=invalid, scope=pa.array(scopes, pa.string()) if spec.scope_field else None)
         return chunk, accepted
 
 

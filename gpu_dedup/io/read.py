@@ -55,6 +55,11 @@ keep_column
     missing from a whole file, or a non-numeric value, always raises ``InputError`` (also with
     ``on_error="skip"``): skipping those rows would make the numbering differ from ``write_kept``, which
     does not read the keep column.
+
+scope_field
+    String or integer values (integers become their decimal string), carried per document as
+    ``Batch.scope``. A scope field missing from a whole file, a null / missing value or another type always
+    raises ``InputError`` naming the row (also with ``on_error="skip"``, for the keep column's reason).
 """
 from __future__ import annotations
 
@@ -103,7 +108,7 @@ def open_readers(files: list[InputFile], spec: _Spec, report: ReadReport, batch_
 def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: str, batch_bytes: int,
                  on_error: Literal["raise", "skip"], keep_column: str | None = None,
                  report: ReadReport | None = None, device_reader: Any = None, read_threads: int | None = None,
-                 read_ahead_bytes: int | None = None) -> Iterator[Batch]:
+                 read_ahead_bytes: int | None = None, scope_field: str | None = None) -> Iterator[Batch]:
     """Yield batches of (ids, text[, keep values]) in file order; see the module docstring for the rules.
 
     Memory: JSON Lines: one block (<= batch_bytes of raw JSON, or one longer line) at a time, plus what
@@ -117,7 +122,7 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
     """
     if not isinstance(batch_bytes, int) or batch_bytes < 1:
         raise ValueError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
-    spec = make_spec(id_field, text_field, on_error, keep_column)
+    spec = make_spec(id_field, text_field, on_error, keep_column, scope_field=scope_field)
     _read_threads(read_threads)  # bad knobs fail here, before anything is read
     _read_ahead(read_ahead_bytes, batch_bytes)
     report = report if report is not None else ReadReport()
@@ -147,9 +152,11 @@ def _batches(readers: Iterator[tuple[int, _FileReader]], report: ReadReport, bat
                 ids = (chunk.ids.slice(a, b - a) if chunk.ids is not None
                        else generated_ids(reader.f.relpath, first_in_file + a, b - a))
                 keep = chunk.keep[a:b] if chunk.keep is not None else None
+                scope = chunk.scope.slice(a, b - a) if chunk.scope is not None else None
                 report.rows += b - a
                 report.bytes_text += nbytes
-                yield Batch(file_index=index, row_start=row, ids=ids, text=text, keep_values=keep, device_text=dev)
+                yield Batch(file_index=index, row_start=row, ids=ids, text=text, keep_values=keep, device_text=dev,
+                            scope=scope)
                 row += b - a
         if reader.rows == 0 and not reader.unreadable:
             report.empty_files.append(reader.f.relpath)

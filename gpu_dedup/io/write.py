@@ -10,6 +10,12 @@ Writing
     read (``file_rows``), or a counting pass when they are not given. Every file is written to a temporary
     name and renamed into place only after all inputs were read and every file's row count matched.
 
+Annotation (``annotate``)
+    Integer columns per kept row (a dedup run's ``dup_cluster_size``, ``dup_cluster_id``): Parquet and
+    tables get them as int64 columns after the original ones; a JSON Lines line gets them appended as the
+    object's last members (``, "name": value`` inserted before its closing brace), every other byte of the
+    line unchanged. An input that already has such a field is an error naming it (never two values).
+
 Every path ``atomic_path`` writes is first passed to the hooks in ``WRITE_HOOKS`` (before its temporary file
 exists): ``gpu_dedup.outputs`` records there what a run writes in its output directory.
 """
@@ -139,8 +145,9 @@ _WRITE_CHUNK = 8 << 20  # bytes of input per chunk read by write_kept (raw JSON 
 
 def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathLike, *, id_field: str | None,
                text_field: str, on_error: Literal["raise", "skip"], file_rows: Sequence[int] | None = None,
-               read_threads: int | None = None) -> dict:
+               read_threads: int | None = None, annotate: dict[str, np.ndarray] | None = None) -> dict:
     """Write the rows with ``keep[global_row]`` True to ``out_dir`` (layout in the module docstring).
+    ``annotate``: column name -> int64 [total rows], added to every kept row (module docstring).
 
     keep: bool [total rows], numbered as ``iter_batches`` with the same files/id_field/text_field/on_error.
     ``file_rows``: the rows ``iter_batches`` gave per file (the run's pass 1 knows them), which place each
@@ -188,6 +195,12 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
     if total != len(keep):
         raise ValueError(f"keep has {len(keep)} entries but the inputs have {total} rows; pass the same files, "
                          f"id_field, text_field and on_error as to iter_batches")
+    annotate = dict(annotate or {})
+    for name, values in annotate.items():
+        if np.shape(values) != keep.shape:
+            raise ValueError(f"annotate[{name!r}] must have one value per row ({len(keep)}), got shape "
+                             f"{np.shape(values)}")
+        annotate[name] = np.asarray(values, np.int64)
     firsts = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)[:-1])).tolist() if files else []
     workers = max(1, min(threads, len(files)))
     decode = threads // workers  # a file's Parquet decoding threads: > 1 only with fewer files than threads
@@ -195,8 +208,9 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
 
     def job(i: int) -> _Written:
         try:
-            return _write_file(files[i], spec, keep[firsts[i]:firsts[i] + counts[i]], len(keep), out_dir, decode,
-                               lambda: stop.after(i))
+            rows = slice(firsts[i], firsts[i] + counts[i])
+            return _write_file(files[i], spec, keep[rows], len(keep), out_dir, decode, lambda: stop.after(i),
+                               {k: v[rows] for k, v in annotate.items()})
         except BaseException:
             stop.failed(i)  # later files stop at their next chunk; earlier ones go on (their error would win)
             raise
@@ -285,7 +299,7 @@ def _ordered(fn: Callable[[int], Any], n: int, workers: int, name: str, *,
 
 
 def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_dir: str, decode_threads: int,
-                stopped: Any) -> _Written:
+                stopped: Any, annotate: dict[str, np.ndarray] | None = None) -> _Written:
     """Write the rows of ``f`` with ``keep[row_in_file]`` True to its temporary output, streaming chunks of
     ``_WRITE_CHUNK`` bytes (Parquet: decoded on ``decode_threads`` threads, up to ``2 x (decode_threads -
     1)`` chunks ahead of the one being written). Raises when the file does not hold exactly ``len(keep)`` rows, or
@@ -293,6 +307,9 @@ def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_
     report = ReadReport()  # write_kept's own; iter_batches already reported the problems
     target = output_path(out_dir, f)
     row, written = 0, 0
+
+    annotate = annotate or {}
+    extra: dict[str, np.ndarray] = {}
 
     def take(n: int) -> np.ndarray:
         nonlocal row
@@ -303,6 +320,8 @@ def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_
                              f"{len(keep)}); pass the same files, id_field, text_field and on_error as to "
                              f"iter_batches")
         part = keep[row:row + n]
+        for k, v in annotate.items():  # the kept rows' annotations, in order
+            extra[k] = v[row:row + n][part]
         row += n
         return part
 
@@ -318,21 +337,27 @@ def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_
                 for chunk in reader.chunks():
                     mask = take(len(chunk.text))
                     written += int(mask.sum())
-                    _write_spans(out, chunk.raw, chunk.starts[mask], chunk.ends[mask])
+                    if annotate:
+                        _write_annotated(out, chunk.raw, chunk.starts[mask], chunk.ends[mask], extra, f.relpath)
+                    else:
+                        _write_spans(out, chunk.raw, chunk.starts[mask], chunk.ends[mask])
         else:
             writer = None
             try:
                 for chunk in reader.chunks():
                     if writer is None:
-                        writer = _open_parquet_writer(outputs, target, reader)
+                        writer = _open_parquet_writer(outputs, target, reader, annotate)
                     mask = take(len(chunk.text))
                     full = np.zeros(len(chunk.valid), dtype=bool)
                     full[np.flatnonzero(chunk.valid)] = mask
                     written += int(mask.sum())
                     if full.any():
-                        writer.write_batch(chunk.record.filter(pa.array(full)))
+                        kept = chunk.record.filter(pa.array(full))
+                        for k in annotate:
+                            kept = kept.append_column(k, pa.array(extra[k], pa.int64()))
+                        writer.write_batch(kept)
                 if writer is None and reader.schema is not None:  # no rows at all: still write the schema
-                    writer = _open_parquet_writer(outputs, target, reader)
+                    writer = _open_parquet_writer(outputs, target, reader, annotate)
                 unreadable = writer is None
             finally:
                 if writer is not None:
@@ -383,10 +408,41 @@ def _count_lines(f: InputFile) -> int:
     return n
 
 
-def _open_parquet_writer(stack: ExitStack, target: str, reader: _ArrowReader) -> pq.ParquetWriter:
+def _open_parquet_writer(stack: ExitStack, target: str, reader: _ArrowReader,
+                         annotate: dict[str, np.ndarray] | None = None) -> pq.ParquetWriter:
+    schema = reader.schema
+    for k in annotate or ():
+        if k in schema.names:
+            raise ValueError(f"{reader.f.relpath} already has a column {k!r}: annotating would give it two values; "
+                             "rename the column or run without --annotate")
+        schema = schema.append(pa.field(k, pa.int64()))
     tmp = stack.enter_context(atomic_path(target))
     codec = parquet_codec(reader.f) if reader.f.fmt == "parquet" else "snappy"
-    return pq.ParquetWriter(tmp, reader.schema, compression=codec)
+    return pq.ParquetWriter(tmp, schema, compression=codec)
+
+
+_JSON_SPACE = b" \t\r\n"
+
+
+def _write_annotated(out: Any, raw: memoryview, starts: np.ndarray, ends: np.ndarray, extra: dict[str, np.ndarray],
+                     relpath: str) -> None:
+    """Write each line raw[starts[i]:ends[i]] with ``, "name": value`` for every annotation inserted before
+    the object's closing brace (the last non-space byte of a line the reader accepted as a JSON object); the
+    rest of the line byte for byte."""
+    view = bytes(raw)
+    keys = [json.dumps(k, ensure_ascii=False).encode() for k in extra]
+    for k, key in zip(extra, keys):
+        if key in view:  # as a key (or a string value equal to the name: refused too, rather than guessed)
+            raise ValueError(f"{relpath} already has a field {k!r} (or that string as a value): annotating would "
+                             "give a record two values; rename the field or run without --annotate")
+    cols = [extra[k].tolist() for k in extra]
+    parts = []
+    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+        line = view[s:e]
+        brace = len(line.rstrip(_JSON_SPACE)) - 1
+        added = b"".join(b", " + key + b": " + str(col[i]).encode() for key, col in zip(keys, cols))
+        parts.append(line[:brace] + added + line[brace:])
+    out.write(b"".join(parts))
 
 
 _GATHER_RUNS = 16  # more runs of adjacent spans than this: gathered by Arrow, written at once

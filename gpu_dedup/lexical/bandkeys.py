@@ -2,7 +2,9 @@
 
 Held either in memory as an (n, bands) matrix, or on disk in the work directory's pieces (one parquet
 column per band), so that with a memory budget the bucket grouping never holds more than one key range
-of one band. An index's keys can be put in front (rows 0..I-1).
+of one band. An index's keys can be put in front (rows 0..I-1). A scoped run (ClusterConfig.scope_field)
+gives ``mix``, its scopes' hashes per row, XORed into every key of the run's rows as they are served, so
+no bucket holds two scopes (but with probability 2^-64 per pair of keys, as any key collision).
 """
 from __future__ import annotations
 
@@ -13,13 +15,15 @@ from ..device import array_module, to_device, to_host
 
 class BandKeys:
     def __init__(self, bands: int, *, matrix=None, work=None, file_rows: list[int] | None = None,
-                 prefix: np.ndarray | None = None, device: str = "cpu"):
+                 prefix: np.ndarray | None = None, device: str = "cpu", mix=None):
         self.bands = bands
         self.matrix = matrix
         self.work = work
         self.file_rows = file_rows or []
         self.prefix = prefix
         self.device = device
+        self.mix = mix  # uint64 (n_main,) on the device, or None
+        self._mix_h = to_host(mix) if mix is not None and (matrix is None or prefix is not None) else None
         self.xp = array_module(device)
         n_prefix = 0 if prefix is None else prefix.shape[0]
         n_main = matrix.shape[0] if matrix is not None else sum(self.file_rows)
@@ -27,7 +31,7 @@ class BandKeys:
 
     def with_prefix(self, prefix: np.ndarray) -> "BandKeys":
         return BandKeys(self.bands, matrix=self.matrix, work=self.work, file_rows=self.file_rows, prefix=prefix,
-                        device=self.device)
+                        device=self.device, mix=self.mix)
 
     @property
     def on_disk(self) -> bool:
@@ -39,6 +43,8 @@ class BandKeys:
         whole = lo == 0 and hi >= 1 << 64
         if not self.on_disk and self.prefix is None:
             k = self.matrix[rows, band]
+            if self.mix is not None:
+                k = k ^ self.mix[rows]
             if whole:
                 return rows, k
             sel = _in_range(k, lo, hi)
@@ -47,7 +53,9 @@ class BandKeys:
         out_rows, out_keys = [], []
         start = 0
         sources = []
+        main0 = 0
         if self.prefix is not None:
+            main0 = self.prefix.shape[0]
             sources.append((self.prefix.shape[0], lambda: self.prefix[:, band]))
         if self.on_disk:
             for i, count in enumerate(self.file_rows):
@@ -59,6 +67,8 @@ class BandKeys:
             if a < b:
                 r = rows_h[a:b]
                 k = load()[r - start]
+                if self._mix_h is not None and start >= main0:
+                    k = k ^ self._mix_h[r - main0]
                 if not whole:
                     keep = _in_range(k, lo, hi)
                     r, k = r[keep], k[keep]

@@ -7,6 +7,10 @@
     policy    representative (remove only for a kept document at verified J >= theta) or components
     table     one decisions row per document (DECISIONS_SCHEMA)
 
+A scoped run (ClusterConfig.scope_field) changes none of them: pass 1 mixed each scope's salt into the exact
+hashes and band keys (signatures.scope_salts), so no exact group or bucket crosses scopes; ``scope_counts``
+adds the per-scope counts.
+
 Each stage takes and returns typed arrays (host NumPy, or device arrays on a GPU where noted) plus its stats;
 ``decide`` composes them. With an index (``against``) its documents are rows 0..I-1 in front of the input's,
 first in keep order and pinned (never removed); the decisions cover the input only.
@@ -128,8 +132,20 @@ def decide(cfg: RunConfig, device: str, files, docs: Documents, timings: dict[st
     decisions, stages["clusters"], keep = decisions_table(files, ids, file_index, groups.leader, groups.short,
                                                           cands.lsh_rows, rep_local, jac_local, ranked.n_index,
                                                           failed, rank=ranked.rank_h, cluster=cfg.cluster)
+    if docs.scope_codes is not None:
+        stages["scope"] = scope_counts(cfg.cluster.scope_field, docs.scope_codes, docs.scope_values, keep)
     timings["decisions"] = time.perf_counter() - t
     return Decided(decisions, stages, keep)
+
+
+def scope_counts(field: str, codes: np.ndarray, values: list[str], keep: np.ndarray) -> dict[str, Any]:
+    """run.json's ``stages.scope`` of a scoped run: the field, and per scope value (in order of first
+    appearance) its input, kept and removed documents."""
+    n = len(values)
+    docs = np.bincount(codes, minlength=n)
+    kept = np.bincount(codes, weights=keep, minlength=n).astype(np.int64)
+    return {"field": field, "scopes": {v: {"input": int(d), "kept": int(k), "removed": int(d - k)}
+                                       for v, d, k in zip(values, docs, kept)}}
 
 
 def rank_rows(cfg: RunConfig, device: str, docs: Documents, index=None) -> Ranked:

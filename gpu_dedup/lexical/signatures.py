@@ -45,6 +45,8 @@ class Documents:
     nshingles: Any                   # int64 (n,): shingles per document (0: short, exact path only)
     keys: BandKeys                   # (n, bands) uint64 band keys, in memory or on disk (work dir + budget)
     filter_pass: np.ndarray | None = None  # bool (n,): the prefilter kept the document (None: no prefilter)
+    scope_codes: np.ndarray | None = None  # int32 (n,): each document's scope, an index into scope_values
+    scope_values: list[str] | None = None  # the scopes (ClusterConfig.scope_field's values), first seen first
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -62,6 +64,7 @@ class _Collected:
     exact: list[np.ndarray] = field(default_factory=list)
     nshingles: list[np.ndarray] = field(default_factory=list)
     band_keys: list[np.ndarray] = field(default_factory=list)
+    scope: list[pa.Array] = field(default_factory=list)
     file_rows: list[int] = field(default_factory=list)  # rows per input file
 
 
@@ -80,16 +83,42 @@ def read_signatures(files, cfg: RunConfig, device: str, report, timings: dict[st
     ids = pa.chunked_array(col.ids, pa.string()).combine_chunks() if col.ids else pa.array([], pa.string())
     io.check_unique_ids(pa.chunked_array([ids], pa.string()), files, col.file_rows, id_field=cfg.id_field,
                         text_field=cfg.text_field, on_error=cfg.on_error)
+    exact = _cat2(col.exact, 2, np.uint64, xp)
+    scope_codes = scope_values = mix = None
+    if cfg.cluster.scope_field is not None:
+        scope_codes, scope_values, salt = scope_salts(col.scope)
+        salt_d = to_device(salt[scope_codes], device)
+        exact = exact ^ salt_d  # equal hashes only within a scope (but with probability 2^-128, as any collision)
+        mix = salt_d[:, 0]
     if col.band_keys or work is None or cfg.memory_budget is None:
-        keys = BandKeys(cfg.lsh.bands, matrix=_cat2(col.band_keys, cfg.lsh.bands, np.uint64, xp), device=device)
+        keys = BandKeys(cfg.lsh.bands, matrix=_cat2(col.band_keys, cfg.lsh.bands, np.uint64, xp), device=device,
+                        mix=mix)
     else:  # with a budget and a work directory the band keys stay on disk, read one key range at a time
-        keys = BandKeys(cfg.lsh.bands, work=work, file_rows=col.file_rows, device=device)
+        keys = BandKeys(cfg.lsh.bands, work=work, file_rows=col.file_rows, device=device, mix=mix)
     docs = Documents(ids=ids, file_index=_cat(col.file_index, np.int32), file_rows=col.file_rows,
                      text_bytes=_cat(col.text_bytes, np.int64), words=_cat(col.words, np.int64),
                      keep_values=_cat(col.keep_values, np.float64) if keep_column(cfg.cluster.keep) else None,
-                     exact=_cat2(col.exact, 2, np.uint64, xp), nshingles=_cat(col.nshingles, np.int64, xp), keys=keys)
+                     exact=exact, nshingles=_cat(col.nshingles, np.int64, xp), keys=keys,
+                     scope_codes=scope_codes, scope_values=scope_values)
     timings["collect"] = time.perf_counter() - t
     return docs
+
+
+def scope_salts(parts: list[pa.Array]) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """A scoped run's scopes: (codes int32 (n,), the scope values in order of first appearance, salts uint64
+    (scopes, 2)). A scope's salt is the 128-bit BLAKE2b of its UTF-8 value, XORed into the exact hashes (both
+    words) and the band keys (the first word) of its documents: a bijection inside a scope, so every group
+    and bucket of a scope is the one that scope alone gives, and two scopes share a key only by collision."""
+    import hashlib
+
+    arr = pa.chunked_array(parts, pa.string()).combine_chunks() if parts else pa.array([], pa.string())
+    enc = arr.dictionary_encode()
+    values = enc.dictionary.to_pylist()
+    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int32)
+    salt = np.array([np.frombuffer(hashlib.blake2b(v.encode("utf-8"), digest_size=16,
+                                                   person=b"gpu_dedup.scope").digest(), "<u8") for v in values],
+                    np.uint64).reshape(len(values), 2)
+    return codes, values, salt
 
 
 def reader_name(cfg: RunConfig, device: str, prefilter: bool = False) -> str:
@@ -103,9 +132,10 @@ def reader_name(cfg: RunConfig, device: str, prefilter: bool = False) -> str:
 
 def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, keep_text=None, on_batch=None):
     """Pass 1 over one input file: returns (parts, read report dict, timings). A part is (ids, text_bytes,
-    words, keep_values, exact hashes, shingle counts, band keys) of one batch; the last three stay on
-    the device on a GPU. ``keep_text(row in the file, normalized batch)`` is offered every batch, and
-    ``on_batch(row in the file, ids, raw text)`` too (the prefilter)."""
+    words, keep_values, exact hashes, shingle counts, band keys, scope values or None) of one batch; the
+    exact hashes, shingle counts and band keys stay on the device on a GPU. ``keep_text(row in the file,
+    normalized batch)`` is offered every batch, and ``on_batch(row in the file, ids, raw text)`` too (the
+    prefilter)."""
     kc = keep_column(cfg.cluster.keep)
     report = io.ReadReport()
     parts = []
@@ -149,7 +179,7 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, kee
         t3 = time.perf_counter()
         values = scorer(batch.text) if scorer is not None else \
             (np.asarray(batch.keep_values, np.float64) if kc else None)
-        parts.append((batch.ids, text_bytes, to_host(norm.words), values, h, sig.nshingles, keys))
+        parts.append((batch.ids, text_bytes, to_host(norm.words), values, h, sig.nshingles, keys, batch.scope))
         tm["read"] += t0 - t
         tm["normalize"] += t1 - t0
         tm["minhash"] += t2 - t1
@@ -179,7 +209,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 u = unpack_piece(piece[0], cfg.lsh.bands)
                 _merge_report(report, piece[1])
                 parts = [(u["ids"], u["text_bytes"], u["words"], u["keep_values"], to_device(u["exact"], device),
-                          to_device(u["nshingles"], device), to_device(u["keys"], device))]
+                          to_device(u["nshingles"], device), to_device(u["keys"], device), u["scope"])]
             else:
                 row0 = sum(col.file_rows)
                 keep_text = None if cache is None else (lambda r, norm, row0=row0: cache.add(row0 + r, norm))
@@ -193,7 +223,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                     work.store(fi, f, _piece_of(parts, cfg), part_report)
             col.file_rows.append(sum(len(p[0]) for p in parts))
             keep_keys = work is None or cfg.memory_budget is None  # else they are read back from the pieces
-            for ids, text_bytes, words, values, h, nsh, keys in parts:
+            for ids, text_bytes, words, values, h, nsh, keys, scope in parts:
                 col.ids.append(ids)
                 col.file_index.append(np.full(len(ids), fi, np.int32))
                 col.text_bytes.append(text_bytes)
@@ -204,6 +234,8 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 col.nshingles.append(nsh)
                 if keep_keys:
                     col.band_keys.append(keys)
+                if cfg.cluster.scope_field is not None:
+                    col.scope.append(scope)
 
     return col
 
@@ -212,13 +244,15 @@ def _piece_of(parts, cfg: RunConfig):
     if not parts:
         return piece_table(pa.array([], pa.string()), np.zeros(0, np.int64), np.zeros(0, np.int64),
                            np.zeros((0, 2), np.uint64), np.zeros(0, np.int64), np.zeros((0, cfg.lsh.bands), np.uint64),
-                           np.zeros(0) if keep_column(cfg.cluster.keep) else None)
+                           np.zeros(0) if keep_column(cfg.cluster.keep) else None,
+                           pa.array([], pa.string()) if cfg.cluster.scope_field is not None else None)
     kc = keep_column(cfg.cluster.keep)
     return piece_table(pa.concat_arrays([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
                        np.concatenate([p[2] for p in parts]),
                        np.concatenate([to_host(p[4]) for p in parts]), np.concatenate([to_host(p[5]) for p in parts]),
                        np.concatenate([to_host(p[6]) for p in parts]),
-                       np.concatenate([p[3] for p in parts]) if kc else None)
+                       np.concatenate([p[3] for p in parts]) if kc else None,
+                       pa.concat_arrays([p[7] for p in parts]) if cfg.cluster.scope_field is not None else None)
 
 
 def _merge_report(report, part: dict) -> None:

@@ -19,6 +19,7 @@ from .sections import (
     _excerpts_section,
     _lsh_section,
     _s_curve_section,
+    _scopes_section,
     _summary,
     _timings_section,
 )
@@ -74,6 +75,8 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
     page.add("counts", "Documents per stage and reason", _counts_section(page, n, by, decisions, stats))
     cluster_cfg = (stats.get("config") or {}).get("cluster")
     page.add("clusters", "Cluster sizes", _clusters_section(page, decisions, cluster_cfg))
+    if _scopes_section(stats):
+        page.add("scopes", "Scopes", _scopes_section(stats))
     page.add("largest", "Largest clusters", _excerpts_section(decisions, views, scan.texts if scan else None, why))
     page.add("lsh", "LSH bands and buckets", _lsh_section(page, stats))
     page.add("s-curve", "S-curve and measured similarities", _s_curve_section(page, stats, decisions))

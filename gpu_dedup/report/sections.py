@@ -149,6 +149,18 @@ def _clusters_section(page: _Page, decisions: pa.Table, cluster_cfg: dict | None
                                  "cluster-size distribution, log-log"))
 
 
+def _scopes_section(stats: dict) -> str:
+    """A scoped run's per-scope counts (run.json stages.scope); empty for a global run."""
+    sc = (stats.get("stages") or {}).get("scope")
+    if not sc:
+        return ""
+    rows = [[v, f"{c['input']:,}", f"{c['kept']:,}", f"{c['removed']:,}", _pct(c["removed"], c["input"])]
+            for v, c in sc["scopes"].items()]
+    return (f"<p>Deduplicated within each value of <code>{_e(sc['field'])}</code> (scope_field): no document is "
+            "removed for a document of another scope.</p>"
+            + _table([sc["field"], "documents", "kept", "removed", "removed %"], rows))
+
+
 def _excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict[int, str] | None,
                       why_missing: str | None) -> str:
     if not views:

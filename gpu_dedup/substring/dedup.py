@@ -63,7 +63,8 @@ from .. import io
 from ..device import array_backend, batch_bytes, note_compiling, resolve_device
 from ..lexical.normalize import arrow_text_buffers
 from ..lexical.policy import keep_rank
-from ..paragraph.dedup import _peak_rss_bytes, apply_cuts, gather_spans, write_cut_documents
+from ..paragraph.cutwrite import apply_cuts, write_cut_documents
+from ..paragraph.dedup import _peak_rss_bytes, gather_spans
 from .config import SubstringConfig
 from .spans import KeepOrder, Matches, byte_cuts, cut_spans, find_matches
 from .tokens import Tokens, TokenStore, load_tokenizer, tokenizer_tokens, word_tokens

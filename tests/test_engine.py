@@ -5,6 +5,7 @@ import json
 import os
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -150,3 +151,56 @@ def test_engine_argument_errors():
         gpu_dedup.deduplicate(t, RunConfig(progress=False), workers=2)
     with pytest.raises(ValueError, match="replaced by Ray.*engine='ray'"):
         gpu_dedup.deduplicate(t, RunConfig(progress=False), engine="dask")
+
+
+def _index_equal(a, b):
+    """Two saved indexes hold the same rows and the same manifest (but its creation time and paths)."""
+    ta, tb = pq.read_table(a / "documents.parquet"), pq.read_table(b / "documents.parquet")
+    assert tb.equals(ta) and ta.num_rows
+    ma, mb = (json.loads((p / "manifest.json").read_text()) for p in (a, b))
+    for m in (ma, mb):
+        m.pop("created")
+        if m["parent"]:
+            m["parent"].pop("path")
+    assert ma == mb
+    return ma
+
+
+@pytest.mark.parametrize("overrides", [
+    {"cluster__keep": "longest"},  # representative policy, verified: the index's shingle sets are read
+    {"cluster__policy": "components", "cluster__verify": False, "cluster__keep": "min-id"},
+])
+def test_ray_against_and_save_index_equal_local(cluster, tmp_path, overrides):
+    """--save-index, then --against that index with --save-index of the next generation: the Ray engine's
+    decisions and both indexes equal the local engine's; an id already in the index is refused alike."""
+    t = make_corpus(300, seed=5, mean_words=50, template_families=2).select(["id", "text"])
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    pq.write_table(t.slice(0, 160), old / "a.parquet")
+    # the new documents overlap the indexed ones (exact and near duplicates of them) under ids of their own
+    t2 = t.slice(110)
+    t2 = t2.set_column(0, "id", pa.array([f"new-{i}" for i in t2["id"].to_pylist()]))
+    pq.write_table(t2.slice(0, 120), new / "b.parquet")
+    pq.write_table(t2.slice(120), new / "c.parquet")
+    cfg = RunConfig(progress=False).replace(**overrides)
+    kw = {"engine": "ray", "partitions": 3}
+    loc = {"save_index": tmp_path / "i1l"}
+    gpu_dedup.deduplicate(str(old), cfg, **loc)
+    gpu_dedup.deduplicate(str(old), cfg, work_dir=tmp_path / "w1", save_index=tmp_path / "i1r", **kw)
+    assert _index_equal(tmp_path / "i1l", tmp_path / "i1r")["generation"] == 1
+    local = gpu_dedup.deduplicate(str(new), cfg, against=tmp_path / "i1l", save_index=tmp_path / "i2l")
+    res = gpu_dedup.deduplicate(str(new), cfg, work_dir=tmp_path / "w2", against=tmp_path / "i1l",
+                                save_index=tmp_path / "i2r", **kw)
+    assert res.decisions.equals(local.decisions)
+    assert pc.sum(pc.less(res.decisions["cluster_id"], 0)).as_py() > 0  # removed in favour of indexed documents
+    assert res.stats["counts"] == local.stats["counts"]
+    assert res.stats["stages"]["against_index"]["documents"] == local.stats["stages"]["against_index"]["documents"]
+    assert _index_equal(tmp_path / "i2l", tmp_path / "i2r")["generation"] == 2
+    # an id of the input that is an indexed document's: the local engine's error, word for word
+    pq.write_table(t.slice(0, 3), new / "d.parquet")
+    with pytest.raises(Exception) as local_err:
+        gpu_dedup.deduplicate(str(new), cfg, against=tmp_path / "i1l")
+    with pytest.raises(type(local_err.value)) as ray_err:
+        gpu_dedup.deduplicate(str(new), cfg, work_dir=tmp_path / "w3", against=tmp_path / "i1l", **kw)
+    assert str(ray_err.value) == str(local_err.value) and "already ids of indexed documents" in str(ray_err.value)

@@ -14,6 +14,11 @@ dir, with no per-document state in the driver (it holds file lists, partition co
     sizes      per file: cluster sizes
     write      per file: the decisions part and deduplicated/; the driver streams the parts into
                decisions.parquet, one part at a time
+    index_rows per file (--save-index): its kept rows; the driver streams the parent index and the parts
+               into the new index's documents.parquet (index.IndexWriter), one part at a time
+
+``--against``: the index is file 0 of every stage (stages.IndexSource): rows 0..I-1, first in keep order,
+pinned, with no decisions part, exactly as the local engine puts it in front of the input's rows.
 
 Every task is idempotent (atomic writes, then a done marker): Ray retries a task whose worker died, and
 ``resume`` reuses every finished task of a killed run. Decisions equal the local engine's byte for byte:
@@ -43,8 +48,7 @@ MAX_STAR_STEPS = 200  # large-star / small-star converge in O(log^2 n) rounds (K
 
 def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None, prefilter=None) -> None:
     """Refuse, naming the limit and the local command, what the Ray engine does not distribute yet."""
-    what = [name for name, on in (("--against", index is not None), ("--save-index", save_index is not None),
-                                  ("--semantic", semantic is not None), ("the filter flags", prefilter is not None),
+    what = [name for name, on in (("--semantic", semantic is not None), ("the filter flags", prefilter is not None),
                                   ("--exact-verify", cfg.cluster.exact_verify), ("--score", bool(cfg.scores)),
                                   ("--remove-clusters-larger-than", cfg.cluster.remove_clusters_larger_than
                                    is not None), ("--keep-copies", cfg.cluster.keep_copies > 1),
@@ -55,9 +59,20 @@ def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None,
 
 
 def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
-        partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str) -> dict[str, Any]:
+        partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str, index=None,
+        save_index: str | None = None) -> dict[str, Any]:
     """The stages of the module doc; returns what run.json adds (counts, stage stats, read report, the
-    engine) and leaves WORK/ray/decisions/ (and OUT/decisions.parquet, OUT/deduplicated/ with ``out``)."""
+    engine) and leaves WORK/ray/decisions/ (and OUT/decisions.parquet, OUT/deduplicated/ with ``out``).
+    ``index``: the loaded --against index (only its path and manifest go to the tasks); ``save_index``:
+    the directory of the new index (the kept documents after the ``index``'s)."""
+    inputs = files
+    first = 1 if index is not None else 0
+    if index is not None:
+        files = [stages.IndexSource(index.path, index.manifest)] + list(files)
+    if save_index is not None:
+        from ..index import check_extends
+
+        check_extends(save_index, cfg, index)
     lay = Layout(work)
     if not resume and os.path.isdir(lay.root):
         shutil.rmtree(lay.root)  # a fresh run: nothing of an earlier one is trusted
@@ -70,11 +85,11 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         # policy, the keep order, the reader's options): a marker of another config is never reused
         settings = {k: v for k, v in cfg.to_dict().items() if k not in ("progress", "threads")}
         signing = {**settings, "cluster": {"keep": cfg.cluster.keep}}  # pass 1 needs no policy setting
-        job = stages.Job(cfg, device, files, work, parts,
-                         run_key=run_key([fingerprint, signing, device, parts, len(files), "sign"]))
+        job = stages.Job(cfg, device, files, work, parts, first=first,
+                         run_key=run_key([fingerprint, signing, device, parts, len(files), first, "sign"]))
         task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name)) for name in
                 ("sign", "exact", "bands", "buckets", "star", "labels", "members", "policy", "resolve", "sizes",
-                 "write")}
+                 "write", "index_rows")}
 
         def stage(name: str, keys, *args) -> list[dict]:
             t = time.perf_counter()
@@ -93,10 +108,10 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         signed = stage("sign", range(nf))
         rows = [r["rows"] for r in signed]
         job.offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).tolist()
-        job.run_key = run_key([fingerprint, settings, device, parts, [r["stamp"] for r in signed], rows])
+        job.run_key = run_key([fingerprint, settings, device, parts, [r["stamp"] for r in signed], rows, first])
         ex = stage("exact", range(parts))
         if any(r["duplicate_ids"] for r in ex):
-            _raise_duplicate_ids(job, rows)
+            _raise_duplicate_ids(job, rows, index)
         stage("bands", range(nf))
         bk = stage("buckets", range(parts))
         step, sources, fps = 0, [f"p{p:04d}" for p in range(parts)], []
@@ -117,13 +132,22 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
             from ..io import output_path
             from ..io.write import WRITE_HOOKS
 
-            for f in files:  # the output session journals what the workers will write into OUT
+            for f in inputs:  # the output session journals what the workers will write into OUT
                 for hook in WRITE_HOOKS:
                     hook(output_path(os.path.join(out, "deduplicated"), f))
-        wr = stage("write", range(nf), out)
-        reused = sum(1 for r in signed if r.get("reused"))
-    stats = _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step)
+        wr = stage("write", range(first, nf), out)
+        if save_index is not None:
+            stage("index_rows", range(first, nf))
+        reused = sum(1 for r in signed[first:] if r.get("reused"))
+    stats = _stats(signed[first:], ex, bk, lab, mem, pol, sz, wr, rows[first:], parts, nodes, step)
     stats["engine"].update({"workers": workers, "address": address, "sign_tasks_reused": reused})
+    if index is not None:
+        stats["stages"]["against_index"] = {"path": index.path, "documents": rows[0],
+                                            "generation": index.manifest["generation"]}
+    if save_index is not None:
+        t = time.perf_counter()
+        stats["stages"]["index"] = _write_index(lay, save_index, cfg, index, range(first, nf))
+        timings["save_index"] = time.perf_counter() - t
     return stats
 
 
@@ -139,26 +163,51 @@ def _task_failure(stage: str, key: int, files, exc) -> str:
             "or bound the grouping with --memory-budget; --resume reuses the finished tasks")
 
 
-def _raise_duplicate_ids(job, rows) -> None:
-    """The local engine's error (io.check_unique_ids: the ids, counts, files and lines), built from the
-    pieces' ids: per-document state in the driver on this error path only."""
+def _raise_duplicate_ids(job, rows, index=None) -> None:
+    """The local engine's errors (io.check_unique_ids: the ids, counts, files and lines; then an id already
+    in the --against index: Index.check_new_ids), built from the pieces' ids: per-document state in the
+    driver on this error path only."""
     from .. import io
 
-    ids = [pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=["id"])["id"] for fi in range(job.nfiles)]
+    ids = [pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=["id"])["id"]
+           for fi in range(job.first, job.nfiles)]
     cfg = job.cfg
-    io.check_unique_ids(pa.chunked_array([c for t in ids for c in t.chunks], pa.string()), job.files, rows,
-                        id_field=cfg.id_field, text_field=cfg.text_field, on_error=cfg.on_error)
+    ids = pa.chunked_array([c for t in ids for c in t.chunks], pa.string())
+    reader = {"id_field": cfg.id_field, "text_field": cfg.text_field, "on_error": cfg.on_error}
+    inputs, file_rows = job.files[job.first:], rows[job.first:]
+    io.check_unique_ids(ids, inputs, file_rows, **reader)
+    if index is not None:
+        index.check_new_ids(ids.combine_chunks(), inputs, file_rows, **reader)
     raise RuntimeError("an exact task found a duplicated id that the check of all ids did not")  # pragma: no cover
 
 
-def write_decisions(work: str, nfiles: int, path: str) -> None:
-    """OUT/decisions.parquet from the per-file parts, one part in memory at a time."""
+def _write_index(lay: Layout, path: str, cfg, index, file_range) -> dict[str, Any]:
+    """The new index: the parent's rows (--against), then every file's index_rows part, one at a time."""
+    from ..contract import contract
+    from ..index import IndexWriter
+
+    writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=index)
+    try:
+        writer.copy_parent()
+        for fi in file_range:
+            writer.write_table(pq.read_table(lay.path("index_rows", f"f{fi:06d}")))
+    except BaseException:
+        writer.abort()
+        raise
+    manifest = writer.close()
+    logger.info("saved index %s: %d documents (generation %d)", path, manifest["documents"], manifest["generation"])
+    return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}
+
+
+def write_decisions(work: str, nfiles: int, path: str, first: int = 0) -> None:
+    """OUT/decisions.parquet from the per-file parts (files ``first``.. : not an --against index), one part
+    in memory at a time."""
     from ..io.write import atomic_path
 
     lay = Layout(work)
     with atomic_path(path) as tmp:
         writer = None
-        for fi in range(nfiles):
+        for fi in range(first, nfiles):
             t = pq.read_table(lay.path("decisions", f"f{fi:06d}"))
             if writer is None:
                 writer = pq.ParquetWriter(tmp, t.schema)

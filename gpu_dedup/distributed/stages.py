@@ -15,6 +15,10 @@
                rule) -> each removed row's assignment, by its file and by its representative's file
     sizes      per file of representatives: cluster sizes -> every member's size, by the member's file
     write      per file: its decisions part and its deduplicated/ file
+    index_rows per file (--save-index): its kept rows in documents.parquet's schema
+
+With ``--against`` the index is the run's file 0 (``IndexSource``): its documents are rows 0..I-1, first
+in keep order, never removed (the policy pins them), and get no decisions, as in the local engine.
 
 Every task takes a ``Job`` (the run's config, files, partition count, row offsets: no per-document state)
 and one key, returns a small dict and leaves a done marker (``Layout.done``).
@@ -49,6 +53,21 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
+class IndexSource:
+    """The ``--against`` index as file 0 of a Ray run (its path and manifest; the rows are read by tasks)."""
+
+    path: str
+    manifest: dict
+    relpath: str = "<index>"
+    fmt: str = "index"
+
+    def stamp(self) -> dict:
+        m = self.manifest
+        return {"index": os.path.abspath(self.path), "generation": m["generation"], "documents": m["documents"],
+                "created": m.get("created"), "contract_fingerprint": m.get("contract_fingerprint")}
+
+
+@dataclass
 class Job:
     """What every task gets: the run's config, device, input files, work dir, key-range partitions P,
     the row offsets of the files (int (F+1,), after the sign stage) and the run key of the markers."""
@@ -60,6 +79,12 @@ class Job:
     partitions: int
     offsets: list[int] | None = None
     run_key: str = ""
+    first: int = 0  # the first input file: 1 when files[0] is the --against index
+
+    @property
+    def n_index(self) -> int:
+        """Rows of the --against index (0 without one): rows 0..n_index-1."""
+        return int(self.offsets[self.first]) if self.first else 0
 
     @property
     def layout(self) -> Layout:
@@ -111,9 +136,13 @@ def _keep_cols(cfg: RunConfig) -> list[str]:
     return {"first": [], "longest": ["text_bytes"], "min-id": ["id"]}.get(keep, ["keep_value"])
 
 
-def _rank(cfg: RunConfig, t: pa.Table) -> np.ndarray:
-    """Keep order of the rows of ``t`` (sorted by global row): their order among the run's rows, since
-    keep_rank breaks ties by position."""
+def _rank(cfg: RunConfig, t: pa.Table, n_index: int = 0) -> np.ndarray:
+    """Keep order of the rows of ``t`` (sorted by global row, column "row"): their order among the run's
+    rows, since keep_rank breaks ties by position; an index's rows (< n_index) first, in row order."""
+    if n_index and t.num_rows:
+        k = int(np.searchsorted(t["row"].to_numpy(), n_index))
+        if k:
+            return np.concatenate([np.arange(k, dtype=np.int64), k + _rank(cfg, t.slice(k))])
     n = t.num_rows
     return keep_rank(cfg.cluster.keep, n=n,
                      text_bytes=t["text_bytes"].to_numpy() if "text_bytes" in t.column_names else None,
@@ -132,6 +161,8 @@ def _same_input(job: Job, fi: int, result: dict) -> bool:
     from ..workdir import _changed, _identity
 
     f = job.files[fi]
+    if isinstance(f, IndexSource):
+        return result.get("stamp") == f.stamp() and os.path.exists(job.layout.path("pieces", f"f{fi:06d}"))
     try:
         identity = None if f.fmt == "table" else _identity(f)
     except OSError:
@@ -148,9 +179,12 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
     from ..workdir import _identity, _input_stamp
 
     cfg, f = job.cfg, job.files[fi]
-    before = None if f.fmt == "table" else _identity(f)
-    parts, report, tm = _compute_file(fi, f, cfg, job.device, permutation_params(cfg.minhash))
-    piece = _piece_of(parts, cfg)
+    if isinstance(f, IndexSource):
+        piece, report, tm, stamp = _index_piece(cfg, f), io.ReadReport().to_dict(), {}, f.stamp()
+    else:
+        before = None if f.fmt == "table" else _identity(f)
+        parts, report, tm = _compute_file(fi, f, cfg, job.device, permutation_params(cfg.minhash))
+        piece, stamp = _piece_of(parts, cfg), _input_stamp(f, before)
     lay = job.layout
     lay.write(piece, "pieces", f"f{fi:06d}")
     exact = pa.table({"local": pa.array(np.arange(piece.num_rows, dtype=np.int64)),
@@ -162,8 +196,29 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
     # ids by hash range too, so that the exact task of a range checks them for uniqueness
     lay.write_split(piece.select(["id"]), key_partition(_id_hashes(piece["id"]), job.partitions), job.partitions,
                     "ids", lambda p: f"f{fi:06d}-p{p:04d}")
-    return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": _input_stamp(f, before),
+    return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": stamp,
             "text_bytes": int(pc.sum(piece["text_bytes"]).as_py() or 0)}
+
+
+def _index_piece(cfg: RunConfig, src: IndexSource) -> pa.Table:
+    """The index's documents as a piece (the input pieces' schema; lengths and keep values 0: the index's
+    rows rank first by position, _rank)."""
+    import pyarrow.parquet as pq
+
+    from ..config import keep_column
+    from ..workdir import piece_table
+
+    t = pq.read_table(os.path.join(src.path, "documents.parquet"), columns=["id", "exact_lo", "exact_hi", "short",
+                                                                             "band_keys"])
+    n = t.num_rows
+    keys = np.asarray(t["band_keys"].combine_chunks().flatten().to_numpy(zero_copy_only=False), np.uint64) \
+        .reshape(n, cfg.lsh.bands)
+    exact = np.stack([t["exact_lo"].to_numpy(), t["exact_hi"].to_numpy()], axis=1).astype(np.uint64) \
+        if n else np.zeros((0, 2), np.uint64)
+    short = np.asarray(t["short"].to_numpy(zero_copy_only=False), bool)
+    zeros = np.zeros(n, np.int64)
+    return piece_table(t["id"].combine_chunks(), zeros, zeros, exact, (~short).astype(np.int64), keys,
+                       np.zeros(n) if keep_column(cfg.cluster.keep) else None)
 
 
 def _id_hashes(ids) -> np.ndarray:
@@ -188,7 +243,7 @@ def exact(job: Job, p: int) -> dict[str, Any]:
     h = np.stack([t["exact_lo"].to_numpy(), t["exact_hi"].to_numpy()], axis=1).astype(np.uint64) \
         if t.num_rows else np.zeros((0, 2), np.uint64)
     short = t["short"].to_numpy(zero_copy_only=False).astype(bool)
-    leader_l = exact_groups(h, _rank(cfg, t))
+    leader_l = exact_groups(h, _rank(cfg, t, job.n_index))
     if not cfg.cluster.exact:
         leader_l = np.where(short, leader_l, np.arange(t.num_rows))
     dup = np.flatnonzero(leader_l != np.arange(t.num_rows))
@@ -201,8 +256,8 @@ def exact(job: Job, p: int) -> dict[str, Any]:
     ids = lay.read("ids", [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)])["id"]
     unique = len(ids) == 0 or pc.count_distinct(ids, mode="all").as_py() == len(ids)
     return {"duplicate_ids": not unique,
-            "groups_with_duplicates": int(np.unique(leaders).shape[0]), "removed": int(dup.shape[0]),
-            "short_documents": int(short.sum())}
+            "groups_with_duplicates": int(np.unique(leaders).shape[0]),
+            "removed": int((rows[dup] >= job.n_index).sum()), "short_documents": int(short[rows >= job.n_index].sum())}
 
 
 _BANDS = pa.schema([("band", pa.int32()), ("key", pa.uint64()), ("row", pa.int64())])
@@ -345,7 +400,13 @@ def members(job: Job, fi: int) -> dict[str, Any]:
     t = t.append_column("row", pa.array(rows)).append_column("label", lab["label"])
     reread = 0
     if cfg.cluster.verify and rows.shape[0]:
-        sets, reread = _shingle_sets_pass(cfg, job.device, [job.files[fi]], local, np.arange(local.shape[0]))
+        src = job.files[fi]
+        if isinstance(src, IndexSource):
+            from ..index import Index
+
+            sets = Index(src.path, src.manifest, None, None, None, None).shingle_sets(local)
+        else:
+            sets, reread = _shingle_sets_pass(cfg, job.device, [src], local, np.arange(local.shape[0]))
         sizes = np.asarray(sets.sizes, np.int64)
         starts = np.repeat(np.asarray(sets.offsets, np.int64), sizes)
         within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
@@ -374,9 +435,11 @@ def policy(job: Job, p: int) -> dict[str, Any]:
     else:
         t = pa.concat_tables(tables).combine_chunks()  # by file then row: in row order
         m = t.num_rows
-        rank = _rank(cfg, t)
+        rank = _rank(cfg, t, job.n_index)
         keys = np.stack([t[band_column(b)].to_numpy() for b in range(cfg.lsh.bands)], axis=1).astype(np.uint64)
-        ranked = Ranked(0, rank, rank, None, None, BandKeys(cfg.lsh.bands, matrix=keys, device="cpu"))
+        # the index's rows come first (sorted by row): the policy pins them as the local engine does
+        pinned = int(np.searchsorted(t["row"].to_numpy(), job.n_index))
+        ranked = Ranked(pinned, rank, rank, None, None, BandKeys(cfg.lsh.bands, matrix=keys, device="cpu"))
         groups = ExactGroups(np.arange(m, dtype=np.int64), np.zeros(m, bool), {})
         cands: Candidates = bucket_stage(cfg, "cpu", ranked, groups)
         sets = None
@@ -473,7 +536,7 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
     ids = piece["id"].combine_chunks()
     keep = np.ones(n, bool)
     reason = np.zeros(n, np.int8)
-    cluster = np.arange(row0, row0 + n, dtype=np.int64)
+    cluster = np.arange(row0, row0 + n, dtype=np.int64) - job.n_index
     jac = np.full(n, np.nan)
     size = np.ones(n, np.int64)
     size[sz["row"].to_numpy() - row0] = sz["size"].to_numpy()
@@ -481,7 +544,8 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
     al = asg["row"].to_numpy() - row0
     keep[al] = False
     reason[al] = asg["reason"].to_numpy()
-    cluster[al] = asg["rep"].to_numpy()
+    rep = asg["rep"].to_numpy()
+    cluster[al] = np.where(rep < job.n_index, -1 - rep, rep - job.n_index)  # decide.decisions_table's ids
     jac[al] = asg["jaccard"].to_numpy()
     # ids: the row's own (kept) or its assignment's, as one take over [ids, assigned ids]
     src = np.arange(n, dtype=np.int64)
@@ -508,3 +572,26 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
             "kept": int(keep.sum()), "text_bytes": [int(tb.sum()), int(tb[keep].sum())],
             "words": [int(words.sum()), int(words[keep].sum())], "deduplicated": written,
             "largest_cluster": int(size.max()) if n else 0, "clusters_with_duplicates": int((reason == 1).sum())}
+
+
+@_once("index_rows")
+def index_rows(job: Job, fi: int) -> dict[str, Any]:
+    """File ``fi``'s kept rows in documents.parquet's schema (index.kept_rows: shingle sets read again)."""
+    import pyarrow.parquet as pq
+
+    from ..index import DOCUMENTS_SCHEMA, documents_table, kept_rows
+
+    cfg, lay = job.cfg, job.layout
+    keep = np.asarray(pq.read_table(lay.path("decisions", f"f{fi:06d}"), columns=["keep"])["keep"]
+                      .to_numpy(zero_copy_only=False), bool)
+    kept = np.flatnonzero(keep)
+    piece = _piece(job, fi, ["id", "exact_lo", "exact_hi", "nshingles"] + [band_column(b) for b in range(cfg.lsh.bands)])
+    n = piece.num_rows
+    exact = np.stack([piece["exact_lo"].to_numpy(), piece["exact_hi"].to_numpy()], axis=1).astype(np.uint64) \
+        if n else np.zeros((0, 2), np.uint64)
+    band = np.stack([piece[band_column(b)].to_numpy()[kept] for b in range(cfg.lsh.bands)], axis=1) \
+        .astype(np.uint64) if n else np.zeros((0, cfg.lsh.bands), np.uint64)
+    tables = [documents_table(*part) for part in kept_rows(cfg, [job.files[fi]], kept, piece["id"].combine_chunks(),
+                                                          exact, piece["nshingles"].to_numpy() == 0, band)]
+    lay.write(pa.concat_tables(tables) if tables else DOCUMENTS_SCHEMA.empty_table(), "index_rows", f"f{fi:06d}")
+    return {"rows": int(kept.shape[0])}

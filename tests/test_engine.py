@@ -20,8 +20,12 @@ ray = pytest.importorskip("ray")
 def cluster(tmp_path_factory):
     faults = tmp_path_factory.mktemp("faults")
     os.environ["GPU_DEDUP_RAY_FAULTS"] = str(faults)  # inherited by the workers (gpu_dedup.testing.faults)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"worker_process_setup_hook": "gpu_dedup.testing.faults.ray_worker_faults"})
+    # one fake GPU (a resource only: the device workers schedule on this GPU-less machine) and the
+    # simulator + strict backend of conftest in every worker process
+    sim = {k: os.environ[k] for k in ("NUMBA_ENABLE_CUDASIM", "GPU_DEDUP_STRICT_DEVICE") if k in os.environ}
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
+             runtime_env={"worker_process_setup_hook": "gpu_dedup.testing.faults.ray_worker_faults",
+                          "env_vars": sim})
     yield faults
     ray.shutdown()
     os.environ.pop("GPU_DEDUP_RAY_FAULTS", None)
@@ -204,3 +208,26 @@ def test_ray_against_and_save_index_equal_local(cluster, tmp_path, overrides):
     with pytest.raises(type(local_err.value)) as ray_err:
         gpu_dedup.deduplicate(str(new), cfg, work_dir=tmp_path / "w3", against=tmp_path / "i1l", **kw)
     assert str(ray_err.value) == str(local_err.value) and "already ids of indexed documents" in str(ray_err.value)
+
+
+def test_ray_device_workers_equal_cpu(cluster, tmp_path):
+    """--device cuda on Ray: map and reduce tasks on one DeviceWorker actor (num_gpus=1, the test cluster's
+    fake GPU) under the CUDA simulator and the strict backend, the reduces sorting on the device; decisions
+    and deduplicated/ equal the local engine's on the CPU."""
+    from gpu_dedup.device import simulator, strict_device
+
+    if not (simulator() and strict_device()):
+        pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 GPU_DEDUP_STRICT_DEVICE=1 (conftest's default)")
+    t = make_corpus(16, seed=5, mean_words=20, template_families=1, family_size=6, near_dup_frac=0.3)
+    src = tmp_path / "src"  # tiny: the simulator runs each GPU thread in Python
+    src.mkdir()
+    for k in range(2):
+        pq.write_table(t.select(["id", "text"]).slice(k * 8, 8), src / f"part-{k}.parquet")
+    cfg = RunConfig(progress=False).replace(minhash__num_perm=32, lsh__bands=8, lsh__rows=4)
+    cpu = gpu_dedup.deduplicate(str(src), cfg.replace(device="cpu"), tmp_path / "cpu")
+    res = gpu_dedup.deduplicate(str(src), cfg.replace(device="cuda"), tmp_path / "gpu", engine="ray", partitions=2)
+    _same_outputs(tmp_path / "cpu", tmp_path / "gpu")
+    assert cpu.removed > 0 and res.stats["array_backend"] == "strict"
+    eng = res.stats["engine"]
+    assert eng["device_workers"] == 1 and eng["device_worker_processes"] == 1  # one process kept every task
+    assert eng["device_array_backends"] == ["strict"]  # the workers ran the device code, not NumPy

@@ -52,7 +52,7 @@ def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None,
                                   ("--exact-verify", cfg.cluster.exact_verify), ("--score", bool(cfg.scores)),
                                   ("--remove-clusters-larger-than", cfg.cluster.remove_clusters_larger_than
                                    is not None), ("--keep-copies", cfg.cluster.keep_copies > 1),
-                                  ("--device cuda", device == "cuda")) if on]
+                                  ) if on]
     if what:
         raise ValueError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
                          "(the same decisions, one process)")
@@ -90,57 +90,70 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name)) for name in
                 ("sign", "exact", "bands", "buckets", "star", "labels", "members", "policy", "resolve", "sizes",
                  "write", "index_rows")}
+        actors = _device_workers(ray) if device == "cuda" else []
+        try:
 
-        def stage(name: str, keys, *args) -> list[dict]:
-            t = time.perf_counter()
-            keys = list(keys)
-            refs = [task[name].remote(job, k, *args) for k in keys]
-            res = []
-            for k, ref in zip(keys, refs):
-                try:
-                    res.append(ray.get(ref))
-                except (ray.exceptions.OutOfMemoryError, ray.exceptions.WorkerCrashedError) as exc:
-                    raise RuntimeError(_task_failure(name, k, files, exc)) from exc
-            timings[f"ray_{name}"] = timings.get(f"ray_{name}", 0.0) + time.perf_counter() - t
-            return res
+            def stage(name: str, keys, *args) -> list[dict]:
+                t = time.perf_counter()
+                keys = list(keys)
+                if actors and name in stages.DEVICE_STAGES:  # round robin; each actor runs its tasks in turn
+                    refs = [actors[i % len(actors)].run.remote(name, job, k, *args) for i, k in enumerate(keys)]
+                else:
+                    refs = [task[name].remote(job, k, *args) for k in keys]
+                res = []
+                for k, ref in zip(keys, refs):
+                    try:
+                        res.append(ray.get(ref))
+                    except (ray.exceptions.OutOfMemoryError, ray.exceptions.WorkerCrashedError,
+                            ray.exceptions.RayActorError) as exc:
+                        raise RuntimeError(_task_failure(name, k, files, exc)) from exc
+                timings[f"ray_{name}"] = timings.get(f"ray_{name}", 0.0) + time.perf_counter() - t
+                return res
 
-        nf = len(files)
-        signed = stage("sign", range(nf))
-        rows = [r["rows"] for r in signed]
-        job.offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).tolist()
-        job.run_key = run_key([fingerprint, settings, device, parts, [r["stamp"] for r in signed], rows, first])
-        ex = stage("exact", range(parts))
-        if any(r["duplicate_ids"] for r in ex):
-            _raise_duplicate_ids(job, rows, index)
-        stage("bands", range(nf))
-        bk = stage("buckets", range(parts))
-        step, sources, fps = 0, [f"p{p:04d}" for p in range(parts)], []
-        while True:
-            res = stage("star", range(nf), step, step % 2 == 0, sources)
-            fps.append([sum(r["fingerprint"][i] for r in res) % (1 << 64) for i in range(3)])
-            if len(fps) >= 3 and fps[-1] == fps[-2] == fps[-3]:
-                break  # a large and a small step changed nothing: every component is a star
-            if step >= MAX_STAR_STEPS:
-                raise RuntimeError(f"connected components did not converge in {MAX_STAR_STEPS} star steps")
-            step, sources = step + 1, [f"g{g:06d}" for g in range(nf)]
-        lab = stage("labels", range(nf), step, sources)
-        mem = stage("members", range(nf))
-        pol = stage("policy", range(parts))
-        stage("resolve", range(nf))
-        sz = stage("sizes", range(nf))
-        if out is not None and cfg.write_deduplicated:
-            from ..io import output_path
-            from ..io.write import WRITE_HOOKS
+            nf = len(files)
+            signed = stage("sign", range(nf))
+            rows = [r["rows"] for r in signed]
+            job.offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).tolist()
+            job.run_key = run_key([fingerprint, settings, device, parts, [r["stamp"] for r in signed], rows, first])
+            ex = stage("exact", range(parts))
+            if any(r["duplicate_ids"] for r in ex):
+                _raise_duplicate_ids(job, rows, index)
+            stage("bands", range(nf))
+            bk = stage("buckets", range(parts))
+            step, sources, fps = 0, [f"p{p:04d}" for p in range(parts)], []
+            while True:
+                res = stage("star", range(nf), step, step % 2 == 0, sources)
+                fps.append([sum(r["fingerprint"][i] for r in res) % (1 << 64) for i in range(3)])
+                if len(fps) >= 3 and fps[-1] == fps[-2] == fps[-3]:
+                    break  # a large and a small step changed nothing: every component is a star
+                if step >= MAX_STAR_STEPS:
+                    raise RuntimeError(f"connected components did not converge in {MAX_STAR_STEPS} star steps")
+                step, sources = step + 1, [f"g{g:06d}" for g in range(nf)]
+            lab = stage("labels", range(nf), step, sources)
+            mem = stage("members", range(nf))
+            pol = stage("policy", range(parts))
+            stage("resolve", range(nf))
+            sz = stage("sizes", range(nf))
+            if out is not None and cfg.write_deduplicated:
+                from ..io import output_path
+                from ..io.write import WRITE_HOOKS
 
-            for f in inputs:  # the output session journals what the workers will write into OUT
-                for hook in WRITE_HOOKS:
-                    hook(output_path(os.path.join(out, "deduplicated"), f))
-        wr = stage("write", range(first, nf), out)
-        if save_index is not None:
-            stage("index_rows", range(first, nf))
-        reused = sum(1 for r in signed[first:] if r.get("reused"))
+                for f in inputs:  # the output session journals what the workers will write into OUT
+                    for hook in WRITE_HOOKS:
+                        hook(output_path(os.path.join(out, "deduplicated"), f))
+            wr = stage("write", range(first, nf), out)
+            if save_index is not None:
+                stage("index_rows", range(first, nf))
+            reused = sum(1 for r in signed[first:] if r.get("reused"))
+        finally:
+            for a in actors:  # a joined cluster (or a notebook's) outlives the run: free the GPUs
+                ray.kill(a)
     stats = _stats(signed[first:], ex, bk, lab, mem, pol, sz, wr, rows[first:], parts, nodes, step)
-    stats["engine"].update({"workers": workers, "address": address, "sign_tasks_reused": reused})
+    stats["engine"].update({"workers": workers, "address": address, "sign_tasks_reused": reused,
+                            "device_workers": len(actors),
+                            "device_worker_processes": len({r["worker_pid"] for r in signed + ex if "worker_pid" in r}),
+                            "device_array_backends": sorted({r["array_backend"] for r in signed + ex + pol
+                                                             if "array_backend" in r})})
     if index is not None:
         stats["stages"]["against_index"] = {"path": index.path, "documents": rows[0],
                                             "generation": index.manifest["generation"]}
@@ -149,6 +162,17 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         stats["stages"]["index"] = _write_index(lay, save_index, cfg, index, range(first, nf))
         timings["save_index"] = time.perf_counter() - t
     return stats
+
+
+def _device_workers(ray) -> list:
+    """One DeviceWorker actor per GPU of the cluster (``num_gpus=1`` each; restarted and its task retried
+    when its process dies). Refuses a cluster without GPUs, naming the fix."""
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if gpus < 1:
+        raise RuntimeError("--device cuda with --engine ray needs GPUs in the Ray cluster, and it has none: "
+                           "start the nodes with `ray start --num-gpus N` (or run with --device cpu)")
+    cls = ray.remote(num_gpus=1, num_cpus=1, max_restarts=3, max_task_retries=3)(stages.DeviceWorker)
+    return [cls.remote() for _ in range(gpus)]
 
 
 _PER_FILE = ("sign", "bands", "star", "labels", "members", "resolve", "sizes", "write")

@@ -20,6 +20,10 @@
 With ``--against`` the index is the run's file 0 (``IndexSource``): its documents are rows 0..I-1, first
 in keep order, never removed (the policy pins them), and get no decisions, as in the local engine.
 
+With ``device="cuda"`` the map and reduce tasks (sign, exact, buckets, members, policy) run on
+``DeviceWorker`` actors, one per GPU, which keep their compiled kernels and CuPy memory pool from task to
+task; the reduces sort on the device (exact groups, band rows, LSH buckets and the policy).
+
 Every task takes a ``Job`` (the run's config, files, partition count, row offsets: no per-document state)
 and one key, returns a small dict and leaves a done marker (``Layout.done``).
 """
@@ -38,7 +42,7 @@ import pyarrow.compute as pc
 from .. import io
 from ..config import RunConfig
 from ..decisions import DECISIONS_SCHEMA, REASONS
-from ..device import set_threads
+from ..device import array_module, set_threads, to_device, to_host
 from ..lexical.bandkeys import BandKeys
 from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
 from ..lexical.exact import exact_groups
@@ -119,6 +123,27 @@ def _once(stage: str, valid=None):
         task.__name__ = f"{stage}_task"
         return task
     return wrap
+
+
+DEVICE_STAGES = ("sign", "exact", "buckets", "members", "policy")  # the map and reduce tasks of a GPU run
+
+
+class DeviceWorker:
+    """A Ray actor holding one GPU (``num_gpus=1``): it runs the map and reduce tasks of DEVICE_STAGES one
+    after another in one process, so Numba's compiled kernels and CuPy's memory pool are kept between
+    tasks (a task is a plain stage function: the same markers, retries and outputs as a CPU task)."""
+
+    def __init__(self):
+        self.tasks = 0
+
+    def run(self, stage: str, job: Job, key: int, *args) -> dict[str, Any]:
+        if stage not in DEVICE_STAGES:
+            raise ValueError(f"stage {stage!r} does not run on a device worker ({', '.join(DEVICE_STAGES)} do)")
+        self.tasks += 1
+        from ..device import array_backend
+
+        return {**globals()[stage](job, key, *args), "worker_pid": os.getpid(), "worker_task": self.tasks,
+                "array_backend": array_backend(job.device)}
 
 
 def _peak_rss() -> int:
@@ -243,7 +268,8 @@ def exact(job: Job, p: int) -> dict[str, Any]:
     h = np.stack([t["exact_lo"].to_numpy(), t["exact_hi"].to_numpy()], axis=1).astype(np.uint64) \
         if t.num_rows else np.zeros((0, 2), np.uint64)
     short = t["short"].to_numpy(zero_copy_only=False).astype(bool)
-    leader_l = exact_groups(h, _rank(cfg, t, job.n_index))
+    xp = array_module(job.device)
+    leader_l = to_host(exact_groups(to_device(h, job.device), to_device(_rank(cfg, t, job.n_index), job.device), xp))
     if not cfg.cluster.exact:
         leader_l = np.where(short, leader_l, np.arange(t.num_rows))
     dup = np.flatnonzero(leader_l != np.arange(t.num_rows))
@@ -304,7 +330,7 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
     lay = job.layout
     t = lay.read("band_rows", [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)], _BANDS)
     band, key, row = t["band"].to_numpy(), t["key"].to_numpy(), t["row"].to_numpy()
-    order = np.lexsort((row, key, band))
+    order = _order(job.device, row, key, band)
     band, key, row = band[order], key[order], row[order]
     c = row.shape[0]
     start = np.ones(c, bool)
@@ -321,6 +347,15 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
     _write_edges(job, a, b, "edges_0", f"p{p:04d}")
     return {"buckets": int((sizes >= 2).sum()), "bucket_entries": int(sizes[sizes >= 2].sum()),
             "largest_bucket": int(sizes.max()) if c else 0, "edges": int(a.shape[0])}
+
+
+def _order(device: str, *keys: np.ndarray) -> np.ndarray:
+    """np.lexsort(keys) (the last key primary): on the device with device="cuda" (one uint64 key matrix,
+    as cupy.lexsort takes it; every key here is a non-negative integer)."""
+    if device != "cuda" or not keys[0].shape[0]:
+        return np.lexsort(keys)
+    xp = array_module(device)
+    return to_host(xp.lexsort(xp.stack([to_device(np.asarray(k).astype(np.uint64), device) for k in keys])))
 
 
 def _read_edges(job: Job, stage: str, g: int, sources: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -407,10 +442,10 @@ def members(job: Job, fi: int) -> dict[str, Any]:
             sets = Index(src.path, src.manifest, None, None, None, None).shingle_sets(local)
         else:
             sets, reread = _shingle_sets_pass(cfg, job.device, [src], local, np.arange(local.shape[0]))
-        sizes = np.asarray(sets.sizes, np.int64)
-        starts = np.repeat(np.asarray(sets.offsets, np.int64), sizes)
+        sizes = np.asarray(to_host(sets.sizes), np.int64)
+        starts = np.repeat(np.asarray(to_host(sets.offsets), np.int64), sizes)
         within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        values = np.asarray(sets.hashes)[starts + within]
+        values = np.asarray(to_host(sets.hashes))[starts + within]
         list_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32 if sizes.sum() < 2**31 else np.int64)
         arr = (pa.ListArray if list_off.dtype == np.int32 else pa.LargeListArray).from_arrays(
             pa.array(list_off), pa.array(values, pa.uint64()))
@@ -439,16 +474,19 @@ def policy(job: Job, p: int) -> dict[str, Any]:
         keys = np.stack([t[band_column(b)].to_numpy() for b in range(cfg.lsh.bands)], axis=1).astype(np.uint64)
         # the index's rows come first (sorted by row): the policy pins them as the local engine does
         pinned = int(np.searchsorted(t["row"].to_numpy(), job.n_index))
-        ranked = Ranked(pinned, rank, rank, None, None, BandKeys(cfg.lsh.bands, matrix=keys, device="cpu"))
+        dev = job.device
+        ranked = Ranked(pinned, rank, to_device(rank, dev), None, None,
+                        BandKeys(cfg.lsh.bands, matrix=to_device(keys, dev), device=dev))
         groups = ExactGroups(np.arange(m, dtype=np.int64), np.zeros(m, bool), {})
-        cands: Candidates = bucket_stage(cfg, "cpu", ranked, groups)
+        cands: Candidates = bucket_stage(cfg, dev, ranked, groups)
         sets = None
         if cfg.cluster.verify:
             lst = t["shingles"].combine_chunks()
             off = np.asarray(lst.offsets.to_numpy(), np.int64)
             off = off - off[0]  # a slice's offsets point into its parent's values; flatten() is the slice's
-            sets = ShingleSets(np.asarray(lst.flatten().to_numpy(), np.uint64), off[:-1].copy(), np.diff(off))
-        rep_local, jac_local, stats = policy_stage(cfg, "cpu", ranked, cands, sets)
+            sets = ShingleSets(*(to_device(a, dev) for a in (np.asarray(lst.flatten().to_numpy(), np.uint64),
+                                                             off[:-1].copy(), np.diff(off))))
+        rep_local, jac_local, stats = policy_stage(cfg, dev, ranked, cands, sets)
         removed = np.flatnonzero(rep_local >= 0)
         rows = t["row"].to_numpy()
         near = pa.table({"row": pa.array(rows[removed]), "rep": pa.array(rows[rep_local[removed]]),

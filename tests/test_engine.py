@@ -75,6 +75,23 @@ def test_ray_equals_local(cluster, corpus, tmp_path, preset, overrides, partitio
         assert res.stats["stages"]["lsh"]["candidate_documents"] == local.stats["stages"]["lsh"]["candidate_documents"] > 0
 
 
+@pytest.mark.parametrize("overrides", [
+    {"cluster__keep_copies": 2, "cluster__keep": "longest"},
+    {"cluster__remove_clusters_larger_than": 3, "cluster__keep_copies": 3, "cluster__policy": "components",
+     "cluster__keep": "min-id"},
+])
+def test_ray_cluster_size_policies_equal_local(cluster, corpus, tmp_path, overrides):
+    """--keep-copies / --remove-clusters-larger-than: the sizes stage ranks each cluster's members, the
+    write stage keeps the same duplicates as decide.cluster_size_keeps."""
+    cfg = RunConfig(progress=False).replace(**overrides)
+    local = gpu_dedup.deduplicate(str(corpus), cfg)
+    res = gpu_dedup.deduplicate(str(corpus), cfg, work_dir=tmp_path / "w", engine="ray", partitions=3)
+    assert res.decisions.equals(local.decisions)
+    assert res.stats["counts"] == local.stats["counts"] and local.stats["counts"]["by_reason"]["kept_copy"] > 0
+    if "cluster__remove_clusters_larger_than" in overrides:
+        assert local.stats["counts"]["by_reason"]["kept_small_cluster"] > 0
+
+
 def test_ray_in_memory_table_keep_by_column(cluster, tmp_path):
     """An in-memory table (one file of the run) with keep=max:<column>: ties and NaNs as the local engine."""
     import numpy as np
@@ -122,9 +139,6 @@ def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, caps
     cfg = RunConfig(progress=False)
     with pytest.raises(ValueError, match="--engine ray does not run --exact-verify.*--engine local"):
         gpu_dedup.deduplicate(str(corpus), cfg.replace(cluster__exact_verify=True), tmp_path / "o", engine="ray")
-    with pytest.raises(ValueError, match="--engine ray does not run --remove-clusters-larger-than, --keep-copies"):
-        gpu_dedup.deduplicate(str(corpus), cfg.replace(cluster__keep_copies=2, cluster__remove_clusters_larger_than=9),
-                              tmp_path / "o", engine="ray")
     with pytest.raises(ValueError, match="shared work directory"):
         gpu_dedup.deduplicate(str(corpus), cfg, engine="ray")
     with pytest.raises(ConnectionError, match="--address 127.0.0.1:1: no Ray cluster reachable"):

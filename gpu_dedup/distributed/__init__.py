@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..decisions import REASONS
+from ..decisions import REASON_CODES, REASONS
 from . import stages
 from .cluster import probe, ray_cluster
 from .shuffle import Layout, run_key
@@ -50,8 +50,6 @@ def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None,
     """Refuse, naming the limit and the local command, what the Ray engine does not distribute yet."""
     what = [name for name, on in (("--semantic", semantic is not None), ("the filter flags", prefilter is not None),
                                   ("--exact-verify", cfg.cluster.exact_verify), ("--score", bool(cfg.scores)),
-                                  ("--remove-clusters-larger-than", cfg.cluster.remove_clusters_larger_than
-                                   is not None), ("--keep-copies", cfg.cluster.keep_copies > 1),
                                   ) if on]
     if what:
         raise ValueError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
@@ -89,7 +87,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
                          run_key=run_key([fingerprint, signing, device, parts, len(files), first, "sign"]))
         task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name)) for name in
                 ("sign", "exact", "bands", "buckets", "star", "labels", "members", "policy", "resolve", "sizes",
-                 "write", "index_rows")}
+                 "write", "index_rows", "ranks")}
         actors = _device_workers(ray) if device == "cuda" else []
         try:
 
@@ -133,6 +131,8 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
             mem = stage("members", range(nf))
             pol = stage("policy", range(parts))
             stage("resolve", range(nf))
+            if cfg.cluster.keep_copies > 1:
+                stage("ranks", range(nf))
             sz = stage("sizes", range(nf))
             if out is not None and cfg.write_deduplicated:
                 from ..io import output_path
@@ -246,6 +246,7 @@ def write_decisions(work: str, nfiles: int, path: str, first: int = 0) -> None:
 def _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step) -> dict[str, Any]:
     n = sum(rows)
     by = {r: sum(w["by_reason"][r] for w in wr) for r in REASONS}
+    by.update({r: k for r in REASON_CODES if r not in by and (k := sum(w["by_reason"].get(r, 0) for w in wr))})
     kept = sum(w["kept"] for w in wr)
     counts = {"input": n, "kept": kept, "removed": n - kept, "by_reason": by,
               "text_bytes": {"input": sum(w["text_bytes"][0] for w in wr), "kept": sum(w["text_bytes"][1] for w in wr)},

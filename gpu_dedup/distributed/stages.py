@@ -13,8 +13,11 @@
                members, exactly as the local engine runs them -> (row, representative, Jaccard) removed
     resolve    per file of leaders: a duplicate's representative is its leader's (decide.decisions_table's
                rule) -> each removed row's assignment, by its file and by its representative's file
-    sizes      per file of representatives: cluster sizes -> every member's size, by the member's file
-    write      per file: its decisions part and its deduplicated/ file
+    ranks      per file (only with keep_copies > 1): the removed rows' keep keys -> their cluster's file
+    sizes      per file of representatives: cluster sizes (and with keep_copies each member's position in
+               its cluster's keep order) -> by the member's file
+    write      per file: its decisions part (the cluster-size policies, decide.cluster_size_keeps, applied
+               to its rows) and its deduplicated/ file
     index_rows per file (--save-index): its kept rows in documents.parquet's schema
 
 With ``--against`` the index is the run's file 0 (``IndexSource``): its documents are rows 0..I-1, first
@@ -41,7 +44,7 @@ import pyarrow.compute as pc
 
 from .. import io
 from ..config import RunConfig
-from ..decisions import DECISIONS_SCHEMA, REASONS
+from ..decisions import DECISIONS_SCHEMA, REASON_CODES, REASONS
 from ..device import array_module, set_threads, to_device, to_host
 from ..lexical.bandkeys import BandKeys
 from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
@@ -542,12 +545,50 @@ def resolve(job: Job, g: int) -> dict[str, Any]:
     return {"removed": asg.num_rows}
 
 
-_SIZES = pa.schema([("row", pa.int64()), ("size", pa.int64())])
+_SIZES = pa.schema([("row", pa.int64()), ("size", pa.int64()), ("position", pa.int64())])
+
+
+@_once("ranks")
+def ranks(job: Job, h: int) -> dict[str, Any]:
+    """The removed rows of file ``h`` with their representative and keep keys, by the representative's file
+    (the sizes task ranks each cluster's members: keep_copies)."""
+    lay, offs = job.layout, job.offs()
+    asg = lay.read("assign", [f"g{g:06d}-f{h:06d}" for g in range(job.nfiles)], _ASSIGN)
+    rows, cols = asg["row"].to_numpy(), _keep_cols(job.cfg)
+    keys = _piece(job, h, cols).take(pa.array(rows - offs[h], pa.int64())) if cols else None
+    t = pa.table({"row": asg["row"], "rep": asg["rep"], **{c: keys[c] for c in cols}})
+    lay.write_split(t, file_of(asg["rep"].to_numpy(), offs), job.nfiles, "ranks", lambda g: f"h{h:06d}-f{g:06d}")
+    return {"rows": t.num_rows}
+
+
+def _positions(job: Job, h: int, reps_local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, position in their cluster's keep order) of the clusters whose representatives are file
+    ``h``'s rows ``reps_local``: the members from the ranks task, the representatives' own keys from the
+    piece; positions as decide.cluster_size_keeps (the representative is its cluster's first)."""
+    lay, offs, cols = job.layout, job.offs(), _keep_cols(job.cfg)
+    mem = lay.read("ranks", [f"h{g:06d}-f{h:06d}" for g in range(job.nfiles)])
+    reps = _piece(job, h, cols).take(pa.array(reps_local, pa.int64())) if cols else None
+    rows = np.concatenate([mem["row"].to_numpy(), reps_local + offs[h]]) if mem.num_rows else reps_local + offs[h]
+    cluster = np.concatenate([mem["rep"].to_numpy(), reps_local + offs[h]]) if mem.num_rows else rows
+    t = pa.table({"row": pa.array(rows, pa.int64()),
+                  **{c: pa.concat_arrays([mem[c].combine_chunks(), reps[c].combine_chunks()]) if mem.num_rows
+                     else reps[c].combine_chunks() for c in cols}})
+    by_row = np.argsort(rows, kind="stable")
+    rank = np.empty(rows.shape[0], np.int64)
+    rank[by_row] = _rank(job.cfg, t.take(pa.array(by_row)), job.n_index)  # _rank wants rows in row order
+    order = np.lexsort((rank, cluster))
+    grouped = cluster[order]
+    idx = np.arange(order.shape[0], dtype=np.int64)
+    starts = np.where(np.r_[True, grouped[1:] != grouped[:-1]], idx, 0) if idx.shape[0] else idx
+    position = np.empty_like(idx)
+    position[order] = idx - np.maximum.accumulate(starts) if idx.shape[0] else idx
+    return rows, position
 
 
 @_once("sizes")
 def sizes(job: Job, h: int) -> dict[str, Any]:
-    """Cluster sizes of the representatives in file ``h`` -> every member's size, by the member's file."""
+    """Cluster sizes of the representatives in file ``h`` -> every member's size (and with keep_copies its
+    position in the cluster's keep order), by the member's file."""
     lay, offs = job.layout, job.offs()
     t = lay.read("assign_by_rep", [f"g{g:06d}-f{h:06d}" for g in range(job.nfiles)],
                  pa.schema([("row", pa.int64()), ("rep", pa.int64())]))
@@ -558,7 +599,13 @@ def sizes(job: Job, h: int) -> dict[str, Any]:
     reps = np.unique(local)
     rows = np.concatenate([t["row"].to_numpy(), reps + offs[h]])
     size = np.concatenate([count[local], count[reps]]).astype(np.int64)
-    out = pa.table({"row": pa.array(rows, pa.int64()), "size": pa.array(size)}, schema=_SIZES)
+    position = np.zeros(rows.shape[0], np.int64)
+    if job.cfg.cluster.keep_copies > 1 and rows.shape[0]:
+        prow, ppos = _positions(job, h, reps)
+        srt = np.argsort(prow)
+        position = ppos[srt[np.searchsorted(prow[srt], rows)]]  # every row of ``rows`` is in ``prow``, once
+    out = pa.table({"row": pa.array(rows, pa.int64()), "size": pa.array(size), "position": pa.array(position)},
+                   schema=_SIZES)
     lay.write_split(out, file_of(rows, offs), job.nfiles, "sizes", lambda g: f"h{h:06d}-f{g:06d}")
     return {"clusters": int(reps.shape[0]), "largest": int(count.max()) if reps.shape[0] else 0}
 
@@ -577,11 +624,23 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
     cluster = np.arange(row0, row0 + n, dtype=np.int64) - job.n_index
     jac = np.full(n, np.nan)
     size = np.ones(n, np.int64)
+    position = np.zeros(n, np.int64)
     size[sz["row"].to_numpy() - row0] = sz["size"].to_numpy()
+    position[sz["row"].to_numpy() - row0] = sz["position"].to_numpy()
     reason[size > 1] = REASONS.index("representative")
     al = asg["row"].to_numpy() - row0
     keep[al] = False
     reason[al] = asg["reason"].to_numpy()
+    cl = cfg.cluster
+    if cl.remove_clusters_larger_than is not None or cl.keep_copies > 1:
+        # decide.cluster_size_keeps on this file's rows: the same masks, from sizes and positions
+        removed = ~keep
+        small = removed & (size <= cl.remove_clusters_larger_than) if cl.remove_clusters_larger_than is not None \
+            else np.zeros(n, bool)
+        copy = removed & (position < cl.keep_copies) & ~small if cl.keep_copies > 1 else np.zeros(n, bool)
+        reason[small] = REASON_CODES.index("kept_small_cluster")
+        reason[copy] = REASON_CODES.index("kept_copy")
+        keep = keep | small | copy
     rep = asg["rep"].to_numpy()
     cluster[al] = np.where(rep < job.n_index, -1 - rep, rep - job.n_index)  # decide.decisions_table's ids
     jac[al] = asg["jaccard"].to_numpy()
@@ -595,7 +654,7 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
     f = job.files[fi]
     decisions = pa.table({
         "id": ids, "keep": pa.array(keep),
-        "reason": pa.DictionaryArray.from_arrays(pa.array(reason), pa.array(REASONS)).cast(pa.string()),
+        "reason": pa.DictionaryArray.from_arrays(pa.array(reason), pa.array(REASON_CODES)).cast(pa.string()),
         "cluster_id": pa.array(cluster, pa.int64()), "representative_id": rep_ids, "matched_id": matched,
         "jaccard": pa.array(jac, pa.float64(), from_pandas=True), "cluster_size": pa.array(size, pa.int64()),
         "source": pa.array([f.relpath] * n, pa.string()),
@@ -606,7 +665,7 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
         written = io.write_kept([f], keep, os.path.join(out, "deduplicated"), id_field=cfg.id_field,
                                 text_field=cfg.text_field, on_error=cfg.on_error, file_rows=[n], read_threads=1)
     tb, words = piece["text_bytes"].to_numpy(), piece["words"].to_numpy()
-    return {"rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASONS)},
+    return {"rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
             "kept": int(keep.sum()), "text_bytes": [int(tb.sum()), int(tb[keep].sum())],
             "words": [int(words.sum()), int(words[keep].sum())], "deduplicated": written,
             "largest_cluster": int(size.max()) if n else 0, "clusters_with_duplicates": int((reason == 1).sum())}

@@ -245,3 +245,27 @@ def test_ray_device_workers_equal_cpu(cluster, tmp_path):
     eng = res.stats["engine"]
     assert eng["device_workers"] == 1 and eng["device_worker_processes"] == 1  # one process kept every task
     assert eng["device_array_backends"] == ["strict"]  # the workers ran the device code, not NumPy
+
+
+def test_filter_on_ray_equals_local(cluster, corpus, tmp_path):
+    """filter --engine ray: one scoring task per file; scores.parquet and filtered/ byte for byte the local
+    run's, with the Gopher rules and DSIR (raw feature counts summed from the tasks)."""
+    from gpu_dedup.cli import main
+
+    target = tmp_path / "target.jsonl"
+    target.write_text("".join(json.dumps({"text": r["text"]}) + "\n"
+                              for r in make_corpus(40, seed=2, mean_words=40, template_families=0).to_pylist()))
+    args = ["filter", str(corpus), "--rules", "gopher", "--dsir-target", str(target), "--select", "0.5", "-q"]
+    assert main(args + ["-o", str(tmp_path / "local")]) == 0
+    assert main(args + ["-o", str(tmp_path / "ray"), "--engine", "ray"]) == 0
+    a, b = tmp_path / "local", tmp_path / "ray"
+    assert (a / "scores.parquet").read_bytes() == (b / "scores.parquet").read_bytes()
+    fa = sorted(p.relative_to(a / "filtered") for p in (a / "filtered").rglob("*") if p.is_file())
+    assert fa and fa == sorted(p.relative_to(b / "filtered") for p in (b / "filtered").rglob("*") if p.is_file())
+    for rel in fa:
+        assert (a / "filtered" / rel).read_bytes() == (b / "filtered" / rel).read_bytes(), rel
+    scores = pq.read_table(a / "scores.parquet")
+    assert 0 < pc.sum(scores["keep"]).as_py() < scores.num_rows
+    run = json.loads((b / "run.json").read_text())
+    assert run["engine"] == {"name": "ray", "workers": None, "address": None, "tasks": 4}
+    assert main(["filter", str(corpus), "-o", str(tmp_path / "x"), "--rules", "gopher", "--workers", "2"]) != 0

@@ -247,10 +247,13 @@ def test_ray_device_workers_equal_cpu(cluster, tmp_path):
     assert eng["device_array_backends"] == ["strict"]  # the workers ran the device code, not NumPy
 
 
-def test_filter_on_ray_equals_local(cluster, corpus, tmp_path):
+def test_filter_on_ray_equals_local(cluster, corpus, tmp_path, monkeypatch):
     """filter --engine ray: one scoring task per file; scores.parquet and filtered/ byte for byte the local
     run's, with the Gopher rules and DSIR (raw feature counts summed from the tasks)."""
     from gpu_dedup.cli import main
+
+    # report.html (matplotlib, slow, tested in test_filter.py) is made from these same outputs
+    monkeypatch.setattr("gpu_dedup.filters.report.write_filter_report", lambda out: None)
 
     target = tmp_path / "target.jsonl"
     target.write_text("".join(json.dumps({"text": r["text"]}) + "\n"

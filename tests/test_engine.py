@@ -272,3 +272,25 @@ def test_filter_on_ray_equals_local(cluster, corpus, tmp_path, monkeypatch):
     run = json.loads((b / "run.json").read_text())
     assert run["engine"] == {"name": "ray", "workers": None, "address": None, "tasks": 4}
     assert main(["filter", str(corpus), "-o", str(tmp_path / "x"), "--rules", "gopher", "--workers", "2"]) != 0
+
+
+def test_ray_score_keep_equals_local(cluster, corpus, tmp_path):
+    """--score hq=MODEL --keep max:hq_score: the sign tasks score each batch (a fastText model on a path
+    every worker reads), the keep order and so the decisions equal the local engine's."""
+    fasttext = pytest.importorskip("fasttext")
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    words = make_corpus(60, seed=3, mean_words=30, template_families=0)["text"].to_pylist()
+    train = tmp_path / "train.txt"
+    train.write_text("".join(f"__label__{'hq' if i % 2 else 'lq'} {' '.join(rng.permutation(t.split())[:12])}\n"
+                             for i, t in enumerate(words)))
+    model = tmp_path / "hq.bin"
+    fasttext.train_supervised(str(train), epoch=2, dim=4, bucket=2000, thread=1, seed=1, verbose=0) \
+        .save_model(str(model))
+    cfg = RunConfig(progress=False).replace(scores=(f"hq={model}",), cluster__keep="max:hq_score")
+    local = gpu_dedup.deduplicate(str(corpus), cfg)
+    res = gpu_dedup.deduplicate(str(corpus), cfg, work_dir=tmp_path / "w", engine="ray", partitions=2)
+    assert res.decisions.equals(local.decisions) and local.removed > 0
+    first = gpu_dedup.deduplicate(str(corpus), RunConfig(progress=False))
+    assert not first.decisions["keep"].equals(local.decisions["keep"])  # the score changed which copy stays

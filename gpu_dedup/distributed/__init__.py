@@ -49,8 +49,7 @@ MAX_STAR_STEPS = 200  # large-star / small-star converge in O(log^2 n) rounds (K
 def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None, prefilter=None) -> None:
     """Refuse, naming the limit and the local command, what the Ray engine does not distribute yet."""
     what = [name for name, on in (("--semantic", semantic is not None), ("the filter flags", prefilter is not None),
-                                  ("--exact-verify", cfg.cluster.exact_verify), ("--score", bool(cfg.scores)),
-                                  ) if on]
+                                  ("--exact-verify", cfg.cluster.exact_verify)) if on]
     if what:
         raise ValueError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
                          "(the same decisions, one process)")

@@ -2,6 +2,8 @@
 dir, with no per-document state in the driver (it holds file lists, partition counts and per-file row counts).
 
     probe      every node: same gpu-dedup version and contract, the work dir visible (cluster.py)
+               (the tasks: stages.py and the GPU actor; those of --against / --save-index / --keep-copies:
+               options.py; what they share: rows.py)
     sign       per file: pass 1, the piece, exact rows by hash range                  (stages.py, and so on)
     exact      per hash range: exact groups
     bands      per file: the leaders' band rows by key range
@@ -17,7 +19,7 @@ dir, with no per-document state in the driver (it holds file lists, partition co
     index_rows per file (--save-index): its kept rows; the driver streams the parent index and the parts
                into the new index's documents.parquet (index.IndexWriter), one part at a time
 
-``--against``: the index is file 0 of every stage (stages.IndexSource): rows 0..I-1, first in keep order,
+``--against``: the index is file 0 of every stage (options.IndexSource): rows 0..I-1, first in keep order,
 pinned, with no decisions part, exactly as the local engine puts it in front of the input's rows.
 
 Every task is idempotent (atomic writes, then a done marker): Ray retries a task whose worker died, and
@@ -37,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..decisions import REASON_CODES, REASONS
-from . import stages
+from . import options, stages
 from .cluster import probe, ray_cluster
 from .shuffle import Layout, run_key
 
@@ -65,7 +67,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     inputs = files
     first = 1 if index is not None else 0
     if index is not None:
-        files = [stages.IndexSource(index.path, index.manifest)] + list(files)
+        files = [options.IndexSource(index.path, index.manifest)] + list(files)
     if save_index is not None:
         from ..index import check_extends
 
@@ -84,9 +86,9 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         signing = {**settings, "cluster": {"keep": cfg.cluster.keep}}  # pass 1 needs no policy setting
         job = stages.Job(cfg, device, files, work, parts, first=first,
                          run_key=run_key([fingerprint, signing, device, parts, len(files), first, "sign"]))
-        task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name)) for name in
-                ("sign", "exact", "bands", "buckets", "star", "labels", "members", "policy", "resolve", "sizes",
-                 "write", "index_rows", "ranks")}
+        task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name, None) or getattr(options, name))
+                for name in ("sign", "exact", "bands", "buckets", "star", "labels", "members", "policy", "resolve",
+                             "sizes", "write", "index_rows", "ranks")}
         actors = _device_workers(ray) if device == "cuda" else []
         try:
 

@@ -13,14 +13,15 @@
                members, exactly as the local engine runs them -> (row, representative, Jaccard) removed
     resolve    per file of leaders: a duplicate's representative is its leader's (decide.decisions_table's
                rule) -> each removed row's assignment, by its file and by its representative's file
-    ranks      per file (only with keep_copies > 1): the removed rows' keep keys -> their cluster's file
+    ranks      per file (only with keep_copies > 1; options.py): the removed rows' keep keys -> their
+               cluster's file
     sizes      per file of representatives: cluster sizes (and with keep_copies each member's position in
                its cluster's keep order) -> by the member's file
     write      per file: its decisions part (the cluster-size policies, decide.cluster_size_keeps, applied
                to its rows) and its deduplicated/ file
-    index_rows per file (--save-index): its kept rows in documents.parquet's schema
+    index_rows per file (--save-index; options.py): its kept rows in documents.parquet's schema
 
-With ``--against`` the index is the run's file 0 (``IndexSource``): its documents are rows 0..I-1, first
+With ``--against`` the index is the run's file 0 (``options.IndexSource``): its documents are rows 0..I-1, first
 in keep order, never removed (the policy pins them), and get no decisions, as in the local engine.
 
 With ``device="cuda"`` the map and reduce tasks (sign, exact, buckets, members, policy) run on
@@ -34,8 +35,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,89 +42,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import io
-from ..config import RunConfig
 from ..decisions import DECISIONS_SCHEMA, REASON_CODES, REASONS
-from ..device import array_module, set_threads, to_device, to_host
+from ..device import array_module, to_device, to_host
 from ..lexical.bandkeys import BandKeys
 from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
 from ..lexical.exact import exact_groups
 from ..lexical.minhash import permutation_params
-from ..lexical.policy import keep_rank
 from ..lexical.signatures import _compute_file, _piece_of
 from ..lexical.verify import ShingleSets, _shingle_sets_pass
-from ..workdir import band_column, checkpoint
-from .shuffle import Layout, file_of, key_partition, mix64
+from ..workdir import band_column
+from .options import IndexSource, _index_piece, _positions
+from .rows import _ASSIGN, Job, _keep_cols, _once, _piece, _rank
+from .shuffle import file_of, key_partition, mix64
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class IndexSource:
-    """The ``--against`` index as file 0 of a Ray run (its path and manifest; the rows are read by tasks)."""
-
-    path: str
-    manifest: dict
-    relpath: str = "<index>"
-    fmt: str = "index"
-
-    def stamp(self) -> dict:
-        m = self.manifest
-        return {"index": os.path.abspath(self.path), "generation": m["generation"], "documents": m["documents"],
-                "created": m.get("created"), "contract_fingerprint": m.get("contract_fingerprint")}
-
-
-@dataclass
-class Job:
-    """What every task gets: the run's config, device, input files, work dir, key-range partitions P,
-    the row offsets of the files (int (F+1,), after the sign stage) and the run key of the markers."""
-
-    cfg: RunConfig
-    device: str
-    files: list
-    work: str
-    partitions: int
-    offsets: list[int] | None = None
-    run_key: str = ""
-    first: int = 0  # the first input file: 1 when files[0] is the --against index
-
-    @property
-    def n_index(self) -> int:
-        """Rows of the --against index (0 without one): rows 0..n_index-1."""
-        return int(self.offsets[self.first]) if self.first else 0
-
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.work)
-
-    @property
-    def nfiles(self) -> int:
-        return len(self.files)
-
-    def offs(self) -> np.ndarray:
-        return np.asarray(self.offsets, np.int64)
-
-
-def _once(stage: str, valid=None):
-    """Run the task unless its done marker holds a result for this run key (then return that result);
-    ``valid(job, key, result)``: a further check of a stored result (the sign stage's input stamp)."""
-    def wrap(fn):
-        def task(job: Job, key: int, *args):
-            set_threads(job.cfg.threads or 1)
-            lay = job.layout
-            # a component step's marker names its step too
-            name = f"{key}-s{args[0]}" if args and type(args[0]) is int else str(key)
-            found = lay.done(stage, name, job.run_key)
-            if found is not None and (valid is None or valid(job, key, found)):
-                return {**found, "reused": True}
-            t = time.perf_counter()
-            result = fn(job, key, *args)
-            checkpoint(f"ray-{stage}")  # outputs written, marker not yet (the fault tests kill a worker here)
-            result["seconds"] = time.perf_counter() - t
-            result["peak_rss_bytes"] = _peak_rss()
-            return lay.finish(stage, name, job.run_key, result)
-        task.__name__ = f"{stage}_task"
-        return task
-    return wrap
 
 
 DEVICE_STAGES = ("sign", "exact", "buckets", "members", "policy")  # the map and reduce tasks of a GPU run
@@ -147,41 +77,6 @@ class DeviceWorker:
 
         return {**globals()[stage](job, key, *args), "worker_pid": os.getpid(), "worker_task": self.tasks,
                 "array_backend": array_backend(job.device)}
-
-
-def _peak_rss() -> int:
-    """This worker process's peak resident memory so far (bytes; Linux reports KiB)."""
-    import resource
-    import sys
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
-
-
-def _keep_cols(cfg: RunConfig) -> list[str]:
-    """The piece columns the keep rank needs besides the row (policy.keep_rank's inputs)."""
-    keep = cfg.cluster.keep
-    return {"first": [], "longest": ["text_bytes"], "min-id": ["id"]}.get(keep, ["keep_value"])
-
-
-def _rank(cfg: RunConfig, t: pa.Table, n_index: int = 0) -> np.ndarray:
-    """Keep order of the rows of ``t`` (sorted by global row, column "row"): their order among the run's
-    rows, since keep_rank breaks ties by position; an index's rows (< n_index) first, in row order."""
-    if n_index and t.num_rows:
-        k = int(np.searchsorted(t["row"].to_numpy(), n_index))
-        if k:
-            return np.concatenate([np.arange(k, dtype=np.int64), k + _rank(cfg, t.slice(k))])
-    n = t.num_rows
-    return keep_rank(cfg.cluster.keep, n=n,
-                     text_bytes=t["text_bytes"].to_numpy() if "text_bytes" in t.column_names else None,
-                     ids=t["id"].combine_chunks() if "id" in t.column_names else None,
-                     values=t["keep_value"].to_numpy() if "keep_value" in t.column_names else None)
-
-
-def _piece(job: Job, fi: int, columns=None) -> pa.Table:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=columns)
 
 
 def _same_input(job: Job, fi: int, result: dict) -> bool:
@@ -226,27 +121,6 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
                     "ids", lambda p: f"f{fi:06d}-p{p:04d}")
     return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": stamp,
             "text_bytes": int(pc.sum(piece["text_bytes"]).as_py() or 0)}
-
-
-def _index_piece(cfg: RunConfig, src: IndexSource) -> pa.Table:
-    """The index's documents as a piece (the input pieces' schema; lengths and keep values 0: the index's
-    rows rank first by position, _rank)."""
-    import pyarrow.parquet as pq
-
-    from ..config import keep_column
-    from ..workdir import piece_table
-
-    t = pq.read_table(os.path.join(src.path, "documents.parquet"), columns=["id", "exact_lo", "exact_hi", "short",
-                                                                             "band_keys"])
-    n = t.num_rows
-    keys = np.asarray(t["band_keys"].combine_chunks().flatten().to_numpy(zero_copy_only=False), np.uint64) \
-        .reshape(n, cfg.lsh.bands)
-    exact = np.stack([t["exact_lo"].to_numpy(), t["exact_hi"].to_numpy()], axis=1).astype(np.uint64) \
-        if n else np.zeros((0, 2), np.uint64)
-    short = np.asarray(t["short"].to_numpy(zero_copy_only=False), bool)
-    zeros = np.zeros(n, np.int64)
-    return piece_table(t["id"].combine_chunks(), zeros, zeros, exact, (~short).astype(np.int64), keys,
-                       np.zeros(n) if keep_column(cfg.cluster.keep) else None)
 
 
 def _id_hashes(ids) -> np.ndarray:
@@ -501,10 +375,6 @@ def policy(job: Job, p: int) -> dict[str, Any]:
     return stats
 
 
-_ASSIGN = pa.schema([("row", pa.int64()), ("rep", pa.int64()), ("reason", pa.int8()), ("jaccard", pa.float64()),
-                     ("rep_id", pa.string()), ("matched_id", pa.string())])
-
-
 @_once("resolve")
 def resolve(job: Job, g: int) -> dict[str, Any]:
     """Assignments of the removed rows whose leader (exact) or self (near) lies in file ``g``."""
@@ -546,43 +416,6 @@ def resolve(job: Job, g: int) -> dict[str, Any]:
 
 
 _SIZES = pa.schema([("row", pa.int64()), ("size", pa.int64()), ("position", pa.int64())])
-
-
-@_once("ranks")
-def ranks(job: Job, h: int) -> dict[str, Any]:
-    """The removed rows of file ``h`` with their representative and keep keys, by the representative's file
-    (the sizes task ranks each cluster's members: keep_copies)."""
-    lay, offs = job.layout, job.offs()
-    asg = lay.read("assign", [f"g{g:06d}-f{h:06d}" for g in range(job.nfiles)], _ASSIGN)
-    rows, cols = asg["row"].to_numpy(), _keep_cols(job.cfg)
-    keys = _piece(job, h, cols).take(pa.array(rows - offs[h], pa.int64())) if cols else None
-    t = pa.table({"row": asg["row"], "rep": asg["rep"], **{c: keys[c] for c in cols}})
-    lay.write_split(t, file_of(asg["rep"].to_numpy(), offs), job.nfiles, "ranks", lambda g: f"h{h:06d}-f{g:06d}")
-    return {"rows": t.num_rows}
-
-
-def _positions(job: Job, h: int, reps_local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, position in their cluster's keep order) of the clusters whose representatives are file
-    ``h``'s rows ``reps_local``: the members from the ranks task, the representatives' own keys from the
-    piece; positions as decide.cluster_size_keeps (the representative is its cluster's first)."""
-    lay, offs, cols = job.layout, job.offs(), _keep_cols(job.cfg)
-    mem = lay.read("ranks", [f"h{g:06d}-f{h:06d}" for g in range(job.nfiles)])
-    reps = _piece(job, h, cols).take(pa.array(reps_local, pa.int64())) if cols else None
-    rows = np.concatenate([mem["row"].to_numpy(), reps_local + offs[h]]) if mem.num_rows else reps_local + offs[h]
-    cluster = np.concatenate([mem["rep"].to_numpy(), reps_local + offs[h]]) if mem.num_rows else rows
-    t = pa.table({"row": pa.array(rows, pa.int64()),
-                  **{c: pa.concat_arrays([mem[c].combine_chunks(), reps[c].combine_chunks()]) if mem.num_rows
-                     else reps[c].combine_chunks() for c in cols}})
-    by_row = np.argsort(rows, kind="stable")
-    rank = np.empty(rows.shape[0], np.int64)
-    rank[by_row] = _rank(job.cfg, t.take(pa.array(by_row)), job.n_index)  # _rank wants rows in row order
-    order = np.lexsort((rank, cluster))
-    grouped = cluster[order]
-    idx = np.arange(order.shape[0], dtype=np.int64)
-    starts = np.where(np.r_[True, grouped[1:] != grouped[:-1]], idx, 0) if idx.shape[0] else idx
-    position = np.empty_like(idx)
-    position[order] = idx - np.maximum.accumulate(starts) if idx.shape[0] else idx
-    return rows, position
 
 
 @_once("sizes")
@@ -670,25 +503,3 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
             "words": [int(words.sum()), int(words[keep].sum())], "deduplicated": written,
             "largest_cluster": int(size.max()) if n else 0, "clusters_with_duplicates": int((reason == 1).sum())}
 
-
-@_once("index_rows")
-def index_rows(job: Job, fi: int) -> dict[str, Any]:
-    """File ``fi``'s kept rows in documents.parquet's schema (index.kept_rows: shingle sets read again)."""
-    import pyarrow.parquet as pq
-
-    from ..index import DOCUMENTS_SCHEMA, documents_table, kept_rows
-
-    cfg, lay = job.cfg, job.layout
-    keep = np.asarray(pq.read_table(lay.path("decisions", f"f{fi:06d}"), columns=["keep"])["keep"]
-                      .to_numpy(zero_copy_only=False), bool)
-    kept = np.flatnonzero(keep)
-    piece = _piece(job, fi, ["id", "exact_lo", "exact_hi", "nshingles"] + [band_column(b) for b in range(cfg.lsh.bands)])
-    n = piece.num_rows
-    exact = np.stack([piece["exact_lo"].to_numpy(), piece["exact_hi"].to_numpy()], axis=1).astype(np.uint64) \
-        if n else np.zeros((0, 2), np.uint64)
-    band = np.stack([piece[band_column(b)].to_numpy()[kept] for b in range(cfg.lsh.bands)], axis=1) \
-        .astype(np.uint64) if n else np.zeros((0, cfg.lsh.bands), np.uint64)
-    tables = [documents_table(*part) for part in kept_rows(cfg, [job.files[fi]], kept, piece["id"].combine_chunks(),
-                                                          exact, piece["nshingles"].to_numpy() == 0, band)]
-    lay.write(pa.concat_tables(tables) if tables else DOCUMENTS_SCHEMA.empty_table(), "index_rows", f"f{fi:06d}")
-    return {"rows": int(kept.shape[0])}

@@ -152,6 +152,25 @@ def check_index_target(path: str, against: str | None = None) -> None:
                          "or empty directory")
 
 
+DOCUMENTS_SCHEMA = pa.schema([("id", pa.string()), ("exact_lo", pa.uint64()), ("exact_hi", pa.uint64()),
+                              ("short", pa.bool_()), ("band_keys", pa.list_(pa.uint64())),
+                              ("shingles", pa.list_(pa.uint64()))])
+
+
+def documents_table(ids: pa.Array, exact: np.ndarray, short: np.ndarray, band_keys: np.ndarray,
+                    shingles: pa.Array | None) -> pa.Table:
+    """Rows of documents.parquet (DOCUMENTS_SCHEMA): ids (n,), exact uint64 (n, 2), short bool (n,),
+    band_keys uint64 (n, bands), shingles list<uint64> (n,) or None (no verification: nulls)."""
+    n = len(ids)
+    bands = band_keys.shape[1]
+    keys = pa.ListArray.from_arrays(pa.array(np.arange(0, (n + 1) * bands, bands, dtype=np.int32)),
+                                    pa.array(np.ascontiguousarray(band_keys).reshape(-1), pa.uint64()))
+    if shingles is None:
+        shingles = pa.nulls(n, pa.list_(pa.uint64()))
+    return pa.table([ids.cast(pa.string()), pa.array(exact[:, 0], pa.uint64()), pa.array(exact[:, 1], pa.uint64()),
+                     pa.array(short), keys, shingles.cast(pa.list_(pa.uint64()))], schema=DOCUMENTS_SCHEMA)
+
+
 class IndexWriter:
     """Streams index rows into documents.parquet; ``close`` writes the manifest (atomically, last)."""
 
@@ -163,26 +182,19 @@ class IndexWriter:
         self.rows = 0
         self._stack = ExitStack()  # documents.parquet's temporary: renamed into place by close, else removed
         self._tmp = self._stack.enter_context(io.atomic_path(os.path.join(path, "documents.parquet")))
-        schema = pa.schema([("id", pa.string()), ("exact_lo", pa.uint64()), ("exact_hi", pa.uint64()),
-                            ("short", pa.bool_()), ("band_keys", pa.list_(pa.uint64())),
-                            ("shingles", pa.list_(pa.uint64()))])
-        self._writer = pq.ParquetWriter(self._tmp, schema)
-        self.schema = schema
+        self._writer = pq.ParquetWriter(self._tmp, DOCUMENTS_SCHEMA)
+        self.schema = DOCUMENTS_SCHEMA
 
     def write(self, ids: pa.Array, exact: np.ndarray, short: np.ndarray, band_keys: np.ndarray,
               shingles: pa.Array | None) -> None:
-        n = len(ids)
-        if n == 0:
-            return
-        bands = band_keys.shape[1]
-        keys = pa.ListArray.from_arrays(pa.array(np.arange(0, (n + 1) * bands, bands, dtype=np.int32)),
-                                        pa.array(np.ascontiguousarray(band_keys).reshape(-1), pa.uint64()))
-        if shingles is None:
-            shingles = pa.nulls(n, pa.list_(pa.uint64()))
-        self._writer.write_table(pa.table([ids.cast(pa.string()), pa.array(exact[:, 0], pa.uint64()),
-                                           pa.array(exact[:, 1], pa.uint64()), pa.array(short), keys,
-                                           shingles.cast(pa.list_(pa.uint64()))], schema=self.schema))
-        self.rows += n
+        if len(ids):
+            self._writer.write_table(documents_table(ids, exact, short, band_keys, shingles))
+            self.rows += len(ids)
+
+    def write_table(self, table: pa.Table) -> None:
+        """Append rows already in the index schema (a Ray task's part of the new index)."""
+        self._writer.write_table(table.cast(self.schema))
+        self.rows += table.num_rows
 
     def copy_parent(self) -> None:
         """Append every row of the parent index (documents already deduplicated)."""
@@ -230,11 +242,7 @@ def write_index(path: str, cfg: RunConfig, device: str, files, docs: Documents, 
                 index: Index | None = None) -> dict[str, Any]:
     """Save the kept documents (after the ``against`` index's, when given) as a new index. With
     verification the kept documents' shingle sets are hashed again in one streaming pass."""
-    if index is not None and os.path.abspath(path) == os.path.abspath(index.path):
-        raise ValueError(f"--save-index {path!r} is the index being read; indexes are versioned: write the "
-                         "next generation to a new directory")
-    if index is not None and cfg.cluster.verify and not index.manifest["has_shingles"]:
-        raise ValueError(f"index {index.path!r} has no shingle sets, so an index with them cannot extend it")
+    check_extends(path, cfg, index)
     writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=index)
     try:
         _write_rows(writer, cfg, device, files, docs, keep_mask)
@@ -246,22 +254,37 @@ def write_index(path: str, cfg: RunConfig, device: str, files, docs: Documents, 
     return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}
 
 
+def check_extends(path: str, cfg: RunConfig, index: Index | None) -> None:
+    """Refuse a new index that would overwrite the ``against`` one, or add shingle sets to one without."""
+    if index is not None and os.path.abspath(path) == os.path.abspath(index.path):
+        raise ValueError(f"--save-index {path!r} is the index being read; indexes are versioned: write the "
+                         "next generation to a new directory")
+    if index is not None and cfg.cluster.verify and not index.manifest["has_shingles"]:
+        raise ValueError(f"index {index.path!r} has no shingle sets, so an index with them cannot extend it")
+
+
 def _write_rows(writer: IndexWriter, cfg: RunConfig, device: str, files, docs: Documents,
                 keep_mask: np.ndarray) -> None:
     writer.copy_parent()
-    ids = docs.ids
-    exact = to_host(docs.exact)
-    short = to_host(docs.nshingles) == 0
     kept = np.flatnonzero(keep_mask)
     band = docs.keys.rows(to_device(kept, device))  # (kept, bands): row j belongs to kept[j]
+    for part in kept_rows(cfg, files, kept, docs.ids, to_host(docs.exact), to_host(docs.nshingles) == 0, band):
+        writer.write(*part)
+
+
+def kept_rows(cfg: RunConfig, files, kept: np.ndarray, ids: pa.Array, exact: np.ndarray, short: np.ndarray,
+              band: np.ndarray):
+    """``IndexWriter.write``'s arguments for the rows ``kept`` (int64, sorted) of ``files``: ids, exact and
+    short over all the files' rows, band (len(kept), bands) the kept rows' keys. With verification the
+    shingle sets are hashed again from a read of those rows (the local and the Ray engine share this)."""
     if not cfg.cluster.verify:
-        writer.write(ids.take(pa.array(kept)), exact[kept], short[kept], band, None)
-    else:
-        lo = 0
-        for rows, text in prefetched(io.iter_rows(files, kept, **cfg.reader_options())):
-            hi = lo + rows.shape[0]
-            norm = normalize_text(text, cfg.normalize)
-            lists = shingles_as_lists(shingle_sets(norm, np.arange(rows.shape[0]), cfg.shingle))
-            lists = pa.compute.if_else(pa.array(short[rows]), pa.nulls(len(rows), lists.type), lists)
-            writer.write(ids.take(pa.array(rows)), exact[rows], short[rows], band[lo:hi], lists)
-            lo = hi
+        yield ids.take(pa.array(kept)), exact[kept], short[kept], band, None
+        return
+    lo = 0
+    for rows, text in prefetched(io.iter_rows(files, kept, **cfg.reader_options())):
+        hi = lo + rows.shape[0]
+        norm = normalize_text(text, cfg.normalize)
+        lists = shingles_as_lists(shingle_sets(norm, np.arange(rows.shape[0]), cfg.shingle))
+        lists = pa.compute.if_else(pa.array(short[rows]), pa.nulls(len(rows), lists.type), lists)
+        yield ids.take(pa.array(rows)), exact[rows], short[rows], band[lo:hi], lists
+        lo = hi

@@ -162,7 +162,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
              roots=roots, flag="overwrite=True"):
         if engine == "ray":
             result = _run_ray(cfg, device, threads=threads, t_start=t_start, files=files, out=out, work=wd,
-                              workers=workers, address=address, partitions=partitions, resume=resume)
+                              workers=workers, address=address, partitions=partitions, resume=resume,
+                              index=index, save_index=os.fspath(save_index) if save_index is not None else None)
             logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
             return result
         # a scoped run's pieces hold its scope values: reused only by a run of the same scope field
@@ -260,17 +261,19 @@ class _FileDecisions(DedupResult):
 
 
 def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files, out: str | None, work: str,
-             workers, address, partitions, resume: bool) -> DedupResult:
+             workers, address, partitions, resume: bool, index=None, save_index: str | None = None) -> DedupResult:
     """``deduplicate`` on the Ray engine (gpu_dedup/distributed/): tasks compute and write everything."""
     from . import distributed
 
     timings: dict[str, float] = {}
     fp = contract_fingerprint(contract(cfg))
     got = distributed.run(files, cfg, device, work=work, out=out, workers=workers, address=address,
-                          partitions=partitions, resume=resume, timings=timings, fingerprint=fp)
+                          partitions=partitions, resume=resume, timings=timings, fingerprint=fp, index=index,
+                          save_index=save_index)
     path = os.path.join(out if out is not None else work, "decisions.parquet")
     checkpoint("decisions")
-    distributed.write_decisions(work, len(files), path)
+    first = 1 if index is not None else 0  # an --against index is the Ray run's file 0 (no decisions)
+    distributed.write_decisions(work, len(files) + first, path, first)
     stats = {"gpu_dedup_version": __version__,
              "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
              "device": device, "array_backend": array_backend(device), "threads": threads,

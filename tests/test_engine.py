@@ -5,6 +5,7 @@ import json
 import os
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -19,8 +20,12 @@ ray = pytest.importorskip("ray")
 def cluster(tmp_path_factory):
     faults = tmp_path_factory.mktemp("faults")
     os.environ["GPU_DEDUP_RAY_FAULTS"] = str(faults)  # inherited by the workers (gpu_dedup.testing.faults)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"worker_process_setup_hook": "gpu_dedup.testing.faults.ray_worker_faults"})
+    # one fake GPU (a resource only: the device workers schedule on this GPU-less machine) and the
+    # simulator + strict backend of conftest in every worker process
+    sim = {k: os.environ[k] for k in ("NUMBA_ENABLE_CUDASIM", "GPU_DEDUP_STRICT_DEVICE") if k in os.environ}
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
+             runtime_env={"worker_process_setup_hook": "gpu_dedup.testing.faults.ray_worker_faults",
+                          "env_vars": sim})
     yield faults
     ray.shutdown()
     os.environ.pop("GPU_DEDUP_RAY_FAULTS", None)
@@ -70,6 +75,23 @@ def test_ray_equals_local(cluster, corpus, tmp_path, preset, overrides, partitio
         assert res.stats["stages"]["lsh"]["candidate_documents"] == local.stats["stages"]["lsh"]["candidate_documents"] > 0
 
 
+@pytest.mark.parametrize("overrides", [
+    {"cluster__keep_copies": 2, "cluster__keep": "longest"},
+    {"cluster__remove_clusters_larger_than": 3, "cluster__keep_copies": 3, "cluster__policy": "components",
+     "cluster__keep": "min-id"},
+])
+def test_ray_cluster_size_policies_equal_local(cluster, corpus, tmp_path, overrides):
+    """--keep-copies / --remove-clusters-larger-than: the sizes stage ranks each cluster's members, the
+    write stage keeps the same duplicates as decide.cluster_size_keeps."""
+    cfg = RunConfig(progress=False).replace(**overrides)
+    local = gpu_dedup.deduplicate(str(corpus), cfg)
+    res = gpu_dedup.deduplicate(str(corpus), cfg, work_dir=tmp_path / "w", engine="ray", partitions=3)
+    assert res.decisions.equals(local.decisions)
+    assert res.stats["counts"] == local.stats["counts"] and local.stats["counts"]["by_reason"]["kept_copy"] > 0
+    if "cluster__remove_clusters_larger_than" in overrides:
+        assert local.stats["counts"]["by_reason"]["kept_small_cluster"] > 0
+
+
 def test_ray_in_memory_table_keep_by_column(cluster, tmp_path):
     """An in-memory table (one file of the run) with keep=max:<column>: ties and NaNs as the local engine."""
     import numpy as np
@@ -117,9 +139,6 @@ def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, caps
     cfg = RunConfig(progress=False)
     with pytest.raises(ValueError, match="--engine ray does not run --exact-verify.*--engine local"):
         gpu_dedup.deduplicate(str(corpus), cfg.replace(cluster__exact_verify=True), tmp_path / "o", engine="ray")
-    with pytest.raises(ValueError, match="--engine ray does not run --remove-clusters-larger-than, --keep-copies"):
-        gpu_dedup.deduplicate(str(corpus), cfg.replace(cluster__keep_copies=2, cluster__remove_clusters_larger_than=9),
-                              tmp_path / "o", engine="ray")
     with pytest.raises(ValueError, match="shared work directory"):
         gpu_dedup.deduplicate(str(corpus), cfg, engine="ray")
     with pytest.raises(ConnectionError, match="--address 127.0.0.1:1: no Ray cluster reachable"):
@@ -150,3 +169,128 @@ def test_engine_argument_errors():
         gpu_dedup.deduplicate(t, RunConfig(progress=False), workers=2)
     with pytest.raises(ValueError, match="replaced by Ray.*engine='ray'"):
         gpu_dedup.deduplicate(t, RunConfig(progress=False), engine="dask")
+
+
+def _index_equal(a, b):
+    """Two saved indexes hold the same rows and the same manifest (but its creation time and paths)."""
+    ta, tb = pq.read_table(a / "documents.parquet"), pq.read_table(b / "documents.parquet")
+    assert tb.equals(ta) and ta.num_rows
+    ma, mb = (json.loads((p / "manifest.json").read_text()) for p in (a, b))
+    for m in (ma, mb):
+        m.pop("created")
+        if m["parent"]:
+            m["parent"].pop("path")
+    assert ma == mb
+    return ma
+
+
+@pytest.mark.parametrize("overrides", [
+    {"cluster__keep": "longest"},  # representative policy, verified: the index's shingle sets are read
+    {"cluster__policy": "components", "cluster__verify": False, "cluster__keep": "min-id"},
+])
+def test_ray_against_and_save_index_equal_local(cluster, tmp_path, overrides):
+    """--save-index, then --against that index with --save-index of the next generation: the Ray engine's
+    decisions and both indexes equal the local engine's; an id already in the index is refused alike."""
+    t = make_corpus(300, seed=5, mean_words=50, template_families=2).select(["id", "text"])
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    pq.write_table(t.slice(0, 160), old / "a.parquet")
+    # the new documents overlap the indexed ones (exact and near duplicates of them) under ids of their own
+    t2 = t.slice(110)
+    t2 = t2.set_column(0, "id", pa.array([f"new-{i}" for i in t2["id"].to_pylist()]))
+    pq.write_table(t2.slice(0, 120), new / "b.parquet")
+    pq.write_table(t2.slice(120), new / "c.parquet")
+    cfg = RunConfig(progress=False).replace(**overrides)
+    kw = {"engine": "ray", "partitions": 3}
+    loc = {"save_index": tmp_path / "i1l"}
+    gpu_dedup.deduplicate(str(old), cfg, **loc)
+    gpu_dedup.deduplicate(str(old), cfg, work_dir=tmp_path / "w1", save_index=tmp_path / "i1r", **kw)
+    assert _index_equal(tmp_path / "i1l", tmp_path / "i1r")["generation"] == 1
+    local = gpu_dedup.deduplicate(str(new), cfg, against=tmp_path / "i1l", save_index=tmp_path / "i2l")
+    res = gpu_dedup.deduplicate(str(new), cfg, work_dir=tmp_path / "w2", against=tmp_path / "i1l",
+                                save_index=tmp_path / "i2r", **kw)
+    assert res.decisions.equals(local.decisions)
+    assert pc.sum(pc.less(res.decisions["cluster_id"], 0)).as_py() > 0  # removed in favour of indexed documents
+    assert res.stats["counts"] == local.stats["counts"]
+    assert res.stats["stages"]["against_index"]["documents"] == local.stats["stages"]["against_index"]["documents"]
+    assert _index_equal(tmp_path / "i2l", tmp_path / "i2r")["generation"] == 2
+    # an id of the input that is an indexed document's: the local engine's error, word for word
+    pq.write_table(t.slice(0, 3), new / "d.parquet")
+    with pytest.raises(Exception) as local_err:
+        gpu_dedup.deduplicate(str(new), cfg, against=tmp_path / "i1l")
+    with pytest.raises(type(local_err.value)) as ray_err:
+        gpu_dedup.deduplicate(str(new), cfg, work_dir=tmp_path / "w3", against=tmp_path / "i1l", **kw)
+    assert str(ray_err.value) == str(local_err.value) and "already ids of indexed documents" in str(ray_err.value)
+
+
+def test_ray_device_workers_equal_cpu(cluster, tmp_path):
+    """--device cuda on Ray: map and reduce tasks on one DeviceWorker actor (num_gpus=1, the test cluster's
+    fake GPU) under the CUDA simulator and the strict backend, the reduces sorting on the device; decisions
+    and deduplicated/ equal the local engine's on the CPU."""
+    from gpu_dedup.device import simulator, strict_device
+
+    if not (simulator() and strict_device()):
+        pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 GPU_DEDUP_STRICT_DEVICE=1 (conftest's default)")
+    t = make_corpus(16, seed=5, mean_words=20, template_families=1, family_size=6, near_dup_frac=0.3)
+    src = tmp_path / "src"  # tiny: the simulator runs each GPU thread in Python
+    src.mkdir()
+    for k in range(2):
+        pq.write_table(t.select(["id", "text"]).slice(k * 8, 8), src / f"part-{k}.parquet")
+    cfg = RunConfig(progress=False).replace(minhash__num_perm=32, lsh__bands=8, lsh__rows=4)
+    cpu = gpu_dedup.deduplicate(str(src), cfg.replace(device="cpu"), tmp_path / "cpu")
+    res = gpu_dedup.deduplicate(str(src), cfg.replace(device="cuda"), tmp_path / "gpu", engine="ray", partitions=2)
+    _same_outputs(tmp_path / "cpu", tmp_path / "gpu")
+    assert cpu.removed > 0 and res.stats["array_backend"] == "strict"
+    eng = res.stats["engine"]
+    assert eng["device_workers"] == 1 and eng["device_worker_processes"] == 1  # one process kept every task
+    assert eng["device_array_backends"] == ["strict"]  # the workers ran the device code, not NumPy
+
+
+def test_filter_on_ray_equals_local(cluster, corpus, tmp_path, monkeypatch):
+    """filter --engine ray: one scoring task per file; scores.parquet and filtered/ byte for byte the local
+    run's, with the Gopher rules and DSIR (raw feature counts summed from the tasks)."""
+    from gpu_dedup.cli import main
+
+    # report.html (matplotlib, slow, tested in test_filter.py) is made from these same outputs
+    monkeypatch.setattr("gpu_dedup.filters.report.write_filter_report", lambda out: None)
+
+    target = tmp_path / "target.jsonl"
+    target.write_text("".join(json.dumps({"text": r["text"]}) + "\n"
+                              for r in make_corpus(40, seed=2, mean_words=40, template_families=0).to_pylist()))
+    args = ["filter", str(corpus), "--rules", "gopher", "--dsir-target", str(target), "--select", "0.5", "-q"]
+    assert main(args + ["-o", str(tmp_path / "local")]) == 0
+    assert main(args + ["-o", str(tmp_path / "ray"), "--engine", "ray"]) == 0
+    a, b = tmp_path / "local", tmp_path / "ray"
+    assert (a / "scores.parquet").read_bytes() == (b / "scores.parquet").read_bytes()
+    fa = sorted(p.relative_to(a / "filtered") for p in (a / "filtered").rglob("*") if p.is_file())
+    assert fa and fa == sorted(p.relative_to(b / "filtered") for p in (b / "filtered").rglob("*") if p.is_file())
+    for rel in fa:
+        assert (a / "filtered" / rel).read_bytes() == (b / "filtered" / rel).read_bytes(), rel
+    scores = pq.read_table(a / "scores.parquet")
+    assert 0 < pc.sum(scores["keep"]).as_py() < scores.num_rows
+    run = json.loads((b / "run.json").read_text())
+    assert run["engine"] == {"name": "ray", "workers": None, "address": None, "tasks": 4}
+    assert main(["filter", str(corpus), "-o", str(tmp_path / "x"), "--rules", "gopher", "--workers", "2"]) != 0
+
+
+def test_ray_score_keep_equals_local(cluster, corpus, tmp_path):
+    """--score hq=MODEL --keep max:hq_score: the sign tasks score each batch (a fastText model on a path
+    every worker reads), the keep order and so the decisions equal the local engine's."""
+    fasttext = pytest.importorskip("fasttext")
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    words = make_corpus(60, seed=3, mean_words=30, template_families=0)["text"].to_pylist()
+    train = tmp_path / "train.txt"
+    train.write_text("".join(f"__label__{'hq' if i % 2 else 'lq'} {' '.join(rng.permutation(t.split())[:12])}\n"
+                             for i, t in enumerate(words)))
+    model = tmp_path / "hq.bin"
+    fasttext.train_supervised(str(train), epoch=2, dim=4, bucket=2000, thread=1, seed=1, verbose=0) \
+        .save_model(str(model))
+    cfg = RunConfig(progress=False).replace(scores=(f"hq={model}",), cluster__keep="max:hq_score")
+    local = gpu_dedup.deduplicate(str(corpus), cfg)
+    res = gpu_dedup.deduplicate(str(corpus), cfg, work_dir=tmp_path / "w", engine="ray", partitions=2)
+    assert res.decisions.equals(local.decisions) and local.removed > 0
+    first = gpu_dedup.deduplicate(str(corpus), RunConfig(progress=False))
+    assert not first.decisions["keep"].equals(local.decisions["keep"])  # the score changed which copy stays

@@ -2,6 +2,8 @@
 dir, with no per-document state in the driver (it holds file lists, partition counts and per-file row counts).
 
     probe      every node: same gpu-dedup version and contract, the work dir visible (cluster.py)
+               (the tasks: stages.py and the GPU actor; those of --against / --save-index / --keep-copies:
+               options.py; what they share: rows.py)
     sign       per file: pass 1, the piece, exact rows by hash range                  (stages.py, and so on)
     exact      per hash range: exact groups
     bands      per file: the leaders' band rows by key range
@@ -14,6 +16,11 @@ dir, with no per-document state in the driver (it holds file lists, partition co
     sizes      per file: cluster sizes
     write      per file: the decisions part and deduplicated/; the driver streams the parts into
                decisions.parquet, one part at a time
+    index_rows per file (--save-index): its kept rows; the driver streams the parent index and the parts
+               into the new index's documents.parquet (index.IndexWriter), one part at a time
+
+``--against``: the index is file 0 of every stage (options.IndexSource): rows 0..I-1, first in keep order,
+pinned, with no decisions part, exactly as the local engine puts it in front of the input's rows.
 
 Every task is idempotent (atomic writes, then a done marker): Ray retries a task whose worker died, and
 ``resume`` reuses every finished task of a killed run. Decisions equal the local engine's byte for byte:
@@ -31,8 +38,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..decisions import REASONS
-from . import stages
+from ..decisions import REASON_CODES, REASONS
+from . import options, stages
 from .cluster import probe, ray_cluster
 from .shuffle import Layout, run_key
 
@@ -43,23 +50,30 @@ MAX_STAR_STEPS = 200  # large-star / small-star converge in O(log^2 n) rounds (K
 
 def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None, prefilter=None) -> None:
     """Refuse, naming the limit and the local command, what the Ray engine does not distribute yet."""
-    what = [name for name, on in (("--against", index is not None), ("--save-index", save_index is not None),
-                                  ("--semantic", semantic is not None), ("the filter flags", prefilter is not None),
-                                  ("--exact-verify", cfg.cluster.exact_verify), ("--score", bool(cfg.scores)),
-                                  ("--remove-clusters-larger-than", cfg.cluster.remove_clusters_larger_than
-                                   is not None), ("--keep-copies", cfg.cluster.keep_copies > 1),
+    what = [name for name, on in (("--semantic", semantic is not None), ("the filter flags", prefilter is not None),
+                                  ("--exact-verify", cfg.cluster.exact_verify),
                                   ("--scope-field", cfg.cluster.scope_field is not None),
-                                  ("--annotate", cfg.annotate),
-                                  ("--device cuda", device == "cuda")) if on]
+                                  ("--annotate", cfg.annotate)) if on]
     if what:
         raise ValueError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
                          "(the same decisions, one process)")
 
 
 def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
-        partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str) -> dict[str, Any]:
+        partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str, index=None,
+        save_index: str | None = None) -> dict[str, Any]:
     """The stages of the module doc; returns what run.json adds (counts, stage stats, read report, the
-    engine) and leaves WORK/ray/decisions/ (and OUT/decisions.parquet, OUT/deduplicated/ with ``out``)."""
+    engine) and leaves WORK/ray/decisions/ (and OUT/decisions.parquet, OUT/deduplicated/ with ``out``).
+    ``index``: the loaded --against index (only its path and manifest go to the tasks); ``save_index``:
+    the directory of the new index (the kept documents after the ``index``'s)."""
+    inputs = files
+    first = 1 if index is not None else 0
+    if index is not None:
+        files = [options.IndexSource(index.path, index.manifest)] + list(files)
+    if save_index is not None:
+        from ..index import check_extends
+
+        check_extends(save_index, cfg, index)
     lay = Layout(work)
     if not resume and os.path.isdir(lay.root):
         shutil.rmtree(lay.root)  # a fresh run: nothing of an earlier one is trusted
@@ -72,61 +86,96 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         # policy, the keep order, the reader's options): a marker of another config is never reused
         settings = {k: v for k, v in cfg.to_dict().items() if k not in ("progress", "threads")}
         signing = {**settings, "cluster": {"keep": cfg.cluster.keep}}  # pass 1 needs no policy setting
-        job = stages.Job(cfg, device, files, work, parts,
-                         run_key=run_key([fingerprint, signing, device, parts, len(files), "sign"]))
-        task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name)) for name in
-                ("sign", "exact", "bands", "buckets", "star", "labels", "members", "policy", "resolve", "sizes",
-                 "write")}
+        job = stages.Job(cfg, device, files, work, parts, first=first,
+                         run_key=run_key([fingerprint, signing, device, parts, len(files), first, "sign"]))
+        task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name, None) or getattr(options, name))
+                for name in ("sign", "exact", "bands", "buckets", "star", "labels", "members", "policy", "resolve",
+                             "sizes", "write", "index_rows", "ranks")}
+        actors = _device_workers(ray) if device == "cuda" else []
+        try:
 
-        def stage(name: str, keys, *args) -> list[dict]:
-            t = time.perf_counter()
-            keys = list(keys)
-            refs = [task[name].remote(job, k, *args) for k in keys]
-            res = []
-            for k, ref in zip(keys, refs):
-                try:
-                    res.append(ray.get(ref))
-                except (ray.exceptions.OutOfMemoryError, ray.exceptions.WorkerCrashedError) as exc:
-                    raise RuntimeError(_task_failure(name, k, files, exc)) from exc
-            timings[f"ray_{name}"] = timings.get(f"ray_{name}", 0.0) + time.perf_counter() - t
-            return res
+            def stage(name: str, keys, *args) -> list[dict]:
+                t = time.perf_counter()
+                keys = list(keys)
+                if actors and name in stages.DEVICE_STAGES:  # round robin; each actor runs its tasks in turn
+                    refs = [actors[i % len(actors)].run.remote(name, job, k, *args) for i, k in enumerate(keys)]
+                else:
+                    refs = [task[name].remote(job, k, *args) for k in keys]
+                res = []
+                for k, ref in zip(keys, refs):
+                    try:
+                        res.append(ray.get(ref))
+                    except (ray.exceptions.OutOfMemoryError, ray.exceptions.WorkerCrashedError,
+                            ray.exceptions.RayActorError) as exc:
+                        raise RuntimeError(_task_failure(name, k, files, exc)) from exc
+                timings[f"ray_{name}"] = timings.get(f"ray_{name}", 0.0) + time.perf_counter() - t
+                return res
 
-        nf = len(files)
-        signed = stage("sign", range(nf))
-        rows = [r["rows"] for r in signed]
-        job.offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).tolist()
-        job.run_key = run_key([fingerprint, settings, device, parts, [r["stamp"] for r in signed], rows])
-        ex = stage("exact", range(parts))
-        if any(r["duplicate_ids"] for r in ex):
-            _raise_duplicate_ids(job, rows)
-        stage("bands", range(nf))
-        bk = stage("buckets", range(parts))
-        step, sources, fps = 0, [f"p{p:04d}" for p in range(parts)], []
-        while True:
-            res = stage("star", range(nf), step, step % 2 == 0, sources)
-            fps.append([sum(r["fingerprint"][i] for r in res) % (1 << 64) for i in range(3)])
-            if len(fps) >= 3 and fps[-1] == fps[-2] == fps[-3]:
-                break  # a large and a small step changed nothing: every component is a star
-            if step >= MAX_STAR_STEPS:
-                raise RuntimeError(f"connected components did not converge in {MAX_STAR_STEPS} star steps")
-            step, sources = step + 1, [f"g{g:06d}" for g in range(nf)]
-        lab = stage("labels", range(nf), step, sources)
-        mem = stage("members", range(nf))
-        pol = stage("policy", range(parts))
-        stage("resolve", range(nf))
-        sz = stage("sizes", range(nf))
-        if out is not None and cfg.write_deduplicated:
-            from ..io import output_path
-            from ..io.write import WRITE_HOOKS
+            nf = len(files)
+            signed = stage("sign", range(nf))
+            rows = [r["rows"] for r in signed]
+            job.offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).tolist()
+            job.run_key = run_key([fingerprint, settings, device, parts, [r["stamp"] for r in signed], rows, first])
+            ex = stage("exact", range(parts))
+            if any(r["duplicate_ids"] for r in ex):
+                _raise_duplicate_ids(job, rows, index)
+            stage("bands", range(nf))
+            bk = stage("buckets", range(parts))
+            step, sources, fps = 0, [f"p{p:04d}" for p in range(parts)], []
+            while True:
+                res = stage("star", range(nf), step, step % 2 == 0, sources)
+                fps.append([sum(r["fingerprint"][i] for r in res) % (1 << 64) for i in range(3)])
+                if len(fps) >= 3 and fps[-1] == fps[-2] == fps[-3]:
+                    break  # a large and a small step changed nothing: every component is a star
+                if step >= MAX_STAR_STEPS:
+                    raise RuntimeError(f"connected components did not converge in {MAX_STAR_STEPS} star steps")
+                step, sources = step + 1, [f"g{g:06d}" for g in range(nf)]
+            lab = stage("labels", range(nf), step, sources)
+            mem = stage("members", range(nf))
+            pol = stage("policy", range(parts))
+            stage("resolve", range(nf))
+            if cfg.cluster.keep_copies > 1:
+                stage("ranks", range(nf))
+            sz = stage("sizes", range(nf))
+            if out is not None and cfg.write_deduplicated:
+                from ..io import output_path
+                from ..io.write import WRITE_HOOKS
 
-            for f in files:  # the output session journals what the workers will write into OUT
-                for hook in WRITE_HOOKS:
-                    hook(output_path(os.path.join(out, "deduplicated"), f))
-        wr = stage("write", range(nf), out)
-        reused = sum(1 for r in signed if r.get("reused"))
-    stats = _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step)
-    stats["engine"].update({"workers": workers, "address": address, "sign_tasks_reused": reused})
+                for f in inputs:  # the output session journals what the workers will write into OUT
+                    for hook in WRITE_HOOKS:
+                        hook(output_path(os.path.join(out, "deduplicated"), f))
+            wr = stage("write", range(first, nf), out)
+            if save_index is not None:
+                stage("index_rows", range(first, nf))
+            reused = sum(1 for r in signed[first:] if r.get("reused"))
+        finally:
+            for a in actors:  # a joined cluster (or a notebook's) outlives the run: free the GPUs
+                ray.kill(a)
+    stats = _stats(signed[first:], ex, bk, lab, mem, pol, sz, wr, rows[first:], parts, nodes, step)
+    stats["engine"].update({"workers": workers, "address": address, "sign_tasks_reused": reused,
+                            "device_workers": len(actors),
+                            "device_worker_processes": len({r["worker_pid"] for r in signed + ex if "worker_pid" in r}),
+                            "device_array_backends": sorted({r["array_backend"] for r in signed + ex + pol
+                                                             if "array_backend" in r})})
+    if index is not None:
+        stats["stages"]["against_index"] = {"path": index.path, "documents": rows[0],
+                                            "generation": index.manifest["generation"]}
+    if save_index is not None:
+        t = time.perf_counter()
+        stats["stages"]["index"] = _write_index(lay, save_index, cfg, index, range(first, nf))
+        timings["save_index"] = time.perf_counter() - t
     return stats
+
+
+def _device_workers(ray) -> list:
+    """One DeviceWorker actor per GPU of the cluster (``num_gpus=1`` each; restarted and its task retried
+    when its process dies). Refuses a cluster without GPUs, naming the fix."""
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if gpus < 1:
+        raise RuntimeError("--device cuda with --engine ray needs GPUs in the Ray cluster, and it has none: "
+                           "start the nodes with `ray start --num-gpus N` (or run with --device cpu)")
+    cls = ray.remote(num_gpus=1, num_cpus=1, max_restarts=3, max_task_retries=3)(stages.DeviceWorker)
+    return [cls.remote() for _ in range(gpus)]
 
 
 _PER_FILE = ("sign", "bands", "star", "labels", "members", "resolve", "sizes", "write")
@@ -141,26 +190,51 @@ def _task_failure(stage: str, key: int, files, exc) -> str:
             "or bound the grouping with --memory-budget; --resume reuses the finished tasks")
 
 
-def _raise_duplicate_ids(job, rows) -> None:
-    """The local engine's error (io.check_unique_ids: the ids, counts, files and lines), built from the
-    pieces' ids: per-document state in the driver on this error path only."""
+def _raise_duplicate_ids(job, rows, index=None) -> None:
+    """The local engine's errors (io.check_unique_ids: the ids, counts, files and lines; then an id already
+    in the --against index: Index.check_new_ids), built from the pieces' ids: per-document state in the
+    driver on this error path only."""
     from .. import io
 
-    ids = [pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=["id"])["id"] for fi in range(job.nfiles)]
+    ids = [pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=["id"])["id"]
+           for fi in range(job.first, job.nfiles)]
     cfg = job.cfg
-    io.check_unique_ids(pa.chunked_array([c for t in ids for c in t.chunks], pa.string()), job.files, rows,
-                        id_field=cfg.id_field, text_field=cfg.text_field, on_error=cfg.on_error)
+    ids = pa.chunked_array([c for t in ids for c in t.chunks], pa.string())
+    reader = {"id_field": cfg.id_field, "text_field": cfg.text_field, "on_error": cfg.on_error}
+    inputs, file_rows = job.files[job.first:], rows[job.first:]
+    io.check_unique_ids(ids, inputs, file_rows, **reader)
+    if index is not None:
+        index.check_new_ids(ids.combine_chunks(), inputs, file_rows, **reader)
     raise RuntimeError("an exact task found a duplicated id that the check of all ids did not")  # pragma: no cover
 
 
-def write_decisions(work: str, nfiles: int, path: str) -> None:
-    """OUT/decisions.parquet from the per-file parts, one part in memory at a time."""
+def _write_index(lay: Layout, path: str, cfg, index, file_range) -> dict[str, Any]:
+    """The new index: the parent's rows (--against), then every file's index_rows part, one at a time."""
+    from ..contract import contract
+    from ..index import IndexWriter
+
+    writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=index)
+    try:
+        writer.copy_parent()
+        for fi in file_range:
+            writer.write_table(pq.read_table(lay.path("index_rows", f"f{fi:06d}")))
+    except BaseException:
+        writer.abort()
+        raise
+    manifest = writer.close()
+    logger.info("saved index %s: %d documents (generation %d)", path, manifest["documents"], manifest["generation"])
+    return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}
+
+
+def write_decisions(work: str, nfiles: int, path: str, first: int = 0) -> None:
+    """OUT/decisions.parquet from the per-file parts (files ``first``.. : not an --against index), one part
+    in memory at a time."""
     from ..io.write import atomic_path
 
     lay = Layout(work)
     with atomic_path(path) as tmp:
         writer = None
-        for fi in range(nfiles):
+        for fi in range(first, nfiles):
             t = pq.read_table(lay.path("decisions", f"f{fi:06d}"))
             if writer is None:
                 writer = pq.ParquetWriter(tmp, t.schema)
@@ -175,6 +249,7 @@ def write_decisions(work: str, nfiles: int, path: str) -> None:
 def _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step) -> dict[str, Any]:
     n = sum(rows)
     by = {r: sum(w["by_reason"][r] for w in wr) for r in REASONS}
+    by.update({r: k for r in REASON_CODES if r not in by and (k := sum(w["by_reason"].get(r, 0) for w in wr))})
     kept = sum(w["kept"] for w in wr)
     counts = {"input": n, "kept": kept, "removed": n - kept, "by_reason": by,
               "text_bytes": {"input": sum(w["text_bytes"][0] for w in wr), "kept": sum(w["text_bytes"][1] for w in wr)},

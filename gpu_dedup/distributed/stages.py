@@ -13,8 +13,20 @@
                members, exactly as the local engine runs them -> (row, representative, Jaccard) removed
     resolve    per file of leaders: a duplicate's representative is its leader's (decide.decisions_table's
                rule) -> each removed row's assignment, by its file and by its representative's file
-    sizes      per file of representatives: cluster sizes -> every member's size, by the member's file
-    write      per file: its decisions part and its deduplicated/ file
+    ranks      per file (only with keep_copies > 1; options.py): the removed rows' keep keys -> their
+               cluster's file
+    sizes      per file of representatives: cluster sizes (and with keep_copies each member's position in
+               its cluster's keep order) -> by the member's file
+    write      per file: its decisions part (the cluster-size policies, decide.cluster_size_keeps, applied
+               to its rows) and its deduplicated/ file
+    index_rows per file (--save-index; options.py): its kept rows in documents.parquet's schema
+
+With ``--against`` the index is the run's file 0 (``options.IndexSource``): its documents are rows 0..I-1, first
+in keep order, never removed (the policy pins them), and get no decisions, as in the local engine.
+
+With ``device="cuda"`` the map and reduce tasks (sign, exact, buckets, members, policy) run on
+``DeviceWorker`` actors, one per GPU, which keep their compiled kernels and CuPy memory pool from task to
+task; the reduces sort on the device (exact groups, band rows, LSH buckets and the policy).
 
 Every task takes a ``Job`` (the run's config, files, partition count, row offsets: no per-document state)
 and one key, returns a small dict and leaves a done marker (``Layout.done``).
@@ -23,8 +35,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,99 +42,41 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import io
-from ..config import RunConfig
-from ..decisions import DECISIONS_SCHEMA, REASONS
-from ..device import set_threads
+from ..decisions import DECISIONS_SCHEMA, REASON_CODES, REASONS
+from ..device import array_module, to_device, to_host
 from ..lexical.bandkeys import BandKeys
 from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
 from ..lexical.exact import exact_groups
 from ..lexical.minhash import permutation_params
-from ..lexical.policy import keep_rank
 from ..lexical.signatures import _compute_file, _piece_of
 from ..lexical.verify import ShingleSets, _shingle_sets_pass
-from ..workdir import band_column, checkpoint
-from .shuffle import Layout, file_of, key_partition, mix64
+from ..workdir import band_column
+from .options import IndexSource, _index_piece, _positions
+from .rows import _ASSIGN, Job, _keep_cols, _once, _piece, _rank
+from .shuffle import file_of, key_partition, mix64
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class Job:
-    """What every task gets: the run's config, device, input files, work dir, key-range partitions P,
-    the row offsets of the files (int (F+1,), after the sign stage) and the run key of the markers."""
-
-    cfg: RunConfig
-    device: str
-    files: list
-    work: str
-    partitions: int
-    offsets: list[int] | None = None
-    run_key: str = ""
-
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.work)
-
-    @property
-    def nfiles(self) -> int:
-        return len(self.files)
-
-    def offs(self) -> np.ndarray:
-        return np.asarray(self.offsets, np.int64)
+DEVICE_STAGES = ("sign", "exact", "buckets", "members", "policy")  # the map and reduce tasks of a GPU run
 
 
-def _once(stage: str, valid=None):
-    """Run the task unless its done marker holds a result for this run key (then return that result);
-    ``valid(job, key, result)``: a further check of a stored result (the sign stage's input stamp)."""
-    def wrap(fn):
-        def task(job: Job, key: int, *args):
-            set_threads(job.cfg.threads or 1)
-            lay = job.layout
-            # a component step's marker names its step too
-            name = f"{key}-s{args[0]}" if args and type(args[0]) is int else str(key)
-            found = lay.done(stage, name, job.run_key)
-            if found is not None and (valid is None or valid(job, key, found)):
-                return {**found, "reused": True}
-            t = time.perf_counter()
-            result = fn(job, key, *args)
-            checkpoint(f"ray-{stage}")  # outputs written, marker not yet (the fault tests kill a worker here)
-            result["seconds"] = time.perf_counter() - t
-            result["peak_rss_bytes"] = _peak_rss()
-            return lay.finish(stage, name, job.run_key, result)
-        task.__name__ = f"{stage}_task"
-        return task
-    return wrap
+class DeviceWorker:
+    """A Ray actor holding one GPU (``num_gpus=1``): it runs the map and reduce tasks of DEVICE_STAGES one
+    after another in one process, so Numba's compiled kernels and CuPy's memory pool are kept between
+    tasks (a task is a plain stage function: the same markers, retries and outputs as a CPU task)."""
 
+    def __init__(self):
+        self.tasks = 0
 
-def _peak_rss() -> int:
-    """This worker process's peak resident memory so far (bytes; Linux reports KiB)."""
-    import resource
-    import sys
+    def run(self, stage: str, job: Job, key: int, *args) -> dict[str, Any]:
+        if stage not in DEVICE_STAGES:
+            raise ValueError(f"stage {stage!r} does not run on a device worker ({', '.join(DEVICE_STAGES)} do)")
+        self.tasks += 1
+        from ..device import array_backend
 
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
-
-
-def _keep_cols(cfg: RunConfig) -> list[str]:
-    """The piece columns the keep rank needs besides the row (policy.keep_rank's inputs)."""
-    keep = cfg.cluster.keep
-    return {"first": [], "longest": ["text_bytes"], "min-id": ["id"]}.get(keep, ["keep_value"])
-
-
-def _rank(cfg: RunConfig, t: pa.Table) -> np.ndarray:
-    """Keep order of the rows of ``t`` (sorted by global row): their order among the run's rows, since
-    keep_rank breaks ties by position."""
-    n = t.num_rows
-    return keep_rank(cfg.cluster.keep, n=n,
-                     text_bytes=t["text_bytes"].to_numpy() if "text_bytes" in t.column_names else None,
-                     ids=t["id"].combine_chunks() if "id" in t.column_names else None,
-                     values=t["keep_value"].to_numpy() if "keep_value" in t.column_names else None)
-
-
-def _piece(job: Job, fi: int, columns=None) -> pa.Table:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=columns)
+        return {**globals()[stage](job, key, *args), "worker_pid": os.getpid(), "worker_task": self.tasks,
+                "array_backend": array_backend(job.device)}
 
 
 def _same_input(job: Job, fi: int, result: dict) -> bool:
@@ -132,6 +84,8 @@ def _same_input(job: Job, fi: int, result: dict) -> bool:
     from ..workdir import _changed, _identity
 
     f = job.files[fi]
+    if isinstance(f, IndexSource):
+        return result.get("stamp") == f.stamp() and os.path.exists(job.layout.path("pieces", f"f{fi:06d}"))
     try:
         identity = None if f.fmt == "table" else _identity(f)
     except OSError:
@@ -148,9 +102,12 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
     from ..workdir import _identity, _input_stamp
 
     cfg, f = job.cfg, job.files[fi]
-    before = None if f.fmt == "table" else _identity(f)
-    parts, report, tm = _compute_file(fi, f, cfg, job.device, permutation_params(cfg.minhash))
-    piece = _piece_of(parts, cfg)
+    if isinstance(f, IndexSource):
+        piece, report, tm, stamp = _index_piece(cfg, f), io.ReadReport().to_dict(), {}, f.stamp()
+    else:
+        before = None if f.fmt == "table" else _identity(f)
+        parts, report, tm = _compute_file(fi, f, cfg, job.device, permutation_params(cfg.minhash))
+        piece, stamp = _piece_of(parts, cfg), _input_stamp(f, before)
     lay = job.layout
     lay.write(piece, "pieces", f"f{fi:06d}")
     exact = pa.table({"local": pa.array(np.arange(piece.num_rows, dtype=np.int64)),
@@ -162,7 +119,7 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
     # ids by hash range too, so that the exact task of a range checks them for uniqueness
     lay.write_split(piece.select(["id"]), key_partition(_id_hashes(piece["id"]), job.partitions), job.partitions,
                     "ids", lambda p: f"f{fi:06d}-p{p:04d}")
-    return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": _input_stamp(f, before),
+    return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": stamp,
             "text_bytes": int(pc.sum(piece["text_bytes"]).as_py() or 0)}
 
 
@@ -188,7 +145,8 @@ def exact(job: Job, p: int) -> dict[str, Any]:
     h = np.stack([t["exact_lo"].to_numpy(), t["exact_hi"].to_numpy()], axis=1).astype(np.uint64) \
         if t.num_rows else np.zeros((0, 2), np.uint64)
     short = t["short"].to_numpy(zero_copy_only=False).astype(bool)
-    leader_l = exact_groups(h, _rank(cfg, t))
+    xp = array_module(job.device)
+    leader_l = to_host(exact_groups(to_device(h, job.device), to_device(_rank(cfg, t, job.n_index), job.device), xp))
     if not cfg.cluster.exact:
         leader_l = np.where(short, leader_l, np.arange(t.num_rows))
     dup = np.flatnonzero(leader_l != np.arange(t.num_rows))
@@ -201,8 +159,8 @@ def exact(job: Job, p: int) -> dict[str, Any]:
     ids = lay.read("ids", [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)])["id"]
     unique = len(ids) == 0 or pc.count_distinct(ids, mode="all").as_py() == len(ids)
     return {"duplicate_ids": not unique,
-            "groups_with_duplicates": int(np.unique(leaders).shape[0]), "removed": int(dup.shape[0]),
-            "short_documents": int(short.sum())}
+            "groups_with_duplicates": int(np.unique(leaders).shape[0]),
+            "removed": int((rows[dup] >= job.n_index).sum()), "short_documents": int(short[rows >= job.n_index].sum())}
 
 
 _BANDS = pa.schema([("band", pa.int32()), ("key", pa.uint64()), ("row", pa.int64())])
@@ -249,7 +207,7 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
     lay = job.layout
     t = lay.read("band_rows", [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)], _BANDS)
     band, key, row = t["band"].to_numpy(), t["key"].to_numpy(), t["row"].to_numpy()
-    order = np.lexsort((row, key, band))
+    order = _order(job.device, row, key, band)
     band, key, row = band[order], key[order], row[order]
     c = row.shape[0]
     start = np.ones(c, bool)
@@ -266,6 +224,15 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
     _write_edges(job, a, b, "edges_0", f"p{p:04d}")
     return {"buckets": int((sizes >= 2).sum()), "bucket_entries": int(sizes[sizes >= 2].sum()),
             "largest_bucket": int(sizes.max()) if c else 0, "edges": int(a.shape[0])}
+
+
+def _order(device: str, *keys: np.ndarray) -> np.ndarray:
+    """np.lexsort(keys) (the last key primary): on the device with device="cuda" (one uint64 key matrix,
+    as cupy.lexsort takes it; every key here is a non-negative integer)."""
+    if device != "cuda" or not keys[0].shape[0]:
+        return np.lexsort(keys)
+    xp = array_module(device)
+    return to_host(xp.lexsort(xp.stack([to_device(np.asarray(k).astype(np.uint64), device) for k in keys])))
 
 
 def _read_edges(job: Job, stage: str, g: int, sources: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -345,11 +312,17 @@ def members(job: Job, fi: int) -> dict[str, Any]:
     t = t.append_column("row", pa.array(rows)).append_column("label", lab["label"])
     reread = 0
     if cfg.cluster.verify and rows.shape[0]:
-        sets, reread = _shingle_sets_pass(cfg, job.device, [job.files[fi]], local, np.arange(local.shape[0]))
-        sizes = np.asarray(sets.sizes, np.int64)
-        starts = np.repeat(np.asarray(sets.offsets, np.int64), sizes)
+        src = job.files[fi]
+        if isinstance(src, IndexSource):
+            from ..index import Index
+
+            sets = Index(src.path, src.manifest, None, None, None, None).shingle_sets(local)
+        else:
+            sets, reread = _shingle_sets_pass(cfg, job.device, [src], local, np.arange(local.shape[0]))
+        sizes = np.asarray(to_host(sets.sizes), np.int64)
+        starts = np.repeat(np.asarray(to_host(sets.offsets), np.int64), sizes)
         within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        values = np.asarray(sets.hashes)[starts + within]
+        values = np.asarray(to_host(sets.hashes))[starts + within]
         list_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32 if sizes.sum() < 2**31 else np.int64)
         arr = (pa.ListArray if list_off.dtype == np.int32 else pa.LargeListArray).from_arrays(
             pa.array(list_off), pa.array(values, pa.uint64()))
@@ -374,18 +347,23 @@ def policy(job: Job, p: int) -> dict[str, Any]:
     else:
         t = pa.concat_tables(tables).combine_chunks()  # by file then row: in row order
         m = t.num_rows
-        rank = _rank(cfg, t)
+        rank = _rank(cfg, t, job.n_index)
         keys = np.stack([t[band_column(b)].to_numpy() for b in range(cfg.lsh.bands)], axis=1).astype(np.uint64)
-        ranked = Ranked(0, rank, rank, None, None, BandKeys(cfg.lsh.bands, matrix=keys, device="cpu"))
+        # the index's rows come first (sorted by row): the policy pins them as the local engine does
+        pinned = int(np.searchsorted(t["row"].to_numpy(), job.n_index))
+        dev = job.device
+        ranked = Ranked(pinned, rank, to_device(rank, dev), None, None,
+                        BandKeys(cfg.lsh.bands, matrix=to_device(keys, dev), device=dev))
         groups = ExactGroups(np.arange(m, dtype=np.int64), np.zeros(m, bool), {})
-        cands: Candidates = bucket_stage(cfg, "cpu", ranked, groups)
+        cands: Candidates = bucket_stage(cfg, dev, ranked, groups)
         sets = None
         if cfg.cluster.verify:
             lst = t["shingles"].combine_chunks()
             off = np.asarray(lst.offsets.to_numpy(), np.int64)
             off = off - off[0]  # a slice's offsets point into its parent's values; flatten() is the slice's
-            sets = ShingleSets(np.asarray(lst.flatten().to_numpy(), np.uint64), off[:-1].copy(), np.diff(off))
-        rep_local, jac_local, stats = policy_stage(cfg, "cpu", ranked, cands, sets)
+            sets = ShingleSets(*(to_device(a, dev) for a in (np.asarray(lst.flatten().to_numpy(), np.uint64),
+                                                             off[:-1].copy(), np.diff(off))))
+        rep_local, jac_local, stats = policy_stage(cfg, dev, ranked, cands, sets)
         removed = np.flatnonzero(rep_local >= 0)
         rows = t["row"].to_numpy()
         near = pa.table({"row": pa.array(rows[removed]), "rep": pa.array(rows[rep_local[removed]]),
@@ -395,10 +373,6 @@ def policy(job: Job, p: int) -> dict[str, Any]:
         stats["bucket_stats"] = {"documents": m, "candidate_components": stats.get("candidate_components", 0)}
     lay.write_split(near, file_of(near["row"].to_numpy(), offs), job.nfiles, "near", lambda g: f"p{p:04d}-f{g:06d}")
     return stats
-
-
-_ASSIGN = pa.schema([("row", pa.int64()), ("rep", pa.int64()), ("reason", pa.int8()), ("jaccard", pa.float64()),
-                     ("rep_id", pa.string()), ("matched_id", pa.string())])
 
 
 @_once("resolve")
@@ -441,12 +415,13 @@ def resolve(job: Job, g: int) -> dict[str, Any]:
     return {"removed": asg.num_rows}
 
 
-_SIZES = pa.schema([("row", pa.int64()), ("size", pa.int64())])
+_SIZES = pa.schema([("row", pa.int64()), ("size", pa.int64()), ("position", pa.int64())])
 
 
 @_once("sizes")
 def sizes(job: Job, h: int) -> dict[str, Any]:
-    """Cluster sizes of the representatives in file ``h`` -> every member's size, by the member's file."""
+    """Cluster sizes of the representatives in file ``h`` -> every member's size (and with keep_copies its
+    position in the cluster's keep order), by the member's file."""
     lay, offs = job.layout, job.offs()
     t = lay.read("assign_by_rep", [f"g{g:06d}-f{h:06d}" for g in range(job.nfiles)],
                  pa.schema([("row", pa.int64()), ("rep", pa.int64())]))
@@ -457,7 +432,13 @@ def sizes(job: Job, h: int) -> dict[str, Any]:
     reps = np.unique(local)
     rows = np.concatenate([t["row"].to_numpy(), reps + offs[h]])
     size = np.concatenate([count[local], count[reps]]).astype(np.int64)
-    out = pa.table({"row": pa.array(rows, pa.int64()), "size": pa.array(size)}, schema=_SIZES)
+    position = np.zeros(rows.shape[0], np.int64)
+    if job.cfg.cluster.keep_copies > 1 and rows.shape[0]:
+        prow, ppos = _positions(job, h, reps)
+        srt = np.argsort(prow)
+        position = ppos[srt[np.searchsorted(prow[srt], rows)]]  # every row of ``rows`` is in ``prow``, once
+    out = pa.table({"row": pa.array(rows, pa.int64()), "size": pa.array(size), "position": pa.array(position)},
+                   schema=_SIZES)
     lay.write_split(out, file_of(rows, offs), job.nfiles, "sizes", lambda g: f"h{h:06d}-f{g:06d}")
     return {"clusters": int(reps.shape[0]), "largest": int(count.max()) if reps.shape[0] else 0}
 
@@ -473,15 +454,28 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
     ids = piece["id"].combine_chunks()
     keep = np.ones(n, bool)
     reason = np.zeros(n, np.int8)
-    cluster = np.arange(row0, row0 + n, dtype=np.int64)
+    cluster = np.arange(row0, row0 + n, dtype=np.int64) - job.n_index
     jac = np.full(n, np.nan)
     size = np.ones(n, np.int64)
+    position = np.zeros(n, np.int64)
     size[sz["row"].to_numpy() - row0] = sz["size"].to_numpy()
+    position[sz["row"].to_numpy() - row0] = sz["position"].to_numpy()
     reason[size > 1] = REASONS.index("representative")
     al = asg["row"].to_numpy() - row0
     keep[al] = False
     reason[al] = asg["reason"].to_numpy()
-    cluster[al] = asg["rep"].to_numpy()
+    cl = cfg.cluster
+    if cl.remove_clusters_larger_than is not None or cl.keep_copies > 1:
+        # decide.cluster_size_keeps on this file's rows: the same masks, from sizes and positions
+        removed = ~keep
+        small = removed & (size <= cl.remove_clusters_larger_than) if cl.remove_clusters_larger_than is not None \
+            else np.zeros(n, bool)
+        copy = removed & (position < cl.keep_copies) & ~small if cl.keep_copies > 1 else np.zeros(n, bool)
+        reason[small] = REASON_CODES.index("kept_small_cluster")
+        reason[copy] = REASON_CODES.index("kept_copy")
+        keep = keep | small | copy
+    rep = asg["rep"].to_numpy()
+    cluster[al] = np.where(rep < job.n_index, -1 - rep, rep - job.n_index)  # decide.decisions_table's ids
     jac[al] = asg["jaccard"].to_numpy()
     # ids: the row's own (kept) or its assignment's, as one take over [ids, assigned ids]
     src = np.arange(n, dtype=np.int64)
@@ -493,7 +487,7 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
     f = job.files[fi]
     decisions = pa.table({
         "id": ids, "keep": pa.array(keep),
-        "reason": pa.DictionaryArray.from_arrays(pa.array(reason), pa.array(REASONS)).cast(pa.string()),
+        "reason": pa.DictionaryArray.from_arrays(pa.array(reason), pa.array(REASON_CODES)).cast(pa.string()),
         "cluster_id": pa.array(cluster, pa.int64()), "representative_id": rep_ids, "matched_id": matched,
         "jaccard": pa.array(jac, pa.float64(), from_pandas=True), "cluster_size": pa.array(size, pa.int64()),
         "source": pa.array([f.relpath] * n, pa.string()),
@@ -504,7 +498,8 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
         written = io.write_kept([f], keep, os.path.join(out, "deduplicated"), id_field=cfg.id_field,
                                 text_field=cfg.text_field, on_error=cfg.on_error, file_rows=[n], read_threads=1)
     tb, words = piece["text_bytes"].to_numpy(), piece["words"].to_numpy()
-    return {"rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASONS)},
+    return {"rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
             "kept": int(keep.sum()), "text_bytes": [int(tb.sum()), int(tb[keep].sum())],
             "words": [int(words.sum()), int(words[keep].sum())], "deduplicated": written,
             "largest_cluster": int(size.max()) if n else 0, "clusters_with_duplicates": int((reason == 1).sum())}
+

@@ -192,6 +192,10 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-mb", type=_positive_mb, help="MiB of text per batch")
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d["device"])
     g.add_argument("--threads", type=int)
+    g.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="ray: score the files in parallel Ray tasks (the same scores); see `run --engine`")
+    g.add_argument("--workers", type=int, help="with --engine ray: start a local Ray cluster of N processes")
+    g.add_argument("--address", metavar="auto|HOST:PORT", help="with --engine ray: join a running cluster")
     g.add_argument("--no-filtered", action="store_true", help="do not write filtered/")
     g.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
     g.add_argument("-q", "--quiet", action="store_true")
@@ -216,7 +220,8 @@ def run_filter(args: argparse.Namespace) -> int:
     roots = input_roots(args.inputs) + (input_roots(list(cfg.dsir_target)) if cfg.dsir_target else [])
     check_outside_inputs({"-o": args.output}, roots)  # named by the flag; filter_corpus owns the directory
     with own(args.output, command="filter", overwrite=args.overwrite, roots=roots):
-        res = filter_corpus(args.inputs, cfg, args.output, overwrite=args.overwrite)
+        res = filter_corpus(args.inputs, cfg, args.output, overwrite=args.overwrite, engine=args.engine,
+                            workers=args.workers, address=args.address)
     c = res.stats["counts"]
     print(f"kept {c['kept']:,} of {c['input']:,} documents; removed by: "
           + (", ".join(f"{r} {k:,}" for r, k in sorted(c["by_reason"].items(), key=lambda x: -x[1])

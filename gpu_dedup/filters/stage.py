@@ -67,23 +67,32 @@ class FilterResult:
 
 
 def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike | None = None, *,
-                  overwrite: bool = True) -> FilterResult:
+                  overwrite: bool = True, engine: str = "local", workers: int | None = None,
+                  address: str | None = None) -> FilterResult:
     """Score and filter ``source`` (paths, globs, directories, URLs, or an in-memory table); see the module
     docstring. With ``output_dir`` the outputs are written there, owned as ``deduplicate`` owns its
     (gpu_dedup/outputs.py): outside the inputs, locked for the run, an earlier run's files replaced only with
-    ``overwrite`` (the default here; the CLI asks for --overwrite), this run's removed again if it fails."""
+    ``overwrite`` (the default here; the CLI asks for --overwrite), this run's removed again if it fails.
+    ``engine="ray"``: one scoring task per input file on a Ray cluster (``workers`` local processes, or the
+    one at ``address``), the same scores.parquet as the local run; the decisions, DSIR's selection and the
+    outputs are made here, as locally."""
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
+    if engine == "local" and (workers is not None or address is not None):
+        raise ValueError("workers / address need engine='ray' (--engine ray)")
+    ray_args = (workers, address) if engine == "ray" else None
     if output_dir is None:
-        return _filter(source, cfg, None)
+        return _filter(source, cfg, None, ray_args)
     from ..outputs import check_outside_inputs, input_roots, own
 
     out = os.fspath(output_dir)
     roots = input_roots(source) + (input_roots(list(cfg.dsir_target)) if cfg.dsir_target else [])
     check_outside_inputs({"output_dir": out}, roots)
     with own(out, command="filter", overwrite=overwrite, roots=roots, flag="overwrite=True"):
-        return _filter(source, cfg, out)
+        return _filter(source, cfg, out, ray_args)
 
 
-def _filter(source: Any, cfg: FilterConfig, out: str | None) -> FilterResult:
+def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | None = None) -> FilterResult:
     t0 = time.perf_counter()
     device = resolve_device(cfg.device)
     threads = set_threads(cfg.threads)
@@ -92,7 +101,10 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None) -> FilterResult:
     timings: dict[str, float] = {}
     report = io.ReadReport()
     dsir = _Dsir(cfg, device) if cfg.dsir_target else None
-    cols, file_rows = _score_pass(files, cfg, device, scorers, dsir, report)
+    if ray_args is None:
+        cols, file_rows = _score_pass(files, cfg, device, scorers, dsir, report)
+    else:
+        cols, file_rows = _score_pass_ray(files, cfg, device, dsir, report, *ray_args)
     timings["score"] = time.perf_counter() - t0
     n = len(cols["id"])
     if cfg.perplexity_buckets:
@@ -120,6 +132,8 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None) -> FilterResult:
         used = cols["perplexity_lang"]
         stats["perplexity_by_language"] = {**{lang: int((used == lang).sum()) for lang, _ in cfg.perplexity_lang},
                                            "(no model)": int((used == "").sum())}
+    stats["engine"] = {"name": "local"} if ray_args is None else \
+        {"name": "ray", "workers": ray_args[0], "address": ray_args[1], "tasks": len(files)}
     if out is not None:
         os.makedirs(out, exist_ok=True)
         t = time.perf_counter()
@@ -211,6 +225,57 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
             if dsir is not None:
                 dsir.add_raw(batch.text)
             bar.update(len(batch.text))
+    cols = concat_columns(parts)
+    io.check_unique_ids(pa.chunked_array([cols["id"]], pa.string()), files, file_rows, id_field=cfg.id_field,
+                        text_field=cfg.text_field, on_error=cfg.on_error)
+    return cols, file_rows
+
+
+def _score_file(f, cfg: FilterConfig, device: str, with_dsir: bool) -> dict[str, Any]:
+    """A Ray task: file ``f``'s score columns (rows numbered from 0 within the file), its read report and,
+    for DSIR, its raw feature counts (int64, summed exactly in the driver)."""
+    from ..io import ReadReport
+    from .dsir import DSIRConfig, fit_counts
+
+    set_threads(cfg.threads or 1)
+    scorers = Scorers.load(cfg, device)
+    report = ReadReport()
+    parts, counts = [], None
+    dcfg = DSIRConfig(buckets=cfg.dsir_buckets, seed=cfg.seed, select=cfg.select) if with_dsir else None
+    for batch in io.iter_batches([f], id_field=cfg.id_field, text_field=cfg.text_field,
+                                 batch_bytes=batch_bytes(cfg.batch_bytes, device), on_error=cfg.on_error,
+                                 report=report):
+        parts.append(score_batch(batch.text, batch.ids, batch.row_start, cfg, device, scorers))
+        if dcfg is not None:
+            c = fit_counts(batch.text, dcfg, device)
+            counts = c if counts is None else counts + c
+    return {"cols": concat_columns(parts) if parts else None, "report": report.to_dict(), "dsir_counts": counts}
+
+
+def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers: int | None,
+                    address: str | None) -> tuple[dict, list[int]]:
+    """_score_pass as one Ray task per file (_score_file); the columns are put together in file order."""
+    from ..distributed.cluster import ray_cluster
+    from ..lexical.signatures import _merge_report
+
+    if device == "cuda":
+        raise ValueError("filter --engine ray scores on CPU workers only yet: run it with --device cpu, or "
+                         "--engine local --device cuda")
+    with ray_cluster(workers, address) as ray:
+        task = ray.remote(num_cpus=1, max_retries=3)(_score_file)
+        refs = [task.remote(f, cfg, device, dsir is not None) for f in files]
+        parts, file_rows, row0 = [], [], 0
+        for ref in refs:
+            got = ray.get(ref)
+            _merge_report(report, got["report"])
+            if got["dsir_counts"] is not None:
+                dsir.raw_counts += got["dsir_counts"]
+            n = len(got["cols"]["id"]) if got["cols"] is not None else 0
+            if n:
+                got["cols"]["row"] = got["cols"]["row"] + row0
+                parts.append(got["cols"])
+            file_rows.append(n)
+            row0 += n
     cols = concat_columns(parts)
     io.check_unique_ids(pa.chunked_array([cols["id"]], pa.string()), files, file_rows, id_field=cfg.id_field,
                         text_field=cfg.text_field, on_error=cfg.on_error)

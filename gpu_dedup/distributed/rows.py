@@ -1,0 +1,108 @@
+"""What every Ray task of the engine shares (stages.py, options.py): the Job it takes, the done-marker
+wrapper that makes it idempotent, the keep order of a table of rows, a file's piece, the assignment schema."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..config import RunConfig
+from ..device import set_threads
+from ..lexical.policy import keep_rank
+from ..workdir import checkpoint
+from .shuffle import Layout
+
+
+@dataclass
+class Job:
+    """What every task gets: the run's config, device, input files, work dir, key-range partitions P,
+    the row offsets of the files (int (F+1,), after the sign stage) and the run key of the markers."""
+
+    cfg: RunConfig
+    device: str
+    files: list
+    work: str
+    partitions: int
+    offsets: list[int] | None = None
+    run_key: str = ""
+    first: int = 0  # the first input file: 1 when files[0] is the --against index
+
+    @property
+    def n_index(self) -> int:
+        """Rows of the --against index (0 without one): rows 0..n_index-1."""
+        return int(self.offsets[self.first]) if self.first else 0
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.work)
+
+    @property
+    def nfiles(self) -> int:
+        return len(self.files)
+
+    def offs(self) -> np.ndarray:
+        return np.asarray(self.offsets, np.int64)
+
+
+def _once(stage: str, valid=None):
+    """Run the task unless its done marker holds a result for this run key (then return that result);
+    ``valid(job, key, result)``: a further check of a stored result (the sign stage's input stamp)."""
+    def wrap(fn):
+        def task(job: Job, key: int, *args):
+            set_threads(job.cfg.threads or 1)
+            lay = job.layout
+            # a component step's marker names its step too
+            name = f"{key}-s{args[0]}" if args and type(args[0]) is int else str(key)
+            found = lay.done(stage, name, job.run_key)
+            if found is not None and (valid is None or valid(job, key, found)):
+                return {**found, "reused": True}
+            t = time.perf_counter()
+            result = fn(job, key, *args)
+            checkpoint(f"ray-{stage}")  # outputs written, marker not yet (the fault tests kill a worker here)
+            result["seconds"] = time.perf_counter() - t
+            result["peak_rss_bytes"] = _peak_rss()
+            return lay.finish(stage, name, job.run_key, result)
+        task.__name__ = f"{stage}_task"
+        return task
+    return wrap
+
+
+def _peak_rss() -> int:
+    """This worker process's peak resident memory so far (bytes; Linux reports KiB)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def _keep_cols(cfg: RunConfig) -> list[str]:
+    """The piece columns the keep rank needs besides the row (policy.keep_rank's inputs)."""
+    keep = cfg.cluster.keep
+    return {"first": [], "longest": ["text_bytes"], "min-id": ["id"]}.get(keep, ["keep_value"])
+
+
+def _rank(cfg: RunConfig, t: pa.Table, n_index: int = 0) -> np.ndarray:
+    """Keep order of the rows of ``t`` (sorted by global row, column "row"): their order among the run's
+    rows, since keep_rank breaks ties by position; an index's rows (< n_index) first, in row order."""
+    if n_index and t.num_rows:
+        k = int(np.searchsorted(t["row"].to_numpy(), n_index))
+        if k:
+            return np.concatenate([np.arange(k, dtype=np.int64), k + _rank(cfg, t.slice(k))])
+    n = t.num_rows
+    return keep_rank(cfg.cluster.keep, n=n,
+                     text_bytes=t["text_bytes"].to_numpy() if "text_bytes" in t.column_names else None,
+                     ids=t["id"].combine_chunks() if "id" in t.column_names else None,
+                     values=t["keep_value"].to_numpy() if "keep_value" in t.column_names else None)
+
+
+def _piece(job: Job, fi: int, columns=None) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=columns)
+
+
+_ASSIGN = pa.schema([("row", pa.int64()), ("rep", pa.int64()), ("reason", pa.int8()), ("jaccard", pa.float64()),
+                     ("rep_id", pa.string()), ("matched_id", pa.string())])

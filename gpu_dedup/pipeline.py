@@ -142,6 +142,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
                          "`ray start --head` (pip install 'gpu-dedup[ray]')")
     if engine not in ("local", "ray"):
         raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers={workers!r} is no number of Ray worker processes: pass a whole number >= 1, or "
+                         f"leave it out to use every CPU")
     if engine == "ray":
         from .distributed import unsupported
 

@@ -110,7 +110,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local (default: this process) or ray (the whole pipeline as tasks on a Ray cluster, "
                    "over a shared --work-dir; the same decisions)")
-    g.add_argument("--workers", type=int, help="with --engine ray: start a local Ray cluster of N worker processes")
+    g.add_argument("--workers", type=positive_int, help="with --engine ray: start a local Ray cluster of N worker processes")
     g.add_argument("--address", metavar="auto|HOST:PORT", help="with --engine ray: join a running cluster "
                    "(`ray start --head`); auto: the one on this machine")
     g.add_argument("--partitions", type=int, help="with --engine ray: key ranges of the shuffle "
@@ -215,6 +215,16 @@ def positive_float(text: str) -> float:
     value = finite_float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
 
 

@@ -124,11 +124,11 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     nothing else (False: raise FileExistsError when it holds a finished run, like the CLI without
     --overwrite). A run that raises removes the outputs it wrote (the work dir's pieces stay).
     """
+    t_start = time.perf_counter()  # run.json's total: from here (device and thread set-up included)
     cfg = (config or RunConfig()).replace(**overrides) if overrides else (config or RunConfig())
     device = resolve_device(cfg.device)
     cfg = cfg.replace(batch_bytes=batch_bytes(cfg.batch_bytes, device))
     threads = set_threads(cfg.threads)
-    t_start = time.perf_counter()
     index = None
     if against is not None:
         from .index import load_index
@@ -142,6 +142,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
                          "`ray start --head` (pip install 'gpu-dedup[ray]')")
     if engine not in ("local", "ray"):
         raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers={workers!r} is no number of Ray worker processes: pass a whole number >= 1, or "
+                         f"leave it out to use every CPU")
     if engine == "ray":
         from .distributed import unsupported
 
@@ -184,6 +187,11 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     report = io.ReadReport()
     cache = _text_cache(cfg, device, files)
     note_compiling(device)  # before pass 1's progress bar
+    from .warmup import precompile
+
+    compile_s = precompile("run", device)  # its own entry, out of the stage timings and docs/s
+    if compile_s:
+        timings["compile"] = compile_s
     if (cfg.scores or prefilter is not None) and cfg.reader == "cudf":
         logger.warning("reader='cudf' is not used: --score and the filter flags score each batch's text on the "
                        "host, so pass 1 reads Parquet text with pyarrow")
@@ -203,6 +211,8 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     kc = keep_column(cfg.cluster.keep)
     scored_keep = pre is not None and kc in pre.provides
     cfg1 = cfg.replace(cluster__keep="first", scores=()) if scored_keep else cfg
+    # set-up: the device and threads, input discovery, locks, the kernel modules' import (compilation aside)
+    timings["setup"] = time.perf_counter() - t_start - timings.get("compile", 0.0)
     docs = read_signatures(files, cfg1, device, report, timings, work, cache,
                            on_batch=pre.add if pre is not None else None)
     scores = None
@@ -237,7 +247,8 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     if out is not None:
         _write_outputs(out, cfg, files, docs, decided, stats, timings)
     timings["total"] = time.perf_counter() - t_start
-    stats["throughput_docs_per_s"] = len(docs) / timings["total"] if timings["total"] > 0 else None
+    busy = timings["total"] - timings.get("compile", 0.0)
+    stats["throughput_docs_per_s"] = len(docs) / busy if busy > 0 else None
     if out is not None:
         _write_run_json_and_report(out, stats, files)
     return DedupResult(decided.decisions, stats, out)
@@ -391,13 +402,18 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
 
 def _write_run_json_and_report(out: str, stats: dict[str, Any], files) -> None:
     io.write_json_atomic(stats, os.path.join(out, "run.json"))
+    t = time.perf_counter()
     try:
         from .report import write_report
 
-        t = time.perf_counter()
         write_report(out, source=files)
         logger.info("report: %s (%.1f s)", os.path.join(out, "report.html"), time.perf_counter() - t)
     except Exception as exc:  # the report is a convenience: never lose a finished run to it
         logger.warning("run report not written (%s); outputs are complete; retry with: gpu-dedup report %s",
                        exc, out, exc_info=True)
+    # the report (drawn from the run.json above) is part of the run's wall time: run.json says how long it took
+    timings = stats["timings_s"]
+    timings["report"] = time.perf_counter() - t
+    timings["total"] += timings["report"]
+    io.write_json_atomic(stats, os.path.join(out, "run.json"))
 

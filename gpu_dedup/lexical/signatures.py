@@ -130,6 +130,38 @@ def reader_name(cfg: RunConfig, device: str, prefilter: bool = False) -> str:
     return r.name if r is not None else "pyarrow"
 
 
+def _first_fields(f) -> list[str]:
+    """The column names of input ``f``: a table's or Parquet file's schema, a JSON Lines file's first record."""
+    import json
+
+    from ..io.remote import open_parquet, open_stream
+
+    if f.fmt == "table":
+        return list(f.table.schema.names)
+    if f.fmt == "parquet":
+        return list(open_parquet(f).schema_arrow.names)
+    with open_stream(f) as fh:
+        for line in fh.read(1 << 20).splitlines():
+            if line.strip():
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    return []  # a malformed first line is the reader's to report
+                return list(obj) if isinstance(obj, dict) else []
+    return []
+
+
+def check_score_shadowing(f, cfg: RunConfig) -> None:
+    """Refuse a ``--score NAME=MODEL`` whose column ``NAME_score`` the input already has: the computed score
+    would replace the input's column in keep=max:NAME_score without a word."""
+    for column, (name, _model) in score_columns(cfg.scores).items():
+        if column in _first_fields(f):
+            raise ValueError(f"{f.relpath} already has a column {column!r}, which scores={name + '=...'!r} would "
+                             f"compute and use in its place: give the score another name (e.g. "
+                             f"{name}2=MODEL, then keep 'max:{name}2_score'), or drop the score and keep "
+                             f"'max:{column}' to use the input's column")
+
+
 def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, keep_text=None, on_batch=None):
     """Pass 1 over one input file: returns (parts, read report dict, timings). A part is (ids, text_bytes,
     words, keep_values, exact hashes, shingle counts, band keys, scope values or None) of one batch; the
@@ -145,6 +177,7 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, kee
     if kc in score_columns(cfg.scores):
         from ..filters.scorers import pass1_scorer
 
+        check_score_shadowing(f, cfg)
         scorer = pass1_scorer(*score_columns(cfg.scores)[kc], device)
     # a score is computed from the batch's text on the host: the device reader would keep it on the GPU
     device_reader = resolve_reader(cfg.reader, device) if scorer is None and on_batch is None else None

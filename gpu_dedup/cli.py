@@ -4,13 +4,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import math
 import os
 import sys
 import textwrap
 from typing import Any, Sequence, get_args
 
 from ._version import __version__
+from .cliargs import finite_float, parse_size, positive_float, positive_int, size_arg  # noqa: F401 (parse_size: API)
 from .config import PRESETS, Device, RunConfig
 from .paragraph.bloom import BloomConfig
 from .paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
@@ -177,55 +177,6 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     from .filters.cli import add_model_arguments
 
     add_model_arguments(p, title="filter, then deduplicate what it keeps, in one read: ")
-
-
-def parse_size(text: str) -> int:
-    """'2G', '500M', '64k', '1.5GB' or plain bytes -> bytes (binary multiples)."""
-    t = text.strip().upper().removesuffix("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:] if t else "", 1)
-    try:
-        value = float(t[:-1] if mult > 1 else t)
-    except ValueError:
-        raise ValueError(f"cannot read size {text!r}: use a number with K, M, G or T, e.g. 2G") from None
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"size {text!r} must be a finite number >= 0 with K, M, G or T, e.g. 2G")
-    return int(value * mult)
-
-
-def size_arg(text: str) -> int:
-    """argparse type of a size flag: its errors name the flag (argparse prefixes "argument --flag:")."""
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def finite_float(text: str) -> float:
-    """argparse type of a number flag: 'inf', 'nan' and non-numbers are refused with the flag named."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = finite_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def _load_config_file(path: str) -> dict[str, Any]:

@@ -3,8 +3,10 @@ says before its progress bar (``device.note_compiling``) and what ``gpu-dedup wa
 (``warmup``). Imports only the kernel modules, so that device.py can use it."""
 from __future__ import annotations
 
+import gzip
 import importlib
 import os
+from importlib import resources
 
 # What each stage compiles on the CPU: (family, kernel names) with family the module kernels/<family>_cpu.py
 # ("" = kernels/cpu.py); read from the cache index files an empty NUMBA_CACHE_DIR holds after each warm-up step.
@@ -57,3 +59,15 @@ def uncached(stages: tuple[str, ...]) -> int:
                     seen.add(p)
                     n += 1
     return n
+
+
+SAMPLE_DOCS = 60  # documents of the bundled sample a warm-up (or precompile) run reads
+
+
+def write_sample(path: str, n: int = SAMPLE_DOCS) -> str:
+    """The first ``n`` documents of the bundled sample as a JSON Lines file at ``path``: what a warm-up or
+    precompile run reads."""
+    data = (resources.files(__package__) / "data" / "sample.jsonl.gz").read_bytes()
+    with open(path, "wb") as fh:
+        fh.write(b"\n".join(gzip.decompress(data).splitlines()[:n]) + b"\n")
+    return path

@@ -13,27 +13,16 @@ yet, which is what a first run says before its progress bar (``device.note_compi
 """
 from __future__ import annotations
 
-import contextlib
-import gzip
 import logging
 import os
 import tempfile
 import time
-from importlib import resources
 from typing import Callable
 
-from .compiling import COMMANDS, KERNELS, cpu_kernels, uncached  # noqa: F401 (warmup's view of the kernels)
+from .compiling import COMMANDS, KERNELS, cpu_kernels, uncached, write_sample, SAMPLE_DOCS  # noqa: F401 (warmup's view)
 
 logger = logging.getLogger(__name__)
 
-SAMPLE_DOCS = 60  # documents of the bundled sample a warm-up run reads
-
-
-def _sample(path: str, n: int = SAMPLE_DOCS) -> str:
-    data = (resources.files(__package__) / "data" / "sample.jsonl.gz").read_bytes()
-    with open(path, "wb") as fh:
-        fh.write(b"\n".join(gzip.decompress(data).splitlines()[:n]) + b"\n")
-    return path
 
 
 def _run(d: str, src: str, device: str) -> None:
@@ -105,11 +94,11 @@ def warmup(commands: tuple[str, ...] = tuple(COMMANDS), device: str = "cpu") -> 
     unknown = [c for c in commands if c not in STEPS]
     if unknown:
         raise ValueError(f"warmup: unknown command {unknown[0]!r}; choose from {', '.join(STEPS)}")
-    global _precompiling
+    from .pipeline import no_precompile
+
     out: dict[str, dict] = {}
-    _precompiling, was = True, _precompiling  # the runs below compile: no precompile inside them
-    with _restore_precompiling(was), tempfile.TemporaryDirectory(prefix="gpu-dedup-warmup-") as d:
-        src = _sample(os.path.join(d, "sample.jsonl"))
+    with no_precompile(), tempfile.TemporaryDirectory(prefix="gpu-dedup-warmup-") as d:  # the runs below compile
+        src = write_sample(os.path.join(d, "sample.jsonl"), SAMPLE_DOCS)
         for c in commands:
             before = uncached(COMMANDS[c])
             t = time.perf_counter()
@@ -117,40 +106,6 @@ def warmup(commands: tuple[str, ...] = tuple(COMMANDS), device: str = "cpu") -> 
             out[c] = {"kernels_compiled": before, "seconds": round(time.perf_counter() - t, 2)}
             logger.info("warmup %s: %d kernels compiled in %.1f s", c, before, out[c]["seconds"])
     return out
-
-
-_precompiling = False
-
-
-@contextlib.contextmanager
-def _restore_precompiling(value: bool):
-    global _precompiling
-    try:
-        yield
-    finally:
-        _precompiling = value
-
-
-def precompile(command: str, device: str) -> float:
-    """A real run's first step on the CPU: when ``command``'s kernels are not all cached, compile them now by
-    the same tiny run ``warmup`` makes (its log lines dropped), so that compilation is a run.json entry of its
-    own (``timings_s.compile``) and stays out of the stage timings and docs/s. Returns the seconds spent (0.0
-    when everything was cached, on a GPU, or inside a warm-up run)."""
-    global _precompiling
-    if device != "cpu" or _precompiling or not uncached(COMMANDS[command]):
-        return 0.0
-    pkg = logging.getLogger(__package__)
-    level = pkg.level
-    t = time.perf_counter()
-    _precompiling = True
-    pkg.setLevel(logging.ERROR)
-    try:
-        with tempfile.TemporaryDirectory(prefix="gpu-dedup-compile-") as d:
-            STEPS[command](d, _sample(os.path.join(d, "sample.jsonl")), device)
-    finally:
-        pkg.setLevel(level)
-        _precompiling = False
-    return time.perf_counter() - t
 
 
 def add_command(sub) -> None:

@@ -1,4 +1,5 @@
-"""Choosing LSH bands x rows for a Jaccard threshold: S-curves, error areas, recommendation, CLI glue.
+"""Choosing LSH bands x rows for a Jaccard threshold: S-curves, error areas, recommendation (``plan_bands``;
+the ``params`` command is gpu_dedup/cli/params.py).
 
 With ``b`` bands of ``r`` rows, two documents with Jaccard similarity ``s`` share at least one band key
 with probability ``P(s) = 1 - (1 - s^r)^b`` (the S-curve). For a target threshold ``theta``:
@@ -24,11 +25,9 @@ Integration (``sareas``): the areas of every pair at once in closed form, incomp
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import numbers
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -45,7 +44,7 @@ DEFAULT_SIMS: tuple[float, ...] = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 DEFAULT_SE_AT: tuple[float, ...] = (0.5, 0.7, 0.8, 0.9)
 DEFAULT_RECALL = 0.99  # P(theta) that recommend_verified asks for
 # Same ceiling as MinHashConfig.num_perm; enumerating all (b, r) costs O(K^2 log K) node evaluations.
-_PLOT_SUFFIXES = (".png", ".svg")
+PLOT_SUFFIXES = (".png", ".svg")
 
 
 # ----------------------------------------------------------------------------------------------- validation
@@ -432,7 +431,7 @@ def plot_s_curves(choices: Sequence[tuple[int, int]], theta: float, path: str) -
     """
     theta = _check_theta(theta)
     suffix = Path(path).suffix.lower()
-    if suffix not in _PLOT_SUFFIXES:
+    if suffix not in PLOT_SUFFIXES:
         raise ValueError(f"plot path must end in .png or .svg, got {str(path)!r}; use e.g. s_curves.png")
     pairs = [(_check_positive_int("bands", b), _check_positive_int("rows", r)) for b, r in choices]
     if not pairs:
@@ -456,123 +455,73 @@ def plot_s_curves(choices: Sequence[tuple[int, int]], theta: float, path: str) -
     logger.info("wrote S-curve plot of %d choices to %s", len(pairs), path)
 
 
-# ---------------------------------------------------------------------------------------------- CLI glue
-def _float_list(text: str) -> tuple[float, ...]:
-    """argparse type for comma lists like ``0.5,0.8,0.9`` (ranges are checked later, in ``run``)."""
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            out.append(float(part))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{part!r} is not a number; use a comma list like 0.5,0.8,0.9") from None
-    if not out:
-        raise argparse.ArgumentTypeError(f"empty list {text!r}; use a comma list like 0.5,0.8,0.9")
-    return tuple(out)
+# ------------------------------------------------------------------------------------------------ the plan
+@dataclass(frozen=True)
+class BandsPlan:
+    """What ``gpu-dedup params`` shows, computed (``plan_bands``): the table's choices in the recommendation's
+    order, the recommended and the balanced choice with the reason, and the MinHash standard errors."""
+
+    theta: float
+    num_perm: int
+    verify: bool
+    recall: float
+    fp_weight: float
+    fn_weight: float
+    sims: tuple[float, ...]  # the P(s) columns (theta added when verifying)
+    choices: list[BandChoice]
+    best: BandChoice
+    balanced: BandChoice  # the balanced objective's choice (== best without verification)
+    why: str
+    requested: BandChoice | None  # the (bands, rows) asked for, with its rank in ``choices`` (1-based)
+    requested_rank: int | None
+    standard_errors: tuple[tuple[float, float], ...]  # (J, sqrt(J(1-J)/K))
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of the ``params`` command (dests: threshold, num_perm, sims, fp_weight, fn_weight, top,
-    bands, rows, plot, se_at, require_full_use, no_verify, recall)."""
-    parser.add_argument("--threshold", type=float, default=0.8, help="target Jaccard threshold θ in (0, 1)")
-    parser.add_argument("--num-perm", type=int, default=100, help="MinHash permutations K (b·r ≤ K)")
-    parser.add_argument("--sims", type=_float_list, default=DEFAULT_SIMS,
-                        help="comma list of similarities for the P(s) columns")
-    parser.add_argument("--fp-weight", type=float, default=0.5, help="weight of the false-positive area")
-    parser.add_argument("--fn-weight", type=float, default=0.5, help="weight of the false-negative area")
-    parser.add_argument("--top", type=int, default=15, help="rows of the table (best first)")
-    parser.add_argument("--bands", type=int, default=None, help="also show this many bands (with --rows)")
-    parser.add_argument("--rows", type=int, default=None, help="also show this many rows per band (with --bands)")
-    parser.add_argument("--plot", default=None, metavar="FILE.png|svg", help="write S-curves to this file")
-    parser.add_argument("--se-at", type=_float_list, default=DEFAULT_SE_AT,
-                        help="comma list of Jaccard values for the MinHash standard-error lines")
-    parser.add_argument("--require-full-use", action="store_true",
-                        help="recommend only choices with b·r == K (use every permutation)")
-    parser.add_argument("--no-verify", action="store_true", help="the run will not verify candidates: recommend "
-                        "by the balanced objective (--fp-weight·FP + --fn-weight·FN) instead of recall at θ")
-    parser.add_argument("--recall", type=float, default=DEFAULT_RECALL, help="with verification: the P(θ) to reach "
-                        f"(default {DEFAULT_RECALL:g}); among those choices, the fewest false candidates")
+def plan_bands(theta: float, num_perm: int, sims: Sequence[float] = DEFAULT_SIMS, fp_weight: float = 0.5,
+               fn_weight: float = 0.5, *, verify: bool = True, recall: float = DEFAULT_RECALL,
+               require_full_use: bool = False, requested: tuple[int, int] | None = None,
+               se_at: Sequence[float] = DEFAULT_SE_AT) -> BandsPlan:
+    """Every (bands, rows) choice for ``theta`` and ``num_perm``, ranked for recall at theta (``verify``, the
+    default: ``recommend_verified``) or by the balanced objective (``recommend``).
 
+    Args:
+        theta: the Jaccard threshold, in (0, 1).
+        num_perm: MinHash permutations K; every choice has bands x rows <= K.
+        sims: similarities of the P(s) columns, in [0, 1].
+        fp_weight, fn_weight: the balanced objective's weights (>= 0, not both 0).
+        verify: rank for recall at theta (candidates are verified by exact Jaccard) instead of balanced.
+        recall: with ``verify``, the P(theta) to reach, in (0, 1).
+        require_full_use: only choices with bands x rows == K.
+        requested: a (bands, rows) pair to report beside the recommendation.
+        se_at: Jaccard values of the standard-error lines, in [0, 1].
 
-def run(args: argparse.Namespace) -> int:
-    """Print the table, the recommendation and standard errors to stdout; write the plot. Returns 0.
+    Returns:
+        The ``BandsPlan``.
 
-    Bad values raise ``ValueError`` naming the value (the CLI turns that into an error message).
+    Raises:
+        ValueError: a value out of its range, named (e.g. "bands x rows = 20x6 = 120 exceeds num_perm 100").
     """
-    theta = _check_theta(args.threshold)
-    k = _check_num_perm(args.num_perm)
-    sims = _check_sims(args.sims)
-    se_at = _check_sims(args.se_at)
-    fp_w, fn_w = _check_weights(args.fp_weight, args.fn_weight)
-    top = _check_positive_int("--top", args.top)
-    requested: tuple[int, int] | None = None
-    if (args.bands is None) != (args.rows is None):
-        raise ValueError(f"--bands and --rows go together, got --bands {args.bands!r} --rows {args.rows!r}; "
-                         "give both, e.g. --bands 20 --rows 5")
-    if args.bands is not None:
-        requested = (_check_positive_int("--bands", args.bands), _check_positive_int("--rows", args.rows))
+    theta, k = _check_theta(theta), _check_num_perm(num_perm)
+    sims, se_at = _check_sims(sims), _check_sims(se_at)
+    fp_w, fn_w = _check_weights(fp_weight, fn_weight)
+    recall = _check_recall(recall)
+    if requested is not None:
+        requested = (_check_positive_int("bands", requested[0]), _check_positive_int("rows", requested[1]))
         if requested[0] * requested[1] > k:
-            raise ValueError(f"--bands x --rows = {requested[0]}x{requested[1]} = {requested[0] * requested[1]} "
-                             f"exceeds --num-perm {k}; raise --num-perm or lower --bands/--rows")
-    if args.plot is not None and Path(args.plot).suffix.lower() not in _PLOT_SUFFIXES:
-        raise ValueError(f"--plot must end in .png or .svg, got {args.plot!r}")
-
-    verify = not getattr(args, "no_verify", False)
-    recall = _check_recall(getattr(args, "recall", DEFAULT_RECALL))
-    full = bool(args.require_full_use)
+            raise ValueError(f"bands x rows = {requested[0]}x{requested[1]} = {requested[0] * requested[1]} "
+                             f"exceeds num_perm {k}; raise num_perm or lower bands/rows")
+    full = bool(require_full_use)
     choices = enumerate_choices(theta, k, sims, fp_w, fn_w)
     balanced = _pick(choices, k, full)
-    if verify:  # table in the recall order, with a P(θ) column
+    if verify:  # the table in the recall order, with a P(theta) column
         choices = recall_order(choices, theta, recall)
         sims = tuple(sorted(set(sims) | {theta}))
         best = _pick(choices, k, full)
         why = _explain_verified(best, theta, k, recall, full)
     else:
         best, why = balanced, _explain(balanced, theta, k, fp_w, fn_w, full)
-    marks = {(best.bands, best.rows): "*"}
-    marks.setdefault((balanced.bands, balanced.rows), "+")
-    if requested is not None:
-        marks.setdefault(requested, ">")
-
-    out = sys.stdout
-    goal = (f"recall at θ with exact-Jaccard verification: P(θ) ≥ {recall:g}, then fewest false candidates; "
-            "--no-verify for the balanced objective" if verify else
-            f"balanced, no verification: weighted error = {fp_w:g}·FP + {fn_w:g}·FN")
-    out.write(f"LSH bands × rows for θ = {theta:g}, num_perm = {k} ({goal}); top {min(top, len(choices))} of "
-              f"{len(choices)}\n")
-    out.write(format_table(choices, theta, sims, top=top, marks=marks) + "\n")
-    legend = {"+": "   + balanced objective's choice (--no-verify)", ">": "   > requested (--bands/--rows)"}
-    out.write("* recommended" + "".join(v for m, v in legend.items() if m in marks.values()) + "\n\n")
-    out.write(f"Recommendation: {why}\n")
-    if verify and "+" in marks.values():
-        out.write(f"The balanced objective (--no-verify) picks {balanced.bands}×{balanced.rows}: P(J={theta:g}) = "
-                  f"{float(candidate_probability(theta, balanced.bands, balanced.rows)):.4f}, FP area "
-                  f"{balanced.fp_area:.5f}: it would miss more duplicates to save Jaccard checks.\n")
-    if requested is not None:
-        rank = next(i for i, c in enumerate(choices, 1) if (c.bands, c.rows) == requested)
-        c = choices[rank - 1]
-        out.write(f"Requested {c.bands}×{c.rows}: P(θ) = {float(candidate_probability(theta, c.bands, c.rows)):.3f}, "
-                  f"p50 = {c.p50:.3f}, steepest at s* = {c.steepest:.3f} with P'(s*) = {c.sharpness:.3f}, "
-                  f"FP area {c.fp_area:.5f}, FN area {c.fn_area:.5f}, weighted "
-                  f"{c.weighted_error:.5f} (rank {rank} of {len(choices)})\n")
-    out.write(f"\nPresets (RunConfig.preset) at θ = {theta:g}:\n")
-    for name, b, r, kp, ver, p, fp in preset_choices(theta):
-        out.write(f"  {name:<8} {f'{b}×{r}':>6}  K = {kp:<4} P(θ) = {p:.4f}  FP area {fp:.5f}  "
-                  f"s* = {steepest_point(b, r):.3f}  P'(s*) = {sharpness(b, r):.3f}  "
-                  f"{'verified' if ver else 'unverified'}\n")
-    out.write(f"\nMinHash Jaccard estimate with num_perm = {k}: standard error sqrt(J(1−J)/K)\n")
-    for j in se_at:
-        se = float(standard_error(j, k))
-        lo, hi = max(0.0, j - 2 * se), min(1.0, j + 2 * se)
-        out.write(f"  J = {j:.2f}: SE = {se:.4f}  (±2·SE: {lo:.3f} – {hi:.3f})\n")
-    if args.plot is not None:
-        pairs = [(best.bands, best.rows)] + [(c.bands, c.rows) for c in choices[: min(top, 4)]
-                                             if (c.bands, c.rows) != (best.bands, best.rows)][:3]
-        if requested is not None and requested not in pairs:
-            pairs.append(requested)
-        plot_s_curves(pairs, theta, args.plot)
-        out.write(f"\nWrote S-curves of {', '.join(f'{b}×{r}' for b, r in pairs)} to {args.plot}\n")
-    out.flush()
-    return 0
+    rank = None if requested is None else \
+        next(i for i, c in enumerate(choices, 1) if (c.bands, c.rows) == requested)
+    return BandsPlan(theta, k, bool(verify), recall, fp_w, fn_w, sims, choices, best, balanced, why,
+                     None if rank is None else choices[rank - 1], rank,
+                     tuple((j, float(standard_error(j, k))) for j in se_at))

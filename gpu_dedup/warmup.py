@@ -106,19 +106,3 @@ def warmup(commands: tuple[str, ...] = tuple(COMMANDS), device: str = "cpu") -> 
             out[c] = {"kernels_compiled": before, "seconds": round(time.perf_counter() - t, 2)}
             logger.info("warmup %s: %d kernels compiled in %.1f s", c, before, out[c]["seconds"])
     return out
-
-
-def add_command(sub) -> None:
-    """The ``gpu-dedup warmup [COMMAND...] [--device]`` subcommand (``sub``: the CLI's subparsers)."""
-    p = sub.add_parser("warmup", help="compile the kernels of every command (or of those named) ahead of the "
-                       "first run: for images, CI caches and the device script")
-    p.add_argument("commands", nargs="*", metavar="COMMAND", help=f"only these: {', '.join(COMMANDS)} (default all)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=_cmd)
-
-
-def _cmd(args) -> int:
-    for c, r in warmup(tuple(args.commands) or tuple(COMMANDS), device=args.device).items():
-        print(f"{c}: {r['kernels_compiled']} kernels compiled, {r['seconds']:.1f} s")
-    return 0

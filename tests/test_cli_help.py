@@ -38,7 +38,7 @@ def parser_spec(parser: argparse.ArgumentParser) -> dict:
                         "kind": type(a).__name__, "default": _name(a.default), "type": _name(a.type),
                         "choices": _name(a.choices), "nargs": _name(a.nargs), "metavar": _name(a.metavar),
                         "required": a.required, "help": a.help})
-    defaults = {k: _name(v) for k, v in sorted(parser._defaults.items()) if k != "func"}
+    defaults = {k: _name(v) for k, v in sorted(parser._defaults.items()) if k not in ("func", "api_names")}  # internal: not shown
     return {"description": parser.description, "epilog": parser.epilog, "usage": parser.usage,
             "actions": actions, "defaults": defaults, "commands": subs}
 

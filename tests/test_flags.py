@@ -1,11 +1,11 @@
-"""gpu_dedup/flags.py: errors name the flags on the command line and the arguments in the API (issue 28 item
+"""gpu_dedup/cli/flags.py: errors name the flags on the command line and the arguments in the API (issue 28 item
 5), from each command's own parser; and the CLI errors of wrong thresholds (item 4)."""
 import json
 
 import pytest
 
 from gpu_dedup.cli import build_parser, main
-from gpu_dedup.flags import cli_message, command_flags, subcommand_parser
+from gpu_dedup.cli.flags import cli_message, command_flags, subcommand_parser
 
 
 def _flags(command):
@@ -22,6 +22,10 @@ def _flags(command):
     ("train-classifier", "give every document a group, or set group_field=None to", "give every document a group, "
      "or set --no-group-field to"),
     ("train-classifier", "name the field with text_field=NAME", "name the field with --text-field NAME"),
+    ("run", "paragraph_order='after' cuts paragraphs from OUT/deduplicated/, which write_deduplicated=False turns "
+     "off", "--paragraph-order 'after' cuts paragraphs from OUT/deduplicated/, which --no-deduplicated turns off"),
+    ("run", "`paragraph` runs in one process; output_dir '/x' is the input; lexical=False needs it",
+     "--paragraph-dedup runs in one process; --output '/x' is the input; --no-lexical needs it"),
     ("filter", "select the documents; the id_field value; /data/dsir_target/a.jsonl", "select the documents; the "
      "--id-field value; /data/dsir_target/a.jsonl"),  # plain words and paths are left alone
 ])

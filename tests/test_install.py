@@ -28,10 +28,10 @@ def test_readme_promises_need_only_core_dependencies():
 
 
 def test_demo_next_step_runs_with_the_core_dependencies():
-    """The command the demo suggests afterwards (cli.py) imports only what `pip install .` installs."""
-    from gpu_dedup import cli
+    """The command the demo suggests afterwards (cli/demo.py) imports only what `pip install .` installs."""
+    from gpu_dedup.cli import demo
 
-    src = Path(cli.__file__).read_text()
+    src = Path(demo.__file__).read_text()
     step = re.search(r'python -c \\"(.*?)\\"', src, re.S).group(1)
     needed = set(re.findall(r"import (\w+)", step)) | ({"pandas"} if "to_pandas" in step else set())
     assert needed and needed <= _core_dependencies(), needed

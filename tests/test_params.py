@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gpu_dedup import params as P
+from gpu_dedup.cli import params as params_cli
 
 integrate = pytest.importorskip("scipy.integrate")
 
@@ -300,7 +301,7 @@ def test_plot_writes_png_and_svg(tmp_path) -> None:
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    P.add_arguments(parser)
+    params_cli.add_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -309,7 +310,7 @@ def test_run_prints_table_and_marks_recommended(capsys, tmp_path) -> None:
             "--bands", "20", "--rows", "5", "--se-at", "0.8", "--no-verify"]
     if _has_matplotlib():
         argv += ["--plot", str(tmp_path / "s.png")]
-    assert P.run(_parse(argv)) == 0
+    assert params_cli.run(_parse(argv)) == 0
     out = capsys.readouterr().out
     marked = [ln.split() for ln in out.splitlines() if ln.startswith("*") and ln.split()[1].isdigit()]
     assert [m[:4] for m in marked] == [["*", "9", "13", "117"]]
@@ -324,7 +325,7 @@ def test_run_prints_table_and_marks_recommended(capsys, tmp_path) -> None:
 def test_run_recommends_for_recall_by_default(capsys) -> None:
     from gpu_dedup.config import PRESETS, RunConfig
 
-    assert P.run(_parse(["--threshold", "0.8", "--num-perm", "100", "--top", "3", "--sims", "0.7"])) == 0
+    assert params_cli.run(_parse(["--threshold", "0.8", "--num-perm", "100", "--top", "3", "--sims", "0.7"])) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert "recall at θ with exact-Jaccard verification" in lines[0] and "P(0.8)" in out  # θ column added
@@ -341,18 +342,18 @@ def test_run_recommends_for_recall_by_default(capsys) -> None:
         assert cells[7] == f"{P.candidate_probability(0.8, cfg.lsh.bands, cfg.lsh.rows):.4f}"
         assert cells[-1] == ("verified" if cfg.cluster.verify else "unverified")
     with pytest.raises(ValueError, match="recall"):
-        P.run(_parse(["--recall", "1.0"]))
+        params_cli.run(_parse(["--recall", "1.0"]))
 
 
 def test_run_rejects_bad_values() -> None:
     with pytest.raises(ValueError, match="1.5"):
-        P.run(_parse(["--threshold", "1.5"]))
-    with pytest.raises(ValueError, match="exceeds --num-perm 100"):
-        P.run(_parse(["--bands", "20", "--rows", "6"]))
+        params_cli.run(_parse(["--threshold", "1.5"]))
+    with pytest.raises(ValueError, match="exceeds num_perm 100"):  # the API's name; main() writes the flag
+        params_cli.run(_parse(["--bands", "20", "--rows", "6"]))
     with pytest.raises(ValueError, match="go together"):
-        P.run(_parse(["--bands", "20"]))
+        params_cli.run(_parse(["--bands", "20"]))
     with pytest.raises(ValueError, match="2.0"):
-        P.run(_parse(["--sims", "0.5,2"]))
+        params_cli.run(_parse(["--sims", "0.5,2"]))
     with pytest.raises(SystemExit):  # not a number: argparse reports it
         _parse(["--sims", "0.5,abc"])
 
@@ -404,3 +405,20 @@ def test_num_perm_9000_allows_the_seeds_099_settings():
     # exact ties (1 x 3 and 3 x 1 at theta = 0.5: both 9/64) keep datasketch's (b, r) order
     order = [(c.bands, c.rows) for c in P.enumerate_choices(0.5, 8)]
     assert order.index((1, 3)) < order.index((3, 1))
+
+
+def test_params_errors_name_the_flags_on_the_command_line(capsys) -> None:
+    from gpu_dedup.cli import main
+
+    assert main(["params", "--bands", "20", "--rows", "6"]) == 1
+    assert "exceeds --num-perm 100; raise --num-perm" in capsys.readouterr().err
+
+
+def test_plan_bands_is_what_the_command_prints() -> None:
+    plan = P.plan_bands(0.8, 100, (0.7,), requested=(20, 5))
+    assert (plan.best.bands, plan.best.rows) == (16, 6) and (plan.balanced.bands, plan.balanced.rows) == (8, 12)
+    assert plan.sims == (0.7, 0.8) and plan.requested_rank == next(
+        i for i, c in enumerate(plan.choices, 1) if (c.bands, c.rows) == (20, 5))
+    assert plan.standard_errors[2] == (0.8, pytest.approx(math.sqrt(0.8 * 0.2 / 100)))
+    with pytest.raises(ValueError, match="20x6 = 120 exceeds num_perm 100"):
+        P.plan_bands(0.8, 100, requested=(20, 6))

@@ -15,6 +15,7 @@ import pytest
 import gpu_dedup
 from gpu_dedup import RunConfig, report
 from gpu_dedup.config import LSHConfig
+from gpu_dedup.cli import report as report_cli
 from gpu_dedup.report import html as report_html
 from gpu_dedup.report import inputs as report_inputs
 from gpu_dedup.report.page import _fmt_bytes
@@ -286,9 +287,9 @@ def test_report_for_table_input_and_cli(tmp_path, capsys):
     assert "in-memory table" not in text
 
     parser = argparse.ArgumentParser()
-    report.add_arguments(parser)
+    report_cli.add_arguments(parser)
     args = parser.parse_args([out, "--max-clusters", "1", "--no-inputs"])
-    assert report.run(args) == 0
+    assert report_cli.run(args) == 0
     assert capsys.readouterr().out.strip() == f"wrote {os.path.join(out, 'report.html')}"
     text, _ = parse(os.path.join(out, "report.html"))
     assert "the inputs were not read" in text

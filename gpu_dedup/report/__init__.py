@@ -24,15 +24,14 @@ without images and says how to get them.
 
 One step per module: ``metrics`` (histograms, candidate rates, largest clusters), ``diff`` (word diffs),
 ``inputs`` (reading the run's outputs and, again, its inputs), ``plots`` (matplotlib), ``page`` (HTML
-building blocks), ``sections`` (the page's sections), ``html`` (``write_report``), ``cli`` (the ``report``
-command).
+building blocks), ``sections`` (the page's sections), ``html`` (``write_report``); the ``report``
+command is gpu_dedup/cli/report.py.
 """
-from .cli import add_arguments, run
 from .diff import diff_words
 from .html import PLOTS_DIR, REPORT_FILE, write_report
 from .metrics import CandidateRates, ClusterView, JaccardHistogram, candidate_rates, jaccard_histogram, largest_clusters
 from .plots import plot_candidate_rates
 
-__all__ = ["CandidateRates", "ClusterView", "JaccardHistogram", "PLOTS_DIR", "REPORT_FILE", "add_arguments",
-           "candidate_rates", "diff_words", "jaccard_histogram", "largest_clusters", "plot_candidate_rates", "run",
+__all__ = ["CandidateRates", "ClusterView", "JaccardHistogram", "PLOTS_DIR", "REPORT_FILE",
+           "candidate_rates", "diff_words", "jaccard_histogram", "largest_clusters", "plot_candidate_rates",
            "write_report"]

@@ -1,5 +1,5 @@
-"""The filtering commands of the CLI: ``filter``, ``train-classifier`` and ``train-lm`` (their arguments
-and what they run; ``gpu_dedup.cli`` registers them)."""
+"""``gpu-dedup filter``: its flags, the scoring flags ``run`` shares (``add_model_arguments``, ``model_options``),
+and what it runs (``filters.filter_corpus``)."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ import os
 import re
 from typing import Any
 
-from .config import ClassifierSpec, DomainConfig, FilterConfig, parse_classifier, split_threshold
+from ..filters.config import DomainConfig, FilterConfig, parse_classifier, split_threshold
 
 EPILOG_FILTER = """examples:
   gpu-dedup filter crawl/ -o out --lid lid.176.ftz --lang en --lid-threshold 0.65
@@ -48,7 +48,7 @@ def _select(text: str) -> int | float:
 
 
 def _order(text: str) -> tuple[str, ...]:
-    from .config import FAMILIES
+    from ..filters.config import FAMILIES
 
     order = tuple(x.strip() for x in text.split(","))
     if sorted(order) != sorted(FAMILIES):
@@ -177,6 +177,7 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs (like `run`)")
     p.add_argument("-o", "--output", required=True, metavar="OUT")
     add_model_arguments(p)
+    p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output"})  # filter_corpus's name of -o
     g = p.add_argument_group("DSIR (importance resampling)")
     g.add_argument("--dsir-target", nargs="+", metavar="FILE", help="target-domain documents for DSIR")
     g.add_argument("--select", type=_select, metavar="K|FRACTION", help="documents DSIR keeps")
@@ -213,15 +214,13 @@ def filter_config(args: argparse.Namespace) -> FilterConfig:
 
 
 def run_filter(args: argparse.Namespace) -> int:
-    from ..outputs import check_outside_inputs, input_roots, own
-    from .stage import filter_corpus
+    from ..filters.stage import filter_corpus
 
     cfg = filter_config(args)
-    roots = input_roots(args.inputs) + (input_roots(list(cfg.dsir_target)) if cfg.dsir_target else [])
-    check_outside_inputs({"-o": args.output}, roots)  # named by the flag; filter_corpus owns the directory
-    with own(args.output, command="filter", overwrite=args.overwrite, roots=roots):
-        res = filter_corpus(args.inputs, cfg, args.output, overwrite=args.overwrite, engine=args.engine,
-                            workers=args.workers, address=args.address)
+    # filter_corpus owns OUT (outside the inputs, locked, an earlier run replaced only with --overwrite); its
+    # errors name output_dir / overwrite=True, which main writes as --output / --overwrite (api_names)
+    res = filter_corpus(args.inputs, cfg, args.output, overwrite=args.overwrite, engine=args.engine,
+                        workers=args.workers, address=args.address)
     c = res.stats["counts"]
     print(f"kept {c['kept']:,} of {c['input']:,} documents; removed by: "
           + (", ".join(f"{r} {k:,}" for r, k in sorted(c["by_reason"].items(), key=lambda x: -x[1])
@@ -235,94 +234,10 @@ def run_filter(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["ClassifierSpec", "EPILOG_FILTER", "add_commands", "add_filter_arguments", "filter_config", "run_filter"]
-
-
-def run_train_lm(args: argparse.Namespace) -> int:
-    from ..outputs import check_outside_inputs, input_roots
-    from .kneser_ney import LMTrainConfig, train_lm
-    from .lm import LMNormalization
-
-    check_outside_inputs({"-o": os.path.dirname(os.path.abspath(args.output))}, input_roots(args.inputs))
-    cfg = LMTrainConfig(order=args.order, normalization=LMNormalization.parse(args.normalization),
-                        text_field=args.text_field)
-    stats = train_lm(args.inputs, args.output, cfg, device=args.device, overwrite=args.overwrite)
-    counts = stats.get("ngrams") or stats.get("counts")
-    print(f"trained a {stats['order']}-gram model on {stats['sentences']:,} sentences ({stats['words']:,} words, "
-          f"vocabulary {stats['vocab_size']:,}) in {stats['seconds_total']:.1f} s -> {args.output}"
-          + (f"; n-grams per order: {counts}" if counts else ""))
-    return 0
-
-
-def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
-    """One flag per TrainClassifierConfig field (--text-field, --epoch, --quantize, ...), defaults from it."""
-    import typing
-
-    from .train import TrainClassifierConfig
-
-    p.add_argument("inputs", nargs="+", metavar="LABELLED", help="JSON Lines / Parquet files or directories with "
-                   "text, label and (optional) group fields, or fastText .txt files (__label__X text)")
-    p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model path (.bin, or .ftz with "
-                   "--quantize); the card is written beside it as MODEL.json")
-    hints = typing.get_type_hints(TrainClassifierConfig)
-    for f in dataclasses.fields(TrainClassifierConfig):
-        flag = "--" + f.name.replace("_", "-")
-        choices = typing.get_args(hints[f.name])
-        if f.default is False:
-            p.add_argument(flag, action="store_true", default=None)
-        elif choices and all(isinstance(c, str) for c in choices):
-            p.add_argument(flag, choices=choices, default=None, help=f"(default {f.default})")
-        else:
-            kind = int if isinstance(f.default, int) or int in choices else \
-                float if isinstance(f.default, float) or f.name.endswith(("_target", "_fraction")) else str
-            p.add_argument(flag, type=kind, default=None,
-                           help="(default: from the data)" if f.name == "bucket" else f"(default {f.default})")
-    p.add_argument("--no-group-field", action="store_true", help="every document is its own group")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing model and card")
-    p.add_argument("-q", "--quiet", action="store_true")
-
-
-def run_train_classifier(args: argparse.Namespace) -> int:
-    from ..outputs import check_outside_inputs, input_roots
-    from .train import TrainClassifierConfig, format_summary, train_classifier
-
-    check_outside_inputs({"-o": args.output}, input_roots(args.inputs))
-    kw = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainClassifierConfig)
-          if getattr(args, f.name, None) is not None}
-    if args.no_group_field:
-        kw["group_field"] = None
-    card = train_classifier(list(args.inputs), args.output, TrainClassifierConfig(**kw), overwrite=args.overwrite)
-    print(format_summary(card))
-    return 0
-
-
-def add_commands(sub) -> None:
-    """Register ``filter`` (and the training commands) on the CLI's subparsers."""
+def add_command(sub) -> None:
+    """Register ``filter`` on the CLI's subparsers."""
     p = sub.add_parser("filter", help="score documents (language ID, classifiers, perplexity, rules, DSIR) and "
                        "keep those that pass", epilog=EPILOG_FILTER,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_filter_arguments(p)
     p.set_defaults(func=run_filter)
-    p = sub.add_parser("train-lm", help="train an n-gram language model (interpolated modified Kneser-Ney, ARPA) "
-                       "for --perplexity", epilog="example:\n  gpu-dedup train-lm wiki.jsonl -o wiki.arpa --order 5\n\n"
-                       "the model records its normalization; scoring with another is refused",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("inputs", nargs="+", metavar="REFERENCE", help="jsonl / parquet files or directories, or .txt "
-                   "files with one document per line")
-    p.add_argument("-o", "--output", required=True, metavar="MODEL.arpa")
-    p.add_argument("--order", type=int, default=5, help="n-gram order, 1..6 (default 5)")
-    p.add_argument("--normalization", default="nfkc-lower",
-                   help="none | nfkc-lower[,remove-punctuation][,fold-digits] (default nfkc-lower)")
-    p.add_argument("--text-field", default="text")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing model file")
-    p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=run_train_lm)
-    p = sub.add_parser("train-classifier", help="train a fastText classifier (quality, toxicity, ...) with a "
-                       "group-disjoint validation split, a confusion matrix and a chosen threshold",
-                       epilog="example:\n  gpu-dedup train-classifier labelled.jsonl -o quality.bin --group-field "
-                       "domain --positive-label hq\n  gpu-dedup filter crawl/ -o out --classifier quality=quality.bin"
-                       "\n\nthe card (MODEL.json) holds the threshold, the metrics, the seed and the versions",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    _train_classifier_arguments(p)
-    p.set_defaults(func=run_train_classifier)

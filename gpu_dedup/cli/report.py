@@ -4,10 +4,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .html import write_report
+from ..report.html import write_report
 
 
-# ------------------------------------------------------------------------------------------------- CLI
+def add_command(sub) -> None:
+    """Register ``report`` on the CLI's subparsers."""
+    p = sub.add_parser("report", help="write OUT/report.html from a finished run",
+                       epilog="examples:\n  gpu-dedup report out\n  gpu-dedup report out --source data/ --max-clusters 20",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of the ``report`` command (dests: output, max_clusters, source, no_inputs)."""
     parser.add_argument("output", metavar="OUT", help="a run's output directory (decisions.parquet, run.json)")

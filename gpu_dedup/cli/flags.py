@@ -7,6 +7,7 @@ an error's message for the command that failed, from that command's own argparse
 set with ``parser.set_defaults(api_names={...})``). Rewritten forms:
 
     NAME=True                 -> --flag                (a store_true flag)
+    NAME=False                -> --flag                (a store_true flag that sets NAME to False, --no-...)
     NAME=None                 -> --no-NAME             (where the command has that flag)
     NAME=Something(...)       -> --flag METAVAR
     NAME=VALUE                -> --flag VALUE
@@ -22,7 +23,7 @@ from typing import Mapping
 _NAME = r"[a-z][a-z0-9_]*"
 _FORMS = re.compile(
     rf"(?<![\w.\-/])(?P<cfg>[A-Z][A-Za-z]*Config\.)?(?P<tick>`)?(?P<name>{_NAME})(?P=tick)?(?![\w\-/])"
-    rf"(?P<assign>=(?P<call>[A-Z][A-Za-z.]*\(\.\.\.\))?(?P<value>True\b|None\b)?)?")
+    rf"(?P<assign>=(?P<call>[A-Z][A-Za-z.]*\(\.\.\.\))?(?P<value>True\b|False\b|None\b)?)?")
 
 
 def command_flags(parser: argparse.ArgumentParser) -> dict[str, tuple[str, str | None, bool]]:

@@ -1,4 +1,6 @@
-"""``gpu-dedup`` command line: a thin layer over the Python API."""
+"""``gpu-dedup run``: the RunConfig from --preset, then --config FILE, then the flags (``config_from_args``), the
+span stages' and the semantic stage's configs from theirs, all handed to ``compose.run_dedup``, which owns OUT and
+runs the stages in the stated order; the summary on stdout."""
 from __future__ import annotations
 
 import argparse
@@ -7,38 +9,21 @@ import logging
 import os
 import sys
 import textwrap
-from typing import Any, Sequence, get_args
+from typing import Any, get_args
 
-from ._version import __version__
-from .cliargs import finite_float, parse_size, positive_float, positive_int, size_arg  # noqa: F401 (parse_size: API)
-from .config import PRESETS, Device, RunConfig
-from .paragraph.bloom import BloomConfig
-from .paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
-from .paragraph.dedup import ParagraphConfig, SplitMode
-from .substring import cli as substring_cli
-from .screen import ScreenConfig, TextUnit
+from ..compose import ORDERS
+from ..config import PRESETS, RunConfig
+from ..paragraph.bloom import BloomConfig
+from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
+from ..paragraph.dedup import ParagraphConfig, SplitMode
+from . import substring as substring_cli
+from .args import DEVICES, config_default, finite_float, positive_float, positive_int, size_arg
 
-DEVICES = get_args(Device)
-PARAGRAPH_ORDERS = ("after", "before", "beside")
-SUBSTRING_ORDERS = substring_cli.ORDERS
-
-
-def _default(cls: type, name: str) -> Any:
-    """The default of field ``name`` of dataclass ``cls``: flags take their defaults from the configs, never
-    repeat them."""
-    return next(f.default for f in dataclasses.fields(cls) if f.name == name)
+PARAGRAPH_ORDERS = ORDERS
+SUBSTRING_ORDERS = ORDERS
+_default = config_default
 
 logger = logging.getLogger("gpu_dedup")
-
-EPILOG_MAIN = textwrap.dedent("""\
-    examples:
-      gpu-dedup demo                                   # run on the bundled sample corpus
-      gpu-dedup run data/*.jsonl.gz -o out             # default: word 5-grams, K=100 (20x5), verified, theta 0.8
-      gpu-dedup run shards/ -o out --preset fineweb    # FineWeb semantics: 14x8, connected components
-      gpu-dedup run data.parquet -o out --threshold 0.9 --keep max:quality_score
-      gpu-dedup params --threshold 0.8 --num-perm 128 --plot scurves.png
-      gpu-dedup report out                             # (re)write out/report.html
-    """)
 
 EPILOG_RUN = textwrap.dedent("""\
     examples:
@@ -152,7 +137,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--substring-order", choices=SUBSTRING_ORDERS, default="after", help="after (default): over the "
                    "documents the document stages (and an --paragraph-order after stage) kept; before: the document "
                    "stages read its output; beside: both on the input")
-    substring_cli.add_stage_args(g, "substring-", size_arg)
+    substring_cli.add_stage_args(g, "substring-")
     g = p.add_argument_group("semantic dedup (SemDeDup: embeddings -> k-means -> within-cluster cosine)")
     g.add_argument("--semantic", action="store_true", help="also remove semantic duplicates (needs "
                    "gpu-dedup[semantic]); decisions gain cosine / semantic_nearest_id / semantic_cluster")
@@ -174,9 +159,13 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--save-index", metavar="DIR", help="save this run's kept documents (plus --against's) as an "
                    "index for later runs")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bars, warnings only")
-    from .filters.cli import add_model_arguments
+    from .filter import add_model_arguments
 
     add_model_arguments(p, title="filter, then deduplicate what it keeps, in one read: ")
+    # API names in the library's errors that are not a flag's dest (flags.py writes them as these flags)
+    p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output", "paragraph": "paragraph_dedup",
+                              "write_deduplicated": "no_deduplicated", "lexical": "no_lexical",
+                              "substring": "substring_dedup"})
 
 
 def _load_config_file(path: str) -> dict[str, Any]:
@@ -278,77 +267,66 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return cfg.replace(**o) if o else cfg
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from .outputs import check_outside_inputs, input_roots, own
-    from .pipeline import deduplicate
+def add_command(sub) -> None:
+    """Register ``run`` on the CLI's subparsers."""
+    p = sub.add_parser("run", help="deduplicate a corpus", epilog=EPILOG_RUN,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_run_args(p)
+    p.set_defaults(func=cmd_run)
+
+
+def _semantic_config(args: argparse.Namespace):
+    """The SemanticConfig of the semantic flags (None without --semantic, which they need)."""
+    if not args.semantic:
+        if args.no_lexical or args.model or args.eps is not None or args.clusters is not None or args.long_text:
+            raise ValueError("--no-lexical / --model / --eps / --clusters / --long-text belong to the semantic "
+                             "stage: add --semantic")
+        return None
+    from ..semantic import SemanticConfig
+
+    kw = {k: v for k, v in (("model", args.model), ("eps", args.eps), ("n_clusters", args.clusters),
+                            ("keep", args.semantic_keep), ("chain", args.chain),
+                            ("max_seq_length", args.max_seq_length), ("long_text", args.long_text))
+          if v is not None}
+    return SemanticConfig(**kw)
+
+
+def _paragraph_config(args: argparse.Namespace) -> ParagraphConfig | None:
+    """The paragraph stage's settings of its flags (None without --paragraph-dedup); the reading settings are
+    the run's (compose.stage_configs)."""
+    if not args.paragraph_dedup:
+        return None
+    return ParagraphConfig(split=args.paragraph_split, min_paragraph_bytes=args.min_paragraph_bytes,
+                           bloom=BloomConfig(args.expected_paragraphs, args.bloom_fp,
+                                             mode="exact" if args.paragraph_exact else "bloom",
+                                             on_overflow="refuse" if args.refuse_overflow else "warn"))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..compose import run_dedup
 
     cfg = config_from_args(args)
-    out = args.output
-    semantic = None
-    if args.semantic:
-        from .semantic import SemanticConfig
-
-        kw = {k: v for k, v in (("model", args.model), ("eps", args.eps), ("n_clusters", args.clusters),
-                                ("keep", args.semantic_keep), ("chain", args.chain),
-                                ("max_seq_length", args.max_seq_length), ("long_text", args.long_text))
-              if v is not None}
-        semantic = SemanticConfig(**kw)
-        if args.no_lexical:
-            cfg = cfg.replace(cluster__near=False)
-    elif args.no_lexical or args.model or args.eps is not None or args.clusters is not None or args.long_text:
-        raise ValueError("--no-lexical / --model / --eps / --clusters / --long-text belong to the semantic stage: "
-                         "add --semantic")
-    # OUT (with the paragraph stage's outputs), the work dir and the index are checked, locked and their
-    # earlier run replaced before anything is written (gpu_dedup/outputs.py)
-    if args.save_index:
-        from .index import check_index_target
-
-        check_index_target(args.save_index, args.against)
-    roots = input_roots(args.inputs) + (input_roots(args.against) if args.against else [])
-    check_outside_inputs({"-o": out, "--work-dir": args.work_dir, "--save-index": args.save_index}, roots)
-    work_dir = args.work_dir or (os.path.join(out, "work") if args.resume else None)
-    with own(out, work_dir=work_dir, index_dir=args.save_index, command="run", overwrite=args.overwrite,
-             resume=args.resume, roots=roots):
-        # paragraph dedup in the stated order (--paragraph-order): after = over the documents the document
-        # stages kept (OUT/deduplicated/), before = the document stages read its output, beside = both on the input
-        if args.engine == "ray" and args.paragraph_dedup:
-            raise ValueError("--paragraph-dedup runs in one process, not on --engine ray yet: run "
-                             "`gpu-dedup run ... --paragraph-dedup` with --engine local, or drop --paragraph-dedup")
-        order = args.paragraph_order if args.paragraph_dedup else None
-        if order == "after" and args.no_deduplicated:
-            raise ValueError("--paragraph-order after cuts paragraphs from OUT/deduplicated/, which --no-deduplicated "
-                             "turns off: drop one of them, or use --paragraph-order beside")
-        inputs = args.inputs
-        if order in ("before", "beside"):
-            _paragraph_stage(args, cfg, out, args.inputs)
-            if order == "before":
-                inputs = [os.path.join(out, PARAGRAPH_OUTPUT)]
-        sorder = args.substring_order if args.substring_dedup else None
-        if sorder == "after" and args.no_deduplicated:
-            raise ValueError("--substring-order after cuts spans from OUT/deduplicated/, which --no-deduplicated "
-                             "turns off: drop one of them, or use --substring-order beside")
-        if sorder in ("before", "beside"):
-            substring_cli.run_stage(args, cfg, out, inputs if sorder == "before" else args.inputs)
-            if sorder == "before":
-                inputs = [os.path.join(out, substring_cli.OUTPUT_DIR)]
-        result = deduplicate(inputs, cfg, out, against=args.against, save_index=args.save_index,
-                             semantic=semantic, work_dir=args.work_dir, resume=args.resume, engine=args.engine,
-                             workers=args.workers, address=args.address, partitions=args.partitions,
-                             overwrite=args.overwrite,
-                             prefilter=_prefilter(args, cfg))
-        if order == "after":
-            _paragraph_stage(args, cfg, out, [os.path.join(out, "deduplicated")])
-        if sorder == "after":
-            after = PARAGRAPH_OUTPUT if order == "after" else "deduplicated"
-            substring_cli.run_stage(args, cfg, out, [os.path.join(out, after)])
-    _print_summary(result)
+    semantic = _semantic_config(args)
+    res = run_dedup(args.inputs, cfg, args.output, paragraph=_paragraph_config(args),
+                    paragraph_order=args.paragraph_order,
+                    substring=substring_cli.stage_config(args) if args.substring_dedup else None,
+                    substring_order=args.substring_order, lexical=not args.no_lexical, semantic=semantic,
+                    against=args.against, save_index=args.save_index, work_dir=args.work_dir, resume=args.resume,
+                    engine=args.engine, workers=args.workers, address=args.address, partitions=args.partitions,
+                    overwrite=args.overwrite, prefilter=_prefilter(args, cfg))
+    for stage in res.order:
+        if stage == "paragraph":
+            _paragraph_summary(res.paragraph)
+        elif stage == "substring":
+            substring_cli.summary(res.substring)
+    print_summary(res.dedup)
     return 0
 
 
 def _prefilter(args: argparse.Namespace, cfg: RunConfig):
     """The FilterConfig of run's filter flags (filters/prefilter.py), or None when none is given."""
-    from .filters.cli import model_options
-    from .filters.config import FilterConfig
+    from ..filters.config import FilterConfig
+    from .filter import model_options
 
     opts = model_options(args)
     if not opts:
@@ -357,46 +335,15 @@ def _prefilter(args: argparse.Namespace, cfg: RunConfig):
                         device=cfg.device, threads=cfg.threads, audit=0, write_filtered=False)
 
 
-def _paragraph_stage(args: argparse.Namespace, cfg: RunConfig, out: str, inputs: list[str]) -> None:
-    from .paragraph.dedup import paragraph_dedup
-
-    pcfg = ParagraphConfig(split=args.paragraph_split, min_paragraph_bytes=args.min_paragraph_bytes,
-                           progress=cfg.progress, normalize=cfg.normalize,
-                           bloom=BloomConfig(args.expected_paragraphs, args.bloom_fp,
-                                             mode="exact" if args.paragraph_exact else "bloom",
-                                             on_overflow="refuse" if args.refuse_overflow else "warn"),
-                           id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=cfg.batch_bytes,
-                           on_error=cfg.on_error)
-    res = paragraph_dedup(inputs, pcfg, out, device=cfg.device)
+def _paragraph_summary(res) -> None:
     c = res.stats["counts"]
     print(f"paragraph dedup: {c['units_removed']:,} of {c['units']:,} paragraphs cut from "
           f"{c['documents_changed']:,} documents ({c['bytes_cut']:,} bytes) -> removed_spans.parquet, "
           f"paragraph_deduplicated/")
 
 
-def _cmd_screen(args: argparse.Namespace) -> int:
-    from .outputs import check_outside_inputs, input_roots
-    from .screen import load_phrases, screen
-
-    check_outside_inputs({"-o": args.output}, input_roots(args.corpus) + input_roots(args.benchmark))
-
-    kw: dict[str, Any] = {"ngram": args.ngram, "min_matches": args.min_matches, "min_ngram": args.min_ngram,
-                          "text_unit": args.benchmark_text_unit, "id_field": args.id_field,
-                          "text_field": args.text_field}
-    if args.benchmark_field:
-        kw["fields"] = tuple(args.benchmark_field)
-    if args.common_phrases:
-        kw["common_phrases"] = load_phrases(args.common_phrases)
-    if args.max_items_per_ngram is not None:
-        kw["max_items_per_ngram"] = args.max_items_per_ngram or None
-    res = screen(args.corpus, args.benchmark, ScreenConfig(**kw), args.output, device=args.device)
-    print(f"screened against {len(args.benchmark)} benchmark file(s): {res.matches.num_rows:,} (document, item) "
-          f"matches in {len(res.flagged_ids):,} documents "
-          f"-> {os.path.join(args.output, 'matches.parquet')}, counts.json. Nothing was removed.")
-    return 0
-
-
-def _print_summary(result) -> None:
+def print_summary(result) -> None:
+    """A dedup run's summary lines on stdout (``run`` and ``demo``)."""
     s = result.stats
     print(result.summary())
     t = s["timings_s"]
@@ -410,159 +357,3 @@ def _print_summary(result) -> None:
         print(f"work dir {w['path']}: {w['pieces_reused']} pieces reused, {w['pieces_computed']} computed")
     if s["read"].get("skipped"):
         print(f"skipped {len(s['read']['skipped'])} bad records (listed in run.json under read.skipped)")
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from importlib import resources
-
-    from .outputs import input_roots, own
-    from .pipeline import deduplicate
-
-    sample = resources.files("gpu_dedup") / "data" / "sample.jsonl.gz"
-    out = args.output
-    cfg = RunConfig.preset(args.preset, device=args.device, progress=not args.quiet)
-    # the demo replaces its own earlier output (a directory whose manifest says the demo wrote it), nothing else
-    with resources.as_file(sample) as path, own(out, command="demo", overwrite=args.overwrite,
-                                                 roots=input_roots([str(path)]), overwrite_same_command=True):
-        result = deduplicate([str(path)], cfg, out)
-    _print_summary(result)
-    import pyarrow.compute as pc
-
-    d = result.decisions
-    removed = d.filter(pc.equal(d["reason"], "near_duplicate"))
-    if removed.num_rows:
-        top = removed.sort_by([("jaccard", "ascending")]).slice(0, 3).to_pylist()
-        print("\nnear duplicates closest to the threshold (id -> kept representative, exact Jaccard):")
-        for row in top:
-            print(f"  {row['id']} -> {row['representative_id']}  J={row['jaccard']:.3f}")
-        print(f"\nnext: open {out}/report.html in a browser (clusters side by side, S-curve, timings), or load "
-              f"the decisions:\n  python -c \"import pyarrow.parquet as pq; "
-              f"print(pq.read_table('{out}/decisions.parquet').to_pandas().head())\"")
-    return 0
-
-
-def _cmd_compare(args: argparse.Namespace) -> int:
-    from .semantic import compare
-
-    res = compare(args.output, source=args.input or None, n_examples=args.examples, max_pairs=args.max_pairs)
-    print(res.markdown)
-    print(f"wrote {res.markdown_path} and {res.png_path}")
-    return 0
-
-
-def _cmd_params(args: argparse.Namespace) -> int:
-    from . import params
-
-    return params.run(args)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpu-dedup", description="Deduplicate text corpora for LLM "
-                                     "pre-training (exact, MinHash/LSH with exact-Jaccard verification).",
-                                     epilog=EPILOG_MAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"gpu-dedup {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    p = sub.add_parser("run", help="deduplicate a corpus", epilog=EPILOG_RUN,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_run_args(p)
-    p.set_defaults(func=_cmd_run)
-    p = sub.add_parser("demo", help="run on the bundled sample corpus",
-                       epilog="example:\n  gpu-dedup demo -o demo-out --preset fineweb",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-o", "--output", default="gpu-dedup-demo", help="output directory (default gpu-dedup-demo)")
-    p.add_argument("--preset", choices=PRESETS, default="default")
-    p.add_argument("--device", choices=DEVICES, default=_default(RunConfig, "device"))
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=_cmd_demo)
-    p = sub.add_parser("screen", help="flag corpus documents sharing word n-grams with benchmark items "
-                       "(contamination report; removes nothing)",
-                       epilog="examples:\n  gpu-dedup screen crawl/ --benchmark gsm8k.jsonl mmlu.parquet -o screen-out\n"
-                              "  gpu-dedup screen crawl/ --benchmark items.txt -o out --ngram 8 --common-phrases "
-                              "boilerplate.txt\n\npolicy: n >= 8 unless --min-ngram is lowered; n-grams found in "
-                              "more than --max-items-per-ngram items (default 10) or in --common-phrases are ignored",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("corpus", nargs="+", metavar="CORPUS", help="files, directories or globs (like `run`)")
-    p.add_argument("--benchmark", nargs="+", required=True, metavar="FILE",
-                   help="benchmark files: jsonl / parquet (fields below) or plain text")
-    p.add_argument("-o", "--output", required=True, metavar="OUT")
-    d = {f.name: f.default for f in dataclasses.fields(ScreenConfig)}
-    p.add_argument("--ngram", type=int, default=d["ngram"], help=f"words per n-gram (default {d['ngram']})")
-    p.add_argument("--min-matches", type=int, default=d["min_matches"],
-                   help=f"shared n-grams needed to flag (default {d['min_matches']})")
-    p.add_argument("--min-ngram", type=int, default=d["min_ngram"],
-                   help=f"smallest n accepted (default {d['min_ngram']})")
-    p.add_argument("--benchmark-field", action="append", help="benchmark record field to index (repeatable; "
-                   f"default {', '.join(d['fields'])})")
-    p.add_argument("--benchmark-text-unit", choices=get_args(TextUnit), default=d["text_unit"],
-                   help="plain-text benchmark files: one item per line (default) or per file")
-    p.add_argument("--common-phrases", metavar="FILE", help="phrases (one per line) whose n-grams never count")
-    p.add_argument("--max-items-per-ngram", type=int, help="ignore n-grams in more items (0 = keep all)")
-    p.add_argument("--id-field", default=d["id_field"])
-    p.add_argument("--text-field", default=d["text_field"])
-    p.add_argument("--device", choices=DEVICES, default=_default(RunConfig, "device"))
-    p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=_cmd_screen)
-    p = sub.add_parser("compare", help="lexical vs semantic decisions of a --semantic run: counts, overlap, "
-                       "example pairs, Jaccard-vs-cosine plot",
-                       epilog="example:\n  gpu-dedup run data/ -o out --semantic && gpu-dedup compare out",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("output", metavar="OUT", help="directory of a run made with --semantic")
-    p.add_argument("--input", nargs="+", help="the run's input, when its recorded paths moved")
-    p.add_argument("--examples", type=int, default=5, help="example pairs per region (default 5)")
-    p.add_argument("--max-pairs", type=int, default=20000, help="pairs sampled for the plot (default 20000)")
-    p.set_defaults(func=_cmd_compare)
-    from . import params, report
-
-    p = sub.add_parser("report", help="write OUT/report.html from a finished run",
-                       epilog="examples:\n  gpu-dedup report out\n  gpu-dedup report out --source data/ --max-clusters 20",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    report.add_arguments(p)
-    p.set_defaults(func=report.run)
-    p = sub.add_parser("params", help="choose LSH bands x rows for a threshold and hash budget",
-                       epilog="examples:\n  gpu-dedup params --threshold 0.8 --num-perm 112\n"
-                              "  gpu-dedup params --threshold 0.8 --num-perm 112 --bands 14 --rows 8 --plot s.png",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    params.add_arguments(p)
-    p.set_defaults(func=_cmd_params)
-    from .filters import cli as filters_cli
-
-    filters_cli.add_commands(sub)
-    substring_cli.add_command(sub, DEVICES, size_arg)
-    from . import warmup
-
-    warmup.add_command(sub)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return 2
-    quiet = getattr(args, "quiet", False)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else (logging.WARNING if quiet else logging.INFO),
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        # Ctrl-C: the owned outputs were already removed on the way out (outputs.own), as on any failure
-        logger.debug("traceback", exc_info=True)
-        print("gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any failure",
-              file=sys.stderr)
-        return 130
-    except (ValueError, OSError, RuntimeError, ImportError, TypeError) as exc:
-        # OSError: an impossible output path, a locked directory's file system, a full disk... (the message
-        # names the path); one line, the traceback only with -v
-        logger.debug("traceback", exc_info=True)
-        from .flags import cli_message, command_flags, subcommand_parser
-
-        sp = subcommand_parser(parser, args.command)  # the API's argument names, as this command's flags
-        print(f"gpu-dedup: error: {cli_message(str(exc), command_flags(sp)) if sp else exc}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -3,7 +3,11 @@ flag (argparse prefixes "argument --flag:")."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+from typing import Any, get_args
+
+from ..config import Device
 
 
 def parse_size(text: str) -> int:
@@ -53,3 +57,12 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
+
+
+DEVICES = get_args(Device)  # the --device choices
+
+
+def config_default(cls: type, name: str) -> Any:
+    """The default of field ``name`` of dataclass ``cls``: flags take their defaults from the configs, never
+    repeat them."""
+    return next(f.default for f in dataclasses.fields(cls) if f.name == name)

@@ -1,4 +1,5 @@
-"""Command line of exact-substring dedup: the ``substring`` command and ``run``'s ``--substring-dedup`` stage."""
+"""``gpu-dedup substring`` and ``run``'s ``--substring-*`` flags (the stage itself: ``substring.substring_dedup``;
+its place in ``run``: ``compose.run_dedup``)."""
 from __future__ import annotations
 
 import argparse
@@ -6,9 +7,7 @@ import os
 from typing import Any
 
 from .. import constants as C
-
-ORDERS = ("after", "before", "beside")
-OUTPUT_DIR = "substring_deduplicated"  # dedup.OUTPUT_DIR, without importing the stage
+from .args import DEVICES, size_arg
 EPILOG = ("examples:\n  gpu-dedup substring data/ -o sub-out --min-tokens 50\n"
           "  gpu-dedup substring data/*.parquet -o sub-out --tokenizer gpt2/tokenizer.json --keep longest\n"
           "outputs: substring_spans.parquet (every cut: byte and token range, the kept copy, the cut text),\n"
@@ -23,9 +22,8 @@ def _positive_int(s: str) -> int:
     return v
 
 
-def add_stage_args(g: Any, prefix: str, size_type: Any) -> None:
-    """The options shared by ``substring`` and ``run --substring-dedup`` (``prefix`` "substring-" in run;
-    size_type: gpu_dedup.cli.size_arg, passed in so that this module does not import the CLI)."""
+def add_stage_args(g: Any, prefix: str) -> None:
+    """The options shared by ``substring`` and ``run --substring-dedup`` (``prefix`` "substring-" in run)."""
     g.add_argument(f"--{prefix or ''}min-tokens", dest="min_tokens", type=int, default=C.SUBSTRING_MIN_TOKENS,
                    help=f"shortest repeated span cut, in tokens (default {C.SUBSTRING_MIN_TOKENS}, Lee et al.)")
     g.add_argument(f"--{prefix}tokenizer", dest="tokenizer", metavar="TOKENIZER_JSON", help="a Hugging Face "
@@ -33,7 +31,7 @@ def add_stage_args(g: Any, prefix: str, size_type: Any) -> None:
     g.add_argument(f"--{prefix}chunk-tokens", dest="chunk_tokens", type=_positive_int, metavar="N",
                    help="tokens per chunk for corpora larger than memory: suffix arrays over pairs of chunks, the "
                         "same cuts as one array")
-    g.add_argument(f"--{prefix}memory-budget", dest="substring_memory_budget", type=size_type, metavar="SIZE",
+    g.add_argument(f"--{prefix}memory-budget", dest="substring_memory_budget", type=size_arg, metavar="SIZE",
                    help="bound the suffix-array stage's memory (e.g. 2G): tokens spilled to --work-dir and chunks "
                         "chosen to fit; the same cuts")
     g.add_argument(f"--{prefix}work-dir", dest="substring_work_dir", metavar="DIR", help="directory for the spilled "
@@ -42,16 +40,17 @@ def add_stage_args(g: Any, prefix: str, size_type: Any) -> None:
                    help="changed documents left with fewer bytes are flagged 'short' (default 50)")
 
 
-def add_command(sub: Any, devices: tuple, size_type: Any) -> None:
+def add_command(sub: Any) -> None:
+    """Register ``substring`` on the CLI's subparsers."""
     p = sub.add_parser("substring", help="cut repeated spans of >= --min-tokens tokens (exact-substring dedup with "
                        "suffix arrays; reversible)", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="jsonl / jsonl.gz / jsonl.zst / parquet files, "
                    "directories or glob patterns")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
-    add_stage_args(p, "", size_type)
+    add_stage_args(p, "")
     p.add_argument("--keep", default="first", help="which copy stays: first | longest | min-id | max:<column> | "
                    "min:<column> (default first)")
-    p.add_argument("--device", choices=devices, default="cpu")
+    p.add_argument("--device", choices=DEVICES, default="cpu")
     p.add_argument("--id-field", default="id")
     p.add_argument("--text-field", default="text")
     p.add_argument("--skip-bad-records", action="store_true", help="skip (and count) bad records instead of "
@@ -61,7 +60,7 @@ def add_command(sub: Any, devices: tuple, size_type: Any) -> None:
 
 
 def config_from(args: argparse.Namespace, **input_kw: Any):
-    from .config import SubstringConfig
+    from ..substring.config import SubstringConfig
 
     return SubstringConfig(min_tokens=args.min_tokens, tokenizer=args.tokenizer, chunk_tokens=args.chunk_tokens,
                            memory_budget=args.substring_memory_budget, work_dir=args.substring_work_dir,
@@ -70,7 +69,7 @@ def config_from(args: argparse.Namespace, **input_kw: Any):
 
 def cmd_substring(args: argparse.Namespace) -> int:
     from ..outputs import check_outside_inputs, input_roots, own
-    from .dedup import substring_dedup
+    from ..substring.dedup import substring_dedup
 
     if args.min_tokens < 1:
         raise ValueError(f"--min-tokens must be >= 1, got {args.min_tokens}")
@@ -84,19 +83,16 @@ def cmd_substring(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_stage(args: argparse.Namespace, cfg: Any, out: str, inputs: list[str]) -> None:
-    """``run --substring-dedup``: the stage over ``inputs`` with the run's reader settings, normalization and
-    keep order, writing into OUT."""
-    from .dedup import substring_dedup
-
+def stage_config(args: argparse.Namespace):
+    """``run --substring-dedup``'s SubstringConfig (its keep order, normalization and reading settings are the
+    run's: compose.stage_configs)."""
     if args.min_tokens < 1:
         raise ValueError(f"--substring-min-tokens must be >= 1, got {args.min_tokens}")
-    scfg = config_from(args, keep=cfg.cluster.keep, normalize=cfg.normalize, id_field=cfg.id_field,
-                       text_field=cfg.text_field, on_error=cfg.on_error)
-    summary(substring_dedup(inputs, scfg, out, device=cfg.device))
+    return config_from(args)
 
 
 def summary(res: Any) -> None:
+    """The substring stage's summary line on stdout."""
     c = res.stats["counts"]
     print(f"substring dedup: {c['spans_cut']:,} spans ({c['tokens_cut']:,} of {c['tokens']:,} tokens, "
           f"{c['bytes_cut']:,} bytes) cut from {c['documents_changed']:,} of {c['documents']:,} documents "

@@ -1,0 +1,66 @@
+"""The ``gpu-dedup`` parser and entry point: one subcommand per module of this package, each mapping its flags
+to the Python API (``add_command(sub)`` registers it, its ``func`` runs it); ``main`` turns the errors the tool
+raises on purpose into one line that names the flags (flags.py)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import textwrap
+from typing import Sequence
+
+from .._version import __version__
+from . import compare, demo, filter, params, report, run, screen, substring, train, warmup
+
+logger = logging.getLogger("gpu_dedup")
+
+EPILOG_MAIN = textwrap.dedent("""\
+    examples:
+      gpu-dedup demo                                   # run on the bundled sample corpus
+      gpu-dedup run data/*.jsonl.gz -o out             # default: word 5-grams, K=100 (20x5), verified, theta 0.8
+      gpu-dedup run shards/ -o out --preset fineweb    # FineWeb semantics: 14x8, connected components
+      gpu-dedup run data.parquet -o out --threshold 0.9 --keep max:quality_score
+      gpu-dedup params --threshold 0.8 --num-perm 128 --plot scurves.png
+      gpu-dedup report out                             # (re)write out/report.html
+    """)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``gpu-dedup`` parser with every subcommand (in the order ``--help`` lists them)."""
+    parser = argparse.ArgumentParser(prog="gpu-dedup", description="Deduplicate text corpora for LLM "
+                                     "pre-training (exact, MinHash/LSH with exact-Jaccard verification).",
+                                     epilog=EPILOG_MAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"gpu-dedup {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in (run, demo, screen, compare, report, params, filter, train, substring, warmup):
+        command.add_command(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    quiet = getattr(args, "quiet", False)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else (logging.WARNING if quiet else logging.INFO),
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        # Ctrl-C: the owned outputs were already removed on the way out (outputs.own), as on any failure
+        logger.debug("traceback", exc_info=True)
+        print("gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any failure",
+              file=sys.stderr)
+        return 130
+    except (ValueError, OSError, RuntimeError, ImportError, TypeError) as exc:
+        # OSError: an impossible output path, a locked directory's file system, a full disk... (the message
+        # names the path); one line, the traceback only with -v
+        logger.debug("traceback", exc_info=True)
+        from .flags import cli_message, command_flags, subcommand_parser
+
+        sp = subcommand_parser(parser, args.command)  # the API's argument names, as this command's flags
+        print(f"gpu-dedup: error: {cli_message(str(exc), command_flags(sp)) if sp else exc}", file=sys.stderr)
+        return 1

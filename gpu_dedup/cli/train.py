@@ -1,0 +1,91 @@
+"""``gpu-dedup train-lm`` and ``gpu-dedup train-classifier``: the models ``filter`` scores with."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+
+def add_command(sub) -> None:
+    """Register ``train-lm`` and ``train-classifier`` on the CLI's subparsers."""
+    p = sub.add_parser("train-lm", help="train an n-gram language model (interpolated modified Kneser-Ney, ARPA) "
+                       "for --perplexity", epilog="example:\n  gpu-dedup train-lm wiki.jsonl -o wiki.arpa --order 5\n\n"
+                       "the model records its normalization; scoring with another is refused",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inputs", nargs="+", metavar="REFERENCE", help="jsonl / parquet files or directories, or .txt "
+                   "files with one document per line")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL.arpa")
+    p.add_argument("--order", type=int, default=5, help="n-gram order, 1..6 (default 5)")
+    p.add_argument("--normalization", default="nfkc-lower",
+                   help="none | nfkc-lower[,remove-punctuation][,fold-digits] (default nfkc-lower)")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model file")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=run_train_lm)
+    p = sub.add_parser("train-classifier", help="train a fastText classifier (quality, toxicity, ...) with a "
+                       "group-disjoint validation split, a confusion matrix and a chosen threshold",
+                       epilog="example:\n  gpu-dedup train-classifier labelled.jsonl -o quality.bin --group-field "
+                       "domain --positive-label hq\n  gpu-dedup filter crawl/ -o out --classifier quality=quality.bin"
+                       "\n\nthe card (MODEL.json) holds the threshold, the metrics, the seed and the versions",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _train_classifier_arguments(p)
+    p.set_defaults(func=run_train_classifier)
+
+
+def run_train_lm(args: argparse.Namespace) -> int:
+    from ..outputs import check_outside_inputs, input_roots
+    from ..filters.kneser_ney import LMTrainConfig, train_lm
+    from ..filters.lm import LMNormalization
+
+    check_outside_inputs({"-o": os.path.dirname(os.path.abspath(args.output))}, input_roots(args.inputs))
+    cfg = LMTrainConfig(order=args.order, normalization=LMNormalization.parse(args.normalization),
+                        text_field=args.text_field)
+    stats = train_lm(args.inputs, args.output, cfg, device=args.device, overwrite=args.overwrite)
+    counts = stats.get("ngrams") or stats.get("counts")
+    print(f"trained a {stats['order']}-gram model on {stats['sentences']:,} sentences ({stats['words']:,} words, "
+          f"vocabulary {stats['vocab_size']:,}) in {stats['seconds_total']:.1f} s -> {args.output}"
+          + (f"; n-grams per order: {counts}" if counts else ""))
+    return 0
+
+
+def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
+    """One flag per TrainClassifierConfig field (--text-field, --epoch, --quantize, ...), defaults from it."""
+    import typing
+
+    from ..filters.train import TrainClassifierConfig
+
+    p.add_argument("inputs", nargs="+", metavar="LABELLED", help="JSON Lines / Parquet files or directories with "
+                   "text, label and (optional) group fields, or fastText .txt files (__label__X text)")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model path (.bin, or .ftz with "
+                   "--quantize); the card is written beside it as MODEL.json")
+    hints = typing.get_type_hints(TrainClassifierConfig)
+    for f in dataclasses.fields(TrainClassifierConfig):
+        flag = "--" + f.name.replace("_", "-")
+        choices = typing.get_args(hints[f.name])
+        if f.default is False:
+            p.add_argument(flag, action="store_true", default=None)
+        elif choices and all(isinstance(c, str) for c in choices):
+            p.add_argument(flag, choices=choices, default=None, help=f"(default {f.default})")
+        else:
+            kind = int if isinstance(f.default, int) or int in choices else \
+                float if isinstance(f.default, float) or f.name.endswith(("_target", "_fraction")) else str
+            p.add_argument(flag, type=kind, default=None,
+                           help="(default: from the data)" if f.name == "bucket" else f"(default {f.default})")
+    p.add_argument("--no-group-field", action="store_true", help="every document is its own group")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model and card")
+    p.add_argument("-q", "--quiet", action="store_true")
+
+
+def run_train_classifier(args: argparse.Namespace) -> int:
+    from ..outputs import check_outside_inputs, input_roots
+    from ..filters.train import TrainClassifierConfig, format_summary, train_classifier
+
+    check_outside_inputs({"-o": args.output}, input_roots(args.inputs))
+    kw = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainClassifierConfig)
+          if getattr(args, f.name, None) is not None}
+    if args.no_group_field:
+        kw["group_field"] = None
+    card = train_classifier(list(args.inputs), args.output, TrainClassifierConfig(**kw), overwrite=args.overwrite)
+    print(format_summary(card))
+    return 0

@@ -1,0 +1,159 @@
+"""One ``gpu-dedup run`` as one Python call: the document-level dedup (``pipeline.deduplicate``) composed with the
+reversible span stages (paragraph dedup, exact-substring dedup) in the order asked for, over one owned OUT.
+
+  check_composition   the preconditions of the order: an "after" stage reads OUT/deduplicated/ (so the run must
+                      write it), paragraph dedup runs in one process (not on engine="ray"), lexical=False needs
+                      the semantic stage
+  stage_configs       the span stages read and normalize as the run does (fields, batches, bad records, the
+                      normalization, the keep order, the progress bar): taken from the RunConfig
+  run_dedup           own OUT, then the stages in order; every stage's result, in the order they ran
+
+Orders (``paragraph_order`` / ``substring_order``): "after" (default): over the documents the document stages kept
+(OUT/deduplicated/; the substring stage after an "after" paragraph stage reads OUT/paragraph_deduplicated/, so
+both cuts are in one output); "before": the document stages read the stage's output; "beside": both read the
+input (separate results).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from .config import RunConfig
+from .outputs import check_outside_inputs, input_roots, own
+from .paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
+from .paragraph.dedup import ParagraphConfig
+from .pipeline import DedupResult, deduplicate
+from .substring.config import SubstringConfig
+from .substring.dedup import OUTPUT_DIR as SUBSTRING_OUTPUT
+
+StageOrder = Literal["after", "before", "beside"]
+ORDERS: tuple[str, ...] = get_args(StageOrder)
+DEDUPLICATED = "deduplicated"  # the document stages' kept records, in OUT
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """``run_dedup``'s results: the document-level dedup's, each span stage's (None when not run), and the
+    order the stages ran in ("paragraph", "substring", "dedup")."""
+
+    dedup: DedupResult
+    paragraph: Any = None  # paragraph.dedup.ParagraphResult
+    substring: Any = None  # substring.dedup.SubstringResult
+    order: tuple[str, ...] = ("dedup",)
+
+
+def check_composition(cfg: RunConfig, *, paragraph: ParagraphConfig | None, paragraph_order: str,
+                      substring: SubstringConfig | None, substring_order: str, engine: str, lexical: bool,
+                      semantic: Any, output_dir: Any) -> None:
+    """Raise ``ValueError`` naming the arguments when the stages cannot run in the order asked for."""
+    for name, order in (("paragraph_order", paragraph_order), ("substring_order", substring_order)):
+        if order not in ORDERS:
+            raise ValueError(f"{name} must be one of {ORDERS}, got {order!r}")
+    if paragraph is not None and not isinstance(paragraph, ParagraphConfig):
+        raise ValueError(f"paragraph must be a ParagraphConfig or None, got {paragraph!r}")
+    if substring is not None and not isinstance(substring, SubstringConfig):
+        raise ValueError(f"substring must be a SubstringConfig or None, got {substring!r}")
+    if not lexical and semantic is None:
+        raise ValueError("lexical=False skips MinHash/LSH, which only the `semantic` stage replaces: give it, or "
+                         "keep the lexical stages")
+    if (paragraph is not None or substring is not None) and output_dir is None:
+        raise ValueError("the paragraph and substring stages write into output_dir: pass one")
+    if engine == "ray" and paragraph is not None:
+        raise ValueError("`paragraph` runs in one process, not on engine='ray' yet: run it with "
+                         "engine='local', or drop `paragraph`")
+    if paragraph is not None and paragraph_order == "after" and not cfg.write_deduplicated:
+        raise ValueError("paragraph_order='after' cuts paragraphs from OUT/deduplicated/, which "
+                         "write_deduplicated=False turns off: drop one of them, or use paragraph_order='beside'")
+    if substring is not None and substring_order == "after" and not cfg.write_deduplicated:
+        raise ValueError("substring_order='after' cuts spans from OUT/deduplicated/, which write_deduplicated=False "
+                         "turns off: drop one of them, or use substring_order='beside'")
+
+
+def stage_configs(cfg: RunConfig, paragraph: ParagraphConfig | None,
+                  substring: SubstringConfig | None) -> tuple[ParagraphConfig | None, SubstringConfig | None]:
+    """The span stages' configs with the run's reading, normalization, keep order and progress settings."""
+    if paragraph is not None:
+        paragraph = dataclasses.replace(paragraph, progress=cfg.progress, normalize=cfg.normalize,
+                                        id_field=cfg.id_field, text_field=cfg.text_field,
+                                        batch_bytes=cfg.batch_bytes, on_error=cfg.on_error)
+    if substring is not None:
+        substring = dataclasses.replace(substring, keep=cfg.cluster.keep, normalize=cfg.normalize,
+                                        id_field=cfg.id_field, text_field=cfg.text_field, on_error=cfg.on_error)
+    return paragraph, substring
+
+
+def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None, *,
+              paragraph: ParagraphConfig | None = None, paragraph_order: StageOrder = "after",
+              substring: SubstringConfig | None = None, substring_order: StageOrder = "after",
+              lexical: bool = True, semantic: Any = None, against: str | os.PathLike | None = None,
+              save_index: str | os.PathLike | None = None, work_dir: str | os.PathLike | None = None,
+              resume: bool = False, overwrite: bool = True, engine: str = "local", **kwargs: Any) -> RunResult:
+    """``deduplicate`` with paragraph and/or exact-substring dedup in the stated order (module docstring), all
+    writing into one ``output_dir`` that this call owns as the "run" command (gpu_dedup/outputs.py: outside the inputs, locked, an
+    earlier run's files replaced only with ``overwrite``, this run's removed again if any stage fails).
+
+    Args:
+        source, config, output_dir, against, save_index, work_dir, resume, overwrite, engine, semantic, kwargs:
+            as ``deduplicate`` (``kwargs``: its other keyword arguments, e.g. ``workers``, ``prefilter``).
+        paragraph: run paragraph dedup with these settings (its reading, normalization and progress settings
+            are the run's: ``stage_configs``); None: not run.
+        paragraph_order: "after" (default), "before" or "beside" the document stages.
+        substring: run exact-substring dedup with these settings (keep order and reading settings: the run's).
+        substring_order: as ``paragraph_order``; "after" follows an "after" paragraph stage.
+        lexical: False skips MinHash/LSH (``cluster.near=False``), for a semantic-only run; exact duplicates
+            are still removed.
+
+    Returns:
+        A ``RunResult``: every stage's result, in the order they ran.
+
+    Raises:
+        ValueError: an order whose preconditions fail (``check_composition``), or what ``deduplicate`` and the
+            stages raise.
+        FileExistsError: ``output_dir`` holds an earlier run and ``overwrite`` is False.
+    """
+    cfg = config or RunConfig()
+    check_composition(cfg, paragraph=paragraph, paragraph_order=paragraph_order, substring=substring,
+                      substring_order=substring_order, engine=engine, lexical=lexical, semantic=semantic,
+                      output_dir=output_dir)
+    if not lexical:
+        cfg = cfg.replace(cluster__near=False)
+    pcfg, scfg = stage_configs(cfg, paragraph, substring)
+    dedup_kw = dict(against=against, save_index=save_index, semantic=semantic, work_dir=work_dir, resume=resume,
+                    engine=engine, overwrite=overwrite, **kwargs)
+    if output_dir is None:  # in memory: no span stage (check_composition)
+        return RunResult(deduplicate(source, cfg, None, **dedup_kw))
+    from .paragraph.dedup import paragraph_dedup
+    from .substring.dedup import substring_dedup
+
+    out = os.fspath(output_dir)
+    # OUT (with every stage's outputs), the work dir and the index are checked, locked and their earlier run
+    # replaced before anything is written; deduplicate's own ownership joins this one
+    if save_index is not None:
+        from .index import check_index_target
+
+        check_index_target(os.fspath(save_index), os.fspath(against) if against is not None else None)
+    roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
+    check_outside_inputs({"output_dir": out, "work_dir": work_dir, "save_index": save_index}, roots)
+    wd = work_dir if work_dir is not None else (os.path.join(out, "work") if resume else None)
+    results: dict[str, Any] = {}
+    with own(out, work_dir=wd, index_dir=save_index, command="run", overwrite=overwrite, resume=resume,
+             roots=roots, flag="overwrite=True"):
+        inputs = source
+        if pcfg is not None and paragraph_order != "after":
+            results["paragraph"] = paragraph_dedup(source, pcfg, out, device=cfg.device)
+            if paragraph_order == "before":
+                inputs = [os.path.join(out, PARAGRAPH_OUTPUT)]
+        if scfg is not None and substring_order != "after":
+            results["substring"] = substring_dedup(inputs if substring_order == "before" else source, scfg, out,
+                                                   device=cfg.device)
+            if substring_order == "before":
+                inputs = [os.path.join(out, SUBSTRING_OUTPUT)]
+        results["dedup"] = deduplicate(inputs, cfg, out, **dedup_kw)
+        if pcfg is not None and paragraph_order == "after":
+            results["paragraph"] = paragraph_dedup([os.path.join(out, DEDUPLICATED)], pcfg, out, device=cfg.device)
+        if scfg is not None and substring_order == "after":
+            after = PARAGRAPH_OUTPUT if pcfg is not None and paragraph_order == "after" else DEDUPLICATED
+            results["substring"] = substring_dedup([os.path.join(out, after)], scfg, out, device=cfg.device)
+    return RunResult(results["dedup"], results.get("paragraph"), results.get("substring"), tuple(results))

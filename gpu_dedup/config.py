@@ -43,6 +43,21 @@ def did_you_mean(name: str, choices: Any) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+def flag(help: str, name: str | None = None, **how: Any) -> dict[str, Any]:
+    """One command-line flag of a config field: ``gpu-dedup run`` makes its flags from its configs' field metadata
+    (``metadata=cli(flag(...))``; gpu_dedup/cli/run.py), as dolma makes its CLI from ``field(help=...)``.
+    ``help``: the flag's help text; ``name``: the flag, when it is not ``--`` + the field's name; ``how``:
+    ``set=VALUE`` (a switch that sets the field to VALUE), ``type`` ("int" | "finite" | "size": 2G, 500M |
+    "mib": MiB as bytes), ``metavar``, ``append=True`` (repeatable, a tuple). A Literal field's values are the
+    flag's choices."""
+    return {"help": help, "name": name, **how}
+
+
+def cli(*flags: dict[str, Any]) -> dict[str, Any]:
+    """Field metadata holding the field's command-line flags (``flag``)."""
+    return {"cli": flags}
+
+
 def _check_literal(name: str, value: Any, lit: Any) -> None:
     allowed = get_args(lit)
     if value not in allowed:
@@ -60,9 +75,12 @@ class NormalizeConfig:
     decimal digits (Nd) -> '0'. See ``gpu_dedup.lexical.unicode_tables`` for the exact policy.
     """
 
-    remove_punctuation: bool = False
-    fold_digits: bool = False
-    lowercase: bool = True
+    remove_punctuation: bool = field(default=False, metadata=cli(flag(
+        "normalize punctuation/symbols to spaces", set=True)))
+    fold_digits: bool = field(default=False, metadata=cli(flag("normalize every decimal digit to 0", set=True)))
+    lowercase: bool = field(default=True, metadata=cli(flag(
+        "keep letter case (normalize.lowercase=false; e.g. for code, where lowercasing merges distinct identifiers)",
+        "--case-sensitive", set=False)))
 
     def __post_init__(self) -> None:
         for name in ("remove_punctuation", "fold_digits", "lowercase"):
@@ -76,8 +94,8 @@ class ShingleConfig:
     n-grams (n codepoints of the normalized text). Each shingle is hashed with XXH64(seed) over its
     UTF-8 bytes. Set semantics: repeated shingles count once."""
 
-    kind: ShingleKind = "word"
-    n: int = 5
+    kind: ShingleKind = field(default="word", metadata=cli(flag("shingle unit", "--shingle")))
+    n: int = field(default=5, metadata=cli(flag("shingle size n", "--ngram", type="int")))
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -94,9 +112,9 @@ class MinHashConfig:
     [0, p) drawn from SplitMix64(seed) by rejection. Stored as the low 32 bits (width=32) or all 61
     bits (width=64)."""
 
-    num_perm: int = 100
-    seed: int = 42
-    width: Literal[32, 64] = 32
+    num_perm: int = field(default=100, metadata=cli(flag("MinHash permutations K", type="int")))
+    seed: int = field(default=42, metadata=cli(flag("MinHash seed", type="int")))
+    width: Literal[32, 64] = field(default=32, metadata=cli(flag("stored signature width in bits", type="int")))
 
     def __post_init__(self) -> None:
         if not is_int(self.num_perm) or not 1 <= self.num_perm <= MAX_NUM_PERM:
@@ -112,8 +130,8 @@ class LSHConfig:
     """b bands x r rows; a band key is XXH64(seed=band index) of the band's r signature values
     (little-endian bytes). Two documents are candidates when any band key is equal."""
 
-    bands: int = 20
-    rows: int = 5
+    bands: int = field(default=20, metadata=cli(flag("LSH bands b", type="int")))
+    rows: int = field(default=5, metadata=cli(flag("LSH rows per band r", type="int")))
 
     def __post_init__(self) -> None:
         for name in ("bands", "rows"):
@@ -147,17 +165,29 @@ class ClusterConfig:
     001), in one read: every decision equals the one a run over that scope's documents alone gives.
     """
 
-    policy: Policy = "representative"
-    threshold: float = 0.8
-    verify: bool = True
-    keep: str = "first"
-    exact: bool = True
-    exact_verify: bool = False
-    near: bool = True
+    policy: Policy = field(default="representative", metadata=cli(flag(
+        "removal policy (default representative: remove only for a verified kept document)")))
+    threshold: float = field(default=0.8, metadata=cli(flag("Jaccard threshold theta (default 0.8)", type="finite")))
+    verify: bool = field(default=True, metadata=cli(flag("components policy without exact-Jaccard checks",
+                                                         "--no-verify", set=False)))
+    keep: str = field(default="first", metadata=cli(flag(
+        "keep order: first | longest | min-id | max:<column> | min:<column>")))
+    exact: bool = field(default=True, metadata=cli(flag("skip the separate exact-duplicate stage", "--no-exact",
+                                                        set=False)))
+    exact_verify: bool = field(default=False, metadata=cli(flag(
+        "byte-compare exact groups (guards against 128-bit hash collisions; one more read)", set=True)))
+    near: bool = field(default=True, metadata=cli(flag("exact dedup only (no MinHash/LSH)", "--exact-only",
+                                                       set=False)))
     max_representatives_per_bucket: int = 1000
-    remove_clusters_larger_than: int | None = None
-    keep_copies: int = 1
-    scope_field: str | None = None
+    remove_clusters_larger_than: int | None = field(default=None, metadata=cli(flag(
+        "remove duplicates only from clusters of more than N documents; smaller clusters keep every member (reason "
+        "kept_small_cluster)", type="int", metavar="N")))
+    keep_copies: int = field(default=1, metadata=cli(flag(
+        "keep up to K members of each cluster, the first K in keep order (reason kept_copy; default 1)", type="int",
+        metavar="K")))
+    scope_field: str | None = field(default=None, metadata=cli(flag(
+        "deduplicate within each value of COLUMN (per snapshot, source, language: strings or integers), in one "
+        "read; run.json has the per-scope counts", metavar="COLUMN")))
 
     def __post_init__(self) -> None:
         _check_literal("ClusterConfig.policy", self.policy, Policy)
@@ -224,10 +254,14 @@ class InputConfig:
     (on_error="raise" stops naming the file and line; "skip" drops it and counts it), and the batch size.
     Keyword-only, so a subclass's positional fields keep their order."""
 
-    id_field: str | None = "id"
-    text_field: str = "text"
-    batch_bytes: int | None = None  # None: 64 MiB on the CPU, sized from free device memory on a GPU
-    on_error: OnError = "raise"
+    id_field: str | None = field(default="id", metadata=cli(
+        flag("id column (default 'id'; missing -> '<file>:<row>')"),
+        flag("ignore ids in the data; use '<file>:<row>'", "--no-id-field", set=None)))
+    text_field: str = field(default="text", metadata=cli(flag("text column (default 'text')")))
+    # None: 64 MiB on the CPU, sized from free device memory on a GPU
+    batch_bytes: int | None = field(default=None, metadata=cli(flag("text per batch in MB (default 64)", "--batch-mb",
+                                                                    type="mib")))
+    on_error: OnError = field(default="raise", metadata=cli(flag("bad records: stop (default) or skip and record")))
 
     def __post_init__(self) -> None:
         owner = type(self).__name__
@@ -256,22 +290,35 @@ class RunConfig(InputConfig):
     minhash: MinHashConfig = field(default_factory=MinHashConfig)
     lsh: LSHConfig = field(default_factory=LSHConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
-    device: Device = "auto"
-    reader: Reader = "auto"  # Parquet text on a GPU run: "cudf" decodes on the device, "pyarrow" on the host
-    threads: int | None = None
-    memory_budget: int | None = None  # bytes for bucket grouping (device memory on a GPU); None: unbounded
+    device: Device = field(default="auto", metadata=cli(flag("auto picks the GPU when usable")))
+    # Parquet text on a GPU run: "cudf" decodes on the device, "pyarrow" on the host
+    reader: Reader = field(default="auto", metadata=cli(flag(
+        "Parquet text on a GPU run: cudf decodes it on the device (auto: when cudf is installed)")))
+    threads: int | None = field(default=None, metadata=cli(flag("CPU threads (default: all cores)", type="int")))
+    # bytes for bucket grouping (device memory on a GPU); None: unbounded
+    memory_budget: int | None = field(default=None, metadata=cli(flag(
+        "bound the bucket grouping's memory (device memory on a GPU), e.g. 2G or 500M: key-range partitions per "
+        "band; with --work-dir the band keys stay on disk", type="size", metavar="SIZE")))
     # normalized text kept from pass 1 for verification instead of re-reading the input (device memory on a
     # GPU); None: automatic (device.cache_bytes), 0: always re-read
-    cache_bytes: int | None = None
-    write_deduplicated: bool = True
+    cache_bytes: int | None = field(default=None, metadata=cli(flag(
+        "keep pass 1's normalized text, up to SIZE, for the verification pass instead of reading the input again "
+        "(default 1G on the CPU, a quarter of the free device memory on a GPU; 0: always re-read)", "--text-cache",
+        type="size", metavar="SIZE")))
+    write_deduplicated: bool = field(default=True, metadata=cli(flag("write decisions only, not deduplicated/",
+                                                                     "--no-deduplicated", set=False)))
     # the kept records in deduplicated/ carry their cluster's size and id (dup_cluster_size, dup_cluster_id;
     # FineWeb-2: a later sampler can upweight by cluster size)
-    annotate: bool = False
+    annotate: bool = field(default=False, metadata=cli(flag(
+        "kept records in deduplicated/ get dup_cluster_size and dup_cluster_id (columns; JSON Lines: members "
+        "appended, the rest of the line unchanged)", set=True)))
     progress: bool = False  # tqdm bars on stderr: off in the API unless asked for; the CLI turns them on
     preset_name: str = "default"
     # fastText classifiers scored in pass 1 ("NAME=MODEL": column NAME_score, the probability of the model's
     # positive label), for keep="max:NAME_score": the best document of each duplicate group survives
-    scores: tuple[str, ...] = ()
+    scores: tuple[str, ...] = field(default=(), metadata=cli(flag(
+        "fastText classifier scored in pass 1 as column NAME_score, for --keep max:NAME_score", "--score",
+        metavar="NAME=MODEL", append=True)))
 
     def __post_init__(self) -> None:
         super().__post_init__()

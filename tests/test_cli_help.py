@@ -80,3 +80,75 @@ def test_help_of_every_command_renders(capsys):
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     GOLDEN.write_text(json.dumps(current_spec(), indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {GOLDEN}")
+
+
+# ------------------------------------------------------------------------ run's flags from RunConfig's metadata
+OFF_THE_COMMAND_LINE = {"shingle.seed", "cluster.max_representatives_per_bucket", "preset_name", "progress"}
+HAND_FLAGS_SETTING_A_FIELD = {"--preset": "preset_name", "--quiet": "progress", "--scope": "cluster.scope_field"}
+SAMPLES = {  # a valid non-default value of every valued config flag, and the field value it becomes
+    "device": ("cpu", "cpu"), "reader": ("pyarrow", "pyarrow"), "cluster.threshold": ("0.7", 0.7),
+    "cluster.policy": ("components", "components"), "cluster.keep": ("longest", "longest"),
+    "scores": ("q=q.bin", ("q=q.bin",)), "cluster.remove_clusters_larger_than": ("3", 3),  # --score: with --keep
+    "cluster.keep_copies": ("2", 2), "cluster.scope_field": ("lang", "lang"), "shingle.kind": ("char", "char"),
+    "shingle.n": ("3", 3), "minhash.num_perm": ("128", 128), "lsh.bands": ("10", 10), "lsh.rows": ("4", 4),
+    "minhash.width": ("64", 64), "minhash.seed": ("7", 7), "id_field": ("url", "url"),
+    "text_field": ("body", "body"), "on_error": ("skip", "skip"), "batch_bytes": ("2", 2 << 20),
+    "threads": ("2", 2), "memory_budget": ("2G", 2 << 30), "cache_bytes": ("0", 0)}
+
+
+def _leaf_fields(cls, prefix=""):
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            yield from _leaf_fields(hints[f.name], f"{prefix}{f.name}.")
+        else:
+            yield prefix + f.name
+
+
+def _get(cfg, path):
+    for part in path.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def test_every_run_config_field_has_a_flag_and_every_flag_maps_to_a_field():
+    from gpu_dedup.cli import build_parser
+    from gpu_dedup.cli.flags import subcommand_parser
+    from gpu_dedup.cli.run import config_flags
+    from gpu_dedup.config import RunConfig
+
+    flags = config_flags()
+    assert set(flags) | OFF_THE_COMMAND_LINE == set(_leaf_fields(RunConfig)), "a RunConfig field has no flag"
+    assert not set(flags) & OFF_THE_COMMAND_LINE
+    run = subcommand_parser(build_parser(), "run")
+    options = {s for a in run._actions for s in a.option_strings}
+    generated = {name for fl in flags.values() for name, _, _ in fl}
+    assert generated <= options, "a config flag is not on the run command"
+    leaf_names = {p.rsplit(".", 1)[-1] for p in _leaf_fields(RunConfig)}
+    for a in run._actions:  # a hand-written flag never sets a config field behind the metadata's back
+        longs = [s for s in a.option_strings if s.startswith("--")]
+        if longs and longs[0] not in generated and longs[0] not in HAND_FLAGS_SETTING_A_FIELD:
+            assert a.dest not in leaf_names or a.dest in ("seed",), (longs[0], a.dest)
+
+
+def test_each_config_flag_sets_its_field(caplog):
+    from gpu_dedup.cli import build_parser, config_from_args
+    from gpu_dedup.cli.run import config_flags
+
+    base = ["run", "x", "-o", "o"]
+    default = config_from_args(build_parser().parse_args(base))
+    valued = {p for p, fl in config_flags().items() for _, _, spec in fl if "set" not in spec}
+    assert valued == set(SAMPLES), "give a new valued config flag a sample"
+    for path, fl in config_flags().items():
+        for name, _, spec in fl:
+            if "set" in spec:
+                argv = [name] + (["--policy", "components"] if name == "--no-verify" else [])
+                expect = spec["set"]
+            else:
+                argv, expect = [name, SAMPLES[path][0]], SAMPLES[path][1]
+                argv += ["--keep", "max:q_score"] if name == "--score" else []
+            cfg = config_from_args(build_parser().parse_args(base + argv))
+            assert _get(cfg, path) == expect != _get(default, path), name

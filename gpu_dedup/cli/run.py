@@ -9,7 +9,8 @@ import logging
 import os
 import sys
 import textwrap
-from typing import Any, get_args
+import typing
+from typing import Any, Literal, get_args
 
 from ..compose import ORDERS
 from ..config import PRESETS, RunConfig
@@ -45,50 +46,18 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML or YAML file mirroring these flags "
                    "(sections normalize/shingle/minhash/lsh/cluster, plus top-level keys)")
     p.add_argument("--preset", choices=PRESETS, help="parameter preset (default: default)")
-    p.add_argument("--device", choices=DEVICES, help="auto picks the GPU when usable")
-    p.add_argument("--reader", choices=["auto", "pyarrow", "cudf"],
-                   help="Parquet text on a GPU run: cudf decodes it on the device (auto: when cudf is installed)")
+    add_config_flags(p, "device", "reader")
     g = p.add_argument_group("near-duplicate settings")
-    g.add_argument("--threshold", type=finite_float, help="Jaccard threshold theta (default 0.8)")
-    g.add_argument("--policy", choices=["representative", "components"],
-                   help="removal policy (default representative: remove only for a verified kept document)")
-    g.add_argument("--no-verify", action="store_true", help="components policy without exact-Jaccard checks")
-    g.add_argument("--keep", help="keep order: first | longest | min-id | max:<column> | min:<column>")
-    g.add_argument("--score", action="append", metavar="NAME=MODEL",
-                   help="fastText classifier scored in pass 1 as column NAME_score, for --keep max:NAME_score")
-    g.add_argument("--remove-clusters-larger-than", type=int, metavar="N", help="remove duplicates only from "
-                   "clusters of more than N documents; smaller clusters keep every member (reason kept_small_cluster)")
-    g.add_argument("--keep-copies", type=int, metavar="K", help="keep up to K members of each cluster, the first K "
-                   "in keep order (reason kept_copy; default 1)")
-    g.add_argument("--scope-field", metavar="COLUMN", help="deduplicate within each value of COLUMN (per snapshot, "
-                   "source, language: strings or integers), in one read; run.json has the per-scope counts")
+    add_config_flags(g, "cluster.threshold", "cluster.policy", "cluster.verify", "cluster.keep", "scores",
+                     "cluster.remove_clusters_larger_than", "cluster.keep_copies", "cluster.scope_field")
     g.add_argument("--scope", choices=["global"], help="global (default): one scope over all documents (overrides a "
                    "config file's cluster.scope_field)")
-    g.add_argument("--no-exact", action="store_true", help="skip the separate exact-duplicate stage")
-    g.add_argument("--exact-only", action="store_true", help="exact dedup only (no MinHash/LSH)")
-    g.add_argument("--exact-verify", action="store_true",
-                   help="byte-compare exact groups (guards against 128-bit hash collisions; one more read)")
-    g.add_argument("--shingle", choices=["word", "char"], help="shingle unit")
-    g.add_argument("--ngram", type=int, help="shingle size n")
-    g.add_argument("--num-perm", type=int, help="MinHash permutations K")
-    g.add_argument("--bands", type=int, help="LSH bands b")
-    g.add_argument("--rows", type=int, help="LSH rows per band r")
-    g.add_argument("--width", type=int, choices=[32, 64], help="stored signature width in bits")
-    g.add_argument("--seed", type=int, help="MinHash seed")
-    g.add_argument("--remove-punctuation", action="store_true", help="normalize punctuation/symbols to spaces")
-    g.add_argument("--fold-digits", action="store_true", help="normalize every decimal digit to 0")
-    g.add_argument("--case-sensitive", action="store_true", help="keep letter case (normalize.lowercase=false; "
-                   "e.g. for code, where lowercasing merges distinct identifiers)")
+    add_config_flags(g, "cluster.exact", "cluster.near", "cluster.exact_verify", "shingle.kind", "shingle.n",
+                     "minhash.num_perm", "lsh.bands", "lsh.rows", "minhash.width", "minhash.seed",
+                     "normalize.remove_punctuation", "normalize.fold_digits", "normalize.lowercase")
     g = p.add_argument_group("input / execution")
-    g.add_argument("--id-field", help="id column (default 'id'; missing -> '<file>:<row>')")
-    g.add_argument("--no-id-field", action="store_true", help="ignore ids in the data; use '<file>:<row>'")
-    g.add_argument("--text-field", help="text column (default 'text')")
-    g.add_argument("--on-error", choices=["raise", "skip"], help="bad records: stop (default) or skip and record")
-    g.add_argument("--batch-mb", type=positive_float, help="text per batch in MB (default 64)")
-    g.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
-    g.add_argument("--no-deduplicated", action="store_true", help="write decisions only, not deduplicated/")
-    g.add_argument("--annotate", action="store_true", help="kept records in deduplicated/ get dup_cluster_size and "
-                   "dup_cluster_id (columns; JSON Lines: members appended, the rest of the line unchanged)")
+    add_config_flags(g, "id_field", "text_field", "on_error", "batch_bytes", "threads", "write_deduplicated",
+                     "annotate")
     g.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
     g.add_argument("--work-dir", metavar="DIR", help="keep pass 1's per-file results here (checksummed), so "
                    "--resume can finish a killed run (default with --resume: OUT/work)")
@@ -100,12 +69,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "(`ray start --head`); auto: the one on this machine")
     g.add_argument("--partitions", type=int, help="with --engine ray: key ranges of the shuffle "
                    "(default: the cluster's CPUs, at most 64)")
-    g.add_argument("--memory-budget", metavar="SIZE", type=size_arg, help="bound the bucket grouping's memory "
-                   "(device memory on a GPU), e.g. 2G or 500M: key-range partitions per band; with --work-dir the "
-                   "band keys stay on disk")
-    g.add_argument("--text-cache", metavar="SIZE", type=size_arg, help="keep pass 1's normalized text, up to SIZE, "
-                   "for the verification pass instead of reading the input again (default 1G on the CPU, a quarter "
-                   "of the free device memory on a GPU; 0: always re-read)")
+    add_config_flags(g, "memory_budget", "cache_bytes")
     g.add_argument("--resume", action="store_true", help="finish an interrupted run: reuse valid pieces of the "
                    "work directory, recompute the rest; same decisions as an uninterrupted run")
     g = p.add_argument_group("paragraph dedup (keep-first, reversible; runs next to the document-level stages)")
@@ -198,8 +162,57 @@ def _load_config_file(path: str) -> dict[str, Any]:
     return data
 
 
+_TYPES = {"int": int, "finite": finite_float, "size": size_arg, "mib": positive_float}
+
+
+def config_flags(cls: type = RunConfig, prefix: str = "") -> dict[str, list[tuple[str, dict[str, Any], dict]]]:
+    """Field path ("cluster.threshold") -> its flags in order, each (flag, argparse keywords, the metadata's
+    spec), from the field metadata of ``cls`` and its sections (config.flag): one source for the flag, its help,
+    type and choices."""
+    hints = typing.get_type_hints(cls)
+    out: dict[str, list[tuple[str, dict[str, Any], dict]]] = {}
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            out.update(config_flags(hints[f.name], f"{prefix}{f.name}."))
+            continue
+        for spec in f.metadata.get("cli", ()):
+            kw: dict[str, Any] = {"help": spec["help"]}
+            if "set" in spec:
+                kw["action"] = "store_true"
+            elif spec.get("append"):
+                kw["action"] = "append"
+            else:
+                if spec.get("type"):
+                    kw["type"] = _TYPES[spec["type"]]
+                if typing.get_origin(hints[f.name]) is Literal:
+                    kw["choices"] = list(get_args(hints[f.name]))
+            if spec.get("metavar"):
+                kw["metavar"] = spec["metavar"]
+            out.setdefault(prefix + f.name, []).append((spec["name"] or "--" + f.name.replace("_", "-"), kw, spec))
+    return out
+
+
+def add_config_flags(g: Any, *paths: str) -> None:
+    """Add the flags of these config fields (``config_flags``) to parser or group ``g``, in this order."""
+    flags = config_flags()
+    for path in paths:
+        for name, kw, _ in flags[path]:
+            g.add_argument(name, **kw)
+
+
+def _field_value(path: str, spec: dict[str, Any], value: Any) -> Any:
+    """The config value of a flag's parsed ``value`` (None: the flag was not given)."""
+    if "set" in spec:
+        return spec["set"] if value else None
+    if value is None:
+        return None
+    if spec.get("type") == "mib":
+        return int(value * 2**20)
+    return tuple(value) if spec.get("append") else value
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """preset -> config file -> flags."""
+    """preset -> config file -> flags (each config flag from its field's metadata: ``config_flags``)."""
     file_cfg: dict[str, Any] = _load_config_file(args.config) if args.config else {}
     preset = args.preset or file_cfg.pop("preset", "default")
     try:
@@ -208,63 +221,39 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         where = f"config file {args.config!r}" if args.config else "--preset"
         raise ValueError(f"{where}: {exc}") from None
     o: dict[str, Any] = {}
-    flag_map = {"threshold": "cluster__threshold", "policy": "cluster__policy", "keep": "cluster__keep",
-                "shingle": "shingle__kind", "ngram": "shingle__n", "num_perm": "minhash__num_perm",
-                "bands": "lsh__bands", "rows": "lsh__rows", "width": "minhash__width", "seed": "minhash__seed",
-                "device": "device", "reader": "reader", "id_field": "id_field", "text_field": "text_field",
-                "on_error": "on_error", "threads": "threads",
-                "remove_clusters_larger_than": "cluster__remove_clusters_larger_than",
-                "keep_copies": "cluster__keep_copies", "scope_field": "cluster__scope_field"}
-    for flag, key in flag_map.items():
-        value = getattr(args, flag)
-        if value is not None:
-            try:  # each flag's own field checked alone, so that an error names the flag; checks across fields
-                # (bands x rows <= num_perm) run once all flags are in, and name both settings
-                if "__" in key:
-                    section, name = key.split("__", 1)
-                    dataclasses.replace(getattr(cfg, section), **{name: value})
-                else:
-                    cfg.replace(**{key: value})
-            except ValueError as exc:
-                raise ValueError(f"--{flag.replace('_', '-')}: {exc}") from None
+    alone: str | None = None  # the first flag whose field is refused on its own
+    for path, flags in config_flags().items():
+        for name, _, spec in flags:
+            value = getattr(args, name.lstrip("-").replace("-", "_"))
+            given = bool(value) if "set" in spec else value is not None
+            if not given:
+                continue
+            value, key = _field_value(path, spec, value), path.replace(".", "__")
+            if "set" not in spec and alone is None:
+                try:  # each flag's own field checked alone, so that an error names the flag; checks across
+                    # fields (bands x rows <= num_perm) run once all flags are in, and name both settings
+                    if "__" in key:
+                        section, field_name = key.split("__", 1)
+                        dataclasses.replace(getattr(cfg, section), **{field_name: value})
+                    else:
+                        cfg.replace(**{key: value})
+                except ValueError as exc:
+                    alone = f"{name}: {exc}"  # raised unless another flag makes it valid (--score with --keep)
             o[key] = value
-    if args.no_verify:
-        o["cluster__verify"] = False
-        if args.policy is None and cfg.cluster.policy == "representative":
-            raise ValueError("--no-verify needs --policy components (the representative policy removes a "
-                             "document only for a verified kept representative)")
+    if args.no_verify and args.policy is None and cfg.cluster.policy == "representative":
+        raise ValueError("--no-verify needs --policy components (the representative policy removes a "
+                         "document only for a verified kept representative)")
     if args.scope is not None:
         if args.scope_field is not None:
             raise ValueError("--scope global and --scope-field exclude each other: pass one")
         o["cluster__scope_field"] = None
-    if args.no_exact:
-        o["cluster__exact"] = False
-    if args.exact_only:
-        o["cluster__near"] = False
-    if args.exact_verify:
-        o["cluster__exact_verify"] = True
-    if args.remove_punctuation:
-        o["normalize__remove_punctuation"] = True
-    if args.fold_digits:
-        o["normalize__fold_digits"] = True
-    if args.case_sensitive:
-        o["normalize__lowercase"] = False
-    if args.no_id_field:
-        o["id_field"] = None
-    if args.memory_budget is not None:
-        o["memory_budget"] = args.memory_budget
-    if args.batch_mb is not None:
-        o["batch_bytes"] = int(args.batch_mb * 2**20)
-    if args.text_cache is not None:
-        o["cache_bytes"] = args.text_cache
-    if args.no_deduplicated:
-        o["write_deduplicated"] = False
-    if getattr(args, "annotate", False):
-        o["annotate"] = True
-    if args.score:
-        o["scores"] = tuple(args.score)
     o["progress"] = not args.quiet  # bars in a terminal session; the API's default is off
-    return cfg.replace(**o) if o else cfg
+    try:
+        return cfg.replace(**o)
+    except ValueError:
+        if alone is not None:
+            raise ValueError(alone) from None
+        raise
 
 
 def add_command(sub) -> None:

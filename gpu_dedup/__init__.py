@@ -58,5 +58,18 @@ def substring_dedup(source, config=None, output_dir=None, device="cpu"):
     return _run(source, config, output_dir, device)
 
 
+def run_dedup(source, config=None, output_dir=None, **kwargs):
+    """``deduplicate`` with paragraph dedup and/or exact-substring dedup after, before or beside it, all into one
+    owned ``output_dir`` (what ``gpu-dedup run --paragraph-dedup --paragraph-order after`` does). Returns a
+    ``RunResult`` (``.dedup``, ``.paragraph``, ``.substring``, ``.order``); see :func:`gpu_dedup.compose.run_dedup`.
+
+        >>> from gpu_dedup.paragraph.dedup import ParagraphConfig
+        >>> res = gpu_dedup.run_dedup("data/", output_dir="out", paragraph=ParagraphConfig(), paragraph_order="after")
+    """
+    from .compose import run_dedup as _run
+
+    return _run(source, config, output_dir, **kwargs)
+
+
 __all__ = ["ClusterConfig", "LSHConfig", "MinHashConfig", "NormalizeConfig", "RunConfig", "ShingleConfig",
-           "deduplicate", "substring_dedup", "__version__"]
+           "deduplicate", "run_dedup", "substring_dedup", "__version__"]

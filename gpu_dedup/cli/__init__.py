@@ -14,6 +14,8 @@ each maps its flags to the API and owns nothing else (OUT, devices and the stage
   warmup.py     ``warmup``: compile every command's kernels ahead of the first run
   args.py       argparse types (sizes, finite and positive numbers); flags.py: API names in errors -> flags
 """
-from .args import parse_size  # noqa: F401 (API: '2G' -> bytes)
-from .main import build_parser, main  # noqa: F401 (the `gpu-dedup` entry point: gpu_dedup.cli:main)
-from .run import config_from_args  # noqa: F401
+from .args import parse_size  # '2G' -> bytes
+from .main import build_parser, main  # main: the `gpu-dedup` entry point (pyproject: gpu_dedup.cli:main)
+from .run import config_from_args
+
+__all__ = ["build_parser", "config_from_args", "main", "parse_size"]

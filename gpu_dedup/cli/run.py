@@ -18,7 +18,7 @@ from ..paragraph.bloom import BloomConfig
 from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from ..paragraph.dedup import ParagraphConfig, SplitMode
 from . import substring as substring_cli
-from .args import DEVICES, config_default, finite_float, positive_float, positive_int, size_arg
+from .args import config_default, finite_float, positive_float, positive_int, size_arg
 
 PARAGRAPH_ORDERS = ORDERS
 SUBSTRING_ORDERS = ORDERS

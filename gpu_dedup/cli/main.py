@@ -10,7 +10,8 @@ import textwrap
 from typing import Sequence
 
 from .._version import __version__
-from . import compare, demo, filter, params, report, run, screen, substring, train, warmup
+from . import compare, demo, params, report, run, screen, substring, train, warmup
+from . import filter as filter_  # the module of `gpu-dedup filter` (not the builtin)
 
 logger = logging.getLogger("gpu_dedup")
 
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpu-dedup {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (run, demo, screen, compare, report, params, filter, train, substring, warmup):
+    for command in (run, demo, screen, compare, report, params, filter_, train, substring, warmup):
         command.add_command(sub)
     return parser
 

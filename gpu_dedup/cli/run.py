@@ -221,7 +221,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         where = f"config file {args.config!r}" if args.config else "--preset"
         raise ValueError(f"{where}: {exc}") from None
     o: dict[str, Any] = {}
-    alone: str | None = None  # the first flag whose field is refused on its own
     for path, flags in config_flags().items():
         for name, _, spec in flags:
             value = getattr(args, name.lstrip("-").replace("-", "_"))
@@ -229,16 +228,17 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             if not given:
                 continue
             value, key = _field_value(path, spec, value), path.replace(".", "__")
-            if "set" not in spec and alone is None:
+            if "set" not in spec and not spec.get("append"):
                 try:  # each flag's own field checked alone, so that an error names the flag; checks across
-                    # fields (bands x rows <= num_perm) run once all flags are in, and name both settings
+                    # fields (bands x rows <= num_perm; --score needs --keep max:NAME_score) run once all flags
+                    # are in, and name both settings
                     if "__" in key:
                         section, field_name = key.split("__", 1)
                         dataclasses.replace(getattr(cfg, section), **{field_name: value})
                     else:
                         cfg.replace(**{key: value})
                 except ValueError as exc:
-                    alone = f"{name}: {exc}"  # raised unless another flag makes it valid (--score with --keep)
+                    raise ValueError(f"{name}: {exc}") from None
             o[key] = value
     if args.no_verify and args.policy is None and cfg.cluster.policy == "representative":
         raise ValueError("--no-verify needs --policy components (the representative policy removes a "
@@ -248,12 +248,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             raise ValueError("--scope global and --scope-field exclude each other: pass one")
         o["cluster__scope_field"] = None
     o["progress"] = not args.quiet  # bars in a terminal session; the API's default is off
-    try:
-        return cfg.replace(**o)
-    except ValueError:
-        if alone is not None:
-            raise ValueError(alone) from None
-        raise
+    return cfg.replace(**o)
 
 
 def add_command(sub) -> None:

@@ -26,7 +26,9 @@ def _name(x) -> object:
 
 def parser_spec(parser: argparse.ArgumentParser) -> dict:
     """What ``--help`` shows and what parsing does, of ``parser`` and each of its subcommands."""
-    groups = {id(a): g.title for g in parser._action_groups for a in g._group_actions}
+    # argparse's own two groups by role: their titles differ between Python versions ("optional arguments")
+    role = {id(parser._optionals): "<optional>", id(parser._positionals): "<positional>"}
+    groups = {id(a): role.get(id(g), g.title) for g in parser._action_groups for a in g._group_actions}
     actions = []
     subs = {}
     for a in parser._actions:

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from ..filters.config import DomainConfig, FilterConfig, parse_classifier, split_threshold
+from .args import positive_float
 
 EPILOG_FILTER = """examples:
   gpu-dedup filter crawl/ -o out --lid lid.176.ftz --lang en --lid-threshold 0.65
@@ -64,16 +65,6 @@ def _cuts(text: str) -> tuple[float, float]:
     if len(cuts) != 2 or not 0.0 < cuts[0] < cuts[1] < 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} must be two fractions 0 < A < B < 1 (e.g. 0.33,0.67)")
     return cuts
-
-
-def _positive_mb(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of MiB")
-    return v
 
 
 def add_model_arguments(p: argparse.ArgumentParser, title: str = "") -> None:
@@ -190,7 +181,7 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-id-field", action="store_true", help="the input has no ids: make them from file and row")
     g.add_argument("--text-field", default=d["text_field"])
     g.add_argument("--on-error", choices=("raise", "skip"), default=d["on_error"])
-    g.add_argument("--batch-mb", type=_positive_mb, help="MiB of text per batch")
+    g.add_argument("--batch-mb", type=positive_float, help="MiB of text per batch")
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d["device"])
     g.add_argument("--threads", type=int)
     g.add_argument("--engine", choices=("local", "ray"), default="local",

@@ -7,19 +7,12 @@ import os
 from typing import Any
 
 from .. import constants as C
-from .args import DEVICES, size_arg
+from .args import DEVICES, positive_int, size_arg
 EPILOG = ("examples:\n  gpu-dedup substring data/ -o sub-out --min-tokens 50\n"
           "  gpu-dedup substring data/*.parquet -o sub-out --tokenizer gpt2/tokenizer.json --keep longest\n"
           "outputs: substring_spans.parquet (every cut: byte and token range, the kept copy, the cut text),\n"
           "substring_docs.parquet (one row per document), substring_deduplicated/ (the input's format),\n"
           "substring_dedup.json (statistics, seam rule and a sample of seams)")
-
-
-def _positive_int(s: str) -> int:
-    v = int(s)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {s}")
-    return v
 
 
 def add_stage_args(g: Any, prefix: str) -> None:
@@ -28,7 +21,7 @@ def add_stage_args(g: Any, prefix: str) -> None:
                    help=f"shortest repeated span cut, in tokens (default {C.SUBSTRING_MIN_TOKENS}, Lee et al.)")
     g.add_argument(f"--{prefix}tokenizer", dest="tokenizer", metavar="TOKENIZER_JSON", help="a Hugging Face "
                    "tokenizer.json (loaded from the path, never downloaded); default: the normalized word units")
-    g.add_argument(f"--{prefix}chunk-tokens", dest="chunk_tokens", type=_positive_int, metavar="N",
+    g.add_argument(f"--{prefix}chunk-tokens", dest="chunk_tokens", type=positive_int, metavar="N",
                    help="tokens per chunk for corpora larger than memory: suffix arrays over pairs of chunks, the "
                         "same cuts as one array")
     g.add_argument(f"--{prefix}memory-budget", dest="substring_memory_budget", type=size_arg, metavar="SIZE",

@@ -9,8 +9,8 @@ from gpu_dedup.kernels import _launch
 
 
 def test_kernels_picks_the_module_of_a_device_and_family():
-    assert kernels("cpu").__name__ == "gpu_dedup.kernels.cpu"
-    assert kernels("cuda").__name__ == "gpu_dedup.kernels.cuda"
+    assert kernels("cpu").__name__ == "gpu_dedup.kernels.core_cpu"
+    assert kernels("cuda").__name__ == "gpu_dedup.kernels.core_cuda"
     assert kernels("cpu", "bloom").__name__ == "gpu_dedup.kernels.bloom_cpu"
     assert kernels("cuda", "bloom").__name__ == "gpu_dedup.kernels.bloom_cuda"
 

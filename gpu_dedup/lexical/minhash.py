@@ -1,7 +1,7 @@
 """MinHash stage: permutation parameters, signatures of normalized batches, signature files.
 
 Permutation k maps a shingle hash h to (a_k * (h mod p) + b_k) mod p, p = 2^61 - 1, computed exactly
-(32-bit limbs, see ``kernels/hashing.py:permute61``). (a_k, b_k) come from SplitMix64(seed), drawn
+(32-bit limbs, see ``kernels/core.py:permute61``). (a_k, b_k) come from SplitMix64(seed), drawn
 interleaved a_0, b_0, a_1, b_1, ... by rejection (61-bit draws; a in [1, p), b in [0, p)), so the first
 K' parameters of a K-permutation config equal those of a K'-permutation config with the same seed.
 """
@@ -74,7 +74,7 @@ def compute_signatures(norm: "Normalized", shingle: ShingleConfig, cfg: MinHashC
     mask = np.uint64(0xFFFFFFFF if cfg.width == 32 else _M64)
     kind_char = shingle.kind == "char"
     if device == "cuda":
-        from ..kernels import cuda as kc  # the GPU's chunk size
+        from ..kernels import core_cuda as kc  # the GPU's chunk size
 
         nsh = norm.shingle_counts(shingle.n, kind_char)
         out = xp.full((n, cfg.num_perm), MERSENNE61, xp.uint64)
@@ -97,7 +97,7 @@ def compute_signatures(norm: "Normalized", shingle: ShingleConfig, cfg: MinHashC
 
 def unit_starts(norm: "Normalized", kind_char: bool, device: str):
     """GPU: (ubase (n+1,), units) int64 device arrays: the byte offsets of document i's units (word or
-    codepoint starts) are units[ubase[i]:ubase[i+1]]. Cooperative (kernels/cuda.py:unit_chunks): a count
+    codepoint starts) are units[ubase[i]:ubase[i+1]]. Cooperative (kernels/core_cuda.py:unit_chunks): a count
     pass and a write pass over chunks of UNIT_CHUNK bytes, the chunks' counts scanned in between."""
     if not 0 < UNIT_CHUNK <= BYTE_TILE:  # the kernel stages a chunk in a BYTE_TILE-byte shared tile
         raise ValueError(f"UNIT_CHUNK={UNIT_CHUNK}: unit_chunks takes chunks of 1..{BYTE_TILE} bytes (BYTE_TILE)")

@@ -104,12 +104,12 @@ def normalize_arrays(data, offsets, cfg: NormalizeConfig, device: str = "cpu") -
 
 def _normalize_chunks(data, offsets, map_off, map_cp, xp, chunk: int | None = None) -> Normalized:
     """The GPU's normalization: documents cut into chunks of about ``chunk`` bytes (default
-    kernels/cuda.py:NORM_CHUNK), one thread each. A plan kernel moves each cut to a codepoint after a
+    kernels/core_cuda.py:NORM_CHUNK), one thread each. A plan kernel moves each cut to a codepoint after a
     non-empty image and records the scan state there; the sizes kernel scans each chunk from its state;
     a document's sizes are the sums of its chunks' (its trailing space taken back when its last chunk
     ends on one); the write kernel writes each chunk at its document's offset plus its earlier chunks'
     bytes. Output identical to the CPU's one-document scans (tests: tiny chunks, every cut)."""
-    from ..kernels import cuda as kc
+    from ..kernels import core_cuda as kc
 
     n = offsets.shape[0] - 1
     doc, first, _, bounds = split_chunks(xp, offsets[1:] - offsets[:-1], chunk or kc.NORM_CHUNK)

@@ -63,7 +63,7 @@ def connected_components(m: int, u, v, device: str = "cpu"):
     changes (same labels every way: all are canonicalised to the component minimum)."""
     xp = array_module(device)
     if device != "cuda":
-        from ..kernels import cpu
+        from ..kernels import core_cpu as cpu
 
         return cpu.union_find(m, u, v)
     u, v = xp.asarray(u, dtype=xp.int64), xp.asarray(v, dtype=xp.int64)  # host edges are copied to the device
@@ -194,11 +194,6 @@ def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: 
                                  "candidate_components": n_comp,
                                  "largest_candidate_component": int(sizes.max()) if n_comp else 0,
                                  "removed": int((rep >= 0).sum())})
-
-
-# A candidate component of more members than this runs on the host CPU kernel during a GPU run: the policy
-# walks a component serially, and one CPU core does that merge-walk far faster than one GPU thread, so a
-# giant templated component must not hold the whole launch (the GPU kernel takes every other component).
 
 
 def _select_components(xp, order, comp_off, keep):

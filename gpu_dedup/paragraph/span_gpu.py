@@ -1,7 +1,7 @@
 """Paragraph hashes on the GPU with work per thread bounded by bytes (dedup.py ``span_hashes``' GPU path): the
 spans are gathered into one buffer, normalized as documents by the dedup path's chunked kernels
 (lexical/normalize.py ``_normalize_chunks``: a thread per chunk with carried scan state) and hashed by a block
-per span (kernels/cuda.py ``xxh64_pairs``), so a multi-MB paragraph no longer holds one thread. Same bits as
+per span (kernels/core_cuda.py ``xxh64_pairs``), so a multi-MB paragraph no longer holds one thread. Same bits as
 the CPU's thread per span (bloom_cpu.span_norm_sizes / span_norm_hash). Transient device memory: the
 gathered spans (their bytes) plus the gather index (16 bytes per byte), then the normalized spans."""
 from __future__ import annotations

@@ -47,8 +47,8 @@ from .config import InputConfig, NormalizeConfig, is_int
 from .constants import MAX_NGRAM
 from .device import (array_backend, array_module, batch_bytes, launch, note_compiling, repeat_index, resolve_device,
                      split_chunks, to_device, to_host)
-from .lexical.minhash import unit_starts
 from .lexical.normalize import _device_tables, arrow_text_buffers, normalize_arrays, normalize_text
+from .ops import core
 
 logger = logging.getLogger(__name__)
 
@@ -254,7 +254,7 @@ def ngram_hashes(norm: Any, n: int, seed: int = 0, device: str = "cpu",
     (docs+1,)); n-gram j of document d (words j..j+n-1) is hashes[base[d] + j].
 
     CPU: one scan per document (bloom_cpu.ngram_hashes, prange). GPU: cooperative, work per thread bounded
-    by bytes: the word starts (lexical.minhash.unit_starts: a block per 4 KB of text), then a block per
+    by bytes: the word starts (ops.core.unit_starts: a block per 4 KB of text), then a block per
     ``chunk`` n-grams of a document (default kernels/bloom_cuda.NGRAM_CHUNK; tests cut at every n-gram),
     a thread per n-gram. The same array either way."""
     xp = array_module(device)
@@ -267,7 +267,7 @@ def ngram_hashes(norm: Any, n: int, seed: int = 0, device: str = "cpu",
         if device == "cuda":
             from .kernels import bloom_cuda as kb  # the GPU's chunk size (imports the CUDA kernels)
 
-            ubase, units = unit_starts(norm, False, device)
+            ubase, units = core.unit_starts(device, norm, False)
             doc, first, count, _ = split_chunks(xp, counts, chunk or kb.NGRAM_CHUNK)
             launch("cuda", "ngram_hash_chunks", int(doc.shape[0]), norm.data, norm.offsets, units, ubase, doc, first,
                    count, n, np.uint64(seed), base, out, family="bloom")

@@ -162,20 +162,19 @@ def union_find(n, u, v):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, bucket_count, set_offsets,
-                              set_sizes, hashes, pinned, threshold, cap, rep, jac, capped, comparisons):
-    """The representative policy (``core.representative_run``), parallel over candidate components.
+def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, set_offsets, set_sizes, hashes,
+                              pinned, threshold, cap, head, tail, nxt, stamp, capped, rep, jac, comparisons):
+    """The representative policy (``core.representative_run``), parallel over candidate components; the
+    arguments of core_cuda.representative_components.
 
     order: int64 (m,) documents grouped by component, keep order within; comp_off: int64 (c+1,).
     entry_off (m+1,), entry_bucket/entry_doc (E,): each document's buckets (CSR by document).
     pinned: uint8 (m,), nonzero = always kept (indexed documents).
-    Outputs: rep int64 (m,) pre-filled -1, jac float64 (m,) pre-filled NaN, capped uint8 (buckets,),
-    comparisons int64 (c,). Temporaries: 2 int64 per bucket, 1 per entry, 1 per document.
+    Scratch: head/tail int64 (buckets,), nxt int64 (E,), stamp int64 (m,), pre-filled -1 (components touch
+    disjoint buckets, entries and documents, so the threads share them).
+    Outputs: capped uint8 (buckets,), rep int64 (m,) pre-filled -1, jac float64 (m,) pre-filled NaN,
+    comparisons int64 (c,).
     """
-    head = np.full(bucket_count, -1, np.int64)
-    tail = np.full(bucket_count, -1, np.int64)
-    nxt = np.full(entry_bucket.shape[0], -1, np.int64)
-    stamp = np.full(entry_off.shape[0] - 1, -1, np.int64)
     for c in prange(comp_off.shape[0] - 1):
         comparisons[c] = representative_run(order, comp_off[c], comp_off[c + 1], entry_off, entry_bucket, entry_doc,
                                             set_offsets, set_sizes, hashes, pinned, threshold, cap, head, tail, nxt,

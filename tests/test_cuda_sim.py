@@ -127,15 +127,15 @@ def test_normalization_chunks_cut_anywhere(cfg, chunk, monkeypatch):
 @pytest.mark.parametrize("chunk,threads", [(2, 8), (4096, 128)])
 def test_unit_starts_match_a_python_walk(chunk, threads, monkeypatch):
     from gpu_dedup.kernels import _launch
-    from gpu_dedup.lexical import minhash
-    from gpu_dedup.lexical.minhash import unit_starts
+    from gpu_dedup.ops import core
+    from gpu_dedup.ops.core import unit_starts
 
-    monkeypatch.setattr(minhash, "UNIT_CHUNK", chunk)
+    monkeypatch.setattr(core, "UNIT_CHUNK", chunk)
     monkeypatch.setattr(_launch, "SIM_THREADS", threads)  # the launch geometry changes nothing
     norm = normalize_text(pa.array(SHORT_CUTS, pa.large_string()), NormalizeConfig(), "cuda")
     data, offsets = to_host(norm.data).tobytes(), to_host(norm.offsets)
     for kind_char in (False, True):
-        ubase, units = (to_host(x) for x in unit_starts(norm, kind_char, "cuda"))
+        ubase, units = (to_host(x) for x in unit_starts("cuda", norm, kind_char))
         for i in range(len(SHORT_CUTS)):
             s, e = int(offsets[i]), int(offsets[i + 1])
             if kind_char:  # the first byte of each codepoint
@@ -151,13 +151,13 @@ def test_unit_chunks_refuses_a_chunk_larger_than_its_shared_tile(monkeypatch):
     would write past it on a GPU, so the launch refuses it (review P0-2)."""
     from gpu_dedup.constants import BYTE_TILE
     from gpu_dedup.kernels import core_cuda as kc
-    from gpu_dedup.lexical import minhash
+    from gpu_dedup.ops import core
 
-    assert kc.BYTE_TILE == BYTE_TILE and minhash.UNIT_CHUNK == BYTE_TILE
-    monkeypatch.setattr(minhash, "UNIT_CHUNK", BYTE_TILE + 1)
+    assert kc.BYTE_TILE == BYTE_TILE and core.UNIT_CHUNK == BYTE_TILE
+    monkeypatch.setattr(core, "UNIT_CHUNK", BYTE_TILE + 1)
     norm = normalize_text(pa.array(["a b"], pa.large_string()), NormalizeConfig(), "cuda")
     with pytest.raises(ValueError, match="UNIT_CHUNK=4097"):
-        minhash.unit_starts(norm, False, "cuda")
+        core.unit_starts("cuda", norm, False)
 
 @pytest.mark.parametrize("threads", [8, 12, 32])
 def test_exact_hashes_equal_xxhash_at_every_stripe_boundary(threads, monkeypatch):

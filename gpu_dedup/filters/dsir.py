@@ -39,8 +39,8 @@ import pyarrow as pa
 from ..config import NormalizeConfig, is_int, is_real
 from ..device import array_module, launch, module_of, split_chunks, to_device, to_host
 from ..kernels.features import DSIR_MAX_NGRAM, DSIR_SEED
-from ..lexical.minhash import unit_starts
 from ..lexical.normalize import Normalized, normalize_text
+from ..ops import core
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ def feature_counts_per_doc(words: Any, ngrams: int) -> Any:
 def _norm_feature_ids(norm: Normalized, cfg: DSIRConfig, device: str,
                       chunk: int | None = None) -> tuple[Any, Any]:
     """CPU: one scan per document (features_cpu.feature_ids, prange). GPU: cooperative, work per thread
-    bounded by bytes: the word starts (lexical.minhash.unit_starts: a block per 4 KB of text), then a block
+    bounded by bytes: the word starts (ops.core.unit_starts: a block per 4 KB of text), then a block
     per ``chunk`` words of a document (default kernels/features_cuda.FEATURE_CHUNK; tests cut at every
     word), a thread per word. The same ids either way."""
     xp = array_module(device)
@@ -203,7 +203,7 @@ def _norm_feature_ids(norm: Normalized, cfg: DSIRConfig, device: str,
         if device == "cuda":
             from ..kernels import features_cuda as kf  # the GPU's chunk size (imports the CUDA kernels)
 
-            ubase, units = unit_starts(norm, False, device)
+            ubase, units = core.unit_starts(device, norm, False)
             doc, first, count, _ = split_chunks(xp, norm.words, chunk or kf.FEATURE_CHUNK)
             launch(device, "feature_id_chunks", int(doc.shape[0]), norm.data, norm.offsets, units, ubase, doc, first,
                    count, cfg.ngrams, DSIR_SEED, np.uint64(cfg.buckets), base, ids, family="features")

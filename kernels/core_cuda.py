@@ -3,7 +3,7 @@
 Same results as ``kernels/core_cpu.py`` bit for bit (tested under NUMBA_ENABLE_CUDASIM=1 in CI and on a real
 GPU by benchmarks/gpu_check.py). Kernels (``@kernel``, see _launch.py) are cached and take device arrays
 only: CuPy arrays or Numba device arrays; under the simulator NumPy arrays, or the strict backend's arrays.
-Each ``@kernel`` declares its launch geometry (``_launch.py``); ``gpu_dedup.device.launch`` launches it.
+Each ``@kernel`` declares its launch geometry (``_launch.py``); ``gpu_dedup.ops.core`` launches it.
 
 Notation: n documents, K permutations, B bands, T text bytes, S shingles in a batch.
 """

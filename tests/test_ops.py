@@ -15,16 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 STAGES = ["gpu_dedup/lexical", "gpu_dedup/filters", "gpu_dedup/paragraph", "gpu_dedup/screen.py",
           "gpu_dedup/substring", "gpu_dedup/semantic"]
 
-# twins whose argument lists still differ: (family, kernel) -> why. bloom_insert: the CPU kernel splits the bit
-# words into `parts` ranges, one per thread (no atomics); the GPU kernel takes a thread per item with atomic OR
+# twins whose argument lists differ, behind one front-end signature: bloom_insert (ops.bloom.bloom_insert): the CPU
+# kernel splits the bit words into `parts` ranges, one per thread (no atomics); the GPU's a thread per item, atomic OR
 TWINS_THAT_DIFFER = {("bloom", "bloom_insert")}
 
 # string-named launch(device, "name", ...) calls left in stage modules (file, kernel name): port them to a front
 # end in gpu_dedup/ops/ and delete them here
 STRING_LAUNCHES = {
-    ("gpu_dedup/filters/domain.py", "domain_chunks"), ("gpu_dedup/filters/domain.py", "domain_stats"),
-    ("gpu_dedup/filters/dsir.py", "feature_id_chunks"), ("gpu_dedup/filters/dsir.py", "feature_ids"),
-    ("gpu_dedup/filters/dsir.py", "feature_log_weights"), ("gpu_dedup/filters/dsir.py", "feature_sums"),
     ("gpu_dedup/filters/fasttext.py", "ft_hidden"), ("gpu_dedup/filters/fasttext.py", "ft_label_prob"),
     ("gpu_dedup/filters/fasttext.py", "ft_predict"), ("gpu_dedup/filters/fasttext_gpu.py", "ft_doc_sum"),
     ("gpu_dedup/filters/fasttext_gpu.py", "ft_token_chunks"),
@@ -32,16 +29,6 @@ STRING_LAUNCHES = {
     ("gpu_dedup/filters/lm.py", "lm_doc_sums"), ("gpu_dedup/filters/lm.py", "lm_ngram_keys"),
     ("gpu_dedup/filters/lm.py", "lm_score_docs"), ("gpu_dedup/filters/lm.py", "lm_span_hashes"),
     ("gpu_dedup/filters/lm.py", "lm_token_scores"), ("gpu_dedup/filters/lm.py", "lm_word_chunks"),
-    ("gpu_dedup/filters/rules.py", "rule_stats"),
-    ("gpu_dedup/paragraph/bloom.py", "bloom_insert"), ("gpu_dedup/paragraph/bloom.py", "bloom_query"),
-    ("gpu_dedup/paragraph/bloom.py", "contains128"), ("gpu_dedup/paragraph/bloom.py", "hash128"),
-    ("gpu_dedup/paragraph/bloom.py", "lower_bound128"), ("gpu_dedup/paragraph/cutwrite.py", "cut_copy"),
-    ("gpu_dedup/paragraph/dedup.py", "span_norm_hash"), ("gpu_dedup/paragraph/dedup.py", "span_norm_sizes"),
-    ("gpu_dedup/paragraph/dedup.py", "split_count"), ("gpu_dedup/paragraph/dedup.py", "split_piece_count"),
-    ("gpu_dedup/paragraph/dedup.py", "split_piece_write"), ("gpu_dedup/paragraph/dedup.py", "split_write"),
-    ("gpu_dedup/screen.py", "member_sorted"), ("gpu_dedup/screen.py", "ngram_hash_chunks"),
-    ("gpu_dedup/screen.py", "ngram_hashes"), ("gpu_dedup/screen.py", "word_spans"),
-    ("gpu_dedup/substring/suffix.py", "lcp_kasai"),
 }
 
 

@@ -14,8 +14,10 @@ adds the per-scope counts.
 Residency: every stage's arrays stay where the device computed them (NumPy on the CPU, device arrays on a GPU;
 keep order is computed on the host and goes to the device once), its stats are Python ints made inside the stage,
 and host copies are made in one place, when ``decisions_table`` is built. Host arrays that a stage needs besides
-(reading the input again, an index's hashes) carry a ``_host`` suffix. ``decide`` composes the stages. With an index (``against``) its documents are rows 0..I-1 in front of the input's,
-first in keep order and pinned (never removed); the decisions cover the input only.
+(reading the input again, an index's hashes) carry a ``_host`` suffix. ``decide`` composes the stages.
+
+With an index (``against``) its documents are rows 0..I-1 in front of the input's, first in keep order and pinned
+(never removed); the decisions cover the input only.
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ TWINS_THAT_DIFFER = {("bloom", "bloom_insert")}
 STRING_LAUNCHES = {
     ("gpu_dedup/filters/fasttext.py", "ft_hidden"), ("gpu_dedup/filters/fasttext.py", "ft_label_prob"),
     ("gpu_dedup/filters/fasttext.py", "ft_predict"), ("gpu_dedup/filters/fasttext_gpu.py", "ft_doc_sum"),
-    ("gpu_dedup/filters/fasttext_gpu.py", "ft_token_chunks"),
+    ("gpu_dedup/filters/fasttext_gpu.py", "ft_token_chunks"), ("gpu_dedup/filters/fasttext_gpu.py", "?"),
     ("gpu_dedup/filters/kneser_ney.py", "lm_count_words"), ("gpu_dedup/filters/kneser_ney.py", "lm_word_hashes"),
     ("gpu_dedup/filters/lm.py", "lm_doc_sums"), ("gpu_dedup/filters/lm.py", "lm_ngram_keys"),
     ("gpu_dedup/filters/lm.py", "lm_score_docs"), ("gpu_dedup/filters/lm.py", "lm_span_hashes"),
@@ -90,8 +90,15 @@ def string_launches(paths=STAGES, root: Path = ROOT) -> set[tuple[str, str]]:
                 continue
             f = node.func
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-            if name == "launch" and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
-                found.add((str(path.relative_to(root)), node.args[1].value))
+            first = node.args[0]  # device.launch(device, name, ...), not a compiled kernel's k.launch(items, ...)
+            on_device = (isinstance(first, ast.Constant) and first.value in ("cpu", "cuda")
+                         or isinstance(first, ast.Name) and first.id in ("device", "dev")
+                         or isinstance(first, ast.Attribute) and first.attr == "device")
+            if name == "launch" and on_device:
+                kernel = node.args[1]
+                # a name held in a variable is string-keyed too: recorded as "?"
+                key = kernel.value if isinstance(kernel, ast.Constant) and isinstance(kernel.value, str) else "?"
+                found.add((str(path.relative_to(root)), key))
     return found
 
 
@@ -109,6 +116,6 @@ def test_the_lexical_stage_launches_no_kernel_by_name():
 
 
 def test_the_launch_scan_finds_a_string_launch(tmp_path):
-    (tmp_path / "m.py").write_text('from x import launch\nlaunch("cpu", "k", 3, a)\ndev.launch(d, "j", 1)\n'
-                                   'k.launch(3, a)\n')
-    assert string_launches(["m.py"], tmp_path) == {("m.py", "k"), ("m.py", "j")}
+    (tmp_path / "m.py").write_text('from x import launch\nlaunch("cpu", "k", 3, a)\ndev.launch(device, "j", 1)\n'
+                                   'launch("cuda", name, 3, a)\nk.launch(3, a)\n')
+    assert string_launches(["m.py"], tmp_path) == {("m.py", "k"), ("m.py", "j"), ("m.py", "?")}

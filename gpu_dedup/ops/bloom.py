@@ -66,21 +66,21 @@ def bloom_insert(device: str, bits, m: int, k: int, h1, h2, threads: int | None 
 
 def contains128(device: str, k1, k2, q1, q2):
     """uint8 (n,): 1 where key (q1[i], q2[i]) is among the sorted keys (k1, k2) (uint64 (N,), by (k1, k2))."""
-    xp = array_module(device)
-    n = int(q1.shape[0])
-    out = xp.empty(n, xp.uint8)
-    if n:
-        run_kernel(device, _target(device).contains128, n, k1, k2, q1, q2, out)
-    return out
+    return _per_key(device, _target(device).contains128, "uint8", k1, k2, q1, q2)
 
 
 def lower_bound128(device: str, k1, k2, q1, q2):
     """int64 (n,): how many of the sorted keys (k1, k2) lie below each (q1[i], q2[i]) (a binary search each)."""
+    return _per_key(device, _target(device).lower_bound128, "int64", k1, k2, q1, q2)
+
+
+def _per_key(device: str, kernel, dtype: str, k1, k2, q1, q2):
+    """A thread per query key (q1[i], q2[i]) against the sorted keys (k1, k2): one output of ``dtype`` each."""
     xp = array_module(device)
     n = int(q1.shape[0])
-    out = xp.empty(n, xp.int64)
+    out = xp.empty(n, getattr(xp, dtype))
     if n:
-        run_kernel(device, _target(device).lower_bound128, n, k1, k2, q1, q2, out)
+        run_kernel(device, kernel, n, k1, k2, q1, q2, out)
     return out
 
 

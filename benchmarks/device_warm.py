@@ -2,7 +2,7 @@
 
 On a fresh machine nothing is cached, and a stage that compiles inside its own timeout may not finish
 (review P1-1). In this order, each step printing one ``WARM`` line the moment it ends:
-  1. GPU kernels: every declared signature (``sigs=`` of each ``@kernel``) of kernels/cuda.py and
+  1. GPU kernels: every declared signature (``sigs=`` of each ``@kernel``) of kernels/core_cuda.py and
      kernels/*_cuda.py compiled by its own dispatcher, so into Numba's on-disk cache that the later stages
      load from (same signatures as their launches: the simulator tests check that). Kernels are spread over
      ``--jobs`` processes, all signatures of one kernel in one process (they share one cache index file).

@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/minhash_limit.py [--docs 3000] [--words 400] [--repeats 5]
 
-Runs ``kernels/cpu.py:minhash_signatures`` (word 5-grams) over ``gpu_dedup.testing.evalcorpus.make_corpus`` text at
+Runs ``kernels/core_cpu.py:minhash_signatures`` (word 5-grams) over ``gpu_dedup.testing.evalcorpus.make_corpus`` text at
 several K (permutations per shingle) and fits time = S * (fixed + K / rate) over the S shingles: ``rate`` is
 what the permutations (exact (a*h+b) mod 2^61-1 and the running minimum) cost per permutation at the margin,
 ``fixed`` what each shingle costs besides them (finding it, XXH64 over its bytes, the loop). The arithmetic
@@ -11,7 +11,7 @@ limit and their ratio (the share of the run spent on the permutations themselves
 hash of the same documents (``exact_hashes``: two XXH64 per document), the other XXH64 loop of the CPU path.
 
 The kernels compile into a private Numba cache directory (unless NUMBA_CACHE_DIR is set): Numba validates a
-cached kernel against kernels/cpu.py's mtime only, so an edit of kernels/hashing.py could otherwise be
+cached kernel against kernels/core_cpu.py's mtime only, so an edit of kernels/core.py could otherwise be
 measured with a stale kernel.
 """
 from __future__ import annotations

@@ -20,7 +20,7 @@ the machine. ``utf8_normalize(NFKC)`` + ``utf8_lower`` is shown for reference: i
 policy does, though ours is per codepoint (see gpu_dedup.lexical.normalize).
 
 The kernels are compiled into a private Numba cache directory (unless NUMBA_CACHE_DIR is set): Numba
-validates a cached kernel against kernels/cpu.py's mtime only, so an edit of kernels/hashing.py could
+validates a cached kernel against kernels/core_cpu.py's mtime only, so an edit of kernels/core.py could
 otherwise be measured with a stale cached kernel.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from gpu_dedup.config import NormalizeConfig
     from gpu_dedup.testing.evalcorpus import make_corpus
-    from gpu_dedup.kernels import cpu
+    from gpu_dedup.kernels import core_cpu as cpu
     from gpu_dedup.lexical.normalize import _tables_on, arrow_text_buffers, normalize_arrays
 
     numba.set_num_threads(1)

@@ -8,11 +8,11 @@ import importlib
 import os
 from importlib import resources
 
-# What each stage compiles on the CPU: (family, kernel names) with family the module kernels/<family>_cpu.py
-# ("" = kernels/cpu.py); read from the cache index files an empty NUMBA_CACHE_DIR holds after each warm-up step.
-_NORMALIZE = ("", ("normalize_sizes", "normalize_write"))
+# What each stage compiles on the CPU: (family, kernel names) with family the module kernels/<family>_cpu.py;
+# read from the cache index files an empty NUMBA_CACHE_DIR holds after each warm-up step.
+_NORMALIZE = ("core", ("normalize_sizes", "normalize_write"))
 KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
-    "dedup": (("", ("normalize_sizes", "normalize_write", "exact_hashes", "shingle_sets", "minhash_signatures",
+    "dedup": (("core", ("normalize_sizes", "normalize_write", "exact_hashes", "shingle_sets", "minhash_signatures",
                     "band_keys", "union_find", "_find", "representative_components")),),
     "paragraph": (("bloom", ("span_norm_sizes", "span_norm_hash", "split_count", "split_write", "cut_copy",
                              "bloom_insert", "bloom_query")),),
@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 }
 def cpu_kernels(family: str) -> list:
     """The cached CPU kernels (numba dispatchers with ``cache=True``) of ``kernels/<family>_cpu.py``."""
-    mod = importlib.import_module(f"{__package__}.kernels.{family + '_' if family else ''}cpu")
+    mod = importlib.import_module(f"{__package__}.kernels.{family}_cpu")
     return [v for v in vars(mod).values() if getattr(v, "_cache", None) is not None and hasattr(v, "py_func")
             and getattr(v, "__module__", None) == mod.__name__]
 

@@ -2,7 +2,7 @@
 
 This module imports nothing from the package (the kernels, the config and the stages all read it), so it
 can never take part in an import cycle. Plain Python ints here; the kernels cast them to NumPy's fixed-width
-types once (``kernels/hashing.py``), where Numba needs them typed.
+types once (``kernels/core.py``), where Numba needs them typed.
 """
 
 # ----------------------------------------------------------------------------------------------- hashing
@@ -35,11 +35,13 @@ MAX_NGRAM = 64           # ShingleConfig's bound on n: the GPU's shingle ring bu
 BYTE_TILE = 4096         # text bytes per block of the GPU kernels unit_chunks (its shared tile) and
                          # utf8_invalid_chunks: fixed at compile time; callers cut smaller chunks, never larger
 # MinHashConfig's bound on K (the seed's 0.99-threshold settings 20 x 450, 450 x 20): the GPU MinHash kernel
-# keeps K / 128 minima per thread (kernels/cuda.py MAX_K_PER_THREAD = 72)
+# keeps K / 128 minima per thread (kernels/core_cuda.py MAX_K_PER_THREAD = 72)
 MAX_NUM_PERM = 9000
 # One LSH bucket this large is usually templated text: the pipeline warns and the report flags it.
 GIANT_BUCKET = 10_000
-# Candidate components up to this size are resolved by the GPU's representative policy, larger ones on the host.
+# Candidate components up to this size are resolved by the GPU's representative policy, larger ones on the host:
+# the policy walks a component serially, and one CPU core does that merge-walk far faster than one GPU thread,
+# so a giant templated component must not hold the whole launch.
 HOST_COMPONENT = 4096
 
 # Exact-substring dedup (gpu_dedup/substring)

@@ -63,25 +63,29 @@ def set_threads(threads: int | None) -> int:
     return numba.get_num_threads()
 
 
-def kernels(device: str, family: str | None = None):
-    """The kernel module of ``device`` ("cpu" or "cuda"): ``kernels/cpu.py`` / ``kernels/cuda.py``, or a
-    family's pair such as ``kernels/bloom_cpu.py`` / ``kernels/bloom_cuda.py`` (family="bloom"). Imported
-    on first use, so a CPU run never loads the CUDA kernels."""
+def kernels(device: str, family: str = "core"):
+    """The kernel module of ``device`` ("cpu" or "cuda") in a family: ``kernels/<family>_cpu.py`` or
+    ``kernels/<family>_cuda.py`` (``core`` = the dedup kernels). Imported on first use, so a CPU run never
+    loads the CUDA kernels."""
     target = "cuda" if device == "cuda" else "cpu"
-    return importlib.import_module(f"{__package__}.kernels.{family}_{target}" if family else
-                                   f"{__package__}.kernels.{target}")
+    return importlib.import_module(f"{__package__}.kernels.{family or 'core'}_{target}")
 
 
-def launch(device: str, name: str, items: int, *args, family: str | None = None) -> None:
-    """Run kernel ``name`` of ``kernels(device, family)`` over ``items`` work items: on the GPU with the
-    geometry its ``@kernel`` declares (``kernels/_launch.py``), on the CPU the njit twin (parallel inside)
-    with the same arguments. Every kernel launch of the package goes through here."""
-    k = getattr(kernels(device, family), name)
+def run_kernel(device: str, k, items: int, *args) -> None:
+    """Run kernel ``k`` (of ``kernels(device, family)``) over ``items`` work items: on the GPU with the geometry its
+    ``@kernel`` declares (``kernels/_launch.py``), on the CPU the njit twin (parallel inside) with the same
+    arguments. Every kernel launch of the package goes through here, from the family front ends (gpu_dedup/ops/)."""
     if device == "cuda":
         k.launch(items, *args)
     else:
         _note_compiling(k)
         k(*args)
+
+
+def launch(device: str, name: str, items: int, *args, family: str | None = None) -> None:
+    """``run_kernel`` for the kernel called ``name`` of ``kernels(device, family)``: the string-keyed form the stage
+    modules not yet behind a front end still use (tests/test_ops.py lists them and keeps the list shrinking)."""
+    run_kernel(device, getattr(kernels(device, family or "core"), name), items, *args)
 
 
 _compile_seen: set[str] = set()  # stages / kernel families already checked for cached machine code in this process
@@ -105,12 +109,12 @@ def note_compiling(device: str, families: tuple[str, ...] = ("dedup",)) -> None:
 
 
 def _family(k) -> str | None:
-    """The kernel family of a CPU kernel (its module kernels/<family>_cpu.py; "" for kernels/cpu.py)."""
+    """The kernel family of a CPU kernel (its module kernels/<family>_cpu.py)."""
     mod = getattr(k, "__module__", None) or ""
     name = mod.rsplit(".", 1)[-1]
-    if not mod.startswith(f"{__package__}.kernels.") or not name.endswith("cpu"):
+    if not mod.startswith(f"{__package__}.kernels.") or not name.endswith("_cpu"):
         return None
-    return name[:-len("_cpu")] if name.endswith("_cpu") else ""
+    return name[:-len("_cpu")]
 
 
 def _note_compiling(k) -> None:

@@ -45,10 +45,10 @@ import pyarrow as pa
 from . import io
 from .config import InputConfig, NormalizeConfig, is_int
 from .constants import MAX_NGRAM
-from .device import (array_backend, array_module, batch_bytes, launch, note_compiling, repeat_index, resolve_device,
-                     split_chunks, to_device, to_host)
-from .lexical.minhash import unit_starts
+from .device import (array_backend, array_module, batch_bytes, note_compiling, repeat_index, resolve_device,
+                     to_device, to_host)
 from .lexical.normalize import _device_tables, arrow_text_buffers, normalize_arrays, normalize_text
+from .ops import bloom as bloom_ops
 
 logger = logging.getLogger(__name__)
 
@@ -253,27 +253,10 @@ def ngram_hashes(norm: Any, n: int, seed: int = 0, device: str = "cpu",
     """Word n-gram hashes of every normalized document, in order: (hashes uint64 (S,), base int64
     (docs+1,)); n-gram j of document d (words j..j+n-1) is hashes[base[d] + j].
 
-    CPU: one scan per document (bloom_cpu.ngram_hashes, prange). GPU: cooperative, work per thread bounded
-    by bytes: the word starts (lexical.minhash.unit_starts: a block per 4 KB of text), then a block per
-    ``chunk`` n-grams of a document (default kernels/bloom_cuda.NGRAM_CHUNK; tests cut at every n-gram),
-    a thread per n-gram. The same array either way."""
-    xp = array_module(device)
-    d = len(norm)
-    counts = norm.shingle_counts(n, kind_char=False)
-    base = xp.zeros(d + 1, xp.int64)
-    xp.cumsum(counts, out=base[1:])
-    out = xp.empty(int(base[-1]), xp.uint64)
-    if out.shape[0]:
-        if device == "cuda":
-            from .kernels import bloom_cuda as kb  # the GPU's chunk size (imports the CUDA kernels)
-
-            ubase, units = unit_starts(norm, False, device)
-            doc, first, count, _ = split_chunks(xp, counts, chunk or kb.NGRAM_CHUNK)
-            launch("cuda", "ngram_hash_chunks", int(doc.shape[0]), norm.data, norm.offsets, units, ubase, doc, first,
-                   count, n, np.uint64(seed), base, out, family="bloom")
-        else:
-            launch("cpu", "ngram_hashes", d, norm.data, norm.offsets, n, np.uint64(seed), base, out, family="bloom")
-    return out, base
+    ``ops.bloom.ngram_hashes``: one scan per document on the CPU; on a GPU work per thread bounded by bytes
+    (a block per ``chunk`` n-grams, default kernels/bloom_cuda.NGRAM_CHUNK; tests cut at every n-gram). The same
+    array either way."""
+    return bloom_ops.ngram_hashes(device, norm, n, seed, chunk)
 
 
 def word_spans(data: Any, starts: Any, ends: Any, words: Any, cfg: NormalizeConfig,
@@ -282,14 +265,8 @@ def word_spans(data: Any, starts: Any, ends: Any, words: Any, cfg: NormalizeConf
     ``words`` int64 (docs,) = their normalized word counts (from normalize_text). Returns (wbase int64
     (docs+1,), word_start, word_end int64 (W,)). Raises if the word counts disagree with normalization."""
     xp = array_module(device)
-    d = int(starts.shape[0])
     map_off, map_cp = _device_tables(cfg, device)
-    wbase = xp.zeros(d + 1, xp.int64)
-    xp.cumsum(words, out=wbase[1:])
-    ws, we = xp.empty(int(wbase[-1]), xp.int64), xp.empty(int(wbase[-1]), xp.int64)
-    counts = xp.zeros(d, xp.int64)
-    if d:
-        launch(device, "word_spans", d, data, starts, ends, map_off, map_cp, wbase, ws, we, counts, family="bloom")
+    wbase, ws, we, counts = bloom_ops.word_spans(device, data, starts, ends, map_off, map_cp, words)
     if not bool(to_host(xp.all(counts == words))):
         raise RuntimeError("word spans disagree with the normalizer's word count; this is a bug, please report it")
     return wbase, ws, we
@@ -420,9 +397,7 @@ def screen_batch(text: pa.Array, index: BenchmarkIndex, cfg: ScreenConfig, devic
     h, base = ngram_hashes(norm, cfg.ngram, cfg.seed, device)
     if int(index.hashes.shape[0]) == 0 or h.shape[0] == 0:
         return []
-    pos = xp.empty(h.shape[0], xp.int64)
-    launch(device, "member_sorted", h.shape[0], index.hashes, index.bitmap, np.uint64(index.shift), h, pos,
-           family="bloom")
+    pos = bloom_ops.member_sorted(device, index.hashes, index.bitmap, index.shift, h)
     hit_idx = xp.flatnonzero(pos >= 0)
     if hit_idx.shape[0] == 0:
         return []

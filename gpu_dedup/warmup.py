@@ -7,7 +7,7 @@ twice; instead ``warmup`` runs each command family once on a few documents of th
 temporary directory, through the same API a real run uses, so exactly the specializations a real run needs
 are compiled and cached. A later run of any command then loads them in milliseconds.
 
-``KERNELS`` lists the CPU kernels of each stage (family ``kernels/<family>_cpu.py``, "" = ``kernels/cpu.py``),
+``KERNELS`` lists the CPU kernels of each stage (family ``kernels/<family>_cpu.py``),
 ``COMMANDS`` the stages of each command; ``uncached(stages)`` counts the kernels with no cached machine code
 yet, which is what a first run says before its progress bar (``device.note_compiling``).
 """

@@ -1,2 +1,4 @@
-"""Device code only: shared device functions (hashing.py) compiled for the CPU (cpu.py, numba.njit) and
-for the GPU (cuda.py, numba.cuda.jit). Array in / array out; no I/O, no orchestration."""
+"""Device code only. Per kernel family X: X.py (device functions), X_cpu.py (its kernels under numba.njit) and
+X_cuda.py (under numba.cuda.jit). core.py (hashing, shingling, MinHash, Jaccard, the representative policy) and
+normalize.py are compiled into every family. Array in / array out; no I/O, no orchestration: gpu_dedup/ops/ holds
+one Python front end per family."""

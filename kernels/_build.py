@@ -3,11 +3,11 @@
 Each function is cloned with a fresh globals dict in which every other device function name points to
 its compiled twin, then decorated. Numba resolves globals lazily at first compilation, so calls
 between device functions bind to the same target's versions. A module of device functions lists its
-functions in DEVICE_FUNCTIONS (in dependency order is not required) and may build on hashing.py's and
+functions in DEVICE_FUNCTIONS (in dependency order is not required) and may build on core.py's and
 normalize.py's (always compiled), e.g. bloom.py.
 
 Cached machine code (``cache=True`` of every CPU and GPU kernel) is validated by Numba against the kernel's
-own file only, but a kernel inlines device functions of other files (hashing.py, normalize.py, bloom.py, ...,
+own file only, but a kernel inlines device functions of other files (core.py, normalize.py, bloom.py, ...,
 and gpu_dedup/constants.py): ``drop_stale_cache`` (run when this module is first imported, i.e. before any
 kernel module builds its kernels) deletes the cache files older than the newest of those, in every place
 Numba keeps them, so an edited device function never runs as its old machine code (CLI, benchmarks, tests).
@@ -18,7 +18,7 @@ import types
 from typing import Any, Callable
 
 from .. import constants
-from . import hashing, normalize
+from . import core, normalize
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -40,14 +40,14 @@ def _cache_dirs() -> list[str]:
 def newest_source() -> float:
     """mtime of the newest device-function source (see drop_stale_cache)."""
     deps = [p for p in glob.glob(os.path.join(_HERE, "*.py"))
-            if not p.endswith(("_cpu.py", "_cuda.py", os.sep + "cpu.py", os.sep + "cuda.py"))]
+            if not p.endswith(("_cpu.py", "_cuda.py"))]
     deps.append(constants.__file__)
     return max(os.path.getmtime(p) for p in deps if os.path.exists(p))
 
 
 def drop_stale_cache() -> int:
     """Delete cached kernels (.nbi index, .nbc code) older than the newest device-function source: every
-    kernels/*.py but the *_cpu.py / *_cuda.py / cpu.py / cuda.py entry modules (Numba checks those itself)
+    kernels/*.py but the *_cpu.py / *_cuda.py entry modules (Numba checks those itself)
     and gpu_dedup/constants.py. Returns the number of files removed (a concurrent process may remove
     the same ones: missing files are fine; files written after the newest source are kept)."""
     newest = newest_source()
@@ -89,10 +89,10 @@ def _one_signature_per_type(dispatcher: Any) -> Any:
 
 
 def build(decorate: Callable[[Callable[..., Any]], Any], module: types.ModuleType | None = None) -> dict[str, Any]:
-    """Namespace holding hashing.py's and normalize.py's device functions (and ``module``'s, if another module
+    """Namespace holding core.py's and normalize.py's device functions (and ``module``'s, if another module
     of device functions is given) compiled with ``decorate``; CPU (``numba.njit``) device functions compile once
     per argument type (``_one_signature_per_type``)."""
-    mods = [hashing, normalize] + ([module] if module is not None else [])
+    mods = [core, normalize] + ([module] if module is not None else [])
     namespace: dict[str, Any] = {}
     for mod in mods:
         namespace.update(vars(mod))

@@ -105,7 +105,7 @@ def device_args(name: str, args) -> list:
 
 class Kernel:
     """A compiled CUDA kernel with the argument guard and its declared geometry: ``k.launch(items, *args)``
-    (what ``gpu_dedup.device.launch`` calls), or ``k[grid, block](*args)`` for an explicit geometry (tests)."""
+    (what ``gpu_dedup.device.run_kernel`` calls), or ``k[grid, block](*args)`` for an explicit geometry (tests)."""
 
     def __init__(self, fn, per_block: bool = False, tpb: int = TPB, stride: bool = False, sigs=None):
         self.__name__ = fn.__name__

@@ -2,7 +2,7 @@
 word n-gram / word-offset scans of contamination screening.
 
 The plain-Python device functions listed in DEVICE_FUNCTIONS are compiled twice by ``_build.build``
-(together with hashing.py's): once with ``numba.njit`` for the CPU kernels (``bloom_cpu.py``) and once with
+(together with core.py's): once with ``numba.njit`` for the CPU kernels (``bloom_cpu.py``) and once with
 ``cuda.jit(device=True)`` for the GPU kernels (``bloom_cuda.py``). Both targets therefore run the same source and
 give bit-identical arrays (the Bloom bit array included). Kernels are array-in / array-out.
 
@@ -19,7 +19,7 @@ Notation: n items / paragraphs / documents, k hash functions, m bits, T text byt
 import numpy as np
 
 from .. import constants as C
-from .hashing import utf8_decode  # the compiled twin replaces it in each target's namespace (_build)
+from .core import utf8_decode  # the compiled twin replaces it in each target's namespace (_build)
 
 U64 = np.uint64
 U32 = np.uint32

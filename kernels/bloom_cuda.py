@@ -1,23 +1,23 @@
 """GPU kernels of the Bloom / paragraph / screening family (``bloom.py``'s device functions compiled with
 ``numba.cuda.jit``); the queries, inserts and span kernels take one thread per item. Same results as
-``bloom_cpu.py`` bit for bit; launched by ``gpu_dedup.device.launch`` (``@kernel`` in ``_launch.py`` declares
+``bloom_cpu.py`` bit for bit; launched by ``gpu_dedup.ops.bloom`` (``@kernel`` in ``_launch.py`` declares
 the geometry).
 
 Word n-gram hashing (screening) is cooperative, not one thread per document: the word starts come from
-``kernels/cuda.py:unit_chunks`` (a block per BYTE_TILE bytes, via ``lexical.minhash.unit_starts``), then
+``kernels/core_cuda.py:unit_chunks`` (a block per BYTE_TILE bytes, via ``ops.core.unit_starts``), then
 ``ngram_hash_chunks`` gives each block a chunk of <= NGRAM_CHUNK n-grams of one document
 (``device.split_chunks``), one n-gram per thread: the work of a thread is one n-gram's bytes.
 
-Paragraph hashing (normalize, then two XXH64 per paragraph) has no kernel here: gpu_dedup/paragraph/dedup.py
+Paragraph hashing (normalize, then two XXH64 per paragraph) has no kernel here: gpu_dedup/ops/bloom.py
 ``span_hashes`` gathers the paragraphs and runs the dedup path's chunked normalization and its block-per-text
-hash (kernels/cuda.py ``xxh64_pairs``), so a multi-MB paragraph no longer holds one thread (the CPU twins
+hash (kernels/core_cuda.py ``xxh64_pairs``), so a multi-MB paragraph no longer holds one thread (the CPU twins
 ``bloom_cpu.span_norm_sizes`` / ``span_norm_hash`` stay: a thread per paragraph on the CPU).
 
 Paragraph / line splitting is not one thread per document either: ``split_piece_count`` / ``split_piece_write``
 run the unchanged ``bloom.split_units`` on each line-aligned piece (``device.line_chunks``: cut right after a
 newline, nominally SPLIT_CHUNK bytes; work per thread <= max(SPLIT_CHUNK, the longest line)). Lines never
 straddle a cut, so line units are the pieces' units; a paragraph (a run of non-blank lines) that runs over a
-cut is the last unit of one piece and the first of the next, merged by gpu_dedup/paragraph/dedup.py where
+cut is the last unit of one piece and the first of the next, merged by gpu_dedup/ops/bloom.py where
 the piece's last line and the next piece's first line are both non-blank (``line_edges``).
 """
 from numba import cuda
@@ -147,7 +147,7 @@ def ngram_hash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk
     counts max(w - n + 1, 0)), grid-stride; its threads stride the chunk's n-grams. norm uint8 (T,),
     offsets int64 (docs+1,); units int64 (W,) / ubase int64 (docs+1,): the word starts (unit_starts);
     base int64 (docs+1,): n-gram j of document d goes to out[base[d] + j] (uint64 (S,)) = XXH64(seed) of
-    words j..j+n-1 joined by their spaces: bloom_cpu.ngram_hashes' array (hashing.scan_shingles).
+    words j..j+n-1 joined by their spaces: bloom_cpu.ngram_hashes' array (core.scan_shingles).
     No shared memory; a thread reads one n-gram's bytes."""
     c = cuda.blockIdx.x
     while c < chunk_doc.shape[0]:

@@ -13,7 +13,7 @@ and Chinese/Japanese share them).
 """
 import numpy as np
 
-from .hashing import utf8_decode  # the compiled twin replaces it in each target's namespace (_build)
+from .core import utf8_decode  # the compiled twin replaces it in each target's namespace (_build)
 
 # (script, language) and its codepoint ranges
 SCRIPTS = (("Hangul", "ko"), ("Kana", "ja"), ("Thai", "th"), ("Lao", "lo"), ("Greek", "el"), ("Hebrew", "he"),

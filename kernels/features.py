@@ -18,7 +18,7 @@ Notation: n documents, T text bytes of the batch, w words / l lines of one docum
 """
 import numpy as np
 
-from .hashing import P64_1, P64_2, P64_3, S29, S32, S33, U64, rotl64, utf8_decode, xxh64
+from .core import P64_1, P64_2, P64_3, S29, S32, S33, U64, rotl64, utf8_decode, xxh64
 
 # XXH64 seed of the DSIR feature hash (pinned: changing it changes every feature id and fitted model).
 DSIR_SEED = U64(0x5D5A1B3C2E4F6071)

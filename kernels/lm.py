@@ -21,7 +21,7 @@ of Python's ``bytes.split()`` that kenlm's ``Model.score`` uses.
 """
 import numpy as np
 
-from .hashing import xxh64  # the compiled twin replaces it in each target's namespace (_build)
+from .core import xxh64  # the compiled twin replaces it in each target's namespace (_build)
 
 U64 = np.uint64
 F32 = np.float32

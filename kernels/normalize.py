@@ -1,5 +1,5 @@
 """Device functions of normalization (policy: gpu_dedup/lexical/normalize.py; tables:
-gpu_dedup/lexical/unicode_tables.py), compiled with hashing.py's for both targets by ``_build.build``.
+gpu_dedup/lexical/unicode_tables.py), compiled with core.py's for both targets by ``_build.build``.
 
 Output state while scanning a document ("eager" emission): p = bytes emitted, sp = spaces emitted,
 extra = bytes - codepoints emitted, prev = 1 when the last non-deleted image was a space (or nothing has
@@ -19,7 +19,7 @@ one. Measured with benchmarks/normalize_bench.py.
 """
 import numpy as np
 
-from .hashing import S1, S3, S7, S32, SPACE, U64, ZERO, read_u64le, utf8_covered, utf8_decode, utf8_len, utf8_put
+from .core import S1, S3, S7, S32, SPACE, U64, ZERO, read_u64le, utf8_covered, utf8_decode, utf8_len, utf8_put
 
 U8 = np.uint8
 ASCII_GENERIC = -1  # ascii_mode: the table's ASCII part is not a SWAR model; use the per-byte loop

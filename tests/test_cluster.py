@@ -154,7 +154,7 @@ def test_cugraph_backend_labels_equal_union_find(monkeypatch, seed, backend):
 
     from gpu_dedup.lexical.policy import cugraph_components
     from gpu_dedup.device import to_host
-    from gpu_dedup.kernels import cpu
+    from gpu_dedup.kernels import core_cpu as cpu
     from gpu_dedup.testing.strict import xp as strict_xp
 
     xp = np if backend == "numpy" else strict_xp  # strict: device arrays in and out, as with cudf + CuPy

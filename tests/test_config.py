@@ -8,15 +8,15 @@ from gpu_dedup import constants as C
 from gpu_dedup.cli import build_parser
 from gpu_dedup.config import InputConfig, RunConfig
 from gpu_dedup.contract import contract
-from gpu_dedup.kernels import hashing
+from gpu_dedup.kernels import core
 from gpu_dedup.paragraph.bloom import HASH_DESCRIPTION, SEED1, SEED2
 from gpu_dedup.paragraph.dedup import ParagraphConfig
 from gpu_dedup.screen import ScreenConfig
 
 
 def test_kernels_contract_and_bloom_take_their_numbers_from_constants():
-    assert (int(hashing.EXACT_SEED_LO), int(hashing.EXACT_SEED_HI)) == (C.EXACT_SEED_LO, C.EXACT_SEED_HI)
-    assert int(hashing.MERSENNE61) == C.MERSENNE61 == (1 << 61) - 1 and hashing.MERSENNE61.dtype == np.uint64
+    assert (int(core.EXACT_SEED_LO), int(core.EXACT_SEED_HI)) == (C.EXACT_SEED_LO, C.EXACT_SEED_HI)
+    assert int(core.MERSENNE61) == C.MERSENNE61 == (1 << 61) - 1 and core.MERSENNE61.dtype == np.uint64
     c = contract(RunConfig())
     assert c["exact"]["seeds"] == [f"0x{C.EXACT_SEED_LO:016X}", f"0x{C.EXACT_SEED_HI:016X}"]
     assert c["minhash"]["prime"] == "2^61-1"

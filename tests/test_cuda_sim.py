@@ -1,4 +1,4 @@
-"""The CUDA kernels (kernels/cuda.py) against the CPU kernels, run under Numba's CUDA simulator.
+"""The CUDA kernels (kernels/core_cuda.py) against the CPU kernels, run under Numba's CUDA simulator.
 
 conftest.py turns the simulator on when no real GPU is requested; with a real GPU
 (GPU_DEDUP_REAL_GPU=1) the same tests run on the device. Inputs are small: the simulator executes
@@ -43,7 +43,7 @@ def test_normalize_and_exact_hashes_match(cfg):
 
 @pytest.mark.parametrize("kind,n,width", [("word", 5, 32), ("word", 2, 64), ("char", 6, 32)])
 def test_signatures_and_band_keys_match(kind, n, width, monkeypatch):
-    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.kernels import core_cuda as kc
 
     monkeypatch.setattr(kc, "CHUNK", 7)  # force long documents across several blocks (atomic-min merge)
     rng = np.random.default_rng(1)
@@ -103,7 +103,7 @@ def test_components_and_representatives_match():
 
 
 # ---------------------------------------------------------------- cooperative text kernels: every cut
-# The GPU cuts documents into chunks of bounded bytes (kernels/cuda.py). With tiny chunks every byte
+# The GPU cuts documents into chunks of bounded bytes (kernels/core_cuda.py). With tiny chunks every byte
 # position becomes a cut, so these tests reach each case of the cut logic: a cut inside a multi-byte
 # codepoint, inside a run of spaces, inside a run of deleted (format) characters, at the trailing space.
 SHORT_CUTS = ["a\u200b\u200b\u200b\u200b", "a    ", "   a", "  ", "a \u200b \u200bb", "ß", "日本 語", "x,  y .z!",
@@ -114,7 +114,7 @@ CUT_TEXTS = SHORT_CUTS + TEXTS
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5])
 @pytest.mark.parametrize("cfg", [NormalizeConfig(), NormalizeConfig(True, True)])
 def test_normalization_chunks_cut_anywhere(cfg, chunk, monkeypatch):
-    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.kernels import core_cuda as kc
 
     monkeypatch.setattr(kc, "NORM_CHUNK", chunk)
     arr = pa.array(CUT_TEXTS, pa.large_string())
@@ -127,15 +127,15 @@ def test_normalization_chunks_cut_anywhere(cfg, chunk, monkeypatch):
 @pytest.mark.parametrize("chunk,threads", [(2, 8), (4096, 128)])
 def test_unit_starts_match_a_python_walk(chunk, threads, monkeypatch):
     from gpu_dedup.kernels import _launch
-    from gpu_dedup.lexical import minhash
-    from gpu_dedup.lexical.minhash import unit_starts
+    from gpu_dedup.ops import core
+    from gpu_dedup.ops.core import unit_starts
 
-    monkeypatch.setattr(minhash, "UNIT_CHUNK", chunk)
+    monkeypatch.setattr(core, "UNIT_CHUNK", chunk)
     monkeypatch.setattr(_launch, "SIM_THREADS", threads)  # the launch geometry changes nothing
     norm = normalize_text(pa.array(SHORT_CUTS, pa.large_string()), NormalizeConfig(), "cuda")
     data, offsets = to_host(norm.data).tobytes(), to_host(norm.offsets)
     for kind_char in (False, True):
-        ubase, units = (to_host(x) for x in unit_starts(norm, kind_char, "cuda"))
+        ubase, units = (to_host(x) for x in unit_starts("cuda", norm, kind_char))
         for i in range(len(SHORT_CUTS)):
             s, e = int(offsets[i]), int(offsets[i + 1])
             if kind_char:  # the first byte of each codepoint
@@ -150,20 +150,20 @@ def test_unit_chunks_refuses_a_chunk_larger_than_its_shared_tile(monkeypatch):
     """The tile is a compile-time constant (the machine code is cached): a larger orchestration chunk
     would write past it on a GPU, so the launch refuses it (review P0-2)."""
     from gpu_dedup.constants import BYTE_TILE
-    from gpu_dedup.kernels import cuda as kc
-    from gpu_dedup.lexical import minhash
+    from gpu_dedup.kernels import core_cuda as kc
+    from gpu_dedup.ops import core
 
-    assert kc.BYTE_TILE == BYTE_TILE and minhash.UNIT_CHUNK == BYTE_TILE
-    monkeypatch.setattr(minhash, "UNIT_CHUNK", BYTE_TILE + 1)
+    assert kc.BYTE_TILE == BYTE_TILE and core.UNIT_CHUNK == BYTE_TILE
+    monkeypatch.setattr(core, "UNIT_CHUNK", BYTE_TILE + 1)
     norm = normalize_text(pa.array(["a b"], pa.large_string()), NormalizeConfig(), "cuda")
     with pytest.raises(ValueError, match="UNIT_CHUNK=4097"):
-        minhash.unit_starts(norm, False, "cuda")
+        core.unit_starts("cuda", norm, False)
 
 @pytest.mark.parametrize("threads", [8, 12, 32])
 def test_exact_hashes_equal_xxhash_at_every_stripe_boundary(threads, monkeypatch):
     import xxhash
     from gpu_dedup.kernels import _launch
-    from gpu_dedup.kernels.hashing import EXACT_SEED_HI, EXACT_SEED_LO
+    from gpu_dedup.kernels.core import EXACT_SEED_HI, EXACT_SEED_LO
 
     from gpu_dedup.lexical.normalize import Normalized
 
@@ -186,7 +186,7 @@ def test_exact_hashes_equal_xxhash_at_every_stripe_boundary(threads, monkeypatch
 def test_signatures_at_the_largest_num_perm_match():
     """K = MAX_NUM_PERM (9000): every thread of the MinHash block keeps up to MAX_K_PER_THREAD (72) minima."""
     from gpu_dedup.constants import MAX_NUM_PERM
-    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.kernels import core_cuda as kc
 
     assert kc.TILE * kc.MAX_K_PER_THREAD >= MAX_NUM_PERM
     arr = pa.array(["alpha beta gamma delta epsilon zeta", "one two three"], pa.large_string())

@@ -59,7 +59,7 @@ def test_cugraph_components_equal_label_propagation():
     import cupy
 
     from gpu_dedup.lexical.policy import cugraph_components
-    from gpu_dedup.kernels import cpu
+    from gpu_dedup.kernels import core_cpu as cpu
 
     rng = np.random.default_rng(0)
     m = 100_000

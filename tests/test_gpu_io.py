@@ -47,9 +47,9 @@ def test_utf8_validity_kernel_matches_python(device, chunk, monkeypatch):
     if device == "cuda" and not simulator() and not gpu_status()[0]:
         pytest.skip("needs the CUDA simulator or a GPU")
     if chunk is not None:  # the GPU kernel works in chunks of UTF8_CHUNK bytes: 1 and 3 cut everywhere
-        from gpu_dedup.lexical import normalize
+        from gpu_dedup.ops import core
 
-        monkeypatch.setattr(normalize, "UTF8_CHUNK", chunk)
+        monkeypatch.setattr(core, "UTF8_CHUNK", chunk)
     rng = np.random.default_rng(7)
     values = list(UTF8_CASES)
     # random byte strings biased towards UTF-8 lead/continuation bytes, and random valid text

@@ -1,10 +1,10 @@
-"""Device functions (kernels/hashing.py) compiled for the CPU, against independent references."""
+"""Device functions (kernels/core.py) compiled for the CPU, against independent references."""
 import numpy as np
 import pytest
 import xxhash
 from numba import njit
 
-from gpu_dedup.kernels import cpu
+from gpu_dedup.kernels import core_cpu as cpu
 from gpu_dedup.kernels._build import build
 
 D = build(njit)

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from gpu_dedup.config import NormalizeConfig
-from gpu_dedup.kernels import cpu
+from gpu_dedup.kernels import core_cpu as cpu
 from gpu_dedup.kernels import normalize as knorm
 from gpu_dedup.lexical.normalize import arrow_text_buffers, normalize_strings, normalize_text
 from gpu_dedup.lexical.unicode_tables import load_tables
@@ -146,10 +146,12 @@ def test_fast_paths_equal_the_policy(cfg):
             assert bytes(out[pos:pos + len(w)]) == w, (m, docs[i])
             assert np.all(out[pos + len(w):pos + len(w) + 9] == 0xAA), (m, docs[i])
             pos += len(w) + 9
-    # normalize_doc (kept for other kernels): the word loop on spans >= SPAN_MODE_MIN, bytes below
+    # normalize_doc (the paragraph kernels' span normalizer): the word loop on spans >= SPAN_MODE_MIN, bytes below
+    from gpu_dedup.kernels import bloom_cpu
+
     for i, w in enumerate(want_bytes):
         out = np.full(len(w) + 9, 0xAA, np.uint8)
-        cpu.normalize_doc(data, offsets[i], offsets[i + 1], tables.map_off, tables.map_cp, out, 0, True)
+        bloom_cpu.c_normalize_doc(data, offsets[i], offsets[i + 1], tables.map_off, tables.map_cp, out, 0, True)
         assert bytes(out[:len(w)]) == w and np.all(out[len(w):] == 0xAA), docs[i]
 
 

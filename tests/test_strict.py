@@ -127,7 +127,7 @@ def test_module_selection_and_backend_name(monkeypatch):
 
 
 def test_kernels_take_device_arrays_only(monkeypatch):
-    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.kernels import core_cuda as kc
 
     monkeypatch.setenv("GPU_DEDUP_STRICT_DEVICE", "1")
     label = d(np.array([0, 1, 2, 3], np.int64))

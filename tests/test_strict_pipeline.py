@@ -200,13 +200,13 @@ def test_batches_of_an_in_memory_table_copy_only_their_own_bytes(corpus, monkeyp
 
 @pytest.mark.parametrize("limit", [0, 3])
 def test_giant_candidate_components_run_on_the_host(corpus, tmp_path, monkeypatch, limit, caplog):
-    """Components above cluster.HOST_COMPONENT members go to the CPU kernel during a GPU run (all of them with
+    """Components above ops.core.HOST_COMPONENT members go to the CPU kernel during a GPU run (all of them with
     limit 0, the larger ones with 3); decisions stay identical."""
-    import gpu_dedup.lexical.policy as cluster
+    import gpu_dedup.ops.core as core
 
-    monkeypatch.setattr(cluster, "HOST_COMPONENT", limit)
+    monkeypatch.setattr(core, "HOST_COMPONENT", limit)
     cfg = RunConfig.preset("default", progress=False, **SMALL)
-    with caplog.at_level("INFO", logger="gpu_dedup.lexical.policy"):
+    with caplog.at_level("INFO", logger="gpu_dedup.ops.core"):
         cpu, gpu = _both(corpus, cfg, tmp_path)
     assert gpu.decisions.equals(cpu.decisions) and cpu.removed > 0
     assert any("ran on the host" in m for m in caplog.messages)

@@ -352,9 +352,9 @@ def policy(job: Job, p: int) -> dict[str, Any]:
         # the index's rows come first (sorted by row): the policy pins them as the local engine does
         pinned = int(np.searchsorted(t["row"].to_numpy(), job.n_index))
         dev = job.device
-        ranked = Ranked(pinned, rank, to_device(rank, dev), None, None,
+        ranked = Ranked(pinned, to_device(rank, dev), None, None,
                         BandKeys(cfg.lsh.bands, matrix=to_device(keys, dev), device=dev))
-        groups = ExactGroups(np.arange(m, dtype=np.int64), np.zeros(m, bool), {})
+        groups = ExactGroups(to_device(np.arange(m, dtype=np.int64), dev), to_device(np.zeros(m, bool), dev), {})
         cands: Candidates = bucket_stage(cfg, dev, ranked, groups)
         sets = None
         if cfg.cluster.verify:
@@ -364,6 +364,7 @@ def policy(job: Job, p: int) -> dict[str, Any]:
             sets = ShingleSets(*(to_device(a, dev) for a in (np.asarray(lst.flatten().to_numpy(), np.uint64),
                                                              off[:-1].copy(), np.diff(off))))
         rep_local, jac_local, stats = policy_stage(cfg, dev, ranked, cands, sets)
+        rep_local, jac_local = to_host(rep_local), to_host(jac_local)
         removed = np.flatnonzero(rep_local >= 0)
         rows = t["row"].to_numpy()
         near = pa.table({"row": pa.array(rows[removed]), "rep": pa.array(rows[rep_local[removed]]),

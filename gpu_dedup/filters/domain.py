@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..device import array_module, launch, line_chunks, to_device, to_host
+from ..device import to_device, to_host
 from ..kernels.domain import (
     CODE_SYMBOLS,
     KEYWORDS,
@@ -26,6 +26,7 @@ from ..kernels.domain import (
     symbol_table,
 )
 from ..lexical.normalize import arrow_text_buffers
+from ..ops import domain as domain_ops
 from .config import DomainConfig
 
 SCRIPT_LANGUAGES = {name: lang for name, lang in SCRIPTS}
@@ -46,29 +47,13 @@ class DomainStats:
 
 def domain_counts(text: pa.Array, device: str, chunk: int | None = None) -> np.ndarray:
     """int64 (n, N_STATS) counts of each document of ``text`` (pa.string / large_string, no nulls). CPU: a
-    scan per document (prange). GPU: a thread per line-aligned piece of about ``chunk`` bytes (default
-    kernels/domain_cuda.DOMAIN_CHUNK; ``device.line_chunks``), the pieces' rows summed per document: the same
+    scan per document. GPU: a thread per line-aligned piece of about ``chunk`` bytes (``ops.domain``): the same
     counts."""
     data, offsets = arrow_text_buffers(text)
-    n = len(text)
     kw_data, kw_off = keyword_table()
     args = [to_device(np.ascontiguousarray(a), device) for a in
             (data, offsets, SCRIPT_RANGES, symbol_table(), kw_data, kw_off)]
-    xp = array_module(device)
-    stats = xp.zeros((n, N_STATS), dtype=np.int64)
-    if n and device == "cuda":
-        from ..kernels import domain_cuda as kd  # the GPU's piece size (imports the CUDA kernels)
-
-        starts, ends, bounds = line_chunks(xp, args[0], args[1], chunk or kd.DOMAIN_CHUNK)
-        pieces = int(starts.shape[0])
-        if pieces:
-            rows = xp.empty((pieces, N_STATS), dtype=np.int64)
-            launch(device, "domain_chunks", pieces, args[0], starts, ends, *args[2:], rows, family="domain")
-            total = xp.zeros((pieces + 1, N_STATS), dtype=np.int64)  # total[i] = the rows of pieces < i
-            xp.cumsum(rows, axis=0, out=total[1:])
-            stats = total[bounds[1:]] - total[bounds[:-1]]
-    elif n:
-        launch(device, "domain_stats", n, *args, stats, family="domain")
+    stats = domain_ops.domain_counts(device, *args, N_STATS, chunk)
     return np.asarray(to_host(stats))
 
 

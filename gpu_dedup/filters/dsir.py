@@ -37,10 +37,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import NormalizeConfig, is_int, is_real
-from ..device import array_module, launch, module_of, split_chunks, to_device, to_host
+from ..device import array_module, to_device, to_host
 from ..kernels.features import DSIR_MAX_NGRAM, DSIR_SEED
-from ..lexical.minhash import unit_starts
 from ..lexical.normalize import Normalized, normalize_text
+from ..ops import features as features_ops
 
 logger = logging.getLogger(__name__)
 
@@ -178,48 +178,13 @@ def normalized(texts: TextsLike, cfg: DSIRConfig, device: str = "cpu") -> Normal
     return normalize_text(text_array(texts), cfg.normalize, device)
 
 
-def feature_counts_per_doc(words: Any, ngrams: int) -> Any:
-    """Features of documents with ``words`` words (int64 array, any module): sum_{m=1..ngrams} max(w-m+1, 0)."""
-    xp = module_of(words)
-    total = xp.zeros(words.shape[0], xp.int64)
-    for m in range(1, ngrams + 1):
-        total = total + xp.maximum(words - (m - 1), 0)
-    return total
-
-
-def _norm_feature_ids(norm: Normalized, cfg: DSIRConfig, device: str,
-                      chunk: int | None = None) -> tuple[Any, Any]:
-    """CPU: one scan per document (features_cpu.feature_ids, prange). GPU: cooperative, work per thread
-    bounded by bytes: the word starts (lexical.minhash.unit_starts: a block per 4 KB of text), then a block
-    per ``chunk`` words of a document (default kernels/features_cuda.FEATURE_CHUNK; tests cut at every
-    word), a thread per word. The same ids either way."""
-    xp = array_module(device)
-    n = len(norm)
-    base = xp.zeros(n + 1, xp.int64)
-    if n:
-        xp.cumsum(feature_counts_per_doc(norm.words, cfg.ngrams), out=base[1:])
-    ids = xp.empty(int(base[-1]), xp.int32)
-    if ids.shape[0]:
-        if device == "cuda":
-            from ..kernels import features_cuda as kf  # the GPU's chunk size (imports the CUDA kernels)
-
-            ubase, units = unit_starts(norm, False, device)
-            doc, first, count, _ = split_chunks(xp, norm.words, chunk or kf.FEATURE_CHUNK)
-            launch(device, "feature_id_chunks", int(doc.shape[0]), norm.data, norm.offsets, units, ubase, doc, first,
-                   count, cfg.ngrams, DSIR_SEED, np.uint64(cfg.buckets), base, ids, family="features")
-        else:
-            launch(device, "feature_ids", n, norm.data, norm.offsets, cfg.ngrams, DSIR_SEED, np.uint64(cfg.buckets),
-                   base, ids, family="features")
-    return base, ids
-
-
 def feature_ids(texts: TextsLike, cfg: DSIRConfig, device: str = "cpu", *,
                 chunk: int | None = None) -> tuple[Any, Any]:
     """Every feature occurrence of every document, CSR: (offsets int64 (n+1,), ids int32 (F,)); document d's
     ids are ids[offsets[d]:offsets[d+1]] in the kernel's order (kernels/features.py), repeats included.
     Arrays in the device's array module. Memory: 4 bytes per feature (about 8 per word with bigrams).
     ``chunk``: GPU words per block (default FEATURE_CHUNK; results do not depend on it)."""
-    return _norm_feature_ids(normalized(texts, cfg, device), cfg, device, chunk)
+    return features_ops.feature_ids(device, normalized(texts, cfg, device), cfg.ngrams, DSIR_SEED, cfg.buckets, chunk)
 
 
 @dataclass
@@ -269,19 +234,11 @@ def log_weights(texts: TextsLike, target: BagModel, raw: BagModel, cfg: DSIRConf
     order (kernels/features_cuda.feature_sums: the CPU's float64 order, so the same bits)."""
     _check_model(target, cfg, "target")
     _check_model(raw, cfg, "raw")
-    xp = array_module(device)
     norm = normalized(texts, cfg, device)
-    n = len(norm)
-    out = xp.zeros(n, xp.float64)
-    if n == 0:
+    if len(norm) == 0:
         return np.zeros(0, np.float64)
     logdiff = to_device(target.log_probs() - raw.log_probs(), device)
-    if device == "cuda":  # the ids (4 bytes per feature), then their ordered sums (kernels/features_cuda.py)
-        base, ids = _norm_feature_ids(norm, cfg, device, chunk)
-        launch(device, "feature_sums", n, ids, base, logdiff, out, family="features")
-    else:
-        launch(device, "feature_log_weights", n, norm.data, norm.offsets, cfg.ngrams, DSIR_SEED,
-               np.uint64(cfg.buckets), logdiff, out, family="features")
+    out = features_ops.feature_log_weights(device, norm, cfg.ngrams, DSIR_SEED, cfg.buckets, logdiff, chunk)
     out = to_host(out).copy()
     out[to_host(norm.words) < cfg.min_words] = -np.inf
     return out

@@ -44,10 +44,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..config import did_you_mean, is_int, is_real
-from ..device import launch
 from ..kernels import features as F
 from ..lexical.normalize import arrow_text_buffers
 from ..lexical.unicode_tables import _shipped
+from ..ops import features as features_ops
 from .dsir import TextsLike, text_array
 
 logger = logging.getLogger(__name__)
@@ -255,13 +255,10 @@ def rule_stats(texts: TextsLike, cfg: RulesConfig) -> tuple[np.ndarray, list[int
     top = [n for n, _ in cfg.top_ngrams if f"gopher_top_{n}gram_char_frac" in enabled]
     dup = [n for n, _ in cfg.dup_ngrams if f"gopher_dup_{n}gram_char_frac" in enabled]
     data, offsets = arrow_text_buffers(text_array(texts))
-    n = offsets.shape[0] - 1
-    out = np.zeros((n, F.N_BASE_STATS + len(top) + len(dup)), np.float64)
-    if n:
-        keys, lens = _stop_keys(cfg.stop_words)
-        bullets = np.array([ord(b) for b in cfg.bullets], np.int32)
-        launch("cpu", "rule_stats", n, data, offsets, class_table(), bullets, keys, lens,
-               np.array(top, np.int64), np.array(dup, np.int64), F.RULES_SEED, out, family="features")
+    keys, lens = _stop_keys(cfg.stop_words)
+    bullets = np.array([ord(b) for b in cfg.bullets], np.int32)
+    out = features_ops.rule_stats_host(data, offsets, class_table(), bullets, keys, lens, np.array(top, np.int64),
+                                       np.array(dup, np.int64), F.RULES_SEED, F.N_BASE_STATS + len(top) + len(dup))
     return out, top, dup
 
 

@@ -11,9 +11,13 @@ A scoped run (ClusterConfig.scope_field) changes none of them: pass 1 mixed each
 hashes and band keys (signatures.scope_salts), so no exact group or bucket crosses scopes; ``scope_counts``
 adds the per-scope counts.
 
-Each stage takes and returns typed arrays (host NumPy, or device arrays on a GPU where noted) plus its stats;
-``decide`` composes them. With an index (``against``) its documents are rows 0..I-1 in front of the input's,
-first in keep order and pinned (never removed); the decisions cover the input only.
+Residency: every stage's arrays stay where the device computed them (NumPy on the CPU, device arrays on a GPU;
+keep order is computed on the host and goes to the device once), its stats are Python ints made inside the stage,
+and host copies are made in one place, when ``decisions_table`` is built. Host arrays that a stage needs besides
+(reading the input again, an index's hashes) carry a ``_host`` suffix. ``decide`` composes the stages.
+
+With an index (``against``) its documents are rows 0..I-1 in front of the input's, first in keep order and pinned
+(never removed); the decisions cover the input only.
 """
 from __future__ import annotations
 
@@ -54,33 +58,30 @@ class Ranked:
     """The run's rows (an index's first): keep order and exact hashes over all N = I + n rows."""
 
     n_index: int
-    rank_h: np.ndarray   # int64 (N,) host: position in keep order
-    rank: Any            # the same on the device
-    exact: Any           # uint64 (N, 2) device
-    short: Any           # bool (N,) device: no shingle (fewer units than n)
+    rank: Any            # int64 (N,): position in keep order
+    exact: Any           # uint64 (N, 2)
+    short: Any           # bool (N,): no shingle (fewer units than n)
     keys: Any            # BandKeys over N rows
 
 
 @dataclass
 class ExactGroups:
-    """leader: int64 (N,) host, the row each row is an exact duplicate of (itself when it stays); short: bool
-    (N,) host."""
+    """leader: int64 (N,), the row each row is an exact duplicate of (itself when it stays); short: bool (N,)."""
 
-    leader: np.ndarray
-    short: np.ndarray
+    leader: Any
+    short: Any
     stats: dict[str, Any]
 
 
 @dataclass
 class Candidates:
-    """The LSH stage: lsh_rows int64 (m,) host, the rows hashed into buckets (exact-group leaders with
-    shingles, sorted); buckets over their local indexes 0..m-1 (device); cand_local int64 host, the local
-    indexes that share a bucket with another row."""
+    """The LSH stage: lsh_rows int64 (m,), the rows hashed into buckets (exact-group leaders with shingles,
+    sorted); buckets over their local indexes 0..m-1; cand_local int64, the local indexes that share a bucket
+    with another row."""
 
-    lsh_rows: np.ndarray
-    lsh_rows_d: Any
+    lsh_rows: Any
     buckets: Buckets
-    cand_local: np.ndarray
+    cand_local: Any
     stats: dict[str, Any]
 
 
@@ -106,7 +107,7 @@ def decide(cfg: RunConfig, device: str, files, docs: Documents, timings: dict[st
     sets = None
     n = len(docs)
     from_cache = cache is not None and cache.complete and cache.rows == n
-    if cfg.cluster.verify and cands.cand_local.shape[0]:
+    if cfg.cluster.verify and int(cands.cand_local.shape[0]):
         t = time.perf_counter()
         sets, reread = candidate_sets(cfg, device, files, cands.lsh_rows, cands.cand_local, index,
                                       cache if from_cache else None)
@@ -129,9 +130,9 @@ def decide(cfg: RunConfig, device: str, files, docs: Documents, timings: dict[st
     failed = None
     if docs.filter_pass is not None:
         failed = np.concatenate([np.zeros(ranked.n_index, bool), ~docs.filter_pass])
-    decisions, stages["clusters"], keep = decisions_table(files, ids, file_index, groups.leader, groups.short,
-                                                          cands.lsh_rows, rep_local, jac_local, ranked.n_index,
-                                                          failed, rank=ranked.rank_h, cluster=cfg.cluster)
+    decisions, stages["clusters"], keep = decisions_table(files, ids, file_index, *map(to_host, (
+        groups.leader, groups.short, cands.lsh_rows, rep_local, jac_local)), ranked.n_index, failed,
+        rank=to_host(ranked.rank), cluster=cfg.cluster)
     if docs.scope_codes is not None:
         stages["scope"] = scope_counts(cfg.cluster.scope_field, docs.scope_codes, docs.scope_values, keep)
     timings["decisions"] = time.perf_counter() - t
@@ -153,58 +154,57 @@ def rank_rows(cfg: RunConfig, device: str, docs: Documents, index=None) -> Ranke
     xp = array_module(device)
     n = len(docs)
     n_index = len(index) if index is not None else 0
-    rank_h = keep_rank(cfg.cluster.keep, n=n, text_bytes=docs.text_bytes, ids=docs.ids, values=docs.keep_values)
+    rank_host = keep_rank(cfg.cluster.keep, n=n, text_bytes=docs.text_bytes, ids=docs.ids, values=docs.keep_values)
     if docs.filter_pass is not None:
         # the prefilter's rejects come after every document it keeps, so none of them can be the document
         # that removes a kept one (gpu_dedup/filters/prefilter.py)
-        order = np.lexsort((rank_h, ~docs.filter_pass))
-        rank_h = np.empty(n, np.int64)
-        rank_h[order] = np.arange(n, dtype=np.int64)
-    exact_h, short_d, keys = docs.exact, docs.nshingles == 0, docs.keys
+        order = np.lexsort((rank_host, ~docs.filter_pass))
+        rank_host = np.empty(n, np.int64)
+        rank_host[order] = np.arange(n, dtype=np.int64)
+    exact, short, keys = docs.exact, docs.nshingles == 0, docs.keys
     if index is not None:
-        rank_h = np.concatenate([np.arange(n_index, dtype=np.int64), rank_h + n_index])
-        exact_h = xp.concatenate([to_device(index.exact, device), exact_h])
-        short_d = xp.concatenate([to_device(index.short, device), short_d])
+        rank_host = np.concatenate([np.arange(n_index, dtype=np.int64), rank_host + n_index])
+        exact = xp.concatenate([to_device(index.exact, device), exact])
+        short = xp.concatenate([to_device(index.short, device), short])
         keys = keys.with_prefix(index.band_keys)
-    return Ranked(n_index, rank_h, to_device(rank_h, device), exact_h, short_d, keys)
+    return Ranked(n_index, to_device(rank_host, device), exact, short, keys)
 
 
 def exact_stage(cfg: RunConfig, device: str, files, ranked: Ranked, index=None) -> ExactGroups:
     """Exact groups (the first in keep order leads); with exact_verify, byte-compared (a second read)."""
     xp = array_module(device)
-    total = int(ranked.rank_h.shape[0])
+    total = int(ranked.rank.shape[0])
     n_index = ranked.n_index
-    rows = np.arange(total, dtype=np.int64)
-    leader_d = exact_groups(ranked.exact, ranked.rank, xp)
+    rows = xp.arange(total, dtype=xp.int64)
+    leader = exact_groups(ranked.exact, ranked.rank, xp)
     if not cfg.cluster.exact:
-        leader_d = xp.where(ranked.short, leader_d, xp.arange(total, dtype=xp.int64))  # short: exact path only
-    leader, short = to_host(leader_d), to_host(ranked.short)
+        leader = xp.where(ranked.short, leader, rows)  # short: exact path only
     collisions = None
     if cfg.cluster.exact_verify:
         if index is not None:
             raise ValueError("exact_verify cannot byte-compare against an index (it stores hashes, not text); "
                              "run without --exact-verify or without --against")
-        leader, collisions = verify_groups(files, cfg, leader)
-    stats = {"groups_with_duplicates": int(np.unique(leader[leader != rows]).shape[0]),
+        leader_host, collisions = verify_groups(files, cfg, to_host(leader))  # reads the input: on the host
+        leader = to_device(leader_host, device)
+    stats = {"groups_with_duplicates": int(xp.unique(leader[leader != rows]).shape[0]),
              "removed": int((leader[n_index:] != rows[n_index:]).sum()),
-             "short_documents": int(short[n_index:].sum()),
+             "short_documents": int(ranked.short[n_index:].sum()),
              "byte_verified": cfg.cluster.exact_verify, "hash_collisions": collisions}
-    return ExactGroups(leader, short, stats)
+    return ExactGroups(leader, ranked.short, stats)
 
 
 def bucket_stage(cfg: RunConfig, device: str, ranked: Ranked, groups: ExactGroups) -> Candidates:
     """LSH buckets of the exact-group leaders that have shingles (all of them with near=True)."""
     xp = array_module(device)
-    rows = np.arange(groups.leader.shape[0], dtype=np.int64)
-    lsh_rows = np.flatnonzero((groups.leader == rows) & ~groups.short) if cfg.cluster.near else np.zeros(0, np.int64)
-    lsh_rows_d = to_device(lsh_rows, device)
-    partitions = partitions_for(int(lsh_rows.shape[0]), cfg.memory_budget)
-    buckets = group_buckets(ranked.keys, lsh_rows_d, partitions)
-    has_entries = to_host(xp.diff(buckets.doc_offsets) > 0)
-    cand_local = np.flatnonzero(has_entries)
-    bucket_size = to_host(buckets.bucket_size)
-    largest = int(bucket_size.max()) if buckets.n_buckets else 0
-    stats = {"documents": int(lsh_rows.shape[0]), "buckets": buckets.n_buckets,
+    rows = xp.arange(groups.leader.shape[0], dtype=xp.int64)
+    lsh_rows = (xp.flatnonzero((groups.leader == rows) & ~groups.short).astype(xp.int64) if cfg.cluster.near
+                else xp.zeros(0, xp.int64))
+    m = int(lsh_rows.shape[0])
+    partitions = partitions_for(m, cfg.memory_budget)
+    buckets = group_buckets(ranked.keys, lsh_rows, partitions)
+    cand_local = xp.flatnonzero(xp.diff(buckets.doc_offsets) > 0).astype(xp.int64)
+    largest = int(buckets.bucket_size.max()) if buckets.n_buckets else 0
+    stats = {"documents": m, "buckets": buckets.n_buckets,
              "bucket_entries": int(buckets.entry_doc.shape[0]),
              "candidate_documents": int(cand_local.shape[0]),
              "largest_bucket": largest, "key_range_partitions": partitions,
@@ -213,25 +213,25 @@ def bucket_stage(cfg: RunConfig, device: str, ranked: Ranked, groups: ExactGroup
     if largest >= GIANT_BUCKET:
         logger.warning("giant LSH bucket of %d documents (templated text?); work stays linear but check the "
                        "largest clusters", largest)
-    return Candidates(lsh_rows, lsh_rows_d, buckets, cand_local, stats)
+    return Candidates(lsh_rows, buckets, cand_local, stats)
 
 
 def policy_stage(cfg: RunConfig, device: str, ranked: Ranked, cands: Candidates,
-                 sets: ShingleSets | None) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """The removal policy over the bucketed rows: (rep_local int64 (m,) host, the local index of the row each
-    one is removed for, -1 when kept; jac_local float64 (m,) host, its Jaccard; stats)."""
+                 sets: ShingleSets | None) -> tuple[Any, Any, dict[str, Any]]:
+    """The removal policy over the bucketed rows: (rep_local int64 (m,), the local index of the row each one is
+    removed for, -1 when kept; jac_local float64 (m,), its Jaccard; stats)."""
     xp = array_module(device)
-    m = cands.lsh_rows.shape[0]
+    m = int(cands.lsh_rows.shape[0])
     if m == 0:
-        return np.zeros(0, np.int64), np.zeros(0), {"removed": 0}
-    lrank = ranked.rank[cands.lsh_rows_d]
+        return xp.zeros(0, xp.int64), xp.zeros(0), {"removed": 0}
+    lrank = ranked.rank[cands.lsh_rows]
     if cfg.cluster.policy == "representative":
         res = representative_policy(cands.buckets, sets if sets is not None else ShingleSets.empty(m, xp), lrank,
                                     cfg.cluster.threshold, cfg.cluster.max_representatives_per_bucket, device,
-                                    pinned=to_device(cands.lsh_rows < ranked.n_index, device))
+                                    pinned=cands.lsh_rows < ranked.n_index)
     else:
         res = components_policy(cands.buckets, lrank, cfg.cluster.threshold, sets, device)
-    return to_host(res.rep), to_host(res.jaccard), res.stats
+    return res.rep, res.jaccard, res.stats
 
 
 def cluster_size_keeps(kept_rep: np.ndarray, rank: np.ndarray, cluster_size: np.ndarray, removed: np.ndarray,

@@ -10,7 +10,8 @@ import logging
 import numpy as np
 
 from .. import io
-from ..device import array_module, launch, lexsort_radix
+from ..device import lexsort_radix
+from ..ops import core
 from .normalize import Normalized, normalize_text
 
 logger = logging.getLogger(__name__)
@@ -18,13 +19,7 @@ logger = logging.getLogger(__name__)
 
 def exact_hashes(norm: Normalized, device: str = "cpu"):
     """(n, 2) uint64 hash of each normalized document (array of the device's module)."""
-    xp = array_module(device)
-    n = len(norm)
-    out = xp.empty((n, 2), xp.uint64)
-    if n == 0:
-        return out
-    launch(device, "exact_hashes", n, norm.data, norm.offsets, out)
-    return out
+    return core.exact_hashes(device, norm.data, norm.offsets)
 
 
 def exact_groups(h, rank, xp=np):

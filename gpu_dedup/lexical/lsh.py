@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..config import LSHConfig
-from ..device import argsort_stable, array_module, launch, lexsort_radix, module_of
+from ..device import argsort_stable, array_module, lexsort_radix, module_of
+from ..ops import core
 from .bandkeys import BandKeys
 
 logger = logging.getLogger(__name__)
@@ -30,13 +31,8 @@ def band_keys(sig, lsh: LSHConfig, device: str = "cpu"):
     sig = xp.ascontiguousarray(sig)
     if sys.byteorder != "little":  # the contract hashes little-endian bytes
         sig = sig.byteswap().view(sig.dtype.newbyteorder())
-    n = sig.shape[0]
-    out = xp.empty((n, lsh.bands), xp.uint64)
-    if n:
-        sig_bytes = sig.view(xp.uint8).reshape(n, -1)
-        band_bytes = lsh.rows * sig.dtype.itemsize
-        launch(device, "band_keys", n * lsh.bands, sig_bytes, lsh.bands, band_bytes, out)
-    return out
+    sig_bytes = sig.view(xp.uint8).reshape(sig.shape[0], sig.shape[1] * sig.dtype.itemsize)
+    return core.band_keys(device, sig_bytes, lsh.bands, lsh.rows * sig.dtype.itemsize)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """MinHash stage: permutation parameters, signatures of normalized batches, signature files.
 
 Permutation k maps a shingle hash h to (a_k * (h mod p) + b_k) mod p, p = 2^61 - 1, computed exactly
-(32-bit limbs, see ``kernels/hashing.py:permute61``). (a_k, b_k) come from SplitMix64(seed), drawn
+(32-bit limbs, see ``kernels/core.py:permute61``). (a_k, b_k) come from SplitMix64(seed), drawn
 interleaved a_0, b_0, a_1, b_1, ... by rejection (61-bit draws; a in [1, p), b in [0, p)), so the first
 K' parameters of a K-permutation config equal those of a K'-permutation config with the same seed.
 """
@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import MinHashConfig, ShingleConfig
-from ..constants import BYTE_TILE, MERSENNE61
-from ..device import array_module, launch, split_chunks, to_device
-
-UNIT_CHUNK = BYTE_TILE  # text bytes per block of unit_chunks: at most its shared tile (tests shrink it)
+from ..constants import MERSENNE61
+from ..device import array_module
+from ..ops import core
 
 if TYPE_CHECKING:
     from .normalize import Normalized
@@ -62,74 +61,19 @@ class Signatures:
 
 def compute_signatures(norm: "Normalized", shingle: ShingleConfig, cfg: MinHashConfig,
                        params: tuple[np.ndarray, np.ndarray] | None = None, device: str = "cpu") -> Signatures:
-    """Signatures of normalized documents (``normalize.Normalized``; arrays of the device's module).
-
-    CPU: one pass per document (prange) streaming shingle hashes into K running minima.
-    GPU: unit (word / codepoint) starts (``unit_starts``), then one block per chunk of <= CHUNK shingles
-    with atomic-min merging, so very long documents spread over many blocks. Same values either way.
-    """
+    """Signatures of normalized documents (``normalize.Normalized``; arrays of the device's module), by
+    ``ops.core.minhash`` (the same values on the CPU and the GPU)."""
     xp = array_module(device)
     a, b = params if params is not None else permutation_params(cfg)
-    n = len(norm)
     mask = np.uint64(0xFFFFFFFF if cfg.width == 32 else _M64)
-    kind_char = shingle.kind == "char"
-    if device == "cuda":
-        from ..kernels import cuda as kc  # the GPU's chunk size
-
-        nsh = norm.shingle_counts(shingle.n, kind_char)
-        out = xp.full((n, cfg.num_perm), MERSENNE61, xp.uint64)
-        if n:
-            ubase, units = unit_starts(norm, kind_char, device)
-            doc, first, count, _ = split_chunks(xp, nsh, kc.CHUNK)
-            if doc.shape[0]:
-                launch(device, "minhash_chunks", int(doc.shape[0]), norm.data, norm.offsets, units, ubase, doc, first,
-                       count, shingle.n, kind_char, np.uint64(shingle.seed), to_device(a, device),
-                       to_device(b, device), out)
-        out &= mask
-    else:
-        out = np.empty((n, cfg.num_perm), np.uint64)
-        nsh = np.empty(n, np.int64)
-        launch(device, "minhash_signatures", n, norm.data, norm.offsets, kind_char, shingle.n, np.uint64(shingle.seed),
-               a, b, mask, out, nsh)
+    out, nsh = core.minhash(device, norm, shingle.kind == "char", shingle.n, shingle.seed, a, b, mask)
     values = out.astype(xp.uint32) if cfg.width == 32 else out
     return Signatures(values, nsh)
-
-
-def unit_starts(norm: "Normalized", kind_char: bool, device: str):
-    """GPU: (ubase (n+1,), units) int64 device arrays: the byte offsets of document i's units (word or
-    codepoint starts) are units[ubase[i]:ubase[i+1]]. Cooperative (kernels/cuda.py:unit_chunks): a count
-    pass and a write pass over chunks of UNIT_CHUNK bytes, the chunks' counts scanned in between."""
-    if not 0 < UNIT_CHUNK <= BYTE_TILE:  # the kernel stages a chunk in a BYTE_TILE-byte shared tile
-        raise ValueError(f"UNIT_CHUNK={UNIT_CHUNK}: unit_chunks takes chunks of 1..{BYTE_TILE} bytes (BYTE_TILE)")
-    xp = array_module(device)
-    n = len(norm)
-    ubase = xp.zeros(n + 1, xp.int64)
-    xp.cumsum(norm.codepoints if kind_char else norm.words, out=ubase[1:])
-    units = xp.empty(int(ubase[-1]), xp.int64)
-    doc, first, count, bounds = split_chunks(xp, norm.offsets[1:] - norm.offsets[:-1], UNIT_CHUNK)
-    chunks = int(doc.shape[0])
-    if chunks:
-        counts = xp.empty(chunks, xp.int64)
-        launch(device, "unit_chunks", chunks, norm.data, norm.offsets, kind_char, doc, first, count, counts, False,
-               counts, units)
-        before = xp.cumsum(counts) - counts  # units in earlier chunks, all documents
-        base = ubase[doc] + before - before[bounds[doc]] + (0 if kind_char else 1)
-        found = int(counts.sum()) + (0 if kind_char else int(xp.count_nonzero(norm.offsets[1:] > norm.offsets[:-1])))
-        if found != units.shape[0]:  # an invariant of normalized text; never write past the array
-            raise RuntimeError(f"{found} unit starts in the text but {units.shape[0]} in the normalized sizes: "
-                               "the text does not come from normalize_arrays")
-        launch(device, "unit_chunks", chunks, norm.data, norm.offsets, kind_char, doc, first, count, base, True, counts,
-               units)
-    return ubase, units
 
 
 def signatures_from_hashes(hashes: np.ndarray, offsets: np.ndarray, cfg: MinHashConfig) -> np.ndarray:
     """MinHash of sets given as 64-bit item hashes (CSR: set i = hashes[offsets[i]:offsets[i+1]]).
     Returns (n, K) uint32|uint64. Used for statistics tests and for callers with their own shingling."""
     a, b = permutation_params(cfg)
-    n = offsets.shape[0] - 1
-    out = np.empty((n, cfg.num_perm), np.uint64)
-    mask = np.uint64(0xFFFFFFFF if cfg.width == 32 else _M64)
-    launch("cpu", "minhash_from_hashes", n, np.ascontiguousarray(hashes, np.uint64),
-           np.ascontiguousarray(offsets, np.int64), a, b, mask, out)
+    out = core.minhash_of_hashes_host(hashes, offsets, a, b, np.uint64(0xFFFFFFFF if cfg.width == 32 else _M64))
     return out.astype(np.uint32) if cfg.width == 32 else out

@@ -17,11 +17,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import NormalizeConfig
-from ..constants import BYTE_TILE
-from ..device import array_backend, array_module, launch, module_of, split_chunks, to_device, to_host
+from ..device import array_backend, module_of, to_device, to_host
+from ..ops import core
 from .unicode_tables import load_tables
-
-UTF8_CHUNK = BYTE_TILE  # text bytes per block of utf8_invalid_chunks (coalesced; tests shrink it)
 
 logger = logging.getLogger(__name__)
 
@@ -86,78 +84,17 @@ def _tables_on(cfg: NormalizeConfig, device: str, backend: str):
 
 
 def normalize_arrays(data, offsets, cfg: NormalizeConfig, device: str = "cpu") -> Normalized:
-    """Normalize documents data[offsets[i]:offsets[i+1]] (two passes: sizes, then bytes).
+    """Normalize documents data[offsets[i]:offsets[i+1]] (``ops.core.normalize``: a sizes pass, then the bytes).
     Arrays stay in the device's array module (numpy on the CPU, cupy on a GPU)."""
-    xp = array_module(device)
     map_off, map_cp = _device_tables(cfg, device)
-    if device == "cuda":
-        return _normalize_chunks(data, offsets, map_off, map_cp, xp)
-    n = offsets.shape[0] - 1
-    sizes = xp.empty((n, 3), xp.int64)
-    out_off = xp.zeros(n + 1, xp.int64)
-    launch(device, "normalize_sizes", n, data, offsets, map_off, map_cp, sizes)
-    xp.cumsum(sizes[:, 0], out=out_off[1:])
-    out = xp.empty(int(out_off[-1]), xp.uint8)
-    launch(device, "normalize_write", n, data, offsets, map_off, map_cp, out, out_off)
-    return Normalized(out, out_off, sizes[:, 1].copy(), sizes[:, 2].copy())
-
-
-def _normalize_chunks(data, offsets, map_off, map_cp, xp, chunk: int | None = None) -> Normalized:
-    """The GPU's normalization: documents cut into chunks of about ``chunk`` bytes (default
-    kernels/cuda.py:NORM_CHUNK), one thread each. A plan kernel moves each cut to a codepoint after a
-    non-empty image and records the scan state there; the sizes kernel scans each chunk from its state;
-    a document's sizes are the sums of its chunks' (its trailing space taken back when its last chunk
-    ends on one); the write kernel writes each chunk at its document's offset plus its earlier chunks'
-    bytes. Output identical to the CPU's one-document scans (tests: tiny chunks, every cut)."""
-    from ..kernels import cuda as kc
-
-    n = offsets.shape[0] - 1
-    doc, first, _, bounds = split_chunks(xp, offsets[1:] - offsets[:-1], chunk or kc.NORM_CHUNK)
-    chunks = int(doc.shape[0])
-    totals = xp.zeros((chunks + 1, 4), xp.int64)  # running (bytes, spaces, extra, non-empty chunks)
-    lo = xp.empty(chunks, xp.int64)
-    prev = xp.empty(chunks, xp.int64)
-    counts = xp.empty((chunks, 4), xp.int64)
-    if chunks:
-        launch("cuda", "normalize_plan", chunks, data, offsets, map_off, map_cp, doc, first, lo, prev)
-        launch("cuda", "normalize_chunk_sizes", chunks, data, offsets, map_off, map_cp, doc, lo, prev, counts)
-        xp.cumsum(counts[:, :3], axis=0, out=totals[1:, :3])
-        # a chunk that found no cut is empty (lo = the document's end); those are the last ones of their
-        # document, and the document's end state is its last non-empty chunk's (chunk 0 never is empty)
-        xp.cumsum((lo < offsets[doc + 1]).astype(xp.int64), out=totals[1:, 3])
-    doc_sums = totals[bounds[1:]] - totals[bounds[:-1]]  # (n, 4)
-    has = doc_sums[:, 3] > 0
-    last_state = xp.ones(n, xp.int64)  # a document without chunks (empty) ends in state 1, like one scan
-    if chunks:
-        last_state[has] = counts[(bounds[:-1] + doc_sums[:, 3])[has] - 1, 3]
-    nbytes = doc_sums[:, 0]
-    trim = ((last_state == 1) & (nbytes > 0)).astype(xp.int64)
-    nbytes = nbytes - trim
-    words = xp.where(nbytes > 0, doc_sums[:, 1] - trim + 1, 0)
-    out_off = xp.zeros(n + 1, xp.int64)
-    xp.cumsum(nbytes, out=out_off[1:])
-    out = xp.empty(int(out_off[-1]), xp.uint8)
-    if chunks:
-        chunk_out = out_off[doc] + totals[:-1, 0] - totals[bounds[doc], 0]
-        launch("cuda", "normalize_chunk_write", chunks, data, offsets, map_off, map_cp, doc, lo, prev, chunk_out, out,
-               out_off)
-    return Normalized(out, out_off, words, nbytes - doc_sums[:, 2])
+    return Normalized(*core.normalize(device, data, offsets, map_off, map_cp))
 
 
 def invalid_utf8_rows(data, offsets, device: str = "cpu"):
     """bool (n,) in the device's array module: True where data[offsets[i]:offsets[i+1]] is not valid
     UTF-8. The pyarrow reader validates on the host; a reader that puts the text straight on the device
     (cudf) checks here and sends the few batches with invalid rows through the host repair instead."""
-    xp = array_module(device)
-    n = offsets.shape[0] - 1
-    out = xp.zeros(n, xp.uint8)
-    if n and device == "cuda":
-        doc, first, count, _ = split_chunks(xp, offsets[1:] - offsets[:-1], UTF8_CHUNK)
-        if doc.shape[0]:
-            launch(device, "utf8_invalid_chunks", int(doc.shape[0]), data, offsets, doc, first, count, out)
-    elif n:
-        launch(device, "utf8_invalid_rows", n, data, offsets, out)
-    return out.astype(bool)
+    return core.utf8_invalid(device, data, offsets)
 
 
 def normalize_text(text: pa.Array, cfg: NormalizeConfig, device: str = "cpu") -> Normalized:

@@ -1,4 +1,4 @@
-"""Removal policies: keep order, exact groups, verified representatives, connected components.
+"""Removal policies: keep order, verified representatives, connected components (exact groups: exact.py).
 
 All functions take dense row ids (0..n-1) and return arrays; none loops over documents in Python.
 """
@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..constants import HOST_COMPONENT
-from ..device import array_module, launch, lexsort_radix, repeat_index, simulator, to_device, to_host
+from ..device import array_module, lexsort_radix, simulator
+from ..ops import core
 from .lsh import Buckets
 from .verify import ShingleSets, jaccard
 
@@ -61,30 +61,12 @@ def connected_components(m: int, u, v, device: str = "cpu"):
     CPU: union-find with path compression. GPU: cugraph's weakly connected components when cugraph is
     installed, else min-label propagation with atomic min plus pointer jumping, repeated until no label
     changes (same labels every way: all are canonicalised to the component minimum)."""
-    xp = array_module(device)
-    if device != "cuda":
-        from ..kernels import cpu
-
-        return cpu.union_find(m, u, v)
-    u, v = xp.asarray(u, dtype=xp.int64), xp.asarray(v, dtype=xp.int64)  # host edges are copied to the device
-    if u.shape[0] and not simulator() and _cugraph_usable():
-        return cugraph_components(m, u, v, xp)
-    label = xp.arange(m, dtype=xp.int64)
-    if u.shape[0] == 0:
-        return label
-    changed = xp.zeros(1, xp.int32)
-    while True:
-        changed[0] = 0
-        launch(device, "propagate_min_labels", u.shape[0], u, v, label, changed)
-        launch(device, "pointer_jump", m, label)
-        if int(changed[0]) == 0:
-            break
-    # labels point at nodes of the same component; finish the chains
-    while True:
-        nxt = label[label]
-        if bool((nxt == label).all()):
-            return label
-        label = nxt
+    if device == "cuda":
+        xp = array_module(device)
+        u, v = xp.asarray(u, dtype=xp.int64), xp.asarray(v, dtype=xp.int64)  # host edges are copied to the device
+        if u.shape[0] and not simulator() and _cugraph_usable():
+            return cugraph_components(m, u, v, xp)
+    return core.min_label_components(device, m, u, v)
 
 
 @functools.lru_cache(maxsize=1)
@@ -157,34 +139,10 @@ def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: 
     rank = xp.asarray(rank, dtype=xp.int64)  # a host rank is copied to the device
     m = rank.shape[0]
     order, comp_off = candidate_components(buckets, rank, device)
-    n_comp = int(comp_off.shape[0] - 1)
-    rep = xp.full(m, -1, xp.int64)
-    jac = xp.full(m, xp.nan)
-    capped = xp.zeros(buckets.n_buckets, xp.uint8)
-    comparisons = xp.zeros(n_comp, xp.int64)
     pin = xp.zeros(m, xp.uint8) if pinned is None else xp.asarray(pinned).astype(xp.uint8)
-    args = (order, comp_off, buckets.doc_offsets, buckets.entry_bucket, buckets.entry_doc)
-    if device == "cuda":
-        giant = xp.diff(comp_off) > HOST_COMPONENT
-        n_giant = int(giant.sum())
-        if n_giant:
-            # the GPU kernel runs the small components; the few giant ones run on the host below
-            args = (*_select_components(xp, order, comp_off, ~giant), *args[2:])
-        n_small = int(args[1].shape[0] - 1)
-        if n_small:
-            head = xp.full(buckets.n_buckets, -1, xp.int64)
-            tail = xp.full(buckets.n_buckets, -1, xp.int64)
-            nxt = xp.full(buckets.entry_bucket.shape[0], -1, xp.int64)
-            stamp = xp.full(m, -1, xp.int64)
-            # per-component counts (only their total reaches run.json): small components first, then giant
-            launch(device, "representative_components", n_small, *args, sets.offsets, sets.sizes, sets.hashes, pin,
-                   float(threshold), int(cap), head, tail, nxt, stamp, capped, rep, jac, comparisons[:n_small])
-        if n_giant:
-            comparisons[n_small:] = _giant_components_on_host(xp, *_select_components(xp, order, comp_off, giant),
-                                                              buckets, sets, pin, threshold, cap, rep, jac, capped)
-    else:
-        launch(device, "representative_components", n_comp, *args, buckets.n_buckets, sets.offsets, sets.sizes,
-               sets.hashes, pin, float(threshold), int(cap), rep, jac, capped, comparisons)
+    rep, jac, capped, comparisons = core.representative_components(device, order, comp_off, buckets, sets, pin,
+                                                                   threshold, cap)
+    n_comp = int(comparisons.shape[0])
     n_capped = int(capped.sum())
     if n_capped:
         logger.warning("%d buckets held more than %d kept representatives; comparisons there were capped "
@@ -194,44 +152,6 @@ def representative_policy(buckets: Buckets, sets: ShingleSets, rank, threshold: 
                                  "candidate_components": n_comp,
                                  "largest_candidate_component": int(sizes.max()) if n_comp else 0,
                                  "removed": int((rep >= 0).sum())})
-
-
-# A candidate component of more members than this runs on the host CPU kernel during a GPU run: the policy
-# walks a component serially, and one CPU core does that merge-walk far faster than one GPU thread, so a
-# giant templated component must not hold the whole launch (the GPU kernel takes every other component).
-
-
-def _select_components(xp, order, comp_off, keep):
-    """(order, comp_off) of the components where ``keep`` (bool (c,)) is set, in their original order."""
-    sizes = xp.diff(comp_off)
-    member = keep[repeat_index(xp, sizes)]  # each position's component, then whether it is kept
-    sub_off = xp.zeros(int(keep.sum()) + 1, xp.int64)
-    xp.cumsum(sizes[keep], out=sub_off[1:])
-    return order[member], sub_off
-
-
-def _giant_components_on_host(xp, order, comp_off, buckets: Buckets, sets: ShingleSets, pin, threshold: float,
-                              cap: int, rep, jac, capped):
-    """The representative policy over giant components with the CPU kernel (the same device function as the
-    GPU kernel, so the same decisions), its results written back into the device arrays. Copies the bucket
-    entries and the candidate shingle sets to the host once. Returns the comparisons per component (device)."""
-    order_h = to_host(order)
-    m = int(rep.shape[0])
-    rep_h = np.full(m, -1, np.int64)
-    jac_h = np.full(m, np.nan)
-    capped_h = np.zeros(buckets.n_buckets, np.uint8)
-    comparisons_h = np.zeros(comp_off.shape[0] - 1, np.int64)
-    launch("cpu", "representative_components", comparisons_h.shape[0], order_h, to_host(comp_off),
-           to_host(buckets.doc_offsets), to_host(buckets.entry_bucket), to_host(buckets.entry_doc), buckets.n_buckets,
-           to_host(sets.offsets), to_host(sets.sizes), to_host(sets.hashes), to_host(pin), float(threshold), int(cap),
-           rep_h, jac_h, capped_h, comparisons_h)
-    members = to_device(order_h, "cuda")
-    rep[members] = to_device(rep_h[order_h], "cuda")
-    jac[members] = to_device(jac_h[order_h], "cuda")
-    capped |= to_device(capped_h, "cuda")  # components touch disjoint buckets
-    logger.info("%d giant candidate components (%d documents, > %d each) ran on the host", comp_off.shape[0] - 1,
-                order_h.shape[0], HOST_COMPONENT)
-    return to_device(comparisons_h, "cuda")
 
 
 def components_policy(buckets: Buckets, rank, threshold: float, sets: ShingleSets | None,

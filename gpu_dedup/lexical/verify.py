@@ -15,9 +15,9 @@ import numpy as np
 
 from .. import io
 from ..config import RunConfig, ShingleConfig
-from ..device import argsort_stable, array_module, launch, repeat_index, to_device
+from ..device import array_module, to_device, to_host
 from ..engine import TextCache, prefetched, progress
-from .minhash import unit_starts
+from ..ops import core
 from .normalize import Normalized, normalize_text
 
 logger = logging.getLogger(__name__)
@@ -55,45 +55,11 @@ class ShingleSets:
 
 
 def shingle_sets(norm: Normalized, docs, shingle: ShingleConfig, device: str = "cpu") -> ShingleSets:
-    """Sorted distinct shingle hashes of documents ``docs`` (int64 indexes into ``norm``), compacted.
-    Memory: 8 bytes per shingle of the selected documents (twice, transiently).
-    CPU: one document per thread, hashed then sorted in place. GPU: one block per document hashes its
-    shingles (one thread each), then a global stable sort by (document, hash) and run boundaries."""
+    """Sorted distinct shingle hashes of documents ``docs`` (int64 indexes into ``norm``), compacted
+    (``ops.core.shingle_sets``: 8 bytes per shingle of the selected documents, twice, transiently)."""
     xp = array_module(device)
     docs = xp.asarray(docs, dtype=xp.int64)  # a host array is copied to the device (explicitly, as CuPy needs)
-    m = docs.shape[0]
-    kind_char = shingle.kind == "char"
-    counts = norm.shingle_counts(shingle.n, kind_char)[docs]
-    reserve = xp.zeros(m + 1, xp.int64)
-    xp.cumsum(counts, out=reserve[1:])
-    raw = xp.empty(int(reserve[-1]), xp.uint64)
-    if device == "cuda":
-        if m:
-            ubase, units = unit_starts(norm, kind_char, device)
-            launch(device, "shingle_hashes", m, norm.data, norm.offsets, units, ubase, docs, reserve, shingle.n,
-                   kind_char, np.uint64(shingle.seed), raw)
-        seg = repeat_index(xp, counts)
-        by_hash = argsort_stable(xp, raw)
-        order = by_hash[argsort_stable(xp, seg[by_hash])]
-        h, sg = raw[order], seg[order]
-        first = xp.ones(h.shape[0], dtype=bool)
-        if h.shape[0]:
-            first[1:] = (h[1:] != h[:-1]) | (sg[1:] != sg[:-1])
-        hashes = h[first]
-        sizes = xp.bincount(sg[first], minlength=m).astype(xp.int64)
-        offsets = xp.zeros(m, xp.int64)
-        if m > 1:
-            xp.cumsum(sizes[:-1], out=offsets[1:])
-        return ShingleSets(hashes, offsets, sizes)
-    sizes = np.empty(m, np.int64)
-    if m:
-        launch(device, "shingle_sets", m, norm.data, norm.offsets, docs, kind_char, shingle.n, np.uint64(shingle.seed),
-               reserve, raw, sizes)
-    offsets = np.zeros(m, np.int64)
-    if m > 1:
-        np.cumsum(sizes[:-1], out=offsets[1:])
-    keep = (np.arange(raw.shape[0]) - np.repeat(reserve[:-1], counts)) < np.repeat(sizes, counts)
-    return ShingleSets(raw[keep], offsets, sizes)
+    return ShingleSets(*core.shingle_sets(device, norm, docs, shingle.kind == "char", shingle.n, shingle.seed))
 
 
 def jaccard(sets: ShingleSets, left, right, device: str = "cpu"):
@@ -101,17 +67,15 @@ def jaccard(sets: ShingleSets, left, right, device: str = "cpu"):
     xp = array_module(device)
     left = xp.asarray(left, dtype=xp.int64)  # host indexes are copied to the device
     right = xp.asarray(right, dtype=xp.int64)
-    out = xp.empty(left.shape[0], xp.float64)
-    if left.shape[0] == 0:
-        return out
-    launch(device, "jaccard_pairs", left.shape[0], sets.hashes, sets.offsets, sets.sizes, left, right, out)
-    return out
+    return core.jaccard_pairs(device, sets.hashes, sets.offsets, sets.sizes, left, right)
 
 
-def candidate_sets(cfg: RunConfig, device: str, files, lsh_rows: np.ndarray, cand_local: np.ndarray, index=None,
+def candidate_sets(cfg: RunConfig, device: str, files, lsh_rows, cand_local, index=None,
                    cache: TextCache | None = None) -> tuple[ShingleSets, int]:
     """Shingle sets of the candidates: indexed documents' from the index, the input's from pass 2 (or from
-    pass 1's kept text). lsh_rows is sorted, so the indexed documents (rows < I) come first."""
+    pass 1's kept text). lsh_rows (int64 (m,)) is sorted, so the indexed documents (rows < I) come first; it and
+    cand_local (int64) may be device arrays: the rows select what to read, so they are used on the host."""
+    lsh_rows, cand_local = to_host(lsh_rows), to_host(cand_local)
     if index is None:
         return _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache)  # (sets, text bytes re-read)
     xp = array_module(device)

@@ -37,8 +37,9 @@ import numpy as np
 
 from ..config import is_int, is_real
 from ..constants import EXACT_SEED_HI, EXACT_SEED_LO
-from ..device import array_module, launch, to_device
+from ..device import array_module, to_device
 from ..lexical.normalize import arrow_text_buffers
+from ..ops import bloom as bloom_ops
 
 logger = logging.getLogger(__name__)
 
@@ -127,15 +128,7 @@ def _popcount(xp: Any, words: Any) -> int:
 def hash_spans(data: Any, starts: Any, ends: Any, seed: int = 0, device: str = "cpu") -> tuple[Any, Any]:
     """128-bit keys of byte spans: data uint8 (T,), starts/ends int64 (n,) -> (h1, h2) uint64 (n,) each,
     arrays of the device's module."""
-    xp = array_module(device)
-    n = int(starts.shape[0])
-    h1 = xp.empty(n, xp.uint64)
-    h2 = xp.empty(n, xp.uint64)
-    if n == 0:
-        return h1, h2
-    s1, s2 = np.uint64(SEED1 ^ seed), np.uint64(SEED2 ^ seed)
-    launch(device, "hash128", n, data, starts, ends, s1, s2, h1, h2, family="bloom")
-    return h1, h2
+    return bloom_ops.hash128(device, data, starts, ends, SEED1 ^ seed, SEED2 ^ seed)
 
 
 def item_hashes(items: Any, seed: int = 0, device: str = "cpu") -> tuple[Any, Any]:
@@ -183,30 +176,14 @@ class BloomFilter:
 
     def query(self, h1: Any, h2: Any) -> Any:
         """bool (n,): True when the item may have been inserted (false positives at rate ~p)."""
-        xp = self.xp
-        n = int(h1.shape[0])
-        out = xp.zeros(n, xp.uint8)
-        if n:
-            m, k = np.uint64(self.m), self.k
-            launch(self.device, "bloom_query", n, self.bits, m, k, h1, h2, out, family="bloom")
-        return out.astype(bool)
+        return bloom_ops.bloom_query(self.device, self.bits, self.m, self.k, h1, h2).astype(bool)
 
     def insert(self, h1: Any, h2: Any) -> None:
         """Set the bits of n items (the caller passes distinct items that were not found, so ``items``
         counts distinct insertions)."""
         n = int(h1.shape[0])
         self._check_capacity(n)
-        if n:
-            m, k = np.uint64(self.m), self.k
-            if self.device == "cuda":
-                launch("cuda", "bloom_insert", n, self.bits, m, k, h1, h2, family="bloom")
-            else:
-                import numba
-
-                # the CPU kernel sets bits by ranges of words, one range per thread: no atomics
-                parts = self._threads or numba.get_num_threads()
-                parts = max(1, min(parts, self.bits.shape[0]))
-                launch("cpu", "bloom_insert", n, self.bits, m, k, h1, h2, parts, family="bloom")
+        bloom_ops.bloom_insert(self.device, self.bits, self.m, self.k, h1, h2, self._threads)
         self.items += n
 
     def _check_capacity(self, n: int) -> None:
@@ -255,10 +232,8 @@ class ExactSet:
         found = xp.zeros(n, xp.uint8)
         if n == 0:
             return found.astype(bool)
-        out = xp.empty(n, xp.uint8)
         for k1, k2 in self.runs:
-            launch(self.device, "contains128", n, k1, k2, h1, h2, out, family="bloom")
-            found |= out
+            found |= bloom_ops.contains128(self.device, k1, k2, h1, h2)
         return found.astype(bool)
 
     def insert(self, h1: Any, h2: Any) -> None:
@@ -288,8 +263,7 @@ class ExactSet:
         if int(a[0].shape[0]) < int(b[0].shape[0]):
             a, b = b, a
         na, nb = int(a[0].shape[0]), int(b[0].shape[0])
-        pos = xp.empty(nb, xp.int64)
-        launch(self.device, "lower_bound128", nb, a[0], a[1], b[0], b[1], pos, family="bloom")
+        pos = bloom_ops.lower_bound128(self.device, a[0], a[1], b[0], b[1])
         pos += xp.arange(nb, dtype=xp.int64)
         slot_a = xp.ones(na + nb, dtype=bool)
         slot_a[pos] = False

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import io
-from ..device import launch
 from ..lexical.normalize import arrow_text_buffers
+from ..ops import bloom as bloom_ops
 
 if TYPE_CHECKING:
     from .dedup import ParagraphConfig
@@ -35,9 +35,7 @@ def apply_cuts(data: np.ndarray, offsets: np.ndarray, doc: np.ndarray, cs: np.nd
         buf = data[int(offsets[0]):int(offsets[-1])]
     else:
         cut_off = np.searchsorted(doc, np.arange(n + 1), side="left").astype(np.int64)
-        buf = np.empty(int(new_off[-1]), np.uint8)
-        launch("cpu", "cut_copy", n, data, offsets, cut_off, cs.astype(np.int64), ce.astype(np.int64), buf, new_off,
-               family="bloom")
+        buf = bloom_ops.cut_copy_host(data, offsets, cut_off, cs.astype(np.int64), ce.astype(np.int64), new_off)
     arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(new_off), pa.py_buffer(np.ascontiguousarray(buf)))
     return arr, new_len
 

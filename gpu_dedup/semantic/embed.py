@@ -20,9 +20,9 @@ from typing import Any, Sequence, get_args
 import numpy as np
 import pyarrow as pa
 
-from ..device import launch
 from ..io import atomic_path, write_json_atomic
 from ..lexical.normalize import arrow_text_buffers
+from ..ops import core
 from .config import CACHE_FORMAT, LongText
 from .model import _need, torch_device
 
@@ -293,10 +293,7 @@ def embed_texts(model, texts: Sequence[str], *, batch_size: int = 256, device: s
 def text_hashes(text: pa.Array) -> np.ndarray:
     """uint64 (n, 2): two XXH64 (fixed seeds) of each raw UTF-8 text: the embedding cache key."""
     data, offsets = arrow_text_buffers(text)
-    out = np.empty((len(text), 2), np.uint64)
-    if len(text):
-        launch("cpu", "exact_hashes", len(text), data, offsets, out)
-    return out
+    return core.exact_hashes("cpu", data, offsets)
 
 
 _H128 = np.dtype([("a", "<u8"), ("b", "<u8")])

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import constants as C
-from ..device import argsort_stable, array_module, launch, to_device, to_host
+from ..device import argsort_stable, array_module
+from ..ops import substring as substring_ops
 
 logger = logging.getLogger(__name__)
 
@@ -112,16 +112,7 @@ def lcp_array(text: Any, sa: Any, device: str = "cpu", kernel: bool | None = Non
         if n == 0:
             return np.zeros(0, np.int32)
         return np.asarray(pydivsufsort.kasai(np.ascontiguousarray(text, np.int32), np.asarray(sa)), np.int32)
-    xp = array_module(device)
-    lcp = xp.zeros(n, xp.int32)
-    if n == 0:
-        return lcp
-    rank = xp.empty(n, xp.int64)
-    rank[sa] = xp.arange(n, dtype=xp.int64)
-    step = C.KASAI_RANGE
-    starts = to_device(np.append(np.arange(0, n, step, dtype=np.int64), np.int64(n)), device)
-    launch(device, "lcp_kasai", int(starts.shape[0]) - 1, text, sa, rank, starts, lcp, family="substring")
-    return lcp
+    return substring_ops.lcp_kasai(device, text, sa)
 
 
 def suffix_and_lcp(text: Any, device: str = "cpu") -> tuple[Any, Any]:

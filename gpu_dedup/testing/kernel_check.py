@@ -5,7 +5,7 @@ NVVM cannot type (``cuda.local.array(2 * N, ...)``), a register spill, a stack f
 large, an integer kernel that computes through float64 (a true division, a float constant, an int64/uint64
 mix under numba's older typing: exact only below 2^53). This module
 compiles every declared signature of every ``@kernel`` (``kernels/_launch.py``: ``sigs=``, kept equal to
-the real launches by the simulator tests) of ``kernels/cuda.py`` and every ``kernels/*_cuda.py`` exactly as a
+the real launches by the simulator tests) of ``kernels/core_cuda.py`` and every ``kernels/*_cuda.py`` exactly as a
 GPU run would (``numba.cuda.compile_ptx`` with numba-cuda + NVVM), then assembles the PTX with
 ``ptxas -arch=sm_90 -v`` and reads its resource report.
 
@@ -205,10 +205,11 @@ def cache_dir() -> Path:
 # -- stage 1: the kernels ---------------------------------------------------------------------------------------
 
 def kernel_modules() -> list[str]:
-    """kernels/cuda.py and every kernels/*_cuda.py, as importable module names."""
+    """Every kernels/*_cuda.py (core_cuda.py first), as importable module names."""
     spec = importlib.util.find_spec(KERNEL_PACKAGE)
     root = spec.submodule_search_locations[0]
-    names = ["cuda"] + sorted(Path(p).stem for p in glob.glob(os.path.join(root, "*_cuda.py")))
+    names = ["core_cuda"] + sorted(Path(p).stem for p in glob.glob(os.path.join(root, "*_cuda.py"))
+                                   if Path(p).stem != "core_cuda")
     return [f"{KERNEL_PACKAGE}.{n}" for n in names]
 
 

@@ -7,17 +7,16 @@ import numpy as np
 from numba import njit, prange
 
 from ._build import build
-from .hashing import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61
+from .core import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61
 from .normalize import ASCII_GENERIC, MODE_BLOCKS
 
 # The per-shingle functions are inlined at Numba's IR level: as calls, each one increments and decrements
 # the reference counts of the arrays it is passed (atomic instructions), per shingle. With the unsigned
-# byte loads of hashing.read_u64le, the cost per shingle besides the permutations fell from 65 to 26 ns
+# byte loads of core.read_u64le, the cost per shingle besides the permutations fell from 65 to 26 ns
 # (benchmarks/minhash_limit.py, old and new kernels in the same hour, 1 thread); the permutations
 # themselves run at 2.2 G/s (AVX-512, the loop over K vectorized). Output unchanged.
 _INLINE = {"emit_shingle", "minhash_update", "xxh64", "xxh64_tail", "xxh64_converge", "unit_start", "shingle_end"}
 _D = build(lambda fn: njit(cache=False, nogil=True, inline="always" if fn.__name__ in _INLINE else "never")(fn))
-normalize_doc = _D["normalize_doc"]
 normalize_span = _D["normalize_span"]
 ascii_mode = _D["ascii_mode"]
 scan_shingles = _D["scan_shingles"]
@@ -25,7 +24,6 @@ xxh64 = _D["xxh64"]
 band_key = _D["band_key"]
 jaccard_sorted = _D["jaccard_sorted"]
 representative_run = _D["representative_run"]
-permute61 = _D["permute61"]
 utf8_invalid = _D["utf8_invalid"]
 reduce61 = _D["reduce61"]
 
@@ -164,20 +162,19 @@ def union_find(n, u, v):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, bucket_count, set_offsets,
-                              set_sizes, hashes, pinned, threshold, cap, rep, jac, capped, comparisons):
-    """The representative policy (``hashing.representative_run``), parallel over candidate components.
+def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, set_offsets, set_sizes, hashes,
+                              pinned, threshold, cap, head, tail, nxt, stamp, capped, rep, jac, comparisons):
+    """The representative policy (``core.representative_run``), parallel over candidate components; the
+    arguments of core_cuda.representative_components.
 
     order: int64 (m,) documents grouped by component, keep order within; comp_off: int64 (c+1,).
     entry_off (m+1,), entry_bucket/entry_doc (E,): each document's buckets (CSR by document).
     pinned: uint8 (m,), nonzero = always kept (indexed documents).
-    Outputs: rep int64 (m,) pre-filled -1, jac float64 (m,) pre-filled NaN, capped uint8 (buckets,),
-    comparisons int64 (c,). Temporaries: 2 int64 per bucket, 1 per entry, 1 per document.
+    Scratch: head/tail int64 (buckets,), nxt int64 (E,), stamp int64 (m,), pre-filled -1 (components touch
+    disjoint buckets, entries and documents, so the threads share them).
+    Outputs: capped uint8 (buckets,), rep int64 (m,) pre-filled -1, jac float64 (m,) pre-filled NaN,
+    comparisons int64 (c,).
     """
-    head = np.full(bucket_count, -1, np.int64)
-    tail = np.full(bucket_count, -1, np.int64)
-    nxt = np.full(entry_bucket.shape[0], -1, np.int64)
-    stamp = np.full(entry_off.shape[0] - 1, -1, np.int64)
     for c in prange(comp_off.shape[0] - 1):
         comparisons[c] = representative_run(order, comp_off[c], comp_off[c + 1], entry_off, entry_bucket, entry_doc,
                                             set_offsets, set_sizes, hashes, pinned, threshold, cap, head, tail, nxt,

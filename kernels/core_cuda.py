@@ -1,9 +1,9 @@
-"""GPU kernels: the shared device functions of ``hashing.py`` compiled with ``numba.cuda.jit``.
+"""GPU kernels: the shared device functions of ``core.py`` compiled with ``numba.cuda.jit``.
 
-Same results as ``kernels/cpu.py`` bit for bit (tested under NUMBA_ENABLE_CUDASIM=1 in CI and on a real
+Same results as ``kernels/core_cpu.py`` bit for bit (tested under NUMBA_ENABLE_CUDASIM=1 in CI and on a real
 GPU by benchmarks/gpu_check.py). Kernels (``@kernel``, see _launch.py) are cached and take device arrays
 only: CuPy arrays or Numba device arrays; under the simulator NumPy arrays, or the strict backend's arrays.
-Each ``@kernel`` declares its launch geometry (``_launch.py``); ``gpu_dedup.device.launch`` launches it.
+Each ``@kernel`` declares its launch geometry (``_launch.py``); ``gpu_dedup.ops.core`` launches it.
 
 Notation: n documents, K permutations, B bands, T text bytes, S shingles in a batch.
 """
@@ -12,7 +12,7 @@ from numba import cuda, int64, uint8, uint64
 
 from ._build import build
 from ._launch import TPB, B, F8, I8, U8, f8, i4, i8, i8_2, kernel, u1, u1_2, u8, u8_2
-from .hashing import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61, P64_5, SPACE
+from .core import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61, P64_5, SPACE
 from .normalize import ASCII_GENERIC
 from ..constants import BYTE_TILE
 
@@ -141,7 +141,7 @@ def chunk_span(chunk_doc, chunk_first, offsets, c):
 def utf8_invalid_chunks(data, offsets, chunk_doc, chunk_first, chunk_count, out):
     """One block per chunk of bytes (grid-stride; any chunk size), its threads striding the bytes
     (coalesced): out[d] = 1 (uint8, pre-zeroed) where some byte of document d is invalid UTF-8
-    (hashing.utf8_invalid_at: the same verdict as utf8_invalid)."""
+    (core.utf8_invalid_at: the same verdict as utf8_invalid)."""
     c = cuda.blockIdx.x
     while c < chunk_doc.shape[0]:
         d, s, e, a = chunk_span(chunk_doc, chunk_first, offsets, c)
@@ -162,7 +162,7 @@ def block_xxh64_pairs(norm, offsets, seed_lo, seed_hi, out):
     per document, grid-stride: out (n, 2) uint64 = XXH64 of document d with seed_lo, seed_hi. Each step the
     block loads blockDim 8-byte words (blockDim / 4 stripes) coalesced into shared memory; threads 0-3 run
     the four stripe accumulators of the first seed, 4-7 those of the second; the last < 32 bytes go through
-    hashing.xxh64_tail (threads 0 and 4). Shared memory: XXH_TPB + 8 uint64."""
+    core.xxh64_tail (threads 0 and 4). Shared memory: XXH_TPB + 8 uint64."""
     tile = cuda.shared.array(XXH_TPB, uint64)
     acc = cuda.shared.array(8, uint64)
     tid = cuda.threadIdx.x
@@ -386,7 +386,7 @@ def pointer_jump(label):
 @kernel(tpb=64, sigs=[(i8, i8, i8, i4, i4, i8, i8, u8, u1, F8, I8, i8, i8, i8, i8, u1, i8, f8, i8)])
 def representative_components(order, comp_off, entry_off, entry_bucket, entry_doc, set_offsets, set_sizes, hashes,
                               pinned, threshold, cap, head, tail, nxt, stamp, capped, rep, jac, comparisons):
-    """One thread per candidate component, running ``hashing.representative_run`` (the same source as
+    """One thread per candidate component, running ``core.representative_run`` (the same source as
     the CPU kernel) over its documents in keep order. head/tail (buckets,), nxt (E,), stamp (m,) are
     int64 scratch pre-filled with -1."""
     c = cuda.grid(1)

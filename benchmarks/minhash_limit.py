@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 from gpu_dedup.config import MinHashConfig, NormalizeConfig  # noqa: E402
 from gpu_dedup.testing.evalcorpus import make_corpus  # noqa: E402
-from gpu_dedup.kernels import cpu  # noqa: E402
+from gpu_dedup.kernels import core_cpu as cpu  # noqa: E402
 from gpu_dedup.lexical.minhash import permutation_params  # noqa: E402
 from gpu_dedup.lexical.normalize import normalize_text  # noqa: E402
 

@@ -131,9 +131,9 @@ def test_score_step_for_scores_supplies_the_keep_column_only(tmp_path):
     from gpu_dedup.filters.prefilter import ScoreStep
 
     cfg, s = _scorers(tmp_path)
-    step = ScoreStep.__new__(ScoreStep)  # the fake model in place of Scorers.load's
-    step.cfg, step.device, step.decides, step.every_batch, step.scorers, step.parts = cfg, "cpu", False, False, s, {}
-    step.keep_column = "quality_score"
+    step = ScoreStep(cfg, "cpu", decides=False, keep_column="quality_score", scorers=s)
+    assert step.supplies == ("keep_values",) and not step.every_batch
+    assert ScoreStep(cfg, "cpu", keep_column="nothing", scorers=s).supplies == ("filter_pass",)
     text = pa.array(TEXTS, pa.large_string())
     data, offsets = text_buffers(text, "cpu")
     b = SimpleNamespace(row=3, batch=SimpleNamespace(text=text, ids=pa.array([str(i) for i in range(6)])),
@@ -141,8 +141,10 @@ def test_score_step_for_scores_supplies_the_keep_column_only(tmp_path):
     out = step(b)
     assert set(out) == {"keep_values"} and not step.parts
     np.testing.assert_array_equal(out["keep_values"], [_fake_prob(t.encode()) for t in TEXTS])
-    step.decides = True
+    step = ScoreStep(cfg, "cpu", keep_column="quality_score", scorers=s)  # a prefilter: decides
+    assert step.supplies == ("keep_values", "filter_pass") and step.every_batch
     out = step(b)
+    np.testing.assert_array_equal(out["keep_values"], [_fake_prob(t.encode()) for t in TEXTS])
     want = [bool(t.strip()) and _fake_prob(t.encode()) >= 0.5 for t in TEXTS]
     assert want == [True, False, False, False, False, True]
     assert out["filter_pass"].dtype == bool and out["filter_pass"].tolist() == want

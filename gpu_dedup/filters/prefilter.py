@@ -41,7 +41,8 @@ class ScoreStep:
     timing = "score"  # pass 1's timing of its time
     raw_text = True   # it scores the raw text, read on the host (pass 1 then does not decode on the device)
 
-    def __init__(self, cfg: FilterConfig, device: str, *, decides: bool = True, keep_column: str | None = None):
+    def __init__(self, cfg: FilterConfig, device: str, *, decides: bool = True, keep_column: str | None = None,
+                 scorers: Scorers | None = None):
         if decides and cfg.dsir_target:
             raise ValueError("DSIR cannot run inside dedup's pass 1 (it needs the whole corpus first): run "
                              "`gpu-dedup filter ... --dsir-target` and then `gpu-dedup run OUT/filtered`")
@@ -53,7 +54,7 @@ class ScoreStep:
         self.device = device
         self.decides = decides
         self.every_batch = decides  # its scores.parquet needs every batch's columns: no work-dir piece holds them
-        self.scorers = Scorers.load(cfg, device)
+        self.scorers = scorers if scorers is not None else Scorers.load(cfg, device)  # (tests: fake models)
         self.keep_column = keep_column if keep_column in self.provides else None
         self.supplies = (("keep_values",) if self.keep_column is not None else ()) + \
             (("filter_pass",) if decides else ())

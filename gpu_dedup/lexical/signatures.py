@@ -5,9 +5,10 @@ Local engine: file by file here, batches read ahead in a thread (on a GPU the pe
 the device); the Ray engine's sign task (gpu_dedup/distributed/) runs ``_compute_file`` per file. Each batch
 is offered to the run's per-batch steps (``BatchStep``: the verification text cache, the score step of
 ``--score`` and of the filter flags, filters/prefilter.py) after it is normalized; what a step returns
-(a keep column's values, the prefilter's verdict) becomes the batch's rows of ``Documents``. With a work directory each file's
-results are stored as a checksummed piece and valid pieces are reused on resume. Rows are numbered in file
-order either way, so decisions depend on neither the engine, the worker count nor the batch size.
+(a keep column's values, the prefilter's verdict) becomes the batch's rows of ``Documents``. With a work
+directory each file's results are stored as a checksummed piece and valid pieces are reused on resume. Rows
+are numbered in file order either way, so decisions depend on neither the engine, the worker count nor the
+batch size.
 """
 from __future__ import annotations
 

@@ -170,17 +170,20 @@ def real_model(tmp_path_factory):
 
 @pytest.mark.skipif(not dev.simulator() and not dev.gpu_status()[0], reason="needs the CUDA simulator or a GPU")
 def test_batch_text_goes_to_the_device_once_for_every_model(real_model, monkeypatch):
-    """LID + two classifiers on device="cuda" (simulator + strict arrays): the batch's UTF-8 bytes are copied
-    to the device once (not once per model), pass 1's device copy is used as it is (no copy), and every
-    column equals the CPU's bit for bit."""
+    """The domain rules, LID and two classifiers on device="cuda" (simulator + strict arrays): the batch's
+    UTF-8 bytes are copied to the device once (not once per model: four before), pass 1's device copy is
+    used as it is (no copy), and every column equals the CPU's bit for bit."""
+    from gpu_dedup.filters.config import DomainConfig
+
     cfg = FilterConfig(lid=real_model, classifiers=(ClassifierSpec("a", real_model, label="hq"),
                                                     ClassifierSpec("b", real_model, label="lq")),
-                       device="cpu", audit=0)
+                       domain=DomainConfig(script_prefilter=True), device="cpu", audit=0)
     text = pa.array(["river forest lake", "buy cheap click now", "", "summit trail offer"], pa.large_string())
+    ids = pa.array(["w", "x", "y", "z"])
     host_data = text_buffers(text, "cpu")[0]
-    ref = Scorers.load(cfg, "cpu").score(text)
+    ref = Scorers.load(cfg, "cpu").columns(text, ids, 0)
     gpu = Scorers.load(cfg, "cuda")
-    gpu.score(text)  # the models' own arrays go to the device on first use, not counted below
+    gpu.columns(text, ids, 0)  # the models' own arrays go to the device on first use, not counted below
     copies = []
     to_device = dev.to_device
 
@@ -190,18 +193,19 @@ def test_batch_text_goes_to_the_device_once_for_every_model(real_model, monkeypa
         return to_device(x, device)
 
     monkeypatch.setattr(dev, "to_device", counting)
-    got = gpu.score(text)
-    assert len(copies) == 1, copies  # before: once per fastText model (three)
-    assert set(got) == {"lid_label", "lid_prob", "a_score", "b_score"} == set(ref)
+    monkeypatch.setattr("gpu_dedup.filters.domain.to_device", counting)
+    got = gpu.columns(text, ids, 0)
+    assert len(copies) == 1, copies
+    assert {"lid_label", "lid_prob", "a_score", "b_score", "domain", "script_frac"} <= set(got)
+    assert set(got) == set(ref)
     for k in ref:
-        np.testing.assert_array_equal(got[k], ref[k], err_msg=k)
-    copies.clear()
+        np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(ref[k]), err_msg=k)
     buffers = text_buffers(text, "cuda")  # pass 1 hands over the copy it made for normalization
     copies.clear()
-    got = gpu.score(text, buffers=buffers)
+    got = gpu.columns(text, ids, 0, buffers=buffers)
     assert copies == []
     for k in ref:
-        np.testing.assert_array_equal(got[k], ref[k], err_msg=k)
+        np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(ref[k]), err_msg=k)
 
 
 def test_run_score_and_prefilter_share_the_step(tmp_path, real_model):

@@ -44,16 +44,18 @@ class DomainStats:
     counts: np.ndarray
 
 
-def domain_counts(text: pa.Array, device: str, chunk: int | None = None) -> np.ndarray:
+def domain_counts(text: pa.Array, device: str, chunk: int | None = None, buffers: tuple | None = None) -> np.ndarray:
     """int64 (n, N_STATS) counts of each document of ``text`` (pa.string / large_string, no nulls). CPU: a
     scan per document (prange). GPU: a thread per line-aligned piece of about ``chunk`` bytes (default
     kernels/domain_cuda.DOMAIN_CHUNK; ``device.line_chunks``), the pieces' rows summed per document: the same
-    counts."""
-    data, offsets = arrow_text_buffers(text)
+    counts. ``buffers``: (data, offsets) of ``text``'s UTF-8 bytes already where ``device``'s kernels read
+    them (scorers.text_buffers: the batch's one copy), else made from ``text``."""
     n = len(text)
     kw_data, kw_off = keyword_table()
-    args = [to_device(np.ascontiguousarray(a), device) for a in
-            (data, offsets, SCRIPT_RANGES, symbol_table(), kw_data, kw_off)]
+    tables = [to_device(np.ascontiguousarray(a), device) for a in (SCRIPT_RANGES, symbol_table(), kw_data, kw_off)]
+    if buffers is None:
+        buffers = [to_device(np.ascontiguousarray(a), device) for a in arrow_text_buffers(text)]
+    args = [*buffers, *tables]
     xp = array_module(device)
     stats = xp.zeros((n, N_STATS), dtype=np.int64)
     if n and device == "cuda":
@@ -72,9 +74,10 @@ def domain_counts(text: pa.Array, device: str, chunk: int | None = None) -> np.n
     return np.asarray(to_host(stats))
 
 
-def domain_stats(text: pa.Array, cfg: DomainConfig, device: str) -> DomainStats:
-    """The script pre-filter's language and the code/math tag of every document (rules: DomainConfig)."""
-    c = domain_counts(text, device)
+def domain_stats(text: pa.Array, cfg: DomainConfig, device: str, buffers: tuple | None = None) -> DomainStats:
+    """The script pre-filter's language and the code/math tag of every document (rules: DomainConfig);
+    ``buffers`` as ``domain_counts``'."""
+    c = domain_counts(text, device, buffers=buffers)
     n = c.shape[0]
     letters = c[:, LETTERS].astype(np.float64)
     script_lang = np.full(n, "", dtype=object)

@@ -225,13 +225,16 @@ class Scorers:
     # -------------------------------------------------------------------------------------- scoring
     def columns(self, text: pa.Array, ids: pa.Array, row_start: int, buffers: tuple | None = None) -> dict[str, Any]:
         """The columns of one batch: id, row, empty, the domain rules' (when on), and every scorer's (text:
-        pa.large_string, no nulls; ``buffers``: its UTF-8 bytes already on the device, as ``score``)."""
+        pa.large_string, no nulls; ``buffers``: its UTF-8 bytes already on the device, as ``score``; the
+        domain rules read the same copy as the fastText models)."""
         cfg, n = self.cfg, len(text)
         part: dict[str, Any] = {"id": ids, "row": np.arange(row_start, row_start + n, dtype=np.int64),
                                 "empty": _blank(text)}
         skip = None
         if cfg.domain.script_prefilter or cfg.domain.relax:
-            ds = domain_stats(text, cfg.domain, self.device)
+            if buffers is None:  # one copy for the domain rules and the fastText models
+                buffers = text_buffers(text, self.device)
+            ds = domain_stats(text, cfg.domain, self.device, buffers=buffers)
             part["domain"] = ds.domain
             if cfg.domain.script_prefilter:
                 skip = ds.script_lang != ""

@@ -238,3 +238,46 @@ def test_run_score_and_prefilter_share_the_step(tmp_path, real_model):
         assert rows[best]["id"] in kept and sum(rows[i]["id"] in kept for i in members) == 1
     ta, tb = (json.loads((p / "run.json").read_text())["timings_s"] for p in (a, b))
     assert "score" in ta and "score" in tb
+
+
+@pytest.mark.skipif(not (dev.simulator() and dev.strict_device()), reason="needs the simulator + strict arrays")
+def test_pass1_scoring_on_the_device_reads_pass1s_copy(real_model, tmp_path, monkeypatch):
+    """Dedup's pass 1 on device="cuda" (simulator + strict arrays) with --score and a prefilter (domain
+    rules + a classifier): the score steps read the device copy pass 1 made for normalization (the scorers
+    make none of their own: text_buffers is never called), and decisions.parquet / scores.parquet equal the
+    CPU run's."""
+    import gpu_dedup
+    import pyarrow.parquet as pq
+    from gpu_dedup import RunConfig
+    from gpu_dedup.filters import scorers as sc
+    from gpu_dedup.filters.config import DomainConfig
+
+    rng = np.random.default_rng(5)
+    words = "river forest lake summit trail buy cheap click offer free".split()
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(6, 14)))) for _ in range(10)]
+    texts += [t.upper() for t in texts[:4]]  # exact duplicates after case folding, scored differently
+    table = pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts})
+    pre = FilterConfig(classifiers=(ClassifierSpec("q", real_model, 0.3, label="hq"),),
+                       domain=DomainConfig(script_prefilter=True), device="cpu", audit=0, write_filtered=False)
+    small = dict(progress=False, minhash__num_perm=32, lsh__bands=8, lsh__rows=4)
+    outs = {}
+    for device in ("cpu", "cuda"):
+        calls = []
+        real = sc.text_buffers
+        monkeypatch.setattr(sc, "text_buffers", lambda *a, **k: calls.append(1) or real(*a, **k))
+        for name, cfg, kw in (("score", RunConfig.preset("default", scores=(f"hq={real_model}",),
+                                                         cluster__keep="max:hq_score", device=device, **small), {}),
+                              ("pre", RunConfig.preset("default", cluster__keep="max:q_score", device=device,
+                                                       **small), {"prefilter": pre})):
+            out = tmp_path / f"{name}-{device}"
+            gpu_dedup.deduplicate(table, cfg, out, **kw)
+            outs[name, device] = out
+        assert calls == [], device
+        monkeypatch.undo()
+    for name in ("score", "pre"):
+        a, b = outs[name, "cpu"], outs[name, "cuda"]
+        assert pq.read_table(a / "decisions.parquet").equals(pq.read_table(b / "decisions.parquet")), name
+    assert pq.read_table(outs["pre", "cpu"] / "scores.parquet").equals(
+        pq.read_table(outs["pre", "cuda"] / "scores.parquet"))
+    d = pq.read_table(outs["score", "cpu"] / "decisions.parquet")
+    assert 0 < d.num_rows - int(np.sum(d["keep"].to_numpy(zero_copy_only=False))) < d.num_rows

@@ -234,29 +234,13 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     if cfg.cluster.scope_field is not None and (index is not None or save_index is not None or semantic is not None):
         raise ValueError("--scope-field cannot be combined with --against, --save-index or --semantic yet (an "
                          "index and the semantic stage are global): run it without them")
-    pre = None
-    if prefilter is not None:
-        from .filters.prefilter import Prefilter
-
-        if semantic is not None:
-            raise ValueError("a prefilter and the semantic stage cannot share a run yet: filter first "
-                             "(`gpu-dedup filter`), then run --semantic on OUT/filtered")
-        pre = Prefilter(prefilter, device)
-    # a keep column the prefilter computes (--keep min:perplexity) is not read from the input: pass 1 reads
-    # no keep column and the values come from the prefilter's scores
-    kc = keep_column(cfg.cluster.keep)
-    scored_keep = pre is not None and kc in pre.provides
-    cfg1 = cfg.replace(cluster__keep="first", scores=()) if scored_keep else cfg
+    # pass 1's score steps (filters/prefilter.py): the filter flags' (prefilter, which decides) and --score's
+    steps = _score_steps(cfg, device, prefilter, semantic)
+    pre = next((s for s in steps if s.decides), None)
     # set-up: the device and threads, input discovery, locks, the kernel modules' import (compilation aside)
     timings["setup"] = time.perf_counter() - t_start - timings.get("compile", 0.0)
-    docs = read_signatures(files, cfg1, device, report, timings, work, cache,
-                           on_batch=pre.add if pre is not None else None)
-    scores = None
-    if pre is not None:
-        scores = pre.table(len(docs))
-        docs.filter_pass = np.asarray(scores["keep"].to_numpy(zero_copy_only=False), bool)
-        if scored_keep:
-            docs.keep_values = np.asarray(scores[kc].to_numpy(zero_copy_only=False), np.float64)
+    docs = read_signatures(files, cfg, device, report, timings, work, cache, steps=steps)
+    scores = pre.table(len(docs)) if pre is not None else None
     decided = decide(cfg, device, files, docs, timings, index, cache)
     cache.drop("released after verification")  # free the text (device memory on a GPU) before writing
     if semantic is not None:
@@ -343,6 +327,28 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
     if out is not None:
         _write_run_json_and_report(out, stats, files)
     return _FileDecisions(path, stats, out)
+
+
+def _score_steps(cfg: RunConfig, device: str, prefilter: Any, semantic: Any) -> tuple:
+    """Pass 1's score steps: the prefilter's (``prefilter``, a FilterConfig: scores, decides and writes
+    scores.parquet) and ``cfg.scores``' (--score: a keep column only). A keep=max:/min: column comes from
+    the prefilter when it computes it, else from --score, else from the input."""
+    from .config import score_columns
+
+    kc = keep_column(cfg.cluster.keep)
+    steps = []
+    if prefilter is not None:
+        from .filters.prefilter import ScoreStep
+
+        if semantic is not None:
+            raise ValueError("a prefilter and the semantic stage cannot share a run yet: filter first "
+                             "(`gpu-dedup filter`), then run --semantic on OUT/filtered")
+        steps.append(ScoreStep(prefilter, device, keep_column=kc))
+    if kc in score_columns(cfg.scores) and not any(s.keep_column == kc for s in steps):
+        from .filters.prefilter import ScoreStep
+
+        steps.append(ScoreStep.for_scores(cfg.scores, device, kc))
+    return tuple(steps)
 
 
 def _work_path(work_dir, output_dir: str | None, resume: bool) -> str | None:

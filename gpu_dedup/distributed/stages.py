@@ -106,8 +106,9 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
         piece, report, tm, stamp = _index_piece(cfg, f), io.ReadReport().to_dict(), {}, f.stamp()
     else:
         before = None if f.fmt == "table" else _identity(f)
-        parts, report, tm = _compute_file(fi, f, cfg, job.device, permutation_params(cfg.minhash))
-        piece, stamp = _piece_of(parts, cfg), _input_stamp(f, before)
+        part, report, tm = _compute_file(f, cfg, job.device, permutation_params(cfg.minhash),
+                                         steps=_score_steps(cfg, job.device))
+        piece, stamp = _piece_of(part, cfg), _input_stamp(f, before)
     lay = job.layout
     lay.write(piece, "pieces", f"f{fi:06d}")
     exact = pa.table({"local": pa.array(np.arange(piece.num_rows, dtype=np.int64)),
@@ -121,6 +122,25 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
                     "ids", lambda p: f"f{fi:06d}-p{p:04d}")
     return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": stamp,
             "text_bytes": int(pc.sum(piece["text_bytes"]).as_py() or 0)}
+
+
+_STEPS: dict[tuple, tuple] = {}
+
+
+def _score_steps(cfg, device: str) -> tuple:
+    """The sign task's pass-1 score step (``--score``: filters/prefilter.ScoreStep.for_scores), built once
+    per worker process: Ray runs many sign tasks in one process, and the step (its models) is stateless."""
+    from ..config import keep_column, score_columns
+
+    kc = keep_column(cfg.cluster.keep)
+    if kc not in score_columns(cfg.scores):
+        return ()
+    key = (cfg.scores, kc, device)
+    if key not in _STEPS:
+        from ..filters.prefilter import ScoreStep
+
+        _STEPS[key] = (ScoreStep.for_scores(cfg.scores, device, kc),)
+    return _STEPS[key]
 
 
 def _id_hashes(ids) -> np.ndarray:

@@ -45,21 +45,23 @@ class DomainStats:
     counts: np.ndarray
 
 
-def domain_counts(text: pa.Array, device: str, chunk: int | None = None) -> np.ndarray:
+def domain_counts(text: pa.Array, device: str, chunk: int | None = None, buffers: tuple | None = None) -> np.ndarray:
     """int64 (n, N_STATS) counts of each document of ``text`` (pa.string / large_string, no nulls). CPU: a
     scan per document. GPU: a thread per line-aligned piece of about ``chunk`` bytes (``ops.domain``): the same
-    counts."""
-    data, offsets = arrow_text_buffers(text)
+    counts. ``buffers``: (data, offsets) of ``text``'s UTF-8 bytes already where ``device``'s kernels read
+    them (scorers.text_buffers: the batch's one copy), else made from ``text``."""
     kw_data, kw_off = keyword_table()
-    args = [to_device(np.ascontiguousarray(a), device) for a in
-            (data, offsets, SCRIPT_RANGES, symbol_table(), kw_data, kw_off)]
-    stats = domain_ops.domain_counts(device, *args, N_STATS, chunk)
+    tables = [to_device(np.ascontiguousarray(a), device) for a in (SCRIPT_RANGES, symbol_table(), kw_data, kw_off)]
+    if buffers is None:
+        buffers = [to_device(np.ascontiguousarray(a), device) for a in arrow_text_buffers(text)]
+    stats = domain_ops.domain_counts(device, *buffers, *tables, N_STATS, chunk)
     return np.asarray(to_host(stats))
 
 
-def domain_stats(text: pa.Array, cfg: DomainConfig, device: str) -> DomainStats:
-    """The script pre-filter's language and the code/math tag of every document (rules: DomainConfig)."""
-    c = domain_counts(text, device)
+def domain_stats(text: pa.Array, cfg: DomainConfig, device: str, buffers: tuple | None = None) -> DomainStats:
+    """The script pre-filter's language and the code/math tag of every document (rules: DomainConfig);
+    ``buffers`` as ``domain_counts``'."""
+    c = domain_counts(text, device, buffers=buffers)
     n = c.shape[0]
     letters = c[:, LETTERS].astype(np.float64)
     script_lang = np.full(n, "", dtype=object)

@@ -1,5 +1,11 @@
-"""The scorers of one filter run, loaded once: each turns a batch of text into its columns of
-``scores.parquet``. The decisions on those columns are ``stage.decide``'s.
+"""The scorers of one filter run, loaded once: ``Scorers.columns`` turns a batch of text into its columns of
+``scores.parquet``. It is the one scoring step of the package: ``gpu-dedup filter``'s pass and dedup's pass 1
+(``run --score`` and ``run``'s filter flags, through ``prefilter.ScoreStep``) both call it. The decisions on
+those columns are ``stage.decide``'s.
+
+Device traffic: the batch's UTF-8 bytes (or its paragraphs') go to the device once per batch, and every
+fastText model (LID and each classifier) reads that one copy (``*_arrays``); dedup's pass 1 hands over the
+copy it already made for normalization.
 
 Unit: "document" gives the model the whole document as one line (newlines become spaces: what fastText
 users do); "paragraph" scores every paragraph (a run of non-blank lines) on its own and gives the document
@@ -9,7 +15,6 @@ and the byte-weighted mean probability of the paragraphs that chose it.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +23,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import device as dev
 from .config import ClassifierSpec, FilterConfig
+from .domain import domain_stats
+from .selection import uniform_draws
 
 logger = logging.getLogger(__name__)
 LABEL_PREFIX = "__label__"
@@ -60,9 +68,14 @@ class Classifier:
 
     def scores(self, text: pa.Array, device: str) -> np.ndarray:
         """float64 (n,): this classifier's score of every text (NaN: a text with no feature)."""
+        return self.scores_arrays(*text_buffers(text, device), device)
+
+    def scores_arrays(self, data, offsets, device: str) -> np.ndarray:
+        """``scores`` of the texts whose UTF-8 bytes are data uint8 (T,), offsets int64 (n + 1,), host or
+        device arrays (``text_buffers``: already where ``device``'s kernels read them, nothing is copied)."""
         if self.values is None:
-            return np.asarray(self.model.label_prob(text, self.label, device=device), np.float64)
-        idx, prob = self.model.predict(text, k=-1, device=device)
+            return np.asarray(self.model.label_prob_arrays(data, offsets, self.label, device=device), np.float64)
+        idx, prob = self.model.predict_arrays(data, offsets, k=-1, device=device)
         got = idx >= 0
         out = np.where(got, self.values[np.maximum(idx, 0)] * np.nan_to_num(prob), 0.0).sum(axis=1)
         return np.where(got.any(axis=1), out, np.nan)
@@ -210,26 +223,67 @@ class Scorers:
         return out
 
     # -------------------------------------------------------------------------------------- scoring
-    def score(self, text: pa.Array, skip_lid: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """The columns of one batch (text: pa.large_string, no nulls). ``skip_lid``: documents whose language
-        the script pre-filter already gave (not run through the model)."""
+    def columns(self, text: pa.Array, ids: pa.Array, row_start: int, buffers: tuple | None = None) -> dict[str, Any]:
+        """The columns of one batch: id, row, empty, the domain rules' (when on), and every scorer's (text:
+        pa.large_string, no nulls; ``buffers``: its UTF-8 bytes already on the device, as ``score``; the
+        domain rules read the same copy as the fastText models)."""
+        cfg, n = self.cfg, len(text)
+        part: dict[str, Any] = {"id": ids, "row": np.arange(row_start, row_start + n, dtype=np.int64),
+                                "empty": _blank(text)}
+        skip = None
+        if cfg.domain.script_prefilter or cfg.domain.relax:
+            if buffers is None:  # one copy for the domain rules and the fastText models
+                buffers = text_buffers(text, self.device)
+            ds = domain_stats(text, cfg.domain, self.device, buffers=buffers)
+            part["domain"] = ds.domain
+            if cfg.domain.script_prefilter:
+                skip = ds.script_lang != ""
+                part["script_lang"], part["script_frac"] = ds.script_lang, ds.script_frac
+        part.update(self.score(text, skip_lid=skip if self.lid is not None else None, buffers=buffers))
+        for c in self.classifiers:
+            if c.spec.retention is not None:
+                part[c.draw_column] = uniform_draws(cfg.seed, c.spec.name, part["row"])
+        if skip is not None:
+            if "lid_label" not in part:
+                part["lid_label"] = np.full(n, "", dtype=object)
+                part["lid_prob"] = np.full(n, np.nan)
+            part["lid_label"][skip] = part["script_lang"][skip]
+            part["lid_prob"][skip] = part["script_frac"][skip]
+        if self.lms:
+            part.update(self.score_by_language(text, part["lid_label"]))
+        return part
+
+    def score(self, text: pa.Array, skip_lid: np.ndarray | None = None,
+              buffers: tuple | None = None) -> dict[str, np.ndarray]:
+        """The scorers' columns of one batch (text: pa.large_string, no nulls). ``skip_lid``: documents whose
+        language the script pre-filter already gave (not run through the model). ``buffers``: (data, offsets)
+        of ``text``'s UTF-8 bytes already where the device's kernels read them (dedup's pass 1 has them);
+        None: made here (``text_buffers``), once for every fastText model."""
         cols: dict[str, np.ndarray] = {}
         n = len(text)
         paragraph = self.cfg.unit == "paragraph"
+        fasttext = bool(self.classifiers) or self.lid is not None
         # the batch's paragraphs, split once for every fastText model that reads them
-        units = paragraphs(text) if paragraph and (self.classifiers or self.lid is not None) else None
+        units = paragraphs(text) if paragraph and fasttext else None
+        # ... and the fastText models' input (the whole texts, or the paragraphs) on the device once
+        buf = None
+        if fasttext:
+            buf = text_buffers(units[1], self.device) if units is not None else \
+                (buffers if buffers is not None else text_buffers(text, self.device))
         if self.lid is not None:
             label = np.full(n, "", dtype=object)
             prob = np.full(n, np.nan)
             todo = np.flatnonzero(~skip_lid) if skip_lid is not None else np.arange(n)
             if len(todo) == n:
-                label, prob = self._lid(text, units)
+                label, prob = self._lid(n, buf, units)
             elif len(todo):
                 sub = text.take(pa.array(todo))
-                label[todo], prob[todo] = self._lid(sub, paragraphs(sub) if paragraph else None)
+                sub_units = paragraphs(sub) if paragraph else None
+                sub_buf = text_buffers(sub_units[1] if paragraph else sub, self.device)
+                label[todo], prob[todo] = self._lid(len(sub), sub_buf, sub_units)
             cols["lid_label"], cols["lid_prob"] = label, prob
         for c in self.classifiers:
-            cols[c.spec.column] = self._per_unit(text, units, lambda t, c=c: c.scores(t, self.device))
+            cols[c.spec.column] = self._per_unit(n, units, c.scores_arrays(*buf, self.device))
         if self.lm is not None:
             res = self.lm.score(text, device=self.device)
             cols["perplexity"] = np.asarray(res["perplexity"], np.float64)
@@ -254,18 +308,16 @@ class Scorers:
                 used[rows] = lang
         return {"perplexity": ppl, "perplexity_lang": used}
 
-    def _lid(self, text: pa.Array, units) -> tuple[np.ndarray, np.ndarray]:
-        """(language, probability) per document: of the whole text (units None), or from its paragraphs
-        (``units`` = ``paragraphs(text)``)."""
+    def _lid(self, n: int, buf: tuple, units) -> tuple[np.ndarray, np.ndarray]:
+        """(language, probability) of each of ``n`` documents: of the whole text (units None; ``buf`` its
+        ``text_buffers``), or from its paragraphs (``units`` = ``paragraphs(text)``, ``buf`` the paragraphs')."""
         names = np.array([x[len(LABEL_PREFIX):] if x.startswith(LABEL_PREFIX) else x for x in self.lid.labels]
                          + [""], dtype=object)
+        idx, prob = self.lid.predict_arrays(*buf, k=1, device=self.device)
         if units is None:
-            idx, prob = self.lid.predict(text, k=1, device=self.device)
             return names[idx[:, 0]], prob[:, 0]
-        doc, para, weight = units
-        idx, prob = self.lid.predict(para, k=1, device=self.device)
+        doc, _para, weight = units
         idx, prob = idx[:, 0], prob[:, 0]
-        n = len(text)
         label = np.full(n, "", dtype=object)
         out = np.full(n, np.nan)
         if len(doc):
@@ -285,14 +337,15 @@ class Scorers:
             out[udoc[pick]] = psum[pick] / np.maximum(wsum[pick], 1e-300)
         return label, out
 
-    def _per_unit(self, text: pa.Array, units, fn) -> np.ndarray:
-        """``fn``'s score per document: of the whole text (units None), or the byte-weighted mean over its
-        paragraphs (``units`` = ``paragraphs(text)``)."""
+    @staticmethod
+    def _per_unit(n: int, units, scores: np.ndarray) -> np.ndarray:
+        """The score of each of ``n`` documents from ``scores`` float64: the documents' own (units None), or
+        the byte-weighted mean over each document's paragraphs (``units`` = ``paragraphs(text)``; ``scores``
+        one per paragraph)."""
         if units is None:
-            return np.asarray(fn(text), np.float64)
-        doc, para, weight = units
-        p = np.asarray(fn(para), np.float64)
-        n = len(text)
+            return np.asarray(scores, np.float64)
+        doc, _para, weight = units
+        p = np.asarray(scores, np.float64)
         ok = ~np.isnan(p)
         wsum = np.bincount(doc[ok], weights=weight[ok], minlength=n)
         psum = np.bincount(doc[ok], weights=(weight * p)[ok], minlength=n)
@@ -315,14 +368,21 @@ def paragraphs(text: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
     return np.asarray(doc, np.int64), arr, weight
 
 
-_PASS1: dict[tuple[str, str, str], Any] = {}
+def text_buffers(text: pa.Array, device: str) -> tuple[Any, Any]:
+    """(data uint8 (T,), offsets int64 (n + 1,)) of ``text``'s UTF-8 bytes where ``device``'s kernels read
+    them: the Arrow buffers themselves on the CPU, one copy on a GPU (only the text's own bytes when it is a
+    slice of a larger buffer, offsets rebased to them)."""
+    from .fasttext import texts_to_arrays
+
+    data, offsets = texts_to_arrays(text)
+    if dev.resolve_device(device) != "cuda":
+        return data, offsets
+    if offsets[0] > 0 or offsets[-1] < data.shape[0]:
+        data, offsets = data[offsets[0]:offsets[-1]], offsets - offsets[0]
+    return dev.to_device(data, "cuda"), dev.to_device(offsets, "cuda")
 
 
-def pass1_scorer(name: str, model: str, device: str):
-    """text (pa.large_string) -> float64 (n,): classifier ``name``'s score (``load_classifier``'s label) for
-    dedup's pass 1 (``RunConfig.scores``); the model is loaded once per process."""
-    key = (name, os.path.abspath(model), device)
-    if key not in _PASS1:
-        c = load_classifier(ClassifierSpec(name=name, model=model))
-        _PASS1[key] = lambda text: np.asarray(c.model.label_prob(text, c.label, device=device), np.float64)
-    return _PASS1[key]
+def _blank(text: pa.Array) -> np.ndarray:
+    """bool (n,): documents with no non-whitespace character."""
+    stripped = pc.utf8_trim_whitespace(text)
+    return (pc.binary_length(stripped).to_numpy(zero_copy_only=False) == 0)

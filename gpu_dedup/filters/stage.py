@@ -11,7 +11,7 @@ perplexity, classifiers; ``--order`` changes it), then DSIR:
                 perplexity (ranked over every document with a perplexity, ties by input order: ``rank_keep``);
                 null perplexity: a document with no sentence, see ``empty``
     <name>_score  each classifier, in the order given (its threshold and direction; with stochastic
-                retention, its uniform draw ``<name>_draw`` not below P(keep | score): ``uniform_draws``)
+                retention, its uniform draw ``<name>_draw`` not below P(keep | score): ``selection.uniform_draws``)
     dsir_weight among the documents every test above kept, DSIR keeps the --select with the largest
                 Gumbel-perturbed log importance weights; the rest are "not selected"
 Every score is computed for every document, whatever rejected it, so that retention at other thresholds
@@ -44,10 +44,9 @@ from ..config import is_int
 from ..device import array_backend, batch_bytes, note_compiling, resolve_device, set_threads
 from ..engine import progress, runtime_versions
 from .config import FilterConfig
-from .domain import domain_stats
 from .scorers import Scorers
 from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, perplexity_rank_stats, rank_keep,
-                        retention_curves, uniform_draws)
+                        retention_curves)
 
 logger = logging.getLogger(__name__)
 RETENTION_POINTS = 21  # thresholds per score column in the retention table
@@ -172,34 +171,6 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
 
 
 # ------------------------------------------------------------------------------------------ the pass
-def score_batch(text: pa.Array, ids: pa.Array, row_start: int, cfg: FilterConfig, device: str,
-                scorers: Scorers) -> dict[str, Any]:
-    """The columns of one batch: id, row, empty, the domain rules' (when on), and every scorer's."""
-    n = len(text)
-    part: dict[str, Any] = {"id": ids, "row": np.arange(row_start, row_start + n, dtype=np.int64),
-                            "empty": _blank(text)}
-    skip = None
-    if cfg.domain.script_prefilter or cfg.domain.relax:
-        ds = domain_stats(text, cfg.domain, device)
-        part["domain"] = ds.domain
-        if cfg.domain.script_prefilter:
-            skip = ds.script_lang != ""
-            part["script_lang"], part["script_frac"] = ds.script_lang, ds.script_frac
-    part.update(scorers.score(text, skip_lid=skip if scorers.lid is not None else None))
-    for c in scorers.classifiers:
-        if c.spec.retention is not None:
-            part[c.draw_column] = uniform_draws(cfg.seed, c.spec.name, part["row"])
-    if skip is not None:
-        if "lid_label" not in part:
-            part["lid_label"] = np.full(n, "", dtype=object)
-            part["lid_prob"] = np.full(n, np.nan)
-        part["lid_label"][skip] = part["script_lang"][skip]
-        part["lid_prob"][skip] = part["script_frac"][skip]
-    if scorers.lms:
-        part.update(scorers.score_by_language(text, part["lid_label"]))
-    return part
-
-
 def concat_columns(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """One column dict from the batches' (in row order); the id, row and empty columns even with none."""
     if not parts:
@@ -221,7 +192,7 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
                                      on_error=cfg.on_error, report=report):
             file_rows[batch.file_index] += len(batch.text)
-            parts.append(score_batch(batch.text, batch.ids, batch.row_start, cfg, device, scorers))
+            parts.append(scorers.columns(batch.text, batch.ids, batch.row_start))
             if dsir is not None:
                 dsir.add_raw(batch.text)
             bar.update(len(batch.text))
@@ -245,7 +216,7 @@ def _score_file(f, cfg: FilterConfig, device: str, with_dsir: bool) -> dict[str,
     for batch in io.iter_batches([f], id_field=cfg.id_field, text_field=cfg.text_field,
                                  batch_bytes=batch_bytes(cfg.batch_bytes, device), on_error=cfg.on_error,
                                  report=report):
-        parts.append(score_batch(batch.text, batch.ids, batch.row_start, cfg, device, scorers))
+        parts.append(scorers.columns(batch.text, batch.ids, batch.row_start))
         if dcfg is not None:
             c = fit_counts(batch.text, dcfg, device)
             counts = c if counts is None else counts + c
@@ -280,12 +251,6 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
     io.check_unique_ids(pa.chunked_array([cols["id"]], pa.string()), files, file_rows, id_field=cfg.id_field,
                         text_field=cfg.text_field, on_error=cfg.on_error)
     return cols, file_rows
-
-
-def _blank(text: pa.Array) -> np.ndarray:
-    """bool (n,): documents with no non-whitespace character."""
-    stripped = pc.utf8_trim_whitespace(text)
-    return (pc.binary_length(stripped).to_numpy(zero_copy_only=False) == 0)
 
 
 # --------------------------------------------------------------------------------------- decisions

@@ -2,15 +2,19 @@
 file, and the per-document arrays it leaves (``Documents``).
 
 Local engine: file by file here, batches read ahead in a thread (on a GPU the per-document results stay on
-the device); the Ray engine's sign task (gpu_dedup/distributed/) runs ``_compute_file`` per file. With a work directory each file's
-results are stored as a checksummed piece and valid pieces are reused on resume. Rows are numbered in file
-order either way, so decisions depend on neither the engine, the worker count nor the batch size.
+the device); the Ray engine's sign task (gpu_dedup/distributed/) runs ``_compute_file`` per file. Each batch
+is offered to the run's per-batch steps (``BatchStep``: the verification text cache, the score step of
+``--score`` and of the filter flags, filters/prefilter.py) after it is normalized; what a step returns
+(a keep column's values, the prefilter's verdict) becomes the batch's rows of ``Documents``. With a work
+directory each file's results are stored as a checksummed piece and valid pieces are reused on resume. Rows
+are numbered in file order either way, so decisions depend on neither the engine, the worker count nor the
+batch size.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +29,7 @@ from .bandkeys import BandKeys
 from .exact import exact_hashes
 from .lsh import band_keys
 from .minhash import compute_signatures, permutation_params
-from .normalize import arrow_text_buffers, normalize_arrays
+from .normalize import Normalized, arrow_text_buffers, normalize_arrays
 
 STEPS = ("read", "normalize", "minhash", "band_keys")  # pass 1's timings
 
@@ -54,30 +58,85 @@ class Documents:
 
 @dataclass
 class _Collected:
-    """Per-batch arrays gathered in pass 1, concatenated into ``Documents`` at the end."""
+    """Per-batch arrays of pass 1 (one entry per batch, or per stored piece), in row order: one file's
+    (``_compute_file``, a work-dir piece) or the run's, concatenated into ``Documents`` at the end. On a GPU
+    ``exact``, ``nshingles`` and ``band_keys`` stay on the device; the rest is on the host."""
 
-    ids: list[pa.Array] = field(default_factory=list)
-    file_index: list[np.ndarray] = field(default_factory=list)
-    text_bytes: list[np.ndarray] = field(default_factory=list)
-    words: list[np.ndarray] = field(default_factory=list)
-    keep_values: list[np.ndarray] = field(default_factory=list)
-    exact: list[np.ndarray] = field(default_factory=list)
-    nshingles: list[np.ndarray] = field(default_factory=list)
-    band_keys: list[np.ndarray] = field(default_factory=list)
-    scope: list[pa.Array] = field(default_factory=list)
-    file_rows: list[int] = field(default_factory=list)  # rows per input file
+    ids: list[pa.Array] = field(default_factory=list)            # string (n,)
+    file_index: list[np.ndarray] = field(default_factory=list)   # int32 (n,) (the run's only)
+    text_bytes: list[np.ndarray] = field(default_factory=list)   # int64 (n,)
+    words: list[np.ndarray] = field(default_factory=list)        # int64 (n,)
+    keep_values: list[np.ndarray] = field(default_factory=list)  # float64 (n,) (keep=max:/min: runs only)
+    exact: list[Any] = field(default_factory=list)               # uint64 (n, 2)
+    nshingles: list[Any] = field(default_factory=list)           # int64 (n,)
+    band_keys: list[Any] = field(default_factory=list)           # uint64 (n, bands) (unless read from pieces)
+    scope: list[pa.Array] = field(default_factory=list)          # string (n,) (scoped runs only)
+    filter_pass: list[np.ndarray] = field(default_factory=list)  # bool (n,) (a prefilter's runs only)
+    file_rows: list[int] = field(default_factory=list)           # rows per input file (the run's only)
+
+    @property
+    def rows(self) -> int:
+        return sum(len(a) for a in self.ids)
+
+    def extend(self, part: "_Collected", *, keys: bool = True) -> None:
+        """Append ``part``'s batches (without its band keys when ``keys`` is False)."""
+        for name in ("ids", "text_bytes", "words", "keep_values", "exact", "nshingles", "scope", "filter_pass"):
+            getattr(self, name).extend(getattr(part, name))
+        if keys:
+            self.band_keys.extend(part.band_keys)
+
+
+@dataclass(frozen=True)
+class PassBatch:
+    """What pass 1 offers each per-batch step: one batch, read and normalized."""
+
+    row: int          # the run row of the batch's first document (the file's row on the Ray engine)
+    batch: Any        # io.Batch: ids, raw text (host Arrow; None when decoded on the device), keep values
+    data: Any         # uint8 (T,): the raw text's UTF-8 bytes, where the device's kernels read them
+    offsets: Any      # int64 (n + 1,): document d is data[offsets[d]:offsets[d + 1]]
+    norm: Normalized  # the normalized text (on the device on a GPU)
+
+
+class BatchStep(Protocol):
+    """A per-batch step of pass 1: ``step(PassBatch)`` returns the batch's columns of ``Documents`` it
+    supplies (``supplies``: "keep_values" float64, the keep=max:/min: column; "filter_pass" bool, the
+    prefilter's verdict), each of the batch's length."""
+
+    timing: str              # the pass-1 timing its time counts in
+    raw_text: bool           # reads the raw text on the host (pass 1 then decodes Parquet text with pyarrow)
+    every_batch: bool        # must see every batch: no stored work-dir piece can stand in for one
+    supplies: tuple[str, ...]
+
+    def __call__(self, b: PassBatch) -> dict[str, np.ndarray]: ...
+
+
+class TextCacheStep:
+    """The step that keeps each batch's normalized text for verification (``engine.TextCache``)."""
+
+    timing = "normalize"
+    raw_text = False
+    every_batch = False
+    supplies: tuple[str, ...] = ()
+
+    def __init__(self, cache: TextCache):
+        self.cache = cache
+
+    def __call__(self, b: PassBatch) -> dict[str, np.ndarray]:
+        self.cache.add(b.row, b.norm)
+        return {}
 
 
 def read_signatures(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None,
-                    cache: TextCache | None = None, on_batch=None) -> Documents:
+                    cache: TextCache | None = None, steps: tuple = ()) -> Documents:
     """Pass 1 over every file (module doc), then the per-document arrays of the run. Adds the read report
-    of every file to ``report`` and pass 1's times (``STEPS``, plus "collect") to ``timings``.
-    ``on_batch(run row, ids, text)`` sees every batch's raw text (local engine, no work-dir pieces)."""
-    if on_batch is not None and work is not None:
+    of every file to ``report`` and pass 1's times (``STEPS``, "collect", and each step's timing) to
+    ``timings``. ``steps`` (``BatchStep``) see every batch, after the text cache (``cache``) when there is
+    one."""
+    if work is not None and any(s.every_batch for s in steps):
         raise ValueError("filtering inside dedup's pass 1 needs every batch's text: it runs on the local engine "
                          "without a work directory (drop --work-dir / --resume, or run "
                          "`gpu-dedup filter` first and deduplicate OUT/filtered)")
-    col = _pass1(files, cfg, device, report, timings, work, cache, on_batch)
+    col = _pass1(files, cfg, device, report, timings, work, cache, tuple(steps))
     t = time.perf_counter()
     xp = array_module(device)
     ids = pa.chunked_array(col.ids, pa.string()).combine_chunks() if col.ids else pa.array([], pa.string())
@@ -95,10 +154,12 @@ def read_signatures(files, cfg: RunConfig, device: str, report, timings: dict[st
                         mix=mix)
     else:  # with a budget and a work directory the band keys stay on disk, read one key range at a time
         keys = BandKeys(cfg.lsh.bands, work=work, file_rows=col.file_rows, device=device, mix=mix)
+    filtered = any("filter_pass" in s.supplies for s in steps)
     docs = Documents(ids=ids, file_index=_cat(col.file_index, np.int32), file_rows=col.file_rows,
                      text_bytes=_cat(col.text_bytes, np.int64), words=_cat(col.words, np.int64),
                      keep_values=_cat(col.keep_values, np.float64) if keep_column(cfg.cluster.keep) else None,
                      exact=exact, nshingles=_cat(col.nshingles, np.int64, xp), keys=keys,
+                     filter_pass=_cat(col.filter_pass, bool) if filtered else None,
                      scope_codes=scope_codes, scope_values=scope_values)
     timings["collect"] = time.perf_counter() - t
     return docs
@@ -162,25 +223,22 @@ def check_score_shadowing(f, cfg: RunConfig) -> None:
                              f"'max:{column}' to use the input's column")
 
 
-def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, keep_text=None, on_batch=None):
-    """Pass 1 over one input file: returns (parts, read report dict, timings). A part is (ids, text_bytes,
-    words, keep_values, exact hashes, shingle counts, band keys, scope values or None) of one batch; the
-    exact hashes, shingle counts and band keys stay on the device on a GPU. ``keep_text(row in the file,
-    normalized batch)`` is offered every batch, and ``on_batch(row in the file, ids, raw text)`` too (the
-    prefilter)."""
+def _compute_file(f, cfg: RunConfig, device: str, params, bar=None, steps: tuple = (),
+                  row0: int = 0) -> tuple[_Collected, dict, dict[str, float]]:
+    """Pass 1 over one input file: returns (its batches' arrays, read report dict, timings). Every batch is
+    offered to ``steps`` (``BatchStep``) as a ``PassBatch`` whose row is ``row0`` + its row in the file;
+    a step that supplies "keep_values" replaces the input's keep column (which is then not read), the
+    "filter_pass" of the steps that supply one are combined (a document passes when every one passes it)."""
     kc = keep_column(cfg.cluster.keep)
     report = io.ReadReport()
-    parts = []
+    col = _Collected()
     tm = dict.fromkeys(STEPS, 0.0)
     t = time.perf_counter()
-    scorer = None
-    if kc in score_columns(cfg.scores):
-        from ..filters.scorers import pass1_scorer
-
+    supplied = kc is not None and any("keep_values" in s.supplies for s in steps)
+    if supplied and kc in score_columns(cfg.scores):
         check_score_shadowing(f, cfg)
-        scorer = pass1_scorer(*score_columns(cfg.scores)[kc], device)
-    # a score is computed from the batch's text on the host: the device reader would keep it on the GPU
-    device_reader = resolve_reader(cfg.reader, device) if scorer is None and on_batch is None else None
+    # a step that reads the raw text reads it on the host: the device reader would keep it on the GPU
+    device_reader = None if any(s.raw_text for s in steps) else resolve_reader(cfg.reader, device)
 
     def on_device(batch):
         """(batch, text bytes per row, data, offsets on the device); runs in the reading thread."""
@@ -196,96 +254,106 @@ def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, kee
 
     # a device reader launches a kernel (UTF-8 check) in the reading thread
     depth = 0 if device_reader is not None and simulator() else 2
-    batches = io.iter_batches([f], report=report, device_reader=device_reader, **cfg.reader_options())
+    opts = cfg.reader_options()
+    if supplied:
+        opts["keep_column"] = None  # computed by a step, not read from the input
+    batches = io.iter_batches([f], report=report, device_reader=device_reader, **opts)
     for batch, text_bytes, data, offsets in prefetched(batches, depth, on_device):
         t0 = time.perf_counter()
         norm = normalize_arrays(data, offsets, cfg.normalize, device)
         t1 = time.perf_counter()
-        if keep_text is not None:
-            keep_text(batch.row_start, norm)
-        if on_batch is not None:
-            on_batch(batch.row_start, batch.ids, batch.text)
+        got: dict[str, list[np.ndarray]] = {}
+        pb = PassBatch(row0 + batch.row_start, batch, data, offsets, norm)
+        for s in steps:
+            ts = time.perf_counter()
+            for name, v in s(pb).items():
+                got.setdefault(name, []).append(v)
+            tm[s.timing] = tm.get(s.timing, 0.0) + time.perf_counter() - ts
+        t2 = time.perf_counter()
         h = exact_hashes(norm, device)
         sig = compute_signatures(norm, cfg.shingle, cfg.minhash, params, device)
-        t2 = time.perf_counter()
-        keys = band_keys(sig.values, cfg.lsh, device)
         t3 = time.perf_counter()
-        values = scorer(batch.text) if scorer is not None else \
-            (np.asarray(batch.keep_values, np.float64) if kc else None)
-        parts.append((batch.ids, text_bytes, to_host(norm.words), values, h, sig.nshingles, keys, batch.scope))
+        keys = band_keys(sig.values, cfg.lsh, device)
+        t4 = time.perf_counter()
+        col.ids.append(batch.ids)
+        col.text_bytes.append(text_bytes)
+        col.words.append(to_host(norm.words))
+        if kc:
+            col.keep_values.append(got["keep_values"][0] if supplied else np.asarray(batch.keep_values, np.float64))
+        col.exact.append(h)
+        col.nshingles.append(sig.nshingles)
+        col.band_keys.append(keys)
+        if cfg.cluster.scope_field is not None:
+            col.scope.append(batch.scope)
+        if "filter_pass" in got:
+            col.filter_pass.append(np.logical_and.reduce(got["filter_pass"]))
         tm["read"] += t0 - t
         tm["normalize"] += t1 - t0
-        tm["minhash"] += t2 - t1
-        tm["band_keys"] += t3 - t2
+        tm["minhash"] += t3 - t2
+        tm["band_keys"] += t4 - t3
         if bar is not None:
             bar.update(len(batch))
         checkpoint("batch")
         t = time.perf_counter()
-    return parts, report.to_dict(), tm
+    return col, report.to_dict(), tm
 
 
 def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None,
-           cache: TextCache | None = None, on_batch=None) -> _Collected:
+           cache: TextCache | None = None, steps: tuple = ()) -> _Collected:
     """Pass 1 over every file, reusing stored pieces (module doc)."""
     col = _Collected()
     params = permutation_params(cfg.minhash)
-    kc = keep_column(cfg.cluster.keep)
     for k in STEPS:
         timings[k] = 0.0
+    steps = ((TextCacheStep(cache),) if cache is not None else ()) + steps
     stored = {fi: work.load(fi, f) for fi, f in enumerate(files)} if work is not None else {}
+    keep_keys = work is None or cfg.memory_budget is None  # else they are read back from the pieces
     with progress(cfg, "read+minhash") as bar:
         for fi, f in enumerate(files):
             piece = stored.get(fi)
             if piece is not None:
                 if cache is not None:
                     cache.drop("pass 1 reused work-dir pieces")
-                u = unpack_piece(piece[0], cfg.lsh.bands)
+                part = _unpacked(piece[0], cfg, device)
                 _merge_report(report, piece[1])
-                parts = [(u["ids"], u["text_bytes"], u["words"], u["keep_values"], to_device(u["exact"], device),
-                          to_device(u["nshingles"], device), to_device(u["keys"], device), u["scope"])]
             else:
-                row0 = sum(col.file_rows)
-                keep_text = None if cache is None else (lambda r, norm, row0=row0: cache.add(row0 + r, norm))
-                batch_hook = None if on_batch is None else \
-                    (lambda r, ids, text, row0=row0: on_batch(row0 + r, ids, text))
-                parts, part_report, tm = _compute_file(fi, f, cfg, device, params, bar, keep_text, batch_hook)
+                part, part_report, tm = _compute_file(f, cfg, device, params, bar, steps, row0=col.rows)
                 for k, v in tm.items():
-                    timings[k] += v
+                    timings[k] = timings.get(k, 0.0) + v
                 _merge_report(report, part_report)
                 if work is not None:
-                    work.store(fi, f, _piece_of(parts, cfg), part_report)
-            col.file_rows.append(sum(len(p[0]) for p in parts))
-            keep_keys = work is None or cfg.memory_budget is None  # else they are read back from the pieces
-            for ids, text_bytes, words, values, h, nsh, keys, scope in parts:
-                col.ids.append(ids)
-                col.file_index.append(np.full(len(ids), fi, np.int32))
-                col.text_bytes.append(text_bytes)
-                col.words.append(words)
-                if kc:
-                    col.keep_values.append(values)
-                col.exact.append(h)
-                col.nshingles.append(nsh)
-                if keep_keys:
-                    col.band_keys.append(keys)
-                if cfg.cluster.scope_field is not None:
-                    col.scope.append(scope)
-
+                    work.store(fi, f, _piece_of(part, cfg), part_report)
+            rows = part.rows
+            col.file_rows.append(rows)
+            col.file_index.extend(np.full(len(a), fi, np.int32) for a in part.ids)
+            col.extend(part, keys=keep_keys)
     return col
 
 
-def _piece_of(parts, cfg: RunConfig):
-    if not parts:
+def _piece_of(part: _Collected, cfg: RunConfig):
+    """The work-dir piece (workdir.piece_table) of one file's pass-1 arrays."""
+    kc = keep_column(cfg.cluster.keep)
+    scoped = cfg.cluster.scope_field is not None
+    if not part.ids:
         return piece_table(pa.array([], pa.string()), np.zeros(0, np.int64), np.zeros(0, np.int64),
                            np.zeros((0, 2), np.uint64), np.zeros(0, np.int64), np.zeros((0, cfg.lsh.bands), np.uint64),
-                           np.zeros(0) if keep_column(cfg.cluster.keep) else None,
-                           pa.array([], pa.string()) if cfg.cluster.scope_field is not None else None)
-    kc = keep_column(cfg.cluster.keep)
-    return piece_table(pa.concat_arrays([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-                       np.concatenate([p[2] for p in parts]),
-                       np.concatenate([to_host(p[4]) for p in parts]), np.concatenate([to_host(p[5]) for p in parts]),
-                       np.concatenate([to_host(p[6]) for p in parts]),
-                       np.concatenate([p[3] for p in parts]) if kc else None,
-                       pa.concat_arrays([p[7] for p in parts]) if cfg.cluster.scope_field is not None else None)
+                           np.zeros(0) if kc else None, pa.array([], pa.string()) if scoped else None)
+    return piece_table(pa.concat_arrays(part.ids), np.concatenate(part.text_bytes), np.concatenate(part.words),
+                       np.concatenate([to_host(a) for a in part.exact]),
+                       np.concatenate([to_host(a) for a in part.nshingles]),
+                       np.concatenate([to_host(a) for a in part.band_keys]),
+                       np.concatenate(part.keep_values) if kc else None,
+                       pa.concat_arrays(part.scope) if scoped else None)
+
+
+def _unpacked(piece: pa.Table, cfg: RunConfig, device: str) -> _Collected:
+    """A stored piece (``_piece_of``) as one file's pass-1 arrays, its hashes and keys on the device."""
+    u = unpack_piece(piece, cfg.lsh.bands)
+    return _Collected(ids=[u["ids"]], text_bytes=[u["text_bytes"]], words=[u["words"]],
+                      keep_values=[u["keep_values"]] if keep_column(cfg.cluster.keep) else [],
+                      exact=[to_device(u["exact"], device)], nshingles=[to_device(u["nshingles"], device)],
+                      band_keys=[to_device(u["keys"], device)],
+                      scope=[u["scope"]] if cfg.cluster.scope_field is not None else [])
 
 
 def _merge_report(report, part: dict) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Sequence, get_args
 from ._version import __version__
 from .cliargs import finite_float, parse_size, positive_float, positive_int, size_arg  # noqa: F401 (parse_size: API)
 from .config import PRESETS, Device, RunConfig
+from .errors import ConfigError, GpuDedupError, MissingFileError
 from .paragraph.bloom import BloomConfig
 from .paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from .paragraph.dedup import ParagraphConfig, SplitMode
@@ -182,7 +183,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 def _load_config_file(path: str) -> dict[str, Any]:
     """The mapping of a TOML or YAML config file; any error names the file."""
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"config file {path!r} does not exist")
+        raise MissingFileError(f"config file {path!r} does not exist")
     if path.endswith(".toml"):
         if sys.version_info >= (3, 11):
             import tomllib
@@ -193,7 +194,7 @@ def _load_config_file(path: str) -> dict[str, Any]:
             try:
                 data = tomllib.load(f)
             except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"config file {path!r} is not valid TOML: {exc}") from None
+                raise ConfigError(f"config file {path!r} is not valid TOML: {exc}") from None
     elif path.endswith((".yaml", ".yml")):
         import yaml
 
@@ -201,11 +202,11 @@ def _load_config_file(path: str) -> dict[str, Any]:
             try:
                 data = yaml.safe_load(f) or {}
             except yaml.YAMLError as exc:
-                raise ValueError(f"config file {path!r} is not valid YAML: {exc}") from None
+                raise ConfigError(f"config file {path!r} is not valid YAML: {exc}") from None
     else:
-        raise ValueError(f"config file {path!r} must end in .toml, .yaml or .yml")
+        raise ConfigError(f"config file {path!r} must end in .toml, .yaml or .yml")
     if not isinstance(data, dict):
-        raise ValueError(f"config file {path!r} must hold a mapping at the top level, got {type(data).__name__}")
+        raise ConfigError(f"config file {path!r} must hold a mapping at the top level, got {type(data).__name__}")
     return data
 
 
@@ -215,9 +216,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     preset = args.preset or file_cfg.pop("preset", "default")
     try:
         cfg = RunConfig.from_dict({**file_cfg, "preset": preset})
-    except (ValueError, TypeError) as exc:
+    except GpuDedupError as exc:
         where = f"config file {args.config!r}" if args.config else "--preset"
-        raise ValueError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from None
     o: dict[str, Any] = {}
     flag_map = {"threshold": "cluster__threshold", "policy": "cluster__policy", "keep": "cluster__keep",
                 "shingle": "shingle__kind", "ngram": "shingle__n", "num_perm": "minhash__num_perm",
@@ -237,16 +238,16 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                 else:
                     cfg.replace(**{key: value})
             except ValueError as exc:
-                raise ValueError(f"--{flag.replace('_', '-')}: {exc}") from None
+                raise ConfigError(f"--{flag.replace('_', '-')}: {exc}") from None
             o[key] = value
     if args.no_verify:
         o["cluster__verify"] = False
         if args.policy is None and cfg.cluster.policy == "representative":
-            raise ValueError("--no-verify needs --policy components (the representative policy removes a "
+            raise ConfigError("--no-verify needs --policy components (the representative policy removes a "
                              "document only for a verified kept representative)")
     if args.scope is not None:
         if args.scope_field is not None:
-            raise ValueError("--scope global and --scope-field exclude each other: pass one")
+            raise ConfigError("--scope global and --scope-field exclude each other: pass one")
         o["cluster__scope_field"] = None
     if args.no_exact:
         o["cluster__exact"] = False
@@ -296,7 +297,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.no_lexical:
             cfg = cfg.replace(cluster__near=False)
     elif args.no_lexical or args.model or args.eps is not None or args.clusters is not None or args.long_text:
-        raise ValueError("--no-lexical / --model / --eps / --clusters / --long-text belong to the semantic stage: "
+        raise ConfigError("--no-lexical / --model / --eps / --clusters / --long-text belong to the semantic stage: "
                          "add --semantic")
     # OUT (with the paragraph stage's outputs), the work dir and the index are checked, locked and their
     # earlier run replaced before anything is written (gpu_dedup/outputs.py)
@@ -312,11 +313,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         # paragraph dedup in the stated order (--paragraph-order): after = over the documents the document
         # stages kept (OUT/deduplicated/), before = the document stages read its output, beside = both on the input
         if args.engine == "ray" and args.paragraph_dedup:
-            raise ValueError("--paragraph-dedup runs in one process, not on --engine ray yet: run "
+            raise ConfigError("--paragraph-dedup runs in one process, not on --engine ray yet: run "
                              "`gpu-dedup run ... --paragraph-dedup` with --engine local, or drop --paragraph-dedup")
         order = args.paragraph_order if args.paragraph_dedup else None
         if order == "after" and args.no_deduplicated:
-            raise ValueError("--paragraph-order after cuts paragraphs from OUT/deduplicated/, which --no-deduplicated "
+            raise ConfigError("--paragraph-order after cuts paragraphs from OUT/deduplicated/, which --no-deduplicated "
                              "turns off: drop one of them, or use --paragraph-order beside")
         inputs = args.inputs
         if order in ("before", "beside"):
@@ -325,7 +326,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 inputs = [os.path.join(out, PARAGRAPH_OUTPUT)]
         sorder = args.substring_order if args.substring_dedup else None
         if sorder == "after" and args.no_deduplicated:
-            raise ValueError("--substring-order after cuts spans from OUT/deduplicated/, which --no-deduplicated "
+            raise ConfigError("--substring-order after cuts spans from OUT/deduplicated/, which --no-deduplicated "
                              "turns off: drop one of them, or use --substring-order beside")
         if sorder in ("before", "beside"):
             substring_cli.run_stage(args, cfg, out, inputs if sorder == "before" else args.inputs)
@@ -553,9 +554,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any failure",
               file=sys.stderr)
         return 130
-    except (ValueError, OSError, RuntimeError, ImportError, TypeError) as exc:
-        # OSError: an impossible output path, a locked directory's file system, a full disk... (the message
-        # names the path); one line, the traceback only with -v
+    except (GpuDedupError, OSError) as exc:
+        # GpuDedupError: what the tool refused or could not do, on purpose. OSError too: the file system's own
+        # failures (permission denied, a full disk, a path that is a file) are the user's to fix, not a bug, and
+        # their message names the path. Anything else is a bug: its traceback. One line, the traceback only with -v
         logger.debug("traceback", exc_info=True)
         from .flags import cli_message, command_flags, subcommand_parser
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from .errors import ConfigError
 
 
 def parse_size(text: str) -> int:
@@ -13,9 +14,9 @@ def parse_size(text: str) -> int:
     try:
         value = float(t[:-1] if mult > 1 else t)
     except ValueError:
-        raise ValueError(f"cannot read size {text!r}: use a number with K, M, G or T, e.g. 2G") from None
+        raise ConfigError(f"cannot read size {text!r}: use a number with K, M, G or T, e.g. 2G") from None
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"size {text!r} must be a finite number >= 0 with K, M, G or T, e.g. 2G")
+        raise ConfigError(f"size {text!r} must be a finite number >= 0 with K, M, G or T, e.g. 2G")
     return int(value * mult)
 
 

@@ -11,6 +11,7 @@ import importlib
 import logging
 import os
 import threading
+from .errors import ConfigError, RunError
 
 logger = logging.getLogger(__name__)
 
@@ -39,14 +40,14 @@ def resolve_device(device: str) -> str:
     if device == "cpu":
         return "cpu"
     if device not in ("auto", "cuda"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+        raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     if device == "cuda" and simulator():
         logger.warning("device='cuda' runs under Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1): correct but slow")
         return "cuda"
     usable, reason = gpu_status()
     if device == "cuda":
         if not usable:
-            raise RuntimeError(f"device='cuda' was requested but no usable GPU was found: {reason}. "
+            raise RunError(f"device='cuda' was requested but no usable GPU was found: {reason}. "
                                "Run with device='cpu' (or 'auto' to pick whatever is available).")
         return "cuda"
     chosen = "cuda" if usable else "cpu"

@@ -37,6 +37,7 @@ import numpy as np
 
 from .config import PRESETS, RunConfig, is_real
 from .constants import MAX_NUM_PERM
+from .errors import ConfigError, DependencyError
 from .sareas import _areas, _gauss_legendre, _integrate_curve, _nodes_for_degree  # noqa: F401 (tests use them)
 
 logger = logging.getLogger(__name__)
@@ -51,21 +52,21 @@ _PLOT_SUFFIXES = (".png", ".svg")
 # ----------------------------------------------------------------------------------------------- validation
 def _check_theta(theta: float) -> float:
     if not is_real(theta) or not 0.0 < float(theta) < 1.0:
-        raise ValueError(f"threshold (theta) must be a Jaccard similarity in the open interval (0, 1), "
+        raise ConfigError(f"threshold (theta) must be a Jaccard similarity in the open interval (0, 1), "
                          f"got {theta!r}; use e.g. 0.8")
     return float(theta)
 
 
 def _check_positive_int(name: str, v: object) -> int:
     if not isinstance(v, numbers.Integral) or isinstance(v, bool) or int(v) < 1:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
+        raise ConfigError(f"{name} must be a positive int, got {v!r}")
     return int(v)
 
 
 def _check_num_perm(num_perm: object) -> int:
     k = _check_positive_int("num_perm", num_perm)
     if k > MAX_NUM_PERM:
-        raise ValueError(f"num_perm must be in [1, {MAX_NUM_PERM}] (MinHashConfig's range), got {num_perm!r}")
+        raise ConfigError(f"num_perm must be in [1, {MAX_NUM_PERM}] (MinHashConfig's range), got {num_perm!r}")
     return k
 
 
@@ -73,7 +74,7 @@ def _check_sims(sims: Sequence[float]) -> tuple[float, ...]:
     out = []
     for s in sims:
         if not is_real(s) or not 0.0 <= float(s) <= 1.0:
-            raise ValueError(f"similarities must be in [0, 1], got {s!r} in sims={tuple(sims)!r}; "
+            raise ConfigError(f"similarities must be in [0, 1], got {s!r} in sims={tuple(sims)!r}; "
                              "use e.g. 0.5,0.7,0.8,0.9")
         out.append(float(s))
     return tuple(out)
@@ -81,7 +82,7 @@ def _check_sims(sims: Sequence[float]) -> tuple[float, ...]:
 
 def _check_recall(recall: object) -> float:
     if not is_real(recall) or not 0.0 < float(recall) < 1.0:
-        raise ValueError(f"recall (the P(θ) to reach) must be in the open interval (0, 1), got {recall!r}; "
+        raise ConfigError(f"recall (the P(θ) to reach) must be in the open interval (0, 1), got {recall!r}; "
                          "use e.g. 0.99")
     return float(recall)
 
@@ -89,9 +90,9 @@ def _check_recall(recall: object) -> float:
 def _check_weights(fp_weight: float, fn_weight: float) -> tuple[float, float]:
     for name, w in (("fp_weight", fp_weight), ("fn_weight", fn_weight)):
         if not is_real(w) or float(w) < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {w!r}")
+            raise ConfigError(f"{name} must be a finite number >= 0, got {w!r}")
     if float(fp_weight) + float(fn_weight) <= 0:
-        raise ValueError(f"fp_weight and fn_weight cannot both be 0, got {fp_weight!r} and {fn_weight!r}; "
+        raise ConfigError(f"fp_weight and fn_weight cannot both be 0, got {fp_weight!r} and {fn_weight!r}; "
                          "use e.g. 0.5 and 0.5")
     return float(fp_weight), float(fn_weight)
 
@@ -107,7 +108,7 @@ def candidate_probability(s: float | np.ndarray, bands: int, rows: int) -> float
     r = _check_positive_int("rows", rows)
     arr = np.asarray(s, dtype=np.float64)
     if arr.size and (np.isnan(arr).any() or arr.min() < 0.0 or arr.max() > 1.0):
-        raise ValueError(f"similarity s must be in [0, 1], got {s!r}")
+        raise ConfigError(f"similarity s must be in [0, 1], got {s!r}")
     # Written as -expm1(b * log1p(-s^r)) so that tiny probabilities (small s, large r) keep full
     # relative precision instead of cancelling in 1 - (1 - tiny)^b. At s = 1 log1p(-1) = -inf -> P = 1.
     with np.errstate(divide="ignore"):
@@ -146,7 +147,7 @@ def slope(s: float | np.ndarray, bands: int, rows: int) -> float | np.ndarray:
     r = _check_positive_int("rows", rows)
     arr = np.asarray(s, dtype=np.float64)
     if arr.size and (np.isnan(arr).any() or arr.min() < 0.0 or arr.max() > 1.0):
-        raise ValueError(f"similarity s must be in [0, 1], got {s!r}")
+        raise ConfigError(f"similarity s must be in [0, 1], got {s!r}")
     d = b * r * arr ** (r - 1) * (1.0 - arr**r) ** (b - 1)
     return float(d) if np.ndim(s) == 0 else d
 
@@ -170,7 +171,7 @@ def s_curve(bands: int, rows: int, n: int = 201) -> tuple[np.ndarray, np.ndarray
     """``(s, p)``: ``n`` evenly spaced similarities in [0, 1] and P(s); both float64 of shape (n,)."""
     n = _check_positive_int("n", n)
     if n < 2:
-        raise ValueError(f"n must be >= 2 to span [0, 1], got {n!r}")
+        raise ConfigError(f"n must be >= 2 to span [0, 1], got {n!r}")
     s = np.linspace(0.0, 1.0, n)
     return s, np.asarray(candidate_probability(s, bands, rows))
 
@@ -183,7 +184,7 @@ def standard_error(j: float | np.ndarray, k: int) -> float | np.ndarray:
     k = _check_positive_int("k (num_perm)", k)
     arr = np.asarray(j, dtype=np.float64)
     if arr.size and (np.isnan(arr).any() or arr.min() < 0.0 or arr.max() > 1.0):
-        raise ValueError(f"Jaccard J must be in [0, 1], got {j!r}")
+        raise ConfigError(f"Jaccard J must be in [0, 1], got {j!r}")
     se = np.sqrt(arr * (1.0 - arr) / k)
     return float(se) if np.ndim(j) == 0 else se
 
@@ -305,7 +306,7 @@ def recommend(theta: float, num_perm: int, sims: Sequence[float] = DEFAULT_SIMS,
     lowering num_perm to the unconstrained optimum's b * r instead (cheaper, and at least as good).
     """
     if not isinstance(require_full_use, bool):
-        raise ValueError(f"require_full_use must be a bool, got {require_full_use!r}")
+        raise ConfigError(f"require_full_use must be a bool, got {require_full_use!r}")
     choices = enumerate_choices(theta, num_perm, sims, fp_weight, fn_weight)
     best = _pick(choices, int(num_perm), require_full_use)
     return best, _explain(best, float(theta), int(num_perm), float(fp_weight), float(fn_weight), require_full_use)
@@ -349,7 +350,7 @@ def recommend_verified(theta: float, num_perm: int, recall: float = DEFAULT_RECA
     area (the highest P(theta) when none reaches it), and an explanation. ``require_full_use`` as in
     ``recommend``."""
     if not isinstance(require_full_use, bool):
-        raise ValueError(f"require_full_use must be a bool, got {require_full_use!r}")
+        raise ConfigError(f"require_full_use must be a bool, got {require_full_use!r}")
     best = _pick(recall_order(enumerate_choices(theta, num_perm, sims), theta, recall), int(num_perm), require_full_use)
     return best, _explain_verified(best, float(theta), int(num_perm), float(recall), require_full_use)
 
@@ -378,7 +379,7 @@ def format_table(choices: Sequence[BandChoice], theta: float, sims: Sequence[flo
     if top is not None:
         top = _check_positive_int("top", top)
     if not choices:
-        raise ValueError("format_table needs at least one choice, got an empty list")
+        raise ConfigError("format_table needs at least one choice, got an empty list")
     if marks is None:
         best = min(choices, key=lambda c: c.weighted_error)
         marks = {(best.bands, best.rows): "*"}
@@ -433,15 +434,15 @@ def plot_s_curves(choices: Sequence[tuple[int, int]], theta: float, path: str) -
     theta = _check_theta(theta)
     suffix = Path(path).suffix.lower()
     if suffix not in _PLOT_SUFFIXES:
-        raise ValueError(f"plot path must end in .png or .svg, got {str(path)!r}; use e.g. s_curves.png")
+        raise ConfigError(f"plot path must end in .png or .svg, got {str(path)!r}; use e.g. s_curves.png")
     pairs = [(_check_positive_int("bands", b), _check_positive_int("rows", r)) for b, r in choices]
     if not pairs:
-        raise ValueError("plot_s_curves needs at least one (bands, rows) pair, got none")
+        raise ConfigError("plot_s_curves needs at least one (bands, rows) pair, got none")
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:  # optional dependency
-        raise ImportError("plotting S-curves needs matplotlib: pip install 'gpu-dedup[plot]'") from exc
+        raise DependencyError("plotting S-curves needs matplotlib: pip install 'gpu-dedup[plot]'") from exc
 
     fig = Figure(figsize=(7.0, 4.5))
     FigureCanvasAgg(fig)
@@ -509,15 +510,15 @@ def run(args: argparse.Namespace) -> int:
     top = _check_positive_int("--top", args.top)
     requested: tuple[int, int] | None = None
     if (args.bands is None) != (args.rows is None):
-        raise ValueError(f"--bands and --rows go together, got --bands {args.bands!r} --rows {args.rows!r}; "
+        raise ConfigError(f"--bands and --rows go together, got --bands {args.bands!r} --rows {args.rows!r}; "
                          "give both, e.g. --bands 20 --rows 5")
     if args.bands is not None:
         requested = (_check_positive_int("--bands", args.bands), _check_positive_int("--rows", args.rows))
         if requested[0] * requested[1] > k:
-            raise ValueError(f"--bands x --rows = {requested[0]}x{requested[1]} = {requested[0] * requested[1]} "
+            raise ConfigError(f"--bands x --rows = {requested[0]}x{requested[1]} = {requested[0] * requested[1]} "
                              f"exceeds --num-perm {k}; raise --num-perm or lower --bands/--rows")
     if args.plot is not None and Path(args.plot).suffix.lower() not in _PLOT_SUFFIXES:
-        raise ValueError(f"--plot must end in .png or .svg, got {args.plot!r}")
+        raise ConfigError(f"--plot must end in .png or .svg, got {args.plot!r}")
 
     verify = not getattr(args, "no_verify", False)
     recall = _check_recall(getattr(args, "recall", DEFAULT_RECALL))

@@ -11,6 +11,7 @@ import functools
 import math
 
 import numpy as np
+from .errors import RunError
 
 
 @functools.lru_cache(maxsize=64)
@@ -98,7 +99,7 @@ def _beta_cf(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         active &= np.abs(step - 1.0) > 1e-16
         if not active.any():
             return h
-    raise RuntimeError("incomplete beta continued fraction did not converge")  # pragma: no cover
+    raise RunError("incomplete beta continued fraction did not converge")  # pragma: no cover
 
 
 def _areas(theta: float, bands: np.ndarray, rows: np.ndarray, n_nodes: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 from .. import io
 from ..decisions import DECISIONS_SCHEMA, REASON_CODES, REASONS
 from ..device import array_module, to_device, to_host
+from ..errors import ConfigError
 from ..lexical.bandkeys import BandKeys
 from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
 from ..lexical.exact import exact_groups
@@ -71,7 +72,7 @@ class DeviceWorker:
 
     def run(self, stage: str, job: Job, key: int, *args) -> dict[str, Any]:
         if stage not in DEVICE_STAGES:
-            raise ValueError(f"stage {stage!r} does not run on a device worker ({', '.join(DEVICE_STAGES)} do)")
+            raise ConfigError(f"stage {stage!r} does not run on a device worker ({', '.join(DEVICE_STAGES)} do)")
         self.tasks += 1
         from ..device import array_backend
 

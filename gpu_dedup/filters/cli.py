@@ -9,6 +9,7 @@ import os
 import re
 from typing import Any
 
+from ..errors import ConfigError
 from .config import ClassifierSpec, DomainConfig, FilterConfig, parse_classifier, split_threshold
 
 EPILOG_FILTER = """examples:
@@ -128,7 +129,7 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
     labels: dict[str, str] = {}
     for item in args.classifier_label:
         if "=" not in item:
-            raise ValueError(f"--classifier-label {item!r}: expected NAME=LABEL")
+            raise ConfigError(f"--classifier-label {item!r}: expected NAME=LABEL")
         k, v = item.split("=", 1)
         labels[k] = v
     specs = []
@@ -138,14 +139,14 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
             spec = dataclasses.replace(spec, label=labels.pop(spec.name))
         specs.append(spec)
     if labels:
-        raise ValueError(f"--classifier-label {next(iter(labels))!r} names no --classifier")
+        raise ConfigError(f"--classifier-label {next(iter(labels))!r} names no --classifier")
     ppl, max_ppl, keep = args.perplexity, None, None
     if ppl and ":keep=" in ppl and not os.path.exists(ppl):
         ppl, value = ppl.rsplit(":keep=", 1)
         try:
             keep = float(value)
         except ValueError:
-            raise ValueError(f"--perplexity {args.perplexity!r}: keep={value!r} is not a fraction in (0, 1]") \
+            raise ConfigError(f"--perplexity {args.perplexity!r}: keep={value!r} is not a fraction in (0, 1]") \
                 from None
     elif ppl:
         ppl, max_ppl = split_threshold("--perplexity", ppl, directions=False)
@@ -155,7 +156,7 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
         for item in ppl.split(","):
             lang, _, path = item.partition("=")
             if not lang.strip() or not path:
-                raise ValueError(f"--perplexity {args.perplexity!r}: {item!r} is not LANG=MODEL (e.g. "
+                raise ConfigError(f"--perplexity {args.perplexity!r}: {item!r} is not LANG=MODEL (e.g. "
                                  f"en=en.arpa,de=de.arpa)")
             by_lang += ((lang.strip(), path),)
         ppl = None

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..errors import ConfigError, RunError
 from .config import FilterConfig
 from .scorers import Scorers
 from .stage import concat_columns, decide, score_batch, scores_table
@@ -28,10 +29,10 @@ class Prefilter:
 
     def __init__(self, cfg: FilterConfig, device: str):
         if cfg.dsir_target:
-            raise ValueError("DSIR cannot run inside dedup's pass 1 (it needs the whole corpus first): run "
+            raise ConfigError("DSIR cannot run inside dedup's pass 1 (it needs the whole corpus first): run "
                              "`gpu-dedup filter ... --dsir-target` and then `gpu-dedup run OUT/filtered`")
         if cfg.perplexity_keep is not None or cfg.perplexity_buckets:
-            raise ValueError("perplexity_keep / perplexity_buckets rank the whole corpus, which dedup's pass 1 "
+            raise ConfigError("perplexity_keep / perplexity_buckets rank the whole corpus, which dedup's pass 1 "
                              "reads batch by batch: run `gpu-dedup filter ... --perplexity MODEL:keep=F` and then "
                              "`gpu-dedup run OUT/filtered`")
         self.cfg = cfg
@@ -64,7 +65,7 @@ class Prefilter:
     def columns(self, n: int) -> dict[str, Any]:
         cols = concat_columns([self.parts[r] for r in sorted(self.parts)])
         if len(cols["row"]) != n or not np.array_equal(cols["row"], np.arange(n)):
-            raise RuntimeError(f"prefilter: scored {len(cols['row'])} of the run's {n} documents; every batch of "
+            raise RunError(f"prefilter: scored {len(cols['row'])} of the run's {n} documents; every batch of "
                                f"pass 1 must be scored once")
         return cols
 

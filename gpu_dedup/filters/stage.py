@@ -43,6 +43,7 @@ from .._version import __version__
 from ..config import is_int
 from ..device import array_backend, batch_bytes, note_compiling, resolve_device, set_threads
 from ..engine import progress, runtime_versions
+from ..errors import ConfigError, DataError, RunError
 from .config import FilterConfig
 from .domain import domain_stats
 from .scorers import Scorers
@@ -77,9 +78,9 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
     one at ``address``), the same scores.parquet as the local run; the decisions, DSIR's selection and the
     outputs are made here, as locally."""
     if engine not in ("local", "ray"):
-        raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
+        raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     if engine == "local" and (workers is not None or address is not None):
-        raise ValueError("workers / address need engine='ray' (--engine ray)")
+        raise ConfigError("workers / address need engine='ray' (--engine ray)")
     ray_args = (workers, address) if engine == "ray" else None
     if output_dir is None:
         return _filter(source, cfg, None, ray_args)
@@ -259,7 +260,7 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
     from ..lexical.signatures import _merge_report
 
     if device == "cuda":
-        raise ValueError("filter --engine ray scores on CPU workers only yet: run it with --device cpu, or "
+        raise ConfigError("filter --engine ray scores on CPU workers only yet: run it with --device cpu, or "
                          "--engine local --device cuda")
     with ray_cluster(workers, address) as ray:
         task = ray.remote(num_cpus=1, max_retries=3)(_score_file)
@@ -375,7 +376,7 @@ class _Dsir:
             target += fit_counts(batch.text, self.cfg, device)
             docs += len(batch.text)
         if not docs or not target.any():
-            raise ValueError(f"DSIR target {list(cfg.dsir_target)} holds no text (field {cfg.text_field!r}); "
+            raise DataError(f"DSIR target {list(cfg.dsir_target)} holds no text (field {cfg.text_field!r}); "
                              f"give files of target-domain documents")
         self.target_counts = target
         self.target_docs = docs
@@ -533,7 +534,7 @@ def _read_texts(files, cfg: FilterConfig, pick: np.ndarray) -> dict[int, str]:
             break
     missing = want - set(texts)
     if missing:
-        raise RuntimeError(f"audit: rows {sorted(missing)[:5]} were not found on the second read: the input "
+        raise RunError(f"audit: rows {sorted(missing)[:5]} were not found on the second read: the input "
                            f"changed during the run")
     return texts
 

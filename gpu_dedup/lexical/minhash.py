@@ -16,6 +16,7 @@ import numpy as np
 from ..config import MinHashConfig, ShingleConfig
 from ..constants import BYTE_TILE, MERSENNE61
 from ..device import array_module, launch, split_chunks, to_device
+from ..errors import ConfigError, RunError
 
 UNIT_CHUNK = BYTE_TILE  # text bytes per block of unit_chunks: at most its shared tile (tests shrink it)
 
@@ -100,7 +101,7 @@ def unit_starts(norm: "Normalized", kind_char: bool, device: str):
     codepoint starts) are units[ubase[i]:ubase[i+1]]. Cooperative (kernels/cuda.py:unit_chunks): a count
     pass and a write pass over chunks of UNIT_CHUNK bytes, the chunks' counts scanned in between."""
     if not 0 < UNIT_CHUNK <= BYTE_TILE:  # the kernel stages a chunk in a BYTE_TILE-byte shared tile
-        raise ValueError(f"UNIT_CHUNK={UNIT_CHUNK}: unit_chunks takes chunks of 1..{BYTE_TILE} bytes (BYTE_TILE)")
+        raise ConfigError(f"UNIT_CHUNK={UNIT_CHUNK}: unit_chunks takes chunks of 1..{BYTE_TILE} bytes (BYTE_TILE)")
     xp = array_module(device)
     n = len(norm)
     ubase = xp.zeros(n + 1, xp.int64)
@@ -116,7 +117,7 @@ def unit_starts(norm: "Normalized", kind_char: bool, device: str):
         base = ubase[doc] + before - before[bounds[doc]] + (0 if kind_char else 1)
         found = int(counts.sum()) + (0 if kind_char else int(xp.count_nonzero(norm.offsets[1:] > norm.offsets[:-1])))
         if found != units.shape[0]:  # an invariant of normalized text; never write past the array
-            raise RuntimeError(f"{found} unit starts in the text but {units.shape[0]} in the normalized sizes: "
+            raise RunError(f"{found} unit starts in the text but {units.shape[0]} in the normalized sizes: "
                                "the text does not come from normalize_arrays")
         launch(device, "unit_chunks", chunks, norm.data, norm.offsets, kind_char, doc, first, count, base, True, counts,
                units)

@@ -33,6 +33,7 @@ from ..config import NormalizeConfig
 from ..constants import N_CODEPOINTS, REPLACEMENT, SPACE
 from ..constants import TABLES_FORMAT_VERSION as _FORMAT_VERSION
 from ..constants import TABLES_SPACE_FLAG as _SPACE_FLAG
+from ..errors import DataError, MissingFileError, UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def policy_name(cfg: NormalizeConfig) -> str:
 
 def _read_version(path: Path) -> str:
     if not path.is_file():
-        raise FileNotFoundError(f"normalization data {path} is missing; reinstall gpu_dedup or regenerate it "
+        raise MissingFileError(f"normalization data {path} is missing; reinstall gpu_dedup or regenerate it "
                                 f"with `python tools/make_unicode_tables.py` under Python 3.11 (Unicode 14.0.0)")
     with np.load(path, allow_pickle=False) as z:
         return str(z["unicode_version"])
@@ -80,20 +81,20 @@ def _shipped() -> dict[str, np.ndarray]:
     with np.load(DATA_FILE, allow_pickle=False) as z:
         missing = [k for k in _ARRAYS if k not in z.files]
         if missing:
-            raise ValueError(f"{DATA_FILE} lacks arrays {missing}; regenerate it with tools/make_unicode_tables.py")
+            raise DataError(f"{DATA_FILE} lacks arrays {missing}; regenerate it with tools/make_unicode_tables.py")
         data = {k: z[k] for k in _ARRAYS}
     if int(data["format_version"]) != _FORMAT_VERSION:
-        raise ValueError(f"{DATA_FILE} has format_version {int(data['format_version'])}, this code reads "
+        raise DataError(f"{DATA_FILE} has format_version {int(data['format_version'])}, this code reads "
                          f"{_FORMAT_VERSION}; regenerate it with tools/make_unicode_tables.py")
     if data["gc"].shape != (N_CODEPOINTS,) or data["gc"].dtype != np.uint8:
-        raise ValueError(f"{DATA_FILE}: gc must be uint8 of shape ({N_CODEPOINTS},), got "
+        raise DataError(f"{DATA_FILE}: gc must be uint8 of shape ({N_CODEPOINTS},), got "
                          f"{data['gc'].dtype} {data['gc'].shape}")
     for suffix in ("", "_cased"):
         src, off, cp = data["src" + suffix], data["img_off" + suffix], data["img_cp" + suffix]
         if off.shape != (len(src) + 1,) or off[0] != 0 or off[-1] != len(cp) or np.any(np.diff(src) <= 0):
-            raise ValueError(f"{DATA_FILE}: inconsistent src{suffix}/img_off{suffix}/img_cp{suffix}; regenerate it")
+            raise DataError(f"{DATA_FILE}: inconsistent src{suffix}/img_off{suffix}/img_cp{suffix}; regenerate it")
         if len(cp) and (cp.min() < 0 or cp.max() >= N_CODEPOINTS):
-            raise ValueError(f"{DATA_FILE}: image codepoints{suffix} out of range; regenerate it")
+            raise DataError(f"{DATA_FILE}: image codepoints{suffix} out of range; regenerate it")
     return data
 
 
@@ -124,7 +125,7 @@ def _base_images(lowercase: bool = True) -> tuple[np.ndarray, np.ndarray]:
     # step 1: a surrogate gets U+FFFD's image; surrogates are never in src, so each has exactly one slot
     surrogate_image = cp[off[REPLACEMENT]:off[REPLACEMENT + 1]]
     if len(surrogate_image) != 1:
-        raise ValueError(f"shipped data maps U+FFFD to {surrogate_image.tolist()}; expected a single codepoint")
+        raise DataError(f"shipped data maps U+FFFD to {surrogate_image.tolist()}; expected a single codepoint")
     cp[off[SURROGATE_LO:SURROGATE_HI]] = surrogate_image[0]
     return off, cp
 
@@ -155,7 +156,7 @@ def _category_rules(cp: np.ndarray, cfg: NormalizeConfig) -> np.ndarray:
 def load_tables(cfg: NormalizeConfig) -> NormTables:
     """Dense CSR tables for ``cfg`` from the shipped data (cached: the same object for equal configs)."""
     if not isinstance(cfg, NormalizeConfig):
-        raise TypeError(f"load_tables needs a NormalizeConfig, got {cfg!r}; use NormalizeConfig(...)")
+        raise UsageError(f"load_tables needs a NormalizeConfig, got {cfg!r}; use NormalizeConfig(...)")
     off, cp = _base_images(cfg.lowercase)
     mapped = _category_rules(cp, cfg)
     keep = mapped >= 0

@@ -17,6 +17,7 @@ from .. import io
 from ..config import RunConfig, ShingleConfig
 from ..device import argsort_stable, array_module, launch, repeat_index, to_device
 from ..engine import TextCache, prefetched, progress
+from ..errors import RunError
 from .minhash import unit_starts
 from .normalize import Normalized, normalize_text
 
@@ -157,7 +158,7 @@ def _shingle_sets_pass(cfg: RunConfig, device: str, files, lsh_rows: np.ndarray,
                 bar.update(int(sel.shape[0]))
     cand_sets = ShingleSets.concat(parts, xp)
     if len(cand_sets) != cand_local.shape[0]:
-        raise RuntimeError(f"input changed between passes: expected {cand_local.shape[0]} candidate documents, "
+        raise RunError(f"input changed between passes: expected {cand_local.shape[0]} candidate documents, "
                            f"re-read {len(cand_sets)}")
     offsets = xp.zeros(m, xp.int64)
     sizes = xp.zeros(m, xp.int64)

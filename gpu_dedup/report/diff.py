@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import html
 from typing import Sequence
+from ..errors import ConfigError
 
 DIFF_WORDS = 2000        # words of each document compared in the cluster excerpts
 CONTEXT_WORDS = 12       # unchanged words kept on each side of a difference; longer runs are collapsed
@@ -43,9 +44,9 @@ def diff_words(a: str, b: str, max_words: int = DIFF_WORDS, context: int | None 
     with "… (N more words, not compared)".
     """
     if not isinstance(max_words, int) or max_words < 1:
-        raise ValueError(f"max_words must be a positive int, got {max_words!r}")
+        raise ConfigError(f"max_words must be a positive int, got {max_words!r}")
     if context is not None and (not isinstance(context, int) or context < 0):
-        raise ValueError(f"context must be an int >= 0 or None, got {context!r}")
+        raise ConfigError(f"context must be an int >= 0 or None, got {context!r}")
     wa_all, wb_all = a.split(), b.split()
     wa, wb = wa_all[:max_words], wb_all[:max_words]
     out_a: list[str] = []

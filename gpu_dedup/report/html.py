@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..decisions import reason_counts
+from ..errors import ConfigError
 from .inputs import _load, _locate_inputs, _Mismatch, _Scan, _scan_inputs
 from .metrics import largest_clusters
 from .page import _e, _Page
@@ -41,7 +42,7 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
     retained bytes/tokens unless the run recorded them): use it for very large runs.
     """
     if not isinstance(max_clusters, int) or isinstance(max_clusters, bool) or max_clusters < 0:
-        raise ValueError(f"max_clusters must be an int >= 0, got {max_clusters!r}")
+        raise ConfigError(f"max_clusters must be an int >= 0, got {max_clusters!r}")
     out = os.fspath(out_dir)
     stats, decisions = _load(out)
     n = decisions.num_rows

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import keep_column
+from ..errors import DataError, MissingFileError, UsageError
 
 
 # ------------------------------------------------------------------------------------------- run inputs
@@ -42,7 +43,7 @@ def _files_from_source(source: Any) -> list:
         return io.resolve_inputs([source])
     if isinstance(source, (list, tuple)):
         return io.resolve_inputs(list(source))
-    raise TypeError(f"source must be path(s)/glob(s), a pyarrow Table, a pandas DataFrame or the run's "
+    raise UsageError(f"source must be path(s)/glob(s), a pyarrow Table, a pandas DataFrame or the run's "
                     f"InputFile list, got {type(source).__name__}")
 
 
@@ -234,16 +235,16 @@ def _load(out_dir: str) -> tuple[dict, pa.Table]:
     dec_path = os.path.join(out_dir, "decisions.parquet")
     for p in (run_json, dec_path):
         if not os.path.isfile(p):
-            raise FileNotFoundError(f"{p!r} does not exist; point to the output directory of a finished run "
+            raise MissingFileError(f"{p!r} does not exist; point to the output directory of a finished run "
                                     "(gpu-dedup run INPUT -o OUT writes decisions.parquet and run.json)")
     with open(run_json, encoding="utf-8") as fh:
         stats = json.load(fh)
     decisions = pq.read_table(dec_path)
     missing = {"id", "keep", "reason", "cluster_id", "jaccard", "cluster_size", "source"} - set(decisions.column_names)
     if missing:
-        raise ValueError(f"{dec_path!r} lacks columns {sorted(missing)}; it was not written by gpu_dedup's run")
+        raise DataError(f"{dec_path!r} lacks columns {sorted(missing)}; it was not written by gpu_dedup's run")
     n = stats.get("counts", {}).get("input")
     if n is not None and n != decisions.num_rows:
-        raise ValueError(f"run.json counts {n:,} input documents but decisions.parquet has {decisions.num_rows:,} "
+        raise DataError(f"run.json counts {n:,} input documents but decisions.parquet has {decisions.num_rows:,} "
                          "rows; the two files come from different runs")
     return stats, decisions

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import params
 from ..decisions import KEPT_REASONS
+from ..errors import ConfigError, DependencyError
 from .metrics import CandidateRates, JaccardHistogram
 
 logger = logging.getLogger(__package__)
@@ -158,12 +159,12 @@ def plot_candidate_rates(rates: Sequence[CandidateRates], theta: float, path: st
     ``path`` ends in .png or .svg. Needs matplotlib (the ``plot`` extra).
     """
     if not rates:
-        raise ValueError("plot_candidate_rates needs at least one CandidateRates, got none")
+        raise ConfigError("plot_candidate_rates needs at least one CandidateRates, got none")
     suffix = os.path.splitext(str(path))[1].lower()
     if suffix not in (".png", ".svg"):
-        raise ValueError(f"path must end in .png or .svg, got {str(path)!r}")
+        raise ConfigError(f"path must end in .png or .svg, got {str(path)!r}")
     if not _matplotlib_ok():
-        raise ImportError("plotting needs matplotlib: pip install 'gpu-dedup[plot]'")
+        raise DependencyError("plotting needs matplotlib: pip install 'gpu-dedup[plot]'")
     fig, ax = _figure(8.0, 4.5)
     for i, cr in enumerate(rates):
         color = f"C{i}"

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from ..config import RunConfig
 from ..decisions import LEXICAL_REMOVALS
+from ..errors import ConfigError, DataError, MissingFileError, RunError
 from ..io import atomic_path
 from ..lexical.normalize import normalize_text
 from ..lexical.verify import jaccard, shingle_sets
@@ -68,17 +69,17 @@ def _load(out_dir: str) -> tuple[pa.Table, pa.Table, dict, dict]:
     lex_path = os.path.join(out_dir, "decisions.parquet")
     sem_path = os.path.join(out_dir, "semantic_decisions.parquet")
     if not os.path.isfile(lex_path):
-        raise FileNotFoundError(f"{lex_path!r} does not exist: compare needs a lexical run in {out_dir!r} "
+        raise MissingFileError(f"{lex_path!r} does not exist: compare needs a lexical run in {out_dir!r} "
                                 "(gpu-dedup run INPUT -o OUT --semantic, without --no-lexical)")
     if not os.path.isfile(sem_path) or not os.path.isfile(os.path.join(out_dir, "semantic.json")):
-        raise FileNotFoundError(f"{sem_path!r} or semantic.json is missing: compare needs the semantic stage's "
+        raise MissingFileError(f"{sem_path!r} or semantic.json is missing: compare needs the semantic stage's "
                                 f"results in {out_dir!r} (gpu-dedup run INPUT -o OUT --semantic)")
     lex = pq.read_table(lex_path)
     sem = pq.read_table(sem_path)
     if "jaccard" not in lex.column_names:
-        raise ValueError(f"{lex_path!r} has no jaccard column; it is not a lexical decisions table")
+        raise DataError(f"{lex_path!r} has no jaccard column; it is not a lexical decisions table")
     if lex.num_rows != sem.num_rows or not lex["id"].equals(sem["id"]):
-        raise ValueError(f"{lex_path!r} ({lex.num_rows} rows) and {sem_path!r} ({sem.num_rows} rows) do not list the "
+        raise DataError(f"{lex_path!r} ({lex.num_rows} rows) and {sem_path!r} ({sem.num_rows} rows) do not list the "
                          "same ids in the same order; rerun both stages on the same input into one OUT")
     run_path = os.path.join(out_dir, "run.json")
     run = _read_json(run_path) if os.path.isfile(run_path) else {}
@@ -110,12 +111,12 @@ def _texts_for(rows: np.ndarray, source: Any, sem_stats: dict) -> dict[int, str]
     if source is None:
         paths = sem_stats.get("input_paths") or []
         if not paths or io.TABLE_PATH in paths:
-            raise ValueError("the run read an in-memory table; pass source= (the same table) to compare")
+            raise ConfigError("the run read an in-memory table; pass source= (the same table) to compare")
         source = paths
     files = io.source_files(source)
     rel = [f.relpath for f in files]
     if rel != sem_stats.get("inputs", rel):
-        raise ValueError(f"source resolves to {rel[:3]}... but the run read {sem_stats.get('inputs', [])[:3]}...; "
+        raise DataError(f"source resolves to {rel[:3]}... but the run read {sem_stats.get('inputs', [])[:3]}...; "
                          "pass the run's inputs")
     opts = sem_stats.get("io", {})
     out: dict[int, str] = {}
@@ -124,7 +125,7 @@ def _texts_for(rows: np.ndarray, source: Any, sem_stats: dict) -> dict[int, str]
                                   on_error=opts.get("on_error", "raise")):
         out.update(zip(sel.tolist(), text.to_pylist()))
     if len(out) != rows.shape[0]:
-        raise RuntimeError(f"re-read {len(out)} of {rows.shape[0]} needed documents: the input changed since the run")
+        raise RunError(f"re-read {len(out)} of {rows.shape[0]} needed documents: the input changed since the run")
     return out
 
 
@@ -148,9 +149,9 @@ def compare(out_dir: str | os.PathLike, source: Any = None, *, n_examples: int =
     source: the run's input (paths or the in-memory table) when semantic.json's input paths are not
     usable; needed only to re-read texts. Writes OUT/compare.md and OUT/compare.png when ``write``."""
     if not isinstance(n_examples, int) or n_examples < 0:
-        raise ValueError(f"n_examples must be a non-negative int, got {n_examples!r}")
+        raise ConfigError(f"n_examples must be a non-negative int, got {n_examples!r}")
     if not isinstance(max_pairs, int) or max_pairs < 3:
-        raise ValueError(f"max_pairs must be an int >= 3, got {max_pairs!r}")
+        raise ConfigError(f"max_pairs must be an int >= 3, got {max_pairs!r}")
     out_dir = os.fspath(out_dir)
     lex, sem, run_stats, sem_stats = _load(out_dir)
     n = lex.num_rows
@@ -165,11 +166,11 @@ def compare(out_dir: str | os.PathLike, source: Any = None, *, n_examples: int =
 
     emb_path = (sem_stats.get("embedding_cache") or {}).get("embeddings_path")
     if not emb_path or not os.path.isfile(emb_path):
-        raise FileNotFoundError(f"the semantic run's embeddings ({emb_path!r}) are gone; rerun the semantic stage "
+        raise MissingFileError(f"the semantic run's embeddings ({emb_path!r}) are gone; rerun the semantic stage "
                                 "with an output directory (it rewrites them, reusing nothing else)")
     emb = np.load(emb_path, mmap_mode="r")
     if emb.shape[0] != n:
-        raise ValueError(f"{emb_path!r} holds {emb.shape[0]} rows but the run has {n}: the embedding cache was "
+        raise DataError(f"{emb_path!r} holds {emb.shape[0]} rows but the run has {n}: the embedding cache was "
                          "overwritten by another run; rerun the semantic stage into this OUT")
 
     rng = np.random.default_rng(seed)

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..device import launch
+from ..errors import ConfigError, DataError
 from ..io import atomic_path, write_json_atomic
 from ..lexical.normalize import arrow_text_buffers
 from .config import CACHE_FORMAT, LongText
@@ -68,7 +69,7 @@ class _Counter:
     def __init__(self, model) -> None:
         tok = getattr(model, "tokenizer", None)
         if tok is None:
-            raise ValueError("the embedding model has no tokenizer (model.tokenizer); token counts and "
+            raise ConfigError("the embedding model has no tokenizer (model.tokenizer); token counts and "
                              "long_text='mean' need a text model with a Hugging Face tokenizer")
         try:
             self.specials = int(tok.num_special_tokens_to_add(pair=False))
@@ -96,7 +97,7 @@ class _Counter:
     def encode(self, texts: Sequence[str]) -> list:
         """``tokenizers.Encoding`` of each text (ids, offsets, word_ids); fast tokenizers only."""
         if not self.fast:
-            raise ValueError("long_text='mean' needs a fast tokenizer (the offsets of every token)")
+            raise ConfigError("long_text='mean' needs a fast tokenizer (the offsets of every token)")
         return self._tok.encode_batch(list(texts), add_special_tokens=False)
 
 
@@ -246,7 +247,7 @@ def embed_documents(model, texts: Sequence[str], *, batch_size: int = 256, devic
     ``on_first_batch(FirstBatch)`` is called after the first forward pass. Memory: (n or windows) x d floats on
     ``device`` + 3 batches."""
     if long_text not in get_args(LongText):
-        raise ValueError(f"long_text must be one of {get_args(LongText)}, got {long_text!r}")
+        raise ConfigError(f"long_text must be one of {get_args(LongText)}, got {long_text!r}")
     torch = _need("torch", "embed_texts")
     n = len(texts)
     _counter(model)  # made here, before any tokenization thread runs
@@ -336,7 +337,7 @@ class EmbeddingCache:
                 emb = np.load(emb_path, mmap_mode="r")
                 hashes = np.load(os.path.join(self.path, "text_hashes.npy"))
                 if found.get("key") != key or emb.shape[0] != hashes.shape[0]:
-                    raise ValueError("key or row count mismatch")
+                    raise DataError("key or row count mismatch")
             except Exception as exc:  # a damaged cache is rebuilt, never trusted
                 logger.warning("ignoring embedding cache %s (%s); it will be rewritten", self.path, exc)
             else:

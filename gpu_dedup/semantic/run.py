@@ -16,6 +16,7 @@ from .. import io
 from .._version import __version__
 from ..config import RunConfig
 from ..device import batch_bytes
+from ..errors import ConfigError
 from .config import CACHE_FORMAT, SemanticConfig, semantic_keep_column
 from .embed import EmbeddingCache, count_tokens, embed_documents, text_hashes
 from .model import embedding_dtype, load_model, model_fingerprint, resolve_model_path, resolve_torch_device
@@ -127,7 +128,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
             if given is not None:
                 emb = given[batch.row_start:batch.row_start + len(h)]
                 if emb.shape[0] != len(h):
-                    raise ValueError(f"embeddings has {given.shape[0]} rows but the input has more documents; "
+                    raise ConfigError(f"embeddings has {given.shape[0]} rows but the input has more documents; "
                                      "pass one row per input document, in input order")
             else:
                 found, cached = cache.lookup(h) if cache is not None else (np.zeros(len(h), bool), None)
@@ -174,7 +175,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
     io.check_unique_ids(all_ids, files, id_field=run.id_field, text_field=run.text_field, on_error=run.on_error)
     n = len(all_ids)
     if given is not None and given.shape[0] != n:
-        raise ValueError(f"embeddings has {given.shape[0]} rows but the input has {n} documents; pass one row per "
+        raise ConfigError(f"embeddings has {given.shape[0]} rows but the input has {n} documents; pass one row per "
                          "input document, in input order")
     d = parts[0].shape[1] if parts else (given.shape[1] if given is not None else 0)
     out.ids = all_ids
@@ -211,7 +212,7 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
     """float32 copy of x (n, d) with L2-normalised rows (zero rows stay zero)."""
     x = np.array(x, dtype=np.float32, copy=True)
     if x.ndim != 2:
-        raise ValueError(f"embeddings must be a 2-d (n, d) array, got shape {x.shape}")
+        raise ConfigError(f"embeddings must be a 2-d (n, d) array, got shape {x.shape}")
     norms = np.linalg.norm(x.astype(np.float64), axis=1)
     x /= np.where(norms > 0, norms, 1.0)[:, None].astype(np.float32)
     return x

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..errors import ConfigError, DataError
 from ..lexical.policy import keep_rank
 from .clustering import Clusters, kmeans
 from .config import SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column, threshold32
@@ -37,7 +38,7 @@ def cluster_order(assign: np.ndarray, centroid_cos: np.ndarray, keep: str, *, se
         key = np.random.default_rng(seed).permutation(n).astype(np.float64)
     else:
         if values is None:
-            raise ValueError(f"keep={keep!r} needs the values of column {col!r}")
+            raise ConfigError(f"keep={keep!r} needs the values of column {col!r}")
         key = keep_rank(keep, n=n, values=values).astype(np.float64)
     order = np.lexsort((rows, key, assign))
     k = int(n_clusters if n_clusters is not None else (assign.max() + 1 if n else 0))
@@ -65,7 +66,7 @@ def _decide(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig, device: 
             keep_values: np.ndarray | None) -> tuple[pa.Table, dict[str, Any], Clusters]:
     n = len(ids)
     if embeddings.shape[0] != n:
-        raise ValueError(f"embeddings have {embeddings.shape[0]} rows but there are {n} ids")
+        raise ConfigError(f"embeddings have {embeddings.shape[0]} rows but there are {n} ids")
     timings: dict[str, float] = {}
     t = time.perf_counter()
     clusters = kmeans(embeddings, cfg, device)
@@ -150,7 +151,7 @@ def merge_decisions(lexical: pa.Table, semantic: pa.Table) -> pa.Table:
     matched_id = its semantic match; lexically removed documents keep their lexical reason and match.
     Adds columns cosine, nearest_id (renamed semantic_nearest_id) and semantic_cluster."""
     if lexical.num_rows != semantic.num_rows or not lexical["id"].equals(semantic["id"]):
-        raise ValueError(f"lexical ({lexical.num_rows} rows) and semantic ({semantic.num_rows} rows) decisions "
+        raise DataError(f"lexical ({lexical.num_rows} rows) and semantic ({semantic.num_rows} rows) decisions "
                          "must list the same ids in the same order; run both stages on the same input")
     import pyarrow.compute as pc
 

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from .. import constants as C
+from ..errors import ConfigError
 
 ORDERS = ("after", "before", "beside")
 OUTPUT_DIR = "substring_deduplicated"  # dedup.OUTPUT_DIR, without importing the stage
@@ -73,7 +74,7 @@ def cmd_substring(args: argparse.Namespace) -> int:
     from .dedup import substring_dedup
 
     if args.min_tokens < 1:
-        raise ValueError(f"--min-tokens must be >= 1, got {args.min_tokens}")
+        raise ConfigError(f"--min-tokens must be >= 1, got {args.min_tokens}")
     cfg = config_from(args, keep=args.keep, id_field=args.id_field, text_field=args.text_field,
                       on_error="skip" if args.skip_bad_records else "raise")
     roots = input_roots(args.inputs)
@@ -90,7 +91,7 @@ def run_stage(args: argparse.Namespace, cfg: Any, out: str, inputs: list[str]) -
     from .dedup import substring_dedup
 
     if args.min_tokens < 1:
-        raise ValueError(f"--substring-min-tokens must be >= 1, got {args.min_tokens}")
+        raise ConfigError(f"--substring-min-tokens must be >= 1, got {args.min_tokens}")
     scfg = config_from(args, keep=cfg.cluster.keep, normalize=cfg.normalize, id_field=cfg.id_field,
                        text_field=cfg.text_field, on_error=cfg.on_error)
     summary(substring_dedup(inputs, scfg, out, device=cfg.device))

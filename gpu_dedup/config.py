@@ -44,7 +44,7 @@ def did_you_mean(name: str, choices: Any) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _check_literal(name: str, value: Any, lit: Any) -> None:
+def check_literal(name: str, value: Any, lit: Any) -> None:
     allowed = get_args(lit)
     if value not in allowed:
         raise ConfigError(f"{name} must be one of {allowed}, got {value!r}")
@@ -82,7 +82,7 @@ class ShingleConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _check_literal("ShingleConfig.kind", self.kind, ShingleKind)
+        check_literal("ShingleConfig.kind", self.kind, ShingleKind)
         if not is_int(self.n) or not 1 <= self.n <= MAX_NGRAM:
             raise ConfigError(f"ShingleConfig.n must be an int in [1, {MAX_NGRAM}], got {self.n!r}")
         if not is_int(self.seed) or not 0 <= self.seed < 2**64:
@@ -161,7 +161,7 @@ class ClusterConfig:
     scope_field: str | None = None
 
     def __post_init__(self) -> None:
-        _check_literal("ClusterConfig.policy", self.policy, Policy)
+        check_literal("ClusterConfig.policy", self.policy, Policy)
         if self.scope_field is not None and (not isinstance(self.scope_field, str) or not self.scope_field):
             raise ConfigError(f"ClusterConfig.scope_field must be None (global) or a column name, got "
                              f"{self.scope_field!r}")
@@ -232,7 +232,7 @@ class InputConfig:
 
     def __post_init__(self) -> None:
         owner = type(self).__name__
-        _check_literal(f"{owner}.on_error", self.on_error, OnError)
+        check_literal(f"{owner}.on_error", self.on_error, OnError)
         if not isinstance(self.text_field, str) or not self.text_field:
             raise ConfigError(f"{owner}.text_field must be a non-empty string, got {self.text_field!r}")
         if self.id_field is not None and (not isinstance(self.id_field, str) or not self.id_field):
@@ -276,8 +276,8 @@ class RunConfig(InputConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_literal("device", self.device, Device)
-        _check_literal("reader", self.reader, Reader)
+        check_literal("device", self.device, Device)
+        check_literal("reader", self.reader, Reader)
         if self.lsh.bands * self.lsh.rows > self.minhash.num_perm:
             raise ConfigError(f"bands x rows = {self.lsh.bands}x{self.lsh.rows} = {self.lsh.bands * self.lsh.rows} "
                              f"exceeds num_perm = {self.minhash.num_perm}; raise num_perm or lower bands/rows")
@@ -302,7 +302,7 @@ class RunConfig(InputConfig):
                              "write_deduplicated=True (drop --no-deduplicated)")
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ConfigError(f"threads must be a positive int or None, got {self.threads!r}")
-        _check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])
+        check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])
         object.__setattr__(self, "scores", tuple(self.scores) if isinstance(self.scores, list) else self.scores)
         scored = score_columns(self.scores)
         kc = keep_column(self.cluster.keep)

@@ -38,7 +38,7 @@ import numpy as np
 from .config import PRESETS, RunConfig, is_real
 from .constants import MAX_NUM_PERM
 from .errors import ConfigError, DependencyError
-from .sareas import _areas, _gauss_legendre, _integrate_curve, _nodes_for_degree  # noqa: F401 (tests use them)
+from .sareas import areas, gauss_legendre, integrate_curve, nodes_for_degree  # noqa: F401 (tests use them)
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ def false_positive_area(theta: float, bands: int, rows: int) -> float:
     theta = _check_theta(theta)
     b, r = _check_positive_int("bands", bands), _check_positive_int("rows", rows)
     arr_b, arr_r = np.array([b], np.int64), np.array([r], np.int64)
-    return float(_integrate_curve(0.0, theta, arr_b, arr_r, miss=False, n_nodes=_nodes_for_degree(b * r))[0])
+    return float(integrate_curve(0.0, theta, arr_b, arr_r, miss=False, n_nodes=nodes_for_degree(b * r))[0])
 
 
 def false_negative_area(theta: float, bands: int, rows: int) -> float:
@@ -202,7 +202,7 @@ def false_negative_area(theta: float, bands: int, rows: int) -> float:
     theta = _check_theta(theta)
     b, r = _check_positive_int("bands", bands), _check_positive_int("rows", rows)
     arr_b, arr_r = np.array([b], np.int64), np.array([r], np.int64)
-    return float(_integrate_curve(theta, 1.0, arr_b, arr_r, miss=True, n_nodes=_nodes_for_degree(b * r))[0])
+    return float(integrate_curve(theta, 1.0, arr_b, arr_r, miss=True, n_nodes=nodes_for_degree(b * r))[0])
 
 
 # ------------------------------------------------------------------------------------------------ choices
@@ -243,7 +243,7 @@ def enumerate_choices(theta: float, num_perm: int, sims: Sequence[float] = DEFAU
     sims_t = _check_sims(sims)
     fp_weight, fn_weight = _check_weights(fp_weight, fn_weight)
     bands, rows = _all_pairs(k)
-    fp, fn = _areas(theta, bands, rows)
+    fp, fn = areas(theta, bands, rows)
     err = fp_weight * fp + fn_weight * fn
     # analytically equal errors (1 x 3 and 3 x 1 at theta = 0.5) differ in the last bits: rounded to 1e-12 (the
     # closed form's accuracy is ~1e-13) they tie, and the stable sort keeps (b, r) order for them

@@ -30,7 +30,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from .. import io
-from ..config import _check_literal, is_int
+from ..config import check_literal, is_int
 from ..device import array_module, launch, note_compiling, resolve_device, to_device, to_host
 from ..errors import ConfigError, DataError, MissingFileError, OutputExistsError, RunError
 from ..lexical.normalize import arrow_text_buffers
@@ -68,7 +68,7 @@ class LMTrainConfig:
             raise ConfigError(f"LMTrainConfig.text_field must be a non-empty str, got {self.text_field!r}")
         if self.id_field is not None and (not isinstance(self.id_field, str) or not self.id_field):
             raise ConfigError(f"LMTrainConfig.id_field must be None or a non-empty str, got {self.id_field!r}")
-        _check_literal("LMTrainConfig.on_error", self.on_error, OnError)
+        check_literal("LMTrainConfig.on_error", self.on_error, OnError)
         if not is_int(self.batch_bytes) or self.batch_bytes < 1024:
             raise ConfigError(f"LMTrainConfig.batch_bytes must be an int >= 1024, got {self.batch_bytes!r}")
 

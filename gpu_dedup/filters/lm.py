@@ -31,7 +31,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..config import NormalizeConfig, _check_literal
+from ..config import NormalizeConfig, check_literal
 from ..contract import check_contract
 from ..device import array_module, kernels, launch, repeat_index, resolve_device, split_chunks, to_device, to_host
 from ..errors import ConfigError, DataError, DependencyError, MissingFileError, RunError, UsageError
@@ -63,7 +63,7 @@ class LMNormalization:
     fold_digits: bool = False
 
     def __post_init__(self) -> None:
-        _check_literal("LMNormalization.mode", self.mode, LMNormMode)
+        check_literal("LMNormalization.mode", self.mode, LMNormMode)
         for name in ("remove_punctuation", "fold_digits"):
             value = getattr(self, name)
             if not isinstance(value, bool):

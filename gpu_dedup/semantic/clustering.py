@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import SemanticConfig, default_n_clusters
-from .model import _need, torch_device
+from .model import need_module, torch_device
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def _choose_backend(requested: str, device: str) -> tuple[str, bool]:
     faiss = _import_faiss()
     if requested == "faiss":
         if faiss is None:
-            _need("faiss", "kmeans_backend='faiss'")
+            need_module("faiss", "kmeans_backend='faiss'")
         gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
         return "faiss", device == "cuda" and gpus > 0
     if requested == "torch":

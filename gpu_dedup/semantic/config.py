@@ -158,10 +158,10 @@ def default_n_clusters(n: int) -> int:
 def threshold32(eps: float) -> np.float32:
     """Smallest float32 >= 1 - eps (computed in float64), so that comparing float32 similarities with
     it is the exact real comparison ``sim >= 1 - eps`` in numpy, torch and Numba alike."""
-    return _bar32(1.0 - float(eps))
+    return bar32(1.0 - float(eps))
 
 
-def _bar32(t: float) -> np.float32:
+def bar32(t: float) -> np.float32:
     """Smallest float32 >= t."""
     t = float(t)
     t32 = np.float32(t)

@@ -25,7 +25,7 @@ from ..errors import ConfigError, DataError
 from ..io import atomic_path, write_json_atomic
 from ..lexical.normalize import arrow_text_buffers
 from .config import CACHE_FORMAT, LongText
-from .model import _need, torch_device
+from .model import need_module, torch_device
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class _Counter:
         backend = getattr(tok, "backend_tokenizer", None)
         self.fast = backend is not None
         if self.fast:
-            tokenizers = _need("tokenizers", "counting tokens")
+            tokenizers = need_module("tokenizers", "counting tokens")
             self._tok = tokenizers.Tokenizer.from_str(backend.to_str())
             self._tok.no_truncation()
             self._tok.no_padding()
@@ -185,7 +185,7 @@ def _windows(model, texts: Sequence[str], overlap: int) -> tuple[np.ndarray, lis
 def _forward(model, texts: Sequence[str], batch_size: int, device: str, on_first_batch=None):
     """Embeddings of ``texts`` (already cut) as a float32 torch tensor (n, d) on the stage's torch device, rows
     L2-normalised; None for no texts. Longest first in batches, tokenized two batches ahead in threads."""
-    torch = _need("torch", "embed_texts")
+    torch = need_module("torch", "embed_texts")
     tdev = torch_device(device)
     n = len(texts)
     lengths = np.fromiter((len(t) for t in texts), np.int64, n)
@@ -248,7 +248,7 @@ def embed_documents(model, texts: Sequence[str], *, batch_size: int = 256, devic
     ``device`` + 3 batches."""
     if long_text not in get_args(LongText):
         raise ConfigError(f"long_text must be one of {get_args(LongText)}, got {long_text!r}")
-    torch = _need("torch", "embed_texts")
+    torch = need_module("torch", "embed_texts")
     n = len(texts)
     _counter(model)  # made here, before any tokenization thread runs
     if long_text == "mean":

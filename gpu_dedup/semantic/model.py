@@ -61,7 +61,7 @@ def torch_device(device: str) -> str:
     return "cpu" if device == "cuda" and simulator() else device
 
 
-def _need(module: str, what: str):
+def need_module(module: str, what: str):
     import importlib
 
     try:
@@ -163,7 +163,7 @@ def load_model(name_or_path: str, device: str = "cpu", *, max_seq_length: int | 
     """A ``SentenceTransformer`` loaded from a local directory (``local_files_only``), in eval mode, on
     ``device`` ("cpu"/"cuda"), cast to ``dtype``; ``max_seq_length`` overrides the model's."""
     path = resolve_model_path(name_or_path)
-    st = _need("sentence_transformers", "the semantic stage")
+    st = need_module("sentence_transformers", "the semantic stage")
     model = st.SentenceTransformer(path, device=torch_device(device), local_files_only=True)
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..constants import SEMANTIC_TIE_TOL
 from ..errors import ConfigError
-from .config import _bar32
+from .config import bar32
 
 
 def _greedy_block_py(pre_max, inblock, t, out_max, kept):
@@ -69,7 +69,7 @@ def max_sim_to_earlier(x, block: int = 1024, kept_only: bool = False, threshold:
         raise ConfigError("kept_only=True needs threshold (the similarity bar 1 - eps)")
     if x.ndim != 2:
         raise ConfigError(f"x must be a 2-d (n, d) array of unit rows, got shape {tuple(x.shape)}")
-    t = _bar32(threshold) if kept_only else None
+    t = bar32(threshold) if kept_only else None
     ops = _TorchOps(x.device) if _is_torch(x) else _NUMPY
     return _max_sim(ops, ops.float32(x), block, kept_only, t)
 

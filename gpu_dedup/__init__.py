@@ -15,6 +15,7 @@ from .config import (
     RunConfig,
     ShingleConfig,
 )
+from .errors import GpuDedupError
 
 
 def deduplicate(source, config=None, output_dir=None, **overrides):
@@ -58,5 +59,5 @@ def substring_dedup(source, config=None, output_dir=None, device="cpu"):
     return _run(source, config, output_dir, device)
 
 
-__all__ = ["ClusterConfig", "LSHConfig", "MinHashConfig", "NormalizeConfig", "RunConfig", "ShingleConfig",
-           "deduplicate", "substring_dedup", "__version__"]
+__all__ = ["ClusterConfig", "GpuDedupError", "LSHConfig", "MinHashConfig", "NormalizeConfig", "RunConfig",
+           "ShingleConfig", "deduplicate", "substring_dedup", "__version__"]

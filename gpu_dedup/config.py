@@ -56,8 +56,8 @@ class NormalizeConfig:
 
     Always: per-codepoint NFKC mapping, whitespace/control characters -> one space, runs collapsed, ends
     trimmed, format characters (Cf: zero-width space, soft hyphen, BOM...) deleted. By default lowercase
-    (full Unicode lowercase of the NFKC image); ``lowercase=False`` keeps case (seed 000 §5: "lowercasing code
-    can merge distinct identifiers"; a contract of its own). Optional: punctuation (Unicode P*, S*) -> space,
+    (full Unicode lowercase of the NFKC image); ``lowercase=False`` keeps case (lowercasing code can merge
+    distinct identifiers; a contract of its own). Optional: punctuation (Unicode P*, S*) -> space,
     decimal digits (Nd) -> '0'. See ``gpu_dedup.lexical.unicode_tables`` for the exact policy.
     """
 

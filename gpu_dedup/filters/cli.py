@@ -119,7 +119,7 @@ def add_model_arguments(p: argparse.ArgumentParser, title: str = "") -> None:
                    help="switch one rule off, e.g. gopher_stop_words (repeatable)")
     g.add_argument("--order", type=_order, default=d["order"], metavar="FAMILIES",
                    help="the order of the tests for the reason column: a permutation of "
-                        f"{','.join(d['order'])} (the default, the seed's)")
+                        f"{','.join(d['order'])} (the default: language ID first)")
     g.add_argument("--unit", choices=("document", "paragraph"), default=d["unit"],
                    help="score whole documents (default) or paragraphs (byte-weighted per document)")
 

@@ -22,7 +22,7 @@ Direction = Literal["min", "max"]
 ScoreKind = Literal["label", "expected"]
 RetentionKind = Literal["pareto", "linear", "sigmoid"]
 FAMILIES = ("lid", "rules", "perplexity", "classifiers")
-ORDER = FAMILIES  # the seed's order (002 §21.1): language ID, heuristic rules, perplexity, classifiers
+ORDER = FAMILIES  # language ID first (as CCNet and FineWeb), then the rules (no model), perplexity, classifiers
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
@@ -227,7 +227,7 @@ def _classifier_mode(text: str, model: str) -> tuple[str, dict[str, Any]]:
 
 @dataclass(frozen=True)
 class DomainConfig:
-    """The seed's domain rules (002 §21.2.1), each optional.
+    """Domain rules around language ID, each optional.
 
     script_prefilter: a document whose letters are more than ``script_fraction`` in one script that only one
     language writes (Hangul -> ko, kana -> ja, Thai, Greek, Hebrew, Georgian, Armenian, ... see
@@ -284,7 +284,8 @@ class FilterConfig(InputConfig):
     byte-weighted mean over those paragraphs). Perplexity (a sum over the lines) and the rules always read the
     whole document.
     order: the order of the test families for ``reason`` (the first failing test names it): a permutation
-    of ("lid", "rules", "perplexity", "classifiers"), by default the seed's (002 §21.1).
+    of ("lid", "rules", "perplexity", "classifiers"), by default language ID first (as CCNet and FineWeb
+    do), then the rules, then the models.
     audit: random accepted and rejected documents kept for auditing (each); seed: their sample and DSIR's
     Gumbel noise. device: "auto" | "cpu" | "cuda"; threads: CPU threads (None: all)."""
 

@@ -11,8 +11,8 @@ its word m-grams for m = 1..ngrams (words joined by one space), each hashed with
 The kernels are ``kernels/features*.py``, identical on CPU and GPU.
 
 Models. A ``BagModel`` is the smoothed distribution ``p = (counts + alpha) / (sum(counts) + alpha * buckets)``
-over the buckets (DSIR adds 1e-8 to probabilities instead; a pseudo-count keeps every log finite and is what
-the seed text recommends for small targets). Counts are plain sums, so a corpus too large for one batch is
+over the buckets (DSIR adds 1e-8 to probabilities instead; a pseudo-count keeps every log finite and suits
+small targets). Counts are plain sums, so a corpus too large for one batch is
 fitted by summing ``fit_counts`` over batches.
 
 Weights. ``log w(d) = sum_f count_d(f) * (log p_target(f) - log p_raw(f))``: the log-likelihood ratio of

@@ -1,8 +1,8 @@
 """``gpu-dedup filter``: score every document, decide which to keep, write what was decided and why.
 
 Order of the decision (``reason`` names the column that rejected a document; the first failing test wins):
-``empty``, then the four families in ``FilterConfig.order`` (default the seed's, 002 §21.1: lid, rules,
-perplexity, classifiers; ``--order`` changes it), then DSIR:
+``empty``, then the four families in ``FilterConfig.order`` (default language ID first, as CCNet and
+FineWeb: lid, rules, perplexity, classifiers; ``--order`` changes it), then DSIR:
     empty       no non-space character: nothing to score (every score null in scores.parquet)
     lid_label   the language (the LID model's top label, or the script pre-filter's) is not one of --lang
     lid_prob    its probability is below --lid-threshold (--domain-relax: the relaxed threshold for code/math)
@@ -543,7 +543,7 @@ def audit_sample(files, cfg: FilterConfig, table: pa.Table) -> tuple[pa.Table, p
     """(audit, percentiles): up to ``cfg.audit`` random accepted and ``cfg.audit`` random rejected documents
     (seeded), and the documents at the 33rd / 50th / 67th percentile of every score (``percentile_picks``;
     columns ``score``, ``percentile``, ``value`` first), each with its text (one more read of the input, for
-    both) and every score: the seed's "audit 500 randomly sampled rejections"."""
+    both) and every score: reading a random sample of the rejections is how a filter's precision is checked."""
     n = table.num_rows
     keep = table["keep"].to_numpy(zero_copy_only=False) if n else np.zeros(0, bool)
     rng = np.random.default_rng(cfg.seed)

@@ -2,8 +2,8 @@
 
 Pass 1 of a GPU run reads the text column with cudf (through pylibcudf, its stable column API) when it
 is importable (``reader="auto"``) or asked for (``reader="cudf"``); otherwise pyarrow reads on the host
-and the text buffers are copied to the device through pinned memory. Measured on the lent machine's 16
-cores (device/NOTES.md): host Parquet decoding gives 2.0 GB/s of text, i.e. about 0.68 M docs/s at that
+and the text buffers are copied to the device through pinned memory. Measured on a 16-core H200 machine
+(2026-12): host Parquet decoding gives 2.0 GB/s of text, i.e. about 0.68 M docs/s at that
 sample's 2.96 KB per document (500k docs, 1.48 GB), below the 1 M docs/s the MinHash stage is meant to take;
 libcudf decodes on the device.
 

@@ -7,8 +7,8 @@ its *image*, looked up in a CSR table: ``map_cp[map_off[c]:map_off[c + 1]]``. Th
 2. ``s = unicodedata.normalize("NFKC", chr(c)).lower()`` (full lowercase of the NFKC image, of this one
    character: no canonical composition with neighbours, never a final sigma), re-applied per character
    until it no longer changes (with Unicode 14.0.0 no codepoint needs this); with
-   ``NormalizeConfig.lowercase=False`` (policy ``nfkc-cp-v1``, case-preserving: seed 000 §5, "lowercasing
-   code can merge distinct identifiers") the NFKC image without ``.lower()``;
+   ``NormalizeConfig.lowercase=False`` (policy ``nfkc-cp-v1``, case-preserving: lowercasing code can
+   merge distinct identifiers) the NFKC image without ``.lower()``;
 3. each character ch of s by general category: Cc, Zs, Zl, Zp or ``ch.isspace()`` -> U+0020;
    Cf -> deleted; if ``remove_punctuation``: P*, S* -> U+0020; if ``fold_digits``: Nd -> "0"; else ch.
    Unassigned (Cn) and private-use (Co) codepoints map to themselves.

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from ..config import RunConfig
 from ..decisions import LEXICAL_REMOVALS
-from ..errors import ConfigError, DataError, MissingFileError, RunError
+from ..errors import ConfigError, DataError, DependencyError, MissingFileError, RunError
 from ..io import atomic_path
 from ..lexical.normalize import normalize_text
 from ..lexical.verify import jaccard, shingle_sets
@@ -271,8 +271,8 @@ def _markdown(out_dir: str, counts: dict, pairs: pa.Table, examples: pa.Table, r
              f"(cosine >= {1 - float(sem_stats.get('eps', 0)):.4g}), "
              f"{(sem_stats.get('clusters') or {}).get('k', '?')} clusters, chain {sem_stats.get('chain')}, "
              f"keep {sem_stats.get('keep')}", "",
-             "Semantic-only removals are what lexical dedup cannot see by construction: the seed's corrected "
-             "Tokyo example (\"The president visited Tokyo on Tuesday to discuss trade.\" / \"On Tuesday, the "
+             "Semantic-only removals are what lexical dedup cannot see by construction: the "
+             "Tokyo pair (\"The president visited Tokyo on Tuesday to discuss trade.\" / \"On Tuesday, the "
              "president visited Tokyo to discuss trade issues.\") shares no word 5-gram, so its Jaccard is 0 and no "
              "lexical threshold removes it (tests/test_cluster.py pins this).", "",
              "| documents | count | fraction |", "|---|---:|---:|"]
@@ -312,7 +312,10 @@ def _markdown(out_dir: str, counts: dict, pairs: pa.Table, examples: pa.Table, r
 def plot_pairs(pairs: pa.Table, path: str, *, theta: float | None = None, eps: float | None = None) -> str:
     """Jaccard (x) vs cosine (y) of candidate pairs: hexbin of all (log counts) and a scatter by pair
     kind, with the lexical threshold and 1 - eps marked. Written atomically as PNG; returns path."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as exc:  # optional: the plot extra
+        raise DependencyError(f"compare.png needs matplotlib ({exc}): pip install 'gpu-dedup[plot]'") from exc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -244,7 +244,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         o["cluster__verify"] = False
         if args.policy is None and cfg.cluster.policy == "representative":
             raise ConfigError("--no-verify needs --policy components (the representative policy removes a "
-                             "document only for a verified kept representative)")
+                              "document only for a verified kept representative)")
     if args.scope is not None:
         if args.scope_field is not None:
             raise ConfigError("--scope global and --scope-field exclude each other: pass one")
@@ -298,7 +298,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             cfg = cfg.replace(cluster__near=False)
     elif args.no_lexical or args.model or args.eps is not None or args.clusters is not None or args.long_text:
         raise ConfigError("--no-lexical / --model / --eps / --clusters / --long-text belong to the semantic stage: "
-                         "add --semantic")
+                          "add --semantic")
     # OUT (with the paragraph stage's outputs), the work dir and the index are checked, locked and their
     # earlier run replaced before anything is written (gpu_dedup/outputs.py)
     if args.save_index:
@@ -314,11 +314,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         # stages kept (OUT/deduplicated/), before = the document stages read its output, beside = both on the input
         if args.engine == "ray" and args.paragraph_dedup:
             raise ConfigError("--paragraph-dedup runs in one process, not on --engine ray yet: run "
-                             "`gpu-dedup run ... --paragraph-dedup` with --engine local, or drop --paragraph-dedup")
+                              "`gpu-dedup run ... --paragraph-dedup` with --engine local, or drop --paragraph-dedup")
         order = args.paragraph_order if args.paragraph_dedup else None
         if order == "after" and args.no_deduplicated:
             raise ConfigError("--paragraph-order after cuts paragraphs from OUT/deduplicated/, which --no-deduplicated "
-                             "turns off: drop one of them, or use --paragraph-order beside")
+                              "turns off: drop one of them, or use --paragraph-order beside")
         inputs = args.inputs
         if order in ("before", "beside"):
             _paragraph_stage(args, cfg, out, args.inputs)
@@ -327,7 +327,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sorder = args.substring_order if args.substring_dedup else None
         if sorder == "after" and args.no_deduplicated:
             raise ConfigError("--substring-order after cuts spans from OUT/deduplicated/, which --no-deduplicated "
-                             "turns off: drop one of them, or use --substring-order beside")
+                              "turns off: drop one of them, or use --substring-order beside")
         if sorder in ("before", "beside"):
             substring_cli.run_stage(args, cfg, out, inputs if sorder == "before" else args.inputs)
             if sorder == "before":

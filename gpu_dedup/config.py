@@ -164,15 +164,15 @@ class ClusterConfig:
         check_literal("ClusterConfig.policy", self.policy, Policy)
         if self.scope_field is not None and (not isinstance(self.scope_field, str) or not self.scope_field):
             raise ConfigError(f"ClusterConfig.scope_field must be None (global) or a column name, got "
-                             f"{self.scope_field!r}")
+                              f"{self.scope_field!r}")
         if self.remove_clusters_larger_than is not None and (not is_int(self.remove_clusters_larger_than)
                                                              or self.remove_clusters_larger_than < 1):
             raise ConfigError("ClusterConfig.remove_clusters_larger_than must be None or an int >= 1 (clusters "
-                             f"of at most that many documents keep every member), got "
-                             f"{self.remove_clusters_larger_than!r}")
+                              f"of at most that many documents keep every member), got "
+                              f"{self.remove_clusters_larger_than!r}")
         if not is_int(self.keep_copies) or self.keep_copies < 1:
             raise ConfigError(f"ClusterConfig.keep_copies must be an int >= 1 (members kept per cluster), got "
-                             f"{self.keep_copies!r}")
+                              f"{self.keep_copies!r}")
         if not is_real(self.threshold) or not 0.0 < float(self.threshold) <= 1.0:
             raise ConfigError(f"ClusterConfig.threshold must be in (0, 1], got {self.threshold!r}")
         for name in ("verify", "exact", "exact_verify", "near"):
@@ -182,11 +182,11 @@ class ClusterConfig:
             raise ConfigError("exact_verify=True needs exact=True")
         if self.policy == "representative" and not self.verify:
             raise ConfigError("policy='representative' needs verify=True (it removes a document only for a "
-                             "verified kept representative); use policy='components' to skip verification")
+                              "verified kept representative); use policy='components' to skip verification")
         keep_column(self.keep)  # validates
         if not is_int(self.max_representatives_per_bucket) or self.max_representatives_per_bucket < 1:
             raise ConfigError("ClusterConfig.max_representatives_per_bucket must be a positive int, got "
-                             f"{self.max_representatives_per_bucket!r}")
+                              f"{self.max_representatives_per_bucket!r}")
 
 
 def keep_column(keep: str) -> str | None:
@@ -211,7 +211,7 @@ def score_columns(scores: tuple[str, ...]) -> dict[str, tuple[str, str]]:
         m = SCORE_RE.match(item) if isinstance(item, str) else None
         if m is None:
             raise ConfigError(f"score {item!r} must be NAME=MODEL (NAME: lowercase letters, digits, '_'), e.g. "
-                             f"quality=quality.bin")
+                              f"quality=quality.bin")
         if f"{m.group(1)}_score" in out:
             raise ConfigError(f"score name {m.group(1)!r} is given twice")
         out[f"{m.group(1)}_score"] = (m.group(1), m.group(2))
@@ -239,7 +239,7 @@ class InputConfig:
             raise ConfigError(f"{owner}.id_field must be a non-empty string or None, got {self.id_field!r}")
         if self.batch_bytes is not None and (not is_int(self.batch_bytes) or self.batch_bytes < 1024):
             raise ConfigError(f"{owner}.batch_bytes must be an int >= 1024 or None (automatic), got "
-                             f"{self.batch_bytes!r}")
+                              f"{self.batch_bytes!r}")
 
     def reader_options(self) -> dict[str, Any]:
         """The keyword arguments of ``io.iter_batches`` / ``io.iter_rows``: every pass over one input must
@@ -280,7 +280,7 @@ class RunConfig(InputConfig):
         check_literal("reader", self.reader, Reader)
         if self.lsh.bands * self.lsh.rows > self.minhash.num_perm:
             raise ConfigError(f"bands x rows = {self.lsh.bands}x{self.lsh.rows} = {self.lsh.bands * self.lsh.rows} "
-                             f"exceeds num_perm = {self.minhash.num_perm}; raise num_perm or lower bands/rows")
+                              f"exceeds num_perm = {self.minhash.num_perm}; raise num_perm or lower bands/rows")
         used = self.lsh.bands * self.lsh.rows
         key = (self.minhash.num_perm, self.lsh.bands, self.lsh.rows)
         if used < self.minhash.num_perm and key not in _UNUSED_PERM_SAID:
@@ -291,15 +291,15 @@ class RunConfig(InputConfig):
                            self.minhash.num_perm - used, used)
         if self.memory_budget is not None and (not is_int(self.memory_budget) or self.memory_budget < 1 << 20):
             raise ConfigError(f"memory_budget must be None or an int of at least 1 MiB (bytes), got "
-                             f"{self.memory_budget!r}")
+                              f"{self.memory_budget!r}")
         if self.cache_bytes is not None and (not is_int(self.cache_bytes) or self.cache_bytes < 0):
             raise ConfigError(f"cache_bytes must be None (automatic) or an int >= 0 (bytes; 0 = always re-read), "
-                             f"got {self.cache_bytes!r}")
+                              f"got {self.cache_bytes!r}")
         if not isinstance(self.annotate, bool):
             raise ConfigError(f"annotate must be a bool, got {self.annotate!r}")
         if self.annotate and not self.write_deduplicated:
             raise ConfigError("annotate=True (--annotate) annotates the records of deduplicated/: it needs "
-                             "write_deduplicated=True (drop --no-deduplicated)")
+                              "write_deduplicated=True (drop --no-deduplicated)")
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ConfigError(f"threads must be a positive int or None, got {self.threads!r}")
         check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])
@@ -310,7 +310,7 @@ class RunConfig(InputConfig):
             unknown = (f"keep={self.cluster.keep!r} names {kc!r}, which is none of the scores {list(scored)}; "
                        if kc is not None else "")
             raise ConfigError(f"{unknown}scores {list(scored)} are computed only to choose which duplicate survives: "
-                             f"add keep='max:{next(iter(scored))}'")
+                              f"add keep='max:{next(iter(scored))}'")
 
     @staticmethod
     def preset(name: str = "default", **overrides: Any) -> "RunConfig":
@@ -341,11 +341,11 @@ class RunConfig(InputConfig):
                 section, name = key.split("__", 1)
                 if section not in _SECTIONS:
                     raise ConfigError(f"unknown config section {section!r} in {key!r}{did_you_mean(section, _SECTIONS)}"
-                                     f" (sections: {', '.join(sorted(_SECTIONS))})")
+                                      f" (sections: {', '.join(sorted(_SECTIONS))})")
                 valid = {f.name for f in dataclasses.fields(_SECTIONS[section])}
                 if name not in valid:
                     raise ConfigError(f"unknown setting {key!r}{did_you_mean(name, valid)} ({section} has "
-                                     f"{', '.join(sorted(valid))})")
+                                      f"{', '.join(sorted(valid))})")
                 nested.setdefault(section, {})[name] = value
             else:
                 names = {f.name for f in dataclasses.fields(RunConfig)}

@@ -54,4 +54,4 @@ def check_contract(expected: dict[str, Any], found: dict[str, Any], what: str) -
 
     walk(expected, found, "")
     raise DataError(f"{what} was made under a different contract and cannot be mixed with this run:\n  "
-                     + "\n  ".join(diffs) + "\nRecompute it with this run's settings, or run with its settings.")
+                    + "\n  ".join(diffs) + "\nRecompute it with this run's settings, or run with its settings.")

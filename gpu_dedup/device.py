@@ -48,7 +48,7 @@ def resolve_device(device: str) -> str:
     if device == "cuda":
         if not usable:
             raise RunError(f"device='cuda' was requested but no usable GPU was found: {reason}. "
-                               "Run with device='cpu' (or 'auto' to pick whatever is available).")
+                           "Run with device='cpu' (or 'auto' to pick whatever is available).")
         return "cuda"
     chosen = "cuda" if usable else "cpu"
     logger.info("device=auto chose %s (%s)", chosen, reason)

@@ -89,7 +89,7 @@ class Index:
         """ShingleSets (host arrays) for index rows ``rows`` (int64, sorted)."""
         if not self.manifest["has_shingles"]:
             raise DataError(f"index {self.path!r} holds no shingle sets (it was saved by a run without "
-                             "verification); rerun with --policy components --no-verify or rebuild the index")
+                            "verification); rerun with --policy components --no-verify or rebuild the index")
         col = pq.read_table(os.path.join(self.path, "documents.parquet"), columns=["shingles"])["shingles"]
         lists = col.combine_chunks().take(pa.array(rows, pa.int64()))
         values = np.asarray(lists.flatten().to_numpy(zero_copy_only=False), np.uint64)
@@ -108,11 +108,11 @@ def load_index(path: str, expected_contract: dict[str, Any]) -> Index:
     manifest_path = os.path.join(path, "manifest.json")
     if not os.path.isfile(manifest_path):
         raise MissingFileError(f"{path!r} is not a complete gpu_dedup index (no manifest.json); "
-                                "save one with `gpu-dedup run ... --save-index DIR`")
+                               "save one with `gpu-dedup run ... --save-index DIR`")
     manifest = read_manifest(manifest_path, FORMAT, "index")
     if manifest.get("version") != INDEX_VERSION:
         raise DataError(f"{path!r} has format {manifest.get('format')!r} version {manifest.get('version')!r}; "
-                         f"this gpu_dedup reads {FORMAT!r} version {INDEX_VERSION}")
+                        f"this gpu_dedup reads {FORMAT!r} version {INDEX_VERSION}")
     require_keys(manifest, _KEYS, manifest_path, "index")
     if not isinstance(manifest["contract"], dict) or not isinstance(manifest["contract"].get("lsh"), dict):
         raise ManifestError(f"index manifest {manifest_path!r}: \"contract\" is not a contract object; the "
@@ -122,7 +122,7 @@ def load_index(path: str, expected_contract: dict[str, Any]) -> Index:
                                                                         "band_keys"])
     if t.num_rows != manifest["documents"]:
         raise DataError(f"index {path!r}: documents.parquet has {t.num_rows} rows, the manifest says "
-                         f"{manifest['documents']}; the index is damaged, rebuild it")
+                        f"{manifest['documents']}; the index is damaged, rebuild it")
     bands = manifest["contract"]["lsh"]["bands"]
     keys = np.asarray(t["band_keys"].combine_chunks().flatten().to_numpy(zero_copy_only=False), np.uint64)
     exact = np.stack([np.asarray(t["exact_lo"].to_numpy(), np.uint64), np.asarray(t["exact_hi"].to_numpy(), np.uint64)],
@@ -137,7 +137,7 @@ def check_index_target(path: str, against: str | None = None) -> None:
     never over a manifest.json or other files that are not an index's, nor over ``against``."""
     if against is not None and os.path.realpath(path) == os.path.realpath(against):
         raise ConfigError(f"--save-index {path!r} is the index being read; indexes are versioned: write the "
-                         "next generation to a new directory")
+                          "next generation to a new directory")
     check_directory(path, "index directory")
     if not os.path.isdir(path):
         return
@@ -149,8 +149,8 @@ def check_index_target(path: str, against: str | None = None) -> None:
                    and not tmp.match(n))
     if other:
         raise DataError(f"index directory {path!r} holds files that are not a gpu_dedup index's "
-                         f"({', '.join(other[:3])}{', ...' if len(other) > 3 else ''}); save the index into a new "
-                         "or empty directory")
+                        f"({', '.join(other[:3])}{', ...' if len(other) > 3 else ''}); save the index into a new "
+                        "or empty directory")
 
 
 DOCUMENTS_SCHEMA = pa.schema([("id", pa.string()), ("exact_lo", pa.uint64()), ("exact_hi", pa.uint64()),
@@ -259,7 +259,7 @@ def check_extends(path: str, cfg: RunConfig, index: Index | None) -> None:
     """Refuse a new index that would overwrite the ``against`` one, or add shingle sets to one without."""
     if index is not None and os.path.abspath(path) == os.path.abspath(index.path):
         raise ConfigError(f"--save-index {path!r} is the index being read; indexes are versioned: write the "
-                         "next generation to a new directory")
+                          "next generation to a new directory")
     if index is not None and cfg.cluster.verify and not index.manifest["has_shingles"]:
         raise DataError(f"index {index.path!r} has no shingle sets, so an index with them cannot extend it")
 

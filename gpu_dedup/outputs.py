@@ -114,8 +114,8 @@ def check_outside_inputs(targets: Mapping[str, Any], roots: Sequence[str]) -> No
             if _within(real, root):
                 how = "is the input" if real == root else "lies inside the input"
                 raise ConfigError(f"{label} {os.fspath(target)!r} {how} {root!r}: the tool never writes into its "
-                                 "inputs (and a later run would read its outputs as input); choose a directory "
-                                 "outside them")
+                                  "inputs (and a later run would read its outputs as input); choose a directory "
+                                  "outside them")
 
 
 def check_directory(path: str, what: str) -> None:
@@ -423,8 +423,8 @@ class OutputSession:
         result = next((f for f in RESULT_FILES if os.path.exists(os.path.join(self.out, f))), None)
         if result is not None and not (overwrite or resume):
             raise OutputExistsError(f"{self.out!r} already holds the results of an earlier run ({result}); "
-                                  f"pass {flag} to replace them (every file that run wrote, and nothing else) or "
-                                  "choose another output directory")
+                                    f"pass {flag} to replace them (every file that run wrote, and nothing else) or "
+                                    "choose another output directory")
         if manifest is None and result is not None:
             logger.warning("%s holds a run without an output manifest (an older gpu_dedup?): the new run replaces "
                            "the files it writes; other files of that run stay", self.out)
@@ -435,8 +435,8 @@ class OutputSession:
             for r in roots:
                 if _within(real, r):
                     raise ConfigError(f"{os.path.join(self.out, rel)!r}, written by the earlier run in {self.out!r}, "
-                                     f"is an input of this run ({r!r}); replacing that run would delete it: "
-                                     "choose another output directory")
+                                      f"is an input of this run ({r!r}); replacing that run would delete it: "
+                                      "choose another output directory")
         if remove:
             _write_json(os.path.join(self.out, MANIFEST), self._manifest("replacing", old))
             n = _remove_files(self.out, remove)

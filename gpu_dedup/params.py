@@ -53,7 +53,7 @@ _PLOT_SUFFIXES = (".png", ".svg")
 def _check_theta(theta: float) -> float:
     if not is_real(theta) or not 0.0 < float(theta) < 1.0:
         raise ConfigError(f"threshold (theta) must be a Jaccard similarity in the open interval (0, 1), "
-                         f"got {theta!r}; use e.g. 0.8")
+                          f"got {theta!r}; use e.g. 0.8")
     return float(theta)
 
 
@@ -75,7 +75,7 @@ def _check_sims(sims: Sequence[float]) -> tuple[float, ...]:
     for s in sims:
         if not is_real(s) or not 0.0 <= float(s) <= 1.0:
             raise ConfigError(f"similarities must be in [0, 1], got {s!r} in sims={tuple(sims)!r}; "
-                             "use e.g. 0.5,0.7,0.8,0.9")
+                              "use e.g. 0.5,0.7,0.8,0.9")
         out.append(float(s))
     return tuple(out)
 
@@ -83,7 +83,7 @@ def _check_sims(sims: Sequence[float]) -> tuple[float, ...]:
 def _check_recall(recall: object) -> float:
     if not is_real(recall) or not 0.0 < float(recall) < 1.0:
         raise ConfigError(f"recall (the P(θ) to reach) must be in the open interval (0, 1), got {recall!r}; "
-                         "use e.g. 0.99")
+                          "use e.g. 0.99")
     return float(recall)
 
 
@@ -93,7 +93,7 @@ def _check_weights(fp_weight: float, fn_weight: float) -> tuple[float, float]:
             raise ConfigError(f"{name} must be a finite number >= 0, got {w!r}")
     if float(fp_weight) + float(fn_weight) <= 0:
         raise ConfigError(f"fp_weight and fn_weight cannot both be 0, got {fp_weight!r} and {fn_weight!r}; "
-                         "use e.g. 0.5 and 0.5")
+                          "use e.g. 0.5 and 0.5")
     return float(fp_weight), float(fn_weight)
 
 
@@ -511,12 +511,12 @@ def run(args: argparse.Namespace) -> int:
     requested: tuple[int, int] | None = None
     if (args.bands is None) != (args.rows is None):
         raise ConfigError(f"--bands and --rows go together, got --bands {args.bands!r} --rows {args.rows!r}; "
-                         "give both, e.g. --bands 20 --rows 5")
+                          "give both, e.g. --bands 20 --rows 5")
     if args.bands is not None:
         requested = (_check_positive_int("--bands", args.bands), _check_positive_int("--rows", args.rows))
         if requested[0] * requested[1] > k:
             raise ConfigError(f"--bands x --rows = {requested[0]}x{requested[1]} = {requested[0] * requested[1]} "
-                             f"exceeds --num-perm {k}; raise --num-perm or lower --bands/--rows")
+                              f"exceeds --num-perm {k}; raise --num-perm or lower --bands/--rows")
     if args.plot is not None and Path(args.plot).suffix.lower() not in _PLOT_SUFFIXES:
         raise ConfigError(f"--plot must end in .png or .svg, got {args.plot!r}")
 

@@ -75,7 +75,7 @@ class DedupResult:
         n = len(data)
         if n != self.decisions.num_rows:
             raise DataError(f"filter: the data has {n:,} rows but this run decided {self.decisions.num_rows:,} "
-                             "documents; pass the table the run read (one row per document, in input order)")
+                            "documents; pass the table the run read (one row per document, in input order)")
         mask = self.keep_mask
         if isinstance(data, pa.Table):
             return data.filter(pa.array(mask))
@@ -141,13 +141,13 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     out = os.fspath(output_dir) if output_dir is not None else None
     if engine == "dask" or scheduler is not None:
         raise ConfigError("the dask engine was replaced by Ray: pass engine='ray' (CLI --engine ray) with "
-                         "workers=N for a local cluster or address='auto' / 'HOST:PORT' to join one started by "
-                         "`ray start --head` (pip install 'gpu-dedup[ray]')")
+                          "workers=N for a local cluster or address='auto' / 'HOST:PORT' to join one started by "
+                          "`ray start --head` (pip install 'gpu-dedup[ray]')")
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ConfigError(f"workers={workers!r} is no number of Ray worker processes: pass a whole number >= 1, or "
-                         f"leave it out to use every CPU")
+                          f"leave it out to use every CPU")
     if engine == "ray":
         from .distributed import unsupported
 
@@ -234,14 +234,14 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
                        "host, so pass 1 reads Parquet text with pyarrow")
     if cfg.cluster.scope_field is not None and (index is not None or save_index is not None or semantic is not None):
         raise ConfigError("--scope-field cannot be combined with --against, --save-index or --semantic yet (an "
-                         "index and the semantic stage are global): run it without them")
+                          "index and the semantic stage are global): run it without them")
     pre = None
     if prefilter is not None:
         from .filters.prefilter import Prefilter
 
         if semantic is not None:
             raise ConfigError("a prefilter and the semantic stage cannot share a run yet: filter first "
-                             "(`gpu-dedup filter`), then run --semantic on OUT/filtered")
+                              "(`gpu-dedup filter`), then run --semantic on OUT/filtered")
         pre = Prefilter(prefilter, device)
     # a keep column the prefilter computes (--keep min:perplexity) is not read from the input: pass 1 reads
     # no keep column and the values come from the prefilter's scores

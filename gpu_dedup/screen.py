@@ -97,8 +97,8 @@ class ScreenConfig(InputConfig):
             raise ConfigError(f"ScreenConfig.ngram must be <= {MAX_NGRAM}, got {self.ngram!r}")
         if self.ngram < self.min_ngram:
             raise ConfigError(f"ScreenConfig.ngram={self.ngram} is below min_ngram={self.min_ngram}: short n-grams "
-                             f"match common phrases in ordinary text; use ngram >= {self.min_ngram}, or lower "
-                             f"min_ngram explicitly if you accept the false alarms")
+                              f"match common phrases in ordinary text; use ngram >= {self.min_ngram}, or lower "
+                              f"min_ngram explicitly if you accept the false alarms")
         if self.max_items_per_ngram is not None:
             posint("max_items_per_ngram")
         if isinstance(self.fields, str) or not all(isinstance(f, str) and f for f in self.fields) \
@@ -216,7 +216,7 @@ def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: ScreenConfig) -> Be
             items.no_field[name] = missing
             if recs and missing == len(recs):
                 raise DataError(f"benchmark file {path!r}: no record has any of the fields {list(cfg.fields)}; "
-                                 f"keys of the first record: {sorted(recs[0])[:12]}; pass fields=/--benchmark-field")
+                                f"keys of the first record: {sorted(recs[0])[:12]}; pass fields=/--benchmark-field")
             if missing:
                 logger.warning("benchmark %s: %d of %d records have none of the fields %s and are not indexed",
                                name, missing, len(recs), list(cfg.fields))

@@ -57,7 +57,7 @@ def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None,
                                   ("--annotate", cfg.annotate)) if on]
     if what:
         raise ConfigError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
-                         "(the same decisions, one process)")
+                          "(the same decisions, one process)")
 
 
 def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
@@ -174,7 +174,7 @@ def _device_workers(ray) -> list:
     gpus = int(ray.cluster_resources().get("GPU", 0))
     if gpus < 1:
         raise RunError("--device cuda with --engine ray needs GPUs in the Ray cluster, and it has none: "
-                           "start the nodes with `ray start --num-gpus N` (or run with --device cpu)")
+                       "start the nodes with `ray start --num-gpus N` (or run with --device cpu)")
     cls = ray.remote(num_gpus=1, num_cpus=1, max_restarts=3, max_task_retries=3)(stages.DeviceWorker)
     return [cls.remote() for _ in range(gpus)]
 

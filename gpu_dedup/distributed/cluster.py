@@ -38,7 +38,7 @@ def ray_cluster(workers: int | None, address: str | None):
             ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
     except ConnectionError as exc:
         raise ClusterError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
-                              "`ray start --head` or drop --address to start a local one") from exc
+                           "`ray start --head` or drop --address to start a local one") from exc
     try:
         yield ray
     finally:
@@ -57,8 +57,8 @@ def _reachable(address: str, timeout: float = 5.0) -> None:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
         raise ClusterError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
-                              "`ray start --head --port PORT` on that host, or drop --address to start a local "
-                              "one") from exc
+                           "`ray start --head --port PORT` on that host, or drop --address to start a local "
+                           "one") from exc
 
 
 def _probe(token_path: str, token: str) -> dict:
@@ -103,13 +103,13 @@ def probe(ray, work: str, cfg, fingerprint: str) -> int:
             got, fp = ray.get(p_ref), ray.get(c_ref)
             if got["version"] != __version__:
                 raise RunError(f"Ray node {got['node']} runs gpu-dedup {got['version']}, the driver "
-                                   f"{__version__}: install the same version on every node")
+                               f"{__version__}: install the same version on every node")
             if fp != fingerprint:
                 raise RunError(f"Ray node {got['node']} computes contract {fp}, the driver {fingerprint}: "
-                                   "the same gpu-dedup and library versions are needed on every node")
+                               "the same gpu-dedup and library versions are needed on every node")
             if not got["sees_work_dir"]:
                 raise RunError(f"Ray node {got['node']} cannot see the work dir {work!r}: pass --work-dir "
-                                   "on a file system every node mounts at the same path")
+                               "on a file system every node mounts at the same path")
     finally:
         os.unlink(path)
     return len(nodes)

@@ -17,7 +17,7 @@ import pyarrow as pa
 from ..config import RunConfig
 from .shuffle import file_of
 from ..workdir import band_column
-from .rows import ASSIGN_SCHEMA, Job, keep_columns, run_once, read_piece, piece_keep_order
+from .rows import ASSIGN_SCHEMA, Job, keep_columns, piece_keep_order, read_piece, run_once
 
 
 @dataclass
@@ -83,7 +83,7 @@ def rep_positions(job: Job, h: int, reps_local: np.ndarray) -> tuple[np.ndarray,
                      else reps[c].combine_chunks() for c in cols}})
     by_row = np.argsort(rows, kind="stable")
     rank = np.empty(rows.shape[0], np.int64)
-    rank[by_row] = piece_keep_order(job.cfg, t.take(pa.array(by_row)), job.n_index)  # piece_keep_order wants rows in row order
+    rank[by_row] = piece_keep_order(job.cfg, t.take(pa.array(by_row)), job.n_index)  # rows in row order
     order = np.lexsort((rank, cluster))
     grouped = cluster[order]
     idx = np.arange(order.shape[0], dtype=np.int64)

@@ -53,7 +53,7 @@ from ..lexical.signatures import _compute_file, _piece_of
 from ..lexical.verify import ShingleSets, _shingle_sets_pass
 from ..workdir import band_column
 from .options import IndexSource, index_piece, rep_positions
-from .rows import ASSIGN_SCHEMA, Job, keep_columns, run_once, read_piece, piece_keep_order
+from .rows import ASSIGN_SCHEMA, Job, keep_columns, piece_keep_order, read_piece, run_once
 from .shuffle import file_of, key_partition, mix64
 
 logger = logging.getLogger(__name__)
@@ -147,7 +147,8 @@ def exact(job: Job, p: int) -> dict[str, Any]:
         if t.num_rows else np.zeros((0, 2), np.uint64)
     short = t["short"].to_numpy(zero_copy_only=False).astype(bool)
     xp = array_module(job.device)
-    leader_l = to_host(exact_groups(to_device(h, job.device), to_device(piece_keep_order(cfg, t, job.n_index), job.device), xp))
+    order = piece_keep_order(cfg, t, job.n_index)
+    leader_l = to_host(exact_groups(to_device(h, job.device), to_device(order, job.device), xp))
     if not cfg.cluster.exact:
         leader_l = np.where(short, leader_l, np.arange(t.num_rows))
     dup = np.flatnonzero(leader_l != np.arange(t.num_rows))

@@ -157,7 +157,7 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
             lang, _, path = item.partition("=")
             if not lang.strip() or not path:
                 raise ConfigError(f"--perplexity {args.perplexity!r}: {item!r} is not LANG=MODEL (e.g. "
-                                 f"en=en.arpa,de=de.arpa)")
+                                  f"en=en.arpa,de=de.arpa)")
             by_lang += ((lang.strip(), path),)
         ppl = None
     given = bool(args.lid or args.lang or specs or ppl or by_lang or args.rules or args.script_prefilter)

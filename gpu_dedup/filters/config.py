@@ -105,7 +105,7 @@ class ClassifierSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_RE.match(self.name):
             raise ConfigError(f"classifier name {self.name!r} must be lowercase letters, digits and '_' (starting "
-                             f"with a letter, at most 40): it names the column <name>_score")
+                              f"with a letter, at most 40): it names the column <name>_score")
         if self.name in ("lid",):
             raise ConfigError("classifier name 'lid' is taken by --lid; choose another name")
         if not isinstance(self.model, str) or not self.model:
@@ -115,7 +115,7 @@ class ClassifierSpec:
         if self.threshold is not None and self.score == "expected":
             if not is_real(self.threshold) or not math.isfinite(self.threshold):
                 raise ConfigError(f"classifier {self.name!r}: threshold must be a finite number, got "
-                                 f"{self.threshold!r}")
+                                  f"{self.threshold!r}")
         elif self.threshold is not None:
             _prob(f"classifier {self.name!r}", "threshold", self.threshold)
         if self.retention is not None:
@@ -123,8 +123,8 @@ class ClassifierSpec:
                 raise ConfigError(f"classifier {self.name!r}: retention must be a Retention, got {self.retention!r}")
             if self.threshold is not None or self.score != "label":
                 raise ConfigError(f"classifier {self.name!r}: stochastic retention ({self.retention.kind}) replaces "
-                                 f"the threshold and reads a probability: give it without a threshold and with "
-                                 f"score='label'")
+                                  f"the threshold and reads a probability: give it without a threshold and with "
+                                  f"score='label'")
         if self.direction not in get_args(Direction):
             raise ConfigError(f"classifier {self.name!r}: direction must be 'min' or 'max', got {self.direction!r}")
         if self.label is not None and (not isinstance(self.label, str) or not self.label):
@@ -163,7 +163,7 @@ def split_threshold(flag: str, text: str, directions: bool = True, shown: str | 
     if value is None or not math.isfinite(value) or not head:
         missing = "" if not head or os.path.exists(head) else f"; and no model file {head!r} exists either"
         raise ConfigError(f"{flag} {shown or text!r}: {tail!r} after the last ':' is not a threshold; write {forms}"
-                         f"{missing}")
+                          f"{missing}")
     return head, ((value, m.group(1) or "min") if directions else value)
 
 
@@ -182,12 +182,22 @@ def _number(flag: str, text: str, what: str, value: str) -> float:
 
 
 def parse_classifier(text: str) -> ClassifierSpec:
-    """``NAME=MODEL[:THRESHOLD]`` with THRESHOLD ``0.5`` / ``min0.5`` (keep >=) or ``max0.3`` (keep <=);
-    or ``NAME=MODEL:pareto=ALPHA`` / ``:linear`` / ``:sigmoid=CENTER,SLOPE`` (stochastic retention) or
-    ``NAME=MODEL:expected[>=X | <=X]`` (the expected score of an ordinal model)."""
+    """Parse one ``--classifier`` value.
+
+    Args:
+        text: ``NAME=MODEL[:THRESHOLD]`` with THRESHOLD ``0.5`` / ``min0.5`` (keep >=) or ``max0.3`` (keep <=);
+            or ``NAME=MODEL:pareto=ALPHA`` / ``:linear`` / ``:sigmoid=CENTER,SLOPE`` (stochastic retention); or
+            ``NAME=MODEL:expected[>=X | <=X]`` (the expected score of an ordinal model).
+
+    Returns:
+        The ``ClassifierSpec``.
+
+    Raises:
+        ConfigError: the text is not of that form (the message shows the forms).
+    """
     if not isinstance(text, str) or "=" not in text:
         raise ConfigError(f"--classifier {text!r}: expected NAME=MODEL[:THRESHOLD], e.g. quality=quality.bin:0.5 "
-                         f"or hate=hate.bin:max0.3")
+                          f"or hate=hate.bin:max0.3")
     name, model = text.split("=", 1)
     try:
         model, kw = _classifier_mode(text, model)
@@ -335,16 +345,16 @@ class FilterConfig(InputConfig):
             if not is_real(self.max_perplexity) or not math.isfinite(self.max_perplexity) \
                     or self.max_perplexity <= 1.0:
                 raise ConfigError(f"FilterConfig.max_perplexity must be a finite number > 1, got "
-                                 f"{self.max_perplexity!r}")
+                                  f"{self.max_perplexity!r}")
         if self.perplexity_keep is not None:
             if not self.has_lm:
                 raise ConfigError("FilterConfig.perplexity_keep needs a model: pass perplexity=MODEL")
             if self.max_perplexity is not None:
                 raise ConfigError("FilterConfig.perplexity_keep and max_perplexity are two cuts of one score: "
-                                 "give one (a rank fraction or an absolute maximum)")
+                                  "give one (a rank fraction or an absolute maximum)")
             if not is_real(self.perplexity_keep) or not 0.0 < self.perplexity_keep <= 1.0:
                 raise ConfigError(f"FilterConfig.perplexity_keep must be a fraction in (0, 1] (0.33 keeps the "
-                                 f"lowest-perplexity third), got {self.perplexity_keep!r}")
+                                  f"lowest-perplexity third), got {self.perplexity_keep!r}")
         b = self.perplexity_buckets
         if b:
             if not self.has_lm:
@@ -352,7 +362,7 @@ class FilterConfig(InputConfig):
             if isinstance(b, str) or len(b) != 2 or not all(is_real(x) for x in b) \
                     or not 0.0 < b[0] < b[1] < 1.0:
                 raise ConfigError(f"FilterConfig.perplexity_buckets must be two fractions 0 < a < b < 1 (CCNet's "
-                                 f"head / middle / tail cuts, e.g. (0.33, 0.67)), got {b!r}")
+                                  f"head / middle / tail cuts, e.g. (0.33, 0.67)), got {b!r}")
         pl = self.perplexity_lang
         if pl:
             if isinstance(pl, str) or not all(isinstance(x, tuple) and len(x) == 2 and all(
@@ -364,16 +374,16 @@ class FilterConfig(InputConfig):
                 raise ConfigError(f"FilterConfig.perplexity_lang names language {dup[0]!r} twice")
             if self.perplexity is not None:
                 raise ConfigError("FilterConfig.perplexity_lang replaces perplexity (one model for every language): "
-                                 "give one of them")
+                                  "give one of them")
             if self.lid is None and not self.domain.script_prefilter:
                 raise ConfigError("FilterConfig.perplexity_lang routes documents by their language: pass lid= "
-                                 "(--lid lid.176.ftz)")
+                                  "(--lid lid.176.ftz)")
         if self.rules not in (None, "gopher", "gopher_quality", "gopher_repetition"):
             raise ConfigError(f"FilterConfig.rules must be 'gopher', 'gopher_quality', 'gopher_repetition' or None, "
-                             f"got {self.rules!r}")
+                              f"got {self.rules!r}")
         if isinstance(self.rules_off, str) or (self.rules_off and self.rules is None):
             raise ConfigError(f"FilterConfig.rules_off must be a tuple of rule columns, with rules set; got "
-                             f"{self.rules_off!r}")
+                              f"{self.rules_off!r}")
         if isinstance(self.dsir_target, str):
             raise ConfigError("FilterConfig.dsir_target must be a tuple of paths, not one string")
         if self.select is not None:
@@ -382,10 +392,10 @@ class FilterConfig(InputConfig):
             if is_int(self.select):
                 if self.select < 1:
                     raise ConfigError(f"FilterConfig.select must be a count >= 1 or a fraction in (0, 1], got "
-                                     f"{self.select!r}")
+                                      f"{self.select!r}")
             elif not is_real(self.select) or not 0.0 < self.select <= 1.0:
                 raise ConfigError(f"FilterConfig.select must be a count >= 1 or a fraction in (0, 1], got "
-                                 f"{self.select!r}")
+                                  f"{self.select!r}")
         elif self.dsir_target:
             raise ConfigError("FilterConfig.dsir_target needs select= (--select K or FRACTION): how many to keep")
         if not is_int(self.dsir_buckets) or self.dsir_buckets < 2:
@@ -394,7 +404,7 @@ class FilterConfig(InputConfig):
             raise ConfigError(f"FilterConfig.domain must be a DomainConfig, got {self.domain!r}")
         if isinstance(self.order, str) or sorted(self.order) != sorted(FAMILIES):
             raise ConfigError(f"FilterConfig.order must name each of {', '.join(FAMILIES)} once (the order in "
-                             f"which their tests give the reason), got {self.order!r}")
+                              f"which their tests give the reason), got {self.order!r}")
         if self.unit not in get_args(Unit):
             raise ConfigError(f"FilterConfig.unit must be 'document' or 'paragraph', got {self.unit!r}")
         if not is_int(self.audit) or self.audit < 0:
@@ -411,7 +421,7 @@ class FilterConfig(InputConfig):
                 raise MissingFileError(f"model file {path!r} does not exist")
         if not self.any_filter:
             raise ConfigError("nothing to filter: give at least one of --lid, --classifier, --perplexity, "
-                             "--rules, --dsir-target (or the script pre-filter)")
+                              "--rules, --dsir-target (or the script pre-filter)")
 
     @property
     def any_filter(self) -> bool:

@@ -72,13 +72,13 @@ class DSIRConfig:
     def __post_init__(self) -> None:
         if not is_int(self.buckets) or not 1 <= self.buckets <= MAX_BUCKETS:
             raise ConfigError(f"DSIRConfig.buckets must be an int in [1, {MAX_BUCKETS}], got {self.buckets!r}; "
-                             "DSIR's default is 10000")
+                              "DSIR's default is 10000")
         if not is_int(self.ngrams) or not 1 <= self.ngrams <= DSIR_MAX_NGRAM:
             raise ConfigError(f"DSIRConfig.ngrams must be an int in [1, {DSIR_MAX_NGRAM}], got {self.ngrams!r}; "
-                             "2 means unigrams + bigrams")
+                              "2 means unigrams + bigrams")
         if not is_real(self.alpha) or self.alpha <= 0:
             raise ConfigError(f"DSIRConfig.alpha must be a finite number > 0 (the Laplace pseudo-count), got "
-                             f"{self.alpha!r}; use e.g. 1.0")
+                              f"{self.alpha!r}; use e.g. 1.0")
         if not is_int(self.seed) or not 0 <= self.seed < 2**64:
             raise ConfigError(f"DSIRConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
         check_select(self.select, "DSIRConfig.select")
@@ -150,7 +150,7 @@ class BagModel:
         with np.load(path, allow_pickle=False) as z:
             if "probs" not in z.files or int(z.get("dsir_seed", -1)) != int(DSIR_SEED):
                 raise DataError(f"{path} is not a BagModel of this feature hash (DSIR_SEED {int(DSIR_SEED):#x}); "
-                                 "refit it with fit_counts + BagModel.from_counts")
+                                "refit it with fit_counts + BagModel.from_counts")
             probs = np.array(z["probs"], dtype=np.float64)
         if probs.ndim != 1 or np.any(probs <= 0) or not math.isclose(float(probs.sum()), 1.0, rel_tol=1e-9):
             raise DataError(f"{path}: probs must be a positive 1-D distribution summing to 1")
@@ -260,7 +260,7 @@ def _check_model(model: BagModel, cfg: DSIRConfig, what: str) -> None:
         raise UsageError(f"{what} must be a BagModel, got {type(model).__name__}")
     if model.buckets != cfg.buckets:
         raise ConfigError(f"{what} has {model.buckets} buckets but DSIRConfig.buckets is {cfg.buckets}; fit both "
-                         "models with the same config")
+                          "models with the same config")
 
 
 def log_weights(texts: TextsLike, target: BagModel, raw: BagModel, cfg: DSIRConfig,
@@ -299,7 +299,7 @@ def gumbel_topk(log_w: Any, k: int, seed: int) -> np.ndarray:
         raise ConfigError(f"log_w must be 1-D, got shape {w.shape}")
     if np.isnan(w).any():
         raise ConfigError(f"log_w has NaN at index {int(np.flatnonzero(np.isnan(w))[0])}; weights must be numbers "
-                         "(-inf for documents never to select)")
+                          "(-inf for documents never to select)")
     if not is_int(k) or k < 0:
         raise ConfigError(f"k must be an int >= 0, got {k!r}")
     if not is_int(seed) or not 0 <= seed < 2**128:

@@ -46,9 +46,19 @@ DEQUANTIZE_MAX_BYTES = 256 << 20
 
 
 def load_fasttext(path: str | os.PathLike) -> "FastTextModel":
-    """Read a fastText supervised model (``.bin``, or ``.ftz`` with product-quantized input and optionally
-    output matrices, norm quantization and a pruned vocabulary). Raises FastTextFormatError (a ValueError)
-    naming the file for anything that is not such a model or is truncated."""
+    """Read a fastText supervised model.
+
+    Args:
+        path: a ``.bin`` file, or a ``.ftz`` one (product-quantized input and optionally output matrices, norm
+            quantization, a pruned vocabulary).
+
+    Returns:
+        The ``FastTextModel``, scored by our own kernels on CPU and GPU.
+
+    Raises:
+        FastTextFormatError: the file is not such a model, or it is truncated (a ``DataError``; the message
+            names the file).
+    """
     return FastTextModel(read_model(path))
 
 
@@ -382,7 +392,7 @@ class FastTextModel:
             offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         if data.dtype != np.uint8 or offsets.dtype != np.int64 or offsets.ndim != 1 or offsets.shape[0] < 1:
             raise UsageError(f"data must be uint8 and offsets int64 (n + 1,); got {data.dtype} and "
-                            f"{offsets.dtype} {offsets.shape}")
+                             f"{offsets.dtype} {offsets.shape}")
         if data.shape[0] == 0:  # a zero-length array is not a valid kernel argument on every backend
             data = dev.to_device(np.zeros(1, np.uint8), device)
         return data, offsets, int(offsets.shape[0]) - 1
@@ -397,7 +407,7 @@ def _check_threshold(threshold: float) -> np.float32:
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating, np.integer)) \
             or not math.isfinite(float(threshold)):
         raise ConfigError(f"threshold must be a finite number (fastText's probability threshold, usually 0.0); "
-                         f"got {threshold!r}")
+                          f"got {threshold!r}")
     return np.float32(threshold)
 
 
@@ -423,7 +433,7 @@ def texts_to_arrays(texts) -> tuple[np.ndarray, np.ndarray]:
         return arrow_text_buffers(texts)
     if isinstance(texts, (str, bytes)):
         raise UsageError("texts must be a list of documents (or a pyarrow string array), not a single string: "
-                        "wrap it as [text]")
+                         "wrap it as [text]")
     encoded = []
     for i, t in enumerate(texts):
         if t is None:

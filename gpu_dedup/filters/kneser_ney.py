@@ -61,7 +61,7 @@ class LMTrainConfig:
     def __post_init__(self) -> None:
         if not is_int(self.order) or not 1 <= self.order <= MAX_ORDER:
             raise ConfigError(f"LMTrainConfig.order must be an int in [1, {MAX_ORDER}], got {self.order!r} "
-                             "(5 is the usual choice, as in CCNet)")
+                              "(5 is the usual choice, as in CCNet)")
         if not isinstance(self.normalization, LMNormalization):
             raise ConfigError(f"LMTrainConfig.normalization must be an LMNormalization, got {self.normalization!r}")
         if not isinstance(self.text_field, str) or not self.text_field:
@@ -383,7 +383,7 @@ def _txt_blocks(path: str):
                     block.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     raise DataError(f"{path}: invalid UTF-8 at byte {pos + exc.start}; fix or re-encode the "
-                                     "file (a .txt reference corpus must be UTF-8)") from None
+                                    "file (a .txt reference corpus must be UTF-8)") from None
                 # the whole block is one pseudo-document: its lines (the documents) are its sentences
                 yield np.frombuffer(block, np.uint8), np.array([0, len(block)], np.int64)
                 pos += len(block)
@@ -393,9 +393,25 @@ def _txt_blocks(path: str):
 
 def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: str | os.PathLike,
              cfg: LMTrainConfig | None = None, device: str = "cpu", overwrite: bool = False) -> dict[str, Any]:
-    """Train an interpolated modified Kneser-Ney model of ``cfg.order`` on the reference corpus ``inputs``
-    (jsonl / parquet via ``gpu_dedup.io``, or ``.txt`` with one document per line) and write it atomically as
-    an ARPA file at ``out_path`` (refused if it exists, unless ``overwrite``). Returns statistics."""
+    """Train an interpolated modified Kneser-Ney model and write it as an ARPA file, atomically.
+
+    Args:
+        inputs: the reference corpus: jsonl / parquet (read by ``gpu_dedup.io``), or ``.txt`` with one document
+            per line.
+        out_path: the ARPA file to write.
+        cfg: the ``LMTrainConfig`` (order, normalization, fields; None: its defaults).
+        device: "cpu", "cuda" or "auto".
+        overwrite: replace an existing ``out_path``.
+
+    Returns:
+        The statistics: n-gram counts per order, discounts, timings.
+
+    Raises:
+        OutputExistsError: ``out_path`` exists and ``overwrite`` is False.
+        MissingFileError: an input file does not exist.
+        DataError: invalid UTF-8 in a .txt input, or a corpus with no sentence.
+        DiscountError: the corpus is too small for modified Kneser-Ney discounts.
+    """
     cfg = cfg or LMTrainConfig()
     device = resolve_device(device)
     out_path = os.fspath(out_path)
@@ -425,7 +441,7 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
                        counter.dropped)
     if not counter.sentences:
         raise DataError(f"the reference corpus {[os.fspath(p) for p in paths]} has no sentence (no line with a "
-                         "word after normalization); check the inputs and text_field")
+                        "word after normalization); check the inputs and text_field")
     t1 = time.perf_counter()
     try:
         grams, stats = estimate(counter.counts())

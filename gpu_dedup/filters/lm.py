@@ -70,7 +70,7 @@ class LMNormalization:
                 raise ConfigError(f"LMNormalization.{name} must be a bool, got {value!r}")
             if value and self.mode == "none":
                 raise ConfigError(f"LMNormalization.{name}=True needs mode='nfkc-lower' (mode='none' leaves the "
-                                 "text as it is); set mode='nfkc-lower' or drop the option")
+                                  "text as it is); set mode='nfkc-lower' or drop the option")
 
     def normalize_config(self) -> NormalizeConfig | None:
         if self.mode == "none":
@@ -86,7 +86,7 @@ class LMNormalization:
         bad = [o for o in opts if o not in known]
         if bad:
             raise ConfigError(f"LM normalization {text!r}: unknown option {bad[0]!r} (options: "
-                             f"{', '.join(known)}; e.g. nfkc-lower,fold-digits)")
+                              f"{', '.join(known)}; e.g. nfkc-lower,fold-digits)")
         return cls(mode=mode, **{known[o]: True for o in opts})
 
     @classmethod
@@ -536,9 +536,24 @@ def _locate(i: int, counts: list[int]) -> tuple[int, int]:
 
 
 def load_lm(path: str | os.PathLike, normalization: LMNormalization | None = None) -> NgramLM:
-    """Load an ARPA file (ours, or any other: then ``normalization`` is required) or a KenLM binary file
-    (scored by the ``kenlm`` package; ``normalization`` required). A model whose recorded contract differs
-    from ``normalization`` is refused, naming the fields."""
+    """Load an n-gram language model.
+
+    Args:
+        path: an ARPA file (ours, or any other one), or a KenLM binary file (scored by the ``kenlm`` package).
+        normalization: the text normalization the model was trained with. Required for a model we did not
+            train, or a KenLM binary; for ours it must match the one recorded in the file.
+
+    Returns:
+        The ``NgramLM``.
+
+    Raises:
+        MissingFileError: ``path`` does not exist.
+        ARPAError: a malformed ARPA file (the message names the line).
+        DataError: a foreign model without ``normalization``.
+        ConfigError: ``normalization`` differs from the model's (the message names the fields).
+        DependencyError: a KenLM binary without the ``kenlm`` package.
+        UsageError: ``normalization`` is not an ``LMNormalization``.
+    """
     path = os.fspath(path)
     if normalization is not None and not isinstance(normalization, LMNormalization):
         raise UsageError(f"normalization must be an LMNormalization, got {type(normalization).__name__}")
@@ -549,19 +564,19 @@ def load_lm(path: str | os.PathLike, normalization: LMNormalization | None = Non
     if head == KENLM_BINARY_MAGIC:
         if normalization is None:
             raise DataError(f"{path} is a KenLM binary file, which records no normalization: pass "
-                             "normalization=LMNormalization(...) matching how its training text was prepared")
+                            "normalization=LMNormalization(...) matching how its training text was prepared")
         try:
             import kenlm
         except ImportError:
             raise DependencyError(f"{path} is a KenLM binary file; scoring it needs the kenlm package: "
-                              f"{KENLM_EXTRA} (or convert the model to ARPA)") from None
+                                  f"{KENLM_EXTRA} (or convert the model to ARPA)") from None
         return NgramLM(path, normalization, None, kenlm_model=kenlm.Model(path))
     contract, vocab, grams = read_arpa(path)
     if contract is None:
         if normalization is None:
             raise DataError(f"{path} has no '{HEADER_PREFIX.strip()}' header (not trained by gpu-dedup, e.g. "
-                             "KenLM's lmplz): pass normalization=LMNormalization(...) describing how its training "
-                             "text was normalized (mode='none' for text used as is)")
+                            "KenLM's lmplz): pass normalization=LMNormalization(...) describing how its training "
+                            "text was normalized (mode='none' for text used as is)")
         return NgramLM(path, normalization, None, vocab, grams)
     try:
         own = LMNormalization.from_dict(contract.get("normalization", {}))
@@ -571,5 +586,5 @@ def load_lm(path: str | os.PathLike, normalization: LMNormalization | None = Non
         check_contract(lm_contract(normalization or own), contract, f"language model {path}")
     except ValueError as exc:
         raise ConfigError(f"{exc}\nFor this model: score with normalization={own!r} (the model's), or retrain it "
-                         "on text normalized your way (gpu-dedup train-lm).") from None
+                          "on text normalized your way (gpu-dedup train-lm).") from None
     return NgramLM(path, normalization or own, contract, vocab, grams)

@@ -30,11 +30,11 @@ class Prefilter:
     def __init__(self, cfg: FilterConfig, device: str):
         if cfg.dsir_target:
             raise ConfigError("DSIR cannot run inside dedup's pass 1 (it needs the whole corpus first): run "
-                             "`gpu-dedup filter ... --dsir-target` and then `gpu-dedup run OUT/filtered`")
+                              "`gpu-dedup filter ... --dsir-target` and then `gpu-dedup run OUT/filtered`")
         if cfg.perplexity_keep is not None or cfg.perplexity_buckets:
             raise ConfigError("perplexity_keep / perplexity_buckets rank the whole corpus, which dedup's pass 1 "
-                             "reads batch by batch: run `gpu-dedup filter ... --perplexity MODEL:keep=F` and then "
-                             "`gpu-dedup run OUT/filtered`")
+                              "reads batch by batch: run `gpu-dedup filter ... --perplexity MODEL:keep=F` and then "
+                              "`gpu-dedup run OUT/filtered`")
         self.cfg = cfg
         self.device = device
         self.scorers = Scorers.load(cfg, device)
@@ -66,7 +66,7 @@ class Prefilter:
         cols = concat_columns([self.parts[r] for r in sorted(self.parts)])
         if len(cols["row"]) != n or not np.array_equal(cols["row"], np.arange(n)):
             raise RunError(f"prefilter: scored {len(cols['row'])} of the run's {n} documents; every batch of "
-                               f"pass 1 must be scored once")
+                           f"pass 1 must be scored once")
         return cols
 
     def table(self, n: int) -> pa.Table:

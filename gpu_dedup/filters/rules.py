@@ -117,16 +117,16 @@ class RulesConfig:
             if (not isinstance(w, str) or not 1 <= len(w) <= 8 or not w.isascii() or w != w.lower()
                     or any(c.isspace() or c in _ASCII_PUNCT for c in w)):
                 raise ConfigError(f"RulesConfig.stop_words: {w!r} must be 1-8 lowercase ASCII characters without "
-                                 "spaces or punctuation (the kernel compares packed bytes)")
+                                  "spaces or punctuation (the kernel compares packed bytes)")
         if len(set(words)) != len(words):
             raise ConfigError(f"RulesConfig.stop_words lists a word twice: {words}")
         if self.min_stop_words is not None and self.min_stop_words > len(words):
             raise ConfigError(f"RulesConfig.min_stop_words ({self.min_stop_words}) exceeds the {len(words)} "
-                             "stop words: no document could pass")
+                              "stop words: no document could pass")
         if not isinstance(self.bullets, tuple) or not all(isinstance(b, str) and len(b) == 1 and not b.isspace()
                                                           for b in self.bullets):
             raise ConfigError(f"RulesConfig.bullets must be a tuple of single non-space characters, got "
-                             f"{self.bullets!r}")
+                              f"{self.bullets!r}")
 
     @staticmethod
     def preset(name: str = "gopher", **overrides: Any) -> "RulesConfig":
@@ -142,7 +142,7 @@ class RulesConfig:
         bad = [k for k in overrides if k not in {f.name for f in dataclasses.fields(RulesConfig)}]
         if bad:
             raise ConfigError(f"unknown RulesConfig field {bad[0]!r}"
-                             f"{did_you_mean(bad[0], [f.name for f in dataclasses.fields(RulesConfig)])}")
+                              f"{did_you_mean(bad[0], [f.name for f in dataclasses.fields(RulesConfig)])}")
         return RulesConfig(**(off | overrides))
 
 
@@ -213,7 +213,7 @@ def without(cfg: RulesConfig, columns: Sequence[str]) -> RulesConfig:
     bad = [c for c in columns if c not in enabled]
     if bad:
         raise ConfigError(f"--rule-off {bad[0]!r} is not an enabled rule{did_you_mean(bad[0], enabled)} (enabled: "
-                         f"{', '.join(enabled)})")
+                          f"{', '.join(enabled)})")
     off: dict[str, Any] = {f: None for c in columns for f in _COLUMN_FIELDS.get(c, ())}
     off["top_ngrams"] = tuple((n, t) for n, t in cfg.top_ngrams if f"gopher_top_{n}gram_char_frac" not in columns)
     off["dup_ngrams"] = tuple((n, t) for n, t in cfg.dup_ngrams if f"gopher_dup_{n}gram_char_frac" not in columns)
@@ -267,8 +267,22 @@ def rule_stats(texts: TextsLike, cfg: RulesConfig) -> tuple[np.ndarray, list[int
 
 
 def rule_scores(texts: TextsLike, cfg: RulesConfig, device: str = "cpu") -> dict[str, np.ndarray]:
-    """One float64 (n,) column per enabled rule (``rules(cfg)`` order), host arrays. The statistics run on
-    the CPU kernels for either device (per-document sorts are host work; see the module doc)."""
+    """Compute the statistics of the enabled Gopher rules.
+
+    The statistics run on the CPU kernels for either device (per-document sorts are host work; see the module
+    doc).
+
+    Args:
+        texts: the documents: a list of str, or a pyarrow string array.
+        cfg: the ``RulesConfig``.
+        device: "cpu", "cuda" or "auto".
+
+    Returns:
+        One float64 (n,) host column per enabled rule, in ``rules(cfg)`` order.
+
+    Raises:
+        ConfigError: an unknown device.
+    """
     if device not in ("cpu", "cuda", "auto"):
         raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     if device != "cpu":
@@ -293,13 +307,24 @@ def rule_scores(texts: TextsLike, cfg: RulesConfig, device: str = "cpu") -> dict
 
 
 def rule_decisions(scores: dict[str, Any], cfg: RulesConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(keep bool (n,), reason object (n,)): a document is kept when every enabled rule holds; its reason is
-    the first failing rule's column name ("" when kept). A NaN score fails its rule."""
+    """Decide the Gopher rules: a document is kept when every enabled rule holds.
+
+    Args:
+        scores: the columns of ``rule_scores`` (float64 (n,) each); a NaN score fails its rule.
+        cfg: the ``RulesConfig``.
+
+    Returns:
+        (keep, reason): bool (n,), and object (n,) the first failing rule's column name ("" when kept).
+
+    Raises:
+        MissingColumnError: ``scores`` lacks a column of an enabled rule.
+        ConfigError: a column has the wrong shape.
+    """
     rs = rules(cfg)
     missing = [r.column for r in rs if r.column not in scores]
     if missing:
-        raise MissingColumnError(f"scores lack the columns {missing} of the enabled rules; compute them with rule_scores "
-                       "under the same RulesConfig")
+        raise MissingColumnError(f"scores lack the columns {missing} of the enabled rules; compute them with "
+                                 "rule_scores under the same RulesConfig")
     n = len(next(iter(scores.values()))) if scores else 0
     keep = np.ones(n, bool)
     reason = np.full(n, "", dtype=object)

@@ -70,13 +70,29 @@ class FilterResult:
 def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike | None = None, *,
                   overwrite: bool = True, engine: str = "local", workers: int | None = None,
                   address: str | None = None) -> FilterResult:
-    """Score and filter ``source`` (paths, globs, directories, URLs, or an in-memory table); see the module
-    docstring. With ``output_dir`` the outputs are written there, owned as ``deduplicate`` owns its
-    (gpu_dedup/outputs.py): outside the inputs, locked for the run, an earlier run's files replaced only with
-    ``overwrite`` (the default here; the CLI asks for --overwrite), this run's removed again if it fails.
-    ``engine="ray"``: one scoring task per input file on a Ray cluster (``workers`` local processes, or the
-    one at ``address``), the same scores.parquet as the local run; the decisions, DSIR's selection and the
-    outputs are made here, as locally."""
+    """Score and filter ``source``: the steps of the module docstring.
+
+    With ``output_dir`` the outputs are owned as ``deduplicate`` owns its (gpu_dedup/outputs.py): outside the
+    inputs, locked for the run, an earlier run's files replaced only with ``overwrite``, this run's removed
+    again if it fails.
+
+    Args:
+        source: paths, globs, directories, URLs, or an in-memory table (pyarrow or pandas).
+        cfg: the ``FilterConfig``: models, thresholds, rules, order, audit.
+        output_dir: where scores.parquet, run.json, the kept records and report.html go (None: in memory).
+        overwrite: replace an earlier run's outputs (the default here; the CLI asks for --overwrite).
+        engine: "local", or "ray": one scoring task per input file on a Ray cluster. The scores are the
+            local run's; the decisions, DSIR's selection and the outputs are made here, as locally.
+        workers: with engine="ray", the number of local Ray worker processes.
+        address: with engine="ray", the address of a running cluster.
+
+    Returns:
+        A ``FilterResult``: the per-document scores and decisions, and run.json's statistics.
+
+    Raises:
+        ConfigError: an unknown engine, or ``workers`` / ``address`` without engine="ray".
+        GpuDedupError: a model, input or output directory that cannot be used (the message names it).
+    """
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     if engine == "local" and (workers is not None or address is not None):
@@ -261,7 +277,7 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
 
     if device == "cuda":
         raise ConfigError("filter --engine ray scores on CPU workers only yet: run it with --device cpu, or "
-                         "--engine local --device cuda")
+                          "--engine local --device cuda")
     with ray_cluster(workers, address) as ray:
         task = ray.remote(num_cpus=1, max_retries=3)(_score_file)
         refs = [task.remote(f, cfg, device, dsir is not None) for f in files]
@@ -377,7 +393,7 @@ class _Dsir:
             docs += len(batch.text)
         if not docs or not target.any():
             raise DataError(f"DSIR target {list(cfg.dsir_target)} holds no text (field {cfg.text_field!r}); "
-                             f"give files of target-domain documents")
+                            f"give files of target-domain documents")
         self.target_counts = target
         self.target_docs = docs
 
@@ -535,7 +551,7 @@ def _read_texts(files, cfg: FilterConfig, pick: np.ndarray) -> dict[int, str]:
     missing = want - set(texts)
     if missing:
         raise RunError(f"audit: rows {sorted(missing)[:5]} were not found on the second read: the input "
-                           f"changed during the run")
+                       f"changed during the run")
     return texts
 
 

@@ -151,28 +151,28 @@ class TrainClassifierConfig:
                 raise bad(name, "an int >= 0" + (" or None (from the data)" if name == "bucket" else ""))
         if self.minn > self.maxn:
             raise ConfigError(f"TrainClassifierConfig.minn ({self.minn}) must be <= maxn ({self.maxn}); char n-grams "
-                             "of minn..maxn characters are used (maxn=0: none)")
+                              "of minn..maxn characters are used (maxn=0: none)")
         if self.bucket == 0 and (self.word_ngrams > 1 or self.maxn > 0):
             raise ConfigError("TrainClassifierConfig.bucket must be >= 1 when word_ngrams > 1 or maxn > 0 (word and "
-                             "char n-grams are hashed into bucket rows); e.g. bucket=2000000")
+                              "char n-grams are hashed into bucket rows); e.g. bucket=2000000")
         if not is_real(self.lr) or self.lr <= 0:
             raise bad("lr", "a positive number, e.g. 0.1")
         if self.loss not in get_args(Loss):
             raise ConfigError(f"TrainClassifierConfig.loss must be one of {get_args(Loss)}, got {self.loss!r}"
-                             + did_you_mean(self.loss, get_args(Loss)))
+                              + did_you_mean(self.loss, get_args(Loss)))
         if not isinstance(self.quantize, bool):
             raise bad("quantize", "a bool")
         if self.cutoff and not self.quantize:
             raise ConfigError(f"TrainClassifierConfig.cutoff={self.cutoff} prunes a quantized model: set "
-                             "quantize=True, or cutoff=0")
+                              "quantize=True, or cutoff=0")
         if self.threshold_rule not in get_args(ThresholdRule):
             raise ConfigError(f"TrainClassifierConfig.threshold_rule must be one of {get_args(ThresholdRule)}, "
-                             f"got {self.threshold_rule!r}" + did_you_mean(self.threshold_rule,
-                                                                           get_args(ThresholdRule)))
+                              f"got {self.threshold_rule!r}" + did_you_mean(self.threshold_rule,
+                                                                            get_args(ThresholdRule)))
         if self.threshold_rule == "f1":
             if self.threshold_target is not None:
                 raise ConfigError(f"TrainClassifierConfig.threshold_target={self.threshold_target!r} is only used "
-                                 "by threshold_rule 'precision' or 'retention'; drop it or choose one of those")
+                                  "by threshold_rule 'precision' or 'retention'; drop it or choose one of those")
         elif not is_real(self.threshold_target) or not 0 < self.threshold_target <= 1:
             raise bad("threshold_target", f"a number in (0, 1] for threshold_rule={self.threshold_rule!r} "
                       "(e.g. 0.9)")
@@ -221,14 +221,14 @@ def _positive(cfg: TrainClassifierConfig, classes: list[str]) -> str | None:
             same = [c for c in classes if c.lower() == cfg.positive_label.lower()]  # labels are case-sensitive
             hint = f"; did you mean {same[0]!r}?" if same else did_you_mean(cfg.positive_label, classes)
             raise ConfigError(f"positive_label {cfg.positive_label!r} is not a label of the input (labels: "
-                             f"{', '.join(classes)}){hint}")
+                              f"{', '.join(classes)}){hint}")
         return cfg.positive_label
     if len(classes) != 2:
         return None
     named = [c for c in classes if c.lower() in POSITIVE_NAMES]
     if len(named) != 1:
         raise ConfigError(f"two labels, {classes[0]!r} and {classes[1]!r}, and no positive_label: set "
-                         "positive_label=NAME, the label the filter keeps")
+                          "positive_label=NAME, the label the filter keeps")
     logger.info("positive label: %r (named like a positive class; set positive_label to choose)", named[0])
     return named[0]
 
@@ -334,8 +334,8 @@ def _model_path(out: str | os.PathLike, cfg: TrainClassifierConfig) -> str:
     suffix = os.path.splitext(path)[1].lower()
     if suffix in (".bin", ".ftz") and suffix != want:
         raise ConfigError(f"output {os.fspath(out)!r}: a {'quantized' if cfg.quantize else 'full'} model is a "
-                         f"{want} file; name it {os.path.splitext(os.fspath(out))[0] + want!r}"
-                         + ("" if cfg.quantize else " (or set quantize=True for a .ftz)"))
+                          f"{want} file; name it {os.path.splitext(os.fspath(out))[0] + want!r}"
+                          + ("" if cfg.quantize else " (or set quantize=True for a .ftz)"))
     return path if suffix else path + want
 
 
@@ -410,16 +410,33 @@ def _train(ft: Any, train_file: str, model_file: str, cfg: TrainClassifierConfig
 
 def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
                      overwrite: bool = False) -> dict[str, Any]:
-    """Read ``inputs``, split, train, evaluate, and write the model at ``out`` (``.bin``, or ``.ftz`` when
-    quantized; added when ``out`` has no suffix) with its card ``<model>.json``, both atomically (a failed run
-    leaves neither). Refuses to replace an existing model or card unless ``overwrite``. Returns the card."""
+    """Train a fastText classifier: read, split, train, evaluate, write.
+
+    The model and its card ``<model>.json`` are written atomically: a failed run leaves neither.
+
+    Args:
+        inputs: the labelled files (JSON Lines, Parquet or fastText .txt).
+        out: the model path: ``.bin``, or ``.ftz`` when quantized (added when ``out`` has no suffix).
+        cfg: the ``TrainClassifierConfig``.
+        overwrite: replace an existing model or card.
+
+    Returns:
+        The card: split sizes, threshold, metrics, versions.
+
+    Raises:
+        UsageError: ``cfg`` is not a ``TrainClassifierConfig``.
+        OutputExistsError: the model or card exists and ``overwrite`` is False.
+        LabelledInputError: a bad labelled row (the message names the file and line).
+        TrainDependencyError: the ``fasttext`` package (the ``train`` extra) is missing.
+        TrainingError: fastText could not train or quantize.
+    """
     if not isinstance(cfg, TrainClassifierConfig):
         raise UsageError(f"cfg must be a TrainClassifierConfig, got {type(cfg).__name__}")
     model_path = _model_path(out, cfg)
     for p in (model_path, card_path(model_path)):
         if os.path.exists(p) and not overwrite:
             raise OutputExistsError(f"{p} already exists; pass overwrite=True to replace it, "
-                                  "or choose another output")
+                                    "or choose another output")
     ft = _fasttext()
     started = time.time()
     data = read_labelled(inputs, text_field=cfg.text_field, label_field=cfg.label_field,
@@ -517,8 +534,18 @@ def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path
 
 
 def read_card(model_path: str | os.PathLike) -> dict[str, Any] | None:
-    """The card written beside ``model_path`` by ``train_classifier``, or None when there is none. Raises
-    ValueError when it is not a card or was written for another model file (size differs)."""
+    """Read the card that ``train_classifier`` wrote beside a model.
+
+    Args:
+        model_path: the model file (the card is ``<model>.json``).
+
+    Returns:
+        The card, or None when there is none.
+
+    Raises:
+        DataError: the file is not a card of this tool, of a format this version reads, or of this model file
+            (its size differs).
+    """
     path = card_path(model_path)
     if not os.path.exists(path):
         return None
@@ -530,14 +557,14 @@ def read_card(model_path: str | os.PathLike) -> dict[str, Any] | None:
     if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
         fmt = card.get("format") if isinstance(card, dict) else None
         raise DataError(f"{path}: not a gpu-dedup classifier card (format {fmt!r}); "
-                         "give the threshold explicitly (NAME=MODEL:THRESHOLD) or move the file")
+                        "give the threshold explicitly (NAME=MODEL:THRESHOLD) or move the file")
     if card.get("format_version") != CARD_VERSION:
         raise DataError(f"{path}: card format_version {card.get('format_version')!r}; this gpu-dedup reads "
-                         f"version {CARD_VERSION}: retrain with this version or give the threshold explicitly")
+                        f"version {CARD_VERSION}: retrain with this version or give the threshold explicitly")
     size = os.path.getsize(model_path) if os.path.exists(model_path) else None
     if size is not None and size != card["model"]["bytes"]:
         raise DataError(f"{path} describes a model of {card['model']['bytes']} bytes but {os.fspath(model_path)} "
-                         f"has {size}: the card is stale; retrain, or give the threshold explicitly")
+                        f"has {size}: the card is stale; retrain, or give the threshold explicitly")
     return card
 
 
@@ -546,8 +573,15 @@ def _num(v: Any, digits: int = 3) -> str:
 
 
 def format_summary(card: dict[str, Any]) -> str:
-    """A short human-readable table of a card: split sizes, threshold and its P/R/F1/retention, retention table,
-    per-label metrics and confusion matrix."""
+    """A short human-readable table of a classifier card.
+
+    Args:
+        card: the card, as ``train_classifier`` returns it or ``read_card`` reads it.
+
+    Returns:
+        The text: split sizes, threshold and its P/R/F1/retention, retention table, per-label metrics and
+        confusion matrix.
+    """
     sp, m = card["split"], card["metrics"]
     labels = card["labels"]
     w = max(8, *(len(x) for x in labels))

@@ -334,7 +334,7 @@ class _ArrowReader(_FileReader):
                 return
             if len(dev) != n:
                 raise RunError(f"{self.f.relpath}: the {self.device_reader.name} reader returned {len(dev)} rows "
-                                   f"for row groups {rgs}, the file's metadata says {n}; use reader='pyarrow'")
+                               f"for row groups {rgs}, the file's metadata says {n}; use reader='pyarrow'")
             ids = id_col = None
             if has_ids:
                 id_col = side_table.column(spec.id_field).combine_chunks()

@@ -86,7 +86,7 @@ def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column:
     if scope_field is not None and (not isinstance(scope_field, str) or not scope_field
                                     or scope_field in (text_field, id_field)):
         raise ConfigError(f"scope field {scope_field!r} must be a non-empty column name other than the text and "
-                         "id fields")
+                          "id fields")
     return _Spec(id_field=id_field, text_field=text_field, keep_column=keep_column, on_error=on_error,
                  positions=positions, scope_field=scope_field)
 

@@ -258,13 +258,13 @@ def _expand_one(arg: str, skipped: list[tuple[str, str]]) -> list[tuple[Any, str
         files = walk.walk(arg, top_is_input=True)
         if not files:
             raise ConfigError(f"input directory {arg!r} contains no supported files "
-                             f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(skipped)}; point to the data files "
-                             f"or their folder")
+                              f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(skipped)}; point to the data files "
+                              f"or their folder")
         return [(None, p) for p in files]
     if os.path.isfile(arg):
         if _classify(arg) is None:
             raise ConfigError(f"input file {arg!r} has an unsupported extension; supported: "
-                             f"{', '.join(SUPPORTED_SUFFIXES)} (rename it or convert it)")
+                              f"{', '.join(SUPPORTED_SUFFIXES)} (rename it or convert it)")
         return [(None, arg)]
     if glob.has_magic(arg):
         matches = sorted(glob.glob(arg, recursive=True))
@@ -289,7 +289,7 @@ def _glob_files(arg: str, matches: list[str], walk: _Walk, isdir: Callable[[str]
             files.append(m)
     if not files:
         raise ConfigError(f"input pattern {arg!r} matched {len(matches)} path(s) but no supported files "
-                         f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(walk.skipped)}")
+                          f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(walk.skipped)}")
     return files
 
 
@@ -307,15 +307,15 @@ def _expand_remote(arg: str, skipped: list[tuple[str, str]]) -> list[tuple[Any, 
         files = walk.walk(path, top_is_input=True)
         if not files:
             raise ConfigError(f"input directory {arg!r} contains no supported files "
-                             f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(skipped)}")
+                              f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(skipped)}")
         return [(fs, p) for p in files]
     if fs.isfile(path):
         if _classify(path) is None:
             raise ConfigError(f"input file {arg!r} has an unsupported extension; supported: "
-                             f"{', '.join(SUPPORTED_SUFFIXES)}")
+                              f"{', '.join(SUPPORTED_SUFFIXES)}")
         return [(fs, path)]
     raise MissingFileError(f"input {arg!r} does not exist (not a file, directory or glob match on "
-                            f"{protocol_of(arg)}://)")
+                           f"{protocol_of(arg)}://)")
 
 
 def _skipped_note(skipped: list[tuple[str, str]]) -> str:
@@ -378,12 +378,12 @@ def dataset_table(ds: Any) -> pa.Table:
         import datasets
     except ImportError as e:  # pragma: no cover - an object of the package implies the package
         raise DependencyError('a datasets.Dataset source needs the datasets package: pip install "gpu-dedup[datasets]"'
-                          ) from e
+                              ) from e
     if isinstance(ds, datasets.DatasetDict):
         raise UsageError(f"got a DatasetDict with splits {sorted(ds)}; pass one split, e.g. ds[{sorted(ds)[0]!r}]")
     if isinstance(ds, getattr(datasets, "IterableDataset", ())):
         raise UsageError("an IterableDataset cannot be read as a table; load it without streaming=True, or write "
-                        "it to Parquet / JSON Lines and pass the files")
+                         "it to Parquet / JSON Lines and pass the files")
     if not isinstance(ds, datasets.Dataset):
         raise UsageError(f"expected a datasets.Dataset, got {type(ds).__name__}")
     if getattr(ds, "_indices", None) is None:
@@ -404,7 +404,7 @@ def table_input(obj: Any) -> list[InputFile]:
             obj = dataset_table(obj)
         else:
             raise UsageError(f"table_input needs a pyarrow.Table, a pandas.DataFrame or a datasets.Dataset, got "
-                            f"{type(obj).__name__}")
+                             f"{type(obj).__name__}")
     return [InputFile(path=TABLE_PATH, relpath=TABLE_PATH, fmt="table", compression=None, table=obj)]
 
 
@@ -418,7 +418,7 @@ def source_files(source) -> list[InputFile]:
     if isinstance(source, (list, tuple)):
         return resolve_inputs(list(source))
     raise UsageError(f"source must be a path or URL, a list of paths/URLs/globs, a pyarrow Table, a pandas DataFrame "
-                    f"or a datasets.Dataset; got {type(source).__name__}")
+                     f"or a datasets.Dataset; got {type(source).__name__}")
 
 
 def file_sha256(path: str | os.PathLike) -> str:

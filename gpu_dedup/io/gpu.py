@@ -98,12 +98,12 @@ def resolve_reader(reader: str, device: str) -> "CudfTextReader | None":
     if reader == "cudf":
         if not real_gpu:
             raise ConfigError(f"reader='cudf' decodes Parquet into GPU memory, so it needs device='cuda' on a real "
-                             f"GPU (this run has device={device!r}{', under the CUDA simulator' if simulator() else ''}"
-                             "); use reader='pyarrow' or 'auto'")
+                              f"GPU (this run has device={device!r}"
+                              f"{', under the CUDA simulator' if simulator() else ''}); use reader='pyarrow' or 'auto'")
         usable, reason = cudf_status()
         if not usable:
             raise RunError(f"reader='cudf' was requested but {reason}. Install RAPIDS cudf for this CUDA "
-                               "version, or run with reader='pyarrow' (or 'auto').")
+                           "version, or run with reader='pyarrow' (or 'auto').")
         return CudfTextReader()
     if not real_gpu:
         return None
@@ -157,7 +157,7 @@ def string_buffers(col: Any, xp: Any, type_id: Any) -> tuple[Any, Any]:
     data = _as_bytes(buf, xp) if buf is not None else xp.zeros(0, xp.uint8)
     if int(offsets[-1]) > data.shape[0] or int(offsets[0]) < 0:
         raise DataError(f"cudf strings column offsets [{int(offsets[0])}, {int(offsets[-1])}] exceed its "
-                         f"{data.shape[0]} character bytes")
+                        f"{data.shape[0]} character bytes")
     return data, offsets
 
 

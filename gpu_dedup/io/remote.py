@@ -60,7 +60,7 @@ def url_filesystem(url: str) -> tuple[Any, str]:
         if extra is not None:
             raise DependencyError(f"reading {url!r} needs {pkg}: pip install \"gpu-dedup[{extra}]\" ({e})") from e
         raise DependencyError(f"reading {url!r} needs the package that implements fsspec's {proto!r} protocol ({e}); "
-                          f"supported: {_SUPPORTED}") from e
+                              f"supported: {_SUPPORTED}") from e
     except ValueError as e:  # fsspec does not know the protocol
         if "protocol" not in str(e).lower():
             raise

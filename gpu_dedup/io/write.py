@@ -173,10 +173,10 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
     keep = np.asarray(keep)
     if keep.ndim != 1 or keep.dtype != np.bool_:
         raise ConfigError(f"keep must be a 1-D bool array indexed by global row id, got dtype {keep.dtype} "
-                         f"shape {keep.shape}")
+                          f"shape {keep.shape}")
     if sum(f.fmt == "table" for f in files) > 1:
         raise ConfigError("write_kept writes one in-memory table to deduplicated.parquet; got several tables, "
-                         "concatenate them first")
+                          "concatenate them first")
     out_dir = os.path.abspath(os.fspath(out_dir))
     inputs = {os.path.abspath(f.path) for f in files if f.fmt != "table"}
     for f in files:
@@ -191,16 +191,16 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
         counts = [int(n) for n in file_rows]
         if len(counts) != len(files) or any(n < 0 for n in counts):
             raise ConfigError(f"file_rows must hold one row count >= 0 per input file ({len(files)}), got "
-                             f"{len(counts)} value(s)")
+                              f"{len(counts)} value(s)")
     total = sum(counts)
     if total != len(keep):
         raise ConfigError(f"keep has {len(keep)} entries but the inputs have {total} rows; pass the same files, "
-                         f"id_field, text_field and on_error as to iter_batches")
+                          f"id_field, text_field and on_error as to iter_batches")
     annotate = dict(annotate or {})
     for name, values in annotate.items():
         if np.shape(values) != keep.shape:
             raise ConfigError(f"annotate[{name!r}] must have one value per row ({len(keep)}), got shape "
-                             f"{np.shape(values)}")
+                              f"{np.shape(values)}")
         annotate[name] = np.asarray(values, np.int64)
     firsts = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)[:-1])).tolist() if files else []
     workers = max(1, min(threads, len(files)))
@@ -318,8 +318,8 @@ def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_
             raise _Aborted(f.relpath)
         if row + n > len(keep):
             raise DataError(f"keep has {keep_len} entries but the inputs have more rows ({f.relpath}: more than "
-                             f"{len(keep)}); pass the same files, id_field, text_field and on_error as to "
-                             f"iter_batches")
+                            f"{len(keep)}); pass the same files, id_field, text_field and on_error as to "
+                            f"iter_batches")
         part = keep[row:row + n]
         for k, v in annotate.items():  # the kept rows' annotations, in order
             extra[k] = v[row:row + n][part]
@@ -365,8 +365,8 @@ def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_
                     writer.close()
         if row != len(keep):
             raise DataError(f"keep has {keep_len} entries but the inputs have a different number of rows "
-                             f"({f.relpath}: {row}, not {len(keep)}); pass the same files, id_field, text_field "
-                             f"and on_error as to iter_batches")
+                            f"({f.relpath}: {row}, not {len(keep)}); pass the same files, id_field, text_field "
+                            f"and on_error as to iter_batches")
         return _Written(f.relpath, outputs.pop_all(), 0 if unreadable else 1, written, unreadable)
 
 
@@ -415,7 +415,7 @@ def _open_parquet_writer(stack: ExitStack, target: str, reader: _ArrowReader,
     for k in annotate or ():
         if k in schema.names:
             raise DataError(f"{reader.f.relpath} already has a column {k!r}: annotating would give it two values; "
-                             "rename the column or run without --annotate")
+                            "rename the column or run without --annotate")
         schema = schema.append(pa.field(k, pa.int64()))
     tmp = stack.enter_context(atomic_path(target))
     codec = parquet_codec(reader.f) if reader.f.fmt == "parquet" else "snappy"
@@ -435,7 +435,7 @@ def _write_annotated(out: Any, raw: memoryview, starts: np.ndarray, ends: np.nda
     for k, key in zip(extra, keys):
         if key in view:  # as a key (or a string value equal to the name: refused too, rather than guessed)
             raise DataError(f"{relpath} already has a field {k!r} (or that string as a value): annotating would "
-                             "give a record two values; rename the field or run without --annotate")
+                            "give a record two values; rename the field or run without --annotate")
     cols = [extra[k].tolist() for k in extra]
     parts = []
     for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):

@@ -184,7 +184,7 @@ def exact_stage(cfg: RunConfig, device: str, files, ranked: Ranked, index=None) 
     if cfg.cluster.exact_verify:
         if index is not None:
             raise ConfigError("exact_verify cannot byte-compare against an index (it stores hashes, not text); "
-                             "run without --exact-verify or without --against")
+                              "run without --exact-verify or without --against")
         leader, collisions = verify_groups(files, cfg, leader)
     stats = {"groups_with_duplicates": int(np.unique(leader[leader != rows]).shape[0]),
              "removed": int((leader[n_index:] != rows[n_index:]).sum()),

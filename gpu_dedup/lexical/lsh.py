@@ -133,7 +133,7 @@ def group_buckets(keys, rows=None, partitions: int = 1) -> Buckets:
             next_bucket += int(big.shape[0])
     if m >= 2**31 or next_bucket >= 2**31:
         raise ConfigError(f"{m:,} documents / {next_bucket:,} buckets in one grouping exceed the 32-bit entry "
-                         "indexes; split the run (e.g. --against an index of the first part)")
+                          "indexes; split the run (e.g. --against an index of the first part)")
     if docs_parts:
         # 32-bit entries: a bucket entry per (document, band) of every bucket of size >= 2 is the largest
         # array of the grouping on duplicate-heavy corpora

@@ -118,7 +118,7 @@ def unit_starts(norm: "Normalized", kind_char: bool, device: str):
         found = int(counts.sum()) + (0 if kind_char else int(xp.count_nonzero(norm.offsets[1:] > norm.offsets[:-1])))
         if found != units.shape[0]:  # an invariant of normalized text; never write past the array
             raise RunError(f"{found} unit starts in the text but {units.shape[0]} in the normalized sizes: "
-                               "the text does not come from normalize_arrays")
+                           "the text does not come from normalize_arrays")
         launch(device, "unit_chunks", chunks, norm.data, norm.offsets, kind_char, doc, first, count, base, True, counts,
                units)
     return ubase, units

@@ -82,7 +82,7 @@ def _tables_on(cfg: NormalizeConfig, device: str, backend: str):
     # the kernel's ASCII fast path assumes every ASCII codepoint maps to exactly one ASCII codepoint
     if not (np.all(np.diff(t.map_off[:129]) == 1) and t.map_cp[t.map_off[:128]].max() < 0x80):
         raise RunError(f"normalization tables for {cfg} map an ASCII codepoint to something other than one "
-                           "ASCII codepoint; the kernel's fast path cannot use them")
+                       "ASCII codepoint; the kernel's fast path cannot use them")
     return to_device(t.map_off, device), to_device(t.map_cp, device)
 
 

@@ -76,8 +76,8 @@ def read_signatures(files, cfg: RunConfig, device: str, report, timings: dict[st
     ``on_batch(run row, ids, text)`` sees every batch's raw text (local engine, no work-dir pieces)."""
     if on_batch is not None and work is not None:
         raise ConfigError("filtering inside dedup's pass 1 needs every batch's text: it runs on the local engine "
-                         "without a work directory (drop --work-dir / --resume, or run "
-                         "`gpu-dedup filter` first and deduplicate OUT/filtered)")
+                          "without a work directory (drop --work-dir / --resume, or run "
+                          "`gpu-dedup filter` first and deduplicate OUT/filtered)")
     col = _pass1(files, cfg, device, report, timings, work, cache, on_batch)
     t = time.perf_counter()
     xp = array_module(device)
@@ -158,9 +158,9 @@ def check_score_shadowing(f, cfg: RunConfig) -> None:
     for column, (name, _model) in score_columns(cfg.scores).items():
         if column in _first_fields(f):
             raise DataError(f"{f.relpath} already has a column {column!r}, which scores={name + '=...'!r} would "
-                             f"compute and use in its place: give the score another name (e.g. "
-                             f"{name}2=MODEL, then keep 'max:{name}2_score'), or drop the score and keep "
-                             f"'max:{column}' to use the input's column")
+                            f"compute and use in its place: give the score another name (e.g. "
+                            f"{name}2=MODEL, then keep 'max:{name}2_score'), or drop the score and keep "
+                            f"'max:{column}' to use the input's column")
 
 
 def _compute_file(fi: int, f, cfg: RunConfig, device: str, params, bar=None, keep_text=None, on_batch=None):

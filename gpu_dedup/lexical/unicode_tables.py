@@ -54,7 +54,7 @@ def policy_name(cfg: NormalizeConfig) -> str:
 def _read_version(path: Path) -> str:
     if not path.is_file():
         raise MissingFileError(f"normalization data {path} is missing; reinstall gpu_dedup or regenerate it "
-                                f"with `python tools/make_unicode_tables.py` under Python 3.11 (Unicode 14.0.0)")
+                               f"with `python tools/make_unicode_tables.py` under Python 3.11 (Unicode 14.0.0)")
     with np.load(path, allow_pickle=False) as z:
         return str(z["unicode_version"])
 
@@ -85,10 +85,10 @@ def shipped_tables() -> dict[str, np.ndarray]:
         data = {k: z[k] for k in _ARRAYS}
     if int(data["format_version"]) != _FORMAT_VERSION:
         raise DataError(f"{DATA_FILE} has format_version {int(data['format_version'])}, this code reads "
-                         f"{_FORMAT_VERSION}; regenerate it with tools/make_unicode_tables.py")
+                        f"{_FORMAT_VERSION}; regenerate it with tools/make_unicode_tables.py")
     if data["gc"].shape != (N_CODEPOINTS,) or data["gc"].dtype != np.uint8:
         raise DataError(f"{DATA_FILE}: gc must be uint8 of shape ({N_CODEPOINTS},), got "
-                         f"{data['gc'].dtype} {data['gc'].shape}")
+                        f"{data['gc'].dtype} {data['gc'].shape}")
     for suffix in ("", "_cased"):
         src, off, cp = data["src" + suffix], data["img_off" + suffix], data["img_cp" + suffix]
         if off.shape != (len(src) + 1,) or off[0] != 0 or off[-1] != len(cp) or np.any(np.diff(src) <= 0):

@@ -159,7 +159,7 @@ def _shingle_sets_pass(cfg: RunConfig, device: str, files, lsh_rows: np.ndarray,
     cand_sets = ShingleSets.concat(parts, xp)
     if len(cand_sets) != cand_local.shape[0]:
         raise RunError(f"input changed between passes: expected {cand_local.shape[0]} candidate documents, "
-                           f"re-read {len(cand_sets)}")
+                       f"re-read {len(cand_sets)}")
     offsets = xp.zeros(m, xp.int64)
     sizes = xp.zeros(m, xp.int64)
     cl = to_device(cand_local, device)

@@ -74,7 +74,7 @@ class BloomConfig:
         if not isinstance(self.expected_items, int) or isinstance(self.expected_items, bool) \
                 or self.expected_items < 1:
             raise ConfigError(f"BloomConfig.expected_items must be a positive int, got {self.expected_items!r}; "
-                             "pass the number of distinct items you expect (an overestimate is safe)")
+                              "pass the number of distinct items you expect (an overestimate is safe)")
         if not is_real(self.fp_rate) or not 0.0 < float(self.fp_rate) < 1.0:
             raise ConfigError(f"BloomConfig.fp_rate must be in (0, 1), got {self.fp_rate!r}; e.g. 1e-9")
         if not is_int(self.seed) or not 0 <= self.seed < 2**64:
@@ -83,12 +83,12 @@ class BloomConfig:
             raise ConfigError(f"BloomConfig.mode must be one of {get_args(BloomMode)}, got {self.mode!r}")
         if self.on_overflow not in get_args(OnOverflow):
             raise ConfigError(f"BloomConfig.on_overflow must be one of {get_args(OnOverflow)}, "
-                             f"got {self.on_overflow!r}")
+                              f"got {self.on_overflow!r}")
         if self.mode == "bloom":
             m, _ = bloom_size(self.expected_items, self.fp_rate)
             if m > MAX_BITS:
                 raise ConfigError(f"a Bloom filter for n={self.expected_items} items at p={self.fp_rate} needs "
-                                 f"{m / 8 / 2**30:.0f} GiB; raise fp_rate, lower expected_items or use mode='exact'")
+                                  f"{m / 8 / 2**30:.0f} GiB; raise fp_rate, lower expected_items or use mode='exact'")
 
 
 def bloom_size(n: int, p: float) -> tuple[int, int]:

@@ -81,7 +81,7 @@ def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: "Paragr
     for f in files:
         if io.output_path(out_dir, f) in inputs:
             raise ConfigError(f"output {io.output_path(out_dir, f)!r} would overwrite an input; choose another "
-                             "output directory")
+                              "output directory")
     spec = io.make_spec(cfg.id_field, cfg.text_field, cfg.on_error, None)
     cursor = _SpanCursor(spans_path)
     row, rows_written, changed, n_files = 0, 0, 0, 0

@@ -34,12 +34,23 @@ PLOT_NAMES = ("counts", "cluster_sizes", "band_load", "bucket_sizes", "s_curve",
 
 def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: Any = None,
                  read_inputs: bool = True) -> str:
-    """Write ``out_dir/report.html`` (self-contained) and ``out_dir/report/*.png``; return the HTML path.
+    """Write ``out_dir/report.html`` (self-contained) and ``out_dir/report/*.png``.
 
-    max_clusters: how many of the largest clusters to show with text excerpts (0: none).
-    source: the run's inputs (paths/globs, a pyarrow Table / pandas DataFrame, or the run's InputFile list)
-    when run.json's paths do not lead to them. read_inputs=False skips reading the inputs (no excerpts, no
-    retained bytes/tokens unless the run recorded them): use it for very large runs.
+    Args:
+        out_dir: the output directory of a finished run (decisions.parquet and run.json).
+        max_clusters: how many of the largest clusters to show with text excerpts (0: none).
+        source: the run's inputs (paths/globs, a pyarrow Table / pandas DataFrame, or the run's InputFile list)
+            when run.json's paths do not lead to them.
+        read_inputs: False skips reading the inputs (no excerpts, no retained bytes/tokens unless the run
+            recorded them): use it for very large runs.
+
+    Returns:
+        The path of report.html.
+
+    Raises:
+        ConfigError: ``max_clusters`` < 0.
+        MissingFileError: ``out_dir`` holds no finished run.
+        DataError: its decisions are not this tool's, or disagree with run.json.
     """
     if not isinstance(max_clusters, int) or isinstance(max_clusters, bool) or max_clusters < 0:
         raise ConfigError(f"max_clusters must be an int >= 0, got {max_clusters!r}")

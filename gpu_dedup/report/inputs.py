@@ -44,7 +44,7 @@ def _files_from_source(source: Any) -> list:
     if isinstance(source, (list, tuple)):
         return io.resolve_inputs(list(source))
     raise UsageError(f"source must be path(s)/glob(s), a pyarrow Table, a pandas DataFrame or the run's "
-                    f"InputFile list, got {type(source).__name__}")
+                     f"InputFile list, got {type(source).__name__}")
 
 
 def locate_inputs(stats: dict, source: Any) -> tuple[list | None, str | None]:
@@ -236,7 +236,7 @@ def load_run(out_dir: str) -> tuple[dict, pa.Table]:
     for p in (run_json, dec_path):
         if not os.path.isfile(p):
             raise MissingFileError(f"{p!r} does not exist; point to the output directory of a finished run "
-                                    "(gpu-dedup run INPUT -o OUT writes decisions.parquet and run.json)")
+                                   "(gpu-dedup run INPUT -o OUT writes decisions.parquet and run.json)")
     with open(run_json, encoding="utf-8") as fh:
         stats = json.load(fh)
     decisions = pq.read_table(dec_path)
@@ -246,5 +246,5 @@ def load_run(out_dir: str) -> tuple[dict, pa.Table]:
     n = stats.get("counts", {}).get("input")
     if n is not None and n != decisions.num_rows:
         raise DataError(f"run.json counts {n:,} input documents but decisions.parquet has {decisions.num_rows:,} "
-                         "rows; the two files come from different runs")
+                        "rows; the two files come from different runs")
     return stats, decisions

@@ -156,7 +156,14 @@ def plot_timings(timings: dict[str, float]) -> bytes:
 def plot_candidate_rates(rates: Sequence[CandidateRates], theta: float, path: str) -> None:
     """Write measured candidate rates (points with ±1 standard error) over each choice's S-curve.
 
-    ``path`` ends in .png or .svg. Needs matplotlib (the ``plot`` extra).
+    Args:
+        rates: one ``CandidateRates`` per (bands, rows) choice.
+        theta: the Jaccard threshold, marked on the plot.
+        path: the image to write, ending in .png or .svg.
+
+    Raises:
+        ConfigError: no rates, or another suffix.
+        DependencyError: matplotlib (the ``plot`` extra) is missing.
     """
     if not rates:
         raise ConfigError("plot_candidate_rates needs at least one CandidateRates, got none")

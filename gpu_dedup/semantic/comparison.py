@@ -70,17 +70,17 @@ def _load(out_dir: str) -> tuple[pa.Table, pa.Table, dict, dict]:
     sem_path = os.path.join(out_dir, "semantic_decisions.parquet")
     if not os.path.isfile(lex_path):
         raise MissingFileError(f"{lex_path!r} does not exist: compare needs a lexical run in {out_dir!r} "
-                                "(gpu-dedup run INPUT -o OUT --semantic, without --no-lexical)")
+                               "(gpu-dedup run INPUT -o OUT --semantic, without --no-lexical)")
     if not os.path.isfile(sem_path) or not os.path.isfile(os.path.join(out_dir, "semantic.json")):
         raise MissingFileError(f"{sem_path!r} or semantic.json is missing: compare needs the semantic stage's "
-                                f"results in {out_dir!r} (gpu-dedup run INPUT -o OUT --semantic)")
+                               f"results in {out_dir!r} (gpu-dedup run INPUT -o OUT --semantic)")
     lex = pq.read_table(lex_path)
     sem = pq.read_table(sem_path)
     if "jaccard" not in lex.column_names:
         raise DataError(f"{lex_path!r} has no jaccard column; it is not a lexical decisions table")
     if lex.num_rows != sem.num_rows or not lex["id"].equals(sem["id"]):
         raise DataError(f"{lex_path!r} ({lex.num_rows} rows) and {sem_path!r} ({sem.num_rows} rows) do not list the "
-                         "same ids in the same order; rerun both stages on the same input into one OUT")
+                        "same ids in the same order; rerun both stages on the same input into one OUT")
     run_path = os.path.join(out_dir, "run.json")
     run = _read_json(run_path) if os.path.isfile(run_path) else {}
     return lex, sem, run, _read_json(os.path.join(out_dir, "semantic.json"))
@@ -117,7 +117,7 @@ def _texts_for(rows: np.ndarray, source: Any, sem_stats: dict) -> dict[int, str]
     rel = [f.relpath for f in files]
     if rel != sem_stats.get("inputs", rel):
         raise DataError(f"source resolves to {rel[:3]}... but the run read {sem_stats.get('inputs', [])[:3]}...; "
-                         "pass the run's inputs")
+                        "pass the run's inputs")
     opts = sem_stats.get("io", {})
     out: dict[int, str] = {}
     for sel, text in io.iter_rows(files, rows, id_field=opts.get("id_field", "id"),
@@ -167,11 +167,11 @@ def compare(out_dir: str | os.PathLike, source: Any = None, *, n_examples: int =
     emb_path = (sem_stats.get("embedding_cache") or {}).get("embeddings_path")
     if not emb_path or not os.path.isfile(emb_path):
         raise MissingFileError(f"the semantic run's embeddings ({emb_path!r}) are gone; rerun the semantic stage "
-                                "with an output directory (it rewrites them, reusing nothing else)")
+                               "with an output directory (it rewrites them, reusing nothing else)")
     emb = np.load(emb_path, mmap_mode="r")
     if emb.shape[0] != n:
         raise DataError(f"{emb_path!r} holds {emb.shape[0]} rows but the run has {n}: the embedding cache was "
-                         "overwritten by another run; rerun the semantic stage into this OUT")
+                        "overwritten by another run; rerun the semantic stage into this OUT")
 
     rng = np.random.default_rng(seed)
     rows = np.arange(n, dtype=np.int64)

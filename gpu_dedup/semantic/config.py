@@ -39,13 +39,13 @@ def semantic_keep_column(keep: str) -> str | None:
     if isinstance(keep, str) and keep.startswith(("max:", "min:")) and len(keep) > 4:
         return keep_column(keep)
     raise ConfigError(f"semantic keep must be 'hard', 'easy', 'random', 'max:<column>' or 'min:<column>', got "
-                     f"{keep!r}")
+                      f"{keep!r}")
 
 
 def _check_eps(name: str, eps: Any) -> None:
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0.0 <= float(eps) < 1.0:
         raise ConfigError(f"{name} must be a cosine distance in [0, 1), got {eps!r}; e.g. 0.01 removes pairs "
-                         "with cosine >= 0.99")
+                          "with cosine >= 0.99")
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class SemanticConfig:
         _check_eps("SemanticConfig.eps", self.eps)
         if self.n_clusters is not None and (not isinstance(self.n_clusters, int) or self.n_clusters < 1):
             raise ConfigError(f"SemanticConfig.n_clusters must be a positive int or None (automatic), "
-                             f"got {self.n_clusters!r}")
+                              f"got {self.n_clusters!r}")
         for name in ("niter", "batch_size", "block", "max_points_per_centroid", "warn_cluster_size"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -119,13 +119,14 @@ class SemanticConfig:
         if not isinstance(self.chars_per_token, int) or isinstance(self.chars_per_token, bool) \
                 or self.chars_per_token < 0:
             raise ConfigError("SemanticConfig.chars_per_token must be an int >= 0 (0: no cut), "
-                             f"got {self.chars_per_token!r}")
+                              f"got {self.chars_per_token!r}")
         if not isinstance(self.window_overlap, int) or isinstance(self.window_overlap, bool) \
                 or self.window_overlap < 0:
-            raise ConfigError(f"SemanticConfig.window_overlap must be an int >= 0 (tokens), got {self.window_overlap!r}")
+            raise ConfigError(f"SemanticConfig.window_overlap must be an int >= 0 (tokens), got "
+                              f"{self.window_overlap!r}")
         if self.max_seq_length is not None and (not isinstance(self.max_seq_length, int) or self.max_seq_length < 1):
             raise ConfigError("SemanticConfig.max_seq_length must be a positive int or None, "
-                             f"got {self.max_seq_length!r}")
+                              f"got {self.max_seq_length!r}")
         if self.sample_fraction is not None and (not isinstance(self.sample_fraction, (int, float))
                                                  or not 0.0 < float(self.sample_fraction) <= 1.0):
             raise ConfigError(f"SemanticConfig.sample_fraction must be in (0, 1] or None, got {self.sample_fraction!r}")

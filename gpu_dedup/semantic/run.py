@@ -129,7 +129,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
                 emb = given[batch.row_start:batch.row_start + len(h)]
                 if emb.shape[0] != len(h):
                     raise ConfigError(f"embeddings has {given.shape[0]} rows but the input has more documents; "
-                                     "pass one row per input document, in input order")
+                                      "pass one row per input document, in input order")
             else:
                 found, cached = cache.lookup(h) if cache is not None else (np.zeros(len(h), bool), None)
                 missing = np.flatnonzero(~found)
@@ -176,7 +176,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
     n = len(all_ids)
     if given is not None and given.shape[0] != n:
         raise ConfigError(f"embeddings has {given.shape[0]} rows but the input has {n} documents; pass one row per "
-                         "input document, in input order")
+                          "input document, in input order")
     d = parts[0].shape[1] if parts else (given.shape[1] if given is not None else 0)
     out.ids = all_ids
     out.hashes = np.concatenate(hashes) if hashes else np.zeros((0, 2), np.uint64)

@@ -152,7 +152,7 @@ def merge_decisions(lexical: pa.Table, semantic: pa.Table) -> pa.Table:
     Adds columns cosine, nearest_id (renamed semantic_nearest_id) and semantic_cluster."""
     if lexical.num_rows != semantic.num_rows or not lexical["id"].equals(semantic["id"]):
         raise DataError(f"lexical ({lexical.num_rows} rows) and semantic ({semantic.num_rows} rows) decisions "
-                         "must list the same ids in the same order; run both stages on the same input")
+                        "must list the same ids in the same order; run both stages on the same input")
     import pyarrow.compute as pc
 
     sem_removed = pc.invert(semantic["keep"])

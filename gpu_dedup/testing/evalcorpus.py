@@ -454,7 +454,7 @@ def make_corpus(n_docs: int, seed: int, *, mean_words: int = 300, exact_dup_frac
     n_unique = n_docs - n_exact - n_near - n_short - n_template
     if n_unique < 1:
         raise ConfigError(f"n_docs={n_docs} is too small for {n_exact} exact + {n_near} near + {n_short} short "
-                         f"+ {n_template} template documents; raise n_docs or lower the fractions / families")
+                          f"+ {n_template} template documents; raise n_docs or lower the fractions / families")
 
     rng = np.random.default_rng(seed)
     lengths = np.maximum(12, rng.gamma(4.0, mean_words / 4.0, n_unique)).astype(np.int64)

@@ -189,7 +189,7 @@ def ptxas_path() -> str:
     found = found or shutil.which("ptxas") or ""
     if not found:
         raise RunError("ptxas not found: pip install 'nvidia-cuda-nvcc==13.*' (the test extra has it), "
-                           "or set PTXAS=/path/to/ptxas")
+                       "or set PTXAS=/path/to/ptxas")
     _PTXAS.append(found)
     return found
 
@@ -311,7 +311,7 @@ def check(modules: list[str] | None = None, jobs: int = 2, use_cache: bool = Tru
         raise RunError("the compile check needs the real compiler: unset NUMBA_ENABLE_CUDASIM")
     if getattr(cuda, "implementation", "") != "NVIDIA":
         raise RunError("numba-cuda is not installed (numba.cuda is numba's built-in target): "
-                           "pip install 'numba-cuda==0.30.4' (the test extra has it)")
+                       "pip install 'numba-cuda==0.30.4' (the test extra has it)")
     modules = modules or kernel_modules()
     todo, results = find_kernels(modules, toolchain())
     store = cache_dir()

@@ -119,7 +119,7 @@ def _check_pairs(pairs: dict, needed: float, what: str) -> None:
     min_j = getattr(pairs, "min_j", None)
     if min_j is not None and min_j > needed:
         raise ConfigError(f"{what} needs every pair with Jaccard >= {needed}, but the pairs were computed with "
-                         f"min_j={min_j}; use exact_pairs(sets, {needed})")
+                          f"min_j={min_j}; use exact_pairs(sets, {needed})")
 
 
 def _check_texts(texts: Sequence[str] | None, n: int) -> None:
@@ -190,7 +190,7 @@ def evaluate(decisions_keep: np.ndarray, sets: Sequence[set], pairs_at: dict, th
     n = len(sets)
     if keep.dtype != np.bool_ or keep.shape != (n,):
         raise ConfigError(f"decisions_keep must be a bool array of shape ({n},), got dtype {keep.dtype} "
-                         f"shape {keep.shape}")
+                          f"shape {keep.shape}")
     if not isinstance(theta, (int, float)) or not 0.0 < float(theta) <= 1.0:
         raise ConfigError(f"theta must be in (0, 1], got {theta!r}")
     _check_texts(texts, n)

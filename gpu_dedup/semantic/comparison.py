@@ -146,8 +146,26 @@ def compare(out_dir: str | os.PathLike, source: Any = None, *, n_examples: int =
             seed: int = 0, write: bool = True) -> CompareResult:
     """Compare the lexical and semantic decisions of the run in ``out_dir`` (see the module docstring).
 
-    source: the run's input (paths or the in-memory table) when semantic.json's input paths are not
-    usable; needed only to re-read texts. Writes OUT/compare.md and OUT/compare.png when ``write``."""
+    Args:
+        out_dir: a run directory with decisions.parquet and semantic_decisions.parquet.
+        source: the run's input (paths or the in-memory table) when semantic.json's input paths are not
+            usable; needed only to re-read texts.
+        n_examples: example pairs shown per kind.
+        max_pairs: the most candidate pairs scored and plotted (>= 3).
+        seed: the sample of pairs.
+        write: write OUT/compare.md and OUT/compare.png.
+
+    Returns:
+        The ``CompareResult``: counts per method and region, the pairs, the examples, the markdown, and the
+        paths written.
+
+    Raises:
+        MissingFileError: a decisions table or the embeddings of the run are missing.
+        DataError: the two tables do not list the same documents.
+        RunError: the input changed since the run.
+        ConfigError: a bad ``n_examples`` / ``max_pairs``, or a ``source`` that is not the run's.
+        DependencyError: ``write`` without matplotlib (the ``plot`` extra).
+    """
     if not isinstance(n_examples, int) or n_examples < 0:
         raise ConfigError(f"n_examples must be a non-negative int, got {n_examples!r}")
     if not isinstance(max_pairs, int) or max_pairs < 3:
@@ -310,8 +328,23 @@ def _markdown(out_dir: str, counts: dict, pairs: pa.Table, examples: pa.Table, r
 
 
 def plot_pairs(pairs: pa.Table, path: str, *, theta: float | None = None, eps: float | None = None) -> str:
-    """Jaccard (x) vs cosine (y) of candidate pairs: hexbin of all (log counts) and a scatter by pair
-    kind, with the lexical threshold and 1 - eps marked. Written atomically as PNG; returns path."""
+    """Plot Jaccard (x) vs cosine (y) of candidate pairs, written atomically as PNG.
+
+    A hexbin of all pairs (log counts) and a scatter by pair kind, with the lexical threshold and 1 - eps
+    marked.
+
+    Args:
+        pairs: the candidate pairs (columns jaccard, cosine, kind).
+        path: the PNG to write.
+        theta: the lexical Jaccard threshold, marked when given.
+        eps: the semantic eps, marked as 1 - eps when given.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        DependencyError: matplotlib (the ``plot`` extra) is missing.
+    """
     try:
         import matplotlib
     except ImportError as exc:  # optional: the plot extra

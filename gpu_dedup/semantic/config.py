@@ -33,7 +33,17 @@ DEFAULT_SWEEP = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 
 
 def semantic_keep_column(keep: str) -> str | None:
-    """Validate a semantic keep rule; return the column of ``max:<column>`` / ``min:<column>``, else None."""
+    """Validate a semantic keep rule.
+
+    Args:
+        keep: "hard", "easy", "random", or "max:<column>" / "min:<column>".
+
+    Returns:
+        The column of "max:" / "min:", else None.
+
+    Raises:
+        ConfigError: another rule.
+    """
     if keep in ("hard", "easy", "random"):
         return None
     if isinstance(keep, str) and keep.startswith(("max:", "min:")) and len(keep) > 4:
@@ -145,11 +155,18 @@ class SemanticConfig:
 
 
 def default_n_clusters(n: int) -> int:
-    """k for n rows: clusters of about max(sqrt(n), 1000) rows, k in [1, 50000].
+    """The default number of k-means clusters: clusters of about max(sqrt(n), 1000) rows.
 
-    sqrt(n) balances the pairwise cost (sum n_c^2 d ~ n^1.5 d) against k-means (n k d per iteration);
-    the 1000-row floor keeps small corpora in few clusters (k=1 below 1000 rows: exact global
-    SemDeDup), which loses fewer duplicates to cluster boundaries."""
+    sqrt(n) balances the pairwise cost (sum n_c^2 d ~ n^1.5 d) against k-means (n k d per iteration). The
+    1000-row floor keeps small corpora in few clusters (k=1 below 1000 rows: exact global SemDeDup), which
+    loses fewer duplicates to cluster boundaries.
+
+    Args:
+        n: the number of rows.
+
+    Returns:
+        k, in [1, 50000].
+    """
     if n <= 0:
         return 1
     target = max(math.sqrt(n), 1000.0)
@@ -157,8 +174,17 @@ def default_n_clusters(n: int) -> int:
 
 
 def threshold32(eps: float) -> np.float32:
-    """Smallest float32 >= 1 - eps (computed in float64), so that comparing float32 similarities with
-    it is the exact real comparison ``sim >= 1 - eps`` in numpy, torch and Numba alike."""
+    """The smallest float32 >= 1 - eps (computed in float64).
+
+    Comparing float32 similarities with it is then the exact real comparison ``sim >= 1 - eps``, in numpy,
+    torch and Numba alike.
+
+    Args:
+        eps: the cosine distance.
+
+    Returns:
+        The float32 bar.
+    """
     return bar32(1.0 - float(eps))
 
 

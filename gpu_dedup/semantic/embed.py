@@ -111,12 +111,24 @@ def _counter(model) -> _Counter:
 
 
 def count_tokens(model, texts: Sequence[str], *, chars_per_token: int = 10) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens int64 (n,), truncated bool (n,)): token counts of ``texts`` by (a copy of) the model's tokenizer,
-    in batches of ``COUNT_BATCH``, special tokens included. Only the first ``chars_per_token x max_seq_length``
-    characters are tokenized (what ``embed_texts`` gives the model; 0: whole texts); a longer text's count is
-    that prefix's, scaled by the text's length (an estimate; tokenizing megabyte texts could cost more than
-    embedding them). truncated: the model sees only part of the text (more tokens than max_seq_length, or cut
-    by characters)."""
+    """Token counts of ``texts`` by (a copy of) the model's tokenizer, special tokens included.
+
+    Texts go in batches of ``COUNT_BATCH``. Only the first ``chars_per_token x max_seq_length`` characters are
+    tokenized (what ``embed_texts`` gives the model). A longer text's count is that prefix's, scaled by the
+    text's length: an estimate, since tokenizing megabyte texts could cost more than embedding them.
+
+    Args:
+        model: the loaded sentence-transformers model.
+        texts: the documents.
+        chars_per_token: the character cut per token of max_seq_length (0: whole texts).
+
+    Returns:
+        (tokens int64 (n,), truncated bool (n,)): truncated means the model sees only part of the text (more
+        tokens than max_seq_length, or cut by characters).
+
+    Raises:
+        ConfigError: the model has no tokenizer.
+    """
     seq = _limit(model)
     counter = _counter(model)
     cap = chars_per_token * seq if seq else 0
@@ -239,13 +251,28 @@ def embed_documents(model, texts: Sequence[str], *, batch_size: int = 256, devic
     """Embeddings of ``texts`` with their token counts (see ``Embedded``).
 
     ``long_text="truncate"``: the model reads each text cut to ``chars_per_token x max_seq_length`` characters
-    (0: not cut) and truncates it to max_seq_length tokens (sentence-transformers' behaviour). ``"mean"``: a
-    text longer than max_seq_length tokens is split into windows of max_seq_length tokens (special tokens
-    included; ``window_overlap`` tokens shared by neighbours; cut at word starts), each window is embedded,
-    and the text's embedding is the L2-normalised mean of its windows' embeddings weighted by their tokens. A
-    text that fits is embedded whole, exactly as under "truncate" without the character cut.
-    ``on_first_batch(FirstBatch)`` is called after the first forward pass. Memory: (n or windows) x d floats on
-    ``device`` + 3 batches."""
+    and truncates it to max_seq_length tokens (sentence-transformers' behaviour). ``"mean"``: a text longer
+    than max_seq_length tokens is split into windows of max_seq_length tokens (special tokens included, cut at
+    word starts). Each window is embedded; the text's embedding is the L2-normalised mean of its windows'
+    embeddings, weighted by their tokens. A text that fits is embedded whole, as under "truncate" without the
+    character cut. Memory: (n or windows) x d floats on ``device`` + 3 batches.
+
+    Args:
+        model: the loaded sentence-transformers model.
+        texts: the documents.
+        batch_size: texts (or windows) per forward pass.
+        device: "cpu" or "cuda".
+        chars_per_token: the character cut per token of max_seq_length (0: not cut).
+        long_text: "truncate" or "mean".
+        window_overlap: tokens shared by neighbouring windows ("mean").
+        on_first_batch: called with a ``FirstBatch`` after the first forward pass (timing estimates).
+
+    Returns:
+        The ``Embedded``: float32 (n, d) unit rows, token counts, truncation flags, windows run.
+
+    Raises:
+        ConfigError: an unknown ``long_text``, or "mean" without a fast tokenizer.
+    """
     if long_text not in get_args(LongText):
         raise ConfigError(f"long_text must be one of {get_args(LongText)}, got {long_text!r}")
     torch = need_module("torch", "embed_texts")
@@ -275,13 +302,24 @@ def embed_documents(model, texts: Sequence[str], *, batch_size: int = 256, devic
 
 def embed_texts(model, texts: Sequence[str], *, batch_size: int = 256, device: str = "cpu",
                 chars_per_token: int = 10, long_text: LongText = "truncate", window_overlap: int = 0) -> np.ndarray:
-    """Embeddings of ``texts``: float32 (n, d), rows L2-normalised (a zero row stays zero).
+    """Embeddings of ``texts``, rows L2-normalised (a zero row stays zero).
 
-    Texts are cut to ``chars_per_token x max_seq_length`` characters (0: not cut), processed longest
-    first in batches of ``batch_size`` (equal lengths pad little), tokenized two batches ahead in worker
-    threads, and the rows are put back in input order. ``long_text="mean"`` embeds whole texts as the mean of
-    their windows (``embed_documents``, which also counts tokens). Memory: n x d floats on ``device`` + 3
-    batches."""
+    Texts are cut to ``chars_per_token x max_seq_length`` characters, processed longest first in batches of
+    ``batch_size`` (equal lengths pad little), tokenized two batches ahead in worker threads, and put back in
+    input order. Memory: n x d floats on ``device`` + 3 batches.
+
+    Args:
+        model: the loaded sentence-transformers model.
+        texts: the documents.
+        batch_size: texts per forward pass.
+        device: "cpu" or "cuda".
+        chars_per_token: the character cut per token of max_seq_length (0: not cut).
+        long_text: "truncate", or "mean": whole texts as the mean of their windows (``embed_documents``).
+        window_overlap: tokens shared by neighbouring windows ("mean").
+
+    Returns:
+        float32 (n, d), in input order.
+    """
     if long_text != "truncate":
         return embed_documents(model, texts, batch_size=batch_size, device=device, chars_per_token=chars_per_token,
                                long_text=long_text, window_overlap=window_overlap).embeddings
@@ -292,7 +330,14 @@ def embed_texts(model, texts: Sequence[str], *, batch_size: int = 256, device: s
 
 
 def text_hashes(text: pa.Array) -> np.ndarray:
-    """uint64 (n, 2): two XXH64 (fixed seeds) of each raw UTF-8 text: the embedding cache key."""
+    """The embedding cache key of each text: two XXH64 (fixed seeds) of its raw UTF-8 bytes.
+
+    Args:
+        text: pa.string / large_string (n,).
+
+    Returns:
+        uint64 (n, 2).
+    """
     data, offsets = arrow_text_buffers(text)
     out = np.empty((len(text), 2), np.uint64)
     if len(text):

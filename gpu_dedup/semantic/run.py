@@ -221,14 +221,28 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
 def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: str | os.PathLike | None = None,
                    device: str = "cpu", *, run: RunConfig | None = None,
                    embeddings: np.ndarray | None = None) -> SemanticResult:
-    """Semantic deduplication of ``source`` (path(s)/glob(s)/directory, pyarrow Table or pandas DataFrame).
+    """Semantic deduplication of ``source``: embed, cluster, order, compare within clusters, decide.
 
-    Input is streamed with ``io.iter_batches`` using ``run``'s id_field/text_field/on_error/batch_bytes
-    (defaults: RunConfig()). Embeddings of all rows are held in memory (n x d x 4 bytes).
-    embeddings: optional precomputed (n, d) array, one row per input document in input order (rows are
-    L2-normalised here); then no model is loaded and ``cfg.model`` is ignored.
-    With ``output_dir``: writes semantic_decisions.parquet, semantic.json, semantic/centroids.npy, and the
-    embedding cache (default OUT/semantic/embeddings/<key>/, holding this run's rows in input order).
+    The input is streamed with ``io.iter_batches``. The embeddings of all rows are held in memory
+    (n x d x 4 bytes). With ``output_dir`` it writes semantic_decisions.parquet, semantic.json,
+    semantic/centroids.npy and the embedding cache (default OUT/semantic/embeddings/<key>/, this run's rows in
+    input order).
+
+    Args:
+        source: path(s), glob(s) or a directory, a pyarrow Table or a pandas DataFrame.
+        cfg: the ``SemanticConfig`` (None: its defaults).
+        output_dir: where the outputs go (None: in memory).
+        device: "cpu", "cuda" or "auto".
+        run: its id_field / text_field / on_error / batch_bytes read the input (default: ``RunConfig()``).
+        embeddings: precomputed float32 (n, d), one row per input document in input order (L2-normalised
+            here); then no model is loaded and ``cfg.model`` is ignored.
+
+    Returns:
+        The ``SemanticResult``: the decisions, the statistics (semantic.json), the embeddings and centroids.
+
+    Raises:
+        ConfigError: ``embeddings`` with another number of rows than the input has documents, or not 2-d.
+        GpuDedupError: a model, input or device that cannot be used (the message names it).
     """
     cfg = cfg or SemanticConfig()
     run = run or RunConfig()

@@ -120,11 +120,11 @@ def test_areas_match_beta_closed_form(b: int, r: int) -> None:
 
 def test_gauss_legendre_rule() -> None:
     for n in (16, 41):
-        x, w = P._gauss_legendre(n)
+        x, w = P.gauss_legendre(n)
         xr, wr = np.polynomial.legendre.leggauss(n)
         np.testing.assert_allclose(x, xr, atol=1e-14)
         np.testing.assert_allclose(w, wr, atol=1e-14)
-    x, w = P._gauss_legendre(1025)  # exact to degree 2049: integral_{-1}^{1} x^2048 = 2 / 2049
+    x, w = P.gauss_legendre(1025)  # exact to degree 2049: integral_{-1}^{1} x^2048 = 2 / 2049
     assert float(w @ x**2048) == pytest.approx(2 / 2049, rel=1e-10)
 
 

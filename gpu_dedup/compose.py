@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from .config import RunConfig
+from .errors import ConfigError
 from .outputs import check_outside_inputs, input_roots, own
 from .paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from .paragraph.dedup import ParagraphConfig
@@ -50,25 +51,25 @@ def check_composition(cfg: RunConfig, *, paragraph: ParagraphConfig | None, para
     """Raise ``ValueError`` naming the arguments when the stages cannot run in the order asked for."""
     for name, order in (("paragraph_order", paragraph_order), ("substring_order", substring_order)):
         if order not in ORDERS:
-            raise ValueError(f"{name} must be one of {ORDERS}, got {order!r}")
+            raise ConfigError(f"{name} must be one of {ORDERS}, got {order!r}")
     if paragraph is not None and not isinstance(paragraph, ParagraphConfig):
-        raise ValueError(f"paragraph must be a ParagraphConfig or None, got {paragraph!r}")
+        raise ConfigError(f"paragraph must be a ParagraphConfig or None, got {paragraph!r}")
     if substring is not None and not isinstance(substring, SubstringConfig):
-        raise ValueError(f"substring must be a SubstringConfig or None, got {substring!r}")
+        raise ConfigError(f"substring must be a SubstringConfig or None, got {substring!r}")
     if not lexical and semantic is None:
-        raise ValueError("lexical=False skips MinHash/LSH, which only the `semantic` stage replaces: give it, or "
-                         "keep the lexical stages")
+        raise ConfigError("lexical=False skips MinHash/LSH, which only the `semantic` stage replaces: give it, or "
+                          "keep the lexical stages")
     if (paragraph is not None or substring is not None) and output_dir is None:
-        raise ValueError("the paragraph and substring stages write into output_dir: pass one")
+        raise ConfigError("the paragraph and substring stages write into output_dir: pass one")
     if engine == "ray" and paragraph is not None:
-        raise ValueError("`paragraph` runs in one process, not on engine='ray' yet: run it with "
-                         "engine='local', or drop `paragraph`")
+        raise ConfigError("`paragraph` runs in one process, not on engine='ray' yet: run it with "
+                          "engine='local', or drop `paragraph`")
     if paragraph is not None and paragraph_order == "after" and not cfg.write_deduplicated:
-        raise ValueError("paragraph_order='after' cuts paragraphs from OUT/deduplicated/, which "
-                         "write_deduplicated=False turns off: drop one of them, or use paragraph_order='beside'")
+        raise ConfigError("paragraph_order='after' cuts paragraphs from OUT/deduplicated/, which "
+                          "write_deduplicated=False turns off: drop one of them, or use paragraph_order='beside'")
     if substring is not None and substring_order == "after" and not cfg.write_deduplicated:
-        raise ValueError("substring_order='after' cuts spans from OUT/deduplicated/, which write_deduplicated=False "
-                         "turns off: drop one of them, or use substring_order='beside'")
+        raise ConfigError("substring_order='after' cuts spans from OUT/deduplicated/, which write_deduplicated=False "
+                          "turns off: drop one of them, or use substring_order='beside'")
 
 
 def stage_configs(cfg: RunConfig, paragraph: ParagraphConfig | None,

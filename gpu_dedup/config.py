@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from .constants import MAX_NGRAM, MAX_NUM_PERM
+from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
 _UNUSED_PERM_SAID: set[tuple[int, int, int]] = set()  # (num_perm, bands, rows) already warned about
@@ -58,10 +59,10 @@ def cli(*flags: dict[str, Any]) -> dict[str, Any]:
     return {"cli": flags}
 
 
-def _check_literal(name: str, value: Any, lit: Any) -> None:
+def check_literal(name: str, value: Any, lit: Any) -> None:
     allowed = get_args(lit)
     if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        raise ConfigError(f"{name} must be one of {allowed}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ class NormalizeConfig:
 
     Always: per-codepoint NFKC mapping, whitespace/control characters -> one space, runs collapsed, ends
     trimmed, format characters (Cf: zero-width space, soft hyphen, BOM...) deleted. By default lowercase
-    (full Unicode lowercase of the NFKC image); ``lowercase=False`` keeps case (seed 000 §5: "lowercasing code
-    can merge distinct identifiers"; a contract of its own). Optional: punctuation (Unicode P*, S*) -> space,
+    (full Unicode lowercase of the NFKC image); ``lowercase=False`` keeps case (lowercasing code can merge
+    distinct identifiers; a contract of its own). Optional: punctuation (Unicode P*, S*) -> space,
     decimal digits (Nd) -> '0'. See ``gpu_dedup.lexical.unicode_tables`` for the exact policy.
     """
 
@@ -85,7 +86,7 @@ class NormalizeConfig:
     def __post_init__(self) -> None:
         for name in ("remove_punctuation", "fold_digits", "lowercase"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"NormalizeConfig.{name} must be a bool, got {getattr(self, name)!r}")
+                raise ConfigError(f"NormalizeConfig.{name} must be a bool, got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True)
@@ -99,11 +100,11 @@ class ShingleConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _check_literal("ShingleConfig.kind", self.kind, ShingleKind)
+        check_literal("ShingleConfig.kind", self.kind, ShingleKind)
         if not is_int(self.n) or not 1 <= self.n <= MAX_NGRAM:
-            raise ValueError(f"ShingleConfig.n must be an int in [1, {MAX_NGRAM}], got {self.n!r}")
+            raise ConfigError(f"ShingleConfig.n must be an int in [1, {MAX_NGRAM}], got {self.n!r}")
         if not is_int(self.seed) or not 0 <= self.seed < 2**64:
-            raise ValueError(f"ShingleConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
+            raise ConfigError(f"ShingleConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
 
 
 @dataclass(frozen=True)
@@ -118,11 +119,11 @@ class MinHashConfig:
 
     def __post_init__(self) -> None:
         if not is_int(self.num_perm) or not 1 <= self.num_perm <= MAX_NUM_PERM:
-            raise ValueError(f"MinHashConfig.num_perm must be an int in [1, {MAX_NUM_PERM}], got {self.num_perm!r}")
+            raise ConfigError(f"MinHashConfig.num_perm must be an int in [1, {MAX_NUM_PERM}], got {self.num_perm!r}")
         if not is_int(self.seed) or not 0 <= self.seed < 2**64:
-            raise ValueError(f"MinHashConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
+            raise ConfigError(f"MinHashConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
         if not is_int(self.width) or self.width not in (32, 64):
-            raise ValueError(f"MinHashConfig.width must be 32 or 64, got {self.width!r}")
+            raise ConfigError(f"MinHashConfig.width must be 32 or 64, got {self.width!r}")
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class LSHConfig:
         for name in ("bands", "rows"):
             v = getattr(self, name)
             if not is_int(v) or v < 1:
-                raise ValueError(f"LSHConfig.{name} must be a positive int, got {v!r}")
+                raise ConfigError(f"LSHConfig.{name} must be a positive int, got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -190,32 +191,32 @@ class ClusterConfig:
         "read; run.json has the per-scope counts", metavar="COLUMN")))
 
     def __post_init__(self) -> None:
-        _check_literal("ClusterConfig.policy", self.policy, Policy)
+        check_literal("ClusterConfig.policy", self.policy, Policy)
         if self.scope_field is not None and (not isinstance(self.scope_field, str) or not self.scope_field):
-            raise ValueError(f"ClusterConfig.scope_field must be None (global) or a column name, got "
-                             f"{self.scope_field!r}")
+            raise ConfigError(f"ClusterConfig.scope_field must be None (global) or a column name, got "
+                              f"{self.scope_field!r}")
         if self.remove_clusters_larger_than is not None and (not is_int(self.remove_clusters_larger_than)
                                                              or self.remove_clusters_larger_than < 1):
-            raise ValueError("ClusterConfig.remove_clusters_larger_than must be None or an int >= 1 (clusters "
-                             f"of at most that many documents keep every member), got "
-                             f"{self.remove_clusters_larger_than!r}")
+            raise ConfigError("ClusterConfig.remove_clusters_larger_than must be None or an int >= 1 (clusters "
+                              f"of at most that many documents keep every member), got "
+                              f"{self.remove_clusters_larger_than!r}")
         if not is_int(self.keep_copies) or self.keep_copies < 1:
-            raise ValueError(f"ClusterConfig.keep_copies must be an int >= 1 (members kept per cluster), got "
-                             f"{self.keep_copies!r}")
+            raise ConfigError(f"ClusterConfig.keep_copies must be an int >= 1 (members kept per cluster), got "
+                              f"{self.keep_copies!r}")
         if not is_real(self.threshold) or not 0.0 < float(self.threshold) <= 1.0:
-            raise ValueError(f"ClusterConfig.threshold must be in (0, 1], got {self.threshold!r}")
+            raise ConfigError(f"ClusterConfig.threshold must be in (0, 1], got {self.threshold!r}")
         for name in ("verify", "exact", "exact_verify", "near"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"ClusterConfig.{name} must be a bool, got {getattr(self, name)!r}")
+                raise ConfigError(f"ClusterConfig.{name} must be a bool, got {getattr(self, name)!r}")
         if self.exact_verify and not self.exact:
-            raise ValueError("exact_verify=True needs exact=True")
+            raise ConfigError("exact_verify=True needs exact=True")
         if self.policy == "representative" and not self.verify:
-            raise ValueError("policy='representative' needs verify=True (it removes a document only for a "
-                             "verified kept representative); use policy='components' to skip verification")
+            raise ConfigError("policy='representative' needs verify=True (it removes a document only for a "
+                              "verified kept representative); use policy='components' to skip verification")
         keep_column(self.keep)  # validates
         if not is_int(self.max_representatives_per_bucket) or self.max_representatives_per_bucket < 1:
-            raise ValueError("ClusterConfig.max_representatives_per_bucket must be a positive int, got "
-                             f"{self.max_representatives_per_bucket!r}")
+            raise ConfigError("ClusterConfig.max_representatives_per_bucket must be a positive int, got "
+                              f"{self.max_representatives_per_bucket!r}")
 
 
 def keep_column(keep: str) -> str | None:
@@ -225,7 +226,7 @@ def keep_column(keep: str) -> str | None:
         return None
     if isinstance(keep, str) and keep.startswith(("max:", "min:")) and len(keep) > 4:
         return keep[4:]
-    raise ValueError(f"keep must be 'first', 'longest', 'min-id', 'max:<column>' or 'min:<column>', got {keep!r}")
+    raise ConfigError(f"keep must be 'first', 'longest', 'min-id', 'max:<column>' or 'min:<column>', got {keep!r}")
 
 
 SCORE_RE = re.compile(r"^([a-z][a-z0-9_]{0,39})=(.+)$")
@@ -234,15 +235,15 @@ SCORE_RE = re.compile(r"^([a-z][a-z0-9_]{0,39})=(.+)$")
 def score_columns(scores: tuple[str, ...]) -> dict[str, tuple[str, str]]:
     """``RunConfig.scores`` entries ``NAME=MODEL`` -> {"NAME_score": (NAME, MODEL)}, validated."""
     if isinstance(scores, str) or not isinstance(scores, (tuple, list)):
-        raise ValueError(f"scores must be a tuple of 'NAME=MODEL' strings, got {scores!r}")
+        raise ConfigError(f"scores must be a tuple of 'NAME=MODEL' strings, got {scores!r}")
     out: dict[str, tuple[str, str]] = {}
     for item in scores:
         m = SCORE_RE.match(item) if isinstance(item, str) else None
         if m is None:
-            raise ValueError(f"score {item!r} must be NAME=MODEL (NAME: lowercase letters, digits, '_'), e.g. "
-                             f"quality=quality.bin")
+            raise ConfigError(f"score {item!r} must be NAME=MODEL (NAME: lowercase letters, digits, '_'), e.g. "
+                              f"quality=quality.bin")
         if f"{m.group(1)}_score" in out:
-            raise ValueError(f"score name {m.group(1)!r} is given twice")
+            raise ConfigError(f"score name {m.group(1)!r} is given twice")
         out[f"{m.group(1)}_score"] = (m.group(1), m.group(2))
     return out
 
@@ -265,14 +266,14 @@ class InputConfig:
 
     def __post_init__(self) -> None:
         owner = type(self).__name__
-        _check_literal(f"{owner}.on_error", self.on_error, OnError)
+        check_literal(f"{owner}.on_error", self.on_error, OnError)
         if not isinstance(self.text_field, str) or not self.text_field:
-            raise ValueError(f"{owner}.text_field must be a non-empty string, got {self.text_field!r}")
+            raise ConfigError(f"{owner}.text_field must be a non-empty string, got {self.text_field!r}")
         if self.id_field is not None and (not isinstance(self.id_field, str) or not self.id_field):
-            raise ValueError(f"{owner}.id_field must be a non-empty string or None, got {self.id_field!r}")
+            raise ConfigError(f"{owner}.id_field must be a non-empty string or None, got {self.id_field!r}")
         if self.batch_bytes is not None and (not is_int(self.batch_bytes) or self.batch_bytes < 1024):
-            raise ValueError(f"{owner}.batch_bytes must be an int >= 1024 or None (automatic), got "
-                             f"{self.batch_bytes!r}")
+            raise ConfigError(f"{owner}.batch_bytes must be an int >= 1024 or None (automatic), got "
+                              f"{self.batch_bytes!r}")
 
     def reader_options(self) -> dict[str, Any]:
         """The keyword arguments of ``io.iter_batches`` / ``io.iter_rows``: every pass over one input must
@@ -322,11 +323,11 @@ class RunConfig(InputConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_literal("device", self.device, Device)
-        _check_literal("reader", self.reader, Reader)
+        check_literal("device", self.device, Device)
+        check_literal("reader", self.reader, Reader)
         if self.lsh.bands * self.lsh.rows > self.minhash.num_perm:
-            raise ValueError(f"bands x rows = {self.lsh.bands}x{self.lsh.rows} = {self.lsh.bands * self.lsh.rows} "
-                             f"exceeds num_perm = {self.minhash.num_perm}; raise num_perm or lower bands/rows")
+            raise ConfigError(f"bands x rows = {self.lsh.bands}x{self.lsh.rows} = {self.lsh.bands * self.lsh.rows} "
+                              f"exceeds num_perm = {self.minhash.num_perm}; raise num_perm or lower bands/rows")
         used = self.lsh.bands * self.lsh.rows
         key = (self.minhash.num_perm, self.lsh.bands, self.lsh.rows)
         if used < self.minhash.num_perm and key not in _UNUSED_PERM_SAID:
@@ -336,27 +337,27 @@ class RunConfig(InputConfig):
                            "or raise bands/rows", self.minhash.num_perm, self.lsh.bands, self.lsh.rows, used,
                            self.minhash.num_perm - used, used)
         if self.memory_budget is not None and (not is_int(self.memory_budget) or self.memory_budget < 1 << 20):
-            raise ValueError(f"memory_budget must be None or an int of at least 1 MiB (bytes), got "
-                             f"{self.memory_budget!r}")
+            raise ConfigError(f"memory_budget must be None or an int of at least 1 MiB (bytes), got "
+                              f"{self.memory_budget!r}")
         if self.cache_bytes is not None and (not is_int(self.cache_bytes) or self.cache_bytes < 0):
-            raise ValueError(f"cache_bytes must be None (automatic) or an int >= 0 (bytes; 0 = always re-read), "
-                             f"got {self.cache_bytes!r}")
+            raise ConfigError(f"cache_bytes must be None (automatic) or an int >= 0 (bytes; 0 = always re-read), "
+                              f"got {self.cache_bytes!r}")
         if not isinstance(self.annotate, bool):
-            raise ValueError(f"annotate must be a bool, got {self.annotate!r}")
+            raise ConfigError(f"annotate must be a bool, got {self.annotate!r}")
         if self.annotate and not self.write_deduplicated:
-            raise ValueError("annotate=True (--annotate) annotates the records of deduplicated/: it needs "
-                             "write_deduplicated=True (drop --no-deduplicated)")
+            raise ConfigError("annotate=True (--annotate) annotates the records of deduplicated/: it needs "
+                              "write_deduplicated=True (drop --no-deduplicated)")
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
-            raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
-        _check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])
+            raise ConfigError(f"threads must be a positive int or None, got {self.threads!r}")
+        check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])
         object.__setattr__(self, "scores", tuple(self.scores) if isinstance(self.scores, list) else self.scores)
         scored = score_columns(self.scores)
         kc = keep_column(self.cluster.keep)
         if scored and kc not in scored:
             unknown = (f"keep={self.cluster.keep!r} names {kc!r}, which is none of the scores {list(scored)}; "
                        if kc is not None else "")
-            raise ValueError(f"{unknown}scores {list(scored)} are computed only to choose which duplicate survives: "
-                             f"add keep='max:{next(iter(scored))}'")
+            raise ConfigError(f"{unknown}scores {list(scored)} are computed only to choose which duplicate survives: "
+                              f"add keep='max:{next(iter(scored))}'")
 
     @staticmethod
     def preset(name: str = "default", **overrides: Any) -> "RunConfig":
@@ -374,7 +375,7 @@ class RunConfig(InputConfig):
                              lsh=LSHConfig(20, 13), cluster=ClusterConfig("components", 0.8, verify=False),
                              preset_name="nemo")
         else:
-            raise ValueError(f"unknown preset {name!r}{did_you_mean(name, PRESETS)} (presets: {', '.join(PRESETS)})")
+            raise ConfigError(f"unknown preset {name!r}{did_you_mean(name, PRESETS)} (presets: {', '.join(PRESETS)})")
         return base.replace(**overrides) if overrides else base
 
     def replace(self, **overrides: Any) -> "RunConfig":
@@ -386,17 +387,17 @@ class RunConfig(InputConfig):
             if "__" in key:
                 section, name = key.split("__", 1)
                 if section not in _SECTIONS:
-                    raise ValueError(f"unknown config section {section!r} in {key!r}{did_you_mean(section, _SECTIONS)}"
-                                     f" (sections: {', '.join(sorted(_SECTIONS))})")
+                    raise ConfigError(f"unknown config section {section!r} in {key!r}{did_you_mean(section, _SECTIONS)}"
+                                      f" (sections: {', '.join(sorted(_SECTIONS))})")
                 valid = {f.name for f in dataclasses.fields(_SECTIONS[section])}
                 if name not in valid:
-                    raise ValueError(f"unknown setting {key!r}{did_you_mean(name, valid)} ({section} has "
-                                     f"{', '.join(sorted(valid))})")
+                    raise ConfigError(f"unknown setting {key!r}{did_you_mean(name, valid)} ({section} has "
+                                      f"{', '.join(sorted(valid))})")
                 nested.setdefault(section, {})[name] = value
             else:
                 names = {f.name for f in dataclasses.fields(RunConfig)}
                 if key not in names:
-                    raise ValueError(f"unknown setting {key!r}{did_you_mean(key, names)}")
+                    raise ConfigError(f"unknown setting {key!r}{did_you_mean(key, names)}")
                 top[key] = value
         for section, values in nested.items():
             top[section] = dataclasses.replace(getattr(self, section), **values)
@@ -421,7 +422,7 @@ class RunConfig(InputConfig):
         for key, value in d.items():
             if key in _SECTIONS:
                 if not isinstance(value, dict):
-                    raise ValueError(f"config section {key!r} must be a table/mapping, got {value!r}")
+                    raise ConfigError(f"config section {key!r} must be a table/mapping, got {value!r}")
                 for name, v in value.items():
                     overrides[f"{key}__{name}"] = v
             else:

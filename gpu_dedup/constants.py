@@ -34,7 +34,7 @@ INDEX_FORMAT = "gpu_dedup-index"
 MAX_NGRAM = 64           # ShingleConfig's bound on n: the GPU's shingle ring buffer is a fixed-size array
 BYTE_TILE = 4096         # text bytes per block of the GPU kernels unit_chunks (its shared tile) and
                          # utf8_invalid_chunks: fixed at compile time; callers cut smaller chunks, never larger
-# MinHashConfig's bound on K (the seed's 0.99-threshold settings 20 x 450, 450 x 20): the GPU MinHash kernel
+# MinHashConfig's bound on K (room for 0.99-threshold settings such as 20 x 450 and 450 x 20): the GPU MinHash kernel
 # keeps K / 128 minima per thread (kernels/core_cuda.py MAX_K_PER_THREAD = 72)
 MAX_NUM_PERM = 9000
 # One LSH bucket this large is usually templated text: the pipeline warns and the report flags it.

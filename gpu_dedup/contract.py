@@ -12,6 +12,7 @@ from typing import Any
 
 from .config import RunConfig
 from .constants import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61
+from .errors import DataError
 from .lexical.unicode_tables import UNICODE_VERSION, policy_name
 
 CONTRACT_VERSION = 1
@@ -52,5 +53,5 @@ def check_contract(expected: dict[str, Any], found: dict[str, Any], what: str) -
             diffs.append(f"{path}: this run has {a!r}, {what} has {b!r}")
 
     walk(expected, found, "")
-    raise ValueError(f"{what} was made under a different contract and cannot be mixed with this run:\n  "
-                     + "\n  ".join(diffs) + "\nRecompute it with this run's settings, or run with its settings.")
+    raise DataError(f"{what} was made under a different contract and cannot be mixed with this run:\n  "
+                    + "\n  ".join(diffs) + "\nRecompute it with this run's settings, or run with its settings.")

@@ -35,6 +35,7 @@ from .constants import INDEX_FORMAT
 from .contract import check_contract, contract, contract_fingerprint
 from .device import repeat_index, to_device, to_host
 from .engine import prefetched
+from .errors import ConfigError, DataError, MissingFileError
 from .lexical.normalize import normalize_text
 from .lexical.signatures import Documents
 from .lexical.verify import ShingleSets, shingle_sets
@@ -87,8 +88,8 @@ class Index:
     def shingle_sets(self, rows: np.ndarray):
         """ShingleSets (host arrays) for index rows ``rows`` (int64, sorted)."""
         if not self.manifest["has_shingles"]:
-            raise ValueError(f"index {self.path!r} holds no shingle sets (it was saved by a run without "
-                             "verification); rerun with --policy components --no-verify or rebuild the index")
+            raise DataError(f"index {self.path!r} holds no shingle sets (it was saved by a run without "
+                            "verification); rerun with --policy components --no-verify or rebuild the index")
         col = pq.read_table(os.path.join(self.path, "documents.parquet"), columns=["shingles"])["shingles"]
         lists = col.combine_chunks().take(pa.array(rows, pa.int64()))
         values = np.asarray(lists.flatten().to_numpy(zero_copy_only=False), np.uint64)
@@ -106,12 +107,12 @@ _INDEX_FILES = {"documents.parquet", "manifest.json"}
 def load_index(path: str, expected_contract: dict[str, Any]) -> Index:
     manifest_path = os.path.join(path, "manifest.json")
     if not os.path.isfile(manifest_path):
-        raise FileNotFoundError(f"{path!r} is not a complete gpu_dedup index (no manifest.json); "
-                                "save one with `gpu-dedup run ... --save-index DIR`")
+        raise MissingFileError(f"{path!r} is not a complete gpu_dedup index (no manifest.json); "
+                               "save one with `gpu-dedup run ... --save-index DIR`")
     manifest = read_manifest(manifest_path, FORMAT, "index")
     if manifest.get("version") != INDEX_VERSION:
-        raise ValueError(f"{path!r} has format {manifest.get('format')!r} version {manifest.get('version')!r}; "
-                         f"this gpu_dedup reads {FORMAT!r} version {INDEX_VERSION}")
+        raise DataError(f"{path!r} has format {manifest.get('format')!r} version {manifest.get('version')!r}; "
+                        f"this gpu_dedup reads {FORMAT!r} version {INDEX_VERSION}")
     require_keys(manifest, _KEYS, manifest_path, "index")
     if not isinstance(manifest["contract"], dict) or not isinstance(manifest["contract"].get("lsh"), dict):
         raise ManifestError(f"index manifest {manifest_path!r}: \"contract\" is not a contract object; the "
@@ -120,8 +121,8 @@ def load_index(path: str, expected_contract: dict[str, Any]) -> Index:
     t = pq.read_table(os.path.join(path, "documents.parquet"), columns=["id", "exact_lo", "exact_hi", "short",
                                                                         "band_keys"])
     if t.num_rows != manifest["documents"]:
-        raise ValueError(f"index {path!r}: documents.parquet has {t.num_rows} rows, the manifest says "
-                         f"{manifest['documents']}; the index is damaged, rebuild it")
+        raise DataError(f"index {path!r}: documents.parquet has {t.num_rows} rows, the manifest says "
+                        f"{manifest['documents']}; the index is damaged, rebuild it")
     bands = manifest["contract"]["lsh"]["bands"]
     keys = np.asarray(t["band_keys"].combine_chunks().flatten().to_numpy(zero_copy_only=False), np.uint64)
     exact = np.stack([np.asarray(t["exact_lo"].to_numpy(), np.uint64), np.asarray(t["exact_hi"].to_numpy(), np.uint64)],
@@ -135,8 +136,8 @@ def check_index_target(path: str, against: str | None = None) -> None:
     """Refuse to write an index into ``path`` unless it is new, empty, or an index (replaced, as before):
     never over a manifest.json or other files that are not an index's, nor over ``against``."""
     if against is not None and os.path.realpath(path) == os.path.realpath(against):
-        raise ValueError(f"--save-index {path!r} is the index being read; indexes are versioned: write the "
-                         "next generation to a new directory")
+        raise ConfigError(f"--save-index {path!r} is the index being read; indexes are versioned: write the "
+                          "next generation to a new directory")
     check_directory(path, "index directory")
     if not os.path.isdir(path):
         return
@@ -147,9 +148,9 @@ def check_index_target(path: str, against: str | None = None) -> None:
     other = sorted(n for n in os.listdir(path) if n not in _INDEX_FILES and n not in (LOCK, LOCK_INFO)
                    and not tmp.match(n))
     if other:
-        raise ValueError(f"index directory {path!r} holds files that are not a gpu_dedup index's "
-                         f"({', '.join(other[:3])}{', ...' if len(other) > 3 else ''}); save the index into a new "
-                         "or empty directory")
+        raise DataError(f"index directory {path!r} holds files that are not a gpu_dedup index's "
+                        f"({', '.join(other[:3])}{', ...' if len(other) > 3 else ''}); save the index into a new "
+                        "or empty directory")
 
 
 DOCUMENTS_SCHEMA = pa.schema([("id", pa.string()), ("exact_lo", pa.uint64()), ("exact_hi", pa.uint64()),
@@ -257,10 +258,10 @@ def write_index(path: str, cfg: RunConfig, device: str, files, docs: Documents, 
 def check_extends(path: str, cfg: RunConfig, index: Index | None) -> None:
     """Refuse a new index that would overwrite the ``against`` one, or add shingle sets to one without."""
     if index is not None and os.path.abspath(path) == os.path.abspath(index.path):
-        raise ValueError(f"--save-index {path!r} is the index being read; indexes are versioned: write the "
-                         "next generation to a new directory")
+        raise ConfigError(f"--save-index {path!r} is the index being read; indexes are versioned: write the "
+                          "next generation to a new directory")
     if index is not None and cfg.cluster.verify and not index.manifest["has_shingles"]:
-        raise ValueError(f"index {index.path!r} has no shingle sets, so an index with them cannot extend it")
+        raise DataError(f"index {index.path!r} has no shingle sets, so an index with them cannot extend it")
 
 
 def _write_rows(writer: IndexWriter, cfg: RunConfig, device: str, files, docs: Documents,

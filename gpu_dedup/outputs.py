@@ -41,6 +41,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import filelock
 
+from .errors import ConfigError, DataError, GpuDedupError, OutputExistsError, RunError
 from .io.remote import is_url
 from .io.write import WRITE_HOOKS, write_json_atomic
 
@@ -61,18 +62,18 @@ CACHES = ("work/", "semantic/embeddings/")
 DERIVED = {"semantic_decisions.parquet": ("compare.md", "compare.png")}
 
 
-class OutputPathError(OSError):
+class OutputPathError(GpuDedupError, OSError):
     """An output, work or index directory that cannot be one (the message names the path and the reason)."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
 
-class LockedError(RuntimeError):
+class LockedError(RunError):
     """The directory is locked by another run (the message names the holder when it is recorded)."""
 
 
-class ManifestError(ValueError):
+class ManifestError(DataError):
     """A manifest.json that is not the tool's: the message names the file and what is wrong."""
 
 
@@ -112,9 +113,9 @@ def check_outside_inputs(targets: Mapping[str, Any], roots: Sequence[str]) -> No
         for root in roots:
             if _within(real, root):
                 how = "is the input" if real == root else "lies inside the input"
-                raise ValueError(f"{label} {os.fspath(target)!r} {how} {root!r}: the tool never writes into its "
-                                 "inputs (and a later run would read its outputs as input); choose a directory "
-                                 "outside them")
+                raise ConfigError(f"{label} {os.fspath(target)!r} {how} {root!r}: the tool never writes into its "
+                                  "inputs (and a later run would read its outputs as input); choose a directory "
+                                  "outside them")
 
 
 def check_directory(path: str, what: str) -> None:
@@ -421,9 +422,9 @@ class OutputSession:
             overwrite = True
         result = next((f for f in RESULT_FILES if os.path.exists(os.path.join(self.out, f))), None)
         if result is not None and not (overwrite or resume):
-            raise FileExistsError(f"{self.out!r} already holds the results of an earlier run ({result}); "
-                                  f"pass {flag} to replace them (every file that run wrote, and nothing else) or "
-                                  "choose another output directory")
+            raise OutputExistsError(f"{self.out!r} already holds the results of an earlier run ({result}); "
+                                    f"pass {flag} to replace them (every file that run wrote, and nothing else) or "
+                                    "choose another output directory")
         if manifest is None and result is not None:
             logger.warning("%s holds a run without an output manifest (an older gpu_dedup?): the new run replaces "
                            "the files it writes; other files of that run stay", self.out)
@@ -433,9 +434,9 @@ class OutputSession:
             real = os.path.realpath(os.path.join(self.root, *rel.split("/")))
             for r in roots:
                 if _within(real, r):
-                    raise ValueError(f"{os.path.join(self.out, rel)!r}, written by the earlier run in {self.out!r}, "
-                                     f"is an input of this run ({r!r}); replacing that run would delete it: "
-                                     "choose another output directory")
+                    raise ConfigError(f"{os.path.join(self.out, rel)!r}, written by the earlier run in {self.out!r}, "
+                                      f"is an input of this run ({r!r}); replacing that run would delete it: "
+                                      "choose another output directory")
         if remove:
             _write_json(os.path.join(self.out, MANIFEST), self._manifest("replacing", old))
             n = _remove_files(self.out, remove)

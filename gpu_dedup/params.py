@@ -36,7 +36,8 @@ import numpy as np
 
 from .config import PRESETS, RunConfig, is_real
 from .constants import MAX_NUM_PERM
-from .sareas import _areas, _gauss_legendre, _integrate_curve, _nodes_for_degree  # noqa: F401 (tests use them)
+from .errors import ConfigError, DependencyError
+from .sareas import areas, gauss_legendre, integrate_curve, nodes_for_degree  # noqa: F401 (tests use them)
 
 logger = logging.getLogger(__name__)
 
@@ -50,21 +51,21 @@ PLOT_SUFFIXES = (".png", ".svg")
 # ----------------------------------------------------------------------------------------------- validation
 def _check_theta(theta: float) -> float:
     if not is_real(theta) or not 0.0 < float(theta) < 1.0:
-        raise ValueError(f"threshold (theta) must be a Jaccard similarity in the open interval (0, 1), "
-                         f"got {theta!r}; use e.g. 0.8")
+        raise ConfigError(f"threshold (theta) must be a Jaccard similarity in the open interval (0, 1), "
+                          f"got {theta!r}; use e.g. 0.8")
     return float(theta)
 
 
 def _check_positive_int(name: str, v: object) -> int:
     if not isinstance(v, numbers.Integral) or isinstance(v, bool) or int(v) < 1:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
+        raise ConfigError(f"{name} must be a positive int, got {v!r}")
     return int(v)
 
 
 def _check_num_perm(num_perm: object) -> int:
     k = _check_positive_int("num_perm", num_perm)
     if k > MAX_NUM_PERM:
-        raise ValueError(f"num_perm must be in [1, {MAX_NUM_PERM}] (MinHashConfig's range), got {num_perm!r}")
+        raise ConfigError(f"num_perm must be in [1, {MAX_NUM_PERM}] (MinHashConfig's range), got {num_perm!r}")
     return k
 
 
@@ -72,26 +73,26 @@ def _check_sims(sims: Sequence[float]) -> tuple[float, ...]:
     out = []
     for s in sims:
         if not is_real(s) or not 0.0 <= float(s) <= 1.0:
-            raise ValueError(f"similarities must be in [0, 1], got {s!r} in sims={tuple(sims)!r}; "
-                             "use e.g. 0.5,0.7,0.8,0.9")
+            raise ConfigError(f"similarities must be in [0, 1], got {s!r} in sims={tuple(sims)!r}; "
+                              "use e.g. 0.5,0.7,0.8,0.9")
         out.append(float(s))
     return tuple(out)
 
 
 def _check_recall(recall: object) -> float:
     if not is_real(recall) or not 0.0 < float(recall) < 1.0:
-        raise ValueError(f"recall (the P(θ) to reach) must be in the open interval (0, 1), got {recall!r}; "
-                         "use e.g. 0.99")
+        raise ConfigError(f"recall (the P(θ) to reach) must be in the open interval (0, 1), got {recall!r}; "
+                          "use e.g. 0.99")
     return float(recall)
 
 
 def _check_weights(fp_weight: float, fn_weight: float) -> tuple[float, float]:
     for name, w in (("fp_weight", fp_weight), ("fn_weight", fn_weight)):
         if not is_real(w) or float(w) < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {w!r}")
+            raise ConfigError(f"{name} must be a finite number >= 0, got {w!r}")
     if float(fp_weight) + float(fn_weight) <= 0:
-        raise ValueError(f"fp_weight and fn_weight cannot both be 0, got {fp_weight!r} and {fn_weight!r}; "
-                         "use e.g. 0.5 and 0.5")
+        raise ConfigError(f"fp_weight and fn_weight cannot both be 0, got {fp_weight!r} and {fn_weight!r}; "
+                          "use e.g. 0.5 and 0.5")
     return float(fp_weight), float(fn_weight)
 
 
@@ -106,7 +107,7 @@ def candidate_probability(s: float | np.ndarray, bands: int, rows: int) -> float
     r = _check_positive_int("rows", rows)
     arr = np.asarray(s, dtype=np.float64)
     if arr.size and (np.isnan(arr).any() or arr.min() < 0.0 or arr.max() > 1.0):
-        raise ValueError(f"similarity s must be in [0, 1], got {s!r}")
+        raise ConfigError(f"similarity s must be in [0, 1], got {s!r}")
     # Written as -expm1(b * log1p(-s^r)) so that tiny probabilities (small s, large r) keep full
     # relative precision instead of cancelling in 1 - (1 - tiny)^b. At s = 1 log1p(-1) = -inf -> P = 1.
     with np.errstate(divide="ignore"):
@@ -145,7 +146,7 @@ def slope(s: float | np.ndarray, bands: int, rows: int) -> float | np.ndarray:
     r = _check_positive_int("rows", rows)
     arr = np.asarray(s, dtype=np.float64)
     if arr.size and (np.isnan(arr).any() or arr.min() < 0.0 or arr.max() > 1.0):
-        raise ValueError(f"similarity s must be in [0, 1], got {s!r}")
+        raise ConfigError(f"similarity s must be in [0, 1], got {s!r}")
     d = b * r * arr ** (r - 1) * (1.0 - arr**r) ** (b - 1)
     return float(d) if np.ndim(s) == 0 else d
 
@@ -169,7 +170,7 @@ def s_curve(bands: int, rows: int, n: int = 201) -> tuple[np.ndarray, np.ndarray
     """``(s, p)``: ``n`` evenly spaced similarities in [0, 1] and P(s); both float64 of shape (n,)."""
     n = _check_positive_int("n", n)
     if n < 2:
-        raise ValueError(f"n must be >= 2 to span [0, 1], got {n!r}")
+        raise ConfigError(f"n must be >= 2 to span [0, 1], got {n!r}")
     s = np.linspace(0.0, 1.0, n)
     return s, np.asarray(candidate_probability(s, bands, rows))
 
@@ -182,7 +183,7 @@ def standard_error(j: float | np.ndarray, k: int) -> float | np.ndarray:
     k = _check_positive_int("k (num_perm)", k)
     arr = np.asarray(j, dtype=np.float64)
     if arr.size and (np.isnan(arr).any() or arr.min() < 0.0 or arr.max() > 1.0):
-        raise ValueError(f"Jaccard J must be in [0, 1], got {j!r}")
+        raise ConfigError(f"Jaccard J must be in [0, 1], got {j!r}")
     se = np.sqrt(arr * (1.0 - arr) / k)
     return float(se) if np.ndim(j) == 0 else se
 
@@ -192,7 +193,7 @@ def false_positive_area(theta: float, bands: int, rows: int) -> float:
     theta = _check_theta(theta)
     b, r = _check_positive_int("bands", bands), _check_positive_int("rows", rows)
     arr_b, arr_r = np.array([b], np.int64), np.array([r], np.int64)
-    return float(_integrate_curve(0.0, theta, arr_b, arr_r, miss=False, n_nodes=_nodes_for_degree(b * r))[0])
+    return float(integrate_curve(0.0, theta, arr_b, arr_r, miss=False, n_nodes=nodes_for_degree(b * r))[0])
 
 
 def false_negative_area(theta: float, bands: int, rows: int) -> float:
@@ -200,7 +201,7 @@ def false_negative_area(theta: float, bands: int, rows: int) -> float:
     theta = _check_theta(theta)
     b, r = _check_positive_int("bands", bands), _check_positive_int("rows", rows)
     arr_b, arr_r = np.array([b], np.int64), np.array([r], np.int64)
-    return float(_integrate_curve(theta, 1.0, arr_b, arr_r, miss=True, n_nodes=_nodes_for_degree(b * r))[0])
+    return float(integrate_curve(theta, 1.0, arr_b, arr_r, miss=True, n_nodes=nodes_for_degree(b * r))[0])
 
 
 # ------------------------------------------------------------------------------------------------ choices
@@ -241,7 +242,7 @@ def enumerate_choices(theta: float, num_perm: int, sims: Sequence[float] = DEFAU
     sims_t = _check_sims(sims)
     fp_weight, fn_weight = _check_weights(fp_weight, fn_weight)
     bands, rows = _all_pairs(k)
-    fp, fn = _areas(theta, bands, rows)
+    fp, fn = areas(theta, bands, rows)
     err = fp_weight * fp + fn_weight * fn
     # analytically equal errors (1 x 3 and 3 x 1 at theta = 0.5) differ in the last bits: rounded to 1e-12 (the
     # closed form's accuracy is ~1e-13) they tie, and the stable sort keeps (b, r) order for them
@@ -304,7 +305,7 @@ def recommend(theta: float, num_perm: int, sims: Sequence[float] = DEFAULT_SIMS,
     lowering num_perm to the unconstrained optimum's b * r instead (cheaper, and at least as good).
     """
     if not isinstance(require_full_use, bool):
-        raise ValueError(f"require_full_use must be a bool, got {require_full_use!r}")
+        raise ConfigError(f"require_full_use must be a bool, got {require_full_use!r}")
     choices = enumerate_choices(theta, num_perm, sims, fp_weight, fn_weight)
     best = _pick(choices, int(num_perm), require_full_use)
     return best, _explain(best, float(theta), int(num_perm), float(fp_weight), float(fn_weight), require_full_use)
@@ -348,7 +349,7 @@ def recommend_verified(theta: float, num_perm: int, recall: float = DEFAULT_RECA
     area (the highest P(theta) when none reaches it), and an explanation. ``require_full_use`` as in
     ``recommend``."""
     if not isinstance(require_full_use, bool):
-        raise ValueError(f"require_full_use must be a bool, got {require_full_use!r}")
+        raise ConfigError(f"require_full_use must be a bool, got {require_full_use!r}")
     best = _pick(recall_order(enumerate_choices(theta, num_perm, sims), theta, recall), int(num_perm), require_full_use)
     return best, _explain_verified(best, float(theta), int(num_perm), float(recall), require_full_use)
 
@@ -377,7 +378,7 @@ def format_table(choices: Sequence[BandChoice], theta: float, sims: Sequence[flo
     if top is not None:
         top = _check_positive_int("top", top)
     if not choices:
-        raise ValueError("format_table needs at least one choice, got an empty list")
+        raise ConfigError("format_table needs at least one choice, got an empty list")
     if marks is None:
         best = min(choices, key=lambda c: c.weighted_error)
         marks = {(best.bands, best.rows): "*"}
@@ -432,15 +433,15 @@ def plot_s_curves(choices: Sequence[tuple[int, int]], theta: float, path: str) -
     theta = _check_theta(theta)
     suffix = Path(path).suffix.lower()
     if suffix not in PLOT_SUFFIXES:
-        raise ValueError(f"plot path must end in .png or .svg, got {str(path)!r}; use e.g. s_curves.png")
+        raise ConfigError(f"plot path must end in .png or .svg, got {str(path)!r}; use e.g. s_curves.png")
     pairs = [(_check_positive_int("bands", b), _check_positive_int("rows", r)) for b, r in choices]
     if not pairs:
-        raise ValueError("plot_s_curves needs at least one (bands, rows) pair, got none")
+        raise ConfigError("plot_s_curves needs at least one (bands, rows) pair, got none")
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:  # optional dependency
-        raise ImportError("plotting S-curves needs matplotlib: pip install 'gpu-dedup[plot]'") from exc
+        raise DependencyError("plotting S-curves needs matplotlib: pip install 'gpu-dedup[plot]'") from exc
 
     fig = Figure(figsize=(7.0, 4.5))
     FigureCanvasAgg(fig)
@@ -508,8 +509,8 @@ def plan_bands(theta: float, num_perm: int, sims: Sequence[float] = DEFAULT_SIMS
     if requested is not None:
         requested = (_check_positive_int("bands", requested[0]), _check_positive_int("rows", requested[1]))
         if requested[0] * requested[1] > k:
-            raise ValueError(f"bands x rows = {requested[0]}x{requested[1]} = {requested[0] * requested[1]} "
-                             f"exceeds num_perm {k}; raise num_perm or lower bands/rows")
+            raise ConfigError(f"bands x rows = {requested[0]}x{requested[1]} = {requested[0] * requested[1]} "
+                              f"exceeds num_perm {k}; raise num_perm or lower bands/rows")
     full = bool(require_full_use)
     choices = enumerate_choices(theta, k, sims, fp_w, fn_w)
     balanced = _pick(choices, k, full)

@@ -34,6 +34,7 @@ from .contract import contract, contract_fingerprint
 from .decisions import summary_counts
 from .device import array_backend, batch_bytes, cache_bytes, note_compiling, resolve_device, set_threads
 from .engine import TextCache, known_text_bytes, runtime_versions
+from .errors import ConfigError, DataError, UsageError
 from .lexical.decide import Decided, decide
 from .lexical.signatures import Documents, read_signatures, reader_name
 from .outputs import check_outside_inputs, input_roots, own
@@ -73,14 +74,14 @@ class DedupResult:
         in input order (the source of an in-memory run, or any table aligned with it). Returns the same type."""
         n = len(data)
         if n != self.decisions.num_rows:
-            raise ValueError(f"filter: the data has {n:,} rows but this run decided {self.decisions.num_rows:,} "
-                             "documents; pass the table the run read (one row per document, in input order)")
+            raise DataError(f"filter: the data has {n:,} rows but this run decided {self.decisions.num_rows:,} "
+                            "documents; pass the table the run read (one row per document, in input order)")
         mask = self.keep_mask
         if isinstance(data, pa.Table):
             return data.filter(pa.array(mask))
         if hasattr(data, "iloc"):  # pandas
             return data.iloc[np.flatnonzero(mask)]
-        raise TypeError(f"filter takes a pyarrow Table or a pandas DataFrame, got {type(data).__name__}")
+        raise UsageError(f"filter takes a pyarrow Table or a pandas DataFrame, got {type(data).__name__}")
 
     def to_pandas(self):
         """The decisions as a pandas DataFrame."""
@@ -139,23 +140,23 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     files = io.source_files(source)
     out = os.fspath(output_dir) if output_dir is not None else None
     if engine == "dask" or scheduler is not None:
-        raise ValueError("the dask engine was replaced by Ray: pass engine='ray' (CLI --engine ray) with "
-                         "workers=N for a local cluster or address='auto' / 'HOST:PORT' to join one started by "
-                         "`ray start --head` (pip install 'gpu-dedup[ray]')")
+        raise ConfigError("the dask engine was replaced by Ray: pass engine='ray' (CLI --engine ray) with "
+                          "workers=N for a local cluster or address='auto' / 'HOST:PORT' to join one started by "
+                          "`ray start --head` (pip install 'gpu-dedup[ray]')")
     if engine not in ("local", "ray"):
-        raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
+        raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers={workers!r} is no number of Ray worker processes: pass a whole number >= 1, or "
-                         f"leave it out to use every CPU")
+        raise ConfigError(f"workers={workers!r} is no number of Ray worker processes: pass a whole number >= 1, or "
+                          f"leave it out to use every CPU")
     if engine == "ray":
         from .distributed import unsupported
 
         unsupported(cfg, device, index=index, save_index=save_index, semantic=semantic, prefilter=prefilter)
         if work_dir is None and out is None:
-            raise ValueError("engine='ray' needs a shared work directory: pass work_dir or output_dir")
+            raise ConfigError("engine='ray' needs a shared work directory: pass work_dir or output_dir")
         work_dir = work_dir if work_dir is not None else os.path.join(out, "work")
     elif workers is not None or address is not None or partitions is not None:
-        raise ValueError("workers / address / partitions need engine='ray'")
+        raise ConfigError("workers / address / partitions need engine='ray'")
     wd = _work_path(work_dir, out, resume)
     if save_index is not None:
         from .index import check_index_target
@@ -232,8 +233,8 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
         logger.warning("reader='cudf' is not used: --score and the filter flags score each batch's text on the "
                        "host, so pass 1 reads Parquet text with pyarrow")
     if cfg.cluster.scope_field is not None and (index is not None or save_index is not None or semantic is not None):
-        raise ValueError("--scope-field cannot be combined with --against, --save-index or --semantic yet (an "
-                         "index and the semantic stage are global): run it without them")
+        raise ConfigError("--scope-field cannot be combined with --against, --save-index or --semantic yet (an "
+                          "index and the semantic stage are global): run it without them")
     # pass 1's score steps (filters/prefilter.py): the filter flags' (prefilter, which decides) and --score's
     steps = _score_steps(cfg, device, prefilter, semantic)
     pre = next((s for s in steps if s.decides), None)
@@ -341,8 +342,8 @@ def _score_steps(cfg: RunConfig, device: str, prefilter: Any, semantic: Any) -> 
         from .filters.prefilter import ScoreStep
 
         if semantic is not None:
-            raise ValueError("a prefilter and the semantic stage cannot share a run yet: filter first "
-                             "(`gpu-dedup filter`), then run --semantic on OUT/filtered")
+            raise ConfigError("a prefilter and the semantic stage cannot share a run yet: filter first "
+                              "(`gpu-dedup filter`), then run --semantic on OUT/filtered")
         steps.append(ScoreStep(prefilter, device, keep_column=kc))
     if kc in score_columns(cfg.scores) and not any(s.keep_column == kc for s in steps):
         from .filters.prefilter import ScoreStep
@@ -356,7 +357,7 @@ def _work_path(work_dir, output_dir: str | None, resume: bool) -> str | None:
     if work_dir is None and not resume:
         return None
     if work_dir is None and output_dir is None:
-        raise ValueError("resume needs a work directory: pass work_dir or output_dir")
+        raise ConfigError("resume needs a work directory: pass work_dir or output_dir")
     return os.fspath(work_dir) if work_dir is not None else os.path.join(output_dir, "work")
 
 

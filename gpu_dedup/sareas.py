@@ -1,8 +1,8 @@
 """The S-curve's false-positive and false-negative areas for many (bands, rows) pairs at once (``params``).
 
 With u = s^r, Q = integral_0^theta (1 - s^r)^b ds = (1/r) B(theta^r; 1/r, b + 1), an incomplete beta
-function: ``_areas`` evaluates it in closed form (a continued fraction, ``_beta_cf``); ``_areas_quadrature``
-by Gauss-Legendre quadrature (``_gauss_legendre``, ``_integrate_curve``), the reference it is tested against
+function: ``areas`` evaluates it in closed form (a continued fraction, ``_beta_cf``); ``_areas_quadrature``
+by Gauss-Legendre quadrature (``gauss_legendre``, ``integrate_curve``), the reference it is tested against
 and what the one-pair ``params.false_positive_area`` / ``false_negative_area`` use. NumPy only.
 """
 from __future__ import annotations
@@ -11,10 +11,11 @@ import functools
 import math
 
 import numpy as np
+from .errors import RunError
 
 
 @functools.lru_cache(maxsize=64)
-def _gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
+def gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
     """Gauss-Legendre nodes (ascending) and weights on [-1, 1], float64 of shape (n,).
 
     Newton iteration on P_n from the asymptotic root guesses cos(pi (i - 1/4) / (n + 1/2)); O(n^2) per
@@ -47,18 +48,18 @@ def _gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
     return nodes, weights
 
 
-def _nodes_for_degree(degree: int) -> int:
+def nodes_for_degree(degree: int) -> int:
     # An n-point rule is exact to degree 2n - 1; 16 is a floor so small cases are not special.
     return max(16, degree // 2 + 1)
 
 
-def _integrate_curve(lo: float, hi: float, bands: np.ndarray, rows: np.ndarray, *, miss: bool,
+def integrate_curve(lo: float, hi: float, bands: np.ndarray, rows: np.ndarray, *, miss: bool,
                      n_nodes: int) -> np.ndarray:
     """Integral over [lo, hi] of P(s) (``miss=False``) or 1 - P(s) (``miss=True``) for each (b, r) pair.
 
     ``bands``, ``rows``: int64 arrays of shape (m,); returns float64 of shape (m,).
     """
-    x, w = _gauss_legendre(n_nodes)
+    x, w = gauss_legendre(n_nodes)
     half = 0.5 * (hi - lo)
     s = lo + half * (x + 1.0)
     ws = half * w
@@ -98,10 +99,10 @@ def _beta_cf(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         active &= np.abs(step - 1.0) > 1e-16
         if not active.any():
             return h
-    raise RuntimeError("incomplete beta continued fraction did not converge")  # pragma: no cover
+    raise RunError("incomplete beta continued fraction did not converge")  # pragma: no cover
 
 
-def _areas(theta: float, bands: np.ndarray, rows: np.ndarray, n_nodes: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def areas(theta: float, bands: np.ndarray, rows: np.ndarray, n_nodes: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(FP, FN) areas for each (b, r) pair in closed form: with u = s^r,
 
         Q = integral_0^theta (1 - s^r)^b ds = (1/r) B(theta^r; 1/r, b + 1)    (incomplete beta)
@@ -109,7 +110,7 @@ def _areas(theta: float, bands: np.ndarray, rows: np.ndarray, n_nodes: int = 0) 
 
     evaluated by the continued fraction (``_beta_cf``) on whichever side converges, so FN (and Q) keep
     their relative precision; FP below ~1e-16·theta is absolute-precision only (it cancels against theta).
-    Tested against the Gauss-Legendre quadrature (``_integrate_curve``). ``n_nodes`` is unused (kept for
+    Tested against the Gauss-Legendre quadrature (``integrate_curve``). ``n_nodes`` is unused (kept for
     callers of the quadrature's signature). O(pairs x sqrt(b)) instead of O(pairs x K)."""
     b = bands.astype(np.float64) + 1.0
     a = 1.0 / rows.astype(np.float64)
@@ -138,6 +139,6 @@ def _areas(theta: float, bands: np.ndarray, rows: np.ndarray, n_nodes: int = 0) 
 
 def _areas_quadrature(theta: float, bands: np.ndarray, rows: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """The same areas by Gauss-Legendre quadrature (the reference the closed form is tested against)."""
-    fp = _integrate_curve(0.0, theta, bands, rows, miss=False, n_nodes=n_nodes)
-    fn = _integrate_curve(theta, 1.0, bands, rows, miss=True, n_nodes=n_nodes)
+    fp = integrate_curve(0.0, theta, bands, rows, miss=False, n_nodes=n_nodes)
+    fn = integrate_curve(theta, 1.0, bands, rows, miss=True, n_nodes=n_nodes)
     return fp, fn

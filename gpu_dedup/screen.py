@@ -47,6 +47,7 @@ from .config import InputConfig, NormalizeConfig, is_int
 from .constants import MAX_NGRAM
 from .device import (array_backend, array_module, batch_bytes, note_compiling, repeat_index, resolve_device,
                      to_device, to_host)
+from .errors import ConfigError, DataError, MissingFileError, RunError
 from .lexical.normalize import _device_tables, arrow_text_buffers, normalize_arrays, normalize_text
 from .ops import bloom as bloom_ops
 
@@ -86,31 +87,31 @@ class ScreenConfig(InputConfig):
         def posint(name: str, lo: int = 1) -> None:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                raise ValueError(f"ScreenConfig.{name} must be an int >= {lo}, got {v!r}")
+                raise ConfigError(f"ScreenConfig.{name} must be an int >= {lo}, got {v!r}")
 
         posint("ngram")
         posint("min_matches")
         posint("min_ngram")
         posint("max_samples", 0)
         if self.ngram > MAX_NGRAM:
-            raise ValueError(f"ScreenConfig.ngram must be <= {MAX_NGRAM}, got {self.ngram!r}")
+            raise ConfigError(f"ScreenConfig.ngram must be <= {MAX_NGRAM}, got {self.ngram!r}")
         if self.ngram < self.min_ngram:
-            raise ValueError(f"ScreenConfig.ngram={self.ngram} is below min_ngram={self.min_ngram}: short n-grams "
-                             f"match common phrases in ordinary text; use ngram >= {self.min_ngram}, or lower "
-                             f"min_ngram explicitly if you accept the false alarms")
+            raise ConfigError(f"ScreenConfig.ngram={self.ngram} is below min_ngram={self.min_ngram}: short n-grams "
+                              f"match common phrases in ordinary text; use ngram >= {self.min_ngram}, or lower "
+                              f"min_ngram explicitly if you accept the false alarms")
         if self.max_items_per_ngram is not None:
             posint("max_items_per_ngram")
         if isinstance(self.fields, str) or not all(isinstance(f, str) and f for f in self.fields) \
                 or not self.fields:
-            raise ValueError(f"ScreenConfig.fields must be a non-empty tuple of field names, got {self.fields!r}")
+            raise ConfigError(f"ScreenConfig.fields must be a non-empty tuple of field names, got {self.fields!r}")
         if isinstance(self.common_phrases, str) or not all(isinstance(p, str) for p in self.common_phrases):
-            raise ValueError(f"ScreenConfig.common_phrases must be a tuple of strings, got {self.common_phrases!r}")
+            raise ConfigError(f"ScreenConfig.common_phrases must be a tuple of strings, got {self.common_phrases!r}")
         if self.text_unit not in get_args(TextUnit):
-            raise ValueError(f"ScreenConfig.text_unit must be one of {get_args(TextUnit)}, got {self.text_unit!r}")
+            raise ConfigError(f"ScreenConfig.text_unit must be one of {get_args(TextUnit)}, got {self.text_unit!r}")
         if not isinstance(self.normalize, NormalizeConfig):
-            raise ValueError(f"ScreenConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
+            raise ConfigError(f"ScreenConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
         if not is_int(self.seed) or not 0 <= self.seed < 2**64:
-            raise ValueError(f"ScreenConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
+            raise ConfigError(f"ScreenConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
 
 
 @dataclass
@@ -168,10 +169,10 @@ def _read_records(path: str) -> list[dict]:
                 try:
                     recs.append(json.loads(line, strict=False))
                 except json.JSONDecodeError as err:
-                    raise ValueError(f"benchmark file {path}:{ln}: malformed JSON ({err.msg}); fix the line") from err
+                    raise DataError(f"benchmark file {path}:{ln}: malformed JSON ({err.msg}); fix the line") from err
     bad = [i for i, r in enumerate(recs) if not isinstance(r, dict)]
     if bad:
-        raise ValueError(f"benchmark file {path}: record {bad[0]} is not a JSON object; each item must be one")
+        raise DataError(f"benchmark file {path}: record {bad[0]} is not a JSON object; each item must be one")
     return recs
 
 
@@ -187,14 +188,14 @@ def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: ScreenConfig) -> Be
     """Read every benchmark file into items and their text pieces (policy in the module docstring)."""
     paths = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
     if not paths:
-        raise ValueError("no benchmark files given; pass at least one --benchmark FILE")
+        raise ConfigError("no benchmark files given; pass at least one --benchmark FILE")
     base = [os.path.basename(p) for p in paths]
     names = [b if base.count(b) == 1 else p for b, p in zip(base, paths)]
     items = BenchmarkItems(names=names, item_bench=np.zeros(0, np.int32), item_ids=[])
     bench: list[int] = []
     for b, (path, name) in enumerate(zip(paths, names)):
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"benchmark file {path!r} does not exist")
+            raise MissingFileError(f"benchmark file {path!r} does not exist")
         n_before = len(items.piece_text)
         if _is_records_file(path):
             recs = _read_records(path)
@@ -214,8 +215,8 @@ def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: ScreenConfig) -> Be
                 _add_item(items, bench, b, str(rid) if rid is not None else f"{name}:{i}", pieces)
             items.no_field[name] = missing
             if recs and missing == len(recs):
-                raise ValueError(f"benchmark file {path!r}: no record has any of the fields {list(cfg.fields)}; "
-                                 f"keys of the first record: {sorted(recs[0])[:12]}; pass fields=/--benchmark-field")
+                raise DataError(f"benchmark file {path!r}: no record has any of the fields {list(cfg.fields)}; "
+                                f"keys of the first record: {sorted(recs[0])[:12]}; pass fields=/--benchmark-field")
             if missing:
                 logger.warning("benchmark %s: %d of %d records have none of the fields %s and are not indexed",
                                name, missing, len(recs), list(cfg.fields))
@@ -268,7 +269,7 @@ def word_spans(data: Any, starts: Any, ends: Any, words: Any, cfg: NormalizeConf
     map_off, map_cp = _device_tables(cfg, device)
     wbase, ws, we, counts = bloom_ops.word_spans(device, data, starts, ends, map_off, map_cp, words)
     if not bool(to_host(xp.all(counts == words))):
-        raise RuntimeError("word spans disagree with the normalizer's word count; this is a bug, please report it")
+        raise RunError("word spans disagree with the normalizer's word count; this is a bug, please report it")
     return wbase, ws, we
 
 

@@ -20,6 +20,7 @@ import time
 from typing import Callable
 
 from .compiling import COMMANDS, KERNELS, cpu_kernels, uncached, write_sample, SAMPLE_DOCS  # noqa: F401 (warmup's view)
+from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def warmup(commands: tuple[str, ...] = tuple(COMMANDS), device: str = "cpu") -> 
     temporary directory. Returns, per command, the kernels it found uncached and the seconds it took."""
     unknown = [c for c in commands if c not in STEPS]
     if unknown:
-        raise ValueError(f"warmup: unknown command {unknown[0]!r}; choose from {', '.join(STEPS)}")
+        raise ConfigError(f"warmup: unknown command {unknown[0]!r}; choose from {', '.join(STEPS)}")
     from .pipeline import no_precompile
 
     out: dict[str, dict] = {}

@@ -85,7 +85,7 @@ def _remote(f) -> bool:
     return getattr(f, "fs", None) is not None
 
 
-def _identity(f) -> dict[str, Any]:
+def file_identity(f) -> dict[str, Any]:
     """Local: (dev, ino, size, mtime_ns, ctime_ns); remote (fsspec): size and the info() entries that change
     with every rewrite (ETag, generation, mtime, ...)."""
     if _remote(f):
@@ -108,7 +108,7 @@ def _content(f) -> str:
     return content_hash(f.path)
 
 
-def _changed(recorded: dict[str, Any], f, identity: dict[str, Any] | None) -> str | None:
+def what_changed(recorded: dict[str, Any], f, identity: dict[str, Any] | None) -> str | None:
     """Why input ``f`` is not the file its piece was computed from (recorded stamp), or None."""
     if f.fmt == "table":
         if recorded.get("path") != "<table>" or recorded.get("rows") != f.table.num_rows:
@@ -134,13 +134,13 @@ def _changed(recorded: dict[str, Any], f, identity: dict[str, Any] | None) -> st
     return f"its content differs (same size, mtime {mtime}; {recorded['content'].split(':')[0]} of the whole file)"
 
 
-def _input_stamp(f, before: dict[str, Any] | None) -> dict[str, Any]:
+def input_stamp(f, before: dict[str, Any] | None) -> dict[str, Any]:
     """The stamp of input ``f`` (module docstring); ``before``: its identity before pass 1 read it."""
     if f.fmt == "table":
         return {"path": "<table>", "rows": f.table.num_rows, "content": _table_hash(f.table)}
-    before = before or _identity(f)
+    before = before or file_identity(f)
     content = None if before.get("remote") else _content(f)
-    if _identity(f) != before:
+    if file_identity(f) != before:
         logger.warning("input %s changed while pass 1 read it; its piece will not be reused", f.relpath)
         return {"path": f.path, "size": before["size"], "content": None, "changed_during_read": True}
     return {"path": f.path, **before, "content": content}
@@ -175,14 +175,14 @@ class WorkDir:
         """The stored piece of input file ``i`` and its read report, or None when it must be computed (called
         for every file before pass 1 reads any)."""
         try:
-            self._before[i] = None if f.fmt == "table" else _identity(f)
+            self._before[i] = None if f.fmt == "table" else file_identity(f)
         except OSError:
             self._before[i] = None
         e = self.entries.get(str(i))
         path = self._piece_path(i)
         if e is None or not os.path.exists(path):
             return None
-        why = _changed(e.get("input", {}), f, self._before[i])
+        why = what_changed(e.get("input", {}), f, self._before[i])
         if why is not None:
             logger.warning("input %s changed since its piece was written (%s); recomputing its piece",
                            f.relpath, why)
@@ -205,7 +205,7 @@ class WorkDir:
     def store(self, i: int, f, table: pa.Table, report: dict) -> None:
         path = self._piece_path(i)
         write_parquet_atomic(table, path)
-        self.entries[str(i)] = {"input": _input_stamp(f, self._before.get(i)), "rows": table.num_rows,
+        self.entries[str(i)] = {"input": input_stamp(f, self._before.get(i)), "rows": table.num_rows,
                                 "sha256": file_sha256(path), "report": report}
         write_json_atomic({"format": FORMAT, "version": VERSION, "contract_fingerprint": self.fingerprint,
                            "pieces": self.entries}, os.path.join(self.path, MANIFEST))

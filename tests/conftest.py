@@ -4,7 +4,7 @@ import os
 # kernels (must be set before numba.cuda is imported). GPU_DEDUP_REAL_GPU=1 keeps the real driver.
 if os.environ.get("GPU_DEDUP_REAL_GPU") != "1":
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
-    # ... and the CuPy orchestration under the strict array backend (gpu_dedup/strict.py): host arrays
+    # ... and the CuPy orchestration under the strict array backend (gpu_dedup/testing/strict.py): host arrays
     # reaching device code raise here as they would with CuPy on a GPU.
     os.environ.setdefault("GPU_DEDUP_STRICT_DEVICE", "1")
 

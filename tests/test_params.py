@@ -121,11 +121,11 @@ def test_areas_match_beta_closed_form(b: int, r: int) -> None:
 
 def test_gauss_legendre_rule() -> None:
     for n in (16, 41):
-        x, w = P._gauss_legendre(n)
+        x, w = P.gauss_legendre(n)
         xr, wr = np.polynomial.legendre.leggauss(n)
         np.testing.assert_allclose(x, xr, atol=1e-14)
         np.testing.assert_allclose(w, wr, atol=1e-14)
-    x, w = P._gauss_legendre(1025)  # exact to degree 2049: integral_{-1}^{1} x^2048 = 2 / 2049
+    x, w = P.gauss_legendre(1025)  # exact to degree 2049: integral_{-1}^{1} x^2048 = 2 / 2049
     assert float(w @ x**2048) == pytest.approx(2 / 2049, rel=1e-10)
 
 
@@ -367,23 +367,23 @@ def _has_matplotlib() -> bool:
 
 
 def test_closed_form_areas_equal_the_gauss_legendre_quadrature():
-    """The incomplete-beta closed form of the FP/FN areas (params._areas) against the quadrature they replaced,
+    """The incomplete-beta closed form of the FP/FN areas (sareas.areas) against the quadrature they replaced,
     every (b, r) of K = 256 at several thresholds; tolerance 1e-12 absolute (both are ~1e-14 accurate here)."""
     import numpy as np
 
     from gpu_dedup.params import _all_pairs
-    from gpu_dedup.sareas import _areas, _areas_quadrature, _nodes_for_degree
+    from gpu_dedup.sareas import areas, _areas_quadrature, nodes_for_degree
 
     b, r = _all_pairs(256)
     for theta in (0.3, 0.5, 0.8, 0.95, 0.99, 1.0):
-        fp, fn = _areas(theta, b, r)
-        gfp, gfn = _areas_quadrature(theta, b, r, _nodes_for_degree(256))
+        fp, fn = areas(theta, b, r)
+        gfp, gfn = _areas_quadrature(theta, b, r, nodes_for_degree(256))
         np.testing.assert_allclose(fp, gfp, rtol=0, atol=1e-12)
         np.testing.assert_allclose(fn, gfn, rtol=0, atol=1e-12)
         assert np.all(fp >= 0) and np.all(fn >= 0)
     # the seed's 0.99-threshold settings at K = 9000, one pair at a time against the quadrature
     for bands, rows in ((20, 450), (450, 20)):
-        fp, fn = _areas(0.99, np.array([bands]), np.array([rows]))
+        fp, fn = areas(0.99, np.array([bands]), np.array([rows]))
         assert abs(fp[0] - P.false_positive_area(0.99, bands, rows)) < 1e-12
         assert abs(fn[0] - P.false_negative_area(0.99, bands, rows)) < 1e-12
 

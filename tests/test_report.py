@@ -18,7 +18,7 @@ from gpu_dedup.config import LSHConfig
 from gpu_dedup.cli import report as report_cli
 from gpu_dedup.report import html as report_html
 from gpu_dedup.report import inputs as report_inputs
-from gpu_dedup.report.page import _fmt_bytes
+from gpu_dedup.report.page import fmt_bytes
 from gpu_dedup.testing import evalcorpus
 
 try:
@@ -234,7 +234,7 @@ def test_report_renders_with_excerpts(run, monkeypatch):
     kept = [texts[i] for i, k in zip(d["id"], d["keep"]) if k]
     b_in, b_kept = sum(len(t.encode()) for t in texts.values()), sum(len(t.encode()) for t in kept)
     w_in, w_kept = sum(len(t.split()) for t in texts.values()), sum(len(t.split()) for t in kept)
-    assert f"{_fmt_bytes(b_kept)} of {_fmt_bytes(b_in)}" in text
+    assert f"{fmt_bytes(b_kept)} of {fmt_bytes(b_in)}" in text
     assert f"{w_kept:,} of {w_in:,}" in text
 
     # the removed near-duplicates drawn over the S-curve, labelled as what they are
@@ -339,7 +339,7 @@ def test_report_errors(tmp_path, run):
 
 
 def test_report_without_matplotlib_has_no_images(run, tmp_path, monkeypatch):
-    monkeypatch.setattr(report_html, "_matplotlib_ok", lambda: False)
+    monkeypatch.setattr(report_html, "matplotlib_ok", lambda: False)
     out = copy_run(run, tmp_path / "out")
     text, page = parse(report.write_report(out, read_inputs=False))
     assert page.h2 == SECTIONS
@@ -426,13 +426,13 @@ class _Reads:
 
 
 def _scan(out: str, source=None, stats_edit=None, need_sizes: bool = False):
-    stats, decisions = report_inputs._load(out)
+    stats, decisions = report_inputs.load_run(out)
     if stats_edit is not None:
         stats_edit(stats)
-    files, why = report_inputs._locate_inputs(stats, source)
+    files, why = report_inputs.locate_inputs(stats, source)
     assert why is None, why
     want = _shown(decisions)
-    return report_inputs._scan_inputs(files, stats, decisions, want, need_sizes), decisions, want
+    return report_inputs.scan_inputs(files, stats, decisions, want, need_sizes), decisions, want
 
 
 def test_parquet_report_reads_only_the_row_groups_shown(parquet_run, monkeypatch):
@@ -456,7 +456,7 @@ def test_parquet_report_reads_only_the_row_groups_shown(parquet_run, monkeypatch
 
 
 def test_parquet_report_page_reads_only_the_row_groups_shown(parquet_run, tmp_path, monkeypatch):
-    monkeypatch.setattr(report_html, "_matplotlib_ok", lambda: False)
+    monkeypatch.setattr(report_html, "matplotlib_ok", lambda: False)
     out = copy_run({"out": parquet_run["out"]}, tmp_path / "out")
     reads = _Reads(monkeypatch)
     text, _ = parse(report.write_report(out))
@@ -476,10 +476,10 @@ def test_parquet_report_with_skipped_rows_reads_sequentially(parquet_run, monkey
     assert all(scan.texts[r] == parquet_run["texts"][ids[r]] for r in a_rows)
     assert "a.parquet" not in reads.groups and reads.sequential == ["a.parquet"]
     # reading a's row groups as if its rows were numbered physically would be wrong: caught by the count
-    stats, _ = report_inputs._load(parquet_run["out"])
-    files, _ = report_inputs._locate_inputs(stats, None)
+    stats, _ = report_inputs.load_run(parquet_run["out"])
+    files, _ = report_inputs.locate_inputs(stats, None)
     start, count = report_inputs._file_rows(decisions, stats["inputs"])
-    with pytest.raises(report_inputs._Mismatch, match="a.parquet now has 20 rows but the run read 19"):
+    with pytest.raises(report_inputs.Mismatch, match="a.parquet now has 20 rows but the run read 19"):
         report_inputs._parquet_texts(files[0], "text", "id", decisions["id"].combine_chunks(), int(start[0]),
                               int(start[0] + count[0]), np.array(a_rows, np.int64))
 
@@ -518,14 +518,14 @@ def _set_id(table, k: int, value):
                                                      ("b.parquet", 39, "zz", "b39"),  # not shown, group read
                                                      ("d.parquet", 11, 7, "1011")])   # integer ids
 def test_parquet_report_changed_id_is_a_mismatch(parquet_run, tmp_path, monkeypatch, name, row, value, shown_id):
-    monkeypatch.setattr(report_html, "_matplotlib_ok", lambda: False)
+    monkeypatch.setattr(report_html, "matplotlib_ok", lambda: False)
     inputs = tmp_path / "inputs"
     shutil.copytree(parquet_run["inputs"], inputs)
     _rewrite(inputs / name, lambda t: _set_id(t, row, value))
     reads = _Reads(monkeypatch)
-    stats, decisions = report_inputs._load(parquet_run["out"])
+    stats, decisions = report_inputs.load_run(parquet_run["out"])
     run_row = decisions["id"].to_pylist().index(shown_id)
-    with pytest.raises(report_inputs._Mismatch, match=f"row {run_row:,} of the run has id '{shown_id}' but the input "
+    with pytest.raises(report_inputs.Mismatch, match=f"row {run_row:,} of the run has id '{shown_id}' but the input "
                                                       f"now has '{value}' \\({name}\\)"):
         _scan(parquet_run["out"], source=str(inputs))
     assert name not in reads.sequential  # found by the row-group read
@@ -538,5 +538,5 @@ def test_parquet_report_changed_row_count_is_a_mismatch(parquet_run, tmp_path):
     inputs = tmp_path / "inputs"
     shutil.copytree(parquet_run["inputs"], inputs)
     _rewrite(inputs / "c.parquet", lambda t: t.slice(1))  # one row less: every generated id would shift
-    with pytest.raises(report_inputs._Mismatch, match="c.parquet now has 29 rows but the run read 30"):
+    with pytest.raises(report_inputs.Mismatch, match="c.parquet now has 29 rows but the run read 30"):
         _scan(parquet_run["out"], source=str(inputs))

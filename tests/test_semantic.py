@@ -12,7 +12,7 @@ import pytest
 from gpu_dedup import semantic as S
 from gpu_dedup.config import RunConfig
 from gpu_dedup.constants import SEMANTIC_TIE_TOL
-from gpu_dedup.semantic.config import _bar32
+from gpu_dedup.semantic.config import bar32
 from gpu_dedup.testing.models import build_random_model
 
 # NeMo Curator's golden case (tests/stages/deduplication/semantic/test_pairwise.py): rows in this order,
@@ -103,7 +103,7 @@ def test_random_against_reference(kept_only, block):
     m, a = S.max_sim_to_earlier(x, block, kept_only=kept_only, threshold=t if kept_only else None)
     np.testing.assert_allclose(m, rm, atol=2e-6)
     np.testing.assert_array_equal(a, ra)
-    removed = m >= _bar32(t)
+    removed = m >= bar32(t)
     assert 0 < removed.sum() < x.shape[0]
     torch = pytest.importorskip("torch")
     mt, at = S.max_sim_to_earlier(torch.from_numpy(x), block, kept_only=kept_only, threshold=t if kept_only else None)
@@ -144,9 +144,9 @@ def test_chain_rule_example():
     x = np.array([[math.cos(k * th), math.sin(k * th)] for k in range(3)], np.float32)
     bar = 1 - 0.01
     m, a = S.max_sim_to_earlier(x, 2)
-    assert list(m >= _bar32(bar)) == [False, True, True] and list(a) == [0, 0, 1]
+    assert list(m >= bar32(bar)) == [False, True, True] and list(a) == [0, 0, 1]
     m, a = S.max_sim_to_earlier(x, 2, kept_only=True, threshold=bar)
-    assert list(m >= _bar32(bar)) == [False, True, False]
+    assert list(m >= bar32(bar)) == [False, True, False]
     assert m[2] == pytest.approx(0.98005, abs=1e-6) and a[2] == 0
 
 
@@ -539,21 +539,21 @@ def test_long_text_config_and_report_line(tmp_path):
         S.SemanticConfig(long_text="chunks")
     with pytest.raises(ValueError, match="window_overlap"):
         S.SemanticConfig(window_overlap=-1)
-    from gpu_dedup.report.page import _Page
-    from gpu_dedup.report.sections import _semantic_long_text
+    from gpu_dedup.report.page import Page
+    from gpu_dedup.report.sections import semantic_long_text
 
-    page = _Page(str(tmp_path / "report"), False)
+    page = Page(str(tmp_path / "report"), False)
     lt = {"policy": "truncate", "max_seq_length": 256, "documents": 1000, "over_max_seq_length": 25,
           "truncated": 25, "max_tokens": 4321}
-    line = _semantic_long_text(page, {"stages": {"semantic": {"counts": {}, "long_text": lt}}})
+    line = semantic_long_text(page, {"stages": {"semantic": {"counts": {}, "long_text": lt}}})
     assert "25 of 1,000 documents (2.5%)" in line and "4,321" in line and "--long-text mean" in line
-    assert _semantic_long_text(page, {"stages": {}}) == ""  # no semantic stage, no line
+    assert semantic_long_text(page, {"stages": {}}) == ""  # no semantic stage, no line
     # run.json without long_text: semantic.json next to the report is read
     (tmp_path / "semantic.json").write_text(json.dumps({"long_text": {**lt, "policy": "mean", "truncated": 0}}))
-    line = _semantic_long_text(page, {"stages": {"semantic": {"counts": {}}}})
+    line = semantic_long_text(page, {"stages": {"semantic": {"counts": {}}}})
     assert "25 of 1,000" in line and "long_text = mean" in line
     (tmp_path / "semantic.json").write_text(json.dumps({"long_text": {**lt, "over_max_seq_length": 0}}))
-    assert _semantic_long_text(page, {"stages": {"semantic": {"counts": {}}}}) == ""
+    assert semantic_long_text(page, {"stages": {"semantic": {"counts": {}}}}) == ""
 
 
 def test_cli_long_text_mean_and_report(tiny_model, tmp_path):

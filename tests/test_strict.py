@@ -1,4 +1,4 @@
-"""The strict array backend (gpu_dedup/strict.py) and the kernel launch guard (kernels/_launch.py): every
+"""The strict array backend (gpu_dedup/testing/strict.py) and the kernel launch guard (kernels/_launch.py): every
 rule CuPy enforces about host and device must raise here too, and the explicit transfers must work."""
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """The whole pipeline on the simulated GPU under the strict array backend (CuPy's host/device rules,
-gpu_dedup/strict.py), against ``device="cpu"``: every preset, the incremental index, the memory budget with
+gpu_dedup/testing/strict.py), against ``device="cpu"``: every preset, the incremental index, the memory budget with
 on-disk band keys and key-range partitions, the work dir, and the CLI switched as a whole
 (``NUMBA_ENABLE_CUDASIM=1 GPU_DEDUP_STRICT_DEVICE=1 gpu-dedup run ... --device cuda``). Paragraph dedup, the
 screen and the Bloom kernels run the same way in their own test files (conftest turns strict mode on)."""

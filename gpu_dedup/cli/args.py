@@ -8,6 +8,7 @@ import math
 from typing import Any, get_args
 
 from ..config import Device
+from ..errors import ConfigError
 
 
 def parse_size(text: str) -> int:
@@ -17,9 +18,9 @@ def parse_size(text: str) -> int:
     try:
         value = float(t[:-1] if mult > 1 else t)
     except ValueError:
-        raise ValueError(f"cannot read size {text!r}: use a number with K, M, G or T, e.g. 2G") from None
+        raise ConfigError(f"cannot read size {text!r}: use a number with K, M, G or T, e.g. 2G") from None
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"size {text!r} must be a finite number >= 0 with K, M, G or T, e.g. 2G")
+        raise ConfigError(f"size {text!r} must be a finite number >= 0 with K, M, G or T, e.g. 2G")
     return int(value * mult)
 
 

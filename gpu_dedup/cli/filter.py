@@ -9,6 +9,7 @@ import os
 import re
 from typing import Any
 
+from ..errors import ConfigError
 from ..filters.config import DomainConfig, FilterConfig, parse_classifier, split_threshold
 from .args import positive_float
 
@@ -109,7 +110,7 @@ def add_model_arguments(p: argparse.ArgumentParser, title: str = "") -> None:
                    help="switch one rule off, e.g. gopher_stop_words (repeatable)")
     g.add_argument("--order", type=_order, default=d["order"], metavar="FAMILIES",
                    help="the order of the tests for the reason column: a permutation of "
-                        f"{','.join(d['order'])} (the default, the seed's)")
+                        f"{','.join(d['order'])} (the default: language ID first)")
     g.add_argument("--unit", choices=("document", "paragraph"), default=d["unit"],
                    help="score whole documents (default) or paragraphs (byte-weighted per document)")
 
@@ -119,7 +120,7 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
     labels: dict[str, str] = {}
     for item in args.classifier_label:
         if "=" not in item:
-            raise ValueError(f"--classifier-label {item!r}: expected NAME=LABEL")
+            raise ConfigError(f"--classifier-label {item!r}: expected NAME=LABEL")
         k, v = item.split("=", 1)
         labels[k] = v
     specs = []
@@ -129,14 +130,14 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
             spec = dataclasses.replace(spec, label=labels.pop(spec.name))
         specs.append(spec)
     if labels:
-        raise ValueError(f"--classifier-label {next(iter(labels))!r} names no --classifier")
+        raise ConfigError(f"--classifier-label {next(iter(labels))!r} names no --classifier")
     ppl, max_ppl, keep = args.perplexity, None, None
     if ppl and ":keep=" in ppl and not os.path.exists(ppl):
         ppl, value = ppl.rsplit(":keep=", 1)
         try:
             keep = float(value)
         except ValueError:
-            raise ValueError(f"--perplexity {args.perplexity!r}: keep={value!r} is not a fraction in (0, 1]") \
+            raise ConfigError(f"--perplexity {args.perplexity!r}: keep={value!r} is not a fraction in (0, 1]") \
                 from None
     elif ppl:
         ppl, max_ppl = split_threshold("--perplexity", ppl, directions=False)
@@ -146,8 +147,8 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
         for item in ppl.split(","):
             lang, _, path = item.partition("=")
             if not lang.strip() or not path:
-                raise ValueError(f"--perplexity {args.perplexity!r}: {item!r} is not LANG=MODEL (e.g. "
-                                 f"en=en.arpa,de=de.arpa)")
+                raise ConfigError(f"--perplexity {args.perplexity!r}: {item!r} is not LANG=MODEL (e.g. "
+                                  f"en=en.arpa,de=de.arpa)")
             by_lang += ((lang.strip(), path),)
         ppl = None
     given = bool(args.lid or args.lang or specs or ppl or by_lang or args.rules or args.script_prefilter)

@@ -10,6 +10,7 @@ import textwrap
 from typing import Sequence
 
 from .._version import __version__
+from ..errors import GpuDedupError
 from . import compare, demo, params, report, run, screen, substring, train, warmup
 from . import filter as filter_  # the module of `gpu-dedup filter` (not the builtin)
 
@@ -56,9 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any failure",
               file=sys.stderr)
         return 130
-    except (ValueError, OSError, RuntimeError, ImportError, TypeError) as exc:
-        # OSError: an impossible output path, a locked directory's file system, a full disk... (the message
-        # names the path); one line, the traceback only with -v
+    except (GpuDedupError, OSError) as exc:
+        # GpuDedupError: what the tool refused or could not do, on purpose. OSError too: the file system's own
+        # failures (permission denied, a full disk, a path that is a file) are the user's to fix, not a bug, and
+        # their message names the path. Anything else is a bug: its traceback. One line, the traceback only with -v
         logger.debug("traceback", exc_info=True)
         from .flags import cli_message, command_flags, subcommand_parser
 

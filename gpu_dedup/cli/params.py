@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..params import (DEFAULT_RECALL, DEFAULT_SE_AT, DEFAULT_SIMS, PLOT_SUFFIXES, candidate_probability,
                       format_table, plan_bands, plot_s_curves, preset_choices, sharpness, steepest_point)
 
@@ -65,13 +66,13 @@ def run(args: argparse.Namespace) -> int:
     Bad values raise ``ValueError`` naming the value (``main`` writes the API's names as flags).
     """
     if isinstance(args.top, bool) or not isinstance(args.top, int) or args.top < 1:
-        raise ValueError(f"--top must be a positive int, got {args.top!r}")
+        raise ConfigError(f"--top must be a positive int, got {args.top!r}")
     top = args.top
     if (args.bands is None) != (args.rows is None):
-        raise ValueError(f"--bands and --rows go together, got --bands {args.bands!r} --rows {args.rows!r}; "
-                         "give both, e.g. --bands 20 --rows 5")
+        raise ConfigError(f"--bands and --rows go together, got --bands {args.bands!r} --rows {args.rows!r}; "
+                          "give both, e.g. --bands 20 --rows 5")
     if args.plot is not None and Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
-        raise ValueError(f"--plot must end in .png or .svg, got {args.plot!r}")
+        raise ConfigError(f"--plot must end in .png or .svg, got {args.plot!r}")
     plan = plan_bands(args.threshold, args.num_perm, args.sims, args.fp_weight, args.fn_weight,
                       verify=not getattr(args, "no_verify", False), recall=getattr(args, "recall", DEFAULT_RECALL),
                       require_full_use=args.require_full_use, se_at=args.se_at,

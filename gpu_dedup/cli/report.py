@@ -17,7 +17,11 @@ def add_command(sub) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of the ``report`` command (dests: output, max_clusters, source, no_inputs)."""
+    """Add the options of the ``report`` command.
+
+    Args:
+        parser: the command's parser; dests: output, max_clusters, source, no_inputs.
+    """
     parser.add_argument("output", metavar="OUT", help="a run's output directory (decisions.parquet, run.json)")
     parser.add_argument("--max-clusters", type=int, default=10, help="largest clusters shown with excerpts")
     parser.add_argument("--source", nargs="+", metavar="INPUT", default=None,
@@ -27,8 +31,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write the report (of a dedup run, or of a ``filter`` run: its run.json says "stage": "filter"); print its
-    path. Bad values raise ValueError naming them."""
+    """Write the report of a dedup run, or of a ``filter`` run (its run.json says "stage": "filter"); print its path.
+
+    Args:
+        args: the parsed ``report`` options.
+
+    Returns:
+        0, the exit status.
+
+    Raises:
+        GpuDedupError: the directory holds no finished run, or a bad value (the message names it).
+    """
     import json
     import os
 

@@ -14,6 +14,7 @@ from typing import Any, Literal, get_args
 
 from ..compose import ORDERS
 from ..config import PRESETS, RunConfig
+from ..errors import ConfigError, GpuDedupError, MissingFileError
 from ..paragraph.bloom import BloomConfig
 from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from ..paragraph.dedup import ParagraphConfig, SplitMode
@@ -135,7 +136,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 def _load_config_file(path: str) -> dict[str, Any]:
     """The mapping of a TOML or YAML config file; any error names the file."""
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"config file {path!r} does not exist")
+        raise MissingFileError(f"config file {path!r} does not exist")
     if path.endswith(".toml"):
         if sys.version_info >= (3, 11):
             import tomllib
@@ -146,7 +147,7 @@ def _load_config_file(path: str) -> dict[str, Any]:
             try:
                 data = tomllib.load(f)
             except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"config file {path!r} is not valid TOML: {exc}") from None
+                raise ConfigError(f"config file {path!r} is not valid TOML: {exc}") from None
     elif path.endswith((".yaml", ".yml")):
         import yaml
 
@@ -154,11 +155,11 @@ def _load_config_file(path: str) -> dict[str, Any]:
             try:
                 data = yaml.safe_load(f) or {}
             except yaml.YAMLError as exc:
-                raise ValueError(f"config file {path!r} is not valid YAML: {exc}") from None
+                raise ConfigError(f"config file {path!r} is not valid YAML: {exc}") from None
     else:
-        raise ValueError(f"config file {path!r} must end in .toml, .yaml or .yml")
+        raise ConfigError(f"config file {path!r} must end in .toml, .yaml or .yml")
     if not isinstance(data, dict):
-        raise ValueError(f"config file {path!r} must hold a mapping at the top level, got {type(data).__name__}")
+        raise ConfigError(f"config file {path!r} must hold a mapping at the top level, got {type(data).__name__}")
     return data
 
 
@@ -217,9 +218,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     preset = args.preset or file_cfg.pop("preset", "default")
     try:
         cfg = RunConfig.from_dict({**file_cfg, "preset": preset})
-    except (ValueError, TypeError) as exc:
+    except GpuDedupError as exc:
         where = f"config file {args.config!r}" if args.config else "--preset"
-        raise ValueError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from None
     o: dict[str, Any] = {}
     for path, flags in config_flags().items():
         for name, _, spec in flags:
@@ -238,14 +239,14 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                     else:
                         cfg.replace(**{key: value})
                 except ValueError as exc:
-                    raise ValueError(f"{name}: {exc}") from None
+                    raise ConfigError(f"{name}: {exc}") from None
             o[key] = value
     if args.no_verify and args.policy is None and cfg.cluster.policy == "representative":
-        raise ValueError("--no-verify needs --policy components (the representative policy removes a "
-                         "document only for a verified kept representative)")
+        raise ConfigError("--no-verify needs --policy components (the representative policy removes a "
+                          "document only for a verified kept representative)")
     if args.scope is not None:
         if args.scope_field is not None:
-            raise ValueError("--scope global and --scope-field exclude each other: pass one")
+            raise ConfigError("--scope global and --scope-field exclude each other: pass one")
         o["cluster__scope_field"] = None
     o["progress"] = not args.quiet  # bars in a terminal session; the API's default is off
     return cfg.replace(**o)
@@ -263,8 +264,8 @@ def _semantic_config(args: argparse.Namespace):
     """The SemanticConfig of the semantic flags (None without --semantic, which they need)."""
     if not args.semantic:
         if args.no_lexical or args.model or args.eps is not None or args.clusters is not None or args.long_text:
-            raise ValueError("--no-lexical / --model / --eps / --clusters / --long-text belong to the semantic "
-                             "stage: add --semantic")
+            raise ConfigError("--no-lexical / --model / --eps / --clusters / --long-text belong to the semantic "
+                              "stage: add --semantic")
         return None
     from ..semantic import SemanticConfig
 

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from .. import constants as C
+from ..errors import ConfigError
 from .args import DEVICES, positive_int, size_arg
 EPILOG = ("examples:\n  gpu-dedup substring data/ -o sub-out --min-tokens 50\n"
           "  gpu-dedup substring data/*.parquet -o sub-out --tokenizer gpt2/tokenizer.json --keep longest\n"
@@ -65,7 +66,7 @@ def cmd_substring(args: argparse.Namespace) -> int:
     from ..substring.dedup import substring_dedup
 
     if args.min_tokens < 1:
-        raise ValueError(f"--min-tokens must be >= 1, got {args.min_tokens}")
+        raise ConfigError(f"--min-tokens must be >= 1, got {args.min_tokens}")
     cfg = config_from(args, keep=args.keep, id_field=args.id_field, text_field=args.text_field,
                       on_error="skip" if args.skip_bad_records else "raise")
     roots = input_roots(args.inputs)
@@ -80,7 +81,7 @@ def stage_config(args: argparse.Namespace):
     """``run --substring-dedup``'s SubstringConfig (its keep order, normalization and reading settings are the
     run's: compose.stage_configs)."""
     if args.min_tokens < 1:
-        raise ValueError(f"--substring-min-tokens must be >= 1, got {args.min_tokens}")
+        raise ConfigError(f"--substring-min-tokens must be >= 1, got {args.min_tokens}")
     return config_from(args)
 
 

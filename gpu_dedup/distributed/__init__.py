@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..decisions import REASON_CODES, REASONS
+from ..errors import ConfigError, RunError
 from . import options, stages
 from .cluster import probe, ray_cluster
 from .shuffle import Layout, run_key
@@ -55,8 +56,8 @@ def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None,
                                   ("--scope-field", cfg.cluster.scope_field is not None),
                                   ("--annotate", cfg.annotate)) if on]
     if what:
-        raise ValueError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
-                         "(the same decisions, one process)")
+        raise ConfigError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
+                          "(the same decisions, one process)")
 
 
 def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
@@ -107,7 +108,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
                         res.append(ray.get(ref))
                     except (ray.exceptions.OutOfMemoryError, ray.exceptions.WorkerCrashedError,
                             ray.exceptions.RayActorError) as exc:
-                        raise RuntimeError(_task_failure(name, k, files, exc)) from exc
+                        raise RunError(_task_failure(name, k, files, exc)) from exc
                 timings[f"ray_{name}"] = timings.get(f"ray_{name}", 0.0) + time.perf_counter() - t
                 return res
 
@@ -128,7 +129,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
                 if len(fps) >= 3 and fps[-1] == fps[-2] == fps[-3]:
                     break  # a large and a small step changed nothing: every component is a star
                 if step >= MAX_STAR_STEPS:
-                    raise RuntimeError(f"connected components did not converge in {MAX_STAR_STEPS} star steps")
+                    raise RunError(f"connected components did not converge in {MAX_STAR_STEPS} star steps")
                 step, sources = step + 1, [f"g{g:06d}" for g in range(nf)]
             lab = stage("labels", range(nf), step, sources)
             mem = stage("members", range(nf))
@@ -172,8 +173,8 @@ def _device_workers(ray) -> list:
     when its process dies). Refuses a cluster without GPUs, naming the fix."""
     gpus = int(ray.cluster_resources().get("GPU", 0))
     if gpus < 1:
-        raise RuntimeError("--device cuda with --engine ray needs GPUs in the Ray cluster, and it has none: "
-                           "start the nodes with `ray start --num-gpus N` (or run with --device cpu)")
+        raise RunError("--device cuda with --engine ray needs GPUs in the Ray cluster, and it has none: "
+                       "start the nodes with `ray start --num-gpus N` (or run with --device cpu)")
     cls = ray.remote(num_gpus=1, num_cpus=1, max_restarts=3, max_task_retries=3)(stages.DeviceWorker)
     return [cls.remote() for _ in range(gpus)]
 
@@ -205,7 +206,7 @@ def _raise_duplicate_ids(job, rows, index=None) -> None:
     io.check_unique_ids(ids, inputs, file_rows, **reader)
     if index is not None:
         index.check_new_ids(ids.combine_chunks(), inputs, file_rows, **reader)
-    raise RuntimeError("an exact task found a duplicated id that the check of all ids did not")  # pragma: no cover
+    raise RunError("an exact task found a duplicated id that the check of all ids did not")  # pragma: no cover
 
 
 def _write_index(lay: Layout, path: str, cfg, index, file_range) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import uuid
+from ..errors import ClusterError, ConfigError, DependencyError, RunError
 
 logger = logging.getLogger(__name__)
 
@@ -14,7 +15,7 @@ def import_ray():
     try:
         import ray
     except ImportError as exc:
-        raise ImportError("engine='ray' needs Ray: pip install 'gpu-dedup[ray]'") from exc
+        raise DependencyError("engine='ray' needs Ray: pip install 'gpu-dedup[ray]'") from exc
     return ray
 
 
@@ -36,8 +37,8 @@ def ray_cluster(workers: int | None, address: str | None):
         else:
             ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
     except ConnectionError as exc:
-        raise ConnectionError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
-                              "`ray start --head` or drop --address to start a local one") from exc
+        raise ClusterError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
+                           "`ray start --head` or drop --address to start a local one") from exc
     try:
         yield ray
     finally:
@@ -51,13 +52,13 @@ def _reachable(address: str, timeout: float = 5.0) -> None:
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
-        raise ValueError(f"--address {address!r}: expected auto or HOST:PORT (the head's `ray start --head --port`)")
+        raise ConfigError(f"--address {address!r}: expected auto or HOST:PORT (the head's `ray start --head --port`)")
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
-        raise ConnectionError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
-                              "`ray start --head --port PORT` on that host, or drop --address to start a local "
-                              "one") from exc
+        raise ClusterError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
+                           "`ray start --head --port PORT` on that host, or drop --address to start a local "
+                           "one") from exc
 
 
 def _probe(token_path: str, token: str) -> dict:
@@ -101,14 +102,14 @@ def probe(ray, work: str, cfg, fingerprint: str) -> int:
         for p_ref, c_ref in refs:
             got, fp = ray.get(p_ref), ray.get(c_ref)
             if got["version"] != __version__:
-                raise RuntimeError(f"Ray node {got['node']} runs gpu-dedup {got['version']}, the driver "
-                                   f"{__version__}: install the same version on every node")
+                raise RunError(f"Ray node {got['node']} runs gpu-dedup {got['version']}, the driver "
+                               f"{__version__}: install the same version on every node")
             if fp != fingerprint:
-                raise RuntimeError(f"Ray node {got['node']} computes contract {fp}, the driver {fingerprint}: "
-                                   "the same gpu-dedup and library versions are needed on every node")
+                raise RunError(f"Ray node {got['node']} computes contract {fp}, the driver {fingerprint}: "
+                               "the same gpu-dedup and library versions are needed on every node")
             if not got["sees_work_dir"]:
-                raise RuntimeError(f"Ray node {got['node']} cannot see the work dir {work!r}: pass --work-dir "
-                                   "on a file system every node mounts at the same path")
+                raise RunError(f"Ray node {got['node']} cannot see the work dir {work!r}: pass --work-dir "
+                               "on a file system every node mounts at the same path")
     finally:
         os.unlink(path)
     return len(nodes)

@@ -46,7 +46,7 @@ class Job:
         return np.asarray(self.offsets, np.int64)
 
 
-def _once(stage: str, valid=None):
+def run_once(stage: str, valid=None):
     """Run the task unless its done marker holds a result for this run key (then return that result);
     ``valid(job, key, result)``: a further check of a stored result (the sign stage's input stamp)."""
     def wrap(fn):
@@ -78,19 +78,19 @@ def _peak_rss() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-def _keep_cols(cfg: RunConfig) -> list[str]:
+def keep_columns(cfg: RunConfig) -> list[str]:
     """The piece columns the keep rank needs besides the row (policy.keep_rank's inputs)."""
     keep = cfg.cluster.keep
     return {"first": [], "longest": ["text_bytes"], "min-id": ["id"]}.get(keep, ["keep_value"])
 
 
-def _rank(cfg: RunConfig, t: pa.Table, n_index: int = 0) -> np.ndarray:
+def piece_keep_order(cfg: RunConfig, t: pa.Table, n_index: int = 0) -> np.ndarray:
     """Keep order of the rows of ``t`` (sorted by global row, column "row"): their order among the run's
     rows, since keep_rank breaks ties by position; an index's rows (< n_index) first, in row order."""
     if n_index and t.num_rows:
         k = int(np.searchsorted(t["row"].to_numpy(), n_index))
         if k:
-            return np.concatenate([np.arange(k, dtype=np.int64), k + _rank(cfg, t.slice(k))])
+            return np.concatenate([np.arange(k, dtype=np.int64), k + piece_keep_order(cfg, t.slice(k))])
     n = t.num_rows
     return keep_rank(cfg.cluster.keep, n=n,
                      text_bytes=t["text_bytes"].to_numpy() if "text_bytes" in t.column_names else None,
@@ -98,11 +98,11 @@ def _rank(cfg: RunConfig, t: pa.Table, n_index: int = 0) -> np.ndarray:
                      values=t["keep_value"].to_numpy() if "keep_value" in t.column_names else None)
 
 
-def _piece(job: Job, fi: int, columns=None) -> pa.Table:
+def read_piece(job: Job, fi: int, columns=None) -> pa.Table:
     import pyarrow.parquet as pq
 
     return pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=columns)
 
 
-_ASSIGN = pa.schema([("row", pa.int64()), ("rep", pa.int64()), ("reason", pa.int8()), ("jaccard", pa.float64()),
+ASSIGN_SCHEMA = pa.schema([("row", pa.int64()), ("rep", pa.int64()), ("reason", pa.int8()), ("jaccard", pa.float64()),
                      ("rep_id", pa.string()), ("matched_id", pa.string())])

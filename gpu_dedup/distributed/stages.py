@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 from .. import io
 from ..decisions import DECISIONS_SCHEMA, REASON_CODES, REASONS
 from ..device import array_module, to_device, to_host
+from ..errors import ConfigError
 from ..lexical.bandkeys import BandKeys
 from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
 from ..lexical.exact import exact_groups
@@ -51,8 +52,8 @@ from ..lexical.minhash import permutation_params
 from ..lexical.signatures import _compute_file, _piece_of
 from ..lexical.verify import ShingleSets, _shingle_sets_pass
 from ..workdir import band_column
-from .options import IndexSource, _index_piece, _positions
-from .rows import _ASSIGN, Job, _keep_cols, _once, _piece, _rank
+from .options import IndexSource, index_piece, rep_positions
+from .rows import ASSIGN_SCHEMA, Job, keep_columns, piece_keep_order, read_piece, run_once
 from .shuffle import file_of, key_partition, mix64
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class DeviceWorker:
 
     def run(self, stage: str, job: Job, key: int, *args) -> dict[str, Any]:
         if stage not in DEVICE_STAGES:
-            raise ValueError(f"stage {stage!r} does not run on a device worker ({', '.join(DEVICE_STAGES)} do)")
+            raise ConfigError(f"stage {stage!r} does not run on a device worker ({', '.join(DEVICE_STAGES)} do)")
         self.tasks += 1
         from ..device import array_backend
 
@@ -81,40 +82,40 @@ class DeviceWorker:
 
 def _same_input(job: Job, fi: int, result: dict) -> bool:
     """A stored sign result is reused only for the same input file (workdir's stamp rules)."""
-    from ..workdir import _changed, _identity
+    from ..workdir import what_changed, file_identity
 
     f = job.files[fi]
     if isinstance(f, IndexSource):
         return result.get("stamp") == f.stamp() and os.path.exists(job.layout.path("pieces", f"f{fi:06d}"))
     try:
-        identity = None if f.fmt == "table" else _identity(f)
+        identity = None if f.fmt == "table" else file_identity(f)
     except OSError:
         identity = None
-    why = _changed(result.get("stamp", {}), f, identity)
+    why = what_changed(result.get("stamp", {}), f, identity)
     if why is not None:
         logger.warning("input %s changed since its piece was written (%s); recomputing it", f.relpath, why)
     return why is None and os.path.exists(job.layout.path("pieces", f"f{fi:06d}"))
 
 
-@_once("sign", valid=_same_input)
+@run_once("sign", valid=_same_input)
 def sign(job: Job, fi: int) -> dict[str, Any]:
     """Pass 1 of file ``fi``: its piece and its exact rows by hash range (module doc)."""
-    from ..workdir import _identity, _input_stamp
+    from ..workdir import file_identity, input_stamp
 
     cfg, f = job.cfg, job.files[fi]
     if isinstance(f, IndexSource):
-        piece, report, tm, stamp = _index_piece(cfg, f), io.ReadReport().to_dict(), {}, f.stamp()
+        piece, report, tm, stamp = index_piece(cfg, f), io.ReadReport().to_dict(), {}, f.stamp()
     else:
-        before = None if f.fmt == "table" else _identity(f)
+        before = None if f.fmt == "table" else file_identity(f)
         part, report, tm = _compute_file(f, cfg, job.device, permutation_params(cfg.minhash),
                                          steps=_score_steps(cfg, job.device))
-        piece, stamp = _piece_of(part, cfg), _input_stamp(f, before)
+        piece, stamp = _piece_of(part, cfg), input_stamp(f, before)
     lay = job.layout
     lay.write(piece, "pieces", f"f{fi:06d}")
     exact = pa.table({"local": pa.array(np.arange(piece.num_rows, dtype=np.int64)),
                       "exact_lo": piece["exact_lo"], "exact_hi": piece["exact_hi"],
                       "short": pc.equal(piece["nshingles"], 0),
-                      **{c: piece[c] for c in _keep_cols(cfg)}})
+                      **{c: piece[c] for c in keep_columns(cfg)}})
     part = key_partition(piece["exact_lo"].to_numpy(), job.partitions)
     lay.write_split(exact, part, job.partitions, "exact_rows", lambda p: f"f{fi:06d}-p{p:04d}")
     # ids by hash range too, so that the exact task of a range checks them for uniqueness
@@ -152,7 +153,7 @@ def _id_hashes(ids) -> np.ndarray:
 _DUPS = pa.schema([("row", pa.int64()), ("leader", pa.int64()), ("short", pa.bool_())])
 
 
-@_once("exact")
+@run_once("exact")
 def exact(job: Job, p: int) -> dict[str, Any]:
     """Exact groups of hash range ``p``: the first in keep order leads (lexical/exact.py)."""
     cfg, lay, offs = job.cfg, job.layout, job.offs()
@@ -166,7 +167,8 @@ def exact(job: Job, p: int) -> dict[str, Any]:
         if t.num_rows else np.zeros((0, 2), np.uint64)
     short = t["short"].to_numpy(zero_copy_only=False).astype(bool)
     xp = array_module(job.device)
-    leader_l = to_host(exact_groups(to_device(h, job.device), to_device(_rank(cfg, t, job.n_index), job.device), xp))
+    order = piece_keep_order(cfg, t, job.n_index)
+    leader_l = to_host(exact_groups(to_device(h, job.device), to_device(order, job.device), xp))
     if not cfg.cluster.exact:
         leader_l = np.where(short, leader_l, np.arange(t.num_rows))
     dup = np.flatnonzero(leader_l != np.arange(t.num_rows))
@@ -186,12 +188,12 @@ def exact(job: Job, p: int) -> dict[str, Any]:
 _BANDS = pa.schema([("band", pa.int32()), ("key", pa.uint64()), ("row", pa.int64())])
 
 
-@_once("bands")
+@run_once("bands")
 def bands(job: Job, fi: int) -> dict[str, Any]:
     """Band rows of file ``fi``'s exact-group leaders with shingles, by key range."""
     cfg, lay, offs = job.cfg, job.layout, job.offs()
     nb = cfg.lsh.bands
-    piece = _piece(job, fi, ["nshingles"] + [band_column(b) for b in range(nb)])
+    piece = read_piece(job, fi, ["nshingles"] + [band_column(b) for b in range(nb)])
     dups = lay.read("dups_by_row", [f"p{p:04d}-f{fi:06d}" for p in range(job.partitions)], _DUPS)
     n = piece.num_rows
     lsh = piece["nshingles"].to_numpy() > 0
@@ -221,7 +223,7 @@ def _write_edges(job: Job, a: np.ndarray, b: np.ndarray, stage: str, src: str) -
     job.layout.write_split(t, file_of(a, job.offs()), job.nfiles, stage, lambda g: f"{src}-f{g:06d}")
 
 
-@_once("buckets")
+@run_once("buckets")
 def buckets(job: Job, p: int) -> dict[str, Any]:
     """Buckets of key range ``p`` (runs of >= 2 equal (band, key)) -> star edges to each run's first row."""
     lay = job.layout
@@ -272,7 +274,7 @@ def _fingerprint(a: np.ndarray, b: np.ndarray) -> list[int]:
         return [int(sel.sum()), int(h1.sum(dtype=np.uint64)), int(h2.sum(dtype=np.uint64))]
 
 
-@_once("star")
+@run_once("star")
 def star(job: Job, g: int, step: int, large: bool, sources: list[str]) -> dict[str, Any]:
     """One star step over the nodes of file ``g``: reads edges_<step>, writes edges_<step+1>.
     Large-star: each node u links its larger neighbours to m(u) = min(u, neighbours). Small-star: each
@@ -305,7 +307,7 @@ def star(job: Job, g: int, step: int, large: bool, sources: list[str]) -> dict[s
 _LABELS = pa.schema([("row", pa.int64()), ("label", pa.int64())])
 
 
-@_once("labels")
+@run_once("labels")
 def labels(job: Job, g: int, step: int, sources: list[str]) -> dict[str, Any]:
     """Converged edges of file ``g``'s nodes -> (row, label = smallest row of its component)."""
     a, b = _read_edges(job, f"edges_{step}", g, sources)
@@ -318,7 +320,7 @@ def labels(job: Job, g: int, step: int, sources: list[str]) -> dict[str, Any]:
     return {"candidates": int(rows.shape[0])}
 
 
-@_once("members")
+@run_once("members")
 def members(job: Job, fi: int) -> dict[str, Any]:
     """File ``fi``'s candidate rows with what the policy needs (module doc), by component range."""
     import pyarrow.parquet as pq
@@ -327,8 +329,8 @@ def members(job: Job, fi: int) -> dict[str, Any]:
     lab = pq.read_table(lay.path("labels", f"f{fi:06d}"))
     rows = lab["row"].to_numpy()
     local = rows - offs[fi]
-    cols = ["id"] + [c for c in _keep_cols(cfg) if c != "id"] + [band_column(b) for b in range(cfg.lsh.bands)]
-    t = _piece(job, fi, cols).take(pa.array(local, pa.int64()))
+    cols = ["id"] + [c for c in keep_columns(cfg) if c != "id"] + [band_column(b) for b in range(cfg.lsh.bands)]
+    t = read_piece(job, fi, cols).take(pa.array(local, pa.int64()))
     t = t.append_column("row", pa.array(rows)).append_column("label", lab["label"])
     reread = 0
     if cfg.cluster.verify and rows.shape[0]:
@@ -355,7 +357,7 @@ def members(job: Job, fi: int) -> dict[str, Any]:
 _NEAR = pa.schema([("row", pa.int64()), ("rep", pa.int64()), ("jaccard", pa.float64()), ("rep_id", pa.string())])
 
 
-@_once("policy")
+@run_once("policy")
 def policy(job: Job, p: int) -> dict[str, Any]:
     """The local engine's bucket and policy stages over the members of the components in range ``p``."""
     cfg, lay, offs = job.cfg, job.layout, job.offs()
@@ -367,7 +369,7 @@ def policy(job: Job, p: int) -> dict[str, Any]:
     else:
         t = pa.concat_tables(tables).combine_chunks()  # by file then row: in row order
         m = t.num_rows
-        rank = _rank(cfg, t, job.n_index)
+        rank = piece_keep_order(cfg, t, job.n_index)
         keys = np.stack([t[band_column(b)].to_numpy() for b in range(cfg.lsh.bands)], axis=1).astype(np.uint64)
         # the index's rows come first (sorted by row): the policy pins them as the local engine does
         pinned = int(np.searchsorted(t["row"].to_numpy(), job.n_index))
@@ -396,13 +398,13 @@ def policy(job: Job, p: int) -> dict[str, Any]:
     return stats
 
 
-@_once("resolve")
+@run_once("resolve")
 def resolve(job: Job, g: int) -> dict[str, Any]:
     """Assignments of the removed rows whose leader (exact) or self (near) lies in file ``g``."""
     lay, offs, f, parts = job.layout, job.offs(), job.nfiles, job.partitions
     near = lay.read("near", [f"p{p:04d}-f{g:06d}" for p in range(parts)], _NEAR)
     dups = lay.read("dups_by_leader", [f"p{p:04d}-f{g:06d}" for p in range(parts)], _DUPS)
-    ids = _piece(job, g, ["id"])["id"].combine_chunks()
+    ids = read_piece(job, g, ["id"])["id"].combine_chunks()
     n = len(ids)
     # per row of file g: its near representative (-1: kept), Jaccard and representative id
     rep = np.full(n, -1, np.int64)
@@ -429,7 +431,7 @@ def resolve(job: Job, g: int) -> dict[str, Any]:
         "jaccard": pa.array(np.concatenate([near["jaccard"].to_numpy(), d_jac]), pa.float64()),
         "rep_id": pa.concat_arrays([near["rep_id"].combine_chunks(), rid_src.take(pa.array(rid_idx[ld]))]),
         "matched_id": pa.concat_arrays([near["rep_id"].combine_chunks(), ids.take(pa.array(ld, pa.int64()))]),
-    }, schema=_ASSIGN)
+    }, schema=ASSIGN_SCHEMA)
     lay.write_split(asg, file_of(asg["row"].to_numpy(), offs), f, "assign", lambda h: f"g{g:06d}-f{h:06d}")
     lay.write_split(asg.select(["row", "rep"]), file_of(asg["rep"].to_numpy(), offs), f, "assign_by_rep",
                     lambda h: f"g{g:06d}-f{h:06d}")
@@ -439,7 +441,7 @@ def resolve(job: Job, g: int) -> dict[str, Any]:
 _SIZES = pa.schema([("row", pa.int64()), ("size", pa.int64()), ("position", pa.int64())])
 
 
-@_once("sizes")
+@run_once("sizes")
 def sizes(job: Job, h: int) -> dict[str, Any]:
     """Cluster sizes of the representatives in file ``h`` -> every member's size (and with keep_copies its
     position in the cluster's keep order), by the member's file."""
@@ -455,7 +457,7 @@ def sizes(job: Job, h: int) -> dict[str, Any]:
     size = np.concatenate([count[local], count[reps]]).astype(np.int64)
     position = np.zeros(rows.shape[0], np.int64)
     if job.cfg.cluster.keep_copies > 1 and rows.shape[0]:
-        prow, ppos = _positions(job, h, reps)
+        prow, ppos = rep_positions(job, h, reps)
         srt = np.argsort(prow)
         position = ppos[srt[np.searchsorted(prow[srt], rows)]]  # every row of ``rows`` is in ``prow``, once
     out = pa.table({"row": pa.array(rows, pa.int64()), "size": pa.array(size), "position": pa.array(position)},
@@ -464,13 +466,13 @@ def sizes(job: Job, h: int) -> dict[str, Any]:
     return {"clusters": int(reps.shape[0]), "largest": int(count.max()) if reps.shape[0] else 0}
 
 
-@_once("write")
+@run_once("write")
 def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
     """File ``fi``'s decisions part (DECISIONS_SCHEMA, as decide.decisions_table) and deduplicated/ file."""
     cfg, lay, offs = job.cfg, job.layout, job.offs()
-    piece = _piece(job, fi, ["id", "text_bytes", "words"])
+    piece = read_piece(job, fi, ["id", "text_bytes", "words"])
     n, row0 = piece.num_rows, int(offs[fi])
-    asg = lay.read("assign", [f"g{g:06d}-f{fi:06d}" for g in range(job.nfiles)], _ASSIGN)
+    asg = lay.read("assign", [f"g{g:06d}-f{fi:06d}" for g in range(job.nfiles)], ASSIGN_SCHEMA)
     sz = lay.read("sizes", [f"h{h:06d}-f{fi:06d}" for h in range(job.nfiles)], _SIZES)
     ids = piece["id"].combine_chunks()
     keep = np.ones(n, bool)

@@ -9,6 +9,7 @@ One module per stage, in the order data passes:
     config       FilterConfig, ClassifierSpec (NAME=MODEL[:THRESHOLD]), DomainConfig
     fasttext     fastText .bin / .ftz inference on CPU and GPU (kernels/fasttext*.py); fasttext_format parses
     train        train-classifier: group-disjoint split, fastText training, card (labelled reads the input)
+    cards        the card's human-readable summary
     lm           n-gram LM contract, ARPA read/write, perplexity scoring (kernels/lm*.py)
     kneser_ney   train-lm: exact n-gram counts, interpolated modified Kneser-Ney
     dsir         hashed n-gram features (kernels/features*.py), importance weights, Gumbel top-k
@@ -34,7 +35,7 @@ _EXPORTS = {
     "filter_corpus": "stage", "FilterResult": "stage",
     "load_fasttext": "fasttext", "FastTextModel": "fasttext", "FastTextFormatError": "fasttext",
     "train_classifier": "train", "TrainClassifierConfig": "train", "read_card": "train",
-    "format_summary": "train",
+    "format_summary": "cards",
     "load_lm": "lm", "NgramLM": "lm", "LMNormalization": "lm", "ARPAError": "lm",
     "train_lm": "kneser_ney", "LMTrainConfig": "kneser_ney", "DiscountError": "kneser_ney",
     "DSIRConfig": "dsir", "RulesConfig": "rules", "rule_scores": "rules", "rule_decisions": "rules",

@@ -15,20 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from ..config import InputConfig, is_int, is_real
+from ..errors import ConfigError, MissingFileError
 
 Unit = Literal["document", "paragraph"]
 Direction = Literal["min", "max"]
 ScoreKind = Literal["label", "expected"]
 RetentionKind = Literal["pareto", "linear", "sigmoid"]
 FAMILIES = ("lid", "rules", "perplexity", "classifiers")
-ORDER = FAMILIES  # the seed's order (002 §21.1): language ID, heuristic rules, perplexity, classifiers
+ORDER = FAMILIES  # language ID first (as CCNet and FineWeb), then the rules (no model), perplexity, classifiers
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
 def _prob(owner: str, name: str, value, lo_open: bool = False) -> None:
     if not is_real(value) or not math.isfinite(value) or not (0.0 < value if lo_open else 0.0 <= value) \
             or value > 1.0:
-        raise ValueError(f"{owner}.{name} must be a number in {'(0' if lo_open else '[0'}, 1], got {value!r}")
+        raise ConfigError(f"{owner}.{name} must be a number in {'(0' if lo_open else '[0'}, 1], got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -49,16 +50,16 @@ class Retention:
 
     def __post_init__(self) -> None:
         if self.kind not in get_args(RetentionKind):
-            raise ValueError(f"Retention.kind must be 'pareto', 'linear' or 'sigmoid', got {self.kind!r}")
+            raise ConfigError(f"Retention.kind must be 'pareto', 'linear' or 'sigmoid', got {self.kind!r}")
         if self.kind == "pareto" and (not is_real(self.alpha) or not math.isfinite(self.alpha) or self.alpha <= 0):
-            raise ValueError(f"pareto alpha must be a finite number > 0 (GPT-3 used 9), got {self.alpha!r}")
+            raise ConfigError(f"pareto alpha must be a finite number > 0 (GPT-3 used 9), got {self.alpha!r}")
         if self.kind == "sigmoid":
             for name in ("center", "slope"):
                 v = getattr(self, name)
                 if not is_real(v) or not math.isfinite(v):
-                    raise ValueError(f"sigmoid {name} must be a finite number, got {v!r}")
+                    raise ConfigError(f"sigmoid {name} must be a finite number, got {v!r}")
             if self.slope <= 0:
-                raise ValueError(f"sigmoid slope must be > 0 (higher scores kept more often), got {self.slope!r}")
+                raise ConfigError(f"sigmoid slope must be > 0 (higher scores kept more often), got {self.slope!r}")
 
     def prob(self, s):
         """float64 array: the probability of keeping a document of score ``s`` (NaN where s is NaN)."""
@@ -103,31 +104,31 @@ class ClassifierSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_RE.match(self.name):
-            raise ValueError(f"classifier name {self.name!r} must be lowercase letters, digits and '_' (starting "
-                             f"with a letter, at most 40): it names the column <name>_score")
+            raise ConfigError(f"classifier name {self.name!r} must be lowercase letters, digits and '_' (starting "
+                              f"with a letter, at most 40): it names the column <name>_score")
         if self.name in ("lid",):
-            raise ValueError("classifier name 'lid' is taken by --lid; choose another name")
+            raise ConfigError("classifier name 'lid' is taken by --lid; choose another name")
         if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"classifier {self.name!r}: model must be a file path, got {self.model!r}")
+            raise ConfigError(f"classifier {self.name!r}: model must be a file path, got {self.model!r}")
         if self.score not in get_args(ScoreKind):
-            raise ValueError(f"classifier {self.name!r}: score must be 'label' or 'expected', got {self.score!r}")
+            raise ConfigError(f"classifier {self.name!r}: score must be 'label' or 'expected', got {self.score!r}")
         if self.threshold is not None and self.score == "expected":
             if not is_real(self.threshold) or not math.isfinite(self.threshold):
-                raise ValueError(f"classifier {self.name!r}: threshold must be a finite number, got "
-                                 f"{self.threshold!r}")
+                raise ConfigError(f"classifier {self.name!r}: threshold must be a finite number, got "
+                                  f"{self.threshold!r}")
         elif self.threshold is not None:
             _prob(f"classifier {self.name!r}", "threshold", self.threshold)
         if self.retention is not None:
             if not isinstance(self.retention, Retention):
-                raise ValueError(f"classifier {self.name!r}: retention must be a Retention, got {self.retention!r}")
+                raise ConfigError(f"classifier {self.name!r}: retention must be a Retention, got {self.retention!r}")
             if self.threshold is not None or self.score != "label":
-                raise ValueError(f"classifier {self.name!r}: stochastic retention ({self.retention.kind}) replaces "
-                                 f"the threshold and reads a probability: give it without a threshold and with "
-                                 f"score='label'")
+                raise ConfigError(f"classifier {self.name!r}: stochastic retention ({self.retention.kind}) replaces "
+                                  f"the threshold and reads a probability: give it without a threshold and with "
+                                  f"score='label'")
         if self.direction not in get_args(Direction):
-            raise ValueError(f"classifier {self.name!r}: direction must be 'min' or 'max', got {self.direction!r}")
+            raise ConfigError(f"classifier {self.name!r}: direction must be 'min' or 'max', got {self.direction!r}")
         if self.label is not None and (not isinstance(self.label, str) or not self.label):
-            raise ValueError(f"classifier {self.name!r}: label must be a non-empty string, got {self.label!r}")
+            raise ConfigError(f"classifier {self.name!r}: label must be a non-empty string, got {self.label!r}")
 
     @property
     def column(self) -> str:
@@ -161,8 +162,8 @@ def split_threshold(flag: str, text: str, directions: bool = True, shown: str | 
             pass
     if value is None or not math.isfinite(value) or not head:
         missing = "" if not head or os.path.exists(head) else f"; and no model file {head!r} exists either"
-        raise ValueError(f"{flag} {shown or text!r}: {tail!r} after the last ':' is not a threshold; write {forms}"
-                         f"{missing}")
+        raise ConfigError(f"{flag} {shown or text!r}: {tail!r} after the last ':' is not a threshold; write {forms}"
+                          f"{missing}")
     return head, ((value, m.group(1) or "min") if directions else value)
 
 
@@ -176,17 +177,27 @@ def _number(flag: str, text: str, what: str, value: str) -> float:
     except ValueError:
         v = float("nan")
     if not math.isfinite(v):
-        raise ValueError(f"{flag} {text!r}: {what} {value!r} is not a finite number")
+        raise ConfigError(f"{flag} {text!r}: {what} {value!r} is not a finite number")
     return v
 
 
 def parse_classifier(text: str) -> ClassifierSpec:
-    """``NAME=MODEL[:THRESHOLD]`` with THRESHOLD ``0.5`` / ``min0.5`` (keep >=) or ``max0.3`` (keep <=);
-    or ``NAME=MODEL:pareto=ALPHA`` / ``:linear`` / ``:sigmoid=CENTER,SLOPE`` (stochastic retention) or
-    ``NAME=MODEL:expected[>=X | <=X]`` (the expected score of an ordinal model)."""
+    """Parse one ``--classifier`` value.
+
+    Args:
+        text: ``NAME=MODEL[:THRESHOLD]`` with THRESHOLD ``0.5`` / ``min0.5`` (keep >=) or ``max0.3`` (keep <=);
+            or ``NAME=MODEL:pareto=ALPHA`` / ``:linear`` / ``:sigmoid=CENTER,SLOPE`` (stochastic retention); or
+            ``NAME=MODEL:expected[>=X | <=X]`` (the expected score of an ordinal model).
+
+    Returns:
+        The ``ClassifierSpec``.
+
+    Raises:
+        ConfigError: the text is not of that form (the message shows the forms).
+    """
     if not isinstance(text, str) or "=" not in text:
-        raise ValueError(f"--classifier {text!r}: expected NAME=MODEL[:THRESHOLD], e.g. quality=quality.bin:0.5 "
-                         f"or hate=hate.bin:max0.3")
+        raise ConfigError(f"--classifier {text!r}: expected NAME=MODEL[:THRESHOLD], e.g. quality=quality.bin:0.5 "
+                          f"or hate=hate.bin:max0.3")
     name, model = text.split("=", 1)
     try:
         model, kw = _classifier_mode(text, model)
@@ -194,7 +205,7 @@ def parse_classifier(text: str) -> ClassifierSpec:
     except ValueError as exc:
         if str(exc).startswith("--classifier "):
             raise
-        raise ValueError(f"--classifier {text!r}: {exc}") from None
+        raise ConfigError(f"--classifier {text!r}: {exc}") from None
 
 
 def _classifier_mode(text: str, model: str) -> tuple[str, dict[str, Any]]:
@@ -226,7 +237,7 @@ def _classifier_mode(text: str, model: str) -> tuple[str, dict[str, Any]]:
 
 @dataclass(frozen=True)
 class DomainConfig:
-    """The seed's domain rules (002 §21.2.1), each optional.
+    """Domain rules around language ID, each optional.
 
     script_prefilter: a document whose letters are more than ``script_fraction`` in one script that only one
     language writes (Hangul -> ko, kana -> ja, Thai, Greek, Hebrew, Georgian, Armenian, ... see
@@ -250,7 +261,7 @@ class DomainConfig:
     def __post_init__(self) -> None:
         for name in ("script_prefilter", "relax"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"DomainConfig.{name} must be a bool, got {getattr(self, name)!r}")
+                raise ConfigError(f"DomainConfig.{name} must be a bool, got {getattr(self, name)!r}")
         _prob("DomainConfig", "script_fraction", self.script_fraction)
         _prob("DomainConfig", "relaxed_lid_threshold", self.relaxed_lid_threshold)
         _prob("DomainConfig", "relaxed_factor", self.relaxed_factor)
@@ -283,7 +294,8 @@ class FilterConfig(InputConfig):
     byte-weighted mean over those paragraphs). Perplexity (a sum over the lines) and the rules always read the
     whole document.
     order: the order of the test families for ``reason`` (the first failing test names it): a permutation
-    of ("lid", "rules", "perplexity", "classifiers"), by default the seed's (002 §21.1).
+    of ("lid", "rules", "perplexity", "classifiers"), by default language ID first (as CCNet and FineWeb
+    do), then the rules, then the models.
     audit: random accepted and rejected documents kept for auditing (each); seed: their sample and DSIR's
     Gumbel noise. device: "auto" | "cpu" | "cuda"; threads: CPU threads (None: all)."""
 
@@ -315,101 +327,101 @@ class FilterConfig(InputConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.lid is not None and (not isinstance(self.lid, str) or not self.lid):
-            raise ValueError(f"FilterConfig.lid must be a model path or None, got {self.lid!r}")
+            raise ConfigError(f"FilterConfig.lid must be a model path or None, got {self.lid!r}")
         if isinstance(self.lang, str) or not all(isinstance(x, str) and x for x in self.lang):
-            raise ValueError(f"FilterConfig.lang must be a tuple of language codes, got {self.lang!r}")
+            raise ConfigError(f"FilterConfig.lang must be a tuple of language codes, got {self.lang!r}")
         if self.lang and self.lid is None and not self.domain.script_prefilter:
-            raise ValueError("FilterConfig.lang needs a language-ID model: pass lid= (--lid lid.176.ftz)")
+            raise ConfigError("FilterConfig.lang needs a language-ID model: pass lid= (--lid lid.176.ftz)")
         _prob("FilterConfig", "lid_threshold", self.lid_threshold)
         if not all(isinstance(c, ClassifierSpec) for c in self.classifiers):
-            raise ValueError("FilterConfig.classifiers must hold ClassifierSpec values (parse_classifier)")
+            raise ConfigError("FilterConfig.classifiers must hold ClassifierSpec values (parse_classifier)")
         names = [c.name for c in self.classifiers]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise ValueError(f"classifier name {dup[0]!r} is given twice; each needs its own name (column)")
+            raise ConfigError(f"classifier name {dup[0]!r} is given twice; each needs its own name (column)")
         if self.max_perplexity is not None:
             if not self.has_lm:
-                raise ValueError("FilterConfig.max_perplexity needs a model: pass perplexity=MODEL")
+                raise ConfigError("FilterConfig.max_perplexity needs a model: pass perplexity=MODEL")
             if not is_real(self.max_perplexity) or not math.isfinite(self.max_perplexity) \
                     or self.max_perplexity <= 1.0:
-                raise ValueError(f"FilterConfig.max_perplexity must be a finite number > 1, got "
-                                 f"{self.max_perplexity!r}")
+                raise ConfigError(f"FilterConfig.max_perplexity must be a finite number > 1, got "
+                                  f"{self.max_perplexity!r}")
         if self.perplexity_keep is not None:
             if not self.has_lm:
-                raise ValueError("FilterConfig.perplexity_keep needs a model: pass perplexity=MODEL")
+                raise ConfigError("FilterConfig.perplexity_keep needs a model: pass perplexity=MODEL")
             if self.max_perplexity is not None:
-                raise ValueError("FilterConfig.perplexity_keep and max_perplexity are two cuts of one score: "
-                                 "give one (a rank fraction or an absolute maximum)")
+                raise ConfigError("FilterConfig.perplexity_keep and max_perplexity are two cuts of one score: "
+                                  "give one (a rank fraction or an absolute maximum)")
             if not is_real(self.perplexity_keep) or not 0.0 < self.perplexity_keep <= 1.0:
-                raise ValueError(f"FilterConfig.perplexity_keep must be a fraction in (0, 1] (0.33 keeps the "
-                                 f"lowest-perplexity third), got {self.perplexity_keep!r}")
+                raise ConfigError(f"FilterConfig.perplexity_keep must be a fraction in (0, 1] (0.33 keeps the "
+                                  f"lowest-perplexity third), got {self.perplexity_keep!r}")
         b = self.perplexity_buckets
         if b:
             if not self.has_lm:
-                raise ValueError("FilterConfig.perplexity_buckets needs a model: pass perplexity=MODEL")
+                raise ConfigError("FilterConfig.perplexity_buckets needs a model: pass perplexity=MODEL")
             if isinstance(b, str) or len(b) != 2 or not all(is_real(x) for x in b) \
                     or not 0.0 < b[0] < b[1] < 1.0:
-                raise ValueError(f"FilterConfig.perplexity_buckets must be two fractions 0 < a < b < 1 (CCNet's "
-                                 f"head / middle / tail cuts, e.g. (0.33, 0.67)), got {b!r}")
+                raise ConfigError(f"FilterConfig.perplexity_buckets must be two fractions 0 < a < b < 1 (CCNet's "
+                                  f"head / middle / tail cuts, e.g. (0.33, 0.67)), got {b!r}")
         pl = self.perplexity_lang
         if pl:
             if isinstance(pl, str) or not all(isinstance(x, tuple) and len(x) == 2 and all(
                     isinstance(y, str) and y for y in x) for x in pl):
-                raise ValueError(f"FilterConfig.perplexity_lang must be ((language, model path), ...), got {pl!r}")
+                raise ConfigError(f"FilterConfig.perplexity_lang must be ((language, model path), ...), got {pl!r}")
             langs = [x[0] for x in pl]
             dup = sorted({x for x in langs if langs.count(x) > 1})
             if dup:
-                raise ValueError(f"FilterConfig.perplexity_lang names language {dup[0]!r} twice")
+                raise ConfigError(f"FilterConfig.perplexity_lang names language {dup[0]!r} twice")
             if self.perplexity is not None:
-                raise ValueError("FilterConfig.perplexity_lang replaces perplexity (one model for every language): "
-                                 "give one of them")
+                raise ConfigError("FilterConfig.perplexity_lang replaces perplexity (one model for every language): "
+                                  "give one of them")
             if self.lid is None and not self.domain.script_prefilter:
-                raise ValueError("FilterConfig.perplexity_lang routes documents by their language: pass lid= "
-                                 "(--lid lid.176.ftz)")
+                raise ConfigError("FilterConfig.perplexity_lang routes documents by their language: pass lid= "
+                                  "(--lid lid.176.ftz)")
         if self.rules not in (None, "gopher", "gopher_quality", "gopher_repetition"):
-            raise ValueError(f"FilterConfig.rules must be 'gopher', 'gopher_quality', 'gopher_repetition' or None, "
-                             f"got {self.rules!r}")
+            raise ConfigError(f"FilterConfig.rules must be 'gopher', 'gopher_quality', 'gopher_repetition' or None, "
+                              f"got {self.rules!r}")
         if isinstance(self.rules_off, str) or (self.rules_off and self.rules is None):
-            raise ValueError(f"FilterConfig.rules_off must be a tuple of rule columns, with rules set; got "
-                             f"{self.rules_off!r}")
+            raise ConfigError(f"FilterConfig.rules_off must be a tuple of rule columns, with rules set; got "
+                              f"{self.rules_off!r}")
         if isinstance(self.dsir_target, str):
-            raise ValueError("FilterConfig.dsir_target must be a tuple of paths, not one string")
+            raise ConfigError("FilterConfig.dsir_target must be a tuple of paths, not one string")
         if self.select is not None:
             if not self.dsir_target:
-                raise ValueError("FilterConfig.select needs dsir_target (the target-domain text DSIR matches)")
+                raise ConfigError("FilterConfig.select needs dsir_target (the target-domain text DSIR matches)")
             if is_int(self.select):
                 if self.select < 1:
-                    raise ValueError(f"FilterConfig.select must be a count >= 1 or a fraction in (0, 1], got "
-                                     f"{self.select!r}")
+                    raise ConfigError(f"FilterConfig.select must be a count >= 1 or a fraction in (0, 1], got "
+                                      f"{self.select!r}")
             elif not is_real(self.select) or not 0.0 < self.select <= 1.0:
-                raise ValueError(f"FilterConfig.select must be a count >= 1 or a fraction in (0, 1], got "
-                                 f"{self.select!r}")
+                raise ConfigError(f"FilterConfig.select must be a count >= 1 or a fraction in (0, 1], got "
+                                  f"{self.select!r}")
         elif self.dsir_target:
-            raise ValueError("FilterConfig.dsir_target needs select= (--select K or FRACTION): how many to keep")
+            raise ConfigError("FilterConfig.dsir_target needs select= (--select K or FRACTION): how many to keep")
         if not is_int(self.dsir_buckets) or self.dsir_buckets < 2:
-            raise ValueError(f"FilterConfig.dsir_buckets must be an int >= 2, got {self.dsir_buckets!r}")
+            raise ConfigError(f"FilterConfig.dsir_buckets must be an int >= 2, got {self.dsir_buckets!r}")
         if not isinstance(self.domain, DomainConfig):
-            raise ValueError(f"FilterConfig.domain must be a DomainConfig, got {self.domain!r}")
+            raise ConfigError(f"FilterConfig.domain must be a DomainConfig, got {self.domain!r}")
         if isinstance(self.order, str) or sorted(self.order) != sorted(FAMILIES):
-            raise ValueError(f"FilterConfig.order must name each of {', '.join(FAMILIES)} once (the order in "
-                             f"which their tests give the reason), got {self.order!r}")
+            raise ConfigError(f"FilterConfig.order must name each of {', '.join(FAMILIES)} once (the order in "
+                              f"which their tests give the reason), got {self.order!r}")
         if self.unit not in get_args(Unit):
-            raise ValueError(f"FilterConfig.unit must be 'document' or 'paragraph', got {self.unit!r}")
+            raise ConfigError(f"FilterConfig.unit must be 'document' or 'paragraph', got {self.unit!r}")
         if not is_int(self.audit) or self.audit < 0:
-            raise ValueError(f"FilterConfig.audit must be an int >= 0, got {self.audit!r}")
+            raise ConfigError(f"FilterConfig.audit must be an int >= 0, got {self.audit!r}")
         if not is_int(self.seed) or not 0 <= self.seed < 2**63:
-            raise ValueError(f"FilterConfig.seed must be an int in [0, 2**63), got {self.seed!r}")
+            raise ConfigError(f"FilterConfig.seed must be an int in [0, 2**63), got {self.seed!r}")
         if self.device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"FilterConfig.device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
+            raise ConfigError(f"FilterConfig.device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
-            raise ValueError(f"FilterConfig.threads must be an int >= 1 or None, got {self.threads!r}")
+            raise ConfigError(f"FilterConfig.threads must be an int >= 1 or None, got {self.threads!r}")
         for path in ([self.lid] if self.lid else []) + [c.model for c in self.classifiers] + \
                 ([self.perplexity] if self.perplexity else []) + [m for _, m in self.perplexity_lang]:
             if not os.path.exists(path):
-                raise FileNotFoundError(f"model file {path!r} does not exist")
+                raise MissingFileError(f"model file {path!r} does not exist")
         if not self.any_filter:
-            raise ValueError("nothing to filter: give at least one of --lid, --classifier, --perplexity, "
-                             "--rules, --dsir-target (or the script pre-filter)")
+            raise ConfigError("nothing to filter: give at least one of --lid, --classifier, --perplexity, "
+                              "--rules, --dsir-target (or the script pre-filter)")
 
     @property
     def any_filter(self) -> bool:

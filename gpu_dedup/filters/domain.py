@@ -1,6 +1,7 @@
-"""The seed's domain rules around language ID (002 §21.2.1): the script pre-filter and the code / math
-detectors that relax thresholds. Counts come from ``kernels/domain.py`` (CPU and GPU, one source); the
-rules on those counts are here, stated in ``DomainConfig``'s docstring.
+"""Domain rules around language ID: the script pre-filter (a script that one language alone writes needs no
+model) and the code / math detectors that relax thresholds (OpenWebMath's two-tier rule, Paster et al. 2023).
+Counts come from ``kernels/domain.py`` (CPU and GPU, one source); the rules on those counts are here, stated
+in ``DomainConfig``'s docstring.
 """
 from __future__ import annotations
 

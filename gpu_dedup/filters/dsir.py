@@ -11,8 +11,8 @@ its word m-grams for m = 1..ngrams (words joined by one space), each hashed with
 The kernels are ``kernels/features*.py``, identical on CPU and GPU.
 
 Models. A ``BagModel`` is the smoothed distribution ``p = (counts + alpha) / (sum(counts) + alpha * buckets)``
-over the buckets (DSIR adds 1e-8 to probabilities instead; a pseudo-count keeps every log finite and is what
-the seed text recommends for small targets). Counts are plain sums, so a corpus too large for one batch is
+over the buckets (DSIR adds 1e-8 to probabilities instead; a pseudo-count keeps every log finite and suits
+small targets). Counts are plain sums, so a corpus too large for one batch is
 fitted by summing ``fit_counts`` over batches.
 
 Weights. ``log w(d) = sum_f count_d(f) * (log p_target(f) - log p_raw(f))``: the log-likelihood ratio of
@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from ..config import NormalizeConfig, is_int, is_real
 from ..device import array_module, to_device, to_host
+from ..errors import ConfigError, DataError, UsageError
 from ..kernels.features import DSIR_MAX_NGRAM, DSIR_SEED
 from ..lexical.normalize import Normalized, normalize_text
 from ..ops import features as features_ops
@@ -70,21 +71,21 @@ class DSIRConfig:
 
     def __post_init__(self) -> None:
         if not is_int(self.buckets) or not 1 <= self.buckets <= MAX_BUCKETS:
-            raise ValueError(f"DSIRConfig.buckets must be an int in [1, {MAX_BUCKETS}], got {self.buckets!r}; "
-                             "DSIR's default is 10000")
+            raise ConfigError(f"DSIRConfig.buckets must be an int in [1, {MAX_BUCKETS}], got {self.buckets!r}; "
+                              "DSIR's default is 10000")
         if not is_int(self.ngrams) or not 1 <= self.ngrams <= DSIR_MAX_NGRAM:
-            raise ValueError(f"DSIRConfig.ngrams must be an int in [1, {DSIR_MAX_NGRAM}], got {self.ngrams!r}; "
-                             "2 means unigrams + bigrams")
+            raise ConfigError(f"DSIRConfig.ngrams must be an int in [1, {DSIR_MAX_NGRAM}], got {self.ngrams!r}; "
+                              "2 means unigrams + bigrams")
         if not is_real(self.alpha) or self.alpha <= 0:
-            raise ValueError(f"DSIRConfig.alpha must be a finite number > 0 (the Laplace pseudo-count), got "
-                             f"{self.alpha!r}; use e.g. 1.0")
+            raise ConfigError(f"DSIRConfig.alpha must be a finite number > 0 (the Laplace pseudo-count), got "
+                              f"{self.alpha!r}; use e.g. 1.0")
         if not is_int(self.seed) or not 0 <= self.seed < 2**64:
-            raise ValueError(f"DSIRConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
+            raise ConfigError(f"DSIRConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
         check_select(self.select, "DSIRConfig.select")
         if not is_int(self.min_words) or self.min_words < 0:
-            raise ValueError(f"DSIRConfig.min_words must be an int >= 0, got {self.min_words!r}")
+            raise ConfigError(f"DSIRConfig.min_words must be an int >= 0, got {self.min_words!r}")
         if not isinstance(self.remove_punctuation, bool):
-            raise ValueError(f"DSIRConfig.remove_punctuation must be a bool, got {self.remove_punctuation!r}")
+            raise ConfigError(f"DSIRConfig.remove_punctuation must be a bool, got {self.remove_punctuation!r}")
 
     @property
     def normalize(self) -> NormalizeConfig:
@@ -95,19 +96,19 @@ def check_select(select: Any, name: str = "select") -> None:
     """Raise unless ``select`` is an int >= 1 (a count) or a float in (0, 1] (a fraction)."""
     if is_int(select):
         if select < 1:
-            raise ValueError(f"{name} as a count must be >= 1, got {select!r}; use a float in (0, 1] for a fraction")
+            raise ConfigError(f"{name} as a count must be >= 1, got {select!r}; use a float in (0, 1] for a fraction")
         return
     if isinstance(select, (float, np.floating)) and is_real(select):
         if not 0 < select <= 1:
-            raise ValueError(f"{name} as a fraction must be in (0, 1], got {select!r}; use an int for a count")
+            raise ConfigError(f"{name} as a fraction must be in (0, 1], got {select!r}; use an int for a count")
         return
-    raise ValueError(f"{name} must be an int count >= 1 or a float fraction in (0, 1], got {select!r}")
+    raise ConfigError(f"{name} must be an int count >= 1 or a float fraction in (0, 1], got {select!r}")
 
 
 def select_count(n: int, select: int | float) -> int:
     """Documents to keep out of ``n``: min(K, n) for an int K; round(fraction * n) (halves up) for a float."""
     if not is_int(n) or n < 0:
-        raise ValueError(f"n must be an int >= 0, got {n!r}")
+        raise ConfigError(f"n must be an int >= 0, got {n!r}")
     check_select(select)
     if is_int(select):
         return min(int(select), n)
@@ -125,11 +126,11 @@ class BagModel:
         """(counts + alpha) / (sum + alpha * buckets); counts: non-negative finite (buckets,) array."""
         c = np.asarray(counts, dtype=np.float64)
         if c.ndim != 1 or c.shape[0] < 1:
-            raise ValueError(f"counts must be a 1-D array with one entry per bucket, got shape {c.shape}")
+            raise ConfigError(f"counts must be a 1-D array with one entry per bucket, got shape {c.shape}")
         if not np.all(np.isfinite(c)) or np.any(c < 0):
-            raise ValueError("counts must be finite and non-negative (sums of fit_counts)")
+            raise ConfigError("counts must be finite and non-negative (sums of fit_counts)")
         if not is_real(alpha) or alpha <= 0:
-            raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+            raise ConfigError(f"alpha must be a finite number > 0, got {alpha!r}")
         p = (c + alpha) / (c.sum() + alpha * c.shape[0])
         return cls(p)
 
@@ -148,11 +149,11 @@ class BagModel:
     def load(cls, path: str | Path) -> "BagModel":
         with np.load(path, allow_pickle=False) as z:
             if "probs" not in z.files or int(z.get("dsir_seed", -1)) != int(DSIR_SEED):
-                raise ValueError(f"{path} is not a BagModel of this feature hash (DSIR_SEED {int(DSIR_SEED):#x}); "
-                                 "refit it with fit_counts + BagModel.from_counts")
+                raise DataError(f"{path} is not a BagModel of this feature hash (DSIR_SEED {int(DSIR_SEED):#x}); "
+                                "refit it with fit_counts + BagModel.from_counts")
             probs = np.array(z["probs"], dtype=np.float64)
         if probs.ndim != 1 or np.any(probs <= 0) or not math.isclose(float(probs.sum()), 1.0, rel_tol=1e-9):
-            raise ValueError(f"{path}: probs must be a positive 1-D distribution summing to 1")
+            raise DataError(f"{path}: probs must be a positive 1-D distribution summing to 1")
         return cls(probs)
 
 
@@ -163,13 +164,13 @@ def text_array(texts: TextsLike) -> pa.Array:
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.large_string())
     if isinstance(texts, pa.Array):
         if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
-            raise TypeError(f"texts must be an Arrow string array, got {texts.type}")
+            raise UsageError(f"texts must be an Arrow string array, got {texts.type}")
         return texts
     if isinstance(texts, (str, bytes)):
-        raise TypeError("texts must be a sequence of strings, not one string; wrap it in a list")
+        raise UsageError("texts must be a sequence of strings, not one string; wrap it in a list")
     bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if bad is not None:
-        raise TypeError(f"texts[{bad}] is {type(texts[bad]).__name__}, not str")
+        raise UsageError(f"texts[{bad}] is {type(texts[bad]).__name__}, not str")
     return pa.array(list(texts), pa.large_string())
 
 
@@ -221,10 +222,10 @@ def fit_counts(texts: TextsLike, cfg: DSIRConfig, device: str = "cpu") -> np.nda
 
 def _check_model(model: BagModel, cfg: DSIRConfig, what: str) -> None:
     if not isinstance(model, BagModel):
-        raise TypeError(f"{what} must be a BagModel, got {type(model).__name__}")
+        raise UsageError(f"{what} must be a BagModel, got {type(model).__name__}")
     if model.buckets != cfg.buckets:
-        raise ValueError(f"{what} has {model.buckets} buckets but DSIRConfig.buckets is {cfg.buckets}; fit both "
-                         "models with the same config")
+        raise ConfigError(f"{what} has {model.buckets} buckets but DSIRConfig.buckets is {cfg.buckets}; fit both "
+                          "models with the same config")
 
 
 def log_weights(texts: TextsLike, target: BagModel, raw: BagModel, cfg: DSIRConfig,
@@ -252,14 +253,14 @@ def gumbel_topk(log_w: Any, k: int, seed: int) -> np.ndarray:
     than k come back when fewer than k are finite. NaN weights are refused."""
     w = np.asarray(log_w, dtype=np.float64)
     if w.ndim != 1:
-        raise ValueError(f"log_w must be 1-D, got shape {w.shape}")
+        raise ConfigError(f"log_w must be 1-D, got shape {w.shape}")
     if np.isnan(w).any():
-        raise ValueError(f"log_w has NaN at index {int(np.flatnonzero(np.isnan(w))[0])}; weights must be numbers "
-                         "(-inf for documents never to select)")
+        raise ConfigError(f"log_w has NaN at index {int(np.flatnonzero(np.isnan(w))[0])}; weights must be numbers "
+                          "(-inf for documents never to select)")
     if not is_int(k) or k < 0:
-        raise ValueError(f"k must be an int >= 0, got {k!r}")
+        raise ConfigError(f"k must be an int >= 0, got {k!r}")
     if not is_int(seed) or not 0 <= seed < 2**128:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
     n = w.shape[0]
     keys = w + np.random.default_rng(seed).gumbel(size=n)
     eligible = int(np.count_nonzero(keys > -np.inf))
@@ -280,10 +281,10 @@ def kl_divergence(p: Any, q: Any) -> float:
     p = np.asarray(p, dtype=np.float64)
     q = np.asarray(q, dtype=np.float64)
     if p.shape != q.shape or p.ndim != 1:
-        raise ValueError(f"p and q must be 1-D of the same shape, got {p.shape} and {q.shape}")
+        raise ConfigError(f"p and q must be 1-D of the same shape, got {p.shape} and {q.shape}")
     for name, a in (("p", p), ("q", q)):
         if not np.all(np.isfinite(a)) or np.any(a < 0) or a.sum() <= 0:
-            raise ValueError(f"{name} must be finite, non-negative and not all zero")
+            raise ConfigError(f"{name} must be finite, non-negative and not all zero")
     p = p / p.sum()
     q = q / q.sum()
     nz = p > 0
@@ -299,7 +300,7 @@ def dsir_report(target_counts: Any, raw_counts: Any, selected_counts: Any, log_w
     without features (-inf), and a histogram of the finite log weights (counts + bin edges; with
     ``selected`` indices, the selected documents' counts on the same edges)."""
     if not is_int(bins) or bins < 1:
-        raise ValueError(f"bins must be an int >= 1, got {bins!r}")
+        raise ConfigError(f"bins must be an int >= 1, got {bins!r}")
     t, r, s = (BagModel.from_counts(c, cfg.alpha).probs for c in (target_counts, raw_counts, selected_counts))
     w = np.asarray(log_w, dtype=np.float64)
     finite = np.isfinite(w)

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import device as dev
+from ..errors import ConfigError, UsageError
 from ..io.discover import file_sha256
 from ..kernels import fasttext as K
 from .fasttext_format import KSUB, LOSS_NAMES, FastTextFormatError, Matrix, ModelFile, read_model
@@ -45,9 +46,19 @@ DEQUANTIZE_MAX_BYTES = 256 << 20
 
 
 def load_fasttext(path: str | os.PathLike) -> "FastTextModel":
-    """Read a fastText supervised model (``.bin``, or ``.ftz`` with product-quantized input and optionally
-    output matrices, norm quantization and a pruned vocabulary). Raises FastTextFormatError (a ValueError)
-    naming the file for anything that is not such a model or is truncated."""
+    """Read a fastText supervised model.
+
+    Args:
+        path: a ``.bin`` file, or a ``.ftz`` one (product-quantized input and optionally output matrices, norm
+            quantization, a pruned vocabulary).
+
+    Returns:
+        The ``FastTextModel``, scored by our own kernels on CPU and GPU.
+
+    Raises:
+        FastTextFormatError: the file is not such a model, or it is truncated (a ``DataError``; the message
+            names the file).
+    """
     return FastTextModel(read_model(path))
 
 
@@ -341,7 +352,7 @@ class FastTextModel:
     def label_index(self, label: str) -> int:
         """Index of ``label`` in ``self.labels`` (full string, or without the "__label__" prefix)."""
         if not isinstance(label, str):
-            raise TypeError(f"label must be a str such as {self.labels[0]!r}, got {type(label).__name__}")
+            raise UsageError(f"label must be a str such as {self.labels[0]!r}, got {type(label).__name__}")
         for cand in (label, self.label_prefix + label):
             if cand in self.labels:
                 return self.labels.index(cand)
@@ -350,7 +361,7 @@ class FastTextModel:
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
         shown = ", ".join(map(repr, self.labels[:20])) + (f", ... ({len(self.labels)} in all)"
                                                          if len(self.labels) > 20 else "")
-        raise ValueError(f"label {label!r} is not one of the labels of {self.path}: {shown}.{hint}")
+        raise ConfigError(f"label {label!r} is not one of the labels of {self.path}: {shown}.{hint}")
 
     def _hidden(self, data, offsets, lo: int, hi: int, device: str):
         """Hidden vectors (f32 (hi - lo, dim)) and feature counts (int64) of documents lo..hi-1 (data and
@@ -380,23 +391,23 @@ class FastTextModel:
             data = np.ascontiguousarray(data, dtype=np.uint8)
             offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         if data.dtype != np.uint8 or offsets.dtype != np.int64 or offsets.ndim != 1 or offsets.shape[0] < 1:
-            raise TypeError(f"data must be uint8 and offsets int64 (n + 1,); got {data.dtype} and "
-                            f"{offsets.dtype} {offsets.shape}")
+            raise UsageError(f"data must be uint8 and offsets int64 (n + 1,); got {data.dtype} and "
+                             f"{offsets.dtype} {offsets.shape}")
         if data.shape[0] == 0:  # a zero-length array is not a valid kernel argument on every backend
             data = dev.to_device(np.zeros(1, np.uint8), device)
         return data, offsets, int(offsets.shape[0]) - 1
 
     def _check_k(self, k: int) -> int:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or (k != -1 and k < 1):
-            raise ValueError(f"k must be an int >= 1, or -1 for all labels; got {k!r}")
+            raise ConfigError(f"k must be an int >= 1, or -1 for all labels; got {k!r}")
         return len(self.labels) if k == -1 else min(int(k), len(self.labels))
 
 
 def _check_threshold(threshold: float) -> np.float32:
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating, np.integer)) \
             or not math.isfinite(float(threshold)):
-        raise ValueError(f"threshold must be a finite number (fastText's probability threshold, usually 0.0); "
-                         f"got {threshold!r}")
+        raise ConfigError(f"threshold must be a finite number (fastText's probability threshold, usually 0.0); "
+                          f"got {threshold!r}")
     return np.float32(threshold)
 
 
@@ -416,13 +427,13 @@ def texts_to_arrays(texts) -> tuple[np.ndarray, np.ndarray]:
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
     if isinstance(texts, pa.Array):
         if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
-            raise TypeError(f"texts must be a pyarrow string or large_string array, got {texts.type}")
+            raise UsageError(f"texts must be a pyarrow string or large_string array, got {texts.type}")
         if texts.null_count:
             texts = pc.fill_null(texts, "")
         return arrow_text_buffers(texts)
     if isinstance(texts, (str, bytes)):
-        raise TypeError("texts must be a list of documents (or a pyarrow string array), not a single string: "
-                        "wrap it as [text]")
+        raise UsageError("texts must be a list of documents (or a pyarrow string array), not a single string: "
+                         "wrap it as [text]")
     encoded = []
     for i, t in enumerate(texts):
         if t is None:
@@ -432,7 +443,7 @@ def texts_to_arrays(texts) -> tuple[np.ndarray, np.ndarray]:
         elif isinstance(t, (bytes, bytearray, memoryview)):
             encoded.append(bytes(t))
         else:
-            raise TypeError(f"texts[{i}] is a {type(t).__name__}; documents must be str, bytes or None")
+            raise UsageError(f"texts[{i}] is a {type(t).__name__}; documents must be str, bytes or None")
     offsets = np.zeros(len(encoded) + 1, np.int64)
     np.cumsum(np.fromiter((len(b) for b in encoded), np.int64, len(encoded)), out=offsets[1:])
     data = np.frombuffer(b"".join(encoded), np.uint8) if offsets[-1] else np.zeros(1, np.uint8)

@@ -20,6 +20,7 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
+from ..errors import DataError
 
 MAGIC = 793712314
 MAX_VERSION = 12
@@ -28,7 +29,7 @@ LOSS_NAMES = {1: "hs", 2: "ns", 3: "softmax", 4: "ova"}
 KSUB = 256
 
 
-class FastTextFormatError(ValueError):
+class FastTextFormatError(DataError):
     """The file is not a fastText supervised model this reader supports (or it is truncated)."""
 
 

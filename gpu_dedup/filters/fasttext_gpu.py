@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import array_module, launch, repeat_index, split_chunks
+from ..errors import ConfigError
 from ..kernels import fasttext as K
 
 
@@ -24,7 +25,7 @@ def hidden_gpu(data, offsets, arr: dict, P: np.ndarray, dim: int, chunk: int | N
     xp = array_module("cuda")
     chunk = int(chunk or kf.FT_CHUNK)
     if chunk < 1:
-        raise ValueError(f"chunk must be >= 1 position, got {chunk}")
+        raise ConfigError(f"chunk must be >= 1 position, got {chunk}")
     n = int(offsets.shape[0]) - 1
     hidden = xp.zeros((n, dim), xp.float32)
     nfeat = xp.zeros(n, xp.int64)

@@ -30,8 +30,9 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from .. import io
-from ..config import _check_literal, is_int
+from ..config import check_literal, is_int
 from ..device import array_module, launch, note_compiling, resolve_device, to_device, to_host
+from ..errors import ConfigError, DataError, MissingFileError, OutputExistsError, RunError
 from ..lexical.normalize import arrow_text_buffers
 from .lm import SPECIALS, LMNormalization, lm_contract, prepare_text, write_arpa
 
@@ -59,20 +60,20 @@ class LMTrainConfig:
 
     def __post_init__(self) -> None:
         if not is_int(self.order) or not 1 <= self.order <= MAX_ORDER:
-            raise ValueError(f"LMTrainConfig.order must be an int in [1, {MAX_ORDER}], got {self.order!r} "
-                             "(5 is the usual choice, as in CCNet)")
+            raise ConfigError(f"LMTrainConfig.order must be an int in [1, {MAX_ORDER}], got {self.order!r} "
+                              "(5 is the usual choice, as in CCNet)")
         if not isinstance(self.normalization, LMNormalization):
-            raise ValueError(f"LMTrainConfig.normalization must be an LMNormalization, got {self.normalization!r}")
+            raise ConfigError(f"LMTrainConfig.normalization must be an LMNormalization, got {self.normalization!r}")
         if not isinstance(self.text_field, str) or not self.text_field:
-            raise ValueError(f"LMTrainConfig.text_field must be a non-empty str, got {self.text_field!r}")
+            raise ConfigError(f"LMTrainConfig.text_field must be a non-empty str, got {self.text_field!r}")
         if self.id_field is not None and (not isinstance(self.id_field, str) or not self.id_field):
-            raise ValueError(f"LMTrainConfig.id_field must be None or a non-empty str, got {self.id_field!r}")
-        _check_literal("LMTrainConfig.on_error", self.on_error, OnError)
+            raise ConfigError(f"LMTrainConfig.id_field must be None or a non-empty str, got {self.id_field!r}")
+        check_literal("LMTrainConfig.on_error", self.on_error, OnError)
         if not is_int(self.batch_bytes) or self.batch_bytes < 1024:
-            raise ValueError(f"LMTrainConfig.batch_bytes must be an int >= 1024, got {self.batch_bytes!r}")
+            raise ConfigError(f"LMTrainConfig.batch_bytes must be an int >= 1024, got {self.batch_bytes!r}")
 
 
-class DiscountError(ValueError):
+class DiscountError(DataError):
     """The corpus is too small (or artificial) for modified Kneser-Ney discounts (lmplz's BadDiscountException)."""
 
 
@@ -151,7 +152,7 @@ class NgramCounter:
         inv = inv.reshape(-1)
         lens = end - start
         if not np.array_equal(lens, lens[first][inv]):
-            raise RuntimeError("two different words share a 128-bit key (astronomically unlikely): report it")
+            raise RunError("two different words share a 128-bit key (astronomically unlikely): report it")
         mapped = np.empty(uniq.shape[0], np.int64)
         raw = tdata.tobytes()
         for j, (k1, k2) in enumerate(uniq.tolist()):
@@ -163,7 +164,7 @@ class NgramCounter:
                     self.vocab.append(word)
                 self._ids[(k1, k2)] = known
             elif (word in SPECIALS) != (known < 0) or (known >= 0 and self.vocab[known] != word):
-                raise RuntimeError(f"two different words share a 128-bit key ({word!r}): report it")
+                raise RunError(f"two different words share a 128-bit key ({word!r}): report it")
             mapped[j] = known
         return mapped[inv]
 
@@ -381,8 +382,8 @@ def _txt_blocks(path: str):
                 try:
                     block.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    raise ValueError(f"{path}: invalid UTF-8 at byte {pos + exc.start}; fix or re-encode the "
-                                     "file (a .txt reference corpus must be UTF-8)") from None
+                    raise DataError(f"{path}: invalid UTF-8 at byte {pos + exc.start}; fix or re-encode the "
+                                    "file (a .txt reference corpus must be UTF-8)") from None
                 # the whole block is one pseudo-document: its lines (the documents) are its sentences
                 yield np.frombuffer(block, np.uint8), np.array([0, len(block)], np.int64)
                 pos += len(block)
@@ -392,17 +393,33 @@ def _txt_blocks(path: str):
 
 def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: str | os.PathLike,
              cfg: LMTrainConfig | None = None, device: str = "cpu", overwrite: bool = False) -> dict[str, Any]:
-    """Train an interpolated modified Kneser-Ney model of ``cfg.order`` on the reference corpus ``inputs``
-    (jsonl / parquet via ``gpu_dedup.io``, or ``.txt`` with one document per line) and write it atomically as
-    an ARPA file at ``out_path`` (refused if it exists, unless ``overwrite``). Returns statistics."""
+    """Train an interpolated modified Kneser-Ney model and write it as an ARPA file, atomically.
+
+    Args:
+        inputs: the reference corpus: jsonl / parquet (read by ``gpu_dedup.io``), or ``.txt`` with one document
+            per line.
+        out_path: the ARPA file to write.
+        cfg: the ``LMTrainConfig`` (order, normalization, fields; None: its defaults).
+        device: "cpu", "cuda" or "auto".
+        overwrite: replace an existing ``out_path``.
+
+    Returns:
+        The statistics: n-gram counts per order, discounts, timings.
+
+    Raises:
+        OutputExistsError: ``out_path`` exists and ``overwrite`` is False.
+        MissingFileError: an input file does not exist.
+        DataError: invalid UTF-8 in a .txt input, or a corpus with no sentence.
+        DiscountError: the corpus is too small for modified Kneser-Ney discounts.
+    """
     cfg = cfg or LMTrainConfig()
     device = resolve_device(device)
     out_path = os.fspath(out_path)
     if os.path.exists(out_path) and not overwrite:
-        raise FileExistsError(f"{out_path} exists; pass overwrite=True (or choose another path) to replace it")
+        raise OutputExistsError(f"{out_path} exists; pass overwrite=True (or choose another path) to replace it")
     paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     if not paths:
-        raise ValueError("no reference corpus given: pass the files to train on")
+        raise ConfigError("no reference corpus given: pass the files to train on")
     t0 = time.perf_counter()
     note_compiling(device, ("lm-train",))  # a first run compiles the counting kernels: said before they run
     counter = NgramCounter(cfg.order, cfg.normalization, device)
@@ -410,7 +427,7 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
     other = [p for p in paths if not os.fspath(p).lower().endswith(".txt")]
     for p in txt:
         if not os.path.isfile(p):
-            raise FileNotFoundError(f"reference corpus file {p!r} does not exist")
+            raise MissingFileError(f"reference corpus file {p!r} does not exist")
         for data, offsets in _txt_blocks(p):
             counter.add(data, offsets)
     report = io.ReadReport()
@@ -423,8 +440,8 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
         logger.warning("dropped %d literal <s> / </s> / <unk> tokens from the reference text (as lmplz does)",
                        counter.dropped)
     if not counter.sentences:
-        raise ValueError(f"the reference corpus {[os.fspath(p) for p in paths]} has no sentence (no line with a "
-                         "word after normalization); check the inputs and text_field")
+        raise DataError(f"the reference corpus {[os.fspath(p) for p in paths]} has no sentence (no line with a "
+                        "word after normalization); check the inputs and text_field")
     t1 = time.perf_counter()
     try:
         grams, stats = estimate(counter.counts())

@@ -39,6 +39,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from ..errors import ConfigError, MissingFileError
 from ..io.discover import InputError, file_sha256, resolve_inputs
 from ..io.remote import file_size, open_parquet, open_stream
 
@@ -261,7 +262,7 @@ def _expand(inputs: list[str]) -> Iterator[tuple[str, Any]]:
         is_txt, comp = _txt_compression(p)
         if is_txt:
             if not os.path.isfile(p):
-                raise FileNotFoundError(f"labelled input {p!r} does not exist")
+                raise MissingFileError(f"labelled input {p!r} does not exist")
             yield "txt", (os.path.abspath(p), comp)
         else:
             others.append(p)
@@ -281,7 +282,7 @@ def read_labelled(inputs: list[str], *, text_field: str = "text", label_field: s
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     if not inputs:
-        raise ValueError("no labelled input given; pass at least one JSON Lines, Parquet or fastText .txt file")
+        raise ConfigError("no labelled input given; pass at least one JSON Lines, Parquet or fastText .txt file")
     reader = _Reader(text_field, label_field, group_field)
     has_table = False
     for kind, item in _expand(list(inputs)):

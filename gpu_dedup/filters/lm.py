@@ -31,9 +31,10 @@ from typing import Any, Literal, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..config import NormalizeConfig, _check_literal
+from ..config import NormalizeConfig, check_literal
 from ..contract import check_contract
 from ..device import array_module, kernels, launch, repeat_index, resolve_device, split_chunks, to_device, to_host
+from ..errors import ConfigError, DataError, DependencyError, MissingFileError, RunError, UsageError
 from ..lexical.normalize import arrow_text_buffers, normalize_arrays
 from ..lexical.unicode_tables import POLICY_NAME, UNICODE_VERSION
 
@@ -62,14 +63,14 @@ class LMNormalization:
     fold_digits: bool = False
 
     def __post_init__(self) -> None:
-        _check_literal("LMNormalization.mode", self.mode, LMNormMode)
+        check_literal("LMNormalization.mode", self.mode, LMNormMode)
         for name in ("remove_punctuation", "fold_digits"):
             value = getattr(self, name)
             if not isinstance(value, bool):
-                raise ValueError(f"LMNormalization.{name} must be a bool, got {value!r}")
+                raise ConfigError(f"LMNormalization.{name} must be a bool, got {value!r}")
             if value and self.mode == "none":
-                raise ValueError(f"LMNormalization.{name}=True needs mode='nfkc-lower' (mode='none' leaves the "
-                                 "text as it is); set mode='nfkc-lower' or drop the option")
+                raise ConfigError(f"LMNormalization.{name}=True needs mode='nfkc-lower' (mode='none' leaves the "
+                                  "text as it is); set mode='nfkc-lower' or drop the option")
 
     def normalize_config(self) -> NormalizeConfig | None:
         if self.mode == "none":
@@ -84,8 +85,8 @@ class LMNormalization:
         known = {"remove-punctuation": "remove_punctuation", "fold-digits": "fold_digits"}
         bad = [o for o in opts if o not in known]
         if bad:
-            raise ValueError(f"LM normalization {text!r}: unknown option {bad[0]!r} (options: "
-                             f"{', '.join(known)}; e.g. nfkc-lower,fold-digits)")
+            raise ConfigError(f"LM normalization {text!r}: unknown option {bad[0]!r} (options: "
+                              f"{', '.join(known)}; e.g. nfkc-lower,fold-digits)")
         return cls(mode=mode, **{known[o]: True for o in opts})
 
     @classmethod
@@ -182,7 +183,7 @@ def write_arpa(path: str, vocab: Sequence[str], grams: list[tuple[np.ndarray, np
         f.write("\n\\end\\\n")
 
 
-class ARPAError(ValueError):
+class ARPAError(DataError):
     """A malformed ARPA file (the message names the file and line)."""
 
 
@@ -531,36 +532,51 @@ def _locate(i: int, counts: list[int]) -> tuple[int, int]:
         if i < c:
             return n, i
         i -= c
-    raise IndexError(i)
+    raise RunError(f"n-gram index past the model's n-gram counts {counts}; this is a bug, please report it")
 
 
 def load_lm(path: str | os.PathLike, normalization: LMNormalization | None = None) -> NgramLM:
-    """Load an ARPA file (ours, or any other: then ``normalization`` is required) or a KenLM binary file
-    (scored by the ``kenlm`` package; ``normalization`` required). A model whose recorded contract differs
-    from ``normalization`` is refused, naming the fields."""
+    """Load an n-gram language model.
+
+    Args:
+        path: an ARPA file (ours, or any other one), or a KenLM binary file (scored by the ``kenlm`` package).
+        normalization: the text normalization the model was trained with. Required for a model we did not
+            train, or a KenLM binary; for ours it must match the one recorded in the file.
+
+    Returns:
+        The ``NgramLM``.
+
+    Raises:
+        MissingFileError: ``path`` does not exist.
+        ARPAError: a malformed ARPA file (the message names the line).
+        DataError: a foreign model without ``normalization``.
+        ConfigError: ``normalization`` differs from the model's (the message names the fields).
+        DependencyError: a KenLM binary without the ``kenlm`` package.
+        UsageError: ``normalization`` is not an ``LMNormalization``.
+    """
     path = os.fspath(path)
     if normalization is not None and not isinstance(normalization, LMNormalization):
-        raise TypeError(f"normalization must be an LMNormalization, got {type(normalization).__name__}")
+        raise UsageError(f"normalization must be an LMNormalization, got {type(normalization).__name__}")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"language model {path!r} does not exist (train one with gpu-dedup train-lm)")
+        raise MissingFileError(f"language model {path!r} does not exist (train one with gpu-dedup train-lm)")
     with open(path, "rb") as f:
         head = f.read(len(KENLM_BINARY_MAGIC))
     if head == KENLM_BINARY_MAGIC:
         if normalization is None:
-            raise ValueError(f"{path} is a KenLM binary file, which records no normalization: pass "
-                             "normalization=LMNormalization(...) matching how its training text was prepared")
+            raise DataError(f"{path} is a KenLM binary file, which records no normalization: pass "
+                            "normalization=LMNormalization(...) matching how its training text was prepared")
         try:
             import kenlm
         except ImportError:
-            raise ImportError(f"{path} is a KenLM binary file; scoring it needs the kenlm package: "
-                              f"{KENLM_EXTRA} (or convert the model to ARPA)") from None
+            raise DependencyError(f"{path} is a KenLM binary file; scoring it needs the kenlm package: "
+                                  f"{KENLM_EXTRA} (or convert the model to ARPA)") from None
         return NgramLM(path, normalization, None, kenlm_model=kenlm.Model(path))
     contract, vocab, grams = read_arpa(path)
     if contract is None:
         if normalization is None:
-            raise ValueError(f"{path} has no '{HEADER_PREFIX.strip()}' header (not trained by gpu-dedup, e.g. "
-                             "KenLM's lmplz): pass normalization=LMNormalization(...) describing how its training "
-                             "text was normalized (mode='none' for text used as is)")
+            raise DataError(f"{path} has no '{HEADER_PREFIX.strip()}' header (not trained by gpu-dedup, e.g. "
+                            "KenLM's lmplz): pass normalization=LMNormalization(...) describing how its training "
+                            "text was normalized (mode='none' for text used as is)")
         return NgramLM(path, normalization, None, vocab, grams)
     try:
         own = LMNormalization.from_dict(contract.get("normalization", {}))
@@ -569,6 +585,6 @@ def load_lm(path: str | os.PathLike, normalization: LMNormalization | None = Non
     try:
         check_contract(lm_contract(normalization or own), contract, f"language model {path}")
     except ValueError as exc:
-        raise ValueError(f"{exc}\nFor this model: score with normalization={own!r} (the model's), or retrain it "
-                         "on text normalized your way (gpu-dedup train-lm).") from None
+        raise ConfigError(f"{exc}\nFor this model: score with normalization={own!r} (the model's), or retrain it "
+                          "on text normalized your way (gpu-dedup train-lm).") from None
     return NgramLM(path, normalization or own, contract, vocab, grams)

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import SCORE_RE
+from ..errors import ConfigError, RunError
 from .config import ClassifierSpec, FilterConfig
 from .scorers import Scorers
 from .stage import concat_columns, decide, scores_table
@@ -44,12 +45,12 @@ class ScoreStep:
     def __init__(self, cfg: FilterConfig, device: str, *, decides: bool = True, keep_column: str | None = None,
                  scorers: Scorers | None = None):
         if decides and cfg.dsir_target:
-            raise ValueError("DSIR cannot run inside dedup's pass 1 (it needs the whole corpus first): run "
-                             "`gpu-dedup filter ... --dsir-target` and then `gpu-dedup run OUT/filtered`")
+            raise ConfigError("DSIR cannot run inside dedup's pass 1 (it needs the whole corpus first): run "
+                              "`gpu-dedup filter ... --dsir-target` and then `gpu-dedup run OUT/filtered`")
         if decides and (cfg.perplexity_keep is not None or cfg.perplexity_buckets):
-            raise ValueError("perplexity_keep / perplexity_buckets rank the whole corpus, which dedup's pass 1 "
-                             "reads batch by batch: run `gpu-dedup filter ... --perplexity MODEL:keep=F` and then "
-                             "`gpu-dedup run OUT/filtered`")
+            raise ConfigError("perplexity_keep / perplexity_buckets rank the whole corpus, which dedup's pass 1 "
+                              "reads batch by batch: run `gpu-dedup filter ... --perplexity MODEL:keep=F` and then "
+                              "`gpu-dedup run OUT/filtered`")
         self.cfg = cfg
         self.device = device
         self.decides = decides
@@ -101,8 +102,8 @@ class ScoreStep:
     def columns(self, n: int) -> dict[str, Any]:
         cols = concat_columns([self.parts[r] for r in sorted(self.parts)])
         if len(cols["row"]) != n or not np.array_equal(cols["row"], np.arange(n)):
-            raise RuntimeError(f"prefilter: scored {len(cols['row'])} of the run's {n} documents; every batch of "
-                               f"pass 1 must be scored once")
+            raise RunError(f"prefilter: scored {len(cols['row'])} of the run's {n} documents; every batch of "
+                           f"pass 1 must be scored once")
         return cols
 
     def table(self, n: int) -> pa.Table:

@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from .. import io
-from ..report.page import _e, _kv, _Page, _pct, _table
-from ..report.plots import _figure, _matplotlib_ok, _png
+from ..report.page import Page, esc, html_table, kv_table, pct
+from ..report.plots import matplotlib_ok, new_figure, png_bytes
 
 logger = logging.getLogger(__name__)
 AUDIT_SHOWN = 25          # documents of each side shown on the page (all of them are in audit.parquet)
@@ -62,7 +62,7 @@ def hist_view(values: np.ndarray) -> tuple[np.ndarray, int, int, bool]:
 
 
 def _hist(values: np.ndarray, name: str, thresholds: list[tuple[float, str]]) -> bytes:
-    fig, ax = _figure(7.0, 2.8)
+    fig, ax = new_figure(7.0, 2.8)
     v = values[np.isfinite(values)]
     if name == "perplexity" and len(v) and v.min() > 0:
         v = np.log10(v)
@@ -77,7 +77,7 @@ def _hist(values: np.ndarray, name: str, thresholds: list[tuple[float, str]]) ->
     clipped = f" ({below:,} below, {above:,} above the 1st-99th percentile range, not drawn)" if below or above else ""
     ax.set_xlabel(name + clipped)
     ax.set_ylabel("documents (log scale)" if log else "documents")
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def write_filter_report(out_dir: str | os.PathLike) -> str:
@@ -90,16 +90,16 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
     scores = pq.read_table(os.path.join(out, "scores.parquet"))
     audit_path = os.path.join(out, "audit.parquet")
     audit = pq.read_table(audit_path) if os.path.exists(audit_path) else None
-    page = _Page(os.path.join(out, "report"), _matplotlib_ok())
+    page = Page(os.path.join(out, "report"), matplotlib_ok())
     c = stats["counts"]
-    page.add("counts", "Decisions", _kv([("documents", f"{c['input']:,}"),
-                                          ("kept", f"{c['kept']:,} ({_pct(c['kept'], c['input'])})"),
+    page.add("counts", "Decisions", kv_table([("documents", f"{c['input']:,}"),
+                                          ("kept", f"{c['kept']:,} ({pct(c['kept'], c['input'])})"),
                                           ("removed", f"{c['removed']:,}")])
-             + _table(["reason", "documents", "share"],
-                      [(r, f"{k:,}", _pct(k, c["input"])) for r, k in
+             + html_table(["reason", "documents", "share"],
+                      [(r, f"{k:,}", pct(k, c["input"])) for r, k in
                        sorted(c["by_reason"].items(), key=lambda x: -x[1])])
              + f"<p class=\"note\">Order of the tests (the first failing one is the reason): "
-               f"{_e(', '.join(stats.get('order', [])))}.</p>")
+               f"{esc(', '.join(stats.get('order', [])))}.</p>")
     thresholds = _thresholds(stats)
     body = []
     for name in scores.column_names:
@@ -111,14 +111,14 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
                         f"histogram of {name}")
         ret = stats.get("retention", {}).get(name)
         if ret:
-            part += _table(["threshold", "retention"], [(f"{r['threshold']:.4g}", f"{100 * r['retention']:.1f}%")
+            part += html_table(["threshold", "retention"], [(f"{r['threshold']:.4g}", f"{100 * r['retention']:.1f}%")
                                                         for r in ret])
         sto = stats.get("stochastic_retention", {}).get(name)
         if sto:
-            part += (f"<p class=\"note\">Stochastic retention: {_e(sto['formula'])}; implied retention "
+            part += (f"<p class=\"note\">Stochastic retention: {esc(sto['formula'])}; implied retention "
                      f"{100 * (sto['expected_retention'] or 0):.1f}%, observed "
                      f"{100 * (sto['observed_retention'] or 0):.1f}% of {sto['scored']:,} scored.</p>"
-                     + _table(["score", "P(keep)"], [(f"{r['score']:.2f}", f"{r['p_keep']:.4f}")
+                     + html_table(["score", "P(keep)"], [(f"{r['score']:.2f}", f"{r['p_keep']:.4f}")
                                                      for r in sto["curve"]]))
         body.append(_details(name, part, open_=not body))
     page.add("scores", "Scores and retention per threshold", "".join(body) or "<p>No score columns.</p>")
@@ -126,12 +126,12 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
         labels = scores["lid_label"].to_numpy(zero_copy_only=False)
         u, k = np.unique(labels.astype(str), return_counts=True)
         top = np.argsort(-k)[:20]
-        page.add("languages", "Languages", _table(["language", "documents", "share"],
-                                                  [(u[i] or "(none)", f"{k[i]:,}", _pct(k[i], len(labels)))
+        page.add("languages", "Languages", html_table(["language", "documents", "share"],
+                                                  [(u[i] or "(none)", f"{k[i]:,}", pct(k[i], len(labels)))
                                                    for i in top]))
     if "dsir" in stats:
         d, rep = stats["dsir"], stats["dsir"].get("report") or {}
-        page.add("dsir", "Importance resampling (DSIR)", _kv([
+        page.add("dsir", "Importance resampling (DSIR)", kv_table([
             ("target", ", ".join(d.get("target", []))), ("target documents", f"{d.get('target_documents', 0):,}"),
             ("pool (kept by every other test)", f"{d.get('pool', 0):,}"), ("requested", d.get("requested")),
             ("selected", f"{d.get('selected', 0):,}"),
@@ -150,14 +150,14 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
             more = f" … ({len(text) - PERCENTILE_CHARS:,} more characters)" if len(text) > PERCENTILE_CHARS else ""
             blocks.setdefault(r["score"], []).append(
                 f"<div class=\"head\"><b>{r['percentile']}th percentile</b> · {r['value']:.4g} · "
-                f"{_e(r['id'])} · reason <code>{_e(r['reason'])}</code></div>"
-                f"<div class=\"doc\">{_e(text[:PERCENTILE_CHARS])}{_e(more)}</div>")
+                f"{esc(r['id'])} · reason <code>{esc(r['reason'])}</code></div>"
+                f"<div class=\"doc\">{esc(text[:PERCENTILE_CHARS])}{esc(more)}</div>")
         page.add("percentiles", "Documents at the 33rd / 50th / 67th percentile of every score",
                  "<p class=\"note\">Read them before locking a threshold (audit_percentiles.parquet).</p>"
                  + "".join(_details(k, "".join(v), open_=False) for k, v in blocks.items()))
     html = page.render("gpu-dedup filter report",
-                       f"<p class=\"note\">{_e(out)} · {_e(stats.get('created', ''))} · device "
-                       f"{_e(stats.get('device', ''))}</p>")
+                       f"<p class=\"note\">{esc(out)} · {esc(stats.get('created', ''))} · device "
+                       f"{esc(stats.get('device', ''))}</p>")
     path = os.path.join(out, "report.html")
     with io.atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -178,12 +178,12 @@ def _audit_html(audit) -> str:
                                if k not in ("id", "row", "keep", "text", "reason") and v not in (None, ""))
             text = r["text"]
             more = f" … ({len(text) - AUDIT_CHARS:,} more characters)" if len(text) > AUDIT_CHARS else ""
-            docs.append(f"<div class=\"head\"><b>{_e(r['id'])}</b> · reason <code>{_e(r['reason'])}</code> · "
-                        f"{_e(scores)}</div><div class=\"doc\">{_e(text[:AUDIT_CHARS])}{_e(more)}</div>")
+            docs.append(f"<div class=\"head\"><b>{esc(r['id'])}</b> · reason <code>{esc(r['reason'])}</code> · "
+                        f"{esc(scores)}</div><div class=\"doc\">{esc(text[:AUDIT_CHARS])}{esc(more)}</div>")
         parts.append(_details(f"{title} ({len(shown)} shown)", "".join(docs), open_=False))
     return "".join(parts)
 
 
 def _details(title: str, body: str, open_: bool) -> str:
     """A collapsible block (HTML <details>) titled ``title``."""
-    return f"<details{' open' if open_ else ''}><summary><b>{_e(title)}</b></summary>{body}</details>"
+    return f"<details{' open' if open_ else ''}><summary><b>{esc(title)}</b></summary>{body}</details>"

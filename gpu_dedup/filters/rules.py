@@ -44,9 +44,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..config import did_you_mean, is_int, is_real
+from ..errors import ConfigError, MissingColumnError
 from ..kernels import features as F
 from ..lexical.normalize import arrow_text_buffers
-from ..lexical.unicode_tables import _shipped
+from ..lexical.unicode_tables import shipped_tables
 from ..ops import features as features_ops
 from .dsir import TextsLike, text_array
 
@@ -86,53 +87,53 @@ class RulesConfig:
         for name in ("min_words", "max_words", "min_stop_words"):
             v = getattr(self, name)
             if v is not None and (not is_int(v) or v < 0):
-                raise ValueError(f"RulesConfig.{name} must be an int >= 0 or None (off), got {v!r}")
+                raise ConfigError(f"RulesConfig.{name} must be an int >= 0 or None (off), got {v!r}")
         for name in ("min_mean_word_length", "max_mean_word_length", "max_symbol_word_ratio"):
             v = getattr(self, name)
             if v is not None and (not is_real(v) or v < 0):
-                raise ValueError(f"RulesConfig.{name} must be a finite number >= 0 or None (off), got {v!r}")
+                raise ConfigError(f"RulesConfig.{name} must be a finite number >= 0 or None (off), got {v!r}")
         for name in ("max_bullet_lines", "max_ellipsis_lines", "min_alpha_words", "max_dup_lines",
                      "max_dup_line_chars", "max_dup_paragraphs", "max_dup_paragraph_chars"):
             _check_fraction(f"RulesConfig.{name}", getattr(self, name), none_ok=True)
         for lo, hi in (("min_words", "max_words"), ("min_mean_word_length", "max_mean_word_length")):
             a, b = getattr(self, lo), getattr(self, hi)
             if a is not None and b is not None and a > b:
-                raise ValueError(f"RulesConfig.{lo} ({a!r}) is above {hi} ({b!r}): no document could pass")
+                raise ConfigError(f"RulesConfig.{lo} ({a!r}) is above {hi} ({b!r}): no document could pass")
         for name in ("top_ngrams", "dup_ngrams"):
             pairs = getattr(self, name)
             if not isinstance(pairs, tuple) or not all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
-                raise ValueError(f"RulesConfig.{name} must be a tuple of (n, max fraction) pairs, got {pairs!r}")
+                raise ConfigError(f"RulesConfig.{name} must be a tuple of (n, max fraction) pairs, got {pairs!r}")
             ns = [p[0] for p in pairs]
             for n, frac in pairs:
                 if not is_int(n) or not 1 <= n <= MAX_RULE_NGRAM:
-                    raise ValueError(f"RulesConfig.{name}: n must be an int in [1, {MAX_RULE_NGRAM}], got {n!r}")
+                    raise ConfigError(f"RulesConfig.{name}: n must be an int in [1, {MAX_RULE_NGRAM}], got {n!r}")
                 _check_fraction(f"RulesConfig.{name} (n={n})", frac, none_ok=False)
             if len(set(ns)) != len(ns):
-                raise ValueError(f"RulesConfig.{name} lists an n twice: {ns}")
+                raise ConfigError(f"RulesConfig.{name} lists an n twice: {ns}")
         words = self.stop_words
         if not isinstance(words, tuple) or not 1 <= len(words) <= 64:
-            raise ValueError(f"RulesConfig.stop_words must be a tuple of 1 to 64 words, got {words!r}")
+            raise ConfigError(f"RulesConfig.stop_words must be a tuple of 1 to 64 words, got {words!r}")
         for w in words:
             if (not isinstance(w, str) or not 1 <= len(w) <= 8 or not w.isascii() or w != w.lower()
                     or any(c.isspace() or c in _ASCII_PUNCT for c in w)):
-                raise ValueError(f"RulesConfig.stop_words: {w!r} must be 1-8 lowercase ASCII characters without "
-                                 "spaces or punctuation (the kernel compares packed bytes)")
+                raise ConfigError(f"RulesConfig.stop_words: {w!r} must be 1-8 lowercase ASCII characters without "
+                                  "spaces or punctuation (the kernel compares packed bytes)")
         if len(set(words)) != len(words):
-            raise ValueError(f"RulesConfig.stop_words lists a word twice: {words}")
+            raise ConfigError(f"RulesConfig.stop_words lists a word twice: {words}")
         if self.min_stop_words is not None and self.min_stop_words > len(words):
-            raise ValueError(f"RulesConfig.min_stop_words ({self.min_stop_words}) exceeds the {len(words)} "
-                             "stop words: no document could pass")
+            raise ConfigError(f"RulesConfig.min_stop_words ({self.min_stop_words}) exceeds the {len(words)} "
+                              "stop words: no document could pass")
         if not isinstance(self.bullets, tuple) or not all(isinstance(b, str) and len(b) == 1 and not b.isspace()
                                                           for b in self.bullets):
-            raise ValueError(f"RulesConfig.bullets must be a tuple of single non-space characters, got "
-                             f"{self.bullets!r}")
+            raise ConfigError(f"RulesConfig.bullets must be a tuple of single non-space characters, got "
+                              f"{self.bullets!r}")
 
     @staticmethod
     def preset(name: str = "gopher", **overrides: Any) -> "RulesConfig":
         """"gopher": every rule at the paper's threshold; "gopher_quality": the quality rules only (no
         repetition); "gopher_repetition": the repetition rules only. ``overrides`` replace fields."""
         if name not in PRESETS:
-            raise ValueError(f"unknown rules preset {name!r}; choose one of {PRESETS}{did_you_mean(name, PRESETS)}")
+            raise ConfigError(f"unknown rules preset {name!r}; choose one of {PRESETS}{did_you_mean(name, PRESETS)}")
         off: dict[str, Any] = {}
         if name == "gopher_quality":
             off = {f: None for f in _REPETITION_FIELDS} | {"top_ngrams": (), "dup_ngrams": ()}
@@ -140,8 +141,8 @@ class RulesConfig:
             off = {f: None for f in _QUALITY_FIELDS}
         bad = [k for k in overrides if k not in {f.name for f in dataclasses.fields(RulesConfig)}]
         if bad:
-            raise ValueError(f"unknown RulesConfig field {bad[0]!r}"
-                             f"{did_you_mean(bad[0], [f.name for f in dataclasses.fields(RulesConfig)])}")
+            raise ConfigError(f"unknown RulesConfig field {bad[0]!r}"
+                              f"{did_you_mean(bad[0], [f.name for f in dataclasses.fields(RulesConfig)])}")
         return RulesConfig(**(off | overrides))
 
 
@@ -155,7 +156,7 @@ def _check_fraction(name: str, v: Any, none_ok: bool) -> None:
     if v is None and none_ok:
         return
     if not is_real(v) or not 0 <= v <= 1:
-        raise ValueError(f"{name} must be a fraction in [0, 1]{' or None (off)' if none_ok else ''}, got {v!r}")
+        raise ConfigError(f"{name} must be a fraction in [0, 1]{' or None (off)' if none_ok else ''}, got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -211,8 +212,8 @@ def without(cfg: RulesConfig, columns: Sequence[str]) -> RulesConfig:
     enabled = [r.column for r in rules(cfg)]
     bad = [c for c in columns if c not in enabled]
     if bad:
-        raise ValueError(f"--rule-off {bad[0]!r} is not an enabled rule{did_you_mean(bad[0], enabled)} (enabled: "
-                         f"{', '.join(enabled)})")
+        raise ConfigError(f"--rule-off {bad[0]!r} is not an enabled rule{did_you_mean(bad[0], enabled)} (enabled: "
+                          f"{', '.join(enabled)})")
     off: dict[str, Any] = {f: None for c in columns for f in _COLUMN_FIELDS.get(c, ())}
     off["top_ngrams"] = tuple((n, t) for n, t in cfg.top_ngrams if f"gopher_top_{n}gram_char_frac" not in columns)
     off["dup_ngrams"] = tuple((n, t) for n, t in cfg.dup_ngrams if f"gopher_dup_{n}gram_char_frac" not in columns)
@@ -233,7 +234,7 @@ def describe(cfg: RulesConfig) -> dict[str, dict[str, Any]]:
 def class_table() -> np.ndarray:
     """uint8 (0x110000,): CLS_SPACE where ``chr(c).isspace()``, CLS_ALPHA where ``chr(c).isalpha()`` (general
     category L*), from the package's shipped Unicode data (the same on every machine)."""
-    data = _shipped()
+    data = shipped_tables()
     names = [str(n) for n in data["gc_names"]]
     gc = data["gc"]
     alpha_codes = np.array([i for i, n in enumerate(names) if n.startswith("L")], np.uint8)
@@ -263,10 +264,24 @@ def rule_stats(texts: TextsLike, cfg: RulesConfig) -> tuple[np.ndarray, list[int
 
 
 def rule_scores(texts: TextsLike, cfg: RulesConfig, device: str = "cpu") -> dict[str, np.ndarray]:
-    """One float64 (n,) column per enabled rule (``rules(cfg)`` order), host arrays. The statistics run on
-    the CPU kernels for either device (per-document sorts are host work; see the module doc)."""
+    """Compute the statistics of the enabled Gopher rules.
+
+    The statistics run on the CPU kernels for either device (per-document sorts are host work; see the module
+    doc).
+
+    Args:
+        texts: the documents: a list of str, or a pyarrow string array.
+        cfg: the ``RulesConfig``.
+        device: "cpu", "cuda" or "auto".
+
+    Returns:
+        One float64 (n,) host column per enabled rule, in ``rules(cfg)`` order.
+
+    Raises:
+        ConfigError: an unknown device.
+    """
     if device not in ("cpu", "cuda", "auto"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+        raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     if device != "cpu":
         logger.info("Gopher rule statistics run on the CPU kernels (device=%s is used by the other stages)", device)
     st, top, dup = rule_stats(texts, cfg)
@@ -289,20 +304,31 @@ def rule_scores(texts: TextsLike, cfg: RulesConfig, device: str = "cpu") -> dict
 
 
 def rule_decisions(scores: dict[str, Any], cfg: RulesConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(keep bool (n,), reason object (n,)): a document is kept when every enabled rule holds; its reason is
-    the first failing rule's column name ("" when kept). A NaN score fails its rule."""
+    """Decide the Gopher rules: a document is kept when every enabled rule holds.
+
+    Args:
+        scores: the columns of ``rule_scores`` (float64 (n,) each); a NaN score fails its rule.
+        cfg: the ``RulesConfig``.
+
+    Returns:
+        (keep, reason): bool (n,), and object (n,) the first failing rule's column name ("" when kept).
+
+    Raises:
+        MissingColumnError: ``scores`` lacks a column of an enabled rule.
+        ConfigError: a column has the wrong shape.
+    """
     rs = rules(cfg)
     missing = [r.column for r in rs if r.column not in scores]
     if missing:
-        raise KeyError(f"scores lack the columns {missing} of the enabled rules; compute them with rule_scores "
-                       "under the same RulesConfig")
+        raise MissingColumnError(f"scores lack the columns {missing} of the enabled rules; compute them with "
+                                 "rule_scores under the same RulesConfig")
     n = len(next(iter(scores.values()))) if scores else 0
     keep = np.ones(n, bool)
     reason = np.full(n, "", dtype=object)
     for r in rs:
         x = np.asarray(scores[r.column], dtype=np.float64)
         if x.shape != (n,):
-            raise ValueError(f"score column {r.column} has shape {x.shape}, expected ({n},)")
+            raise ConfigError(f"score column {r.column} has shape {x.shape}, expected ({n},)")
         ok = np.ones(n, bool)
         if r.min is not None:
             ok &= x >= r.min

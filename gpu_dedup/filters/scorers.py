@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import device as dev
+from ..errors import ConfigError
 from .config import ClassifierSpec, FilterConfig
 from .domain import domain_stats
 from .selection import uniform_draws
@@ -108,16 +109,16 @@ def load_classifier(spec: ClassifierSpec) -> Classifier:
             logger.info("classifier %s: score = P(%s), the label named like a positive class (choose another "
                         "with --classifier-label %s=LABEL)", spec.name, label, spec.name)
         else:
-            raise ValueError(f"classifier {spec.name!r}: model {spec.model!r} has labels "
-                             f"{', '.join(model.labels[:10])}{' ...' if len(model.labels) > 10 else ''}; none is "
-                             f"{own!r}: name the classifier after its positive label (e.g. "
-                             f"{model.labels[0][len(LABEL_PREFIX):]}={spec.model}) or train it with "
-                             f"train-classifier, whose card names the label")
+            raise ConfigError(f"classifier {spec.name!r}: model {spec.model!r} has labels "
+                              f"{', '.join(model.labels[:10])}{' ...' if len(model.labels) > 10 else ''}; none is "
+                              f"{own!r}: name the classifier after its positive label (e.g. "
+                              f"{model.labels[0][len(LABEL_PREFIX):]}={spec.model}) or train it with "
+                              f"train-classifier, whose card names the label")
     if not label.startswith(LABEL_PREFIX) and LABEL_PREFIX + label in model.labels:
         label = LABEL_PREFIX + label
     if label not in model.labels:
-        raise ValueError(f"classifier {spec.name!r}: label {label!r} is not one of the model's labels "
-                         f"({', '.join(model.labels[:10])})")
+        raise ConfigError(f"classifier {spec.name!r}: label {label!r} is not one of the model's labels "
+                          f"({', '.join(model.labels[:10])})")
     threshold, direction = spec.threshold, spec.direction
     if threshold is None and card.get("threshold") is not None:
         threshold, direction, source = float(card["threshold"]), card.get("direction", "min"), "card"
@@ -138,8 +139,8 @@ def _expected_classifier(spec: ClassifierSpec, model) -> Classifier:
         try:
             values.append(int(name))
         except ValueError:
-            raise ValueError(f"classifier {spec.name!r}: 'expected' needs integer labels (e.g. __label__0 .. "
-                             f"__label__5), but model {spec.model!r} has {lab!r}") from None
+            raise ConfigError(f"classifier {spec.name!r}: 'expected' needs integer labels (e.g. __label__0 .. "
+                              f"__label__5), but model {spec.model!r} has {lab!r}") from None
     if spec.threshold is None:
         logger.warning("classifier %s: expected score recorded, nothing removed for it (give "
                        "NAME=MODEL:expected>=X)", spec.name)
@@ -172,9 +173,9 @@ class Scorers:
             s.lid = load_fasttext(cfg.lid)
             missing = [lang for lang in cfg.lang if LABEL_PREFIX + lang not in s.lid.labels]
             if missing:
-                raise ValueError(f"--lang {missing[0]!r} is not a label of the LID model {cfg.lid!r} (it knows "
-                                 f"{len(s.lid.labels)} languages, e.g. "
-                                 f"{', '.join(x[len(LABEL_PREFIX):] for x in s.lid.labels[:8])})")
+                raise ConfigError(f"--lang {missing[0]!r} is not a label of the LID model {cfg.lid!r} (it knows "
+                                  f"{len(s.lid.labels)} languages, e.g. "
+                                  f"{', '.join(x[len(LABEL_PREFIX):] for x in s.lid.labels[:8])})")
         s.classifiers = [load_classifier(c) for c in cfg.classifiers]
         if cfg.perplexity:
             from .lm import LMNormalization, load_lm
@@ -187,10 +188,10 @@ class Scorers:
             known = s.lid.labels if s.lid is not None else []
             for lang, path in cfg.perplexity_lang:
                 if s.lid is not None and LABEL_PREFIX + lang not in known:
-                    raise ValueError(f"perplexity_lang {lang!r}={path!r}: {lang!r} is not a label of the LID model "
-                                     f"{cfg.lid!r}, so no document would reach this model (it knows "
-                                     f"{len(known)} languages, e.g. "
-                                     f"{', '.join(x[len(LABEL_PREFIX):] for x in known[:8])})")
+                    raise ConfigError(f"perplexity_lang {lang!r}={path!r}: {lang!r} is not a label of the LID model "
+                                      f"{cfg.lid!r}, so no document would reach this model (it knows "
+                                      f"{len(known)} languages, e.g. "
+                                      f"{', '.join(x[len(LABEL_PREFIX):] for x in known[:8])})")
             norm = LMNormalization.parse(cfg.lm_normalization) if cfg.lm_normalization else None
             s.lms = {lang: load_lm(path, normalization=norm) for lang, path in cfg.perplexity_lang}
         if cfg.rules:

@@ -127,7 +127,7 @@ def retention_curves(cols: dict[str, Any], scorers, points: int = RETENTION_POIN
     return out
 
 
-AUDIT_PERCENTILES = (33, 50, 67)  # the seed's "examine the text at the 33rd, 50th and 67th percentiles" (002 §21.1.1)
+AUDIT_PERCENTILES = (33, 50, 67)  # the text at these percentiles of a score shows what a threshold there cuts
 
 
 def percentile_picks(table: pa.Table, percentiles=AUDIT_PERCENTILES) -> list[tuple[str, int, int]]:

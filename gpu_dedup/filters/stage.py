@@ -1,8 +1,8 @@
 """``gpu-dedup filter``: score every document, decide which to keep, write what was decided and why.
 
 Order of the decision (``reason`` names the column that rejected a document; the first failing test wins):
-``empty``, then the four families in ``FilterConfig.order`` (default the seed's, 002 §21.1: lid, rules,
-perplexity, classifiers; ``--order`` changes it), then DSIR:
+``empty``, then the four families in ``FilterConfig.order`` (default language ID first, as CCNet and
+FineWeb: lid, rules, perplexity, classifiers; ``--order`` changes it), then DSIR:
     empty       no non-space character: nothing to score (every score null in scores.parquet)
     lid_label   the language (the LID model's top label, or the script pre-filter's) is not one of --lang
     lid_prob    its probability is below --lid-threshold (--domain-relax: the relaxed threshold for code/math)
@@ -43,6 +43,7 @@ from .._version import __version__
 from ..config import is_int
 from ..device import array_backend, batch_bytes, note_compiling, resolve_device, set_threads
 from ..engine import progress, runtime_versions
+from ..errors import ConfigError, DataError, RunError
 from .config import FilterConfig
 from .scorers import Scorers
 from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, perplexity_rank_stats, rank_keep,
@@ -68,17 +69,33 @@ class FilterResult:
 def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike | None = None, *,
                   overwrite: bool = True, engine: str = "local", workers: int | None = None,
                   address: str | None = None) -> FilterResult:
-    """Score and filter ``source`` (paths, globs, directories, URLs, or an in-memory table); see the module
-    docstring. With ``output_dir`` the outputs are written there, owned as ``deduplicate`` owns its
-    (gpu_dedup/outputs.py): outside the inputs, locked for the run, an earlier run's files replaced only with
-    ``overwrite`` (the default here; the CLI asks for --overwrite), this run's removed again if it fails.
-    ``engine="ray"``: one scoring task per input file on a Ray cluster (``workers`` local processes, or the
-    one at ``address``), the same scores.parquet as the local run; the decisions, DSIR's selection and the
-    outputs are made here, as locally."""
+    """Score and filter ``source``: the steps of the module docstring.
+
+    With ``output_dir`` the outputs are owned as ``deduplicate`` owns its (gpu_dedup/outputs.py): outside the
+    inputs, locked for the run, an earlier run's files replaced only with ``overwrite``, this run's removed
+    again if it fails.
+
+    Args:
+        source: paths, globs, directories, URLs, or an in-memory table (pyarrow or pandas).
+        cfg: the ``FilterConfig``: models, thresholds, rules, order, audit.
+        output_dir: where scores.parquet, run.json, the kept records and report.html go (None: in memory).
+        overwrite: replace an earlier run's outputs (the default here; the CLI asks for --overwrite).
+        engine: "local", or "ray": one scoring task per input file on a Ray cluster. The scores are the
+            local run's; the decisions, DSIR's selection and the outputs are made here, as locally.
+        workers: with engine="ray", the number of local Ray worker processes.
+        address: with engine="ray", the address of a running cluster.
+
+    Returns:
+        A ``FilterResult``: the per-document scores and decisions, and run.json's statistics.
+
+    Raises:
+        ConfigError: an unknown engine, or ``workers`` / ``address`` without engine="ray".
+        GpuDedupError: a model, input or output directory that cannot be used (the message names it).
+    """
     if engine not in ("local", "ray"):
-        raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
+        raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     if engine == "local" and (workers is not None or address is not None):
-        raise ValueError("workers / address need engine='ray' (--engine ray)")
+        raise ConfigError("workers / address need engine='ray' (--engine ray)")
     ray_args = (workers, address) if engine == "ray" else None
     if output_dir is None:
         return _filter(source, cfg, None, ray_args)
@@ -230,8 +247,8 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
     from ..lexical.signatures import _merge_report
 
     if device == "cuda":
-        raise ValueError("filter --engine ray scores on CPU workers only yet: run it with --device cpu, or "
-                         "--engine local --device cuda")
+        raise ConfigError("filter --engine ray scores on CPU workers only yet: run it with --device cpu, or "
+                          "--engine local --device cuda")
     with ray_cluster(workers, address) as ray:
         task = ray.remote(num_cpus=1, max_retries=3)(_score_file)
         refs = [task.remote(f, cfg, device, dsir is not None) for f in files]
@@ -340,8 +357,8 @@ class _Dsir:
             target += fit_counts(batch.text, self.cfg, device)
             docs += len(batch.text)
         if not docs or not target.any():
-            raise ValueError(f"DSIR target {list(cfg.dsir_target)} holds no text (field {cfg.text_field!r}); "
-                             f"give files of target-domain documents")
+            raise DataError(f"DSIR target {list(cfg.dsir_target)} holds no text (field {cfg.text_field!r}); "
+                            f"give files of target-domain documents")
         self.target_counts = target
         self.target_docs = docs
 
@@ -498,8 +515,8 @@ def _read_texts(files, cfg: FilterConfig, pick: np.ndarray) -> dict[int, str]:
             break
     missing = want - set(texts)
     if missing:
-        raise RuntimeError(f"audit: rows {sorted(missing)[:5]} were not found on the second read: the input "
-                           f"changed during the run")
+        raise RunError(f"audit: rows {sorted(missing)[:5]} were not found on the second read: the input "
+                       f"changed during the run")
     return texts
 
 
@@ -507,7 +524,7 @@ def audit_sample(files, cfg: FilterConfig, table: pa.Table) -> tuple[pa.Table, p
     """(audit, percentiles): up to ``cfg.audit`` random accepted and ``cfg.audit`` random rejected documents
     (seeded), and the documents at the 33rd / 50th / 67th percentile of every score (``percentile_picks``;
     columns ``score``, ``percentile``, ``value`` first), each with its text (one more read of the input, for
-    both) and every score: the seed's "audit 500 randomly sampled rejections"."""
+    both) and every score: reading a random sample of the rejections is how a filter's precision is checked."""
     n = table.num_rows
     keep = table["keep"].to_numpy(zero_copy_only=False) if n else np.zeros(0, bool)
     rng = np.random.default_rng(cfg.seed)

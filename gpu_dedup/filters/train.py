@@ -55,8 +55,10 @@ import numpy as np
 
 from .._version import __version__
 from ..config import did_you_mean, is_int, is_real
+from ..errors import ConfigError, DataError, DependencyError, OutputExistsError, RunError, UsageError
 from ..io.discover import file_sha256
 from ..io.write import atomic_path
+from .cards import format_summary  # noqa: F401 (the train-classifier command imports it from here)
 from .labelled import (DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, bucket_from_data,
                        read_labelled)
 
@@ -71,11 +73,11 @@ POSITIVE_NAMES = ("1", "hq", "pos", "positive", "good", "keep", "true", "yes", "
 INSTALL_HINT = 'pip install "gpu-dedup[train]"'
 
 
-class TrainDependencyError(ImportError):
+class TrainDependencyError(DependencyError):
     """The optional ``fasttext`` package (extra ``gpu-dedup[train]``) is not installed."""
 
 
-class TrainingError(RuntimeError):
+class TrainingError(RunError):
     """fastText could not train or quantize the model; the message says what to change."""
 
 
@@ -124,7 +126,7 @@ class TrainClassifierConfig:
 
     def __post_init__(self) -> None:
         def bad(name: str, want: str) -> ValueError:
-            return ValueError(f"TrainClassifierConfig.{name} must be {want}, got {getattr(self, name)!r}")
+            return ConfigError(f"TrainClassifierConfig.{name} must be {want}, got {getattr(self, name)!r}")
 
         for name in ("text_field", "label_field", "group_field", "positive_label"):
             v = getattr(self, name)
@@ -149,29 +151,29 @@ class TrainClassifierConfig:
                                                                                      and self.bucket is None):
                 raise bad(name, "an int >= 0" + (" or None (from the data)" if name == "bucket" else ""))
         if self.minn > self.maxn:
-            raise ValueError(f"TrainClassifierConfig.minn ({self.minn}) must be <= maxn ({self.maxn}); char n-grams "
-                             "of minn..maxn characters are used (maxn=0: none)")
+            raise ConfigError(f"TrainClassifierConfig.minn ({self.minn}) must be <= maxn ({self.maxn}); char n-grams "
+                              "of minn..maxn characters are used (maxn=0: none)")
         if self.bucket == 0 and (self.word_ngrams > 1 or self.maxn > 0):
-            raise ValueError("TrainClassifierConfig.bucket must be >= 1 when word_ngrams > 1 or maxn > 0 (word and "
-                             "char n-grams are hashed into bucket rows); e.g. bucket=2000000")
+            raise ConfigError("TrainClassifierConfig.bucket must be >= 1 when word_ngrams > 1 or maxn > 0 (word and "
+                              "char n-grams are hashed into bucket rows); e.g. bucket=2000000")
         if not is_real(self.lr) or self.lr <= 0:
             raise bad("lr", "a positive number, e.g. 0.1")
         if self.loss not in get_args(Loss):
-            raise ValueError(f"TrainClassifierConfig.loss must be one of {get_args(Loss)}, got {self.loss!r}"
-                             + did_you_mean(self.loss, get_args(Loss)))
+            raise ConfigError(f"TrainClassifierConfig.loss must be one of {get_args(Loss)}, got {self.loss!r}"
+                              + did_you_mean(self.loss, get_args(Loss)))
         if not isinstance(self.quantize, bool):
             raise bad("quantize", "a bool")
         if self.cutoff and not self.quantize:
-            raise ValueError(f"TrainClassifierConfig.cutoff={self.cutoff} prunes a quantized model: set "
-                             "quantize=True, or cutoff=0")
+            raise ConfigError(f"TrainClassifierConfig.cutoff={self.cutoff} prunes a quantized model: set "
+                              "quantize=True, or cutoff=0")
         if self.threshold_rule not in get_args(ThresholdRule):
-            raise ValueError(f"TrainClassifierConfig.threshold_rule must be one of {get_args(ThresholdRule)}, "
-                             f"got {self.threshold_rule!r}" + did_you_mean(self.threshold_rule,
-                                                                           get_args(ThresholdRule)))
+            raise ConfigError(f"TrainClassifierConfig.threshold_rule must be one of {get_args(ThresholdRule)}, "
+                              f"got {self.threshold_rule!r}" + did_you_mean(self.threshold_rule,
+                                                                            get_args(ThresholdRule)))
         if self.threshold_rule == "f1":
             if self.threshold_target is not None:
-                raise ValueError(f"TrainClassifierConfig.threshold_target={self.threshold_target!r} is only used "
-                                 "by threshold_rule 'precision' or 'retention'; drop it or choose one of those")
+                raise ConfigError(f"TrainClassifierConfig.threshold_target={self.threshold_target!r} is only used "
+                                  "by threshold_rule 'precision' or 'retention'; drop it or choose one of those")
         elif not is_real(self.threshold_target) or not 0 < self.threshold_target <= 1:
             raise bad("threshold_target", f"a number in (0, 1] for threshold_rule={self.threshold_rule!r} "
                       "(e.g. 0.9)")
@@ -219,15 +221,15 @@ def _positive(cfg: TrainClassifierConfig, classes: list[str]) -> str | None:
         if cfg.positive_label not in classes:
             same = [c for c in classes if c.lower() == cfg.positive_label.lower()]  # labels are case-sensitive
             hint = f"; did you mean {same[0]!r}?" if same else did_you_mean(cfg.positive_label, classes)
-            raise ValueError(f"positive_label {cfg.positive_label!r} is not a label of the input (labels: "
-                             f"{', '.join(classes)}){hint}")
+            raise ConfigError(f"positive_label {cfg.positive_label!r} is not a label of the input (labels: "
+                              f"{', '.join(classes)}){hint}")
         return cfg.positive_label
     if len(classes) != 2:
         return None
     named = [c for c in classes if c.lower() in POSITIVE_NAMES]
     if len(named) != 1:
-        raise ValueError(f"two labels, {classes[0]!r} and {classes[1]!r}, and no positive_label: set "
-                         "positive_label=NAME, the label the filter keeps")
+        raise ConfigError(f"two labels, {classes[0]!r} and {classes[1]!r}, and no positive_label: set "
+                          "positive_label=NAME, the label the filter keeps")
     logger.info("positive label: %r (named like a positive class; set positive_label to choose)", named[0])
     return named[0]
 
@@ -332,9 +334,9 @@ def _model_path(out: str | os.PathLike, cfg: TrainClassifierConfig) -> str:
     want = ".ftz" if cfg.quantize else ".bin"
     suffix = os.path.splitext(path)[1].lower()
     if suffix in (".bin", ".ftz") and suffix != want:
-        raise ValueError(f"output {os.fspath(out)!r}: a {'quantized' if cfg.quantize else 'full'} model is a "
-                         f"{want} file; name it {os.path.splitext(os.fspath(out))[0] + want!r}"
-                         + ("" if cfg.quantize else " (or set quantize=True for a .ftz)"))
+        raise ConfigError(f"output {os.fspath(out)!r}: a {'quantized' if cfg.quantize else 'full'} model is a "
+                          f"{want} file; name it {os.path.splitext(os.fspath(out))[0] + want!r}"
+                          + ("" if cfg.quantize else " (or set quantize=True for a .ftz)"))
     return path if suffix else path + want
 
 
@@ -409,16 +411,33 @@ def _train(ft: Any, train_file: str, model_file: str, cfg: TrainClassifierConfig
 
 def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
                      overwrite: bool = False) -> dict[str, Any]:
-    """Read ``inputs``, split, train, evaluate, and write the model at ``out`` (``.bin``, or ``.ftz`` when
-    quantized; added when ``out`` has no suffix) with its card ``<model>.json``, both atomically (a failed run
-    leaves neither). Refuses to replace an existing model or card unless ``overwrite``. Returns the card."""
+    """Train a fastText classifier: read, split, train, evaluate, write.
+
+    The model and its card ``<model>.json`` are written atomically: a failed run leaves neither.
+
+    Args:
+        inputs: the labelled files (JSON Lines, Parquet or fastText .txt).
+        out: the model path: ``.bin``, or ``.ftz`` when quantized (added when ``out`` has no suffix).
+        cfg: the ``TrainClassifierConfig``.
+        overwrite: replace an existing model or card.
+
+    Returns:
+        The card: split sizes, threshold, metrics, versions.
+
+    Raises:
+        UsageError: ``cfg`` is not a ``TrainClassifierConfig``.
+        OutputExistsError: the model or card exists and ``overwrite`` is False.
+        LabelledInputError: a bad labelled row (the message names the file and line).
+        TrainDependencyError: the ``fasttext`` package (the ``train`` extra) is missing.
+        TrainingError: fastText could not train or quantize.
+    """
     if not isinstance(cfg, TrainClassifierConfig):
-        raise TypeError(f"cfg must be a TrainClassifierConfig, got {type(cfg).__name__}")
+        raise UsageError(f"cfg must be a TrainClassifierConfig, got {type(cfg).__name__}")
     model_path = _model_path(out, cfg)
     for p in (model_path, card_path(model_path)):
         if os.path.exists(p) and not overwrite:
-            raise FileExistsError(f"{p} already exists; pass overwrite=True to replace it, "
-                                  "or choose another output")
+            raise OutputExistsError(f"{p} already exists; pass overwrite=True to replace it, "
+                                    "or choose another output")
     ft = _fasttext()
     started = time.time()
     data = read_labelled(inputs, text_field=cfg.text_field, label_field=cfg.label_field,
@@ -516,8 +535,18 @@ def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path
 
 
 def read_card(model_path: str | os.PathLike) -> dict[str, Any] | None:
-    """The card written beside ``model_path`` by ``train_classifier``, or None when there is none. Raises
-    ValueError when it is not a card or was written for another model file (size differs)."""
+    """Read the card that ``train_classifier`` wrote beside a model.
+
+    Args:
+        model_path: the model file (the card is ``<model>.json``).
+
+    Returns:
+        The card, or None when there is none.
+
+    Raises:
+        DataError: the file is not a card of this tool, of a format this version reads, or of this model file
+            (its size differs).
+    """
     path = card_path(model_path)
     if not os.path.exists(path):
         return None
@@ -525,61 +554,16 @@ def read_card(model_path: str | os.PathLike) -> dict[str, Any] | None:
         with open(path, encoding="utf-8") as fh:
             card = json.load(fh)
     except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: not a readable classifier card ({e}); delete it or retrain the model") from None
+        raise DataError(f"{path}: not a readable classifier card ({e}); delete it or retrain the model") from None
     if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
         fmt = card.get("format") if isinstance(card, dict) else None
-        raise ValueError(f"{path}: not a gpu-dedup classifier card (format {fmt!r}); "
-                         "give the threshold explicitly (NAME=MODEL:THRESHOLD) or move the file")
+        raise DataError(f"{path}: not a gpu-dedup classifier card (format {fmt!r}); "
+                        "give the threshold explicitly (NAME=MODEL:THRESHOLD) or move the file")
     if card.get("format_version") != CARD_VERSION:
-        raise ValueError(f"{path}: card format_version {card.get('format_version')!r}; this gpu-dedup reads "
-                         f"version {CARD_VERSION}: retrain with this version or give the threshold explicitly")
+        raise DataError(f"{path}: card format_version {card.get('format_version')!r}; this gpu-dedup reads "
+                        f"version {CARD_VERSION}: retrain with this version or give the threshold explicitly")
     size = os.path.getsize(model_path) if os.path.exists(model_path) else None
     if size is not None and size != card["model"]["bytes"]:
-        raise ValueError(f"{path} describes a model of {card['model']['bytes']} bytes but {os.fspath(model_path)} "
-                         f"has {size}: the card is stale; retrain, or give the threshold explicitly")
+        raise DataError(f"{path} describes a model of {card['model']['bytes']} bytes but {os.fspath(model_path)} "
+                        f"has {size}: the card is stale; retrain, or give the threshold explicitly")
     return card
-
-
-def _num(v: Any, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
-
-
-def format_summary(card: dict[str, Any]) -> str:
-    """A short human-readable table of a card: split sizes, threshold and its P/R/F1/retention, retention table,
-    per-label metrics and confusion matrix."""
-    sp, m = card["split"], card["metrics"]
-    labels = card["labels"]
-    w = max(8, *(len(x) for x in labels))
-    lines = [f"model {card['model']['path']} ({card['model']['bytes']:,} bytes"
-             f"{', quantized' if card['model']['quantized'] else ''}); labels: {', '.join(labels)}",
-             f"split (seed {sp['seed']}; {sp['groups_from']}): train {sp['train']['documents']} documents in "
-             f"{sp['train']['groups']} groups, validation {sp['validation']['documents']} documents in "
-             f"{sp['validation']['groups']} groups",
-             f"  {'label':<{w}} {'train':>8} {'valid':>8}"]
-    for lab in labels:
-        lines.append(f"  {lab:<{w}} {sp['train']['per_label'].get(lab, 0):>8} "
-                     f"{sp['validation']['per_label'].get(lab, 0):>8}")
-    lines.append(f"validation accuracy {_num(m['accuracy'])}, macro F1 {_num(m['macro_f1'])}")
-    lines.append(f"  {'label':<{w}} {'precision':>9} {'recall':>7} {'F1':>6} {'support':>8}")
-    for lab, x in m["per_label"].items():
-        lines.append(f"  {lab:<{w}} {_num(x['precision']):>9} {_num(x['recall']):>7} {_num(x['f1']):>6} "
-                     f"{x['support']:>8}")
-    lines.append("confusion matrix (rows: true label, columns: predicted)")
-    lines.append("  " + " " * w + "".join(f" {lab:>{w}}" for lab in labels))
-    for lab, row in zip(labels, card["confusion_matrix"]["matrix"]):
-        lines.append(f"  {lab:<{w}}" + "".join(f" {v:>{w}}" for v in row))
-    rule = card["threshold_rule"]
-    if card["threshold"] is None:
-        lines.append("no threshold (more than two labels and no positive_label)")
-        return "\n".join(lines)
-    at = m["at_threshold"]
-    target = "" if rule["target"] is None else f" target {rule['target']}" + ("" if rule["target_met"] else " NOT MET")
-    lines.append(f"threshold {card['threshold']:.6g} for {card['positive_label']!r} (rule {rule['rule']}{target}): "
-                 f"precision {_num(at['precision'])}, recall {_num(at['recall'])}, F1 {_num(at['f1'])}, "
-                 f"retention {_num(at['retention'])}")
-    lines.append(f"  {'threshold':>9} {'kept':>7} {'retention':>9} {'precision':>9} {'recall':>7} {'F1':>6}")
-    for r in card["retention_table"]:
-        mark = " <" if r["threshold"] == card["threshold"] else ""
-        lines.append(f"  {r['threshold']:>9.4g} {r['kept']:>7} {_num(r['retention']):>9} {_num(r['precision']):>9} "
-                     f"{_num(r['recall']):>7} {_num(r['f1']):>6}{mark}")
-    return "\n".join(lines)

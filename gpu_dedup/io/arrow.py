@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import DataError, RunError
 from .batch import (ReadReport, _Chunk, _FileReader, _Spec, generated_ids_warning, missing_text_field,
                     scope_strings)
 from .discover import InputFile
@@ -86,7 +87,7 @@ def _raw_bytes(ids: pa.Array) -> pa.Array:
     return ids.cast(pa.large_binary())
 
 
-class KeepValueError(ValueError):
+class KeepValueError(DataError):
     """A keep-column value that is neither a number nor an ISO 8601 date; ``index``: its row in the array."""
 
     def __init__(self, index: int, value: Any):
@@ -332,8 +333,8 @@ class _ArrowReader(_FileReader):
                 self.bad(f"cannot read the file after row {physical}: {e}", row=physical)
                 return
             if len(dev) != n:
-                raise RuntimeError(f"{self.f.relpath}: the {self.device_reader.name} reader returned {len(dev)} rows "
-                                   f"for row groups {rgs}, the file's metadata says {n}; use reader='pyarrow'")
+                raise RunError(f"{self.f.relpath}: the {self.device_reader.name} reader returned {len(dev)} rows "
+                               f"for row groups {rgs}, the file's metadata says {n}; use reader='pyarrow'")
             ids = id_col = None
             if has_ids:
                 id_col = side_table.column(spec.id_field).combine_chunks()

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import ConfigError
 from .discover import InputError, InputFile
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
@@ -73,19 +74,19 @@ class _Spec:
 def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column: str | None,
               positions: bool = False, scope_field: str | None = None) -> _Spec:
     if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if not isinstance(text_field, str) or not text_field:
-        raise ValueError(f"text_field must be a non-empty string, got {text_field!r}")
+        raise ConfigError(f"text_field must be a non-empty string, got {text_field!r}")
     if id_field is not None and (not isinstance(id_field, str) or not id_field):
-        raise ValueError(f"id_field must be a non-empty string or None, got {id_field!r}")
+        raise ConfigError(f"id_field must be a non-empty string or None, got {id_field!r}")
     if id_field == text_field:
-        raise ValueError(f"id_field and text_field are both {text_field!r}; they must name different fields")
+        raise ConfigError(f"id_field and text_field are both {text_field!r}; they must name different fields")
     if keep_column is not None and keep_column in (text_field, id_field):
-        raise ValueError(f"keep column {keep_column!r} is also the text or id field; choose a numeric column")
+        raise ConfigError(f"keep column {keep_column!r} is also the text or id field; choose a numeric column")
     if scope_field is not None and (not isinstance(scope_field, str) or not scope_field
                                     or scope_field in (text_field, id_field)):
-        raise ValueError(f"scope field {scope_field!r} must be a non-empty column name other than the text and "
-                         "id fields")
+        raise ConfigError(f"scope field {scope_field!r} must be a non-empty column name other than the text and "
+                          "id fields")
     return _Spec(id_field=id_field, text_field=text_field, keep_column=keep_column, on_error=on_error,
                  positions=positions, scope_field=scope_field)
 

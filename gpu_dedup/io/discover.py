@@ -37,6 +37,7 @@ from typing import Any, Callable, Literal, Sequence
 import pyarrow as pa
 
 from ..constants import INDEX_FORMAT, WORKDIR_FORMAT
+from ..errors import ConfigError, DataError, DependencyError, MissingFileError, UsageError
 from .remote import is_url, protocol_of, url_filesystem, url_of
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
@@ -71,7 +72,7 @@ _TOOL_JSON = re.compile(rb'\A\s*\{\s*"format"\s*:\s*"(gpu_dedup-[^"\\]*)"')
 _TOOL_JSON_HEAD = 256
 
 
-class InputError(ValueError):
+class InputError(DataError):
     """Bad input data; the message names the file and line/row and the offending value."""
 
 
@@ -176,7 +177,7 @@ class _Walk:
                     sub = next((v for k, v in kept.items() if kind.startswith(k + " ")), None)
                     hint = (f"; to read its kept records pass {self.name(self.join(root, sub))!r}"
                             if sub else "")
-                    raise ValueError(f"input directory {self.name(top)!r} holds {kind}, not input data{hint}")
+                    raise ConfigError(f"input directory {self.name(top)!r} holds {kind}, not input data{hint}")
                 self.skip(root, kind)
                 continue
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -256,21 +257,21 @@ def _expand_one(arg: str, skipped: list[tuple[str, str]]) -> list[tuple[Any, str
     if os.path.isdir(arg):
         files = walk.walk(arg, top_is_input=True)
         if not files:
-            raise ValueError(f"input directory {arg!r} contains no supported files "
-                             f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(skipped)}; point to the data files "
-                             f"or their folder")
+            raise ConfigError(f"input directory {arg!r} contains no supported files "
+                              f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(skipped)}; point to the data files "
+                              f"or their folder")
         return [(None, p) for p in files]
     if os.path.isfile(arg):
         if _classify(arg) is None:
-            raise ValueError(f"input file {arg!r} has an unsupported extension; supported: "
-                             f"{', '.join(SUPPORTED_SUFFIXES)} (rename it or convert it)")
+            raise ConfigError(f"input file {arg!r} has an unsupported extension; supported: "
+                              f"{', '.join(SUPPORTED_SUFFIXES)} (rename it or convert it)")
         return [(None, arg)]
     if glob.has_magic(arg):
         matches = sorted(glob.glob(arg, recursive=True))
         if not matches:
-            raise FileNotFoundError(f"input pattern {arg!r} matched nothing; check the path and quoting")
+            raise MissingFileError(f"input pattern {arg!r} matched nothing; check the path and quoting")
         return [(None, p) for p in _glob_files(arg, matches, walk, os.path.isdir, os.sep)]
-    raise FileNotFoundError(f"input {arg!r} does not exist (not a file, directory or glob match)")
+    raise MissingFileError(f"input {arg!r} does not exist (not a file, directory or glob match)")
 
 
 def _glob_files(arg: str, matches: list[str], walk: _Walk, isdir: Callable[[str], bool], sep: str) -> list[str]:
@@ -287,8 +288,8 @@ def _glob_files(arg: str, matches: list[str], walk: _Walk, isdir: Callable[[str]
         elif _classify(m) and (_basename(m, sep) in named or not walk.tool_file(_dirname(m, sep), _basename(m, sep))):
             files.append(m)
     if not files:
-        raise ValueError(f"input pattern {arg!r} matched {len(matches)} path(s) but no supported files "
-                         f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(walk.skipped)}")
+        raise ConfigError(f"input pattern {arg!r} matched {len(matches)} path(s) but no supported files "
+                          f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(walk.skipped)}")
     return files
 
 
@@ -298,23 +299,23 @@ def _expand_remote(arg: str, skipped: list[tuple[str, str]]) -> list[tuple[Any, 
     if glob.has_magic(path):
         info = fs.glob(path, detail=True)
         if not info:
-            raise FileNotFoundError(f"input pattern {arg!r} matched nothing; check the URL and quoting")
+            raise MissingFileError(f"input pattern {arg!r} matched nothing; check the URL and quoting")
         matches = sorted(info)
         files = _glob_files(path, matches, walk, lambda m: info[m].get("type") == "directory", "/")
         return [(fs, p) for p in files]
     if fs.isdir(path):
         files = walk.walk(path, top_is_input=True)
         if not files:
-            raise ValueError(f"input directory {arg!r} contains no supported files "
-                             f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(skipped)}")
+            raise ConfigError(f"input directory {arg!r} contains no supported files "
+                              f"({', '.join(SUPPORTED_SUFFIXES)}){_skipped_note(skipped)}")
         return [(fs, p) for p in files]
     if fs.isfile(path):
         if _classify(path) is None:
-            raise ValueError(f"input file {arg!r} has an unsupported extension; supported: "
-                             f"{', '.join(SUPPORTED_SUFFIXES)}")
+            raise ConfigError(f"input file {arg!r} has an unsupported extension; supported: "
+                              f"{', '.join(SUPPORTED_SUFFIXES)}")
         return [(fs, path)]
-    raise FileNotFoundError(f"input {arg!r} does not exist (not a file, directory or glob match on "
-                            f"{protocol_of(arg)}://)")
+    raise MissingFileError(f"input {arg!r} does not exist (not a file, directory or glob match on "
+                           f"{protocol_of(arg)}://)")
 
 
 def _skipped_note(skipped: list[tuple[str, str]]) -> str:
@@ -339,7 +340,7 @@ def resolve_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     if not inputs:
-        raise ValueError("no inputs given; pass at least one file, directory or glob pattern")
+        raise ConfigError("no inputs given; pass at least one file, directory or glob pattern")
     found: dict[str, Any] = {}
     skipped: list[tuple[str, str]] = []
     for arg in inputs:
@@ -376,15 +377,15 @@ def dataset_table(ds: Any) -> pa.Table:
     try:
         import datasets
     except ImportError as e:  # pragma: no cover - an object of the package implies the package
-        raise ImportError('a datasets.Dataset source needs the datasets package: pip install "gpu-dedup[datasets]"'
-                          ) from e
+        raise DependencyError('a datasets.Dataset source needs the datasets package: pip install "gpu-dedup[datasets]"'
+                              ) from e
     if isinstance(ds, datasets.DatasetDict):
-        raise TypeError(f"got a DatasetDict with splits {sorted(ds)}; pass one split, e.g. ds[{sorted(ds)[0]!r}]")
+        raise UsageError(f"got a DatasetDict with splits {sorted(ds)}; pass one split, e.g. ds[{sorted(ds)[0]!r}]")
     if isinstance(ds, getattr(datasets, "IterableDataset", ())):
-        raise TypeError("an IterableDataset cannot be read as a table; load it without streaming=True, or write "
-                        "it to Parquet / JSON Lines and pass the files")
+        raise UsageError("an IterableDataset cannot be read as a table; load it without streaming=True, or write "
+                         "it to Parquet / JSON Lines and pass the files")
     if not isinstance(ds, datasets.Dataset):
-        raise TypeError(f"expected a datasets.Dataset, got {type(ds).__name__}")
+        raise UsageError(f"expected a datasets.Dataset, got {type(ds).__name__}")
     if getattr(ds, "_indices", None) is None:
         return ds.data.table  # zero-copy: the table the dataset is
     table = ds.with_format("arrow")[:]  # the indices mapping applied by Arrow's take
@@ -402,8 +403,8 @@ def table_input(obj: Any) -> list[InputFile]:
         elif _is_hf_dataset(obj):
             obj = dataset_table(obj)
         else:
-            raise TypeError(f"table_input needs a pyarrow.Table, a pandas.DataFrame or a datasets.Dataset, got "
-                            f"{type(obj).__name__}")
+            raise UsageError(f"table_input needs a pyarrow.Table, a pandas.DataFrame or a datasets.Dataset, got "
+                             f"{type(obj).__name__}")
     return [InputFile(path=TABLE_PATH, relpath=TABLE_PATH, fmt="table", compression=None, table=obj)]
 
 
@@ -416,8 +417,8 @@ def source_files(source) -> list[InputFile]:
         return resolve_inputs([source])
     if isinstance(source, (list, tuple)):
         return resolve_inputs(list(source))
-    raise TypeError(f"source must be a path or URL, a list of paths/URLs/globs, a pyarrow Table, a pandas DataFrame "
-                    f"or a datasets.Dataset; got {type(source).__name__}")
+    raise UsageError(f"source must be a path or URL, a list of paths/URLs/globs, a pyarrow Table, a pandas DataFrame "
+                     f"or a datasets.Dataset; got {type(source).__name__}")
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -2,8 +2,8 @@
 
 Pass 1 of a GPU run reads the text column with cudf (through pylibcudf, its stable column API) when it
 is importable (``reader="auto"``) or asked for (``reader="cudf"``); otherwise pyarrow reads on the host
-and the text buffers are copied to the device through pinned memory. Measured on the lent machine's 16
-cores (device/NOTES.md): host Parquet decoding gives 2.0 GB/s of text, i.e. about 0.68 M docs/s at that
+and the text buffers are copied to the device through pinned memory. Measured on a 16-core H200 machine
+(2026-12): host Parquet decoding gives 2.0 GB/s of text, i.e. about 0.68 M docs/s at that
 sample's 2.96 KB per document (500k docs, 1.48 GB), below the 1 M docs/s the MinHash stage is meant to take;
 libcudf decodes on the device.
 
@@ -25,6 +25,7 @@ from typing import Any, Sequence, get_args
 import numpy as np
 
 from ..config import Reader
+from ..errors import ConfigError, DataError, RunError, UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -90,19 +91,19 @@ def resolve_reader(reader: str, device: str) -> "CudfTextReader | None":
     from ..device import simulator
 
     if reader not in READERS:
-        raise ValueError(f"reader must be one of {READERS}, got {reader!r}")
+        raise ConfigError(f"reader must be one of {READERS}, got {reader!r}")
     if reader == "pyarrow":
         return None
     real_gpu = device == "cuda" and not simulator()
     if reader == "cudf":
         if not real_gpu:
-            raise ValueError(f"reader='cudf' decodes Parquet into GPU memory, so it needs device='cuda' on a real "
-                             f"GPU (this run has device={device!r}{', under the CUDA simulator' if simulator() else ''}"
-                             "); use reader='pyarrow' or 'auto'")
+            raise ConfigError(f"reader='cudf' decodes Parquet into GPU memory, so it needs device='cuda' on a real "
+                              f"GPU (this run has device={device!r}"
+                              f"{', under the CUDA simulator' if simulator() else ''}); use reader='pyarrow' or 'auto'")
         usable, reason = cudf_status()
         if not usable:
-            raise RuntimeError(f"reader='cudf' was requested but {reason}. Install RAPIDS cudf for this CUDA "
-                               "version, or run with reader='pyarrow' (or 'auto').")
+            raise RunError(f"reader='cudf' was requested but {reason}. Install RAPIDS cudf for this CUDA "
+                           "version, or run with reader='pyarrow' (or 'auto').")
         return CudfTextReader()
     if not real_gpu:
         return None
@@ -142,21 +143,21 @@ def string_buffers(col: Any, xp: Any, type_id: Any) -> tuple[Any, Any]:
     The arrays view the column's memory: keep the column alive while they are used."""
     tid = col.type().id()
     if tid != type_id.STRING:
-        raise TypeError(f"cudf read the text column as {tid}, not STRING; use reader='pyarrow' for this file")
+        raise UsageError(f"cudf read the text column as {tid}, not STRING; use reader='pyarrow' for this file")
     n = col.size()
     if n == 0:
         return xp.zeros(0, xp.uint8), xp.zeros(1, xp.int64)
     child = col.child(0)
     width = {type_id.INT32: np.int32, type_id.INT64: np.int64}.get(child.type().id())
     if width is None:
-        raise TypeError(f"unexpected strings offsets type {child.type().id()} (expected INT32 or INT64)")
+        raise UsageError(f"unexpected strings offsets type {child.type().id()} (expected INT32 or INT64)")
     first = child.offset() + col.offset()
     offsets = _as_bytes(child.data(), xp).view(width)[first:first + n + 1].astype(xp.int64)
     buf = col.data()
     data = _as_bytes(buf, xp) if buf is not None else xp.zeros(0, xp.uint8)
     if int(offsets[-1]) > data.shape[0] or int(offsets[0]) < 0:
-        raise ValueError(f"cudf strings column offsets [{int(offsets[0])}, {int(offsets[-1])}] exceed its "
-                         f"{data.shape[0]} character bytes")
+        raise DataError(f"cudf strings column offsets [{int(offsets[0])}, {int(offsets[-1])}] exceed its "
+                        f"{data.shape[0]} character bytes")
     return data, offsets
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..errors import ConfigError, RunError
 from .arrow import _ArrowReader
 from .batch import ReadReport, _Chunk, _FileReader, _join_chunks, _Spec
 from .discover import InputFile
@@ -35,7 +36,7 @@ def _read_threads(threads: int | None) -> int:
     if threads is None:
         return max(1, pa.cpu_count())
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"read_threads must be a positive int or None (pyarrow's CPU count), got {threads!r}")
+        raise ConfigError(f"read_threads must be a positive int or None (pyarrow's CPU count), got {threads!r}")
     return threads
 
 
@@ -43,7 +44,7 @@ def _read_ahead(ahead: int | None, batch_bytes: int) -> int:
     if ahead is None:
         return max(2 * batch_bytes, _READ_AHEAD_MIN)
     if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
-        raise ValueError(f"read_ahead_bytes must be an int >= 0 or None (automatic), got {ahead!r}")
+        raise ConfigError(f"read_ahead_bytes must be an int >= 0 or None (automatic), got {ahead!r}")
     return ahead
 
 
@@ -175,7 +176,7 @@ class _ParquetPool:
         if plan is not None:
             return plan
         if index in self.finished:
-            raise RuntimeError(f"file {index} was already read; a pool reads each file once")
+            raise RunError(f"file {index} was already read; a pool reads each file once")
         f = self.files[index]
         reader = _ArrowReader(f, self.spec, self.report, self.batch_bytes, self.all_columns, self.device_reader,
                               pool=self, index=index)

@@ -70,6 +70,7 @@ from typing import Any, Iterator, Literal
 import numpy as np
 import pyarrow as pa
 
+from ..errors import ConfigError
 from .arrow import _ArrowReader
 from .batch import Batch, ReadReport, _FileReader, _Spec, _text_parts, generated_ids, make_spec
 from .discover import InputFile
@@ -96,10 +97,10 @@ def open_readers(files: list[InputFile], spec: _Spec, report: ReadReport, batch_
                 yield index, pool.reader(index)
             elif f.fmt == "table":
                 if f.table is None:
-                    raise ValueError(f"input {index} has fmt='table' but no table; build it with table_input()")
+                    raise ConfigError(f"input {index} has fmt='table' but no table; build it with table_input()")
                 yield index, _ArrowReader(f, spec, report, batch_bytes, all_columns, device_reader)
             else:
-                raise ValueError(f"unknown input format {f.fmt!r} for {f.path!r}; build inputs with resolve_inputs()")
+                raise ConfigError(f"unknown input format {f.fmt!r} for {f.path!r}; build inputs with resolve_inputs()")
     finally:
         if pool is not None:
             pool.close()
@@ -121,7 +122,7 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
     batch per run of row groups holding about batch_bytes of text; same rows, ids and errors.
     """
     if not isinstance(batch_bytes, int) or batch_bytes < 1:
-        raise ValueError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
+        raise ConfigError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
     spec = make_spec(id_field, text_field, on_error, keep_column, scope_field=scope_field)
     _read_threads(read_threads)  # bad knobs fail here, before anything is read
     _read_ahead(read_ahead_bytes, batch_bytes)

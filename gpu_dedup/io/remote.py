@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from ..errors import ConfigError, DependencyError
 
 # protocol -> (package fsspec needs for it, extra of gpu-dedup that installs it)
 REMOTE_EXTRAS: dict[str, tuple[str, str]] = {
@@ -44,7 +45,7 @@ def _fsspec():
     try:
         import fsspec
     except ImportError as e:
-        raise ImportError('reading remote inputs needs fsspec: pip install "gpu-dedup[remote]"') from e
+        raise DependencyError('reading remote inputs needs fsspec: pip install "gpu-dedup[remote]"') from e
     return fsspec
 
 
@@ -57,13 +58,13 @@ def url_filesystem(url: str) -> tuple[Any, str]:
     except ImportError as e:  # fsspec knows the protocol, its package is missing
         pkg, extra = REMOTE_EXTRAS.get(proto, (None, None))
         if extra is not None:
-            raise ImportError(f"reading {url!r} needs {pkg}: pip install \"gpu-dedup[{extra}]\" ({e})") from e
-        raise ImportError(f"reading {url!r} needs the package that implements fsspec's {proto!r} protocol ({e}); "
-                          f"supported: {_SUPPORTED}") from e
+            raise DependencyError(f"reading {url!r} needs {pkg}: pip install \"gpu-dedup[{extra}]\" ({e})") from e
+        raise DependencyError(f"reading {url!r} needs the package that implements fsspec's {proto!r} protocol ({e}); "
+                              f"supported: {_SUPPORTED}") from e
     except ValueError as e:  # fsspec does not know the protocol
         if "protocol" not in str(e).lower():
             raise
-        raise ValueError(f"unsupported input URL scheme {proto + '://'!r} in {url!r}; supported: {_SUPPORTED}") from e
+        raise ConfigError(f"unsupported input URL scheme {proto + '://'!r} in {url!r}; supported: {_SUPPORTED}") from e
 
 
 def fs_path(f: Any) -> str:

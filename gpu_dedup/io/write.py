@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import ConfigError, DataError
 from .arrow import _ArrowReader
 from .batch import ReadReport, _Spec, make_spec, quiet_logs
 from .blocks import _UTF8_BOM, _read_blocks, _split_lines
@@ -171,17 +172,17 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
     """
     keep = np.asarray(keep)
     if keep.ndim != 1 or keep.dtype != np.bool_:
-        raise ValueError(f"keep must be a 1-D bool array indexed by global row id, got dtype {keep.dtype} "
-                         f"shape {keep.shape}")
+        raise ConfigError(f"keep must be a 1-D bool array indexed by global row id, got dtype {keep.dtype} "
+                          f"shape {keep.shape}")
     if sum(f.fmt == "table" for f in files) > 1:
-        raise ValueError("write_kept writes one in-memory table to deduplicated.parquet; got several tables, "
-                         "concatenate them first")
+        raise ConfigError("write_kept writes one in-memory table to deduplicated.parquet; got several tables, "
+                          "concatenate them first")
     out_dir = os.path.abspath(os.fspath(out_dir))
     inputs = {os.path.abspath(f.path) for f in files if f.fmt != "table"}
     for f in files:
         target = output_path(out_dir, f)
         if target in inputs:
-            raise ValueError(f"output {target!r} would overwrite an input; choose another output directory")
+            raise ConfigError(f"output {target!r} would overwrite an input; choose another output directory")
     spec = make_spec(id_field, text_field, on_error, None)
     threads = _read_threads(read_threads)
     if file_rows is None:
@@ -189,17 +190,17 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
     else:
         counts = [int(n) for n in file_rows]
         if len(counts) != len(files) or any(n < 0 for n in counts):
-            raise ValueError(f"file_rows must hold one row count >= 0 per input file ({len(files)}), got "
-                             f"{len(counts)} value(s)")
+            raise ConfigError(f"file_rows must hold one row count >= 0 per input file ({len(files)}), got "
+                              f"{len(counts)} value(s)")
     total = sum(counts)
     if total != len(keep):
-        raise ValueError(f"keep has {len(keep)} entries but the inputs have {total} rows; pass the same files, "
-                         f"id_field, text_field and on_error as to iter_batches")
+        raise ConfigError(f"keep has {len(keep)} entries but the inputs have {total} rows; pass the same files, "
+                          f"id_field, text_field and on_error as to iter_batches")
     annotate = dict(annotate or {})
     for name, values in annotate.items():
         if np.shape(values) != keep.shape:
-            raise ValueError(f"annotate[{name!r}] must have one value per row ({len(keep)}), got shape "
-                             f"{np.shape(values)}")
+            raise ConfigError(f"annotate[{name!r}] must have one value per row ({len(keep)}), got shape "
+                              f"{np.shape(values)}")
         annotate[name] = np.asarray(values, np.int64)
     firsts = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)[:-1])).tolist() if files else []
     workers = max(1, min(threads, len(files)))
@@ -316,9 +317,9 @@ def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_
         if stopped():
             raise _Aborted(f.relpath)
         if row + n > len(keep):
-            raise ValueError(f"keep has {keep_len} entries but the inputs have more rows ({f.relpath}: more than "
-                             f"{len(keep)}); pass the same files, id_field, text_field and on_error as to "
-                             f"iter_batches")
+            raise DataError(f"keep has {keep_len} entries but the inputs have more rows ({f.relpath}: more than "
+                            f"{len(keep)}); pass the same files, id_field, text_field and on_error as to "
+                            f"iter_batches")
         part = keep[row:row + n]
         for k, v in annotate.items():  # the kept rows' annotations, in order
             extra[k] = v[row:row + n][part]
@@ -363,9 +364,9 @@ def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_
                 if writer is not None:
                     writer.close()
         if row != len(keep):
-            raise ValueError(f"keep has {keep_len} entries but the inputs have a different number of rows "
-                             f"({f.relpath}: {row}, not {len(keep)}); pass the same files, id_field, text_field "
-                             f"and on_error as to iter_batches")
+            raise DataError(f"keep has {keep_len} entries but the inputs have a different number of rows "
+                            f"({f.relpath}: {row}, not {len(keep)}); pass the same files, id_field, text_field "
+                            f"and on_error as to iter_batches")
         return _Written(f.relpath, outputs.pop_all(), 0 if unreadable else 1, written, unreadable)
 
 
@@ -413,8 +414,8 @@ def _open_parquet_writer(stack: ExitStack, target: str, reader: _ArrowReader,
     schema = reader.schema
     for k in annotate or ():
         if k in schema.names:
-            raise ValueError(f"{reader.f.relpath} already has a column {k!r}: annotating would give it two values; "
-                             "rename the column or run without --annotate")
+            raise DataError(f"{reader.f.relpath} already has a column {k!r}: annotating would give it two values; "
+                            "rename the column or run without --annotate")
         schema = schema.append(pa.field(k, pa.int64()))
     tmp = stack.enter_context(atomic_path(target))
     codec = parquet_codec(reader.f) if reader.f.fmt == "parquet" else "snappy"
@@ -433,8 +434,8 @@ def _write_annotated(out: Any, raw: memoryview, starts: np.ndarray, ends: np.nda
     keys = [json.dumps(k, ensure_ascii=False).encode() for k in extra]
     for k, key in zip(extra, keys):
         if key in view:  # as a key (or a string value equal to the name: refused too, rather than guessed)
-            raise ValueError(f"{relpath} already has a field {k!r} (or that string as a value): annotating would "
-                             "give a record two values; rename the field or run without --annotate")
+            raise DataError(f"{relpath} already has a field {k!r} (or that string as a value): annotating would "
+                            "give a record two values; rename the field or run without --annotate")
     cols = [extra[k].tolist() for k in extra]
     parts = []
     for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):

@@ -34,6 +34,7 @@ from ..constants import GIANT_BUCKET
 from ..decisions import DECISIONS_SCHEMA, FILTERED, REASON_CODES, REASONS
 from ..device import array_module, to_device, to_host
 from ..engine import TextCache
+from ..errors import ConfigError
 from .exact import exact_groups, verify_groups
 from .lsh import Buckets, group_buckets, partitions_for
 from .policy import components_policy, keep_rank, representative_policy
@@ -182,8 +183,8 @@ def exact_stage(cfg: RunConfig, device: str, files, ranked: Ranked, index=None) 
     collisions = None
     if cfg.cluster.exact_verify:
         if index is not None:
-            raise ValueError("exact_verify cannot byte-compare against an index (it stores hashes, not text); "
-                             "run without --exact-verify or without --against")
+            raise ConfigError("exact_verify cannot byte-compare against an index (it stores hashes, not text); "
+                              "run without --exact-verify or without --against")
         leader_host, collisions = verify_groups(files, cfg, to_host(leader))  # reads the input: on the host
         leader = to_device(leader_host, device)
     stats = {"groups_with_duplicates": int(xp.unique(leader[leader != rows]).shape[0]),

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..config import LSHConfig
 from ..device import argsort_stable, array_module, lexsort_radix, module_of
+from ..errors import ConfigError, UsageError
 from ..ops import core
 from .bandkeys import BandKeys
 
@@ -25,9 +26,9 @@ def band_keys(sig, lsh: LSHConfig, device: str = "cpu"):
     """sig: (n, K) uint32|uint64 signatures -> (n, bands) uint64 band keys (same array module)."""
     xp = array_module(device)
     if sig.ndim != 2 or sig.shape[1] < lsh.bands * lsh.rows:
-        raise ValueError(f"signatures of shape {sig.shape} cannot feed {lsh.bands} bands x {lsh.rows} rows")
+        raise ConfigError(f"signatures of shape {sig.shape} cannot feed {lsh.bands} bands x {lsh.rows} rows")
     if sig.dtype not in (np.uint32, np.uint64):
-        raise TypeError(f"signatures must be uint32 or uint64, got {sig.dtype}")
+        raise UsageError(f"signatures must be uint32 or uint64, got {sig.dtype}")
     sig = xp.ascontiguousarray(sig)
     if sys.byteorder != "little":  # the contract hashes little-endian bytes
         sig = sig.byteswap().view(sig.dtype.newbyteorder())
@@ -127,8 +128,8 @@ def group_buckets(keys, rows=None, partitions: int = 1) -> Buckets:
             size_of.append(sizes[big].astype(xp.int64))
             next_bucket += int(big.shape[0])
     if m >= 2**31 or next_bucket >= 2**31:
-        raise ValueError(f"{m:,} documents / {next_bucket:,} buckets in one grouping exceed the 32-bit entry "
-                         "indexes; split the run (e.g. --against an index of the first part)")
+        raise ConfigError(f"{m:,} documents / {next_bucket:,} buckets in one grouping exceed the 32-bit entry "
+                          "indexes; split the run (e.g. --against an index of the first part)")
     if docs_parts:
         # 32-bit entries: a bucket entry per (document, band) of every bucket of size >= 2 is the largest
         # array of the grouping on duplicate-heavy corpora

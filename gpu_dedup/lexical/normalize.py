@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from ..config import NormalizeConfig
 from ..device import array_backend, module_of, to_device, to_host
+from ..errors import DataError, RunError, UsageError
 from ..ops import core
 from .unicode_tables import load_tables
 
@@ -52,19 +53,19 @@ def arrow_text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
     Offsets are absolute positions into data (they need not start at 0)."""
     if text.null_count:
-        raise ValueError(f"text array has {text.null_count} null values; the reader must reject or skip them")
+        raise DataError(f"text array has {text.null_count} null values; the reader must reject or skip them")
     if pa.types.is_string(text.type):
         off_dtype = np.int32
     elif pa.types.is_large_string(text.type):
         off_dtype = np.int64
     else:
-        raise TypeError(f"text must be an Arrow string or large_string array, got {text.type}")
+        raise UsageError(f"text must be an Arrow string or large_string array, got {text.type}")
     bufs = text.buffers()
     n = len(text)
     offsets = np.frombuffer(bufs[1], dtype=off_dtype)[text.offset:text.offset + n + 1].astype(np.int64, copy=False)
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     if n and offsets[-1] > data.shape[0]:
-        raise ValueError("corrupt Arrow string array: offsets exceed the data buffer")
+        raise DataError("corrupt Arrow string array: offsets exceed the data buffer")
     return data, offsets
 
 
@@ -78,8 +79,8 @@ def _tables_on(cfg: NormalizeConfig, device: str, backend: str):
     t = load_tables(cfg)
     # the kernel's ASCII fast path assumes every ASCII codepoint maps to exactly one ASCII codepoint
     if not (np.all(np.diff(t.map_off[:129]) == 1) and t.map_cp[t.map_off[:128]].max() < 0x80):
-        raise RuntimeError(f"normalization tables for {cfg} map an ASCII codepoint to something other than one "
-                           "ASCII codepoint; the kernel's fast path cannot use them")
+        raise RunError(f"normalization tables for {cfg} map an ASCII codepoint to something other than one "
+                       "ASCII codepoint; the kernel's fast path cannot use them")
     return to_device(t.map_off, device), to_device(t.map_cp, device)
 
 

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..device import array_module, lexsort_radix, simulator
+from ..errors import ConfigError
 from ..ops import core
 from .lsh import Buckets
 from .verify import ShingleSets, jaccard
@@ -40,7 +41,7 @@ def keep_rank(keep: str, *, n: int, text_bytes: np.ndarray | None = None, ids: p
         sign = -1.0 if keep.startswith("max:") else 1.0
         order = np.lexsort((rows, sign * np.where(nan, 0.0, v), nan))
     else:
-        raise ValueError(f"unknown keep policy {keep!r}")
+        raise ConfigError(f"unknown keep policy {keep!r}")
     rank = np.empty(n, np.int64)
     rank[order] = rows
     return rank

@@ -23,6 +23,7 @@ from .. import io
 from ..config import RunConfig, keep_column, score_columns
 from ..device import array_module, simulator, to_device, to_host
 from ..engine import TextCache, prefetched, progress
+from ..errors import ConfigError, DataError
 from ..io.gpu import resolve_reader
 from ..workdir import checkpoint, piece_table, unpack_piece
 from .bandkeys import BandKeys
@@ -133,9 +134,9 @@ def read_signatures(files, cfg: RunConfig, device: str, report, timings: dict[st
     ``timings``. ``steps`` (``BatchStep``) see every batch, after the text cache (``cache``) when there is
     one."""
     if work is not None and any(s.every_batch for s in steps):
-        raise ValueError("filtering inside dedup's pass 1 needs every batch's text: it runs on the local engine "
-                         "without a work directory (drop --work-dir / --resume, or run "
-                         "`gpu-dedup filter` first and deduplicate OUT/filtered)")
+        raise ConfigError("filtering inside dedup's pass 1 needs every batch's text: it runs on the local engine "
+                          "without a work directory (drop --work-dir / --resume, or run "
+                          "`gpu-dedup filter` first and deduplicate OUT/filtered)")
     col = _pass1(files, cfg, device, report, timings, work, cache, tuple(steps))
     t = time.perf_counter()
     xp = array_module(device)
@@ -217,10 +218,10 @@ def check_score_shadowing(f, cfg: RunConfig) -> None:
     would replace the input's column in keep=max:NAME_score without a word."""
     for column, (name, _model) in score_columns(cfg.scores).items():
         if column in _first_fields(f):
-            raise ValueError(f"{f.relpath} already has a column {column!r}, which scores={name + '=...'!r} would "
-                             f"compute and use in its place: give the score another name (e.g. "
-                             f"{name}2=MODEL, then keep 'max:{name}2_score'), or drop the score and keep "
-                             f"'max:{column}' to use the input's column")
+            raise DataError(f"{f.relpath} already has a column {column!r}, which scores={name + '=...'!r} would "
+                            f"compute and use in its place: give the score another name (e.g. "
+                            f"{name}2=MODEL, then keep 'max:{name}2_score'), or drop the score and keep "
+                            f"'max:{column}' to use the input's column")
 
 
 def _compute_file(f, cfg: RunConfig, device: str, params, bar=None, steps: tuple = (),

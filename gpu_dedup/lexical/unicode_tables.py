@@ -7,8 +7,8 @@ its *image*, looked up in a CSR table: ``map_cp[map_off[c]:map_off[c + 1]]``. Th
 2. ``s = unicodedata.normalize("NFKC", chr(c)).lower()`` (full lowercase of the NFKC image, of this one
    character: no canonical composition with neighbours, never a final sigma), re-applied per character
    until it no longer changes (with Unicode 14.0.0 no codepoint needs this); with
-   ``NormalizeConfig.lowercase=False`` (policy ``nfkc-cp-v1``, case-preserving: seed 000 §5, "lowercasing
-   code can merge distinct identifiers") the NFKC image without ``.lower()``;
+   ``NormalizeConfig.lowercase=False`` (policy ``nfkc-cp-v1``, case-preserving: lowercasing code can
+   merge distinct identifiers) the NFKC image without ``.lower()``;
 3. each character ch of s by general category: Cc, Zs, Zl, Zp or ``ch.isspace()`` -> U+0020;
    Cf -> deleted; if ``remove_punctuation``: P*, S* -> U+0020; if ``fold_digits``: Nd -> "0"; else ch.
    Unassigned (Cn) and private-use (Co) codepoints map to themselves.
@@ -33,6 +33,7 @@ from ..config import NormalizeConfig
 from ..constants import N_CODEPOINTS, REPLACEMENT, SPACE
 from ..constants import TABLES_FORMAT_VERSION as _FORMAT_VERSION
 from ..constants import TABLES_SPACE_FLAG as _SPACE_FLAG
+from ..errors import DataError, MissingFileError, UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +53,8 @@ def policy_name(cfg: NormalizeConfig) -> str:
 
 def _read_version(path: Path) -> str:
     if not path.is_file():
-        raise FileNotFoundError(f"normalization data {path} is missing; reinstall gpu_dedup or regenerate it "
-                                f"with `python tools/make_unicode_tables.py` under Python 3.11 (Unicode 14.0.0)")
+        raise MissingFileError(f"normalization data {path} is missing; reinstall gpu_dedup or regenerate it "
+                               f"with `python tools/make_unicode_tables.py` under Python 3.11 (Unicode 14.0.0)")
     with np.load(path, allow_pickle=False) as z:
         return str(z["unicode_version"])
 
@@ -75,25 +76,25 @@ class NormTables:
 
 
 @functools.lru_cache(maxsize=1)
-def _shipped() -> dict[str, np.ndarray]:
+def shipped_tables() -> dict[str, np.ndarray]:
     """The shipped arrays, validated (see tools/make_unicode_tables.py for the layout)."""
     with np.load(DATA_FILE, allow_pickle=False) as z:
         missing = [k for k in _ARRAYS if k not in z.files]
         if missing:
-            raise ValueError(f"{DATA_FILE} lacks arrays {missing}; regenerate it with tools/make_unicode_tables.py")
+            raise DataError(f"{DATA_FILE} lacks arrays {missing}; regenerate it with tools/make_unicode_tables.py")
         data = {k: z[k] for k in _ARRAYS}
     if int(data["format_version"]) != _FORMAT_VERSION:
-        raise ValueError(f"{DATA_FILE} has format_version {int(data['format_version'])}, this code reads "
-                         f"{_FORMAT_VERSION}; regenerate it with tools/make_unicode_tables.py")
+        raise DataError(f"{DATA_FILE} has format_version {int(data['format_version'])}, this code reads "
+                        f"{_FORMAT_VERSION}; regenerate it with tools/make_unicode_tables.py")
     if data["gc"].shape != (N_CODEPOINTS,) or data["gc"].dtype != np.uint8:
-        raise ValueError(f"{DATA_FILE}: gc must be uint8 of shape ({N_CODEPOINTS},), got "
-                         f"{data['gc'].dtype} {data['gc'].shape}")
+        raise DataError(f"{DATA_FILE}: gc must be uint8 of shape ({N_CODEPOINTS},), got "
+                        f"{data['gc'].dtype} {data['gc'].shape}")
     for suffix in ("", "_cased"):
         src, off, cp = data["src" + suffix], data["img_off" + suffix], data["img_cp" + suffix]
         if off.shape != (len(src) + 1,) or off[0] != 0 or off[-1] != len(cp) or np.any(np.diff(src) <= 0):
-            raise ValueError(f"{DATA_FILE}: inconsistent src{suffix}/img_off{suffix}/img_cp{suffix}; regenerate it")
+            raise DataError(f"{DATA_FILE}: inconsistent src{suffix}/img_off{suffix}/img_cp{suffix}; regenerate it")
         if len(cp) and (cp.min() < 0 or cp.max() >= N_CODEPOINTS):
-            raise ValueError(f"{DATA_FILE}: image codepoints{suffix} out of range; regenerate it")
+            raise DataError(f"{DATA_FILE}: image codepoints{suffix} out of range; regenerate it")
     return data
 
 
@@ -104,7 +105,7 @@ def _base_images(lowercase: bool = True) -> tuple[np.ndarray, np.ndarray]:
     Returns (off int64 (0x110001,), cp int32 (M0,)): identity for codepoints not in the shipped sparse
     list, the shipped image for those in it, U+FFFD for surrogates.
     """
-    data = _shipped()
+    data = shipped_tables()
     suffix = "" if lowercase else "_cased"
     src = data["src" + suffix].astype(np.int64)
     img_off = data["img_off" + suffix].astype(np.int64)
@@ -124,14 +125,14 @@ def _base_images(lowercase: bool = True) -> tuple[np.ndarray, np.ndarray]:
     # step 1: a surrogate gets U+FFFD's image; surrogates are never in src, so each has exactly one slot
     surrogate_image = cp[off[REPLACEMENT]:off[REPLACEMENT + 1]]
     if len(surrogate_image) != 1:
-        raise ValueError(f"shipped data maps U+FFFD to {surrogate_image.tolist()}; expected a single codepoint")
+        raise DataError(f"shipped data maps U+FFFD to {surrogate_image.tolist()}; expected a single codepoint")
     cp[off[SURROGATE_LO:SURROGATE_HI]] = surrogate_image[0]
     return off, cp
 
 
 def _category_rules(cp: np.ndarray, cfg: NormalizeConfig) -> np.ndarray:
     """Step 3 on image codepoints: int32 array like ``cp`` with -1 where the codepoint is deleted."""
-    data = _shipped()
+    data = shipped_tables()
     names = [str(n) for n in data["gc_names"]]
     byte = data["gc"][cp]
     code = byte & 0x1F
@@ -155,7 +156,7 @@ def _category_rules(cp: np.ndarray, cfg: NormalizeConfig) -> np.ndarray:
 def load_tables(cfg: NormalizeConfig) -> NormTables:
     """Dense CSR tables for ``cfg`` from the shipped data (cached: the same object for equal configs)."""
     if not isinstance(cfg, NormalizeConfig):
-        raise TypeError(f"load_tables needs a NormalizeConfig, got {cfg!r}; use NormalizeConfig(...)")
+        raise UsageError(f"load_tables needs a NormalizeConfig, got {cfg!r}; use NormalizeConfig(...)")
     off, cp = _base_images(cfg.lowercase)
     mapped = _category_rules(cp, cfg)
     keep = mapped >= 0
@@ -171,7 +172,7 @@ def load_tables(cfg: NormalizeConfig) -> NormTables:
 
 def table_info() -> dict[str, Any]:
     """Facts about the shipped data: versions, how many codepoints change, which needed fixed-point iteration."""
-    data = _shipped()
+    data = shipped_tables()
     return {
         "policy": POLICY_NAME,
         "unicode_version": UNICODE_VERSION,

@@ -17,6 +17,7 @@ from .. import io
 from ..config import RunConfig, ShingleConfig
 from ..device import array_module, to_device, to_host
 from ..engine import TextCache, prefetched, progress
+from ..errors import RunError
 from ..ops import core
 from .normalize import Normalized, normalize_text
 
@@ -121,8 +122,8 @@ def _shingle_sets_pass(cfg: RunConfig, device: str, files, lsh_rows: np.ndarray,
                 bar.update(int(sel.shape[0]))
     cand_sets = ShingleSets.concat(parts, xp)
     if len(cand_sets) != cand_local.shape[0]:
-        raise RuntimeError(f"input changed between passes: expected {cand_local.shape[0]} candidate documents, "
-                           f"re-read {len(cand_sets)}")
+        raise RunError(f"input changed between passes: expected {cand_local.shape[0]} candidate documents, "
+                       f"re-read {len(cand_sets)}")
     offsets = xp.zeros(m, xp.int64)
     sizes = xp.zeros(m, xp.int64)
     cl = to_device(cand_local, device)

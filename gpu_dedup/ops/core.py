@@ -14,6 +14,7 @@ import numpy as np
 
 from ..constants import BYTE_TILE, HOST_COMPONENT, MERSENNE61
 from ..device import array_module, repeat_index, run_kernel, split_chunks, to_device, to_host
+from ..errors import ConfigError, RunError
 
 if TYPE_CHECKING:
     from ..lexical.lsh import Buckets
@@ -127,7 +128,7 @@ def xxh64_pairs(device: str, data, offsets, seed1: int, seed2: int):
     XXH_TPB threads per text (so a multi-MB text does not hold one thread). GPU only: on the CPU a thread per
     text hashes as it normalizes (bloom_cpu.span_norm_hash)."""
     if device != "cuda":
-        raise ValueError(f"xxh64_pairs runs on the GPU (device='cuda'), not device={device!r}")
+        raise ConfigError(f"xxh64_pairs runs on the GPU (device='cuda'), not device={device!r}")
     from ..kernels import core_cuda as kc
 
     xp = array_module(device)
@@ -145,10 +146,10 @@ def unit_starts(device: str, norm: "Normalized", kind_char: bool):
     cooperative (kernels/core_cuda.py:unit_chunks), a count pass and a write pass over chunks of UNIT_CHUNK
     bytes, the chunks' counts scanned in between. Used by every GPU kernel over shingles or word n-grams."""
     if device != "cuda":
-        raise ValueError(f"unit_starts runs on the GPU (device='cuda'), not device={device!r}: the CPU kernels "
-                         "scan the units themselves")
+        raise ConfigError(f"unit_starts runs on the GPU (device='cuda'), not device={device!r}: the CPU kernels "
+                          "scan the units themselves")
     if not 0 < UNIT_CHUNK <= BYTE_TILE:  # the kernel stages a chunk in a BYTE_TILE-byte shared tile
-        raise ValueError(f"UNIT_CHUNK={UNIT_CHUNK}: unit_chunks takes chunks of 1..{BYTE_TILE} bytes (BYTE_TILE)")
+        raise ConfigError(f"UNIT_CHUNK={UNIT_CHUNK}: unit_chunks takes chunks of 1..{BYTE_TILE} bytes (BYTE_TILE)")
     from ..kernels import core_cuda as kc
 
     xp = array_module(device)
@@ -166,8 +167,8 @@ def unit_starts(device: str, norm: "Normalized", kind_char: bool):
         base = ubase[doc] + before - before[bounds[doc]] + (0 if kind_char else 1)
         found = int(counts.sum()) + (0 if kind_char else int(xp.count_nonzero(norm.offsets[1:] > norm.offsets[:-1])))
         if found != units.shape[0]:  # an invariant of normalized text; never write past the array
-            raise RuntimeError(f"{found} unit starts in the text but {units.shape[0]} in the normalized sizes: "
-                               "the text does not come from normalize_arrays")
+            raise RunError(f"{found} unit starts in the text but {units.shape[0]} in the normalized sizes: "
+                           "the text does not come from normalize_arrays")
         run_kernel(device, kc.unit_chunks, chunks, norm.data, norm.offsets, kind_char, doc, first, count, base, True,
                    counts, units)
     return ubase, units

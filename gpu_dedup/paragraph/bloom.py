@@ -38,6 +38,7 @@ import numpy as np
 from ..config import is_int, is_real
 from ..constants import EXACT_SEED_HI, EXACT_SEED_LO
 from ..device import array_module, to_device
+from ..errors import ConfigError, RunError
 from ..lexical.normalize import arrow_text_buffers
 from ..ops import bloom as bloom_ops
 
@@ -53,7 +54,7 @@ BloomMode = Literal["bloom", "exact"]
 OnOverflow = Literal["warn", "refuse"]
 
 
-class BloomCapacityError(RuntimeError):
+class BloomCapacityError(RunError):
     """More distinct items than the filter was designed for, with on_overflow='refuse'."""
 
 
@@ -73,28 +74,28 @@ class BloomConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.expected_items, int) or isinstance(self.expected_items, bool) \
                 or self.expected_items < 1:
-            raise ValueError(f"BloomConfig.expected_items must be a positive int, got {self.expected_items!r}; "
-                             "pass the number of distinct items you expect (an overestimate is safe)")
+            raise ConfigError(f"BloomConfig.expected_items must be a positive int, got {self.expected_items!r}; "
+                              "pass the number of distinct items you expect (an overestimate is safe)")
         if not is_real(self.fp_rate) or not 0.0 < float(self.fp_rate) < 1.0:
-            raise ValueError(f"BloomConfig.fp_rate must be in (0, 1), got {self.fp_rate!r}; e.g. 1e-9")
+            raise ConfigError(f"BloomConfig.fp_rate must be in (0, 1), got {self.fp_rate!r}; e.g. 1e-9")
         if not is_int(self.seed) or not 0 <= self.seed < 2**64:
-            raise ValueError(f"BloomConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
+            raise ConfigError(f"BloomConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
         if self.mode not in get_args(BloomMode):
-            raise ValueError(f"BloomConfig.mode must be one of {get_args(BloomMode)}, got {self.mode!r}")
+            raise ConfigError(f"BloomConfig.mode must be one of {get_args(BloomMode)}, got {self.mode!r}")
         if self.on_overflow not in get_args(OnOverflow):
-            raise ValueError(f"BloomConfig.on_overflow must be one of {get_args(OnOverflow)}, "
-                             f"got {self.on_overflow!r}")
+            raise ConfigError(f"BloomConfig.on_overflow must be one of {get_args(OnOverflow)}, "
+                              f"got {self.on_overflow!r}")
         if self.mode == "bloom":
             m, _ = bloom_size(self.expected_items, self.fp_rate)
             if m > MAX_BITS:
-                raise ValueError(f"a Bloom filter for n={self.expected_items} items at p={self.fp_rate} needs "
-                                 f"{m / 8 / 2**30:.0f} GiB; raise fp_rate, lower expected_items or use mode='exact'")
+                raise ConfigError(f"a Bloom filter for n={self.expected_items} items at p={self.fp_rate} needs "
+                                  f"{m / 8 / 2**30:.0f} GiB; raise fp_rate, lower expected_items or use mode='exact'")
 
 
 def bloom_size(n: int, p: float) -> tuple[int, int]:
     """(m bits, k hash functions): m = ceil(-n ln p / (ln 2)^2) (at least 64), k = max(1, round(m/n ln 2))."""
     if n < 1 or not 0.0 < p < 1.0:
-        raise ValueError(f"bloom_size needs n >= 1 and 0 < p < 1, got n={n!r}, p={p!r}")
+        raise ConfigError(f"bloom_size needs n >= 1 and 0 < p < 1, got n={n!r}, p={p!r}")
     m = max(64, math.ceil(-n * math.log(p) / math.log(2) ** 2))
     k = max(1, round(m / n * math.log(2)))
     return m, k

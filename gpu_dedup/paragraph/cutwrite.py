@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import io
+from ..errors import ConfigError, RunError
 from ..lexical.normalize import arrow_text_buffers
 from ..ops import bloom as bloom_ops
 
@@ -62,7 +63,7 @@ class _SpanCursor:
         got = [b[:k] for b in self._buf]
         self._buf = [b[k:] for b in self._buf]
         if got[0].shape[0] and got[0][0] < r0:
-            raise RuntimeError("removed_spans.parquet rows are out of step with the input; rerun the stage")
+            raise RunError("removed_spans.parquet rows are out of step with the input; rerun the stage")
         return got[0], got[1], got[2]
 
 
@@ -77,8 +78,8 @@ def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: "Paragr
     inputs = {os.path.abspath(f.path) for f in files if f.fmt != "table"}
     for f in files:
         if io.output_path(out_dir, f) in inputs:
-            raise ValueError(f"output {io.output_path(out_dir, f)!r} would overwrite an input; choose another "
-                             "output directory")
+            raise ConfigError(f"output {io.output_path(out_dir, f)!r} would overwrite an input; choose another "
+                              "output directory")
     spec = io.make_spec(cfg.id_field, cfg.text_field, cfg.on_error, None)
     cursor = _SpanCursor(spans_path)
     row, rows_written, changed, n_files = 0, 0, 0, 0

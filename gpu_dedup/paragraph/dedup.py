@@ -62,6 +62,7 @@ from .. import io
 from ..config import InputConfig, NormalizeConfig, is_int
 from ..device import array_backend, batch_bytes, note_compiling, resolve_device, simulator, to_device, to_host
 from ..engine import progress
+from ..errors import ConfigError
 from ..lexical.normalize import _device_tables, arrow_text_buffers
 from ..ops import bloom as bloom_ops
 from .cutwrite import apply_cuts, write_cut_documents
@@ -106,17 +107,17 @@ class ParagraphConfig(InputConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.split not in get_args(SplitMode):
-            raise ValueError(f"ParagraphConfig.split must be one of {get_args(SplitMode)}, got {self.split!r}")
+            raise ConfigError(f"ParagraphConfig.split must be one of {get_args(SplitMode)}, got {self.split!r}")
         for name in ("min_paragraph_bytes", "min_doc_bytes"):
             v = getattr(self, name)
             if not is_int(v) or v < 0:
-                raise ValueError(f"ParagraphConfig.{name} must be an int >= 0, got {v!r}")
+                raise ConfigError(f"ParagraphConfig.{name} must be an int >= 0, got {v!r}")
         if not isinstance(self.progress, bool):
-            raise ValueError(f"ParagraphConfig.progress must be a bool, got {self.progress!r}")
+            raise ConfigError(f"ParagraphConfig.progress must be a bool, got {self.progress!r}")
         if not isinstance(self.normalize, NormalizeConfig):
-            raise ValueError(f"ParagraphConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
+            raise ConfigError(f"ParagraphConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
         if not isinstance(self.bloom, BloomConfig):
-            raise ValueError(f"ParagraphConfig.bloom must be a BloomConfig, got {self.bloom!r}")
+            raise ConfigError(f"ParagraphConfig.bloom must be a BloomConfig, got {self.bloom!r}")
 
 
 @dataclass

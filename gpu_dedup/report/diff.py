@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import html
 from typing import Sequence
+from ..errors import ConfigError
 
 DIFF_WORDS = 2000        # words of each document compared in the cluster excerpts
 CONTEXT_WORDS = 12       # unchanged words kept on each side of a difference; longer runs are collapsed
@@ -35,17 +36,27 @@ def _equal_run(words: Sequence[str], first: bool, last: bool, context: int | Non
 
 
 def diff_words(a: str, b: str, max_words: int = DIFF_WORDS, context: int | None = CONTEXT_WORDS) -> tuple[str, str]:
-    """Word-level diff of the first ``max_words`` words of ``a`` and ``b`` as two escaped HTML strings.
+    """Word-level diff of the first ``max_words`` words of two texts, as two escaped HTML strings.
 
-    Words only in ``a`` are wrapped in ``<del>``, words only in ``b`` in ``<mark>``; whitespace is
-    collapsed to single spaces. Unchanged runs keep ``context`` words next to each change and collapse
-    the rest to "[… N identical words …]" (``context=None``: show everything). A truncated text ends
-    with "… (N more words, not compared)".
+    Words only in ``a`` are wrapped in ``<del>``, words only in ``b`` in ``<mark>``; whitespace is collapsed to
+    single spaces. A truncated text ends with "… (N more words, not compared)".
+
+    Args:
+        a, b: the texts.
+        max_words: how many words of each to compare.
+        context: unchanged words kept next to each change; the rest of a run collapses to
+            "[… N identical words …]". None shows everything.
+
+    Returns:
+        (html_a, html_b).
+
+    Raises:
+        ConfigError: ``max_words`` < 1 or ``context`` < 0.
     """
     if not isinstance(max_words, int) or max_words < 1:
-        raise ValueError(f"max_words must be a positive int, got {max_words!r}")
+        raise ConfigError(f"max_words must be a positive int, got {max_words!r}")
     if context is not None and (not isinstance(context, int) or context < 0):
-        raise ValueError(f"context must be an int >= 0 or None, got {context!r}")
+        raise ConfigError(f"context must be an int >= 0 or None, got {context!r}")
     wa_all, wb_all = a.split(), b.split()
     wa, wb = wa_all[:max_words], wb_all[:max_words]
     out_a: list[str] = []

@@ -8,20 +8,21 @@ from typing import Any
 import numpy as np
 
 from ..decisions import reason_counts
-from .inputs import _load, _locate_inputs, _Mismatch, _Scan, _scan_inputs
+from ..errors import ConfigError
+from .inputs import Mismatch, Scan, load_run, locate_inputs, scan_inputs
 from .metrics import largest_clusters
-from .page import _e, _Page
-from .plots import _matplotlib_ok
+from .page import Page, esc
+from .plots import matplotlib_ok
 from .sections import (
-    _clusters_section,
-    _counts_section,
-    _environment_section,
-    _excerpts_section,
-    _lsh_section,
-    _s_curve_section,
-    _scopes_section,
-    _summary,
-    _timings_section,
+    clusters_section,
+    counts_section,
+    environment_section,
+    excerpts_section,
+    lsh_section,
+    s_curve_section,
+    scopes_section,
+    summary_section,
+    timings_section,
 )
 
 logger = logging.getLogger(__package__)
@@ -33,17 +34,28 @@ PLOT_NAMES = ("counts", "cluster_sizes", "band_load", "bucket_sizes", "s_curve",
 
 def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: Any = None,
                  read_inputs: bool = True) -> str:
-    """Write ``out_dir/report.html`` (self-contained) and ``out_dir/report/*.png``; return the HTML path.
+    """Write ``out_dir/report.html`` (self-contained) and ``out_dir/report/*.png``.
 
-    max_clusters: how many of the largest clusters to show with text excerpts (0: none).
-    source: the run's inputs (paths/globs, a pyarrow Table / pandas DataFrame, or the run's InputFile list)
-    when run.json's paths do not lead to them. read_inputs=False skips reading the inputs (no excerpts, no
-    retained bytes/tokens unless the run recorded them): use it for very large runs.
+    Args:
+        out_dir: the output directory of a finished run (decisions.parquet and run.json).
+        max_clusters: how many of the largest clusters to show with text excerpts (0: none).
+        source: the run's inputs (paths/globs, a pyarrow Table / pandas DataFrame, or the run's InputFile list)
+            when run.json's paths do not lead to them.
+        read_inputs: False skips reading the inputs (no excerpts, no retained bytes/tokens unless the run
+            recorded them): use it for very large runs.
+
+    Returns:
+        The path of report.html.
+
+    Raises:
+        ConfigError: ``max_clusters`` < 0.
+        MissingFileError: ``out_dir`` holds no finished run.
+        DataError: its decisions are not this tool's, or disagree with run.json.
     """
     if not isinstance(max_clusters, int) or isinstance(max_clusters, bool) or max_clusters < 0:
-        raise ValueError(f"max_clusters must be an int >= 0, got {max_clusters!r}")
+        raise ConfigError(f"max_clusters must be an int >= 0, got {max_clusters!r}")
     out = os.fspath(out_dir)
-    stats, decisions = _load(out)
+    stats, decisions = load_run(out)
     n = decisions.num_rows
     by = reason_counts(decisions)
     views = largest_clusters(decisions, max_clusters)
@@ -51,16 +63,16 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
     recorded = {k: v for k, v in (stats.get("counts") or {}).items() if k in ("text_bytes", "words")}
     need_sizes = not ("text_bytes" in recorded and "words" in recorded)
     want = np.unique(np.array([r for v in views for r in (v.rep, *v.members)], np.int64))
-    scan: _Scan | None = None
+    scan: Scan | None = None
     why: str | None = None
     if not read_inputs:
         why = "the inputs were not read (read_inputs=False / --no-inputs)"
     elif want.size or need_sizes:
-        files, why = _locate_inputs(stats, source)
+        files, why = locate_inputs(stats, source)
         if files is not None:
             try:
-                scan = _scan_inputs(files, stats, decisions, want, need_sizes)
-            except _Mismatch as exc:
+                scan = scan_inputs(files, stats, decisions, want, need_sizes)
+            except Mismatch as exc:
                 why = f"the inputs found do not match this run's decisions: {exc}"
             except Exception as exc:  # unreadable inputs must not cost the report
                 logger.warning("reading the inputs for the report failed: %s", exc, exc_info=True)
@@ -68,26 +80,26 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
     if why:
         logger.info("report without input texts: %s", why)
 
-    plots = _matplotlib_ok()
+    plots = matplotlib_ok()
     plot_dir = os.path.join(out, PLOTS_DIR)
-    page = _Page(plot_dir, plots)
-    page.add("summary", "Summary", _summary(stats, n, by, scan, None if scan else why, recorded or None))
-    page.add("counts", "Documents per stage and reason", _counts_section(page, n, by, decisions, stats))
+    page = Page(plot_dir, plots)
+    page.add("summary", "Summary", summary_section(stats, n, by, scan, None if scan else why, recorded or None))
+    page.add("counts", "Documents per stage and reason", counts_section(page, n, by, decisions, stats))
     cluster_cfg = (stats.get("config") or {}).get("cluster")
-    page.add("clusters", "Cluster sizes", _clusters_section(page, decisions, cluster_cfg))
-    if _scopes_section(stats):
-        page.add("scopes", "Scopes", _scopes_section(stats))
-    page.add("largest", "Largest clusters", _excerpts_section(decisions, views, scan.texts if scan else None, why))
-    page.add("lsh", "LSH bands and buckets", _lsh_section(page, stats))
-    page.add("s-curve", "S-curve and measured similarities", _s_curve_section(page, stats, decisions))
-    page.add("timings", "Timings and throughput", _timings_section(page, stats, n))
-    page.add("environment", "Device, config and contract", _environment_section(stats))
+    page.add("clusters", "Cluster sizes", clusters_section(page, decisions, cluster_cfg))
+    if scopes_section(stats):
+        page.add("scopes", "Scopes", scopes_section(stats))
+    page.add("largest", "Largest clusters", excerpts_section(decisions, views, scan.texts if scan else None, why))
+    page.add("lsh", "LSH bands and buckets", lsh_section(page, stats))
+    page.add("s-curve", "S-curve and measured similarities", s_curve_section(page, stats, decisions))
+    page.add("timings", "Timings and throughput", timings_section(page, stats, n))
+    page.add("environment", "Device, config and contract", environment_section(stats))
     if os.path.exists(os.path.join(out, "substring_dedup.json")):  # a --substring-dedup stage wrote it
         from ..substring.report import read_section
 
         page.add("substring", "Exact-substring dedup: cuts and seams", read_section(out))
 
-    intro = f"<p class=\"note\">Output directory <code>{_e(os.path.abspath(out))}</code></p>"
+    intro = f"<p class=\"note\">Output directory <code>{esc(os.path.abspath(out))}</code></p>"
     if not plots:
         intro += "<p class=\"warn\">Plots need matplotlib: pip install 'gpu-dedup[plot]'.</p>"
     text = page.render("gpu_dedup run report", intro)

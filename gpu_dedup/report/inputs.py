@@ -15,15 +15,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import keep_column
+from ..errors import DataError, MissingFileError, UsageError
 
 
 # ------------------------------------------------------------------------------------------- run inputs
-class _Mismatch(Exception):
+class Mismatch(Exception):
     """The inputs read now are not the ones the decisions describe."""
 
 
 @dataclass
-class _Scan:
+class Scan:
     texts: dict[int, str]
     bytes_input: int | None = None
     bytes_kept: int | None = None
@@ -42,11 +43,11 @@ def _files_from_source(source: Any) -> list:
         return io.resolve_inputs([source])
     if isinstance(source, (list, tuple)):
         return io.resolve_inputs(list(source))
-    raise TypeError(f"source must be path(s)/glob(s), a pyarrow Table, a pandas DataFrame or the run's "
-                    f"InputFile list, got {type(source).__name__}")
+    raise UsageError(f"source must be path(s)/glob(s), a pyarrow Table, a pandas DataFrame or the run's "
+                     f"InputFile list, got {type(source).__name__}")
 
 
-def _locate_inputs(stats: dict, source: Any) -> tuple[list | None, str | None]:
+def locate_inputs(stats: dict, source: Any) -> tuple[list | None, str | None]:
     """(files in the run's order, None) or (None, why the texts are not shown)."""
     from .. import io
 
@@ -82,11 +83,11 @@ def _file_rows(decisions: pa.Table, recorded: list[str]) -> tuple[np.ndarray, np
     pos = {name: i for i, name in enumerate(recorded)}
     missing = [n for n in names if n not in pos]
     if missing:
-        raise _Mismatch(f"decisions name input {missing[0]!r}, which run.json does not list")
+        raise Mismatch(f"decisions name input {missing[0]!r}, which run.json does not list")
     mapping = np.array([pos[n] for n in names], np.int64)
     file_of_row = mapping[enc.indices.to_numpy(zero_copy_only=False)]
     if file_of_row.size and (np.diff(file_of_row) < 0).any():
-        raise _Mismatch("decisions rows are not in input-file order")
+        raise Mismatch("decisions rows are not in input-file order")
     counts = np.bincount(file_of_row, minlength=len(recorded)).astype(np.int64)
     return np.cumsum(counts) - counts, counts
 
@@ -107,12 +108,12 @@ def _files_without_skips(stats: dict, recorded: list[str]) -> set[int]:
 
 
 def _check_ids(got: pa.Array, expected: pa.Array, row: int, relpath: str) -> None:
-    """Raise _Mismatch at the first position where ``got`` (ids read now) differs from ``expected`` (the
+    """Raise Mismatch at the first position where ``got`` (ids read now) differs from ``expected`` (the
     decisions' ids of the same rows, the first being run row ``row``)."""
     same = pc.fill_null(pc.equal(got.cast(pa.string()), expected.cast(pa.string())), False)
     if not pc.all(same).as_py():
         k = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
-        raise _Mismatch(f"row {row + k:,} of the run has id {expected[k].as_py()!r} but the input now "
+        raise Mismatch(f"row {row + k:,} of the run has id {expected[k].as_py()!r} but the input now "
                         f"has {got[k].as_py()!r} ({relpath})")
 
 
@@ -139,7 +140,7 @@ def _parquet_texts(f: Any, text_field: str, id_field: str | None, ids: pa.Array,
             if not (io.is_stringish(t) or pa.types.is_integer(base)):
                 return None
         if md.num_rows != hi - lo:
-            raise _Mismatch(f"{f.relpath} now has {md.num_rows:,} rows but the run read {hi - lo:,}")
+            raise Mismatch(f"{f.relpath} now has {md.num_rows:,} rows but the run read {hi - lo:,}")
         sizes = np.array([md.row_group(g).num_rows for g in range(md.num_row_groups)], np.int64)
         ends = np.cumsum(sizes)
         phys = here - lo
@@ -150,7 +151,7 @@ def _parquet_texts(f: Any, text_field: str, id_field: str | None, ids: pa.Array,
             first, n = int(ends[g] - sizes[g]), int(sizes[g])
             table = pf.read_row_group(g, columns=columns)
             if table.num_rows != n:
-                raise _Mismatch(f"{f.relpath} row group {g} now has {table.num_rows:,} rows, its metadata {n:,}")
+                raise Mismatch(f"{f.relpath} row group {g} now has {table.num_rows:,} rows, its metadata {n:,}")
             if has_ids:
                 got, _ = io.as_utf8(table.column(id_field).combine_chunks(), pa.string())
             else:
@@ -161,12 +162,12 @@ def _parquet_texts(f: Any, text_field: str, id_field: str | None, ids: pa.Array,
             text, _ = io.as_utf8(text_col, pa.large_string())
             for r, value in zip((rows + lo).tolist(), text.to_pylist()):
                 if value is None:  # the run read a text there (it dropped no row of this file)
-                    raise _Mismatch(f"row {r:,} of the run ({ids[r].as_py()!r}) now has a null text ({f.relpath})")
+                    raise Mismatch(f"row {r:,} of the run ({ids[r].as_py()!r}) now has a null text ({f.relpath})")
                 texts[r] = value
     return texts
 
 
-def _scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray, need_sizes: bool) -> _Scan:
+def scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray, need_sizes: bool) -> Scan:
     """Read the texts of rows ``want`` (sorted int64) and, with ``need_sizes``, every document's bytes and
     whitespace words. Batches are numbered as in the run (same reader settings), and each batch's ids are
     checked against the decisions.
@@ -185,7 +186,7 @@ def _scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray
     keep = decisions["keep"].to_numpy(zero_copy_only=False)
     kc = keep_column(cfg.get("cluster", {}).get("keep", "first"))
     id_field, text_field = cfg.get("id_field", "id"), cfg.get("text_field", "text")
-    scan = _Scan(texts={})
+    scan = Scan(texts={})
     sums = np.zeros(4, np.int64)  # bytes in, bytes kept, words in, words kept
     for i, f in enumerate(files):
         lo, hi = int(starts[i]), int(starts[i] + counts[i])
@@ -203,7 +204,7 @@ def _scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray
                                      on_error=cfg.get("on_error", "raise"), keep_column=kc):
             n = len(batch)
             if row + n > hi:
-                raise _Mismatch(f"{f.relpath} now has more rows than the run read ({hi - lo:,})")
+                raise Mismatch(f"{f.relpath} now has more rows than the run read ({hi - lo:,})")
             _check_ids(batch.ids, ids.slice(row, n), row, f.relpath)
             if need_sizes:
                 nbytes = pc.binary_length(batch.text).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -217,33 +218,33 @@ def _scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray
             if not need_sizes and (here.size == 0 or row > here[-1]):
                 break
         if need_sizes and row != hi:
-            raise _Mismatch(f"{f.relpath} now has {row - lo:,} rows but the run read {hi - lo:,}")
+            raise Mismatch(f"{f.relpath} now has {row - lo:,} rows but the run read {hi - lo:,}")
     lost = [r for r in want.tolist() if r not in scan.texts]
     if lost:
-        raise _Mismatch(f"row {lost[0]:,} of the run ({ids[lost[0]].as_py()!r}) is no longer in the inputs")
+        raise Mismatch(f"row {lost[0]:,} of the run ({ids[lost[0]].as_py()!r}) is no longer in the inputs")
     if need_sizes:
         scan.bytes_input, scan.bytes_kept, scan.words_input, scan.words_kept = (int(x) for x in sums)
     return scan
 
 
 # --------------------------------------------------------------------------------------------- run outputs
-def _load(out_dir: str) -> tuple[dict, pa.Table]:
+def load_run(out_dir: str) -> tuple[dict, pa.Table]:
     import pyarrow.parquet as pq
 
     run_json = os.path.join(out_dir, "run.json")
     dec_path = os.path.join(out_dir, "decisions.parquet")
     for p in (run_json, dec_path):
         if not os.path.isfile(p):
-            raise FileNotFoundError(f"{p!r} does not exist; point to the output directory of a finished run "
-                                    "(gpu-dedup run INPUT -o OUT writes decisions.parquet and run.json)")
+            raise MissingFileError(f"{p!r} does not exist; point to the output directory of a finished run "
+                                   "(gpu-dedup run INPUT -o OUT writes decisions.parquet and run.json)")
     with open(run_json, encoding="utf-8") as fh:
         stats = json.load(fh)
     decisions = pq.read_table(dec_path)
     missing = {"id", "keep", "reason", "cluster_id", "jaccard", "cluster_size", "source"} - set(decisions.column_names)
     if missing:
-        raise ValueError(f"{dec_path!r} lacks columns {sorted(missing)}; it was not written by gpu_dedup's run")
+        raise DataError(f"{dec_path!r} lacks columns {sorted(missing)}; it was not written by gpu_dedup's run")
     n = stats.get("counts", {}).get("input")
     if n is not None and n != decisions.num_rows:
-        raise ValueError(f"run.json counts {n:,} input documents but decisions.parquet has {decisions.num_rows:,} "
-                         "rows; the two files come from different runs")
+        raise DataError(f"run.json counts {n:,} input documents but decisions.parquet has {decisions.num_rows:,} "
+                        "rows; the two files come from different runs")
     return stats, decisions

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import params
+from ..errors import ConfigError
 
 MEMBERS_SHOWN = 3        # removed members shown per cluster, least similar first
 JACCARD_BINS = 50        # bins of width 0.02 over [0, 1]: 10 bars between 0.8 and 1.0
@@ -32,19 +33,29 @@ class JaccardHistogram:
 
 
 def jaccard_histogram(jaccard: Any, bins: int = JACCARD_BINS) -> JaccardHistogram:
-    """Histogram of Jaccard values (any float array-like; NaN = not measured, counted in ``missing``).
+    """Histogram of Jaccard values.
 
-    In the report it is applied to the removed near-duplicates' ``jaccard`` column: how many documents
-    were removed at each exact similarity to the document kept for them.
+    In the report it is applied to the removed near-duplicates' ``jaccard`` column: how many documents were
+    removed at each exact similarity to the document kept for them.
+
+    Args:
+        jaccard: any float array-like; NaN = not measured (counted in ``missing``).
+        bins: the number of equal bins over [0, 1].
+
+    Returns:
+        The ``JaccardHistogram``: edges, counts, missing.
+
+    Raises:
+        ConfigError: ``bins`` < 1, or a value outside [0, 1].
     """
     if not isinstance(bins, int) or isinstance(bins, bool) or bins < 1:
-        raise ValueError(f"bins must be a positive int, got {bins!r}; use e.g. 50 (width 0.02)")
+        raise ConfigError(f"bins must be a positive int, got {bins!r}; use e.g. 50 (width 0.02)")
     arr = np.asarray(jaccard, dtype=np.float64).ravel()
     nan = np.isnan(arr)
     vals = arr[~nan]
     if vals.size and (vals.min() < 0.0 or vals.max() > 1.0):
         bad = vals[(vals < 0.0) | (vals > 1.0)][0]
-        raise ValueError(f"Jaccard values must be in [0, 1] (or NaN), got {bad!r}")
+        raise ConfigError(f"Jaccard values must be in [0, 1] (or NaN), got {bad!r}")
     idx = np.minimum((vals * bins).astype(np.int64), bins - 1)
     return JaccardHistogram(edges=np.arange(bins + 1, dtype=np.float64) / bins,
                             counts=np.bincount(idx, minlength=bins).astype(np.int64), missing=int(nan.sum()))
@@ -82,7 +93,7 @@ class CandidateRates:
         """Share of the pairs with Jaccard >= ``lo`` that became candidates; ``lo`` must be a bin edge."""
         k = np.flatnonzero(np.isclose(self.edges, lo, rtol=0.0, atol=1e-9))
         if k.size == 0 or k[0] >= len(self.pairs):
-            raise ValueError(f"lo must be one of the lower bin edges {self.edges[:-1].round(4).tolist()}, got {lo!r}")
+            raise ConfigError(f"lo must be one of the lower bin edges {self.edges[:-1].round(4).tolist()}, got {lo!r}")
         total = int(self.pairs[k[0]:].sum())
         return float(self.candidates[k[0]:].sum() / total) if total else float("nan")
 
@@ -91,26 +102,37 @@ def candidate_rates(keys: np.ndarray, lsh: Any, left: np.ndarray, right: np.ndar
                     bins: int = 20) -> CandidateRates:
     """Candidate rate per Jaccard bin of labelled pairs.
 
-    keys: (n, b) uint64 band keys (``lsh.band_keys`` of the documents' signatures with ``lsh``, an
-    ``LSHConfig``); left, right: int64 (m,) document indexes of each pair; jaccard: float64 (m,) the pair's
-    exact Jaccard. A pair is a candidate when any band key is equal -- what the pipeline's buckets find.
+    A pair is a candidate when any band key is equal: what the pipeline's buckets find.
+
+    Args:
+        keys: uint64 (n, b) band keys (``lsh.band_keys`` of the documents' signatures).
+        lsh: the ``LSHConfig`` of the keys.
+        left, right: int64 (m,) document indexes of each pair, rows of ``keys``.
+        jaccard: float64 (m,) each pair's exact Jaccard.
+        bins: the number of Jaccard bins over [0, 1].
+
+    Returns:
+        The ``CandidateRates``: per bin, pairs, candidates and the rate with its standard error.
+
+    Raises:
+        ConfigError: shapes that disagree, indexes out of range, or a NaN Jaccard.
     """
     keys = np.asarray(keys)
     if keys.ndim != 2 or keys.shape[1] != lsh.bands:
-        raise ValueError(f"keys must have shape (n, {lsh.bands}) for {lsh.bands} bands, got {keys.shape}; "
-                         "compute them with lsh.band_keys(signatures, lsh)")
+        raise ConfigError(f"keys must have shape (n, {lsh.bands}) for {lsh.bands} bands, got {keys.shape}; "
+                          "compute them with lsh.band_keys(signatures, lsh)")
     left = np.asarray(left, np.int64)
     right = np.asarray(right, np.int64)
     jac = np.asarray(jaccard, np.float64)
     if not left.shape == right.shape == jac.shape or left.ndim != 1:
-        raise ValueError(f"left, right and jaccard must be 1-D of one length, got shapes {left.shape}, "
-                         f"{right.shape}, {jac.shape}")
+        raise ConfigError(f"left, right and jaccard must be 1-D of one length, got shapes {left.shape}, "
+                          f"{right.shape}, {jac.shape}")
     n = keys.shape[0]
     if left.size and (min(left.min(), right.min()) < 0 or max(left.max(), right.max()) >= n):
-        raise ValueError(f"pair indexes must be in [0, {n}) (rows of keys)")
+        raise ConfigError(f"pair indexes must be in [0, {n}) (rows of keys)")
     hist = jaccard_histogram(jac, bins)  # validates the values
     if hist.missing:
-        raise ValueError(f"jaccard has {hist.missing} NaN values; labelled pairs need an exact Jaccard each")
+        raise ConfigError(f"jaccard has {hist.missing} NaN values; labelled pairs need an exact Jaccard each")
     idx = np.minimum((jac * bins).astype(np.int64), bins - 1)
     cand = (keys[left] == keys[right]).any(axis=1) if left.size else np.zeros(0, bool)
     p = params.candidate_probability(jac, lsh.bands, lsh.rows) if jac.size else np.zeros(0)
@@ -132,8 +154,17 @@ class ClusterView:
 
 
 def largest_clusters(decisions: pa.Table, k: int, members: int = MEMBERS_SHOWN) -> list[ClusterView]:
-    """The ``k`` largest clusters (size > 1; ties by representative row), each with up to ``members``
-    removed members, least similar first (smallest Jaccard; unmeasured last; ties by row)."""
+    """The largest clusters of a run, with some of their removed members.
+
+    Args:
+        decisions: the decisions table of the run.
+        k: how many clusters (size > 1; ties by representative row).
+        members: the most removed members to list per cluster, least similar first (smallest Jaccard;
+            unmeasured last; ties by row).
+
+    Returns:
+        A list of up to ``k`` ``ClusterView``s, largest first.
+    """
     if k <= 0:
         return []
     keep = decisions["keep"].to_numpy(zero_copy_only=False)

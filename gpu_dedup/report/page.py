@@ -37,44 +37,44 @@ code{font-size:.92em}
 """
 
 
-def _e(x: Any) -> str:
+def esc(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
 _LEFT = ' class="l"'
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1) -> str:
+def html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1) -> str:
     """HTML table; cells are escaped; the first ``left`` columns are left-aligned."""
     def cells(tag: str, values: Sequence[Any]) -> str:
-        return "".join(f"<{tag}{_LEFT if i < left else ''}>{_e(v)}</{tag}>" for i, v in enumerate(values))
+        return "".join(f"<{tag}{_LEFT if i < left else ''}>{esc(v)}</{tag}>" for i, v in enumerate(values))
 
     body = "".join(f"<tr>{cells('td', r)}</tr>" for r in rows)
     return f"<table><tr>{cells('th', header)}</tr>{body}</table>"
 
 
-def _kv(rows: Sequence[Sequence[Any]]) -> str:
+def kv_table(rows: Sequence[Sequence[Any]]) -> str:
     """Two-column key/value table without a header row; cells are escaped."""
-    body = "".join(f"<tr><th class=\"l\">{_e(k)}</th><td class=\"l\">{_e(v)}</td></tr>" for k, v in rows)
+    body = "".join(f"<tr><th class=\"l\">{esc(k)}</th><td class=\"l\">{esc(v)}</td></tr>" for k, v in rows)
     return f"<table class=\"kv\">{body}</table>"
 
 
-def _json(obj: Any, indent: int = 0) -> str:
+def compact_json(obj: Any, indent: int = 0) -> str:
     """JSON with one key per line but lists of scalars on one line (per-band counts stay readable)."""
     pad = "  " * (indent + 1)
     if isinstance(obj, dict) and obj:
-        items = [f"{pad}{json.dumps(str(k))}: {_json(v, indent + 1)}" for k, v in obj.items()]
+        items = [f"{pad}{json.dumps(str(k))}: {compact_json(v, indent + 1)}" for k, v in obj.items()]
         return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
     if isinstance(obj, list) and obj and any(isinstance(v, (dict, list)) for v in obj):
-        return "[\n" + ",\n".join(pad + _json(v, indent + 1) for v in obj) + "\n" + "  " * indent + "]"
+        return "[\n" + ",\n".join(pad + compact_json(v, indent + 1) for v in obj) + "\n" + "  " * indent + "]"
     return json.dumps(obj, ensure_ascii=False)
 
 
-def _pct(part: float, whole: float) -> str:
+def pct(part: float, whole: float) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole else "–"
 
 
-def _fmt_bytes(n: float) -> str:
+def fmt_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
@@ -82,7 +82,7 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:,.2f} TB"  # pragma: no cover
 
 
-class _Page:
+class Page:
     """Collects sections and images; images go to out_dir/report/NAME.png and into the page as base64."""
 
     def __init__(self, plot_dir: str, plots: bool) -> None:
@@ -98,7 +98,7 @@ class _Page:
             png = draw()
         except Exception as exc:  # one bad plot must not cost the whole report
             logger.warning("report plot %s failed: %s", name, exc, exc_info=True)
-            return f"<p class=\"warn\">Plot {_e(name)} failed: {_e(exc)}</p>"
+            return f"<p class=\"warn\">Plot {esc(name)} failed: {esc(exc)}</p>"
         from .. import io
 
         path = os.path.join(self.plot_dir, f"{name}.png")
@@ -107,15 +107,15 @@ class _Page:
                 fh.write(png)
         self.written.append(path)
         b64 = base64.b64encode(png).decode("ascii")
-        return f"<img src=\"data:image/png;base64,{b64}\" alt=\"{_e(alt)}\">"
+        return f"<img src=\"data:image/png;base64,{b64}\" alt=\"{esc(alt)}\">"
 
     def add(self, anchor: str, title: str, body: str) -> None:
         self.sections.append((anchor, title, body))
 
     def render(self, title: str, intro: str) -> str:
-        nav = " ".join(f"<a href=\"#{a}\">{_e(t)}</a>" for a, t, _ in self.sections)
-        secs = "\n".join(f"<section id=\"{a}\"><h2>{_e(t)}</h2>\n{b}\n</section>" for a, t, b in self.sections)
+        nav = " ".join(f"<a href=\"#{a}\">{esc(t)}</a>" for a, t, _ in self.sections)
+        secs = "\n".join(f"<section id=\"{a}\"><h2>{esc(t)}</h2>\n{b}\n</section>" for a, t, b in self.sections)
         return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                 f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-                f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>\n<h1>{_e(title)}</h1>\n{intro}\n"
+                f"<title>{esc(title)}</title><style>{_CSS}</style></head>\n<body>\n<h1>{esc(title)}</h1>\n{intro}\n"
                 f"<nav>{nav}</nav>\n{secs}\n</body></html>\n")

@@ -10,13 +10,14 @@ import numpy as np
 
 from .. import params
 from ..decisions import KEPT_REASONS
+from ..errors import ConfigError, DependencyError
 from .metrics import CandidateRates, JaccardHistogram
 
 logger = logging.getLogger(__package__)
 
 
 # ------------------------------------------------------------------------------------------------- plots
-def _matplotlib_ok() -> bool:
+def matplotlib_ok() -> bool:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -24,7 +25,7 @@ def _matplotlib_ok() -> bool:
     return True
 
 
-def _figure(width: float = 8.0, height: float = 3.6):
+def new_figure(width: float = 8.0, height: float = 3.6):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -33,24 +34,24 @@ def _figure(width: float = 8.0, height: float = 3.6):
     return fig, fig.add_subplot(1, 1, 1)
 
 
-def _png(fig) -> bytes:
+def png_bytes(fig) -> bytes:
     buf = _bytes_io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=100)
     return buf.getvalue()
 
 
-def _plot_counts(by_reason: dict[str, int]) -> bytes:
+def plot_counts(by_reason: dict[str, int]) -> bytes:
     names = list(by_reason)
     vals = [by_reason[n] for n in names]
-    fig, ax = _figure(8.0, 0.45 * len(names) + 1.2)
+    fig, ax = new_figure(8.0, 0.45 * len(names) + 1.2)
     colors = ["tab:green" if n in KEPT_REASONS else "tab:red" for n in names]
     bars = ax.barh(names[::-1], vals[::-1], color=colors[::-1])
     ax.bar_label(bars, labels=[f"{v:,}" for v in vals[::-1]], padding=3)
     ax.set_xlabel("documents (green: kept, red: removed)")
     ax.set_xlim(0, max(vals + [1]) * 1.15)
     ax.set_title("Documents per decision reason")
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _plain_log_ticks(ax, xs: np.ndarray) -> None:
@@ -65,9 +66,9 @@ def _plain_log_ticks(ax, xs: np.ndarray) -> None:
         ax.set_xticks(xs)
 
 
-def _plot_cluster_sizes(sizes: np.ndarray, cut: int | None = None) -> bytes:
+def plot_cluster_sizes(sizes: np.ndarray, cut: int | None = None) -> bytes:
     s, c = np.unique(sizes, return_counts=True)
-    fig, ax = _figure()
+    fig, ax = new_figure()
     ax.loglog(s, c, "o", label="clusters of this size")
     ax.loglog(s, s * c, "s", markerfacecolor="none", label="documents in clusters of this size")
     if cut is not None:  # the cluster-size policy: clusters right of the line lose their duplicates
@@ -79,11 +80,11 @@ def _plot_cluster_sizes(sizes: np.ndarray, cut: int | None = None) -> bytes:
     ax.set_title("Cluster-size distribution (log-log; size 1 = no duplicate)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    return _png(fig)
+    return png_bytes(fig)
 
 
-def _plot_band_load(per_band: Sequence[int]) -> bytes:
-    fig, ax = _figure()
+def plot_band_load(per_band: Sequence[int]) -> bytes:
+    fig, ax = new_figure()
     ax.bar(np.arange(len(per_band)), per_band, color="tab:blue")
     ax.axhline(float(np.mean(per_band)), color="black", linestyle="--", linewidth=1,
                label=f"mean {np.mean(per_band):,.1f}")
@@ -94,12 +95,12 @@ def _plot_band_load(per_band: Sequence[int]) -> bytes:
     ax.set_ylabel("buckets with ≥ 2 documents")
     ax.set_title("Candidate buckets per LSH band")
     ax.legend()
-    return _png(fig)
+    return png_bytes(fig)
 
 
-def _plot_bucket_sizes(log2_counts: Sequence[int]) -> bytes:
+def plot_bucket_sizes(log2_counts: Sequence[int]) -> bytes:
     k = np.arange(len(log2_counts))
-    fig, ax = _figure()
+    fig, ax = new_figure()
     ax.bar(k, log2_counts, color="tab:purple")
     ax.set_yscale("log")
     labels = [f"{2**i:,}" if i == 0 else f"{2**i:,}–{2**(i + 1) - 1:,}" for i in k]
@@ -110,7 +111,7 @@ def _plot_bucket_sizes(log2_counts: Sequence[int]) -> bytes:
     ax.set_xlabel("bucket size (documents)")
     ax.set_ylabel("buckets")
     ax.set_title("Bucket-size distribution")
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _draw_s_curve(ax, bands: int, rows: int, color: str | None = None, label: str | None = None):
@@ -119,8 +120,8 @@ def _draw_s_curve(ax, bands: int, rows: int, color: str | None = None, label: st
     return line
 
 
-def _plot_s_curve(bands: int, rows: int, theta: float, hist: JaccardHistogram | None) -> bytes:
-    fig, ax = _figure(8.0, 4.2)
+def plot_s_curve(bands: int, rows: int, theta: float, hist: JaccardHistogram | None) -> bytes:
+    fig, ax = new_figure(8.0, 4.2)
     _draw_s_curve(ax, bands, rows, color="tab:blue")
     params.style_s_curve_axes(ax, theta)
     handles, labels = ax.get_legend_handles_labels()
@@ -137,34 +138,41 @@ def _plot_s_curve(bands: int, rows: int, theta: float, hist: JaccardHistogram | 
         labels.append("removed near-duplicates: exact J to the kept document (right axis)")
     ax.legend(handles, labels, loc="upper left", fontsize=8)
     ax.set_title(f"S-curve of {bands} bands × {rows} rows")
-    return _png(fig)
+    return png_bytes(fig)
 
 
-def _plot_timings(timings: dict[str, float]) -> bytes:
+def plot_timings(timings: dict[str, float]) -> bytes:
     names = list(timings)
     vals = [timings[n] for n in names]
-    fig, ax = _figure(8.0, 0.4 * len(names) + 1.2)
+    fig, ax = new_figure(8.0, 0.4 * len(names) + 1.2)
     bars = ax.barh(names[::-1], vals[::-1], color="tab:gray")
     ax.bar_label(bars, labels=[f"{v:.3g} s" for v in vals[::-1]], padding=3)
     ax.set_xlabel("seconds")
     ax.set_xlim(0, max(vals + [1e-9]) * 1.2)
     ax.set_title("Time per stage")
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def plot_candidate_rates(rates: Sequence[CandidateRates], theta: float, path: str) -> None:
     """Write measured candidate rates (points with ±1 standard error) over each choice's S-curve.
 
-    ``path`` ends in .png or .svg. Needs matplotlib (the ``plot`` extra).
+    Args:
+        rates: one ``CandidateRates`` per (bands, rows) choice.
+        theta: the Jaccard threshold, marked on the plot.
+        path: the image to write, ending in .png or .svg.
+
+    Raises:
+        ConfigError: no rates, or another suffix.
+        DependencyError: matplotlib (the ``plot`` extra) is missing.
     """
     if not rates:
-        raise ValueError("plot_candidate_rates needs at least one CandidateRates, got none")
+        raise ConfigError("plot_candidate_rates needs at least one CandidateRates, got none")
     suffix = os.path.splitext(str(path))[1].lower()
     if suffix not in (".png", ".svg"):
-        raise ValueError(f"path must end in .png or .svg, got {str(path)!r}")
-    if not _matplotlib_ok():
-        raise ImportError("plotting needs matplotlib: pip install 'gpu-dedup[plot]'")
-    fig, ax = _figure(8.0, 4.5)
+        raise ConfigError(f"path must end in .png or .svg, got {str(path)!r}")
+    if not matplotlib_ok():
+        raise DependencyError("plotting needs matplotlib: pip install 'gpu-dedup[plot]'")
+    fig, ax = new_figure(8.0, 4.5)
     for i, cr in enumerate(rates):
         color = f"C{i}"
         _draw_s_curve(ax, cr.bands, cr.rows, color=color)

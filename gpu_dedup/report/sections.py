@@ -13,10 +13,10 @@ from .. import params
 from ..constants import GIANT_BUCKET
 from ..decisions import KEPT_REASONS
 from .diff import DIFF_WORDS, diff_words
-from .inputs import _Scan
+from .inputs import Scan
 from .metrics import JACCARD_BINS, ClusterView, jaccard_histogram
-from .page import _e, _fmt_bytes, _json, _kv, _Page, _pct, _table
-from .plots import _plot_band_load, _plot_bucket_sizes, _plot_cluster_sizes, _plot_counts, _plot_s_curve, _plot_timings
+from .page import Page, compact_json, esc, fmt_bytes, html_table, kv_table, pct
+from .plots import plot_band_load, plot_bucket_sizes, plot_cluster_sizes, plot_counts, plot_s_curve, plot_timings
 
 
 # -------------------------------------------------------------------------------------------- sections
@@ -36,31 +36,31 @@ def _stage_rows(n: int, by: dict[str, int]) -> list[list[Any]]:
     stages += [(k, v) for k, v in other.items()]
     for name, removed in stages:
         left -= removed
-        rows.append([name, f"{removed:,}", f"{left:,}", _pct(removed, n)])
+        rows.append([name, f"{removed:,}", f"{left:,}", pct(removed, n)])
     kept = sum(by.get(k, 0) for k in KEPT_REASONS)
-    rows.append(["kept", "", f"{kept:,}", _pct(kept, n)])
+    rows.append(["kept", "", f"{kept:,}", pct(kept, n)])
     return rows
 
 
-def _summary(stats: dict, n: int, by: dict[str, int], scan: _Scan | None, sizes_note: str | None,
+def summary_section(stats: dict, n: int, by: dict[str, int], scan: Scan | None, sizes_note: str | None,
              recorded_sizes: dict | None) -> str:
     kept = sum(by.get(k, 0) for k in KEPT_REASONS)
     t = stats.get("timings_s", {})
-    rows = [["documents in", f"{n:,}"], ["kept", f"{kept:,} ({_pct(kept, n)})"],
-            ["removed", f"{n - kept:,} ({_pct(n - kept, n)})"]]
+    rows = [["documents in", f"{n:,}"], ["kept", f"{kept:,} ({pct(kept, n)})"],
+            ["removed", f"{n - kept:,} ({pct(n - kept, n)})"]]
     bin_ = (recorded_sizes or {}).get("text_bytes") or (
         {"input": scan.bytes_input, "kept": scan.bytes_kept} if scan and scan.bytes_input is not None else None)
     win = (recorded_sizes or {}).get("words") or (
         {"input": scan.words_input, "kept": scan.words_kept} if scan and scan.words_input is not None else None)
     read_bytes = stats.get("read", {}).get("bytes_text")
     if bin_:
-        rows.append(["text bytes kept", f"{_fmt_bytes(bin_['kept'])} of {_fmt_bytes(bin_['input'])} "
-                     f"({_pct(bin_['kept'], bin_['input'])})"])
+        rows.append(["text bytes kept", f"{fmt_bytes(bin_['kept'])} of {fmt_bytes(bin_['input'])} "
+                     f"({pct(bin_['kept'], bin_['input'])})"])
     elif read_bytes is not None:
-        rows.append(["text bytes in", _fmt_bytes(read_bytes)])
+        rows.append(["text bytes in", fmt_bytes(read_bytes)])
     if win:
         rows.append(["≈ tokens kept (whitespace words)", f"{win['kept']:,} of {win['input']:,} "
-                     f"({_pct(win['kept'], win['input'])})"])
+                     f"({pct(win['kept'], win['input'])})"])
     rows.append(["device", f"{stats.get('device', '?')} ({stats.get('threads', '?')} threads)"])
     if "total" in t:
         tp = stats.get("throughput_docs_per_s")
@@ -72,15 +72,15 @@ def _summary(stats: dict, n: int, by: dict[str, int], scan: _Scan | None, sizes_
                  f"bands×rows, θ = {cl.get('threshold', '?')}, policy {cl.get('policy', '?')}"
                  f"{'' if cl.get('verify', True) else ' (unverified)'}"])
     rows.append(["created", f"{stats.get('created', '?')} by gpu_dedup {stats.get('gpu_dedup_version', '?')}"])
-    out = _kv(rows)
+    out = kv_table(rows)
     notes = ["Tokens are approximated by whitespace-separated words (runs of non-whitespace characters); "
              "a subword tokenizer gives more tokens, so use the figure as a ratio, not a token count."]
     if sizes_note:
         notes.append(f"Retained bytes and tokens are not shown: {sizes_note}")
-    return out + "".join(f"<p class=\"note\">{_e(x)}</p>" for x in notes)
+    return out + "".join(f"<p class=\"note\">{esc(x)}</p>" for x in notes)
 
 
-def _counts_section(page: _Page, n: int, by: dict[str, int], decisions: pa.Table, stats: dict) -> str:
+def counts_section(page: Page, n: int, by: dict[str, int], decisions: pa.Table, stats: dict) -> str:
     rows = _stage_rows(n, by)
     # a run --against an index removes documents in favour of indexed ones: their cluster_id is -1 - position
     n_index = int(pc.sum(pc.less(decisions["cluster_id"], 0)).as_py() or 0) if n else 0
@@ -88,19 +88,19 @@ def _counts_section(page: _Page, n: int, by: dict[str, int], decisions: pa.Table
     if n_index:
         idx = (stats.get("stages") or {}).get("against_index") or {}
         against = (f"<p class=\"note\">{n_index:,} of the removed documents duplicate a document of the index "
-                   f"<code>{_e(idx.get('path', '?'))}</code> (not part of this input); their clusters are not shown "
+                   f"<code>{esc(idx.get('path', '?'))}</code> (not part of this input); their clusters are not shown "
                    "below.</p>")
-    reasons = [[k, f"{v:,}", _pct(v, n), "kept" if k in KEPT_REASONS else "removed"] for k, v in by.items()]
-    return ("<h3>Per stage</h3>" + _table(["stage", "removed", "documents left", "% of input"], rows)
-            + _semantic_long_text(page, stats)
-            + "<h3>Per reason</h3>" + _table(["reason", "documents", "% of input", ""], reasons, left=1)
-            + page.img("counts", lambda: _plot_counts(by), "documents per decision reason")
+    reasons = [[k, f"{v:,}", pct(v, n), "kept" if k in KEPT_REASONS else "removed"] for k, v in by.items()]
+    return ("<h3>Per stage</h3>" + html_table(["stage", "removed", "documents left", "% of input"], rows)
+            + semantic_long_text(page, stats)
+            + "<h3>Per reason</h3>" + html_table(["reason", "documents", "% of input", ""], reasons, left=1)
+            + page.img("counts", lambda: plot_counts(by), "documents per decision reason")
             + "<p class=\"note\">exact = identical normalized text (short_exact_duplicate: documents with fewer "
               "words than the shingle size, which only the exact stage can remove); near = removed for a kept "
               "document at (verified) Jaccard ≥ θ; representative = kept document with duplicates.</p>" + against)
 
 
-def _semantic_long_text(page: _Page, stats: dict) -> str:
+def semantic_long_text(page: Page, stats: dict) -> str:
     """One line on the semantic stage's documents longer than the model's max_seq_length (``long_text`` of
     run.json's semantic stage, else of semantic.json next to the report); empty without such documents."""
     sem = (stats.get("stages") or {}).get("semantic")
@@ -117,17 +117,17 @@ def _semantic_long_text(page: _Page, stats: dict) -> str:
         return ""
     seq, over = lt.get("max_seq_length"), lt["over_max_seq_length"]
     text = (f"Semantic stage: {over:,} of {lt.get('documents', 0):,} documents "
-            f"({_pct(over, lt.get('documents', 0))}) are longer than the embedding model's max_seq_length = {seq} "
+            f"({pct(over, lt.get('documents', 0))}) are longer than the embedding model's max_seq_length = {seq} "
             f"tokens (longest: {lt.get('max_tokens', 0):,} tokens counted). ")
     if lt.get("policy") == "mean":
-        return (f"<p class=\"note\">{_e(text)}They were embedded whole, as the mean of their windows of {seq} "
+        return (f"<p class=\"note\">{esc(text)}They were embedded whole, as the mean of their windows of {seq} "
                 f"tokens (long_text = mean).</p>")
-    return (f"<p class=\"warn\">{_e(text)}The model embedded only their first {seq} tokens (long_text = truncate): "
+    return (f"<p class=\"warn\">{esc(text)}The model embedded only their first {seq} tokens (long_text = truncate): "
             "documents sharing a long beginning look identical to it. <code>--long-text mean</code> embeds whole "
             "texts.</p>")
 
 
-def _clusters_section(page: _Page, decisions: pa.Table, cluster_cfg: dict | None = None) -> str:
+def clusters_section(page: Page, decisions: pa.Table, cluster_cfg: dict | None = None) -> str:
     # one size per cluster (its representative's row; with keep_copies > 1 a cluster has several kept members)
     _, first = np.unique(decisions["cluster_id"].to_numpy(), return_index=True)
     sizes = decisions["cluster_size"].to_numpy()[first]
@@ -145,23 +145,23 @@ def _clusters_section(page: _Page, decisions: pa.Table, cluster_cfg: dict | None
                      f"{small.size:,} ({int(small.sum()):,} documents)"])
     if copies > 1:
         rows.append(["members kept per cluster (keep_copies)", f"up to {copies}"])
-    return (_kv(rows) + page.img("cluster_sizes", lambda: _plot_cluster_sizes(sizes, cut),
+    return (kv_table(rows) + page.img("cluster_sizes", lambda: plot_cluster_sizes(sizes, cut),
                                  "cluster-size distribution, log-log"))
 
 
-def _scopes_section(stats: dict) -> str:
+def scopes_section(stats: dict) -> str:
     """A scoped run's per-scope counts (run.json stages.scope); empty for a global run."""
     sc = (stats.get("stages") or {}).get("scope")
     if not sc:
         return ""
-    rows = [[v, f"{c['input']:,}", f"{c['kept']:,}", f"{c['removed']:,}", _pct(c["removed"], c["input"])]
+    rows = [[v, f"{c['input']:,}", f"{c['kept']:,}", f"{c['removed']:,}", pct(c["removed"], c["input"])]
             for v, c in sc["scopes"].items()]
-    return (f"<p>Deduplicated within each value of <code>{_e(sc['field'])}</code> (scope_field): no document is "
+    return (f"<p>Deduplicated within each value of <code>{esc(sc['field'])}</code> (scope_field): no document is "
             "removed for a document of another scope.</p>"
-            + _table([sc["field"], "documents", "kept", "removed", "removed %"], rows))
+            + html_table([sc["field"], "documents", "kept", "removed", "removed %"], rows))
 
 
-def _excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict[int, str] | None,
+def excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict[int, str] | None,
                       why_missing: str | None) -> str:
     if not views:
         return "<p>No clusters with duplicates.</p>"
@@ -169,7 +169,7 @@ def _excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict
     reason = decisions["reason"]
     jac = decisions["jaccard"]
     if texts is None:
-        parts = [f"<p class=\"warn\">Text excerpts are not shown: {_e(why_missing)}.</p>"]
+        parts = [f"<p class=\"warn\">Text excerpts are not shown: {esc(why_missing)}.</p>"]
     else:
         parts = ["<p class=\"note\">Each removed member (right) next to the document kept for it (left), first "
                  f"{DIFF_WORDS:,} words compared, whitespace collapsed, unchanged stretches shortened. "
@@ -177,9 +177,9 @@ def _excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict
                  "in the member. Members shown: the least similar first.</p>"]
     for v in views:
         rid = ids[v.rep].as_py()
-        parts.append(f"<h3>Cluster of {v.size:,} documents, kept: <code>{_e(rid)}</code></h3>")
+        parts.append(f"<h3>Cluster of {v.size:,} documents, kept: <code>{esc(rid)}</code></h3>")
         if texts is None:
-            members = ", ".join(f"<code>{_e(ids[m].as_py())}</code> ({_e(reason[m].as_py())}"
+            members = ", ".join(f"<code>{esc(ids[m].as_py())}</code> ({esc(reason[m].as_py())}"
                                 + (f", J with kept = {jac[m].as_py():.3f}" if jac[m].is_valid else "") + ")"
                                 for m in v.members)
             parts.append(f"<p>members: {members}{' …' if v.size - 1 > len(v.members) else ''}</p>")
@@ -190,15 +190,15 @@ def _excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict
             jtxt = f"J with kept = {j:.3f}" if j is not None else "J not measured"
             parts.append(
                 "<div class=\"pair\">"
-                f"<div><div class=\"head\">kept <code>{_e(rid)}</code></div><div class=\"doc\">{left}</div></div>"
-                f"<div><div class=\"head\">{_e(reason[m].as_py())} <code>{_e(ids[m].as_py())}</code> · {jtxt}</div>"
+                f"<div><div class=\"head\">kept <code>{esc(rid)}</code></div><div class=\"doc\">{left}</div></div>"
+                f"<div><div class=\"head\">{esc(reason[m].as_py())} <code>{esc(ids[m].as_py())}</code> · {jtxt}</div>"
                 f"<div class=\"doc\">{right}</div></div></div>")
         if v.size - 1 > len(v.members):
             parts.append(f"<p class=\"note\">… and {v.size - 1 - len(v.members):,} more removed members.</p>")
     return "".join(parts)
 
 
-def _lsh_section(page: _Page, stats: dict) -> str:
+def lsh_section(page: Page, stats: dict) -> str:
     lsh = stats.get("stages", {}).get("lsh")
     if not lsh:
         return "<p>The run recorded no LSH statistics.</p>"
@@ -221,24 +221,24 @@ def _lsh_section(page: _Page, stats: dict) -> str:
     out = ""
     if largest >= GIANT_BUCKET:
         out += (f"<p class=\"warn\">Giant bucket: {largest:,} documents share one band key "
-                f"({_pct(largest, docs)} of the hashed documents). This is usually templated text (boilerplate, "
+                f"({pct(largest, docs)} of the hashed documents). This is usually templated text (boilerplate, "
                 "navigation, cookie notices); its documents dominate verification work. Check the Largest clusters "
                 "section, and consider removing the template or raising rows per band.</p>")
-    out += _kv(rows)
+    out += kv_table(rows)
     if per_band:
-        out += page.img("band_load", lambda: _plot_band_load(per_band), "candidate buckets per band")
+        out += page.img("band_load", lambda: plot_band_load(per_band), "candidate buckets per band")
         out += ("<p class=\"note\">Each band is an independent chance to become candidates; a band with far "
                 "more buckets than the others points at a hash or data problem.</p>")
     log2 = lsh.get("bucket_size_log2_counts")
     if log2:
-        out += page.img("bucket_sizes", lambda: _plot_bucket_sizes(log2), "bucket-size distribution")
+        out += page.img("bucket_sizes", lambda: plot_bucket_sizes(log2), "bucket-size distribution")
     else:
         out += ("<p class=\"note\">The full bucket-size distribution is not recorded by this run (only the "
                 "largest bucket and the mean).</p>")
     return out
 
 
-def _s_curve_section(page: _Page, stats: dict, decisions: pa.Table) -> str:
+def s_curve_section(page: Page, stats: dict, decisions: pa.Table) -> str:
     cfg = stats.get("config", {})
     b, r = int(cfg.get("lsh", {}).get("bands", 0)), int(cfg.get("lsh", {}).get("rows", 0))
     theta = float(cfg.get("cluster", {}).get("threshold", 0.8))
@@ -271,12 +271,12 @@ def _s_curve_section(page: _Page, stats: dict, decisions: pa.Table) -> str:
     else:
         note = ("<p class=\"note\">Verification was off, so the run measured no exact Jaccard values; only the "
                 "theoretical curve is drawn.</p>")
-    return (_kv(rows)
-            + page.img("s_curve", lambda: _plot_s_curve(b, r, theta_plot, hist), "S-curve of the chosen bands and rows")
+    return (kv_table(rows)
+            + page.img("s_curve", lambda: plot_s_curve(b, r, theta_plot, hist), "S-curve of the chosen bands and rows")
             + note)
 
 
-def _timings_section(page: _Page, stats: dict, n: int) -> str:
+def timings_section(page: Page, stats: dict, n: int) -> str:
     t = {k: float(v) for k, v in (stats.get("timings_s") or {}).items() if k != "total" and v is not None}
     total = (stats.get("timings_s") or {}).get("total")
     if not t:
@@ -284,27 +284,27 @@ def _timings_section(page: _Page, stats: dict, n: int) -> str:
     text_bytes = stats.get("read", {}).get("bytes_text") or 0
     rows = []
     for k, v in t.items():
-        rows.append([k, f"{v:.3f}", _pct(v, total) if total else "–", f"{n / v:,.0f}" if v > 0 else "–",
+        rows.append([k, f"{v:.3f}", pct(v, total) if total else "–", f"{n / v:,.0f}" if v > 0 else "–",
                      f"{text_bytes / v / 1e6:,.1f}" if v > 0 and text_bytes else "–"])
     if total:
         rows.append(["total", f"{total:.3f}", "100%", f"{n / total:,.0f}" if total > 0 else "–",
                      f"{text_bytes / total / 1e6:,.1f}" if text_bytes and total > 0 else "–"])
-    return (_table(["stage", "seconds", "% of total", "input docs / s", "input text MB / s"], rows)
+    return (html_table(["stage", "seconds", "% of total", "input docs / s", "input text MB / s"], rows)
             + "<p class=\"note\">Throughput columns divide the whole input (documents, text bytes) by each "
               "stage's time, so stages that touch only candidates (shingle_sets, policy) look faster than "
               "their per-document rate. Stages overlap with reading (prefetch), so the stage times need not sum "
               "to the total.</p>"
-            + page.img("timings", lambda: _plot_timings(t), "time per stage"))
+            + page.img("timings", lambda: plot_timings(t), "time per stage"))
 
 
-def _environment_section(stats: dict) -> str:
+def environment_section(stats: dict) -> str:
     rows = [["device", stats.get("device", "?")], ["threads", stats.get("threads", "?")],
             ["gpu_dedup", stats.get("gpu_dedup_version", "?")]]
     rows += [[k, v] for k, v in (stats.get("versions") or {}).items()]
     rows.append(["contract fingerprint", stats.get("contract_fingerprint", "?")])
     read = stats.get("read") or {}
     rrows = [["files", f"{read.get('files', 0):,}"], ["rows", f"{read.get('rows', 0):,}"],
-             ["text bytes", _fmt_bytes(read.get("bytes_text", 0) or 0)],
+             ["text bytes", fmt_bytes(read.get("bytes_text", 0) or 0)],
              ["skipped records", f"{len(read.get('skipped') or []):,}"],
              ["rows with invalid UTF-8 (repaired)", f"{read.get('invalid_utf8_rows', 0):,}"],
              ["empty files", f"{len(read.get('empty_files') or []):,}"]]
@@ -312,13 +312,15 @@ def _environment_section(stats: dict) -> str:
     extra = ""
     if skipped:
         extra = ("<p class=\"note\">First skipped records:</p><pre>"
-                 + _e(_json(skipped[:5])) + "</pre>")
+                 + esc(compact_json(skipped[:5])) + "</pre>")
     inputs = stats.get("inputs") or []
     shown = inputs[:20]
-    inp = "<pre>" + _e("\n".join(shown) + (f"\n… ({len(inputs) - 20:,} more)" if len(inputs) > 20 else "")) + "</pre>"
-    return (_kv(rows) + "<h3>Input</h3>" + _kv(rrows) + extra + inp
-            + "<div class=\"cols\"><div><h3>Config</h3><pre>" + _e(_json(stats.get("config", {}))) + "</pre></div>"
-            + "<div><h3>Contract</h3><pre>" + _e(_json(stats.get("contract", {}))) + "</pre>"
+    more = f"\n… ({len(inputs) - 20:,} more)" if len(inputs) > 20 else ""
+    inp = "<pre>" + esc("\n".join(shown) + more) + "</pre>"
+    return (kv_table(rows) + "<h3>Input</h3>" + kv_table(rrows) + extra + inp
+            + "<div class=\"cols\"><div><h3>Config</h3><pre>" + esc(compact_json(stats.get("config", {})))
+            + "</pre></div>"
+            + "<div><h3>Contract</h3><pre>" + esc(compact_json(stats.get("contract", {}))) + "</pre>"
             + "<p class=\"note\">The contract: what must match for signatures or band keys of two runs to be "
               "comparable.</p></div></div>"
-            + "<h3>Stage statistics (run.json)</h3><pre>" + _e(_json(stats.get("stages", {}))) + "</pre>")
+            + "<h3>Stage statistics (run.json)</h3><pre>" + esc(compact_json(stats.get("stages", {}))) + "</pre>")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import SemanticConfig, default_n_clusters
-from .model import _need, torch_device
+from .model import need_module, torch_device
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def _choose_backend(requested: str, device: str) -> tuple[str, bool]:
     faiss = _import_faiss()
     if requested == "faiss":
         if faiss is None:
-            _need("faiss", "kmeans_backend='faiss'")
+            need_module("faiss", "kmeans_backend='faiss'")
         gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
         return "faiss", device == "cuda" and gpus > 0
     if requested == "torch":
@@ -124,8 +124,17 @@ def _assign_torch(x, c, rows_per_chunk: int | None = None):
 
 
 def kmeans(x: np.ndarray, cfg: SemanticConfig, device: str = "cpu", n_clusters: int | None = None) -> Clusters:
-    """Spherical k-means of unit rows x float32 (n, d); k = n_clusters or cfg.n_clusters or
-    ``default_n_clusters(n)``, capped at n. Seeded; deterministic for a given backend and thread count."""
+    """Spherical k-means of unit rows; seeded, deterministic for a given backend and thread count.
+
+    Args:
+        x: float32 (n, d) unit rows.
+        cfg: the ``SemanticConfig`` (iterations, seed, sample size).
+        device: "cpu" or "cuda".
+        n_clusters: k; default ``cfg.n_clusters`` or ``default_n_clusters(n)``. Capped at n.
+
+    Returns:
+        The ``Clusters``: centroids float32 (k, d), assign int64 (n,), centroid_cos float32 (n,), backend.
+    """
     x = np.ascontiguousarray(x, dtype=np.float32)
     n, d = x.shape
     k = n_clusters or cfg.n_clusters or default_n_clusters(n)

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from ..config import RunConfig
 from ..decisions import LEXICAL_REMOVALS
+from ..errors import ConfigError, DataError, DependencyError, MissingFileError, RunError
 from ..io import atomic_path
 from ..lexical.normalize import normalize_text
 from ..lexical.verify import jaccard, shingle_sets
@@ -68,18 +69,18 @@ def _load(out_dir: str) -> tuple[pa.Table, pa.Table, dict, dict]:
     lex_path = os.path.join(out_dir, "decisions.parquet")
     sem_path = os.path.join(out_dir, "semantic_decisions.parquet")
     if not os.path.isfile(lex_path):
-        raise FileNotFoundError(f"{lex_path!r} does not exist: compare needs a lexical run in {out_dir!r} "
-                                "(gpu-dedup run INPUT -o OUT --semantic, without --no-lexical)")
+        raise MissingFileError(f"{lex_path!r} does not exist: compare needs a lexical run in {out_dir!r} "
+                               "(gpu-dedup run INPUT -o OUT --semantic, without --no-lexical)")
     if not os.path.isfile(sem_path) or not os.path.isfile(os.path.join(out_dir, "semantic.json")):
-        raise FileNotFoundError(f"{sem_path!r} or semantic.json is missing: compare needs the semantic stage's "
-                                f"results in {out_dir!r} (gpu-dedup run INPUT -o OUT --semantic)")
+        raise MissingFileError(f"{sem_path!r} or semantic.json is missing: compare needs the semantic stage's "
+                               f"results in {out_dir!r} (gpu-dedup run INPUT -o OUT --semantic)")
     lex = pq.read_table(lex_path)
     sem = pq.read_table(sem_path)
     if "jaccard" not in lex.column_names:
-        raise ValueError(f"{lex_path!r} has no jaccard column; it is not a lexical decisions table")
+        raise DataError(f"{lex_path!r} has no jaccard column; it is not a lexical decisions table")
     if lex.num_rows != sem.num_rows or not lex["id"].equals(sem["id"]):
-        raise ValueError(f"{lex_path!r} ({lex.num_rows} rows) and {sem_path!r} ({sem.num_rows} rows) do not list the "
-                         "same ids in the same order; rerun both stages on the same input into one OUT")
+        raise DataError(f"{lex_path!r} ({lex.num_rows} rows) and {sem_path!r} ({sem.num_rows} rows) do not list the "
+                        "same ids in the same order; rerun both stages on the same input into one OUT")
     run_path = os.path.join(out_dir, "run.json")
     run = _read_json(run_path) if os.path.isfile(run_path) else {}
     return lex, sem, run, _read_json(os.path.join(out_dir, "semantic.json"))
@@ -110,13 +111,13 @@ def _texts_for(rows: np.ndarray, source: Any, sem_stats: dict) -> dict[int, str]
     if source is None:
         paths = sem_stats.get("input_paths") or []
         if not paths or io.TABLE_PATH in paths:
-            raise ValueError("the run read an in-memory table; pass source= (the same table) to compare")
+            raise ConfigError("the run read an in-memory table; pass source= (the same table) to compare")
         source = paths
     files = io.source_files(source)
     rel = [f.relpath for f in files]
     if rel != sem_stats.get("inputs", rel):
-        raise ValueError(f"source resolves to {rel[:3]}... but the run read {sem_stats.get('inputs', [])[:3]}...; "
-                         "pass the run's inputs")
+        raise DataError(f"source resolves to {rel[:3]}... but the run read {sem_stats.get('inputs', [])[:3]}...; "
+                        "pass the run's inputs")
     opts = sem_stats.get("io", {})
     out: dict[int, str] = {}
     for sel, text in io.iter_rows(files, rows, id_field=opts.get("id_field", "id"),
@@ -124,7 +125,7 @@ def _texts_for(rows: np.ndarray, source: Any, sem_stats: dict) -> dict[int, str]
                                   on_error=opts.get("on_error", "raise")):
         out.update(zip(sel.tolist(), text.to_pylist()))
     if len(out) != rows.shape[0]:
-        raise RuntimeError(f"re-read {len(out)} of {rows.shape[0]} needed documents: the input changed since the run")
+        raise RunError(f"re-read {len(out)} of {rows.shape[0]} needed documents: the input changed since the run")
     return out
 
 
@@ -145,12 +146,30 @@ def compare(out_dir: str | os.PathLike, source: Any = None, *, n_examples: int =
             seed: int = 0, write: bool = True) -> CompareResult:
     """Compare the lexical and semantic decisions of the run in ``out_dir`` (see the module docstring).
 
-    source: the run's input (paths or the in-memory table) when semantic.json's input paths are not
-    usable; needed only to re-read texts. Writes OUT/compare.md and OUT/compare.png when ``write``."""
+    Args:
+        out_dir: a run directory with decisions.parquet and semantic_decisions.parquet.
+        source: the run's input (paths or the in-memory table) when semantic.json's input paths are not
+            usable; needed only to re-read texts.
+        n_examples: example pairs shown per kind.
+        max_pairs: the most candidate pairs scored and plotted (>= 3).
+        seed: the sample of pairs.
+        write: write OUT/compare.md and OUT/compare.png.
+
+    Returns:
+        The ``CompareResult``: counts per method and region, the pairs, the examples, the markdown, and the
+        paths written.
+
+    Raises:
+        MissingFileError: a decisions table or the embeddings of the run are missing.
+        DataError: the two tables do not list the same documents.
+        RunError: the input changed since the run.
+        ConfigError: a bad ``n_examples`` / ``max_pairs``, or a ``source`` that is not the run's.
+        DependencyError: ``write`` without matplotlib (the ``plot`` extra).
+    """
     if not isinstance(n_examples, int) or n_examples < 0:
-        raise ValueError(f"n_examples must be a non-negative int, got {n_examples!r}")
+        raise ConfigError(f"n_examples must be a non-negative int, got {n_examples!r}")
     if not isinstance(max_pairs, int) or max_pairs < 3:
-        raise ValueError(f"max_pairs must be an int >= 3, got {max_pairs!r}")
+        raise ConfigError(f"max_pairs must be an int >= 3, got {max_pairs!r}")
     out_dir = os.fspath(out_dir)
     lex, sem, run_stats, sem_stats = _load(out_dir)
     n = lex.num_rows
@@ -165,12 +184,12 @@ def compare(out_dir: str | os.PathLike, source: Any = None, *, n_examples: int =
 
     emb_path = (sem_stats.get("embedding_cache") or {}).get("embeddings_path")
     if not emb_path or not os.path.isfile(emb_path):
-        raise FileNotFoundError(f"the semantic run's embeddings ({emb_path!r}) are gone; rerun the semantic stage "
-                                "with an output directory (it rewrites them, reusing nothing else)")
+        raise MissingFileError(f"the semantic run's embeddings ({emb_path!r}) are gone; rerun the semantic stage "
+                               "with an output directory (it rewrites them, reusing nothing else)")
     emb = np.load(emb_path, mmap_mode="r")
     if emb.shape[0] != n:
-        raise ValueError(f"{emb_path!r} holds {emb.shape[0]} rows but the run has {n}: the embedding cache was "
-                         "overwritten by another run; rerun the semantic stage into this OUT")
+        raise DataError(f"{emb_path!r} holds {emb.shape[0]} rows but the run has {n}: the embedding cache was "
+                        "overwritten by another run; rerun the semantic stage into this OUT")
 
     rng = np.random.default_rng(seed)
     rows = np.arange(n, dtype=np.int64)
@@ -270,8 +289,8 @@ def _markdown(out_dir: str, counts: dict, pairs: pa.Table, examples: pa.Table, r
              f"(cosine >= {1 - float(sem_stats.get('eps', 0)):.4g}), "
              f"{(sem_stats.get('clusters') or {}).get('k', '?')} clusters, chain {sem_stats.get('chain')}, "
              f"keep {sem_stats.get('keep')}", "",
-             "Semantic-only removals are what lexical dedup cannot see by construction: the seed's corrected "
-             "Tokyo example (\"The president visited Tokyo on Tuesday to discuss trade.\" / \"On Tuesday, the "
+             "Semantic-only removals are what lexical dedup cannot see by construction: the "
+             "Tokyo pair (\"The president visited Tokyo on Tuesday to discuss trade.\" / \"On Tuesday, the "
              "president visited Tokyo to discuss trade issues.\") shares no word 5-gram, so its Jaccard is 0 and no "
              "lexical threshold removes it (tests/test_cluster.py pins this).", "",
              "| documents | count | fraction |", "|---|---:|---:|"]
@@ -309,9 +328,27 @@ def _markdown(out_dir: str, counts: dict, pairs: pa.Table, examples: pa.Table, r
 
 
 def plot_pairs(pairs: pa.Table, path: str, *, theta: float | None = None, eps: float | None = None) -> str:
-    """Jaccard (x) vs cosine (y) of candidate pairs: hexbin of all (log counts) and a scatter by pair
-    kind, with the lexical threshold and 1 - eps marked. Written atomically as PNG; returns path."""
-    import matplotlib
+    """Plot Jaccard (x) vs cosine (y) of candidate pairs, written atomically as PNG.
+
+    A hexbin of all pairs (log counts) and a scatter by pair kind, with the lexical threshold and 1 - eps
+    marked.
+
+    Args:
+        pairs: the candidate pairs (columns jaccard, cosine, kind).
+        path: the PNG to write.
+        theta: the lexical Jaccard threshold, marked when given.
+        eps: the semantic eps, marked as 1 - eps when given.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        DependencyError: matplotlib (the ``plot`` extra) is missing.
+    """
+    try:
+        import matplotlib
+    except ImportError as exc:  # optional: the plot extra
+        raise DependencyError(f"compare.png needs matplotlib ({exc}): pip install 'gpu-dedup[plot]'") from exc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import keep_column
+from ..errors import ConfigError
 
 Chain = Literal["all", "kept"]
 Precision = Literal["auto", "float32", "float16"]
@@ -32,19 +33,29 @@ DEFAULT_SWEEP = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 
 
 def semantic_keep_column(keep: str) -> str | None:
-    """Validate a semantic keep rule; return the column of ``max:<column>`` / ``min:<column>``, else None."""
+    """Validate a semantic keep rule.
+
+    Args:
+        keep: "hard", "easy", "random", or "max:<column>" / "min:<column>".
+
+    Returns:
+        The column of "max:" / "min:", else None.
+
+    Raises:
+        ConfigError: another rule.
+    """
     if keep in ("hard", "easy", "random"):
         return None
     if isinstance(keep, str) and keep.startswith(("max:", "min:")) and len(keep) > 4:
         return keep_column(keep)
-    raise ValueError(f"semantic keep must be 'hard', 'easy', 'random', 'max:<column>' or 'min:<column>', got "
-                     f"{keep!r}")
+    raise ConfigError(f"semantic keep must be 'hard', 'easy', 'random', 'max:<column>' or 'min:<column>', got "
+                      f"{keep!r}")
 
 
 def _check_eps(name: str, eps: Any) -> None:
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0.0 <= float(eps) < 1.0:
-        raise ValueError(f"{name} must be a cosine distance in [0, 1), got {eps!r}; e.g. 0.01 removes pairs "
-                         "with cosine >= 0.99")
+        raise ConfigError(f"{name} must be a cosine distance in [0, 1), got {eps!r}; e.g. 0.01 removes pairs "
+                          "with cosine >= 0.99")
 
 
 @dataclass(frozen=True)
@@ -99,37 +110,38 @@ class SemanticConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"SemanticConfig.model must be a model name or directory, got {self.model!r}")
+            raise ConfigError(f"SemanticConfig.model must be a model name or directory, got {self.model!r}")
         _check_eps("SemanticConfig.eps", self.eps)
         if self.n_clusters is not None and (not isinstance(self.n_clusters, int) or self.n_clusters < 1):
-            raise ValueError(f"SemanticConfig.n_clusters must be a positive int or None (automatic), "
-                             f"got {self.n_clusters!r}")
+            raise ConfigError(f"SemanticConfig.n_clusters must be a positive int or None (automatic), "
+                              f"got {self.n_clusters!r}")
         for name in ("niter", "batch_size", "block", "max_points_per_centroid", "warn_cluster_size"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"SemanticConfig.{name} must be a positive int, got {v!r}")
+                raise ConfigError(f"SemanticConfig.{name} must be a positive int, got {v!r}")
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
-            raise ValueError(f"SemanticConfig.seed must be an int in [0, 2**32), got {self.seed!r}")
+            raise ConfigError(f"SemanticConfig.seed must be an int in [0, 2**32), got {self.seed!r}")
         semantic_keep_column(self.keep)
         for name, lit in (("chain", Chain), ("kmeans_backend", KMeansBackend), ("precision", Precision),
                           ("long_text", LongText)):
             if getattr(self, name) not in get_args(lit):
-                raise ValueError(f"SemanticConfig.{name} must be one of {get_args(lit)}, got {getattr(self, name)!r}")
+                raise ConfigError(f"SemanticConfig.{name} must be one of {get_args(lit)}, got {getattr(self, name)!r}")
         if not isinstance(self.chars_per_token, int) or isinstance(self.chars_per_token, bool) \
                 or self.chars_per_token < 0:
-            raise ValueError("SemanticConfig.chars_per_token must be an int >= 0 (0: no cut), "
-                             f"got {self.chars_per_token!r}")
+            raise ConfigError("SemanticConfig.chars_per_token must be an int >= 0 (0: no cut), "
+                              f"got {self.chars_per_token!r}")
         if not isinstance(self.window_overlap, int) or isinstance(self.window_overlap, bool) \
                 or self.window_overlap < 0:
-            raise ValueError(f"SemanticConfig.window_overlap must be an int >= 0 (tokens), got {self.window_overlap!r}")
+            raise ConfigError(f"SemanticConfig.window_overlap must be an int >= 0 (tokens), got "
+                              f"{self.window_overlap!r}")
         if self.max_seq_length is not None and (not isinstance(self.max_seq_length, int) or self.max_seq_length < 1):
-            raise ValueError("SemanticConfig.max_seq_length must be a positive int or None, "
-                             f"got {self.max_seq_length!r}")
+            raise ConfigError("SemanticConfig.max_seq_length must be a positive int or None, "
+                              f"got {self.max_seq_length!r}")
         if self.sample_fraction is not None and (not isinstance(self.sample_fraction, (int, float))
                                                  or not 0.0 < float(self.sample_fraction) <= 1.0):
-            raise ValueError(f"SemanticConfig.sample_fraction must be in (0, 1] or None, got {self.sample_fraction!r}")
+            raise ConfigError(f"SemanticConfig.sample_fraction must be in (0, 1] or None, got {self.sample_fraction!r}")
         if not isinstance(self.eps_sweep, tuple):
-            raise ValueError(f"SemanticConfig.eps_sweep must be a tuple of floats, got {self.eps_sweep!r}")
+            raise ConfigError(f"SemanticConfig.eps_sweep must be a tuple of floats, got {self.eps_sweep!r}")
         for e in self.eps_sweep:
             _check_eps("SemanticConfig.eps_sweep value", e)
 
@@ -143,11 +155,18 @@ class SemanticConfig:
 
 
 def default_n_clusters(n: int) -> int:
-    """k for n rows: clusters of about max(sqrt(n), 1000) rows, k in [1, 50000].
+    """The default number of k-means clusters: clusters of about max(sqrt(n), 1000) rows.
 
-    sqrt(n) balances the pairwise cost (sum n_c^2 d ~ n^1.5 d) against k-means (n k d per iteration);
-    the 1000-row floor keeps small corpora in few clusters (k=1 below 1000 rows: exact global
-    SemDeDup), which loses fewer duplicates to cluster boundaries."""
+    sqrt(n) balances the pairwise cost (sum n_c^2 d ~ n^1.5 d) against k-means (n k d per iteration). The
+    1000-row floor keeps small corpora in few clusters (k=1 below 1000 rows: exact global SemDeDup), which
+    loses fewer duplicates to cluster boundaries.
+
+    Args:
+        n: the number of rows.
+
+    Returns:
+        k, in [1, 50000].
+    """
     if n <= 0:
         return 1
     target = max(math.sqrt(n), 1000.0)
@@ -155,12 +174,21 @@ def default_n_clusters(n: int) -> int:
 
 
 def threshold32(eps: float) -> np.float32:
-    """Smallest float32 >= 1 - eps (computed in float64), so that comparing float32 similarities with
-    it is the exact real comparison ``sim >= 1 - eps`` in numpy, torch and Numba alike."""
-    return _bar32(1.0 - float(eps))
+    """The smallest float32 >= 1 - eps (computed in float64).
+
+    Comparing float32 similarities with it is then the exact real comparison ``sim >= 1 - eps``, in numpy,
+    torch and Numba alike.
+
+    Args:
+        eps: the cosine distance.
+
+    Returns:
+        The float32 bar.
+    """
+    return bar32(1.0 - float(eps))
 
 
-def _bar32(t: float) -> np.float32:
+def bar32(t: float) -> np.float32:
     """Smallest float32 >= t."""
     t = float(t)
     t32 = np.float32(t)

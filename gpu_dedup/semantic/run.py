@@ -16,6 +16,7 @@ from .. import io
 from .._version import __version__
 from ..config import RunConfig
 from ..device import batch_bytes
+from ..errors import ConfigError
 from .config import CACHE_FORMAT, SemanticConfig, semantic_keep_column
 from .embed import EmbeddingCache, count_tokens, embed_documents, text_hashes
 from .model import embedding_dtype, load_model, model_fingerprint, resolve_model_path, resolve_torch_device
@@ -127,8 +128,8 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
             if given is not None:
                 emb = given[batch.row_start:batch.row_start + len(h)]
                 if emb.shape[0] != len(h):
-                    raise ValueError(f"embeddings has {given.shape[0]} rows but the input has more documents; "
-                                     "pass one row per input document, in input order")
+                    raise ConfigError(f"embeddings has {given.shape[0]} rows but the input has more documents; "
+                                      "pass one row per input document, in input order")
             else:
                 found, cached = cache.lookup(h) if cache is not None else (np.zeros(len(h), bool), None)
                 missing = np.flatnonzero(~found)
@@ -174,8 +175,8 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
     io.check_unique_ids(all_ids, files, id_field=run.id_field, text_field=run.text_field, on_error=run.on_error)
     n = len(all_ids)
     if given is not None and given.shape[0] != n:
-        raise ValueError(f"embeddings has {given.shape[0]} rows but the input has {n} documents; pass one row per "
-                         "input document, in input order")
+        raise ConfigError(f"embeddings has {given.shape[0]} rows but the input has {n} documents; pass one row per "
+                          "input document, in input order")
     d = parts[0].shape[1] if parts else (given.shape[1] if given is not None else 0)
     out.ids = all_ids
     out.hashes = np.concatenate(hashes) if hashes else np.zeros((0, 2), np.uint64)
@@ -211,7 +212,7 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
     """float32 copy of x (n, d) with L2-normalised rows (zero rows stay zero)."""
     x = np.array(x, dtype=np.float32, copy=True)
     if x.ndim != 2:
-        raise ValueError(f"embeddings must be a 2-d (n, d) array, got shape {x.shape}")
+        raise ConfigError(f"embeddings must be a 2-d (n, d) array, got shape {x.shape}")
     norms = np.linalg.norm(x.astype(np.float64), axis=1)
     x /= np.where(norms > 0, norms, 1.0)[:, None].astype(np.float32)
     return x
@@ -220,14 +221,28 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
 def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: str | os.PathLike | None = None,
                    device: str = "cpu", *, run: RunConfig | None = None,
                    embeddings: np.ndarray | None = None) -> SemanticResult:
-    """Semantic deduplication of ``source`` (path(s)/glob(s)/directory, pyarrow Table or pandas DataFrame).
+    """Semantic deduplication of ``source``: embed, cluster, order, compare within clusters, decide.
 
-    Input is streamed with ``io.iter_batches`` using ``run``'s id_field/text_field/on_error/batch_bytes
-    (defaults: RunConfig()). Embeddings of all rows are held in memory (n x d x 4 bytes).
-    embeddings: optional precomputed (n, d) array, one row per input document in input order (rows are
-    L2-normalised here); then no model is loaded and ``cfg.model`` is ignored.
-    With ``output_dir``: writes semantic_decisions.parquet, semantic.json, semantic/centroids.npy, and the
-    embedding cache (default OUT/semantic/embeddings/<key>/, holding this run's rows in input order).
+    The input is streamed with ``io.iter_batches``. The embeddings of all rows are held in memory
+    (n x d x 4 bytes). With ``output_dir`` it writes semantic_decisions.parquet, semantic.json,
+    semantic/centroids.npy and the embedding cache (default OUT/semantic/embeddings/<key>/, this run's rows in
+    input order).
+
+    Args:
+        source: path(s), glob(s) or a directory, a pyarrow Table or a pandas DataFrame.
+        cfg: the ``SemanticConfig`` (None: its defaults).
+        output_dir: where the outputs go (None: in memory).
+        device: "cpu", "cuda" or "auto".
+        run: its id_field / text_field / on_error / batch_bytes read the input (default: ``RunConfig()``).
+        embeddings: precomputed float32 (n, d), one row per input document in input order (L2-normalised
+            here); then no model is loaded and ``cfg.model`` is ignored.
+
+    Returns:
+        The ``SemanticResult``: the decisions, the statistics (semantic.json), the embeddings and centroids.
+
+    Raises:
+        ConfigError: ``embeddings`` with another number of rows than the input has documents, or not 2-d.
+        GpuDedupError: a model, input or device that cannot be used (the message names it).
     """
     cfg = cfg or SemanticConfig()
     run = run or RunConfig()

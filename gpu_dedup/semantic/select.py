@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..errors import ConfigError, DataError
 from ..lexical.policy import keep_rank
 from .clustering import Clusters, kmeans
 from .config import SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column, threshold32
@@ -23,8 +24,22 @@ logger = logging.getLogger(__name__)
 
 def cluster_order(assign: np.ndarray, centroid_cos: np.ndarray, keep: str, *, seed: int = 0,
                   values: np.ndarray | None = None, n_clusters: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Rows grouped by cluster, each cluster in keep order: (order int64 (n,), offsets int64 (k+1,));
-    cluster c is ``order[offsets[c]:offsets[c+1]]`` and its first row is kept. Ties: input order."""
+    """Rows grouped by cluster, each cluster in keep order; a cluster's first row is kept. Ties: input order.
+
+    Args:
+        assign: int64 (n,) each row's cluster.
+        centroid_cos: float32 (n,) each row's cosine to its centroid (for keep "hard" / "easy").
+        keep: "hard", "easy", "random", or "max:<column>" / "min:<column>".
+        seed: the permutation's seed for keep="random".
+        values: float64 (n,) the column's values for "max:" / "min:" (NaN last).
+        n_clusters: k (default: assign.max() + 1).
+
+    Returns:
+        (order int64 (n,), offsets int64 (k+1,)): cluster c is ``order[offsets[c]:offsets[c+1]]``.
+
+    Raises:
+        ConfigError: a "max:" / "min:" rule without ``values``.
+    """
     assign = np.asarray(assign, np.int64)
     n = assign.shape[0]
     rows = np.arange(n, dtype=np.int64)
@@ -37,7 +52,7 @@ def cluster_order(assign: np.ndarray, centroid_cos: np.ndarray, keep: str, *, se
         key = np.random.default_rng(seed).permutation(n).astype(np.float64)
     else:
         if values is None:
-            raise ValueError(f"keep={keep!r} needs the values of column {col!r}")
+            raise ConfigError(f"keep={keep!r} needs the values of column {col!r}")
         key = keep_rank(keep, n=n, values=values).astype(np.float64)
     order = np.lexsort((rows, key, assign))
     k = int(n_clusters if n_clusters is not None else (assign.max() + 1 if n else 0))
@@ -47,8 +62,16 @@ def cluster_order(assign: np.ndarray, centroid_cos: np.ndarray, keep: str, *, se
 
 
 def removal_sweep(max_sim: np.ndarray, has_earlier: np.ndarray, eps_values: Sequence[float]) -> list[dict]:
-    """[{eps, removed, fraction}] from one max-similarity column: for chain="all" one column serves every
-    eps (no recomputation); chain="kept" computes a column per eps."""
+    """Semantic removals for several eps from one max-similarity column (chain="all": no recomputation).
+
+    Args:
+        max_sim: float32 (n,) the largest cosine to an earlier member.
+        has_earlier: bool (n,) the rows that have an earlier member.
+        eps_values: the eps to count.
+
+    Returns:
+        [{eps, removed, fraction}], one per eps.
+    """
     n = max_sim.shape[0]
     out = []
     for eps in eps_values:
@@ -65,7 +88,7 @@ def _decide(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig, device: 
             keep_values: np.ndarray | None) -> tuple[pa.Table, dict[str, Any], Clusters]:
     n = len(ids)
     if embeddings.shape[0] != n:
-        raise ValueError(f"embeddings have {embeddings.shape[0]} rows but there are {n} ids")
+        raise ConfigError(f"embeddings have {embeddings.shape[0]} rows but there are {n} ids")
     timings: dict[str, float] = {}
     t = time.perf_counter()
     clusters = kmeans(embeddings, cfg, device)
@@ -112,10 +135,22 @@ def _decide(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig, device: 
 
 def decisions_table(ids: pa.Array, removed: np.ndarray, max_sim: np.ndarray, nearest: np.ndarray,
                     assign: np.ndarray, centroid_cos: np.ndarray) -> pa.Table:
-    """One row per document (``SEMANTIC_SCHEMA``), input order. matched_id: the earlier member a removed
-    document matched (null when kept); cosine / nearest_id: the largest cosine to an earlier member of
-    its cluster and that member, for every document that has one (null for a cluster's first); as in
-    ``max_sim_to_earlier``, a maximum <= 0 shows as cosine 0 with the cluster's first member."""
+    """The semantic decisions: one row per document (``SEMANTIC_SCHEMA``), in input order.
+
+    Args:
+        ids: pa.string (n,) the document ids.
+        removed: bool (n,) the semantic duplicates.
+        max_sim: float32 (n,) the largest cosine to an earlier member of the cluster.
+        nearest: int64 (n,) that member's row (-1 for a cluster's first).
+        assign: int64 (n,) each row's cluster.
+        centroid_cos: float32 (n,) each row's cosine to its centroid.
+
+    Returns:
+        The table. matched_id: the earlier member a removed document matched (null when kept). cosine /
+        nearest_id: the largest cosine to an earlier member and that member, for every document that has one
+        (null for a cluster's first); as in ``max_sim_to_earlier``, a maximum <= 0 shows as cosine 0 with the
+        cluster's first member.
+    """
     n = len(ids)
     has = nearest >= 0
     matched = np.where(removed, nearest, -1)
@@ -134,24 +169,46 @@ def decisions_table(ids: pa.Array, removed: np.ndarray, max_sim: np.ndarray, nea
 
 def semantic_decisions(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig | None = None,
                        device: str = "cpu", keep_values: np.ndarray | None = None) -> pa.Table:
-    """k-means + keep order + pairwise on given embeddings -> ``SEMANTIC_SCHEMA`` table (id, keep,
-    reason 'semantic_duplicate'|'unique', matched_id, cosine, nearest_id, semantic_cluster,
-    centroid_cosine). ids: pa.string (n,); embeddings: float32 (n, d) unit rows; keep_values: float64
-    (n,) for keep="max:<column>". Pass a subset (e.g. the lexical survivors) to dedup only those."""
+    """Semantic decisions on given embeddings: k-means, keep order, pairwise similarity.
+
+    Pass a subset (e.g. the lexical survivors) to dedup only those.
+
+    Args:
+        ids: pa.string (n,) the document ids.
+        embeddings: float32 (n, d) unit rows.
+        cfg: the ``SemanticConfig`` (None: its defaults).
+        device: "cpu" or "cuda".
+        keep_values: float64 (n,) the column's values for keep="max:<column>" / "min:<column>".
+
+    Returns:
+        A ``SEMANTIC_SCHEMA`` table: id, keep, reason ('semantic_duplicate' | 'unique'), matched_id, cosine,
+        nearest_id, semantic_cluster, centroid_cosine.
+    """
     cfg = cfg or SemanticConfig()
     return _decide(ids, np.ascontiguousarray(embeddings, np.float32), cfg, resolve_torch_device(device),
                    keep_values)[0]
 
 
 def merge_decisions(lexical: pa.Table, semantic: pa.Table) -> pa.Table:
-    """Fold semantic decisions (all documents, same order) into the lexical decisions table.
+    """Fold the semantic decisions into the lexical decisions table.
 
     A document lexically kept but semantically removed becomes keep=False, reason 'semantic_duplicate',
-    matched_id = its semantic match; lexically removed documents keep their lexical reason and match.
-    Adds columns cosine, nearest_id (renamed semantic_nearest_id) and semantic_cluster."""
+    matched_id = its semantic match. Lexically removed documents keep their lexical reason and match.
+
+    Args:
+        lexical: the lexical decisions (all documents).
+        semantic: the semantic decisions, same documents in the same order.
+
+    Returns:
+        The lexical table with the semantic removals, plus columns cosine, semantic_nearest_id and
+        semantic_cluster.
+
+    Raises:
+        DataError: the two tables do not have the same rows.
+    """
     if lexical.num_rows != semantic.num_rows or not lexical["id"].equals(semantic["id"]):
-        raise ValueError(f"lexical ({lexical.num_rows} rows) and semantic ({semantic.num_rows} rows) decisions "
-                         "must list the same ids in the same order; run both stages on the same input")
+        raise DataError(f"lexical ({lexical.num_rows} rows) and semantic ({semantic.num_rows} rows) decisions "
+                        "must list the same ids in the same order; run both stages on the same input")
     import pyarrow.compute as pc
 
     sem_removed = pc.invert(semantic["keep"])

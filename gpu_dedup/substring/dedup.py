@@ -61,6 +61,7 @@ import pyarrow.parquet as pq
 from .. import constants as C
 from .. import io
 from ..device import array_backend, batch_bytes, note_compiling, resolve_device
+from ..errors import DataError, RunError
 from ..lexical.normalize import arrow_text_buffers
 from ..lexical.policy import keep_rank
 from ..paragraph.cutwrite import apply_cuts, write_cut_documents
@@ -171,8 +172,8 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
         store.append(toks)
     if not ids:
         store.close()
-        raise ValueError(f"no documents in {source!r}: substring dedup needs at least one (read: "
-                         f"{report.to_dict()})")
+        raise DataError(f"no documents in {source!r}: substring dedup needs at least one (read: "
+                        f"{report.to_dict()})")
     return Corpus(files, pa.concat_arrays(ids), np.concatenate(lengths), np.concatenate(values) if values else None,
                   report.to_dict(), store.finish())
 
@@ -217,9 +218,9 @@ def plan_chunks(corpus: Corpus, cfg: SubstringConfig) -> int | None:
 def too_long(row: int, doc_id: Any, tokens: int, cfg: SubstringConfig) -> ValueError:
     """The error for a document whose pairs cannot fit memory_budget: it names the row, the limit and the knob."""
     per = C.SUBSTRING_BYTES_PER_POSITION
-    return ValueError(f"document row {row} (id {doc_id!r}) has {tokens:,} tokens: a suffix array over it and another "
-                      f"chunk needs more than --memory-budget {cfg.memory_budget:,} bytes ({per} B per position); "
-                      f"raise --memory-budget to at least {2 * (tokens + 1) * per:,} or split the document")
+    return DataError(f"document row {row} (id {doc_id!r}) has {tokens:,} tokens: a suffix array over it and another "
+                     f"chunk needs more than --memory-budget {cfg.memory_budget:,} bytes ({per} B per position); "
+                     f"raise --memory-budget to at least {2 * (tokens + 1) * per:,} or split the document")
 
 
 def span_hash(ident: np.ndarray) -> str:
@@ -315,8 +316,8 @@ def cut_documents(corpus: Corpus, keep: KeepOrder, matches: Matches, cfg: Substr
             data, offsets = arrow_text_buffers(batch.text.cast(pa.large_string()))
             n = offsets.shape[0] - 1
             if r0 + n > len(corpus.ids):
-                raise RuntimeError(f"the input changed while substring dedup ran: more than {len(corpus.ids)} rows "
-                                   "on the second read")
+                raise RunError(f"the input changed while substring dedup ran: more than {len(corpus.ids)} rows "
+                               "on the second read")
             spans, docs, c, (new_text, doc, cs, ce) = cut_batch(data, offsets, r0, corpus, keep, matches, cfg)
             sinks.write(spans, docs)
             for key, v in c.items():
@@ -327,8 +328,8 @@ def cut_documents(corpus: Corpus, keep: KeepOrder, matches: Matches, cfg: Substr
                     seams.append({**s, "row": s["row"] + r0})
             r0 += n
         if r0 != len(corpus.ids):
-            raise RuntimeError(f"the input changed while substring dedup ran: {r0} rows on the second read, "
-                               f"{len(corpus.ids)} on the first")
+            raise RunError(f"the input changed while substring dedup ran: {r0} rows on the second read, "
+                           f"{len(corpus.ids)} on the first")
     if out is not None:
         return Cut(None, None, counts, seams)
     return Cut(pa.concat_tables(sinks.parts[0]).combine_chunks(), pa.concat_tables(sinks.parts[1]).combine_chunks(),
@@ -362,9 +363,22 @@ def write_outputs(out: str, corpus: Corpus, cfg: SubstringConfig) -> dict[str, A
 
 def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir: str | os.PathLike | None = None,
                     device: str = "cpu") -> SubstringResult:
-    """Exact-substring dedup of ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame):
-    the stages of the module docstring, timed. Returns the statistics, and the spans and cut documents in
-    memory when ``output_dir`` is None."""
+    """Exact-substring dedup of ``source``: the stages of the module docstring, timed.
+
+    Args:
+        source: path(s), glob(s) or a directory of input files, a pyarrow Table or a pandas DataFrame.
+        cfg: the ``SubstringConfig`` (None: its defaults).
+        output_dir: where the spans, documents, cut records and substring_dedup.json go (None: in memory).
+        device: "cpu", "cuda" or "auto".
+
+    Returns:
+        A ``SubstringResult``: the statistics, and the spans and cut documents in memory when ``output_dir``
+        is None.
+
+    Raises:
+        GpuDedupError: a bad setting, no documents, a document too long for one suffix array
+            (``DataError``), or an input that changed while the stage ran (``RunError``).
+    """
     cfg = cfg or SubstringConfig()
     device = resolve_device(device)
     note_compiling(device, ("substring",))  # a first run compiles the Kasai and span-hash kernels: said first

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..config import NormalizeConfig
 from ..device import module_of, to_device, to_host
+from ..errors import DataError, DependencyError
 
 logger = logging.getLogger(__name__)
 
@@ -210,11 +211,11 @@ def load_tokenizer(path: str | os.PathLike) -> Any:
     try:
         from tokenizers import Tokenizer
     except ImportError as e:  # pragma: no cover - an extra
-        raise ImportError("--tokenizer needs the 'tokenizers' package: pip install 'gpu-dedup[substring]'") from e
+        raise DependencyError("--tokenizer needs the 'tokenizers' package: pip install 'gpu-dedup[substring]'") from e
     try:
         return Tokenizer.from_file(os.fspath(path))
     except Exception as e:
-        raise ValueError(f"{os.fspath(path)!r} is not a Hugging Face tokenizer.json file (--tokenizer): {e}") from e
+        raise DataError(f"{os.fspath(path)!r} is not a Hugging Face tokenizer.json file (--tokenizer): {e}") from e
 
 
 def tokenizer_tokens(data: np.ndarray, offsets: np.ndarray, texts: list[str], tok: Any) -> Tokens:

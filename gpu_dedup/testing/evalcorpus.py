@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from ..errors import ConfigError, RunError
 from .vocabulary import DETERMINERS, FIXED_WORDS, build_vocabulary, words_of
 
 log = logging.getLogger(__name__)
@@ -389,15 +390,15 @@ def check_text(text: str) -> None:
     newlines; NFKC-stable. For such text the pipeline's normalized words are ``text.lower().split()``."""
     if _ALLOWED.fullmatch(text) is None:
         bad = sorted(set(re.sub(r"[A-Za-z0-9éüñÉÜÑ.,;:!?'\- \n]", "", text)))
-        raise ValueError(f"text has characters outside the generator's alphabet: {bad!r} in {text[:60]!r}")
+        raise ConfigError(f"text has characters outside the generator's alphabet: {bad!r} in {text[:60]!r}")
     # Cheap test first: a lone punctuation token must start the text or follow whitespace.
     m = None
     if text[:1] in _PUNCT_CHARS or _WS_PUNCT.search(text):
         m = _LONE_PUNCT.search(text)
     if m is not None:
-        raise ValueError(f"text has punctuation not attached to a word: {m.group()!r} in {text[:60]!r}")
+        raise ConfigError(f"text has punctuation not attached to a word: {m.group()!r} in {text[:60]!r}")
     if unicodedata.normalize("NFKC", text) != text:
-        raise ValueError(f"text is not NFKC-stable: {text[:60]!r}")
+        raise ConfigError(f"text is not NFKC-stable: {text[:60]!r}")
 
 
 def normalize_text(text: str) -> str:
@@ -411,7 +412,7 @@ def normalize_text(text: str) -> str:
 
 def _check_frac(name: str, value: float) -> None:
     if not isinstance(value, (int, float)) or not 0.0 <= float(value) < 1.0:
-        raise ValueError(f"{name} must be a fraction in [0, 1), got {value!r}")
+        raise ConfigError(f"{name} must be a fraction in [0, 1), got {value!r}")
 
 
 def make_corpus(n_docs: int, seed: int, *, mean_words: int = 300, exact_dup_frac: float = 0.05,
@@ -433,27 +434,27 @@ def make_corpus(n_docs: int, seed: int, *, mean_words: int = 300, exact_dup_frac
     ``member`` (int32, nullable: position of a template member in its family's chain).
     """
     if not isinstance(n_docs, int) or n_docs < 1:
-        raise ValueError(f"n_docs must be a positive int, got {n_docs!r}")
+        raise ConfigError(f"n_docs must be a positive int, got {n_docs!r}")
     if not isinstance(mean_words, int) or mean_words < 20:
-        raise ValueError(f"mean_words must be an int >= 20 (documents need 5-grams), got {mean_words!r}")
+        raise ConfigError(f"mean_words must be an int >= 20 (documents need 5-grams), got {mean_words!r}")
     for name, v in (("exact_dup_frac", exact_dup_frac), ("near_dup_frac", near_dup_frac),
                     ("short_frac", short_frac)):
         _check_frac(name, v)
     rates = [float(r) for r in edit_rates]
     if not rates or any(not 0.0 < r < 1.0 for r in rates):
-        raise ValueError(f"edit_rates must be a non-empty list of rates in (0, 1), got {edit_rates!r}")
+        raise ConfigError(f"edit_rates must be a non-empty list of rates in (0, 1), got {edit_rates!r}")
     if not isinstance(template_families, int) or template_families < 0:
-        raise ValueError(f"template_families must be an int >= 0, got {template_families!r}")
+        raise ConfigError(f"template_families must be an int >= 0, got {template_families!r}")
     if not isinstance(family_size, int) or family_size < 2:
-        raise ValueError(f"family_size must be an int >= 2, got {family_size!r}")
+        raise ConfigError(f"family_size must be an int >= 2, got {family_size!r}")
     n_exact = int(round(exact_dup_frac * n_docs))
     n_near = int(round(near_dup_frac * n_docs))
     n_short = int(round(short_frac * n_docs))
     n_template = template_families * family_size
     n_unique = n_docs - n_exact - n_near - n_short - n_template
     if n_unique < 1:
-        raise ValueError(f"n_docs={n_docs} is too small for {n_exact} exact + {n_near} near + {n_short} short "
-                         f"+ {n_template} template documents; raise n_docs or lower the fractions / families")
+        raise ConfigError(f"n_docs={n_docs} is too small for {n_exact} exact + {n_near} near + {n_short} short "
+                          f"+ {n_template} template documents; raise n_docs or lower the fractions / families")
 
     rng = np.random.default_rng(seed)
     lengths = np.maximum(12, rng.gamma(4.0, mean_words / 4.0, n_unique)).astype(np.int64)
@@ -493,7 +494,7 @@ def make_corpus(n_docs: int, seed: int, *, mean_words: int = 300, exact_dup_frac
         try:
             check_text(t)
         except ValueError as exc:     # a generator bug, not a user error
-            raise RuntimeError(f"evalcorpus generated a text that breaks its own contract: {exc}") from exc
+            raise RunError(f"evalcorpus generated a text that breaks its own contract: {exc}") from exc
 
     log.debug("make_corpus(%d, seed=%d): %d unique, %d exact, %d near, %d template, %d short", n_docs, seed,
               n_unique, n_exact, n_near, n_template, n_short)

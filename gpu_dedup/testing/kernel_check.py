@@ -44,6 +44,7 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from ..errors import RunError
 
 log = logging.getLogger(__name__)
 
@@ -187,8 +188,8 @@ def ptxas_path() -> str:
             found = found or cand
     found = found or shutil.which("ptxas") or ""
     if not found:
-        raise RuntimeError("ptxas not found: pip install 'nvidia-cuda-nvcc==13.*' (the test extra has it), "
-                           "or set PTXAS=/path/to/ptxas")
+        raise RunError("ptxas not found: pip install 'nvidia-cuda-nvcc==13.*' (the test extra has it), "
+                       "or set PTXAS=/path/to/ptxas")
     _PTXAS.append(found)
     return found
 
@@ -308,10 +309,10 @@ def check(modules: list[str] | None = None, jobs: int = 2, use_cache: bool = Tru
     from numba import config, cuda
 
     if config.ENABLE_CUDASIM:
-        raise RuntimeError("the compile check needs the real compiler: unset NUMBA_ENABLE_CUDASIM")
+        raise RunError("the compile check needs the real compiler: unset NUMBA_ENABLE_CUDASIM")
     if getattr(cuda, "implementation", "") != "NVIDIA":
-        raise RuntimeError("numba-cuda is not installed (numba.cuda is numba's built-in target): "
-                           "pip install 'numba-cuda==0.30.4' (the test extra has it)")
+        raise RunError("numba-cuda is not installed (numba.cuda is numba's built-in target): "
+                       "pip install 'numba-cuda==0.30.4' (the test extra has it)")
     modules = modules or kernel_modules()
     todo, results = find_kernels(modules, toolchain())
     store = cache_dir()

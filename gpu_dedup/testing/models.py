@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from ..semantic.model import _need
+from ..semantic.model import need_module
 
 
 def build_random_model(path: str | os.PathLike, *, words: Sequence[str] = (), hidden: int = 32, layers: int = 2,
@@ -15,10 +15,10 @@ def build_random_model(path: str | os.PathLike, *, words: Sequence[str] = (), hi
     ASCII letters/digits/punctuation (+ "##" continuations) and ``words``. Returns the path."""
     import string
 
-    torch = _need("torch", "build_random_model")
-    tokenizers = _need("tokenizers", "build_random_model")
-    transformers = _need("transformers", "build_random_model")
-    st = _need("sentence_transformers", "build_random_model")
+    torch = need_module("torch", "build_random_model")
+    tokenizers = need_module("tokenizers", "build_random_model")
+    transformers = need_module("transformers", "build_random_model")
+    st = need_module("sentence_transformers", "build_random_model")
     try:
         from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
     except ImportError:  # sentence-transformers < 6

@@ -13,6 +13,7 @@ from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 
+from ..errors import ConfigError
 from .evalcorpus import normalize_text
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ def shingle_sets(texts: Iterable[str], n: int = 5) -> list[set[int]]:
     same text gives the same ints in every process). Documents with fewer than ``n`` words get an
     empty set."""
     if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+        raise ConfigError(f"n must be a positive int, got {n!r}")
     out = []
     for text in texts:
         w = text.lower().split()
@@ -98,7 +99,7 @@ def exact_pairs(sets: Sequence[set], min_j: float) -> PairDict:
     Returns a PairDict ``{(i, j): jaccard}`` (float64 Jaccard = |A & B| / |A | B|). Empty sets match
     nothing. Cost grows with the sum over shingles of (documents sharing it)^2."""
     if not isinstance(min_j, (int, float)) or not 0.0 < float(min_j) <= 1.0:
-        raise ValueError(f"min_j must be in (0, 1] (pairs with no shared shingle are not listed), got {min_j!r}")
+        raise ConfigError(f"min_j must be in (0, 1] (pairs with no shared shingle are not listed), got {min_j!r}")
     i, j, jac = _pair_arrays(sets, float(min_j))
     log.debug("exact_pairs: %d sets, %d pairs at Jaccard >= %s", len(sets), len(i), min_j)
     return PairDict(zip(zip(i.tolist(), j.tolist()), jac.tolist()), float(min_j))
@@ -117,13 +118,13 @@ def _pairs_from(pairs: dict, min_j: float) -> tuple[np.ndarray, np.ndarray]:
 def _check_pairs(pairs: dict, needed: float, what: str) -> None:
     min_j = getattr(pairs, "min_j", None)
     if min_j is not None and min_j > needed:
-        raise ValueError(f"{what} needs every pair with Jaccard >= {needed}, but the pairs were computed with "
-                         f"min_j={min_j}; use exact_pairs(sets, {needed})")
+        raise ConfigError(f"{what} needs every pair with Jaccard >= {needed}, but the pairs were computed with "
+                          f"min_j={min_j}; use exact_pairs(sets, {needed})")
 
 
 def _check_texts(texts: Sequence[str] | None, n: int) -> None:
     if texts is not None and len(texts) != n:
-        raise ValueError(f"texts has {len(texts)} entries but there are {n} shingle sets; pass one text per set")
+        raise ConfigError(f"texts has {len(texts)} entries but there are {n} shingle sets; pass one text per set")
 
 
 def greedy_reference(sets: Sequence[set], theta: float, order: Sequence[int] | None = None, *,
@@ -138,14 +139,14 @@ def greedy_reference(sets: Sequence[set], theta: float, order: Sequence[int] | N
     """
     n = len(sets)
     if not isinstance(theta, (int, float)) or not 0.0 < float(theta) <= 1.0:
-        raise ValueError(f"theta must be in (0, 1], got {theta!r}")
+        raise ConfigError(f"theta must be in (0, 1], got {theta!r}")
     _check_texts(texts, n)
     if order is None:
         order_arr = np.arange(n)
     else:
         order_arr = np.asarray(order, np.int64)
         if order_arr.shape != (n,) or not np.array_equal(np.sort(order_arr), np.arange(n)):
-            raise ValueError(f"order must be a permutation of range({n}), got {order!r:.80}")
+            raise ConfigError(f"order must be a permutation of range({n}), got {order!r:.80}")
     if pairs is None:
         i, j, _ = _pair_arrays(sets, float(theta))
     else:
@@ -188,10 +189,10 @@ def evaluate(decisions_keep: np.ndarray, sets: Sequence[set], pairs_at: dict, th
     keep = np.asarray(decisions_keep)
     n = len(sets)
     if keep.dtype != np.bool_ or keep.shape != (n,):
-        raise ValueError(f"decisions_keep must be a bool array of shape ({n},), got dtype {keep.dtype} "
-                         f"shape {keep.shape}")
+        raise ConfigError(f"decisions_keep must be a bool array of shape ({n},), got dtype {keep.dtype} "
+                          f"shape {keep.shape}")
     if not isinstance(theta, (int, float)) or not 0.0 < float(theta) <= 1.0:
-        raise ValueError(f"theta must be in (0, 1], got {theta!r}")
+        raise ConfigError(f"theta must be in (0, 1], got {theta!r}")
     _check_texts(texts, n)
     _check_pairs(pairs_at, min(float(theta), 0.5), "evaluate")
     removed = ~keep

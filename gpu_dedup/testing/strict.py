@@ -158,7 +158,7 @@ class StrictArray:
         """Methods of the NumPy buffer under the same rules as the functions (args checked, results wrapped)."""
         if name.startswith("__") or name not in _METHODS:
             raise AttributeError(f"StrictArray has no attribute {name!r} (not in the CuPy ndarray subset "
-                                 "modelled by gpu_dedup.strict)")
+                                 "modelled by gpu_dedup.testing.strict)")
         method = getattr(self._a, name)
 
         def call(*args, **kwargs):
@@ -369,7 +369,7 @@ class _Module:
         elif name in _FUNCTIONS:
             value = _function(name)
         else:
-            raise AttributeError(f"gpu_dedup.strict has no {name!r}: it is outside the CuPy subset modelled "
+            raise AttributeError(f"gpu_dedup.testing.strict has no {name!r}: it is outside the CuPy subset modelled "
                                  "here; check that CuPy provides it with the same signature, then add it")
         cache[name] = value
         return value

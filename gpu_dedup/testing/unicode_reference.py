@@ -13,6 +13,7 @@ import unicodedata
 from ..config import NormalizeConfig
 from ..constants import IMAGE_MAX_ITERATIONS as MAX_ITERATIONS
 from ..constants import N_CODEPOINTS, REPLACEMENT
+from ..errors import ConfigError, RunError
 from ..lexical.unicode_tables import SURROGATE_HI, SURROGATE_LO, UNICODE_VERSION, NormTables
 
 
@@ -57,7 +58,7 @@ def _reference_image(c: int, remove_punctuation: bool, fold_digits: bool, lowerc
         if nxt == s:
             return s
         s = nxt
-    raise RuntimeError(f"image of U+{c:04X} did not reach a fixed point in {MAX_ITERATIONS} iterations")
+    raise RunError(f"image of U+{c:04X} did not reach a fixed point in {MAX_ITERATIONS} iterations")
 
 
 _reference_image_cached = functools.lru_cache(maxsize=1 << 16)(_reference_image)
@@ -66,7 +67,7 @@ _reference_image_cached = functools.lru_cache(maxsize=1 << 16)(_reference_image)
 def reference_codepoint_image(c: int, cfg: NormalizeConfig) -> str:
     """Image of one codepoint under the policy (steps 1-3, no collapsing), from the running unicodedata."""
     if not 0 <= c < N_CODEPOINTS:
-        raise ValueError(f"codepoint must be in [0, 0x110000), got {c!r}")
+        raise ConfigError(f"codepoint must be in [0, 0x110000), got {c!r}")
     return _reference_image(c, cfg.remove_punctuation, cfg.fold_digits, cfg.lowercase)
 
 

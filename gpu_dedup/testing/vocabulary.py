@@ -1,8 +1,9 @@
 """The generator's vocabulary: word lists by category (determiners, names, nouns, verbs with their past
 forms, ...), each category's words in frequency order, and ``build_vocabulary`` joining them.
 
-Part of the evaluation corpus (``gpu_dedup.testing.evalcorpus``); plain data, no imports.
+Part of the evaluation corpus (``gpu_dedup.testing.evalcorpus``); plain data (it imports only its error class).
 """
+from ..errors import RunError
 
 
 DETERMINERS = "the a this that every each another its their our his her my your one no any"
@@ -146,7 +147,7 @@ def build_vocabulary() -> tuple[list[str], dict[str, tuple[int, int]]]:
         # A word may appear in two categories (e.g. "light" noun and adjective) but not twice in one:
         # a repeat would silently double its frequency.
         if len(set(ws)) != len(ws):
-            raise RuntimeError(f"vocabulary category {cat!r} lists a word twice; remove the repeat")
+            raise RunError(f"vocabulary category {cat!r} lists a word twice; remove the repeat")
         spans[cat] = (len(words), len(words) + len(ws))
         words.extend(ws)
     return words, spans

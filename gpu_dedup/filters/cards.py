@@ -1,0 +1,56 @@
+"""The human-readable summary of a classifier card (``train-classifier`` prints it; ``train`` writes the card)."""
+from __future__ import annotations
+
+from typing import Any
+
+
+def _num(v: Any, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def format_summary(card: dict[str, Any]) -> str:
+    """A short human-readable table of a classifier card.
+
+    Args:
+        card: the card, as ``train_classifier`` returns it or ``read_card`` reads it.
+
+    Returns:
+        The text: split sizes, threshold and its P/R/F1/retention, retention table, per-label metrics and
+        confusion matrix.
+    """
+    sp, m = card["split"], card["metrics"]
+    labels = card["labels"]
+    w = max(8, *(len(x) for x in labels))
+    lines = [f"model {card['model']['path']} ({card['model']['bytes']:,} bytes"
+             f"{', quantized' if card['model']['quantized'] else ''}); labels: {', '.join(labels)}",
+             f"split (seed {sp['seed']}; {sp['groups_from']}): train {sp['train']['documents']} documents in "
+             f"{sp['train']['groups']} groups, validation {sp['validation']['documents']} documents in "
+             f"{sp['validation']['groups']} groups",
+             f"  {'label':<{w}} {'train':>8} {'valid':>8}"]
+    for lab in labels:
+        lines.append(f"  {lab:<{w}} {sp['train']['per_label'].get(lab, 0):>8} "
+                     f"{sp['validation']['per_label'].get(lab, 0):>8}")
+    lines.append(f"validation accuracy {_num(m['accuracy'])}, macro F1 {_num(m['macro_f1'])}")
+    lines.append(f"  {'label':<{w}} {'precision':>9} {'recall':>7} {'F1':>6} {'support':>8}")
+    for lab, x in m["per_label"].items():
+        lines.append(f"  {lab:<{w}} {_num(x['precision']):>9} {_num(x['recall']):>7} {_num(x['f1']):>6} "
+                     f"{x['support']:>8}")
+    lines.append("confusion matrix (rows: true label, columns: predicted)")
+    lines.append("  " + " " * w + "".join(f" {lab:>{w}}" for lab in labels))
+    for lab, row in zip(labels, card["confusion_matrix"]["matrix"]):
+        lines.append(f"  {lab:<{w}}" + "".join(f" {v:>{w}}" for v in row))
+    rule = card["threshold_rule"]
+    if card["threshold"] is None:
+        lines.append("no threshold (more than two labels and no positive_label)")
+        return "\n".join(lines)
+    at = m["at_threshold"]
+    target = "" if rule["target"] is None else f" target {rule['target']}" + ("" if rule["target_met"] else " NOT MET")
+    lines.append(f"threshold {card['threshold']:.6g} for {card['positive_label']!r} (rule {rule['rule']}{target}): "
+                 f"precision {_num(at['precision'])}, recall {_num(at['recall'])}, F1 {_num(at['f1'])}, "
+                 f"retention {_num(at['retention'])}")
+    lines.append(f"  {'threshold':>9} {'kept':>7} {'retention':>9} {'precision':>9} {'recall':>7} {'F1':>6}")
+    for r in card["retention_table"]:
+        mark = " <" if r["threshold"] == card["threshold"] else ""
+        lines.append(f"  {r['threshold']:>9.4g} {r['kept']:>7} {_num(r['retention']):>9} {_num(r['precision']):>9} "
+                     f"{_num(r['recall']):>7} {_num(r['f1']):>6}{mark}")
+    return "\n".join(lines)

@@ -79,11 +79,20 @@ def substring_dedup(source, config=None, output_dir=None, device="cpu"):
 
 def run_dedup(source, config=None, output_dir=None, **kwargs):
     """``deduplicate`` with paragraph dedup and/or exact-substring dedup after, before or beside it, all into one
-    owned ``output_dir`` (what ``gpu-dedup run --paragraph-dedup --paragraph-order after`` does). Returns a
-    ``RunResult`` (``.dedup``, ``.paragraph``, ``.substring``, ``.order``); see :func:`gpu_dedup.compose.run_dedup`.
+    owned ``output_dir`` (what ``gpu-dedup run --paragraph-dedup --paragraph-order after`` does).
 
         >>> from gpu_dedup.paragraph.dedup import ParagraphConfig
         >>> res = gpu_dedup.run_dedup("data/", output_dir="out", paragraph=ParagraphConfig(), paragraph_order="after")
+
+    Args:
+        source, config, output_dir, kwargs: as :func:`gpu_dedup.compose.run_dedup` (``paragraph``,
+            ``paragraph_order``, ``substring``, ``substring_order``, ``lexical`` and ``deduplicate``'s keywords).
+
+    Returns:
+        A ``RunResult`` (``.dedup``, ``.paragraph``, ``.substring``, ``.order``).
+
+    Raises:
+        ConfigError: stages that cannot run in the order asked for, or what ``deduplicate`` raises.
     """
     from .compose import run_dedup as _run
 

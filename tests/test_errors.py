@@ -57,7 +57,7 @@ def test_the_cli_prints_a_tool_error_as_one_line(tmp_path, capsys):
 
 
 def test_the_cli_lets_a_bug_keep_its_traceback(tmp_path, monkeypatch):
-    import gpu_dedup.report.cli as report_cli
+    import gpu_dedup.cli.report as report_cli
 
     def bug(*args, **kwargs):
         raise KeyError("not an error the tool raises on purpose")

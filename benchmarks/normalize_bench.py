@@ -17,7 +17,7 @@ are printed too and the fastest round is shown beside the median.
 
 The claim is the ratio ours / ``utf8_lower`` (target >= 0.6), not the absolute numbers, which depend on
 the machine. ``utf8_normalize(NFKC)`` + ``utf8_lower`` is shown for reference: it is closer to what our
-policy does, though ours is per codepoint (see gpu_dedup.lexical.normalize).
+policy does, though ours is per codepoint (see gpu_dedup.text.normalize).
 
 The kernels are compiled into a private Numba cache directory (unless NUMBA_CACHE_DIR is set): Numba
 validates a cached kernel against kernels/cpu.py's mtime only, so an edit of kernels/hashing.py could
@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     from gpu_dedup.config import NormalizeConfig
     from gpu_dedup.testing.evalcorpus import make_corpus
     from gpu_dedup.kernels import cpu
-    from gpu_dedup.lexical.normalize import _tables_on, arrow_text_buffers, normalize_arrays
+    from gpu_dedup.io.text import arrow_text_buffers
+    from gpu_dedup.text.normalize import _tables_on, normalize_arrays
 
     numba.set_num_threads(1)
     pa.set_cpu_count(1)

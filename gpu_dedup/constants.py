@@ -21,7 +21,7 @@ REPLACEMENT = 0xFFFD     # what an invalid UTF-8 sequence decodes to
 # (tools/make_unicode_tables.py builds the shipped tables so; with Unicode 14.0.0 no codepoint needs it).
 IMAGE_MAX_ITERATIONS = 8
 # The shipped tables file (data/unicode_<version>.npz): its format, and the flag its category byte sets when
-# chr(c).isspace() (written by tools/make_unicode_tables.py, read by lexical/unicode_tables.py).
+# chr(c).isspace() (written by tools/make_unicode_tables.py, read by text/unicode_tables.py).
 TABLES_FORMAT_VERSION = 1
 TABLES_SPACE_FLAG = 0x80
 

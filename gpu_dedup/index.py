@@ -35,7 +35,7 @@ from .constants import INDEX_FORMAT
 from .contract import check_contract, contract, contract_fingerprint
 from .device import repeat_index, to_device, to_host
 from .engine import prefetched
-from .lexical.normalize import normalize_text
+from .text.normalize import normalize_text
 from .lexical.signatures import Documents
 from .lexical.verify import ShingleSets, shingle_sets
 from .outputs import LOCK, LOCK_INFO, ManifestError, check_directory, read_manifest, require_keys

@@ -47,8 +47,8 @@ from .config import InputConfig, NormalizeConfig, is_int
 from .constants import MAX_NGRAM
 from .device import (array_backend, array_module, batch_bytes, launch, note_compiling, repeat_index, resolve_device,
                      split_chunks, to_device, to_host)
-from .lexical.minhash import unit_starts
-from .lexical.normalize import _device_tables, arrow_text_buffers, normalize_arrays, normalize_text
+from .io.text import arrow_text_buffers
+from .text.normalize import device_tables, normalize_arrays, normalize_text, unit_starts
 
 logger = logging.getLogger(__name__)
 
@@ -254,7 +254,7 @@ def ngram_hashes(norm: Any, n: int, seed: int = 0, device: str = "cpu",
     (docs+1,)); n-gram j of document d (words j..j+n-1) is hashes[base[d] + j].
 
     CPU: one scan per document (bloom_cpu.ngram_hashes, prange). GPU: cooperative, work per thread bounded
-    by bytes: the word starts (lexical.minhash.unit_starts: a block per 4 KB of text), then a block per
+    by bytes: the word starts (text.normalize.unit_starts: a block per 4 KB of text), then a block per
     ``chunk`` n-grams of a document (default kernels/bloom_cuda.NGRAM_CHUNK; tests cut at every n-gram),
     a thread per n-gram. The same array either way."""
     xp = array_module(device)
@@ -283,7 +283,7 @@ def word_spans(data: Any, starts: Any, ends: Any, words: Any, cfg: NormalizeConf
     (docs+1,), word_start, word_end int64 (W,)). Raises if the word counts disagree with normalization."""
     xp = array_module(device)
     d = int(starts.shape[0])
-    map_off, map_cp = _device_tables(cfg, device)
+    map_off, map_cp = device_tables(cfg, device)
     wbase = xp.zeros(d + 1, xp.int64)
     xp.cumsum(words, out=wbase[1:])
     ws, we = xp.empty(int(wbase[-1]), xp.int64), xp.empty(int(wbase[-1]), xp.int64)

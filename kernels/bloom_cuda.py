@@ -4,7 +4,7 @@
 the geometry).
 
 Word n-gram hashing (screening) is cooperative, not one thread per document: the word starts come from
-``kernels/cuda.py:unit_chunks`` (a block per BYTE_TILE bytes, via ``lexical.minhash.unit_starts``), then
+``kernels/cuda.py:unit_chunks`` (a block per BYTE_TILE bytes, via ``text.normalize.unit_starts``), then
 ``ngram_hash_chunks`` gives each block a chunk of <= NGRAM_CHUNK n-grams of one document
 (``device.split_chunks``), one n-gram per thread: the work of a thread is one n-gram's bytes.
 

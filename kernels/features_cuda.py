@@ -3,7 +3,7 @@ Same results as ``features_cpu.py`` bit for bit; launched by ``gpu_dedup.device.
 
 DSIR features are cooperative, not one thread per document (a multi-MB document would hold its warp):
 the word starts come from ``kernels/cuda.py:unit_chunks`` (a block per BYTE_TILE bytes of text; gpu_dedup's
-``lexical.minhash.unit_starts``), then ``feature_id_chunks`` gives each block a chunk of <= FEATURE_CHUNK
+``text.normalize.unit_starts``), then ``feature_id_chunks`` gives each block a chunk of <= FEATURE_CHUNK
 words of one document (``device.split_chunks``) and each thread the <= n features that END at one word:
 the work of a thread is at most n words' bytes. The log weight is a float64 sum in feature order (the CPU's
 ``scan_features`` adds logdiff[f] one feature after the other); float addition is not associative, so

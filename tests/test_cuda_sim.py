@@ -13,7 +13,7 @@ from gpu_dedup.device import simulator, to_device, to_host
 from gpu_dedup.lexical.exact import exact_hashes
 from gpu_dedup.lexical.lsh import band_keys, group_buckets
 from gpu_dedup.lexical.minhash import compute_signatures
-from gpu_dedup.lexical.normalize import normalize_text
+from gpu_dedup.text.normalize import normalize_text
 from gpu_dedup.lexical.verify import jaccard, shingle_sets
 
 pytestmark = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
@@ -127,10 +127,10 @@ def test_normalization_chunks_cut_anywhere(cfg, chunk, monkeypatch):
 @pytest.mark.parametrize("chunk,threads", [(2, 8), (4096, 128)])
 def test_unit_starts_match_a_python_walk(chunk, threads, monkeypatch):
     from gpu_dedup.kernels import _launch
-    from gpu_dedup.lexical import minhash
-    from gpu_dedup.lexical.minhash import unit_starts
+    from gpu_dedup.text import normalize
+    from gpu_dedup.text.normalize import unit_starts
 
-    monkeypatch.setattr(minhash, "UNIT_CHUNK", chunk)
+    monkeypatch.setattr(normalize, "UNIT_CHUNK", chunk)
     monkeypatch.setattr(_launch, "SIM_THREADS", threads)  # the launch geometry changes nothing
     norm = normalize_text(pa.array(SHORT_CUTS, pa.large_string()), NormalizeConfig(), "cuda")
     data, offsets = to_host(norm.data).tobytes(), to_host(norm.offsets)
@@ -151,13 +151,13 @@ def test_unit_chunks_refuses_a_chunk_larger_than_its_shared_tile(monkeypatch):
     would write past it on a GPU, so the launch refuses it (review P0-2)."""
     from gpu_dedup.constants import BYTE_TILE
     from gpu_dedup.kernels import cuda as kc
-    from gpu_dedup.lexical import minhash
+    from gpu_dedup.text import normalize
 
-    assert kc.BYTE_TILE == BYTE_TILE and minhash.UNIT_CHUNK == BYTE_TILE
-    monkeypatch.setattr(minhash, "UNIT_CHUNK", BYTE_TILE + 1)
+    assert kc.BYTE_TILE == BYTE_TILE and normalize.UNIT_CHUNK == BYTE_TILE
+    monkeypatch.setattr(normalize, "UNIT_CHUNK", BYTE_TILE + 1)
     norm = normalize_text(pa.array(["a b"], pa.large_string()), NormalizeConfig(), "cuda")
     with pytest.raises(ValueError, match="UNIT_CHUNK=4097"):
-        minhash.unit_starts(norm, False, "cuda")
+        normalize.unit_starts(norm, False, "cuda")
 
 @pytest.mark.parametrize("threads", [8, 12, 32])
 def test_exact_hashes_equal_xxhash_at_every_stripe_boundary(threads, monkeypatch):
@@ -165,7 +165,7 @@ def test_exact_hashes_equal_xxhash_at_every_stripe_boundary(threads, monkeypatch
     from gpu_dedup.kernels import _launch
     from gpu_dedup.kernels.hashing import EXACT_SEED_HI, EXACT_SEED_LO
 
-    from gpu_dedup.lexical.normalize import Normalized
+    from gpu_dedup.text.normalize import Normalized
 
     monkeypatch.setattr(_launch, "SIM_THREADS", threads)  # stripes per step: threads / 4
 

@@ -19,7 +19,7 @@ from gpu_dedup import RunConfig
 from gpu_dedup.device import gpu_status, simulator, to_device, to_host
 from gpu_dedup.io import ReadReport, iter_batches, resolve_inputs
 from gpu_dedup.io import gpu as gpu_io
-from gpu_dedup.lexical.normalize import arrow_text_buffers, invalid_utf8_rows
+from gpu_dedup.io.text import arrow_text_buffers, invalid_utf8_rows
 
 UTF8_CASES = [b"", b"plain ascii", "Straße 日本語 👩\u200d💻 \ufffd".encode(), b"ok \xff end", b"cut \xe2\x82",
               b"surrogate \xed\xa0\x80 x", b"overlong \xc0\xaf", b"\xe0\x80\x80", b"\xf0\x80\x80\x80",
@@ -47,9 +47,9 @@ def test_utf8_validity_kernel_matches_python(device, chunk, monkeypatch):
     if device == "cuda" and not simulator() and not gpu_status()[0]:
         pytest.skip("needs the CUDA simulator or a GPU")
     if chunk is not None:  # the GPU kernel works in chunks of UTF8_CHUNK bytes: 1 and 3 cut everywhere
-        from gpu_dedup.lexical import normalize
+        from gpu_dedup.io import text
 
-        monkeypatch.setattr(normalize, "UTF8_CHUNK", chunk)
+        monkeypatch.setattr(text, "UTF8_CHUNK", chunk)
     rng = np.random.default_rng(7)
     values = list(UTF8_CASES)
     # random byte strings biased towards UTF-8 lead/continuation bytes, and random valid text

@@ -10,7 +10,8 @@ import pytest
 
 from gpu_dedup.device import array_backend, simulator, to_host
 from gpu_dedup.engine import progress as engine_progress
-from gpu_dedup.lexical.normalize import arrow_text_buffers, normalize_strings
+from gpu_dedup.io.text import arrow_text_buffers
+from gpu_dedup.text.normalize import normalize_strings
 from gpu_dedup.paragraph.bloom import BloomConfig
 from gpu_dedup.paragraph.dedup import ParagraphConfig, hex128, paragraph_dedup, split_units
 

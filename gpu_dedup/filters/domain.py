@@ -25,7 +25,7 @@ from ..kernels.domain import (
     keyword_table,
     symbol_table,
 )
-from ..lexical.normalize import arrow_text_buffers
+from ..io.text import arrow_text_buffers
 from .config import DomainConfig
 
 SCRIPT_LANGUAGES = {name: lang for name, lang in SCRIPTS}

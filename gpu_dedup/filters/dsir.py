@@ -3,7 +3,7 @@ n-gram distribution matches a target set.
 
 Features. A document is normalized by the package's normalization kernel with punctuation removed
 (NFKC, full lowercase, Unicode punctuation and symbols -> space, whitespace runs -> one space; policy in
-gpu_dedup/lexical/normalize.py), so its words are the space-separated runs: DSIR's ``text.lower()`` +
+gpu_dedup/text/normalize.py), so its words are the space-separated runs: DSIR's ``text.lower()`` +
 word tokenization, except that punctuation tokens are dropped rather than kept as tokens of their own (DSIR's
 default ``WordPunctTokenizer`` keeps them; they are frequent and carry little topic signal). Its features are
 its word m-grams for m = 1..ngrams (words joined by one space), each hashed with XXH64 (seed
@@ -39,8 +39,7 @@ import pyarrow as pa
 from ..config import NormalizeConfig, is_int, is_real
 from ..device import array_module, launch, module_of, split_chunks, to_device, to_host
 from ..kernels.features import DSIR_MAX_NGRAM, DSIR_SEED
-from ..lexical.minhash import unit_starts
-from ..lexical.normalize import Normalized, normalize_text
+from ..text.normalize import Normalized, normalize_text, unit_starts
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +189,7 @@ def feature_counts_per_doc(words: Any, ngrams: int) -> Any:
 def _norm_feature_ids(norm: Normalized, cfg: DSIRConfig, device: str,
                       chunk: int | None = None) -> tuple[Any, Any]:
     """CPU: one scan per document (features_cpu.feature_ids, prange). GPU: cooperative, work per thread
-    bounded by bytes: the word starts (lexical.minhash.unit_starts: a block per 4 KB of text), then a block
+    bounded by bytes: the word starts (text.normalize.unit_starts: a block per 4 KB of text), then a block
     per ``chunk`` words of a document (default kernels/features_cuda.FEATURE_CHUNK; tests cut at every
     word), a thread per word. The same ids either way."""
     xp = array_module(device)

@@ -410,7 +410,7 @@ def _find(words: list[bytes], w: bytes) -> int:
 def texts_to_arrays(texts) -> tuple[np.ndarray, np.ndarray]:
     """(data uint8 (T,), offsets int64 (n + 1,)) of the documents' UTF-8 bytes. A pyarrow array is used
     without copying its text (nulls become empty strings first); a list of str is encoded as UTF-8."""
-    from ..lexical.normalize import arrow_text_buffers
+    from ..io.text import arrow_text_buffers
 
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())

@@ -32,7 +32,7 @@ import numpy as np
 from .. import io
 from ..config import _check_literal, is_int
 from ..device import array_module, launch, note_compiling, resolve_device, to_device, to_host
-from ..lexical.normalize import arrow_text_buffers
+from ..io.text import arrow_text_buffers
 from .lm import SPECIALS, LMNormalization, lm_contract, prepare_text, write_arpa
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@ scoring with our kernels (``kernels/lm*.py``) or, for a KenLM binary file, the `
 
 Tokenization (one definition, used to train and to score, recorded in the model):
     a document's sentences are its non-empty lines: the text is split on "\\n" first, each line is then
-    normalized on its own (``LMNormalization``: "none", or our normalizer ``lexical/normalize`` with its
+    normalized on its own (``LMNormalization``: "none", or our normalizer ``text/normalize`` with its
     punctuation / digit-folding options; CCNet folds digits to 0), and split into words on ASCII whitespace.
     A line without words is not a sentence. Each sentence is scored as ``<s> w1 ... wk </s>``, exactly
     ``kenlm.Model.score(line, bos=True, eos=True)``.
@@ -34,8 +34,9 @@ import pyarrow as pa
 from ..config import NormalizeConfig, _check_literal
 from ..contract import check_contract
 from ..device import array_module, kernels, launch, repeat_index, resolve_device, split_chunks, to_device, to_host
-from ..lexical.normalize import arrow_text_buffers, normalize_arrays
-from ..lexical.unicode_tables import POLICY_NAME, UNICODE_VERSION
+from ..io.text import arrow_text_buffers
+from ..text.normalize import normalize_arrays
+from ..text.unicode_tables import POLICY_NAME, UNICODE_VERSION
 
 logger = logging.getLogger(__name__)
 

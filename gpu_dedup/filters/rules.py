@@ -46,8 +46,8 @@ import numpy as np
 from ..config import did_you_mean, is_int, is_real
 from ..device import launch
 from ..kernels import features as F
-from ..lexical.normalize import arrow_text_buffers
-from ..lexical.unicode_tables import _shipped
+from ..io.text import arrow_text_buffers
+from ..text.unicode_tables import shipped_arrays
 from .dsir import TextsLike, text_array
 
 logger = logging.getLogger(__name__)
@@ -233,7 +233,7 @@ def describe(cfg: RulesConfig) -> dict[str, dict[str, Any]]:
 def class_table() -> np.ndarray:
     """uint8 (0x110000,): CLS_SPACE where ``chr(c).isspace()``, CLS_ALPHA where ``chr(c).isalpha()`` (general
     category L*), from the package's shipped Unicode data (the same on every machine)."""
-    data = _shipped()
+    data = shipped_arrays()
     names = [str(n) for n in data["gc_names"]]
     gc = data["gc"]
     alpha_codes = np.array([i for i, n in enumerate(names) if n.startswith("L")], np.uint8)

@@ -59,6 +59,15 @@ class ReadReport:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def merge(self, part: dict) -> None:
+        """Add one file's read report (a ``ReadReport.to_dict()``, e.g. from a worker) into this one."""
+        self.files += part["files"]
+        self.rows += part["rows"]
+        self.bytes_text += part["bytes_text"]
+        self.skipped.extend(part["skipped"])
+        self.invalid_utf8_rows += part["invalid_utf8_rows"]
+        self.empty_files.extend(part["empty_files"])
+
 
 @dataclass(frozen=True)
 class _Spec:

@@ -25,6 +25,7 @@ from typing import Any, Sequence, get_args
 import numpy as np
 
 from ..config import Reader
+from .text import invalid_utf8_rows
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +61,6 @@ class DeviceText:
 def device_text(data, offsets, null_count: int, device: str, owner: Any = None) -> DeviceText:
     """Wrap device buffers, counting the rows that are not valid UTF-8 (skipped when there are nulls:
     such a batch goes to the host reader anyway)."""
-    from ..lexical.normalize import invalid_utf8_rows
-
     invalid = 0 if null_count else int(invalid_utf8_rows(data, offsets, device).sum())
     return DeviceText(data, offsets, int(null_count), invalid, owner)
 

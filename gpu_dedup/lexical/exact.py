@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import io
 from ..device import array_module, launch, lexsort_radix
-from .normalize import Normalized, normalize_text
+from ..text.normalize import Normalized, normalize_text
 
 logger = logging.getLogger(__name__)
 

@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import MinHashConfig, ShingleConfig
-from ..constants import BYTE_TILE, MERSENNE61
+from ..constants import MERSENNE61
 from ..device import array_module, launch, split_chunks, to_device
-
-UNIT_CHUNK = BYTE_TILE  # text bytes per block of unit_chunks: at most its shared tile (tests shrink it)
+from ..text.normalize import unit_starts
 
 if TYPE_CHECKING:
-    from .normalize import Normalized
+    from ..text.normalize import Normalized
 
 logger = logging.getLogger(__name__)
 
@@ -93,34 +92,6 @@ def compute_signatures(norm: "Normalized", shingle: ShingleConfig, cfg: MinHashC
                a, b, mask, out, nsh)
     values = out.astype(xp.uint32) if cfg.width == 32 else out
     return Signatures(values, nsh)
-
-
-def unit_starts(norm: "Normalized", kind_char: bool, device: str):
-    """GPU: (ubase (n+1,), units) int64 device arrays: the byte offsets of document i's units (word or
-    codepoint starts) are units[ubase[i]:ubase[i+1]]. Cooperative (kernels/cuda.py:unit_chunks): a count
-    pass and a write pass over chunks of UNIT_CHUNK bytes, the chunks' counts scanned in between."""
-    if not 0 < UNIT_CHUNK <= BYTE_TILE:  # the kernel stages a chunk in a BYTE_TILE-byte shared tile
-        raise ValueError(f"UNIT_CHUNK={UNIT_CHUNK}: unit_chunks takes chunks of 1..{BYTE_TILE} bytes (BYTE_TILE)")
-    xp = array_module(device)
-    n = len(norm)
-    ubase = xp.zeros(n + 1, xp.int64)
-    xp.cumsum(norm.codepoints if kind_char else norm.words, out=ubase[1:])
-    units = xp.empty(int(ubase[-1]), xp.int64)
-    doc, first, count, bounds = split_chunks(xp, norm.offsets[1:] - norm.offsets[:-1], UNIT_CHUNK)
-    chunks = int(doc.shape[0])
-    if chunks:
-        counts = xp.empty(chunks, xp.int64)
-        launch(device, "unit_chunks", chunks, norm.data, norm.offsets, kind_char, doc, first, count, counts, False,
-               counts, units)
-        before = xp.cumsum(counts) - counts  # units in earlier chunks, all documents
-        base = ubase[doc] + before - before[bounds[doc]] + (0 if kind_char else 1)
-        found = int(counts.sum()) + (0 if kind_char else int(xp.count_nonzero(norm.offsets[1:] > norm.offsets[:-1])))
-        if found != units.shape[0]:  # an invariant of normalized text; never write past the array
-            raise RuntimeError(f"{found} unit starts in the text but {units.shape[0]} in the normalized sizes: "
-                               "the text does not come from normalize_arrays")
-        launch(device, "unit_chunks", chunks, norm.data, norm.offsets, kind_char, doc, first, count, base, True, counts,
-               units)
-    return ubase, units
 
 
 def signatures_from_hashes(hashes: np.ndarray, offsets: np.ndarray, cfg: MinHashConfig) -> np.ndarray:

@@ -25,7 +25,8 @@ from .bandkeys import BandKeys
 from .exact import exact_hashes
 from .lsh import band_keys
 from .minhash import compute_signatures, permutation_params
-from .normalize import arrow_text_buffers, normalize_arrays
+from ..io.text import arrow_text_buffers
+from ..text.normalize import normalize_arrays
 
 STEPS = ("read", "normalize", "minhash", "band_keys")  # pass 1's timings
 
@@ -240,7 +241,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 if cache is not None:
                     cache.drop("pass 1 reused work-dir pieces")
                 u = unpack_piece(piece[0], cfg.lsh.bands)
-                _merge_report(report, piece[1])
+                report.merge(piece[1])
                 parts = [(u["ids"], u["text_bytes"], u["words"], u["keep_values"], to_device(u["exact"], device),
                           to_device(u["nshingles"], device), to_device(u["keys"], device), u["scope"])]
             else:
@@ -251,7 +252,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 parts, part_report, tm = _compute_file(fi, f, cfg, device, params, bar, keep_text, batch_hook)
                 for k, v in tm.items():
                     timings[k] += v
-                _merge_report(report, part_report)
+                report.merge(part_report)
                 if work is not None:
                     work.store(fi, f, _piece_of(parts, cfg), part_report)
             col.file_rows.append(sum(len(p[0]) for p in parts))
@@ -286,16 +287,6 @@ def _piece_of(parts, cfg: RunConfig):
                        np.concatenate([to_host(p[6]) for p in parts]),
                        np.concatenate([p[3] for p in parts]) if kc else None,
                        pa.concat_arrays([p[7] for p in parts]) if cfg.cluster.scope_field is not None else None)
-
-
-def _merge_report(report, part: dict) -> None:
-    """Add one file's read report (a ReadReport.to_dict()) into the run's."""
-    report.files += part["files"]
-    report.rows += part["rows"]
-    report.bytes_text += part["bytes_text"]
-    report.skipped.extend(part["skipped"])
-    report.invalid_utf8_rows += part["invalid_utf8_rows"]
-    report.empty_files.extend(part["empty_files"])
 
 
 def _cat(parts: list, dtype, xp=np):

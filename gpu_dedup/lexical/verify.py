@@ -17,8 +17,7 @@ from .. import io
 from ..config import RunConfig, ShingleConfig
 from ..device import argsort_stable, array_module, launch, repeat_index, to_device
 from ..engine import TextCache, prefetched, progress
-from .minhash import unit_starts
-from .normalize import Normalized, normalize_text
+from ..text.normalize import Normalized, normalize_text, unit_starts
 
 logger = logging.getLogger(__name__)
 

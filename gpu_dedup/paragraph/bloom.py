@@ -38,7 +38,7 @@ import numpy as np
 from ..config import is_int, is_real
 from ..constants import EXACT_SEED_HI, EXACT_SEED_LO
 from ..device import array_module, launch, to_device
-from ..lexical.normalize import arrow_text_buffers
+from ..io.text import arrow_text_buffers
 
 logger = logging.getLogger(__name__)
 

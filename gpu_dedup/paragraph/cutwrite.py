@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from .. import io
 from ..device import launch
-from ..lexical.normalize import arrow_text_buffers
+from ..io.text import arrow_text_buffers
 
 if TYPE_CHECKING:
     from .dedup import ParagraphConfig

@@ -63,7 +63,8 @@ from ..config import InputConfig, NormalizeConfig, is_int
 from ..device import (array_backend, array_module, batch_bytes, launch, line_chunks, note_compiling, repeat_index,
                       resolve_device, simulator, to_device, to_host)
 from ..engine import progress
-from ..lexical.normalize import _device_tables, arrow_text_buffers
+from ..io.text import arrow_text_buffers
+from ..text.normalize import device_tables
 from .cutwrite import apply_cuts, write_cut_documents
 from .bloom import SEED1, SEED2, BloomConfig, BloomFilter, ExactSet, keep_first, make_seen_set
 from .span_gpu import span_hashes_gpu
@@ -212,7 +213,7 @@ def span_hashes(data: Any, start: Any, end: Any, cfg: NormalizeConfig, seed: int
         return span_hashes_gpu(data, start, end, cfg, seed, chunk)
     xp = array_module(device)
     u = int(start.shape[0])
-    map_off, map_cp = _device_tables(cfg, device)
+    map_off, map_cp = device_tables(cfg, device)
     sizes = xp.zeros(u, xp.int64)
     h1, h2 = xp.empty(u, xp.uint64), xp.empty(u, xp.uint64)
     if u == 0:

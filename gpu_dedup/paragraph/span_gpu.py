@@ -1,6 +1,6 @@
 """Paragraph hashes on the GPU with work per thread bounded by bytes (dedup.py ``span_hashes``' GPU path): the
 spans are gathered into one buffer, normalized as documents by the dedup path's chunked kernels
-(lexical/normalize.py ``_normalize_chunks``: a thread per chunk with carried scan state) and hashed by a block
+(text/normalize.py ``normalize_chunks``: a thread per chunk with carried scan state) and hashed by a block
 per span (kernels/cuda.py ``xxh64_pairs``), so a multi-MB paragraph no longer holds one thread. Same bits as
 the CPU's thread per span (bloom_cpu.span_norm_sizes / span_norm_hash). Transient device memory: the
 gathered spans (their bytes) plus the gather index (16 bytes per byte), then the normalized spans."""
@@ -12,7 +12,7 @@ import numpy as np
 
 from ..config import NormalizeConfig
 from ..device import array_module, launch, repeat_index
-from ..lexical.normalize import _device_tables, _normalize_chunks
+from ..text.normalize import device_tables, normalize_chunks
 from .bloom import SEED1, SEED2
 
 
@@ -34,8 +34,8 @@ def span_hashes_gpu(data: Any, start: Any, end: Any, cfg: NormalizeConfig, seed:
         gathered = data[start[span] + xp.arange(total, dtype=xp.int64) - goff[span]]
     else:
         gathered = xp.zeros(1, xp.uint8)
-    map_off, map_cp = _device_tables(cfg, "cuda")
-    norm = _normalize_chunks(gathered, goff, map_off, map_cp, xp, chunk)
+    map_off, map_cp = device_tables(cfg, "cuda")
+    norm = normalize_chunks(gathered, goff, map_off, map_cp, xp, chunk)
     launch("cuda", "xxh64_pairs", u, norm.data if norm.data.shape[0] else xp.zeros(1, xp.uint8), norm.offsets,
            np.uint64(SEED1 ^ seed), np.uint64(SEED2 ^ seed), h)
     return h[:, 0].copy(), h[:, 1].copy(), norm.offsets[1:] - norm.offsets[:-1]

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from ..config import RunConfig
 from ..decisions import LEXICAL_REMOVALS
 from ..io import atomic_path
-from ..lexical.normalize import normalize_text
+from ..text.normalize import normalize_text
 from ..lexical.verify import jaccard, shingle_sets
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..device import launch
 from ..io import atomic_path, write_json_atomic
-from ..lexical.normalize import arrow_text_buffers
+from ..io.text import arrow_text_buffers
 from .config import CACHE_FORMAT, LongText
 from .model import _need, torch_device
 

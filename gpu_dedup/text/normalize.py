@@ -1,4 +1,4 @@
-"""Normalization stage: raw UTF-8 text (Arrow buffers) -> normalized UTF-8 bytes + offsets.
+"""The normalizer every program shares: raw UTF-8 text (Arrow buffers) -> normalized UTF-8 bytes + offsets.
 
 Policy ``nfkc-cp-lower-v1`` (tables in ``unicode_tables``; details and the measured difference to full
 NFKC in docs/normalization.md): every codepoint is replaced by the lowercase of its NFKC image;
@@ -6,6 +6,10 @@ whitespace and control characters become a space, format characters (Cf) are del
 punctuation/symbols become a space and decimal digits '0'; space runs collapse to one and the ends are
 trimmed. It is per codepoint (no canonical composition, no final-sigma context), which is what lets
 one table-driven kernel run at memory speed on CPU and GPU with identical output.
+
+``normalize_text`` / ``normalize_arrays`` give a ``Normalized`` batch; ``unit_starts`` the byte offsets of its
+words or codepoints (GPU); ``device_tables`` the tables where a device's kernels read them (for kernels that
+normalize on the fly: paragraph spans, contamination screening).
 """
 from __future__ import annotations
 
@@ -19,9 +23,10 @@ import pyarrow as pa
 from ..config import NormalizeConfig
 from ..constants import BYTE_TILE
 from ..device import array_backend, array_module, launch, module_of, split_chunks, to_device, to_host
+from ..io.text import arrow_text_buffers
 from .unicode_tables import load_tables
 
-UTF8_CHUNK = BYTE_TILE  # text bytes per block of utf8_invalid_chunks (coalesced; tests shrink it)
+UNIT_CHUNK = BYTE_TILE  # text bytes per block of unit_chunks: at most its shared tile (tests shrink it)
 
 logger = logging.getLogger(__name__)
 
@@ -49,28 +54,35 @@ class Normalized:
         return bytes(to_host(self.data[int(self.offsets[i]):int(self.offsets[i + 1])])).decode("utf-8")
 
 
-def arrow_text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Zero-copy views of an Arrow string array: (data uint8 (T,), offsets int64 (n+1,)).
+def unit_starts(norm: Normalized, kind_char: bool, device: str):
+    """GPU: (ubase (n+1,), units) int64 device arrays: the byte offsets of document i's units (word or
+    codepoint starts) are units[ubase[i]:ubase[i+1]]. Cooperative (kernels/cuda.py:unit_chunks): a count
+    pass and a write pass over chunks of UNIT_CHUNK bytes, the chunks' counts scanned in between."""
+    if not 0 < UNIT_CHUNK <= BYTE_TILE:  # the kernel stages a chunk in a BYTE_TILE-byte shared tile
+        raise ValueError(f"UNIT_CHUNK={UNIT_CHUNK}: unit_chunks takes chunks of 1..{BYTE_TILE} bytes (BYTE_TILE)")
+    xp = array_module(device)
+    n = len(norm)
+    ubase = xp.zeros(n + 1, xp.int64)
+    xp.cumsum(norm.codepoints if kind_char else norm.words, out=ubase[1:])
+    units = xp.empty(int(ubase[-1]), xp.int64)
+    doc, first, count, bounds = split_chunks(xp, norm.offsets[1:] - norm.offsets[:-1], UNIT_CHUNK)
+    chunks = int(doc.shape[0])
+    if chunks:
+        counts = xp.empty(chunks, xp.int64)
+        launch(device, "unit_chunks", chunks, norm.data, norm.offsets, kind_char, doc, first, count, counts, False,
+               counts, units)
+        before = xp.cumsum(counts) - counts  # units in earlier chunks, all documents
+        base = ubase[doc] + before - before[bounds[doc]] + (0 if kind_char else 1)
+        found = int(counts.sum()) + (0 if kind_char else int(xp.count_nonzero(norm.offsets[1:] > norm.offsets[:-1])))
+        if found != units.shape[0]:  # an invariant of normalized text; never write past the array
+            raise RuntimeError(f"{found} unit starts in the text but {units.shape[0]} in the normalized sizes: "
+                               "the text does not come from normalize_arrays")
+        launch(device, "unit_chunks", chunks, norm.data, norm.offsets, kind_char, doc, first, count, base, True, counts,
+               units)
+    return ubase, units
 
-    Offsets are absolute positions into data (they need not start at 0)."""
-    if text.null_count:
-        raise ValueError(f"text array has {text.null_count} null values; the reader must reject or skip them")
-    if pa.types.is_string(text.type):
-        off_dtype = np.int32
-    elif pa.types.is_large_string(text.type):
-        off_dtype = np.int64
-    else:
-        raise TypeError(f"text must be an Arrow string or large_string array, got {text.type}")
-    bufs = text.buffers()
-    n = len(text)
-    offsets = np.frombuffer(bufs[1], dtype=off_dtype)[text.offset:text.offset + n + 1].astype(np.int64, copy=False)
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    if n and offsets[-1] > data.shape[0]:
-        raise ValueError("corrupt Arrow string array: offsets exceed the data buffer")
-    return data, offsets
 
-
-def _device_tables(cfg: NormalizeConfig, device: str):
+def device_tables(cfg: NormalizeConfig, device: str):
     """The normalization tables where ``device``'s kernels read them (cached per array backend)."""
     return _tables_on(cfg, device, array_backend(device))
 
@@ -89,9 +101,9 @@ def normalize_arrays(data, offsets, cfg: NormalizeConfig, device: str = "cpu") -
     """Normalize documents data[offsets[i]:offsets[i+1]] (two passes: sizes, then bytes).
     Arrays stay in the device's array module (numpy on the CPU, cupy on a GPU)."""
     xp = array_module(device)
-    map_off, map_cp = _device_tables(cfg, device)
+    map_off, map_cp = device_tables(cfg, device)
     if device == "cuda":
-        return _normalize_chunks(data, offsets, map_off, map_cp, xp)
+        return normalize_chunks(data, offsets, map_off, map_cp, xp)
     n = offsets.shape[0] - 1
     sizes = xp.empty((n, 3), xp.int64)
     out_off = xp.zeros(n + 1, xp.int64)
@@ -102,7 +114,7 @@ def normalize_arrays(data, offsets, cfg: NormalizeConfig, device: str = "cpu") -
     return Normalized(out, out_off, sizes[:, 1].copy(), sizes[:, 2].copy())
 
 
-def _normalize_chunks(data, offsets, map_off, map_cp, xp, chunk: int | None = None) -> Normalized:
+def normalize_chunks(data, offsets, map_off, map_cp, xp, chunk: int | None = None) -> Normalized:
     """The GPU's normalization: documents cut into chunks of about ``chunk`` bytes (default
     kernels/cuda.py:NORM_CHUNK), one thread each. A plan kernel moves each cut to a codepoint after a
     non-empty image and records the scan state there; the sizes kernel scans each chunk from its state;
@@ -142,22 +154,6 @@ def _normalize_chunks(data, offsets, map_off, map_cp, xp, chunk: int | None = No
         launch("cuda", "normalize_chunk_write", chunks, data, offsets, map_off, map_cp, doc, lo, prev, chunk_out, out,
                out_off)
     return Normalized(out, out_off, words, nbytes - doc_sums[:, 2])
-
-
-def invalid_utf8_rows(data, offsets, device: str = "cpu"):
-    """bool (n,) in the device's array module: True where data[offsets[i]:offsets[i+1]] is not valid
-    UTF-8. The pyarrow reader validates on the host; a reader that puts the text straight on the device
-    (cudf) checks here and sends the few batches with invalid rows through the host repair instead."""
-    xp = array_module(device)
-    n = offsets.shape[0] - 1
-    out = xp.zeros(n, xp.uint8)
-    if n and device == "cuda":
-        doc, first, count, _ = split_chunks(xp, offsets[1:] - offsets[:-1], UTF8_CHUNK)
-        if doc.shape[0]:
-            launch(device, "utf8_invalid_chunks", int(doc.shape[0]), data, offsets, doc, first, count, out)
-    elif n:
-        launch(device, "utf8_invalid_rows", n, data, offsets, out)
-    return out.astype(bool)
 
 
 def normalize_text(text: pa.Array, cfg: NormalizeConfig, device: str = "cpu") -> Normalized:

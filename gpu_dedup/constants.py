@@ -60,3 +60,8 @@ COMPILE_S_PER_KERNEL = 25.0
 # does not depend on the block size, the thread count or the device. A float32 BLAS dot product of unit rows
 # was measured within 6e-7 of float64 (d = 8 .. 4096, blocks 1 .. 1000, numpy/OpenBLAS); 2e-6 is 3x that.
 SEMANTIC_TIE_TOL = 2e-6
+
+# ------------------------------------------------------------------------------------------------ fastText
+# fastText's default label prefix: the model file does not store it, so loading a model, reading labelled
+# training data and naming a model's labels all use this one.
+LABEL_PREFIX = "__label__"

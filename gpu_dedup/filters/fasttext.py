@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import device as dev
+from ..constants import LABEL_PREFIX
 from ..io.discover import file_sha256
 from ..kernels import fasttext as K
 from .fasttext_format import KSUB, LOSS_NAMES, FastTextFormatError, Matrix, ModelFile, read_model
@@ -36,7 +37,6 @@ from .fasttext_format import KSUB, LOSS_NAMES, FastTextFormatError, Matrix, Mode
 __all__ = ["FastTextFormatError", "FastTextModel", "load_fasttext"]
 
 logger = logging.getLogger(__name__)
-LABEL_PREFIX = "__label__"   # fastText's default; the prefix is not saved, so loading always uses it
 BATCH_DOCS = 1 << 16          # documents per kernel launch: bounds the scratch arrays
 # A quantized input matrix up to this size (as f32) is expanded once at load: fastText adds norm * centroid
 # (one f32 product, then the add), so storing that product gives the same sums bit for bit, and the kernels

@@ -18,10 +18,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..constants import LABEL_PREFIX
 from .config import ClassifierSpec, FilterConfig
 
 logger = logging.getLogger(__name__)
-LABEL_PREFIX = "__label__"
 _PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n")
 
 

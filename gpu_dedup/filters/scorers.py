@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,10 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..constants import LABEL_PREFIX
+from ..io.text import arrow_text_buffers
+from ..text.split import split_units
 from .config import ClassifierSpec, FilterConfig
 
 logger = logging.getLogger(__name__)
-_PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n")
 
 
 @dataclass
@@ -302,17 +302,23 @@ class Scorers:
 
 def paragraphs(text: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
     """(document index int64 (P,), paragraph text pa.large_string (P,), UTF-8 bytes float64 (P,)) of every
-    non-blank paragraph (runs of non-blank lines, separated by blank lines) of every document."""
-    doc: list[int] = []
-    parts: list[str] = []
-    for d, t in enumerate(text.to_pylist()):
-        for p in _PARAGRAPH.split(t):
-            if p.strip():
-                doc.append(d)
-                parts.append(p)
-    arr = pa.array(parts, pa.large_string())
-    weight = pc.binary_length(arr).to_numpy(zero_copy_only=False).astype(np.float64) if parts else np.zeros(0)
-    return np.asarray(doc, np.int64), arr, weight
+    paragraph of every document: the package's one paragraph (``text.split``: a maximal run of non-blank
+    lines, trimmed of ASCII whitespace), split by the paragraph-dedup kernel on the host, where the models
+    read their text."""
+    data, offsets = arrow_text_buffers(text)
+    units = split_units(data, offsets, "paragraph", "cpu")
+    start, end = units.start, units.end
+    doc = np.repeat(np.arange(len(text), dtype=np.int64), np.diff(units.unit_off))
+    size = end - start
+    para_off = np.zeros(len(start) + 1, np.int64)
+    np.cumsum(size, out=para_off[1:])
+    # the spans are disjoint and in order, so their bytes are the data bytes inside some span
+    inside = np.zeros(data.shape[0] + 1, np.int8)
+    np.add.at(inside, start, 1)
+    np.add.at(inside, end, -1)
+    para = data[np.cumsum(inside[:-1], dtype=np.int8) > 0]
+    arr = pa.LargeStringArray.from_buffers(len(start), pa.py_buffer(para_off), pa.py_buffer(para))
+    return doc, arr, size.astype(np.float64)
 
 
 _PASS1: dict[tuple[str, str, str], Any] = {}

@@ -9,7 +9,7 @@ libcudf decodes on the device.
 
 Only the text column goes through cudf. Ids and the keep column are small, so pyarrow reads them for the
 same row groups, and everything that gives an error message or a row number stays the pyarrow reader's
-(``arrow._ArrowReader``). A batch whose text has nulls or invalid UTF-8, or whose ids have nulls, is read
+(``arrow.ArrowReader``). A batch whose text has nulls or invalid UTF-8, or whose ids have nulls, is read
 again by the pyarrow reader, which skips, reports or repairs exactly as on the CPU path; so decisions
 are identical to ``reader="pyarrow"`` (tests/test_gpu_io.py checks this under the CUDA simulator with a
 host stand-in for libcudf; the buffer adapter is checked against the pylibcudf Column protocol).

@@ -1,4 +1,4 @@
-"""The JSON Lines reader (``_JsonlReader``): a file is read as byte blocks (``blocks``) parsed with
+"""The JSON Lines reader (``JsonlReader``): a file is read as byte blocks (``blocks``) parsed with
 ``pyarrow.json`` (fast path), or line by line with Python's ``json`` (the reference) whenever the fast
 path's result is in any way doubtful. The rules (blank lines, line numbers, BOM, bad rows, ids, invalid
 UTF-8, keep column) are in ``read``'s docstring.
@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from .arrow import KeepValueError, empty_strings, iso_seconds
-from .batch import ReadReport, _Chunk, _FileReader, _Spec, generated_ids_warning, missing_text_field
-from .blocks import _UTF8_BOM, _read_blocks, _split_lines
+from .batch import Chunk, FileReader, ReadReport, Spec, generated_ids_warning, missing_text_field
+from .blocks import UTF8_BOM, read_blocks, split_lines
 from .discover import InputFile
 from .remote import open_stream
 
@@ -69,8 +69,8 @@ def _null_key_pattern(key: str) -> re.Pattern:
     return re.compile(re.escape(json.dumps(key, ensure_ascii=False).encode()) + rb"\s*:\s*null")
 
 
-class _JsonlReader(_FileReader):
-    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport, block_bytes: int) -> None:
+class JsonlReader(FileReader):
+    def __init__(self, f: InputFile, spec: Spec, report: ReadReport, block_bytes: int) -> None:
         super().__init__(f, spec, report)
         self.block_bytes = block_bytes
         self.id_mode: bool | None = None  # does this file carry ids? decided by its first row
@@ -87,14 +87,14 @@ class _JsonlReader(_FileReader):
         self._id_null = _null_key_pattern(spec.id_field) if spec.id_field else None
         self._keep_null = _null_key_pattern(spec.keep_column) if spec.keep_column else None
 
-    def chunks(self) -> Iterator[_Chunk]:
+    def chunks(self) -> Iterator[Chunk]:
         line_base = 1
         try:
             stream = open_stream(self.f)
         except (OSError, pa.ArrowException) as e:
             raise self.fatal(f"cannot open: {e}") from e
         with stream:
-            blocks = _read_blocks(stream, self.block_bytes)
+            blocks = read_blocks(stream, self.block_bytes)
             first = True
             while True:
                 try:
@@ -106,8 +106,8 @@ class _JsonlReader(_FileReader):
                     self.bad(f"cannot read/decompress the file after line {line_base - 1} (the lines before "
                              f"it were read): {e}", line=line_base)
                     break
-                if first and block[:len(_UTF8_BOM)] == _UTF8_BOM:
-                    block = block[len(_UTF8_BOM):]
+                if first and block[:len(UTF8_BOM)] == UTF8_BOM:
+                    block = block[len(UTF8_BOM):]
                 first = False
                 chunk, newlines = self._parse_block(block, line_base)
                 line_base += int(newlines)
@@ -121,11 +121,11 @@ class _JsonlReader(_FileReader):
             logger.info("%s: %d of %d blocks needed the line-by-line JSON parser", self.f.relpath,
                         self.slow_blocks, self.blocks)
 
-    def _parse_block(self, block: memoryview, line_base: int) -> tuple[_Chunk | None, int]:
+    def _parse_block(self, block: memoryview, line_base: int) -> tuple[Chunk | None, int]:
         """Parse one block; returns (accepted rows or None, number of newlines in the block)."""
         if len(block) == 0:
             return None, 0
-        starts, ends, is_row = _split_lines(block)
+        starts, ends, is_row = split_lines(block)
         newlines = len(starts) - int(ends[-1] == len(block))  # the last line may lack its newline
         rows = np.flatnonzero(is_row)
         if len(rows) == 0:
@@ -182,7 +182,7 @@ class _JsonlReader(_FileReader):
                 return None
         return None
 
-    def _fast(self, block: memoryview, starts: np.ndarray, ends: np.ndarray, first_line: int) -> _Chunk | None:
+    def _fast(self, block: memoryview, starts: np.ndarray, ends: np.ndarray, first_line: int) -> Chunk | None:
         """pyarrow.json on the whole block; None whenever the result might differ from ``_slow``."""
         if not _utf8_valid(block):
             return None
@@ -235,10 +235,10 @@ class _JsonlReader(_FileReader):
                 if not has:
                     generated_ids_warning(self.f, self.spec.id_field, _first_keys(block))
             ids = col.combine_chunks().cast(pa.string()) if has else None
-        return _Chunk(ids=ids, text=text, keep=keep, scope=scope)
+        return Chunk(ids=ids, text=text, keep=keep, scope=scope)
 
     def _slow(self, block: memoryview, starts: np.ndarray, ends: np.ndarray,
-              line_nos: np.ndarray) -> tuple[_Chunk, np.ndarray]:
+              line_nos: np.ndarray) -> tuple[Chunk, np.ndarray]:
         """Reference parser: one Python ``json.loads`` per line. Returns the chunk and the accepted mask."""
         spec = self.spec
         accepted = np.zeros(len(starts), dtype=bool)
@@ -352,7 +352,7 @@ class _JsonlReader(_FileReader):
                 ids.append(id_value)
             invalid += bad_utf8
         has_ids = bool(spec.id_field) and bool(self.id_mode)
-        chunk = _Chunk(ids=pa.array(ids, pa.string()) if has_ids else None,
+        chunk = Chunk(ids=pa.array(ids, pa.string()) if has_ids else None,
                        text=pa.array(texts, pa.large_string()),
                        keep=np.asarray(keeps, dtype=np.float64) if spec.keep_column else None,
                        invalid_utf8=invalid, scope=pa.array(scopes, pa.string()) if spec.scope_field else None)

@@ -112,3 +112,38 @@ def test_one_copy_of_every_module_in_a_source_checkout():
     import gpu_dedup
 
     assert list(gpu_dedup.__path__) == [os.fspath(PKG)]
+
+
+STAGES = ("lexical", "filters", "paragraph", "semantic", "screen", "substring", "pipeline")
+
+
+def _imports_of(graph: dict[str, set[str]], package: str, targets: tuple[str, ...]) -> dict[str, list[str]]:
+    """Modules of ``package`` (gpu_dedup.<package> and below) -> the modules of ``targets`` they import."""
+    names = tuple(f"gpu_dedup.{t}" for t in targets)
+    own = f"gpu_dedup.{package}"
+    bad = {m: sorted(t for t in deps if any(t == n or t.startswith(n + ".") for n in names))
+           for m, deps in graph.items() if m == own or m.startswith(own + ".")}
+    return {m: deps for m, deps in bad.items() if deps}
+
+
+def test_io_imports_no_stage():
+    """io reads and writes; what a program does with the text is not its business (Arrow buffers and the
+    UTF-8 check live in io/text.py, so that io needs no program)."""
+    assert _imports_of(import_graph(), "io", STAGES) == {}
+
+
+def test_the_shared_text_utilities_import_no_stage():
+    """text/ (the normalizer, the paragraph splitter) sits below every program that shares it."""
+    assert _imports_of(import_graph(), "text", STAGES) == {}
+
+
+def test_filters_do_not_import_lexical():
+    """The filter half reaches the dedup half only through shared modules (io, text), never its stage."""
+    assert _imports_of(import_graph(), "filters", ("lexical",)) == {}
+
+
+def test_the_layer_rule_sees_a_violation():
+    graph = {"gpu_dedup.io": {"gpu_dedup.config"}, "gpu_dedup.io.read": {"gpu_dedup.lexical.minhash"},
+             "gpu_dedup.iox": {"gpu_dedup.lexical"}, "gpu_dedup.io.write": {"gpu_dedup.lexicalx", "gpu_dedup.pipeline"}}
+    assert _imports_of(graph, "io", STAGES) == {"gpu_dedup.io.read": ["gpu_dedup.lexical.minhash"],
+                                                "gpu_dedup.io.write": ["gpu_dedup.pipeline"]}

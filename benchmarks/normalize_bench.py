@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpu_dedup.testing.evalcorpus import make_corpus
     from gpu_dedup.kernels import cpu
     from gpu_dedup.io.text import arrow_text_buffers
-    from gpu_dedup.text.normalize import _tables_on, normalize_arrays
+    from gpu_dedup.text.normalize import device_tables, normalize_arrays
 
     numba.set_num_threads(1)
     pa.set_cpu_count(1)
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.config == "all":
         configs.append(("punct+digits", NormalizeConfig(True, True)))
     for name, cfg in configs:
-        map_off, map_cp = _tables_on(cfg, "cpu", "numpy")
+        map_off, map_cp = device_tables(cfg, "cpu")
         sizes = np.empty((n, 3), np.int64)
         cpu.normalize_sizes(data, offsets, map_off, map_cp, sizes)
         out_off = np.zeros(n + 1, np.int64)

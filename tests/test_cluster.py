@@ -3,7 +3,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from gpu_dedup.lexical.policy import components_policy, keep_rank, representative_policy
+from gpu_dedup.decisions import keep_rank
+from gpu_dedup.lexical.policy import components_policy, representative_policy
 from gpu_dedup.lexical.exact import exact_groups
 from gpu_dedup.lexical.lsh import group_buckets
 from gpu_dedup.lexical.verify import ShingleSets, jaccard, shingle_sets

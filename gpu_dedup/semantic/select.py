@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..lexical.policy import keep_rank
+from ..decisions import keep_rank
 from .clustering import Clusters, kmeans
 from .config import SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column, threshold32
 from .model import resolve_torch_device, torch_device

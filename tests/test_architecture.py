@@ -142,6 +142,14 @@ def test_filters_do_not_import_lexical():
     assert _imports_of(import_graph(), "filters", ("lexical",)) == {}
 
 
+def test_paragraph_screen_and_substring_do_not_import_lexical():
+    """Like the filters, the other programs share text/, io/ and decisions.keep_rank, not the lexical stage
+    (semantic/comparison.py does import it: it reports the lexical Jaccard of semantic pairs)."""
+    graph = import_graph()
+    assert {p: _imports_of(graph, p, ("lexical",)) for p in ("paragraph", "screen", "substring")} == \
+        {"paragraph": {}, "screen": {}, "substring": {}}
+
+
 def test_the_layer_rule_sees_a_violation():
     graph = {"gpu_dedup.io": {"gpu_dedup.config"}, "gpu_dedup.io.read": {"gpu_dedup.lexical.minhash"},
              "gpu_dedup.iox": {"gpu_dedup.lexical"}, "gpu_dedup.io.write": {"gpu_dedup.lexicalx", "gpu_dedup.pipeline"}}

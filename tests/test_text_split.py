@@ -101,3 +101,5 @@ def test_sliced_and_narrow_arrays(kind):
     assert doc.tolist() == [0, 0, 2] and arr.to_pylist() == ["p1", "p2", "p3"]
     doc, arr, weight = paragraphs(pa.array([], kind))
     assert len(doc) == len(arr) == len(weight) == 0
+    doc, arr, _ = paragraphs(pa.chunked_array([pa.array(["a\n\nb"], kind), pa.array(["c"], kind)]))
+    assert doc.tolist() == [0, 0, 1] and arr.to_pylist() == ["a", "b", "c"]

@@ -305,6 +305,8 @@ def paragraphs(text: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
     paragraph of every document: the package's one paragraph (``text.split``: a maximal run of non-blank
     lines, trimmed of ASCII whitespace), split by the paragraph-dedup kernel on the host, where the models
     read their text."""
+    if isinstance(text, pa.ChunkedArray):  # the regex this replaced took any pyarrow string column
+        text = text.combine_chunks()
     data, offsets = arrow_text_buffers(text)
     units = split_units(data, offsets, "paragraph", "cpu")
     start, end = units.start, units.end

@@ -33,7 +33,8 @@ from .. import io
 from ..config import _check_literal, is_int
 from ..device import array_module, launch, note_compiling, resolve_device, to_device, to_host
 from ..io.text import arrow_text_buffers
-from .lm import SPECIALS, LMNormalization, lm_contract, prepare_text, write_arpa
+from .arpa import write_arpa
+from .lm import SPECIALS, LMNormalization, lm_contract, prepare_text
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ def main() -> None:
     from gpu_dedup.config import MinHashConfig, NormalizeConfig, ShingleConfig
     from gpu_dedup.testing.evalcorpus import make_corpus
     from gpu_dedup.lexical.minhash import compute_signatures, permutation_params
-    from gpu_dedup.lexical.normalize import normalize_text
+    from gpu_dedup.text.normalize import normalize_text
 
     t = time.perf_counter()
     table = make_corpus(args.docs, seed=0, mean_words=args.words, exact_dup_frac=0, near_dup_frac=0,

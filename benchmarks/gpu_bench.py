@@ -228,7 +228,8 @@ def main() -> int:
     from gpu_dedup.io.gpu import resolve_reader
     from gpu_dedup.lexical.lsh import band_keys
     from gpu_dedup.lexical.minhash import compute_signatures, permutation_params
-    from gpu_dedup.lexical.normalize import arrow_text_buffers, normalize_arrays
+    from gpu_dedup.io.text import arrow_text_buffers
+    from gpu_dedup.text.normalize import normalize_arrays
 
     device = resolve_device("cuda")
     xp = array_module(device)

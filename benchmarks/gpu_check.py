@@ -66,7 +66,7 @@ def main() -> int:
     from gpu_dedup.lexical.exact import exact_hashes
     from gpu_dedup.lexical.lsh import band_keys
     from gpu_dedup.lexical.minhash import compute_signatures
-    from gpu_dedup.lexical.normalize import normalize_text
+    from gpu_dedup.text.normalize import normalize_text
     from gpu_dedup.lexical.verify import jaccard, shingle_sets
 
     resolve_device("cuda")

@@ -31,7 +31,7 @@ from gpu_dedup.config import MinHashConfig, NormalizeConfig  # noqa: E402
 from gpu_dedup.testing.evalcorpus import make_corpus  # noqa: E402
 from gpu_dedup.kernels import core_cpu as cpu  # noqa: E402
 from gpu_dedup.lexical.minhash import permutation_params  # noqa: E402
-from gpu_dedup.lexical.normalize import normalize_text  # noqa: E402
+from gpu_dedup.text.normalize import normalize_text  # noqa: E402
 
 KS = (8, 32, 64, 100, 128, 256)
 

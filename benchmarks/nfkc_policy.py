@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpu_dedup.lexical import unicode_tables as ut
+from gpu_dedup.text import unicode_tables as ut
 from gpu_dedup.testing import unicode_reference as uref
 from gpu_dedup.config import NormalizeConfig
 

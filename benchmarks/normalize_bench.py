@@ -17,7 +17,7 @@ are printed too and the fastest round is shown beside the median.
 
 The claim is the ratio ours / ``utf8_lower`` (target >= 0.6), not the absolute numbers, which depend on
 the machine. ``utf8_normalize(NFKC)`` + ``utf8_lower`` is shown for reference: it is closer to what our
-policy does, though ours is per codepoint (see gpu_dedup.lexical.normalize).
+policy does, though ours is per codepoint (see gpu_dedup.text.normalize).
 
 The kernels are compiled into a private Numba cache directory (unless NUMBA_CACHE_DIR is set): Numba
 validates a cached kernel against kernels/core_cpu.py's mtime only, so an edit of kernels/core.py could
@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     from gpu_dedup.config import NormalizeConfig
     from gpu_dedup.testing.evalcorpus import make_corpus
     from gpu_dedup.kernels import core_cpu as cpu
-    from gpu_dedup.lexical.normalize import _tables_on, arrow_text_buffers, normalize_arrays
+    from gpu_dedup.io.text import arrow_text_buffers
+    from gpu_dedup.text.normalize import device_tables, normalize_arrays
 
     numba.set_num_threads(1)
     pa.set_cpu_count(1)
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.config == "all":
         configs.append(("punct+digits", NormalizeConfig(True, True)))
     for name, cfg in configs:
-        map_off, map_cp = _tables_on(cfg, "cpu", "numpy")
+        map_off, map_cp = device_tables(cfg, "cpu")
         sizes = np.empty((n, 3), np.int64)
         cpu.normalize_sizes(data, offsets, map_off, map_cp, sizes)
         out_off = np.zeros(n + 1, np.int64)

@@ -37,7 +37,7 @@ def corpus(docs: int, words: int, seed: int = 0) -> pa.Table:
 
 
 def _child(kind: str, docs: int, words: int, device: str, q) -> None:
-    from gpu_dedup.lexical.normalize import arrow_text_buffers
+    from gpu_dedup.io.text import arrow_text_buffers
     from gpu_dedup.substring import SubstringConfig, substring_dedup
     from gpu_dedup.substring.dedup import tokenize
     from gpu_dedup.substring.suffix import corpus_text, suffix_array, suffix_array_doubling

@@ -73,7 +73,7 @@ class NormalizeConfig:
     trimmed, format characters (Cf: zero-width space, soft hyphen, BOM...) deleted. By default lowercase
     (full Unicode lowercase of the NFKC image); ``lowercase=False`` keeps case (lowercasing code can merge
     distinct identifiers; a contract of its own). Optional: punctuation (Unicode P*, S*) -> space,
-    decimal digits (Nd) -> '0'. See ``gpu_dedup.lexical.unicode_tables`` for the exact policy.
+    decimal digits (Nd) -> '0'. See ``gpu_dedup.text.unicode_tables`` for the exact policy.
     """
 
     remove_punctuation: bool = field(default=False, metadata=cli(flag(

@@ -21,7 +21,7 @@ REPLACEMENT = 0xFFFD     # what an invalid UTF-8 sequence decodes to
 # (tools/make_unicode_tables.py builds the shipped tables so; with Unicode 14.0.0 no codepoint needs it).
 IMAGE_MAX_ITERATIONS = 8
 # The shipped tables file (data/unicode_<version>.npz): its format, and the flag its category byte sets when
-# chr(c).isspace() (written by tools/make_unicode_tables.py, read by lexical/unicode_tables.py).
+# chr(c).isspace() (written by tools/make_unicode_tables.py, read by text/unicode_tables.py).
 TABLES_FORMAT_VERSION = 1
 TABLES_SPACE_FLAG = 0x80
 
@@ -62,3 +62,8 @@ COMPILE_S_PER_KERNEL = 25.0
 # does not depend on the block size, the thread count or the device. A float32 BLAS dot product of unit rows
 # was measured within 6e-7 of float64 (d = 8 .. 4096, blocks 1 .. 1000, numpy/OpenBLAS); 2e-6 is 3x that.
 SEMANTIC_TIE_TOL = 2e-6
+
+# ------------------------------------------------------------------------------------------------ fastText
+# fastText's default label prefix: the model file does not store it, so loading a model, reading labelled
+# training data and naming a model's labels all use this one.
+LABEL_PREFIX = "__label__"

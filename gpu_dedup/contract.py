@@ -13,7 +13,7 @@ from typing import Any
 from .config import RunConfig
 from .constants import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61
 from .errors import DataError
-from .lexical.unicode_tables import UNICODE_VERSION, policy_name
+from .text.unicode_tables import UNICODE_VERSION, policy_name
 
 CONTRACT_VERSION = 1
 

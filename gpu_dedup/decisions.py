@@ -2,11 +2,15 @@
 
 One row per input document, whatever the device, engine, batch size or worker count (README, "Decisions
 schema"). The pipeline writes it, semantic dedup and the incremental index extend it, the report reads it.
+``keep_rank`` is the keep order (``--keep``) every program decides by: which copy of a duplicate stays.
 """
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .errors import ConfigError
 
 DECISIONS_SCHEMA = pa.schema([
     ("id", pa.string()), ("keep", pa.bool_()), ("reason", pa.string()), ("cluster_id", pa.int64()),
@@ -43,3 +47,29 @@ def summary_counts(decisions: pa.Table, n: int) -> dict[str, Any]:
     by.update({r: k for r, k in found.items() if r not in by and k})  # a prefiltered run's "filtered"
     kept = sum(by.get(r, 0) for r in KEPT_REASONS)
     return {"input": n, "kept": kept, "removed": n - kept, "by_reason": by}
+
+
+def keep_rank(keep: str, *, n: int, text_bytes: np.ndarray | None = None, ids: pa.Array | None = None,
+              values: np.ndarray | None = None) -> np.ndarray:
+    """Position of each row in keep order (int64 (n,), a permutation of 0..n-1; 0 is kept first).
+
+    first: input order. longest: most raw UTF-8 bytes first. min-id: smallest id (binary string order)
+    first. max:<column> / min:<column>: largest / smallest value first, NaN/null last. Ties always go to input order."""
+    rows = np.arange(n, dtype=np.int64)
+    if keep == "first":
+        return rows
+    if keep == "longest":
+        order = np.lexsort((rows, -np.asarray(text_bytes, np.int64)))
+    elif keep == "min-id":
+        order = np.asarray(pc.sort_indices(pa.table({"id": ids, "row": rows}),
+                                           sort_keys=[("id", "ascending"), ("row", "ascending")]), np.int64)
+    elif keep.startswith(("max:", "min:")):
+        v = np.asarray(values, np.float64)
+        nan = np.isnan(v)
+        sign = -1.0 if keep.startswith("max:") else 1.0
+        order = np.lexsort((rows, sign * np.where(nan, 0.0, v), nan))
+    else:
+        raise ConfigError(f"unknown keep policy {keep!r}")
+    rank = np.empty(n, np.int64)
+    rank[order] = rows
+    return rank

@@ -36,7 +36,7 @@ from .contract import check_contract, contract, contract_fingerprint
 from .device import repeat_index, to_device, to_host
 from .engine import prefetched
 from .errors import ConfigError, DataError, MissingFileError
-from .lexical.normalize import normalize_text
+from .text.normalize import normalize_text
 from .lexical.signatures import Documents
 from .lexical.verify import ShingleSets, shingle_sets
 from .outputs import LOCK, LOCK_INFO, ManifestError, check_directory, read_manifest, require_keys

@@ -48,8 +48,9 @@ from .constants import MAX_NGRAM
 from .device import (array_backend, array_module, batch_bytes, note_compiling, repeat_index, resolve_device,
                      to_device, to_host)
 from .errors import ConfigError, DataError, MissingFileError, RunError
-from .lexical.normalize import _device_tables, arrow_text_buffers, normalize_arrays, normalize_text
+from .io.text import arrow_text_buffers
 from .ops import bloom as bloom_ops
+from .text.normalize import device_tables, normalize_arrays, normalize_text
 
 logger = logging.getLogger(__name__)
 
@@ -266,7 +267,7 @@ def word_spans(data: Any, starts: Any, ends: Any, words: Any, cfg: NormalizeConf
     ``words`` int64 (docs,) = their normalized word counts (from normalize_text). Returns (wbase int64
     (docs+1,), word_start, word_end int64 (W,)). Raises if the word counts disagree with normalization."""
     xp = array_module(device)
-    map_off, map_cp = _device_tables(cfg, device)
+    map_off, map_cp = device_tables(cfg, device)
     wbase, ws, we, counts = bloom_ops.word_spans(device, data, starts, ends, map_off, map_cp, words)
     if not bool(to_host(xp.all(counts == words))):
         raise RunError("word spans disagree with the normalizer's word count; this is a bug, please report it")

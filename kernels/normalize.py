@@ -1,5 +1,5 @@
-"""Device functions of normalization (policy: gpu_dedup/lexical/normalize.py; tables:
-gpu_dedup/lexical/unicode_tables.py), compiled with core.py's for both targets by ``_build.build``.
+"""Device functions of normalization (policy: gpu_dedup/text/normalize.py; tables:
+gpu_dedup/text/unicode_tables.py), compiled with core.py's for both targets by ``_build.build``.
 
 Output state while scanning a document ("eager" emission): p = bytes emitted, sp = spaces emitted,
 extra = bytes - codepoints emitted, prev = 1 when the last non-deleted image was a space (or nothing has

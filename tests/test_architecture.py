@@ -209,23 +209,7 @@ def test_every_error_class_of_the_package_derives_from_gpu_dedup_error():
 # io/'s readers share private classes across its modules: text27 (issue #27, item 2) makes them public or keeps
 # them inside; the others are in modules other parts of #27 rewrite (kernel front ends, scoring path, run
 # skeleton, the Arrow/UTF-8 helpers' move out of lexical/normalize.py). Each merge empties its lines.
-PRIVATE_IMPORTS_PENDING = {
-    "gpu_dedup.io.arrow": {"_Chunk", "_FileReader", "_Spec"},
-    "gpu_dedup.io.jsonl": {"_Chunk", "_FileReader", "_Spec", "_UTF8_BOM", "_read_blocks", "_split_lines"},
-    "gpu_dedup.io.parquet": {"_ArrowReader", "_Chunk", "_FileReader", "_join_chunks", "_Spec"},
-    "gpu_dedup.io.read": {"_ArrowReader", "_FileReader", "_Spec", "_text_parts", "_JsonlReader", "_ParquetPool",
-                          "_read_ahead", "_read_threads"},
-    "gpu_dedup.io.write": {"_ArrowReader", "_Spec", "_UTF8_BOM", "_read_blocks", "_split_lines", "_JsonlReader",
-                           "_read_threads"},
-    "gpu_dedup.device": {"_launch"},  # kernels/_launch.py (dev27: one front end per kernel family)
-    "gpu_dedup.distributed.stages": {"_compute_file", "_piece_of", "_shingle_sets_pass"},  # score27, dev27
-    "gpu_dedup.filters.stage": {"_merge_report"},  # lexical/signatures.py (score27)
-    "gpu_dedup.paragraph.dedup": {"_device_tables"},  # lexical/normalize.py's move to io/ (text27)
-    "gpu_dedup.paragraph.span_gpu": {"_device_tables", "_normalize_chunks"},
-    "gpu_dedup.screen": {"_device_tables"},
-    "gpu_dedup.semantic.run": {"_decide"},  # semantic_dedup's split (skel27)
-    "gpu_dedup.substring.dedup": {"_peak_rss_bytes"},  # the run skeleton (skel27)
-}
+PRIVATE_IMPORTS_PENDING: dict[str, set[str]] = {}
 
 
 def private_imports() -> dict[str, set[str]]:
@@ -262,7 +246,7 @@ def test_no_underscore_name_is_imported_across_modules():
 
 PUBLIC_PACKAGES = ("gpu_dedup", "gpu_dedup.filters", "gpu_dedup.io", "gpu_dedup.report", "gpu_dedup.semantic",
                    "gpu_dedup.substring")
-DOCSTRINGS_PENDING = {"gpu_dedup.io"}  # io/ is text27's (issue #27, item 2): its merge writes them
+DOCSTRINGS_PENDING: set[str] = set()
 
 
 def _own_nodes(fn) -> list[ast.AST]:
@@ -326,3 +310,44 @@ def docstring_gaps() -> list[str]:
 def test_every_public_entry_point_documents_its_arguments_and_result():
     gaps = docstring_gaps()
     assert not gaps, gaps
+STAGES = ("lexical", "filters", "paragraph", "semantic", "screen", "substring", "pipeline")
+
+
+def _imports_of(graph: dict[str, set[str]], package: str, targets: tuple[str, ...]) -> dict[str, list[str]]:
+    """Modules of ``package`` (gpu_dedup.<package> and below) -> the modules of ``targets`` they import."""
+    names = tuple(f"gpu_dedup.{t}" for t in targets)
+    own = f"gpu_dedup.{package}"
+    bad = {m: sorted(t for t in deps if any(t == n or t.startswith(n + ".") for n in names))
+           for m, deps in graph.items() if m == own or m.startswith(own + ".")}
+    return {m: deps for m, deps in bad.items() if deps}
+
+
+def test_io_imports_no_stage():
+    """io reads and writes; what a program does with the text is not its business (Arrow buffers and the
+    UTF-8 check live in io/text.py, so that io needs no program)."""
+    assert _imports_of(import_graph(), "io", STAGES) == {}
+
+
+def test_the_shared_text_utilities_import_no_stage():
+    """text/ (the normalizer, the paragraph splitter) sits below every program that shares it."""
+    assert _imports_of(import_graph(), "text", STAGES) == {}
+
+
+def test_filters_do_not_import_lexical():
+    """The filter half reaches the dedup half only through shared modules (io, text), never its stage."""
+    assert _imports_of(import_graph(), "filters", ("lexical",)) == {}
+
+
+def test_paragraph_screen_and_substring_do_not_import_lexical():
+    """Like the filters, the other programs share text/, io/ and decisions.keep_rank, not the lexical stage
+    (semantic/comparison.py does import it: it reports the lexical Jaccard of semantic pairs)."""
+    graph = import_graph()
+    assert {p: _imports_of(graph, p, ("lexical",)) for p in ("paragraph", "screen", "substring")} == \
+        {"paragraph": {}, "screen": {}, "substring": {}}
+
+
+def test_the_layer_rule_sees_a_violation():
+    graph = {"gpu_dedup.io": {"gpu_dedup.config"}, "gpu_dedup.io.read": {"gpu_dedup.lexical.minhash"},
+             "gpu_dedup.iox": {"gpu_dedup.lexical"}, "gpu_dedup.io.write": {"gpu_dedup.lexicalx", "gpu_dedup.pipeline"}}
+    assert _imports_of(graph, "io", STAGES) == {"gpu_dedup.io.read": ["gpu_dedup.lexical.minhash"],
+                                                "gpu_dedup.io.write": ["gpu_dedup.pipeline"]}

@@ -3,7 +3,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from gpu_dedup.lexical.policy import components_policy, keep_rank, representative_policy
+from gpu_dedup.decisions import keep_rank
+from gpu_dedup.lexical.policy import components_policy, representative_policy
 from gpu_dedup.lexical.exact import exact_groups
 from gpu_dedup.lexical.lsh import group_buckets
 from gpu_dedup.lexical.verify import ShingleSets, jaccard, shingle_sets
@@ -182,7 +183,7 @@ def test_the_seeds_tokyo_paraphrase_shares_no_shingle_and_is_never_a_lexical_dup
     stage's case (README, Semantic dedup)."""
     import gpu_dedup
     from gpu_dedup.config import NormalizeConfig, ShingleConfig
-    from gpu_dedup.lexical.normalize import normalize_text
+    from gpu_dedup.text.normalize import normalize_text
 
     a = "The president visited Tokyo on Tuesday to discuss trade."
     b = "On Tuesday, the president visited Tokyo to discuss trade issues."

@@ -13,7 +13,7 @@ from gpu_dedup.device import simulator, to_device, to_host
 from gpu_dedup.lexical.exact import exact_hashes
 from gpu_dedup.lexical.lsh import band_keys, group_buckets
 from gpu_dedup.lexical.minhash import compute_signatures
-from gpu_dedup.lexical.normalize import normalize_text
+from gpu_dedup.text.normalize import normalize_text
 from gpu_dedup.lexical.verify import jaccard, shingle_sets
 
 pytestmark = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
@@ -165,7 +165,7 @@ def test_exact_hashes_equal_xxhash_at_every_stripe_boundary(threads, monkeypatch
     from gpu_dedup.kernels import _launch
     from gpu_dedup.kernels.core import EXACT_SEED_HI, EXACT_SEED_LO
 
-    from gpu_dedup.lexical.normalize import Normalized
+    from gpu_dedup.text.normalize import Normalized
 
     monkeypatch.setattr(_launch, "SIM_THREADS", threads)  # stripes per step: threads / 4
 

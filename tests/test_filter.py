@@ -262,7 +262,7 @@ def test_domain_gpu_pieces_bit_identical_at_every_cut(chunk):
     counts; the pieces tile every document exactly."""
     from gpu_dedup.device import array_module, line_chunks, to_device, to_host
     from gpu_dedup.filters.domain import domain_counts
-    from gpu_dedup.lexical.normalize import arrow_text_buffers
+    from gpu_dedup.io.text import arrow_text_buffers
 
     rng = np.random.default_rng(7)
     words = ["def", "x", "$a$", "\\frac{1}{2}", "안녕", "Γειά", "return", "{a:", "1};", "…", "ok"]

@@ -19,7 +19,7 @@ from gpu_dedup import RunConfig
 from gpu_dedup.device import gpu_status, simulator, to_device, to_host
 from gpu_dedup.io import ReadReport, iter_batches, resolve_inputs
 from gpu_dedup.io import gpu as gpu_io
-from gpu_dedup.lexical.normalize import arrow_text_buffers, invalid_utf8_rows
+from gpu_dedup.io.text import arrow_text_buffers, invalid_utf8_rows
 
 UTF8_CASES = [b"", b"plain ascii", "Straße 日本語 👩\u200d💻 \ufffd".encode(), b"ok \xff end", b"cut \xe2\x82",
               b"surrogate \xed\xa0\x80 x", b"overlong \xc0\xaf", b"\xe0\x80\x80", b"\xf0\x80\x80\x80",

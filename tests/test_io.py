@@ -30,8 +30,8 @@ from gpu_dedup.io import (
 )
 from gpu_dedup.io import batch as io_batch
 from gpu_dedup.io import write as io_write
-from gpu_dedup.io.jsonl import _JsonlReader
-from gpu_dedup.io.parquet import _ParquetPool
+from gpu_dedup.io.jsonl import JsonlReader
+from gpu_dedup.io.parquet import ParquetPool
 
 RECORDS = [
     {"id": "a1", "text": "Hello world", "meta": {"lang": "en"}},
@@ -127,17 +127,17 @@ def test_fast_path_matches_line_parser(tmp_path, monkeypatch):
     data = _jsonl_bytes(recs).replace(b"\n", b"\r\n", 2) + b"\n  \n"
     files = resolve_inputs([_write(tmp_path / "f.jsonl", data)])
     calls = {"fast": 0}
-    real_fast = _JsonlReader._fast
+    real_fast = JsonlReader._fast
 
     def counting_fast(self, *a):
         result = real_fast(self, *a)
         calls["fast"] += result is not None
         return result
 
-    monkeypatch.setattr(_JsonlReader, "_fast", counting_fast)
+    monkeypatch.setattr(JsonlReader, "_fast", counting_fast)
     fast = _read(files, batch_bytes=64)
     assert calls["fast"] > 0
-    monkeypatch.setattr(_JsonlReader, "_fast", lambda self, *a: None)
+    monkeypatch.setattr(JsonlReader, "_fast", lambda self, *a: None)
     slow = _read(files, batch_bytes=64)
     assert _rows(fast) == _rows(slow)
     assert [(b.row_start, len(b)) for b in fast] == [(b.row_start, len(b)) for b in slow]
@@ -180,8 +180,8 @@ def test_missing_id_field_gives_relpath_row_ids(tmp_path):
 def test_nested_id_key_is_not_the_id_and_keeps_fast_path(tmp_path, monkeypatch):
     _write(tmp_path / "n.jsonl", b'{"meta": {"id": 5, "q": null}, "text": "a"}\n{"meta": {"id": 6}, "text": "b"}\n')
     slow_calls = []
-    real_slow = _JsonlReader._slow
-    monkeypatch.setattr(_JsonlReader, "_slow", lambda self, *a: slow_calls.append(1) or real_slow(self, *a))
+    real_slow = JsonlReader._slow
+    monkeypatch.setattr(JsonlReader, "_slow", lambda self, *a: slow_calls.append(1) or real_slow(self, *a))
     assert _rows(_read(resolve_inputs([tmp_path / "n.jsonl"]))) == (["n.jsonl:0", "n.jsonl:1"], ["a", "b"])
     assert slow_calls == []
 
@@ -666,14 +666,14 @@ def test_parallel_parquet_equals_sequential_reference(tmp_path, batch_bytes):
 def _slow_groups(monkeypatch, delay=0.3, slow=lambda plan, j: j == 0):
     """Make the workers finish out of order: the row groups ``slow`` picks (default: the first of every
     file) decode last."""
-    real = _ParquetPool._work
+    real = ParquetPool._work
 
     def work(self, plan, j):
         if slow(plan, j):
             time.sleep(delay)
         return real(self, plan, j)
 
-    monkeypatch.setattr(_ParquetPool, "_work", work)
+    monkeypatch.setattr(ParquetPool, "_work", work)
 
 
 def test_parallel_parquet_raises_the_first_error_in_file_order(tmp_path, monkeypatch):
@@ -737,13 +737,13 @@ def test_parallel_parquet_read_ahead_is_bounded(tmp_path, monkeypatch):
     files = resolve_inputs(paths)
     group_bytes = max(pq.ParquetFile(paths[0]).metadata.row_group(g).total_byte_size for g in range(40))
     pools = []
-    real_init = _ParquetPool.__init__
+    real_init = ParquetPool.__init__
 
     def init(self, *a, **kw):
         real_init(self, *a, **kw)
         pools.append(self)
 
-    monkeypatch.setattr(_ParquetPool, "__init__", init)
+    monkeypatch.setattr(ParquetPool, "__init__", init)
     expected = _read_all(files, keep_column=None, batch_bytes=4000, read_threads=1)
     assert pools[-1].peak <= group_bytes * 2  # sequential: only the row groups of the batch being read
     for ahead in (0, 3 * group_bytes, 12 * group_bytes):
@@ -783,7 +783,7 @@ def test_parallel_parquet_decodes_row_groups_concurrently(tmp_path, monkeypatch)
     t = pa.table({"id": [f"r{i}" for i in range(600)], "text": [f"text {i}" for i in range(600)]})
     files = resolve_inputs([_parquet_groups(tmp_path / "c.parquet", t, [100] * 6)])
     barrier, broken = threading.Barrier(3, timeout=20), []
-    real = _ParquetPool._work
+    real = ParquetPool._work
 
     def work(self, plan, j):
         if j < 3:  # the first three row groups must be decoding at the same time
@@ -793,7 +793,7 @@ def test_parallel_parquet_decodes_row_groups_concurrently(tmp_path, monkeypatch)
                 broken.append(j)
         return real(self, plan, j)
 
-    monkeypatch.setattr(_ParquetPool, "_work", work)
+    monkeypatch.setattr(ParquetPool, "_work", work)
     assert _rows(_read(files, batch_bytes=64, read_threads=3)) == (t["id"].to_pylist(), t["text"].to_pylist())
     assert broken == []
 
@@ -991,7 +991,7 @@ def test_write_kept_single_parquet_decodes_ahead(tmp_path, monkeypatch):
                   "n": np.arange(3000)})
     files = resolve_inputs([_parquet_groups(tmp_path / "big.parquet", t, [100] * 30)])
     pools, workers = [], set()
-    real_init, real_work = _ParquetPool.__init__, _ParquetPool._work
+    real_init, real_work = ParquetPool.__init__, ParquetPool._work
 
     def init(self, *a, **kw):
         real_init(self, *a, **kw)
@@ -1001,8 +1001,8 @@ def test_write_kept_single_parquet_decodes_ahead(tmp_path, monkeypatch):
         workers.add(threading.current_thread().name)
         return real_work(self, plan, j)
 
-    monkeypatch.setattr(_ParquetPool, "__init__", init)
-    monkeypatch.setattr(_ParquetPool, "_work", work)
+    monkeypatch.setattr(ParquetPool, "__init__", init)
+    monkeypatch.setattr(ParquetPool, "_work", work)
     keep = np.arange(3000) % 7 != 3
     kw = {"id_field": "id", "text_field": "text", "on_error": "raise"}
     assert write_kept(files, keep, tmp_path / "one", read_threads=1, **kw)["rows_written"] == int(keep.sum())

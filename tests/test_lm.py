@@ -9,8 +9,9 @@ import pytest
 
 from gpu_dedup.device import simulator, to_host
 from gpu_dedup.filters.kneser_ney import DiscountError, LMTrainConfig, train_lm
-from gpu_dedup.filters.lm import EMPTY_REASON, ARPAError, LMNormalization, load_lm, read_arpa
-from gpu_dedup.lexical.normalize import normalize_strings
+from gpu_dedup.filters.arpa import ARPAError, read_arpa
+from gpu_dedup.filters.lm import EMPTY_REASON, LMNormalization, load_lm
+from gpu_dedup.text.normalize import normalize_strings
 
 kenlm = pytest.importorskip("kenlm")
 NONE = LMNormalization(mode="none")

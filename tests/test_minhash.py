@@ -8,7 +8,7 @@ import xxhash
 
 from gpu_dedup.config import MinHashConfig, NormalizeConfig, ShingleConfig
 from gpu_dedup.lexical.minhash import compute_signatures, permutation_params, signatures_from_hashes, splitmix64
-from gpu_dedup.lexical.normalize import normalize_text
+from gpu_dedup.text.normalize import normalize_text
 
 P = (1 << 61) - 1
 

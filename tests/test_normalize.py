@@ -8,8 +8,9 @@ import pytest
 from gpu_dedup.config import NormalizeConfig
 from gpu_dedup.kernels import core_cpu as cpu
 from gpu_dedup.kernels import normalize as knorm
-from gpu_dedup.lexical.normalize import arrow_text_buffers, normalize_strings, normalize_text
-from gpu_dedup.lexical.unicode_tables import load_tables
+from gpu_dedup.io.text import arrow_text_buffers
+from gpu_dedup.text.normalize import normalize_strings, normalize_text
+from gpu_dedup.text.unicode_tables import load_tables
 from gpu_dedup.testing.unicode_reference import normalize_reference, reference_matches_tables
 
 needs_same_unicode = pytest.mark.skipif(not reference_matches_tables(),
@@ -62,7 +63,7 @@ def test_sliced_and_small_string_arrays():
 
 
 def test_invalid_utf8_bytes_become_replacement_characters():
-    from gpu_dedup.lexical.normalize import normalize_arrays
+    from gpu_dedup.text.normalize import normalize_arrays
 
     raw = b"ok \xff\xfe bad \xe2\x82"
     data = np.frombuffer(raw, np.uint8)

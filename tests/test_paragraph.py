@@ -10,9 +10,11 @@ import pytest
 
 from gpu_dedup.device import array_backend, simulator, to_host
 from gpu_dedup.engine import progress as engine_progress
-from gpu_dedup.lexical.normalize import arrow_text_buffers, normalize_strings
+from gpu_dedup.io.text import arrow_text_buffers
+from gpu_dedup.text.normalize import normalize_strings
 from gpu_dedup.paragraph.bloom import BloomConfig
-from gpu_dedup.paragraph.dedup import ParagraphConfig, hex128, paragraph_dedup, split_units
+from gpu_dedup.paragraph.dedup import ParagraphConfig, hex128, paragraph_dedup
+from gpu_dedup.text.split import split_units
 
 sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
                                 reason="needs the CUDA simulator or a GPU")

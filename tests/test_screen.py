@@ -10,7 +10,7 @@ import pytest
 
 from gpu_dedup.config import NormalizeConfig
 from gpu_dedup.device import array_backend, simulator, to_host
-from gpu_dedup.lexical.normalize import normalize_text
+from gpu_dedup.text.normalize import normalize_text
 from gpu_dedup.screen import MATCHES_SCHEMA, ScreenConfig, load_phrases, ngram_hashes, read_benchmarks, screen
 
 sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],

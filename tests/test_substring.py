@@ -206,7 +206,7 @@ def test_word_tokens_on_the_device_equal_the_host():
     """--device cuda tokenizes with device array operations and the span kernels (strict stand-in, simulator):
     the same documents' offsets, byte ranges and identities as the host."""
     from gpu_dedup.config import NormalizeConfig
-    from gpu_dedup.lexical.normalize import arrow_text_buffers
+    from gpu_dedup.io.text import arrow_text_buffers
     from gpu_dedup.substring.tokens import word_tokens
 
     texts = ["", "  Straße\tÜnïcødé  東京\n", "x", "\u200b zero\u200bwidth ", "a  b\r\nc ", "   ", "ＦＵＬＬ full"]

@@ -1,4 +1,4 @@
-"""Tests for gpu_dedup.lexical.unicode_tables (shipped Unicode 14.0.0 data, policy nfkc-cp-lower-v1)."""
+"""Tests for gpu_dedup.text.unicode_tables (shipped Unicode 14.0.0 data, policy nfkc-cp-lower-v1)."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_dedup.lexical import unicode_tables as ut
+from gpu_dedup.text import unicode_tables as ut
 from gpu_dedup.testing import unicode_reference as uref
 from gpu_dedup.config import NormalizeConfig
 

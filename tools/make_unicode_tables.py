@@ -6,7 +6,7 @@ Run once, with the Python whose ``unicodedata`` has the Unicode version to pin (
     python tools/make_unicode_tables.py --check    # regenerate in memory, compare with the shipped file
 
 The file holds Unicode facts only; the policy (surrogates, whitespace, Cf deletion, flags) is applied at
-load time by ``gpu_dedup.lexical.unicode_tables.load_tables``:
+load time by ``gpu_dedup.text.unicode_tables.load_tables``:
 
   unicode_version  <U str   unicodedata.unidata_version used to build the file
   python_version   <U str   the generating interpreter (for the record)

@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import RunConfig
+from ..decisions import keep_rank
 from ..device import set_threads
-from ..lexical.policy import keep_rank
 from ..workdir import checkpoint
 from .shuffle import Layout
 
@@ -79,7 +79,7 @@ def _peak_rss() -> int:
 
 
 def keep_columns(cfg: RunConfig) -> list[str]:
-    """The piece columns the keep rank needs besides the row (policy.keep_rank's inputs)."""
+    """The piece columns the keep rank needs besides the row (decisions.keep_rank's inputs)."""
     keep = cfg.cluster.keep
     return {"first": [], "longest": ["text_bytes"], "min-id": ["id"]}.get(keep, ["keep_value"])
 

@@ -36,7 +36,7 @@ _EXPORTS = {
     "load_fasttext": "fasttext", "FastTextModel": "fasttext", "FastTextFormatError": "fasttext",
     "train_classifier": "train", "TrainClassifierConfig": "train", "read_card": "train",
     "format_summary": "cards",
-    "load_lm": "lm", "NgramLM": "lm", "LMNormalization": "lm", "ARPAError": "lm",
+    "load_lm": "lm", "NgramLM": "lm", "LMNormalization": "lm", "ARPAError": "arpa",
     "train_lm": "kneser_ney", "LMTrainConfig": "kneser_ney", "DiscountError": "kneser_ney",
     "DSIRConfig": "dsir", "RulesConfig": "rules", "rule_scores": "rules", "rule_decisions": "rules",
 }

@@ -26,7 +26,7 @@ from ..kernels.domain import (
     keyword_table,
     symbol_table,
 )
-from ..lexical.normalize import arrow_text_buffers
+from ..io.text import arrow_text_buffers
 from ..ops import domain as domain_ops
 from .config import DomainConfig
 

@@ -3,7 +3,7 @@ n-gram distribution matches a target set.
 
 Features. A document is normalized by the package's normalization kernel with punctuation removed
 (NFKC, full lowercase, Unicode punctuation and symbols -> space, whitespace runs -> one space; policy in
-gpu_dedup/lexical/normalize.py), so its words are the space-separated runs: DSIR's ``text.lower()`` +
+gpu_dedup/text/normalize.py), so its words are the space-separated runs: DSIR's ``text.lower()`` +
 word tokenization, except that punctuation tokens are dropped rather than kept as tokens of their own (DSIR's
 default ``WordPunctTokenizer`` keeps them; they are frequent and carry little topic signal). Its features are
 its word m-grams for m = 1..ngrams (words joined by one space), each hashed with XXH64 (seed
@@ -40,8 +40,8 @@ from ..config import NormalizeConfig, is_int, is_real
 from ..device import array_module, to_device, to_host
 from ..errors import ConfigError, DataError, UsageError
 from ..kernels.features import DSIR_MAX_NGRAM, DSIR_SEED
-from ..lexical.normalize import Normalized, normalize_text
 from ..ops import features as features_ops
+from ..text.normalize import Normalized, normalize_text
 
 logger = logging.getLogger(__name__)
 

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import device as dev
+from ..constants import LABEL_PREFIX
 from ..errors import ConfigError, UsageError
 from ..io.discover import file_sha256
 from ..kernels import fasttext as K
@@ -37,7 +38,6 @@ from .fasttext_format import KSUB, LOSS_NAMES, FastTextFormatError, Matrix, Mode
 __all__ = ["FastTextFormatError", "FastTextModel", "load_fasttext"]
 
 logger = logging.getLogger(__name__)
-LABEL_PREFIX = "__label__"   # fastText's default; the prefix is not saved, so loading always uses it
 BATCH_DOCS = 1 << 16          # documents per kernel launch: bounds the scratch arrays
 # A quantized input matrix up to this size (as f32) is expanded once at load: fastText adds norm * centroid
 # (one f32 product, then the add), so storing that product gives the same sums bit for bit, and the kernels
@@ -421,7 +421,7 @@ def _find(words: list[bytes], w: bytes) -> int:
 def texts_to_arrays(texts) -> tuple[np.ndarray, np.ndarray]:
     """(data uint8 (T,), offsets int64 (n + 1,)) of the documents' UTF-8 bytes. A pyarrow array is used
     without copying its text (nulls become empty strings first); a list of str is encoded as UTF-8."""
-    from ..lexical.normalize import arrow_text_buffers
+    from ..io.text import arrow_text_buffers
 
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())

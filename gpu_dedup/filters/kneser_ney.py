@@ -33,8 +33,9 @@ from .. import io
 from ..config import check_literal, is_int
 from ..device import array_module, launch, note_compiling, resolve_device, to_device, to_host
 from ..errors import ConfigError, DataError, MissingFileError, OutputExistsError, RunError
-from ..lexical.normalize import arrow_text_buffers
-from .lm import SPECIALS, LMNormalization, lm_contract, prepare_text, write_arpa
+from ..io.text import arrow_text_buffers
+from .arpa import write_arpa
+from .lm import SPECIALS, LMNormalization, lm_contract, prepare_text
 
 logger = logging.getLogger(__name__)
 

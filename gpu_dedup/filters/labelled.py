@@ -39,13 +39,13 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from ..constants import LABEL_PREFIX
 from ..errors import ConfigError, MissingFileError
 from ..io.discover import InputError, file_sha256, resolve_inputs
 from ..io.remote import file_size, open_parquet, open_stream
 
 logger = logging.getLogger(__name__)
 
-LABEL_PREFIX = "__label__"
 DEFAULT_GROUP_FIELD = "group"
 # fastText's token separators (dictionary.cc readWord): space, \n, \r, \t, \v, \f, \0.
 _SEPARATORS = re.compile(r"[ \n\r\t\v\f\x00]+")

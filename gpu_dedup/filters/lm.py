@@ -1,9 +1,9 @@
-"""n-gram language models: the LM contract (tokenization + normalization), ARPA read/write, and perplexity
+"""n-gram language models: the LM contract (tokenization + normalization), ARPA files (arpa.py), and perplexity
 scoring with our kernels (``kernels/lm*.py``) or, for a KenLM binary file, the ``kenlm`` package.
 
 Tokenization (one definition, used to train and to score, recorded in the model):
     a document's sentences are its non-empty lines: the text is split on "\\n" first, each line is then
-    normalized on its own (``LMNormalization``: "none", or our normalizer ``lexical/normalize`` with its
+    normalized on its own (``LMNormalization``: "none", or our normalizer ``text/normalize`` with its
     punctuation / digit-folding options; CCNet folds digits to 0), and split into words on ASCII whitespace.
     A line without words is not a sentence. Each sentence is scored as ``<s> w1 ... wk </s>``, exactly
     ``kenlm.Model.score(line, bos=True, eos=True)``.
@@ -19,12 +19,8 @@ caller's ``normalization``, and needs an explicit ``normalization`` for an ARPA 
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import json
 import logging
-import math
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
@@ -35,21 +31,20 @@ from ..config import NormalizeConfig, check_literal
 from ..contract import check_contract
 from ..device import array_module, kernels, launch, repeat_index, resolve_device, split_chunks, to_device, to_host
 from ..errors import ConfigError, DataError, DependencyError, MissingFileError, RunError, UsageError
-from ..lexical.normalize import arrow_text_buffers, normalize_arrays
-from ..lexical.unicode_tables import POLICY_NAME, UNICODE_VERSION
+from ..io.text import arrow_text_buffers
+from ..text.normalize import normalize_arrays
+from ..text.unicode_tables import POLICY_NAME, UNICODE_VERSION
+from .arpa import HEADER_PREFIX, KENLM_BINARY_MAGIC, ARPAError, read_arpa
 
 logger = logging.getLogger(__name__)
 
 LMNormMode = Literal["none", "nfkc-lower"]
 LM_CONTRACT_VERSION = 1
-HEADER_PREFIX = "# gpu-dedup-lm: "
 SPECIALS = ("<unk>", "<s>", "</s>")  # ids 0, 1, 2 (KenLM's kUNK, kBOS, kEOS)
 EMPTY_REASON = "no sentence: no line with a word after normalization"
 NULL_REASON = "null text"
 MISSING_UNK_LOG10 = -100.0  # KenLM's default for an ARPA without <unk> (lm/config.cc)
-KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
 KENLM_EXTRA = 'pip install "gpu-dedup[kenlm]"'
-_ARPA_SPACES = re.compile(r"[ \t\r\n]+")  # KenLM's kARPASpaces: a word may hold any other byte
 
 
 @dataclass(frozen=True)
@@ -149,173 +144,6 @@ def text_arrays(texts: Sequence[str | None] | pa.Array | pa.ChunkedArray) -> tup
         arr = arr.fill_null("")
     data, offsets = arrow_text_buffers(arr)
     return data, offsets, null
-
-
-# ----------------------------------------------------------------------------------------------------
-# ARPA
-# ----------------------------------------------------------------------------------------------------
-
-def _num(value: float) -> str:
-    """A float32 value as text that parses back to the same float32 (9 significant digits)."""
-    return "%.9g" % value
-
-
-def write_arpa(path: str, vocab: Sequence[str], grams: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
-               contract: dict[str, Any], stats: dict[str, Any] | None = None) -> None:
-    """Write an ARPA file at ``path`` (caller handles atomicity). grams[n-1] = (rows int (M, n) word ids,
-    log10 prob float32 (M,), log10 backoff float32 (M,) or None for the highest order)."""
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write(HEADER_PREFIX + json.dumps(contract, sort_keys=True, ensure_ascii=True) + "\n")
-        if stats is not None:
-            f.write("# gpu-dedup-lm-stats: " + json.dumps(stats, sort_keys=True, ensure_ascii=True) + "\n")
-        f.write("\n\\data\\\n")
-        for n, (rows, _, _) in enumerate(grams, 1):
-            f.write(f"ngram {n}={rows.shape[0]}\n")
-        for n, (rows, prob, bo) in enumerate(grams, 1):
-            f.write(f"\n\\{n}-grams:\n")
-            words = [[vocab[i] for i in col] for col in rows.T.tolist()]
-            joined = [" ".join(t) for t in zip(*words)] if n > 1 else words[0]
-            ps = prob.tolist()
-            if bo is None:
-                f.writelines(f"{_num(p)}\t{g}\n" for p, g in zip(ps, joined))
-            else:
-                f.writelines(f"{_num(p)}\t{g}\t{_num(b)}\n" for p, g, b in zip(ps, joined, bo.tolist()))
-        f.write("\n\\end\\\n")
-
-
-class ARPAError(DataError):
-    """A malformed ARPA file (the message names the file and line)."""
-
-
-def _open_text(path: str):
-    with open(path, "rb") as f:
-        head = f.read(len(KENLM_BINARY_MAGIC))
-    if head.startswith(b"\x1f\x8b"):
-        return gzip.open(path, "rt", encoding="utf-8", errors="strict", newline="\n")
-    return open(path, encoding="utf-8", errors="strict", newline="\n")
-
-
-def read_arpa(path: str) -> tuple[dict[str, Any] | None, list[str], list[tuple[np.ndarray, np.ndarray,
-                                                                               np.ndarray]]]:
-    """Parse an ARPA file: (header contract or None, vocabulary (unigram order), per order (rows int64 (M, n)
-    of word ids, log10 prob float32 (M,), log10 backoff float32 (M,), 0 where absent)). Raises ARPAError with
-    file:line for anything KenLM's reader would reject (lm/read_arpa.cc) and for unknown words."""
-    header: list[str] = []
-    counts: list[int] = []
-    no = 0
-
-    def bad(msg: str) -> ARPAError:
-        return ARPAError(f"{path}:{no}: {msg}")
-
-    try:
-        f = _open_text(path)
-        with f:
-            it = iter(f)
-            for line in it:  # leading blank / comment lines, then \data\
-                no += 1
-                s = line.strip()
-                if s.startswith(HEADER_PREFIX.strip()):
-                    header.append(s[len(HEADER_PREFIX.strip()):].strip())
-                elif s == "\\data\\":
-                    break
-                elif s and not s.startswith("#"):
-                    raise bad(f"expected \\data\\ (optionally after blank or '#' lines), found {s[:60]!r}")
-            else:
-                raise bad("no \\data\\ line: not an ARPA file")
-            for line in it:
-                no += 1
-                s = line.strip()
-                if not s:
-                    if counts:
-                        break
-                    continue
-                if not s.startswith("ngram "):
-                    raise bad(f"expected 'ngram N=count', found {s[:60]!r}")
-                n, _, c = s[6:].partition("=")
-                if not (n.strip().isdigit() and c.strip().isdigit()) or int(n) != len(counts) + 1:
-                    raise bad(f"bad count line {s!r} (orders must be 1, 2, ... with integer counts)")
-                counts.append(int(c))
-            if not counts:
-                raise bad("no 'ngram N=count' lines after \\data\\")
-            order = len(counts)
-            vocab: list[str] = []
-            ids: dict[str, int] = {}
-            grams = []
-            for n in range(1, order + 1):
-                for line in it:
-                    no += 1
-                    s = line.strip()
-                    if s:
-                        break
-                else:
-                    raise bad(f"file ends before the \\{n}-grams: section")
-                if s != f"\\{n}-grams:":
-                    raise bad(f"expected \\{n}-grams:, found {s[:60]!r}")
-                rows = np.empty((counts[n - 1], n), np.int64)
-                prob = np.empty(counts[n - 1], np.float32)
-                bo = np.zeros(counts[n - 1], np.float32)
-                for i in range(counts[n - 1]):
-                    line = next(it, None)
-                    no += 1
-                    if line is None or not line.strip():
-                        raise bad(f"the header says {counts[n - 1]} {n}-grams but the section has {i}")
-                    parts = _ARPA_SPACES.split(line.strip(" \t\r\n"))
-                    if len(parts) not in (n + 1, n + 2):
-                        raise bad(f"a {n}-gram line needs log10prob, {n} word(s) and an optional backoff; found "
-                                  f"{len(parts)} fields")
-                    try:
-                        p = float(parts[0])
-                        b = float(parts[n + 1]) if len(parts) == n + 2 else 0.0
-                    except ValueError:
-                        raise bad(f"not a number in {line.strip()[:80]!r}") from None
-                    if not (math.isfinite(p) and math.isfinite(b)):
-                        raise bad(f"non-finite value in {line.strip()[:80]!r}")
-                    if p > 0:
-                        raise bad(f"positive log10 probability {p} (a probability above 1)")
-                    if n == order and b != 0:
-                        raise bad(f"the highest order ({n}) cannot have a backoff, found {b}")
-                    if n == 1:
-                        if parts[1] in ids:
-                            raise bad(f"duplicate unigram {parts[1]!r}")
-                        ids[parts[1]] = len(vocab)
-                        vocab.append(parts[1])
-                        rows[i, 0] = ids[parts[1]]
-                    else:
-                        for j in range(n):
-                            w = ids.get(parts[1 + j])
-                            if w is None:
-                                raise bad(f"word {parts[1 + j]!r} is not among the unigrams")
-                            rows[i, j] = w
-                    prob[i] = p
-                    bo[i] = b
-                grams.append((rows, prob, bo))
-            for line in it:
-                no += 1
-                s = line.strip()
-                if s == "\\end\\":
-                    break
-                if s:
-                    raise bad(f"expected \\end\\ after the {order}-grams, found {s[:60]!r} (more n-grams than "
-                              "the header says?)")
-            else:
-                raise bad("missing \\end\\ (truncated file?)")
-            for line in it:
-                no += 1
-                if line.strip():
-                    raise bad("non-blank line after \\end\\")
-    except UnicodeDecodeError as exc:
-        raise ARPAError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start} of a line near line "
-                        f"{no + 1}); an ARPA file is UTF-8 text (a KenLM binary is detected by its header)") from None
-    except (OSError, EOFError) as exc:
-        raise ARPAError(f"{path}: cannot read it ({exc})") from None
-    contract = None
-    if header:
-        try:
-            contract = json.loads("".join(header))
-        except json.JSONDecodeError as exc:
-            raise ARPAError(f"{path}: the '{HEADER_PREFIX.strip()}' header is not valid JSON ({exc}); remove "
-                            "the line and pass normalization= to load_lm") from None
-    return contract, vocab, grams
 
 
 # ----------------------------------------------------------------------------------------------------

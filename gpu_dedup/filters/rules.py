@@ -46,9 +46,9 @@ import numpy as np
 from ..config import did_you_mean, is_int, is_real
 from ..errors import ConfigError, MissingColumnError
 from ..kernels import features as F
-from ..lexical.normalize import arrow_text_buffers
-from ..lexical.unicode_tables import shipped_tables
+from ..io.text import arrow_text_buffers
 from ..ops import features as features_ops
+from ..text.unicode_tables import shipped_arrays
 from .dsir import TextsLike, text_array
 
 logger = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ def describe(cfg: RulesConfig) -> dict[str, dict[str, Any]]:
 def class_table() -> np.ndarray:
     """uint8 (0x110000,): CLS_SPACE where ``chr(c).isspace()``, CLS_ALPHA where ``chr(c).isalpha()`` (general
     category L*), from the package's shipped Unicode data (the same on every machine)."""
-    data = shipped_tables()
+    data = shipped_arrays()
     names = [str(n) for n in data["gc_names"]]
     gc = data["gc"]
     alpha_codes = np.array([i for i, n in enumerate(names) if n.startswith("L")], np.uint8)

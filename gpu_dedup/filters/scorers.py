@@ -15,7 +15,6 @@ and the byte-weighted mean probability of the paragraphs that chose it.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,14 +23,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import device as dev
+from ..constants import LABEL_PREFIX
 from ..errors import ConfigError
+from ..io.text import arrow_text_buffers
+from ..text.split import split_units
 from .config import ClassifierSpec, FilterConfig
 from .domain import domain_stats
 from .selection import uniform_draws
 
 logger = logging.getLogger(__name__)
-LABEL_PREFIX = "__label__"
-_PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n")
 
 
 @dataclass
@@ -356,17 +356,25 @@ class Scorers:
 
 def paragraphs(text: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
     """(document index int64 (P,), paragraph text pa.large_string (P,), UTF-8 bytes float64 (P,)) of every
-    non-blank paragraph (runs of non-blank lines, separated by blank lines) of every document."""
-    doc: list[int] = []
-    parts: list[str] = []
-    for d, t in enumerate(text.to_pylist()):
-        for p in _PARAGRAPH.split(t):
-            if p.strip():
-                doc.append(d)
-                parts.append(p)
-    arr = pa.array(parts, pa.large_string())
-    weight = pc.binary_length(arr).to_numpy(zero_copy_only=False).astype(np.float64) if parts else np.zeros(0)
-    return np.asarray(doc, np.int64), arr, weight
+    paragraph of every document: the package's one paragraph (``text.split``: a maximal run of non-blank
+    lines, trimmed of ASCII whitespace), split by the paragraph-dedup kernel on the host, where the models
+    read their text."""
+    if isinstance(text, pa.ChunkedArray):  # the regex this replaced took any pyarrow string column
+        text = text.combine_chunks()
+    data, offsets = arrow_text_buffers(text)
+    units = split_units(data, offsets, "paragraph", "cpu")
+    start, end = units.start, units.end
+    doc = np.repeat(np.arange(len(text), dtype=np.int64), np.diff(units.unit_off))
+    size = end - start
+    para_off = np.zeros(len(start) + 1, np.int64)
+    np.cumsum(size, out=para_off[1:])
+    # the spans are disjoint and in order, so their bytes are the data bytes inside some span
+    inside = np.zeros(data.shape[0] + 1, np.int8)
+    np.add.at(inside, start, 1)
+    np.add.at(inside, end, -1)
+    para = data[np.cumsum(inside[:-1], dtype=np.int8) > 0]
+    arr = pa.LargeStringArray.from_buffers(len(start), pa.py_buffer(para_off), pa.py_buffer(para))
+    return doc, arr, size.astype(np.float64)
 
 
 def text_buffers(text: pa.Array, device: str) -> tuple[Any, Any]:

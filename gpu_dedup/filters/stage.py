@@ -244,7 +244,6 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
                     address: str | None) -> tuple[dict, list[int]]:
     """_score_pass as one Ray task per file (_score_file); the columns are put together in file order."""
     from ..distributed.cluster import ray_cluster
-    from ..lexical.signatures import _merge_report
 
     if device == "cuda":
         raise ConfigError("filter --engine ray scores on CPU workers only yet: run it with --device cpu, or "
@@ -255,7 +254,7 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
         parts, file_rows, row0 = [], [], 0
         for ref in refs:
             got = ray.get(ref)
-            _merge_report(report, got["report"])
+            report.merge(got["report"])
             if got["dsir_counts"] is not None:
                 dsir.raw_counts += got["dsir_counts"]
             n = len(got["cols"]["id"]) if got["cols"] is not None else 0

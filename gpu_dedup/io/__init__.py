@@ -1,6 +1,7 @@
 """Input discovery, bounded-memory batch reading, and atomic writing of the kept rows.
 
-One step per module; each imports only the ones listed above it (``gpu`` none of them):
+One step per module; each imports only the ones listed above it (``text`` none of them, ``gpu`` only ``text``);
+no module here imports a program (lexical, filters, paragraph, semantic, screen, substring, pipeline):
 
     remote     URLs through fsspec (optional extras): ``is_url``, ``open_stream``, ``open_parquet``,
                ``file_size`` (local or remote input), ``REMOTE_EXTRAS``
@@ -19,6 +20,7 @@ One step per module; each imports only the ones listed above it (``gpu`` none of
     ids        ``check_unique_ids`` (duplicated ids with their positions), ``locate_rows``
     write      ``atomic_path``, ``write_parquet_atomic``, ``write_json_atomic``, ``parquet_codec``,
                ``output_path`` and ``write_kept`` (the output layout is in its docstring)
+    text       Arrow text as flat arrays: ``arrow_text_buffers``; ``invalid_utf8_rows`` (CPU or GPU)
     gpu        Parquet text read into device memory by cudf: ``resolve_reader``, ``DeviceText``, ...
 
 The public names of all of them are importable from here (``from gpu_dedup import io; io.iter_batches``).
@@ -44,6 +46,7 @@ from .gpu import READERS, CudfTextReader, DeviceText, Reader, cudf_status, devic
 from .ids import check_unique_ids, locate_rows
 from .read import iter_batches, iter_rows, open_readers
 from .remote import REMOTE_EXTRAS, file_size, is_url, open_parquet, open_stream
+from .text import arrow_text_buffers, invalid_utf8_rows
 from .write import atomic_path, output_path, parquet_codec, write_json_atomic, write_kept, write_parquet_atomic
 
 __all__ = [
@@ -60,6 +63,8 @@ __all__ = [
     "iter_batches", "iter_rows", "open_readers", "check_unique_ids", "locate_rows",
     # write
     "atomic_path", "output_path", "parquet_codec", "write_json_atomic", "write_kept", "write_parquet_atomic",
+    # text
+    "arrow_text_buffers", "invalid_utf8_rows",
     # gpu
     "READERS", "CudfTextReader", "DeviceText", "Reader", "cudf_status", "device_text", "resolve_reader",
     "string_buffers",

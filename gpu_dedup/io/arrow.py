@@ -1,4 +1,4 @@
-"""The reader of Parquet files and in-memory tables (``_ArrowReader``): columns are typed, so type errors
+"""The reader of Parquet files and in-memory tables (``ArrowReader``): columns are typed, so type errors
 are file-level. Parquet files are planned and decoded by the read's row-group pool (``parquet``), or their
 text by a device reader (``gpu``); tables are read here. Also the Arrow column helpers other modules use:
 ``is_stringish`` and ``as_utf8`` (invalid UTF-8 replaced as ``bytes.decode("utf-8", "replace")`` does).
@@ -13,8 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError, RunError
-from .batch import (ReadReport, _Chunk, _FileReader, _Spec, generated_ids_warning, missing_text_field,
-                    scope_strings)
+from .batch import Chunk, FileReader, ReadReport, Spec, generated_ids_warning, missing_text_field, scope_strings
 from .discover import InputFile
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
@@ -145,14 +144,14 @@ def _keep_values(col: pa.Array) -> np.ndarray:
     return col.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
 
 
-class _ArrowReader(_FileReader):
+class ArrowReader(FileReader):
     """Parquet files and in-memory tables: columns are typed, so type errors are file-level.
 
-    Parquet files are planned and decoded by the run's ``_ParquetPool`` (``pool``, ``index``: this file's
+    Parquet files are planned and decoded by the run's ``ParquetPool`` (``pool``, ``index``: this file's
     position in the run), row group by row group; in-memory tables are read here, record batch by record
     batch."""
 
-    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport, batch_bytes: int, all_columns: bool,
+    def __init__(self, f: InputFile, spec: Spec, report: ReadReport, batch_bytes: int, all_columns: bool,
                  device_reader: Any = None, pool: Any = None, index: int = 0):
         super().__init__(f, spec, report)
         self.batch_bytes = batch_bytes
@@ -245,7 +244,7 @@ class _ArrowReader(_FileReader):
             generated_ids_warning(self.f, self.spec.id_field, schema.names)
         return wanted, has_ids
 
-    def chunks(self) -> Iterator[_Chunk]:
+    def chunks(self) -> Iterator[Chunk]:
         if self.f.fmt == "parquet":
             yield from self._parquet_chunks()
             return
@@ -260,7 +259,7 @@ class _ArrowReader(_FileReader):
             self.rows += chunk.rows
             yield chunk
 
-    def _parquet_chunks(self) -> Iterator[_Chunk]:
+    def _parquet_chunks(self) -> Iterator[Chunk]:
         """The file's chunks in order, from the pool's decoded ranges. Problems found by the workers are
         raised / recorded here, in file order, so the first one in the file wins as in a sequential read."""
         pool = self.pool
@@ -317,7 +316,7 @@ class _ArrowReader(_FileReader):
                 size = nbytes
         return list(zip(groups, rows))
 
-    def _device_chunks(self, pf: Any, wanted: list[str], has_ids: bool) -> Iterator[_Chunk]:
+    def _device_chunks(self, pf: Any, wanted: list[str], has_ids: bool) -> Iterator[Chunk]:
         """Text by the device reader, ids / keep values by pyarrow, for the same row groups. A batch that
         is not clean (null text or ids, invalid UTF-8) is read again by pyarrow and goes through
         ``_convert``, so skipping, reporting and repair are exactly the host reader's."""
@@ -348,7 +347,7 @@ class _ArrowReader(_FileReader):
                          if spec.scope_field else None)
                 physical += n
                 self.rows += n
-                yield _Chunk(ids=ids, text=None, keep=keep, invalid_utf8=int(fixed.sum()) if fixed is not None else 0,
+                yield Chunk(ids=ids, text=None, keep=keep, invalid_utf8=int(fixed.sum()) if fixed is not None else 0,
                              device_text=dev, scope=scope)
                 continue
             del dev  # free its device memory before the host re-read
@@ -379,7 +378,7 @@ class _ArrowReader(_FileReader):
         out, _ = as_utf8(scope_strings(col), pa.string())
         return out
 
-    def _convert(self, rb: pa.RecordBatch, physical: int, has_ids: bool, bad: Any = None) -> _Chunk:
+    def _convert(self, rb: pa.RecordBatch, physical: int, has_ids: bool, bad: Any = None) -> Chunk:
         """Accepted rows of ``rb`` (physical rows ``physical ..``). ``bad``: where bad rows go (default
         ``self.bad``; pool workers pass a ``_Deferred``'s, since only the consumer may touch the report)."""
         spec = self.spec
@@ -401,7 +400,7 @@ class _ArrowReader(_FileReader):
         valid &= id_valid
         positions = physical + np.flatnonzero(valid) if spec.positions else None
         if not valid.any():
-            return _Chunk(ids=None, text=pa.array([], pa.large_string()), keep=None, record=rb, valid=valid,
+            return Chunk(ids=None, text=pa.array([], pa.large_string()), keep=None, record=rb, valid=valid,
                           positions=positions)
         sel = pa.array(valid)
         all_valid = bool(valid.all())
@@ -423,5 +422,5 @@ class _ArrowReader(_FileReader):
         if spec.scope_field:
             scol = rb.column(rb.schema.get_field_index(spec.scope_field))
             scope = self._scope(scol if all_valid else scol.filter(sel), physical + np.flatnonzero(valid))
-        return _Chunk(ids=ids, text=text, keep=keep, invalid_utf8=int(bad_rows.sum()), record=rb, valid=valid,
+        return Chunk(ids=ids, text=text, keep=keep, invalid_utf8=int(bad_rows.sum()), record=rb, valid=valid,
                       positions=positions, raw_ids=raw_ids, scope=scope)

@@ -1,9 +1,9 @@
 """What reading yields, and what every file reader shares.
 
 ``Batch`` (rows of one file holding at most ``batch_bytes`` of text) and ``ReadReport``; the reader spec
-(``make_spec``: id / text / keep fields and the error policy); ``_Chunk``, the accepted rows of one piece
-of a file; ``_FileReader``, the per-file state and error policy of the readers (``jsonl``, ``arrow``);
-``generated_ids``; and the cutting of chunks into batches (``_text_parts``, ``_join_chunks``).
+(``make_spec``: id / text / keep fields and the error policy); ``Chunk``, the accepted rows of one piece
+of a file; ``FileReader``, the per-file state and error policy of the readers (``jsonl``, ``arrow``);
+``generated_ids``; and the cutting of chunks into batches (``text_parts``, ``join_chunks``).
 """
 from __future__ import annotations
 
@@ -60,19 +60,28 @@ class ReadReport:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def merge(self, part: dict) -> None:
+        """Add one file's read report (a ``ReadReport.to_dict()``, e.g. from a worker) into this one."""
+        self.files += part["files"]
+        self.rows += part["rows"]
+        self.bytes_text += part["bytes_text"]
+        self.skipped.extend(part["skipped"])
+        self.invalid_utf8_rows += part["invalid_utf8_rows"]
+        self.empty_files.extend(part["empty_files"])
+
 
 @dataclass(frozen=True)
-class _Spec:
+class Spec:
     id_field: str | None
     text_field: str
     keep_column: str | None
     on_error: str
-    positions: bool = False  # chunks carry each row's line / physical row and its id as read (``_Chunk``)
-    scope_field: str | None = None  # chunks carry each row's scope value (``_Chunk.scope``)
+    positions: bool = False  # chunks carry each row's line / physical row and its id as read (``Chunk``)
+    scope_field: str | None = None  # chunks carry each row's scope value (``Chunk.scope``)
 
 
 def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column: str | None,
-              positions: bool = False, scope_field: str | None = None) -> _Spec:
+              positions: bool = False, scope_field: str | None = None) -> Spec:
     if on_error not in ("raise", "skip"):
         raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if not isinstance(text_field, str) or not text_field:
@@ -87,7 +96,7 @@ def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column:
                                     or scope_field in (text_field, id_field)):
         raise ConfigError(f"scope field {scope_field!r} must be a non-empty column name other than the text and "
                           "id fields")
-    return _Spec(id_field=id_field, text_field=text_field, keep_column=keep_column, on_error=on_error,
+    return Spec(id_field=id_field, text_field=text_field, keep_column=keep_column, on_error=on_error,
                  positions=positions, scope_field=scope_field)
 
 
@@ -131,12 +140,12 @@ def generated_ids_warning(f: InputFile, id_field: str, fields: list[str]) -> Non
 
 
 @dataclass
-class _Chunk:
+class Chunk:
     """Accepted rows of one piece of a file. ``ids`` None means generated ids.
 
     For writing: JSON Lines give ``raw`` with row byte spans ``[starts, ends)`` (line incl. newline);
     Arrow sources give the full record batch ``record`` and ``valid`` (bool [len(record)]) = accepted rows.
-    With ``_Spec.positions``: ``positions`` int64 [rows], each row's 1-based line (JSON Lines) or 0-based
+    With ``Spec.positions``: ``positions`` int64 [rows], each row's 1-based line (JSON Lines) or 0-based
     physical row (Arrow), and for Arrow sources with string ids ``raw_ids`` (large_binary [rows], the ids'
     bytes before any UTF-8 repair).
     """
@@ -151,12 +160,12 @@ class _Chunk:
     record: pa.RecordBatch | None = None
     valid: np.ndarray | None = None
     device_text: Any = None  # gpu.DeviceText instead of text (then text is None)
-    # The batches this chunk becomes, when already cut by a pool worker (see _text_parts): then ``text``
+    # The batches this chunk becomes, when already cut by a pool worker (see text_parts): then ``text``
     # is None and ``parts`` carries the batches' texts.
     parts: list[tuple[int, int, pa.Array, int]] | None = None
     positions: np.ndarray | None = None
     raw_ids: pa.Array | None = None
-    scope: pa.Array | None = None  # pa.string() [rows] with ``_Spec.scope_field``
+    scope: pa.Array | None = None  # pa.string() [rows] with ``Spec.scope_field``
 
     @property
     def rows(self) -> int:
@@ -165,10 +174,10 @@ class _Chunk:
         return len(self.device_text) if self.device_text is not None else len(self.text)
 
 
-class _FileReader:
+class FileReader:
     """Shared state for reading one file: error policy, skipped records, per-file id / keep state."""
 
-    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport) -> None:
+    def __init__(self, f: InputFile, spec: Spec, report: ReadReport) -> None:
         self.f, self.spec, self.report = f, spec, report
         self.rows = 0
         self.unreadable = False  # the file (or its schema) could not be read at all: skipped, not "empty"
@@ -232,7 +241,7 @@ def _split_cum(cum: np.ndarray, batch_bytes: int) -> list[tuple[int, int]]:
     return out
 
 
-def _text_parts(text: pa.Array, batch_bytes: int) -> list[tuple[int, int, pa.Array, int]]:
+def text_parts(text: pa.Array, batch_bytes: int) -> list[tuple[int, int, pa.Array, int]]:
     """The batches of one chunk: (start, end, text, text bytes) per row range of at most batch_bytes."""
     cum = np.cumsum(_text_lengths(text))
     ranges = _split_cum(cum, batch_bytes)
@@ -245,14 +254,14 @@ def _text_parts(text: pa.Array, batch_bytes: int) -> list[tuple[int, int, pa.Arr
     return parts
 
 
-def _join_chunks(chunks: list[_Chunk], batch_bytes: int) -> _Chunk:
+def join_chunks(chunks: list[Chunk], batch_bytes: int) -> Chunk:
     """One chunk of the rows of ``chunks`` (in order), with its batches (``parts``) cut exactly as
-    ``_text_parts`` would cut their concatenation; each batch's text is copied once, only when it spans
+    ``text_parts`` would cut their concatenation; each batch's text is copied once, only when it spans
     chunks or the chunk is cut (a batch inside one chunk that is not cut stays a zero-copy slice)."""
     invalid = sum(c.invalid_utf8 for c in chunks)
     full = [c for c in chunks if c.rows]
     if not full:
-        return _Chunk(ids=None, text=None, keep=None, invalid_utf8=invalid, parts=[])
+        return Chunk(ids=None, text=None, keep=None, invalid_utf8=invalid, parts=[])
     cum = np.cumsum(np.concatenate([_text_lengths(c.text) for c in full]))
     starts = np.cumsum([0] + [c.rows for c in full])
     ranges = _split_cum(cum, batch_bytes)
@@ -275,7 +284,7 @@ def _join_chunks(chunks: list[_Chunk], batch_bytes: int) -> _Chunk:
         positions = np.concatenate([c.positions for c in full])
     if full[0].raw_ids is not None:
         raw_ids = pa.concat_arrays([c.raw_ids for c in full])
-    return _Chunk(ids=ids, text=None, keep=keep, invalid_utf8=invalid, parts=parts, positions=positions,
+    return Chunk(ids=ids, text=None, keep=keep, invalid_utf8=invalid, parts=parts, positions=positions,
                   raw_ids=raw_ids, scope=scope)
 
 

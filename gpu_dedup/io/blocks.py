@@ -1,5 +1,5 @@
-"""JSON Lines bytes: a (decompressed) stream read as blocks cut at newlines (``_read_blocks``), and the
-physical lines of a block (``_split_lines``). Used by the JSON Lines reader (``jsonl``) and by
+"""JSON Lines bytes: a (decompressed) stream read as blocks cut at newlines (``read_blocks``), and the
+physical lines of a block (``split_lines``). Used by the JSON Lines reader (``jsonl``) and by
 ``write_kept``'s row count (``write``).
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-_UTF8_BOM = b"\xef\xbb\xbf"
+UTF8_BOM = b"\xef\xbb\xbf"
 _MIN_READ = 1 << 16
 _READ_ALIGN = 1 << 20
 
@@ -37,7 +37,7 @@ def _first_newline(arr: np.ndarray, start: int) -> int:
     return -1
 
 
-def _read_blocks(stream: Any, target: int) -> Iterator[memoryview]:
+def read_blocks(stream: Any, target: int) -> Iterator[memoryview]:
     """Blocks of at most ``target`` bytes ending at a newline (the last one at EOF), except that a line
     longer than ``target`` becomes a block of its own.
 
@@ -94,7 +94,7 @@ def _read_blocks(stream: Any, target: int) -> Iterator[memoryview]:
         data = data[cut + 1:]
 
 
-def _split_lines(block: memoryview | bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def split_lines(block: memoryview | bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Physical lines of a block: (starts, content_ends, is_row) as int64/int64/bool arrays [n_lines].
 
     A block ends with a newline (or at EOF), so the empty piece after the final newline is not a line.

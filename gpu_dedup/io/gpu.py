@@ -9,7 +9,7 @@ libcudf decodes on the device.
 
 Only the text column goes through cudf. Ids and the keep column are small, so pyarrow reads them for the
 same row groups, and everything that gives an error message or a row number stays the pyarrow reader's
-(``arrow._ArrowReader``). A batch whose text has nulls or invalid UTF-8, or whose ids have nulls, is read
+(``arrow.ArrowReader``). A batch whose text has nulls or invalid UTF-8, or whose ids have nulls, is read
 again by the pyarrow reader, which skips, reports or repairs exactly as on the CPU path; so decisions
 are identical to ``reader="pyarrow"`` (tests/test_gpu_io.py checks this under the CUDA simulator with a
 host stand-in for libcudf; the buffer adapter is checked against the pylibcudf Column protocol).
@@ -26,6 +26,7 @@ import numpy as np
 
 from ..config import Reader
 from ..errors import ConfigError, DataError, RunError, UsageError
+from .text import invalid_utf8_rows
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +62,6 @@ class DeviceText:
 def device_text(data, offsets, null_count: int, device: str, owner: Any = None) -> DeviceText:
     """Wrap device buffers, counting the rows that are not valid UTF-8 (skipped when there are nulls:
     such a batch goes to the host reader anyway)."""
-    from ..lexical.normalize import invalid_utf8_rows
-
     invalid = 0 if null_count else int(invalid_utf8_rows(data, offsets, device).sum())
     return DeviceText(data, offsets, int(null_count), invalid, owner)
 

@@ -1,4 +1,4 @@
-"""The JSON Lines reader (``_JsonlReader``): a file is read as byte blocks (``blocks``) parsed with
+"""The JSON Lines reader (``JsonlReader``): a file is read as byte blocks (``blocks``) parsed with
 ``pyarrow.json`` (fast path), or line by line with Python's ``json`` (the reference) whenever the fast
 path's result is in any way doubtful. The rules (blank lines, line numbers, BOM, bad rows, ids, invalid
 UTF-8, keep column) are in ``read``'s docstring.
@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from .arrow import KeepValueError, empty_strings, iso_seconds
-from .batch import ReadReport, _Chunk, _FileReader, _Spec, generated_ids_warning, missing_text_field
-from .blocks import _UTF8_BOM, _read_blocks, _split_lines
+from .batch import Chunk, FileReader, ReadReport, Spec, generated_ids_warning, missing_text_field
+from .blocks import UTF8_BOM, read_blocks, split_lines
 from .discover import InputFile
 from .remote import open_stream
 
@@ -69,8 +69,8 @@ def _null_key_pattern(key: str) -> re.Pattern:
     return re.compile(re.escape(json.dumps(key, ensure_ascii=False).encode()) + rb"\s*:\s*null")
 
 
-class _JsonlReader(_FileReader):
-    def __init__(self, f: InputFile, spec: _Spec, report: ReadReport, block_bytes: int) -> None:
+class JsonlReader(FileReader):
+    def __init__(self, f: InputFile, spec: Spec, report: ReadReport, block_bytes: int) -> None:
         super().__init__(f, spec, report)
         self.block_bytes = block_bytes
         self.id_mode: bool | None = None  # does this file carry ids? decided by its first row
@@ -87,14 +87,14 @@ class _JsonlReader(_FileReader):
         self._id_null = _null_key_pattern(spec.id_field) if spec.id_field else None
         self._keep_null = _null_key_pattern(spec.keep_column) if spec.keep_column else None
 
-    def chunks(self) -> Iterator[_Chunk]:
+    def chunks(self) -> Iterator[Chunk]:
         line_base = 1
         try:
             stream = open_stream(self.f)
         except (OSError, pa.ArrowException) as e:
             raise self.fatal(f"cannot open: {e}") from e
         with stream:
-            blocks = _read_blocks(stream, self.block_bytes)
+            blocks = read_blocks(stream, self.block_bytes)
             first = True
             while True:
                 try:
@@ -106,8 +106,8 @@ class _JsonlReader(_FileReader):
                     self.bad(f"cannot read/decompress the file after line {line_base - 1} (the lines before "
                              f"it were read): {e}", line=line_base)
                     break
-                if first and block[:len(_UTF8_BOM)] == _UTF8_BOM:
-                    block = block[len(_UTF8_BOM):]
+                if first and block[:len(UTF8_BOM)] == UTF8_BOM:
+                    block = block[len(UTF8_BOM):]
                 first = False
                 chunk, newlines = self._parse_block(block, line_base)
                 line_base += int(newlines)
@@ -121,11 +121,11 @@ class _JsonlReader(_FileReader):
             logger.info("%s: %d of %d blocks needed the line-by-line JSON parser", self.f.relpath,
                         self.slow_blocks, self.blocks)
 
-    def _parse_block(self, block: memoryview, line_base: int) -> tuple[_Chunk | None, int]:
+    def _parse_block(self, block: memoryview, line_base: int) -> tuple[Chunk | None, int]:
         """Parse one block; returns (accepted rows or None, number of newlines in the block)."""
         if len(block) == 0:
             return None, 0
-        starts, ends, is_row = _split_lines(block)
+        starts, ends, is_row = split_lines(block)
         newlines = len(starts) - int(ends[-1] == len(block))  # the last line may lack its newline
         rows = np.flatnonzero(is_row)
         if len(rows) == 0:
@@ -182,7 +182,7 @@ class _JsonlReader(_FileReader):
                 return None
         return None
 
-    def _fast(self, block: memoryview, starts: np.ndarray, ends: np.ndarray, first_line: int) -> _Chunk | None:
+    def _fast(self, block: memoryview, starts: np.ndarray, ends: np.ndarray, first_line: int) -> Chunk | None:
         """pyarrow.json on the whole block; None whenever the result might differ from ``_slow``."""
         if not _utf8_valid(block):
             return None
@@ -235,11 +235,15 @@ class _JsonlReader(_FileReader):
                 if not has:
                     generated_ids_warning(self.f, self.spec.id_field, _first_keys(block))
             ids = col.combine_chunks().cast(pa.string()) if has else None
-        return _Chunk(ids=ids, text=text, keep=keep, scope=scope)
+        return Chunk(ids=ids, text=text, keep=keep, scope=scope)
 
     def _slow(self, block: memoryview, starts: np.ndarray, ends: np.ndarray,
-              line_nos: np.ndarray) -> tuple[_Chunk, np.ndarray]:
-        """Reference parser: one Python ``json.loads`` per line. Returns the chunk and the accepted mask."""
+              line_nos: np.ndarray) -> tuple[Chunk, np.ndarray]:
+        """Reference parser: one Python ``json.loads`` per line. Returns the chunk and the accepted mask.
+
+        Per line: the record (``_slow_record``: decoded, parsed, an object), then its text, id, keep and scope
+        fields (``_slow_text``, ``_slow_id``, ``_slow_keep``, ``_slow_scope``); a bad record is reported
+        (``bad``) and skipped, a bad keep or scope value stops the read (``fatal``)."""
         spec = self.spec
         accepted = np.zeros(len(starts), dtype=bool)
         texts: list[str] = []
@@ -248,115 +252,150 @@ class _JsonlReader(_FileReader):
         scopes: list[str] = []
         invalid = 0
         for i, (s, e, ln) in enumerate(zip(starts.tolist(), ends.tolist(), line_nos.tolist())):
-            raw = block[s:e]
-            try:
-                line, bad_utf8 = str(raw, "utf-8"), False
-            except UnicodeDecodeError:
-                line, bad_utf8 = str(raw, "utf-8", "replace"), True
-            try:
-                obj = json.loads(line, strict=False)
-            except json.JSONDecodeError as err:
-                self.bad(f"malformed JSON ({err.msg} at column {err.colno}): {_preview(line)}", line=ln)
+            record = self._slow_record(block[s:e], ln)
+            if record is None:
                 continue
-            except RecursionError:
-                self.bad("malformed JSON (nested too deeply)", line=ln)
-                continue
-            if not isinstance(obj, dict):
-                self.bad(f"not a JSON object (a JSON {_json_type(obj)}): {_preview(line)}", line=ln)
-                continue
-            if spec.text_field not in obj:
-                if self.text_seen:  # earlier rows have it: a bad record
-                    self.bad(f"missing text field {spec.text_field!r} (this record's fields: {list(obj)[:10]})",
-                             line=ln)
-                else:  # no row so far has it: most likely the wrong field
-                    reason, fix = missing_text_field(spec.text_field, list(obj), f"no record of {self.f.relpath} "
-                                                     f"up to this line has it", "this record's fields")
-                    self.bad(reason, line=ln, fix=fix)
-                continue
-            self.text_seen = True
-            text = obj[spec.text_field]
-            if not isinstance(text, str):
-                what = "null" if text is None else f"a JSON {_json_type(text)} ({_preview(text)}), not a string"
-                self.bad(f"text field {spec.text_field!r} is {what}", line=ln)
+            obj, bad_utf8 = record
+            text = self._slow_text(obj, ln)
+            if text is None:
                 continue
             text, fixed = _fix_surrogates(text)
             bad_utf8 |= fixed
             id_value = None
             if spec.id_field:
-                has = spec.id_field in obj
-                if self.id_mode is None:
-                    self.id_mode, self.id_mode_line = has, ln
-                    if not has:
-                        generated_ids_warning(self.f, spec.id_field, list(obj))
-                if has != self.id_mode:
-                    first = f"line {self.id_mode_line}"
-                    if self.id_mode:
-                        self.bad(f"id field {spec.id_field!r} is missing, but the file's first row ({first}) has "
-                                 f"it; every row of a file must have it, or none (then ids are generated)", line=ln)
-                    else:
-                        self.bad(f"id field {spec.id_field!r} is present, but the file's first row ({first}) "
-                                 f"lacks it; every row of a file must have it, or none", line=ln)
+                got = self._slow_id(obj, ln)
+                if got is None:
                     continue
-                if has:
-                    v = obj[spec.id_field]
-                    if isinstance(v, str) and not v:
-                        self.bad(f"id field {spec.id_field!r} is an empty string; ids must be non-empty strings "
-                                 "or integers", line=ln)
-                        continue
-                    if isinstance(v, str):
-                        id_value, fixed = _fix_surrogates(v)
-                        bad_utf8 |= fixed
-                    elif isinstance(v, int) and not isinstance(v, bool):
-                        id_value = str(v)
-                    else:
-                        what = "null" if v is None else f"a JSON {_json_type(v)} ({_preview(v)})"
-                        self.bad(f"id field {spec.id_field!r} is {what}; ids must be strings or integers", line=ln)
-                        continue
+                id_value, fixed = got
+                bad_utf8 |= fixed
             if spec.keep_column:
-                kv = obj.get(spec.keep_column)
-                self.keep_seen |= spec.keep_column in obj
-                if kv is None:
-                    keeps.append(math.nan)
-                elif isinstance(kv, (int, float)):
-                    try:
-                        keeps.append(float(kv))
-                    except OverflowError:
-                        raise self.fatal(f"keep column {spec.keep_column!r} value {_preview(kv)} does not fit "
-                                         f"a float64", line=ln) from None
-                elif isinstance(kv, str):
-                    try:
-                        keeps.append(float(iso_seconds(pa.array([kv]))[0]))
-                    except KeepValueError as e:
-                        raise self.fatal(f"keep column {spec.keep_column!r}: {e}; fix the data or choose another "
-                                         "keep policy", line=ln) from None
-                else:
-                    raise self.fatal(f"keep column {spec.keep_column!r} is a JSON {_json_type(kv)} "
-                                     f"({_preview(kv)}), neither a number nor an ISO 8601 date string; fix the "
-                                     f"data or choose another keep policy", line=ln)
+                keeps.append(self._slow_keep(obj, ln))
             if spec.scope_field:
-                sv = obj.get(spec.scope_field)
-                if isinstance(sv, str):
-                    sv, fixed = _fix_surrogates(sv)
-                    bad_utf8 |= fixed
-                elif isinstance(sv, int) and not isinstance(sv, bool):
-                    sv = str(sv)
-                else:
-                    what = ("missing" if spec.scope_field not in obj else
-                            "null" if sv is None else f"a JSON {_json_type(sv)} ({_preview(sv)})")
-                    raise self.fatal(f"scope field {spec.scope_field!r} is {what}; every document needs a string "
-                                     "or integer scope value (fix the data or choose another --scope-field)", line=ln)
-                scopes.append(sv)
+                scope, fixed = self._slow_scope(obj, ln)
+                bad_utf8 |= fixed
+                scopes.append(scope)
             accepted[i] = True
             texts.append(text)
             if id_value is not None:
                 ids.append(id_value)
             invalid += bad_utf8
         has_ids = bool(spec.id_field) and bool(self.id_mode)
-        chunk = _Chunk(ids=pa.array(ids, pa.string()) if has_ids else None,
-                       text=pa.array(texts, pa.large_string()),
-                       keep=np.asarray(keeps, dtype=np.float64) if spec.keep_column else None,
-                       invalid_utf8=invalid, scope=pa.array(scopes, pa.string()) if spec.scope_field else None)
+        chunk = Chunk(ids=pa.array(ids, pa.string()) if has_ids else None,
+                      text=pa.array(texts, pa.large_string()),
+                      keep=np.asarray(keeps, dtype=np.float64) if spec.keep_column else None,
+                      invalid_utf8=invalid, scope=pa.array(scopes, pa.string()) if spec.scope_field else None)
         return chunk, accepted
+
+    def _slow_record(self, raw: memoryview, ln: int) -> tuple[dict, bool] | None:
+        """(the line's JSON object, whether its bytes were not valid UTF-8), or None (reported: not JSON, or
+        not an object). Invalid UTF-8 is replaced, not rejected (the reading rules)."""
+        try:
+            line, bad_utf8 = str(raw, "utf-8"), False
+        except UnicodeDecodeError:
+            line, bad_utf8 = str(raw, "utf-8", "replace"), True
+        try:
+            obj = json.loads(line, strict=False)
+        except json.JSONDecodeError as err:
+            self.bad(f"malformed JSON ({err.msg} at column {err.colno}): {_preview(line)}", line=ln)
+            return None
+        except RecursionError:
+            self.bad("malformed JSON (nested too deeply)", line=ln)
+            return None
+        if not isinstance(obj, dict):
+            self.bad(f"not a JSON object (a JSON {_json_type(obj)}): {_preview(line)}", line=ln)
+            return None
+        return obj, bad_utf8
+
+    def _slow_text(self, obj: dict, ln: int) -> str | None:
+        """The record's text, or None (reported: missing, or not a string)."""
+        spec = self.spec
+        if spec.text_field not in obj:
+            if self.text_seen:  # earlier rows have it: a bad record
+                self.bad(f"missing text field {spec.text_field!r} (this record's fields: {list(obj)[:10]})",
+                         line=ln)
+            else:  # no row so far has it: most likely the wrong field
+                reason, fix = missing_text_field(spec.text_field, list(obj), f"no record of {self.f.relpath} "
+                                                 f"up to this line has it", "this record's fields")
+                self.bad(reason, line=ln, fix=fix)
+            return None
+        self.text_seen = True
+        text = obj[spec.text_field]
+        if not isinstance(text, str):
+            what = "null" if text is None else f"a JSON {_json_type(text)} ({_preview(text)}), not a string"
+            self.bad(f"text field {spec.text_field!r} is {what}", line=ln)
+            return None
+        return text
+
+    def _slow_id(self, obj: dict, ln: int) -> tuple[str | None, bool] | None:
+        """(the record's id, None when the file's ids are generated; whether it had lone surrogates), or None
+        (reported: present in some rows only, empty, or neither a string nor an integer)."""
+        spec = self.spec
+        has = spec.id_field in obj
+        if self.id_mode is None:
+            self.id_mode, self.id_mode_line = has, ln
+            if not has:
+                generated_ids_warning(self.f, spec.id_field, list(obj))
+        if has != self.id_mode:
+            first = f"line {self.id_mode_line}"
+            if self.id_mode:
+                self.bad(f"id field {spec.id_field!r} is missing, but the file's first row ({first}) has "
+                         f"it; every row of a file must have it, or none (then ids are generated)", line=ln)
+            else:
+                self.bad(f"id field {spec.id_field!r} is present, but the file's first row ({first}) "
+                         f"lacks it; every row of a file must have it, or none", line=ln)
+            return None
+        if not has:
+            return None, False
+        v = obj[spec.id_field]
+        if isinstance(v, str) and not v:
+            self.bad(f"id field {spec.id_field!r} is an empty string; ids must be non-empty strings "
+                     "or integers", line=ln)
+            return None
+        if isinstance(v, str):
+            return _fix_surrogates(v)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v), False
+        what = "null" if v is None else f"a JSON {_json_type(v)} ({_preview(v)})"
+        self.bad(f"id field {spec.id_field!r} is {what}; ids must be strings or integers", line=ln)
+        return None
+
+    def _slow_keep(self, obj: dict, ln: int) -> float:
+        """The record's keep value (NaN when absent or null); a value that is neither a number nor an ISO
+        8601 date string stops the read (``fatal``)."""
+        spec = self.spec
+        kv = obj.get(spec.keep_column)
+        self.keep_seen |= spec.keep_column in obj
+        if kv is None:
+            return math.nan
+        if isinstance(kv, (int, float)):
+            try:
+                return float(kv)
+            except OverflowError:
+                raise self.fatal(f"keep column {spec.keep_column!r} value {_preview(kv)} does not fit "
+                                 f"a float64", line=ln) from None
+        if isinstance(kv, str):
+            try:
+                return float(iso_seconds(pa.array([kv]))[0])
+            except KeepValueError as e:
+                raise self.fatal(f"keep column {spec.keep_column!r}: {e}; fix the data or choose another "
+                                 "keep policy", line=ln) from None
+        raise self.fatal(f"keep column {spec.keep_column!r} is a JSON {_json_type(kv)} "
+                         f"({_preview(kv)}), neither a number nor an ISO 8601 date string; fix the "
+                         f"data or choose another keep policy", line=ln)
+
+    def _slow_scope(self, obj: dict, ln: int) -> tuple[str, bool]:
+        """(the record's scope value as a string, whether it had lone surrogates); a missing, null or other
+        value stops the read (``fatal``)."""
+        spec = self.spec
+        sv = obj.get(spec.scope_field)
+        if isinstance(sv, str):
+            return _fix_surrogates(sv)
+        if isinstance(sv, int) and not isinstance(sv, bool):
+            return str(sv), False
+        what = ("missing" if spec.scope_field not in obj else
+                "null" if sv is None else f"a JSON {_json_type(sv)} ({_preview(sv)})")
+        raise self.fatal(f"scope field {spec.scope_field!r} is {what}; every document needs a string "
+                         "or integer scope value (fix the data or choose another --scope-field)", line=ln)
 
 
 def _first_keys(block: memoryview) -> list[str]:

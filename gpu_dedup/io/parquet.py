@@ -1,4 +1,4 @@
-"""Parallel Parquet decoding: the row-group pool of one read (``_ParquetPool``) and its knobs
+"""Parallel Parquet decoding: the row-group pool of one read (``ParquetPool``) and its knobs
 (``read_threads``, ``read_ahead_bytes``); how it works is told in the comment below.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import ConfigError, RunError
-from .arrow import _ArrowReader
-from .batch import ReadReport, _Chunk, _FileReader, _join_chunks, _Spec
+from .arrow import ArrowReader
+from .batch import Chunk, FileReader, ReadReport, Spec, join_chunks
 from .discover import InputFile
 from .remote import open_parquet
 
@@ -32,7 +32,7 @@ logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.
 _READ_AHEAD_MIN = 256 << 20
 
 
-def _read_threads(threads: int | None) -> int:
+def resolve_read_threads(threads: int | None) -> int:
     if threads is None:
         return max(1, pa.cpu_count())
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
@@ -40,7 +40,7 @@ def _read_threads(threads: int | None) -> int:
     return threads
 
 
-def _read_ahead(ahead: int | None, batch_bytes: int) -> int:
+def resolve_read_ahead(ahead: int | None, batch_bytes: int) -> int:
     if ahead is None:
         return max(2 * batch_bytes, _READ_AHEAD_MIN)
     if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
@@ -80,7 +80,7 @@ class _Piece:
     """A range's rows inside one row group, converted by a worker: chunks, the bad rows it skipped
     ((reason, row), on_error='skip') and the exception that stopped the conversion, if any."""
 
-    chunks: list[_Chunk]
+    chunks: list[Chunk]
     skipped: list[tuple[str, int]]
     error: BaseException | None = None
 
@@ -102,14 +102,14 @@ class _RangeResult:
     read_error_row: int = 0  # the first row not read (the unreadable row group's, or the range's start)
     skipped: list[tuple[str, int]] = field(default_factory=list)
     error: BaseException | None = None
-    chunks: list[_Chunk] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
 
 
 class _Deferred:
     """``bad`` for a pool worker: with on_error='raise' it raises the reader's error (the worker stores
     it); with 'skip' it keeps the row for the consumer to record in file order."""
 
-    def __init__(self, reader: _FileReader) -> None:
+    def __init__(self, reader: FileReader) -> None:
         self.reader = reader
         self.skipped: list[tuple[str, int]] = []
 
@@ -125,7 +125,7 @@ class _ParquetPlan:
     groups / ranges to decode (none when the schema is rejected or the device reader reads it)."""
 
     index: int
-    reader: _ArrowReader
+    reader: ArrowReader
     pf: Any = None
     open_error: BaseException | None = None
     schema: pa.Schema | None = None
@@ -137,7 +137,7 @@ class _ParquetPlan:
     finished: bool = False
 
 
-class _ParquetPool:
+class ParquetPool:
     """Decodes the Parquet inputs of one read on ``threads`` worker threads (``threads`` 1, or a device
     reader: no threads, each range decoded when the consumer asks for it). Row groups are submitted in
     file order, across files, while the ones submitted and not yet handed to the consumer hold at most
@@ -146,7 +146,7 @@ class _ParquetPool:
     at any time ``in_flight <= max(ahead, largest row group, row groups of one range)``. ``peak``
     records the most that was in flight. Used from one consumer thread; workers touch only ranges."""
 
-    def __init__(self, files: list[InputFile], spec: _Spec, report: ReadReport, batch_bytes: int,
+    def __init__(self, files: list[InputFile], spec: Spec, report: ReadReport, batch_bytes: int,
                  all_columns: bool, device_reader: Any, threads: int, ahead: int) -> None:
         self.files, self.spec, self.report = files, spec, report
         self.batch_bytes, self.all_columns, self.device_reader = batch_bytes, all_columns, device_reader
@@ -167,7 +167,7 @@ class _ParquetPool:
 
     # ----------------------------------------------------------------------------------- consumer side
 
-    def reader(self, index: int) -> _ArrowReader:
+    def reader(self, index: int) -> ArrowReader:
         return self.plan(index).reader
 
     def plan(self, index: int) -> _ParquetPlan:
@@ -178,7 +178,7 @@ class _ParquetPool:
         if index in self.finished:
             raise RunError(f"file {index} was already read; a pool reads each file once")
         f = self.files[index]
-        reader = _ArrowReader(f, self.spec, self.report, self.batch_bytes, self.all_columns, self.device_reader,
+        reader = ArrowReader(f, self.spec, self.report, self.batch_bytes, self.all_columns, self.device_reader,
                               pool=self, index=index)
         plan = self.plans[index] = _ParquetPlan(index=index, reader=reader)
         try:
@@ -328,7 +328,7 @@ class _ParquetPool:
         a = max(rng.start, grp.start) - grp.start
         b = min(rng.end, grp.start + grp.rows) - grp.start
         deferred = _Deferred(plan.reader)
-        chunks: list[_Chunk] = []
+        chunks: list[Chunk] = []
         physical = grp.start + a
         try:
             for rb in table.slice(a, b - a).to_batches():
@@ -363,7 +363,7 @@ class _ParquetPool:
         differently and must agree)."""
         pieces = [rng.pieces.pop(j) for j in range(rng.first, rng.last + 1)]
         skipped: list[tuple[str, int]] = []
-        chunks: list[_Chunk] = []
+        chunks: list[Chunk] = []
         result = _RangeResult()
         for p in pieces:
             if isinstance(p, _ReadFailed):
@@ -374,6 +374,6 @@ class _ParquetPool:
                 return _RangeResult(skipped=skipped, error=p.error)
             chunks += p.chunks
         if not self.all_columns and (chunks or result.read_error is None):  # the pieces are not kept: batches
-            chunks = [_join_chunks(chunks, self.batch_bytes)]
+            chunks = [join_chunks(chunks, self.batch_bytes)]
         result.skipped, result.chunks = skipped, chunks
         return result

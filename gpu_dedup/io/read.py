@@ -71,34 +71,34 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
-from .arrow import _ArrowReader
-from .batch import Batch, ReadReport, _FileReader, _Spec, _text_parts, generated_ids, make_spec
+from .arrow import ArrowReader
+from .batch import Batch, FileReader, ReadReport, Spec, generated_ids, make_spec, text_parts
 from .discover import InputFile
-from .jsonl import _JsonlReader
-from .parquet import _ParquetPool, _read_ahead, _read_threads
+from .jsonl import JsonlReader
+from .parquet import ParquetPool, resolve_read_ahead, resolve_read_threads
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
 
 
-def open_readers(files: list[InputFile], spec: _Spec, report: ReadReport, batch_bytes: int,
+def open_readers(files: list[InputFile], spec: Spec, report: ReadReport, batch_bytes: int,
              all_columns: bool, device_reader: Any = None, threads: int | None = None,
-             read_ahead: int | None = None) -> Iterator[tuple[int, _FileReader]]:
-    """A reader per file, in order. Parquet files share one ``_ParquetPool`` (``threads`` workers,
+             read_ahead: int | None = None) -> Iterator[tuple[int, FileReader]]:
+    """A reader per file, in order. Parquet files share one ``ParquetPool`` (``threads`` workers,
     ``read_ahead`` bytes ahead; None: defaults), closed when this generator ends or is closed."""
-    pool: _ParquetPool | None = None
+    pool: ParquetPool | None = None
     try:
         for index, f in enumerate(files):
             if f.fmt == "jsonl":
-                yield index, _JsonlReader(f, spec, report, batch_bytes)
+                yield index, JsonlReader(f, spec, report, batch_bytes)
             elif f.fmt == "parquet":
                 if pool is None:
-                    pool = _ParquetPool(files, spec, report, batch_bytes, all_columns, device_reader,
-                                        _read_threads(threads), _read_ahead(read_ahead, batch_bytes))
+                    pool = ParquetPool(files, spec, report, batch_bytes, all_columns, device_reader,
+                                        resolve_read_threads(threads), resolve_read_ahead(read_ahead, batch_bytes))
                 yield index, pool.reader(index)
             elif f.fmt == "table":
                 if f.table is None:
                     raise ConfigError(f"input {index} has fmt='table' but no table; build it with table_input()")
-                yield index, _ArrowReader(f, spec, report, batch_bytes, all_columns, device_reader)
+                yield index, ArrowReader(f, spec, report, batch_bytes, all_columns, device_reader)
             else:
                 raise ConfigError(f"unknown input format {f.fmt!r} for {f.path!r}; build inputs with resolve_inputs()")
     finally:
@@ -124,8 +124,8 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
     if not isinstance(batch_bytes, int) or batch_bytes < 1:
         raise ConfigError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
     spec = make_spec(id_field, text_field, on_error, keep_column, scope_field=scope_field)
-    _read_threads(read_threads)  # bad knobs fail here, before anything is read
-    _read_ahead(read_ahead_bytes, batch_bytes)
+    resolve_read_threads(read_threads)  # bad knobs fail here, before anything is read
+    resolve_read_ahead(read_ahead_bytes, batch_bytes)
     report = report if report is not None else ReadReport()
     readers = open_readers(files, spec, report, batch_bytes, all_columns=False, device_reader=device_reader,
                        threads=read_threads, read_ahead=read_ahead_bytes)
@@ -134,7 +134,7 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
         yield from _batches(readers, report, batch_bytes)
 
 
-def _batches(readers: Iterator[tuple[int, _FileReader]], report: ReadReport, batch_bytes: int) -> Iterator[Batch]:
+def _batches(readers: Iterator[tuple[int, FileReader]], report: ReadReport, batch_bytes: int) -> Iterator[Batch]:
     row = 0
     for index, reader in readers:
         report.files += 1
@@ -148,7 +148,7 @@ def _batches(readers: Iterator[tuple[int, _FileReader]], report: ReadReport, bat
             elif dev is not None:
                 parts = [(0, chunk.rows, None, dev.nbytes)]
             else:
-                parts = _text_parts(chunk.text, batch_bytes)
+                parts = text_parts(chunk.text, batch_bytes)
             for a, b, text, nbytes in parts:
                 ids = (chunk.ids.slice(a, b - a) if chunk.ids is not None
                        else generated_ids(reader.f.relpath, first_in_file + a, b - a))

@@ -38,12 +38,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, DataError
-from .arrow import _ArrowReader
-from .batch import ReadReport, _Spec, make_spec, quiet_logs
-from .blocks import _UTF8_BOM, _read_blocks, _split_lines
+from .arrow import ArrowReader
+from .batch import ReadReport, Spec, make_spec, quiet_logs
+from .blocks import UTF8_BOM, read_blocks, split_lines
 from .discover import TABLE_OUTPUT_NAME, InputFile
-from .jsonl import _JsonlReader
-from .parquet import _read_threads
+from .jsonl import JsonlReader
+from .parquet import resolve_read_threads
 from .read import open_readers
 from .remote import open_parquet, open_stream
 
@@ -184,7 +184,7 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
         if target in inputs:
             raise ConfigError(f"output {target!r} would overwrite an input; choose another output directory")
     spec = make_spec(id_field, text_field, on_error, None)
-    threads = _read_threads(read_threads)
+    threads = resolve_read_threads(read_threads)
     if file_rows is None:
         counts = _ordered(lambda i: _count_rows(files[i], spec), len(files), min(threads, len(files)), "count")
     else:
@@ -299,7 +299,7 @@ def _ordered(fn: Callable[[int], Any], n: int, workers: int, name: str, *,
         executor.shutdown(wait=True)
 
 
-def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_dir: str, decode_threads: int,
+def _write_file(f: InputFile, spec: Spec, keep: np.ndarray, keep_len: int, out_dir: str, decode_threads: int,
                 stopped: Any, annotate: dict[str, np.ndarray] | None = None) -> _Written:
     """Write the rows of ``f`` with ``keep[row_in_file]`` True to its temporary output, streaming chunks of
     ``_WRITE_CHUNK`` bytes (Parquet: decoded on ``decode_threads`` threads, up to ``2 x (decode_threads -
@@ -332,7 +332,7 @@ def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_
                                    read_ahead=ahead)) as readers:
         _, reader = next(readers)
         unreadable = False
-        if isinstance(reader, _JsonlReader):
+        if isinstance(reader, JsonlReader):
             tmp = outputs.enter_context(atomic_path(target))
             with pa.output_stream(tmp, compression=f.compression) as out:
                 for chunk in reader.chunks():
@@ -370,7 +370,7 @@ def _write_file(f: InputFile, spec: _Spec, keep: np.ndarray, keep_len: int, out_
         return _Written(f.relpath, outputs.pop_all(), 0 if unreadable else 1, written, unreadable)
 
 
-def _count_rows(f: InputFile, spec: _Spec) -> int:
+def _count_rows(f: InputFile, spec: Spec) -> int:
     """The rows ``iter_batches`` gives for ``f`` alone (row numbers restart at every file), as the write
     will read them. With on_error='raise' every physical row / non-blank line is one (or the read raises,
     and so will the write): Parquet metadata, tables' length, a newline scan of JSON Lines. Otherwise, or
@@ -398,18 +398,18 @@ def _count_rows(f: InputFile, spec: _Spec) -> int:
 
 
 def _count_lines(f: InputFile) -> int:
-    """Non-blank lines of a JSON Lines file, split as ``_JsonlReader`` splits them (leading BOM ignored)."""
+    """Non-blank lines of a JSON Lines file, split as ``JsonlReader`` splits them (leading BOM ignored)."""
     n = 0
     with open_stream(f) as stream:
-        for k, block in enumerate(_read_blocks(stream, _WRITE_CHUNK)):
-            if k == 0 and block[:len(_UTF8_BOM)] == _UTF8_BOM:
-                block = block[len(_UTF8_BOM):]
+        for k, block in enumerate(read_blocks(stream, _WRITE_CHUNK)):
+            if k == 0 and block[:len(UTF8_BOM)] == UTF8_BOM:
+                block = block[len(UTF8_BOM):]
             if len(block):
-                n += int(_split_lines(block)[2].sum())
+                n += int(split_lines(block)[2].sum())
     return n
 
 
-def _open_parquet_writer(stack: ExitStack, target: str, reader: _ArrowReader,
+def _open_parquet_writer(stack: ExitStack, target: str, reader: ArrowReader,
                          annotate: dict[str, np.ndarray] | None = None) -> pq.ParquetWriter:
     schema = reader.schema
     for k in annotate or ():

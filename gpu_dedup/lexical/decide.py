@@ -31,13 +31,13 @@ import pyarrow as pa
 
 from ..config import RunConfig
 from ..constants import GIANT_BUCKET
-from ..decisions import DECISIONS_SCHEMA, FILTERED, REASON_CODES, REASONS
+from ..decisions import DECISIONS_SCHEMA, FILTERED, REASON_CODES, REASONS, keep_rank
 from ..device import array_module, to_device, to_host
 from ..engine import TextCache
 from ..errors import ConfigError
 from .exact import exact_groups, verify_groups
 from .lsh import Buckets, group_buckets, partitions_for
-from .policy import components_policy, keep_rank, representative_policy
+from .policy import components_policy, representative_policy
 from .signatures import Documents
 from .verify import ShingleSets, candidate_sets
 

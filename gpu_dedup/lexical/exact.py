@@ -12,7 +12,7 @@ import numpy as np
 from .. import io
 from ..device import lexsort_radix
 from ..ops import core
-from .normalize import Normalized, normalize_text
+from ..text.normalize import Normalized, normalize_text
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from ..device import array_module
 from ..ops import core
 
 if TYPE_CHECKING:
-    from .normalize import Normalized
+    from ..text.normalize import Normalized
 
 logger = logging.getLogger(__name__)
 

@@ -9,42 +9,13 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..device import array_module, lexsort_radix, simulator
-from ..errors import ConfigError
 from ..ops import core
 from .lsh import Buckets
 from .verify import ShingleSets, jaccard
 
 logger = logging.getLogger(__name__)
-
-
-def keep_rank(keep: str, *, n: int, text_bytes: np.ndarray | None = None, ids: pa.Array | None = None,
-              values: np.ndarray | None = None) -> np.ndarray:
-    """Position of each row in keep order (int64 (n,), a permutation of 0..n-1; 0 is kept first).
-
-    first: input order. longest: most raw UTF-8 bytes first. min-id: smallest id (binary string order)
-    first. max:<column> / min:<column>: largest / smallest value first, NaN/null last. Ties always go to input order."""
-    rows = np.arange(n, dtype=np.int64)
-    if keep == "first":
-        return rows
-    if keep == "longest":
-        order = np.lexsort((rows, -np.asarray(text_bytes, np.int64)))
-    elif keep == "min-id":
-        order = np.asarray(pc.sort_indices(pa.table({"id": ids, "row": rows}),
-                                           sort_keys=[("id", "ascending"), ("row", "ascending")]), np.int64)
-    elif keep.startswith(("max:", "min:")):
-        v = np.asarray(values, np.float64)
-        nan = np.isnan(v)
-        sign = -1.0 if keep.startswith("max:") else 1.0
-        order = np.lexsort((rows, sign * np.where(nan, 0.0, v), nan))
-    else:
-        raise ConfigError(f"unknown keep policy {keep!r}")
-    rank = np.empty(n, np.int64)
-    rank[order] = rows
-    return rank
 
 
 @dataclass

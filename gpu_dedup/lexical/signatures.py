@@ -30,7 +30,8 @@ from .bandkeys import BandKeys
 from .exact import exact_hashes
 from .lsh import band_keys
 from .minhash import compute_signatures, permutation_params
-from .normalize import Normalized, arrow_text_buffers, normalize_arrays
+from ..io.text import arrow_text_buffers
+from ..text.normalize import Normalized, normalize_arrays
 
 STEPS = ("read", "normalize", "minhash", "band_keys")  # pass 1's timings
 
@@ -316,12 +317,12 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 if cache is not None:
                     cache.drop("pass 1 reused work-dir pieces")
                 part = _unpacked(piece[0], cfg, device)
-                _merge_report(report, piece[1])
+                report.merge(piece[1])
             else:
                 part, part_report, tm = _compute_file(f, cfg, device, params, bar, steps, row0=col.rows)
                 for k, v in tm.items():
                     timings[k] = timings.get(k, 0.0) + v
-                _merge_report(report, part_report)
+                report.merge(part_report)
                 if work is not None:
                     work.store(fi, f, _piece_of(part, cfg), part_report)
             rows = part.rows
@@ -355,16 +356,6 @@ def _unpacked(piece: pa.Table, cfg: RunConfig, device: str) -> _Collected:
                       exact=[to_device(u["exact"], device)], nshingles=[to_device(u["nshingles"], device)],
                       band_keys=[to_device(u["keys"], device)],
                       scope=[u["scope"]] if cfg.cluster.scope_field is not None else [])
-
-
-def _merge_report(report, part: dict) -> None:
-    """Add one file's read report (a ReadReport.to_dict()) into the run's."""
-    report.files += part["files"]
-    report.rows += part["rows"]
-    report.bytes_text += part["bytes_text"]
-    report.skipped.extend(part["skipped"])
-    report.invalid_utf8_rows += part["invalid_utf8_rows"]
-    report.empty_files.extend(part["empty_files"])
 
 
 def _cat(parts: list, dtype, xp=np):

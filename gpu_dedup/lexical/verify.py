@@ -19,7 +19,7 @@ from ..device import array_module, to_device, to_host
 from ..engine import TextCache, prefetched, progress
 from ..errors import RunError
 from ..ops import core
-from .normalize import Normalized, normalize_text
+from ..text.normalize import Normalized, normalize_text
 
 logger = logging.getLogger(__name__)
 

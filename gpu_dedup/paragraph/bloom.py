@@ -39,7 +39,7 @@ from ..config import is_int, is_real
 from ..constants import EXACT_SEED_HI, EXACT_SEED_LO
 from ..device import array_module, to_device
 from ..errors import ConfigError, RunError
-from ..lexical.normalize import arrow_text_buffers
+from ..io.text import arrow_text_buffers
 from ..ops import bloom as bloom_ops
 
 logger = logging.getLogger(__name__)

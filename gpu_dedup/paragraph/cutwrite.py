@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from .. import io
 from ..errors import ConfigError, RunError
-from ..lexical.normalize import arrow_text_buffers
+from ..io.text import arrow_text_buffers
 from ..ops import bloom as bloom_ops
 
 if TYPE_CHECKING:

@@ -52,7 +52,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 import numpy as np
 import pyarrow as pa
@@ -63,14 +63,15 @@ from ..config import InputConfig, NormalizeConfig, is_int
 from ..device import array_backend, batch_bytes, note_compiling, resolve_device, simulator, to_device, to_host
 from ..engine import progress
 from ..errors import ConfigError
-from ..lexical.normalize import _device_tables, arrow_text_buffers
+from ..io.text import arrow_text_buffers
 from ..ops import bloom as bloom_ops
+from ..text.normalize import device_tables
+from ..text.split import SplitMode, Units, split_units
 from .cutwrite import apply_cuts, write_cut_documents
 from .bloom import SEED1, SEED2, BloomConfig, BloomFilter, ExactSet, keep_first, make_seen_set
 
 logger = logging.getLogger(__name__)
 
-SplitMode = Literal["paragraph", "line"]
 OUTPUT_DIR = "paragraph_deduplicated"  # the cut documents, in OUT
 FLAGS = ("unchanged", "cut", "short", "empty")
 
@@ -136,29 +137,12 @@ class ParagraphResult:
 # Per-batch steps (arrays of the device's module unless stated)
 # ----------------------------------------------------------------------------------------------------
 
-@dataclass
-class Units:
-    """unit_off int64 (n+1,): units of document d are [unit_off[d], unit_off[d+1]); start, end int64
-    (u,): absolute byte positions in the batch's data buffer."""
-
-    unit_off: Any
-    start: Any
-    end: Any
-
-
-def split_units(data: Any, offsets: Any, split: SplitMode, device: str = "cpu", chunk: int | None = None) -> Units:
-    """Units of documents data[offsets[d]:offsets[d+1]] (data uint8 (T,), offsets int64 (n+1,)), by
-    ``ops.bloom.split_units`` (CPU: a scan per document; GPU: line-aligned pieces of about ``chunk`` bytes).
-    The same units either way."""
-    return Units(*bloom_ops.split_units(device, data, offsets, split == "line", chunk))
-
-
 def span_hashes(data: Any, start: Any, end: Any, cfg: NormalizeConfig, seed: int = 0,
                 device: str = "cpu", chunk: int | None = None) -> tuple[Any, Any, Any]:
     """Normalize each span data[start[i]:end[i]] and hash it: (h1, h2) uint64 (u,) and the normalized
     size int64 (u,), by ``ops.bloom.span_hashes`` (CPU: a thread per span; GPU: work per thread bounded by
     bytes; ``chunk``: its normalization chunk, for tests)."""
-    map_off, map_cp = _device_tables(cfg, device)
+    map_off, map_cp = device_tables(cfg, device)
     return bloom_ops.span_hashes(device, data, start, end, map_off, map_cp, SEED1 ^ seed, SEED2 ^ seed, chunk)
 
 

@@ -33,7 +33,7 @@ from ..config import RunConfig
 from ..decisions import LEXICAL_REMOVALS
 from ..errors import ConfigError, DataError, DependencyError, MissingFileError, RunError
 from ..io import atomic_path
-from ..lexical.normalize import normalize_text
+from ..text.normalize import normalize_text
 from ..lexical.verify import jaccard, shingle_sets
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError, DataError
 from ..io import atomic_path, write_json_atomic
-from ..lexical.normalize import arrow_text_buffers
+from ..io.text import arrow_text_buffers
 from ..ops import core
 from .config import CACHE_FORMAT, LongText
 from .model import need_module, torch_device

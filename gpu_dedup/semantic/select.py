@@ -12,8 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..decisions import keep_rank
 from ..errors import ConfigError, DataError
-from ..lexical.policy import keep_rank
 from .clustering import Clusters, kmeans
 from .config import SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column, threshold32
 from .model import resolve_torch_device, torch_device

@@ -60,10 +60,10 @@ import pyarrow.parquet as pq
 
 from .. import constants as C
 from .. import io
+from ..decisions import keep_rank
 from ..device import array_backend, batch_bytes, note_compiling, resolve_device
 from ..errors import DataError, RunError
-from ..lexical.normalize import arrow_text_buffers
-from ..lexical.policy import keep_rank
+from ..io.text import arrow_text_buffers
 from ..paragraph.cutwrite import apply_cuts, write_cut_documents
 from ..paragraph.dedup import _peak_rss_bytes, gather_spans
 from .config import SubstringConfig

@@ -2,7 +2,7 @@
 
 It uses the RUNNING interpreter's ``unicodedata``, not the shipped data, so it is valid only when
 ``reference_matches_tables()`` (the tables were generated under the same Unicode version); tests skip otherwise.
-The policy itself is documented in ``gpu_dedup.lexical.unicode_tables``.
+The policy itself is documented in ``gpu_dedup.text.unicode_tables``.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..config import NormalizeConfig
 from ..constants import IMAGE_MAX_ITERATIONS as MAX_ITERATIONS
 from ..constants import N_CODEPOINTS, REPLACEMENT
 from ..errors import ConfigError, RunError
-from ..lexical.unicode_tables import SURROGATE_HI, SURROGATE_LO, UNICODE_VERSION, NormTables
+from ..text.unicode_tables import SURROGATE_HI, SURROGATE_LO, UNICODE_VERSION, NormTables
 
 
 def reference_matches_tables() -> bool:

@@ -1,4 +1,4 @@
-"""Normalization stage: raw UTF-8 text (Arrow buffers) -> normalized UTF-8 bytes + offsets.
+"""The normalizer every program shares: raw UTF-8 text (Arrow buffers) -> normalized UTF-8 bytes + offsets.
 
 Policy ``nfkc-cp-lower-v1`` (tables in ``unicode_tables``; details and the measured difference to full
 NFKC in docs/normalization.md): every codepoint is replaced by the lowercase of its NFKC image;
@@ -6,6 +6,10 @@ whitespace and control characters become a space, format characters (Cf) are del
 punctuation/symbols become a space and decimal digits '0'; space runs collapse to one and the ends are
 trimmed. It is per codepoint (no canonical composition, no final-sigma context), which is what lets
 one table-driven kernel run at memory speed on CPU and GPU with identical output.
+
+``normalize_text`` / ``normalize_arrays`` give a ``Normalized`` batch; ``unit_starts`` the byte offsets of its
+words or codepoints (GPU); ``device_tables`` the tables where a device's kernels read them (for kernels that
+normalize on the fly: paragraph spans, contamination screening).
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ import pyarrow as pa
 
 from ..config import NormalizeConfig
 from ..device import array_backend, module_of, to_device, to_host
-from ..errors import DataError, RunError, UsageError
+from ..errors import RunError
+from ..io.text import arrow_text_buffers
 from ..ops import core
 from .unicode_tables import load_tables
 
@@ -48,28 +53,10 @@ class Normalized:
         return bytes(to_host(self.data[int(self.offsets[i]):int(self.offsets[i + 1])])).decode("utf-8")
 
 
-def arrow_text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Zero-copy views of an Arrow string array: (data uint8 (T,), offsets int64 (n+1,)).
-
-    Offsets are absolute positions into data (they need not start at 0)."""
-    if text.null_count:
-        raise DataError(f"text array has {text.null_count} null values; the reader must reject or skip them")
-    if pa.types.is_string(text.type):
-        off_dtype = np.int32
-    elif pa.types.is_large_string(text.type):
-        off_dtype = np.int64
-    else:
-        raise UsageError(f"text must be an Arrow string or large_string array, got {text.type}")
-    bufs = text.buffers()
-    n = len(text)
-    offsets = np.frombuffer(bufs[1], dtype=off_dtype)[text.offset:text.offset + n + 1].astype(np.int64, copy=False)
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    if n and offsets[-1] > data.shape[0]:
-        raise DataError("corrupt Arrow string array: offsets exceed the data buffer")
-    return data, offsets
 
 
-def _device_tables(cfg: NormalizeConfig, device: str):
+
+def device_tables(cfg: NormalizeConfig, device: str):
     """The normalization tables where ``device``'s kernels read them (cached per array backend)."""
     return _tables_on(cfg, device, array_backend(device))
 
@@ -87,15 +74,8 @@ def _tables_on(cfg: NormalizeConfig, device: str, backend: str):
 def normalize_arrays(data, offsets, cfg: NormalizeConfig, device: str = "cpu") -> Normalized:
     """Normalize documents data[offsets[i]:offsets[i+1]] (``ops.core.normalize``: a sizes pass, then the bytes).
     Arrays stay in the device's array module (numpy on the CPU, cupy on a GPU)."""
-    map_off, map_cp = _device_tables(cfg, device)
+    map_off, map_cp = device_tables(cfg, device)
     return Normalized(*core.normalize(device, data, offsets, map_off, map_cp))
-
-
-def invalid_utf8_rows(data, offsets, device: str = "cpu"):
-    """bool (n,) in the device's array module: True where data[offsets[i]:offsets[i+1]] is not valid
-    UTF-8. The pyarrow reader validates on the host; a reader that puts the text straight on the device
-    (cudf) checks here and sends the few batches with invalid rows through the host repair instead."""
-    return core.utf8_invalid(device, data, offsets)
 
 
 def normalize_text(text: pa.Array, cfg: NormalizeConfig, device: str = "cpu") -> Normalized:

@@ -76,7 +76,7 @@ class NormTables:
 
 
 @functools.lru_cache(maxsize=1)
-def shipped_tables() -> dict[str, np.ndarray]:
+def shipped_arrays() -> dict[str, np.ndarray]:
     """The shipped arrays, validated (see tools/make_unicode_tables.py for the layout)."""
     with np.load(DATA_FILE, allow_pickle=False) as z:
         missing = [k for k in _ARRAYS if k not in z.files]
@@ -105,7 +105,7 @@ def _base_images(lowercase: bool = True) -> tuple[np.ndarray, np.ndarray]:
     Returns (off int64 (0x110001,), cp int32 (M0,)): identity for codepoints not in the shipped sparse
     list, the shipped image for those in it, U+FFFD for surrogates.
     """
-    data = shipped_tables()
+    data = shipped_arrays()
     suffix = "" if lowercase else "_cased"
     src = data["src" + suffix].astype(np.int64)
     img_off = data["img_off" + suffix].astype(np.int64)
@@ -132,7 +132,7 @@ def _base_images(lowercase: bool = True) -> tuple[np.ndarray, np.ndarray]:
 
 def _category_rules(cp: np.ndarray, cfg: NormalizeConfig) -> np.ndarray:
     """Step 3 on image codepoints: int32 array like ``cp`` with -1 where the codepoint is deleted."""
-    data = shipped_tables()
+    data = shipped_arrays()
     names = [str(n) for n in data["gc_names"]]
     byte = data["gc"][cp]
     code = byte & 0x1F
@@ -172,7 +172,7 @@ def load_tables(cfg: NormalizeConfig) -> NormTables:
 
 def table_info() -> dict[str, Any]:
     """Facts about the shipped data: versions, how many codepoints change, which needed fixed-point iteration."""
-    data = shipped_tables()
+    data = shipped_arrays()
     return {
         "policy": POLICY_NAME,
         "unicode_version": UNICODE_VERSION,

@@ -388,9 +388,9 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
 
 def _finish(out: str, stats: dict[str, Any], files) -> None:
     """run.json, then report.html (drawn from it; a failure never fails the run), then run.json again."""
-    def report() -> None:
+    def report() -> str:
         from .report import write_report
 
-        write_report(out, source=files)
+        return write_report(out, source=files)
 
     finish(out, stats, report=report)

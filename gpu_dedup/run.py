@@ -159,12 +159,12 @@ def write_table(table: pa.Table, schema: pa.Schema, path: str | os.PathLike) -> 
 # ---------------------------------------------------------------------------------------------- finish
 
 def write_report(out: str, write: Callable[[], Any], what: str = "run") -> float:
-    """Run ``write`` (a program's report writer); a failure is logged as a warning, never raised: the report is
+    """Run ``write`` (a program's report writer; it may return the page's path, which is logged); a failure is logged as a warning, never raised: the report is
     a convenience, drawn from files that are already complete. Returns the seconds it took."""
     t = time.perf_counter()
     try:
-        write()
-        logger.info("report: %s (%.1f s)", os.path.join(out, "report.html"), time.perf_counter() - t)
+        path = write()
+        logger.info("report: %s (%.1f s)", path if isinstance(path, str) else out, time.perf_counter() - t)
     except Exception as exc:  # noqa: BLE001 - never lose a finished run to its report
         logger.warning("%s report not written (%s); the outputs are complete; retry with: gpu-dedup report %s",
                        what, exc, out, exc_info=True)

@@ -161,10 +161,10 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
     steps.total()
     stats["throughput_docs_per_s"] = n / timings["score"] if timings["score"] > 0 else None
     if out is not None:
-        def report() -> None:
+        def report() -> str:
             from .report import write_filter_report
 
-            write_filter_report(out)
+            return write_filter_report(out)
 
         finish(out, stats, report=report, what="filter")
     logger.info("filter: kept %d of %d documents", int(keep.sum()), n)

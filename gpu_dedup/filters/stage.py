@@ -205,8 +205,9 @@ def concat_columns(parts: list[dict[str, Any]]) -> dict[str, Any]:
     columns (the ids, the reason codes of ``decide``: one dictionary per run) stay Arrow arrays."""
     if not parts:
         return {"id": pa.array([], pa.string()), "row": np.zeros(0, np.int64), "empty": np.zeros(0, bool)}
-    return {k: (pa.chunked_array([p[k] for p in parts], parts[0][k].type).combine_chunks()
-                if isinstance(parts[0][k], pa.Array) else np.concatenate([p[k] for p in parts])) for k in parts[0]}
+    return {k: (pa.chunked_array([p[k] for p in parts], pa.string() if k == "id" else parts[0][k].type)
+                .combine_chunks() if isinstance(parts[0][k], pa.Array) else np.concatenate([p[k] for p in parts]))
+            for k in parts[0]}
 
 
 def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, report) -> tuple[dict, list[int]]:

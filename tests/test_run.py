@@ -209,3 +209,14 @@ def test_filter_result_shares_the_dedup_surface():
     by = res.stats["counts"]["by_reason"]
     assert "(" in res.summary() and all(f"{k} {v}" in res.summary() for k, v in by.items())
     assert res.scores.schema.equals(scores_schema(res.scores.column_names))
+
+
+def test_semantic_result_shares_the_surface():
+    from gpu_dedup.semantic import SemanticConfig, semantic_dedup
+
+    t = _table()
+    emb = np.ones((len(TEXTS), 4), np.float32)  # all the same: every document after the first is a duplicate
+    res = semantic_dedup(t, SemanticConfig(eps=0.01, n_clusters=1), None, embeddings=emb)
+    assert isinstance(res, R.RunResult) and res.kept == 1 and res.removed == len(TEXTS) - 1
+    assert res.filter(t)["id"].to_pylist() == ["d0"] and res.keep_mask.tolist() == [True] + [False] * 4
+    assert "semantic duplicates" in res.summary() and len(res.to_pandas()) == len(TEXTS)

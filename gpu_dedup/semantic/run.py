@@ -23,7 +23,7 @@ import pyarrow as pa
 from .. import io
 from ..config import RunConfig
 from ..device import batch_bytes, set_threads
-from ..run import Steps, finish, header, write_table
+from ..run import RunResult, Steps, finish, header, write_table
 from .config import CACHE_FORMAT, SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column
 from .embed import EmbeddingCache, count_tokens, embed_documents, text_hashes
 from .model import embedding_dtype, load_model, model_fingerprint, resolve_model_path, resolve_torch_device
@@ -35,10 +35,12 @@ SEMANTIC_PACKAGES = ("torch", "sentence-transformers", "transformers", "faiss-cp
 
 
 @dataclass
-class SemanticResult:
+class SemanticResult(RunResult):
     """decisions: ``SEMANTIC_SCHEMA`` table in input order; stats: what semantic.json holds; embeddings:
-    float32 (n, d); centroids: float32 (k, d); output_dir: where files went (None in memory)."""
+    float32 (n, d); centroids: float32 (k, d); output_dir: where files went (None in memory). ``filter(data)``,
+    ``keep_mask``, ``kept``, ``to_pandas()``: ``run.RunResult``'s, the surface every program's result shares."""
 
+    TABLE = "decisions"
     decisions: pa.Table
     stats: dict[str, Any]
     embeddings: np.ndarray

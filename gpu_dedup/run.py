@@ -99,23 +99,24 @@ def created() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def versions(*packages: str) -> dict[str, str]:
-    """The software a run's numbers came from: Python, numpy, numba and pyarrow, then each of ``packages`` that
-    is installed (an import name such as "fasttext" lists every distribution that provides it, e.g.
-    "fasttext-wheel"; a distribution name lists itself), as {name: version}."""
+def versions(*distributions: str, modules: Sequence[str] = ()) -> dict[str, str]:
+    """The software a run's numbers came from: Python, numpy, numba and pyarrow, then each of ``distributions``
+    that is installed, then every distribution providing one of ``modules`` (import names such as "fasttext",
+    provided by e.g. "fasttext-community": found by a scan of the installed distributions, done only then),
+    as {name: version}."""
     import importlib.metadata as md
 
     import numba
 
     out = {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
            "pyarrow": pa.__version__}
-    providers = md.packages_distributions() if packages else {}
-    for name in packages:
-        for dist in sorted(set(providers.get(name, [name]))):
-            try:
-                out[dist] = md.version(dist)
-            except md.PackageNotFoundError:
-                continue
+    providers = md.packages_distributions() if modules else {}
+    wanted = [*distributions, *(d for m in modules for d in sorted(set(providers.get(m, []))))]
+    for dist in wanted:
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            continue
     return out
 
 
@@ -126,7 +127,7 @@ def header(program: str, *, device: str, threads: int, config: Mapping[str, Any]
     after them. ``files``: ``io.source_files``'s inputs (their relative paths are listed); ``read``: the
     reader's ``io.ReadReport`` (or its dict); ``bytes_read``: bytes read per pass (default: one pass, the
     reader's text bytes); ``timings``: the run's ``Steps.timings`` (the same dict: later steps appear);
-    ``packages``: more software to name in ``versions``."""
+    ``packages``: more distributions to name in ``versions``."""
     rd = read.to_dict() if hasattr(read, "to_dict") else dict(read or {})
     return {"program": program, "gpu_dedup_version": __version__, "created": created(), "device": device,
             "array_backend": array_backend(device), "threads": threads, "versions": versions(*packages),

@@ -157,6 +157,7 @@ def test_versions_and_created():
     assert list(v) == ["python", "numpy", "numba", "pyarrow"] and v["numba"] == numba.__version__
     assert R.versions("no-such-distribution-xyz") == v  # not installed: not listed
     assert list(R.versions("pytest"))[-1] == "pytest"
+    assert R.versions(modules=("_pytest",))["pytest"] == R.versions("pytest")["pytest"]  # an import name
     assert R.created().endswith("+00:00") and "T" in R.created()
 
 

@@ -495,7 +495,7 @@ def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path
                                       if cfg.quantize else None)},
         "inputs": [dataclasses.asdict(f) for f in data.files],
         "fields": {"text": cfg.text_field, "label": cfg.label_field, "group": cfg.group_field},
-        "versions": versions("fasttext"),
+        "versions": versions(modules=("fasttext",)),
         "config": dataclasses.asdict(cfg),
     }
 

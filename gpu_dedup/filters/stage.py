@@ -20,10 +20,11 @@ and the audit read the same numbers.
 Passes over the input: one; a second when DSIR is on (the raw corpus's feature distribution is known only
 after the first); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/.
 
-Outputs (OUT): scores.parquet (id, row, every score column, domain, keep, reason), filtered/ (the kept
-records, byte for byte, in the input's format and layout), audit.parquet (random accepted and rejected
-documents with their text and scores), run.json (configuration, models, counts, retention per
-threshold, timings) and report.html.
+Outputs (OUT): scores.parquet (id, row, every score column, domain, keep, reason; its declared schema is
+``decisions.scores_schema``, the reason an int8 code over ``reasons(scorers)`` written as its name),
+filtered/ (the kept records, byte for byte, in the input's format and layout), audit.parquet (random
+accepted and rejected documents with their text and scores), run.json (the shared run header, then models,
+order, retention per threshold) and report.html: written through the run skeleton (gpu_dedup/run.py).
 """
 from __future__ import annotations
 

@@ -140,9 +140,9 @@ def _note_compiling(k) -> None:
 
 def _say_compiling(n: int) -> None:
     from .constants import COMPILE_S_PER_KERNEL
-    from .kernels import _launch
+    from . import kernels
 
-    where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(_launch.__file__), "__pycache__")
+    where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(kernels.__file__), "__pycache__")
     logger.info("compiling %d kernel%s (first run only, ~%.0f s on 2 busy cores; cached in %s; `gpu-dedup "
                 "warmup` compiles every command's ahead)", n, "" if n == 1 else "s", n * COMPILE_S_PER_KERNEL, where)
 

@@ -142,14 +142,3 @@ def known_text_bytes(files, text_field: str) -> int:
             continue
     return int(total * 0.9)
 
-
-def runtime_versions() -> dict[str, str]:
-    """What run.json records of the software that computed it: Python and the array / kernel libraries."""
-    import platform
-
-    import numba
-    import numpy
-    import pyarrow
-
-    return {"python": platform.python_version(), "numpy": numpy.__version__, "numba": numba.__version__,
-            "pyarrow": pyarrow.__version__}

@@ -17,7 +17,6 @@ kept documents (after the index it ran against, when given) as the next generati
 """
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import os
 import re
@@ -40,6 +39,7 @@ from .text.normalize import normalize_text
 from .lexical.signatures import Documents
 from .lexical.verify import ShingleSets, shingle_sets
 from .outputs import LOCK, LOCK_INFO, ManifestError, check_directory, read_manifest, require_keys
+from .run import created
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ class IndexWriter:
             "documents": self.rows, "has_shingles": self.has_shingles,
             "parent": ({"path": self.parent.path, "generation": self.parent.manifest["generation"],
                         "documents": len(self.parent)} if self.parent else None),
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": created(),
         }
         io.write_json_atomic(manifest, os.path.join(self.path, "manifest.json"))
         return manifest

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as _dt
 import logging
 import os
 import tempfile
@@ -25,73 +24,38 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import io
-from ._version import __version__
 from .config import RunConfig, keep_column
 from .contract import contract, contract_fingerprint
-from .decisions import summary_counts
-from .device import array_backend, batch_bytes, cache_bytes, note_compiling, resolve_device, set_threads
-from .engine import TextCache, known_text_bytes, runtime_versions
-from .errors import ConfigError, DataError, UsageError
+from .decisions import decisions_schema, scores_schema, summary_counts, value_counts
+from .device import batch_bytes, cache_bytes, note_compiling
+from .engine import TextCache, known_text_bytes
+from .errors import ConfigError
 from .lexical.decide import Decided, decide
 from .lexical.signatures import Documents, read_signatures, reader_name
-from .outputs import check_outside_inputs, input_roots, own
+from .outputs import input_roots
+from .run import RunResult, finish, header, owned, resources, write_table
 from .workdir import WorkDir, checkpoint
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class DedupResult:
+class DedupResult(RunResult):
     """decisions: one row per input document (schema ``DECISIONS_SCHEMA``), in input order.
-    stats: what run.json holds. output_dir: where outputs were written (None for in-memory runs)."""
+    stats: what run.json holds. output_dir: where outputs were written (None for in-memory runs).
+    ``summary()``, ``filter(data)``, ``keep_mask``, ``kept``, ``removed``, ``to_pandas()``: ``run.RunResult``'s,
+    the surface every program's result shares."""
 
+    TABLE = "decisions"
     decisions: pa.Table
     stats: dict[str, Any]
     output_dir: str | None = None
 
-    @property
-    def kept(self) -> int:
-        return int(pc.sum(self.decisions["keep"]).as_py() or 0)
-
-    @property
-    def removed(self) -> int:
-        return self.decisions.num_rows - self.kept
-
-    @property
-    def keep_mask(self) -> np.ndarray:
-        """bool (n,): True for the kept documents, in input order."""
-        return np.asarray(self.decisions["keep"].to_numpy(zero_copy_only=False), bool)
-
     def kept_ids(self) -> pa.Array:
         """The ids of the kept documents, in input order."""
         return self.decisions["id"].filter(self.decisions["keep"]).combine_chunks()
-
-    def filter(self, data: Any) -> Any:
-        """The kept rows of ``data``: a pyarrow Table or a pandas DataFrame holding one row per input document
-        in input order (the source of an in-memory run, or any table aligned with it). Returns the same type."""
-        n = len(data)
-        if n != self.decisions.num_rows:
-            raise DataError(f"filter: the data has {n:,} rows but this run decided {self.decisions.num_rows:,} "
-                            "documents; pass the table the run read (one row per document, in input order)")
-        mask = self.keep_mask
-        if isinstance(data, pa.Table):
-            return data.filter(pa.array(mask))
-        if hasattr(data, "iloc"):  # pandas
-            return data.iloc[np.flatnonzero(mask)]
-        raise UsageError(f"filter takes a pyarrow Table or a pandas DataFrame, got {type(data).__name__}")
-
-    def to_pandas(self):
-        """The decisions as a pandas DataFrame."""
-        return self.decisions.to_pandas()
-
-    def summary(self) -> str:
-        c = self.stats["counts"]
-        parts = [f"{c['input']:,} documents: {c['kept']:,} kept, {c['removed']:,} removed"]
-        by = ", ".join(f"{k} {v:,}" for k, v in c["by_reason"].items() if v)
-        return parts[0] + (f" ({by})" if by else "")
 
 
 def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None, *,
@@ -129,9 +93,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     """
     t_start = time.perf_counter()  # run.json's total: from here (device and thread set-up included)
     cfg = (config or RunConfig()).replace(**overrides) if overrides else (config or RunConfig())
-    device = resolve_device(cfg.device)
+    device, threads = resources(cfg.device, cfg.threads)
     cfg = cfg.replace(batch_bytes=batch_bytes(cfg.batch_bytes, device))
-    threads = set_threads(cfg.threads)
     index = None
     if against is not None:
         from .index import load_index
@@ -163,9 +126,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
 
         check_index_target(os.fspath(save_index), os.fspath(against) if against is not None else None)
     roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
-    check_outside_inputs({"output_dir": out, "work_dir": wd, "save_index": save_index}, roots)
-    with own(out, work_dir=wd, index_dir=save_index, command="deduplicate", overwrite=overwrite, resume=resume,
-             roots=roots, flag="overwrite=True"):
+    with owned(out, work_dir=wd, index_dir=save_index, command="deduplicate", overwrite=overwrite, resume=resume,
+               roots=roots):
         if engine == "ray":
             result = _run_ray(cfg, device, threads=threads, t_start=t_start, files=files, out=out, work=wd,
                               workers=workers, address=address, partitions=partitions, resume=resume,
@@ -257,12 +219,11 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     stats["engine"] = {"name": engine, "workers": workers}
     stats["parquet_text_reader"] = reader_name(cfg, device, prefilter=pre is not None)
     if pre is not None:
-        reasons = scores["reason"].to_numpy(zero_copy_only=False)
-        u, k = np.unique(reasons.astype(str), return_counts=True)
+        # by reason name, in name order (the table's reason column: the filter's vocabulary, as strings)
         stats["prefilter"] = {**pre.describe(), "config": dataclasses.asdict(prefilter),
-                              "by_reason": {str(a): int(b) for a, b in zip(u, k)}}
+                              "by_reason": dict(sorted(value_counts(scores["reason"]).items()))}
         if out is not None:
-            io.write_parquet_atomic(scores, os.path.join(out, "scores.parquet"))
+            write_table(scores, scores_schema(scores.column_names), os.path.join(out, "scores.parquet"))
     if work is not None:
         stats["work_dir"] = {"path": work.path, "pieces_reused": work.reused, "pieces_computed": work.recomputed}
     if out is not None:
@@ -271,7 +232,7 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     busy = timings["total"] - timings.get("compile", 0.0)
     stats["throughput_docs_per_s"] = len(docs) / busy if busy > 0 else None
     if out is not None:
-        _write_run_json_and_report(out, stats, files)
+        _finish(out, stats, files)
     return DedupResult(decided.decisions, stats, out)
 
 
@@ -306,27 +267,24 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
     checkpoint("decisions")
     first = 1 if index is not None else 0  # an --against index is the Ray run's file 0 (no decisions)
     distributed.write_decisions(work, len(files) + first, path, first)
-    stats = {"gpu_dedup_version": __version__,
-             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-             "device": device, "array_backend": array_backend(device), "threads": threads,
-             "parquet_text_reader": reader_name(cfg, device), "versions": runtime_versions(),
-             "config": cfg.to_dict(), "contract": contract(cfg), "contract_fingerprint": fp,
-             "inputs": [f.relpath for f in files], "input_paths": [f.path for f in files if f.fmt != "table"],
-             "read": got["read"],
-             "bytes_read": {"pass1_text": got["read"]["bytes_text"],
-                            "verification_text": got["stages"]["verify"]["text_bytes_read"],
-                            "deduplicated_input_files": sum(io.file_size(f) for f in files if f.fmt != "table")
-                            if out is not None and cfg.write_deduplicated else 0},
-             "counts": got["counts"], "stages": got["stages"], "timings_s": timings, "engine": got["engine"],
-             "work_dir": {"path": work, "pieces_reused": got["engine"]["sign_tasks_reused"],
-                          "pieces_computed": len(files) - got["engine"]["sign_tasks_reused"]}}
+    bytes_read = {"pass1_text": got["read"]["bytes_text"],
+                  "verification_text": got["stages"]["verify"]["text_bytes_read"],
+                  "deduplicated_input_files": sum(io.file_size(f) for f in files if f.fmt != "table")
+                  if out is not None and cfg.write_deduplicated else 0}
+    stats = header("deduplicate", device=device, threads=threads, config=cfg.to_dict(), files=files,
+                   read=got["read"], bytes_read=bytes_read, counts=got["counts"], timings=timings)
+    stats.update({"parquet_text_reader": reader_name(cfg, device), "contract": contract(cfg),
+                  "contract_fingerprint": fp, "input_paths": [f.path for f in files if f.fmt != "table"],
+                  "stages": got["stages"], "engine": got["engine"],
+                  "work_dir": {"path": work, "pieces_reused": got["engine"]["sign_tasks_reused"],
+                               "pieces_computed": len(files) - got["engine"]["sign_tasks_reused"]}})
     if out is not None and cfg.write_deduplicated:
         stats["deduplicated"] = got["deduplicated"]
     timings["total"] = time.perf_counter() - t_start
     n = got["counts"]["input"]
     stats["throughput_docs_per_s"] = n / timings["total"] if timings["total"] > 0 else None
     if out is not None:
-        _write_run_json_and_report(out, stats, files)
+        _finish(out, stats, files)
     return _FileDecisions(path, stats, out)
 
 
@@ -398,26 +356,17 @@ def _run_stats(cfg: RunConfig, device: str, threads: int, files, report, docs: D
     counts["text_bytes"] = {"input": int(docs.text_bytes.sum()), "kept": int(docs.text_bytes[keep].sum())}
     counts["words"] = {"input": int(docs.words.sum()), "kept": int(docs.words[keep].sum()),
                        "note": "words of the normalized text (space-separated runs)"}
-    return {
-        "gpu_dedup_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": device, "array_backend": array_backend(device), "threads": threads,
-        "parquet_text_reader": reader_name(cfg, device),
-        "versions": runtime_versions(),
-        "config": cfg.to_dict(),
-        "contract": contract(cfg), "contract_fingerprint": contract_fingerprint(contract(cfg)),
-        "inputs": [f.relpath for f in files],
-        "input_paths": [f.path for f in files if f.fmt != "table"],
-        "read": report.to_dict(),
-        # what each pass read: pass 1's text, verification's second read (0 when pass 1's text was kept),
-        # and the input files read whole again to copy the kept records (0 when not written)
-        "bytes_read": {"pass1_text": report.bytes_text,
-                       "verification_text": decided.stats.get("verify", {}).get("text_bytes_read", 0),
-                       "deduplicated_input_files": 0},
-        "counts": counts,
-        "stages": decided.stats,
-        "timings_s": timings,
-    }
+    # what each pass read: pass 1's text, verification's second read (0 when pass 1's text was kept),
+    # and the input files read whole again to copy the kept records (0 when not written)
+    bytes_read = {"pass1_text": report.bytes_text,
+                  "verification_text": decided.stats.get("verify", {}).get("text_bytes_read", 0),
+                  "deduplicated_input_files": 0}
+    stats = header("deduplicate", device=device, threads=threads, config=cfg.to_dict(), files=files, read=report,
+                   bytes_read=bytes_read, counts=counts, timings=timings)
+    stats.update({"parquet_text_reader": reader_name(cfg, device), "contract": contract(cfg),
+                  "contract_fingerprint": contract_fingerprint(contract(cfg)),
+                  "input_paths": [f.path for f in files if f.fmt != "table"], "stages": decided.stats})
+    return stats
 
 
 def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: Decided, stats: dict[str, Any],
@@ -440,23 +389,15 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
                                                               if f.fmt != "table")
     timings["write_deduplicated"] = time.perf_counter() - t
     checkpoint("decisions")
-    io.write_parquet_atomic(decided.decisions, os.path.join(out, "decisions.parquet"))
+    schema = decisions_schema(semantic="cosine" in decided.decisions.column_names)
+    write_table(decided.decisions, schema, os.path.join(out, "decisions.parquet"))
 
 
-def _write_run_json_and_report(out: str, stats: dict[str, Any], files) -> None:
-    io.write_json_atomic(stats, os.path.join(out, "run.json"))
-    t = time.perf_counter()
-    try:
+def _finish(out: str, stats: dict[str, Any], files) -> None:
+    """run.json, then report.html (drawn from it; a failure never fails the run), then run.json again."""
+    def report() -> str:
         from .report import write_report
 
-        write_report(out, source=files)
-        logger.info("report: %s (%.1f s)", os.path.join(out, "report.html"), time.perf_counter() - t)
-    except Exception as exc:  # the report is a convenience: never lose a finished run to it
-        logger.warning("run report not written (%s); outputs are complete; retry with: gpu-dedup report %s",
-                       exc, out, exc_info=True)
-    # the report (drawn from the run.json above) is part of the run's wall time: run.json says how long it took
-    timings = stats["timings_s"]
-    timings["report"] = time.perf_counter() - t
-    timings["total"] += timings["report"]
-    io.write_json_atomic(stats, os.path.join(out, "run.json"))
+        return write_report(out, source=files)
 
+    finish(out, stats, report=report)

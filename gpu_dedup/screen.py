@@ -32,6 +32,7 @@ n-gram), counts.json (per benchmark) and screen.json (configuration, policy, tot
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -45,11 +46,11 @@ import pyarrow as pa
 from . import io
 from .config import InputConfig, NormalizeConfig, is_int
 from .constants import MAX_NGRAM
-from .device import (array_backend, array_module, batch_bytes, note_compiling, repeat_index, resolve_device,
-                     to_device, to_host)
+from .device import array_module, batch_bytes, note_compiling, repeat_index, to_device, to_host
 from .errors import ConfigError, DataError, MissingFileError, RunError
 from .io.text import arrow_text_buffers
 from .ops import bloom as bloom_ops
+from .run import Steps, finish, header, resources, write_table
 from .text.normalize import device_tables, normalize_arrays, normalize_text
 
 logger = logging.getLogger(__name__)
@@ -460,12 +461,12 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
     module docstring). Streams the corpus in batches; the benchmark index is held in memory (8 bytes per
     distinct n-gram on the device, 16 per (n-gram, item) pair on the host). Never modifies the corpus."""
     cfg = cfg or ScreenConfig()
-    device = resolve_device(device)
+    device, threads = resources(device)
     note_compiling(device, ("screen",))  # before any bar: a first run compiles the n-gram hash kernels
-    t0 = time.perf_counter()
-    items = read_benchmarks(benchmark_files, cfg)
-    index = build_index(items, cfg, device)
-    t_index = time.perf_counter() - t0
+    steps = Steps()
+    with steps("index"):
+        items = read_benchmarks(benchmark_files, cfg)
+        index = build_index(items, cfg, device)
     files = io.source_files(corpus_source)
     report = io.ReadReport()
     bb = batch_bytes(cfg.batch_bytes, device)
@@ -473,7 +474,7 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
     docs_scanned = bytes_scanned = 0
     t1 = time.perf_counter()
     for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
-                                 on_error=cfg.on_error, report=report):
+                                 on_error=cfg.on_error, report=report):  # the scan step (timed by hand: a loop)
         found = screen_batch(batch.text, index, cfg, device)
         docs_scanned += len(batch.text)
         source = files[batch.file_index].relpath
@@ -485,7 +486,7 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
                 rows[key].append(m[key])
             rows["row"].append(batch.row_start + m["doc"])
             rows["source"].append(source)
-    t_scan = time.perf_counter() - t1
+    t_scan = steps.timings["scan"] = time.perf_counter() - t1
     bytes_scanned = report.bytes_text
     matches = pa.table(rows, schema=MATCHES_SCHEMA)
     counts = index.counts
@@ -494,24 +495,26 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
         counts[name]["match_rows"] = len(sel)
         counts[name]["documents_flagged"] = len({rows["row"][i] for i in sel})
         counts[name]["items_matched"] = len({rows["item_id"][i] for i in sel})
-    stats = {
-        "stage": "screen", "device": device, "array_backend": array_backend(device), "policy": index.policy,
-        "inputs": [f.relpath for f in files], "benchmarks": items.names, "read": report.to_dict(),
-        "totals": {"documents": docs_scanned, "bytes": bytes_scanned,
-                   "documents_flagged": len(set(rows["row"])), "match_rows": len(rows["row"])},
-        "timings_s": {"index": t_index, "scan": t_scan},
+    totals = {"documents": docs_scanned, "bytes": bytes_scanned, "documents_flagged": len(set(rows["row"])),
+              "match_rows": len(rows["row"])}
+    stats = header("screen", device=device, threads=threads, config=dataclasses.asdict(cfg), files=files,
+                   read=report, counts=totals, timings=steps.timings)
+    stats.update({
+        "stage": "screen", "policy": index.policy, "benchmarks": items.names,
+        "totals": totals,  # = counts (the shared header's name), kept under its earlier name
         "throughput": {"docs_per_s": docs_scanned / t_scan if t_scan > 0 else None,
                        "mb_per_s": bytes_scanned / 1e6 / t_scan if t_scan > 0 else None},
         "note": "n-gram overlap is a bounded contamination signal: it reports, never removes; short items, "
                 "paraphrases and translations can evade it",
-    }
+    })
+    steps.total()
     out = None
     if output_dir is not None:
         out = os.fspath(output_dir)
         os.makedirs(out, exist_ok=True)
-        io.write_parquet_atomic(matches, os.path.join(out, "matches.parquet"))
+        write_table(matches, MATCHES_SCHEMA, os.path.join(out, "matches.parquet"))
         io.write_json_atomic(counts, os.path.join(out, "counts.json"))
-        io.write_json_atomic(stats, os.path.join(out, "screen.json"))
+        finish(out, stats, name="screen.json")
     logger.info("screen: %d of %d documents flagged", stats["totals"]["documents_flagged"], docs_scanned)
     return ScreenResult(matches, counts, stats, out)
 

@@ -185,9 +185,14 @@ def test_card_contents(trained):
     assert tr["effective_args"]["wordNgrams"] == 2 and tr["effective_args"]["loss"] == "softmax"
     owners = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()
               if any(str(f) == "fasttext/__init__.py" for f in d.files or ())}
-    assert owners and card["versions"] == {"fasttext": owners,
-                                "numpy": np.__version__, "gpu_dedup": __version__,
-                                "python": ".".join(map(str, sys.version_info[:3]))}
+    import numba
+    import pyarrow
+
+    # run.versions: the software every run record names, then the distributions providing fasttext
+    assert owners and card["versions"] == {"python": ".".join(map(str, sys.version_info[:3])),
+                                           "numpy": np.__version__, "numba": numba.__version__,
+                                           "pyarrow": pyarrow.__version__, **owners}
+    assert card["gpu_dedup_version"] == __version__
     assert card["split"]["groups_from"] == "field 'group'" and card["split"]["seed"] == 0
     assert card["config"]["validation_fraction"] == 0.2 and card["created"].endswith("+00:00")
     text = format_summary(card)

@@ -49,8 +49,8 @@ from ..lexical.bandkeys import BandKeys
 from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
 from ..lexical.exact import exact_groups
 from ..lexical.minhash import permutation_params
-from ..lexical.signatures import _compute_file, _piece_of
-from ..lexical.verify import ShingleSets, _shingle_sets_pass
+from ..lexical.signatures import compute_file, piece_of
+from ..lexical.verify import ShingleSets, shingle_sets_pass
 from ..workdir import band_column
 from .options import IndexSource, index_piece, rep_positions
 from .rows import ASSIGN_SCHEMA, Job, keep_columns, piece_keep_order, read_piece, run_once
@@ -107,9 +107,9 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
         piece, report, tm, stamp = index_piece(cfg, f), io.ReadReport().to_dict(), {}, f.stamp()
     else:
         before = None if f.fmt == "table" else file_identity(f)
-        part, report, tm = _compute_file(f, cfg, job.device, permutation_params(cfg.minhash),
+        part, report, tm = compute_file(f, cfg, job.device, permutation_params(cfg.minhash),
                                          steps=_score_steps(cfg, job.device))
-        piece, stamp = _piece_of(part, cfg), input_stamp(f, before)
+        piece, stamp = piece_of(part, cfg), input_stamp(f, before)
     lay = job.layout
     lay.write(piece, "pieces", f"f{fi:06d}")
     exact = pa.table({"local": pa.array(np.arange(piece.num_rows, dtype=np.int64)),
@@ -340,7 +340,7 @@ def members(job: Job, fi: int) -> dict[str, Any]:
 
             sets = Index(src.path, src.manifest, None, None, None, None).shingle_sets(local)
         else:
-            sets, reread = _shingle_sets_pass(cfg, job.device, [src], local, np.arange(local.shape[0]))
+            sets, reread = shingle_sets_pass(cfg, job.device, [src], local, np.arange(local.shape[0]))
         sizes = np.asarray(to_host(sets.sizes), np.int64)
         starts = np.repeat(np.asarray(to_host(sets.offsets), np.int64), sizes)
         within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)

@@ -20,14 +20,14 @@ and the audit read the same numbers.
 Passes over the input: one; a second when DSIR is on (the raw corpus's feature distribution is known only
 after the first); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/.
 
-Outputs (OUT): scores.parquet (id, row, every score column, domain, keep, reason), filtered/ (the kept
-records, byte for byte, in the input's format and layout), audit.parquet (random accepted and rejected
-documents with their text and scores), run.json (configuration, models, counts, retention per
-threshold, timings) and report.html.
+Outputs (OUT): scores.parquet (id, row, every score column, domain, keep, reason; its declared schema is
+``decisions.scores_schema``, the reason an int8 code over ``reasons(scorers)`` written as its name),
+filtered/ (the kept records, byte for byte, in the input's format and layout), audit.parquet (random
+accepted and rejected documents with their text and scores), run.json (the shared run header, then models,
+order, retention per threshold) and report.html: written through the run skeleton (gpu_dedup/run.py).
 """
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import os
 import time
@@ -39,11 +39,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import io
-from .._version import __version__
 from ..config import is_int
-from ..device import array_backend, batch_bytes, note_compiling, resolve_device, set_threads
-from ..engine import progress, runtime_versions
+from ..decisions import FILTER_KEPT, filter_reasons, reason_array, scores_schema, value_counts
+from ..device import batch_bytes, note_compiling, set_threads
+from ..engine import progress
 from ..errors import ConfigError, DataError, RunError
+from ..run import RunResult, Steps, finish, header, owned, resources, write_table
 from .config import FilterConfig
 from .scorers import Scorers
 from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, perplexity_rank_stats, rank_keep,
@@ -54,15 +55,19 @@ RETENTION_POINTS = 21  # thresholds per score column in the retention table
 
 
 @dataclass
-class FilterResult:
-    """scores: one row per input document (``scores.parquet``); stats: what run.json holds."""
+class FilterResult(RunResult):
+    """scores: one row per input document (``scores.parquet``); stats: what run.json holds. ``summary()``,
+    ``filter(data)``, ``keep_mask``, ``kept``, ``removed``, ``to_pandas()``: ``run.RunResult``'s, the surface
+    every program's result shares."""
 
+    TABLE = "scores"
     scores: pa.Table
     stats: dict[str, Any]
     output_dir: str | None = None
 
     @property
     def keep(self) -> np.ndarray:
+        """bool (n,): the ``keep`` column (``keep_mask``)."""
         return self.scores["keep"].to_numpy(zero_copy_only=False)
 
 
@@ -99,42 +104,42 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
     ray_args = (workers, address) if engine == "ray" else None
     if output_dir is None:
         return _filter(source, cfg, None, ray_args)
-    from ..outputs import check_outside_inputs, input_roots, own
+    from ..outputs import input_roots
 
     out = os.fspath(output_dir)
     roots = input_roots(source) + (input_roots(list(cfg.dsir_target)) if cfg.dsir_target else [])
-    check_outside_inputs({"output_dir": out}, roots)
-    with own(out, command="filter", overwrite=overwrite, roots=roots, flag="overwrite=True"):
+    with owned(out, command="filter", overwrite=overwrite, roots=roots):
         return _filter(source, cfg, out, ray_args)
 
 
 def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | None = None) -> FilterResult:
     t0 = time.perf_counter()
-    device = resolve_device(cfg.device)
-    threads = set_threads(cfg.threads)
+    steps = Steps(t0)
+    timings = steps.timings
+    device, threads = resources(cfg.device, cfg.threads)
     files = io.source_files(source)
     scorers = Scorers.load(cfg, device)
-    timings: dict[str, float] = {}
     report = io.ReadReport()
     dsir = _Dsir(cfg, device) if cfg.dsir_target else None
     if ray_args is None:
         cols, file_rows = _score_pass(files, cfg, device, scorers, dsir, report)
     else:
         cols, file_rows = _score_pass_ray(files, cfg, device, dsir, report, *ray_args)
-    timings["score"] = time.perf_counter() - t0
+    timings["score"] = time.perf_counter() - t0  # set-up (device, models) included
     n = len(cols["id"])
     if cfg.perplexity_buckets:
         cols["perplexity_bucket"] = perplexity_buckets(cols["perplexity"], cfg.perplexity_buckets,
                                                        cols.get("perplexity_lang"))
     keep, reason = decide(cols, cfg, scorers)
-    stats: dict[str, Any] = {}
+    dsir_stats = None
     if dsir is not None:
-        t = time.perf_counter()
-        keep, reason, stats["dsir"] = dsir.select(files, cfg, cols, keep, reason)
-        timings["dsir"] = time.perf_counter() - t
+        with steps("dsir"):
+            keep, reason, dsir_stats = dsir.select(files, cfg, cols, keep, reason)
     cols["keep"], cols["reason"] = keep, reason
     table = scores_table(cols)
-    stats.update(_stats(cfg, device, threads, files, report, scorers, table, n))
+    stats = _stats(cfg, device, threads, files, report, scorers, table, n, timings)
+    if dsir_stats is not None:
+        stats["dsir"] = dsir_stats
     if any(c.spec.retention is not None for c in scorers.classifiers):
         stats["stochastic_retention"] = retention_curves(cols, scorers)
     if cfg.perplexity_keep is not None or cfg.perplexity_buckets:
@@ -152,15 +157,14 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
         {"name": "ray", "workers": ray_args[0], "address": ray_args[1], "tasks": len(files)}
     if out is not None:
         os.makedirs(out, exist_ok=True)
-        t = time.perf_counter()
-        io.write_parquet_atomic(table, os.path.join(out, "scores.parquet"))
-        if cfg.write_filtered:
-            stats["filtered"] = io.write_kept(files, keep, os.path.join(out, "filtered"), id_field=cfg.id_field,
-                                              text_field=cfg.text_field, on_error=cfg.on_error,
-                                              file_rows=file_rows)
-        timings["write"] = time.perf_counter() - t
-        if cfg.audit:
-            t = time.perf_counter()
+        with steps("write"):
+            write_table(table, scores_schema(table.column_names), os.path.join(out, "scores.parquet"))
+            if cfg.write_filtered:
+                stats["filtered"] = io.write_kept(files, keep, os.path.join(out, "filtered"), id_field=cfg.id_field,
+                                                  text_field=cfg.text_field, on_error=cfg.on_error,
+                                                  file_rows=file_rows)
+    if out is not None and cfg.audit:
+        with steps("audit"):
             audit, percentiles = audit_sample(files, cfg, table)
             io.write_parquet_atomic(audit, os.path.join(out, "audit.parquet"))
             io.write_parquet_atomic(percentiles, os.path.join(out, "audit_percentiles.parquet"))
@@ -171,29 +175,28 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
                                               "percentiles": list(AUDIT_PERCENTILES), "rows": percentiles.num_rows,
                                               "note": "per score, the document of rank round(q/100 * (m-1)) "
                                                       "among the m scored, ties by input order"}}
-            timings["audit"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - t0
-    stats["timings_s"] = timings
+    steps.total()
     stats["throughput_docs_per_s"] = n / timings["score"] if timings["score"] > 0 else None
     if out is not None:
-        io.write_json_atomic(stats, os.path.join(out, "run.json"))
-        try:
+        def report() -> str:
             from .report import write_filter_report
 
-            write_filter_report(out)
-        except Exception as exc:  # the report is a convenience: never lose a finished run to it
-            logger.warning("filter report not written (%s); the outputs are complete", exc, exc_info=True)
+            return write_filter_report(out)
+
+        finish(out, stats, report=report, what="filter")
     logger.info("filter: kept %d of %d documents", int(keep.sum()), n)
     return FilterResult(table, stats, out)
 
 
 # ------------------------------------------------------------------------------------------ the pass
 def concat_columns(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One column dict from the batches' (in row order); the id, row and empty columns even with none."""
+    """One column dict from the batches' (in row order); the id, row and empty columns even with none. Arrow
+    columns (the ids, the reason codes of ``decide``: one dictionary per run) stay Arrow arrays."""
     if not parts:
         return {"id": pa.array([], pa.string()), "row": np.zeros(0, np.int64), "empty": np.zeros(0, bool)}
-    return {k: (pa.chunked_array([p[k] for p in parts], pa.string()).combine_chunks() if k == "id"
-                else np.concatenate([p[k] for p in parts])) for k in parts[0]}
+    return {k: (pa.chunked_array([p[k] for p in parts], pa.string() if k == "id" else parts[0][k].type)
+                .combine_chunks() if isinstance(parts[0][k], pa.Array) else np.concatenate([p[k] for p in parts]))
+            for k in parts[0]}
 
 
 def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, report) -> tuple[dict, list[int]]:
@@ -270,15 +273,29 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
 
 
 # --------------------------------------------------------------------------------------- decisions
-def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[np.ndarray, np.ndarray]:
-    """(keep bool (n,), reason object (n,)) by the order in the module docstring (DSIR excepted)."""
+def reasons(scorers: Scorers) -> tuple[str, ...]:
+    """The vocabulary of this run's reason codes (``decisions.filter_reasons``): the fixed reasons, every rule's
+    column and every classifier's."""
+    rules: list[str] = []
+    if scorers.rules is not None:
+        from .rules import describe
+
+        rules = list(describe(scorers.rules))
+    return filter_reasons(rules, [c.spec.column for c in scorers.classifiers])
+
+
+def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[np.ndarray, pa.DictionaryArray]:
+    """(keep bool (n,), reason: int8 codes over ``reasons(scorers)`` as a dictionary array (n,)) by the order in
+    the module docstring (DSIR excepted)."""
     n = len(cols["row"])
+    vocab = reasons(scorers)
+    code = {r: i for i, r in enumerate(vocab)}
     keep = np.ones(n, bool)
-    reason = np.full(n, "kept", dtype=object)
+    reason = np.full(n, code[FILTER_KEPT], dtype=np.int8)
 
     def reject(mask: np.ndarray, why: str) -> None:
         hit = keep & mask
-        reason[hit] = why
+        reason[hit] = code[why]
         keep[hit] = False
 
     reject(cols["empty"], "empty")
@@ -335,7 +352,7 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[n
     tests = {"lid": lid, "rules": rules, "perplexity": perplexity, "classifiers": classifiers}
     for family in cfg.order:
         tests[family]()
-    return keep, reason
+    return keep, reason_array(reason, vocab)
 
 
 class _Dsir:
@@ -389,8 +406,10 @@ class _Dsir:
         chosen = pool[np.asarray(gumbel_topk(w[pool], k, cfg.seed), np.int64)] if k else np.zeros(0, np.int64)
         selected = np.zeros(len(keep), bool)
         selected[chosen] = True
-        reason = reason.copy()
-        reason[keep & ~selected] = "dsir_weight"
+        vocab = reason.dictionary.to_pylist()
+        codes = reason.indices.to_numpy(zero_copy_only=False).copy()
+        codes[keep & ~selected] = vocab.index("dsir_weight")
+        reason = reason_array(codes, vocab)
         selected_counts = np.zeros(self.cfg.buckets, np.float64)
         for b in self._batches(files, cfg):
             rows = np.flatnonzero(selected[b.row_start:b.row_start + len(b.text)])
@@ -410,17 +429,16 @@ class _Dsir:
 
 
 # ------------------------------------------------------------------------------------------ outputs
-SCORE_ORDER = ("id", "row", "lid_label", "lid_prob", "script_lang", "script_frac", "domain")
-
-
 def scores_table(cols: dict[str, Any]) -> pa.Table:
-    names = [k for k in SCORE_ORDER if k in cols]
-    names += [k for k in cols if k not in names and k not in ("empty", "keep", "reason")]
-    names += ["keep", "reason"]
+    """scores.parquet from the run's columns, of its declared schema (``decisions.scores_schema``): the
+    reason codes as their names, a float score NaN (not scored) as null."""
+    schema = scores_schema(list(cols))
     arrays = []
-    for k in names:
+    for k in schema.names:
         v = cols[k]
-        if isinstance(v, (pa.Array, pa.ChunkedArray)):
+        if isinstance(v, pa.DictionaryArray):
+            arrays.append(v.cast(pa.string()))
+        elif isinstance(v, (pa.Array, pa.ChunkedArray)):
             arrays.append(v)
         elif v.dtype == object:
             arrays.append(pa.array(v.tolist(), pa.string()))
@@ -430,7 +448,7 @@ def scores_table(cols: dict[str, Any]) -> pa.Table:
             arrays.append(pa.array(v, mask=np.isnan(v)))
         else:
             arrays.append(pa.array(v))
-    return pa.table(dict(zip(names, arrays)))
+    return pa.table(dict(zip(schema.names, arrays)), schema=schema)
 
 
 def retention(values: np.ndarray, direction: str, points: int = RETENTION_POINTS) -> list[dict[str, float]]:
@@ -457,15 +475,13 @@ DIRECTIONS = {"lid_prob": "min", "perplexity": "max", "dsir_weight": "min"}
 
 
 def _stats(cfg: FilterConfig, device: str, threads: int, files, report, scorers: Scorers, table: pa.Table,
-           n: int) -> dict[str, Any]:
+           n: int, timings: dict[str, float]) -> dict[str, Any]:
+    """run.json: the shared header (``run.header``), then the filter's models, order and retention."""
     import dataclasses
 
     from .rules import describe as describe_rules
 
-    reasons = table["reason"].to_numpy(zero_copy_only=False) if n else np.zeros(0, object)
-    by_reason: dict[str, int] = {}
-    for r in reasons:
-        by_reason[r] = by_reason.get(r, 0) + 1
+    by_reason = value_counts(table["reason"])  # in order of first appearance
     kept = int(np.sum(table["keep"].to_numpy(zero_copy_only=False))) if n else 0
     directions = dict(DIRECTIONS)
     for c in scorers.classifiers:
@@ -477,12 +493,11 @@ def _stats(cfg: FilterConfig, device: str, threads: int, files, report, scorers:
             directions[column] = "min" if rule.get("min") is not None else "max"
     ret = {col: retention(table[col].to_numpy(zero_copy_only=False), d)
            for col, d in directions.items() if col in table.column_names}
-    config = dataclasses.asdict(cfg)
+    counts = {"input": n, "kept": kept, "removed": n - kept, "by_reason": by_reason}
+    stats = header("filter", device=device, threads=threads, config=dataclasses.asdict(cfg), files=files,
+                   read=report, counts=counts, timings=timings)
     return {
-        "stage": "filter", "gpu_dedup_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": device, "array_backend": array_backend(device), "threads": threads,
-        "versions": runtime_versions(), "config": config, "models": scorers.describe(),
+        **stats, "stage": "filter", "models": scorers.describe(),
         "order": ["empty"] + [col for family in cfg.order for col in {
             "lid": ["lid_label", "lid_prob"], "classifiers": [c.spec.column for c in scorers.classifiers],
             "perplexity": ["perplexity"],
@@ -491,8 +506,6 @@ def _stats(cfg: FilterConfig, device: str, threads: int, files, report, scorers:
         "order_families": list(cfg.order),
         "text_given_to_models": "unit=document: the whole document as one line (newlines become spaces); "
                                 "unit=paragraph: each paragraph as one line, scores byte-weighted per document",
-        "inputs": [f.relpath for f in files], "read": report.to_dict(),
-        "counts": {"input": n, "kept": kept, "removed": n - kept, "by_reason": by_reason},
         "retention": ret,
     }
 

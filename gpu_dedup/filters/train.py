@@ -36,13 +36,10 @@ Threshold
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import hashlib
-import importlib.metadata
 import json
 import logging
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -59,6 +56,7 @@ from ..errors import ConfigError, DataError, DependencyError, OutputExistsError,
 from ..io.discover import file_sha256
 from ..io.write import atomic_path
 from .cards import format_summary  # noqa: F401 (the train-classifier command imports it from here)
+from ..run import created, versions
 from .labelled import (DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, bucket_from_data,
                        read_labelled)
 
@@ -316,19 +314,6 @@ def evaluate(model: Any, texts: list[str], truth: list[str], labels: list[str], 
     return out
 
 
-def _versions() -> dict[str, Any]:
-    dists = importlib.metadata.packages_distributions().get("fasttext", [])
-    ft = {}
-    for d in dists:
-        try:
-            ft[d] = importlib.metadata.version(d)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return {"fasttext": ft, "numpy": np.__version__, "gpu_dedup": __version__,
-            "python": platform.python_version()}
-
-
-
 def _model_path(out: str | os.PathLike, cfg: TrainClassifierConfig) -> str:
     path = os.path.abspath(os.fspath(out))
     want = ".ftz" if cfg.quantize else ".bin"
@@ -506,7 +491,7 @@ def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path
                  "seed": a.seed, "thread": a.thread}
     return {
         "format": CARD_FORMAT, "format_version": CARD_VERSION,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu_dedup_version": __version__, "created": created(),
         "model": {"path": model_path, "bytes": os.path.getsize(written), "sha256": file_sha256(written),
                   "quantized": cfg.quantize, "words": len(model.words)},
         "labels": classes, "positive_label": positive,
@@ -529,7 +514,7 @@ def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path
                                       if cfg.quantize else None)},
         "inputs": [dataclasses.asdict(f) for f in data.files],
         "fields": {"text": cfg.text_field, "label": cfg.label_field, "group": cfg.group_field},
-        "versions": _versions(),
+        "versions": versions(modules=("fasttext",)),
         "config": dataclasses.asdict(cfg),
     }
 

@@ -2,7 +2,7 @@
 file, and the per-document arrays it leaves (``Documents``).
 
 Local engine: file by file here, batches read ahead in a thread (on a GPU the per-document results stay on
-the device); the Ray engine's sign task (gpu_dedup/distributed/) runs ``_compute_file`` per file. Each batch
+the device); the Ray engine's sign task (gpu_dedup/distributed/) runs ``compute_file`` per file. Each batch
 is offered to the run's per-batch steps (``BatchStep``: the verification text cache, the score step of
 ``--score`` and of the filter flags, filters/prefilter.py) after it is normalized; what a step returns
 (a keep column's values, the prefilter's verdict) becomes the batch's rows of ``Documents``. With a work
@@ -61,7 +61,7 @@ class Documents:
 @dataclass
 class _Collected:
     """Per-batch arrays of pass 1 (one entry per batch, or per stored piece), in row order: one file's
-    (``_compute_file``, a work-dir piece) or the run's, concatenated into ``Documents`` at the end. On a GPU
+    (``compute_file``, a work-dir piece) or the run's, concatenated into ``Documents`` at the end. On a GPU
     ``exact``, ``nshingles`` and ``band_keys`` stay on the device; the rest is on the host."""
 
     ids: list[pa.Array] = field(default_factory=list)            # string (n,)
@@ -225,7 +225,7 @@ def check_score_shadowing(f, cfg: RunConfig) -> None:
                             f"'max:{column}' to use the input's column")
 
 
-def _compute_file(f, cfg: RunConfig, device: str, params, bar=None, steps: tuple = (),
+def compute_file(f, cfg: RunConfig, device: str, params, bar=None, steps: tuple = (),
                   row0: int = 0) -> tuple[_Collected, dict, dict[str, float]]:
     """Pass 1 over one input file: returns (its batches' arrays, read report dict, timings). Every batch is
     offered to ``steps`` (``BatchStep``) as a ``PassBatch`` whose row is ``row0`` + its row in the file;
@@ -319,12 +319,12 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 part = _unpacked(piece[0], cfg, device)
                 report.merge(piece[1])
             else:
-                part, part_report, tm = _compute_file(f, cfg, device, params, bar, steps, row0=col.rows)
+                part, part_report, tm = compute_file(f, cfg, device, params, bar, steps, row0=col.rows)
                 for k, v in tm.items():
                     timings[k] = timings.get(k, 0.0) + v
                 report.merge(part_report)
                 if work is not None:
-                    work.store(fi, f, _piece_of(part, cfg), part_report)
+                    work.store(fi, f, piece_of(part, cfg), part_report)
             rows = part.rows
             col.file_rows.append(rows)
             col.file_index.extend(np.full(len(a), fi, np.int32) for a in part.ids)
@@ -332,7 +332,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
     return col
 
 
-def _piece_of(part: _Collected, cfg: RunConfig):
+def piece_of(part: _Collected, cfg: RunConfig):
     """The work-dir piece (workdir.piece_table) of one file's pass-1 arrays."""
     kc = keep_column(cfg.cluster.keep)
     scoped = cfg.cluster.scope_field is not None
@@ -349,7 +349,7 @@ def _piece_of(part: _Collected, cfg: RunConfig):
 
 
 def _unpacked(piece: pa.Table, cfg: RunConfig, device: str) -> _Collected:
-    """A stored piece (``_piece_of``) as one file's pass-1 arrays, its hashes and keys on the device."""
+    """A stored piece (``piece_of``) as one file's pass-1 arrays, its hashes and keys on the device."""
     u = unpack_piece(piece, cfg.lsh.bands)
     return _Collected(ids=[u["ids"]], text_bytes=[u["text_bytes"]], words=[u["words"]],
                       keep_values=[u["keep_values"]] if keep_column(cfg.cluster.keep) else [],

@@ -78,13 +78,13 @@ def candidate_sets(cfg: RunConfig, device: str, files, lsh_rows, cand_local, ind
     cand_local (int64) may be device arrays: the rows select what to read, so they are used on the host."""
     lsh_rows, cand_local = to_host(lsh_rows), to_host(cand_local)
     if index is None:
-        return _shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache)  # (sets, text bytes re-read)
+        return shingle_sets_pass(cfg, device, files, lsh_rows, cand_local, cache)  # (sets, text bytes re-read)
     xp = array_module(device)
     n_index = len(index)
     n_idx_lsh = int(np.searchsorted(lsh_rows, n_index))
     in_index = cand_local < n_idx_lsh
     idx_sets = index.shingle_sets(lsh_rows[cand_local[in_index]])
-    new_sets, reread = _shingle_sets_pass(cfg, device, files, lsh_rows[n_idx_lsh:] - n_index,
+    new_sets, reread = shingle_sets_pass(cfg, device, files, lsh_rows[n_idx_lsh:] - n_index,
                                           cand_local[~in_index] - n_idx_lsh, cache)
     m = lsh_rows.shape[0]
     offsets = xp.zeros(m, xp.int64)
@@ -97,7 +97,7 @@ def candidate_sets(cfg: RunConfig, device: str, files, lsh_rows, cand_local, ind
     return ShingleSets(xp.concatenate([to_device(idx_sets.hashes, device), new_sets.hashes]), offsets, sizes), reread
 
 
-def _shingle_sets_pass(cfg: RunConfig, device: str, files, lsh_rows: np.ndarray, cand_local: np.ndarray,
+def shingle_sets_pass(cfg: RunConfig, device: str, files, lsh_rows: np.ndarray, cand_local: np.ndarray,
                        cache: TextCache | None = None) -> tuple[ShingleSets, int]:
     """Pass 2: hash the candidates' shingle sets, from pass 1's kept normalized text when ``cache`` holds it
     all, else re-reading the input. Returns (sets over all m LSH documents (empty for non-candidates), text

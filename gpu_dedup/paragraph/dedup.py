@@ -45,6 +45,12 @@ Outputs (``output_dir``)
     paragraph_dedup.json (statistics). No document is dropped: documents left empty or with fewer than
     ``min_doc_bytes`` bytes are flagged "empty" / "short" in paragraph_docs.parquet ("cut" when changed
     otherwise, "unchanged" when not).
+
+Stages (``paragraph_dedup`` composes and times them)
+    pass      ``dedup_pass`` -> ``Pass``: every batch through ``dedup_batch`` (split units, hash, keep-first
+              against the seen-set, cut), its rows (``batch_tables``) streamed to OUT, its counts added
+    stats     ``paragraph_stats``: paragraph_dedup.json, the shared run header (``run.header``) first
+    write     ``cutwrite.write_cut_documents``: paragraph_deduplicated/, the input with the spans cut
 """
 from __future__ import annotations
 
@@ -60,11 +66,12 @@ import pyarrow.parquet as pq
 
 from .. import io
 from ..config import InputConfig, NormalizeConfig, is_int
-from ..device import array_backend, batch_bytes, note_compiling, resolve_device, simulator, to_device, to_host
+from ..device import batch_bytes, note_compiling, simulator, to_device, to_host
 from ..engine import progress
 from ..errors import ConfigError
 from ..io.text import arrow_text_buffers
 from ..ops import bloom as bloom_ops
+from ..run import Steps, finish, header, resources
 from ..text.normalize import device_tables
 from ..text.split import SplitMode, Units, split_units
 from .cutwrite import apply_cuts, write_cut_documents
@@ -250,7 +257,7 @@ def dedup_batch(text: pa.Array, seen: BloomFilter | ExactSet, cfg: ParagraphConf
 # The stage
 # ----------------------------------------------------------------------------------------------------
 
-def _peak_rss_bytes() -> int | None:
+def peak_rss_bytes() -> int | None:
     try:
         import resource
 
@@ -259,88 +266,124 @@ def _peak_rss_bytes() -> int | None:
         return None
 
 
-def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir: str | os.PathLike | None = None,
-                    device: str = "cpu") -> ParagraphResult:
-    """Paragraph-level keep-first exact dedup of ``source`` (path(s)/glob(s)/directory, a pyarrow Table
-    or a pandas DataFrame). Streams the input in batches; holds only the seen-set (Bloom bits or 16
-    bytes per distinct unit in exact mode) and one batch. See the module docstring for the policy and
-    the outputs."""
-    cfg = cfg or ParagraphConfig()
-    device = resolve_device(device)
-    files = io.source_files(source)
-    seen = make_seen_set(cfg.bloom, device)
-    report = io.ReadReport()
-    bb = batch_bytes(cfg.batch_bytes, device)
-    out = os.fspath(output_dir) if output_dir is not None else None
-    counts = {"documents": 0, "units": 0, "units_eligible": 0, "units_removed": 0, "bytes_in": 0,
-              "bytes_cut": 0, "unit_bytes_removed": 0, "documents_changed": 0,
-              "flags": {f: 0 for f in FLAGS}}
-    spans_parts: list[pa.Table] = []
-    docs_parts: list[pa.Table] = []
-    t0 = time.perf_counter()
-    t_batches = 0.0
+@dataclass
+class Pass:
+    """What the streaming pass leaves: the counts of paragraph_dedup.json, the seconds in the per-batch steps,
+    and (without an output directory) the batches' spans and documents."""
+
+    counts: dict[str, Any]
+    report: Any
+    batch_bytes: int
+    seconds_in_batches: float = 0.0
+    spans: list[pa.Table] = field(default_factory=list)
+    docs: list[pa.Table] = field(default_factory=list)
+
+
+def new_counts() -> dict[str, Any]:
+    return {"documents": 0, "units": 0, "units_eligible": 0, "units_removed": 0, "bytes_in": 0, "bytes_cut": 0,
+            "unit_bytes_removed": 0, "documents_changed": 0, "flags": {f: 0 for f in FLAGS}}
+
+
+def batch_tables(batch, res: BatchCut) -> tuple[pa.Table, pa.Table]:
+    """(spans, documents) of one batch's cuts: SPANS_SCHEMA and DOCS_SCHEMA rows, ids and global rows added."""
+    n = len(batch.text)
+    rows = np.arange(batch.row_start, batch.row_start + n, dtype=np.int64)
+    spans = res.spans.add_column(0, "id", batch.ids.take(pa.array(res.spans_doc))) \
+        .append_column("row", pa.array(rows[res.spans_doc]))
+    spans = spans.select(SPANS_SCHEMA.names).cast(SPANS_SCHEMA)
+    docs = pa.table({"id": batch.ids, "row": rows, "units": res.units, "units_removed": res.units_removed,
+                     "bytes_before": res.bytes_before, "bytes_after": res.bytes_after, "flag": res.flag},
+                    schema=DOCS_SCHEMA)
+    return spans, docs
+
+
+def add_counts(counts: dict[str, Any], res: BatchCut, spans: pa.Table, n: int) -> None:
+    """Add one batch's cuts to the run's counts."""
+    counts["documents"] += n
+    counts["units"] += int(res.units.sum())
+    counts["units_eligible"] += res.eligible
+    counts["units_removed"] += int(res.units_removed.sum())
+    counts["bytes_in"] += int(res.bytes_before.sum())
+    counts["bytes_cut"] += int((res.bytes_before - res.bytes_after).sum())
+    counts["unit_bytes_removed"] += int(np.sum(spans.column("byte_end").to_numpy()
+                                               - spans.column("byte_start").to_numpy()))
+    counts["documents_changed"] += int((res.units_removed > 0).sum())
+    for f, c in zip(*np.unique(res.flag.to_numpy(zero_copy_only=False), return_counts=True)):
+        counts["flags"][str(f)] += int(c)
+
+
+def dedup_pass(files, cfg: ParagraphConfig, device: str, seen: BloomFilter | ExactSet, out: str | None) -> Pass:
+    """The one streaming pass: every batch through ``dedup_batch`` in input order, its spans and documents
+    streamed to OUT's two tables (or kept, in memory), its counts added up."""
+    p = Pass(new_counts(), io.ReadReport(), batch_bytes(cfg.batch_bytes, device))
     note_compiling(device, ("paragraph",))  # before the bar: a first run compiles the Bloom kernels
     with _Sinks(out) as sinks, progress(cfg, "paragraph dedup") as bar:
-        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
-                                     on_error=cfg.on_error, report=report):
+        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                     batch_bytes=p.batch_bytes, on_error=cfg.on_error, report=p.report):
             tb = time.perf_counter()
             res = dedup_batch(batch.text, seen, cfg, device)
-            t_batches += time.perf_counter() - tb
-            n = len(batch.text)
-            rows = np.arange(batch.row_start, batch.row_start + n, dtype=np.int64)
-            spans = res.spans
-            spans = spans.add_column(0, "id", batch.ids.take(pa.array(res.spans_doc))) \
-                .append_column("row", pa.array(rows[res.spans_doc]))
-            spans = spans.select(SPANS_SCHEMA.names).cast(SPANS_SCHEMA)
-            docs = pa.table({"id": batch.ids, "row": rows, "units": res.units, "units_removed": res.units_removed,
-                             "bytes_before": res.bytes_before, "bytes_after": res.bytes_after,
-                             "flag": res.flag}, schema=DOCS_SCHEMA)
+            p.seconds_in_batches += time.perf_counter() - tb
+            spans, docs = batch_tables(batch, res)
             if out is None:
-                spans_parts.append(spans)
-                docs_parts.append(docs.append_column("text", res.text))
+                p.spans.append(spans)
+                p.docs.append(docs.append_column("text", res.text))
             else:
                 sinks.write(spans, docs)
-            counts["documents"] += n
-            bar.update(n)
-            counts["units"] += int(res.units.sum())
-            counts["units_eligible"] += res.eligible
-            counts["units_removed"] += int(res.units_removed.sum())
-            counts["bytes_in"] += int(res.bytes_before.sum())
-            counts["bytes_cut"] += int((res.bytes_before - res.bytes_after).sum())
-            counts["unit_bytes_removed"] += int(np.sum(spans.column("byte_end").to_numpy()
-                                                       - spans.column("byte_start").to_numpy()))
-            counts["documents_changed"] += int((res.units_removed > 0).sum())
-            for f, c in zip(*np.unique(res.flag.to_numpy(zero_copy_only=False), return_counts=True)):
-                counts["flags"][str(f)] += int(c)
-    t_pass1 = time.perf_counter() - t0
-    stats: dict[str, Any] = {
-        "stage": "paragraph_dedup", "device": device, "array_backend": array_backend(device),
-        "config": _cfg_dict(cfg),
+            add_counts(p.counts, res, spans, len(batch.text))
+            bar.update(len(batch.text))
+    return p
+
+
+def paragraph_stats(cfg: ParagraphConfig, device: str, threads: int, files, p: Pass, seen: BloomFilter | ExactSet,
+                    timings: dict[str, float]) -> dict[str, Any]:
+    """paragraph_dedup.json: the shared run header (``run.header``), then the policy, seen-set and memory."""
+    stats = header("paragraph_dedup", device=device, threads=threads, config=_cfg_dict(cfg), files=files,
+                   read=p.report, counts=p.counts, timings=timings)
+    stats.update({
+        "stage": "paragraph_dedup",
         "policy": {"split": cfg.split, "units": "trimmed runs of non-blank lines" if cfg.split == "paragraph"
                    else "trimmed non-blank lines", "min_paragraph_bytes": max(1, cfg.min_paragraph_bytes),
                    "short_units": "units with fewer normalized bytes are never removed nor inserted",
                    "keep": "first occurrence in input order",
                    "cut": "unit plus one adjacent separator (before it if an earlier unit is kept, else after)"},
-        "inputs": [f.relpath for f in files], "read": report.to_dict(), "counts": counts,
         "seen_set": seen.stats(),
-        "memory": {"seen_set_bytes": seen.nbytes, "peak_rss_bytes": _peak_rss_bytes(),
-                   "batch_bytes": bb, **_gpu_memory(device)},
-    }
+        "memory": {"seen_set_bytes": seen.nbytes, "peak_rss_bytes": peak_rss_bytes(),
+                   "batch_bytes": p.batch_bytes, **_gpu_memory(device)},
+    })
+    return stats
+
+
+def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir: str | os.PathLike | None = None,
+                    device: str = "cpu") -> ParagraphResult:
+    """Paragraph-level keep-first exact dedup of ``source`` (path(s)/glob(s)/directory, a pyarrow Table
+    or a pandas DataFrame). Streams the input in batches; holds only the seen-set (Bloom bits or 16
+    bytes per distinct unit in exact mode) and one batch. See the module docstring for the policy and
+    the outputs. Steps, timed into paragraph_dedup.json's ``timings_s``: ``dedup_pass`` (pass1, of it
+    kernels_and_cuts), ``write_cut_documents`` (write_documents), ``paragraph_stats``."""
+    cfg = cfg or ParagraphConfig()
+    device, threads = resources(device)
+    files = io.source_files(source)
+    seen = make_seen_set(cfg.bloom, device)
+    out = os.fspath(output_dir) if output_dir is not None else None
+    steps = Steps()
+    with steps("pass1"):
+        p = dedup_pass(files, cfg, device, seen, out)
+    steps.timings["kernels_and_cuts"] = p.seconds_in_batches
+    stats = paragraph_stats(cfg, device, threads, files, p, seen, steps.timings)  # the pass's peak memory
     if out is not None:
-        t = time.perf_counter()
-        stats["written"] = write_cut_documents(files, os.path.join(out, "removed_spans.parquet"),
-                                               os.path.join(out, OUTPUT_DIR), cfg)
-        stats.setdefault("timings_s", {})["write_documents"] = time.perf_counter() - t
-    stats.setdefault("timings_s", {}).update({"pass1": t_pass1, "kernels_and_cuts": t_batches})
-    total = time.perf_counter() - t0
-    stats["timings_s"]["total"] = total
+        with steps("write_documents"):
+            stats["written"] = write_cut_documents(files, os.path.join(out, "removed_spans.parquet"),
+                                                   os.path.join(out, OUTPUT_DIR), cfg)
+    t_pass1 = steps.timings["pass1"]
+    steps.total()
+    counts = p.counts
     stats["throughput"] = {"docs_per_s": counts["documents"] / t_pass1 if t_pass1 > 0 else None,
                            "mb_per_s": counts["bytes_in"] / 1e6 / t_pass1 if t_pass1 > 0 else None}
     if out is not None:
-        io.write_json_atomic(stats, os.path.join(out, "paragraph_dedup.json"))
+        finish(out, stats, name="paragraph_dedup.json")
         return ParagraphResult(stats, None, None, out)
-    spans_t = pa.concat_tables(spans_parts) if spans_parts else SPANS_SCHEMA.empty_table()
-    docs_t = pa.concat_tables(docs_parts) if docs_parts else \
+    spans_t = pa.concat_tables(p.spans) if p.spans else SPANS_SCHEMA.empty_table()
+    docs_t = pa.concat_tables(p.docs) if p.docs else \
         DOCS_SCHEMA.append(pa.field("text", pa.large_string())).empty_table()
     logger.info("paragraph dedup: %d of %d units removed from %d documents", counts["units_removed"],
                 counts["units"], counts["documents_changed"])

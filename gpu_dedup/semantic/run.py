@@ -1,5 +1,13 @@
-"""The semantic stage end to end: ``semantic_dedup`` streams the input once (hash every text, take cached
-embeddings, embed the rest), then clusters, orders and decides (``select``), and writes the outputs.
+"""The semantic stage end to end: named stages over the streamed input, composed and timed by ``semantic_dedup``.
+
+    source    the model (path, fingerprint, dtype) and the embedding cache, or the caller's rows (``Source``)
+    embed     one pass over the input: hash every text, take cached embeddings, embed the rest, count tokens
+              (``_embed_pass`` -> ``_Embedded``)
+    long_text the effective max_seq_length and the documents longer than it (a warning when truncated)
+    decide    k-means, order within clusters, max similarity to a kept one, decisions (``select.decide_embeddings``)
+    cache     this run's rows into the embedding cache, unless all were reused in order
+    stats     semantic.json: the shared run header (``run.header``), model, cache, decisions' stats
+    write     semantic_decisions.parquet (``SEMANTIC_SCHEMA``), semantic/centroids.npy, semantic.json
 """
 from __future__ import annotations
 
@@ -13,23 +21,27 @@ import numpy as np
 import pyarrow as pa
 
 from .. import io
-from .._version import __version__
 from ..config import RunConfig
-from ..device import batch_bytes
+from ..device import batch_bytes, set_threads
 from ..errors import ConfigError
-from .config import CACHE_FORMAT, SemanticConfig, semantic_keep_column
+from ..run import RunResult, Steps, finish, header, write_table
+from .config import CACHE_FORMAT, SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column
 from .embed import EmbeddingCache, count_tokens, embed_documents, text_hashes
 from .model import embedding_dtype, load_model, model_fingerprint, resolve_model_path, resolve_torch_device
-from .select import _decide
+from .select import decide_embeddings
 
 logger = logging.getLogger(__name__)
+# the software semantic.json names beside run.versions' (distribution names; those installed are listed)
+SEMANTIC_PACKAGES = ("torch", "sentence-transformers", "transformers", "faiss-cpu", "faiss-gpu-cu12")
 
 
 @dataclass
-class SemanticResult:
+class SemanticResult(RunResult):
     """decisions: ``SEMANTIC_SCHEMA`` table in input order; stats: what semantic.json holds; embeddings:
-    float32 (n, d); centroids: float32 (k, d); output_dir: where files went (None in memory)."""
+    float32 (n, d); centroids: float32 (k, d); output_dir: where files went (None in memory). ``filter(data)``,
+    ``keep_mask``, ``kept``, ``to_pandas()``: ``run.RunResult``'s, the surface every program's result shares."""
 
+    TABLE = "decisions"
     decisions: pa.Table
     stats: dict[str, Any]
     embeddings: np.ndarray
@@ -218,10 +230,105 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
     return x
 
 
+@dataclass
+class Source:
+    """Where the embeddings come from: a model (``path``, its ``fingerprint``, the ``dtype`` it runs in) or the
+    caller's rows (``given``, L2-normalised); the embedding cache's ``key`` / ``meta`` and the cache itself."""
+
+    given: np.ndarray | None
+    path: str | None
+    fingerprint: str | None
+    dtype: str
+    key: str
+    meta: dict[str, Any]
+    cache: EmbeddingCache | None
+
+
+def source_stage(cfg: SemanticConfig, device: str, output_dir: str | None,
+                 embeddings: np.ndarray | None) -> Source:
+    """The model's path and fingerprint (failing fast, before reading anything) and the cache, or the
+    precomputed rows."""
+    given = _unit_rows(embeddings) if embeddings is not None else None
+    if given is None:
+        path = resolve_model_path(cfg.model)
+        fingerprint = model_fingerprint(path)
+        dtype = embedding_dtype(cfg, device)
+        key, meta = EmbeddingCache.key_for(fingerprint, cfg.max_seq_length, dtype, cfg.chars_per_token,
+                                           cfg.long_text, cfg.window_overlap)
+    else:
+        path = fingerprint = None
+        dtype = "float32"
+        key, meta = "precomputed", {"format": CACHE_FORMAT, "key": "precomputed", "model_fingerprint": None}
+    cache_dir = cfg.cache_dir or (os.path.join(output_dir, "semantic", "embeddings") if output_dir is not None
+                                  else None)
+    cache = EmbeddingCache(cache_dir, key, meta) if cache_dir else None
+    return Source(given, path, fingerprint, dtype, key, meta, cache)
+
+
+def long_text_stage(cfg: SemanticConfig, src: Source, emb: _Embedded, model: Any) -> tuple[int | None, dict | None]:
+    """(the effective max_seq_length, semantic.json's ``long_text``); warns when documents were truncated."""
+    cache = src.cache
+    seq = int(model.max_seq_length) if model is not None and model.max_seq_length else (
+        (cache.found_meta.get("effective_max_seq_length") if cache is not None else None) or cfg.max_seq_length)
+    long_text = _long_text_stats(cfg, emb, seq)
+    if long_text and long_text["truncated"]:
+        logger.warning("semantic: %s of %s documents (%.1f%%) are longer than max_seq_length = %s tokens (up to %s "
+                       "counted): the model embedded only their beginning; long_text='mean' (--long-text mean) "
+                       "embeds whole texts", f"{long_text['truncated']:,}", f"{long_text['documents']:,}",
+                       100 * long_text["truncated_fraction"], seq, f"{long_text['max_tokens']:,}")
+    return seq, long_text
+
+
+def cache_stage(src: Source, emb: _Embedded, seq: int | None) -> str | None:
+    """Write this run's rows to the embedding cache (unless every row was reused in the same order); returns
+    the embeddings' path (None without a cache)."""
+    cache = src.cache
+    if cache is None:
+        return None
+    n = len(emb.ids)
+    if (emb.embedded or src.given is not None or cache.rows != n or n == 0 or not cache.has_tokens
+            or not np.array_equal(np.load(os.path.join(cache.path, "text_hashes.npy")), emb.hashes)):
+        return cache.write(emb.hashes, emb.embeddings, emb.tokens if src.given is None else None,
+                           effective_max_seq_length=seq if src.given is None else None)
+    return os.path.join(cache.path, "embeddings.npy")
+
+
+def semantic_stats(cfg: SemanticConfig, run: RunConfig, device: str, files, report, src: Source, emb: _Embedded,
+                   seq: int | None, long_text: dict | None, emb_path: str | None, decided: dict[str, Any],
+                   timings: dict[str, float]) -> dict[str, Any]:
+    """semantic.json: the shared header (``run.header``), then the model, the cache and the decisions' stats."""
+    decided = dict(decided)
+    stats = header("semantic", device=device, threads=set_threads(None), config=cfg.to_dict(), files=files,
+                   read=report, counts=decided.pop("counts"), timings=timings, packages=SEMANTIC_PACKAGES)
+    stats.update({
+        "model": {"name": cfg.model if src.given is None else "precomputed", "path": src.path,
+                  "fingerprint": src.fingerprint, "dtype": src.dtype, "max_seq_length": seq,
+                  "dim": int(emb.embeddings.shape[1]) if emb.embeddings.ndim == 2 else 0},
+        "input_paths": [f.path for f in files],
+        "io": {"id_field": run.id_field, "text_field": run.text_field, "on_error": run.on_error},
+        "embedding_cache": {"dir": src.cache.path if src.cache else None, "key": src.key, "reused": emb.reused,
+                            "embedded": emb.embedded, "embeddings_path": emb_path},
+        "long_text": long_text,
+        "embed_estimate": emb.estimate,
+        **decided,
+        "embed_docs_per_s": emb.embedded / timings["embed"] if emb.embedded and timings["embed"] > 0 else None,
+    })
+    return stats
+
+
+def write_stage(out: str, table: pa.Table, centroids: np.ndarray, stats: dict[str, Any]) -> None:
+    """semantic_decisions.parquet (``SEMANTIC_SCHEMA``), semantic/centroids.npy and semantic.json."""
+    write_table(table, SEMANTIC_SCHEMA, os.path.join(out, "semantic_decisions.parquet"))
+    with io.atomic_path(os.path.join(out, "semantic", "centroids.npy")) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, centroids)
+    finish(out, stats, name="semantic.json")
+
+
 def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: str | os.PathLike | None = None,
                    device: str = "cpu", *, run: RunConfig | None = None,
                    embeddings: np.ndarray | None = None) -> SemanticResult:
-    """Semantic deduplication of ``source``: embed, cluster, order, compare within clusters, decide.
+    """Semantic deduplication of ``source`` (path(s)/glob(s)/directory, pyarrow Table or pandas DataFrame): the
+    stages of the module docstring, timed into semantic.json's ``timings_s``.
 
     The input is streamed with ``io.iter_batches``. The embeddings of all rows are held in memory
     (n x d x 4 bytes). With ``output_dir`` it writes semantic_decisions.parquet, semantic.json,
@@ -247,85 +354,25 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
     cfg = cfg or SemanticConfig()
     run = run or RunConfig()
     device = resolve_torch_device(device)
-    t_start = time.perf_counter()
+    steps = Steps()
+    out = os.fspath(output_dir) if output_dir is not None else None
     files = io.source_files(source)
-    given = _unit_rows(embeddings) if embeddings is not None else None
-    if given is None:
-        path = resolve_model_path(cfg.model)  # fail fast, before reading anything
-        fingerprint = model_fingerprint(path)
-        dtype = embedding_dtype(cfg, device)
-        key, meta = EmbeddingCache.key_for(fingerprint, cfg.max_seq_length, dtype, cfg.chars_per_token,
-                                           cfg.long_text, cfg.window_overlap)
-    else:
-        path = fingerprint = None
-        dtype = "float32"
-        key, meta = "precomputed", {"format": CACHE_FORMAT, "key": "precomputed", "model_fingerprint": None}
-    cache_dir = cfg.cache_dir or (os.path.join(os.fspath(output_dir), "semantic", "embeddings")
-                                  if output_dir is not None else None)
-    cache = EmbeddingCache(cache_dir, key, meta) if cache_dir else None
+    src = source_stage(cfg, device, out, embeddings)
     report = io.ReadReport()
-    emb, model = _embed_pass(files, cfg, run, device, cache if given is None else None, report, given)
-    n = len(emb.ids)
+    emb, model = _embed_pass(files, cfg, run, device, src.cache if src.given is None else None, report, src.given)
     logger.info("semantic: %d documents embedded, %d reused from the cache", emb.embedded, emb.reused)
-    seq = int(model.max_seq_length) if model is not None and model.max_seq_length else (
-        (cache.found_meta.get("effective_max_seq_length") if cache is not None else None) or cfg.max_seq_length)
-    long_text = _long_text_stats(cfg, emb, seq)
-    if long_text and long_text["truncated"]:
-        logger.warning("semantic: %s of %s documents (%.1f%%) are longer than max_seq_length = %s tokens (up to %s "
-                       "counted): the model embedded only their beginning; long_text='mean' (--long-text mean) "
-                       "embeds whole texts", f"{long_text['truncated']:,}", f"{long_text['documents']:,}",
-                       100 * long_text["truncated_fraction"], seq, f"{long_text['max_tokens']:,}")
-    table, stats, clusters = _decide(emb.ids, emb.embeddings, cfg, device, emb.keep_values)
-    timings = {**emb.timings, **stats.pop("timings_s")}
+    seq, long_text = long_text_stage(cfg, src, emb, model)
+    table, decided, clusters = decide_embeddings(emb.ids, emb.embeddings, cfg, device, emb.keep_values)
+    steps.timings.update({**emb.timings, **decided.pop("timings_s")})
     emb_path = None
-    if cache is not None:
-        t = time.perf_counter()
-        emb_path = os.path.join(cache.path, "embeddings.npy")
-        if (emb.embedded or given is not None or cache.rows != n or n == 0 or not cache.has_tokens
-                or not np.array_equal(np.load(os.path.join(cache.path, "text_hashes.npy")), emb.hashes)):
-            # (rows all reused in the same order: kept as is)
-            emb_path = cache.write(emb.hashes, emb.embeddings, emb.tokens if given is None else None,
-                                   effective_max_seq_length=seq if given is None else None)
-        timings["cache_write"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - t_start
-    stats = {
-        "gpu_dedup_version": __version__, "device": device,
-        "config": cfg.to_dict(),
-        "model": {"name": cfg.model if given is None else "precomputed", "path": path, "fingerprint": fingerprint,
-                  "dtype": dtype, "max_seq_length": seq,
-                  "dim": int(emb.embeddings.shape[1]) if emb.embeddings.ndim == 2 else 0},
-        "inputs": [f.relpath for f in files],
-        "input_paths": [f.path for f in files],
-        "io": {"id_field": run.id_field, "text_field": run.text_field, "on_error": run.on_error},
-        "read": report.to_dict(),
-        "embedding_cache": {"dir": cache.path if cache else None, "key": key, "reused": emb.reused,
-                            "embedded": emb.embedded, "embeddings_path": emb_path},
-        "long_text": long_text,
-        "embed_estimate": emb.estimate,
-        **stats,
-        "timings_s": timings,
-        "embed_docs_per_s": emb.embedded / timings["embed"] if emb.embedded and timings["embed"] > 0 else None,
-        "versions": _versions(),
-    }
-    out = None
-    if output_dir is not None:
-        out = os.fspath(output_dir)
-        io.write_parquet_atomic(table, os.path.join(out, "semantic_decisions.parquet"))
-        with io.atomic_path(os.path.join(out, "semantic", "centroids.npy")) as tmp, open(tmp, "wb") as fh:
-            np.save(fh, clusters.centroids)
-        io.write_json_atomic(stats, os.path.join(out, "semantic.json"))
+    if src.cache is not None:
+        with steps("cache_write"):
+            emb_path = cache_stage(src, emb, seq)
+    steps.total()
+    stats = semantic_stats(cfg, run, device, files, report, src, emb, seq, long_text, emb_path, decided,
+                           steps.timings)
+    if out is not None:
+        write_stage(out, table, clusters.centroids, stats)
     result = SemanticResult(table, stats, emb.embeddings, clusters.centroids, out)
-    logger.info("%s in %.2f s", result.summary(), timings["total"])
+    logger.info("%s in %.2f s", result.summary(), steps.timings["total"])
     return result
-
-
-def _versions() -> dict[str, str | None]:
-    import importlib.metadata as md
-
-    out: dict[str, str | None] = {}
-    for name in ("torch", "sentence-transformers", "transformers", "faiss-cpu", "faiss-gpu-cu12"):
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            continue
-    return out

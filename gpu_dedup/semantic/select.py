@@ -84,7 +84,7 @@ def removal_sweep(max_sim: np.ndarray, has_earlier: np.ndarray, eps_values: Sequ
 # Decisions
 # ----------------------------------------------------------------------------------------------------
 
-def _decide(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig, device: str,
+def decide_embeddings(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig, device: str,
             keep_values: np.ndarray | None) -> tuple[pa.Table, dict[str, Any], Clusters]:
     n = len(ids)
     if embeddings.shape[0] != n:
@@ -185,7 +185,7 @@ def semantic_decisions(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfi
         nearest_id, semantic_cluster, centroid_cosine.
     """
     cfg = cfg or SemanticConfig()
-    return _decide(ids, np.ascontiguousarray(embeddings, np.float32), cfg, resolve_torch_device(device),
+    return decide_embeddings(ids, np.ascontiguousarray(embeddings, np.float32), cfg, resolve_torch_device(device),
                    keep_values)[0]
 
 

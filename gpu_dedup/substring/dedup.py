@@ -50,7 +50,6 @@ import dataclasses
 import hashlib
 import logging
 import os
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,11 +60,12 @@ import pyarrow.parquet as pq
 from .. import constants as C
 from .. import io
 from ..decisions import keep_rank
-from ..device import array_backend, batch_bytes, note_compiling, resolve_device
+from ..device import batch_bytes, note_compiling
 from ..errors import DataError, RunError
 from ..io.text import arrow_text_buffers
 from ..paragraph.cutwrite import apply_cuts, write_cut_documents
-from ..paragraph.dedup import _peak_rss_bytes, gather_spans
+from ..paragraph.dedup import peak_rss_bytes, gather_spans
+from ..run import Steps, finish, header, resources
 from .config import SubstringConfig
 from .spans import KeepOrder, Matches, byte_cuts, cut_spans, find_matches
 from .tokens import Tokens, TokenStore, load_tokenizer, tokenizer_tokens, word_tokens
@@ -380,15 +380,14 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
             (``DataError``), or an input that changed while the stage ran (``RunError``).
     """
     cfg = cfg or SubstringConfig()
-    device = resolve_device(device)
+    device, threads = resources(device)
     note_compiling(device, ("substring",))  # a first run compiles the Kasai and span-hash kernels: said first
-    times: dict[str, float] = {}
+    steps = Steps()
+    times = steps.timings
 
     def timed(name: str, fn, *args):
-        t = time.perf_counter()
-        r = fn(*args)
-        times[name] = time.perf_counter() - t
-        return r
+        with steps(name):
+            return fn(*args)
 
     out = os.fspath(output_dir) if output_dir is not None else None
     work = None
@@ -413,9 +412,10 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
 
             shutil.rmtree(work, ignore_errors=True)
     n_tokens = cut.counts["tokens"]
-    stats: dict[str, Any] = {
-        "stage": "substring_dedup", "device": device, "array_backend": array_backend(device),
-        "config": dataclasses.asdict(cfg),
+    stats = header("substring_dedup", device=device, threads=threads, config=dataclasses.asdict(cfg),
+                   files=corpus.files, read=corpus.read, counts=cut.counts, timings=times)
+    stats.update({
+        "stage": "substring_dedup",
         "policy": {"tokens": "tokenizer " + os.path.basename(cfg.tokenizer) if cfg.tokenizer else
                    "word units (non-whitespace runs) identified by their normalized text's hash",
                    "min_tokens": cfg.min_tokens, "keep": cfg.keep,
@@ -423,23 +423,23 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
                           "in keep order; covered runs merge into one span", "seam": SEAM_RULE,
                    "short_documents": f"changed documents under {cfg.min_doc_bytes} bytes are flagged 'short', "
                                       "all tokens cut 'empty'; none is dropped"},
-        "inputs": [f.relpath for f in corpus.files], "read": corpus.read, "counts": cut.counts,
         "suffix_arrays": matches.stats, "seams": cut.seams,
-    }
+    })
     if out is not None:
         stats["written"] = timed("write", write_outputs, out, corpus, cfg)
-    total = sum(times.values())
-    stats["timings_s"] = {**times, "total": total}
+    total = times["total"] = sum(times.values())
     stats["throughput"] = {"tokens_per_s": n_tokens / total if total > 0 else None,
                            "mb_per_s": cut.counts["bytes_in"] / 1e6 / total if total > 0 else None}
-    stats["memory"] = {"peak_rss_bytes": _peak_rss_bytes(), "tokens": n_tokens, "memory_budget": cfg.memory_budget,
+    stats["memory"] = {"peak_rss_bytes": peak_rss_bytes(), "tokens": n_tokens, "memory_budget": cfg.memory_budget,
                        "spilled_to_disk": work is not None}
     logger.info("substring dedup: %d spans (%d of %d tokens) cut from %d documents", cut.counts["spans_cut"],
                 cut.counts["tokens_cut"], n_tokens, cut.counts["documents_changed"])
     if out is not None:
-        io.write_json_atomic(stats, os.path.join(out, STATS_FILE))
-        from .report import write_report
+        def report() -> str:
+            from .report import write_report
 
-        write_report(out, stats)
+            return write_report(out, stats)
+
+        finish(out, stats, name=STATS_FILE, report=report, what="substring")
         return SubstringResult(stats, None, None, out)
     return SubstringResult(stats, cut.spans, cut.documents, None)

@@ -20,6 +20,14 @@ logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.
 
 
 def is_stringish(t: pa.DataType) -> bool:
+    """Can a column of type ``t`` be read as text (or string ids)?
+
+    Args:
+        t: an Arrow type; a dictionary type counts as its value type.
+
+    Returns:
+        True for string, large_string, binary, large_binary and null (all-null) types.
+    """
     if pa.types.is_dictionary(t):
         t = t.value_type
     return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
@@ -34,8 +42,17 @@ def _is_numeric(t: pa.DataType) -> bool:
 
 
 def as_utf8(arr: pa.Array, out_type: pa.DataType) -> tuple[pa.Array, np.ndarray | None]:
-    """Cast a string/binary/integer array to ``out_type``, replacing invalid UTF-8 like
-    ``bytes.decode("utf-8", "replace")``. Returns (array, bool mask of fixed rows or None)."""
+    """Cast a string / binary / integer array to ``out_type``, replacing invalid UTF-8 like
+    ``bytes.decode("utf-8", "replace")``.
+
+    Args:
+        arr: a string, binary, integer or null Arrow array (a dictionary array is decoded first).
+        out_type: ``pa.string()`` or ``pa.large_string()``.
+
+    Returns:
+        (array of ``out_type`` [n], nulls kept, integers as decimal strings; bool [n] mask of the rows whose
+        bytes were replaced, or None when none were).
+    """
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     if pa.types.is_integer(arr.type):

@@ -50,6 +50,15 @@ class Batch:
 
 @dataclass
 class ReadReport:
+    """What a read found, filled in as it goes (``iter_batches``' ``report``); run.json records it.
+
+    files: the files read; rows: the documents given (skipped rows not counted); bytes_text: their UTF-8
+    text bytes; skipped: one ``{"file", "line", "row", "reason"}`` per row (or file) dropped with
+    ``on_error="skip"`` (``line`` 1-based for JSON Lines, ``row`` 0-based physical for Parquet / tables,
+    the other None); invalid_utf8_rows: rows kept with their invalid UTF-8 replaced by U+FFFD; empty_files:
+    the relpaths of files with zero rows.
+    """
+
     files: int = 0
     rows: int = 0
     bytes_text: int = 0
@@ -58,6 +67,7 @@ class ReadReport:
     empty_files: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
+        """The report as a JSON-ready dict (its fields by name; ``merge`` takes it back)."""
         return dataclasses.asdict(self)
 
     def merge(self, part: dict) -> None:
@@ -82,6 +92,26 @@ class Spec:
 
 def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column: str | None,
               positions: bool = False, scope_field: str | None = None) -> Spec:
+    """The reader spec: which fields to read and the error policy, checked once before any file is opened.
+
+    Args:
+        id_field: the id field or column, or None for generated ids (``generated_ids``).
+        text_field: the text field or column.
+        on_error: "raise" (a bad row is an ``InputError``) or "skip" (it is dropped and recorded in
+            ``ReadReport.skipped``).
+        keep_column: a numeric column read as float64 keep values, or None.
+        positions: chunks also carry each row's line / physical row and its id as read (for error messages
+            that name rows, ``ids.locate_rows``).
+        scope_field: a string / integer field carried per document as ``Batch.scope``, or None.
+
+    Returns:
+        A frozen ``Spec`` holding these values.
+
+    Raises:
+        ConfigError: an ``on_error`` other than "raise" / "skip"; an empty or non-string ``text_field`` /
+            ``id_field``; ``id_field`` equal to ``text_field``; a keep column or scope field that is also
+            the text or id field, or an empty scope field.
+    """
     if on_error not in ("raise", "skip"):
         raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if not isinstance(text_field, str) or not text_field:
@@ -216,6 +246,16 @@ def scope_strings(col: pa.Array) -> pa.Array:
 
 
 def generated_ids(relpath: str, first: int, n: int) -> pa.Array:
+    """The ids of rows that have none: ``f"{relpath}:{row_in_file}"``.
+
+    Args:
+        relpath: the file's ``InputFile.relpath``.
+        first: the 0-based row in the file (real rows only) of the first id.
+        n: how many ids.
+
+    Returns:
+        pa.string() [n]: ``relpath:first`` .. ``relpath:first + n - 1``.
+    """
     nums = pa.array(np.arange(first, first + n, dtype=np.int64)).cast(pa.string())
     return pc.binary_join_element_wise(f"{relpath}:", nums, "")
 

@@ -334,8 +334,24 @@ def _name_key(path: str, fs: Any) -> str:
 def resolve_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
     """Expand files / directories (recursive) / glob patterns / URLs into a sorted, de-duplicated list.
 
-    ``relpath`` is relative to the common parent directory of all files (a single file: its basename),
-    with "/" separators; it names the file in ids, errors and the output layout.
+    The discovery rules (hidden names, the package's own outputs left out, remote inputs) are in the module
+    docstring; each directory left out is logged (INFO).
+
+    Args:
+        inputs: one path, glob or URL, or a sequence of them. A directory is searched recursively; a file
+            named explicitly is always read.
+
+    Returns:
+        The ``InputFile`` of every supported file, sorted by path, each once. ``relpath`` is relative to the
+        common parent directory of all files (a single file: its basename), with "/" separators; it names
+        the file in ids, errors and the output layout.
+
+    Raises:
+        ConfigError: no inputs; a directory with no supported files, or one that holds gpu-dedup output;
+            a file with an unsupported extension; a glob whose matches hold no supported file; a URL of an
+            unknown protocol.
+        MissingFileError: an input that does not exist, or a glob that matches nothing.
+        DependencyError: a URL whose fsspec package (extra ``remote``, ``s3``, ``gcs``, ``hf``) is missing.
     """
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
@@ -372,8 +388,21 @@ def _is_hf_dataset(obj: Any) -> bool:
 
 
 def dataset_table(ds: Any) -> pa.Table:
-    """The Arrow table of a Hugging Face ``datasets.Dataset``, rows in the dataset's order (its indices
-    mapping applied, after select / shuffle / filter), columns as stored: no Python objects are built."""
+    """The Arrow table of a Hugging Face ``datasets.Dataset``: no Python objects are built.
+
+    Args:
+        ds: a ``datasets.Dataset`` (one split).
+
+    Returns:
+        A ``pyarrow.Table``, rows in the dataset's order (its indices mapping applied, after select /
+        shuffle / filter), columns as stored. Without an indices mapping it is the dataset's own table
+        (zero-copy).
+
+    Raises:
+        DependencyError: the ``datasets`` package is not installed (extra ``datasets``).
+        UsageError: a ``DatasetDict`` (pass one split), an ``IterableDataset`` (load it without
+            ``streaming=True``, or write it to files), or another type.
+    """
     try:
         import datasets
     except ImportError as e:  # pragma: no cover - an object of the package implies the package
@@ -393,8 +422,19 @@ def dataset_table(ds: Any) -> pa.Table:
 
 
 def table_input(obj: Any) -> list[InputFile]:
-    """Wrap a ``pyarrow.Table`` / ``RecordBatch``, pandas DataFrame (converted without its index) or
-    ``datasets.Dataset`` (its Arrow table) as one input."""
+    """Wrap an in-memory table as one input.
+
+    Args:
+        obj: a ``pyarrow.Table`` / ``RecordBatch``, a pandas DataFrame (converted without its index) or a
+            ``datasets.Dataset`` (its Arrow table, ``dataset_table``).
+
+    Returns:
+        A list of one ``InputFile`` of fmt "table", path and relpath ``TABLE_PATH``, holding the table.
+
+    Raises:
+        UsageError: ``obj`` is none of these types (or a ``DatasetDict`` / ``IterableDataset``).
+        DependencyError: a ``datasets.Dataset`` without the ``datasets`` package.
+    """
     if isinstance(obj, pa.RecordBatch):
         obj = pa.Table.from_batches([obj])
     elif not isinstance(obj, pa.Table):
@@ -409,8 +449,21 @@ def table_input(obj: Any) -> list[InputFile]:
 
 
 def source_files(source) -> list[InputFile]:
-    """The InputFiles of any source the API accepts: a path or URL, a list of paths/URLs/globs/directories,
-    a pyarrow Table, a pandas DataFrame or a Hugging Face datasets.Dataset."""
+    """The InputFiles of any source the API accepts.
+
+    Args:
+        source: a path or URL, a list (or tuple) of paths / URLs / globs / directories, a pyarrow Table or
+            RecordBatch, a pandas DataFrame or a Hugging Face ``datasets.Dataset``.
+
+    Returns:
+        A list of ``InputFile``: ``resolve_inputs`` of the paths, or ``table_input`` of the table.
+
+    Raises:
+        UsageError: ``source`` is of another type.
+        ConfigError: see ``resolve_inputs`` (no inputs, no supported files, ...).
+        MissingFileError: a path that does not exist, or a glob that matches nothing.
+        DependencyError: a URL or a dataset whose optional package is missing.
+    """
     if isinstance(source, (pa.Table, pa.RecordBatch)) or _is_dataframe(source) or _is_hf_dataset(source):
         return table_input(source)
     if isinstance(source, (str, os.PathLike)):
@@ -422,8 +475,18 @@ def source_files(source) -> list[InputFile]:
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 (hex) of a local file's bytes, read in 4 MiB blocks: what run files record to identify a model
-    or an input (work-dir pieces, model cards)."""
+    """SHA-256 of a local file's bytes, read in 4 MiB blocks: what run files record to identify a model or
+    an input (work-dir pieces, model cards).
+
+    Args:
+        path: a local file.
+
+    Returns:
+        The digest as 64 lower-case hex characters.
+
+    Raises:
+        OSError: the file cannot be opened or read (the file system's error, not wrapped).
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):

@@ -60,15 +60,31 @@ class DeviceText:
 
 
 def device_text(data, offsets, null_count: int, device: str, owner: Any = None) -> DeviceText:
-    """Wrap device buffers, counting the rows that are not valid UTF-8 (skipped when there are nulls:
-    such a batch goes to the host reader anyway)."""
+    """Wrap device buffers as a ``DeviceText``, counting the rows that are not valid UTF-8.
+
+    Args:
+        data: uint8 (T,) in device memory (host arrays with device="cpu").
+        offsets: int64 (n+1,), absolute positions into data.
+        null_count: rows that are null; then the UTF-8 check is skipped (such a batch goes to the host
+            reader anyway).
+        device: "cuda" or "cpu", where the UTF-8 check runs (``invalid_utf8_rows``).
+        owner: what keeps the memory the arrays view alive (a pylibcudf column), or None.
+
+    Returns:
+        A ``DeviceText`` with ``invalid_rows`` counted (0 when there are nulls).
+    """
     invalid = 0 if null_count else int(invalid_utf8_rows(data, offsets, device).sum())
     return DeviceText(data, offsets, int(null_count), invalid, owner)
 
 
 @functools.lru_cache(maxsize=1)
 def cudf_status() -> tuple[bool, str]:
-    """(usable, reason). Needs pylibcudf with the options-builder Parquet API (cudf >= 25.02)."""
+    """Can cudf read Parquet text here? Needs pylibcudf with the options-builder Parquet API (cudf >= 25.02).
+    Probed once per process.
+
+    Returns:
+        (usable, reason): whether it is, and why, naming the pylibcudf version or what is missing.
+    """
     try:
         import pylibcudf as plc
     except Exception as exc:
@@ -85,8 +101,20 @@ def cudf_status() -> tuple[bool, str]:
 
 
 def resolve_reader(reader: str, device: str) -> "CudfTextReader | None":
-    """The device reader pass 1 uses, or None for pyarrow. ``reader="cudf"`` raises when it cannot
-    be honoured; ``auto`` takes cudf on a real GPU when it is importable and logs the choice."""
+    """The device reader pass 1 uses, or None for pyarrow.
+
+    Args:
+        reader: "auto" (cudf on a real GPU when it is usable; the choice is logged once), "cudf" or "pyarrow".
+        device: the run's resolved device, "cpu" or "cuda".
+
+    Returns:
+        A ``CudfTextReader``, or None: read with pyarrow (reader="pyarrow"; "auto" on the CPU, under the CUDA
+        simulator, or without a usable cudf).
+
+    Raises:
+        ConfigError: an unknown ``reader``, or "cudf" without device="cuda" on a real GPU.
+        RunError: "cudf" asked for but pylibcudf is not usable (``cudf_status`` says why).
+    """
     from ..device import simulator
 
     if reader not in READERS:
@@ -122,6 +150,19 @@ class CudfTextReader:
     name = "cudf"
 
     def read(self, path: str, row_groups: Sequence[int], text_field: str) -> DeviceText:
+        """Read the text column of some row groups of a local Parquet file into device memory.
+
+        Args:
+            path: the Parquet file.
+            row_groups: the row groups to read, in order.
+            text_field: the text column.
+
+        Returns:
+            A ``DeviceText`` of their rows (nulls and invalid UTF-8 counted, for the host reader to handle).
+
+        Raises:
+            UsageError: cudf read the column as another type than STRING (``string_buffers``).
+        """
         import cupy
         import pylibcudf as plc
 
@@ -137,9 +178,23 @@ class CudfTextReader:
 
 
 def string_buffers(col: Any, xp: Any, type_id: Any) -> tuple[Any, Any]:
-    """(data uint8 (T,), offsets int64 (n+1,)) viewing a pylibcudf strings column: offsets are child 0
-    (INT32, or INT64 for large columns), the characters are the column's data buffer (cudf >= 24.02).
-    The arrays view the column's memory: keep the column alive while they are used."""
+    """The flat buffers of a pylibcudf strings column: offsets are child 0 (INT32, or INT64 for large
+    columns), the characters are the column's data buffer (cudf >= 24.02).
+
+    Args:
+        col: a pylibcudf strings ``Column``.
+        xp: the array module (cupy).
+        type_id: ``pylibcudf.TypeId``.
+
+    Returns:
+        (data uint8 (T,), offsets int64 (n+1,)), absolute positions into data. Data views the column's
+        memory (keep the column alive while it is used); offsets are a widened copy.
+
+    Raises:
+        UsageError: the column is not STRING, or its offsets are not INT32 / INT64 (read with
+            reader='pyarrow').
+        DataError: the offsets exceed the column's character bytes.
+    """
     tid = col.type().id()
     if tid != type_id.STRING:
         raise UsageError(f"cudf read the text column as {tid}, not STRING; use reader='pyarrow' for this file")

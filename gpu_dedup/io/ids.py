@@ -52,11 +52,19 @@ def _as_chunked(ids: Sequence[pa.Array] | pa.ChunkedArray | pa.Array) -> pa.Chun
 
 def check_unique_ids(ids: Sequence[pa.Array] | pa.ChunkedArray | pa.Array, files: list[InputFile] | None = None,
                      file_rows: Sequence[int] | None = None, **reader: Any) -> None:
-    """Raise InputError naming up to 5 duplicated ids with their counts and positions (module docstring).
+    """Check that the run's ids are unique. Vectorised: one Arrow hash pass when they are.
 
-    ``ids``: the run's ids in row order. ``files``: the run's inputs, read again to find the positions only
-    when an id repeats; ``file_rows``: the rows each file gave (limits that read to the files concerned);
-    ``reader``: ``iter_batches``' id_field, text_field and on_error of the run. Vectorised (Arrow hash).
+    Args:
+        ids: the run's ids in row order: pa.string() arrays (one per batch), a chunked array or one array.
+        files: the run's inputs, read again to find the positions only when an id repeats; None: the
+            positions are rows of the run (0-based, in input order).
+        file_rows: the rows each file gave (limits that read to the files concerned); None: the files are
+            read in order up to the last row needed.
+        **reader: ``iter_batches``' id_field, text_field and on_error of the run.
+
+    Raises:
+        InputError: some id repeats. The message names up to 5 duplicated ids with their counts and positions
+            (module docstring), says when a collision comes from replacing invalid UTF-8, and gives the fix.
     """
     ids = _as_chunked(ids)
     if len(ids) == 0 or pc.count_distinct(ids, mode="all").as_py() == len(ids):
@@ -103,8 +111,28 @@ def check_unique_ids(ids: Sequence[pa.Array] | pa.ChunkedArray | pa.Array, files
 def locate_rows(files: list[InputFile], rows: np.ndarray, file_rows: Sequence[int] | None = None, *,
                 id_field: str | None, text_field: str, on_error: str = "raise", **_ignored: Any
                 ) -> dict[int, Position]:
-    """``Position`` of each global row in ``rows`` (numbered as ``iter_batches`` numbers them with the same
-    files, id_field, text_field and on_error), by reading the files that hold them once more."""
+    """Where some rows of a run are in its inputs, by reading the files that hold them once more (silently:
+    the first read logged what there was to say).
+
+    Args:
+        files: the run's inputs.
+        rows: int64 global row ids (any order; repeats ignored), numbered as ``iter_batches`` numbers them
+            with the same files, id_field, text_field and on_error.
+        file_rows: the rows each file gave, so that only the files holding ``rows`` are read; None: the
+            files are read in order up to the last row wanted.
+        id_field: the run's id field, or None.
+        text_field: the run's text field.
+        on_error: the run's "raise" or "skip".
+        **_ignored: other ``iter_batches`` keywords (batch_bytes, ...), accepted and not used.
+
+    Returns:
+        {global row: ``Position``}: ``where`` ("a.jsonl:3", "b.parquet row 7") and the id as read (bytes,
+        before UTF-8 repair; None for generated ids). A row beyond the inputs is absent.
+
+    Raises:
+        ConfigError: a bad spec (``make_spec``).
+        InputError: a file that cannot be read again with these settings.
+    """
     rows = np.unique(np.asarray(rows, np.int64))
     spec = make_spec(id_field, text_field, on_error, None, positions=True)
     out: dict[int, Position] = {}

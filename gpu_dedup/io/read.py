@@ -83,8 +83,27 @@ logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.
 def open_readers(files: list[InputFile], spec: Spec, report: ReadReport, batch_bytes: int,
              all_columns: bool, device_reader: Any = None, threads: int | None = None,
              read_ahead: int | None = None) -> Iterator[tuple[int, FileReader]]:
-    """A reader per file, in order. Parquet files share one ``ParquetPool`` (``threads`` workers,
-    ``read_ahead`` bytes ahead; None: defaults), closed when this generator ends or is closed."""
+    """A reader per file, in order. Parquet files share one ``ParquetPool``, closed when this generator ends
+    or is closed (close it explicitly, e.g. with ``contextlib.closing``, so an abandoned read stops the pool).
+
+    Args:
+        files: the inputs (``resolve_inputs`` / ``table_input``).
+        spec: the reader spec (``make_spec``).
+        report: the ``ReadReport`` the readers add skipped rows and problems to.
+        batch_bytes: the most bytes of text (JSON Lines: of raw JSON) per chunk, except a single larger row.
+        all_columns: Parquet / tables read every column (``write_kept`` copies them), not only the needed ones.
+        device_reader: a device reader (``gpu.resolve_reader``) for Parquet text, or None for pyarrow.
+        threads: the pool's decoding threads (None: ``pyarrow.cpu_count()``).
+        read_ahead: the pool's bytes decoded ahead of the consumer (None: max(2 x batch_bytes, 256 MiB)).
+
+    Yields:
+        (index in ``files``, the file's ``FileReader``: a ``JsonlReader``, a pool reader of a Parquet file
+        or an ``ArrowReader`` of a table), whose ``chunks()`` give its accepted rows.
+
+    Raises:
+        ConfigError: an input of fmt "table" without a table, an unknown format (build inputs with
+            ``resolve_inputs`` / ``table_input``), or bad ``threads`` / ``read_ahead``.
+    """
     pool: ParquetPool | None = None
     try:
         for index, f in enumerate(files):
@@ -111,6 +130,30 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
                  report: ReadReport | None = None, device_reader: Any = None, read_threads: int | None = None,
                  read_ahead_bytes: int | None = None, scope_field: str | None = None) -> Iterator[Batch]:
     """Yield batches of (ids, text[, keep values]) in file order; see the module docstring for the rules.
+
+    Args:
+        files: the inputs (``resolve_inputs`` / ``table_input`` / ``source_files``).
+        id_field: the id field or column, or None for generated ids ``"<relpath>:<row>"``.
+        text_field: the text field or column.
+        batch_bytes: the most bytes of UTF-8 text per batch (a single larger document makes a one-row batch).
+        on_error: "raise": a bad row is an error; "skip": it is dropped and recorded in ``report.skipped``.
+        keep_column: a numeric column read into ``Batch.keep_values`` (float64, null -> NaN), or None.
+        report: the ``ReadReport`` to fill in (None: a new one, not returned).
+        device_reader: ``gpu.resolve_reader``'s reader for Parquet text, or None for pyarrow.
+        read_threads: Parquet decoding threads (below; None: ``pyarrow.cpu_count()``).
+        read_ahead_bytes: Parquet bytes decoded ahead (below; None: automatic).
+        scope_field: a string / integer field carried as ``Batch.scope``, or None.
+
+    Yields:
+        ``Batch``: rows of one file, row ids dense over the whole run (``row_start``), holding at most
+        ``batch_bytes`` of text.
+
+    Raises:
+        ConfigError: a ``batch_bytes`` that is not a positive int, a bad ``read_threads`` /
+            ``read_ahead_bytes``, or a bad spec (``make_spec``); raised before anything is read.
+        InputError: a bad row or file with on_error="raise" (the message names ``relpath:line`` or
+            ``relpath row N``); a missing or non-numeric keep column or a bad scope value in either mode.
+        RunError: a device reader that gave another number of rows than the file holds.
 
     Memory: JSON Lines: one block (<= batch_bytes of raw JSON, or one longer line) at a time, plus what
     pyarrow's JSON parser needs for it (several times the block). Parquet: row groups are decoded by
@@ -167,9 +210,22 @@ def _batches(readers: Iterator[tuple[int, FileReader]], report: ReadReport, batc
 
 
 def iter_rows(files: list[InputFile], rows: np.ndarray, **reader) -> Iterator[tuple[np.ndarray, pa.Array]]:
-    """(global row ids, their texts) for the sorted global row ids ``rows``, one pair per batch that
-    holds any of them (other batches are read but yield nothing); take() packs the selected texts into
-    one contiguous Arrow array. ``reader``: the keyword arguments of ``iter_batches``."""
+    """The texts of some rows of a run, read again.
+
+    Args:
+        files: the run's inputs.
+        rows: int64 [k], sorted global row ids, numbered as ``iter_batches`` numbers them.
+        **reader: the keyword arguments of ``iter_batches`` (id_field, text_field, batch_bytes, on_error,
+            ...), the run's, so that the rows are numbered the same.
+
+    Yields:
+        (global row ids int64 [j], their texts: an Arrow string array [j]), one pair per batch that holds
+        any of ``rows`` (other batches are read but yield nothing); ``take`` packs the selected texts into
+        one contiguous array.
+
+    Raises:
+        ConfigError, InputError: as ``iter_batches``.
+    """
     rows = np.asarray(rows, np.int64)
     for batch in iter_batches(files, **reader):
         lo, hi = np.searchsorted(rows, [batch.row_start, batch.row_start + len(batch)])

@@ -32,7 +32,15 @@ _SUPPORTED = ("s3:// (extra 's3'), gs:// (extra 'gcs'), hf://datasets/... (extra
 
 
 def is_url(path: str) -> bool:
-    """Is ``path`` a URL with a protocol (``s3://...``, ``memory://...``), not a local path?"""
+    """Is ``path`` a URL with a protocol, not a local path?
+
+    Args:
+        path: an input as given (anything; only a ``str`` can be a URL).
+
+    Returns:
+        True for ``<protocol>://...`` (``s3://...``, ``memory://...``, chained ones such as
+        ``simplecache::s3://...``), False otherwise.
+    """
     return isinstance(path, str) and _URL.match(path) is not None
 
 
@@ -93,7 +101,15 @@ def pyarrow_filesystem(fs: Any) -> Any:
 
 
 def open_stream(f: Any) -> Any:
-    """A readable Arrow stream of input ``f``'s (decompressed) bytes; remote: an fsspec file object."""
+    """A readable stream of an input file's bytes, decompressed.
+
+    Args:
+        f: a JSON Lines ``InputFile`` (``f.compression``: None, "gzip" or "zstd"); remote when ``f.fs`` is set.
+
+    Returns:
+        A ``pyarrow.NativeFile`` input stream of the decompressed bytes: of the local path, or of an fsspec
+        file object for a remote input (closed with the stream). The caller closes it.
+    """
     if getattr(f, "fs", None) is None:
         return pa.input_stream(f.path, compression=f.compression)
     handle = f.fs.open(fs_path(f), "rb")
@@ -105,15 +121,30 @@ def open_stream(f: Any) -> Any:
 
 
 def open_parquet(f: Any, **kwargs: Any) -> pq.ParquetFile:
-    """``pq.ParquetFile`` of input ``f`` (``kwargs``: e.g. metadata=); remote: through the pyarrow wrapper of
-    its fsspec file system, which reads the row groups asked for as byte ranges."""
+    """Open a Parquet input, local or remote.
+
+    Args:
+        f: a Parquet ``InputFile``; remote when ``f.fs`` is set.
+        **kwargs: passed to ``pq.ParquetFile`` (e.g. ``metadata=``).
+
+    Returns:
+        A ``pq.ParquetFile``. A remote one goes through the pyarrow wrapper of its fsspec file system,
+        which reads the row groups asked for as byte ranges.
+    """
     if getattr(f, "fs", None) is None:
         return pq.ParquetFile(f.path, **kwargs)
     return pq.ParquetFile(fs_path(f), filesystem=pyarrow_filesystem(f.fs), **kwargs)
 
 
 def file_size(f: Any) -> int:
-    """Bytes of input file ``f`` as stored (compressed), local or remote."""
+    """The size of an input file as stored.
+
+    Args:
+        f: an ``InputFile``, local or remote (``f.fs`` set).
+
+    Returns:
+        Its size in bytes, compressed as stored.
+    """
     if getattr(f, "fs", None) is None:
         return os.path.getsize(f.path)
     return int(f.fs.size(fs_path(f)))

@@ -15,9 +15,21 @@ from ..ops import core
 
 
 def arrow_text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Zero-copy views of an Arrow string array: (data uint8 (T,), offsets int64 (n+1,)).
+    """Zero-copy views of an Arrow string array: the layout every kernel that reads documents takes.
 
-    Offsets are absolute positions into data (they need not start at 0)."""
+    Args:
+        text: pa.string() or pa.large_string() [n], no nulls (a slice is fine).
+
+    Returns:
+        (data uint8 (T,), offsets int64 (n+1,)). Offsets are absolute positions into data (they need not
+        start at 0); row i is ``data[offsets[i]:offsets[i+1]]``. Data is a view; offsets too for
+        large_string (string's int32 offsets are widened, a copy of n+1 values).
+
+    Raises:
+        DataError: ``text`` has nulls (the reader must reject or skip them), or offsets beyond its data
+            buffer (a corrupt array).
+        UsageError: ``text`` is not a string / large_string array.
+    """
     if text.null_count:
         raise DataError(f"text array has {text.null_count} null values; the reader must reject or skip them")
     if pa.types.is_string(text.type):
@@ -36,7 +48,16 @@ def arrow_text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def invalid_utf8_rows(data, offsets, device: str = "cpu"):
-    """bool (n,) in the device's array module: True where data[offsets[i]:offsets[i+1]] is not valid
-    UTF-8. The pyarrow reader validates on the host; a reader that puts the text straight on the device
-    (cudf) checks here and sends the few batches with invalid rows through the host repair instead."""
+    """The rows that are not valid UTF-8. The pyarrow reader validates on the host; a reader that puts the
+    text straight on the device (cudf) checks here and sends the few batches with invalid rows through the
+    host repair instead.
+
+    Args:
+        data: uint8 (T,), the text bytes (NumPy, or CuPy with device="cuda").
+        offsets: int64 (n+1,), absolute positions into data.
+        device: "cpu" or "cuda" (``ops.core.utf8_invalid``).
+
+    Returns:
+        bool (n,) in the device's array module: True where ``data[offsets[i]:offsets[i+1]]`` is not valid UTF-8.
+    """
     return core.utf8_invalid(device, data, offsets)

@@ -77,9 +77,20 @@ WRITE_HOOKS: list[Callable[[str], None]] = []
 
 @contextmanager
 def atomic_path(path: str | os.PathLike, record: bool = True) -> Iterator[str]:
-    """Yield a temporary path next to ``path``; on success fsync it and rename it onto ``path``;
-    on an exception delete it and re-raise. Readers never see a partial ``path``. ``record=False``: not
-    reported to WRITE_HOOKS (the tool's own state files, e.g. a lock's info)."""
+    """Write a file atomically: readers never see a partial ``path``.
+
+    A context manager: on success the temporary file is fsynced and renamed onto ``path`` (and the directory
+    fsynced); on an exception it is deleted and the exception re-raised. The directory is created if needed.
+
+    Args:
+        path: the final file.
+        record: pass the absolute final path to the hooks of ``WRITE_HOOKS`` first (False: not reported, for
+            the tool's own state files, e.g. a lock's info).
+
+    Yields:
+        The temporary path to write, in the same directory: ``.<name>.<random>.tmp`` (a leading dot, so
+        ``resolve_inputs`` never reads it; a unique suffix, so concurrent writers never clash).
+    """
     final = os.path.abspath(os.fspath(path))
     for hook in tuple(WRITE_HOOKS) if record else ():
         hook(final)
@@ -101,6 +112,12 @@ def atomic_path(path: str | os.PathLike, record: bool = True) -> Iterator[str]:
 
 
 def write_parquet_atomic(table: pa.Table, path: str | os.PathLike) -> None:
+    """Write ``table`` to a Parquet file atomically (``atomic_path``, recorded), with pyarrow's defaults.
+
+    Args:
+        table: the table to write.
+        path: the final file (its directory is created if needed).
+    """
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 
@@ -121,7 +138,14 @@ def _json_safe(obj: Any) -> Any:
 
 
 def write_json_atomic(obj: Any, path: str | os.PathLike, record: bool = True) -> None:
-    """Write ``obj`` as indented JSON (NaN/inf -> null, key order kept), atomically (``record``: atomic_path)."""
+    """Write ``obj`` as indented JSON, atomically (``atomic_path``).
+
+    Args:
+        obj: JSON-able values; numpy scalars and arrays become Python values, NaN / inf become null, key order
+            is kept.
+        path: the final file.
+        record: as ``atomic_path``'s (False: not reported to ``WRITE_HOOKS``).
+    """
     text = json.dumps(_json_safe(obj), indent=2, sort_keys=False, allow_nan=False)
     with atomic_path(path, record) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -129,7 +153,15 @@ def write_json_atomic(obj: Any, path: str | os.PathLike, record: bool = True) ->
 
 
 def parquet_codec(f: InputFile) -> str:
-    """The compression of input Parquet file ``f``'s first column chunk (the codec its copy is written with)."""
+    """The codec a Parquet input's copy is written with: that of its first column chunk.
+
+    Args:
+        f: a Parquet ``InputFile``, local or remote.
+
+    Returns:
+        A ``pq.write_table`` compression name ("snappy", "gzip", "brotli", "zstd", "lz4" or "none");
+        "snappy" for a file without row groups or an unknown codec.
+    """
     md = open_parquet(f).metadata
     if md.num_row_groups and md.num_columns:
         return _PARQUET_CODECS.get(md.row_group(0).column(0).compression, "snappy")
@@ -137,6 +169,16 @@ def parquet_codec(f: InputFile) -> str:
 
 
 def output_path(out_dir: str, f: InputFile) -> str:
+    """Where ``write_kept`` writes the kept rows of one input.
+
+    Args:
+        out_dir: the output directory.
+        f: an input.
+
+    Returns:
+        ``out_dir/<relpath>`` (with the local separator), or ``out_dir/deduplicated.parquet``
+        (``TABLE_OUTPUT_NAME``) for an in-memory table.
+    """
     rel = TABLE_OUTPUT_NAME if f.fmt == "table" else f.relpath
     return os.path.join(out_dir, *rel.split("/"))
 
@@ -148,13 +190,33 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
                text_field: str, on_error: Literal["raise", "skip"], file_rows: Sequence[int] | None = None,
                read_threads: int | None = None, annotate: dict[str, np.ndarray] | None = None) -> dict:
     """Write the rows with ``keep[global_row]`` True to ``out_dir`` (layout in the module docstring).
-    ``annotate``: column name -> int64 [total rows], added to every kept row (module docstring).
 
-    keep: bool [total rows], numbered as ``iter_batches`` with the same files/id_field/text_field/on_error.
-    ``file_rows``: the rows ``iter_batches`` gave per file (the run's pass 1 knows them), which place each
-    file's rows in ``keep``; None: counted here first, exactly as ``iter_batches`` numbers them (with
-    on_error='raise' cheaply: Parquet metadata, non-blank JSON lines; with 'skip' by reading the files once
-    more, as they are read for writing). Every file is checked to hold the rows it was given.
+    Args:
+        files: the run's inputs (at most one in-memory table).
+        keep: bool [total rows], numbered as ``iter_batches`` with the same files / id_field / text_field /
+            on_error.
+        out_dir: the output directory; no output may be one of the inputs.
+        id_field: the run's id field, or None.
+        text_field: the run's text field.
+        on_error: the run's "raise" or "skip" (so that the rows are numbered as the run numbered them).
+        file_rows: the rows ``iter_batches`` gave per file (the run's pass 1 knows them), which place each
+            file's rows in ``keep``; None: counted here first, exactly as ``iter_batches`` numbers them (with
+            on_error='raise' cheaply: Parquet metadata, non-blank JSON lines; with 'skip' by reading the files
+            once more, as they are read for writing). Every file is checked to hold the rows it was given.
+        read_threads: files written at a time (below; None: ``pyarrow.cpu_count()``).
+        annotate: column name -> int64 [total rows], added to every kept row (module docstring), or None.
+
+    Returns:
+        ``{"files": n_files_written, "rows_written": m}`` (a file that could not be read, skipped with
+        on_error='skip', is not written and not counted).
+
+    Raises:
+        ConfigError: ``keep`` not a 1-D bool array; several in-memory tables; an output that would overwrite
+            an input; ``file_rows`` without one count >= 0 per file; ``keep`` or an ``annotate`` column whose
+            length is not the inputs' row count; a bad ``read_threads`` or spec.
+        DataError: a file that holds more or fewer rows than it was given; an input that already has an
+            annotation's field or column.
+        InputError: a bad row or file with on_error='raise' (as ``iter_batches``).
 
     Files are written in parallel, ``read_threads`` at a time (None: ``pyarrow.cpu_count()``, as the
     reader's default; 1: one after the other on this thread, no thread started), each streamed in chunks
@@ -168,7 +230,6 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
 
     All outputs become visible together at the end, only if every file was written and the row count
     matched; an error in any file removes every output and raises the first error in file order.
-    Returns ``{"files": n_files_written, "rows_written": m}``.
     """
     keep = np.asarray(keep)
     if keep.ndim != 1 or keep.dtype != np.bool_:

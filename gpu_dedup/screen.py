@@ -50,6 +50,7 @@ from .device import array_module, batch_bytes, note_compiling, repeat_index, to_
 from .errors import ConfigError, DataError, MissingFileError, RunError
 from .io.text import arrow_text_buffers
 from .ops import bloom as bloom_ops
+from .outputs import check_outside_inputs, input_roots
 from .run import Steps, finish, header, resources, write_table
 from .text.normalize import device_tables, normalize_arrays, normalize_text
 
@@ -459,8 +460,25 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
            device: str = "cpu") -> ScreenResult:
     """Flag corpus documents sharing >= cfg.min_matches word n-grams with a benchmark item (policy in the
     module docstring). Streams the corpus in batches; the benchmark index is held in memory (8 bytes per
-    distinct n-gram on the device, 16 per (n-gram, item) pair on the host). Never modifies the corpus."""
+    distinct n-gram on the device, 16 per (n-gram, item) pair on the host). Never modifies the corpus.
+
+    Args:
+        corpus_source: path(s), glob(s) or a directory of the corpus, a pyarrow Table or a pandas DataFrame.
+        benchmark_files: the benchmark file(s): jsonl / parquet (``cfg.fields``) or plain text.
+        cfg: the ``ScreenConfig`` (None: its defaults).
+        output_dir: where matches.parquet, counts.json and screen.json go (None: in memory).
+        device: "cpu", "cuda" or "auto".
+
+    Returns:
+        A ``ScreenResult``: the (document, item) matches, the flagged ids, the counts.
+
+    Raises:
+        ConfigError: ``output_dir`` at or under an input (corpus or benchmark), refused before anything is read.
+        GpuDedupError: a benchmark or corpus that cannot be read (the message names the file).
+    """
     cfg = cfg or ScreenConfig()
+    if output_dir is not None:
+        check_outside_inputs({"output_dir": output_dir}, input_roots(corpus_source) + input_roots(benchmark_files))
     device, threads = resources(device)
     note_compiling(device, ("screen",))  # before any bar: a first run compiles the n-gram hash kernels
     steps = Steps()

@@ -40,14 +40,11 @@ def add_command(sub) -> None:
     p.add_argument("--text-field", default=d["text_field"])
     p.add_argument("--device", choices=DEVICES, default=config_default(RunConfig, "device"))
     p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=cmd_screen)
+    p.set_defaults(func=cmd_screen, api_names={"output_dir": "output"})  # screen()'s name of -o, in its errors
 
 
 def cmd_screen(args: argparse.Namespace) -> int:
-    from ..outputs import check_outside_inputs, input_roots
     from ..screen import load_phrases, screen
-
-    check_outside_inputs({"-o": args.output}, input_roots(args.corpus) + input_roots(args.benchmark))
 
     kw: dict[str, Any] = {"ngram": args.ngram, "min_matches": args.min_matches, "min_ngram": args.min_ngram,
                           "text_unit": args.benchmark_text_unit, "id_field": args.id_field,

@@ -50,7 +50,7 @@ def add_command(sub: Any) -> None:
     p.add_argument("--skip-bad-records", action="store_true", help="skip (and count) bad records instead of "
                    "stopping at the first")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
-    p.set_defaults(func=cmd_substring)
+    p.set_defaults(func=cmd_substring, api_names={"output_dir": "output"})  # substring_dedup's name of -o
 
 
 def config_from(args: argparse.Namespace, **input_kw: Any):
@@ -62,17 +62,13 @@ def config_from(args: argparse.Namespace, **input_kw: Any):
 
 
 def cmd_substring(args: argparse.Namespace) -> int:
-    from ..outputs import check_outside_inputs, input_roots, own
     from ..substring.dedup import substring_dedup
 
     if args.min_tokens < 1:
         raise ConfigError(f"--min-tokens must be >= 1, got {args.min_tokens}")
     cfg = config_from(args, keep=args.keep, id_field=args.id_field, text_field=args.text_field,
                       on_error="skip" if args.skip_bad_records else "raise")
-    roots = input_roots(args.inputs)
-    check_outside_inputs({"-o": args.output}, roots)
-    with own(args.output, command="substring", overwrite=args.overwrite, roots=roots):
-        res = substring_dedup(args.inputs, cfg, args.output, device=args.device)
+    res = substring_dedup(args.inputs, cfg, args.output, device=args.device, overwrite=args.overwrite)
     summary(res)
     return 0
 

@@ -65,7 +65,8 @@ from ..errors import DataError, RunError
 from ..io.text import arrow_text_buffers
 from ..paragraph.cutwrite import apply_cuts, write_cut_documents
 from ..paragraph.dedup import peak_rss_bytes, gather_spans
-from ..run import Steps, finish, header, resources
+from ..outputs import input_roots
+from ..run import Steps, finish, header, owned, resources
 from .config import SubstringConfig
 from .spans import KeepOrder, Matches, byte_cuts, cut_spans, find_matches
 from .tokens import Tokens, TokenStore, load_tokenizer, tokenizer_tokens, word_tokens
@@ -362,14 +363,17 @@ def write_outputs(out: str, corpus: Corpus, cfg: SubstringConfig) -> dict[str, A
 
 
 def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir: str | os.PathLike | None = None,
-                    device: str = "cpu") -> SubstringResult:
-    """Exact-substring dedup of ``source``: the stages of the module docstring, timed.
+                    device: str = "cpu", *, overwrite: bool = True) -> SubstringResult:
+    """Exact-substring dedup of ``source``: the stages of the module docstring, timed. ``output_dir`` is owned
+    while the stage runs (``run.owned``, command "substring": outside the inputs, locked, an earlier run's files
+    replaced, this run's removed again if it fails); inside ``run_dedup``'s own block it joins that one.
 
     Args:
         source: path(s), glob(s) or a directory of input files, a pyarrow Table or a pandas DataFrame.
         cfg: the ``SubstringConfig`` (None: its defaults).
         output_dir: where the spans, documents, cut records and substring_dedup.json go (None: in memory).
         device: "cpu", "cuda" or "auto".
+        overwrite: replace an earlier finished run in ``output_dir`` (False: refuse it).
 
     Returns:
         A ``SubstringResult``: the statistics, and the spans and cut documents in memory when ``output_dir``
@@ -377,8 +381,15 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
 
     Raises:
         GpuDedupError: a bad setting, no documents, a document too long for one suffix array
-            (``DataError``), or an input that changed while the stage ran (``RunError``).
+            (``DataError``), an input that changed while the stage ran (``RunError``), an ``output_dir`` inside
+            the inputs (``ConfigError``) or holding a finished run without ``overwrite`` (``OutputExistsError``).
     """
+    with owned(output_dir, roots=input_roots(source), command="substring", overwrite=overwrite):
+        return _substring_dedup(source, cfg, output_dir, device)
+
+
+def _substring_dedup(source: Any, cfg: SubstringConfig | None, output_dir: str | os.PathLike | None,
+                     device: str) -> SubstringResult:
     cfg = cfg or SubstringConfig()
     device, threads = resources(device)
     note_compiling(device, ("substring",))  # a first run compiles the Kasai and span-hash kernels: said first

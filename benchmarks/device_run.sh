@@ -44,7 +44,7 @@ if [[ $SIM == 1 ]]; then
   : "${T_INSTALL:=0}" "${T_ENV:=30}" "${T_WARM:=900}" "${T_PYTEST:=600}" "${T_CHECK:=900}" "${T_BENCH:=900}" "${T_FILTER:=600}"
   : "${T_SUMMARY:=10}" "${TOTAL:=3600}"
   : "${FILTER_ARGS:=--docs 20 --words 40 --repeat 1 --device cuda}"
-  : "${PYTEST_ARGS:=tests/test_gpu.py tests/test_cuda_sim.py}"
+  : "${PYTEST_ARGS:=tests/test_gpu.py tests/kernels/test_cuda_sim.py}"
   : "${CHECK_ARGS:=--small}"
   : "${BENCH_ARGS:=--small --budget 600}"
 else
@@ -54,7 +54,7 @@ else
   : "${T_FILTER:=40}"
   : "${T_SUMMARY:=10}" "${TOTAL:=350}"
   : "${FILTER_ARGS:=--docs 10000 --words 400 --repeat 1 --threads 16 --device cuda}"
-  : "${PYTEST_ARGS:=tests/test_gpu.py tests/test_cuda_sim.py tests/test_gpu_io.py}"
+  : "${PYTEST_ARGS:=tests/test_gpu.py tests/kernels/test_cuda_sim.py tests/io/test_gpu_io.py}"
   : "${CHECK_ARGS:=--docs 20000}"
   : "${BENCH_ARGS:=--budget 75}"  # its stage timeout less the start-up and the final table
 fi

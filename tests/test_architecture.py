@@ -351,3 +351,18 @@ def test_the_layer_rule_sees_a_violation():
              "gpu_dedup.iox": {"gpu_dedup.lexical"}, "gpu_dedup.io.write": {"gpu_dedup.lexicalx", "gpu_dedup.pipeline"}}
     assert _imports_of(graph, "io", STAGES) == {"gpu_dedup.io.read": ["gpu_dedup.lexical.minhash"],
                                                 "gpu_dedup.io.write": ["gpu_dedup.pipeline"]}
+
+
+# ------------------------------------------------------------------------------------------ tests mirror the tree
+
+def test_the_tests_mirror_the_package_tree():
+    """tests/<dir>/ holds the tests of gpu_dedup/<dir>/ (tests/kernels/ those of kernels/); the top level those of
+    the package's top-level modules and of the whole program. Basenames stay unique (pytest imports a test module
+    by its name)."""
+    packages = {p.parent.name for p in (ROOT / "gpu_dedup").glob("*/__init__.py")} | {"kernels"}
+    dirs = {p.parent.name for p in (ROOT / "tests").rglob("test_*.py") if p.parent != ROOT / "tests"}
+    assert dirs <= packages, f"test directories without a package of that name: {sorted(dirs - packages)}"
+    assert all(p.parent.parent == ROOT / "tests" for p in (ROOT / "tests").rglob("test_*.py")
+               if p.parent != ROOT / "tests"), "one level of test directories, as the package has"
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

@@ -11,7 +11,7 @@ Only the text column goes through cudf. Ids and the keep column are small, so py
 same row groups, and everything that gives an error message or a row number stays the pyarrow reader's
 (``arrow.ArrowReader``). A batch whose text has nulls or invalid UTF-8, or whose ids have nulls, is read
 again by the pyarrow reader, which skips, reports or repairs exactly as on the CPU path; so decisions
-are identical to ``reader="pyarrow"`` (tests/test_gpu_io.py checks this under the CUDA simulator with a
+are identical to ``reader="pyarrow"`` (tests/io/test_gpu_io.py checks this under the CUDA simulator with a
 host stand-in for libcudf; the buffer adapter is checked against the pylibcudf Column protocol).
 JSON Lines and in-memory tables always go through pyarrow: their per-line error reporting is the point.
 """

@@ -5,10 +5,10 @@ A front end's function has one signature on both targets (``device`` first, then
 module) and returns its outputs; inside it picks the kernel twin, cuts long documents into chunks of bounded work
 on a GPU, allocates outputs and scratch arrays and owns the chunk constants. Stage code calls these functions and
 never a kernel by name, so the shape of a kernel (its scratch arrays, its chunking) stays out of the stages
-(tests/test_ops.py checks it, and that every CPU/GPU twin pair takes the same arguments).
+(tests/ops/test_ops.py checks it, and that every CPU/GPU twin pair takes the same arguments).
 
 Families behind a front end: core (normalization, hashing, MinHash, LSH keys, verification, the policy), bloom
 (Bloom filter, exact set, paragraph splitting and hashing, screening), features (DSIR, rules), domain (the filter's
 domain rules), substring (Kasai's LCP). The fastText and n-gram LM stages still launch their kernels by name
-(tests/test_ops.py lists them).
+(tests/ops/test_ops.py lists them).
 """

@@ -292,7 +292,7 @@ def _markdown(out_dir: str, counts: dict, pairs: pa.Table, examples: pa.Table, r
              "Semantic-only removals are what lexical dedup cannot see by construction: the "
              "Tokyo pair (\"The president visited Tokyo on Tuesday to discuss trade.\" / \"On Tuesday, the "
              "president visited Tokyo to discuss trade issues.\") shares no word 5-gram, so its Jaccard is 0 and no "
-             "lexical threshold removes it (tests/test_cluster.py pins this).", "",
+             "lexical threshold removes it (tests/lexical/test_cluster.py pins this).", "",
              "| documents | count | fraction |", "|---|---:|---:|"]
     labels = {"input": "input", "lexical_removed": "removed by lexical", "semantic_removed": "removed by semantic",
               "both": "removed by both", "lexical_only": "lexical only", "semantic_only": "semantic only",

@@ -19,7 +19,7 @@ Stages (``check`` composes them):
      registers x threads per block over the SM's register file, ``cvt`` to/from f64 in an integer kernel
      (one whose arguments hold no float).
 
-Command line (what tests/test_kernel_compile.py and the device script run):
+Command line (what tests/kernels/test_kernel_compile.py and the device script run):
 ``python -m gpu_dedup.testing.kernel_check [--jobs 2] [--json PATH] [--markdown] [--module FILE.py]``;
 exit status 1 when any kernel has a problem. Needs numba-cuda, nvidia-nvvm, nvidia-cuda-nvrtc and
 nvidia-cuda-nvcc (ptxas) (README, "The GPU path"), and must not run under NUMBA_ENABLE_CUDASIM.

@@ -1,4 +1,4 @@
-"""Kernels with the defects the compile check must catch (tests/test_kernel_compile.py runs
+"""Kernels with the defects the compile check must catch (tests/kernels/test_kernel_compile.py runs
 gpu_dedup.testing.kernel_check on this file): review P0-1's shape expression in cuda.local.array, a
 true division that takes an integer kernel through float64, a kernel declaring no argument
 types, and one clean kernel (which must pass)."""

@@ -14,8 +14,8 @@ import pytest
 
 from gpu_dedup.testing import kernel_check
 
-ROOT = Path(__file__).resolve().parent.parent
-BROKEN = Path(__file__).resolve().parent / "data" / "broken_kernels.py"
+ROOT = Path(__file__).resolve().parents[2]
+BROKEN = Path(__file__).resolve().parents[1] / "data" / "broken_kernels.py"
 
 
 def _toolchain_missing() -> str:

@@ -390,7 +390,7 @@ def test_cuda_kernels_in_simulator_subprocess(trained, strict):
     env.pop("GPU_DEDUP_REAL_GPU", None)
     res = subprocess.run([sys.executable, "-c", SUBPROCESS, trained["ova"], json.dumps(SIM_DOCS)], env=env,
                          capture_output=True, text=True, timeout=600,
-                         cwd=os.path.join(os.path.dirname(__file__), os.pardir))
+                         cwd=os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out == {"labels": True, "probs": True, "found": out["found"]} and out["found"] >= len(SIM_DOCS)

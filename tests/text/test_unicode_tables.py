@@ -13,7 +13,7 @@ from gpu_dedup.text import unicode_tables as ut
 from gpu_dedup.testing import unicode_reference as uref
 from gpu_dedup.config import NormalizeConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = [NormalizeConfig(False, False), NormalizeConfig(True, False), NormalizeConfig(False, True),
            NormalizeConfig(True, True), NormalizeConfig(lowercase=False), NormalizeConfig(True, True, False)]
 CFG_IDS = ["plain", "punct", "digits", "punct+digits", "cased", "cased+punct+digits"]

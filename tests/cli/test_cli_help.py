@@ -1,7 +1,7 @@
 """The command line's surface does not drift by accident: every command's flags (names, dests, defaults, types,
 choices, help text, groups) and its description/epilog equal the golden spec ``tests/data/cli_spec.json``, captured
 from the parser before the argparse moved into ``gpu_dedup/cli/``. An intended change (a new flag, new help
-text) is written to the golden file with ``python tests/test_cli_help.py --write`` and shows up in review as a
+text) is written to the golden file with ``python tests/cli/test_cli_help.py --write`` and shows up in review as a
 diff of that file."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-GOLDEN = Path(__file__).parent / "data" / "cli_spec.json"
+GOLDEN = Path(__file__).parent.parent / "data" / "cli_spec.json"
 
 
 def _name(x) -> object:
@@ -59,12 +59,12 @@ def test_cli_surface_matches_golden_spec():
         g = golden if cmd is None else golden["commands"][cmd]
         n = now if cmd is None else now["commands"][cmd]
         for key in ("description", "epilog", "usage", "defaults") + (("help",) if cmd else ()):
-            assert n[key] == g[key], f"{cmd or 'gpu-dedup'}: {key} changed (intended? python tests/test_cli_help.py --write)"
+            assert n[key] == g[key], f"{cmd or 'gpu-dedup'}: {key} changed (intended? python tests/cli/test_cli_help.py --write)"
         gf = {tuple(a["flags"]) or (a["dest"],): a for a in g["actions"]}
         nf = {tuple(a["flags"]) or (a["dest"],): a for a in n["actions"]}
         assert list(nf) == list(gf), f"{cmd}: flags added, removed or reordered"
         for k, a in gf.items():
-            assert nf[k] == a, f"{cmd} {k}: changed (intended? python tests/test_cli_help.py --write)"
+            assert nf[k] == a, f"{cmd} {k}: changed (intended? python tests/cli/test_cli_help.py --write)"
 
 
 def test_help_of_every_command_renders(capsys):

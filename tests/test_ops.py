@@ -22,9 +22,6 @@ TWINS_THAT_DIFFER = {("bloom", "bloom_insert")}
 # string-named launch(device, "name", ...) calls left in stage modules (file, kernel name): port them to a front
 # end in gpu_dedup/ops/ and delete them here
 STRING_LAUNCHES = {
-    ("gpu_dedup/filters/fasttext.py", "ft_hidden"), ("gpu_dedup/filters/fasttext.py", "ft_label_prob"),
-    ("gpu_dedup/filters/fasttext.py", "ft_predict"), ("gpu_dedup/filters/fasttext_gpu.py", "ft_doc_sum"),
-    ("gpu_dedup/filters/fasttext_gpu.py", "ft_token_chunks"), ("gpu_dedup/filters/fasttext_gpu.py", "?"),
     ("gpu_dedup/filters/kneser_ney.py", "lm_count_words"), ("gpu_dedup/filters/kneser_ney.py", "lm_word_hashes"),
     ("gpu_dedup/filters/lm.py", "lm_doc_sums"), ("gpu_dedup/filters/lm.py", "lm_ngram_keys"),
     ("gpu_dedup/filters/lm.py", "lm_score_docs"), ("gpu_dedup/filters/lm.py", "lm_span_hashes"),

@@ -421,8 +421,8 @@ def test_cuda_hidden_equals_cpu_at_every_chunk_boundary(trained, name, monkeypat
         monkeypatch.setattr(F, "DEQUANTIZE_MAX_BYTES", 0)
     model = load_fasttext(LID if name == "lid_pq" else trained[name])
     data, offsets = texts_to_arrays(CHUNK_DOCS)
-    n = len(CHUNK_DOCS)
     want_h, want_n = fasttext_ops.hidden("cpu", data, offsets, model._arrays("cpu"), model._host["P"], model.dim)
+    assert want_h.shape == (len(CHUNK_DOCS), model.dim) and want_h.dtype == np.float32
     assert want_n[1] >= 40 and want_n[1] > want_n[0] > 0 and want_n[2] > 0 and np.any(want_h[1] != 0)
     arr = model._arrays("cuda")
     gdata, goff = dev.to_device(data, "cuda"), dev.to_device(offsets, "cuda")

@@ -84,8 +84,9 @@ def run_kernel(device: str, k, items: int, *args) -> None:
 
 
 def launch(device: str, name: str, items: int, *args, family: str | None = None) -> None:
-    """``run_kernel`` for the kernel called ``name`` of ``kernels(device, family)``: the string-keyed form the stage
-    modules not yet behind a front end still use (tests/ops/test_ops.py lists them and keeps the list shrinking)."""
+    """``run_kernel`` for the kernel called ``name`` of ``kernels(device, family)``: the string-keyed form, for tests
+    and tools that go over a family's kernels by name; stage modules call the front ends of gpu_dedup/ops/ instead
+    (tests/ops/test_ops.py checks it)."""
     run_kernel(device, getattr(kernels(device, family or "core"), name), items, *args)
 
 

@@ -1,9 +1,9 @@
 """GPU kernels of the fastText family (``fasttext.py``'s device functions compiled with ``numba.cuda.jit``).
 Same names, arguments and bit-identical results as ``fasttext_cpu.py`` for ``ft_predict`` / ``ft_label_prob``;
-launched by ``gpu_dedup.device.launch(device, name, n, ..., family="fasttext")``.
+launched by the family's front end ``gpu_dedup/ops/fasttext.py``.
 
-The hidden vectors are cooperative, with work per thread bounded by bytes (gpu_dedup/filters/fasttext_gpu.py
-``hidden_gpu`` composes them; together they equal ``fasttext_cpu.ft_hidden`` bit for bit):
+The hidden vectors are cooperative, with work per thread bounded by bytes (``ops/fasttext.py``'s ``hidden``
+composes them on the GPU; together they equal ``fasttext_cpu.ft_hidden`` bit for bit):
 1. ``ft_token_chunks``: a thread per chunk of <= FT_CHUNK positions of a document (its bytes, then one
    position for the ``</s>`` of the appended newline): counts, then writes, the word and ``</s>`` tokens
    that start in it (bytes, vocabulary id, kind, sign-extended hash; a token's bytes may run past the chunk:

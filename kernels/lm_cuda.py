@@ -1,9 +1,9 @@
 """GPU kernels of the n-gram language-model family (``lm.py``'s device functions compiled with
-``numba.cuda.jit``). Same results as ``lm_cpu.py`` (whose docstrings give shapes and dtypes); launched by
-``gpu_dedup.device.launch(..., family="lm")``. The tables are built on the host (``lm_cpu.lm_build_table`` /
+``numba.cuda.jit``). Same results as ``lm_cpu.py`` (whose docstrings give shapes and dtypes); launched by the
+family's front end ``gpu_dedup/ops/lm.py``. The tables are built on the host (``lm_cpu.lm_build_table`` /
 ``lm_build_vocab``) and copied to the device.
 
-Document scoring is cooperative, not one thread per document (gpu_dedup/filters/lm.py ``score_docs_gpu``):
+Document scoring is cooperative, not one thread per document (``ops/lm.py``'s ``score_docs`` on the GPU):
 1. ``lm_word_chunks``: a thread per chunk of <= LM_CHUNK bytes of a line (``device.split_chunks``): counts
    the words that start in it, then (second pass) writes their vocabulary ids (OOV -> unk) and OOV flags at
    the chunk's place in the batch's word order (a word's bytes may run past the chunk: read once, by the

@@ -2,7 +2,7 @@
 
 ``load_fasttext(path)`` reads a ``.bin`` or quantized ``.ftz`` file (fasttext_format.py) into NumPy arrays;
 ``FastTextModel.predict`` / ``label_prob`` run ``kernels/fasttext_cpu.py`` (Numba, parallel over documents) or
-``kernels/fasttext_cuda.py`` (work per GPU thread bounded by bytes: fasttext_gpu.py) and return what the
+``kernels/fasttext_cuda.py`` (through ``ops/fasttext.py``; work per GPU thread bounded by bytes) and return what the
 ``fasttext`` Python package's ``predict`` returns: the same labels in the same order, the same f32
 probabilities (see kernels/fasttext.py for the one-ulp ``expf`` caveat), with no ``fasttext`` package needed.
 
@@ -33,6 +33,7 @@ from ..constants import LABEL_PREFIX
 from ..errors import ConfigError, UsageError
 from ..io.discover import file_sha256
 from ..kernels import fasttext as K
+from ..ops import fasttext as fasttext_ops
 from .fasttext_format import KSUB, LOSS_NAMES, FastTextFormatError, Matrix, ModelFile, read_model
 
 __all__ = ["FastTextFormatError", "FastTextModel", "load_fasttext"]
@@ -177,17 +178,13 @@ class FastTextModel:
 
     # ------------------------------------------------------------------------------------------ loading
     def _build_arrays(self, mf: ModelFile) -> dict[str, np.ndarray]:
-        from ..kernels import fasttext_cpu as KC
-
         size = len(mf.words)
         lens = np.fromiter((len(w) for w in mf.words), np.int64, size)
         voff = np.zeros(size + 1, np.int64)
         np.cumsum(lens, out=voff[1:])
         vbytes = np.frombuffer(b"".join(mf.words), np.uint8) if voff[-1] else np.zeros(1, np.uint8)
-        vhash = np.empty(size, np.uint32)
-        KC.ft_hash_spans(vbytes, voff, vhash)
-        vtable = np.full(_pow2_at_least(2 * size + 2), -1, np.int32)
-        KC.ft_build_vocab_table(vhash, vtable)
+        vhash = fasttext_ops.vocab_hashes_host(vbytes, voff)
+        vtable = fasttext_ops.vocab_table_host(vhash, _pow2_at_least(2 * size + 2))
         eos = _find(mf.words, b"</s>")
         a = mf.args
         pkeys, pvals = np.zeros((1, 2), np.uint32), np.full(1, -1, np.int32)
@@ -212,12 +209,7 @@ class FastTextModel:
             P[base:base + 5] = (int(m.quantized), int(m.norm_codes is not None), m.nsubq, m.dsub, m.lastdsub)
         P[K.P_EOS_ID], P[K.P_TABLE_MASK] = eos, vtable.shape[0] - 1
         P[K.P_LOSS], P[K.P_OSZ] = a["loss"], mf.nlabels
-        sub_off = np.zeros(size + 1, np.int64)
-        sub_rows = np.zeros(1, np.int32)
-        KC.ft_vocab_subwords(vbytes, voff, mf.types, P, pkeys, pvals, sub_off, sub_rows, False)
-        np.cumsum(sub_off, out=sub_off)
-        sub_rows = np.zeros(max(1, int(sub_off[-1])), np.int32)
-        KC.ft_vocab_subwords(vbytes, voff, mf.types, P, pkeys, pvals, sub_off, sub_rows, True)
+        sub_off, sub_rows = fasttext_ops.vocab_subwords_host(vbytes, voff, mf.types, P, pkeys, pvals)
         inp = mf.input
         if inp.quantized and inp.m * inp.n * 4 <= DEQUANTIZE_MAX_BYTES:
             inp = _dequantize(inp)
@@ -294,23 +286,11 @@ class FastTextModel:
         labels = np.full((n, kk), -1, np.int32)
         probs = np.full((n, kk), np.nan, np.float64)
         arr = self._arrays(device)
-        xp = dev.array_module(device)
+        depth = self._hs_depth if self.loss == "hs" else None
         for lo in range(0, n, BATCH_DOCS):
             hi = min(n, lo + BATCH_DOCS)
             hidden, nfeat = self._hidden(data, offsets, lo, hi, device)
-            b = hi - lo
-            hs = self.loss == "hs"
-            snode = xp.zeros((b, self._hs_depth + 2) if hs else (1, 1), np.int32)
-            sscore = xp.zeros((b, self._hs_depth + 2) if hs else (1, 1), np.float32)
-            out_prob = xp.zeros((b, kk + 1), np.float32)
-            out_idx = xp.full((b, kk + 1), -1, np.int32)
-            out_count = xp.zeros(b, np.int32)
-            dev.launch(device, "ft_predict", b, hidden, nfeat, arr["P"], arr["ow"], arr["ocodes"], arr["ocent"],
-                       arr["onc"], arr["oncent"], arr["sig"], arr["tleft"], arr["tright"], np.int64(kk), thr,
-                       snode, sscore, out_prob, out_idx, out_count, family="fasttext")
-            cnt = dev.to_host(out_count)
-            idx = dev.to_host(out_idx)[:, :kk]
-            pr = dev.to_host(out_prob)[:, :kk]
+            idx, pr, cnt = (dev.to_host(a) for a in fasttext_ops.predict(device, hidden, nfeat, arr, kk, thr, depth))
             valid = np.arange(kk)[None, :] < cnt[:, None]
             labels[lo:hi] = np.where(valid, idx, -1)
             probs[lo:hi] = np.where(valid, pr.astype(np.float64), np.nan)
@@ -338,15 +318,10 @@ class FastTextModel:
         pnode, pright = dev.to_device(pnode, device), dev.to_device(pright, device)
         data, offsets, n = self._inputs(data, offsets, device)
         out = np.full(n, np.nan, np.float64)
-        xp = dev.array_module(device)
         for lo in range(0, n, BATCH_DOCS):
             hi = min(n, lo + BATCH_DOCS)
             hidden, nfeat = self._hidden(data, offsets, lo, hi, device)
-            res = xp.zeros(hi - lo, np.float64)
-            dev.launch(device, "ft_label_prob", hi - lo, hidden, nfeat, arr["P"], arr["ow"], arr["ocodes"],
-                       arr["ocent"], arr["onc"], arr["oncent"], arr["sig"], np.int64(li), pnode, pright, res,
-                       family="fasttext")
-            out[lo:hi] = dev.to_host(res)
+            out[lo:hi] = dev.to_host(fasttext_ops.label_prob(device, hidden, nfeat, arr, li, pnode, pright))
         return out
 
     def label_index(self, label: str) -> int:
@@ -366,20 +341,7 @@ class FastTextModel:
     def _hidden(self, data, offsets, lo: int, hi: int, device: str):
         """Hidden vectors (f32 (hi - lo, dim)) and feature counts (int64) of documents lo..hi-1 (data and
         offsets already where ``device``'s kernels read them: ``_inputs``)."""
-        arr = self._arrays(device)
-        xp = dev.array_module(device)
-        off = offsets[lo:hi + 1]
-        if device == "cuda":  # cooperative kernels, work per thread bounded by bytes (same bits as the CPU's)
-            from .fasttext_gpu import hidden_gpu
-
-            return hidden_gpu(data, off, arr, self._host["P"], self.dim)
-        hidden = xp.zeros((hi - lo, self.dim), np.float32)
-        nfeat = xp.zeros(hi - lo, np.int64)
-        dev.launch(device, "ft_hidden", hi - lo, data, off, arr["P"], arr["prefix"], arr["vbytes"], arr["voff"],
-                   arr["vhash"], arr["vtype"], arr["vtable"], arr["sub_off"], arr["sub_rows"], arr["pkeys"],
-                   arr["pvals"], arr["win"], arr["wcodes"], arr["wcent"], arr["wnc"], arr["wncent"], hidden, nfeat,
-                   family="fasttext")
-        return hidden, nfeat
+        return fasttext_ops.hidden(device, data, offsets[lo:hi + 1], self._arrays(device), self._host["P"], self.dim)
 
     @staticmethod
     def _inputs(data, offsets, device: str):

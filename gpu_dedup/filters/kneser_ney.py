@@ -31,9 +31,10 @@ import numpy as np
 
 from .. import io
 from ..config import check_literal, is_int
-from ..device import array_module, launch, note_compiling, resolve_device, to_device, to_host
+from ..device import note_compiling, resolve_device, to_device, to_host
 from ..errors import ConfigError, DataError, MissingFileError, OutputExistsError, RunError
 from ..io.text import arrow_text_buffers
+from ..ops import lm as lm_ops
 from .arpa import write_arpa
 from .lm import SPECIALS, LMNormalization, lm_contract, prepare_text
 
@@ -116,19 +117,11 @@ class NgramCounter:
     def add(self, data, offsets) -> None:
         """Count the sentences of documents data[offsets[d]:offsets[d+1]] (host or device arrays)."""
         dev = self.device
-        xp = array_module(dev)
         tdata, line_off, _ = prepare_text(to_device(data, dev), to_device(offsets, dev), self.norm, dev)
         lines = int(line_off.shape[0]) - 1
-        per_line = xp.zeros(lines, xp.int64)
-        launch(dev, "lm_count_words", lines, tdata, line_off, per_line, family="lm")
-        word_off = xp.zeros(lines + 1, xp.int64)
-        xp.cumsum(per_line, out=word_off[1:])
-        w = int(word_off[-1])
-        spans = (xp.empty(w, xp.int64), xp.empty(w, xp.int64), xp.empty(w, xp.uint64), xp.empty(w, xp.uint64))
-        launch(dev, "lm_word_hashes", lines, tdata, line_off, word_off, *spans, family="lm")
-        start, end, h1, h2 = (to_host(a) for a in spans)
+        word_off, start, end, h1, h2 = (to_host(a) for a in lm_ops.line_words(dev, tdata, line_off))
         ids = self._word_ids(to_host(tdata), start, end, h1, h2)
-        per_line = to_host(per_line)
+        per_line = np.diff(word_off)
         keep = ids >= 0
         if not keep.all():
             self.dropped += int((~keep).sum())

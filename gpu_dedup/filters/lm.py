@@ -1,5 +1,5 @@
 """n-gram language models: the LM contract (tokenization + normalization), ARPA files (arpa.py), and perplexity
-scoring with our kernels (``kernels/lm*.py``) or, for a KenLM binary file, the ``kenlm`` package.
+scoring with our kernels (``kernels/lm*.py``, through ``ops/lm.py``) or, for a KenLM binary file, the ``kenlm`` package.
 
 Tokenization (one definition, used to train and to score, recorded in the model):
     a document's sentences are its non-empty lines: the text is split on "\\n" first, each line is then
@@ -29,9 +29,10 @@ import pyarrow as pa
 
 from ..config import NormalizeConfig, check_literal
 from ..contract import check_contract
-from ..device import array_module, kernels, launch, repeat_index, resolve_device, split_chunks, to_device, to_host
+from ..device import array_module, resolve_device, to_device, to_host
 from ..errors import ConfigError, DataError, DependencyError, MissingFileError, RunError, UsageError
 from ..io.text import arrow_text_buffers
+from ..ops import lm as lm_ops
 from ..text.normalize import normalize_arrays
 from ..text.unicode_tables import POLICY_NAME, UNICODE_VERSION
 from .arpa import HEADER_PREFIX, KENLM_BINARY_MAGIC, ARPAError, read_arpa
@@ -160,10 +161,7 @@ def _word_keys(vocab: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     lens = np.fromiter((len(b) for b in enc), np.int64, len(enc))
     ends = np.cumsum(lens)
     data = np.frombuffer(b"".join(enc), np.uint8) if enc else np.zeros(0, np.uint8)
-    h1 = np.empty(len(enc), np.uint64)
-    h2 = np.empty(len(enc), np.uint64)
-    launch("cpu", "lm_span_hashes", len(enc), data, ends - lens, ends, h1, h2, family="lm")
-    return h1, h2
+    return lm_ops.span_hashes("cpu", data, ends - lens, ends)
 
 
 class NgramLM:
@@ -206,18 +204,16 @@ class NgramLM:
         self.vocab_size = len(vocab)
         self.counts = [int(g[0].shape[0]) for g in grams]
         h1, h2 = _word_keys(vocab)
-        cap = _pow2(len(vocab))
-        vk1, vk2, vids = np.zeros(cap, np.uint64), np.zeros(cap, np.uint64), np.zeros(cap, np.int64)
-        clash = launch_host("lm_build_vocab", h1, h2, np.arange(len(vocab), dtype=np.int64), vk1, vk2, vids)
+        (vk1, vk2, vids), clash = lm_ops.vocab_table_host(h1, h2, np.arange(len(vocab), dtype=np.int64),
+                                                          _pow2(len(vocab)))
         if clash >= 0:
             raise ARPAError(f"{self.path}: two vocabulary words share a 128-bit key (word {vocab[clash]!r}); "
                             "this is astronomically unlikely: report it")
-        keys = np.concatenate([_ngram_keys(rows) for rows, _, _ in grams])
+        keys = np.concatenate([lm_ops.ngram_keys("cpu", np.ascontiguousarray(rows, np.int64)) for rows, _, _ in grams])
         prob = np.concatenate([p for _, p, _ in grams]).astype(np.float32)
         bo = np.concatenate([b for _, _, b in grams]).astype(np.float32)
         cap = _pow2(keys.shape[0])
-        tk, tp, tb = np.zeros(cap, np.uint64), np.zeros(cap, np.float32), np.zeros(cap, np.float32)
-        clash = launch_host("lm_build_table", keys, prob, bo, tk, tp, tb)
+        (tk, tp, tb), clash = lm_ops.ngram_table_host(keys, prob, bo, cap)
         if clash >= 0:
             n, i = _locate(clash, self.counts)
             words = " ".join(vocab[j] for j in grams[n - 1][0][i])
@@ -258,17 +254,10 @@ class NgramLM:
         if self._kenlm is not None:
             lp, tok, sent, oov = self._score_kenlm(data, offsets)
         else:
-            xp = array_module(device)
             tdata, line_off, doc_lines = prepare_text(to_device(data, device), to_device(offsets, device),
                                                       self.normalization, device)
-            if device == "cuda":
-                outs = score_docs_gpu(tdata, line_off, doc_lines, self.tables(device), self.order, self.bos,
-                                      self.eos, self.unk)
-            else:
-                outs = (xp.zeros(n, xp.float64), xp.zeros(n, xp.int64), xp.zeros(n, xp.int64),
-                        xp.zeros(n, xp.int64))
-                launch(device, "lm_score_docs", n, tdata, line_off, doc_lines, *self.tables(device), self.order,
-                       self.bos, self.eos, self.unk, *outs, family="lm")
+            outs = lm_ops.score_docs(device, tdata, line_off, doc_lines, self.tables(device), self.order, self.bos,
+                                     self.eos, self.unk)
             lp, tok, sent, oov = (to_host(a) for a in outs)
         with np.errstate(divide="ignore", invalid="ignore"):
             ppl = np.where(tok > 0, 10.0 ** (-lp / np.maximum(tok, 1)), np.nan)
@@ -294,65 +283,6 @@ class NgramLM:
                     sent[d] += 1
                     oov[d] += sum(1 for w in words if w.decode("utf-8", "surrogateescape") not in m)
         return lp, tok, sent, oov
-
-
-def score_docs_gpu(data, line_off, doc_lines, tables: tuple, order: int, bos: int, eos: int, unk: int,
-                   chunk: int | None = None) -> tuple:
-    """lm_cpu.lm_score_docs' four arrays (log10 probability float64, tokens, sentences, OOV int64 (n,)) on the
-    GPU, with work per thread bounded by bytes (kernels/lm_cuda.py's module doc): word ids by chunks of
-    ``chunk`` bytes of a line (default LM_CHUNK; tests cut at every byte), a thread per token for its
-    probability, a block per document for the ordered float sums. Same bits as the CPU."""
-    from ..kernels import lm_cuda as kl  # the GPU's chunk size (imports the CUDA kernels)
-
-    xp = array_module("cuda")
-    vk1, vk2, vids, keys, prob, bo = tables
-    n = doc_lines.shape[0] - 1
-    lines = line_off.shape[0] - 1
-    cline, first, count, bounds = split_chunks(xp, line_off[1:] - line_off[:-1], chunk or kl.LM_CHUNK)
-    chunks = int(cline.shape[0])
-    wpos = xp.zeros(chunks, xp.int64)
-    if chunks:
-        unused = xp.zeros(1, xp.int64)  # ids / oov of the counting pass (the simulator copies each argument back)
-        launch("cuda", "lm_word_chunks", chunks, data, line_off, cline, first, count, vk1, vk2, vids, unk, False,
-               wpos, unused, unused.copy(), family="lm")
-    cw = xp.zeros(chunks + 1, xp.int64)
-    xp.cumsum(wpos, out=cw[1:])
-    nwords = int(cw[-1])
-    ids, oov = xp.zeros(nwords, xp.int64), xp.zeros(nwords, xp.int64)
-    if nwords:
-        launch("cuda", "lm_word_chunks", chunks, data, line_off, cline, first, count, vk1, vk2, vids, unk, True,
-               cw[:-1].copy(), ids, oov, family="lm")
-    words = cw[bounds[1:]] - cw[bounds[:-1]]  # per line
-    wbase = cw[bounds]                         # line l's words: ids[wbase[l]:wbase[l+1]]
-    ntok = xp.where(words > 0, words + 1, 0)   # a sentence per line with words: its words and </s>
-    tbase = xp.zeros(lines + 1, xp.int64)
-    xp.cumsum(ntok, out=tbase[1:])
-    tokens = int(tbase[-1])
-    out_lp = xp.zeros(n, xp.float64)
-    if tokens:
-        lp = xp.empty(tokens, xp.float32)
-        launch("cuda", "lm_token_scores", tokens, ids, wbase, tbase, repeat_index(xp, ntok), keys, prob, bo, order,
-               bos, eos, lp, family="lm")
-        launch("cuda", "lm_doc_sums", n, tbase, doc_lines, lp, out_lp, family="lm")
-    co = xp.zeros(nwords + 1, xp.int64)
-    xp.cumsum(oov, out=co[1:])
-    cs = xp.zeros(lines + 1, xp.int64)
-    xp.cumsum((words > 0).astype(xp.int64), out=cs[1:])
-    out_tok = tbase[doc_lines[1:]] - tbase[doc_lines[:-1]]
-    out_sent = cs[doc_lines[1:]] - cs[doc_lines[:-1]]
-    out_oov = co[wbase[doc_lines[1:]]] - co[wbase[doc_lines[:-1]]]
-    return out_lp, out_tok, out_sent, out_oov
-
-
-def launch_host(name: str, *args) -> int:
-    """Run a host-only kernel of the lm family (table builders) and return its result."""
-    return int(getattr(kernels("cpu", "lm"), name)(*args))
-
-
-def _ngram_keys(rows: np.ndarray) -> np.ndarray:
-    out = np.empty(rows.shape[0], np.uint64)
-    launch("cpu", "lm_ngram_keys", rows.shape[0], np.ascontiguousarray(rows, np.int64), out, family="lm")
-    return out
 
 
 def _locate(i: int, counts: list[int]) -> tuple[int, int]:

@@ -7,8 +7,8 @@ on a GPU, allocates outputs and scratch arrays and owns the chunk constants. Sta
 never a kernel by name, so the shape of a kernel (its scratch arrays, its chunking) stays out of the stages
 (tests/ops/test_ops.py checks it, and that every CPU/GPU twin pair takes the same arguments).
 
-Families behind a front end: core (normalization, hashing, MinHash, LSH keys, verification, the policy), bloom
-(Bloom filter, exact set, paragraph splitting and hashing, screening), features (DSIR, rules), domain (the filter's
-domain rules), substring (Kasai's LCP). The fastText and n-gram LM stages still launch their kernels by name
-(tests/ops/test_ops.py lists them).
+The families: core (normalization, hashing, MinHash, LSH keys, verification, the policy), bloom (Bloom filter,
+exact set, paragraph splitting and hashing, screening), features (DSIR, rules), domain (the filter's domain rules),
+substring (Kasai's LCP), fasttext (hidden vectors, top-k labels, one label's probability, the model's lookup
+tables) and lm (line words and keys, n-gram keys, the model's tables, document scoring).
 """

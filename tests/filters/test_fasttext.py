@@ -406,14 +406,14 @@ CHUNK_DOCS = ["ball", LONG_DOC, "", "   ", "code gpu kernel " * 4 + "zzqqyy", "<
 @pytest.mark.skipif(not _gpu_ok(), reason="needs the CUDA simulator or a GPU")
 @pytest.mark.parametrize("name", ["hs", "softmax_q", "lid_pq"])
 def test_cuda_hidden_equals_cpu_at_every_chunk_boundary(trained, name, monkeypatch):
-    """The cooperative GPU hidden vectors (fasttext_gpu.hidden_gpu) equal the CPU's bit for bit whatever the
+    """The cooperative GPU hidden vectors (ops.fasttext.hidden on "cuda") equal the CPU's bit for bit whatever the
     chunk: a cut after every position (1), and every 3 and 7 (tokens and subword starts across cuts, a cut
     just before and after the literal </s>). Models: hs (word trigrams, subwords 3..5), softmax_q (pruned
     buckets and word n-grams, norms), lid.176 kept product-quantized (ft_row_value decodes per dimension)."""
     import gpu_dedup.filters.fasttext as F
     from gpu_dedup import device as dev
     from gpu_dedup.filters.fasttext import texts_to_arrays
-    from gpu_dedup.filters.fasttext_gpu import hidden_gpu
+    from gpu_dedup.ops import fasttext as fasttext_ops
 
     if name == "lid_pq":
         if LID is None:
@@ -421,23 +421,16 @@ def test_cuda_hidden_equals_cpu_at_every_chunk_boundary(trained, name, monkeypat
         monkeypatch.setattr(F, "DEQUANTIZE_MAX_BYTES", 0)
     model = load_fasttext(LID if name == "lid_pq" else trained[name])
     data, offsets = texts_to_arrays(CHUNK_DOCS)
-    n = len(CHUNK_DOCS)
-    want_h = np.zeros((n, model.dim), np.float32)
-    want_n = np.zeros(n, np.int64)
-    h = model._arrays("cpu")
-    dev.launch("cpu", "ft_hidden", n, data, offsets, *(h[k] for k in HIDDEN_ARRAYS), want_h, want_n,
-               family="fasttext")
+    want_h, want_n = fasttext_ops.hidden("cpu", data, offsets, model._arrays("cpu"), model._host["P"], model.dim)
+    assert want_h.shape == (len(CHUNK_DOCS), model.dim) and want_h.dtype == np.float32
     assert want_n[1] >= 40 and want_n[1] > want_n[0] > 0 and want_n[2] > 0 and np.any(want_h[1] != 0)
     arr = model._arrays("cuda")
     gdata, goff = dev.to_device(data, "cuda"), dev.to_device(offsets, "cuda")
     for chunk in (1, 3, 7, 512):
-        got_h, got_n = hidden_gpu(gdata, goff, arr, model._host["P"], model.dim, chunk=chunk)
+        got_h, got_n = fasttext_ops.hidden("cuda", gdata, goff, arr, model._host["P"], model.dim, chunk=chunk)
         assert np.array_equal(dev.to_host(got_n), want_n), chunk
         assert np.array_equal(dev.to_host(got_h).view(np.uint32), want_h.view(np.uint32)), chunk
     # a batch that starts past the first document (offsets not from 0), as predict's batches do
-    got_h, got_n = hidden_gpu(gdata, dev.to_device(offsets[3:], "cuda"), arr, model._host["P"], model.dim, chunk=4)
+    got_h, got_n = fasttext_ops.hidden("cuda", gdata, dev.to_device(offsets[3:], "cuda"), arr, model._host["P"],
+                                       model.dim, chunk=4)
     assert np.array_equal(dev.to_host(got_h), want_h[3:]) and np.array_equal(dev.to_host(got_n), want_n[3:])
-
-
-HIDDEN_ARRAYS = ("P", "prefix", "vbytes", "voff", "vhash", "vtype", "vtable", "sub_off", "sub_rows", "pkeys", "pvals",
-                 "win", "wcodes", "wcent", "wnc", "wncent")

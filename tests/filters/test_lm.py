@@ -215,7 +215,8 @@ def test_cuda_scores_bit_identical_at_every_chunk_boundary(trained, chunk):
     document: one long document (many lines, a long line, OOV words, blank lines) among short ones gives the
     CPU's float64 log probabilities bit for bit and the same counts."""
     from gpu_dedup.device import to_device
-    from gpu_dedup.filters.lm import prepare_text, score_docs_gpu, text_arrays
+    from gpu_dedup.filters.lm import prepare_text, text_arrays
+    from gpu_dedup.ops import lm as lm_ops
 
     path, sents, _ = trained
     lm = load_lm(path)
@@ -226,8 +227,8 @@ def test_cuda_scores_bit_identical_at_every_chunk_boundary(trained, chunk):
     data, offsets, _ = text_arrays(docs)
     tdata, line_off, doc_lines = prepare_text(to_device(data, "cuda"), to_device(offsets, "cuda"), lm.normalization,
                                               "cuda")
-    lp, tok, sent, oov = (to_host(a) for a in score_docs_gpu(tdata, line_off, doc_lines, lm.tables("cuda"),
-                                                              lm.order, lm.bos, lm.eos, lm.unk, chunk))
+    lp, tok, sent, oov = (to_host(a) for a in lm_ops.score_docs("cuda", tdata, line_off, doc_lines, lm.tables("cuda"),
+                                                                 lm.order, lm.bos, lm.eos, lm.unk, chunk))
     assert np.array_equal(cpu["logprob"].view(np.uint64), lp.view(np.uint64))
     assert np.array_equal(cpu["tokens"], tok) and np.array_equal(cpu["sentences"], sent)
     assert np.array_equal(cpu["oov"], oov) and oov[2] >= 1 and sent[2] == 42

@@ -1,6 +1,5 @@
-"""The device boundary (gpu_dedup/ops/): every CPU/GPU kernel twin pair takes the same arguments, and stage code
-launches no kernel by a string name (the few call sites not yet behind a front end are listed, and the list can
-only shrink)."""
+"""The device boundary (gpu_dedup/ops/): every kernel family has its front end, every CPU/GPU kernel twin pair takes
+the same arguments, and stage code neither launches a kernel by a string name nor imports a kernel module."""
 from __future__ import annotations
 
 import ast
@@ -19,17 +18,9 @@ STAGES = ["gpu_dedup/lexical", "gpu_dedup/filters", "gpu_dedup/paragraph", "gpu_
 # kernel splits the bit words into `parts` ranges, one per thread (no atomics); the GPU's a thread per item, atomic OR
 TWINS_THAT_DIFFER = {("bloom", "bloom_insert")}
 
-# string-named launch(device, "name", ...) calls left in stage modules (file, kernel name): port them to a front
-# end in gpu_dedup/ops/ and delete them here
-STRING_LAUNCHES = {
-    ("gpu_dedup/filters/fasttext.py", "ft_hidden"), ("gpu_dedup/filters/fasttext.py", "ft_label_prob"),
-    ("gpu_dedup/filters/fasttext.py", "ft_predict"), ("gpu_dedup/filters/fasttext_gpu.py", "ft_doc_sum"),
-    ("gpu_dedup/filters/fasttext_gpu.py", "ft_token_chunks"), ("gpu_dedup/filters/fasttext_gpu.py", "?"),
-    ("gpu_dedup/filters/kneser_ney.py", "lm_count_words"), ("gpu_dedup/filters/kneser_ney.py", "lm_word_hashes"),
-    ("gpu_dedup/filters/lm.py", "lm_doc_sums"), ("gpu_dedup/filters/lm.py", "lm_ngram_keys"),
-    ("gpu_dedup/filters/lm.py", "lm_score_docs"), ("gpu_dedup/filters/lm.py", "lm_span_hashes"),
-    ("gpu_dedup/filters/lm.py", "lm_token_scores"), ("gpu_dedup/filters/lm.py", "lm_word_chunks"),
-}
+# string-named launch(device, "name", ...) calls allowed in stage modules (file, kernel name): none since the
+# fastText and LM families got their front ends; a kernel a stage needs gets a function in gpu_dedup/ops/ instead
+STRING_LAUNCHES: set[tuple[str, str]] = set()
 
 
 def families() -> list[str]:
@@ -70,6 +61,43 @@ def test_every_cpu_gpu_twin_pair_takes_the_same_arguments(family):
     assert not unexpected, f"CPU/GPU twins with different argument lists (cpu, gpu): {unexpected}"
     fixed = {k for k in TWINS_THAT_DIFFER if k[0] == family} - set(differ)
     assert not fixed, f"these twins now agree: remove them from TWINS_THAT_DIFFER: {fixed}"
+
+
+def test_every_kernel_family_has_a_front_end():
+    missing = [f for f in families() if not (ROOT / "gpu_dedup" / "ops" / f"{f}.py").is_file()]
+    assert not missing, f"kernel families without a front end gpu_dedup/ops/<family>.py: {missing}"
+
+
+def stage_kernel_imports(paths=STAGES, root: Path = ROOT) -> set[tuple[str, str]]:
+    """(file, module) of every import of a kernel module kernels/<family>_cpu.py or _cuda.py in the stage modules
+    (the families' constants modules, kernels/<family>.py, may be imported)."""
+    found = set()
+    files = [p for s in paths for p in ((root / s).rglob("*.py") if (root / s).is_dir() else [root / s])]
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                names = [f"{node.module or ''}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for m in names:  # dotted, without a relative import's leading dots
+                parts = m.split(".")
+                if "kernels" in parts and any(p.endswith(("_cpu", "_cuda")) for p in parts[parts.index("kernels"):]):
+                    found.add((str(path.relative_to(root)), m))
+    return found
+
+
+def test_stage_modules_import_no_kernel_module():
+    found = stage_kernel_imports()
+    assert not found, f"stage code imports kernel modules (call a front end of gpu_dedup/ops/): {sorted(found)}"
+
+
+def test_the_import_scan_finds_a_kernel_import(tmp_path):
+    (tmp_path / "m.py").write_text("from ..kernels import lm_cpu, lm\nfrom ..kernels.core_cuda import x\n"
+                                   "import gpu_dedup.kernels.bloom_cpu\nfrom ..ops import lm as lm_ops\n")
+    assert stage_kernel_imports(["m.py"], tmp_path) == {("m.py", "kernels.lm_cpu"), ("m.py", "kernels.core_cuda.x"),
+                                                        ("m.py", "gpu_dedup.kernels.bloom_cpu")}
 
 
 def test_the_representative_policy_twins_share_their_scratch_arrays():

@@ -84,7 +84,7 @@ def test_fake_classifier_scores_decisions_and_table(tmp_path):
     blank = [not t.strip() for t in TEXTS]
     for i, w in enumerate(want):
         expect = "empty" if blank[i] else ("kept" if w >= 0.5 else "quality_score")
-        assert cols["reason"][i] == expect, (i, TEXTS[i], w)
+        assert cols["reason"][i].as_py() == expect, (i, TEXTS[i], w)  # int8 codes over the reasons
         assert cols["keep"][i] == (expect == "kept")
     t = scores_table(cols)
     assert t.column_names[:2] == ["id", "row"] and t.column_names[-2:] == ["keep", "reason"]

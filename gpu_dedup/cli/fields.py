@@ -35,8 +35,11 @@ def config_flags(cls: type, prefix: str = "", config_defaults: bool = False) -> 
             builds its config from every flag: ``flag_values``) instead of None ("not given": ``run``).
 
     Returns:
-        The mapping; a spec's ``default`` is the argparse default when it is not the field's (an append flag's
-        ``[]``), ``{default}`` in a help text the field's default.
+        The mapping. Besides ``config.flag``'s keys (``set``, ``type``, ``metavar``, ``append``) a spec may hold
+        ``nargs`` ("+": several values, a tuple), ``choices`` (for a field that is not a Literal), ``default``
+        (the argparse default where it is not the field's: an append flag's ``[]``) and ``floor`` (the least
+        bytes of a ``mib`` flag); ``{default}`` in a help text is the field's default. A Literal field's values
+        (also of ``Literal[...] | None``) are the flag's choices.
     """
     hints = typing.get_type_hints(cls)
     out: dict[str, list[Flag]] = {}

@@ -1,10 +1,10 @@
-"""``gpu-dedup filter``: its flags, the scoring flags ``run`` shares (``add_model_arguments``, ``model_options``),
-and what it runs (``filters.filter_corpus``)."""
+"""``gpu-dedup filter``: its flags (made from FilterConfig's and DomainConfig's field metadata: cli/fields.py), the
+scoring flags ``run`` shares (``add_model_arguments``, ``model_options``), and what it runs
+(``filters.filter_corpus``)."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import re
 from typing import Any
@@ -25,9 +25,15 @@ document: every score, keep, reason), filtered/ (the kept records in the input's
 audit.parquet (random accepted and rejected documents), run.json, report.html."""
 
 
-MODEL_FIELDS = ("lid", "lang", "lid_threshold", "domain.script_prefilter", "domain.relax",
-                "domain.relaxed_lid_threshold", "domain.relaxed_factor", "classifiers", "perplexity",
-                "perplexity_buckets", "lm_normalization", "rules", "rules_off", "order", "unit")
+# FilterConfig's fields in the order of their flags (each flag made from the field's metadata: cli/fields.py);
+# MODEL_FIELDS' are the scoring flags run shares, MODELS_GIVEN the fields that make them a filter
+LID_FIELDS = ("lid", "lang", "lid_threshold", "domain.script_prefilter", "domain.relax",
+              "domain.relaxed_lid_threshold", "domain.relaxed_factor")
+SCORE_FIELDS = ("classifiers", "perplexity", "perplexity_buckets", "lm_normalization", "rules", "rules_off", "order",
+                "unit")
+MODEL_FIELDS = LID_FIELDS + SCORE_FIELDS
+DSIR_FIELDS = ("dsir_target", "select", "dsir_buckets")
+RUN_FIELDS = ("audit", "seed", "id_field", "text_field", "on_error", "batch_bytes", "device", "threads")
 MODELS_GIVEN = ("lid", "lang", "classifiers", "perplexity", "perplexity_lang", "rules", "domain.script_prefilter")
 
 
@@ -38,10 +44,10 @@ def add_model_arguments(p: argparse.ArgumentParser, title: str = "") -> None:
     p.set_defaults(api_names={"normalization": "lm_normalization", "perplexity_keep": "perplexity",
                               "max_perplexity": "perplexity",
                               "perplexity_lang": "perplexity"})
-    fields.add_flags(p.add_argument_group(f"{title}language ID"), FilterConfig, *MODEL_FIELDS[:7],
+    fields.add_flags(p.add_argument_group(f"{title}language ID"), FilterConfig, *LID_FIELDS,
                      config_defaults=True)
     fields.add_flags(p.add_argument_group(f"{title}classifiers, language models, rules"), FilterConfig,
-                     *MODEL_FIELDS[7:], config_defaults=True)
+                     *SCORE_FIELDS, config_defaults=True)
 
 
 def _classifiers(args: argparse.Namespace) -> dict[str, Any]:
@@ -119,10 +125,6 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     fields.add_flags(g, FilterConfig, "write_filtered", config_defaults=True)
     g.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
     g.add_argument("-q", "--quiet", action="store_true")
-
-
-DSIR_FIELDS = ("dsir_target", "select", "dsir_buckets")
-RUN_FIELDS = ("audit", "seed", "id_field", "text_field", "on_error", "batch_bytes", "device", "threads")
 
 
 def filter_config(args: argparse.Namespace) -> FilterConfig:

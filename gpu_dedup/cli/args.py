@@ -60,6 +60,53 @@ def positive_int(text: str) -> int:
     return value
 
 
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a probability in [0, 1]")
+    return v
+
+
+def _select(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a count (100000) nor a fraction (0.1)") from None
+    if not math.isfinite(v) or not 0.0 < v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a fraction must be in (0, 1]; a count is a whole number")
+    return v
+
+
+def _order(text: str) -> tuple[str, ...]:
+    from ..filters.config import FAMILIES
+
+    order = tuple(x.strip() for x in text.split(","))
+    if sorted(order) != sorted(FAMILIES):
+        raise argparse.ArgumentTypeError(f"{text!r} must name each of {','.join(FAMILIES)} once, comma-separated")
+    return order
+
+
+def _cuts(text: str) -> tuple[float, float]:
+    try:
+        cuts = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not two numbers A,B (e.g. 0.33,0.67)") from None
+    if len(cuts) != 2 or not 0.0 < cuts[0] < cuts[1] < 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be two fractions 0 < A < B < 1 (e.g. 0.33,0.67)")
+    return cuts
+
+
+# the argparse types a config field's flag names (``config.flag(type=...)``; cli/fields.py)
+TYPES = {"int": int, "finite": finite_float, "size": size_arg, "mib": positive_float, "fraction": _fraction,
+         "select": _select, "order": _order, "cuts": _cuts}
+
 DEVICES = get_args(Device)  # the --device choices
 
 

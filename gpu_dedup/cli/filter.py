@@ -1,17 +1,17 @@
-"""``gpu-dedup filter``: its flags, the scoring flags ``run`` shares (``add_model_arguments``, ``model_options``),
-and what it runs (``filters.filter_corpus``)."""
+"""``gpu-dedup filter``: its flags (made from FilterConfig's and DomainConfig's field metadata: cli/fields.py), the
+scoring flags ``run`` shares (``add_model_arguments``, ``model_options``), and what it runs
+(``filters.filter_corpus``)."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import re
 from typing import Any
 
 from ..errors import ConfigError
-from ..filters.config import DomainConfig, FilterConfig, parse_classifier, split_threshold
-from .args import positive_float
+from ..filters.config import FilterConfig, parse_classifier, split_threshold
+from . import fields
 
 EPILOG_FILTER = """examples:
   gpu-dedup filter crawl/ -o out --lid lid.176.ftz --lang en --lid-threshold 0.65
@@ -25,98 +25,33 @@ document: every score, keep, reason), filtered/ (the kept records in the input's
 audit.parquet (random accepted and rejected documents), run.json, report.html."""
 
 
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a probability in [0, 1]")
-    return v
-
-
-def _select(text: str) -> int | float:
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither a count (100000) nor a fraction (0.1)") from None
-    if not math.isfinite(v) or not 0.0 < v <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a fraction must be in (0, 1]; a count is a whole number")
-    return v
-
-
-def _order(text: str) -> tuple[str, ...]:
-    from ..filters.config import FAMILIES
-
-    order = tuple(x.strip() for x in text.split(","))
-    if sorted(order) != sorted(FAMILIES):
-        raise argparse.ArgumentTypeError(f"{text!r} must name each of {','.join(FAMILIES)} once, comma-separated")
-    return order
-
-
-def _cuts(text: str) -> tuple[float, float]:
-    try:
-        cuts = tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not two numbers A,B (e.g. 0.33,0.67)") from None
-    if len(cuts) != 2 or not 0.0 < cuts[0] < cuts[1] < 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be two fractions 0 < A < B < 1 (e.g. 0.33,0.67)")
-    return cuts
+# FilterConfig's fields in the order of their flags (each flag made from the field's metadata: cli/fields.py);
+# MODEL_FIELDS' are the scoring flags run shares, MODELS_GIVEN the fields that make them a filter
+LID_FIELDS = ("lid", "lang", "lid_threshold", "domain.script_prefilter", "domain.relax",
+              "domain.relaxed_lid_threshold", "domain.relaxed_factor")
+SCORE_FIELDS = ("classifiers", "perplexity", "perplexity_buckets", "lm_normalization", "rules", "rules_off", "order",
+                "unit")
+MODEL_FIELDS = LID_FIELDS + SCORE_FIELDS
+DSIR_FIELDS = ("dsir_target", "select", "dsir_buckets")
+RUN_FIELDS = ("audit", "seed", "id_field", "text_field", "on_error", "batch_bytes", "device", "threads")
+MODELS_GIVEN = ("lid", "lang", "classifiers", "perplexity", "perplexity_lang", "rules", "domain.script_prefilter")
 
 
 def add_model_arguments(p: argparse.ArgumentParser, title: str = "") -> None:
-    """The scoring flags shared by ``filter`` and ``run`` (which filters before deduplicating)."""
+    """The scoring flags shared by ``filter`` and ``run`` (which filters before deduplicating): those of
+    FilterConfig's ``MODEL_FIELDS``, from their field metadata."""
     # API names of these flags that are not their dest, for errors on the command line (gpu_dedup/flags.py)
     p.set_defaults(api_names={"normalization": "lm_normalization", "perplexity_keep": "perplexity",
                               "max_perplexity": "perplexity",
                               "perplexity_lang": "perplexity"})
-    d = {f.name: f.default for f in dataclasses.fields(FilterConfig)}
-    dd = {f.name: f.default for f in dataclasses.fields(DomainConfig)}
-    g = p.add_argument_group(f"{title}language ID")
-    g.add_argument("--lid", metavar="MODEL", help="fastText language-ID model (.bin / .ftz, e.g. lid.176.ftz)")
-    g.add_argument("--lang", action="append", metavar="CODE", help="language to keep (repeatable; e.g. en)")
-    g.add_argument("--lid-threshold", type=_fraction, default=d["lid_threshold"],
-                   help=f"probability of the top language needed (default {d['lid_threshold']})")
-    g.add_argument("--script-prefilter", action="store_true",
-                   help="a document more than half in a script one language writes (Hangul, kana, Thai, Greek, "
-                        "...) gets that language without the model")
-    g.add_argument("--domain-relax", action="store_true",
-                   help="code and math documents (density rules) get --relaxed-lid-threshold and classifier "
-                        "thresholds x --relaxed-factor")
-    g.add_argument("--relaxed-lid-threshold", type=_fraction, default=dd["relaxed_lid_threshold"])
-    g.add_argument("--relaxed-factor", type=_fraction, default=dd["relaxed_factor"])
-    g = p.add_argument_group(f"{title}classifiers, language models, rules")
-    g.add_argument("--classifier", action="append", metavar="NAME=MODEL[:THRESHOLD]", default=[],
-                   help="fastText classifier; column NAME_score (repeatable)")
-    g.add_argument("--classifier-label", action="append", metavar="NAME=LABEL", default=[],
-                   help="the label whose probability is NAME's score (default: the model card's, else "
-                        "__label__NAME)")
-    g.add_argument("--perplexity", metavar="MODEL[:MAX|:keep=FRACTION]",
-                   help="n-gram LM (ARPA or KenLM binary); documents above MAX perplexity are removed, or all but "
-                        "the FRACTION with the lowest perplexity (by rank, ties by input order); "
-                        "LANG=MODEL,LANG=MODEL: one model per language, by the LID label")
-    g.add_argument("--perplexity-buckets", type=_cuts, metavar="A,B",
-                   help="CCNet's buckets: column perplexity_bucket = head (lowest A), middle, tail (above B)")
-    g.add_argument("--lm-normalization", metavar="MODE",
-                   help="the normalization an ARPA without gpu-dedup's header was trained with: none | "
-                        "nfkc-lower[,remove-punctuation][,fold-digits]")
-    g.add_argument("--rules", choices=("gopher", "gopher_quality", "gopher_repetition"),
-                   help="heuristic rules: gopher = quality + repetition rules at the paper's thresholds")
-    g.add_argument("--rule-off", action="append", metavar="COLUMN", default=[],
-                   help="switch one rule off, e.g. gopher_stop_words (repeatable)")
-    g.add_argument("--order", type=_order, default=d["order"], metavar="FAMILIES",
-                   help="the order of the tests for the reason column: a permutation of "
-                        f"{','.join(d['order'])} (the default: language ID first)")
-    g.add_argument("--unit", choices=("document", "paragraph"), default=d["unit"],
-                   help="score whole documents (default) or paragraphs (byte-weighted per document)")
+    fields.add_flags(p.add_argument_group(f"{title}language ID"), FilterConfig, *LID_FIELDS,
+                     config_defaults=True)
+    fields.add_flags(p.add_argument_group(f"{title}classifiers, language models, rules"), FilterConfig,
+                     *SCORE_FIELDS, config_defaults=True)
 
 
-def model_options(args: argparse.Namespace) -> dict[str, Any]:
-    """FilterConfig's scoring fields from ``add_model_arguments``' flags ({} when none is given)."""
+def _classifiers(args: argparse.Namespace) -> dict[str, Any]:
+    """FilterConfig.classifiers of --classifier NAME=MODEL[:THRESHOLD] and --classifier-label NAME=LABEL."""
     labels: dict[str, str] = {}
     for item in args.classifier_label:
         if "=" not in item:
@@ -131,6 +66,12 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
         specs.append(spec)
     if labels:
         raise ConfigError(f"--classifier-label {next(iter(labels))!r} names no --classifier")
+    return {"classifiers": tuple(specs)}
+
+
+def _perplexity(args: argparse.Namespace) -> dict[str, Any]:
+    """The fields --perplexity MODEL[:MAX|:keep=FRACTION] or LANG=MODEL,LANG=MODEL gives: perplexity,
+    max_perplexity, perplexity_keep, perplexity_lang."""
     ppl, max_ppl, keep = args.perplexity, None, None
     if ppl and ":keep=" in ppl and not os.path.exists(ppl):
         ppl, value = ppl.rsplit(":keep=", 1)
@@ -151,58 +92,45 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
                                   f"en=en.arpa,de=de.arpa)")
             by_lang += ((lang.strip(), path),)
         ppl = None
-    given = bool(args.lid or args.lang or specs or ppl or by_lang or args.rules or args.script_prefilter)
-    if not given:
+    return {"perplexity": ppl, "max_perplexity": max_ppl, "perplexity_keep": keep, "perplexity_lang": by_lang}
+
+
+PARSED = {"classifiers": _classifiers, "perplexity": _perplexity}  # the fields whose flags' text is parsed here
+
+
+def model_options(args: argparse.Namespace) -> dict[str, Any]:
+    """FilterConfig's scoring fields from ``add_model_arguments``' flags ({} when no model, rule or script
+    pre-filter is given)."""
+    values = fields.flag_values(FilterConfig, args, MODEL_FIELDS, PARSED)
+    if not any(values.get(k) for k in MODELS_GIVEN):
         return {}
-    return dict(lid=args.lid, lang=tuple(args.lang or ()), lid_threshold=args.lid_threshold,
-                classifiers=tuple(specs), perplexity=ppl, max_perplexity=max_ppl, perplexity_keep=keep,
-                perplexity_buckets=tuple(args.perplexity_buckets or ()), perplexity_lang=by_lang,
-                lm_normalization=args.lm_normalization, rules=args.rules, rules_off=tuple(args.rule_off),
-                unit=args.unit, order=args.order,
-                domain=DomainConfig(script_prefilter=args.script_prefilter, relax=args.domain_relax,
-                                    relaxed_lid_threshold=args.relaxed_lid_threshold,
-                                    relaxed_factor=args.relaxed_factor))
+    return fields.nest(values, FilterConfig)
 
 
 def add_filter_arguments(p: argparse.ArgumentParser) -> None:
-    d = {f.name: f.default for f in dataclasses.fields(FilterConfig)}
+    """``filter``'s flags: the scoring flags, DSIR's and the run's, from FilterConfig's field metadata, and
+    those that are no config field (OUT, the engine, --overwrite, --quiet)."""
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs (like `run`)")
     p.add_argument("-o", "--output", required=True, metavar="OUT")
     add_model_arguments(p)
     p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output"})  # filter_corpus's name of -o
-    g = p.add_argument_group("DSIR (importance resampling)")
-    g.add_argument("--dsir-target", nargs="+", metavar="FILE", help="target-domain documents for DSIR")
-    g.add_argument("--select", type=_select, metavar="K|FRACTION", help="documents DSIR keeps")
-    g.add_argument("--dsir-buckets", type=int, default=d["dsir_buckets"])
+    fields.add_flags(p.add_argument_group("DSIR (importance resampling)"), FilterConfig, *DSIR_FIELDS,
+                     config_defaults=True)
     g = p.add_argument_group("run")
-    g.add_argument("--audit", type=int, default=d["audit"],
-                   help=f"random accepted and rejected documents kept for auditing, each (default {d['audit']})")
-    g.add_argument("--seed", type=int, default=d["seed"])
-    g.add_argument("--id-field", default=d["id_field"])
-    g.add_argument("--no-id-field", action="store_true", help="the input has no ids: make them from file and row")
-    g.add_argument("--text-field", default=d["text_field"])
-    g.add_argument("--on-error", choices=("raise", "skip"), default=d["on_error"])
-    g.add_argument("--batch-mb", type=positive_float, help="MiB of text per batch")
-    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default=d["device"])
-    g.add_argument("--threads", type=int)
+    fields.add_flags(g, FilterConfig, *RUN_FIELDS, config_defaults=True)
     g.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="ray: score the files in parallel Ray tasks (the same scores); see `run --engine`")
     g.add_argument("--workers", type=int, help="with --engine ray: start a local Ray cluster of N processes")
     g.add_argument("--address", metavar="auto|HOST:PORT", help="with --engine ray: join a running cluster")
-    g.add_argument("--no-filtered", action="store_true", help="do not write filtered/")
+    fields.add_flags(g, FilterConfig, "write_filtered", config_defaults=True)
     g.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
     g.add_argument("-q", "--quiet", action="store_true")
 
 
 def filter_config(args: argparse.Namespace) -> FilterConfig:
-    kw: dict[str, Any] = dict(
-        model_options(args), dsir_target=tuple(args.dsir_target or ()), select=args.select,
-        dsir_buckets=args.dsir_buckets, audit=args.audit, seed=args.seed,
-        id_field=None if args.no_id_field else args.id_field, text_field=args.text_field, on_error=args.on_error,
-        device=args.device, threads=args.threads, progress=not args.quiet, write_filtered=not args.no_filtered)
-    if args.batch_mb is not None:
-        kw["batch_bytes"] = max(1024, int(args.batch_mb * 2**20))
-    return FilterConfig(**kw)
+    """The FilterConfig of ``filter``'s flags (``progress``: bars unless --quiet; the API's default is off)."""
+    values = fields.flag_values(FilterConfig, args, DSIR_FIELDS + RUN_FIELDS + ("write_filtered",))
+    return FilterConfig(**model_options(args), **fields.nest(values, FilterConfig), progress=not args.quiet)
 
 
 def run_filter(args: argparse.Namespace) -> int:

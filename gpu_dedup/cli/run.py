@@ -9,8 +9,7 @@ import logging
 import os
 import sys
 import textwrap
-import typing
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 from ..compose import ORDERS
 from ..config import PRESETS, RunConfig
@@ -18,6 +17,7 @@ from ..errors import ConfigError, GpuDedupError, MissingFileError
 from ..paragraph.bloom import BloomConfig
 from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from ..paragraph.dedup import ParagraphConfig, SplitMode
+from . import fields
 from . import substring as substring_cli
 from .args import config_default, finite_float, positive_float, positive_int, size_arg
 
@@ -163,53 +163,16 @@ def _load_config_file(path: str) -> dict[str, Any]:
     return data
 
 
-_TYPES = {"int": int, "finite": finite_float, "size": size_arg, "mib": positive_float}
-
-
-def config_flags(cls: type = RunConfig, prefix: str = "") -> dict[str, list[tuple[str, dict[str, Any], dict]]]:
+def config_flags(cls: type = RunConfig) -> dict[str, list[fields.Flag]]:
     """Field path ("cluster.threshold") -> its flags in order, each (flag, argparse keywords, the metadata's
-    spec), from the field metadata of ``cls`` and its sections (config.flag): one source for the flag, its help,
-    type and choices."""
-    hints = typing.get_type_hints(cls)
-    out: dict[str, list[tuple[str, dict[str, Any], dict]]] = {}
-    for f in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(hints[f.name]):
-            out.update(config_flags(hints[f.name], f"{prefix}{f.name}."))
-            continue
-        for spec in f.metadata.get("cli", ()):
-            kw: dict[str, Any] = {"help": spec["help"]}
-            if "set" in spec:
-                kw["action"] = "store_true"
-            elif spec.get("append"):
-                kw["action"] = "append"
-            else:
-                if spec.get("type"):
-                    kw["type"] = _TYPES[spec["type"]]
-                if typing.get_origin(hints[f.name]) is Literal:
-                    kw["choices"] = list(get_args(hints[f.name]))
-            if spec.get("metavar"):
-                kw["metavar"] = spec["metavar"]
-            out.setdefault(prefix + f.name, []).append((spec["name"] or "--" + f.name.replace("_", "-"), kw, spec))
-    return out
+    spec), from the field metadata of ``cls`` and its sections (config.flag; ``fields.config_flags``)."""
+    return fields.config_flags(cls)
 
 
 def add_config_flags(g: Any, *paths: str) -> None:
-    """Add the flags of these config fields (``config_flags``) to parser or group ``g``, in this order."""
-    flags = config_flags()
-    for path in paths:
-        for name, kw, _ in flags[path]:
-            g.add_argument(name, **kw)
-
-
-def _field_value(path: str, spec: dict[str, Any], value: Any) -> Any:
-    """The config value of a flag's parsed ``value`` (None: the flag was not given)."""
-    if "set" in spec:
-        return spec["set"] if value else None
-    if value is None:
-        return None
-    if spec.get("type") == "mib":
-        return int(value * 2**20)
-    return tuple(value) if spec.get("append") else value
+    """Add the flags of these RunConfig fields (``config_flags``) to parser or group ``g``, in this order; their
+    default is None ("not given": the preset's or the config file's value stays)."""
+    fields.add_flags(g, RunConfig, *paths)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -224,11 +187,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     o: dict[str, Any] = {}
     for path, flags in config_flags().items():
         for name, _, spec in flags:
-            value = getattr(args, name.lstrip("-").replace("-", "_"))
+            value = getattr(args, fields.dest(name))
             given = bool(value) if "set" in spec else value is not None
             if not given:
                 continue
-            value, key = _field_value(path, spec, value), path.replace(".", "__")
+            value, key = fields.field_value(spec, value), path.replace(".", "__")
             if "set" not in spec and not spec.get("append"):
                 try:  # each flag's own field checked alone, so that an error names the flag; checks across
                     # fields (bands x rows <= num_perm; --score needs --keep max:NAME_score) run once all flags

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from ..config import InputConfig, is_int, is_real
+from ..config import Device, InputConfig, OnError, cli, flag, is_int, is_real
 from ..errors import ConfigError, MissingFileError
 
 Unit = Literal["document", "paragraph"]
@@ -24,6 +24,7 @@ RetentionKind = Literal["pareto", "linear", "sigmoid"]
 FAMILIES = ("lid", "rules", "perplexity", "classifiers")
 ORDER = FAMILIES  # language ID first (as CCNet and FineWeb), then the rules (no model), perplexity, classifiers
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+_READ = {f.name: f.default for f in fields(InputConfig)}  # FilterConfig gives these fields filter's flags
 
 
 def _prob(owner: str, name: str, value, lo_open: bool = False) -> None:
@@ -249,11 +250,15 @@ class DomainConfig:
     instead of the LID threshold and with every ``min`` classifier threshold multiplied by ``relaxed_factor``
     (the OpenWebMath two-tier rule)."""
 
-    script_prefilter: bool = False
+    script_prefilter: bool = field(default=False, metadata=cli(flag(
+        "a document more than half in a script one language writes (Hangul, kana, Thai, Greek, ...) gets that "
+        "language without the model", set=True)))
     script_fraction: float = 0.5
-    relax: bool = False
-    relaxed_lid_threshold: float = 0.3
-    relaxed_factor: float = 0.5
+    relax: bool = field(default=False, metadata=cli(flag(
+        "code and math documents (density rules) get --relaxed-lid-threshold and classifier thresholds x "
+        "--relaxed-factor", "--domain-relax", set=True)))
+    relaxed_lid_threshold: float = field(default=0.3, metadata=cli(flag(None, type="fraction")))
+    relaxed_factor: float = field(default=0.5, metadata=cli(flag(None, type="fraction")))
     math_line_fraction: float = 0.05
     code_symbol_density: float = 0.10
     code_keyword_fraction: float = 0.02
@@ -299,30 +304,65 @@ class FilterConfig(InputConfig):
     audit: random accepted and rejected documents kept for auditing (each); seed: their sample and DSIR's
     Gumbel noise. device: "auto" | "cpu" | "cuda"; threads: CPU threads (None: all)."""
 
-    lid: str | None = None
-    lang: tuple[str, ...] = ()
-    lid_threshold: float = 0.5
-    classifiers: tuple[ClassifierSpec, ...] = ()
-    perplexity: str | None = None
+    # the command-line flags (cli/filter.py makes them from this metadata; config.flag); the flags of
+    # InputConfig's fields are run's, so filter's are given on those fields here (same defaults)
+    id_field: str | None = field(default=_READ["id_field"], kw_only=True,
+                                 metadata=cli(flag(None), flag("the input has no ids: make them from file and row",
+                                                               "--no-id-field", set=None)))
+    text_field: str = field(default=_READ["text_field"], kw_only=True,
+                            metadata=cli(flag(None)))
+    batch_bytes: int | None = field(default=_READ["batch_bytes"], kw_only=True,
+                                    metadata=cli(flag("MiB of text per batch", "--batch-mb", type="mib", floor=1024)))
+    on_error: OnError = field(default=_READ["on_error"], kw_only=True, metadata=cli(flag(None)))
+    lid: str | None = field(default=None, metadata=cli(flag(
+        "fastText language-ID model (.bin / .ftz, e.g. lid.176.ftz)", metavar="MODEL")))
+    lang: tuple[str, ...] = field(default=(), metadata=cli(flag(
+        "language to keep (repeatable; e.g. en)", append=True, metavar="CODE")))
+    lid_threshold: float = field(default=0.5, metadata=cli(flag(
+        "probability of the top language needed (default {default})", type="fraction")))
+    classifiers: tuple[ClassifierSpec, ...] = field(default=(), metadata=cli(
+        flag("fastText classifier; column NAME_score (repeatable)", "--classifier", append=True, default=[],
+             metavar="NAME=MODEL[:THRESHOLD]"),
+        flag("the label whose probability is NAME's score (default: the model card's, else __label__NAME)",
+             "--classifier-label", append=True, default=[], metavar="NAME=LABEL")))
+    # --perplexity's text also gives max_perplexity, perplexity_keep or perplexity_lang (cli/filter.py)
+    perplexity: str | None = field(default=None, metadata=cli(flag(
+        "n-gram LM (ARPA or KenLM binary); documents above MAX perplexity are removed, or all but the FRACTION "
+        "with the lowest perplexity (by rank, ties by input order); LANG=MODEL,LANG=MODEL: one model per "
+        "language, by the LID label", metavar="MODEL[:MAX|:keep=FRACTION]")))
     max_perplexity: float | None = None
     perplexity_keep: float | None = None
-    perplexity_buckets: tuple[float, ...] = ()
+    perplexity_buckets: tuple[float, ...] = field(default=(), metadata=cli(flag(
+        "CCNet's buckets: column perplexity_bucket = head (lowest A), middle, tail (above B)", type="cuts",
+        metavar="A,B", default=None)))
     perplexity_lang: tuple[tuple[str, str], ...] = ()
-    lm_normalization: str | None = None
-    rules: Literal["gopher", "gopher_quality", "gopher_repetition"] | None = None
-    rules_off: tuple[str, ...] = ()
-    dsir_target: tuple[str, ...] = ()
-    select: int | float | None = None
-    dsir_buckets: int = 10_000
+    lm_normalization: str | None = field(default=None, metadata=cli(flag(
+        "the normalization an ARPA without gpu-dedup's header was trained with: none | "
+        "nfkc-lower[,remove-punctuation][,fold-digits]", metavar="MODE")))
+    rules: Literal["gopher", "gopher_quality", "gopher_repetition"] | None = field(default=None, metadata=cli(flag(
+        "heuristic rules: gopher = quality + repetition rules at the paper's thresholds")))
+    rules_off: tuple[str, ...] = field(default=(), metadata=cli(flag(
+        "switch one rule off, e.g. gopher_stop_words (repeatable)", "--rule-off", append=True, default=[],
+        metavar="COLUMN")))
+    dsir_target: tuple[str, ...] = field(default=(), metadata=cli(flag(
+        "target-domain documents for DSIR", nargs="+", metavar="FILE")))
+    select: int | float | None = field(default=None, metadata=cli(flag(
+        "documents DSIR keeps", type="select", metavar="K|FRACTION")))
+    dsir_buckets: int = field(default=10_000, metadata=cli(flag(None, type="int")))
     domain: DomainConfig = field(default_factory=DomainConfig)
-    order: tuple[str, ...] = ORDER
-    unit: Unit = "document"
-    audit: int = 500
-    seed: int = 0
-    device: str = "auto"
-    threads: int | None = None
+    order: tuple[str, ...] = field(default=ORDER, metadata=cli(flag(
+        f"the order of the tests for the reason column: a permutation of {','.join(ORDER)} (the default: "
+        f"language ID first)", type="order", metavar="FAMILIES")))
+    unit: Unit = field(default="document", metadata=cli(flag(
+        "score whole documents (default) or paragraphs (byte-weighted per document)")))
+    audit: int = field(default=500, metadata=cli(flag(
+        "random accepted and rejected documents kept for auditing, each (default {default})", type="int")))
+    seed: int = field(default=0, metadata=cli(flag(None, type="int")))
+    device: str = field(default="auto", metadata=cli(flag(None, choices=get_args(Device))))
+    threads: int | None = field(default=None, metadata=cli(flag(None, type="int")))
     progress: bool = False
-    write_filtered: bool = True
+    write_filtered: bool = field(default=True, metadata=cli(flag("do not write filtered/", "--no-filtered",
+                                                                 set=False)))
 
     def __post_init__(self) -> None:
         super().__post_init__()

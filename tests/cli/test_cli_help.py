@@ -154,3 +154,112 @@ def test_each_config_flag_sets_its_field(caplog):
                 argv += ["--keep", "max:q_score"] if name == "--score" else []
             cfg = config_from_args(build_parser().parse_args(base + argv))
             assert _get(cfg, path) == expect != _get(default, path), name
+
+
+# ------------------------------------------------------- filter's flags from FilterConfig's / DomainConfig's metadata
+FILTER_OFF_THE_COMMAND_LINE = {  # FilterConfig fields without a flag of their own, and why
+    "max_perplexity": "--perplexity MODEL:MAX", "perplexity_keep": "--perplexity MODEL:keep=FRACTION",
+    "perplexity_lang": "--perplexity LANG=MODEL,LANG=MODEL",  # one flag's text, parsed in cli/filter.py
+    "progress": "--quiet (a hand flag: bars are on by default on the command line, off in the API)",
+    # the domain detectors' tuning: the API only, the command line keeps the published rules' values
+    "domain.script_fraction": "API only", "domain.math_line_fraction": "API only",
+    "domain.code_symbol_density": "API only", "domain.code_keyword_fraction": "API only"}
+
+
+def _filter_samples(d):
+    """Flag -> [(argv, field path, the value it becomes)]: a valid non-default use of every generated filter flag
+    (and of --perplexity's forms that set the fields on FILTER_OFF_THE_COMMAND_LINE); ``d``: a folder with the
+    model files (FilterConfig checks that they exist)."""
+    from gpu_dedup.filters.config import ClassifierSpec
+
+    lid, q, lm = (str(d / n) for n in ("lid.bin", "q.bin", "lm.arpa"))
+    return {
+        "--lid": [(["--lid", lid], "lid", lid)],
+        "--lang": [(["--lid", lid, "--lang", "en", "--lang", "de"], "lang", ("en", "de"))],
+        "--lid-threshold": [(["--lid-threshold", "0.7"], "lid_threshold", 0.7)],
+        "--script-prefilter": [(["--script-prefilter"], "domain.script_prefilter", True)],
+        "--domain-relax": [(["--domain-relax"], "domain.relax", True)],
+        "--relaxed-lid-threshold": [(["--relaxed-lid-threshold", "0.2"], "domain.relaxed_lid_threshold", 0.2)],
+        "--relaxed-factor": [(["--relaxed-factor", "0.25"], "domain.relaxed_factor", 0.25)],
+        "--classifier": [(["--classifier", f"q={q}:max0.3"], "classifiers",
+                          (ClassifierSpec("q", q, 0.3, "max"),))],
+        "--classifier-label": [(["--classifier", f"q={q}", "--classifier-label", "q=hq"], "classifiers",
+                                (ClassifierSpec("q", q, label="hq"),))],
+        "--perplexity": [(["--perplexity", f"{lm}:1000"], "perplexity", lm),
+                         (["--perplexity", f"{lm}:1000"], "max_perplexity", 1000.0),
+                         (["--perplexity", f"{lm}:keep=0.3"], "perplexity_keep", 0.3),
+                         (["--lid", lid, "--perplexity", f"en={lm}"], "perplexity_lang", (("en", lm),))],
+        "--perplexity-buckets": [(["--perplexity", lm, "--perplexity-buckets", "0.3,0.6"], "perplexity_buckets",
+                                  (0.3, 0.6))],
+        "--lm-normalization": [(["--lm-normalization", "none"], "lm_normalization", "none")],
+        "--rules": [(["--rules", "gopher_quality"], "rules", "gopher_quality")],
+        "--rule-off": [(["--rule-off", "gopher_stop_words"], "rules_off", ("gopher_stop_words",))],
+        "--order": [(["--order", "rules,lid,perplexity,classifiers"], "order",
+                     ("rules", "lid", "perplexity", "classifiers"))],
+        "--unit": [(["--unit", "paragraph"], "unit", "paragraph")],
+        "--dsir-target": [(["--dsir-target", "t.jsonl", "u.jsonl", "--select", "5"], "dsir_target",
+                           ("t.jsonl", "u.jsonl"))],
+        "--select": [(["--dsir-target", "t.jsonl", "--select", "0.5"], "select", 0.5)],
+        "--dsir-buckets": [(["--dsir-buckets", "100"], "dsir_buckets", 100)],
+        "--audit": [(["--audit", "3"], "audit", 3)],
+        "--seed": [(["--seed", "7"], "seed", 7)],
+        "--id-field": [(["--id-field", "url"], "id_field", "url")],
+        "--no-id-field": [(["--no-id-field"], "id_field", None)],
+        "--text-field": [(["--text-field", "body"], "text_field", "body")],
+        "--on-error": [(["--on-error", "skip"], "on_error", "skip")],
+        "--batch-mb": [(["--batch-mb", "2"], "batch_bytes", 2 << 20),
+                       (["--batch-mb", "0.0001"], "batch_bytes", 1024)],  # at least InputConfig's minimum
+        "--device": [(["--device", "cpu"], "device", "cpu")],
+        "--threads": [(["--threads", "2"], "threads", 2)],
+        "--no-filtered": [(["--no-filtered"], "write_filtered", False)]}
+
+
+def test_every_filter_config_field_has_a_flag_and_every_flag_maps_to_a_field():
+    from gpu_dedup.cli import build_parser
+    from gpu_dedup.cli.fields import config_flags
+    from gpu_dedup.cli.flags import subcommand_parser
+    from gpu_dedup.filters.config import FilterConfig
+
+    flags = config_flags(FilterConfig)
+    leaves = set(_leaf_fields(FilterConfig))
+    assert set(flags) | set(FILTER_OFF_THE_COMMAND_LINE) == leaves, "a FilterConfig field has no flag"
+    assert not set(flags) & set(FILTER_OFF_THE_COMMAND_LINE)
+    generated = {name for fl in flags.values() for name, _, _ in fl}
+    for cmd in ("filter", "run"):  # run shares the scoring flags (cli/filter.py add_model_arguments)
+        p = subcommand_parser(build_parser(), cmd)
+        options = {s for a in p._actions for s in a.option_strings}
+        if cmd == "filter":
+            assert generated <= options, "a FilterConfig flag is not on the filter command"
+            leaf_names = {x.rsplit(".", 1)[-1] for x in leaves}
+            for a in p._actions:  # a hand-written flag never sets a config field behind the metadata's back
+                longs = [s for s in a.option_strings if s.startswith("--")]
+                if longs and longs[0] not in generated and longs[0] != "--quiet":
+                    assert a.dest not in leaf_names, (longs[0], a.dest)
+        else:
+            from gpu_dedup.cli.filter import MODEL_FIELDS
+
+            assert {n for x in MODEL_FIELDS for n, _, _ in flags[x]} <= options
+
+
+def test_each_filter_flag_sets_its_field(tmp_path):
+    from gpu_dedup.cli import build_parser
+    from gpu_dedup.cli.fields import config_flags
+    from gpu_dedup.cli.filter import filter_config
+    from gpu_dedup.filters.config import FilterConfig
+
+    for name in ("lid.bin", "q.bin", "lm.arpa"):
+        (tmp_path / name).write_bytes(b"")
+    samples = _filter_samples(tmp_path)
+    generated = {name for fl in config_flags(FilterConfig).values() for name, _, _ in fl}
+    assert generated == set(samples), "give a new filter flag a sample"
+    assert {p for s in samples.values() for _, p, _ in s} >= set(FILTER_OFF_THE_COMMAND_LINE) - {
+        "progress", "domain.script_fraction", "domain.math_line_fraction", "domain.code_symbol_density",
+        "domain.code_keyword_fraction"}
+    base = ["filter", "x", "-o", "o", "--rules", "gopher"]
+    default = filter_config(build_parser().parse_args(base))
+    assert default == FilterConfig(rules="gopher", progress=True)  # no flag: the config's defaults
+    for name, uses in samples.items():
+        for argv, path, expect in uses:
+            cfg = filter_config(build_parser().parse_args(base + argv))
+            assert _get(cfg, path) == expect != _get(default, path), (name, argv)
+    assert filter_config(build_parser().parse_args(base + ["-q"])).progress is False

@@ -44,9 +44,11 @@ def did_you_mean(name: str, choices: Any) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def flag(help: str, name: str | None = None, **how: Any) -> dict[str, Any]:
-    """One command-line flag of a config field: ``gpu-dedup run`` makes its flags from its configs' field metadata
-    (``metadata=cli(flag(...))``; gpu_dedup/cli/run.py), as dolma makes its CLI from ``field(help=...)``.
+def flag(help: str | None, name: str | None = None, **how: Any) -> dict[str, Any]:
+    """One command-line flag of a config field: ``gpu-dedup run`` and ``gpu-dedup filter`` make their flags from
+    their configs' field metadata (``metadata=cli(flag(...))``; gpu_dedup/cli/fields.py), as dolma makes its CLI
+    from ``field(help=...)``. See ``cli.fields.config_flags`` for the further keys (``nargs``, ``choices``,
+    ``default``, ``floor``).
     ``help``: the flag's help text; ``name``: the flag, when it is not ``--`` + the field's name; ``how``:
     ``set=VALUE`` (a switch that sets the field to VALUE), ``type`` ("int" | "finite" | "size": 2G, 500M |
     "mib": MiB as bytes), ``metavar``, ``append=True`` (repeatable, a tuple). A Literal field's values are the

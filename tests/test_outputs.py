@@ -85,6 +85,49 @@ def test_outputs_inside_an_input_directory_are_refused(corpus, tmp_path, capsys,
     assert _files(corpus) == before and not (corpus / "sub").exists()
 
 
+def _refuse_screen(corpus, inside):
+    from gpu_dedup.screen import screen
+
+    screen(str(corpus), [str(corpus / "a.jsonl")], output_dir=inside)
+
+
+def _refuse_substring(corpus, inside):
+    from gpu_dedup.substring.dedup import substring_dedup
+
+    substring_dedup(str(corpus), output_dir=inside)
+
+
+def _refuse_train_lm(corpus, inside):
+    from gpu_dedup.filters.kneser_ney import train_lm
+
+    train_lm([str(corpus)], inside / "lm.arpa")
+
+
+def _refuse_train_classifier(corpus, inside):
+    from gpu_dedup.filters.train import TrainClassifierConfig, train_classifier
+
+    train_classifier([str(corpus)], str(inside / "m.bin"), TrainClassifierConfig())
+
+
+@pytest.mark.parametrize("run", [_refuse_screen, _refuse_substring, _refuse_train_lm, _refuse_train_classifier])
+def test_every_program_refuses_an_output_inside_its_inputs_through_the_api(corpus, run):
+    """The library owns that rule, not the command line: each program refuses before reading or writing."""
+    inside = corpus / "sub"
+    before = _files(corpus)
+    with pytest.raises(gpu_dedup.GpuDedupError, match="lies inside the input"):
+        run(corpus, inside)
+    assert _files(corpus) == before and not inside.exists()
+
+
+@pytest.mark.parametrize("command", [["screen", "{c}", "--benchmark", "{c}/a.jsonl"], ["substring", "{c}"],
+                                     ["train-lm", "{c}"], ["train-classifier", "{c}"]])
+def test_every_command_names_its_output_flag_when_it_lies_inside_the_input(corpus, capsys, command):
+    out = corpus / "sub" / ("m.bin" if command[0].startswith("train") else "o")
+    assert main([a.format(c=corpus) for a in command] + ["-o", str(out)]) == 1
+    line = _one_error(capsys)
+    assert "--output" in line and "lies inside the input" in line, line
+
+
 def test_output_equal_to_input_dir_or_glob_match_is_refused_but_a_file_inputs_directory_is_not(corpus, tmp_path,
                                                                                                capsys):
     with pytest.raises(ValueError, match="is the input"):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 
 
 def add_command(sub) -> None:
@@ -22,7 +21,7 @@ def add_command(sub) -> None:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--overwrite", action="store_true", help="replace an existing model file")
     p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=run_train_lm)
+    p.set_defaults(func=run_train_lm, api_names={"out_path": "output"})  # train_lm's name of -o, in its errors
     p = sub.add_parser("train-classifier", help="train a fastText classifier (quality, toxicity, ...) with a "
                        "group-disjoint validation split, a confusion matrix and a chosen threshold",
                        epilog="example:\n  gpu-dedup train-classifier labelled.jsonl -o quality.bin --group-field "
@@ -30,15 +29,13 @@ def add_command(sub) -> None:
                        "\n\nthe card (MODEL.json) holds the threshold, the metrics, the seed and the versions",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _train_classifier_arguments(p)
-    p.set_defaults(func=run_train_classifier)
+    p.set_defaults(func=run_train_classifier, api_names={"out": "output"})  # train_classifier's name of -o
 
 
 def run_train_lm(args: argparse.Namespace) -> int:
-    from ..outputs import check_outside_inputs, input_roots
     from ..filters.kneser_ney import LMTrainConfig, train_lm
     from ..filters.lm import LMNormalization
 
-    check_outside_inputs({"-o": os.path.dirname(os.path.abspath(args.output))}, input_roots(args.inputs))
     cfg = LMTrainConfig(order=args.order, normalization=LMNormalization.parse(args.normalization),
                         text_field=args.text_field)
     stats = train_lm(args.inputs, args.output, cfg, device=args.device, overwrite=args.overwrite)
@@ -78,10 +75,8 @@ def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_train_classifier(args: argparse.Namespace) -> int:
-    from ..outputs import check_outside_inputs, input_roots
     from ..filters.train import TrainClassifierConfig, format_summary, train_classifier
 
-    check_outside_inputs({"-o": args.output}, input_roots(args.inputs))
     kw = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainClassifierConfig)
           if getattr(args, f.name, None) is not None}
     if args.no_group_field:

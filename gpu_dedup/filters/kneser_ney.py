@@ -33,6 +33,7 @@ from .. import io
 from ..config import check_literal, is_int
 from ..device import note_compiling, resolve_device, to_device, to_host
 from ..errors import ConfigError, DataError, MissingFileError, OutputExistsError, RunError
+from ..outputs import check_outside_inputs, input_roots
 from ..io.text import arrow_text_buffers
 from ..ops import lm as lm_ops
 from .arpa import write_arpa
@@ -402,6 +403,7 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
 
     Raises:
         OutputExistsError: ``out_path`` exists and ``overwrite`` is False.
+        ConfigError: ``out_path``'s directory is at or under an input (the tool never writes into its inputs).
         MissingFileError: an input file does not exist.
         DataError: invalid UTF-8 in a .txt input, or a corpus with no sentence.
         DiscountError: the corpus is too small for modified Kneser-Ney discounts.
@@ -409,9 +411,10 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
     cfg = cfg or LMTrainConfig()
     device = resolve_device(device)
     out_path = os.fspath(out_path)
+    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    check_outside_inputs({"out_path": os.path.dirname(os.path.abspath(out_path))}, input_roots(paths))
     if os.path.exists(out_path) and not overwrite:
         raise OutputExistsError(f"{out_path} exists; pass overwrite=True (or choose another path) to replace it")
-    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     if not paths:
         raise ConfigError("no reference corpus given: pass the files to train on")
     t0 = time.perf_counter()

@@ -53,6 +53,7 @@ import numpy as np
 from .._version import __version__
 from ..config import did_you_mean, is_int, is_real
 from ..errors import ConfigError, DataError, DependencyError, OutputExistsError, RunError, UsageError
+from ..outputs import check_outside_inputs, input_roots
 from ..io.discover import file_sha256
 from ..io.write import atomic_path
 from .cards import format_summary  # noqa: F401 (the train-classifier command imports it from here)
@@ -412,12 +413,14 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
     Raises:
         UsageError: ``cfg`` is not a ``TrainClassifierConfig``.
         OutputExistsError: the model or card exists and ``overwrite`` is False.
+        ConfigError: ``out`` at or under an input (the tool never writes into its inputs).
         LabelledInputError: a bad labelled row (the message names the file and line).
         TrainDependencyError: the ``fasttext`` package (the ``train`` extra) is missing.
         TrainingError: fastText could not train or quantize.
     """
     if not isinstance(cfg, TrainClassifierConfig):
         raise UsageError(f"cfg must be a TrainClassifierConfig, got {type(cfg).__name__}")
+    check_outside_inputs({"`out`": out}, input_roots(list(inputs)))  # backticks: the CLI writes it as -o's flag
     model_path = _model_path(out, cfg)
     for p in (model_path, card_path(model_path)):
         if os.path.exists(p) and not overwrite:

@@ -28,6 +28,15 @@ def _modules() -> dict[str, Path]:
     return mods
 
 
+def import_target(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    """The absolute module a ``from X import ...`` in module ``mod`` (a package's __init__ when ``is_pkg``) names."""
+    if not node.level:
+        return node.module or ""
+    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+    base = base[:len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def import_graph() -> dict[str, set[str]]:
     """Module -> the package modules its import statements name, wherever they are (top level, functions,
     TYPE_CHECKING blocks excluded: they never run)."""
@@ -44,12 +53,7 @@ def import_graph() -> dict[str, set[str]]:
             if id(node) in skip:
                 continue
             if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                    base = base[:len(base) - node.level + 1]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
+                target = import_target(mod, is_pkg, node)
                 names = [target + "." + a.name for a in node.names]
                 found = [n for n in names if n in mods]
                 graph[mod].update(found)
@@ -221,12 +225,7 @@ def private_imports() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not isinstance(node, ast.ImportFrom):
                 continue
-            if node.level:
-                base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                base = base[:len(base) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = import_target(mod, is_pkg, node)
             if not target.startswith("gpu_dedup") or target == mod:
                 continue
             names = {a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")}

@@ -111,6 +111,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ConfigError(f"workers={workers!r} is no number of Ray worker processes: pass a whole number >= 1, or "
                           f"leave it out to use every CPU")
+    if cfg.cluster.scope_field is not None and (index is not None or save_index is not None or semantic is not None):
+        raise ConfigError("--scope-field cannot be combined with --against, --save-index or --semantic yet (an "
+                          "index and the semantic stage are global): run it without them")
     if engine == "ray":
         from .distributed import unsupported
 
@@ -194,9 +197,6 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     if (cfg.scores or prefilter is not None) and cfg.reader == "cudf":
         logger.warning("reader='cudf' is not used: --score and the filter flags score each batch's text on the "
                        "host, so pass 1 reads Parquet text with pyarrow")
-    if cfg.cluster.scope_field is not None and (index is not None or save_index is not None or semantic is not None):
-        raise ConfigError("--scope-field cannot be combined with --against, --save-index or --semantic yet (an "
-                          "index and the semantic stage are global): run it without them")
     # pass 1's score steps (filters/prefilter.py): the filter flags' (prefilter, which decides) and --score's
     steps = _score_steps(cfg, device, prefilter, semantic)
     pre = next((s for s in steps if s.decides), None)

@@ -52,9 +52,7 @@ MAX_STAR_STEPS = 200  # large-star / small-star converge in O(log^2 n) rounds (K
 def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None, prefilter=None) -> None:
     """Refuse, naming the limit and the local command, what the Ray engine does not distribute yet."""
     what = [name for name, on in (("--semantic", semantic is not None), ("the filter flags", prefilter is not None),
-                                  ("--exact-verify", cfg.cluster.exact_verify),
-                                  ("--scope-field", cfg.cluster.scope_field is not None),
-                                  ("--annotate", cfg.annotate)) if on]
+                                  ("--exact-verify", cfg.cluster.exact_verify)) if on]
     if what:
         raise ConfigError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
                           "(the same decisions, one process)")
@@ -86,7 +84,8 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         # every setting that can change a task's output is in the key (the contract alone leaves out the
         # policy, the keep order, the reader's options): a marker of another config is never reused
         settings = {k: v for k, v in cfg.to_dict().items() if k not in ("progress", "threads")}
-        signing = {**settings, "cluster": {"keep": cfg.cluster.keep}}  # pass 1 needs no policy setting
+        # pass 1 needs no policy setting (but the scope: a scoped piece's keys are salted)
+        signing = {**settings, "cluster": {"keep": cfg.cluster.keep, "scope_field": cfg.cluster.scope_field}}
         job = stages.Job(cfg, device, files, work, parts, first=first,
                          run_key=run_key([fingerprint, signing, device, parts, len(files), first, "sign"]))
         task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name, None) or getattr(options, name))
@@ -153,6 +152,8 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
             for a in actors:  # a joined cluster (or a notebook's) outlives the run: free the GPUs
                 ray.kill(a)
     stats = _stats(signed[first:], ex, bk, lab, mem, pol, sz, wr, rows[first:], parts, nodes, step)
+    if cfg.cluster.scope_field is not None:
+        stats["stages"]["scope"] = _scope_stats(cfg.cluster.scope_field, wr)
     stats["engine"].update({"workers": workers, "address": address, "sign_tasks_reused": reused,
                             "device_workers": len(actors),
                             "device_worker_processes": len({r["worker_pid"] for r in signed + ex if "worker_pid" in r}),
@@ -245,6 +246,19 @@ def write_decisions(work: str, nfiles: int, path: str, first: int = 0) -> None:
 
             writer = pq.ParquetWriter(tmp, DECISIONS_SCHEMA)
         writer.close()
+
+
+def _scope_stats(field: str, wr: list[dict]) -> dict[str, Any]:
+    """run.json's ``stages.scope`` (decide.scope_counts' shape) from the write tasks' per-file counts,
+    merged in file order: the scopes in order of first appearance in the run, as the local engine's."""
+    scopes: dict[str, dict[str, int]] = {}
+    for w in wr:
+        for value, docs, kept in w["scopes"]:
+            c = scopes.setdefault(value, {"input": 0, "kept": 0, "removed": 0})
+            c["input"] += docs
+            c["kept"] += kept
+            c["removed"] += docs - kept
+    return {"field": field, "scopes": scopes}
 
 
 def _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from ..lexical.bandkeys import BandKeys
 from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
 from ..lexical.exact import exact_groups
 from ..lexical.minhash import permutation_params
-from ..lexical.signatures import compute_file, piece_of
+from ..lexical.signatures import compute_file, piece_of, scope_salts
 from ..lexical.verify import ShingleSets, shingle_sets_pass
 from ..workdir import band_column
 from .options import IndexSource, index_piece, rep_positions
@@ -110,6 +110,8 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
         part, report, tm = compute_file(f, cfg, job.device, permutation_params(cfg.minhash),
                                          steps=_score_steps(cfg, job.device))
         piece, stamp = piece_of(part, cfg), input_stamp(f, before)
+        if cfg.cluster.scope_field is not None:
+            piece = _salted(piece, cfg)
     lay = job.layout
     lay.write(piece, "pieces", f"f{fi:06d}")
     exact = pa.table({"local": pa.array(np.arange(piece.num_rows, dtype=np.int64)),
@@ -123,6 +125,20 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
                     "ids", lambda p: f"f{fi:06d}-p{p:04d}")
     return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": stamp,
             "text_bytes": int(pc.sum(piece["text_bytes"]).as_py() or 0)}
+
+
+def _salted(piece: pa.Table, cfg) -> pa.Table:
+    """A scoped run's piece with each row's scope salt (signatures.scope_salts: a function of the scope
+    value alone) XORed into its exact hashes and band keys, as the local engine mixes them after pass 1:
+    every key of the shuffle then carries its scope, so no exact group, bucket or component crosses
+    scopes, and no task needs to know the run's other scopes."""
+    _codes, _values, salt = scope_salts([piece["scope"].combine_chunks()])
+    s = salt[_codes]
+    words = [("exact_lo", 0), ("exact_hi", 1)] + [(band_column(b), 0) for b in range(cfg.lsh.bands)]
+    for name, w in words:
+        mixed = np.asarray(piece[name].to_numpy(), np.uint64) ^ s[:, w]
+        piece = piece.set_column(piece.schema.get_field_index(name), name, pa.array(mixed, pa.uint64()))
+    return piece
 
 
 _STEPS: dict[tuple, tuple] = {}
@@ -438,6 +454,16 @@ def resolve(job: Job, g: int) -> dict[str, Any]:
     return {"removed": asg.num_rows}
 
 
+def _scope_counts(scope: pa.Array, keep: np.ndarray) -> list[list]:
+    """[[scope value, input, kept], ...] of one file's rows, in order of first appearance."""
+    enc = scope.dictionary_encode()
+    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
+    k = len(enc.dictionary)
+    docs = np.bincount(codes, minlength=k)
+    kept = np.bincount(codes, weights=keep, minlength=k).astype(np.int64)
+    return [[v, int(d), int(c)] for v, d, c in zip(enc.dictionary.to_pylist(), docs, kept)]
+
+
 _SIZES = pa.schema([("row", pa.int64()), ("size", pa.int64()), ("position", pa.int64())])
 
 
@@ -518,10 +544,16 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
     lay.write(decisions, "decisions", f"f{fi:06d}")
     written = {"files": 0, "rows_written": 0}
     if out is not None and cfg.write_deduplicated:
+        annotate = {"dup_cluster_size": size, "dup_cluster_id": cluster} if cfg.annotate else None
         written = io.write_kept([f], keep, os.path.join(out, "deduplicated"), id_field=cfg.id_field,
-                                text_field=cfg.text_field, on_error=cfg.on_error, file_rows=[n], read_threads=1)
+                                text_field=cfg.text_field, on_error=cfg.on_error, file_rows=[n], read_threads=1,
+                                annotate=annotate)
     tb, words = piece["text_bytes"].to_numpy(), piece["words"].to_numpy()
-    return {"rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
+    scopes = {}
+    if cfg.cluster.scope_field is not None:
+        # this file's scopes in order of first appearance: the driver merges them in file order
+        scopes = {"scopes": _scope_counts(read_piece(job, fi, ["scope"])["scope"].combine_chunks(), keep)}
+    return {**scopes, "rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
             "kept": int(keep.sum()), "text_bytes": [int(tb.sum()), int(tb[keep].sum())],
             "words": [int(words.sum()), int(words[keep].sum())], "deduplicated": written,
             "largest_cluster": int(size.max()) if n else 0, "clusters_with_duplicates": int((reason == 1).sum())}

@@ -92,6 +92,35 @@ def test_ray_cluster_size_policies_equal_local(cluster, corpus, tmp_path, overri
         assert local.stats["counts"]["by_reason"]["kept_small_cluster"] > 0
 
 
+def test_ray_scope_field_and_annotate_equal_local(cluster, tmp_path):
+    """--scope-field (the scope's salt in every shuffle key: no task joins across scopes) with --annotate:
+    decisions, the annotated deduplicated/ files byte for byte and run.json's per-scope counts equal the
+    local engine's; scopes change the decisions (duplicates cross scopes)."""
+    import numpy as np
+
+    t = make_corpus(240, seed=11, mean_words=40, template_families=2).select(["id", "text"])
+    rng = np.random.default_rng(4)
+    t = t.append_column("snap", pa.array(rng.integers(0, 3, t.num_rows) + 2023)) \
+        .append_column("q", pa.array(rng.integers(0, 4, t.num_rows).astype(float)))
+    src = tmp_path / "src"
+    src.mkdir()
+    pq.write_table(t.slice(0, 150), src / "a.parquet")  # integer scope values, as decimal strings
+    with open(src / "b.jsonl", "w") as fh:
+        for r in t.slice(150).to_pylist():
+            fh.write(json.dumps(r) + "\n")
+    cfg = RunConfig(progress=False).replace(cluster__scope_field="snap", annotate=True, cluster__keep="max:q")
+    local = gpu_dedup.deduplicate(str(src), cfg, tmp_path / "local")
+    res = gpu_dedup.deduplicate(str(src), cfg, tmp_path / "ray", engine="ray", partitions=3)
+    _same_outputs(tmp_path / "local", tmp_path / "ray")
+    assert res.stats["counts"] == local.stats["counts"]
+    runs = [json.loads((tmp_path / d / "run.json").read_text()) for d in ("local", "ray")]
+    assert runs[1]["stages"]["scope"] == runs[0]["stages"]["scope"] and len(runs[0]["stages"]["scope"]["scopes"]) == 3
+    unscoped = gpu_dedup.deduplicate(str(src), cfg.replace(cluster__scope_field=None, annotate=False))
+    assert local.kept > unscoped.kept
+    kept = pq.read_table(tmp_path / "ray" / "deduplicated" / "a.parquet")
+    assert {"dup_cluster_size", "dup_cluster_id"} <= set(kept.column_names)
+
+
 def test_ray_in_memory_table_keep_by_column(cluster, tmp_path):
     """An in-memory table (one file of the run) with keep=max:<column>: ties and NaNs as the local engine."""
     import numpy as np

@@ -6,6 +6,8 @@ dir, with no per-document state in the driver (it holds file lists, partition co
                options.py; what they share: rows.py)
     sign       per file: pass 1, the piece, exact rows by hash range                  (stages.py, and so on)
     exact      per hash range: exact groups
+    exact_texts, exact_check   (--exact-verify) per file: the groups' normalized texts read again, each
+               member's bytes compared with its leader's in the leader's file (options.py)
     bands      per file: the leaders' band rows by key range
     buckets    per key range: LSH buckets -> star edges of the candidate graph
     components rounds of large-star / small-star per file of rows until the edges stop changing;
@@ -51,8 +53,8 @@ MAX_STAR_STEPS = 200  # large-star / small-star converge in O(log^2 n) rounds (K
 
 def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None, prefilter=None) -> None:
     """Refuse, naming the limit and the local command, what the Ray engine does not distribute yet."""
-    what = [name for name, on in (("--semantic", semantic is not None), ("the filter flags", prefilter is not None),
-                                  ("--exact-verify", cfg.cluster.exact_verify)) if on]
+    what = [name for name, on in (("--semantic", semantic is not None), ("the filter flags", prefilter is not None))
+            if on]
     if what:
         raise ConfigError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
                           "(the same decisions, one process)")
@@ -67,6 +69,10 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     the directory of the new index (the kept documents after the ``index``'s)."""
     inputs = files
     first = 1 if index is not None else 0
+    if index is not None and cfg.cluster.exact_verify:
+        from ..lexical.decide import EXACT_VERIFY_AGAINST
+
+        raise ConfigError(EXACT_VERIFY_AGAINST)
     if index is not None:
         files = [options.IndexSource(index.path, index.manifest)] + list(files)
     if save_index is not None:
@@ -89,7 +95,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         job = stages.Job(cfg, device, files, work, parts, first=first,
                          run_key=run_key([fingerprint, signing, device, parts, len(files), first, "sign"]))
         task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name, None) or getattr(options, name))
-                for name in ("sign", "exact", "bands", "buckets", "star", "labels", "members", "policy", "resolve",
+                for name in ("sign", "exact", "exact_texts", "exact_check", "bands", "buckets", "star", "labels", "members", "policy", "resolve",
                              "sizes", "write", "index_rows", "ranks")}
         actors = _device_workers(ray) if device == "cuda" else []
         try:
@@ -119,6 +125,10 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
             ex = stage("exact", range(parts))
             if any(r["duplicate_ids"] for r in ex):
                 _raise_duplicate_ids(job, rows, index)
+            chk = None
+            if cfg.cluster.exact_verify:  # byte-compare the groups: the verified ones replace the exact tasks'
+                txt = stage("exact_texts", range(nf))
+                chk = stage("exact_check", range(nf))
             stage("bands", range(nf))
             bk = stage("buckets", range(parts))
             step, sources, fps = 0, [f"p{p:04d}" for p in range(parts)], []
@@ -152,6 +162,10 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
             for a in actors:  # a joined cluster (or a notebook's) outlives the run: free the GPUs
                 ray.kill(a)
     stats = _stats(signed[first:], ex, bk, lab, mem, pol, sz, wr, rows[first:], parts, nodes, step)
+    if chk is not None:  # the groups after byte verification, as the local engine counts them
+        stats["stages"]["exact"].update({k: sum(r[k] for r in chk) for k in
+                                         ("groups_with_duplicates", "removed", "hash_collisions")},
+                                        byte_verified=True, text_bytes_read=sum(r["text_bytes_read"] for r in txt))
     if cfg.cluster.scope_field is not None:
         stats["stages"]["scope"] = _scope_stats(cfg.cluster.scope_field, wr)
     stats["engine"].update({"workers": workers, "address": address, "sign_tasks_reused": reused,
@@ -180,7 +194,7 @@ def _device_workers(ray) -> list:
     return [cls.remote() for _ in range(gpus)]
 
 
-_PER_FILE = ("sign", "bands", "star", "labels", "members", "resolve", "sizes", "write")
+_PER_FILE = ("sign", "exact_texts", "exact_check", "bands", "star", "labels", "members", "resolve", "sizes", "write")
 
 
 def _task_failure(stage: str, key: int, files, exc) -> str:

@@ -1,12 +1,18 @@
 """The Ray engine's tasks for the optional features (stages.py has the others; rows.py the Job they take):
 
     IndexSource  the --against index as file 0 of a run (its piece: index_piece)
+    exact_texts  per file (--exact-verify): the normalized text of its rows in exact groups, read again; a
+                 member's text goes to its leader's file
+    exact_check  per file of leaders (--exact-verify): each member's bytes against its leader's
+                 (lexical/exact.verify_groups' rule: a member that differs is its own leader) -> the
+                 verified duplicates, which the later stages read (Job.dup_names)
     ranks        per file (keep_copies > 1): the removed rows' keep keys -> their cluster's file, where the
                  sizes task ranks each cluster's members (rep_positions)
     index_rows   per file (--save-index): its kept rows in documents.parquet's schema
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +23,9 @@ import pyarrow as pa
 from ..config import RunConfig
 from .shuffle import file_of
 from ..workdir import band_column
-from .rows import ASSIGN_SCHEMA, Job, keep_columns, piece_keep_order, read_piece, run_once
+from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, keep_columns, piece_keep_order, read_piece, run_once
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -54,6 +62,75 @@ def index_piece(cfg: RunConfig, src: IndexSource) -> pa.Table:
     zeros = np.zeros(n, np.int64)
     return piece_table(t["id"].combine_chunks(), zeros, zeros, exact, (~short).astype(np.int64), keys,
                        np.zeros(n) if keep_column(cfg.cluster.keep) else None)
+
+
+_MEMBER_TEXTS = pa.schema([("row", pa.int64()), ("leader", pa.int64()), ("short", pa.bool_()),
+                           ("text", pa.large_binary())])
+_LEADER_TEXTS = pa.schema([("row", pa.int64()), ("text", pa.large_binary())])
+
+
+def _normalized_texts(job: Job, fi: int, local: np.ndarray) -> tuple[pa.Array, int]:
+    """(the normalized text (large_binary) of file ``fi``'s rows ``local``, sorted file rows, read again
+    as pass 1 read them; the raw text bytes read)."""
+    from .. import io
+    from ..text.normalize import normalize_text
+
+    cfg, parts, read = job.cfg, [], 0
+    for sel, text in io.iter_rows([job.files[fi]], local, **cfg.reader_options()):
+        norm = normalize_text(text, cfg.normalize)
+        off = np.asarray(norm.offsets, np.int64)
+        parts.append(pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(sel), [
+            None, pa.py_buffer(off), pa.py_buffer(np.asarray(norm.data, np.uint8)[:off[-1]])]))
+        read += text.nbytes
+    return (pa.concat_arrays(parts) if parts else pa.array([], pa.large_binary())), read
+
+
+@run_once("exact_texts")
+def exact_texts(job: Job, g: int) -> dict[str, Any]:
+    """The normalized texts of file ``g``'s exact-group leaders (leader_texts) and members (member_texts,
+    by their leader's file)."""
+    lay, offs = job.layout, job.offs()
+    names = [f"p{p:04d}-f{g:06d}" for p in range(job.partitions)]  # the exact tasks' (unverified) groups
+    mem = lay.read("dups_by_row", names, DUPS_SCHEMA)
+    lead = np.unique(lay.read("dups_by_leader", names, DUPS_SCHEMA)["leader"].to_numpy())
+    rows = mem["row"].to_numpy()
+    want = np.union1d(lead, rows).astype(np.int64)
+    texts, read = _normalized_texts(job, g, want - offs[g])
+
+    def of(r):
+        return texts.take(pa.array(np.searchsorted(want, r), pa.int64()))
+
+    lay.write(pa.table({"row": pa.array(lead, pa.int64()), "text": of(lead)}, schema=_LEADER_TEXTS),
+              "leader_texts", f"f{g:06d}")
+    t = pa.table({"row": mem["row"], "leader": mem["leader"], "short": mem["short"], "text": of(rows)},
+                 schema=_MEMBER_TEXTS)
+    lay.write_split(t, file_of(mem["leader"].to_numpy(), offs), job.nfiles, "member_texts",
+                    lambda h: f"g{g:06d}-f{h:06d}")
+    return {"rows_read": int(want.shape[0]), "text_bytes_read": int(read)}
+
+
+@run_once("exact_check")
+def exact_check(job: Job, h: int) -> dict[str, Any]:
+    """Byte-compare each member whose leader is in file ``h`` with its leader; the verified duplicates
+    (dups_by_row / dups_by_leader ``v<h>-f<g>``) and the exact stats (lexical/decide.exact_stage's)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    lay, offs = job.layout, job.offs()
+    mem = lay.read("member_texts", [f"g{g:06d}-f{h:06d}" for g in range(job.nfiles)], _MEMBER_TEXTS)
+    lead = pq.read_table(lay.path("leader_texts", f"f{h:06d}"))
+    at = np.searchsorted(lead["row"].to_numpy(), mem["leader"].to_numpy())
+    same = np.asarray(pc.equal(mem["text"], lead["text"].take(pa.array(at, pa.int64()))).to_numpy(
+        zero_copy_only=False), bool) if mem.num_rows else np.zeros(0, bool)
+    for row, leader in zip(mem["row"].to_numpy()[~same].tolist(), mem["leader"].to_numpy()[~same].tolist()):
+        logger.warning("exact-hash collision: row %d differs from its group's first row %d; kept apart", row, leader)
+    dups = mem.select(["row", "leader", "short"]).filter(pa.array(same)).cast(DUPS_SCHEMA)
+    rows, leaders = dups["row"].to_numpy(), dups["leader"].to_numpy()
+    f = job.nfiles
+    lay.write_split(dups, file_of(rows, offs), f, "dups_by_row", lambda g: f"v{h:06d}-f{g:06d}")
+    lay.write_split(dups, file_of(leaders, offs), f, "dups_by_leader", lambda g: f"v{h:06d}-f{g:06d}")
+    return {"hash_collisions": int((~same).sum()), "groups_with_duplicates": int(np.unique(leaders).shape[0]),
+            "removed": int((rows >= job.n_index).sum())}
 
 
 @run_once("ranks")

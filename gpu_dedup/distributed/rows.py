@@ -45,6 +45,13 @@ class Job:
     def offs(self) -> np.ndarray:
         return np.asarray(self.offsets, np.int64)
 
+    def dup_names(self, g: int) -> list[str]:
+        """The dups_by_row / dups_by_leader files of file ``g``'s rows: the exact tasks' (one per key range),
+        or with exact_verify the byte-checked ones (one per leader file: options.exact_check)."""
+        if self.cfg.cluster.exact_verify:
+            return [f"v{h:06d}-f{g:06d}" for h in range(self.nfiles)]
+        return [f"p{p:04d}-f{g:06d}" for p in range(self.partitions)]
+
 
 def run_once(stage: str, valid=None):
     """Run the task unless its done marker holds a result for this run key (then return that result);
@@ -104,5 +111,6 @@ def read_piece(job: Job, fi: int, columns=None) -> pa.Table:
     return pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=columns)
 
 
+DUPS_SCHEMA = pa.schema([("row", pa.int64()), ("leader", pa.int64()), ("short", pa.bool_())])  # exact duplicates
 ASSIGN_SCHEMA = pa.schema([("row", pa.int64()), ("rep", pa.int64()), ("reason", pa.int8()), ("jaccard", pa.float64()),
                      ("rep_id", pa.string()), ("matched_id", pa.string())])

@@ -53,7 +53,7 @@ from ..lexical.signatures import compute_file, piece_of, scope_salts
 from ..lexical.verify import ShingleSets, shingle_sets_pass
 from ..workdir import band_column
 from .options import IndexSource, index_piece, rep_positions
-from .rows import ASSIGN_SCHEMA, Job, keep_columns, piece_keep_order, read_piece, run_once
+from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, keep_columns, piece_keep_order, read_piece, run_once
 from .shuffle import file_of, key_partition, mix64
 
 logger = logging.getLogger(__name__)
@@ -166,7 +166,6 @@ def _id_hashes(ids) -> np.ndarray:
     return np.fromiter((xxhash.xxh3_64_intdigest(v.encode()) for v in ids.to_pylist()), np.uint64, len(ids))
 
 
-_DUPS = pa.schema([("row", pa.int64()), ("leader", pa.int64()), ("short", pa.bool_())])
 
 
 @run_once("exact")
@@ -190,7 +189,7 @@ def exact(job: Job, p: int) -> dict[str, Any]:
     dup = np.flatnonzero(leader_l != np.arange(t.num_rows))
     leaders = rows[leader_l[dup]]
     dups = pa.table({"row": pa.array(rows[dup]), "leader": pa.array(leaders), "short": pa.array(short[dup])},
-                    schema=_DUPS)
+                    schema=DUPS_SCHEMA)
     f = job.nfiles
     lay.write_split(dups, file_of(rows[dup], offs), f, "dups_by_row", lambda g: f"p{p:04d}-f{g:06d}")
     lay.write_split(dups, file_of(leaders, offs), f, "dups_by_leader", lambda g: f"p{p:04d}-f{g:06d}")
@@ -210,7 +209,7 @@ def bands(job: Job, fi: int) -> dict[str, Any]:
     cfg, lay, offs = job.cfg, job.layout, job.offs()
     nb = cfg.lsh.bands
     piece = read_piece(job, fi, ["nshingles"] + [band_column(b) for b in range(nb)])
-    dups = lay.read("dups_by_row", [f"p{p:04d}-f{fi:06d}" for p in range(job.partitions)], _DUPS)
+    dups = lay.read("dups_by_row", job.dup_names(fi), DUPS_SCHEMA)
     n = piece.num_rows
     lsh = piece["nshingles"].to_numpy() > 0
     lsh[dups["row"].to_numpy() - offs[fi]] = False
@@ -419,7 +418,7 @@ def resolve(job: Job, g: int) -> dict[str, Any]:
     """Assignments of the removed rows whose leader (exact) or self (near) lies in file ``g``."""
     lay, offs, f, parts = job.layout, job.offs(), job.nfiles, job.partitions
     near = lay.read("near", [f"p{p:04d}-f{g:06d}" for p in range(parts)], _NEAR)
-    dups = lay.read("dups_by_leader", [f"p{p:04d}-f{g:06d}" for p in range(parts)], _DUPS)
+    dups = lay.read("dups_by_leader", job.dup_names(g), DUPS_SCHEMA)
     ids = read_piece(job, g, ["id"])["id"].combine_chunks()
     n = len(ids)
     # per row of file g: its near representative (-1: kept), Jaccard and representative id

@@ -44,6 +44,10 @@ from .verify import ShingleSets, candidate_sets
 logger = logging.getLogger(__name__)
 
 
+EXACT_VERIFY_AGAINST = ("exact_verify cannot byte-compare against an index (it stores hashes, not text); "
+                        "run without --exact-verify or without --against")
+
+
 @dataclass
 class Decided:
     """decisions: one row per input document (DECISIONS_SCHEMA), in row order; stats: run.json's "stages";
@@ -183,8 +187,7 @@ def exact_stage(cfg: RunConfig, device: str, files, ranked: Ranked, index=None) 
     collisions = None
     if cfg.cluster.exact_verify:
         if index is not None:
-            raise ConfigError("exact_verify cannot byte-compare against an index (it stores hashes, not text); "
-                              "run without --exact-verify or without --against")
+            raise ConfigError(EXACT_VERIFY_AGAINST)
         leader_host, collisions = verify_groups(files, cfg, to_host(leader))  # reads the input: on the host
         leader = to_device(leader_host, device)
     stats = {"groups_with_duplicates": int(xp.unique(leader[leader != rows]).shape[0]),

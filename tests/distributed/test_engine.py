@@ -121,6 +121,46 @@ def test_ray_scope_field_and_annotate_equal_local(cluster, tmp_path):
     assert {"dup_cluster_size", "dup_cluster_id"} <= set(kept.column_names)
 
 
+def test_ray_exact_verify_equals_local(cluster, corpus, tmp_path):
+    """--exact-verify: every exact group's normalized bytes compared in its leader's file; no collision in
+    a real corpus, so the decisions equal the local engine's and the hashes'."""
+    cfg = RunConfig(progress=False).replace(cluster__exact_verify=True)
+    local = gpu_dedup.deduplicate(str(corpus), cfg)
+    res = gpu_dedup.deduplicate(str(corpus), cfg, work_dir=tmp_path / "w", engine="ray", partitions=2)
+    assert res.decisions.equals(local.decisions)
+    assert res.stats["counts"] == local.stats["counts"] and local.stats["counts"]["by_reason"]["exact_duplicate"] > 0
+    want, got = local.stats["stages"]["exact"], res.stats["stages"]["exact"]
+    assert {k: got[k] for k in want} == want and want["byte_verified"] and want["hash_collisions"] == 0
+
+
+def test_exact_verify_tasks_split_a_collision(tmp_path, monkeypatch):
+    """The exact_texts / exact_check tasks (run here in-process, where pass 1's hash can be forced to
+    collide) keep a member whose bytes differ from its leader's apart, as lexical/exact.verify_groups."""
+    import numpy as np
+
+    import gpu_dedup.lexical.signatures as sig
+    from gpu_dedup import io
+    from gpu_dedup.distributed import options, stages
+    from gpu_dedup.distributed.rows import DUPS_SCHEMA, Job
+
+    monkeypatch.setattr(sig, "exact_hashes", lambda norm, device="cpu": np.zeros((len(norm), 2), np.uint64))
+    pq.write_table(pa.table({"id": ["a", "b"], "text": ["alpha beta", "gamma delta"]}), tmp_path / "1.parquet")
+    pq.write_table(pa.table({"id": ["c"], "text": ["ALPHA  beta"]}), tmp_path / "2.parquet")
+    files = io.source_files(str(tmp_path / "*.parquet"))
+    cfg = RunConfig(progress=False, batch_bytes=1 << 20).replace(cluster__exact_verify=True)
+    job = Job(cfg, "cpu", files, str(tmp_path / "w"), 2)
+    job.offsets = [0] + np.cumsum([stages.sign(job, fi)["rows"] for fi in range(2)]).tolist()
+    for p in range(2):
+        stages.exact(job, p)
+    for fi in range(2):
+        options.exact_texts(job, fi)
+    checked = [options.exact_check(job, fi) for fi in range(2)]
+    assert sum(c["hash_collisions"] for c in checked) == 1 and sum(c["removed"] for c in checked) == 1
+    dups = job.layout.read("dups_by_row", job.dup_names(1), DUPS_SCHEMA)  # "c" (row 2) duplicates "a" (row 0)
+    assert dups["row"].to_pylist() == [2] and dups["leader"].to_pylist() == [0]
+    assert job.layout.read("dups_by_row", job.dup_names(0), DUPS_SCHEMA).num_rows == 0  # "b" kept apart
+
+
 def test_ray_in_memory_table_keep_by_column(cluster, tmp_path):
     """An in-memory table (one file of the run) with keep=max:<column>: ties and NaNs as the local engine."""
     import numpy as np
@@ -166,8 +206,8 @@ def test_killed_workers_and_resume(cluster, corpus, tmp_path):
 
 def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, capsys):
     cfg = RunConfig(progress=False)
-    with pytest.raises(ValueError, match="--engine ray does not run --exact-verify.*--engine local"):
-        gpu_dedup.deduplicate(str(corpus), cfg.replace(cluster__exact_verify=True), tmp_path / "o", engine="ray")
+    with pytest.raises(ValueError, match="--engine ray does not run --semantic.*--engine local"):
+        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", semantic=object())
     with pytest.raises(ValueError, match="shared work directory"):
         gpu_dedup.deduplicate(str(corpus), cfg, engine="ray")
     with pytest.raises(ConnectionError, match="--address 127.0.0.1:1: no Ray cluster reachable"):

@@ -282,7 +282,8 @@ def kept_rows(cfg: RunConfig, files, kept: np.ndarray, ids: pa.Array, exact: np.
         yield ids.take(pa.array(kept)), exact[kept], short[kept], band, None
         return
     lo = 0
-    for rows, text in prefetched(io.iter_rows(files, kept, **cfg.reader_options())):
+    # the text only: a keep column that pass 1 computed (a prefilter's score) is not in the input
+    for rows, text in prefetched(io.iter_rows(files, kept, **{**cfg.reader_options(), "keep_column": None})):
         hi = lo + rows.shape[0]
         norm = normalize_text(text, cfg.normalize)
         lists = shingles_as_lists(shingle_sets(norm, np.arange(rows.shape[0]), cfg.shingle))

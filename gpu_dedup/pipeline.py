@@ -83,7 +83,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     The work dir (default OUT/work) must be visible to every node. Same decisions as the local engine.
     ``prefilter``: a ``filters.FilterConfig`` applied in pass 1, before dedup (filters/prefilter.py): the
     documents it rejects are removed as ``filtered`` and never remove a kept one; every score and the
-    detailed reason go to OUT/scores.parquet. One read of the input; local engine, no work dir, no semantic.
+    detailed reason go to OUT/scores.parquet. One read of the input; no semantic; the local engine
+    without a work dir, or the Ray engine (each sign task scores its file).
 
     What the run owns (gpu_dedup/outputs.py): ``output_dir``, ``work_dir`` and ``save_index`` must lie outside
     the inputs; they are locked for the run (a concurrent run into one of them fails at once, naming this
@@ -134,7 +135,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         if engine == "ray":
             result = _run_ray(cfg, device, threads=threads, t_start=t_start, files=files, out=out, work=wd,
                               workers=workers, address=address, partitions=partitions, resume=resume,
-                              index=index, save_index=os.fspath(save_index) if save_index is not None else None)
+                              index=index, save_index=os.fspath(save_index) if save_index is not None else None,
+                              prefilter=prefilter)
             logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
             return result
         # a scoped run's pieces hold its scope values: reused only by a run of the same scope field
@@ -254,7 +256,8 @@ class _FileDecisions(DedupResult):
 
 
 def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files, out: str | None, work: str,
-             workers, address, partitions, resume: bool, index=None, save_index: str | None = None) -> DedupResult:
+             workers, address, partitions, resume: bool, index=None, save_index: str | None = None,
+             prefilter: Any = None) -> DedupResult:
     """``deduplicate`` on the Ray engine (gpu_dedup/distributed/): tasks compute and write everything."""
     from . import distributed
 
@@ -262,7 +265,7 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
     fp = contract_fingerprint(contract(cfg))
     got = distributed.run(files, cfg, device, work=work, out=out, workers=workers, address=address,
                           partitions=partitions, resume=resume, timings=timings, fingerprint=fp, index=index,
-                          save_index=save_index)
+                          save_index=save_index, prefilter=prefilter)
     path = os.path.join(out if out is not None else work, "decisions.parquet")
     checkpoint("decisions")
     first = 1 if index is not None else 0  # an --against index is the Ray run's file 0 (no decisions)
@@ -273,13 +276,15 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
                   if out is not None and cfg.write_deduplicated else 0}
     stats = header("deduplicate", device=device, threads=threads, config=cfg.to_dict(), files=files,
                    read=got["read"], bytes_read=bytes_read, counts=got["counts"], timings=timings)
-    stats.update({"parquet_text_reader": reader_name(cfg, device), "contract": contract(cfg),
-                  "contract_fingerprint": fp, "input_paths": [f.path for f in files if f.fmt != "table"],
+    stats.update({"parquet_text_reader": reader_name(cfg, device, prefilter=prefilter is not None),
+                  "contract": contract(cfg), "contract_fingerprint": fp, "input_paths": [f.path for f in files if f.fmt != "table"],
                   "stages": got["stages"], "engine": got["engine"],
                   "work_dir": {"path": work, "pieces_reused": got["engine"]["sign_tasks_reused"],
                                "pieces_computed": len(files) - got["engine"]["sign_tasks_reused"]}})
     if out is not None and cfg.write_deduplicated:
         stats["deduplicated"] = got["deduplicated"]
+    if "prefilter" in got:
+        stats["prefilter"] = got["prefilter"]
     timings["total"] = time.perf_counter() - t_start
     n = got["counts"]["input"]
     stats["throughput_docs_per_s"] = n / timings["total"] if timings["total"] > 0 else None

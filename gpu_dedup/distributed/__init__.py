@@ -30,6 +30,7 @@ each reduce sees all rows of its keys and runs the local engine's own stage func
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -38,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..decisions import REASON_CODES, REASONS
@@ -53,20 +55,28 @@ MAX_STAR_STEPS = 200  # large-star / small-star converge in O(log^2 n) rounds (K
 
 def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None, prefilter=None) -> None:
     """Refuse, naming the limit and the local command, what the Ray engine does not distribute yet."""
-    what = [name for name, on in (("--semantic", semantic is not None), ("the filter flags", prefilter is not None))
-            if on]
+    what = [name for name, on in (
+        ("--semantic", semantic is not None),
+        # a retention draw is seeded by the document's run row, which a sign task does not know yet
+        ("a classifier's stochastic retention in the filter flags",
+         prefilter is not None and any(c.retention is not None for c in prefilter.classifiers))) if on]
     if what:
         raise ConfigError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
                           "(the same decisions, one process)")
+    if prefilter is not None:
+        from ..filters.prefilter import check_in_pass1
+
+        check_in_pass1(prefilter)
 
 
 def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
         partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str, index=None,
-        save_index: str | None = None) -> dict[str, Any]:
+        save_index: str | None = None, prefilter=None) -> dict[str, Any]:
     """The stages of the module doc; returns what run.json adds (counts, stage stats, read report, the
     engine) and leaves WORK/ray/decisions/ (and OUT/decisions.parquet, OUT/deduplicated/ with ``out``).
     ``index``: the loaded --against index (only its path and manifest go to the tasks); ``save_index``:
-    the directory of the new index (the kept documents after the ``index``'s)."""
+    the directory of the new index (the kept documents after the ``index``'s); ``prefilter``: the filter
+    flags' FilterConfig (the sign tasks score and decide; OUT/scores.parquet from their parts)."""
     inputs = files
     first = 1 if index is not None else 0
     if index is not None and cfg.cluster.exact_verify:
@@ -90,9 +100,11 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         # every setting that can change a task's output is in the key (the contract alone leaves out the
         # policy, the keep order, the reader's options): a marker of another config is never reused
         settings = {k: v for k, v in cfg.to_dict().items() if k not in ("progress", "threads")}
+        if prefilter is not None:
+            settings["prefilter"] = dataclasses.asdict(prefilter)
         # pass 1 needs no policy setting (but the scope: a scoped piece's keys are salted)
         signing = {**settings, "cluster": {"keep": cfg.cluster.keep, "scope_field": cfg.cluster.scope_field}}
-        job = stages.Job(cfg, device, files, work, parts, first=first,
+        job = stages.Job(cfg, device, files, work, parts, first=first, prefilter=prefilter,
                          run_key=run_key([fingerprint, signing, device, parts, len(files), first, "sign"]))
         task = {name: ray.remote(num_cpus=1, max_retries=3)(getattr(stages, name, None) or getattr(options, name))
                 for name in ("sign", "exact", "exact_texts", "exact_check", "bands", "buckets", "star", "labels", "members", "policy", "resolve",
@@ -176,6 +188,12 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     if index is not None:
         stats["stages"]["against_index"] = {"path": index.path, "documents": rows[0],
                                             "generation": index.manifest["generation"]}
+    if prefilter is not None:
+        stats["prefilter"] = _prefilter_stats(prefilter, signed[first:])
+        if out is not None:
+            t = time.perf_counter()
+            write_scores(lay, range(first, nf), job.offsets, os.path.join(out, "scores.parquet"))
+            timings["write_scores"] = time.perf_counter() - t
     if save_index is not None:
         t = time.perf_counter()
         stats["stages"]["index"] = _write_index(lay, save_index, cfg, index, range(first, nf))
@@ -240,6 +258,41 @@ def _write_index(lay: Layout, path: str, cfg, index, file_range) -> dict[str, An
     manifest = writer.close()
     logger.info("saved index %s: %d documents (generation %d)", path, manifest["documents"], manifest["generation"])
     return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}
+
+
+def _prefilter_stats(prefilter, signed: list[dict]) -> dict[str, Any]:
+    """run.json's ``prefilter`` (the local engine's: the step's description, the config, rows per reason
+    in name order) from the sign tasks' results."""
+    by: dict[str, int] = {}
+    for s in signed:
+        for r, k in s["prefilter"]["by_reason"].items():
+            by[r] = by.get(r, 0) + k
+    described = next((s["prefilter"]["describe"] for s in signed if s["prefilter"]["scored"]),
+                     signed[0]["prefilter"]["describe"] if signed else {})
+    return {**described, "config": dataclasses.asdict(prefilter), "by_reason": dict(sorted(by.items()))}
+
+
+def write_scores(lay: Layout, file_range, offsets: list[int], path: str) -> None:
+    """OUT/scores.parquet from the sign tasks' parts (their rows numbered in their file: the file's offset
+    added here), one part in memory at a time; the local engine's rows, columns and schema."""
+    from ..decisions import scores_schema
+    from ..io.write import atomic_path
+
+    with atomic_path(path) as tmp:
+        writer = None
+        for fi in file_range:
+            name = lay.path("scores", f"f{fi:06d}")
+            if not os.path.exists(name):
+                continue  # an empty file: no scored batch
+            t = pq.read_table(name)
+            i = t.schema.get_field_index("row")
+            t = t.set_column(i, "row", pc.add(t["row"], pa.scalar(int(offsets[fi]), pa.int64())))
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, t.schema)
+            writer.write_table(t)
+        if writer is None:
+            writer = pq.ParquetWriter(tmp, scores_schema(["id", "row"]))
+        writer.close()
 
 
 def write_decisions(work: str, nfiles: int, path: str, first: int = 0) -> None:

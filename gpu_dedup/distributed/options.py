@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..config import RunConfig
 from .shuffle import file_of
 from ..workdir import band_column
-from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, keep_columns, piece_keep_order, read_piece, run_once
+from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, piece_keep_order, read_piece, run_once
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def _normalized_texts(job: Job, fi: int, local: np.ndarray) -> tuple[pa.Array, i
     from ..text.normalize import normalize_text
 
     cfg, parts, read = job.cfg, [], 0
-    for sel, text in io.iter_rows([job.files[fi]], local, **cfg.reader_options()):
+    for sel, text in io.iter_rows([job.files[fi]], local, **{**cfg.reader_options(), "keep_column": None}):
         norm = normalize_text(text, cfg.normalize)
         off = np.asarray(norm.offsets, np.int64)
         parts.append(pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(sel), [
@@ -139,7 +139,7 @@ def ranks(job: Job, h: int) -> dict[str, Any]:
     (the sizes task ranks each cluster's members: keep_copies)."""
     lay, offs = job.layout, job.offs()
     asg = lay.read("assign", [f"g{g:06d}-f{h:06d}" for g in range(job.nfiles)], ASSIGN_SCHEMA)
-    rows, cols = asg["row"].to_numpy(), keep_columns(job.cfg)
+    rows, cols = asg["row"].to_numpy(), job.rank_columns()
     keys = read_piece(job, h, cols).take(pa.array(rows - offs[h], pa.int64())) if cols else None
     t = pa.table({"row": asg["row"], "rep": asg["rep"], **{c: keys[c] for c in cols}})
     lay.write_split(t, file_of(asg["rep"].to_numpy(), offs), job.nfiles, "ranks", lambda g: f"h{h:06d}-f{g:06d}")
@@ -150,7 +150,7 @@ def rep_positions(job: Job, h: int, reps_local: np.ndarray) -> tuple[np.ndarray,
     """(rows, position in their cluster's keep order) of the clusters whose representatives are file
     ``h``'s rows ``reps_local``: the members from the ranks task, the representatives' own keys from the
     piece; positions as decide.cluster_size_keeps (the representative is its cluster's first)."""
-    lay, offs, cols = job.layout, job.offs(), keep_columns(job.cfg)
+    lay, offs, cols = job.layout, job.offs(), job.rank_columns()
     mem = lay.read("ranks", [f"h{g:06d}-f{h:06d}" for g in range(job.nfiles)])
     reps = read_piece(job, h, cols).take(pa.array(reps_local, pa.int64())) if cols else None
     rows = np.concatenate([mem["row"].to_numpy(), reps_local + offs[h]]) if mem.num_rows else reps_local + offs[h]

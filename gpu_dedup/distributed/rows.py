@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,7 @@ class Job:
     offsets: list[int] | None = None
     run_key: str = ""
     first: int = 0  # the first input file: 1 when files[0] is the --against index
+    prefilter: Any = None  # the filter flags' FilterConfig (filters/prefilter.py): pass 1 scores and decides
 
     @property
     def n_index(self) -> int:
@@ -44,6 +46,11 @@ class Job:
 
     def offs(self) -> np.ndarray:
         return np.asarray(self.offsets, np.int64)
+
+    def rank_columns(self) -> list[str]:
+        """The piece columns the keep order needs besides the row (piece_keep_order): the keep policy's,
+        and with a prefilter its verdict (its rejects rank after every document it keeps)."""
+        return keep_columns(self.cfg) + (["filter_pass"] if self.prefilter is not None else [])
 
     def dup_names(self, g: int) -> list[str]:
         """The dups_by_row / dups_by_leader files of file ``g``'s rows: the exact tasks' (one per key range),
@@ -93,16 +100,23 @@ def keep_columns(cfg: RunConfig) -> list[str]:
 
 def piece_keep_order(cfg: RunConfig, t: pa.Table, n_index: int = 0) -> np.ndarray:
     """Keep order of the rows of ``t`` (sorted by global row, column "row"): their order among the run's
-    rows, since keep_rank breaks ties by position; an index's rows (< n_index) first, in row order."""
+    rows, since keep_rank breaks ties by position; an index's rows (< n_index) first, in row order; with
+    a "filter_pass" column (a prefilter's verdict) its rejects after every row it keeps."""
     if n_index and t.num_rows:
         k = int(np.searchsorted(t["row"].to_numpy(), n_index))
         if k:
             return np.concatenate([np.arange(k, dtype=np.int64), k + piece_keep_order(cfg, t.slice(k))])
     n = t.num_rows
-    return keep_rank(cfg.cluster.keep, n=n,
+    rank = keep_rank(cfg.cluster.keep, n=n,
                      text_bytes=t["text_bytes"].to_numpy() if "text_bytes" in t.column_names else None,
                      ids=t["id"].combine_chunks() if "id" in t.column_names else None,
                      values=t["keep_value"].to_numpy() if "keep_value" in t.column_names else None)
+    if "filter_pass" in t.column_names:  # decide.rank_rows: the prefilter's rejects after all it keeps
+        passed = np.asarray(t["filter_pass"].to_numpy(zero_copy_only=False), bool)
+        order = np.lexsort((rank, ~passed))
+        rank = np.empty(n, np.int64)
+        rank[order] = np.arange(n, dtype=np.int64)
+    return rank
 
 
 def read_piece(job: Job, fi: int, columns=None) -> pa.Table:

@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import io
-from ..decisions import DECISIONS_SCHEMA, REASON_CODES, REASONS
+from ..decisions import DECISIONS_SCHEMA, FILTERED, REASON_CODES, REASONS
 from ..device import array_module, to_device, to_host
 from ..errors import ConfigError
 from ..lexical.bandkeys import BandKeys
@@ -53,7 +53,7 @@ from ..lexical.signatures import compute_file, piece_of, scope_salts
 from ..lexical.verify import ShingleSets, shingle_sets_pass
 from ..workdir import band_column
 from .options import IndexSource, index_piece, rep_positions
-from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, keep_columns, piece_keep_order, read_piece, run_once
+from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, piece_keep_order, read_piece, run_once
 from .shuffle import file_of, key_partition, mix64
 
 logger = logging.getLogger(__name__)
@@ -103,28 +103,33 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
     from ..workdir import file_identity, input_stamp
 
     cfg, f = job.cfg, job.files[fi]
+    pre: dict[str, Any] = {}
     if isinstance(f, IndexSource):
         piece, report, tm, stamp = index_piece(cfg, f), io.ReadReport().to_dict(), {}, f.stamp()
+        if job.prefilter is not None:  # the index's documents passed their own run's filter
+            piece = piece.append_column("filter_pass", pa.array(np.ones(piece.num_rows, bool)))
     else:
         before = None if f.fmt == "table" else file_identity(f)
-        part, report, tm = compute_file(f, cfg, job.device, permutation_params(cfg.minhash),
-                                         steps=_score_steps(cfg, job.device))
+        steps = _score_steps(cfg, job.device, job.prefilter)
+        part, report, tm = compute_file(f, cfg, job.device, permutation_params(cfg.minhash), steps=steps)
         piece, stamp = piece_of(part, cfg), input_stamp(f, before)
         if cfg.cluster.scope_field is not None:
             piece = _salted(piece, cfg)
+        if job.prefilter is not None:
+            piece, pre = _prefiltered(job, fi, piece, part, steps[0])
     lay = job.layout
     lay.write(piece, "pieces", f"f{fi:06d}")
     exact = pa.table({"local": pa.array(np.arange(piece.num_rows, dtype=np.int64)),
                       "exact_lo": piece["exact_lo"], "exact_hi": piece["exact_hi"],
                       "short": pc.equal(piece["nshingles"], 0),
-                      **{c: piece[c] for c in keep_columns(cfg)}})
+                      **{c: piece[c] for c in job.rank_columns()}})
     part = key_partition(piece["exact_lo"].to_numpy(), job.partitions)
     lay.write_split(exact, part, job.partitions, "exact_rows", lambda p: f"f{fi:06d}-p{p:04d}")
     # ids by hash range too, so that the exact task of a range checks them for uniqueness
     lay.write_split(piece.select(["id"]), key_partition(_id_hashes(piece["id"]), job.partitions), job.partitions,
                     "ids", lambda p: f"f{fi:06d}-p{p:04d}")
     return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": stamp,
-            "text_bytes": int(pc.sum(piece["text_bytes"]).as_py() or 0)}
+            "text_bytes": int(pc.sum(piece["text_bytes"]).as_py() or 0), **({"prefilter": pre} if pre else {})}
 
 
 def _salted(piece: pa.Table, cfg) -> pa.Table:
@@ -141,23 +146,48 @@ def _salted(piece: pa.Table, cfg) -> pa.Table:
     return piece
 
 
-_STEPS: dict[tuple, tuple] = {}
+_STEPS: dict[tuple, Any] = {}
 
 
-def _score_steps(cfg, device: str) -> tuple:
-    """The sign task's pass-1 score step (``--score``: filters/prefilter.ScoreStep.for_scores), built once
-    per worker process: Ray runs many sign tasks in one process, and the step (its models) is stateless."""
+def _score_steps(cfg, device: str, prefilter=None) -> tuple:
+    """The sign task's pass-1 score steps, as the local engine's (pipeline._score_steps): the prefilter's
+    (``job.prefilter``: a fresh step per task, since it keeps its file's scores; its models loaded once per
+    worker process) and ``--score``'s (ScoreStep.for_scores: stateless, built once per worker process)."""
     from ..config import keep_column, score_columns
 
     kc = keep_column(cfg.cluster.keep)
-    if kc not in score_columns(cfg.scores):
+    steps: list = []
+    if prefilter is None and kc not in score_columns(cfg.scores):
         return ()
-    key = (cfg.scores, kc, device)
-    if key not in _STEPS:
-        from ..filters.prefilter import ScoreStep
+    from ..filters.prefilter import ScoreStep
 
-        _STEPS[key] = (ScoreStep.for_scores(cfg.scores, device, kc),)
-    return _STEPS[key]
+    if prefilter is not None:
+        key = ("prefilter", repr(prefilter), device)
+        if key not in _STEPS:
+            from ..filters.scorers import Scorers
+
+            _STEPS[key] = Scorers.load(prefilter, device)
+        steps.append(ScoreStep(prefilter, device, keep_column=kc, scorers=_STEPS[key]))
+    if kc in score_columns(cfg.scores) and not any(s.keep_column == kc for s in steps):
+        key = (cfg.scores, kc, device)
+        if key not in _STEPS:
+            _STEPS[key] = ScoreStep.for_scores(cfg.scores, device, kc)
+        steps.append(_STEPS[key])
+    return tuple(steps)
+
+
+def _prefiltered(job: Job, fi: int, piece: pa.Table, part, step) -> tuple[pa.Table, dict[str, Any]]:
+    """The piece with the prefilter's verdict (column filter_pass) and the file's scores part
+    (scores/f<fi>: file rows; the driver adds the file's offset when it writes OUT/scores.parquet)."""
+    from ..decisions import value_counts
+
+    passed = np.concatenate(part.filter_pass) if part.filter_pass else np.zeros(0, bool)
+    piece = piece.append_column("filter_pass", pa.array(passed, pa.bool_()))
+    scores = step.table(piece.num_rows) if piece.num_rows else None  # an empty file has no scored batch
+    if scores is not None:
+        job.layout.write(scores, "scores", f"f{fi:06d}")
+    return piece, {"scored": scores is not None, "describe": step.describe(),
+                   "by_reason": value_counts(scores["reason"]) if scores is not None else {}}
 
 
 def _id_hashes(ids) -> np.ndarray:
@@ -344,7 +374,7 @@ def members(job: Job, fi: int) -> dict[str, Any]:
     lab = pq.read_table(lay.path("labels", f"f{fi:06d}"))
     rows = lab["row"].to_numpy()
     local = rows - offs[fi]
-    cols = ["id"] + [c for c in keep_columns(cfg) if c != "id"] + [band_column(b) for b in range(cfg.lsh.bands)]
+    cols = ["id"] + [c for c in job.rank_columns() if c != "id"] + [band_column(b) for b in range(cfg.lsh.bands)]
     t = read_piece(job, fi, cols).take(pa.array(local, pa.int64()))
     t = t.append_column("row", pa.array(rows)).append_column("label", lab["label"])
     reread = 0
@@ -528,9 +558,16 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
     # ids: the row's own (kept) or its assignment's, as one take over [ids, assigned ids]
     src = np.arange(n, dtype=np.int64)
     src[al] = n + np.arange(al.shape[0])
-    rep_ids = pa.concat_arrays([ids, asg["rep_id"].combine_chunks()]).take(pa.array(src))
     msrc = np.full(n, -1, np.int64)
     msrc[al] = np.arange(al.shape[0])
+    failed = None
+    if job.prefilter is not None:  # decide.decisions_table: the prefilter's rejects, whatever their duplicates
+        failed = ~np.asarray(read_piece(job, fi, ["filter_pass"])["filter_pass"].to_numpy(zero_copy_only=False), bool)
+        keep &= ~failed
+        reason[failed] = REASON_CODES.index(FILTERED)
+        msrc[failed] = -1
+        jac[failed] = np.nan
+    rep_ids = pa.concat_arrays([ids, asg["rep_id"].combine_chunks()]).take(pa.array(src, pa.int64(), mask=failed))
     matched = asg["matched_id"].combine_chunks().take(pa.array(msrc, pa.int64(), mask=msrc < 0))
     f = job.files[fi]
     decisions = pa.table({

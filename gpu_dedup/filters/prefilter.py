@@ -33,6 +33,25 @@ from .scorers import Scorers
 from .stage import concat_columns, decide, scores_table
 
 
+def check_in_pass1(cfg: FilterConfig) -> None:
+    """Refuse the filter settings that need the whole corpus before deciding one document (dedup's pass 1
+    reads it batch by batch), naming the two-step command.
+
+    Args:
+        cfg: the prefilter's FilterConfig.
+
+    Raises:
+        ConfigError: DSIR, perplexity_keep or perplexity_buckets.
+    """
+    if cfg.dsir_target:
+        raise ConfigError("DSIR cannot run inside dedup's pass 1 (it needs the whole corpus first): run "
+                          "`gpu-dedup filter ... --dsir-target` and then `gpu-dedup run OUT/filtered`")
+    if cfg.perplexity_keep is not None or cfg.perplexity_buckets:
+        raise ConfigError("perplexity_keep / perplexity_buckets rank the whole corpus, which dedup's pass 1 "
+                          "reads batch by batch: run `gpu-dedup filter ... --perplexity MODEL:keep=F` and then "
+                          "`gpu-dedup run OUT/filtered`")
+
+
 class ScoreStep:
     """A per-batch step of dedup's pass 1 (the ``BatchStep`` shape of lexical/signatures.py): scores each
     batch with ``Scorers.columns`` and returns the columns pass 1 keeps: ``keep_values`` (float64, the
@@ -44,13 +63,8 @@ class ScoreStep:
 
     def __init__(self, cfg: FilterConfig, device: str, *, decides: bool = True, keep_column: str | None = None,
                  scorers: Scorers | None = None):
-        if decides and cfg.dsir_target:
-            raise ConfigError("DSIR cannot run inside dedup's pass 1 (it needs the whole corpus first): run "
-                              "`gpu-dedup filter ... --dsir-target` and then `gpu-dedup run OUT/filtered`")
-        if decides and (cfg.perplexity_keep is not None or cfg.perplexity_buckets):
-            raise ConfigError("perplexity_keep / perplexity_buckets rank the whole corpus, which dedup's pass 1 "
-                              "reads batch by batch: run `gpu-dedup filter ... --perplexity MODEL:keep=F` and then "
-                              "`gpu-dedup run OUT/filtered`")
+        if decides:
+            check_in_pass1(cfg)
         self.cfg = cfg
         self.device = device
         self.decides = decides

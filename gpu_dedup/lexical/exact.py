@@ -50,7 +50,7 @@ def verify_groups(files, cfg, leader: np.ndarray) -> tuple[np.ndarray, int]:
     leaders = np.unique(leader[members])
 
     def texts_of(wanted: np.ndarray):
-        for sel, text in io.iter_rows(files, wanted, **cfg.reader_options()):
+        for sel, text in io.iter_rows(files, wanted, **{**cfg.reader_options(), "keep_column": None}):
             norm = normalize_text(text, cfg.normalize)
             data = bytes(norm.data)
             for j, row in enumerate(sel.tolist()):

@@ -115,8 +115,10 @@ def shingle_sets_pass(cfg: RunConfig, device: str, files, lsh_rows: np.ndarray, 
                     parts.append(shingle_sets(norm, to_device(cand_rows[lo:hi] - row0, device), cfg.shingle, device))
                     bar.update(int(hi - lo))
         else:
-            # normalize only the candidates (iter_rows packs their bytes into one contiguous buffer)
-            for sel, text in prefetched(io.iter_rows(files, cand_rows, report=reread, **cfg.reader_options())):
+            # normalize only the candidates (iter_rows packs their bytes into one contiguous buffer); the
+            # text only: a keep column that pass 1 computed (a prefilter's score) is not in the input
+            reader = {**cfg.reader_options(), "keep_column": None}
+            for sel, text in prefetched(io.iter_rows(files, cand_rows, report=reread, **reader)):
                 norm = normalize_text(text, cfg.normalize, device)
                 parts.append(shingle_sets(norm, xp.arange(sel.shape[0], dtype=xp.int64), cfg.shingle, device))
                 bar.update(int(sel.shape[0]))

@@ -161,6 +161,28 @@ def test_exact_verify_tasks_split_a_collision(tmp_path, monkeypatch):
     assert job.layout.read("dups_by_row", job.dup_names(0), DUPS_SCHEMA).num_rows == 0  # "b" kept apart
 
 
+def test_ray_prefilter_equals_local(cluster, corpus, tmp_path):
+    """The filter flags on run (a prefilter): each sign task scores and decides its file's batches; its
+    rejects rank after every kept document and are removed as filtered. Decisions, deduplicated/,
+    scores.parquet and run.json's prefilter equal the local engine's; a filtered copy keeps none apart."""
+    from gpu_dedup.filters.config import FilterConfig
+
+    pre = FilterConfig(rules="gopher", device="cpu", audit=0, write_filtered=False)
+    cfg = RunConfig(progress=False).replace(cluster__keep="max:gopher_word_count")
+    local = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "local", prefilter=pre)
+    res = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "ray", prefilter=pre, engine="ray", partitions=2)
+    d = _same_outputs(tmp_path / "local", tmp_path / "ray")
+    assert res.stats["counts"] == local.stats["counts"]
+    by = local.stats["counts"]["by_reason"]
+    assert by["filtered"] > 0 and by["exact_duplicate"] + by["near_duplicate"] > 0
+    sa, sb = (pq.read_table(tmp_path / x / "scores.parquet") for x in ("local", "ray"))
+    assert sb.equals(sa) and sa.num_rows == d.num_rows
+    ra, rb = (json.loads((tmp_path / x / "run.json").read_text()) for x in ("local", "ray"))
+    assert rb["prefilter"] == ra["prefilter"] and rb["parquet_text_reader"] == ra["parquet_text_reader"]
+    unfiltered = gpu_dedup.deduplicate(str(corpus), cfg.replace(cluster__keep="first"))
+    assert not d["keep"].equals(unfiltered.decisions["keep"])
+
+
 def test_ray_in_memory_table_keep_by_column(cluster, tmp_path):
     """An in-memory table (one file of the run) with keep=max:<column>: ties and NaNs as the local engine."""
     import numpy as np

@@ -105,6 +105,35 @@ _INDEX_FILES = {"documents.parquet", "manifest.json"}
 
 
 def load_index(path: str, expected_contract: dict[str, Any]) -> Index:
+    """The index at ``path`` (``index_manifest``'s checks), its documents' ids, hashes and band keys in memory."""
+    manifest = index_manifest(path, expected_contract)
+    t = pq.read_table(os.path.join(path, "documents.parquet"), columns=["id", "exact_lo", "exact_hi", "short",
+                                                                        "band_keys"])
+    bands = manifest["contract"]["lsh"]["bands"]
+    keys = np.asarray(t["band_keys"].combine_chunks().flatten().to_numpy(zero_copy_only=False), np.uint64)
+    exact = np.stack([np.asarray(t["exact_lo"].to_numpy(), np.uint64), np.asarray(t["exact_hi"].to_numpy(), np.uint64)],
+                     axis=1) if t.num_rows else np.zeros((0, 2), np.uint64)
+    logger.info("index %s: %d documents (generation %d)", path, t.num_rows, manifest["generation"])
+    return Index(path, manifest, t["id"].combine_chunks().cast(pa.string()), exact,
+                 np.asarray(t["short"].to_numpy(zero_copy_only=False), bool), keys.reshape(t.num_rows, bands))
+
+
+def index_manifest(path: str, expected_contract: dict[str, Any]) -> dict[str, Any]:
+    """The manifest of the index at ``path``, checked (format, version, keys, the run's contract, the
+    documents' row count from documents.parquet's metadata) without reading a document (the Ray
+    engine's driver: its tasks read the rows).
+
+    Args:
+        path: the index directory.
+        expected_contract: the run's contract (contract.contract(cfg)).
+
+    Returns:
+        The manifest (a dict).
+
+    Raises:
+        MissingFileError: no manifest.json. DataError / ManifestError: another format or version, a
+        damaged manifest or documents.parquet; the contract check's error when the contracts differ.
+    """
     manifest_path = os.path.join(path, "manifest.json")
     if not os.path.isfile(manifest_path):
         raise MissingFileError(f"{path!r} is not a complete gpu_dedup index (no manifest.json); "
@@ -118,18 +147,15 @@ def load_index(path: str, expected_contract: dict[str, Any]) -> Index:
         raise ManifestError(f"index manifest {manifest_path!r}: \"contract\" is not a contract object; the "
                             "index is damaged, rebuild it")
     check_contract(expected_contract, manifest["contract"], f"index {path!r}")
-    t = pq.read_table(os.path.join(path, "documents.parquet"), columns=["id", "exact_lo", "exact_hi", "short",
-                                                                        "band_keys"])
-    if t.num_rows != manifest["documents"]:
-        raise DataError(f"index {path!r}: documents.parquet has {t.num_rows} rows, the manifest says "
+    try:
+        rows = pq.ParquetFile(os.path.join(path, "documents.parquet")).metadata.num_rows
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DataError(f"index {path!r}: documents.parquet cannot be read ({exc}); the index is damaged, "
+                        "rebuild it") from exc
+    if rows != manifest["documents"]:
+        raise DataError(f"index {path!r}: documents.parquet has {rows} rows, the manifest says "
                         f"{manifest['documents']}; the index is damaged, rebuild it")
-    bands = manifest["contract"]["lsh"]["bands"]
-    keys = np.asarray(t["band_keys"].combine_chunks().flatten().to_numpy(zero_copy_only=False), np.uint64)
-    exact = np.stack([np.asarray(t["exact_lo"].to_numpy(), np.uint64), np.asarray(t["exact_hi"].to_numpy(), np.uint64)],
-                     axis=1) if t.num_rows else np.zeros((0, 2), np.uint64)
-    logger.info("index %s: %d documents (generation %d)", path, t.num_rows, manifest["generation"])
-    return Index(path, manifest, t["id"].combine_chunks().cast(pa.string()), exact,
-                 np.asarray(t["short"].to_numpy(zero_copy_only=False), bool), keys.reshape(t.num_rows, bands))
+    return manifest
 
 
 def check_index_target(path: str, against: str | None = None) -> None:

@@ -97,7 +97,12 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     device, threads = resources(cfg.device, cfg.threads)
     cfg = cfg.replace(batch_bytes=batch_bytes(cfg.batch_bytes, device))
     index = None
-    if against is not None:
+    if against is not None and engine == "ray":  # its path and manifest only: the Ray tasks read its rows
+        from .distributed import IndexSource
+        from .index import index_manifest
+
+        index = IndexSource(os.fspath(against), index_manifest(os.fspath(against), contract(cfg)))
+    elif against is not None:
         from .index import load_index
 
         index = load_index(os.fspath(against), contract(cfg))

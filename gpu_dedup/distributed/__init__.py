@@ -46,6 +46,7 @@ from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
 from . import options, stages
 from .cluster import probe, ray_cluster
+from .options import IndexSource
 from .shuffle import Layout, run_key
 
 logger = logging.getLogger(__name__)
@@ -74,9 +75,10 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         save_index: str | None = None, prefilter=None) -> dict[str, Any]:
     """The stages of the module doc; returns what run.json adds (counts, stage stats, read report, the
     engine) and leaves WORK/ray/decisions/ (and OUT/decisions.parquet, OUT/deduplicated/ with ``out``).
-    ``index``: the loaded --against index (only its path and manifest go to the tasks); ``save_index``:
-    the directory of the new index (the kept documents after the ``index``'s); ``prefilter``: the filter
-    flags' FilterConfig (the sign tasks score and decide; OUT/scores.parquet from their parts)."""
+    ``index``: the --against index as an IndexSource (its path and checked manifest; the tasks read its
+    rows); ``save_index``: the directory of the new index (the kept documents after the ``index``'s);
+    ``prefilter``: the filter flags' FilterConfig (the sign tasks score and decide; OUT/scores.parquet
+    from their parts)."""
     inputs = files
     first = 1 if index is not None else 0
     if index is not None and cfg.cluster.exact_verify:
@@ -84,7 +86,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
 
         raise ConfigError(EXACT_VERIFY_AGAINST)
     if index is not None:
-        files = [options.IndexSource(index.path, index.manifest)] + list(files)
+        files = [index] + list(files)
     if save_index is not None:
         from ..index import check_extends
 
@@ -237,8 +239,11 @@ def _raise_duplicate_ids(job, rows, index=None) -> None:
     reader = {"id_field": cfg.id_field, "text_field": cfg.text_field, "on_error": cfg.on_error}
     inputs, file_rows = job.files[job.first:], rows[job.first:]
     io.check_unique_ids(ids, inputs, file_rows, **reader)
-    if index is not None:
-        index.check_new_ids(ids.combine_chunks(), inputs, file_rows, **reader)
+    if index is not None:  # the index's ids, read on this error path only
+        from ..contract import contract
+        from ..index import load_index
+
+        load_index(index.path, contract(cfg)).check_new_ids(ids.combine_chunks(), inputs, file_rows, **reader)
     raise RunError("an exact task found a duplicated id that the check of all ids did not")  # pragma: no cover
 
 

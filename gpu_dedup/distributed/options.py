@@ -37,6 +37,9 @@ class IndexSource:
     relpath: str = "<index>"
     fmt: str = "index"
 
+    def __len__(self) -> int:
+        return int(self.manifest["documents"])
+
     def stamp(self) -> dict:
         m = self.manifest
         return {"index": os.path.abspath(self.path), "generation": m["generation"], "documents": m["documents"],

@@ -152,7 +152,7 @@ def test_scope_on_the_device_path_equals_cpu(tmp_path):
     assert cpu.select(COLUMNS).equals(gpu.select(COLUMNS))
 
 
-def test_cli_scope_flags_and_ray_refusal(tmp_path):
+def test_cli_scope_flags_and_index_refusal(tmp_path):
     from gpu_dedup.cli import main
 
     rows = _corpus(30, seed=2)
@@ -163,7 +163,11 @@ def test_cli_scope_flags_and_ray_refusal(tmp_path):
     assert main(["run", str(src), "-o", str(tmp_path / "o2"), "-q", "--scope-field", "s", "--scope", "global"]) != 0
     stats = json.loads((out / "run.json").read_text())
     assert stats["config"]["cluster"]["scope_field"] == "snapshot" and "scope" in stats["stages"]
-    with pytest.raises(ValueError, match="--engine ray does not run --scope-field"):
-        deduplicate(str(src), output_dir=str(tmp_path / "r"), engine="ray", workers=1,
-                    cluster__scope_field="snapshot")
+    # refused on either engine before anything is written (the Ray engine runs scoped runs:
+    # tests/distributed/test_engine.py)
+    for engine in ("local", "ray"):
+        with pytest.raises(ValueError, match="--scope-field cannot be combined with --against, --save-index"):
+            deduplicate(str(src), output_dir=str(tmp_path / "r"), engine=engine, save_index=str(tmp_path / "ix"),
+                        cluster__scope_field="snapshot")
+        assert not os.path.exists(tmp_path / "r")
     assert os.path.exists(out / "decisions.parquet")

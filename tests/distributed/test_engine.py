@@ -230,6 +230,16 @@ def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, caps
     cfg = RunConfig(progress=False)
     with pytest.raises(ValueError, match="--engine ray does not run --semantic.*--engine local"):
         gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", semantic=object())
+    from gpu_dedup.filters.config import ClassifierSpec, FilterConfig, Retention
+
+    model = str(corpus / "a.parquet")  # any file: a refused run loads no model
+    drawn = FilterConfig(classifiers=(ClassifierSpec("q", model, retention=Retention("linear")),), audit=0)
+    with pytest.raises(ValueError, match="does not run a classifier's stochastic retention.*--engine local"):
+        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", prefilter=drawn)
+    with pytest.raises(ValueError, match="DSIR cannot run inside dedup's pass 1"):
+        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", prefilter=FilterConfig(
+            dsir_target=(str(corpus / "c.jsonl"),), select=0.5, audit=0))
+    assert not (tmp_path / "o").exists()  # refused before anything is written
     with pytest.raises(ValueError, match="shared work directory"):
         gpu_dedup.deduplicate(str(corpus), cfg, engine="ray")
     with pytest.raises(ConnectionError, match="--address 127.0.0.1:1: no Ray cluster reachable"):

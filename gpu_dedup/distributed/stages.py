@@ -1,6 +1,8 @@
 """The Ray engine's tasks, one function per stage, each reading and writing only its partitions (shuffle.py).
 
     sign       per file: pass 1 (lexical/signatures.py) -> the file's piece + exact rows by hash range
+               (a scoped run's piece carries its scope salts in its keys; with a prefilter, its verdict
+               and the file's scores part)
     exact      per hash range: exact groups (lexical/exact.py) -> (row, leader) of every duplicate
     bands      per file: band rows (band, key, row) of its exact-group leaders with shingles, by key range
     buckets    per key range: runs of equal band keys -> star edges (first row of the run, each other row)

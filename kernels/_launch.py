@@ -35,6 +35,11 @@ MAX_GRID = 1 << 16  # blocks of a grid-stride launch on a GPU: enough to fill an
 SIM_GRID = 2        # ... and under the simulator, which runs every thread as a Python thread: few
 SIM_THREADS = 8     # threads per block of a grid-stride launch under the simulator
 
+if config.ENABLE_CUDASIM:  # the simulator's barrier scheduler without its busy-wait (same semantics)
+    from ..testing.simulator import install
+
+    install()
+
 
 # argument-type aliases of ``sigs=`` (numpy's dtype codes): arrays C-contiguous, 1-d unless suffixed _2
 i1, u1, u4, i4, u8, i8, f4, f8, b1 = (types.Array(t, 1, "C") for t in (

@@ -209,13 +209,13 @@ def test_gpu_ngram_hashes_bit_identical_at_every_chunk_boundary(chunk):
     """The GPU cuts documents into chunks of ``chunk`` n-grams (and 4 KB of text for the word starts): one
     long document (> 4 KB) among short ones (fewer words than n included) gives the CPU's hashes."""
     rng = np.random.default_rng(6)
-    long_doc = " ".join(rng.choice(["solve", "This", "exäct", "日本語", "problem,", "x.y"], 1500))
+    long_doc = " ".join(rng.choice(["solve", "This", "exäct", "日本語", "problem,", "x.y"], 800))
     texts = ["", "one two", "a b c d e", long_doc, "  spaced   out\ttext here  ", "q " * 9]
     assert len(long_doc.encode()) > 4096
+    c = normalize_text(pa.array(texts), NormalizeConfig(), "cpu")
+    g = normalize_text(pa.array(texts), NormalizeConfig(), "cuda")
     for n in (1, 3):
-        c = normalize_text(pa.array(texts), NormalizeConfig(), "cpu")
-        g = normalize_text(pa.array(texts), NormalizeConfig(), "cuda")
         hc, bc = ngram_hashes(c, n, 11, "cpu")
         hg, bg = ngram_hashes(g, n, 11, "cuda", chunk=chunk)
         assert np.array_equal(to_host(bg), bc) and np.array_equal(to_host(hg), hc)
-        assert bc[4] - bc[3] > 1000  # the long document's n-grams span many chunks
+        assert bc[4] - bc[3] > 500  # the long document's n-grams span many chunks

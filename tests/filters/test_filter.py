@@ -636,6 +636,8 @@ def test_gpu_path_equals_cpu_under_the_simulator(tmp_path, quality_model):
     _zipf_corpus(ref, 1500, seed=1)
     arpa = tmp_path / "m.arpa"
     assert main(["train-lm", str(ref), "-o", str(arpa), "--order", "3", "-q"]) == 0
+    target = tmp_path / "target.jsonl"  # the DSIR target's features run through the simulated kernels: small
+    _zipf_corpus(target, 60, seed=1)
     corpus = tmp_path / "in" / "c.jsonl"
     corpus.parent.mkdir()
     _zipf_corpus(corpus, 4, seed=2)
@@ -645,7 +647,7 @@ def test_gpu_path_equals_cpu_under_the_simulator(tmp_path, quality_model):
         fh.write(json.dumps({"id": "ko", "text": "안녕하세요 세계 여러분"}) + "\n")
         fh.write(json.dumps({"id": "code", "text": "def f(x):\n    return {x: [1, 2]}\n"}) + "\n")
     args = [str(corpus.parent), "--classifier", f"hq={model}:0.5", "--perplexity", f"{arpa}:5000", "--rules",
-            "gopher", "--dsir-target", str(ref), "--select", "0.5", "--script-prefilter", "--domain-relax",
+            "gopher", "--dsir-target", str(target), "--select", "0.5", "--script-prefilter", "--domain-relax",
             "--audit", "0", "-q"] + (["--lid", LID] if LID and os.path.exists(LID) else [])
     assert main(["filter", *args, "-o", str(tmp_path / "cpu"), "--device", "cpu"]) == 0
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", GPU_DEDUP_STRICT_DEVICE="1")

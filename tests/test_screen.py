@@ -227,8 +227,9 @@ def test_gpu_ngram_hashes_bit_identical_at_every_chunk_boundary(chunk):
 def test_gpu_word_spans_bit_identical_at_every_chunk_boundary(chunk):
     """The GPU cuts documents into chunks of ``chunk`` bytes (moved to normalization entry points): a long
     document among short ones, with images that are empty (soft hyphen, zero-width space), start with a space
-    (U+00A8: "x¨y" is the words "x" and "¨y") or hold several codepoints (U+00BC), gives the CPU's spans and normalize_text's word counts; the
-    documents are a non-contiguous subset of the batch, as screening passes its flagged ones."""
+    (U+00A8: "x¨y" is the words "x" and "¨y") or hold several codepoints (U+00BC), gives the CPU's spans and
+    normalize_text's word counts; the documents are a non-contiguous subset of the batch, as screening passes its
+    flagged ones."""
     long_doc = "  ab\u00adcd \u200b\u200bx\u00a8y ¼ «日本語» e\u00ad\u00ad\u00ad fin\u200b " * 4 + "tail\u00ad"
     texts = ["skip me", "", "one", long_doc, "  spaced \u200b  out\ttext  ", "\u00ad\u00ad", "last. word"]
     cfg = NormalizeConfig()

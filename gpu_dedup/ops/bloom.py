@@ -147,7 +147,6 @@ def _word_span_chunks(data, starts, ends, map_off, map_cp, chunk: int | None = N
     from ..kernels import bloom_cuda as kb
 
     xp = array_module("cuda")
-    d = int(starts.shape[0])
     doc, first, _, bounds = split_chunks(xp, (ends - starts).astype(xp.int64), chunk or kb.WORD_SPAN_CHUNK)
     c = int(doc.shape[0])
     lo, prev, ccounts = xp.empty(c, xp.int64), xp.empty(c, xp.int64), xp.zeros(c, xp.int64)

@@ -399,8 +399,10 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
                                                               if f.fmt != "table")
     timings["write_deduplicated"] = time.perf_counter() - t
     checkpoint("decisions")
+    t = time.perf_counter()
     schema = decisions_schema(semantic="cosine" in decided.decisions.column_names)
     write_table(decided.decisions, schema, os.path.join(out, "decisions.parquet"))
+    timings["write_decisions"] = time.perf_counter() - t
 
 
 def _finish(out: str, stats: dict[str, Any], files) -> None:

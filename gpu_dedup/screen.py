@@ -264,13 +264,18 @@ def ngram_hashes(norm: Any, n: int, seed: int = 0, device: str = "cpu",
 
 
 def word_spans(data: Any, starts: Any, ends: Any, words: Any, cfg: NormalizeConfig,
-               device: str = "cpu") -> tuple[Any, Any, Any]:
+               device: str = "cpu", chunk: int | None = None) -> tuple[Any, Any, Any]:
     """Original byte spans (absolute) of the normalized words of documents data[starts[d]:ends[d]];
     ``words`` int64 (docs,) = their normalized word counts (from normalize_text). Returns (wbase int64
-    (docs+1,), word_start, word_end int64 (W,)). Raises if the word counts disagree with normalization."""
+    (docs+1,), word_start, word_end int64 (W,)). ``ops.bloom.word_spans``: one scan per document on the CPU; on a
+    GPU work per thread bounded by bytes (chunks of about ``chunk`` bytes, default kernels/bloom_cuda.WORD_SPAN_CHUNK;
+    tests cut at every few bytes). The same spans either way.
+
+    Raises:
+        RunError: if the word counts disagree with normalization (a bug)."""
     xp = array_module(device)
     map_off, map_cp = device_tables(cfg, device)
-    wbase, ws, we, counts = bloom_ops.word_spans(device, data, starts, ends, map_off, map_cp, words)
+    wbase, ws, we, counts = bloom_ops.word_spans(device, data, starts, ends, map_off, map_cp, words, chunk)
     if not bool(to_host(xp.all(counts == words))):
         raise RunError("word spans disagree with the normalizer's word count; this is a bug, please report it")
     return wbase, ws, we

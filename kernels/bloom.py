@@ -166,19 +166,22 @@ def split_units(buf, start, end, line_mode, out_s, out_e, pos, write):
     return count
 
 
-def word_spans(src, start, end, map_off, map_cp, out_s, out_e, pos, write):
-    """Original byte span of every word of the normalized text of src[start:end]; return the number of
-    words (equal to normalize_doc's). A normalized word is a maximal run of non-space image codepoints
-    (normalize_doc's rule); its span runs from the start of the source codepoint that produced its first
-    image codepoint to the end of the one that produced its last. With write, spans (absolute byte
-    positions) go to out_s/out_e[pos:]."""
+def word_span_scan(src, start, end, map_off, map_cp, out_s, out_e, pos, write, in_word, cur_end, closes):
+    """word_spans over a piece src[start:end] of a document entered in state ``in_word`` (the last image
+    codepoint before ``start`` was not a space) with the open word's end so far ``cur_end`` (the piece's
+    start, when entered at a ``chunk_entry`` boundary: its previous codepoint has a non-empty image); returns
+    the number of words that START in the piece. With write, word k of the piece has out_s[pos + k]; a word
+    gets out_e when it closes: at the space image that ends it, or at the piece's end when ``closes`` (the
+    piece ends its document). A word open at entry is word pos - 1 (it began in an earlier piece). Each
+    out_e is written once, by the piece where its word closes (no race between pieces)."""
     n = 0
-    in_word = False
     i = start
     while i < end:
         cp, step = utf8_decode(src, i, end)
         for j in range(map_off[cp], map_off[cp + 1]):
             if map_cp[j] == WORD_SPACE:
+                if in_word and write:
+                    out_e[pos + n - 1] = cur_end
                 in_word = False
             else:
                 if not in_word:
@@ -186,11 +189,22 @@ def word_spans(src, start, end, map_off, map_cp, out_s, out_e, pos, write):
                         out_s[pos + n] = i
                     n += 1
                     in_word = True
-                if write:
-                    out_e[pos + n - 1] = i + step
+                cur_end = i + step
         i += step
+    if closes and in_word and write:
+        out_e[pos + n - 1] = cur_end
     return n
 
 
+def word_spans(src, start, end, map_off, map_cp, out_s, out_e, pos, write):
+    """Original byte span of every word of the normalized text of src[start:end]; return the number of
+    words (equal to normalize_doc's). A normalized word is a maximal run of non-space image codepoints
+    (normalize_doc's rule); its span runs from the start of the source codepoint that produced its first
+    image codepoint to the end of the one that produced its last. With write, spans (absolute byte
+    positions) go to out_s/out_e[pos:]. The whole document as one piece of word_span_scan."""
+    return word_span_scan(src, start, end, map_off, map_cp, out_s, out_e, pos, write, False, start, True)
+
+
 DEVICE_FUNCTIONS = ["bloom_start", "bloom_next", "bloom_word_mask", "bloom_contains", "bloom_add_range",
-                    "lower_bound128", "contains128", "member_sorted", "is_blank_byte", "split_units", "word_spans"]
+                    "lower_bound128", "contains128", "member_sorted", "is_blank_byte", "split_units", "word_span_scan",
+                    "word_spans"]

@@ -1,5 +1,5 @@
 """GPU kernels of the Bloom / paragraph / screening family (``bloom.py``'s device functions compiled with
-``numba.cuda.jit``); the queries, inserts and span kernels take one thread per item. Same results as
+``numba.cuda.jit``); the queries, inserts and span-hash kernels take one thread per item. Same results as
 ``bloom_cpu.py`` bit for bit; launched by ``gpu_dedup.ops.bloom`` (``@kernel`` in ``_launch.py`` declares
 the geometry).
 
@@ -19,6 +19,13 @@ newline, nominally SPLIT_CHUNK bytes; work per thread <= max(SPLIT_CHUNK, the lo
 straddle a cut, so line units are the pieces' units; a paragraph (a run of non-blank lines) that runs over a
 cut is the last unit of one piece and the first of the next, merged by gpu_dedup/ops/bloom.py where
 the piece's last line and the next piece's first line are both non-blank (``line_edges``).
+
+Word spans (screening's original byte offsets) are not one thread per document either: ``word_span_plan`` cuts
+each document into chunks of about WORD_SPAN_CHUNK bytes at ``chunk_entry`` boundaries (the normalization's:
+the scan state there is read off one codepoint's image), then ``word_span_chunks`` scans each chunk from that
+state (``bloom.word_span_scan``, the CPU's word_spans in pieces): a count pass, then a write pass at the
+chunks' running word totals. A word that runs over a cut gets its start from the chunk it begins in and its
+end from the chunk it closes in.
 """
 from numba import cuda
 
@@ -27,6 +34,7 @@ from ._build import build
 from ._launch import B, I8, U8, i4, i8, i8_2, kernel, u1, u4, u8
 
 NGRAM_CHUNK = 2048  # n-grams per block of ngram_hash_chunks (the orchestration's default cut; no shared tile)
+WORD_SPAN_CHUNK = 512  # nominal text bytes per thread of word_span_chunks (moved by chunk_entry; no shared tile)
 SPLIT_CHUNK = 1024  # nominal bytes per thread of split_piece_count / split_piece_write (moved to a line start)
 NEWLINE = bloom.NEWLINE
 
@@ -39,7 +47,8 @@ g_contains128 = _G["contains128"]
 g_lower_bound128 = _G["lower_bound128"]
 g_split_units = _G["split_units"]
 g_member_sorted = _G["member_sorted"]
-g_word_spans = _G["word_spans"]
+g_word_span_scan = _G["word_span_scan"]
+g_chunk_entry = _G["chunk_entry"]
 g_xxh64 = _G["xxh64"]
 g_shingle_bounds = _G["shingle_bounds"]
 g_is_blank_byte = _G["is_blank_byte"]
@@ -164,8 +173,38 @@ def ngram_hash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk
         c += cuda.gridDim.x
 
 
-@kernel(sigs=[(u1, i8, i8, i4, i4, i8, i8, i8, i8)])
-def word_spans(data, starts, ends, map_off, map_cp, base, out_s, out_e, counts):
-    d = cuda.grid(1)
-    if d < starts.shape[0]:
-        counts[d] = g_word_spans(data, starts[d], ends[d], map_off, map_cp, out_s, out_e, base[d], True)
+@kernel(stride=True, sigs=[(u1, i8, i8, i4, i4, i8, i8, i8, i8)])
+def word_span_plan(data, starts, ends, map_off, map_cp, chunk_doc, chunk_first, lo, prev):
+    """One thread per byte chunk of the documents data[starts[d]:ends[d]] (split_chunks over ends - starts:
+    chunk_doc, chunk_first int64 (C,)), grid-stride: lo[c] (int64 (C,)) = where chunk c really begins (its
+    nominal first byte moved forward by normalize.chunk_entry to a codepoint whose predecessor has a non-empty
+    image, or to the document's end), prev[c] (int64 (C,)) = 1 when the last image before it is a space (no word
+    open there; 1 at a document's start)."""
+    c = cuda.grid(1)
+    while c < chunk_doc.shape[0]:
+        d = chunk_doc[c]
+        b, pv = g_chunk_entry(data, starts[d], starts[d] + chunk_first[c], ends[d], map_off, map_cp)
+        lo[c] = b
+        prev[c] = pv
+        c += cuda.gridsize(1)
+
+
+@kernel(stride=True, sigs=[(u1, i8, i8, i4, i4, i8, i8, i8, i8, B, i8, i8, i8)])
+def word_span_chunks(data, starts, ends, map_off, map_cp, chunk_doc, lo, prev, base, write, out_s, out_e, counts):
+    """One thread per chunk of word_span_plan, grid-stride: bloom.word_span_scan of data[lo[c]:the next chunk's lo
+    or the document's end] from its entry state (a word open when prev[c] == 0, its end so far lo[c]); counts[c]
+    (int64 (C,)) = the words that start in the chunk. With write, their spans go to out_s / out_e[base[c]:]
+    (int64; base int64 (C,) = the words of all earlier chunks, in document order); a word's end is written by
+    the chunk where it closes. Work per thread: the chunk's bytes (plus chunk_entry's move in the plan)."""
+    c = cuda.grid(1)
+    while c < chunk_doc.shape[0]:
+        d = chunk_doc[c]
+        e = ends[d]
+        if c + 1 < chunk_doc.shape[0] and chunk_doc[c + 1] == d:
+            e = lo[c + 1]
+        pos = 0
+        if write:  # the count pass passes no base
+            pos = base[c]
+        counts[c] = g_word_span_scan(data, lo[c], e, map_off, map_cp, out_s, out_e, pos, write, prev[c] == 0, lo[c],
+                                     e == ends[d])
+        c += cuda.gridsize(1)

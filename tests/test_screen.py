@@ -9,9 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup.config import NormalizeConfig
-from gpu_dedup.device import array_backend, simulator, to_host
+from gpu_dedup.device import array_backend, simulator, to_device, to_host
 from gpu_dedup.text.normalize import normalize_text
-from gpu_dedup.screen import MATCHES_SCHEMA, ScreenConfig, load_phrases, ngram_hashes, read_benchmarks, screen
+from gpu_dedup.screen import (MATCHES_SCHEMA, ScreenConfig, load_phrases, ngram_hashes, read_benchmarks, screen,
+                              word_spans)
 
 sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
                                 reason="needs the CUDA simulator or a GPU")
@@ -219,3 +220,29 @@ def test_gpu_ngram_hashes_bit_identical_at_every_chunk_boundary(chunk):
         hg, bg = ngram_hashes(g, n, 11, "cuda", chunk=chunk)
         assert np.array_equal(to_host(bg), bc) and np.array_equal(to_host(hg), hc)
         assert bc[4] - bc[3] > 500  # the long document's n-grams span many chunks
+
+
+@sim_or_gpu
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_gpu_word_spans_bit_identical_at_every_chunk_boundary(chunk):
+    """The GPU cuts documents into chunks of ``chunk`` bytes (moved to normalization entry points): a long
+    document among short ones, with images that are empty (soft hyphen, zero-width space), start with a space
+    (U+00A8: "x¨y" is the words "x" and "¨y") or hold several codepoints (U+00BC), gives the CPU's spans and
+    normalize_text's word counts; the documents are a non-contiguous subset of the batch, as screening passes its
+    flagged ones."""
+    long_doc = "  ab\u00adcd \u200b\u200bx\u00a8y ¼ «日本語» e\u00ad\u00ad\u00ad fin\u200b " * 4 + "tail\u00ad"
+    texts = ["skip me", "", "one", long_doc, "  spaced \u200b  out\ttext  ", "\u00ad\u00ad", "last. word"]
+    cfg = NormalizeConfig()
+    words = to_host(normalize_text(pa.array(texts), cfg, "cpu").words)
+    raw = [t.encode() for t in texts]
+    off = np.concatenate([[0], np.cumsum([len(b) for b in raw])]).astype(np.int64)
+    data = np.frombuffer(b"".join(raw), np.uint8).copy()
+    pick = np.array([1, 2, 3, 4, 5, 6], np.int64)
+    starts, ends, want = off[pick], off[pick + 1], words[pick].astype(np.int64)
+    bc, sc, ec = word_spans(data, starts, ends, want, cfg, "cpu")
+    dev = [to_device(a, "cuda") for a in (data, starts, ends, want)]
+    bg, sg, eg = word_spans(*dev, cfg, "cuda", chunk=chunk)
+    assert np.array_equal(to_host(bg), bc) and np.array_equal(to_host(sg), sc) and np.array_equal(to_host(eg), ec)
+    k = 2  # the long document: its words are the normalized ones, their spans cover each word's bytes
+    got = [data[s:e].tobytes().decode() for s, e in zip(sc[bc[k]:bc[k + 1]], ec[bc[k]:bc[k + 1]])]
+    assert len(got) == 4 * 7 + 1 and got[:7] == ["ab\u00adcd", "x", "\u00a8y", "¼", "«日本語»", "e", "fin"]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..config import LSHConfig
-from ..device import argsort_stable, array_module, lexsort_radix, module_of
+from ..device import array_module, lexsort_radix, module_of
 from ..errors import ConfigError, UsageError
 from ..ops import core
 from .bandkeys import BandKeys
@@ -110,7 +110,10 @@ def group_buckets(keys, rows=None, partitions: int = 1) -> Buckets:
             c = int(k.shape[0])
             if c < 2:
                 continue
-            order = argsort_stable(xp, k)
+            # any order of equal keys: a document has one key per band, and the entries are put in (document,
+            # band) order below, so ties cannot reach the result (numpy's default sort: SIMD quicksort, about
+            # twice timsort's speed on uint64; CuPy's: radix either way)
+            order = xp.argsort(k)
             sk = k[order]
             start = xp.ones(c, dtype=bool)
             start[1:] = sk[1:] != sk[:-1]
@@ -136,9 +139,11 @@ def group_buckets(keys, rows=None, partitions: int = 1) -> Buckets:
         entry_doc = xp.concatenate(docs_parts)
         entry_bucket = xp.concatenate(bucket_parts).astype(xp.int32)
         del docs_parts, bucket_parts
-        by_doc = argsort_stable(xp, entry_doc)  # stable: keeps band order within a document
-        entry_doc, entry_bucket = entry_doc[by_doc], entry_bucket[by_doc]
         bucket_band, bucket_size = xp.concatenate(band_of), xp.concatenate(size_of)
+        # (document, band) order: that key is unique (a document has one key per band), so the plain sort gives
+        # the stable sort by document of these band-major entries, faster
+        by_doc = xp.argsort(entry_doc.astype(xp.int64) * nbands + bucket_band[entry_bucket])
+        entry_doc, entry_bucket = entry_doc[by_doc], entry_bucket[by_doc]
     else:
         entry_doc = xp.zeros(0, xp.int32)
         entry_bucket = xp.zeros(0, xp.int32)

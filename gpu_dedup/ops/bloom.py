@@ -2,7 +2,7 @@
 128-bit span keys, the Bloom filter's query and insert, the exact set's membership and merge positions, word
 n-gram hashes, word spans, sorted-key membership and the host's cut copy. One signature per function on both
 targets (``device`` first; arrays of the device's array module in and out); how each target splits the work
-(the CPU's per-thread word ranges of an insert, the GPU's n-gram chunks) stays here.
+(the CPU's per-thread word ranges of an insert, the GPU's n-gram, split and word-span chunks) stays here.
 
 Notation: n items / documents, k hash functions, m bits, S n-grams, W words, T text bytes.
 """
@@ -118,10 +118,16 @@ def ngram_hashes(device: str, norm: "Normalized", n: int, seed: int, chunk: int 
     return out, base
 
 
-def word_spans(device: str, data, starts, ends, map_off, map_cp, words) -> tuple[Any, Any, Any, Any]:
+def word_spans(device: str, data, starts, ends, map_off, map_cp, words,
+               chunk: int | None = None) -> tuple[Any, Any, Any, Any]:
     """Original byte spans of the normalized words of documents data[starts[d]:ends[d]]; ``words`` int64 (docs,)
     their normalized word counts. Returns (wbase int64 (docs+1,), word_start, word_end int64 (W,), counts int64
-    (docs,): the words each document's scan found, to check against ``words``)."""
+    (docs,): the words each document's scan found, to check against ``words``). CPU: one scan per document
+    (prange; wbase from ``words``). GPU: ``_word_span_chunks`` (work per thread bounded by about ``chunk`` bytes,
+    default kernels/bloom_cuda.WORD_SPAN_CHUNK; wbase from the scan's own counts, so a disagreement never writes
+    out of bounds). The same arrays when the counts agree."""
+    if device == "cuda":
+        return _word_span_chunks(data, starts, ends, map_off, map_cp, chunk)
     xp = array_module(device)
     d = int(starts.shape[0])
     wbase = xp.zeros(d + 1, xp.int64)
@@ -131,6 +137,33 @@ def word_spans(device: str, data, starts, ends, map_off, map_cp, words) -> tuple
     if d:
         run_kernel(device, _target(device).word_spans, d, data, starts, ends, map_off, map_cp, wbase, ws, we, counts)
     return wbase, ws, we, counts
+
+
+def _word_span_chunks(data, starts, ends, map_off, map_cp, chunk: int | None = None) -> tuple[Any, Any, Any, Any]:
+    """GPU word_spans: each document cut into chunks of about ``chunk`` bytes at normalization entry points
+    (``word_span_plan``), a count pass and a write pass per chunk (``word_span_chunks``) at the running word total
+    of the earlier chunks (documents in order, so that total is also the document's base plus its earlier
+    chunks')."""
+    from ..kernels import bloom_cuda as kb
+
+    xp = array_module("cuda")
+    doc, first, _, bounds = split_chunks(xp, (ends - starts).astype(xp.int64), chunk or kb.WORD_SPAN_CHUNK)
+    c = int(doc.shape[0])
+    lo, prev, ccounts = xp.empty(c, xp.int64), xp.empty(c, xp.int64), xp.zeros(c, xp.int64)
+    none = xp.empty(0, xp.int64)
+    if c:
+        run_kernel("cuda", kb.word_span_plan, c, data, starts, ends, map_off, map_cp, doc, first, lo, prev)
+        run_kernel("cuda", kb.word_span_chunks, c, data, starts, ends, map_off, map_cp, doc, lo, prev, none, False,
+                   none, none, ccounts)
+    total = xp.zeros(c + 1, xp.int64)
+    xp.cumsum(ccounts, out=total[1:])
+    wbase = total[bounds]
+    w = int(total[-1])
+    ws, we = xp.empty(w, xp.int64), xp.empty(w, xp.int64)
+    if w:
+        run_kernel("cuda", kb.word_span_chunks, c, data, starts, ends, map_off, map_cp, doc, lo, prev,
+                   total[:-1].copy(), True, ws, we, ccounts)
+    return wbase, ws, we, wbase[1:] - wbase[:-1]
 
 
 def cut_copy_host(data, offsets, cut_off, cs, ce, new_off):

@@ -57,8 +57,26 @@ def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model path (.bin, or .ftz with "
                    "--quantize); the card is written beside it as MODEL.json")
     hints = typing.get_type_hints(TrainClassifierConfig)
+    own = {  # the fields whose flags are not one plain value
+        "audit_fields": dict(flags=("--audit-field",), action="append", default=None, metavar="COLUMN",
+                             help="a column (dialect, source, ...) whose values get their own retention and false "
+                                  "rejection in the card (repeatable)"),
+        "screen": dict(nargs="+", default=None, metavar="BENCHMARK",
+                       help="benchmark files: a labelled document sharing a 13-gram with an item is refused "
+                            "(as `gpu-dedup screen` matches them)"),
+        "screen_drop": dict(action="store_true", default=None,
+                            help="drop the documents --screen flags (listed in the card) instead of refusing"),
+        "stratify_field": dict(default=None, metavar="COLUMN",
+                               help="stratify validation and test by this column (source / language / domain)"),
+        "test_fraction": dict(type=float, default=None, help="the held-out test side, scored once at the end "
+                                                             "(default 0.1; 0: none)"),
+    }
     for f in dataclasses.fields(TrainClassifierConfig):
         flag = "--" + f.name.replace("_", "-")
+        if f.name in own:
+            kw = dict(own[f.name])
+            p.add_argument(*kw.pop("flags", (flag,)), dest=f.name, **kw)
+            continue
         choices = typing.get_args(hints[f.name])
         if f.default is False:
             p.add_argument(flag, action="store_true", default=None)
@@ -69,7 +87,8 @@ def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
                 float if isinstance(f.default, float) or f.name.endswith(("_target", "_fraction")) else str
             p.add_argument(flag, type=kind, default=None,
                            help="(default: from the data)" if f.name == "bucket" else f"(default {f.default})")
-    p.add_argument("--no-group-field", action="store_true", help="every document is its own group")
+    p.add_argument("--no-group-field", action="store_true", help="train without groups: every document is its own "
+                   "group (near-copies can then sit on both sides; the card records it)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing model and card")
     p.add_argument("-q", "--quiet", action="store_true")
 

@@ -68,20 +68,49 @@ def write_jsonl(path, rows, compress=False) -> str:
     return str(path)
 
 
-def validation_groups(groups: list[str], fraction: float, seed: int) -> set[str]:
+def reference_sides(groups: list[str], fraction: float, seed: int, test_fraction: float = 0.1,
+                    strata: list[str] | None = None) -> dict[str, str]:
     """The documented split rule, re-derived here: BLAKE2b-64 of "<seed>\\0<group>" (little-endian) orders the
-    groups; a group joins validation while the side stays within round(fraction * n) documents."""
+    groups; the test side, then the validation side, takes a group while the side stays within round(fraction *
+    n) documents (per stratum, a group's stratum being its most frequent value, ties: the smallest); if none
+    fits, the smallest group left. Group -> "train" / "validation" / "test"."""
     sizes: dict[str, int] = {}
     for g in groups:
         sizes[g] = sizes.get(g, 0) + 1
     key = {g: int.from_bytes(hashlib.blake2b(f"{seed}\0{g}".encode(), digest_size=8).digest(), "little")
            for g in sizes}
-    target, held, chosen = max(1, round(fraction * len(groups))), 0, set()
-    for g in sorted(sizes, key=lambda g: (key[g], g)):
-        if held + sizes[g] <= target:
-            chosen.add(g)
-            held += sizes[g]
-    return chosen
+    order = sorted(sizes, key=lambda g: (key[g], g))
+    votes: dict[str, dict[str, int]] = {}
+    for i, g in enumerate(groups):
+        v = strata[i] if strata is not None else ""
+        votes.setdefault(g, {})
+        votes[g][v] = votes[g].get(v, 0) + 1
+    stratum = {g: sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] for g, c in votes.items()}
+    docs: dict[str, int] = {}
+    for g, n in sizes.items():
+        docs[stratum[g]] = docs.get(stratum[g], 0) + n
+    side: dict[str, str] = {}
+    for name, frac in (("test", test_fraction), ("validation", fraction)):
+        if not frac:
+            continue
+        target = {k: round(frac * n) for k, n in docs.items()}
+        if strata is None:
+            target[""] = max(1, target[""])
+        held = {k: 0 for k in docs}
+        before = len(side)
+        for g in order:
+            if g not in side and held[stratum[g]] + sizes[g] <= target[stratum[g]]:
+                side[g] = name
+                held[stratum[g]] += sizes[g]
+        if len(side) == before:
+            left = [g for g in order if g not in side]
+            side[min(left, key=lambda g: (sizes[g], left.index(g)))] = name
+    return {g: side.get(g, "train") for g in sizes}
+
+
+def validation_groups(groups: list[str], fraction: float, seed: int, test_fraction: float = 0.1) -> set[str]:
+    """The validation groups of ``reference_sides``."""
+    return {g for g, s in reference_sides(groups, fraction, seed, test_fraction).items() if s == "validation"}
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +131,7 @@ def test_split_is_group_disjoint_deterministic_and_independent_of_python_hash():
     val = {g for g, v in zip(groups, a) if v}
     train = {g for g, v in zip(groups, a) if not v}
     assert val and train and not val & train
-    assert val == validation_groups(groups, 0.1, 7)
+    assert val == validation_groups(groups, 0.1, 7, test_fraction=0)
     assert 1 <= a.sum() <= round(0.1 * len(groups))
     # Another interpreter with another string-hash salt makes the same split.
     code = ("import json,sys; from gpu_dedup.filters.train import split_groups; "
@@ -122,13 +151,17 @@ def test_card_metrics_match_fasttext_predictions(trained):
     rows, src, model_path, card, cfg = trained
     model = fasttext.load_model(str(model_path))
     groups = [r["group"] for r in rows]
-    val = validation_groups(groups, cfg.validation_fraction, cfg.seed)
+    sides = reference_sides(groups, cfg.validation_fraction, cfg.seed, cfg.test_fraction)
+    val = {g for g, x in sides.items() if x == "validation"}
     vrows = [r for r in rows if r["group"] in val]
-    trows = [r for r in rows if r["group"] not in val]
+    trows = [r for r in rows if sides[r["group"]] == "train"]
+    erows = [r for r in rows if sides[r["group"]] == "test"]
     sp = card["split"]
     assert sp["validation"]["documents"] == len(vrows) and sp["train"]["documents"] == len(trows)
-    assert sp["validation"]["groups"] == len(val) and sp["train"]["groups"] == len(set(groups)) - len(val)
-    for side, rs in (("train", trows), ("validation", vrows)):
+    assert sp["test"]["documents"] == len(erows) == round(0.1 * len(rows)) and card["test"]["documents"] == len(erows)
+    assert sp["validation"]["groups"] == len(val) and sp["train"]["groups"] == len(set(groups)) - len(val) - \
+        len({r["group"] for r in erows})
+    for side, rs in (("train", trows), ("validation", vrows), ("test", erows)):
         assert sp[side]["per_label"] == {lab: sum(r["label"] == lab for r in rs) for lab in ("cc", "hq")}
     labels = card["labels"]
     assert labels == ["cc", "hq"] and card["positive_label"] == "hq"
@@ -166,7 +199,7 @@ def test_card_metrics_match_fasttext_predictions(trained):
 
 def test_card_contents(trained):
     rows, src, model_path, card, cfg = trained
-    assert card["format"] == "gpu_dedup-classifier-card" and card["format_version"] == 1
+    assert card["format"] == "gpu_dedup-classifier-card" and card["format_version"] == 2
     assert read_card(model_path) == card
     assert os.path.exists(str(model_path) + ".json")
     assert card["model"]["bytes"] == os.path.getsize(model_path)
@@ -283,19 +316,22 @@ def test_fasttext_txt_input(tmp_path):
     path = tmp_path / "train.txt"
     path.write_text("".join(f"__label__{r['label']} {r['text'].replace(chr(10), ' ')}\n" for r in rows)
                     + "\n   \n")  # blank lines are skipped
-    card = train_classifier([str(path)], str(tmp_path / "m"), TrainClassifierConfig(**CFG))
+    with pytest.raises(LabelledInputError, match=r"train\.txt: fastText \.txt input has no groups.*group_field=None"):
+        train_classifier([str(path)], str(tmp_path / "m"), TrainClassifierConfig(**CFG))
+    card = train_classifier([str(path)], str(tmp_path / "m"), TrainClassifierConfig(**CFG, group_field=None))
+    assert card["groups"]["used"] is False and "without groups" in card["groups"]["without_groups"]
     assert card["model"]["path"] == str(tmp_path / "m.bin")  # suffix added
     sp = card["split"]
-    assert sp["train"]["documents"] + sp["validation"]["documents"] == len(rows)
+    assert sp["train"]["documents"] + sp["validation"]["documents"] + sp["test"]["documents"] == len(rows)
     assert sp["train"]["groups"] == sp["train"]["documents"]  # every line is its own group
     assert "fastText .txt" in sp["groups_from"] and card["inputs"][0]["fmt"] == "fasttext"
     bad = tmp_path / "two.txt"
     bad.write_text("__label__a x y\n__label__a __label__b z\n")
     with pytest.raises(LabelledInputError, match=r"two\.txt:2: 2 labels .*multi-label"):
-        train_classifier([str(bad)], str(tmp_path / "x.bin"), TrainClassifierConfig(**CFG))
+        train_classifier([str(bad)], str(tmp_path / "x.bin"), TrainClassifierConfig(**CFG, group_field=None))
     bad.write_text("__label__a x y\nno label here\n")
     with pytest.raises(LabelledInputError, match=r"two\.txt:2: no label.*__label__NAME"):
-        train_classifier([str(bad)], str(tmp_path / "x.bin"), TrainClassifierConfig(**CFG))
+        train_classifier([str(bad)], str(tmp_path / "x.bin"), TrainClassifierConfig(**CFG, group_field=None))
 
 
 def test_quantized_ftz(trained, tmp_path):
@@ -353,8 +389,10 @@ def _bad(tmp_path, rows, **cfg):
     (lambda rs: [{**rs[0], "label": [1]}] + rs[1:], {}, r"bad\.jsonl:1: label field 'label' is \[1\] \(list\)"),
     (lambda rs: [{**rs[0], "text": None}] + rs[1:], {}, r"bad\.jsonl:1: text field 'text' is null"),
     (lambda rs: [{**r, "label": "hq"} for r in rs], {}, r"has the label 'hq'.*at least two labels"),
-    (lambda rs: [{**r, "group": "one"} for r in rs], {}, r"one group \('one'\).*at least 2 groups"),
-    (lambda rs: [{**r, "group": "a" if r["label"] == "hq" else "b"} for r in rs], {"validation_fraction": 0.5},
+    (lambda rs: [{**r, "group": "one"} for r in rs], {}, r"in 1 group\(s\) \('one'\).*at least 3 groups.*test_fraction=0"),
+    (lambda rs: [{**r, "group": "one"} for r in rs], {"test_fraction": 0}, r"at least 2 groups"),
+    (lambda rs: [{**r, "group": "a" if r["label"] == "hq" else "b"} for r in rs],
+     {"validation_fraction": 0.5, "test_fraction": 0},
      r"training side holds only label\(s\) \['(cc|hq)'\].*too few documents or groups"),
     (lambda rs: rs[:6] + [{k: v for k, v in rs[6].items() if k != "group"}] + rs[7:], {},
      r"bad\.jsonl:7: no group \(field 'group'.*group_field=None"),
@@ -379,14 +417,22 @@ def test_bad_json_lines(tmp_path):
         train_classifier([str(src)], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG))
 
 
-def test_without_groups_each_document_is_its_own_group(tmp_path, caplog):
+def test_groups_are_required_and_training_without_them_is_named_in_the_card(tmp_path):
+    """000 §7: "Train and validation groups must be disjoint before fitting": no group field is an error naming
+    the fix; group_field=None (--no-group-field) trains with each document its own group, and the card says so."""
     rows = [{k: v for k, v in r.items() if k != "group"} for r in make_rows(groups=30, per_group=3)]
     src = write_jsonl(tmp_path / "a.jsonl", rows)
-    with caplog.at_level(logging.WARNING, logger="gpu_dedup.filters.labelled"):
-        card = train_classifier([src], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG, positive_label="cc"))
-    assert "near-copies" in caplog.text
+    with pytest.raises(LabelledInputError, match=r"no document has the group field 'group'.*training needs groups"
+                                                  r".*fields present: 'text', 'label'.*group_field=None"):
+        train_classifier([src], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG, positive_label="cc"))
+    card = train_classifier([src], str(tmp_path / "m.bin"),
+                            TrainClassifierConfig(**CFG, positive_label="cc", group_field=None))
     assert card["split"]["train"]["groups"] == card["split"]["train"]["documents"]
     assert card["positive_label"] == "cc" and "own group" in card["split"]["groups_from"]
+    assert card["groups"] == {"required": True, "used": False, "field": None,
+                              "without_groups": card["groups"]["without_groups"]}
+    assert "--no-group-field" in card["groups"]["without_groups"]
+    assert "WARNING: trained without groups" in format_summary(card)
 
 
 @pytest.mark.parametrize("kw,pattern", [

@@ -19,6 +19,10 @@ def add_command(sub) -> None:
                    help="none | nfkc-lower[,remove-punctuation][,fold-digits] (default nfkc-lower)")
     p.add_argument("--text-field", default="text")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--screen", nargs="+", default=[], metavar="BENCHMARK", help="benchmark files: a reference "
+                   "document sharing a 13-gram with an item refuses the run (as `gpu-dedup screen` matches them)")
+    p.add_argument("--screen-drop", action="store_true", help="leave the documents --screen flags out of the "
+                   "counts (listed in the statistics) instead of refusing")
     p.add_argument("--overwrite", action="store_true", help="replace an existing model file")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=run_train_lm, api_names={"out_path": "output"})  # train_lm's name of -o, in its errors
@@ -37,12 +41,16 @@ def run_train_lm(args: argparse.Namespace) -> int:
     from ..filters.lm import LMNormalization
 
     cfg = LMTrainConfig(order=args.order, normalization=LMNormalization.parse(args.normalization),
-                        text_field=args.text_field)
+                        text_field=args.text_field, screen=tuple(args.screen), screen_drop=args.screen_drop)
     stats = train_lm(args.inputs, args.output, cfg, device=args.device, overwrite=args.overwrite)
     counts = stats.get("ngrams") or stats.get("counts")
     print(f"trained a {stats['order']}-gram model on {stats['sentences']:,} sentences ({stats['words']:,} words, "
           f"vocabulary {stats['vocab_size']:,}) in {stats['seconds_total']:.1f} s -> {args.output}"
           + (f"; n-grams per order: {counts}" if counts else ""))
+    scr = stats.get("screen")
+    if scr:
+        print(f"screened against {len(scr['benchmarks'])} benchmark file(s): {scr['documents_flagged']} of "
+              f"{scr['documents_screened']} documents flagged, {scr['documents_dropped']} dropped")
     return 0
 
 

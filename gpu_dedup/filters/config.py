@@ -248,15 +248,17 @@ class DomainConfig:
     code (ASCII code symbols ``{}[]()<>;:=_#`` at least ``code_symbol_density`` of non-space bytes, or
     Python/C keywords at least ``code_keyword_fraction`` of words) are judged with ``relaxed_lid_threshold``
     instead of the LID threshold and with every ``min`` classifier threshold multiplied by ``relaxed_factor``
-    (the OpenWebMath two-tier rule)."""
+    (the OpenWebMath two-tier rule) and every ``max`` classifier threshold t raised to ``1 - (1 - t) *
+    relaxed_factor`` (the removed band (t, 1] shrinks by the same factor: 002 §21.2.2 "apply per-domain
+    thresholds" to toxicity as to quality)."""
 
     script_prefilter: bool = field(default=False, metadata=cli(flag(
         "a document more than half in a script one language writes (Hangul, kana, Thai, Greek, ...) gets that "
         "language without the model", set=True)))
     script_fraction: float = 0.5
     relax: bool = field(default=False, metadata=cli(flag(
-        "code and math documents (density rules) get --relaxed-lid-threshold and classifier thresholds x "
-        "--relaxed-factor", "--domain-relax", set=True)))
+        "code and math documents (density rules) get --relaxed-lid-threshold and classifier thresholds relaxed "
+        "by --relaxed-factor (min: t x factor; max: 1 - (1 - t) x factor)", "--domain-relax", set=True)))
     relaxed_lid_threshold: float = field(default=0.3, metadata=cli(flag(None, type="fraction")))
     relaxed_factor: float = field(default=0.5, metadata=cli(flag(None, type="fraction")))
     math_line_fraction: float = 0.05

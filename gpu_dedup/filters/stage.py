@@ -324,8 +324,9 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[n
                 if c.direction == "min":
                     need = np.where(special, c.threshold * cfg.domain.relaxed_factor, c.threshold)
                     reject(~(s >= need), c.spec.column)
-                else:
-                    reject(~(s <= c.threshold), c.spec.column)
+                else:  # relaxed as min is, mirrored: the removed band (threshold, 1] shrinks by the factor
+                    need = np.where(special, 1 - (1 - c.threshold) * cfg.domain.relaxed_factor, c.threshold)
+                    reject(~(s <= need), c.spec.column)
 
     def perplexity() -> None:
         if not scorers.has_lm:

@@ -451,7 +451,7 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
     counter = NgramCounter(cfg.order, cfg.normalization, device)
     scr = None
     if cfg.screen:
-        from ..screen import TrainingScreen
+        from ..training_screen import TrainingScreen
 
         scr = TrainingScreen(cfg.screen, drop=cfg.screen_drop, option="screen", device=device)
     txt = [os.fspath(p) for p in paths if os.fspath(p).lower().endswith(".txt")]

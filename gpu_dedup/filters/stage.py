@@ -371,7 +371,7 @@ class _Dsir:
         docs = 0
         scr = None
         if cfg.dsir_screen:  # the target is fitted to: benchmark text stays out of it (000 §5)
-            from ..screen import TrainingScreen
+            from ..training_screen import TrainingScreen
 
             scr = TrainingScreen(cfg.dsir_screen, drop=cfg.dsir_screen_drop, option="dsir_screen", device=device)
         for batch in io.iter_batches(tfiles, id_field=None, text_field=cfg.text_field,

@@ -76,6 +76,9 @@ def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
                             help="drop the documents --screen flags (listed in the card) instead of refusing"),
         "stratify_field": dict(default=None, metavar="COLUMN",
                                help="stratify validation and test by this column (source / language / domain)"),
+        "direction": dict(choices=("min", "max"), default=None, help="min (default): the filter keeps score >= "
+                          "threshold (quality); max: it removes score > threshold (toxicity: the positive label is "
+                          "the harm)"),
         "test_fraction": dict(type=float, default=None, help="the held-out test side, scored once at the end "
                                                              "(default 0.1; 0: none)"),
     }

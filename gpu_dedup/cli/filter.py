@@ -32,7 +32,7 @@ LID_FIELDS = ("lid", "lang", "lid_threshold", "domain.script_prefilter", "domain
 SCORE_FIELDS = ("classifiers", "perplexity", "perplexity_buckets", "lm_normalization", "rules", "rules_off", "order",
                 "unit")
 MODEL_FIELDS = LID_FIELDS + SCORE_FIELDS
-DSIR_FIELDS = ("dsir_target", "select", "dsir_buckets")
+DSIR_FIELDS = ("dsir_target", "select", "dsir_buckets", "dsir_screen", "dsir_screen_drop")
 RUN_FIELDS = ("audit", "seed", "id_field", "text_field", "on_error", "batch_bytes", "device", "threads")
 MODELS_GIVEN = ("lid", "lang", "classifiers", "perplexity", "perplexity_lang", "rules", "domain.script_prefilter")
 

@@ -19,6 +19,10 @@ def add_command(sub) -> None:
                    help="none | nfkc-lower[,remove-punctuation][,fold-digits] (default nfkc-lower)")
     p.add_argument("--text-field", default="text")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--screen", nargs="+", default=[], metavar="BENCHMARK", help="benchmark files: a reference "
+                   "document sharing a 13-gram with an item refuses the run (as `gpu-dedup screen` matches them)")
+    p.add_argument("--screen-drop", action="store_true", help="leave the documents --screen flags out of the "
+                   "counts (listed in the statistics) instead of refusing")
     p.add_argument("--overwrite", action="store_true", help="replace an existing model file")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=run_train_lm, api_names={"out_path": "output"})  # train_lm's name of -o, in its errors
@@ -37,12 +41,16 @@ def run_train_lm(args: argparse.Namespace) -> int:
     from ..filters.lm import LMNormalization
 
     cfg = LMTrainConfig(order=args.order, normalization=LMNormalization.parse(args.normalization),
-                        text_field=args.text_field)
+                        text_field=args.text_field, screen=tuple(args.screen), screen_drop=args.screen_drop)
     stats = train_lm(args.inputs, args.output, cfg, device=args.device, overwrite=args.overwrite)
     counts = stats.get("ngrams") or stats.get("counts")
     print(f"trained a {stats['order']}-gram model on {stats['sentences']:,} sentences ({stats['words']:,} words, "
           f"vocabulary {stats['vocab_size']:,}) in {stats['seconds_total']:.1f} s -> {args.output}"
           + (f"; n-grams per order: {counts}" if counts else ""))
+    scr = stats.get("screen")
+    if scr:
+        print(f"screened against {len(scr['benchmarks'])} benchmark file(s): {scr['documents_flagged']} of "
+              f"{scr['documents_screened']} documents flagged, {scr['documents_dropped']} dropped")
     return 0
 
 
@@ -57,8 +65,29 @@ def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model path (.bin, or .ftz with "
                    "--quantize); the card is written beside it as MODEL.json")
     hints = typing.get_type_hints(TrainClassifierConfig)
+    own = {  # the fields whose flags are not one plain value
+        "audit_fields": dict(flags=("--audit-field",), action="append", default=None, metavar="COLUMN",
+                             help="a column (dialect, source, ...) whose values get their own retention and false "
+                                  "rejection in the card (repeatable)"),
+        "screen": dict(nargs="+", default=None, metavar="BENCHMARK",
+                       help="benchmark files: a labelled document sharing a 13-gram with an item is refused "
+                            "(as `gpu-dedup screen` matches them)"),
+        "screen_drop": dict(action="store_true", default=None,
+                            help="drop the documents --screen flags (listed in the card) instead of refusing"),
+        "stratify_field": dict(default=None, metavar="COLUMN",
+                               help="stratify validation and test by this column (source / language / domain)"),
+        "direction": dict(choices=("min", "max"), default=None, help="min (default): the filter keeps score >= "
+                          "threshold (quality); max: it removes score > threshold (toxicity: the positive label is "
+                          "the harm)"),
+        "test_fraction": dict(type=float, default=None, help="the held-out test side, scored once at the end "
+                                                             "(default 0.1; 0: none)"),
+    }
     for f in dataclasses.fields(TrainClassifierConfig):
         flag = "--" + f.name.replace("_", "-")
+        if f.name in own:
+            kw = dict(own[f.name])
+            p.add_argument(*kw.pop("flags", (flag,)), dest=f.name, **kw)
+            continue
         choices = typing.get_args(hints[f.name])
         if f.default is False:
             p.add_argument(flag, action="store_true", default=None)
@@ -69,7 +98,8 @@ def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
                 float if isinstance(f.default, float) or f.name.endswith(("_target", "_fraction")) else str
             p.add_argument(flag, type=kind, default=None,
                            help="(default: from the data)" if f.name == "bucket" else f"(default {f.default})")
-    p.add_argument("--no-group-field", action="store_true", help="every document is its own group")
+    p.add_argument("--no-group-field", action="store_true", help="train without groups: every document is its own "
+                   "group (near-copies can then sit on both sides; the card records it)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing model and card")
     p.add_argument("-q", "--quiet", action="store_true")
 

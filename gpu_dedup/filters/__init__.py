@@ -8,7 +8,8 @@ One module per stage, in the order data passes:
 
     config       FilterConfig, ClassifierSpec (NAME=MODEL[:THRESHOLD]), DomainConfig
     fasttext     fastText .bin / .ftz inference on CPU and GPU (kernels/fasttext*.py); fasttext_format parses
-    train        train-classifier: group-disjoint split, fastText training, card (labelled reads the input)
+    train        train-classifier: the seed's procedure, fastText training, card (labelled reads the input)
+    validation   its split (group-disjoint, stratified, test side), threshold rules, calibration, per-group audit
     cards        the card's human-readable summary
     lm           n-gram LM contract, ARPA read/write, perplexity scoring (kernels/lm*.py)
     kneser_ney   train-lm: exact n-gram counts, interpolated modified Kneser-Ney

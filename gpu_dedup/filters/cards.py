@@ -53,4 +53,40 @@ def format_summary(card: dict[str, Any]) -> str:
         mark = " <" if r["threshold"] == card["threshold"] else ""
         lines.append(f"  {r['threshold']:>9.4g} {r['kept']:>7} {_num(r['retention']):>9} {_num(r['precision']):>9} "
                      f"{_num(r['recall']):>7} {_num(r['f1']):>6}{mark}")
+    lines += _extras(card)
     return "\n".join(lines)
+
+
+def _extras(card: dict[str, Any]) -> list[str]:
+    """Calibration, the per-group audit, the test side and the screening (cards of format version 2)."""
+    lines = []
+    cal = card.get("calibration")
+    if cal:
+        lines.append(f"calibration (validation): ECE {_num(cal['ece'], 4)}, Brier {_num(cal['brier'], 4)}")
+        lines.append(f"  {'bin':>11} {'docs':>6} {'mean score':>10} {'positive':>8}")
+        for b in cal["bins"]:
+            lines.append(f"  [{b['lower']:.1f}, {b['upper']:.1f}) {b['documents']:>6} {_num(b['mean_score']):>10} "
+                         f"{_num(b['fraction_positive']):>8}")
+    for col, a in (card.get("audit") or {}).items():
+        lines.append(f"per {col!r} (validation): retention and false rejection at the threshold")
+        for v, m in a["values"].items():
+            mark = "  <- rejected more than the others" if v in a["flagged"] else ""
+            lines.append(f"  {v:<16} {m['documents']:>6} docs, retention {_num(m['retention'])}, false rejection "
+                         f"{_num(m['false_rejection'])} (x{_num(m['rate_ratio'], 2)}){mark}")
+    test = card.get("test")
+    if test:
+        at = test["metrics"].get("at_threshold") or {}
+        cal = test.get("calibration") or {}
+        lines.append(f"test (held out, scored once): {test['documents']} documents, accuracy "
+                     f"{_num(test['metrics']['accuracy'])}, macro F1 {_num(test['metrics']['macro_f1'])}"
+                     + (f"; at the threshold precision {_num(at.get('precision'))}, recall {_num(at.get('recall'))}, "
+                        f"retention {_num(at.get('retention'))}; ECE {_num(cal.get('ece'), 4)}, Brier "
+                        f"{_num(cal.get('brier'), 4)}" if at else ""))
+    scr = card.get("screen")
+    if scr:
+        lines.append(f"screened against {len(scr['benchmarks'])} benchmark file(s): {scr['documents_flagged']} of "
+                     f"{scr['documents_screened']} documents flagged, {scr['documents_dropped']} dropped")
+    groups = card.get("groups") or {}
+    if groups.get("without_groups"):
+        lines.append("WARNING: " + groups["without_groups"])
+    return lines

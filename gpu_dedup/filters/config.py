@@ -248,15 +248,17 @@ class DomainConfig:
     code (ASCII code symbols ``{}[]()<>;:=_#`` at least ``code_symbol_density`` of non-space bytes, or
     Python/C keywords at least ``code_keyword_fraction`` of words) are judged with ``relaxed_lid_threshold``
     instead of the LID threshold and with every ``min`` classifier threshold multiplied by ``relaxed_factor``
-    (the OpenWebMath two-tier rule)."""
+    (the OpenWebMath two-tier rule) and every ``max`` classifier threshold t raised to ``1 - (1 - t) *
+    relaxed_factor`` (the removed band (t, 1] shrinks by the same factor: 002 §21.2.2 "apply per-domain
+    thresholds" to toxicity as to quality)."""
 
     script_prefilter: bool = field(default=False, metadata=cli(flag(
         "a document more than half in a script one language writes (Hangul, kana, Thai, Greek, ...) gets that "
         "language without the model", set=True)))
     script_fraction: float = 0.5
     relax: bool = field(default=False, metadata=cli(flag(
-        "code and math documents (density rules) get --relaxed-lid-threshold and classifier thresholds x "
-        "--relaxed-factor", "--domain-relax", set=True)))
+        "code and math documents (density rules) get --relaxed-lid-threshold and classifier thresholds relaxed "
+        "by --relaxed-factor (min: t x factor; max: 1 - (1 - t) x factor)", "--domain-relax", set=True)))
     relaxed_lid_threshold: float = field(default=0.3, metadata=cli(flag(None, type="fraction")))
     relaxed_factor: float = field(default=0.5, metadata=cli(flag(None, type="fraction")))
     math_line_fraction: float = 0.05
@@ -349,6 +351,12 @@ class FilterConfig(InputConfig):
     select: int | float | None = field(default=None, metadata=cli(flag(
         "documents DSIR keeps", type="select", metavar="K|FRACTION")))
     dsir_buckets: int = field(default=10_000, metadata=cli(flag(None, type="int")))
+    # 000 §5 "keep tests out of fitting": the DSIR target is what the selection is fitted to
+    dsir_screen: tuple[str, ...] = field(default=(), metadata=cli(flag(
+        "benchmark files: a DSIR target document sharing a 13-gram with an item refuses the run (as `gpu-dedup "
+        "screen` matches them)", nargs="+", metavar="BENCHMARK")))
+    dsir_screen_drop: bool = field(default=False, metadata=cli(flag(
+        "leave the target documents --dsir-screen flags out of the target (listed in run.json)", set=True)))
     domain: DomainConfig = field(default_factory=DomainConfig)
     order: tuple[str, ...] = field(default=ORDER, metadata=cli(flag(
         f"the order of the tests for the reason column: a permutation of {','.join(ORDER)} (the default: "
@@ -438,6 +446,12 @@ class FilterConfig(InputConfig):
                                   f"{self.select!r}")
         elif self.dsir_target:
             raise ConfigError("FilterConfig.dsir_target needs select= (--select K or FRACTION): how many to keep")
+        if isinstance(self.dsir_screen, str) or (self.dsir_screen and not self.dsir_target):
+            raise ConfigError(f"FilterConfig.dsir_screen screens the DSIR target: give dsir_target, and the benchmark "
+                              f"files as a tuple of paths; got {self.dsir_screen!r}")
+        if self.dsir_screen_drop and not self.dsir_screen:
+            raise ConfigError("FilterConfig.dsir_screen_drop=True drops the target documents dsir_screen flags: give "
+                              "the benchmark files with dsir_screen, or leave dsir_screen_drop out")
         if not is_int(self.dsir_buckets) or self.dsir_buckets < 2:
             raise ConfigError(f"FilterConfig.dsir_buckets must be an int >= 2, got {self.dsir_buckets!r}")
         if not isinstance(self.domain, DomainConfig):

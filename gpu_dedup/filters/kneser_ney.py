@@ -52,7 +52,10 @@ _TXT_BLOCK = 64 << 20  # .txt files are read in blocks of about this many bytes 
 class LMTrainConfig:
     """order: n-gram order (1..6); normalization: how text becomes words (recorded in the model);
     text_field / id_field / on_error / batch_bytes: how jsonl / parquet inputs are read (``gpu_dedup.io``).
-    Plain ``.txt`` inputs hold one document per line."""
+    Plain ``.txt`` inputs hold one document per line. screen: benchmark files (``gpu_dedup.screen``'s
+    formats): a reference document (a record, or a line of a .txt) that shares a word 13-gram with a
+    benchmark item refuses the run (000 §5: "keep tests out of fitting"), or with screen_drop is left out of
+    the counts and listed in the statistics (``screen``)."""
 
     order: int = 5
     normalization: LMNormalization = field(default_factory=LMNormalization)
@@ -60,8 +63,19 @@ class LMTrainConfig:
     id_field: str | None = None
     on_error: OnError = "raise"
     batch_bytes: int = 64 << 20
+    screen: tuple[str, ...] = ()
+    screen_drop: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.screen, (str, os.PathLike)) or not all(isinstance(x, (str, os.PathLike))
+                                                                  for x in self.screen):
+            raise ConfigError(f"LMTrainConfig.screen must be a tuple of benchmark file paths, got {self.screen!r}")
+        object.__setattr__(self, "screen", tuple(os.fspath(x) for x in self.screen))
+        if not isinstance(self.screen_drop, bool):
+            raise ConfigError(f"LMTrainConfig.screen_drop must be a bool, got {self.screen_drop!r}")
+        if self.screen_drop and not self.screen:
+            raise ConfigError("LMTrainConfig.screen_drop=True drops the documents `screen` flags: give the benchmark "
+                              "files with screen=(FILE, ...), or leave screen_drop out")
         if not is_int(self.order) or not 1 <= self.order <= MAX_ORDER:
             raise ConfigError(f"LMTrainConfig.order must be an int in [1, {MAX_ORDER}], got {self.order!r} "
                               "(5 is the usual choice, as in CCNet)")
@@ -386,6 +400,18 @@ def _txt_blocks(path: str):
                 return
 
 
+def _screen_txt_block(data: np.ndarray, scr: Any, path: str, line0: int) -> np.ndarray:
+    """The block without the lines (documents) that ``scr`` drops; ``line0``: lines of the file before it."""
+    import pyarrow as pa
+
+    lines = bytes(data).decode("utf-8").split("\n")
+    keep = scr.check(pa.array(lines, pa.large_string()), lambda i: f"{path}:{line0 + i + 1}")
+    if keep.all():
+        return data
+    kept = "\n".join(line for line, k in zip(lines, keep) if k)
+    return np.frombuffer(kept.encode("utf-8"), np.uint8)
+
+
 def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: str | os.PathLike,
              cfg: LMTrainConfig | None = None, device: str = "cpu", overwrite: bool = False) -> dict[str, Any]:
     """Train an interpolated modified Kneser-Ney model and write it as an ARPA file, atomically.
@@ -407,6 +433,9 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
         MissingFileError: an input file does not exist.
         DataError: invalid UTF-8 in a .txt input, or a corpus with no sentence.
         DiscountError: the corpus is too small for modified Kneser-Ney discounts.
+        ContaminatedTrainingError: a document shares an n-gram with a ``cfg.screen`` benchmark and
+            ``cfg.screen_drop`` is off (the message names it); a benchmark file that cannot be read is a
+            MissingFileError / DataError naming ``screen`` and the file.
     """
     cfg = cfg or LMTrainConfig()
     device = resolve_device(device)
@@ -420,19 +449,40 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
     t0 = time.perf_counter()
     note_compiling(device, ("lm-train",))  # a first run compiles the counting kernels: said before they run
     counter = NgramCounter(cfg.order, cfg.normalization, device)
+    scr = None
+    if cfg.screen:
+        from ..training_screen import TrainingScreen
+
+        scr = TrainingScreen(cfg.screen, drop=cfg.screen_drop, option="screen", device=device)
     txt = [os.fspath(p) for p in paths if os.fspath(p).lower().endswith(".txt")]
     other = [p for p in paths if not os.fspath(p).lower().endswith(".txt")]
     for p in txt:
         if not os.path.isfile(p):
             raise MissingFileError(f"reference corpus file {p!r} does not exist")
+        lines = 0
         for data, offsets in _txt_blocks(p):
+            if scr is not None:
+                n = int(np.count_nonzero(data == 10))
+                data = _screen_txt_block(data, scr, p, lines)
+                offsets = np.array([0, len(data)], np.int64)
+                lines += n
             counter.add(data, offsets)
     report = io.ReadReport()
     if other:
         files = io.source_files(other)
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
                                      batch_bytes=cfg.batch_bytes, on_error=cfg.on_error, report=report):
-            counter.add(*arrow_text_buffers(batch.text))
+            text = batch.text
+            if scr is not None:
+                name, row0 = files[batch.file_index].relpath, batch.row_start
+                keep = scr.check(text, lambda i: f"{name} row {row0 + i}")
+                if not keep.all():
+                    import pyarrow as pa
+
+                    text = text.filter(pa.array(keep))
+            counter.add(*arrow_text_buffers(text))
+    if scr is not None:
+        scr.verdict("reference documents")
     if counter.dropped:
         logger.warning("dropped %d literal <s> / </s> / <unk> tokens from the reference text (as lmplz does)",
                        counter.dropped)
@@ -456,7 +506,8 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
              "config": {**dataclasses.asdict(cfg), "normalization": dataclasses.asdict(cfg.normalization)}}
     with io.atomic_path(out_path) as tmp:
         write_arpa(tmp, counter.vocab, grams, contract, stats={k: stats[k] for k in ("order", "sentences", "words")})
-    stats.update(path=out_path, contract=contract, read=report.to_dict(), seconds_count=round(t1 - t0, 3),
+    stats.update(path=out_path, contract=contract, read=report.to_dict(),
+                 screen=scr.record() if scr is not None else None, seconds_count=round(t1 - t0, 3),
                  seconds_total=round(time.perf_counter() - t0, 3))
     logger.info("trained a %d-gram model on %d sentences (%d words, vocabulary %d): %s", cfg.order,
                 counter.sentences, counter.words, len(counter.vocab), out_path)

@@ -19,11 +19,16 @@ Labels
     or a bool (``"true"``/``"false"``). Null, empty, whitespace-containing or other values are errors that
     name the file and line (JSON Lines, 1-based physical lines) or row (Parquet, 0-based).
 
-Groups
-    All documents of a group go to the same side of the train/validation split. With a group field, every
-    document must have a non-null, non-empty group (string or integer); when the field is absent from the
-    whole input and is the default name ``group``, each document is its own group (a warning says that
-    near-copies may then leak across the split); a non-default group field that is absent is an error.
+Groups (required: the seed's procedure, 000 §7, "Train and validation groups must be disjoint before fitting")
+    All documents of a group go to the same side of the train/validation/test split. With a group field,
+    every document must have a non-null, non-empty group (string or integer); a group field absent from the
+    input is an error, and so is fastText ``.txt`` input (it has no groups). ``group_field=None`` (CLI
+    ``--no-group-field``) trains without groups: each document is its own group, near-copies can then sit on
+    both sides, and the card says so.
+
+Columns (the stratify field and the audit fields)
+    Every document of a JSON Lines / Parquet input must have each requested column (string, integer or bool;
+    not null): a missing one is an error naming the option, the column and the fields present.
 """
 from __future__ import annotations
 
@@ -76,6 +81,7 @@ class LabelledData:
     texts: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)  # without the __label__ prefix
     groups: list[str] = field(default_factory=list)
+    columns: dict[str, list[str]] = field(default_factory=dict)  # the stratify / audit columns, per document
     where: list[str] = field(default_factory=list)  # "file:line N" / "file row N", for messages
     files: list[LabelledFile] = field(default_factory=list)
     groups_from: str = ""
@@ -135,9 +141,11 @@ def label_name(value: Any, where: str, field_name: str) -> str:
 class _Reader:
     """Accumulates documents from all inputs into one ``LabelledData``."""
 
-    def __init__(self, text_field: str, label_field: str, group_field: str | None) -> None:
+    def __init__(self, text_field: str, label_field: str, group_field: str | None,
+                 columns: dict[str, str] | None = None) -> None:
         self.text_field, self.label_field, self.group_field = text_field, label_field, group_field
-        self.data = LabelledData()
+        self.columns = dict(columns or {})  # column -> the option that asked for it (for messages)
+        self.data = LabelledData(columns={c: [] for c in self.columns})
         self.n_missing_group = 0  # documents of JSON Lines / Parquet inputs without a group
         self.first_missing: str | None = None  # the first of those in the current file
         self.first_fields: list[str] = []  # the fields of the first record read, for did-you-mean hints
@@ -188,6 +196,15 @@ class _Reader:
                 raise LabelledInputError(f"{where}: group field {self.group_field!r} is {value!r} "
                                          f"({type(value).__name__}); groups must be strings or integers")
             group = str(value) or None
+        for col, option in self.columns.items():
+            if col not in rec:
+                raise LabelledInputError(f"{where}: no column {col!r} ({option}); " + _fields_hint(col, fields, option))
+            value = rec[col]
+            if value is None or not isinstance(value, (str, int, bool)):
+                raise LabelledInputError(f"{where}: column {col!r} ({option}) is "
+                                         f"{'null' if value is None else type(value).__name__}; give every "
+                                         "document a string or integer value, or drop the document")
+            self.data.columns[col].append(str(value))
         self.add(text, label, group, where)
 
     def jsonl(self, f: Any) -> int:
@@ -215,12 +232,16 @@ class _Reader:
     def parquet(self, f: Any) -> int:
         pf = open_parquet(f)
         names = list(pf.schema_arrow.names)
-        for name, option in ((self.text_field, "text_field"), (self.label_field, "label_field")):
+        for name, option in ((self.text_field, "text_field"), (self.label_field, "label_field"),
+                             *self.columns.items()):
             if name not in names:
-                raise LabelledInputError(f"{f.path}: no column {name!r}; " + _fields_hint(name, names, option))
+                raise LabelledInputError(f"{f.path}: no column {name!r}" + (f" ({option})" if name in self.columns
+                                                                            else "") + "; "
+                                         + _fields_hint(name, names, option))
         cols = [self.text_field, self.label_field]
         if self.group_field is not None and self.group_field in names and self.group_field not in cols:
             cols.append(self.group_field)
+        cols += [c for c in self.columns if c not in cols]
         n = 0
         for batch in pf.iter_batches(columns=cols, batch_size=65536):
             rows = pa.Table.from_batches([batch]).to_pylist()
@@ -230,6 +251,15 @@ class _Reader:
         return n
 
     def txt(self, path: str, compression: str | None) -> int:
+        if self.group_field is not None:
+            raise LabelledInputError(f"{path}: fastText .txt input has no groups, and training needs them (train, "
+                                     "validation and test groups disjoint): give JSON Lines / Parquet with a group "
+                                     "field, or set group_field=None to train without groups (each line its own "
+                                     "group; the card records it)")
+        if self.columns:
+            col, option = next(iter(self.columns.items()))
+            raise LabelledInputError(f"{path}: fastText .txt input has no columns, so no {col!r} ({option}); give "
+                                     "JSON Lines / Parquet with that column, or leave the option out")
         n = 0
         stream = pa.input_stream(path, compression=compression)
         with io.TextIOWrapper(io.BufferedReader(stream), encoding="utf-8", errors="replace", newline="\n") as fh:
@@ -277,13 +307,15 @@ def _expand(inputs: list[str]) -> Iterator[tuple[str, Any]]:
 
 
 def read_labelled(inputs: list[str], *, text_field: str = "text", label_field: str = "label",
-                  group_field: str | None = DEFAULT_GROUP_FIELD) -> LabelledData:
-    """Read and check every document of ``inputs`` (see the module docstring for the rules)."""
+                  group_field: str | None = DEFAULT_GROUP_FIELD, columns: dict[str, str] | None = None
+                  ) -> LabelledData:
+    """Read and check every document of ``inputs`` (see the module docstring for the rules); ``columns``: the
+    extra columns to read (column -> the option that asked for it, named in errors)."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     if not inputs:
         raise ConfigError("no labelled input given; pass at least one JSON Lines, Parquet or fastText .txt file")
-    reader = _Reader(text_field, label_field, group_field)
+    reader = _Reader(text_field, label_field, group_field, columns)
     has_table = False
     for kind, item in _expand(list(inputs)):
         if kind == "txt":
@@ -320,15 +352,13 @@ def _settle_groups(data: LabelledData, reader: _Reader, group_field: str | None,
                                                                " (fastText .txt input)")
     elif table_missing == 0:
         data.groups_from = f"field {group_field!r}"
-    elif table_missing == table_docs and group_field == DEFAULT_GROUP_FIELD:
-        data.groups_from = f"each document is its own group (no field {group_field!r} in the input)"
-        logger.warning("no document has a %r field, so each document is its own group: near-copies can land on "
-                       "both sides of the validation split and make the metrics optimistic; name a field such as "
-                       "the domain or source with group_field (CLI: --group-field)", group_field)
     elif table_missing == table_docs:
-        raise LabelledInputError(f"no document has the group field {group_field!r} (e.g. {data.where[0]}); "
+        raise LabelledInputError(f"no document has the group field {group_field!r} (e.g. {data.where[0]}), and "
+                                 "training needs groups (train, validation and test groups disjoint, so that "
+                                 "near-copies of one source cannot sit on both sides); "
                                  + _fields_hint(group_field, reader.first_fields, "group_field")
-                                 + ", or set group_field=None to make each document its own group")
+                                 + ", or set group_field=None to train without groups (each document its own "
+                                 "group; the card records it)")
     else:  # some files have the field and others lack it entirely
         first = next(w for w, g in zip(data.where, data.groups) if g.startswith("\x00doc:"))
         raise LabelledInputError(

@@ -324,8 +324,9 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[n
                 if c.direction == "min":
                     need = np.where(special, c.threshold * cfg.domain.relaxed_factor, c.threshold)
                     reject(~(s >= need), c.spec.column)
-                else:
-                    reject(~(s <= c.threshold), c.spec.column)
+                else:  # relaxed as min is, mirrored: the removed band (threshold, 1] shrinks by the factor
+                    need = np.where(special, 1 - (1 - c.threshold) * cfg.domain.relaxed_factor, c.threshold)
+                    reject(~(s <= need), c.spec.column)
 
     def perplexity() -> None:
         if not scorers.has_lm:
@@ -368,10 +369,22 @@ class _Dsir:
         target = np.zeros(self.cfg.buckets, np.float64)
         tfiles = io.source_files(list(cfg.dsir_target))
         docs = 0
+        scr = None
+        if cfg.dsir_screen:  # the target is fitted to: benchmark text stays out of it (000 §5)
+            from ..training_screen import TrainingScreen
+
+            scr = TrainingScreen(cfg.dsir_screen, drop=cfg.dsir_screen_drop, option="dsir_screen", device=device)
         for batch in io.iter_batches(tfiles, id_field=None, text_field=cfg.text_field,
                                      batch_bytes=batch_bytes(cfg.batch_bytes, device), on_error=cfg.on_error):
-            target += fit_counts(batch.text, self.cfg, device)
-            docs += len(batch.text)
+            text = batch.text
+            if scr is not None:
+                text = text.filter(pa.array(scr.check(text, lambda i, b=batch: f"{tfiles[b.file_index].relpath} "
+                                                                               f"row {b.row_start + i}")))
+            target += fit_counts(text, self.cfg, device)
+            docs += len(text)
+        if scr is not None:
+            scr.verdict("DSIR target documents")
+        self.screen = scr.record() if scr is not None else None
         if not docs or not target.any():
             raise DataError(f"DSIR target {list(cfg.dsir_target)} holds no text (field {cfg.text_field!r}); "
                             f"give files of target-domain documents")
@@ -415,7 +428,8 @@ class _Dsir:
             rows = np.flatnonzero(selected[b.row_start:b.row_start + len(b.text)])
             if len(rows):
                 selected_counts += fit_counts(b.text.take(pa.array(rows)), self.cfg, self.device)
-        stats = {"target": list(cfg.dsir_target), "target_documents": self.target_docs, "pool": int(len(pool)),
+        stats = {"target": list(cfg.dsir_target), "target_documents": self.target_docs, "target_screen": self.screen,
+                 "pool": int(len(pool)),
                  "requested": cfg.select, "selected": int(len(chosen)),
                  **({"warning": short} if short else {}),
                  "order": "among the documents every other test kept",

@@ -1,17 +1,46 @@
 """Training a fastText classifier with a validation discipline (``gpu-dedup train-classifier``).
 
-``train_classifier(inputs, out, cfg)`` reads labelled documents (``labelled``: formats, newline and label-token
-handling, groups), splits them into train and validation with no group on both sides, trains a fastText
-supervised model (the ``fasttext`` package, optional extra ``gpu-dedup[train]``), evaluates it on the validation
-side with the package's own ``predict``, chooses a keep threshold by a stated rule, and writes the model with a
-JSON card beside it (``<model>.json``, e.g. ``model.bin.json``) that ``read_card`` returns.
+``train_classifier(inputs, out, cfg)`` follows the seed's procedure (000 §6-7): it reads labelled documents
+(``labelled``: formats, newline and label-token handling, groups, which are required), optionally screens them
+against benchmarks (``screen``: 000 §5, "keep tests out of fitting/tuning"), splits them into train, validation
+and a held-out test side with no group on two sides (stratified by a column when asked), trains a fastText
+supervised model (the ``fasttext`` package, optional extra ``gpu-dedup[train]``), evaluates it on the
+validation side with the package's own ``predict``, chooses a threshold there by a stated rule, scores the
+test side once with that threshold, and writes the model with a JSON card beside it (``<model>.json``, e.g.
+``model.bin.json``) that ``read_card`` returns: metrics, calibration, per-group retention and false rejection.
 
 Split
     Each group's key is hashed with BLAKE2b-64 of ``"<seed>\\0<group>"`` (not Python's salted ``hash()``), and
-    the groups are visited in hash order: a group joins the validation side when that keeps the validation
-    side within ``round(validation_fraction * documents)`` documents (at least 1); if no group fits, the
-    smallest group (first in hash order) is the validation side. Same input and seed, same split, on any
-    machine. Not stratified: the card reports each side's per-label counts.
+    the groups are visited in hash order, first for the test side (``test_fraction``), then, among the groups
+    left, for the validation side: a group joins a side when that keeps the side within ``round(fraction *
+    documents)`` documents; if no group fits, the smallest group left (first in hash order) is the side. With
+    ``stratify_field`` (source / language / domain) each group belongs to the stratum most of its documents
+    have (ties: the first value in sorted order), and the filling runs per stratum with ``round(fraction *
+    documents of the stratum)``, so every stratum is represented on each side in proportion (as far as whole
+    groups allow); the card gives every side's per-label and per-stratum counts. Same input and seed, same
+    split, on any machine.
+
+Test side
+    Nothing is chosen on it: the model is trained on the train side, the threshold (and the per-value
+    thresholds) on the validation side, and the test side is scored once at the end with them; the card
+    reports it separately (``test``).
+
+Calibration (``calibration``)
+    Of the positive label's score: a reliability table of ``CALIBRATION_BINS`` equal-width bins (bin
+    ``min(floor(score * 10), 9)``: [0, 0.1), ..., [0.9, 1.0]) with each bin's documents, mean score and
+    fraction positive; ECE = sum over bins of (documents / N) * |fraction positive - mean score|; Brier =
+    mean of (score - truth)^2 (truth 1 for the positive label, else 0).
+
+Per-group audit (``audit``; 000 §6 "audit per-domain false rejection", 002 §21.2.2)
+    For the stratify column and every ``audit_fields`` column, per value, on the validation and test sides:
+    documents, retention at the threshold and the false-rejection rate: for ``direction="min"`` (the filter
+    keeps score >= threshold: a quality model) the fraction of positive documents removed; for ``"max"``
+    (the filter removes score > threshold: a toxicity model) the fraction of negative documents removed (the
+    false-positive rate of the harm label). A value whose rate is at least ``AUDIT_RATIO`` (3, the seed's
+    "3-5x the baseline") times the side's overall rate is listed in ``flagged`` and logged. The card's
+    ``thresholds_by`` gives, per value of those columns, the threshold the rule chooses on that value's
+    validation documents alone (None where the value lacks a positive or a negative document), for both
+    directions.
 
 Determinism
     fastText's training is deterministic for a fixed ``seed`` only with one thread (its Hogwild SGD threads
@@ -22,12 +51,16 @@ Determinism
 
 Threshold
     The score of a document is fastText's probability of the positive label (``predict(k=-1)``; 0 when it is
-    not returned), and the filter keeps a document when ``score >= threshold``. Candidate thresholds are the
-    midpoints between consecutive distinct validation scores (and half the lowest score: keep all), so each
-    candidate is a distinct keep set and no validation score sits on a threshold. Rules: ``f1`` (default): the
-    highest F1 of the positive label (ties: the higher threshold); ``precision``: among the thresholds with
-    precision >= target, the one that keeps the most (if none reaches it: the highest precision, and the card
-    says ``target_met: false``); ``retention``: the highest threshold that keeps at least the target fraction.
+    not returned). ``direction="min"``: the filter keeps a document when ``score >= threshold`` (the positive
+    label is the one kept); ``"max"``: it removes it when ``score > threshold`` (the positive label is the
+    one removed, e.g. ``toxic``). The predicted-positive set is ``score >= threshold`` (min) or ``score >
+    threshold`` (max). Candidate thresholds are the midpoints between consecutive distinct validation scores
+    (and half the lowest score: all predicted positive; for max also the midpoint of the highest score and
+    1: none), so each candidate is a distinct set and no validation score sits on a threshold. Rules: ``f1``
+    (default): the highest F1 of the positive label (ties: the higher threshold); ``precision``: among the
+    thresholds with precision >= target, the one with the most predicted positive (if none reaches it: the
+    highest precision, and the card says ``target_met: false``); ``retention``: the threshold that removes
+    the most while keeping at least the target fraction.
     The positive label is ``positive_label``, or, for two labels, the one named like a positive class
     (``1``, ``hq``, ``pos``, ``positive``, ``good``, ``keep``, ``true``, ``yes``, ``high``); otherwise set it.
     With more than two labels and no positive label there is no threshold (confusion matrix and per-label
@@ -36,7 +69,6 @@ Threshold
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -44,7 +76,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -60,14 +91,15 @@ from .cards import format_summary  # noqa: F401 (the train-classifier command im
 from ..run import created, versions
 from .labelled import (DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, bucket_from_data,
                        read_labelled)
+from .validation import (SIDES, TEST, TRAIN, VALIDATION, Direction, ThresholdRule, assign_sides,  # noqa: F401
+                         calibration, choose_threshold, evaluate, group_audit, score_test, side_summary, split_groups)
 
 logger = logging.getLogger(__name__)
 
 Loss = Literal["softmax", "hs", "ova"]
-ThresholdRule = Literal["f1", "precision", "retention"]
 CARD_FORMAT = "gpu_dedup-classifier-card"
-CARD_VERSION = 1
-TABLE_THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # 0.05 .. 0.95
+CARD_VERSION = 2  # 2: test side, calibration, per-group audit, direction, screening
+CARD_VERSIONS_READ = (1, 2)  # a version-1 card has the threshold and direction the filter reads
 POSITIVE_NAMES = ("1", "hq", "pos", "positive", "good", "keep", "true", "yes", "high")
 INSTALL_HINT = 'pip install "gpu-dedup[train]"'
 
@@ -104,8 +136,11 @@ class TrainClassifierConfig:
 
     text_field: str = "text"
     label_field: str = "label"
-    group_field: str | None = DEFAULT_GROUP_FIELD  # None: each document its own group
+    group_field: str | None = DEFAULT_GROUP_FIELD  # None: train without groups (each document its own)
+    stratify_field: str | None = None  # the column validation and test are stratified by
+    audit_fields: tuple[str, ...] = ()  # more columns for per-group retention / false rejection
     validation_fraction: float = 0.1
+    test_fraction: float = 0.1  # the held-out test side, scored once at the end (0: none)
     seed: int = 0  # the split's hash and fastText's seed
     threads: int = 1  # fastText is deterministic only with 1
     epoch: int = 5
@@ -122,17 +157,35 @@ class TrainClassifierConfig:
     positive_label: str | None = None
     threshold_rule: ThresholdRule = "f1"
     threshold_target: float | None = None  # precision or retention target for those rules
+    direction: Direction = "min"  # min: keep score >= threshold; max: remove score > threshold (toxicity)
+    screen: tuple[str, ...] = ()  # benchmark files: training documents sharing an n-gram with one are refused
+    screen_drop: bool = False  # ... or dropped and listed in the card
 
     def __post_init__(self) -> None:
         def bad(name: str, want: str) -> ValueError:
             return ConfigError(f"TrainClassifierConfig.{name} must be {want}, got {getattr(self, name)!r}")
 
-        for name in ("text_field", "label_field", "group_field", "positive_label"):
+        optional = ("group_field", "positive_label", "stratify_field")
+        for name in ("text_field", "label_field", *optional):
             v = getattr(self, name)
-            if not (isinstance(v, str) and v.strip()) and not (v is None and name in ("group_field",
-                                                                                       "positive_label")):
-                raise bad(name, "a non-empty string" + (" or None" if name in ("group_field", "positive_label")
-                                                        else ""))
+            if not (isinstance(v, str) and v.strip()) and not (v is None and name in optional):
+                raise bad(name, "a non-empty string" + (" or None" if name in optional else ""))
+        for name in ("audit_fields", "screen"):
+            v = getattr(self, name)
+            if not isinstance(v, (tuple, list)):
+                raise bad(name, "a tuple of " + ("column names" if name == "audit_fields" else "file paths"))
+            if not all(isinstance(x, (str, os.PathLike)) and os.fspath(x).strip() for x in v):
+                raise bad(name, "non-empty strings")
+            object.__setattr__(self, name, tuple(os.fspath(x) for x in v))
+        if self.screen_drop and not self.screen:
+            raise ConfigError("TrainClassifierConfig.screen_drop=True drops the documents that `screen` flags: "
+                              "give the benchmark files with screen=(FILE, ...), or leave screen_drop out")
+        if not isinstance(self.screen_drop, bool):
+            raise bad("screen_drop", "a bool")
+        if self.direction not in get_args(Direction):
+            raise ConfigError(f"TrainClassifierConfig.direction must be one of {get_args(Direction)} (min: keep "
+                              f"score >= threshold; max: remove score > threshold), got {self.direction!r}"
+                              + did_you_mean(self.direction, get_args(Direction)))
         if self.positive_label is not None:
             if self.positive_label.startswith(LABEL_PREFIX):
                 object.__setattr__(self, "positive_label", self.positive_label[len(LABEL_PREFIX):])
@@ -140,6 +193,11 @@ class TrainClassifierConfig:
                 raise bad("positive_label", "a label name without whitespace (with or without '__label__')")
         if not is_real(self.validation_fraction) or not 0 < self.validation_fraction < 1:
             raise bad("validation_fraction", "a number in (0, 1), e.g. 0.1")
+        if not is_real(self.test_fraction) or not 0 <= self.test_fraction < 1:
+            raise bad("test_fraction", "a number in [0, 1), e.g. 0.1 (0: no test side)")
+        if self.validation_fraction + self.test_fraction >= 1:
+            raise ConfigError(f"TrainClassifierConfig.validation_fraction ({self.validation_fraction}) + "
+                              f"test_fraction ({self.test_fraction}) must be below 1: the rest is the training side")
         if not is_int(self.seed) or not 0 <= self.seed < 2**31:
             raise bad("seed", "an int in [0, 2**31) (fastText's seed is a C int)")
         for name in ("threads", "epoch", "dim", "word_ngrams", "min_count"):
@@ -184,37 +242,6 @@ class TrainClassifierConfig:
                 "minCount": self.min_count, "seed": self.seed, "thread": self.threads}
 
 
-def _group_hash(group: str, seed: int) -> int:
-    data = f"{seed}\x00{group}".encode("utf-8", "surrogatepass")
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
-
-
-def split_groups(groups: list[str], fraction: float, seed: int) -> np.ndarray:
-    """Validation mask (bool per document): whole groups, chosen by the rule in the module docstring."""
-    sizes = Counter(groups)
-    if len(sizes) < 2:
-        raise LabelledInputError(f"all {len(groups)} documents are in one group ({next(iter(sizes))!r}); a "
-                                 "group-disjoint validation split needs at least 2 groups: add documents of other "
-                                 "groups, or use a finer group field")
-    order = sorted(sizes, key=lambda g: (_group_hash(g, seed), g))
-    target = max(1, round(fraction * len(groups)))
-    chosen: set[str] = set()
-    held = 0
-    for g in order:
-        if held + sizes[g] <= target:
-            chosen.add(g)
-            held += sizes[g]
-    if not chosen:
-        chosen.add(min(order, key=lambda g: sizes[g]))  # min keeps the first of equal sizes (hash order)
-    return np.fromiter((g in chosen for g in groups), dtype=bool, count=len(groups))
-
-
-def _side(labels: list[str], groups: list[str], mask: np.ndarray) -> dict[str, Any]:
-    idx = np.flatnonzero(mask)
-    return {"documents": int(idx.size), "groups": len({groups[i] for i in idx}),
-            "per_label": dict(sorted(Counter(labels[i] for i in idx).items()))}
-
-
 def _positive(cfg: TrainClassifierConfig, classes: list[str]) -> str | None:
     if cfg.positive_label is not None:
         if cfg.positive_label not in classes:
@@ -231,88 +258,6 @@ def _positive(cfg: TrainClassifierConfig, classes: list[str]) -> str | None:
                           "positive_label=NAME, the label the filter keeps")
     logger.info("positive label: %r (named like a positive class; set positive_label to choose)", named[0])
     return named[0]
-
-
-def _metrics_at(p: np.ndarray, y: np.ndarray, t: float) -> dict[str, Any]:
-    """Precision/recall/F1 of the positive label and retention when keeping ``p >= t``."""
-    keep = p >= t
-    kept, tp, pos = int(keep.sum()), int((keep & y).sum()), int(y.sum())
-    prec = tp / kept if kept else None
-    rec = tp / pos if pos else None
-    f1 = 2 * tp / (kept + pos) if kept + pos else None
-    return {"threshold": t, "kept": kept, "retention": kept / len(p), "precision": prec, "recall": rec, "f1": f1}
-
-
-def choose_threshold(p: np.ndarray, y: np.ndarray, rule: ThresholdRule, target: float | None
-                     ) -> tuple[float, bool]:
-    """(threshold, target met) for scores ``p`` (float64) and truths ``y`` (bool), by ``rule`` (module docstring)."""
-    u = np.unique(p)[::-1]  # distinct scores, descending
-    cuts = np.append((u[:-1] + u[1:]) / 2, u[-1] / 2)  # cuts[j] keeps exactly the scores >= u[j]
-    pos = int(y.sum())
-    kept = len(p) - np.searchsorted(np.sort(p), u, side="left")  # documents with score >= u[j]
-    tp = pos - np.searchsorted(np.sort(p[y]), u, side="left")  # positives among them
-    if rule == "f1":
-        f1 = 2 * tp / (kept + pos)
-        return float(cuts[int(np.argmax(f1))]), True
-    if rule == "precision":
-        prec = tp / kept
-        ok = np.flatnonzero(prec >= target - 1e-12)
-        if ok.size:
-            return float(cuts[ok[-1]]), True
-        return float(cuts[int(np.argmax(prec))]), False
-    return float(cuts[int(np.flatnonzero(kept / len(p) >= target - 1e-12)[0])]), True
-
-
-def evaluate(model: Any, texts: list[str], truth: list[str], labels: list[str], positive: str | None,
-             cfg: TrainClassifierConfig) -> dict[str, Any]:
-    """Validation metrics of ``model`` with fastText's own ``predict(k=-1)``: confusion matrix (rows: true label,
-    columns: predicted = top label), per-label precision/recall/F1, and for the positive label the chosen
-    threshold and the retention table."""
-    pred_labels, pred_probs = model.predict(texts, k=-1)
-    index = {lab: i for i, lab in enumerate(labels)}
-    cm = np.zeros((len(labels), len(labels)), dtype=np.int64)
-    unpredicted = 0
-    p = np.zeros(len(texts), dtype=np.float64)
-    for i, (labs, probs) in enumerate(zip(pred_labels, pred_probs)):
-        if not labs:
-            unpredicted += 1
-            continue
-        cm[index[truth[i]], index[labs[0][len(LABEL_PREFIX):]]] += 1
-        if positive is not None:
-            for lab, prob in zip(labs, probs):
-                if lab == LABEL_PREFIX + positive:
-                    p[i] = float(prob)
-    per_label = {}
-    for lab, i in index.items():
-        tp, col, row = int(cm[i, i]), int(cm[:, i].sum()), int(cm[i, :].sum())
-        prec, rec = (tp / col if col else None), (tp / row if row else None)
-        f1 = 2 * tp / (col + row) if col + row else None
-        per_label[lab] = {"precision": prec, "recall": rec, "f1": f1, "support": row}
-    f1s = [m["f1"] for m in per_label.values() if m["support"]]
-    out: dict[str, Any] = {
-        "metrics": {"accuracy": float(np.trace(cm)) / len(texts), "macro_f1": sum(f1s) / len(f1s) if f1s else None,
-                    "per_label": per_label, "unpredicted": unpredicted},
-        "confusion_matrix": {"labels": labels, "rows": "true label", "columns": "predicted label (top-1)",
-                             "matrix": cm.tolist()},
-        "threshold": None, "threshold_rule": None, "retention_table": []}
-    if positive is None:
-        return out
-    y = np.array([t == positive for t in truth])
-    if not y.any():
-        logger.warning("no validation document has the positive label %r: its precision/recall are undefined and "
-                       "the threshold only sets retention", positive)
-    t, met = choose_threshold(p, y, cfg.threshold_rule, cfg.threshold_target)
-    at = _metrics_at(p, y, t)
-    if not met:
-        logger.warning("no threshold reaches precision >= %s on the validation side; chose the one of the highest "
-                       "precision (%.4f)", cfg.threshold_target, at["precision"] or 0.0)
-    out["threshold"] = t
-    out["threshold_rule"] = {"rule": cfg.threshold_rule, "target": cfg.threshold_target, "target_met": met,
-                             "positive_label": positive, "keep": "score >= threshold",
-                             "score": f"fastText probability of {LABEL_PREFIX}{positive} (predict k=-1; 0 if absent)"}
-    out["metrics"]["at_threshold"] = at
-    out["retention_table"] = [_metrics_at(p, y, x) for x in sorted({*TABLE_THRESHOLDS, t})]
-    return out
 
 
 def _model_path(out: str | os.PathLike, cfg: TrainClassifierConfig) -> str:
@@ -395,9 +340,38 @@ def _train(ft: Any, train_file: str, model_file: str, cfg: TrainClassifierConfig
     raise TrainingError(f"fastText {err['stage']} failed: {msg}")
 
 
+def _columns(cfg: TrainClassifierConfig) -> dict[str, str]:
+    """The columns to read: column -> the option that asked for it (stratify first, then the audit fields)."""
+    cols = {}
+    if cfg.stratify_field is not None:
+        cols[cfg.stratify_field] = "stratify_field"
+    for c in cfg.audit_fields:
+        cols.setdefault(c, "audit_fields")
+    return cols
+
+
+def _screen(data: LabelledData, cfg: TrainClassifierConfig) -> dict[str, Any] | None:
+    """Screen every labelled document against ``cfg.screen`` (refuse, or drop them from ``data``)."""
+    if not cfg.screen:
+        return None
+    import pyarrow as pa
+
+    from ..training_screen import TrainingScreen
+
+    scr = TrainingScreen(cfg.screen, drop=cfg.screen_drop, option="screen")
+    keep = scr.check(pa.array(data.texts, pa.large_string()), lambda i: data.where[i])
+    scr.verdict("labelled documents")
+    if not keep.all():
+        idx = np.flatnonzero(keep).tolist()
+        for name in ("texts", "labels", "groups", "where"):
+            setattr(data, name, [getattr(data, name)[i] for i in idx])
+        data.columns = {c: [v[i] for i in idx] for c, v in data.columns.items()}
+    return scr.record()
+
+
 def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
                      overwrite: bool = False) -> dict[str, Any]:
-    """Train a fastText classifier: read, split, train, evaluate, write.
+    """Train a fastText classifier: read, screen, split, train, evaluate on validation, score the test side, write.
 
     The model and its card ``<model>.json`` are written atomically: a failed run leaves neither.
 
@@ -408,19 +382,22 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
         overwrite: replace an existing model or card.
 
     Returns:
-        The card: split sizes, threshold, metrics, versions.
+        The card: split sizes, threshold, metrics, calibration, audit, test side, screening, versions.
 
     Raises:
         UsageError: ``cfg`` is not a ``TrainClassifierConfig``.
         OutputExistsError: the model or card exists and ``overwrite`` is False.
         ConfigError: ``out`` at or under an input (the tool never writes into its inputs).
-        LabelledInputError: a bad labelled row (the message names the file and line).
+        LabelledInputError: a bad labelled row, no groups, a missing column (the message names the file and
+            line, the option and the fields present).
+        ContaminatedTrainingError: a labelled document shares an n-gram with a ``screen`` benchmark and
+            ``screen_drop`` is off.
         TrainDependencyError: the ``fasttext`` package (the ``train`` extra) is missing.
         TrainingError: fastText could not train or quantize.
     """
     if not isinstance(cfg, TrainClassifierConfig):
         raise UsageError(f"cfg must be a TrainClassifierConfig, got {type(cfg).__name__}")
-    check_outside_inputs({"`out`": out}, input_roots(list(inputs)))  # backticks: the CLI writes it as -o's flag
+    check_outside_inputs({"`out`": out}, input_roots(list(inputs)) + input_roots(list(cfg.screen)))
     model_path = _model_path(out, cfg)
     for p in (model_path, card_path(model_path)):
         if os.path.exists(p) and not overwrite:
@@ -429,53 +406,67 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
     ft = _fasttext()
     started = time.time()
     data = read_labelled(inputs, text_field=cfg.text_field, label_field=cfg.label_field,
-                         group_field=cfg.group_field)
+                         group_field=cfg.group_field, columns=_columns(cfg))
+    screened = _screen(data, cfg)
     classes = sorted(set(data.labels))
     if len(classes) < 2:
         raise LabelledInputError(f"every one of the {len(data)} documents has the label {classes[0]!r}: a classifier "
                                  "needs at least two labels; add documents of the other class(es)")
     positive = _positive(cfg, classes)
-    val = split_groups(data.groups, cfg.validation_fraction, cfg.seed)
-    train_side, val_side = _side(data.labels, data.groups, ~val), _side(data.labels, data.groups, val)
+    strata = data.columns.get(cfg.stratify_field) if cfg.stratify_field is not None else None
+    sides = assign_sides(data.groups, cfg.validation_fraction, cfg.seed, test_fraction=cfg.test_fraction,
+                         strata=strata)
+    val, test, trn = sides == VALIDATION, sides == TEST, sides == TRAIN
+    summary = {name: side_summary(data.labels, data.groups, sides == k, strata) for k, name in enumerate(SIDES)}
+    train_side, val_side = summary["train"], summary["validation"]
     if len(train_side["per_label"]) < 2:
         raise LabelledInputError(
             f"the training side holds only label(s) {list(train_side['per_label'])} ({train_side['documents']} "
-            f"documents in {train_side['groups']} groups): too few documents or groups for a validation split; "
-            "add labelled documents of every class in more groups, or try another seed")
-    only_val = sorted(set(val_side["per_label"]) - set(train_side["per_label"]))
+            f"documents in {train_side['groups']} groups): too few documents or groups for the validation and test "
+            "sides; add labelled documents of every class in more groups, or try another seed")
+    only_val = sorted((set(val_side["per_label"]) | set(summary["test"]["per_label"]))
+                      - set(train_side["per_label"]))
     if only_val:
-        logger.warning("label(s) %s occur only on the validation side: the model cannot predict them", only_val)
+        logger.warning("label(s) %s occur only on the validation / test side: the model cannot predict them", only_val)
     if cfg.threads > 1:
         logger.warning("training with %d threads: fastText is deterministic only with threads=1, so this model and "
                        "its metrics will vary from run to run", cfg.threads)
-    logger.info("split: train %d documents (%d groups), validation %d documents (%d groups)",
-                train_side["documents"], train_side["groups"], val_side["documents"], val_side["groups"])
+    logger.info("split: train %d documents (%d groups), validation %d (%d groups), test %d (%d groups)",
+                train_side["documents"], train_side["groups"], val_side["documents"], val_side["groups"],
+                summary["test"]["documents"], summary["test"]["groups"])
     if cfg.bucket is None:
-        bucket, distinct = bucket_from_data([data.texts[i] for i in np.flatnonzero(~val)], cfg)
+        bucket, distinct = bucket_from_data([data.texts[i] for i in np.flatnonzero(trn)], cfg)
         cfg = dataclasses.replace(cfg, bucket=bucket)
-        vocab = len({w for i in np.flatnonzero(~val) for w in data.texts[i].split()})
+        vocab = len({w for i in np.flatnonzero(trn) for w in data.texts[i].split()})
         logger.info("bucket %d from the data (%d distinct word/char n-grams on the training side); the input "
                     "matrix is about (%d words + %d) x dim %d x 4 bytes = %.1f MB (set bucket / --bucket to choose, "
                     "--quantize to shrink it)", bucket, distinct, vocab, bucket, cfg.dim,
                     (vocab + bucket) * cfg.dim * 4 / 1e6)
     os.makedirs(os.path.dirname(model_path), exist_ok=True)
+
+    def part(mask: np.ndarray) -> tuple[list[str], list[str], dict[str, list[str]]]:
+        idx = np.flatnonzero(mask)
+        return ([data.texts[i] for i in idx], [data.labels[i] for i in idx],
+                {c: [v[i] for i in idx] for c, v in data.columns.items()})
+
     # The training lines go next to the model (same file system, usually more room than /tmp); the leading dot
     # hides the directory from input discovery.
     with tempfile.TemporaryDirectory(prefix=".gpu-dedup-train-", dir=os.path.dirname(model_path)) as tmpdir:
         train_file = os.path.join(tmpdir, "train.txt")
         with open(train_file, "w", encoding="utf-8", newline="\n") as fh:
-            for i in np.flatnonzero(~val):
+            for i in np.flatnonzero(trn):
                 fh.write(f"{LABEL_PREFIX}{data.labels[i]} {data.texts[i]}\n")
         trained = os.path.join(tmpdir, "model" + os.path.splitext(model_path)[1])
         t0 = time.time()
         _train(ft, train_file, trained, cfg)
         train_seconds = time.time() - t0
         model = ft.load_model(trained)  # evaluate the very file that is shipped
-        idx = np.flatnonzero(val)
-        ev = evaluate(model, [data.texts[i] for i in idx], [data.labels[i] for i in idx], classes, positive, cfg)
+        ev = evaluate(model, *part(val)[:2], classes, positive, cfg, part(val)[2])
+        tested = (score_test(model, *part(test)[:2], classes, positive, ev["threshold"], cfg, part(test)[2])
+                  if test.any() else None)
         with atomic_path(model_path) as tmp_model:
             os.replace(trained, tmp_model)
-            card = _card(cfg, data, model, model_path, tmp_model, ev, classes, positive, train_side, val_side,
+            card = _card(cfg, data, model, model_path, tmp_model, ev, classes, positive, summary, tested, screened,
                          train_seconds, time.time() - started)
             with atomic_path(card_path(model_path)) as tmp_card:
                 with open(tmp_card, "w", encoding="utf-8") as fh:
@@ -486,8 +477,9 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
 
 
 def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path: str, written: str,
-          ev: dict[str, Any], classes: list[str], positive: str | None, train_side: dict, val_side: dict,
-          train_seconds: float, seconds: float) -> dict[str, Any]:
+          ev: dict[str, Any], classes: list[str], positive: str | None, sides: dict[str, dict],
+          tested: dict[str, Any] | None, screened: dict[str, Any] | None, train_seconds: float,
+          seconds: float) -> dict[str, Any]:
     a = model.f.getArgs()
     effective = {"dim": a.dim, "epoch": a.epoch, "lr": a.lr, "wordNgrams": a.wordNgrams, "minn": a.minn,
                  "maxn": a.maxn, "bucket": a.bucket, "minCount": a.minCount, "loss": a.loss.name,
@@ -498,14 +490,24 @@ def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path
         "model": {"path": model_path, "bytes": os.path.getsize(written), "sha256": file_sha256(written),
                   "quantized": cfg.quantize, "words": len(model.words)},
         "labels": classes, "positive_label": positive,
-        "threshold": ev["threshold"], "direction": "min",  # the filter keeps score >= threshold
+        "threshold": ev["threshold"], "direction": cfg.direction,  # min: keep score >= t; max: keep score <= t
         "threshold_rule": ev["threshold_rule"],
+        "thresholds_by": ev["thresholds_by"],
         "metrics": ev["metrics"], "confusion_matrix": ev["confusion_matrix"],
         "retention_table": ev["retention_table"],
-        "split": {"rule": "group-disjoint, BLAKE2b-64(seed, group) order, validation filled up to "
-                          "round(validation_fraction * documents)",
-                  "seed": cfg.seed, "validation_fraction": cfg.validation_fraction, "groups_from": data.groups_from,
-                  "train": train_side, "validation": val_side},
+        "calibration": ev["calibration"], "audit": ev["audit"],
+        "test": tested,
+        "split": {"rule": "group-disjoint, BLAKE2b-64(seed, group) order; test then validation filled up to "
+                          "round(fraction * documents)" + (" per stratum (a group's stratum: the value most of its "
+                                                          "documents have)" if cfg.stratify_field else ""),
+                  "seed": cfg.seed, "validation_fraction": cfg.validation_fraction,
+                  "test_fraction": cfg.test_fraction, "stratified_by": cfg.stratify_field,
+                  "groups_from": data.groups_from, **sides},
+        "groups": {"required": True, "used": cfg.group_field is not None, "field": cfg.group_field,
+                   "without_groups": None if cfg.group_field is not None else
+                   "trained without groups (group_field=None, --no-group-field): each document is its own group, "
+                   "so near-copies can sit on both sides and the metrics can be optimistic"},
+        "screen": screened,
         "preprocessing": {"newlines": "replaced by spaces (fastText trains on one line per document)",
                           "documents_with_newlines": data.documents_with_newlines,
                           "label_tokens_removed": data.label_tokens_removed,
@@ -516,9 +518,10 @@ def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path
                      "quantization": ({"qnorm": True, "cutoff": cfg.cutoff, "retrain": bool(cfg.cutoff)}
                                       if cfg.quantize else None)},
         "inputs": [dataclasses.asdict(f) for f in data.files],
-        "fields": {"text": cfg.text_field, "label": cfg.label_field, "group": cfg.group_field},
+        "fields": {"text": cfg.text_field, "label": cfg.label_field, "group": cfg.group_field,
+                   "stratify": cfg.stratify_field, "audit": list(cfg.audit_fields)},
         "versions": versions(modules=("fasttext",)),
-        "config": dataclasses.asdict(cfg),
+        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
     }
 
 
@@ -547,7 +550,7 @@ def read_card(model_path: str | os.PathLike) -> dict[str, Any] | None:
         fmt = card.get("format") if isinstance(card, dict) else None
         raise DataError(f"{path}: not a gpu-dedup classifier card (format {fmt!r}); "
                         "give the threshold explicitly (NAME=MODEL:THRESHOLD) or move the file")
-    if card.get("format_version") != CARD_VERSION:
+    if card.get("format_version") not in CARD_VERSIONS_READ:
         raise DataError(f"{path}: card format_version {card.get('format_version')!r}; this gpu-dedup reads "
                         f"version {CARD_VERSION}: retrain with this version or give the threshold explicitly")
     size = os.path.getsize(model_path) if os.path.exists(model_path) else None

@@ -294,3 +294,48 @@ def test_selection_raises_target_topic_share_and_lowers_kl():
     assert report["kl_reduction"] > 0 and report["documents"] == 402 and report["documents_without_features"] == 2
     hist = report["weight_histogram"]
     assert sum(hist["counts"]) == 400 and len(hist["edges"]) == 11 and sum(hist["selected_counts"]) == 121
+
+
+def test_dsir_target_screened_against_benchmarks(tmp_path, capsys):
+    """--dsir-screen BENCHMARK (issue 25, 000 §5: the DSIR target is fitted to, so benchmark text stays out of it):
+    a target document sharing a 13-gram with an item refuses the run (naming the flag, document and item); with
+    --dsir-screen-drop it is left out, and the weights equal those of a run on the target without it."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from gpu_dedup.cli import main
+
+    rng = np.random.default_rng(5)
+    words = "river mountain forest valley lake snow trail summit market price stock trade".split()
+    item = ("which of the following best describes the role of mitochondria in a eukaryotic cell during aerobic "
+            "respiration")
+    target = [" ".join(rng.choice(words, size=40)) for _ in range(12)]
+    leaked = target[:5] + ["so " + item + " indeed"] + target[5:]
+    for name, docs in (("clean.jsonl", target), ("leaked.jsonl", leaked)):
+        (tmp_path / name).write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"id": "q7", "question": item}) + "\n")
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": " ".join(rng.choice(words, size=30))}) + "\n"
+                              for i in range(20)))
+    base = ["filter", str(corpus.parent), "--select", "0.5", "--device", "cpu", "-q", "--audit", "0"]
+    assert main(base + ["-o", str(tmp_path / "o1"), "--dsir-target", str(tmp_path / "leaked.jsonl"),
+                        "--dsir-screen", str(bench)]) == 1
+    err = capsys.readouterr().err
+    assert "--dsir-screen: 1 of 13 DSIR target documents share a 13-gram" in err and "item q7" in err
+    assert "leaked.jsonl row 5" in err and "--dsir-screen-drop" in err
+    assert main(base + ["-o", str(tmp_path / "o2"), "--dsir-target", str(tmp_path / "leaked.jsonl"),
+                        "--dsir-screen", str(bench), "--dsir-screen-drop"]) == 0
+    assert main(base + ["-o", str(tmp_path / "o3"), "--dsir-target", str(tmp_path / "clean.jsonl")]) == 0
+    w2 = pq.read_table(tmp_path / "o2" / "scores.parquet").column("dsir_weight").to_pylist()
+    w3 = pq.read_table(tmp_path / "o3" / "scores.parquet").column("dsir_weight").to_pylist()
+    assert w2 == w3
+    rep = json.loads((tmp_path / "o2" / "run.json").read_text())["dsir"]
+    assert rep["target_documents"] == 12 and rep["target_screen"]["documents_dropped"] == 1
+    assert rep["target_screen"]["flagged"][0]["item_id"] == "q7"
+    assert main(base + ["-o", str(tmp_path / "o4"), "--dsir-target", str(tmp_path / "clean.jsonl"),
+                        "--dsir-screen", str(tmp_path / "nope.jsonl")]) == 1
+    err = capsys.readouterr().err
+    assert "--dsir-screen: benchmark file" in err and "nope.jsonl" in err and "cannot be read" in err

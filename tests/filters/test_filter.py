@@ -112,6 +112,32 @@ def test_max_direction_and_label_flag(tmp_path, quality_model):
         assert keep == (score <= 0.4)
 
 
+def test_domain_relax_applies_to_max_thresholds(tmp_path, quality_model):
+    """Issue 25 (002 §21.2.2, per-domain thresholds for max classifiers as for min ones): with --domain-relax a
+    code document is removed by a max classifier only above 1 - (1 - t) * relaxed_factor; prose above t."""
+    model, ref = quality_model
+    code = ["def main():\n    return [x for x in range(10) if x % 2 == 0]\n",
+            "for (int i = 0; i < n; i++) { a[i] = b[i] * 2; }\nreturn 0;\n"]
+    docs = [t for _, t in _docs(12, seed=4)] + code
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
+    sc = min(_ref_prob(ref, t, "__label__lq") for t in code)
+    t = (max(0.0, 2 * sc - 1) + sc) / 2  # below the code score, above it once relaxed (factor 0.5)
+    from gpu_dedup.filters.stage import filter_corpus
+
+    for relax in (False, True):
+        cfg = FilterConfig(classifiers=(ClassifierSpec("spam", model, t, "max", "__label__lq"),), device="cpu",
+                           audit=0, domain=DomainConfig(relax=relax))
+        s = filter_corpus(str(corpus), cfg).scores.to_pydict()
+        for i, (score, keep) in enumerate(zip(s["spam_score"], s["keep"])):
+            special = relax and s["domain"][i] != ""
+            assert keep == (score <= (1 - (1 - t) * 0.5 if special else t))
+        if relax:
+            assert s["domain"][-2:] == ["code", "code"]
+        assert [s["keep"][i] for i, x in enumerate(docs) if x in code and _ref_prob(ref, x, "__label__lq") == sc] \
+            == [relax]
+
+
 def test_label_resolution(tmp_path, quality_model):
     """No card, no __label__<name>: a two-label model's positively named label (hq) is the score; a name
     matching no label of a model without one is refused, listing the labels."""

@@ -68,20 +68,49 @@ def write_jsonl(path, rows, compress=False) -> str:
     return str(path)
 
 
-def validation_groups(groups: list[str], fraction: float, seed: int) -> set[str]:
+def reference_sides(groups: list[str], fraction: float, seed: int, test_fraction: float = 0.1,
+                    strata: list[str] | None = None) -> dict[str, str]:
     """The documented split rule, re-derived here: BLAKE2b-64 of "<seed>\\0<group>" (little-endian) orders the
-    groups; a group joins validation while the side stays within round(fraction * n) documents."""
+    groups; the test side, then the validation side, takes a group while the side stays within round(fraction *
+    n) documents (per stratum, a group's stratum being its most frequent value, ties: the smallest); if none
+    fits, the smallest group left. Group -> "train" / "validation" / "test"."""
     sizes: dict[str, int] = {}
     for g in groups:
         sizes[g] = sizes.get(g, 0) + 1
     key = {g: int.from_bytes(hashlib.blake2b(f"{seed}\0{g}".encode(), digest_size=8).digest(), "little")
            for g in sizes}
-    target, held, chosen = max(1, round(fraction * len(groups))), 0, set()
-    for g in sorted(sizes, key=lambda g: (key[g], g)):
-        if held + sizes[g] <= target:
-            chosen.add(g)
-            held += sizes[g]
-    return chosen
+    order = sorted(sizes, key=lambda g: (key[g], g))
+    votes: dict[str, dict[str, int]] = {}
+    for i, g in enumerate(groups):
+        v = strata[i] if strata is not None else ""
+        votes.setdefault(g, {})
+        votes[g][v] = votes[g].get(v, 0) + 1
+    stratum = {g: sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] for g, c in votes.items()}
+    docs: dict[str, int] = {}
+    for g, n in sizes.items():
+        docs[stratum[g]] = docs.get(stratum[g], 0) + n
+    side: dict[str, str] = {}
+    for name, frac in (("test", test_fraction), ("validation", fraction)):
+        if not frac:
+            continue
+        target = {k: round(frac * n) for k, n in docs.items()}
+        if strata is None:
+            target[""] = max(1, target[""])
+        held = {k: 0 for k in docs}
+        before = len(side)
+        for g in order:
+            if g not in side and held[stratum[g]] + sizes[g] <= target[stratum[g]]:
+                side[g] = name
+                held[stratum[g]] += sizes[g]
+        if len(side) == before:
+            left = [g for g in order if g not in side]
+            side[min(left, key=lambda g: (sizes[g], left.index(g)))] = name
+    return {g: side.get(g, "train") for g in sizes}
+
+
+def validation_groups(groups: list[str], fraction: float, seed: int, test_fraction: float = 0.1) -> set[str]:
+    """The validation groups of ``reference_sides``."""
+    return {g for g, s in reference_sides(groups, fraction, seed, test_fraction).items() if s == "validation"}
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +131,7 @@ def test_split_is_group_disjoint_deterministic_and_independent_of_python_hash():
     val = {g for g, v in zip(groups, a) if v}
     train = {g for g, v in zip(groups, a) if not v}
     assert val and train and not val & train
-    assert val == validation_groups(groups, 0.1, 7)
+    assert val == validation_groups(groups, 0.1, 7, test_fraction=0)
     assert 1 <= a.sum() <= round(0.1 * len(groups))
     # Another interpreter with another string-hash salt makes the same split.
     code = ("import json,sys; from gpu_dedup.filters.train import split_groups; "
@@ -122,13 +151,17 @@ def test_card_metrics_match_fasttext_predictions(trained):
     rows, src, model_path, card, cfg = trained
     model = fasttext.load_model(str(model_path))
     groups = [r["group"] for r in rows]
-    val = validation_groups(groups, cfg.validation_fraction, cfg.seed)
+    sides = reference_sides(groups, cfg.validation_fraction, cfg.seed, cfg.test_fraction)
+    val = {g for g, x in sides.items() if x == "validation"}
     vrows = [r for r in rows if r["group"] in val]
-    trows = [r for r in rows if r["group"] not in val]
+    trows = [r for r in rows if sides[r["group"]] == "train"]
+    erows = [r for r in rows if sides[r["group"]] == "test"]
     sp = card["split"]
     assert sp["validation"]["documents"] == len(vrows) and sp["train"]["documents"] == len(trows)
-    assert sp["validation"]["groups"] == len(val) and sp["train"]["groups"] == len(set(groups)) - len(val)
-    for side, rs in (("train", trows), ("validation", vrows)):
+    assert sp["test"]["documents"] == len(erows) == round(0.1 * len(rows)) and card["test"]["documents"] == len(erows)
+    assert sp["validation"]["groups"] == len(val) and sp["train"]["groups"] == len(set(groups)) - len(val) - \
+        len({r["group"] for r in erows})
+    for side, rs in (("train", trows), ("validation", vrows), ("test", erows)):
         assert sp[side]["per_label"] == {lab: sum(r["label"] == lab for r in rs) for lab in ("cc", "hq")}
     labels = card["labels"]
     assert labels == ["cc", "hq"] and card["positive_label"] == "hq"
@@ -166,7 +199,7 @@ def test_card_metrics_match_fasttext_predictions(trained):
 
 def test_card_contents(trained):
     rows, src, model_path, card, cfg = trained
-    assert card["format"] == "gpu_dedup-classifier-card" and card["format_version"] == 1
+    assert card["format"] == "gpu_dedup-classifier-card" and card["format_version"] == 2
     assert read_card(model_path) == card
     assert os.path.exists(str(model_path) + ".json")
     assert card["model"]["bytes"] == os.path.getsize(model_path)
@@ -283,19 +316,22 @@ def test_fasttext_txt_input(tmp_path):
     path = tmp_path / "train.txt"
     path.write_text("".join(f"__label__{r['label']} {r['text'].replace(chr(10), ' ')}\n" for r in rows)
                     + "\n   \n")  # blank lines are skipped
-    card = train_classifier([str(path)], str(tmp_path / "m"), TrainClassifierConfig(**CFG))
+    with pytest.raises(LabelledInputError, match=r"train\.txt: fastText \.txt input has no groups.*group_field=None"):
+        train_classifier([str(path)], str(tmp_path / "m"), TrainClassifierConfig(**CFG))
+    card = train_classifier([str(path)], str(tmp_path / "m"), TrainClassifierConfig(**CFG, group_field=None))
+    assert card["groups"]["used"] is False and "without groups" in card["groups"]["without_groups"]
     assert card["model"]["path"] == str(tmp_path / "m.bin")  # suffix added
     sp = card["split"]
-    assert sp["train"]["documents"] + sp["validation"]["documents"] == len(rows)
+    assert sp["train"]["documents"] + sp["validation"]["documents"] + sp["test"]["documents"] == len(rows)
     assert sp["train"]["groups"] == sp["train"]["documents"]  # every line is its own group
     assert "fastText .txt" in sp["groups_from"] and card["inputs"][0]["fmt"] == "fasttext"
     bad = tmp_path / "two.txt"
     bad.write_text("__label__a x y\n__label__a __label__b z\n")
     with pytest.raises(LabelledInputError, match=r"two\.txt:2: 2 labels .*multi-label"):
-        train_classifier([str(bad)], str(tmp_path / "x.bin"), TrainClassifierConfig(**CFG))
+        train_classifier([str(bad)], str(tmp_path / "x.bin"), TrainClassifierConfig(**CFG, group_field=None))
     bad.write_text("__label__a x y\nno label here\n")
     with pytest.raises(LabelledInputError, match=r"two\.txt:2: no label.*__label__NAME"):
-        train_classifier([str(bad)], str(tmp_path / "x.bin"), TrainClassifierConfig(**CFG))
+        train_classifier([str(bad)], str(tmp_path / "x.bin"), TrainClassifierConfig(**CFG, group_field=None))
 
 
 def test_quantized_ftz(trained, tmp_path):
@@ -353,8 +389,10 @@ def _bad(tmp_path, rows, **cfg):
     (lambda rs: [{**rs[0], "label": [1]}] + rs[1:], {}, r"bad\.jsonl:1: label field 'label' is \[1\] \(list\)"),
     (lambda rs: [{**rs[0], "text": None}] + rs[1:], {}, r"bad\.jsonl:1: text field 'text' is null"),
     (lambda rs: [{**r, "label": "hq"} for r in rs], {}, r"has the label 'hq'.*at least two labels"),
-    (lambda rs: [{**r, "group": "one"} for r in rs], {}, r"one group \('one'\).*at least 2 groups"),
-    (lambda rs: [{**r, "group": "a" if r["label"] == "hq" else "b"} for r in rs], {"validation_fraction": 0.5},
+    (lambda rs: [{**r, "group": "one"} for r in rs], {}, r"in 1 group\(s\) \('one'\).*at least 3 groups.*test_fraction=0"),
+    (lambda rs: [{**r, "group": "one"} for r in rs], {"test_fraction": 0}, r"at least 2 groups"),
+    (lambda rs: [{**r, "group": "a" if r["label"] == "hq" else "b"} for r in rs],
+     {"validation_fraction": 0.5, "test_fraction": 0},
      r"training side holds only label\(s\) \['(cc|hq)'\].*too few documents or groups"),
     (lambda rs: rs[:6] + [{k: v for k, v in rs[6].items() if k != "group"}] + rs[7:], {},
      r"bad\.jsonl:7: no group \(field 'group'.*group_field=None"),
@@ -379,14 +417,22 @@ def test_bad_json_lines(tmp_path):
         train_classifier([str(src)], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG))
 
 
-def test_without_groups_each_document_is_its_own_group(tmp_path, caplog):
+def test_groups_are_required_and_training_without_them_is_named_in_the_card(tmp_path):
+    """000 §7: "Train and validation groups must be disjoint before fitting": no group field is an error naming
+    the fix; group_field=None (--no-group-field) trains with each document its own group, and the card says so."""
     rows = [{k: v for k, v in r.items() if k != "group"} for r in make_rows(groups=30, per_group=3)]
     src = write_jsonl(tmp_path / "a.jsonl", rows)
-    with caplog.at_level(logging.WARNING, logger="gpu_dedup.filters.labelled"):
-        card = train_classifier([src], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG, positive_label="cc"))
-    assert "near-copies" in caplog.text
+    with pytest.raises(LabelledInputError, match=r"no document has the group field 'group'.*training needs groups"
+                                                  r".*fields present: 'text', 'label'.*group_field=None"):
+        train_classifier([src], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG, positive_label="cc"))
+    card = train_classifier([src], str(tmp_path / "m.bin"),
+                            TrainClassifierConfig(**CFG, positive_label="cc", group_field=None))
     assert card["split"]["train"]["groups"] == card["split"]["train"]["documents"]
     assert card["positive_label"] == "cc" and "own group" in card["split"]["groups_from"]
+    assert card["groups"] == {"required": True, "used": False, "field": None,
+                              "without_groups": card["groups"]["without_groups"]}
+    assert "--no-group-field" in card["groups"]["without_groups"]
+    assert "WARNING: trained without groups" in format_summary(card)
 
 
 @pytest.mark.parametrize("kw,pattern", [
@@ -510,3 +556,264 @@ def test_bucket_comes_from_the_data(tmp_path, caplog):
     grams = {u[i:i + n] for w in {"ab", "abc"} for u in [f"<{w}>"] for n in (2, 3) for i in range(len(u) - n + 1)}
     assert bucket_from_data(["ab abc ab"], c) == (BUCKET_MIN, len(grams))
     assert bucket_from_data(["a b"], TrainClassifierConfig(word_ngrams=1)) == (0, 0)
+
+
+# ------------------------------------------------------------------ the seed's procedure (issue 25, 000 §6-7)
+
+LANGS = ("de", "en", "fr")
+
+
+def audited_rows() -> list[dict]:
+    """make_rows plus a "lang" column (the group's language, one document of each group in the next language:
+    a group's stratum is its majority) and a "dialect" column; the "hq" documents of dialect "b" mostly use the
+    "cc" vocabulary, so a quality model rejects them more (the audit must show it)."""
+    rows = make_rows(seed=9, groups=90, per_group=5)
+    r = random.Random(4)
+    for i, row in enumerate(rows):
+        g, j = divmod(i, 5)
+        row["lang"] = LANGS[(g + (j == 4)) % 3]
+        row["dialect"] = "b" if g % 5 == 0 else "a"
+        if row["dialect"] == "b" and row["label"] == "hq":
+            row["text"] = " ".join(r.choice(VOCAB["cc"] if r.random() < 0.6 else NOISE) for _ in range(14))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    d = tmp_path_factory.mktemp("audited")
+    rows = audited_rows()
+    src = write_jsonl(d / "a.jsonl", rows)
+    cfg = TrainClassifierConfig(**CFG, stratify_field="lang", audit_fields=("dialect",), test_fraction=0.2)
+    card = train_classifier([src], str(d / "m.bin"), cfg)
+    model = fasttext.load_model(str(d / "m.bin"))
+    sides = reference_sides([x["group"] for x in rows], cfg.validation_fraction, cfg.seed, cfg.test_fraction,
+                            strata=[x["lang"] for x in rows])
+    return rows, src, card, cfg, model, sides
+
+
+def _scores(model, rows, label="__label__hq"):
+    """fastText's own predict: the positive label's probability and the top label per row."""
+    p, top = [], []
+    for r in rows:
+        labs, probs = model.predict(r["text"].replace("\n", " "), k=-1)
+        p.append(float(dict(zip(labs, probs)).get(label, 0.0)))
+        top.append(labs[0][len("__label__"):])
+    return p, top
+
+
+def _ece_brier(p, y, bins=10):
+    """Plain-Python ECE (equal-width bins, the last one closed) and Brier score."""
+    groups = {}
+    for q, t in zip(p, y):
+        k = min(int(q * bins), bins - 1)
+        groups.setdefault(k, []).append((q, t))
+    ece = sum(len(v) / len(p) * abs(sum(t for _, t in v) / len(v) - sum(q for q, _ in v) / len(v))
+              for v in groups.values())
+    return ece, sum((q - t) ** 2 for q, t in zip(p, y)) / len(p), {k: len(v) for k, v in groups.items()}
+
+
+def test_stratified_split_follows_the_rule_and_keeps_every_stratum(audited):
+    rows, src, card, cfg, model, sides = audited
+    sp = card["split"]
+    assert sp["stratified_by"] == "lang" and sp["test_fraction"] == 0.2
+    for side in ("train", "validation", "test"):
+        mine = [r for r in rows if sides[r["group"]] == side]
+        assert sp[side]["documents"] == len(mine)
+        assert sp[side]["per_stratum"] == {lang: sum(r["lang"] == lang for r in mine) for lang in LANGS}
+    # every stratum is on both held-out sides, close to its share (whole groups of 5: within one group)
+    for lang in LANGS:
+        n = sum(r["lang"] == lang for r in rows)
+        assert abs(sp["validation"]["per_stratum"][lang] - 0.2 * n) <= 5
+        assert abs(sp["test"]["per_stratum"][lang] - 0.2 * n) <= 5
+    groups = [r["group"] for r in rows]
+    from gpu_dedup.filters.train import assign_sides
+    again = assign_sides(groups, 0.2, 0, test_fraction=0.2, strata=[r["lang"] for r in rows])
+    assert again.tolist() == [("train", "validation", "test").index(sides[g]) for g in groups]
+    assert not np.array_equal(again, assign_sides(groups, 0.2, 1, test_fraction=0.2,
+                                                  strata=[r["lang"] for r in rows]))
+
+
+def test_test_side_is_scored_once_with_the_validation_threshold(audited):
+    rows, src, card, cfg, model, sides = audited
+    test_rows = [r for r in rows if sides[r["group"]] == "test"]
+    val_rows = [r for r in rows if sides[r["group"]] == "validation"]
+    t = card["threshold"]
+    vp, _ = _scores(model, val_rows)
+    vy = [r["label"] == "hq" for r in val_rows]
+    assert t == pytest.approx(choose_threshold(np.array(vp), np.array(vy), "f1", None)[0], abs=1e-12)
+    p, top = _scores(model, test_rows)
+    y = [r["label"] == "hq" for r in test_rows]
+    te = card["test"]
+    assert te["documents"] == len(test_rows) and te["threshold"] == t
+    assert te["metrics"]["accuracy"] == pytest.approx(sum(a == r["label"] for a, r in zip(top, test_rows))
+                                                      / len(test_rows), abs=1e-12)
+    keep = [q >= t for q in p]
+    tp = sum(k and v for k, v in zip(keep, y))
+    at = te["metrics"]["at_threshold"]
+    assert at["kept"] == sum(keep) and at["precision"] == pytest.approx(tp / sum(keep), abs=1e-12)
+    assert at["recall"] == pytest.approx(tp / sum(y), abs=1e-12)
+    assert at["false_rejection"] == pytest.approx(1 - tp / sum(y), abs=1e-12)
+    ece, brier, _ = _ece_brier(p, y)
+    assert te["calibration"]["ece"] == pytest.approx(ece, abs=1e-9)
+    assert te["calibration"]["brier"] == pytest.approx(brier, abs=1e-9)
+    text = format_summary(card)
+    assert "test (held out, scored once)" in text and "calibration (validation): ECE" in text
+
+
+def test_calibration_equals_plain_python_ece_and_brier(audited):
+    rows, src, card, cfg, model, sides = audited
+    val_rows = [r for r in rows if sides[r["group"]] == "validation"]
+    p, _ = _scores(model, val_rows)
+    y = [r["label"] == "hq" for r in val_rows]
+    ece, brier, counts = _ece_brier(p, y)
+    cal = card["calibration"]
+    assert cal["ece"] == pytest.approx(ece, abs=1e-9) and cal["brier"] == pytest.approx(brier, abs=1e-9)
+    assert [b["documents"] for b in cal["bins"]] == [counts.get(k, 0) for k in range(10)]
+    for k, b in enumerate(cal["bins"]):
+        sel = [(q, t) for q, t in zip(p, y) if min(int(q * 10), 9) == k]
+        if sel:
+            assert b["mean_score"] == pytest.approx(sum(q for q, _ in sel) / len(sel), abs=1e-9)
+            assert b["fraction_positive"] == pytest.approx(sum(t for _, t in sel) / len(sel), abs=1e-12)
+        else:
+            assert b["mean_score"] is None and b["fraction_positive"] is None
+    from gpu_dedup.filters.train import calibration
+    perfect = calibration(np.array([0.0, 0.0, 1.0, 1.0]), np.array([False, False, True, True]))
+    assert perfect["ece"] == 0 and perfect["brier"] == 0
+    worst = calibration(np.array([1.0, 0.0]), np.array([False, True]))
+    assert worst["ece"] == 1 and worst["brier"] == 1
+
+
+def test_audit_shows_a_group_rejected_more_than_the_others(audited):
+    rows, src, card, cfg, model, sides = audited
+    t = card["threshold"]
+    val_rows = [r for r in rows if sides[r["group"]] == "validation"]
+    p, _ = _scores(model, val_rows)
+    a = card["audit"]["dialect"]
+    pos = [(q, r) for q, r in zip(p, val_rows) if r["label"] == "hq"]
+    base = sum(q < t for q, _ in pos) / len(pos)
+    assert a["overall"]["false_rejection"] == pytest.approx(base, abs=1e-12)
+    for v in ("a", "b"):
+        mine = [(q, r) for q, r in zip(p, val_rows) if r["dialect"] == v]
+        mpos = [q for q, r in mine if r["label"] == "hq"]
+        fr = sum(q < t for q in mpos) / len(mpos)
+        m = a["values"][v]
+        assert m["documents"] == len(mine) and m["positives"] == len(mpos)
+        assert m["retention"] == pytest.approx(sum(q >= t for q, _ in mine) / len(mine), abs=1e-12)
+        assert m["false_rejection"] == pytest.approx(fr, abs=1e-12)
+        assert m["rate_ratio"] == pytest.approx(fr / base, abs=1e-9)
+    assert a["values"]["b"]["false_rejection"] >= 3 * base and a["flagged"] == ["b"]  # the fixture's bias shows
+    assert set(card["audit"]) == {"lang", "dialect"} and set(card["test"]["audit"]) == {"lang", "dialect"}
+    assert "rejected more than the others" in format_summary(card)
+    # per-value thresholds: the rule on that value's validation documents alone
+    for v, th in card["thresholds_by"]["lang"].items():
+        sel = [(q, r["label"] == "hq") for q, r in zip(p, val_rows) if r["lang"] == v]
+        q, yy = np.array([x for x, _ in sel]), np.array([x for _, x in sel])
+        assert th == pytest.approx(choose_threshold(q, yy, "f1", None)[0], abs=1e-12)
+        assert q[q >= th].min() == _brute(q.tolist(), yy.tolist(), "f1", None)
+
+
+def test_max_direction_card(tmp_path, audited):
+    """direction="max" (a toxicity-style model: the filter removes score > threshold): retention counts the
+    documents at or below the threshold, false rejection the negatives above it; per-value thresholds too."""
+    rows, src, *_ = audited
+    card = train_classifier([src], str(tmp_path / "t.bin"),
+                            TrainClassifierConfig(**CFG, positive_label="cc", direction="max", audit_fields=("lang",)))
+    assert card["direction"] == "max" and "score > threshold" in card["threshold_rule"]["keep"]
+    model = fasttext.load_model(str(tmp_path / "t.bin"))
+    sides = reference_sides([r["group"] for r in rows], 0.2, 0, 0.1)
+    val_rows = [r for r in rows if sides[r["group"]] == "validation"]
+    p, _ = _scores(model, val_rows, "__label__cc")
+    y = [r["label"] == "cc" for r in val_rows]
+    for row in card["retention_table"]:
+        t = row["threshold"]
+        assert row["kept"] == sum(q <= t for q in p)
+        neg = [q for q, v in zip(p, y) if not v]
+        assert row["false_rejection"] == pytest.approx(sum(q > t for q in neg) / len(neg), abs=1e-12)
+    q, yy = np.array(p), np.array(y)
+    assert card["threshold"] == pytest.approx(choose_threshold(q, yy, "f1", None, "max")[0], abs=1e-12)
+    for v, th in card["thresholds_by"]["lang"].items():
+        sel = np.array([r["lang"] == v for r in val_rows])
+        assert th == pytest.approx(choose_threshold(q[sel], yy[sel], "f1", None, "max")[0], abs=1e-12)
+
+
+@pytest.mark.parametrize("target", [0.2, 0.5, 0.9, 1.0])
+def test_max_direction_retention_rule_against_brute_force(target):
+    """retention for max: the threshold that removes the most (score > t) while keeping >= target."""
+    r = random.Random(11)
+    for _ in range(30):
+        p = np.round(np.array([r.random() for _ in range(r.randint(2, 25))]), 1)
+        y = np.array([r.random() < 0.5 for _ in range(len(p))])
+        t, ok = choose_threshold(p, y, "retention", target, "max")
+        assert ok and (p <= t).mean() >= target - 1e-12
+        best = min((p <= s).sum() for s in [*set(p.tolist()), 1.0] if (p <= s).mean() >= target - 1e-12)
+        assert (p <= t).sum() == best
+        assert t not in set(p.tolist()) or t == 1.0
+
+
+def test_missing_stratify_or_audit_column_names_the_option_and_the_fields(tmp_path, capsys):
+    from gpu_dedup.cli import main
+
+    src = write_jsonl(tmp_path / "a.jsonl", make_rows(groups=20, per_group=3))
+    with pytest.raises(LabelledInputError, match=r"a\.jsonl:1: no column 'lang' \(stratify_field\); fields present: "
+                                                  r"'text', 'label', 'group'"):
+        train_classifier([src], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG, stratify_field="lang"))
+    assert main(["train-classifier", src, "-o", str(tmp_path / "m.bin"), "--stratify-field", "lable", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "no column 'lable' (--stratify-field)" in err and "'text', 'label', 'group'" in err
+    assert "did you mean 'label'" in err
+    assert main(["train-classifier", src, "-o", str(tmp_path / "m.bin"), "--audit-field", "dialect", "-q"]) == 1
+    assert "no column 'dialect' (--audit-field)" in capsys.readouterr().err
+    pq.write_table(pa.table({"text": ["a b"], "label": ["hq"], "group": ["g"]}), tmp_path / "b.parquet")
+    with pytest.raises(LabelledInputError, match=r"b\.parquet: no column 'lang' \(stratify_field\)"):
+        train_classifier([str(tmp_path / "b.parquet")], str(tmp_path / "m.bin"),
+                         TrainClassifierConfig(**CFG, stratify_field="lang"))
+    assert not os.path.exists(tmp_path / "m.bin")
+
+
+BENCH_ITEM = ("which of the following best describes the role of mitochondria in a eukaryotic cell during "
+              "aerobic respiration and energy production")
+
+
+def test_screen_refuses_or_drops_benchmark_text(tmp_path, capsys):
+    """--screen BENCHMARK: a labelled document sharing a 13-gram with a benchmark item is refused (the error names
+    it), or with --screen-drop dropped and listed in the card; an unreadable benchmark names --screen and the file."""
+    from gpu_dedup.cli import main
+
+    rows = make_rows(groups=30, per_group=4)
+    leak = [3, 50]
+    for i in leak:
+        rows[i]["text"] = "intro words " + BENCH_ITEM + " more words"
+    src = write_jsonl(tmp_path / "a.jsonl", rows)
+    bench = tmp_path / "bench" / "mmlu.jsonl"
+    bench.parent.mkdir()
+    write_jsonl(bench, [{"id": "q1", "question": BENCH_ITEM}, {"id": "q2", "question": "a short one"}])
+    with pytest.raises(ValueError, match=r"`screen`: 2 of 120 labelled documents share a 13-gram with a benchmark "
+                                         r"item \(e\.g\. .*a\.jsonl:4 with mmlu\.jsonl item q1.*screen_drop=True"):
+        train_classifier([src], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG, screen=(str(bench),)))
+    assert not os.path.exists(tmp_path / "m.bin")
+    card = train_classifier([src], str(tmp_path / "m.bin"),
+                            TrainClassifierConfig(**CFG, screen=(str(bench),), screen_drop=True))
+    scr = card["screen"]
+    assert scr["action"] == "drop" and scr["documents_screened"] == 120 and scr["documents_dropped"] == 2
+    assert [(f["where"].rsplit("/", 1)[1], f["item_id"]) for f in scr["flagged"]] == [("a.jsonl:4", "q1"),
+                                                                                      ("a.jsonl:51", "q1")]
+    assert scr["policy"]["ngram"] == 13 and scr["counts"]["mmlu.jsonl"]["items_too_short"] == 1
+    sp = card["split"]
+    assert sp["train"]["documents"] + sp["validation"]["documents"] + sp["test"]["documents"] == 118
+    assert "2 dropped" in format_summary(card)
+    # the command line: the flags and the errors' names
+    assert main(["train-classifier", src, "-o", str(tmp_path / "c.bin"), "--dim", "8", "--screen", str(bench),
+                 "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "--screen: 2 of 120" in err and "pass --screen-drop to drop them" in err
+    missing = tmp_path / "none.jsonl"
+    assert main(["train-classifier", src, "-o", str(tmp_path / "c.bin"), "--screen", str(missing), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "--screen: benchmark file" in err and "none.jsonl" in err and "cannot be read" in err
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"question": "x"\n')
+    with pytest.raises(ValueError, match=r"`screen`: benchmark file .*broken\.jsonl' cannot be read \(.*broken\.jsonl:1"):
+        train_classifier([src], str(tmp_path / "m2.bin"), TrainClassifierConfig(**CFG, screen=(str(bench),
+                                                                                               str(broken))))
+    with pytest.raises(ValueError, match="screen_drop=True drops"):
+        TrainClassifierConfig(screen_drop=True)

@@ -341,9 +341,9 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[n
 
     def rules() -> None:
         if scorers.rules is not None:
-            from .rules import rule_decisions
+            from .rules import describe, rule_decisions
 
-            names = [k for k in cols if k.startswith("gopher_")]
+            names = list(describe(scorers.rules))
             ok, why = rule_decisions({k: cols[k] for k in names}, scorers.rules)
             why = np.asarray(why, dtype=object)
             for name in names:

@@ -42,11 +42,13 @@ tokenizer we cannot ship, ours is stated):
   "a.example.com" blocks "x.a.example.com" here, not there). The host is the URL's authority without user,
   port and a final dot, lowercased; a document without a URL (null, empty or without a host) is not blocked.
 
-Speed: Python's string methods per document (C loops; one thread), the character fractions from the UTF-8
-bytes with NumPy. benchmarks/rules_bench.py compares them with datatrove's filters on the same documents.
+Speed: Python's string methods per document (C loops; one thread); the character fractions are one pass over
+the UTF-8 bytes (``kernels.features_cpu.char_counts``, a table lookup per byte, parallel over documents; host
+work on a GPU run too, as the Gopher statistics). benchmarks/rules_bench.py compares them with datatrove's filters on the same documents.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -57,6 +59,8 @@ import pyarrow as pa
 
 from ..errors import ConfigError, MissingFileError
 from ..io.text import arrow_text_buffers
+from ..kernels import features as F
+from ..ops import features as features_ops
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +88,7 @@ _STOP_RANGES = (
     (0x16E98, 0x16E98), (0x1BC9F, 0x1BC9F), (0x1DA88, 0x1DA88),
 )
 FINEWEB_STOP_CHARS = tuple(chr(c) for a, b in _STOP_RANGES for c in range(a, b + 1))
+_STOP_SET = frozenset(FINEWEB_STOP_CHARS)
 # NeMo Curator's regex_url and regex_alphanum (nemo_curator/stages/text/utils/constants.py)
 URL_PATTERN = re.compile(r"https?://(?:[A-Za-z0-9$\-_@.&+/:=?#~]|[!*\(\),]|(?:%[0-9A-Fa-f]{2}))+")
 ALNUM_BYTES = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789\n?!,."
@@ -170,15 +175,11 @@ def fineweb_stats(texts: pa.Array | Sequence[str], short_line_length: int = 30) 
         if not lines:
             continue
         m = len(lines)
-        punct[d] = sum(1 for x in lines if x.endswith(FINEWEB_STOP_CHARS)) / m
+        # a line is non-blank, so it has a last codepoint: endswith(one of 159 characters) is a set lookup
+        punct[d] = sum(1 for x in lines if x[-1] in _STOP_SET) / m
         short[d] = sum(1 for x in lines if len(x) <= short_line_length) / m
-        seen: set[str] = set()
-        dup_chars = 0
-        for x in lines:
-            if x in seen:
-                dup_chars += len(x)
-            else:
-                seen.add(x)
+        # the 2nd and later copies of a line = all lines' codepoints minus one copy of each distinct line
+        dup_chars = sum(map(len, lines)) - sum(map(len, set(lines)))
         nl = text.count("\n")
         dup[d] = dup_chars / (len(text) - nl)  # > 0: a line holds a non-space codepoint
         newline[d] = nl / len(text.split())
@@ -199,21 +200,22 @@ def char_stats(texts: pa.Array | Sequence[str]) -> dict[str, np.ndarray]:
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks else pa.array([], pa.large_string())
     data, offsets = arrow_text_buffers(arr.cast(pa.large_string()))
-    data = np.asarray(data, np.uint8)
-    offsets = np.asarray(offsets, np.int64)
-    alnum = np.zeros(256, bool)
-    alnum[np.frombuffer(ALNUM_BYTES, np.uint8)] = True
-
-    def per_doc(mask: np.ndarray) -> np.ndarray:
-        c = np.concatenate([[0], np.cumsum(mask, dtype=np.int64)])
-        return (c[offsets[1:]] - c[offsets[:-1]]).astype(np.float64)
-
-    chars = per_doc((data & 0xC0) != 0x80)
-    non_ascii = per_doc(data >= 0xC0)
-    ok = per_doc(alnum[data])
+    counts = features_ops.char_counts_host(data, offsets, _char_table())
+    chars, non_ascii, ok = (counts[:, k].astype(np.float64) for k in range(3))
     with np.errstate(invalid="ignore", divide="ignore"):
         return {"chars_non_ascii_frac": np.where(chars > 0, non_ascii / chars, 0.0),
                 "chars_non_alnum_frac": np.where(chars > 0, (chars - ok) / chars, 1.0)}
+
+
+@functools.lru_cache(maxsize=1)
+def _char_table() -> np.ndarray:
+    t = np.zeros(256, np.uint8)
+    b = np.arange(256)
+    t[(b & 0xC0) != 0x80] |= F.CC_START
+    t[b >= 0xC0] |= F.CC_NON_ASCII
+    t[np.frombuffer(ALNUM_BYTES, np.uint8)] |= F.CC_ASCII_SET
+    t.flags.writeable = False
+    return t
 
 
 def url_char_frac(texts: pa.Array | Sequence[str]) -> np.ndarray:

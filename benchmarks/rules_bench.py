@@ -1,4 +1,5 @@
-"""The C4 and FineWeb rule sets against datatrove's own filters (C4QualityFilter, FineWebQualityFilter) on the same
+"""The C4 and FineWeb rule sets against datatrove's own filters (C4QualityFilter, also as FineWeb runs it without
+the terminal-punctuation rule, and FineWebQualityFilter) on the same
 documents: agreement of the keep decisions and throughput per thread; the character and URL rules timed beside
 them (datatrove has no filter of those definitions: they are NeMo Curator's).
 
@@ -99,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {len(pages)} pages, {mb:.1f} MB, datatrove {datatrove.__version__ if hasattr(datatrove, '__version__') else '0.10.1'}, "
           f"1 thread, median of {args.repeats}")
     print(f"{'rule set':10s} {'ours docs/s':>12s} {'datatrove docs/s':>17s} {'ratio':>6s} {'agree':>8s} {'kept (ours)':>12s}")
-    for name, dt_filter in (("c4", dt_c4.C4QualityFilter()), ("fineweb", dt_fw.FineWebQualityFilter())):
+    for name, dt_filter in (("c4", dt_c4.C4QualityFilter()),
+                            ("c4_fineweb", dt_c4.C4QualityFilter(filter_no_terminal_punct=False)),
+                            ("fineweb", dt_fw.FineWebQualityFilter())):
         cfg = RulesConfig.preset(name)
         t_ours, (keep, _) = _median(lambda: rule_decisions(rule_scores(arr, cfg), cfg), args.repeats)
 

@@ -341,7 +341,8 @@ class FilterConfig(InputConfig):
         "nfkc-lower[,remove-punctuation][,fold-digits]", metavar="MODE")))
     rules: str | None = field(default=None, metadata=cli(flag(
         "heuristic rule sets, comma-separated: gopher (= gopher_quality + gopher_repetition, the paper's "
-        "thresholds), c4, fineweb, chars (non-ASCII / non-alphanumeric fractions), url (URL density)",
+        "thresholds), c4 (c4_fineweb: without its terminal-punctuation line rule, as FineWeb), fineweb, chars "
+        "(non-ASCII / non-alphanumeric fractions), url (URL density)",
         metavar="SET[,SET...]")))
     rules_off: tuple[str, ...] = field(default=(), metadata=cli(flag(
         "switch one rule off, e.g. gopher_stop_words (repeatable)", "--rule-off", append=True, default=[],
@@ -428,7 +429,7 @@ class FilterConfig(InputConfig):
 
             sets = [x.strip() for x in self.rules.split(",")] if isinstance(self.rules, str) else [self.rules]
             bad = [x for x in sets if x not in PRESETS]
-            if bad or len(set(sets)) != len(sets):
+            if bad or len(set(sets)) != len(sets) or {"c4", "c4_fineweb"} <= set(sets):
                 raise ConfigError(f"FilterConfig.rules (--rules) must be one or more of {', '.join(PRESETS)}, "
                                   f"comma-separated, each once; got {self.rules!r}"
                                   f"{did_you_mean(str(bad[0]), PRESETS) if bad else ''}")

@@ -58,7 +58,7 @@ logger = logging.getLogger(__name__)
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 BULLETS = ("•", "‣", "◦", "⁃", "▪", "●", "-", "*")
 MAX_RULE_NGRAM = 64
-PRESETS = ("gopher", "gopher_quality", "gopher_repetition", "c4", "fineweb", "chars", "url")
+PRESETS = ("gopher", "gopher_quality", "gopher_repetition", "c4", "c4_fineweb", "fineweb", "chars", "url")
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,7 @@ class RulesConfig:
     c4_max_removed_lines: float | None = None
     c4_min_words_per_line: int = 3
     c4_max_word_length: int = 1000
+    c4_terminal_punct: bool = True
     fineweb_min_line_punct: float | None = None
     fineweb_max_short_lines: float | None = None
     fineweb_max_dup_line_chars: float | None = None
@@ -116,6 +117,8 @@ class RulesConfig:
         for name in ("c4_max_removed_lines", "fineweb_min_line_punct", "fineweb_max_short_lines",
                      "fineweb_max_dup_line_chars", "max_non_ascii", "max_non_alnum", "max_url_chars"):
             _check_fraction(f"RulesConfig.{name}", getattr(self, name), none_ok=True)
+        if not isinstance(self.c4_terminal_punct, bool):
+            raise ConfigError(f"RulesConfig.c4_terminal_punct must be a bool, got {self.c4_terminal_punct!r}")
         v = self.fineweb_max_newline_words
         if v is not None and (not is_real(v) or v < 0):
             raise ConfigError(f"RulesConfig.fineweb_max_newline_words must be a finite number >= 0 or None (off), "
@@ -170,7 +173,7 @@ class RulesConfig:
     def preset(name: str = "gopher", **overrides: Any) -> "RulesConfig":
         """"gopher": every Gopher rule at the paper's threshold; "gopher_quality": its quality rules only (no
         repetition); "gopher_repetition": its repetition rules only; "c4": C4's page rules (line rules
-        recorded); "fineweb": FineWeb's quality rules; "chars": the non-ASCII and non-alphanumeric fractions;
+        recorded; "c4_fineweb": without the terminal-punctuation line rule, as FineWeb runs them); "fineweb": FineWeb's quality rules; "chars": the non-ASCII and non-alphanumeric fractions;
         "url": the URL density (and the blocklist when ``url_blocklist`` is given). Several, comma-separated
         ("gopher,c4,fineweb"): every rule of each. ``overrides`` replace fields.
 
@@ -182,8 +185,8 @@ class RulesConfig:
             if x not in PRESETS:
                 raise ConfigError(f"unknown rules preset {x!r}; choose one or more (comma-separated) of {PRESETS}"
                                   f"{did_you_mean(str(x), PRESETS)}")
-        if len(set(names)) != len(names):
-            raise ConfigError(f"rules preset {name!r} names a set twice")
+        if len(set(names)) != len(names) or {"c4", "c4_fineweb"} <= set(names):
+            raise ConfigError(f"rules preset {name!r} names a set twice (c4 and c4_fineweb are one set: give one)")
         bad = [k for k in overrides if k not in {f.name for f in dataclasses.fields(RulesConfig)}]
         if bad:
             raise ConfigError(f"unknown RulesConfig field {bad[0]!r}"
@@ -209,6 +212,9 @@ _PRESET_ON: dict[str, dict[str, Any]] = {
     "gopher_quality": {f: _GOPHER_DEFAULTS[f] for f in _QUALITY_FIELDS},
     "gopher_repetition": {f: _GOPHER_DEFAULTS[f] for f in _REPETITION_FIELDS + ("top_ngrams", "dup_ngrams")},
     "c4": {"c4_min_sentences": 5, "c4_max_lorem_ipsum": 0, "c4_max_curly_bracket": 0, "c4_max_removed_lines": 1.0},
+    # FineWeb's recipe runs C4's rules without the terminal-punctuation line rule (datatrove examples/fineweb.py)
+    "c4_fineweb": {"c4_min_sentences": 5, "c4_max_lorem_ipsum": 0, "c4_max_curly_bracket": 0,
+                   "c4_max_removed_lines": 1.0, "c4_terminal_punct": False},
     "fineweb": {"fineweb_min_line_punct": 0.12, "fineweb_max_short_lines": 0.67, "fineweb_max_dup_line_chars": 0.01,
                 "fineweb_max_newline_words": 0.3},
     "chars": {"max_non_ascii": 1.0, "max_non_alnum": 0.25},
@@ -262,8 +268,8 @@ def rules(cfg: RulesConfig) -> list[Rule]:
         Rule("c4_curly_bracket", None, c.c4_max_curly_bracket, "C4: lines reaching its curly-bracket test that "
              "contain '{'"),
         Rule("c4_sentences", c.c4_min_sentences, None, f"C4: sentences in the lines its line rules keep (>= "
-             f"{c.c4_min_words_per_line} words, none over {c.c4_max_word_length} characters, terminal punctuation, "
-             "no javascript / policy phrase)"),
+             f"{c.c4_min_words_per_line} words, none over {c.c4_max_word_length} characters, "
+             + ("terminal punctuation, " if c.c4_terminal_punct else "") + "no javascript / policy phrase)"),
         Rule("c4_removed_lines_frac", None, c.c4_max_removed_lines, "C4: lines its line rules remove / lines "
              "(recorded; the text is not changed)"),
         Rule("fineweb_line_punct_frac", c.fineweb_min_line_punct, None,
@@ -443,7 +449,8 @@ def rule_scores(texts: TextsLike, cfg: RulesConfig, device: str = "cpu",
         base.update(_gopher_scores(texts, cfg))
     text = text_array(texts)
     if any(c.startswith("c4_") for c in enabled):
-        base.update(rulesets.c4_stats(text, cfg.c4_min_words_per_line, cfg.c4_max_word_length))
+        base.update(rulesets.c4_stats(text, cfg.c4_min_words_per_line, cfg.c4_max_word_length,
+                                      cfg.c4_terminal_punct))
     if any(c.startswith("fineweb_") for c in enabled):
         base.update(rulesets.fineweb_stats(text, cfg.fineweb_short_line_length))
     if any(c.startswith("chars_") for c in enabled):

@@ -13,7 +13,8 @@ tokenizer we cannot ship, ours is stated):
   ipsum" (``str.lower()``: the page is dropped, column ``c4_lorem_ipsum`` counts such lines); it contains
   "javascript"; it contains "{" (the page is dropped: ``c4_curly_bracket``); it contains a policy phrase
   ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"). The
-  page is dropped with fewer than 5 sentences in the kept lines (``c4_sentences``). The references stop at the
+  page is dropped with fewer than 5 sentences in the kept lines (``c4_sentences``). FineWeb applies these rules
+  without the terminal-punctuation one (preset "c4_fineweb"). The references stop at the
   first "lorem ipsum" / "{" line; we count every such line (the same pages are dropped; ``reason`` names
   lorem ipsum before the curly bracket, whichever line comes first). ``c4_removed_lines_frac`` = removed lines
   / lines (0 without lines): C4 rewrites the page without them; gpu_dedup records the fraction (a rule whose
@@ -104,14 +105,16 @@ def count_sentences(line: str) -> int:
     return 1 + len(_SENTENCE_END.findall(line))
 
 
-def c4_stats(texts: pa.Array | Sequence[str], min_words_per_line: int = 3,
-             max_word_length: int = 1000) -> dict[str, np.ndarray]:
+def c4_stats(texts: pa.Array | Sequence[str], min_words_per_line: int = 3, max_word_length: int = 1000,
+             terminal_punct: bool = True) -> dict[str, np.ndarray]:
     """C4's line rules per document (module doc).
 
     Args:
         texts: the documents (str list or Arrow string array, no nulls).
         min_words_per_line: lines with fewer words are removed.
         max_word_length: lines with a longer word (codepoints) are removed.
+        terminal_punct: remove lines without terminal punctuation (False: FineWeb's use of C4's rules,
+            datatrove's ``filter_no_terminal_punct=False``).
 
     Returns:
         float64 (n,) columns ``c4_sentences``, ``c4_lorem_ipsum``, ``c4_curly_bracket``,
@@ -131,7 +134,7 @@ def c4_stats(texts: pa.Array | Sequence[str], min_words_per_line: int = 3,
                 continue
             if "[" in line:
                 line = C4_CITATION.sub("", line)
-            if not line.endswith(C4_END_PUNCTUATION) or line.endswith("..."):
+            if terminal_punct and (not line.endswith(C4_END_PUNCTUATION) or line.endswith("...")):
                 continue
             if len(words) < min_words_per_line:
                 continue

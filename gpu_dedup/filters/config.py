@@ -290,8 +290,10 @@ class FilterConfig(InputConfig):
     the document's LID label (column ``perplexity_lang``: the language whose model scored it, "" for none:
     such a document gets no perplexity and is not judged by it; the rank and buckets are per language);
     lm_normalization: for an ARPA without gpu-dedup's header.
-    rules: "gopher" for the Gopher rules ("gopher_quality" / "gopher_repetition": one half); rules_off: rule
-    columns switched off (e.g. ("gopher_stop_words",)). dsir_target: files of target-domain text; select: how
+    rules: "gopher" for the Gopher rules ("gopher_quality" / "gopher_repetition": one half), or several rule sets
+    comma-separated ("gopher,c4,fineweb,chars,url"; ``rules.PRESETS``); rules_off: rule columns switched off (e.g.
+    ("gopher_stop_words",)); rule_thresholds: "COLUMN=VALUE" bounds replaced (``rules.with_thresholds``).
+    dsir_target: files of target-domain text; select: how
     many documents DSIR keeps among those every other filter kept (int: a count; float in (0, 1]: a fraction
     of them). unit (the fastText models: LID and classifiers): "document" scores the whole document as one
     line; "paragraph" scores every paragraph (runs of non-blank lines) and gives the document the

@@ -172,10 +172,11 @@ class RulesConfig:
     @staticmethod
     def preset(name: str = "gopher", **overrides: Any) -> "RulesConfig":
         """"gopher": every Gopher rule at the paper's threshold; "gopher_quality": its quality rules only (no
-        repetition); "gopher_repetition": its repetition rules only; "c4": C4's page rules (line rules
-        recorded; "c4_fineweb": without the terminal-punctuation line rule, as FineWeb runs them); "fineweb": FineWeb's quality rules; "chars": the non-ASCII and non-alphanumeric fractions;
-        "url": the URL density (and the blocklist when ``url_blocklist`` is given). Several, comma-separated
-        ("gopher,c4,fineweb"): every rule of each. ``overrides`` replace fields.
+        repetition); "gopher_repetition": its repetition rules only; "c4": C4's page rules (line rules recorded;
+        "c4_fineweb": without the terminal-punctuation line rule, as FineWeb runs them); "fineweb": FineWeb's
+        quality rules; "chars": the non-ASCII and non-alphanumeric fractions; "url": the URL density (and the
+        blocklist when ``url_blocklist`` is given). Several, comma-separated ("gopher,c4,fineweb"): every rule of
+        each. ``overrides`` replace fields.
 
         Raises:
             ConfigError: an unknown preset or field.
@@ -370,7 +371,10 @@ def with_thresholds(cfg: RulesConfig, specs: Sequence[str]) -> RulesConfig:
             changes[f] = int(x) if f in _INT_FIELDS and float(x).is_integer() else x
     changes["top_ngrams"] = tuple(top.items())
     changes["dup_ngrams"] = tuple(dup.items())
-    return dataclasses.replace(cfg, **changes)
+    try:
+        return dataclasses.replace(cfg, **changes)
+    except ConfigError as e:
+        raise ConfigError(f"--rule-threshold {', '.join(map(str, specs))}: {e}") from e
 
 
 def describe(cfg: RulesConfig) -> dict[str, dict[str, Any]]:

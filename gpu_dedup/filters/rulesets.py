@@ -43,9 +43,10 @@ tokenizer we cannot ship, ours is stated):
   "a.example.com" blocks "x.a.example.com" here, not there). The host is the URL's authority without user,
   port and a final dot, lowercased; a document without a URL (null, empty or without a host) is not blocked.
 
-Speed: Python's string methods per document (C loops; one thread); the character fractions are one pass over
-the UTF-8 bytes (``kernels.features_cpu.char_counts``, a table lookup per byte, parallel over documents; host
-work on a GPU run too, as the Gopher statistics). benchmarks/rules_bench.py compares them with datatrove's filters on the same documents.
+Speed: Python's string methods per document (C loops; one thread); the character fractions are one pass over the
+UTF-8 bytes (``kernels.features_cpu.char_counts``, a table lookup per byte, parallel over documents; host work on a
+GPU run too, as the Gopher statistics). benchmarks/rules_bench.py compares them with datatrove's filters on the same
+documents.
 """
 from __future__ import annotations
 
@@ -270,7 +271,7 @@ def load_blocklist(path: str) -> Blocklist:
     import os
 
     if not os.path.isfile(path):
-        raise MissingFileError(f"URL blocklist {path!r} does not exist (--url-blocklist FILE: one domain a line)")
+        raise MissingFileError(f"URL blocklist {path!r} does not exist or is not a file (one domain a line)")
     try:
         with open(path, "rb") as f:
             raw = f.read()

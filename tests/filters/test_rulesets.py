@@ -269,8 +269,10 @@ def test_presets_thresholds_and_errors():
                       ("fineweb_line_punct_frac=0.1", "not an enabled rule")]:
         with pytest.raises(ConfigError, match=msg):
             with_thresholds(c, [spec])
-    with pytest.raises(ConfigError, match="fraction"):
+    with pytest.raises(ConfigError, match=r"--rule-threshold chars_non_ascii_frac=1.5: .*fraction"):
         with_thresholds(RulesConfig.preset("chars"), ["chars_non_ascii_frac=1.5"])
+    with pytest.raises(ConfigError, match=r"--rule-threshold c4_sentences=2.5: .*int"):
+        with_thresholds(c, ["c4_sentences=2.5"])
     assert "c4_curly_bracket" not in [r.column for r in rules(without(c, ["c4_curly_bracket"]))]
     with pytest.raises(ConfigError, match="unknown rules preset 'c5'"):
         RulesConfig.preset("gopher,c5")

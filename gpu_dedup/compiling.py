@@ -21,7 +21,7 @@ KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "lm-score": (("lm", ("lm_span_hashes", "lm_ngram_keys", "lm_score_docs", "lm_build_table", "lm_build_vocab")),
                  _NORMALIZE),
     "domain": (("domain", ("domain_stats",)),),
-    "rules": (("features", ("rule_stats", "_ngram_stats", "_sorted_groups_dup")),),
+    "rules": (("features", ("rule_stats", "_ngram_stats", "_sorted_groups_dup", "char_counts")),),
     "dsir": (("features", ("feature_ids", "feature_log_weights")),),
     "fasttext": (("fasttext", ("ft_hidden", "ft_label_prob", "ft_predict", "ft_build_vocab_table", "ft_hash_spans",
                                "ft_vocab_subwords")),),

@@ -50,6 +50,12 @@ ST_DUP_PARAS = 10       # the same for paragraphs (maximal runs of non-blank lin
 ST_DUP_PARA_CHARS = 11
 N_BASE_STATS = 12
 
+# Byte classes of char_class_counts' table (uint8 (256,)): every byte of a valid UTF-8 text is one of a codepoint
+# start (not 10xxxxxx), which may also be a non-ASCII lead byte (>= 0xC0) or one of the ASCII bytes asked for.
+CC_START = 1
+CC_NON_ASCII = 2
+CC_ASCII_SET = 4
+
 
 def scan_features(norm, start, end, n, seed, buckets, ring, ids, pos, logdiff, write):
     """Walk the words of normalized document norm[start:end] and its m-grams (m = 1..n, order in the module
@@ -263,6 +269,23 @@ def line_scan(data, start, end, cls, bullets, ls, le, lc, lp):
     return nl, npara, bullet_lines, ellipsis_lines
 
 
+def char_class_counts(data, s, e, table):
+    """(codepoints, non-ASCII codepoints, bytes of the table's ASCII set) of UTF-8 text data[s:e]: one table
+    lookup per byte (table uint8 (256,), bits CC_*); no decoding, so work is bounded by the bytes."""
+    chars = 0
+    non_ascii = 0
+    in_set = 0
+    for i in range(s, e):
+        k = table[data[i]]
+        if k & CC_START:
+            chars += 1
+        if k & CC_NON_ASCII:
+            non_ascii += 1
+        if k & CC_ASCII_SET:
+            in_set += 1
+    return chars, non_ascii, in_set
+
+
 def ngram_fold(h, w):
     """Fold the next word hash w into the running state h of a word n-gram (XXH64's round). The state of
     wh[j:j+n] is ngram_fold(state of wh[j:j+n-1], wh[j+n-1]), starting from wh[j]: all n-gram sizes of a
@@ -282,5 +305,5 @@ def ngram_finish(h):
 
 
 DEVICE_FUNCTIONS = ["scan_features", "is_ascii_punct", "stop_word_match", "popcount64", "word_scan",
-                    "count_newlines", "is_bullet", "ends_with_ellipsis", "line_scan", "ngram_fold",
+                    "count_newlines", "is_bullet", "ends_with_ellipsis", "line_scan", "char_class_counts", "ngram_fold",
                     "ngram_finish"]

@@ -36,6 +36,19 @@ c_ngram_fold = _C["ngram_fold"]
 c_ngram_finish = _C["ngram_finish"]
 c_xxh64 = _C["xxh64"]
 c_utf8_decode = _C["utf8_decode"]
+c_char_class_counts = _C["char_class_counts"]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def char_counts(data, offsets, table, out):
+    """out[d] = (codepoints, non-ASCII codepoints, bytes in the table's ASCII set) of document d =
+    data[offsets[d]:offsets[d+1]] (uint8 (T,) UTF-8, offsets int64 (n+1,), table uint8 (256,) of
+    features.CC_* bits, out int64 (n, 3)). O(T) work, no scratch."""
+    for d in prange(offsets.shape[0] - 1):
+        a, b, c = c_char_class_counts(data, offsets[d], offsets[d + 1], table)
+        out[d, 0] = a
+        out[d, 1] = b
+        out[d, 2] = c
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -29,8 +29,8 @@ audit.parquet (random accepted and rejected documents), run.json, report.html.""
 # MODEL_FIELDS' are the scoring flags run shares, MODELS_GIVEN the fields that make them a filter
 LID_FIELDS = ("lid", "lang", "lid_threshold", "domain.script_prefilter", "domain.relax",
               "domain.relaxed_lid_threshold", "domain.relaxed_factor")
-SCORE_FIELDS = ("classifiers", "perplexity", "perplexity_buckets", "lm_normalization", "rules", "rules_off", "order",
-                "unit")
+SCORE_FIELDS = ("classifiers", "perplexity", "perplexity_buckets", "lm_normalization", "rules", "rules_off",
+                "rule_thresholds", "order", "unit")
 MODEL_FIELDS = LID_FIELDS + SCORE_FIELDS
 DSIR_FIELDS = ("dsir_target", "select", "dsir_buckets", "dsir_screen", "dsir_screen_drop")
 RUN_FIELDS = ("audit", "seed", "id_field", "text_field", "on_error", "batch_bytes", "device", "threads")

@@ -1,6 +1,7 @@
 """Filtering: the half of the pipeline that asks "is this document good enough?" rather than "have we seen
 it?". Language identification and learned classifiers (fastText models, run by our own kernels), n-gram
-language-model perplexity (KenLM / ARPA), importance resampling (DSIR) and heuristic rules (Gopher), each a
+language-model perplexity (KenLM / ARPA), importance resampling (DSIR) and heuristic rules (Gopher, C4,
+FineWeb, character and URL rules), each a
 score column of ``scores.parquet`` that ``gpu-dedup filter`` thresholds and ``--keep max:/min:<column>``
 uses to choose which duplicate survives.
 
@@ -14,7 +15,8 @@ One module per stage, in the order data passes:
     lm           n-gram LM contract, ARPA read/write, perplexity scoring (kernels/lm*.py)
     kneser_ney   train-lm: exact n-gram counts, interpolated modified Kneser-Ney
     dsir         hashed n-gram features (kernels/features*.py), importance weights, Gumbel top-k
-    rules        Gopher quality rules
+    rules        heuristic rules: RulesConfig and its presets, Gopher's statistics, decisions
+    rulesets     C4, FineWeb, character and URL rule statistics; URL blocklist files
     domain       script pre-filter, code / math detectors (kernels/domain*.py)
     scorers      the models of one run, loaded once; a batch of text -> score columns
     selection    rank selection and CCNet buckets, stochastic-retention draws, percentile audit picks

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from ..config import Device, InputConfig, OnError, cli, flag, is_int, is_real
+from ..config import Device, InputConfig, OnError, cli, did_you_mean, flag, is_int, is_real
 from ..errors import ConfigError, MissingFileError
 
 Unit = Literal["document", "paragraph"]
@@ -292,8 +292,10 @@ class FilterConfig(InputConfig):
     the document's LID label (column ``perplexity_lang``: the language whose model scored it, "" for none:
     such a document gets no perplexity and is not judged by it; the rank and buckets are per language);
     lm_normalization: for an ARPA without gpu-dedup's header.
-    rules: "gopher" for the Gopher rules ("gopher_quality" / "gopher_repetition": one half); rules_off: rule
-    columns switched off (e.g. ("gopher_stop_words",)). dsir_target: files of target-domain text; select: how
+    rules: "gopher" for the Gopher rules ("gopher_quality" / "gopher_repetition": one half), or several rule sets
+    comma-separated ("gopher,c4,fineweb,chars,url"; ``rules.PRESETS``); rules_off: rule columns switched off (e.g.
+    ("gopher_stop_words",)); rule_thresholds: "COLUMN=VALUE" bounds replaced (``rules.with_thresholds``).
+    dsir_target: files of target-domain text; select: how
     many documents DSIR keeps among those every other filter kept (int: a count; float in (0, 1]: a fraction
     of them). unit (the fastText models: LID and classifiers): "document" scores the whole document as one
     line; "paragraph" scores every paragraph (runs of non-blank lines) and gives the document the
@@ -341,11 +343,17 @@ class FilterConfig(InputConfig):
     lm_normalization: str | None = field(default=None, metadata=cli(flag(
         "the normalization an ARPA without gpu-dedup's header was trained with: none | "
         "nfkc-lower[,remove-punctuation][,fold-digits]", metavar="MODE")))
-    rules: Literal["gopher", "gopher_quality", "gopher_repetition"] | None = field(default=None, metadata=cli(flag(
-        "heuristic rules: gopher = quality + repetition rules at the paper's thresholds")))
+    rules: str | None = field(default=None, metadata=cli(flag(
+        "heuristic rule sets, comma-separated: gopher (= gopher_quality + gopher_repetition, the paper's "
+        "thresholds), c4 (c4_fineweb: without its terminal-punctuation line rule, as FineWeb), fineweb, chars "
+        "(non-ASCII / non-alphanumeric fractions), url (URL density)",
+        metavar="SET[,SET...]")))
     rules_off: tuple[str, ...] = field(default=(), metadata=cli(flag(
         "switch one rule off, e.g. gopher_stop_words (repeatable)", "--rule-off", append=True, default=[],
         metavar="COLUMN")))
+    rule_thresholds: tuple[str, ...] = field(default=(), metadata=cli(flag(
+        "replace a rule's bound, e.g. chars_non_ascii_frac=0.3 (MIN:MAX for a two-sided rule; repeatable)",
+        "--rule-threshold", append=True, default=[], metavar="COLUMN=VALUE")))
     dsir_target: tuple[str, ...] = field(default=(), metadata=cli(flag(
         "target-domain documents for DSIR", nargs="+", metavar="FILE")))
     select: int | float | None = field(default=None, metadata=cli(flag(
@@ -426,12 +434,23 @@ class FilterConfig(InputConfig):
             if self.lid is None and not self.domain.script_prefilter:
                 raise ConfigError("FilterConfig.perplexity_lang routes documents by their language: pass lid= "
                                   "(--lid lid.176.ftz)")
-        if self.rules not in (None, "gopher", "gopher_quality", "gopher_repetition"):
-            raise ConfigError(f"FilterConfig.rules must be 'gopher', 'gopher_quality', 'gopher_repetition' or None, "
-                              f"got {self.rules!r}")
+        if self.rules is not None:
+            from .rules import PRESETS
+
+            sets = [x.strip() for x in self.rules.split(",")] if isinstance(self.rules, str) else [self.rules]
+            bad = [x for x in sets if x not in PRESETS]
+            if bad or len(set(sets)) != len(sets) or {"c4", "c4_fineweb"} <= set(sets):
+                raise ConfigError(f"FilterConfig.rules (--rules) must be one or more of {', '.join(PRESETS)}, "
+                                  f"comma-separated, each once; got {self.rules!r}"
+                                  f"{did_you_mean(str(bad[0]), PRESETS) if bad else ''}")
         if isinstance(self.rules_off, str) or (self.rules_off and self.rules is None):
             raise ConfigError(f"FilterConfig.rules_off must be a tuple of rule columns, with rules set; got "
                               f"{self.rules_off!r}")
+        if isinstance(self.rule_thresholds, str) or (self.rule_thresholds and self.rules is None):
+            raise ConfigError(f"FilterConfig.rule_thresholds must be a tuple of 'COLUMN=VALUE', with rules set; got "
+                              f"{self.rule_thresholds!r}")
+        if self.rules is not None:
+            self.rules_config()  # an unknown column or bad bound fails here, before anything is read
         if isinstance(self.dsir_target, str):
             raise ConfigError("FilterConfig.dsir_target must be a tuple of paths, not one string")
         if self.select is not None:
@@ -481,6 +500,14 @@ class FilterConfig(InputConfig):
     def any_filter(self) -> bool:
         return bool(self.lid or self.classifiers or self.has_lm or self.rules or self.dsir_target
                     or self.domain.script_prefilter)
+
+    def rules_config(self) -> Any:
+        """The ``rules.RulesConfig`` of ``rules``, ``rules_off`` and ``rule_thresholds`` (None without rules)."""
+        if self.rules is None:
+            return None
+        from .rules import RulesConfig, with_thresholds, without
+
+        return with_thresholds(without(RulesConfig.preset(self.rules), self.rules_off), self.rule_thresholds)
 
     @property
     def has_lm(self) -> bool:

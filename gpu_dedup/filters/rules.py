@@ -1,5 +1,7 @@
 """Heuristic quality rules: Gopher's (Rae et al. 2021, arXiv 2112.11446, App. A; repetition thresholds of its
-Table A1), one score column per rule, each with its threshold recorded (``describe``).
+Table A1), and the sets of ``rulesets.py`` (C4, FineWeb, character fractions, URLs; presets "c4", "fineweb",
+"chars", "url", combined as "gopher,c4"), one score column per rule, each with its threshold recorded
+(``describe``); ``with_thresholds`` replaces bounds (``--rule-threshold``), ``without`` switches rules off.
 
 Definitions (ours where the paper leaves a choice; datatrove, NeMo Curator and dolma each differ a little):
 
@@ -56,14 +58,18 @@ logger = logging.getLogger(__name__)
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 BULLETS = ("•", "‣", "◦", "⁃", "▪", "●", "-", "*")
 MAX_RULE_NGRAM = 64
-PRESETS = ("gopher", "gopher_quality", "gopher_repetition")
+PRESETS = ("gopher", "gopher_quality", "gopher_repetition", "c4", "c4_fineweb", "fineweb", "chars", "url")
 
 
 @dataclass(frozen=True)
 class RulesConfig:
-    """Gopher rules; every threshold a field, ``None`` switching that bound off (a rule with no bound left
-    is not computed). ``top_ngrams`` / ``dup_ngrams``: (n, max fraction) pairs (empty: off). Defaults = the
-    "gopher" preset: the paper's thresholds."""
+    """The heuristic rules; every threshold a field, ``None`` switching that bound off (a rule with no bound
+    left is not computed). ``top_ngrams`` / ``dup_ngrams``: (n, max fraction) pairs (empty: off). Defaults = the
+    "gopher" preset: the paper's thresholds, the other sets off. The ``c4_*``, ``fineweb_*``, ``chars_*`` and
+    ``url_*`` fields are the rule sets of ``rulesets.py`` (their presets: "c4", "fineweb", "chars", "url"):
+    the bounds are the published ones; ``c4_max_removed_lines`` and ``max_non_ascii`` default to 1.0 in
+    their presets (recorded, never rejecting: no published cut). ``url_blocklist``: a file of blocked domains
+    (``rulesets.load_blocklist``); its rule needs the documents' URLs."""
 
     min_words: int | None = 50
     max_words: int | None = 100_000
@@ -82,8 +88,43 @@ class RulesConfig:
     dup_ngrams: tuple[tuple[int, float], ...] = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
     stop_words: tuple[str, ...] = GOPHER_STOP_WORDS
     bullets: tuple[str, ...] = BULLETS
+    c4_min_sentences: int | None = None
+    c4_max_lorem_ipsum: int | None = None
+    c4_max_curly_bracket: int | None = None
+    c4_max_removed_lines: float | None = None
+    c4_min_words_per_line: int = 3
+    c4_max_word_length: int = 1000
+    c4_terminal_punct: bool = True
+    fineweb_min_line_punct: float | None = None
+    fineweb_max_short_lines: float | None = None
+    fineweb_max_dup_line_chars: float | None = None
+    fineweb_max_newline_words: float | None = None
+    fineweb_short_line_length: int = 30
+    max_non_ascii: float | None = None
+    max_non_alnum: float | None = None
+    max_url_chars: float | None = None
+    url_blocklist: str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("c4_min_sentences", "c4_max_lorem_ipsum", "c4_max_curly_bracket"):
+            v = getattr(self, name)
+            if v is not None and (not is_int(v) or v < 0):
+                raise ConfigError(f"RulesConfig.{name} must be an int >= 0 or None (off), got {v!r}")
+        for name in ("c4_min_words_per_line", "c4_max_word_length", "fineweb_short_line_length"):
+            v = getattr(self, name)
+            if not is_int(v) or v < 0:
+                raise ConfigError(f"RulesConfig.{name} must be an int >= 0, got {v!r}")
+        for name in ("c4_max_removed_lines", "fineweb_min_line_punct", "fineweb_max_short_lines",
+                     "fineweb_max_dup_line_chars", "max_non_ascii", "max_non_alnum", "max_url_chars"):
+            _check_fraction(f"RulesConfig.{name}", getattr(self, name), none_ok=True)
+        if not isinstance(self.c4_terminal_punct, bool):
+            raise ConfigError(f"RulesConfig.c4_terminal_punct must be a bool, got {self.c4_terminal_punct!r}")
+        v = self.fineweb_max_newline_words
+        if v is not None and (not is_real(v) or v < 0):
+            raise ConfigError(f"RulesConfig.fineweb_max_newline_words must be a finite number >= 0 or None (off), "
+                              f"got {v!r}")
+        if self.url_blocklist is not None and (not isinstance(self.url_blocklist, str) or not self.url_blocklist):
+            raise ConfigError(f"RulesConfig.url_blocklist must be a file path or None, got {self.url_blocklist!r}")
         for name in ("min_words", "max_words", "min_stop_words"):
             v = getattr(self, name)
             if v is not None and (not is_int(v) or v < 0):
@@ -130,26 +171,56 @@ class RulesConfig:
 
     @staticmethod
     def preset(name: str = "gopher", **overrides: Any) -> "RulesConfig":
-        """"gopher": every rule at the paper's threshold; "gopher_quality": the quality rules only (no
-        repetition); "gopher_repetition": the repetition rules only. ``overrides`` replace fields."""
-        if name not in PRESETS:
-            raise ConfigError(f"unknown rules preset {name!r}; choose one of {PRESETS}{did_you_mean(name, PRESETS)}")
-        off: dict[str, Any] = {}
-        if name == "gopher_quality":
-            off = {f: None for f in _REPETITION_FIELDS} | {"top_ngrams": (), "dup_ngrams": ()}
-        elif name == "gopher_repetition":
-            off = {f: None for f in _QUALITY_FIELDS}
+        """"gopher": every Gopher rule at the paper's threshold; "gopher_quality": its quality rules only (no
+        repetition); "gopher_repetition": its repetition rules only; "c4": C4's page rules (line rules recorded;
+        "c4_fineweb": without the terminal-punctuation line rule, as FineWeb runs them); "fineweb": FineWeb's
+        quality rules; "chars": the non-ASCII and non-alphanumeric fractions; "url": the URL density (and the
+        blocklist when ``url_blocklist`` is given). Several, comma-separated ("gopher,c4,fineweb"): every rule of
+        each. ``overrides`` replace fields.
+
+        Raises:
+            ConfigError: an unknown preset or field.
+        """
+        names = [x.strip() for x in name.split(",")] if isinstance(name, str) else [name]
+        for x in names:
+            if x not in PRESETS:
+                raise ConfigError(f"unknown rules preset {x!r}; choose one or more (comma-separated) of {PRESETS}"
+                                  f"{did_you_mean(str(x), PRESETS)}")
+        if len(set(names)) != len(names) or {"c4", "c4_fineweb"} <= set(names):
+            raise ConfigError(f"rules preset {name!r} names a set twice (c4 and c4_fineweb are one set: give one)")
         bad = [k for k in overrides if k not in {f.name for f in dataclasses.fields(RulesConfig)}]
         if bad:
             raise ConfigError(f"unknown RulesConfig field {bad[0]!r}"
                               f"{did_you_mean(bad[0], [f.name for f in dataclasses.fields(RulesConfig)])}")
-        return RulesConfig(**(off | overrides))
+        on: dict[str, Any] = {}
+        for x in names:
+            on |= _PRESET_ON[x]
+        return RulesConfig(**(_ALL_OFF | on | overrides))
 
 
 _ASCII_PUNCT = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 _QUALITY_FIELDS = ("min_words", "max_words", "min_mean_word_length", "max_mean_word_length", "max_symbol_word_ratio",
                    "max_bullet_lines", "max_ellipsis_lines", "min_alpha_words", "min_stop_words")
 _REPETITION_FIELDS = ("max_dup_lines", "max_dup_line_chars", "max_dup_paragraphs", "max_dup_paragraph_chars")
+_GOPHER_DEFAULTS = {f: RulesConfig.__dataclass_fields__[f].default
+                    for f in _QUALITY_FIELDS + _REPETITION_FIELDS + ("top_ngrams", "dup_ngrams")}
+_ALL_OFF: dict[str, Any] = {f: None for f in _QUALITY_FIELDS + _REPETITION_FIELDS} | {"top_ngrams": (),
+                                                                                      "dup_ngrams": ()}
+# the bounds each preset switches on: the published thresholds (C4: Raffel et al. 2020 / TFDS c4_utils; FineWeb:
+# datatrove FineWebQualityFilter's defaults; chars / url: NeMo Curator's NonAlphaNumericFilter 0.25, UrlsFilter 0.2)
+_PRESET_ON: dict[str, dict[str, Any]] = {
+    "gopher": _GOPHER_DEFAULTS,
+    "gopher_quality": {f: _GOPHER_DEFAULTS[f] for f in _QUALITY_FIELDS},
+    "gopher_repetition": {f: _GOPHER_DEFAULTS[f] for f in _REPETITION_FIELDS + ("top_ngrams", "dup_ngrams")},
+    "c4": {"c4_min_sentences": 5, "c4_max_lorem_ipsum": 0, "c4_max_curly_bracket": 0, "c4_max_removed_lines": 1.0},
+    # FineWeb's recipe runs C4's rules without the terminal-punctuation line rule (datatrove examples/fineweb.py)
+    "c4_fineweb": {"c4_min_sentences": 5, "c4_max_lorem_ipsum": 0, "c4_max_curly_bracket": 0,
+                   "c4_max_removed_lines": 1.0, "c4_terminal_punct": False},
+    "fineweb": {"fineweb_min_line_punct": 0.12, "fineweb_max_short_lines": 0.67, "fineweb_max_dup_line_chars": 0.01,
+                "fineweb_max_newline_words": 0.3},
+    "chars": {"max_non_ascii": 1.0, "max_non_alnum": 0.25},
+    "url": {"max_url_chars": 0.2},
+}
 
 
 def _check_fraction(name: str, v: Any, none_ok: bool) -> None:
@@ -192,6 +263,30 @@ def rules(cfg: RulesConfig) -> list[Rule]:
             for n, t in c.top_ngrams]
     out += [Rule(f"gopher_dup_{n}gram_char_frac", None, t, f"characters of words in duplicate word {n}-grams")
             for n, t in c.dup_ngrams]
+    out += [
+        Rule("c4_lorem_ipsum", None, c.c4_max_lorem_ipsum, "C4: lines reaching its lorem-ipsum test that contain "
+             "'lorem ipsum'"),
+        Rule("c4_curly_bracket", None, c.c4_max_curly_bracket, "C4: lines reaching its curly-bracket test that "
+             "contain '{'"),
+        Rule("c4_sentences", c.c4_min_sentences, None, f"C4: sentences in the lines its line rules keep (>= "
+             f"{c.c4_min_words_per_line} words, none over {c.c4_max_word_length} characters, "
+             + ("terminal punctuation, " if c.c4_terminal_punct else "") + "no javascript / policy phrase)"),
+        Rule("c4_removed_lines_frac", None, c.c4_max_removed_lines, "C4: lines its line rules remove / lines "
+             "(recorded; the text is not changed)"),
+        Rule("fineweb_line_punct_frac", c.fineweb_min_line_punct, None,
+             "FineWeb: non-blank lines ending in terminal punctuation"),
+        Rule("fineweb_short_line_frac", None, c.fineweb_max_short_lines,
+             f"FineWeb: non-blank lines of <= {c.fineweb_short_line_length} characters"),
+        Rule("fineweb_dup_line_char_frac", None, c.fineweb_max_dup_line_chars,
+             "FineWeb: characters of duplicate lines / characters without newlines"),
+        Rule("fineweb_newline_word_ratio", None, c.fineweb_max_newline_words, "FineWeb: newlines / words"),
+        Rule("chars_non_ascii_frac", None, c.max_non_ascii, "characters >= U+0080 / characters"),
+        Rule("chars_non_alnum_frac", None, c.max_non_alnum, "characters outside [a-zA-Z0-9\\n?!,.] / characters "
+             "(NeMo Curator)"),
+        Rule("url_char_frac", None, c.max_url_chars, "characters of URLs in the text / characters (NeMo Curator)"),
+        Rule("url_blocked", None, 0 if c.url_blocklist is not None else None,
+             f"1 when the URL's host or a parent domain is in {c.url_blocklist}"),
+    ]
     return [r for r in out if r.min is not None or r.max is not None]
 
 
@@ -204,7 +299,16 @@ _COLUMN_FIELDS = {
     "gopher_stop_words": ("min_stop_words",), "gopher_dup_line_frac": ("max_dup_lines",),
     "gopher_dup_line_char_frac": ("max_dup_line_chars",), "gopher_dup_para_frac": ("max_dup_paragraphs",),
     "gopher_dup_para_char_frac": ("max_dup_paragraph_chars",),
+    "c4_lorem_ipsum": ("c4_max_lorem_ipsum",), "c4_curly_bracket": ("c4_max_curly_bracket",),
+    "c4_sentences": ("c4_min_sentences",), "c4_removed_lines_frac": ("c4_max_removed_lines",),
+    "fineweb_line_punct_frac": ("fineweb_min_line_punct",), "fineweb_short_line_frac": ("fineweb_max_short_lines",),
+    "fineweb_dup_line_char_frac": ("fineweb_max_dup_line_chars",),
+    "fineweb_newline_word_ratio": ("fineweb_max_newline_words",), "chars_non_ascii_frac": ("max_non_ascii",),
+    "chars_non_alnum_frac": ("max_non_alnum",), "url_char_frac": ("max_url_chars",),
+    "url_blocked": ("url_blocklist",),
 }
+_INT_FIELDS = ("min_words", "max_words", "min_stop_words", "c4_min_sentences", "c4_max_lorem_ipsum",
+               "c4_max_curly_bracket")
 
 
 def without(cfg: RulesConfig, columns: Sequence[str]) -> RulesConfig:
@@ -218,6 +322,59 @@ def without(cfg: RulesConfig, columns: Sequence[str]) -> RulesConfig:
     off["top_ngrams"] = tuple((n, t) for n, t in cfg.top_ngrams if f"gopher_top_{n}gram_char_frac" not in columns)
     off["dup_ngrams"] = tuple((n, t) for n, t in cfg.dup_ngrams if f"gopher_dup_{n}gram_char_frac" not in columns)
     return dataclasses.replace(cfg, **off)
+
+
+def with_thresholds(cfg: RulesConfig, specs: Sequence[str]) -> RulesConfig:
+    """``cfg`` with the bounds of enabled rules replaced (``--rule-threshold COLUMN=VALUE``): VALUE is the one
+    bound of a one-sided rule; a two-sided rule takes ``MIN:MAX`` (``gopher_word_count=20:100000``).
+
+    Args:
+        cfg: the ``RulesConfig``.
+        specs: "COLUMN=VALUE" strings.
+
+    Returns:
+        The new ``RulesConfig`` (validated again).
+
+    Raises:
+        ConfigError: a malformed spec, a column that is not an enabled rule, a value of the wrong form.
+    """
+    by_col = {r.column: r for r in rules(cfg)}
+    changes: dict[str, Any] = {}
+    top, dup = dict(cfg.top_ngrams), dict(cfg.dup_ngrams)
+    for spec in specs:
+        col, sep, val = str(spec).partition("=")
+        col = col.strip()
+        if not sep or not val.strip():
+            raise ConfigError(f"--rule-threshold {spec!r} must be COLUMN=VALUE (e.g. chars_non_ascii_frac=0.3)")
+        if col not in by_col:
+            raise ConfigError(f"--rule-threshold {spec!r}: {col!r} is not an enabled rule"
+                              f"{did_you_mean(col, list(by_col))} (enabled: {', '.join(by_col)})")
+        if col == "url_blocked":
+            raise ConfigError("--rule-threshold url_blocked: the blocklist rule has no threshold (a blocked URL is "
+                              "rejected); switch it off with --rule-off url_blocked")
+        r = by_col[col]
+        parts = val.split(":")
+        two = r.min is not None and r.max is not None
+        try:
+            nums = [float(x) for x in parts]
+        except ValueError:
+            nums = []
+        if len(nums) != (2 if two else 1):
+            raise ConfigError(f"--rule-threshold {spec!r}: {col} takes "
+                              + ("MIN:MAX (two-sided)" if two else "one number") + f", got {val!r}")
+        fields = _COLUMN_FIELDS.get(col)
+        if fields is None:  # a top / dup n-gram entry
+            n = int(col.split("_")[2].removesuffix("gram"))
+            (top if col.startswith("gopher_top_") else dup)[n] = nums[0]
+            continue
+        for f, x in zip(fields, nums):
+            changes[f] = int(x) if f in _INT_FIELDS and float(x).is_integer() else x
+    changes["top_ngrams"] = tuple(top.items())
+    changes["dup_ngrams"] = tuple(dup.items())
+    try:
+        return dataclasses.replace(cfg, **changes)
+    except ConfigError as e:
+        raise ConfigError(f"--rule-threshold {', '.join(map(str, specs))}: {e}") from e
 
 
 def describe(cfg: RulesConfig) -> dict[str, dict[str, Any]]:
@@ -263,27 +420,65 @@ def rule_stats(texts: TextsLike, cfg: RulesConfig) -> tuple[np.ndarray, list[int
     return out, top, dup
 
 
-def rule_scores(texts: TextsLike, cfg: RulesConfig, device: str = "cpu") -> dict[str, np.ndarray]:
-    """Compute the statistics of the enabled Gopher rules.
+def rule_scores(texts: TextsLike, cfg: RulesConfig, device: str = "cpu",
+                urls: Sequence[str | None] | None = None) -> dict[str, np.ndarray]:
+    """Compute the statistics of the enabled rules (Gopher's and ``rulesets.py``'s).
 
-    The statistics run on the CPU kernels for either device (per-document sorts are host work; see the module
-    doc).
+    The statistics run on the CPU for either device (per-document sorts and string rules are host work; see
+    the module doc).
 
     Args:
         texts: the documents: a list of str, or a pyarrow string array.
         cfg: the ``RulesConfig``.
         device: "cpu", "cuda" or "auto".
+        urls: the documents' URLs (None entries: no URL), needed by ``url_blocked``.
 
     Returns:
         One float64 (n,) host column per enabled rule, in ``rules(cfg)`` order.
 
     Raises:
-        ConfigError: an unknown device.
+        ConfigError: an unknown device, or a blocklist file that cannot be read (its file and line).
+        MissingColumnError: ``url_blocked`` is enabled and ``urls`` is None.
+        MissingFileError: the blocklist file does not exist.
     """
+    from . import rulesets
+
     if device not in ("cpu", "cuda", "auto"):
         raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     if device != "cpu":
-        logger.info("Gopher rule statistics run on the CPU kernels (device=%s is used by the other stages)", device)
+        logger.info("rule statistics run on the CPU (device=%s is used by the other stages)", device)
+    enabled = [r.column for r in rules(cfg)]
+    base: dict[str, np.ndarray] = {}
+    if any(c.startswith("gopher_") for c in enabled):
+        base.update(_gopher_scores(texts, cfg))
+    text = text_array(texts)
+    if any(c.startswith("c4_") for c in enabled):
+        base.update(rulesets.c4_stats(text, cfg.c4_min_words_per_line, cfg.c4_max_word_length,
+                                      cfg.c4_terminal_punct))
+    if any(c.startswith("fineweb_") for c in enabled):
+        base.update(rulesets.fineweb_stats(text, cfg.fineweb_short_line_length))
+    if any(c.startswith("chars_") for c in enabled):
+        base.update(rulesets.char_stats(text))
+    if "url_char_frac" in enabled:
+        base["url_char_frac"] = rulesets.url_char_frac(text)
+    if "url_blocked" in enabled:
+        if urls is None:
+            raise MissingColumnError("the url_blocked rule needs the documents' URLs: pass urls= (on the command "
+                                     "line --url-field FIELD)")
+        if len(urls) != len(text):
+            raise ConfigError(f"urls has {len(urls)} entries for {len(text)} documents")
+        base["url_blocked"] = rulesets.url_blocked(urls, _blocklist(cfg.url_blocklist))
+    return {c: np.ascontiguousarray(base[c]) for c in enabled}
+
+
+@functools.lru_cache(maxsize=4)
+def _blocklist(path: str) -> Any:
+    from .rulesets import load_blocklist
+
+    return load_blocklist(path)
+
+
+def _gopher_scores(texts: TextsLike, cfg: RulesConfig) -> dict[str, np.ndarray]:
     st, top, dup = rule_stats(texts, cfg)
     words = st[:, F.ST_WORDS]
     safe = np.maximum(words, 1)
@@ -300,11 +495,11 @@ def rule_scores(texts: TextsLike, cfg: RulesConfig, device: str = "cpu") -> dict
         base[f"gopher_top_{n}gram_char_frac"] = st[:, F.N_BASE_STATS + t]
     for t, n in enumerate(dup):
         base[f"gopher_dup_{n}gram_char_frac"] = st[:, F.N_BASE_STATS + len(top) + t]
-    return {r.column: np.ascontiguousarray(base[r.column]) for r in rules(cfg)}
+    return base
 
 
 def rule_decisions(scores: dict[str, Any], cfg: RulesConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Decide the Gopher rules: a document is kept when every enabled rule holds.
+    """Decide the enabled rules: a document is kept when every one holds.
 
     Args:
         scores: the columns of ``rule_scores`` (float64 (n,) each); a NaN score fails its rule.

@@ -195,9 +195,7 @@ class Scorers:
             norm = LMNormalization.parse(cfg.lm_normalization) if cfg.lm_normalization else None
             s.lms = {lang: load_lm(path, normalization=norm) for lang, path in cfg.perplexity_lang}
         if cfg.rules:
-            from .rules import RulesConfig, without
-
-            s.rules = without(RulesConfig.preset(cfg.rules), cfg.rules_off)
+            s.rules = cfg.rules_config()
         return s
 
     def describe(self) -> dict[str, Any]:

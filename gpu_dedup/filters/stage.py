@@ -6,7 +6,7 @@ FineWeb: lid, rules, perplexity, classifiers; ``--order`` changes it), then DSIR
     empty       no non-space character: nothing to score (every score null in scores.parquet)
     lid_label   the language (the LID model's top label, or the script pre-filter's) is not one of --lang
     lid_prob    its probability is below --lid-threshold (--domain-relax: the relaxed threshold for code/math)
-    gopher_*    the first Gopher rule that fails (rules.py)
+    gopher_*    the first rule that fails (rules.py: Gopher's, then c4_*, fineweb_*, chars_*, url_*)
     perplexity  above --perplexity's maximum, or not among the ``perplexity_keep`` fraction with the lowest
                 perplexity (ranked over every document with a perplexity, ties by input order: ``rank_keep``);
                 null perplexity: a document with no sentence, see ``empty``
@@ -342,9 +342,9 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[n
 
     def rules() -> None:
         if scorers.rules is not None:
-            from .rules import rule_decisions
+            from .rules import describe, rule_decisions
 
-            names = [k for k in cols if k.startswith("gopher_")]
+            names = list(describe(scorers.rules))
             ok, why = rule_decisions({k: cols[k] for k in names}, scorers.rules)
             why = np.asarray(why, dtype=object)
             for name in names:

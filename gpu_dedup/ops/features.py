@@ -88,3 +88,16 @@ def rule_stats_host(data, offsets, cls, bullets, stop_key, stop_len, top_ns, dup
         run_kernel("cpu", features_cpu.rule_stats, n, data, offsets, cls, bullets, stop_key, stop_len, top_ns, dup_ns,
                    seed, out)
     return out
+
+
+def char_counts_host(data, offsets, table):
+    """Host: int64 (n, 3) (codepoints, non-ASCII codepoints, bytes of the table's ASCII set) of raw documents
+    data[offsets[d]:offsets[d+1]] (kernels/features_cpu.py ``char_counts``; host work beside the GPU stages, as
+    the rules' other statistics)."""
+    from ..kernels import features_cpu
+
+    n = int(offsets.shape[0]) - 1
+    out = np.zeros((n, 3), np.int64)
+    if n:
+        run_kernel("cpu", features_cpu.char_counts, n, data, offsets, table, out)
+    return out

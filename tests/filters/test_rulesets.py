@@ -1,0 +1,308 @@
+"""C4, FineWeb, character and URL rules (gpu_dedup/filters/rulesets.py, through rules.rule_scores): every column
+against a brute-force Python reference written from the published procedure (C4 / FineWeb: datatrove's loops with
+their early returns, a codepoint walk for sentences and URLs), on handmade and random documents; the decisions;
+blocklist files and their errors; presets, --rule-threshold and the filter command's run.json."""
+import json
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_dedup.errors import ConfigError, MissingColumnError, MissingFileError
+from gpu_dedup.filters import rulesets as RS
+from gpu_dedup.filters.config import FilterConfig
+from gpu_dedup.filters.rules import RulesConfig, describe, rule_decisions, rule_scores, rules, with_thresholds, without
+
+ENDS = ".!?"
+CLOSERS = "\"')]\u2019\u201d"
+
+
+def ref_sentences(line: str) -> int:
+    """1 + interior sentence ends, by a walk: a run of . ! ? then closers then whitespace then more text."""
+    n, i, ends = len(line), 0, 0
+    while i < n:
+        if line[i] in ENDS:
+            j = i
+            while j < n and line[j] in ENDS:
+                j += 1
+            while j < n and line[j] in CLOSERS:
+                j += 1
+            k = j
+            while k < n and line[k].isspace():
+                k += 1
+            if k > j and k < n:
+                ends += 1
+            i = k if k > j else j
+        else:
+            i += 1
+    return 1 + ends
+
+
+def ref_c4(text: str, terminal: bool = True):
+    """datatrove's C4QualityFilter loop (split_paragraph=True; terminal = filter_no_terminal_punct), sentences by
+    ref_sentences: (keep, reason, kept lines, lines)."""
+    lines = text.splitlines()
+    kept, sentences = [], 0
+    for line in lines:
+        line = line.strip()
+        words = line.split()
+        if any(len(w) > 1000 for w in words):
+            continue
+        line = RS.C4_CITATION.sub("", line)
+        if terminal and (not line.endswith((".", "?", "!", '"', "'")) or line.endswith("...")):
+            continue
+        if len(words) < 3:
+            continue
+        low = line.lower()
+        if "lorem ipsum" in low:
+            return False, "lorem", None, len(lines)
+        if "javascript" in low:
+            continue
+        if "{" in line:
+            return False, "curly", None, len(lines)
+        if any(p in low for p in RS.C4_POLICY_SUBSTRINGS):
+            continue
+        sentences += ref_sentences(line)
+        kept.append(line)
+    if sentences < 5:
+        return False, "sentences", kept, len(lines)
+    return True, "", kept, len(lines)
+
+
+def ref_fineweb(text: str):
+    """datatrove's FineWebQualityFilter statistics (words: str.split()), the lines cut by hand."""
+    raw, cur = [], []
+    for ch in text + "\n":  # text.split("\n"), cut by hand
+        if ch == "\n":
+            raw.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    lines = [x for x in raw if x.strip() != ""]
+    if not lines:
+        return 0.0, 0.0, 0.0, 0.0
+    stop = set(RS.FINEWEB_STOP_CHARS)
+    punct = sum(1 for x in lines if x and x[-1] in stop) / len(lines)
+    short = sum(1 for x in lines if len(x) <= 30) / len(lines)
+    seen, dup = [], 0
+    for x in lines:
+        if x in seen:
+            dup += len(x)
+        else:
+            seen.append(x)
+    nonl = sum(1 for ch in text if ch != "\n")
+    return punct, short, dup / nonl, sum(1 for ch in text if ch == "\n") / len(text.split())
+
+
+def ref_url_chars(text: str) -> float:
+    if not text:
+        return 1.0
+    ok = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789$-_@.&+/:=?#~!*(),")
+    hexd = set("0123456789abcdefABCDEF")
+    total, i, n = 0, 0, len(text)
+    while i < n:
+        for pre in ("https://", "http://"):
+            if text.startswith(pre, i):
+                j = i + len(pre)
+                while j < n:
+                    if text[j] in ok:
+                        j += 1
+                    elif text[j] == "%" and j + 2 < n and text[j + 1] in hexd and text[j + 2] in hexd:
+                        j += 3
+                    else:
+                        break
+                if j > i + len(pre):
+                    total += j - i
+                    i = j - 1
+                    break
+        i += 1
+    return total / n
+
+
+def ref_chars(text: str):
+    if not text:
+        return 0.0, 1.0
+    alnum = set(RS.ALNUM_BYTES.decode())
+    return sum(ord(c) >= 0x80 for c in text) / len(text), sum(c not in alnum for c in text) / len(text)
+
+
+HANDMADE = [
+    "",
+    "   \n\n  ",
+    "One two three. Four five six! Seven eight nine? Ten eleven twelve. Thirteen fourteen fifteen.",
+    "Lorem Ipsum dolor sit amet.\nA fine line of text here. And another one. Three. Four. Five.",
+    "This line has a { bracket here.\nok ok ok. a b c. d e f. g h i. j k l.",
+    "We use JavaScript here, a lot.\nPlease read our Privacy Policy now.\nShort.\nEnds without punct",
+    "Mr. Smith went to Washington. He said \"hi.\" Then left! Really? Yes.\r\nA second line is here [12].",
+    "A citation at the end [citation needed]\nThe last line ends with dots...\nx" + "y" * 1001 + " a b.",
+    "line one here ok.\nline one here ok.\nline one here ok.\n\n\u00e9t\u00e9 \u3002\u3002 caf\u00e9!\u3002",
+    "See https://example.com/a%20b?x=1 and http://x.y/%zz and https:// nothing; xhttp://q.r/s.",
+    "unicode line sep\u2028second part is here. Also\x85next line here now.\u2029And a last one, ok.",
+    "trailing space line! \nanother line?\n\n\n" + "- item\n" * 5,
+    "The K\u212a cookie policy is here, uses cookies. Terms of Use apply. Done now ok.",
+]
+
+
+def _random_docs(k: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    pieces = ["lorem ipsum", "Lorem", "ipsum", "{", "}", "javascript", "JavaScript", "privacy policy", "use cookies",
+              "[12]", "[edit]", "[]", "[citation needed]", "...", "!", "?", ".", '"', "'", "\u201d", ")", "\n", "\n",
+              "\n", "\r\n", "\u2028", "\u3002", "\uff01", "caf\u00e9", "\u00fc", "\U0001f600", "https://ex.com/p",
+              "http://a.b/%41x", "%zz", "word", "the", "a", "Mr.", "x" * 1001, " ", " ", " ", "  ", "\t", "#", "1,2"]
+    out = []
+    for _ in range(k):
+        out.append("".join(rng.choice(pieces) + rng.choice(["", " ", " ", "\n"]) for _ in range(rng.randint(0, 40))))
+    return out
+
+
+DOCS = HANDMADE + _random_docs(150, 7)
+ALL = RulesConfig.preset("c4,fineweb,chars,url")
+
+
+@pytest.fixture(scope="module")
+def scores():
+    return rule_scores(DOCS, ALL)
+
+
+def test_sentence_counter_equals_walk():
+    for line in ["One. Two! Three? Four.", "a.b. c", "He said \"hi.\" Then.", "x.. y", "end."] + DOCS:
+        assert RS.count_sentences(line) == ref_sentences(line), line
+
+
+@pytest.mark.parametrize("preset", ["c4", "c4_fineweb"])
+def test_c4_columns_and_decisions_equal_reference(scores, preset):
+    cfg = RulesConfig.preset(preset)
+    got = scores if preset == "c4" else rule_scores(DOCS, cfg)
+    keep, reason = rule_decisions(got, cfg)
+    for d, text in enumerate(DOCS):
+        ok, why, kept, nlines = ref_c4(text, terminal=preset == "c4")
+        assert keep[d] == ok, (text, reason[d], why)
+        if why == "lorem":
+            assert got["c4_lorem_ipsum"][d] >= 1 and reason[d] == "c4_lorem_ipsum"
+        elif why == "curly":  # (a "lorem ipsum" line after it: the reference stopped before it, we count it)
+            assert got["c4_curly_bracket"][d] >= 1
+        else:
+            assert got["c4_lorem_ipsum"][d] == 0 and got["c4_curly_bracket"][d] == 0
+            assert got["c4_sentences"][d] == sum(ref_sentences(x) for x in kept)
+            assert got["c4_removed_lines_frac"][d] == ((nlines - len(kept)) / nlines if nlines else 0.0)
+    assert 0 < keep.sum() < len(DOCS)  # both outcomes occur
+    assert {"c4_lorem_ipsum", "c4_curly_bracket", "c4_sentences"} <= set(reason)
+
+
+def test_fineweb_columns_equal_reference(scores):
+    cols = ("fineweb_line_punct_frac", "fineweb_short_line_frac", "fineweb_dup_line_char_frac",
+            "fineweb_newline_word_ratio")
+    for d, text in enumerate(DOCS):
+        assert tuple(float(scores[c][d]) for c in cols) == ref_fineweb(text), text
+    keep, reason = rule_decisions(scores, RulesConfig.preset("fineweb"))
+    assert keep.sum() > 0 and {"fineweb_line_punct_frac", "fineweb_short_line_frac"} <= set(reason)
+
+
+def test_char_and_url_columns_equal_reference(scores):
+    for d, text in enumerate(DOCS):
+        a, b = ref_chars(text)
+        assert scores["chars_non_ascii_frac"][d] == a and scores["chars_non_alnum_frac"][d] == b, text
+        assert scores["url_char_frac"][d] == pytest.approx(ref_url_chars(text), abs=0), text
+        assert scores["url_char_frac"][d] == (sum(len(u) for u in RS.URL_PATTERN.findall(text)) / len(text)
+                                              if text else 1.0)
+    assert scores["url_char_frac"][HANDMADE.index(HANDMADE[9])] > 0
+
+
+def test_arrow_input_slices_and_devices_give_the_same_columns(scores):
+    arr = pa.array(["pad"] + DOCS, pa.string()).slice(1)
+    for device in ("cpu", "cuda"):
+        got = rule_scores(arr, ALL, device=device)
+        assert list(got) == [r.column for r in rules(ALL)]
+        for k, v in got.items():
+            assert np.array_equal(v, scores[k]), k
+
+
+def test_blocklist_file_matching_and_errors(tmp_path):
+    f = tmp_path / "block.txt"
+    f.write_text("# comment\n\nExample.COM\n*.ads.net\n.track.org.\n")
+    bl = RS.load_blocklist(str(f))
+    assert bl.domains == {"example.com", "ads.net", "track.org"}
+    urls = ["https://example.com/x", "http://WWW.Example.com:8080/", "https://user@sub.ads.net", "ftp://track.org.",
+            "https://notexample.com", "https://example.co", None, "", "example.com/path", "//a.ads.net/q",
+            "https://[::1]/", "https://ads.net.evil.io/"]
+    want = [1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0]
+    got = RS.url_blocked(urls, bl)
+    assert got.tolist() == want
+    # brute force: the host, or any parent domain, in the set
+    for u, g in zip(urls, got):
+        h = RS.url_host(u)
+        assert g == float(any(h == d or h.endswith("." + d) for d in bl.domains))
+    bad = tmp_path / "bad.txt"
+    bad.write_text("example.com\nnot a domain\n")
+    with pytest.raises(ConfigError, match=r"bad\.txt:2: 'not a domain'"):
+        RS.load_blocklist(str(bad))
+    enc = tmp_path / "enc.txt"
+    enc.write_bytes(b"ok.com\n\xff\xfe.com\n")
+    with pytest.raises(ConfigError, match=r"enc\.txt:2: not UTF-8"):
+        RS.load_blocklist(str(enc))
+    with pytest.raises(MissingFileError, match="nope.txt"):
+        RS.load_blocklist(str(tmp_path / "nope.txt"))
+    cfg = RulesConfig.preset("url", url_blocklist=str(f))
+    with pytest.raises(MissingColumnError, match="URLs"):
+        rule_scores(["a"], cfg)
+    s = rule_scores(["a", "b"], cfg, urls=["https://x.example.com", "https://ok.org"])
+    assert s["url_blocked"].tolist() == [1.0, 0.0]
+    assert rule_decisions(s, cfg)[1].tolist() == ["url_blocked", ""]
+
+
+def test_presets_thresholds_and_errors():
+    c = RulesConfig.preset("gopher,c4")
+    cols = [r.column for r in rules(c)]
+    assert cols[0] == "gopher_word_count" and "c4_sentences" in cols and "fineweb_line_punct_frac" not in cols
+    assert RulesConfig.preset("gopher") == RulesConfig()
+    d = describe(RulesConfig.preset("c4,fineweb,chars,url"))
+    assert d["c4_sentences"]["min"] == 5 and d["fineweb_line_punct_frac"]["min"] == 0.12
+    assert d["fineweb_dup_line_char_frac"]["max"] == 0.01 and d["chars_non_alnum_frac"]["max"] == 0.25
+    assert d["url_char_frac"]["max"] == 0.2 and d["chars_non_ascii_frac"]["max"] == 1.0
+    t = with_thresholds(c, ["c4_sentences=3", "gopher_word_count=20:500", "gopher_top_2gram_char_frac=0.5"])
+    assert (t.c4_min_sentences, t.min_words, t.max_words, dict(t.top_ngrams)[2]) == (3, 20, 500, 0.5)
+    assert isinstance(t.c4_min_sentences, int)
+    for spec, msg in [("c4_sentences", "COLUMN=VALUE"), ("c4_sentence=3", "did you mean"),
+                      ("gopher_word_count=20", "MIN:MAX"), ("c4_sentences=a", "one number"),
+                      ("fineweb_line_punct_frac=0.1", "not an enabled rule")]:
+        with pytest.raises(ConfigError, match=msg):
+            with_thresholds(c, [spec])
+    with pytest.raises(ConfigError, match=r"--rule-threshold chars_non_ascii_frac=1.5: .*fraction"):
+        with_thresholds(RulesConfig.preset("chars"), ["chars_non_ascii_frac=1.5"])
+    with pytest.raises(ConfigError, match=r"--rule-threshold c4_sentences=2.5: .*int"):
+        with_thresholds(c, ["c4_sentences=2.5"])
+    assert "c4_curly_bracket" not in [r.column for r in rules(without(c, ["c4_curly_bracket"]))]
+    with pytest.raises(ConfigError, match="unknown rules preset 'c5'"):
+        RulesConfig.preset("gopher,c5")
+    with pytest.raises(ConfigError, match="--rules"):
+        FilterConfig(rules="c4,c4")
+    with pytest.raises(ConfigError, match="one set"):
+        RulesConfig.preset("c4,c4_fineweb")
+    with pytest.raises(ConfigError, match="not an enabled rule"):
+        FilterConfig(rules="c4", rule_thresholds=("gopher_word_count=5:9",))
+
+
+def test_filter_command_records_the_rule_sets(tmp_path):
+    from gpu_dedup.cli import main
+
+    src = tmp_path / "in"
+    src.mkdir()
+    docs = [{"id": f"d{i}", "text": t} for i, t in enumerate(HANDMADE)]
+    (src / "a.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    out = tmp_path / "out"
+    assert main(["filter", str(src), "-o", str(out), "--rules", "c4,fineweb,chars,url", "--rule-threshold",
+                 "chars_non_ascii_frac=0.05", "--device", "cpu", "-q", "--audit", "0", "--no-filtered"]) == 0
+    table = pq.read_table(out / "scores.parquet")
+    assert table["id"].to_pylist() == [d["id"] for d in docs]
+    direct = rule_scores(HANDMADE, FilterConfig(rules="c4,fineweb,chars,url",
+                                                rule_thresholds=("chars_non_ascii_frac=0.05",)).rules_config())
+    for k, v in direct.items():
+        assert np.array_equal(table[k].to_numpy(), v), k
+    run = json.loads((out / "run.json").read_text())
+    assert run["models"]["rules"]["chars_non_ascii_frac"]["max"] == 0.05
+    assert run["models"]["rules"]["c4_sentences"]["keep_if"] == "value >= 5"
+    reasons = table["reason"].to_pylist()
+    assert reasons[0] == "empty" and reasons[2] == "kept"
+    assert reasons[3] == "c4_lorem_ipsum" and reasons[4] == "c4_curly_bracket"

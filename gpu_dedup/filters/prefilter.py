@@ -47,6 +47,9 @@ class ScoreStep:
         if decides and cfg.dsir_target:
             raise ConfigError("DSIR cannot run inside dedup's pass 1 (it needs the whole corpus first): run "
                               "`gpu-dedup filter ... --dsir-target` and then `gpu-dedup run OUT/filtered`")
+        if cfg.paragraph_action == "remove":
+            raise ConfigError("paragraph_action='remove' cuts paragraphs from the filtered output: run `gpu-dedup "
+                              "filter ... --paragraph-action remove` and then `gpu-dedup run OUT/filtered`")
         if decides and (cfg.perplexity_keep is not None or cfg.perplexity_buckets):
             raise ConfigError("perplexity_keep / perplexity_buckets rank the whole corpus, which dedup's pass 1 "
                               "reads batch by batch: run `gpu-dedup filter ... --perplexity MODEL:keep=F` and then "

@@ -98,6 +98,31 @@ class ParagraphScores:
         return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)})
 
 
+@dataclass
+class ParagraphDecision:
+    """The paragraphs of the run (``scores``) and what was decided for each: keep bool (P,), reason object (P,),
+    used float64 (P,) (``paragraph_decisions``), and all_removed object (n,) (``document_counts``)."""
+
+    scores: ParagraphScores
+    keep: np.ndarray
+    reason: np.ndarray
+    used: np.ndarray
+    all_removed: np.ndarray
+
+
+def paragraph_pass(cols: dict[str, Any], cfg: FilterConfig, lid: bool, has_lm: bool) -> ParagraphDecision | None:
+    """Pop the run's ``ParagraphScores`` from ``cols`` (the scorers leave them under "paragraph_scores" with
+    paragraph_action="remove"; None without), decide every paragraph and add the documents' ``paragraphs``
+    and ``paragraphs_removed`` columns to ``cols``."""
+    ps = cols.pop("paragraph_scores", None)
+    if ps is None:
+        return None
+    keep, reason, used = paragraph_decisions(ps, cols, cfg, lid, has_lm)
+    cols["paragraphs"], cols["paragraphs_removed"], all_removed = document_counts(len(cols["row"]), ps, keep,
+                                                                                  reason, cfg)
+    return ParagraphDecision(ps, keep, reason, used, all_removed)
+
+
 def pooled_perplexity(n: int, doc: np.ndarray, logprob: np.ndarray, tokens: np.ndarray, words: np.ndarray,
                       min_tokens: int) -> np.ndarray:
     """float64 (n,): each document's perplexity from its paragraphs' LM results (doc int64 (P,), logprob
@@ -211,12 +236,14 @@ def removed_spans(ps: ParagraphScores, keep: np.ndarray, doc_keep: np.ndarray) -
             "cut_end": ce[pick], "paragraph": pick}
 
 
-def write_paragraph_logs(files, cfg: FilterConfig, ids: pa.Array, ps: ParagraphScores, keep: np.ndarray,
-                         reason: np.ndarray, used: np.ndarray, doc_keep: np.ndarray, out: str) -> dict[str, Any]:
-    """paragraphs.parquet and removed_paragraphs.parquet (module docstring) in ``out``; the cut texts are
-    read from the input once more. Returns run.json's ``paragraphs`` counts."""
+def write_paragraph_logs(files, cfg: FilterConfig, ids: pa.Array, para: ParagraphDecision, doc_keep: np.ndarray,
+                         out: str) -> dict[str, Any]:
+    """paragraphs.parquet and removed_paragraphs.parquet (module docstring) in ``out`` (``doc_keep``: the
+    documents the filter keeps); the cut texts are read from the input once more. Returns run.json's
+    ``paragraphs`` counts."""
     from ..paragraph.dedup import gather_spans
 
+    ps, keep, reason, used = para.scores, para.keep, para.reason, para.used
     ptable = pa.table({
         "id": ids.take(pa.array(ps.row)), "row": ps.row, "paragraph": ps.index, "byte_start": ps.start,
         "byte_end": ps.end, "chars": ps.chars, "words": ps.words,

@@ -18,7 +18,8 @@ Every score is computed for every document, whatever rejected it, so that retent
 and the audit read the same numbers.
 
 Passes over the input: one; a second when DSIR is on (the raw corpus's feature distribution is known only
-after the first); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/.
+after the first); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/
+(paragraph_action="remove": and one for the cut paragraphs' texts, ``paragraphs.write_paragraph_logs``).
 
 Outputs (OUT): scores.parquet (id, row, every score column, domain, keep, reason; its declared schema is
 ``decisions.scores_schema``, the reason an int8 code over ``reasons(scorers)`` written as its name),
@@ -47,8 +48,8 @@ from ..engine import progress
 from ..errors import ConfigError, DataError, RunError
 from ..run import RunResult, Steps, finish, header, owned, resources, write_table
 from .config import FilterConfig
-from .paragraphs import (ParagraphScores, describe as describe_paragraphs, document_counts, paragraph_decisions,
-                         write_cut_filtered, write_paragraph_logs)
+from .paragraphs import (ParagraphScores, describe as describe_paragraphs, paragraph_pass, write_cut_filtered,
+                         write_paragraph_logs)
 from .scorers import Scorers
 from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, perplexity_rank_stats, rank_keep,
                         retention_curves)
@@ -130,14 +131,11 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
         cols, file_rows = _score_pass_ray(files, cfg, device, dsir, report, *ray_args)
     timings["score"] = time.perf_counter() - t0  # set-up (device, models) included
     n = len(cols["id"])
-    ps = cols.pop("paragraph_scores", None)  # paragraph_action="remove": every paragraph's scores (paragraphs.py)
-    if ps is not None:
-        pkeep, preason, pused = paragraph_decisions(ps, cols, cfg, scorers.lid is not None, scorers.has_lm)
-        cols["paragraphs"], cols["paragraphs_removed"], all_removed = document_counts(n, ps, pkeep, preason, cfg)
+    para = paragraph_pass(cols, cfg, scorers.lid is not None, scorers.has_lm)  # paragraph_action="remove"
     if cfg.perplexity_buckets:
         cols["perplexity_bucket"] = perplexity_buckets(cols["perplexity"], cfg.perplexity_buckets,
                                                        cols.get("perplexity_lang"))
-    keep, reason = decide(cols, cfg, scorers, all_removed if ps is not None else None)
+    keep, reason = decide(cols, cfg, scorers, para.all_removed if para is not None else None)
     dsir_stats = None
     if dsir is not None:
         with steps("dsir"):
@@ -158,8 +156,6 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
             stats["perplexity_rank"] = perplexity_rank_stats(cols["perplexity"], cfg)
     if cfg.unit == "paragraph":
         stats["paragraph_rules"] = describe_paragraphs(cfg)
-    if ps is not None and out is None:
-        stats["paragraphs"] = {"paragraphs": int(len(ps.row)), "removed": int((~pkeep).sum())}
     if cfg.perplexity_lang:
         used = cols["perplexity_lang"]
         stats["perplexity_by_language"] = {**{lang: int((used == lang).sum()) for lang, _ in cfg.perplexity_lang},
@@ -170,9 +166,8 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
         os.makedirs(out, exist_ok=True)
         with steps("write"):
             write_table(table, scores_schema(table.column_names), os.path.join(out, "scores.parquet"))
-            if ps is not None:  # the paragraph logs first: filtered/ applies removed_paragraphs.parquet's cuts
-                stats["paragraphs"] = write_paragraph_logs(files, cfg, cols["id"], ps, pkeep, preason, pused, keep,
-                                                           out)
+            if para is not None:  # the paragraph logs first: filtered/ applies removed_paragraphs.parquet's cuts
+                stats["paragraphs"] = write_paragraph_logs(files, cfg, cols["id"], para, keep, out)
                 if cfg.write_filtered:
                     stats["filtered"] = write_cut_filtered(files, keep, out, cfg)
             elif cfg.write_filtered:

@@ -132,6 +132,8 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
     timings["score"] = time.perf_counter() - t0  # set-up (device, models) included
     n = len(cols["id"])
     para = paragraph_pass(cols, cfg, scorers.lid is not None, scorers.has_lm)  # paragraph_action="remove"
+    if para is not None and out is None:
+        logger.warning("paragraph_action='remove': the cuts are written with output_dir only (filtered/)")
     if cfg.perplexity_buckets:
         cols["perplexity_bucket"] = perplexity_buckets(cols["perplexity"], cfg.perplexity_buckets,
                                                        cols.get("perplexity_lang"))

@@ -365,7 +365,8 @@ class FilterConfig(InputConfig):
         f"the order of the tests for the reason column: a permutation of {','.join(ORDER)} (the default: "
         f"language ID first)", type="order", metavar="FAMILIES")))
     unit: Unit = field(default="document", metadata=cli(flag(
-        "score whole documents (default) or paragraphs (byte-weighted per document)")))
+        "score whole documents (default) or paragraphs (fastText: byte-weighted per document; perplexity: "
+        "its long paragraphs pooled)")))
     # unit="paragraph": paragraphs of fewer LM words are not scored on their own (002 §21.1.1: "paragraphs
     # under 50 tokens have high variance in perplexity estimates ... 50-100 tokens is typical")
     min_paragraph_tokens: int = field(default=50, metadata=cli(flag(

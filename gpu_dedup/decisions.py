@@ -53,8 +53,10 @@ def decisions_schema(semantic: bool = False) -> pa.Schema:
 # scores.parquet: the string columns of a filter run, and the two it ends with; every other column is a score
 # (float64, null where a document was not scored: no model ran on it, no paragraph, no sentence)
 SCORE_LABELS = {"id": pa.string(), "row": pa.int64(), "lid_label": pa.string(), "script_lang": pa.string(),
-                "domain": pa.string(), "perplexity_lang": pa.string(), "perplexity_bucket": pa.string()}
-SCORE_ORDER = ("id", "row", "lid_label", "lid_prob", "script_lang", "script_frac", "domain")  # first, when present
+                "domain": pa.string(), "perplexity_lang": pa.string(), "perplexity_bucket": pa.string(),
+                "lid_short": pa.bool_(), "paragraphs": pa.int64(), "paragraphs_removed": pa.int64()}
+SCORE_ORDER = ("id", "row", "lid_label", "lid_prob", "lid_short", "script_lang", "script_frac",
+               "domain")  # first, when present
 SCORES_END = pa.schema([("keep", pa.bool_()), ("reason", pa.string())])
 # a filter run's reasons, but for the columns its rules and classifiers name (``filter_reasons``)
 FILTER_KEPT = "kept"

@@ -18,6 +18,7 @@ EPILOG_FILTER = """examples:
   gpu-dedup filter crawl/ -o out --classifier quality=quality.bin:0.5 --classifier hate=hate.bin:max0.3
   gpu-dedup filter crawl/ -o out --perplexity wiki.arpa:1000 --rules gopher
   gpu-dedup filter crawl/ -o out --dsir-target wiki.jsonl --select 0.1
+  gpu-dedup filter crawl/ -o out --lid lid.176.ftz --lang en --unit paragraph --paragraph-action remove
 
 THRESHOLD: 0.5 or min0.5 keeps scores >= 0.5; max0.3 keeps scores <= 0.3 (toxicity). Without one, the
 model card train-classifier wrote beside the model gives it. Outputs: scores.parquet (one row per input
@@ -27,11 +28,13 @@ audit.parquet (random accepted and rejected documents), run.json, report.html.""
 
 # FilterConfig's fields in the order of their flags (each flag made from the field's metadata: cli/fields.py);
 # MODEL_FIELDS' are the scoring flags run shares, MODELS_GIVEN the fields that make them a filter
-LID_FIELDS = ("lid", "lang", "lid_threshold", "domain.script_prefilter", "domain.relax",
-              "domain.relaxed_lid_threshold", "domain.relaxed_factor")
+LID_FIELDS = ("lid", "lang", "lid_threshold", "lid_short_chars", "lid_short_threshold", "domain.script_prefilter",
+              "domain.relax", "domain.relaxed_lid_threshold", "domain.relaxed_factor")
 SCORE_FIELDS = ("classifiers", "perplexity", "perplexity_buckets", "lm_normalization", "rules", "rules_off",
                 "rule_thresholds", "order", "unit")
 MODEL_FIELDS = LID_FIELDS + SCORE_FIELDS
+# filter's own (run's --paragraph-action is paragraph dedup's): the paragraph rules of --unit paragraph
+PARAGRAPH_FIELDS = ("min_paragraph_tokens", "short_paragraphs", "paragraph_action")
 DSIR_FIELDS = ("dsir_target", "select", "dsir_buckets", "dsir_screen", "dsir_screen_drop")
 RUN_FIELDS = ("audit", "seed", "id_field", "text_field", "on_error", "batch_bytes", "device", "threads")
 MODELS_GIVEN = ("lid", "lang", "classifiers", "perplexity", "perplexity_lang", "rules", "domain.script_prefilter")
@@ -114,6 +117,8 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT")
     add_model_arguments(p)
     p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output"})  # filter_corpus's name of -o
+    fields.add_flags(p.add_argument_group("paragraphs (--unit paragraph)"), FilterConfig, *PARAGRAPH_FIELDS,
+                     config_defaults=True)
     fields.add_flags(p.add_argument_group("DSIR (importance resampling)"), FilterConfig, *DSIR_FIELDS,
                      config_defaults=True)
     g = p.add_argument_group("run")
@@ -129,7 +134,7 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
 
 def filter_config(args: argparse.Namespace) -> FilterConfig:
     """The FilterConfig of ``filter``'s flags (``progress``: bars unless --quiet; the API's default is off)."""
-    values = fields.flag_values(FilterConfig, args, DSIR_FIELDS + RUN_FIELDS + ("write_filtered",))
+    values = fields.flag_values(FilterConfig, args, PARAGRAPH_FIELDS + DSIR_FIELDS + RUN_FIELDS + ("write_filtered",))
     return FilterConfig(**model_options(args), **fields.nest(values, FilterConfig), progress=not args.quiet)
 
 

@@ -18,6 +18,8 @@ from ..config import Device, InputConfig, OnError, cli, did_you_mean, flag, is_i
 from ..errors import ConfigError, MissingFileError
 
 Unit = Literal["document", "paragraph"]
+ParagraphAction = Literal["score", "remove"]
+ShortParagraphs = Literal["inherit", "skip"]
 Direction = Literal["min", "max"]
 ScoreKind = Literal["label", "expected"]
 RetentionKind = Literal["pareto", "linear", "sigmoid"]
@@ -300,8 +302,17 @@ class FilterConfig(InputConfig):
     of them). unit (the fastText models: LID and classifiers): "document" scores the whole document as one
     line; "paragraph" scores every paragraph (runs of non-blank lines) and gives the document the
     byte-weighted mean of its paragraphs' scores (LID: the language with most bytes, its probability the
-    byte-weighted mean over those paragraphs). Perplexity (a sum over the lines) and the rules always read the
-    whole document.
+    byte-weighted mean over those paragraphs). Perplexity with unit="paragraph": every paragraph is scored as
+    a document of its own; one with fewer than min_paragraph_tokens LM words is short, and the document's
+    perplexity is that of its long paragraphs pooled (10 ** (-sum log10 p / sum tokens)), of all its
+    paragraphs when none is long (= the whole document's). short_paragraphs: what a short paragraph is judged
+    by, "inherit" (its document's perplexity) or "skip" (never judged by perplexity). The rules always read
+    the whole document. paragraph_action: "score" (the document is judged by its scores) or "remove" (the
+    language-ID and perplexity tests judge each paragraph, a failing one is cut from its kept document and
+    logged; a document is rejected by them only when every paragraph fails: ``paragraphs.py``).
+    lid_short_chars: a text the LID model reads (the document, or with unit="paragraph" every paragraph of
+    it) of fewer characters (code points, ends trimmed) is short (column lid_short); lid_short_threshold: the
+    probability it needs instead of lid_threshold (None: the same; with domain relax the lower applies).
     order: the order of the test families for ``reason`` (the first failing test names it): a permutation
     of ("lid", "rules", "perplexity", "classifiers"), by default language ID first (as CCNet and FineWeb
     do), then the rules, then the models.
@@ -370,7 +381,25 @@ class FilterConfig(InputConfig):
         f"the order of the tests for the reason column: a permutation of {','.join(ORDER)} (the default: "
         f"language ID first)", type="order", metavar="FAMILIES")))
     unit: Unit = field(default="document", metadata=cli(flag(
-        "score whole documents (default) or paragraphs (byte-weighted per document)")))
+        "score whole documents (default) or paragraphs (fastText: byte-weighted per document; perplexity: "
+        "its long paragraphs pooled)")))
+    # unit="paragraph": paragraphs of fewer LM words are not scored on their own (002 §21.1.1: "paragraphs
+    # under 50 tokens have high variance in perplexity estimates ... 50-100 tokens is typical")
+    min_paragraph_tokens: int = field(default=50, metadata=cli(flag(
+        "with --unit paragraph: paragraphs of fewer LM words than this get no perplexity of their own "
+        "(default {default}; see --short-paragraphs)", type="int", metavar="N")))
+    short_paragraphs: ShortParagraphs = field(default="inherit", metadata=cli(flag(
+        "a paragraph under --min-paragraph-tokens inherits its document's perplexity (default) or is skipped: "
+        "never judged by perplexity")))
+    paragraph_action: ParagraphAction = field(default="score", metadata=cli(flag(
+        "with --unit paragraph: score (default: the document is judged) or remove the paragraphs that fail "
+        "language ID or perplexity from the kept documents (logged in removed_paragraphs.parquet, reversible)")))
+    lid_short_chars: int = field(default=100, metadata=cli(flag(
+        "texts the LID model reads that are shorter than this many characters are short (column lid_short; "
+        "default {default}, about one sentence)", type="int", metavar="N")))
+    lid_short_threshold: float | None = field(default=None, metadata=cli(flag(
+        "the probability a short text needs instead of --lid-threshold (default: the same)", type="fraction",
+        metavar="P")))
     audit: int = field(default=500, metadata=cli(flag(
         "random accepted and rejected documents kept for auditing, each (default {default})", type="int")))
     seed: int = field(default=0, metadata=cli(flag(None, type="int")))
@@ -480,6 +509,30 @@ class FilterConfig(InputConfig):
                               f"which their tests give the reason), got {self.order!r}")
         if self.unit not in get_args(Unit):
             raise ConfigError(f"FilterConfig.unit must be 'document' or 'paragraph', got {self.unit!r}")
+        if not is_int(self.min_paragraph_tokens) or self.min_paragraph_tokens < 0:
+            raise ConfigError(f"FilterConfig.min_paragraph_tokens must be an int >= 0 (LM words; 0: every paragraph "
+                              f"with a word is scored on its own), got {self.min_paragraph_tokens!r}")
+        if self.short_paragraphs not in get_args(ShortParagraphs):
+            raise ConfigError(f"FilterConfig.short_paragraphs must be 'inherit' or 'skip', got "
+                              f"{self.short_paragraphs!r}")
+        if self.paragraph_action not in get_args(ParagraphAction):
+            raise ConfigError(f"FilterConfig.paragraph_action must be 'score' or 'remove', got "
+                              f"{self.paragraph_action!r}")
+        if self.paragraph_action == "remove":
+            if self.unit != "paragraph":
+                raise ConfigError("FilterConfig.paragraph_action='remove' needs unit='paragraph' (--unit paragraph): "
+                                  "paragraphs are removed by their own scores")
+            if not (self.lid or self.domain.script_prefilter or self.has_lm):
+                raise ConfigError("FilterConfig.paragraph_action='remove' removes the paragraphs that fail language "
+                                  "ID or perplexity: give --lid or --perplexity")
+        if not is_int(self.lid_short_chars) or self.lid_short_chars < 0:
+            raise ConfigError(f"FilterConfig.lid_short_chars must be an int >= 0 (characters), got "
+                              f"{self.lid_short_chars!r}")
+        if self.lid_short_threshold is not None:
+            _prob("FilterConfig", "lid_short_threshold", self.lid_short_threshold)
+            if self.lid is None:
+                raise ConfigError("FilterConfig.lid_short_threshold needs a language-ID model: pass lid= (--lid "
+                                  "lid.176.ftz)")
         if not is_int(self.audit) or self.audit < 0:
             raise ConfigError(f"FilterConfig.audit must be an int >= 0, got {self.audit!r}")
         if not is_int(self.seed) or not 0 <= self.seed < 2**63:

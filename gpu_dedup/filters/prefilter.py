@@ -41,8 +41,11 @@ def check_in_pass1(cfg: FilterConfig) -> None:
         cfg: the prefilter's FilterConfig.
 
     Raises:
-        ConfigError: DSIR, perplexity_keep or perplexity_buckets.
+        ConfigError: DSIR, paragraph_action="remove", perplexity_keep or perplexity_buckets.
     """
+    if cfg.paragraph_action == "remove":
+        raise ConfigError("paragraph_action='remove' cuts paragraphs from the filtered output: run `gpu-dedup "
+                          "filter ... --paragraph-action remove` and then `gpu-dedup run OUT/filtered`")
     if cfg.dsir_target:
         raise ConfigError("DSIR cannot run inside dedup's pass 1 (it needs the whole corpus first): run "
                           "`gpu-dedup filter ... --dsir-target` and then `gpu-dedup run OUT/filtered`")

@@ -19,7 +19,7 @@ AUDIT_SHOWN = 25          # documents of each side shown on the page (all of the
 AUDIT_CHARS = 1500        # characters of each shown document
 PERCENTILE_CHARS = 600    # characters of each document shown at a percentile
 NOT_SCORES = {"id", "row", "keep", "reason", "lid_label", "script_lang", "domain", "perplexity_bucket",
-              "perplexity_lang"}
+              "perplexity_lang", "lid_short", "paragraphs", "paragraphs_removed"}
 
 
 def _thresholds(stats: dict[str, Any]) -> dict[str, list[tuple[float, str]]]:

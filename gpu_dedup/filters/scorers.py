@@ -29,6 +29,7 @@ from ..io.text import arrow_text_buffers
 from ..text.split import split_units
 from .config import ClassifierSpec, FilterConfig
 from .domain import domain_stats
+from .paragraphs import ParagraphScores, pooled_perplexity
 from .selection import uniform_draws
 
 logger = logging.getLogger(__name__)
@@ -248,8 +249,12 @@ class Scorers:
                 part["lid_prob"] = np.full(n, np.nan)
             part["lid_label"][skip] = part["script_lang"][skip]
             part["lid_prob"][skip] = part["script_frac"][skip]
+        if "paragraph_scores" in part and skip is not None:  # the script pre-filter's language, for every paragraph
+            ps = part["paragraph_scores"]
+            mine = skip[ps.row]
+            ps.lid_label[mine], ps.lid_prob[mine] = part["script_lang"][ps.row[mine]], part["script_frac"][ps.row[mine]]
         if self.lms:
-            part.update(self.score_by_language(text, part["lid_label"]))
+            part.update(self.score_by_language(text, part["lid_label"], part.get("paragraph_scores")))
         return part
 
     def score(self, text: pa.Array, skip_lid: np.ndarray | None = None,
@@ -262,8 +267,12 @@ class Scorers:
         n = len(text)
         paragraph = self.cfg.unit == "paragraph"
         fasttext = bool(self.classifiers) or self.lid is not None
-        # the batch's paragraphs, split once for every fastText model that reads them
-        units = paragraphs(text) if paragraph and fasttext else None
+        # the batch's paragraphs, split once for every model that reads them
+        pu = paragraph_units(text) if paragraph and (fasttext or self.has_lm) else None
+        units = pu[:3] if pu is not None else None
+        ps = None
+        if pu is not None and self.cfg.paragraph_action == "remove":  # every paragraph's scores, for the cut
+            ps = cols["paragraph_scores"] = ParagraphScores.blank(pu[0], pu[3], pu[4], pu[5])
         # ... and the fastText models' input (the whole texts, or the paragraphs) on the device once
         buf = None
         if fasttext:
@@ -274,18 +283,33 @@ class Scorers:
             prob = np.full(n, np.nan)
             todo = np.flatnonzero(~skip_lid) if skip_lid is not None else np.arange(n)
             if len(todo) == n:
-                label, prob = self._lid(n, buf, units)
+                label, prob, ulab, uprob = self._lid(n, buf, units)
+                if ps is not None:
+                    ps.lid_label, ps.lid_prob = ulab, uprob
             elif len(todo):
                 sub = text.take(pa.array(todo))
                 sub_units = paragraphs(sub) if paragraph else None
                 sub_buf = text_buffers(sub_units[1] if paragraph else sub, self.device)
-                label[todo], prob[todo] = self._lid(len(sub), sub_buf, sub_units)
+                label[todo], prob[todo], ulab, uprob = self._lid(len(sub), sub_buf, sub_units)
+                if ps is not None:  # the same paragraphs, those of the documents the model read
+                    mine = np.isin(ps.row, todo)
+                    ps.lid_label[mine], ps.lid_prob[mine] = ulab, uprob
             cols["lid_label"], cols["lid_prob"] = label, prob
+            # a text the model read is short: the document, or each of its paragraphs (the longest one)
+            if pu is None:
+                chars = pc.utf8_length(pc.utf8_trim_whitespace(text)).to_numpy(zero_copy_only=False)
+            else:
+                chars = np.zeros(n, np.int64)
+                np.maximum.at(chars, pu[0], pu[5])
+            cols["lid_short"] = np.asarray(chars) < self.cfg.lid_short_chars
         for c in self.classifiers:
             cols[c.spec.column] = self._per_unit(n, units, c.scores_arrays(*buf, self.device))
         if self.lm is not None:
-            res = self.lm.score(text, device=self.device)
-            cols["perplexity"] = np.asarray(res["perplexity"], np.float64)
+            if pu is None:
+                res = self.lm.score(text, device=self.device)
+                cols["perplexity"] = np.asarray(res["perplexity"], np.float64)
+            else:
+                cols["perplexity"] = self._paragraph_lm(self.lm, n, pu, np.arange(len(pu[0])), ps)
         if self.rules is not None:
             from .rules import rule_scores
 
@@ -293,28 +317,47 @@ class Scorers:
                 cols[name] = np.asarray(values)
         return cols
 
-    def score_by_language(self, text: pa.Array, labels: np.ndarray) -> dict[str, np.ndarray]:
+    def score_by_language(self, text: pa.Array, labels: np.ndarray,
+                          paragraph_scores=None) -> dict[str, np.ndarray]:
         """perplexity (float64, NaN without a model) and perplexity_lang (object: the language whose model
-        scored the document, "" for none) of one batch, each document by the model of its LID ``labels``."""
+        scored the document, "" for none) of one batch, each document by the model of its LID ``labels``
+        (unit="paragraph": its paragraphs, pooled; their own scores into ``paragraph_scores``)."""
         n = len(text)
         ppl = np.full(n, np.nan)
         used = np.full(n, "", dtype=object)
+        pu = paragraph_units(text) if self.cfg.unit == "paragraph" else None
         for lang, lm in self.lms.items():
             rows = np.flatnonzero(labels == lang)
-            if len(rows):
+            if len(rows) and pu is None:
                 res = lm.score(text.take(pa.array(rows)), device=self.device)
                 ppl[rows] = np.asarray(res["perplexity"], np.float64)
-                used[rows] = lang
+            elif len(rows):  # the paragraphs of the documents in this language
+                got = self._paragraph_lm(lm, n, pu, np.flatnonzero(np.isin(pu[0], rows)), paragraph_scores)
+                ppl[rows] = got[rows]
+            used[rows] = lang
         return {"perplexity": ppl, "perplexity_lang": used}
 
-    def _lid(self, n: int, buf: tuple, units) -> tuple[np.ndarray, np.ndarray]:
+    def _paragraph_lm(self, lm, n: int, pu: tuple, prows: np.ndarray, ps) -> np.ndarray:
+        """The perplexity of each of ``n`` documents from its paragraphs ``prows`` of ``pu``
+        (``paragraph_units``), each scored as a document of its own (``paragraphs.pooled_perplexity``); their
+        own words and perplexity go to ``ps`` (a ``ParagraphScores``, or None)."""
+        res = lm.score(pu[1].take(pa.array(prows, pa.int64())), device=self.device)
+        tok = np.asarray(res["tokens"], np.int64)
+        words = tok - np.asarray(res["sentences"], np.int64)
+        if ps is not None:
+            ps.words[prows], ps.perplexity[prows] = words, np.asarray(res["perplexity"], np.float64)
+        return pooled_perplexity(n, pu[0][prows], np.asarray(res["logprob"], np.float64), tok, words,
+                                 self.cfg.min_paragraph_tokens)
+
+    def _lid(self, n: int, buf: tuple, units) -> tuple[np.ndarray, np.ndarray, Any, Any]:
         """(language, probability) of each of ``n`` documents: of the whole text (units None; ``buf`` its
-        ``text_buffers``), or from its paragraphs (``units`` = ``paragraphs(text)``, ``buf`` the paragraphs')."""
+        ``text_buffers``), or from its paragraphs (``units`` = ``paragraphs(text)``, ``buf`` the paragraphs'),
+        then each paragraph's own (top label, probability; None, None for units None)."""
         names = np.array([x[len(LABEL_PREFIX):] if x.startswith(LABEL_PREFIX) else x for x in self.lid.labels]
                          + [""], dtype=object)
         idx, prob = self.lid.predict_arrays(*buf, k=1, device=self.device)
         if units is None:
-            return names[idx[:, 0]], prob[:, 0]
+            return names[idx[:, 0]], prob[:, 0], None, None
         doc, _para, weight = units
         idx, prob = idx[:, 0], prob[:, 0]
         label = np.full(n, "", dtype=object)
@@ -334,7 +377,7 @@ class Scorers:
             pick = order[first]
             label[udoc[pick]] = names[ulab[pick]]
             out[udoc[pick]] = psum[pick] / np.maximum(wsum[pick], 1e-300)
-        return label, out
+        return label, out, names[idx], np.where(idx >= 0, prob, np.nan)
 
     @staticmethod
     def _per_unit(n: int, units, scores: np.ndarray) -> np.ndarray:
@@ -357,6 +400,13 @@ def paragraphs(text: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
     paragraph of every document: the package's one paragraph (``text.split``: a maximal run of non-blank
     lines, trimmed of ASCII whitespace), split by the paragraph-dedup kernel on the host, where the models
     read their text."""
+    return paragraph_units(text)[:3]
+
+
+def paragraph_units(text: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray, np.ndarray, np.ndarray,
+                                              np.ndarray]:
+    """``paragraphs``' three, then each paragraph's byte start and end in its document (int64 (P,)) and its
+    characters (code points, int64 (P,))."""
     if isinstance(text, pa.ChunkedArray):  # the regex this replaced took any pyarrow string column
         text = text.combine_chunks()
     data, offsets = arrow_text_buffers(text)
@@ -372,7 +422,10 @@ def paragraphs(text: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
     np.add.at(inside, end, -1)
     para = data[np.cumsum(inside[:-1], dtype=np.int8) > 0]
     arr = pa.LargeStringArray.from_buffers(len(start), pa.py_buffer(para_off), pa.py_buffer(para))
-    return doc, arr, size.astype(np.float64)
+    base = offsets[:-1][doc] if len(doc) else np.zeros(0, np.int64)
+    # code points = bytes that are no UTF-8 continuation byte (every paragraph holds at least one byte)
+    chars = size - np.add.reduceat((para & 0xC0) == 0x80, para_off[:-1], dtype=np.int64) if len(start) else size
+    return doc, arr, size.astype(np.float64), start - base, end - base, chars.astype(np.int64)
 
 
 def text_buffers(text: pa.Array, device: str) -> tuple[Any, Any]:

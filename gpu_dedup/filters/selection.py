@@ -132,12 +132,12 @@ AUDIT_PERCENTILES = (33, 50, 67)  # the text at these percentiles of a score sho
 
 def percentile_picks(table: pa.Table, percentiles=AUDIT_PERCENTILES) -> list[tuple[str, int, int]]:
     """[(score column, percentile, row)]: for every numeric score column of scores.parquet (not id / row /
-    keep, not a stochastic draw) and every percentile q, the document of rank round(q / 100 * (m - 1))
+    keep / the paragraph counts, not a stochastic draw) and every percentile q, the document of rank round(q / 100 * (m - 1))
     (halves up) among the m documents with that score, sorted by value with ties by input order."""
     out = []
     for name in table.column_names:
         typ = table.schema.field(name).type
-        if name == "row" or name.endswith("_draw") or not (pa.types.is_floating(typ) or pa.types.is_integer(typ)):
+        if name in ("row", "paragraphs", "paragraphs_removed") or name.endswith("_draw") or not (pa.types.is_floating(typ) or pa.types.is_integer(typ)):
             continue
         v = table[name].to_numpy(zero_copy_only=False).astype(np.float64)
         idx = np.flatnonzero(~np.isnan(v))

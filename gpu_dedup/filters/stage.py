@@ -18,11 +18,13 @@ Every score is computed for every document, whatever rejected it, so that retent
 and the audit read the same numbers.
 
 Passes over the input: one; a second when DSIR is on (the raw corpus's feature distribution is known only
-after the first); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/.
+after the first); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/
+(paragraph_action="remove": and one for the cut paragraphs' texts, ``paragraphs.write_paragraph_logs``).
 
 Outputs (OUT): scores.parquet (id, row, every score column, domain, keep, reason; its declared schema is
 ``decisions.scores_schema``, the reason an int8 code over ``reasons(scorers)`` written as its name),
-filtered/ (the kept records, byte for byte, in the input's format and layout), audit.parquet (random
+filtered/ (the kept records, byte for byte, in the input's format and layout; with paragraph_action="remove"
+their failing paragraphs cut, and paragraphs.parquet, removed_paragraphs.parquet: ``paragraphs.py``), audit.parquet (random
 accepted and rejected documents with their text and scores), run.json (the shared run header, then models,
 order, retention per threshold) and report.html: written through the run skeleton (gpu_dedup/run.py).
 """
@@ -46,6 +48,8 @@ from ..engine import progress
 from ..errors import ConfigError, DataError, RunError
 from ..run import RunResult, Steps, finish, header, owned, resources, write_table
 from .config import FilterConfig
+from .paragraphs import (ParagraphScores, describe as describe_paragraphs, paragraph_pass, write_cut_filtered,
+                         write_paragraph_logs)
 from .scorers import Scorers
 from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, perplexity_rank_stats, rank_keep,
                         retention_curves)
@@ -127,10 +131,13 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
         cols, file_rows = _score_pass_ray(files, cfg, device, dsir, report, *ray_args)
     timings["score"] = time.perf_counter() - t0  # set-up (device, models) included
     n = len(cols["id"])
+    para = paragraph_pass(cols, cfg, scorers.lid is not None, scorers.has_lm)  # paragraph_action="remove"
+    if para is not None and out is None:
+        logger.warning("paragraph_action='remove': the cuts are written with output_dir only (filtered/)")
     if cfg.perplexity_buckets:
         cols["perplexity_bucket"] = perplexity_buckets(cols["perplexity"], cfg.perplexity_buckets,
                                                        cols.get("perplexity_lang"))
-    keep, reason = decide(cols, cfg, scorers)
+    keep, reason = decide(cols, cfg, scorers, para.all_removed if para is not None else None)
     dsir_stats = None
     if dsir is not None:
         with steps("dsir"):
@@ -149,6 +156,8 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
                 for lang, _ in cfg.perplexity_lang}}
         else:
             stats["perplexity_rank"] = perplexity_rank_stats(cols["perplexity"], cfg)
+    if cfg.unit == "paragraph":
+        stats["paragraph_rules"] = describe_paragraphs(cfg)
     if cfg.perplexity_lang:
         used = cols["perplexity_lang"]
         stats["perplexity_by_language"] = {**{lang: int((used == lang).sum()) for lang, _ in cfg.perplexity_lang},
@@ -159,7 +168,11 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
         os.makedirs(out, exist_ok=True)
         with steps("write"):
             write_table(table, scores_schema(table.column_names), os.path.join(out, "scores.parquet"))
-            if cfg.write_filtered:
+            if para is not None:  # the paragraph logs first: filtered/ applies removed_paragraphs.parquet's cuts
+                stats["paragraphs"] = write_paragraph_logs(files, cfg, cols["id"], para, keep, out)
+                if cfg.write_filtered:
+                    stats["filtered"] = write_cut_filtered(files, keep, out, cfg)
+            elif cfg.write_filtered:
                 stats["filtered"] = io.write_kept(files, keep, os.path.join(out, "filtered"), id_field=cfg.id_field,
                                                   text_field=cfg.text_field, on_error=cfg.on_error,
                                                   file_rows=file_rows)
@@ -201,6 +214,7 @@ def concat_columns(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, report) -> tuple[dict, list[int]]:
     parts: list[dict[str, Any]] = []
+    paras: list[ParagraphScores] = []
     file_rows: list[int] = [0] * len(files)
     bb = batch_bytes(cfg.batch_bytes, device)
     # before the bar: what a first run compiles (the families of the scorers that are on)
@@ -213,10 +227,14 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
                                      on_error=cfg.on_error, report=report):
             file_rows[batch.file_index] += len(batch.text)
             parts.append(scorers.columns(batch.text, batch.ids, batch.row_start))
+            if "paragraph_scores" in parts[-1]:
+                paras.append(parts[-1].pop("paragraph_scores").shift(batch.row_start))
             if dsir is not None:
                 dsir.add_raw(batch.text)
             bar.update(len(batch.text))
     cols = concat_columns(parts)
+    if cfg.paragraph_action == "remove":
+        cols["paragraph_scores"] = ParagraphScores.concat(paras)
     io.check_unique_ids(pa.chunked_array([cols["id"]], pa.string()), files, file_rows, id_field=cfg.id_field,
                         text_field=cfg.text_field, on_error=cfg.on_error)
     return cols, file_rows
@@ -231,16 +249,19 @@ def _score_file(f, cfg: FilterConfig, device: str, with_dsir: bool) -> dict[str,
     set_threads(cfg.threads or 1)
     scorers = Scorers.load(cfg, device)
     report = ReadReport()
-    parts, counts = [], None
+    parts, counts, paras = [], None, []
     dcfg = DSIRConfig(buckets=cfg.dsir_buckets, seed=cfg.seed, select=cfg.select) if with_dsir else None
     for batch in io.iter_batches([f], id_field=cfg.id_field, text_field=cfg.text_field,
                                  batch_bytes=batch_bytes(cfg.batch_bytes, device), on_error=cfg.on_error,
                                  report=report):
         parts.append(scorers.columns(batch.text, batch.ids, batch.row_start))
+        if "paragraph_scores" in parts[-1]:
+            paras.append(parts[-1].pop("paragraph_scores").shift(batch.row_start))
         if dcfg is not None:
             c = fit_counts(batch.text, dcfg, device)
             counts = c if counts is None else counts + c
-    return {"cols": concat_columns(parts) if parts else None, "report": report.to_dict(), "dsir_counts": counts}
+    return {"cols": concat_columns(parts) if parts else None, "report": report.to_dict(), "dsir_counts": counts,
+            "paragraphs": ParagraphScores.concat(paras)}
 
 
 def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers: int | None,
@@ -254,7 +275,7 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
     with ray_cluster(workers, address) as ray:
         task = ray.remote(num_cpus=1, max_retries=3)(_score_file)
         refs = [task.remote(f, cfg, device, dsir is not None) for f in files]
-        parts, file_rows, row0 = [], [], 0
+        parts, file_rows, row0, paras = [], [], 0, []
         for ref in refs:
             got = ray.get(ref)
             report.merge(got["report"])
@@ -264,9 +285,12 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
             if n:
                 got["cols"]["row"] = got["cols"]["row"] + row0
                 parts.append(got["cols"])
+                paras.append(got["paragraphs"].shift(row0))
             file_rows.append(n)
             row0 += n
     cols = concat_columns(parts)
+    if cfg.paragraph_action == "remove":
+        cols["paragraph_scores"] = ParagraphScores.concat(paras)
     io.check_unique_ids(pa.chunked_array([cols["id"]], pa.string()), files, file_rows, id_field=cfg.id_field,
                         text_field=cfg.text_field, on_error=cfg.on_error)
     return cols, file_rows
@@ -284,9 +308,12 @@ def reasons(scorers: Scorers) -> tuple[str, ...]:
     return filter_reasons(rules, [c.spec.column for c in scorers.classifiers])
 
 
-def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[np.ndarray, pa.DictionaryArray]:
+def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers,
+           all_removed: np.ndarray | None = None) -> tuple[np.ndarray, pa.DictionaryArray]:
     """(keep bool (n,), reason: int8 codes over ``reasons(scorers)`` as a dictionary array (n,)) by the order in
-    the module docstring (DSIR excepted)."""
+    the module docstring (DSIR excepted). ``all_removed`` (paragraph_action="remove": object (n,),
+    ``paragraphs.document_counts``): language ID and perplexity reject a document only when every paragraph
+    failed, with the reason given there."""
     n = len(cols["row"])
     vocab = reasons(scorers)
     code = {r: i for i, r in enumerate(vocab)}
@@ -303,11 +330,16 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[n
     special = (domain != "") if domain is not None and cfg.domain.relax else np.zeros(n, bool)
 
     def lid() -> None:
-        if "lid_label" in cols:
+        if "lid_label" in cols and all_removed is not None:
+            for why in ("lid_label", "lid_prob"):
+                reject(all_removed == why, why)
+        elif "lid_label" in cols:
             if cfg.lang:
                 reject(~np.isin(cols["lid_label"], list(cfg.lang)), "lid_label")
             if scorers.lid is not None or cfg.lang:
                 need = np.where(special, cfg.domain.relaxed_lid_threshold, cfg.lid_threshold)
+                if cfg.lid_short_threshold is not None and "lid_short" in cols:  # the lower that applies
+                    need = np.where(cols["lid_short"], np.minimum(need, cfg.lid_short_threshold), need)
                 with np.errstate(invalid="ignore"):
                     reject(~(cols["lid_prob"] >= need), "lid_prob")
 
@@ -330,6 +362,9 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers) -> tuple[n
 
     def perplexity() -> None:
         if not scorers.has_lm:
+            return
+        if all_removed is not None:
+            reject(all_removed == "perplexity", "perplexity")
             return
         # one model per language: a document in a language without one is not judged by perplexity
         judged = cols["perplexity_lang"] != "" if scorers.lms else np.ones(n, bool)

@@ -18,6 +18,7 @@ from ..io.text import arrow_text_buffers
 from ..ops import bloom as bloom_ops
 
 if TYPE_CHECKING:
+    from ..config import InputConfig
     from .dedup import ParagraphConfig
 
 logger = logging.getLogger(__name__)
@@ -67,11 +68,12 @@ class _SpanCursor:
         return got[0], got[1], got[2]
 
 
-def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: "ParagraphConfig",
-                        batch_bytes: int = 8 << 20) -> dict[str, int]:
+def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: "ParagraphConfig | InputConfig",
+                        batch_bytes: int = 8 << 20, keep: np.ndarray | None = None) -> dict[str, int]:
     """Re-read the inputs (same reader, so row numbers match pass 1) and write every accepted row with its
     cut ranges removed to ``out_dir/<relpath>`` in the input's format (module docstring). All files
-    appear together at the end. ``batch_bytes``: the reader's block size (text read at a time)."""
+    appear together at the end. ``batch_bytes``: the reader's block size (text read at a time); ``keep``:
+    bool per row, only those rows are written (the filter's kept documents; None: every row)."""
     from contextlib import ExitStack
 
     out_dir = os.path.abspath(out_dir)
@@ -98,15 +100,18 @@ def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: "Paragr
                 data, offsets = _text_buffers(chunk.text)
                 new_text, _ = apply_cuts(data, offsets, doc, cs + offsets[:-1][doc], ce + offsets[:-1][doc])
                 touched = np.unique(doc)
+                sel = None if keep is None else np.flatnonzero(keep[row:row + n])
                 changed += int(touched.shape[0])
-                rows_written += n
+                rows_written += n if sel is None else int(sel.shape[0])
                 row += n
                 if stream is not None:
-                    _write_jsonl_chunk(stream, chunk, touched, new_text, cfg.text_field)
+                    _write_jsonl_chunk(stream, chunk, touched, new_text, cfg.text_field, sel)
                     continue
                 if writer is None:
                     writer = _parquet_writer(stack, target, reader)
                 rb = chunk.record.filter(pa.array(chunk.valid))
+                if sel is not None:
+                    rb, new_text = rb.take(pa.array(sel)), new_text.take(pa.array(sel))
                 idx = rb.schema.get_field_index(cfg.text_field)
                 col = new_text.cast(rb.schema.field(idx).type)
                 writer.write_batch(pa.RecordBatch.from_arrays(
@@ -134,11 +139,18 @@ def _text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return arrow_text_buffers(text)
 
 
-def _write_jsonl_chunk(stream: Any, chunk: Any, touched: np.ndarray, new_text: pa.Array, text_field: str) -> None:
+def _write_jsonl_chunk(stream: Any, chunk: Any, touched: np.ndarray, new_text: pa.Array, text_field: str,
+                       sel: np.ndarray | None = None) -> None:
     """Untouched rows: their original line bytes; touched rows: the parsed object with the text replaced,
-    re-serialized (key order kept, non-ASCII kept as UTF-8)."""
+    re-serialized (key order kept, non-ASCII kept as UTF-8). ``sel``: the rows written (ascending; None: all)."""
     raw = memoryview(chunk.raw)
     starts, ends = chunk.starts, chunk.ends
+    if sel is not None:  # only these rows: the others' lines are left out (the cut rows among them too)
+        starts, ends = starts[sel], ends[sel]
+        pos = np.searchsorted(sel, touched)
+        touched = pos[(pos < sel.shape[0]) & (sel[np.minimum(pos, max(sel.shape[0] - 1, 0))] == touched)] \
+            if sel.shape[0] else touched[:0]
+        new_text = new_text.take(pa.array(sel))
     prev = 0
     for i in touched.tolist():
         if i > prev:

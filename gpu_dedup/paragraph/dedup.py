@@ -166,7 +166,8 @@ def cut_ranges(unit_off: np.ndarray, start: np.ndarray, end: np.ndarray,
     doc = np.repeat(np.arange(counts.shape[0]), counts)
     kept = (~removed).astype(np.int64)
     before = np.concatenate(([0], np.cumsum(kept)[:-1]))  # kept units before j, over the whole batch
-    kept_before = (before - before[unit_off[:-1]][doc]) > 0
+    # (a document without units, last in the batch, starts at u: clamped, it is never read through doc)
+    kept_before = (before - before[np.minimum(unit_off[:-1], u - 1)][doc]) > 0
     j = np.arange(u)
     has_next = j + 1 < unit_off[1:][doc]
     prev_end = np.concatenate(([0], end[:-1]))

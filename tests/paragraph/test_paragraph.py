@@ -165,7 +165,12 @@ def test_min_paragraph_bytes_keeps_short_units():
 
 def test_config_validation():
     with pytest.raises(ValueError, match="split"):
-        ParagraphConfig(split="sentence")
+        ParagraphConfig(split="span2")
+    with pytest.raises(ValueError, match="action"):
+        ParagraphConfig(action="remove")
+    for bad in (-0.1, 1.5, "0.1", True):
+        with pytest.raises(ValueError, match="fp_sample"):
+            ParagraphConfig(fp_sample=bad)
     with pytest.raises(ValueError, match="min_doc_bytes"):
         ParagraphConfig(min_doc_bytes=-1)
     with pytest.raises(ValueError, match="min_paragraph_bytes"):

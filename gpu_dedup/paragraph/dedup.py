@@ -1,4 +1,4 @@
-"""Paragraph-level exact dedup (keep-first, streaming, memory bounded by a Bloom filter or an exact set).
+"""Paragraph-level exact dedup (keep-first or remove-all, streaming, memory bounded by a Bloom filter or an exact set).
 
 Units (declared policy, ``ParagraphConfig.split``)
     Lines are separated by "\\n"; a line holding only ASCII whitespace (space, tab, CR, VT, FF) is blank.
@@ -6,9 +6,13 @@ Units (declared policy, ``ParagraphConfig.split``)
     holds one paragraph per line with few or no blank lines, so this is the unit of Dolma's and RedPajama's
     paragraph dedup; with blank-line blocks most web documents would be a single unit and nothing would
     be cut. "paragraph": a unit is a maximal run of non-blank lines, so one or more blank lines separate
-    paragraphs (for text that marks paragraphs with blank lines: books, papers, Markdown). A unit's span
-    is trimmed of ASCII whitespace at both ends; byte offsets are 0-based UTF-8 byte positions in the
-    ORIGINAL document text.
+    paragraphs (for text that marks paragraphs with blank lines: books, papers, Markdown). "sentence": the
+    sentences of gpu_dedup/text/split.py's stated rule (never over a newline). "span3": C4's unit (seed 002
+    §21.3.1): the keys are the windows of SPAN_SENTENCES = 3 consecutive sentences of a document (overlapping);
+    the cut units are the sentences, a sentence being removed when any removed window holds it (its
+    removed_spans row carries that window's hash); a document of fewer than three sentences is never cut. A
+    unit's span is trimmed of ASCII whitespace at both ends; byte offsets are 0-based UTF-8 byte positions in
+    the ORIGINAL document text.
 
 Identity
     A unit's key is the 128-bit hash (XXH64 with two seeds, ``bloom.HASH_DESCRIPTION``) of its
@@ -29,6 +33,17 @@ Keep-first
     item count) removes a unit that was in fact new; ``mode="exact"`` removes none. ``progress=True``
     shows a tqdm bar on stderr counting documents (off by default, like ``RunConfig.progress``).
 
+Remove-all (``action="remove-all"``)
+    Every copy of a key that occurs more than once in the input is removed, the first too (seed 002's "remove
+    all copies"; ``Decider``): a first read puts the keys keep-first would remove into a second seen-set
+    (``repeated``, sized as the first), the cut pass removes the eligible keys it holds. One more read of the
+    input, twice the seen-set memory; a Bloom false positive of either set removes a unique unit.
+
+Measured false positives (``fp_sample``)
+    ``bloom.FpAudit`` replays the decisions on a hash-chosen sample of the keys against exact sets of the sample
+    alone; paragraph_dedup.json ``fp_audit`` holds the false removals, the measured rate with a 95% Wilson
+    interval and the target (compose copies it into run.json and the report's paragraph section shows it).
+
 What is cut (reversible)
     A removed unit is cut together with ONE adjacent separator, so no blank-line runs pile up: the
     separator before it when an earlier unit of the document is kept, otherwise the separator after it
@@ -47,8 +62,9 @@ Outputs (``output_dir``)
     otherwise, "unchanged" when not).
 
 Stages (``paragraph_dedup`` composes and times them)
-    pass      ``dedup_pass`` -> ``Pass``: every batch through ``dedup_batch`` (split units, hash, keep-first
-              against the seen-set, cut), its rows (``batch_tables``) streamed to OUT, its counts added
+    count     ``count_pass`` (remove-all only): every batch's keys through ``Decider.count``
+    pass      ``dedup_pass`` -> ``Pass``: every batch through ``dedup_batch`` (``batch_keys``: split units,
+              hash; ``Decider.decide``; ``cut_batch``), its rows (``batch_tables``) streamed to OUT, its counts added
     stats     ``paragraph_stats``: paragraph_dedup.json, the shared run header (``run.header``) first
     write     ``cutwrite.write_cut_documents``: paragraph_deduplicated/, the input with the spans cut
 """
@@ -466,7 +482,8 @@ KEEP = {"keep-first": "first occurrence in input order",
         "remove-all": "none: every copy of a key that occurs more than once is removed, the first too"}
 
 
-def paragraph_stats(cfg: ParagraphConfig, device: str, threads: int, files, p: Pass, seen: "Decider | BloomFilter | ExactSet",
+def paragraph_stats(cfg: ParagraphConfig, device: str, threads: int, files, p: Pass,
+                    seen: "Decider | BloomFilter | ExactSet",
                     timings: dict[str, float]) -> dict[str, Any]:
     """paragraph_dedup.json: the shared run header (``run.header``), then the policy, seen-set(s), the measured
     false-positive rate (``fp_audit``, with ``fp_sample``) and memory."""

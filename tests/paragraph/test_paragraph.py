@@ -131,9 +131,9 @@ def _sentence_corpus(seed=0, n=40):
     """Documents of sentences from a pool (repeats across and inside documents, case and space variants that
     normalize alike, CJK terminals, abbreviations), on one line or several."""
     rng = np.random.default_rng(seed)
-    pool = ["The same footer sentence is here.", "Café crème brûlée is served daily!", "CAFÉ  crème\tbrûlée is served DAILY!",
-            "日本語のテキストです。", "Subscribe now, e.g. to the list.", "Is it true? Yes.", "Read the terms of use.",
-            "Contact us at any time today."]
+    pool = ["The same footer sentence is here.", "Café crème brûlée is served daily!",
+            "CAFÉ  crème\tbrûlée is served DAILY!", "日本語のテキストです。", "Subscribe now, e.g. to the list.",
+            "Is it true? Yes.", "Read the terms of use.", "Contact us at any time today."]
     docs = []
     for i in range(n):
         k = int(rng.integers(1, 7))

@@ -97,7 +97,7 @@ from .bloom import SEED1, SEED2, BloomConfig, BloomFilter, ExactSet, FpAudit, ke
 logger = logging.getLogger(__name__)
 
 OUTPUT_DIR = "paragraph_deduplicated"  # the cut documents, in OUT
-SplitMode = Literal["line", "paragraph", "sentence", "span3"]
+SplitMode = Literal["paragraph", "line", "sentence", "span3"]
 Action = Literal["keep-first", "remove-all"]
 FLAGS = ("unchanged", "cut", "short", "empty")
 

@@ -157,4 +157,25 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
         if scfg is not None and substring_order == "after":
             after = PARAGRAPH_OUTPUT if pcfg is not None and paragraph_order == "after" else DEDUPLICATED
             results["substring"] = substring_dedup([os.path.join(out, after)], scfg, out, device=cfg.device)
+        if pcfg is not None and pcfg.fp_sample > 0:
+            _record_fp_audit(out, results["paragraph"].stats, source)
     return RunResult(results["dedup"], results.get("paragraph"), results.get("substring"), tuple(results))
+
+
+def _record_fp_audit(out: str, paragraph_stats: dict[str, Any], source: Any) -> None:
+    """With a measured Bloom false-positive rate (``ParagraphConfig.fp_sample``): run.json's
+    ``paragraph_fp_audit`` (the measurement next to its target, from paragraph_dedup.json), then the report drawn
+    again, so that its paragraph section shows it whatever the stage order."""
+    import json
+
+    from . import io
+    from .report import write_report
+    from .run import write_report as run_report
+
+    path = os.path.join(out, "run.json")
+    with open(path, encoding="utf-8") as fh:
+        stats = json.load(fh)
+    stats["paragraph_fp_audit"] = {"file": "paragraph_dedup.json", **paragraph_stats["fp_audit"]}
+    io.write_json_atomic(stats, path)
+    if os.path.exists(os.path.join(out, "report.html")):
+        run_report(out, lambda: write_report(out, source=source))

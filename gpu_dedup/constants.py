@@ -30,6 +30,13 @@ TABLES_SPACE_FLAG = 0x80
 WORKDIR_FORMAT = "gpu_dedup-workdir"
 INDEX_FORMAT = "gpu_dedup-index"
 
+# ------------------------------------------------------------------------------------------- text units
+# kernels/bloom.py split_units' modes (gpu_dedup/text/split.py names them) and C4's span length (seed 002 §21.3.1)
+SPLIT_PARAGRAPH = 0
+SPLIT_LINE = 1
+SPLIT_SENTENCE = 2
+SPAN_SENTENCES = 3
+
 # ------------------------------------------------------------------------------------------------ limits
 MAX_NGRAM = 64           # ShingleConfig's bound on n: the GPU's shingle ring buffer is a fixed-size array
 BYTE_TILE = 4096         # text bytes per block of the GPU kernels unit_chunks (its shared tile) and

@@ -118,15 +118,115 @@ def is_blank_byte(c):
     return c == 0x20 or c == 0x09 or c == 0x0D or c == 0x0B or c == 0x0C
 
 
-def split_units(buf, start, end, line_mode, out_s, out_e, pos, write):
+SPLIT_PARAGRAPH = C.SPLIT_PARAGRAPH  # split_units' modes (gpu_dedup/text/split.py names them)
+SPLIT_LINE = C.SPLIT_LINE
+SPLIT_SENTENCE = C.SPLIT_SENTENCE
+
+
+def is_terminal_ascii(c):
+    """A sentence terminal of ASCII: '.', '!' or '?'."""
+    return c == 0x2E or c == 0x21 or c == 0x3F
+
+
+def is_closer(c):
+    """ASCII bytes that close a sentence after its terminal: '"', "'", ')' and ']'."""
+    return c == 0x22 or c == 0x27 or c == 0x29 or c == 0x5D
+
+
+def is_terminal_wide(buf, i, end):
+    """True when buf[i:i+3] (within end) is the UTF-8 of U+3002 IDEOGRAPHIC FULL STOP, U+FF01 FULLWIDTH
+    EXCLAMATION MARK or U+FF1F FULLWIDTH QUESTION MARK: terminals that need no space after them."""
+    if i + 2 >= end:
+        return False
+    c0 = buf[i]
+    c1 = buf[i + 1]
+    c2 = buf[i + 2]
+    return (c0 == 0xE3 and c1 == 0x80 and c2 == 0x82) or (c0 == 0xEF and c1 == 0xBC and (c2 == 0x81 or c2 == 0x9F))
+
+
+def split_sentences(buf, start, end, out_s, out_e, pos, write):
+    """Split buf[start:end] into sentences; return their number (write=True: spans to out_s/out_e[pos:]).
+
+    The rule (gpu_dedup/text/split.py states it for users): a sentence never runs over a newline. Inside a
+    line, a terminal run is a maximal run, starting at a terminal, of terminals ('.', '!', '?', U+3002,
+    U+FF01, U+FF1F) and closers ('"', "'", ')', ']'). A sentence ends after a terminal run that holds a wide
+    terminal (U+3002 / U+FF01 / U+FF1F), or that is followed by the end of the line, or by ASCII blanks
+    whose next byte is neither the line's end nor an ASCII lowercase letter ("e.g. the", "3.14", "a.m. on"
+    do not end one). Spans are trimmed of ASCII blanks; every lookahead stops at the line's end, so a scan of
+    line-aligned pieces gives a document's sentences exactly.
+    """
+    count = 0
+    ss = -1
+    le = -1
+    i = start
+    while i < end:
+        c = buf[i]
+        if c == NEWLINE:
+            if ss >= 0:
+                if write:
+                    out_s[pos + count] = ss
+                    out_e[pos + count] = le
+                count += 1
+                ss = -1
+            i += 1
+            continue
+        if is_blank_byte(c):
+            i += 1
+            continue
+        if ss < 0:
+            ss = i
+        wide = is_terminal_wide(buf, i, end)
+        if not wide and not is_terminal_ascii(c):
+            le = i + 1
+            i += 1
+            continue
+        has_wide = False
+        j = i
+        while j < end:
+            if is_terminal_wide(buf, j, end):
+                has_wide = True
+                j += 3
+            elif is_terminal_ascii(buf[j]) or is_closer(buf[j]):
+                j += 1
+            else:
+                break
+        le = j
+        boundary = has_wide
+        if not has_wide:
+            if j == end or buf[j] == NEWLINE:
+                boundary = True
+            elif is_blank_byte(buf[j]):
+                k = j
+                while k < end and is_blank_byte(buf[k]):
+                    k += 1
+                boundary = k == end or buf[k] == NEWLINE or buf[k] < 0x61 or buf[k] > 0x7A
+        if boundary:
+            if write:
+                out_s[pos + count] = ss
+                out_e[pos + count] = le
+            count += 1
+            ss = -1
+        i = j
+    if ss >= 0:
+        if write:
+            out_s[pos + count] = ss
+            out_e[pos + count] = le
+        count += 1
+    return count
+
+
+def split_units(buf, start, end, mode, out_s, out_e, pos, write):
     """Split buf[start:end] into units; return their number (write=True: spans to out_s/out_e[pos:]).
 
-    Lines are separated by "\\n"; a line is blank when it holds only ASCII whitespace. line_mode=False
-    (paragraphs): a unit is a maximal run of non-blank lines (one or more blank lines separate units).
-    line_mode=True: a unit is one non-blank line. Spans are absolute byte positions [s, e), trimmed of
-    ASCII whitespace at both ends; the bytes between two units (newlines, blank lines, indentation) are
-    their separator.
+    Lines are separated by "\\n"; a line is blank when it holds only ASCII whitespace. mode SPLIT_PARAGRAPH:
+    a unit is a maximal run of non-blank lines (one or more blank lines separate units). SPLIT_LINE: a unit
+    is one non-blank line. SPLIT_SENTENCE: ``split_sentences``. Spans are absolute byte positions [s, e),
+    trimmed of ASCII whitespace at both ends; the bytes between two units (newlines, blank lines,
+    indentation) are their separator.
     """
+    if mode == SPLIT_SENTENCE:
+        return split_sentences(buf, start, end, out_s, out_e, pos, write)
+    line_mode = mode == SPLIT_LINE
     count = 0
     ps = -1
     pe = -1
@@ -206,5 +306,5 @@ def word_spans(src, start, end, map_off, map_cp, out_s, out_e, pos, write):
 
 
 DEVICE_FUNCTIONS = ["bloom_start", "bloom_next", "bloom_word_mask", "bloom_contains", "bloom_add_range",
-                    "lower_bound128", "contains128", "member_sorted", "is_blank_byte", "split_units", "word_span_scan",
-                    "word_spans"]
+                    "lower_bound128", "contains128", "member_sorted", "is_blank_byte", "is_terminal_ascii", "is_closer",
+                    "is_terminal_wide", "split_sentences", "split_units", "word_span_scan", "word_spans"]

@@ -76,18 +76,19 @@ def member_sorted(keys, bitmap, shift, q, out):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def split_count(data, offsets, line_mode, counts):
-    """counts[d] = number of units of document d (data[offsets[d]:offsets[d+1]]); counts int64 (n,)."""
+def split_count(data, offsets, mode, counts):
+    """counts[d] = number of units of document d (data[offsets[d]:offsets[d+1]]); counts int64 (n,); mode: one
+    of bloom.SPLIT_PARAGRAPH / SPLIT_LINE / SPLIT_SENTENCE (int64)."""
     dummy = np.empty(0, np.int64)
     for d in prange(offsets.shape[0] - 1):
-        counts[d] = c_split_units(data, offsets[d], offsets[d + 1], line_mode, dummy, dummy, 0, False)
+        counts[d] = c_split_units(data, offsets[d], offsets[d + 1], mode, dummy, dummy, 0, False)
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def split_write(data, offsets, line_mode, unit_off, out_s, out_e):
+def split_write(data, offsets, mode, unit_off, out_s, out_e):
     """Spans of the units of document d to out_s/out_e[unit_off[d]:unit_off[d+1]] (absolute positions)."""
     for d in prange(offsets.shape[0] - 1):
-        c_split_units(data, offsets[d], offsets[d + 1], line_mode, out_s, out_e, unit_off[d], True)
+        c_split_units(data, offsets[d], offsets[d + 1], mode, out_s, out_e, unit_off[d], True)
 
 
 @njit(parallel=True, cache=True, nogil=True)

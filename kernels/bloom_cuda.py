@@ -31,7 +31,7 @@ from numba import cuda
 
 from . import bloom
 from ._build import build
-from ._launch import B, I8, U8, i4, i8, i8_2, kernel, u1, u4, u8
+from ._launch import I8, U8, i4, i8, i8_2, kernel, u1, u4, u8
 
 NGRAM_CHUNK = 2048  # n-grams per block of ngram_hash_chunks (the orchestration's default cut; no shared tile)
 WORD_SPAN_CHUNK = 512  # nominal text bytes per thread of word_span_chunks (moved by chunk_entry; no shared tile)
@@ -126,27 +126,27 @@ def line_edges(buf, a, b):
     return head, tail
 
 
-@kernel(stride=True, sigs=[(u1, i8, i8, B, i8, i8_2)])
-def split_piece_count(data, starts, ends, line_mode, counts, edges):
+@kernel(stride=True, sigs=[(u1, i8, i8, I8, i8, i8_2)])
+def split_piece_count(data, starts, ends, mode, counts, edges):
     """One thread per piece c = data[starts[c]:ends[c]] (int64 (C,) each, line-aligned: device.line_chunks),
     grid-stride: counts[c] (int64 (C,)) = bloom.split_units' units of the piece; edges[c, 0 / 1] (int64
     (C, 2)) = line_edges (its first / last line non-blank)."""
     c = cuda.grid(1)
     while c < starts.shape[0]:
-        counts[c] = g_split_units(data, starts[c], ends[c], line_mode, counts, counts, 0, False)
+        counts[c] = g_split_units(data, starts[c], ends[c], mode, counts, counts, 0, False)
         head, tail = line_edges(data, starts[c], ends[c])
         edges[c, 0] = head
         edges[c, 1] = tail
         c += cuda.gridsize(1)
 
 
-@kernel(stride=True, sigs=[(u1, i8, i8, B, i8, i8, i8)])
-def split_piece_write(data, starts, ends, line_mode, base, out_s, out_e):
+@kernel(stride=True, sigs=[(u1, i8, i8, I8, i8, i8, i8)])
+def split_piece_write(data, starts, ends, mode, base, out_s, out_e):
     """One thread per piece (split_piece_count's), grid-stride: its units' spans (absolute byte positions)
     -> out_s / out_e[base[c]:] (int64; base int64 (C,) = the units of all earlier pieces)."""
     c = cuda.grid(1)
     while c < starts.shape[0]:
-        g_split_units(data, starts[c], ends[c], line_mode, out_s, out_e, base[c], True)
+        g_split_units(data, starts[c], ends[c], mode, out_s, out_e, base[c], True)
         c += cuda.gridsize(1)
 
 

@@ -37,6 +37,7 @@ def test_paragraph_dedup_after_document_dedup_from_python_equals_the_cli(corpus,
     cut = [json.loads(x) for x in (tmp_path / "api" / "paragraph_deduplicated" / "a.jsonl").read_text().splitlines()]
     assert len(cut) == 6 and sum(BOILER in r["text"] for r in cut) == 1
     assert json.loads((tmp_path / "api" / MANIFEST).read_text())["command"] == "run"  # as `gpu-dedup run`
+    assert "paragraph_fp_audit" not in json.loads((tmp_path / "api" / "run.json").read_text())  # not asked for
     assert main(["run", str(corpus), "-o", str(tmp_path / "cli"), "-q", "--device", "cpu", "--paragraph-dedup"]) == 0
     for f in ("removed_spans.parquet", "paragraph_docs.parquet", "decisions.parquet"):
         assert pq.read_table(tmp_path / "api" / f).equals(pq.read_table(tmp_path / "cli" / f)), f
@@ -87,3 +88,18 @@ def test_a_refused_composition_writes_nothing(corpus, tmp_path):
     with pytest.raises(ValueError, match="write_deduplicated=False"):
         run_dedup(str(corpus), CFG.replace(write_deduplicated=False), tmp_path / "o", paragraph=ParagraphConfig())
     assert not (tmp_path / "o").exists()
+
+
+def test_measured_bloom_false_positives_reach_run_json_and_the_report(corpus, tmp_path):
+    """fp_sample: the paragraph stage's measurement (paragraph_dedup.json fp_audit) is copied into run.json next to
+    its target and the report, drawn again after the stage, shows it."""
+    out = tmp_path / "out"
+    res = run_dedup(str(corpus), CFG, out, paragraph=ParagraphConfig(fp_sample=1.0, action="remove-all"))
+    run = json.loads((out / "run.json").read_text())
+    para = json.loads((out / "paragraph_dedup.json").read_text())
+    assert run["paragraph_fp_audit"] == {"file": "paragraph_dedup.json", **para["fp_audit"]}
+    a = para["fp_audit"]
+    assert a["sampled_units"] == res.paragraph.stats["counts"]["units_eligible"] > 0 and a["false_removals"] == 0
+    assert a["target_fp_rate"] > 0 and a["missed_removals"] == 0
+    html = (out / "report.html").read_text()
+    assert "Measured false positives" in html and "consistent with the target" in html

@@ -16,10 +16,10 @@ from ..config import PRESETS, RunConfig
 from ..errors import ConfigError, GpuDedupError, MissingFileError
 from ..paragraph.bloom import BloomConfig
 from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
-from ..paragraph.dedup import ParagraphConfig, SplitMode
+from ..paragraph.dedup import Action, ParagraphConfig, SplitMode
 from . import fields
 from . import substring as substring_cli
-from .args import config_default, finite_float, positive_float, positive_int, size_arg
+from .args import TYPES, config_default, finite_float, positive_float, positive_int, size_arg
 
 PARAGRAPH_ORDERS = ORDERS
 SUBSTRING_ORDERS = ORDERS
@@ -82,8 +82,17 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--expected-paragraphs", type=int, default=n,
                    help=f"Bloom filter design size n (default {n:.0e}; warns when exceeded)".replace("e+0", "e"))
     g.add_argument("--paragraph-split", choices=get_args(SplitMode), default=_default(ParagraphConfig, "split"),
-                   help=f"line: every non-blank line is a unit; paragraph: blocks separated by blank lines "
-                   f"(default {_default(ParagraphConfig, 'split')})")
+                   help=f"line: every non-blank line is a unit; paragraph: blocks separated by blank lines; "
+                   f"sentence: sentences (a stated rule: README); span3: every three consecutive sentences, "
+                   f"C4's unit (default {_default(ParagraphConfig, 'split')})")
+    g.add_argument("--paragraph-action", choices=get_args(Action), default=_default(ParagraphConfig, "action"),
+                   help="keep-first: later copies of a unit are cut; remove-all: every copy of a unit that occurs "
+                   "more than once is cut, the first too (reads the input once more; default "
+                   f"{_default(ParagraphConfig, 'action')})")
+    g.add_argument("--paragraph-fp-sample", type=TYPES["fraction"], default=_default(ParagraphConfig, "fp_sample"),
+                   metavar="FRACTION", help="check this fraction of the paragraph keys against exact sets and "
+                   "record the Bloom filter's measured false-positive rate next to its target in "
+                   "paragraph_dedup.json and the report (default 0: off)")
     mb = _default(ParagraphConfig, "min_paragraph_bytes")
     g.add_argument("--min-paragraph-bytes", type=int, default=mb, help="units shorter than this (normalized "
                    f"UTF-8 bytes) are never cut, e.g. one-word headings (default {mb})")
@@ -244,7 +253,8 @@ def _paragraph_config(args: argparse.Namespace) -> ParagraphConfig | None:
     the run's (compose.stage_configs)."""
     if not args.paragraph_dedup:
         return None
-    return ParagraphConfig(split=args.paragraph_split, min_paragraph_bytes=args.min_paragraph_bytes,
+    return ParagraphConfig(split=args.paragraph_split, action=args.paragraph_action,
+                           fp_sample=args.paragraph_fp_sample, min_paragraph_bytes=args.min_paragraph_bytes,
                            bloom=BloomConfig(args.expected_paragraphs, args.bloom_fp,
                                              mode="exact" if args.paragraph_exact else "bloom",
                                              on_overflow="refuse" if args.refuse_overflow else "warn"))
@@ -288,6 +298,12 @@ def _paragraph_summary(res) -> None:
     print(f"paragraph dedup: {c['units_removed']:,} of {c['units']:,} paragraphs cut from "
           f"{c['documents_changed']:,} documents ({c['bytes_cut']:,} bytes) -> removed_spans.parquet, "
           f"paragraph_deduplicated/")
+    a = res.stats.get("fp_audit")
+    if a is not None:
+        rate = "n/a" if a["measured_fp_rate"] is None else f"{a['measured_fp_rate']:.3g}"
+        print(f"Bloom false positives measured on {a['units_kept_by_exact_rule']:,} sampled unique units: "
+              f"{a['false_removals']:,} (rate {rate}, 95% CI {a['ci95'][0]:.3g}-{a['ci95'][1]:.3g}; target "
+              f"{a['target_fp_rate']:.3g})" + (" OVER TARGET" if a["exceeds_target"] else ""))
 
 
 def print_summary(result) -> None:

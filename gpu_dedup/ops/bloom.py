@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..constants import SPLIT_PARAGRAPH
 from ..device import array_module, line_chunks, repeat_index, run_kernel, split_chunks
 from . import core
 
@@ -177,34 +178,36 @@ def cut_copy_host(data, offsets, cut_off, cs, ce, new_off):
     return out
 
 
-def split_units(device: str, data, offsets, line_mode: bool, chunk: int | None = None) -> tuple[Any, Any, Any]:
-    """Units (lines, or paragraphs: maximal runs of non-blank lines) of documents data[offsets[d]:offsets[d+1]]:
+def split_units(device: str, data, offsets, mode: int, chunk: int | None = None) -> tuple[Any, Any, Any]:
+    """Units of documents data[offsets[d]:offsets[d+1]] in ``mode`` (constants.py: SPLIT_PARAGRAPH, maximal
+    runs of non-blank lines; SPLIT_LINE, non-blank lines; SPLIT_SENTENCE, ``split_sentences``'s sentences):
     (unit_off int64 (n+1,), start, end int64 (u,) absolute byte positions); document d's units are
     unit_off[d]:unit_off[d+1]. CPU: a count and a write scan per document (prange). GPU: ``_split_pieces``
     (line-aligned pieces of about ``chunk`` bytes, default kernels/bloom_cuda.SPLIT_CHUNK). The same units."""
+    mode = np.int64(mode)
     if device == "cuda":
-        return _split_pieces(data, offsets, line_mode, chunk)
+        return _split_pieces(data, offsets, mode, chunk)
     from ..kernels import bloom_cpu
 
     n = int(offsets.shape[0]) - 1
     counts = np.zeros(n, np.int64)
     if n:
-        run_kernel(device, bloom_cpu.split_count, n, data, offsets, line_mode, counts)
+        run_kernel(device, bloom_cpu.split_count, n, data, offsets, mode, counts)
     unit_off = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=unit_off[1:])
     u = int(unit_off[-1])
     start, end = np.empty(u, np.int64), np.empty(u, np.int64)
     if u:
-        run_kernel(device, bloom_cpu.split_write, n, data, offsets, line_mode, unit_off, start, end)
+        run_kernel(device, bloom_cpu.split_write, n, data, offsets, mode, unit_off, start, end)
     return unit_off, start, end
 
 
-def _split_pieces(data, offsets, line_mode: bool, chunk: int | None = None) -> tuple[Any, Any, Any]:
+def _split_pieces(data, offsets, mode, chunk: int | None = None) -> tuple[Any, Any, Any]:
     """GPU: split_units with work per thread bounded by max(chunk, the longest line) bytes: each non-empty
     line-aligned piece (device.line_chunks) is split by one thread (the CPU's device function), then a paragraph
     that runs over a cut (the piece's last line and the next piece's first line both non-blank) is merged back
-    into one unit: its first part's start, its last part's end. Lines never straddle a cut (no merge in line
-    mode)."""
+    into one unit: its first part's start, its last part's end. Lines and sentences never straddle a cut (no
+    merge in those modes)."""
     from ..kernels import bloom_cuda as kb
 
     xp = array_module("cuda")
@@ -217,15 +220,15 @@ def _split_pieces(data, offsets, line_mode: bool, chunk: int | None = None) -> t
     counts = xp.zeros(p, xp.int64)
     edges = xp.zeros((p, 2), xp.int64)
     if p:
-        run_kernel("cuda", kb.split_piece_count, p, data, starts, ends, line_mode, counts, edges)
+        run_kernel("cuda", kb.split_piece_count, p, data, starts, ends, mode, counts, edges)
     pbase = xp.zeros(p + 1, xp.int64)
     xp.cumsum(counts, out=pbase[1:])
     u = int(pbase[-1])
     start, end = xp.empty(u, xp.int64), xp.empty(u, xp.int64)
     if u:
-        run_kernel("cuda", kb.split_piece_write, p, data, starts, ends, line_mode, pbase[:-1].copy(), start, end)
+        run_kernel("cuda", kb.split_piece_write, p, data, starts, ends, mode, pbase[:-1].copy(), start, end)
     continues = xp.zeros(u, xp.bool_)  # unit i and unit i + 1 are parts of one paragraph
-    if not line_mode and p > 1:
+    if int(mode) == SPLIT_PARAGRAPH and p > 1:
         merge = xp.flatnonzero((pdoc[1:] == pdoc[:-1]) & (edges[:-1, 1] == 1) & (edges[1:, 0] == 1))
         continues[pbase[merge + 1] - 1] = True  # the last unit of piece ``merge`` (it has one: a non-blank line)
     udoc = pdoc[repeat_index(xp, counts)]

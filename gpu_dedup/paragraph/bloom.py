@@ -326,3 +326,88 @@ def keep_first(seen: BloomFilter | ExactSet, h1: Any, h2: Any, eligible: Any) ->
     removed = xp.asarray(eligible, dtype=bool).copy()
     removed[fidx[new]] = False
     return removed
+
+
+# ----------------------------------------------------------------------------------------------------
+# Measured false positives (seed 002 §21.3.1: "run a random sample of discarded items through an exact
+# hash-set lookup")
+# ----------------------------------------------------------------------------------------------------
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # splitmix64's odd constant: the sample is a hash of the key, not h1 or h2
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval of a binomial rate k / n (95% by default); (0, 1) when n = 0."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (0.0 if k == 0 else max(0.0, c - h)), (1.0 if k == n else min(1.0, c + h))
+
+
+class FpAudit:
+    """The decisions of a sample of keys replayed against exact sets, to measure the Bloom seen-set's false
+    positives where they happen: in the units it removes.
+
+    A key (h1, h2) is sampled when z <= fraction * 2^64, z = splitmix-style mix of h1 ^ h2 (every copy of a key
+    is sampled alike, so the exact sets see each sampled key's whole history and hold only the sample: 16 bytes
+    per sampled distinct key). ``check`` compares the run's removals with the exact rule's over the sampled
+    eligible units: a *false removal* is a unit the run removed and the exact rule keeps (keep-first: a first
+    occurrence the filter reported seen; remove-all: a unit whose key occurs once, reported repeated by either
+    filter). The measured rate is false removals / the sampled units the exact rule keeps, with a 95% Wilson
+    interval; ``missed`` (removed by the exact rule, kept by the run) is 0 for a Bloom filter (no false
+    negatives) and is recorded as a check."""
+
+    def __init__(self, fraction: float, cfg: BloomConfig, device: str = "cpu") -> None:
+        if not 0.0 < fraction <= 1.0:
+            raise ConfigError(f"FpAudit needs a sample fraction in (0, 1], got {fraction!r}")
+        import dataclasses
+
+        exact = dataclasses.replace(cfg, mode="exact", on_overflow="warn")
+        self.fraction, self.device = fraction, device
+        self.xp = array_module(device)
+        self.threshold = np.uint64(min(int(fraction * 2.0 ** 64), 2 ** 64 - 1))
+        self.seen, self.repeated = ExactSet(exact, device), ExactSet(exact, device)
+        self.sampled_units = self.kept_units = self.false_removals = self.missed = 0
+
+    def sampled(self, h1: Any, h2: Any) -> Any:
+        """bool (n,): the keys of the sample."""
+        z = (h1 ^ h2) * _MIX
+        z = z ^ (z >> np.uint64(29))
+        return z <= self.threshold
+
+    def count(self, h1: Any, h2: Any, eligible: Any) -> None:
+        """remove-all's first pass, exactly, over the sampled keys: which occur more than once."""
+        s = self.xp.asarray(eligible, dtype=bool) & self.sampled(h1, h2)
+        rep = keep_first(self.seen, h1, h2, s)
+        keep_first(self.repeated, h1, h2, rep)
+
+    def check(self, h1: Any, h2: Any, eligible: Any, removed: Any, action: str) -> None:
+        """Compare one batch's ``removed`` (bool (n,)) with the exact rule over the sampled eligible keys."""
+        xp = self.xp
+        s = xp.asarray(eligible, dtype=bool) & self.sampled(h1, h2)
+        if action == "keep-first":
+            truth = keep_first(self.seen, h1, h2, s)
+        else:
+            truth = self.repeated.query(h1, h2) & s
+        kept = s & ~truth
+        self.sampled_units += int(s.sum())
+        self.kept_units += int(kept.sum())
+        self.false_removals += int((kept & removed).sum())
+        self.missed += int((truth & ~removed).sum())
+
+    def stats(self, cfg: BloomConfig, action: str, expected: list[float | None]) -> dict[str, Any]:
+        """The measurement next to its target: keep-first's target is the filter's fp_rate; remove-all's is
+        1 - (1 - p)^2 (two filters, either can report a unique key repeated). ``expected``: the filters'
+        classical rates at their final item counts (an upper bound on the stream's average rate)."""
+        target = cfg.fp_rate if action == "keep-first" else 1.0 - (1.0 - cfg.fp_rate) ** 2
+        lo, hi = wilson_interval(self.false_removals, self.kept_units)
+        rate = self.false_removals / self.kept_units if self.kept_units else None
+        return {"sample_fraction": self.fraction, "sampling": "keys with mix(h1 ^ h2) <= fraction * 2^64",
+                "mode": cfg.mode, "sampled_units": self.sampled_units, "units_kept_by_exact_rule": self.kept_units,
+                "false_removals": self.false_removals, "missed_removals": self.missed,
+                "measured_fp_rate": rate, "ci95": [lo, hi], "target_fp_rate": target,
+                "expected_fp_rate_at_items": expected, "exceeds_target": lo > target,
+                "exact_sample_bytes": self.seen.nbytes + self.repeated.nbytes}

@@ -1,4 +1,4 @@
-"""Paragraph-level exact dedup (keep-first, streaming, memory bounded by a Bloom filter or an exact set).
+"""Paragraph-level exact dedup (keep-first or remove-all, streaming, memory bounded by a Bloom filter or an exact set).
 
 Units (declared policy, ``ParagraphConfig.split``)
     Lines are separated by "\\n"; a line holding only ASCII whitespace (space, tab, CR, VT, FF) is blank.
@@ -6,9 +6,13 @@ Units (declared policy, ``ParagraphConfig.split``)
     holds one paragraph per line with few or no blank lines, so this is the unit of Dolma's and RedPajama's
     paragraph dedup; with blank-line blocks most web documents would be a single unit and nothing would
     be cut. "paragraph": a unit is a maximal run of non-blank lines, so one or more blank lines separate
-    paragraphs (for text that marks paragraphs with blank lines: books, papers, Markdown). A unit's span
-    is trimmed of ASCII whitespace at both ends; byte offsets are 0-based UTF-8 byte positions in the
-    ORIGINAL document text.
+    paragraphs (for text that marks paragraphs with blank lines: books, papers, Markdown). "sentence": the
+    sentences of gpu_dedup/text/split.py's stated rule (never over a newline). "span3": C4's unit (seed 002
+    §21.3.1): the keys are the windows of SPAN_SENTENCES = 3 consecutive sentences of a document (overlapping);
+    the cut units are the sentences, a sentence being removed when any removed window holds it (its
+    removed_spans row carries that window's hash); a document of fewer than three sentences is never cut. A
+    unit's span is trimmed of ASCII whitespace at both ends; byte offsets are 0-based UTF-8 byte positions in
+    the ORIGINAL document text.
 
 Identity
     A unit's key is the 128-bit hash (XXH64 with two seeds, ``bloom.HASH_DESCRIPTION``) of its
@@ -29,6 +33,17 @@ Keep-first
     item count) removes a unit that was in fact new; ``mode="exact"`` removes none. ``progress=True``
     shows a tqdm bar on stderr counting documents (off by default, like ``RunConfig.progress``).
 
+Remove-all (``action="remove-all"``)
+    Every copy of a key that occurs more than once in the input is removed, the first too (seed 002's "remove
+    all copies"; ``Decider``): a first read puts the keys keep-first would remove into a second seen-set
+    (``repeated``, sized as the first), the cut pass removes the eligible keys it holds. One more read of the
+    input, twice the seen-set memory; a Bloom false positive of either set removes a unique unit.
+
+Measured false positives (``fp_sample``)
+    ``bloom.FpAudit`` replays the decisions on a hash-chosen sample of the keys against exact sets of the sample
+    alone; paragraph_dedup.json ``fp_audit`` holds the false removals, the measured rate with a 95% Wilson
+    interval and the target (compose copies it into run.json and the report's paragraph section shows it).
+
 What is cut (reversible)
     A removed unit is cut together with ONE adjacent separator, so no blank-line runs pile up: the
     separator before it when an earlier unit of the document is kept, otherwise the separator after it
@@ -47,8 +62,9 @@ Outputs (``output_dir``)
     otherwise, "unchanged" when not).
 
 Stages (``paragraph_dedup`` composes and times them)
-    pass      ``dedup_pass`` -> ``Pass``: every batch through ``dedup_batch`` (split units, hash, keep-first
-              against the seen-set, cut), its rows (``batch_tables``) streamed to OUT, its counts added
+    count     ``count_pass`` (remove-all only): every batch's keys through ``Decider.count``
+    pass      ``dedup_pass`` -> ``Pass``: every batch through ``dedup_batch`` (``batch_keys``: split units,
+              hash; ``Decider.decide``; ``cut_batch``), its rows (``batch_tables``) streamed to OUT, its counts added
     stats     ``paragraph_stats``: paragraph_dedup.json, the shared run header (``run.header``) first
     write     ``cutwrite.write_cut_documents``: paragraph_deduplicated/, the input with the spans cut
 """
@@ -58,14 +74,14 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import io
-from ..config import InputConfig, NormalizeConfig, is_int
+from ..config import InputConfig, NormalizeConfig, is_int, is_real
 from ..device import batch_bytes, note_compiling, simulator, to_device, to_host
 from ..engine import progress
 from ..errors import ConfigError
@@ -73,13 +89,16 @@ from ..io.text import arrow_text_buffers
 from ..ops import bloom as bloom_ops
 from ..run import Steps, finish, header, resources
 from ..text.normalize import device_tables
-from ..text.split import SplitMode, Units, split_units
+from ..constants import SPAN_SENTENCES
+from ..text.split import Units, Windows, sentence_windows, split_units
 from .cutwrite import apply_cuts, write_cut_documents
-from .bloom import SEED1, SEED2, BloomConfig, BloomFilter, ExactSet, keep_first, make_seen_set
+from .bloom import SEED1, SEED2, BloomConfig, BloomFilter, ExactSet, FpAudit, keep_first, make_seen_set
 
 logger = logging.getLogger(__name__)
 
 OUTPUT_DIR = "paragraph_deduplicated"  # the cut documents, in OUT
+SplitMode = Literal["paragraph", "line", "sentence", "span3"]
+Action = Literal["keep-first", "remove-all"]
 FLAGS = ("unchanged", "cut", "short", "empty")
 
 SPANS_SCHEMA = pa.schema([
@@ -94,13 +113,19 @@ DOCS_SCHEMA = pa.schema([
 
 @dataclass(frozen=True)
 class ParagraphConfig(InputConfig):
-    """split: "line" (default) | "paragraph" (module docstring); normalize: normalization applied before
+    """split: "line" (default) | "paragraph" | "sentence" | "span3" (module docstring); action: "keep-first"
+    (default) | "remove-all"; fp_sample: the fraction of keys whose decisions are checked against exact sets
+    (0: off; measured false-positive rate in the statistics); normalize: normalization applied before
     hashing; bloom: the seen-set (Bloom filter sizing, or mode="exact"); min_paragraph_bytes: units with
     fewer normalized bytes are left alone (never removed, never inserted); min_doc_bytes: changed documents
     left with fewer bytes are flagged "short"; progress: a tqdm bar on stderr (off in the API);
     id_field / text_field / batch_bytes / on_error: as in RunConfig."""
 
     split: SplitMode = "line"
+    action: Action = "keep-first"
+    # fraction of the keys (chosen by a hash of the key, so every copy of a chosen key is chosen) whose decisions
+    # are replayed against exact sets: the measured false-positive rate of the Bloom seen-set (0: off)
+    fp_sample: float = 0.0
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     bloom: BloomConfig = field(default_factory=BloomConfig)
     # A minimum in normalized UTF-8 bytes, not words: the normalizer's byte count comes for free with the
@@ -116,6 +141,11 @@ class ParagraphConfig(InputConfig):
         super().__post_init__()
         if self.split not in get_args(SplitMode):
             raise ConfigError(f"ParagraphConfig.split must be one of {get_args(SplitMode)}, got {self.split!r}")
+        if self.action not in get_args(Action):
+            raise ConfigError(f"ParagraphConfig.action must be one of {get_args(Action)}, got {self.action!r}")
+        if not is_real(self.fp_sample) or not 0.0 <= float(self.fp_sample) <= 1.0:
+            raise ConfigError(f"ParagraphConfig.fp_sample must be a fraction in [0, 1], got {self.fp_sample!r}; "
+                              "e.g. 0.01 checks 1% of the paragraph keys against an exact set")
         for name in ("min_paragraph_bytes", "min_doc_bytes"):
             v = getattr(self, name)
             if not is_int(v) or v < 0:
@@ -215,19 +245,68 @@ class BatchCut:
     flag: pa.Array          # string (n,)
     spans: pa.Table          # SPANS_SCHEMA without id/row filled from the batch (r rows)
     spans_doc: np.ndarray    # int64 (r,) document index in the batch
-    eligible: int = 0
+    eligible: int = 0        # eligible keys (units, or span3's windows)
+    windows: int = 0         # span3: windows of SPAN_SENTENCES sentences hashed
 
 
-def dedup_batch(text: pa.Array, seen: BloomFilter | ExactSet, cfg: ParagraphConfig, device: str = "cpu") -> BatchCut:
-    """Split, hash, keep-first against ``seen`` (updated), and cut one batch of documents."""
+@dataclass
+class BatchKeys:
+    """One batch's units and keys: data uint8 (T,) / offsets int64 (n+1,) host; units (device arrays); the keys
+    (device): h1, h2 uint64 (k,) and eligible bool (k,), one per unit, or with split="span3" one per window of
+    SPAN_SENTENCES sentences (``windows``; None otherwise)."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    units: Units
+    h1: Any
+    h2: Any
+    eligible: Any
+    windows: Windows | None = None
+
+
+def batch_keys(text: pa.Array, cfg: ParagraphConfig, device: str = "cpu") -> BatchKeys:
+    """Split one batch of documents into units (span3: sentences, then their windows), hash each key span."""
     data, offsets = arrow_text_buffers(text)
     dd, doff = to_device(data, device), to_device(offsets, device)
-    units = split_units(dd, doff, cfg.split, device)
-    h1, h2, nsize = span_hashes(dd, units.start, units.end, cfg.normalize, cfg.bloom.seed, device)
-    eligible = nsize >= max(1, cfg.min_paragraph_bytes)
-    removed_d = keep_first(seen, h1, h2, eligible)
+    units = split_units(dd, doff, "sentence" if cfg.split == "span3" else cfg.split, device)
+    win = sentence_windows(units, SPAN_SENTENCES, device) if cfg.split == "span3" else None
+    ks, ke = (win.start, win.end) if win is not None else (units.start, units.end)
+    h1, h2, nsize = span_hashes(dd, ks, ke, cfg.normalize, cfg.bloom.seed, device)
+    return BatchKeys(data, offsets, units, h1, h2, nsize >= max(1, cfg.min_paragraph_bytes), win)
+
+
+def removed_units(keys: BatchKeys, removed_keys: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Host: (removed bool (u,), key int64 (u,)) per unit: whether it is cut, and the key that cuts it (its own;
+    with windows, the first removed window that holds it: a sentence is cut when any window over it is)."""
+    rk = to_host(removed_keys)
+    if keys.windows is None:
+        return rk, np.arange(rk.shape[0], dtype=np.int64)
+    u = int(keys.units.start.shape[0])
+    w = rk.shape[0]
+    r = np.flatnonzero(rk)
+    first = to_host(keys.windows.first)[r]
+    best = np.full(u, w, np.int64)
+    for o in range(SPAN_SENTENCES):  # one window per (first, o): no index repeats within one assignment
+        best[first + o] = np.minimum(best[first + o], r)
+    return best < w, best
+
+
+def dedup_batch(text: pa.Array, seen: "Decider | BloomFilter | ExactSet", cfg: ParagraphConfig,
+                device: str = "cpu") -> BatchCut:
+    """Split, hash, decide (keep-first against ``seen``, updated; or a ``Decider``'s rule) and cut one batch."""
+    keys = batch_keys(text, cfg, device)
+    if isinstance(seen, Decider):
+        removed_keys = seen.decide(keys)
+    else:
+        removed_keys = keep_first(seen, keys.h1, keys.h2, keys.eligible)
+    return cut_batch(keys, removed_keys, cfg, device)
+
+
+def cut_batch(keys: BatchKeys, removed_keys: Any, cfg: ParagraphConfig, device: str = "cpu") -> BatchCut:
+    """Cut the removed units of one batch (``removed_keys`` bool (k,) over ``keys``' keys)."""
+    data, offsets, units = keys.data, keys.offsets, keys.units
     unit_off, start, end = to_host(units.unit_off), to_host(units.start), to_host(units.end)
-    removed = to_host(removed_d)
+    removed, key = removed_units(keys, removed_keys)
     cs, ce = cut_ranges(unit_off, start, end, removed)
     n = offsets.shape[0] - 1
     doc = np.repeat(np.arange(n), np.diff(unit_off))
@@ -242,16 +321,65 @@ def dedup_batch(text: pa.Array, seen: BloomFilter | ExactSet, cfg: ParagraphConf
     flag[changed & (new_len < cfg.min_doc_bytes)] = 2
     flag[changed & (n_removed == n_units)] = 3
     dstart = offsets[:-1][rdoc]
-    r_dev = to_device(r, device)
+    k_dev = to_device(key[r], device)
     spans = pa.table({
         "byte_start": start[r] - dstart, "byte_end": end[r] - dstart,
-        "paragraph_hash": hex128(to_host(h1[r_dev]), to_host(h2[r_dev])),
+        "paragraph_hash": hex128(to_host(keys.h1[k_dev]), to_host(keys.h2[k_dev])),
         "cut_start": rcs - dstart, "cut_end": rce - dstart,
         "cut_text": gather_spans(data, rcs, rce),
     })
+    windows = 0 if keys.windows is None else int(keys.windows.first.shape[0])
     return BatchCut(new_text, n_units, n_removed, np.diff(offsets), new_len,
                     pa.array(np.array(FLAGS, dtype=object)[flag], pa.string()), spans, rdoc,
-                    int(to_host(eligible).sum()))
+                    int(to_host(keys.eligible).sum()), windows)
+
+
+class Decider:
+    """The seen-sets of one run and ``cfg.action``'s rule over them; with ``cfg.fp_sample``, the same rule replayed
+    over the sampled keys with exact sets (``bloom.FpAudit``).
+
+    keep-first: a key is removed when it occurred earlier (``keep_first`` against ``seen``). remove-all: a first
+    pass (``count``) puts every key that occurs more than once into ``repeated`` (the keys ``keep_first`` removes
+    against ``seen``); the cut pass (``decide``) removes every eligible key ``repeated`` holds, the first copy too.
+    """
+
+    def __init__(self, cfg: ParagraphConfig, device: str = "cpu") -> None:
+        self.cfg = cfg
+        self.seen = make_seen_set(cfg.bloom, device)
+        self.repeated = make_seen_set(cfg.bloom, device) if cfg.action == "remove-all" else None
+        self.audit = FpAudit(float(cfg.fp_sample), cfg.bloom, device) if cfg.fp_sample > 0 else None
+
+    @property
+    def nbytes(self) -> int:
+        return self.seen.nbytes + (self.repeated.nbytes if self.repeated is not None else 0)
+
+    def count(self, keys: BatchKeys) -> None:
+        """remove-all's first pass over one batch: its repeated keys into ``repeated``."""
+        rep = keep_first(self.seen, keys.h1, keys.h2, keys.eligible)
+        keep_first(self.repeated, keys.h1, keys.h2, rep)
+        if self.audit is not None:
+            self.audit.count(keys.h1, keys.h2, keys.eligible)
+
+    def decide(self, keys: BatchKeys) -> Any:
+        """bool (k,) over the batch's keys: removed (keep-first updates ``seen``)."""
+        if self.repeated is None:
+            removed = keep_first(self.seen, keys.h1, keys.h2, keys.eligible)
+        else:
+            removed = self.repeated.query(keys.h1, keys.h2) & keys.eligible
+        if self.audit is not None:
+            self.audit.check(keys.h1, keys.h2, keys.eligible, removed, self.cfg.action)
+        return removed
+
+    def stats(self) -> dict[str, Any]:
+        """What paragraph_dedup.json records of the sets: ``seen_set``, ``repeated_set`` and ``fp_audit``."""
+        out: dict[str, Any] = {"seen_set": self.seen.stats()}
+        if self.repeated is not None:
+            out["repeated_set"] = self.repeated.stats()
+        if self.audit is not None:
+            sets = [self.seen] + ([self.repeated] if self.repeated is not None else [])
+            out["fp_audit"] = self.audit.stats(self.cfg.bloom, self.cfg.action,
+                                               [x.stats().get("expected_fp_rate_at_items") for x in sets])
+        return out
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -281,7 +409,8 @@ class Pass:
 
 
 def new_counts() -> dict[str, Any]:
-    return {"documents": 0, "units": 0, "units_eligible": 0, "units_removed": 0, "bytes_in": 0, "bytes_cut": 0,
+    return {"documents": 0, "units": 0, "windows": 0, "units_eligible": 0, "units_removed": 0, "bytes_in": 0,
+            "bytes_cut": 0,
             "unit_bytes_removed": 0, "documents_changed": 0, "flags": {f: 0 for f in FLAGS}}
 
 
@@ -303,6 +432,7 @@ def add_counts(counts: dict[str, Any], res: BatchCut, spans: pa.Table, n: int) -
     counts["documents"] += n
     counts["units"] += int(res.units.sum())
     counts["units_eligible"] += res.eligible
+    counts["windows"] += res.windows
     counts["units_removed"] += int(res.units_removed.sum())
     counts["bytes_in"] += int(res.bytes_before.sum())
     counts["bytes_cut"] += int((res.bytes_before - res.bytes_after).sum())
@@ -313,9 +443,18 @@ def add_counts(counts: dict[str, Any], res: BatchCut, spans: pa.Table, n: int) -
         counts["flags"][str(f)] += int(c)
 
 
-def dedup_pass(files, cfg: ParagraphConfig, device: str, seen: BloomFilter | ExactSet, out: str | None) -> Pass:
-    """The one streaming pass: every batch through ``dedup_batch`` in input order, its spans and documents
-    streamed to OUT's two tables (or kept, in memory), its counts added up."""
+def count_pass(files, cfg: ParagraphConfig, device: str, decider: Decider) -> None:
+    """remove-all's first read: every batch's keys through ``Decider.count`` (which keys occur more than once)."""
+    for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                 batch_bytes=batch_bytes(cfg.batch_bytes, device), on_error=cfg.on_error,
+                                 report=io.ReadReport()):
+        decider.count(batch_keys(batch.text, cfg, device))
+
+
+def dedup_pass(files, cfg: ParagraphConfig, device: str, seen: "Decider | BloomFilter | ExactSet",
+               out: str | None) -> Pass:
+    """The cut pass: every batch through ``dedup_batch`` in input order, its spans and documents streamed to OUT's
+    two tables (or kept, in memory), its counts added up."""
     p = Pass(new_counts(), io.ReadReport(), batch_bytes(cfg.batch_bytes, device))
     note_compiling(device, ("paragraph",))  # before the bar: a first run compiles the Bloom kernels
     with _Sinks(out) as sinks, progress(cfg, "paragraph dedup") as bar:
@@ -335,19 +474,31 @@ def dedup_pass(files, cfg: ParagraphConfig, device: str, seen: BloomFilter | Exa
     return p
 
 
-def paragraph_stats(cfg: ParagraphConfig, device: str, threads: int, files, p: Pass, seen: BloomFilter | ExactSet,
+UNITS = {"paragraph": "trimmed runs of non-blank lines", "line": "trimmed non-blank lines",
+         "sentence": "trimmed sentences (text/split.py's rule: terminal runs before a blank and a non-lowercase "
+                     "byte, wide terminals, line ends)",
+         "span3": f"windows of {SPAN_SENTENCES} consecutive sentences (overlapping; a sentence is cut when any "
+                  "removed window holds it)"}
+KEEP = {"keep-first": "first occurrence in input order",
+        "remove-all": "none: every copy of a key that occurs more than once is removed, the first too"}
+
+
+def paragraph_stats(cfg: ParagraphConfig, device: str, threads: int, files, p: Pass,
+                    seen: "Decider | BloomFilter | ExactSet",
                     timings: dict[str, float]) -> dict[str, Any]:
-    """paragraph_dedup.json: the shared run header (``run.header``), then the policy, seen-set and memory."""
+    """paragraph_dedup.json: the shared run header (``run.header``), then the policy, seen-set(s), the measured
+    false-positive rate (``fp_audit``, with ``fp_sample``) and memory."""
     stats = header("paragraph_dedup", device=device, threads=threads, config=_cfg_dict(cfg), files=files,
                    read=p.report, counts=p.counts, timings=timings)
+    sets = seen.stats() if isinstance(seen, Decider) else {"seen_set": seen.stats()}
     stats.update({
         "stage": "paragraph_dedup",
-        "policy": {"split": cfg.split, "units": "trimmed runs of non-blank lines" if cfg.split == "paragraph"
-                   else "trimmed non-blank lines", "min_paragraph_bytes": max(1, cfg.min_paragraph_bytes),
+        "policy": {"split": cfg.split, "units": UNITS[cfg.split], "action": cfg.action,
+                   "min_paragraph_bytes": max(1, cfg.min_paragraph_bytes),
                    "short_units": "units with fewer normalized bytes are never removed nor inserted",
-                   "keep": "first occurrence in input order",
+                   "keep": KEEP[cfg.action],
                    "cut": "unit plus one adjacent separator (before it if an earlier unit is kept, else after)"},
-        "seen_set": seen.stats(),
+        **sets,
         "memory": {"seen_set_bytes": seen.nbytes, "peak_rss_bytes": peak_rss_bytes(),
                    "batch_bytes": p.batch_bytes, **_gpu_memory(device)},
     })
@@ -356,21 +507,25 @@ def paragraph_stats(cfg: ParagraphConfig, device: str, threads: int, files, p: P
 
 def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir: str | os.PathLike | None = None,
                     device: str = "cpu") -> ParagraphResult:
-    """Paragraph-level keep-first exact dedup of ``source`` (path(s)/glob(s)/directory, a pyarrow Table
-    or a pandas DataFrame). Streams the input in batches; holds only the seen-set (Bloom bits or 16
-    bytes per distinct unit in exact mode) and one batch. See the module docstring for the policy and
-    the outputs. Steps, timed into paragraph_dedup.json's ``timings_s``: ``dedup_pass`` (pass1, of it
-    kernels_and_cuts), ``write_cut_documents`` (write_documents), ``paragraph_stats``."""
+    """Paragraph-level exact dedup of ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas
+    DataFrame), keep-first or remove-all. Streams the input in batches; holds only the seen-set(s) (Bloom bits
+    or 16 bytes per distinct unit in exact mode; remove-all holds two and reads the input once more) and one
+    batch. See the module docstring for the policy and the outputs. Steps, timed into paragraph_dedup.json's
+    ``timings_s``: ``count_pass`` (count, remove-all only), ``dedup_pass`` (pass1, of it kernels_and_cuts),
+    ``write_cut_documents`` (write_documents), ``paragraph_stats``."""
     cfg = cfg or ParagraphConfig()
     device, threads = resources(device)
     files = io.source_files(source)
-    seen = make_seen_set(cfg.bloom, device)
+    decider = Decider(cfg, device)
     out = os.fspath(output_dir) if output_dir is not None else None
     steps = Steps()
+    if cfg.action == "remove-all":
+        with steps("count"):
+            count_pass(files, cfg, device, decider)
     with steps("pass1"):
-        p = dedup_pass(files, cfg, device, seen, out)
+        p = dedup_pass(files, cfg, device, decider, out)
     steps.timings["kernels_and_cuts"] = p.seconds_in_batches
-    stats = paragraph_stats(cfg, device, threads, files, p, seen, steps.timings)  # the pass's peak memory
+    stats = paragraph_stats(cfg, device, threads, files, p, decider, steps.timings)  # the pass's peak memory
     if out is not None:
         with steps("write_documents"):
             stats["written"] = write_cut_documents(files, os.path.join(out, "removed_spans.parquet"),

@@ -1,6 +1,7 @@
 """Exact truth for deduplication by brute force: word n-gram shingle sets under the reference tokenization
 (``text.lower().split()``), every pair above a Jaccard floor (an inverted index, no sampling), the exact
-all-pairs greedy dedup that the ``representative`` policy approximates, and scores of any keep mask against it.
+all-pairs greedy dedup that the ``representative`` policy approximates, and scores of any keep mask against it;
+and the sentences of paragraph dedup's sentence rule (``sentence_spans``, a regex, not the kernel's scan).
 
 Independent of the pipeline (numpy, pyarrow and the standard library only), so it can judge it; the corpora
 with known duplicate structure come from ``gpu_dedup.testing.evalcorpus``.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
@@ -18,7 +20,7 @@ from .evalcorpus import normalize_text
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PairDict", "shingle_sets", "exact_pairs", "greedy_reference", "evaluate"]
+__all__ = ["PairDict", "shingle_sets", "exact_pairs", "greedy_reference", "evaluate", "sentence_spans"]
 
 
 def _shingle_hash(s: str) -> int:
@@ -220,4 +222,45 @@ def evaluate(decisions_keep: np.ndarray, sets: Sequence[set], pairs_at: dict, th
         if name == "theta":
             out["residual@theta"] = int((keep[i] & keep[j]).sum()) + short_residual
     out["theta"] = float(theta)
+    return out
+
+
+# -- sentences (gpu_dedup/text/split.py's rule) ------------------------------------------------------------
+
+_WIDE = (b"\xe3\x80\x82", b"\xef\xbc\x81", b"\xef\xbc\x9f")  # 。 ！ ？
+_TERM = re.compile(rb"(?:[.!?]|" + b"|".join(map(re.escape, _WIDE)) + rb")(?:[.!?\"')\]]|"
+                   + b"|".join(map(re.escape, _WIDE)) + rb")*")
+_BLANK = b" \t\r\x0b\x0c"
+
+
+def sentence_spans(b: bytes) -> list[tuple[int, int]]:
+    """The sentences of gpu_dedup/text/split.py's rule, by brute force: a regex over each line's bytes (not the
+    kernel's scan). Every line is cut after each terminal run that holds a wide terminal, ends the line, or is
+    followed by ASCII blanks and a byte other than a-z; the pieces are trimmed of ASCII blanks, empty ones dropped.
+
+    Args:
+        b: one document's UTF-8 bytes.
+
+    Returns:
+        The (start, end) byte spans of its sentences, in order.
+    """
+    out, pos = [], 0
+    for line in b.split(b"\n"):
+        cuts = [0]
+        for m in _TERM.finditer(line):
+            j, rest = m.end(), line[m.end():]
+            if any(w in m.group() for w in _WIDE) or not rest:
+                cuts.append(j)
+            elif rest[0] in _BLANK:
+                nxt = rest.lstrip(_BLANK)
+                if not nxt or not 0x61 <= nxt[0] <= 0x7A:
+                    cuts.append(j)
+        cuts.append(len(line))
+        for a, c in zip(cuts, cuts[1:]):
+            piece = line[a:c]
+            core = piece.strip(_BLANK)
+            if core:
+                s = pos + a + len(piece) - len(piece.lstrip(_BLANK))
+                out.append((s, s + len(core)))
+        pos += len(line) + 1
     return out

@@ -250,3 +250,20 @@ def test_workers_below_one_refused_in_the_api(tmp_path):
     for bad in (0, -1, True, 2.0):
         with pytest.raises(ValueError, match=r"workers=.* is no number of Ray worker processes"):
             deduplicate(src, RunConfig(), tmp_path / "o", engine="ray", workers=bad)
+
+
+def test_paragraph_unit_action_and_fp_sample_flags_set_the_config(capsys):
+    """--paragraph-split sentence|span3, --paragraph-action and --paragraph-fp-sample reach ParagraphConfig; the
+    defaults are the config's; a fraction outside [0, 1] is refused naming the flag."""
+    from gpu_dedup.cli.run import _paragraph_config
+    from gpu_dedup.paragraph.dedup import ParagraphConfig
+
+    args = build_parser().parse_args(["run", "c.jsonl", "-o", "o", "--paragraph-dedup", "--paragraph-split", "span3",
+                                      "--paragraph-action", "remove-all", "--paragraph-fp-sample", "0.25"])
+    p = _paragraph_config(args)
+    assert (p.split, p.action, p.fp_sample) == ("span3", "remove-all", 0.25)
+    d = _paragraph_config(build_parser().parse_args(["run", "c.jsonl", "-o", "o", "--paragraph-dedup"]))
+    assert (d.split, d.action, d.fp_sample) == (ParagraphConfig().split, "keep-first", 0.0)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "c.jsonl", "-o", "o", "--paragraph-fp-sample", "1.5"])
+    assert "--paragraph-fp-sample" in capsys.readouterr().err

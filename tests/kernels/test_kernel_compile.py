@@ -109,3 +109,30 @@ def test_cache_keys_cover_exactly_the_sources_a_kernel_module_compiles_from():
     files = {Path(p).name for p in kernel_check.source_files(mod.__file__, mod.__package__)}
     assert files == {"bloom_cuda.py", "bloom.py", "core.py", "normalize.py", "_build.py", "_launch.py",
                      "constants.py"}
+
+
+def test_the_per_thread_minima_array_does_not_spill_at_the_largest_num_perm(compiled):
+    """Every kernel whose per-thread local array is sized by MAX_K_PER_THREAD (the MinHash block's minima): the
+    array's length is that compile-time constant while K is a runtime argument, so the machine code ptxas reports
+    on here is the code that runs at every K up to TILE * MAX_K_PER_THREAD >= MAX_NUM_PERM (9,000, the largest
+    MinHashConfig accepts). It must hold the array in its stack frame (>= 8 bytes per entry, within the
+    per-thread limit) with no register spill."""
+    import inspect
+
+    from gpu_dedup.config import MinHashConfig
+    from gpu_dedup.constants import MAX_NUM_PERM
+    from gpu_dedup.kernels import core_cuda as kc
+
+    assert kc.TILE * kc.MAX_K_PER_THREAD >= MAX_NUM_PERM
+    MinHashConfig(MAX_NUM_PERM, 5, 64)
+    with pytest.raises(ValueError):
+        MinHashConfig(MAX_NUM_PERM + 1, 5, 64)
+    users = {(m, k.__name__) for m in kernel_check.kernel_modules() for k in kernel_check.module_kernels(m)
+             if "local.array(MAX_K_PER_THREAD" in inspect.getsource(k.dispatcher.py_func)}
+    assert ("gpu_dedup.kernels.core_cuda", "minhash_chunks") in users
+    r, results = compiled
+    got = [c for c in results if (c["module"], c["kernel"]) in users]
+    assert got and len({(c["module"], c["kernel"]) for c in got}) == len(users), r.stdout[-3000:]
+    for c in got:
+        assert c["spill_stores"] == 0 and c["spill_loads"] == 0 and not c["problems"], c
+        assert 8 * kc.MAX_K_PER_THREAD <= c["stack_bytes"] <= kernel_check.LIMITS["stack_bytes"], c

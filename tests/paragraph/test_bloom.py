@@ -1,5 +1,6 @@
 """Bloom filter / exact seen-set: sizing, pinned hash + index formula against an independent reference,
-measured false-positive rate, capacity policy, order-deterministic keep-first, CPU == GPU (simulator)."""
+measured false-positive rate, capacity policy, order-deterministic keep-first, CPU == GPU (simulator); the
+false-positive audit (FpAudit) exactly against a Python set and statistically against the filter's fill."""
 import logging
 
 import numpy as np
@@ -14,11 +15,13 @@ from gpu_dedup.paragraph.bloom import (
     BloomConfig,
     BloomFilter,
     ExactSet,
+    FpAudit,
     bloom_size,
     first_in_batch,
     item_hashes,
     keep_first,
     make_seen_set,
+    wilson_interval,
 )
 
 sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
@@ -189,3 +192,80 @@ def test_cpu_and_gpu_bits_queries_and_keep_first_match():
         assert rc[300:].all()  # the repeats are removed
         if mode == "bloom":
             assert np.array_equal(sc.bits, to_host(sg.bits))
+
+
+def _keys(lo, hi):
+    return item_hashes(_as_items(np.arange(lo, hi, dtype="<u8")))
+
+
+def test_fp_audit_counts_exactly_what_a_python_set_says():
+    """Every key sampled (fraction 1): the audit's false removals are the first occurrences the filter removed,
+    its kept units the first occurrences, by a Python set over the same stream."""
+    rng = np.random.default_rng(11)
+    stream = rng.integers(0, 3000, 6000).astype("<u8")
+    h1, h2 = item_hashes(_as_items(stream))
+    cfg = BloomConfig(expected_items=500, fp_rate=0.05)  # far too small: many false positives
+    bf, audit = BloomFilter(cfg), FpAudit(1.0, cfg)
+    seen, false, firsts = set(), 0, 0
+    for i in range(0, stream.shape[0], 250):
+        a, b = h1[i:i + 250], h2[i:i + 250]
+        elig = np.ones(a.shape[0], bool)
+        removed = keep_first(bf, a, b, elig)
+        audit.check(a, b, elig, removed, "keep-first")
+        for x, r in zip(stream[i:i + 250].tolist(), removed.tolist()):
+            if x not in seen:
+                firsts += 1
+                false += r
+            seen.add(x)
+    st = audit.stats(cfg, "keep-first", [None])
+    assert st["sampled_units"] == 6000 and st["units_kept_by_exact_rule"] == firsts == len(seen)
+    assert st["false_removals"] == false > 100 and st["missed_removals"] == 0
+    assert st["exceeds_target"]  # the measured rate is far over the 5% target: the filter is overfull
+
+
+def test_fp_audit_sample_is_a_fraction_of_the_keys_and_every_copy_of_one():
+    h1, h2 = _keys(0, 40_000)
+    audit = FpAudit(0.25, BloomConfig())
+    s = audit.sampled(h1, h2)
+    # binomial(40000, 0.25): sd = 86.6; 5 sd
+    assert abs(int(s.sum()) - 10_000) <= 5 * 86.6
+    assert np.array_equal(audit.sampled(h1[::-1].copy(), h2[::-1].copy()), s[::-1])
+    assert FpAudit(1.0, BloomConfig()).sampled(h1, h2).all()
+    with pytest.raises(ValueError, match="fraction"):
+        FpAudit(0.0, BloomConfig())
+
+
+def test_fp_audit_measures_the_filters_rate_within_a_stated_tolerance():
+    """Keys streamed in batches into a filter designed for them (n = 20,000 at p = 1%): a new key is a false
+    positive with probability fill^k (the filter's measured bit fill before its batch, k = 7), so the count
+    the audit measures is a sum of Bernoulli trials with a known mean and variance. Tolerance: 4 sd of that sum
+    (normal approximation; about 44 expected, sd about 6.6). Then 20,000 fresh keys against the full filter:
+    within 4 sd of fill^k, and the 95% interval holds the design target p."""
+    n, p, batch = 20_000, 0.01, 500
+    cfg = BloomConfig(expected_items=n, fp_rate=p)
+    bf, audit = BloomFilter(cfg), FpAudit(1.0, cfg)
+    h1, h2 = _keys(0, n)
+    mean = var = 0.0
+    for i in range(0, n, batch):
+        q = bf.stats()["bits_set_fraction"] ** bf.k
+        mean, var = mean + batch * q, var + batch * q * (1 - q)
+        a, b = h1[i:i + batch], h2[i:i + batch]
+        audit.check(a, b, np.ones(batch, bool), keep_first(bf, a, b, np.ones(batch, bool)), "keep-first")
+    st = audit.stats(cfg, "keep-first", [bf.stats()["expected_fp_rate_at_items"]])
+    assert st["units_kept_by_exact_rule"] == n and mean > 30
+    assert abs(st["false_removals"] - mean) <= 4 * var ** 0.5, (st["false_removals"], mean, var ** 0.5)
+    q = bf.stats()["bits_set_fraction"] ** bf.k
+    fresh = FpAudit(1.0, cfg)
+    f1, f2 = _keys(n, 2 * n)
+    fresh.check(f1, f2, np.ones(n, bool), bf.query(f1, f2), "keep-first")
+    st = fresh.stats(cfg, "keep-first", [None])
+    assert abs(st["false_removals"] - n * q) <= 4 * (n * q * (1 - q)) ** 0.5
+    lo, hi = st["ci95"]
+    assert lo <= p <= hi and not st["exceeds_target"]
+
+
+def test_wilson_interval_golden():
+    # Wilson 95% for 10 of 100: (0.0552, 0.1744) (textbook value); 0 of n starts at 0; n = 0 is uninformative
+    lo, hi = wilson_interval(10, 100)
+    assert round(lo, 4) == 0.0552 and round(hi, 4) == 0.1744
+    assert wilson_interval(0, 50)[0] == 0.0 and wilson_interval(0, 0) == (0.0, 1.0)

@@ -1,6 +1,7 @@
-"""Paragraph-level keep-first dedup: split policy, keep-first and cut rules against hand-computed values and
-an independent Python reference, reversibility, flags, streaming, output files, CPU == GPU (simulator), the
-defaults (line units, 32-byte minimum) and the progress bar."""
+"""Paragraph-level exact dedup: split policy, keep-first and cut rules against hand-computed values and
+an independent Python reference (line, paragraph, sentence and three-sentence-span units; keep-first and
+remove-all), reversibility, flags, streaming, output files, CPU == GPU (simulator), the measured Bloom
+false-positive rate through the stage, the defaults (line units, 32-byte minimum) and the progress bar."""
 import json
 
 import numpy as np
@@ -14,6 +15,7 @@ from gpu_dedup.io.text import arrow_text_buffers
 from gpu_dedup.text.normalize import normalize_strings
 from gpu_dedup.paragraph.bloom import BloomConfig
 from gpu_dedup.paragraph.dedup import ParagraphConfig, hex128, paragraph_dedup
+from gpu_dedup.testing.reference import sentence_spans
 from gpu_dedup.text.split import split_units
 
 sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
@@ -71,36 +73,73 @@ def test_hex128_format():
     assert arr.to_pylist() == ["0123456789abcdef000000000000000f"]
 
 
-def _reference(texts, split, min_bytes=1):
-    """Independent reference: Python splitting + normalize_strings + a set, in input order; normalized
-    units shorter than ``min_bytes`` bytes are neither removed nor remembered."""
-    seen, removed = set(), []
-    for d, t in enumerate(texts):
-        b = t.encode()
-        units, pos, cur = [], 0, None
-        for line in b.split(b"\n"):
-            stripped = line.strip(b" \t\r\x0b\x0c")
-            if stripped:
-                s = pos + (len(line) - len(line.lstrip(b" \t\r\x0b\x0c")))
-                e = pos + len(line.rstrip(b" \t\r\x0b\x0c"))
-                if split == "line":
-                    units.append((s, e))
-                else:
-                    cur = (cur[0], e) if cur else (s, e)
-            elif cur:
-                units.append(cur)
-                cur = None
-            pos += len(line) + 1
-        if cur:
+def _ref_units(b, split):
+    """Python splitting of one document's bytes: lines, paragraphs, or (sentence / span3) the sentences of
+    gpu_dedup.testing.reference's brute-force sentence rule."""
+    if split in ("sentence", "span3"):
+        return sentence_spans(b)
+    units, pos, cur = [], 0, None
+    for line in b.split(b"\n"):
+        stripped = line.strip(b" \t\r\x0b\x0c")
+        if stripped:
+            s = pos + (len(line) - len(line.lstrip(b" \t\r\x0b\x0c")))
+            e = pos + len(line.rstrip(b" \t\r\x0b\x0c"))
+            if split == "line":
+                units.append((s, e))
+            else:
+                cur = (cur[0], e) if cur else (s, e)
+        elif cur:
             units.append(cur)
-        keys = normalize_strings([b[s:e].decode() for s, e in units]) if units else []
-        for (s, e), k in zip(units, keys):
-            if len(k.encode()) < max(1, min_bytes):
-                continue
-            if k in seen:
-                removed.append((f"d{d}", s, e))
-            seen.add(k)
+            cur = None
+        pos += len(line) + 1
+    if cur:
+        units.append(cur)
+    return units
+
+
+def _reference(texts, split, min_bytes=1, action="keep-first"):
+    """Independent reference: Python splitting + normalize_strings + a set (keep-first) or a count of every key
+    over the whole input (remove-all), in input order; keys whose normalized text is shorter than ``min_bytes``
+    bytes are neither removed nor remembered. span3: the keys are the windows of 3 consecutive sentences and a
+    sentence is removed when any removed window holds it. Returns (id, byte_start, byte_end) of the removed units."""
+    docs = []
+    for t in texts:
+        b = t.encode()
+        units = _ref_units(b, split)
+        spans = [(units[i][0], units[i + 2][1]) for i in range(len(units) - 2)] if split == "span3" else units
+        keys = normalize_strings([b[s:e].decode() for s, e in spans]) if spans else []
+        docs.append((units, [k if len(k.encode()) >= max(1, min_bytes) else None for k in keys]))
+    count = {}
+    for _, keys in docs:
+        for k in keys:
+            if k is not None:
+                count[k] = count.get(k, 0) + 1
+    seen, removed = set(), []
+    for d, (units, keys) in enumerate(docs):
+        gone = []
+        for k in keys:
+            gone.append(k is not None and (k in seen if action == "keep-first" else count[k] > 1))
+            if k is not None:
+                seen.add(k)
+        cut = [any(gone[w] for w in range(max(0, j - 2), min(j + 1, len(gone)))) for j in range(len(units))] \
+            if split == "span3" else gone
+        removed += [(f"d{d}", s, e) for (s, e), c in zip(units, cut) if c]
     return removed
+
+
+def _sentence_corpus(seed=0, n=40):
+    """Documents of sentences from a pool (repeats across and inside documents, case and space variants that
+    normalize alike, CJK terminals, abbreviations), on one line or several."""
+    rng = np.random.default_rng(seed)
+    pool = ["The same footer sentence is here.", "Café crème brûlée is served daily!",
+            "CAFÉ  crème\tbrûlée is served DAILY!", "日本語のテキストです。", "Subscribe now, e.g. to the list.",
+            "Is it true? Yes.", "Read the terms of use.", "Contact us at any time today."]
+    docs = []
+    for i in range(n):
+        k = int(rng.integers(1, 7))
+        parts = [pool[j] if rng.random() < 0.75 else f"Unique sentence {i} {j} here." for j in rng.integers(0, 8, k)]
+        docs.append("".join(p + (" " if rng.random() < 0.7 else "\n") for p in parts).rstrip())
+    return docs
 
 
 def _corpus(seed=0, n=40):
@@ -118,12 +157,21 @@ def _corpus(seed=0, n=40):
 
 
 @pytest.mark.parametrize("min_bytes", [TINY, ParagraphConfig().min_paragraph_bytes])
-@pytest.mark.parametrize("split", ["paragraph", "line"])
-def test_matches_reference_and_is_reversible(split, min_bytes):
-    docs = _corpus()
-    r = _run(docs, ParagraphConfig(split=split, bloom=EXACT, min_paragraph_bytes=min_bytes))
+@pytest.mark.parametrize("split,action", [("paragraph", "keep-first"), ("line", "keep-first"),
+                                          ("line", "remove-all"), ("sentence", "keep-first"),
+                                          ("sentence", "remove-all"), ("span3", "keep-first"),
+                                          ("span3", "remove-all")])
+def test_matches_reference_and_is_reversible(split, action, min_bytes):
+    docs = _sentence_corpus() if split in ("sentence", "span3") else _corpus()
+    r = _run(docs, ParagraphConfig(split=split, action=action, bloom=EXACT, min_paragraph_bytes=min_bytes,
+                                   batch_bytes=1024))
     s = r.spans.to_pydict()
-    assert s["id"] and list(zip(s["id"], s["byte_start"], s["byte_end"])) == _reference(docs, split, min_bytes)
+    want = _reference(docs, split, min_bytes, action)
+    assert s["id"] and list(zip(s["id"], s["byte_start"], s["byte_end"])) == want
+    if action == "remove-all":  # every copy goes: no removed key is left in the output
+        kf = _reference(docs, split, min_bytes, "keep-first")
+        assert set(kf) < set(want)
+    assert r.stats["policy"]["action"] == action and r.stats["policy"]["split"] == split
     for i, t in enumerate(docs):  # byte offsets refer to the original text
         for sid, a, b, c0, c1, ct in zip(s["id"], s["byte_start"], s["byte_end"], s["cut_start"], s["cut_end"],
                                          s["cut_text"]):
@@ -151,6 +199,56 @@ def test_batches_bloom_and_exact_agree():
     assert bloom.stats["memory"]["seen_set_bytes"] == st["bytes"] == (st["m_bits"] + 31) // 32 * 4
 
 
+def test_remove_all_golden():
+    """Every copy of a repeated unit goes, the first too; the rest is as keep-first cuts it, and reversible."""
+    docs = ["A1\n\nB2\n\nC3", "B2\n\nD4\n\nA1", "C3\n\nB2", "E5\n\n  c3  \n\nF6"]
+    r = _run(docs, ParagraphConfig(split="paragraph", action="remove-all", bloom=EXACT, min_paragraph_bytes=TINY,
+                                   min_doc_bytes=5))
+    assert r.documents.column("text").to_pylist() == ["", "D4", "", "E5  \n\nF6"]
+    assert r.documents.column("units_removed").to_pylist() == [3, 2, 2, 1]
+    assert r.stats["repeated_set"]["items_inserted"] == 3  # a1, b2, c3
+    assert r.stats["timings_s"]["count"] >= 0 and r.stats["policy"]["keep"].startswith("none")
+
+
+def test_span3_golden():
+    """Three-sentence windows: a window seen before removes its three sentences; documents of fewer than three
+    sentences have no window and are never cut."""
+    shared = "One is here. Two is here. Three is here."
+    docs = [shared + " Four.", "Intro. " + shared, "One is here. Two is here.", "Three is here."]
+    r = _run(docs, ParagraphConfig(split="span3", bloom=EXACT, min_paragraph_bytes=TINY))
+    assert r.documents.column("text").to_pylist() == [docs[0], "Intro.", docs[2], docs[3]]
+    assert r.stats["counts"]["windows"] == 2 + 2 and r.stats["counts"]["units"] == 4 + 4 + 2 + 1
+    s = r.spans.to_pydict()
+    assert len(set(s["paragraph_hash"])) == 1  # the three sentences are cut by the one repeated window
+    r = _run(docs, ParagraphConfig(split="span3", action="remove-all", bloom=EXACT, min_paragraph_bytes=TINY))
+    assert r.documents.column("text").to_pylist() == ["Four.", "Intro.", docs[2], docs[3]]
+
+
+@pytest.mark.parametrize("action", ["keep-first", "remove-all"])
+def test_measured_false_positives_are_the_bloom_runs_extra_removals(action):
+    """fp_sample=1 replays every key against exact sets: a Bloom filter never misses a removal (no false
+    negative), so its false removals are exactly the units it removes beyond an exact run's. A filter sized
+    far too small (20 items at p = 0.2 for about a hundred keys) makes them many; a sample of a fifth is
+    counted on the sampled keys only, a subset."""
+    docs = _corpus(4, 80)
+    small = BloomConfig(expected_items=20, fp_rate=0.2)
+    exact = _run(docs, ParagraphConfig(action=action, bloom=EXACT, min_paragraph_bytes=TINY, batch_bytes=2048))
+    bloom = _run(docs, ParagraphConfig(action=action, bloom=small, min_paragraph_bytes=TINY, batch_bytes=2048,
+                                       fp_sample=1.0))
+    a = bloom.stats["fp_audit"]
+    extra = bloom.stats["counts"]["units_removed"] - exact.stats["counts"]["units_removed"]
+    assert a["missed_removals"] == 0 and a["false_removals"] == extra > 10
+    assert a["sampled_units"] == exact.stats["counts"]["units_eligible"]
+    assert a["units_kept_by_exact_rule"] == a["sampled_units"] - exact.stats["counts"]["units_removed"]
+    assert a["measured_fp_rate"] == extra / a["units_kept_by_exact_rule"]
+    lo, hi = a["ci95"]
+    assert lo <= a["measured_fp_rate"] <= hi and a["exceeds_target"] == (lo > a["target_fp_rate"])
+    part = _run(docs, ParagraphConfig(action=action, bloom=small, min_paragraph_bytes=TINY, batch_bytes=2048,
+                                      fp_sample=0.2)).stats["fp_audit"]
+    assert 0 < part["sampled_units"] < a["sampled_units"] and part["false_removals"] <= extra
+    assert "fp_audit" not in exact.stats  # off unless asked for
+
+
 def test_min_paragraph_bytes_keeps_short_units():
     docs = ["Ok\n\nreal text here", "ok\n\nother text"]
     assert _run(docs, ParagraphConfig(bloom=EXACT, min_paragraph_bytes=TINY)).spans.num_rows == 1
@@ -165,7 +263,12 @@ def test_min_paragraph_bytes_keeps_short_units():
 
 def test_config_validation():
     with pytest.raises(ValueError, match="split"):
-        ParagraphConfig(split="sentence")
+        ParagraphConfig(split="span2")
+    with pytest.raises(ValueError, match="action"):
+        ParagraphConfig(action="remove")
+    for bad in (-0.1, 1.5, "0.1", True):
+        with pytest.raises(ValueError, match="fp_sample"):
+            ParagraphConfig(fp_sample=bad)
     with pytest.raises(ValueError, match="min_doc_bytes"):
         ParagraphConfig(min_doc_bytes=-1)
     with pytest.raises(ValueError, match="min_paragraph_bytes"):
@@ -205,11 +308,14 @@ def test_output_files_keep_format_and_columns(tmp_path):
 
 
 @sim_or_gpu
-@pytest.mark.parametrize("split", ["paragraph", "line"])
-def test_cpu_and_gpu_match(split):
-    docs = _corpus(2, 25)
+@pytest.mark.parametrize("split,action", [("paragraph", "keep-first"), ("line", "keep-first"),
+                                          ("sentence", "remove-all"), ("span3", "keep-first")])
+def test_cpu_and_gpu_match(split, action):
+    docs = _sentence_corpus(2, 8 if split == "sentence" else 25) if split in ("sentence", "span3") else _corpus(2, 25)
     for bloom in (BLOOM, EXACT):
-        cfg = ParagraphConfig(split=split, bloom=bloom, batch_bytes=1024, min_paragraph_bytes=TINY)
+        cfg = ParagraphConfig(split=split, action=action, bloom=bloom, min_paragraph_bytes=TINY,
+                              batch_bytes=1024 if split in ("paragraph", "line") else 4096,
+                              fp_sample=0.5 if split == "span3" else 0.0)
         c, g = _run(docs, cfg, device="cpu"), _run(docs, cfg, device="cuda")
         assert c.spans.num_rows > 0
         assert c.spans.equals(g.spans) and c.documents.equals(g.documents)
@@ -319,14 +425,17 @@ def test_gpu_split_bit_identical_at_every_cut(chunk):
                        for _ in range(rng.integers(1, 6))) for _ in range(120)]
     long_doc = "".join(p + rng.choice(["\n\n", "\n \t\n", "\r\n\r\n", "\n\n\n"]) for p in paras) + "tail line"
     assert len(long_doc.encode()) > 4096
-    texts = ["", "one line", "x\n\ny\n", "\n\n  \n", long_doc, "a\nb\nc", "p1 l1\np1 l2\n\n\np2\n"]
+    sent_doc = "".join(rng.choice(["Ab", " ", "c", ".", "!", "? ", "。", "\n", "e.g. x", '"', "\r\n", "\t"], 1500))
+    texts = ["", "one line", "x\n\ny\n", "\n\n  \n", long_doc, "a\nb\nc", "p1 l1\np1 l2\n\n\np2\n", sent_doc]
     data, offsets = arrow_text_buffers(pa.array(texts, pa.large_string()))
-    for split in ("paragraph", "line"):
+    for split in ("paragraph", "line", "sentence"):
         c = split_units(data, offsets, split, "cpu")
         g = split_units(to_device(data, "cuda"), to_device(offsets, "cuda"), split, "cuda", chunk=chunk)
         for a, b in ((c.unit_off, g.unit_off), (c.start, g.start), (c.end, g.end)):
             assert np.array_equal(a, to_host(b)), split
         assert int(c.unit_off[5] - c.unit_off[4]) >= (120 if split == "paragraph" else 200)
+        if split == "sentence":
+            assert int(c.unit_off[8] - c.unit_off[7]) > 300
 
 
 @sim_or_gpu

@@ -1,5 +1,6 @@
 """Tests for gpu_dedup.text.split, the package's one paragraph splitter, and for the filters' use of it
-(filters/scorers.paragraphs, unit="paragraph").
+(filters/scorers.paragraphs, unit="paragraph"); its sentences and three-sentence windows against a brute-force
+pure-Python reference of the stated rule (``ref_sentences``: a regex over each line's bytes).
 
 Until issue 27 the filters split paragraphs with their own regex (``\\n[ \\t\\r\\f\\v]*\\n``, parts kept when
 ``str.strip()`` left something). ``old_paragraphs`` keeps that definition as the reference: on every input
@@ -17,7 +18,8 @@ import pytest
 
 from gpu_dedup.filters.scorers import paragraphs
 from gpu_dedup.io.text import arrow_text_buffers
-from gpu_dedup.text.split import split_units
+from gpu_dedup.testing.reference import sentence_spans as ref_sentences
+from gpu_dedup.text.split import sentence_windows, split_units
 
 _OLD = re.compile(r"\n[ \t\r\f\v]*\n")
 ASCII_WS = " \t\n\r\v\f"
@@ -103,3 +105,75 @@ def test_sliced_and_narrow_arrays(kind):
     assert len(doc) == len(arr) == len(weight) == 0
     doc, arr, _ = paragraphs(pa.chunked_array([pa.array(["a\n\nb"], kind), pa.array(["c"], kind)]))
     assert doc.tolist() == [0, 0, 1] and arr.to_pylist() == ["a", "b", "c"]
+
+
+# -- sentences: the rule of gpu_dedup/text/split.py, written again as a regex over each line (testing/reference.py)
+
+SENTENCES = [
+    "", ".", "a", "Hello there. This is e.g. the first one! And a third? Yes.\nNew line here",
+    "你好。我是猫！ok？好", "Wait... what. Wait... Then. 3.14 is pi. U.S.-made goods.", '"Stop!" he said. (Done.) [x.] Next',
+    "Dr. Smith arrived at 5 p.m. sharp.", "trailing space.   \n\n  lead. \t tab.\r\nCRLF line.",
+    "no terminal at all", "?!?! ...", "a.b.c. d", "end.\n", "。。。", "x.\u00a0Y", "a. \n b", "Q? A!'B",
+]
+
+
+def _sentence_texts(rng: np.random.Generator, n: int) -> list[str]:
+    alphabet = ["a", "Z", "é", "日", "3", " ", " ", "\t", "\r", "\n", ".", ".", "!", "?", "。", "！", "？", '"',
+                "'", ")", "]", "\u00a0"]
+    return ["".join(rng.choice(alphabet, size=int(rng.integers(0, 50)))) for _ in range(n)]
+
+
+def _spans(texts: list[str], split: str) -> list[list[tuple[int, int]]]:
+    data, offsets = arrow_text_buffers(pa.array(texts, pa.large_string()))
+    u = split_units(data, offsets, split, "cpu")
+    return [[(int(s - offsets[d]), int(e - offsets[d])) for s, e in zip(u.start[u.unit_off[d]:u.unit_off[d + 1]],
+                                                                         u.end[u.unit_off[d]:u.unit_off[d + 1]])]
+            for d in range(len(texts))]
+
+
+def test_sentence_golden():
+    got = _spans(["Hello there. This is e.g. the first one! And a third? Yes.\nNew line here",
+                  "你好。我是猫！ok", 'Wait... what. 3.14 is pi. U.S.-made. "Stop!" he said.'], "sentence")
+    texts = [[b[s:e].decode() for s, e in doc] for b, doc in zip(
+        [t.encode() for t in ["Hello there. This is e.g. the first one! And a third? Yes.\nNew line here",
+                              "你好。我是猫！ok", 'Wait... what. 3.14 is pi. U.S.-made. "Stop!" he said.']], got)]
+    assert texts == [["Hello there.", "This is e.g. the first one!", "And a third?", "Yes.", "New line here"],
+                     ["你好。", "我是猫！", "ok"], ["Wait... what.", "3.14 is pi.", "U.S.-made.", '"Stop!" he said.']]
+
+
+def test_sentences_equal_the_brute_force_reference():
+    texts = SENTENCES + HOSTILE + _sentence_texts(np.random.default_rng(26), 500)
+    got = _spans(texts, "sentence")
+    assert got == [ref_sentences(t.encode()) for t in texts]
+    assert sum(map(len, got)) > 1000
+
+
+def test_sentences_refine_lines():
+    """A sentence never runs over a newline: every sentence lies inside one non-blank line."""
+    texts = SENTENCES + _sentence_texts(np.random.default_rng(3), 200)
+    for sents, lines in zip(_spans(texts, "sentence"), _spans(texts, "line")):
+        assert all(any(a <= s and e <= b for a, b in lines) for s, e in sents)
+
+
+def test_three_sentence_windows_equal_brute_force():
+    texts = SENTENCES + _sentence_texts(np.random.default_rng(9), 100)
+    data, offsets = arrow_text_buffers(pa.array(texts, pa.large_string()))
+    u = split_units(data, offsets, "sentence", "cpu")
+    w = sentence_windows(u, 3)
+    want_first, want_off = [], [0]
+    for d in range(len(texts)):
+        a, b = int(u.unit_off[d]), int(u.unit_off[d + 1])
+        want_first += list(range(a, b - 2))
+        want_off.append(len(want_first))
+    assert w.first.tolist() == want_first and w.win_off.tolist() == want_off
+    assert w.start.tolist() == u.start[want_first].tolist()
+    assert w.end.tolist() == u.end[np.array(want_first, np.int64) + 2].tolist()
+    assert sentence_windows(u, 1).first.tolist() == list(range(len(u.start)))
+    with pytest.raises(ValueError, match="size"):
+        sentence_windows(u, 0)
+
+
+def test_unknown_split_is_refused():
+    data, offsets = arrow_text_buffers(pa.array(["a"], pa.large_string()))
+    with pytest.raises(ValueError, match="span3"):
+        split_units(data, offsets, "span3", "cpu")

@@ -99,9 +99,7 @@ def piece_keep_order(cfg: RunConfig, t: pa.Table, n_index: int = 0) -> np.ndarra
 
 
 def read_piece(job: Job, fi: int, columns=None) -> pa.Table:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=columns)
+    return job.layout.read_one("pieces", f"f{fi:06d}", columns)
 
 
 ASSIGN_SCHEMA = pa.schema([("row", pa.int64()), ("rep", pa.int64()), ("reason", pa.int8()), ("jaccard", pa.float64()),

@@ -1,14 +1,23 @@
 """The Ray engine vs the local engine in the same run, alternating: wall-time ratio, the driver's peak RSS,
-the workers' peak RSS, bytes the shuffle writes per document, identical decisions; then the driver's peak
-RSS of the Ray engine at a second, larger size (it must not grow with the documents: no per-document state).
+the workers' peak RSS, bytes the shuffle writes per document, identical decisions; then the Ray engine's
+driver peak RSS at each of --driver sizes (it must not grow with the documents: no per-document state).
 
-    python benchmarks/distributed.py --docs 1000000 --big 4000000 --words 100 --work /tmp/gd-dist
+    python benchmarks/distributed.py --docs 1000000 --driver 1000000,4000000 --words 100 --work /tmp/gd-dist
 
-Each run is a child process (``gpu-dedup run``); the Ray runs start a local cluster of --workers processes.
+The comparison runs are child processes of ``gpu-dedup run -o OUT --no-deduplicated`` (the Ray ones start
+a local cluster of --workers processes). The driver-memory runs are child processes calling
+``deduplicate(src, work_dir=W, engine="ray", workers=N)`` without an output directory: the engine alone
+(``gpu-dedup run`` adds report.html, which reads decisions.parquet whole). Every result is printed as it
+comes and appended to --json (one JSON object a line), so a run cut short keeps what it measured.
 """
 import argparse
+import datetime
+import json
 import os
+import platform
+import subprocess
 import sys
+import time
 
 import pyarrow.parquet as pq
 
@@ -32,39 +41,94 @@ def ray_run(src: str, work: str, workers: int, extra: list[str]) -> dict:
     return r
 
 
+_ENGINE_ONLY = ("import json, resource, sys\n"
+                "from gpu_dedup import RunConfig, deduplicate\n"
+                "r = deduplicate(sys.argv[1], RunConfig(progress=False), work_dir=sys.argv[2], engine='ray', "
+                "workers=int(sys.argv[3]))\n"
+                "print('RESULT', json.dumps({'peak': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "
+                "'input': r.stats['counts']['input'], 'removed': r.stats['counts']['removed'], "
+                "'engine': r.stats['engine']}))\n")
+
+
+def engine_only(src: str, work: str, workers: int) -> dict:
+    """The Ray engine's driver alone (no output directory): wall time and the driver process's peak RSS."""
+    wd = os.path.join(work, "workdir-driver")
+    for attempt in range(3):  # Ray gives a local cluster 30 s to start: on a loaded machine, try again
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-c", _ENGINE_ONLY, src, wd, str(workers)], capture_output=True,
+                           text=True)
+        if r.returncode == 0 or "timed out during startup" not in r.stderr or attempt == 2:
+            break
+        print("the local Ray cluster did not start in time; trying again", flush=True)
+    if r.returncode:
+        raise SystemExit(f"the engine-only run failed:\n{r.stderr[-3000:]}")
+    got = json.loads([line for line in r.stdout.splitlines() if line.startswith("RESULT")][0].split(" ", 1)[1])
+    got["wall"] = time.perf_counter() - t
+    got["shuffle"] = _shuffle_bytes(wd)
+    return got
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--docs", type=int, default=1_000_000)
-    ap.add_argument("--big", type=int, default=4_000_000, help="second size for the driver's peak RSS (0: skip)")
-    ap.add_argument("--words", type=int, default=100)
-    ap.add_argument("--shard", type=int, default=100_000)
+    ap.add_argument("--docs", type=int, default=1_000_000, help="documents of the local vs Ray comparison")
+    ap.add_argument("--driver", default="1000000,4000000",
+                    help="comma-separated sizes of the engine-only driver-memory runs ('' to skip)")
+    ap.add_argument("--words", type=int, default=100, help="mean words per document (>= 20)")
+    ap.add_argument("--shard", type=int, default=100_000, help="documents per Parquet file")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2, help="local / ray pairs, alternating")
     ap.add_argument("--work", default="/tmp/gd-dist")
-    ap.add_argument("--extra", default="", help="extra flags for every run, e.g. '--memory-budget 1G'")
+    ap.add_argument("--json", default=None, help="append every result here (default WORK/results.jsonl)")
+    ap.add_argument("--extra", default="", help="extra flags for every comparison run, e.g. '--memory-budget 1G'")
     args = ap.parse_args()
     extra = args.extra.split()
+    log = args.json or os.path.join(args.work, "results.jsonl")
+    os.makedirs(args.work, exist_ok=True)
+
+    def emit(kind: str, **fields) -> None:
+        rec = {"kind": kind, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "machine": f"{platform.node()} {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
+               "words": args.words, "shard": args.shard, "workers": args.workers, **fields}
+        with open(log, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        print(json.dumps(rec), flush=True)
+
     src = make(os.path.join(args.work, "small"), args.docs, args.words, args.shard)
     local, ray = [], []
-    for _ in range(args.rounds):
-        local.append(run(src, os.path.join(args.work, "out-local"), [*extra]))
-        ray.append(ray_run(src, args.work, args.workers, extra))
-    same = pq.read_table(os.path.join(args.work, "out-local", "decisions.parquet")).equals(
-        pq.read_table(os.path.join(args.work, "out-ray", "decisions.parquet")))
-    n = local[0]["stats"]["counts"]["input"]
-    lw, rw = min(r["wall"] for r in local), min(r["wall"] for r in ray)
-    print(f"\n{n:,} documents x ~{args.words} words, {args.workers} Ray workers, best of {args.rounds} (alternating)")
-    print(f"local wall {lw:.1f} s, driver peak RSS {max(r['peak'] for r in local) / 2**20:.0f} MiB")
-    print(f"ray   wall {rw:.1f} s, driver peak RSS {max(r['peak'] for r in ray) / 2**20:.0f} MiB, worker peak RSS "
-          f"{max(r['stats']['engine']['worker_peak_rss_bytes'] for r in ray) / 2**20:.0f} MiB, shuffle "
-          f"{ray[-1]['shuffle'] / n:.0f} bytes/document")
-    print(f"ray / local wall-time ratio {rw / lw:.2f}; decisions identical: {same}")
-    if args.big:
-        big_src = make(os.path.join(args.work, "big"), args.big, args.words, args.shard)
-        big = ray_run(big_src, os.path.join(args.work, "big-run"), args.workers, extra)
-        small_peak = max(r["peak"] for r in ray)
-        print(f"driver peak RSS: {small_peak / 2**20:.0f} MiB at {n:,} documents, {big['peak'] / 2**20:.0f} MiB at "
-              f"{big['stats']['counts']['input']:,} (difference {(big['peak'] - small_peak) / 2**20:+.0f} MiB)")
+    for k in range(args.rounds):
+        r = run(src, os.path.join(args.work, "out-local"), [*extra])
+        local.append(r)
+        emit("local", round=k, docs=args.docs, wall=r["wall"], peak=r["peak"])
+        r = ray_run(src, args.work, args.workers, extra)
+        ray.append(r)
+        emit("ray", round=k, docs=args.docs, wall=r["wall"], peak=r["peak"], shuffle=r["shuffle"],
+             worker_peak=r["stats"]["engine"]["worker_peak_rss_bytes"], partitions=r["stats"]["engine"]["partitions"],
+             timings={k2: round(v, 1) for k2, v in r["stats"]["timings_s"].items()})
+    if args.rounds:
+        same = pq.read_table(os.path.join(args.work, "out-local", "decisions.parquet")).equals(
+            pq.read_table(os.path.join(args.work, "out-ray", "decisions.parquet")))
+        n = local[0]["stats"]["counts"]["input"]
+        lw, rw = min(r["wall"] for r in local), min(r["wall"] for r in ray)
+        print(f"\n{n:,} documents x ~{args.words} words, {args.workers} Ray workers, best of {args.rounds} "
+              "(alternating)")
+        print(f"local wall {lw:.1f} s, driver peak RSS {max(r['peak'] for r in local) / 2**20:.0f} MiB")
+        print(f"ray   wall {rw:.1f} s, driver peak RSS {max(r['peak'] for r in ray) / 2**20:.0f} MiB, worker peak "
+              f"RSS {max(r['stats']['engine']['worker_peak_rss_bytes'] for r in ray) / 2**20:.0f} MiB, shuffle "
+              f"{ray[-1]['shuffle'] / n:.0f} bytes/document")
+        print(f"ray / local wall-time ratio {rw / lw:.2f}; decisions identical: {same}", flush=True)
+        emit("summary", docs=n, local_wall=lw, ray_wall=rw, ratio=rw / lw, same=same)
+    peaks = []
+    for size in [int(s) for s in args.driver.split(",") if s]:
+        s = src if size == args.docs else make(os.path.join(args.work, f"driver-{size}"), size, args.words,
+                                                args.shard)
+        r = engine_only(s, os.path.join(args.work, f"driver-run-{size}"), args.workers)
+        peaks.append((r["input"], r["peak"]))
+        emit("driver", docs=r["input"], wall=r["wall"], peak=r["peak"], shuffle=r["shuffle"],
+             worker_peak=r["engine"]["worker_peak_rss_bytes"], removed=r["removed"])
+    if len(peaks) > 1:
+        (n0, p0), (n1, p1) = peaks[0], peaks[-1]
+        print(f"driver peak RSS (engine only): {p0 / 2**20:.0f} MiB at {n0:,} documents, {p1 / 2**20:.0f} MiB at "
+              f"{n1:,} (difference {(p1 - p0) / 2**20:+.0f} MiB)")
 
 
 if __name__ == "__main__":

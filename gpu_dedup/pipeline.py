@@ -127,15 +127,22 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         if work_dir is None and out is None:
             raise ConfigError("engine='ray' needs a shared work directory: pass work_dir or output_dir")
         work_dir = work_dir if work_dir is not None else os.path.join(out, "work")
+        if io.is_url(os.fspath(work_dir)) and out is None:
+            raise ConfigError(f"work_dir {os.fspath(work_dir)!r} is a URL: pass output_dir (-o) too, a local "
+                              "directory for decisions.parquet and run.json")
     elif workers is not None or address is not None or partitions is not None:
         raise ConfigError("workers / address / partitions need engine='ray'")
+    elif work_dir is not None and io.is_url(os.fspath(work_dir)):
+        raise ConfigError(f"work_dir {os.fspath(work_dir)!r} is a URL: the local engine keeps its work dir on a "
+                          "local path; a URL (s3://..., file://...) needs engine='ray' (--engine ray)")
     wd = _work_path(work_dir, out, resume)
+    owned_wd = None if wd is not None and io.is_url(wd) else wd  # a URL is not locked: the Ray probe checks it
     if save_index is not None:
         from .index import check_index_target
 
         check_index_target(os.fspath(save_index), os.fspath(against) if against is not None else None)
     roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
-    with owned(out, work_dir=wd, index_dir=save_index, command="deduplicate", overwrite=overwrite, resume=resume,
+    with owned(out, work_dir=owned_wd, index_dir=save_index, command="deduplicate", overwrite=overwrite, resume=resume,
                roots=roots):
         if engine == "ray":
             result = _run_ray(cfg, device, threads=threads, t_start=t_start, files=files, out=out, work=wd,

@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shutil
 import time
 from typing import Any
 
@@ -92,9 +91,10 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
 
         check_extends(save_index, cfg, index)
     lay = Layout(work)
-    if not resume and os.path.isdir(lay.root):
-        shutil.rmtree(lay.root)  # a fresh run: nothing of an earlier one is trusted
-    os.makedirs(lay.root, exist_ok=True)
+    if resume:
+        lay.makedirs()
+    else:
+        lay.clear()  # a fresh run: nothing of an earlier one is trusted
     with ray_cluster(workers, address) as ray:
         nodes = probe(ray, work, cfg, fingerprint)
         cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -232,7 +232,7 @@ def _raise_duplicate_ids(job, rows, index=None) -> None:
     driver on this error path only."""
     from .. import io
 
-    ids = [pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=["id"])["id"]
+    ids = [job.layout.read_one("pieces", f"f{fi:06d}", ["id"])["id"]
            for fi in range(job.first, job.nfiles)]
     cfg = job.cfg
     ids = pa.chunked_array([c for t in ids for c in t.chunks], pa.string())
@@ -256,7 +256,7 @@ def _write_index(lay: Layout, path: str, cfg, index, file_range) -> dict[str, An
     try:
         writer.copy_parent()
         for fi in file_range:
-            writer.write_table(pq.read_table(lay.path("index_rows", f"f{fi:06d}")))
+            writer.write_table(lay.read_one("index_rows", f"f{fi:06d}"))
     except BaseException:
         writer.abort()
         raise
@@ -309,7 +309,7 @@ def write_decisions(work: str, nfiles: int, path: str, first: int = 0) -> None:
     with atomic_path(path) as tmp:
         writer = None
         for fi in range(first, nfiles):
-            t = pq.read_table(lay.path("decisions", f"f{fi:06d}"))
+            t = lay.read_one("decisions", f"f{fi:06d}")
             if writer is None:
                 writer = pq.ParquetWriter(tmp, t.schema)
             writer.write_table(t)

@@ -1,5 +1,6 @@
 """The Ray cluster a run uses: a local one of N worker processes, or a running one joined by address; and
-the probe every node runs before pass 1 (same gpu-dedup version and contract, the work dir visible)."""
+the probe every node runs before pass 1 (same gpu-dedup version and contract, the work dir visible: a
+shared path or an fsspec URL, through shuffle.Layout as every task's files)."""
 from __future__ import annotations
 
 import contextlib
@@ -61,18 +62,22 @@ def _reachable(address: str, timeout: float = 5.0) -> None:
                            "one") from exc
 
 
-def _probe(token_path: str, token: str) -> dict:
-    """On a node: its gpu-dedup version and whether it sees the driver's token in the work dir."""
+def _probe(work: str, name: str, token: str) -> dict:
+    """On a node: its gpu-dedup version and whether it sees the driver's token in the work dir (a path or
+    an fsspec URL: read through the same layer as every task's files)."""
     import platform
 
     from .._version import __version__
+    from .shuffle import Layout
 
+    why = None
     try:
-        with open(token_path) as fh:
-            seen = fh.read() == token
-    except OSError:
-        seen = False
-    return {"version": __version__, "sees_work_dir": seen, "node": platform.node()}
+        seen = Layout(work).read_text(name) == token
+        if not seen:
+            why = "the token file holds another value"
+    except Exception as exc:  # any failure to read it (missing, no permission, a missing fsspec package) is "not seen"
+        seen, why = False, f"{type(exc).__name__}: {exc}"
+    return {"version": __version__, "sees_work_dir": seen, "why": why, "node": platform.node()}
 
 
 def _contract_on_worker(cfg) -> str:
@@ -88,15 +93,15 @@ def probe(ray, work: str, cfg, fingerprint: str) -> int:
 
     from .._version import __version__
 
+    from .shuffle import Layout
+
     token = uuid.uuid4().hex
-    path = os.path.join(work, "ray", f"probe-{token}.txt")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write(token)
+    lay, name = Layout(work), f"probe-{token}.txt"
+    lay.write_text(name, token)
     try:
         nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
         rp, rc = ray.remote(num_cpus=0)(_probe), ray.remote(num_cpus=0)(_contract_on_worker)
-        refs = [(rp.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(path, token),
+        refs = [(rp.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(work, name, token),
                  rc.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(cfg))
                 for n in nodes]
         for p_ref, c_ref in refs:
@@ -108,8 +113,9 @@ def probe(ray, work: str, cfg, fingerprint: str) -> int:
                 raise RunError(f"Ray node {got['node']} computes contract {fp}, the driver {fingerprint}: "
                                "the same gpu-dedup and library versions are needed on every node")
             if not got["sees_work_dir"]:
-                raise RunError(f"Ray node {got['node']} cannot see the work dir {work!r}: pass --work-dir "
-                               "on a file system every node mounts at the same path")
+                raise RunError(f"Ray node {got['node']} cannot see the work dir {work!r} ({got['why']}): pass "
+                               "--work-dir on a file system every node mounts at the same path, or an fsspec URL "
+                               "every node can reach (s3://bucket/work, with the same extras installed)")
     finally:
-        os.unlink(path)
+        lay.remove(name)
     return len(nodes)

@@ -176,12 +176,10 @@ def rep_positions(job: Job, h: int, reps_local: np.ndarray) -> tuple[np.ndarray,
 @run_once("index_rows")
 def index_rows(job: Job, fi: int) -> dict[str, Any]:
     """File ``fi``'s kept rows in documents.parquet's schema (index.kept_rows: shingle sets read again)."""
-    import pyarrow.parquet as pq
-
     from ..index import DOCUMENTS_SCHEMA, documents_table, kept_rows
 
     cfg, lay = job.cfg, job.layout
-    keep = np.asarray(pq.read_table(lay.path("decisions", f"f{fi:06d}"), columns=["keep"])["keep"]
+    keep = np.asarray(lay.read_one("decisions", f"f{fi:06d}", ["keep"])["keep"]
                       .to_numpy(zero_copy_only=False), bool)
     kept = np.flatnonzero(keep)
     bands = [band_column(b) for b in range(cfg.lsh.bands)]

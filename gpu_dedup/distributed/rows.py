@@ -120,9 +120,7 @@ def piece_keep_order(cfg: RunConfig, t: pa.Table, n_index: int = 0) -> np.ndarra
 
 
 def read_piece(job: Job, fi: int, columns=None) -> pa.Table:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(job.layout.path("pieces", f"f{fi:06d}"), columns=columns)
+    return job.layout.read_one("pieces", f"f{fi:06d}", columns)
 
 
 DUPS_SCHEMA = pa.schema([("row", pa.int64()), ("leader", pa.int64()), ("short", pa.bool_())])  # exact duplicates

@@ -8,12 +8,22 @@ the file. Every task writes all of its output files (empty ones too) atomically,
 ``WORK/ray/done/<stage>/<key>.json`` holding its small return value and the run key (the digest of every
 map task's marker): a marker with the current run key means the task's outputs are complete and it is
 not run again; a retried or resumed task rewrites the same bytes.
+
+The work dir is a path every node mounts at the same place, or an fsspec URL (``s3://bucket/work``,
+``gs://``, ``file://``; io/remote.py, the layer the inputs are read through): then every read, write,
+marker and listing goes through that file system (Parquet through pyarrow's wrapper of it), and a file is
+written under a unique temporary name and moved onto its final one, so a task killed mid-write never leaves
+a partial file under a name that looks finished (a move on an object store is a copy of the whole object,
+then a delete). Local paths are read and written exactly as before.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import posixpath
+import shutil
+import uuid
 from typing import Any, Callable
 
 import numpy as np
@@ -21,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..io import write_json_atomic, write_parquet_atomic
+from ..io.remote import is_url, pyarrow_filesystem, url_filesystem
 
 
 def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:
@@ -45,19 +56,51 @@ def split(table: pa.Table, part: np.ndarray, parts: int) -> list[pa.Table]:
 
 
 class Layout:
-    """Paths of the Ray engine's files under WORK/ray (module doc)."""
+    """Paths of the Ray engine's files under WORK/ray (module doc); ``work`` a local path or an fsspec URL."""
 
     def __init__(self, work: str):
-        self.root = os.path.join(work, "ray")
+        self.work = work
+        if is_url(work):
+            self.fs, base = url_filesystem(work)  # fsspec caches the instance: one per URL and process
+            self.root = posixpath.join(base.rstrip("/") or "/", "ray")
+            self._join = posixpath.join
+        else:
+            self.fs = None
+            self.root = os.path.join(work, "ray")
+            self._join = os.path.join
 
     def path(self, stage: str, name: str) -> str:
-        return os.path.join(self.root, stage, f"{name}.parquet")
+        return self._join(self.root, stage, f"{name}.parquet")
 
     def marker(self, stage: str, key: str) -> str:
-        return os.path.join(self.root, "done", stage, f"{key}.json")
+        return self._join(self.root, "done", stage, f"{key}.json")
+
+    def exists(self, stage: str, name: str) -> bool:
+        path = self.path(stage, name)
+        return os.path.exists(path) if self.fs is None else bool(self.fs.exists(path))
+
+    def _atomic(self, path: str, write: Callable[[str], None]) -> None:
+        """``write(tmp)`` under a unique temporary name beside ``path``, then move it onto ``path``."""
+        fs = self.fs
+        directory, name = posixpath.split(path)
+        fs.makedirs(directory, exist_ok=True)
+        tmp = posixpath.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
+        try:
+            write(tmp)
+            fs.mv(tmp, path)
+        except BaseException:
+            try:
+                if fs.exists(tmp):
+                    fs.rm(tmp)
+            except OSError:  # the first error is the one to report
+                pass
+            raise
 
     def write(self, table: pa.Table, stage: str, name: str) -> None:
         path = self.path(stage, name)
+        if self.fs is not None:
+            self._atomic(path, lambda tmp: pq.write_table(table, tmp, filesystem=pyarrow_filesystem(self.fs)))
+            return
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_parquet_atomic(table, path)
 
@@ -65,8 +108,13 @@ class Layout:
         for p, t in enumerate(split(table, part, parts)):
             self.write(t, stage, name(p))
 
+    def read_one(self, stage: str, name: str, columns: list[str] | None = None) -> pa.Table:
+        """One file of ``stage`` as written (its chunks kept)."""
+        fs = None if self.fs is None else pyarrow_filesystem(self.fs)
+        return pq.read_table(self.path(stage, name), columns=columns, filesystem=fs)
+
     def read(self, stage: str, names: list[str], schema: pa.Schema | None = None) -> pa.Table:
-        tables = [pq.read_table(self.path(stage, n)) for n in names]
+        tables = [self.read_one(stage, n) for n in names]
         if not tables:
             return schema.empty_table()
         return pa.concat_tables(tables).combine_chunks()
@@ -75,7 +123,7 @@ class Layout:
         """The stored result of task (stage, key) when its marker carries ``run_key``, else None."""
         path = self.marker(stage, key)
         try:
-            with open(path) as fh:
+            with (open(path) if self.fs is None else self.fs.open(path, "r")) as fh:
                 data = json.load(fh)
         except (OSError, ValueError):
             return None
@@ -83,9 +131,64 @@ class Layout:
 
     def finish(self, stage: str, key: str, run_key: str, result: Any) -> Any:
         path = self.marker(stage, key)
+        if self.fs is not None:
+            text = json.dumps({"run_key": run_key, "result": result}, indent=2, default=_plain)
+            self._atomic(path, lambda tmp: self.fs.pipe_file(tmp, text.encode()))
+            return result
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_json_atomic({"run_key": run_key, "result": result}, path)
         return result
+
+    def write_text(self, name: str, text: str) -> str:
+        """WORK/ray/``name`` holding ``text`` (the probe's token); returns its path."""
+        path = self._join(self.root, name)
+        if self.fs is not None:
+            self._atomic(path, lambda tmp: self.fs.pipe_file(tmp, text.encode()))
+            return path
+        os.makedirs(self.root, exist_ok=True)
+        with open(path, "w") as fh:
+            fh.write(text)
+        return path
+
+    def read_text(self, name: str) -> str:
+        path = self._join(self.root, name)
+        if self.fs is None:
+            with open(path) as fh:
+                return fh.read()
+        return self.fs.cat_file(path).decode()
+
+    def remove(self, name: str) -> None:
+        path = self._join(self.root, name)
+        if self.fs is None:
+            os.unlink(path)
+        else:
+            self.fs.rm(path)
+
+    def clear(self) -> None:
+        """Remove WORK/ray (a fresh run trusts nothing of an earlier one), then create it again."""
+        if self.fs is None:
+            if os.path.isdir(self.root):
+                shutil.rmtree(self.root)
+            os.makedirs(self.root, exist_ok=True)
+            return
+        if self.fs.exists(self.root):
+            self.fs.rm(self.root, recursive=True)
+        self.fs.makedirs(self.root, exist_ok=True)
+
+    def makedirs(self) -> None:
+        if self.fs is None:
+            os.makedirs(self.root, exist_ok=True)
+        else:
+            self.fs.makedirs(self.root, exist_ok=True)
+
+
+def _plain(obj: Any) -> Any:
+    """JSON of a task result's numpy values (a marker on an fsspec work dir)."""
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)  # as run_key's digest: every result value is a number, a string or a list of them
 
 
 def run_key(parts: list[Any]) -> str:

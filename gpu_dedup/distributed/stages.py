@@ -88,7 +88,7 @@ def _same_input(job: Job, fi: int, result: dict) -> bool:
 
     f = job.files[fi]
     if isinstance(f, IndexSource):
-        return result.get("stamp") == f.stamp() and os.path.exists(job.layout.path("pieces", f"f{fi:06d}"))
+        return result.get("stamp") == f.stamp() and job.layout.exists("pieces", f"f{fi:06d}")
     try:
         identity = None if f.fmt == "table" else file_identity(f)
     except OSError:
@@ -96,7 +96,7 @@ def _same_input(job: Job, fi: int, result: dict) -> bool:
     why = what_changed(result.get("stamp", {}), f, identity)
     if why is not None:
         logger.warning("input %s changed since its piece was written (%s); recomputing it", f.relpath, why)
-    return why is None and os.path.exists(job.layout.path("pieces", f"f{fi:06d}"))
+    return why is None and job.layout.exists("pieces", f"f{fi:06d}")
 
 
 @run_once("sign", valid=_same_input)
@@ -370,10 +370,8 @@ def labels(job: Job, g: int, step: int, sources: list[str]) -> dict[str, Any]:
 @run_once("members")
 def members(job: Job, fi: int) -> dict[str, Any]:
     """File ``fi``'s candidate rows with what the policy needs (module doc), by component range."""
-    import pyarrow.parquet as pq
-
     cfg, lay, offs = job.cfg, job.layout, job.offs()
-    lab = pq.read_table(lay.path("labels", f"f{fi:06d}"))
+    lab = lay.read_one("labels", f"f{fi:06d}")
     rows = lab["row"].to_numpy()
     local = rows - offs[fi]
     cols = ["id"] + [c for c in job.rank_columns() if c != "id"] + [band_column(b) for b in range(cfg.lsh.bands)]

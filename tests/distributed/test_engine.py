@@ -399,3 +399,26 @@ def test_ray_score_keep_equals_local(cluster, corpus, tmp_path):
     assert res.decisions.equals(local.decisions) and local.removed > 0
     first = gpu_dedup.deduplicate(str(corpus), RunConfig(progress=False))
     assert not first.decisions["keep"].equals(local.decisions["keep"])  # the score changed which copy stays
+
+
+def test_ray_fsspec_work_dir_equals_local(cluster, corpus, tmp_path):
+    """--work-dir as an fsspec URL: every task's files, markers and the probe go through fsspec (fsspec's
+    dir:: wrapper roots them elsewhere than a local path would), decisions and deduplicated/ equal the local
+    engine's, and a resumed run reuses every task from the URL's markers (test_shuffle.py: file:// URLs)."""
+    cfg = RunConfig(progress=False)
+    gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "local")
+    d = tmp_path / "dirfs"
+    url = "dir::file://" + str(d)
+    res = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "ray", work_dir=url, engine="ray", partitions=2)
+    _same_outputs(tmp_path / "local", tmp_path / "ray")
+    root = d / str(d).lstrip("/") / "ray"  # where DirFileSystem put them; a local write would be d/ray
+    assert sorted(p.name for p in (root / "done" / "write").iterdir()) == [f"{k}.json" for k in range(4)]
+    assert not (d / "ray").exists() and not list(root.rglob(".*.tmp")) and not list(root.glob("probe-*"))
+    assert res.stats["work_dir"]["path"] == url
+    again = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "ray", work_dir=url, engine="ray", partitions=2,
+                                  resume=True)
+    assert again.stats["work_dir"]["pieces_reused"] == 4 and again.decisions.equals(res.decisions)
+    with pytest.raises(ValueError, match="is a URL: the local engine"):
+        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", work_dir="file://" + str(tmp_path / "fw"))
+    with pytest.raises(ValueError, match="is a URL: pass output_dir"):
+        gpu_dedup.deduplicate(str(corpus), cfg, work_dir=url, engine="ray")

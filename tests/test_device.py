@@ -136,7 +136,7 @@ def test_a_stage_says_how_many_kernels_it_compiles_before_its_bar(monkeypatch, c
         device.note_compiling("cuda", ("paragraph",))
     msgs = [r.getMessage() for r in caplog.records]
     assert len(msgs) == 1 and msgs[0].startswith(
-        f"compiling 7 kernels (first run only, ~{7 * COMPILE_S_PER_KERNEL:.0f} s on 2 busy cores")
+        f"compiling 7 kernels (first run only, ~{7 * COMPILE_S_PER_KERNEL:.0f} s on an idle core, longer on a busy machine")
 
 
 def test_warmup_lists_every_cpu_kernel_a_stage_launches():

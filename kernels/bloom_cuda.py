@@ -31,7 +31,7 @@ from numba import cuda
 
 from . import bloom
 from ._build import build
-from ._launch import I8, U8, i4, i8, i8_2, kernel, u1, u4, u8
+from ._launch import B, I8, U8, i4, i8, i8_2, kernel, u1, u4, u8
 
 NGRAM_CHUNK = 2048  # n-grams per block of ngram_hash_chunks (the orchestration's default cut; no shared tile)
 WORD_SPAN_CHUNK = 512  # nominal text bytes per thread of word_span_chunks (moved by chunk_entry; no shared tile)

@@ -297,6 +297,9 @@ class FilterConfig(InputConfig):
     rules: "gopher" for the Gopher rules ("gopher_quality" / "gopher_repetition": one half), or several rule sets
     comma-separated ("gopher,c4,fineweb,chars,url"; ``rules.PRESETS``); rules_off: rule columns switched off (e.g.
     ("gopher_stop_words",)); rule_thresholds: "COLUMN=VALUE" bounds replaced (``rules.with_thresholds``).
+    url_blocklist: a file of blocked domains (``rulesets.load_blocklist``; needs "url" in rules and
+    url_field, the field / column of each document's URL: ``url_blocked`` is 1 when its host or a parent
+    domain is listed; a null or missing URL is not blocked; filter only, run's reader carries no URL).
     dsir_target: files of target-domain text; select: how
     many documents DSIR keeps among those every other filter kept (int: a count; float in (0, 1]: a fraction
     of them). unit (the fastText models: LID and classifiers): "document" scores the whole document as one
@@ -365,6 +368,14 @@ class FilterConfig(InputConfig):
     rule_thresholds: tuple[str, ...] = field(default=(), metadata=cli(flag(
         "replace a rule's bound, e.g. chars_non_ascii_frac=0.3 (MIN:MAX for a two-sided rule; repeatable)",
         "--rule-threshold", append=True, default=[], metavar="COLUMN=VALUE")))
+    # the blocklist rule of --rules url reads each document's URL from this field (filter only: run's reader
+    # carries no URL)
+    url_field: str | None = field(default=None, metadata=cli(flag(
+        "the field / column holding each document's URL, read by --url-blocklist (a null or missing URL is "
+        "not blocked)", metavar="COLUMN")))
+    url_blocklist: str | None = field(default=None, metadata=cli(flag(
+        "with --rules url and --url-field: reject documents whose URL's host or a parent domain is listed in "
+        "FILE (one domain a line, '#' comments); column url_blocked", metavar="FILE")))
     dsir_target: tuple[str, ...] = field(default=(), metadata=cli(flag(
         "target-domain documents for DSIR", nargs="+", metavar="FILE")))
     select: int | float | None = field(default=None, metadata=cli(flag(
@@ -478,6 +489,7 @@ class FilterConfig(InputConfig):
         if isinstance(self.rule_thresholds, str) or (self.rule_thresholds and self.rules is None):
             raise ConfigError(f"FilterConfig.rule_thresholds must be a tuple of 'COLUMN=VALUE', with rules set; got "
                               f"{self.rule_thresholds!r}")
+        self._check_url_flags()
         if self.rules is not None:
             self.rules_config()  # an unknown column or bad bound fails here, before anything is read
         if isinstance(self.dsir_target, str):
@@ -554,13 +566,35 @@ class FilterConfig(InputConfig):
         return bool(self.lid or self.classifiers or self.has_lm or self.rules or self.dsir_target
                     or self.domain.script_prefilter)
 
+    def _check_url_flags(self) -> None:
+        """--url-blocklist needs --url-field and --rules url; --url-field alone would be read for nothing."""
+        for name, v in (("url_field", self.url_field), ("url_blocklist", self.url_blocklist)):
+            if v is not None and (not isinstance(v, str) or not v):
+                raise ConfigError(f"FilterConfig.{name} (--{name.replace('_', '-')}) must be a non-empty string or "
+                                  f"None, got {v!r}")
+        if self.url_blocklist is not None:
+            sets = [x.strip() for x in self.rules.split(",")] if isinstance(self.rules, str) else []
+            if "url" not in sets:
+                raise ConfigError(f"--url-blocklist {self.url_blocklist!r} is a rule of the url set: add --rules url "
+                                  f"(or a list holding it, e.g. --rules gopher,url); got "
+                                  + (f"--rules {self.rules!r}" if self.rules else "no --rules"))
+            if self.url_field is None:
+                raise ConfigError(f"--url-blocklist {self.url_blocklist!r} needs --url-field COLUMN: the field of "
+                                  "each document's URL")
+        elif self.url_field is not None:
+            raise ConfigError(f"--url-field {self.url_field!r} is read only by --url-blocklist FILE (with --rules "
+                              "url): give the blocklist, or drop --url-field")
+        if self.url_field is not None and self.url_field in (self.text_field, self.id_field):
+            raise ConfigError(f"--url-field {self.url_field!r} is also the text or id field; name the URL column")
+
     def rules_config(self) -> Any:
         """The ``rules.RulesConfig`` of ``rules``, ``rules_off`` and ``rule_thresholds`` (None without rules)."""
         if self.rules is None:
             return None
         from .rules import RulesConfig, with_thresholds, without
 
-        return with_thresholds(without(RulesConfig.preset(self.rules), self.rules_off), self.rule_thresholds)
+        base = RulesConfig.preset(self.rules, url_blocklist=self.url_blocklist)
+        return with_thresholds(without(base, self.rules_off), self.rule_thresholds)
 
     @property
     def has_lm(self) -> bool:

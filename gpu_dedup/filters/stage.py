@@ -212,6 +212,14 @@ def concat_columns(parts: list[dict[str, Any]]) -> dict[str, Any]:
             for k in parts[0]}
 
 
+def url_reading(cfg: FilterConfig) -> dict[str, Any]:
+    """``io.iter_batches``' options that carry each document's URL (``url_field``) as ``Batch.scope``: a null
+    or missing URL read as null (not blocked), the errors naming --url-field; {} without a URL field."""
+    if cfg.url_field is None:
+        return {}
+    return {"scope_field": cfg.url_field, "scope_nullable": True, "scope_flag": "--url-field"}
+
+
 def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, report) -> tuple[dict, list[int]]:
     parts: list[dict[str, Any]] = []
     paras: list[ParagraphScores] = []
@@ -224,9 +232,9 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
         ("fasttext", bool(cfg.lid or cfg.classifiers))) if on))
     with progress(cfg, "filter") as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
-                                     on_error=cfg.on_error, report=report):
+                                     on_error=cfg.on_error, report=report, **url_reading(cfg)):
             file_rows[batch.file_index] += len(batch.text)
-            parts.append(scorers.columns(batch.text, batch.ids, batch.row_start))
+            parts.append(scorers.columns(batch.text, batch.ids, batch.row_start, urls=batch.scope))
             if "paragraph_scores" in parts[-1]:
                 paras.append(parts[-1].pop("paragraph_scores").shift(batch.row_start))
             if dsir is not None:
@@ -253,8 +261,8 @@ def _score_file(f, cfg: FilterConfig, device: str, with_dsir: bool) -> dict[str,
     dcfg = DSIRConfig(buckets=cfg.dsir_buckets, seed=cfg.seed, select=cfg.select) if with_dsir else None
     for batch in io.iter_batches([f], id_field=cfg.id_field, text_field=cfg.text_field,
                                  batch_bytes=batch_bytes(cfg.batch_bytes, device), on_error=cfg.on_error,
-                                 report=report):
-        parts.append(scorers.columns(batch.text, batch.ids, batch.row_start))
+                                 report=report, **url_reading(cfg)):
+        parts.append(scorers.columns(batch.text, batch.ids, batch.row_start, urls=batch.scope))
         if "paragraph_scores" in parts[-1]:
             paras.append(parts[-1].pop("paragraph_scores").shift(batch.row_start))
         if dcfg is not None:

@@ -306,3 +306,88 @@ def test_filter_command_records_the_rule_sets(tmp_path):
     reasons = table["reason"].to_pylist()
     assert reasons[0] == "empty" and reasons[2] == "kept"
     assert reasons[3] == "c4_lorem_ipsum" and reasons[4] == "c4_curly_bracket"
+
+
+def _ref_blocked(url, domains) -> float:
+    """Brute force, independent of url_host: urllib's host (user, port and case dropped; a final dot too),
+    blocked when it is a listed domain or ends in "." + one; no URL or no host: not blocked."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").rstrip(".") if url else ""
+    return float(bool(host) and any(host == d or host.endswith("." + d) for d in domains))
+
+
+@pytest.fixture(scope="module")
+def url_corpus(tmp_path_factory):
+    """A JSON Lines and a Parquet copy of 40 documents with random URLs (listed hosts, their subdomains,
+    look-alikes, user / port / case / final-dot forms, null and missing URLs) and a blocklist."""
+    rng = random.Random(25)
+    root = tmp_path_factory.mktemp("urls")
+    listed = ["example.com", "ads.net", "b.track.org"]
+    (root / "block.txt").write_text("# blocked\n" + "\n".join(["EXAMPLE.com", "*.ads.net", "b.track.org."]) + "\n")
+    hosts = ["example.com", "www.example.com", "notexample.com", "example.co", "x.ads.net", "ads.net.evil.io",
+             "track.org", "a.b.track.org", "b.track.org", "ok.org"]
+    docs = []
+    for i in range(40):
+        d = {"id": f"u{i}", "text": f"Document number {i} says hello."}
+        k = rng.randrange(12)
+        if k < 10:
+            h = hosts[k]
+            h = h.upper() if rng.random() < 0.2 else h
+            h = h + "." if rng.random() < 0.1 else h
+            d["url"] = (f"{rng.choice(['http', 'https'])}://{rng.choice(['', 'user@'])}{h}"
+                        f"{rng.choice(['', ':8080'])}{rng.choice(['', '/', '/a?b=c#d'])}")
+        elif k == 10:
+            d["url"] = None
+        docs.append(d)  # k == 11: no url field at all
+    (root / "c.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    pq.write_table(pa.Table.from_pylist([{"url": None, **d} for d in docs]), root / "c.parquet")
+    return root, docs, listed
+
+
+@pytest.mark.parametrize("name", ["c.jsonl", "c.parquet"])
+def test_filter_url_blocklist_from_a_field_equals_brute_force(url_corpus, tmp_path, name):
+    from gpu_dedup.cli import main
+
+    root, docs, listed = url_corpus
+    out = tmp_path / "out"
+    assert main(["filter", str(root / name), "-o", str(out), "--rules", "url", "--url-field", "url",
+                 "--url-blocklist", str(root / "block.txt"), "--device", "cpu", "-q", "--audit", "0"]) == 0
+    table = pq.read_table(out / "scores.parquet")
+    want = [_ref_blocked(d.get("url"), listed) for d in docs]
+    assert 0 < sum(want) < len(docs) and table["id"].to_pylist() == [d["id"] for d in docs]
+    assert table["url_blocked"].to_pylist() == want
+    assert [r == "url_blocked" for r in table["reason"].to_pylist()] == [w == 1.0 for w in want]
+    kept = {d["id"] for d, w in zip(docs, want) if not w}
+    if name.endswith(".jsonl"):  # the kept records, byte for byte
+        lines = (root / name).read_text().splitlines(keepends=True)
+        got = "".join((out / "filtered" / name).read_text())
+        assert got == "".join(x for x, d in zip(lines, docs) if d["id"] in kept)
+    else:
+        assert set(pq.read_table(out / "filtered" / name)["id"].to_pylist()) == kept
+    run = json.loads((out / "run.json").read_text())
+    assert run["models"]["url_blocklist"]["domains"] == 3 and run["models"]["url_blocklist"]["url_field"] == "url"
+
+
+def test_filter_url_flag_errors(url_corpus, tmp_path, capsys):
+    """Each misuse is an error on stderr naming the flags (or the file and the columns present), exit 2."""
+    import re
+
+    from gpu_dedup.cli import main
+
+    root = url_corpus[0]
+    bl = str(root / "block.txt")
+    cases = [(["--url-blocklist", bl, "--url-field", "url"], "add --rules url.*no --rules"),
+             (["--rules", "gopher", "--url-blocklist", bl, "--url-field", "url"], "add --rules url"),
+             (["--rules", "url", "--url-blocklist", bl], "needs --url-field"),
+             (["--rules", "url", "--url-field", "url"], "--url-field 'url' is read only by --url-blocklist"),
+             (["--rules", "url", "--url-field", "text", "--url-blocklist", bl], "also the text or id"),
+             (["--rules", "url", "--url-field", "url", "--url-blocklist", str(root / "no.txt")], "no.txt")]
+    cases = [("c.jsonl", argv, msg) for argv, msg in cases] + [
+        (name, ["--rules", "url", "--url-field", "link", "--url-blocklist", bl],
+         rf"{name}: --url-field 'link'.*'url'.*choose another --url-field") for name in ("c.jsonl", "c.parquet")]
+    for name, argv, msg in cases:
+        base = ["filter", str(root / name), "-o", str(tmp_path / name), "--device", "cpu", "-q", "--audit", "0"]
+        assert main(base + argv) != 0, argv
+        err = capsys.readouterr().err
+        assert re.search(msg, err), (argv, err)

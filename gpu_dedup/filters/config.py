@@ -300,6 +300,8 @@ class FilterConfig(InputConfig):
     url_blocklist: a file of blocked domains (``rulesets.load_blocklist``; needs "url" in rules and
     url_field, the field / column of each document's URL: ``url_blocked`` is 1 when its host or a parent
     domain is listed; a null or missing URL is not blocked; filter only, run's reader carries no URL).
+    c4_remove_lines: with a c4 rule set, the kept documents lose the lines C4's line rules remove (as C4
+    writes its pages; ``paragraphs.write_line_cuts``: removed_lines.parquet, reversible); filter only.
     dsir_target: files of target-domain text; select: how
     many documents DSIR keeps among those every other filter kept (int: a count; float in (0, 1]: a fraction
     of them). unit (the fastText models: LID and classifiers): "document" scores the whole document as one
@@ -376,6 +378,9 @@ class FilterConfig(InputConfig):
     url_blocklist: str | None = field(default=None, metadata=cli(flag(
         "with --rules url and --url-field: reject documents whose URL's host or a parent domain is listed in "
         "FILE (one domain a line, '#' comments); column url_blocked", metavar="FILE")))
+    c4_remove_lines: bool = field(default=False, metadata=cli(flag(
+        "with --rules c4 (or c4_fineweb): cut the lines C4's line rules remove from the kept documents, as C4 "
+        "does (logged in removed_lines.parquet, reversible)", set=True)))
     dsir_target: tuple[str, ...] = field(default=(), metadata=cli(flag(
         "target-domain documents for DSIR", nargs="+", metavar="FILE")))
     select: int | float | None = field(default=None, metadata=cli(flag(
@@ -490,6 +495,17 @@ class FilterConfig(InputConfig):
             raise ConfigError(f"FilterConfig.rule_thresholds must be a tuple of 'COLUMN=VALUE', with rules set; got "
                               f"{self.rule_thresholds!r}")
         self._check_url_flags()
+        if not isinstance(self.c4_remove_lines, bool):
+            raise ConfigError(f"FilterConfig.c4_remove_lines must be a bool, got {self.c4_remove_lines!r}")
+        if self.c4_remove_lines:
+            sets = [x.strip() for x in self.rules.split(",")] if isinstance(self.rules, str) else []
+            if not {"c4", "c4_fineweb"} & set(sets):
+                raise ConfigError("--c4-remove-lines cuts the lines of C4's line rules: add --rules c4 (or "
+                                  "c4_fineweb, e.g. --rules gopher,c4); got "
+                                  + (f"--rules {self.rules!r}" if self.rules else "no --rules"))
+            if self.paragraph_action == "remove":
+                raise ConfigError("--c4-remove-lines and --paragraph-action remove both cut the kept documents; "
+                                  "give one of them")
         if self.rules is not None:
             self.rules_config()  # an unknown column or bad bound fails here, before anything is read
         if isinstance(self.dsir_target, str):

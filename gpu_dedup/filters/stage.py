@@ -19,12 +19,14 @@ and the audit read the same numbers.
 
 Passes over the input: one; a second when DSIR is on (the raw corpus's feature distribution is known only
 after the first); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/
-(paragraph_action="remove": and one for the cut paragraphs' texts, ``paragraphs.write_paragraph_logs``).
+(paragraph_action="remove": and one for the cut paragraphs' texts, ``paragraphs.write_paragraph_logs``;
+c4_remove_lines: one for the lines C4's rules cut, ``paragraphs.write_line_cuts``).
 
 Outputs (OUT): scores.parquet (id, row, every score column, domain, keep, reason; its declared schema is
 ``decisions.scores_schema``, the reason an int8 code over ``reasons(scorers)`` written as its name),
 filtered/ (the kept records, byte for byte, in the input's format and layout; with paragraph_action="remove"
-their failing paragraphs cut, and paragraphs.parquet, removed_paragraphs.parquet: ``paragraphs.py``), audit.parquet (random
+their failing paragraphs cut, and paragraphs.parquet, removed_paragraphs.parquet: ``paragraphs.py``; with
+c4_remove_lines the lines C4's rules remove cut, logged in removed_lines.parquet), audit.parquet (random
 accepted and rejected documents with their text and scores), run.json (the shared run header, then models,
 order, retention per threshold) and report.html: written through the run skeleton (gpu_dedup/run.py).
 """
@@ -48,8 +50,8 @@ from ..engine import progress
 from ..errors import ConfigError, DataError, RunError
 from ..run import RunResult, Steps, finish, header, owned, resources, write_table
 from .config import FilterConfig
-from .paragraphs import (ParagraphScores, describe as describe_paragraphs, paragraph_pass, write_cut_filtered,
-                         write_paragraph_logs)
+from .paragraphs import (REMOVED_LINES_FILE, ParagraphScores, describe as describe_paragraphs, paragraph_pass,
+                         write_cut_filtered, write_line_cuts, write_paragraph_logs)
 from .scorers import Scorers
 from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, perplexity_rank_stats, rank_keep,
                         retention_curves)
@@ -172,6 +174,10 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
                 stats["paragraphs"] = write_paragraph_logs(files, cfg, cols["id"], para, keep, out)
                 if cfg.write_filtered:
                     stats["filtered"] = write_cut_filtered(files, keep, out, cfg)
+            elif cfg.c4_remove_lines:  # removed_lines.parquet first: filtered/ applies its cuts
+                stats["c4_lines"] = write_line_cuts(files, cfg, cols["id"], keep, out)
+                if cfg.write_filtered:
+                    stats["filtered"] = write_cut_filtered(files, keep, out, cfg, spans=REMOVED_LINES_FILE)
             elif cfg.write_filtered:
                 stats["filtered"] = io.write_kept(files, keep, os.path.join(out, "filtered"), id_field=cfg.id_field,
                                                   text_field=cfg.text_field, on_error=cfg.on_error,

@@ -391,3 +391,94 @@ def test_filter_url_flag_errors(url_corpus, tmp_path, capsys):
         assert main(base + argv) != 0, argv
         err = capsys.readouterr().err
         assert re.search(msg, err), (argv, err)
+
+
+def _ref_line_removed(raw: str, terminal: bool = True) -> bool:
+    """Brute force C4 line filter, written from the paper's list (not rulesets.c4_line): strip; a word over 1000
+    characters; citations ([12], [], [edit], [citation needed]) deleted, then no terminal . ? ! " ' or a final
+    "..."; under 3 words; lorem ipsum; javascript; "{"; a policy phrase."""
+    import re
+
+    line = raw.strip()
+    words = line.split()
+    if any(len(w) > 1000 for w in words):
+        return True
+    line = re.sub(r"\[[0-9]*\]|\[edit\]|\[citation needed\]", "", line)
+    if terminal and (line[-1:] not in ('.', '?', '!', '"', "'") or line.endswith("...")):
+        return True
+    low = line.lower()
+    return len(words) < 3 or "lorem ipsum" in low or "javascript" in low or "{" in line or any(
+        p in low for p in ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
+                           "use cookies"))
+
+
+def _c4_line_docs(k: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    good = ["The river runs north past the old mill. It floods in spring.", "Prices rose again [12] this year.",
+            "Ünïcode lines count too, and they end well!", "She said \"we will go\". Then they went.",
+            "Three words here.", "A line with a citation at its end [citation needed]."]
+    bad = ["menu", "Read more...", "Enable JavaScript to view this page.", "This site uses cookies to work.",
+           "Home | About | Contact", "x" * 1001 + " is long.", "", "   ", "See our privacy policy today."]
+    breaks = ["\n", "\n", "\r\n", "\r", "\u2028", "\x0c"]
+    docs = []
+    for _ in range(k):
+        lines = [rng.choice(good if rng.random() < 0.6 else bad) for _ in range(rng.randrange(1, 12))]
+        text = "".join(x + rng.choice(breaks) for x in lines)
+        docs.append(text if rng.random() < 0.5 else text.rstrip("\n\r\u2028\x0c"))
+    return docs
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_c4_remove_lines_equals_brute_force_and_is_reversible(tmp_path, fmt):
+    from gpu_dedup.cli import main
+
+    texts = _c4_line_docs(40, 3)
+    docs = [{"id": f"p{i}", "text": t, "meta": i} for i, t in enumerate(texts)]
+    src = tmp_path / f"c.{fmt}"
+    if fmt == "jsonl":
+        src.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    else:
+        pq.write_table(pa.Table.from_pylist(docs), src)
+    out = tmp_path / "out"
+    assert main(["filter", str(src), "-o", str(out), "--rules", "c4", "--c4-remove-lines", "--device", "cpu", "-q",
+                 "--audit", "0"]) == 0
+    keep = pq.read_table(out / "scores.parquet")["keep"].to_pylist()
+    assert keep == [ref_c4(t)[0] for t in texts] and 0 < sum(keep) < len(texts)
+    if fmt == "jsonl":
+        got = {d["id"]: d for d in map(json.loads, filter(None, (out / "filtered" / src.name).read_bytes().split(b"\n")))}
+    else:
+        got = {d["id"]: d for d in pq.read_table(out / "filtered" / src.name).to_pylist()}
+    assert list(got) == [d["id"] for d, k in zip(docs, keep) if k]
+    cuts = pq.read_table(out / "removed_lines.parquet").to_pylist()
+    changed = 0
+    for d, k in zip(docs, keep):
+        if not k:
+            continue
+        new, mine = got[d["id"]]["text"], [c for c in cuts if c["id"] == d["id"]]
+        assert got[d["id"]]["meta"] == d["meta"]
+        # the brute-force filter: the kept document's lines are its lines that C4's rules keep, in order
+        assert new.splitlines() == [x for x in d["text"].splitlines() if not _ref_line_removed(x)], d["id"]
+        assert len(mine) == sum(map(_ref_line_removed, d["text"].splitlines()))
+        raw = d["text"].encode()
+        for c in mine:  # each cut: a removed line (byte_start..byte_end) with at most one line break
+            line = raw[c["byte_start"]:c["byte_end"]].decode()
+            assert _ref_line_removed(line) and c["reason"].startswith("c4_")
+            assert raw[c["cut_start"]:c["cut_end"]].decode() == c["cut_text"]
+        back = new.encode()  # re-inserting every cut_text at cut_start, ascending, restores the text byte for byte
+        for c in sorted(mine, key=lambda c: c["cut_start"]):
+            back = back[:c["cut_start"]] + c["cut_text"].encode() + back[c["cut_start"]:]
+        assert back == raw, d["id"]
+        changed += bool(mine)
+    assert changed > 3
+    run = json.loads((out / "run.json").read_text())
+    assert run["c4_lines"]["removed"] == len(cuts) and run["c4_lines"]["documents_changed"] == changed
+
+
+def test_c4_remove_lines_flag_errors(tmp_path):
+    for kw, msg in [({"rules": "gopher", "c4_remove_lines": True}, "add --rules c4"),
+                    ({"c4_remove_lines": True}, "no --rules"), ({"rules": "c4", "c4_remove_lines": 1}, "bool"),
+                    ({"rules": "c4", "c4_remove_lines": True, "lid": "x.bin", "unit": "paragraph",
+                      "paragraph_action": "remove"}, "give one of them")]:
+        with pytest.raises(ConfigError, match=msg):
+            FilterConfig(**kw)
+    assert FilterConfig(rules="gopher,c4_fineweb", c4_remove_lines=True).c4_remove_lines

@@ -494,18 +494,9 @@ class FilterConfig(InputConfig):
         if isinstance(self.rule_thresholds, str) or (self.rule_thresholds and self.rules is None):
             raise ConfigError(f"FilterConfig.rule_thresholds must be a tuple of 'COLUMN=VALUE', with rules set; got "
                               f"{self.rule_thresholds!r}")
-        self._check_url_flags()
-        if not isinstance(self.c4_remove_lines, bool):
-            raise ConfigError(f"FilterConfig.c4_remove_lines must be a bool, got {self.c4_remove_lines!r}")
-        if self.c4_remove_lines:
-            sets = [x.strip() for x in self.rules.split(",")] if isinstance(self.rules, str) else []
-            if not {"c4", "c4_fineweb"} & set(sets):
-                raise ConfigError("--c4-remove-lines cuts the lines of C4's line rules: add --rules c4 (or "
-                                  "c4_fineweb, e.g. --rules gopher,c4); got "
-                                  + (f"--rules {self.rules!r}" if self.rules else "no --rules"))
-            if self.paragraph_action == "remove":
-                raise ConfigError("--c4-remove-lines and --paragraph-action remove both cut the kept documents; "
-                                  "give one of them")
+        from .rules import check_rule_actions
+
+        check_rule_actions(self)  # --url-field / --url-blocklist / --c4-remove-lines, before anything is read
         if self.rules is not None:
             self.rules_config()  # an unknown column or bad bound fails here, before anything is read
         if isinstance(self.dsir_target, str):
@@ -581,27 +572,6 @@ class FilterConfig(InputConfig):
     def any_filter(self) -> bool:
         return bool(self.lid or self.classifiers or self.has_lm or self.rules or self.dsir_target
                     or self.domain.script_prefilter)
-
-    def _check_url_flags(self) -> None:
-        """--url-blocklist needs --url-field and --rules url; --url-field alone would be read for nothing."""
-        for name, v in (("url_field", self.url_field), ("url_blocklist", self.url_blocklist)):
-            if v is not None and (not isinstance(v, str) or not v):
-                raise ConfigError(f"FilterConfig.{name} (--{name.replace('_', '-')}) must be a non-empty string or "
-                                  f"None, got {v!r}")
-        if self.url_blocklist is not None:
-            sets = [x.strip() for x in self.rules.split(",")] if isinstance(self.rules, str) else []
-            if "url" not in sets:
-                raise ConfigError(f"--url-blocklist {self.url_blocklist!r} is a rule of the url set: add --rules url "
-                                  f"(or a list holding it, e.g. --rules gopher,url); got "
-                                  + (f"--rules {self.rules!r}" if self.rules else "no --rules"))
-            if self.url_field is None:
-                raise ConfigError(f"--url-blocklist {self.url_blocklist!r} needs --url-field COLUMN: the field of "
-                                  "each document's URL")
-        elif self.url_field is not None:
-            raise ConfigError(f"--url-field {self.url_field!r} is read only by --url-blocklist FILE (with --rules "
-                              "url): give the blocklist, or drop --url-field")
-        if self.url_field is not None and self.url_field in (self.text_field, self.id_field):
-            raise ConfigError(f"--url-field {self.url_field!r} is also the text or id field; name the URL column")
 
     def rules_config(self) -> Any:
         """The ``rules.RulesConfig`` of ``rules``, ``rules_off`` and ``rule_thresholds`` (None without rules)."""

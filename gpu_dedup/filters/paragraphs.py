@@ -340,6 +340,26 @@ def write_cut_filtered(files, keep: np.ndarray, out: str, cfg: FilterConfig,
     return write_cut_documents(files, os.path.join(out, spans), os.path.join(out, "filtered"), cfg, keep=keep)
 
 
+def write_documents(files, cfg: FilterConfig, ids: pa.Array, para: ParagraphDecision | None, keep: np.ndarray,
+                    out: str, file_rows: list[int]) -> dict[str, Any]:
+    """The filter's document outputs in ``out`` (``keep`` bool (n,): the kept documents): with paragraph
+    removal (``para``) or C4's line removal the cut logs, then filtered/ with their cuts applied; else
+    filtered/ = the kept records byte for byte (``io.write_kept``). Returns run.json's entries."""
+    stats: dict[str, Any] = {}
+    if para is not None:  # the paragraph logs first: filtered/ applies removed_paragraphs.parquet's cuts
+        stats["paragraphs"] = write_paragraph_logs(files, cfg, ids, para, keep, out)
+        if cfg.write_filtered:
+            stats["filtered"] = write_cut_filtered(files, keep, out, cfg)
+    elif cfg.c4_remove_lines:  # removed_lines.parquet first: filtered/ applies its cuts
+        stats["c4_lines"] = write_line_cuts(files, cfg, ids, keep, out)
+        if cfg.write_filtered:
+            stats["filtered"] = write_cut_filtered(files, keep, out, cfg, spans=REMOVED_LINES_FILE)
+    elif cfg.write_filtered:
+        stats["filtered"] = io.write_kept(files, keep, os.path.join(out, "filtered"), id_field=cfg.id_field,
+                                          text_field=cfg.text_field, on_error=cfg.on_error, file_rows=file_rows)
+    return stats
+
+
 def describe(cfg: FilterConfig) -> dict[str, Any]:
     """run.json's statement of the paragraph rules of this run."""
     return {"unit": "paragraph: a maximal run of non-blank lines, trimmed of ASCII whitespace (text/split.py)",

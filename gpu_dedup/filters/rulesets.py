@@ -19,7 +19,8 @@ tokenizer we cannot ship, ours is stated):
   lorem ipsum before the curly bracket, whichever line comes first). ``c4_removed_lines_frac`` = removed lines
   / lines (0 without lines): C4 rewrites the page without them; gpu_dedup records the fraction (a rule whose
   default bound, 1.0, never rejects) and leaves the text as it is (``filtered/`` is the input's records byte
-  for byte). Sentences: TFDS and datatrove count them with NLTK's punkt model, which is downloaded at run time
+  for byte), unless ``--c4-remove-lines``: then the kept documents lose those lines (``c4_line_units``;
+  ``paragraphs.write_line_cuts`` logs each cut, reversibly). Sentences: TFDS and datatrove count them with NLTK's punkt model, which is downloaded at run time
   and so not used here; a kept line has 1 + the number of sentence ends inside it, an end being a run of
   ``. ! ?`` (closing quotes / brackets ``" ' ) ] ’ ”`` may follow) followed by whitespace. Punkt does not split
   after abbreviations ("Mr. Smith"), we do: a page near 5 sentences can differ.

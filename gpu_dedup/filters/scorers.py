@@ -149,6 +149,15 @@ def _expected_classifier(spec: ClassifierSpec, model) -> Classifier:
                       "flag" if spec.threshold is not None else "none", np.asarray(values, np.float64))
 
 
+def url_reading(cfg: FilterConfig) -> dict[str, Any]:
+    """``io.iter_batches``' options that carry each document's URL (``url_field``) as ``Batch.scope``: a null
+    or missing URL read as null (not blocked), the errors naming --url-field; {} without a URL field."""
+    if cfg.url_field is None:
+        return {}
+    return {"scope_field": cfg.url_field, "scope_nullable": True, "scope_flag": "--url-field"}
+
+
+
 @dataclass
 class Scorers:
     """Everything a batch is scored with (None / empty where the run does not use it)."""

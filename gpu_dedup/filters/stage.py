@@ -50,9 +50,8 @@ from ..engine import progress
 from ..errors import ConfigError, DataError, RunError
 from ..run import RunResult, Steps, finish, header, owned, resources, write_table
 from .config import FilterConfig
-from .paragraphs import (REMOVED_LINES_FILE, ParagraphScores, describe as describe_paragraphs, paragraph_pass,
-                         write_cut_filtered, write_line_cuts, write_paragraph_logs)
-from .scorers import Scorers
+from .paragraphs import ParagraphScores, describe as describe_paragraphs, paragraph_pass, write_documents
+from .scorers import Scorers, url_reading
 from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, perplexity_rank_stats, rank_keep,
                         retention_curves)
 
@@ -170,18 +169,7 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
         os.makedirs(out, exist_ok=True)
         with steps("write"):
             write_table(table, scores_schema(table.column_names), os.path.join(out, "scores.parquet"))
-            if para is not None:  # the paragraph logs first: filtered/ applies removed_paragraphs.parquet's cuts
-                stats["paragraphs"] = write_paragraph_logs(files, cfg, cols["id"], para, keep, out)
-                if cfg.write_filtered:
-                    stats["filtered"] = write_cut_filtered(files, keep, out, cfg)
-            elif cfg.c4_remove_lines:  # removed_lines.parquet first: filtered/ applies its cuts
-                stats["c4_lines"] = write_line_cuts(files, cfg, cols["id"], keep, out)
-                if cfg.write_filtered:
-                    stats["filtered"] = write_cut_filtered(files, keep, out, cfg, spans=REMOVED_LINES_FILE)
-            elif cfg.write_filtered:
-                stats["filtered"] = io.write_kept(files, keep, os.path.join(out, "filtered"), id_field=cfg.id_field,
-                                                  text_field=cfg.text_field, on_error=cfg.on_error,
-                                                  file_rows=file_rows)
+            stats.update(write_documents(files, cfg, cols["id"], para, keep, out, file_rows))
     if out is not None and cfg.audit:
         with steps("audit"):
             audit, percentiles = audit_sample(files, cfg, table)
@@ -216,14 +204,6 @@ def concat_columns(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return {k: (pa.chunked_array([p[k] for p in parts], pa.string() if k == "id" else parts[0][k].type)
                 .combine_chunks() if isinstance(parts[0][k], pa.Array) else np.concatenate([p[k] for p in parts]))
             for k in parts[0]}
-
-
-def url_reading(cfg: FilterConfig) -> dict[str, Any]:
-    """``io.iter_batches``' options that carry each document's URL (``url_field``) as ``Batch.scope``: a null
-    or missing URL read as null (not blocked), the errors naming --url-field; {} without a URL field."""
-    if cfg.url_field is None:
-        return {}
-    return {"scope_field": cfg.url_field, "scope_nullable": True, "scope_flag": "--url-field"}
 
 
 def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, report) -> tuple[dict, list[int]]:

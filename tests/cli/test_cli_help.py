@@ -200,6 +200,7 @@ def _filter_samples(d):
         "--url-field": [(["--rules", "url", "--url-field", "link", "--url-blocklist", "b.txt"], "url_field", "link")],
         "--url-blocklist": [(["--rules", "url", "--url-field", "link", "--url-blocklist", "b.txt"], "url_blocklist",
                              "b.txt")],
+        "--c4-remove-lines": [(["--rules", "c4", "--c4-remove-lines"], "c4_remove_lines", True)],
         "--order": [(["--order", "rules,lid,perplexity,classifiers"], "order",
                      ("rules", "lid", "perplexity", "classifiers"))],
         "--unit": [(["--unit", "paragraph"], "unit", "paragraph")],

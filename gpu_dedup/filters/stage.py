@@ -53,10 +53,9 @@ from .config import FilterConfig
 from .paragraphs import ParagraphScores, describe as describe_paragraphs, paragraph_pass, write_documents
 from .scorers import Scorers, url_reading
 from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, perplexity_rank_stats, rank_keep,
-                        retention_curves)
+                        retention, retention_curves)
 
 logger = logging.getLogger(__name__)
-RETENTION_POINTS = 21  # thresholds per score column in the retention table
 
 
 @dataclass
@@ -492,26 +491,6 @@ def scores_table(cols: dict[str, Any]) -> pa.Table:
         else:
             arrays.append(pa.array(v))
     return pa.table(dict(zip(schema.names, arrays)), schema=schema)
-
-
-def retention(values: np.ndarray, direction: str, points: int = RETENTION_POINTS) -> list[dict[str, float]]:
-    """Fraction of documents a single threshold keeps, at ``points`` thresholds spanning the scores
-    (probabilities: 0..1; others: their 0th..100th percentiles). NaN scores are never kept."""
-    v = np.asarray(values, np.float64)
-    finite = v[np.isfinite(v)]
-    n = len(v)
-    if not n or not len(finite):
-        return []
-    if finite.min() >= 0.0 and finite.max() <= 1.0:
-        grid = np.linspace(0.0, 1.0, points)
-    else:
-        grid = np.unique(np.percentile(finite, np.linspace(0, 100, points)))
-    s = np.sort(finite)
-    out = []
-    for t in grid:
-        kept = (len(s) - np.searchsorted(s, t, "left")) if direction == "min" else np.searchsorted(s, t, "right")
-        out.append({"threshold": float(t), "retention": float(kept) / n})
-    return out
 
 
 DIRECTIONS = {"lid_prob": "min", "perplexity": "max", "dsir_weight": "min"}

@@ -35,6 +35,8 @@ SCORE_FIELDS = ("classifiers", "perplexity", "perplexity_buckets", "lm_normaliza
 MODEL_FIELDS = LID_FIELDS + SCORE_FIELDS
 # filter's own (run's --paragraph-action is paragraph dedup's): the paragraph rules of --unit paragraph
 PARAGRAPH_FIELDS = ("min_paragraph_tokens", "short_paragraphs", "paragraph_action")
+# filter's own: the reader of run (dedup's pass 1) carries no per-document URL; run writes no cut documents
+URL_FIELDS = ("url_field", "url_blocklist", "c4_remove_lines")
 DSIR_FIELDS = ("dsir_target", "select", "dsir_buckets", "dsir_screen", "dsir_screen_drop")
 RUN_FIELDS = ("audit", "seed", "id_field", "text_field", "on_error", "batch_bytes", "device", "threads")
 MODELS_GIVEN = ("lid", "lang", "classifiers", "perplexity", "perplexity_lang", "rules", "domain.script_prefilter")
@@ -119,6 +121,8 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output"})  # filter_corpus's name of -o
     fields.add_flags(p.add_argument_group("paragraphs (--unit paragraph)"), FilterConfig, *PARAGRAPH_FIELDS,
                      config_defaults=True)
+    fields.add_flags(p.add_argument_group("rules: URL blocklist (--rules url), C4's line removal (--rules c4)"), FilterConfig, *URL_FIELDS,
+                     config_defaults=True)
     fields.add_flags(p.add_argument_group("DSIR (importance resampling)"), FilterConfig, *DSIR_FIELDS,
                      config_defaults=True)
     g = p.add_argument_group("run")
@@ -134,7 +138,8 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
 
 def filter_config(args: argparse.Namespace) -> FilterConfig:
     """The FilterConfig of ``filter``'s flags (``progress``: bars unless --quiet; the API's default is off)."""
-    values = fields.flag_values(FilterConfig, args, PARAGRAPH_FIELDS + DSIR_FIELDS + RUN_FIELDS + ("write_filtered",))
+    values = fields.flag_values(FilterConfig, args, PARAGRAPH_FIELDS + URL_FIELDS + DSIR_FIELDS + RUN_FIELDS
+                                + ("write_filtered",))
     return FilterConfig(**model_options(args), **fields.nest(values, FilterConfig), progress=not args.quiet)
 
 

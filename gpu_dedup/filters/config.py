@@ -297,6 +297,11 @@ class FilterConfig(InputConfig):
     rules: "gopher" for the Gopher rules ("gopher_quality" / "gopher_repetition": one half), or several rule sets
     comma-separated ("gopher,c4,fineweb,chars,url"; ``rules.PRESETS``); rules_off: rule columns switched off (e.g.
     ("gopher_stop_words",)); rule_thresholds: "COLUMN=VALUE" bounds replaced (``rules.with_thresholds``).
+    url_blocklist: a file of blocked domains (``rulesets.load_blocklist``; needs "url" in rules and
+    url_field, the field / column of each document's URL: ``url_blocked`` is 1 when its host or a parent
+    domain is listed; a null or missing URL is not blocked; filter only, run's reader carries no URL).
+    c4_remove_lines: with a c4 rule set, the kept documents lose the lines C4's line rules remove (as C4
+    writes its pages; ``paragraphs.write_line_cuts``: removed_lines.parquet, reversible); filter only.
     dsir_target: files of target-domain text; select: how
     many documents DSIR keeps among those every other filter kept (int: a count; float in (0, 1]: a fraction
     of them). unit (the fastText models: LID and classifiers): "document" scores the whole document as one
@@ -365,6 +370,17 @@ class FilterConfig(InputConfig):
     rule_thresholds: tuple[str, ...] = field(default=(), metadata=cli(flag(
         "replace a rule's bound, e.g. chars_non_ascii_frac=0.3 (MIN:MAX for a two-sided rule; repeatable)",
         "--rule-threshold", append=True, default=[], metavar="COLUMN=VALUE")))
+    # the blocklist rule of --rules url reads each document's URL from this field (filter only: run's reader
+    # carries no URL)
+    url_field: str | None = field(default=None, metadata=cli(flag(
+        "the field / column holding each document's URL, read by --url-blocklist (a null or missing URL is "
+        "not blocked)", metavar="COLUMN")))
+    url_blocklist: str | None = field(default=None, metadata=cli(flag(
+        "with --rules url and --url-field: reject documents whose URL's host or a parent domain is listed in "
+        "FILE (one domain a line, '#' comments); column url_blocked", metavar="FILE")))
+    c4_remove_lines: bool = field(default=False, metadata=cli(flag(
+        "with --rules c4 (or c4_fineweb): cut the lines C4's line rules remove from the kept documents, as C4 "
+        "does (logged in removed_lines.parquet, reversible)", set=True)))
     dsir_target: tuple[str, ...] = field(default=(), metadata=cli(flag(
         "target-domain documents for DSIR", nargs="+", metavar="FILE")))
     select: int | float | None = field(default=None, metadata=cli(flag(
@@ -478,6 +494,9 @@ class FilterConfig(InputConfig):
         if isinstance(self.rule_thresholds, str) or (self.rule_thresholds and self.rules is None):
             raise ConfigError(f"FilterConfig.rule_thresholds must be a tuple of 'COLUMN=VALUE', with rules set; got "
                               f"{self.rule_thresholds!r}")
+        from .rules import check_rule_actions
+
+        check_rule_actions(self)  # --url-field / --url-blocklist / --c4-remove-lines, before anything is read
         if self.rules is not None:
             self.rules_config()  # an unknown column or bad bound fails here, before anything is read
         if isinstance(self.dsir_target, str):
@@ -560,7 +579,8 @@ class FilterConfig(InputConfig):
             return None
         from .rules import RulesConfig, with_thresholds, without
 
-        return with_thresholds(without(RulesConfig.preset(self.rules), self.rules_off), self.rule_thresholds)
+        base = RulesConfig.preset(self.rules, url_blocklist=self.url_blocklist)
+        return with_thresholds(without(base, self.rules_off), self.rule_thresholds)
 
     @property
     def has_lm(self) -> bool:

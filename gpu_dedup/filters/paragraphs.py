@@ -26,6 +26,10 @@ with ``paragraph_action="remove"`` the scorers hand over one ``ParagraphScores``
                rule and columns, ``paragraph.dedup.cut_ranges``: the paragraph with one adjacent separator).
                Re-inserting every cut_text at cut_start in ascending order restores the original text byte for
                byte.
+    lines      ``write_line_cuts`` (``c4_remove_lines``, instead of paragraphs): every line
+               (``rulesets.c4_line_units``) of a kept document that C4's line rules remove, as a cut in
+               removed_lines.parquet (REMOVED_SCHEMA; reason: the line rule, ``rulesets.c4_line``; byte_start /
+               byte_end: the line without its break, the cut: with one adjacent line break, the same rule).
     write      ``write_cut_filtered``: filtered/ = the kept documents with their cuts applied
                (``paragraph.cutwrite.write_cut_documents``: untouched JSON lines verbatim, changed ones
                re-serialized with the text replaced; Parquet with its schema and codec).
@@ -51,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 PARAGRAPHS_FILE = "paragraphs.parquet"
 REMOVED_FILE = "removed_paragraphs.parquet"
+REMOVED_LINES_FILE = "removed_lines.parquet"  # --c4-remove-lines: the cut lines, in REMOVED_SCHEMA
 TESTS = {"lid": ("lid_label", "lid_prob"), "perplexity": ("perplexity",)}  # the paragraph tests of each family
 REMOVED_SCHEMA = pa.schema([
     ("id", pa.string()), ("byte_start", pa.int64()), ("byte_end", pa.int64()), ("cut_start", pa.int64()),
@@ -279,12 +284,80 @@ def write_paragraph_logs(files, cfg: FilterConfig, ids: pa.Array, para: Paragrap
             "files": {"every_paragraph": PARAGRAPHS_FILE, "cuts": REMOVED_FILE}}
 
 
-def write_cut_filtered(files, keep: np.ndarray, out: str, cfg: FilterConfig) -> dict[str, int]:
-    """filtered/: the kept documents (``keep`` bool (n,)) with removed_paragraphs.parquet's cuts applied."""
+def write_line_cuts(files, cfg: FilterConfig, ids: pa.Array, doc_keep: np.ndarray, out: str) -> dict[str, Any]:
+    """removed_lines.parquet (module docstring) in ``out``: the lines C4's line rules remove from the documents
+    the filter keeps (``doc_keep`` bool (n,)), read from the input once more. Returns run.json's
+    ``c4_lines`` counts."""
+    from ..paragraph.dedup import cut_ranges, gather_spans
+    from .rulesets import c4_line_units
+
+    rc = cfg.rules_config()
+    parts: list[dict[str, Any]] = []
+    lines = 0
+    for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                 batch_bytes=batch_bytes(cfg.batch_bytes, "cpu"), on_error=cfg.on_error):
+        lo = batch.row_start
+        mine = np.flatnonzero(doc_keep[lo:lo + len(batch.text)])
+        if not len(mine):
+            continue
+        text = batch.text.take(pa.array(mine, pa.int64()))
+        u = c4_line_units(text, rc.c4_min_words_per_line, rc.c4_max_word_length, rc.c4_terminal_punct)
+        lines += len(u["doc"])
+        removed = u["reason"] != ""
+        unit_off = np.zeros(len(mine) + 1, np.int64)
+        np.cumsum(np.bincount(u["doc"], minlength=len(mine)), out=unit_off[1:])
+        cs, ce = cut_ranges(unit_off, u["start"], u["end"], removed)
+        pick = np.flatnonzero(removed)
+        data, offsets = arrow_text_buffers(text.cast(pa.large_string()))
+        base = offsets[u["doc"][pick]]
+        rows = lo + mine[u["doc"][pick]]
+        parts.append({"id": ids.take(pa.array(rows)), "byte_start": u["start"][pick], "byte_end": u["end"][pick],
+                      "cut_start": cs[pick], "cut_end": ce[pick],
+                      "cut_text": gather_spans(data, cs[pick] + base, ce[pick] + base), "row": rows,
+                      "reason": pa.array(u["reason"][pick].tolist(), pa.string())})
+    if parts:
+        table = pa.concat_tables([pa.table(p, schema=REMOVED_SCHEMA) for p in parts])
+    else:
+        table = REMOVED_SCHEMA.empty_table()
+    io.write_parquet_atomic(table, os.path.join(out, REMOVED_LINES_FILE))
+    cut = (table["cut_end"].to_numpy() - table["cut_start"].to_numpy()) if table.num_rows else np.zeros(0)
+    return {"lines_of_kept_documents": int(lines), "removed": int(table.num_rows),
+            "documents_changed": int(len(np.unique(table["row"].to_numpy()))) if table.num_rows else 0,
+            "bytes_cut": int(cut.sum()), "file": REMOVED_LINES_FILE,
+            "rules": "C4's line rules (rulesets.c4_line): " + ("" if rc.c4_terminal_punct else "no ")
+                     + "terminal punctuation, >= " + str(rc.c4_min_words_per_line) + " words, no word over "
+                     + str(rc.c4_max_word_length) + " characters, no lorem ipsum / javascript / { / policy phrase",
+            "cut": "the line and one adjacent line break (the one before it when an earlier line is kept); "
+                   "re-inserting every cut_text at cut_start in ascending order restores the text"}
+
+
+def write_cut_filtered(files, keep: np.ndarray, out: str, cfg: FilterConfig,
+                       spans: str = REMOVED_FILE) -> dict[str, int]:
+    """filtered/: the kept documents (``keep`` bool (n,)) with the cuts of ``spans`` (removed_paragraphs.parquet,
+    or removed_lines.parquet) applied."""
     from ..paragraph.cutwrite import write_cut_documents
 
-    return write_cut_documents(files, os.path.join(out, REMOVED_FILE), os.path.join(out, "filtered"), cfg,
-                               keep=keep)
+    return write_cut_documents(files, os.path.join(out, spans), os.path.join(out, "filtered"), cfg, keep=keep)
+
+
+def write_documents(files, cfg: FilterConfig, ids: pa.Array, para: ParagraphDecision | None, keep: np.ndarray,
+                    out: str, file_rows: list[int]) -> dict[str, Any]:
+    """The filter's document outputs in ``out`` (``keep`` bool (n,): the kept documents): with paragraph
+    removal (``para``) or C4's line removal the cut logs, then filtered/ with their cuts applied; else
+    filtered/ = the kept records byte for byte (``io.write_kept``). Returns run.json's entries."""
+    stats: dict[str, Any] = {}
+    if para is not None:  # the paragraph logs first: filtered/ applies removed_paragraphs.parquet's cuts
+        stats["paragraphs"] = write_paragraph_logs(files, cfg, ids, para, keep, out)
+        if cfg.write_filtered:
+            stats["filtered"] = write_cut_filtered(files, keep, out, cfg)
+    elif cfg.c4_remove_lines:  # removed_lines.parquet first: filtered/ applies its cuts
+        stats["c4_lines"] = write_line_cuts(files, cfg, ids, keep, out)
+        if cfg.write_filtered:
+            stats["filtered"] = write_cut_filtered(files, keep, out, cfg, spans=REMOVED_LINES_FILE)
+    elif cfg.write_filtered:
+        stats["filtered"] = io.write_kept(files, keep, os.path.join(out, "filtered"), id_field=cfg.id_field,
+                                          text_field=cfg.text_field, on_error=cfg.on_error, file_rows=file_rows)
+    return stats
 
 
 def describe(cfg: FilterConfig) -> dict[str, Any]:

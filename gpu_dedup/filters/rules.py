@@ -533,3 +533,43 @@ def rule_decisions(scores: dict[str, Any], cfg: RulesConfig) -> tuple[np.ndarray
         reason[fail] = r.column
         keep &= ok
     return keep, reason
+
+
+def check_rule_actions(cfg: Any) -> None:
+    """The rule flags of ``filter`` beside the sets (``FilterConfig.__post_init__`` calls this): --url-blocklist
+    needs --url-field and --rules url (--url-field alone would be read for nothing); --c4-remove-lines needs a
+    c4 set and is not combined with --paragraph-action remove.
+
+    Args:
+        cfg: the ``FilterConfig``.
+
+    Raises:
+        ConfigError: a flag without the ones it needs (the message names them), or a bad value.
+    """
+    sets = {x.strip() for x in cfg.rules.split(",")} if isinstance(cfg.rules, str) else set()
+    given = f"--rules {cfg.rules!r}" if cfg.rules else "no --rules"
+    for name, v in (("url_field", cfg.url_field), ("url_blocklist", cfg.url_blocklist)):
+        if v is not None and (not isinstance(v, str) or not v):
+            raise ConfigError(f"FilterConfig.{name} (--{name.replace('_', '-')}) must be a non-empty string or "
+                              f"None, got {v!r}")
+    if cfg.url_blocklist is not None:
+        if "url" not in sets:
+            raise ConfigError(f"--url-blocklist {cfg.url_blocklist!r} is a rule of the url set: add --rules url "
+                              f"(or a list holding it, e.g. --rules gopher,url); got {given}")
+        if cfg.url_field is None:
+            raise ConfigError(f"--url-blocklist {cfg.url_blocklist!r} needs --url-field COLUMN: the field of "
+                              "each document's URL")
+    elif cfg.url_field is not None:
+        raise ConfigError(f"--url-field {cfg.url_field!r} is read only by --url-blocklist FILE (with --rules "
+                          "url): give the blocklist, or drop --url-field")
+    if cfg.url_field is not None and cfg.url_field in (cfg.text_field, cfg.id_field):
+        raise ConfigError(f"--url-field {cfg.url_field!r} is also the text or id field; name the URL column")
+    if not isinstance(cfg.c4_remove_lines, bool):
+        raise ConfigError(f"FilterConfig.c4_remove_lines must be a bool, got {cfg.c4_remove_lines!r}")
+    if cfg.c4_remove_lines:
+        if not {"c4", "c4_fineweb"} & sets:
+            raise ConfigError("--c4-remove-lines cuts the lines of C4's line rules: add --rules c4 (or "
+                              f"c4_fineweb, e.g. --rules gopher,c4); got {given}")
+        if cfg.paragraph_action == "remove":
+            raise ConfigError("--c4-remove-lines and --paragraph-action remove both cut the kept documents; "
+                              "give one of them")

@@ -19,7 +19,8 @@ tokenizer we cannot ship, ours is stated):
   lorem ipsum before the curly bracket, whichever line comes first). ``c4_removed_lines_frac`` = removed lines
   / lines (0 without lines): C4 rewrites the page without them; gpu_dedup records the fraction (a rule whose
   default bound, 1.0, never rejects) and leaves the text as it is (``filtered/`` is the input's records byte
-  for byte). Sentences: TFDS and datatrove count them with NLTK's punkt model, which is downloaded at run time
+  for byte), unless ``--c4-remove-lines``: then the kept documents lose those lines (``c4_line_units``;
+  ``paragraphs.write_line_cuts`` logs each cut, reversibly). Sentences: TFDS and datatrove count them with NLTK's punkt model, which is downloaded at run time
   and so not used here; a kept line has 1 + the number of sentence ends inside it, an end being a run of
   ``. ! ?`` (closing quotes / brackets ``" ' ) ] ’ ”`` may follow) followed by whitespace. Punkt does not split
   after abbreviations ("Mr. Smith"), we do: a page near 5 sentences can differ.
@@ -106,9 +107,44 @@ def count_sentences(line: str) -> int:
     return 1 + len(_SENTENCE_END.findall(line))
 
 
+def c4_line(raw: str, min_words_per_line: int = 3, max_word_length: int = 1000,
+            terminal_punct: bool = True) -> tuple[str, int]:
+    """C4's line rules on one line (module doc): (what happens to it, its sentences). What happens: "" (kept),
+    else the rule that removes it: "c4_word_length", "c4_terminal_punct", "c4_min_words", "c4_lorem_ipsum",
+    "c4_javascript", "c4_curly_bracket" or "c4_policy" (tested in that order); sentences: 0 for a removed line.
+
+    Args:
+        raw: the line (without its line break; stripped here).
+        min_words_per_line, max_word_length, terminal_punct: as ``c4_stats``.
+
+    Returns:
+        (reason, sentences).
+    """
+    line = raw.strip()
+    words = line.split()
+    if len(line) > max_word_length and any(len(w) > max_word_length for w in words):
+        return "c4_word_length", 0
+    if "[" in line:
+        line = C4_CITATION.sub("", line)
+    if terminal_punct and (not line.endswith(C4_END_PUNCTUATION) or line.endswith("...")):
+        return "c4_terminal_punct", 0
+    if len(words) < min_words_per_line:
+        return "c4_min_words", 0
+    low = line.lower()
+    if "lorem ipsum" in low:
+        return "c4_lorem_ipsum", 0
+    if "javascript" in low:
+        return "c4_javascript", 0
+    if "{" in line:
+        return "c4_curly_bracket", 0
+    if any(p in low for p in C4_POLICY_SUBSTRINGS):
+        return "c4_policy", 0
+    return "", count_sentences(line)
+
+
 def c4_stats(texts: pa.Array | Sequence[str], min_words_per_line: int = 3, max_word_length: int = 1000,
              terminal_punct: bool = True) -> dict[str, np.ndarray]:
-    """C4's line rules per document (module doc).
+    """C4's line rules per document (module doc; each line by ``c4_line``).
 
     Args:
         texts: the documents (str list or Arrow string array, no nulls).
@@ -129,32 +165,46 @@ def c4_stats(texts: pa.Array | Sequence[str], min_words_per_line: int = 3, max_w
         lines = text.splitlines()
         kept = s = lo = cu = 0
         for raw in lines:
-            line = raw.strip()
-            words = line.split()
-            if len(line) > max_word_length and any(len(w) > max_word_length for w in words):
-                continue
-            if "[" in line:
-                line = C4_CITATION.sub("", line)
-            if terminal_punct and (not line.endswith(C4_END_PUNCTUATION) or line.endswith("...")):
-                continue
-            if len(words) < min_words_per_line:
-                continue
-            low = line.lower()
-            if "lorem ipsum" in low:
-                lo += 1
-                continue
-            if "javascript" in low:
-                continue
-            if "{" in line:
-                cu += 1
-                continue
-            if any(p in low for p in C4_POLICY_SUBSTRINGS):
-                continue
-            kept += 1
-            s += count_sentences(line)
+            why, k = c4_line(raw, min_words_per_line, max_word_length, terminal_punct)
+            lo += why == "c4_lorem_ipsum"
+            cu += why == "c4_curly_bracket"
+            kept += not why
+            s += k
         sent[d], lorem[d], curly[d] = s, lo, cu
         removed[d] = (len(lines) - kept) / len(lines) if lines else 0.0
     return out
+
+
+def c4_line_units(texts: pa.Array | Sequence[str], min_words_per_line: int = 3, max_word_length: int = 1000,
+                  terminal_punct: bool = True) -> dict[str, np.ndarray]:
+    """Every line of every document as a unit to cut (``--c4-remove-lines``): its document, UTF-8 byte range
+    (the line without its line break; lines as ``str.splitlines``, so \r\n, \r, \x0b, \x0c, \x1c-\x1e,
+    \x85, U+2028 and U+2029 end a line as in C4) and the C4 rule that removes it ("" when kept).
+
+    Args:
+        texts: the documents (str list or Arrow string array, no nulls).
+        min_words_per_line, max_word_length, terminal_punct: as ``c4_stats``.
+
+    Returns:
+        {"doc": int64 (L,), "start": int64 (L,), "end": int64 (L,), "reason": object (L,)}, in document then
+        line order.
+    """
+    doc: list[int] = []
+    start: list[int] = []
+    end: list[int] = []
+    reason: list[str] = []
+    for d, text in enumerate(_texts(texts)):
+        pos = 0
+        for piece in text.splitlines(keepends=True):
+            line = piece.splitlines()[0] if piece.splitlines() else ""
+            b = len(line.encode("utf-8"))
+            doc.append(d)
+            start.append(pos)
+            end.append(pos + b)
+            reason.append(c4_line(line, min_words_per_line, max_word_length, terminal_punct)[0])
+            pos += len(piece.encode("utf-8"))
+    return {"doc": np.array(doc, np.int64), "start": np.array(start, np.int64), "end": np.array(end, np.int64),
+            "reason": np.array(reason, dtype=object)}
 
 
 def fineweb_stats(texts: pa.Array | Sequence[str], short_line_length: int = 30) -> dict[str, np.ndarray]:

@@ -149,6 +149,15 @@ def _expected_classifier(spec: ClassifierSpec, model) -> Classifier:
                       "flag" if spec.threshold is not None else "none", np.asarray(values, np.float64))
 
 
+def url_reading(cfg: FilterConfig) -> dict[str, Any]:
+    """``io.iter_batches``' options that carry each document's URL (``url_field``) as ``Batch.scope``: a null
+    or missing URL read as null (not blocked), the errors naming --url-field; {} without a URL field."""
+    if cfg.url_field is None:
+        return {}
+    return {"scope_field": cfg.url_field, "scope_nullable": True, "scope_flag": "--url-field"}
+
+
+
 @dataclass
 class Scorers:
     """Everything a batch is scored with (None / empty where the run does not use it)."""
@@ -160,6 +169,7 @@ class Scorers:
     lm: Any = None
     lms: dict[str, Any] = field(default_factory=dict)  # perplexity_lang: language -> its model
     rules: Any = None
+    blocklist: Any = None  # url_blocklist's ``rulesets.Blocklist``, read once when the run starts
 
     @property
     def has_lm(self) -> bool:
@@ -197,6 +207,10 @@ class Scorers:
             s.lms = {lang: load_lm(path, normalization=norm) for lang, path in cfg.perplexity_lang}
         if cfg.rules:
             s.rules = cfg.rules_config()
+            if s.rules.url_blocklist is not None:
+                from .rulesets import load_blocklist
+
+                s.blocklist = load_blocklist(s.rules.url_blocklist)  # a bad file fails before anything is read
         return s
 
     def describe(self) -> dict[str, Any]:
@@ -220,13 +234,18 @@ class Scorers:
             from .rules import describe
 
             out["rules"] = describe(self.rules)
+            if self.blocklist is not None:
+                out["url_blocklist"] = {**self.blocklist.describe(), "url_field": self.cfg.url_field,
+                                        "no_url": "a null or missing URL is not blocked"}
         return out
 
     # -------------------------------------------------------------------------------------- scoring
-    def columns(self, text: pa.Array, ids: pa.Array, row_start: int, buffers: tuple | None = None) -> dict[str, Any]:
+    def columns(self, text: pa.Array, ids: pa.Array, row_start: int, buffers: tuple | None = None,
+                urls: pa.Array | None = None) -> dict[str, Any]:
         """The columns of one batch: id, row, empty, the domain rules' (when on), and every scorer's (text:
         pa.large_string, no nulls; ``buffers``: its UTF-8 bytes already on the device, as ``score``; the
-        domain rules read the same copy as the fastText models)."""
+        domain rules read the same copy as the fastText models; ``urls``: each document's URL, null for
+        none, for the blocklist rule: the reader's ``Batch.scope`` of ``url_field``)."""
         cfg, n = self.cfg, len(text)
         part: dict[str, Any] = {"id": ids, "row": np.arange(row_start, row_start + n, dtype=np.int64),
                                 "empty": _blank(text)}
@@ -239,7 +258,7 @@ class Scorers:
             if cfg.domain.script_prefilter:
                 skip = ds.script_lang != ""
                 part["script_lang"], part["script_frac"] = ds.script_lang, ds.script_frac
-        part.update(self.score(text, skip_lid=skip if self.lid is not None else None, buffers=buffers))
+        part.update(self.score(text, skip_lid=skip if self.lid is not None else None, buffers=buffers, urls=urls))
         for c in self.classifiers:
             if c.spec.retention is not None:
                 part[c.draw_column] = uniform_draws(cfg.seed, c.spec.name, part["row"])
@@ -258,7 +277,7 @@ class Scorers:
         return part
 
     def score(self, text: pa.Array, skip_lid: np.ndarray | None = None,
-              buffers: tuple | None = None) -> dict[str, np.ndarray]:
+              buffers: tuple | None = None, urls: pa.Array | None = None) -> dict[str, np.ndarray]:
         """The scorers' columns of one batch (text: pa.large_string, no nulls). ``skip_lid``: documents whose
         language the script pre-filter already gave (not run through the model). ``buffers``: (data, offsets)
         of ``text``'s UTF-8 bytes already where the device's kernels read them (dedup's pass 1 has them);
@@ -313,7 +332,8 @@ class Scorers:
         if self.rules is not None:
             from .rules import rule_scores
 
-            for name, values in rule_scores(text, self.rules, device=self.device).items():
+            url_list = urls.to_pylist() if urls is not None else None
+            for name, values in rule_scores(text, self.rules, device=self.device, urls=url_list).items():
                 cols[name] = np.asarray(values)
         return cols
 

@@ -1,8 +1,8 @@
 """How the filter's scores are used beyond a threshold (issue #25): selection by rank and CCNet's buckets
 (``rank_keep``, ``perplexity_buckets``, per language with ``groups``), the stochastic-retention draw
 (``uniform_draws``; the rules are ``config.Retention``) and its curve for run.json (``retention_curves``),
-and the documents at the 33rd / 50th / 67th percentile of every score for the audit (``percentile_picks``).
-Pure functions of score columns; ``stage`` calls them."""
+the documents at the 33rd / 50th / 67th percentile of every score for the audit (``percentile_picks``), and
+the retention a single threshold gives at points over a score's range (``retention``, run.json's table). Pure functions of score columns; ``stage`` calls them."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from .config import FilterConfig
 
-RETENTION_POINTS = 21  # scores in [0, 1] at which a stochastic-retention curve is recorded (as stage's table)
+RETENTION_POINTS = 21  # thresholds of run.json's retention table per score column, and of a stochastic-retention curve
 
 
 def perplexity_ranks(values: np.ndarray) -> np.ndarray:
@@ -146,4 +146,24 @@ def percentile_picks(table: pa.Table, percentiles=AUDIT_PERCENTILES) -> list[tup
         order = idx[np.argsort(v[idx], kind="stable")]
         for q in percentiles:
             out.append((name, int(q), int(order[int(np.floor(q / 100 * (len(order) - 1) + 0.5))])))
+    return out
+
+
+def retention(values: np.ndarray, direction: str, points: int = RETENTION_POINTS) -> list[dict[str, float]]:
+    """Fraction of documents a single threshold keeps, at ``points`` thresholds spanning the scores
+    (probabilities: 0..1; others: their 0th..100th percentiles). NaN scores are never kept."""
+    v = np.asarray(values, np.float64)
+    finite = v[np.isfinite(v)]
+    n = len(v)
+    if not n or not len(finite):
+        return []
+    if finite.min() >= 0.0 and finite.max() <= 1.0:
+        grid = np.linspace(0.0, 1.0, points)
+    else:
+        grid = np.unique(np.percentile(finite, np.linspace(0, 100, points)))
+    s = np.sort(finite)
+    out = []
+    for t in grid:
+        kept = (len(s) - np.searchsorted(s, t, "left")) if direction == "min" else np.searchsorted(s, t, "right")
+        out.append({"threshold": float(t), "retention": float(kept) / n})
     return out

@@ -19,12 +19,14 @@ and the audit read the same numbers.
 
 Passes over the input: one; a second when DSIR is on (the raw corpus's feature distribution is known only
 after the first); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/
-(paragraph_action="remove": and one for the cut paragraphs' texts, ``paragraphs.write_paragraph_logs``).
+(paragraph_action="remove": and one for the cut paragraphs' texts, ``paragraphs.write_paragraph_logs``;
+c4_remove_lines: one for the lines C4's rules cut, ``paragraphs.write_line_cuts``).
 
 Outputs (OUT): scores.parquet (id, row, every score column, domain, keep, reason; its declared schema is
 ``decisions.scores_schema``, the reason an int8 code over ``reasons(scorers)`` written as its name),
 filtered/ (the kept records, byte for byte, in the input's format and layout; with paragraph_action="remove"
-their failing paragraphs cut, and paragraphs.parquet, removed_paragraphs.parquet: ``paragraphs.py``), audit.parquet (random
+their failing paragraphs cut, and paragraphs.parquet, removed_paragraphs.parquet: ``paragraphs.py``; with
+c4_remove_lines the lines C4's rules remove cut, logged in removed_lines.parquet), audit.parquet (random
 accepted and rejected documents with their text and scores), run.json (the shared run header, then models,
 order, retention per threshold) and report.html: written through the run skeleton (gpu_dedup/run.py).
 """
@@ -47,15 +49,13 @@ from ..engine import progress
 from ..errors import ConfigError, RunError
 from ..run import RunResult, Steps, finish, header, owned, resources, write_table
 from .config import FilterConfig
-from .paragraphs import (ParagraphScores, describe as describe_paragraphs, paragraph_pass, write_cut_filtered,
-                         write_paragraph_logs)
 from .dsir_step import DsirStep
-from .scorers import Scorers
+from .paragraphs import ParagraphScores, describe as describe_paragraphs, paragraph_pass, write_documents
+from .scorers import Scorers, url_reading
 from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, perplexity_rank_stats, rank_keep,
-                        retention_curves)
+                        retention, retention_curves)
 
 logger = logging.getLogger(__name__)
-RETENTION_POINTS = 21  # thresholds per score column in the retention table
 
 
 @dataclass
@@ -168,14 +168,7 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
         os.makedirs(out, exist_ok=True)
         with steps("write"):
             write_table(table, scores_schema(table.column_names), os.path.join(out, "scores.parquet"))
-            if para is not None:  # the paragraph logs first: filtered/ applies removed_paragraphs.parquet's cuts
-                stats["paragraphs"] = write_paragraph_logs(files, cfg, cols["id"], para, keep, out)
-                if cfg.write_filtered:
-                    stats["filtered"] = write_cut_filtered(files, keep, out, cfg)
-            elif cfg.write_filtered:
-                stats["filtered"] = io.write_kept(files, keep, os.path.join(out, "filtered"), id_field=cfg.id_field,
-                                                  text_field=cfg.text_field, on_error=cfg.on_error,
-                                                  file_rows=file_rows)
+            stats.update(write_documents(files, cfg, cols["id"], para, keep, out, file_rows))
     if out is not None and cfg.audit:
         with steps("audit"):
             audit, percentiles = audit_sample(files, cfg, table)
@@ -224,9 +217,9 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
         ("fasttext", bool(cfg.lid or cfg.classifiers))) if on))
     with progress(cfg, "filter") as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
-                                     on_error=cfg.on_error, report=report):
+                                     on_error=cfg.on_error, report=report, **url_reading(cfg)):
             file_rows[batch.file_index] += len(batch.text)
-            parts.append(scorers.columns(batch.text, batch.ids, batch.row_start))
+            parts.append(scorers.columns(batch.text, batch.ids, batch.row_start, urls=batch.scope))
             if "paragraph_scores" in parts[-1]:
                 paras.append(parts[-1].pop("paragraph_scores").shift(batch.row_start))
             if dsir is not None:
@@ -253,8 +246,8 @@ def _score_file(f, cfg: FilterConfig, device: str, with_dsir: bool) -> dict[str,
     dcfg = DSIRConfig(buckets=cfg.dsir_buckets, seed=cfg.seed, select=cfg.select) if with_dsir else None
     for batch in io.iter_batches([f], id_field=cfg.id_field, text_field=cfg.text_field,
                                  batch_bytes=batch_bytes(cfg.batch_bytes, device), on_error=cfg.on_error,
-                                 report=report):
-        parts.append(scorers.columns(batch.text, batch.ids, batch.row_start))
+                                 report=report, **url_reading(cfg)):
+        parts.append(scorers.columns(batch.text, batch.ids, batch.row_start, urls=batch.scope))
         if "paragraph_scores" in parts[-1]:
             paras.append(parts[-1].pop("paragraph_scores").shift(batch.row_start))
         if dcfg is not None:
@@ -412,26 +405,6 @@ def scores_table(cols: dict[str, Any]) -> pa.Table:
         else:
             arrays.append(pa.array(v))
     return pa.table(dict(zip(schema.names, arrays)), schema=schema)
-
-
-def retention(values: np.ndarray, direction: str, points: int = RETENTION_POINTS) -> list[dict[str, float]]:
-    """Fraction of documents a single threshold keeps, at ``points`` thresholds spanning the scores
-    (probabilities: 0..1; others: their 0th..100th percentiles). NaN scores are never kept."""
-    v = np.asarray(values, np.float64)
-    finite = v[np.isfinite(v)]
-    n = len(v)
-    if not n or not len(finite):
-        return []
-    if finite.min() >= 0.0 and finite.max() <= 1.0:
-        grid = np.linspace(0.0, 1.0, points)
-    else:
-        grid = np.unique(np.percentile(finite, np.linspace(0, 100, points)))
-    s = np.sort(finite)
-    out = []
-    for t in grid:
-        kept = (len(s) - np.searchsorted(s, t, "left")) if direction == "min" else np.searchsorted(s, t, "right")
-        out.append({"threshold": float(t), "retention": float(kept) / n})
-    return out
 
 
 DIRECTIONS = {"lid_prob": "min", "perplexity": "max", "dsir_weight": "min"}

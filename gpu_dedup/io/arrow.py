@@ -202,13 +202,13 @@ class ArrowReader(FileReader):
  
         if spec.scope_field:
             if spec.scope_field not in names:
-                return True, (f"scope field {spec.scope_field!r} is not in the file (columns: {names[:20]}); choose "
-                              "another --scope-field"), None
+                return True, (f"{spec.scope_label} {spec.scope_field!r} is not in the file (columns: {names[:20]}); "
+                              f"choose another {spec.scope_flag}"), None
             st = schema.field(spec.scope_field).type
             base = st.value_type if pa.types.is_dictionary(st) else st
             if not (is_stringish(base) or pa.types.is_integer(base)):
-                return True, (f"scope field {spec.scope_field!r} has type {st}; scope values must be strings or "
-                              "integers"), None
+                return True, (f"{spec.scope_label} {spec.scope_field!r} has type {st}; scope values must be strings "
+                              "or integers"), None
         if spec.text_field not in names:
             what = "the table" if self.f.fmt == "table" else self.f.relpath
             return (False, *missing_text_field(spec.text_field, names, f"{what} has no such column", "columns"))
@@ -388,7 +388,7 @@ class ArrowReader(FileReader):
     def _scope(self, col: pa.Array, rows: np.ndarray) -> pa.Array:
         """``scope_strings`` of ``col`` (physical rows ``rows``); a null is a file error naming its row (not
         skippable, like a keep value)."""
-        if col.null_count:
+        if col.null_count and not self.spec.scope_nullable:
             i = int(np.flatnonzero(~np.asarray(col.is_valid().to_numpy(zero_copy_only=False), bool))[0])
             raise self.fatal(f"scope field {self.spec.scope_field!r} is null; every document needs a scope value "
                              "(fix the data or choose another --scope-field)", row=int(rows[i]))

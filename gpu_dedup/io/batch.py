@@ -88,10 +88,18 @@ class Spec:
     on_error: str
     positions: bool = False  # chunks carry each row's line / physical row and its id as read (``Chunk``)
     scope_field: str | None = None  # chunks carry each row's scope value (``Chunk.scope``)
+    scope_nullable: bool = False  # a null / missing scope value is kept as null (filter's --url-field), not an error
+    scope_flag: str = "--scope-field"  # the flag that names the scope field, for error messages
+
+    @property
+    def scope_label(self) -> str:
+        """How errors name the scope field: "scope field", or the flag that gave it (``--url-field``)."""
+        return "scope field" if self.scope_flag == "--scope-field" else self.scope_flag
 
 
 def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column: str | None,
-              positions: bool = False, scope_field: str | None = None) -> Spec:
+              positions: bool = False, scope_field: str | None = None, scope_nullable: bool = False,
+              scope_flag: str = "--scope-field") -> Spec:
     """The reader spec: which fields to read and the error policy, checked once before any file is opened.
 
     Args:
@@ -103,6 +111,8 @@ def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column:
         positions: chunks also carry each row's line / physical row and its id as read (for error messages
             that name rows, ``ids.locate_rows``).
         scope_field: a string / integer field carried per document as ``Batch.scope``, or None.
+        scope_nullable: a null or missing scope value is carried as null (else it stops the read).
+        scope_flag: the flag named by the scope field's errors ("--scope-field", "--url-field").
 
     Returns:
         A frozen ``Spec`` holding these values.
@@ -127,7 +137,8 @@ def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column:
         raise ConfigError(f"scope field {scope_field!r} must be a non-empty column name other than the text and "
                           "id fields")
     return Spec(id_field=id_field, text_field=text_field, keep_column=keep_column, on_error=on_error,
-                 positions=positions, scope_field=scope_field)
+                 positions=positions, scope_field=scope_field, scope_nullable=bool(scope_nullable),
+                scope_flag=scope_flag)
 
 
 _FIELDS_SHOWN = 8

@@ -79,6 +79,8 @@ class JsonlReader(FileReader):
         self.keep_type = pa.float64()  # the keep column's JSON type so far: numbers, or ISO 8601 date strings
         self.keep_seen = False
         self.scope_type = pa.string()  # the scope field's JSON type so far: strings, or integers
+        self.scope_seen = False  # has a row of this file had a (non-null) scope value? (a nullable field)
+        self.first_keys: list[str] = []  # the first record's fields, for a missing nullable scope field
         self.text_seen = False  # has a row of this file had the text field? (else a missing one is a wrong field)
         self.slow_blocks = 0
         self.blocks = 0
@@ -108,6 +110,8 @@ class JsonlReader(FileReader):
                     break
                 if first and block[:len(UTF8_BOM)] == UTF8_BOM:
                     block = block[len(UTF8_BOM):]
+                if first and self.spec.scope_nullable:
+                    self.first_keys = _first_keys(block)
                 first = False
                 chunk, newlines = self._parse_block(block, line_base)
                 line_base += int(newlines)
@@ -117,6 +121,11 @@ class JsonlReader(FileReader):
         if self.spec.keep_column and self.rows and not self.keep_seen:
             raise self.fatal(f"keep column {self.spec.keep_column!r} is not in any row; add it or choose "
                              f"another keep policy")
+        if self.spec.scope_nullable and self.rows and not self.scope_seen:
+            # JSON Lines has no schema: a field that no record carries (or only as null) is a wrong field name
+            raise self.fatal(f"{self.spec.scope_flag} {self.spec.scope_field!r}: no record of the file has this "
+                             f"field (or every one is null; the first record's fields: {self.first_keys[:20]}); "
+                             f"choose another {self.spec.scope_flag}")
         if self.slow_blocks:
             logger.info("%s: %d of %d blocks needed the line-by-line JSON parser", self.f.relpath,
                         self.slow_blocks, self.blocks)
@@ -221,11 +230,13 @@ class JsonlReader(FileReader):
         scope = None
         if self.spec.scope_field:
             scol = table.column(self.spec.scope_field)
-            if scol.null_count:
+            if scol.null_count and not self.spec.scope_nullable:
                 return None  # a missing or null scope value: the line parser names its line
             scope = scol.combine_chunks().cast(pa.string())
         # Accepted: only now update the per-file state, exactly as the line parser would have.
         self.text_seen = True
+        if scope is not None:
+            self.scope_seen |= scope.null_count < len(scope)
         if self.spec.keep_column:
             self.keep_seen |= kcol.null_count < len(kcol)
         ids = None
@@ -383,19 +394,25 @@ class JsonlReader(FileReader):
                          f"({_preview(kv)}), neither a number nor an ISO 8601 date string; fix the "
                          f"data or choose another keep policy", line=ln)
 
-    def _slow_scope(self, obj: dict, ln: int) -> tuple[str, bool]:
+    def _slow_scope(self, obj: dict, ln: int) -> tuple[str | None, bool]:
         """(the record's scope value as a string, whether it had lone surrogates); a missing, null or other
         value stops the read (``fatal``)."""
         spec = self.spec
         sv = obj.get(spec.scope_field)
+        if sv is None and spec.scope_nullable:
+            return None, False
+        self.scope_seen = True
         if isinstance(sv, str):
             return _fix_surrogates(sv)
         if isinstance(sv, int) and not isinstance(sv, bool):
             return str(sv), False
         what = ("missing" if spec.scope_field not in obj else
                 "null" if sv is None else f"a JSON {_json_type(sv)} ({_preview(sv)})")
+        if spec.scope_nullable:
+            raise self.fatal(f"{spec.scope_flag} {spec.scope_field!r} is {what}; it must be a string, an integer "
+                             f"or null (fix the data or choose another {spec.scope_flag})", line=ln)
         raise self.fatal(f"scope field {spec.scope_field!r} is {what}; every document needs a string "
-                         "or integer scope value (fix the data or choose another --scope-field)", line=ln)
+                         f"or integer scope value (fix the data or choose another {spec.scope_flag})", line=ln)
 
 
 def _first_keys(block: memoryview) -> list[str]:

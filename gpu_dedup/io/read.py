@@ -60,6 +60,8 @@ scope_field
     String or integer values (integers become their decimal string), carried per document as
     ``Batch.scope``. A scope field missing from a whole file, a null / missing value or another type always
     raises ``InputError`` naming the row (also with ``on_error="skip"``, for the keep column's reason).
+    ``scope_nullable`` (filter's ``--url-field``): a null or missing value is carried as null instead; the
+    field missing from a whole file (JSON Lines: from every record, or null in every one) still raises.
 """
 from __future__ import annotations
 
@@ -128,7 +130,8 @@ def open_readers(files: list[InputFile], spec: Spec, report: ReadReport, batch_b
 def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: str, batch_bytes: int,
                  on_error: Literal["raise", "skip"], keep_column: str | None = None,
                  report: ReadReport | None = None, device_reader: Any = None, read_threads: int | None = None,
-                 read_ahead_bytes: int | None = None, scope_field: str | None = None) -> Iterator[Batch]:
+                 read_ahead_bytes: int | None = None, scope_field: str | None = None,
+                 scope_nullable: bool = False, scope_flag: str = "--scope-field") -> Iterator[Batch]:
     """Yield batches of (ids, text[, keep values]) in file order; see the module docstring for the rules.
 
     Args:
@@ -143,6 +146,9 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
         read_threads: Parquet decoding threads (below; None: ``pyarrow.cpu_count()``).
         read_ahead_bytes: Parquet bytes decoded ahead (below; None: automatic).
         scope_field: a string / integer field carried as ``Batch.scope``, or None.
+        scope_nullable: a null / missing scope value is carried as null, not an error (filter's --url-field;
+            a JSON Lines file in which no record has a non-null value is still an error).
+        scope_flag: the flag the scope field's errors name.
 
     Yields:
         ``Batch``: rows of one file, row ids dense over the whole run (``row_start``), holding at most
@@ -166,7 +172,8 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
     """
     if not isinstance(batch_bytes, int) or batch_bytes < 1:
         raise ConfigError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
-    spec = make_spec(id_field, text_field, on_error, keep_column, scope_field=scope_field)
+    spec = make_spec(id_field, text_field, on_error, keep_column, scope_field=scope_field,
+                     scope_nullable=scope_nullable, scope_flag=scope_flag)
     resolve_read_threads(read_threads)  # bad knobs fail here, before anything is read
     resolve_read_ahead(read_ahead_bytes, batch_bytes)
     report = report if report is not None else ReadReport()

@@ -306,3 +306,179 @@ def test_filter_command_records_the_rule_sets(tmp_path):
     reasons = table["reason"].to_pylist()
     assert reasons[0] == "empty" and reasons[2] == "kept"
     assert reasons[3] == "c4_lorem_ipsum" and reasons[4] == "c4_curly_bracket"
+
+
+def _ref_blocked(url, domains) -> float:
+    """Brute force, independent of url_host: urllib's host (user, port and case dropped; a final dot too),
+    blocked when it is a listed domain or ends in "." + one; no URL or no host: not blocked."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").rstrip(".") if url else ""
+    return float(bool(host) and any(host == d or host.endswith("." + d) for d in domains))
+
+
+@pytest.fixture(scope="module")
+def url_corpus(tmp_path_factory):
+    """A JSON Lines and a Parquet copy of 40 documents with random URLs (listed hosts, their subdomains,
+    look-alikes, user / port / case / final-dot forms, null and missing URLs) and a blocklist."""
+    rng = random.Random(25)
+    root = tmp_path_factory.mktemp("urls")
+    listed = ["example.com", "ads.net", "b.track.org"]
+    (root / "block.txt").write_text("# blocked\n" + "\n".join(["EXAMPLE.com", "*.ads.net", "b.track.org."]) + "\n")
+    hosts = ["example.com", "www.example.com", "notexample.com", "example.co", "x.ads.net", "ads.net.evil.io",
+             "track.org", "a.b.track.org", "b.track.org", "ok.org"]
+    docs = []
+    for i in range(40):
+        d = {"id": f"u{i}", "text": f"Document number {i} says hello."}
+        k = rng.randrange(12)
+        if k < 10:
+            h = hosts[k]
+            h = h.upper() if rng.random() < 0.2 else h
+            h = h + "." if rng.random() < 0.1 else h
+            d["url"] = (f"{rng.choice(['http', 'https'])}://{rng.choice(['', 'user@'])}{h}"
+                        f"{rng.choice(['', ':8080'])}{rng.choice(['', '/', '/a?b=c#d'])}")
+        elif k == 10:
+            d["url"] = None
+        docs.append(d)  # k == 11: no url field at all
+    (root / "c.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    pq.write_table(pa.Table.from_pylist([{"url": None, **d} for d in docs]), root / "c.parquet")
+    return root, docs, listed
+
+
+@pytest.mark.parametrize("name", ["c.jsonl", "c.parquet"])
+def test_filter_url_blocklist_from_a_field_equals_brute_force(url_corpus, tmp_path, name):
+    from gpu_dedup.cli import main
+
+    root, docs, listed = url_corpus
+    out = tmp_path / "out"
+    assert main(["filter", str(root / name), "-o", str(out), "--rules", "url", "--url-field", "url",
+                 "--url-blocklist", str(root / "block.txt"), "--device", "cpu", "-q", "--audit", "0"]) == 0
+    table = pq.read_table(out / "scores.parquet")
+    want = [_ref_blocked(d.get("url"), listed) for d in docs]
+    assert 0 < sum(want) < len(docs) and table["id"].to_pylist() == [d["id"] for d in docs]
+    assert table["url_blocked"].to_pylist() == want
+    assert [r == "url_blocked" for r in table["reason"].to_pylist()] == [w == 1.0 for w in want]
+    kept = {d["id"] for d, w in zip(docs, want) if not w}
+    if name.endswith(".jsonl"):  # the kept records, byte for byte
+        lines = (root / name).read_text().splitlines(keepends=True)
+        got = "".join((out / "filtered" / name).read_text())
+        assert got == "".join(x for x, d in zip(lines, docs) if d["id"] in kept)
+    else:
+        assert set(pq.read_table(out / "filtered" / name)["id"].to_pylist()) == kept
+    run = json.loads((out / "run.json").read_text())
+    assert run["models"]["url_blocklist"]["domains"] == 3 and run["models"]["url_blocklist"]["url_field"] == "url"
+
+
+def test_filter_url_flag_errors(url_corpus, tmp_path, capsys):
+    """Each misuse is an error on stderr naming the flags (or the file and the columns present), exit 2."""
+    import re
+
+    from gpu_dedup.cli import main
+
+    root = url_corpus[0]
+    bl = str(root / "block.txt")
+    cases = [(["--url-blocklist", bl, "--url-field", "url"], "add --rules url.*no --rules"),
+             (["--rules", "gopher", "--url-blocklist", bl, "--url-field", "url"], "add --rules url"),
+             (["--rules", "url", "--url-blocklist", bl], "needs --url-field"),
+             (["--rules", "url", "--url-field", "url"], "--url-field 'url' is read only by --url-blocklist"),
+             (["--rules", "url", "--url-field", "text", "--url-blocklist", bl], "also the text or id"),
+             (["--rules", "url", "--url-field", "url", "--url-blocklist", str(root / "no.txt")], "no.txt")]
+    cases = [("c.jsonl", argv, msg) for argv, msg in cases] + [
+        (name, ["--rules", "url", "--url-field", "link", "--url-blocklist", bl],
+         rf"{name}: --url-field 'link'.*'url'.*choose another --url-field") for name in ("c.jsonl", "c.parquet")]
+    for name, argv, msg in cases:
+        base = ["filter", str(root / name), "-o", str(tmp_path / name), "--device", "cpu", "-q", "--audit", "0"]
+        assert main(base + argv) != 0, argv
+        err = capsys.readouterr().err
+        assert re.search(msg, err), (argv, err)
+
+
+def _ref_line_removed(raw: str, terminal: bool = True) -> bool:
+    """Brute force C4 line filter, written from the paper's list (not rulesets.c4_line): strip; a word over 1000
+    characters; citations ([12], [], [edit], [citation needed]) deleted, then no terminal . ? ! " ' or a final
+    "..."; under 3 words; lorem ipsum; javascript; "{"; a policy phrase."""
+    import re
+
+    line = raw.strip()
+    words = line.split()
+    if any(len(w) > 1000 for w in words):
+        return True
+    line = re.sub(r"\[[0-9]*\]|\[edit\]|\[citation needed\]", "", line)
+    if terminal and (line[-1:] not in ('.', '?', '!', '"', "'") or line.endswith("...")):
+        return True
+    low = line.lower()
+    return len(words) < 3 or "lorem ipsum" in low or "javascript" in low or "{" in line or any(
+        p in low for p in ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
+                           "use cookies"))
+
+
+def _c4_line_docs(k: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    good = ["The river runs north past the old mill. It floods in spring.", "Prices rose again [12] this year.",
+            "Ünïcode lines count too, and they end well!", "She said \"we will go\". Then they went.",
+            "Three words here.", "A line with a citation at its end [citation needed]."]
+    bad = ["menu", "Read more...", "Enable JavaScript to view this page.", "This site uses cookies to work.",
+           "Home | About | Contact", "x" * 1001 + " is long.", "", "   ", "See our privacy policy today."]
+    breaks = ["\n", "\n", "\r\n", "\r", "\u2028", "\x0c"]
+    docs = []
+    for _ in range(k):
+        lines = [rng.choice(good if rng.random() < 0.6 else bad) for _ in range(rng.randrange(1, 12))]
+        text = "".join(x + rng.choice(breaks) for x in lines)
+        docs.append(text if rng.random() < 0.5 else text.rstrip("\n\r\u2028\x0c"))
+    return docs
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_c4_remove_lines_equals_brute_force_and_is_reversible(tmp_path, fmt):
+    from gpu_dedup.cli import main
+
+    texts = _c4_line_docs(40, 3)
+    docs = [{"id": f"p{i}", "text": t, "meta": i} for i, t in enumerate(texts)]
+    src = tmp_path / f"c.{fmt}"
+    if fmt == "jsonl":
+        src.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    else:
+        pq.write_table(pa.Table.from_pylist(docs), src)
+    out = tmp_path / "out"
+    assert main(["filter", str(src), "-o", str(out), "--rules", "c4", "--c4-remove-lines", "--device", "cpu", "-q",
+                 "--audit", "0"]) == 0
+    keep = pq.read_table(out / "scores.parquet")["keep"].to_pylist()
+    assert keep == [ref_c4(t)[0] for t in texts] and 0 < sum(keep) < len(texts)
+    if fmt == "jsonl":
+        got = {d["id"]: d for d in map(json.loads, filter(None, (out / "filtered" / src.name).read_bytes().split(b"\n")))}
+    else:
+        got = {d["id"]: d for d in pq.read_table(out / "filtered" / src.name).to_pylist()}
+    assert list(got) == [d["id"] for d, k in zip(docs, keep) if k]
+    cuts = pq.read_table(out / "removed_lines.parquet").to_pylist()
+    changed = 0
+    for d, k in zip(docs, keep):
+        if not k:
+            continue
+        new, mine = got[d["id"]]["text"], [c for c in cuts if c["id"] == d["id"]]
+        assert got[d["id"]]["meta"] == d["meta"]
+        # the brute-force filter: the kept document's lines are its lines that C4's rules keep, in order
+        assert new.splitlines() == [x for x in d["text"].splitlines() if not _ref_line_removed(x)], d["id"]
+        assert len(mine) == sum(map(_ref_line_removed, d["text"].splitlines()))
+        raw = d["text"].encode()
+        for c in mine:  # each cut: a removed line (byte_start..byte_end) with at most one line break
+            line = raw[c["byte_start"]:c["byte_end"]].decode()
+            assert _ref_line_removed(line) and c["reason"].startswith("c4_")
+            assert raw[c["cut_start"]:c["cut_end"]].decode() == c["cut_text"]
+        back = new.encode()  # re-inserting every cut_text at cut_start, ascending, restores the text byte for byte
+        for c in sorted(mine, key=lambda c: c["cut_start"]):
+            back = back[:c["cut_start"]] + c["cut_text"].encode() + back[c["cut_start"]:]
+        assert back == raw, d["id"]
+        changed += bool(mine)
+    assert changed > 3
+    run = json.loads((out / "run.json").read_text())
+    assert run["c4_lines"]["removed"] == len(cuts) and run["c4_lines"]["documents_changed"] == changed
+
+
+def test_c4_remove_lines_flag_errors(tmp_path):
+    for kw, msg in [({"rules": "gopher", "c4_remove_lines": True}, "add --rules c4"),
+                    ({"c4_remove_lines": True}, "no --rules"), ({"rules": "c4", "c4_remove_lines": 1}, "bool"),
+                    ({"rules": "c4", "c4_remove_lines": True, "lid": "x.bin", "unit": "paragraph",
+                      "paragraph_action": "remove"}, "give one of them")]:
+        with pytest.raises(ConfigError, match=msg):
+            FilterConfig(**kw)
+    assert FilterConfig(rules="gopher,c4_fineweb", c4_remove_lines=True).c4_remove_lines

@@ -125,6 +125,9 @@ def f64_conversions(ptx: str) -> int:
 
 
 # -- sources and cache keys -------------------------------------------------------------------------------------
+# imported by kernels/_launch.py only under NUMBA_ENABLE_CUDASIM (the simulator's block scheduler): no machine code
+# depends on it, so it is not part of a kernel module's cache key
+SIMULATOR_ONLY = frozenset({"gpu_dedup.testing.simulator"})
 
 def source_files(path: str, package: str | None, seen: set[str] | None = None) -> set[str]:
     """``path`` and every gpu_dedup source it imports, transitively (relative imports and ``gpu_dedup.*``):
@@ -136,7 +139,7 @@ def source_files(path: str, package: str | None, seen: set[str] | None = None) -
     seen.add(real)
     tree = ast.parse(Path(path).read_text(), path)
     def spec_of(name):
-        if not name.startswith("gpu_dedup"):
+        if not name.startswith("gpu_dedup") or name in SIMULATOR_ONLY:
             return None
         try:
             spec = importlib.util.find_spec(name)

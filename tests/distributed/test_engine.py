@@ -381,6 +381,39 @@ def test_filter_on_ray_equals_local(cluster, corpus, tmp_path, monkeypatch):
     assert main(["filter", str(corpus), "-o", str(tmp_path / "x"), "--rules", "gopher", "--workers", "2"]) != 0
 
 
+def test_filter_paragraph_cuts_on_ray_equal_local(cluster, tmp_path, monkeypatch):
+    """filter --engine ray --unit paragraph --paragraph-action remove: the paragraph scores travel back from
+    the scoring tasks; scores.parquet, paragraphs.parquet, removed_paragraphs.parquet and filtered/ are the
+    local run's, byte for byte, and some paragraphs were cut."""
+    from gpu_dedup.cli import main
+
+    monkeypatch.setattr("gpu_dedup.filters.report.write_filter_report", lambda out: None)
+    texts = make_corpus(60, seed=7, mean_words=30, template_families=0)["text"].to_pylist()
+    src = tmp_path / "in"
+    src.mkdir()
+    junk = "qqqq zxzx wvwv kjkj " * 6
+    for k in range(2):  # two files: two scoring tasks
+        with open(src / f"p{k}.jsonl", "w") as fh:
+            for i in range(k * 20, k * 20 + 20):
+                paras = [texts[i], junk] if i % 3 == 0 else [texts[i], texts[i + 20]]
+                fh.write(json.dumps({"id": f"d{i}", "text": "\n\n".join(paras)}) + "\n")
+    ref = tmp_path / "ref.jsonl"
+    ref.write_text("".join(json.dumps({"text": t}) + "\n" for t in
+                           make_corpus(300, seed=8, mean_words=30, template_families=0)["text"].to_pylist()))
+    arpa = tmp_path / "m.arpa"
+    assert main(["train-lm", str(ref), "-o", str(arpa), "--order", "2", "--device", "cpu", "-q"]) == 0
+    args = ["filter", str(src), "--perplexity", f"{arpa}:3000", "--unit", "paragraph", "--paragraph-action",
+            "remove", "--min-paragraph-tokens", "5", "--audit", "0", "-q"]
+    assert main(args + ["-o", str(tmp_path / "local")]) == 0
+    assert main(args + ["-o", str(tmp_path / "ray"), "--engine", "ray"]) == 0
+    a, b = tmp_path / "local", tmp_path / "ray"
+    for name in ("scores.parquet", "paragraphs.parquet", "removed_paragraphs.parquet"):
+        assert pq.read_table(b / name).equals(pq.read_table(a / name)), name
+    assert pq.read_table(a / "removed_paragraphs.parquet").num_rows > 0
+    for k in range(2):
+        assert (a / "filtered" / f"p{k}.jsonl").read_bytes() == (b / "filtered" / f"p{k}.jsonl").read_bytes()
+
+
 def test_ray_score_keep_equals_local(cluster, corpus, tmp_path):
     """--score hq=MODEL --keep max:hq_score: the sign tasks score each batch (a fastText model on a path
     every worker reads), the keep order and so the decisions equal the local engine's."""

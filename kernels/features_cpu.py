@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import features
-from ._build import build
+from ._build import build, one_signature_per_type
 from .features import (
     N_BASE_STATS,
     ST_ALPHA_WORDS,
@@ -103,6 +103,7 @@ def _sorted_groups_dup(keys, chars):
     return dup, dup_chars
 
 
+@one_signature_per_type  # called with top=True and top=False: one compile, not one per literal
 @njit(cache=True, nogil=True)
 def _ngram_stats(keys, pref, nw, n, top, slot, tkey, tcount, tlast, tcov):
     """Codepoints of the words covered (each word once) by occurrences of word n-grams of a document (keys:

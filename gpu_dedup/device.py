@@ -83,6 +83,29 @@ def run_kernel(device: str, k, items: int, *args) -> None:
         k(*args)
 
 
+def readonly_bytes(device: str, a):
+    """``a`` as a read-only view on the CPU (unchanged on the GPU), for the text bytes a kernel only reads.
+
+    Args:
+        device: "cpu" or "cuda".
+        a: the array (numpy on the CPU).
+
+    Returns:
+        A read-only view of ``a`` on the CPU, ``a`` itself otherwise.
+
+    Numba compiles a CPU device function once per array type, the read-only flag included: text bytes reach a
+    kernel read-only (Arrow buffers) or writable (a model's vocabulary, a joined batch), and a device function
+    that two kernels call on them (fastText's ``ft_subwords``, the lm family's ``word_hash``) compiled twice in
+    one process. One flag for every such argument, one compile (issue 28 item 8)."""
+    import numpy as np
+
+    if device == "cuda" or not isinstance(a, np.ndarray) or not a.flags.writeable:
+        return a
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def launch(device: str, name: str, items: int, *args, family: str | None = None) -> None:
     """``run_kernel`` for the kernel called ``name`` of ``kernels(device, family)``: the string-keyed form, for tests
     and tools that go over a family's kernels by name; stage modules call the front ends of gpu_dedup/ops/ instead

@@ -66,8 +66,10 @@ def drop_stale_cache() -> int:
 drop_stale_cache()
 
 
-def _one_signature_per_type(dispatcher: Any) -> Any:
-    """Make a CPU device function compile once per argument *type*, not once per constant value.
+def one_signature_per_type(dispatcher: Any) -> Any:
+    """Make a CPU device function compile once per argument *type*, not once per constant value; returns
+    ``dispatcher`` itself. Every CPU device function gets it: ``build``'s, and a kernel module's own helpers
+    called from its kernels (e.g. features_cpu's ``_ngram_stats``, called with ``top=True`` and ``False``).
 
     Numba types a constant argument at a call site between jitted functions as a literal (``Literal[int](0)``,
     ``Literal[bool](True)``) and compiles the callee again for every distinct literal: normalize_span, called
@@ -91,7 +93,7 @@ def _one_signature_per_type(dispatcher: Any) -> Any:
 def build(decorate: Callable[[Callable[..., Any]], Any], module: types.ModuleType | None = None) -> dict[str, Any]:
     """Namespace holding core.py's and normalize.py's device functions (and ``module``'s, if another module
     of device functions is given) compiled with ``decorate``; CPU (``numba.njit``) device functions compile once
-    per argument type (``_one_signature_per_type``)."""
+    per argument type (``one_signature_per_type``)."""
     mods = [core, normalize] + ([module] if module is not None else [])
     namespace: dict[str, Any] = {}
     for mod in mods:
@@ -106,6 +108,6 @@ def build(decorate: Callable[[Callable[..., Any]], Any], module: types.ModuleTyp
             fn = getattr(mod, name)
             compiled = decorate(types.FunctionType(fn.__code__, namespace, name, fn.__defaults__, fn.__closure__))
             if type(compiled).__name__ == "CPUDispatcher":
-                compiled = _one_signature_per_type(compiled)
+                compiled = one_signature_per_type(compiled)
             namespace[name] = compiled
     return namespace

@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 U64 = np.uint64
+U8 = np.uint8
 U32 = np.uint32
 F32 = np.float32
 F64 = np.float64
@@ -115,10 +116,10 @@ def ft_fnv_step(h, c):
 
 def ft_vbyte(data, ts, n, i):
     """Byte i of "<" + data[ts:ts + n - 2] + ">" (n = token length + 2)."""
-    if i == 0:
-        return 0x3C
+    if i == 0:  # uint8 like the data bytes: ft_fnv_step then has one signature (uint64, uint8) on the CPU
+        return U8(0x3C)
     if i == n - 1:
-        return 0x3E
+        return U8(0x3E)
     return data[ts + i - 1]
 
 
@@ -324,7 +325,7 @@ def ft_scan(data, s, e, ngram_pass, P, prefix, vbytes, voff, vhash, vtype, vtabl
                 ft_add_row(hrow, P, win, wcodes, wcent, wnc, wncent, wid)
                 count += 1
                 for t in range(sub_off[wid], sub_off[wid + 1]):
-                    ft_add_row(hrow, P, win, wcodes, wcent, wnc, wncent, sub_rows[t])
+                    ft_add_row(hrow, P, win, wcodes, wcent, wnc, wncent, np.int64(sub_rows[t]))  # int64 as wid
                 count += sub_off[wid + 1] - sub_off[wid]
             elif not eos and P[P_MAXN] > 0:
                 count += ft_subwords(data, ts, pos, 0, pos - ts + 2, P, pkeys, pvals, win, wcodes, wcent, wnc,
@@ -357,10 +358,10 @@ def ft_scan(data, s, e, ngram_pass, P, prefix, vbytes, voff, vhash, vtype, vtabl
 def ft_eos_hash():
     """fastText hash of "</s>"."""
     h = FNV_OFFSET
-    h = ft_fnv_step(h, 0x3C)
-    h = ft_fnv_step(h, 0x2F)
-    h = ft_fnv_step(h, 0x73)
-    return ft_fnv_step(h, 0x3E)
+    h = ft_fnv_step(h, U8(0x3C))  # uint8 bytes, as every other call (one CPU compile of ft_fnv_step)
+    h = ft_fnv_step(h, U8(0x2F))
+    h = ft_fnv_step(h, U8(0x73))
+    return ft_fnv_step(h, U8(0x3E))
 
 
 def ft_doc_hidden(data, s, e, P, prefix, vbytes, voff, vhash, vtype, vtable, sub_off, sub_rows, pkeys, pvals,

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import features
-from ._build import build
+from ._build import build, one_signature_per_type
 from .features import (
     N_BASE_STATS,
     ST_ALPHA_WORDS,
@@ -103,6 +103,7 @@ def _sorted_groups_dup(keys, chars):
     return dup, dup_chars
 
 
+@one_signature_per_type  # called with top=True and top=False: one compile, not one per literal
 @njit(cache=True, nogil=True)
 def _ngram_stats(keys, pref, nw, n, top, slot, tkey, tcount, tlast, tcov):
     """Codepoints of the words covered (each word once) by occurrences of word n-grams of a document (keys:
@@ -163,6 +164,99 @@ def _ngram_stats(keys, pref, nw, n, top, slot, tkey, tcount, tlast, tcov):
     return covered
 
 
+@one_signature_per_type
+@njit(cache=True, nogil=True)
+def _rule_stats_doc(data, s, e, cls, bullets, stop_key, stop_len, top_ns, dup_ns, seed, row):
+    """rule_stats of one document data[s:e] -> row (float64 (N_BASE_STATS + len(top_ns) + len(dup_ns),)).
+    Serial, out of the prange loop: Numba's parallel passes then see a loop of one call instead of this body
+    (less compile time; the same operations in the same order, so the same bits)."""
+    na = top_ns.shape[0]
+    cap_w = (e - s + 1) // 2 + 1
+    ws = np.empty(cap_w, np.int64)
+    we = np.empty(cap_w, np.int64)
+    wc = np.empty(cap_w, np.int64)
+    nw, alpha_words, stops, chars, hashes, ellipses = c_word_scan(data, s, e, cls, stop_key, stop_len, ws, we,
+                                                                  wc, True)
+    cap_l = c_count_newlines(data, s, e) + 1
+    ls = np.empty(cap_l, np.int64)
+    le = np.empty(cap_l, np.int64)
+    lc = np.empty(cap_l, np.int64)
+    lp = np.empty(cap_l, np.int64)
+    nl, npara, bullet_lines, ellipsis_lines = c_line_scan(data, s, e, cls, bullets, ls, le, lc, lp)
+    row[:] = 0.0
+    row[ST_WORDS] = nw
+    row[ST_HASH] = hashes
+    row[ST_ELLIPSIS] = ellipses
+    row[ST_STOP_WORDS] = c_popcount64(stops)
+    pref = np.zeros(nw + 1, np.int64)
+    for k in range(nw):
+        pref[k + 1] = pref[k] + wc[k]
+    if nw > 0:
+        row[ST_MEAN_WORD_LEN] = pref[nw] / nw
+        row[ST_ALPHA_WORDS] = alpha_words / nw
+    if nl > 0:
+        row[ST_BULLET_LINES] = bullet_lines / nl
+        row[ST_ELLIPSIS_LINES] = ellipsis_lines / nl
+        lkeys = np.empty(nl, np.uint64)
+        for k in range(nl):
+            lkeys[k] = c_xxh64(data, ls[k], le[k], seed)
+        dup, dup_chars = _sorted_groups_dup(lkeys, lc)
+        row[ST_DUP_LINES] = dup / nl
+        row[ST_DUP_LINE_CHARS] = dup_chars / chars
+        # a paragraph spans from its first line's trimmed start to its last line's trimmed end; its
+        # codepoints are its lines' plus everything between them (newlines, indentation)
+        pkeys = np.empty(npara, np.uint64)
+        pchars = np.zeros(npara, np.int64)
+        k = 0
+        for p in range(npara):
+            k0 = k
+            while k < nl and lp[k] == p:
+                k += 1
+            pkeys[p] = c_xxh64(data, ls[k0], le[k - 1], seed)
+            i = ls[k0]
+            while i < le[k - 1]:
+                cp, step = c_utf8_decode(data, i, e)
+                i += step
+                pchars[p] += 1
+        dup, dup_chars = _sorted_groups_dup(pkeys, pchars)
+        row[ST_DUP_PARAS] = dup / npara
+        row[ST_DUP_PARA_CHARS] = dup_chars / chars
+    total = pref[nw]
+    if total > 0 and (na + dup_ns.shape[0]) > 0:
+        wh = np.empty(nw, np.uint64)
+        for k in range(nw):
+            wh[k] = c_xxh64(data, ws[k], we[k], seed)
+        size = 1
+        while size < 2 * nw:
+            size *= 2
+        slot = np.empty(nw, np.int64)
+        tkey = np.empty(size, np.uint64)
+        tcount = np.empty(size, np.int64)
+        tlast = np.empty(size, np.int64)
+        tcov = np.empty(size, np.int64)
+        state = wh.copy()
+        keys = np.empty(nw, np.uint64)
+        max_n = 0
+        for t in range(na):
+            max_n = max(max_n, top_ns[t])
+        for t in range(dup_ns.shape[0]):
+            max_n = max(max_n, dup_ns[t])
+        for n in range(1, min(max_n, nw - 1) + 1):  # n >= nw: fewer than 2 n-grams, the 0 already set
+            if n > 1:
+                for j in range(nw - n + 1):
+                    state[j] = c_ngram_fold(state[j], wh[j + n - 1])
+            for j in range(nw - n + 1):
+                keys[j] = c_ngram_finish(state[j])
+            for t in range(na):
+                if top_ns[t] == n:
+                    row[N_BASE_STATS + t] = _ngram_stats(keys, pref, nw, n, True, slot, tkey, tcount, tlast,
+                                                         tcov) / total
+            for t in range(dup_ns.shape[0]):
+                if dup_ns[t] == n:
+                    row[N_BASE_STATS + na + t] = _ngram_stats(keys, pref, nw, n, False, slot, tkey, tcount,
+                                                              tlast, tcov) / total
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def rule_stats(data, offsets, cls, bullets, stop_key, stop_len, top_ns, dup_ns, seed, out):
     """Gopher statistics of raw document d = data[offsets[d]:offsets[d+1]] (UTF-8) -> out[d, :] (float64 (n,
@@ -171,92 +265,6 @@ def rule_stats(data, offsets, cls, bullets, stop_key, stop_len, top_ns, dup_ns, 
     _ngram_stats over the codepoints of all words). cls uint8 (0x110000,) class bits; bullets int32
     codepoints; stop_key/stop_len see features.stop_word_match; seed uint64.
     Scratch per document: O(w + lines) int64, freed after it."""
-    na = top_ns.shape[0]
     for d in prange(offsets.shape[0] - 1):
-        s = offsets[d]
-        e = offsets[d + 1]
-        cap_w = (e - s + 1) // 2 + 1
-        ws = np.empty(cap_w, np.int64)
-        we = np.empty(cap_w, np.int64)
-        wc = np.empty(cap_w, np.int64)
-        nw, alpha_words, stops, chars, hashes, ellipses = c_word_scan(data, s, e, cls, stop_key, stop_len, ws, we,
-                                                                      wc, True)
-        cap_l = c_count_newlines(data, s, e) + 1
-        ls = np.empty(cap_l, np.int64)
-        le = np.empty(cap_l, np.int64)
-        lc = np.empty(cap_l, np.int64)
-        lp = np.empty(cap_l, np.int64)
-        nl, npara, bullet_lines, ellipsis_lines = c_line_scan(data, s, e, cls, bullets, ls, le, lc, lp)
-        row = out[d]
-        row[:] = 0.0
-        row[ST_WORDS] = nw
-        row[ST_HASH] = hashes
-        row[ST_ELLIPSIS] = ellipses
-        row[ST_STOP_WORDS] = c_popcount64(stops)
-        pref = np.zeros(nw + 1, np.int64)
-        for k in range(nw):
-            pref[k + 1] = pref[k] + wc[k]
-        if nw > 0:
-            row[ST_MEAN_WORD_LEN] = pref[nw] / nw
-            row[ST_ALPHA_WORDS] = alpha_words / nw
-        if nl > 0:
-            row[ST_BULLET_LINES] = bullet_lines / nl
-            row[ST_ELLIPSIS_LINES] = ellipsis_lines / nl
-            lkeys = np.empty(nl, np.uint64)
-            for k in range(nl):
-                lkeys[k] = c_xxh64(data, ls[k], le[k], seed)
-            dup, dup_chars = _sorted_groups_dup(lkeys, lc)
-            row[ST_DUP_LINES] = dup / nl
-            row[ST_DUP_LINE_CHARS] = dup_chars / chars
-            # a paragraph spans from its first line's trimmed start to its last line's trimmed end; its
-            # codepoints are its lines' plus everything between them (newlines, indentation)
-            pkeys = np.empty(npara, np.uint64)
-            pchars = np.zeros(npara, np.int64)
-            k = 0
-            for p in range(npara):
-                k0 = k
-                while k < nl and lp[k] == p:
-                    k += 1
-                pkeys[p] = c_xxh64(data, ls[k0], le[k - 1], seed)
-                i = ls[k0]
-                while i < le[k - 1]:
-                    cp, step = c_utf8_decode(data, i, e)
-                    i += step
-                    pchars[p] += 1
-            dup, dup_chars = _sorted_groups_dup(pkeys, pchars)
-            row[ST_DUP_PARAS] = dup / npara
-            row[ST_DUP_PARA_CHARS] = dup_chars / chars
-        total = pref[nw]
-        if total > 0 and (na + dup_ns.shape[0]) > 0:
-            wh = np.empty(nw, np.uint64)
-            for k in range(nw):
-                wh[k] = c_xxh64(data, ws[k], we[k], seed)
-            size = 1
-            while size < 2 * nw:
-                size *= 2
-            slot = np.empty(nw, np.int64)
-            tkey = np.empty(size, np.uint64)
-            tcount = np.empty(size, np.int64)
-            tlast = np.empty(size, np.int64)
-            tcov = np.empty(size, np.int64)
-            state = wh.copy()
-            keys = np.empty(nw, np.uint64)
-            max_n = 0
-            for t in range(na):
-                max_n = max(max_n, top_ns[t])
-            for t in range(dup_ns.shape[0]):
-                max_n = max(max_n, dup_ns[t])
-            for n in range(1, min(max_n, nw - 1) + 1):  # n >= nw: fewer than 2 n-grams, the 0 already set
-                if n > 1:
-                    for j in range(nw - n + 1):
-                        state[j] = c_ngram_fold(state[j], wh[j + n - 1])
-                for j in range(nw - n + 1):
-                    keys[j] = c_ngram_finish(state[j])
-                for t in range(na):
-                    if top_ns[t] == n:
-                        row[N_BASE_STATS + t] = _ngram_stats(keys, pref, nw, n, True, slot, tkey, tcount, tlast,
-                                                             tcov) / total
-                for t in range(dup_ns.shape[0]):
-                    if dup_ns[t] == n:
-                        row[N_BASE_STATS + na + t] = _ngram_stats(keys, pref, nw, n, False, slot, tkey, tcount,
-                                                                  tlast, tcov) / total
+        _rule_stats_doc(data, offsets[d], offsets[d + 1], cls, bullets, stop_key, stop_len, top_ns, dup_ns, seed,
+                        out[d])

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import array_module, repeat_index, run_kernel, split_chunks
+from ..device import array_module, readonly_bytes, repeat_index, run_kernel, split_chunks
 from ..errors import ConfigError
 from ..kernels import fasttext as K
 
@@ -47,6 +47,7 @@ def hidden(device: str, data, offsets, model: dict, P: np.ndarray, dim: int,
     n = int(offsets.shape[0]) - 1
     out = xp.zeros((n, dim), np.float32)
     nfeat = xp.zeros(n, np.int64)
+    data = readonly_bytes(device, data)
     run_kernel(device, _target(device).ft_hidden, n, data, offsets, *(model[a] for a in HIDDEN_ARRAYS), out, nfeat)
     return out, nfeat
 
@@ -199,6 +200,7 @@ def vocab_subwords_host(vbytes, voff, vtype, P, pkeys, pvals) -> tuple[np.ndarra
     from ..kernels import fasttext_cpu
 
     size = int(voff.shape[0]) - 1
+    vbytes = readonly_bytes("cpu", vbytes)  # as ft_hidden's text bytes: one compile of ft_subwords
     sub_off = np.zeros(size + 1, np.int64)
     sub_rows = np.zeros(1, np.int32)
     run_kernel("cpu", fasttext_cpu.ft_vocab_subwords, size, vbytes, voff, vtype, P, pkeys, pvals, sub_off, sub_rows,

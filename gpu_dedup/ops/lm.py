@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import array_module, repeat_index, run_kernel, split_chunks
+from ..device import array_module, readonly_bytes, repeat_index, run_kernel, split_chunks
 
 
 def _target(device: str):
@@ -34,6 +34,7 @@ def line_words(device: str, data, line_off) -> tuple[Any, Any, Any, Any, Any]:
     (iteration)."""
     xp = array_module(device)
     k = _target(device)
+    data = readonly_bytes(device, data)
     lines = int(line_off.shape[0]) - 1
     per_line = xp.zeros(lines, xp.int64)
     run_kernel(device, k.lm_count_words, lines, data, line_off, per_line)
@@ -51,7 +52,7 @@ def span_hashes(device: str, data, starts, ends) -> tuple[Any, Any]:
     xp = array_module(device)
     v = int(starts.shape[0])
     h1, h2 = xp.empty(v, xp.uint64), xp.empty(v, xp.uint64)
-    run_kernel(device, _target(device).lm_span_hashes, v, data, starts, ends, h1, h2)
+    run_kernel(device, _target(device).lm_span_hashes, v, readonly_bytes(device, data), starts, ends, h1, h2)
     return h1, h2
 
 
@@ -97,8 +98,8 @@ def score_docs(device: str, data, line_off, doc_lines, tables: tuple, order: int
     xp = array_module(device)
     n = int(doc_lines.shape[0]) - 1
     outs = (xp.zeros(n, xp.float64), xp.zeros(n, xp.int64), xp.zeros(n, xp.int64), xp.zeros(n, xp.int64))
-    run_kernel(device, _target(device).lm_score_docs, n, data, line_off, doc_lines, *tables, order, bos, eos, unk,
-               *outs)
+    run_kernel(device, _target(device).lm_score_docs, n, readonly_bytes(device, data), line_off, doc_lines, *tables,
+               order, bos, eos, unk, *outs)
     return outs
 
 

@@ -88,4 +88,41 @@ def install() -> bool:
 
     block_run._gpu_dedup = True
     thread.syncthreads, thread.run, manager.run = syncthreads, thread_run, block_run
+    _guard_module_swap(sim)
     return True
+
+
+def _guard_module_swap(sim) -> None:
+    """numba's own simulator (before numba-cuda) swaps the fake ``cuda`` module into a device function's
+    globals on every call and swaps the real one back on return, unguarded: with threads of a block inside the
+    same device function, one thread's return hands the others the real module. numba-cuda's counts the
+    entries under a lock; give the older one the same guard (what the test extra installs is numba-cuda)."""
+    import contextlib
+    from collections import defaultdict
+
+    from numba.cuda.simulator import kernelapi
+
+    if hasattr(kernelapi, "_swap_refcount") or getattr(sim.swapped_cuda_module, "_gpu_dedup", False):
+        return
+    lock, depth, saved = threading.RLock(), defaultdict(int), {}
+
+    @contextlib.contextmanager
+    def swapped(fn, fake):
+        from numba import cuda
+
+        globs = fn.__globals__
+        with lock:
+            if depth[id(globs)] == 0:
+                saved[id(globs)] = {k: v for k, v in globs.items() if v is cuda}
+                globs.update({k: fake for k in saved[id(globs)]})
+            depth[id(globs)] += 1
+        try:
+            yield
+        finally:
+            with lock:
+                depth[id(globs)] -= 1
+                if depth[id(globs)] == 0:
+                    globs.update(saved.pop(id(globs)))
+
+    swapped._gpu_dedup = True
+    sim.swapped_cuda_module = kernelapi.swapped_cuda_module = swapped

@@ -16,7 +16,6 @@ import os
 import random
 import sys
 import tempfile
-import time
 
 import numba
 import numpy as np
@@ -28,6 +27,7 @@ from gpu_dedup.filters.config import FilterConfig  # noqa: E402
 from gpu_dedup.filters.kneser_ney import LMTrainConfig, train_lm  # noqa: E402
 from gpu_dedup.filters.lm import LMNormalization  # noqa: E402
 from gpu_dedup.filters.scorers import Scorers  # noqa: E402
+from perplexity_bench import best  # noqa: E402  (this directory is on sys.path when a script runs)
 
 
 def zipf_line(rng: random.Random, vocab: int) -> str:
@@ -53,15 +53,6 @@ def kenlm_pooled(model, docs: list[str], min_tokens: int) -> np.ndarray:
         long = [s for s in scored if s[2] >= min_tokens] or scored
         out[i] = 10.0 ** (-sum(s[0] for s in long) / sum(s[1] for s in long))
     return out
-
-
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> None:

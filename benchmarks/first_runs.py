@@ -1,6 +1,6 @@
 """First-run compile cost of each command family: what a user pays the first time after install.
 
-Usage: python benchmarks/first_runs.py [COMMAND ...] [--warm]
+Usage: python benchmarks/first_runs.py [COMMAND ...] [--warm] [--table]
 
 COMMAND is one of ``gpu-dedup warmup``'s commands (run, paragraph, screen, train-lm, filter, substring) or one of
 the narrower families below (filter-lid-rules: ``filter --lid lid.176.ftz --rules gopher``; filter-ppl:
@@ -13,7 +13,9 @@ and specializations (every Numba compile the process did, device functions and N
 from the ``numba:compile`` events), compile CPU seconds (user + sys of the process inside top-level compiles),
 process CPU seconds (the whole command) and wall seconds, and the five costliest kernels. On a shared machine
 CPU seconds are the number to compare (compilation is single-threaded; wall time grows with the load, CPU time
-far less); the load average is printed before and after.
+far less); the load average is printed before and after. ``per_kernel``: every CPU kernel's own compile CPU
+seconds (0 for a helper compiled inside its caller's compile); ``--table`` ends with them as
+``gpu_dedup/compiling.py``'s ``COMPILE_S`` (the largest figure over the commands run).
 """
 from __future__ import annotations
 
@@ -100,7 +102,9 @@ def child(command: str, arpa: str | None) -> None:
     print(json.dumps({"command": command, "kernels_compiled": len(top),
                       "specializations": sum(v[0] for v in per.values()),
                       "compile_cpu_s": round(sum(v[1] for v in per.values()), 1), "process_cpu_s": round(cpu, 1),
-                      "wall_s": round(wall, 1), "costliest": [(k, round(s, 2)) for s, k in top[:5]]}))
+                      "wall_s": round(wall, 1), "costliest": [(k, round(s, 2)) for s, k in top[:5]],
+                      "per_kernel": {k.replace("_cpu.", ".", 1): round(v[1], 2)  # family.kernel, as compiling's
+                                     for k, v in sorted(per.items()) if k.split(".")[0].endswith("_cpu")}}))
 
 
 def _train_arpa(path: str) -> None:
@@ -120,6 +124,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("commands", nargs="*", metavar="COMMAND", help=f"default: all of {', '.join(names)}")
     ap.add_argument("--warm", action="store_true", help="run each command a second time in the same cache")
+    ap.add_argument("--table", action="store_true",
+                    help="end with gpu_dedup/compiling.py's COMPILE_S table: each kernel's compile CPU seconds, the "
+                         "largest over the commands measured (what a first run's estimate sums)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--arpa", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -130,6 +137,7 @@ def main() -> None:
     if a.child:
         child(a.child, a.arpa)
         return
+    table: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="first-runs-") as tmp:
         arpa = None
         if "filter-ppl" in a.commands:
@@ -145,6 +153,13 @@ def main() -> None:
                     row = json.loads(out)
                     row.update(phase=phase, load_before=round(load0, 1), load_after=round(os.getloadavg()[0], 1))
                     print(json.dumps(row), flush=True)
+                    for k, v in row["per_kernel"].items():
+                        table[k] = max(table.get(k, 0.0), v)
+    if a.table:
+        print("COMPILE_S: dict[str, float] = {")
+        for k, v in sorted(table.items()):
+            print(f"    {k!r}: {v},")
+        print("}")
 
 
 if __name__ == "__main__":

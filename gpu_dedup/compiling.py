@@ -21,13 +21,32 @@ KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "lm-score": (("lm", ("lm_span_hashes", "lm_ngram_keys", "lm_score_docs", "lm_build_table", "lm_build_vocab")),
                  _NORMALIZE),
     "domain": (("domain", ("domain_stats",)),),
-    "rules": (("features", ("rule_stats", "_ngram_stats", "_sorted_groups_dup", "char_counts")),),
+    "rules": (("features", ("rule_stats", "_rule_stats_doc", "_ngram_stats", "_sorted_groups_dup", "char_counts")),),
     "dsir": (("features", ("feature_ids", "feature_log_weights")),),
     "fasttext": (("fasttext", ("ft_hidden", "ft_label_prob", "ft_predict", "ft_build_vocab_table", "ft_hash_spans",
                                "ft_vocab_subwords")),),
     # the CPU's LCP array is pydivsufsort's Kasai: substring_cpu.lcp_kasai (the GPU kernel's twin, for tests) is not
     # compiled by a CPU run, and listing it made every warm substring run announce "compiling 1 kernel"
     "substring": (("bloom", ("span_norm_sizes", "span_norm_hash", "cut_copy")),),
+}
+# Compile CPU seconds of each kernel above from an empty cache, measured on an idle 2-core machine (AMD EPYC VM,
+# load average under 1.1, 2026-12-02) by `python benchmarks/first_runs.py --table` (char_counts by `first_runs.py
+# filter --table`): what a first run's "compiling N kernels (~S s)" line sums (compile_seconds). A kernel whose
+# compile includes shared device functions (normalize_sizes) carries their cost; a helper dispatcher compiled
+# inside its caller's compile (_find, _ngram_stats, ...) costs 0 here, its caller's figure holds it.
+COMPILE_S: dict[str, float] = {
+    "bloom.bloom_insert": 0.77, "bloom.bloom_query": 0.74, "bloom.cut_copy": 0.99, "bloom.member_sorted": 0.51,
+    "bloom.ngram_hashes": 3.71, "bloom.span_norm_hash": 2.52, "bloom.span_norm_sizes": 5.14,
+    "bloom.split_count": 2.38, "bloom.split_write": 0.88, "bloom.word_spans": 1.34, "core._find": 0.0,
+    "core.band_keys": 0.75, "core.exact_hashes": 1.99, "core.minhash_signatures": 3.8, "core.normalize_sizes": 4.58,
+    "core.normalize_write": 1.31, "core.representative_components": 1.79, "core.shingle_sets": 2.9,
+    "core.union_find": 0.4, "domain.domain_stats": 3.08, "fasttext.ft_build_vocab_table": 0.1,
+    "fasttext.ft_hash_spans": 0.18, "fasttext.ft_hidden": 4.44, "fasttext.ft_label_prob": 2.56,
+    "fasttext.ft_predict": 3.82, "fasttext.ft_vocab_subwords": 2.58, "features._ngram_stats": 0.0,
+    "features._rule_stats_doc": 0.0, "features._sorted_groups_dup": 0.0, "features.char_counts": 0.88,
+    "features.feature_ids": 2.51, "features.feature_log_weights": 0.93, "features.rule_stats": 8.22,
+    "lm.lm_build_table": 0.17, "lm.lm_build_vocab": 0.21, "lm.lm_count_words": 0.69, "lm.lm_ngram_keys": 0.58,
+    "lm.lm_score_docs": 3.17, "lm.lm_span_hashes": 1.49, "lm.lm_word_hashes": 2.23,
 }
 # command -> the stages (KERNELS) its warm-up compiles
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -38,6 +57,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "filter": ("domain", "rules", "dsir", "lm-score", "fasttext"),
     "substring": ("substring",),
 }
+
+
 def cpu_kernels(family: str) -> list:
     """The cached CPU kernels (numba dispatchers with ``cache=True``) of ``kernels/<family>_cpu.py``."""
     mod = importlib.import_module(f"{__package__}.kernels.{family}_cpu")
@@ -49,9 +70,11 @@ def _index_path(k) -> str | None:
     return getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_index_path", None)
 
 
-def uncached(stages: tuple[str, ...]) -> int:
-    """How many CPU kernels of ``stages`` (``KERNELS``' names) have no cached machine code yet."""
-    seen, n = set(), 0
+def uncached_kernels(stages: tuple[str, ...]) -> list[str]:
+    """The CPU kernels of ``stages`` (``KERNELS``' names) with no cached machine code yet, as "family.kernel"
+    (``COMPILE_S``' keys), each once."""
+    seen: set[str] = set()
+    out: list[str] = []
     for stage in stages:
         for fam, names in KERNELS[stage]:
             by_name = {k.__name__: k for k in cpu_kernels(fam)}
@@ -59,8 +82,21 @@ def uncached(stages: tuple[str, ...]) -> int:
                 p = _index_path(by_name[name])
                 if p and p not in seen and not os.path.exists(p):
                     seen.add(p)
-                    n += 1
-    return n
+                    out.append(f"{fam}.{name}")
+    return out
+
+
+def uncached(stages: tuple[str, ...]) -> int:
+    """How many CPU kernels of ``stages`` (``KERNELS``' names) have no cached machine code yet."""
+    return len(uncached_kernels(stages))
+
+
+def compile_seconds(kernels: list[str]) -> float:
+    """The estimated compile time of ``kernels`` ("family.kernel"): ``COMPILE_S``' measured figures, and
+    ``constants.COMPILE_S_PER_KERNEL`` for a kernel the table does not list."""
+    from .constants import COMPILE_S_PER_KERNEL
+
+    return sum(COMPILE_S.get(k, COMPILE_S_PER_KERNEL) for k in kernels)
 
 
 SAMPLE_DOCS = 60  # documents of the bundled sample a warm-up (or precompile) run reads

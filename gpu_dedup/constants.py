@@ -59,10 +59,9 @@ SUBSTRING_READ_BYTES_PER_BYTE = 32  # host bytes per text byte of a batch while 
 SEAM_CONTEXT = 60           # characters each side of a cut shown in the report's seam sample
 
 # ------------------------------------------------------------------------------------------------ first runs
-# CPU seconds to compile one CPU kernel, for the "compiling N kernels (~S s)" line of a first run: 157.7 s for the
-# 41 kernels of eight first runs (each command alone, empty NUMBA_CACHE_DIR) on the 2-core dev box at load 0.9-8,
-# 2026-12-02 (benchmarks/first_runs.py; docs/performance.md, "First runs"); a busy machine takes longer
-# (971.5 s for 39 kernels at load 8-13 on 2026-12-01).
+# CPU seconds to compile a CPU kernel that compiling.COMPILE_S (each kernel's measured compile time, which a first
+# run's "compiling N kernels (~S s)" line sums) does not list: 157.7 s for 41 kernels of eight first runs on the
+# 2-core dev box at load 0.9-8, 2026-12-02 (benchmarks/first_runs.py; docs/performance.md, "First runs").
 COMPILE_S_PER_KERNEL = 4.0
 
 # ------------------------------------------------------------------------------------------------ semantic

@@ -122,15 +122,15 @@ def note_compiling(device: str, families: tuple[str, ...] = ("dedup",)) -> None:
     (first run only). The GPU kernels compile in the background of a launch."""
     if device == "cuda":
         return
-    from .compiling import uncached
+    from .compiling import compile_seconds, uncached_kernels
 
     fams = tuple(f for f in families if f not in _compile_seen)
     if not fams:
         return
     _compile_seen.update(fams)
-    n = uncached(fams)
-    if n:
-        _say_compiling(n)
+    names = uncached_kernels(fams)
+    if names:
+        _say_compiling(len(names), compile_seconds(names))
 
 
 def _family(k) -> str | None:
@@ -159,16 +159,20 @@ def _note_compiling(k) -> None:
     index = getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_index_path", None)
     if index and not os.path.exists(index):
         _compile_seen.add("?")
-        _say_compiling(1)
+        from .constants import COMPILE_S_PER_KERNEL
+
+        _say_compiling(1, COMPILE_S_PER_KERNEL)
 
 
-def _say_compiling(n: int) -> None:
-    from .constants import COMPILE_S_PER_KERNEL
+def _say_compiling(n: int, seconds: float) -> None:
+    """The one line a first run prints before its bar: ``n`` kernels, about ``seconds`` to compile them
+    (``compiling.compile_seconds``: measured on 2 idle cores), and where the machine code is cached."""
     from . import kernels
 
     where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(kernels.__file__), "__pycache__")
-    logger.info("compiling %d kernel%s (first run only, ~%.0f s on an idle core, longer on a busy machine; cached "
-                "in %s; `gpu-dedup warmup` compiles every command's ahead)", n, "" if n == 1 else "s", n * COMPILE_S_PER_KERNEL, where)
+    logger.info("compiling %d kernel%s (first run only, ~%.0f s on an idle machine, longer on a busy one; cached "
+                "in %s; `gpu-dedup warmup` compiles every command's ahead)", n, "" if n == 1 else "s",
+                max(1.0, seconds), where)
 
 
 def simulator() -> bool:

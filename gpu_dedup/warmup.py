@@ -73,7 +73,7 @@ def _filter(d: str, src: str, device: str) -> None:
         logger.info("warmup: the fasttext package is not installed; the classifier kernels are not compiled")
     for unit in ("document", "paragraph"):
         cfg = FilterConfig(classifiers=classifiers, perplexity=_train_lm(d, src, device), max_perplexity=1e9,
-                           rules="gopher", dsir_target=(src,), select=0.5, unit=unit, device=device, audit=2,
+                           rules="gopher,chars", dsir_target=(src,), select=0.5, unit=unit, device=device, audit=2,
                            domain=DomainConfig(script_prefilter=True, relax=True))
         filter_corpus(src, cfg, os.path.join(d, f"filter-{unit}"))
 

@@ -192,7 +192,7 @@ def domain_stats(data, start, end, ranges, symbols, kw_data, kw_off, stats, row)
                             open_len += 2  # '$a/$', '$a.$': not a one- or two-character symbol
                     if cp == 92:  # '\\' + a math command's name, then no letter
                         k = i + 1
-                        while k < end and is_ascii_letter(data[k]):
+                        while k < end and is_ascii_letter(np.int64(data[k])):  # int64 as prev/nxt: one compile
                             k += 1
                         if k > i + 1 and is_keyword(data, i + 1, k, kw_data, kw_off, N_CODE_KEYWORDS, kw_all):
                             line_math = True

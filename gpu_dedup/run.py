@@ -4,7 +4,8 @@ index writer, classifier training), in one place. Each program supplies only its
     own        ``owned``: the output directories outside the inputs, locked, an earlier run's files replaced
                (``outputs.check_outside_inputs`` + ``outputs.own``)
     resources  ``resources``: the device ("auto" resolved, never a silent fallback) and the CPU threads in effect
-    steps      ``Steps``: timed named steps; their seconds are run.json's ``timings_s``
+    steps      ``Steps``: timed named steps; their seconds are run.json's ``timings_s``, a first run's kernel
+               compilation its own ``compile`` entry (``seconds_line`` says it on the summary line)
     header     ``header``: the keys every program's run.json starts with (``HEADER_KEYS``), built here only;
                ``created`` and ``versions`` are the one source of those two values for every file the tool writes
     table      ``write_table``: the per-document table, checked against its declared schema, written atomically
@@ -28,6 +29,7 @@ import pyarrow.compute as pc
 
 from . import io
 from ._version import __version__
+from .compiling import compile_clock
 from .device import array_backend, resolve_device, set_threads
 from .errors import DataError, RunError, UsageError
 from .outputs import check_outside_inputs, own
@@ -73,7 +75,10 @@ def resources(device: str, threads: int | None = None) -> tuple[str, int]:
 
 class Steps:
     """Timed named steps: ``with steps("score"): ...`` adds the block's seconds to ``timings[name]`` (a step
-    run twice sums). ``t_start``: the run's start (``perf_counter``), for ``total``."""
+    run twice sums). ``t_start``: the run's start (``perf_counter``), for ``total``. Seconds spent compiling
+    kernels inside a step (a first run: ``compiling.compile_clock``) go to ``timings["compile"]`` instead, so
+    that step timings and throughputs are the work's own (issue 28 item 8); steps of one ``Steps`` do not
+    nest."""
 
     def __init__(self, t_start: float | None = None, timings: dict[str, float] | None = None) -> None:
         self.t_start = time.perf_counter() if t_start is None else t_start
@@ -81,16 +86,29 @@ class Steps:
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        c = compile_clock()
         t = time.perf_counter()
         try:
             yield
         finally:
-            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t
+            compiled = compile_clock() - c
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t - compiled
+            if compiled > 0:
+                self.timings["compile"] = self.timings.get("compile", 0.0) + compiled
 
     def total(self) -> float:
-        """Set and return ``timings["total"]``: seconds since ``t_start``."""
+        """Set and return ``timings["total"]``: seconds since ``t_start`` (compilation included)."""
         self.timings["total"] = time.perf_counter() - self.t_start
         return self.timings["total"]
+
+
+def seconds_line(timings: dict[str, float]) -> str:
+    """A run's wall time as its summary line says it: "12.30 s", and "(9.80 s of it compiling kernels, first
+    run only)" when ``timings`` (run.json's ``timings_s``) has a compile entry."""
+    line = f"{timings['total']:.2f} s"
+    if timings.get("compile"):
+        line += f" ({timings['compile']:.2f} s of it compiling kernels, first run only)"
+    return line
 
 
 # ---------------------------------------------------------------------------------------------- header

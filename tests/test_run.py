@@ -150,6 +150,32 @@ def test_steps_time_named_steps():
     assert steps.total() == steps.timings["total"] >= steps.timings["read"]
 
 
+def test_steps_put_compiling_in_its_own_entry():
+    """Issue 28 item 8: a kernel compiled inside a step (a fresh Numba function here, so a real compile) is
+    timed as ``compile``, not as the step; the two add up to the block's wall time."""
+    import time
+
+    from numba import njit
+
+    @njit(cache=False)
+    def fresh(x):  # compiled on its first call, inside the step
+        return x * 3 + 1
+
+    steps = R.Steps()
+    t = time.perf_counter()
+    with steps("score"):
+        assert fresh(2) == 7
+    wall = time.perf_counter() - t
+    with steps("write"):
+        assert fresh(3) == 10  # compiled already: nothing more to compile
+    tm = steps.timings
+    assert tm["compile"] > 0.01 and tm["score"] >= 0, tm
+    assert tm["compile"] + tm["score"] == pytest.approx(wall, abs=0.01)
+    assert tm["write"] < 0.01 and set(tm) == {"score", "write", "compile"}
+    assert R.seconds_line({"total": 12.3, "compile": 9.81}) == "12.30 s (9.81 s of it compiling kernels, first run only)"
+    assert R.seconds_line({"total": 2.5}) == "2.50 s"
+
+
 def test_versions_and_created():
     import numba
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..filters.config import FilterConfig, parse_classifier, split_threshold
+from ..run import seconds_line
 from . import fields
 
 EPILOG_FILTER = """examples:
@@ -156,7 +157,7 @@ def run_filter(args: argparse.Namespace) -> int:
           + (", ".join(f"{r} {k:,}" for r, k in sorted(c["by_reason"].items(), key=lambda x: -x[1])
                        if r != "kept") or "nothing"))
     t = res.stats["timings_s"]
-    print(f"device {res.stats['device']}, {t['total']:.2f} s, {res.stats['throughput_docs_per_s'] or 0:,.0f} docs/s "
+    print(f"device {res.stats['device']}, {seconds_line(t)}, {res.stats['throughput_docs_per_s'] or 0:,.0f} docs/s "
           f"scored")
     print(f"wrote {os.path.join(args.output, 'scores.parquet')}, run.json"
           + (", filtered/" if cfg.write_filtered else "") + (", audit.parquet" if cfg.audit else "")

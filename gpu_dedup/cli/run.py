@@ -17,6 +17,7 @@ from ..errors import ConfigError, GpuDedupError, MissingFileError
 from ..paragraph.bloom import BloomConfig
 from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from ..paragraph.dedup import Action, ParagraphConfig, SplitMode
+from ..run import seconds_line
 from . import fields
 from . import substring as substring_cli
 from .args import TYPES, config_default, finite_float, positive_float, positive_int, size_arg
@@ -312,7 +313,7 @@ def print_summary(result) -> None:
     s = result.stats
     print(result.summary())
     t = s["timings_s"]
-    print(f"device {s['device']} ({s['threads']} threads), {t['total']:.2f} s, "
+    print(f"device {s['device']} ({s['threads']} threads), {seconds_line(t)}, "
           f"{s['throughput_docs_per_s'] or 0:,.0f} docs/s")
     print(f"wrote {os.path.join(result.output_dir, 'decisions.parquet')}, run.json"
           + (", deduplicated/" if "deduplicated" in s else "")

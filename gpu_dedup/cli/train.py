@@ -39,13 +39,15 @@ def add_command(sub) -> None:
 def run_train_lm(args: argparse.Namespace) -> int:
     from ..filters.kneser_ney import LMTrainConfig, train_lm
     from ..filters.lm import LMNormalization
+    from ..run import seconds_line
 
     cfg = LMTrainConfig(order=args.order, normalization=LMNormalization.parse(args.normalization),
                         text_field=args.text_field, screen=tuple(args.screen), screen_drop=args.screen_drop)
     stats = train_lm(args.inputs, args.output, cfg, device=args.device, overwrite=args.overwrite)
     counts = stats.get("ngrams") or stats.get("counts")
     print(f"trained a {stats['order']}-gram model on {stats['sentences']:,} sentences ({stats['words']:,} words, "
-          f"vocabulary {stats['vocab_size']:,}) in {stats['seconds_total']:.1f} s -> {args.output}"
+          f"vocabulary {stats['vocab_size']:,}) in "
+          f"{seconds_line({'total': stats['seconds_total'], 'compile': stats['seconds_compile']})} -> {args.output}"
           + (f"; n-grams per order: {counts}" if counts else ""))
     scr = stats.get("screen")
     if scr:

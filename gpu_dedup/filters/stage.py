@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,19 +116,23 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
 
 
 def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | None = None) -> FilterResult:
-    t0 = time.perf_counter()
-    steps = Steps(t0)
+    steps = Steps()
     timings = steps.timings
-    device, threads = resources(cfg.device, cfg.threads)
-    files = io.source_files(source)
-    scorers = Scorers.load(cfg, device)
-    report = io.ReadReport()
-    dsir = DsirStep(cfg, device) if cfg.dsir_target else None
-    if ray_args is None:
-        cols, file_rows = _score_pass(files, cfg, device, scorers, dsir, report)
-    else:
-        cols, file_rows = _score_pass_ray(files, cfg, device, dsir, report, *ray_args)
-    timings["score"] = time.perf_counter() - t0  # set-up (device, models) included
+    with steps("score"):  # set-up (device, models) included; a first run's compiling is timings["compile"]
+        device, threads = resources(cfg.device, cfg.threads)
+        files = io.source_files(source)
+        if ray_args is None:  # before the models load (fastText's vocabulary kernels) and the bar: one line
+            note_compiling(device, tuple(f for f, on in (
+                ("domain", cfg.domain.script_prefilter or cfg.domain.relax), ("rules", bool(cfg.rules)),
+                ("dsir", bool(cfg.dsir_target)), ("lm-score", cfg.has_lm),
+                ("fasttext", bool(cfg.lid or cfg.classifiers))) if on))
+        scorers = Scorers.load(cfg, device)
+        report = io.ReadReport()
+        dsir = DsirStep(cfg, device) if cfg.dsir_target else None
+        if ray_args is None:
+            cols, file_rows = _score_pass(files, cfg, device, scorers, dsir, report)
+        else:
+            cols, file_rows = _score_pass_ray(files, cfg, device, dsir, report, *ray_args)
     n = len(cols["id"])
     para = paragraph_pass(cols, cfg, scorers.lid is not None, scorers.has_lm)  # paragraph_action="remove"
     if para is not None and out is None:
@@ -210,11 +213,6 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
     paras: list[ParagraphScores] = []
     file_rows: list[int] = [0] * len(files)
     bb = batch_bytes(cfg.batch_bytes, device)
-    # before the bar: what a first run compiles (the families of the scorers that are on)
-    note_compiling(device, tuple(f for f, on in (
-        ("domain", cfg.domain.script_prefilter or cfg.domain.relax), ("rules", bool(cfg.rules)),
-        ("dsir", dsir is not None), ("lm-score", cfg.has_lm),
-        ("fasttext", bool(cfg.lid or cfg.classifiers))) if on))
     with progress(cfg, "filter") as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
                                      on_error=cfg.on_error, report=report, **url_reading(cfg)):

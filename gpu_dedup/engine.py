@@ -6,6 +6,7 @@ and the index writer use these to move data.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any, Iterable
 
@@ -75,12 +76,22 @@ class _NoProgress:
 
 def progress(cfg: RunConfig, desc: str, total: int | None = None):
     """A tqdm bar on stderr, or nothing at all with progress off (tqdm is not even imported then: in
-    notebooks tqdm.auto warns about widgets on import)."""
+    notebooks tqdm.auto warns about widgets on import). While the bar is open, log lines that go to the
+    console (the CLI's handler) are written above it (``tqdm.write``), each on a line of its own, instead of
+    being appended to the bar's line."""
     if not cfg.progress:
         return _NoProgress()
-    from tqdm.auto import tqdm
+    return _bar(desc, total)
 
-    return tqdm(desc=desc, total=total, unit="doc", unit_scale=True, leave=False)
+
+@contextlib.contextmanager
+def _bar(desc: str, total: int | None):
+    from tqdm.auto import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm(tqdm_class=tqdm), tqdm(desc=desc, total=total, unit="doc", unit_scale=True,
+                                                      leave=False) as bar:
+        yield bar
 
 
 class TextCache:

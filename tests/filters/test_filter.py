@@ -733,3 +733,23 @@ def test_a_first_runs_compiling_is_its_own_entry_outside_the_score_step_and_docs
     assert res.stats["throughput_docs_per_s"] == pytest.approx(30 / tm["score"], rel=1e-9)
     assert tm["total"] >= tm["score"] + tm["compile"]
     assert R.seconds_line(tm).endswith("(0.25 s of it compiling kernels, first run only)")
+
+
+def test_a_warning_during_the_bar_gets_a_line_of_its_own(tmp_path):
+    """Issue 28 item 8's "the message lands inside the progress bar", for every log line: a warning logged while
+    filter's bar is open (a mistyped --id-field, said per file as the batches are read) is written above the bar
+    (the bar's line cleared first), not appended to it. Before, stderr read "...[00:00, ?doc/s]WARNING ..."."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": str(i), "text": f"some words in document number {i} here"}) + "\n"
+                           for i in range(20)))
+    r = subprocess.run([sys.executable, "-m", "gpu_dedup.cli", "filter", str(src), "-o", str(tmp_path / "o"),
+                        "--rules", "gopher", "--id-field", "nope"], capture_output=True, text=True,
+                       env={**os.environ, "COLUMNS": "100"}, timeout=600)
+    assert r.returncode == 0, r.stderr
+    err = r.stderr
+    at = err.index("WARNING gpu_dedup.io")
+    assert "doc/s]" in err[:at], err[:at]  # the bar was drawn before the warning
+    assert err[at - 1] in "\r\n", repr(err[max(0, at - 60):at + 20])

@@ -4,14 +4,19 @@ Usage: python benchmarks/first_runs.py [COMMAND ...] [--warm] [--table]
 
 COMMAND is one of ``gpu-dedup warmup``'s commands (run, paragraph, screen, train-lm, filter, substring) or one of
 the narrower families below (filter-lid-rules: ``filter --lid lid.176.ftz --rules gopher``; filter-ppl:
-``filter --perplexity`` with an ARPA trained first in another process and cache; semantic: the SemDeDup greedy
-kernel). Default: all of them. Each command runs in its own process with its own empty ``NUMBA_CACHE_DIR``, on
-the 60 sample documents ``warmup`` uses; ``--warm`` runs it a second time in the same cache (the warm run).
+``filter --perplexity`` with an ARPA trained first in another process and cache; filter-typical: ``--lid``,
+``--rules gopher``, ``--perplexity`` and a ``--classifier`` at once, as a CCNet + FineWeb style run; semantic: the
+SemDeDup greedy kernel). Default: all of them. Each command runs in its own process with its own empty
+``NUMBA_CACHE_DIR``, on the 60 sample documents ``warmup`` uses; ``--warm`` runs it a second time in the same
+cache (the warm run).
 
 Printed per command: kernels compiled (top-level Numba dispatchers compiled by the command, i.e. cache misses)
 and specializations (every Numba compile the process did, device functions and Numba's own helpers included,
 from the ``numba:compile`` events), compile CPU seconds (user + sys of the process inside top-level compiles),
-process CPU seconds (the whole command) and wall seconds, and the five costliest kernels. On a shared machine
+process CPU seconds (the whole command) and wall seconds, and the five costliest kernels; ``compile_wall_s``,
+what run.json's ``timings_s.compile`` says (wall seconds in compiles plus any wait for a compile-ahead helper,
+``compiling.start_ahead``), and ``helper_cpu_s``, the CPU time of child processes (that helper's compiling,
+which compile CPU, counted in this process only, leaves out). On a shared machine
 CPU seconds are the number to compare (compilation is single-threaded; wall time grows with the load, CPU time
 far less); the load average is printed before and after. ``per_kernel``: every CPU kernel's own compile CPU
 seconds (0 for a helper compiled inside its caller's compile); ``--table`` ends with them as
@@ -30,11 +35,16 @@ import sys
 import tempfile
 import time
 
-EXTRA = ("filter-lid-rules", "filter-ppl", "semantic")
+EXTRA = ("filter-lid-rules", "filter-ppl", "filter-typical", "semantic")
 
 
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)  # a compile-ahead helper's, once waited for
     return r.ru_utime + r.ru_stime
 
 
@@ -57,6 +67,21 @@ def _extra_step(name: str, arpa: str | None):
         from gpu_dedup.filters.stage import filter_corpus
         filter_corpus(src, FilterConfig(perplexity=arpa, max_perplexity=1e9, device=device), os.path.join(d, "f"))
 
+    def filter_typical(d, src, device):  # language ID, rules, perplexity and a quality classifier at once
+        import fasttext
+        from gpu_dedup.filters.config import ClassifierSpec, FilterConfig
+        from gpu_dedup.filters.stage import filter_corpus
+        train = os.path.join(d, "labelled.txt")
+        with open(src, encoding="utf-8") as fh, open(train, "w", encoding="utf-8") as out:
+            for i, line in enumerate(fh):
+                out.write(f"__label__{'hq' if i % 2 else 'lq'} {line[:200].strip()}\n")
+        model = os.path.join(d, "q.bin")  # the fasttext package trains it: no Numba compile
+        fasttext.train_supervised(train, dim=4, epoch=1, bucket=1000, minn=2, maxn=3, wordNgrams=2, thread=1,
+                                  verbose=0).save_model(model)
+        filter_corpus(src, FilterConfig(lid=_lid_model(), rules="gopher", perplexity=arpa, max_perplexity=1e9,
+                                        classifiers=(ClassifierSpec("q", model, 0.5),), device=device),
+                      os.path.join(d, "f"))
+
     def semantic(d, src, device):
         import numpy as np
         from gpu_dedup.semantic.pairwise import max_sim_to_earlier
@@ -64,7 +89,8 @@ def _extra_step(name: str, arpa: str | None):
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         max_sim_to_earlier(x, block=16, kept_only=True, threshold=0.9)
 
-    return {"filter-lid-rules": filter_lid_rules, "filter-ppl": filter_ppl, "semantic": semantic}[name]
+    return {"filter-lid-rules": filter_lid_rules, "filter-ppl": filter_ppl, "filter-typical": filter_typical,
+            "semantic": semantic}[name]
 
 
 def child(command: str, arpa: str | None) -> None:
@@ -88,6 +114,9 @@ def child(command: str, arpa: str | None) -> None:
 
     event.register("numba:compile", Listener())
     from gpu_dedup import warmup
+    from gpu_dedup.compiling import compile_clock
+
+    clock0 = compile_clock()  # the wall seconds a run.json's timings_s.compile gives (a helper's wait included)
     from gpu_dedup.compiling import SAMPLE_DOCS, write_sample
     from gpu_dedup.pipeline import no_precompile
 
@@ -101,7 +130,9 @@ def child(command: str, arpa: str | None) -> None:
     top = sorted(((v[1], k) for k, v in per.items() if v[1] > 0), reverse=True)
     print(json.dumps({"command": command, "kernels_compiled": len(top),
                       "specializations": sum(v[0] for v in per.values()),
-                      "compile_cpu_s": round(sum(v[1] for v in per.values()), 1), "process_cpu_s": round(cpu, 1),
+                      "compile_cpu_s": round(sum(v[1] for v in per.values()), 1),
+                      "compile_wall_s": round(compile_clock() - clock0, 1),
+                      "helper_cpu_s": round(_children_cpu(), 1), "process_cpu_s": round(cpu, 1),
                       "wall_s": round(wall, 1), "costliest": [(k, round(s, 2)) for s, k in top[:5]],
                       "per_kernel": {k.replace("_cpu.", ".", 1): round(v[1], 2)  # family.kernel, as compiling's
                                      for k, v in sorted(per.items()) if k.split(".")[0].endswith("_cpu")}}))
@@ -140,7 +171,7 @@ def main() -> None:
     table: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="first-runs-") as tmp:
         arpa = None
-        if "filter-ppl" in a.commands:
+        if "filter-ppl" in a.commands or "filter-typical" in a.commands:
             arpa = os.path.join(tmp, "sample.arpa")
             _train_arpa(arpa)
         for c in a.commands:

@@ -1,13 +1,20 @@
 """Which CPU kernels each stage compiles and which of them have no cached machine code yet: what a first run
 says before its progress bar (``device.note_compiling``) and what ``gpu-dedup warmup`` compiles ahead
-(``warmup``). Imports only the kernel modules, so that device.py can use it."""
+(``warmup``), and compiling some stages' kernels ahead in a second process (``start_ahead``) while this one
+compiles others. Imports only the kernel modules, so that device.py can use it."""
 from __future__ import annotations
 
 import gzip
 import importlib
+import json
+import logging
 import os
+import subprocess
+import sys
 import time
 from importlib import resources
+
+logger = logging.getLogger(__name__)
 
 # What each stage compiles on the CPU: (family, kernel names) with family the module kernels/<family>_cpu.py;
 # read from the cache index files an empty NUMBA_CACHE_DIR holds after each warm-up step.
@@ -136,7 +143,103 @@ def compile_clock() -> float:
     return _compiled_s
 
 
+# ------------------------------------------------------------------------- compiling ahead, in a second process
+# Numba compiles on one core, and a filter run's kernel families are independent: on a machine with two or more
+# cores a helper process compiles the families that need no model (the rules, the domain rules) into the on-disk
+# cache while this process loads the models and compiles the rest. Numba's cache has no lock (two processes
+# saving one function's index can pair an entry with the other's code), so no function may be compiled by both:
+# the helper compiles only its stages' kernels (tests/test_compiling.py checks which it compiles), and this
+# process waits for the helper before it launches any of them (``await_ahead``, called by device.run_kernel),
+# then loads them from the cache. "0" in this variable turns it off.
+AHEAD_ENV = "GPU_DEDUP_COMPILE_AHEAD"
+AHEAD_TIMEOUT_S = 600.0  # a helper still compiling after this is killed, and this process compiles itself
+_awaiting: dict[str, "Ahead"] = {}  # "family.kernel" -> the helper compiling it
+
+
+class Ahead:
+    """A helper process compiling ``kernels`` ("family.kernel") ahead (``start_ahead``)."""
+
+    def __init__(self, process: subprocess.Popen, kernels: tuple[str, ...]) -> None:
+        self.process, self.kernels = process, kernels
+        for k in kernels:
+            _awaiting[k] = self
+
+    def wait(self) -> None:
+        """Block until the helper has exited (its kernels are then in the cache), then forget it. A helper that
+        failed only costs its time: this process compiles what it finds uncached, as without a helper. The
+        seconds spent waiting count as compiling (``compile_clock``)."""
+        global _compiled_s
+        t = time.perf_counter()
+        try:
+            code = self.process.wait(AHEAD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        finally:
+            for k in self.kernels:
+                if _awaiting.get(k) is self:
+                    del _awaiting[k]
+            compile_clock()  # the listener is on, so _compiled_s is this process's clock
+            _compiled_s += time.perf_counter() - t
+        if code != 0:
+            logger.info("compiling ahead in a second process failed (exit code %s): compiling here instead", code)
+
+    def kill(self) -> None:
+        """Stop the helper now (this run failed or was interrupted); a cache file it was writing is replaced
+        atomically or not at all."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.wait()
+
+
+def await_ahead(family: str | None, name: str) -> None:
+    """Before a CPU kernel launch: wait for the helper compiling kernel ``family.name``, if there is one."""
+    if _awaiting:
+        a = _awaiting.get(f"{family}.{name}")
+        if a is not None:
+            a.wait()
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def start_ahead(stages: tuple[str, ...], others: tuple[str, ...], code: str, args: dict) -> Ahead | None:
+    """Compile the kernels of ``stages`` (``KERNELS``' names) in a second Python process that runs ``code``
+    (``python -c code JSON``, ``args`` as the JSON) while this process compiles those of ``others``.
+
+    Returns:
+        The helper, or None when it would not help: ``AHEAD_ENV`` is "0", one core, nothing of ``stages`` or
+        nothing of ``others`` to compile (no overlap to gain), or the process cannot start.
+    """
+    if os.environ.get(AHEAD_ENV, "1") == "0" or _cores() < 2:
+        return None
+    if not uncached_kernels(stages) or not uncached_kernels(others):
+        return None
+    keys = tuple(f"{fam}.{name}" for st in stages for fam, names in KERNELS[st] for name in names)
+    if any(k in _awaiting for k in keys):
+        return None
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the child imports this package
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(args)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    except OSError as exc:
+        logger.debug("compiling ahead: cannot start %s (%s)", sys.executable, exc)
+        return None
+    return Ahead(proc, keys)
+
+
 SAMPLE_DOCS = 60  # documents of the bundled sample a warm-up (or precompile) run reads
+
+
+def sample_texts(n: int = SAMPLE_DOCS) -> list[str]:
+    """The text of the bundled sample's first ``n`` documents (what a compile-ahead helper scores)."""
+    data = gzip.decompress((resources.files(__package__) / "data" / "sample.jsonl.gz").read_bytes())
+    return [json.loads(line)["text"] for line in data.splitlines()[:n]]
 
 
 def write_sample(path: str, n: int = SAMPLE_DOCS) -> str:

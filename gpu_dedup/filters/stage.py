@@ -47,6 +47,7 @@ from ..device import batch_bytes, note_compiling, set_threads
 from ..engine import progress
 from ..errors import ConfigError, RunError
 from ..run import RunResult, Steps, finish, header, owned, resources, write_table
+from .ahead import filter_ahead
 from .config import FilterConfig
 from .dsir_step import DsirStep
 from .paragraphs import ParagraphScores, describe as describe_paragraphs, paragraph_pass, write_documents
@@ -121,18 +122,28 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
     with steps("score"):  # set-up (device, models) included; a first run's compiling is timings["compile"]
         device, threads = resources(cfg.device, cfg.threads)
         files = io.source_files(source)
+        ahead = None
         if ray_args is None:  # before the models load (fastText's vocabulary kernels) and the bar: one line
             note_compiling(device, tuple(f for f, on in (
                 ("domain", cfg.domain.script_prefilter or cfg.domain.relax), ("rules", bool(cfg.rules)),
                 ("dsir", bool(cfg.dsir_target)), ("lm-score", cfg.has_lm),
                 ("fasttext", bool(cfg.lid or cfg.classifiers))) if on))
-        scorers = Scorers.load(cfg, device)
-        report = io.ReadReport()
-        dsir = DsirStep(cfg, device) if cfg.dsir_target else None
-        if ray_args is None:
-            cols, file_rows = _score_pass(files, cfg, device, scorers, dsir, report)
-        else:
-            cols, file_rows = _score_pass_ray(files, cfg, device, dsir, report, *ray_args)
+            if device == "cpu":  # a first run: the rules' kernels compile in a second process meanwhile
+                ahead = filter_ahead(cfg)
+        try:
+            scorers = Scorers.load(cfg, device)
+            report = io.ReadReport()
+            dsir = DsirStep(cfg, device) if cfg.dsir_target else None
+            if ray_args is None:
+                cols, file_rows = _score_pass(files, cfg, device, scorers, dsir, report)
+            else:
+                cols, file_rows = _score_pass_ray(files, cfg, device, dsir, report, *ray_args)
+        except BaseException:
+            if ahead is not None:
+                ahead.kill()
+            raise
+        if ahead is not None:
+            ahead.wait()
     n = len(cols["id"])
     para = paragraph_pass(cols, cfg, scorers.lid is not None, scorers.has_lm)  # paragraph_action="remove"
     if para is not None and out is None:

@@ -6,7 +6,6 @@ and the index writer use these to move data.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Any, Iterable
 
@@ -81,17 +80,32 @@ def progress(cfg: RunConfig, desc: str, total: int | None = None):
     being appended to the bar's line."""
     if not cfg.progress:
         return _NoProgress()
-    return _bar(desc, total)
+    return _Bar(desc, total)
 
 
-@contextlib.contextmanager
-def _bar(desc: str, total: int | None):
-    from tqdm.auto import tqdm
-    from tqdm.contrib.logging import logging_redirect_tqdm
+class _Bar:
+    """A tqdm bar (``update``; a context manager that closes it) that, while entered, sends the console log
+    handlers' lines through ``tqdm.write``, above the bar."""
 
-    with logging_redirect_tqdm(tqdm_class=tqdm), tqdm(desc=desc, total=total, unit="doc", unit_scale=True,
-                                                      leave=False) as bar:
-        yield bar
+    def __init__(self, desc: str, total: int | None) -> None:
+        from tqdm.auto import tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        self.bar = tqdm(desc=desc, total=total, unit="doc", unit_scale=True, leave=False)
+        self._redirect = logging_redirect_tqdm(tqdm_class=tqdm)
+
+    def __enter__(self) -> "_Bar":
+        self._redirect.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.bar.close()
+        finally:
+            self._redirect.__exit__(*exc)
+
+    def update(self, n: int) -> None:
+        self.bar.update(n)
 
 
 class TextCache:

@@ -157,10 +157,11 @@ _awaiting: dict[str, "Ahead"] = {}  # "family.kernel" -> the helper compiling it
 
 
 class Ahead:
-    """A helper process compiling ``kernels`` ("family.kernel") ahead (``start_ahead``)."""
+    """A helper process compiling the kernels of ``stages`` (``kernels``: "family.kernel") ahead
+    (``start_ahead``)."""
 
-    def __init__(self, process: subprocess.Popen, kernels: tuple[str, ...]) -> None:
-        self.process, self.kernels = process, kernels
+    def __init__(self, process: subprocess.Popen, stages: tuple[str, ...], kernels: tuple[str, ...]) -> None:
+        self.process, self.stages, self.kernels = process, stages, kernels
         for k in kernels:
             _awaiting[k] = self
 
@@ -230,7 +231,7 @@ def start_ahead(stages: tuple[str, ...], others: tuple[str, ...], code: str, arg
     except OSError as exc:
         logger.debug("compiling ahead: cannot start %s (%s)", sys.executable, exc)
         return None
-    return Ahead(proc, keys)
+    return Ahead(proc, stages, keys)
 
 
 SAMPLE_DOCS = 60  # documents of the bundled sample a warm-up (or precompile) run reads

@@ -119,10 +119,12 @@ def launch(device: str, name: str, items: int, *args, family: str | None = None)
 _compile_seen: set[str] = set()  # stages / kernel families already checked for cached machine code in this process
 
 
-def note_compiling(device: str, families: tuple[str, ...] = ("dedup",)) -> None:
+def note_compiling(device: str, families: tuple[str, ...] = ("dedup",), ahead: tuple[str, ...] = ()) -> None:
     """Before a stage starts its progress bar: say now, rather than inside the bar, how many CPU kernels of
     the stages ``families`` (``warmup.KERNELS``' names) have no cached machine code yet and will be compiled
-    (first run only). The GPU kernels compile in the background of a launch."""
+    (first run only). ``ahead``: those of the stages that a second process compiles meanwhile
+    (``compiling.start_ahead``): the estimate is then the longer of the two halves. The GPU kernels compile in
+    the background of a launch."""
     if device == "cuda":
         return
     from .compiling import compile_seconds, uncached_kernels
@@ -131,9 +133,11 @@ def note_compiling(device: str, families: tuple[str, ...] = ("dedup",)) -> None:
     if not fams:
         return
     _compile_seen.update(fams)
-    names = uncached_kernels(fams)
-    if names:
-        _say_compiling(len(names), compile_seconds(names))
+    here = uncached_kernels(tuple(f for f in fams if f not in ahead))
+    there = uncached_kernels(tuple(f for f in fams if f in ahead))
+    if here or there:
+        _say_compiling(len(here) + len(there), max(compile_seconds(here), compile_seconds(there)),
+                       " in two processes" if there else "")
 
 
 def _family(k) -> str | None:
@@ -167,14 +171,15 @@ def _note_compiling(k) -> None:
         _say_compiling(1, COMPILE_S_PER_KERNEL)
 
 
-def _say_compiling(n: int, seconds: float) -> None:
-    """The one line a first run prints before its bar: ``n`` kernels, about ``seconds`` to compile them
-    (``compiling.compile_seconds``: measured on 2 idle cores), and where the machine code is cached."""
+def _say_compiling(n: int, seconds: float, how: str = "") -> None:
+    """The one line a first run prints before its bar: ``n`` kernels (compiled ``how``), about ``seconds`` to
+    compile them (``compiling.compile_seconds``: measured on 2 idle cores), and where the machine code is
+    cached."""
     from . import kernels
 
     where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(kernels.__file__), "__pycache__")
-    logger.info("compiling %d kernel%s (first run only, ~%.0f s on an idle machine, longer on a busy one; cached "
-                "in %s; `gpu-dedup warmup` compiles every command's ahead)", n, "" if n == 1 else "s",
+    logger.info("compiling %d kernel%s%s (first run only, ~%.0f s on an idle machine, longer on a busy one; "
+                "cached in %s; `gpu-dedup warmup` compiles every command's ahead)", n, "" if n == 1 else "s", how,
                 max(1.0, seconds), where)
 
 

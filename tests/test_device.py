@@ -143,6 +143,22 @@ def test_a_stage_says_how_many_kernels_it_compiles_before_its_bar(monkeypatch, c
         "compiling 3 kernels (first run only, ~12 s on an idle machine, longer on a busy one"), msgs
 
 
+def test_the_compile_line_with_a_helper_says_the_longer_half(monkeypatch, caplog):
+    """With stages compiled ahead by a second process (compiling.start_ahead), the estimate is the longer of the
+    two halves, not their sum, and the line says two processes."""
+    from gpu_dedup import compiling, device
+
+    monkeypatch.setattr(device, "_compile_seen", set())
+    names = {"fasttext": ["fasttext.ft_hidden", "fasttext.ft_predict"], "rules": ["features.rule_stats"]}
+    monkeypatch.setattr(compiling, "uncached_kernels", lambda stages: [k for f in stages for k in names[f]])
+    for k, v in (("fasttext.ft_hidden", 4.0), ("fasttext.ft_predict", 3.0), ("features.rule_stats", 8.5)):
+        monkeypatch.setitem(compiling.COMPILE_S, k, v)
+    with caplog.at_level("INFO", logger="gpu_dedup.device"):
+        device.note_compiling("cpu", ("fasttext", "rules"), ahead=("rules",))
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 1 and msgs[0].startswith("compiling 3 kernels in two processes (first run only, ~8 s"), msgs
+
+
 def test_every_kernel_a_stage_compiles_has_a_measured_compile_time():
     """compiling.COMPILE_S (benchmarks/first_runs.py --table) lists exactly the kernels of KERNELS: a kernel
     added to a stage without a measurement, or a measurement of a kernel no stage compiles, fails here."""

@@ -124,12 +124,12 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
         files = io.source_files(source)
         ahead = None
         if ray_args is None:  # before the models load (fastText's vocabulary kernels) and the bar: one line
+            if device == "cpu":  # a first run: the rules' kernels compile in a second process meanwhile
+                ahead = filter_ahead(cfg)
             note_compiling(device, tuple(f for f, on in (
                 ("domain", cfg.domain.script_prefilter or cfg.domain.relax), ("rules", bool(cfg.rules)),
                 ("dsir", bool(cfg.dsir_target)), ("lm-score", cfg.has_lm),
-                ("fasttext", bool(cfg.lid or cfg.classifiers))) if on))
-            if device == "cpu":  # a first run: the rules' kernels compile in a second process meanwhile
-                ahead = filter_ahead(cfg)
+                ("fasttext", bool(cfg.lid or cfg.classifiers))) if on), ahead=ahead.stages if ahead else ())
         try:
             scorers = Scorers.load(cfg, device)
             report = io.ReadReport()

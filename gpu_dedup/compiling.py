@@ -148,7 +148,7 @@ def compile_clock() -> float:
 # cores a helper process compiles the families that need no model (the rules, the domain rules) into the on-disk
 # cache while this process loads the models and compiles the rest. Numba's cache has no lock (two processes
 # saving one function's index can pair an entry with the other's code), so no function may be compiled by both:
-# the helper compiles only its stages' kernels (tests/test_compiling.py checks which it compiles), and this
+# the helper compiles only its stages' kernels (tests/filters/test_ahead.py checks which it compiles), and this
 # process waits for the helper before it launches any of them (``await_ahead``, called by device.run_kernel),
 # then loads them from the cache. "0" in this variable turns it off.
 AHEAD_ENV = "GPU_DEDUP_COMPILE_AHEAD"
@@ -165,10 +165,10 @@ class Ahead:
         for k in kernels:
             _awaiting[k] = self
 
-    def wait(self) -> None:
+    def wait(self, quiet: bool = False) -> None:
         """Block until the helper has exited (its kernels are then in the cache), then forget it. A helper that
-        failed only costs its time: this process compiles what it finds uncached, as without a helper. The
-        seconds spent waiting count as compiling (``compile_clock``)."""
+        failed only costs its time: this process compiles what it finds uncached, as without a helper (said in
+        one line unless ``quiet``). The seconds spent waiting count as compiling (``compile_clock``)."""
         global _compiled_s
         t = time.perf_counter()
         try:
@@ -182,7 +182,7 @@ class Ahead:
                     del _awaiting[k]
             compile_clock()  # the listener is on, so _compiled_s is this process's clock
             _compiled_s += time.perf_counter() - t
-        if code != 0:
+        if code != 0 and not quiet:
             logger.info("compiling ahead in a second process failed (exit code %s): compiling here instead", code)
 
     def kill(self) -> None:
@@ -190,7 +190,7 @@ class Ahead:
         atomically or not at all."""
         if self.process.poll() is None:
             self.process.kill()
-        self.wait()
+        self.wait(quiet=True)
 
 
 def await_ahead(family: str | None, name: str) -> None:

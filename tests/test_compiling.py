@@ -72,3 +72,7 @@ def test_start_ahead_only_when_it_overlaps_and_a_launch_waits_for_it(monkeypatch
     waited = time.perf_counter() - t
     assert waited > 0.2 and ahead.process.returncode == 0 and not compiling._awaiting
     assert compiling.compile_clock() - c0 == pytest.approx(waited, abs=0.05)
+    slow = compiling.start_ahead(("rules",), ("fasttext",), "import time; time.sleep(30)", {})
+    t = time.perf_counter()
+    slow.kill()  # a failed or interrupted run stops its helper at once, without a "failed" line
+    assert time.perf_counter() - t < 5 and slow.process.returncode != 0 and not compiling._awaiting

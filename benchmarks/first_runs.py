@@ -114,11 +114,10 @@ def child(command: str, arpa: str | None) -> None:
 
     event.register("numba:compile", Listener())
     from gpu_dedup import warmup
-    from gpu_dedup.compiling import compile_clock
+    from gpu_dedup.compiling import SAMPLE_DOCS, compile_clock, write_sample
+    from gpu_dedup.pipeline import no_precompile
 
     clock0 = compile_clock()  # the wall seconds a run.json's timings_s.compile gives (a helper's wait included)
-    from gpu_dedup.compiling import SAMPLE_DOCS, write_sample
-    from gpu_dedup.pipeline import no_precompile
 
     c0, w0 = _cpu(), time.perf_counter()
     if command in EXTRA:

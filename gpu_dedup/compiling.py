@@ -237,16 +237,20 @@ def start_ahead(stages: tuple[str, ...], others: tuple[str, ...], code: str, arg
 SAMPLE_DOCS = 60  # documents of the bundled sample a warm-up (or precompile) run reads
 
 
+def _sample_lines(n: int) -> list[bytes]:
+    """The JSON lines of the bundled sample's first ``n`` documents."""
+    data = (resources.files(__package__) / "data" / "sample.jsonl.gz").read_bytes()
+    return gzip.decompress(data).splitlines()[:n]
+
+
 def sample_texts(n: int = SAMPLE_DOCS) -> list[str]:
     """The text of the bundled sample's first ``n`` documents (what a compile-ahead helper scores)."""
-    data = gzip.decompress((resources.files(__package__) / "data" / "sample.jsonl.gz").read_bytes())
-    return [json.loads(line)["text"] for line in data.splitlines()[:n]]
+    return [json.loads(line)["text"] for line in _sample_lines(n)]
 
 
 def write_sample(path: str, n: int = SAMPLE_DOCS) -> str:
     """The first ``n`` documents of the bundled sample as a JSON Lines file at ``path``: what a warm-up or
     precompile run reads."""
-    data = (resources.files(__package__) / "data" / "sample.jsonl.gz").read_bytes()
     with open(path, "wb") as fh:
-        fh.write(b"\n".join(gzip.decompress(data).splitlines()[:n]) + b"\n")
+        fh.write(b"\n".join(_sample_lines(n)) + b"\n")
     return path

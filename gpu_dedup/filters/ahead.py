@@ -2,6 +2,7 @@
 rules' and the domain rules' kernels compile there while this process loads the models and compiles the
 fastText, LM and DSIR kernels, so a first run on two or more cores waits for the longer half, not the sum.
 
+    compile_stages  the stages whose kernels a run with a given config compiles
     filter_ahead  at the start of a local CPU run: start the helper when both halves have something to compile
     ahead_main    the helper: the bundled sample's first documents scored by those stages only
 """
@@ -19,6 +20,14 @@ _KERNEL_RULE_SETS = ("gopher", "gopher_quality", "gopher_repetition", "chars")  
 _AHEAD_CODE = "from gpu_dedup.filters.ahead import ahead_main; ahead_main()"
 
 
+def compile_stages(cfg: FilterConfig) -> tuple[str, ...]:
+    """The stages (``compiling.KERNELS``' names) whose CPU kernels a filter run with ``cfg`` compiles."""
+    return tuple(st for st, on in (
+        ("domain", cfg.domain.script_prefilter or cfg.domain.relax), ("rules", bool(cfg.rules)),
+        ("dsir", bool(cfg.dsir_target)), ("lm-score", cfg.has_lm), ("fasttext", bool(cfg.lid or cfg.classifiers)))
+        if on)
+
+
 def filter_ahead(cfg: FilterConfig) -> Ahead | None:
     """At the start of a local CPU filter run: a helper process (``compiling.start_ahead``) compiling the kernels
     of the stages that need no model, the rules and the domain rules, while this process loads the models and
@@ -28,10 +37,10 @@ def filter_ahead(cfg: FilterConfig) -> Ahead | None:
 
     sets = [x.strip() for x in cfg.rules.split(",")] if isinstance(cfg.rules, str) else []
     rules = ",".join(x for x in sets if x in _KERNEL_RULE_SETS)
-    domain = bool(cfg.domain.script_prefilter or cfg.domain.relax)
+    on = compile_stages(cfg)
+    domain = "domain" in on
     stages = (("rules",) if rules else ()) + (("domain",) if domain else ())
-    others = tuple(st for st, on in (("fasttext", bool(cfg.lid or cfg.classifiers)), ("lm-score", cfg.has_lm),
-                                     ("dsir", bool(cfg.dsir_target))) if on)
+    others = tuple(st for st in on if st not in ("rules", "domain"))
     if not stages or not others:
         return None
     return start_ahead(stages, others, _AHEAD_CODE, {"rules": rules or None, "domain": domain})

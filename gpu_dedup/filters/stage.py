@@ -47,7 +47,7 @@ from ..device import batch_bytes, note_compiling, set_threads
 from ..engine import progress
 from ..errors import ConfigError, RunError
 from ..run import RunResult, Steps, finish, header, owned, resources, write_table
-from .ahead import filter_ahead
+from .ahead import compile_stages, filter_ahead
 from .config import FilterConfig
 from .dsir_step import DsirStep
 from .paragraphs import ParagraphScores, describe as describe_paragraphs, paragraph_pass, write_documents
@@ -126,10 +126,7 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
         if ray_args is None:  # before the models load (fastText's vocabulary kernels) and the bar: one line
             if device == "cpu":  # a first run: the rules' kernels compile in a second process meanwhile
                 ahead = filter_ahead(cfg)
-            note_compiling(device, tuple(f for f, on in (
-                ("domain", cfg.domain.script_prefilter or cfg.domain.relax), ("rules", bool(cfg.rules)),
-                ("dsir", bool(cfg.dsir_target)), ("lm-score", cfg.has_lm),
-                ("fasttext", bool(cfg.lid or cfg.classifiers))) if on), ahead=ahead.stages if ahead else ())
+            note_compiling(device, compile_stages(cfg), ahead=ahead.stages if ahead else ())
         try:
             scorers = Scorers.load(cfg, device)
             report = io.ReadReport()

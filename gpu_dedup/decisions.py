@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import ConfigError
+from .errors import ConfigError, RunError
 
 DECISIONS_SCHEMA = pa.schema([
     ("id", pa.string()), ("keep", pa.bool_()), ("reason", pa.string()), ("cluster_id", pa.int64()),
@@ -116,6 +116,103 @@ def summary_counts(decisions: pa.Table, n: int) -> dict[str, Any]:
     by.update({r: k for r, k in found.items() if r not in by and k})  # a prefiltered run's "filtered"
     kept = sum(by.get(r, 0) for r in KEPT_REASONS)
     return {"input": n, "kept": kept, "removed": n - kept, "by_reason": by}
+
+
+def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, matched: np.ndarray,
+                  reason: str) -> pa.Table:
+    """The composition rule: fold a later step's removals into the decisions of the steps before it.
+
+    The later step saw only the documents still kept (``rows``, in their order) and removed some of them, each
+    for an earlier document of its own input (``matched``: its evidence; that document may itself be removed by
+    the same step, e.g. SemDeDup's chain="all"). Then:
+
+    - a newly removed document's representative is the end of its chain of matches: the first document along
+      it that the step keeps (``representative_id``, ``cluster_id``);
+    - every document represented by a newly removed one (an earlier step's duplicates, kept copies) moves to
+      that document's representative, so every removed row names a document that is kept at the end and no
+      duplicate group loses every copy;
+    - nothing removed before comes back, and nothing the step did not see changes but its representative;
+    - cluster sizes add up over the merged clusters; a kept document that now represents others is a
+      ``representative``.
+
+    Args:
+        decisions: the decisions so far (``DECISIONS_SCHEMA`` columns; more columns pass through), one row per
+            input document.
+        rows: int64 (m,) ascending: the rows of ``decisions`` the later step saw, all kept.
+        removed: bool (m,): the step's removals, over its own input.
+        matched: int64 (m,): for a removed document, the position in ``rows`` of the document it matched (an
+            earlier one of the step's input); ignored where not removed.
+        reason: the removed rows' reason.
+
+    Returns:
+        The decisions with the step's removals folded in.
+
+    Raises:
+        RunError: ``rows`` holds a removed document, or a chain of matches never reaches a kept document (a bug of
+            the step, never of the input).
+    """
+    n = decisions.num_rows
+    rows = np.asarray(rows, np.int64)
+    removed = np.asarray(removed, bool)
+    keep = np.asarray(decisions["keep"].to_numpy(zero_copy_only=False), bool)
+    if rows.shape[0] != removed.shape[0] or not keep[rows].all():
+        raise RunError(f"a later step must see only kept documents, one flag each: {rows.shape[0]} rows, "
+                       f"{removed.shape[0]} flags, {int((~keep[rows]).sum())} of the rows already removed")
+    if not removed.any():
+        return decisions
+    m = rows.shape[0]
+    root = np.where(removed, np.asarray(matched, np.int64), np.arange(m, dtype=np.int64))
+    if ((root < 0) | (root >= m)).any():
+        raise RunError("a removed document matched no document of the step's input")
+    for _ in range(64):  # pointer jumping: every chain halves each round
+        nxt = root[root]
+        if np.array_equal(nxt, root):
+            break
+        root = nxt
+    if removed[root].any():
+        raise RunError("a chain of matches ends at a removed document (a cycle among the step's removals)")
+    forward = np.arange(n, dtype=np.int64)  # every row -> its final representative (itself if not removed now)
+    forward[rows] = rows[root]
+    newly = np.zeros(n, bool)
+    newly[rows[removed]] = True
+    ids = decisions["id"].combine_chunks()
+    old_rep = row_positions(decisions["representative_id"], ids)  # -1: none, or an index's document
+    rep = np.where(old_rep >= 0, forward[np.maximum(old_rep, 0)], -1)
+    rep[newly] = forward[newly]
+    old_cluster = np.asarray(decisions["cluster_id"].to_numpy(zero_copy_only=False), np.int64)
+    old_size = np.asarray(decisions["cluster_size"].to_numpy(zero_copy_only=False), np.int64)
+    moved = rep != old_rep
+    cluster = old_cluster.copy()
+    cluster[moved] = old_cluster[rep[moved]]
+    # sizes: members in this table, plus those outside it (an index's document leads its cluster)
+    uniq, first, count = np.unique(old_cluster, return_index=True, return_counts=True)
+    outside = old_size[first] - count
+    final, inverse, final_count = np.unique(cluster, return_inverse=True, return_counts=True)
+    at = np.minimum(np.searchsorted(uniq, final), len(uniq) - 1)
+    size = (final_count + np.where(uniq[at] == final, outside[at], 0))[inverse]
+    keep = keep & ~newly
+    reason = pc.if_else(pa.array(newly), pa.scalar(reason, pa.string()), decisions["reason"].combine_chunks())
+    grouped = pa.array(keep & (size > 1))
+    alone = pa.array(keep & (size == 1))
+    reason = pc.if_else(pc.and_(grouped, pc.equal(reason, "unique")), "representative", reason)
+    reason = pc.if_else(pc.and_(alone, pc.equal(reason, "representative")), "unique", reason)
+    match = np.full(n, -1, np.int64)
+    match[rows[removed]] = rows[np.asarray(matched, np.int64)[removed]]
+    matched_id = pc.if_else(pa.array(newly), ids.take(pa.array(np.maximum(match, 0), pa.int64())),
+                            decisions["matched_id"].combine_chunks())
+    out = decisions
+    for name, value in (("keep", pa.array(keep)), ("reason", reason), ("cluster_id", pa.array(cluster)),
+                        ("representative_id", ids.take(pa.array(np.maximum(rep, 0), mask=rep < 0))),
+                        ("matched_id", matched_id), ("cluster_size", pa.array(size, pa.int64()))):
+        i = out.schema.get_field_index(name)
+        out = out.set_column(i, out.schema.field(i), value.cast(out.schema.field(i).type))
+    return out
+
+
+def row_positions(values: pa.Array | pa.ChunkedArray, ids: pa.Array) -> np.ndarray:
+    """int64: the position in ``ids`` of each of ``values`` (-1 for a null, or a value not among ``ids``)."""
+    idx = pc.index_in(values, value_set=ids)
+    return np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), np.int64)
 
 
 def keep_rank(keep: str, *, n: int, text_bytes: np.ndarray | None = None, ids: pa.Array | None = None,

@@ -175,9 +175,9 @@ def _say_compiling(n: int, seconds: float, how: str = "") -> None:
     """The one line a first run prints before its bar: ``n`` kernels (compiled ``how``), about ``seconds`` to
     compile them (``compiling.compile_seconds``: measured on 2 idle cores), and where the machine code is
     cached."""
-    from . import kernels
+    from .kernels import core
 
-    where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(kernels.__file__), "__pycache__")
+    where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(core.__file__), "__pycache__")
     logger.info("compiling %d kernel%s%s (first run only, ~%.0f s on an idle machine, longer on a busy one; "
                 "cached in %s; `gpu-dedup warmup` compiles every command's ahead)", n, "" if n == 1 else "s", how,
                 max(1.0, seconds), where)

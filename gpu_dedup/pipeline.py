@@ -60,7 +60,8 @@ class DedupResult(RunResult):
 
 def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None, *,
                 against: str | os.PathLike | None = None, save_index: str | os.PathLike | None = None,
-                semantic: Any = None, work_dir: str | os.PathLike | None = None, resume: bool = False,
+                semantic: Any = None, semantic_order: str = "after", work_dir: str | os.PathLike | None = None,
+                resume: bool = False,
                 overwrite: bool = True, engine: str = "local", workers: int | None = None,
                 scheduler: str | None = None, prefilter: Any = None, address: str | None = None,
                 partitions: int | None = None, **overrides: Any) -> DedupResult:
@@ -72,8 +73,11 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     removed, so new documents that duplicate one are removed in its favour (representative_id is the
     indexed id, cluster_id is -1 - its index position). ``save_index``: write this run's kept documents
     (plus the ``against`` index's, when given) as a new index. ``semantic``: a ``SemanticConfig`` to run
-    SemDeDup over all documents too; a document kept by the lexical stages but semantically redundant
-    becomes ``semantic_duplicate`` (columns cosine, semantic_nearest_id, semantic_cluster are added).
+    SemDeDup over the documents the lexical stages kept (``semantic_order="after"``): one that is semantically
+    redundant becomes ``semantic_duplicate``, represented by a kept document, and the lexical duplicates it
+    represented move to that document (``decisions.fold_removals``: no group loses every copy); columns
+    cosine, semantic_nearest_id, semantic_cluster are added. ``semantic_order="beside"``: SemDeDup over every
+    document, recorded in those columns only (the lexical decisions stand; what ``compare`` reads).
     ``work_dir`` (default OUT/work when ``resume``): store pass 1's results per input file, checksummed;
     with ``resume`` valid pieces are reused, so a killed run finishes with the same decisions.
     ``engine="dask"`` / ``scheduler``: replaced by ``engine="ray"`` (an error says how to move over).
@@ -120,6 +124,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     if cfg.cluster.scope_field is not None and (index is not None or save_index is not None or semantic is not None):
         raise ConfigError("--scope-field cannot be combined with --against, --save-index or --semantic yet (an "
                           "index and the semantic stage are global): run it without them")
+    if semantic_order not in ("after", "beside"):
+        raise ConfigError(f"semantic_order must be 'after' or 'beside', got {semantic_order!r}")
     if engine == "ray":
         from .distributed import unsupported
 
@@ -155,7 +161,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         scope = "" if cfg.cluster.scope_field is None else f"+scope:{cfg.cluster.scope_field}"
         work = WorkDir(wd, contract_fingerprint(contract(cfg)) + scope, resume) if wd is not None else None
         result = _run(source, cfg, device, threads=threads, t_start=t_start, files=files, index=index, out=out,
-                      work=work, semantic=semantic, save_index=save_index, engine_args=(engine, workers),
+                      work=work, semantic=(semantic, semantic_order), save_index=save_index,
+                      engine_args=(engine, workers),
                       prefilter=prefilter)
     logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
     return result
@@ -198,7 +205,8 @@ def _precompile(device: str) -> float:
 
 
 def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: float, files, index, out: str | None,
-         work: WorkDir | None, semantic: Any, save_index, engine_args: tuple, prefilter: Any = None) -> DedupResult:
+         work: WorkDir | None, semantic: tuple[Any, str], save_index, engine_args: tuple,
+         prefilter: Any = None) -> DedupResult:
     """``deduplicate`` once its directories are owned: pass 1, decide, semantic, index, write."""
     engine, workers = engine_args
     timings: dict[str, float] = {}
@@ -212,6 +220,7 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
         logger.warning("reader='cudf' is not used: --score and the filter flags score each batch's text on the "
                        "host, so pass 1 reads Parquet text with pyarrow")
     # pass 1's score steps (filters/prefilter.py): the filter flags' (prefilter, which decides) and --score's
+    semantic, semantic_order = semantic
     steps = _score_steps(cfg, device, prefilter, semantic)
     pre = next((s for s in steps if s.decides), None)
     # set-up: the device and threads, input discovery, locks, the kernel modules' import (compilation aside)
@@ -221,7 +230,7 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     decided = decide(cfg, device, files, docs, timings, index, cache)
     cache.drop("released after verification")  # free the text (device memory on a GPU) before writing
     if semantic is not None:
-        decided = _add_semantic(decided, source, semantic, out, device, cfg, timings)
+        decided = _add_semantic(decided, source, semantic, semantic_order, out, device, cfg, timings)
     if save_index is not None:
         from .index import write_index
 
@@ -347,20 +356,23 @@ def _text_cache(cfg: RunConfig, device: str, files) -> TextCache:
     return cache
 
 
-def _add_semantic(decided: Decided, source: Any, semantic: Any, output_dir, device: str, cfg: RunConfig,
-                  timings: dict[str, float]) -> Decided:
-    """SemDeDup over the same documents: a document kept by the lexical stages but semantically redundant
-    becomes ``semantic_duplicate``."""
+def _add_semantic(decided: Decided, source: Any, semantic: Any, semantic_order: str, output_dir, device: str,
+                  cfg: RunConfig, timings: dict[str, float]) -> Decided:
+    """SemDeDup over the documents the lexical stages kept ("after"; or over every document, "beside"): a kept
+    document that is semantically redundant becomes ``semantic_duplicate`` (``semantic.merge_decisions``)."""
     from .semantic import merge_decisions, semantic_dedup
 
     t = time.perf_counter()
     if output_dir is not None:
         os.makedirs(os.fspath(output_dir), exist_ok=True)
-    sem = semantic_dedup(source, semantic, output_dir, device=device, run=cfg)
-    decisions = merge_decisions(decided.decisions, sem.decisions)
+    # the composition rule (decisions.fold_removals): after the lexical stages it sees the documents they kept
+    rows = None if semantic_order == "beside" else decided.keep
+    sem = semantic_dedup(source, semantic, output_dir, device=device, run=cfg, rows=rows)
+    decisions = merge_decisions(decided.decisions, sem.decisions, semantic_order)
     keep = np.asarray(decisions["keep"].to_numpy(zero_copy_only=False), bool)
-    decided.stats["semantic"] = {k: sem.stats[k] for k in ("counts", "eps", "clusters", "pairwise_backend",
-                                                            "long_text") if k in sem.stats}
+    decided.stats["semantic"] = {"order": semantic_order,
+                                 **{k: sem.stats[k] for k in ("counts", "eps", "clusters", "pairwise_backend",
+                                                              "long_text") if k in sem.stats}}
     timings["semantic"] = time.perf_counter() - t
     return Decided(decisions, decided.stats, keep)
 

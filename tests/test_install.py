@@ -63,3 +63,22 @@ def test_every_subpackage_is_installed():
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "gpu_dedup").rglob("__init__.py")
              if "kernels" not in p.parts}
     assert found <= listed, sorted(found - listed)
+
+
+def test_no_name_of_ours_shadows_an_installed_package(tmp_path):
+    """Issue 36 item 4: a Python started in the checkout's root (``python -m pytest``, a REPL, a notebook) has the
+    root first on sys.path, so any importable name there shadows an installed package of that name (our top-level
+    kernels/ hid Hugging Face's ``kernels``, which transformers imports). The root holds one importable name,
+    ``gpu_dedup``; and an installed ``kernels`` package wins over the kernels/ folder, from the root."""
+    import subprocess
+    import sys
+
+    importable = sorted(p.name for p in ROOT.iterdir() if (p.is_dir() and (p / "__init__.py").exists())
+                        or (p.is_file() and p.suffix == ".py"))
+    assert importable == ["gpu_dedup"], importable
+    fake = tmp_path / "site" / "kernels"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("WHO = 'the installed package'\n")
+    code = f"import sys; sys.path.insert(1, {str(fake.parent)!r}); import kernels; print(kernels.WHO)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.stdout.strip() == "the installed package", out.stderr

@@ -127,6 +127,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-seq-length", type=int, default=None, help="tokens per text for the embedding model")
     g.add_argument("--long-text", choices=["truncate", "mean"], default=None, help="texts over --max-seq-length "
                    "tokens: embed their beginning (truncate, default) or the mean of windows over the whole text")
+    g.add_argument("--semantic-order", choices=["after", "beside"], default="after",
+                   help="after (default): over the documents the lexical stages kept, each semantic duplicate "
+                   "removed for a kept one; beside: over every document, recorded in the semantic columns only "
+                   "(the lexical decisions stand; what `gpu-dedup compare` reads)")
     g.add_argument("--no-lexical", action="store_true", help="with --semantic: skip MinHash/LSH (exact "
                    "duplicates are still removed: they are semantic duplicates at cosine 1)")
     g = p.add_argument_group("incremental dedup")
@@ -237,9 +241,10 @@ def add_command(sub) -> None:
 def _semantic_config(args: argparse.Namespace):
     """The SemanticConfig of the semantic flags (None without --semantic, which they need)."""
     if not args.semantic:
-        if args.no_lexical or args.model or args.eps is not None or args.clusters is not None or args.long_text:
-            raise ConfigError("--no-lexical / --model / --eps / --clusters / --long-text belong to the semantic "
-                              "stage: add --semantic")
+        if (args.no_lexical or args.model or args.eps is not None or args.clusters is not None or args.long_text
+                or args.semantic_order != "after"):
+            raise ConfigError("--no-lexical / --model / --eps / --clusters / --long-text / --semantic-order belong "
+                              "to the semantic stage: add --semantic")
         return None
     from ..semantic import SemanticConfig
 
@@ -271,6 +276,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     paragraph_order=args.paragraph_order,
                     substring=substring_cli.stage_config(args) if args.substring_dedup else None,
                     substring_order=args.substring_order, lexical=not args.no_lexical, semantic=semantic,
+                    semantic_order=args.semantic_order,
                     against=args.against, save_index=args.save_index, work_dir=args.work_dir, resume=args.resume,
                     engine=args.engine, workers=args.workers, address=args.address, partitions=args.partitions,
                     overwrite=args.overwrite, prefilter=_prefilter(args, cfg))

@@ -2,7 +2,8 @@
 
 ``compare(OUT)`` reads a run directory holding both ``decisions.parquet`` (lexical stages, with the
 exact ``jaccard`` of each near duplicate) and ``semantic_decisions.parquet`` + ``semantic.json`` (the
-semantic stage run on every document), and reports:
+semantic stage run beside the lexical stages on every document: ``run --semantic --semantic-order beside``),
+and reports:
 
 * counts removed by each method and the overlap (both / lexical only / semantic only / neither); a
   document is *lexically removed* when its reason is exact_duplicate, short_exact_duplicate or
@@ -78,6 +79,10 @@ def _load(out_dir: str) -> tuple[pa.Table, pa.Table, dict, dict]:
     sem = pq.read_table(sem_path)
     if "jaccard" not in lex.column_names:
         raise DataError(f"{lex_path!r} has no jaccard column; it is not a lexical decisions table")
+    if sem.num_rows < lex.num_rows and "semantic_cluster" in lex.column_names:
+        raise DataError(f"the semantic stage of the run in {out_dir!r} saw only the {sem.num_rows:,} of "
+                        f"{lex.num_rows:,} documents the lexical stages kept (--semantic-order after, the default); "
+                        "compare needs it beside them, over every document: rerun with --semantic-order beside")
     if lex.num_rows != sem.num_rows or not lex["id"].equals(sem["id"]):
         raise DataError(f"{lex_path!r} ({lex.num_rows} rows) and {sem_path!r} ({sem.num_rows} rows) do not list the "
                         "same ids in the same order; rerun both stages on the same input into one OUT")

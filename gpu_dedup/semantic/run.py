@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -117,9 +118,12 @@ def _estimator(files, batch, to_embed: int, emb: "_Embedded", device: str):
 
 
 def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: EmbeddingCache | None,
-                report, given: np.ndarray | None = None) -> tuple[_Embedded, Any]:
+                report, given: np.ndarray | None = None,
+                rows: np.ndarray | None = None) -> tuple[_Embedded, Any]:
     """Stream the input once: hash every text, take cached rows, embed the rest (model loaded lazily,
-    only if something is missing), count tokens. With ``given`` (precomputed embeddings), take its rows."""
+    only if something is missing), count tokens. With ``given`` (precomputed embeddings, one row per input
+    document), take its rows. With ``rows`` (bool, one per input document), only those documents: the others
+    are read past, never embedded."""
     from tqdm.auto import tqdm
 
     dtype = embedding_dtype(cfg, device)
@@ -135,13 +139,20 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
                                      keep_column=kc, report=report):
             t0 = time.perf_counter()
             t_read += t0 - t
+            seen = len(batch)
+            batch, at = _selected(batch, rows)
+            if not len(batch):
+                bar.update(seen)
+                t = time.perf_counter()
+                continue
             h = text_hashes(batch.text)
             tok = cache.lookup_tokens(h) if cache is not None else np.full((len(h), 2), -1, np.int64)
             if given is not None:
-                emb = given[batch.row_start:batch.row_start + len(h)]
-                if emb.shape[0] != len(h):
+                emb = given[batch.row_start:batch.row_start + seen]
+                if emb.shape[0] != seen:
                     raise ConfigError(f"embeddings has {given.shape[0]} rows but the input has more documents; "
                                       "pass one row per input document, in input order")
+                emb = emb if at is None else emb[at]
             else:
                 found, cached = cache.lookup(h) if cache is not None else (np.zeros(len(h), bool), None)
                 missing = np.flatnonzero(~found)
@@ -180,12 +191,15 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
             tokens.append(tok)
             if kc:
                 values.append(np.asarray(batch.keep_values, np.float64))
-            bar.update(len(h))
+            bar.update(seen)
             t = time.perf_counter()
             t_embed += t - t0
     all_ids = pa.chunked_array(ids, pa.string()).combine_chunks() if ids else pa.array([], pa.string())
     io.check_unique_ids(all_ids, files, id_field=run.id_field, text_field=run.text_field, on_error=run.on_error)
-    n = len(all_ids)
+    n = len(all_ids) if rows is None else int(rows.shape[0])
+    if rows is not None and report.rows != n:
+        raise ConfigError(f"rows has {n} flags but the input has {report.rows} documents; pass one per input "
+                          "document, in input order")
     if given is not None and given.shape[0] != n:
         raise ConfigError(f"embeddings has {given.shape[0]} rows but the input has {n} documents; pass one row per "
                           "input document, in input order")
@@ -197,6 +211,19 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
     out.tokens = np.concatenate(tokens) if tokens else np.zeros((0, 2), np.int64)
     out.timings = {"read": t_read, "load_model": t_model, "embed": t_embed - t_model}
     return out, model
+
+
+def _selected(batch, rows: np.ndarray | None) -> tuple[Any, np.ndarray | None]:
+    """(the batch's documents that ``rows`` selects, their positions in the batch; None: all of them)."""
+    if rows is None:
+        return batch, None
+    at = np.flatnonzero(rows[batch.row_start:batch.row_start + len(batch)])
+    if at.shape[0] == len(batch):
+        return batch, None
+    take = pa.array(at, pa.int64())
+    return dataclasses.replace(batch, ids=batch.ids.take(take), text=batch.text.take(take),
+                               keep_values=None if batch.keep_values is None else batch.keep_values[at],
+                               scope=None if batch.scope is None else batch.scope.take(take)), at
 
 
 def _long_text_stats(cfg: SemanticConfig, emb: _Embedded, seq: int | None) -> dict[str, Any] | None:
@@ -326,7 +353,7 @@ def write_stage(out: str, table: pa.Table, centroids: np.ndarray, stats: dict[st
 
 def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: str | os.PathLike | None = None,
                    device: str = "cpu", *, run: RunConfig | None = None,
-                   embeddings: np.ndarray | None = None) -> SemanticResult:
+                   embeddings: np.ndarray | None = None, rows: np.ndarray | None = None) -> SemanticResult:
     """Semantic deduplication of ``source`` (path(s)/glob(s)/directory, pyarrow Table or pandas DataFrame): the
     stages of the module docstring, timed into semantic.json's ``timings_s``.
 
@@ -343,12 +370,15 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
         run: its id_field / text_field / on_error / batch_bytes read the input (default: ``RunConfig()``).
         embeddings: precomputed float32 (n, d), one row per input document in input order (L2-normalised
             here); then no model is loaded and ``cfg.model`` is ignored.
+        rows: bool, one per input document: only these documents are embedded and decided (a composed run's
+            survivors of the earlier steps: ``pipeline.deduplicate``); the decisions list them alone.
 
     Returns:
         The ``SemanticResult``: the decisions, the statistics (semantic.json), the embeddings and centroids.
 
     Raises:
-        ConfigError: ``embeddings`` with another number of rows than the input has documents, or not 2-d.
+        ConfigError: ``embeddings`` or ``rows`` with another number of rows than the input has documents, or
+            ``embeddings`` not 2-d.
         GpuDedupError: a model, input or device that cannot be used (the message names it).
     """
     cfg = cfg or SemanticConfig()
@@ -359,7 +389,8 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
     files = io.source_files(source)
     src = source_stage(cfg, device, out, embeddings)
     report = io.ReadReport()
-    emb, model = _embed_pass(files, cfg, run, device, src.cache if src.given is None else None, report, src.given)
+    emb, model = _embed_pass(files, cfg, run, device, src.cache if src.given is None else None, report, src.given,
+                             None if rows is None else np.asarray(rows, bool))
     logger.info("semantic: %d documents embedded, %d reused from the cache", emb.embedded, emb.reused)
     seq, long_text = long_text_stage(cfg, src, emb, model)
     table, decided, clusters = decide_embeddings(emb.ids, emb.embeddings, cfg, device, emb.keep_values)

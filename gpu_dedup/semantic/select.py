@@ -189,39 +189,60 @@ def semantic_decisions(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfi
                    keep_values)[0]
 
 
-def merge_decisions(lexical: pa.Table, semantic: pa.Table) -> pa.Table:
-    """Fold the semantic decisions into the lexical decisions table.
+def merge_decisions(lexical: pa.Table, semantic: pa.Table, order: str = "after") -> pa.Table:
+    """Fold the semantic decisions into the lexical decisions table (``decisions.fold_removals``, the composition
+    rule every composed run follows).
 
-    A document lexically kept but semantically removed becomes keep=False, reason 'semantic_duplicate',
-    matched_id = its semantic match. Lexically removed documents keep their lexical reason and match.
+    order="after" (the default): the semantic stage saw only the documents the lexical stages kept, in input
+    order. Its removals become keep=False, reason 'semantic_duplicate', matched_id = the semantic match; the
+    representative of a removed document is the kept end of its chain of matches, and the lexical duplicates of
+    a document the semantic stage removed move to that representative: every removed row names a kept
+    document, no group loses every copy. order="beside": the semantic stage saw every document (for
+    ``comparison.compare``); its decisions are recorded in the added columns only, the lexical decisions stand.
 
     Args:
         lexical: the lexical decisions (all documents).
-        semantic: the semantic decisions, same documents in the same order.
+        semantic: the semantic decisions: of the lexically kept documents ("after") or of all ("beside"), in
+            input order.
+        order: "after" or "beside".
 
     Returns:
-        The lexical table with the semantic removals, plus columns cosine, semantic_nearest_id and
-        semantic_cluster.
+        The lexical table with the semantic removals folded in, plus columns cosine, semantic_nearest_id and
+        semantic_cluster (null for a document the semantic stage did not see).
 
     Raises:
-        DataError: the two tables do not have the same rows.
+        DataError: the semantic table does not list the documents its order says it saw.
     """
-    if lexical.num_rows != semantic.num_rows or not lexical["id"].equals(semantic["id"]):
-        raise DataError(f"lexical ({lexical.num_rows} rows) and semantic ({semantic.num_rows} rows) decisions "
-                        "must list the same ids in the same order; run both stages on the same input")
     import pyarrow.compute as pc
 
-    sem_removed = pc.invert(semantic["keep"])
-    newly = pc.and_(lexical["keep"], sem_removed)
-    n_sem, n_new = int(pc.sum(sem_removed).as_py() or 0), int(pc.sum(newly).as_py() or 0)
-    if n_sem:
-        logger.info("semantic: %d of the %d semantic duplicates were already removed by the lexical stages; %d "
-                    "more documents are removed as semantic_duplicate", n_sem - n_new, n_sem, n_new)
+    from ..decisions import fold_removals, row_positions
+
+    if order not in ("after", "beside"):
+        raise ConfigError(f"order must be 'after' or 'beside', got {order!r}")
+    keep = np.asarray(lexical["keep"].to_numpy(zero_copy_only=False), bool)
+    seen = np.flatnonzero(keep) if order == "after" else np.arange(lexical.num_rows, dtype=np.int64)
+    ids = lexical["id"].combine_chunks()
+    if semantic.num_rows != seen.shape[0] or not ids.take(pa.array(seen)).equals(semantic["id"].combine_chunks()):
+        what = "the documents the lexical stages kept" if order == "after" else "every document"
+        raise DataError(f"the semantic decisions ({semantic.num_rows} rows) must list {what} ({seen.shape[0]}), in "
+                        "input order: run both stages on the same input")
+    sem_removed = ~np.asarray(semantic["keep"].to_numpy(zero_copy_only=False), bool)
     out = lexical
-    for name, value in (("keep", pc.and_(lexical["keep"], semantic["keep"])),
-                        ("reason", pc.if_else(newly, "semantic_duplicate", lexical["reason"])),
-                        ("matched_id", pc.if_else(newly, semantic["matched_id"], lexical["matched_id"]))):
-        out = out.set_column(out.schema.get_field_index(name), name, value)
-    return (out.append_column("cosine", semantic["cosine"])
-               .append_column("semantic_nearest_id", semantic["nearest_id"])
-               .append_column("semantic_cluster", semantic["semantic_cluster"]))
+    if order == "after":
+        matched = row_positions(semantic["matched_id"], semantic["id"].combine_chunks())
+        out = fold_removals(lexical, seen, sem_removed, matched, "semantic_duplicate")
+        if sem_removed.any():
+            logger.info("semantic: %d of the %d documents the lexical stages kept are semantic duplicates, removed "
+                        "for a kept representative", int(sem_removed.sum()), seen.shape[0])
+    else:
+        logger.info("semantic (beside): %d of %d documents are semantic duplicates; recorded in the semantic "
+                    "columns, the lexical decisions stand", int(sem_removed.sum()), seen.shape[0])
+
+    def scatter(column: str, typ: pa.DataType) -> pa.Array:
+        at = np.full(lexical.num_rows, -1, np.int64)
+        at[seen] = np.arange(seen.shape[0])
+        return semantic[column].combine_chunks().take(pa.array(np.maximum(at, 0), mask=at < 0)).cast(typ)
+
+    return (out.append_column("cosine", scatter("cosine", pa.float64()))
+               .append_column("semantic_nearest_id", scatter("nearest_id", pa.string()))
+               .append_column("semantic_cluster", scatter("semantic_cluster", pa.int64())))

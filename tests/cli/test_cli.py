@@ -116,6 +116,11 @@ def test_semantic_run_and_compare(tmp_path, capsys):
     d = pq.read_table(out / "decisions.parquet")
     assert {"cosine", "semantic_nearest_id", "semantic_cluster"} <= set(d.column_names)
     assert d.num_rows == 120
+    # the default order saw only the lexical survivors: compare asks for the semantic stage beside them
+    assert main(["compare", str(out)]) == 1
+    assert "--semantic-order beside" in capsys.readouterr().err
+    assert main(["run", str(src), "-o", str(out), "-q", "--semantic", "--model", model, "--eps", "0.05",
+                 "--semantic-order", "beside", "--overwrite"]) == 0
     assert main(["compare", str(out)]) == 0
     assert "semantic" in capsys.readouterr().out.lower()
     assert (out / "compare.png").exists()

@@ -128,5 +128,5 @@ def test_compare_reads_merged_decisions(run_dir, tmp_path):
     shutil.copytree(out, merged_dir)
     lex = pq.read_table(merged_dir / "decisions.parquet")
     sem = pq.read_table(merged_dir / "semantic_decisions.parquet")
-    pq.write_table(S.merge_decisions(lex, sem), merged_dir / "decisions.parquet")
+    pq.write_table(S.merge_decisions(lex, sem, "beside"), merged_dir / "decisions.parquet")
     assert compare(merged_dir, write=False).counts == compare(out, write=False).counts

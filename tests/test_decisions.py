@@ -1,0 +1,125 @@
+"""The composition rule (``decisions.fold_removals``): a later step's removals folded into earlier decisions, checked
+against a brute-force reference (chains followed one link at a time, clusters counted by hand) on random decisions
+tables and random later steps, and the invariants every composed run must hold."""
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from gpu_dedup.decisions import DECISIONS_SCHEMA, fold_removals
+from gpu_dedup.errors import RunError
+
+
+def _lexical(rng: np.random.Generator, n: int) -> pa.Table:
+    """A decisions table as the lexical stages make it: random clusters, each led by its first member (kept), the
+    others removed as duplicates of it; some rows filtered (no representative), some kept copies."""
+    leader = np.arange(n)
+    for r in range(1, n):
+        if rng.random() < 0.5:
+            leader[r] = leader[rng.integers(0, r)]
+    sizes = np.bincount(leader, minlength=n)
+    filtered = (rng.random(n) < 0.2) & (sizes == 1)  # a filter's rejects represent nobody
+    copy = (leader != np.arange(n)) & (rng.random(n) < 0.15)  # a cluster-size policy's kept copies
+    keep = ((leader == np.arange(n)) | copy) & ~filtered
+    reason = np.where(leader == np.arange(n), np.where(sizes[leader] > 1, "representative", "unique"),
+                      np.where(copy, "kept_copy", "near_duplicate"))
+    reason = np.where(filtered, "filtered", reason)
+    ids = pa.array([f"d{i}" for i in range(n)])
+    return pa.table({
+        "id": ids, "keep": pa.array(keep), "reason": pa.array(reason.tolist(), pa.string()),
+        "cluster_id": pa.array(leader, pa.int64()),
+        "representative_id": ids.take(pa.array(leader, mask=filtered)),
+        "matched_id": ids.take(pa.array(leader, mask=(leader == np.arange(n)) | filtered)),
+        "jaccard": pa.array(np.where(leader == np.arange(n), np.nan, 0.9), from_pandas=True),
+        "cluster_size": pa.array(sizes[leader], pa.int64()),
+        "source": pa.array(["f"] * n)}, schema=DECISIONS_SCHEMA)
+
+
+def _later_step(rng: np.random.Generator, keep: np.ndarray):
+    """A step over the kept rows: each removal matches an earlier row of its input (kept or removed by it: chains)."""
+    rows = np.flatnonzero(keep)
+    m = rows.shape[0]
+    removed = np.zeros(m, bool)
+    matched = np.full(m, -1, np.int64)
+    for j in range(1, m):
+        if rng.random() < 0.4:
+            removed[j] = True
+            matched[j] = rng.integers(0, j)
+    return rows, removed, matched
+
+
+def _reference(table: pa.Table, rows, removed, matched) -> dict[str, list]:
+    """One row at a time: follow each removal's chain to a row the step keeps; move every row represented by a
+    newly removed one to that row; count clusters."""
+    d = table.to_pylist()
+    pos = {r["id"]: i for i, r in enumerate(d)}
+    local = {int(r): j for j, r in enumerate(rows)}
+
+    def end(row: int) -> int:
+        j = local[row]
+        while removed[j]:
+            j = int(matched[j])
+        return int(rows[j])
+
+    final = {}
+    for j, r in enumerate(rows):
+        final[int(r)] = end(int(r))
+    out = [dict(r) for r in d]
+    for i, r in enumerate(d):
+        if i in local and removed[local[i]]:
+            out[i].update(keep=False, reason="semantic_duplicate", matched_id=d[int(rows[matched[local[i]]])]["id"])
+            out[i]["representative_id"] = d[final[i]]["id"]
+        elif r["representative_id"] is not None and final.get(pos[r["representative_id"]], pos[r["representative_id"]]) \
+                != pos[r["representative_id"]]:
+            out[i]["representative_id"] = d[final[pos[r["representative_id"]]]]["id"]
+    for i, r in enumerate(out):
+        if r["representative_id"] is not None and r["representative_id"] != d[i]["representative_id"]:
+            r["cluster_id"] = d[pos[r["representative_id"]]]["cluster_id"]
+    count: dict[int, int] = {}
+    for r in out:
+        count[r["cluster_id"]] = count.get(r["cluster_id"], 0) + 1
+    for r in out:
+        r["cluster_size"] = count[r["cluster_id"]]
+        if r["keep"] and r["reason"] == "unique" and r["cluster_size"] > 1:
+            r["reason"] = "representative"
+        if r["keep"] and r["reason"] == "representative" and r["cluster_size"] == 1:
+            r["reason"] = "unique"
+    return {k: [r[k] for r in out] for k in table.column_names}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_fold_equals_the_reference_and_holds_the_invariants(seed):
+    rng = np.random.default_rng(seed)
+    table = _lexical(rng, int(rng.integers(1, 60)))
+    keep_before = np.asarray(table["keep"].to_numpy(zero_copy_only=False), bool)
+    rows, removed, matched = _later_step(rng, keep_before)
+    got = fold_removals(table, rows, removed, matched, "semantic_duplicate")
+    assert got.schema == table.schema
+    assert got.to_pydict() == _reference(table, rows, removed, matched)
+    keep = np.asarray(got["keep"].to_numpy(zero_copy_only=False), bool)
+    ids = got["id"].to_pylist()
+    kept = {i for i, k in zip(ids, keep) if k}
+    assert not (keep & ~keep_before).any(), "a later step never resurrects a removed document"
+    for r in got.to_pylist():
+        if r["representative_id"] is not None:
+            assert r["representative_id"] in kept, f"{r['id']} names {r['representative_id']}, which is not kept"
+    # every duplicate group (by representative, before) keeps a copy: its members' representatives are kept
+    groups: dict[str, list[str]] = {}
+    for r in table.to_pylist():
+        if r["representative_id"] is not None:
+            groups.setdefault(r["representative_id"], []).append(r["id"])
+    final = dict(zip(ids, got["representative_id"].to_pylist()))
+    for members in groups.values():
+        assert any(final[m] in kept for m in members)
+
+
+def test_fold_of_nothing_is_the_same_table_and_bad_steps_are_refused():
+    table = _lexical(np.random.default_rng(1), 20)
+    keep = np.asarray(table["keep"].to_numpy(zero_copy_only=False), bool)
+    rows = np.flatnonzero(keep)
+    assert fold_removals(table, rows, np.zeros(rows.shape[0], bool), np.full(rows.shape[0], -1), "x") is table
+    with pytest.raises(RunError, match="only kept documents"):
+        fold_removals(table, np.arange(20), np.zeros(20, bool), np.full(20, -1), "x")
+    removed = np.zeros(rows.shape[0], bool)
+    removed[:2] = True
+    with pytest.raises(RunError, match="cycle"):  # two removals matching each other
+        fold_removals(table, rows, removed, np.array([1, 0] + [-1] * (rows.shape[0] - 2)), "x")

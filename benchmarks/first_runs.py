@@ -115,7 +115,7 @@ def child(command: str, arpa: str | None) -> None:
     event.register("numba:compile", Listener())
     from gpu_dedup import warmup
     from gpu_dedup.compiling import SAMPLE_DOCS, compile_clock, write_sample
-    from gpu_dedup.pipeline import no_precompile
+    from gpu_dedup.lexical.dedup import no_precompile
 
     clock0 = compile_clock()  # the wall seconds a run.json's timings_s.compile gives (a helper's wait included)
 

@@ -45,7 +45,7 @@ def deduplicate(source, config=None, output_dir=None, **overrides):
         GpuDedupError: a bad setting or input (``ConfigError``, ``io.InputError``, ...), a device that is not
             there, or an output directory that cannot be used. The message names the value and the fix.
     """
-    from .pipeline import deduplicate as _run
+    from .lexical.dedup import deduplicate as _run
 
     return _run(source, config, output_dir, **overrides)
 

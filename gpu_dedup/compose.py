@@ -25,7 +25,7 @@ from .errors import ConfigError
 from .outputs import check_outside_inputs, input_roots, own
 from .paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from .paragraph.dedup import ParagraphConfig
-from .pipeline import DedupResult, deduplicate
+from .lexical.dedup import DedupResult, deduplicate
 from .substring.config import SubstringConfig
 from .substring.dedup import OUTPUT_DIR as SUBSTRING_OUTPUT
 

@@ -95,7 +95,7 @@ def warmup(commands: tuple[str, ...] = tuple(COMMANDS), device: str = "cpu") -> 
     unknown = [c for c in commands if c not in STEPS]
     if unknown:
         raise ConfigError(f"warmup: unknown command {unknown[0]!r}; choose from {', '.join(STEPS)}")
-    from .pipeline import no_precompile
+    from .lexical.dedup import no_precompile
 
     out: dict[str, dict] = {}
     with no_precompile(), tempfile.TemporaryDirectory(prefix="gpu-dedup-warmup-") as d:  # the runs below compile

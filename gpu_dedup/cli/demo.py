@@ -25,7 +25,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from importlib import resources
 
     from ..outputs import input_roots, own
-    from ..pipeline import deduplicate
+    from ..lexical.dedup import deduplicate
 
     sample = resources.files("gpu_dedup") / "data" / "sample.jsonl.gz"
     out = args.output

@@ -45,7 +45,7 @@ from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
 from . import options, stages
 from .cluster import probe, ray_cluster
-from .options import IndexSource  # noqa: F401 - the handle of an --against index (pipeline.py)
+from .options import IndexSource  # noqa: F401 - the handle of an --against index (lexical/dedup.py)
 from .shuffle import Layout, run_key
 
 logger = logging.getLogger(__name__)

@@ -25,18 +25,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from . import io
-from .config import RunConfig, keep_column
-from .contract import contract, contract_fingerprint
-from .decisions import decisions_schema, scores_schema, summary_counts, value_counts
-from .device import batch_bytes, cache_bytes, note_compiling
-from .engine import TextCache, known_text_bytes
-from .errors import ConfigError
-from .lexical.decide import Decided, decide
-from .lexical.signatures import Documents, read_signatures, reader_name
-from .outputs import input_roots
-from .run import RunResult, finish, header, owned, resources, write_table
-from .workdir import WorkDir, checkpoint
+from .. import io
+from ..config import RunConfig, keep_column
+from ..contract import contract, contract_fingerprint
+from ..decisions import decisions_schema, scores_schema, summary_counts, value_counts
+from ..device import batch_bytes, cache_bytes, note_compiling
+from ..engine import TextCache, known_text_bytes
+from ..errors import ConfigError
+from ..outputs import input_roots
+from ..run import RunResult, finish, header, owned, resources, write_table
+from ..workdir import WorkDir, checkpoint
+from .decide import Decided, decide
+from .signatures import Documents, read_signatures, reader_name
 
 logger = logging.getLogger(__name__)
 
@@ -102,12 +102,12 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     cfg = cfg.replace(batch_bytes=batch_bytes(cfg.batch_bytes, device))
     index = None
     if against is not None and engine == "ray":  # its path and manifest only: the Ray tasks read its rows
-        from .distributed import IndexSource
-        from .index import index_manifest
+        from ..distributed import IndexSource
+        from ..index import index_manifest
 
         index = IndexSource(os.fspath(against), index_manifest(os.fspath(against), contract(cfg)))
     elif against is not None:
-        from .index import load_index
+        from ..index import load_index
 
         index = load_index(os.fspath(against), contract(cfg))
     files = io.source_files(source)
@@ -127,7 +127,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     if semantic_order not in ("after", "beside"):
         raise ConfigError(f"semantic_order must be 'after' or 'beside', got {semantic_order!r}")
     if engine == "ray":
-        from .distributed import unsupported
+        from ..distributed import unsupported
 
         unsupported(cfg, device, index=index, save_index=save_index, semantic=semantic, prefilter=prefilter)
         if work_dir is None and out is None:
@@ -144,7 +144,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     wd = _work_path(work_dir, out, resume)
     owned_wd = None if wd is not None and io.is_url(wd) else wd  # a URL is not locked: the Ray probe checks it
     if save_index is not None:
-        from .index import check_index_target
+        from ..index import check_index_target
 
         check_index_target(os.fspath(save_index), os.fspath(against) if against is not None else None)
     roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
@@ -187,7 +187,7 @@ def _precompile(device: str) -> float:
     run of the bundled sample (its log lines dropped), so that compilation is a run.json entry of its own
     (``timings_s.compile``) and stays out of the stage timings and docs/s. Returns the seconds spent (0.0 when
     everything was cached, on a GPU, or inside a warm-up run)."""
-    from .compiling import COMMANDS, uncached, write_sample
+    from ..compiling import COMMANDS, uncached, write_sample
 
     if device != "cpu" or _precompiling or not uncached(COMMANDS["run"]):
         return 0.0
@@ -232,7 +232,7 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     if semantic is not None:
         decided = _add_semantic(decided, source, semantic, semantic_order, out, device, cfg, timings)
     if save_index is not None:
-        from .index import write_index
+        from ..index import write_index
 
         t = time.perf_counter()
         decided.stats["index"] = write_index(os.fspath(save_index), cfg, device, files, docs, decided.keep, index)
@@ -280,7 +280,7 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
              workers, address, partitions, resume: bool, index=None, save_index: str | None = None,
              prefilter: Any = None) -> DedupResult:
     """``deduplicate`` on the Ray engine (gpu_dedup/distributed/): tasks compute and write everything."""
-    from . import distributed
+    from .. import distributed
 
     timings: dict[str, float] = {}
     fp = contract_fingerprint(contract(cfg))
@@ -318,19 +318,19 @@ def _score_steps(cfg: RunConfig, device: str, prefilter: Any, semantic: Any) -> 
     """Pass 1's score steps: the prefilter's (``prefilter``, a FilterConfig: scores, decides and writes
     scores.parquet) and ``cfg.scores``' (--score: a keep column only). A keep=max:/min: column comes from
     the prefilter when it computes it, else from --score, else from the input."""
-    from .config import score_columns
+    from ..config import score_columns
 
     kc = keep_column(cfg.cluster.keep)
     steps = []
     if prefilter is not None:
-        from .filters.prefilter import ScoreStep
+        from ..filters.prefilter import ScoreStep
 
         if semantic is not None:
             raise ConfigError("a prefilter and the semantic stage cannot share a run yet: filter first "
                               "(`gpu-dedup filter`), then run --semantic on OUT/filtered")
         steps.append(ScoreStep(prefilter, device, keep_column=kc))
     if kc in score_columns(cfg.scores) and not any(s.keep_column == kc for s in steps):
-        from .filters.prefilter import ScoreStep
+        from ..filters.prefilter import ScoreStep
 
         steps.append(ScoreStep.for_scores(cfg.scores, device, kc))
     return tuple(steps)
@@ -360,7 +360,7 @@ def _add_semantic(decided: Decided, source: Any, semantic: Any, semantic_order: 
                   cfg: RunConfig, timings: dict[str, float]) -> Decided:
     """SemDeDup over the documents the lexical stages kept ("after"; or over every document, "beside"): a kept
     document that is semantically redundant becomes ``semantic_duplicate`` (``semantic.merge_decisions``)."""
-    from .semantic import merge_decisions, semantic_dedup
+    from ..semantic import merge_decisions, semantic_dedup
 
     t = time.perf_counter()
     if output_dir is not None:
@@ -427,7 +427,7 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
 def _finish(out: str, stats: dict[str, Any], files) -> None:
     """run.json, then report.html (drawn from it; a failure never fails the run), then run.json again."""
     def report() -> str:
-        from .report import write_report
+        from ..report import write_report
 
         return write_report(out, source=files)
 

@@ -191,7 +191,7 @@ def _precompile(device: str) -> float:
 
     if device != "cpu" or _precompiling or not uncached(COMMANDS["run"]):
         return 0.0
-    pkg = logging.getLogger(__package__)
+    pkg = logging.getLogger(__name__.partition('.')[0])  # the package's loggers, gpu_dedup.*
     level = pkg.level
     t = time.perf_counter()
     pkg.setLevel(logging.ERROR)

@@ -85,7 +85,7 @@ def run_dedup(source, config=None, output_dir=None, **kwargs):
         >>> res = gpu_dedup.run_dedup("data/", output_dir="out", paragraph=ParagraphConfig(), paragraph_order="after")
 
     Args:
-        source, config, output_dir, kwargs: as :func:`gpu_dedup.compose.run_dedup` (``paragraph``,
+        source, config, output_dir, kwargs: as :func:`gpu_dedup.pipeline.compose.run_dedup` (``paragraph``,
             ``paragraph_order``, ``substring``, ``substring_order``, ``lexical`` and ``deduplicate``'s keywords).
 
     Returns:
@@ -94,7 +94,7 @@ def run_dedup(source, config=None, output_dir=None, **kwargs):
     Raises:
         ConfigError: stages that cannot run in the order asked for, or what ``deduplicate`` raises.
     """
-    from .compose import run_dedup as _run
+    from .pipeline.compose import run_dedup as _run
 
     return _run(source, config, output_dir, **kwargs)
 

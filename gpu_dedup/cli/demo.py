@@ -24,7 +24,7 @@ def add_command(sub) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from importlib import resources
 
-    from ..outputs import input_roots, own
+    from ..runtime.outputs import input_roots, own
     from ..lexical.dedup import deduplicate
 
     sample = resources.files("gpu_dedup") / "data" / "sample.jsonl.gz"

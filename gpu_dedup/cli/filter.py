@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..filters.config import FilterConfig, parse_classifier, split_threshold
-from ..run import seconds_line
+from ..runtime.run import seconds_line
 from . import fields
 
 EPILOG_FILTER = """examples:

@@ -11,13 +11,13 @@ import sys
 import textwrap
 from typing import Any, get_args
 
-from ..compose import ORDERS
 from ..config import PRESETS, RunConfig
 from ..errors import ConfigError, GpuDedupError, MissingFileError
 from ..paragraph.bloom import BloomConfig
 from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from ..paragraph.dedup import Action, ParagraphConfig, SplitMode
-from ..run import seconds_line
+from ..pipeline.compose import ORDERS
+from ..runtime.run import seconds_line
 from . import fields
 from . import substring as substring_cli
 from .args import TYPES, config_default, finite_float, positive_float, positive_int, size_arg
@@ -268,7 +268,7 @@ def _paragraph_config(args: argparse.Namespace) -> ParagraphConfig | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..compose import run_dedup
+    from ..pipeline.compose import run_dedup
 
     cfg = config_from_args(args)
     semantic = _semantic_config(args)

@@ -7,7 +7,7 @@ import os
 from typing import Any, get_args
 
 from ..config import RunConfig
-from ..screen import ScreenConfig, TextUnit
+from ..screen.screening import ScreenConfig, TextUnit
 from .args import DEVICES, config_default
 
 
@@ -44,7 +44,7 @@ def add_command(sub) -> None:
 
 
 def cmd_screen(args: argparse.Namespace) -> int:
-    from ..screen import load_phrases, screen
+    from ..screen.screening import load_phrases, screen
 
     kw: dict[str, Any] = {"ngram": args.ngram, "min_matches": args.min_matches, "min_ngram": args.min_ngram,
                           "text_unit": args.benchmark_text_unit, "id_field": args.id_field,

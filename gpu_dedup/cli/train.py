@@ -39,7 +39,7 @@ def add_command(sub) -> None:
 def run_train_lm(args: argparse.Namespace) -> int:
     from ..filters.kneser_ney import LMTrainConfig, train_lm
     from ..filters.lm import LMNormalization
-    from ..run import seconds_line
+    from ..runtime.run import seconds_line
 
     cfg = LMTrainConfig(order=args.order, normalization=LMNormalization.parse(args.normalization),
                         text_field=args.text_field, screen=tuple(args.screen), screen_drop=args.screen_drop)

@@ -87,7 +87,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     if index is not None:
         files = [index] + list(files)
     if save_index is not None:
-        from ..index import check_extends
+        from ..lexical.index import check_extends
 
         check_extends(save_index, cfg, index)
     lay = Layout(work)
@@ -241,7 +241,7 @@ def _raise_duplicate_ids(job, rows, index=None) -> None:
     io.check_unique_ids(ids, inputs, file_rows, **reader)
     if index is not None:  # the index's ids, read on this error path only
         from ..contract import contract
-        from ..index import load_index
+        from ..lexical.index import load_index
 
         load_index(index.path, contract(cfg)).check_new_ids(ids.combine_chunks(), inputs, file_rows, **reader)
     raise RunError("an exact task found a duplicated id that the check of all ids did not")  # pragma: no cover
@@ -250,7 +250,7 @@ def _raise_duplicate_ids(job, rows, index=None) -> None:
 def _write_index(lay: Layout, path: str, cfg, index, file_range) -> dict[str, Any]:
     """The new index: the parent's rows (--against), then every file's index_rows part, one at a time."""
     from ..contract import contract
-    from ..index import IndexWriter
+    from ..lexical.index import IndexWriter
 
     writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=index)
     try:

@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from ..config import RunConfig
 from ..decisions import keep_rank
-from ..device import set_threads
-from ..workdir import checkpoint
+from ..runtime.device import set_threads
+from ..runtime.workdir import checkpoint
 from .shuffle import Layout
 
 

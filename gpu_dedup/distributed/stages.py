@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 
 from .. import io
 from ..decisions import DECISIONS_SCHEMA, FILTERED, REASON_CODES, REASONS
-from ..device import array_module, to_device, to_host
+from ..runtime.device import array_module, to_device, to_host
 from ..errors import ConfigError
 from ..lexical.bandkeys import BandKeys
 from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
@@ -53,7 +53,7 @@ from ..lexical.exact import exact_groups
 from ..lexical.minhash import permutation_params
 from ..lexical.signatures import compute_file, piece_of, scope_salts
 from ..lexical.verify import ShingleSets, shingle_sets_pass
-from ..workdir import band_column
+from ..runtime.workdir import band_column
 from .options import IndexSource, index_piece, rep_positions
 from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, piece_keep_order, read_piece, run_once
 from .shuffle import file_of, key_partition, mix64
@@ -76,7 +76,7 @@ class DeviceWorker:
         if stage not in DEVICE_STAGES:
             raise ConfigError(f"stage {stage!r} does not run on a device worker ({', '.join(DEVICE_STAGES)} do)")
         self.tasks += 1
-        from ..device import array_backend
+        from ..runtime.device import array_backend
 
         return {**globals()[stage](job, key, *args), "worker_pid": os.getpid(), "worker_task": self.tasks,
                 "array_backend": array_backend(job.device)}
@@ -84,7 +84,7 @@ class DeviceWorker:
 
 def _same_input(job: Job, fi: int, result: dict) -> bool:
     """A stored sign result is reused only for the same input file (workdir's stamp rules)."""
-    from ..workdir import what_changed, file_identity
+    from ..runtime.workdir import what_changed, file_identity
 
     f = job.files[fi]
     if isinstance(f, IndexSource):
@@ -102,7 +102,7 @@ def _same_input(job: Job, fi: int, result: dict) -> bool:
 @run_once("sign", valid=_same_input)
 def sign(job: Job, fi: int) -> dict[str, Any]:
     """Pass 1 of file ``fi``: its piece and its exact rows by hash range (module doc)."""
-    from ..workdir import file_identity, input_stamp
+    from ..runtime.workdir import file_identity, input_stamp
 
     cfg, f = job.cfg, job.files[fi]
     pre: dict[str, Any] = {}
@@ -381,7 +381,7 @@ def members(job: Job, fi: int) -> dict[str, Any]:
     if cfg.cluster.verify and rows.shape[0]:
         src = job.files[fi]
         if isinstance(src, IndexSource):
-            from ..index import Index
+            from ..lexical.index import Index
 
             sets = Index(src.path, src.manifest, None, None, None, None).shingle_sets(local)
         else:

@@ -28,12 +28,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import device as dev
 from ..constants import LABEL_PREFIX
 from ..errors import ConfigError, UsageError
 from ..io.discover import file_sha256
 from ..kernels import fasttext as K
 from ..ops import fasttext as fasttext_ops
+from ..runtime import device as dev
 from .fasttext_format import KSUB, LOSS_NAMES, FastTextFormatError, Matrix, ModelFile, read_model
 
 __all__ = ["FastTextFormatError", "FastTextModel", "load_fasttext"]

@@ -47,8 +47,8 @@ import numpy as np
 import pyarrow as pa
 
 from .. import io
-from ..device import batch_bytes
 from ..io.text import arrow_text_buffers
+from ..runtime.device import batch_bytes
 from .config import FilterConfig
 
 logger = logging.getLogger(__name__)

@@ -22,10 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import device as dev
 from ..constants import LABEL_PREFIX
 from ..errors import ConfigError
 from ..io.text import arrow_text_buffers
+from ..runtime import device as dev
 from ..text.split import split_units
 from .config import ClassifierSpec, FilterConfig
 from .domain import domain_stats

@@ -28,7 +28,7 @@ filtered/ (the kept records, byte for byte, in the input's format and layout; wi
 their failing paragraphs cut, and paragraphs.parquet, removed_paragraphs.parquet: ``paragraphs.py``; with
 c4_remove_lines the lines C4's rules remove cut, logged in removed_lines.parquet), audit.parquet (random
 accepted and rejected documents with their text and scores), run.json (the shared run header, then models,
-order, retention per threshold) and report.html: written through the run skeleton (gpu_dedup/run.py).
+order, retention per threshold) and report.html: written through the run skeleton (gpu_dedup/runtime/run.py).
 """
 from __future__ import annotations
 
@@ -43,10 +43,10 @@ import pyarrow.compute as pc
 
 from .. import io
 from ..decisions import FILTER_KEPT, filter_reasons, reason_array, scores_schema, value_counts
-from ..device import batch_bytes, note_compiling, set_threads
-from ..engine import progress
+from ..runtime.device import batch_bytes, note_compiling, set_threads
+from ..runtime.passes import progress
 from ..errors import ConfigError, RunError
-from ..run import RunResult, Steps, finish, header, owned, resources, write_table
+from ..runtime.run import RunResult, Steps, finish, header, owned, resources, write_table
 from .ahead import compile_stages, filter_ahead
 from .config import FilterConfig
 from .dsir_step import DsirStep
@@ -80,7 +80,7 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
                   address: str | None = None) -> FilterResult:
     """Score and filter ``source``: the steps of the module docstring.
 
-    With ``output_dir`` the outputs are owned as ``deduplicate`` owns its (gpu_dedup/outputs.py): outside the
+    With ``output_dir`` the outputs are owned as ``deduplicate`` owns its (gpu_dedup/runtime/outputs.py): outside the
     inputs, locked for the run, an earlier run's files replaced only with ``overwrite``, this run's removed
     again if it fails.
 
@@ -108,7 +108,7 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
     ray_args = (workers, address) if engine == "ray" else None
     if output_dir is None:
         return _filter(source, cfg, None, ray_args)
-    from ..outputs import input_roots
+    from ..runtime.outputs import input_roots
 
     out = os.fspath(output_dir)
     roots = input_roots(source) + (input_roots(list(cfg.dsir_target)) if cfg.dsir_target else [])

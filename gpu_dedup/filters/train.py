@@ -84,11 +84,11 @@ import numpy as np
 from .._version import __version__
 from ..config import did_you_mean, is_int, is_real
 from ..errors import ConfigError, DataError, DependencyError, OutputExistsError, RunError, UsageError
-from ..outputs import check_outside_inputs, input_roots
+from ..runtime.outputs import check_outside_inputs, input_roots
 from ..io.discover import file_sha256
 from ..io.write import atomic_path
 from .cards import format_summary  # noqa: F401 (the train-classifier command imports it from here)
-from ..run import created, versions
+from ..runtime.run import created, versions
 from .labelled import (DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, bucket_from_data,
                        read_labelled)
 from .validation import (SIDES, TEST, TRAIN, VALIDATION, Direction, ThresholdRule, assign_sides,  # noqa: F401
@@ -356,7 +356,7 @@ def _screen(data: LabelledData, cfg: TrainClassifierConfig) -> dict[str, Any] | 
         return None
     import pyarrow as pa
 
-    from ..training_screen import TrainingScreen
+    from ..screen.training import TrainingScreen
 
     scr = TrainingScreen(cfg.screen, drop=cfg.screen_drop, option="screen")
     keep = scr.check(pa.array(data.texts, pa.large_string()), lambda i: data.where[i])

@@ -29,12 +29,12 @@ from .. import io
 from ..config import RunConfig, keep_column
 from ..contract import contract, contract_fingerprint
 from ..decisions import decisions_schema, scores_schema, summary_counts, value_counts
-from ..device import batch_bytes, cache_bytes, note_compiling
-from ..engine import TextCache, known_text_bytes
 from ..errors import ConfigError
-from ..outputs import input_roots
-from ..run import RunResult, finish, header, owned, resources, write_table
-from ..workdir import WorkDir, checkpoint
+from ..runtime.device import batch_bytes, cache_bytes, note_compiling
+from ..runtime.outputs import input_roots
+from ..runtime.passes import TextCache, known_text_bytes
+from ..runtime.run import RunResult, finish, header, owned, resources, write_table
+from ..runtime.workdir import WorkDir, checkpoint
 from .decide import Decided, decide
 from .signatures import Documents, read_signatures, reader_name
 
@@ -90,7 +90,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     detailed reason go to OUT/scores.parquet. One read of the input; no semantic; the local engine
     without a work dir, or the Ray engine (each sign task scores its file).
 
-    What the run owns (gpu_dedup/outputs.py): ``output_dir``, ``work_dir`` and ``save_index`` must lie outside
+    What the run owns (gpu_dedup/runtime/outputs.py): ``output_dir``, ``work_dir`` and ``save_index`` must lie outside
     the inputs; they are locked for the run (a concurrent run into one of them fails at once, naming this
     one). ``overwrite`` (default True): replace an earlier run in ``output_dir``, every file it wrote and
     nothing else (False: raise FileExistsError when it holds a finished run, like the CLI without
@@ -103,11 +103,11 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     index = None
     if against is not None and engine == "ray":  # its path and manifest only: the Ray tasks read its rows
         from ..distributed import IndexSource
-        from ..index import index_manifest
+        from .index import index_manifest
 
         index = IndexSource(os.fspath(against), index_manifest(os.fspath(against), contract(cfg)))
     elif against is not None:
-        from ..index import load_index
+        from .index import load_index
 
         index = load_index(os.fspath(against), contract(cfg))
     files = io.source_files(source)
@@ -144,7 +144,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     wd = _work_path(work_dir, out, resume)
     owned_wd = None if wd is not None and io.is_url(wd) else wd  # a URL is not locked: the Ray probe checks it
     if save_index is not None:
-        from ..index import check_index_target
+        from .index import check_index_target
 
         check_index_target(os.fspath(save_index), os.fspath(against) if against is not None else None)
     roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
@@ -187,7 +187,7 @@ def _precompile(device: str) -> float:
     run of the bundled sample (its log lines dropped), so that compilation is a run.json entry of its own
     (``timings_s.compile``) and stays out of the stage timings and docs/s. Returns the seconds spent (0.0 when
     everything was cached, on a GPU, or inside a warm-up run)."""
-    from ..compiling import COMMANDS, uncached, write_sample
+    from ..runtime.compiling import COMMANDS, uncached, write_sample
 
     if device != "cpu" or _precompiling or not uncached(COMMANDS["run"]):
         return 0.0
@@ -232,7 +232,7 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     if semantic is not None:
         decided = _add_semantic(decided, source, semantic, semantic_order, out, device, cfg, timings)
     if save_index is not None:
-        from ..index import write_index
+        from .index import write_index
 
         t = time.perf_counter()
         decided.stats["index"] = write_index(os.fspath(save_index), cfg, device, files, docs, decided.keep, index)

@@ -37,10 +37,10 @@ import numpy as np
 
 from ..config import is_int, is_real
 from ..constants import EXACT_SEED_HI, EXACT_SEED_LO
-from ..device import array_module, to_device
 from ..errors import ConfigError, RunError
 from ..io.text import arrow_text_buffers
 from ..ops import bloom as bloom_ops
+from ..runtime.device import array_module, to_device
 
 logger = logging.getLogger(__name__)
 

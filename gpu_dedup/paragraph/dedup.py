@@ -82,13 +82,13 @@ import pyarrow.parquet as pq
 
 from .. import io
 from ..config import InputConfig, NormalizeConfig, is_int, is_real
-from ..compiling import compile_clock
-from ..device import batch_bytes, note_compiling, simulator, to_device, to_host
-from ..engine import progress
+from ..runtime.compiling import compile_clock
+from ..runtime.device import batch_bytes, note_compiling, simulator, to_device, to_host
+from ..runtime.passes import progress
 from ..errors import ConfigError
 from ..io.text import arrow_text_buffers
 from ..ops import bloom as bloom_ops
-from ..run import Steps, finish, header, resources
+from ..runtime.run import Steps, finish, header, resources
 from ..text.normalize import device_tables
 from ..constants import SPAN_SENTENCES
 from ..text.split import Units, Windows, sentence_windows, split_units

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..config import NormalizeConfig
-from ..device import module_of, to_device, to_host
 from ..errors import DataError, DependencyError
+from ..runtime.device import module_of, to_device, to_host
 
 logger = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..device import array_module, repeat_index
+from ..runtime.device import array_module, repeat_index
 from ..errors import ConfigError
 from ..constants import SPLIT_LINE, SPLIT_PARAGRAPH, SPLIT_SENTENCE
 from ..ops import bloom as bloom_ops

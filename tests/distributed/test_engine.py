@@ -311,7 +311,7 @@ def test_ray_against_and_save_index_equal_local(cluster, tmp_path, overrides, mo
     gpu_dedup.deduplicate(str(old), cfg, work_dir=tmp_path / "w1", save_index=tmp_path / "i1r", **kw)
     assert _index_equal(tmp_path / "i1l", tmp_path / "i1r")["generation"] == 1
     local = gpu_dedup.deduplicate(str(new), cfg, against=tmp_path / "i1l", save_index=tmp_path / "i2l")
-    from gpu_dedup import index as index_module
+    from gpu_dedup.lexical import index as index_module
 
     with monkeypatch.context() as m:  # the driver reads the index's manifest only: its tasks read the rows
         m.setattr(index_module, "load_index", lambda *a: pytest.fail("the Ray driver loaded the index"))
@@ -335,7 +335,7 @@ def test_ray_device_workers_equal_cpu(cluster, tmp_path):
     """--device cuda on Ray: map and reduce tasks on one DeviceWorker actor (num_gpus=1, the test cluster's
     fake GPU) under the CUDA simulator and the strict backend, the reduces sorting on the device; decisions
     and deduplicated/ equal the local engine's on the CPU."""
-    from gpu_dedup.device import simulator, strict_device
+    from gpu_dedup.runtime.device import simulator, strict_device
 
     if not (simulator() and strict_device()):
         pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 GPU_DEDUP_STRICT_DEVICE=1 (conftest's default)")

@@ -347,7 +347,7 @@ def test_bytes_documents_and_invalid_utf8(trained):
 
 # ------------------------------------------------------------------------------------------------ GPU kernels
 def _gpu_ok():
-    from gpu_dedup.device import gpu_status, simulator
+    from gpu_dedup.runtime.device import gpu_status, simulator
 
     return simulator() or gpu_status()[0]
 
@@ -411,7 +411,7 @@ def test_cuda_hidden_equals_cpu_at_every_chunk_boundary(trained, name, monkeypat
     just before and after the literal </s>). Models: hs (word trigrams, subwords 3..5), softmax_q (pruned
     buckets and word n-grams, norms), lid.176 kept product-quantized (ft_row_value decodes per dimension)."""
     import gpu_dedup.filters.fasttext as F
-    from gpu_dedup import device as dev
+    from gpu_dedup.runtime import device as dev
     from gpu_dedup.filters.fasttext import texts_to_arrays
     from gpu_dedup.ops import fasttext as fasttext_ops
 

@@ -278,15 +278,15 @@ def test_domain_kernel_gpu_twin_under_simulator(tmp_path):
     assert r.stdout.startswith("same")
 
 
-@pytest.mark.skipif(not __import__("gpu_dedup.device").device.simulator()
-                    and not __import__("gpu_dedup.device").device.gpu_status()[0],
+@pytest.mark.skipif(not __import__("gpu_dedup.runtime.device", fromlist=["device"]).simulator()
+                    and not __import__("gpu_dedup.runtime.device", fromlist=["device"]).gpu_status()[0],
                     reason="needs the CUDA simulator or a GPU")
 @pytest.mark.parametrize("chunk", [1, 3, 7])
 def test_domain_gpu_pieces_bit_identical_at_every_cut(chunk):
     """The GPU cuts documents into line-aligned pieces of about ``chunk`` bytes (device.line_chunks):
     one long document (> 4 KB, many lines, a long line, math and code) among short ones gives the CPU's
     counts; the pieces tile every document exactly."""
-    from gpu_dedup.device import array_module, line_chunks, to_device, to_host
+    from gpu_dedup.runtime.device import array_module, line_chunks, to_device, to_host
     from gpu_dedup.filters.domain import domain_counts
     from gpu_dedup.io.text import arrow_text_buffers
 
@@ -710,7 +710,7 @@ def test_a_first_runs_compiling_is_its_own_entry_outside_the_score_step_and_docs
     the suite, so compiling is simulated: each batch's scoring takes 0.3 s, 0.25 s of it "compiling"."""
     import time
 
-    from gpu_dedup import run as R
+    from gpu_dedup.runtime import run as R
     from gpu_dedup.filters import scorers as S
     from gpu_dedup.filters.stage import filter_corpus
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_dedup import device as dev
+from gpu_dedup.runtime import device as dev
 from gpu_dedup.cli import main
 from gpu_dedup.errors import ConfigError
 from gpu_dedup.filters.config import FilterConfig

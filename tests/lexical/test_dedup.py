@@ -149,7 +149,7 @@ def test_cuda_without_gpu_is_an_error_not_a_fallback(tmp_path):
 
     (tmp_path / "a.jsonl").write_text('{"id": "a", "text": "x y z"}\n')
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    probe = subprocess.run([sys.executable, "-c", "from gpu_dedup.device import gpu_status; print(gpu_status()[0])"],
+    probe = subprocess.run([sys.executable, "-c", "from gpu_dedup.runtime.device import gpu_status; print(gpu_status()[0])"],
                            capture_output=True, text=True, env=env)
     if probe.stdout.strip() == "True":
         pytest.skip("a GPU is present")
@@ -412,7 +412,7 @@ def test_run_json_timings_account_for_the_run_and_compilation_is_its_own_entry(t
     the kernels are cached, so the compile step is the tiny warm-up run alone)."""
     import time
 
-    from gpu_dedup import compiling
+    from gpu_dedup.runtime import compiling
 
     rows = [{"id": f"d{i}", "text": f"document {i % 7} with some words in it " * (1 + i % 3)} for i in range(40)]
     src = tmp_path / "in.jsonl"

@@ -20,14 +20,14 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from .config import RunConfig
-from .errors import ConfigError
-from .outputs import check_outside_inputs, input_roots, own
-from .paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
-from .paragraph.dedup import ParagraphConfig
-from .lexical.dedup import DedupResult, deduplicate
-from .substring.config import SubstringConfig
-from .substring.dedup import OUTPUT_DIR as SUBSTRING_OUTPUT
+from ..config import RunConfig
+from ..errors import ConfigError
+from ..lexical.dedup import DedupResult, deduplicate
+from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
+from ..paragraph.dedup import ParagraphConfig
+from ..runtime.outputs import check_outside_inputs, input_roots, own
+from ..substring.config import SubstringConfig
+from ..substring.dedup import OUTPUT_DIR as SUBSTRING_OUTPUT
 
 StageOrder = Literal["after", "before", "beside"]
 ORDERS: tuple[str, ...] = get_args(StageOrder)
@@ -92,7 +92,7 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
               save_index: str | os.PathLike | None = None, work_dir: str | os.PathLike | None = None,
               resume: bool = False, overwrite: bool = True, engine: str = "local", **kwargs: Any) -> RunResult:
     """``deduplicate`` with paragraph and/or exact-substring dedup in the stated order (module docstring), all
-    writing into one ``output_dir`` that this call owns as the "run" command (gpu_dedup/outputs.py: outside the inputs, locked, an
+    writing into one ``output_dir`` that this call owns as the "run" command (gpu_dedup/runtime/outputs.py: outside the inputs, locked, an
     earlier run's files replaced only with ``overwrite``, this run's removed again if any stage fails).
 
     Args:
@@ -125,14 +125,14 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
                     engine=engine, overwrite=overwrite, **kwargs)
     if output_dir is None:  # in memory: no span stage (check_composition)
         return RunResult(deduplicate(source, cfg, None, **dedup_kw))
-    from .paragraph.dedup import paragraph_dedup
-    from .substring.dedup import substring_dedup
+    from ..paragraph.dedup import paragraph_dedup
+    from ..substring.dedup import substring_dedup
 
     out = os.fspath(output_dir)
     # OUT (with every stage's outputs), the work dir and the index are checked, locked and their earlier run
     # replaced before anything is written; deduplicate's own ownership joins this one
     if save_index is not None:
-        from .index import check_index_target
+        from ..lexical.index import check_index_target
 
         check_index_target(os.fspath(save_index), os.fspath(against) if against is not None else None)
     roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
@@ -168,9 +168,9 @@ def _record_fp_audit(out: str, paragraph_stats: dict[str, Any], source: Any) -> 
     again, so that its paragraph section shows it whatever the stage order."""
     import json
 
-    from . import io
-    from .report import write_report
-    from .run import write_report as run_report
+    from .. import io
+    from ..report import write_report
+    from ..runtime.run import write_report as run_report
 
     path = os.path.join(out, "run.json")
     with open(path, encoding="utf-8") as fh:

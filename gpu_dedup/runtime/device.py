@@ -11,7 +11,8 @@ import importlib
 import logging
 import os
 import threading
-from .errors import ConfigError, RunError
+
+from ..errors import ConfigError, RunError
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def kernels(device: str, family: str = "core"):
     ``kernels/<family>_cuda.py`` (``core`` = the dedup kernels). Imported on first use, so a CPU run never
     loads the CUDA kernels."""
     target = "cuda" if device == "cuda" else "cpu"
-    return importlib.import_module(f"{__package__}.kernels.{family or 'core'}_{target}")
+    return importlib.import_module(f"{__name__.partition('.')[0]}.kernels.{family or 'core'}_{target}")
 
 
 def run_kernel(device: str, k, items: int, *args) -> None:
@@ -144,7 +145,7 @@ def _family(k) -> str | None:
     """The kernel family of a CPU kernel (its module kernels/<family>_cpu.py)."""
     mod = getattr(k, "__module__", None) or ""
     name = mod.rsplit(".", 1)[-1]
-    if not mod.startswith(f"{__package__}.kernels.") or not name.endswith("_cpu"):
+    if not mod.startswith(f"{__name__.partition('.')[0]}.kernels.") or not name.endswith("_cpu"):
         return None
     return name[:-len("_cpu")]
 
@@ -166,7 +167,7 @@ def _note_compiling(k) -> None:
     index = getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_index_path", None)
     if index and not os.path.exists(index):
         _compile_seen.add("?")
-        from .constants import COMPILE_S_PER_KERNEL
+        from ..constants import COMPILE_S_PER_KERNEL
 
         _say_compiling(1, COMPILE_S_PER_KERNEL)
 
@@ -175,7 +176,7 @@ def _say_compiling(n: int, seconds: float, how: str = "") -> None:
     """The one line a first run prints before its bar: ``n`` kernels (compiled ``how``), about ``seconds`` to
     compile them (``compiling.compile_seconds``: measured on 2 idle cores), and where the machine code is
     cached."""
-    from .kernels import core
+    from ..kernels import core
 
     where = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(os.path.dirname(core.__file__), "__pycache__")
     logger.info("compiling %d kernel%s%s (first run only, ~%.0f s on an idle machine, longer on a busy one; "
@@ -193,7 +194,7 @@ def simulator() -> bool:
 
 def strict_device() -> bool:
     """True when the strict array backend is on: the CUDA simulator plus ``GPU_DEDUP_STRICT_DEVICE=1``."""
-    from .kernels._launch import strict_enabled
+    from ..kernels._launch import strict_enabled
 
     return simulator() and strict_enabled()
 
@@ -207,7 +208,7 @@ def array_module(device: str):
 
             return cupy
         if strict_device():
-            from .testing.strict import xp
+            from ..testing.strict import xp
 
             return xp
     import numpy
@@ -222,7 +223,7 @@ def module_of(a):
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(a, cupy.ndarray):
         return cupy
-    strict = sys.modules.get(__package__ + ".testing.strict")
+    strict = sys.modules.get(__name__.partition('.')[0] + ".testing.strict")
     if strict is not None and isinstance(a, strict.StrictArray):
         return strict.xp
     import numpy

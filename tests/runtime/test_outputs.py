@@ -1,4 +1,4 @@
-"""What the tool owns (gpu_dedup/outputs.py, issue #14): outputs never inside the inputs, --overwrite replaces
+"""What the tool owns (gpu_dedup/runtime/outputs.py, issue #14): outputs never inside the inputs, --overwrite replaces
 exactly the earlier run's files, locks, input fingerprints for --resume, impossible output paths, foreign
 manifests, and a demo that can run twice."""
 import json
@@ -15,9 +15,9 @@ import pytest
 
 import gpu_dedup
 from gpu_dedup import RunConfig, io
-from gpu_dedup import workdir as wdmod
+from gpu_dedup.runtime import workdir as wdmod
 from gpu_dedup.cli import main
-from gpu_dedup.outputs import (
+from gpu_dedup.runtime.outputs import (
     JOURNAL,
     LOCK,
     LOCK_INFO,
@@ -86,7 +86,7 @@ def test_outputs_inside_an_input_directory_are_refused(corpus, tmp_path, capsys,
 
 
 def _refuse_screen(corpus, inside):
-    from gpu_dedup.screen import screen
+    from gpu_dedup.screen.screening import screen
 
     screen(str(corpus), [str(corpus / "a.jsonl")], output_dir=inside)
 
@@ -230,7 +230,7 @@ def test_a_failed_run_removes_what_it_wrote(tmp_path, monkeypatch):
 
 # 3. locks ---------------------------------------------------------------------------------------------------
 
-HOLD = ("import sys, time\nfrom gpu_dedup.outputs import locked\ncm = locked(sys.argv[1], 'output directory')\n"
+HOLD = ("import sys, time\nfrom gpu_dedup.runtime.outputs import locked\ncm = locked(sys.argv[1], 'output directory')\n"
         "cm.__enter__()\nprint('held', flush=True)\ntime.sleep(120)\n")
 
 

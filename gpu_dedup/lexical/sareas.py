@@ -11,7 +11,8 @@ import functools
 import math
 
 import numpy as np
-from .errors import RunError
+
+from ..errors import RunError
 
 
 @functools.lru_cache(maxsize=64)

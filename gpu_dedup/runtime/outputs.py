@@ -41,9 +41,9 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import filelock
 
-from .errors import ConfigError, DataError, GpuDedupError, OutputExistsError, RunError
-from .io.remote import is_url
-from .io.write import WRITE_HOOKS, write_json_atomic
+from ..errors import ConfigError, DataError, GpuDedupError, OutputExistsError, RunError
+from ..io.remote import is_url
+from ..io.write import WRITE_HOOKS, write_json_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -69,7 +69,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 
 def cpu_kernels(family: str) -> list:
     """The cached CPU kernels (numba dispatchers with ``cache=True``) of ``kernels/<family>_cpu.py``."""
-    mod = importlib.import_module(f"{__package__}.kernels.{family}_cpu")
+    mod = importlib.import_module(f"{__name__.partition('.')[0]}.kernels.{family}_cpu")
     return [v for v in vars(mod).values() if getattr(v, "_cache", None) is not None and hasattr(v, "py_func")
             and getattr(v, "__module__", None) == mod.__name__]
 
@@ -102,7 +102,7 @@ def uncached(stages: tuple[str, ...]) -> int:
 def compile_seconds(kernels: list[str]) -> float:
     """The estimated compile time of ``kernels`` ("family.kernel"): ``COMPILE_S``' measured figures, and
     ``constants.COMPILE_S_PER_KERNEL`` for a kernel the table does not list."""
-    from .constants import COMPILE_S_PER_KERNEL
+    from ..constants import COMPILE_S_PER_KERNEL
 
     return sum(COMPILE_S.get(k, COMPILE_S_PER_KERNEL) for k in kernels)
 
@@ -239,7 +239,7 @@ SAMPLE_DOCS = 60  # documents of the bundled sample a warm-up (or precompile) ru
 
 def _sample_lines(n: int) -> list[bytes]:
     """The JSON lines of the bundled sample's first ``n`` documents."""
-    data = (resources.files(__package__) / "data" / "sample.jsonl.gz").read_bytes()
+    data = (resources.files(__name__.partition('.')[0]) / "data" / "sample.jsonl.gz").read_bytes()
     return gzip.decompress(data).splitlines()[:n]
 
 

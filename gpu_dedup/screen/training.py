@@ -10,8 +10,8 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .errors import ConfigError, DataError, MissingFileError
-from .screen import ScreenConfig, build_index, read_benchmarks, screen_batch
+from ..errors import ConfigError, DataError, MissingFileError
+from .screening import ScreenConfig, build_index, read_benchmarks, screen_batch
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Tests for gpu_dedup.params: goldens computed by hand, areas checked against scipy quad and a closed form."""
+"""Tests for gpu_dedup.lexical.params: goldens computed by hand, areas checked against scipy quad and a closed form."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from gpu_dedup import params as P
+from gpu_dedup.lexical import params as P
 from gpu_dedup.cli import params as params_cli
 
 integrate = pytest.importorskip("scipy.integrate")
@@ -371,8 +371,8 @@ def test_closed_form_areas_equal_the_gauss_legendre_quadrature():
     every (b, r) of K = 256 at several thresholds; tolerance 1e-12 absolute (both are ~1e-14 accurate here)."""
     import numpy as np
 
-    from gpu_dedup.params import _all_pairs
-    from gpu_dedup.sareas import areas, _areas_quadrature, nodes_for_degree
+    from gpu_dedup.lexical.params import _all_pairs
+    from gpu_dedup.lexical.sareas import areas, _areas_quadrature, nodes_for_degree
 
     b, r = _all_pairs(256)
     for theta in (0.3, 0.5, 0.8, 0.95, 0.99, 1.0):

@@ -32,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .constants import WORKDIR_FORMAT
-from .io import file_sha256, write_json_atomic, write_parquet_atomic
+from ..constants import WORKDIR_FORMAT
+from ..io import file_sha256, write_json_atomic, write_parquet_atomic
 from .outputs import ManifestError, read_manifest, require_keys
 
 logger = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def file_identity(f) -> dict[str, Any]:
     """Local: (dev, ino, size, mtime_ns, ctime_ns); remote (fsspec): size and the info() entries that change
     with every rewrite (ETag, generation, mtime, ...)."""
     if _remote(f):
-        from .io.remote import fs_path
+        from ..io.remote import fs_path
 
         info = f.fs.info(fs_path(f))
         return {"size": int(info.get("size") or 0),
@@ -101,7 +101,7 @@ def file_identity(f) -> dict[str, Any]:
 
 def _content(f) -> str:
     if _remote(f):
-        from .io.remote import fs_path
+        from ..io.remote import fs_path
 
         with f.fs.open(fs_path(f), "rb") as fh:
             return _stream_hash(fh)

@@ -1,4 +1,4 @@
-"""gpu_dedup/compose.py: the Python API composes the span stages with the document stages in the stated order
+"""gpu_dedup/pipeline/compose.py: the Python API composes the span stages with the document stages in the stated order
 (what ``gpu-dedup run --paragraph-dedup --paragraph-order ...`` does), over one owned OUT."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup import RunConfig
-from gpu_dedup.outputs import MANIFEST
-from gpu_dedup.compose import RunResult, check_composition, run_dedup
+from gpu_dedup.runtime.outputs import MANIFEST
+from gpu_dedup.pipeline.compose import RunResult, check_composition, run_dedup
 from gpu_dedup.paragraph.dedup import ParagraphConfig
 from gpu_dedup.substring.config import SubstringConfig
 
@@ -57,7 +57,7 @@ def test_stages_run_in_the_stated_order(corpus, tmp_path, porder, sorder, ran):
 
 
 def test_the_stages_read_as_the_run_reads():
-    from gpu_dedup.compose import stage_configs
+    from gpu_dedup.pipeline.compose import stage_configs
 
     cfg = CFG.replace(text_field="body", id_field="url", on_error="skip", cluster__keep="longest",
                       normalize__fold_digits=True)

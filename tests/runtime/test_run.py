@@ -1,4 +1,4 @@
-"""The run skeleton (gpu_dedup/run.py): every program's run statistics start with the same header keys (each
+"""The run skeleton (gpu_dedup/runtime/run.py): every program's run statistics start with the same header keys (each
 program run on a tiny input), the report can never fail a run, the per-document table is written atomically
 and only when it matches its declared schema, and the dedup and filter results share one surface."""
 import json
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_dedup import run as R
+from gpu_dedup.runtime import run as R
 from gpu_dedup.decisions import (DECISIONS_SCHEMA, FILTER_REASONS, decisions_schema, filter_reasons, reason_array,
                                  reason_counts, scores_schema, value_counts)
 
@@ -36,7 +36,7 @@ def program_stats(tmp_path_factory):
     from gpu_dedup.filters.config import FilterConfig
     from gpu_dedup.filters.stage import filter_corpus
     from gpu_dedup.paragraph.dedup import paragraph_dedup
-    from gpu_dedup.screen import ScreenConfig, screen
+    from gpu_dedup.screen.screening import ScreenConfig, screen
     from gpu_dedup.semantic import SemanticConfig, semantic_dedup
     from gpu_dedup.substring import SubstringConfig
 
@@ -86,7 +86,7 @@ def test_a_failing_report_never_fails_the_run(tmp_path, caplog):
     def broken():
         raise RuntimeError("matplotlib exploded")
 
-    with caplog.at_level(logging.WARNING, logger="gpu_dedup.run"):
+    with caplog.at_level(logging.WARNING, logger="gpu_dedup.runtime.run"):
         R.finish(str(tmp_path), stats, report=broken, what="filter")
     assert "filter report not written (matplotlib exploded)" in caplog.text
     assert f"gpu-dedup report {tmp_path}" in caplog.text
@@ -102,7 +102,7 @@ def test_a_failing_report_inside_a_real_run(tmp_path, monkeypatch, caplog):
         raise OSError("disk full while drawing")
 
     monkeypatch.setattr(report, "write_report", broken)
-    with caplog.at_level(logging.WARNING, logger="gpu_dedup.run"):
+    with caplog.at_level(logging.WARNING, logger="gpu_dedup.runtime.run"):
         res = gpu_dedup.deduplicate(_table(), output_dir=str(tmp_path / "out"), device="cpu")
     assert res.kept == 4 and (tmp_path / "out" / "decisions.parquet").exists()
     assert "disk full while drawing" in caplog.text and not (tmp_path / "out" / "report.html").exists()

@@ -34,9 +34,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .config import PRESETS, RunConfig, is_real
-from .constants import MAX_NUM_PERM
-from .errors import ConfigError, DependencyError
+from ..config import PRESETS, RunConfig, is_real
+from ..constants import MAX_NUM_PERM
+from ..errors import ConfigError, DependencyError
 from .sareas import areas, gauss_legendre, integrate_curve, nodes_for_degree  # noqa: F401 (tests use them)
 
 logger = logging.getLogger(__name__)

@@ -9,12 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup.config import NormalizeConfig
-from gpu_dedup.device import array_backend, simulator, to_device, to_host
+from gpu_dedup.runtime.device import array_backend, simulator, to_device, to_host
 from gpu_dedup.text.normalize import normalize_text
-from gpu_dedup.screen import (MATCHES_SCHEMA, ScreenConfig, load_phrases, ngram_hashes, read_benchmarks, screen,
+from gpu_dedup.screen.screening import (MATCHES_SCHEMA, ScreenConfig, load_phrases, ngram_hashes, read_benchmarks, screen,
                               word_spans)
 
-sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
+sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.runtime.device", fromlist=["device"]).gpu_status()[0],
                                 reason="needs the CUDA simulator or a GPU")
 
 

@@ -1,8 +1,9 @@
-"""gpu_dedup/compiling.py: the kernels a command's stages list are the ones its run compiles, so that a warm run
+"""gpu_dedup/runtime/compiling.py: the kernels a command's stages list are the ones its run compiles, so that a warm run
 announces no compilation."""
 import pytest
 
-from gpu_dedup import compiling, warmup
+from gpu_dedup.pipeline import warmup
+from gpu_dedup.runtime import compiling
 
 
 def test_a_warm_substring_run_has_no_kernel_left_to_compile():
@@ -45,7 +46,7 @@ def test_start_ahead_only_when_it_overlaps_and_a_launch_waits_for_it(monkeypatch
 
     import numpy as np
 
-    from gpu_dedup import device
+    from gpu_dedup.runtime import device
     from gpu_dedup.kernels import core_cpu
 
     todo = {"rules": ["features.rule_stats"], "fasttext": ["fasttext.ft_hidden"], "dsir": []}

@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from gpu_dedup.device import kernels, launch, simulator, to_host
+from gpu_dedup.runtime.device import kernels, launch, simulator, to_host
 from gpu_dedup.kernels import _launch
 
 
@@ -46,7 +46,7 @@ def test_launch_runs_the_same_kernel_on_both_targets():
     sig_bytes = sig.view(np.uint8).reshape(37, -1)
     cpu, gpu = np.empty((37, 4), np.uint64), np.empty((37, 4), np.uint64)
     launch("cpu", "band_keys", 37 * 4, sig_bytes, 4, 5 * 4, cpu)
-    from gpu_dedup.device import to_device, to_host
+    from gpu_dedup.runtime.device import to_device, to_host
 
     out = to_device(gpu, "cuda")
     launch("cuda", "band_keys", 37 * 4, to_device(sig_bytes, "cuda"), 4, 5 * 4, out)
@@ -56,7 +56,7 @@ def test_launch_runs_the_same_kernel_on_both_targets():
 def test_the_first_run_says_it_compiles_the_kernels(tmp_path, caplog, monkeypatch):
     from types import SimpleNamespace
 
-    from gpu_dedup import device
+    from gpu_dedup.runtime import device
 
     def fake(name, index):
         k = SimpleNamespace(__name__=name, _cache=SimpleNamespace(_cache_file=SimpleNamespace(_index_path=index)))
@@ -65,7 +65,7 @@ def test_the_first_run_says_it_compiles_the_kernels(tmp_path, caplog, monkeypatc
     monkeypatch.setattr(device, "_compile_seen", set())
     cached = tmp_path / "cpu.cached-1.py311.nbi"
     cached.write_bytes(b"")
-    with caplog.at_level("INFO", logger="gpu_dedup.device"):
+    with caplog.at_level("INFO", logger="gpu_dedup.runtime.device"):
         device._note_compiling(fake("cached", str(cached)))
         assert not caplog.records  # machine code cached: nothing to say
         device._note_compiling(fake("fresh", str(tmp_path / "cpu.fresh-2.py311.nbi")))
@@ -76,7 +76,7 @@ def test_the_first_run_says_it_compiles_the_kernels(tmp_path, caplog, monkeypatc
 
 @pytest.mark.parametrize("backend", ["numpy", "strict"])
 def test_lexsort_radix_gives_lexsorts_order(backend):
-    from gpu_dedup.device import lexsort_radix
+    from gpu_dedup.runtime.device import lexsort_radix
     from gpu_dedup.testing.strict import xp as strict_xp
 
     xp = np if backend == "numpy" else strict_xp
@@ -124,7 +124,7 @@ def test_a_stage_says_how_many_kernels_it_compiles_before_its_bar(monkeypatch, c
     """Issue 28 item 8: note_compiling counts the uncached CPU kernels of the stage's kernels once per stage
     and process, and says N and the sum of their measured compile times in one line; a cached stage says
     nothing."""
-    from gpu_dedup import compiling, device
+    from gpu_dedup.runtime import compiling, device
 
     monkeypatch.setattr(device, "_compile_seen", set())
     names = {"paragraph": ["bloom.span_norm_sizes", "bloom.split_count", "bloom.no_such_kernel"], "lm-score": []}
@@ -132,7 +132,7 @@ def test_a_stage_says_how_many_kernels_it_compiles_before_its_bar(monkeypatch, c
     monkeypatch.setitem(compiling.COMPILE_S, "bloom.span_norm_sizes", 5.2)
     monkeypatch.setitem(compiling.COMPILE_S, "bloom.split_count", 2.6)
     monkeypatch.setattr("gpu_dedup.constants.COMPILE_S_PER_KERNEL", 4.0)
-    with caplog.at_level("INFO", logger="gpu_dedup.device"):
+    with caplog.at_level("INFO", logger="gpu_dedup.runtime.device"):
         device.note_compiling("cpu", ("lm-score",))
         device.note_compiling("cpu", ("paragraph", "lm-score"))
         device.note_compiling("cpu", ("paragraph",))
@@ -146,14 +146,14 @@ def test_a_stage_says_how_many_kernels_it_compiles_before_its_bar(monkeypatch, c
 def test_the_compile_line_with_a_helper_says_the_longer_half(monkeypatch, caplog):
     """With stages compiled ahead by a second process (compiling.start_ahead), the estimate is the longer of the
     two halves, not their sum, and the line says two processes."""
-    from gpu_dedup import compiling, device
+    from gpu_dedup.runtime import compiling, device
 
     monkeypatch.setattr(device, "_compile_seen", set())
     names = {"fasttext": ["fasttext.ft_hidden", "fasttext.ft_predict"], "rules": ["features.rule_stats"]}
     monkeypatch.setattr(compiling, "uncached_kernels", lambda stages: [k for f in stages for k in names[f]])
     for k, v in (("fasttext.ft_hidden", 4.0), ("fasttext.ft_predict", 3.0), ("features.rule_stats", 8.5)):
         monkeypatch.setitem(compiling.COMPILE_S, k, v)
-    with caplog.at_level("INFO", logger="gpu_dedup.device"):
+    with caplog.at_level("INFO", logger="gpu_dedup.runtime.device"):
         device.note_compiling("cpu", ("fasttext", "rules"), ahead=("rules",))
     msgs = [r.getMessage() for r in caplog.records]
     assert len(msgs) == 1 and msgs[0].startswith("compiling 3 kernels in two processes (first run only, ~8 s"), msgs
@@ -162,7 +162,7 @@ def test_the_compile_line_with_a_helper_says_the_longer_half(monkeypatch, caplog
 def test_every_kernel_a_stage_compiles_has_a_measured_compile_time():
     """compiling.COMPILE_S (benchmarks/first_runs.py --table) lists exactly the kernels of KERNELS: a kernel
     added to a stage without a measurement, or a measurement of a kernel no stage compiles, fails here."""
-    from gpu_dedup import compiling
+    from gpu_dedup.runtime import compiling
 
     listed = {f"{fam}.{name}" for parts in compiling.KERNELS.values() for fam, names in parts for name in names}
     assert set(compiling.COMPILE_S) == listed
@@ -175,13 +175,13 @@ def test_warmup_lists_every_cpu_kernel_a_stage_launches():
     import glob
     import re
 
-    from gpu_dedup import warmup
+    from gpu_dedup.pipeline import warmup
     from gpu_dedup.testing import kernel_check
 
     listed = {(f, n) for parts in warmup.KERNELS.values() for f, names in parts for n in names}
     for f, n in listed:
         assert n in {k.__name__ for k in warmup.cpu_kernels(f)}, (f, n)
-    pkg = os.path.dirname(warmup.__file__)
+    pkg = os.path.dirname(os.path.dirname(warmup.__file__))  # the whole package
     found = 0
     for path in glob.glob(os.path.join(pkg, "**", "*.py"), recursive=True):
         src = open(path, encoding="utf-8").read()

@@ -9,7 +9,7 @@ Layout of an index directory (format "gpu_dedup-index", version ``INDEX_VERSION`
                      has_shingles, parent fingerprint and generation, created. Written last: an index
                      without a manifest is incomplete and refused; one that is not an index manifest
                      (invalid JSON, not an object, another format, keys missing) is an error naming it.
-  gpu-dedup.lock     held while a run writes the index (gpu_dedup/outputs.py): a second writer fails at once.
+  gpu-dedup.lock     held while a run writes the index (gpu_dedup/runtime/outputs.py): a second writer fails at once.
 ``check_index_target`` refuses to save an index into a directory holding anything but an index.
 Everything a new run compares against these arrays must match the contract, so ``load_index`` refuses
 an index made with another normalization, shingling, K, seed, hash or banding. ``write_index`` saves a run's
@@ -28,18 +28,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import io
-from .config import RunConfig
-from .constants import INDEX_FORMAT
-from .contract import check_contract, contract, contract_fingerprint
-from .device import repeat_index, to_device, to_host
-from .engine import prefetched
-from .errors import ConfigError, DataError, MissingFileError
-from .text.normalize import normalize_text
-from .lexical.signatures import Documents
-from .lexical.verify import ShingleSets, shingle_sets
-from .outputs import LOCK, LOCK_INFO, ManifestError, check_directory, read_manifest, require_keys
-from .run import created
+from .. import io
+from ..config import RunConfig
+from ..constants import INDEX_FORMAT
+from ..contract import check_contract, contract, contract_fingerprint
+from ..errors import ConfigError, DataError, MissingFileError
+from ..runtime.device import repeat_index, to_device, to_host
+from ..runtime.outputs import LOCK, LOCK_INFO, ManifestError, check_directory, read_manifest, require_keys
+from ..runtime.passes import prefetched
+from ..runtime.run import created
+from ..text.normalize import normalize_text
+from .signatures import Documents
+from .verify import ShingleSets, shingle_sets
 
 logger = logging.getLogger(__name__)
 

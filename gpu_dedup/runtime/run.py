@@ -27,11 +27,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import io
-from ._version import __version__
+from .. import io
+from .._version import __version__
+from ..errors import DataError, RunError, UsageError
 from .compiling import compile_clock
 from .device import array_backend, resolve_device, set_threads
-from .errors import DataError, RunError, UsageError
 from .outputs import check_outside_inputs, own
 
 logger = logging.getLogger(__name__)

@@ -42,16 +42,16 @@ from typing import Any, Literal, Sequence, get_args
 import numpy as np
 import pyarrow as pa
 
-from . import io
-from .config import InputConfig, NormalizeConfig, is_int
-from .constants import MAX_NGRAM
-from .device import array_module, batch_bytes, note_compiling, repeat_index, to_device, to_host
-from .errors import ConfigError, DataError, MissingFileError, RunError
-from .io.text import arrow_text_buffers
-from .ops import bloom as bloom_ops
-from .outputs import check_outside_inputs, input_roots
-from .run import Steps, finish, header, resources, write_table
-from .text.normalize import device_tables, normalize_arrays, normalize_text
+from .. import io
+from ..config import InputConfig, NormalizeConfig, is_int
+from ..constants import MAX_NGRAM
+from ..errors import ConfigError, DataError, MissingFileError, RunError
+from ..io.text import arrow_text_buffers
+from ..ops import bloom as bloom_ops
+from ..runtime.device import array_module, batch_bytes, note_compiling, repeat_index, to_device, to_host
+from ..runtime.outputs import check_outside_inputs, input_roots
+from ..runtime.run import Steps, finish, header, resources, write_table
+from ..text.normalize import device_tables, normalize_arrays, normalize_text
 
 logger = logging.getLogger(__name__)
 

@@ -19,33 +19,33 @@ import tempfile
 import time
 from typing import Callable
 
-from .compiling import COMMANDS, KERNELS, cpu_kernels, uncached, write_sample, SAMPLE_DOCS  # noqa: F401 (warmup's view)
-from .errors import ConfigError
+from ..errors import ConfigError
+from ..runtime.compiling import COMMANDS, KERNELS, SAMPLE_DOCS, cpu_kernels, uncached, write_sample  # noqa: F401 (warmup's view)
 
 logger = logging.getLogger(__name__)
 
 
 
 def _run(d: str, src: str, device: str) -> None:
-    from . import RunConfig, deduplicate
+    from .. import RunConfig, deduplicate
 
     deduplicate(src, RunConfig.preset("default", device=device), os.path.join(d, "run"))
 
 
 def _paragraph(d: str, src: str, device: str) -> None:
-    from .paragraph.dedup import ParagraphConfig, paragraph_dedup
+    from ..paragraph.dedup import ParagraphConfig, paragraph_dedup
 
     paragraph_dedup(src, ParagraphConfig(), os.path.join(d, "paragraph"), device=device)
 
 
 def _screen(d: str, src: str, device: str) -> None:
-    from .screen import ScreenConfig, screen
+    from ..screen.screening import ScreenConfig, screen
 
     screen(src, [src], ScreenConfig(fields=("text",)), os.path.join(d, "screen"), device=device)
 
 
 def _train_lm(d: str, src: str, device: str) -> str:
-    from .filters.kneser_ney import LMTrainConfig, train_lm
+    from ..filters.kneser_ney import LMTrainConfig, train_lm
 
     out = os.path.join(d, "warm.arpa")
     if not os.path.exists(out):
@@ -54,8 +54,8 @@ def _train_lm(d: str, src: str, device: str) -> str:
 
 
 def _filter(d: str, src: str, device: str) -> None:
-    from .filters.config import ClassifierSpec, DomainConfig, FilterConfig
-    from .filters.stage import filter_corpus
+    from ..filters.config import ClassifierSpec, DomainConfig, FilterConfig
+    from ..filters.stage import filter_corpus
 
     classifiers = ()
     try:  # the classifier kernels need a fastText model: made with the fasttext package when it is installed
@@ -79,7 +79,7 @@ def _filter(d: str, src: str, device: str) -> None:
 
 
 def _substring(d: str, src: str, device: str) -> None:
-    from .substring import SubstringConfig, substring_dedup
+    from ..substring import SubstringConfig, substring_dedup
 
     substring_dedup(src, SubstringConfig(min_tokens=8), os.path.join(d, "substring"), device=device)
 
@@ -95,7 +95,7 @@ def warmup(commands: tuple[str, ...] = tuple(COMMANDS), device: str = "cpu") -> 
     unknown = [c for c in commands if c not in STEPS]
     if unknown:
         raise ConfigError(f"warmup: unknown command {unknown[0]!r}; choose from {', '.join(STEPS)}")
-    from .lexical.dedup import no_precompile
+    from ..lexical.dedup import no_precompile
 
     out: dict[str, dict] = {}
     with no_precompile(), tempfile.TemporaryDirectory(prefix="gpu-dedup-warmup-") as d:  # the runs below compile

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable
 
-from .config import RunConfig
+from ..config import RunConfig
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def known_text_bytes(files, text_field: str) -> int:
     """A lower bound of the normalized text's size known before reading: the text column's bytes in in-memory
     tables and Parquet metadata (uncompressed), at 90% (normalization trims and collapses whitespace); JSON
     Lines count 0. Unreadable metadata counts 0 (the reader reports the file)."""
-    from .io import open_parquet
+    from ..io import open_parquet
 
     total = 0
     for f in files:

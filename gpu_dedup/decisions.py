@@ -150,8 +150,8 @@ def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, ma
             none); ignored where not removed.
         reason: the removed rows' reason: one, or one per row of the step's input.
         representative: int64 (m,): for a removed document, the position in ``rows`` of its kept representative
-            (kind "dedup"; None: the end of the chain of matches).
-        kind: "dedup" or "select".
+            (kind "dedup"; None: the end of the chain of matches; -1: none, as a select step's removal).
+        kind: "dedup" or "select" (every removal without a representative).
         values: more columns for the removed rows, name -> one value per row of the step's input (e.g. the
             ``jaccard`` a dedup step measured, the ``step`` that removed them); a column of that name must exist.
 
@@ -180,37 +180,37 @@ def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, ma
     step_reason = _per_row(reason, m)
     ids = decisions["id"].combine_chunks()
     old_rep = row_positions(decisions["representative_id"], ids)  # -1: none, or an index's document
-    forward = np.arange(n, dtype=np.int64)  # every row -> where its dependents go (itself if not removed now)
-    inherit = np.zeros(n, bool)  # select: removed for a document this step removed, sharing its verdict
-    verdict_of = np.arange(n, dtype=np.int64)  # the newly removed document whose verdict a row shares
+    # the step's representative of each of its rows (-1: a removal without one: a test's verdict)
+    root = np.arange(m, dtype=np.int64)
     if kind == "dedup":
-        root = np.where(removed, matched if representative is None else np.asarray(representative, np.int64),
-                        np.arange(m, dtype=np.int64))
-        if ((root < 0) | (root >= m)).any():
-            raise RunError("a removed document has no representative among the step's input")
-        for _ in range(64):  # pointer jumping: every chain halves each round
-            nxt = root[root]
+        given = matched if representative is None else np.asarray(representative, np.int64)
+        root = np.where(removed, given, root)
+        if (root >= m).any():
+            raise RunError("a removed document's representative is not among the step's input")
+        for _ in range(64):  # pointer jumping over chains of matches: every chain halves each round
+            nxt = np.where(root >= 0, root[np.maximum(root, 0)], -1)
             if np.array_equal(nxt, root):
                 break
             root = nxt
-        if removed[root].any():
+        if removed[root[root >= 0]].any():
             raise RunError("a representative is removed by the same step (a cycle among the step's removals)")
-        forward[rows] = rows[root]
-        rep = np.where(old_rep >= 0, forward[np.maximum(old_rep, 0)], -1)
-        rep[newly] = forward[newly]
     else:
-        keep_after = keep & ~newly
-        # a removed representative's group: a copy that stays takes it over (the first such row)
-        hit = (old_rep >= 0) & newly[np.maximum(old_rep, 0)] & (old_rep != np.arange(n))
-        survivor = np.full(n, -1, np.int64)
-        cand = np.flatnonzero(hit & keep_after)
-        for r in cand[::-1]:  # descending, so the smallest row wins
-            survivor[old_rep[r]] = r
-        forward[newly] = np.where(survivor[newly] >= 0, survivor[newly], -1)
-        rep = np.where(old_rep >= 0, forward[np.maximum(old_rep, 0)], -1)
-        inherit = hit & (rep < 0) & ~keep_after & ~newly  # a row the step removed itself keeps its own verdict
-        verdict_of[inherit] = old_rep[inherit]
-        rep[newly] = -1
+        root = np.where(removed, -1, root)
+    forward = np.arange(n, dtype=np.int64)  # every row -> where its dependents go (itself if not removed now)
+    forward[rows] = np.where(root >= 0, rows[np.maximum(root, 0)], -1)
+    keep_after = keep & ~newly
+    # a group whose representative the step removed without a representative of its own: a copy of the group
+    # that stays takes it over (the first such row), else the group shares the removed one's verdict
+    lost = newly & (forward < 0)
+    hit = (old_rep >= 0) & lost[np.maximum(old_rep, 0)] & (old_rep != np.arange(n))
+    survivor = np.full(n, -1, np.int64)
+    for r in np.flatnonzero(hit & keep_after)[::-1]:  # descending, so the smallest row wins
+        survivor[old_rep[r]] = r
+    forward[lost] = survivor[lost]
+    rep = np.where(old_rep >= 0, forward[np.maximum(old_rep, 0)], -1)
+    inherit = hit & (rep < 0) & ~keep_after & ~newly  # a row the step removed itself keeps its own verdict
+    verdict_of = np.where(inherit, old_rep, np.arange(n, dtype=np.int64))  # whose verdict a row shares
+    rep[newly] = np.where(lost[newly], -1, forward[newly])
     old_cluster = np.asarray(decisions["cluster_id"].to_numpy(zero_copy_only=False), np.int64)
     old_size = np.asarray(decisions["cluster_size"].to_numpy(zero_copy_only=False), np.int64)
     cluster = old_cluster.copy()

@@ -40,6 +40,7 @@ PARAGRAPH_FIELDS = ("min_paragraph_tokens", "short_paragraphs", "paragraph_actio
 URL_FIELDS = ("url_field", "url_blocklist", "c4_remove_lines")
 DSIR_FIELDS = ("dsir_target", "select", "dsir_buckets", "dsir_screen", "dsir_screen_drop")
 RUN_FIELDS = ("audit", "seed", "id_field", "text_field", "on_error", "batch_bytes", "device", "threads")
+STEP_RUN_FIELDS = ("audit", "seed", "write_filtered")  # a filter step's own (the others are the run's: cli/common.py)
 MODELS_GIVEN = ("lid", "lang", "classifiers", "perplexity", "perplexity_lang", "rules", "domain.script_prefilter")
 
 
@@ -135,6 +136,24 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     fields.add_flags(g, FilterConfig, "write_filtered", config_defaults=True)
     g.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
     g.add_argument("-q", "--quiet", action="store_true")
+    from .common import add_common
+
+    add_common(p)
+
+
+def add_step_arguments(p: argparse.ArgumentParser) -> None:
+    """A filter step's flags in a recipe: the scoring flags, the paragraph, URL and DSIR ones, and the step's own
+    run settings (audit, seed, --no-filtered); the run's reading, device and threads are the pipeline's."""
+    add_model_arguments(p)
+    for title, names in (("paragraphs", PARAGRAPH_FIELDS), ("rules", URL_FIELDS), ("DSIR", DSIR_FIELDS),
+                         ("run", STEP_RUN_FIELDS)):
+        fields.add_flags(p.add_argument_group(title), FilterConfig, *names, config_defaults=True)
+
+
+def step_config(args: argparse.Namespace) -> FilterConfig:
+    """The FilterConfig of a filter step's flags (``add_step_arguments``)."""
+    values = fields.flag_values(FilterConfig, args, PARAGRAPH_FIELDS + URL_FIELDS + DSIR_FIELDS + STEP_RUN_FIELDS)
+    return FilterConfig(**model_options(args), **fields.nest(values, FilterConfig))
 
 
 def filter_config(args: argparse.Namespace) -> FilterConfig:
@@ -145,13 +164,15 @@ def filter_config(args: argparse.Namespace) -> FilterConfig:
 
 
 def run_filter(args: argparse.Namespace) -> int:
-    from ..filters.stage import filter_corpus
+    from ..filters.program import Filter
+    from ..pipeline.engine import run_pipeline
+    from .common import env_from_args
 
     cfg = filter_config(args)
-    # filter_corpus owns OUT (outside the inputs, locked, an earlier run replaced only with --overwrite); its
-    # errors name output_dir / overwrite=True, which main writes as --output / --overwrite (api_names)
-    res = filter_corpus(args.inputs, cfg, args.output, overwrite=args.overwrite, engine=args.engine,
-                        workers=args.workers, address=args.address)
+    # a one-step pipeline: the engine owns OUT (outside the inputs, locked, an earlier run replaced only with
+    # --overwrite); errors name output_dir / overwrite=True, which main writes as --output / --overwrite
+    res = run_pipeline([Filter(cfg)], args.inputs, args.output, env=env_from_args(args), layout="flat",
+                       command="filter", resume=args.resume, overwrite=args.overwrite).steps[0].result
     c = res.stats["counts"]
     print(f"kept {c['kept']:,} of {c['input']:,} documents; removed by: "
           + (", ".join(f"{r} {k:,}" for r, k in sorted(c["by_reason"].items(), key=lambda x: -x[1])

@@ -10,8 +10,9 @@ reversible span stages (paragraph dedup, exact-substring dedup) in the order ask
 
 Orders (``paragraph_order`` / ``substring_order``): "after" (default): over the documents the document stages kept
 (OUT/deduplicated/; the substring stage after an "after" paragraph stage reads OUT/paragraph_deduplicated/, so
-both cuts are in one output); "before": the document stages read the stage's output; "beside": both read the
-input (separate results).
+both cuts are in one output); "before": the document stages read the stage's output (its cut text), and when they
+remove documents the stage runs again over the survivors' own records (``engine``: a cut never loses its kept
+copy), OUT/deduplicated/ holding those records; "beside": both read the input (separate results).
 """
 from __future__ import annotations
 
@@ -23,11 +24,9 @@ from typing import Any, Literal, get_args
 from ..config import RunConfig
 from ..errors import ConfigError
 from ..lexical.dedup import DedupResult, deduplicate
-from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from ..paragraph.dedup import ParagraphConfig
 from ..runtime.outputs import check_outside_inputs, input_roots, own
 from ..substring.config import SubstringConfig
-from ..substring.dedup import OUTPUT_DIR as SUBSTRING_OUTPUT
 
 StageOrder = Literal["after", "before", "beside"]
 ORDERS: tuple[str, ...] = get_args(StageOrder)
@@ -88,16 +87,21 @@ def stage_configs(cfg: RunConfig, paragraph: ParagraphConfig | None,
 def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os.PathLike | None = None, *,
               paragraph: ParagraphConfig | None = None, paragraph_order: StageOrder = "after",
               substring: SubstringConfig | None = None, substring_order: StageOrder = "after",
-              lexical: bool = True, semantic: Any = None, against: str | os.PathLike | None = None,
-              save_index: str | os.PathLike | None = None, work_dir: str | os.PathLike | None = None,
-              resume: bool = False, overwrite: bool = True, engine: str = "local", **kwargs: Any) -> RunResult:
-    """``deduplicate`` with paragraph and/or exact-substring dedup in the stated order (module docstring), all
-    writing into one ``output_dir`` that this call owns as the "run" command (gpu_dedup/runtime/outputs.py: outside the inputs, locked, an
-    earlier run's files replaced only with ``overwrite``, this run's removed again if any stage fails).
+              lexical: bool = True, semantic: Any = None, semantic_order: str = "after",
+              against: str | os.PathLike | None = None, save_index: str | os.PathLike | None = None,
+              work_dir: str | os.PathLike | None = None, resume: bool = False, overwrite: bool = True,
+              engine: str = "local", workers: int | None = None, address: str | None = None,
+              partitions: int | None = None, prefilter: Any = None) -> RunResult:
+    """``deduplicate`` with paragraph and/or exact-substring dedup in the stated order (module docstring), as one
+    flat pipeline (``engine.run_pipeline``, layout "flat": every step writes into ``output_dir``, which this call
+    owns as the "run" command: outside the inputs, locked, an earlier run's files replaced only with
+    ``overwrite``, this run's removed again if any step fails). A span step "before" the document stages cuts
+    the text they compare; when they remove documents it runs again over the survivors' own records, so that
+    every cut keeps a copy in a kept document, and OUT/deduplicated/ holds the survivors' own records.
 
     Args:
-        source, config, output_dir, against, save_index, work_dir, resume, overwrite, engine, semantic, kwargs:
-            as ``deduplicate`` (``kwargs``: its other keyword arguments, e.g. ``workers``, ``prefilter``).
+        source, config, output_dir, against, save_index, work_dir, resume, overwrite, engine, workers, address,
+            partitions, semantic, semantic_order, prefilter: as ``deduplicate``.
         paragraph: run paragraph dedup with these settings (its reading, normalization and progress settings
             are the run's: ``stage_configs``); None: not run.
         paragraph_order: "after" (default), "before" or "beside" the document stages.
@@ -121,16 +125,22 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
     if not lexical:
         cfg = cfg.replace(cluster__near=False)
     pcfg, scfg = stage_configs(cfg, paragraph, substring)
-    dedup_kw = dict(against=against, save_index=save_index, semantic=semantic, work_dir=work_dir, resume=resume,
-                    engine=engine, overwrite=overwrite, **kwargs)
+    ray = dict(workers=workers, address=address, partitions=partitions) if engine == "ray" else {}
     if output_dir is None:  # in memory: no span stage (check_composition)
-        return RunResult(deduplicate(source, cfg, None, **dedup_kw))
+        return RunResult(deduplicate(source, cfg, None, against=against, save_index=save_index, semantic=semantic,
+                                     semantic_order=semantic_order, work_dir=work_dir, resume=resume,
+                                     engine=engine, overwrite=overwrite, prefilter=prefilter, **ray))
+    from ..lexical.program import Dedup
     from ..paragraph.dedup import paragraph_dedup
+    from ..paragraph.program import Paragraph
+    from ..runtime.program import Env, Reading
     from ..substring.dedup import substring_dedup
+    from ..substring.program import Substring
+    from .engine import run_pipeline
 
     out = os.fspath(output_dir)
     # OUT (with every stage's outputs), the work dir and the index are checked, locked and their earlier run
-    # replaced before anything is written; deduplicate's own ownership joins this one
+    # replaced before anything is written; the pipeline's and deduplicate's own ownership join this one
     if save_index is not None:
         from ..lexical.index import check_index_target
 
@@ -138,29 +148,38 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
     roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
     check_outside_inputs({"output_dir": out, "work_dir": work_dir, "save_index": save_index}, roots)
     wd = work_dir if work_dir is not None else (os.path.join(out, "work") if resume else None)
+    dedup = Dedup(cfg, os.fspath(against) if against is not None else None,
+                  os.fspath(save_index) if save_index is not None else None, prefilter=prefilter, semantic=semantic,
+                  semantic_order=semantic_order, partitions=partitions)
+    steps: list[Any] = []
+    beside: list[tuple[str, Any]] = []
+    for name, stage_cfg, order in (("paragraph", pcfg, paragraph_order), ("substring", scfg, substring_order)):
+        if stage_cfg is not None and order == "before":
+            steps.append(Paragraph(stage_cfg) if name == "paragraph" else Substring(stage_cfg))
+        elif stage_cfg is not None and order == "beside":
+            beside.append((name, stage_cfg))
+    steps.append(dedup)
+    for name, stage_cfg, order in (("paragraph", pcfg, paragraph_order), ("substring", scfg, substring_order)):
+        if stage_cfg is not None and order == "after":
+            steps.append(Paragraph(stage_cfg) if name == "paragraph" else Substring(stage_cfg))
+    env = Env(device=cfg.device, threads=cfg.threads, progress=cfg.progress, reading=Reading.of(cfg),
+              overwrite=overwrite, engine=engine, workers=workers, address=address,
+              work_dir=os.fspath(wd) if wd is not None else None, resume=resume)
     results: dict[str, Any] = {}
     with own(out, work_dir=wd, index_dir=save_index, command="run", overwrite=overwrite, resume=resume,
              roots=roots, flag="overwrite=True"):
-        inputs = source
-        if pcfg is not None and paragraph_order != "after":
-            results["paragraph"] = paragraph_dedup(source, pcfg, out, device=cfg.device)
-            if paragraph_order == "before":
-                inputs = [os.path.join(out, PARAGRAPH_OUTPUT)]
-        if scfg is not None and substring_order != "after":
-            results["substring"] = substring_dedup(inputs if substring_order == "before" else source, scfg, out,
-                                                   device=cfg.device)
-            if substring_order == "before":
-                inputs = [os.path.join(out, SUBSTRING_OUTPUT)]
-        results["dedup"] = deduplicate(inputs, cfg, out, **dedup_kw)
-        if pcfg is not None and paragraph_order == "after":
-            results["paragraph"] = paragraph_dedup([os.path.join(out, DEDUPLICATED)], pcfg, out, device=cfg.device)
-        if scfg is not None and substring_order == "after":
-            after = PARAGRAPH_OUTPUT if pcfg is not None and paragraph_order == "after" else DEDUPLICATED
-            results["substring"] = substring_dedup([os.path.join(out, after)], scfg, out, device=cfg.device)
+        for name, stage_cfg in beside:  # both read the input: separate results, outside the composition
+            results[name] = (paragraph_dedup(source, stage_cfg, out, device=cfg.device) if name == "paragraph"
+                             else substring_dedup(source, stage_cfg, out, device=cfg.device))
+        run = run_pipeline(steps, source, out, env=env, layout="flat", command="run", resume=resume,
+                           overwrite=overwrite)
+        last: dict[str, int] = {name: -1 for name, _ in beside}
+        for k, rec in enumerate(run.steps):  # a step's last run (over the survivors when it ran twice) is its result
+            results[rec.name], last[rec.name] = rec.result, k
         if pcfg is not None and pcfg.fp_sample > 0:
             _record_fp_audit(out, results["paragraph"].stats, source)
-    return RunResult(results["dedup"], results.get("paragraph"), results.get("substring"), tuple(results))
-
+    order = tuple(sorted(last, key=last.get))
+    return RunResult(results["dedup"], results.get("paragraph"), results.get("substring"), order)
 
 def _record_fp_audit(out: str, paragraph_stats: dict[str, Any], source: Any) -> None:
     """With a measured Bloom false-positive rate (``ParagraphConfig.fp_sample``): run.json's

@@ -119,12 +119,13 @@ class ScreenConfig(InputConfig):
 @dataclass
 class ScreenResult:
     """matches: MATCHES_SCHEMA, one row per flagged (document, item) pair; counts: per benchmark;
-    stats: what screen.json holds."""
+    stats: what screen.json holds; ids: every document's id, in input order."""
 
     matches: pa.Table
     counts: dict[str, Any]
     stats: dict[str, Any]
     output_dir: str | None = None
+    ids: pa.Array | None = None  # every document's id, in input order (a pipeline's verdicts name them)
 
     @property
     def flagged_ids(self) -> set[str]:
@@ -494,11 +495,13 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
     bb = batch_bytes(cfg.batch_bytes, device)
     rows: dict[str, list] = {name: [] for name in MATCHES_SCHEMA.names}
     docs_scanned = bytes_scanned = 0
+    all_ids: list[pa.Array] = []
     with steps("scan"):  # a first run's kernel compiling goes to timings["compile"]
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
                                      on_error=cfg.on_error, report=report):
             found = screen_batch(batch.text, index, cfg, device)
             docs_scanned += len(batch.text)
+            all_ids.append(batch.ids)
             source = files[batch.file_index].relpath
             for m in found:
                 rows["id"].append(batch.ids[m["doc"]].as_py())
@@ -538,7 +541,8 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
         io.write_json_atomic(counts, os.path.join(out, "counts.json"))
         finish(out, stats, name="screen.json")
     logger.info("screen: %d of %d documents flagged", stats["totals"]["documents_flagged"], docs_scanned)
-    return ScreenResult(matches, counts, stats, out)
+    ids = pa.chunked_array(all_ids, pa.string()).combine_chunks() if all_ids else pa.array([], pa.string())
+    return ScreenResult(matches, counts, stats, out, ids)
 
 
 __all__ = ["ScreenConfig", "ScreenResult", "screen", "load_phrases", "read_benchmarks", "build_index",

@@ -22,7 +22,8 @@ from typing import Any, Literal, get_args
 
 from ..config import RunConfig
 from ..errors import ConfigError
-from ..lexical.dedup import DedupResult, deduplicate
+from ..io import is_url
+from ..lexical.dedup import DedupResult, check_work_dir, deduplicate
 from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from ..paragraph.dedup import ParagraphConfig
 from ..runtime.outputs import check_outside_inputs, input_roots, own
@@ -136,8 +137,10 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
 
         check_index_target(os.fspath(save_index), os.fspath(against) if against is not None else None)
     roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
+    check_work_dir(work_dir, engine, out)  # before own(): a URL is no directory to make here
     check_outside_inputs({"output_dir": out, "work_dir": work_dir, "save_index": save_index}, roots)
     wd = work_dir if work_dir is not None else (os.path.join(out, "work") if resume else None)
+    wd = None if wd is not None and is_url(os.fspath(wd)) else wd  # not locked: the Ray probe checks it
     results: dict[str, Any] = {}
     with own(out, work_dir=wd, index_dir=save_index, command="run", overwrite=overwrite, resume=resume,
              roots=roots, flag="overwrite=True"):

@@ -41,8 +41,8 @@ each reduce sees all rows of its keys and runs the local engine's own stage func
 """
 from __future__ import annotations
 
-from .driver import PLAN, Stage, check_partitions, run, unsupported, write_decisions, write_scores
+from .driver import PLAN, Stage, check_engine_args, run, unsupported, write_decisions, write_scores
 from .options import IndexSource
 
-__all__ = ["PLAN", "IndexSource", "Stage", "check_partitions", "run", "unsupported", "write_decisions",
+__all__ = ["PLAN", "IndexSource", "Stage", "check_engine_args", "run", "unsupported", "write_decisions",
            "write_scores"]

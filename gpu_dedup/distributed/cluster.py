@@ -46,6 +46,12 @@ def _quiet_ray() -> dict:
     return {"logging_level": logging.INFO if verbose else logging.WARNING, "include_dashboard": False}
 
 
+def check_cluster_args(workers: int | None, address: str | None) -> None:
+    if address is not None and workers is not None:
+        raise ConfigError(f"--workers {workers} starts a local Ray cluster and --address {address} joins a "
+                          "running one: pass one of them")
+
+
 @contextlib.contextmanager
 def ray_cluster(workers: int | None, address: str | None):
     """Yields the ray module, connected: to ``address`` (auto | HOST:PORT) or to a local cluster of
@@ -58,9 +64,7 @@ def ray_cluster(workers: int | None, address: str | None):
     log lines at WARNING and above (an input that changed, a giant bucket) reach this terminal, prefixed by
     Ray with the worker's process id; their progress bars are off (the driver's Job)."""
     ray = import_ray()
-    if address is not None and workers is not None:
-        raise ConfigError(f"--workers {workers} starts a local Ray cluster and --address {address} joins a "
-                          "running one: pass one of them")
+    check_cluster_args(workers, address)
     if address is not None and address != "auto":
         _reachable(address)
     if ray.is_initialized():

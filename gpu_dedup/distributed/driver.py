@@ -12,7 +12,7 @@ and the tasks' small results.
     key_ranges the key ranges of the shuffle: --partitions, or the cluster's CPUs (at most 64); capped by
                the input's size (a key range per PARTITION_BYTES of input, at least DEFAULT_PARTITIONS)
     write_decisions, write_scores   OUT's tables streamed from the per-file parts in the local engine's
-               row groups (run.write_tables): the same bytes
+               row groups (runtime/run.write_tables): the same bytes
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
 from . import options, stages
-from .cluster import probe, ray_cluster, ray_get
+from .cluster import check_cluster_args, probe, ray_cluster, ray_get
 from .shuffle import Layout, run_key
 
 logger = logging.getLogger(__name__)
@@ -207,8 +207,11 @@ def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None,
         check_in_pass1(prefilter)
 
 
-def check_partitions(partitions: Any) -> None:
-    """``partitions`` is None or a whole number >= 1 (the API's check; the CLI's type says the same)."""
+def check_engine_args(workers: int | None, address: str | None, partitions: Any) -> None:
+    """The API's checks of the engine's arguments, before anything is written: a local cluster (``workers``)
+    or a running one (``address``), not both; ``partitions`` None or a whole number >= 1 (the CLI's types say
+    the same)."""
+    check_cluster_args(workers, address)
     if partitions is not None and (isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1):
         raise ConfigError(f"partitions={partitions!r} is no number of key ranges: pass a whole number >= 1 (CLI "
                           f"--partitions), or leave it out for the cluster's CPUs (at most {DEFAULT_PARTITIONS})")
@@ -218,7 +221,7 @@ def key_ranges(requested: int | None, cpus: int, files) -> int:
     """The shuffle's key ranges: ``requested``, or the cluster's CPUs (at most DEFAULT_PARTITIONS); more than
     the input's size can fill (one per PARTITION_BYTES of input as stored, at least DEFAULT_PARTITIONS) are
     cut to that, with a warning."""
-    check_partitions(requested)
+    check_engine_args(None, None, requested)
     if requested is None:
         return max(1, min(DEFAULT_PARTITIONS, cpus))
     size = sum(_stored_bytes(f) for f in files)
@@ -259,7 +262,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     score and decide; OUT/scores.parquet from their parts)."""
     inputs = files
     first = 1 if index is not None else 0
-    check_partitions(partitions)
+    check_engine_args(workers, address, partitions)
     if index is not None and cfg.cluster.exact_verify:
         from ..lexical.decide import EXACT_VERIFY_AGAINST
 
@@ -403,20 +406,14 @@ def _raise_duplicate_ids(job, rows, index=None) -> None:
 
 def _write_index(lay: Layout, path: str, cfg, index, file_range) -> dict[str, Any]:
     """The new index: the parent's rows (--against), then every file's index_rows part, one at a time."""
-    from ..contract import contract
-    from ..lexical.index import IndexWriter
+    from ..lexical.index import save_index
 
-    writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=index)
-    try:
+    def fill(writer) -> None:
         writer.copy_parent()
         for fi in file_range:
             writer.write_table(lay.read_one("index_rows", f"f{fi:06d}"))
-    except BaseException:
-        writer.abort()
-        raise
-    manifest = writer.close()
-    logger.info("saved index %s: %d documents (generation %d)", path, manifest["documents"], manifest["generation"])
-    return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}
+
+    return save_index(path, cfg, index, fill)
 
 
 def _prefilter_stats(prefilter, signed: list[dict]) -> dict[str, Any]:

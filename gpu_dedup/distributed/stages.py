@@ -130,7 +130,7 @@ _STEPS: dict[tuple, Any] = {}
 
 
 def _score_steps(cfg, device: str, prefilter=None) -> tuple:
-    """The sign task's pass-1 score steps, as the local engine's (pipeline._score_steps): the prefilter's
+    """The sign task's pass-1 score steps, as the local engine's (lexical/dedup._score_steps): the prefilter's
     (``job.prefilter``: a fresh step per task, since it keeps its file's scores; its models loaded once per
     worker process) and ``--score``'s (ScoreStep.for_scores: stateless, built once per worker process)."""
     from ..config import keep_column, score_columns

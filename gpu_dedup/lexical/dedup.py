@@ -127,10 +127,10 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     if semantic_order not in ("after", "beside"):
         raise ConfigError(f"semantic_order must be 'after' or 'beside', got {semantic_order!r}")
     if engine == "ray":
-        from ..distributed import check_partitions, unsupported
+        from ..distributed import check_engine_args, unsupported
 
         unsupported(cfg, device, index=index, save_index=save_index, semantic=semantic, prefilter=prefilter)
-        check_partitions(partitions)
+        check_engine_args(workers, address, partitions)
         if work_dir is None and out is None:
             raise ConfigError("engine='ray' needs a shared work directory: pass work_dir or output_dir")
         work_dir = work_dir if work_dir is not None else os.path.join(out, "work")

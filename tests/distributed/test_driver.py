@@ -63,6 +63,14 @@ def test_partitions_must_be_a_whole_number(bad, tmp_path):
     assert not (tmp_path / "w").exists()
 
 
+def test_workers_and_address_exclude_each_other(tmp_path):
+    t = pa.table({"id": ["a"], "text": ["x y z"]})
+    with pytest.raises(ValueError, match="--workers 2 starts a local Ray cluster and --address auto joins a running "
+                                         "one: pass one of them"):
+        gpu_dedup.deduplicate(t, RunConfig(progress=False), tmp_path / "o", engine="ray", workers=2, address="auto")
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("bad", ["0", "-3"])
 def test_cli_partitions_must_be_a_whole_number(bad, tmp_path, capsys):
     from gpu_dedup.cli import main

@@ -2,6 +2,7 @@
 wrapper that makes it idempotent, the keep order of a table of rows, a file's piece, the assignment schema."""
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -62,15 +63,18 @@ class Job:
 
 def run_once(stage: str, valid=None):
     """Run the task unless its done marker holds a result for this run key (then return that result);
-    ``valid(job, key, result)``: a further check of a stored result (the sign stage's input stamp)."""
+    ``valid(job, key, result, *args)``: a further check of a stored result (the sign stage's input stamp,
+    the write stage's output directory). The task keeps the function's name (Ray's task name; pickled by
+    reference) and carries ``stage``, the name of its markers and work-dir files (driver.Stage.name)."""
     def wrap(fn):
+        @functools.wraps(fn)
         def task(job: Job, key: int, *args):
             set_threads(job.cfg.threads or 1)
             lay = job.layout
             # a component step's marker names its step too
             name = f"{key}-s{args[0]}" if args and type(args[0]) is int else str(key)
             found = lay.done(stage, name, job.run_key)
-            if found is not None and (valid is None or valid(job, key, found)):
+            if found is not None and (valid is None or valid(job, key, found, *args)):
                 return {**found, "reused": True}
             t = time.perf_counter()
             result = fn(job, key, *args)
@@ -78,7 +82,7 @@ def run_once(stage: str, valid=None):
             result["seconds"] = time.perf_counter() - t
             result["peak_rss_bytes"] = _peak_rss()
             return lay.finish(stage, name, job.run_key, result)
-        task.__name__ = f"{stage}_task"
+        task.stage = stage
         return task
     return wrap
 

@@ -266,7 +266,7 @@ def _score_file(f, cfg: FilterConfig, device: str, with_dsir: bool) -> dict[str,
 def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers: int | None,
                     address: str | None) -> tuple[dict, list[int]]:
     """_score_pass as one Ray task per file (_score_file); the columns are put together in file order."""
-    from ..distributed.cluster import ray_cluster
+    from ..distributed.cluster import ray_cluster, ray_get
 
     if device == "cuda":
         raise ConfigError("filter --engine ray scores on CPU workers only yet: run it with --device cpu, or "
@@ -276,7 +276,7 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
         refs = [task.remote(f, cfg, device, dsir is not None) for f in files]
         parts, file_rows, row0, paras = [], [], 0, []
         for ref in refs:
-            got = ray.get(ref)
+            got = ray_get(ray, [ref])[0]  # a task's own error as the local engine raises it
             report.merge(got["report"])
             if got["dsir_counts"] is not None:
                 dsir.raw_counts += got["dsir_counts"]

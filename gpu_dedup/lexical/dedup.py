@@ -33,7 +33,7 @@ from ..errors import ConfigError
 from ..runtime.device import batch_bytes, cache_bytes, note_compiling
 from ..runtime.outputs import input_roots
 from ..runtime.passes import TextCache, known_text_bytes
-from ..runtime.run import RunResult, finish, header, owned, resources, write_table
+from ..runtime.run import RunResult, finish, header, owned, resources, write_tables
 from ..runtime.workdir import WorkDir, checkpoint
 from .decide import Decided, decide
 from .signatures import Documents, read_signatures, reader_name
@@ -127,20 +127,16 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     if semantic_order not in ("after", "beside"):
         raise ConfigError(f"semantic_order must be 'after' or 'beside', got {semantic_order!r}")
     if engine == "ray":
-        from ..distributed import unsupported
+        from ..distributed import check_engine_args, unsupported
 
         unsupported(cfg, device, index=index, save_index=save_index, semantic=semantic, prefilter=prefilter)
+        check_engine_args(workers, address, partitions)
         if work_dir is None and out is None:
             raise ConfigError("engine='ray' needs a shared work directory: pass work_dir or output_dir")
         work_dir = work_dir if work_dir is not None else os.path.join(out, "work")
-        if io.is_url(os.fspath(work_dir)) and out is None:
-            raise ConfigError(f"work_dir {os.fspath(work_dir)!r} is a URL: pass output_dir (-o) too, a local "
-                              "directory for decisions.parquet and run.json")
     elif workers is not None or address is not None or partitions is not None:
         raise ConfigError("workers / address / partitions need engine='ray'")
-    elif work_dir is not None and io.is_url(os.fspath(work_dir)):
-        raise ConfigError(f"work_dir {os.fspath(work_dir)!r} is a URL: the local engine keeps its work dir on a "
-                          "local path; a URL (s3://..., file://...) needs engine='ray' (--engine ray)")
+    check_work_dir(work_dir, engine, out)
     wd = _work_path(work_dir, out, resume)
     owned_wd = None if wd is not None and io.is_url(wd) else wd  # a URL is not locked: the Ray probe checks it
     if save_index is not None:
@@ -246,7 +242,7 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
         stats["prefilter"] = {**pre.describe(), "config": dataclasses.asdict(prefilter),
                               "by_reason": dict(sorted(value_counts(scores["reason"]).items()))}
         if out is not None:
-            write_table(scores, scores_schema(scores.column_names), os.path.join(out, "scores.parquet"))
+            write_tables([scores], scores_schema(scores.column_names), os.path.join(out, "scores.parquet"))
     if work is not None:
         stats["work_dir"] = {"path": work.path, "pieces_reused": work.reused, "pieces_computed": work.recomputed}
     if out is not None:
@@ -336,6 +332,27 @@ def _score_steps(cfg: RunConfig, device: str, prefilter: Any, semantic: Any) -> 
     return tuple(steps)
 
 
+def check_work_dir(work_dir, engine: str, output_dir) -> None:
+    """A URL work dir only on the Ray engine, with a local ``output_dir``, and of a file system fsspec can
+    open here (checked before any directory is made: a URL is never a local path)."""
+    if work_dir is None or not io.is_url(os.fspath(work_dir)):
+        return
+    url = os.fspath(work_dir)
+    if engine != "ray":
+        raise ConfigError(f"work_dir {url!r} is a URL: the local engine keeps its work dir on a local path; pass "
+                          "one, or run on the Ray engine (--engine ray), whose workers reach a URL work dir")
+    if output_dir is None:
+        raise ConfigError(f"work_dir {url!r} is a URL: pass output_dir (-o) too, a local directory for "
+                          "decisions.parquet and run.json")
+    from ..errors import GpuDedupError
+    from ..io.remote import url_filesystem
+
+    try:
+        url_filesystem(url)
+    except GpuDedupError as exc:
+        raise type(exc)(f"work_dir {url!r}: {exc}") from None
+
+
 def _work_path(work_dir, output_dir: str | None, resume: bool) -> str | None:
     """The work directory of pass 1's pieces: ``work_dir``, else OUT/work with ``resume``, else none."""
     if work_dir is None and not resume:
@@ -420,7 +437,7 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
     checkpoint("decisions")
     t = time.perf_counter()
     schema = decisions_schema(semantic="cosine" in decided.decisions.column_names)
-    write_table(decided.decisions, schema, os.path.join(out, "decisions.parquet"))
+    write_tables([decided.decisions], schema, os.path.join(out, "decisions.parquet"))  # the Ray engine's bytes
     timings["write_decisions"] = time.perf_counter() - t
 
 

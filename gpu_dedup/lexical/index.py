@@ -22,7 +22,7 @@ import os
 import re
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -270,9 +270,15 @@ def write_index(path: str, cfg: RunConfig, device: str, files, docs: Documents, 
     """Save the kept documents (after the ``against`` index's, when given) as a new index. With
     verification the kept documents' shingle sets are hashed again in one streaming pass."""
     check_extends(path, cfg, index)
-    writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=index)
+    return save_index(path, cfg, index, lambda writer: _write_rows(writer, cfg, device, files, docs, keep_mask))
+
+
+def save_index(path: str, cfg: RunConfig, parent: Any, fill: Callable[[IndexWriter], None]) -> dict[str, Any]:
+    """A new index at ``path`` (after ``parent``'s rows, when given) of the rows ``fill(writer)`` writes:
+    aborted on any error, else closed and logged; run.json's ``stages.index`` (both engines)."""
+    writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=parent)
     try:
-        _write_rows(writer, cfg, device, files, docs, keep_mask)
+        fill(writer)
     except BaseException:
         writer.abort()
         raise

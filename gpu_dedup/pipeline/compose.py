@@ -23,7 +23,8 @@ from typing import Any, Literal, get_args
 
 from ..config import RunConfig
 from ..errors import ConfigError
-from ..lexical.dedup import DedupResult, deduplicate
+from ..io import is_url
+from ..lexical.dedup import DedupResult, check_work_dir, deduplicate
 from ..paragraph.dedup import ParagraphConfig
 from ..runtime.outputs import check_outside_inputs, input_roots, own
 from ..substring.config import SubstringConfig
@@ -146,6 +147,7 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
 
         check_index_target(os.fspath(save_index), os.fspath(against) if against is not None else None)
     roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
+    check_work_dir(work_dir, engine, out)  # before own(): a URL is no directory to make here
     check_outside_inputs({"output_dir": out, "work_dir": work_dir, "save_index": save_index}, roots)
     wd = work_dir if work_dir is not None else (os.path.join(out, "work") if resume else None)
     dedup = Dedup(cfg, os.fspath(against) if against is not None else None,
@@ -165,8 +167,9 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
     env = Env(device=cfg.device, threads=cfg.threads, progress=cfg.progress, reading=Reading.of(cfg),
               overwrite=overwrite, engine=engine, workers=workers, address=address,
               work_dir=os.fspath(wd) if wd is not None else None, resume=resume)
+    locked_wd = None if wd is not None and is_url(os.fspath(wd)) else wd  # not locked: the Ray probe checks it
     results: dict[str, Any] = {}
-    with own(out, work_dir=wd, index_dir=save_index, command="run", overwrite=overwrite, resume=resume,
+    with own(out, work_dir=locked_wd, index_dir=save_index, command="run", overwrite=overwrite, resume=resume,
              roots=roots, flag="overwrite=True"):
         for name, stage_cfg in beside:  # both read the input: separate results, outside the composition
             results[name] = (paragraph_dedup(source, stage_cfg, out, device=cfg.device) if name == "paragraph"

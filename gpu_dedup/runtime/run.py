@@ -9,6 +9,7 @@ index writer, classifier training), in one place. Each program supplies only its
     header     ``header``: the keys every program's run.json starts with (``HEADER_KEYS``), built here only;
                ``created`` and ``versions`` are the one source of those two values for every file the tool writes
     table      ``write_table``: the per-document table, checked against its declared schema, written atomically
+               (``write_tables``: from parts, in fixed row groups, so that both engines write the same bytes)
     finish     ``finish``: run.json, then the report, which can never fail the run (a warning says how to retry)
     result     ``RunResult``: the surface every program's result shares (``summary()``, ``filter(df)``,
                ``keep_mask``, ``to_pandas()``)
@@ -21,7 +22,7 @@ import logging
 import os
 import platform
 import time
-from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -175,6 +176,41 @@ def write_table(table: pa.Table, schema: pa.Schema, path: str | os.PathLike) -> 
     recorded in OUT's manifest), after ``check_schema`` against the program's declared schema."""
     check_schema(table, schema, os.path.basename(os.fspath(path)))
     io.write_parquet_atomic(table, path)
+
+
+ROW_GROUP_ROWS = 1 << 20  # rows per row group of write_tables (pyarrow's own default length)
+
+
+def write_tables(tables: Iterable[pa.Table], schema: pa.Schema, path: str | os.PathLike) -> None:
+    """The parts of one per-document table, in order, to ``path`` (Parquet, atomically, as ``write_table``),
+    in row groups of ROW_GROUP_ROWS rows, each written as one contiguous chunk under ``schema``: the file's
+    bytes depend on the rows alone, not on how they were split into parts or chunks (the Ray engine's
+    per-file parts give the local engine's file). One row group in memory at a time."""
+    import pyarrow.parquet as pq
+
+    what = os.path.basename(os.fspath(path))
+    with io.atomic_path(path) as tmp:
+        writer = pq.ParquetWriter(tmp, schema)
+        try:
+            buf: list[pa.Table] = []
+            n = 0
+            for t in tables:
+                check_schema(t, schema, what)
+                buf.append(pa.Table.from_arrays(t.columns, schema=schema))  # the declared schema's metadata
+                n += t.num_rows
+                while n >= ROW_GROUP_ROWS:
+                    rows = pa.concat_tables(buf)
+                    _row_group(writer, rows.slice(0, ROW_GROUP_ROWS))
+                    buf = [rows.slice(ROW_GROUP_ROWS)]
+                    n = buf[0].num_rows
+            if n:
+                _row_group(writer, pa.concat_tables(buf))
+        finally:
+            writer.close()
+
+
+def _row_group(writer, rows: pa.Table) -> None:
+    writer.write_table(rows.combine_chunks(), row_group_size=ROW_GROUP_ROWS)
 
 
 # ---------------------------------------------------------------------------------------------- finish

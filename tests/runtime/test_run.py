@@ -138,6 +138,34 @@ def test_write_table_leaves_nothing_when_writing_fails(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+def test_write_tables_bytes_follow_the_rows_alone(tmp_path, monkeypatch):
+    """write_tables: the same rows, whole, in parts of any sizes (empty ones too) or chunked any way, give the
+    same file, byte for byte, in row groups of ROW_GROUP_ROWS rows (the Ray engine's per-file parts and the
+    local engine's table); a table off its declared schema is refused and leaves nothing."""
+    monkeypatch.setattr(R, "ROW_GROUP_ROWS", 7)
+    rng = np.random.default_rng(0)
+    n = 30
+    t = pa.table({"id": [f"doc-{i}" for i in range(n)], "keep": pa.array(rng.random(n) < 0.5),
+                  "jaccard": pa.array(rng.random(n), mask=rng.random(n) < 0.3)})
+    schema = t.schema
+    ways = {"whole": [t], "parts": [t.slice(0, 3), t.slice(3, 0), t.slice(3, 11), t.slice(14, 9), t.slice(23)],
+            "chunked": [pa.concat_tables([t.slice(0, 5), t.slice(5, 20), t.slice(25)])],
+            "meta": [t.replace_schema_metadata({b"pandas": b"{}"})]}
+    out = {}
+    for name, parts in ways.items():
+        R.write_tables(iter(parts), schema, tmp_path / f"{name}.parquet")
+        out[name] = (tmp_path / f"{name}.parquet").read_bytes()
+    assert len(set(out.values())) == 1
+    f = pq.ParquetFile(tmp_path / "whole.parquet")
+    assert [f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)] == [7, 7, 7, 7, 2]
+    assert f.read().equals(t)
+    R.write_tables([], schema, tmp_path / "empty.parquet")
+    assert pq.read_table(tmp_path / "empty.parquet").schema.equals(schema) and pq.read_table(tmp_path / "empty.parquet").num_rows == 0
+    with pytest.raises(RuntimeError, match="bad.parquet: column 1 is keep: int64"):
+        R.write_tables([t, t.set_column(1, "keep", pa.array(range(n)))], schema, tmp_path / "bad.parquet")
+    assert not (tmp_path / "bad.parquet").exists()
+
+
 def test_steps_time_named_steps():
     steps = R.Steps()
     for _ in range(2):

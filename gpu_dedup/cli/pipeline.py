@@ -57,6 +57,12 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     args = _with_recipe_settings(args, recipe, args.recipe)
     res = run_pipeline(steps, args.inputs, args.output, env=env_from_args(args), resume=args.resume,
                        overwrite=args.overwrite)
+    print_result(res)
+    return 0
+
+
+def print_result(res) -> None:
+    """A pipeline run's summary lines on stdout (``pipeline`` and ``demo``)."""
     print(res.summary())
     for r in res.steps:
         phase = "" if r.phase == "main" else f" ({r.phase})"
@@ -65,4 +71,3 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     s = res.stats
     print(f"device {s['device']}, {seconds_line(s['timings_s'])}")
     print(f"wrote {os.path.join(res.output_dir, 'decisions.parquet')}, deduplicated/, run.json, report.html")
-    return 0

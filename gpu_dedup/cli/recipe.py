@@ -22,7 +22,7 @@ import os
 import re
 from typing import Any, Mapping
 
-from ..errors import ConfigError
+from ..errors import ConfigError, GpuDedupError
 from .common import RaisingParser, add_common, config_tokens, env_from_args, load_mapping
 from .steps import STEP_FLAGS, build_step
 
@@ -75,7 +75,11 @@ def recipe_steps(recipe: Mapping[str, Any], path: str) -> list[Any]:
         STEP_FLAGS[name].add(parser)
         tokens = config_tokens({k: _expand(v, where) for k, v in flags.items()}, parser, where,
                                STEP_FLAGS[name].prefix)
-        steps.append(build_step(name, parser.parse_args(tokens)))
+        args = parser.parse_args(tokens)
+        try:
+            steps.append(build_step(name, args))
+        except GpuDedupError as exc:  # the step's own check: name where it is
+            raise type(exc)(f"{where}: {exc}") from None
     return steps
 
 

@@ -131,7 +131,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     o: dict[str, Any] = {}
     for path, flags in config_flags().items():
         for name, _, spec in flags:
-            value = getattr(args, fields.dest(name))
+            value = getattr(args, fields.dest(name), None)  # a recipe step has only its own flags
             given = bool(value) if "set" in spec else value is not None
             if not given:
                 continue

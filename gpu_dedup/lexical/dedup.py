@@ -124,6 +124,13 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     if cfg.cluster.scope_field is not None and (index is not None or save_index is not None or semantic is not None):
         raise ConfigError("--scope-field cannot be combined with --against, --save-index or --semantic yet (an "
                           "index and the semantic stage are global): run it without them")
+    if semantic is True:  # semantic=True: SemDeDup with its defaults
+        from ..semantic.config import SemanticConfig
+
+        semantic = SemanticConfig()
+    elif semantic is not None and type(semantic).__name__ != "SemanticConfig":
+        raise ConfigError(f"semantic must be a SemanticConfig (gpu_dedup.SemanticConfig), True or None, got "
+                          f"{semantic!r}")
     if semantic_order not in ("after", "beside"):
         raise ConfigError(f"semantic_order must be 'after' or 'beside', got {semantic_order!r}")
     if engine == "ray":

@@ -210,6 +210,12 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
     d = _step_dir(run, i, step.name, phase)
     run.fingerprint = _fingerprint(step, run.env, run.fingerprint + phase)
     t = time.perf_counter()
+    if view.rows is not None and view.rows.shape[0] == 0:  # the steps before removed every document
+        logger.warning("step %d (%s): no document is left to it (the steps before it removed every one); not run",
+                       i + 1, step.name)
+        none = pa.array([], pa.string())
+        run.records.append(StepRecord(i + 1, step.name, step.kind, os.path.relpath(d, run.out), 0, 0, 0.0, phase))
+        return Verdicts(none, none, np.zeros(0, bool), none, np.zeros(0, np.int64)), view
     view = materialize(run, view, os.path.join(d, "input") if run.layout == "steps" else
                        os.path.join(run.out, "work", "views", f"{i + 1:02d}-input"))
     loaded = _load_verdicts(d, run.fingerprint) if run.resume and run.layout == "steps" else None
@@ -313,7 +319,7 @@ def check_steps(steps: Sequence[Any], layout: Layout) -> None:
 
 def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLike, *, env: Env | None = None,
                  layout: Layout = "steps", command: str = "pipeline", resume: bool = False,
-                 overwrite: bool = True) -> PipelineResult:
+                 overwrite: bool = True, replace_own: bool = False) -> PipelineResult:
     """Run ``steps`` over ``source`` into ``output_dir`` (the stages of the module docstring).
 
     Args:
@@ -327,6 +333,7 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
         command: the command that owns OUT (its manifest names it).
         resume: reuse every finished step whose settings and earlier steps are unchanged.
         overwrite: replace an earlier run's files in OUT (else refuse a finished run there).
+        replace_own: replace an earlier run of the same ``command`` in OUT even without ``overwrite`` (the demo).
 
     Returns:
         A ``PipelineResult``.
@@ -344,7 +351,8 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
     roots = input_roots(source)
     work = os.path.join(out, STEPS_DIR) if layout == "steps" else None
     timer = Steps(t0)
-    with owned(out, roots=roots, command=command, overwrite=overwrite, resume=resume, work_dir=work):
+    with owned(out, roots=roots, command=command, overwrite=overwrite, resume=resume, work_dir=work,
+               overwrite_same_command=replace_own):
         run = _Run(steps, out, layout, env, resume)
         view = View(_source_files(source, out), None)
         last, viewing = plan(steps)
@@ -420,7 +428,9 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
     with timer("write"):
         write_table(d, pipeline_schema("cosine" in d.column_names), os.path.join(run.out, "decisions.parquet"))
         target = os.path.join(run.out, FINAL)
-        if view.files is None:  # the last step's kept rows of its view
+        if not keep.any():
+            stats["deduplicated"] = {"files": 0, "rows_written": 0}
+        elif view.files is None:  # the last step's kept rows of its view
             stats["deduplicated"] = _write_kept(run, view.parent, view.keep, target)
         else:
             stats["deduplicated"] = _write_kept(run, view, np.ones(view.rows.shape[0] if view.rows is not None

@@ -49,7 +49,9 @@ logger = logging.getLogger(__name__)
 
 MANIFEST = ".gpu-dedup-outputs.json"
 # the files that say a run finished in a directory: a dedup run's decisions, a filter run's scores
-RESULT_FILES = ("decisions.parquet", "scores.parquet")
+# a finished run's per-document tables (every program's): OUT holding one is replaced only with --overwrite
+RESULT_FILES = ("decisions.parquet", "scores.parquet", "substring_docs.parquet", "paragraph_docs.parquet",
+                "matches.parquet")
 JOURNAL = ".gpu-dedup-outputs.journal"
 LOCK = "gpu-dedup.lock"
 LOCK_INFO = "gpu-dedup.lock.info"

@@ -47,7 +47,7 @@ HEADER_KEYS = ("program", "gpu_dedup_version", "created", "device", "array_backe
 @contextlib.contextmanager
 def owned(out: str | os.PathLike | None, *, roots: Sequence[str], command: str, overwrite: bool,
           work_dir: str | os.PathLike | None = None, index_dir: str | os.PathLike | None = None,
-          resume: bool = False, flag: str = "overwrite=True") -> Iterator[Any]:
+          resume: bool = False, flag: str = "overwrite=True", overwrite_same_command: bool = False) -> Iterator[Any]:
     """Own a run's directories while the block runs: each must lie outside the inputs (``roots``, from
     ``outputs.input_roots``), then ``outputs.own`` locks them, replaces the earlier run's files and removes this
     run's again when the block raises. Yields ``own``'s session (None without ``out``).
@@ -59,7 +59,7 @@ def owned(out: str | os.PathLike | None, *, roots: Sequence[str], command: str, 
     """
     check_outside_inputs({"output_dir": out, "work_dir": work_dir, "save_index": index_dir}, roots)
     with own(out, work_dir=work_dir, index_dir=index_dir, command=command, overwrite=overwrite, resume=resume,
-             roots=roots, flag=flag) as session:
+             roots=roots, flag=flag, overwrite_same_command=overwrite_same_command) as session:
         yield session
 
 

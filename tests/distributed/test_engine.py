@@ -232,7 +232,7 @@ def test_killed_workers_and_resume(cluster, corpus, tmp_path):
 def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, capsys):
     cfg = RunConfig(progress=False)
     with pytest.raises(ValueError, match="--engine ray does not run --semantic.*--engine local"):
-        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", semantic=object())
+        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", semantic=gpu_dedup.SemanticConfig())
     from gpu_dedup.filters.config import ClassifierSpec, FilterConfig, Retention
 
     model = str(corpus / "a.parquet")  # any file: a refused run loads no model

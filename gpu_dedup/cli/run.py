@@ -4,29 +4,24 @@ handed to ``pipeline.compose.run_dedup``, which runs them as one flat pipeline i
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import textwrap
-from typing import Any
 
-from ..config import PRESETS, RunConfig
-from ..errors import ConfigError, GpuDedupError
+from ..config import RunConfig
+from ..errors import ConfigError
 from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from ..pipeline.compose import ORDERS
 from ..runtime.run import seconds_line
-from . import fields, steps
+from . import steps
 from . import substring as substring_cli
 from .args import config_default, positive_int
-from .common import add_common, load_mapping
+from .common import add_common
+from .steps import RUN_CONFIG_KEYS, add_config_flags, config_flags, config_from_args  # noqa: F401 - the run flags' API
 
 PARAGRAPH_ORDERS = ORDERS
 SUBSTRING_ORDERS = ORDERS
 _default = config_default
-# keys of a run --config file that RunConfig reads itself (its sections and fields, and the preset); any other key
-# is a flag by name (cli/common.py)
-RUN_CONFIG_KEYS = frozenset({f.name for f in dataclasses.fields(RunConfig)} | {"preset"})
-
 logger = logging.getLogger("gpu_dedup")
 
 EPILOG_RUN = textwrap.dedent("""\
@@ -103,60 +98,6 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output", "paragraph": "paragraph_dedup",
                               "write_deduplicated": "no_deduplicated", "lexical": "no_lexical",
                               "substring": "substring_dedup"})
-
-
-def config_flags(cls: type = RunConfig) -> dict[str, list[fields.Flag]]:
-    """Field path ("cluster.threshold") -> its flags in order, each (flag, argparse keywords, the metadata's
-    spec), from the field metadata of ``cls`` and its sections (config.flag; ``fields.config_flags``)."""
-    return fields.config_flags(cls)
-
-
-def add_config_flags(g: Any, *paths: str) -> None:
-    """Add the flags of these RunConfig fields (``config_flags``) to parser or group ``g``, in this order; their
-    default is None ("not given": the preset's or the config file's value stays)."""
-    fields.add_flags(g, RunConfig, *paths)
-
-
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """preset -> config file -> flags (each config flag from its field's metadata: ``config_flags``)."""
-    as_flags = getattr(args, "config_flag_keys", frozenset())  # keys main read as flags (cli/main.py)
-    file_cfg: dict[str, Any] = {k: v for k, v in (load_mapping(args.config) if getattr(args, "config", None)
-                                                  else {}).items() if k not in as_flags}
-    preset = args.preset or file_cfg.pop("preset", "default")
-    try:
-        cfg = RunConfig.from_dict({**file_cfg, "preset": preset})
-    except GpuDedupError as exc:
-        where = f"config file {args.config!r}" if args.config else "--preset"
-        raise ConfigError(f"{where}: {exc}") from None
-    o: dict[str, Any] = {}
-    for path, flags in config_flags().items():
-        for name, _, spec in flags:
-            value = getattr(args, fields.dest(name), None)  # a recipe step has only its own flags
-            given = bool(value) if "set" in spec else value is not None
-            if not given:
-                continue
-            value, key = fields.field_value(spec, value), path.replace(".", "__")
-            if "set" not in spec and not spec.get("append"):
-                try:  # each flag's own field checked alone, so that an error names the flag; checks across
-                    # fields (bands x rows <= num_perm; --score needs --keep max:NAME_score) run once all flags
-                    # are in, and name both settings
-                    if "__" in key:
-                        section, field_name = key.split("__", 1)
-                        dataclasses.replace(getattr(cfg, section), **{field_name: value})
-                    else:
-                        cfg.replace(**{key: value})
-                except ValueError as exc:
-                    raise ConfigError(f"{name}: {exc}") from None
-            o[key] = value
-    if args.no_verify and args.policy is None and cfg.cluster.policy == "representative":
-        raise ConfigError("--no-verify needs --policy components (the representative policy removes a "
-                          "document only for a verified kept representative)")
-    if args.scope is not None:
-        if args.scope_field is not None:
-            raise ConfigError("--scope global and --scope-field exclude each other: pass one")
-        o["cluster__scope_field"] = None
-    o["progress"] = not getattr(args, "quiet", False)  # bars in a terminal session; the API's default is off
-    return cfg.replace(**o)
 
 
 def add_command(sub) -> None:

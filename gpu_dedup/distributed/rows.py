@@ -13,6 +13,7 @@ import pyarrow as pa
 from ..config import RunConfig
 from ..decisions import keep_rank
 from ..runtime.device import set_threads
+from ..runtime.run import peak_rss_bytes
 from ..runtime.workdir import checkpoint
 from .shuffle import Layout
 
@@ -80,20 +81,11 @@ def run_once(stage: str, valid=None):
             result = fn(job, key, *args)
             checkpoint(f"ray-{stage}")  # outputs written, marker not yet (the fault tests kill a worker here)
             result["seconds"] = time.perf_counter() - t
-            result["peak_rss_bytes"] = _peak_rss()
+            result["peak_rss_bytes"] = peak_rss_bytes() or 0
             return lay.finish(stage, name, job.run_key, result)
         task.stage = stage
         return task
     return wrap
-
-
-def _peak_rss() -> int:
-    """This worker process's peak resident memory so far (bytes; Linux reports KiB)."""
-    import resource
-    import sys
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
 def keep_columns(cfg: RunConfig) -> list[str]:

@@ -31,7 +31,7 @@ with ``paragraph_action="remove"`` the scorers hand over one ``ParagraphScores``
                removed_lines.parquet (REMOVED_SCHEMA; reason: the line rule, ``rulesets.c4_line``; byte_start /
                byte_end: the line without its break, the cut: with one adjacent line break, the same rule).
     write      ``write_cut_filtered``: filtered/ = the kept documents with their cuts applied
-               (``paragraph.cutwrite.write_cut_documents``: untouched JSON lines verbatim, changed ones
+               (``text.cutwrite.write_cut_documents``: untouched JSON lines verbatim, changed ones
                re-serialized with the text replaced; Parquet with its schema and codec).
 
 Byte offsets are 0-based UTF-8 positions in the original document text.
@@ -230,7 +230,7 @@ def document_counts(n: int, ps: ParagraphScores, keep: np.ndarray, reason: np.nd
 def removed_spans(ps: ParagraphScores, keep: np.ndarray, doc_keep: np.ndarray) -> dict[str, np.ndarray]:
     """The cuts of the documents the filter keeps (``doc_keep`` bool (n,)): for each removed paragraph of
     one, its row, byte_start / byte_end, cut_start / cut_end (paragraph dedup's rule) and its position."""
-    from ..paragraph.dedup import cut_ranges
+    from ..text.spans import cut_ranges
 
     n = len(doc_keep)
     unit_off = np.zeros(n + 1, np.int64)
@@ -246,7 +246,7 @@ def write_paragraph_logs(files, cfg: FilterConfig, ids: pa.Array, para: Paragrap
     """paragraphs.parquet and removed_paragraphs.parquet (module docstring) in ``out`` (``doc_keep``: the
     documents the filter keeps); the cut texts are read from the input once more. Returns run.json's
     ``paragraphs`` counts."""
-    from ..paragraph.dedup import gather_spans
+    from ..text.spans import gather_spans
 
     ps, keep, reason, used = para.scores, para.keep, para.reason, para.used
     ptable = pa.table({
@@ -288,7 +288,7 @@ def write_line_cuts(files, cfg: FilterConfig, ids: pa.Array, doc_keep: np.ndarra
     """removed_lines.parquet (module docstring) in ``out``: the lines C4's line rules remove from the documents
     the filter keeps (``doc_keep`` bool (n,)), read from the input once more. Returns run.json's
     ``c4_lines`` counts."""
-    from ..paragraph.dedup import cut_ranges, gather_spans
+    from ..text.spans import cut_ranges, gather_spans
     from .rulesets import c4_line_units
 
     rc = cfg.rules_config()
@@ -335,7 +335,7 @@ def write_cut_filtered(files, keep: np.ndarray, out: str, cfg: FilterConfig,
                        spans: str = REMOVED_FILE) -> dict[str, int]:
     """filtered/: the kept documents (``keep`` bool (n,)) with the cuts of ``spans`` (removed_paragraphs.parquet,
     or removed_lines.parquet) applied."""
-    from ..paragraph.cutwrite import write_cut_documents
+    from ..text.cutwrite import write_cut_documents
 
     return write_cut_documents(files, os.path.join(out, spans), os.path.join(out, "filtered"), cfg, keep=keep)
 

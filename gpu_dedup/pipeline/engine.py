@@ -30,7 +30,6 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import io

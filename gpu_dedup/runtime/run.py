@@ -115,6 +115,19 @@ def seconds_line(timings: dict[str, float]) -> str:
 
 # ---------------------------------------------------------------------------------------------- header
 
+def peak_rss_bytes() -> int | None:
+    """This process's peak resident memory so far, in bytes (None where the platform does not say: not POSIX).
+    Linux reports KiB, macOS bytes."""
+    try:
+        import resource
+        import sys
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak if sys.platform == "darwin" else peak * 1024)
+    except Exception:  # pragma: no cover - non-POSIX
+        return None
+
+
 def created() -> str:
     """Now, as every file of the tool records it: UTC, ISO 8601, whole seconds."""
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -14,7 +14,8 @@ from gpu_dedup.runtime.passes import progress as engine_progress
 from gpu_dedup.io.text import arrow_text_buffers
 from gpu_dedup.text.normalize import normalize_strings
 from gpu_dedup.paragraph.bloom import BloomConfig
-from gpu_dedup.paragraph.dedup import ParagraphConfig, hex128, paragraph_dedup
+from gpu_dedup.paragraph.dedup import ParagraphConfig, paragraph_dedup
+from gpu_dedup.text.spans import hex128
 from gpu_dedup.testing.reference import sentence_spans
 from gpu_dedup.text.split import split_units
 
@@ -447,7 +448,7 @@ def test_gpu_span_hashes_bit_identical_at_every_cut(chunk):
     default and case-sensitive normalization, a seed."""
     from gpu_dedup.config import NormalizeConfig
     from gpu_dedup.runtime.device import to_device
-    from gpu_dedup.paragraph.dedup import span_hashes
+    from gpu_dedup.text.spans import span_hashes
 
     rng = np.random.default_rng(3)
     words = ["Alpha", "ÉCOLE", "naïve", "ﬁne", "x", "  ", "\t", "Straße", "ΣΟΦΙΑ", "—", "...", "42", "😀"]

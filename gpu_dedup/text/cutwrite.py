@@ -1,6 +1,6 @@
-"""Pass 2 of paragraph dedup (and of substring dedup): the documents with their spans cut, written in the
-input's format (``write_cut_documents``): untouched JSON lines verbatim, changed ones re-serialized with the text
-replaced, Parquet with its schema and codec. Split out of ``dedup.py``, which owns the cut ranges."""
+"""The documents with their spans cut (paragraph dedup, exact-substring dedup, the filter's paragraph unit), written
+in the input's format (``write_cut_documents``): untouched JSON lines verbatim, changed ones re-serialized with the
+text replaced, Parquet with its schema and codec; ``apply_cuts`` cuts the ranges out of a batch's text."""
 from __future__ import annotations
 
 import json
@@ -19,7 +19,6 @@ from ..ops import bloom as bloom_ops
 
 if TYPE_CHECKING:
     from ..config import InputConfig
-    from .dedup import ParagraphConfig
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +67,7 @@ class _SpanCursor:
         return got[0], got[1], got[2]
 
 
-def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: "ParagraphConfig | InputConfig",
+def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: "InputConfig",
                         batch_bytes: int = 8 << 20, keep: np.ndarray | None = None) -> dict[str, int]:
     """Re-read the inputs (same reader, so row numbers match pass 1) and write every accepted row with its
     cut ranges removed to ``out_dir/<relpath>`` in the input's format (module docstring). All files

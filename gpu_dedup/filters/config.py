@@ -89,7 +89,7 @@ class ClassifierSpec:
     """One learned classifier: ``name`` (column ``<name>_score``), the fastText ``model`` file, the
     ``threshold`` and its ``direction`` (min: keep score >= threshold; max: keep score <= threshold; None:
     take them from the model card, else only record the score) and the positive ``label`` whose
-    probability is the score (None: the card's, else ``__label__<name>`` when the model has it, else the
+    probability is the score (None: the card's (``card``, else ``<model>.json``), else ``__label__<name>`` when the model has it, else the
     only label of a one-label model, else the one label of a two-label model named like a positive class
     (``train.POSITIVE_NAMES``: 1, hq, pos, positive, good, ...); anything else must be given).
     score: "label" (that probability) or "expected" (an ordinal / multi-class model whose labels are all
@@ -104,6 +104,7 @@ class ClassifierSpec:
     label: str | None = None
     score: ScoreKind = "label"
     retention: Retention | None = None
+    card: str | None = None  # the model card's path (None: ``<model>.json`` beside the model, when there is one)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_RE.match(self.name):
@@ -132,6 +133,9 @@ class ClassifierSpec:
             raise ConfigError(f"classifier {self.name!r}: direction must be 'min' or 'max', got {self.direction!r}")
         if self.label is not None and (not isinstance(self.label, str) or not self.label):
             raise ConfigError(f"classifier {self.name!r}: label must be a non-empty string, got {self.label!r}")
+        if self.card is not None and (not isinstance(self.card, str) or not os.path.isfile(self.card)):
+            raise MissingFileError(f"classifier {self.name!r}: model card {self.card!r} does not exist (write one "
+                                   f"with `gpu-dedup calibrate MODEL LABELLED -o CARD`)")
 
     @property
     def column(self) -> str:
@@ -238,6 +242,35 @@ def _classifier_mode(text: str, model: str) -> tuple[str, dict[str, Any]]:
     return model, kw
 
 
+def parse_domain_threshold(text: str) -> tuple[str, str, float, str | None]:
+    """Parse one ``--domain-threshold`` value.
+
+    Args:
+        text: ``NAME:DOMAIN=THRESHOLD``: classifier NAME's threshold for the documents whose domain
+            (``FilterConfig.domain_field``'s value, or ``domain_model``'s top label) is DOMAIN; THRESHOLD ``0.6``,
+            ``min0.6`` or ``max0.6`` (a direction, when given, must be the classifier's own).
+
+    Returns:
+        (classifier name, domain, threshold, direction or None).
+
+    Raises:
+        ConfigError: the text is not of that form.
+    """
+    form = "NAME:DOMAIN=THRESHOLD, e.g. hate:medical=max0.6 or quality:fiction=0.2"
+    if not isinstance(text, str) or ":" not in text or "=" not in text.split(":", 1)[1]:
+        raise ConfigError(f"--domain-threshold {text!r}: expected {form}")
+    name, rest = text.split(":", 1)
+    domain, value = rest.rsplit("=", 1)
+    m = _THRESHOLD.match(value.strip())
+    try:
+        t = float(m.group(2)) if m else float("nan")
+    except ValueError:
+        t = float("nan")
+    if not NAME_RE.match(name.strip()) or not domain or not math.isfinite(t):
+        raise ConfigError(f"--domain-threshold {text!r}: expected {form}")
+    return name.strip(), domain, t, m.group(1)
+
+
 @dataclass(frozen=True)
 class DomainConfig:
     """Domain rules around language ID, each optional.
@@ -249,18 +282,20 @@ class DomainConfig:
     non-blank lines hold a LaTeX math command or a ``$...$`` pair with math inside: kernels/domain.py) or
     code (ASCII code symbols ``{}[]()<>;:=_#`` at least ``code_symbol_density`` of non-space bytes, or
     Python/C keywords at least ``code_keyword_fraction`` of words) are judged with ``relaxed_lid_threshold``
-    instead of the LID threshold and with every ``min`` classifier threshold multiplied by ``relaxed_factor``
-    (the OpenWebMath two-tier rule) and every ``max`` classifier threshold t raised to ``1 - (1 - t) *
-    relaxed_factor`` (the removed band (t, 1] shrinks by the same factor: 002 §21.2.2 "apply per-domain
-    thresholds" to toxicity as to quality)."""
+    instead of the LID threshold (OpenWebMath's two tiers, 002:167: p(en) > 0.3 for math pages) and with every
+    ``min`` classifier threshold multiplied by ``relaxed_factor`` (this project's extension of that rule to
+    quality classifiers, not OpenWebMath's). ``max`` thresholds (toxicity: the score of a harm) are never
+    relaxed for code or math: a code page is no reason to keep more hate speech; thresholds per domain, for
+    ``min`` and ``max`` alike, are ``FilterConfig.domain_thresholds`` (002:224)."""
 
     script_prefilter: bool = field(default=False, metadata=cli(flag(
         "a document more than half in a script one language writes (Hangul, kana, Thai, Greek, ...) gets that "
         "language without the model", set=True)))
     script_fraction: float = 0.5
     relax: bool = field(default=False, metadata=cli(flag(
-        "code and math documents (density rules) get --relaxed-lid-threshold and classifier thresholds relaxed "
-        "by --relaxed-factor (min: t x factor; max: 1 - (1 - t) x factor)", "--domain-relax", set=True)))
+        "code and math documents (density rules) get --relaxed-lid-threshold and every min classifier threshold "
+        "multiplied by --relaxed-factor (max thresholds, e.g. toxicity, are not relaxed)", "--domain-relax",
+        set=True)))
     relaxed_lid_threshold: float = field(default=0.3, metadata=cli(flag(None, type="fraction")))
     relaxed_factor: float = field(default=0.5, metadata=cli(flag(None, type="fraction")))
     math_line_fraction: float = 0.05
@@ -318,9 +353,23 @@ class FilterConfig(InputConfig):
     lid_short_chars: a text the LID model reads (the document, or with unit="paragraph" every paragraph of
     it) of fewer characters (code points, ends trimmed) is short (column lid_short); lid_short_threshold: the
     probability it needs instead of lid_threshold (None: the same; with domain relax the lower applies).
-    order: the order of the test families for ``reason`` (the first failing test names it): a permutation
-    of ("lid", "rules", "perplexity", "classifiers"), by default language ID first (as CCNet and FineWeb
-    do), then the rules, then the models.
+    lid_sentence_agreement: with unit="paragraph" and paragraph_action="remove", a paragraph is also cut unless
+    at least this fraction of its sentences (``text.split``'s sentences, each given to the LID model) have its
+    majority language (None: off; the seed's 0.8).
+    min_perplexity_tokens: a document whose perplexity rests on fewer LM words (unit="document": the
+    document's; unit="paragraph": those of the paragraphs pooled into it) is not judged by perplexity
+    (column ``perplexity_short``; its perplexity is still recorded); a short paragraph that inherits from
+    such a document is not judged either. 0: every document is judged.
+    domain_field / domain_model: each document's domain (column ``domain_label``): the value of a field of the
+    input, or a fastText domain classifier's top label. domain_thresholds: ((classifier, domain, threshold,
+    direction or None), ...): that classifier's threshold for the documents of that domain, ``min`` and
+    ``max`` alike; a card's ``thresholds_by[domain_field]`` (``thresholds_by["domain"]`` with domain_model)
+    gives more when the classifier's threshold comes from its card.
+    order: the order of the test families for ``reason`` (the first failing test names it) and for the
+    selections: a permutation of ("lid", "rules", "perplexity", "classifiers"), by default language ID first
+    (as CCNet and FineWeb do), then the rules, then the models; a rank selection (perplexity_keep) ranks
+    only the documents the families before it kept (002:57), and DSIR selects among the documents every
+    family kept.
     audit: random accepted and rejected documents kept for auditing (each); seed: their sample and DSIR's
     Gumbel noise. device: "auto" | "cpu" | "cuda"; threads: CPU threads (None: all)."""
 
@@ -416,6 +465,26 @@ class FilterConfig(InputConfig):
     lid_short_threshold: float | None = field(default=None, metadata=cli(flag(
         "the probability a short text needs instead of --lid-threshold (default: the same)", type="fraction",
         metavar="P")))
+    # 002 §21.2.1 "run sentence-level LID within paragraphs and keep only paragraphs where at least 80% of
+    # sentences agree on the majority language"
+    lid_sentence_agreement: float | None = field(default=None, metadata=cli(flag(
+        "with --unit paragraph --paragraph-action remove: cut a paragraph unless at least this fraction of its "
+        "sentences get its majority language from the LID model (the seed's 0.8)", type="fraction", metavar="F")))
+    # 002 §21.1.1 "Set a minimum token threshold (50-100 tokens is typical) before applying the perplexity filter"
+    min_perplexity_tokens: int = field(default=50, metadata=cli(flag(
+        "a document whose perplexity rests on fewer LM words is not judged by perplexity (column "
+        "perplexity_short; default {default}, the seed's 50-100; 0: judge every document)", type="int",
+        metavar="N")))
+    # 002 §21.2.2 "Tag documents by domain before filtering and apply per-domain thresholds"
+    domain_field: str | None = field(default=None, metadata=cli(flag(
+        "the field / column holding each document's domain (medical, legal, fiction, ...): column domain_label, "
+        "the key of --domain-threshold and of a model card's thresholds_by[COLUMN]", metavar="COLUMN")))
+    domain_model: str | None = field(default=None, metadata=cli(flag(
+        "a fastText domain classifier: its top label is each document's domain (column domain_label; a card's "
+        "thresholds_by[\"domain\"] applies)", metavar="MODEL")))
+    domain_thresholds: tuple[tuple[str, str, float, str | None], ...] = field(default=(), metadata=cli(flag(
+        "classifier NAME's threshold for the documents of DOMAIN, min or max (repeatable; needs --domain-field or "
+        "--domain-model)", "--domain-threshold", append=True, default=[], metavar="NAME:DOMAIN=THRESHOLD")))
     audit: int = field(default=500, metadata=cli(flag(
         "random accepted and rejected documents kept for auditing, each (default {default})", type="int")))
     seed: int = field(default=0, metadata=cli(flag(None, type="int")))
@@ -552,6 +621,16 @@ class FilterConfig(InputConfig):
             if self.lid is None:
                 raise ConfigError("FilterConfig.lid_short_threshold needs a language-ID model: pass lid= (--lid "
                                   "lid.176.ftz)")
+        if not is_int(self.min_perplexity_tokens) or self.min_perplexity_tokens < 0:
+            raise ConfigError(f"FilterConfig.min_perplexity_tokens must be an int >= 0 (LM words; 0: every document "
+                              f"is judged by perplexity), got {self.min_perplexity_tokens!r}")
+        if self.lid_sentence_agreement is not None:
+            _prob("FilterConfig", "lid_sentence_agreement", self.lid_sentence_agreement, lo_open=True)
+            if self.lid is None or self.unit != "paragraph" or self.paragraph_action != "remove":
+                raise ConfigError("FilterConfig.lid_sentence_agreement cuts paragraphs whose sentences disagree on "
+                                  "their language: it needs lid= (--lid), unit='paragraph' and "
+                                  "paragraph_action='remove' (--unit paragraph --paragraph-action remove)")
+        self._check_domains()
         if not is_int(self.audit) or self.audit < 0:
             raise ConfigError(f"FilterConfig.audit must be an int >= 0, got {self.audit!r}")
         if not is_int(self.seed) or not 0 <= self.seed < 2**63:
@@ -560,13 +639,50 @@ class FilterConfig(InputConfig):
             raise ConfigError(f"FilterConfig.device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ConfigError(f"FilterConfig.threads must be an int >= 1 or None, got {self.threads!r}")
-        for path in ([self.lid] if self.lid else []) + [c.model for c in self.classifiers] + \
+        for path in ([self.lid] if self.lid else []) + ([self.domain_model] if self.domain_model else []) + \
+                [c.model for c in self.classifiers] + \
                 ([self.perplexity] if self.perplexity else []) + [m for _, m in self.perplexity_lang]:
             if not os.path.exists(path):
                 raise MissingFileError(f"model file {path!r} does not exist")
         if not self.any_filter:
             raise ConfigError("nothing to filter: give at least one of --lid, --classifier, --perplexity, "
                               "--rules, --dsir-target (or the script pre-filter)")
+
+    def _check_domains(self) -> None:
+        """domain_field / domain_model / domain_thresholds (per-domain classifier thresholds)."""
+        if self.domain_field is not None and (not isinstance(self.domain_field, str) or not self.domain_field):
+            raise ConfigError(f"FilterConfig.domain_field must be a column name or None, got {self.domain_field!r}")
+        if self.domain_model is not None and (not isinstance(self.domain_model, str) or not self.domain_model):
+            raise ConfigError(f"FilterConfig.domain_model must be a model path or None, got {self.domain_model!r}")
+        if self.domain_field is not None and self.domain_model is not None:
+            raise ConfigError("FilterConfig.domain_field and domain_model both give each document's domain: give one "
+                              "(--domain-field COLUMN or --domain-model MODEL)")
+        dt = self.domain_thresholds
+        if isinstance(dt, str) or not all(isinstance(x, tuple) and len(x) == 4 for x in dt):
+            raise ConfigError(f"FilterConfig.domain_thresholds must be ((classifier, domain, threshold, direction or "
+                              f"None), ...) (parse_domain_threshold), got {dt!r}")
+        if dt and self.domain_field is None and self.domain_model is None:
+            raise ConfigError("FilterConfig.domain_thresholds need each document's domain: give domain_field "
+                              "(--domain-field COLUMN) or domain_model (--domain-model MODEL)")
+        specs = {c.name: c for c in self.classifiers}
+        seen = set()
+        for name, domain, t, direction in dt:
+            c = specs.get(name)
+            if c is None:
+                raise ConfigError(f"--domain-threshold {name}:{domain}={t:g}: no --classifier is named {name!r} "
+                                  f"(classifiers: {', '.join(specs) or 'none'})" + did_you_mean(name, list(specs)))
+            if (name, domain) in seen:
+                raise ConfigError(f"--domain-threshold gives classifier {name!r} two thresholds for domain {domain!r}")
+            seen.add((name, domain))
+            if c.retention is not None:
+                raise ConfigError(f"--domain-threshold {name}:{domain}: classifier {name!r} keeps documents at random "
+                                  f"({c.retention.kind}); a threshold per domain needs a threshold classifier")
+            if direction is not None and c.threshold is not None and direction != c.direction:
+                raise ConfigError(f"--domain-threshold {name}:{domain}={direction}{t:g}: classifier {name!r} keeps "
+                                  f"scores {'>=' if c.direction == 'min' else '<='} its threshold ({c.direction}); a "
+                                  f"per-domain threshold has the classifier's direction")
+            if c.score == "label":
+                _prob(f"--domain-threshold {name}:{domain}", "threshold", t)
 
     @property
     def any_filter(self) -> bool:

@@ -525,11 +525,12 @@ def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path
     }
 
 
-def read_card(model_path: str | os.PathLike) -> dict[str, Any] | None:
-    """Read the card that ``train_classifier`` wrote beside a model.
+def read_card(model_path: str | os.PathLike, card: str | os.PathLike | None = None) -> dict[str, Any] | None:
+    """Read the card of a model: the one ``train_classifier`` (or ``calibrate``) wrote beside it, or ``card``.
 
     Args:
-        model_path: the model file (the card is ``<model>.json``).
+        model_path: the model file (its card is ``<model>.json``).
+        card: the card's path instead (``calibrate -o CARD``; filter's --classifier-card).
 
     Returns:
         The card, or None when there is none.
@@ -538,8 +539,10 @@ def read_card(model_path: str | os.PathLike) -> dict[str, Any] | None:
         DataError: the file is not a card of this tool, of a format this version reads, or of this model file
             (its size differs).
     """
-    path = card_path(model_path)
+    path = os.fspath(card) if card is not None else card_path(model_path)
     if not os.path.exists(path):
+        if card is not None:
+            raise DataError(f"model card {path} does not exist; write one with `gpu-dedup calibrate`")
         return None
     try:
         with open(path, encoding="utf-8") as fh:

@@ -101,3 +101,13 @@ def sentence_windows(units: Units, size: int, device: str = "cpu") -> Windows:
     doc = repeat_index(xp, per_doc)
     first = xp.arange(doc.shape[0], dtype=xp.int64) - win_off[doc] + units.unit_off[doc]
     return Windows(win_off, first, units.start[first], units.end[first + (size - 1)])
+
+
+def whitespace_words(text: Any) -> Any:
+    """int64 (n,): the words of each document of ``text`` (a pyarrow string array, no nulls): the matches of
+    ``\\S+`` (RE2: runs of bytes other than tab, newline, form feed, carriage return and space), the model-free
+    stand-in for tokens the reports count retention in."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.count_substring_regex(text, pattern=r"\S+").to_numpy(zero_copy_only=False), np.int64)

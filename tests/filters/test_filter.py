@@ -112,30 +112,36 @@ def test_max_direction_and_label_flag(tmp_path, quality_model):
         assert keep == (score <= 0.4)
 
 
-def test_domain_relax_applies_to_max_thresholds(tmp_path, quality_model):
-    """Issue 25 (002 §21.2.2, per-domain thresholds for max classifiers as for min ones): with --domain-relax a
-    code document is removed by a max classifier only above 1 - (1 - t) * relaxed_factor; prose above t."""
+def test_domain_relax_relaxes_min_thresholds_only(tmp_path, quality_model):
+    """Issue 36 item 13: --domain-relax lowers a min (quality) threshold for code documents to t * factor and
+    leaves a max (toxicity) one alone: a code page is no reason to keep more of a harm."""
     model, ref = quality_model
     code = ["def main():\n    return [x for x in range(10) if x % 2 == 0]\n",
             "for (int i = 0; i < n; i++) { a[i] = b[i] * 2; }\nreturn 0;\n"]
     docs = [t for _, t in _docs(12, seed=4)] + code
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
-    sc = min(_ref_prob(ref, t, "__label__lq") for t in code)
-    t = (max(0.0, 2 * sc - 1) + sc) / 2  # below the code score, above it once relaxed (factor 0.5)
+    lq = min(_ref_prob(ref, t, "__label__lq") for t in code)
+    hq = max(_ref_prob(ref, t, "__label__hq") for t in code)
+    t_max = (max(0.0, 2 * lq - 1) + lq) / 2  # below the code's lq score: relaxed as before, it would stay
+    t_min = min(1.0, 1.5 * hq)  # above the code's hq score, below it once halved
     from gpu_dedup.filters.stage import filter_corpus
 
     for relax in (False, True):
-        cfg = FilterConfig(classifiers=(ClassifierSpec("spam", model, t, "max", "__label__lq"),), device="cpu",
-                           audit=0, domain=DomainConfig(relax=relax))
+        cfg = FilterConfig(classifiers=(ClassifierSpec("spam", model, t_max, "max", "__label__lq"),
+                                        ClassifierSpec("good", model, t_min, "min", "__label__hq")),
+                           device="cpu", audit=0, domain=DomainConfig(relax=relax))
         s = filter_corpus(str(corpus), cfg).scores.to_pydict()
-        for i, (score, keep) in enumerate(zip(s["spam_score"], s["keep"])):
+        for i in range(len(docs)):
             special = relax and s["domain"][i] != ""
-            assert keep == (score <= (1 - (1 - t) * 0.5 if special else t))
+            assert s["spam_score"][i] == pytest.approx(_ref_prob(ref, docs[i], "__label__lq"), abs=1e-5)
+            want = s["spam_score"][i] <= t_max and s["good_score"][i] >= (t_min * 0.5 if special else t_min)
+            assert s["keep"][i] == want
         if relax:
             assert s["domain"][-2:] == ["code", "code"]
-        assert [s["keep"][i] for i, x in enumerate(docs) if x in code and _ref_prob(ref, x, "__label__lq") == sc] \
-            == [relax]
+        # the code page of score lq is removed by the max classifier, relaxed or not
+        assert [s["keep"][i] for i, x in enumerate(docs) if x in code and _ref_prob(ref, x, "__label__lq") == lq] \
+            == [False]
 
 
 def test_label_resolution(tmp_path, quality_model):
@@ -503,13 +509,14 @@ def test_train_lm_and_perplexity_filter(tmp_path):
     cut = float(np.median(ppl))
     out = tmp_path / "out"
     assert main(["filter", str(corpus.parent), "-o", str(out), "--perplexity", f"{arpa}:{cut}", "--device", "cpu",
-                 "-q", "--audit", "0"]) == 0
+                 "-q", "--audit", "0", "--min-perplexity-tokens", "10"]) == 0
     s = pq.read_table(out / "scores.parquet").to_pylist()
-    for row, p in zip(s, ppl):
+    for row, p, d in zip(s, ppl, docs):
         assert row["perplexity"] == pytest.approx(p, rel=1e-3)
-        assert row["keep"] == (row["perplexity"] <= cut)
+        judged = len(d["text"].split()) >= 10  # fewer LM words: no perplexity verdict (002:53)
+        assert row["keep"] == (row["perplexity"] <= cut or not judged)
         assert row["reason"] == ("kept" if row["keep"] else "perplexity")
-    assert all(not r["keep"] for r in s if r["id"].startswith("x"))
+    assert [r["keep"] for r in s if r["id"].startswith("x")] == [True] + [False] * 9
 
 
 def test_train_classifier_card_feeds_filter(tmp_path, capsys):

@@ -113,9 +113,10 @@ def test_paragraph_perplexity_and_cuts_equal_a_kenlm_reference(tmp_path, lm, sho
     kenlm = pytest.importorskip("kenlm")
     km = kenlm.Model(lm)
     docs = _corpus(tmp_path / "in" / "c.jsonl")
-    mx, min_tok = 1000.0, 5
+    mx, min_tok, min_doc = 1000.0, 5, 20
     cfg = FilterConfig(perplexity=lm, max_perplexity=mx, unit="paragraph", paragraph_action="remove",
-                       min_paragraph_tokens=min_tok, short_paragraphs=short, device="cpu", audit=0)
+                       min_paragraph_tokens=min_tok, short_paragraphs=short, min_perplexity_tokens=min_doc,
+                       device="cpu", audit=0)
     res = filter_corpus(str(tmp_path / "in"), cfg, tmp_path / "out")
     paras = pq.read_table(tmp_path / "out" / "paragraphs.parquet").to_pylist()
     scores = pq.read_table(tmp_path / "out" / "scores.parquet").to_pylist()
@@ -135,13 +136,18 @@ def test_paragraph_perplexity_and_cuts_equal_a_kenlm_reference(tmp_path, lm, sho
         lp = sum(o[0] for o, u in zip(own, use) if u)
         tok = sum(o[1] for o, u in zip(own, use) if u)
         doc_ppl = 10 ** (-lp / tok) if tok else None
+        # issue 37 item 1: a document of fewer pooled words than min_doc passes no verdict to its short paragraphs
+        doc_words = sum(o[2] for o, u in zip(own, use) if u)
+        assert scores[i]["perplexity_words"] == doc_words
+        assert scores[i]["perplexity_short"] == (doc_words < min_doc)
         assert (scores[i]["perplexity"] is None) == (doc_ppl is None)
         if doc_ppl is not None:
             assert scores[i]["perplexity"] == pytest.approx(doc_ppl, rel=1e-4)
         kept_paras = []
         for r, (olp, otok, w), is_long in zip(got, own, long):
             assert r["words"] == w and r["perplexity"] == pytest.approx(10 ** (-olp / otok), rel=1e-4)
-            used = r["perplexity"] if is_long else (scores[i]["perplexity"] if short == "inherit" else None)
+            used = r["perplexity"] if is_long else (scores[i]["perplexity"] if short == "inherit"
+                                                    and doc_words >= min_doc else None)
             assert r["perplexity_used"] == (pytest.approx(used, rel=1e-9) if used is not None else None)
             ok = used is None or used <= mx
             assert r["keep"] == ok and r["reason"] == ("kept" if ok else "perplexity")
@@ -173,6 +179,10 @@ def test_paragraph_perplexity_and_cuts_equal_a_kenlm_reference(tmp_path, lm, sho
     assert len(junk) == 1 and junk[0]["perplexity"] > mx and junk[0]["keep"]
     assert (junk[0]["perplexity_used"] is None) == (short == "skip")
     assert [s["reason"] for s in scores][2:5] == ["empty", "empty", "perplexity"]
+    # d6 (11 pooled words) is short: its 2-word paragraph inherits nothing; d1 (26 words) passes its verdict on
+    assert [s["perplexity_short"] for s in scores] == [False, False, True, True, True, False, True]
+    d6 = [r for r in paras if r["row"] == 6 and r["words"] < min_tok]
+    assert len(d6) == 1 and d6[0]["perplexity_used"] is None and d6[0]["keep"]
 
 
 def test_document_perplexity_with_every_paragraph_long_is_the_whole_documents(tmp_path, lm):

@@ -83,6 +83,15 @@ def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
                           "the harm)"),
         "test_fraction": dict(type=float, default=None, help="the held-out test side, scored once at the end "
                                                              "(default 0.1; 0: none)"),
+        "label_tokens": dict(flags=("--strip-label-tokens",), action="store_const", const="strip", default=None,
+                             help="remove the __label__ tokens a text holds (counted in the card); by default such "
+                                  "a text is refused, as the seed's procedure does"),
+        "head_of": dict(default=None, metavar="MODEL",
+                        help="keep this fastText model's words and embeddings and fit only a new output layer on "
+                             "the labels (002: fine-tune the output layer on new labels or a new domain)"),
+        "head_l2": dict(type=float, default=None, metavar="C",
+                        help="with --head-of: the output layer's L2 weight, relative to the hidden vectors' scale "
+                             "(default 0.001)"),
     }
     for f in dataclasses.fields(TrainClassifierConfig):
         flag = "--" + f.name.replace("_", "-")

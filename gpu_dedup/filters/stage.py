@@ -6,11 +6,14 @@ FineWeb: lid, rules, perplexity, classifiers; ``--order`` changes it), then DSIR
     empty       no non-space character: nothing to score (every score null in scores.parquet)
     lid_label   the language (the LID model's top label, or the script pre-filter's) is not one of --lang
     lid_prob    its probability is below --lid-threshold (--domain-relax: the relaxed threshold for code/math)
+    lid_agreement  (paragraph_action="remove", lid_sentence_agreement) every paragraph's sentences disagreed
     gopher_*    the first rule that fails (rules.py: Gopher's, then c4_*, fineweb_*, chars_*, url_*)
     perplexity  above --perplexity's maximum, or not among the ``perplexity_keep`` fraction with the lowest
-                perplexity (ranked over every document with a perplexity, ties by input order: ``rank_keep``);
-                null perplexity: a document with no sentence, see ``empty``
-    <name>_score  each classifier, in the order given (its threshold and direction; with stochastic
+                perplexity, ranked over the documents still in when its turn comes (002:57: each stage judges
+                what the stages before it kept; ties by input order: ``rank_keep``); a document of fewer than
+                ``min_perplexity_tokens`` LM words, or in a language without a model, gets no perplexity verdict
+    <name>_score  each classifier, in the order given (its threshold and direction, per domain with
+                ``domain_thresholds`` or a card's ``thresholds_by``; with stochastic
                 retention, its uniform draw ``<name>_draw`` not below P(keep | score): ``selection.uniform_draws``)
     dsir_weight among the documents every test above kept, DSIR keeps the --select with the largest
                 Gumbel-perturbed log importance weights; the rest are "not selected"
@@ -18,7 +21,7 @@ Every score is computed for every document, whatever rejected it, so that retent
 and the audit read the same numbers.
 
 Passes over the input: one; a second when DSIR is on (the raw corpus's feature distribution is known only
-after the first); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/
+after the first); one for ``domain_field``'s values (the reader carries one field besides the text); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/
 (paragraph_action="remove": and one for the cut paragraphs' texts, ``paragraphs.write_paragraph_logs``;
 c4_remove_lines: one for the lines C4's rules cut, ``paragraphs.write_line_cuts``).
 
@@ -28,7 +31,9 @@ filtered/ (the kept records, byte for byte, in the input's format and layout; wi
 their failing paragraphs cut, and paragraphs.parquet, removed_paragraphs.parquet: ``paragraphs.py``; with
 c4_remove_lines the lines C4's rules remove cut, logged in removed_lines.parquet), audit.parquet (random
 accepted and rejected documents with their text and scores), run.json (the shared run header, then models,
-order, retention per threshold) and report.html: written through the run skeleton (gpu_dedup/run.py).
+order, retention per threshold, ``selections``: what each rank selection ranked, ``retained_tokens``: words
+and documents after each stage, per language and per domain) and report.html: written through the run
+skeleton (gpu_dedup/run.py).
 """
 from __future__ import annotations
 
@@ -340,7 +345,7 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers, all_remove
 
     def lid() -> None:
         if "lid_label" in cols and all_removed is not None:
-            for why in ("lid_label", "lid_prob"):
+            for why in ("lid_label", "lid_prob", "lid_agreement"):
                 reject(all_removed == why, why)
         elif "lid_label" in cols:
             if cfg.lang:

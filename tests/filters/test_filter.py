@@ -237,6 +237,20 @@ def test_lid_without_lang_says_what_the_threshold_removed(tmp_path, caplog):
     assert f"--lid without --lang keeps every language, but removed {removed} documents" in caplog.text
 
 
+def test_select_above_the_pool_is_said_in_the_summary(tmp_path, capsys):
+    """Issue 36 item 13: --select larger than what the other tests kept keeps them all; the summary says so (the
+    log line can share a line with the progress bar)."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": f"cats and dogs number {i} play"}) + "\n"
+                              for i in range(10)))
+    target = tmp_path / "t.jsonl"
+    target.write_text("".join(json.dumps({"text": f"cats are nice animals {i}"}) + "\n" for i in range(5)))
+    assert main(["filter", str(corpus), "-o", str(tmp_path / "o"), "--dsir-target", str(target), "--select", "100",
+                 "--device", "cpu", "--audit", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "kept 10 of 10" in out and "note: DSIR asked to select 100 documents, but only 10 passed" in out
+
+
 def test_domain_threshold_errors(tmp_path, quality_model, capsys):
     model, _ = quality_model
     corpus = tmp_path / "c.jsonl"

@@ -130,7 +130,7 @@ def test_calibration_card_equals_brute_force(model, tmp_path, caplog):
 def test_filter_applies_the_calibration_card(model, tmp_path):
     """The card written beside the model gives filter its threshold, direction and label; --domain-field applies
     its thresholds per domain; --classifier-card reads a card written elsewhere (-o)."""
-    rows = _sample(tmp_path / "s.jsonl")
+    _sample(tmp_path / "s.jsonl")
     assert main(["calibrate", model, str(tmp_path / "s.jsonl"), "--label", "lq", "--direction", "max",
                  "--domain-field", "domain", "--device", "cpu", "-q", "-o", str(tmp_path / "card.json")]) == 0
     card = json.loads((tmp_path / "card.json").read_text())

@@ -173,7 +173,7 @@ def test_thresholds_per_domain_field_min_and_max(tmp_path, quality_model, caplog
     for r, (_, t), d in zip(rows, docs, domains):
         assert r["domain_label"] == d
         spam, good = _ref_prob(ref, t, "__label__lq"), _ref_prob(ref, t, "__label__hq")
-        assert r["spam_score"] == pytest.approx(spam, abs=1e-5)
+        assert r["spam_score"] == pytest.approx(spam, abs=1e-5) and r["good_score"] == pytest.approx(good, abs=1e-5)
         ok_spam = r["spam_score"] <= need_spam.get(d, 0.4)
         ok_good = r["good_score"] >= need_good.get(d, 0.3)
         assert r["keep"] == (ok_spam and ok_good)
@@ -805,7 +805,8 @@ def test_gpu_path_equals_cpu_under_the_simulator(tmp_path, quality_model):
         fh.write(json.dumps({"id": "code", "text": "def f(x):\n    return {x: [1, 2]}\n"}) + "\n")
     args = [str(corpus.parent), "--classifier", f"hq={model}:0.5", "--perplexity", f"{arpa}:5000", "--rules",
             "gopher", "--dsir-target", str(target), "--select", "0.5", "--script-prefilter", "--domain-relax",
-            "--audit", "0", "-q"] + (["--lid", LID] if LID and os.path.exists(LID) else [])
+            "--domain-model", model, "--domain-threshold", "hq:lq=0.2", "--audit", "0", "-q"] \
+        + (["--lid", LID] if LID and os.path.exists(LID) else [])
     assert main(["filter", *args, "-o", str(tmp_path / "cpu"), "--device", "cpu"]) == 0
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", GPU_DEDUP_STRICT_DEVICE="1")
     r = subprocess.run([sys.executable, "-m", "gpu_dedup.cli", "filter", *args, "-o", str(tmp_path / "gpu"),
@@ -813,7 +814,7 @@ def test_gpu_path_equals_cpu_under_the_simulator(tmp_path, quality_model):
     assert r.returncode == 0, r.stderr[-3000:]
     a = pq.read_table(tmp_path / "cpu" / "scores.parquet")
     b = pq.read_table(tmp_path / "gpu" / "scores.parquet")
-    assert a.column_names == b.column_names and "dsir_weight" in a.column_names
+    assert a.column_names == b.column_names and "dsir_weight" in a.column_names and "domain_label" in a.column_names
     for name in a.column_names:
         assert a[name].equals(b[name]), name
     assert json.loads((tmp_path / "gpu" / "run.json").read_text())["array_backend"] == "strict"

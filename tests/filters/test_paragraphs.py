@@ -297,7 +297,8 @@ def test_gpu_equals_cpu_under_the_simulator(tmp_path, lm):
     for device in ("cpu", "cuda"):
         cfg = FilterConfig(perplexity=lm, max_perplexity=1000.0, unit="paragraph", paragraph_action="remove",
                            min_paragraph_tokens=5, device=device, audit=0,
-                           **({"lid": LID, "lid_threshold": 0.0} if HAVE_LID else {}))
+                           **({"lid": LID, "lid_threshold": 0.0, "lid_sentence_agreement": 0.5} if HAVE_LID
+                              else {}))
         filter_corpus(str(tmp_path / "in"), cfg, tmp_path / device)
         outs[device] = {f: pq.read_table(tmp_path / device / f) for f in
                         ("scores.parquet", "paragraphs.parquet", "removed_paragraphs.parquet")}

@@ -104,10 +104,14 @@ def sentence_windows(units: Units, size: int, device: str = "cpu") -> Windows:
 
 
 def whitespace_words(text: Any) -> Any:
-    """int64 (n,): the words of each document of ``text`` (a pyarrow string array, no nulls): the matches of
-    ``\\S+`` (RE2: runs of bytes other than tab, newline, form feed, carriage return and space), the model-free
-    stand-in for tokens the reports count retention in."""
+    """int64 (n,): the words of each document of ``text`` (a pyarrow string array, no nulls): maximal runs of
+    characters other than ASCII whitespace (space, tab, newline, vertical tab, form feed, carriage return), the
+    model-free stand-in for tokens the reports count retention in. Arrow's ASCII split of the trimmed text (4x
+    the speed of counting ``\\S+`` matches; docs/performance.md)."""
     import numpy as np
     import pyarrow.compute as pc
 
-    return np.asarray(pc.count_substring_regex(text, pattern=r"\S+").to_numpy(zero_copy_only=False), np.int64)
+    trimmed = pc.ascii_trim_whitespace(text)
+    runs = pc.list_value_length(pc.ascii_split_whitespace(trimmed)).to_numpy(zero_copy_only=False)
+    # a blank text splits into one empty string
+    return np.where(pc.binary_length(trimmed).to_numpy(zero_copy_only=False) == 0, 0, runs).astype(np.int64)

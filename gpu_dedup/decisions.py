@@ -57,13 +57,15 @@ def decisions_schema(semantic: bool = False) -> pa.Schema:
 # (float64, null where a document was not scored: no model ran on it, no paragraph, no sentence)
 SCORE_LABELS = {"id": pa.string(), "row": pa.int64(), "lid_label": pa.string(), "script_lang": pa.string(),
                 "domain": pa.string(), "perplexity_lang": pa.string(), "perplexity_bucket": pa.string(),
-                "lid_short": pa.bool_(), "paragraphs": pa.int64(), "paragraphs_removed": pa.int64()}
-SCORE_ORDER = ("id", "row", "lid_label", "lid_prob", "lid_short", "script_lang", "script_frac",
-               "domain")  # first, when present
+                "lid_short": pa.bool_(), "paragraphs": pa.int64(), "paragraphs_removed": pa.int64(),
+                "words": pa.int64(), "perplexity_words": pa.int64(), "perplexity_short": pa.bool_(),
+                "perplexity_ranked": pa.bool_(), "domain_label": pa.string()}
+SCORE_ORDER = ("id", "row", "words", "lid_label", "lid_prob", "lid_short", "script_lang", "script_frac",
+               "domain", "domain_label")  # first, when present
 SCORES_END = pa.schema([("keep", pa.bool_()), ("reason", pa.string())])
 # a filter run's reasons, but for the columns its rules and classifiers name (``filter_reasons``)
 FILTER_KEPT = "kept"
-FILTER_REASONS = (FILTER_KEPT, "empty", "lid_label", "lid_prob", "perplexity", "dsir_weight")
+FILTER_REASONS = (FILTER_KEPT, "empty", "lid_label", "lid_prob", "lid_agreement", "perplexity", "dsir_weight")
 
 
 def scores_schema(columns: Sequence[str]) -> pa.Schema:

@@ -130,13 +130,9 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
     return fields.nest(values, FilterConfig)
 
 
-def add_filter_arguments(p: argparse.ArgumentParser) -> None:
-    """``filter``'s flags: the scoring flags, DSIR's and the run's, from FilterConfig's field metadata, and
-    those that are no config field (OUT, the engine, --overwrite, --quiet)."""
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs (like `run`)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT")
+def _add_scoring_groups(p: argparse.ArgumentParser) -> None:
+    """The flags a filter command and a recipe's filter step share: scoring, paragraphs, domains, URL rules, DSIR."""
     add_model_arguments(p)
-    p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output"})  # filter_corpus's name of -o
     fields.add_flags(p.add_argument_group("paragraphs (--unit paragraph)"), FilterConfig, *PARAGRAPH_FIELDS,
                      config_defaults=True)
     g = p.add_argument_group("domains: thresholds per domain (002: medical, legal, fiction)")
@@ -148,6 +144,15 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
                      config_defaults=True)
     fields.add_flags(p.add_argument_group("DSIR (importance resampling)"), FilterConfig, *DSIR_FIELDS,
                      config_defaults=True)
+
+
+def add_filter_arguments(p: argparse.ArgumentParser) -> None:
+    """``filter``'s flags: the scoring flags, DSIR's and the run's, from FilterConfig's field metadata, and
+    those that are no config field (OUT, the engine, --overwrite, --quiet)."""
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs (like `run`)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT")
+    _add_scoring_groups(p)
+    p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output"})  # filter_corpus's name of -o
     g = p.add_argument_group("run")
     fields.add_flags(g, FilterConfig, *RUN_FIELDS, config_defaults=True)
     g.add_argument("--engine", choices=("local", "ray"), default="local",
@@ -163,17 +168,16 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_step_arguments(p: argparse.ArgumentParser) -> None:
-    """A filter step's flags in a recipe: the scoring flags, the paragraph, URL and DSIR ones, and the step's own
-    run settings (audit, seed, --no-filtered); the run's reading, device and threads are the pipeline's."""
-    add_model_arguments(p)
-    for title, names in (("paragraphs", PARAGRAPH_FIELDS), ("rules", URL_FIELDS), ("DSIR", DSIR_FIELDS),
-                         ("run", STEP_RUN_FIELDS)):
-        fields.add_flags(p.add_argument_group(title), FilterConfig, *names, config_defaults=True)
+    """A filter step's flags in a recipe: ``filter``'s but the run's (its reading, device and threads are the
+    pipeline's), with the step's own run settings (audit, seed, --no-filtered)."""
+    _add_scoring_groups(p)
+    fields.add_flags(p.add_argument_group("run"), FilterConfig, *STEP_RUN_FIELDS, config_defaults=True)
 
 
 def step_config(args: argparse.Namespace) -> FilterConfig:
     """The FilterConfig of a filter step's flags (``add_step_arguments``)."""
-    values = fields.flag_values(FilterConfig, args, PARAGRAPH_FIELDS + URL_FIELDS + DSIR_FIELDS + STEP_RUN_FIELDS)
+    values = fields.flag_values(FilterConfig, args, PARAGRAPH_FIELDS + DOMAIN_FIELDS + URL_FIELDS + DSIR_FIELDS
+                                + STEP_RUN_FIELDS, PARSED)
     return FilterConfig(**model_options(args), **fields.nest(values, FilterConfig))
 
 

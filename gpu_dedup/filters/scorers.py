@@ -1,7 +1,7 @@
 """The scorers of one filter run, loaded once: ``Scorers.columns`` turns a batch of text into its columns of
 ``scores.parquet``. It is the one scoring step of the package: ``gpu-dedup filter``'s pass and dedup's pass 1
 (``run --score`` and ``run``'s filter flags, through ``prefilter.ScoreStep``) both call it. The decisions on
-those columns are ``stage.decide``'s.
+those columns are ``stage.decide_filter``'s.
 
 Device traffic: the batch's UTF-8 bytes (or its paragraphs') go to the device once per batch, and every
 fastText model (LID and each classifier) reads that one copy (``*_arrays``); dedup's pass 1 hands over the

@@ -153,13 +153,13 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
     # paragraph_action="remove"; a rank selection ranks the paragraphs of the documents still in
     before = tuple(f for f in cfg.order[:cfg.order.index("perplexity")] if f != "lid")
     para = paragraph_pass(cols, cfg, scorers.lid is not None, scorers.has_lm,
-                          alive=lambda: decide(cols, cfg, scorers, families=before)[0])
+                          alive=lambda: decide_filter(cols, cfg, scorers, families=before)[0])
     if para is not None and out is None:
         logger.warning("paragraph_action='remove': the cuts are written with output_dir only (filtered/)")
     if cfg.perplexity_buckets:
         cols["perplexity_bucket"] = perplexity_buckets(cols["perplexity"], cfg.perplexity_buckets,
                                                        cols.get("perplexity_lang"))
-    keep, reason = decide(cols, cfg, scorers, para.all_removed if para is not None else None)
+    keep, reason = decide_filter(cols, cfg, scorers, para.all_removed if para is not None else None)
     dsir_stats = None
     if dsir is not None:
         with steps("dsir"):
@@ -320,7 +320,7 @@ def reasons(scorers: Scorers) -> tuple[str, ...]:
     return filter_reasons(rules, [c.spec.column for c in scorers.classifiers])
 
 
-def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers, all_removed: np.ndarray | None = None,
+def decide_filter(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers, all_removed: np.ndarray | None = None,
            families: tuple[str, ...] | None = None) -> tuple[np.ndarray, pa.DictionaryArray]:
     """(keep bool (n,), reason: int8 codes over ``reasons(scorers)`` as a dictionary array (n,)) by the order in
     the module docstring (DSIR excepted). ``all_removed`` (paragraph_action="remove": object (n,),

@@ -95,11 +95,11 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
     page.add("timings", "Timings and throughput", timings_section(page, stats, n))
     page.add("environment", "Device, config and contract", environment_section(stats))
     if os.path.exists(os.path.join(out, "paragraph_dedup.json")):  # a --paragraph-dedup stage wrote it
-        from ..paragraph.report import read_section as paragraph_section
+        from .paragraph import read_section as paragraph_section
 
         page.add("paragraph", "Paragraph dedup: cuts, seen-set and measured false positives", paragraph_section(out))
     if os.path.exists(os.path.join(out, "substring_dedup.json")):  # a --substring-dedup stage wrote it
-        from ..substring.report import read_section
+        from .substring import read_section
 
         page.add("substring", "Exact-substring dedup: cuts and seams", read_section(out))
 

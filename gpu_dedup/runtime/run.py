@@ -228,7 +228,7 @@ def _row_group(writer, rows: pa.Table) -> None:
 
 # ---------------------------------------------------------------------------------------------- finish
 
-def write_report(out: str, write: Callable[[], Any], what: str = "run") -> float:
+def report_safely(out: str, write: Callable[[], Any], what: str = "run") -> float:
     """Run ``write`` (a program's report writer; it may return the page's path, which is logged); a failure is logged as a warning, never raised: the report is
     a convenience, drawn from files that are already complete. Returns the seconds it took."""
     t = time.perf_counter()
@@ -243,14 +243,14 @@ def write_report(out: str, write: Callable[[], Any], what: str = "run") -> float
 
 def finish(out: str, stats: dict[str, Any], *, name: str = "run.json",
            report: Callable[[], Any] | None = None, what: str = "run") -> None:
-    """Write ``stats`` to OUT/``name`` (atomically), then, with ``report``, the report (``write_report``; it
+    """Write ``stats`` to OUT/``name`` (atomically), then, with ``report``, the report (``report_safely``; it
     reads that file) and the file again with the report's seconds in ``timings_s`` (``report``, and added to
     ``total``: the report is part of the run's wall time)."""
     path = os.path.join(out, name)
     io.write_json_atomic(stats, path)
     if report is None:
         return
-    seconds = write_report(out, report, what)
+    seconds = report_safely(out, report, what)
     timings = stats["timings_s"]
     timings["report"] = seconds
     timings["total"] = timings.get("total", 0.0) + seconds

@@ -23,7 +23,7 @@ Outputs (``output_dir``)
     cut); no document is dropped. substring_deduplicated/: the documents with the spans cut, in the input's
     format (paragraph dedup's writer: untouched JSON lines verbatim). substring_dedup.json: the statistics,
     with the policy, the seam rule and a sample of seams (the text on both sides of a cut as it reads after it);
-    substring_report.html shows them (report.py).
+    substring_report.html shows them (report/substring.py).
 Invalid UTF-8
     As everywhere (io.read): replaced with U+FFFD and counted; byte offsets then refer to the repaired text,
     which is what a changed row of substring_deduplicated/ holds.
@@ -448,9 +448,9 @@ def _substring_dedup(source: Any, cfg: SubstringConfig | None, output_dir: str |
                 cut.counts["tokens_cut"], n_tokens, cut.counts["documents_changed"])
     if out is not None:
         def report() -> str:
-            from .report import write_report
+            from ..report.substring import write_substring_report
 
-            return write_report(out, stats)
+            return write_substring_report(out, stats)
 
         finish(out, stats, name=STATS_FILE, report=report, what="substring")
         return SubstringResult(stats, None, None, out)

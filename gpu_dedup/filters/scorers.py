@@ -257,7 +257,7 @@ class Scorers:
             from .lm import LMNormalization, load_lm
 
             norm = LMNormalization.parse(cfg.lm_normalization) if cfg.lm_normalization else None
-            s.lm = load_lm(cfg.perplexity, normalization=norm)
+            s.lm = load_lm(cfg.perplexity, normalization=norm, device=device)
         if cfg.perplexity_lang:
             from .lm import LMNormalization, load_lm
 
@@ -269,7 +269,7 @@ class Scorers:
                                       f"{len(known)} languages, e.g. "
                                       f"{', '.join(x[len(LABEL_PREFIX):] for x in known[:8])})")
             norm = LMNormalization.parse(cfg.lm_normalization) if cfg.lm_normalization else None
-            s.lms = {lang: load_lm(path, normalization=norm) for lang, path in cfg.perplexity_lang}
+            s.lms = {lang: load_lm(path, normalization=norm, device=device) for lang, path in cfg.perplexity_lang}
         if cfg.rules:
             s.rules = cfg.rules_config()
             if s.rules.url_blocklist is not None:

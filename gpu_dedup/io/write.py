@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, RunError
 from .arrow import ArrowReader
 from .batch import ReadReport, Spec, make_spec, quiet_logs
 from .blocks import UTF8_BOM, read_blocks, split_lines
@@ -304,7 +304,7 @@ class _Written:
     unreadable: bool = False
 
 
-class _Aborted(Exception):
+class _Aborted(RunError):
     """A file's write stopped because an earlier file failed (never reaches the caller)."""
 
 

@@ -17,9 +17,7 @@ from ..errors import ConfigError, RunError
 from ..runtime.device import array_module, repeat_index, run_kernel, split_chunks, to_device, to_host
 
 if TYPE_CHECKING:
-    from ..lexical.lsh import Buckets
-    from ..lexical.normalize import Normalized
-    from ..lexical.verify import ShingleSets
+    from .types import Buckets, Normalized, ShingleSets
 
 logger = logging.getLogger(__name__)
 

@@ -371,3 +371,22 @@ def test_train_lm_times_a_first_runs_compiling_apart(tmp_path, monkeypatch, caps
     assert main(["train-lm", str(ref), "-o", str(tmp_path / "b.arpa"), "--order", "2", "--normalization", "none",
                  "-q"]) == 0
     assert "s of it compiling kernels, first run only)" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not simulator(), reason="needs the CUDA simulator")
+def test_loading_and_training_on_the_gpu_give_the_cpus_tables_and_model(trained, tmp_path):
+    """The LM's CUDA twins are used, not dead: an ARPA's word and n-gram keys hashed on the device (lm_span_hashes,
+    lm_ngram_keys) give the CPU's tables; training on the device (lm_count_words, lm_word_hashes) writes the CPU's
+    model, byte for byte but for the header's creation time."""
+    path, sents, _ = trained
+    cpu, gpu = load_lm(path, device="cpu"), load_lm(path, device="cuda")
+    for a, b in zip(cpu.tables("cpu"), gpu.tables("cpu")):
+        assert np.array_equal(to_host(a), to_host(b))
+    ref = tmp_path / "ref.txt"
+    ref.write_text("\n".join(sents) + "\n")
+    outs = {}
+    for device in ("cpu", "cuda"):
+        train_lm([ref], tmp_path / f"{device}.arpa", LMTrainConfig(order=3, normalization=NONE), device=device)
+        outs[device] = [line for line in (tmp_path / f"{device}.arpa").read_text().splitlines()
+                        if not line.startswith("#")]
+    assert outs["cpu"] == outs["cuda"]

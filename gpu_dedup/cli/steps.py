@@ -25,7 +25,6 @@ from . import fields
 from .args import TYPES, config_default, finite_float
 from .common import load_mapping
 
-
 # ---------------------------------------------------------------------------------------------------- dedup
 
 # keys of a run --config file that RunConfig reads itself (its sections and fields, and the preset); any other key

@@ -126,19 +126,21 @@ def _base_table(v: Verdicts, semantic: bool) -> pa.Table:
     return pa.table(cols, schema=pipeline_schema(semantic))
 
 
+def _plain(x: Any) -> Any:
+    """A step's settings as JSON values (dataclasses as mappings; anything else by its repr)."""
+    if dataclasses.is_dataclass(x):
+        return {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    return x if isinstance(x, (str, int, float, bool, type(None))) else repr(x)
+
+
 def _fingerprint(step: Any, env: Env, before: str) -> str:
     """A step's settings and every earlier step's, as one hash: what ``resume`` compares."""
-    def plain(x: Any) -> Any:
-        if dataclasses.is_dataclass(x):
-            return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
-        if isinstance(x, (list, tuple)):
-            return [plain(v) for v in x]
-        if isinstance(x, dict):
-            return {str(k): plain(v) for k, v in x.items()}
-        return x if isinstance(x, (str, int, float, bool, type(None))) else repr(x)
-
-    body = json.dumps({"before": before, "step": step.name, "settings": plain(step),
-                       "reading": plain(env.reading), "device": env.device, "version": __version__},
+    body = json.dumps({"before": before, "step": step.name, "settings": _plain(step),
+                       "reading": _plain(env.reading), "device": env.device, "version": __version__},
                       sort_keys=True, default=repr)
     return hashlib.sha256(body.encode()).hexdigest()
 
@@ -447,12 +449,5 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
 
 def _describe(steps: Sequence[Any], env: Env) -> dict[str, Any]:
     """run.json's ``config``: every step's settings, and the run's."""
-    def plain(x: Any) -> Any:
-        if dataclasses.is_dataclass(x):
-            return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
-        if isinstance(x, (list, tuple)):
-            return [plain(v) for v in x]
-        return x if isinstance(x, (str, int, float, bool, type(None))) else repr(x)
-
-    return {"steps": [{"step": s.name, **plain(s)} for s in steps],
-            "device": env.device, "threads": env.threads, "reading": plain(env.reading)}
+    return {"steps": [{"step": s.name, **_plain(s)} for s in steps], "device": env.device, "threads": env.threads,
+            "reading": _plain(env.reading)}

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import InputConfig, check_literal
-from ..errors import RunError
+from ..errors import ConfigError, RunError
 
 Kind = Literal["select", "dedup", "span"]
 KINDS: tuple[str, ...] = ("select", "dedup", "span")
@@ -83,8 +83,6 @@ class Env:
             ConfigError: the engine is "ray".
         """
         if self.engine == "ray":
-            from ..errors import ConfigError
-
             raise ConfigError(f"the {step} step runs on the local engine only (the Ray engine runs `run`'s dedup "
                               "and `filter`): drop --engine ray, or run the other steps on Ray first")
 
@@ -171,3 +169,13 @@ def file_sources(stats: dict[str, Any]) -> pa.Array:
     if len(rows) != len(inputs):
         raise RunError(f"a step read {len(rows)} of its {len(inputs)} input files: its rows cannot be placed")
     return pa.array(inputs, pa.string()).take(pa.array(np.repeat(np.arange(len(inputs)), rows), pa.int64()))
+
+
+def check_config(step: Any, cls: type) -> None:
+    """Refuse a step whose ``config`` is not its program's config dataclass (``cls``).
+
+    Raises:
+        ConfigError: naming the step, the class it takes and what it got.
+    """
+    if not isinstance(step.config, cls):
+        raise ConfigError(f"{type(step).__name__} takes a {cls.__name__}, got {type(step.config).__name__}")

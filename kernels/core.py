@@ -18,6 +18,8 @@ U32 = np.uint32
 MASK32 = U64(0xFFFFFFFF)
 MASK29 = U64((1 << 29) - 1)
 MERSENNE61 = U64(C.MERSENNE61)
+FSS_EMPTY = U64(0xFFFFFFFFFFFFFFFF)  # an fss bucket no shingle has reached
+FSS_TOP = U64(0xFFFFFFFFFFFFFFFE)    # the largest fss value
 SPACE = C.SPACE
 REPLACEMENT = C.REPLACEMENT
 
@@ -302,6 +304,97 @@ def minhash_update(sig, a, b, hr):
         sig[k] = v if v < s else s  # an unconditional store: LLVM vectorizes the loop over k
 
 
+# The fss family (MinHashConfig family "fss": fast similarity sketching, Dahlgaard, Knudsen & Thorup 2017). A
+# document's K buckets start empty (FSS_EMPTY); in round r (0 <= r < rounds) each shingle hash h has the value
+# v = fss_value(a[r], b[r], h) and offers it to bucket fss_bucket(v, K), which keeps the least value offered; round 0
+# offers to every bucket, a later round only to the buckets still empty when it began (none left: it stops). Each
+# bucket j still empty after the rounds takes its own MinHash, the least fss_value(a[rounds + j], b[rounds + j], h)
+# over the shingles. Two documents agree in bucket j exactly when the least value there over their union comes from a
+# shared shingle, i.e. with probability J, as with K permutations: the union's shingle that fills j in round r also
+# fills it for each document holding it, since a document's round r reaches every bucket its union's does. Cost:
+# about one value per shingle and round (a few rounds while buckets are empty) instead of K per shingle. The CPU
+# sketches one document at a time (fss_sketch); the GPU runs each round over every document's shingles at once (one
+# launch per round, atomic min; kernels/core_cuda.py), reading the same "opened" snapshot, so the values agree bit
+# for bit.
+
+
+def fss_value(a, b, h):
+    """a*h + b mod 2^64 (uint64; a odd), capped below FSS_EMPTY, which marks an empty bucket (the one value that
+    moves, 2^64 - 1, is reached by 2^-64 of the shingles)."""
+    v = a * h + b
+    return v if v < FSS_EMPTY else FSS_TOP
+
+
+def fss_bucket(v, K):
+    """Bucket (0..K-1, uint64) of fss value v: its high 32 bits scaled to K (uint64; a multiply and a shift, no
+    division). Within a bucket the values order by those same high bits first, so a width-32 signature (the high
+    halves) keeps the bucket's least value."""
+    return ((v >> S32) * K) >> S32
+
+
+def fss_offer(hh, a, b, K, sig, vals, bkts, opened, first):
+    """One round of fss over the shingle hashes hh (uint64, one document): each value under (a, b) is offered to
+    its bucket of sig (uint64 (K,)), which keeps the least. first: every bucket takes offers (round 0); else only
+    those with opened[j] != 0 (empty when the round began). vals (uint64) and bkts (int64): scratch of len(hh)."""
+    n = hh.shape[0]
+    for t in range(n):  # the values first: this loop vectorizes
+        v = fss_value(a, b, hh[t])
+        vals[t] = v
+        bkts[t] = np.int64(fss_bucket(v, K))
+    if first:
+        for t in range(n):  # an unconditional store: a branch here mispredicts on about half of the shingles
+            j = bkts[t]
+            cur = sig[j]
+            v = vals[t]
+            sig[j] = v if v < cur else cur
+    else:
+        for t in range(n):
+            j = bkts[t]
+            cur = sig[j]
+            v = vals[t]
+            sig[j] = v if (opened[j] != 0 and v < cur) else cur
+
+
+def fss_open(sig, opened):
+    """opened[j] = 1 where bucket j of sig is empty, else 0 (uint8 (K,)); returns how many are."""
+    empty = 0
+    for j in range(sig.shape[0]):
+        e = 1 if sig[j] == FSS_EMPTY else 0
+        opened[j] = e
+        empty += e
+    return empty
+
+
+def fss_fill(hh, a, b, rounds, sig, opened):
+    """Each bucket j with opened[j] != 0 takes its own MinHash: the least value under (a[rounds + j],
+    b[rounds + j]) over the shingle hashes hh (FSS_EMPTY when hh is empty)."""
+    for j in range(sig.shape[0]):
+        if opened[j] != 0:
+            aj = a[rounds + j]
+            bj = b[rounds + j]
+            m = FSS_EMPTY
+            for t in range(hh.shape[0]):
+                m = min(m, fss_value(aj, bj, hh[t]))
+            sig[j] = m
+
+
+def fss_sketch(hh, a, b, rounds, sig, vals, bkts, opened):
+    """The fss signature of one document from its shingle hashes hh (uint64 (n,), any order, repeats allowed):
+    sig (uint64 (K,)); a, b (uint64 (rounds + K,)): the rounds' parameters, then the buckets'. Without shingles
+    every bucket stays FSS_EMPTY. Scratch: vals uint64 (n,), bkts int64 (n,), opened uint8 (K,)."""
+    K = U64(sig.shape[0])
+    for j in range(sig.shape[0]):
+        sig[j] = FSS_EMPTY
+    if hh.shape[0] == 0:
+        return
+    for r in range(rounds):
+        if r > 0 and fss_open(sig, opened) == 0:
+            return
+        fss_offer(hh, a[r], b[r], K, sig, vals, bkts, opened, r == 0)
+    if fss_open(sig, opened) > 0:
+        fss_fill(hh, a, b, rounds, sig, opened)
+
+
 def emit_shingle(norm, s, e, seed, a, b, sig, out, out_pos, count, write_hashes):
     """Hash shingle norm[s:e]: store the raw hash at out[out_pos + count], or fold it into the
     signature. Returns count + 1."""
@@ -485,6 +578,7 @@ def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, s
 
 DEVICE_FUNCTIONS = ["rotl64", "read_u64le", "read_u32le", "xxh64_round", "xxh64_merge", "xxh64_lane",
                     "xxh64_converge", "xxh64_tail", "xxh64", "reduce61", "permute61", "utf8_decode", "utf8_invalid",
-                    "utf8_covered", "utf8_invalid_at", "utf8_len", "utf8_put", "minhash_update", "emit_shingle",
-                    "unit_start", "shingle_end", "scan_shingles", "shingle_bounds", "band_key", "intersection_sorted",
+                    "utf8_covered", "utf8_invalid_at", "utf8_len", "utf8_put", "minhash_update", "fss_value",
+                    "fss_bucket", "fss_offer", "fss_open", "fss_fill", "fss_sketch", "emit_shingle", "unit_start",
+                    "shingle_end", "scan_shingles", "shingle_bounds", "band_key", "intersection_sorted",
                     "jaccard_sorted", "representative_run"]

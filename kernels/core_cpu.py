@@ -15,7 +15,8 @@ from .normalize import ASCII_GENERIC, MODE_BLOCKS
 # byte loads of core.read_u64le, the cost per shingle besides the permutations fell from 65 to 26 ns
 # (benchmarks/minhash_limit.py, old and new kernels in the same hour, 1 thread); the permutations
 # themselves run at 2.2 G/s (AVX-512, the loop over K vectorized). Output unchanged.
-_INLINE = {"emit_shingle", "minhash_update", "xxh64", "xxh64_tail", "xxh64_converge", "unit_start", "shingle_end"}
+_INLINE = {"emit_shingle", "minhash_update", "xxh64", "xxh64_tail", "xxh64_converge", "unit_start", "shingle_end",
+           "fss_value", "fss_bucket", "fss_offer", "fss_open", "fss_fill", "fss_sketch"}
 _D = build(lambda fn: njit(cache=False, nogil=True, inline="always" if fn.__name__ in _INLINE else "never")(fn))
 normalize_span = _D["normalize_span"]
 ascii_mode = _D["ascii_mode"]
@@ -26,6 +27,8 @@ jaccard_sorted = _D["jaccard_sorted"]
 representative_run = _D["representative_run"]
 utf8_invalid = _D["utf8_invalid"]
 reduce61 = _D["reduce61"]
+fss_sketch = _D["fss_sketch"]
+SKETCH_GROUP = 64  # documents per parallel iteration of the fss kernels: they share one set of scratch arrays
 
 
 
@@ -89,6 +92,60 @@ def minhash_signatures(norm, offsets, kind_char, n, seed, a, b, mask, sig_out, n
                                      ring, False)
         for k in range(K):
             sig_out[i, k] = sig[k] & mask
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sketch_signatures(norm, offsets, counts, kind_char, n, seed, a, b, rounds, shift, sig_out, nshingles):
+    """fss signatures (``core.fss_sketch``, MinHashConfig family "fss") of every normalized document.
+
+    counts: int64 (docs,) shingles per document (``Normalized.shingle_counts``; the scratch is sized by it).
+    a, b: uint64 (rounds + K,). shift: 0 (width 64) or 32 (width 32: the values' high halves). sig_out: uint64
+    (docs, K); a document without shingles gets FSS_EMPTY >> shift and nshingles 0 (the exact path only).
+    Temporaries per SKETCH_GROUP documents: 24 bytes per shingle of the longest + 9 bytes per bucket."""
+    docs = offsets.shape[0] - 1
+    K = sig_out.shape[1]
+    dummy = np.empty(0, np.uint64)
+    for g in prange((docs + SKETCH_GROUP - 1) // SKETCH_GROUP):
+        lo = g * SKETCH_GROUP
+        hi = min(docs, lo + SKETCH_GROUP)
+        most = 0
+        for i in range(lo, hi):
+            most = max(most, counts[i])
+        hh = np.empty(most, np.uint64)
+        vals = np.empty(most, np.uint64)
+        bkts = np.empty(most, np.int64)
+        sig = np.empty(K, np.uint64)
+        opened = np.empty(K, np.uint8)
+        ring = np.empty(n, np.int64)
+        for i in range(lo, hi):
+            c = scan_shingles(norm, offsets[i], offsets[i + 1], kind_char, n, seed, dummy, dummy, dummy, hh, 0, ring,
+                              True)
+            nshingles[i] = c
+            fss_sketch(hh[:c], a, b, rounds, sig, vals, bkts, opened)
+            for k in range(K):
+                sig_out[i, k] = sig[k] >> shift
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sketch_from_hashes(hashes, offsets, a, b, rounds, shift, sig_out):
+    """fss signatures of pre-hashed sets: set i = hashes[offsets[i]:offsets[i+1]] (uint64, any order, repeats
+    allowed); the arguments of ``sketch_signatures``. Empty sets get FSS_EMPTY >> shift."""
+    docs = offsets.shape[0] - 1
+    K = sig_out.shape[1]
+    for g in prange((docs + SKETCH_GROUP - 1) // SKETCH_GROUP):
+        lo = g * SKETCH_GROUP
+        hi = min(docs, lo + SKETCH_GROUP)
+        most = 0
+        for i in range(lo, hi):
+            most = max(most, offsets[i + 1] - offsets[i])
+        vals = np.empty(most, np.uint64)
+        bkts = np.empty(most, np.int64)
+        sig = np.empty(K, np.uint64)
+        opened = np.empty(K, np.uint8)
+        for i in range(lo, hi):
+            fss_sketch(hashes[offsets[i]:offsets[i + 1]], a, b, rounds, sig, vals, bkts, opened)
+            for k in range(K):
+                sig_out[i, k] = sig[k] >> shift
 
 
 @njit(parallel=True, cache=True, nogil=True)

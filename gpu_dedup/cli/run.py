@@ -55,7 +55,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--scope", choices=["global"], help="global (default): one scope over all documents (overrides a "
                    "config file's cluster.scope_field)")
     add_config_flags(g, "cluster.exact", "cluster.near", "cluster.exact_verify", "shingle.kind", "shingle.n",
-                     "minhash.num_perm", "lsh.bands", "lsh.rows", "minhash.width", "minhash.seed",
+                     "minhash.num_perm", "lsh.bands", "lsh.rows", "minhash.width", "minhash.seed", "minhash.family",
                      "normalize.remove_punctuation", "normalize.fold_digits", "normalize.lowercase")
     g = p.add_argument_group("input / execution")
     add_config_flags(g, "id_field", "text_field", "on_error", "batch_bytes", "threads", "write_deduplicated",

@@ -117,12 +117,44 @@ def xxh64_tail(buf, i, end, h):
         h = h ^ (U64(buf[i]) * P64_5)
         h = rotl64(h, S11) * P64_1
         i += 1
+    return xxh64_avalanche(h)
+
+
+def xxh64_avalanche(h):
+    """XXH64's final mix."""
     h = h ^ (h >> S33)
     h = h * P64_2
     h = h ^ (h >> S29)
     h = h * P64_3
-    h = h ^ (h >> S32)
-    return h
+    return h ^ (h >> S32)
+
+
+def xxh64_tail_select(buf, i, rem, h):
+    """xxh64_tail of the rem < 32 bytes buf[i:i + rem] with no branch on rem: every step of the spec is computed
+    and kept or dropped by a select (3 of 8 bytes, 1 of 4, 3 single bytes). Reads buf[i:i + 31] whatever rem is:
+    the caller makes sure those bytes exist."""
+    for k in range(3):
+        step = rotl64(h ^ xxh64_round(ZERO, read_u64le(buf, i + 8 * k)), S27) * P64_1 + P64_4
+        h = step if 8 * k + 8 <= rem else h
+    q = rem & ~7  # the bytes the 8-byte steps took
+    step = rotl64(h ^ (read_u32le(buf, i + q) * P64_1), S23) * P64_2 + P64_3
+    four = (rem & 4) != 0
+    h = step if four else h
+    q += 4 if four else 0
+    for k in range(3):
+        step = rotl64(h ^ (U64(buf[U64(i + q + k)]) * P64_5), S11) * P64_1
+        h = step if q + k < rem else h
+    return xxh64_avalanche(h)
+
+
+def xxh64_short(buf, start, end, seed):
+    """xxh64(buf, start, end, seed), the same value. An input under 32 bytes with 32 bytes readable from start
+    takes xxh64_tail_select: the lengths of word shingles vary from one to the next, and the tail's loops of xxh64
+    mispredicted on about every one (16 -> 12 ns per 5-gram on the CPU, benchmarks/sketch_bench.py)."""
+    length = end - start
+    if length < 32 and start + 32 <= buf.shape[0]:
+        return xxh64_tail_select(buf, start, length, seed + P64_5 + U64(length))
+    return xxh64(buf, start, end, seed)
 
 
 def xxh64(buf, start, end, seed):
@@ -395,25 +427,14 @@ def fss_sketch(hh, a, b, rounds, sig, vals, bkts, opened):
         fss_fill(hh, a, b, rounds, sig, opened)
 
 
-def emit_shingle(norm, s, e, seed, a, b, sig, out, out_pos, count, write_hashes):
-    """Hash shingle norm[s:e]: store the raw hash at out[out_pos + count], or fold it into the
-    signature. Returns count + 1."""
-    h = xxh64(norm, s, e, seed)
-    if write_hashes:
-        out[out_pos + count] = h
-    else:
-        minhash_update(sig, a, b, reduce61(h))
-    return count + 1
-
-
 # Shingles, one definition for both targets. A document's units are its codepoints (kind_char) or its words;
 # unit_start says where the unit marked by one byte starts, and shingle j spans from unit j's start to unit
 # j+n's start less the separating space of words (shingle_end), or to the document's end for the last one.
-# The CPU walks a document once, keeping the last n unit starts in a ring (scan_shingles; codepoints by
-# utf8_decode's steps, which visit exactly unit_start's positions); the GPU finds every unit start in
-# parallel (cuda.unit_chunks), then any shingle directly (shingle_bounds). A single loop over unit_start
-# for both kinds measured 1.6x slower per shingle on the CPU (benchmarks/minhash_limit.py, K=8), so the
-# CPU keeps one loop per kind.
+# The CPU lists a document's unit starts, then hashes its shingles (hash_shingles; codepoints by utf8_decode's
+# steps, which visit exactly unit_start's positions); the GPU finds every unit start in parallel
+# (cuda.unit_chunks), then any shingle directly (shingle_bounds). A single loop over unit_start for both kinds
+# measured 1.6x slower per shingle on the CPU (benchmarks/minhash_limit.py, K=8), so the CPU keeps one loop per
+# kind.
 
 
 def unit_start(c, buf, s, j, e, kind_char):
@@ -434,42 +455,40 @@ def shingle_end(next_unit, kind_char):
     return next_unit if kind_char else next_unit - 1
 
 
-def scan_shingles(norm, start, end, kind_char, n, seed, a, b, sig, out, out_pos, ring, write_hashes):
-    """Enumerate the shingles of normalized text norm[start:end] in order, hashing each with XXH64(seed): the
-    units of unit_start (codepoints: each position utf8_decode visits; words: after each space), each shingle
-    ending where shingle_end says (or at the document's end). With write_hashes the raw 64-bit hashes go to
-    out[out_pos:]; otherwise they update the MinHash signature ``sig`` (after reduction mod 2^61-1). ``ring``
-    is int64 scratch of length >= n (the last n unit starts). Returns the number of shingles.
+def hash_shingles(norm, start, end, kind_char, n, seed, out, out_pos, units):
+    """The shingles of normalized text norm[start:end] in order, each hashed with XXH64(seed) into out[out_pos:]
+    (uint64). ``units``: int64 scratch of length >= the document's units + 1 (its shingles + n always is). Returns
+    the number of shingles.
+
+    Two passes: the unit starts into ``units`` (codepoints: each position utf8_decode visits; words: the first byte
+    and each byte unit_start marks), then the document's end as one more start (words: end + 1, as shingle_end
+    takes a separating space back); then shingle k, from units[k] to shingle_end(units[k + n]), for every k. One
+    pass keeping the last n starts in a ring cost 26 ns per word 5-gram against 16 (the branch on each byte's
+    space mispredicted once per word, and each hash waited for the scan), with a MinHash update inlined in it even
+    untaken 63 (1 thread, benchmarks/sketch_bench.py's documents). The hashes only: kernels fold them afterwards.
     """
-    count = 0
     if end <= start:
         return 0
+    u = 0
     if kind_char:
-        ncp = 0
         i = start
         while i < end:
-            ring[ncp % n] = i
+            units[u] = i
+            u += 1
             cp, step = utf8_decode(norm, i, end)  # the next unit_start of a codepoint is i + step
             i += step
-            ncp += 1
-            if ncp >= n:
-                count = emit_shingle(norm, ring[(ncp - n) % n], shingle_end(i, True), seed, a, b, sig, out, out_pos,
-                                     count, write_hashes)
-        return count
-    nw = 0
-    ws = start
-    i = start
-    while i <= end:
-        # unsigned index: no wraparound guard per byte
-        if i == end or unit_start(norm[U64(i)], norm, start, i, end, False) >= 0:
-            ring[nw % n] = ws
-            nw += 1
-            if nw >= n:
-                count = emit_shingle(norm, ring[(nw - n) % n], shingle_end(i + 1, False), seed, a, b, sig, out,
-                                     out_pos, count, write_hashes)
-            ws = i + 1
-        i += 1
-    return count
+        units[u] = end
+    else:
+        units[0] = start
+        u = 1
+        for i in range(start, end):  # no branch: every byte stores the start after it, a space keeps it
+            units[u] = i + 1
+            u += 1 if unit_start(norm[U64(i)], norm, start, i, end, False) >= 0 else 0
+        units[u] = end + 1
+    count = u - n + 1
+    for k in range(count):
+        out[out_pos + k] = xxh64_short(norm, units[k], shingle_end(units[k + n], kind_char), seed)
+    return max(count, 0)
 
 
 def shingle_bounds(units, ubase, n_units, j, n, kind_char, doc_end):
@@ -577,8 +596,9 @@ def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, s
 
 
 DEVICE_FUNCTIONS = ["rotl64", "read_u64le", "read_u32le", "xxh64_round", "xxh64_merge", "xxh64_lane",
-                    "xxh64_converge", "xxh64_tail", "xxh64", "reduce61", "permute61", "utf8_decode", "utf8_invalid",
+                    "xxh64_converge", "xxh64_tail", "xxh64_avalanche", "xxh64_tail_select", "xxh64", "xxh64_short",
+                    "reduce61", "permute61", "utf8_decode", "utf8_invalid",
                     "utf8_covered", "utf8_invalid_at", "utf8_len", "utf8_put", "minhash_update", "fss_value",
-                    "fss_bucket", "fss_offer", "fss_open", "fss_fill", "fss_sketch", "emit_shingle", "unit_start",
-                    "shingle_end", "scan_shingles", "shingle_bounds", "band_key", "intersection_sorted",
+                    "fss_bucket", "fss_offer", "fss_open", "fss_fill", "fss_sketch", "unit_start", "shingle_end",
+                    "hash_shingles", "shingle_bounds", "band_key", "intersection_sorted",
                     "jaccard_sorted", "representative_run"]

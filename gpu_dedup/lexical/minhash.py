@@ -44,11 +44,11 @@ def splitmix64(state: int) -> tuple[int, int]:
     return state, z ^ (z >> 31)
 
 
-def permutation_params(cfg: MinHashConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(a, b): uint64 arrays, the family's parameters (module doc): (K,) for "exact", (FSS_ROUNDS + K,) for
-    "fss" (the rounds', then the buckets')."""
+def permutation_params(cfg: MinHashConfig, rounds: int = FSS_ROUNDS) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b): uint64 arrays, the family's parameters (module doc): (K,) for "exact", (rounds + K,) for "fss"
+    (the rounds', then the buckets'; ``rounds`` other than FSS_ROUNDS only for benchmarks/sketch_families.py)."""
     if cfg.family == "fss":
-        n = FSS_ROUNDS + cfg.num_perm
+        n = rounds + cfg.num_perm
         a = np.empty(n, np.uint64)
         b = np.empty(n, np.uint64)
         state = cfg.seed

@@ -180,7 +180,7 @@ def minhash(device: str, norm: "Normalized", kind_char: bool, n: int, seed: int,
     (values uint64 (docs, K) reduced to ``width`` bits, shingle counts int64 (docs,)); a, b: uint64 host arrays
     (``lexical.minhash.permutation_params``).
     family "exact": min over shingles of (a*h+b) mod p, the low ``width`` bits; documents without shingles get
-    2^61-1 (masked). CPU: one pass per document streaming shingle hashes into K minima. GPU: unit starts, then one
+    2^61-1 (masked). CPU: each document's shingle hashes, then their K minima. GPU: unit starts, then one
     block per chunk of <= CHUNK shingles (kernels/core_cuda.py) with atomic-min merging.
     family "fss": ``kernels/core.py`` fss_sketch with ``rounds`` rounds (a, b: (rounds + K,)), width 32 the high
     halves; documents without shingles get all ones. CPU: each document's shingle hashes, then its sketch. GPU:
@@ -207,8 +207,8 @@ def minhash(device: str, norm: "Normalized", kind_char: bool, n: int, seed: int,
 
     out = np.empty((docs, a.shape[0]), np.uint64)
     nsh = np.empty(docs, np.int64)
-    run_kernel(device, core_cpu.minhash_signatures, docs, norm.data, norm.offsets, kind_char, n, np.uint64(seed), a, b,
-               mask, out, nsh)
+    run_kernel(device, core_cpu.minhash_signatures, docs, norm.data, norm.offsets, norm.shingle_counts(n, kind_char),
+               kind_char, n, np.uint64(seed), a, b, mask, out, nsh)
     return out, nsh
 
 

@@ -13,8 +13,9 @@ EXACT_SEED_HI = 0xC2B2AE3D27D4EB4F
 # MinHash permutations are (a * x + b) mod p with p the Mersenne prime 2^61 - 1 (MinHashConfig family "exact").
 MERSENNE61 = (1 << 61) - 1
 # Random bucket rounds of the "fss" family (fast similarity sketching, kernels/core.py fss_sketch) before each
-# still-empty bucket takes its own MinHash over the shingles: chosen by measurement (benchmarks/sketch_families.py:
-# 1 round is 1.4x slower at ~100 shingles per document, more rounds gain nothing at 400). Recorded in the contract.
+# still-empty bucket takes its own MinHash over the shingles: chosen by measurement (benchmarks/sketch_families.py,
+# docs/performance.md: 1 round is 1.6x slower at ~100 shingles per document and 1.15x at 400, 4 rounds within
+# noise of 3). Recorded in the contract.
 FSS_ROUNDS = 3
 
 # ----------------------------------------------------------------------------------------------- Unicode

@@ -76,6 +76,24 @@ def exact_hashes(norm, offsets, out):
         out[i, 1] = xxh64(norm, offsets[i], offsets[i + 1], EXACT_SEED_HI)
 
 
+@njit(inline="always", nogil=True)
+def _group(g, counts):
+    """The signature kernels' parallel unit: documents [lo, hi) of group g (SKETCH_GROUP each), and the most
+    shingles one of them has (counts: int64 (docs,)), which sizes the group's scratch."""
+    lo = g * SKETCH_GROUP
+    hi = min(counts.shape[0], lo + SKETCH_GROUP)
+    most = 0
+    for i in range(lo, hi):
+        most = max(most, counts[i])
+    return lo, hi, most
+
+
+@njit(inline="always", nogil=True)
+def _fss_scratch(most, K):
+    """fss_sketch's scratch for documents of up to ``most`` shingles: (vals, bkts, sig, opened)."""
+    return np.empty(most, np.uint64), np.empty(most, np.int64), np.empty(K, np.uint64), np.empty(K, np.uint8)
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def minhash_signatures(norm, offsets, counts, kind_char, n, seed, a, b, mask, sig_out, nshingles):
     """MinHash of every normalized document (MinHashConfig family "exact").
@@ -86,17 +104,12 @@ def minhash_signatures(norm, offsets, counts, kind_char, n, seed, a, b, mask, si
     without shingles get 2^61-1 (masked) and nshingles 0 -- callers must route them to the exact path,
     never to LSH. Temporaries per SKETCH_GROUP documents: 16 bytes per shingle of the longest + 8 bytes per K.
     """
-    docs = offsets.shape[0] - 1
     K = a.shape[0]
-    for g in prange((docs + SKETCH_GROUP - 1) // SKETCH_GROUP):
-        lo = g * SKETCH_GROUP
-        hi = min(docs, lo + SKETCH_GROUP)
-        most = 0
-        for i in range(lo, hi):
-            most = max(most, counts[i])
+    for g in prange((counts.shape[0] + SKETCH_GROUP - 1) // SKETCH_GROUP):
+        lo, hi, most = _group(g, counts)
         hh = np.empty(most, np.uint64)
-        sig = np.empty(K, np.uint64)
         units = np.empty(most + n, np.int64)
+        sig = np.empty(K, np.uint64)
         for i in range(lo, hi):
             c = hash_shingles(norm, offsets[i], offsets[i + 1], kind_char, n, seed, hh, 0, units)
             nshingles[i] = c
@@ -115,20 +128,12 @@ def sketch_signatures(norm, offsets, counts, kind_char, n, seed, a, b, rounds, s
     a, b: uint64 (rounds + K,). shift: 0 (width 64) or 32 (width 32: the values' high halves). sig_out: uint64
     (docs, K); a document without shingles gets FSS_EMPTY >> shift and nshingles 0 (the exact path only).
     Temporaries per SKETCH_GROUP documents: 32 bytes per shingle of the longest + 9 bytes per bucket."""
-    docs = offsets.shape[0] - 1
     K = sig_out.shape[1]
-    for g in prange((docs + SKETCH_GROUP - 1) // SKETCH_GROUP):
-        lo = g * SKETCH_GROUP
-        hi = min(docs, lo + SKETCH_GROUP)
-        most = 0
-        for i in range(lo, hi):
-            most = max(most, counts[i])
+    for g in prange((counts.shape[0] + SKETCH_GROUP - 1) // SKETCH_GROUP):
+        lo, hi, most = _group(g, counts)
         hh = np.empty(most, np.uint64)
-        vals = np.empty(most, np.uint64)
-        bkts = np.empty(most, np.int64)
-        sig = np.empty(K, np.uint64)
-        opened = np.empty(K, np.uint8)
         units = np.empty(most + n, np.int64)
+        vals, bkts, sig, opened = _fss_scratch(most, K)
         for i in range(lo, hi):
             c = hash_shingles(norm, offsets[i], offsets[i + 1], kind_char, n, seed, hh, 0, units)
             nshingles[i] = c
@@ -141,18 +146,11 @@ def sketch_signatures(norm, offsets, counts, kind_char, n, seed, a, b, rounds, s
 def sketch_from_hashes(hashes, offsets, a, b, rounds, shift, sig_out):
     """fss signatures of pre-hashed sets: set i = hashes[offsets[i]:offsets[i+1]] (uint64, any order, repeats
     allowed); the arguments of ``sketch_signatures``. Empty sets get FSS_EMPTY >> shift."""
-    docs = offsets.shape[0] - 1
     K = sig_out.shape[1]
-    for g in prange((docs + SKETCH_GROUP - 1) // SKETCH_GROUP):
-        lo = g * SKETCH_GROUP
-        hi = min(docs, lo + SKETCH_GROUP)
-        most = 0
-        for i in range(lo, hi):
-            most = max(most, offsets[i + 1] - offsets[i])
-        vals = np.empty(most, np.uint64)
-        bkts = np.empty(most, np.int64)
-        sig = np.empty(K, np.uint64)
-        opened = np.empty(K, np.uint8)
+    counts = offsets[1:] - offsets[:-1]
+    for g in prange((counts.shape[0] + SKETCH_GROUP - 1) // SKETCH_GROUP):
+        lo, hi, most = _group(g, counts)
+        vals, bkts, sig, opened = _fss_scratch(most, K)
         for i in range(lo, hi):
             fss_sketch(hashes[offsets[i]:offsets[i + 1]], a, b, rounds, sig, vals, bkts, opened)
             for k in range(K):

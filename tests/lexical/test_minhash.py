@@ -169,10 +169,13 @@ def _set_pair(x: int, base: int) -> tuple[np.ndarray, np.ndarray]:
     return mix(a), mix(b)
 
 
+@pytest.mark.parametrize("family", ["exact", "fss"])
 @pytest.mark.parametrize("x", [10, 25, 50])
-def test_estimator_mean_and_spread_match_theory(x):
-    """The exact family: over T independent trials the matching fraction has mean J (within 3 SE of the mean)
-    and a standard deviation within 15% of sqrt(J(1-J)/K)."""
+def test_estimator_mean_and_spread_match_theory(x, family):
+    """Over T independent trials the matching fraction has mean J (within 3 SE of the mean) for both families. Its
+    standard deviation: the exact family's within 15% of sqrt(J(1-J)/K), K independent permutations'; the fss
+    family's below it (measured 0.76-0.84 of it for these 100-item sets at K = 64: positions filled in one round
+    come from distinct shingles, i.e. sampling without replacement)."""
     J = (100 - x) / (100 + x)
     K, T = 64, 400
     hashes, offsets = [], [0]
@@ -181,28 +184,11 @@ def test_estimator_mean_and_spread_match_theory(x):
         hashes += [ha, hb]
         offsets += [offsets[-1] + 100, offsets[-1] + 200]
     sig = signatures_from_hashes(np.concatenate(hashes), np.array(offsets),
-                                 MinHashConfig(K, seed=5, width=64, family="exact"))
+                                 MinHashConfig(K, seed=5, width=64, family=family))
     frac = (sig[0::2] == sig[1::2]).mean(axis=1)
     se_trial = math.sqrt(J * (1 - J) / K)
     assert abs(frac.mean() - J) < 3 * se_trial / math.sqrt(T)
-    assert abs(frac.std(ddof=1) / se_trial - 1) < 0.15
-
-
-@pytest.mark.parametrize("x", [10, 25, 50])
-def test_fss_estimator_is_unbiased_and_no_wider_than_k_permutations(x):
-    """The fss family: the matching fraction has mean J (within 3 SE of the mean over T trials), and a standard
-    deviation below sqrt(J(1-J)/K), that of K independent permutations (measured 0.76-0.84 of it for these
-    100-item sets at K = 64: positions filled in one round come from distinct shingles, i.e. sampling without
-    replacement)."""
-    J = (100 - x) / (100 + x)
-    K, T = 64, 400
-    hashes, offsets = [], [0]
-    for t in range(T):
-        ha, hb = _set_pair(x, base=t * 1000)
-        hashes += [ha, hb]
-        offsets += [offsets[-1] + 100, offsets[-1] + 200]
-    sig = signatures_from_hashes(np.concatenate(hashes), np.array(offsets), MinHashConfig(K, seed=5, width=64))
-    frac = (sig[0::2] == sig[1::2]).mean(axis=1)
-    se_trial = math.sqrt(J * (1 - J) / K)
-    assert abs(frac.mean() - J) < 3 * se_trial / math.sqrt(T)
-    assert 0.5 < frac.std(ddof=1) / se_trial < 1.0
+    if family == "exact":
+        assert abs(frac.std(ddof=1) / se_trial - 1) < 0.15
+    else:
+        assert 0.5 < frac.std(ddof=1) / se_trial < 1.0

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 
-from gpu_dedup.device import resolve_device, simulator, to_device  # noqa: E402
+from gpu_dedup.runtime.device import resolve_device, simulator, to_device  # noqa: E402
 from gpu_dedup.paragraph.bloom import BloomConfig, BloomFilter, ExactSet, hash_spans  # noqa: E402
 
 

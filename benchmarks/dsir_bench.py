@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     import numba
     import xxhash
 
-    from gpu_dedup.device import set_threads
+    from gpu_dedup.runtime.device import set_threads
     from gpu_dedup.filters import dsir, rules
     from gpu_dedup.testing.evalcorpus import make_corpus
 

@@ -97,7 +97,7 @@ def main() -> None:
 
     import numba
 
-    from gpu_dedup.device import set_threads
+    from gpu_dedup.runtime.device import set_threads
     from gpu_dedup.filters.fasttext import load_fasttext, texts_to_arrays
 
     path = args.model

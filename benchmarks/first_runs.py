@@ -20,7 +20,7 @@ which compile CPU, counted in this process only, leaves out). On a shared machin
 CPU seconds are the number to compare (compilation is single-threaded; wall time grows with the load, CPU time
 far less); the load average is printed before and after. ``per_kernel``: every CPU kernel's own compile CPU
 seconds (0 for a helper compiled inside its caller's compile); ``--table`` ends with them as
-``gpu_dedup/compiling.py``'s ``COMPILE_S`` (the largest figure over the commands run).
+``gpu_dedup/runtime/compiling.py``'s ``COMPILE_S`` (the largest figure over the commands run).
 """
 from __future__ import annotations
 
@@ -113,9 +113,9 @@ def child(command: str, arpa: str | None) -> None:
                 row[1] += _cpu() - c0
 
     event.register("numba:compile", Listener())
-    from gpu_dedup import warmup
-    from gpu_dedup.compiling import SAMPLE_DOCS, compile_clock, write_sample
-    from gpu_dedup.pipeline import no_precompile
+    from gpu_dedup.pipeline import warmup
+    from gpu_dedup.runtime.compiling import SAMPLE_DOCS, compile_clock, write_sample
+    from gpu_dedup.lexical.dedup import no_precompile
 
     clock0 = compile_clock()  # the wall seconds a run.json's timings_s.compile gives (a helper's wait included)
 
@@ -140,7 +140,7 @@ def child(command: str, arpa: str | None) -> None:
 def _train_arpa(path: str) -> None:
     """An ARPA of the sample for filter-ppl, trained in another process with a throwaway cache (so that
     train-lm's kernels are not counted as filter-ppl's, nor cached for it)."""
-    code = ("import sys; from gpu_dedup.compiling import write_sample; "
+    code = ("import sys; from gpu_dedup.runtime.compiling import write_sample; "
             "from gpu_dedup.filters.kneser_ney import LMTrainConfig, train_lm; "
             "train_lm([write_sample(sys.argv[1] + '.jsonl')], sys.argv[1], LMTrainConfig(order=3), device='cpu')")
     with tempfile.TemporaryDirectory(prefix="first-runs-cache-") as cache:
@@ -148,14 +148,14 @@ def _train_arpa(path: str) -> None:
 
 
 def main() -> None:
-    from gpu_dedup.compiling import COMMANDS
+    from gpu_dedup.runtime.compiling import COMMANDS
 
     names = tuple(COMMANDS) + EXTRA
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("commands", nargs="*", metavar="COMMAND", help=f"default: all of {', '.join(names)}")
     ap.add_argument("--warm", action="store_true", help="run each command a second time in the same cache")
     ap.add_argument("--table", action="store_true",
-                    help="end with gpu_dedup/compiling.py's COMPILE_S table: each kernel's compile CPU seconds, the "
+                    help="end with gpu_dedup/runtime/compiling.py's COMPILE_S table: each kernel's compile CPU seconds, the "
                          "largest over the commands measured (what a first run's estimate sums)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--arpa", help=argparse.SUPPRESS)

@@ -97,7 +97,7 @@ def make_vocab(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def make_corpus(xp, device: str, n: int, words: int, seed: int = 0, rates=EDIT_RATES):
     """(data uint8, offsets int64 (n+1,)) of n documents made on the device with array operations only.
     Words are separated by one space and every document ends with a newline."""
-    from gpu_dedup.device import repeat_index, to_device
+    from gpu_dedup.runtime.device import repeat_index, to_device
 
     vocab_h, voff_h = make_vocab(seed)
     vocab = to_device(np.concatenate([vocab_h, np.zeros(1, np.uint8)]), device)  # + pad: see `gather` below
@@ -185,7 +185,7 @@ def _free(xp) -> None:
 def _device_info(xp, device: str) -> dict:
     import numba
 
-    from gpu_dedup.device import simulator
+    from gpu_dedup.runtime.device import simulator
 
     info = {"simulator": simulator(), "array_module": xp.__name__, "numba": numba.__version__,
             "numpy": np.__version__, "pyarrow": pa.__version__, "cpu_cores": os.cpu_count(),
@@ -223,7 +223,7 @@ def main() -> int:
 
     import gpu_dedup
     from gpu_dedup import RunConfig, io
-    from gpu_dedup.device import array_module, batch_bytes, resolve_device, to_device, to_host
+    from gpu_dedup.runtime.device import array_module, batch_bytes, resolve_device, to_device, to_host
     from gpu_dedup.lexical.exact import exact_hashes
     from gpu_dedup.io.gpu import resolve_reader
     from gpu_dedup.lexical.lsh import band_keys

@@ -8,7 +8,7 @@ keeps the checks it finished; a check that raises is a FAIL carrying its error, 
   2. normalize (two configurations) and exact hashes, signatures, band keys, shingle sets and Jaccard for
      four shingle/MinHash shapes (both families), on random multi-script text plus real-looking text;
   3. the same on two very long documents (~6 MB each: a document spread over many MinHash blocks).
-Every array handed to a device function is moved there explicitly (gpu_dedup.device.to_device), as
+Every array handed to a device function is moved there explicitly (gpu_dedup.runtime.device.to_device), as
 CuPy requires. Exits non-zero on any mismatch or error.
 
     python benchmarks/gpu_check.py --docs 20000 --out $OUT          # on the GPU machine (device_run.sh)
@@ -61,7 +61,7 @@ def main() -> int:
     import gpu_dedup
     from gpu_dedup import RunConfig
     from gpu_dedup.config import LSHConfig, MinHashConfig, NormalizeConfig, ShingleConfig
-    from gpu_dedup.device import resolve_device, simulator, to_device, to_host
+    from gpu_dedup.runtime.device import resolve_device, simulator, to_device, to_host
     from gpu_dedup.testing.evalcorpus import make_corpus
     from gpu_dedup.lexical.exact import exact_hashes
     from gpu_dedup.lexical.lsh import band_keys

@@ -67,7 +67,7 @@ def main() -> None:
 
     from gpu_dedup import io
     from gpu_dedup.config import RunConfig
-    from gpu_dedup.device import batch_bytes
+    from gpu_dedup.runtime.device import batch_bytes
 
     threads = args.threads or pa.cpu_count()
     pa.set_cpu_count(threads)

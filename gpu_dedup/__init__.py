@@ -4,6 +4,10 @@
     >>> result = gpu_dedup.deduplicate("data/*.jsonl", gpu_dedup.RunConfig.preset("default"), output_dir="out")
     >>> result.decisions  # one row per input document: keep, reason, representative, jaccard, ...
 
+    >>> from gpu_dedup import Pipeline, Filter, Dedup, Substring, FilterConfig
+    >>> Pipeline([Filter(FilterConfig(rules="gopher")), Dedup(), Substring()]).run("data/", "out")
+    >>> gpu_dedup.load_recipe("recipes/sample.yaml").run("data/", "out")  # the same, written down once
+
 Heavy modules (numba kernels, GPU libraries) load on first use, so importing the package is cheap.
 """
 from ._version import __version__
@@ -45,7 +49,7 @@ def deduplicate(source, config=None, output_dir=None, **overrides):
         GpuDedupError: a bad setting or input (``ConfigError``, ``io.InputError``, ...), a device that is not
             there, or an output directory that cannot be used. The message names the value and the fix.
     """
-    from .pipeline import deduplicate as _run
+    from .lexical.dedup import deduplicate as _run
 
     return _run(source, config, output_dir, **overrides)
 
@@ -85,7 +89,7 @@ def run_dedup(source, config=None, output_dir=None, **kwargs):
         >>> res = gpu_dedup.run_dedup("data/", output_dir="out", paragraph=ParagraphConfig(), paragraph_order="after")
 
     Args:
-        source, config, output_dir, kwargs: as :func:`gpu_dedup.compose.run_dedup` (``paragraph``,
+        source, config, output_dir, kwargs: as :func:`gpu_dedup.pipeline.compose.run_dedup` (``paragraph``,
             ``paragraph_order``, ``substring``, ``substring_order``, ``lexical`` and ``deduplicate``'s keywords).
 
     Returns:
@@ -94,10 +98,37 @@ def run_dedup(source, config=None, output_dir=None, **kwargs):
     Raises:
         ConfigError: stages that cannot run in the order asked for, or what ``deduplicate`` raises.
     """
-    from .compose import run_dedup as _run
+    from .pipeline.compose import run_dedup as _run
 
     return _run(source, config, output_dir, **kwargs)
 
 
-__all__ = ["ClusterConfig", "GpuDedupError", "LSHConfig", "MinHashConfig", "NormalizeConfig", "RunConfig",
-           "ShingleConfig", "deduplicate", "run_dedup", "substring_dedup", "__version__"]
+# The one pipeline and its steps, and every program's config: imported on first use (``__getattr__``), so that
+# importing the package stays cheap. name -> (module, attribute)
+_LAZY = {
+    "Pipeline": ("pipeline", "Pipeline"), "Reading": ("runtime.program", "Reading"),
+    "load_recipe": ("cli.recipe", "load_recipe"),
+    "Filter": ("filters.program", "Filter"), "Dedup": ("lexical.program", "Dedup"),
+    "Paragraph": ("paragraph.program", "Paragraph"), "Substring": ("substring.program", "Substring"),
+    "Semantic": ("semantic.program", "Semantic"), "Screen": ("screen.program", "Screen"),
+    "FilterConfig": ("filters.config", "FilterConfig"), "ParagraphConfig": ("paragraph.dedup", "ParagraphConfig"),
+    "SubstringConfig": ("substring.config", "SubstringConfig"), "SemanticConfig": ("semantic.config", "SemanticConfig"),
+    "ScreenConfig": ("screen.screening", "ScreenConfig"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ClusterConfig", "Dedup", "Filter", "FilterConfig", "GpuDedupError", "LSHConfig", "MinHashConfig",
+           "NormalizeConfig", "Paragraph", "ParagraphConfig", "Pipeline", "Reading", "RunConfig", "Screen",
+           "ScreenConfig", "Semantic", "SemanticConfig", "ShingleConfig", "Substring", "SubstringConfig",
+           "deduplicate", "load_recipe", "run_dedup", "substring_dedup", "__version__"]

@@ -7,6 +7,9 @@ is built from.
                        int8 codes over ``filter_reasons(...)`` (the run's rules and classifiers name some)
     counting           ``value_counts`` (pc.value_counts, first appearance order), ``reason_counts``,
                        ``summary_counts``
+    composing          ``fold_removals``: the one composition rule of every composed run (``run --semantic``,
+                       a recipe of steps): a later step sees the documents kept so far, and every removed row
+                       names a document kept at the end (or, removed by a test, none)
 
 One row per input document, whatever the device, engine, batch size or worker count (README, "Decisions
 schema"). The pipeline writes decisions.parquet, semantic dedup and the incremental index extend it, the report
@@ -54,13 +57,15 @@ def decisions_schema(semantic: bool = False) -> pa.Schema:
 # (float64, null where a document was not scored: no model ran on it, no paragraph, no sentence)
 SCORE_LABELS = {"id": pa.string(), "row": pa.int64(), "lid_label": pa.string(), "script_lang": pa.string(),
                 "domain": pa.string(), "perplexity_lang": pa.string(), "perplexity_bucket": pa.string(),
-                "lid_short": pa.bool_(), "paragraphs": pa.int64(), "paragraphs_removed": pa.int64()}
-SCORE_ORDER = ("id", "row", "lid_label", "lid_prob", "lid_short", "script_lang", "script_frac",
-               "domain")  # first, when present
+                "lid_short": pa.bool_(), "paragraphs": pa.int64(), "paragraphs_removed": pa.int64(),
+                "words": pa.int64(), "perplexity_words": pa.int64(), "perplexity_short": pa.bool_(),
+                "perplexity_ranked": pa.bool_(), "domain_label": pa.string()}
+SCORE_ORDER = ("id", "row", "words", "lid_label", "lid_prob", "lid_short", "script_lang", "script_frac",
+               "domain", "domain_label")  # first, when present
 SCORES_END = pa.schema([("keep", pa.bool_()), ("reason", pa.string())])
 # a filter run's reasons, but for the columns its rules and classifiers name (``filter_reasons``)
 FILTER_KEPT = "kept"
-FILTER_REASONS = (FILTER_KEPT, "empty", "lid_label", "lid_prob", "perplexity", "dsir_weight")
+FILTER_REASONS = (FILTER_KEPT, "empty", "lid_label", "lid_prob", "lid_agreement", "perplexity", "dsir_weight")
 
 
 def scores_schema(columns: Sequence[str]) -> pa.Schema:
@@ -119,71 +124,110 @@ def summary_counts(decisions: pa.Table, n: int) -> dict[str, Any]:
 
 
 def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, matched: np.ndarray,
-                  reason: str) -> pa.Table:
+                  reason: str | Sequence[str] | pa.Array, *, representative: np.ndarray | None = None,
+                  kind: str = "dedup", values: dict[str, Any] | None = None) -> pa.Table:
     """The composition rule: fold a later step's removals into the decisions of the steps before it.
 
-    The later step saw only the documents still kept (``rows``, in their order) and removed some of them, each
-    for an earlier document of its own input (``matched``: its evidence; that document may itself be removed by
-    the same step, e.g. SemDeDup's chain="all"). Then:
+    The later step saw only the documents still kept (``rows``, in their order) and removed some of them. Then:
 
-    - a newly removed document's representative is the end of its chain of matches: the first document along
-      it that the step keeps (``representative_id``, ``cluster_id``);
-    - every document represented by a newly removed one (an earlier step's duplicates, kept copies) moves to
-      that document's representative, so every removed row names a document that is kept at the end and no
-      duplicate group loses every copy;
-    - nothing removed before comes back, and nothing the step did not see changes but its representative;
-    - cluster sizes add up over the merged clusters; a kept document that now represents others is a
-      ``representative``.
+    - ``kind="dedup"`` (exact + MinHash, SemDeDup): each removal is for an earlier document of the step's input
+      (``matched``: its evidence, which the same step may have removed too, e.g. SemDeDup's chain="all"); its
+      representative is ``representative`` when given, else the end of its chain of matches: the first
+      document along it that the step keeps. Every document an earlier step removed for (or kept beside) a
+      newly removed one moves to that representative. So every removed row names a document kept at the end,
+      and no duplicate group loses every copy.
+    - ``kind="select"`` (a filter's test, a contamination screen): a removal has no representative. The
+      documents an earlier step removed for a newly removed one move to a copy of theirs that stays (a kept
+      copy of the cluster-size policy), else share its verdict: the same reason, no representative, the
+      removed representative as their match (their text is a near copy of one that failed the test).
+    - Nothing removed before comes back; nothing the step did not see changes but its representative; cluster
+      sizes add up over merged clusters; a kept document representing others is a ``representative``.
 
     Args:
         decisions: the decisions so far (``DECISIONS_SCHEMA`` columns; more columns pass through), one row per
             input document.
         rows: int64 (m,) ascending: the rows of ``decisions`` the later step saw, all kept.
         removed: bool (m,): the step's removals, over its own input.
-        matched: int64 (m,): for a removed document, the position in ``rows`` of the document it matched (an
-            earlier one of the step's input); ignored where not removed.
-        reason: the removed rows' reason.
+        matched: int64 (m,): for a removed document, the position in ``rows`` of the document it matched (-1:
+            none); ignored where not removed.
+        reason: the removed rows' reason: one, or one per row of the step's input.
+        representative: int64 (m,): for a removed document, the position in ``rows`` of its kept representative
+            (kind "dedup"; None: the end of the chain of matches; -1: none, as a select step's removal).
+        kind: "dedup" or "select" (every removal without a representative).
+        values: more columns for the removed rows, name -> one value per row of the step's input (e.g. the
+            ``jaccard`` a dedup step measured, the ``step`` that removed them); a column of that name must exist.
 
     Returns:
         The decisions with the step's removals folded in.
 
     Raises:
-        RunError: ``rows`` holds a removed document, or a chain of matches never reaches a kept document (a bug of
-            the step, never of the input).
+        RunError: ``rows`` holds a removed document, or a representative that is removed too (a bug of the step,
+            never of the input).
     """
     n = decisions.num_rows
     rows = np.asarray(rows, np.int64)
     removed = np.asarray(removed, bool)
     keep = np.asarray(decisions["keep"].to_numpy(zero_copy_only=False), bool)
+    if kind not in ("dedup", "select"):
+        raise RunError(f"kind must be 'dedup' or 'select', got {kind!r}")
     if rows.shape[0] != removed.shape[0] or not keep[rows].all():
         raise RunError(f"a later step must see only kept documents, one flag each: {rows.shape[0]} rows, "
                        f"{removed.shape[0]} flags, {int((~keep[rows]).sum())} of the rows already removed")
     if not removed.any():
         return decisions
     m = rows.shape[0]
-    root = np.where(removed, np.asarray(matched, np.int64), np.arange(m, dtype=np.int64))
-    if ((root < 0) | (root >= m)).any():
-        raise RunError("a removed document matched no document of the step's input")
-    for _ in range(64):  # pointer jumping: every chain halves each round
-        nxt = root[root]
-        if np.array_equal(nxt, root):
-            break
-        root = nxt
-    if removed[root].any():
-        raise RunError("a chain of matches ends at a removed document (a cycle among the step's removals)")
-    forward = np.arange(n, dtype=np.int64)  # every row -> its final representative (itself if not removed now)
-    forward[rows] = rows[root]
+    matched = np.asarray(matched, np.int64)
     newly = np.zeros(n, bool)
     newly[rows[removed]] = True
+    step_reason = _per_row(reason, m)
     ids = decisions["id"].combine_chunks()
     old_rep = row_positions(decisions["representative_id"], ids)  # -1: none, or an index's document
+    # the step's representative of each of its rows (-1: a removal without one: a test's verdict)
+    root = np.arange(m, dtype=np.int64)
+    if kind == "dedup":
+        given = matched if representative is None else np.asarray(representative, np.int64)
+        root = np.where(removed, given, root)
+        if (root >= m).any():
+            raise RunError("a removed document's representative is not among the step's input")
+        for _ in range(64):  # pointer jumping over chains of matches: every chain halves each round
+            nxt = np.where(root >= 0, root[np.maximum(root, 0)], -1)
+            if np.array_equal(nxt, root):
+                break
+            root = nxt
+        if removed[root[root >= 0]].any():
+            raise RunError("a representative is removed by the same step (a cycle among the step's removals)")
+    else:
+        root = np.where(removed, -1, root)
+    forward = np.arange(n, dtype=np.int64)  # every row -> where its dependents go (itself if not removed now)
+    forward[rows] = np.where(root >= 0, rows[np.maximum(root, 0)], -1)
+    keep_after = keep & ~newly
+    # a group whose representative the step removed without a representative of its own: a copy of the group
+    # that stays takes it over (the first such row), else the group shares the removed one's verdict
+    lost = newly & (forward < 0)
+    hit = (old_rep >= 0) & lost[np.maximum(old_rep, 0)] & (old_rep != np.arange(n))
+    survivor = np.full(n, -1, np.int64)
+    for r in np.flatnonzero(hit & keep_after)[::-1]:  # descending, so the smallest row wins
+        survivor[old_rep[r]] = r
+    forward[lost] = survivor[lost]
     rep = np.where(old_rep >= 0, forward[np.maximum(old_rep, 0)], -1)
-    rep[newly] = forward[newly]
+    inherit = hit & (rep < 0) & ~keep_after & ~newly  # a row the step removed itself keeps its own verdict
+    verdict_of = np.where(inherit, old_rep, np.arange(n, dtype=np.int64))  # whose verdict a row shares
+    rep[newly] = np.where(lost[newly], -1, forward[newly])
     old_cluster = np.asarray(decisions["cluster_id"].to_numpy(zero_copy_only=False), np.int64)
     old_size = np.asarray(decisions["cluster_size"].to_numpy(zero_copy_only=False), np.int64)
-    moved = rep != old_rep
     cluster = old_cluster.copy()
-    cluster[moved] = old_cluster[rep[moved]]
+    moved = (rep != old_rep) & (rep >= 0)
+    own = moved & (rep == np.arange(n))  # a copy that took its group over leads a cluster of its own
+    cluster[own] = np.flatnonzero(own)
+    other = np.flatnonzero(moved & ~own)
+    for _ in range(64):  # the cluster of the representative a row moved to (which may have moved too)
+        nxt = cluster.copy()
+        nxt[other] = cluster[rep[other]]
+        if np.array_equal(nxt, cluster):
+            break
+        cluster = nxt
+    alone = newly & (rep < 0) | inherit
+    cluster[alone] = np.flatnonzero(alone)  # no representative: a cluster of its own (lexical's convention)
     # sizes: members in this table, plus those outside it (an index's document leads its cluster)
     uniq, first, count = np.unique(old_cluster, return_index=True, return_counts=True)
     outside = old_size[first] - count
@@ -191,22 +235,45 @@ def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, ma
     at = np.minimum(np.searchsorted(uniq, final), len(uniq) - 1)
     size = (final_count + np.where(uniq[at] == final, outside[at], 0))[inverse]
     keep = keep & ~newly
-    reason = pc.if_else(pa.array(newly), pa.scalar(reason, pa.string()), decisions["reason"].combine_chunks())
-    grouped = pa.array(keep & (size > 1))
-    alone = pa.array(keep & (size == 1))
-    reason = pc.if_else(pc.and_(grouped, pc.equal(reason, "unique")), "representative", reason)
-    reason = pc.if_else(pc.and_(alone, pc.equal(reason, "representative")), "unique", reason)
+    local = np.full(n, -1, np.int64)
+    local[rows] = np.arange(m)
+    source_row = np.where(inherit, verdict_of, np.arange(n))  # whose step values a row takes
+    changed = newly | inherit
+    take = pa.array(np.where(changed, local[source_row], 0), pa.int64())
+    reason_col = pc.if_else(pa.array(changed), step_reason.take(take), decisions["reason"].combine_chunks())
+    reason_col = pc.if_else(pc.and_(pa.array(keep & (size > 1)), pc.equal(reason_col, "unique")), "representative",
+                            reason_col)
+    reason_col = pc.if_else(pc.and_(pa.array(keep & (size == 1)), pc.equal(reason_col, "representative")), "unique",
+                            reason_col)
     match = np.full(n, -1, np.int64)
-    match[rows[removed]] = rows[np.asarray(matched, np.int64)[removed]]
-    matched_id = pc.if_else(pa.array(newly), ids.take(pa.array(np.maximum(match, 0), pa.int64())),
+    match[rows[removed]] = np.where(matched[removed] >= 0, rows[np.maximum(matched[removed], 0)], -1)
+    match[inherit] = verdict_of[inherit]
+    matched_id = pc.if_else(pa.array(changed), ids.take(pa.array(np.maximum(match, 0), mask=match < 0)),
                             decisions["matched_id"].combine_chunks())
     out = decisions
-    for name, value in (("keep", pa.array(keep)), ("reason", reason), ("cluster_id", pa.array(cluster)),
-                        ("representative_id", ids.take(pa.array(np.maximum(rep, 0), mask=rep < 0))),
-                        ("matched_id", matched_id), ("cluster_size", pa.array(size, pa.int64()))):
+    columns = {"keep": pa.array(keep), "reason": reason_col, "cluster_id": pa.array(cluster),
+               "representative_id": ids.take(pa.array(np.maximum(rep, 0), mask=rep < 0)), "matched_id": matched_id,
+               "cluster_size": pa.array(size, pa.int64())}
+    for name, v in (values or {}).items():
+        if name not in decisions.column_names:
+            raise RunError(f"the decisions have no column {name!r} to fold a step's values into")
+        v = v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)
+        old = decisions[name].combine_chunks()
+        columns[name] = pc.if_else(pa.array(changed), v.take(take).cast(old.type), old)
+    for name, value in columns.items():
         i = out.schema.get_field_index(name)
         out = out.set_column(i, out.schema.field(i), value.cast(out.schema.field(i).type))
     return out
+
+
+def _per_row(reason: str | Sequence[str] | pa.Array, m: int) -> pa.Array:
+    """``reason`` as a string array of ``m`` values (one reason repeated, or one per row)."""
+    if isinstance(reason, str):
+        return pa.array([reason] * m, pa.string()) if m else pa.array([], pa.string())
+    arr = reason.combine_chunks() if isinstance(reason, pa.ChunkedArray) else pa.array(reason)
+    if len(arr) != m:
+        raise RunError(f"{len(arr)} reasons for a step over {m} documents")
+    return arr.cast(pa.string())
 
 
 def row_positions(values: pa.Array | pa.ChunkedArray, ids: pa.Array) -> np.ndarray:

@@ -104,13 +104,13 @@ def device_args(name: str, args) -> list:
             out[i] = buffer()
         elif isinstance(a, np.ndarray) and not host_ok:
             raise TypeError(f"kernel {name}: argument {i} is a host numpy.ndarray (shape {a.shape}, {a.dtype}); "
-                            "kernels take device arrays only: move it with gpu_dedup.device.to_device first")
+                            "kernels take device arrays only: move it with gpu_dedup.runtime.device.to_device first")
     return out
 
 
 class Kernel:
     """A compiled CUDA kernel with the argument guard and its declared geometry: ``k.launch(items, *args)``
-    (what ``gpu_dedup.device.run_kernel`` calls), or ``k[grid, block](*args)`` for an explicit geometry (tests)."""
+    (what ``gpu_dedup.runtime.device.run_kernel`` calls), or ``k[grid, block](*args)`` for an explicit geometry (tests)."""
 
     def __init__(self, fn, per_block: bool = False, tpb: int = TPB, stride: bool = False, sigs=None):
         self.__name__ = fn.__name__

@@ -64,7 +64,7 @@ def block_ascii_mode(map_cp):
 
 
 # Text kernels: the work is cut into chunks of a bounded number of bytes (split_chunks in
-# gpu_dedup/device.py: a document of L bytes has ceil(L / chunk) chunks, chunk_doc / chunk_first /
+# gpu_dedup/runtime/device.py: a document of L bytes has ceil(L / chunk) chunks, chunk_doc / chunk_first /
 # chunk_count), so a warp never waits for its longest document and a 6 MB document is spread over
 # thousands of threads. Results are those of the one-document-at-a-time CPU kernels, bit for bit, for
 # any grid and any block size up to the kernel's bound (grid-stride loops; block-wide steps use

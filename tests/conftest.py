@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
-    from gpu_dedup.device import gpu_status
+    from gpu_dedup.runtime.device import gpu_status
 
     usable, reason = gpu_status()
     if usable:

@@ -135,7 +135,7 @@ BUILTIN_RAISE_OK = {
 BUILTIN_RAISE_ANYWHERE = {"NotImplementedError", "StopIteration", "KeyboardInterrupt", "SystemExit"}
 BUILTIN_RAISE_MODULES = {"gpu_dedup.testing.strict"}  # impersonates CuPy: its errors are CuPy's built-in ones
 # an exception object handed to a context manager's __exit__, never raised to a caller
-BUILTIN_CALL_OK = {("gpu_dedup.index", "RuntimeError")}
+BUILTIN_CALL_OK = {("gpu_dedup.lexical.index", "RuntimeError")}
 
 
 def _builtin_exception(name: str) -> bool:

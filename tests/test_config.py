@@ -11,7 +11,7 @@ from gpu_dedup.contract import contract
 from gpu_dedup.kernels import core
 from gpu_dedup.paragraph.bloom import HASH_DESCRIPTION, SEED1, SEED2
 from gpu_dedup.paragraph.dedup import ParagraphConfig
-from gpu_dedup.screen import ScreenConfig
+from gpu_dedup.screen.screening import ScreenConfig
 
 
 def test_kernels_contract_and_bloom_take_their_numbers_from_constants():

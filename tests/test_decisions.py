@@ -71,9 +71,15 @@ def _reference(table: pa.Table, rows, removed, matched) -> dict[str, list]:
         elif r["representative_id"] is not None and final.get(pos[r["representative_id"]], pos[r["representative_id"]]) \
                 != pos[r["representative_id"]]:
             out[i]["representative_id"] = d[final[pos[r["representative_id"]]]]["id"]
-    for i, r in enumerate(out):
-        if r["representative_id"] is not None and r["representative_id"] != d[i]["representative_id"]:
-            r["cluster_id"] = d[pos[r["representative_id"]]]["cluster_id"]
+    def cluster(i: int) -> int:  # a moved row joins its representative's final cluster (which may have moved too)
+        r = out[i]
+        if r["representative_id"] is None or r["representative_id"] == d[i]["representative_id"]:
+            return d[i]["cluster_id"]
+        return cluster(pos[r["representative_id"]])
+
+    clusters = [cluster(i) for i in range(len(out))]
+    for r, c in zip(out, clusters):
+        r["cluster_id"] = c
     count: dict[int, int] = {}
     for r in out:
         count[r["cluster_id"]] = count.get(r["cluster_id"], 0) + 1
@@ -123,3 +129,70 @@ def test_fold_of_nothing_is_the_same_table_and_bad_steps_are_refused():
     removed[:2] = True
     with pytest.raises(RunError, match="cycle"):  # two removals matching each other
         fold_removals(table, rows, removed, np.array([1, 0] + [-1] * (rows.shape[0] - 2)), "x")
+
+
+def _reference_select(table: pa.Table, rows, removed, reasons) -> dict[str, list]:
+    """A select step (a filter) removes some kept rows with no representative: the documents represented by one of
+    them move to the first copy of theirs that stays, else share its verdict (its reason, matched to it)."""
+    d = table.to_pylist()
+    pos = {r["id"]: i for i, r in enumerate(d)}
+    out = [dict(r) for r in d]
+    gone = {int(rows[j]): reasons[j] for j in range(len(rows)) if removed[j]}
+    for i in gone:
+        out[i].update(keep=False, reason=gone[i], representative_id=None, matched_id=None, cluster_id=i)
+    for r_row, verdict in gone.items():
+        members = [i for i, r in enumerate(d) if r["representative_id"] == d[r_row]["id"] and i not in gone]
+        stays = [i for i in members if out[i]["keep"]]
+        for i in members:
+            if stays:
+                out[i]["representative_id"] = d[stays[0]]["id"]
+                out[i]["cluster_id"] = stays[0]
+            elif not out[i]["keep"]:
+                out[i].update(reason=verdict, representative_id=None, matched_id=d[r_row]["id"], cluster_id=i)
+    count: dict[int, int] = {}
+    for r in out:
+        count[r["cluster_id"]] = count.get(r["cluster_id"], 0) + 1
+    for r in out:
+        r["cluster_size"] = count[r["cluster_id"]]
+        if r["keep"] and r["reason"] == "unique" and r["cluster_size"] > 1:
+            r["reason"] = "representative"
+        if r["keep"] and r["reason"] == "representative" and r["cluster_size"] == 1:
+            r["reason"] = "unique"
+    assert all(pos[r["id"]] == i for i, r in enumerate(out))
+    return {k: [r[k] for r in out] for k in table.column_names}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_select_step_folds_as_the_reference_says(seed):
+    """A filter after dedup: a removed representative's duplicates move to a copy that stays, else share its
+    verdict; every removed row names a kept representative or none (a verdict)."""
+    rng = np.random.default_rng(100 + seed)
+    table = _lexical(rng, int(rng.integers(1, 60)))
+    keep_before = np.asarray(table["keep"].to_numpy(zero_copy_only=False), bool)
+    rows = np.flatnonzero(keep_before)
+    removed = rng.random(rows.shape[0]) < 0.4
+    reasons = [f"rule{int(x)}" for x in rng.integers(0, 3, rows.shape[0])]
+    got = fold_removals(table, rows, removed, np.full(rows.shape[0], -1), reasons, kind="select")
+    assert got.to_pydict() == _reference_select(table, rows, removed, reasons)
+    kept = {r["id"] for r in got.to_pylist() if r["keep"]}
+    for r in got.to_pylist():
+        assert r["representative_id"] is None or r["representative_id"] in kept
+        if not r["keep"] and r["representative_id"] is None:
+            assert r["reason"].startswith("rule") or r["reason"] == "filtered"
+
+
+def test_values_and_per_row_reasons_fold_into_their_columns():
+    table = _lexical(np.random.default_rng(3), 30)
+    keep = np.asarray(table["keep"].to_numpy(zero_copy_only=False), bool)
+    rows = np.flatnonzero(keep)
+    removed = np.zeros(rows.shape[0], bool)
+    removed[-1] = True
+    jac = np.full(rows.shape[0], np.nan)
+    jac[-1] = 0.875
+    got = fold_removals(table, rows, removed, np.zeros(rows.shape[0], np.int64), ["exact"] * rows.shape[0],
+                        representative=np.zeros(rows.shape[0], np.int64), values={"jaccard": jac})
+    last = int(rows[-1])
+    assert got["jaccard"][last].as_py() == 0.875 and got["reason"][last].as_py() == "exact"
+    assert got["representative_id"][last].as_py() == table["id"][int(rows[0])].as_py()
+    with pytest.raises(RunError, match="no column 'step'"):
+        fold_removals(table, rows, removed, np.zeros(rows.shape[0], np.int64), "x", values={"step": ["s"] * len(rows)})

@@ -30,7 +30,7 @@ def test_each_class_is_a_gpu_dedup_error_and_its_builtin(cls):
 def test_the_package_exports_the_base_and_the_module_errors_derive_from_it():
     from gpu_dedup.filters.train import TrainDependencyError, TrainingError
     from gpu_dedup.io import InputError
-    from gpu_dedup.outputs import LockedError, ManifestError, OutputPathError
+    from gpu_dedup.runtime.outputs import LockedError, ManifestError, OutputPathError
 
     assert gpu_dedup.GpuDedupError is errors.GpuDedupError
     assert issubclass(InputError, errors.DataError) and issubclass(InputError, ValueError)

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_pinned_host_to_device_copy_round_trips():
-    from gpu_dedup.device import to_device, to_host
+    from gpu_dedup.runtime.device import to_device, to_host
 
     x = np.random.default_rng(0).integers(0, 255, 5 << 20, dtype=np.uint8)  # above the pinned threshold
     d = to_device(x, "cuda")
@@ -21,7 +21,7 @@ def test_pinned_host_to_device_copy_round_trips():
 
 
 def test_batch_size_follows_free_device_memory():
-    from gpu_dedup.device import CPU_BATCH_BYTES, batch_bytes
+    from gpu_dedup.runtime.device import CPU_BATCH_BYTES, batch_bytes
 
     b = batch_bytes(None, "cuda")
     assert CPU_BATCH_BYTES <= b <= 2 << 30

@@ -15,7 +15,7 @@ import pytest
 
 import gpu_dedup
 from gpu_dedup import RunConfig
-from gpu_dedup.device import simulator, strict_device
+from gpu_dedup.runtime.device import simulator, strict_device
 from gpu_dedup.testing.evalcorpus import make_corpus
 
 pytestmark = pytest.mark.skipif(not (simulator() and strict_device()),

@@ -7,7 +7,7 @@ each maps its flags to the API and owns nothing else (OUT, devices and the stage
   screen.py     ``screen``: contamination screening
   compare.py    ``compare``: lexical vs semantic decisions of a --semantic run
   report.py     ``report``: (re)write OUT/report.html
-  params.py     ``params``: LSH bands x rows for a threshold (the math: gpu_dedup/params.py)
+  params.py     ``params``: LSH bands x rows for a threshold (the math: gpu_dedup/lexical/params.py)
   filter.py     ``filter`` and the scoring flags ``run`` shares
   train.py      ``train-lm`` and ``train-classifier``
   substring.py  ``substring`` and ``run``'s --substring-* flags

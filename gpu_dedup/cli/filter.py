@@ -10,8 +10,8 @@ import re
 from typing import Any
 
 from ..errors import ConfigError
-from ..filters.config import FilterConfig, parse_classifier, split_threshold
-from ..run import seconds_line
+from ..filters.config import FilterConfig, parse_classifier, parse_domain_threshold, split_threshold
+from ..runtime.run import seconds_line
 from . import fields
 
 EPILOG_FILTER = """examples:
@@ -31,15 +31,18 @@ audit.parquet (random accepted and rejected documents), run.json, report.html.""
 # MODEL_FIELDS' are the scoring flags run shares, MODELS_GIVEN the fields that make them a filter
 LID_FIELDS = ("lid", "lang", "lid_threshold", "lid_short_chars", "lid_short_threshold", "domain.script_prefilter",
               "domain.relax", "domain.relaxed_lid_threshold", "domain.relaxed_factor")
-SCORE_FIELDS = ("classifiers", "perplexity", "perplexity_buckets", "lm_normalization", "rules", "rules_off",
-                "rule_thresholds", "order", "unit")
+SCORE_FIELDS = ("classifiers", "perplexity", "perplexity_buckets", "min_perplexity_tokens", "lm_normalization",
+                "rules", "rules_off", "rule_thresholds", "order", "unit")
 MODEL_FIELDS = LID_FIELDS + SCORE_FIELDS
 # filter's own (run's --paragraph-action is paragraph dedup's): the paragraph rules of --unit paragraph
-PARAGRAPH_FIELDS = ("min_paragraph_tokens", "short_paragraphs", "paragraph_action")
+PARAGRAPH_FIELDS = ("min_paragraph_tokens", "short_paragraphs", "paragraph_action", "lid_sentence_agreement")
+# filter's own: the domain of each document (a field of the input, or a model) and thresholds per domain
+DOMAIN_FIELDS = ("domain_field", "domain_model", "domain_thresholds")
 # filter's own: the reader of run (dedup's pass 1) carries no per-document URL; run writes no cut documents
 URL_FIELDS = ("url_field", "url_blocklist", "c4_remove_lines")
 DSIR_FIELDS = ("dsir_target", "select", "dsir_buckets", "dsir_screen", "dsir_screen_drop")
 RUN_FIELDS = ("audit", "seed", "id_field", "text_field", "on_error", "batch_bytes", "device", "threads")
+STEP_RUN_FIELDS = ("audit", "seed", "write_filtered")  # a filter step's own (the others are the run's: cli/common.py)
 MODELS_GIVEN = ("lid", "lang", "classifiers", "perplexity", "perplexity_lang", "rules", "domain.script_prefilter")
 
 
@@ -56,23 +59,36 @@ def add_model_arguments(p: argparse.ArgumentParser, title: str = "") -> None:
                      *SCORE_FIELDS, config_defaults=True)
 
 
-def _classifiers(args: argparse.Namespace) -> dict[str, Any]:
-    """FilterConfig.classifiers of --classifier NAME=MODEL[:THRESHOLD] and --classifier-label NAME=LABEL."""
-    labels: dict[str, str] = {}
-    for item in args.classifier_label:
+def _named(flag: str, items: list[str], what: str) -> dict[str, str]:
+    """NAME -> VALUE of a repeatable ``--flag NAME=VALUE``."""
+    out: dict[str, str] = {}
+    for item in items or ():
         if "=" not in item:
-            raise ConfigError(f"--classifier-label {item!r}: expected NAME=LABEL")
+            raise ConfigError(f"{flag} {item!r}: expected NAME={what}")
         k, v = item.split("=", 1)
-        labels[k] = v
+        out[k] = v
+    return out
+
+
+def _classifiers(args: argparse.Namespace) -> dict[str, Any]:
+    """FilterConfig.classifiers of --classifier NAME=MODEL[:THRESHOLD], --classifier-label NAME=LABEL and
+    (filter's) --classifier-card NAME=CARD."""
+    given = {"label": _named("--classifier-label", args.classifier_label, "LABEL"),
+             "card": _named("--classifier-card", getattr(args, "classifier_card", None), "CARD")}
     specs = []
     for text in args.classifier:
         spec = parse_classifier(text)
-        if spec.name in labels:
-            spec = dataclasses.replace(spec, label=labels.pop(spec.name))
+        spec = dataclasses.replace(spec, **{k: v.pop(spec.name) for k, v in given.items() if spec.name in v})
         specs.append(spec)
-    if labels:
-        raise ConfigError(f"--classifier-label {next(iter(labels))!r} names no --classifier")
+    for key, left in given.items():
+        if left:
+            raise ConfigError(f"--classifier-{key} {next(iter(left))!r} names no --classifier")
     return {"classifiers": tuple(specs)}
+
+
+def _domain_thresholds(args: argparse.Namespace) -> dict[str, Any]:
+    """FilterConfig.domain_thresholds of --domain-threshold NAME:DOMAIN=THRESHOLD (repeatable)."""
+    return {"domain_thresholds": tuple(parse_domain_threshold(x) for x in args.domain_threshold or ())}
 
 
 def _perplexity(args: argparse.Namespace) -> dict[str, Any]:
@@ -101,7 +117,8 @@ def _perplexity(args: argparse.Namespace) -> dict[str, Any]:
     return {"perplexity": ppl, "max_perplexity": max_ppl, "perplexity_keep": keep, "perplexity_lang": by_lang}
 
 
-PARSED = {"classifiers": _classifiers, "perplexity": _perplexity}  # the fields whose flags' text is parsed here
+PARSED = {"classifiers": _classifiers, "perplexity": _perplexity,  # the fields whose flags' text is parsed here
+          "domain_thresholds": _domain_thresholds}
 
 
 def model_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -113,19 +130,29 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
     return fields.nest(values, FilterConfig)
 
 
+def _add_scoring_groups(p: argparse.ArgumentParser) -> None:
+    """The flags a filter command and a recipe's filter step share: scoring, paragraphs, domains, URL rules, DSIR."""
+    add_model_arguments(p)
+    fields.add_flags(p.add_argument_group("paragraphs (--unit paragraph)"), FilterConfig, *PARAGRAPH_FIELDS,
+                     config_defaults=True)
+    g = p.add_argument_group("domains: thresholds per domain (002: medical, legal, fiction)")
+    fields.add_flags(g, FilterConfig, *DOMAIN_FIELDS, config_defaults=True)
+    g.add_argument("--classifier-card", action="append", default=[], metavar="NAME=CARD",
+                   help="the model card of classifier NAME (threshold, label, thresholds per domain), e.g. one "
+                        "`gpu-dedup calibrate` wrote (default: MODEL.json beside the model)")
+    fields.add_flags(p.add_argument_group("rules: URL blocklist (--rules url), C4's line removal (--rules c4)"), FilterConfig, *URL_FIELDS,
+                     config_defaults=True)
+    fields.add_flags(p.add_argument_group("DSIR (importance resampling)"), FilterConfig, *DSIR_FIELDS,
+                     config_defaults=True)
+
+
 def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     """``filter``'s flags: the scoring flags, DSIR's and the run's, from FilterConfig's field metadata, and
     those that are no config field (OUT, the engine, --overwrite, --quiet)."""
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs (like `run`)")
     p.add_argument("-o", "--output", required=True, metavar="OUT")
-    add_model_arguments(p)
+    _add_scoring_groups(p)
     p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output"})  # filter_corpus's name of -o
-    fields.add_flags(p.add_argument_group("paragraphs (--unit paragraph)"), FilterConfig, *PARAGRAPH_FIELDS,
-                     config_defaults=True)
-    fields.add_flags(p.add_argument_group("rules: URL blocklist (--rules url), C4's line removal (--rules c4)"), FilterConfig, *URL_FIELDS,
-                     config_defaults=True)
-    fields.add_flags(p.add_argument_group("DSIR (importance resampling)"), FilterConfig, *DSIR_FIELDS,
-                     config_defaults=True)
     g = p.add_argument_group("run")
     fields.add_flags(g, FilterConfig, *RUN_FIELDS, config_defaults=True)
     g.add_argument("--engine", choices=("local", "ray"), default="local",
@@ -135,27 +162,49 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     fields.add_flags(g, FilterConfig, "write_filtered", config_defaults=True)
     g.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
     g.add_argument("-q", "--quiet", action="store_true")
+    from .common import add_common
+
+    add_common(p)
+
+
+def add_step_arguments(p: argparse.ArgumentParser) -> None:
+    """A filter step's flags in a recipe: ``filter``'s but the run's (its reading, device and threads are the
+    pipeline's), with the step's own run settings (audit, seed, --no-filtered)."""
+    _add_scoring_groups(p)
+    fields.add_flags(p.add_argument_group("run"), FilterConfig, *STEP_RUN_FIELDS, config_defaults=True)
+
+
+def step_config(args: argparse.Namespace) -> FilterConfig:
+    """The FilterConfig of a filter step's flags (``add_step_arguments``)."""
+    values = fields.flag_values(FilterConfig, args, PARAGRAPH_FIELDS + DOMAIN_FIELDS + URL_FIELDS + DSIR_FIELDS
+                                + STEP_RUN_FIELDS, PARSED)
+    return FilterConfig(**model_options(args), **fields.nest(values, FilterConfig))
 
 
 def filter_config(args: argparse.Namespace) -> FilterConfig:
     """The FilterConfig of ``filter``'s flags (``progress``: bars unless --quiet; the API's default is off)."""
-    values = fields.flag_values(FilterConfig, args, PARAGRAPH_FIELDS + URL_FIELDS + DSIR_FIELDS + RUN_FIELDS
-                                + ("write_filtered",))
+    values = fields.flag_values(FilterConfig, args, PARAGRAPH_FIELDS + DOMAIN_FIELDS + URL_FIELDS + DSIR_FIELDS
+                                + RUN_FIELDS + ("write_filtered",), PARSED)
     return FilterConfig(**model_options(args), **fields.nest(values, FilterConfig), progress=not args.quiet)
 
 
 def run_filter(args: argparse.Namespace) -> int:
-    from ..filters.stage import filter_corpus
+    from ..filters.program import Filter
+    from ..pipeline.engine import run_pipeline
+    from .common import env_from_args
 
     cfg = filter_config(args)
-    # filter_corpus owns OUT (outside the inputs, locked, an earlier run replaced only with --overwrite); its
-    # errors name output_dir / overwrite=True, which main writes as --output / --overwrite (api_names)
-    res = filter_corpus(args.inputs, cfg, args.output, overwrite=args.overwrite, engine=args.engine,
-                        workers=args.workers, address=args.address)
+    # a one-step pipeline: the engine owns OUT (outside the inputs, locked, an earlier run replaced only with
+    # --overwrite); errors name output_dir / overwrite=True, which main writes as --output / --overwrite
+    res = run_pipeline([Filter(cfg)], args.inputs, args.output, env=env_from_args(args), layout="flat",
+                       command="filter", resume=args.resume, overwrite=args.overwrite).steps[0].result
     c = res.stats["counts"]
     print(f"kept {c['kept']:,} of {c['input']:,} documents; removed by: "
           + (", ".join(f"{r} {k:,}" for r, k in sorted(c["by_reason"].items(), key=lambda x: -x[1])
                        if r != "kept") or "nothing"))
+    warning = (res.stats.get("dsir") or {}).get("warning")
+    if warning:  # the log line can share a line with the progress bar: the summary says it again
+        print(f"note: DSIR {warning}")
     t = res.stats["timings_s"]
     print(f"device {res.stats['device']}, {seconds_line(t)}, {res.stats['throughput_docs_per_s'] or 0:,.0f} docs/s "
           f"scored")

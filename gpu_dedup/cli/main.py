@@ -11,7 +11,7 @@ from typing import Sequence
 
 from .._version import __version__
 from ..errors import GpuDedupError
-from . import compare, demo, params, report, run, screen, substring, train, warmup
+from . import compare, demo, params, pipeline, report, run, screen, substring, train, warmup
 from . import filter as filter_  # the module of `gpu-dedup filter` (not the builtin)
 
 logger = logging.getLogger("gpu_dedup")
@@ -35,19 +35,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpu-dedup {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (run, demo, screen, compare, report, params, filter_, train, substring, warmup):
+    for command in (run, pipeline, demo, screen, compare, report, params, filter_, train, substring, warmup):
         command.add_command(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    try:
+        args = with_config_file(parser, argv, args)
+    except GpuDedupError as exc:
+        print(f"gpu-dedup: error: {exc}", file=sys.stderr)
+        return 1
     quiet = getattr(args, "quiet", False)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else (logging.WARNING if quiet else logging.INFO),
+    debug = args.verbose or getattr(args, "debug", False)
+    logging.basicConfig(level=logging.DEBUG if debug else (logging.WARNING if quiet else logging.INFO),
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return int(args.func(args) or 0)
@@ -67,3 +74,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         sp = subcommand_parser(parser, args.command)  # the API's argument names, as this command's flags
         print(f"gpu-dedup: error: {cli_message(str(exc), command_flags(sp)) if sp else exc}", file=sys.stderr)
         return 1
+
+
+def with_config_file(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with the flags of ``--config FILE`` (cli/common.py: a mapping of the command's flags by name) read
+    before the command line's own, which therefore win. ``run``'s file may also hold RunConfig's sections and
+    fields (its own reader: ``run.config_from_args``); those keys are left to it."""
+    path = getattr(args, "config", None)
+    if not path:
+        return args
+    from .common import config_tokens, load_mapping
+    from .flags import subcommand_parser
+
+    mapping = load_mapping(path)
+    sp = subcommand_parser(parser, args.command)
+    if args.command == "run":  # RunConfig's own keys, and any key that is no flag, are config_from_args' to read
+        from .common import is_flag
+        from .run import RUN_CONFIG_KEYS
+
+        mapping = {k: v for k, v in mapping.items() if k not in RUN_CONFIG_KEYS and is_flag(sp, k)}
+    tokens = config_tokens(mapping, sp, f"config file {path!r}")
+    if not tokens:
+        return args
+    at = argv.index(args.command) + 1
+    new = parser.parse_args(argv[:at] + tokens + argv[at:])
+    new.config_flag_keys = frozenset(mapping)
+    return new

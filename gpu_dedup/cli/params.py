@@ -1,5 +1,5 @@
 """``gpu-dedup params``: LSH bands x rows for a threshold and hash budget, as a table on stdout (the math and the
-recommendation: ``gpu_dedup.params.plan_bands``)."""
+recommendation: ``gpu_dedup.lexical.params.plan_bands``)."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..params import (DEFAULT_RECALL, DEFAULT_SE_AT, DEFAULT_SIMS, PLOT_SUFFIXES, candidate_probability,
+from ..lexical.params import (DEFAULT_RECALL, DEFAULT_SE_AT, DEFAULT_SIMS, PLOT_SUFFIXES, candidate_probability,
                       format_table, plan_bands, plot_s_curves, preset_choices, sharpness, steepest_point)
 
 

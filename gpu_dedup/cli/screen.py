@@ -1,4 +1,6 @@
-"""``gpu-dedup screen``: flag corpus documents that share word n-grams with benchmark items (removes nothing)."""
+"""``gpu-dedup screen``: flag corpus documents that share word n-grams with benchmark items (a report; removes
+nothing). Its flags are a screen step's in a recipe too (``add_screen_arguments``, ``screen_config``), where a
+flagged document is removed as ``contaminated``."""
 from __future__ import annotations
 
 import argparse
@@ -6,24 +8,14 @@ import dataclasses
 import os
 from typing import Any, get_args
 
-from ..config import RunConfig
 from ..screen import ScreenConfig, TextUnit
-from .args import DEVICES, config_default
+from .common import add_common, env_from_args
 
 
-def add_command(sub) -> None:
-    """Register ``screen`` on the CLI's subparsers."""
-    p = sub.add_parser("screen", help="flag corpus documents sharing word n-grams with benchmark items "
-                       "(contamination report; removes nothing)",
-                       epilog="examples:\n  gpu-dedup screen crawl/ --benchmark gsm8k.jsonl mmlu.parquet -o screen-out\n"
-                              "  gpu-dedup screen crawl/ --benchmark items.txt -o out --ngram 8 --common-phrases "
-                              "boilerplate.txt\n\npolicy: n >= 8 unless --min-ngram is lowered; n-grams found in "
-                              "more than --max-items-per-ngram items (default 10) or in --common-phrases are ignored",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("corpus", nargs="+", metavar="CORPUS", help="files, directories or globs (like `run`)")
-    p.add_argument("--benchmark", nargs="+", required=True, metavar="FILE",
+def add_screen_arguments(p: Any, required: bool = True) -> None:
+    """The benchmark files and ScreenConfig's flags."""
+    p.add_argument("--benchmark", nargs="+", required=required, metavar="FILE",
                    help="benchmark files: jsonl / parquet (fields below) or plain text")
-    p.add_argument("-o", "--output", required=True, metavar="OUT")
     d = {f.name: f.default for f in dataclasses.fields(ScreenConfig)}
     p.add_argument("--ngram", type=int, default=d["ngram"], help=f"words per n-gram (default {d['ngram']})")
     p.add_argument("--min-matches", type=int, default=d["min_matches"],
@@ -36,26 +28,46 @@ def add_command(sub) -> None:
                    help="plain-text benchmark files: one item per line (default) or per file")
     p.add_argument("--common-phrases", metavar="FILE", help="phrases (one per line) whose n-grams never count")
     p.add_argument("--max-items-per-ngram", type=int, help="ignore n-grams in more items (0 = keep all)")
-    p.add_argument("--id-field", default=d["id_field"])
-    p.add_argument("--text-field", default=d["text_field"])
-    p.add_argument("--device", choices=DEVICES, default=config_default(RunConfig, "device"))
-    p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=cmd_screen, api_names={"output_dir": "output"})  # screen()'s name of -o, in its errors
 
 
-def cmd_screen(args: argparse.Namespace) -> int:
-    from ..screen import load_phrases, screen
+def screen_config(args: argparse.Namespace) -> ScreenConfig:
+    """The ScreenConfig of the screen flags (its reading settings are the run's)."""
+    from ..screen import load_phrases
 
     kw: dict[str, Any] = {"ngram": args.ngram, "min_matches": args.min_matches, "min_ngram": args.min_ngram,
-                          "text_unit": args.benchmark_text_unit, "id_field": args.id_field,
-                          "text_field": args.text_field}
+                          "text_unit": args.benchmark_text_unit}
     if args.benchmark_field:
         kw["fields"] = tuple(args.benchmark_field)
     if args.common_phrases:
         kw["common_phrases"] = load_phrases(args.common_phrases)
     if args.max_items_per_ngram is not None:
         kw["max_items_per_ngram"] = args.max_items_per_ngram or None
-    res = screen(args.corpus, args.benchmark, ScreenConfig(**kw), args.output, device=args.device)
+    return ScreenConfig(**kw)
+
+
+def add_command(sub) -> None:
+    """Register ``screen`` on the CLI's subparsers."""
+    p = sub.add_parser("screen", help="flag corpus documents sharing word n-grams with benchmark items "
+                       "(contamination report; removes nothing)",
+                       epilog="examples:\n  gpu-dedup screen crawl/ --benchmark gsm8k.jsonl mmlu.parquet -o screen-out\n"
+                              "  gpu-dedup screen crawl/ --benchmark items.txt -o out --ngram 8 --common-phrases "
+                              "boilerplate.txt\n\npolicy: n >= 8 unless --min-ngram is lowered; n-grams found in "
+                              "more than --max-items-per-ngram items (default 10) or in --common-phrases are ignored",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("corpus", nargs="+", metavar="CORPUS", help="files, directories or globs (like `run`)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT")
+    add_screen_arguments(p)
+    add_common(p)
+    p.set_defaults(func=cmd_screen, api_names={"output_dir": "output"})  # screen()'s name of -o, in its errors
+
+
+def cmd_screen(args: argparse.Namespace) -> int:
+    from ..pipeline.engine import run_pipeline
+    from ..screen.program import Screen
+
+    step = Screen(tuple(args.benchmark), screen_config(args))
+    res = run_pipeline([step], args.corpus, args.output, env=env_from_args(args), layout="flat", command="screen",
+                       resume=args.resume, overwrite=args.overwrite).steps[0].result
     print(f"screened against {len(args.benchmark)} benchmark file(s): {res.matches.num_rows:,} (document, item) "
           f"matches in {len(res.flagged_ids):,} documents "
           f"-> {os.path.join(args.output, 'matches.parquet')}, counts.json. Nothing was removed.")

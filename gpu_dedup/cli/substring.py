@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import constants as C
 from ..errors import ConfigError
-from .args import DEVICES, positive_int, size_arg
+from .args import positive_int, size_arg
 EPILOG = ("examples:\n  gpu-dedup substring data/ -o sub-out --min-tokens 50\n"
           "  gpu-dedup substring data/*.parquet -o sub-out --tokenizer gpt2/tokenizer.json --keep longest\n"
           "outputs: substring_spans.parquet (every cut: byte and token range, the kept copy, the cut text),\n"
@@ -28,14 +28,18 @@ def add_stage_args(g: Any, prefix: str) -> None:
     g.add_argument(f"--{prefix}memory-budget", dest="substring_memory_budget", type=size_arg, metavar="SIZE",
                    help="bound the suffix-array stage's memory (e.g. 2G): tokens spilled to --work-dir and chunks "
                         "chosen to fit; the same cuts")
-    g.add_argument(f"--{prefix}work-dir", dest="substring_work_dir", metavar="DIR", help="directory for the spilled "
-                   "tokens with --memory-budget (default: the system's temporary directory; ~32 B per token)")
+    if prefix:  # the substring command's --work-dir is the common one (cli/common.py): where intermediate files go
+        g.add_argument(f"--{prefix}work-dir", dest="substring_work_dir", metavar="DIR", help="directory for the "
+                       "spilled tokens with --memory-budget (default: the system's temporary directory; ~32 B per "
+                       "token)")
     g.add_argument(f"--{prefix}min-doc-bytes", dest="substring_min_doc_bytes", type=int, default=50,
                    help="changed documents left with fewer bytes are flagged 'short' (default 50)")
 
 
 def add_command(sub: Any) -> None:
     """Register ``substring`` on the CLI's subparsers."""
+    from .common import add_common
+
     p = sub.add_parser("substring", help="cut repeated spans of >= --min-tokens tokens (exact-substring dedup with "
                        "suffix arrays; reversible)", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="jsonl / jsonl.gz / jsonl.zst / parquet files, "
@@ -44,12 +48,9 @@ def add_command(sub: Any) -> None:
     add_stage_args(p, "")
     p.add_argument("--keep", default="first", help="which copy stays: first | longest | min-id | max:<column> | "
                    "min:<column> (default first)")
-    p.add_argument("--device", choices=DEVICES, default="cpu")
-    p.add_argument("--id-field", default="id")
-    p.add_argument("--text-field", default="text")
     p.add_argument("--skip-bad-records", action="store_true", help="skip (and count) bad records instead of "
-                   "stopping at the first")
-    p.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
+                   "stopping at the first (the same as --on-error skip)")
+    add_common(p)
     p.set_defaults(func=cmd_substring, api_names={"output_dir": "output"})  # substring_dedup's name of -o
 
 
@@ -57,19 +58,25 @@ def config_from(args: argparse.Namespace, **input_kw: Any):
     from ..substring.config import SubstringConfig
 
     return SubstringConfig(min_tokens=args.min_tokens, tokenizer=args.tokenizer, chunk_tokens=args.chunk_tokens,
-                           memory_budget=args.substring_memory_budget, work_dir=args.substring_work_dir,
+                           memory_budget=args.substring_memory_budget,
+                           work_dir=getattr(args, "substring_work_dir", None),
                            min_doc_bytes=args.substring_min_doc_bytes, **input_kw)
 
 
 def cmd_substring(args: argparse.Namespace) -> int:
-    from ..substring.dedup import substring_dedup
+    from ..pipeline.engine import run_pipeline
+    from ..substring.program import Substring
+    from .common import env_from_args
 
     if args.min_tokens < 1:
         raise ConfigError(f"--min-tokens must be >= 1, got {args.min_tokens}")
-    cfg = config_from(args, keep=args.keep, id_field=args.id_field, text_field=args.text_field,
-                      on_error="skip" if args.skip_bad_records else "raise")
-    res = substring_dedup(args.inputs, cfg, args.output, device=args.device, overwrite=args.overwrite)
-    summary(res)
+    if args.skip_bad_records:
+        args.on_error = "skip"
+    env = env_from_args(args)
+    step = Substring(config_from(args, keep=args.keep))
+    run = run_pipeline([step], args.inputs, args.output, env=env, layout="flat", command="substring",
+                       resume=args.resume, overwrite=args.overwrite)
+    summary(run.steps[0].result)
     return 0
 
 

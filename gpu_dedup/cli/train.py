@@ -1,4 +1,5 @@
-"""``gpu-dedup train-lm`` and ``gpu-dedup train-classifier``: the models ``filter`` scores with."""
+"""``gpu-dedup train-lm``, ``gpu-dedup train-classifier`` and ``gpu-dedup calibrate``: the models ``filter`` scores
+with, and the cards it reads their thresholds from."""
 from __future__ import annotations
 
 import argparse
@@ -34,12 +35,79 @@ def add_command(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _train_classifier_arguments(p)
     p.set_defaults(func=run_train_classifier, api_names={"out": "output"})  # train_classifier's name of -o
+    p = sub.add_parser("calibrate", help="score a labelled sample with any fastText classifier: reliability, ECE, "
+                       "Brier, precision/recall per threshold, a chosen threshold, false rejection per group with an "
+                       "alarm, thresholds per domain, written into a card filter reads",
+                       epilog=EPILOG_CALIBRATE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _calibrate_arguments(p)
+    p.set_defaults(func=run_calibrate, api_names={"out": "output", "group_fields": "group_field"})
+
+
+EPILOG_CALIBRATE = """examples:
+  gpu-dedup calibrate jigsaw.bin audited.jsonl --label toxic --direction max --group-field dialect
+  gpu-dedup filter crawl/ -o out --classifier hate=jigsaw.bin          # the card beside the model applies
+  gpu-dedup calibrate quality.bin sample.jsonl -o q.card.json --domain-field domain --threshold-rule precision \\
+      --threshold-target 0.9
+  gpu-dedup filter crawl/ -o out --classifier q=quality.bin --classifier-card q=q.card.json --domain-field domain
+
+the card holds the threshold, the reliability table (ECE, Brier), precision/recall per threshold, false
+rejection per group (an ALARM at --audit-ratio x the sample's rate: 002 says 3-5x) and thresholds per domain;
+without -o it is written beside the model (MODEL.json), where filter finds it."""
+
+
+def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="a fastText classifier (.bin / .ftz)")
+    p.add_argument("inputs", nargs="+", metavar="LABELLED", help="the labelled sample: JSON Lines / Parquet files or "
+                   "directories with a text and a label field")
+    p.add_argument("-o", "--output", metavar="CARD", help="where the card goes (default: MODEL.json, beside the "
+                   "model, where filter reads it)")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--label-field", default="label", help="the sample's label field (default label)")
+    p.add_argument("--group-field", action="append", default=[], metavar="COLUMN", help="a column (dialect, "
+                   "demographic group, source) whose values get their own false-rejection rate and an alarm "
+                   "(repeatable)")
+    p.add_argument("--domain-field", metavar="COLUMN", help="a column whose values get their own threshold, which "
+                   "filter --domain-field COLUMN applies")
+    p.add_argument("--label", metavar="LABEL", help="the model's label whose probability is the score (default: "
+                   "a two-label model's label named like a positive class)")
+    p.add_argument("--positive-value", metavar="VALUE", help="the sample's label that means positive (default: "
+                   "--label's name)")
+    p.add_argument("--direction", choices=("min", "max"), default="min", help="min (default): the filter keeps "
+                   "score >= threshold (quality); max: it removes score > threshold (toxicity)")
+    p.add_argument("--threshold-rule", choices=("f1", "precision", "retention"), default="f1")
+    p.add_argument("--threshold-target", type=float, metavar="X", help="the precision or retention target")
+    p.add_argument("--threshold", type=float, metavar="T", help="a fixed threshold: choose nothing, measure it "
+                   "(confirm a threshold on a second sample)")
+    p.add_argument("--audit-ratio", type=float, default=3.0, metavar="R", help="an alarm when a group's false "
+                   "rejection is at least R times the sample's (default 3; the seed says 3-5)")
+    p.add_argument("--bins", type=int, default=10, help="reliability-table bins (default 10)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing card")
+    p.add_argument("-q", "--quiet", action="store_true")
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from ..filters.calibrate import CalibrateConfig, calibrate
+    from ..filters.cards import format_calibration
+
+    cfg = CalibrateConfig(text_field=args.text_field, label_field=args.label_field,
+                          group_fields=tuple(args.group_field), domain_field=args.domain_field, label=args.label,
+                          positive_value=args.positive_value, direction=args.direction,
+                          threshold_rule=args.threshold_rule, threshold_target=args.threshold_target,
+                          threshold=args.threshold, audit_ratio=args.audit_ratio, bins=args.bins,
+                          device=args.device)
+    card = calibrate(args.model, list(args.inputs), args.output, cfg, overwrite=args.overwrite)
+    print(format_calibration(card))
+    from ..filters.train import card_path
+
+    print(f"wrote {args.output or card_path(args.model)}")
+    return 0
 
 
 def run_train_lm(args: argparse.Namespace) -> int:
     from ..filters.kneser_ney import LMTrainConfig, train_lm
     from ..filters.lm import LMNormalization
-    from ..run import seconds_line
+    from ..runtime.run import seconds_line
 
     cfg = LMTrainConfig(order=args.order, normalization=LMNormalization.parse(args.normalization),
                         text_field=args.text_field, screen=tuple(args.screen), screen_drop=args.screen_drop)
@@ -83,6 +151,15 @@ def _train_classifier_arguments(p: argparse.ArgumentParser) -> None:
                           "the harm)"),
         "test_fraction": dict(type=float, default=None, help="the held-out test side, scored once at the end "
                                                              "(default 0.1; 0: none)"),
+        "label_tokens": dict(flags=("--strip-label-tokens",), action="store_const", const="strip", default=None,
+                             help="remove the __label__ tokens a text holds (counted in the card); by default such "
+                                  "a text is refused, as the seed's procedure does"),
+        "head_of": dict(default=None, metavar="MODEL",
+                        help="keep this fastText model's words and embeddings and fit only a new output layer on "
+                             "the labels (002: fine-tune the output layer on new labels or a new domain)"),
+        "head_l2": dict(type=float, default=None, metavar="C",
+                        help="with --head-of: the output layer's L2 weight, relative to the hidden vectors' scale "
+                             "(default 0.001)"),
     }
     for f in dataclasses.fields(TrainClassifierConfig):
         flag = "--" + f.name.replace("_", "-")

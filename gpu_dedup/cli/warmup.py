@@ -1,10 +1,10 @@
 """``gpu-dedup warmup``: compile the kernels of every command (or of those named) ahead of the first run
-(gpu_dedup/warmup.py)."""
+(gpu_dedup/pipeline/warmup.py)."""
 from __future__ import annotations
 
 import argparse
 
-from ..compiling import COMMANDS
+from ..runtime.compiling import COMMANDS
 
 
 def add_command(sub) -> None:
@@ -18,7 +18,7 @@ def add_command(sub) -> None:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    from ..warmup import warmup
+    from ..pipeline.warmup import warmup
 
     for c, r in warmup(tuple(args.commands) or tuple(COMMANDS), device=args.device).items():
         print(f"{c}: {r['kernels_compiled']} kernels compiled, {r['seconds']:.1f} s")

@@ -7,7 +7,8 @@ import contextlib
 import logging
 import os
 import uuid
-from ..errors import ClusterError, ConfigError, DependencyError, RunError
+
+from ..errors import ClusterError, ConfigError, DependencyError, GpuDedupError, RunError
 
 logger = logging.getLogger(__name__)
 
@@ -20,13 +21,50 @@ def import_ray():
     return ray
 
 
+# Ray's own INFO lines (the local instance started, connecting) and its warning that token authentication
+# is on (on by default for a local instance: nothing to act on) are not the tool's lines; everything else
+# Ray logs at WARNING or above still reaches the terminal
+_QUIET = {"ray._private.authentication.authentication_token_setup": "Token authentication is enabled"}
+
+
+class _Drop(logging.Filter):
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
+
+
+def _quiet_ray() -> dict:
+    """ray.init's logging arguments: Ray's INFO lines only with -v; the noise of ``_QUIET`` dropped."""
+    for name, prefix in _QUIET.items():
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _Drop) for f in log.filters):
+            log.addFilter(_Drop(prefix))
+    verbose = logging.getLogger("gpu_dedup").isEnabledFor(logging.DEBUG)
+    return {"logging_level": logging.INFO if verbose else logging.WARNING, "include_dashboard": False}
+
+
+def check_cluster_args(workers: int | None, address: str | None) -> None:
+    if address is not None and workers is not None:
+        raise ConfigError(f"--workers {workers} starts a local Ray cluster and --address {address} joins a "
+                          "running one: pass one of them")
+
+
 @contextlib.contextmanager
 def ray_cluster(workers: int | None, address: str | None):
     """Yields the ray module, connected: to ``address`` (auto | HOST:PORT) or to a local cluster of
     ``workers`` CPUs started here (and shut down afterwards). An already connected driver (a notebook, a
-    test's cluster) is used as it is. The workers' log lines (an input that changed, a giant bucket) reach
-    this terminal, prefixed by Ray with the worker's process id."""
+    test's cluster) is used as it is.
+
+    Without ``address`` the run starts its own local instance (``address="local"``), whatever else runs on
+    the machine: a cluster of ``ray start --head`` (or RAY_ADDRESS) is joined only with ``--address auto``,
+    never by accident (Ray would refuse ``num_cpus`` for it, or pick "the latest" of several). The workers'
+    log lines at WARNING and above (an input that changed, a giant bucket) reach this terminal, prefixed by
+    Ray with the worker's process id; their progress bars are off (the driver's Job)."""
     ray = import_ray()
+    check_cluster_args(workers, address)
     if address is not None and address != "auto":
         _reachable(address)
     if ray.is_initialized():
@@ -34,32 +72,109 @@ def ray_cluster(workers: int | None, address: str | None):
         return
     try:
         if address is not None:
-            ray.init(address=address, include_dashboard=False)
+            logger.info("joining the Ray cluster at %s", address)
+            ray.init(address=address, **_quiet_ray())
         else:
-            ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
+            n = workers or os.cpu_count() or 1
+            env = os.environ.get("RAY_ADDRESS")
+            logger.info("starting a local Ray cluster of %d worker processes%s", n, f" (not the one of RAY_ADDRESS={env}: "
+                        "join that with --address auto)" if env else "")
+            ray.init(address="local", num_cpus=n, **_quiet_ray())
     except ConnectionError as exc:
-        raise ClusterError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
-                           "`ray start --head` or drop --address to start a local one") from exc
+        raise ClusterError(_join_failed(address, exc)) from exc
     try:
         yield ray
     finally:
         ray.shutdown()
 
 
+def _join_failed(address: str | None, exc: Exception) -> str:
+    """The error of a cluster that did not let this driver join (Ray gave up after its retries)."""
+    why = f"--address {address}: Ray could not join the cluster there ({exc})"
+    if address == "auto":
+        return (f"{why}: start one on this machine with `ray start --head`, pass its HOST:PORT, or drop --address "
+                "to start a local one")
+    if os.environ.get("RAY_AUTH_MODE") is None:
+        # Ray enables token authentication for a cluster it finds itself (auto), never for an address given
+        why += ("; if Ray's lines above say 'Unauthenticated', the cluster uses token authentication: set "
+                "RAY_AUTH_MODE=token, with the token in RAY_AUTH_TOKEN or ~/.ray/auth_token, as for any Ray driver")
+    return why
+
+
+def ray_get(ray, refs: list, describe=None) -> list:
+    """The results of ``refs`` in order. A task that raised one of the tool's errors (a GpuDedupError: a bad
+    record, a missing extra) or a file system's (OSError) raises it here as the local engine would, its
+    message alone: Ray's wrapper carries the worker's traceback, logged at DEBUG (-v). ``describe(i, exc)``:
+    the error of a task whose worker died or ran out of memory (None: Ray's own). The tasks still running
+    are cancelled on the way out (a joined cluster outlives the run)."""
+    out = []
+    try:
+        for i, ref in enumerate(refs):
+            try:
+                out.append(ray.get(ref))
+            except ray.exceptions.RayTaskError as exc:
+                cause = getattr(exc, "cause", None)
+                if isinstance(cause, (GpuDedupError, OSError)):
+                    logger.debug("a Ray task failed: %s", exc)
+                    raise cause.with_traceback(None) from None
+                raise
+            except (ray.exceptions.OutOfMemoryError, ray.exceptions.WorkerCrashedError,
+                    ray.exceptions.RayActorError) as exc:
+                if describe is None:
+                    raise
+                raise RunError(describe(i, exc)) from exc
+    except BaseException:
+        for ref in refs[len(out) + 1:]:
+            try:
+                ray.cancel(ref)
+            except Exception:  # noqa: BLE001 - a finished or actor task: nothing to cancel
+                pass
+        raise
+    return out
+
+
+# the client's connection preface and an empty SETTINGS frame (RFC 9113 §3.4): a gRPC server (Ray's GCS is
+# one) answers with its own SETTINGS frame at once
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_H2_SETTINGS = 0x04
+
+
 def _reachable(address: str, timeout: float = 5.0) -> None:
-    """Fail fast, naming the address, when nothing listens at HOST:PORT (Ray itself retries for minutes)."""
+    """Fail fast, naming the address, when nothing listens at HOST:PORT, or something that is no Ray head
+    (Ray itself retries for minutes, or for ever): the head's GCS speaks gRPC, so it answers an HTTP/2
+    preface with a SETTINGS frame within ``timeout`` seconds. Skipped under RAY_USE_TLS (a TLS handshake
+    comes first)."""
     import socket
 
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(f"--address {address!r}: expected auto or HOST:PORT (the head's `ray start --head --port`)")
+    fix = ("start one with `ray start --head --port PORT` on that host and pass that port (the GCS port, 6379 by "
+           "default), or drop --address to start a local one")
     try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
+        conn = socket.create_connection((host, int(port)), timeout=timeout)
     except OSError as exc:
-        raise ClusterError(f"--address {address}: no Ray cluster reachable there ({exc}); start one with "
-                           "`ray start --head --port PORT` on that host, or drop --address to start a local "
-                           "one") from exc
+        raise ClusterError(f"--address {address}: no Ray cluster reachable there ({exc}); {fix}") from exc
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        conn.close()
+        return
+    got = b""
+    try:
+        with conn:
+            conn.settimeout(timeout)
+            conn.sendall(_H2_PREFACE)
+            while len(got) < 9:
+                chunk = conn.recv(9 - len(got))
+                if not chunk:
+                    break
+                got += chunk
+    except OSError:  # a timeout or a reset: no answer
+        pass
+    if len(got) < 9 or got[3] != _H2_SETTINGS:
+        answer = f"it answered {got[:16]!r}" if got else f"no answer within {timeout:g} s"
+        raise ClusterError(f"--address {address}: something listens there but it is not a Ray cluster's head "
+                           f"({answer}, where Ray's GCS answers gRPC); {fix}")
 
 
 def _probe(work: str, name: str, token: str) -> dict:

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..config import RunConfig
 from .shuffle import file_of
-from ..workdir import band_column
+from ..runtime.workdir import band_column
 from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, piece_keep_order, read_piece, run_once
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def index_piece(cfg: RunConfig, src: IndexSource) -> pa.Table:
     import pyarrow.parquet as pq
 
     from ..config import keep_column
-    from ..workdir import piece_table
+    from ..runtime.workdir import piece_table
 
     t = pq.read_table(os.path.join(src.path, "documents.parquet"), columns=["id", "exact_lo", "exact_hi", "short",
                                                                              "band_keys"])
@@ -176,7 +176,7 @@ def rep_positions(job: Job, h: int, reps_local: np.ndarray) -> tuple[np.ndarray,
 @run_once("index_rows")
 def index_rows(job: Job, fi: int) -> dict[str, Any]:
     """File ``fi``'s kept rows in documents.parquet's schema (index.kept_rows: shingle sets read again)."""
-    from ..index import DOCUMENTS_SCHEMA, documents_table, kept_rows
+    from ..lexical.index import DOCUMENTS_SCHEMA, documents_table, kept_rows
 
     cfg, lay = job.cfg, job.layout
     keep = np.asarray(lay.read_one("decisions", f"f{fi:06d}", ["keep"])["keep"]

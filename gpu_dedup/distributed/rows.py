@@ -2,6 +2,7 @@
 wrapper that makes it idempotent, the keep order of a table of rows, a file's piece, the assignment schema."""
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -11,8 +12,9 @@ import pyarrow as pa
 
 from ..config import RunConfig
 from ..decisions import keep_rank
-from ..device import set_threads
-from ..workdir import checkpoint
+from ..runtime.device import set_threads
+from ..runtime.run import peak_rss_bytes
+from ..runtime.workdir import checkpoint
 from .shuffle import Layout
 
 
@@ -62,34 +64,28 @@ class Job:
 
 def run_once(stage: str, valid=None):
     """Run the task unless its done marker holds a result for this run key (then return that result);
-    ``valid(job, key, result)``: a further check of a stored result (the sign stage's input stamp)."""
+    ``valid(job, key, result, *args)``: a further check of a stored result (the sign stage's input stamp,
+    the write stage's output directory). The task keeps the function's name (Ray's task name; pickled by
+    reference) and carries ``stage``, the name of its markers and work-dir files (driver.Stage.name)."""
     def wrap(fn):
+        @functools.wraps(fn)
         def task(job: Job, key: int, *args):
             set_threads(job.cfg.threads or 1)
             lay = job.layout
             # a component step's marker names its step too
             name = f"{key}-s{args[0]}" if args and type(args[0]) is int else str(key)
             found = lay.done(stage, name, job.run_key)
-            if found is not None and (valid is None or valid(job, key, found)):
+            if found is not None and (valid is None or valid(job, key, found, *args)):
                 return {**found, "reused": True}
             t = time.perf_counter()
             result = fn(job, key, *args)
             checkpoint(f"ray-{stage}")  # outputs written, marker not yet (the fault tests kill a worker here)
             result["seconds"] = time.perf_counter() - t
-            result["peak_rss_bytes"] = _peak_rss()
+            result["peak_rss_bytes"] = peak_rss_bytes() or 0
             return lay.finish(stage, name, job.run_key, result)
-        task.__name__ = f"{stage}_task"
+        task.stage = stage
         return task
     return wrap
-
-
-def _peak_rss() -> int:
-    """This worker process's peak resident memory so far (bytes; Linux reports KiB)."""
-    import resource
-    import sys
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
 def keep_columns(cfg: RunConfig) -> list[str]:

@@ -27,7 +27,7 @@ With ``--against`` the index is the run's file 0 (``options.IndexSource``): its 
 in keep order, never removed (the policy pins them), and get no decisions, as in the local engine.
 
 With ``device="cuda"`` the map and reduce tasks (sign, exact, buckets, members, policy) run on
-``DeviceWorker`` actors, one per GPU, which keep their compiled kernels and CuPy memory pool from task to
+``driver.DeviceWorker`` actors, one per GPU, which keep their compiled kernels and CuPy memory pool from task to
 task; the reduces sort on the device (exact groups, band rows, LSH buckets and the policy).
 
 Every task takes a ``Job`` (the run's config, files, partition count, row offsets: no per-document state)
@@ -45,15 +45,14 @@ import pyarrow.compute as pc
 
 from .. import io
 from ..decisions import DECISIONS_SCHEMA, FILTERED, REASON_CODES, REASONS
-from ..device import array_module, to_device, to_host
-from ..errors import ConfigError
+from ..runtime.device import array_module, to_device, to_host
 from ..lexical.bandkeys import BandKeys
 from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
 from ..lexical.exact import exact_groups
 from ..lexical.minhash import permutation_params
 from ..lexical.signatures import compute_file, piece_of, scope_salts
 from ..lexical.verify import ShingleSets, shingle_sets_pass
-from ..workdir import band_column
+from ..runtime.workdir import band_column
 from .options import IndexSource, index_piece, rep_positions
 from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, piece_keep_order, read_piece, run_once
 from .shuffle import file_of, key_partition, mix64
@@ -61,30 +60,9 @@ from .shuffle import file_of, key_partition, mix64
 logger = logging.getLogger(__name__)
 
 
-DEVICE_STAGES = ("sign", "exact", "buckets", "members", "policy")  # the map and reduce tasks of a GPU run
-
-
-class DeviceWorker:
-    """A Ray actor holding one GPU (``num_gpus=1``): it runs the map and reduce tasks of DEVICE_STAGES one
-    after another in one process, so Numba's compiled kernels and CuPy's memory pool are kept between
-    tasks (a task is a plain stage function: the same markers, retries and outputs as a CPU task)."""
-
-    def __init__(self):
-        self.tasks = 0
-
-    def run(self, stage: str, job: Job, key: int, *args) -> dict[str, Any]:
-        if stage not in DEVICE_STAGES:
-            raise ConfigError(f"stage {stage!r} does not run on a device worker ({', '.join(DEVICE_STAGES)} do)")
-        self.tasks += 1
-        from ..device import array_backend
-
-        return {**globals()[stage](job, key, *args), "worker_pid": os.getpid(), "worker_task": self.tasks,
-                "array_backend": array_backend(job.device)}
-
-
 def _same_input(job: Job, fi: int, result: dict) -> bool:
     """A stored sign result is reused only for the same input file (workdir's stamp rules)."""
-    from ..workdir import what_changed, file_identity
+    from ..runtime.workdir import what_changed, file_identity
 
     f = job.files[fi]
     if isinstance(f, IndexSource):
@@ -102,7 +80,7 @@ def _same_input(job: Job, fi: int, result: dict) -> bool:
 @run_once("sign", valid=_same_input)
 def sign(job: Job, fi: int) -> dict[str, Any]:
     """Pass 1 of file ``fi``: its piece and its exact rows by hash range (module doc)."""
-    from ..workdir import file_identity, input_stamp
+    from ..runtime.workdir import file_identity, input_stamp
 
     cfg, f = job.cfg, job.files[fi]
     pre: dict[str, Any] = {}
@@ -152,7 +130,7 @@ _STEPS: dict[tuple, Any] = {}
 
 
 def _score_steps(cfg, device: str, prefilter=None) -> tuple:
-    """The sign task's pass-1 score steps, as the local engine's (pipeline._score_steps): the prefilter's
+    """The sign task's pass-1 score steps, as the local engine's (lexical/dedup._score_steps): the prefilter's
     (``job.prefilter``: a fresh step per task, since it keeps its file's scores; its models loaded once per
     worker process) and ``--score``'s (ScoreStep.for_scores: stateless, built once per worker process)."""
     from ..config import keep_column, score_columns
@@ -284,6 +262,7 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
         start[1:] = (band[1:] != band[:-1]) | (key[1:] != key[:-1])
     run = np.cumsum(start) - 1
     sizes = np.bincount(run) if c else np.zeros(0, np.int64)
+    big = sizes >= 2
     first = row[np.flatnonzero(start)]
     member = (~start) & (sizes[run] >= 2) if c else np.zeros(0, bool)
     a, b = first[run[member]], row[member]
@@ -291,8 +270,11 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
         ab = np.unique(np.stack([a, b], axis=1), axis=0)
         a, b = ab[:, 0], ab[:, 1]
     _write_edges(job, a, b, "edges_0", f"p{p:04d}")
-    return {"buckets": int((sizes >= 2).sum()), "bucket_entries": int(sizes[sizes >= 2].sum()),
-            "largest_bucket": int(sizes.max()) if c else 0, "edges": int(a.shape[0])}
+    # the local engine's LSH counts (decide.bucket_stage: buckets are runs of >= 2), summed by the driver
+    per_band = np.bincount(band[start][big], minlength=job.cfg.lsh.bands) if c else np.zeros(job.cfg.lsh.bands)
+    return {"buckets": int(big.sum()), "bucket_entries": int(sizes[big].sum()),
+            "largest_bucket": int(sizes[big].max()) if big.any() else 0, "edges": int(a.shape[0]),
+            "buckets_per_band": [int(k) for k in per_band]}
 
 
 def _order(device: str, *keys: np.ndarray) -> np.ndarray:
@@ -381,7 +363,7 @@ def members(job: Job, fi: int) -> dict[str, Any]:
     if cfg.cluster.verify and rows.shape[0]:
         src = job.files[fi]
         if isinstance(src, IndexSource):
-            from ..index import Index
+            from ..lexical.index import Index
 
             sets = Index(src.path, src.manifest, None, None, None, None).shingle_sets(local)
         else:
@@ -521,9 +503,20 @@ def sizes(job: Job, h: int) -> dict[str, Any]:
     return {"clusters": int(reps.shape[0]), "largest": int(count.max()) if reps.shape[0] else 0}
 
 
-@run_once("write")
+def _wrote(job: Job, fi: int, result: dict, out: str | None) -> bool:
+    """A stored write result is reused only for the same OUT (an absolute path), its deduplicated/ file
+    still there: a run resumed into another -o (or an OUT emptied since) writes its own."""
+    if result.get("out") != out:
+        return False
+    if out is None or not result["deduplicated"]["files"]:
+        return True
+    return os.path.exists(io.output_path(os.path.join(out, "deduplicated"), job.files[fi]))
+
+
+@run_once("write", valid=_wrote)
 def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
-    """File ``fi``'s decisions part (DECISIONS_SCHEMA, as decide.decisions_table) and deduplicated/ file."""
+    """File ``fi``'s decisions part (DECISIONS_SCHEMA, as decide.decisions_table) and deduplicated/ file
+    (``out``: OUT as an absolute path, or None)."""
     cfg, lay, offs = job.cfg, job.layout, job.offs()
     piece = read_piece(job, fi, ["id", "text_bytes", "words"])
     n, row0 = piece.num_rows, int(offs[fi])
@@ -589,7 +582,7 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
     if cfg.cluster.scope_field is not None:
         # this file's scopes in order of first appearance: the driver merges them in file order
         scopes = {"scopes": _scope_counts(read_piece(job, fi, ["scope"])["scope"].combine_chunks(), keep)}
-    return {**scopes, "rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
+    return {**scopes, "out": out, "rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
             "kept": int(keep.sum()), "text_bytes": [int(tb.sum()), int(tb[keep].sum())],
             "words": [int(words.sum()), int(words[keep].sum())], "deduplicated": written,
             "largest_cluster": int(size.max()) if n else 0, "clusters_with_duplicates": int((reason == 1).sum())}

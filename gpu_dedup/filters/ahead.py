@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..compiling import Ahead
+    from ..runtime.compiling import Ahead
     from .config import FilterConfig
 
 _KERNEL_RULE_SETS = ("gopher", "gopher_quality", "gopher_repetition", "chars")  # the rule sets with CPU kernels
@@ -33,7 +33,7 @@ def filter_ahead(cfg: FilterConfig) -> Ahead | None:
     of the stages that need no model, the rules and the domain rules, while this process loads the models and
     compiles the fastText, LM and DSIR kernels. Returns the ``compiling.Ahead`` to wait for, or None (nothing to
     overlap, one core, or GPU_DEDUP_COMPILE_AHEAD=0)."""
-    from ..compiling import start_ahead
+    from ..runtime.compiling import start_ahead
 
     sets = [x.strip() for x in cfg.rules.split(",")] if isinstance(cfg.rules, str) else []
     rules = ",".join(x for x in sets if x in _KERNEL_RULE_SETS)
@@ -54,7 +54,7 @@ def ahead_main() -> None:
 
     import pyarrow as pa
 
-    from ..compiling import sample_texts
+    from ..runtime.compiling import sample_texts
     from .config import DomainConfig, FilterConfig
     from .domain import domain_stats
     from .scorers import Scorers, text_buffers

@@ -1,4 +1,5 @@
-"""The human-readable summary of a classifier card (``train-classifier`` prints it; ``train`` writes the card)."""
+"""The human-readable summary of a classifier card: ``format_summary`` of the card ``train-classifier`` writes
+(``train``), ``format_calibration`` of the one ``calibrate`` writes (``calibrate``)."""
 from __future__ import annotations
 
 from typing import Any
@@ -57,20 +58,21 @@ def format_summary(card: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _extras(card: dict[str, Any]) -> list[str]:
-    """Calibration, the per-group audit, the test side and the screening (cards of format version 2)."""
+def _extras(card: dict[str, Any], side: str = "validation") -> list[str]:
+    """Calibration, the per-group audit (measured on ``side``), the test side and the screening (cards of format
+    version 2)."""
     lines = []
     cal = card.get("calibration")
     if cal:
-        lines.append(f"calibration (validation): ECE {_num(cal['ece'], 4)}, Brier {_num(cal['brier'], 4)}")
+        lines.append(f"calibration ({side}): ECE {_num(cal['ece'], 4)}, Brier {_num(cal['brier'], 4)}")
         lines.append(f"  {'bin':>11} {'docs':>6} {'mean score':>10} {'positive':>8}")
         for b in cal["bins"]:
             lines.append(f"  [{b['lower']:.1f}, {b['upper']:.1f}) {b['documents']:>6} {_num(b['mean_score']):>10} "
                          f"{_num(b['fraction_positive']):>8}")
     for col, a in (card.get("audit") or {}).items():
-        lines.append(f"per {col!r} (validation): retention and false rejection at the threshold")
+        lines.append(f"per {col!r} ({side}): retention and false rejection at the threshold")
         for v, m in a["values"].items():
-            mark = "  <- rejected more than the others" if v in a["flagged"] else ""
+            mark = "  <- ALARM: rejected more than the others" if v in a["flagged"] else ""
             lines.append(f"  {v:<16} {m['documents']:>6} docs, retention {_num(m['retention'])}, false rejection "
                          f"{_num(m['false_rejection'])} (x{_num(m['rate_ratio'], 2)}){mark}")
     test = card.get("test")
@@ -90,3 +92,37 @@ def _extras(card: dict[str, Any]) -> list[str]:
     if groups.get("without_groups"):
         lines.append("WARNING: " + groups["without_groups"])
     return lines
+
+
+def format_calibration(card: dict[str, Any]) -> str:
+    """A short human-readable table of a calibration card (``calibrate.calibrate``).
+
+    Args:
+        card: the card.
+
+    Returns:
+        The text: the sample, the threshold and its precision/recall, precision/recall per threshold, the
+        reliability table, the per-group audit with its alarms, the thresholds per domain.
+    """
+    sm, rule, at = card["sample"], card["threshold_rule"], card["metrics"]["at_threshold"]
+    target = "" if rule["target"] is None else f" target {rule['target']}" + ("" if rule["target_met"] else " NOT MET")
+    lines = [f"model {card['model']['path']}: score P(__label__{card['positive_label']}), positive = label "
+             f"{card['positive_value']!r}",
+             f"sample: {sm['documents']} documents ({sm['positives']} positive, {sm['negatives']} negative"
+             + (f", {sm['unscored']} without a feature the model knows, left out" if sm["unscored"] else "") + ")",
+             f"threshold {card['threshold']:.6g} (rule {rule['rule']}{target}; keep {rule['keep']}): precision "
+             f"{_num(at['precision'])}, recall {_num(at['recall'])}, F1 {_num(at['f1'])}, retention "
+             f"{_num(at['retention'])}",
+             f"  {'threshold':>9} {'kept':>7} {'retention':>9} {'precision':>9} {'recall':>7} {'F1':>6}"]
+    for r in card["retention_table"]:
+        mark = " <" if r["threshold"] == card["threshold"] else ""
+        lines.append(f"  {r['threshold']:>9.4g} {r['kept']:>7} {_num(r['retention']):>9} {_num(r['precision']):>9} "
+                     f"{_num(r['recall']):>7} {_num(r['f1']):>6}{mark}")
+    lines += _extras(card, "sample")
+    for a in card.get("alarms") or []:
+        lines.append(f"ALARM {a['column']}={a['value']!r}: false rejection {_num(a['false_rejection'])} vs "
+                     f"{_num(a['baseline'])} overall (x{_num(a['rate_ratio'], 2)})")
+    for col, per in (card.get("thresholds_by") or {}).items():
+        lines.append(f"threshold per {col!r} (filter --domain-field {col} applies them): "
+                     + ", ".join(f"{v} {'-' if t is None else f'{t:.4g}'}" for v, t in per.items()))
+    return "\n".join(lines)

@@ -1,241 +1,26 @@
 """What ``gpu-dedup filter`` is asked to do: one dataclass per filter family, validated where it is made.
 
-A classifier is given as ``NAME=MODEL[:THRESHOLD]`` (``parse_classifier``): the score column is
-``<NAME>_score`` = the model's probability of its positive label, and THRESHOLD says which documents stay:
-``0.5`` or ``min0.5`` keeps scores >= 0.5 (quality), ``max0.3`` keeps scores <= 0.3 (toxicity: "documents that
-exceed the threshold are discarded"). Without THRESHOLD the model card written by ``train-classifier`` beside
-the model gives it; without a card the score is recorded and nothing is removed for it.
+The values of the classifier flags (``ClassifierSpec``, ``Retention``, ``parse_classifier``, ``split_threshold``,
+``parse_domain_threshold``) are parsed in ``specs`` and importable from here.
 """
 from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from ..config import Device, InputConfig, OnError, cli, did_you_mean, flag, is_int, is_real
 from ..errors import ConfigError, MissingFileError
+from .specs import (NAME_RE, ClassifierSpec, Direction, Retention, RetentionKind, ScoreKind,  # noqa: F401
+                    check_prob, parse_classifier, parse_domain_threshold, split_threshold)
 
 Unit = Literal["document", "paragraph"]
 ParagraphAction = Literal["score", "remove"]
 ShortParagraphs = Literal["inherit", "skip"]
-Direction = Literal["min", "max"]
-ScoreKind = Literal["label", "expected"]
-RetentionKind = Literal["pareto", "linear", "sigmoid"]
 FAMILIES = ("lid", "rules", "perplexity", "classifiers")
 ORDER = FAMILIES  # language ID first (as CCNet and FineWeb), then the rules (no model), perplexity, classifiers
-NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _READ = {f.name: f.default for f in fields(InputConfig)}  # FilterConfig gives these fields filter's flags
-
-
-def _prob(owner: str, name: str, value, lo_open: bool = False) -> None:
-    if not is_real(value) or not math.isfinite(value) or not (0.0 < value if lo_open else 0.0 <= value) \
-            or value > 1.0:
-        raise ConfigError(f"{owner}.{name} must be a number in {'(0' if lo_open else '[0'}, 1], got {value!r}")
-
-
-@dataclass(frozen=True)
-class Retention:
-    """Stochastic retention of a classifier's documents (GPT-3's rule, as NeMo Curator applies it): a document
-    with score s is kept with probability ``prob(s)``, decided by a uniform draw u in [0, 1) fixed by the run's
-    seed, the classifier's name and the document's row (``stage.uniform_draws``): kept when u < prob(s).
-
-    pareto (alpha): keep when s > 1 - X, X ~ Lomax(alpha) (numpy's ``pareto``, P(X > x) = (1 + x) ** -alpha),
-    so prob(s) = (2 - s) ** -alpha for s <= 1 (1 for s >= 1); u < prob(s) is that draw with
-    X = u ** (-1 / alpha) - 1. linear: prob(s) = s clipped to [0, 1]. sigmoid (center, slope):
-    prob(s) = 1 / (1 + exp(-slope * (s - center)))."""
-
-    kind: RetentionKind
-    alpha: float | None = None
-    center: float | None = None
-    slope: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in get_args(RetentionKind):
-            raise ConfigError(f"Retention.kind must be 'pareto', 'linear' or 'sigmoid', got {self.kind!r}")
-        if self.kind == "pareto" and (not is_real(self.alpha) or not math.isfinite(self.alpha) or self.alpha <= 0):
-            raise ConfigError(f"pareto alpha must be a finite number > 0 (GPT-3 used 9), got {self.alpha!r}")
-        if self.kind == "sigmoid":
-            for name in ("center", "slope"):
-                v = getattr(self, name)
-                if not is_real(v) or not math.isfinite(v):
-                    raise ConfigError(f"sigmoid {name} must be a finite number, got {v!r}")
-            if self.slope <= 0:
-                raise ConfigError(f"sigmoid slope must be > 0 (higher scores kept more often), got {self.slope!r}")
-
-    def prob(self, s):
-        """float64 array: the probability of keeping a document of score ``s`` (NaN where s is NaN)."""
-        import numpy as np
-
-        s = np.asarray(s, np.float64)
-        with np.errstate(over="ignore", invalid="ignore"):
-            if self.kind == "pareto":
-                return np.where(s >= 1.0, 1.0, np.power(2.0 - np.minimum(s, 1.0), -float(self.alpha)))
-            if self.kind == "linear":
-                return np.clip(s, 0.0, 1.0)
-            return 1.0 / (1.0 + np.exp(-float(self.slope) * (s - float(self.center))))
-
-    def formula(self) -> str:
-        if self.kind == "pareto":
-            return f"keep when score > 1 - X, X ~ Lomax(alpha={self.alpha:g}): P(keep) = (2 - score) ** -{self.alpha:g}"
-        if self.kind == "linear":
-            return "P(keep) = score (clipped to [0, 1])"
-        return f"P(keep) = 1 / (1 + exp(-{self.slope:g} * (score - {self.center:g})))"
-
-
-@dataclass(frozen=True)
-class ClassifierSpec:
-    """One learned classifier: ``name`` (column ``<name>_score``), the fastText ``model`` file, the
-    ``threshold`` and its ``direction`` (min: keep score >= threshold; max: keep score <= threshold; None:
-    take them from the model card, else only record the score) and the positive ``label`` whose
-    probability is the score (None: the card's, else ``__label__<name>`` when the model has it, else the
-    only label of a one-label model, else the one label of a two-label model named like a positive class
-    (``train.POSITIVE_NAMES``: 1, hq, pos, positive, good, ...); anything else must be given).
-    score: "label" (that probability) or "expected" (an ordinal / multi-class model whose labels are all
-    integers, e.g. FineWeb-Edu's 0..5: the score is the expected value sum k * p(k) over every label, and the
-    threshold any finite number). retention: keep documents at random with a probability of their score
-    (``Retention``) instead of a threshold."""
-
-    name: str
-    model: str
-    threshold: float | None = None
-    direction: Direction = "min"
-    label: str | None = None
-    score: ScoreKind = "label"
-    retention: Retention | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not NAME_RE.match(self.name):
-            raise ConfigError(f"classifier name {self.name!r} must be lowercase letters, digits and '_' (starting "
-                              f"with a letter, at most 40): it names the column <name>_score")
-        if self.name in ("lid",):
-            raise ConfigError("classifier name 'lid' is taken by --lid; choose another name")
-        if not isinstance(self.model, str) or not self.model:
-            raise ConfigError(f"classifier {self.name!r}: model must be a file path, got {self.model!r}")
-        if self.score not in get_args(ScoreKind):
-            raise ConfigError(f"classifier {self.name!r}: score must be 'label' or 'expected', got {self.score!r}")
-        if self.threshold is not None and self.score == "expected":
-            if not is_real(self.threshold) or not math.isfinite(self.threshold):
-                raise ConfigError(f"classifier {self.name!r}: threshold must be a finite number, got "
-                                  f"{self.threshold!r}")
-        elif self.threshold is not None:
-            _prob(f"classifier {self.name!r}", "threshold", self.threshold)
-        if self.retention is not None:
-            if not isinstance(self.retention, Retention):
-                raise ConfigError(f"classifier {self.name!r}: retention must be a Retention, got {self.retention!r}")
-            if self.threshold is not None or self.score != "label":
-                raise ConfigError(f"classifier {self.name!r}: stochastic retention ({self.retention.kind}) replaces "
-                                  f"the threshold and reads a probability: give it without a threshold and with "
-                                  f"score='label'")
-        if self.direction not in get_args(Direction):
-            raise ConfigError(f"classifier {self.name!r}: direction must be 'min' or 'max', got {self.direction!r}")
-        if self.label is not None and (not isinstance(self.label, str) or not self.label):
-            raise ConfigError(f"classifier {self.name!r}: label must be a non-empty string, got {self.label!r}")
-
-    @property
-    def column(self) -> str:
-        return f"{self.name}_score"
-
-
-_THRESHOLD = re.compile(r"^(min|max)?([0-9.eE+-]+)$")
-
-
-def split_threshold(flag: str, text: str, directions: bool = True, shown: str | None = None) -> tuple[str, Any]:
-    """``MODEL[:THRESHOLD]`` -> (model path, threshold or None); with ``directions`` THRESHOLD is ``0.5`` /
-    ``min0.5`` / ``max0.3`` and the threshold is (value, "min" | "max"), else a plain finite number. A suffix
-    after the last ':' that is no threshold is an error saying so (with the forms) unless the whole text is
-    an existing file (a path with a colon); then, if the part before it is no file either, that too.
-    ``shown``: the flag's whole value, for the message (default ``text``)."""
-    forms = "MODEL:0.5, MODEL:min0.5 (keep >=) or MODEL:max0.3 (keep <=)" if directions else "MODEL:1000"
-    if flag == "--classifier":
-        forms += ("; or MODEL:pareto=9, MODEL:linear, MODEL:sigmoid=0.5,10 (stochastic retention), "
-                  "MODEL:expected>=3 (an ordinal model's expected score)")
-    elif flag == "--perplexity":
-        forms += " (keep <= 1000) or MODEL:keep=0.33 (the lowest-perplexity third)"
-    if ":" not in text or os.path.exists(text):
-        return text, None
-    head, tail = text.rsplit(":", 1)
-    m = _THRESHOLD.match(tail)
-    value = None
-    if m and (directions or not m.group(1)):
-        try:
-            value = float(m.group(2))
-        except ValueError:
-            pass
-    if value is None or not math.isfinite(value) or not head:
-        missing = "" if not head or os.path.exists(head) else f"; and no model file {head!r} exists either"
-        raise ConfigError(f"{flag} {shown or text!r}: {tail!r} after the last ':' is not a threshold; write {forms}"
-                          f"{missing}")
-    return head, ((value, m.group(1) or "min") if directions else value)
-
-
-_MODE = re.compile(r"^(?:pareto=(?P<alpha>[^,]*)|(?P<linear>linear)|sigmoid=(?P<center>[^,]*),(?P<slope>[^,]*)"
-                   r"|(?P<expected>expected)(?:(?P<op>>=|<=)(?P<value>.*))?)$")
-
-
-def _number(flag: str, text: str, what: str, value: str) -> float:
-    try:
-        v = float(value)
-    except ValueError:
-        v = float("nan")
-    if not math.isfinite(v):
-        raise ConfigError(f"{flag} {text!r}: {what} {value!r} is not a finite number")
-    return v
-
-
-def parse_classifier(text: str) -> ClassifierSpec:
-    """Parse one ``--classifier`` value.
-
-    Args:
-        text: ``NAME=MODEL[:THRESHOLD]`` with THRESHOLD ``0.5`` / ``min0.5`` (keep >=) or ``max0.3`` (keep <=);
-            or ``NAME=MODEL:pareto=ALPHA`` / ``:linear`` / ``:sigmoid=CENTER,SLOPE`` (stochastic retention); or
-            ``NAME=MODEL:expected[>=X | <=X]`` (the expected score of an ordinal model).
-
-    Returns:
-        The ``ClassifierSpec``.
-
-    Raises:
-        ConfigError: the text is not of that form (the message shows the forms).
-    """
-    if not isinstance(text, str) or "=" not in text:
-        raise ConfigError(f"--classifier {text!r}: expected NAME=MODEL[:THRESHOLD], e.g. quality=quality.bin:0.5 "
-                          f"or hate=hate.bin:max0.3")
-    name, model = text.split("=", 1)
-    try:
-        model, kw = _classifier_mode(text, model)
-        return ClassifierSpec(name=name.strip(), model=model, **kw)
-    except ValueError as exc:
-        if str(exc).startswith("--classifier "):
-            raise
-        raise ConfigError(f"--classifier {text!r}: {exc}") from None
-
-
-def _classifier_mode(text: str, model: str) -> tuple[str, dict[str, Any]]:
-    """(model path, ClassifierSpec's threshold / direction / score / retention) of ``MODEL[:MODE]``."""
-    kw: dict[str, Any] = {}
-    m = _MODE.match(model.rsplit(":", 1)[1]) if ":" in model and not os.path.exists(model) else None
-    if m:
-        model = model.rsplit(":", 1)[0]
-        if m.group("alpha") is not None:
-            kw["retention"] = Retention("pareto", alpha=_number("--classifier", text, "pareto alpha",
-                                                                m.group("alpha")))
-        elif m.group("linear"):
-            kw["retention"] = Retention("linear")
-        elif m.group("center") is not None:
-            kw["retention"] = Retention("sigmoid", center=_number("--classifier", text, "sigmoid center",
-                                                                  m.group("center")),
-                                        slope=_number("--classifier", text, "sigmoid slope", m.group("slope")))
-        else:
-            kw["score"] = "expected"
-            if m.group("op"):
-                kw["threshold"] = _number("--classifier", text, "expected-score threshold", m.group("value"))
-                kw["direction"] = "min" if m.group("op") == ">=" else "max"
-    else:
-        model, t = split_threshold("--classifier", model, shown=text)
-        threshold, direction = t if t is not None else (None, "min")
-        kw = dict(threshold=threshold, direction=direction)
-    return model, kw
 
 
 @dataclass(frozen=True)
@@ -249,18 +34,20 @@ class DomainConfig:
     non-blank lines hold a LaTeX math command or a ``$...$`` pair with math inside: kernels/domain.py) or
     code (ASCII code symbols ``{}[]()<>;:=_#`` at least ``code_symbol_density`` of non-space bytes, or
     Python/C keywords at least ``code_keyword_fraction`` of words) are judged with ``relaxed_lid_threshold``
-    instead of the LID threshold and with every ``min`` classifier threshold multiplied by ``relaxed_factor``
-    (the OpenWebMath two-tier rule) and every ``max`` classifier threshold t raised to ``1 - (1 - t) *
-    relaxed_factor`` (the removed band (t, 1] shrinks by the same factor: 002 §21.2.2 "apply per-domain
-    thresholds" to toxicity as to quality)."""
+    instead of the LID threshold (OpenWebMath's two tiers, 002:167: p(en) > 0.3 for math pages) and with every
+    ``min`` classifier threshold multiplied by ``relaxed_factor`` (this project's extension of that rule to
+    quality classifiers, not OpenWebMath's). ``max`` thresholds (toxicity: the score of a harm) are never
+    relaxed for code or math: a code page is no reason to keep more hate speech; thresholds per domain, for
+    ``min`` and ``max`` alike, are ``FilterConfig.domain_thresholds`` (002:224)."""
 
     script_prefilter: bool = field(default=False, metadata=cli(flag(
         "a document more than half in a script one language writes (Hangul, kana, Thai, Greek, ...) gets that "
         "language without the model", set=True)))
     script_fraction: float = 0.5
     relax: bool = field(default=False, metadata=cli(flag(
-        "code and math documents (density rules) get --relaxed-lid-threshold and classifier thresholds relaxed "
-        "by --relaxed-factor (min: t x factor; max: 1 - (1 - t) x factor)", "--domain-relax", set=True)))
+        "code and math documents (density rules) get --relaxed-lid-threshold and every min classifier threshold "
+        "multiplied by --relaxed-factor (max thresholds, e.g. toxicity, are not relaxed)", "--domain-relax",
+        set=True)))
     relaxed_lid_threshold: float = field(default=0.3, metadata=cli(flag(None, type="fraction")))
     relaxed_factor: float = field(default=0.5, metadata=cli(flag(None, type="fraction")))
     math_line_fraction: float = 0.05
@@ -271,12 +58,12 @@ class DomainConfig:
         for name in ("script_prefilter", "relax"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"DomainConfig.{name} must be a bool, got {getattr(self, name)!r}")
-        _prob("DomainConfig", "script_fraction", self.script_fraction)
-        _prob("DomainConfig", "relaxed_lid_threshold", self.relaxed_lid_threshold)
-        _prob("DomainConfig", "relaxed_factor", self.relaxed_factor)
-        _prob("DomainConfig", "math_line_fraction", self.math_line_fraction, lo_open=True)
-        _prob("DomainConfig", "code_symbol_density", self.code_symbol_density, lo_open=True)
-        _prob("DomainConfig", "code_keyword_fraction", self.code_keyword_fraction, lo_open=True)
+        check_prob("DomainConfig", "script_fraction", self.script_fraction)
+        check_prob("DomainConfig", "relaxed_lid_threshold", self.relaxed_lid_threshold)
+        check_prob("DomainConfig", "relaxed_factor", self.relaxed_factor)
+        check_prob("DomainConfig", "math_line_fraction", self.math_line_fraction, lo_open=True)
+        check_prob("DomainConfig", "code_symbol_density", self.code_symbol_density, lo_open=True)
+        check_prob("DomainConfig", "code_keyword_fraction", self.code_keyword_fraction, lo_open=True)
 
 
 @dataclass(frozen=True)
@@ -318,9 +105,23 @@ class FilterConfig(InputConfig):
     lid_short_chars: a text the LID model reads (the document, or with unit="paragraph" every paragraph of
     it) of fewer characters (code points, ends trimmed) is short (column lid_short); lid_short_threshold: the
     probability it needs instead of lid_threshold (None: the same; with domain relax the lower applies).
-    order: the order of the test families for ``reason`` (the first failing test names it): a permutation
-    of ("lid", "rules", "perplexity", "classifiers"), by default language ID first (as CCNet and FineWeb
-    do), then the rules, then the models.
+    lid_sentence_agreement: with unit="paragraph" and paragraph_action="remove", a paragraph is also cut unless
+    at least this fraction of its sentences (``text.split``'s sentences, each given to the LID model) have its
+    majority language (None: off; the seed's 0.8).
+    min_perplexity_tokens: a document whose perplexity rests on fewer LM words (unit="document": the
+    document's; unit="paragraph": those of the paragraphs pooled into it) is not judged by perplexity
+    (column ``perplexity_short``; its perplexity is still recorded); a short paragraph that inherits from
+    such a document is not judged either. 0: every document is judged.
+    domain_field / domain_model: each document's domain (column ``domain_label``): the value of a field of the
+    input, or a fastText domain classifier's top label. domain_thresholds: ((classifier, domain, threshold,
+    direction or None), ...): that classifier's threshold for the documents of that domain, ``min`` and
+    ``max`` alike; a card's ``thresholds_by[domain_field]`` (``thresholds_by["domain"]`` with domain_model)
+    gives more when the classifier's threshold comes from its card.
+    order: the order of the test families for ``reason`` (the first failing test names it) and for the
+    selections: a permutation of ("lid", "rules", "perplexity", "classifiers"), by default language ID first
+    (as CCNet and FineWeb do), then the rules, then the models; a rank selection (perplexity_keep) ranks
+    only the documents the families before it kept (002:57), and DSIR selects among the documents every
+    family kept.
     audit: random accepted and rejected documents kept for auditing (each); seed: their sample and DSIR's
     Gumbel noise. device: "auto" | "cpu" | "cuda"; threads: CPU threads (None: all)."""
 
@@ -416,6 +217,26 @@ class FilterConfig(InputConfig):
     lid_short_threshold: float | None = field(default=None, metadata=cli(flag(
         "the probability a short text needs instead of --lid-threshold (default: the same)", type="fraction",
         metavar="P")))
+    # 002 §21.2.1 "run sentence-level LID within paragraphs and keep only paragraphs where at least 80% of
+    # sentences agree on the majority language"
+    lid_sentence_agreement: float | None = field(default=None, metadata=cli(flag(
+        "with --unit paragraph --paragraph-action remove: cut a paragraph unless at least this fraction of its "
+        "sentences get its majority language from the LID model (the seed's 0.8)", type="fraction", metavar="F")))
+    # 002 §21.1.1 "Set a minimum token threshold (50-100 tokens is typical) before applying the perplexity filter"
+    min_perplexity_tokens: int = field(default=50, metadata=cli(flag(
+        "a document whose perplexity rests on fewer LM words is not judged by perplexity (column "
+        "perplexity_short; default {default}, the seed's 50-100; 0: judge every document)", type="int",
+        metavar="N")))
+    # 002 §21.2.2 "Tag documents by domain before filtering and apply per-domain thresholds"
+    domain_field: str | None = field(default=None, metadata=cli(flag(
+        "the field / column holding each document's domain (medical, legal, fiction, ...): column domain_label, "
+        "the key of --domain-threshold and of a model card's thresholds_by[COLUMN]", metavar="COLUMN")))
+    domain_model: str | None = field(default=None, metadata=cli(flag(
+        "a fastText domain classifier: its top label is each document's domain (column domain_label; a card's "
+        "thresholds_by[\"domain\"] applies)", metavar="MODEL")))
+    domain_thresholds: tuple[tuple[str, str, float, str | None], ...] = field(default=(), metadata=cli(flag(
+        "classifier NAME's threshold for the documents of DOMAIN, min or max (repeatable; needs --domain-field or "
+        "--domain-model)", "--domain-threshold", append=True, default=[], metavar="NAME:DOMAIN=THRESHOLD")))
     audit: int = field(default=500, metadata=cli(flag(
         "random accepted and rejected documents kept for auditing, each (default {default})", type="int")))
     seed: int = field(default=0, metadata=cli(flag(None, type="int")))
@@ -433,7 +254,7 @@ class FilterConfig(InputConfig):
             raise ConfigError(f"FilterConfig.lang must be a tuple of language codes, got {self.lang!r}")
         if self.lang and self.lid is None and not self.domain.script_prefilter:
             raise ConfigError("FilterConfig.lang needs a language-ID model: pass lid= (--lid lid.176.ftz)")
-        _prob("FilterConfig", "lid_threshold", self.lid_threshold)
+        check_prob("FilterConfig", "lid_threshold", self.lid_threshold)
         if not all(isinstance(c, ClassifierSpec) for c in self.classifiers):
             raise ConfigError("FilterConfig.classifiers must hold ClassifierSpec values (parse_classifier)")
         names = [c.name for c in self.classifiers]
@@ -548,10 +369,20 @@ class FilterConfig(InputConfig):
             raise ConfigError(f"FilterConfig.lid_short_chars must be an int >= 0 (characters), got "
                               f"{self.lid_short_chars!r}")
         if self.lid_short_threshold is not None:
-            _prob("FilterConfig", "lid_short_threshold", self.lid_short_threshold)
+            check_prob("FilterConfig", "lid_short_threshold", self.lid_short_threshold)
             if self.lid is None:
                 raise ConfigError("FilterConfig.lid_short_threshold needs a language-ID model: pass lid= (--lid "
                                   "lid.176.ftz)")
+        if not is_int(self.min_perplexity_tokens) or self.min_perplexity_tokens < 0:
+            raise ConfigError(f"FilterConfig.min_perplexity_tokens must be an int >= 0 (LM words; 0: every document "
+                              f"is judged by perplexity), got {self.min_perplexity_tokens!r}")
+        if self.lid_sentence_agreement is not None:
+            check_prob("FilterConfig", "lid_sentence_agreement", self.lid_sentence_agreement, lo_open=True)
+            if self.lid is None or self.unit != "paragraph" or self.paragraph_action != "remove":
+                raise ConfigError("FilterConfig.lid_sentence_agreement cuts paragraphs whose sentences disagree on "
+                                  "their language: it needs lid= (--lid), unit='paragraph' and "
+                                  "paragraph_action='remove' (--unit paragraph --paragraph-action remove)")
+        self._check_domains()
         if not is_int(self.audit) or self.audit < 0:
             raise ConfigError(f"FilterConfig.audit must be an int >= 0, got {self.audit!r}")
         if not is_int(self.seed) or not 0 <= self.seed < 2**63:
@@ -560,13 +391,50 @@ class FilterConfig(InputConfig):
             raise ConfigError(f"FilterConfig.device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ConfigError(f"FilterConfig.threads must be an int >= 1 or None, got {self.threads!r}")
-        for path in ([self.lid] if self.lid else []) + [c.model for c in self.classifiers] + \
+        for path in ([self.lid] if self.lid else []) + ([self.domain_model] if self.domain_model else []) + \
+                [c.model for c in self.classifiers] + \
                 ([self.perplexity] if self.perplexity else []) + [m for _, m in self.perplexity_lang]:
             if not os.path.exists(path):
                 raise MissingFileError(f"model file {path!r} does not exist")
         if not self.any_filter:
             raise ConfigError("nothing to filter: give at least one of --lid, --classifier, --perplexity, "
                               "--rules, --dsir-target (or the script pre-filter)")
+
+    def _check_domains(self) -> None:
+        """domain_field / domain_model / domain_thresholds (per-domain classifier thresholds)."""
+        if self.domain_field is not None and (not isinstance(self.domain_field, str) or not self.domain_field):
+            raise ConfigError(f"FilterConfig.domain_field must be a column name or None, got {self.domain_field!r}")
+        if self.domain_model is not None and (not isinstance(self.domain_model, str) or not self.domain_model):
+            raise ConfigError(f"FilterConfig.domain_model must be a model path or None, got {self.domain_model!r}")
+        if self.domain_field is not None and self.domain_model is not None:
+            raise ConfigError("FilterConfig.domain_field and domain_model both give each document's domain: give one "
+                              "(--domain-field COLUMN or --domain-model MODEL)")
+        dt = self.domain_thresholds
+        if isinstance(dt, str) or not all(isinstance(x, tuple) and len(x) == 4 for x in dt):
+            raise ConfigError(f"FilterConfig.domain_thresholds must be ((classifier, domain, threshold, direction or "
+                              f"None), ...) (parse_domain_threshold), got {dt!r}")
+        if dt and self.domain_field is None and self.domain_model is None:
+            raise ConfigError("FilterConfig.domain_thresholds need each document's domain: give domain_field "
+                              "(--domain-field COLUMN) or domain_model (--domain-model MODEL)")
+        specs = {c.name: c for c in self.classifiers}
+        seen = set()
+        for name, domain, t, direction in dt:
+            c = specs.get(name)
+            if c is None:
+                raise ConfigError(f"--domain-threshold {name}:{domain}={t:g}: no --classifier is named {name!r} "
+                                  f"(classifiers: {', '.join(specs) or 'none'})" + did_you_mean(name, list(specs)))
+            if (name, domain) in seen:
+                raise ConfigError(f"--domain-threshold gives classifier {name!r} two thresholds for domain {domain!r}")
+            seen.add((name, domain))
+            if c.retention is not None:
+                raise ConfigError(f"--domain-threshold {name}:{domain}: classifier {name!r} keeps documents at random "
+                                  f"({c.retention.kind}); a threshold per domain needs a threshold classifier")
+            if direction is not None and c.threshold is not None and direction != c.direction:
+                raise ConfigError(f"--domain-threshold {name}:{domain}={direction}{t:g}: classifier {name!r} keeps "
+                                  f"scores {'>=' if c.direction == 'min' else '<='} its threshold ({c.direction}); a "
+                                  f"per-domain threshold has the classifier's direction")
+            if c.score == "label":
+                check_prob(f"--domain-threshold {name}:{domain}", "threshold", t)
 
     @property
     def any_filter(self) -> bool:

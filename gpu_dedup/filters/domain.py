@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..device import to_device, to_host
+from ..runtime.device import to_device, to_host
 from ..kernels.domain import (
     CODE_SYMBOLS,
     KEYWORDS,

@@ -37,10 +37,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import NormalizeConfig, is_int, is_real
-from ..device import array_module, to_device, to_host
 from ..errors import ConfigError, DataError, UsageError
 from ..kernels.features import DSIR_MAX_NGRAM, DSIR_SEED
 from ..ops import features as features_ops
+from ..runtime.device import array_module, to_device, to_host
 from ..text.normalize import Normalized, normalize_text
 
 logger = logging.getLogger(__name__)

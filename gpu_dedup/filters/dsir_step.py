@@ -11,8 +11,8 @@ import pyarrow as pa
 from .. import io
 from ..config import is_int
 from ..decisions import reason_array
-from ..device import batch_bytes
 from ..errors import DataError
+from ..runtime.device import batch_bytes
 from .config import FilterConfig
 
 logger = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class DsirStep:
         docs = 0
         scr = None
         if cfg.dsir_screen:  # the target is fitted to: benchmark text stays out of it (000 §5)
-            from ..training_screen import TrainingScreen
+            from ..screen.training import TrainingScreen
 
             scr = TrainingScreen(cfg.dsir_screen, drop=cfg.dsir_screen_drop, option="dsir_screen", device=device)
         for batch in io.iter_batches(tfiles, id_field=None, text_field=cfg.text_field,

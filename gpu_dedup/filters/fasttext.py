@@ -28,12 +28,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import device as dev
 from ..constants import LABEL_PREFIX
 from ..errors import ConfigError, UsageError
 from ..io.discover import file_sha256
 from ..kernels import fasttext as K
 from ..ops import fasttext as fasttext_ops
+from ..runtime import device as dev
 from .fasttext_format import KSUB, LOSS_NAMES, FastTextFormatError, Matrix, ModelFile, read_model
 
 __all__ = ["FastTextFormatError", "FastTextModel", "load_fasttext"]
@@ -323,6 +323,20 @@ class FastTextModel:
             hidden, nfeat = self._hidden(data, offsets, lo, hi, device)
             out[lo:hi] = dev.to_host(fasttext_ops.label_prob(device, hidden, nfeat, arr, li, pnode, pright))
         return out
+
+    def hidden(self, texts: Sequence[str | bytes | None] | pa.Array | pa.ChunkedArray, device: str = "cpu"
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(float32 (n, dim), int64 (n,)): each document's hidden vector (the mean of the input-matrix rows of
+        its words, n-grams and ``</s>``: what ``predict`` multiplies by the output matrix; fastText's
+        ``get_sentence_vector`` of a supervised model) and its number of features (0: no feature, a zero vector)."""
+        device = dev.resolve_device(device)
+        data, offsets, n = self._inputs(*texts_to_arrays(texts), device)
+        vecs, feats = [np.zeros((0, self.dim), np.float32)], [np.zeros(0, np.int64)]
+        for lo in range(0, n, BATCH_DOCS):
+            h, nf = self._hidden(data, offsets, lo, min(n, lo + BATCH_DOCS), device)
+            vecs.append(np.asarray(dev.to_host(h), np.float32))
+            feats.append(np.asarray(dev.to_host(nf), np.int64))
+        return np.concatenate(vecs), np.concatenate(feats)
 
     def label_index(self, label: str) -> int:
         """Index of ``label`` in ``self.labels`` (full string, or without the "__label__" prefix)."""

@@ -1,4 +1,5 @@
-"""Reader of fastText model files (``.bin`` and quantized ``.ftz``), version <= 12, supervised models only.
+"""Reader (and writer: ``write_model``) of fastText model files (``.bin`` and quantized ``.ftz``), version <= 12,
+supervised models only.
 
 Layout (little-endian; fastText src/fasttext.cc saveModel, args.cc, dictionary.cc, densematrix.cc,
 quantmatrix.cc, productquantizer.cc):
@@ -48,6 +49,7 @@ class Matrix:
     lastdsub: int = 0
     norm_codes: np.ndarray | None = None
     norm_centroids: np.ndarray | None = None
+    norm_pq: tuple[int, int, int] = (1, 1, 1)  # the norm quantizer's nsubq, dsub, lastdsub (qnorm only)
 
     @property
     def quantized(self) -> bool:
@@ -70,6 +72,7 @@ class ModelFile:
     input: Matrix
     output: Matrix
     size_bytes: int
+    ntokens: int = 0            # the dictionary's token count (kept only to be written back)
 
 
 class _Reader:
@@ -127,7 +130,8 @@ def _matrix(r: _Reader, quantized: bool, what: str) -> Matrix:
     mat = Matrix(m, n, codes=codes.reshape(m, nsubq), centroids=cent, nsubq=nsubq, dsub=dsub, lastdsub=lastdsub)
     if qnorm:
         mat.norm_codes = r.array(np.uint8, m, what + " norm codes")
-        mat.norm_centroids = _pq(r, 1, what + " norm")[0]
+        mat.norm_centroids, *norm_pq = _pq(r, 1, what + " norm")
+        mat.norm_pq = tuple(norm_pq)
     return mat
 
 
@@ -166,7 +170,7 @@ def read_model(path: str | os.PathLike) -> ModelFile:
             args["maxn"] = 0
         if args["dim"] <= 0:
             raise r.fail(f"dim is {args['dim']}; the file is damaged: fetch it again")
-        nsize, nwords, nlabels, _ntokens, pr_size = r.unpack("iiiqq", "dictionary header")
+        nsize, nwords, nlabels, ntokens, pr_size = r.unpack("iiiqq", "dictionary header")
         if nsize < 0 or nwords < 0 or nlabels <= 0 or nwords + nlabels != nsize:
             raise r.fail(f"dictionary has size {nsize} with {nwords} words and {nlabels} labels; a supervised "
                          "model needs at least one label and size = words + labels: the file is damaged")
@@ -187,7 +191,7 @@ def read_model(path: str | os.PathLike) -> ModelFile:
         out = _matrix(r, quant_input and qout, "output")
     _check_shapes(r, args, nwords, nlabels, prune_keys, prune_vals, inp, out)
     return ModelFile(path, version, args, words, counts, types, nwords, nlabels, prune_keys, prune_vals,
-                     inp, out, size)
+                     inp, out, size, ntokens)
 
 
 def _dictionary(r: _Reader, nsize: int) -> tuple[list[bytes], np.ndarray, np.ndarray]:
@@ -235,3 +239,43 @@ def _check_shapes(r: _Reader, args: dict, nwords: int, nlabels: int, prune_keys,
         need = nwords + (int(prune_vals.max()) + 1 if prune_vals.size else 0)
     if inp.m < need:
         raise r.fail(f"input matrix has {inp.m} rows but the dictionary addresses {need}; the file is damaged")
+
+
+ARG_NAMES = ("dim", "ws", "epoch", "minCount", "neg", "wordNgrams", "loss", "model", "bucket", "minn", "maxn",
+             "lrUpdateRate")
+
+
+def _write_matrix(f, m: Matrix) -> None:
+    if not m.quantized:
+        f.write(struct.pack("<qq", m.m, m.n))
+        f.write(np.ascontiguousarray(m.dense, "<f4").tobytes())
+        return
+    f.write(struct.pack("<?qqi", m.norm_codes is not None, m.m, m.n, m.codes.size))
+    f.write(np.ascontiguousarray(m.codes, np.uint8).tobytes())
+    f.write(struct.pack("<4i", m.n, m.nsubq, m.dsub, m.lastdsub))
+    f.write(np.ascontiguousarray(m.centroids, "<f4").tobytes())
+    if m.norm_codes is not None:
+        f.write(np.ascontiguousarray(m.norm_codes, np.uint8).tobytes())
+        f.write(struct.pack("<4i", 1, *m.norm_pq))
+        f.write(np.ascontiguousarray(m.norm_centroids, "<f4").tobytes())
+
+
+def write_model(mf: ModelFile, path: str | os.PathLike) -> None:
+    """Write ``mf`` as a fastText model file, the layout of the module docstring (what ``read_model`` reads):
+    a model read and written back is the same file byte for byte (version 12). The output matrix is written
+    dense unless it is quantized."""
+    if mf.input.quantized is False and mf.output.quantized:
+        raise FastTextFormatError(f"{path}: a quantized output matrix needs a quantized input matrix")
+    with open(os.fspath(path), "wb") as f:
+        f.write(struct.pack("<ii", MAGIC, mf.version))
+        f.write(struct.pack("<12id", *(int(mf.args[k]) for k in ARG_NAMES), float(mf.args["t"])))
+        pr = -1 if mf.prune_keys is None else int(mf.prune_keys.size)
+        f.write(struct.pack("<iiiqq", len(mf.words), mf.nwords, mf.nlabels, mf.ntokens, pr))
+        for w, c, t in zip(mf.words, mf.counts.tolist(), mf.types.tolist()):
+            f.write(w + b"\0" + struct.pack("<qb", c, t))
+        if mf.prune_keys is not None:
+            f.write(np.column_stack([mf.prune_keys, mf.prune_vals]).astype("<i4").tobytes())
+        f.write(struct.pack("<?", mf.input.quantized))
+        _write_matrix(f, mf.input)
+        f.write(struct.pack("<?", mf.output.quantized))
+        _write_matrix(f, mf.output)

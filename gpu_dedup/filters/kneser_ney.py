@@ -31,10 +31,10 @@ import numpy as np
 
 from .. import io
 from ..config import check_literal, is_int
-from ..compiling import compile_clock
-from ..device import note_compiling, resolve_device, to_device, to_host
+from ..runtime.compiling import compile_clock
+from ..runtime.device import note_compiling, resolve_device, to_device, to_host
 from ..errors import ConfigError, DataError, MissingFileError, OutputExistsError, RunError
-from ..outputs import check_outside_inputs, input_roots
+from ..runtime.outputs import check_outside_inputs, input_roots
 from ..io.text import arrow_text_buffers
 from ..ops import lm as lm_ops
 from .arpa import write_arpa
@@ -53,7 +53,7 @@ _TXT_BLOCK = 64 << 20  # .txt files are read in blocks of about this many bytes 
 class LMTrainConfig:
     """order: n-gram order (1..6); normalization: how text becomes words (recorded in the model);
     text_field / id_field / on_error / batch_bytes: how jsonl / parquet inputs are read (``gpu_dedup.io``).
-    Plain ``.txt`` inputs hold one document per line. screen: benchmark files (``gpu_dedup.screen``'s
+    Plain ``.txt`` inputs hold one document per line. screen: benchmark files (``gpu_dedup.screen.screening``'s
     formats): a reference document (a record, or a line of a .txt) that shares a word 13-gram with a
     benchmark item refuses the run (000 §5: "keep tests out of fitting"), or with screen_drop is left out of
     the counts and listed in the statistics (``screen``)."""
@@ -452,7 +452,7 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
     counter = NgramCounter(cfg.order, cfg.normalization, device)
     scr = None
     if cfg.screen:
-        from ..training_screen import TrainingScreen
+        from ..screen.training import TrainingScreen
 
         scr = TrainingScreen(cfg.screen, drop=cfg.screen_drop, option="screen", device=device)
     txt = [os.fspath(p) for p in paths if os.fspath(p).lower().endswith(".txt")]

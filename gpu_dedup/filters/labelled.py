@@ -9,9 +9,11 @@ Formats
 What a document becomes (fastText trains on one line per document)
     * Line breaks (``\\n``) in the text are replaced by spaces, so that the document stays one training line
       and the text predicted on is the text trained on (fastText's ``predict`` refuses ``\\n``).
-    * Whitespace-separated tokens that start with ``__label__`` are removed from the text: in training fastText
-      would take them as extra labels of the document, and at prediction it drops them, so removing them
-      keeps training and prediction alike. They are counted (``label_tokens_removed``).
+    * A text holding ``__label__`` (fastText's reserved label spelling) is refused, as the seed's procedure does
+      (000:264: "reserved training label spelling in text"), naming the file and line; with
+      ``label_tokens="strip"`` the whitespace-separated tokens that start with it are removed instead (in
+      training fastText would take them as extra labels of the document, and at prediction it drops them, so
+      removing them keeps training and prediction alike) and counted (``label_tokens_removed``).
     * Lone surrogates (from JSON escapes such as ``"\\ud800"``) become U+FFFD (they cannot be written as UTF-8).
 
 Labels
@@ -40,7 +42,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal
 
 import pyarrow as pa
 
@@ -57,6 +59,7 @@ _SEPARATORS = re.compile(r"[ \n\r\t\v\f\x00]+")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _TXT_SUFFIXES = ((".txt.gz", "gzip"), (".txt.zst", "zstd"), (".txt", None))
 _FIELDS_SHOWN = 8
+LabelTokens = Literal["refuse", "strip"]
 
 
 class LabelledInputError(InputError):
@@ -142,8 +145,9 @@ class _Reader:
     """Accumulates documents from all inputs into one ``LabelledData``."""
 
     def __init__(self, text_field: str, label_field: str, group_field: str | None,
-                 columns: dict[str, str] | None = None) -> None:
+                 columns: dict[str, str] | None = None, label_tokens: LabelTokens = "refuse") -> None:
         self.text_field, self.label_field, self.group_field = text_field, label_field, group_field
+        self.label_tokens = label_tokens
         self.columns = dict(columns or {})  # column -> the option that asked for it (for messages)
         self.data = LabelledData(columns={c: [] for c in self.columns})
         self.n_missing_group = 0  # documents of JSON Lines / Parquet inputs without a group
@@ -155,6 +159,12 @@ class _Reader:
         if "\n" in text:
             d.documents_with_newlines += 1
             text = text.replace("\n", " ")
+        if LABEL_PREFIX in text and self.label_tokens == "refuse":
+            at = text.index(LABEL_PREFIX)
+            raise LabelledInputError(
+                f"{where}: the text holds {text[max(0, at - 20):at + 30]!r}: '{LABEL_PREFIX}' is fastText's reserved "
+                "label spelling (it would read the token as another label), refused as the seed's procedure does; "
+                "fix the text, or strip such tokens (--strip-label-tokens, label_tokens='strip')")
         if LABEL_PREFIX in text:
             tokens = _SEPARATORS.split(text)
             kept = [t for t in tokens if not t.startswith(LABEL_PREFIX)]
@@ -307,15 +317,16 @@ def _expand(inputs: list[str]) -> Iterator[tuple[str, Any]]:
 
 
 def read_labelled(inputs: list[str], *, text_field: str = "text", label_field: str = "label",
-                  group_field: str | None = DEFAULT_GROUP_FIELD, columns: dict[str, str] | None = None
-                  ) -> LabelledData:
+                  group_field: str | None = DEFAULT_GROUP_FIELD, columns: dict[str, str] | None = None,
+                  label_tokens: LabelTokens = "refuse") -> LabelledData:
     """Read and check every document of ``inputs`` (see the module docstring for the rules); ``columns``: the
-    extra columns to read (column -> the option that asked for it, named in errors)."""
+    extra columns to read (column -> the option that asked for it, named in errors); ``label_tokens``: a text
+    holding ``__label__`` is refused, or the tokens are stripped."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     if not inputs:
         raise ConfigError("no labelled input given; pass at least one JSON Lines, Parquet or fastText .txt file")
-    reader = _Reader(text_field, label_field, group_field, columns)
+    reader = _Reader(text_field, label_field, group_field, columns, label_tokens)
     has_table = False
     for kind, item in _expand(list(inputs)):
         if kind == "txt":

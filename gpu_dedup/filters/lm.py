@@ -29,10 +29,10 @@ import pyarrow as pa
 
 from ..config import NormalizeConfig, check_literal
 from ..contract import check_contract
-from ..device import array_module, resolve_device, to_device, to_host
 from ..errors import ConfigError, DataError, DependencyError, MissingFileError, RunError, UsageError
 from ..io.text import arrow_text_buffers
 from ..ops import lm as lm_ops
+from ..runtime.device import array_module, resolve_device, to_device, to_host
 from ..text.normalize import normalize_arrays
 from ..text.unicode_tables import POLICY_NAME, UNICODE_VERSION
 from .arpa import HEADER_PREFIX, KENLM_BINARY_MAGIC, ARPAError, read_arpa

@@ -8,20 +8,23 @@ with ``paragraph_action="remove"`` the scorers hand over one ``ParagraphScores``
 
     decide     ``paragraph_decisions``: each paragraph by the document's language-ID and perplexity tests,
                in ``FilterConfig.order`` (the first failing test is its reason: lid_label, lid_prob,
-               perplexity). LID: its top label in --lang, its probability >= the threshold (the short-text
-               threshold when it is under ``lid_short_chars`` characters and one is given; the relaxed one in a
-               code / math document with domain relax; the lowest that applies). Perplexity: a paragraph of at
-               least ``min_paragraph_tokens`` LM words by its own perplexity, a shorter one by its document's
-               ("inherit") or not at all ("skip"); --perplexity MAX cuts, keep=F ranks the paragraphs judged
-               (per language with one model per language), ties by input order. A paragraph of a document in
-               a language without a model is not judged by perplexity.
+               lid_agreement, perplexity). LID: its top label in --lang, its probability >= the threshold (the
+               short-text threshold when it is under ``lid_short_chars`` characters and one is given; the
+               relaxed one in a code / math document with domain relax; the lowest that applies); with
+               ``lid_sentence_agreement`` at least that share of its sentences with the majority label
+               (``scorers.sentence_agreement``). Perplexity: a paragraph of at least ``min_paragraph_tokens`` LM
+               words by its own perplexity, a shorter one by its document's ("inherit"; not at all when the
+               document itself is under ``min_perplexity_tokens`` pooled words) or not at all ("skip");
+               --perplexity MAX cuts, keep=F ranks the paragraphs judged that are still in, of the documents
+               the families before perplexity kept (per language with one model per language), ties by input
+               order. A paragraph of a document in a language without a model is not judged by perplexity.
     documents  ``document_counts``: paragraphs and paragraphs_removed per document, and for a document whose
                every paragraph failed the reason of the first failing test in the order (it is then rejected
                by it; a document with no paragraph at all is ``empty``). The other tests (rules, classifiers,
                DSIR) read the whole original document, as without paragraph removal.
     log        ``write_paragraph_logs``: paragraphs.parquet (every paragraph: id, row, paragraph, byte_start,
-               byte_end, chars, words, perplexity, perplexity_used, lid_label, lid_prob, lid_short, keep,
-               reason) and removed_paragraphs.parquet (each paragraph cut from a document the filter keeps:
+               byte_end, chars, words, perplexity, perplexity_used, lid_label, lid_prob[, lid_agreement],
+               lid_short, keep, reason) and removed_paragraphs.parquet (each paragraph cut from a document the filter keeps:
                id, byte_start, byte_end, cut_start, cut_end, cut_text, row, reason; paragraph dedup's cut
                rule and columns, ``paragraph.dedup.cut_ranges``: the paragraph with one adjacent separator).
                Re-inserting every cut_text at cut_start in ascending order restores the original text byte for
@@ -31,7 +34,7 @@ with ``paragraph_action="remove"`` the scorers hand over one ``ParagraphScores``
                removed_lines.parquet (REMOVED_SCHEMA; reason: the line rule, ``rulesets.c4_line``; byte_start /
                byte_end: the line without its break, the cut: with one adjacent line break, the same rule).
     write      ``write_cut_filtered``: filtered/ = the kept documents with their cuts applied
-               (``paragraph.cutwrite.write_cut_documents``: untouched JSON lines verbatim, changed ones
+               (``text.cutwrite.write_cut_documents``: untouched JSON lines verbatim, changed ones
                re-serialized with the text replaced; Parquet with its schema and codec).
 
 Byte offsets are 0-based UTF-8 positions in the original document text.
@@ -47,8 +50,8 @@ import numpy as np
 import pyarrow as pa
 
 from .. import io
-from ..device import batch_bytes
 from ..io.text import arrow_text_buffers
+from ..runtime.device import batch_bytes
 from .config import FilterConfig
 
 logger = logging.getLogger(__name__)
@@ -56,7 +59,7 @@ logger = logging.getLogger(__name__)
 PARAGRAPHS_FILE = "paragraphs.parquet"
 REMOVED_FILE = "removed_paragraphs.parquet"
 REMOVED_LINES_FILE = "removed_lines.parquet"  # --c4-remove-lines: the cut lines, in REMOVED_SCHEMA
-TESTS = {"lid": ("lid_label", "lid_prob"), "perplexity": ("perplexity",)}  # the paragraph tests of each family
+TESTS = {"lid": ("lid_label", "lid_prob", "lid_agreement"), "perplexity": ("perplexity",)}  # each family's tests
 REMOVED_SCHEMA = pa.schema([
     ("id", pa.string()), ("byte_start", pa.int64()), ("byte_end", pa.int64()), ("cut_start", pa.int64()),
     ("cut_end", pa.int64()), ("cut_text", pa.large_string()), ("row", pa.int64()), ("reason", pa.string()),
@@ -69,7 +72,8 @@ class ParagraphScores:
     batch-local until ``shift``), index int64 (P,) (0-based within the document), start / end int64 (P,)
     (byte offsets in the document), chars int64 (P,) (code points), words int64 (P,) (LM words; 0 without an
     LM), perplexity float64 (P,) (its own; NaN without an LM or a sentence), lid_label object (P,) ("" without
-    LID), lid_prob float64 (P,) (NaN without LID)."""
+    LID), lid_prob float64 (P,) (NaN without LID), lid_agreement float64 (P,) (the fraction of its sentences
+    whose LID label is its sentences' majority label; NaN unless ``lid_sentence_agreement``)."""
 
     row: np.ndarray
     index: np.ndarray
@@ -80,6 +84,7 @@ class ParagraphScores:
     perplexity: np.ndarray
     lid_label: np.ndarray
     lid_prob: np.ndarray
+    lid_agreement: np.ndarray
 
     @classmethod
     def blank(cls, doc: np.ndarray, start: np.ndarray, end: np.ndarray, chars: np.ndarray) -> "ParagraphScores":
@@ -88,7 +93,7 @@ class ParagraphScores:
         first = np.searchsorted(doc, doc, side="left") if p else np.zeros(0, np.int64)
         return cls(np.asarray(doc, np.int64), np.arange(p, dtype=np.int64) - first, np.asarray(start, np.int64),
                    np.asarray(end, np.int64), np.asarray(chars, np.int64), np.zeros(p, np.int64),
-                   np.full(p, np.nan), np.full(p, "", dtype=object), np.full(p, np.nan))
+                   np.full(p, np.nan), np.full(p, "", dtype=object), np.full(p, np.nan), np.full(p, np.nan))
 
     def shift(self, rows: int) -> "ParagraphScores":
         """The same paragraphs with ``rows`` added to their documents' rows (a batch's first row)."""
@@ -113,49 +118,74 @@ class ParagraphDecision:
     reason: np.ndarray
     used: np.ndarray
     all_removed: np.ndarray
+    ranked: np.ndarray | None = None  # bool (P,): the paragraphs perplexity_keep ranked (None: no rank)
 
 
-def paragraph_pass(cols: dict[str, Any], cfg: FilterConfig, lid: bool, has_lm: bool) -> ParagraphDecision | None:
+def paragraph_pass(cols: dict[str, Any], cfg: FilterConfig, lid: bool, has_lm: bool,
+                   alive: Any = None) -> ParagraphDecision | None:
     """Pop the run's ``ParagraphScores`` from ``cols`` (the scorers leave them under "paragraph_scores" with
     paragraph_action="remove"; None without), decide every paragraph and add the documents' ``paragraphs``
-    and ``paragraphs_removed`` columns to ``cols``."""
+    and ``paragraphs_removed`` columns to ``cols``. ``alive``: a function giving bool (n,), the documents the
+    document-level families before perplexity in ``cfg.order`` keep (called only for a rank selection: it
+    ranks the paragraphs of those documents that are still in)."""
     ps = cols.pop("paragraph_scores", None)
     if ps is None:
         return None
-    keep, reason, used = paragraph_decisions(ps, cols, cfg, lid, has_lm)
+    ranked = np.zeros(len(ps.row), bool) if cfg.perplexity_keep is not None and has_lm else None
+    keep, reason, used = paragraph_decisions(ps, cols, cfg, lid, has_lm,
+                                             alive() if ranked is not None and alive is not None else None, ranked)
     cols["paragraphs"], cols["paragraphs_removed"], all_removed = document_counts(len(cols["row"]), ps, keep,
                                                                                   reason, cfg)
-    return ParagraphDecision(ps, keep, reason, used, all_removed)
+    return ParagraphDecision(ps, keep, reason, used, all_removed, ranked)
 
 
 def pooled_perplexity(n: int, doc: np.ndarray, logprob: np.ndarray, tokens: np.ndarray, words: np.ndarray,
-                      min_tokens: int) -> np.ndarray:
-    """float64 (n,): each document's perplexity from its paragraphs' LM results (doc int64 (P,), logprob
-    float64, tokens / words int64): 10 ** (-sum log10 p / sum tokens) over its paragraphs of at least
-    ``min_tokens`` words (and one), over all its paragraphs when it has none such (then the whole document's
-    perplexity: sentences are lines, which never cross paragraphs); NaN without a sentence."""
+                      min_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """(perplexity float64 (n,), words int64 (n,)): each document's perplexity from its paragraphs' LM results
+    (doc int64 (P,), logprob float64, tokens / words int64): 10 ** (-sum log10 p / sum tokens) over its
+    paragraphs of at least ``min_tokens`` words (and one), over all its paragraphs when it has none such (then
+    the whole document's perplexity: sentences are lines, which never cross paragraphs); NaN without a
+    sentence; and the LM words of the paragraphs pooled (what ``min_perplexity_tokens`` reads)."""
     long = (words >= max(1, min_tokens)) & (tokens > 0)
     has_long = np.bincount(doc[long], minlength=n) > 0
     use = long | ~has_long[doc]
     lp = np.bincount(doc[use], weights=logprob[use], minlength=n)
     tok = np.bincount(doc[use], weights=tokens[use].astype(np.float64), minlength=n)
+    used_words = np.bincount(doc[use], weights=words[use].astype(np.float64), minlength=n).astype(np.int64)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return np.where(tok > 0, 10.0 ** (-lp / np.maximum(tok, 1)), np.nan)
+        return np.where(tok > 0, 10.0 ** (-lp / np.maximum(tok, 1)), np.nan), used_words
 
 
-def used_perplexity(ps: ParagraphScores, doc_ppl: np.ndarray, cfg: FilterConfig) -> np.ndarray:
+def perplexity_judged(cols: dict[str, Any], cfg: FilterConfig) -> np.ndarray:
+    """bool (n,): the documents a perplexity verdict may be given to: a model scored them (one model per
+    language: their language has one) and their perplexity rests on at least ``min_perplexity_tokens`` LM
+    words (002:53; column ``perplexity_short`` marks the others)."""
+    n = len(cols["row"])
+    judged = cols["perplexity_lang"] != "" if "perplexity_lang" in cols else np.ones(n, bool)
+    if "perplexity_short" in cols:
+        judged = judged & ~cols["perplexity_short"]
+    return judged
+
+
+def used_perplexity(ps: ParagraphScores, doc_ppl: np.ndarray, cfg: FilterConfig,
+                    doc_judged: np.ndarray | None = None) -> np.ndarray:
     """float64 (P,): the perplexity each paragraph is judged by: its own when it has at least
-    ``min_paragraph_tokens`` words, else its document's ("inherit") or NaN ("skip": not judged)."""
+    ``min_paragraph_tokens`` words, else its document's ("inherit"; NaN when the document itself is not judged
+    by perplexity: ``doc_judged`` bool (n,), ``perplexity_judged``) or NaN ("skip": not judged)."""
     long = ps.words >= max(1, cfg.min_paragraph_tokens)
-    inherited = doc_ppl[ps.row] if cfg.short_paragraphs == "inherit" else np.full(len(ps.row), np.nan)
+    inherited = doc_ppl if doc_judged is None else np.where(doc_judged, doc_ppl, np.nan)
+    inherited = inherited[ps.row] if cfg.short_paragraphs == "inherit" else np.full(len(ps.row), np.nan)
     return np.where(long, ps.perplexity, inherited)
 
 
 def paragraph_decisions(ps: ParagraphScores, cols: dict[str, Any], cfg: FilterConfig, lid: bool,
-                        has_lm: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                        has_lm: bool, alive: np.ndarray | None = None, ranked: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(keep bool (P,), reason object (P,): "" or the first failing test, perplexity_used float64 (P,)) of
     every paragraph, by the rules in the module docstring. ``cols``: the run's document columns (lid_label,
-    domain, perplexity, perplexity_lang); ``lid``: a LID model ran; ``has_lm``: a perplexity model did."""
+    domain, perplexity, perplexity_lang, perplexity_short); ``lid``: a LID model ran; ``has_lm``: a perplexity
+    model did; ``alive``: bool (n,), the documents still in when perplexity's turn comes (None: all); the
+    paragraphs a rank selection ranks are set in ``ranked`` bool (P,)."""
     from .selection import rank_keep
 
     p = len(ps.row)
@@ -183,14 +213,18 @@ def paragraph_decisions(ps: ParagraphScores, cols: dict[str, Any], cfg: FilterCo
             need[special] = np.minimum(need[special], cfg.domain.relaxed_lid_threshold)
         with np.errstate(invalid="ignore"):
             reject(~(ps.lid_prob >= need), "lid_prob")
+        if cfg.lid_sentence_agreement is not None:  # NaN (no sentence the model read): lid_prob's to judge
+            with np.errstate(invalid="ignore"):
+                reject(ps.lid_agreement < cfg.lid_sentence_agreement, "lid_agreement")
 
     def perplexity_tests() -> None:
         if not has_lm:
             return
-        used[:] = used_perplexity(ps, cols["perplexity"], cfg)
+        doc_judged = perplexity_judged(cols, cfg)  # a short document passes no verdict on to its paragraphs
+        used[:] = used_perplexity(ps, cols["perplexity"], cfg, doc_judged)
         judged = ps.words >= max(1, cfg.min_paragraph_tokens)
         if cfg.short_paragraphs == "inherit":
-            judged = np.ones(p, bool)
+            judged = judged | doc_judged[ps.row]
         lang = cols.get("perplexity_lang")
         groups = None
         if lang is not None:
@@ -199,9 +233,11 @@ def paragraph_decisions(ps: ParagraphScores, cols: dict[str, Any], cfg: FilterCo
         if cfg.max_perplexity is not None:
             with np.errstate(invalid="ignore"):
                 reject(judged & ~(used <= cfg.max_perplexity), "perplexity")
-        if cfg.perplexity_keep is not None:
-            ranked = np.where(judged, used, np.nan)
-            reject(judged & ~rank_keep(ranked, cfg.perplexity_keep, groups), "perplexity")
+        if cfg.perplexity_keep is not None:  # the paragraphs still in, of the documents still in (002:57)
+            now = judged & keep & (alive[ps.row] if alive is not None else True)
+            if ranked is not None:
+                ranked[:] = now
+            reject(now & ~rank_keep(np.where(now, used, np.nan), cfg.perplexity_keep, groups), "perplexity")
 
     tests = {"lid": lid_tests, "perplexity": perplexity_tests}
     for family in cfg.order:
@@ -230,7 +266,7 @@ def document_counts(n: int, ps: ParagraphScores, keep: np.ndarray, reason: np.nd
 def removed_spans(ps: ParagraphScores, keep: np.ndarray, doc_keep: np.ndarray) -> dict[str, np.ndarray]:
     """The cuts of the documents the filter keeps (``doc_keep`` bool (n,)): for each removed paragraph of
     one, its row, byte_start / byte_end, cut_start / cut_end (paragraph dedup's rule) and its position."""
-    from ..paragraph.dedup import cut_ranges
+    from ..text.spans import cut_ranges
 
     n = len(doc_keep)
     unit_off = np.zeros(n + 1, np.int64)
@@ -246,7 +282,7 @@ def write_paragraph_logs(files, cfg: FilterConfig, ids: pa.Array, para: Paragrap
     """paragraphs.parquet and removed_paragraphs.parquet (module docstring) in ``out`` (``doc_keep``: the
     documents the filter keeps); the cut texts are read from the input once more. Returns run.json's
     ``paragraphs`` counts."""
-    from ..paragraph.dedup import gather_spans
+    from ..text.spans import gather_spans
 
     ps, keep, reason, used = para.scores, para.keep, para.reason, para.used
     ptable = pa.table({
@@ -256,6 +292,8 @@ def write_paragraph_logs(files, cfg: FilterConfig, ids: pa.Array, para: Paragrap
         "perplexity_used": pa.array(used, mask=np.isnan(used)),
         "lid_label": pa.array(ps.lid_label.tolist(), pa.string()),
         "lid_prob": pa.array(ps.lid_prob, mask=np.isnan(ps.lid_prob)),
+        **({"lid_agreement": pa.array(ps.lid_agreement, mask=np.isnan(ps.lid_agreement))}
+           if cfg.lid_sentence_agreement is not None else {}),
         "lid_short": ps.chars < cfg.lid_short_chars, "keep": keep,
         "reason": pa.array(np.where(keep, "kept", reason).tolist(), pa.string())})
     io.write_parquet_atomic(ptable, os.path.join(out, PARAGRAPHS_FILE))
@@ -288,7 +326,7 @@ def write_line_cuts(files, cfg: FilterConfig, ids: pa.Array, doc_keep: np.ndarra
     """removed_lines.parquet (module docstring) in ``out``: the lines C4's line rules remove from the documents
     the filter keeps (``doc_keep`` bool (n,)), read from the input once more. Returns run.json's
     ``c4_lines`` counts."""
-    from ..paragraph.dedup import cut_ranges, gather_spans
+    from ..text.spans import cut_ranges, gather_spans
     from .rulesets import c4_line_units
 
     rc = cfg.rules_config()
@@ -335,7 +373,7 @@ def write_cut_filtered(files, keep: np.ndarray, out: str, cfg: FilterConfig,
                        spans: str = REMOVED_FILE) -> dict[str, int]:
     """filtered/: the kept documents (``keep`` bool (n,)) with the cuts of ``spans`` (removed_paragraphs.parquet,
     or removed_lines.parquet) applied."""
-    from ..paragraph.cutwrite import write_cut_documents
+    from ..text.cutwrite import write_cut_documents
 
     return write_cut_documents(files, os.path.join(out, spans), os.path.join(out, "filtered"), cfg, keep=keep)
 

@@ -41,7 +41,7 @@ def check_in_pass1(cfg: FilterConfig) -> None:
         cfg: the prefilter's FilterConfig.
 
     Raises:
-        ConfigError: DSIR, paragraph_action="remove", perplexity_keep or perplexity_buckets.
+        ConfigError: DSIR, paragraph_action="remove", perplexity_keep, perplexity_buckets or domain_field.
     """
     if cfg.paragraph_action == "remove":
         raise ConfigError("paragraph_action='remove' cuts paragraphs from the filtered output: run `gpu-dedup "
@@ -53,6 +53,10 @@ def check_in_pass1(cfg: FilterConfig) -> None:
         raise ConfigError("perplexity_keep / perplexity_buckets rank the whole corpus, which dedup's pass 1 "
                           "reads batch by batch: run `gpu-dedup filter ... --perplexity MODEL:keep=F` and then "
                           "`gpu-dedup run OUT/filtered`")
+    if cfg.domain_field is not None:
+        raise ConfigError("domain_field is read in a pass of its own, which dedup's pass 1 does not make: run "
+                          "`gpu-dedup filter ... --domain-field COLUMN` and then `gpu-dedup run OUT/filtered` (or "
+                          "give the domains by a model: domain_model)")
 
 
 class ScoreStep:

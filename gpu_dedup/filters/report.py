@@ -19,7 +19,8 @@ AUDIT_SHOWN = 25          # documents of each side shown on the page (all of the
 AUDIT_CHARS = 1500        # characters of each shown document
 PERCENTILE_CHARS = 600    # characters of each document shown at a percentile
 NOT_SCORES = {"id", "row", "keep", "reason", "lid_label", "script_lang", "domain", "perplexity_bucket",
-              "perplexity_lang", "lid_short", "paragraphs", "paragraphs_removed"}
+              "perplexity_lang", "lid_short", "paragraphs", "paragraphs_removed", "words", "perplexity_words",
+              "perplexity_short", "perplexity_ranked", "domain_label"}
 
 
 def _thresholds(stats: dict[str, Any]) -> dict[str, list[tuple[float, str]]]:
@@ -100,6 +101,8 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
                        sorted(c["by_reason"].items(), key=lambda x: -x[1])])
              + f"<p class=\"note\">Order of the tests (the first failing one is the reason): "
                f"{esc(', '.join(stats.get('order', [])))}.</p>")
+    if stats.get("retained_tokens"):
+        page.add("tokens", "Retained words per stage, language and domain", _tokens_html(stats))
     thresholds = _thresholds(stats)
     body = []
     for name in scores.column_names:
@@ -163,6 +166,32 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(html)
     return path
+
+
+def _tokens_html(stats: dict[str, Any]) -> str:
+    """run.json's ``retained_tokens`` and ``selections``: words and documents still in after each stage (in the
+    order the run applied them), then kept per language and per domain."""
+    rt = stats["retained_tokens"]
+    total = rt["input"]["words"]
+    parts = [f"<p class=\"note\">Retained words (002: \"quantify the expected token retention at each stage\"); "
+             f"{esc(rt['unit'])}{'; ' + esc(rt['note']) if rt.get('note') else ''}.</p>",
+             html_table(["after stage", "documents", "words", "words removed here", "words retained"],
+                        [(r["stage"], f"{r['documents']:,}", f"{r['words']:,}", f"{r['words_removed']:,}",
+                          pct(r["words"], total)) for r in rt["after_each_stage"]])]
+    for sel in ("perplexity", "dsir"):
+        x = (stats.get("selections") or {}).get(sel)
+        if x:
+            parts.append(f"<p class=\"note\">{esc(sel)}: {esc(x['kind'])}, ranked {x['ranked']:,}: "
+                         f"{esc(x['ranked_from'])}.</p>")
+    for key, title in (("by_language", "language"), ("by_domain", "domain")):
+        by = rt.get(key)
+        if by:
+            rows = sorted(by["values"].items(), key=lambda kv: -kv[1]["words"])
+            parts.append(_details(f"Retained words per {title} ({by['column']})", html_table(
+                [title, "documents", "kept", "words", "words kept", "words retained"],
+                [(v, f"{m['documents']:,}", f"{m['documents_kept']:,}", f"{m['words']:,}", f"{m['words_kept']:,}",
+                  pct(m["words_kept"], m["words"])) for v, m in rows]), open_=False))
+    return "".join(parts)
 
 
 def _audit_html(audit) -> str:

@@ -22,11 +22,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import device as dev
 from ..constants import LABEL_PREFIX
 from ..errors import ConfigError
 from ..io.text import arrow_text_buffers
-from ..text.split import split_units
+from ..runtime import device as dev
+from ..text.split import split_units, whitespace_words
 from .config import ClassifierSpec, FilterConfig
 from .domain import domain_stats
 from .paragraphs import ParagraphScores, pooled_perplexity
@@ -47,6 +47,8 @@ class Classifier:
     direction: str
     source: str
     values: np.ndarray | None = None  # score="expected": the integer value of every label, in model order
+    by_domain: dict[str, float] = field(default_factory=dict)  # domain -> threshold (domain_thresholds, card)
+    by_domain_source: dict[str, str] = field(default_factory=dict)  # domain -> "flag" | "card"
 
     def describe(self) -> dict[str, Any]:
         r = self.spec.retention
@@ -57,6 +59,8 @@ class Classifier:
         return {"name": self.spec.name, "column": self.spec.column, "model": self.model.describe(),
                 "label": self.label, "threshold": self.threshold, "direction": self.direction,
                 "threshold_from": self.source, "keeps": keeps,
+                **({"thresholds_by_domain": {d: {"threshold": t, "from": self.by_domain_source[d]}
+                                             for d, t in sorted(self.by_domain.items())}} if self.by_domain else {}),
                 "score": ("expected value sum k * p(k) over the labels "
                           + ", ".join(f"{lab}={int(v)}" for lab, v in zip(self.model.labels, self.values))
                           + " (fastText's reported probabilities)") if self.values is not None
@@ -67,6 +71,20 @@ class Classifier:
     @property
     def draw_column(self) -> str:
         return f"{self.spec.name}_draw"
+
+    def need(self, domain_label: np.ndarray | None, relaxed: np.ndarray | None, factor: float) -> np.ndarray:
+        """float64 (n,): the threshold each document is judged by (NaN: none, the score is only recorded):
+        the threshold of its domain (``by_domain``, for ``domain_label`` object (n,)) when there is one, else
+        the classifier's, a ``min`` one multiplied by ``factor`` where ``relaxed`` (bool (n,): --domain-relax's
+        code / math documents; ``max`` thresholds are never relaxed)."""
+        n = len(domain_label) if domain_label is not None else len(relaxed)
+        need = np.full(n, np.nan if self.threshold is None else float(self.threshold))
+        if self.threshold is not None and self.direction == "min" and relaxed is not None:
+            need[relaxed] *= factor
+        if domain_label is not None:
+            for value, t in self.by_domain.items():
+                need[domain_label == value] = t
+        return need
 
     def scores(self, text: pa.Array, device: str) -> np.ndarray:
         """float64 (n,): this classifier's score of every text (NaN: a text with no feature)."""
@@ -83,16 +101,20 @@ class Classifier:
         return np.where(got.any(axis=1), out, np.nan)
 
 
-def load_classifier(spec: ClassifierSpec) -> Classifier:
+def load_classifier(spec: ClassifierSpec, domain_thresholds: tuple = (), domain_key: str | None = None
+                    ) -> Classifier:
     """Load ``spec.model`` and resolve its label / threshold / direction: the flag's, else the card's
-    (``train-classifier`` writes ``<model>.json``), else ``__label__<name>`` and no threshold."""
+    (``spec.card``, else ``<model>.json``: ``train-classifier`` and ``calibrate`` write it), else
+    ``__label__<name>`` and no threshold. Per-domain thresholds: ``domain_thresholds``' for this classifier
+    (``FilterConfig.domain_thresholds``), then, when the threshold comes from the card, the card's
+    ``thresholds_by[domain_key]`` for the other domains (``domain_key``: the run's domain field, or "domain")."""
     from .fasttext import load_fasttext
     from .train import POSITIVE_NAMES, read_card
 
     model = load_fasttext(spec.model)
     if spec.score == "expected":
-        return _expected_classifier(spec, model)
-    card = read_card(spec.model) or {}
+        return _with_domains(_expected_classifier(spec, model), {}, domain_thresholds, None)
+    card = read_card(spec.model, spec.card) or {}
     label, source = spec.label, "flag"
     if label is None and card.get("positive_label"):
         label = card["positive_label"]
@@ -123,13 +145,37 @@ def load_classifier(spec: ClassifierSpec) -> Classifier:
     threshold, direction = spec.threshold, spec.direction
     if threshold is None and card.get("threshold") is not None:
         threshold, direction, source = float(card["threshold"]), card.get("direction", "min"), "card"
-    elif threshold is None:
+    elif threshold is None and spec.retention is None:
         source = "none"
         logger.warning("classifier %s: no threshold given and no model card beside %s: its score is recorded, "
                        "nothing is removed for it (give NAME=MODEL:THRESHOLD)", spec.name, spec.model)
     if spec.retention is not None:
         threshold, source = None, "flag"  # the draw decides, not the card's threshold
-    return Classifier(spec, model, label, threshold, direction, source)
+    return _with_domains(Classifier(spec, model, label, threshold, direction, source), card, domain_thresholds,
+                         domain_key)
+
+
+def _with_domains(c: Classifier, card: dict, domain_thresholds: tuple, domain_key: str | None) -> Classifier:
+    """``c`` with its per-domain thresholds: the flags' (``FilterConfig.domain_thresholds``), then the card's
+    ``thresholds_by[domain_key]`` for the domains the flags leave, when the classifier's threshold is the card's
+    (a threshold given on the command line replaces the card's, per-domain ones included)."""
+    for name, domain, t, direction in domain_thresholds:
+        if name != c.spec.name:
+            continue
+        if direction is not None and direction != c.direction:
+            raise ConfigError(f"--domain-threshold {name}:{domain}={direction}{t:g}: classifier {name!r} keeps scores "
+                              f"{'>=' if c.direction == 'min' else '<='} its threshold ({c.direction}, from its "
+                              f"{c.source}); a per-domain threshold has the classifier's direction")
+        c.by_domain[domain], c.by_domain_source[domain] = float(t), "flag"
+    if c.source == "card" and domain_key is not None:
+        for domain, t in ((card.get("thresholds_by") or {}).get(domain_key) or {}).items():
+            if t is not None and domain not in c.by_domain:
+                c.by_domain[domain], c.by_domain_source[domain] = float(t), "card"
+        if any(v == "card" for v in c.by_domain_source.values()):
+            logger.info("classifier %s: the card's thresholds per %s apply: %s", c.spec.name, domain_key,
+                        ", ".join(f"{d} {t:g}" for d, t in sorted(c.by_domain.items())
+                                  if c.by_domain_source[d] == "card"))
+    return c
 
 
 def _expected_classifier(spec: ClassifierSpec, model) -> Classifier:
@@ -157,6 +203,19 @@ def url_reading(cfg: FilterConfig) -> dict[str, Any]:
     return {"scope_field": cfg.url_field, "scope_nullable": True, "scope_flag": "--url-field"}
 
 
+def field_values(files, cfg: FilterConfig, name: str) -> np.ndarray:
+    """object (n,): the value of field / column ``name`` of every input document, in row order (a string; an
+    integer as its decimal text; None where it is null or missing), read once more (``io.iter_batches``' scope
+    field, its errors naming --domain-field)."""
+    from .. import io
+    from ..runtime.device import batch_bytes
+
+    parts = [np.asarray(b.scope.cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+             for b in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                      batch_bytes=batch_bytes(cfg.batch_bytes, "cpu"), on_error=cfg.on_error,
+                                      scope_field=name, scope_nullable=True, scope_flag="--domain-field")]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=object)
+
 
 @dataclass
 class Scorers:
@@ -170,6 +229,7 @@ class Scorers:
     lms: dict[str, Any] = field(default_factory=dict)  # perplexity_lang: language -> its model
     rules: Any = None
     blocklist: Any = None  # url_blocklist's ``rulesets.Blocklist``, read once when the run starts
+    domain_model: Any = None  # domain_model: a fastText classifier whose top label is the domain
 
     @property
     def has_lm(self) -> bool:
@@ -187,7 +247,12 @@ class Scorers:
                 raise ConfigError(f"--lang {missing[0]!r} is not a label of the LID model {cfg.lid!r} (it knows "
                                   f"{len(s.lid.labels)} languages, e.g. "
                                   f"{', '.join(x[len(LABEL_PREFIX):] for x in s.lid.labels[:8])})")
-        s.classifiers = [load_classifier(c) for c in cfg.classifiers]
+        key = cfg.domain_field or ("domain" if cfg.domain_model else None)
+        s.classifiers = [load_classifier(c, cfg.domain_thresholds, key) for c in cfg.classifiers]
+        if cfg.domain_model:
+            from .fasttext import load_fasttext
+
+            s.domain_model = load_fasttext(cfg.domain_model)
         if cfg.perplexity:
             from .lm import LMNormalization, load_lm
 
@@ -220,6 +285,11 @@ class Scorers:
                           "threshold": self.cfg.lid_threshold}
         if self.classifiers:
             out["classifiers"] = [c.describe() for c in self.classifiers]
+        if self.domain_model is not None or self.cfg.domain_field:
+            out["domain"] = {"field": self.cfg.domain_field, "column": "domain_label",
+                             **({"model": self.domain_model.describe(), "rule": "the model's top label"}
+                                if self.domain_model is not None else
+                                {"rule": "the field's value (null: no domain, the classifiers' own thresholds)"})}
         if self.lms:
             out["perplexity"] = {"models": {lang: m.describe() for lang, m in self.lms.items()},
                                  "routing": "by the LID label; a document in another language gets no perplexity "
@@ -247,8 +317,9 @@ class Scorers:
         domain rules read the same copy as the fastText models; ``urls``: each document's URL, null for
         none, for the blocklist rule: the reader's ``Batch.scope`` of ``url_field``)."""
         cfg, n = self.cfg, len(text)
+        # words: the retained-token accounting of run.json (002:57 "Quantify the expected token retention")
         part: dict[str, Any] = {"id": ids, "row": np.arange(row_start, row_start + n, dtype=np.int64),
-                                "empty": _blank(text)}
+                                "empty": _blank(text), "words": whitespace_words(text)}
         skip = None
         if cfg.domain.script_prefilter or cfg.domain.relax:
             if buffers is None:  # one copy for the domain rules and the fastText models
@@ -259,6 +330,12 @@ class Scorers:
                 skip = ds.script_lang != ""
                 part["script_lang"], part["script_frac"] = ds.script_lang, ds.script_frac
         part.update(self.score(text, skip_lid=skip if self.lid is not None else None, buffers=buffers, urls=urls))
+        if self.domain_model is not None:  # the whole document's top label, whatever the unit
+            names = np.array([x[len(LABEL_PREFIX):] if x.startswith(LABEL_PREFIX) else x
+                              for x in self.domain_model.labels] + [""], dtype=object)
+            idx, _ = self.domain_model.predict_arrays(*(buffers if buffers is not None
+                                                        else text_buffers(text, self.device)), k=1, device=self.device)
+            part["domain_label"] = names[idx[:, 0]]
         for c in self.classifiers:
             if c.spec.retention is not None:
                 part[c.draw_column] = uniform_draws(cfg.seed, c.spec.name, part["row"])
@@ -314,6 +391,8 @@ class Scorers:
                     mine = np.isin(ps.row, todo)
                     ps.lid_label[mine], ps.lid_prob[mine] = ulab, uprob
             cols["lid_label"], cols["lid_prob"] = label, prob
+            if ps is not None and self.cfg.lid_sentence_agreement is not None:
+                ps.lid_agreement = sentence_agreement(self.lid, pu[1], self.device)
             # a text the model read is short: the document, or each of its paragraphs (the longest one)
             if pu is None:
                 chars = pc.utf8_length(pc.utf8_trim_whitespace(text)).to_numpy(zero_copy_only=False)
@@ -327,8 +406,12 @@ class Scorers:
             if pu is None:
                 res = self.lm.score(text, device=self.device)
                 cols["perplexity"] = np.asarray(res["perplexity"], np.float64)
+                cols["perplexity_words"] = np.asarray(res["tokens"], np.int64) - np.asarray(res["sentences"],
+                                                                                          np.int64)
             else:
-                cols["perplexity"] = self._paragraph_lm(self.lm, n, pu, np.arange(len(pu[0])), ps)
+                cols["perplexity"], cols["perplexity_words"] = self._paragraph_lm(self.lm, n, pu,
+                                                                                  np.arange(len(pu[0])), ps)
+            cols["perplexity_short"] = cols["perplexity_words"] < self.cfg.min_perplexity_tokens
         if self.rules is not None:
             from .rules import rule_scores
 
@@ -344,6 +427,7 @@ class Scorers:
         (unit="paragraph": its paragraphs, pooled; their own scores into ``paragraph_scores``)."""
         n = len(text)
         ppl = np.full(n, np.nan)
+        words = np.zeros(n, np.int64)
         used = np.full(n, "", dtype=object)
         pu = paragraph_units(text) if self.cfg.unit == "paragraph" else None
         for lang, lm in self.lms.items():
@@ -351,14 +435,16 @@ class Scorers:
             if len(rows) and pu is None:
                 res = lm.score(text.take(pa.array(rows)), device=self.device)
                 ppl[rows] = np.asarray(res["perplexity"], np.float64)
+                words[rows] = np.asarray(res["tokens"], np.int64) - np.asarray(res["sentences"], np.int64)
             elif len(rows):  # the paragraphs of the documents in this language
-                got = self._paragraph_lm(lm, n, pu, np.flatnonzero(np.isin(pu[0], rows)), paragraph_scores)
-                ppl[rows] = got[rows]
+                got, got_words = self._paragraph_lm(lm, n, pu, np.flatnonzero(np.isin(pu[0], rows)), paragraph_scores)
+                ppl[rows], words[rows] = got[rows], got_words[rows]
             used[rows] = lang
-        return {"perplexity": ppl, "perplexity_lang": used}
+        return {"perplexity": ppl, "perplexity_lang": used, "perplexity_words": words,
+                "perplexity_short": words < self.cfg.min_perplexity_tokens}
 
-    def _paragraph_lm(self, lm, n: int, pu: tuple, prows: np.ndarray, ps) -> np.ndarray:
-        """The perplexity of each of ``n`` documents from its paragraphs ``prows`` of ``pu``
+    def _paragraph_lm(self, lm, n: int, pu: tuple, prows: np.ndarray, ps) -> tuple[np.ndarray, np.ndarray]:
+        """The perplexity and the LM words behind it of each of ``n`` documents from its paragraphs ``prows`` of ``pu``
         (``paragraph_units``), each scored as a document of its own (``paragraphs.pooled_perplexity``); their
         own words and perplexity go to ``ps`` (a ``ParagraphScores``, or None)."""
         res = lm.score(pu[1].take(pa.array(prows, pa.int64())), device=self.device)
@@ -434,18 +520,52 @@ def paragraph_units(text: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray, n
     start, end = units.start, units.end
     doc = np.repeat(np.arange(len(text), dtype=np.int64), np.diff(units.unit_off))
     size = end - start
-    para_off = np.zeros(len(start) + 1, np.int64)
-    np.cumsum(size, out=para_off[1:])
-    # the spans are disjoint and in order, so their bytes are the data bytes inside some span
-    inside = np.zeros(data.shape[0] + 1, np.int8)
-    np.add.at(inside, start, 1)
-    np.add.at(inside, end, -1)
-    para = data[np.cumsum(inside[:-1], dtype=np.int8) > 0]
-    arr = pa.LargeStringArray.from_buffers(len(start), pa.py_buffer(para_off), pa.py_buffer(para))
+    arr = span_texts(data, start, end)
+    para, para_off = np.frombuffer(arr.buffers()[2], np.uint8), np.frombuffer(arr.buffers()[1], np.int64)
     base = offsets[:-1][doc] if len(doc) else np.zeros(0, np.int64)
     # code points = bytes that are no UTF-8 continuation byte (every paragraph holds at least one byte)
     chars = size - np.add.reduceat((para & 0xC0) == 0x80, para_off[:-1], dtype=np.int64) if len(start) else size
     return doc, arr, size.astype(np.float64), start - base, end - base, chars.astype(np.int64)
+
+
+def span_texts(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> pa.Array:
+    """pa.large_string (u,): the bytes data[start[i]:end[i]] of disjoint spans in ascending order (a split's
+    units: paragraphs, sentences)."""
+    size = np.asarray(end - start, np.int64)
+    off = np.zeros(len(start) + 1, np.int64)
+    np.cumsum(size, out=off[1:])
+    # the spans are disjoint and in order, so their bytes are the data bytes inside some span
+    inside = np.zeros(data.shape[0] + 1, np.int8)
+    np.add.at(inside, start, 1)
+    np.add.at(inside, end, -1)
+    out = data[np.cumsum(inside[:-1], dtype=np.int8) > 0]
+    return pa.LargeStringArray.from_buffers(len(start), pa.py_buffer(off), pa.py_buffer(out))
+
+
+def sentence_agreement(model: Any, paragraphs: pa.Array, device: str) -> np.ndarray:
+    """float64 (P,): for each paragraph, the fraction of its sentences (``text.split``'s rule) whose top label by
+    the LID ``model`` is the label most of them have (002:174 "run sentence-level LID within paragraphs and keep
+    only paragraphs where at least 80% of sentences agree on the majority language"); sentences with no feature
+    the model knows are not counted; NaN for a paragraph with no counted sentence."""
+    if isinstance(paragraphs, pa.ChunkedArray):
+        paragraphs = paragraphs.combine_chunks()
+    data, offsets = arrow_text_buffers(paragraphs)
+    units = split_units(data, offsets, "sentence", "cpu")
+    p = len(paragraphs)
+    para = np.repeat(np.arange(p, dtype=np.int64), np.diff(units.unit_off))
+    out = np.full(p, np.nan)
+    if not len(para):
+        return out
+    idx, _ = model.predict_arrays(*text_buffers(span_texts(data, units.start, units.end), device), k=1,
+                                  device=device)
+    lab = idx[:, 0].astype(np.int64)
+    ok = lab >= 0
+    total = np.bincount(para[ok], minlength=p)
+    key, count = np.unique(para[ok] * (len(model.labels) + 1) + lab[ok], return_counts=True)
+    top = np.zeros(p, np.int64)
+    np.maximum.at(top, key // (len(model.labels) + 1), count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, top / np.maximum(total, 1), np.nan)
 
 
 def text_buffers(text: pa.Array, device: str) -> tuple[Any, Any]:

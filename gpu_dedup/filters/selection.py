@@ -63,24 +63,47 @@ def perplexity_buckets(values: np.ndarray, cuts: tuple[float, ...], groups: np.n
     return out
 
 
-def perplexity_rank_stats(values: np.ndarray, cfg: FilterConfig) -> dict[str, Any]:
-    """run.json's ``perplexity_rank``: documents ranked, the kept count and the perplexity at the cut, the
-    bucket cuts with their perplexity boundaries and counts."""
+def perplexity_rank_stats(values: np.ndarray, cfg: FilterConfig, ranked: np.ndarray | None = None
+                          ) -> dict[str, Any]:
+    """run.json's ``perplexity_rank``: the units (documents, or paragraphs) ``perplexity_keep`` ranked
+    (``ranked`` bool: those still in when perplexity's turn came; None: every one with a perplexity), the
+    kept count and the perplexity at the cut; the bucket cuts with their perplexity boundaries and counts
+    (buckets label every unit with a perplexity, whatever removed it: they select nothing)."""
     from .dsir import select_count
 
-    v = np.sort(values[~np.isnan(values)])
+    scored = ~np.isnan(values)
+    v = np.sort(values[scored & (ranked if ranked is not None else True)])
     m = len(v)
-    out: dict[str, Any] = {"ranked": m, "ties": "input order", "null_perplexity": int(len(values) - m)}
+    out: dict[str, Any] = {"ranked": m, "ties": "input order", "null_perplexity": int(len(values) - scored.sum())}
     if cfg.perplexity_keep is not None:
         k = select_count(m, float(cfg.perplexity_keep))
-        out.update(keep_fraction=cfg.perplexity_keep, kept=k, cut=float(v[k - 1]) if k else None)
+        out.update(keep_fraction=cfg.perplexity_keep, kept=k, cut=float(v[k - 1]) if k else None,
+                   not_ranked=int(len(values) - m))
     if cfg.perplexity_buckets:
+        v = np.sort(values[scored])
+        m = len(v)
         ks = [select_count(m, float(c)) for c in cfg.perplexity_buckets]
-        out["buckets"] = {"cuts": list(cfg.perplexity_buckets),
+        out["buckets"] = {"cuts": list(cfg.perplexity_buckets), "of": "every unit with a perplexity",
                           "upper_perplexity": {"head": float(v[ks[0] - 1]) if ks[0] else None,
                                                "middle": float(v[ks[1] - 1]) if ks[1] else None},
                           "documents": {"head": ks[0], "middle": ks[1] - ks[0], "tail": m - ks[1]}}
     return out
+
+
+def rank_stats(cols: dict[str, Any], cfg: FilterConfig, para=None) -> dict[str, Any]:
+    """run.json's ``perplexity_rank`` (``perplexity_rank_stats``) of the run: its documents (or with
+    paragraph_action="remove" its paragraphs, ``para``: a ``paragraphs.ParagraphDecision``), per language
+    with one model per language."""
+    if para is not None:
+        values, ranked = para.used, para.ranked
+        lang = cols["perplexity_lang"][para.scores.row] if cfg.perplexity_lang else None
+    else:
+        values, ranked, lang = cols["perplexity"], cols.get("perplexity_ranked"), cols.get("perplexity_lang")
+    if not cfg.perplexity_lang:
+        return perplexity_rank_stats(values, cfg, ranked)
+    return {"by_language": {code: perplexity_rank_stats(values[lang == code], cfg,
+                                                         ranked[lang == code] if ranked is not None else None)
+                            for code, _ in cfg.perplexity_lang}}
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -127,6 +150,7 @@ def retention_curves(cols: dict[str, Any], scorers, points: int = RETENTION_POIN
     return out
 
 
+NOT_SCORES = ("row", "paragraphs", "paragraphs_removed", "words", "perplexity_words")  # numeric, but counts
 AUDIT_PERCENTILES = (33, 50, 67)  # the text at these percentiles of a score shows what a threshold there cuts
 
 
@@ -137,7 +161,7 @@ def percentile_picks(table: pa.Table, percentiles=AUDIT_PERCENTILES) -> list[tup
     out = []
     for name in table.column_names:
         typ = table.schema.field(name).type
-        if name in ("row", "paragraphs", "paragraphs_removed") or name.endswith("_draw") or not (pa.types.is_floating(typ) or pa.types.is_integer(typ)):
+        if name in NOT_SCORES or name.endswith("_draw") or not (pa.types.is_floating(typ) or pa.types.is_integer(typ)):
             continue
         v = table[name].to_numpy(zero_copy_only=False).astype(np.float64)
         idx = np.flatnonzero(~np.isnan(v))
@@ -166,4 +190,85 @@ def retention(values: np.ndarray, direction: str, points: int = RETENTION_POINTS
     for t in grid:
         kept = (len(s) - np.searchsorted(s, t, "left")) if direction == "min" else np.searchsorted(s, t, "right")
         out.append({"threshold": float(t), "retention": float(kept) / n})
+    return out
+
+
+# ------------------------------------------------------------------------------ stages, selections, tokens
+STAGE_OF = {"empty": "empty", "lid_label": "lid", "lid_prob": "lid", "lid_agreement": "lid",
+            "perplexity": "perplexity", "dsir_weight": "dsir"}  # the fixed reasons' stage; rules / classifiers too
+
+
+def stage_index(reason: np.ndarray, stages: list[str], rule_columns, classifier_columns) -> np.ndarray:
+    """int64 (n,): the index in ``stages`` of the stage that removed each document (``len(stages)``: kept),
+    from its reason (object (n,))."""
+    of = dict(STAGE_OF, **{c: "rules" for c in rule_columns}, **{c: "classifiers" for c in classifier_columns})
+    index = {st: i for i, st in enumerate(stages)}
+    out = np.full(len(reason), len(stages), np.int64)
+    for why, st in of.items():
+        out[reason == why] = index[st]
+    return out
+
+
+def _retained(words: np.ndarray, keep: np.ndarray) -> dict[str, Any]:
+    w_in, w_kept = int(words.sum()), int(words[keep].sum())
+    return {"documents": int(len(words)), "documents_kept": int(keep.sum()), "words": w_in, "words_kept": w_kept,
+            "words_retention": w_kept / w_in if w_in else None}
+
+
+def retained_tokens(cols: dict[str, Any], cfg: FilterConfig, scorers) -> dict[str, Any]:
+    """run.json's ``retained_tokens`` (002:57 "Quantify the expected token retention at each stage"; 000:247
+    "report retained-token/domain/language proportions"): words (column ``words``) and documents still in
+    after each stage, in the order the run applied them (empty, ``cfg.order``, DSIR), and kept per language
+    (``lid_label``) and per domain (``domain_label``, else the code / math tag ``domain``)."""
+    from .rules import describe
+
+    words = np.asarray(cols["words"], np.int64)
+    keep = np.asarray(cols["keep"], bool)
+    reason = cols["reason"].cast(pa.string()).to_numpy(zero_copy_only=False).astype(object)
+    stages = ["empty", *cfg.order, "dsir"]
+    at = stage_index(reason, stages, list(describe(scorers.rules)) if scorers.rules is not None else [],
+                     [c.spec.column for c in scorers.classifiers])
+    total = int(words.sum())
+    rows = []
+    for i, st in enumerate(stages):
+        alive = at > i
+        w = int(words[alive].sum())
+        rows.append({"stage": st, "documents": int(alive.sum()), "words": w,
+                     "words_removed": int(words[at == i].sum()), "words_retention": w / total if total else None})
+    out: dict[str, Any] = {
+        "unit": "words: runs of non-whitespace characters (scores.parquet column words), a model-free stand-in "
+                "for tokens",
+        "input": {"documents": int(len(words)), "words": total}, "after_each_stage": rows,
+        "kept": _retained(words, keep)}
+    if cfg.paragraph_action == "remove" or cfg.c4_remove_lines:
+        out["note"] = "the words of the kept documents before their paragraph / line cuts"
+    for key, col in (("by_language", "lid_label"), ("by_domain", "domain_label" if "domain_label" in cols
+                                                                 else "domain")):
+        if col in cols:
+            values = np.array(["" if v is None else v for v in cols[col]], dtype=object)
+            out[key] = {"column": col, "values": {
+                (v or "(none)"): _retained(words[values == v], keep[values == v]) for v in sorted(set(values.tolist()))}}
+    return out
+
+
+def selections(cols: dict[str, Any], cfg: FilterConfig, para=None, dsir: dict | None = None) -> dict[str, Any]:
+    """run.json's ``selections``: the order the run applied its stages in, and for each selection what it
+    ranked: ``perplexity_keep`` the units (documents, or paragraphs with paragraph_action="remove") still in
+    when its turn came in ``cfg.order``; DSIR the documents every other test kept."""
+    before = ["empty"] + list(cfg.order[:cfg.order.index("perplexity")])
+    out: dict[str, Any] = {"order": ["empty", *cfg.order, "dsir"]}
+    if cfg.perplexity_keep is not None:
+        ranked = para.ranked if para is not None else cols.get("perplexity_ranked")
+        out["perplexity"] = {
+            "kind": f"keep the fraction {cfg.perplexity_keep:g} of lowest perplexity"
+                    + (" per language" if cfg.perplexity_lang else ""),
+            "unit": "paragraph" if para is not None else "document",
+            "ranked": int(np.sum(ranked)) if ranked is not None else 0,
+            "ranked_from": f"the {'paragraphs' if para is not None else 'documents'} still in after "
+                           f"{', '.join(before)} (002:57: each stage judges what the stages before it kept), "
+                           f"judged by perplexity (a model for their language, at least "
+                           f"{cfg.min_perplexity_tokens} LM words)"}
+    if dsir is not None:
+        out["dsir"] = {"kind": f"select {dsir['requested']}", "ranked": dsir["pool"],
+                       "ranked_from": "the documents every other test kept"}
     return out

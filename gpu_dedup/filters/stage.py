@@ -6,11 +6,14 @@ FineWeb: lid, rules, perplexity, classifiers; ``--order`` changes it), then DSIR
     empty       no non-space character: nothing to score (every score null in scores.parquet)
     lid_label   the language (the LID model's top label, or the script pre-filter's) is not one of --lang
     lid_prob    its probability is below --lid-threshold (--domain-relax: the relaxed threshold for code/math)
+    lid_agreement  (paragraph_action="remove", lid_sentence_agreement) every paragraph's sentences disagreed
     gopher_*    the first rule that fails (rules.py: Gopher's, then c4_*, fineweb_*, chars_*, url_*)
     perplexity  above --perplexity's maximum, or not among the ``perplexity_keep`` fraction with the lowest
-                perplexity (ranked over every document with a perplexity, ties by input order: ``rank_keep``);
-                null perplexity: a document with no sentence, see ``empty``
-    <name>_score  each classifier, in the order given (its threshold and direction; with stochastic
+                perplexity, ranked over the documents still in when its turn comes (002:57: each stage judges
+                what the stages before it kept; ties by input order: ``rank_keep``); a document of fewer than
+                ``min_perplexity_tokens`` LM words, or in a language without a model, gets no perplexity verdict
+    <name>_score  each classifier, in the order given (its threshold and direction, per domain with
+                ``domain_thresholds`` or a card's ``thresholds_by``; with stochastic
                 retention, its uniform draw ``<name>_draw`` not below P(keep | score): ``selection.uniform_draws``)
     dsir_weight among the documents every test above kept, DSIR keeps the --select with the largest
                 Gumbel-perturbed log importance weights; the rest are "not selected"
@@ -18,7 +21,7 @@ Every score is computed for every document, whatever rejected it, so that retent
 and the audit read the same numbers.
 
 Passes over the input: one; a second when DSIR is on (the raw corpus's feature distribution is known only
-after the first); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/
+after the first); one for ``domain_field``'s values (the reader carries one field besides the text); one more for the audit sample's texts (``audit``: 0 skips it) and one to write filtered/
 (paragraph_action="remove": and one for the cut paragraphs' texts, ``paragraphs.write_paragraph_logs``;
 c4_remove_lines: one for the lines C4's rules cut, ``paragraphs.write_line_cuts``).
 
@@ -28,7 +31,9 @@ filtered/ (the kept records, byte for byte, in the input's format and layout; wi
 their failing paragraphs cut, and paragraphs.parquet, removed_paragraphs.parquet: ``paragraphs.py``; with
 c4_remove_lines the lines C4's rules remove cut, logged in removed_lines.parquet), audit.parquet (random
 accepted and rejected documents with their text and scores), run.json (the shared run header, then models,
-order, retention per threshold) and report.html: written through the run skeleton (gpu_dedup/run.py).
+order, retention per threshold, ``selections``: what each rank selection ranked, ``retained_tokens``: words
+and documents after each stage, per language and per domain) and report.html: written through the run
+skeleton (gpu_dedup/runtime/run.py).
 """
 from __future__ import annotations
 
@@ -43,17 +48,18 @@ import pyarrow.compute as pc
 
 from .. import io
 from ..decisions import FILTER_KEPT, filter_reasons, reason_array, scores_schema, value_counts
-from ..device import batch_bytes, note_compiling, set_threads
-from ..engine import progress
+from ..runtime.device import batch_bytes, note_compiling, set_threads
+from ..runtime.passes import progress
 from ..errors import ConfigError, RunError
-from ..run import RunResult, Steps, finish, header, owned, resources, write_table
+from ..runtime.run import RunResult, Steps, finish, header, owned, resources, write_table
 from .ahead import compile_stages, filter_ahead
 from .config import FilterConfig
 from .dsir_step import DsirStep
-from .paragraphs import ParagraphScores, describe as describe_paragraphs, paragraph_pass, write_documents
-from .scorers import Scorers, url_reading
-from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, perplexity_rank_stats, rank_keep,
-                        retention, retention_curves)
+from .paragraphs import (ParagraphScores, describe as describe_paragraphs, paragraph_pass, perplexity_judged,
+                         write_documents)
+from .scorers import Scorers, field_values, url_reading
+from .selection import (AUDIT_PERCENTILES, percentile_picks, perplexity_buckets, rank_keep, rank_stats,
+                        retained_tokens, retention, retention_curves, selections)
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +86,7 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
                   address: str | None = None) -> FilterResult:
     """Score and filter ``source``: the steps of the module docstring.
 
-    With ``output_dir`` the outputs are owned as ``deduplicate`` owns its (gpu_dedup/outputs.py): outside the
+    With ``output_dir`` the outputs are owned as ``deduplicate`` owns its (gpu_dedup/runtime/outputs.py): outside the
     inputs, locked for the run, an earlier run's files replaced only with ``overwrite``, this run's removed
     again if it fails.
 
@@ -108,7 +114,7 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
     ray_args = (workers, address) if engine == "ray" else None
     if output_dir is None:
         return _filter(source, cfg, None, ray_args)
-    from ..outputs import input_roots
+    from ..runtime.outputs import input_roots
 
     out = os.fspath(output_dir)
     roots = input_roots(source) + (input_roots(list(cfg.dsir_target)) if cfg.dsir_target else [])
@@ -142,7 +148,12 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
         if ahead is not None:
             ahead.wait()
     n = len(cols["id"])
-    para = paragraph_pass(cols, cfg, scorers.lid is not None, scorers.has_lm)  # paragraph_action="remove"
+    if cfg.domain_field:  # one more read: the reader carries one field besides the text (--url-field's)
+        cols["domain_label"] = field_values(files, cfg, cfg.domain_field)
+    # paragraph_action="remove"; a rank selection ranks the paragraphs of the documents still in
+    before = tuple(f for f in cfg.order[:cfg.order.index("perplexity")] if f != "lid")
+    para = paragraph_pass(cols, cfg, scorers.lid is not None, scorers.has_lm,
+                          alive=lambda: decide(cols, cfg, scorers, families=before)[0])
     if para is not None and out is None:
         logger.warning("paragraph_action='remove': the cuts are written with output_dir only (filtered/)")
     if cfg.perplexity_buckets:
@@ -154,6 +165,11 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
         with steps("dsir"):
             keep, reason, dsir_stats = dsir.select(files, cfg, cols, keep, reason)
     cols["keep"], cols["reason"] = keep, reason
+    if scorers.lid is not None and not cfg.lang:  # issue 36: say what the threshold alone removed
+        logger.info("--lid without --lang keeps every language, but removed %d documents whose top language has "
+                    "a probability below --lid-threshold %g (reason lid_prob)",
+                    int(np.sum(~keep & (cols["reason"].indices.to_numpy(zero_copy_only=False) ==
+                                        reasons(scorers).index("lid_prob")))), cfg.lid_threshold)
     table = scores_table(cols)
     stats = _stats(cfg, device, threads, files, report, scorers, table, n, timings)
     if dsir_stats is not None:
@@ -161,12 +177,9 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
     if any(c.spec.retention is not None for c in scorers.classifiers):
         stats["stochastic_retention"] = retention_curves(cols, scorers)
     if cfg.perplexity_keep is not None or cfg.perplexity_buckets:
-        if cfg.perplexity_lang:
-            stats["perplexity_rank"] = {"by_language": {
-                lang: perplexity_rank_stats(cols["perplexity"][cols["perplexity_lang"] == lang], cfg)
-                for lang, _ in cfg.perplexity_lang}}
-        else:
-            stats["perplexity_rank"] = perplexity_rank_stats(cols["perplexity"], cfg)
+        stats["perplexity_rank"] = rank_stats(cols, cfg, para)
+    stats["selections"] = selections(cols, cfg, para, dsir_stats)
+    stats["retained_tokens"] = retained_tokens(cols, cfg, scorers)
     if cfg.unit == "paragraph":
         stats["paragraph_rules"] = describe_paragraphs(cfg)
     if cfg.perplexity_lang:
@@ -266,7 +279,7 @@ def _score_file(f, cfg: FilterConfig, device: str, with_dsir: bool) -> dict[str,
 def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers: int | None,
                     address: str | None) -> tuple[dict, list[int]]:
     """_score_pass as one Ray task per file (_score_file); the columns are put together in file order."""
-    from ..distributed.cluster import ray_cluster
+    from ..distributed.cluster import ray_cluster, ray_get
 
     if device == "cuda":
         raise ConfigError("filter --engine ray scores on CPU workers only yet: run it with --device cpu, or "
@@ -276,7 +289,7 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
         refs = [task.remote(f, cfg, device, dsir is not None) for f in files]
         parts, file_rows, row0, paras = [], [], 0, []
         for ref in refs:
-            got = ray.get(ref)
+            got = ray_get(ray, [ref])[0]  # a task's own error as the local engine raises it
             report.merge(got["report"])
             if got["dsir_counts"] is not None:
                 dsir.raw_counts += got["dsir_counts"]
@@ -307,12 +320,14 @@ def reasons(scorers: Scorers) -> tuple[str, ...]:
     return filter_reasons(rules, [c.spec.column for c in scorers.classifiers])
 
 
-def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers,
-           all_removed: np.ndarray | None = None) -> tuple[np.ndarray, pa.DictionaryArray]:
+def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers, all_removed: np.ndarray | None = None,
+           families: tuple[str, ...] | None = None) -> tuple[np.ndarray, pa.DictionaryArray]:
     """(keep bool (n,), reason: int8 codes over ``reasons(scorers)`` as a dictionary array (n,)) by the order in
     the module docstring (DSIR excepted). ``all_removed`` (paragraph_action="remove": object (n,),
     ``paragraphs.document_counts``): language ID and perplexity reject a document only when every paragraph
-    failed, with the reason given there."""
+    failed, with the reason given there. ``families``: only these of ``cfg.order`` (in its order; None: all).
+    A rank selection (``perplexity_keep``) ranks the documents still kept when its family's turn comes; they
+    are marked in ``cols["perplexity_ranked"]``."""
     n = len(cols["row"])
     vocab = reasons(scorers)
     code = {r: i for i, r in enumerate(vocab)}
@@ -330,7 +345,7 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers,
 
     def lid() -> None:
         if "lid_label" in cols and all_removed is not None:
-            for why in ("lid_label", "lid_prob"):
+            for why in ("lid_label", "lid_prob", "lid_agreement"):
                 reject(all_removed == why, why)
         elif "lid_label" in cols:
             if cfg.lang:
@@ -348,16 +363,12 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers,
                 with np.errstate(invalid="ignore"):
                     reject(~(cols[c.draw_column] < c.spec.retention.prob(cols[c.spec.column])), c.spec.column)
                 continue
-            if c.threshold is None:
-                continue
+            # per domain (domain_label) when given, else the classifier's; --domain-relax lowers min ones only
+            need = c.need(cols.get("domain_label"), special, cfg.domain.relaxed_factor)
             s = cols[c.spec.column]
             with np.errstate(invalid="ignore"):
-                if c.direction == "min":
-                    need = np.where(special, c.threshold * cfg.domain.relaxed_factor, c.threshold)
-                    reject(~(s >= need), c.spec.column)
-                else:  # relaxed as min is, mirrored: the removed band (threshold, 1] shrinks by the factor
-                    need = np.where(special, 1 - (1 - c.threshold) * cfg.domain.relaxed_factor, c.threshold)
-                    reject(~(s <= need), c.spec.column)
+                judged = ~np.isnan(need)
+                reject(judged & ~((s >= need) if c.direction == "min" else (s <= need)), c.spec.column)
 
     def perplexity() -> None:
         if not scorers.has_lm:
@@ -365,14 +376,16 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers,
         if all_removed is not None:
             reject(all_removed == "perplexity", "perplexity")
             return
-        # one model per language: a document in a language without one is not judged by perplexity
-        judged = cols["perplexity_lang"] != "" if scorers.lms else np.ones(n, bool)
+        # not judged: a document in a language without a model, or one of too few LM words (002:53)
+        judged = perplexity_judged(cols, cfg)
         if cfg.max_perplexity is not None:
             with np.errstate(invalid="ignore"):
                 reject(judged & ~(cols["perplexity"] <= cfg.max_perplexity), "perplexity")
-        if cfg.perplexity_keep is not None:
-            reject(judged & ~rank_keep(cols["perplexity"], cfg.perplexity_keep, cols.get("perplexity_lang")),
-                   "perplexity")
+        if cfg.perplexity_keep is not None:  # the rank of the documents still in (002:57: the stages in order)
+            ranked = judged & keep
+            cols["perplexity_ranked"] = ranked
+            reject(ranked & ~rank_keep(np.where(ranked, cols["perplexity"], np.nan), cfg.perplexity_keep,
+                                       cols.get("perplexity_lang")), "perplexity")
 
     def rules() -> None:
         if scorers.rules is not None:
@@ -386,7 +399,8 @@ def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers,
 
     tests = {"lid": lid, "rules": rules, "perplexity": perplexity, "classifiers": classifiers}
     for family in cfg.order:
-        tests[family]()
+        if families is None or family in families:
+            tests[family]()
     return keep, reason_array(reason, vocab)
 
 

@@ -83,13 +83,14 @@ import numpy as np
 
 from .._version import __version__
 from ..config import did_you_mean, is_int, is_real
-from ..errors import ConfigError, DataError, DependencyError, OutputExistsError, RunError, UsageError
-from ..outputs import check_outside_inputs, input_roots
+from ..errors import ConfigError, DataError, DependencyError, MissingFileError, OutputExistsError, RunError, UsageError
+from ..runtime.outputs import check_outside_inputs, input_roots
 from ..io.discover import file_sha256
 from ..io.write import atomic_path
 from .cards import format_summary  # noqa: F401 (the train-classifier command imports it from here)
-from ..run import created, versions
-from .labelled import (DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, bucket_from_data,
+from ..runtime.run import created, versions
+from .head import HEAD_L2, refit_head
+from .labelled import (DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, LabelTokens, bucket_from_data,
                        read_labelled)
 from .validation import (SIDES, TEST, TRAIN, VALIDATION, Direction, ThresholdRule, assign_sides,  # noqa: F401
                          calibration, choose_threshold, evaluate, group_audit, score_test, side_summary, split_groups)
@@ -129,10 +130,14 @@ def card_path(model_path: str | os.PathLike) -> str:
 @dataclass(frozen=True)
 class TrainClassifierConfig:
     """What ``train_classifier`` reads, how it splits, trains (fastText hyper-parameters, fastText's names in
-    comments where they differ) and chooses the threshold. Defaults: fastText's supervised defaults except
-    ``word_ngrams=2`` (word bigrams, as the common quality classifiers use) and ``bucket=None``: the hashed
+    comments where they differ) and chooses the threshold. Defaults: the seed's procedure (000:267
+    ``train_supervised(lr=.5, epoch=10, wordNgrams=2, dim=100, thread=1)``), with ``bucket=None``: the hashed
     n-gram rows are chosen from the training data (``labelled.bucket_from_data``), not fastText's 2,000,000,
-    which at dim 100 writes an 800 MB model even for a thousand documents."""
+    which at dim 100 writes an 800 MB model even for a thousand documents. ``label_tokens``: a text holding a
+    ``__label__`` token is refused, as the seed's procedure does (000:264, "reserved training label spelling in
+    text"), or ("strip") the tokens are removed and counted. ``head_of``: keep that fastText model's input matrix
+    and dictionary and fit only a new output layer on the labels (``head.refit_head``; ``head_l2`` its L2 weight;
+    the fastText hyper-parameters are then the base model's)."""
 
     text_field: str = "text"
     label_field: str = "label"
@@ -143,8 +148,8 @@ class TrainClassifierConfig:
     test_fraction: float = 0.1  # the held-out test side, scored once at the end (0: none)
     seed: int = 0  # the split's hash and fastText's seed
     threads: int = 1  # fastText is deterministic only with 1
-    epoch: int = 5
-    lr: float = 0.1
+    epoch: int = 10  # the seed's (000:267); fastText's own default is 5
+    lr: float = 0.5  # the seed's (000:267); fastText's own default is 0.1
     dim: int = 100
     word_ngrams: int = 2  # wordNgrams
     minn: int = 0
@@ -160,6 +165,9 @@ class TrainClassifierConfig:
     direction: Direction = "min"  # min: keep score >= threshold; max: remove score > threshold (toxicity)
     screen: tuple[str, ...] = ()  # benchmark files: training documents sharing an n-gram with one are refused
     screen_drop: bool = False  # ... or dropped and listed in the card
+    label_tokens: LabelTokens = "refuse"  # a "__label__" token in a text: refused (the seed's) or stripped
+    head_of: str | None = None  # fit only a new output layer of this model (its embeddings frozen)
+    head_l2: float = HEAD_L2  # the output layer's L2 weight (relative to the hidden vectors' scale)
 
     def __post_init__(self) -> None:
         def bad(name: str, want: str) -> ValueError:
@@ -220,6 +228,20 @@ class TrainClassifierConfig:
                               + did_you_mean(self.loss, get_args(Loss)))
         if not isinstance(self.quantize, bool):
             raise bad("quantize", "a bool")
+        if self.label_tokens not in get_args(LabelTokens):
+            raise ConfigError(f"TrainClassifierConfig.label_tokens must be one of {get_args(LabelTokens)} (refuse: a "
+                              f"text holding __label__ is an error, as the seed's procedure; strip: the tokens are "
+                              f"removed and counted), got {self.label_tokens!r}")
+        if self.head_of is not None:
+            if not isinstance(self.head_of, (str, os.PathLike)) or not os.path.isfile(self.head_of):
+                raise MissingFileError(f"TrainClassifierConfig.head_of: model file {self.head_of!r} does not exist "
+                                       "(a fastText .bin or .ftz whose output layer is refitted)")
+            object.__setattr__(self, "head_of", os.fspath(self.head_of))
+            if self.quantize:
+                raise ConfigError("TrainClassifierConfig.head_of refits a model's output layer and keeps its input "
+                                  "matrix as it is (quantized in a .ftz): quantize=True does not apply; drop it")
+        if not is_real(self.head_l2) or not self.head_l2 > 0:
+            raise bad("head_l2", "a number > 0, e.g. 0.001")
         if self.cutoff and not self.quantize:
             raise ConfigError(f"TrainClassifierConfig.cutoff={self.cutoff} prunes a quantized model: set "
                               "quantize=True, or cutoff=0")
@@ -262,6 +284,8 @@ def _positive(cfg: TrainClassifierConfig, classes: list[str]) -> str | None:
 
 def _model_path(out: str | os.PathLike, cfg: TrainClassifierConfig) -> str:
     path = os.path.abspath(os.fspath(out))
+    if cfg.head_of is not None:  # the base's input matrix, quantized or not: any of its suffixes
+        return path if os.path.splitext(path)[1] else path + (os.path.splitext(cfg.head_of)[1] or ".bin")
     want = ".ftz" if cfg.quantize else ".bin"
     suffix = os.path.splitext(path)[1].lower()
     if suffix in (".bin", ".ftz") and suffix != want:
@@ -356,7 +380,7 @@ def _screen(data: LabelledData, cfg: TrainClassifierConfig) -> dict[str, Any] | 
         return None
     import pyarrow as pa
 
-    from ..training_screen import TrainingScreen
+    from ..screen.training import TrainingScreen
 
     scr = TrainingScreen(cfg.screen, drop=cfg.screen_drop, option="screen")
     keep = scr.check(pa.array(data.texts, pa.large_string()), lambda i: data.where[i])
@@ -406,7 +430,7 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
     ft = _fasttext()
     started = time.time()
     data = read_labelled(inputs, text_field=cfg.text_field, label_field=cfg.label_field,
-                         group_field=cfg.group_field, columns=_columns(cfg))
+                         group_field=cfg.group_field, columns=_columns(cfg), label_tokens=cfg.label_tokens)
     screened = _screen(data, cfg)
     classes = sorted(set(data.labels))
     if len(classes) < 2:
@@ -434,7 +458,7 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
     logger.info("split: train %d documents (%d groups), validation %d (%d groups), test %d (%d groups)",
                 train_side["documents"], train_side["groups"], val_side["documents"], val_side["groups"],
                 summary["test"]["documents"], summary["test"]["groups"])
-    if cfg.bucket is None:
+    if cfg.bucket is None and cfg.head_of is None:
         bucket, distinct = bucket_from_data([data.texts[i] for i in np.flatnonzero(trn)], cfg)
         cfg = dataclasses.replace(cfg, bucket=bucket)
         vocab = len({w for i in np.flatnonzero(trn) for w in data.texts[i].split()})
@@ -458,7 +482,12 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
                 fh.write(f"{LABEL_PREFIX}{data.labels[i]} {data.texts[i]}\n")
         trained = os.path.join(tmpdir, "model" + os.path.splitext(model_path)[1])
         t0 = time.time()
-        _train(ft, train_file, trained, cfg)
+        head = None
+        if cfg.head_of is not None:  # the base's embeddings, a new output layer fitted on the training side
+            head = refit_head(cfg.head_of, [data.texts[i] for i in np.flatnonzero(trn)],
+                              [data.labels[i] for i in np.flatnonzero(trn)], trained, l2=cfg.head_l2)
+        else:
+            _train(ft, train_file, trained, cfg)
         train_seconds = time.time() - t0
         model = ft.load_model(trained)  # evaluate the very file that is shipped
         ev = evaluate(model, *part(val)[:2], classes, positive, cfg, part(val)[2])
@@ -466,7 +495,7 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
                   if test.any() else None)
         with atomic_path(model_path) as tmp_model:
             os.replace(trained, tmp_model)
-            card = _card(cfg, data, model, model_path, tmp_model, ev, classes, positive, summary, tested, screened,
+            card = _card(cfg, data, model, model_path, tmp_model, ev, classes, positive, summary, tested, screened, head,
                          train_seconds, time.time() - started)
             with atomic_path(card_path(model_path)) as tmp_card:
                 with open(tmp_card, "w", encoding="utf-8") as fh:
@@ -478,7 +507,7 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
 
 def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path: str, written: str,
           ev: dict[str, Any], classes: list[str], positive: str | None, sides: dict[str, dict],
-          tested: dict[str, Any] | None, screened: dict[str, Any] | None, train_seconds: float,
+          tested: dict[str, Any] | None, screened: dict[str, Any] | None, head: Any, train_seconds: float,
           seconds: float) -> dict[str, Any]:
     a = model.f.getArgs()
     effective = {"dim": a.dim, "epoch": a.epoch, "lr": a.lr, "wordNgrams": a.wordNgrams, "minn": a.minn,
@@ -512,7 +541,12 @@ def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path
                           "documents_with_newlines": data.documents_with_newlines,
                           "label_tokens_removed": data.label_tokens_removed,
                           "empty_documents": data.empty_documents},
-        "training": {"hyperparameters": cfg.hyperparameters(), "effective_args": effective,
+        "training": {"hyperparameters": cfg.hyperparameters() if head is None else None,
+                     "effective_args": effective,
+                     "head_of": None if head is None else {
+                         "model": cfg.head_of, "sha256": file_sha256(cfg.head_of), "l2": cfg.head_l2,
+                         "rule": "the base model's input matrix and words kept; a softmax output layer fitted to "
+                                 "the training side (filters/head.py)", **head.describe()},
                      "deterministic": cfg.threads == 1, "seconds": round(train_seconds, 3),
                      "total_seconds": round(seconds, 3),
                      "quantization": ({"qnorm": True, "cutoff": cfg.cutoff, "retrain": bool(cfg.cutoff)}
@@ -525,11 +559,12 @@ def _card(cfg: TrainClassifierConfig, data: LabelledData, model: Any, model_path
     }
 
 
-def read_card(model_path: str | os.PathLike) -> dict[str, Any] | None:
-    """Read the card that ``train_classifier`` wrote beside a model.
+def read_card(model_path: str | os.PathLike, card: str | os.PathLike | None = None) -> dict[str, Any] | None:
+    """Read the card of a model: the one ``train_classifier`` (or ``calibrate``) wrote beside it, or ``card``.
 
     Args:
-        model_path: the model file (the card is ``<model>.json``).
+        model_path: the model file (its card is ``<model>.json``).
+        card: the card's path instead (``calibrate -o CARD``; filter's --classifier-card).
 
     Returns:
         The card, or None when there is none.
@@ -538,8 +573,10 @@ def read_card(model_path: str | os.PathLike) -> dict[str, Any] | None:
         DataError: the file is not a card of this tool, of a format this version reads, or of this model file
             (its size differs).
     """
-    path = card_path(model_path)
+    path = os.fspath(card) if card is not None else card_path(model_path)
     if not os.path.exists(path):
+        if card is not None:
+            raise DataError(f"model card {path} does not exist; write one with `gpu-dedup calibrate`")
         return None
     try:
         with open(path, encoding="utf-8") as fh:

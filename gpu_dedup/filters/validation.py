@@ -135,7 +135,7 @@ def _predicted(p: np.ndarray, t: float, direction: Direction) -> np.ndarray:
     return p >= t if direction == "min" else p > t
 
 
-def _metrics_at(p: np.ndarray, y: np.ndarray, t: float, direction: Direction = "min") -> dict[str, Any]:
+def metrics_at(p: np.ndarray, y: np.ndarray, t: float, direction: Direction = "min") -> dict[str, Any]:
     """Precision/recall/F1 of the positive label, retention and false rejection at threshold ``t``."""
     pred = _predicted(p, t, direction)
     keep = pred if direction == "min" else ~pred
@@ -211,8 +211,8 @@ def calibration(p: np.ndarray, y: np.ndarray, bins: int = CALIBRATION_BINS) -> d
             "binning": f"{bins} equal-width bins, bin = min(floor(score * {bins}), {bins - 1})"}
 
 
-def group_audit(p: np.ndarray, y: np.ndarray, values: list[str], t: float, direction: Direction
-                ) -> dict[str, Any]:
+def group_audit(p: np.ndarray, y: np.ndarray, values: list[str], t: float, direction: Direction,
+                ratio: float = AUDIT_RATIO) -> dict[str, Any]:
     """Per value of a column: documents, retention and false rejection at threshold ``t`` (module docstring).
 
     Args:
@@ -221,28 +221,30 @@ def group_audit(p: np.ndarray, y: np.ndarray, values: list[str], t: float, direc
         values: the column's value for each document.
         t: the threshold.
         direction: "min" or "max".
+        ratio: a value whose false-rejection rate is at least this many times the overall one is flagged.
 
     Returns:
-        {"overall": metrics, "values": {value: metrics + rate_ratio}, "flagged": [values at >= AUDIT_RATIO x]}.
+        {"overall": metrics, "values": {value: metrics + rate_ratio}, "flagged": [values at >= ratio x],
+        "ratio": ratio}.
     """
-    overall = _metrics_at(p, y, t, direction)
+    overall = metrics_at(p, y, t, direction)
     base = overall["false_rejection"]
     out: dict[str, Any] = {}
     flagged = []
     vals = np.asarray(values, dtype=object)
     for v in sorted(set(values)):
         sel = vals == v
-        m = _metrics_at(p[sel], y[sel], t, direction)
+        m = metrics_at(p[sel], y[sel], t, direction)
         m["documents"], m["positives"] = int(sel.sum()), int(y[sel].sum())
         fr = m["false_rejection"]
         m["rate_ratio"] = (fr / base if base else None) if fr is not None else None
-        if fr is not None and fr > 0 and (not base or fr >= AUDIT_RATIO * base):
+        if fr is not None and fr > 0 and (not base or fr >= ratio * base):
             flagged.append(v)
         out[v] = {k: m[k] for k in ("documents", "positives", "kept", "retention", "false_rejection",
                                       "rate_ratio")}
     return {"overall": {"documents": len(p), "positives": int(y.sum()), "kept": overall["kept"],
                         "retention": overall["retention"], "false_rejection": base},
-            "values": out, "flagged": flagged}
+            "values": out, "flagged": flagged, "ratio": ratio}
 
 
 @dataclass
@@ -305,16 +307,34 @@ def _classification(pr: Predictions, truth: list[str], labels: list[str]) -> dic
                                  "matrix": cm.tolist()}}
 
 
-def _columns_audit(pr: Predictions, y: np.ndarray, columns: dict[str, list[str]], t: float,
-                   direction: Direction) -> dict[str, Any]:
+def columns_audit(p: np.ndarray, y: np.ndarray, columns: dict[str, list[str]], t: float, direction: Direction,
+                  ratio: float = AUDIT_RATIO) -> dict[str, Any]:
+    """``group_audit`` of every column (column -> each document's value), a WARNING per column with a flagged
+    value."""
     audit = {}
     for col, values in columns.items():
-        audit[col] = group_audit(pr.p, y, values, t, direction)
+        audit[col] = group_audit(p, y, values, t, direction, ratio)
         if audit[col]["flagged"]:
             logger.warning("column %r: false rejection of %s is at least %gx the overall rate (%s): this model rejects "
                            "these groups more than others (the card's audit lists them)", col, audit[col]["flagged"],
-                           AUDIT_RATIO, audit[col]["values"][audit[col]["flagged"][0]]["false_rejection"])
+                           ratio, audit[col]["values"][audit[col]["flagged"][0]]["false_rejection"])
     return audit
+
+
+def thresholds_by(p: np.ndarray, y: np.ndarray, columns: dict[str, list[str]], rule: ThresholdRule,
+                  target: float | None, direction: Direction) -> dict[str, dict[str, float | None]]:
+    """column -> value -> the threshold ``rule`` chooses on that value's documents alone (None where they lack a
+    positive or a negative document): the card's ``thresholds_by``, which ``filter`` applies per domain."""
+    out: dict[str, dict[str, float | None]] = {}
+    for col, values in columns.items():
+        vals = np.asarray(values, dtype=object)
+        per: dict[str, float | None] = {}
+        for v in sorted(set(values)):
+            sel = vals == v
+            per[v] = None if y[sel].all() or not y[sel].any() else \
+                choose_threshold(p[sel], y[sel], rule, target, direction)[0]
+        out[col] = per
+    return out
 
 
 def evaluate(model: Any, texts: list[str], truth: list[str], labels: list[str], positive: str | None,
@@ -347,7 +367,7 @@ def evaluate(model: Any, texts: list[str], truth: list[str], labels: list[str], 
         logger.warning("no validation document has the positive label %r: its precision/recall are undefined and "
                        "the threshold only sets retention", positive)
     t, met = choose_threshold(p, y, cfg.threshold_rule, cfg.threshold_target, cfg.direction)
-    at = _metrics_at(p, y, t, cfg.direction)
+    at = metrics_at(p, y, t, cfg.direction)
     if not met:
         logger.warning("no threshold reaches precision >= %s on the validation side; chose the one of the highest "
                        "precision (%.4f)", cfg.threshold_target, at["precision"] or 0.0)
@@ -357,20 +377,10 @@ def evaluate(model: Any, texts: list[str], truth: list[str], labels: list[str], 
                              "positive_label": positive, "keep": keep, "direction": cfg.direction,
                              "score": f"fastText probability of {LABEL_PREFIX}{positive} (predict k=-1; 0 if absent)"}
     out["metrics"]["at_threshold"] = at
-    out["retention_table"] = [_metrics_at(p, y, x, cfg.direction) for x in sorted({*TABLE_THRESHOLDS, t})]
+    out["retention_table"] = [metrics_at(p, y, x, cfg.direction) for x in sorted({*TABLE_THRESHOLDS, t})]
     out["calibration"] = calibration(p, y)
-    out["audit"] = _columns_audit(pr, y, columns, t, cfg.direction)
-    for col, values in columns.items():
-        vals = np.asarray(values, dtype=object)
-        per = {}
-        for v in sorted(set(values)):
-            sel = vals == v
-            if y[sel].all() or not y[sel].any():
-                per[v] = None  # the rule needs a positive and a negative document
-            else:
-                per[v] = choose_threshold(p[sel], y[sel], cfg.threshold_rule, cfg.threshold_target,
-                                          cfg.direction)[0]
-        out["thresholds_by"][col] = per
+    out["audit"] = columns_audit(p, y, columns, t, cfg.direction)
+    out["thresholds_by"] = thresholds_by(p, y, columns, cfg.threshold_rule, cfg.threshold_target, cfg.direction)
     return out
 
 
@@ -400,7 +410,7 @@ def score_test(model: Any, texts: list[str], truth: list[str], labels: list[str]
     if positive is None or threshold is None:
         return out
     y = np.array([t == positive for t in truth])
-    out["metrics"]["at_threshold"] = _metrics_at(pr.p, y, threshold, cfg.direction)
+    out["metrics"]["at_threshold"] = metrics_at(pr.p, y, threshold, cfg.direction)
     out["calibration"] = calibration(pr.p, y)
-    out["audit"] = _columns_audit(pr, y, columns, threshold, cfg.direction)
+    out["audit"] = columns_audit(pr.p, y, columns, threshold, cfg.direction)
     return out

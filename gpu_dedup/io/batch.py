@@ -56,7 +56,8 @@ class ReadReport:
     text bytes; skipped: one ``{"file", "line", "row", "reason"}`` per row (or file) dropped with
     ``on_error="skip"`` (``line`` 1-based for JSON Lines, ``row`` 0-based physical for Parquet / tables,
     the other None); invalid_utf8_rows: rows kept with their invalid UTF-8 replaced by U+FFFD; empty_files:
-    the relpaths of files with zero rows.
+    the relpaths of files with zero rows; file_rows: the documents given per file, in reading order (a pipeline
+    step's rows name their input file with it).
     """
 
     files: int = 0
@@ -65,6 +66,7 @@ class ReadReport:
     skipped: list[dict] = field(default_factory=list)
     invalid_utf8_rows: int = 0
     empty_files: list[str] = field(default_factory=list)
+    file_rows: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """The report as a JSON-ready dict (its fields by name; ``merge`` takes it back)."""
@@ -78,6 +80,7 @@ class ReadReport:
         self.skipped.extend(part["skipped"])
         self.invalid_utf8_rows += part["invalid_utf8_rows"]
         self.empty_files.extend(part["empty_files"])
+        self.file_rows.extend(part.get("file_rows", ()))
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def resolve_reader(reader: str, device: str) -> "CudfTextReader | None":
         ConfigError: an unknown ``reader``, or "cudf" without device="cuda" on a real GPU.
         RunError: "cudf" asked for but pylibcudf is not usable (``cudf_status`` says why).
     """
-    from ..device import simulator
+    from ..runtime.device import simulator
 
     if reader not in READERS:
         raise ConfigError(f"reader must be one of {READERS}, got {reader!r}")

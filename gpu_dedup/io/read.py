@@ -188,6 +188,7 @@ def _batches(readers: Iterator[tuple[int, FileReader]], report: ReadReport, batc
     row = 0
     for index, reader in readers:
         report.files += 1
+        file_start = row
         skipped_before = len(report.skipped)
         for chunk in reader.chunks():
             report.invalid_utf8_rows += chunk.invalid_utf8
@@ -209,6 +210,7 @@ def _batches(readers: Iterator[tuple[int, FileReader]], report: ReadReport, batc
                 yield Batch(file_index=index, row_start=row, ids=ids, text=text, keep_values=keep, device_text=dev,
                             scope=scope)
                 row += b - a
+        report.file_rows.append(row - file_start)
         if reader.rows == 0 and not reader.unreadable:
             report.empty_files.append(reader.f.relpath)
         skipped_here = len(report.skipped) - skipped_before

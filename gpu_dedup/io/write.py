@@ -17,7 +17,7 @@ Annotation (``annotate``)
     line unchanged. An input that already has such a field is an error naming it (never two values).
 
 Every path ``atomic_path`` writes is first passed to the hooks in ``WRITE_HOOKS`` (before its temporary file
-exists): ``gpu_dedup.outputs`` records there what a run writes in its output directory.
+exists): ``gpu_dedup.runtime.outputs`` records there what a run writes in its output directory.
 """
 from __future__ import annotations
 

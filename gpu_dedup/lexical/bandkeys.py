@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..device import array_module, to_device, to_host
+from ..runtime.device import array_module, to_device, to_host
 
 
 class BandKeys:

@@ -32,9 +32,9 @@ import pyarrow as pa
 from ..config import RunConfig
 from ..constants import GIANT_BUCKET
 from ..decisions import DECISIONS_SCHEMA, FILTERED, REASON_CODES, REASONS, keep_rank
-from ..device import array_module, to_device, to_host
-from ..engine import TextCache
 from ..errors import ConfigError
+from ..runtime.device import array_module, to_device, to_host
+from ..runtime.passes import TextCache
 from .exact import exact_groups, verify_groups
 from .lsh import Buckets, group_buckets, partitions_for
 from .policy import components_policy, representative_policy

@@ -10,8 +10,8 @@ import logging
 import numpy as np
 
 from .. import io
-from ..device import lexsort_radix
 from ..ops import core
+from ..runtime.device import lexsort_radix
 from ..text.normalize import Normalized, normalize_text
 
 logger = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from ..config import LSHConfig
-from ..device import array_module, lexsort_radix, module_of
 from ..errors import ConfigError, UsageError
 from ..ops import core
+from ..runtime.device import array_module, lexsort_radix, module_of
 from .bandkeys import BandKeys
 
 logger = logging.getLogger(__name__)

@@ -24,8 +24,8 @@ import numpy as np
 
 from ..config import MinHashConfig, ShingleConfig
 from ..constants import FSS_ROUNDS, MERSENNE61
-from ..device import array_module
 from ..ops import core
+from ..runtime.device import array_module
 
 if TYPE_CHECKING:
     from ..text.normalize import Normalized

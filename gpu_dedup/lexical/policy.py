@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..device import array_module, lexsort_radix, simulator
 from ..ops import core
+from ..runtime.device import array_module, lexsort_radix, simulator
 from .lsh import Buckets
 from .verify import ShingleSets, jaccard
 

@@ -21,11 +21,11 @@ import pyarrow as pa
 
 from .. import io
 from ..config import RunConfig, keep_column, score_columns
-from ..device import array_module, simulator, to_device, to_host
-from ..engine import TextCache, prefetched, progress
+from ..runtime.device import array_module, simulator, to_device, to_host
+from ..runtime.passes import TextCache, prefetched, progress
 from ..errors import ConfigError, DataError
 from ..io.gpu import resolve_reader
-from ..workdir import checkpoint, piece_table, unpack_piece
+from ..runtime.workdir import checkpoint, piece_table, unpack_piece
 from .bandkeys import BandKeys
 from .exact import exact_hashes
 from .lsh import band_keys

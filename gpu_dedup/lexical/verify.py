@@ -15,10 +15,10 @@ import numpy as np
 
 from .. import io
 from ..config import RunConfig, ShingleConfig
-from ..device import array_module, to_device, to_host
-from ..engine import TextCache, prefetched, progress
 from ..errors import RunError
 from ..ops import core
+from ..runtime.device import array_module, to_device, to_host
+from ..runtime.passes import TextCache, prefetched, progress
 from ..text.normalize import Normalized, normalize_text
 
 logger = logging.getLogger(__name__)

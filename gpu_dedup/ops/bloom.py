@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..constants import SPLIT_PARAGRAPH
-from ..device import array_module, line_chunks, repeat_index, run_kernel, split_chunks
+from ..runtime.device import array_module, line_chunks, repeat_index, run_kernel, split_chunks
 from . import core
 
 if TYPE_CHECKING:

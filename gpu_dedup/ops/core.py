@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..constants import BYTE_TILE, FSS_ROUNDS, HOST_COMPONENT, MERSENNE61
-from ..device import array_module, repeat_index, run_kernel, split_chunks, to_device, to_host
 from ..errors import ConfigError, RunError
+from ..runtime.device import array_module, repeat_index, run_kernel, split_chunks, to_device, to_host
 
 if TYPE_CHECKING:
     from ..lexical.lsh import Buckets
@@ -304,7 +304,7 @@ def shingle_sets(device: str, norm: "Normalized", docs, kind_char: bool, n: int,
     Memory: 8 bytes per shingle of the selected documents (twice, transiently). CPU: one document per thread,
     hashed then sorted in place. GPU: a block per document hashes its shingles (one thread each), then a global
     stable sort by (document, hash) and run boundaries."""
-    from ..device import argsort_stable
+    from ..runtime.device import argsort_stable
 
     xp = array_module(device)
     m = docs.shape[0]

@@ -3,7 +3,7 @@ per-document script / symbol / keyword counts of the filter stage's domain rules
 the GPU's line-aligned pieces are cut and summed here."""
 from __future__ import annotations
 
-from ..device import array_module, line_chunks, run_kernel
+from ..runtime.device import array_module, line_chunks, run_kernel
 
 
 def domain_counts(device: str, data, offsets, ranges, symbols, kw_data, kw_off, n_stats: int, chunk: int | None = None):

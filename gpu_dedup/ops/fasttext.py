@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..device import array_module, readonly_bytes, repeat_index, run_kernel, split_chunks
 from ..errors import ConfigError
 from ..kernels import fasttext as K
+from ..runtime.device import array_module, readonly_bytes, repeat_index, run_kernel, split_chunks
 
 # the model arrays each kernel reads, in its argument order (after its leading inputs)
 HIDDEN_ARRAYS = ("P", "prefix", "vbytes", "voff", "vhash", "vtype", "vtable", "sub_off", "sub_rows", "pkeys", "pvals",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..device import array_module, module_of, run_kernel, split_chunks
+from ..runtime.device import array_module, module_of, run_kernel, split_chunks
 from . import core
 
 if TYPE_CHECKING:

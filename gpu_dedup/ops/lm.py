@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import array_module, readonly_bytes, repeat_index, run_kernel, split_chunks
+from ..runtime.device import array_module, readonly_bytes, repeat_index, run_kernel, split_chunks
 
 
 def _target(device: str):

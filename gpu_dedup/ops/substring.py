@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import constants as C
-from ..device import array_module, run_kernel, to_device
+from ..runtime.device import array_module, run_kernel, to_device
 
 
 def lcp_kasai(device: str, text, sa):

@@ -36,16 +36,14 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from ..config import is_int, is_real
-from ..constants import EXACT_SEED_HI, EXACT_SEED_LO
-from ..device import array_module, to_device
+from ..text.spans import SEED1, SEED2
 from ..errors import ConfigError, RunError
 from ..io.text import arrow_text_buffers
 from ..ops import bloom as bloom_ops
+from ..runtime.device import array_module, to_device
 
 logger = logging.getLogger(__name__)
 
-SEED1 = EXACT_SEED_LO
-SEED2 = EXACT_SEED_HI
 MAX_BITS = 1 << 43  # 1 TiB of bits: anything larger is a configuration mistake
 HASH_DESCRIPTION = f"xxh64(item bytes, {SEED1:#X} ^ seed), xxh64(item bytes, {SEED2:#X} ^ seed)".replace("0X", "0x")
 INDEX_DESCRIPTION = "g_i = (h1 mod m + i * (1 + h2 mod (m - 1))) mod m, i < k; bit g in uint32 word g >> 5"

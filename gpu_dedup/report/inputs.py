@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from ..config import keep_column
 from ..errors import DataError, MissingFileError, UsageError
+from ..text.split import whitespace_words
 
 
 # ------------------------------------------------------------------------------------------- run inputs
@@ -208,8 +209,7 @@ def scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray,
             _check_ids(batch.ids, ids.slice(row, n), row, f.relpath)
             if need_sizes:
                 nbytes = pc.binary_length(batch.text).to_numpy(zero_copy_only=False).astype(np.int64)
-                # runs of non-whitespace: a model-free stand-in for tokens
-                words = pc.count_substring_regex(batch.text, pattern=r"\S+").to_numpy(zero_copy_only=False)
+                words = whitespace_words(batch.text)  # a model-free stand-in for tokens
                 k = keep[row:row + n]
                 sums += [nbytes.sum(), nbytes[k].sum(), words.sum(), words[k].sum()]
             for r in here[(here >= row) & (here < row + n)].tolist():

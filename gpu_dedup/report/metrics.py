@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import params
 from ..errors import ConfigError
+from ..lexical import params
 
 MEMBERS_SHOWN = 3        # removed members shown per cluster, least similar first
 JACCARD_BINS = 50        # bins of width 0.02 over [0, 1]: 10 bars between 0.8 and 1.0

@@ -8,9 +8,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import params
 from ..decisions import KEPT_REASONS
 from ..errors import ConfigError, DependencyError
+from ..lexical import params
 from .metrics import CandidateRates, JaccardHistogram
 
 logger = logging.getLogger(__package__)

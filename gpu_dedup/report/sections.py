@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import params
 from ..constants import GIANT_BUCKET
 from ..decisions import KEPT_REASONS
+from ..lexical import params
 from .diff import DIFF_WORDS, diff_words
 from .inputs import Scan
 from .metrics import JACCARD_BINS, ClusterView, jaccard_histogram

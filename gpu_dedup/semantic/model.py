@@ -42,7 +42,7 @@ def resolve_torch_device(device: str) -> str:
         return "cpu"
     if device not in ("auto", "cuda"):
         raise ConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
-    from ..device import simulator
+    from ..runtime.device import simulator
 
     if device == "cuda" and simulator():
         logger.warning("semantic stage: device='cuda' under the CUDA simulator runs the GPU code path on torch's "
@@ -74,7 +74,7 @@ def torch_device(device: str) -> str:
         "cuda" is torch's GPU, except under the CUDA simulator (CI), where the GPU code path (fp16 by default,
         torch k-means, torch pairwise) runs on torch's "cpu".
     """
-    from ..device import simulator
+    from ..runtime.device import simulator
 
     return "cpu" if device == "cuda" and simulator() else device
 

@@ -23,9 +23,9 @@ import pyarrow as pa
 
 from .. import io
 from ..config import RunConfig
-from ..device import batch_bytes, set_threads
 from ..errors import ConfigError
-from ..run import RunResult, Steps, finish, header, write_table
+from ..runtime.device import batch_bytes, set_threads
+from ..runtime.run import RunResult, Steps, finish, header, write_table
 from .config import CACHE_FORMAT, SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column
 from .embed import EmbeddingCache, count_tokens, embed_documents, text_hashes
 from .model import embedding_dtype, load_model, model_fingerprint, resolve_model_path, resolve_torch_device

@@ -213,7 +213,6 @@ def merge_decisions(lexical: pa.Table, semantic: pa.Table, order: str = "after")
     Raises:
         DataError: the semantic table does not list the documents its order says it saw.
     """
-    import pyarrow.compute as pc
 
     from ..decisions import fold_removals, row_positions
 

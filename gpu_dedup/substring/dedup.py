@@ -60,13 +60,13 @@ import pyarrow.parquet as pq
 from .. import constants as C
 from .. import io
 from ..decisions import keep_rank
-from ..device import batch_bytes, note_compiling
+from ..runtime.device import batch_bytes, note_compiling
 from ..errors import DataError, RunError
 from ..io.text import arrow_text_buffers
-from ..paragraph.cutwrite import apply_cuts, write_cut_documents
-from ..paragraph.dedup import peak_rss_bytes, gather_spans
-from ..outputs import input_roots
-from ..run import Steps, finish, header, owned, resources
+from ..text.cutwrite import apply_cuts, write_cut_documents
+from ..text.spans import gather_spans
+from ..runtime.outputs import input_roots
+from ..runtime.run import Steps, finish, header, owned, peak_rss_bytes, resources
 from .config import SubstringConfig
 from .spans import KeepOrder, Matches, byte_cuts, cut_spans, find_matches
 from .tokens import Tokens, TokenStore, load_tokenizer, tokenizer_tokens, word_tokens

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import module_of, to_device, to_host
+from ..runtime.device import module_of, to_device, to_host
 from .suffix import corpus_text, suffix_and_lcp
 from .tokens import Column, Tokens, TokenStore
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ..device import argsort_stable, array_module
 from ..errors import ConfigError
 from ..ops import substring as substring_ops
+from ..runtime.device import argsort_stable, array_module
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..config import NormalizeConfig
-from ..device import module_of, to_device, to_host
 from ..errors import DataError, DependencyError
+from ..runtime.device import module_of, to_device, to_host
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ def word_tokens(data: np.ndarray, offsets: np.ndarray, cfg: NormalizeConfig, dev
     """Word units of one batch (module docstring; host arrays in and out). device="cuda": the runs are
     found with array operations on the device and normalized and hashed by the paragraph stage's span
     kernels (``span_hashes``: span_norm_sizes, span_norm_hash), no kernel of its own; the same tokens."""
-    from ..paragraph.dedup import span_hashes
+    from ..text.spans import span_hashes
 
     d_data, d_off = to_device(np.ascontiguousarray(data), device), to_device(offsets, device)
     doc, start, end = word_spans(d_data, d_off)

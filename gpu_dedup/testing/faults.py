@@ -2,7 +2,7 @@
 
     python -c "from gpu_dedup.testing.faults import run_cli_killed_at; run_cli_killed_at()" piece:2 run IN -o OUT
 
-kills the run the 2nd time it passes checkpoint "piece" (``gpu_dedup.workdir.checkpoint``: "piece", "batch",
+kills the run the 2nd time it passes checkpoint "piece" (``gpu_dedup.runtime.workdir.checkpoint``: "piece", "batch",
 "decisions"), exactly like ``kill -9`` at that moment. Production code only calls the (empty) hook list.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 
-from ..workdir import CHECKPOINT_HOOKS
+from ..runtime.workdir import CHECKPOINT_HOOKS
 
 
 def kill_at(point: str, k: int = 1) -> None:

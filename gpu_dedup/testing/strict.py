@@ -33,9 +33,9 @@ import numpy as np
 __all__ = ["StrictArray", "xp"]
 
 _HOST_MSG = ("a host numpy.ndarray was mixed into a device operation ({what}); CuPy refuses this: move it "
-             "explicitly with gpu_dedup.device.to_device (or xp.asarray)")
+             "explicitly with gpu_dedup.runtime.device.to_device (or xp.asarray)")
 _IMPLICIT_MSG = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a "
-                 "NumPy array explicitly (gpu_dedup.device.to_host).")
+                 "NumPy array explicitly (gpu_dedup.runtime.device.to_host).")
 
 
 def _host_error(what: str) -> TypeError:

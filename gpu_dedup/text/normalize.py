@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import NormalizeConfig
-from ..device import array_backend, module_of, to_device, to_host
 from ..errors import RunError
 from ..io.text import arrow_text_buffers
 from ..ops import core
+from ..runtime.device import array_backend, module_of, to_device, to_host
 from .unicode_tables import load_tables
 
 logger = logging.getLogger(__name__)

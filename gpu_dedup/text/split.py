@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..device import array_module, repeat_index
+from ..runtime.device import array_module, repeat_index
 from ..errors import ConfigError
 from ..constants import SPLIT_LINE, SPLIT_PARAGRAPH, SPLIT_SENTENCE
 from ..ops import bloom as bloom_ops
@@ -101,3 +101,17 @@ def sentence_windows(units: Units, size: int, device: str = "cpu") -> Windows:
     doc = repeat_index(xp, per_doc)
     first = xp.arange(doc.shape[0], dtype=xp.int64) - win_off[doc] + units.unit_off[doc]
     return Windows(win_off, first, units.start[first], units.end[first + (size - 1)])
+
+
+def whitespace_words(text: Any) -> Any:
+    """int64 (n,): the words of each document of ``text`` (a pyarrow string array, no nulls): maximal runs of
+    characters other than ASCII whitespace (space, tab, newline, vertical tab, form feed, carriage return), the
+    model-free stand-in for tokens the reports count retention in. Arrow's ASCII split of the trimmed text (4x
+    the speed of counting ``\\S+`` matches; docs/performance.md)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    trimmed = pc.ascii_trim_whitespace(text)
+    runs = pc.list_value_length(pc.ascii_split_whitespace(trimmed)).to_numpy(zero_copy_only=False)
+    # a blank text splits into one empty string
+    return np.where(pc.binary_length(trimmed).to_numpy(zero_copy_only=False) == 0, 0, runs).astype(np.int64)

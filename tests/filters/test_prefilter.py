@@ -30,3 +30,6 @@ def test_check_in_pass1_refuses_corpus_wide_settings(tmp_path):
     with pytest.raises(ConfigError, match="DSIR cannot run inside dedup's pass 1"):
         check_in_pass1(FilterConfig(dsir_target=(str(target),), select=0.5, audit=0))
     check_in_pass1(FilterConfig(rules="gopher", audit=0))
+    # issue 37: a domain field is read in a pass of its own, which pass 1 does not make: refused, not ignored
+    with pytest.raises(ConfigError, match="domain_field is read in a pass of its own"):
+        check_in_pass1(FilterConfig(rules="gopher", domain_field="topic", audit=0))

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from gpu_dedup import device as dev
+from gpu_dedup.runtime import device as dev
 from gpu_dedup.filters.config import ClassifierSpec, FilterConfig
 from gpu_dedup.filters.scorers import Classifier, Scorers, paragraphs, text_buffers
 from gpu_dedup.filters.stage import decide, scores_table

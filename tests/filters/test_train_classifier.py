@@ -363,13 +363,28 @@ def test_parquet_and_directory_input_with_label_tokens(tmp_path):
     pq.write_table(pa.table({"body": [r["text"] for r in tail], "label": [r["label"] for r in tail],
                              "group": [r["group"] for r in tail]}), d / "b.parquet")
     with pytest.raises(LabelledInputError, match=r"b\.parquet: no column 'text'.*'body'"):
-        train_classifier([str(d)], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG))
+        train_classifier([str(d)], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG, label_tokens="strip"))
     pq.write_table(pa.table({"text": [r["text"] for r in tail], "label": [r["label"] for r in tail],
                              "group": [r["group"] for r in tail]}), d / "b.parquet")
-    card = train_classifier([str(d)], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG))
+    # issue 37 item 6 (000:264): a text holding fastText's reserved label spelling is refused by default ...
+    with pytest.raises(LabelledInputError, match=r"a\.jsonl:4: the text holds .*__label__hq.*--strip-label-tokens"):
+        train_classifier([str(d)], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG))
+    assert not os.path.exists(tmp_path / "m.bin")
+    # ... or its label tokens are stripped and counted when asked
+    card = train_classifier([str(d)], str(tmp_path / "m.bin"), TrainClassifierConfig(**CFG, label_tokens="strip"))
     assert [(os.path.basename(f["path"]), f["fmt"], f["documents"]) for f in card["inputs"]] == \
         [("a.jsonl", "jsonl", 80), ("b.parquet", "parquet", len(tail))]
     assert card["preprocessing"]["label_tokens_removed"] == 2
+    assert card["config"]["label_tokens"] == "strip"
+
+
+def test_defaults_are_the_seeds_procedure():
+    """Issue 37 item 6 (000:267 ``train_supervised(input=..., lr=.5, epoch=10, wordNgrams=2, dim=100, thread=1)``)."""
+    hp = TrainClassifierConfig().hyperparameters()
+    assert (hp["lr"], hp["epoch"], hp["wordNgrams"], hp["dim"], hp["thread"]) == (0.5, 10, 2, 100, 1)
+    assert TrainClassifierConfig().label_tokens == "refuse"
+    with pytest.raises(ValueError, match="label_tokens must be one of"):
+        TrainClassifierConfig(label_tokens="keep")
 
 
 def _bad(tmp_path, rows, **cfg):
@@ -817,3 +832,69 @@ def test_screen_refuses_or_drops_benchmark_text(tmp_path, capsys):
                                                                                                str(broken))))
     with pytest.raises(ValueError, match="screen_drop=True drops"):
         TrainClassifierConfig(screen_drop=True)
+
+
+# --------------------------------------------------------------------------------- --head-of: a new output layer
+def _softmax(z):
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_head_of_refits_only_the_output_layer(trained, tmp_path, quantized):
+    """Issue 37 item 3 (002:175 "fine-tune a new output layer ... keeping the base embeddings frozen", 002:231):
+    --head-of MODEL keeps MODEL's words and input matrix (the fasttext package reads them back equal), fits a
+    softmax layer on the new labels of the training side, and that layer is the optimum of its stated objective:
+    the gradient of mean cross-entropy + c/2 ||W||^2, computed here from the package's own sentence vectors and
+    output matrix, vanishes. The package's predict on the new model is softmax(W h)."""
+    base = str(trained[2])
+    if quantized:
+        m = fasttext.load_model(base)
+        m.quantize(qnorm=True)
+        base = str(tmp_path / "base.ftz")
+        m.save_model(base)
+    rows = make_rows(seed=4, groups=40, per_group=4, labels=("hq", "cc"))
+    for r in rows:  # new labels (the base model's are hq / cc), on text whose words its embeddings know
+        r["label"] = {"hq": "keep", "cc": "drop"}[r["label"]]
+    src = write_jsonl(tmp_path / "new.jsonl", rows)
+    out = tmp_path / ("head.ftz" if quantized else "head.bin")
+    card = train_classifier([src], str(out), TrainClassifierConfig(**CFG, head_of=base, positive_label="keep"))
+    new, old = fasttext.load_model(str(out)), fasttext.load_model(base)
+    assert sorted(new.labels) == ["__label__drop", "__label__keep"] and new.words == old.words
+    texts = [r["text"].replace("\n", " ") for r in rows]
+    if not quantized:
+        assert np.array_equal(new.get_input_matrix(), old.get_input_matrix())
+    h = np.array([new.get_sentence_vector(t) for t in texts], np.float64)
+    assert np.array_equal(h, np.array([old.get_sentence_vector(t) for t in texts], np.float64))
+    sides = reference_sides([r["group"] for r in rows], 0.2, 0)
+    trn = np.array([sides[r["group"]] == "train" for r in rows])
+    head = card["training"]["head_of"]
+    assert head["converged"] and head["labels"][0] in ("keep", "drop")
+    if not quantized:  # the package reads a quantized model's output matrix only through predict
+        w = new.get_output_matrix().astype(np.float64)
+        y = np.array([new.labels.index("__label__" + r["label"]) for r in rows])[trn]
+        p = _softmax(h[trn] @ w.T)
+        p[np.arange(len(y)), y] -= 1
+        grad = p.T @ h[trn] / len(y) + head["l2_penalty"] * w
+        p0 = _softmax(np.zeros((len(y), len(new.labels))))
+        p0[np.arange(len(y)), y] -= 1
+        assert np.abs(grad).max() < 1e-4 * np.abs(p0.T @ h[trn] / len(y)).max()
+        labs, probs = new.predict(texts[:20], k=-1)
+        want = _softmax(h[:20] @ w.T)
+        for i in range(20):
+            got = dict(zip(labs[i], probs[i]))
+            # fastText reports exp(log(p + 1e-5)): its std_log adds 1e-5 to every probability
+            assert [float(got[x]) for x in new.labels] == pytest.approx(want[i] + 1e-5, abs=1e-6)
+    # the new layer separates the new labels on the validation side (what the card measured with the package)
+    assert card["metrics"]["accuracy"] > 0.8
+    assert card["training"]["hyperparameters"] is None and card["training"]["effective_args"]["loss"] == "softmax"
+
+
+def test_head_of_errors(trained, tmp_path):
+    with pytest.raises(FileNotFoundError, match="head_of"):
+        TrainClassifierConfig(head_of=str(tmp_path / "none.bin"))
+    with pytest.raises(ValueError, match="quantize=True does not apply"):
+        TrainClassifierConfig(head_of=str(trained[2]), quantize=True)
+    with pytest.raises(ValueError, match="head_l2"):
+        TrainClassifierConfig(head_of=str(trained[2]), head_l2=0)

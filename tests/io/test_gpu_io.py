@@ -16,7 +16,7 @@ import pytest
 
 import gpu_dedup
 from gpu_dedup import RunConfig
-from gpu_dedup.device import gpu_status, simulator, to_device, to_host
+from gpu_dedup.runtime.device import gpu_status, simulator, to_device, to_host
 from gpu_dedup.io import ReadReport, iter_batches, resolve_inputs
 from gpu_dedup.io import gpu as gpu_io
 from gpu_dedup.io.text import arrow_text_buffers, invalid_utf8_rows

@@ -1177,7 +1177,8 @@ def test_run_with_an_unreadable_row_group_writes_the_rows_before_it(tmp_path):
 # ------------------------------------------------------------------- issue 14: discovery, ids, text field
 
 def test_markers_match_the_formats_the_package_writes():
-    from gpu_dedup import index, workdir
+    from gpu_dedup.lexical import index
+    from gpu_dedup.runtime import workdir
     from gpu_dedup.io import discover
 
     assert discover.MANIFEST_FORMATS == {workdir.FORMAT: "work dir", index.FORMAT: "index"}
@@ -1240,7 +1241,7 @@ def test_one_rule_leaves_out_every_command_output(tmp_path, caplog):
     """Issue 28 item 3: every program's output directory (one OUTPUT_SIGNATURES line each), a killed owned run
     (only .gpu-dedup-outputs.json yet) and a classifier's model card are left out of a walk and of a ** glob,
     each logged; named explicitly they are read. The signatures name the files the writers write."""
-    from gpu_dedup import outputs
+    from gpu_dedup.runtime import outputs
     from gpu_dedup.filters import train
     from gpu_dedup.io import discover
 

@@ -9,14 +9,14 @@ import pyarrow as pa
 import pytest
 
 from gpu_dedup.config import LSHConfig, MinHashConfig, NormalizeConfig, ShingleConfig
-from gpu_dedup.device import simulator, to_device, to_host
+from gpu_dedup.runtime.device import simulator, to_device, to_host
 from gpu_dedup.lexical.exact import exact_hashes
 from gpu_dedup.lexical.lsh import band_keys, group_buckets
 from gpu_dedup.lexical.minhash import compute_signatures
 from gpu_dedup.text.normalize import normalize_text
 from gpu_dedup.lexical.verify import jaccard, shingle_sets
 
-pytestmark = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
+pytestmark = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.runtime.device", fromlist=["device"]).gpu_status()[0],
                                 reason="needs the CUDA simulator or a GPU")
 
 TEXTS = ["The quick brown fox jumps over the lazy dog again and again",

@@ -91,7 +91,7 @@ ptxas info    : Used 255 registers, used 1 barriers, 65536 bytes smem, 408 bytes
 def test_an_undeclared_launch_raises_under_the_simulator():
     from numba import config
 
-    from gpu_dedup.device import to_device
+    from gpu_dedup.runtime.device import to_device
     from gpu_dedup.kernels import core_cuda as kc
 
     if not config.ENABLE_CUDASIM:

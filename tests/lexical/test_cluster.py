@@ -49,7 +49,7 @@ def test_empty_sets_have_undefined_jaccard_and_never_remove(device):
     """One convention for empty sets (seed 000 §1: "empty-set similarity requires a separate policy"): the
     Jaccard of two empty sets is undefined (NaN, a null in the decisions), as ``testing.reference`` says
     ("empty sets match nothing"); an empty match removes nothing."""
-    from gpu_dedup.device import to_device, to_host
+    from gpu_dedup.runtime.device import to_device, to_host
     from gpu_dedup.testing.reference import exact_pairs
 
     host = _sets([set(), set(), {1, 2}])
@@ -154,7 +154,7 @@ def test_cugraph_backend_labels_equal_union_find(monkeypatch, seed, backend):
     import types
 
     from gpu_dedup.lexical.policy import cugraph_components
-    from gpu_dedup.device import to_host
+    from gpu_dedup.runtime.device import to_host
     from gpu_dedup.kernels import core_cpu as cpu
     from gpu_dedup.testing.strict import xp as strict_xp
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = ["gpu_dedup/lexical", "gpu_dedup/filters", "gpu_dedup/paragraph", "gpu_dedup/screen.py",
+STAGES = ["gpu_dedup/lexical", "gpu_dedup/filters", "gpu_dedup/paragraph", "gpu_dedup/screen/screening.py",
           "gpu_dedup/substring", "gpu_dedup/semantic"]
 
 # twins whose argument lists differ, behind one front-end signature: bloom_insert (ops.bloom.bloom_insert): the CPU

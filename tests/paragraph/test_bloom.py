@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import xxhash
 
-from gpu_dedup.device import simulator, to_host
+from gpu_dedup.runtime.device import simulator, to_host
 from gpu_dedup.paragraph.bloom import (
     SEED1,
     SEED2,
@@ -24,7 +24,7 @@ from gpu_dedup.paragraph.bloom import (
     wilson_interval,
 )
 
-sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
+sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.runtime.device", fromlist=["device"]).gpu_status()[0],
                                 reason="needs the CUDA simulator or a GPU")
 
 
@@ -173,7 +173,7 @@ def test_keep_first_matches_sequential_reference(mode, batch):
 
 @sim_or_gpu
 def test_cpu_and_gpu_bits_queries_and_keep_first_match():
-    from gpu_dedup.device import to_device
+    from gpu_dedup.runtime.device import to_device
 
     items = [f"item {i}" for i in range(300)] + [f"item {i}" for i in range(0, 300, 3)]
     hc = item_hashes(items, 1, "cpu")

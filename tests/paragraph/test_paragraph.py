@@ -9,16 +9,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_dedup.device import array_backend, simulator, to_host
-from gpu_dedup.engine import progress as engine_progress
+from gpu_dedup.runtime.device import array_backend, simulator, to_host
+from gpu_dedup.runtime.passes import progress as engine_progress
 from gpu_dedup.io.text import arrow_text_buffers
 from gpu_dedup.text.normalize import normalize_strings
 from gpu_dedup.paragraph.bloom import BloomConfig
-from gpu_dedup.paragraph.dedup import ParagraphConfig, hex128, paragraph_dedup
+from gpu_dedup.paragraph.dedup import ParagraphConfig, paragraph_dedup
+from gpu_dedup.text.spans import hex128
 from gpu_dedup.testing.reference import sentence_spans
 from gpu_dedup.text.split import split_units
 
-sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.device").device.gpu_status()[0],
+sim_or_gpu = pytest.mark.skipif(not simulator() and not __import__("gpu_dedup.runtime.device", fromlist=["device"]).gpu_status()[0],
                                 reason="needs the CUDA simulator or a GPU")
 EXACT = BloomConfig(expected_items=10_000, mode="exact")
 TINY = 1  # min_paragraph_bytes for tests about tiny units ("A1", "x")
@@ -26,7 +27,7 @@ BLOOM = BloomConfig(expected_items=10_000, fp_rate=1e-9)
 
 
 def _spans(texts, split, device="cpu"):
-    from gpu_dedup.device import to_device
+    from gpu_dedup.runtime.device import to_device
 
     data, off = arrow_text_buffers(pa.array(texts, pa.large_string()))
     u = split_units(to_device(data, device), to_device(off, device), split, device)
@@ -418,7 +419,7 @@ def test_gpu_split_bit_identical_at_every_cut(chunk):
     """The GPU splits line-aligned pieces of about ``chunk`` bytes and merges the paragraphs that run over a
     cut: one long document (> 4 KB: paragraphs of many lines, blank lines with spaces, CRLF) among short ones
     gives the CPU's units in both modes."""
-    from gpu_dedup.device import to_device
+    from gpu_dedup.runtime.device import to_device
 
     rng = np.random.default_rng(8)
     paras = ["\n".join(" ".join(rng.choice(["a", "bb", "ccc", "é", "\t"], rng.integers(1, 9)))
@@ -446,8 +447,8 @@ def test_gpu_span_hashes_bit_identical_at_every_cut(chunk):
     spaces, punctuation: normalization changes sizes) among short ones, empty and all-space spans, both
     default and case-sensitive normalization, a seed."""
     from gpu_dedup.config import NormalizeConfig
-    from gpu_dedup.device import to_device
-    from gpu_dedup.paragraph.dedup import span_hashes
+    from gpu_dedup.runtime.device import to_device
+    from gpu_dedup.text.spans import span_hashes
 
     rng = np.random.default_rng(3)
     words = ["Alpha", "ÉCOLE", "naïve", "ﬁne", "x", "  ", "\t", "Straße", "ΣΟΦΙΑ", "—", "...", "42", "😀"]

@@ -10,7 +10,7 @@ import pytest
 
 from gpu_dedup import RunConfig
 from gpu_dedup import semantic as S
-from gpu_dedup.pipeline import deduplicate
+from gpu_dedup.lexical.dedup import deduplicate
 from gpu_dedup.semantic import compare
 from gpu_dedup.testing import reference
 

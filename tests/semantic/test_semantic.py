@@ -421,9 +421,9 @@ def test_precomputed_embeddings_and_errors(tmp_path, monkeypatch):
     assert np.load(res.stats["embedding_cache"]["embeddings_path"]).shape == (3, 3)
     with pytest.raises(ValueError, match="2 rows but the input has"):
         S.semantic_dedup(tbl, S.SemanticConfig(), None, run=run, embeddings=emb[:2])
-    import gpu_dedup.device
+    import gpu_dedup.runtime.device
 
-    monkeypatch.setattr(gpu_dedup.device, "simulator", lambda: False)  # the simulator would run the GPU path
+    monkeypatch.setattr(gpu_dedup.runtime.device, "simulator", lambda: False)  # the simulator would run the GPU path
     with pytest.raises(RuntimeError if _cuda_missing() else ValueError, match="cuda|device"):
         S.semantic_dedup(tbl, S.SemanticConfig(), None, device="cuda" if _cuda_missing() else "gpu",
                          run=run, embeddings=emb)

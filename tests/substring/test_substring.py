@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_dedup.device import array_backend, to_device, to_host
+from gpu_dedup.runtime.device import array_backend, to_device, to_host
 from gpu_dedup.substring import SubstringConfig, substring_dedup
 from gpu_dedup.substring.suffix import lcp_array, suffix_and_lcp, suffix_array, suffix_array_doubling
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from gpu_dedup.device import simulator
+from gpu_dedup.runtime.device import simulator
 
 pytestmark = pytest.mark.skipif(not simulator(), reason="the scheduler replaces the CUDA simulator's (conftest's default)")
 

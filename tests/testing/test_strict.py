@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gpu_dedup.testing import strict
-from gpu_dedup.device import array_backend, array_module, module_of, simulator, to_device, to_host
+from gpu_dedup.runtime.device import array_backend, array_module, module_of, simulator, to_device, to_host
 from gpu_dedup.testing.strict import StrictArray, xp
 
 pytestmark = pytest.mark.skipif(not simulator(), reason="the strict backend runs under the CUDA simulator")
@@ -161,7 +161,7 @@ def test_kernels_are_compiled_with_the_cache():
 def test_large_copies_go_through_the_staging_pool(monkeypatch):
     """The pinned-staging path (a GPU run's batch copies) under the strict backend: round trips, reuses a
     buffer without corrupting an earlier copy, and keeps at most two buffers."""
-    from gpu_dedup import device
+    from gpu_dedup.runtime import device
 
     monkeypatch.setenv("GPU_DEDUP_STRICT_DEVICE", "1")
     monkeypatch.setattr(device, "_staging", [])

@@ -177,3 +177,21 @@ def test_unknown_split_is_refused():
     data, offsets = arrow_text_buffers(pa.array(["a"], pa.large_string()))
     with pytest.raises(ValueError, match="span3"):
         split_units(data, offsets, "span3", "cpu")
+
+
+def test_whitespace_words_equal_a_python_count():
+    """text.split.whitespace_words (the filter's and the dedup report's word count): maximal runs of characters
+    other than ASCII whitespace, against re.findall on random texts of spaces, tabs, vertical tabs, NBSP,
+    ideographic spaces, multi-byte letters; blank and empty texts; a sliced array."""
+    import random
+
+    from gpu_dedup.text.split import whitespace_words
+
+    rng = random.Random(4)
+    alphabet = ["a", "b", " ", "\t", "\n", "\v", "\f", "\r", "\u00a0", "\u3000", "é", "日", "x"]
+    texts = ["", " ", "\v\v", "a"] + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25)))
+                                       for _ in range(3000)]
+    want = [len(re.findall(r"[^ \t\n\v\f\r]+", t)) for t in texts]
+    for arr in (pa.array(texts, pa.large_string()), pa.array(texts, pa.string())):
+        assert whitespace_words(arr).tolist() == want
+        assert whitespace_words(arr.slice(5, 100)).tolist() == want[5:105]

@@ -1,0 +1,194 @@
+"""The flags every program command takes, with one meaning (``run``, ``filter``, ``substring``, ``screen``,
+``pipeline``; ``tests/cli/test_flags.py`` holds the matrix), and what they make: the ``runtime.program.Env`` a run
+hands its steps.
+
+    -q/--quiet, -v/--verbose           progress bars off / debug logging
+    --threads, --device                 the CPU threads of the kernels; auto | cpu | cuda (never a silent fallback)
+    --engine, --workers, --address      local or ray; a local Ray cluster of N processes, or a running one
+    --work-dir, --resume                intermediate files, and reusing them to finish an interrupted run
+    --overwrite                         replace an earlier run's files in OUT
+    --config FILE                       a TOML or YAML file of the command's flags (``config_tokens``)
+    --id-field, --text-field, --on-error, --batch-mb    how the input is read (``config.InputConfig``)
+
+``add_common`` adds the ones a command's own flags do not already give (``run`` and ``filter`` make some from their
+configs' field metadata: the same names, types and choices). A ``--config`` file and a recipe step hold flags by
+name (without the dashes; ``_`` or ``-``): ``config_tokens`` turns such a mapping into the tokens the command's own
+parser reads, so a file means exactly what the command line does.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from typing import Any, Mapping
+
+from ..config import InputConfig, OnError
+from ..errors import ConfigError, MissingFileError
+from ..runtime.program import Env, Reading
+from .args import DEVICES, positive_int
+
+COMMON: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("-q", "--quiet"), {"action": "store_true", "help": "no progress bars; warnings and errors only"}),
+    (("-v", "--verbose"), {"action": "store_true", "dest": "debug", "help": "debug logging (as gpu-dedup -v)"}),
+    (("--threads",), {"type": positive_int, "metavar": "N", "help": "CPU threads of the kernels (default: all cores)"}),
+    (("--device",), {"choices": DEVICES, "help": "auto (default: the GPU when usable), cpu or cuda (never a silent "
+                                                 "fallback)"}),
+    (("--engine",), {"choices": ("local", "ray"), "default": "local",
+                     "help": "local (default: this process) or ray (tasks on a Ray cluster)"}),
+    (("--workers",), {"type": positive_int, "help": "with --engine ray: start a local Ray cluster of N processes"}),
+    (("--address",), {"metavar": "auto|HOST:PORT", "help": "with --engine ray: join a running cluster"}),
+    (("--work-dir",), {"metavar": "DIR", "help": "intermediate files (default with --resume: OUT/work)"}),
+    (("--resume",), {"action": "store_true", "help": "finish an interrupted run: reuse what the work directory "
+                                                     "holds, compute the rest; the same results"}),
+    (("--overwrite",), {"action": "store_true", "help": "replace an earlier run's outputs in OUT"}),
+    (("--config",), {"metavar": "FILE", "help": "a TOML or YAML file of this command's flags (names without the "
+                                                "dashes); the flags given here win"}),
+    (("--id-field",), {"help": "id column (default 'id'; missing -> '<file>:<row>')"}),
+    (("--text-field",), {"help": "text column (default 'text')"}),
+    (("--on-error",), {"choices": ("raise", "skip"), "help": "bad records: stop (default) or skip and record"}),
+    (("--batch-mb",), {"type": float, "metavar": "MB", "help": "text per batch in MB (default 64)"}),
+)
+COMMON_FLAGS: tuple[str, ...] = tuple(f for names, _ in COMMON for f in names)
+
+
+def add_common(p: argparse.ArgumentParser, title: str = "common") -> None:
+    """The common flags ``p`` does not have yet, in one group (``title``)."""
+    have = {s for a in p._actions for s in a.option_strings}  # argparse keeps no public list of its actions
+    missing = [(names, kw) for names, kw in COMMON if not set(names) & have]
+    if not missing:
+        return
+    g = p.add_argument_group(title)
+    for names, kw in missing:
+        g.add_argument(*names, **kw)
+
+
+def reading(args: argparse.Namespace) -> Reading:
+    """How the command reads its input, from the common flags (a default where one was not given)."""
+    d = InputConfig()
+    mb = getattr(args, "batch_mb", None)
+    batch = getattr(args, "batch_bytes", None)
+    if mb is not None and batch is None:  # a command whose --batch-mb is a common flag (MB, not yet bytes)
+        batch = max(1024, int(mb * 2**20))
+    id_field = args.id_field if getattr(args, "id_field", None) is not None else d.id_field
+    if getattr(args, "no_id_field", False):
+        id_field = None
+    on_error: OnError = getattr(args, "on_error", None) or d.on_error
+    return Reading(id_field=id_field, text_field=getattr(args, "text_field", None) or d.text_field,
+                   batch_bytes=batch, on_error=on_error)
+
+
+def env_from_args(args: argparse.Namespace) -> Env:
+    """The ``Env`` of the common flags."""
+    return Env(device=getattr(args, "device", None) or "auto", threads=getattr(args, "threads", None),
+               progress=not getattr(args, "quiet", False), reading=reading(args),
+               overwrite=bool(getattr(args, "overwrite", False)), engine=getattr(args, "engine", "local") or "local",
+               workers=getattr(args, "workers", None), address=getattr(args, "address", None),
+               work_dir=getattr(args, "work_dir", None), resume=bool(getattr(args, "resume", False)))
+
+
+def load_mapping(path: str, what: str = "config file") -> dict[str, Any]:
+    """The mapping of a TOML or YAML file; any error names the file."""
+    if not os.path.isfile(path):
+        raise MissingFileError(f"{what} {path!r} does not exist")
+    if path.endswith(".toml"):
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
+
+        with open(path, "rb") as f:
+            try:
+                data = tomllib.load(f)
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{what} {path!r} is not valid TOML: {exc}") from None
+    elif path.endswith((".yaml", ".yml")):
+        import yaml
+
+        with open(path, encoding="utf-8") as f:
+            try:
+                data = yaml.safe_load(f) or {}
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{what} {path!r} is not valid YAML: {exc}") from None
+    else:
+        raise ConfigError(f"{what} {path!r} must end in .toml, .yaml or .yml")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} {path!r} must hold a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def _option(parser: argparse.ArgumentParser, key: str, prefix: str) -> argparse.Action | None:
+    """The action of a flag named ``key`` (without dashes; ``_`` or ``-``), or of ``prefix``-``key``."""
+    by_flag = {s: a for a in parser._actions for s in a.option_strings if s.startswith("--")}
+    name = "--" + str(key).replace("_", "-")
+    if name in by_flag:
+        return by_flag[name]
+    if prefix and "--" + prefix + "-" + name[2:] in by_flag:
+        return by_flag["--" + prefix + "-" + name[2:]]
+    return None
+
+
+def is_flag(parser: argparse.ArgumentParser, key: str) -> bool:
+    """Whether ``key`` names a flag of ``parser`` (without the dashes)."""
+    return _option(parser, key, "") is not None
+
+
+def config_tokens(mapping: Mapping[str, Any], parser: argparse.ArgumentParser, where: str,
+                  prefix: str = "") -> list[str]:
+    """The command-line tokens a mapping of flags means for ``parser``: ``{"threshold": 0.9, "lang": ["en", "de"],
+    "exact-verify": true}`` -> ``["--threshold", "0.9", "--lang", "en", "de", "--exact-verify"]``. A switch takes
+    true / false, a repeatable flag a list (one value each), a flag of several values a list. ``prefix``: a key may
+    leave out the step's prefix (``split`` for ``paragraph-split`` in a paragraph step).
+
+    Raises:
+        ConfigError: a key that is no flag of the command (the message suggests the nearest), or a value of the
+            wrong shape; naming ``where`` (the file, the step).
+    """
+    tokens: list[str] = []
+    known = sorted({s[2:] for a in parser._actions for s in a.option_strings if s.startswith("--")})
+    for key, value in mapping.items():
+        action = _option(parser, key, prefix)
+        if action is None:
+            close = difflib.get_close_matches(str(key).replace("_", "-"), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{where}: {key!r} is no flag of this step{hint}; its flags: {', '.join(known)}")
+        flag = next(s for s in action.option_strings if s.startswith("--"))
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._StoreConstAction)):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: {key!r} is a switch: give true or false, got {value!r}")
+            if value:
+                tokens.append(flag)
+            continue
+        if value is None:
+            continue
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        if isinstance(action, argparse._AppendAction):
+            for v in values:
+                tokens += [flag, _text(v)]
+        elif action.nargs in ("+", "*") or isinstance(action.nargs, int):
+            tokens += [flag, *(_text(v) for v in values)]
+        elif len(values) == 1:
+            tokens += [flag, _text(values[0])]
+        else:
+            raise ConfigError(f"{where}: {key!r} takes one value, got {value!r}")
+    return tokens
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        raise ConfigError(f"a flag's value must be a number or a string, got {value!r}")
+    return str(value)
+
+
+class RaisingParser(argparse.ArgumentParser):
+    """A parser whose errors are ``ConfigError``s naming ``where`` (a recipe's step, a config file) instead of a
+    usage message and exit 2."""
+
+    def __init__(self, *args: Any, where: str = "", **kw: Any) -> None:
+        super().__init__(*args, add_help=False, **kw)
+        self.where = where
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        raise ConfigError(f"{self.where}: {message}")

@@ -1,0 +1,518 @@
+"""The Ray engine's driver: the run's plan, a declared table of stages (``PLAN``) it walks in order, and
+what it adds to run.json. It holds no per-document state: file lists, partition counts, per-file row counts
+and the tasks' small results.
+
+    Stage      one step of the plan: its task function (stages.py, options.py), what one task covers
+               (``per``: a file, an input file, a key range, a component range), whether it runs on a GPU
+               actor with --device cuda, when it runs, the driver's own work before and after it
+    PLAN       sign, exact, exact_texts, exact_check, bands, buckets, star (rounds until the components are
+               stars), labels, members, policy, resolve, ranks, sizes, write, index_rows
+    run        the cluster, the probe, the plan, then run.json's counts and stage statistics
+    DeviceWorker  the actor of one GPU (--device cuda) that runs the device stages' tasks in one process
+    key_ranges the key ranges of the shuffle: --partitions, or the cluster's CPUs (at most 64); capped by
+               the input's size (a key range per PARTITION_BYTES of input, at least DEFAULT_PARTITIONS)
+    write_decisions, write_scores   OUT's tables streamed from the per-file parts in the local engine's
+               row groups (runtime/run.write_tables): the same bytes
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..decisions import REASON_CODES, REASONS
+from ..errors import ConfigError, RunError
+from . import options, stages
+from .cluster import check_cluster_args, probe, ray_cluster, ray_get
+from .shuffle import Layout, run_key
+
+logger = logging.getLogger(__name__)
+
+MAX_STAR_STEPS = 200  # large-star / small-star converge in O(log^2 n) rounds (Kiveris et al. 2014)
+DEFAULT_PARTITIONS = 64  # the default's ceiling (one key range per CPU), and the floor of the size cap
+# a key range costs one file per input file in every shuffle stage: below a few MiB of input per range the
+# files' fixed costs outweigh the parallelism (100,000 ranges on 300 documents wrote millions of files)
+PARTITION_BYTES = 8 << 20
+
+Per = Literal["file", "input", "range", "component"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the plan (module doc). ``fn(job, key, *args) -> dict``: the task (its markers and
+    work-dir files are named ``fn.stage``); ``per``: its keys (every file of the run, the input files
+    only (not an --against index), the key ranges, the component ranges); ``device``: with --device cuda
+    it runs on a DeviceWorker actor (one per GPU); ``when(driver)``: whether it runs; ``args(driver)``: the tasks' extra
+    arguments; ``before(driver)`` / ``then(driver, results)``: the driver's work around it; ``drive``:
+    how the driver runs it when once is not enough (the star rounds)."""
+
+    fn: Callable[..., dict[str, Any]]
+    per: Per
+    device: bool = False
+    when: Callable[[Driver], bool] | None = None
+    args: Callable[[Driver], tuple] | None = None
+    before: Callable[[Driver], None] | None = None
+    then: Callable[[Driver, list[dict]], None] | None = None
+    drive: Callable[[Driver, Stage], list[dict]] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.fn.stage
+
+
+@dataclass
+class Driver:
+    """One run's driver state: the tasks' results by stage and what the hooks read and set."""
+
+    ray: Any
+    job: stages.Job
+    inputs: list
+    out: str | None
+    save_index: str | None
+    index: Any
+    fingerprint: str
+    settings: dict
+    timings: dict[str, float]
+    actors: list = field(default_factory=list)
+    results: dict[Stage, list[dict]] = field(default_factory=dict)
+    remote: dict[Stage, Any] = field(default_factory=dict)
+    step: int = 0  # the last star step, and the edge files it wrote from (labels reads them)
+    sources: list[str] = field(default_factory=list)
+
+    def keys(self, stage: Stage) -> range:
+        job = self.job
+        return {"file": range(job.nfiles), "input": range(job.first, job.nfiles)}.get(stage.per, range(job.partitions))
+
+    def stage(self, stage: Stage, *args) -> list[dict]:
+        """One task per key of ``stage`` (round robin over the GPU actors for a device stage of a GPU run);
+        their results in key order. A task's own error is raised as the local engine raises it
+        (cluster.ray_get); one whose worker died or ran out of memory, naming the stage, file and knobs."""
+        t = time.perf_counter()
+        keys = list(self.keys(stage))
+        if self.actors and stage.device:
+            refs = [self.actors[i % len(self.actors)].run.remote(stage.fn, self.job, k, *args)
+                    for i, k in enumerate(keys)]
+        else:
+            refs = [self.remote[stage].remote(self.job, k, *args) for k in keys]
+        res = ray_get(self.ray, refs, lambda i, exc: _task_failure(stage, keys[i], self.job.files, exc))
+        self.timings[f"ray_{stage.name}"] = self.timings.get(f"ray_{stage.name}", 0.0) + time.perf_counter() - t
+        return res
+
+
+# ---------------------------------------------------------------------------------------------- the plan
+
+def _signed(d: Driver, signed: list[dict]) -> None:
+    """Pass 1 done: the files' row offsets, and the run key of every later marker (the map markers' stamps)."""
+    rows = [r["rows"] for r in signed]
+    d.job.offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).tolist()
+    d.job.run_key = run_key([d.fingerprint, d.settings, d.job.device, d.job.partitions, [r["stamp"] for r in signed],
+                             rows, d.job.first])
+
+
+def _unique_ids(d: Driver, ex: list[dict]) -> None:
+    if any(r["duplicate_ids"] for r in ex):
+        _raise_duplicate_ids(d.job, [r["rows"] for r in d.results[SIGN]], d.index)
+
+
+def _exact_verify(d: Driver) -> bool:
+    return d.job.cfg.cluster.exact_verify
+
+
+def _star_rounds(d: Driver, stage: Stage) -> list[dict]:
+    """Large-star and small-star steps, alternating, until a large and a small step changed nothing (the
+    edge set's fingerprint repeats): every component is then a star around its smallest row."""
+    step, sources, fps = 0, [f"p{p:04d}" for p in range(d.job.partitions)], []
+    while True:
+        res = d.stage(stage, step, step % 2 == 0, sources)
+        fps.append([sum(r["fingerprint"][i] for r in res) % (1 << 64) for i in range(3)])
+        if len(fps) >= 3 and fps[-1] == fps[-2] == fps[-3]:
+            break
+        if step >= MAX_STAR_STEPS:
+            raise RunError(f"connected components did not converge in {MAX_STAR_STEPS} star steps")
+        step, sources = step + 1, [f"g{g:06d}" for g in range(d.job.nfiles)]
+    d.step, d.sources = step, sources
+    return res
+
+
+def _journal(d: Driver) -> None:
+    """The output session journals what the workers will write into OUT/deduplicated/."""
+    if d.out is not None and d.job.cfg.write_deduplicated:
+        from ..io import output_path
+        from ..io.write import WRITE_HOOKS
+
+        for f in d.inputs:
+            for hook in WRITE_HOOKS:
+                hook(output_path(os.path.join(d.out, "deduplicated"), f))
+
+
+SIGN = Stage(stages.sign, "file", device=True, then=_signed)
+EXACT = Stage(stages.exact, "range", device=True, then=_unique_ids)
+EXACT_TEXTS = Stage(options.exact_texts, "file", when=_exact_verify)  # the groups' bytes compared: they replace
+EXACT_CHECK = Stage(options.exact_check, "file", when=_exact_verify)  # the exact tasks' groups
+BANDS = Stage(stages.bands, "file")
+BUCKETS = Stage(stages.buckets, "range", device=True)
+STAR = Stage(stages.star, "file", drive=_star_rounds)
+LABELS = Stage(stages.labels, "file", args=lambda d: (d.step, d.sources))
+MEMBERS = Stage(stages.members, "file", device=True)
+POLICY = Stage(stages.policy, "component", device=True)
+RESOLVE = Stage(stages.resolve, "file")
+RANKS = Stage(options.ranks, "file", when=lambda d: d.job.cfg.cluster.keep_copies > 1)
+SIZES = Stage(stages.sizes, "file")
+WRITE = Stage(stages.write, "input", before=_journal, args=lambda d: (d.out,))
+INDEX_ROWS = Stage(options.index_rows, "input", when=lambda d: d.save_index is not None)
+
+PLAN: tuple[Stage, ...] = (SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, LABELS, MEMBERS, POLICY,
+                           RESOLVE, RANKS, SIZES, WRITE, INDEX_ROWS)
+
+
+def walk(d: Driver) -> None:
+    """Every stage of PLAN that runs, in order, with the driver's work around it."""
+    for stage in PLAN:
+        if stage.when is not None and not stage.when(d):
+            continue
+        if stage.before is not None:
+            stage.before(d)
+        res = stage.drive(d, stage) if stage.drive is not None else \
+            d.stage(stage, *(stage.args(d) if stage.args is not None else ()))
+        d.results[stage] = res
+        if stage.then is not None:
+            stage.then(d, res)
+
+
+# ---------------------------------------------------------------------------------------------- the run
+
+def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None, prefilter=None) -> None:
+    """Refuse, naming the limit and the local command, what the Ray engine does not distribute yet."""
+    what = [name for name, on in (
+        ("--semantic", semantic is not None),
+        # a retention draw is seeded by the document's run row, which a sign task does not know yet
+        ("a classifier's stochastic retention in the filter flags",
+         prefilter is not None and any(c.retention is not None for c in prefilter.classifiers))) if on]
+    if what:
+        raise ConfigError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
+                          "(the same decisions, one process)")
+    if prefilter is not None:
+        from ..filters.prefilter import check_in_pass1
+
+        check_in_pass1(prefilter)
+
+
+def check_engine_args(workers: int | None, address: str | None, partitions: Any) -> None:
+    """The API's checks of the engine's arguments, before anything is written: a local cluster (``workers``)
+    or a running one (``address``), not both; ``partitions`` None or a whole number >= 1 (the CLI's types say
+    the same)."""
+    check_cluster_args(workers, address)
+    if partitions is not None and (isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1):
+        raise ConfigError(f"partitions={partitions!r} is no number of key ranges: pass a whole number >= 1 (CLI "
+                          f"--partitions), or leave it out for the cluster's CPUs (at most {DEFAULT_PARTITIONS})")
+
+
+def key_ranges(requested: int | None, cpus: int, files) -> int:
+    """The shuffle's key ranges: ``requested``, or the cluster's CPUs (at most DEFAULT_PARTITIONS); more than
+    the input's size can fill (one per PARTITION_BYTES of input as stored, at least DEFAULT_PARTITIONS) are
+    cut to that, with a warning."""
+    check_engine_args(None, None, requested)
+    if requested is None:
+        return max(1, min(DEFAULT_PARTITIONS, cpus))
+    size = sum(_stored_bytes(f) for f in files)
+    cap = max(DEFAULT_PARTITIONS, math.ceil(size / PARTITION_BYTES))
+    if requested > cap:
+        logger.warning("--partitions %d: more key ranges than %s of input can fill (up to %d on any input, "
+                       "beyond that one per %d MiB: each range writes a file per input file in every shuffle "
+                       "stage); using %d", requested, _size(size), DEFAULT_PARTITIONS, PARTITION_BYTES >> 20, cap)
+        return cap
+    return requested
+
+
+def _stored_bytes(f) -> int:
+    if isinstance(f, options.IndexSource):
+        return 0
+    if f.fmt == "table":
+        return int(f.table.nbytes) if f.table is not None else 0
+    from ..io import file_size
+
+    try:
+        return file_size(f)
+    except OSError:  # read later, where its error names it
+        return 0
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+
+
+def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
+        partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str, index=None,
+        save_index: str | None = None, prefilter=None) -> dict[str, Any]:
+    """The plan (module doc); returns what run.json adds (counts, stage stats, read report, the engine)
+    and leaves WORK/ray/decisions/ (and OUT/deduplicated/ with ``out``; the caller writes
+    OUT/decisions.parquet: write_decisions). ``index``: the --against index as an IndexSource (its path
+    and checked manifest; the tasks read its rows); ``save_index``: the directory of the new index (the
+    kept documents after the ``index``'s); ``prefilter``: the filter flags' FilterConfig (the sign tasks
+    score and decide; OUT/scores.parquet from their parts)."""
+    inputs = files
+    first = 1 if index is not None else 0
+    check_engine_args(workers, address, partitions)
+    if index is not None and cfg.cluster.exact_verify:
+        from ..lexical.decide import EXACT_VERIFY_AGAINST
+
+        raise ConfigError(EXACT_VERIFY_AGAINST)
+    if index is not None:
+        files = [index] + list(files)
+    if save_index is not None:
+        from ..lexical.index import check_extends
+
+        check_extends(save_index, cfg, index)
+    # the tasks see absolute paths: a joined cluster's workers do not run in this directory
+    from ..io import is_url
+
+    work_tasks = work if is_url(work) else os.path.abspath(work)
+    out_tasks = os.path.abspath(out) if out is not None else None
+    lay = Layout(work)
+    if resume:
+        lay.makedirs()
+    else:
+        lay.clear()  # a fresh run: nothing of an earlier one is trusted
+    with ray_cluster(workers, address) as ray:
+        nodes = probe(ray, work_tasks, cfg, fingerprint)
+        parts = key_ranges(partitions, int(ray.cluster_resources().get("CPU", 1)), inputs)
+        # every setting that can change a task's output is in the key (the contract alone leaves out the
+        # policy, the keep order, the reader's options): a marker of another config is never reused
+        settings = {k: v for k, v in cfg.to_dict().items() if k not in ("progress", "threads")}
+        if prefilter is not None:
+            settings["prefilter"] = dataclasses.asdict(prefilter)
+        # pass 1 needs no policy setting (but the scope: a scoped piece's keys are salted)
+        signing = {**settings, "cluster": {"keep": cfg.cluster.keep, "scope_field": cfg.cluster.scope_field}}
+        # the workers draw no progress bar: Ray would forward its fragments to this terminal
+        job = stages.Job(cfg.replace(progress=False), device, files, work_tasks, parts, first=first,
+                         prefilter=prefilter,
+                         run_key=run_key([fingerprint, signing, device, parts, len(files), first, "sign"]))
+        d = Driver(ray, job, inputs, out_tasks, save_index, index, fingerprint, settings, timings,
+                   remote={s: ray.remote(num_cpus=1, max_retries=3)(s.fn) for s in PLAN})
+        d.actors = _device_workers(ray) if device == "cuda" else []
+        try:
+            walk(d)
+        finally:
+            for a in d.actors:  # a joined cluster (or a notebook's) outlives the run: free the GPUs
+                ray.kill(a)
+    return _run_stats(d, nodes, prefilter, workers, address, lay)
+
+
+def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) -> dict[str, Any]:
+    job, r = d.job, d.results
+    first, nf = job.first, job.nfiles
+    signed = r[SIGN]
+    rows = [s["rows"] for s in signed]
+    stats = _stats(signed[first:], r[EXACT], r[BUCKETS], r[LABELS], r[MEMBERS], r[POLICY], r[SIZES], r[WRITE],
+                   rows[first:], job.partitions, nodes, d.step, job.cfg.lsh.bands)
+    if EXACT_CHECK in r:  # the groups after byte verification, as the local engine counts them
+        chk = r[EXACT_CHECK]
+        stats["stages"]["exact"].update({k: sum(c[k] for c in chk) for k in
+                                         ("groups_with_duplicates", "removed", "hash_collisions")},
+                                        byte_verified=True, text_bytes_read=sum(t["text_bytes_read"]
+                                                                                for t in r[EXACT_TEXTS]))
+    if job.cfg.cluster.scope_field is not None:
+        stats["stages"]["scope"] = _scope_stats(job.cfg.cluster.scope_field, r[WRITE])
+    mapped = signed + r[EXACT]
+    stats["engine"].update({"workers": workers, "address": address,
+                            "sign_tasks_reused": sum(1 for s in signed[first:] if s.get("reused")),
+                            "device_workers": len(d.actors),
+                            "device_worker_processes": len({x["worker_pid"] for x in mapped if "worker_pid" in x}),
+                            "device_array_backends": sorted({x["array_backend"] for x in mapped + r[POLICY]
+                                                             if "array_backend" in x})})
+    if d.index is not None:
+        stats["stages"]["against_index"] = {"path": d.index.path, "documents": rows[0],
+                                            "generation": d.index.manifest["generation"]}
+    if prefilter is not None:
+        stats["prefilter"] = _prefilter_stats(prefilter, signed[first:])
+        if d.out is not None:
+            t = time.perf_counter()
+            write_scores(lay, range(first, nf), job.offsets, os.path.join(d.out, "scores.parquet"))
+            d.timings["write_scores"] = time.perf_counter() - t
+    if d.save_index is not None:
+        t = time.perf_counter()
+        stats["stages"]["index"] = _write_index(lay, d.save_index, job.cfg, d.index, range(first, nf))
+        d.timings["save_index"] = time.perf_counter() - t
+    return stats
+
+
+class DeviceWorker:
+    """A Ray actor holding one GPU (``num_gpus=1``): it runs the tasks of the plan's ``device`` stages one after
+    another in one process, so Numba's compiled kernels and CuPy's memory pool are kept between tasks (a task
+    is a plain stage function: the same markers, retries and outputs as a CPU task)."""
+
+    def __init__(self):
+        self.tasks = 0
+
+    def run(self, task: Callable[..., dict[str, Any]], job: stages.Job, key: int, *args) -> dict[str, Any]:
+        """``task(job, key, *args)`` (a stage function: pickled by reference) on this GPU."""
+        self.tasks += 1
+        from ..runtime.device import array_backend
+
+        return {**task(job, key, *args), "worker_pid": os.getpid(), "worker_task": self.tasks,
+                "array_backend": array_backend(job.device)}
+
+
+def _device_workers(ray) -> list:
+    """One DeviceWorker actor per GPU of the cluster (``num_gpus=1`` each; restarted and its task retried
+    when its process dies). Refuses a cluster without GPUs, naming the fix."""
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if gpus < 1:
+        raise RunError("--device cuda with --engine ray needs GPUs in the Ray cluster, and it has none: "
+                       "start the nodes with `ray start --num-gpus N` (or run with --device cpu)")
+    cls = ray.remote(num_gpus=1, num_cpus=1, max_restarts=3, max_task_retries=3)(DeviceWorker)
+    return [cls.remote() for _ in range(gpus)]
+
+
+def _task_failure(stage: Stage, key: int, files, exc) -> str:
+    """The error of a task that failed for memory (or whose worker kept dying): the task, its file, the knob."""
+    what = f"file {files[key].relpath}" if stage.per in ("file", "input") else f"{stage.per} range {key}"
+    return (f"Ray task {stage.name}[{key}] ({what}) failed after its retries: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}. Each task holds one file or one key range: give "
+            "workers more memory (fewer --workers per node), split large input files, raise --partitions, "
+            "or bound the grouping with --memory-budget; --resume reuses the finished tasks")
+
+
+def _raise_duplicate_ids(job, rows, index=None) -> None:
+    """The local engine's errors (io.check_unique_ids: the ids, counts, files and lines; then an id already
+    in the --against index: Index.check_new_ids), built from the pieces' ids: per-document state in the
+    driver on this error path only."""
+    from .. import io
+
+    ids = [job.layout.read_one("pieces", f"f{fi:06d}", ["id"])["id"]
+           for fi in range(job.first, job.nfiles)]
+    cfg = job.cfg
+    ids = pa.chunked_array([c for t in ids for c in t.chunks], pa.string())
+    reader = {"id_field": cfg.id_field, "text_field": cfg.text_field, "on_error": cfg.on_error}
+    inputs, file_rows = job.files[job.first:], rows[job.first:]
+    io.check_unique_ids(ids, inputs, file_rows, **reader)
+    if index is not None:  # the index's ids, read on this error path only
+        from ..contract import contract
+        from ..lexical.index import load_index
+
+        load_index(index.path, contract(cfg)).check_new_ids(ids.combine_chunks(), inputs, file_rows, **reader)
+    raise RunError("an exact task found a duplicated id that the check of all ids did not")  # pragma: no cover
+
+
+def _write_index(lay: Layout, path: str, cfg, index, file_range) -> dict[str, Any]:
+    """The new index: the parent's rows (--against), then every file's index_rows part, one at a time."""
+    from ..lexical.index import save_index
+
+    def fill(writer) -> None:
+        writer.copy_parent()
+        for fi in file_range:
+            writer.write_table(lay.read_one("index_rows", f"f{fi:06d}"))
+
+    return save_index(path, cfg, index, fill)
+
+
+def _prefilter_stats(prefilter, signed: list[dict]) -> dict[str, Any]:
+    """run.json's ``prefilter`` (the local engine's: the step's description, the config, rows per reason
+    in name order) from the sign tasks' results."""
+    by: dict[str, int] = {}
+    for s in signed:
+        for r, k in s["prefilter"]["by_reason"].items():
+            by[r] = by.get(r, 0) + k
+    described = next((s["prefilter"]["describe"] for s in signed if s["prefilter"]["scored"]),
+                     signed[0]["prefilter"]["describe"] if signed else {})
+    return {**described, "config": dataclasses.asdict(prefilter), "by_reason": dict(sorted(by.items()))}
+
+
+def write_scores(lay: Layout, file_range, offsets: list[int], path: str) -> None:
+    """OUT/scores.parquet from the sign tasks' parts (their rows numbered in their file: the file's offset
+    added here), one part in memory at a time; the local engine's rows, columns, schema and row groups."""
+    from ..decisions import scores_schema
+    from ..runtime.run import write_tables
+
+    def parts():
+        for fi in file_range:
+            name = lay.path("scores", f"f{fi:06d}")
+            if not os.path.exists(name):
+                continue  # an empty file: no scored batch
+            t = pq.read_table(name)
+            i = t.schema.get_field_index("row")
+            yield t.set_column(i, "row", pc.add(t["row"], pa.scalar(int(offsets[fi]), pa.int64())))
+
+    it = parts()
+    head = next(it, None)
+    schema = scores_schema(head.column_names if head is not None else ["id", "row"])
+    write_tables(itertools.chain([head] if head is not None else [], it), schema, path)
+
+
+def write_decisions(work: str, nfiles: int, path: str, first: int = 0) -> None:
+    """OUT/decisions.parquet from the per-file parts (files ``first``.. : not an --against index), one part
+    (and one row group) in memory at a time, in the local engine's row groups: the same bytes."""
+    from ..decisions import DECISIONS_SCHEMA
+    from ..runtime.run import write_tables
+
+    lay = Layout(work)
+    write_tables((lay.read_one("decisions", f"f{fi:06d}") for fi in range(first, nfiles)), DECISIONS_SCHEMA, path)
+
+
+def _scope_stats(field_name: str, wr: list[dict]) -> dict[str, Any]:
+    """run.json's ``stages.scope`` (decide.scope_counts' shape) from the write tasks' per-file counts,
+    merged in file order: the scopes in order of first appearance in the run, as the local engine's."""
+    scopes: dict[str, dict[str, int]] = {}
+    for w in wr:
+        for value, docs, kept in w["scopes"]:
+            c = scopes.setdefault(value, {"input": 0, "kept": 0, "removed": 0})
+            c["input"] += docs
+            c["kept"] += kept
+            c["removed"] += docs - kept
+    return {"field": field_name, "scopes": scopes}
+
+
+def _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step, bands) -> dict[str, Any]:
+    n = sum(rows)
+    by = {r: sum(w["by_reason"][r] for w in wr) for r in REASONS}
+    by.update({r: k for r in REASON_CODES if r not in by and (k := sum(w["by_reason"].get(r, 0) for w in wr))})
+    kept = sum(w["kept"] for w in wr)
+    counts = {"input": n, "kept": kept, "removed": n - kept, "by_reason": by,
+              "text_bytes": {"input": sum(w["text_bytes"][0] for w in wr), "kept": sum(w["text_bytes"][1] for w in wr)},
+              "words": {"input": sum(w["words"][0] for w in wr), "kept": sum(w["words"][1] for w in wr),
+                        "note": "words of the normalized text (space-separated runs)"}}
+
+    def total(rs, k):
+        return sum(r.get(k, 0) for r in rs)
+
+    stages_ = {
+        "exact": {"groups_with_duplicates": total(ex, "groups_with_duplicates"), "removed": total(ex, "removed"),
+                  "short_documents": total(ex, "short_documents"), "byte_verified": False, "hash_collisions": None},
+        "lsh": {"buckets": total(bk, "buckets"), "bucket_entries": total(bk, "bucket_entries"),
+                "largest_bucket": max([r["largest_bucket"] for r in bk] or [0]), "star_edges": total(bk, "edges"),
+                "candidate_documents": total(lab, "candidates"), "key_range_partitions": parts,
+                # the report's band-load plot: the buckets tasks' per-band counts, summed
+                "buckets_per_band": np.sum([r["buckets_per_band"] for r in bk] or [[0] * bands], axis=0).tolist()},
+        "components": {"star_steps": step, "candidates": total(lab, "candidates")},
+        "verify": {"documents": total(mem, "candidates"), "text": "re-read from the input (per file, on the workers)",
+                   "text_bytes_read": total(mem, "text_bytes_read")},
+        "policy": {"removed": total(pol, "removed"), "verified_pairs": total(pol, "verified_pairs")},
+        "clusters": {"with_duplicates": sum(w["clusters_with_duplicates"] for w in wr),
+                     "largest": max([w["largest_cluster"] for w in wr] or [0])},
+    }
+    read = {"files": 0, "rows": 0, "bytes_text": 0, "skipped": [], "invalid_utf8_rows": 0, "empty_files": []}
+    timings = {}
+    for s in signed:
+        r = s["report"]
+        for k in ("files", "rows", "bytes_text", "invalid_utf8_rows"):
+            read[k] += r[k]
+        read["skipped"] += r["skipped"]
+        read["empty_files"] += r["empty_files"]
+        for k, v in s["timings"].items():
+            timings[k] = timings.get(k, 0.0) + v
+    dedup = {"files": total([w["deduplicated"] for w in wr], "files"),
+             "rows_written": total([w["deduplicated"] for w in wr], "rows_written")}
+    return {"counts": counts, "stages": stages_, "read": read, "pass1_task_seconds": timings, "deduplicated": dedup,
+            "engine": {"name": "ray", "nodes": nodes, "partitions": parts,
+                       "worker_peak_rss_bytes": max(r.get("peak_rss_bytes", 0) for rs in
+                                                    (signed, ex, bk, lab, mem, pol, sz, wr) for r in rs)}}

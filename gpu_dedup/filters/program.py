@@ -1,0 +1,44 @@
+"""The filter as one step of a pipeline (``runtime.program.Step``): ``filters.stage.filter_corpus`` over the step's
+view, its keep column and reasons as the verdicts the engine composes (kind "select": no representative)."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import ConfigError
+from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, file_sources
+from .config import FilterConfig
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Language ID, heuristic rules, classifiers, perplexity and DSIR (``config``: a ``FilterConfig``; its reading
+    settings, device and threads are the run's)."""
+
+    name: ClassVar[str] = "filter"
+    kind: ClassVar[Kind] = "select"
+    outputs: ClassVar[Outputs] = Outputs(stats="run.json", table="scores.parquet", kept="filtered",
+                                         files=("report.html", "report/", "audit/"))
+    config: FilterConfig
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, FilterConfig):
+            raise ConfigError(f"Filter takes a FilterConfig, got {type(self.config).__name__}")
+
+    def run(self, view: Any, out: str, env: Env) -> StepRun:
+        from .stage import filter_corpus
+
+        cfg = dataclasses.replace(env.reading.apply(self.config), device=env.device, threads=env.threads,
+                                  progress=env.progress, write_filtered=self.config.write_filtered and env.write_kept)
+        res = filter_corpus(view, cfg, out, overwrite=env.overwrite, engine=env.engine, workers=env.workers,
+                            address=env.address)
+        s = res.scores
+        m = s.num_rows
+        verdicts = Verdicts(s["id"].combine_chunks(), file_sources(res.stats), np.asarray(res.keep, bool),
+                            s["reason"].combine_chunks().cast(pa.string()), np.full(m, -1, np.int64))
+        return StepRun(res, verdicts, os.path.join(out, self.outputs.kept) if cfg.write_filtered else None)

@@ -1,0 +1,458 @@
+"""The local engine: a list of steps (``runtime.program.Step``) run over one input, composed by one rule, into one
+owned output directory. Named stages, composed and timed by ``run_pipeline``:
+
+    own        OUT (outside the inputs, locked, an earlier run's files replaced; ``runtime.run.owned``); an
+               in-memory source is written once as Parquet, the first step's view
+    steps      each step over its view: the documents the earlier steps kept, with the text the span steps left
+               (``Plan``); its outputs in its own directory (``layout="steps"``: OUT/steps/NN-name/) or in OUT
+               itself (``layout="flat"``: one command's few steps, whose files never collide); its verdicts
+               folded into the run's decisions (``decisions.fold_removals``: every removed row names a document
+               kept at the end, or, removed by a test, none); its kept records the next step's view
+    final      span steps whose cuts a later step could orphan (it removed the document holding a kept copy) run
+               again, in order, over the survivors' original records: every cut then keeps a copy in a kept
+               document. Span steps after the last removing step run once, here
+    write      decisions.parquet (every input document once: the step and reason that removed it and the document
+               kept for it; ``PIPELINE_SCHEMA``), deduplicated/ (the final records), run.json, report.html
+
+With ``resume`` a step whose directory holds its finished record (``STEP_FILE``: the fingerprint of its settings
+and of every step before it, and its verdicts) is not run again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import io
+from .._version import __version__
+from ..decisions import DECISIONS_SCHEMA, SEMANTIC_COLUMNS, fold_removals, value_counts
+from ..errors import ConfigError, RunError
+from ..runtime.outputs import input_roots
+from ..runtime.program import KINDS, Env, Verdicts
+from ..runtime.run import RunResult, Steps, finish, header, owned, resources, seconds_line, write_table
+
+logger = logging.getLogger(__name__)
+
+Layout = Literal["steps", "flat"]
+STEPS_DIR = "steps"
+STEP_FILE = "step.json"         # a finished step's record (its fingerprint); written last in its directory
+VERDICTS_FILE = "verdicts.parquet"
+KEPT_DIR = "kept"               # the kept records the engine writes for a step that writes none
+FINAL = "deduplicated"          # the final records, in OUT
+# decisions.parquet of a pipeline: the decisions schema, the step that removed a row, and (with a semantic step)
+# the semantic columns
+PIPELINE_SCHEMA = pa.schema(list(DECISIONS_SCHEMA) + [("step", pa.string())])
+
+
+def pipeline_schema(semantic: bool) -> pa.Schema:
+    """decisions.parquet's declared schema for a pipeline (``PIPELINE_SCHEMA``, + ``SEMANTIC_COLUMNS``)."""
+    return pa.schema(list(PIPELINE_SCHEMA) + (list(SEMANTIC_COLUMNS) if semantic else []))
+
+
+@dataclass
+class StepRecord:
+    """One step as it ran: its position, name, kind, directory, the documents it saw and removed, its seconds,
+    whether it was reused (``resume``) and its program's result (None when reused)."""
+
+    index: int
+    name: str
+    kind: str
+    directory: str
+    seen: int
+    removed: int
+    seconds: float
+    phase: str = "main"  # "main", "view" (a span step's cut for a later step), "final" (over the survivors)
+    reused: bool = False
+    result: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name, "kind": self.kind, "dir": self.directory,
+                "phase": self.phase, "documents": self.seen, "removed": self.removed,
+                "seconds": round(self.seconds, 3), "reused": self.reused}
+
+
+@dataclass
+class PipelineResult(RunResult):
+    """decisions: one row per input document (``pipeline_schema``), in input order; stats: run.json; steps: each
+    step as it ran (``StepRecord``); output_dir. ``summary()``, ``filter(data)``, ``keep_mask``, ``kept``,
+    ``to_pandas()``: ``run.RunResult``'s, the surface every program's result shares."""
+
+    TABLE = "decisions"
+    decisions: pa.Table
+    stats: dict[str, Any]
+    steps: list[StepRecord] = field(default_factory=list)
+    output_dir: str | None = None
+
+    def summary(self) -> str:
+        c = self.stats["counts"]
+        line = f"{c['input']:,} documents: {c['kept']:,} kept, {c['removed']:,} removed"
+        by = ", ".join(f"{k} {v:,}" for k, v in c["by_step"].items() if v)
+        return line + (f" (by step: {by})" if by else "")
+
+
+@dataclass
+class View:
+    """What a step reads: ``files`` (paths, in the input's order and layout) holding the input rows ``rows``
+    (int64, ascending; None: all of them), their text the input's own unless a span step cut it (``original``).
+    A view not yet written is ``parent``'s rows where ``keep`` (``materialize`` writes it when a step needs it)."""
+
+    files: list[str] | None
+    rows: np.ndarray | None
+    original: bool = True
+    parent: "View | None" = None
+    keep: np.ndarray | None = None
+
+
+def _base_table(v: Verdicts, semantic: bool) -> pa.Table:
+    """The decisions before any step: every document kept, alone in its cluster."""
+    n = len(v.ids)
+    rows = np.arange(n, dtype=np.int64)
+    cols = {"id": v.ids, "keep": pa.array(np.ones(n, bool)), "reason": pa.array(["unique"] * n, pa.string()),
+            "cluster_id": pa.array(rows), "representative_id": v.ids, "matched_id": pa.nulls(n, pa.string()),
+            "jaccard": pa.nulls(n, pa.float64()), "cluster_size": pa.array(np.ones(n, np.int64)),
+            "source": v.sources, "step": pa.nulls(n, pa.string())}
+    if semantic:
+        cols.update({"cosine": pa.nulls(n, pa.float64()), "semantic_nearest_id": pa.nulls(n, pa.string()),
+                     "semantic_cluster": pa.nulls(n, pa.int64())})
+    return pa.table(cols, schema=pipeline_schema(semantic))
+
+
+def _fingerprint(step: Any, env: Env, before: str) -> str:
+    """A step's settings and every earlier step's, as one hash: what ``resume`` compares."""
+    def plain(x: Any) -> Any:
+        if dataclasses.is_dataclass(x):
+            return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        if isinstance(x, (list, tuple)):
+            return [plain(v) for v in x]
+        if isinstance(x, dict):
+            return {str(k): plain(v) for k, v in x.items()}
+        return x if isinstance(x, (str, int, float, bool, type(None))) else repr(x)
+
+    body = json.dumps({"before": before, "step": step.name, "settings": plain(step),
+                       "reading": plain(env.reading), "device": env.device, "version": __version__},
+                      sort_keys=True, default=repr)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _save_verdicts(d: str, v: Verdicts, kept: str | None, fingerprint: str, seen_rows: np.ndarray) -> None:
+    """A finished step's record: its verdicts (verdicts.parquet), then step.json (written last)."""
+    cols = {"id": v.ids, "source": v.sources, "keep": pa.array(v.keep), "reason": v.reason,
+            "matched": pa.array(v.matched, pa.int64()), "row": pa.array(seen_rows, pa.int64())}
+    if v.representative is not None:
+        cols["representative"] = pa.array(v.representative, pa.int64())
+    for k, val in v.values.items():
+        cols["value:" + k] = val
+    io.write_parquet_atomic(pa.table(cols), os.path.join(d, VERDICTS_FILE))
+    io.write_json_atomic({"fingerprint": fingerprint, "kept": kept, "gpu_dedup_version": __version__},
+                         os.path.join(d, STEP_FILE))
+
+
+def _load_verdicts(d: str, fingerprint: str) -> tuple[Verdicts, str | None] | None:
+    """The record of a finished step whose fingerprint matches (None: none, or another step's)."""
+    path = os.path.join(d, STEP_FILE)
+    if not os.path.isfile(path) or not os.path.isfile(os.path.join(d, VERDICTS_FILE)):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        rec = json.load(fh)
+    if rec.get("fingerprint") != fingerprint or (rec.get("kept") and not os.path.isdir(rec["kept"])):
+        return None
+    t = pq.read_table(os.path.join(d, VERDICTS_FILE))
+    values = {k[len("value:"):]: t[k].combine_chunks() for k in t.column_names if k.startswith("value:")}
+    rep = np.asarray(t["representative"].to_numpy(), np.int64) if "representative" in t.column_names else None
+    v = Verdicts(t["id"].combine_chunks(), t["source"].combine_chunks(),
+                 np.asarray(t["keep"].to_numpy(zero_copy_only=False), bool), t["reason"].combine_chunks(),
+                 np.asarray(t["matched"].to_numpy(), np.int64), rep, values)
+    return v, rec.get("kept")
+
+
+def _view_files(directory: str, relpaths: Sequence[str]) -> list[str]:
+    """The files of a step's kept records, in the input's order (a file left with no record may be absent)."""
+    found = [os.path.join(directory, *r.split("/")) for r in relpaths]
+    return [p for p in found if os.path.exists(p)]
+
+
+@dataclass
+class _Run:
+    """The state of one pipeline run while its steps go."""
+
+    steps: Sequence[Any]
+    out: str
+    layout: Layout
+    env: Env
+    resume: bool
+    relpaths: list[str] = field(default_factory=list)
+    decisions: pa.Table | None = None
+    records: list[StepRecord] = field(default_factory=list)
+    fingerprint: str = ""
+    final_verbatim: str | None = None  # flat: the directory of OUT the survivors' own records go to at the end
+
+
+def _step_dir(run: _Run, i: int, name: str, phase: str) -> str:
+    if run.layout == "flat":  # a view run's outputs are final unless a later step orphans its cuts (then replaced)
+        return run.out
+    suffix = {"main": "", "view": ".view", "final": ""}[phase]
+    return os.path.join(run.out, STEPS_DIR, f"{i + 1:02d}-{name}{suffix}")
+
+
+def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Verdicts, View]:
+    """One step over ``view``: run (or reuse) it, fold its verdicts, and return them with the next view (the
+    step's kept records, or its view's rows it kept, written when a later step reads them)."""
+    d = _step_dir(run, i, step.name, phase)
+    run.fingerprint = _fingerprint(step, run.env, run.fingerprint + phase)
+    t = time.perf_counter()
+    if view.rows is not None and view.rows.shape[0] == 0:  # the steps before removed every document
+        logger.warning("step %d (%s): no document is left to it (the steps before it removed every one); not run",
+                       i + 1, step.name)
+        none = pa.array([], pa.string())
+        run.records.append(StepRecord(i + 1, step.name, step.kind, os.path.relpath(d, run.out), 0, 0, 0.0, phase))
+        return Verdicts(none, none, np.zeros(0, bool), none, np.zeros(0, np.int64)), view
+    view = materialize(run, view, os.path.join(d, "input") if run.layout == "steps" else
+                       os.path.join(run.out, "work", "views", f"{i + 1:02d}-input"))
+    loaded = _load_verdicts(d, run.fingerprint) if run.resume and run.layout == "steps" else None
+    result = None
+    if loaded is not None:
+        v, kept = loaded
+        logger.info("step %d (%s): reused from %s", i + 1, step.name, d)
+    else:
+        os.makedirs(d, exist_ok=True)
+        logger.info("step %d (%s%s) over %s", i + 1, step.name, "" if phase == "main" else f", {phase}",
+                    "the input" if view.rows is None else f"{view.rows.shape[0]:,} documents")
+        sr = step.run(view.files, d, _step_env(run, i, step, d, view))
+        v, kept, result = sr.verdicts, sr.kept, sr.result
+    if run.decisions is None:
+        if view.rows is not None:
+            raise RunError("the first step must read the whole input")
+        run.decisions = _base_table(v, any(s.name == "semantic" for s in run.steps))
+        run.relpaths = list(result.stats.get("inputs") or []) if result is not None else []
+        if not run.relpaths:
+            run.relpaths = list(dict.fromkeys(v.sources.to_pylist()))
+    rows = np.arange(run.decisions.num_rows, dtype=np.int64) if view.rows is None else view.rows
+    if len(v.ids) != rows.shape[0]:
+        raise RunError(f"step {i + 1} ({step.name}) read {len(v.ids):,} documents but the steps before it kept "
+                       f"{rows.shape[0]:,}: its view changed while the pipeline ran")
+    if step.kind != "span" and phase != "final":
+        values = {k: val for k, val in v.values.items() if k in run.decisions.column_names}
+        values["step"] = pa.array([step.name] * rows.shape[0], pa.string())
+        run.decisions = fold_removals(run.decisions, rows, ~v.keep, v.matched, v.reason,
+                                      representative=v.representative, kind=step.kind, values=values)
+    if loaded is None and run.layout == "steps":
+        _save_verdicts(d, v, kept, run.fingerprint, rows)
+    run.records.append(StepRecord(i + 1, step.name, step.kind, os.path.relpath(d, run.out), rows.shape[0],
+                                  int((~v.keep).sum()), time.perf_counter() - t, phase, loaded is not None, result))
+    original = view.original and step.kind != "span"
+    if kept is not None:
+        return v, View(_view_files(kept, run.relpaths), rows[v.keep], original)
+    return v, View(None, rows[v.keep], original, parent=view, keep=np.asarray(v.keep, bool))
+
+
+def _step_env(run: _Run, i: int, step: Any, d: str, view: View) -> Env:
+    """The run's settings for one step: in the steps layout each step keeps its intermediate files in its own
+    work directory (under --work-dir, or with --resume in its directory's work/). In a flat OUT a removing step
+    over text a span step cut writes no kept records: OUT's are the survivors' own, written at the end."""
+    env = run.env
+    if run.layout == "flat":
+        if not view.original and step.kind != "span" and step.outputs.kept:
+            run.final_verbatim = step.outputs.kept
+            return dataclasses.replace(env, write_kept=False)
+        return env
+    if env.work_dir is None and not env.resume:
+        return env
+    wd = os.path.join(env.work_dir, f"{i + 1:02d}-{step.name}") if env.work_dir is not None else \
+        os.path.join(d, "work")
+    return dataclasses.replace(env, work_dir=wd)
+
+
+def materialize(run: _Run, view: View, target: str) -> View:
+    """``view`` as files: a view not yet written is written (``io.write_kept`` of its parent's kept rows)."""
+    if view.files is not None:
+        return view
+    _write_kept(run, view.parent, view.keep, target)
+    return View(_view_files(target, run.relpaths), view.rows, view.original)
+
+
+def _write_kept(run: _Run, view: View, keep: np.ndarray, target: str) -> dict[str, int]:
+    """The records of ``view`` (written) where ``keep``, into ``target`` (``io.write_kept``)."""
+    r = run.env.reading
+    return io.write_kept(io.source_files(view.files), np.asarray(keep, bool), target, id_field=r.id_field,
+                         text_field=r.text_field, on_error=r.on_error)
+
+
+def plan(steps: Sequence[Any]) -> tuple[int, list[int]]:
+    """(the index of the last step that removes documents, the span steps before it: each cuts a view for a later
+    step and, should a later step remove a document, runs again over the survivors)."""
+    removing = [i for i, s in enumerate(steps) if s.kind != "span"]
+    last = removing[-1] if removing else -1
+    return last, [i for i, s in enumerate(steps) if s.kind == "span" and i < last]
+
+
+def check_steps(steps: Sequence[Any], layout: Layout) -> None:
+    """Refuse what cannot run: no step, an object that is no step, two steps whose files collide in a flat OUT.
+
+    Raises:
+        ConfigError: naming the step and the fix.
+    """
+    if not steps:
+        raise ConfigError("a pipeline needs at least one step: e.g. Pipeline([Dedup()])")
+    for i, s in enumerate(steps):
+        if not (hasattr(s, "run") and getattr(s, "kind", None) in KINDS and hasattr(s, "name")):
+            raise ConfigError(f"step {i + 1} ({s!r}) is no pipeline step: use gpu_dedup.Filter, Dedup, Paragraph, "
+                              "Substring, Semantic or Screen")
+    if layout == "flat":
+        seen: dict[str, str] = {}
+        for s in steps:
+            for f in s.outputs.all():
+                if f in seen and seen[f] != s.name:
+                    raise ConfigError(f"steps {seen[f]} and {s.name} both write {f}: they cannot share one output "
+                                      "directory; run them as a recipe (`gpu-dedup pipeline`), each in its own")
+                seen[f] = s.name
+
+
+def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLike, *, env: Env | None = None,
+                 layout: Layout = "steps", command: str = "pipeline", resume: bool = False,
+                 overwrite: bool = True, replace_own: bool = False) -> PipelineResult:
+    """Run ``steps`` over ``source`` into ``output_dir`` (the stages of the module docstring).
+
+    Args:
+        steps: the steps, in order (``gpu_dedup.Filter``, ``Dedup``, ``Paragraph``, ``Substring``, ``Semantic``,
+            ``Screen``).
+        source: path(s), glob(s) or directories of input files, a pyarrow Table or a pandas DataFrame.
+        output_dir: the directory the run owns.
+        env: device, threads, progress bars, how the input is read (``runtime.program.Env``).
+        layout: "steps" (each step in OUT/steps/NN-name/, the composed decisions and the final records in OUT) or
+            "flat" (every step writes into OUT: one command's few steps; no composed table of its own).
+        command: the command that owns OUT (its manifest names it).
+        resume: reuse every finished step whose settings and earlier steps are unchanged.
+        overwrite: replace an earlier run's files in OUT (else refuse a finished run there).
+        replace_own: replace an earlier run of the same ``command`` in OUT even without ``overwrite`` (the demo).
+
+    Returns:
+        A ``PipelineResult``.
+
+    Raises:
+        ConfigError: no steps, an object that is no step, colliding files in a flat OUT, OUT inside the inputs.
+        GpuDedupError: what a step raises (its message names the file, the value and the fix).
+    """
+    env = env or Env()
+    check_steps(steps, layout)
+    out = os.fspath(output_dir)
+    t0 = time.perf_counter()
+    device, threads = resources(env.device, env.threads)
+    env = dataclasses.replace(env, device=device, threads=threads)
+    roots = input_roots(source)
+    work = os.path.join(out, STEPS_DIR) if layout == "steps" else None
+    timer = Steps(t0)
+    with owned(out, roots=roots, command=command, overwrite=overwrite, resume=resume, work_dir=work,
+               overwrite_same_command=replace_own):
+        run = _Run(steps, out, layout, env, resume)
+        view = View(_source_files(source, out), None)
+        last, viewing = plan(steps)
+        span_orphans = False
+        for i, step in enumerate(steps):
+            if step.kind == "span" and i > last:
+                continue  # after the last removing step: once, in the final chain
+            with timer(f"{i + 1:02d}-{step.name}"):
+                v, nxt = _run_step(run, i, step, view, "view" if i in viewing else "main")
+            if step.kind != "span" and (~v.keep).any() and any(j < i for j in viewing):
+                span_orphans = True  # a span step before this one may have cut from a document now removed
+            view = nxt
+        finals = [i for i, s in enumerate(steps) if s.kind == "span" and (i > last or span_orphans)]
+        if span_orphans:  # the survivors' original records: every span step again, over them
+            keep = np.asarray(run.decisions["keep"].to_numpy(zero_copy_only=False), bool)
+            logger.info("span steps %s run again over the %s documents kept: a later step removed documents they "
+                        "may have kept a copy in", ", ".join(steps[i].name for i in viewing), f"{int(keep.sum()):,}")
+            if layout == "flat":  # their first outputs in OUT go; the second run writes them anew
+                for i in viewing:
+                    _remove_outputs(out, steps[i].outputs)
+            view = View(None, np.flatnonzero(keep), True, parent=View(_source_files(source, out), None), keep=keep)
+        for i in finals:
+            with timer(f"{i + 1:02d}-{steps[i].name}"):
+                _, view = _run_step(run, i, steps[i], view, "final")
+        result = _finish(run, source, view, timer, env)
+    logger.info("%s in %s", result.summary(), seconds_line(result.stats["timings_s"]))
+    return result
+
+
+def _remove_outputs(out: str, outputs: Any) -> None:
+    """A step's declared outputs in ``out``, removed (files and directories)."""
+    import shutil
+
+    for rel in outputs.all():
+        path = os.path.join(out, rel.rstrip("/"))
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
+def _source_files(source: Any, out: str) -> list[str]:
+    """The input as a list of paths (an in-memory table written once as Parquet into OUT/steps/input/)."""
+    files = io.source_files(source)
+    if all(f.fmt != "table" for f in files):
+        return [f.path for f in files]
+    path = os.path.join(out, STEPS_DIR, "input", "table.parquet")
+    if not os.path.exists(path):
+        io.write_parquet_atomic(files[0].table, path)
+    return [path]
+
+
+def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> PipelineResult:
+    """decisions.parquet, deduplicated/ (the final records: ``view``), run.json, report.html; the result."""
+    d = run.decisions
+    n = d.num_rows
+    keep = np.asarray(d["keep"].to_numpy(zero_copy_only=False), bool)
+    by_step = {s.name: 0 for s in run.steps}
+    by_step.update(value_counts(d["step"].drop_null()))
+    counts = {"input": n, "kept": int(keep.sum()), "removed": int(n - keep.sum()), "by_step": by_step,
+              "by_reason": dict(sorted(value_counts(d["reason"].filter(pa.array(~keep))).items()))}
+    stats = header("pipeline", device=env.device, threads=env.threads or 0, config=_describe(run.steps, env),
+                   files=io.source_files(source), read={"rows": n}, counts=counts, timings=timer.timings)
+    stats["steps"] = [r.to_dict() for r in run.records]
+    stats["layout"] = run.layout
+    if run.layout == "flat":  # every step wrote its own outputs into OUT
+        if run.final_verbatim:
+            with timer("write_" + run.final_verbatim):
+                stats[run.final_verbatim] = _write_kept(run, View(_source_files(source, run.out), None), keep,
+                                                        os.path.join(run.out, run.final_verbatim))
+        timer.total()
+        return PipelineResult(d, stats, run.records, run.out)
+    with timer("write"):
+        write_table(d, pipeline_schema("cosine" in d.column_names), os.path.join(run.out, "decisions.parquet"))
+        target = os.path.join(run.out, FINAL)
+        if not keep.any():
+            stats["deduplicated"] = {"files": 0, "rows_written": 0}
+        elif view.files is None:  # the last step's kept rows of its view
+            stats["deduplicated"] = _write_kept(run, view.parent, view.keep, target)
+        else:
+            stats["deduplicated"] = _write_kept(run, view, np.ones(view.rows.shape[0] if view.rows is not None
+                                                                   else n, bool), target)
+    timer.total()
+
+    def report() -> str:
+        from .report import write_pipeline_report
+
+        return write_pipeline_report(run.out)
+
+    finish(run.out, stats, report=report, what="pipeline")
+    return PipelineResult(d, stats, run.records, run.out)
+
+
+def _describe(steps: Sequence[Any], env: Env) -> dict[str, Any]:
+    """run.json's ``config``: every step's settings, and the run's."""
+    def plain(x: Any) -> Any:
+        if dataclasses.is_dataclass(x):
+            return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        if isinstance(x, (list, tuple)):
+            return [plain(v) for v in x]
+        return x if isinstance(x, (str, int, float, bool, type(None))) else repr(x)
+
+    return {"steps": [{"step": s.name, **plain(s)} for s in steps],
+            "device": env.device, "threads": env.threads, "reading": plain(env.reading)}

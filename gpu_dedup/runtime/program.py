@@ -1,0 +1,173 @@
+"""The one program shape: what every program (dedup, filter, paragraph, substring, semantic, screen) is to the engine
+that runs and composes it (gpu_dedup/pipeline/), and what it gives back.
+
+    Step       the protocol every program's step implements: ``name``, ``kind``, ``outputs``, ``config`` and
+               ``run(view, out, env) -> StepRun``; a frozen dataclass holding the program's config
+    Env        what the engine hands every step: device, threads, progress bars, how the input is read
+               (``Reading``: the same for every step of a run, so rows and ids agree), overwrite
+    Outputs    a program's declared outputs: its statistics file (written last: a directory without it holds an
+               unfinished step), its per-document table and schema, the directory of its kept records
+    Verdicts   a step's decisions over its own input, in the terms the engine composes (``decisions.fold_removals``)
+    StepRun    what ``run`` returns: the program's own result (a ``run.RunResult``) and its ``Verdicts``
+
+Kinds (how a step's verdicts compose):
+    select  removes documents by a test (a filter's rules and models, a contamination screen): no representative
+    dedup   removes documents for a kept representative (exact + MinHash, SemDeDup)
+    span    cuts spans out of documents and removes none (paragraph dedup, exact-substring dedup)
+
+A step reads its ``view``: the documents the earlier steps kept, with the text the span steps left, as files in the
+input's format and layout (or the input itself for the first step). Its ``kept`` output is the next step's view.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from ..config import InputConfig, check_literal
+from ..errors import RunError
+
+Kind = Literal["select", "dedup", "span"]
+KINDS: tuple[str, ...] = ("select", "dedup", "span")
+
+
+@dataclass(frozen=True)
+class Reading(InputConfig):
+    """How every step of a run reads its view (``InputConfig``'s fields: id and text fields, batch size, bad
+    records). One setting for the whole run: a later step's rows are the earlier step's kept rows, in order."""
+
+    def apply(self, cfg: Any) -> Any:
+        """``cfg`` (an ``InputConfig`` subclass) reading this way; any other config unchanged."""
+        if not isinstance(cfg, InputConfig):
+            return cfg
+        return dataclasses.replace(cfg, **{f.name: getattr(self, f.name) for f in dataclasses.fields(InputConfig)})
+
+    @classmethod
+    def of(cls, cfg: InputConfig) -> "Reading":
+        """The reading settings of ``cfg``."""
+        return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(InputConfig)})
+
+
+@dataclass(frozen=True)
+class Env:
+    """What the engine hands every step: ``device`` ("auto" | "cpu" | "cuda", never a silent fallback),
+    ``threads`` (None: numba's default), ``progress`` (bars on stderr), ``reading``, ``overwrite`` (replace an
+    earlier run's outputs in the step's directory), ``engine`` / ``workers`` / ``address`` (where a step that
+    runs on Ray runs: ``engine="ray"``), ``work_dir`` (a step's intermediate files, e.g. dedup's pass-1 pieces)
+    and ``resume`` (reuse them), ``write_kept`` (False: a step writes no kept records of its own; the engine
+    writes the final ones)."""
+
+    device: str = "cpu"
+    threads: int | None = None
+    progress: bool = False
+    reading: Reading = field(default_factory=Reading)
+    overwrite: bool = True
+    engine: Literal["local", "ray"] = "local"
+    workers: int | None = None
+    address: str | None = None
+    work_dir: str | None = None
+    resume: bool = False
+    write_kept: bool = True
+
+    def __post_init__(self) -> None:
+        check_literal("Env.device", self.device, Literal["auto", "cpu", "cuda"])
+        check_literal("Env.engine", self.engine, Literal["local", "ray"])
+
+    def local_only(self, step: str) -> None:
+        """Refuse ``engine="ray"`` for a step that runs in this process only, naming the way that works.
+
+        Raises:
+            ConfigError: the engine is "ray".
+        """
+        if self.engine == "ray":
+            from ..errors import ConfigError
+
+            raise ConfigError(f"the {step} step runs on the local engine only (the Ray engine runs `run`'s dedup "
+                              "and `filter`): drop --engine ray, or run the other steps on Ray first")
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """A program's declared outputs, relative to its directory: ``stats`` (its statistics file, written last),
+    ``table`` (its per-document table file, or None), ``kept`` (the directory of its kept records in the input's
+    format: the next step's view; None when the engine writes it), ``files`` (everything else it may write)."""
+
+    stats: str
+    table: str | None = None
+    kept: str | None = None
+    files: tuple[str, ...] = ()
+
+    def all(self) -> tuple[str, ...]:
+        """Every declared file and directory (directories end in "/")."""
+        return tuple(x for x in (self.stats, self.table, self.kept and self.kept + "/") if x) + self.files
+
+
+@dataclass
+class Verdicts:
+    """A step's decisions over the ``m`` documents of its view, in view order.
+
+    ids: string (m,), the view's ids; sources: string (m,), the file each came from. keep: bool (m,). reason:
+    string (m,), why a document was removed (ignored where kept). matched: int64 (m,), the view position of the
+    document a removal matched (-1: none). representative: int64 (m,) or None, the view position of a removal's
+    kept representative (kind "dedup"; None: the end of its chain of matches). values: more columns for the
+    removed rows (e.g. ``jaccard``, ``cosine``), one value per view row."""
+
+    ids: pa.Array
+    sources: pa.Array
+    keep: np.ndarray
+    reason: pa.Array
+    matched: np.ndarray
+    representative: np.ndarray | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        m = len(self.ids)
+        sizes = {"sources": len(self.sources), "keep": len(self.keep), "reason": len(self.reason),
+                 "matched": len(self.matched)}
+        if self.representative is not None:
+            sizes["representative"] = len(self.representative)
+        bad = {k: v for k, v in sizes.items() if v != m}
+        if bad:
+            raise RunError(f"a step's verdicts must hold one value per document ({m}); got {bad}")
+
+    @classmethod
+    def all_kept(cls, ids: pa.Array, sources: pa.Array) -> "Verdicts":
+        """The verdicts of a step that removes nothing (a span step)."""
+        m = len(ids)
+        return cls(ids, sources, np.ones(m, bool), pa.array(["unique"] * m, pa.string()), np.full(m, -1, np.int64))
+
+
+@dataclass
+class StepRun:
+    """What a step's ``run`` returns: ``result`` (the program's own result, a ``run.RunResult`` with its
+    statistics), ``verdicts`` (over its view) and ``kept`` (the directory of its kept records, None when it
+    wrote none: the engine writes them from the view)."""
+
+    result: Any
+    verdicts: Verdicts
+    kept: str | None = None
+
+
+class Step(Protocol):
+    """A program as one step of a pipeline (module docstring)."""
+
+    name: ClassVar[str]
+    kind: ClassVar[Kind]
+    outputs: ClassVar[Outputs]
+    config: Any
+
+    def run(self, view: Any, out: str, env: Env) -> StepRun:
+        """Run the program over ``view`` (paths of files, in the input's format) into the directory ``out``."""
+        ...
+
+
+def file_sources(stats: dict[str, Any]) -> pa.Array:
+    """The input file of each document a program read (its statistics' ``inputs`` and ``read.file_rows``)."""
+    rows = stats["read"].get("file_rows") or []
+    inputs = stats["inputs"]
+    if len(rows) != len(inputs):
+        raise RunError(f"a step read {len(rows)} of its {len(inputs)} input files: its rows cannot be placed")
+    return pa.array(inputs, pa.string()).take(pa.array(np.repeat(np.arange(len(inputs)), rows), pa.int64()))

@@ -1,0 +1,549 @@
+"""Benchmark-contamination screening by word n-gram overlap. It reports; it never removes anything.
+
+Policy (declared; recorded in screen.json)
+    Normalization: ``normalize_doc`` with ``ScreenConfig.normalize`` (default: NFKC-lowercase per
+    codepoint, punctuation and symbols -> space, whitespace collapsed; digits kept, since numbers tell
+    math items apart). Words are the space-separated runs of the normalized text; an n-gram is n
+    consecutive words, hashed with XXH64(seed) over its normalized UTF-8 bytes.
+    Benchmark items: JSON Lines / JSON array / Parquet records: every configured field (``fields``) that
+    holds a string (or a list of strings, each indexed separately) is indexed on its own, so no n-gram
+    spans two fields; the item id is the ``item_id_field`` value, else "<file>:<record index>". Plain-text
+    files (any other extension): ``text_unit="line"`` -> one item per non-blank line (id "<file>:<line
+    number>"), ``"file"`` -> the whole file is one item (id "<file>").
+    A corpus document is flagged for an item when they share at least ``min_matches`` distinct n-grams.
+
+Common-phrase false alarms (the stop-list / minimum-n policy)
+    1. n >= ``min_ngram`` (8 by default; the default n is 13): short n-grams such as "solve this exact"
+       occur in ordinary text. A smaller n needs an explicit ``min_ngram`` (e.g. the 3-gram fixture).
+    2. An n-gram that occurs in more than ``max_items_per_ngram`` distinct benchmark items (over all
+       benchmark files) is template / boilerplate text ("the following are multiple choice questions
+       ...") and cannot identify an item: it is ignored.
+    3. Every n-gram of a ``common_phrases`` entry (license headers, standard instructions; normalized the
+       same way) is ignored. A phrase shorter than n words has no n-grams and removes nothing (warned).
+    Items with fewer than n words have no n-grams and cannot be screened at this n: they are counted as
+    ``items_too_short`` per benchmark (a 4-word question is invisible to 13-gram screening; short
+    questions, paraphrases and translations evade n-gram matching altogether, so a clean report is
+    evidence of screening, not proof of decontamination).
+
+Outputs (``output_dir``): matches.parquet (one row per flagged (document, item) pair: id, benchmark,
+item_id, matched_ngrams, sample_ngrams, sample_byte_start, sample_byte_end, row, source; byte offsets are
+0-based UTF-8 positions in the ORIGINAL document text, spanning the first to the last word of the
+n-gram), counts.json (per benchmark) and screen.json (configuration, policy, totals, timings).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence, get_args
+
+import numpy as np
+import pyarrow as pa
+
+from .. import io
+from ..config import InputConfig, NormalizeConfig, is_int
+from ..constants import MAX_NGRAM
+from ..errors import ConfigError, DataError, MissingFileError, RunError
+from ..io.text import arrow_text_buffers
+from ..ops import bloom as bloom_ops
+from ..runtime.device import array_module, batch_bytes, note_compiling, repeat_index, to_device, to_host
+from ..runtime.outputs import check_outside_inputs, input_roots
+from ..runtime.run import Steps, finish, header, resources, write_table
+from ..text.normalize import device_tables, normalize_arrays, normalize_text
+
+logger = logging.getLogger(__name__)
+
+TextUnit = Literal["line", "file"]
+DEFAULT_FIELDS = ("prompt", "question", "problem", "answer", "solution", "canonical_solution")
+MATCHES_SCHEMA = pa.schema([
+    ("id", pa.string()), ("benchmark", pa.string()), ("item_id", pa.string()), ("matched_ngrams", pa.int64()),
+    ("sample_ngrams", pa.list_(pa.string())), ("sample_byte_start", pa.list_(pa.int64())),
+    ("sample_byte_end", pa.list_(pa.int64())), ("row", pa.int64()), ("source", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class ScreenConfig(InputConfig):
+    """See the module docstring. ngram: words per n-gram; min_matches: distinct shared n-grams needed to
+    flag a (document, item) pair; min_ngram: the smallest n accepted; fields: benchmark record fields to
+    index; item_id_field: benchmark record id field; text_unit: plain-text benchmark files, one item per
+    line or per file; max_items_per_ngram: ignore n-grams in more distinct items (None: keep all);
+    common_phrases: phrases whose n-grams are ignored; max_samples: matched n-grams reported per pair."""
+
+    ngram: int = 13
+    min_matches: int = 1
+    min_ngram: int = 8
+    fields: tuple[str, ...] = DEFAULT_FIELDS
+    item_id_field: str = "id"
+    text_unit: TextUnit = "line"
+    max_items_per_ngram: int | None = 10
+    common_phrases: tuple[str, ...] = ()
+    normalize: NormalizeConfig = field(default_factory=lambda: NormalizeConfig(remove_punctuation=True))
+    seed: int = 0
+    max_samples: int = 5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        def posint(name: str, lo: int = 1) -> None:
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                raise ConfigError(f"ScreenConfig.{name} must be an int >= {lo}, got {v!r}")
+
+        posint("ngram")
+        posint("min_matches")
+        posint("min_ngram")
+        posint("max_samples", 0)
+        if self.ngram > MAX_NGRAM:
+            raise ConfigError(f"ScreenConfig.ngram must be <= {MAX_NGRAM}, got {self.ngram!r}")
+        if self.ngram < self.min_ngram:
+            raise ConfigError(f"ScreenConfig.ngram={self.ngram} is below min_ngram={self.min_ngram}: short n-grams "
+                              f"match common phrases in ordinary text; use ngram >= {self.min_ngram}, or lower "
+                              f"min_ngram explicitly if you accept the false alarms")
+        if self.max_items_per_ngram is not None:
+            posint("max_items_per_ngram")
+        if isinstance(self.fields, str) or not all(isinstance(f, str) and f for f in self.fields) \
+                or not self.fields:
+            raise ConfigError(f"ScreenConfig.fields must be a non-empty tuple of field names, got {self.fields!r}")
+        if isinstance(self.common_phrases, str) or not all(isinstance(p, str) for p in self.common_phrases):
+            raise ConfigError(f"ScreenConfig.common_phrases must be a tuple of strings, got {self.common_phrases!r}")
+        if self.text_unit not in get_args(TextUnit):
+            raise ConfigError(f"ScreenConfig.text_unit must be one of {get_args(TextUnit)}, got {self.text_unit!r}")
+        if not isinstance(self.normalize, NormalizeConfig):
+            raise ConfigError(f"ScreenConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
+        if not is_int(self.seed) or not 0 <= self.seed < 2**64:
+            raise ConfigError(f"ScreenConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
+
+
+@dataclass
+class ScreenResult:
+    """matches: MATCHES_SCHEMA, one row per flagged (document, item) pair; counts: per benchmark;
+    stats: what screen.json holds; ids: every document's id, in input order."""
+
+    matches: pa.Table
+    counts: dict[str, Any]
+    stats: dict[str, Any]
+    output_dir: str | None = None
+    ids: pa.Array | None = None  # every document's id, in input order (a pipeline's verdicts name them)
+
+    @property
+    def flagged_ids(self) -> set[str]:
+        return set(self.matches.column("id").to_pylist())
+
+
+def load_phrases(path: str | os.PathLike) -> tuple[str, ...]:
+    """Common-phrase list file: one phrase per non-blank line (UTF-8)."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return tuple(line.strip() for line in fh if line.strip())
+
+
+# ----------------------------------------------------------------------------------------------------
+# Benchmark reading
+# ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class BenchmarkItems:
+    """Items of all benchmark files. Piece p (one field value) belongs to item piece_item[p]."""
+
+    names: list[str]                 # benchmark names (one per file)
+    item_bench: np.ndarray           # int32 (I,)
+    item_ids: list[str]              # (I,)
+    piece_text: list[str] = field(default_factory=list)
+    piece_item: list[int] = field(default_factory=list)
+    no_field: dict[str, int] = field(default_factory=dict)
+
+
+def _read_records(path: str) -> list[dict]:
+    low = path.lower()
+    if low.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    comp = "gzip" if low.endswith(".gz") else "zstd" if low.endswith(".zst") else None
+    with pa.input_stream(path, compression=comp) as fh:
+        raw = fh.read().decode("utf-8", "replace").lstrip("\ufeff")
+    if raw.lstrip().startswith("["):
+        recs = json.loads(raw)
+    else:
+        recs = []
+        for ln, line in enumerate(raw.splitlines(), 1):
+            if line.strip():
+                try:
+                    recs.append(json.loads(line, strict=False))
+                except json.JSONDecodeError as err:
+                    raise DataError(f"benchmark file {path}:{ln}: malformed JSON ({err.msg}); fix the line") from err
+    bad = [i for i, r in enumerate(recs) if not isinstance(r, dict)]
+    if bad:
+        raise DataError(f"benchmark file {path}: record {bad[0]} is not a JSON object; each item must be one")
+    return recs
+
+
+def _is_records_file(path: str) -> bool:
+    low = path.lower()
+    for suf in (".gz", ".zst"):
+        if low.endswith(suf):
+            low = low[:-len(suf)]
+    return low.endswith((".jsonl", ".json", ".parquet"))
+
+
+def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: ScreenConfig) -> BenchmarkItems:
+    """Read every benchmark file into items and their text pieces (policy in the module docstring)."""
+    paths = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+    if not paths:
+        raise ConfigError("no benchmark files given; pass at least one --benchmark FILE")
+    base = [os.path.basename(p) for p in paths]
+    names = [b if base.count(b) == 1 else p for b, p in zip(base, paths)]
+    items = BenchmarkItems(names=names, item_bench=np.zeros(0, np.int32), item_ids=[])
+    bench: list[int] = []
+    for b, (path, name) in enumerate(zip(paths, names)):
+        if not os.path.isfile(path):
+            raise MissingFileError(f"benchmark file {path!r} does not exist")
+        n_before = len(items.piece_text)
+        if _is_records_file(path):
+            recs = _read_records(path)
+            missing = 0
+            for i, rec in enumerate(recs):
+                pieces = []
+                for f in cfg.fields:
+                    v = rec.get(f)
+                    if isinstance(v, str):
+                        pieces.append(v)
+                    elif isinstance(v, list):
+                        pieces.extend(x for x in v if isinstance(x, str))
+                if not pieces:
+                    missing += 1
+                    continue
+                rid = rec.get(cfg.item_id_field)
+                _add_item(items, bench, b, str(rid) if rid is not None else f"{name}:{i}", pieces)
+            items.no_field[name] = missing
+            if recs and missing == len(recs):
+                raise DataError(f"benchmark file {path!r}: no record has any of the fields {list(cfg.fields)}; "
+                                f"keys of the first record: {sorted(recs[0])[:12]}; pass fields=/--benchmark-field")
+            if missing:
+                logger.warning("benchmark %s: %d of %d records have none of the fields %s and are not indexed",
+                               name, missing, len(recs), list(cfg.fields))
+        else:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+            if cfg.text_unit == "file":
+                if text.strip():
+                    _add_item(items, bench, b, name, [text])
+            else:
+                for ln, line in enumerate(text.split("\n"), 1):
+                    if line.strip():
+                        _add_item(items, bench, b, f"{name}:{ln}", [line])
+            items.no_field[name] = 0
+        if len(items.piece_text) == n_before:
+            logger.warning("benchmark %s has no items", name)
+    items.item_bench = np.asarray(bench, np.int32)
+    return items
+
+
+def _add_item(items: BenchmarkItems, bench: list[int], b: int, item_id: str, pieces: list[str]) -> None:
+    idx = len(items.item_ids)
+    items.item_ids.append(item_id)
+    bench.append(b)
+    items.piece_text.extend(pieces)
+    items.piece_item.extend([idx] * len(pieces))
+
+
+# ----------------------------------------------------------------------------------------------------
+# N-gram hashing (device kernels)
+# ----------------------------------------------------------------------------------------------------
+
+def ngram_hashes(norm: Any, n: int, seed: int = 0, device: str = "cpu",
+                 chunk: int | None = None) -> tuple[Any, Any]:
+    """Word n-gram hashes of every normalized document, in order: (hashes uint64 (S,), base int64
+    (docs+1,)); n-gram j of document d (words j..j+n-1) is hashes[base[d] + j].
+
+    ``ops.bloom.ngram_hashes``: one scan per document on the CPU; on a GPU work per thread bounded by bytes
+    (a block per ``chunk`` n-grams, default kernels/bloom_cuda.NGRAM_CHUNK; tests cut at every n-gram). The same
+    array either way."""
+    return bloom_ops.ngram_hashes(device, norm, n, seed, chunk)
+
+
+def word_spans(data: Any, starts: Any, ends: Any, words: Any, cfg: NormalizeConfig,
+               device: str = "cpu", chunk: int | None = None) -> tuple[Any, Any, Any]:
+    """Original byte spans (absolute) of the normalized words of documents data[starts[d]:ends[d]];
+    ``words`` int64 (docs,) = their normalized word counts (from normalize_text). Returns (wbase int64
+    (docs+1,), word_start, word_end int64 (W,)). ``ops.bloom.word_spans``: one scan per document on the CPU; on a
+    GPU work per thread bounded by bytes (chunks of about ``chunk`` bytes, default kernels/bloom_cuda.WORD_SPAN_CHUNK;
+    tests cut at every few bytes). The same spans either way.
+
+    Raises:
+        RunError: if the word counts disagree with normalization (a bug)."""
+    xp = array_module(device)
+    map_off, map_cp = device_tables(cfg, device)
+    wbase, ws, we, counts = bloom_ops.word_spans(device, data, starts, ends, map_off, map_cp, words, chunk)
+    if not bool(to_host(xp.all(counts == words))):
+        raise RunError("word spans disagree with the normalizer's word count; this is a bug, please report it")
+    return wbase, ws, we
+
+
+# ----------------------------------------------------------------------------------------------------
+# The benchmark index
+# ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class BenchmarkIndex:
+    """hashes: sorted distinct n-gram hashes kept by the policy, uint64 (H,) (device module);
+    item_off int64 (H+1,), item int64 (E,): the items holding each hash (host); plus the items."""
+
+    hashes: Any
+    bitmap: Any  # uint32 prefilter: bit (h >> shift) set for every indexed hash (device module)
+    shift: int
+    item_off: np.ndarray
+    item: np.ndarray
+    items: BenchmarkItems
+    counts: dict[str, dict[str, int]]
+    policy: dict[str, Any]
+
+
+def build_index(items: BenchmarkItems, cfg: ScreenConfig, device: str = "cpu") -> BenchmarkIndex:
+    """Hash every piece's n-grams; drop the n-grams of the common-phrase policy (module docstring)."""
+    n_items = len(items.item_ids)
+    hashes, piece = _piece_ngrams(items.piece_text, cfg, device)
+    item = np.asarray(items.piece_item, np.int64)[piece] if piece.shape[0] else np.zeros(0, np.int64)
+    order = np.lexsort((item, hashes))
+    hashes, item = hashes[order], item[order]
+    first = np.ones(hashes.shape[0], bool)
+    first[1:] = (hashes[1:] != hashes[:-1]) | (item[1:] != item[:-1])
+    hashes, item = hashes[first], item[first]  # distinct (hash, item) pairs
+    screenable_before = np.zeros(n_items, bool)
+    screenable_before[item] = True
+
+    head = np.ones(hashes.shape[0], bool)
+    head[1:] = hashes[1:] != hashes[:-1]
+    gid = np.cumsum(head) - 1
+    per_hash = np.bincount(gid)
+    drop_freq = np.zeros(hashes.shape[0], bool)
+    if cfg.max_items_per_ngram is not None:
+        drop_freq = per_hash[gid] > cfg.max_items_per_ngram
+    common = np.zeros(0, np.uint64)
+    short_phrases = 0
+    if cfg.common_phrases:
+        common, cpiece = _piece_ngrams(list(cfg.common_phrases), cfg, device)
+        short_phrases = len(cfg.common_phrases) - np.unique(cpiece).shape[0]
+        if short_phrases:
+            logger.warning("%d common phrase(s) have fewer than n=%d words and ignore nothing", short_phrases,
+                           cfg.ngram)
+        common = np.unique(common)
+    drop_common = np.isin(hashes, common) & ~drop_freq
+    keep = ~(drop_freq | drop_common)
+
+    counts: dict[str, dict[str, int]] = {}
+    kept_items = np.zeros(n_items, bool)
+    kept_items[item[keep]] = True
+    for b, name in enumerate(items.names):
+        mine = items.item_bench == b
+        in_b = mine[item] if item.shape[0] else np.zeros(0, bool)
+        counts[name] = {
+            "items": int(mine.sum()),
+            "records_without_fields": int(items.no_field.get(name, 0)),
+            "items_too_short": int((mine & ~screenable_before).sum()),
+            "items_screened": int((mine & kept_items).sum()),
+            "items_only_common_ngrams": int((mine & screenable_before & ~kept_items).sum()),
+            "ngrams": int(in_b.sum()),
+            "ngrams_ignored_frequent": int((in_b & drop_freq).sum()),
+            "ngrams_ignored_common_phrase": int((in_b & drop_common).sum()),
+            "documents_flagged": 0, "items_matched": 0, "match_rows": 0,
+        }
+        if counts[name]["items_too_short"]:
+            logger.warning("benchmark %s: %d item(s) have fewer than n=%d words and cannot be screened at this n",
+                           name, counts[name]["items_too_short"], cfg.ngram)
+    hashes, item = hashes[keep], item[keep]
+    head = np.ones(hashes.shape[0], bool)
+    head[1:] = hashes[1:] != hashes[:-1]
+    starts = np.flatnonzero(head)
+    item_off = np.append(starts, hashes.shape[0]).astype(np.int64)
+    policy = {"ngram": cfg.ngram, "min_ngram": cfg.min_ngram, "min_matches": cfg.min_matches,
+              "max_items_per_ngram": cfg.max_items_per_ngram, "common_phrases": len(cfg.common_phrases),
+              "common_phrases_shorter_than_n": int(short_phrases),
+              "normalize": {**cfg.normalize.__dict__}, "fields": list(cfg.fields), "text_unit": cfg.text_unit,
+              "hash": f"xxh64(seed={cfg.seed}) of the n-gram's normalized UTF-8 bytes",
+              "distinct_ngrams_indexed": int(starts.shape[0])}
+    keys = hashes[starts].copy()
+    bitmap, shift = _prefilter(keys)
+    return BenchmarkIndex(to_device(keys, device), to_device(bitmap, device), shift, item_off, item, items, counts,
+                          policy)
+
+
+def _prefilter(keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """A bitmap of 2^b bits (b: at least 64 bits per key, 2^10 to 2^30) addressed by the top b bits of a
+    hash: an n-gram whose bit is clear is not indexed (one cache-friendly read instead of a binary search);
+    about 1/64 of absent n-grams pass to the search."""
+    b = int(min(30, max(10, np.ceil(np.log2(max(keys.shape[0], 1))) + 6)))
+    shift = 64 - b
+    bitmap = np.zeros(1 << (b - 5), np.uint32)
+    top = keys >> np.uint64(shift)
+    np.bitwise_or.at(bitmap, (top >> np.uint64(5)).astype(np.int64),
+                     (np.uint32(1) << (top & np.uint64(31)).astype(np.uint32)))
+    return bitmap, shift
+
+
+def _piece_ngrams(texts: list[str], cfg: ScreenConfig, device: str) -> tuple[np.ndarray, np.ndarray]:
+    """Host (hashes uint64, piece index int64) of the n-grams of each text."""
+    if not texts:
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    norm = normalize_text(pa.array(texts, pa.large_string()), cfg.normalize, device)
+    h, base = ngram_hashes(norm, cfg.ngram, cfg.seed, device)
+    piece = repeat_index(array_module(device), base[1:] - base[:-1])
+    return to_host(h), to_host(piece)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Scanning
+# ----------------------------------------------------------------------------------------------------
+
+def screen_batch(text: pa.Array, index: BenchmarkIndex, cfg: ScreenConfig, device: str = "cpu") -> list[dict]:
+    """Flagged (document, item) pairs of one batch: dicts with doc (batch index), item, matched_ngrams,
+    sample_ngrams, sample_byte_start, sample_byte_end (relative to the document)."""
+    xp = array_module(device)
+    data, offsets = arrow_text_buffers(text)
+    dd, doff = to_device(data, device), to_device(offsets, device)
+    norm = normalize_arrays(dd, doff, cfg.normalize, device)
+    h, base = ngram_hashes(norm, cfg.ngram, cfg.seed, device)
+    if int(index.hashes.shape[0]) == 0 or h.shape[0] == 0:
+        return []
+    pos = bloom_ops.member_sorted(device, index.hashes, index.bitmap, index.shift, h)
+    hit_idx = xp.flatnonzero(pos >= 0)
+    if hit_idx.shape[0] == 0:
+        return []
+    hit_idx_h = to_host(hit_idx)
+    base_h = to_host(base)
+    doc = np.searchsorted(base_h[1:], hit_idx_h, side="right")
+    j = hit_idx_h - base_h[doc]
+    hsh = to_host(h[hit_idx])
+    hpos = to_host(pos[hit_idx])
+    # expand each hit to the items holding its n-gram
+    cnt = index.item_off[hpos + 1] - index.item_off[hpos]
+    rep = np.repeat(np.arange(hpos.shape[0]), cnt)
+    within = np.arange(rep.shape[0]) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    item = index.item[index.item_off[hpos][rep] + within]
+    doc, j, hsh = doc[rep], j[rep], hsh[rep]
+    # distinct n-grams per (doc, item): first occurrence of each hash
+    order = np.lexsort((j, hsh, item, doc))
+    doc, item, hsh, j = doc[order], item[order], hsh[order], j[order]
+    first = np.ones(doc.shape[0], bool)
+    first[1:] = (doc[1:] != doc[:-1]) | (item[1:] != item[:-1]) | (hsh[1:] != hsh[:-1])
+    doc, item, j = doc[first], item[first], j[first]
+    order = np.lexsort((j, item, doc))
+    doc, item, j = doc[order], item[order], j[order]
+    grp = np.ones(doc.shape[0], bool)
+    grp[1:] = (doc[1:] != doc[:-1]) | (item[1:] != item[:-1])
+    gstart = np.flatnonzero(grp)
+    gsize = np.diff(np.append(gstart, doc.shape[0]))
+    ok = gsize >= cfg.min_matches
+    if not ok.any():
+        return []
+    gstart, gsize = gstart[ok], gsize[ok]
+    flagged_docs = np.unique(doc[gstart])
+    # original byte spans of the words of the flagged documents only
+    words = to_host(norm.words)[flagged_docs]
+    wbase, ws, we = word_spans(dd, doff[to_device(flagged_docs, device)], doff[to_device(flagged_docs + 1, device)],
+                               to_device(words, device), cfg.normalize, device)
+    wbase, ws, we = to_host(wbase), to_host(ws), to_host(we)
+    slot = {int(d): k for k, d in enumerate(flagged_docs.tolist())}
+    n = cfg.ngram
+    out = []
+    for g0, gs in zip(gstart.tolist(), gsize.tolist()):
+        d = int(doc[g0])
+        k = slot[d]
+        js = j[g0:g0 + min(gs, cfg.max_samples)]
+        s_abs = ws[wbase[k] + js]
+        e_abs = we[wbase[k] + js + n - 1]
+        samples = [bytes(data[s:e]).decode("utf-8", "replace") for s, e in zip(s_abs.tolist(), e_abs.tolist())]
+        d0 = int(offsets[d])
+        out.append({"doc": d, "item": int(item[g0]), "matched_ngrams": gs, "sample_ngrams": samples,
+                    "sample_byte_start": (s_abs - d0).tolist(), "sample_byte_end": (e_abs - d0).tolist()})
+    return out
+
+
+def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | str | os.PathLike,
+           cfg: ScreenConfig | None = None, output_dir: str | os.PathLike | None = None,
+           device: str = "cpu") -> ScreenResult:
+    """Flag corpus documents sharing >= cfg.min_matches word n-grams with a benchmark item (policy in the
+    module docstring). Streams the corpus in batches; the benchmark index is held in memory (8 bytes per
+    distinct n-gram on the device, 16 per (n-gram, item) pair on the host). Never modifies the corpus.
+
+    Args:
+        corpus_source: path(s), glob(s) or a directory of the corpus, a pyarrow Table or a pandas DataFrame.
+        benchmark_files: the benchmark file(s): jsonl / parquet (``cfg.fields``) or plain text.
+        cfg: the ``ScreenConfig`` (None: its defaults).
+        output_dir: where matches.parquet, counts.json and screen.json go (None: in memory).
+        device: "cpu", "cuda" or "auto".
+
+    Returns:
+        A ``ScreenResult``: the (document, item) matches, the flagged ids, the counts.
+
+    Raises:
+        ConfigError: ``output_dir`` at or under an input (corpus or benchmark), refused before anything is read.
+        GpuDedupError: a benchmark or corpus that cannot be read (the message names the file).
+    """
+    cfg = cfg or ScreenConfig()
+    if output_dir is not None:
+        check_outside_inputs({"output_dir": output_dir}, input_roots(corpus_source) + input_roots(benchmark_files))
+    device, threads = resources(device)
+    note_compiling(device, ("screen",))  # before any bar: a first run compiles the n-gram hash kernels
+    steps = Steps()
+    with steps("index"):
+        items = read_benchmarks(benchmark_files, cfg)
+        index = build_index(items, cfg, device)
+    files = io.source_files(corpus_source)
+    report = io.ReadReport()
+    bb = batch_bytes(cfg.batch_bytes, device)
+    rows: dict[str, list] = {name: [] for name in MATCHES_SCHEMA.names}
+    docs_scanned = bytes_scanned = 0
+    all_ids: list[pa.Array] = []
+    with steps("scan"):  # a first run's kernel compiling goes to timings["compile"]
+        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
+                                     on_error=cfg.on_error, report=report):
+            found = screen_batch(batch.text, index, cfg, device)
+            docs_scanned += len(batch.text)
+            all_ids.append(batch.ids)
+            source = files[batch.file_index].relpath
+            for m in found:
+                rows["id"].append(batch.ids[m["doc"]].as_py())
+                rows["benchmark"].append(items.names[int(items.item_bench[m["item"]])])
+                rows["item_id"].append(items.item_ids[m["item"]])
+                for key in ("matched_ngrams", "sample_ngrams", "sample_byte_start", "sample_byte_end"):
+                    rows[key].append(m[key])
+                rows["row"].append(batch.row_start + m["doc"])
+                rows["source"].append(source)
+    t_scan = steps.timings["scan"]
+    bytes_scanned = report.bytes_text
+    matches = pa.table(rows, schema=MATCHES_SCHEMA)
+    counts = index.counts
+    for name in items.names:
+        sel = [i for i, b in enumerate(rows["benchmark"]) if b == name]
+        counts[name]["match_rows"] = len(sel)
+        counts[name]["documents_flagged"] = len({rows["row"][i] for i in sel})
+        counts[name]["items_matched"] = len({rows["item_id"][i] for i in sel})
+    totals = {"documents": docs_scanned, "bytes": bytes_scanned, "documents_flagged": len(set(rows["row"])),
+              "match_rows": len(rows["row"])}
+    stats = header("screen", device=device, threads=threads, config=dataclasses.asdict(cfg), files=files,
+                   read=report, counts=totals, timings=steps.timings)
+    stats.update({
+        "stage": "screen", "policy": index.policy, "benchmarks": items.names,
+        "totals": totals,  # = counts (the shared header's name), kept under its earlier name
+        "throughput": {"docs_per_s": docs_scanned / t_scan if t_scan > 0 else None,
+                       "mb_per_s": bytes_scanned / 1e6 / t_scan if t_scan > 0 else None},
+        "note": "n-gram overlap is a bounded contamination signal: it reports, never removes; short items, "
+                "paraphrases and translations can evade it",
+    })
+    steps.total()
+    out = None
+    if output_dir is not None:
+        out = os.fspath(output_dir)
+        os.makedirs(out, exist_ok=True)
+        write_table(matches, MATCHES_SCHEMA, os.path.join(out, "matches.parquet"))
+        io.write_json_atomic(counts, os.path.join(out, "counts.json"))
+        finish(out, stats, name="screen.json")
+    logger.info("screen: %d of %d documents flagged", stats["totals"]["documents_flagged"], docs_scanned)
+    ids = pa.chunked_array(all_ids, pa.string()).combine_chunks() if all_ids else pa.array([], pa.string())
+    return ScreenResult(matches, counts, stats, out, ids)
+
+
+__all__ = ["ScreenConfig", "ScreenResult", "screen", "load_phrases", "read_benchmarks", "build_index",
+           "screen_batch", "ngram_hashes", "word_spans", "MATCHES_SCHEMA"]

@@ -1,0 +1,44 @@
+"""SemDeDup as one step of a pipeline (``runtime.program.Step``, kind "dedup"): ``semantic_dedup`` over the step's
+view; a semantic duplicate's representative is the kept end of its chain of matches (``decisions.fold_removals``).
+The engine writes the step's kept records (it writes none of its own)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..decisions import row_positions
+from ..errors import ConfigError
+from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, file_sources
+from .config import SemanticConfig
+
+
+@dataclass(frozen=True)
+class Semantic:
+    """Semantic dedup (embeddings -> k-means -> within-cluster cosine): ``config`` (a ``SemanticConfig``)."""
+
+    name: ClassVar[str] = "semantic"
+    kind: ClassVar[Kind] = "dedup"
+    outputs: ClassVar[Outputs] = Outputs(stats="semantic.json", table="semantic_decisions.parquet",
+                                         files=("semantic/",))
+    config: SemanticConfig = field(default_factory=SemanticConfig)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, SemanticConfig):
+            raise ConfigError(f"Semantic takes a SemanticConfig, got {type(self.config).__name__}")
+
+    def run(self, view: Any, out: str, env: Env) -> StepRun:
+        from ..config import RunConfig
+        from .run import semantic_dedup
+
+        env.local_only(self.name)
+        reading = env.reading.apply(RunConfig(progress=env.progress))
+        res = semantic_dedup(view, self.config, out, device=env.device, run=reading)
+        d = res.decisions
+        ids = d["id"].combine_chunks()
+        values = {"cosine": d["cosine"], "semantic_nearest_id": d["nearest_id"],
+                  "semantic_cluster": d["semantic_cluster"]}
+        verdicts = Verdicts(ids, file_sources(res.stats), np.asarray(d["keep"].to_numpy(zero_copy_only=False), bool),
+                            d["reason"].combine_chunks(), row_positions(d["matched_id"], ids), None, values)
+        return StepRun(res, verdicts, None)

@@ -1,0 +1,43 @@
+"""Exact-substring dedup as one step of a pipeline (``runtime.program.Step``, kind "span"): ``substring_dedup``
+over the step's view; it cuts repeated spans and removes no document, so its verdicts keep every one."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pyarrow.parquet as pq
+
+from ..errors import ConfigError
+from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, file_sources
+from .config import SubstringConfig
+from .dedup import DOCS_FILE, OUTPUT_DIR, SPANS_FILE, STATS_FILE
+
+
+@dataclass(frozen=True)
+class Substring:
+    """Exact-substring dedup (suffix arrays; spans of at least ``config.min_tokens`` tokens): ``config`` (a
+    ``SubstringConfig``; its reading settings are the run's)."""
+
+    name: ClassVar[str] = "substring"
+    kind: ClassVar[Kind] = "span"
+    outputs: ClassVar[Outputs] = Outputs(stats=STATS_FILE, table=DOCS_FILE, kept=OUTPUT_DIR,
+                                         files=(SPANS_FILE, "substring_report.html"))
+    config: SubstringConfig = field(default_factory=SubstringConfig)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, SubstringConfig):
+            raise ConfigError(f"Substring takes a SubstringConfig, got {type(self.config).__name__}")
+
+    def run(self, view: Any, out: str, env: Env) -> StepRun:
+        from .dedup import substring_dedup
+
+        env.local_only(self.name)
+        cfg = env.reading.apply(self.config)
+        if cfg.work_dir is None and env.work_dir is not None:  # the spilled tokens go to the run's work directory
+            os.makedirs(env.work_dir, exist_ok=True)
+            cfg = dataclasses.replace(cfg, work_dir=env.work_dir)
+        res = substring_dedup(view, cfg, out, device=env.device, overwrite=env.overwrite)
+        ids = pq.read_table(os.path.join(out, DOCS_FILE), columns=["id"])["id"].combine_chunks()
+        return StepRun(res, Verdicts.all_kept(ids, file_sources(res.stats)), os.path.join(out, OUTPUT_DIR))

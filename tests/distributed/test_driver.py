@@ -1,0 +1,97 @@
+"""The Ray engine's driver without a cluster: its plan is a declared table of the task functions (no task
+found by a string), and the key ranges it asks for are checked and capped by the input's size."""
+import glob
+import logging
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import gpu_dedup
+from gpu_dedup import RunConfig, io
+from gpu_dedup.distributed import driver, options, stages
+
+
+def test_plan_declares_every_task_once():
+    """PLAN holds every task function of stages.py and options.py once, by reference (go to definition
+    follows it); the GPU stages are the map and reduce tasks; the driver finds no task by a name."""
+    tasks = {f for m in (stages, options) for f in vars(m).values() if callable(f) and hasattr(f, "stage")}
+    assert len(tasks) == 15 and {s.fn for s in driver.PLAN} == tasks and len(driver.PLAN) == len(tasks)
+    names = [s.name for s in driver.PLAN]
+    assert len(set(names)) == len(names) and names[0] == "sign" and names[-2:] == ["write", "index_rows"]
+    assert [s.name for s in driver.PLAN if s.device] == ["sign", "exact", "buckets", "members", "policy"]
+    assert all(s.fn.__name__ == s.name and s.fn.__module__.startswith("gpu_dedup.distributed.") for s in driver.PLAN)
+    here = os.path.dirname(driver.__file__)
+    for path in glob.glob(os.path.join(here, "*.py")):
+        with open(path) as fh:
+            src = fh.read()
+        for pattern in ("globals()[", "getattr(stages", "getattr(options"):
+            assert pattern not in src, (path, pattern)
+
+
+def test_walk_runs_the_stages_that_apply_in_order():
+    """walk: the stages whose ``when`` holds, in PLAN order, each with its driver hooks and arguments."""
+    ran = []
+
+    class Fake(driver.Driver):
+        def stage(self, stage, *args):
+            ran.append((stage.name, args))
+            if stage is driver.SIGN:
+                return [{"rows": 2, "stamp": {}}]
+            if stage is driver.EXACT:
+                return [{"duplicate_ids": False}]
+            if stage is driver.STAR:
+                return [{"fingerprint": [0, 0, 0]}]
+            return [{}]
+
+    job = stages.Job(RunConfig(progress=False), "cpu", ["f"], "w", 1)
+    d = Fake(None, job, [], "/out", None, None, "fp", {}, {})
+    driver.walk(d)
+    assert [n for n, _ in ran] == ["sign", "exact", "bands", "buckets", "star", "star", "star", "labels", "members",
+                                   "policy", "resolve", "sizes", "write"]
+    assert job.offsets == [0, 2] and job.run_key  # the sign hook
+    assert ran[-1] == ("write", ("/out",)) and ran[7] == ("labels", (2, ["g000000"]))
+    assert list(d.results) == [s for s in driver.PLAN if s.name in {n for n, _ in ran}]
+
+
+@pytest.mark.parametrize("bad", [0, -3, True, 2.0, "4"])
+def test_partitions_must_be_a_whole_number(bad, tmp_path):
+    t = pa.table({"id": ["a"], "text": ["x y z"]})
+    with pytest.raises(ValueError, match=r"partitions=.* is no number of key ranges: pass a whole number >= 1"):
+        gpu_dedup.deduplicate(t, RunConfig(progress=False), work_dir=tmp_path / "w", engine="ray", partitions=bad)
+    assert not (tmp_path / "w").exists()
+
+
+def test_workers_and_address_exclude_each_other(tmp_path):
+    t = pa.table({"id": ["a"], "text": ["x y z"]})
+    with pytest.raises(ValueError, match="--workers 2 starts a local Ray cluster and --address auto joins a running "
+                                         "one: pass one of them"):
+        gpu_dedup.deduplicate(t, RunConfig(progress=False), tmp_path / "o", engine="ray", workers=2, address="auto")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("bad", ["0", "-3"])
+def test_cli_partitions_must_be_a_whole_number(bad, tmp_path, capsys):
+    from gpu_dedup.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(tmp_path), "-o", str(tmp_path / "o"), "--engine", "ray", "--partitions", bad])
+    assert e.value.code == 2 and f"--partitions: expected a whole number >= 1, got '{bad}'" in capsys.readouterr().err
+
+
+def test_partitions_cap_follows_the_input_size(tmp_path, monkeypatch, caplog):
+    """Asked for: kept up to the cap, max(DEFAULT_PARTITIONS, input bytes / PARTITION_BYTES), else cut to it
+    with a warning; not asked for: the cluster's CPUs, at most DEFAULT_PARTITIONS."""
+    pq.write_table(pa.table({"id": [str(i) for i in range(2000)], "text": ["word " * 20] * 2000}), tmp_path / "a.parquet")
+    files = io.source_files(str(tmp_path / "a.parquet"))
+    size = os.path.getsize(tmp_path / "a.parquet")
+    top = driver.DEFAULT_PARTITIONS
+    assert driver.key_ranges(None, 2, files) == 2 and driver.key_ranges(None, 1000, files) == top
+    assert driver.key_ranges(top, 2, files) == top and driver.key_ranges(3, 2, files) == 3
+    with caplog.at_level(logging.WARNING, logger="gpu_dedup.distributed"):
+        assert driver.key_ranges(100_000, 2, files) == top
+    assert "--partitions 100000: more key ranges than" in caplog.text
+    monkeypatch.setattr(driver, "PARTITION_BYTES", 16)  # a big input, in small units
+    cap = -(-size // 16)
+    assert cap > top and driver.key_ranges(cap, 2, files) == cap and driver.key_ranges(cap + 1, 2, files) == cap

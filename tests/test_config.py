@@ -43,10 +43,14 @@ def test_input_fields_stay_keyword_only_so_positional_fields_keep_their_order():
 
 
 def test_flags_take_their_defaults_from_the_configs():
+    from gpu_dedup.cli.common import env_from_args
+
     screen = build_parser().parse_args(["screen", "c.jsonl", "--benchmark", "b.jsonl", "-o", "o"])
     d = ScreenConfig()
-    assert (screen.ngram, screen.min_matches, screen.min_ngram, screen.benchmark_text_unit, screen.id_field,
-            screen.text_field) == (d.ngram, d.min_matches, d.min_ngram, d.text_unit, d.id_field, d.text_field)
+    reading = env_from_args(screen).reading  # a common flag not given reads as the config's default
+    assert (screen.ngram, screen.min_matches, screen.min_ngram, screen.benchmark_text_unit, reading.id_field,
+            reading.text_field, reading.on_error) == (d.ngram, d.min_matches, d.min_ngram, d.text_unit, d.id_field,
+                                                      d.text_field, d.on_error)
     run = build_parser().parse_args(["run", "c.jsonl", "-o", "o"])
     p = ParagraphConfig()
     assert (run.paragraph_split, run.bloom_fp, run.expected_paragraphs) == (p.split, p.bloom.fp_rate,

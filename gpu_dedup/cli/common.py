@@ -10,7 +10,9 @@ hands its steps.
     --config FILE                       a TOML or YAML file of the command's flags (``config_tokens``)
     --id-field, --text-field, --on-error, --batch-mb    how the input is read (``config.InputConfig``)
 
-``add_common`` adds the ones a command's own flags do not already give (``run`` and ``filter`` make some from their
+A common flag not given is None (its default is the config's, applied by ``reading`` / ``env_from_args``), so
+that a recipe's or a config file's value can stand where the command line is silent. ``add_common`` adds the ones a
+command's own flags do not already give (``run`` and ``filter`` make some from their
 configs' field metadata: the same names, types and choices). A ``--config`` file and a recipe step hold flags by
 name (without the dashes; ``_`` or ``-``): ``config_tokens`` turns such a mapping into the tokens the command's own
 parser reads, so a file means exactly what the command line does.

@@ -2,6 +2,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 try:
     import tomllib
 except ImportError:  # Python 3.10
@@ -82,3 +84,117 @@ def test_no_name_of_ours_shadows_an_installed_package(tmp_path):
     code = f"import sys; sys.path.insert(1, {str(fake.parent)!r}); import kernels; print(kernels.WHO)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "the installed package", out.stderr
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What `pip install .` alone gives (issue 36 item 5): a Python in which every installed package outside the core
+# dependencies' closure is hidden, as if README's demo command had been the only install.
+# ----------------------------------------------------------------------------------------------------------------
+
+def _core_closure() -> set[str]:
+    """The normalized names of the distributions `pip install .` installs: pyproject's core dependencies and,
+    transitively, what they require (their installed metadata, markers evaluated here, extras followed)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    seen: set[str] = {"gpu-dedup"}
+    todo = [(Requirement(d), "") for d in deps]
+    while todo:
+        req, extra = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": extra}):
+            continue
+        name = canonicalize_name(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = metadata.distribution(name).requires or []
+        except metadata.PackageNotFoundError:  # optional for this platform / Python, and not installed here
+            continue
+        todo += [(Requirement(r), e) for r in requires for e in {"", *req.extras}]
+    return seen
+
+
+def _hidden_modules() -> dict[str, list[str]]:
+    """{distribution: its top-level modules} for the distributions installed here outside the core closure."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    core = _core_closure()
+    hidden: dict[str, list[str]] = {}
+    for top, dists in metadata.packages_distributions().items():
+        if top.isidentifier() and not any(canonicalize_name(d) in core for d in dists):
+            for d in dists:
+                hidden.setdefault(canonicalize_name(d), []).append(top)
+    # a distribution with a .pth file ran code at start-up (numba-cuda redirects numba.cuda): hiding its modules
+    # afterwards only makes noise that a Python without it never shows, so it stays
+    return {d: tops for d, tops in hidden.items()
+            if not any(f.suffix == ".pth" for f in metadata.distribution(d).files or [])}
+
+
+def run_core_only(args: list[str], cwd: Path, hide: tuple[str, ...] = ()):
+    """``gpu-dedup ARGS`` in a subprocess that sees only the core install (plus the modules ``hide``): a hidden
+    module is None in sys.modules, so importing it raises ImportError as if it were not installed."""
+    import os
+    import subprocess
+    import sys
+
+    hidden = [top for tops in _hidden_modules().values() for top in tops] + list(hide)
+    code = ("import sys\nfor m in %r:\n    sys.modules.setdefault(m, None)\n"
+            "from gpu_dedup.cli.main import main\nsys.exit(main(sys.argv[1:]))\n" % hidden)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def test_core_only_python_hides_the_extras(tmp_path):
+    """The simulator itself: the extras' packages (those installed here) are hidden, the core's are not."""
+    import importlib.util
+
+    hidden = {top for tops in _hidden_modules().values() for top in tops}
+    assert {"numpy", "pyarrow", "numba", "pandas", "yaml"}.isdisjoint(hidden)
+    for extra_only in ("pytest", "datasketch", "pydivsufsort", "ray", "torch"):
+        if importlib.util.find_spec(extra_only) is not None:
+            assert extra_only in hidden, extra_only
+
+
+def test_demo_report_has_plots_after_the_demo_install(tmp_path):
+    """Issue 36 item 5: README's first command (`pip install .`, then the demo) gives a report with its plots
+    (it said "(0 plots)" and "Plots need matplotlib")."""
+    r = run_core_only(["demo", "-o", str(tmp_path / "d")], tmp_path)
+    assert r.returncode == 0, r.stderr
+    written = re.search(r"wrote run report .*\((\d+) plots\)", r.stderr)
+    assert written and int(written.group(1)) > 0, r.stderr[-2000:]
+    page = (tmp_path / "d" / "report.html").read_text()
+    assert "Plots need matplotlib" not in page and "<img" in page
+
+
+def test_readme_params_plot_example_runs_after_the_demo_install(tmp_path):
+    """README's `gpu-dedup params --threshold 0.8 --num-perm 112 [--plot s.png]` after the demo's install (it
+    exited 1: "plotting S-curves needs matplotlib")."""
+    readme = (ROOT / "README.md").read_text()
+    example = re.search(r"`gpu-dedup (params [^`\[]*)\[(--plot \S+)\]`", readme)
+    assert example, "README lost the params --plot example"
+    args = example.group(1).split() + example.group(2).split()
+    r = run_core_only(args, tmp_path)
+    assert r.returncode == 0, r.stderr
+    png = tmp_path / args[-1]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("command", [["substring"], ["run", "--substring-dedup"]])
+def test_substring_without_its_extra_is_one_line_naming_it(tmp_path, command):
+    """Issue 36 item 5: `substring` without pydivsufsort said `No module named 'pydivsufsort'` in a traceback;
+    like every other missing extra it is one line naming the extra, before any input is read."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join('{"id": "%d", "text": "the same long sentence of words %d"}\n' % (i, i % 2)
+                           for i in range(4)))
+    r = run_core_only([command[0], str(src), "-o", str(tmp_path / "o"), *command[1:]], tmp_path,
+                      hide=("pydivsufsort",))
+    assert r.returncode != 0 and not (tmp_path / "o").exists()
+    assert "Traceback" not in r.stderr, r.stderr
+    err = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(err) == 1 and "pip install 'gpu-dedup[substring]'" in err[0] and "pydivsufsort" in err[0], err

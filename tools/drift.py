@@ -19,6 +19,7 @@ Exit status: pytest's (0 when the tests pass on the newest versions, whatever di
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -47,8 +48,6 @@ def installed_versions(py: str) -> dict[str, str]:
     """{normalized name: public version} of the venv whose python is ``py`` (its own reading of the metadata)."""
     code = ("import json, sys; sys.path.insert(0, %r); import lock; print(json.dumps(lock.installed()))"
             % os.path.dirname(os.path.abspath(__file__)))
-    import json
-
     return json.loads(subprocess.run([py, "-c", code], check=True, capture_output=True, text=True).stdout)
 
 

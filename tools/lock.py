@@ -44,7 +44,10 @@ def readme_commands(readme: str | None = None) -> dict[str, str]:
     """README's two set-up commands: {"demo": ..., "test": ...} (the test command is the line after the
     ``<!-- test-command -->`` marker, as .ci/run reads it; the demo command is the bash block ending in
     ``gpu-dedup demo``)."""
-    text = readme if readme is not None else open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    if readme is None:
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+    text = readme
     test = re.search(r"<!-- test-command -->\n```bash\n(.*)\n```", text)
     demo = re.search(r"```bash\n(.*gpu-dedup demo)\n```", text)
     if not test or not demo:
@@ -88,7 +91,9 @@ def read_lock(path: str = LOCK, python: str | None = None) -> dict[str, str]:
     the forms ``write_lock`` writes (``name==version`` and ``python_version == "X"`` markers joined by ``or``)."""
     python = python or "%d.%d" % sys.version_info[:2]
     pins = {}
-    for n, line in enumerate(open(path, encoding="utf-8"), 1):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for n, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
@@ -108,8 +113,8 @@ def write_lock(path: str, by_python: dict[str, dict[str, tuple[str, str]]], pip_
     names = sorted({n for pins in by_python.values() for n in pins})
     lines = [
         f"# Every distribution README's test command installs, pinned: Python {', '.join(pythons)} on Linux x86_64.",
-        f"# Written by `python tools/lock.py` on {datetime.date.today()} (pip {pip_version}'s resolver, the newest "
-        "versions then); do not edit.",
+        (f"# Written by `python tools/lock.py` on {datetime.date.today()} (pip {pip_version}'s resolver, the newest "
+         "versions then); do not edit."),
         "# README's set-up commands and .ci/run install with `-c constraints.txt`; `python tools/drift.py` tests the",
         "# newest versions against these (docs/install.md).",
     ]
@@ -153,7 +158,9 @@ def resolve(python: str, installs: list[list[str]], work: str) -> tuple[str, dic
     for i, args in enumerate(installs):
         report = os.path.join(work, f"report{i}.json")
         run([py, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed", "--report", report, *args], cwd=ROOT)
-        for item in json.load(open(report, encoding="utf-8"))["install"]:
+        with open(report, encoding="utf-8") as f:
+            items = json.load(f)["install"]
+        for item in items:
             name, v = item["metadata"]["name"], public(item["metadata"]["version"])
             key = normalize(name)
             if key == PROJECT:

@@ -341,12 +341,15 @@ def test_ci_tested_the_pinned_versions():
     """In CI (.ci/run: a fresh venv, README's test command), every installed distribution is pinned and at its
     pinned version: what CI passed on is what a fresh clone installs."""
     import sys
+    import sysconfig
     from importlib import metadata
 
     from packaging.utils import canonicalize_name
 
     pins = _pins("%d.%d" % sys.version_info[:2])
-    have = {canonicalize_name(d.metadata["Name"]): d.version.split("+")[0] for d in metadata.distributions()}
+    # the venv's site-packages only: an imported Ray puts its vendored copies (colorama) on sys.path
+    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    have = {canonicalize_name(d.metadata["Name"]): d.version.split("+")[0] for d in metadata.distributions(path=site)}
     have.pop("gpu-dedup", None)
     assert have.get("pip") == pins["pip"]
     wrong = {n: (pins.get(n), v) for n, v in have.items() if pins.get(n) != v and n not in ("setuptools", "wheel")}

@@ -199,10 +199,13 @@ def lock(pythons: list[str], out: str) -> None:
 
 
 def installed() -> dict[str, str]:
-    """{normalized name: public version} of this Python's installed distributions (the project left out)."""
+    """{normalized name: public version} of the distributions installed in this Python's site-packages (the
+    project left out)."""
+    import sysconfig
     from importlib import metadata
 
-    found = {normalize(d.metadata["Name"]): public(d.version) for d in metadata.distributions()}
+    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})  # not what sys.path gained
+    found = {normalize(d.metadata["Name"]): public(d.version) for d in metadata.distributions(path=site)}
     found.pop(PROJECT, None)
     return found
 

@@ -70,6 +70,10 @@ def check_composition(cfg: RunConfig, *, paragraph: ParagraphConfig | None, para
     if substring is not None and substring_order == "after" and not cfg.write_deduplicated:
         raise ConfigError("substring_order='after' cuts spans from OUT/deduplicated/, which write_deduplicated=False "
                           "turns off: drop one of them, or use substring_order='beside'")
+    if substring is not None:  # its missing extra: one line before anything is read, not after the lexical stages
+        from ..substring.suffix import require_library
+
+        require_library(cfg.device)
 
 
 def stage_configs(cfg: RunConfig, paragraph: ParagraphConfig | None,

@@ -69,6 +69,7 @@ from ..runtime.outputs import input_roots
 from ..runtime.run import Steps, finish, header, owned, peak_rss_bytes, resources
 from .config import SubstringConfig
 from .spans import KeepOrder, Matches, byte_cuts, cut_spans, find_matches
+from .suffix import require_library
 from .tokens import Tokens, TokenStore, load_tokenizer, tokenizer_tokens, word_tokens
 
 logger = logging.getLogger(__name__)
@@ -392,6 +393,7 @@ def _substring_dedup(source: Any, cfg: SubstringConfig | None, output_dir: str |
                      device: str) -> SubstringResult:
     cfg = cfg or SubstringConfig()
     device, threads = resources(device)
+    require_library(device)  # a missing extra is one line now, not a traceback after the whole read
     note_compiling(device, ("substring",))  # a first run compiles the Kasai and span-hash kernels: said first
     steps = Steps()
     times = steps.timings

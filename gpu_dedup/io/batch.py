@@ -20,7 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError, GpuDedupError
+from .check import (Checker, StreamFailure, file_done, no_documents, note_missing_ids, record_failure,
+                    stream_failure)
 from .discover import InputError, InputFile
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
@@ -57,7 +59,10 @@ class ReadReport:
     ``on_error="skip"`` (``line`` 1-based for JSON Lines, ``row`` 0-based physical for Parquet / tables,
     the other None); invalid_utf8_rows: rows kept with their invalid UTF-8 replaced by U+FFFD; empty_files:
     the relpaths of files with zero rows; file_rows: the documents given per file, in reading order (a pipeline
-    step's rows name their input file with it).
+    step's rows name their input file with it); generated_ids: the relpaths of files without the id field (their
+    ids were generated). A file whose stored data fails to decode is skipped whole (on_error="skip"): its one
+    entry in ``skipped`` has ``level`` "file", ``what`` (e.g. "corrupt gzip stream"), ``records`` (lines or
+    rows decoded / held, when known) and ``bytes`` (its size as stored), none of its rows is counted.
     """
 
     files: int = 0
@@ -67,6 +72,7 @@ class ReadReport:
     invalid_utf8_rows: int = 0
     empty_files: list[str] = field(default_factory=list)
     file_rows: list[int] = field(default_factory=list)
+    generated_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """The report as a JSON-ready dict (its fields by name; ``merge`` takes it back)."""
@@ -81,6 +87,44 @@ class ReadReport:
         self.invalid_utf8_rows += part["invalid_utf8_rows"]
         self.empty_files.extend(part["empty_files"])
         self.file_rows.extend(part.get("file_rows", ()))
+        self.generated_ids.extend(part.get("generated_ids", ()))
+
+
+_FILES_NAMED = 5  # skipped / empty files named in a summary line
+
+
+def _named(items: list[str]) -> str:
+    more = len(items) - _FILES_NAMED
+    return "; ".join(items[:_FILES_NAMED]) + (f"; and {more:,} more" if more > 0 else "")
+
+
+def read_summary(read: dict) -> list[str]:
+    """The lines a command prints about its read (a ``ReadReport.to_dict()``, run.json's ``read``): the bad
+    records and the files skipped, each file with what was wrong and what of it was not used, and a warning
+    when the input gave no document at all.
+
+    Args:
+        read: the read report as a dict (``skipped`` entries, ``rows``, ``files``, ``empty_files``).
+
+    Returns:
+        e.g. ["skipped 3 bad records and 1 file (part-1.jsonl.gz: corrupt gzip stream, 1,031 lines / 412,331
+        bytes not used); listed in run.json under read.skipped"]; [] when there is nothing to say.
+    """
+    skipped = read.get("skipped") or []
+    files = [s for s in skipped if s.get("level") == "file" or (s.get("line") is None and s.get("row") is None)]
+    records = len(skipped) - len(files)
+    lines = []
+    if skipped:
+        parts = [f"{records:,} bad record{'s' if records != 1 else ''}"] if records else []
+        if files:
+            named = [f"{s['file']}: " + (f"{s['what']}, {s['not_used']} not used" if s.get("not_used")
+                                         else str(s.get("reason", "")).split(":")[0]) for s in files]
+            parts.append(f"{len(files):,} file{'s' if len(files) != 1 else ''} ({_named(named)})")
+        lines.append(f"skipped {' and '.join(parts)}; listed in run.json under read.skipped")
+    if not read.get("rows") and read.get("files"):
+        empty = list(read.get("empty_files") or [])
+        lines.append("warning: " + no_documents(empty, [s["file"] for s in files]))
+    return lines
 
 
 @dataclass(frozen=True)
@@ -167,20 +211,24 @@ _GENERATED_IDS_SAID: set[tuple[str, str]] = set()
 
 
 def generated_ids_warning(f: InputFile, id_field: str, fields: list[str]) -> None:
-    """Warn, once per process for a file and id field (every later read of the file is silent), that ``f``
-    has no ``id_field`` (its rows' ``fields``) and gets generated ids: a mistyped --id-field must not pass
-    unnoticed, and a file without ids needs ``id_field=None`` to say so."""
+    """Warn that ``f`` has no ``id_field`` (its rows' ``fields``) and gets generated ids: a mistyped --id-field
+    must not pass unnoticed, and a file without ids needs ``id_field=None`` to say so. Said for the first such
+    file of an input (``check.ReadScope``; the others are named together once every file is read:
+    ``check.file_done``), once per process for a file (every later read of it is silent)."""
     key = (f.path, id_field)
-    if key in _GENERATED_IDS_SAID or getattr(_quiet_state, "on", False):  # a quiet re-read says nothing
+    quiet = key in _GENERATED_IDS_SAID or getattr(_quiet_state, "on", False)  # a quiet re-read says nothing
+    if not note_missing_ids(f, id_field, say=not quiet):
         return
     _GENERATED_IDS_SAID.add(key)
     names = [x for x in fields if isinstance(x, str)]
     close = [x for x in names if x.lower() == id_field.lower()] or difflib.get_close_matches(id_field, names, 1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     shown = ", ".join(repr(x) for x in names[:_FIELDS_SHOWN])
-    logger.warning("%s has no id field %r (fields: %s): using generated ids '%s:<row>'; %sname the id field with "
-                   "--id-field NAME (Python: id_field='NAME'), or pass --no-id-field (id_field=None) when the "
-                   "input has none", f.relpath, id_field, shown or "none", f.relpath, hint)
+    scope = f.state.scope
+    later = " (other files without it are named once the input is read)" if scope and scope.files > 1 else ""
+    logger.warning("%s has no id field %r (fields: %s): using generated ids '%s:<row>'%s; %sname the id field "
+                   "with --id-field NAME (Python: id_field='NAME'), or pass --no-id-field (id_field=None) when the "
+                   "input has none", f.relpath, id_field, shown or "none", f.relpath, later, hint)
 
 
 @dataclass
@@ -218,13 +266,155 @@ class Chunk:
         return len(self.device_text) if self.device_text is not None else len(self.text)
 
 
+class StreamFailed(Exception):
+    """Raised by a reader's ``_read_chunks`` when the file's stored data stops decoding (``cause``: the codec's
+    or reader's error; ``failure``: its ``StreamFailure`` when already described). ``FileReader.chunks`` turns
+    it into the file's skip or error; it never leaves the package."""
+
+    def __init__(self, cause: BaseException | None, failure: StreamFailure | None = None) -> None:
+        super().__init__(str(cause or failure))
+        self.cause, self.failure = cause, failure
+
+
+def _held_bytes(c: Chunk) -> int:
+    """About the memory a held chunk keeps alive (its raw block, text, record batch, device text)."""
+    n = len(c.raw) if c.raw is not None else 0
+    n += c.text.nbytes if c.text is not None else sum(p[3] for p in c.parts or ())
+    n += c.record.nbytes if c.record is not None else 0
+    return n + (c.device_text.nbytes if c.device_text is not None else 0)
+
+
 class FileReader:
-    """Shared state for reading one file: error policy, skipped records, per-file id / keep state."""
+    """Shared state for reading one file: error policy, skipped records, per-file id / keep state, and the
+    rule that no record of a file whose stored data fails to decode is used (``chunks``).
+
+    Subclasses give the file's accepted rows in ``_read_chunks`` and raise ``StreamFailed`` when its data stops
+    decoding; ``may_fail_late`` and ``check_data`` say whether that can happen after rows were given, and
+    decode the file to its end to find out."""
+
+    # held chunks of a file being checked (on_error='skip'): beyond this the reader waits for the check
+    hold_bytes: int = 256 << 20
 
     def __init__(self, f: InputFile, spec: Spec, report: ReadReport) -> None:
         self.f, self.spec, self.report = f, spec, report
-        self.rows = 0
+        self.rows = 0  # rows given by chunks() so far
         self.unreadable = False  # the file (or its schema) could not be read at all: skipped, not "empty"
+
+    # --------------------------------------------------------------------------- stream failures (module doc)
+
+    def may_fail_late(self) -> bool:
+        """Can this file's data fail to decode after some of its rows were read? (compressed JSON Lines,
+        Parquet)"""
+        return False
+
+    def check_data(self, stop: threading.Event | None = None) -> StreamFailure | None | bool:
+        """Decode the whole file (nothing kept): its ``StreamFailure``, None when it decodes, False when
+        stopped. Sets ``f.state.intact`` when it decodes."""
+        return None
+
+    def describe(self, error: StreamFailed) -> StreamFailure:
+        """The ``StreamFailure`` of ``error`` (raised by ``_read_chunks``): from a check of the whole file,
+        which says where it fails independently of how the read cut it, or from the error itself."""
+        if error.failure is not None:
+            return error.failure
+        found = self.check_data() if self.may_fail_late() else None
+        return found if isinstance(found, StreamFailure) else stream_failure(self.f, error.cause)
+
+    def chunks(self) -> Iterator[Chunk]:
+        """The file's accepted rows, chunk by chunk, under the rule that no record of a file whose stored data
+        fails to decode is used.
+
+        A failure known from an earlier pass of the run skips (or refuses) the file at once. With
+        on_error='skip', a file that may fail late and is not known to be whole is checked (``check_data``)
+        on a thread beside the read, its chunks held (at most ``hold_bytes``, then the read waits) until the
+        check or the read itself has decoded the whole file; if it fails, its held chunks and skipped rows are
+        dropped and the file is skipped whole (``ReadReport.skipped``: one file-level entry). With 'raise' the
+        chunks go out as they come and a failure stops the run naming the file; so does a row error in a file
+        whose data turns out to fail (the failure is the error, not the row). A file known to be whole that
+        fails or decodes differently in a later pass changed while the run read it: a ``DataError``.
+        """
+        state = self.f.state
+        if state.failure is not None:
+            self._failed(state.failure)
+            return
+        guarded = self.spec.on_error == "skip" and not state.intact and self.may_fail_late()
+        marks = len(self.report.skipped), len(self.report.generated_ids)
+        checker = Checker(self.check_data) if guarded else None
+        held: list[Chunk] = []
+        size = 0
+        it = self._read_chunks()
+        try:
+            for chunk in it:
+                if not guarded:
+                    self.rows += chunk.rows
+                    yield chunk
+                    continue
+                held.append(chunk)
+                size += _held_bytes(chunk)
+                if checker.done() or size > self.hold_bytes:
+                    found = checker.result()
+                    if isinstance(found, StreamFailure):
+                        raise StreamFailed(None, found)
+                    guarded, checker = False, None
+                    for c in held:
+                        self.rows += c.rows
+                        yield c
+                    held = []
+            if guarded:
+                # the read decoded the whole file (JSON Lines; Parquet: when it read every column), or skipped it:
+                # the check is not needed; else its answer is
+                found = None if state.intact or self.unreadable else checker.result()
+                if isinstance(found, StreamFailure):
+                    raise StreamFailed(None, found)
+                for c in held:
+                    self.rows += c.rows
+                    yield c
+        except StreamFailed as e:
+            held.clear()
+            self._fail(self.describe(e), marks)
+            return
+        except GpuDedupError:
+            # a row error of a file whose data fails: the failure is the error (the row is likely garbage)
+            found = (checker.result() if checker is not None else
+                     self.check_data() if self.may_fail_late() and not state.intact else None)
+            if not isinstance(found, StreamFailure):
+                raise
+            held.clear()
+            self._fail(found, marks)
+            return
+        finally:
+            if checker is not None:
+                checker.cancel()
+            it.close()
+        file_done(self.f, self.rows, self.unreadable)
+
+    def _fail(self, failure: StreamFailure, marks: tuple[int, int]) -> None:
+        """The file's data fails (``marks``: the report's lengths before the file). Nothing of it given yet:
+        its error (on_error='raise') or its skip, the rows it skipped so far dropped from the report. Rows of
+        it already given (used): an error in any mode; a ``DataError`` when an earlier pass decoded it whole
+        (it changed while the run read it)."""
+        if self.f.state.intact:
+            raise DataError(f"{self.f.relpath}: {failure.reason()}, but an earlier pass of this run decoded it "
+                            "whole: the file changed while the run read it; rerun once it no longer changes")
+        if self.rows and self.spec.on_error == "skip":
+            raise InputError(f"{self.f.relpath}: {failure.reason()} after {self.rows:,} of its rows were used; it "
+                             "cannot be skipped now: restore the file, or leave it out of the inputs")
+        del self.report.skipped[marks[0]:], self.report.generated_ids[marks[1]:]
+        self._failed(failure)
+
+    def _failed(self, failure: StreamFailure) -> None:
+        """A file whose data fails, none of it given: its error (on_error='raise'), else its skip."""
+        new = record_failure(self.f, failure)
+        if self.spec.on_error == "raise":
+            raise InputError(failure.message(self.f.relpath))
+        self.unreadable = True
+        self.report.skipped.append(failure.entry(self.f.relpath))
+        if new:  # a later pass skips it again, silently
+            logger.warning("%s: skipped the whole file: %s; %s not used", self.f.relpath, failure.reason(),
+                           failure.lost())
+        file_done(self.f, 0, True)
+
+    # --------------------------------------------------------------------------------------- bad rows
 
     def where(self, line: int | None = None, row: int | None = None) -> str:
         if line is not None:
@@ -249,6 +439,14 @@ class FileReader:
 
     def fatal(self, reason: str, *, line: int | None = None, row: int | None = None) -> InputError:
         return InputError(f"{self.where(line, row)}: {reason}")
+
+    def ids_generated(self, fields: list[str]) -> None:
+        """The file has no ``spec.id_field``: its ids are generated (``generated_ids_warning``)."""
+        self.report.generated_ids.append(self.f.relpath)
+        generated_ids_warning(self.f, self.spec.id_field, fields)
+
+    def _read_chunks(self) -> Iterator[Chunk]:
+        raise NotImplementedError
 
 
 def scope_strings(col: pa.Array) -> pa.Array:

@@ -269,10 +269,10 @@ class ArrowReader(FileReader):
     def check_data(self, stop: threading.Event | None = None) -> StreamFailure | None | bool:
         if self.f.fmt != "parquet":
             return None
-        found = check_parquet(self.f, stop)
-        if found is None:
-            self.f.state.intact = True
-        return found
+        return check_parquet(self.f, stop, columns=None if self.all_columns else lambda s: self._wanted(s)[0])
+
+    def reads_more(self) -> bool:
+        return self.f.fmt == "parquet" and self.all_columns
 
     def _read_chunks(self) -> Iterator[Chunk]:
         if self.f.fmt == "parquet":
@@ -323,8 +323,6 @@ class ArrowReader(FileReader):
                 if result.error is not None:
                     raise result.error
                 yield from result.chunks
-            if self.all_columns:  # every column of every row group decoded
-                self.f.state.intact = True
         finally:
             pool.done(plan)
 

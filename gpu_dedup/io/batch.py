@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from ..errors import ConfigError, DataError, GpuDedupError
 from .check import (Checker, StreamFailure, file_done, no_documents, note_missing_ids, record_failure,
                     stream_failure)
+from .remote import file_size
 from .discover import InputError, InputFile
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
@@ -308,9 +309,13 @@ class FileReader:
         return False
 
     def check_data(self, stop: threading.Event | None = None) -> StreamFailure | None | bool:
-        """Decode the whole file (nothing kept): its ``StreamFailure``, None when it decodes, False when
-        stopped. Sets ``f.state.intact`` when it decodes."""
+        """Decode what this read decodes of the file, to its end, keeping nothing: its ``StreamFailure``, None
+        when it decodes, False when stopped."""
         return None
+
+    def reads_more(self) -> bool:
+        """Does this read decode more of the file than a first pass does (a Parquet writer: every column)?"""
+        return False
 
     def describe(self, error: StreamFailed) -> StreamFailure:
         """The ``StreamFailure`` of ``error`` (raised by ``_read_chunks``): from a check of the whole file,
@@ -322,50 +327,50 @@ class FileReader:
 
     def chunks(self) -> Iterator[Chunk]:
         """The file's accepted rows, chunk by chunk, under the rule that no record of a file whose stored data
-        fails to decode is used.
+        fails to decode is used (``read``'s docstring: damaged files).
 
         A failure known from an earlier pass of the run skips (or refuses) the file at once. With
-        on_error='skip', a file that may fail late and is not known to be whole is checked (``check_data``)
-        on a thread beside the read, its chunks held (at most ``hold_bytes``, then the read waits) until the
-        check or the read itself has decoded the whole file; if it fails, its held chunks and skipped rows are
-        dropped and the file is skipped whole (``ReadReport.skipped``: one file-level entry). With 'raise' the
-        chunks go out as they come and a failure stops the run naming the file; so does a row error in a file
-        whose data turns out to fail (the failure is the error, not the row). A file known to be whole that
-        fails or decodes differently in a later pass changed while the run read it: a ``DataError``.
+        on_error='skip', the first read of a file that may fail late holds its chunks until it has decoded the
+        whole file; past ``hold_bytes`` of them it waits for a check (``check_data``) of the file, started
+        then, or at once on a thread beside the read when the file is that large as stored. If the data
+        fails, the held chunks and the rows skipped so far are dropped and the file is skipped whole
+        (``ReadReport.skipped``: one file-level entry). With 'raise' the chunks go out as they come and a
+        failure stops the run naming the file; so does a row error in a file whose data turns out to fail (the
+        failure is the error, not the row). A failure after a pass used rows of the file is an error in
+        either mode: a ``DataError`` when an earlier pass decoded the same data whole (the file changed while
+        the run read it).
         """
         state = self.f.state
         if state.failure is not None:
             self._failed(state.failure)
             return
-        guarded = self.spec.on_error == "skip" and not state.intact and self.may_fail_late()
+        guarded = (self.spec.on_error == "skip" and not state.intact and not state.used and self.may_fail_late())
         marks = len(self.report.skipped), len(self.report.generated_ids)
-        checker = Checker(self.check_data) if guarded else None
+        checker = Checker(self.check_data) if guarded and self._large() else None
         held: list[Chunk] = []
         size = 0
         it = self._read_chunks()
         try:
             for chunk in it:
-                if not guarded:
-                    self.rows += chunk.rows
-                    yield chunk
-                    continue
-                held.append(chunk)
-                size += _held_bytes(chunk)
-                if checker.done() or size > self.hold_bytes:
-                    found = checker.result()
+                if guarded:
+                    held.append(chunk)
+                    size += _held_bytes(chunk)
+                    if not (size > self.hold_bytes or (checker is not None and checker.done())):
+                        continue
+                    found = checker.result() if checker is not None else self.check_data()
                     if isinstance(found, StreamFailure):
                         raise StreamFailed(None, found)
                     guarded, checker = False, None
-                    for c in held:
-                        self.rows += c.rows
-                        yield c
-                    held = []
-            if guarded:
-                # the read decoded the whole file (JSON Lines; Parquet: when it read every column), or skipped it:
-                # the check is not needed; else its answer is
-                found = None if state.intact or self.unreadable else checker.result()
-                if isinstance(found, StreamFailure):
-                    raise StreamFailed(None, found)
+                    state.intact = True
+                else:
+                    held.append(chunk)
+                state.used = True
+                for c in held:
+                    self.rows += c.rows
+                    yield c
+                held = []
+            if guarded and held:  # the read decoded all it reads of the file: no check needed
+                state.used = True
                 for c in held:
                     self.rows += c.rows
                     yield c
@@ -386,24 +391,36 @@ class FileReader:
             if checker is not None:
                 checker.cancel()
             it.close()
+        if not self.unreadable and self.may_fail_late():
+            state.intact = True  # the read decoded all it reads of the file
         file_done(self.f, self.rows, self.unreadable)
 
+    def _large(self) -> bool:
+        """Will the read hold more than ``hold_bytes`` before it ends? (so its check starts at once): judged by
+        the size as stored (a chunk holds its decoded bytes and their text: about twice)."""
+        try:
+            return 2 * file_size(self.f) > self.hold_bytes
+        except (OSError, ValueError):
+            return False
+
     def _fail(self, failure: StreamFailure, marks: tuple[int, int]) -> None:
-        """The file's data fails (``marks``: the report's lengths before the file). Nothing of it given yet:
-        its error (on_error='raise') or its skip, the rows it skipped so far dropped from the report. Rows of
-        it already given (used): an error in any mode; a ``DataError`` when an earlier pass decoded it whole
-        (it changed while the run read it)."""
-        if self.f.state.intact:
+        """The file's data fails (``marks``: the report's lengths before the file). Nothing of it used yet, by
+        this pass or an earlier one: its error (on_error='raise') or its skip, the rows it skipped so far
+        dropped from the report. Else an error in either mode: a ``DataError`` when an earlier pass decoded
+        the same data whole (it changed while the run read it)."""
+        state = self.f.state
+        if state.intact and not self.reads_more():
             raise DataError(f"{self.f.relpath}: {failure.reason()}, but an earlier pass of this run decoded it "
                             "whole: the file changed while the run read it; rerun once it no longer changes")
-        if self.rows and self.spec.on_error == "skip":
-            raise InputError(f"{self.f.relpath}: {failure.reason()} after {self.rows:,} of its rows were used; it "
-                             "cannot be skipped now: restore the file, or leave it out of the inputs")
+        if self.spec.on_error == "skip" and (state.used or self.rows):
+            more = " (this pass reads columns the first one did not)" if self.reads_more() else ""
+            raise InputError(f"{self.f.relpath}: {failure.reason()}, found after rows of it were used{more}: the "
+                             "file cannot be skipped now; restore it, or leave it out of the inputs")
         del self.report.skipped[marks[0]:], self.report.generated_ids[marks[1]:]
         self._failed(failure)
 
     def _failed(self, failure: StreamFailure) -> None:
-        """A file whose data fails, none of it given: its error (on_error='raise'), else its skip."""
+        """A file whose data fails, none of it used: its error (on_error='raise'), else its skip."""
         new = record_failure(self.f, failure)
         if self.spec.on_error == "raise":
             raise InputError(failure.message(self.f.relpath))

@@ -40,6 +40,7 @@ _LOCK = threading.Lock()  # FileState / ReadScope updates (a check thread and a 
 # decoded bytes per read of check_stream: a failing read gives nothing, so this bounds how far the offset and
 # lines a failure reports fall short (a codec loses what it decoded in the failing step too: ~64 KiB more)
 _CHECK_READ = 1 << 16
+_CHECK_READ_FAST = 4 << 20  # a check that finds nothing: few reads (each a hand-over of the GIL)
 _NAMES_SHOWN = 8  # files named in one message
 UNREADABLE_PARQUET = "not a readable Parquet file"
 
@@ -118,25 +119,28 @@ def stream_failure(f: Any, error: BaseException, what: str | None = None, **wher
 @dataclass
 class StreamCheck:
     """``check_stream``'s answer: the failure, or the decoded bytes' digest ``(bytes, xxh3_64)``; ``lines``
-    decoded either way (the last one may lack its newline)."""
+    decoded (a precise check only; the last one may lack its newline)."""
 
     failure: StreamFailure | None = None
     digest: tuple[int, int] | None = None
     lines: int = 0
 
 
-def check_stream(f: Any, stop: threading.Event | None = None) -> StreamCheck | None:
+def check_stream(f: Any, stop: threading.Event | None = None, precise: bool = False) -> StreamCheck | None:
     """Decode a JSON Lines input to its end, keeping nothing.
 
     Args:
         f: a JSON Lines ``InputFile`` (plain, gzip or zstd; local or remote).
         stop: when set, the check ends at its next read and returns None.
+        precise: read 64 KiB at a time and count lines, so that a failure's offset and lines fall short by
+            little (a failing read gives nothing); else 4 MiB at a time, and a failure is decoded again
+            precisely to say where it is.
 
     Returns:
         A ``StreamCheck``: the digest of the decoded bytes (the one ``JsonlReader`` computes), or the failure
-        with the decoded bytes and lines before it; None when stopped. Memory: one 1 MiB buffer.
+        with the decoded bytes and lines before it; None when stopped. Memory: one buffer (4 MiB).
     """
-    buf = bytearray(_CHECK_READ)
+    buf = bytearray(_CHECK_READ if precise else _CHECK_READ_FAST)
     view = memoryview(buf)
     h = xxhash.xxh3_64()
     n = lines = 0
@@ -151,20 +155,26 @@ def check_stream(f: Any, stop: threading.Event | None = None) -> StreamCheck | N
                     break
                 h.update(view[:k])
                 n += k
-                lines += buf.count(b"\n", 0, k)
-                last = buf[k - 1]
+                if precise:
+                    lines += buf.count(b"\n", 0, k)
+                    last = buf[k - 1]
     except (OSError, pa.ArrowException, ValueError) as e:
+        if not precise:
+            return check_stream(f, stop, precise=True)
         lines += n > 0 and last != 10
         return StreamCheck(failure=stream_failure(f, e, offset=n, lines=lines, records=lines), lines=lines)
     return StreamCheck(digest=(n, h.intdigest()), lines=lines + (n > 0 and last != 10))
 
 
-def check_parquet(f: Any, stop: threading.Event | None = None) -> StreamFailure | None | bool:
-    """Decode every row group of a Parquet input, all columns, keeping nothing.
+def check_parquet(f: Any, stop: threading.Event | None = None,
+                  columns: Callable[[pa.Schema], list[str]] | None = None) -> StreamFailure | None | bool:
+    """Decode every row group of a Parquet input, keeping nothing.
 
     Args:
         f: a Parquet ``InputFile`` (local or remote).
         stop: when set, the check ends before its next row group and returns False.
+        columns: the columns to decode, from the file's schema (those it lacks are left out: a missing column is
+            the reader's to report); None: every column.
 
     Returns:
         None when every row group decodes, else the ``StreamFailure`` of the first that does not, or of a file
@@ -176,16 +186,17 @@ def check_parquet(f: Any, stop: threading.Event | None = None) -> StreamFailure 
         return stream_failure(f, e, what=UNREADABLE_PARQUET)
     with pf:
         md = pf.metadata
+        names = None if columns is None else [c for c in columns(pf.schema_arrow) if c in pf.schema_arrow.names]
         first = 0
         for g in range(md.num_row_groups):
             if stop is not None and stop.is_set():
                 return False
             rows = md.row_group(g).num_rows
             try:
-                got = pf.read_row_group(g, use_threads=False).num_rows
+                got = pf.read_row_group(g, columns=names, use_threads=False).num_rows
             except (OSError, pa.ArrowException) as e:
                 return stream_failure(f, e, group=g, row=first, records=md.num_rows)
-            if got != rows:
+            if got != rows and names != []:
                 error = pa.ArrowInvalid(f"row group {g} has {got} rows, its metadata says {rows}")
                 return stream_failure(f, error, group=g, row=first, records=md.num_rows)
             first += rows
@@ -246,14 +257,16 @@ class FileState:
     """What the reads of a run found about one input (``InputFile.state``; module docstring).
 
     scope / position: the file's ``ReadScope`` and its place in it; failure: its data does not decode (every
-    pass skips or refuses it); intact: its data is known to decode whole (JSON Lines: one read reached its end;
-    Parquet: ``check_parquet`` or a read of every column); digest: ``(bytes, xxh3_64)`` of a JSON Lines file's
-    decoded bytes; footer: a Parquet file's ``FileMetaData``."""
+    pass skips or refuses it); intact: the data a first pass reads is known to decode whole (JSON Lines: its
+    stream; Parquet: the columns read); used: a pass gave rows of it (a failure found later cannot be a skip);
+    digest: ``(bytes, xxh3_64)`` of a JSON Lines file's decoded bytes; footer: a Parquet file's
+    ``FileMetaData``."""
 
     scope: ReadScope | None = None
     position: int = 0
     failure: StreamFailure | None = None
     intact: bool = False
+    used: bool = False
     digest: tuple[int, int] | None = None
     footer: Any = None
 

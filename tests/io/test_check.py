@@ -125,37 +125,39 @@ def test_damaged_stream_is_skipped_whole(tmp_path, name, how, what):
     assert all(e == seen[0] for e in seen)  # what is said does not depend on how the file was read
 
 
-def test_a_large_intact_file_is_read_whole_while_checked(tmp_path, monkeypatch):
-    """on_error='skip': an intact compressed file is checked beside the read (its chunks held, at most
-    read_ahead_bytes); the rows are those of a read that checks nothing."""
+def test_an_intact_file_is_read_whole_and_checked_only_when_it_does_not_fit(tmp_path, monkeypatch):
+    """on_error='skip': the first read of a compressed file holds its chunks until it has decoded the whole
+    file; only a file that holds more than read_ahead_bytes is checked (decoded once more: at once on a thread
+    when it is that large as stored, else when the hold is full). The rows are those of a read that checks
+    nothing, and a later pass of the run checks nothing."""
     path = _put(tmp_path / "ok" / "big.jsonl.gz", _jsonl(_records("b", 600, 9)))
+    stored = os.path.getsize(path)
     expected = [b.ids.to_pylist() for b in _read(resolve_inputs([path]), batch_bytes=200_000)]
     calls = []
     real = io_check.check_stream
+    real_init = io_batch.Checker.__init__
 
-    def counted(f, stop=None):
-        calls.append(f.relpath)
-        return real(f, stop)
+    def counted(f, stop=None, precise=False):
+        calls.append("check")
+        return real(f, stop, precise)
 
-    monkeypatch.setattr(io_batch.Checker, "__init__", _patched_checker_init(calls))
+    def init(self, fn):
+        calls.append("thread")
+        real_init(self, fn)
+
+    monkeypatch.setattr(io_batch.Checker, "__init__", init)
     monkeypatch.setattr("gpu_dedup.io.jsonl.check_stream", counted)
-    for ahead in (0, 300_000, None):
+    # a hold larger than the whole file; one that twice the stored size fits (checked when full); one it does not
+    for ahead, checks in ((1 << 30, []), (2 * stored + 1, ["check"]), (stored, ["thread", "check"]),
+                          (0, ["thread", "check"])):
+        calls.clear()
         files = resolve_inputs([path])
         got = [b.ids.to_pylist() for b in _read(files, on_error="skip", batch_bytes=200_000, read_ahead_bytes=ahead)]
         assert got == expected and files[0].state.intact
-    assert calls.count("checker") == 3  # one check per run of the file
-    # a second pass of the same run knows the file is whole: no check
-    _read(files, on_error="skip", batch_bytes=200_000)
-    assert calls.count("checker") == 3
-
-
-def _patched_checker_init(calls):
-    real = io_batch.Checker.__init__
-
-    def init(self, fn):
-        calls.append("checker")
-        real(self, fn)
-    return init
+        assert calls == checks, ahead
+        calls.clear()
+        _read(files, on_error="skip", batch_bytes=200_000, read_ahead_bytes=ahead)  # a later pass
+        assert calls == []
 
 
 @pytest.mark.parametrize("name,how,what", [CASES[0], CASES[3]], ids=[IDS[0], IDS[3]])
@@ -239,10 +241,10 @@ def test_check_parquet_finds_the_row_group_that_does_not_decode(tmp_path):
     assert check_parquet(resolve_inputs([tmp_path / "not.parquet"])[0]).what == "not a readable Parquet file"
 
 
-def test_a_damaged_parquet_column_the_run_does_not_read_is_found_before_its_rows_are_used(tmp_path):
-    """Pass 1 reads the text and id columns only; the writer copies every column. A row group whose other
-    column does not decode is found by the check (all columns) in pass 1: the file is skipped in every pass,
-    not half used."""
+def test_a_damaged_parquet_column_the_first_pass_does_not_read_stops_the_writer(tmp_path):
+    """Pass 1 reads the text and id columns only (and checks only those); the writer copies every column. A
+    row group whose other column does not decode is found by the writer, after pass 1 used the file's rows:
+    an error in skip mode too (skipping it then would leave decisions without output), nothing written."""
     t = pa.table({"id": [f"r{i}" for i in range(300)], "text": [f"row {i} text words" for i in range(300)],
                   "meta": [f"meta {i} " * 30 for i in range(300)]})
     d = tmp_path / "in"
@@ -255,9 +257,12 @@ def test_a_damaged_parquet_column_the_run_does_not_read_is_found_before_its_rows
         fh.write(b"\xde\xad\xbe\xef" * 16)
     pq.write_table(pa.table({"id": ["g"], "text": ["good"]}), d / "g.parquet")
     files = resolve_inputs([d])
-    assert [len(b) for b in _read(files, on_error="skip")] == [1]
-    assert write_kept(files, np.ones(1, bool), tmp_path / "out", id_field="id", text_field="text",
-                      on_error="skip") == {"files": 1, "rows_written": 1}
+    assert [len(b) for b in _read(files, on_error="skip")] == [1, 300]
+    with pytest.raises(InputError, match=r"^m.parquet: Parquet data that does not decode .* in row group 1 \(from "
+                                         r"row 100\), found after rows of it were used \(this pass reads columns "
+                                         r"the first one did not\): the file cannot be skipped now"):
+        write_kept(files, np.ones(301, bool), tmp_path / "out", id_field="id", text_field="text", on_error="skip")
+    assert not os.path.exists(tmp_path / "out" / "m.parquet") and not os.path.exists(tmp_path / "out" / "g.parquet")
 
 
 # --------------------------------------------------------------------------------------- check_stream
@@ -267,9 +272,9 @@ def test_a_damaged_parquet_column_the_run_does_not_read_is_found_before_its_rows
 def test_check_stream_digest_and_lines_match_an_independent_decode(tmp_path, suffix):
     data = _jsonl(_records("s", 300, 5)) + b'{"text": "no final newline"}'
     [f] = resolve_inputs([_put(tmp_path / f"s{suffix}", data, checksum=True)])
-    got = check_stream(f)
+    got = check_stream(f, precise=True)
     assert got.failure is None and got.lines == 301
-    assert got.digest == (len(data), xxhash.xxh3_64(data).intdigest())
+    assert got.digest == (len(data), xxhash.xxh3_64(data).intdigest()) == check_stream(f).digest
 
 
 @pytest.mark.parametrize("name,how,what", CASES, ids=IDS)

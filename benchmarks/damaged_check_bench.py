@@ -5,13 +5,15 @@ reader (``--today``: a checkout of the code before the rule, e.g. /work/main), a
 
 Writes (or reuses) ``--dir``/big.jsonl.gz of about ``--mb`` MB compressed (word-like text, ~1.7x), then runs each
 mode ``--repeat`` times in a child process of its own, interleaved (so page cache and load are alike), and prints
-the median wall time, the time to the first batch, and the child's peak RSS:
+the median wall time, CPU time (user + system: less sensitive to other load than wall time on a shared
+machine), the time to the first batch, and the child's peak RSS:
 
 * ``decompress``: ``pyarrow.input_stream(gzip)`` read to its end in 1 MiB pieces (what the check costs alone);
 * ``raise``: ``io.iter_batches(on_error="raise")``, every batch consumed (64 MiB batches, the CPU default);
-* ``skip``: the same with ``on_error="skip"`` (check beside the read; hold <= read-ahead, 256 MiB);
-* ``skip-wait``: ``skip`` with ``read_ahead_bytes=0``: nothing held, the read waits for the check at once
-  (the worst case: a check then a read);
+* ``skip``: the same with ``on_error="skip"``: the file is larger than the hold (read-ahead, 256 MiB) can
+  take, so it is checked on a thread beside the read from the start, the read holding its chunks meanwhile;
+* ``skip-wait``: ``skip`` with ``read_ahead_bytes=0``: nothing held, the read waits for the check at its
+  first chunk (a check, then the read);
 * ``today-raise`` / ``today-skip``: the reader of ``--today`` (``PYTHONPATH`` set to it).
 
     python benchmarks/damaged_check_bench.py --mb 200 --repeat 3 --today /work/main
@@ -54,6 +56,10 @@ def _child(mode: str, path: str) -> dict:
 
     import pyarrow as pa
 
+    if mode != "decompress":
+        from gpu_dedup import io  # imported before the clock starts
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = use.ru_utime + use.ru_stime
     t = time.perf_counter()
     first = None
     rows = 0
@@ -64,16 +70,15 @@ def _child(mode: str, path: str) -> dict:
             while s.readinto(view):
                 first = first or time.perf_counter() - t
     else:
-        from gpu_dedup import io
-
         kw = {"read_ahead_bytes": 0} if mode == "skip-wait" else {}
         on_error = "raise" if mode.endswith("raise") else "skip"
         for b in io.iter_batches(io.resolve_inputs([path]), id_field="id", text_field="text", batch_bytes=64 << 20,
                                  on_error=on_error, **kw):
             first = first or time.perf_counter() - t
             rows += len(b)
-    return {"wall": time.perf_counter() - t, "first": first, "rows": rows,
-            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return {"wall": time.perf_counter() - t, "first": first, "rows": rows, "cpu": use.ru_utime + use.ru_stime - cpu0,
+            "rss_mb": use.ru_maxrss / 1024}
 
 
 def main() -> None:
@@ -94,20 +99,26 @@ def main() -> None:
     if args.today:
         modes.update({"today-raise": args.today, "today-skip": args.today})
     runs: dict[str, list[dict]] = {m: [] for m in modes}
-    for _ in range(args.repeat):
-        for mode, root in modes.items():
+    order = list(modes)
+    for k in range(args.repeat):
+        for mode in order[k % len(order):] + order[:k % len(order)]:  # rotated: no mode always runs after another
+            root = modes[mode]
             env = dict(os.environ, PYTHONPATH=root)
             out = subprocess.run([sys.executable, __file__, "--dir", args.dir, "--child", mode], env=env, check=True,
                                  capture_output=True, text=True).stdout
             runs[mode].append(json.loads(out.strip().splitlines()[-1]))
     base = statistics.median(r["wall"] for r in runs["raise"])
     print(f"{os.path.getsize(path) / 1e6:.0f} MB .jsonl.gz, median of {args.repeat}, load {os.getloadavg()[0]:.1f}")
-    print(f"{'mode':<12} {'wall s':>7} {'/ raise':>8} {'first batch s':>14} {'peak RSS MB':>12} {'rows':>8}")
+    cpu_base = statistics.median(r["cpu"] for r in runs["raise"])
+    print(f"{'mode':<12} {'wall s':>7} {'/ raise':>8} {'CPU s':>7} {'/ raise':>8} {'first batch s':>14} "
+          f"{'peak RSS MB':>12} {'rows':>8}")
     for mode, rs in runs.items():
         wall = statistics.median(r["wall"] for r in rs)
+        cpu = statistics.median(r["cpu"] for r in rs)
         first = statistics.median(r["first"] or 0 for r in rs)
         rss = statistics.median(r["rss_mb"] for r in rs)
-        print(f"{mode:<12} {wall:7.2f} {wall / base:8.2f} {first:14.2f} {rss:12.0f} {rs[0]['rows']:8,}")
+        print(f"{mode:<12} {wall:7.2f} {wall / base:8.2f} {cpu:7.2f} {cpu / cpu_base:8.2f} {first:14.2f} {rss:12.0f} "
+              f"{rs[0]['rows']:8,}")
 
 
 if __name__ == "__main__":

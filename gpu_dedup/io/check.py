@@ -6,12 +6,13 @@ Why a file is checked
     checksum at the frame's end, a truncated stream is known where the data stops, and a Parquet page fails
     where it is decoded. Until then the decoder gives bytes, and garbage bytes may still parse as JSON. The
     reading rule (``read``'s docstring) is that no record of a file whose data fails to decode is used, so a
-    reader that may give records before the failure is known (``FileReader.chunks``) either holds them until
-    the whole file has decoded, or stops a run that already used some.
+    reader that may give records before the failure is known (``FileReader.chunks``) holds them until the
+    whole file has decoded (with on_error="skip"), or stops the run that used some (with "raise").
 
     ``check_stream`` decodes a JSON Lines file to its end (nothing kept) and gives its digest or where it
-    fails; ``check_parquet`` decodes every row group of a Parquet file, every column (the writers copy them
-    all). ``Checker`` runs either on a thread of its own, beside the reader.
+    fails; ``check_parquet`` decodes every row group of a Parquet file (the columns a read decodes). A reader
+    runs one when its file holds more than it may keep, then or from the start on a thread of its own
+    (``Checker``) beside the read, and to say where a failure is, independently of how the read cut the file.
 
 What the reads of a run found (``FileState``, ``ReadScope``)
     Every ``InputFile`` carries a ``FileState`` (``InputFile.state``), shared by every pass of a run over it
@@ -100,15 +101,11 @@ def stream_failure(f: Any, error: BaseException, what: str | None = None, **wher
     """The ``StreamFailure`` of ``error`` raised while decoding input ``f`` (``what``: the phrase, else told from
     the file's kind and the error; ``where``: the other fields)."""
     detail = " ".join(str(error).split()) or type(error).__name__  # one line (Parquet's messages hold newlines)
-    low = detail.lower()
-    if what is not None:
-        pass
-    elif f.fmt == "parquet":
-        what = "truncated Parquet file" if "truncat" in low else "Parquet data that does not decode"
-    elif f.compression is None:
-        what = "read error"
-    else:
-        what = f"{'truncated' if 'truncat' in low else 'corrupt'} {f.compression} stream"
+    cut = "truncat" in detail.lower()
+    if what is None and f.fmt == "parquet":
+        what = "truncated Parquet file" if cut else "Parquet data that does not decode"
+    elif what is None:
+        what = f"{'truncated' if cut else 'corrupt'} {f.compression} stream" if f.compression else "read error"
     try:
         stored = file_size(f)
     except (OSError, ValueError):

@@ -40,14 +40,16 @@ Damaged files (``check``, ``batch.FileReader.chunks``)
     codec gave before its check may still parse). With ``on_error="skip"`` the whole file is skipped: one
     entry in ``ReadReport.skipped`` (``level`` "file", the lines or rows and the stored bytes not used),
     none of its rows counted. Codecs check only as they decode (gzip at the end of a member), so in skip
-    mode a compressed JSON Lines or Parquet file is checked, the first time a run reads it, on a thread
-    beside the read (``check.check_stream`` / ``check_parquet``: decoding, all columns for Parquet), its
-    chunks held until the check or the read has decoded all of it, at most ``read_ahead_bytes`` (then the
-    read waits for the check). Every pass of a run reads the same ``InputFile`` objects, which remember what
-    was found (``InputFile.state``): a failed file is skipped (or refused) by every later pass without being
-    read, so all passes number rows alike, and a file whose decoded bytes (JSON Lines: their xxh3 digest)
-    or footer (Parquet) differ from an earlier pass, or that fails after an earlier pass decoded it whole,
-    is a ``DataError`` (it changed while the run read it).
+    mode the first read of a compressed JSON Lines or a Parquet file holds its chunks until it has decoded
+    the whole file; a file that holds more than ``read_ahead_bytes`` is decoded once more by a check
+    (``check.check_stream`` / ``check_parquet``, the columns the read decodes), on a thread beside the read
+    from the start when the file is that large as stored, and the read waits for it. Every pass of a run
+    reads the same ``InputFile`` objects, which remember what was found (``InputFile.state``): a failed file
+    is skipped (or refused) by every later pass without being read, so all passes number rows alike; a file
+    whose decoded bytes (JSON Lines: their xxh3 digest) or footer (Parquet) differ from an earlier pass, or
+    that fails after an earlier pass decoded it whole, is a ``DataError`` (it changed while the run read it);
+    one that fails after a pass used its rows (a writer that copies Parquet columns the first pass did not
+    read) is an ``InputError`` in either mode.
 
 Ids
     With ``id_field`` set and present in a file, every row of that file must carry a non-null string or
@@ -187,9 +189,9 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
     ``read_ahead_bytes`` ahead (uncompressed column bytes from the file metadata; None: max(2 x
     batch_bytes, 256 MiB); more when one row group, or the row groups of one record batch, are larger).
     Neither changes the batches, row numbers, report or errors. With on_error="skip", the first read of a
-    compressed JSON Lines or a Parquet file also holds up to ``read_ahead_bytes`` of its chunks while a thread
-    decodes the file to check it (module docstring: damaged files; 1 MiB for JSON Lines, one row group for
-    Parquet).
+    compressed JSON Lines or a Parquet file also holds up to ``read_ahead_bytes`` of its chunks until it has
+    decoded the whole file, or a check has (module docstring: damaged files; the check holds 4 MiB for JSON
+    Lines, one row group for Parquet).
     ``device_reader`` (``gpu.resolve_reader``): Parquet text is read into device memory by it, one
     batch per run of row groups holding about batch_bytes of text; same rows, ids and errors.
     """

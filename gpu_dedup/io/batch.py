@@ -267,10 +267,11 @@ class Chunk:
         return len(self.device_text) if self.device_text is not None else len(self.text)
 
 
-class StreamFailed(Exception):
+class StreamFailed(DataError):
     """Raised by a reader's ``_read_chunks`` when the file's stored data stops decoding (``cause``: the codec's
     or reader's error; ``failure``: its ``StreamFailure`` when already described). ``FileReader.chunks`` turns
-    it into the file's skip or error; it never leaves the package."""
+    it into the file's skip or error (it is caught before any other ``GpuDedupError``); it never leaves the
+    package."""
 
     def __init__(self, cause: BaseException | None, failure: StreamFailure | None = None) -> None:
         super().__init__(str(cause or failure))

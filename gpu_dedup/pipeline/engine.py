@@ -30,6 +30,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import io
@@ -196,6 +197,7 @@ class _Run:
     records: list[StepRecord] = field(default_factory=list)
     fingerprint: str = ""
     final_verbatim: str | None = None  # flat: the directory of OUT the survivors' own records go to at the end
+    file_rows: list[int] | None = None  # the input's rows per file (the first step's read): placing them needs no count
 
 
 def _step_dir(run: _Run, i: int, name: str, phase: str) -> str:
@@ -237,6 +239,9 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
         run.relpaths = list(result.stats.get("inputs") or []) if result is not None else []
         if not run.relpaths:
             run.relpaths = list(dict.fromkeys(v.sources.to_pylist()))
+        per_file = pc.value_counts(v.sources).to_pylist() if len(v.sources) else []
+        counts = {d["values"]: d["counts"] for d in per_file}
+        run.file_rows = [int(counts.get(r, 0)) for r in run.relpaths]  # the input's rows per file, as read
     rows = np.arange(run.decisions.num_rows, dtype=np.int64) if view.rows is None else view.rows
     if len(v.ids) != rows.shape[0]:
         raise RunError(f"step {i + 1} ({step.name}) read {len(v.ids):,} documents but the steps before it kept "
@@ -282,10 +287,14 @@ def materialize(run: _Run, view: View, target: str) -> View:
 
 
 def _write_kept(run: _Run, view: View, keep: np.ndarray, target: str) -> dict[str, int]:
-    """The records of ``view`` (written) where ``keep``, into ``target`` (``io.write_kept``)."""
+    """The records of ``view`` (written) where ``keep``, into ``target`` (``io.write_kept``; the input's own files
+    with the rows the first step read from each, so that a file that changed since is an error)."""
     r = run.env.reading
-    return io.write_kept(io.source_files(view.files), np.asarray(keep, bool), target, id_field=r.id_field,
-                         text_field=r.text_field, on_error=r.on_error)
+    files = io.source_files(view.files)
+    rows = run.file_rows if view.rows is None and run.file_rows is not None and len(run.file_rows) == len(files) \
+        else None
+    return io.write_kept(files, np.asarray(keep, bool), target, id_field=r.id_field, text_field=r.text_field,
+                         on_error=r.on_error, file_rows=rows)
 
 
 def plan(steps: Sequence[Any]) -> tuple[int, list[int]]:

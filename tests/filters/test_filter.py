@@ -510,6 +510,7 @@ def test_score_column_that_shadows_an_input_column_is_refused(tmp_path, quality_
                  "--exact-only", "--device", "cpu", "-q"]) == 1
     err = capsys.readouterr().err
     assert f"c.{fmt} already has a column 'quality_score'" in err and "max:quality2_score" in err, err
+    assert "which --score 'quality=...' would" in err and "scores=" not in err, err  # issue 36 item 12
     assert not (out / "decisions.parquet").exists()
     assert main(["run", str(corpus), "-o", str(out), "--score", f"q={model}", "--keep", "max:q_score",
                  "--exact-only", "--device", "cpu", "-q"]) == 0

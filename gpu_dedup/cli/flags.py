@@ -25,6 +25,7 @@ A message may give both forms itself; neither is written twice:
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 from typing import Mapping
 
@@ -114,3 +115,16 @@ def subcommand_parser(parser: argparse.ArgumentParser, command: str) -> argparse
         if isinstance(a, argparse._SubParsersAction):
             return a.choices.get(command)
     return None
+
+
+def unknown_arguments(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """argparse's "unrecognized arguments" message for ``extras`` (what ``parse_known_args`` left), with the
+    nearest flag of ``parser`` (the command that was run) for each mistyped one: "--treshold (did you mean
+    --threshold?)". ``parser.error`` then prints that command's usage, not the top-level one."""
+    options = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+    words = []
+    for token in extras:
+        flag = token.split("=", 1)[0]
+        near = difflib.get_close_matches(flag, options, n=1, cutoff=0.6) if flag.startswith("--") else []
+        words.append(f"{token} (did you mean {near[0]}?)" if near else token)
+    return "unrecognized arguments: " + " ".join(words)

@@ -43,7 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # said by the command that was run, with the nearest flag (argparse gives the top-level usage)
+        from .flags import subcommand_parser, unknown_arguments
+
+        sp = (subcommand_parser(parser, args.command) if getattr(args, "command", None) else None) or parser
+        sp.exit(2, f"{sp.prog}: error: {unknown_arguments(sp, extras)}; `{sp.prog} --help` lists its flags\n")
     if not getattr(args, "command", None):
         parser.print_help()
         return 2

@@ -112,3 +112,19 @@ def test_a_path_with_a_colon_is_still_a_model(tmp_path):
     assert split_threshold("--perplexity", str(odd), directions=False) == (str(odd), None)
     assert split_threshold("--classifier", f"{odd}:max0.3") == (str(odd), (0.3, "max"))
     assert split_threshold("--perplexity", "m.arpa:1000", directions=False) == ("m.arpa", 1000.0)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", "x.jsonl", "-o", "o", "--treshold", "0.9"], "gpu-dedup run: error: unrecognized arguments: --treshold "
+     "(did you mean --threshold?) 0.9; `gpu-dedup run --help` lists its flags"),
+    (["filter", "x.jsonl", "-o", "o", "--lid-treshold=0.3"], "--lid-treshold=0.3 (did you mean --lid-threshold?)"),
+    (["substring", "x.jsonl", "-o", "o", "--min-tokns", "9"], "--min-tokns (did you mean --min-tokens?)"),
+    (["run", "x.jsonl", "-o", "o", "--zzzzzz"], "unrecognized arguments: --zzzzzz; `gpu-dedup run --help`"),
+])
+def test_a_mistyped_flag_names_the_nearest_flag_of_its_command(capsys, argv, said):
+    """Issue 36 item 14: a mistyped flag is said by the command that was run (not the top-level usage), with
+    the nearest of that command's flags; nothing near: no guess."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and said in err and "usage: gpu-dedup [-h]" not in err, err

@@ -66,8 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C: the owned outputs were already removed on the way out (outputs.own), as on any failure
         logger.debug("traceback", exc_info=True)
-        print("gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any failure",
-              file=sys.stderr)
+        from .common import interrupted
+
+        print(interrupted(args), file=sys.stderr)  # and whether --resume can finish the run
         return 130
     except (GpuDedupError, OSError) as exc:
         # GpuDedupError: what the tool refused or could not do, on purpose. OSError too: the file system's own

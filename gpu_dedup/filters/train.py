@@ -84,6 +84,7 @@ import numpy as np
 from .._version import __version__
 from ..config import did_you_mean, is_int, is_real
 from ..errors import ConfigError, DataError, DependencyError, MissingFileError, OutputExistsError, RunError, UsageError
+from ..runtime.heartbeat import phase, ticking
 from ..runtime.outputs import check_outside_inputs, input_roots
 from ..io.discover import file_sha256
 from ..io.write import atomic_path
@@ -487,8 +488,12 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
             head = refit_head(cfg.head_of, [data.texts[i] for i in np.flatnonzero(trn)],
                               [data.labels[i] for i in np.flatnonzero(trn)], trained, l2=cfg.head_l2)
         else:
-            _train(ft, train_file, trained, cfg)
+            with ticking(logger, f"training fastText on {train_side['documents']:,} documents ({cfg.epoch} epochs, "
+                                 f"dim {cfg.dim}, bucket {cfg.bucket:,}{', then quantizing' if cfg.quantize else ''})"):
+                _train(ft, train_file, trained, cfg)
         train_seconds = time.time() - t0
+        phase(logger, "evaluating the model on the validation side (%s documents)%s", f"{val_side['documents']:,}",
+              " and scoring the test side" if test.any() else "")
         model = ft.load_model(trained)  # evaluate the very file that is shipped
         ev = evaluate(model, *part(val)[:2], classes, positive, cfg, part(val)[2])
         tested = (score_test(model, *part(test)[:2], classes, positive, ev["threshold"], cfg, part(test)[2])

@@ -41,8 +41,9 @@ class Heartbeat:
     far. A context manager: entering it starts the clock and, with ``start``, says the phase starts."""
 
     def __init__(self, log: logging.Logger, what: str, total: float | None = None, unit: str = "documents",
-                 every: float = HEARTBEAT_S, start: bool = True) -> None:
-        self.log, self.what, self.total, self.unit, self.every, self.start = log, what, total, unit, every, start
+                 every: float | None = None, start: bool = True) -> None:
+        self.log, self.what, self.total, self.unit, self.start = log, what, total, unit, start
+        self.every = HEARTBEAT_S if every is None else every
         self.done = 0.0
         self.t0 = self.last = 0.0
 
@@ -78,9 +79,11 @@ class Heartbeat:
 
 
 @contextmanager
-def ticking(log: logging.Logger, what: str, every: float = HEARTBEAT_S) -> Iterator[None]:
-    """Say ``what`` as the block starts, then "what: still going after N s" every ``every`` seconds until it
-    ends (a daemon thread: for one call that reports no progress itself and releases the GIL while it runs)."""
+def ticking(log: logging.Logger, what: str, every: float | None = None) -> Iterator[None]:
+    """Say ``what`` as the block starts, then "what: still going after N s" every ``every`` seconds (default
+    ``HEARTBEAT_S``) until it ends (a daemon thread: for one call that reports no progress itself and releases
+    the GIL while it runs: a child process, a library's C++ loop)."""
+    every = HEARTBEAT_S if every is None else every
     phase(log, "%s", what)
     stop = threading.Event()
     t0 = clock()

@@ -898,3 +898,22 @@ def test_head_of_errors(trained, tmp_path):
         TrainClassifierConfig(head_of=str(trained[2]), quantize=True)
     with pytest.raises(ValueError, match="head_l2"):
         TrainClassifierConfig(head_of=str(trained[2]), head_l2=0)
+
+
+def test_training_says_what_it_does_while_fasttext_runs(tmp_path, caplog, monkeypatch):
+    """Issue 36 item 11: train-classifier was silent for 13-15 s. Now fastText's training says it starts (its
+    documents, epochs, dim and bucket) and, every HEARTBEAT_S (0.05 s here), that it is still going; the
+    evaluation says it starts after it."""
+    from gpu_dedup.runtime import heartbeat
+
+    monkeypatch.setattr(heartbeat, "HEARTBEAT_S", 0.05)  # the child process alone takes longer to start
+    src = write_jsonl(tmp_path / "d.jsonl", make_rows())
+    with caplog.at_level("INFO", logger="gpu_dedup.filters"):
+        card = train_classifier([src], str(tmp_path / "m.bin"), TrainClassifierConfig(dim=8, epoch=5, bucket=5000,
+                                                                                  validation_fraction=0.2))
+    said = [r.getMessage() for r in caplog.records]
+    n = card["split"]["train"]["documents"]
+    start = said.index(f"training fastText on {n:,} documents (5 epochs, dim 8, bucket 5,000) ...")
+    going = [i for i, m in enumerate(said) if m.startswith("training fastText on ") and ": still going after " in m]
+    evaluating = next(i for i, m in enumerate(said) if m.startswith("evaluating the model on the validation side ("))
+    assert going and start < going[0] and going[-1] < evaluating, said

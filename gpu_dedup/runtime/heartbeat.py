@@ -18,8 +18,9 @@ import logging
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
+T = TypeVar("T")
 HEARTBEAT_S = 30.0  # seconds between two progress lines of one loop or call
 clock: Callable[[], float] = time.monotonic
 
@@ -55,6 +56,13 @@ class Heartbeat:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+    def each(self, items: Iterable[T]) -> Iterator[T]:
+        """``items``, one at a time, within this heartbeat: one unit done as the next is asked for."""
+        with self:
+            for item in items:
+                yield item
+                self.update(1)
 
     def update(self, n: float = 1) -> None:
         """``n`` more units done; a line when ``every`` seconds have passed since the last one (not for no

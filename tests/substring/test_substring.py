@@ -428,3 +428,42 @@ def test_real_gpu_suffix_array_and_cuts_equal_cpu():
     texts = [vocab_text(rng, int(rng.integers(1, 400)), 5) for _ in range(300)]
     c, g = run(texts, min_tokens=8), run(texts, "cuda", min_tokens=8)
     assert c.spans.equals(g.spans) and c.documents.equals(g.documents) and g.stats["array_backend"] == "cupy"
+
+
+def test_every_stage_says_it_starts_and_how_far_it_is(tmp_path, monkeypatch, caplog):
+    """Issue 36 item 11: `substring` ran 25 s without a word. Each stage now says it starts, and the loops
+    (read batches, suffix arrays, cut batches) say every HEARTBEAT_S how far they are (a clock moving 31 s per
+    reading here); the result is the same."""
+    import itertools
+    import logging
+
+    from gpu_dedup.runtime import heartbeat
+
+    rng = np.random.default_rng(7)
+    texts = [vocab_text(rng, int(rng.integers(10, 30)), 5) for _ in range(40)]
+    texts[30] = texts[3] + " " + texts[8]
+    t = pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts})
+    cfg = SubstringConfig(min_tokens=4, chunk_tokens=200, batch_bytes=1024)
+    quiet = substring_dedup(t, cfg)
+    ticks = itertools.count()
+    monkeypatch.setattr(heartbeat, "clock", lambda: next(ticks) * 31.0)
+    with caplog.at_level(logging.INFO, logger="gpu_dedup"):
+        res = substring_dedup(t, cfg, tmp_path / "out")
+    said = [r.getMessage() for r in caplog.records]
+    pairs = res.stats["suffix_arrays"]["suffix_arrays"]
+    tokens = quiet.stats["counts"]["tokens"]
+    assert pairs > 3 and res.stats["counts"] == quiet.stats["counts"]
+
+    def first(prefix):
+        return next(i for i, m in enumerate(said) if m.startswith(prefix))
+
+    order = [first("substring: reading and tokenizing the input ..."),
+             first("substring: reading and tokenizing the input: "),
+             first(f"substring: suffix arrays over {tokens:,} tokens ({pairs} suffix arrays) ..."),
+             first(f"substring: suffix arrays over {tokens:,} tokens: 1 of {pairs} suffix arrays ("),
+             first("substring: cutting the spans (the input read again) (40 documents) ..."),
+             first("substring: cutting the spans (the input read again): "),
+             first("substring: writing substring_deduplicated/ (the input read a third time) ..."),
+             first("substring: writing the report in ")]
+    assert order == sorted(order), said
+    assert " documents so far (" in said[order[1]] and " of 40 documents (" in said[order[5]]

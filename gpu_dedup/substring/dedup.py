@@ -434,7 +434,8 @@ def _substring_dedup(source: Any, cfg: SubstringConfig | None, output_dir: str |
     stats.update({
         "stage": "substring_dedup",
         "policy": {"tokens": "tokenizer " + os.path.basename(cfg.tokenizer) if cfg.tokenizer else
-                   "word units (non-whitespace runs) identified by their normalized text's hash",
+                   "word units (non-whitespace runs; each CJK character a unit of its own: tokens.CJK_RANGES) "
+                   "identified by their normalized text's hash",
                    "min_tokens": cfg.min_tokens, "keep": cfg.keep,
                    "cut": "every token covered by a window of min_tokens tokens that has an equal window earlier "
                           "in keep order; covered runs merge into one span", "seam": SEAM_RULE,

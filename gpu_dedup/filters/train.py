@@ -459,8 +459,11 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
     logger.info("split: train %d documents (%d groups), validation %d (%d groups), test %d (%d groups)",
                 train_side["documents"], train_side["groups"], val_side["documents"], val_side["groups"],
                 summary["test"]["documents"], summary["test"]["groups"])
+    bucket_from = None  # how the bucket was chosen, for the card (None: given)
     if cfg.bucket is None and cfg.head_of is None:
         bucket, distinct = bucket_from_data([data.texts[i] for i in np.flatnonzero(trn)], cfg)
+        bucket_from = {"distinct_ngrams": distinct, "rule": "the next power of two >= twice the distinct word and "
+                       "char n-grams of the training side, within [BUCKET_MIN, BUCKET_MAX] (labelled.bucket_from_data)"}
         cfg = dataclasses.replace(cfg, bucket=bucket)
         vocab = len({w for i in np.flatnonzero(trn) for w in data.texts[i].split()})
         logger.info("bucket %d from the data (%d distinct word/char n-grams on the training side); the input "
@@ -502,6 +505,7 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
             os.replace(trained, tmp_model)
             card = _card(cfg, data, model, model_path, tmp_model, ev, classes, positive, summary, tested, screened, head,
                          train_seconds, time.time() - started)
+            card["training"]["bucket_from_data"] = bucket_from
             with atomic_path(card_path(model_path)) as tmp_card:
                 with open(tmp_card, "w", encoding="utf-8") as fh:
                     json.dump(card, fh, indent=2, allow_nan=False)

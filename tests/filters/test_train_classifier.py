@@ -563,6 +563,8 @@ def test_bucket_comes_from_the_data(tmp_path, caplog):
     texts = [r["text"] for r in rows]
     bigrams = {(a, b) for t in texts for a, b in zip(t.split(), t.split()[1:])}
     assert bucket_from_data(texts, cfg) == (max(BUCKET_MIN, 1 << (2 * len(bigrams) - 1).bit_length()), len(bigrams))
+    seen = card["training"]["bucket_from_data"]["distinct_ngrams"]  # the card says how the bucket was chosen
+    assert 0 < seen <= len(bigrams) and bucket == max(BUCKET_MIN, 1 << (2 * seen - 1).bit_length())
     assert BUCKET_MIN <= bucket < 2 * 2 * len(bigrams) or bucket == BUCKET_MIN
     assert card["model"]["bytes"] < 2_000_000
     assert any(f"bucket {bucket} from the data" in r.getMessage() and " MB" in r.getMessage() for r in caplog.records)
@@ -917,3 +919,4 @@ def test_training_says_what_it_does_while_fasttext_runs(tmp_path, caplog, monkey
     going = [i for i, m in enumerate(said) if m.startswith("training fastText on ") and ": still going after " in m]
     evaluating = next(i for i, m in enumerate(said) if m.startswith("evaluating the model on the validation side ("))
     assert going and start < going[0] and going[-1] < evaluating, said
+    assert card["training"]["bucket_from_data"] is None  # given, not chosen from the data

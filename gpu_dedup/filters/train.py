@@ -91,7 +91,7 @@ from ..io.write import atomic_path
 from .cards import format_summary  # noqa: F401 (the train-classifier command imports it from here)
 from ..runtime.run import created, versions
 from .head import HEAD_L2, refit_head
-from .labelled import (DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, LabelTokens, bucket_from_data,
+from .labelled import (DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, LabelTokens, choose_bucket,
                        read_labelled)
 from .validation import (SIDES, TEST, TRAIN, VALIDATION, Direction, ThresholdRule, assign_sides,  # noqa: F401
                          calibration, choose_threshold, evaluate, group_audit, score_test, side_summary, split_groups)
@@ -461,15 +461,8 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
                 summary["test"]["documents"], summary["test"]["groups"])
     bucket_from = None  # how the bucket was chosen, for the card (None: given)
     if cfg.bucket is None and cfg.head_of is None:
-        bucket, distinct = bucket_from_data([data.texts[i] for i in np.flatnonzero(trn)], cfg)
-        bucket_from = {"distinct_ngrams": distinct, "rule": "the next power of two >= twice the distinct word and "
-                       "char n-grams of the training side, within [BUCKET_MIN, BUCKET_MAX] (labelled.bucket_from_data)"}
+        bucket, bucket_from = choose_bucket([data.texts[i] for i in np.flatnonzero(trn)], cfg)
         cfg = dataclasses.replace(cfg, bucket=bucket)
-        vocab = len({w for i in np.flatnonzero(trn) for w in data.texts[i].split()})
-        logger.info("bucket %d from the data (%d distinct word/char n-grams on the training side); the input "
-                    "matrix is about (%d words + %d) x dim %d x 4 bytes = %.1f MB (set bucket / --bucket to choose, "
-                    "--quantize to shrink it)", bucket, distinct, vocab, bucket, cfg.dim,
-                    (vocab + bucket) * cfg.dim * 4 / 1e6)
     os.makedirs(os.path.dirname(model_path), exist_ok=True)
 
     def part(mask: np.ndarray) -> tuple[list[str], list[str], dict[str, list[str]]]:

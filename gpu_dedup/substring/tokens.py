@@ -185,9 +185,9 @@ class TokenStore:
 
 
 def _in_ranges(xp: Any, cp: Any, ranges: tuple[tuple[int, int], ...]) -> Any:
-    """bool: which code points ``cp`` (int64) lie in one of the sorted, disjoint inclusive ``ranges``."""
-    los = xp.asarray(np.array([a for a, _ in ranges], np.int64))
-    his = xp.asarray(np.array([b for _, b in ranges], np.int64))
+    """bool: which code points ``cp`` (int32 or int64) lie in one of the sorted, disjoint inclusive ``ranges``."""
+    los = xp.asarray(np.array([a for a, _ in ranges], cp.dtype))
+    his = xp.asarray(np.array([b for _, b in ranges], cp.dtype))
     at = xp.searchsorted(los, cp, side="right") - 1
     return (at >= 0) & (cp <= his[xp.clip(at, 0, len(ranges) - 1)])
 
@@ -197,16 +197,15 @@ def cjk_chars(buf: Any) -> tuple[Any, Any, Any]:
     length int64 (3 or 4 bytes) of each character of ``CJK_RANGES``, start of each ideographic space). Only
     the lead bytes of 3- and 4-byte sequences are decoded (the text is valid UTF-8: io.read repaired it)."""
     xp = module_of(buf)
-    size = buf.shape[0]
-    lead = xp.flatnonzero((buf & 0xF0) >= 0xE0).astype(xp.int64)  # 1110xxxx and 11110xxx
+    lead = xp.flatnonzero(buf >= 0xE0).astype(xp.int64)  # 1110xxxx and 11110xxx
     if lead.shape[0] == 0:
         z = xp.zeros(0, xp.int64)
         return z, z, z
-    b = [buf[xp.clip(lead + k, 0, size - 1)].astype(xp.int64) & 0x3F for k in (1, 2, 3)]
-    b0 = buf[lead].astype(xp.int64)
+    pad = xp.concatenate((buf, xp.zeros(3, xp.uint8)))  # a 3-byte character at the end reads one byte past it
+    b0 = pad[lead].astype(xp.int32)
+    b1, b2, b3 = ((pad[lead + k] & 0x3F).astype(xp.int32) for k in (1, 2, 3))
     four = b0 >= 0xF0
-    cp = xp.where(four, ((b0 & 0x07) << 18) | (b[0] << 12) | (b[1] << 6) | b[2],
-                  ((b0 & 0x0F) << 12) | (b[0] << 6) | b[1])
+    cp = xp.where(four, ((b0 & 0x07) << 18) | (b1 << 12) | (b2 << 6) | b3, ((b0 & 0x0F) << 12) | (b1 << 6) | b2)
     own = _in_ranges(xp, cp, CJK_RANGES)
     return lead[own], xp.where(four[own], 4, 3).astype(xp.int64), lead[cp == IDEOGRAPHIC_SPACE]
 
@@ -226,10 +225,10 @@ def word_spans(data: Any, offsets: Any) -> tuple[Any, Any, Any]:
         return z, z, z
     word = ~xp.asarray(_SPACE)[buf]
     c_start, c_len, ideo = cjk_chars(buf)
-    for k in range(4):  # the bytes of the CJK characters and of the ideographic spaces are no run's
-        word[c_start[c_len > k] + k] = False
-        if k < 3:
-            word[ideo + k] = False
+    for k in range(3):  # the bytes of the CJK characters and of the ideographic spaces are no run's
+        word[c_start + k] = False
+        word[ideo + k] = False
+    word[c_start[c_len == 4] + 3] = False
     bound = xp.zeros(size + 1, xp.bool_)  # True where a document starts (position relative to lo)
     bound[offsets[:-1] - lo] = True
     bound[size] = True
@@ -238,12 +237,12 @@ def word_spans(data: Any, offsets: Any) -> tuple[Any, Any, Any]:
     next_space = xp.concatenate((~word[1:], edge))
     first = word & (prev_space | bound[:-1])
     last = word & (next_space | bound[1:])
-    start = xp.concatenate((xp.flatnonzero(first).astype(xp.int64), c_start))
-    end = xp.concatenate((xp.flatnonzero(last).astype(xp.int64) + 1, c_start + c_len))
-    if c_start.shape[0]:  # the runs and the characters, in text order (disjoint: sorting the starts suffices)
-        order = xp.argsort(start)
-        start, end = start[order], end[order]
-    start, end = start + lo, end + lo
+    # each CJK character is a unit: its first byte starts one, its last ends one. The units are disjoint, so
+    # the k-th start and the k-th end in text order belong together (no sort)
+    first[c_start] = True
+    last[c_start + c_len - 1] = True
+    start = xp.flatnonzero(first).astype(xp.int64) + lo
+    end = xp.flatnonzero(last).astype(xp.int64) + lo + 1
     doc = xp.searchsorted(offsets, start, side="right").astype(xp.int64) - 1
     return doc, start, end
 

@@ -361,8 +361,8 @@ class RunConfig(InputConfig):
         if not isinstance(self.annotate, bool):
             raise ConfigError(f"annotate must be a bool, got {self.annotate!r}")
         if self.annotate and not self.write_deduplicated:
-            raise ConfigError("annotate=True (--annotate) annotates the records of deduplicated/: it needs "
-                              "write_deduplicated=True (drop --no-deduplicated)")
+            raise ConfigError("annotate=True annotates the records of deduplicated/, which write_deduplicated=False "
+                              "turns off: drop one of them")
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ConfigError(f"threads must be a positive int or None, got {self.threads!r}")
         check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])

@@ -33,6 +33,7 @@ from ..errors import ConfigError, DataError, DependencyError, MissingFileError, 
 from ..io.text import arrow_text_buffers
 from ..ops import lm as lm_ops
 from ..runtime.device import array_module, resolve_device, to_device, to_host
+from ..runtime.heartbeat import phase
 from ..text.normalize import normalize_arrays
 from ..text.unicode_tables import POLICY_NAME, UNICODE_VERSION
 from .arpa import HEADER_PREFIX, KENLM_BINARY_MAGIC, ARPAError, read_arpa
@@ -207,6 +208,8 @@ class NgramLM:
         self.unk, self.bos, self.eos = ids["<unk>"], ids["<s>"], ids["</s>"]
         self.vocab_size = len(vocab)
         self.counts = [int(g[0].shape[0]) for g in grams]
+        phase(logger, "language model %s: building the lookup tables of %s n-grams", self.path,
+              f"{sum(self.counts):,}")
         h1, h2 = _word_keys(vocab, device)
         (vk1, vk2, vids), clash = lm_ops.vocab_table_host(h1, h2, np.arange(len(vocab), dtype=np.int64),
                                                           _pow2(len(vocab)))
@@ -337,6 +340,7 @@ def load_lm(path: str | os.PathLike, normalization: LMNormalization | None = Non
             raise DependencyError(f"{path} is a KenLM binary file; scoring it needs the kenlm package: "
                                   f"{KENLM_EXTRA} (or convert the model to ARPA)") from None
         return NgramLM(path, normalization, None, kenlm_model=kenlm.Model(path))
+    phase(logger, "language model %s (%.0f MB): reading the ARPA file", path, os.path.getsize(path) / 1e6)
     contract, vocab, grams = read_arpa(path)
     if contract is None:
         if normalization is None:

@@ -51,6 +51,7 @@ from ..decisions import FILTER_KEPT, filter_reasons, reason_array, scores_schema
 from ..runtime.device import batch_bytes, note_compiling, set_threads
 from ..runtime.passes import progress
 from ..errors import ConfigError, RunError
+from ..runtime.heartbeat import phase
 from ..runtime.run import RunResult, Steps, finish, header, owned, resources, write_table
 from .ahead import compile_stages, filter_ahead
 from .config import FilterConfig
@@ -191,6 +192,8 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
     if out is not None:
         os.makedirs(out, exist_ok=True)
         with steps("write"):
+            phase(logger, "filter: writing scores.parquet%s (%s kept documents)",
+                  " and filtered/" if cfg.write_filtered else "", f"{int(keep.sum()):,}")
             write_table(table, scores_schema(table.column_names), os.path.join(out, "scores.parquet"))
             stats.update(write_documents(files, cfg, cols["id"], para, keep, out, file_rows))
     if out is not None and cfg.audit:

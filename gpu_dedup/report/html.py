@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from ..decisions import reason_counts
 from ..errors import ConfigError
 from .inputs import Mismatch, Scan, load_run, locate_inputs, scan_inputs
 from .metrics import largest_clusters
@@ -19,6 +18,7 @@ from .sections import (
     environment_section,
     excerpts_section,
     lsh_section,
+    run_reasons,
     s_curve_section,
     scopes_section,
     summary_section,
@@ -57,7 +57,7 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
     out = os.fspath(out_dir)
     stats, decisions = load_run(out)
     n = decisions.num_rows
-    by = reason_counts(decisions)
+    by = run_reasons(decisions, stats)
     views = largest_clusters(decisions, max_clusters)
 
     recorded = {k: v for k, v in (stats.get("counts") or {}).items() if k in ("text_bytes", "words")}

@@ -61,6 +61,7 @@ from .. import constants as C
 from .. import io
 from ..decisions import keep_rank
 from ..runtime.device import batch_bytes, note_compiling
+from ..runtime.heartbeat import Heartbeat, phase
 from ..errors import DataError, RunError
 from ..io.text import arrow_text_buffers
 from ..text.cutwrite import apply_cuts, write_cut_documents
@@ -156,22 +157,24 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
     store = TokenStore(work_dir)
     tok = load_tokenizer(cfg.tokenizer) if cfg.tokenizer is not None else None
     report_rows = 0
-    for batch in _batches(files, cfg, report):
-        text = batch.text.cast(pa.large_string())
-        ids.append(batch.ids)
-        data, offsets = arrow_text_buffers(text)
-        lengths.append(np.diff(offsets))
-        if cfg.keep_column:
-            values.append(np.asarray(batch.keep_values, np.float64))
-        toks = tokenize(data, offsets, text, cfg, tok, device)
-        if cfg.memory_budget is not None:  # longer than one whole array: refused now, not after the reading
-            counts = np.diff(toks.doc_off)
-            big = int(np.argmax(counts)) if counts.shape[0] else 0
-            if counts.shape[0] and int(counts[big]) + 1 > cfg.memory_budget // C.SUBSTRING_BYTES_PER_POSITION:
-                store.close()
-                raise too_long(report_rows + big, batch.ids[big].as_py(), int(counts[big]), cfg)
-        report_rows += len(text)
-        store.append(toks)
+    with Heartbeat(logger, "substring: reading and tokenizing the input") as beat:
+        for batch in _batches(files, cfg, report):
+            text = batch.text.cast(pa.large_string())
+            ids.append(batch.ids)
+            data, offsets = arrow_text_buffers(text)
+            lengths.append(np.diff(offsets))
+            if cfg.keep_column:
+                values.append(np.asarray(batch.keep_values, np.float64))
+            toks = tokenize(data, offsets, text, cfg, tok, device)
+            if cfg.memory_budget is not None:  # longer than one whole array: refused now, not after the reading
+                counts = np.diff(toks.doc_off)
+                big = int(np.argmax(counts)) if counts.shape[0] else 0
+                if counts.shape[0] and int(counts[big]) + 1 > cfg.memory_budget // C.SUBSTRING_BYTES_PER_POSITION:
+                    store.close()
+                    raise too_long(report_rows + big, batch.ids[big].as_py(), int(counts[big]), cfg)
+            report_rows += len(text)
+            store.append(toks)
+            beat.update(len(text))
     if not ids:
         store.close()
         raise DataError(f"no documents in {source!r}: substring dedup needs at least one (read: "
@@ -313,7 +316,8 @@ def cut_documents(corpus: Corpus, keep: KeepOrder, matches: Matches, cfg: Substr
     counts: dict[str, Any] = {}
     seams: list[dict[str, Any]] = []
     r0 = 0
-    with _Sinks(out) as sinks:
+    with _Sinks(out) as sinks, Heartbeat(logger, "substring: cutting the spans (the input read again)",
+                                         total=len(corpus.ids)) as beat:
         for batch in _batches(corpus.files, cfg):
             data, offsets = arrow_text_buffers(batch.text.cast(pa.large_string()))
             n = offsets.shape[0] - 1
@@ -329,6 +333,7 @@ def cut_documents(corpus: Corpus, keep: KeepOrder, matches: Matches, cfg: Substr
                 for s in seam_sample(new_text, doc, cs, ce, cfg.seam_sample - len(seams)):
                     seams.append({**s, "row": s["row"] + r0})
             r0 += n
+            beat.update(n)
         if r0 != len(corpus.ids):
             raise RunError(f"the input changed while substring dedup ran: {r0} rows on the second read, "
                            f"{len(corpus.ids)} on the first")
@@ -359,6 +364,7 @@ def seam_sample(new_text: pa.Array, doc: np.ndarray, cs: np.ndarray, ce: np.ndar
 
 
 def write_outputs(out: str, corpus: Corpus, cfg: SubstringConfig) -> dict[str, Any]:
+    phase(logger, "substring: writing %s/ (the input read a third time)", OUTPUT_DIR)
     return write_cut_documents(corpus.files, os.path.join(out, SPANS_FILE), os.path.join(out, OUTPUT_DIR), cfg,
                                min(8 << 20, read_batch_bytes(cfg)))
 
@@ -430,7 +436,8 @@ def _substring_dedup(source: Any, cfg: SubstringConfig | None, output_dir: str |
     stats.update({
         "stage": "substring_dedup",
         "policy": {"tokens": "tokenizer " + os.path.basename(cfg.tokenizer) if cfg.tokenizer else
-                   "word units (non-whitespace runs) identified by their normalized text's hash",
+                   "word units (non-whitespace runs; each CJK character a unit of its own: tokens.CJK_RANGES) "
+                   "identified by their normalized text's hash",
                    "min_tokens": cfg.min_tokens, "keep": cfg.keep,
                    "cut": "every token covered by a window of min_tokens tokens that has an equal window earlier "
                           "in keep order; covered runs merge into one span", "seam": SEAM_RULE,

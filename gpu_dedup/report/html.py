@@ -37,8 +37,16 @@ MAX_CLUSTERS = 10  # the largest clusters shown with excerpts by default
 
 
 def shown_rows(decisions: pa.Table, max_clusters: int = MAX_CLUSTERS) -> np.ndarray:
-    """int64, sorted: the decisions rows whose texts the report shows (the largest clusters' kept documents and
-    members). A run passes their texts to ``write_report`` when it met them anyway (writing deduplicated/)."""
+    """The decisions rows whose texts the report shows. A run passes their texts to ``write_report`` when it met
+    them anyway (writing deduplicated/).
+
+    Args:
+        decisions: the run's decisions table.
+        max_clusters: the largest clusters shown (``write_report``'s).
+
+    Returns:
+        int64, sorted: the rows of those clusters' kept documents and of the members shown.
+    """
     return _view_rows(largest_clusters(decisions, max_clusters))
 
 

@@ -384,7 +384,9 @@ def ft_scan_words(data, s, e, P, prefix, vbytes, voff, vhash, vtype, vtable, sub
     3,)) are found in one scan, its n-grams enumerated from the starts (no test of every byte of every n-gram
     for a continuation byte or the "<" / ">" ends), P's fields read once; a call per token costs the reference
     counts of a dozen arrays, more than the token's own work, so nothing per token is a call. A token of more
-    than CS_MAX characters goes through ``ft_subwords``."""
+    than CS_MAX characters goes through ``ft_subwords``. The token scan, the n-gram loop and the row adds repeat
+    ``ft_scan_ngrams``' and ``ft_subwords``' on purpose: through shared inlined helpers (a row add, a separator
+    skip) this loop measured 58-62 us per lid.176 document instead of 46-51."""
     minn = P[P_MINN]
     maxn = P[P_MAXN]
     bucket = U64(P[P_BUCKET])

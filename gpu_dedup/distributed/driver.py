@@ -332,7 +332,9 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
                                                              if "array_backend" in x})})
     if d.index is not None:
         stats["stages"]["against_index"] = {"path": d.index.path, "documents": rows[0],
-                                            "generation": d.index.manifest["generation"]}
+                                            "generation": d.index.manifest["generation"],
+                                            **({"scope": d.index.manifest["scope"]} if "scope" in d.index.manifest
+                                               else {})}
     if prefilter is not None:
         stats["prefilter"] = _prefilter_stats(prefilter, signed[first:])
         if d.out is not None:
@@ -341,7 +343,8 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
             d.timings["write_scores"] = time.perf_counter() - t
     if d.save_index is not None:
         t = time.perf_counter()
-        stats["stages"]["index"] = _write_index(lay, d.save_index, job.cfg, d.index, range(first, nf))
+        stats["stages"]["index"] = _write_index(lay, d.save_index, job.cfg, d.index, range(first, nf),
+                                                r[INDEX_ROWS])
         d.timings["save_index"] = time.perf_counter() - t
     return stats
 
@@ -400,18 +403,21 @@ def _raise_duplicate_ids(job, rows, index=None) -> None:
         from ..contract import contract
         from ..lexical.index import load_index
 
-        load_index(index.path, contract(cfg)).check_new_ids(ids.combine_chunks(), inputs, file_rows, **reader)
+        load_index(index.path, contract(cfg), cfg.cluster.scope_field).check_new_ids(ids.combine_chunks(), inputs, file_rows, **reader)
     raise RunError("an exact task found a duplicated id that the check of all ids did not")  # pragma: no cover
 
 
-def _write_index(lay: Layout, path: str, cfg, index, file_range) -> dict[str, Any]:
-    """The new index: the parent's rows (--against), then every file's index_rows part, one at a time."""
+def _write_index(lay: Layout, path: str, cfg, index, file_range, rows: list[dict]) -> dict[str, Any]:
+    """The new index: the parent's rows (--against), then every file's index_rows part, one at a time (with a
+    scope, the index_rows tasks' documents per scope value)."""
     from ..lexical.index import save_index
 
     def fill(writer) -> None:
         writer.copy_parent()
         for fi in file_range:
             writer.write_table(lay.read_one("index_rows", f"f{fi:06d}"))
+        for r in rows:
+            writer.add_scopes(dict(r.get("scopes") or []))
 
     return save_index(path, cfg, index, fill)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..config import RunConfig
 from .shuffle import file_of
@@ -192,4 +193,8 @@ def index_rows(job: Job, fi: int) -> dict[str, Any]:
     tables = [documents_table(*part) for part in kept_rows(cfg, [job.files[fi]], kept, piece["id"].combine_chunks(),
                                                           exact, piece["nshingles"].to_numpy() == 0, band)]
     lay.write(pa.concat_tables(tables) if tables else DOCUMENTS_SCHEMA.empty_table(), "index_rows", f"f{fi:06d}")
-    return {"rows": int(kept.shape[0])}
+    scopes = []
+    if cfg.cluster.scope_field is not None:  # the kept rows per scope value (the index manifest's counts)
+        counts = pc.value_counts(read_piece(job, fi, ["scope"])["scope"].combine_chunks().filter(pa.array(keep)))
+        scopes = [[c["values"], int(c["counts"])] for c in counts.to_pylist()]
+    return {"rows": int(kept.shape[0]), "scopes": scopes}

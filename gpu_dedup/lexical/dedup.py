@@ -105,11 +105,12 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         from ..distributed import IndexSource
         from .index import index_manifest
 
-        index = IndexSource(os.fspath(against), index_manifest(os.fspath(against), contract(cfg)))
+        index = IndexSource(os.fspath(against), index_manifest(os.fspath(against), contract(cfg),
+                                                               cfg.cluster.scope_field))
     elif against is not None:
         from .index import load_index
 
-        index = load_index(os.fspath(against), contract(cfg))
+        index = load_index(os.fspath(against), contract(cfg), cfg.cluster.scope_field)
     files = io.source_files(source)
     out = os.fspath(output_dir) if output_dir is not None else None
     if engine == "dask" or scheduler is not None:
@@ -121,9 +122,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ConfigError(f"workers={workers!r} is no number of Ray worker processes: pass a whole number >= 1, or "
                           f"leave it out to use every CPU")
-    if cfg.cluster.scope_field is not None and (index is not None or save_index is not None or semantic is not None):
-        raise ConfigError("--scope-field cannot be combined with --against, --save-index or --semantic yet (an "
-                          "index and the semantic stage are global): run it without them")
+    if cfg.cluster.scope_field is not None and semantic is not None:
+        raise ConfigError("--scope-field cannot be combined with --semantic yet (the semantic stage is global): "
+                          "run it without one of them")
     if semantic is True:  # semantic=True: SemDeDup with its defaults
         from ..semantic.config import SemanticConfig
 

@@ -60,6 +60,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def fraction(text: str) -> float:
+    """A number in [0, 1] (argparse's type)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a fraction in [0, 1]")
+    return v
+
+
 def _fraction(text: str) -> float:
     try:
         v = float(text)

@@ -310,7 +310,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
     steps = ((TextCacheStep(cache),) if cache is not None else ()) + steps
     stored = {fi: work.load(fi, f) for fi, f in enumerate(files)} if work is not None else {}
     keep_keys = work is None or cfg.memory_budget is None  # else they are read back from the pieces
-    with progress(cfg, "read+minhash") as bar:
+    with progress(cfg, "read+minhash", files=files) as bar:
         for fi, f in enumerate(files):
             piece = stored.get(fi)
             if piece is not None:
@@ -319,7 +319,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 part = _unpacked(piece[0], cfg, device)
                 report.merge(piece[1])
             else:
-                part, part_report, tm = compute_file(f, cfg, device, params, bar, steps, row0=col.rows)
+                part, part_report, tm = compute_file(f, cfg, device, params, bar.for_file(fi), steps, row0=col.rows)
                 for k, v in tm.items():
                     timings[k] = timings.get(k, 0.0) + v
                 report.merge(part_report)

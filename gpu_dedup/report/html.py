@@ -13,6 +13,7 @@ from .inputs import Mismatch, Scan, load_run, locate_inputs, scan_inputs
 from .metrics import largest_clusters
 from .page import Page, esc
 from .plots import matplotlib_ok
+from .sources import boundary_rows, cost_section, sources_section
 from .sections import (
     clusters_section,
     counts_section,
@@ -62,7 +63,8 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
 
     recorded = {k: v for k, v in (stats.get("counts") or {}).items() if k in ("text_bytes", "words")}
     need_sizes = not ("text_bytes" in recorded and "words" in recorded)
-    want = np.unique(np.array([r for v in views for r in (v.rep, *v.members)], np.int64))
+    want = np.unique(np.concatenate([np.array([r for v in views for r in (v.rep, *v.members)], np.int64),
+                                     boundary_rows(stats, decisions["id"].combine_chunks())]))
     scan: Scan | None = None
     why: str | None = None
     if not read_inputs:
@@ -90,9 +92,14 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
     if scopes_section(stats):
         page.add("scopes", "Scopes", scopes_section(stats))
     page.add("largest", "Largest clusters", excerpts_section(decisions, views, scan.texts if scan else None, why))
+    if sources_section(stats):
+        page.add("sources", "Sources",
+                 sources_section(stats, decisions["id"].combine_chunks(), scan.texts if scan else None, why))
     page.add("lsh", "LSH bands and buckets", lsh_section(page, stats))
     page.add("s-curve", "S-curve and measured similarities", s_curve_section(page, stats, decisions))
     page.add("timings", "Timings and throughput", timings_section(page, stats, n))
+    if cost_section(stats):
+        page.add("cost", "Cost", cost_section(stats))
     page.add("environment", "Device, config and contract", environment_section(stats))
     if os.path.exists(os.path.join(out, "paragraph_dedup.json")):  # a --paragraph-dedup stage wrote it
         from ..paragraph.report import read_section as paragraph_section

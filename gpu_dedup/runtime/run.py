@@ -10,7 +10,8 @@ index writer, classifier training), in one place. Each program supplies only its
                ``created`` and ``versions`` are the one source of those two values for every file the tool writes
     table      ``write_table``: the per-document table, checked against its declared schema, written atomically
                (``write_tables``: from parts, in fixed row groups, so that both engines write the same bytes)
-    finish     ``finish``: run.json, then the report, which can never fail the run (a warning says how to retry)
+    finish     ``finish``: run.json (with ``cost``: the run's meter, ``cost.Meter.usage``), then the report, which
+               can never fail the run (a warning says how to retry)
     result     ``RunResult``: the surface every program's result shares (``summary()``, ``filter(df)``,
                ``keep_mask``, ``to_pandas()``)
 """
@@ -50,16 +51,19 @@ def owned(out: str | os.PathLike | None, *, roots: Sequence[str], command: str, 
           resume: bool = False, flag: str = "overwrite=True", overwrite_same_command: bool = False) -> Iterator[Any]:
     """Own a run's directories while the block runs: each must lie outside the inputs (``roots``, from
     ``outputs.input_roots``), then ``outputs.own`` locks them, replaces the earlier run's files and removes this
-    run's again when the block raises. Yields ``own``'s session (None without ``out``).
+    run's again when the block raises. The run's cost is metered meanwhile (``cost.metered``: a pipeline step's
+    meter when there is one). Yields ``own``'s session (None without ``out``).
 
     Raises:
         ValueError: a directory at or under an input.
         FileExistsError: ``out`` holds a finished run and neither ``overwrite`` nor ``resume`` is given.
         outputs.LockedError: another run holds one of the directories.
     """
+    from .cost import metered
+
     check_outside_inputs({"output_dir": out, "work_dir": work_dir, "save_index": index_dir}, roots)
-    with own(out, work_dir=work_dir, index_dir=index_dir, command=command, overwrite=overwrite, resume=resume,
-             roots=roots, flag=flag, overwrite_same_command=overwrite_same_command) as session:
+    with metered(), own(out, work_dir=work_dir, index_dir=index_dir, command=command, overwrite=overwrite,
+                        resume=resume, roots=roots, flag=flag, overwrite_same_command=overwrite_same_command) as session:
         yield session
 
 
@@ -111,6 +115,18 @@ def seconds_line(timings: dict[str, float]) -> str:
     if timings.get("compile"):
         line += f" ({timings['compile']:.2f} s of it compiling kernels, first run only)"
     return line
+
+
+def timing_line(timings: dict[str, float], top: int = 6) -> str:
+    """Where a run's time went, as its summary says it: the ``top`` longest steps of ``timings`` (run.json's
+    ``timings_s``) with their share of the total, longest first: "time: read 12.30 s (45%), verify 5.10 s
+    (19%), ... of 27.10 s"."""
+    total = timings.get("total") or sum(v for k, v in timings.items() if k != "total")
+    parts = sorted(((k, v) for k, v in timings.items() if k != "total" and v >= 0.005), key=lambda kv: -kv[1])
+    shown = ", ".join(f"{k} {v:.2f} s" + (f" ({100 * v / total:.0f}%)" if total else "") for k, v in parts[:top])
+    rest = sum(v for _, v in parts[top:])
+    return f"time: {shown or 'nothing measurable'}" + (f", {len(parts) - top} more {rest:.2f} s" if rest else "") + \
+        f" of {total:.2f} s"
 
 
 # ---------------------------------------------------------------------------------------------- header
@@ -245,8 +261,14 @@ def finish(out: str, stats: dict[str, Any], *, name: str = "run.json",
            report: Callable[[], Any] | None = None, what: str = "run") -> None:
     """Write ``stats`` to OUT/``name`` (atomically), then, with ``report``, the report (``write_report``; it
     reads that file) and the file again with the report's seconds in ``timings_s`` (``report``, and added to
-    ``total``: the report is part of the run's wall time)."""
+    ``total``: the report is part of the run's wall time). Inside a metered run (``cost.metered``: every owned
+    run) ``stats["cost"]`` is its cost so far, then with the report."""
+    from .cost import current
+
+    meter = current()
     path = os.path.join(out, name)
+    if meter is not None:
+        stats["cost"] = meter.usage(out, stats, exclude=(name,))
     io.write_json_atomic(stats, path)
     if report is None:
         return
@@ -254,6 +276,8 @@ def finish(out: str, stats: dict[str, Any], *, name: str = "run.json",
     timings = stats["timings_s"]
     timings["report"] = seconds
     timings["total"] = timings.get("total", 0.0) + seconds
+    if meter is not None:
+        stats["cost"] = meter.usage(out, stats, exclude=(name,))
     io.write_json_atomic(stats, path)
 
 

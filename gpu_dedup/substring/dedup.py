@@ -66,6 +66,7 @@ from ..io.text import arrow_text_buffers
 from ..text.cutwrite import apply_cuts, write_cut_documents
 from ..text.spans import gather_spans
 from ..runtime.outputs import input_roots
+from ..runtime.passes import progress
 from ..runtime.run import Steps, finish, header, owned, peak_rss_bytes, resources
 from .config import SubstringConfig
 from .spans import KeepOrder, Matches, byte_cuts, cut_spans, find_matches
@@ -155,22 +156,24 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
     store = TokenStore(work_dir)
     tok = load_tokenizer(cfg.tokenizer) if cfg.tokenizer is not None else None
     report_rows = 0
-    for batch in _batches(files, cfg, report):
-        text = batch.text.cast(pa.large_string())
-        ids.append(batch.ids)
-        data, offsets = arrow_text_buffers(text)
-        lengths.append(np.diff(offsets))
-        if cfg.keep_column:
-            values.append(np.asarray(batch.keep_values, np.float64))
-        toks = tokenize(data, offsets, text, cfg, tok, device)
-        if cfg.memory_budget is not None:  # longer than one whole array: refused now, not after the reading
-            counts = np.diff(toks.doc_off)
-            big = int(np.argmax(counts)) if counts.shape[0] else 0
-            if counts.shape[0] and int(counts[big]) + 1 > cfg.memory_budget // C.SUBSTRING_BYTES_PER_POSITION:
-                store.close()
-                raise too_long(report_rows + big, batch.ids[big].as_py(), int(counts[big]), cfg)
-        report_rows += len(text)
-        store.append(toks)
+    with progress(cfg, "substring: tokens", files=files) as bar:
+        for batch in _batches(files, cfg, report):
+            text = batch.text.cast(pa.large_string())
+            ids.append(batch.ids)
+            data, offsets = arrow_text_buffers(text)
+            lengths.append(np.diff(offsets))
+            if cfg.keep_column:
+                values.append(np.asarray(batch.keep_values, np.float64))
+            toks = tokenize(data, offsets, text, cfg, tok, device)
+            if cfg.memory_budget is not None:  # longer than one whole array: refused now, not after the reading
+                counts = np.diff(toks.doc_off)
+                big = int(np.argmax(counts)) if counts.shape[0] else 0
+                if counts.shape[0] and int(counts[big]) + 1 > cfg.memory_budget // C.SUBSTRING_BYTES_PER_POSITION:
+                    store.close()
+                    raise too_long(report_rows + big, batch.ids[big].as_py(), int(counts[big]), cfg)
+            report_rows += len(text)
+            store.append(toks)
+            bar.update(len(text), batch.file_index)
     if not ids:
         store.close()
         raise DataError(f"no documents in {source!r}: substring dedup needs at least one (read: "

@@ -256,3 +256,19 @@ def test_scoped_and_global_indexes_refuse_each_other(tmp_path):
     # a gpu_dedup that knows only version 1 refuses the scoped index (its keys are salted)
     assert json.loads((tmp_path / "scoped" / "manifest.json").read_text())["version"] == 2
     assert json.loads((tmp_path / "global" / "manifest.json").read_text())["version"] == 1
+
+
+def test_a_scoped_index_on_the_device_path_equals_cpu(tmp_path):
+    first, second = _crawls(seed=8)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write_jsonl(a, first[:40])
+    _write_jsonl(b, second[:40])
+    got = {}
+    for device in ("cpu", "cuda"):
+        ix = tmp_path / f"ix_{device}"
+        deduplicate(str(a), output_dir=str(tmp_path / f"o_{device}"), save_index=str(ix), device=device,
+                    cluster__scope_field="snapshot")
+        got[device] = deduplicate(str(b), against=str(ix), device=device, cluster__scope_field="snapshot").decisions
+        got[device + "_index"] = pq.read_table(ix / "documents.parquet")
+    assert got["cpu"].select(COLUMNS).equals(got["cuda"].select(COLUMNS))
+    assert got["cpu_index"].equals(got["cuda_index"])

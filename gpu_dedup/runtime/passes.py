@@ -187,6 +187,7 @@ class _Bar:
                 total = self.expected.total()
                 if total is not None and total != self.bar.total:
                     self.bar.total = max(total, self.bar.n + n)
+                    self.bar.refresh()  # the new estimate, and with it the ETA, shows at once
             self.file, self.file_rows = file_index, 0
         self.file_rows += n
         if self.bar.total is not None and self.bar.n + n > self.bar.total:  # an estimate that fell short

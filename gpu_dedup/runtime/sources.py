@@ -163,9 +163,12 @@ class Tally:
         removed = ~keep
         if not removed.any():
             return
-        steps = (np.full(m, step, dtype=object) if isinstance(step, str)
-                 else np.asarray(step.cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False),
-                                 dtype=object))
+        if isinstance(step, str):
+            step_names, step_of = [step], np.zeros(m, np.int64)
+        else:  # the pipeline's step column: null where kept
+            se = step.cast(pa.string()).fill_null("").dictionary_encode()
+            step_names = se.dictionary.to_pylist()
+            step_of = np.asarray(se.indices.to_numpy(zero_copy_only=False), np.int64)
         reason = reason.cast(pa.string()) if reason is not None else pa.nulls(m, pa.string())
 
         def is_reason(name: str) -> np.ndarray:
@@ -182,8 +185,7 @@ class Tally:
             take = ~np.isnan(v) & (np.isnan(value) if code == 1 else semantic)
             value[take], measure[take] = v[take], code
         rows = np.flatnonzero(removed)
-        step_names, step_code = np.unique(steps[rows].astype(str), return_inverse=True)
-        group = (codes[rows] * len(step_names) + step_code) * 3 + measure[rows]
+        group = (codes[rows] * len(step_names) + step_of[rows]) * 3 + measure[rows]
         ug, inv = np.unique(group, return_inverse=True)
         counts = np.zeros((ug.shape[0], BINS), np.int64)
         np.add.at(counts, (inv, bin_of(value[rows])), 1)
@@ -213,7 +215,7 @@ class Tally:
         mid = matched.cast(pa.string()).take(pa.array(rows)).to_pylist()
         for key, r, i, mt in zip(sample_key(rid), rows.tolist(), rid, mid):
             if mt is not None:
-                self._offer(names[int(codes[r])], [key, str(steps[r]), str(names_m[r]), float(value[r]), i, mt])
+                self._offer(names[int(codes[r])], [key, step_names[step_of[r]], str(names_m[r]), float(value[r]), i, mt])
 
     def _offer(self, source: str, pair: list) -> None:
         b = self.sources[source]["boundary"]

@@ -100,6 +100,17 @@ def price(args: argparse.Namespace) -> Price | None:
     return Price.parse(text) if text else None
 
 
+def print_extras(s: dict) -> None:
+    """The summary's lines of what each source lost and what the run cost (run.json ``sources``, ``cost``)."""
+    from ..runtime.cost import line as cost_line
+    from ..runtime.sources import share_line
+
+    if s.get("sources"):
+        print(share_line(s["sources"]))
+    if s.get("cost"):
+        print(cost_line(s["cost"]))
+
+
 def reading(args: argparse.Namespace) -> Reading:
     """How the command reads its input, from the common flags (a default where one was not given)."""
     d = InputConfig()

@@ -191,9 +191,8 @@ def filter_config(args: argparse.Namespace) -> FilterConfig:
 
 def run_filter(args: argparse.Namespace) -> int:
     from ..filters.program import Filter
-    from .run import run_extras
     from ..pipeline.engine import run_pipeline
-    from .common import env_from_args
+    from .common import env_from_args, print_extras
 
     cfg = filter_config(args)
     # a one-step pipeline: the engine owns OUT (outside the inputs, locked, an earlier run replaced only with
@@ -211,7 +210,7 @@ def run_filter(args: argparse.Namespace) -> int:
     print(f"device {res.stats['device']}, {seconds_line(t)}, {res.stats['throughput_docs_per_s'] or 0:,.0f} docs/s "
           f"scored")
     print(timing_line(t))
-    run_extras(res.stats)
+    print_extras(res.stats)
     print(f"wrote {os.path.join(args.output, 'scores.parquet')}, run.json"
           + (", filtered/" if cfg.write_filtered else "") + (", audit.parquet" if cfg.audit else "")
           + (", report.html" if os.path.exists(os.path.join(args.output, "report.html")) else ""))

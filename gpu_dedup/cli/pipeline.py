@@ -7,7 +7,7 @@ import os
 import textwrap
 
 from ..runtime.run import seconds_line, timing_line
-from .common import COMMON, GUARD, add_common, add_guard, env_from_args, load_mapping
+from .common import COMMON, GUARD, add_common, add_guard, env_from_args, load_mapping, print_extras
 
 EPILOG = textwrap.dedent("""\
     examples:
@@ -64,7 +64,6 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
 def print_result(res) -> None:
     """A pipeline run's summary lines on stdout (``pipeline`` and ``demo``)."""
-    from .run import run_extras
 
     print(res.summary())
     for r in res.steps:
@@ -75,6 +74,6 @@ def print_result(res) -> None:
     s = res.stats
     print(f"device {s['device']}, {seconds_line(s['timings_s'])}")
     print(timing_line(s["timings_s"]))
-    run_extras(s)
+    print_extras(s)
     print(f"wrote {os.path.join(res.output_dir, 'decisions.parquet')}, "
           + ("deduplicated/, " if "deduplicated" in s else "") + "run.json, report.html")

@@ -16,7 +16,7 @@ from ..runtime.run import seconds_line, timing_line
 from . import steps
 from . import substring as substring_cli
 from .args import config_default, positive_int
-from .common import add_common, add_guard, guard, price
+from .common import add_common, add_guard, guard, price, print_extras
 from .steps import RUN_CONFIG_KEYS, add_config_flags, config_flags, config_from_args  # noqa: F401 - the run flags' API
 
 PARAGRAPH_ORDERS = ORDERS
@@ -168,17 +168,6 @@ def _paragraph_summary(res) -> None:
               f"{a['target_fp_rate']:.3g})" + (" OVER TARGET" if a["exceeds_target"] else ""))
 
 
-def run_extras(s: dict) -> None:
-    """The summary's lines of what each source lost and what the run cost (run.json ``sources``, ``cost``)."""
-    from ..runtime.cost import line as cost_line
-    from ..runtime.sources import share_line
-
-    if s.get("sources"):
-        print(share_line(s["sources"]))
-    if s.get("cost"):
-        print(cost_line(s["cost"]))
-
-
 def print_summary(result) -> None:
     """A dedup run's summary lines on stdout (``run`` and ``demo``)."""
     s = result.stats
@@ -187,7 +176,7 @@ def print_summary(result) -> None:
     print(f"device {s['device']} ({s['threads']} threads), {seconds_line(t)}, "
           f"{s['throughput_docs_per_s'] or 0:,.0f} docs/s")
     print(timing_line(t))
-    run_extras(s)
+    print_extras(s)
     print(f"wrote {os.path.join(result.output_dir, 'decisions.parquet')}, run.json"
           + (", deduplicated/" if "deduplicated" in s else "")
           + (", report.html" if os.path.exists(os.path.join(result.output_dir, "report.html")) else ""))

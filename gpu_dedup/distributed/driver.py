@@ -116,9 +116,9 @@ class Driver:
         (cluster.ray_get); one whose worker died or ran out of memory, naming the stage, file and knobs."""
         t = time.perf_counter()
         keys = list(self.keys(stage))
-        bar, count = self._bar(stage, keys)
+        bar, done = self._bar(stage, keys)
         with bar:
-            res = self._run(stage, keys, args, lambda i, r: bar.update(count(keys[i], r)))
+            res = self._run(stage, keys, args, lambda i, r: done(keys[i], r))
         self.timings[f"ray_{stage.name}"] = self.timings.get(f"ray_{stage.name}", 0.0) + time.perf_counter() - t
         meter = current_meter()
         if meter is not None:  # the tasks' own accounting (run.json's cost)
@@ -126,22 +126,23 @@ class Driver:
         return res
 
     def _bar(self, stage: Stage, keys: list):
-        """(the stage's progress bar on the driver: documents/s and an ETA, the workers draw none; how many a
-        finished task counts): documents of the files of a per-file stage (the sign tasks' counts, estimated
-        before them: ``passes.Expected``), tasks of a per-range stage."""
-        from ..runtime.passes import Expected, progress
+        """(the stage's progress bar on the driver: documents/s and an ETA, the workers draw none; what a
+        finished task adds to it): documents of the files of a per-file stage (the sign tasks' counts, their
+        total estimated before them: ``passes.Expected``), tasks of a per-range stage."""
+        from ..runtime.passes import progress
 
         on = SimpleNamespace(progress=self.progress)
         name = f"ray {stage.name}"
-        offs = self.job.offsets
+        offs, first = self.job.offsets, self.job.first
         if stage.per not in ("file", "input"):
-            return progress(on, name, len(keys), unit="task"), lambda k, r: 1
+            bar = progress(on, name, len(keys), unit="task")
+            return bar, lambda k, r: bar.update(1)
         if offs is not None:
-            return (progress(on, name, int(offs[keys[-1] + 1] - offs[keys[0]]) if keys else 0),
-                    lambda k, r: int(offs[k + 1] - offs[k]))
-        files = [f for f in self.job.files if not isinstance(f, options.IndexSource)]
-        total = Expected(files).total() if self.progress else None  # sign: the counts come with its results
-        return progress(on, name, total), lambda k, r: int(r.get("rows", 0))
+            bar = progress(on, name, int(offs[keys[-1] + 1] - offs[keys[0]]) if keys else 0)
+            return bar, lambda k, r: bar.update(int(offs[k + 1] - offs[k]))
+        # sign: each task's count comes with its result, and refines the estimate of the others'
+        bar = progress(on, name, files=self.inputs)
+        return bar, lambda k, r: bar.update(int(r.get("rows", 0)), k - first) if k >= first else None
 
     def _run(self, stage: Stage, keys: list, args: tuple, done) -> list[dict]:
         if self.actors and stage.device:
@@ -224,7 +225,7 @@ def _tallied(d: Driver, wr: list[dict]) -> None:
 SIZES = Stage(stages.sizes, "file")
 WRITE = Stage(stages.write, "input", before=lambda d: None if d.limited else _journal(d), then=_tallied,
               args=lambda d: (None if d.limited else d.out, d.guard.source_field if d.guard else None, d.thresholds))
-KEPT = Stage(stages.kept, "input", before=_journal, args=lambda d: (d.out,),
+KEPT = Stage(options.kept, "input", before=_journal, args=lambda d: (d.out,),
              when=lambda d: d.limited and not d.stopped and d.out is not None and d.job.cfg.write_deduplicated)
 INDEX_ROWS = Stage(options.index_rows, "input", when=lambda d: d.save_index is not None and not d.stopped)
 
@@ -355,7 +356,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         job = stages.Job(cfg.replace(progress=False), device, files, work_tasks, parts, first=first,
                          prefilter=prefilter,
                          run_key=run_key([fingerprint, signing, device, parts, len(files), first, "sign"]))
-        from ..lexical.dedup import thresholds
+        from ..runtime.sources import thresholds
 
         d = Driver(ray, job, inputs, out_tasks, save_index, index, fingerprint, settings, timings,
                    remote={s: ray.remote(num_cpus=1, max_retries=3)(s.fn) for s in PLAN}, guard=guard,

@@ -21,9 +21,7 @@
                its cluster's keep order) -> by the member's file
     write      per file: its decisions part (the cluster-size policies, decide.cluster_size_keeps, applied
                to its rows), its sources' tally (runtime/sources.py) and its deduplicated/ file (with a source
-               limit: none yet)
-    kept       per file (only with a source limit, once the driver found every source within it): its
-               deduplicated/ file, from its decisions part
+               limit: none; options.kept writes it once every source is within the limit)
     index_rows per file (--save-index; options.py): its kept rows in documents.parquet's schema
 
 With ``--against`` the index is the run's file 0 (``options.IndexSource``): its documents are rows 0..I-1, first
@@ -57,7 +55,7 @@ from ..lexical.signatures import compute_file, piece_of, scope_salts
 from ..lexical.verify import ShingleSets, shingle_sets_pass
 from ..runtime.sources import Tally, source_labels
 from ..runtime.workdir import band_column
-from .options import IndexSource, index_piece, rep_positions
+from .options import IndexSource, index_piece, rep_positions, write_kept_file
 from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, piece_keep_order, read_piece, run_once
 from .shuffle import file_of, key_partition, mix64
 
@@ -479,29 +477,6 @@ def _scope_counts(scope: pa.Array, keep: np.ndarray) -> list[list]:
     return [[v, int(d), int(c)] for v, d, c in zip(enc.dictionary.to_pylist(), docs, kept)]
 
 
-def _write_kept(job: Job, f, keep: np.ndarray, size: np.ndarray, cluster: np.ndarray, out: str) -> dict[str, int]:
-    """File ``f``'s kept records into OUT/deduplicated/ (with --annotate, their cluster's size and id)."""
-    cfg = job.cfg
-    annotate = {"dup_cluster_size": size, "dup_cluster_id": cluster} if cfg.annotate else None
-    return io.write_kept([f], keep, os.path.join(out, "deduplicated"), id_field=cfg.id_field, text_field=cfg.text_field,
-                         on_error=cfg.on_error, file_rows=[len(keep)], read_threads=1, annotate=annotate)
-
-
-def _kept_there(job: Job, fi: int, result: dict, out: str) -> bool:
-    return result.get("out") == out and (not result["deduplicated"]["files"] or os.path.exists(
-        io.output_path(os.path.join(out, "deduplicated"), job.files[fi])))
-
-
-@run_once("kept", valid=_kept_there)
-def kept(job: Job, fi: int, out: str) -> dict[str, Any]:
-    """File ``fi``'s deduplicated/ file from its decisions part (a run with a source limit, once the driver
-    found every source within it)."""
-    d = job.layout.read_one("decisions", f"f{fi:06d}", ["keep", "cluster_size", "cluster_id"])
-    keep = np.asarray(d["keep"].to_numpy(zero_copy_only=False), bool)
-    return {"out": out, "deduplicated": _write_kept(job, job.files[fi], keep, d["cluster_size"].to_numpy(),
-                                                   d["cluster_id"].to_numpy(), out)}
-
-
 _SIZES = pa.schema([("row", pa.int64()), ("size", pa.int64()), ("position", pa.int64())])
 
 
@@ -602,7 +577,7 @@ def write(job: Job, fi: int, out: str | None, source_field: str | None = None,
     lay.write(decisions, "decisions", f"f{fi:06d}")
     written = {"files": 0, "rows_written": 0}
     if out is not None and cfg.write_deduplicated:
-        written = _write_kept(job, f, keep, size, cluster, out)
+        written = write_kept_file(job, f, keep, size, cluster, out)
     tally = Tally(thresholds)
     tally.add(source_labels([f], source_field, cfg, decisions["source"]), keep, step="dedup",
               reason=decisions["reason"], jaccard=decisions["jaccard"], ids=ids, matched=decisions["matched_id"])

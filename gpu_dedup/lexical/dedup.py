@@ -37,7 +37,7 @@ from ..runtime.device import batch_bytes, cache_bytes, note_compiling
 from ..runtime.outputs import input_roots
 from ..runtime.passes import TextCache, known_text_bytes
 from ..runtime.run import RunResult, finish, header, owned, resources, write_tables
-from ..runtime.sources import SourceGuard, Tally, check as check_sources, source_labels
+from ..runtime.sources import SourceGuard, Tally, check as check_sources, source_labels, thresholds
 from ..runtime.workdir import WorkDir, checkpoint
 from .decide import Decided, decide
 from .signatures import Documents, read_signatures, reader_name
@@ -465,15 +465,6 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
     schema = decisions_schema(semantic="cosine" in decided.decisions.column_names)
     write_tables([decided.decisions], schema, os.path.join(out, "decisions.parquet"))  # the Ray engine's bytes
     timings["write_decisions"] = time.perf_counter() - t
-
-
-def thresholds(cfg: RunConfig, semantic: Any = None) -> dict[str, float]:
-    """The similarity each removal was measured against, per measure: the run's Jaccard threshold (when
-    verified) and SemDeDup's 1 - eps (the boundary of ``sources.Tally``)."""
-    out = {"jaccard": cfg.cluster.threshold} if cfg.cluster.verify else {}
-    if semantic is not None:
-        out["cosine"] = 1.0 - semantic.eps
-    return out
 
 
 def _sources(decisions: pa.Table, files, cfg: RunConfig, guard: SourceGuard, docs: Documents,

@@ -44,7 +44,7 @@ from ..runtime.outputs import input_roots
 from ..runtime.program import KINDS, Env, Verdicts
 from ..runtime.cost import metered
 from ..runtime.run import RunResult, Steps, finish, header, owned, resources, seconds_line, write_table
-from ..runtime.sources import Tally, check as check_sources, source_labels
+from ..runtime.sources import Tally, check as check_sources, source_labels, thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -476,18 +476,16 @@ def _sources(run: _Run, source: Any, d: pa.Table, env: Env) -> dict[str, Any]:
     """run.json's ``sources`` of the composed decisions: per source, its removals per step, their similarities and
     the pairs at each measure's threshold (the first dedup step's Jaccard threshold, the first semantic step's
     1 - eps)."""
-    thresholds: dict[str, float] = {}
-    for s in run.steps:
-        cfg = getattr(s, "config", None)
-        if s.name == "dedup" and getattr(cfg.cluster, "verify", False):
-            thresholds.setdefault("jaccard", cfg.cluster.threshold)
-        if s.name == "dedup" and getattr(s, "semantic", None) is not None:
-            thresholds.setdefault("cosine", 1.0 - s.semantic.eps)
-        if s.name == "semantic" and hasattr(cfg, "eps"):
-            thresholds.setdefault("cosine", 1.0 - cfg.eps)
+    bounds: dict[str, float] = {}
+    for s in run.steps:  # the first step measuring each similarity sets its boundary
+        if s.name == "dedup":
+            for k, v in thresholds(s.config, s.semantic).items():
+                bounds.setdefault(k, v)
+        elif s.name == "semantic":
+            bounds.setdefault("cosine", 1.0 - s.config.eps)
     labels = source_labels(_source_files(source, run.out), env.sources.source_field, env.reading,
                            d["source"].combine_chunks())
-    tally = Tally(thresholds)
+    tally = Tally(bounds)
     tally.add(labels, np.asarray(d["keep"].to_numpy(zero_copy_only=False), bool), step=d["step"], reason=d["reason"],
               jaccard=d["jaccard"], cosine=d["cosine"] if "cosine" in d.column_names else None, ids=d["id"],
               matched=d["matched_id"])

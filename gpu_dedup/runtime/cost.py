@@ -81,11 +81,24 @@ def _cpu_seconds() -> float:
         return time.process_time()
 
 
+def peak_rss_bytes() -> int | None:
+    """This process's peak resident memory so far, in bytes (None where the platform does not say: not POSIX).
+    Linux reports KiB, macOS bytes."""
+    try:
+        import resource
+        import sys
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak if sys.platform == "darwin" else peak * 1024)
+    except Exception:  # pragma: no cover - non-POSIX
+        return None
+
+
 def _recorded() -> dict[str, frozenset[str]]:
     """The files every open output session has recorded so far (OUT -> relative paths)."""
-    from .outputs import _SESSIONS
+    from .outputs import open_sessions
 
-    return {k: frozenset(s.recorded) for k, s in list(_SESSIONS.items())}
+    return {k: frozenset(s.recorded) for k, s in open_sessions().items()}
 
 
 @dataclass
@@ -127,8 +140,6 @@ class Meter:
         (the run's run.json so far): its ``bytes_read``, and its ``device`` and ``engine`` (a local run on "cuda"
         holds one GPU for its wall time; a Ray run's GPUs are its actors'). ``exclude``: files of OUT not counted
         as written (the statistics file being written)."""
-        from .run import peak_rss_bytes
-
         stats = stats or {}
         wall = time.perf_counter() - self.t0
         cpu_here = max(0.0, _cpu_seconds() - self.cpu0)
@@ -181,12 +192,12 @@ def total(parts: list[Mapping[str, Any]], price: Price | None, wall: float) -> d
 def _written(out: str | None, before: Mapping[str, frozenset[str]], exclude: tuple[str, ...] = ()) -> int:
     """Bytes of the files the output session of ``out`` recorded since ``before`` (0 without one), but the files
     ``exclude`` (relative to ``out``)."""
-    from .outputs import _SESSIONS
+    from .outputs import open_sessions
 
     if out is None:
         return 0
     real = os.path.realpath(out)
-    for key, s in list(_SESSIONS.items()):
+    for key, s in open_sessions().items():
         if real == key or real.startswith(key + os.sep):
             n = 0
             skip = {os.path.realpath(os.path.join(out, e)) for e in exclude}

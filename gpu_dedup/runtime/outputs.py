@@ -482,6 +482,12 @@ class OutputSession:
 _SESSIONS: dict[str, OutputSession] = {}
 
 
+def open_sessions() -> dict[str, OutputSession]:
+    """The output sessions open now (OUT's real path -> its session), a copy: what the cost meter counts as
+    written (``cost.Meter``)."""
+    return dict(_SESSIONS)
+
+
 @contextmanager
 def own(out: str | os.PathLike | None = None, *, work_dir: str | os.PathLike | None = None,
         index_dir: str | os.PathLike | None = None, command: str, overwrite: bool, resume: bool = False,

@@ -33,6 +33,7 @@ from .. import io
 from .._version import __version__
 from ..errors import DataError, RunError, UsageError
 from .compiling import compile_clock
+from .cost import current, metered, peak_rss_bytes  # noqa: F401 - peak_rss_bytes: every program's, from here
 from .device import array_backend, resolve_device, set_threads
 from .outputs import check_outside_inputs, own
 
@@ -59,8 +60,6 @@ def owned(out: str | os.PathLike | None, *, roots: Sequence[str], command: str, 
         FileExistsError: ``out`` holds a finished run and neither ``overwrite`` nor ``resume`` is given.
         outputs.LockedError: another run holds one of the directories.
     """
-    from .cost import metered
-
     check_outside_inputs({"output_dir": out, "work_dir": work_dir, "save_index": index_dir}, roots)
     with metered(), own(out, work_dir=work_dir, index_dir=index_dir, command=command, overwrite=overwrite,
                         resume=resume, roots=roots, flag=flag, overwrite_same_command=overwrite_same_command) as session:
@@ -130,19 +129,6 @@ def timing_line(timings: dict[str, float], top: int = 6) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- header
-
-def peak_rss_bytes() -> int | None:
-    """This process's peak resident memory so far, in bytes (None where the platform does not say: not POSIX).
-    Linux reports KiB, macOS bytes."""
-    try:
-        import resource
-        import sys
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return int(peak if sys.platform == "darwin" else peak * 1024)
-    except Exception:  # pragma: no cover - non-POSIX
-        return None
-
 
 def created() -> str:
     """Now, as every file of the tool records it: UTC, ISO 8601, whole seconds."""
@@ -263,8 +249,6 @@ def finish(out: str, stats: dict[str, Any], *, name: str = "run.json",
     reads that file) and the file again with the report's seconds in ``timings_s`` (``report``, and added to
     ``total``: the report is part of the run's wall time). Inside a metered run (``cost.metered``: every owned
     run) ``stats["cost"]`` is its cost so far, then with the report."""
-    from .cost import current
-
     meter = current()
     path = os.path.join(out, name)
     if meter is not None:

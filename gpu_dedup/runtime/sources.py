@@ -113,6 +113,15 @@ def bin_of(values: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------ the tally
 
+def thresholds(cfg: Any, semantic: Any = None) -> dict[str, float]:
+    """The boundary of a ``Tally`` per measure: a dedup run's Jaccard threshold (``cfg``, a ``RunConfig``; when
+    verified) and, with ``semantic`` (a ``SemanticConfig``), SemDeDup's 1 - eps."""
+    out = {"jaccard": cfg.cluster.threshold} if cfg.cluster.verify else {}
+    if semantic is not None:
+        out["cosine"] = 1.0 - semantic.eps
+    return out
+
+
 def _arr(x: Any) -> Any:
     """An Arrow array of ``x`` (a chunked array combined, a list or numpy array converted; None stays None)."""
     if x is None or isinstance(x, pa.Array):

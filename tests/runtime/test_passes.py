@@ -14,7 +14,16 @@ from gpu_dedup.runtime.passes import Expected, progress
 
 @pytest.fixture(autouse=True)
 def every_update_drawn(monkeypatch):
-    monkeypatch.setenv("TQDM_MININTERVAL", "0")  # tqdm's own setting: draw at every update, as a slow pass does
+    """Every update drawn, as in a pass slower than tqdm's 0.1 s between draws."""
+    import tqdm.std
+
+    init = tqdm.std.tqdm.__init__
+
+    def eager(self, *a, **k):
+        k.setdefault("mininterval", 0)
+        init(self, *a, **k)
+
+    monkeypatch.setattr(tqdm.std.tqdm, "__init__", eager)
 
 
 ETA = re.compile(r"(\d+(\.\d+)?k?)/(\d+(\.\d+)?k?) \[\d\d:\d\d<\d\d:\d\d")  # tqdm: n/total [elapsed<remaining

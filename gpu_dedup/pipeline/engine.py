@@ -356,8 +356,8 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
     check_steps(steps, layout)
     out = os.fspath(output_dir)
     t0 = time.perf_counter()
-    device, threads = resources(env.device, env.threads)
-    env = dataclasses.replace(env, device=device, threads=threads)
+    resources(env.device, env.threads)  # an unusable device fails here, before anything is written; the steps
+    # get the device as asked ("auto" stays "auto": a dedup step's work-dir pieces are fingerprinted by it)
     roots = input_roots(source)
     work = os.path.join(out, STEPS_DIR) if layout == "steps" else None
     timer = Steps(t0)
@@ -424,7 +424,8 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
     by_step.update(value_counts(d["step"].drop_null()))
     counts = {"input": n, "kept": int(keep.sum()), "removed": int(n - keep.sum()), "by_step": by_step,
               "by_reason": dict(sorted(value_counts(d["reason"].filter(pa.array(~keep))).items()))}
-    stats = header("pipeline", device=env.device, threads=env.threads or 0, config=_describe(run.steps, env),
+    device, threads = resources(env.device, env.threads)
+    stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
                    files=io.source_files(source), read={"rows": n}, counts=counts, timings=timer.timings)
     stats["steps"] = [r.to_dict() for r in run.records]
     stats["layout"] = run.layout

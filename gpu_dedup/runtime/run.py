@@ -187,9 +187,9 @@ def check_schema(table: pa.Table, schema: pa.Schema, what: str) -> None:
 
 def write_table(table: pa.Table, schema: pa.Schema, path: str | os.PathLike) -> None:
     """The per-document table to ``path`` (Parquet), atomically (``io.atomic_path``: complete or absent,
-    recorded in OUT's manifest), after ``check_schema`` against the program's declared schema."""
-    check_schema(table, schema, os.path.basename(os.fspath(path)))
-    io.write_parquet_atomic(table, path)
+    recorded in OUT's manifest), after ``check_schema`` against the program's declared schema: ``write_tables``
+    of one part (every program's table in the same row groups)."""
+    write_tables([table], schema, path)
 
 
 ROW_GROUP_ROWS = 1 << 20  # rows per row group of write_tables (pyarrow's own default length)

@@ -36,7 +36,7 @@ def main() -> None:
     words = np.mean([len(s.split()) for s in text.slice(0, 1000).to_pylist()])
     print(f"corpus: {len(text):,} docs, mean {words:.0f} words, {mb:.1f} MB (made in {time.perf_counter() - t:.1f} s)")
 
-    sh, mh = ShingleConfig("word", 5), MinHashConfig(112, 42, 64)
+    sh, mh = ShingleConfig("word", 5), MinHashConfig(112, 42, 64, "exact")  # the fss family: sketch_bench.py
     params = permutation_params(mh)
 
     def ours(threads: int) -> tuple[float, float]:

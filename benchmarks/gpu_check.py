@@ -6,7 +6,7 @@ keeps the checks it finished; a check that raises is a FAIL carrying its error, 
   1. whole-pipeline decisions, presets default / fineweb / nemo, on real-looking text
      (gpu_dedup.testing.evalcorpus.make_corpus: exact and near copies, templates, short documents);
   2. normalize (two configurations) and exact hashes, signatures, band keys, shingle sets and Jaccard for
-     three shingle/MinHash shapes, on random multi-script text plus real-looking text;
+     four shingle/MinHash shapes (both families), on random multi-script text plus real-looking text;
   3. the same on two very long documents (~6 MB each: a document spread over many MinHash blocks).
 Every array handed to a device function is moved there explicitly (gpu_dedup.runtime.device.to_device), as
 CuPy requires. Exits non-zero on any mismatch or error.
@@ -100,12 +100,14 @@ def main() -> int:
         return bool(ok)
 
     print(f"seed {seed}")
-    shapes = [(ShingleConfig("word", 5), MinHashConfig(112, 42, 64), LSHConfig(14, 8)),
-              (ShingleConfig("word", 5), MinHashConfig(100, 7, 32), LSHConfig(20, 5)),
-              (ShingleConfig("char", 24), MinHashConfig(260, 42, 32), LSHConfig(20, 13))]
+    # the presets' shapes: fineweb and nemo (exact family), default (fss), and fss at 64 bits
+    shapes = [(ShingleConfig("word", 5), MinHashConfig(112, 42, 64, "exact"), LSHConfig(14, 8)),
+              (ShingleConfig("word", 5), MinHashConfig(100, 7, 32, "fss"), LSHConfig(20, 5)),
+              (ShingleConfig("char", 24), MinHashConfig(260, 42, 32, "exact"), LSHConfig(20, 13)),
+              (ShingleConfig("word", 3), MinHashConfig(128, 9, 64, "fss"), LSHConfig(16, 8))]
     if args.small:  # the simulator runs every GPU thread in Python
-        shapes = [(ShingleConfig("word", 5), MinHashConfig(16, 42, 64), LSHConfig(4, 4)),
-                  (ShingleConfig("char", 8), MinHashConfig(8, 42, 32), LSHConfig(2, 4))]
+        shapes = [(ShingleConfig("word", 5), MinHashConfig(16, 42, 64, "exact"), LSHConfig(4, 4)),
+                  (ShingleConfig("char", 8), MinHashConfig(8, 42, 32, "fss"), LSHConfig(2, 4))]
 
     def kernel_checks(arr: pa.Array, label: str, shape_list) -> None:
         """Normalize, exact hashes, signatures, band keys, shingle sets and Jaccard: GPU == CPU on arr."""

@@ -93,7 +93,7 @@ def run_dedup(source, config=None, output_dir=None, **kwargs):
             ``paragraph_order``, ``substring``, ``substring_order``, ``lexical`` and ``deduplicate``'s keywords).
 
     Returns:
-        A ``RunResult`` (``.dedup``, ``.paragraph``, ``.substring``, ``.order``).
+        A ``RunStages`` (``.dedup``, ``.paragraph``, ``.substring``, ``.order``).
 
     Raises:
         ConfigError: stages that cannot run in the order asked for, or what ``deduplicate`` raises.

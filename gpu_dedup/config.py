@@ -23,6 +23,7 @@ _UNUSED_PERM_SAID: set[tuple[int, int, int]] = set()  # (num_perm, bands, rows) 
 Device = Literal["auto", "cpu", "cuda"]
 ShingleKind = Literal["word", "char"]
 Policy = Literal["representative", "components"]
+MinHashFamily = Literal["fss", "exact"]
 OnError = Literal["raise", "skip"]
 Reader = Literal["auto", "pyarrow", "cudf"]
 PRESETS = ("default", "fineweb", "nemo")
@@ -111,13 +112,25 @@ class ShingleConfig:
 
 @dataclass(frozen=True)
 class MinHashConfig:
-    """K permutations h -> (a_k * h + b_k) mod (2^61 - 1), computed exactly; a_k in [1, p), b_k in
-    [0, p) drawn from SplitMix64(seed) by rejection. Stored as the low 32 bits (width=32) or all 61
-    bits (width=64)."""
+    """K signature values per document from its shingle hashes h (64-bit XXH64), by one of two families.
+
+    ``family="fss"`` (default): fast similarity sketching (Dahlgaard, Knudsen & Thorup 2017). Each shingle falls
+    into one of K buckets, keeping the bucket's least value v = a*h + b mod 2^64, in FSS_ROUNDS random rounds (a
+    round only fills buckets still empty); a bucket still empty after them takes its own MinHash, the least
+    a_j*h + b_j over all shingles. Two documents agree in a bucket with probability exactly their Jaccard, as
+    with K permutations, at the cost of about one hash per shingle instead of K (benchmarks/sketch_families.py).
+    Stored as the high 32 bits of v (width=32) or all 64.
+    ``family="exact"``: K permutations h -> (a_k * h + b_k) mod (2^61 - 1), computed exactly, the minimum over
+    the shingles; stored as the low 32 bits (width=32) or all 61 bits (width=64).
+    Parameters (a, b) come from SplitMix64(seed) (``lexical.minhash.permutation_params``); the family, and for
+    fss the rounds, are part of the contract."""
 
     num_perm: int = field(default=100, metadata=cli(flag("MinHash permutations K", type="int")))
     seed: int = field(default=42, metadata=cli(flag("MinHash seed", type="int")))
     width: Literal[32, 64] = field(default=32, metadata=cli(flag("stored signature width in bits", type="int")))
+    family: MinHashFamily = field(default="fss", metadata=cli(flag(
+        "signature family: fss (default: fast similarity sketching, about one hash per shingle) or exact (K "
+        "permutations mod 2^61-1, the fineweb/nemo presets')")))
 
     def __post_init__(self) -> None:
         if not is_int(self.num_perm) or not 1 <= self.num_perm <= MAX_NUM_PERM:
@@ -126,6 +139,7 @@ class MinHashConfig:
             raise ConfigError(f"MinHashConfig.seed must be an int in [0, 2**64), got {self.seed!r}")
         if not is_int(self.width) or self.width not in (32, 64):
             raise ConfigError(f"MinHashConfig.width must be 32 or 64, got {self.width!r}")
+        check_literal("MinHashConfig.family", self.family, MinHashFamily)
 
 
 @dataclass(frozen=True)
@@ -347,8 +361,8 @@ class RunConfig(InputConfig):
         if not isinstance(self.annotate, bool):
             raise ConfigError(f"annotate must be a bool, got {self.annotate!r}")
         if self.annotate and not self.write_deduplicated:
-            raise ConfigError("annotate=True (--annotate) annotates the records of deduplicated/: it needs "
-                              "write_deduplicated=True (drop --no-deduplicated)")
+            raise ConfigError("annotate=True annotates the records of deduplicated/, which write_deduplicated=False "
+                              "turns off: drop one of them")
         if self.threads is not None and (not is_int(self.threads) or self.threads < 1):
             raise ConfigError(f"threads must be a positive int or None, got {self.threads!r}")
         check_literal("preset_name", self.preset_name, Literal["default", "fineweb", "nemo", "custom"])
@@ -363,17 +377,18 @@ class RunConfig(InputConfig):
 
     @staticmethod
     def preset(name: str = "default", **overrides: Any) -> "RunConfig":
-        """Presets: ``default`` (word 5-grams, K=100=20x5, verified, representative, theta 0.8),
-        ``fineweb`` (word 5-grams, 112=14x8, 64-bit, components, no verification),
-        ``nemo`` (char 24-grams, 260=20x13, components, no verification)."""
+        """Presets: ``default`` (word 5-grams, K=100=20x5 of the fss family, verified, representative, theta 0.8),
+        ``fineweb`` (word 5-grams, 112=14x8 exact permutations, 64-bit, components, no verification),
+        ``nemo`` (char 24-grams, 260=20x13 exact permutations, components, no verification). The two peer presets
+        pin the exact family: they decide without verification, so the family is part of their semantics."""
         if name == "default":
             base = RunConfig()
         elif name == "fineweb":
-            base = RunConfig(shingle=ShingleConfig("word", 5), minhash=MinHashConfig(112, 42, 64),
+            base = RunConfig(shingle=ShingleConfig("word", 5), minhash=MinHashConfig(112, 42, 64, "exact"),
                              lsh=LSHConfig(14, 8), cluster=ClusterConfig("components", 0.8, verify=False),
                              preset_name="fineweb")
         elif name == "nemo":
-            base = RunConfig(shingle=ShingleConfig("char", 24), minhash=MinHashConfig(260, 42, 32),
+            base = RunConfig(shingle=ShingleConfig("char", 24), minhash=MinHashConfig(260, 42, 32, "exact"),
                              lsh=LSHConfig(20, 13), cluster=ClusterConfig("components", 0.8, verify=False),
                              preset_name="nemo")
         else:

@@ -10,8 +10,13 @@ types once (``kernels/core.py``), where Numba needs them typed.
 # hashes, which reuse them so that one description covers both).
 EXACT_SEED_LO = 0x9E3779B97F4A7C15
 EXACT_SEED_HI = 0xC2B2AE3D27D4EB4F
-# MinHash permutations are (a * x + b) mod p with p the Mersenne prime 2^61 - 1.
+# MinHash permutations are (a * x + b) mod p with p the Mersenne prime 2^61 - 1 (MinHashConfig family "exact").
 MERSENNE61 = (1 << 61) - 1
+# Random bucket rounds of the "fss" family (fast similarity sketching, kernels/core.py fss_sketch) before each
+# still-empty bucket takes its own MinHash over the shingles: chosen by measurement (benchmarks/sketch_families.py,
+# docs/performance.md: 1 round is 1.6x slower at ~100 shingles per document and 1.15x at 400, 4 rounds within
+# noise of 3). Recorded in the contract.
+FSS_ROUNDS = 3
 
 # ----------------------------------------------------------------------------------------------- Unicode
 N_CODEPOINTS = 0x110000

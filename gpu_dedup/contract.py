@@ -10,8 +10,8 @@ import hashlib
 import json
 from typing import Any
 
-from .config import RunConfig
-from .constants import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61
+from .config import MinHashConfig, RunConfig
+from .constants import EXACT_SEED_HI, EXACT_SEED_LO, FSS_ROUNDS, MERSENNE61
 from .errors import DataError
 from .text.unicode_tables import UNICODE_VERSION, policy_name
 
@@ -28,11 +28,22 @@ def contract(cfg: RunConfig) -> dict[str, Any]:
         "contract_version": CONTRACT_VERSION,
         "normalize": {**normalize, "policy": policy_name(cfg.normalize), "unicode_version": UNICODE_VERSION},
         "shingle": {**dataclasses.asdict(cfg.shingle), "hash": "xxh64", "unit_bytes": "utf-8"},
-        "minhash": {**dataclasses.asdict(cfg.minhash), "prime": f"2^{MERSENNE61.bit_length()}-1",
-                    "params": "splitmix64-rejection"},
+        "minhash": minhash_contract(cfg.minhash),
         "lsh": {**dataclasses.asdict(cfg.lsh), "band_hash": "xxh64(seed=band) of little-endian values"},
         "exact": {"hash": "xxh64 x2 of normalized UTF-8", "seeds": seeds},
     }
+
+
+def minhash_contract(cfg: MinHashConfig) -> dict[str, Any]:
+    """The signature family's part of the contract. The exact family's entry is the one every contract before the
+    family field recorded (no "family" key), so that their work dirs and indexes still match under
+    ``family="exact"``; the fss family names itself, its rounds and how its values and parameters are made."""
+    fields = dataclasses.asdict(cfg)
+    if cfg.family == "exact":
+        del fields["family"]
+        return {**fields, "prime": f"2^{MERSENNE61.bit_length()}-1", "params": "splitmix64-rejection"}
+    return {**fields, "rounds": FSS_ROUNDS, "value": "a*h+b mod 2^64, a odd; width 32: its high half",
+            "bucket": "(value >> 32) * K >> 32", "params": "splitmix64, rounds then buckets"}
 
 
 def contract_fingerprint(c: dict[str, Any]) -> str:

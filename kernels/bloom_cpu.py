@@ -20,7 +20,7 @@ c_member_sorted = _C["member_sorted"]
 c_word_spans = _C["word_spans"]
 c_normalize_doc = _C["normalize_doc"]
 c_xxh64 = _C["xxh64"]
-c_scan_shingles = _C["scan_shingles"]
+c_hash_shingles = _C["hash_shingles"]
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -114,11 +114,9 @@ def span_norm_hash(data, starts, ends, map_off, map_cp, out, out_off, seed1, see
 def ngram_hashes(norm, offsets, n, seed, base, out):
     """Word n-gram hashes of every normalized document in order: n-gram j of document d (words j..j+n-1)
     -> out[base[d] + j] = XXH64(seed) of its bytes. base int64 (docs+1,) reserves max(words-n+1, 0)."""
-    dummy = np.empty(0, np.uint64)
     for d in prange(offsets.shape[0] - 1):
-        ring = np.empty(n, np.int64)
-        c_scan_shingles(norm, offsets[d], offsets[d + 1], False, n, seed, dummy, dummy, dummy, out, base[d], ring,
-                        True)
+        units = np.empty(base[d + 1] - base[d] + n, np.int64)
+        c_hash_shingles(norm, offsets[d], offsets[d + 1], False, n, seed, out, base[d], units)
 
 
 @njit(parallel=True, cache=True, nogil=True)

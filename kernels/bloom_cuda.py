@@ -156,7 +156,7 @@ def ngram_hash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk
     counts max(w - n + 1, 0)), grid-stride; its threads stride the chunk's n-grams. norm uint8 (T,),
     offsets int64 (docs+1,); units int64 (W,) / ubase int64 (docs+1,): the word starts (unit_starts);
     base int64 (docs+1,): n-gram j of document d goes to out[base[d] + j] (uint64 (S,)) = XXH64(seed) of
-    words j..j+n-1 joined by their spaces: bloom_cpu.ngram_hashes' array (core.scan_shingles).
+    words j..j+n-1 joined by their spaces: bloom_cpu.ngram_hashes' array (core.hash_shingles).
     No shared memory; a thread reads one n-gram's bytes."""
     c = cuda.blockIdx.x
     while c < chunk_doc.shape[0]:

@@ -18,6 +18,8 @@ U32 = np.uint32
 MASK32 = U64(0xFFFFFFFF)
 MASK29 = U64((1 << 29) - 1)
 MERSENNE61 = U64(C.MERSENNE61)
+FSS_EMPTY = U64(0xFFFFFFFFFFFFFFFF)  # an fss bucket no shingle has reached
+FSS_TOP = U64(0xFFFFFFFFFFFFFFFE)    # the largest fss value
 SPACE = C.SPACE
 REPLACEMENT = C.REPLACEMENT
 
@@ -32,20 +34,9 @@ P64_3 = U64(1609587929392839161)
 P64_4 = U64(9650029242287828579)
 P64_5 = U64(2870177450012600261)
 
-S1 = U64(1)
-S3 = U64(3)
-S7 = U64(7)
-S11 = U64(11)
-S12 = U64(12)
-S18 = U64(18)
-S23 = U64(23)
-S27 = U64(27)
-S29 = U64(29)
-S31 = U64(31)
-S32 = U64(32)
-S33 = U64(33)
-S61 = U64(61)
-S64 = U64(64)
+# shift counts as uint64 (a Python int would promote the shift to int64)
+S1, S3, S7, S11, S12, S18, S23 = U64(1), U64(3), U64(7), U64(11), U64(12), U64(18), U64(23)
+S27, S29, S31, S32, S33, S61, S64 = U64(27), U64(29), U64(31), U64(32), U64(33), U64(61), U64(64)
 ZERO = U64(0)
 
 
@@ -115,12 +106,44 @@ def xxh64_tail(buf, i, end, h):
         h = h ^ (U64(buf[i]) * P64_5)
         h = rotl64(h, S11) * P64_1
         i += 1
+    return xxh64_avalanche(h)
+
+
+def xxh64_avalanche(h):
+    """XXH64's final mix."""
     h = h ^ (h >> S33)
     h = h * P64_2
     h = h ^ (h >> S29)
     h = h * P64_3
-    h = h ^ (h >> S32)
-    return h
+    return h ^ (h >> S32)
+
+
+def xxh64_tail_select(buf, i, rem, h):
+    """xxh64_tail of the rem < 32 bytes buf[i:i + rem] with no branch on rem: every step of the spec is computed
+    and kept or dropped by a select (3 of 8 bytes, 1 of 4, 3 single bytes). Reads buf[i:i + 31] whatever rem is:
+    the caller makes sure those bytes exist."""
+    for k in range(3):
+        step = rotl64(h ^ xxh64_round(ZERO, read_u64le(buf, i + 8 * k)), S27) * P64_1 + P64_4
+        h = step if 8 * k + 8 <= rem else h
+    q = rem & ~7  # the bytes the 8-byte steps took
+    step = rotl64(h ^ (read_u32le(buf, i + q) * P64_1), S23) * P64_2 + P64_3
+    four = (rem & 4) != 0
+    h = step if four else h
+    q += 4 if four else 0
+    for k in range(3):
+        step = rotl64(h ^ (U64(buf[U64(i + q + k)]) * P64_5), S11) * P64_1
+        h = step if q + k < rem else h
+    return xxh64_avalanche(h)
+
+
+def xxh64_short(buf, start, end, seed):
+    """xxh64(buf, start, end, seed), the same value. An input under 32 bytes with 32 bytes readable from start
+    takes xxh64_tail_select: the lengths of word shingles vary from one to the next, and the tail's loops of xxh64
+    mispredicted on about every one (16 -> 12 ns per word 5-gram on the CPU, measured as in hash_shingles)."""
+    length = end - start
+    if length < 32 and start + 32 <= buf.shape[0]:
+        return xxh64_tail_select(buf, start, length, seed + P64_5 + U64(length))
+    return xxh64(buf, start, end, seed)
 
 
 def xxh64(buf, start, end, seed):
@@ -302,25 +325,105 @@ def minhash_update(sig, a, b, hr):
         sig[k] = v if v < s else s  # an unconditional store: LLVM vectorizes the loop over k
 
 
-def emit_shingle(norm, s, e, seed, a, b, sig, out, out_pos, count, write_hashes):
-    """Hash shingle norm[s:e]: store the raw hash at out[out_pos + count], or fold it into the
-    signature. Returns count + 1."""
-    h = xxh64(norm, s, e, seed)
-    if write_hashes:
-        out[out_pos + count] = h
+# The fss family (MinHashConfig family "fss": fast similarity sketching, Dahlgaard, Knudsen & Thorup 2017). A
+# document's K buckets start empty (FSS_EMPTY); in round r (0 <= r < rounds) each shingle hash h has the value
+# v = fss_value(a[r], b[r], h) and offers it to bucket fss_bucket(v, K), which keeps the least value offered; round 0
+# offers to every bucket, a later round only to the buckets still empty when it began (none left: it stops). Each
+# bucket j still empty after the rounds takes its own MinHash, the least fss_value(a[rounds + j], b[rounds + j], h)
+# over the shingles. Two documents agree in bucket j exactly when the least value there over their union comes from a
+# shared shingle, i.e. with probability J, as with K permutations: the union's shingle that fills j in round r also
+# fills it for each document holding it, since a document's round r reaches every bucket its union's does. Cost:
+# about one value per shingle and round (a few rounds while buckets are empty) instead of K per shingle. The CPU
+# sketches one document at a time (fss_sketch); the GPU runs each round over every document's shingles at once (one
+# launch per round, atomic min; kernels/core_cuda.py), reading the same "opened" snapshot, so the values agree bit
+# for bit.
+
+
+def fss_value(a, b, h):
+    """a*h + b mod 2^64 (uint64; a odd), capped below FSS_EMPTY, which marks an empty bucket (the one value that
+    moves, 2^64 - 1, is reached by 2^-64 of the shingles)."""
+    v = a * h + b
+    return v if v < FSS_EMPTY else FSS_TOP
+
+
+def fss_bucket(v, K):
+    """Bucket (0..K-1, uint64) of fss value v: its high 32 bits scaled to K (uint64; a multiply and a shift, no
+    division). Within a bucket the values order by those same high bits first, so a width-32 signature (the high
+    halves) keeps the bucket's least value."""
+    return ((v >> S32) * K) >> S32
+
+
+def fss_offer(hh, a, b, K, sig, vals, bkts, opened, first):
+    """One round of fss over the shingle hashes hh (uint64, one document): each value under (a, b) is offered to
+    its bucket of sig (uint64 (K,)), which keeps the least. first: every bucket takes offers (round 0); else only
+    those with opened[j] != 0 (empty when the round began). vals (uint64) and bkts (int64): scratch of len(hh)."""
+    n = hh.shape[0]
+    for t in range(n):  # the values first: this loop vectorizes
+        v = fss_value(a, b, hh[t])
+        vals[t] = v
+        bkts[t] = np.int64(fss_bucket(v, K))
+    if first:
+        for t in range(n):  # an unconditional store: a branch here mispredicts on about half of the shingles
+            j = bkts[t]
+            cur = sig[j]
+            v = vals[t]
+            sig[j] = v if v < cur else cur
     else:
-        minhash_update(sig, a, b, reduce61(h))
-    return count + 1
+        for t in range(n):
+            j = bkts[t]
+            cur = sig[j]
+            v = vals[t]
+            sig[j] = v if (opened[j] != 0 and v < cur) else cur
+
+
+def fss_open(sig, opened):
+    """opened[j] = 1 where bucket j of sig is empty, else 0 (uint8 (K,)); returns how many are."""
+    empty = 0
+    for j in range(sig.shape[0]):
+        e = 1 if sig[j] == FSS_EMPTY else 0
+        opened[j] = e
+        empty += e
+    return empty
+
+
+def fss_fill(hh, a, b, rounds, sig, opened):
+    """Each bucket j with opened[j] != 0 takes its own MinHash: the least value under (a[rounds + j],
+    b[rounds + j]) over the shingle hashes hh (FSS_EMPTY when hh is empty)."""
+    for j in range(sig.shape[0]):
+        if opened[j] != 0:
+            aj = a[rounds + j]
+            bj = b[rounds + j]
+            m = FSS_EMPTY
+            for t in range(hh.shape[0]):
+                m = min(m, fss_value(aj, bj, hh[t]))
+            sig[j] = m
+
+
+def fss_sketch(hh, a, b, rounds, sig, vals, bkts, opened):
+    """The fss signature of one document from its shingle hashes hh (uint64 (n,), any order, repeats allowed):
+    sig (uint64 (K,)); a, b (uint64 (rounds + K,)): the rounds' parameters, then the buckets'. Without shingles
+    every bucket stays FSS_EMPTY. Scratch: vals uint64 (n,), bkts int64 (n,), opened uint8 (K,)."""
+    K = U64(sig.shape[0])
+    for j in range(sig.shape[0]):
+        sig[j] = FSS_EMPTY
+    if hh.shape[0] == 0:
+        return
+    for r in range(rounds):
+        if r > 0 and fss_open(sig, opened) == 0:
+            return
+        fss_offer(hh, a[r], b[r], K, sig, vals, bkts, opened, r == 0)
+    if fss_open(sig, opened) > 0:
+        fss_fill(hh, a, b, rounds, sig, opened)
 
 
 # Shingles, one definition for both targets. A document's units are its codepoints (kind_char) or its words;
 # unit_start says where the unit marked by one byte starts, and shingle j spans from unit j's start to unit
 # j+n's start less the separating space of words (shingle_end), or to the document's end for the last one.
-# The CPU walks a document once, keeping the last n unit starts in a ring (scan_shingles; codepoints by
-# utf8_decode's steps, which visit exactly unit_start's positions); the GPU finds every unit start in
-# parallel (cuda.unit_chunks), then any shingle directly (shingle_bounds). A single loop over unit_start
-# for both kinds measured 1.6x slower per shingle on the CPU (benchmarks/minhash_limit.py, K=8), so the
-# CPU keeps one loop per kind.
+# The CPU lists a document's unit starts, then hashes its shingles (hash_shingles; codepoints by utf8_decode's
+# steps, which visit exactly unit_start's positions); the GPU finds every unit start in parallel
+# (cuda.unit_chunks), then any shingle directly (shingle_bounds). A single loop over unit_start for both kinds
+# measured 1.6x slower per shingle on the CPU (benchmarks/minhash_limit.py, K=8), so the CPU keeps one loop per
+# kind.
 
 
 def unit_start(c, buf, s, j, e, kind_char):
@@ -341,42 +444,41 @@ def shingle_end(next_unit, kind_char):
     return next_unit if kind_char else next_unit - 1
 
 
-def scan_shingles(norm, start, end, kind_char, n, seed, a, b, sig, out, out_pos, ring, write_hashes):
-    """Enumerate the shingles of normalized text norm[start:end] in order, hashing each with XXH64(seed): the
-    units of unit_start (codepoints: each position utf8_decode visits; words: after each space), each shingle
-    ending where shingle_end says (or at the document's end). With write_hashes the raw 64-bit hashes go to
-    out[out_pos:]; otherwise they update the MinHash signature ``sig`` (after reduction mod 2^61-1). ``ring``
-    is int64 scratch of length >= n (the last n unit starts). Returns the number of shingles.
+def hash_shingles(norm, start, end, kind_char, n, seed, out, out_pos, units):
+    """The shingles of normalized text norm[start:end] in order, each hashed with XXH64(seed) into out[out_pos:]
+    (uint64). ``units``: int64 scratch of length >= the document's units + 1 (its shingles + n always is). Returns
+    the number of shingles.
+
+    Two passes: the unit starts into ``units`` (codepoints: each position utf8_decode visits; words: the first byte
+    and each byte unit_start marks), then the document's end as one more start (words: end + 1, as shingle_end
+    takes a separating space back); then shingle k, from units[k] to shingle_end(units[k + n]), for every k. One
+    pass keeping the last n starts in a ring cost 26 ns per word 5-gram against 16 (the branch on each byte's
+    space mispredicted once per word, and each hash waited for the scan), and 63 with a MinHash update inlined in
+    it, even untaken (one thread, 3,000 documents of ~400 words, CPU time, 2026-12-04). The hashes only: kernels
+    fold them afterwards.
     """
-    count = 0
     if end <= start:
         return 0
+    u = 0
     if kind_char:
-        ncp = 0
         i = start
         while i < end:
-            ring[ncp % n] = i
+            units[u] = i
+            u += 1
             cp, step = utf8_decode(norm, i, end)  # the next unit_start of a codepoint is i + step
             i += step
-            ncp += 1
-            if ncp >= n:
-                count = emit_shingle(norm, ring[(ncp - n) % n], shingle_end(i, True), seed, a, b, sig, out, out_pos,
-                                     count, write_hashes)
-        return count
-    nw = 0
-    ws = start
-    i = start
-    while i <= end:
-        # unsigned index: no wraparound guard per byte
-        if i == end or unit_start(norm[U64(i)], norm, start, i, end, False) >= 0:
-            ring[nw % n] = ws
-            nw += 1
-            if nw >= n:
-                count = emit_shingle(norm, ring[(nw - n) % n], shingle_end(i + 1, False), seed, a, b, sig, out,
-                                     out_pos, count, write_hashes)
-            ws = i + 1
-        i += 1
-    return count
+        units[u] = end
+    else:
+        units[0] = start
+        u = 1
+        for i in range(start, end):  # no branch: every byte stores the start after it, a space keeps it
+            units[u] = i + 1
+            u += 1 if unit_start(norm[U64(i)], norm, start, i, end, False) >= 0 else 0
+        units[u] = end + 1
+    count = u - n + 1
+    for k in range(count):
+        out[out_pos + k] = xxh64_short(norm, units[k], shingle_end(units[k + n], kind_char), seed)
+    return max(count, 0)
 
 
 def shingle_bounds(units, ubase, n_units, j, n, kind_char, doc_end):
@@ -484,7 +586,9 @@ def representative_run(order, start, stop, entry_off, entry_bucket, entry_doc, s
 
 
 DEVICE_FUNCTIONS = ["rotl64", "read_u64le", "read_u32le", "xxh64_round", "xxh64_merge", "xxh64_lane",
-                    "xxh64_converge", "xxh64_tail", "xxh64", "reduce61", "permute61", "utf8_decode", "utf8_invalid",
-                    "utf8_covered", "utf8_invalid_at", "utf8_len", "utf8_put", "minhash_update", "emit_shingle",
-                    "unit_start", "shingle_end", "scan_shingles", "shingle_bounds", "band_key", "intersection_sorted",
+                    "xxh64_converge", "xxh64_tail", "xxh64_avalanche", "xxh64_tail_select", "xxh64", "xxh64_short",
+                    "reduce61", "permute61", "utf8_decode", "utf8_invalid",
+                    "utf8_covered", "utf8_invalid_at", "utf8_len", "utf8_put", "minhash_update", "fss_value",
+                    "fss_bucket", "fss_offer", "fss_open", "fss_fill", "fss_sketch", "unit_start", "shingle_end",
+                    "hash_shingles", "shingle_bounds", "band_key", "intersection_sorted",
                     "jaccard_sorted", "representative_run"]

@@ -15,17 +15,22 @@ from .normalize import ASCII_GENERIC, MODE_BLOCKS
 # byte loads of core.read_u64le, the cost per shingle besides the permutations fell from 65 to 26 ns
 # (benchmarks/minhash_limit.py, old and new kernels in the same hour, 1 thread); the permutations
 # themselves run at 2.2 G/s (AVX-512, the loop over K vectorized). Output unchanged.
-_INLINE = {"emit_shingle", "minhash_update", "xxh64", "xxh64_tail", "xxh64_converge", "unit_start", "shingle_end"}
+_INLINE = {"minhash_update", "xxh64", "xxh64_tail", "xxh64_converge", "xxh64_avalanche", "xxh64_tail_select",
+           "xxh64_short", "unit_start", "shingle_end", "fss_value", "fss_bucket", "fss_offer", "fss_open", "fss_fill",
+           "fss_sketch"}
 _D = build(lambda fn: njit(cache=False, nogil=True, inline="always" if fn.__name__ in _INLINE else "never")(fn))
 normalize_span = _D["normalize_span"]
 ascii_mode = _D["ascii_mode"]
-scan_shingles = _D["scan_shingles"]
+hash_shingles = _D["hash_shingles"]
 xxh64 = _D["xxh64"]
 band_key = _D["band_key"]
 jaccard_sorted = _D["jaccard_sorted"]
 representative_run = _D["representative_run"]
 utf8_invalid = _D["utf8_invalid"]
 reduce61 = _D["reduce61"]
+fss_sketch = _D["fss_sketch"]
+minhash_update = _D["minhash_update"]
+SKETCH_GROUP = 64  # documents per parallel iteration of the signature kernels: they share one set of scratch arrays
 
 
 
@@ -71,24 +76,85 @@ def exact_hashes(norm, offsets, out):
         out[i, 1] = xxh64(norm, offsets[i], offsets[i + 1], EXACT_SEED_HI)
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def minhash_signatures(norm, offsets, kind_char, n, seed, a, b, mask, sig_out, nshingles):
-    """MinHash of every normalized document.
+@njit(inline="always", nogil=True)
+def _group(g, counts):
+    """The signature kernels' parallel unit: documents [lo, hi) of group g (SKETCH_GROUP each), and the most
+    shingles one of them has (counts: int64 (docs,)), which sizes the group's scratch."""
+    lo = g * SKETCH_GROUP
+    hi = min(counts.shape[0], lo + SKETCH_GROUP)
+    most = 0
+    for i in range(lo, hi):
+        most = max(most, counts[i])
+    return lo, hi, most
 
+
+@njit(inline="always", nogil=True)
+def _fss_scratch(most, K):
+    """fss_sketch's scratch for documents of up to ``most`` shingles: (vals, bkts, sig, opened)."""
+    return np.empty(most, np.uint64), np.empty(most, np.int64), np.empty(K, np.uint64), np.empty(K, np.uint8)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def minhash_signatures(norm, offsets, counts, kind_char, n, seed, a, b, mask, sig_out, nshingles):
+    """MinHash of every normalized document (MinHashConfig family "exact").
+
+    counts: int64 (docs,) shingles per document (``Normalized.shingle_counts``; the scratch is sized by it).
     a, b: uint64 (K,) permutation parameters < 2^61-1. mask: 0xFFFFFFFF (32-bit signatures) or
     all ones. sig_out: uint64 (n, K), value = min over shingles of (a*h+b) mod p, masked; documents
     without shingles get 2^61-1 (masked) and nshingles 0 -- callers must route them to the exact path,
-    never to LSH. Temporaries: K uint64 + n int64 per document.
+    never to LSH. Temporaries per SKETCH_GROUP documents: 16 bytes per shingle of the longest + 8 bytes per K.
     """
     K = a.shape[0]
-    for i in prange(offsets.shape[0] - 1):
-        sig = np.full(K, MERSENNE61, np.uint64)
-        ring = np.empty(n, np.int64)
-        dummy = np.empty(0, np.uint64)
-        nshingles[i] = scan_shingles(norm, offsets[i], offsets[i + 1], kind_char, n, seed, a, b, sig, dummy, 0,
-                                     ring, False)
-        for k in range(K):
-            sig_out[i, k] = sig[k] & mask
+    for g in prange((counts.shape[0] + SKETCH_GROUP - 1) // SKETCH_GROUP):
+        lo, hi, most = _group(g, counts)
+        hh = np.empty(most, np.uint64)
+        units = np.empty(most + n, np.int64)
+        sig = np.empty(K, np.uint64)
+        for i in range(lo, hi):
+            c = hash_shingles(norm, offsets[i], offsets[i + 1], kind_char, n, seed, hh, 0, units)
+            nshingles[i] = c
+            sig[:] = MERSENNE61
+            for t in range(c):
+                minhash_update(sig, a, b, reduce61(hh[t]))
+            for k in range(K):
+                sig_out[i, k] = sig[k] & mask
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sketch_signatures(norm, offsets, counts, kind_char, n, seed, a, b, rounds, shift, sig_out, nshingles):
+    """fss signatures (``core.fss_sketch``, MinHashConfig family "fss") of every normalized document.
+
+    counts: int64 (docs,) shingles per document (``Normalized.shingle_counts``; the scratch is sized by it).
+    a, b: uint64 (rounds + K,). shift: 0 (width 64) or 32 (width 32: the values' high halves). sig_out: uint64
+    (docs, K); a document without shingles gets FSS_EMPTY >> shift and nshingles 0 (the exact path only).
+    Temporaries per SKETCH_GROUP documents: 32 bytes per shingle of the longest + 9 bytes per bucket."""
+    K = sig_out.shape[1]
+    for g in prange((counts.shape[0] + SKETCH_GROUP - 1) // SKETCH_GROUP):
+        lo, hi, most = _group(g, counts)
+        hh = np.empty(most, np.uint64)
+        units = np.empty(most + n, np.int64)
+        vals, bkts, sig, opened = _fss_scratch(most, K)
+        for i in range(lo, hi):
+            c = hash_shingles(norm, offsets[i], offsets[i + 1], kind_char, n, seed, hh, 0, units)
+            nshingles[i] = c
+            fss_sketch(hh[:c], a, b, rounds, sig, vals, bkts, opened)
+            for k in range(K):
+                sig_out[i, k] = sig[k] >> shift
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sketch_from_hashes(hashes, offsets, a, b, rounds, shift, sig_out):
+    """fss signatures of pre-hashed sets: set i = hashes[offsets[i]:offsets[i+1]] (uint64, any order, repeats
+    allowed); the arguments of ``sketch_signatures``. Empty sets get FSS_EMPTY >> shift."""
+    K = sig_out.shape[1]
+    counts = offsets[1:] - offsets[:-1]
+    for g in prange((counts.shape[0] + SKETCH_GROUP - 1) // SKETCH_GROUP):
+        lo, hi, most = _group(g, counts)
+        vals, bkts, sig, opened = _fss_scratch(most, K)
+        for i in range(lo, hi):
+            fss_sketch(hashes[offsets[i]:offsets[i + 1]], a, b, rounds, sig, vals, bkts, opened)
+            for k in range(K):
+                sig_out[i, k] = sig[k] >> shift
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -105,13 +171,11 @@ def shingle_sets(norm, offsets, docs, kind_char, n, seed, set_offsets, out, size
     """Sorted distinct 64-bit shingle hashes of the documents ``docs`` (int64 (m,) indexes into
     offsets). set_offsets (m+1,) reserves room for every shingle (duplicates included); document j's
     distinct sorted hashes are written to out[set_offsets[j]:set_offsets[j] + sizes[j]]."""
-    dummy = np.empty(0, np.uint64)
     for j in prange(docs.shape[0]):
         d = docs[j]
-        ring = np.empty(n, np.int64)
         base = set_offsets[j]
-        cnt = scan_shingles(norm, offsets[d], offsets[d + 1], kind_char, n, seed, dummy, dummy, dummy, out, base,
-                            ring, True)
+        units = np.empty(set_offsets[j + 1] - base + n, np.int64)
+        cnt = hash_shingles(norm, offsets[d], offsets[d + 1], kind_char, n, seed, out, base, units)
         seg = np.sort(out[base:base + cnt])
         m = 0
         for t in range(cnt):
@@ -180,8 +244,6 @@ def representative_components(order, comp_off, entry_off, entry_bucket, entry_do
                                             set_offsets, set_sizes, hashes, pinned, threshold, cap, head, tail, nxt,
                                             stamp, capped, rep, jac)
 
-
-minhash_update = _D["minhash_update"]
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -12,7 +12,7 @@ from numba import cuda, int64, uint8, uint64
 
 from ._build import build
 from ._launch import TPB, B, F8, I8, U8, f8, i4, i8, i8_2, kernel, u1, u1_2, u8, u8_2
-from .core import EXACT_SEED_HI, EXACT_SEED_LO, MERSENNE61, P64_5, SPACE
+from .core import EXACT_SEED_HI, EXACT_SEED_LO, FSS_EMPTY, MERSENNE61, P64_5, SPACE
 from .normalize import ASCII_GENERIC
 from ..constants import BYTE_TILE
 
@@ -31,6 +31,8 @@ ascii_word_fits = _D["ascii_word_fits"]
 xxh64 = _D["xxh64"]
 reduce61 = _D["reduce61"]
 permute61 = _D["permute61"]
+fss_value = _D["fss_value"]
+fss_bucket = _D["fss_bucket"]
 shingle_bounds = _D["shingle_bounds"]
 band_key = _D["band_key"]
 jaccard_sorted = _D["jaccard_sorted"]
@@ -318,6 +320,74 @@ def minhash_chunks(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_co
         cuda.atomic.min(sig, (d, k), mins[q])
         q += 1
         k += TILE
+
+
+# The fss family on the GPU (ops/core.py _fss_device): the rounds of core.fss_sketch over every document at once,
+# a launch per round. Blocks take the chunks of <= CHUNK shingles of minhash_chunks; a thread handles one shingle
+# at a time. Buckets merge by atomic min, and a later round reads the "opened" snapshot taken before it, never sig
+# itself, so the result does not depend on the order of the atomics: the CPU's values, bit for bit.
+
+
+@kernel(per_block=True, tpb=TILE, sigs=[(u1, i8, i8, i8, i8, i8, i8, i8, I8, B, U8, U8, U8, u8, u8_2)])
+def fss_first_round(norm, offsets, units, ubase, chunk_doc, chunk_first, chunk_count, base, n, kind_char, seed, a0,
+                    b0, hx, sig):
+    """Round 0 of fss, one block per chunk of <= CHUNK shingles of one document: shingle j of document d is hashed
+    (XXH64(seed)) into hx[base[d] + j] (uint64 (S,): the later rounds read it back) and its value under (a0, b0)
+    offered to its bucket of sig (docs, K) uint64, pre-filled FSS_EMPTY, by atomic min."""
+    c = cuda.blockIdx.x
+    d = chunk_doc[c]
+    first = chunk_first[c]
+    K = uint64(sig.shape[1])
+    doc_end = offsets[d + 1]
+    n_units = ubase[d + 1] - ubase[d]
+    j = cuda.threadIdx.x
+    while j < chunk_count[c]:
+        s, e = shingle_bounds(units, ubase[d], n_units, first + j, n, kind_char, doc_end)
+        x = xxh64(norm, s, e, seed)
+        hx[base[d] + first + j] = x
+        v = fss_value(a0, b0, x)
+        cuda.atomic.min(sig, (d, int64(fss_bucket(v, K))), v)
+        j += cuda.blockDim.x
+
+
+@kernel(per_block=True, tpb=TILE, sigs=[(u8, i8, i8, i8, i8, U8, U8, u1_2, u8_2)])
+def fss_next_round(hx, base, chunk_doc, chunk_first, chunk_count, a, b, opened, sig):
+    """A later round of fss over the chunks of fss_first_round: the value under (a, b) of each shingle hash (hx)
+    is offered to its bucket only where opened[d, bucket] != 0 (uint8 (docs, K): empty when the round began)."""
+    c = cuda.blockIdx.x
+    d = chunk_doc[c]
+    at = base[d] + chunk_first[c]
+    K = uint64(sig.shape[1])
+    j = cuda.threadIdx.x
+    while j < chunk_count[c]:
+        v = fss_value(a, b, hx[at + j])
+        bkt = int64(fss_bucket(v, K))
+        if opened[d, bkt] != 0:
+            cuda.atomic.min(sig, (d, bkt), v)
+        j += cuda.blockDim.x
+
+
+@kernel(per_block=True, stride=True, tpb=TILE, sigs=[(u8, i8, i8, u8, u8, I8, u1_2, u8_2)])
+def fss_fill(hx, base, docs, a, b, rounds, opened, sig):
+    """The last step of fss, one block per document of ``docs`` (int64: those with an empty bucket), grid-stride:
+    each bucket j with opened[d, j] != 0 takes the least value under (a[rounds + j], b[rounds + j]) over the
+    document's shingle hashes hx[base[d]:base[d + 1]]; the threads split the shingles and merge by atomic min."""
+    p = cuda.blockIdx.x
+    K = sig.shape[1]
+    while p < docs.shape[0]:
+        d = docs[p]
+        for j in range(K):
+            if opened[d, j] != 0:
+                aj = a[rounds + j]
+                bj = b[rounds + j]
+                m = FSS_EMPTY
+                t = base[d] + cuda.threadIdx.x
+                while t < base[d + 1]:
+                    m = min(m, fss_value(aj, bj, hx[t]))
+                    t += cuda.blockDim.x
+                if m != FSS_EMPTY:
+                    cuda.atomic.min(sig, (d, j), m)
+        p += cuda.gridDim.x
 
 
 @kernel(per_block=True, stride=True, sigs=[(u1, i8, i8, i8, i8, i8, I8, B, U8, u8)])

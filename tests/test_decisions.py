@@ -80,6 +80,11 @@ def _reference(table: pa.Table, rows, removed, matched) -> dict[str, list]:
     clusters = [cluster(i) for i in range(len(out))]
     for r, c in zip(out, clusters):
         r["cluster_id"] = c
+    return _recount(out, table)
+
+
+def _recount(out: list[dict], table: pa.Table) -> dict[str, list]:
+    """Cluster sizes counted by hand; a kept document of a cluster of several is its representative."""
     count: dict[int, int] = {}
     for r in out:
         count[r["cluster_id"]] = count.get(r["cluster_id"], 0) + 1
@@ -149,17 +154,8 @@ def _reference_select(table: pa.Table, rows, removed, reasons) -> dict[str, list
                 out[i]["cluster_id"] = stays[0]
             elif not out[i]["keep"]:
                 out[i].update(reason=verdict, representative_id=None, matched_id=d[r_row]["id"], cluster_id=i)
-    count: dict[int, int] = {}
-    for r in out:
-        count[r["cluster_id"]] = count.get(r["cluster_id"], 0) + 1
-    for r in out:
-        r["cluster_size"] = count[r["cluster_id"]]
-        if r["keep"] and r["reason"] == "unique" and r["cluster_size"] > 1:
-            r["reason"] = "representative"
-        if r["keep"] and r["reason"] == "representative" and r["cluster_size"] == 1:
-            r["reason"] = "unique"
     assert all(pos[r["id"]] == i for i, r in enumerate(out))
-    return {k: [r[k] for r in out] for k in table.column_names}
+    return _recount(out, table)
 
 
 @pytest.mark.parametrize("seed", range(30))

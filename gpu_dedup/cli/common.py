@@ -17,7 +17,9 @@ hands its steps.
     --source-field COLUMN               what names each document's source (default: its input file)
     --max-source-removal FRACTION       stop before the kept records when a source lost more (``SourceGuard``)
 
-``add_common`` adds the ones a command's own flags do not already give (``run`` and ``filter`` make some from their
+A common flag not given is None (its default is the config's, applied by ``reading`` / ``env_from_args``), so
+that a recipe's or a config file's value can stand where the command line is silent. ``add_common`` adds the ones a
+command's own flags do not already give (``run`` and ``filter`` make some from their
 configs' field metadata: the same names, types and choices). A ``--config`` file and a recipe step hold flags by
 name (without the dashes; ``_`` or ``-``): ``config_tokens`` turns such a mapping into the tokens the command's own
 parser reads, so a file means exactly what the command line does.
@@ -134,6 +136,30 @@ def env_from_args(args: argparse.Namespace) -> Env:
                workers=getattr(args, "workers", None), address=getattr(args, "address", None),
                work_dir=getattr(args, "work_dir", None), resume=bool(getattr(args, "resume", False)),
                sources=guard(args), price=price(args))
+
+
+def interrupted(args: argparse.Namespace) -> str:
+    """Ctrl-C's message (cli/main.py): what was removed, what was kept, and whether ``--resume`` can finish the
+    run. ``pipeline`` keeps each finished step (OUT/steps/); ``run`` keeps pass 1's pieces in its work directory
+    (--work-dir, or OUT/work with --resume or --engine ray); the other commands keep nothing to reuse."""
+    said = "gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any failure"
+    command = getattr(args, "command", None)
+    if not hasattr(args, "resume"):  # a command that owns no run (params, report, compare, ...)
+        return said
+    out = getattr(args, "output", None) or "OUT"
+    if command == "pipeline":
+        return (f"{said}, except the steps that finished ({os.path.join(out, 'steps')}): the same command with "
+                f"--resume reuses them and runs the rest")
+    work = getattr(args, "work_dir", None)
+    if command == "run" and work is None and (args.resume or getattr(args, "engine", "local") == "ray"):
+        work = os.path.join(out, "work")
+    if command == "run" and work is not None:
+        return (f"{said}, except the work directory {work}: the same command with --resume finishes the run, "
+                f"reusing the pieces it holds")
+    if command == "run":
+        return (f"{said}; nothing was kept to resume from (a run given --work-dir DIR, or --resume, keeps its "
+                f"pieces there, and --resume then finishes it)")
+    return f"{said}; `{command}` keeps nothing to resume from: run it again"
 
 
 def load_mapping(path: str, what: str = "config file") -> dict[str, Any]:

@@ -76,8 +76,9 @@ def add_flags(g: Any, cls: type, *paths: str, config_defaults: bool = False) -> 
     """Add the flags of these fields of ``cls`` (``config_flags``) to parser or group ``g``, in this order."""
     flags = config_flags(cls, config_defaults=config_defaults)
     for path in paths:
-        for name, kw, _ in flags[path]:
-            g.add_argument(name, **kw)
+        for name, kw, spec in flags[path]:
+            # the field it sets, and the value a switch gives it: errors name the field, the CLI the flag (flags.py)
+            g.add_argument(name, **kw).api_field = (path.rsplit(".", 1)[-1], spec.get("set"))
 
 
 def dest(flag: str) -> str:

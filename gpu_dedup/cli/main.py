@@ -43,7 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # said by the command that was run, with the nearest flag (argparse gives the top-level usage)
+        from .flags import subcommand_parser, unknown_arguments
+
+        sp = (subcommand_parser(parser, args.command) if getattr(args, "command", None) else None) or parser
+        sp.exit(2, f"{sp.prog}: error: {unknown_arguments(sp, extras)}; `{sp.prog} --help` lists its flags\n")
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
@@ -61,8 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C: the owned outputs were already removed on the way out (outputs.own), as on any failure
         logger.debug("traceback", exc_info=True)
-        print("gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any failure",
-              file=sys.stderr)
+        from .common import interrupted
+
+        print(interrupted(args), file=sys.stderr)  # and whether --resume can finish the run
         return 130
     except (GpuDedupError, OSError) as exc:
         # GpuDedupError: what the tool refused or could not do, on purpose. OSError too: the file system's own

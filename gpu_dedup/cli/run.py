@@ -10,6 +10,7 @@ import textwrap
 
 from ..config import RunConfig
 from ..errors import ConfigError
+from ..io.batch import read_summary
 from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from ..pipeline.compose import ORDERS
 from ..runtime.run import seconds_line, timing_line
@@ -183,5 +184,5 @@ def print_summary(result) -> None:
     if "work_dir" in s:
         w = s["work_dir"]
         print(f"work dir {w['path']}: {w['pieces_reused']} pieces reused, {w['pieces_computed']} computed")
-    if s["read"].get("skipped"):
-        print(f"skipped {len(s['read']['skipped'])} bad records (listed in run.json under read.skipped)")
+    for line in read_summary(s["read"]):
+        print(line)

@@ -9,6 +9,7 @@ import os
 from typing import Any, get_args
 
 from ..screen import ScreenConfig, TextUnit
+from ..screen.screening import ITEM_ID_FIELDS
 from .common import add_common, env_from_args
 
 
@@ -24,6 +25,8 @@ def add_screen_arguments(p: Any, required: bool = True) -> None:
                    help=f"smallest n accepted (default {d['min_ngram']})")
     p.add_argument("--benchmark-field", action="append", help="benchmark record field to index (repeatable; "
                    f"default {', '.join(d['fields'])})")
+    p.add_argument("--benchmark-id-field", metavar="FIELD", help="benchmark record field that names an item "
+                   "(default: the first of " + ", ".join(ITEM_ID_FIELDS) + " a file has, else '<file>:<record>')")
     p.add_argument("--benchmark-text-unit", choices=get_args(TextUnit), default=d["text_unit"],
                    help="plain-text benchmark files: one item per line (default) or per file")
     p.add_argument("--common-phrases", metavar="FILE", help="phrases (one per line) whose n-grams never count")
@@ -35,7 +38,7 @@ def screen_config(args: argparse.Namespace) -> ScreenConfig:
     from ..screen import load_phrases
 
     kw: dict[str, Any] = {"ngram": args.ngram, "min_matches": args.min_matches, "min_ngram": args.min_ngram,
-                          "text_unit": args.benchmark_text_unit}
+                          "text_unit": args.benchmark_text_unit, "item_id_field": args.benchmark_id_field}
     if args.benchmark_field:
         kw["fields"] = tuple(args.benchmark_field)
     if args.common_phrases:

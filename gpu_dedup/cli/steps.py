@@ -25,7 +25,6 @@ from . import fields
 from .args import TYPES, config_default, finite_float
 from .common import load_mapping
 
-
 # ---------------------------------------------------------------------------------------------------- dedup
 
 # keys of a run --config file that RunConfig reads itself (its sections and fields, and the preset); any other key
@@ -91,7 +90,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 DEDUP_NEAR = ("cluster.threshold", "cluster.policy", "cluster.verify", "cluster.keep", "scores",
               "cluster.remove_clusters_larger_than", "cluster.keep_copies", "cluster.scope_field")
 DEDUP_SHAPE = ("cluster.exact", "cluster.near", "cluster.exact_verify", "shingle.kind", "shingle.n",
-               "minhash.num_perm", "lsh.bands", "lsh.rows", "minhash.width", "minhash.seed",
+               "minhash.num_perm", "lsh.bands", "lsh.rows", "minhash.width", "minhash.seed", "minhash.family",
                "normalize.remove_punctuation", "normalize.fold_digits", "normalize.lowercase")
 DEDUP_OUTPUT = ("write_deduplicated", "annotate", "memory_budget", "cache_bytes", "reader")
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 import uuid
 
 from ..errors import ClusterError, ConfigError, DependencyError, GpuDedupError, RunError
+from ..runtime.heartbeat import phase, ticking
 
 logger = logging.getLogger(__name__)
 
@@ -70,18 +72,21 @@ def ray_cluster(workers: int | None, address: str | None):
     if ray.is_initialized():
         yield ray
         return
-    try:
+    t = time.perf_counter()
+    try:  # a local start takes seconds (14 s on a busy 2-core machine): said, and said again while it lasts
         if address is not None:
-            logger.info("joining the Ray cluster at %s", address)
-            ray.init(address=address, **_quiet_ray())
+            with ticking(logger, f"joining the Ray cluster at {address}"):
+                ray.init(address=address, **_quiet_ray())
         else:
             n = workers or os.cpu_count() or 1
             env = os.environ.get("RAY_ADDRESS")
-            logger.info("starting a local Ray cluster of %d worker processes%s", n, f" (not the one of RAY_ADDRESS={env}: "
-                        "join that with --address auto)" if env else "")
-            ray.init(address="local", num_cpus=n, **_quiet_ray())
+            with ticking(logger, f"starting a local Ray cluster of {n} worker processes"
+                                 + (f" (not the one of RAY_ADDRESS={env}: join that with --address auto)" if env else "")):
+                ray.init(address="local", num_cpus=n, **_quiet_ray())
     except ConnectionError as exc:
         raise ClusterError(_join_failed(address, exc)) from exc
+    logger.info("Ray cluster ready: %d CPUs (%.1f s)", int(ray.cluster_resources().get("CPU", 0)),
+                time.perf_counter() - t)
     try:
         yield ray
     finally:
@@ -215,6 +220,8 @@ def probe(ray, work: str, cfg, fingerprint: str) -> int:
 
     token = uuid.uuid4().hex
     lay, name = Layout(work), f"probe-{token}.txt"
+    phase(logger, "checking every Ray node: gpu-dedup's version, the contract and the work directory (the "
+                  "worker processes start and import gpu-dedup)")
     lay.write_text(name, token)
     try:
         nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import math
 import re
 from typing import Any, Sequence
@@ -15,9 +16,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import DataError
+from ..runtime.heartbeat import Heartbeat
+
+logger = logging.getLogger(__name__)
 
 HEADER_PREFIX = "# gpu-dedup-lm: "
 KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
+_BEAT_LINES = 1 << 16  # n-grams read between two looks at the clock (a progress line every HEARTBEAT_S)
 _ARPA_SPACES = re.compile(r"[ \t\r\n]+")  # KenLM's kARPASpaces: a word may hold any other byte
 
 
@@ -105,8 +110,10 @@ def read_arpa(path: str) -> tuple[dict[str, Any] | None, list[str], list[tuple[n
             lines.it = iter(f)
             header = _arpa_header(lines)
             counts = _arpa_counts(lines)
-            for n, count in enumerate(counts, 1):
-                grams.append(_arpa_section(lines, n, count, len(counts), vocab, ids))
+            # a model of a few hundred MB reads for tens of seconds: a line every HEARTBEAT_S says how far
+            with Heartbeat(logger, f"{path}: reading", total=sum(counts), unit="n-grams", start=False) as beat:
+                for n, count in enumerate(counts, 1):
+                    grams.append(_arpa_section(lines, n, count, len(counts), vocab, ids, beat))
             _arpa_end(lines, len(counts))
     except UnicodeDecodeError as exc:
         raise ARPAError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start} of a line near line "
@@ -152,9 +159,10 @@ def _arpa_counts(lines: _ArpaLines) -> list[int]:
 
 
 def _arpa_section(lines: _ArpaLines, n: int, count: int, order: int, vocab: list[str],
-                  ids: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  ids: dict[str, int], beat: Heartbeat | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The \\n-grams: section: (rows int64 (count, n) of word ids, log10 prob, log10 backoff (0 if absent))
-    float32 (count,). The unigrams define the vocabulary (``vocab``, ``ids`` grow); higher orders use it."""
+    float32 (count,). The unigrams define the vocabulary (``vocab``, ``ids`` grow); higher orders use it.
+    ``beat`` hears of every ``_BEAT_LINES`` n-grams read."""
     for line in lines:
         s = line.strip()
         if s:
@@ -166,7 +174,11 @@ def _arpa_section(lines: _ArpaLines, n: int, count: int, order: int, vocab: list
     rows = np.empty((count, n), np.int64)
     prob = np.empty(count, np.float32)
     bo = np.zeros(count, np.float32)
+    told = 0  # n-grams of this section that ``beat`` heard of
     for i in range(count):
+        if beat is not None and i - told >= _BEAT_LINES:
+            beat.update(i - told)
+            told = i
         line = lines.take()
         if line is None or not line.strip():
             raise lines.bad(f"the header says {count} {n}-grams but the section has {i}")
@@ -183,6 +195,8 @@ def _arpa_section(lines: _ArpaLines, n: int, count: int, order: int, vocab: list
                 if w is None:
                     raise lines.bad(f"word {word!r} is not among the unigrams")
                 rows[i, j] = w
+    if beat is not None:
+        beat.update(count - told)
     return rows, prob, bo
 
 

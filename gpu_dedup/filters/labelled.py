@@ -387,6 +387,18 @@ BUCKET_MAX = 2_000_000  # fastText's default: the most rows bucket_from_data cho
 BUCKET_MIN = 1 << 10
 
 
+def choose_bucket(texts: list[str], cfg: Any) -> tuple[int, dict[str, Any]]:
+    """(bucket, the card's ``bucket_from_data`` entry) for the training side's ``texts`` (``bucket_from_data``),
+    said in the log with the size of fastText's input matrix."""
+    bucket, distinct = bucket_from_data(texts, cfg)
+    vocab = len({w for t in texts for w in t.split()})
+    logger.info("bucket %d from the data (%d distinct word/char n-grams on the training side); the input matrix is "
+                "about (%d words + %d) x dim %d x 4 bytes = %.1f MB (set bucket / --bucket to choose, --quantize to "
+                "shrink it)", bucket, distinct, vocab, bucket, cfg.dim, (vocab + bucket) * cfg.dim * 4 / 1e6)
+    return bucket, {"distinct_ngrams": distinct, "rule": "the next power of two >= twice the distinct word and char "
+                    f"n-grams of the training side, within [{BUCKET_MIN}, {BUCKET_MAX}] (labelled.bucket_from_data)"}
+
+
 def bucket_from_data(texts: list[str], cfg: Any) -> tuple[int, int]:
     """(bucket, distinct hashed n-grams): the rows for the word n-grams (2..word_ngrams, of whitespace tokens, as
     fastText splits) and char n-grams (minn..maxn of "<word>") of ``texts``: the next power of two >= twice the

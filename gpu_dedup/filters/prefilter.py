@@ -6,7 +6,7 @@ pass 1's per-batch steps (lexical/signatures.py), in one read of the input. Two 
                                the duplicates (``--keep max:NAME_score``); it decides nothing. Stateless, so it
                                runs on any engine and its values are stored in the work dir's pieces.
     run --lid/--classifier/... ``ScoreStep(FilterConfig, decides=True)`` (``deduplicate(..., prefilter=)``):
-                               the filter scores every batch and decides (``stage.decide``, the order of the
+                               the filter scores every batch and decides (``stage.decide_filter``, the order of the
                                filter command), before dedup; every score and the detailed reason go to
                                OUT/scores.parquet (``table``). Local engine, no work dir: it keeps every
                                batch's columns.
@@ -30,7 +30,7 @@ from ..config import SCORE_RE
 from ..errors import ConfigError, RunError
 from .config import ClassifierSpec, FilterConfig
 from .scorers import Scorers
-from .stage import concat_columns, decide, scores_table
+from .stage import concat_columns, decide_filter, scores_table
 
 
 def check_in_pass1(cfg: FilterConfig) -> None:
@@ -115,7 +115,7 @@ class ScoreStep:
         if self.keep_column is not None:
             out["keep_values"] = np.asarray(part[self.keep_column], np.float64)
         if self.decides:
-            part["keep"], part["reason"] = decide(part, self.cfg, self.scorers)
+            part["keep"], part["reason"] = decide_filter(part, self.cfg, self.scorers)
             self.parts[b.row] = part
             out["filter_pass"] = np.asarray(part["keep"], bool)
         return out

@@ -10,8 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigError
-from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, file_sources
+from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, check_config, file_sources
 from .config import FilterConfig
 
 
@@ -27,8 +26,7 @@ class Filter:
     config: FilterConfig
 
     def __post_init__(self) -> None:
-        if not isinstance(self.config, FilterConfig):
-            raise ConfigError(f"Filter takes a FilterConfig, got {type(self.config).__name__}")
+        check_config(self, FilterConfig)
 
     def run(self, view: Any, out: str, env: Env) -> StepRun:
         from .stage import filter_corpus

@@ -1,7 +1,7 @@
 """The scorers of one filter run, loaded once: ``Scorers.columns`` turns a batch of text into its columns of
 ``scores.parquet``. It is the one scoring step of the package: ``gpu-dedup filter``'s pass and dedup's pass 1
 (``run --score`` and ``run``'s filter flags, through ``prefilter.ScoreStep``) both call it. The decisions on
-those columns are ``stage.decide``'s.
+those columns are ``stage.decide_filter``'s.
 
 Device traffic: the batch's UTF-8 bytes (or its paragraphs') go to the device once per batch, and every
 fastText model (LID and each classifier) reads that one copy (``*_arrays``); dedup's pass 1 hands over the
@@ -257,7 +257,7 @@ class Scorers:
             from .lm import LMNormalization, load_lm
 
             norm = LMNormalization.parse(cfg.lm_normalization) if cfg.lm_normalization else None
-            s.lm = load_lm(cfg.perplexity, normalization=norm)
+            s.lm = load_lm(cfg.perplexity, normalization=norm, device=device)
         if cfg.perplexity_lang:
             from .lm import LMNormalization, load_lm
 
@@ -269,7 +269,7 @@ class Scorers:
                                       f"{len(known)} languages, e.g. "
                                       f"{', '.join(x[len(LABEL_PREFIX):] for x in known[:8])})")
             norm = LMNormalization.parse(cfg.lm_normalization) if cfg.lm_normalization else None
-            s.lms = {lang: load_lm(path, normalization=norm) for lang, path in cfg.perplexity_lang}
+            s.lms = {lang: load_lm(path, normalization=norm, device=device) for lang, path in cfg.perplexity_lang}
         if cfg.rules:
             s.rules = cfg.rules_config()
             if s.rules.url_blocklist is not None:

@@ -51,6 +51,7 @@ from ..decisions import FILTER_KEPT, filter_reasons, reason_array, scores_schema
 from ..runtime.device import batch_bytes, note_compiling, set_threads
 from ..runtime.passes import progress
 from ..errors import ConfigError, RunError
+from ..runtime.heartbeat import phase
 from ..runtime.run import RunResult, Steps, finish, header, owned, resources, write_table
 from ..runtime.sources import SourceGuard, Tally, check as check_sources, source_labels
 from .ahead import compile_stages, filter_ahead
@@ -160,13 +161,13 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
     # paragraph_action="remove"; a rank selection ranks the paragraphs of the documents still in
     before = tuple(f for f in cfg.order[:cfg.order.index("perplexity")] if f != "lid")
     para = paragraph_pass(cols, cfg, scorers.lid is not None, scorers.has_lm,
-                          alive=lambda: decide(cols, cfg, scorers, families=before)[0])
+                          alive=lambda: decide_filter(cols, cfg, scorers, families=before)[0])
     if para is not None and out is None:
         logger.warning("paragraph_action='remove': the cuts are written with output_dir only (filtered/)")
     if cfg.perplexity_buckets:
         cols["perplexity_bucket"] = perplexity_buckets(cols["perplexity"], cfg.perplexity_buckets,
                                                        cols.get("perplexity_lang"))
-    keep, reason = decide(cols, cfg, scorers, para.all_removed if para is not None else None)
+    keep, reason = decide_filter(cols, cfg, scorers, para.all_removed if para is not None else None)
     dsir_stats = None
     if dsir is not None:
         with steps("dsir"):
@@ -201,6 +202,8 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
     if out is not None:
         os.makedirs(out, exist_ok=True)
         with steps("write"):
+            phase(logger, "filter: writing scores.parquet%s (%s kept documents)",
+                  " and filtered/" if cfg.write_filtered else "", f"{int(keep.sum()):,}")
             write_table(table, scores_schema(table.column_names), os.path.join(out, "scores.parquet"))
             if not stopped:  # a source over the limit: no kept records (sources.check below)
                 stats.update(write_documents(files, cfg, cols["id"], para, keep, out, file_rows))
@@ -353,7 +356,7 @@ def reasons(scorers: Scorers) -> tuple[str, ...]:
     return filter_reasons(rules, [c.spec.column for c in scorers.classifiers])
 
 
-def decide(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers, all_removed: np.ndarray | None = None,
+def decide_filter(cols: dict[str, Any], cfg: FilterConfig, scorers: Scorers, all_removed: np.ndarray | None = None,
            families: tuple[str, ...] | None = None) -> tuple[np.ndarray, pa.DictionaryArray]:
     """(keep bool (n,), reason: int8 codes over ``reasons(scorers)`` as a dictionary array (n,)) by the order in
     the module docstring (DSIR excepted). ``all_removed`` (paragraph_action="remove": object (n,),

@@ -84,13 +84,14 @@ import numpy as np
 from .._version import __version__
 from ..config import did_you_mean, is_int, is_real
 from ..errors import ConfigError, DataError, DependencyError, MissingFileError, OutputExistsError, RunError, UsageError
+from ..runtime.heartbeat import phase, ticking
 from ..runtime.outputs import check_outside_inputs, input_roots
 from ..io.discover import file_sha256
 from ..io.write import atomic_path
 from .cards import format_summary  # noqa: F401 (the train-classifier command imports it from here)
 from ..runtime.run import created, versions
 from .head import HEAD_L2, refit_head
-from .labelled import (DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, LabelTokens, bucket_from_data,
+from .labelled import (DEFAULT_GROUP_FIELD, LABEL_PREFIX, LabelledData, LabelledInputError, LabelTokens, choose_bucket,
                        read_labelled)
 from .validation import (SIDES, TEST, TRAIN, VALIDATION, Direction, ThresholdRule, assign_sides,  # noqa: F401
                          calibration, choose_threshold, evaluate, group_audit, score_test, side_summary, split_groups)
@@ -458,14 +459,10 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
     logger.info("split: train %d documents (%d groups), validation %d (%d groups), test %d (%d groups)",
                 train_side["documents"], train_side["groups"], val_side["documents"], val_side["groups"],
                 summary["test"]["documents"], summary["test"]["groups"])
+    bucket_from = None  # how the bucket was chosen, for the card (None: given)
     if cfg.bucket is None and cfg.head_of is None:
-        bucket, distinct = bucket_from_data([data.texts[i] for i in np.flatnonzero(trn)], cfg)
+        bucket, bucket_from = choose_bucket([data.texts[i] for i in np.flatnonzero(trn)], cfg)
         cfg = dataclasses.replace(cfg, bucket=bucket)
-        vocab = len({w for i in np.flatnonzero(trn) for w in data.texts[i].split()})
-        logger.info("bucket %d from the data (%d distinct word/char n-grams on the training side); the input "
-                    "matrix is about (%d words + %d) x dim %d x 4 bytes = %.1f MB (set bucket / --bucket to choose, "
-                    "--quantize to shrink it)", bucket, distinct, vocab, bucket, cfg.dim,
-                    (vocab + bucket) * cfg.dim * 4 / 1e6)
     os.makedirs(os.path.dirname(model_path), exist_ok=True)
 
     def part(mask: np.ndarray) -> tuple[list[str], list[str], dict[str, list[str]]]:
@@ -487,8 +484,12 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
             head = refit_head(cfg.head_of, [data.texts[i] for i in np.flatnonzero(trn)],
                               [data.labels[i] for i in np.flatnonzero(trn)], trained, l2=cfg.head_l2)
         else:
-            _train(ft, train_file, trained, cfg)
+            with ticking(logger, f"training fastText on {train_side['documents']:,} documents ({cfg.epoch} epochs, "
+                                 f"dim {cfg.dim}, bucket {cfg.bucket:,}{', then quantizing' if cfg.quantize else ''})"):
+                _train(ft, train_file, trained, cfg)
         train_seconds = time.time() - t0
+        phase(logger, "evaluating the model on the validation side (%s documents)%s", f"{val_side['documents']:,}",
+              " and scoring the test side" if test.any() else "")
         model = ft.load_model(trained)  # evaluate the very file that is shipped
         ev = evaluate(model, *part(val)[:2], classes, positive, cfg, part(val)[2])
         tested = (score_test(model, *part(test)[:2], classes, positive, ev["threshold"], cfg, part(test)[2])
@@ -497,6 +498,7 @@ def train_classifier(inputs: list[str], out: str, cfg: TrainClassifierConfig, *,
             os.replace(trained, tmp_model)
             card = _card(cfg, data, model, model_path, tmp_model, ev, classes, positive, summary, tested, screened, head,
                          train_seconds, time.time() - started)
+            card["training"]["bucket_from_data"] = bucket_from
             with atomic_path(card_path(model_path)) as tmp_card:
                 with open(tmp_card, "w", encoding="utf-8") as fh:
                     json.dump(card, fh, indent=2, allow_nan=False)

@@ -5,12 +5,16 @@ no module here imports a program (lexical, filters, paragraph, semantic, screen,
 
     remote     URLs through fsspec (optional extras): ``is_url``, ``open_stream``, ``open_parquet``,
                ``file_size`` (local or remote input), ``REMOTE_EXTRAS``
+    check      whether a file's stored data decodes whole (``check_stream``, ``check_parquet``,
+               ``StreamFailure``) and what the reads of a run found about each file (``FileState``,
+               ``ReadScope``; why, in its docstring)
     discover   the input files: ``resolve_inputs``, ``table_input``, ``source_files``, ``dataset_table``,
                ``InputFile``, ``InputError``, ``file_sha256`` (the discovery rules, and what is never read, in
                its docstring)
-    batch      ``Batch``, ``ReadReport`` and what every file reader shares: the spec (``make_spec``), the
-               chunks a reader gives, the base reader and its error policy, ``generated_ids``, and the
-               cutting of chunks into batches
+    batch      ``Batch``, ``ReadReport`` (``read_summary``: its lines for a command's summary) and what
+               every file reader shares: the spec (``make_spec``), the chunks a reader gives, the base reader,
+               its error policy and the damaged-file rule, ``generated_ids``, and the cutting of chunks into
+               batches
     blocks     JSON Lines bytes: a stream read as blocks cut at newlines, and the lines of a block
     jsonl      the JSON Lines reader
     arrow      the reader of Parquet files and in-memory tables; ``is_stringish``, ``as_utf8``
@@ -29,7 +33,8 @@ The package logs as ``gpu_dedup.io`` (``gpu``: ``gpu_dedup.io.gpu``).
 from __future__ import annotations
 
 from .arrow import as_utf8, is_stringish
-from .batch import Batch, ReadReport, generated_ids, make_spec
+from .batch import Batch, ReadReport, generated_ids, make_spec, read_summary
+from .check import StreamFailure, check_parquet, check_stream
 from .discover import (
     SUPPORTED_SUFFIXES,
     TABLE_OUTPUT_NAME,
@@ -55,8 +60,10 @@ __all__ = [
     "file_sha256", "resolve_inputs", "source_files", "table_input",
     # remote
     "REMOTE_EXTRAS", "file_size", "is_url", "open_parquet", "open_stream",
+    # check
+    "StreamFailure", "check_parquet", "check_stream",
     # batch
-    "Batch", "ReadReport", "generated_ids", "make_spec",
+    "Batch", "ReadReport", "generated_ids", "make_spec", "read_summary",
     # arrow
     "as_utf8", "is_stringish",
     # read, ids

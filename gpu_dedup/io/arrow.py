@@ -6,6 +6,7 @@ text by a device reader (``gpu``); tables are read here. Also the Arrow column h
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Iterator
 
 import numpy as np
@@ -13,7 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError, RunError
-from .batch import Chunk, FileReader, ReadReport, Spec, generated_ids_warning, missing_text_field, scope_strings
+from .batch import Chunk, FileReader, ReadReport, Spec, StreamFailed, missing_text_field, scope_strings
+from .check import UNREADABLE_PARQUET, StreamFailure, check_parquet, settle_footer, stream_failure
 from .discover import InputFile
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
@@ -258,10 +260,21 @@ class ArrowReader(FileReader):
             return None
         wanted, has_ids = self._wanted(schema)
         if self.spec.id_field and not has_ids:
-            generated_ids_warning(self.f, self.spec.id_field, schema.names)
+            self.ids_generated(schema.names)
         return wanted, has_ids
 
-    def chunks(self) -> Iterator[Chunk]:
+    def may_fail_late(self) -> bool:
+        return self.f.fmt == "parquet"  # a page is checked only as it is decoded
+
+    def check_data(self, stop: threading.Event | None = None) -> StreamFailure | None | bool:
+        if self.f.fmt != "parquet":
+            return None
+        return check_parquet(self.f, stop, columns=None if self.all_columns else lambda s: self._wanted(s)[0])
+
+    def reads_more(self) -> bool:
+        return self.f.fmt == "parquet" and self.all_columns
+
+    def _read_chunks(self) -> Iterator[Chunk]:
         if self.f.fmt == "parquet":
             yield from self._parquet_chunks()
             return
@@ -273,19 +286,25 @@ class ArrowReader(FileReader):
         for rb in self._record_batches(self.f.table, None if self.all_columns else wanted):
             chunk = self._convert(rb, physical, has_ids)
             physical += rb.num_rows
-            self.rows += chunk.rows
             yield chunk
+
+    def _footer(self, metadata: Any) -> None:
+        """The footer every pass of a run must find (``check.settle_footer``)."""
+        if not settle_footer(self.f, metadata):
+            raise DataError(f"{self.f.relpath}: its Parquet footer differs from the one an earlier pass of this run "
+                            "read: the file changed while the run read it; rerun once it no longer changes")
 
     def _parquet_chunks(self) -> Iterator[Chunk]:
         """The file's chunks in order, from the pool's decoded ranges. Problems found by the workers are
-        raised / recorded here, in file order, so the first one in the file wins as in a sequential read."""
+        raised / recorded here, in file order, so the first one in the file wins as in a sequential read.
+        A row group that cannot be decoded stops the file (``StreamFailed``: no row of it is used)."""
         pool = self.pool
         plan = pool.plan(self.index)
         try:
             if plan.open_error is not None:
-                self.unreadable = True
-                self.bad(f"not a readable Parquet file ({plan.open_error})")
-                return
+                e = plan.open_error
+                raise StreamFailed(e, stream_failure(self.f, e, what=UNREADABLE_PARQUET))
+            self._footer(plan.metadata)
             started = self._start(plan.schema)
             if started is None:
                 return
@@ -295,18 +314,15 @@ class ArrowReader(FileReader):
                 return
             for k, rng in enumerate(plan.ranges):
                 result = pool.take(plan, k)
+                if result.read_error is not None:
+                    raise StreamFailed(result.read_error, stream_failure(
+                        self.f, result.read_error, group=result.read_error_group, row=result.read_error_row,
+                        records=plan.metadata.num_rows))
                 for reason, row in result.skipped:
                     self.bad(reason, row=row)
                 if result.error is not None:
                     raise result.error
-                for chunk in result.chunks:
-                    self.rows += chunk.rows
-                    yield chunk
-                if result.read_error is not None:
-                    row = result.read_error_row
-                    self.unreadable = self.rows == 0
-                    self.bad(f"cannot read the file after row {row}: {result.read_error}", row=row)
-                    break
+                yield from result.chunks
         finally:
             pool.done(plan)
 
@@ -345,9 +361,7 @@ class ArrowReader(FileReader):
                 dev = self.device_reader.read(self.f.path, rgs, spec.text_field)
                 side_table = pf.read_row_groups(rgs, columns=side, use_threads=True) if side else None
             except (OSError, RuntimeError, pa.ArrowException) as e:  # libcudf reports corrupt data as RuntimeError
-                self.unreadable = self.rows == 0
-                self.bad(f"cannot read the file after row {physical}: {e}", row=physical)
-                return
+                raise StreamFailed(e) from e  # described by a check of the file, which finds the row group
             if len(dev) != n:
                 raise RunError(f"{self.f.relpath}: the {self.device_reader.name} reader returned {len(dev)} rows "
                                f"for row groups {rgs}, the file's metadata says {n}; use reader='pyarrow'")
@@ -363,7 +377,6 @@ class ArrowReader(FileReader):
                 scope = (self._scope(side_table.column(spec.scope_field).combine_chunks(), physical + np.arange(n))
                          if spec.scope_field else None)
                 physical += n
-                self.rows += n
                 yield Chunk(ids=ids, text=None, keep=keep, invalid_utf8=int(fixed.sum()) if fixed is not None else 0,
                              device_text=dev, scope=scope)
                 continue
@@ -373,7 +386,6 @@ class ArrowReader(FileReader):
                 chunk = self._convert(rb, physical, has_ids)
                 physical += rb.num_rows
                 if chunk is not None:
-                    self.rows += chunk.rows
                     yield chunk
 
     def _keep(self, col: pa.Array, rows: np.ndarray) -> np.ndarray:

@@ -20,7 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError, GpuDedupError
+from .check import (Checker, StreamFailure, file_done, no_documents, note_missing_ids, record_failure,
+                    stream_failure)
+from .remote import file_size
 from .discover import InputError, InputFile
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
@@ -57,7 +60,10 @@ class ReadReport:
     ``on_error="skip"`` (``line`` 1-based for JSON Lines, ``row`` 0-based physical for Parquet / tables,
     the other None); invalid_utf8_rows: rows kept with their invalid UTF-8 replaced by U+FFFD; empty_files:
     the relpaths of files with zero rows; file_rows: the documents given per file, in reading order (a pipeline
-    step's rows name their input file with it).
+    step's rows name their input file with it); generated_ids: the relpaths of files without the id field (their
+    ids were generated). A file whose stored data fails to decode is skipped whole (on_error="skip"): its one
+    entry in ``skipped`` has ``level`` "file", ``what`` (e.g. "corrupt gzip stream"), ``records`` (lines or
+    rows decoded / held, when known) and ``bytes`` (its size as stored), none of its rows is counted.
     """
 
     files: int = 0
@@ -67,6 +73,7 @@ class ReadReport:
     invalid_utf8_rows: int = 0
     empty_files: list[str] = field(default_factory=list)
     file_rows: list[int] = field(default_factory=list)
+    generated_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """The report as a JSON-ready dict (its fields by name; ``merge`` takes it back)."""
@@ -81,6 +88,44 @@ class ReadReport:
         self.invalid_utf8_rows += part["invalid_utf8_rows"]
         self.empty_files.extend(part["empty_files"])
         self.file_rows.extend(part.get("file_rows", ()))
+        self.generated_ids.extend(part.get("generated_ids", ()))
+
+
+_FILES_NAMED = 5  # skipped / empty files named in a summary line
+
+
+def _named(items: list[str]) -> str:
+    more = len(items) - _FILES_NAMED
+    return "; ".join(items[:_FILES_NAMED]) + (f"; and {more:,} more" if more > 0 else "")
+
+
+def read_summary(read: dict) -> list[str]:
+    """The lines a command prints about its read (a ``ReadReport.to_dict()``, run.json's ``read``): the bad
+    records and the files skipped, each file with what was wrong and what of it was not used, and a warning
+    when the input gave no document at all.
+
+    Args:
+        read: the read report as a dict (``skipped`` entries, ``rows``, ``files``, ``empty_files``).
+
+    Returns:
+        e.g. ["skipped 3 bad records and 1 file (part-1.jsonl.gz: corrupt gzip stream, 1,031 lines / 412,331
+        bytes not used); listed in run.json under read.skipped"]; [] when there is nothing to say.
+    """
+    skipped = read.get("skipped") or []
+    files = [s for s in skipped if s.get("level") == "file" or (s.get("line") is None and s.get("row") is None)]
+    records = len(skipped) - len(files)
+    lines = []
+    if skipped:
+        parts = [f"{records:,} bad record{'s' if records != 1 else ''}"] if records else []
+        if files:
+            named = [f"{s['file']}: " + (f"{s['what']}, {s['not_used']} not used" if s.get("not_used")
+                                         else str(s.get("reason", "")).split(":")[0]) for s in files]
+            parts.append(f"{len(files):,} file{'s' if len(files) != 1 else ''} ({_named(named)})")
+        lines.append(f"skipped {' and '.join(parts)}; listed in run.json under read.skipped")
+    if not read.get("rows") and read.get("files"):
+        empty = list(read.get("empty_files") or [])
+        lines.append("warning: " + no_documents(empty, [s["file"] for s in files]))
+    return lines
 
 
 @dataclass(frozen=True)
@@ -167,20 +212,24 @@ _GENERATED_IDS_SAID: set[tuple[str, str]] = set()
 
 
 def generated_ids_warning(f: InputFile, id_field: str, fields: list[str]) -> None:
-    """Warn, once per process for a file and id field (every later read of the file is silent), that ``f``
-    has no ``id_field`` (its rows' ``fields``) and gets generated ids: a mistyped --id-field must not pass
-    unnoticed, and a file without ids needs ``id_field=None`` to say so."""
+    """Warn that ``f`` has no ``id_field`` (its rows' ``fields``) and gets generated ids: a mistyped --id-field
+    must not pass unnoticed, and a file without ids needs ``id_field=None`` to say so. Said for the first such
+    file of an input (``check.ReadScope``; the others are named together once every file is read:
+    ``check.file_done``), once per process for a file (every later read of it is silent)."""
     key = (f.path, id_field)
-    if key in _GENERATED_IDS_SAID or getattr(_quiet_state, "on", False):  # a quiet re-read says nothing
+    quiet = key in _GENERATED_IDS_SAID or getattr(_quiet_state, "on", False)  # a quiet re-read says nothing
+    if not note_missing_ids(f, id_field, say=not quiet):
         return
     _GENERATED_IDS_SAID.add(key)
     names = [x for x in fields if isinstance(x, str)]
     close = [x for x in names if x.lower() == id_field.lower()] or difflib.get_close_matches(id_field, names, 1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     shown = ", ".join(repr(x) for x in names[:_FIELDS_SHOWN])
-    logger.warning("%s has no id field %r (fields: %s): using generated ids '%s:<row>'; %sname the id field with "
-                   "--id-field NAME (Python: id_field='NAME'), or pass --no-id-field (id_field=None) when the "
-                   "input has none", f.relpath, id_field, shown or "none", f.relpath, hint)
+    scope = f.state.scope
+    later = " (other files without it are named once the input is read)" if scope and scope.files > 1 else ""
+    logger.warning("%s has no id field %r (fields: %s): using generated ids '%s:<row>'%s; %sname the id field "
+                   "with --id-field NAME (Python: id_field='NAME'), or pass --no-id-field (id_field=None) when the "
+                   "input has none", f.relpath, id_field, shown or "none", f.relpath, later, hint)
 
 
 @dataclass
@@ -218,13 +267,172 @@ class Chunk:
         return len(self.device_text) if self.device_text is not None else len(self.text)
 
 
+class StreamFailed(DataError):
+    """Raised by a reader's ``_read_chunks`` when the file's stored data stops decoding (``cause``: the codec's
+    or reader's error; ``failure``: its ``StreamFailure`` when already described). ``FileReader.chunks`` turns
+    it into the file's skip or error (it is caught before any other ``GpuDedupError``); it never leaves the
+    package."""
+
+    def __init__(self, cause: BaseException | None, failure: StreamFailure | None = None) -> None:
+        super().__init__(str(cause or failure))
+        self.cause, self.failure = cause, failure
+
+
+def _held_bytes(c: Chunk) -> int:
+    """About the memory a held chunk keeps alive (its raw block, text, record batch, device text)."""
+    n = len(c.raw) if c.raw is not None else 0
+    n += c.text.nbytes if c.text is not None else sum(p[3] for p in c.parts or ())
+    n += c.record.nbytes if c.record is not None else 0
+    return n + (c.device_text.nbytes if c.device_text is not None else 0)
+
+
 class FileReader:
-    """Shared state for reading one file: error policy, skipped records, per-file id / keep state."""
+    """Shared state for reading one file: error policy, skipped records, per-file id / keep state, and the
+    rule that no record of a file whose stored data fails to decode is used (``chunks``).
+
+    Subclasses give the file's accepted rows in ``_read_chunks`` and raise ``StreamFailed`` when its data stops
+    decoding; ``may_fail_late`` and ``check_data`` say whether that can happen after rows were given, and
+    decode the file to its end to find out."""
+
+    # held chunks of a file being checked (on_error='skip'): beyond this the reader waits for the check
+    hold_bytes: int = 256 << 20
 
     def __init__(self, f: InputFile, spec: Spec, report: ReadReport) -> None:
         self.f, self.spec, self.report = f, spec, report
-        self.rows = 0
+        self.rows = 0  # rows given by chunks() so far
         self.unreadable = False  # the file (or its schema) could not be read at all: skipped, not "empty"
+
+    # --------------------------------------------------------------------------- stream failures (module doc)
+
+    def may_fail_late(self) -> bool:
+        """Can this file's data fail to decode after some of its rows were read? (compressed JSON Lines,
+        Parquet)"""
+        return False
+
+    def check_data(self, stop: threading.Event | None = None) -> StreamFailure | None | bool:
+        """Decode what this read decodes of the file, to its end, keeping nothing: its ``StreamFailure``, None
+        when it decodes, False when stopped."""
+        return None
+
+    def reads_more(self) -> bool:
+        """Does this read decode more of the file than a first pass does (a Parquet writer: every column)?"""
+        return False
+
+    def describe(self, error: StreamFailed) -> StreamFailure:
+        """The ``StreamFailure`` of ``error`` (raised by ``_read_chunks``): from a check of the whole file,
+        which says where it fails independently of how the read cut it, or from the error itself."""
+        if error.failure is not None:
+            return error.failure
+        found = self.check_data() if self.may_fail_late() else None
+        return found if isinstance(found, StreamFailure) else stream_failure(self.f, error.cause)
+
+    def chunks(self) -> Iterator[Chunk]:
+        """The file's accepted rows, chunk by chunk, under the rule that no record of a file whose stored data
+        fails to decode is used (``read``'s docstring: damaged files).
+
+        A failure known from an earlier pass of the run skips (or refuses) the file at once. With
+        on_error='skip', the first read of a file that may fail late holds its chunks until it has decoded the
+        whole file; past ``hold_bytes`` of them it waits for a check (``check_data``) of the file, started
+        then, or at once on a thread beside the read when the file is that large as stored. If the data
+        fails, the held chunks and the rows skipped so far are dropped and the file is skipped whole
+        (``ReadReport.skipped``: one file-level entry). With 'raise' the chunks go out as they come and a
+        failure stops the run naming the file; so does a row error in a file whose data turns out to fail (the
+        failure is the error, not the row). A failure after a pass used rows of the file is an error in
+        either mode: a ``DataError`` when an earlier pass decoded the same data whole (the file changed while
+        the run read it).
+        """
+        state = self.f.state
+        if state.failure is not None:
+            self._failed(state.failure)
+            return
+        guarded = (self.spec.on_error == "skip" and not state.intact and not state.used and self.may_fail_late())
+        marks = len(self.report.skipped), len(self.report.generated_ids)
+        checker = Checker(self.check_data) if guarded and self._large() else None
+        held: list[Chunk] = []
+        size = 0
+        it = self._read_chunks()
+        try:
+            for chunk in it:
+                if guarded:
+                    held.append(chunk)
+                    size += _held_bytes(chunk)
+                    if not (size > self.hold_bytes or (checker is not None and checker.done())):
+                        continue
+                    found = checker.result() if checker is not None else self.check_data()
+                    if isinstance(found, StreamFailure):
+                        raise StreamFailed(None, found)
+                    guarded, checker = False, None
+                    state.intact = True
+                else:
+                    held.append(chunk)
+                state.used = True
+                for c in held:
+                    self.rows += c.rows
+                    yield c
+                held = []
+            if guarded and held:  # the read decoded all it reads of the file: no check needed
+                state.used = True
+                for c in held:
+                    self.rows += c.rows
+                    yield c
+        except StreamFailed as e:
+            held.clear()
+            self._fail(self.describe(e), marks)
+            return
+        except GpuDedupError:
+            # a row error of a file whose data fails: the failure is the error (the row is likely garbage)
+            found = (checker.result() if checker is not None else
+                     self.check_data() if self.may_fail_late() and not state.intact else None)
+            if not isinstance(found, StreamFailure):
+                raise
+            held.clear()
+            self._fail(found, marks)
+            return
+        finally:
+            if checker is not None:
+                checker.cancel()
+            it.close()
+        if not self.unreadable and self.may_fail_late():
+            state.intact = True  # the read decoded all it reads of the file
+        file_done(self.f, self.rows, self.unreadable)
+
+    def _large(self) -> bool:
+        """Will the read hold more than ``hold_bytes`` before it ends? (so its check starts at once): judged by
+        the size as stored (a chunk holds its decoded bytes and their text: about twice)."""
+        try:
+            return 2 * file_size(self.f) > self.hold_bytes
+        except (OSError, ValueError):
+            return False
+
+    def _fail(self, failure: StreamFailure, marks: tuple[int, int]) -> None:
+        """The file's data fails (``marks``: the report's lengths before the file). Nothing of it used yet, by
+        this pass or an earlier one: its error (on_error='raise') or its skip, the rows it skipped so far
+        dropped from the report. Else an error in either mode: a ``DataError`` when an earlier pass decoded
+        the same data whole (it changed while the run read it)."""
+        state = self.f.state
+        if state.intact and not self.reads_more():
+            raise DataError(f"{self.f.relpath}: {failure.reason()}, but an earlier pass of this run decoded it "
+                            "whole: the file changed while the run read it; rerun once it no longer changes")
+        if self.spec.on_error == "skip" and (state.used or self.rows):
+            more = " (this pass reads columns the first one did not)" if self.reads_more() else ""
+            raise InputError(f"{self.f.relpath}: {failure.reason()}, found after rows of it were used{more}: the "
+                             "file cannot be skipped now; restore it, or leave it out of the inputs")
+        del self.report.skipped[marks[0]:], self.report.generated_ids[marks[1]:]
+        self._failed(failure)
+
+    def _failed(self, failure: StreamFailure) -> None:
+        """A file whose data fails, none of it used: its error (on_error='raise'), else its skip."""
+        new = record_failure(self.f, failure)
+        if self.spec.on_error == "raise":
+            raise InputError(failure.message(self.f.relpath))
+        self.unreadable = True
+        self.report.skipped.append(failure.entry(self.f.relpath))
+        if new:  # a later pass skips it again, silently
+            logger.warning("%s: skipped the whole file: %s; %s not used", self.f.relpath, failure.reason(),
+                           failure.lost())
+        file_done(self.f, 0, True)
+
+    # --------------------------------------------------------------------------------------- bad rows
 
     def where(self, line: int | None = None, row: int | None = None) -> str:
         if line is not None:
@@ -249,6 +457,14 @@ class FileReader:
 
     def fatal(self, reason: str, *, line: int | None = None, row: int | None = None) -> InputError:
         return InputError(f"{self.where(line, row)}: {reason}")
+
+    def ids_generated(self, fields: list[str]) -> None:
+        """The file has no ``spec.id_field``: its ids are generated (``generated_ids_warning``)."""
+        self.report.generated_ids.append(self.f.relpath)
+        generated_ids_warning(self.f, self.spec.id_field, fields)
+
+    def _read_chunks(self) -> Iterator[Chunk]:
+        raise NotImplementedError
 
 
 def scope_strings(col: pa.Array) -> pa.Array:

@@ -11,7 +11,6 @@ import pyarrow as pa
 
 UTF8_BOM = b"\xef\xbb\xbf"
 _MIN_READ = 1 << 16
-_READ_ALIGN = 1 << 20
 
 
 def _last_newline(arr: np.ndarray, limit: int) -> int:
@@ -45,15 +44,12 @@ def read_blocks(stream: Any, target: int) -> Iterator[memoryview]:
     into them), valid while the caller holds them. Only the unconsumed tail (less than ``target`` bytes,
     or one long partial line) is copied when the next buffer is filled; a long line's buffer doubles.
 
-    A read error (corrupt or truncated compressed data) ends the data at the last newline before the
-    _READ_ALIGN window (of the decompressed stream) in which it happened; those complete lines are
-    yielded, then the error is raised. Every fill ends on a window boundary, so what is salvaged does not
-    depend on ``target`` (``write_kept`` must number rows exactly as ``iter_batches`` did).
+    A read error (corrupt or truncated compressed data, an I/O error) is raised when it happens, after the
+    blocks before it; nothing read after them is given (no record of a file whose data fails is used:
+    ``FileReader.chunks``).
     """
     data = memoryview(b"")
     eof = False
-    error: BaseException | None = None
-    pos = 0  # offset in the (decompressed) stream
     while True:
         arr = np.frombuffer(data, dtype=np.uint8)
         cut = -1
@@ -63,30 +59,19 @@ def read_blocks(stream: Any, target: int) -> Iterator[memoryview]:
                 cut = _first_newline(arr, 0)
         if cut < 0 and not eof:
             want = max(target - len(data), len(data), _MIN_READ)
-            end = -(-(pos + want) // _READ_ALIGN) * _READ_ALIGN  # pos is on a boundary: fills end on one
-            buf = memoryview(pa.allocate_buffer(len(data) + end - pos)).cast("B")
+            buf = memoryview(pa.allocate_buffer(len(data) + want)).cast("B")
             buf[:len(data)] = data
             filled = len(data)
-            while pos < end:
-                try:
-                    # one window at most per call: a failing call loses only its own window
-                    n = stream.readinto(buf[filled:filled + _READ_ALIGN - pos % _READ_ALIGN])
-                except (OSError, pa.ArrowException, ValueError) as e:
-                    error, eof = e, True
-                    filled -= pos % _READ_ALIGN  # drop the partly read window
-                    filled = _last_newline(np.frombuffer(buf, dtype=np.uint8, count=filled), filled) + 1
-                    break
+            while filled < len(buf):
+                n = stream.readinto(buf[filled:])
                 if not n:
                     eof = True
                     break
                 filled += n
-                pos += n
             data = buf[:filled].toreadonly()
             del buf
             continue
         if len(data) == 0:
-            if error is not None:
-                raise error
             return
         if cut < 0:  # EOF without a final newline
             cut = len(data) - 1

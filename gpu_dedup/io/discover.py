@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from ..constants import INDEX_FORMAT, WORKDIR_FORMAT
 from ..errors import ConfigError, DataError, DependencyError, MissingFileError, UsageError
+from .check import FileState, share_scope
 from .remote import is_url, protocol_of, url_filesystem, url_of
 
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
@@ -78,7 +79,9 @@ class InputError(DataError):
 
 @dataclass(frozen=True)
 class InputFile:
-    """One input. ``fs``: the fsspec file system of a remote input (``path`` is then its URL), else None."""
+    """One input. ``fs``: the fsspec file system of a remote input (``path`` is then its URL), else None.
+    ``state``: what the reads of a run found about it (``check.FileState``), shared by every pass over this
+    object (not compared, not shown)."""
 
     path: str
     relpath: str
@@ -86,6 +89,7 @@ class InputFile:
     compression: Literal[None, "gzip", "zstd"]
     table: pa.Table | None = field(default=None, compare=False, repr=False)
     fs: Any = field(default=None, compare=False, repr=False)
+    state: FileState = field(default_factory=FileState, compare=False, repr=False)
 
 
 def _classify(path: str) -> tuple[str, str | None] | None:
@@ -376,7 +380,7 @@ def resolve_inputs(inputs: Sequence[str | os.PathLike]) -> list[InputFile]:
     for p, rel in zip(ordered, rels):
         fmt, comp = _classify(p)  # type: ignore[misc]
         result.append(InputFile(path=p, relpath=rel, fmt=fmt, compression=comp, fs=found[p]))  # type: ignore[arg-type]
-    return result
+    return share_scope(result)
 
 
 def _is_dataframe(obj: Any) -> bool:
@@ -445,7 +449,7 @@ def table_input(obj: Any) -> list[InputFile]:
         else:
             raise UsageError(f"table_input needs a pyarrow.Table, a pandas.DataFrame or a datasets.Dataset, got "
                              f"{type(obj).__name__}")
-    return [InputFile(path=TABLE_PATH, relpath=TABLE_PATH, fmt="table", compression=None, table=obj)]
+    return share_scope([InputFile(path=TABLE_PATH, relpath=TABLE_PATH, fmt="table", compression=None, table=obj)])
 
 
 def source_files(source) -> list[InputFile]:

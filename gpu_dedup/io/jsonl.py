@@ -9,14 +9,18 @@ import json
 import logging
 import math
 import re
+import threading
 from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
+import xxhash
 
 from .arrow import KeepValueError, empty_strings, iso_seconds
-from .batch import Chunk, FileReader, ReadReport, Spec, generated_ids_warning, missing_text_field
+from ..errors import DataError
+from .batch import Chunk, FileReader, ReadReport, Spec, StreamFailed, missing_text_field
+from .check import StreamFailure, check_stream, settle_digest
 from .blocks import UTF8_BOM, read_blocks, split_lines
 from .discover import InputFile
 from .remote import open_stream
@@ -84,17 +88,35 @@ class JsonlReader(FileReader):
         self.text_seen = False  # has a row of this file had the text field? (else a missing one is a wrong field)
         self.slow_blocks = 0
         self.blocks = 0
+        self.parsed = 0  # rows parsed so far (``rows`` counts those given)
         # Arrow reads a missing key and an explicit null alike; `"key": null` anywhere in the block (even
         # nested) sends an all-null id column to the line parser, which can tell them apart.
         self._id_null = _null_key_pattern(spec.id_field) if spec.id_field else None
         self._keep_null = _null_key_pattern(spec.keep_column) if spec.keep_column else None
 
-    def chunks(self) -> Iterator[Chunk]:
+    def may_fail_late(self) -> bool:
+        return self.f.compression is not None  # a codec checks its data only as it decodes (check.py)
+
+    def check_data(self, stop: threading.Event | None = None) -> StreamFailure | None | bool:
+        found = check_stream(self.f, stop)
+        if found is None:
+            return False
+        if found.failure is None and settle_digest(self.f, found.digest) is not None:
+            raise self._changed()
+        return found.failure
+
+    def _changed(self) -> DataError:
+        return DataError(f"{self.f.relpath}: its decompressed bytes differ from those an earlier pass of this run "
+                         "read: the file changed while the run read it; rerun once it no longer changes")
+
+    def _read_chunks(self) -> Iterator[Chunk]:
         line_base = 1
         try:
             stream = open_stream(self.f)
         except (OSError, pa.ArrowException) as e:
             raise self.fatal(f"cannot open: {e}") from e
+        digest = xxhash.xxh3_64()  # of the decoded bytes: every pass of a run must read the same (check.py)
+        nbytes = 0
         with stream:
             blocks = read_blocks(stream, self.block_bytes)
             first = True
@@ -103,11 +125,10 @@ class JsonlReader(FileReader):
                     block = next(blocks)
                 except StopIteration:
                     break
-                except (OSError, pa.ArrowException) as e:  # corrupt compressed stream, I/O error
-                    self.unreadable = self.rows == 0
-                    self.bad(f"cannot read/decompress the file after line {line_base - 1} (the lines before "
-                             f"it were read): {e}", line=line_base)
-                    break
+                except (OSError, pa.ArrowException, ValueError) as e:  # corrupt compressed stream, I/O error
+                    raise StreamFailed(e) from e
+                digest.update(block)
+                nbytes += len(block)
                 if first and block[:len(UTF8_BOM)] == UTF8_BOM:
                     block = block[len(UTF8_BOM):]
                 if first and self.spec.scope_nullable:
@@ -116,12 +137,14 @@ class JsonlReader(FileReader):
                 chunk, newlines = self._parse_block(block, line_base)
                 line_base += int(newlines)
                 if chunk is not None:
-                    self.rows += len(chunk.text)
+                    self.parsed += len(chunk.text)
                     yield chunk
-        if self.spec.keep_column and self.rows and not self.keep_seen:
+        if settle_digest(self.f, (nbytes, digest.intdigest())) is not None:
+            raise self._changed()
+        if self.spec.keep_column and self.parsed and not self.keep_seen:
             raise self.fatal(f"keep column {self.spec.keep_column!r} is not in any row; add it or choose "
                              f"another keep policy")
-        if self.spec.scope_nullable and self.rows and not self.scope_seen:
+        if self.spec.scope_nullable and self.parsed and not self.scope_seen:
             # JSON Lines has no schema: a field that no record carries (or only as null) is a wrong field name
             raise self.fatal(f"{self.spec.scope_flag} {self.spec.scope_field!r}: no record of the file has this "
                              f"field (or every one is null; the first record's fields: {self.first_keys[:20]}); "
@@ -244,7 +267,7 @@ class JsonlReader(FileReader):
             if self.id_mode is None:
                 self.id_mode, self.id_mode_line = has, first_line
                 if not has:
-                    generated_ids_warning(self.f, self.spec.id_field, _first_keys(block))
+                    self.ids_generated(_first_keys(block))
             ids = col.combine_chunks().cast(pa.string()) if has else None
         return Chunk(ids=ids, text=text, keep=keep, scope=scope)
 
@@ -345,7 +368,7 @@ class JsonlReader(FileReader):
         if self.id_mode is None:
             self.id_mode, self.id_mode_line = has, ln
             if not has:
-                generated_ids_warning(self.f, spec.id_field, list(obj))
+                self.ids_generated(list(obj))
         if has != self.id_mode:
             first = f"line {self.id_mode_line}"
             if self.id_mode:

@@ -87,19 +87,21 @@ class _Piece:
 
 @dataclass
 class _ReadFailed:
-    """A row group that could not be decoded; ``start``: its first physical row."""
+    """A row group that could not be decoded: ``g``, its index in the file; ``start``, its first physical row."""
 
     error: BaseException
+    g: int
     start: int
 
 
 @dataclass
 class _RangeResult:
-    """A range for the consumer: a read failure, or the bad rows skipped in it (in row order), then the
-    exception that stopped it or its chunks."""
+    """A range for the consumer: a read failure (then nothing else: no row of the file is used), or the bad
+    rows skipped in it (in row order), then the exception that stopped it or its chunks."""
 
     read_error: BaseException | None = None
-    read_error_row: int = 0  # the first row not read (the unreadable row group's, or the range's start)
+    read_error_group: int = 0  # the row group that cannot be decoded
+    read_error_row: int = 0  # its first physical row
     skipped: list[tuple[str, int]] = field(default_factory=list)
     error: BaseException | None = None
     chunks: list[Chunk] = field(default_factory=list)
@@ -311,7 +313,7 @@ class ParquetPool:
             if table.num_rows != grp.rows:
                 raise pa.ArrowInvalid(f"row group {grp.g} has {table.num_rows} rows, its metadata says {grp.rows}")
         except (OSError, pa.ArrowException) as e:  # unreadable: ends the file (reported by the consumer)
-            failed = _ReadFailed(e, grp.start)
+            failed = _ReadFailed(e, grp.g, grp.start)
         except BaseException as e:  # noqa: BLE001 - anything else reaches the consumer unchanged
             failed = _Piece([], [], e)
         try:
@@ -358,22 +360,18 @@ class ParquetPool:
     def _finish(self, rng: _Range) -> _RangeResult:
         """Join a range's pieces in row order: its chunks, joined and cut into batches unless all columns are
         read (``write_kept`` takes the pieces' own record batches), and the bad rows skipped. A row group that
-        cannot be decoded ends the file at its first row: the rows of the row groups before it are kept, so
-        the rows read do not depend on how the file is cut into batches (pass 1 and ``write_kept`` cut it
-        differently and must agree)."""
+        cannot be decoded is the whole result: the file fails (``ArrowReader._parquet_chunks``)."""
         pieces = [rng.pieces.pop(j) for j in range(rng.first, rng.last + 1)]
+        failed = next((p for p in pieces if isinstance(p, _ReadFailed)), None)
+        if failed is not None:
+            return _RangeResult(read_error=failed.error, read_error_group=failed.g, read_error_row=failed.start)
         skipped: list[tuple[str, int]] = []
         chunks: list[Chunk] = []
-        result = _RangeResult()
         for p in pieces:
-            if isinstance(p, _ReadFailed):
-                result = _RangeResult(read_error=p.error, read_error_row=max(rng.start, p.start))
-                break
             skipped += p.skipped
             if p.error is not None:
                 return _RangeResult(skipped=skipped, error=p.error)
             chunks += p.chunks
-        if not self.all_columns and (chunks or result.read_error is None):  # the pieces are not kept: batches
+        if not self.all_columns:  # the pieces are not kept: batches
             chunks = [join_chunks(chunks, self.batch_bytes)]
-        result.skipped, result.chunks = skipped, chunks
-        return result
+        return _RangeResult(skipped=skipped, chunks=chunks)

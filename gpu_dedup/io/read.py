@@ -16,9 +16,7 @@ Reading (``iter_batches``)
     casts, keep values) done there too, submitted in file order across files while at most
     ``read_ahead_bytes`` are ahead of the consumer. Batches, row numbers, the report and errors are those
     of a sequential read whatever the thread count or timing: the consumer takes the record batches in
-    order and replays what the workers found, so the first problem in file order is the one raised. A row
-    group that cannot be decoded fails every record batch holding its rows; the rows before the first of
-    those are read, then the file ends ("cannot read the file after row N").
+    order and replays what the workers found, so the first problem in file order is the one raised.
 
     JSON Lines rules: a line holding only spaces/tabs/CR is blank; blank lines are not rows and are
     skipped silently. Line numbers are 1-based physical lines of the decompressed file. A UTF-8 byte
@@ -30,10 +28,28 @@ Reading (``iter_batches``)
     ``InputError`` naming ``relpath:line`` (JSON Lines) or ``relpath row N`` (Parquet / tables; N is the
     0-based physical row) with ``on_error="raise"``; with ``on_error="skip"`` the row is dropped (it is
     not a document and gets no row id) and recorded in ``ReadReport.skipped``. File-level problems are
-    handled the same way, naming just the file: a Parquet file that cannot be opened, or whose text / id
-    column is missing or has the wrong type; a compressed file that fails to decompress (skip mode keeps
-    the complete lines before the 1 MiB window where it failed). A file with zero rows yields no batch
-    and is listed in ``ReadReport.empty_files``.
+    handled the same way, naming just the file: a Parquet file whose text / id column is missing or has the
+    wrong type. A file with zero rows yields no batch and is listed in ``ReadReport.empty_files``.
+
+Damaged files (``check``, ``batch.FileReader.chunks``)
+    A file whose stored data fails to decode (a gzip CRC or length mismatch, a truncated gzip or zstd
+    stream, a corrupt zstd frame, a Parquet file that cannot be opened or a row group that does not decode,
+    an I/O error) is a file-level problem: no record of it is used. With ``on_error="raise"`` it is an
+    ``InputError`` naming the file and where the data failed (decompressed bytes and lines, or the row
+    group); a bad row of such a file is reported as the file's failure, not as the row (garbage that a
+    codec gave before its check may still parse). With ``on_error="skip"`` the whole file is skipped: one
+    entry in ``ReadReport.skipped`` (``level`` "file", the lines or rows and the stored bytes not used),
+    none of its rows counted. Codecs check only as they decode (gzip at the end of a member), so in skip
+    mode the first read of a compressed JSON Lines or a Parquet file holds its chunks until it has decoded
+    the whole file; a file that holds more than ``read_ahead_bytes`` is decoded once more by a check
+    (``check.check_stream`` / ``check_parquet``, the columns the read decodes), on a thread beside the read
+    from the start when the file is that large as stored, and the read waits for it. Every pass of a run
+    reads the same ``InputFile`` objects, which remember what was found (``InputFile.state``): a failed file
+    is skipped (or refused) by every later pass without being read, so all passes number rows alike; a file
+    whose decoded bytes (JSON Lines: their xxh3 digest) or footer (Parquet) differ from an earlier pass, or
+    that fails after an earlier pass decoded it whole, is a ``DataError`` (it changed while the run read it);
+    one that fails after a pass used its rows (a writer that copies Parquet columns the first pass did not
+    read) is an ``InputError`` in either mode.
 
 Ids
     With ``id_field`` set and present in a file, every row of that file must carry a non-null string or
@@ -96,7 +112,8 @@ def open_readers(files: list[InputFile], spec: Spec, report: ReadReport, batch_b
         all_columns: Parquet / tables read every column (``write_kept`` copies them), not only the needed ones.
         device_reader: a device reader (``gpu.resolve_reader``) for Parquet text, or None for pyarrow.
         threads: the pool's decoding threads (None: ``pyarrow.cpu_count()``).
-        read_ahead: the pool's bytes decoded ahead of the consumer (None: max(2 x batch_bytes, 256 MiB)).
+        read_ahead: the pool's bytes decoded ahead of the consumer, and the most a reader holds while a file's
+            data is checked (None: max(2 x batch_bytes, 256 MiB)).
 
     Yields:
         (index in ``files``, the file's ``FileReader``: a ``JsonlReader``, a pool reader of a Parquet file
@@ -107,21 +124,25 @@ def open_readers(files: list[InputFile], spec: Spec, report: ReadReport, batch_b
             ``resolve_inputs`` / ``table_input``), or bad ``threads`` / ``read_ahead``.
     """
     pool: ParquetPool | None = None
+    ahead = resolve_read_ahead(read_ahead, batch_bytes)
     try:
         for index, f in enumerate(files):
+            reader: FileReader
             if f.fmt == "jsonl":
-                yield index, JsonlReader(f, spec, report, batch_bytes)
+                reader = JsonlReader(f, spec, report, batch_bytes)
             elif f.fmt == "parquet":
                 if pool is None:
                     pool = ParquetPool(files, spec, report, batch_bytes, all_columns, device_reader,
-                                        resolve_read_threads(threads), resolve_read_ahead(read_ahead, batch_bytes))
-                yield index, pool.reader(index)
+                                        resolve_read_threads(threads), ahead)
+                reader = pool.reader(index)
             elif f.fmt == "table":
                 if f.table is None:
                     raise ConfigError(f"input {index} has fmt='table' but no table; build it with table_input()")
-                yield index, ArrowReader(f, spec, report, batch_bytes, all_columns, device_reader)
+                reader = ArrowReader(f, spec, report, batch_bytes, all_columns, device_reader)
             else:
                 raise ConfigError(f"unknown input format {f.fmt!r} for {f.path!r}; build inputs with resolve_inputs()")
+            reader.hold_bytes = ahead  # chunks held while a file's data is checked (FileReader.chunks)
+            yield index, reader
     finally:
         if pool is not None:
             pool.close()
@@ -144,7 +165,8 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
         report: the ``ReadReport`` to fill in (None: a new one, not returned).
         device_reader: ``gpu.resolve_reader``'s reader for Parquet text, or None for pyarrow.
         read_threads: Parquet decoding threads (below; None: ``pyarrow.cpu_count()``).
-        read_ahead_bytes: Parquet bytes decoded ahead (below; None: automatic).
+        read_ahead_bytes: Parquet bytes decoded ahead, and the most held while a file is checked (below; None:
+            automatic).
         scope_field: a string / integer field carried as ``Batch.scope``, or None.
         scope_nullable: a null / missing scope value is carried as null, not an error (filter's --url-field;
             a JSON Lines file in which no record has a non-null value is still an error).
@@ -166,7 +188,10 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
     ``read_threads`` threads (None: ``pyarrow.cpu_count()``; 1: sequentially, no thread) at most
     ``read_ahead_bytes`` ahead (uncompressed column bytes from the file metadata; None: max(2 x
     batch_bytes, 256 MiB); more when one row group, or the row groups of one record batch, are larger).
-    Neither changes the batches, row numbers, report or errors.
+    Neither changes the batches, row numbers, report or errors. With on_error="skip", the first read of a
+    compressed JSON Lines or a Parquet file also holds up to ``read_ahead_bytes`` of its chunks until it has
+    decoded the whole file, or a check has (module docstring: damaged files; the check holds 4 MiB for JSON
+    Lines, one row group for Parquet).
     ``device_reader`` (``gpu.resolve_reader``): Parquet text is read into device memory by it, one
     batch per run of row groups holding about batch_bytes of text; same rows, ids and errors.
     """
@@ -213,7 +238,7 @@ def _batches(readers: Iterator[tuple[int, FileReader]], report: ReadReport, batc
         report.file_rows.append(row - file_start)
         if reader.rows == 0 and not reader.unreadable:
             report.empty_files.append(reader.f.relpath)
-        skipped_here = len(report.skipped) - skipped_before
+        skipped_here = sum(s.get("level") != "file" for s in report.skipped[skipped_before:])  # a file: said
         if skipped_here:
             logger.warning("%s: skipped %d bad row(s) (see the read report)", reader.f.relpath, skipped_here)
 

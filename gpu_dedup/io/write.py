@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, RunError
 from .arrow import ArrowReader
 from .batch import ReadReport, Spec, make_spec, quiet_logs
 from .blocks import UTF8_BOM, read_blocks, split_lines
@@ -289,6 +289,7 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
 
         _ordered(job, len(files), workers, "write", take=take,
                  discard=lambda done: stack.enter_context(done.outputs), abort=lambda: stop.failed(-1))
+    os.makedirs(out_dir, exist_ok=True)  # there even when no file is written (every input skipped or empty)
     return {"files": totals["files"], "rows_written": totals["rows"]}
 
 
@@ -304,7 +305,7 @@ class _Written:
     unreadable: bool = False
 
 
-class _Aborted(Exception):
+class _Aborted(RunError):
     """A file's write stopped because an earlier file failed (never reaches the caller)."""
 
 
@@ -394,15 +395,20 @@ def _write_file(f: InputFile, spec: Spec, keep: np.ndarray, keep_len: int, out_d
         _, reader = next(readers)
         unreadable = False
         if isinstance(reader, JsonlReader):
-            tmp = outputs.enter_context(atomic_path(target))
-            with pa.output_stream(tmp, compression=f.compression) as out:
+            with ExitStack() as opened:
+                out = None
                 for chunk in reader.chunks():
+                    if out is None:  # opened at the first rows: a file skipped whole gets no output
+                        out = opened.enter_context(_jsonl_output(outputs, target, f))
                     mask = take(len(chunk.text))
                     written += int(mask.sum())
                     if annotate:
                         _write_annotated(out, chunk.raw, chunk.starts[mask], chunk.ends[mask], extra, f.relpath)
                     else:
                         _write_spans(out, chunk.raw, chunk.starts[mask], chunk.ends[mask])
+                unreadable = reader.unreadable
+                if out is None and not unreadable:  # no rows: an empty output, as the input
+                    opened.enter_context(_jsonl_output(outputs, target, f))
         else:
             writer = None
             try:
@@ -418,7 +424,7 @@ def _write_file(f: InputFile, spec: Spec, keep: np.ndarray, keep_len: int, out_d
                         for k in annotate:
                             kept = kept.append_column(k, pa.array(extra[k], pa.int64()))
                         writer.write_batch(kept)
-                if writer is None and reader.schema is not None:  # no rows at all: still write the schema
+                if writer is None and reader.schema is not None and not reader.unreadable:  # no rows: the schema
                     writer = _open_parquet_writer(outputs, target, reader, annotate)
                 unreadable = writer is None
             finally:
@@ -431,13 +437,19 @@ def _write_file(f: InputFile, spec: Spec, keep: np.ndarray, keep_len: int, out_d
         return _Written(f.relpath, outputs.pop_all(), 0 if unreadable else 1, written, unreadable)
 
 
+def _jsonl_output(outputs: ExitStack, target: str, f: InputFile) -> Any:
+    """The output stream of a JSON Lines input's kept lines (its compression), in a temporary file that
+    ``outputs`` renames into place."""
+    return pa.output_stream(outputs.enter_context(atomic_path(target)), compression=f.compression)
+
+
 def _count_rows(f: InputFile, spec: Spec) -> int:
     """The rows ``iter_batches`` gives for ``f`` alone (row numbers restart at every file), as the write
     will read them. With on_error='raise' every physical row / non-blank line is one (or the read raises,
     and so will the write): Parquet metadata, tables' length, a newline scan of JSON Lines. Otherwise, or
-    when that fails, the file is read exactly as ``_write_file`` reads it (every line parsed; Parquet: all
-    columns in the same record batches, so that a row group that cannot be decoded ends the file at the
-    same row), which raises its error."""
+    when that fails, the file is read exactly as ``_write_file`` reads it (every line parsed; a file whose
+    data fails to decode is skipped whole, or raises its error; what was found stays with ``f.state`` for
+    the write)."""
     if spec.on_error == "raise":
         try:
             if f.fmt == "parquet":

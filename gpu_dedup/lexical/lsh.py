@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ..config import LSHConfig
 from ..errors import ConfigError, UsageError
 from ..ops import core
-from ..runtime.device import array_module, lexsort_radix, module_of
+from ..ops.types import Buckets
+from ..runtime.device import array_module, module_of
 from .bandkeys import BandKeys
 
 logger = logging.getLogger(__name__)
@@ -34,40 +33,6 @@ def band_keys(sig, lsh: LSHConfig, device: str = "cpu"):
         sig = sig.byteswap().view(sig.dtype.newbyteorder())
     sig_bytes = sig.view(xp.uint8).reshape(sig.shape[0], sig.shape[1] * sig.dtype.itemsize)
     return core.band_keys(device, sig_bytes, lsh.bands, lsh.rows * sig.dtype.itemsize)
-
-
-@dataclass
-class Buckets:
-    """Candidate buckets over m documents (indexes 0..m-1 into the keys given to ``group_buckets``).
-
-    entry_doc/entry_bucket: int32 (E,), sorted by (doc, band); doc_offsets: int64 (m+1,) CSR over entries;
-    bucket_band: int32 (nb,); bucket_size: int64 (nb,). Arrays of one module (numpy, or cupy on a GPU).
-    """
-
-    entry_doc: Any
-    entry_bucket: Any
-    doc_offsets: Any
-    bucket_band: Any
-    bucket_size: Any
-
-    @property
-    def n_buckets(self) -> int:
-        return int(self.bucket_size.shape[0])
-
-    def chain_edges(self):
-        """k-1 edges per bucket between consecutive members (sorted by document index), deduplicated
-        across bands. Returns (u, v) int64 with u < v."""
-        xp = module_of(self.entry_doc)
-        if self.entry_doc.size == 0:
-            return xp.zeros(0, xp.int64), xp.zeros(0, xp.int64)
-        m = int(self.doc_offsets.shape[0] - 1)
-        order = lexsort_radix(xp, [self.entry_doc, self.entry_bucket], [m, self.n_buckets])  # one packed key
-        b = self.entry_bucket[order]
-        d = self.entry_doc[order].astype(xp.int64)
-        same = b[1:] == b[:-1]
-        u, v = d[:-1][same], d[1:][same]
-        key = xp.unique(u * m + v)
-        return key // m, key % m
 
 
 GROUPING_BYTES_PER_ROW = 64  # key, order, sorted key, run id, flags and entries of one (row, band)

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from ..config import RunConfig
 from ..decisions import row_positions
-from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts
+from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, check_config
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,7 @@ class Dedup:
     partitions: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.config, RunConfig):
-            from ..errors import ConfigError
-
-            raise ConfigError(f"Dedup takes a RunConfig, got {type(self.config).__name__}")
+        check_config(self, RunConfig)
 
     def run(self, view: Any, out: str, env: Env) -> StepRun:
         """``deduplicate`` over ``view`` into ``out``."""

@@ -60,20 +60,36 @@ def integrate_curve(lo: float, hi: float, bands: np.ndarray, rows: np.ndarray, *
 
     ``bands``, ``rows``: int64 arrays of shape (m,); returns float64 of shape (m,).
     """
+    if hi <= lo:  # an empty interval (the FN area at theta = 1): nothing to integrate, and every node would be lo
+        return np.zeros(len(bands), dtype=np.float64)
     x, w = gauss_legendre(n_nodes)
-    half = 0.5 * (hi - lo)
-    s = lo + half * (x + 1.0)
-    ws = half * w
+    ws = 0.5 * (hi - lo) * w
+    log_s = node_log(lo, hi, x)
     out = np.empty(len(bands), dtype=np.float64)
     for r in np.unique(rows):
         idx = np.flatnonzero(rows == r)
-        # Nodes are strictly inside (0, 1), so s^r < 1 and the log is finite.
-        log_keep = np.log1p(-(s**int(r)))  # log(1 - s^r), shape (n,)
+        # log(1 - s^r) = log(-expm1(r log s)): r log s < 0 strictly, so 1 - s^r > 0 and the log is finite even
+        # where s itself rounds to 1 (s^r would be 1 and log1p(-1) a division by zero)
+        log_keep = np.log(-np.expm1(int(r) * log_s))  # shape (n,)
         for start in range(0, len(idx), 512):  # bounded memory: at most 512 x n values at once
             sel = idx[start:start + 512]
             expo = np.outer(bands[sel].astype(np.float64), log_keep)
-            vals = np.exp(expo) if miss else -np.expm1(expo)  # 1 - P computed directly: no cancellation
-            out[sel] = vals @ ws
+            with np.errstate(under="ignore"):  # a probability (or its weighted term) below 1e-308 is 0
+                vals = np.exp(expo) if miss else -np.expm1(expo)  # 1 - P computed directly: no cancellation
+                out[sel] = vals @ ws
+    return out
+
+
+def node_log(lo: float, hi: float, x: np.ndarray) -> np.ndarray:
+    """log s at the nodes s = lo + (hi - lo)(x + 1)/2 of ``x`` (strictly inside (-1, 1)), for 0 <= lo < hi <= 1:
+    finite and < 0 at every node, also where s rounds to 0 or 1 in float64. Near 0, log s directly (x + 1 > 0
+    is exact); near 1, log1p(-(1 - s)) with 1 - s = (1 - hi) + (hi - lo)(1 - x)/2, which is > 0 (1 - x is)."""
+    half = 0.5 * (hi - lo)
+    s = lo + half * (x + 1.0)
+    out = np.empty_like(s)
+    low = s < 0.5
+    out[low] = np.log(s[low])
+    out[~low] = np.log1p(-((1.0 - hi) + half * (1.0 - x[~low])))
     return out
 
 

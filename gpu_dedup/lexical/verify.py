@@ -8,8 +8,6 @@ sets, from pass 1's kept normalized text when it all fit (``engine.TextCache``),
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -17,42 +15,12 @@ from .. import io
 from ..config import RunConfig, ShingleConfig
 from ..errors import RunError
 from ..ops import core
+from ..ops.types import ShingleSets
 from ..runtime.device import array_module, to_device, to_host
 from ..runtime.passes import TextCache, prefetched, progress
 from ..text.normalize import Normalized, normalize_text
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class ShingleSets:
-    """CSR of sorted distinct shingle hashes: set j is hashes[offsets[j]:offsets[j]+sizes[j]]."""
-
-    hashes: Any  # uint64 (numpy, or cupy on a GPU)
-    offsets: Any  # int64 (m,)
-    sizes: Any  # int64 (m,)
-
-    def __len__(self) -> int:
-        return int(self.sizes.shape[0])
-
-    @staticmethod
-    def empty(m: int, xp=np) -> "ShingleSets":
-        """m empty sets (no hashes)."""
-        return ShingleSets(xp.zeros(0, xp.uint64), xp.zeros(m, xp.int64), xp.zeros(m, xp.int64))
-
-    def get(self, j: int):
-        """Set j (an array of the sets' module). Bounds become Python ints: a device scalar is no slice index."""
-        start = int(self.offsets[j])
-        return self.hashes[start:start + int(self.sizes[j])]
-
-    @staticmethod
-    def concat(parts: list["ShingleSets"], xp=np) -> "ShingleSets":
-        if not parts:
-            return ShingleSets(xp.zeros(0, xp.uint64), xp.zeros(0, xp.int64), xp.zeros(0, xp.int64))
-        shift = np.cumsum([0] + [int(p.hashes.shape[0]) for p in parts[:-1]])
-        return ShingleSets(xp.concatenate([p.hashes for p in parts]),
-                           xp.concatenate([p.offsets + int(s) for p, s in zip(parts, shift)]),
-                           xp.concatenate([p.sizes for p in parts]))
 
 
 def shingle_sets(norm: Normalized, docs, shingle: ShingleConfig, device: str = "cpu") -> ShingleSets:

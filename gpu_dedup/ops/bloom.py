@@ -17,7 +17,7 @@ from ..runtime.device import array_module, line_chunks, repeat_index, run_kernel
 from . import core
 
 if TYPE_CHECKING:
-    from ..lexical.normalize import Normalized
+    from .types import Normalized
 
 
 def _target(device: str):

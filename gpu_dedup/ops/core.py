@@ -12,14 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..constants import BYTE_TILE, HOST_COMPONENT, MERSENNE61
+from ..constants import BYTE_TILE, FSS_ROUNDS, HOST_COMPONENT, MERSENNE61
 from ..errors import ConfigError, RunError
 from ..runtime.device import array_module, repeat_index, run_kernel, split_chunks, to_device, to_host
 
 if TYPE_CHECKING:
-    from ..lexical.lsh import Buckets
-    from ..lexical.normalize import Normalized
-    from ..lexical.verify import ShingleSets
+    from .types import Buckets, Normalized, ShingleSets
 
 logger = logging.getLogger(__name__)
 
@@ -174,14 +172,22 @@ def unit_starts(device: str, norm: "Normalized", kind_char: bool):
     return ubase, units
 
 
-def minhash(device: str, norm: "Normalized", kind_char: bool, n: int, seed: int, a, b, mask) -> tuple[Any, Any]:
-    """MinHash of normalized documents over shingles of ``n`` units: returns (signatures uint64 (docs, K),
-    value = min over shingles of (a*h+b) mod p, & mask; documents without shingles get 2^61-1 & mask;
-    shingle counts int64 (docs,)). a, b: uint64 (K,) permutation parameters (host arrays). CPU: one pass per
-    document streaming shingle hashes into K minima. GPU: unit starts, then one block per chunk of <= CHUNK
-    shingles (kernels/core_cuda.py) with atomic-min merging, so long documents spread over many blocks."""
+def minhash(device: str, norm: "Normalized", kind_char: bool, n: int, seed: int, a, b, width: int,
+            family: str = "exact", rounds: int = FSS_ROUNDS) -> tuple[Any, Any]:
+    """Signatures of normalized documents over shingles of ``n`` units (MinHashConfig's families): returns
+    (values uint64 (docs, K) reduced to ``width`` bits, shingle counts int64 (docs,)); a, b: uint64 host arrays
+    (``lexical.minhash.permutation_params``).
+    family "exact": min over shingles of (a*h+b) mod p, the low ``width`` bits; documents without shingles get
+    2^61-1 (masked). CPU: each document's shingle hashes, then their K minima. GPU: unit starts, then one
+    block per chunk of <= CHUNK shingles (kernels/core_cuda.py) with atomic-min merging.
+    family "fss": ``kernels/core.py`` fss_sketch with ``rounds`` rounds (a, b: (rounds + K,)), width 32 the high
+    halves; documents without shingles get all ones. CPU: each document's shingle hashes, then its sketch. GPU:
+    ``_fss_device`` (a launch per round over every document's shingles)."""
+    if family == "fss":
+        return _fss(device, norm, kind_char, n, seed, a, b, width, rounds)
     xp = array_module(device)
     docs = len(norm)
+    mask = np.uint64(0xFFFFFFFF if width == 32 else 0xFFFFFFFFFFFFFFFF)
     if device == "cuda":
         from ..kernels import core_cuda as kc
 
@@ -199,21 +205,83 @@ def minhash(device: str, norm: "Normalized", kind_char: bool, n: int, seed: int,
 
     out = np.empty((docs, a.shape[0]), np.uint64)
     nsh = np.empty(docs, np.int64)
-    run_kernel(device, core_cpu.minhash_signatures, docs, norm.data, norm.offsets, kind_char, n, np.uint64(seed), a, b,
-               mask, out, nsh)
+    run_kernel(device, core_cpu.minhash_signatures, docs, norm.data, norm.offsets, norm.shingle_counts(n, kind_char),
+               kind_char, n, np.uint64(seed), a, b, mask, out, nsh)
     return out, nsh
 
 
-def minhash_of_hashes_host(hashes, offsets, a, b, mask):
-    """MinHash of pre-hashed sets, on the host: set i = hashes[offsets[i]:offsets[i+1]] (uint64, any order,
-    duplicates allowed) -> uint64 (n, K), empty sets 2^61-1 & mask. For statistics tests and callers with their
-    own shingling (there is no GPU twin)."""
+def _fss(device: str, norm: "Normalized", kind_char: bool, n: int, seed: int, a, b, width: int, rounds: int):
+    """``minhash``'s fss family."""
+    xp = array_module(device)
+    docs = len(norm)
+    K = int(a.shape[0]) - rounds
+    shift = np.uint64(64 - width)
+    counts = norm.shingle_counts(n, kind_char)
+    if device == "cuda":
+        return _fss_device(norm, kind_char, n, seed, a, b, rounds, K, counts, xp) >> shift, counts
+    from ..kernels import core_cpu
+
+    out = np.empty((docs, K), np.uint64)
+    nsh = np.empty(docs, np.int64)
+    run_kernel(device, core_cpu.sketch_signatures, docs, norm.data, norm.offsets, counts, kind_char, n,
+               np.uint64(seed), a, b, rounds, shift, out, nsh)
+    return out, nsh
+
+
+def _fss_device(norm: "Normalized", kind_char: bool, n: int, seed: int, a, b, rounds: int, K: int, counts, xp):
+    """The GPU's fss signatures (uint64 (docs, K), all 64 bits): the rounds of ``kernels/core.py`` fss_sketch over
+    every document at once. Round 0 (``fss_first_round``: one block per chunk of <= CHUNK shingles, a thread per
+    shingle) hashes the shingles into ``hx`` (8 bytes per shingle of the batch) and offers their values by atomic
+    min; each later round (``fss_next_round``) reads ``hx`` back and offers only to the buckets empty when it
+    began (``opened``, a snapshot, so that the order of the atomics does not matter); ``fss_fill`` gives each
+    bucket still empty its own MinHash, a block per document that has one."""
+    from ..kernels import core_cuda as kc
+    from ..kernels.core import FSS_EMPTY
+
+    docs = len(norm)
+    sig = xp.full((docs, K), FSS_EMPTY, xp.uint64)
+    base = xp.zeros(docs + 1, xp.int64)
+    xp.cumsum(counts, out=base[1:])
+    total = int(base[-1])
+    if not total:
+        return sig
+    a_d, b_d = to_device(a, "cuda"), to_device(b, "cuda")
+    hx = xp.empty(total, xp.uint64)
+    ubase, units = unit_starts("cuda", norm, kind_char)
+    doc, first, count, _ = split_chunks(xp, counts, kc.CHUNK)
+    chunks = int(doc.shape[0])
+    run_kernel("cuda", kc.fss_first_round, chunks, norm.data, norm.offsets, units, ubase, doc, first, count, base, n,
+               kind_char, np.uint64(seed), np.uint64(a[0]), np.uint64(b[0]), hx, sig)
+    has = (counts > 0)[:, None]
+    for r in range(1, rounds + 1):
+        opened = ((sig == FSS_EMPTY) & has).astype(xp.uint8)
+        if not bool(opened.any()):
+            break
+        if r < rounds:
+            run_kernel("cuda", kc.fss_next_round, chunks, hx, base, doc, first, count, np.uint64(a[r]),
+                       np.uint64(b[r]), opened, sig)
+        else:
+            fill = xp.flatnonzero(opened.any(axis=1)).astype(xp.int64)
+            run_kernel("cuda", kc.fss_fill, int(fill.shape[0]), hx, base, fill, a_d, b_d, rounds, opened, sig)
+    return sig
+
+
+def minhash_of_hashes_host(hashes, offsets, a, b, width: int, family: str = "exact", rounds: int = FSS_ROUNDS):
+    """Signatures of pre-hashed sets, on the host: set i = hashes[offsets[i]:offsets[i+1]] (uint64, any order,
+    duplicates allowed) -> uint64 (n, K) as ``minhash`` gives them (empty sets: as a document without shingles).
+    For statistics tests and callers with their own shingling (there is no GPU twin)."""
     from ..kernels import core_cpu
 
     n = offsets.shape[0] - 1
+    hashes = np.ascontiguousarray(hashes, np.uint64)
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    if family == "fss":
+        out = np.empty((n, a.shape[0] - rounds), np.uint64)
+        run_kernel("cpu", core_cpu.sketch_from_hashes, n, hashes, offsets, a, b, rounds, np.uint64(64 - width), out)
+        return out
     out = np.empty((n, a.shape[0]), np.uint64)
-    run_kernel("cpu", core_cpu.minhash_from_hashes, n, np.ascontiguousarray(hashes, np.uint64),
-               np.ascontiguousarray(offsets, np.int64), a, b, mask, out)
+    run_kernel("cpu", core_cpu.minhash_from_hashes, n, hashes, offsets, a, b,
+               np.uint64(0xFFFFFFFF if width == 32 else 0xFFFFFFFFFFFFFFFF), out)
     return out
 
 

@@ -14,7 +14,7 @@ from ..runtime.device import array_module, module_of, run_kernel, split_chunks
 from . import core
 
 if TYPE_CHECKING:
-    from ..lexical.normalize import Normalized
+    from .types import Normalized
 
 
 def feature_counts_per_doc(words: Any, ngrams: int) -> Any:

@@ -9,8 +9,7 @@ from typing import Any, ClassVar
 
 import pyarrow.parquet as pq
 
-from ..errors import ConfigError
-from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, file_sources
+from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, check_config, file_sources
 from .dedup import OUTPUT_DIR, ParagraphConfig
 
 DOCS_FILE = "paragraph_docs.parquet"
@@ -28,8 +27,7 @@ class Paragraph:
     config: ParagraphConfig = field(default_factory=ParagraphConfig)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.config, ParagraphConfig):
-            raise ConfigError(f"Paragraph takes a ParagraphConfig, got {type(self.config).__name__}")
+        check_config(self, ParagraphConfig)
 
     def run(self, view: Any, out: str, env: Env) -> StepRun:
         from .dedup import paragraph_dedup

@@ -35,7 +35,7 @@ DEDUPLICATED = "deduplicated"  # the document stages' kept records, in OUT
 
 
 @dataclass(frozen=True)
-class RunResult:
+class RunStages:
     """``run_dedup``'s results: the document-level dedup's, each span stage's (None when not run), and the
     order the stages ran in ("paragraph", "substring", "dedup")."""
 
@@ -70,6 +70,10 @@ def check_composition(cfg: RunConfig, *, paragraph: ParagraphConfig | None, para
     if substring is not None and substring_order == "after" and not cfg.write_deduplicated:
         raise ConfigError("substring_order='after' cuts spans from OUT/deduplicated/, which write_deduplicated=False "
                           "turns off: drop one of them, or use substring_order='beside'")
+    if substring is not None:  # its missing extra: one line before anything is read, not after the lexical stages
+        from ..substring.suffix import require_library
+
+        require_library(cfg.device)
 
 
 def stage_configs(cfg: RunConfig, paragraph: ParagraphConfig | None,
@@ -93,7 +97,7 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
               work_dir: str | os.PathLike | None = None, resume: bool = False, overwrite: bool = True,
               engine: str = "local", workers: int | None = None, address: str | None = None,
               partitions: int | None = None, prefilter: Any = None, sources: Any = None,
-              price: Any = None) -> RunResult:
+              price: Any = None) -> RunStages:
     """``deduplicate`` with paragraph and/or exact-substring dedup in the stated order (module docstring), as one
     flat pipeline (``engine.run_pipeline``, layout "flat": every step writes into ``output_dir``, which this call
     owns as the "run" command: outside the inputs, locked, an earlier run's files replaced only with
@@ -115,7 +119,7 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
             step stops before deduplicated/ when a source lost more). price: a ``Price`` (run.json's ``cost``).
 
     Returns:
-        A ``RunResult``: every stage's result, in the order they ran.
+        A ``RunStages``: every stage's result, in the order they ran.
 
     Raises:
         ValueError: an order whose preconditions fail (``check_composition``), or what ``deduplicate`` and the
@@ -131,7 +135,7 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
     pcfg, scfg = stage_configs(cfg, paragraph, substring)
     ray = dict(workers=workers, address=address, partitions=partitions) if engine == "ray" else {}
     if output_dir is None:  # in memory: no span stage (check_composition)
-        return RunResult(deduplicate(source, cfg, None, against=against, save_index=save_index, semantic=semantic,
+        return RunStages(deduplicate(source, cfg, None, against=against, save_index=save_index, semantic=semantic,
                                      semantic_order=semantic_order, work_dir=work_dir, resume=resume,
                                      engine=engine, overwrite=overwrite, prefilter=prefilter, sources=sources,
                                      **ray))
@@ -189,7 +193,7 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
         if pcfg is not None and pcfg.fp_sample > 0:
             _record_fp_audit(out, results["paragraph"].stats, source)
     order = tuple(sorted(last, key=last.get))
-    return RunResult(results["dedup"], results.get("paragraph"), results.get("substring"), order)
+    return RunStages(results["dedup"], results.get("paragraph"), results.get("substring"), order)
 
 def _record_fp_audit(out: str, paragraph_stats: dict[str, Any], source: Any) -> None:
     """With a measured Bloom false-positive rate (``ParagraphConfig.fp_sample``): run.json's
@@ -199,7 +203,7 @@ def _record_fp_audit(out: str, paragraph_stats: dict[str, Any], source: Any) -> 
 
     from .. import io
     from ..report import write_report
-    from ..runtime.run import write_report as run_report
+    from ..runtime.run import report_safely
 
     path = os.path.join(out, "run.json")
     with open(path, encoding="utf-8") as fh:
@@ -207,4 +211,4 @@ def _record_fp_audit(out: str, paragraph_stats: dict[str, Any], source: Any) -> 
     stats["paragraph_fp_audit"] = {"file": "paragraph_dedup.json", **paragraph_stats["fp_audit"]}
     io.write_json_atomic(stats, path)
     if os.path.exists(os.path.join(out, "report.html")):
-        run_report(out, lambda: write_report(out, source=source))
+        report_safely(out, lambda: write_report(out, source=source))

@@ -34,6 +34,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import io
@@ -133,19 +134,21 @@ def _base_table(v: Verdicts, semantic: bool) -> pa.Table:
     return pa.table(cols, schema=pipeline_schema(semantic))
 
 
+def _plain(x: Any) -> Any:
+    """A step's settings as JSON values (dataclasses as mappings; anything else by its repr)."""
+    if dataclasses.is_dataclass(x):
+        return {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    return x if isinstance(x, (str, int, float, bool, type(None))) else repr(x)
+
+
 def _fingerprint(step: Any, env: Env, before: str) -> str:
     """A step's settings and every earlier step's, as one hash: what ``resume`` compares."""
-    def plain(x: Any) -> Any:
-        if dataclasses.is_dataclass(x):
-            return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
-        if isinstance(x, (list, tuple)):
-            return [plain(v) for v in x]
-        if isinstance(x, dict):
-            return {str(k): plain(v) for k, v in x.items()}
-        return x if isinstance(x, (str, int, float, bool, type(None))) else repr(x)
-
-    body = json.dumps({"before": before, "step": step.name, "settings": plain(step),
-                       "reading": plain(env.reading), "device": env.device, "version": __version__},
+    body = json.dumps({"before": before, "step": step.name, "settings": _plain(step),
+                       "reading": _plain(env.reading), "device": env.device, "version": __version__},
                       sort_keys=True, default=repr)
     return hashlib.sha256(body.encode()).hexdigest()
 
@@ -201,6 +204,7 @@ class _Run:
     records: list[StepRecord] = field(default_factory=list)
     fingerprint: str = ""
     final_verbatim: str | None = None  # flat: the directory of OUT the survivors' own records go to at the end
+    file_rows: list[int] | None = None  # the input's rows per file (the first step's read): placing them needs no count
 
 
 def _step_dir(run: _Run, i: int, name: str, phase: str) -> str:
@@ -244,6 +248,9 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
         run.relpaths = list(result.stats.get("inputs") or []) if result is not None else []
         if not run.relpaths:
             run.relpaths = list(dict.fromkeys(v.sources.to_pylist()))
+        per_file = pc.value_counts(v.sources).to_pylist() if len(v.sources) else []
+        counts = {d["values"]: d["counts"] for d in per_file}
+        run.file_rows = [int(counts.get(r, 0)) for r in run.relpaths]  # the input's rows per file, as read
     rows = np.arange(run.decisions.num_rows, dtype=np.int64) if view.rows is None else view.rows
     if len(v.ids) != rows.shape[0]:
         raise RunError(f"step {i + 1} ({step.name}) read {len(v.ids):,} documents but the steps before it kept "
@@ -295,10 +302,14 @@ def materialize(run: _Run, view: View, target: str) -> View:
 
 
 def _write_kept(run: _Run, view: View, keep: np.ndarray, target: str) -> dict[str, int]:
-    """The records of ``view`` (written) where ``keep``, into ``target`` (``io.write_kept``)."""
+    """The records of ``view`` (written) where ``keep``, into ``target`` (``io.write_kept``; the input's own files
+    with the rows the first step read from each, so that a file that changed since is an error)."""
     r = run.env.reading
-    return io.write_kept(io.source_files(view.files), np.asarray(keep, bool), target, id_field=r.id_field,
-                         text_field=r.text_field, on_error=r.on_error)
+    files = io.source_files(view.files)
+    rows = run.file_rows if view.rows is None and run.file_rows is not None and len(run.file_rows) == len(files) \
+        else None
+    return io.write_kept(files, np.asarray(keep, bool), target, id_field=r.id_field, text_field=r.text_field,
+                         on_error=r.on_error, file_rows=rows)
 
 
 def plan(steps: Sequence[Any]) -> tuple[int, list[int]]:
@@ -360,8 +371,8 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
     check_steps(steps, layout)
     out = os.fspath(output_dir)
     t0 = time.perf_counter()
-    device, threads = resources(env.device, env.threads)
-    env = dataclasses.replace(env, device=device, threads=threads)
+    resources(env.device, env.threads)  # an unusable device fails here, before anything is written; the steps
+    # get the device as asked ("auto" stays "auto": a dedup step's work-dir pieces are fingerprinted by it)
     roots = input_roots(source)
     work = os.path.join(out, STEPS_DIR) if layout == "steps" else None
     timer = Steps(t0)
@@ -433,7 +444,8 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
     # what the steps read (each step's own bytes_read, summed: a later step reads its view)
     read = {f"{r.index:02d}-{r.name}" + ("" if r.phase == "main" else f".{r.phase}"): r.cost["bytes_read"]
             for r in run.records if r.cost}
-    stats = header("pipeline", device=env.device, threads=env.threads or 0, config=_describe(run.steps, env),
+    device, threads = resources(env.device, env.threads)
+    stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
                    files=io.source_files(source), read={"rows": n}, counts=counts, timings=timer.timings,
                    bytes_read=read)
     stats["steps"] = [r.to_dict() for r in run.records]
@@ -494,12 +506,5 @@ def _sources(run: _Run, source: Any, d: pa.Table, env: Env) -> dict[str, Any]:
 
 def _describe(steps: Sequence[Any], env: Env) -> dict[str, Any]:
     """run.json's ``config``: every step's settings, and the run's."""
-    def plain(x: Any) -> Any:
-        if dataclasses.is_dataclass(x):
-            return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
-        if isinstance(x, (list, tuple)):
-            return [plain(v) for v in x]
-        return x if isinstance(x, (str, int, float, bool, type(None))) else repr(x)
-
-    return {"steps": [{"step": s.name, **plain(s)} for s in steps],
-            "device": env.device, "threads": env.threads, "reading": plain(env.reading)}
+    return {"steps": [{"step": s.name, **_plain(s)} for s in steps], "device": env.device, "threads": env.threads,
+            "reading": _plain(env.reading)}

@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from ..decisions import reason_counts
 from ..errors import ConfigError
 from .inputs import Mismatch, Scan, load_run, locate_inputs, scan_inputs
 from .metrics import largest_clusters
@@ -20,6 +19,7 @@ from .sections import (
     environment_section,
     excerpts_section,
     lsh_section,
+    run_reasons,
     s_curve_section,
     scopes_section,
     summary_section,
@@ -58,7 +58,7 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
     out = os.fspath(out_dir)
     stats, decisions = load_run(out)
     n = decisions.num_rows
-    by = reason_counts(decisions)
+    by = run_reasons(decisions, stats)
     views = largest_clusters(decisions, max_clusters)
 
     recorded = {k: v for k, v in (stats.get("counts") or {}).items() if k in ("text_bytes", "words")}
@@ -102,11 +102,11 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
         page.add("cost", "Cost", cost_section(stats))
     page.add("environment", "Device, config and contract", environment_section(stats))
     if os.path.exists(os.path.join(out, "paragraph_dedup.json")):  # a --paragraph-dedup stage wrote it
-        from ..paragraph.report import read_section as paragraph_section
+        from .paragraph import read_section as paragraph_section
 
         page.add("paragraph", "Paragraph dedup: cuts, seen-set and measured false positives", paragraph_section(out))
     if os.path.exists(os.path.join(out, "substring_dedup.json")):  # a --substring-dedup stage wrote it
-        from ..substring.report import read_section
+        from .substring import read_section
 
         page.add("substring", "Exact-substring dedup: cuts and seams", read_section(out))
 

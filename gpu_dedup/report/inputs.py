@@ -20,7 +20,7 @@ from ..text.split import whitespace_words
 
 
 # ------------------------------------------------------------------------------------------- run inputs
-class Mismatch(Exception):
+class Mismatch(DataError):
     """The inputs read now are not the ones the decisions describe."""
 
 

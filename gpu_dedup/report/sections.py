@@ -20,6 +20,17 @@ from .plots import plot_band_load, plot_bucket_sizes, plot_cluster_sizes, plot_c
 
 
 # -------------------------------------------------------------------------------------------- sections
+def run_reasons(decisions: pa.Table, stats: dict) -> dict[str, int]:
+    """Rows per reason for the report (``reason_counts``: every reason of REASONS, 0 when absent), less the
+    semantic reasons of a run that had no semantic stage: no "semantic 0" row after a run without --semantic."""
+    from ..decisions import reason_counts
+
+    by = reason_counts(decisions)
+    if "semantic" in (stats.get("stages") or {}) or "cosine" in decisions.column_names:
+        return by
+    return {k: v for k, v in by.items() if v or not k.startswith("semantic")}
+
+
 def _stage_rows(n: int, by: dict[str, int]) -> list[list[Any]]:
     exact = by.get("exact_duplicate", 0) + by.get("short_exact_duplicate", 0)
     near = by.get("near_duplicate", 0)

@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 # read from the cache index files an empty NUMBA_CACHE_DIR holds after each warm-up step.
 _NORMALIZE = ("core", ("normalize_sizes", "normalize_write"))
 KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
-    "dedup": (("core", ("normalize_sizes", "normalize_write", "exact_hashes", "shingle_sets", "minhash_signatures",
+    "dedup": (("core", ("normalize_sizes", "normalize_write", "exact_hashes", "shingle_sets", "sketch_signatures",
                     "band_keys", "union_find", "_find", "representative_components")),),
     "paragraph": (("bloom", ("span_norm_sizes", "span_norm_hash", "split_count", "split_write", "cut_copy",
                              "bloom_insert", "bloom_query")),),
@@ -42,11 +42,12 @@ KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 # filter --table`): what a first run's "compiling N kernels (~S s)" line sums (compile_seconds). A kernel whose
 # compile includes shared device functions (normalize_sizes) carries their cost; a helper dispatcher compiled
 # inside its caller's compile (_find, _ngram_stats, ...) costs 0 here, its caller's figure holds it.
+# core.sketch_signatures (the fss family, issue 38): `first_runs.py run --table` on 2026-12-04, load average 7.
 COMPILE_S: dict[str, float] = {
     "bloom.bloom_insert": 0.77, "bloom.bloom_query": 0.74, "bloom.cut_copy": 0.99, "bloom.member_sorted": 0.51,
     "bloom.ngram_hashes": 3.71, "bloom.span_norm_hash": 2.52, "bloom.span_norm_sizes": 5.14,
     "bloom.split_count": 2.38, "bloom.split_write": 0.88, "bloom.word_spans": 1.34, "core._find": 0.0,
-    "core.band_keys": 0.75, "core.exact_hashes": 1.99, "core.minhash_signatures": 3.8, "core.normalize_sizes": 4.58,
+    "core.band_keys": 0.75, "core.exact_hashes": 1.99, "core.sketch_signatures": 4.22, "core.normalize_sizes": 4.58,
     "core.normalize_write": 1.31, "core.representative_components": 1.79, "core.shingle_sets": 2.9,
     "core.union_find": 0.4, "domain.domain_stats": 3.08, "fasttext.ft_build_vocab_table": 0.1,
     "fasttext.ft_hash_spans": 0.18, "fasttext.ft_hidden": 4.44, "fasttext.ft_label_prob": 2.56,

@@ -179,3 +179,13 @@ def file_sources(stats: dict[str, Any]) -> pa.Array:
     if len(rows) != len(inputs):
         raise RunError(f"a step read {len(rows)} of its {len(inputs)} input files: its rows cannot be placed")
     return pa.array(inputs, pa.string()).take(pa.array(np.repeat(np.arange(len(inputs)), rows), pa.int64()))
+
+
+def check_config(step: Any, cls: type) -> None:
+    """Refuse a step whose ``config`` is not its program's config dataclass (``cls``).
+
+    Raises:
+        ConfigError: naming the step, the class it takes and what it got.
+    """
+    if not isinstance(step.config, cls):
+        raise ConfigError(f"{type(step).__name__} takes a {cls.__name__}, got {type(step.config).__name__}")

@@ -35,6 +35,7 @@ from ..errors import DataError, RunError, UsageError
 from .compiling import compile_clock
 from .cost import current, metered, peak_rss_bytes  # noqa: F401 - peak_rss_bytes: every program's, from here
 from .device import array_backend, resolve_device, set_threads
+from .heartbeat import phase
 from .outputs import check_outside_inputs, own
 
 logger = logging.getLogger(__name__)
@@ -188,9 +189,9 @@ def check_schema(table: pa.Table, schema: pa.Schema, what: str) -> None:
 
 def write_table(table: pa.Table, schema: pa.Schema, path: str | os.PathLike) -> None:
     """The per-document table to ``path`` (Parquet), atomically (``io.atomic_path``: complete or absent,
-    recorded in OUT's manifest), after ``check_schema`` against the program's declared schema."""
-    check_schema(table, schema, os.path.basename(os.fspath(path)))
-    io.write_parquet_atomic(table, path)
+    recorded in OUT's manifest), after ``check_schema`` against the program's declared schema: ``write_tables``
+    of one part (every program's table in the same row groups)."""
+    write_tables([table], schema, path)
 
 
 ROW_GROUP_ROWS = 1 << 20  # rows per row group of write_tables (pyarrow's own default length)
@@ -230,10 +231,11 @@ def _row_group(writer, rows: pa.Table) -> None:
 
 # ---------------------------------------------------------------------------------------------- finish
 
-def write_report(out: str, write: Callable[[], Any], what: str = "run") -> float:
+def report_safely(out: str, write: Callable[[], Any], what: str = "run") -> float:
     """Run ``write`` (a program's report writer; it may return the page's path, which is logged); a failure is logged as a warning, never raised: the report is
     a convenience, drawn from files that are already complete. Returns the seconds it took."""
     t = time.perf_counter()
+    phase(logger, "%s: writing the report in %s (plots take a few seconds)", what, out)
     try:
         path = write()
         logger.info("report: %s (%.1f s)", path if isinstance(path, str) else out, time.perf_counter() - t)
@@ -245,7 +247,7 @@ def write_report(out: str, write: Callable[[], Any], what: str = "run") -> float
 
 def finish(out: str, stats: dict[str, Any], *, name: str = "run.json",
            report: Callable[[], Any] | None = None, what: str = "run") -> None:
-    """Write ``stats`` to OUT/``name`` (atomically), then, with ``report``, the report (``write_report``; it
+    """Write ``stats`` to OUT/``name`` (atomically), then, with ``report``, the report (``report_safely``; it
     reads that file) and the file again with the report's seconds in ``timings_s`` (``report``, and added to
     ``total``: the report is part of the run's wall time). Inside a metered run (``cost.metered``: every owned
     run) ``stats["cost"]`` is its cost so far, then with the report."""
@@ -256,7 +258,7 @@ def finish(out: str, stats: dict[str, Any], *, name: str = "run.json",
     io.write_json_atomic(stats, path)
     if report is None:
         return
-    seconds = write_report(out, report, what)
+    seconds = report_safely(out, report, what)
     timings = stats["timings_s"]
     timings["report"] = seconds
     timings["total"] = timings.get("total", 0.0) + seconds

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
-from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, file_sources
+from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, check_config, file_sources
 from .screening import ScreenConfig
 
 CONTAMINATED = "contaminated"
@@ -30,8 +30,7 @@ class Screen:
     config: ScreenConfig = field(default_factory=ScreenConfig)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.config, ScreenConfig):
-            raise ConfigError(f"Screen takes a ScreenConfig, got {type(self.config).__name__}")
+        check_config(self, ScreenConfig)
         if isinstance(self.benchmarks, str) or not self.benchmarks:
             raise ConfigError(f"Screen needs benchmarks: a list of benchmark files, got {self.benchmarks!r}")
 

@@ -7,7 +7,10 @@ Policy (declared; recorded in screen.json)
     consecutive words, hashed with XXH64(seed) over its normalized UTF-8 bytes.
     Benchmark items: JSON Lines / JSON array / Parquet records: every configured field (``fields``) that
     holds a string (or a list of strings, each indexed separately) is indexed on its own, so no n-gram
-    spans two fields; the item id is the ``item_id_field`` value, else "<file>:<record index>". Plain-text
+    spans two fields; the item id is the ``item_id_field`` value, else "<file>:<record index>". Without an
+    ``item_id_field`` (the default) each file's is the first of ``ITEM_ID_FIELDS`` its records have (HumanEval
+    and MBPP name items by ``task_id``, MATH-500 by ``unique_id``, SQuAD and ARC by ``id``), said in the log
+    and recorded per benchmark in counts.json (``item_id_field``, null: record positions). Plain-text
     files (any other extension): ``text_unit="line"`` -> one item per non-blank line (id "<file>:<line
     number>"), ``"file"`` -> the whole file is one item (id "<file>").
     A corpus document is flagged for an item when they share at least ``min_matches`` distinct n-grams.
@@ -57,6 +60,8 @@ from ..text.normalize import device_tables, normalize_arrays, normalize_text
 logger = logging.getLogger(__name__)
 
 TextUnit = Literal["line", "file"]
+# the id fields of public benchmarks' records, in the order they are looked for (item_id_field=None)
+ITEM_ID_FIELDS = ("id", "task_id", "unique_id", "question_id", "problem_id", "qid", "uid", "idx")
 DEFAULT_FIELDS = ("prompt", "question", "problem", "answer", "solution", "canonical_solution")
 MATCHES_SCHEMA = pa.schema([
     ("id", pa.string()), ("benchmark", pa.string()), ("item_id", pa.string()), ("matched_ngrams", pa.int64()),
@@ -69,7 +74,8 @@ MATCHES_SCHEMA = pa.schema([
 class ScreenConfig(InputConfig):
     """See the module docstring. ngram: words per n-gram; min_matches: distinct shared n-grams needed to
     flag a (document, item) pair; min_ngram: the smallest n accepted; fields: benchmark record fields to
-    index; item_id_field: benchmark record id field; text_unit: plain-text benchmark files, one item per
+    index; item_id_field: benchmark record id field (None: the first of ITEM_ID_FIELDS that a file's records
+    have); text_unit: plain-text benchmark files, one item per
     line or per file; max_items_per_ngram: ignore n-grams in more distinct items (None: keep all);
     common_phrases: phrases whose n-grams are ignored; max_samples: matched n-grams reported per pair."""
 
@@ -77,7 +83,7 @@ class ScreenConfig(InputConfig):
     min_matches: int = 1
     min_ngram: int = 8
     fields: tuple[str, ...] = DEFAULT_FIELDS
-    item_id_field: str = "id"
+    item_id_field: str | None = None
     text_unit: TextUnit = "line"
     max_items_per_ngram: int | None = 10
     common_phrases: tuple[str, ...] = ()
@@ -112,6 +118,9 @@ class ScreenConfig(InputConfig):
             raise ConfigError(f"ScreenConfig.common_phrases must be a tuple of strings, got {self.common_phrases!r}")
         if self.text_unit not in get_args(TextUnit):
             raise ConfigError(f"ScreenConfig.text_unit must be one of {get_args(TextUnit)}, got {self.text_unit!r}")
+        if self.item_id_field is not None and (not isinstance(self.item_id_field, str) or not self.item_id_field):
+            raise ConfigError(f"ScreenConfig.item_id_field must be a field name or None (automatic: the first of "
+                              f"{list(ITEM_ID_FIELDS)} a file has), got {self.item_id_field!r}")
         if not isinstance(self.normalize, NormalizeConfig):
             raise ConfigError(f"ScreenConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
         if not is_int(self.seed) or not 0 <= self.seed < 2**64:
@@ -154,6 +163,7 @@ class BenchmarkItems:
     piece_text: list[str] = field(default_factory=list)
     piece_item: list[int] = field(default_factory=list)
     no_field: dict[str, int] = field(default_factory=dict)
+    id_field: dict[str, str | None] = field(default_factory=dict)  # per benchmark: the field its item ids are from
 
 
 def _read_records(path: str) -> list[dict]:
@@ -204,6 +214,8 @@ def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: ScreenConfig) -> Be
         n_before = len(items.piece_text)
         if _is_records_file(path):
             recs = _read_records(path)
+            id_field = item_id_field(recs, cfg.item_id_field, name)
+            items.id_field[name] = id_field
             missing = 0
             for i, rec in enumerate(recs):
                 pieces = []
@@ -216,7 +228,7 @@ def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: ScreenConfig) -> Be
                 if not pieces:
                     missing += 1
                     continue
-                rid = rec.get(cfg.item_id_field)
+                rid = rec.get(id_field) if id_field is not None else None
                 _add_item(items, bench, b, str(rid) if rid is not None else f"{name}:{i}", pieces)
             items.no_field[name] = missing
             if recs and missing == len(recs):
@@ -240,6 +252,21 @@ def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: ScreenConfig) -> Be
             logger.warning("benchmark %s has no items", name)
     items.item_bench = np.asarray(bench, np.int32)
     return items
+
+
+def item_id_field(records: list[dict], given: str | None, name: str) -> str | None:
+    """The field that names the items of one benchmark file: ``given``, else the first of ``ITEM_ID_FIELDS``
+    that any record has (None: none has one; items are named "<file>:<record index>"). Said in the log."""
+    if given is not None:
+        return given
+    have = {k for r in records for k in r}
+    found = next((f for f in ITEM_ID_FIELDS if f in have), None)
+    if found is not None:
+        logger.info("benchmark %s: items named by their field %r", name, found)
+    elif records:
+        logger.info("benchmark %s: no id field (none of %s): items named '%s:<record index>'", name,
+                    ", ".join(ITEM_ID_FIELDS), name)
+    return found
 
 
 def _add_item(items: BenchmarkItems, bench: list[int], b: int, item_id: str, pieces: list[str]) -> None:
@@ -298,7 +325,7 @@ class BenchmarkIndex:
     item_off: np.ndarray
     item: np.ndarray
     items: BenchmarkItems
-    counts: dict[str, dict[str, int]]
+    counts: dict[str, dict[str, Any]]
     policy: dict[str, Any]
 
 
@@ -334,7 +361,7 @@ def build_index(items: BenchmarkItems, cfg: ScreenConfig, device: str = "cpu") -
     drop_common = np.isin(hashes, common) & ~drop_freq
     keep = ~(drop_freq | drop_common)
 
-    counts: dict[str, dict[str, int]] = {}
+    counts: dict[str, dict[str, Any]] = {}
     kept_items = np.zeros(n_items, bool)
     kept_items[item[keep]] = True
     for b, name in enumerate(items.names):
@@ -343,6 +370,7 @@ def build_index(items: BenchmarkItems, cfg: ScreenConfig, device: str = "cpu") -
         counts[name] = {
             "items": int(mine.sum()),
             "records_without_fields": int(items.no_field.get(name, 0)),
+            "item_id_field": items.id_field.get(name),
             "items_too_short": int((mine & ~screenable_before).sum()),
             "items_screened": int((mine & kept_items).sum()),
             "items_only_common_ngrams": int((mine & screenable_before & ~kept_items).sum()),

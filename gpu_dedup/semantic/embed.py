@@ -194,9 +194,10 @@ def _windows(model, texts: Sequence[str], overlap: int) -> tuple[np.ndarray, lis
     return tokens, chunks, np.asarray(owner, np.int64), np.asarray(weight, np.float32)
 
 
-def _forward(model, texts: Sequence[str], batch_size: int, device: str, on_first_batch=None):
+def _forward(model, texts: Sequence[str], batch_size: int, device: str, on_first_batch=None, on_batch=None):
     """Embeddings of ``texts`` (already cut) as a float32 torch tensor (n, d) on the stage's torch device, rows
-    L2-normalised; None for no texts. Longest first in batches, tokenized two batches ahead in threads."""
+    L2-normalised; None for no texts. Longest first in batches, tokenized two batches ahead in threads.
+    ``on_batch``: called with the number of texts of each forward pass once it is done."""
     torch = need_module("torch", "embed_texts")
     tdev = torch_device(device)
     n = len(texts)
@@ -229,6 +230,8 @@ def _forward(model, texts: Sequence[str], batch_size: int, device: str, on_first
                     torch.cuda.synchronize()
                 on_first_batch(_first_batch(time.perf_counter() - t0, feats["attention_mask"], lengths, batches,
                                             _limit(model)))
+            if on_batch is not None:
+                on_batch(len(idx))
     return out
 
 
@@ -247,7 +250,7 @@ def _first_batch(seconds: float, mask, lengths: np.ndarray, batches: list[np.nda
 
 def embed_documents(model, texts: Sequence[str], *, batch_size: int = 256, device: str = "cpu",
                     chars_per_token: int = 10, long_text: LongText = "truncate", window_overlap: int = 0,
-                    on_first_batch=None) -> Embedded:
+                    on_first_batch=None, on_progress=None) -> Embedded:
     """Embeddings of ``texts`` with their token counts (see ``Embedded``).
 
     ``long_text="truncate"``: the model reads each text cut to ``chars_per_token x max_seq_length`` characters
@@ -266,6 +269,8 @@ def embed_documents(model, texts: Sequence[str], *, batch_size: int = 256, devic
         long_text: "truncate" or "mean".
         window_overlap: tokens shared by neighbouring windows ("mean").
         on_first_batch: called with a ``FirstBatch`` after the first forward pass (timing estimates).
+        on_progress: called after each forward pass with the texts it finished (a float under "mean": its
+            windows' share of the texts), so that a long call shows progress; the calls add up to ``len(texts)``.
 
     Returns:
         The ``Embedded``: float32 (n, d) unit rows, token counts, truncation flags, windows run.
@@ -280,7 +285,9 @@ def embed_documents(model, texts: Sequence[str], *, batch_size: int = 256, devic
     _counter(model)  # made here, before any tokenization thread runs
     if long_text == "mean":
         tokens, chunks, owner, weight = _windows(model, texts, window_overlap)
-        emb = _forward(model, chunks, batch_size, device, on_first_batch)
+        share = n / max(len(chunks), 1)  # texts per window, for on_progress
+        emb = _forward(model, chunks, batch_size, device, on_first_batch,
+                       None if on_progress is None else (lambda k: on_progress(k * share)))
         if emb is not None:
             acc = torch.zeros((n, emb.shape[1]), dtype=torch.float32, device=emb.device)
             w = torch.as_tensor(weight, device=emb.device)[:, None]
@@ -293,7 +300,7 @@ def embed_documents(model, texts: Sequence[str], *, batch_size: int = 256, devic
         cut = [t[:cap] for t in texts] if cap else list(texts)
         with ThreadPoolExecutor(1, thread_name_prefix="gpu_dedup-count") as pool:  # (Rust tokenizers drop the GIL)
             counted = pool.submit(count_tokens, model, texts, chars_per_token=chars_per_token)
-            emb = _forward(model, cut, batch_size, device, on_first_batch)
+            emb = _forward(model, cut, batch_size, device, on_first_batch, on_progress)
             tokens, truncated = counted.result()
         windows = n
     arr = np.zeros((0, 0), np.float32) if emb is None else emb.cpu().numpy()

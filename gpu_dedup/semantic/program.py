@@ -9,8 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..decisions import row_positions
-from ..errors import ConfigError
-from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, file_sources
+from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, check_config, file_sources
 from .config import SemanticConfig
 
 
@@ -25,8 +24,7 @@ class Semantic:
     config: SemanticConfig = field(default_factory=SemanticConfig)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.config, SemanticConfig):
-            raise ConfigError(f"Semantic takes a SemanticConfig, got {type(self.config).__name__}")
+        check_config(self, SemanticConfig)
 
     def run(self, view: Any, out: str, env: Env) -> StepRun:
         from ..config import RunConfig

@@ -25,6 +25,7 @@ from .. import io
 from ..config import RunConfig
 from ..errors import ConfigError
 from ..runtime.device import batch_bytes, set_threads
+from ..runtime.heartbeat import Heartbeat, duration, phase
 from ..runtime.run import RunResult, Steps, finish, header, write_table
 from .config import CACHE_FORMAT, SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column
 from .embed import EmbeddingCache, count_tokens, embed_documents, text_hashes
@@ -97,10 +98,6 @@ def _estimated_documents(files, batch) -> int:
     return total
 
 
-def _duration(s: float) -> str:
-    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
-
-
 def _estimator(files, batch, to_embed: int, emb: "_Embedded", device: str):
     """The ``on_first_batch`` callback of the first embedding call: extrapolate the first forward pass to the
     rest of the input (this batch's cache-hit rate assumed), record it, log it when it is long."""
@@ -112,7 +109,7 @@ def _estimator(files, batch, to_embed: int, emb: "_Embedded", device: str):
         if seconds > ESTIMATE_LOG_S:
             logger.warning("semantic: embedding about %s documents on the %s will take about %s (%.0f tokens/s "
                            "measured on the first batch of %d texts); a GPU, a smaller model or the embedding "
-                           "cache of an earlier run shorten it", f"{left:,}", device.upper(), _duration(seconds),
+                           "cache of an earlier run shorten it", f"{left:,}", device.upper(), duration(seconds),
                            emb.estimate["tokens_per_s"], fb.texts)
     return on_first
 
@@ -133,16 +130,30 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
     out = _Embedded(pa.array([], pa.string()), np.zeros((0, 2), np.uint64), np.zeros((0, 0), np.float32), None)
     t_read = t_embed = t_model = 0.0
     t = time.perf_counter()
-    with tqdm(desc="semantic: embed", unit="doc", unit_scale=True, disable=not run.progress, leave=False) as bar:
+    # the bar and a line every HEARTBEAT_S move with each forward pass, not once per input batch (one batch of
+    # a small corpus is the whole of a long embedding)
+    beat = Heartbeat(logger, "semantic: embedding", unit="documents", start=False)
+    with tqdm(desc="semantic: embed", unit="doc", unit_scale=True, disable=not run.progress, leave=False) as bar, \
+            beat:
+        moved = [0.0]  # documents the bar moved by during this input batch
+
+        def advance(k: float) -> None:
+            moved[0] += k
+            bar.update(k)
+            beat.update(k)
+
         for batch in io.iter_batches(files, id_field=run.id_field, text_field=run.text_field,
                                      batch_bytes=batch_bytes(run.batch_bytes, "cpu"), on_error=run.on_error,
                                      keep_column=kc, report=report):
             t0 = time.perf_counter()
             t_read += t0 - t
             seen = len(batch)
+            if beat.total is None:
+                beat.total = _estimated_documents(files, batch)
+            moved[0] = 0.0
             batch, at = _selected(batch, rows)
             if not len(batch):
-                bar.update(seen)
+                advance(seen)
                 t = time.perf_counter()
                 continue
             h = text_hashes(batch.text)
@@ -159,6 +170,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
                 recount = np.flatnonzero(found & (tok[:, 0] < 0))  # cached by a run that did not count
                 if (missing.shape[0] or recount.shape[0]) and model is None:
                     t_load = time.perf_counter()
+                    phase(logger, "semantic: loading the model %s on the %s", cfg.model, device.upper())
                     model = load_model(cfg.model, device, max_seq_length=cfg.max_seq_length, dtype=dtype)
                     t_model = time.perf_counter() - t_load
                 new = None
@@ -166,9 +178,13 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
                     texts = batch.text.take(pa.array(missing, pa.int64())).to_pylist()
                     first = _estimator(files, batch, len(missing), out, device) \
                         if device == "cpu" and out.estimate is None else None
+                    if out.embedded == 0:
+                        phase(logger, "semantic: embedding the documents (about %s in the input)",
+                              f"{beat.total:,}")
                     res = embed_documents(model, texts, batch_size=cfg.batch_size, device=device,
                                           chars_per_token=cfg.chars_per_token, long_text=cfg.long_text,
-                                          window_overlap=cfg.window_overlap, on_first_batch=first)
+                                          window_overlap=cfg.window_overlap, on_first_batch=first,
+                                          on_progress=advance)
                     new = res.embeddings
                     tok[missing] = np.stack([res.tokens, res.truncated], axis=1)
                     out.windows += res.windows
@@ -191,7 +207,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
             tokens.append(tok)
             if kc:
                 values.append(np.asarray(batch.keep_values, np.float64))
-            bar.update(seen)
+            advance(seen - moved[0])  # the cached and unselected documents, and any rounding of "mean"
             t = time.perf_counter()
             t_embed += t - t0
     all_ids = pa.chunked_array(ids, pa.string()).combine_chunks() if ids else pa.array([], pa.string())

@@ -23,7 +23,7 @@ Outputs (``output_dir``)
     cut); no document is dropped. substring_deduplicated/: the documents with the spans cut, in the input's
     format (paragraph dedup's writer: untouched JSON lines verbatim). substring_dedup.json: the statistics,
     with the policy, the seam rule and a sample of seams (the text on both sides of a cut as it reads after it);
-    substring_report.html shows them (report.py).
+    substring_report.html shows them (report/substring.py).
 Invalid UTF-8
     As everywhere (io.read): replaced with U+FFFD and counted; byte offsets then refer to the repaired text,
     which is what a changed row of substring_deduplicated/ holds.
@@ -61,6 +61,7 @@ from .. import constants as C
 from .. import io
 from ..decisions import keep_rank
 from ..runtime.device import batch_bytes, note_compiling
+from ..runtime.heartbeat import Heartbeat, phase
 from ..errors import DataError, RunError
 from ..io.text import arrow_text_buffers
 from ..text.cutwrite import apply_cuts, write_cut_documents
@@ -70,6 +71,7 @@ from ..runtime.passes import progress
 from ..runtime.run import Steps, finish, header, owned, peak_rss_bytes, resources
 from .config import SubstringConfig
 from .spans import KeepOrder, Matches, byte_cuts, cut_spans, find_matches
+from .suffix import require_library
 from .tokens import Tokens, TokenStore, load_tokenizer, tokenizer_tokens, word_tokens
 
 logger = logging.getLogger(__name__)
@@ -156,7 +158,8 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
     store = TokenStore(work_dir)
     tok = load_tokenizer(cfg.tokenizer) if cfg.tokenizer is not None else None
     report_rows = 0
-    with progress(cfg, "substring: tokens", files=files) as bar:
+    with progress(cfg, "substring: tokens", files=files) as bar, \
+            Heartbeat(logger, "substring: reading and tokenizing the input") as beat:
         for batch in _batches(files, cfg, report):
             text = batch.text.cast(pa.large_string())
             ids.append(batch.ids)
@@ -174,6 +177,7 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
             report_rows += len(text)
             store.append(toks)
             bar.update(len(text), batch.file_index)
+            beat.update(len(text))
     if not ids:
         store.close()
         raise DataError(f"no documents in {source!r}: substring dedup needs at least one (read: "
@@ -315,7 +319,8 @@ def cut_documents(corpus: Corpus, keep: KeepOrder, matches: Matches, cfg: Substr
     counts: dict[str, Any] = {}
     seams: list[dict[str, Any]] = []
     r0 = 0
-    with _Sinks(out) as sinks:
+    with _Sinks(out) as sinks, Heartbeat(logger, "substring: cutting the spans (the input read again)",
+                                         total=len(corpus.ids)) as beat:
         for batch in _batches(corpus.files, cfg):
             data, offsets = arrow_text_buffers(batch.text.cast(pa.large_string()))
             n = offsets.shape[0] - 1
@@ -331,6 +336,7 @@ def cut_documents(corpus: Corpus, keep: KeepOrder, matches: Matches, cfg: Substr
                 for s in seam_sample(new_text, doc, cs, ce, cfg.seam_sample - len(seams)):
                     seams.append({**s, "row": s["row"] + r0})
             r0 += n
+            beat.update(n)
         if r0 != len(corpus.ids):
             raise RunError(f"the input changed while substring dedup ran: {r0} rows on the second read, "
                            f"{len(corpus.ids)} on the first")
@@ -361,6 +367,7 @@ def seam_sample(new_text: pa.Array, doc: np.ndarray, cs: np.ndarray, ce: np.ndar
 
 
 def write_outputs(out: str, corpus: Corpus, cfg: SubstringConfig) -> dict[str, Any]:
+    phase(logger, "substring: writing %s/ (the input read a third time)", OUTPUT_DIR)
     return write_cut_documents(corpus.files, os.path.join(out, SPANS_FILE), os.path.join(out, OUTPUT_DIR), cfg,
                                min(8 << 20, read_batch_bytes(cfg)))
 
@@ -395,6 +402,7 @@ def _substring_dedup(source: Any, cfg: SubstringConfig | None, output_dir: str |
                      device: str) -> SubstringResult:
     cfg = cfg or SubstringConfig()
     device, threads = resources(device)
+    require_library(device)  # a missing extra is one line now, not a traceback after the whole read
     note_compiling(device, ("substring",))  # a first run compiles the Kasai and span-hash kernels: said first
     steps = Steps()
     times = steps.timings
@@ -431,7 +439,8 @@ def _substring_dedup(source: Any, cfg: SubstringConfig | None, output_dir: str |
     stats.update({
         "stage": "substring_dedup",
         "policy": {"tokens": "tokenizer " + os.path.basename(cfg.tokenizer) if cfg.tokenizer else
-                   "word units (non-whitespace runs) identified by their normalized text's hash",
+                   "word units (non-whitespace runs; each CJK character a unit of its own: tokens.CJK_RANGES) "
+                   "identified by their normalized text's hash",
                    "min_tokens": cfg.min_tokens, "keep": cfg.keep,
                    "cut": "every token covered by a window of min_tokens tokens that has an equal window earlier "
                           "in keep order; covered runs merge into one span", "seam": SEAM_RULE,
@@ -451,9 +460,9 @@ def _substring_dedup(source: Any, cfg: SubstringConfig | None, output_dir: str |
                 cut.counts["tokens_cut"], n_tokens, cut.counts["documents_changed"])
     if out is not None:
         def report() -> str:
-            from .report import write_report
+            from ..report.substring import write_substring_report
 
-            return write_report(out, stats)
+            return write_substring_report(out, stats)
 
         finish(out, stats, name=STATS_FILE, report=report, what="substring")
         return SubstringResult(stats, None, None, out)

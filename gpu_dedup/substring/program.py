@@ -9,8 +9,7 @@ from typing import Any, ClassVar
 
 import pyarrow.parquet as pq
 
-from ..errors import ConfigError
-from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, file_sources
+from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, check_config, file_sources
 from .config import SubstringConfig
 from .dedup import DOCS_FILE, OUTPUT_DIR, SPANS_FILE, STATS_FILE
 
@@ -27,8 +26,7 @@ class Substring:
     config: SubstringConfig = field(default_factory=SubstringConfig)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.config, SubstringConfig):
-            raise ConfigError(f"Substring takes a SubstringConfig, got {type(self.config).__name__}")
+        check_config(self, SubstringConfig)
 
     def run(self, view: Any, out: str, env: Env) -> StepRun:
         from .dedup import substring_dedup

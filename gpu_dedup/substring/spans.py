@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime.device import module_of, to_device, to_host
+from ..runtime.heartbeat import Heartbeat
 from .suffix import corpus_text, suffix_and_lcp
 from .tokens import Column, Tokens, TokenStore
 
@@ -147,7 +148,9 @@ def find_matches(store: TokenStore, keep: KeepOrder, k: int, chunk_tokens: int |
     pairs = [(0, 0)] if len(chunks) == 1 else [(a, b) for a in range(len(chunks)) for b in range(a + 1, len(chunks))]
     t_sa = t_group = 0.0
     positions = grouped = largest = 0
-    for a, b in pairs:
+    beat = Heartbeat(logger, f"substring: suffix arrays over {len(store):,} tokens", total=len(pairs),
+                     unit="suffix arrays")
+    for a, b in beat.each(pairs):
         parts = [chunks[a]] if a == b else [chunks[a], chunks[b]]
         spans_t = [(int(store.doc_off[lo]), int(store.doc_off[hi])) for lo, hi in parts]
         ident = np.concatenate([store.ident.read(a_t, b_t) for a_t, b_t in spans_t])  # only the identities

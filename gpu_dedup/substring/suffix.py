@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DependencyError
 from ..ops import substring as substring_ops
-from ..runtime.device import argsort_stable, array_module
+from ..runtime.device import argsort_stable, array_module, gpu_status
 
 logger = logging.getLogger(__name__)
 
@@ -57,13 +57,30 @@ def corpus_text(doc_off: np.ndarray, ident: np.ndarray, token: np.ndarray) -> tu
     return text, text_token
 
 
+def divsufsort() -> Any:
+    """The ``pydivsufsort`` module (the CPU's suffix arrays and LCP arrays), or a DependencyError naming the
+    extra that brings it."""
+    try:
+        import pydivsufsort
+    except ImportError as exc:
+        raise DependencyError("exact-substring dedup on the CPU needs pydivsufsort: "
+                              "pip install 'gpu-dedup[substring]'") from exc
+    return pydivsufsort
+
+
+def require_library(device: str) -> None:
+    """Fail before any input is read when ``device`` ("cpu", or "auto" without a usable GPU) would build its
+    suffix arrays with pydivsufsort and that package is missing (a DependencyError naming the extra)."""
+    if device == "cpu" or (device == "auto" and not gpu_status()[0]):
+        divsufsort()
+
+
 def suffix_array(text: Any, device: str = "cpu") -> Any:
     """int64 (n,): the suffix array of ``text`` (int32 (n,)). CPU: pydivsufsort; cuda: prefix doubling
     (``suffix_array_doubling``) on the device arrays."""
     if device == "cuda":
         return suffix_array_doubling(text, array_module(device))
-    import pydivsufsort
-
+    pydivsufsort = divsufsort()
     if text.shape[0] == 0:
         return np.zeros(0, np.int64)
     return np.asarray(pydivsufsort.divsufsort(np.ascontiguousarray(text, np.int32)), np.int64)
@@ -108,8 +125,7 @@ def lcp_array(text: Any, sa: Any, device: str = "cpu", kernel: bool | None = Non
     n = int(text.shape[0])
     use_kernel = device == "cuda" if kernel is None else kernel
     if not use_kernel:
-        import pydivsufsort
-
+        pydivsufsort = divsufsort()
         if n == 0:
             return np.zeros(0, np.int32)
         return np.asarray(pydivsufsort.kasai(np.ascontiguousarray(text, np.int32), np.asarray(sa)), np.int32)

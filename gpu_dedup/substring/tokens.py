@@ -2,7 +2,12 @@
 
 Word units (default)
     A token is a maximal run of bytes that are not ASCII whitespace (space, tab, LF, VT, FF, CR) inside one
-    document; its identity is the 128-bit hash (``paragraph.dedup.span_hashes``: XXH64, two seeds) of its
+    document, except in the scripts written without spaces between words: every character of ``CJK_RANGES``
+    (Han ideographs, Hiragana, Katakana, Bopomofo, and the CJK punctuation between them) is a token of its
+    own, and U+3000 (the ideographic space) separates tokens like a space. Without this rule a Chinese or
+    Japanese paragraph is one "word", and no window of min_tokens words ever repeats: nothing would be cut.
+    "東京タワー is tall" is the tokens 東 京 タ ワ ー is tall (BERT's basic tokenizer splits Han the same way;
+    kana too here, since a Japanese sentence may hold no Han to split at). Its identity is the 128-bit hash (``paragraph.dedup.span_hashes``: XXH64, two seeds) of its
     normalized text (``NormalizeConfig``: NFKC-lowercase per codepoint, Cf deleted), so "The" and "the", or
     full-width and ASCII letters, are one token. A run whose normalized text is empty (only format
     characters) is no token. Ids are the dense ranks of the first hash word over the corpus (0..V-1): a
@@ -37,6 +42,24 @@ logger = logging.getLogger(__name__)
 
 _SPACE = np.zeros(256, bool)
 _SPACE[[9, 10, 11, 12, 13, 32]] = True
+IDEOGRAPHIC_SPACE = 0x3000  # a separator, as a space
+# Code points (inclusive ranges, Unicode blocks) of the scripts written without spaces between words: each such
+# character is a token by itself (module docstring). Sorted and disjoint (``_in_ranges`` bisects them).
+CJK_RANGES = (
+    (0x2E80, 0x2FFF),    # CJK Radicals Supplement, Kangxi Radicals, Ideographic Description Characters
+    (0x3001, 0x302D),    # CJK Symbols and Punctuation (U+3000, the ideographic space, separates instead; U+302E
+    (0x3030, 0x303F),    # and U+302F are Hangul tone marks, which stay with their syllable)
+    (0x3040, 0x30FF),    # Hiragana, Katakana
+    (0x3100, 0x312F),    # Bopomofo
+    (0x3190, 0x31FF),    # Kanbun, Bopomofo Extended, CJK Strokes, Katakana Phonetic Extensions
+    (0x3400, 0x4DBF),    # CJK Unified Ideographs Extension A
+    (0x4E00, 0x9FFF),    # CJK Unified Ideographs
+    (0xF900, 0xFAFF),    # CJK Compatibility Ideographs
+    (0xFE30, 0xFE4F),    # CJK Compatibility Forms
+    (0xFF61, 0xFF9F),    # Halfwidth CJK punctuation and Katakana
+    (0x1AFF0, 0x1B16F),  # Kana Extended-B, Kana Supplement, Kana Extended-A, Small Kana Extension
+    (0x20000, 0x3FFFF),  # the Supplementary and Tertiary Ideographic Planes (Extensions B-I, Compatibility)
+)
 
 
 @dataclass
@@ -161,10 +184,38 @@ class TokenStore:
             c.close()
 
 
+def _in_ranges(xp: Any, cp: Any, ranges: tuple[tuple[int, int], ...]) -> Any:
+    """bool: which code points ``cp`` (int32 or int64) lie in one of the sorted, disjoint inclusive ``ranges``."""
+    los = xp.asarray(np.array([a for a, _ in ranges], cp.dtype))
+    his = xp.asarray(np.array([b for _, b in ranges], cp.dtype))
+    at = xp.searchsorted(los, cp, side="right") - 1
+    return (at >= 0) & (cp <= his[xp.clip(at, 0, len(ranges) - 1)])
+
+
+def cjk_chars(buf: Any) -> tuple[Any, Any, Any]:
+    """The characters of UTF-8 text ``buf`` (uint8, numpy or CuPy) that are tokens of their own: (start int64,
+    length int64 (3 or 4 bytes) of each character of ``CJK_RANGES``, start of each ideographic space). Only
+    the lead bytes of 3- and 4-byte sequences are decoded (the text is valid UTF-8: io.read repaired it)."""
+    xp = module_of(buf)
+    lead = xp.flatnonzero(buf >= 0xE0).astype(xp.int64)  # 1110xxxx and 11110xxx
+    if lead.shape[0] == 0:
+        z = xp.zeros(0, xp.int64)
+        return z, z, z
+    pad = xp.concatenate((buf, xp.zeros(3, xp.uint8)))  # a 3-byte character at the end reads one byte past it
+    b0 = pad[lead].astype(xp.int32)
+    b1, b2, b3 = ((pad[lead + k] & 0x3F).astype(xp.int32) for k in (1, 2, 3))
+    four = b0 >= 0xF0
+    cp = xp.where(four, ((b0 & 0x07) << 18) | (b1 << 12) | (b2 << 6) | b3, ((b0 & 0x0F) << 12) | (b1 << 6) | b2)
+    own = _in_ranges(xp, cp, CJK_RANGES)
+    return lead[own], xp.where(four[own], 4, 3).astype(xp.int64), lead[cp == IDEOGRAPHIC_SPACE]
+
+
 def word_spans(data: Any, offsets: Any) -> tuple[Any, Any, Any]:
-    """Maximal non-whitespace runs of documents data[offsets[d]:offsets[d+1]] (uint8 / int64 arrays of one
-    module: numpy, or CuPy on a GPU, where this runs as array operations on the device): (doc int64, start,
-    end int64 absolute byte positions), in document then text order. Transient: ~6 B per text byte."""
+    """The word units of documents data[offsets[d]:offsets[d+1]] (module docstring: maximal runs of bytes
+    that are neither ASCII whitespace, nor an ideographic space, nor part of a CJK character, and each CJK
+    character alone), from uint8 / int64 arrays of one module: numpy, or CuPy on a GPU, where this runs as
+    array operations on the device. Returns (doc int64, start, end int64 absolute byte positions), in
+    document then text order. Transient: ~6 B per text byte, plus ~40 B per character of 3 or 4 bytes."""
     xp = module_of(data)
     lo, hi = int(offsets[0]), int(offsets[-1])
     buf = data[lo:hi]
@@ -173,6 +224,11 @@ def word_spans(data: Any, offsets: Any) -> tuple[Any, Any, Any]:
         z = xp.zeros(0, xp.int64)
         return z, z, z
     word = ~xp.asarray(_SPACE)[buf]
+    c_start, c_len, ideo = cjk_chars(buf)
+    for k in range(3):  # the bytes of the CJK characters and of the ideographic spaces are no run's
+        word[c_start + k] = False
+        word[ideo + k] = False
+    word[c_start[c_len == 4] + 3] = False
     bound = xp.zeros(size + 1, xp.bool_)  # True where a document starts (position relative to lo)
     bound[offsets[:-1] - lo] = True
     bound[size] = True
@@ -181,6 +237,10 @@ def word_spans(data: Any, offsets: Any) -> tuple[Any, Any, Any]:
     next_space = xp.concatenate((~word[1:], edge))
     first = word & (prev_space | bound[:-1])
     last = word & (next_space | bound[1:])
+    # each CJK character is a unit: its first byte starts one, its last ends one. The units are disjoint, so
+    # the k-th start and the k-th end in text order belong together (no sort)
+    first[c_start] = True
+    last[c_start + c_len - 1] = True
     start = xp.flatnonzero(first).astype(xp.int64) + lo
     end = xp.flatnonzero(last).astype(xp.int64) + lo + 1
     doc = xp.searchsorted(offsets, start, side="right").astype(xp.int64) - 1

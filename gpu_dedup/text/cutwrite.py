@@ -89,10 +89,9 @@ def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: "InputC
             f = reader.f
             target = io.output_path(out_dir, f)
             writer = stream = None
-            if f.fmt == "jsonl":
-                tmp = stack.enter_context(io.atomic_path(target))
-                stream = stack.enter_context(pa.output_stream(tmp, compression=f.compression))
             for chunk in reader.chunks():
+                if f.fmt == "jsonl" and stream is None:  # opened at the first rows: a file skipped whole has none
+                    stream = _jsonl_stream(stack, target, f)
                 n = len(chunk.text)
                 srow, cs, ce = cursor.take(row, row + n)
                 doc = srow - row
@@ -115,13 +114,20 @@ def write_cut_documents(files: list, spans_path: str, out_dir: str, cfg: "InputC
                 col = new_text.cast(rb.schema.field(idx).type)
                 writer.write_batch(pa.RecordBatch.from_arrays(
                     [col if i == idx else rb.column(i) for i in range(rb.num_columns)], schema=rb.schema))
-            if writer is None and stream is None and getattr(reader, "schema", None) is not None:
+            if f.fmt == "jsonl" and stream is None and not reader.unreadable:
+                stream = _jsonl_stream(stack, target, f)  # no rows: an empty output, as the input
+            if writer is None and stream is None and getattr(reader, "schema", None) is not None \
+                    and not reader.unreadable:
                 writer = _parquet_writer(stack, target, reader)  # no rows: still write the schema
             if writer is not None or stream is not None:
                 n_files += 1
             else:
                 logger.warning("%s could not be read; no output written for it", f.relpath)
     return {"files": n_files, "rows_written": rows_written, "rows_changed": changed}
+
+
+def _jsonl_stream(stack: Any, target: str, f: Any) -> Any:
+    return stack.enter_context(pa.output_stream(stack.enter_context(io.atomic_path(target)), compression=f.compression))
 
 
 def _parquet_writer(stack: Any, target: str, reader: Any) -> pq.ParquetWriter:

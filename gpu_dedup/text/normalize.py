@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -24,36 +23,11 @@ from ..config import NormalizeConfig
 from ..errors import RunError
 from ..io.text import arrow_text_buffers
 from ..ops import core
-from ..runtime.device import array_backend, module_of, to_device, to_host
+from ..ops.types import Normalized  # noqa: F401 - made here (normalize_arrays), typed beneath the ops
+from ..runtime.device import array_backend, to_device
 from .unicode_tables import load_tables
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Normalized:
-    """data: uint8 (T',) normalized UTF-8; offsets: int64 (n+1,); words, codepoints: int64 (n,)."""
-
-    data: np.ndarray
-    offsets: np.ndarray
-    words: np.ndarray
-    codepoints: np.ndarray
-
-    def __len__(self) -> int:
-        return self.offsets.shape[0] - 1
-
-    def shingle_counts(self, n: int, kind_char: bool):
-        """Shingles per document (int64 (n,), the arrays' module): a document of u units (words, or codepoints
-        with ``kind_char``) has max(u - n + 1, 0) shingles of n units; 0 means short (exact path only). The
-        one formula of the package: the kernels count by enumerating the shingles and agree."""
-        units = self.codepoints if kind_char else self.words
-        return module_of(units).maximum(units - n + 1, 0)
-
-    def text(self, i: int) -> str:
-        return bytes(to_host(self.data[int(self.offsets[i]):int(self.offsets[i + 1])])).decode("utf-8")
-
-
-
 
 
 def device_tables(cfg: NormalizeConfig, device: str):

@@ -182,7 +182,8 @@ def test_flag_values_the_config_refuses_name_the_flag(tmp_path, capsys):
     src = _jsonl(tmp_path / "in.jsonl", ROWS)
     for flag, value in (("--threshold", "1.5"), ("--ngram", "0"), ("--bands", "0")):
         assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", flag, value]) == 1
-        assert f"error: {flag}: " in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert err.startswith(f"gpu-dedup: error: {flag}") and err.count(flag) == 1, err  # once (issue 36 item 12)
 
 
 def test_progress_bars_on_in_the_cli_off_in_the_api():
@@ -243,8 +244,48 @@ def test_ctrl_c_is_one_line_and_cleans_up(tmp_path, capsys, monkeypatch):
     assert main(["filter", str(src), "-o", str(tmp_path / "out"), "--rules", "gopher", "-q"]) == 130
     err = capsys.readouterr().err
     assert err.strip() == ("gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any "
-                           "failure")
+                           "failure; `filter` keeps nothing to resume from: run it again")
     assert not (tmp_path / "out").exists()
+
+
+def _interrupt_at(monkeypatch, point, k):
+    """Ctrl-C the k-th time the run passes checkpoint ``point`` (runtime/workdir.checkpoint)."""
+    from gpu_dedup.runtime.workdir import CHECKPOINT_HOOKS
+
+    seen = []
+
+    def hook(name):
+        if name == point:
+            seen.append(name)
+            if len(seen) == k:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr("gpu_dedup.runtime.workdir.CHECKPOINT_HOOKS", CHECKPOINT_HOOKS + [hook])
+
+
+def test_ctrl_c_says_when_resume_can_finish_the_run(tmp_path, capsys, monkeypatch):
+    """Issue 36 item 14: Ctrl-C's line says whether --resume can finish the run, and it can where it says so:
+    a run with a work directory keeps its pieces there (the same command with --resume reuses them); one
+    without is told how to keep them next time."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for f in range(3):
+        _jsonl(src / f"p{f}.jsonl", [dict(r, id=f"{f}-{r['id']}") for r in ROWS])
+    out, work = tmp_path / "out", tmp_path / "work"
+    argv = ["run", str(src), "-o", str(out), "--device", "cpu", "-q", "--work-dir", str(work)]
+    _interrupt_at(monkeypatch, "piece", 2)
+    assert main(argv) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == (f"gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any failure, "
+                   f"except the work directory {work}: the same command with --resume finishes the run, reusing "
+                   f"the pieces it holds"), err
+    monkeypatch.undo()
+    assert main(argv + ["--resume"]) == 0
+    assert json.loads((out / "run.json").read_text())["work_dir"]["pieces_reused"] == 2
+    _interrupt_at(monkeypatch, "batch", 1)
+    assert main(["run", str(src), "-o", str(tmp_path / "o2"), "--device", "cpu", "-q"]) == 130
+    assert "nothing was kept to resume from (a run given --work-dir DIR, or --resume, keeps its pieces there" in \
+        capsys.readouterr().err
 
 
 def test_workers_below_one_refused_in_the_api(tmp_path):

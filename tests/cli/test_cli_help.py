@@ -93,7 +93,7 @@ SAMPLES = {  # a valid non-default value of every valued config flag, and the fi
     "scores": ("q=q.bin", ("q=q.bin",)), "cluster.remove_clusters_larger_than": ("3", 3),  # --score: with --keep
     "cluster.keep_copies": ("2", 2), "cluster.scope_field": ("lang", "lang"), "shingle.kind": ("char", "char"),
     "shingle.n": ("3", 3), "minhash.num_perm": ("128", 128), "lsh.bands": ("10", 10), "lsh.rows": ("4", 4),
-    "minhash.width": ("64", 64), "minhash.seed": ("7", 7), "id_field": ("url", "url"),
+    "minhash.width": ("64", 64), "minhash.seed": ("7", 7), "minhash.family": ("exact", "exact"), "id_field": ("url", "url"),
     "text_field": ("body", "body"), "on_error": ("skip", "skip"), "batch_bytes": ("2", 2 << 20),
     "threads": ("2", 2), "memory_budget": ("2G", 2 << 30), "cache_bytes": ("0", 0)}
 

@@ -28,6 +28,20 @@ def _flags(command):
      "--paragraph-dedup runs in one process; --output '/x' is the input; --no-lexical needs it"),
     ("filter", "select the documents; the id_field value; /data/dsir_target/a.jsonl", "select the documents; the "
      "--id-field value; /data/dsir_target/a.jsonl"),  # plain words and paths are left alone
+    # issue 36 item 12: a field's flag whose dest is not the field's name (--score sets scores), a switch that sets
+    # its field to False (--no-verify), and messages that give both forms, each written once
+    ("run", "which scores='q=...' would compute", "which --score 'q=...' would compute"),
+    ("run", "policy='representative' needs verify=True", "--policy 'representative' needs no --no-verify"),
+    ("run", "verify=False needs policy='components'", "--no-verify needs --policy 'components'"),
+    ("run", "annotate=True annotates deduplicated/, which write_deduplicated=False turns off",
+     "--annotate annotates deduplicated/, which --no-deduplicated turns off"),
+    ("run", "drop bad rows with --on-error skip (Python: on_error='skip')",
+     "drop bad rows with --on-error skip (Python: on_error='skip')"),
+    ("run", "ids (--no-id-field; Python: id_field=None), or fix the data",
+     "ids (--no-id-field; Python: id_field=None), or fix the data"),
+    ("run", "raise text_cache_bytes or cache_bytes (--text-cache)", "raise text_cache_bytes or --text-cache"),
+    ("run", "--threshold: ClusterConfig.threshold must be in (0, 1]", "--threshold must be in (0, 1]"),
+    ("run", "--ngram: n must be >= 1", "--ngram: n must be >= 1"),  # a prefix naming another word stays
 ])
 def test_api_names_become_the_commands_flags(command, api, cli):
     assert cli_message(api, _flags(command)) == cli
@@ -58,6 +72,19 @@ def test_command_line_errors_name_flags(tmp_path, capsys):
     assert "pass --overwrite" in err and "overwrite=True" not in err
 
 
+def test_hints_are_not_mangled(tmp_path, capsys):
+    """Issue 36 item 12: the command line's errors name each setting once, as its flag, and leave the API's
+    own hint as the API writes it."""
+    corpus = _corpus(tmp_path)
+    with open(corpus, "a") as fh:
+        fh.write("{bad\n")
+    assert main(["run", corpus, "-o", str(tmp_path / "o1"), "--device", "cpu", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "--on-error skip (Python: on_error='skip')" in err, err
+    assert main(["run", corpus, "-o", str(tmp_path / "o2"), "--threshold", "1.5"]) == 1
+    assert capsys.readouterr().err == "gpu-dedup: error: --threshold must be in (0, 1], got 1.5\n"
+
+
 @pytest.mark.parametrize("flag, value, tail", [
     ("--classifier", "q=Q:maxx", "'maxx'"), ("--classifier", "q=Q:nan", "'nan'"), ("--classifier", "q=Q:", "''"),
     ("--perplexity", "M:abc", "'abc'"), ("--perplexity", "M:max1000", "'max1000'"), ("--perplexity", "M:inf", "'inf'"),
@@ -85,3 +112,19 @@ def test_a_path_with_a_colon_is_still_a_model(tmp_path):
     assert split_threshold("--perplexity", str(odd), directions=False) == (str(odd), None)
     assert split_threshold("--classifier", f"{odd}:max0.3") == (str(odd), (0.3, "max"))
     assert split_threshold("--perplexity", "m.arpa:1000", directions=False) == ("m.arpa", 1000.0)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", "x.jsonl", "-o", "o", "--treshold", "0.9"], "gpu-dedup run: error: unrecognized arguments: --treshold "
+     "(did you mean --threshold?) 0.9; `gpu-dedup run --help` lists its flags"),
+    (["filter", "x.jsonl", "-o", "o", "--lid-treshold=0.3"], "--lid-treshold=0.3 (did you mean --lid-threshold?)"),
+    (["substring", "x.jsonl", "-o", "o", "--min-tokns", "9"], "--min-tokns (did you mean --min-tokens?)"),
+    (["run", "x.jsonl", "-o", "o", "--zzzzzz"], "unrecognized arguments: --zzzzzz; `gpu-dedup run --help`"),
+])
+def test_a_mistyped_flag_names_the_nearest_flag_of_its_command(capsys, argv, said):
+    """Issue 36 item 14: a mistyped flag is said by the command that was run (not the top-level usage), with
+    the nearest of that command's flags; nothing near: no guess."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and said in err and "usage: gpu-dedup [-h]" not in err, err

@@ -133,3 +133,25 @@ def test_the_sample_recipe_runs_four_steps_on_any_input(tmp_path):
     assert [s["name"] for s in stats["steps"]] == ["filter", "dedup", "substring", "semantic"] or \
         [s["name"] for s in stats["steps"]][:2] == ["filter", "dedup"]
     assert os.path.isdir(out / "deduplicated") and stats["counts"]["input"] == 8
+
+
+def test_ctrl_c_in_a_later_step_keeps_the_finished_ones_for_resume(tmp_path, capsys, monkeypatch):
+    """Issue 36 item 14: Ctrl-C during a recipe's second step says that the finished steps are kept and that
+    --resume reuses them; it does."""
+    from gpu_dedup.paragraph.program import Paragraph
+
+    src = _corpus(tmp_path)
+    recipe = _recipe(tmp_path, "device: cpu\nsteps:\n  - dedup\n  - paragraph: {min-paragraph-bytes: 8}\n")
+    out = tmp_path / "out"
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(Paragraph, "run", interrupted)
+        assert main(["pipeline", recipe, src, "-o", str(out), "-q"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"except the steps that finished ({out / 'steps'}): the same command with --resume reuses "
+                        f"them and runs the rest"), err
+    assert main(["pipeline", recipe, src, "-o", str(out), "-q", "--resume"]) == 0
+    assert capsys.readouterr().out.count("(reused)") == 1  # dedup, finished before Ctrl-C

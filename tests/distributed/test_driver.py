@@ -125,3 +125,40 @@ def test_partitions_cap_follows_the_input_size(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(driver, "PARTITION_BYTES", 16)  # a big input, in small units
     cap = -(-size // 16)
     assert cap > top and driver.key_ranges(cap, 2, files) == cap and driver.key_ranges(cap + 1, 2, files) == cap
+
+
+def test_starting_the_cluster_says_so_while_it_lasts(monkeypatch, caplog):
+    """Issue 36 item 11: 14 s passed between the start and the first task line. Ray's start says it starts,
+    that it is still going every HEARTBEAT_S (0.02 s here, a stand-in for Ray taking 0.15 s), and that the
+    cluster is ready with its CPUs; the cluster is shut down after the block."""
+    import time
+
+    from gpu_dedup.distributed import cluster
+    from gpu_dedup.runtime import heartbeat
+
+    class FakeRay:
+        calls = []
+
+        def is_initialized(self):
+            return False
+
+        def init(self, **kw):
+            self.calls.append(("init", kw["address"], kw.get("num_cpus")))
+            time.sleep(0.15)
+
+        def cluster_resources(self):
+            return {"CPU": 2.0}
+
+        def shutdown(self):
+            self.calls.append(("shutdown",))
+
+    monkeypatch.setattr(cluster, "import_ray", FakeRay)
+    monkeypatch.setattr(heartbeat, "HEARTBEAT_S", 0.02)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with caplog.at_level(logging.INFO, logger="gpu_dedup.distributed"):
+        with cluster.ray_cluster(2, None) as ray:
+            assert ray.calls == [("init", "local", 2)]
+    said = [r.getMessage() for r in caplog.records if r.name == "gpu_dedup.distributed.cluster"]
+    assert said[0] == "starting a local Ray cluster of 2 worker processes ..."
+    going = [m for m in said if m.startswith("starting a local Ray cluster of 2 worker processes: still going after")]
+    assert going and said[len(going) + 1].startswith("Ray cluster ready: 2 CPUs (") and FakeRay.calls[-1] == ("shutdown",)

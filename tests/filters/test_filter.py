@@ -251,6 +251,24 @@ def test_select_above_the_pool_is_said_in_the_summary(tmp_path, capsys):
     assert "kept 10 of 10" in out and "note: DSIR asked to select 100 documents, but only 10 passed" in out
 
 
+def test_writing_the_outputs_and_the_report_is_said_as_it_starts(tmp_path, caplog):
+    """Issue 36 item 11: 16-22 s passed after the bar without a word (the outputs, then the report's plots): each
+    says it starts, in that order, before the report's closing line."""
+    import logging
+
+    from gpu_dedup.filters.stage import filter_corpus
+
+    corpus = tmp_path / "c.jsonl"
+    _write_corpus(corpus, _docs(40))
+    with caplog.at_level(logging.INFO, logger="gpu_dedup"):
+        res = filter_corpus(str(corpus), FilterConfig(rules="gopher", device="cpu"), tmp_path / "o")
+    said = [r.getMessage() for r in caplog.records]
+    kept = int(res.scores["keep"].to_numpy().sum())
+    writing = said.index(f"filter: writing scores.parquet and filtered/ ({kept:,} kept documents) ...")
+    report = said.index(f"filter: writing the report in {tmp_path / 'o'} (plots take a few seconds) ...")
+    assert writing < report < next(i for i, m in enumerate(said) if m.startswith("report: "))
+
+
 def test_domain_threshold_errors(tmp_path, quality_model, capsys):
     model, _ = quality_model
     corpus = tmp_path / "c.jsonl"
@@ -510,6 +528,7 @@ def test_score_column_that_shadows_an_input_column_is_refused(tmp_path, quality_
                  "--exact-only", "--device", "cpu", "-q"]) == 1
     err = capsys.readouterr().err
     assert f"c.{fmt} already has a column 'quality_score'" in err and "max:quality2_score" in err, err
+    assert "which --score 'quality=...' would" in err and "scores=" not in err, err  # issue 36 item 12
     assert not (out / "decisions.parquet").exists()
     assert main(["run", str(corpus), "-o", str(out), "--score", f"q={model}", "--keep", "max:q_score",
                  "--exact-only", "--device", "cpu", "-q"]) == 0

@@ -371,3 +371,51 @@ def test_train_lm_times_a_first_runs_compiling_apart(tmp_path, monkeypatch, caps
     assert main(["train-lm", str(ref), "-o", str(tmp_path / "b.arpa"), "--order", "2", "--normalization", "none",
                  "-q"]) == 0
     assert "s of it compiling kernels, first run only)" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not simulator(), reason="needs the CUDA simulator")
+def test_loading_and_training_on_the_gpu_give_the_cpus_tables_and_model(trained, tmp_path):
+    """The LM's CUDA twins are used, not dead: an ARPA's word and n-gram keys hashed on the device (lm_span_hashes,
+    lm_ngram_keys) give the CPU's tables; training on the device (lm_count_words, lm_word_hashes) writes the CPU's
+    model, byte for byte but for the header's creation time."""
+    path, sents, _ = trained
+    cpu, gpu = load_lm(path, device="cpu"), load_lm(path, device="cuda")
+    for a, b in zip(cpu.tables("cpu"), gpu.tables("cpu")):
+        assert np.array_equal(to_host(a), to_host(b))
+    ref = tmp_path / "ref.txt"
+    ref.write_text("\n".join(sents) + "\n")
+    outs = {}
+    for device in ("cpu", "cuda"):
+        train_lm([ref], tmp_path / f"{device}.arpa", LMTrainConfig(order=3, normalization=NONE), device=device)
+        outs[device] = [line for line in (tmp_path / f"{device}.arpa").read_text().splitlines()
+                        if not line.startswith("#")]
+    assert outs["cpu"] == outs["cuda"]
+
+
+def test_loading_a_model_says_how_far_it_is(trained, monkeypatch, caplog):
+    """Issue 36 item 11: a 172 MB ARPA read for 20-30 s without a word. Now the load says it starts (with the
+    file's size), a line every HEARTBEAT_S (a clock moving 31 s per reading here; a look at it every 100
+    n-grams) gives the n-grams read of the header's total, and the table building says it starts; the model
+    read is the same."""
+    import itertools
+    import logging
+
+    from gpu_dedup.filters import arpa
+    from gpu_dedup.runtime import heartbeat
+
+    path = str(trained[0])
+    want = read_arpa(path)
+    ticks = itertools.count()
+    monkeypatch.setattr(heartbeat, "clock", lambda: next(ticks) * 31.0)
+    monkeypatch.setattr(arpa, "_BEAT_LINES", 100)
+    with caplog.at_level(logging.INFO, logger="gpu_dedup.filters"):
+        lm = load_lm(path)
+    said = [r.getMessage() for r in caplog.records]
+    total = sum(len(p) for _, p, _ in want[2])
+    assert lm.counts == [len(p) for _, p, _ in want[2]] and total > 1000
+    mb = f"{__import__('os').path.getsize(path) / 1e6:.0f} MB"
+    assert said[0] == f"language model {path} ({mb}): reading the ARPA file ..."
+    done = [int(m.split(": reading: ")[1].split(" of ")[0].replace(",", "")) for m in said
+            if m.startswith(f"{path}: reading: ") and f" of {total:,} n-grams (" in m and " left)" in m]
+    assert len(done) >= total // 100 - 3 and done == sorted(done) and done[-1] < total, said[:5]
+    assert f"language model {path}: building the lookup tables of {total:,} n-grams ..." in said

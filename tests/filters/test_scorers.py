@@ -1,6 +1,6 @@
 """filters/scorers.py (the one scoring step of filter and dedup's pass 1) and filters/prefilter.ScoreStep.
 
-Fake models (NeMo Curator's FakeQualityFilter style) run Scorers -> stage.decide -> stage.scores_table without
+Fake models (NeMo Curator's FakeQualityFilter style) run Scorers -> stage.decide_filter -> stage.scores_table without
 the fasttext package: their scores are a plain function of each text's bytes, so the reference is Python
 arithmetic. The device test uses a real model (trained by the fasttext package) under the simulator and the
 strict device arrays: the batch text goes to the device once for every fastText model, with the same scores
@@ -16,7 +16,7 @@ import pytest
 from gpu_dedup.runtime import device as dev
 from gpu_dedup.filters.config import ClassifierSpec, FilterConfig
 from gpu_dedup.filters.scorers import Classifier, Scorers, paragraphs, text_buffers
-from gpu_dedup.filters.stage import decide, scores_table
+from gpu_dedup.filters.stage import decide_filter, scores_table
 
 LABELS = ["__label__hq", "__label__lq"]
 
@@ -72,7 +72,7 @@ TEXTS = ["abc abc abc", "xyz xyz", "", "   \n ", "ebb and flow\n\nzzz zzz zzz zz
 
 
 def test_fake_classifier_scores_decisions_and_table(tmp_path):
-    """Scorers.columns -> decide -> scores_table with a fake model: the score of every document is the
+    """Scorers.columns -> decide_filter -> scores_table with a fake model: the score of every document is the
     fake's function of its bytes, kept iff >= the threshold, blank documents are ``empty`` (null score)."""
     cfg, s = _scorers(tmp_path)
     text = pa.array(TEXTS, pa.large_string())
@@ -80,7 +80,7 @@ def test_fake_classifier_scores_decisions_and_table(tmp_path):
     assert cols["row"].tolist() == list(range(10, 10 + len(TEXTS)))
     want = [_fake_prob(t.encode()) for t in TEXTS]
     np.testing.assert_array_equal(cols["quality_score"], want)  # NaN == NaN here
-    cols["keep"], cols["reason"] = decide(cols, cfg, s)
+    cols["keep"], cols["reason"] = decide_filter(cols, cfg, s)
     blank = [not t.strip() for t in TEXTS]
     for i, w in enumerate(want):
         expect = "empty" if blank[i] else ("kept" if w >= 0.5 else "quality_score")
@@ -114,13 +114,13 @@ def test_fake_lid_routes_and_decides(tmp_path):
     cols = s.columns(text, pa.array([f"d{i}" for i in range(len(TEXTS))]), 0)
     assert cols["lid_label"].tolist() == ["fr", "fr", "", "fr", "en", "fr"]
     np.testing.assert_array_equal(cols["lid_prob"], [_fake_prob(t.encode()) for t in TEXTS])
-    cols["keep"], cols["reason"] = decide(cols, cfg, s)
+    cols["keep"], cols["reason"] = decide_filter(cols, cfg, s)
     # blank first, then the language, then its probability (0.24 of "ebb and flow ..." < lid_threshold)
     assert cfg.lid_threshold > 0.24
     assert cols["reason"].tolist() == ["lid_label", "lid_label", "empty", "empty", "lid_prob", "lid_label"]
     assert not cols["keep"].any()
     cfg2 = dataclasses.replace(cfg, lid_threshold=0.2)
-    assert decide(cols, cfg2, s)[0].tolist() == [False, False, False, False, True, False]
+    assert decide_filter(cols, cfg2, s)[0].tolist() == [False, False, False, False, True, False]
 
 
 def test_score_step_for_scores_supplies_the_keep_column_only(tmp_path):

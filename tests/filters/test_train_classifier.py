@@ -563,6 +563,8 @@ def test_bucket_comes_from_the_data(tmp_path, caplog):
     texts = [r["text"] for r in rows]
     bigrams = {(a, b) for t in texts for a, b in zip(t.split(), t.split()[1:])}
     assert bucket_from_data(texts, cfg) == (max(BUCKET_MIN, 1 << (2 * len(bigrams) - 1).bit_length()), len(bigrams))
+    seen = card["training"]["bucket_from_data"]["distinct_ngrams"]  # the card says how the bucket was chosen
+    assert 0 < seen <= len(bigrams) and bucket == max(BUCKET_MIN, 1 << (2 * seen - 1).bit_length())
     assert BUCKET_MIN <= bucket < 2 * 2 * len(bigrams) or bucket == BUCKET_MIN
     assert card["model"]["bytes"] < 2_000_000
     assert any(f"bucket {bucket} from the data" in r.getMessage() and " MB" in r.getMessage() for r in caplog.records)
@@ -898,3 +900,23 @@ def test_head_of_errors(trained, tmp_path):
         TrainClassifierConfig(head_of=str(trained[2]), quantize=True)
     with pytest.raises(ValueError, match="head_l2"):
         TrainClassifierConfig(head_of=str(trained[2]), head_l2=0)
+
+
+def test_training_says_what_it_does_while_fasttext_runs(tmp_path, caplog, monkeypatch):
+    """Issue 36 item 11: train-classifier was silent for 13-15 s. Now fastText's training says it starts (its
+    documents, epochs, dim and bucket) and, every HEARTBEAT_S (0.05 s here), that it is still going; the
+    evaluation says it starts after it."""
+    from gpu_dedup.runtime import heartbeat
+
+    monkeypatch.setattr(heartbeat, "HEARTBEAT_S", 0.05)  # the child process alone takes longer to start
+    src = write_jsonl(tmp_path / "d.jsonl", make_rows())
+    with caplog.at_level("INFO", logger="gpu_dedup.filters"):
+        card = train_classifier([src], str(tmp_path / "m.bin"), TrainClassifierConfig(dim=8, epoch=5, bucket=5000,
+                                                                                  validation_fraction=0.2))
+    said = [r.getMessage() for r in caplog.records]
+    n = card["split"]["train"]["documents"]
+    start = said.index(f"training fastText on {n:,} documents (5 epochs, dim 8, bucket 5,000) ...")
+    going = [i for i, m in enumerate(said) if m.startswith("training fastText on ") and ": still going after " in m]
+    evaluating = next(i for i, m in enumerate(said) if m.startswith("evaluating the model on the validation side ("))
+    assert going and start < going[0] and going[-1] < evaluating, said
+    assert card["training"]["bucket_from_data"] is None  # given, not chosen from the data

@@ -317,24 +317,26 @@ def test_invalid_parquet_names_file(tmp_path):
 
 @pytest.mark.parametrize("name", ["t.jsonl.zst", "t.jsonl.gz"])
 def test_truncated_compressed_file(tmp_path, name):
+    """Issue 36 item 2: a truncated stream is a file-level problem; with on_error='skip' no line of the file is
+    used (it used to keep the lines before the cut), whatever the block size."""
     rng = np.random.default_rng(0)
     data = _jsonl_bytes({"text": rng.bytes(int(n)).hex()} for n in rng.integers(10, 2000, 2500))
     path = _write(tmp_path / name, data)
     with open(path, "r+b") as fh:  # keep the first 60 % of the compressed bytes
         fh.truncate(os.path.getsize(path) * 6 // 10)
-    files = resolve_inputs([path])
-    with pytest.raises(InputError, match=f"{name}:.*cannot read/decompress"):
-        _read(files, id_field=None)
-    counts = []
-    for batch_bytes in (1024, 300_000, 64 << 20):  # what is salvaged must not depend on the block size
+    codec = "zstd" if name.endswith(".zst") else "gzip"
+    with pytest.raises(InputError, match=f"^{name}: truncated {codec} stream .* decompressed bytes"):
+        _read(resolve_inputs([path]), id_field=None)
+    for batch_bytes in (1024, 300_000, 64 << 20):
         rep = ReadReport()
-        counts.append(sum(len(b) for b in _read(files, id_field=None, on_error="skip", batch_bytes=batch_bytes,
-                                                 report=rep)))
-        assert "cannot read/decompress" in rep.skipped[-1]["reason"]
-    assert counts[0] == counts[1] == counts[2] and 0 < counts[0] < 2500
-    res = write_kept(files, np.ones(counts[0], bool), tmp_path / "out", id_field=None, text_field="text",
-                     on_error="skip")
-    assert res["rows_written"] == counts[0]
+        files = resolve_inputs([path])
+        assert _read(files, id_field=None, on_error="skip", batch_bytes=batch_bytes, report=rep) == []
+        [entry] = rep.skipped
+        assert entry["level"] == "file" and entry["what"] == f"truncated {codec} stream"
+        assert entry["bytes"] == os.path.getsize(path) and 0 < entry["records"] < 2500
+        assert rep.rows == 0 and rep.empty_files == [] and rep.files == 1
+    res = write_kept(files, np.ones(0, bool), tmp_path / "out", id_field=None, text_field="text", on_error="skip")
+    assert res["rows_written"] == 0 and not os.path.exists(tmp_path / "out" / name)
 
 
 # ------------------------------------------------------------------------------------------- UTF-8
@@ -710,25 +712,27 @@ def _corrupt_group(path, g):
 
 
 def test_parallel_parquet_unreadable_row_group(tmp_path, monkeypatch):
+    """A row group that does not decode fails the whole file, however the pool cuts and schedules it: an
+    error naming the row group, or (skip) no row of the file, and no output for it."""
     rng = np.random.default_rng(3)
     t = pa.table({"id": [f"r{i}" for i in range(400)], "text": [rng.bytes(200).hex() for _ in range(400)]})
     path = _parquet_groups(tmp_path / "c.parquet", t, [100] * 4)
     _corrupt_group(path, 2)
     files = resolve_inputs([path])
-    with pytest.raises(InputError, match="c.parquet row .*: cannot read the file after row"):
+    with pytest.raises(InputError, match=r"^c.parquet: Parquet data that does not decode \(.*\) in row group 2 "
+                                         r"\(from row 200\); the file is damaged"):
         _read_all(files, on_error="raise", keep_column=None, read_threads=1)
     _slow_groups(monkeypatch, delay=0.1)
     for batch_bytes in (5000, 1 << 20):
-        seq = _read_all(files, keep_column=None, batch_bytes=batch_bytes, read_threads=1)
-        assert "cannot read the file after row" in seq[1]["skipped"][-1]["reason"]
-        rows = sum(len(b[2]) for b in seq[0])
-        # the rows of the row groups before the unreadable one, however the batches cut the file
-        assert rows == seq[1]["skipped"][-1]["row"] == 200
-        for threads in (2, 5):
-            assert _read_all(files, keep_column=None, batch_bytes=batch_bytes, read_threads=threads) == seq
-    # write_kept re-reads with the same (parallel) reader: the same rows
-    res = write_kept(files, np.ones(rows, bool), tmp_path / "out", id_field="id", text_field="text", on_error="skip")
-    assert res["rows_written"] == rows
+        for threads in (1, 2, 5):
+            files = resolve_inputs([path])
+            batches, rep = _read_all(files, keep_column=None, batch_bytes=batch_bytes, read_threads=threads)
+            assert batches == [] and rep["rows"] == 0
+            [entry] = rep["skipped"]
+            assert entry["level"] == "file" and entry["records"] == 400 and entry["unit"] == "rows"
+    # write_kept re-reads with the same (parallel) reader: nothing of the file
+    res = write_kept(files, np.ones(0, bool), tmp_path / "out", id_field="id", text_field="text", on_error="skip")
+    assert res == {"files": 0, "rows_written": 0} and os.listdir(tmp_path / "out") == []
 
 
 def test_parallel_parquet_read_ahead_is_bounded(tmp_path, monkeypatch):
@@ -907,20 +911,23 @@ def test_write_kept_parallel_equals_sequential(tmp_path, monkeypatch, caplog):
     kw = {"id_field": "id", "text_field": "text", "on_error": "skip"}
     caplog.clear()
     io_batch._GENERATED_IDS_SAID.clear()  # said once per process: the read above said it
+    files = resolve_inputs([tmp_path / "shards"])  # and once per run: the write is a new one
     with caplog.at_level("INFO", logger="gpu_dedup.io"):
         ref = write_kept(files, keep, tmp_path / "t1", read_threads=1, **kw)
     messages = [r.getMessage() for r in caplog.records]
     assert [m for m in messages if "could not be read" in m] == [
+        "z/corrupt.parquet could not be read; no output written for it",
         "z/not.parquet could not be read; no output written for it"]
     # the counting pass (file_rows not given) is quiet: the reader's messages come once, from the write
     assert [m.split(" (fields")[0] for m in messages if "has no id field" in m] == [
         "pq/s07.parquet has no id field 'id'"]
-    assert ref == {"files": len(files) - 1, "rows_written": int(keep.sum())}
+    assert ref == {"files": len(files) - 2, "rows_written": int(keep.sum())}
     expected = _tree(tmp_path / "t1")
-    assert sorted(expected) == sorted(f.relpath for f in files if f.relpath != "z/not.parquet")
+    assert sorted(expected) == sorted(f.relpath for f in files if f.relpath not in ("z/not.parquet",
+                                                                                    "z/corrupt.parquet"))
     # independently of write_kept: each output holds the kept rows of its input, in order
     for fi, f in enumerate(files):
-        if f.relpath == "z/not.parquet":
+        if f.relpath in ("z/not.parquet", "z/corrupt.parquet"):
             continue
         texts = [t for b in batches if b.file_index == fi for t, k in
                  zip(b.text.to_pylist(), keep[b.row_start:b.row_start + len(b)]) if k]
@@ -928,6 +935,7 @@ def test_write_kept_parallel_equals_sequential(tmp_path, monkeypatch, caplog):
     for threads, given in ((2, None), (3, file_rows), (5, None), (32, file_rows)):
         caplog.clear()
         io_batch._GENERATED_IDS_SAID.clear()
+        files = resolve_inputs([tmp_path / "shards"])
         with caplog.at_level("INFO", logger="gpu_dedup.io"):
             res = write_kept(files, keep, tmp_path / f"t{threads}", read_threads=threads, file_rows=given, **kw)
         assert res == ref
@@ -1158,20 +1166,23 @@ def test_write_spans_gathers_many_runs_byte_identically():
         assert sink.getvalue().to_pybytes() == b"".join(bytes(raw[s:e]) for s, e in zip(starts[keep], ends[keep]))
 
 
-def test_run_with_an_unreadable_row_group_writes_the_rows_before_it(tmp_path):
-    """Pass 1 (small batches) and the deduplicated/ writer (8 MiB chunks) cut the file differently; both
-    keep exactly the rows of the row groups before the unreadable one (they used to disagree, and the run
-    failed while writing deduplicated/)."""
+def test_run_with_an_unreadable_row_group_uses_no_row_of_the_file(tmp_path):
+    """Pass 1 (small batches) and the deduplicated/ writer (8 MiB chunks) cut the file differently; neither
+    uses a row of a file with a row group that does not decode (it used to keep the rows before it)."""
     from gpu_dedup import RunConfig, deduplicate
 
     rng = np.random.default_rng(4)
     t = pa.table({"id": [f"r{i}" for i in range(400)], "text": [rng.bytes(300).hex() for _ in range(400)]})
-    path = _parquet_groups(tmp_path / "c.parquet", t, [100] * 4)
+    os.makedirs(tmp_path / "in")
+    path = _parquet_groups(tmp_path / "in" / "c.parquet", t, [100] * 4)
     _corrupt_group(path, 2)
-    deduplicate([path], RunConfig(batch_bytes=4096, on_error="skip"), tmp_path / "out")
-    assert pq.read_table(tmp_path / "out" / "decisions.parquet").num_rows == 200
-    kept = pq.read_table(tmp_path / "out" / "deduplicated" / "c.parquet")
-    assert kept["id"].to_pylist() == [f"r{i}" for i in range(200)]
+    pq.write_table(pa.table({"id": ["g0", "g1"], "text": ["fine words here", "other fine words"]}),
+                   tmp_path / "in" / "good.parquet")
+    res = deduplicate([tmp_path / "in"], RunConfig(batch_bytes=4096, on_error="skip"), tmp_path / "out")
+    assert pq.read_table(tmp_path / "out" / "decisions.parquet")["id"].to_pylist() == ["g0", "g1"]
+    assert os.listdir(tmp_path / "out" / "deduplicated") == ["good.parquet"]
+    [entry] = res.stats["read"]["skipped"]
+    assert entry["file"] == "c.parquet" and entry["level"] == "file"
 
 
 # ------------------------------------------------------------------- issue 14: discovery, ids, text field
@@ -1277,9 +1288,10 @@ def test_one_rule_leaves_out_every_command_output(tmp_path, caplog):
     assert [f.relpath for f in resolve_inputs([crawl])] == ["a.jsonl", "b.json", "c.json"]
 
 
-def test_a_mistyped_id_field_is_a_warning_once_per_file_for_both_formats(tmp_path, caplog):
-    """Issue 28 item 6: --id-field idd on JSON Lines and Parquet: generated ids, one WARNING per file for the
-    whole run (pass 1 and the deduplicated/ writer read each file), naming the close field."""
+def test_a_mistyped_id_field_is_one_warning_naming_the_files(tmp_path, caplog):
+    """Issue 28 item 6, issue 36 item 14: --id-field idd on JSON Lines and Parquet: generated ids; one WARNING
+    for the whole run (pass 1 and the deduplicated/ writer read each file) with the close field, and one line
+    naming every file without it (it used to repeat once per file)."""
     from gpu_dedup.cli import main
 
     recs = [{"id": f"d{i}", "text": f"alpha beta gamma delta {i}"} for i in range(6)]
@@ -1288,9 +1300,11 @@ def test_a_mistyped_id_field_is_a_warning_once_per_file_for_both_formats(tmp_pat
     with caplog.at_level("INFO", logger="gpu_dedup"):
         assert main(["run", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--id-field", "idd", "-q"]) == 0
     said = [r for r in caplog.records if "has no id field" in r.getMessage()]
-    assert sorted(r.getMessage().split(" (")[0] for r in said) == ["a.jsonl has no id field 'idd'",
-                                                                    "b.parquet has no id field 'idd'"]
+    assert [r.getMessage().split(" (")[0] for r in said] == ["a.jsonl has no id field 'idd'"]
     assert all(r.levelname == "WARNING" and "did you mean 'id'?" in r.getMessage() for r in said)
+    named = [r.getMessage() for r in caplog.records if "is missing from" in r.getMessage()]
+    assert named == ["id field 'idd' is missing from all input files (a.jsonl, b.parquet): their ids were "
+                     "generated '<relpath>:<row>' (see the first file's warning for the fix)"]
     ids = pq.read_table(tmp_path / "out" / "decisions.parquet")["id"].to_pylist()
     assert ids[0] == "a.jsonl:0" and ids[3] == "b.parquet:0"
 

@@ -41,16 +41,20 @@ def test_normalize_and_exact_hashes_match(cfg):
     assert np.array_equal(exact_hashes(c, "cpu"), to_host(exact_hashes(g, "cuda")))
 
 
+@pytest.mark.parametrize("family", ["exact", "fss"])
 @pytest.mark.parametrize("kind,n,width", [("word", 5, 32), ("word", 2, 64), ("char", 6, 32)])
-def test_signatures_and_band_keys_match(kind, n, width, monkeypatch):
+def test_signatures_and_band_keys_match(kind, n, width, family, monkeypatch):
+    """Both families. fss: documents of 1 to ~200 shingles for K = 16, so that some fill every bucket in round 0,
+    some in a later round, and some leave buckets to the fill; CHUNK = 7 spreads them over several blocks."""
     from gpu_dedup.kernels import core_cuda as kc
 
     monkeypatch.setattr(kc, "CHUNK", 7)  # force long documents across several blocks (atomic-min merge)
     rng = np.random.default_rng(1)
     words = ["alpha", "beta", "gamma", "délta", "日本", "z"]
-    texts = TEXTS + [" ".join(rng.choice(words, 40)) for _ in range(3)]
+    texts = TEXTS + [" ".join(rng.choice(words, 40)) for _ in range(3)] + [
+        " ".join(f"w{i}" for i in range(m)) for m in (6, 9, 14, 25, 60)]
     arr = pa.array(texts, pa.large_string())
-    sh, mh, lsh = ShingleConfig(kind, n), MinHashConfig(16, 3, width), LSHConfig(4, 4)
+    sh, mh, lsh = ShingleConfig(kind, n), MinHashConfig(16, 3, width, family), LSHConfig(4, 4)
     c, g = _both(lambda d: compute_signatures(normalize_text(arr, NormalizeConfig(), d), sh, mh, device=d))
     assert np.array_equal(c.nshingles, to_host(g.nshingles))
     long = c.nshingles > 0

@@ -42,6 +42,32 @@ def test_xxh64_of_a_slice_uses_only_the_slice():
     assert int(D["xxh64"](buf, 2, 13, np.uint64(7))) == xxhash.xxh64_intdigest(b"hello world", seed=7)
 
 
+@njit
+def _xxh_short_all(buf, seed, out):
+    """xxh64_short of buf[s:s + length] for every start s and length 0..69 that fit: out[s, length]."""
+    for s in range(buf.shape[0]):
+        for length in range(min(70, buf.shape[0] - s + 1)):
+            out[s, length] = D_xxh64_short(buf, s, s + length, seed)
+
+
+D_xxh64_short = D["xxh64_short"]
+
+
+def test_xxh64_short_equals_xxhash_at_every_length_and_near_the_buffer_end():
+    """xxh64_short (the select tail of the CPU's shingle hashes) at every length below 70 (0..31: the select
+    path; 32 and up: xxh64's stripes), from every start of a 100-byte buffer: its last 31 starts cannot read 32
+    bytes and take xxh64's tail, the others the selects, which read past the slice's end."""
+    rng = np.random.default_rng(9)
+    buf = rng.integers(0, 256, 100, dtype=np.uint8)
+    for seed in (0, 2**64 - 1):
+        out = np.zeros((100, 70), np.uint64)
+        _xxh_short_all(buf, np.uint64(seed), out)
+        for s in range(100):
+            for length in range(min(70, 100 - s + 1)):
+                assert int(out[s, length]) == xxhash.xxh64_intdigest(buf[s:s + length].tobytes(), seed=seed), \
+                    (s, length)
+
+
 def test_permute61_is_exact_mulmod():
     rng = np.random.default_rng(1)
     edge = [0, 1, 2, P - 1, P - 2, (1 << 32) - 1, 1 << 32, (1 << 60) + 12345]

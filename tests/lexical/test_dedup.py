@@ -385,7 +385,7 @@ def test_a_keep_value_that_is_no_date_names_file_and_line(tmp_path):
 def test_case_sensitive_keys_keep_identifiers_that_differ_by_case_apart():
     """Seed 000 §5: "lowercasing code can merge distinct identifiers". normalize.lowercase=False (the CLI's
     --case-sensitive) keeps them apart, in the exact and the near-duplicate stages, on CPU and GPU, under a
-    contract of its own; the default contract is the one earlier runs (and their indexes) recorded."""
+    contract of its own; the exact family's contract is the one earlier runs (and their indexes) recorded."""
     from gpu_dedup.contract import contract, contract_fingerprint
 
     body = " ".join(f"x{i} = compute(x{i - 1}) + offset{i}" for i in range(1, 40))
@@ -403,7 +403,8 @@ def test_case_sensitive_keys_keep_identifiers_that_differ_by_case_apart():
             device
         assert 0.8 <= cased["jaccard"][1].as_py() < 1.0
     assert contract(base.replace(normalize__lowercase=False))["normalize"]["policy"] == "nfkc-cp-v1"
-    assert contract_fingerprint(contract(base)) == "429ff73788aa6e2a"  # unchanged by the lowercase field
+    # the exact family's contract is the one earlier runs recorded: unchanged by the lowercase and family fields
+    assert contract_fingerprint(contract(base.replace(minhash__family="exact"))) == "429ff73788aa6e2a"
 
 
 def test_run_json_timings_account_for_the_run_and_compilation_is_its_own_entry(tmp_path, monkeypatch):

@@ -388,6 +388,30 @@ def test_closed_form_areas_equal_the_gauss_legendre_quadrature():
         assert abs(fn[0] - P.false_negative_area(0.99, bands, rows)) < 1e-12
 
 
+def test_quadrature_raises_no_float_warning():
+    """Issue 36 item 14: at theta = 1 the FN area's interval [1, 1] put every node at s = 1, where log(1 - s^r)
+    divided by zero (a RuntimeWarning in the tests). An empty interval is now 0, and log s is taken so that it
+    is finite and < 0 at every node of a non-empty one, also one that ends at 1 a hair above its start. No float
+    error of any kind; the values are the closed form's (tolerance as above)."""
+    import numpy as np
+
+    from gpu_dedup.lexical.params import _all_pairs
+    from gpu_dedup.lexical.sareas import _areas_quadrature, areas, gauss_legendre, node_log, nodes_for_degree
+
+    n = nodes_for_degree(256)
+    b, r = _all_pairs(256)
+    x, _ = gauss_legendre(n)
+    for theta in (1.0, 1.0 - 1e-15, 0.99):
+        with np.errstate(all="raise"):
+            fp, fn = _areas_quadrature(theta, b, r, n)
+            logs = node_log(theta, 1.0, x) if theta < 1 else np.full(1, -1.0)  # (lo < hi: a non-empty interval)
+        assert np.all(np.isfinite(logs)) and np.all(logs < 0)
+        cfp, cfn = areas(theta, b, r)
+        np.testing.assert_allclose(fp, cfp, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(fn, cfn, rtol=0, atol=1e-12)
+    assert np.all(_areas_quadrature(1.0, b, r, n)[1] == 0)
+
+
 def test_num_perm_9000_allows_the_seeds_099_settings():
     from gpu_dedup.config import LSHConfig, MinHashConfig, RunConfig
     from gpu_dedup.constants import MAX_NUM_PERM

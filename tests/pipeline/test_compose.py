@@ -9,7 +9,7 @@ import pytest
 
 from gpu_dedup import RunConfig
 from gpu_dedup.runtime.outputs import MANIFEST
-from gpu_dedup.pipeline.compose import RunResult, check_composition, run_dedup
+from gpu_dedup.pipeline.compose import RunStages, check_composition, run_dedup
 from gpu_dedup.paragraph.dedup import ParagraphConfig
 from gpu_dedup.substring.config import SubstringConfig
 
@@ -32,7 +32,7 @@ def test_paragraph_dedup_after_document_dedup_from_python_equals_the_cli(corpus,
     from gpu_dedup.cli import main
 
     res = run_dedup(str(corpus), CFG, tmp_path / "api", paragraph=ParagraphConfig(), paragraph_order="after")
-    assert isinstance(res, RunResult) and res.order == ("dedup", "paragraph") and res.substring is None
+    assert isinstance(res, RunStages) and res.order == ("dedup", "paragraph") and res.substring is None
     assert res.dedup.kept == 6 and res.paragraph.stats["counts"]["documents"] == 6  # it read OUT/deduplicated/
     cut = [json.loads(x) for x in (tmp_path / "api" / "paragraph_deduplicated" / "a.jsonl").read_text().splitlines()]
     assert len(cut) == 6 and sum(BOILER in r["text"] for r in cut) == 1

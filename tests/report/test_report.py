@@ -171,6 +171,21 @@ def test_candidate_rates_by_hand():
         report.candidate_rates(keys, lsh, np.array([0]), np.array([4]), np.array([0.5]))
 
 
+def test_semantic_reasons_are_listed_only_for_a_run_with_a_semantic_stage():
+    """Issue 36 item 14: the report's stage and reason tables list semantic rows for a run that had a semantic
+    stage (even with 0 removed), not for one without."""
+    from gpu_dedup.report.sections import _stage_rows, run_reasons
+
+    d = pa.table({"reason": ["unique", "near_duplicate", "representative"]})
+    lexical = run_reasons(d, {"stages": {"exact": {}}})
+    assert "semantic_duplicate" not in lexical and lexical["near_duplicate"] == 1
+    assert [r[0] for r in _stage_rows(3, lexical)] == ["input", "exact", "near (MinHash/LSH)", "kept"]
+    with_semantic = run_reasons(d, {"stages": {"semantic": {"order": "after"}}})
+    assert with_semantic["semantic_duplicate"] == 0
+    assert "semantic" in [r[0] for r in _stage_rows(3, with_semantic)]
+    assert run_reasons(d.append_column("cosine", pa.array([None, None, None], pa.float64())), {}) == with_semantic
+
+
 def test_diff_words_marks_and_escapes():
     a, b = report.diff_words("the quick brown fox", "the quick red fox")
     assert a == "the quick <del>brown</del> fox"
@@ -229,6 +244,7 @@ def test_report_renders_with_excerpts(run, monkeypatch):
     exact = by["exact_duplicate"] + by["short_exact_duplicate"]
     assert f'<td class="l">exact</td><td>{exact:,}</td>' in text
     assert f'<td class="l">near (MinHash/LSH)</td><td>{by["near_duplicate"]:,}</td>' in text
+    assert '<td class="l">semantic' not in text  # no semantic stage ran: no "semantic 0" rows (issue 36 item 14)
 
     # retained bytes and whitespace words, recomputed from the input rows
     texts = {r["id"]: r["text"] for r in run["rows"]}

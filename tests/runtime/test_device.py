@@ -195,13 +195,14 @@ def test_warmup_lists_every_cpu_kernel_a_stage_launches():
     # the family front ends (gpu_dedup/ops/<family>.py) launch kernels as attributes of a kernel module; these CPU
     # kernels no stage's default run (what a warm-up runs) launches: they compile at their first use
     first_use = {("core", "utf8_invalid_rows"),  # the device reader's UTF-8 check (a CPU run validates in pyarrow)
-                 ("core", "minhash_from_hashes"),  # signatures_from_hashes, for callers with their own shingles
+                 ("core", "minhash_from_hashes"), ("core", "sketch_from_hashes"),  # signatures_from_hashes
+                 ("core", "minhash_signatures"),  # the exact family's (the default preset's is sketch_signatures)
                  ("core", "jaccard_pairs"),  # policy="components" and the semantic comparison
                  ("bloom", "hash128"), ("bloom", "contains128"), ("bloom", "lower_bound128"),  # the exact seen-set
                  ("substring", "lcp_kasai")}  # the GPU Kasai's CPU twin: a CPU run takes pydivsufsort's
     for path in glob.glob(os.path.join(pkg, "ops", "*.py")):
         fam = os.path.basename(path)[:-3]
-        if fam == "__init__":
+        if fam in ("__init__", "types"):  # ops/types.py: the boundary's types, no kernel family
             continue
         src = open(path, encoding="utf-8").read()
         cpu = {k.__name__ for k in warmup.cpu_kernels(fam)}

@@ -142,6 +142,37 @@ def test_benchmark_formats(tmp_path):
         read_benchmarks([paths[0]], ScreenConfig(fields=("missing",)))
 
 
+def test_items_are_named_by_a_known_id_field(tmp_path, caplog, capsys):
+    """Issue 36 item 14: HumanEval's records name their items by task_id, not id: the item ids are those
+    (found among ITEM_ID_FIELDS, said in the log, recorded in counts.json); a file with none of them is named
+    by record position, said too; --benchmark-id-field picks another field."""
+    import logging
+
+    from gpu_dedup.cli import main
+
+    _write_jsonl(tmp_path / "HumanEval.jsonl", [
+        {"task_id": f"HumanEval/{i}", "entry_point": f"f{i}", "prompt": p} for i, p in enumerate(
+            ("compute the factorial of n", "reverse the given string now", "sort the list of numbers"))])
+    _write_jsonl(tmp_path / "plain.jsonl", [{"question": "what is two plus two"}])
+    paths = [str(tmp_path / "HumanEval.jsonl"), str(tmp_path / "plain.jsonl")]
+    with caplog.at_level(logging.INFO, logger="gpu_dedup.screen.screening"):
+        items = read_benchmarks(paths, ScreenConfig())
+    assert items.item_ids == ["HumanEval/0", "HumanEval/1", "HumanEval/2", "plain.jsonl:0"]
+    assert "benchmark HumanEval.jsonl: items named by their field 'task_id'" in caplog.text
+    assert "benchmark plain.jsonl: no id field (none of id, task_id" in caplog.text
+    assert read_benchmarks(paths[:1], ScreenConfig(item_id_field="entry_point")).item_ids == ["f0", "f1", "f2"]
+
+    corpus = tmp_path / "corpus.jsonl"
+    _write_jsonl(corpus, [{"id": "leak", "text": "please reverse the given string now"}])
+    assert main(["screen", str(corpus), "--benchmark", paths[0], "-o", str(tmp_path / "o"), "--ngram", "3",
+                 "--min-ngram", "3", "-q", "--device", "cpu"]) == 0
+    assert pq.read_table(tmp_path / "o" / "matches.parquet")["item_id"].to_pylist() == ["HumanEval/1"]
+    assert json.loads((tmp_path / "o" / "counts.json").read_text())["HumanEval.jsonl"]["item_id_field"] == "task_id"
+    assert main(["screen", str(corpus), "--benchmark", paths[0], "-o", str(tmp_path / "o2"), "--ngram", "3",
+                 "--min-ngram", "3", "-q", "--device", "cpu", "--benchmark-id-field", "entry_point"]) == 0
+    assert pq.read_table(tmp_path / "o2" / "matches.parquet")["item_id"].to_pylist() == ["f1"]
+
+
 def _seed_shingles(text, n):  # the seed's definition
     words = text.lower().split()
     return {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}

@@ -361,6 +361,36 @@ def test_embed_texts_matches_sentence_transformers(tiny_model):
     assert np.abs(S.embed_texts(model, long, chars_per_token=1) - ref).max() > 1e-3
 
 
+def test_embedding_says_its_progress_within_a_batch(tiny_model, tmp_path, monkeypatch, caplog):
+    """Issue 36 item 11: a corpus that is one input batch embedded for minutes said nothing until the bar
+    ended. Now the model load and the embedding say they start, and a line every HEARTBEAT_S (a clock that
+    moves 31 s per reading here) gives the documents done, the rate and the time left, from each forward pass;
+    embed_documents' progress calls add up to its texts under both long-text modes."""
+    import itertools
+    import logging
+
+    from gpu_dedup.runtime import heartbeat
+    from gpu_dedup.semantic.embed import embed_documents
+
+    model = S.load_model(tiny_model)
+    texts = _texts(37, 4) + [" ".join(WORDS * 12)]  # one text past the 64-token limit: windows under "mean"
+    for mode in ("truncate", "mean"):
+        got = []
+        embed_documents(model, texts, batch_size=8, long_text=mode, on_progress=got.append)
+        assert len(got) >= 5 and sum(got) == pytest.approx(len(texts))
+    ticks = itertools.count()
+    monkeypatch.setattr(heartbeat, "clock", lambda: next(ticks) * 31.0)
+    cfg = S.SemanticConfig(model=tiny_model, eps=1e-4, n_clusters=3, kmeans_backend="auto", batch_size=8)
+    with caplog.at_level(logging.INFO, logger="gpu_dedup.semantic"):
+        S.semantic_dedup(_corpus(), cfg, tmp_path / "out", run=RunConfig(progress=False))
+    said = [r.getMessage() for r in caplog.records if r.name == "gpu_dedup.semantic.run"]
+    assert f"semantic: loading the model {tiny_model} on the CPU ..." in said
+    assert "semantic: embedding the documents (about 34 in the input) ..." in said
+    done = [int(m.split(": ")[2].split(" of ")[0]) for m in said
+            if m.startswith("semantic: embedding: ") and " of 34 documents (" in m and " left)" in m]
+    assert len(done) >= 4 and done == sorted(done) and 0 < done[0] and done[-2] < 34, said
+
+
 def _corpus() -> pa.Table:
     base = _texts(30, 2)
     texts = base + [base[3], base[10], base[10], base[25]]  # rows 30..33 repeat rows 3, 10, 10, 25

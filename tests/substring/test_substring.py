@@ -10,6 +10,7 @@ import pytest
 from gpu_dedup.runtime.device import array_backend, to_device, to_host
 from gpu_dedup.substring import SubstringConfig, substring_dedup
 from gpu_dedup.substring.suffix import lcp_array, suffix_and_lcp, suffix_array, suffix_array_doubling
+from gpu_dedup.substring.tokens import CJK_RANGES
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -46,7 +47,19 @@ def brute_cut(docs, k, order):
 
 
 def words(text):
-    return [w.lower() for w in text.split()]
+    """The word units of tokens.py's rule, written over Python characters: runs of characters that are not
+    ASCII whitespace or U+3000, each character of CJK_RANGES a unit of its own; lowercased (NFKC-lowercase on
+    these texts)."""
+    out, cur = [], ""
+    for ch in text:
+        own = any(a <= ord(ch) <= b for a, b in CJK_RANGES)
+        if ch in " \t\n\x0b\x0c\r\u3000" or own:
+            out += [cur] if cur else []
+            cur = ""
+            out += [ch] if own else []
+        else:
+            cur += ch
+    return [w.lower() for w in out + ([cur] if cur else [])]
 
 
 def cut_tokens(res):
@@ -85,7 +98,7 @@ def check_all(texts, k, keep="first", **kw):
         earliest = min((pos[d], i) for d in range(len(docs)) for i in range(len(docs[d]) - k + 1)
                        if tuple(docs[d][i:i + k]) == w)
         assert (pos[s["kept_row"]], s["kept_token"]) == earliest
-        assert texts[s["kept_row"]].encode()[s["kept_byte"]:].decode().split()[0].lower() == w[0]
+        assert words(texts[s["kept_row"]].encode()[s["kept_byte"]:].decode())[0] == w[0]
     hashes = {}
     for s in res.spans.to_pylist():  # equal token sequences, equal hashes
         seq = tuple(docs[s["row"]][s["token_start"]:s["token_end"]])
@@ -179,7 +192,46 @@ def test_unicode_and_whitespace():
     texts = [f"première\tligne {shared}\n\n  fin", f"ÉCOLE {shared.title()}  ", f"{shared}",
              f"x {shared.upper()}"]  # upper(): STRASSE is another word than straße
     res = check_all(texts, 7)
-    assert res.stats["counts"]["spans_cut"] == 2 and res.spans.column("row").to_pylist() == [1, 2]
+    # 東京 is two units (CJK characters stand alone): the upper-cased copy shares 7 units from ÜNÏCØDÉ on
+    assert res.stats["counts"]["spans_cut"] == 3 and res.spans.column("row").to_pylist() == [1, 2, 3]
+
+
+def test_cjk_characters_are_units_of_their_own():
+    """Issue 36 item 13: Chinese and Japanese have no spaces between words, so a paragraph was one "word" and a
+    copied passage was never cut. Each CJK character is a unit now (tokens.CJK_RANGES; the ideographic space
+    separates): a passage of 40 characters shared by two Chinese and two Japanese documents is cut from the
+    later copies, as the brute-force reference over those units says; Korean (spaced) keeps its words."""
+    zh = "数据去重是大规模语言模型预训练的重要步骤，它删除重复的网页和段落，提高训练效率和模型质量。"
+    ja = "これは日本語のテストです。重複した文章は削除されるべきです。ひらがなとカタカナ、そして漢字。"
+    texts = [f"前言：{zh}结束", f"另一篇文章开头不同。{zh}", f"はじめに　{ja}おわり", f"別の文書：{ja}",
+             "한국어 문장은 띄어쓰기를 합니다 한국어 문장은 띄어쓰기를 합니다"]
+    res = check_all(texts, 20)
+    assert res.spans.column("row").to_pylist() == [1, 3]
+    gpu = run(texts, "cuda", min_tokens=20)  # the device's array operations (strict stand-in): the same cuts
+    assert gpu.spans.equals(res.spans) and gpu.documents.equals(res.documents)
+    assert res.documents.column("text").to_pylist()[1:4:2] == ["另一篇文章开头不同。", "別の文書："]
+    assert words("東京タワー is tall　ｶﾀ") == ["東", "京", "タ", "ワ", "ー", "is", "tall", "ｶ", "ﾀ"]
+
+
+def test_cjk_ranges_hold_the_scripts_without_spaces_and_nothing_else():
+    """The table against Unicode's own character names (unicodedata): every Han ideograph, kana and Bopomofo
+    letter, and every ideographic mark of the CJK blocks, is in CJK_RANGES (but for the telegraph symbols of
+    the CJK Compatibility block, which mixes squared Latin units, and the counting rods' tally marks); no
+    Latin, Greek, Cyrillic, Hangul, Thai or emoji is."""
+    import unicodedata
+
+    def own(cp):
+        return any(a <= cp <= b for a, b in CJK_RANGES)
+
+    assert all(a <= b < c for (a, b), (c, _) in zip(CJK_RANGES, CJK_RANGES[1:]))  # sorted and disjoint
+    scripts = ("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH", "HIRAGANA LETTER", "KATAKANA LETTER",
+               "HALFWIDTH KATAKANA LETTER", "BOPOMOFO LETTER", "IDEOGRAPHIC ")
+    other = ("LATIN", "GREEK", "CYRILLIC", "HANGUL", "THAI", "ARABIC", "DEVANAGARI", "FACE", "DIGIT")
+    named = [(cp, unicodedata.name(chr(cp), "")) for cp in range(0x40000)]
+    assert all(own(cp) for cp, name in named if name.startswith(scripts) and cp != 0x3000
+               and "TELEGRAPH" not in name and "TALLY" not in name)
+    assert not any(own(cp) for cp, name in named if name.startswith(other) or "LATIN" in name.split()[:2])
+    assert not own(0x3000) and own(0x3002) and own(0x20000)  # the ideographic space separates; 。 and 𠀀 stand alone
 
 
 def test_seams_recorded():
@@ -209,12 +261,18 @@ def test_word_tokens_on_the_device_equal_the_host():
     from gpu_dedup.io.text import arrow_text_buffers
     from gpu_dedup.substring.tokens import word_tokens
 
-    texts = ["", "  Straße\tÜnïcødé  東京\n", "x", "\u200b zero\u200bwidth ", "a  b\r\nc ", "   ", "ＦＵＬＬ full"]
+    texts = ["", "  Straße\tÜnïcødé  東京\n", "x", "\u200b zero\u200bwidth ", "a  b\r\nc ", "   ", "ＦＵＬＬ full",
+             "東京タワーis tall\u3000ｶﾀ𠀀😀x。", "日本", "\u3000", "한국어 띄어쓰기"]
     data, offsets = arrow_text_buffers(pa.array(texts, pa.large_string()))
     c, g = word_tokens(data, offsets, NormalizeConfig()), word_tokens(data, offsets, NormalizeConfig(), "cuda")
     for f in ("doc_off", "start", "end", "ident"):
         assert np.array_equal(getattr(c, f), getattr(g, f)) and getattr(g, f).dtype == getattr(c, f).dtype, f
-    assert len(c) == 10 and c.ident[-1] == c.ident[-2]  # a lone U+200B is no token; ＦＵＬＬ is full
+    assert c.doc_off[7] == 11 and c.ident[10] == c.ident[9]  # a lone U+200B is no token; ＦＵＬＬ is full
+    for d, t in enumerate(texts):  # the units and byte ranges of the rule (the reference `words`, bytes here)
+        raw = t.encode()
+        got = [raw[s:e].decode().lower() for s, e in zip(c.start[c.doc_off[d]:c.doc_off[d + 1]],
+                                                          c.end[c.doc_off[d]:c.doc_off[d + 1]])]
+        assert got == [w for w in words(t) if w.strip("\u200b")], (t, got)
 
 
 def test_memory_budget_spills_and_equals_one_suffix_array(tmp_path, monkeypatch):
@@ -428,3 +486,42 @@ def test_real_gpu_suffix_array_and_cuts_equal_cpu():
     texts = [vocab_text(rng, int(rng.integers(1, 400)), 5) for _ in range(300)]
     c, g = run(texts, min_tokens=8), run(texts, "cuda", min_tokens=8)
     assert c.spans.equals(g.spans) and c.documents.equals(g.documents) and g.stats["array_backend"] == "cupy"
+
+
+def test_every_stage_says_it_starts_and_how_far_it_is(tmp_path, monkeypatch, caplog):
+    """Issue 36 item 11: `substring` ran 25 s without a word. Each stage now says it starts, and the loops
+    (read batches, suffix arrays, cut batches) say every HEARTBEAT_S how far they are (a clock moving 31 s per
+    reading here); the result is the same."""
+    import itertools
+    import logging
+
+    from gpu_dedup.runtime import heartbeat
+
+    rng = np.random.default_rng(7)
+    texts = [vocab_text(rng, int(rng.integers(10, 30)), 5) for _ in range(40)]
+    texts[30] = texts[3] + " " + texts[8]
+    t = pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts})
+    cfg = SubstringConfig(min_tokens=4, chunk_tokens=200, batch_bytes=1024)
+    quiet = substring_dedup(t, cfg)
+    ticks = itertools.count()
+    monkeypatch.setattr(heartbeat, "clock", lambda: next(ticks) * 31.0)
+    with caplog.at_level(logging.INFO, logger="gpu_dedup"):
+        res = substring_dedup(t, cfg, tmp_path / "out")
+    said = [r.getMessage() for r in caplog.records]
+    pairs = res.stats["suffix_arrays"]["suffix_arrays"]
+    tokens = quiet.stats["counts"]["tokens"]
+    assert pairs > 3 and res.stats["counts"] == quiet.stats["counts"]
+
+    def first(prefix):
+        return next(i for i, m in enumerate(said) if m.startswith(prefix))
+
+    order = [first("substring: reading and tokenizing the input ..."),
+             first("substring: reading and tokenizing the input: "),
+             first(f"substring: suffix arrays over {tokens:,} tokens ({pairs} suffix arrays) ..."),
+             first(f"substring: suffix arrays over {tokens:,} tokens: 1 of {pairs} suffix arrays ("),
+             first("substring: cutting the spans (the input read again) (40 documents) ..."),
+             first("substring: cutting the spans (the input read again): "),
+             first("substring: writing substring_deduplicated/ (the input read a third time) ..."),
+             first("substring: writing the report in ")]
+    assert order == sorted(order), said
+    assert " documents so far (" in said[order[1]] and " of 40 documents (" in said[order[5]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..report.page import Page, esc, html_table, kv_table
+from .page import Page, esc, html_table, kv_table
 
 REPORT_FILE = "substring_report.html"
 
@@ -34,7 +34,7 @@ def read_section(out: str) -> str:
         return section(json.load(fh))
 
 
-def write_report(out: str, stats: dict[str, Any]) -> str:
+def write_substring_report(out: str, stats: dict[str, Any]) -> str:
     from .. import io
 
     page = Page(os.path.join(out, "report"), False)

@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any
 
-from ..report.page import kv_table
+from .page import kv_table
 
 STATS_FILE = "paragraph_dedup.json"
 

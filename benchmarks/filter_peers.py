@@ -25,7 +25,6 @@ import random
 import resource
 import sys
 import tempfile
-import time
 import unicodedata
 
 import numpy as np

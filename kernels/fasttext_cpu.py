@@ -1,5 +1,6 @@
-"""CPU kernels of the fastText family (``fasttext.py``'s device functions compiled with ``numba.njit``),
-parallel over documents (prange). Same arguments and bit-identical results as ``fasttext_cuda.py``.
+"""CPU kernels of the fastText family (``fasttext.py``'s and ``fasttext_scan.py``'s device functions compiled
+with ``numba.njit``), parallel over documents (prange). Same arguments and bit-identical results as
+``fasttext_cuda.py``.
 
 Notation: n documents, T text bytes, dim hidden size, kk = min(k, labels), D = Huffman depth + 2 (hs only).
 Model arrays (vocabulary, tables, matrices) are described in gpu_dedup/filters/fasttext_format.py.
@@ -7,9 +8,10 @@ Model arrays (vocabulary, tables, matrices) are described in gpu_dedup/filters/f
 import numpy as np
 from numba import njit, prange
 
-from . import fasttext
+from . import fasttext, fasttext_scan
 from ._build import build
-from .fasttext import CS_MAX, MAX_WORD_NGRAMS
+from .fasttext import MAX_WORD_NGRAMS
+from .fasttext_scan import CS_MAX
 
 # The per-byte and per-n-gram functions are inlined at Numba's IR level: as calls, each one increments and
 # decrements the reference counts of the arrays it is passed (atomic instructions) for every byte or n-gram
@@ -19,7 +21,7 @@ _INLINE = {"ft_mul", "ft_is_sep", "ft_fnv_step", "ft_vbyte", "ft_is_eos", "ft_vo
            "ft_prune_find", "ft_push_hash", "ft_push_row", "ft_fastmod32", "ft_is_word", "ft_pq_centroid",
            "ft_add_row", "ft_row_value", "ft_unit_hash"}
 _C = build(lambda fn: njit(cache=False, nogil=True, inline="always" if fn.__name__ in _INLINE else "never")(fn),
-           fasttext)
+           fasttext, fasttext_scan)
 c_doc_hidden = _C["ft_doc_hidden"]
 c_doc_predict = _C["ft_doc_predict"]
 c_doc_label_prob = _C["ft_doc_label_prob"]

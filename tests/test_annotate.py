@@ -81,7 +81,7 @@ def test_an_existing_field_is_refused_and_annotate_needs_deduplicated(tmp_path):
     src.write_text("".join(json.dumps({**r, "dup_cluster_id": 0}) + "\n" for r in _rows()))
     with pytest.raises(ValueError, match="already has a field 'dup_cluster_id'"):
         deduplicate(str(src), output_dir=str(tmp_path / "b"), annotate=True)
-    with pytest.raises(ValueError, match="needs write_deduplicated=True"):
+    with pytest.raises(ValueError, match="which write_deduplicated=False turns off"):
         RunConfig(annotate=True, write_deduplicated=False)
 
 

@@ -46,25 +46,25 @@ def test_invalid_parquet_shard_raises_or_is_skipped_and_recorded(tmp_path):
 
 
 def test_disk_full_while_writing_leaves_nothing_complete_and_resume_finishes(tmp_path, monkeypatch):
-    import gpu_dedup.io as io
+    from gpu_dedup.lexical import dedup
 
     src = tmp_path / "src"
     src.mkdir()
     pq.write_table(_table(200, 4), src / "part.parquet")
     out = tmp_path / "out"
-    real = io.write_parquet_atomic
+    real = dedup.write_tables
 
-    def full(table, path):
+    def full(tables, schema, path):
         if os.path.basename(path) == "decisions.parquet":
             raise OSError(errno.ENOSPC, "No space left on device", path)
-        return real(table, path)
+        return real(tables, schema, path)
 
-    monkeypatch.setattr(io, "write_parquet_atomic", full)
+    monkeypatch.setattr(dedup, "write_tables", full)
     with pytest.raises(OSError, match="No space"):
         gpu_dedup.deduplicate(str(src), RunConfig(progress=False), output_dir=out, work_dir=tmp_path / "w")
     assert not (out / "decisions.parquet").exists() and not (out / "run.json").exists()
     assert not [f for f in os.listdir(out) if f.startswith(".") or f.endswith(".tmp")]
-    monkeypatch.setattr(io, "write_parquet_atomic", real)
+    monkeypatch.setattr(dedup, "write_tables", real)
     res = gpu_dedup.deduplicate(str(src), RunConfig(progress=False), output_dir=out, work_dir=tmp_path / "w",
                                 resume=True)
     assert (out / "decisions.parquet").exists() and res.stats["work_dir"]["pieces_reused"] == 1

@@ -49,6 +49,16 @@ def _by_id(t: pa.Table) -> dict:
     return {r["id"]: r for r in d}
 
 
+def _assert_same(got: dict, want: dict) -> None:
+    """The same documents with the same decisions (Jaccard exactly equal, or both unmeasured)."""
+    assert set(got) == set(want)
+    for k in want:
+        g, w = dict(got[k]), dict(want[k])
+        gj, wj = g.pop("jaccard"), w.pop("jaccard")
+        assert g == w, k
+        assert (gj is None and wj is None) or gj == wj, k
+
+
 @pytest.mark.parametrize("overrides", [{}, {"cluster__keep": "max:q"},
                                        {"cluster__policy": "components", "cluster__keep": "longest"}])
 def test_scoped_run_equals_each_scope_alone(tmp_path, overrides):
@@ -66,12 +76,7 @@ def test_scoped_run_equals_each_scope_alone(tmp_path, overrides):
         _write_jsonl(p, part)
         alone = deduplicate(str(p), **overrides)
         want.update(_by_id(alone.decisions))
-    assert set(got) == set(want)
-    for k in want:
-        g, w = dict(got[k]), dict(want[k])
-        gj, wj = g.pop("jaccard"), w.pop("jaccard")
-        assert g == w, k
-        assert (gj is None and wj is None) or gj == wj, k
+    _assert_same(got, want)
     # the global run does cross scopes: the scope changes decisions on this corpus
     glob = _by_id(deduplicate(str(src), **overrides).decisions)
     assert any(glob[k]["keep"] != want[k]["keep"] for k in want)
@@ -152,7 +157,7 @@ def test_scope_on_the_device_path_equals_cpu(tmp_path):
     assert cpu.select(COLUMNS).equals(gpu.select(COLUMNS))
 
 
-def test_cli_scope_flags_and_index_refusal(tmp_path):
+def test_cli_scope_flags(tmp_path):
     from gpu_dedup.cli import main
 
     rows = _corpus(30, seed=2)
@@ -163,11 +168,107 @@ def test_cli_scope_flags_and_index_refusal(tmp_path):
     assert main(["run", str(src), "-o", str(tmp_path / "o2"), "-q", "--scope-field", "s", "--scope", "global"]) != 0
     stats = json.loads((out / "run.json").read_text())
     assert stats["config"]["cluster"]["scope_field"] == "snapshot" and "scope" in stats["stages"]
-    # refused on either engine before anything is written (the Ray engine runs scoped runs:
-    # tests/distributed/test_engine.py)
+    # the semantic stage is global: refused with a scope, before anything is written
+    with pytest.raises(ValueError, match="--scope-field cannot be combined with --semantic"):
+        deduplicate(str(src), output_dir=str(tmp_path / "r"), semantic=True, cluster__scope_field="snapshot")
+    assert not os.path.exists(tmp_path / "r")
+
+
+def _crawls(seed=4):
+    """Two crawls of the same templates, each spread over scopes; the second has a scope the first lacks."""
+    first = _corpus(90, seed=seed)
+    second = [{**r, "id": "n" + r["id"]} for r in _corpus(90, seed=seed + 1)]
+    for r in second[::5]:
+        r["snapshot"] = "CC-2025"
+    return first, second
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"])
+@pytest.mark.parametrize("overrides", [{}, {"cluster__policy": "components", "cluster__keep": "longest"}])
+def test_scoped_index_equals_an_index_per_scope(tmp_path, engine, overrides):
+    """Seed 001:5-7 incrementally: crawl 1 saved as one scoped index, crawl 2 deduplicated against it, equals
+    each scope run alone (its crawl-1 documents saved as that scope's own index, its crawl-2 documents against
+    it); and the global incremental run differs on this corpus."""
+    if engine == "ray":
+        pytest.importorskip("ray")
+        overrides = {**overrides, "workers": 2}
+    first, second = _crawls()
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write_jsonl(a, first)
+    _write_jsonl(b, second)
+    ix = tmp_path / "ix"
+    r1 = deduplicate(str(a), output_dir=str(tmp_path / "o1"), save_index=str(ix), engine=engine,
+                     cluster__scope_field="snapshot", **overrides)
+    manifest = json.loads((ix / "manifest.json").read_text())
+    assert manifest["version"] == 2 and manifest["scope"]["field"] == "snapshot"
+    kept = {}
+    for r, k in zip(first, r1.decisions["keep"].to_pylist()):
+        kept[str(r["snapshot"])] = kept.get(str(r["snapshot"]), 0) + k
+    assert manifest["scope"]["documents"] == kept and manifest["documents"] == sum(kept.values())
+    r2 = deduplicate(str(b), output_dir=str(tmp_path / "o2"), against=str(ix), save_index=str(tmp_path / "ix2"),
+                     engine=engine, cluster__scope_field="snapshot", **overrides)
+    got = _by_id(r2.decisions)
+    assert r2.stats["stages"]["against_index"]["scope"]["field"] == "snapshot"
+    m2 = json.loads((tmp_path / "ix2" / "manifest.json").read_text())
+    assert m2["generation"] == 2 and sum(m2["scope"]["documents"].values()) == m2["documents"]
+    local = {k: v for k, v in overrides.items() if k != "workers"}
+    want = {}
+    for value in ("CC-2024", "CC-2023", 7, "CC-2025"):
+        pa_, pb = tmp_path / f"a_{value}.jsonl", tmp_path / f"b_{value}.jsonl"
+        part_a = [r for r in first if r["snapshot"] == value]
+        part_b = [r for r in second if r["snapshot"] == value]
+        if not part_b:
+            continue
+        if part_a:
+            _write_jsonl(pa_, part_a)
+            ixs = tmp_path / f"ix_{value}"
+            deduplicate(str(pa_), output_dir=str(tmp_path / f"oa_{value}"), save_index=str(ixs), **local)
+        _write_jsonl(pb, part_b)
+        alone = deduplicate(str(pb), against=str(ixs) if part_a else None, **local)
+        want.update(_by_id(alone.decisions))
+    _assert_same(got, want)
+    assert any(not w["keep"] and w["representative_id"].startswith("d") for w in want.values())  # the index removes
+    glob_ix = tmp_path / "gix"
+    deduplicate(str(a), output_dir=str(tmp_path / "g1"), save_index=str(glob_ix), **local)
+    glob = _by_id(deduplicate(str(b), against=str(glob_ix), **local).decisions)
+    assert any(glob[k]["keep"] != want[k]["keep"] for k in want)
+
+
+def test_scoped_and_global_indexes_refuse_each_other(tmp_path):
+    rows = _corpus(30, seed=2)
+    src = tmp_path / "in.jsonl"
+    _write_jsonl(src, rows)
+    more = tmp_path / "more.jsonl"
+    _write_jsonl(more, [{**r, "id": "m" + r["id"]} for r in rows])
+    deduplicate(str(src), output_dir=str(tmp_path / "o"), save_index=str(tmp_path / "scoped"),
+                cluster__scope_field="snapshot")
+    deduplicate(str(src), output_dir=str(tmp_path / "g"), save_index=str(tmp_path / "global"))
     for engine in ("local", "ray"):
-        with pytest.raises(ValueError, match="--scope-field cannot be combined with --against, --save-index"):
-            deduplicate(str(src), output_dir=str(tmp_path / "r"), engine=engine, save_index=str(tmp_path / "ix"),
+        with pytest.raises(ValueError, match="saved by a global run .* pass --scope-field|saved by a global run"):
+            deduplicate(str(more), output_dir=str(tmp_path / "r"), engine=engine, against=str(tmp_path / "global"),
                         cluster__scope_field="snapshot")
+        with pytest.raises(ValueError, match="saved by a run with --scope-field snapshot"):
+            deduplicate(str(more), output_dir=str(tmp_path / "r"), engine=engine, against=str(tmp_path / "scoped"))
+        with pytest.raises(ValueError, match="saved with --scope-field snapshot, this run uses --scope-field q"):
+            deduplicate(str(more), output_dir=str(tmp_path / "r"), engine=engine, against=str(tmp_path / "scoped"),
+                        cluster__scope_field="q")
         assert not os.path.exists(tmp_path / "r")
-    assert os.path.exists(out / "decisions.parquet")
+    # a gpu_dedup that knows only version 1 refuses the scoped index (its keys are salted)
+    assert json.loads((tmp_path / "scoped" / "manifest.json").read_text())["version"] == 2
+    assert json.loads((tmp_path / "global" / "manifest.json").read_text())["version"] == 1
+
+
+def test_a_scoped_index_on_the_device_path_equals_cpu(tmp_path):
+    first, second = _crawls(seed=8)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write_jsonl(a, first[:40])
+    _write_jsonl(b, second[:40])
+    got = {}
+    for device in ("cpu", "cuda"):
+        ix = tmp_path / f"ix_{device}"
+        deduplicate(str(a), output_dir=str(tmp_path / f"o_{device}"), save_index=str(ix), device=device,
+                    cluster__scope_field="snapshot")
+        got[device] = deduplicate(str(b), against=str(ix), device=device, cluster__scope_field="snapshot").decisions
+        got[device + "_index"] = pq.read_table(ix / "documents.parquet")
+    assert got["cpu"].select(COLUMNS).equals(got["cuda"].select(COLUMNS))
+    assert got["cpu_index"].equals(got["cuda_index"])

@@ -60,13 +60,14 @@ def positive_int(text: str) -> int:
     return value
 
 
-def _fraction(text: str) -> float:
+def fraction(text: str) -> float:
+    """A number in [0, 1] (argparse's type)."""
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not math.isfinite(v) or not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a probability in [0, 1]")
+        raise argparse.ArgumentTypeError(f"{text!r} must be a fraction in [0, 1]")
     return v
 
 
@@ -104,7 +105,7 @@ def _cuts(text: str) -> tuple[float, float]:
 
 
 # the argparse types a config field's flag names (``config.flag(type=...)``; cli/fields.py)
-TYPES = {"int": int, "finite": finite_float, "size": size_arg, "mib": positive_float, "fraction": _fraction,
+TYPES = {"int": int, "finite": finite_float, "size": size_arg, "mib": positive_float, "fraction": fraction,
          "select": _select, "order": _order, "cuts": _cuts}
 
 DEVICES = get_args(Device)  # the --device choices

@@ -9,6 +9,13 @@ hands its steps.
     --overwrite                         replace an earlier run's files in OUT
     --config FILE                       a TOML or YAML file of the command's flags (``config_tokens``)
     --id-field, --text-field, --on-error, --batch-mb    how the input is read (``config.InputConfig``)
+    --price cpu-hour=X,gpu-hour=Y       run.json's ``cost`` in money too (``runtime.cost.Price``)
+
+``GUARD`` (``add_guard``): the commands whose runs remove documents for a whole corpus take them (``run``,
+``filter``, ``pipeline`` and a recipe's settings):
+
+    --source-field COLUMN               what names each document's source (default: its input file)
+    --max-source-removal FRACTION       stop before the kept records when a source lost more (``SourceGuard``)
 
 A common flag not given is None (its default is the config's, applied by ``reading`` / ``env_from_args``), so
 that a recipe's or a config file's value can stand where the command line is silent. ``add_common`` adds the ones a
@@ -27,8 +34,10 @@ from typing import Any, Mapping
 
 from ..config import InputConfig, OnError
 from ..errors import ConfigError, MissingFileError
+from ..runtime.cost import Price
 from ..runtime.program import Env, Reading
-from .args import DEVICES, positive_int
+from ..runtime.sources import SourceGuard
+from .args import DEVICES, fraction, positive_int
 
 COMMON: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("-q", "--quiet"), {"action": "store_true", "help": "no progress bars; warnings and errors only"}),
@@ -50,8 +59,18 @@ COMMON: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--text-field",), {"help": "text column (default 'text')"}),
     (("--on-error",), {"choices": ("raise", "skip"), "help": "bad records: stop (default) or skip and record"}),
     (("--batch-mb",), {"type": float, "metavar": "MB", "help": "text per batch in MB (default 64)"}),
+    (("--price",), {"metavar": "cpu-hour=X,gpu-hour=Y", "help": "price per CPU-core-hour and per GPU-hour (one "
+                                                                "currency): run.json's cost and the report's in money"}),
 )
 COMMON_FLAGS: tuple[str, ...] = tuple(f for names, _ in COMMON for f in names)
+GUARD: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("--source-field",), {"metavar": "COLUMN", "help": "the field naming each document's source (default: its "
+                           "input file): run.json's sources and the report's say what each source lost"}),
+    (("--max-source-removal",), {"type": fraction, "metavar": "FRACTION", "help": "fail (exit 1) when the run "
+                                 "removes more than FRACTION of any source's documents, naming each such source: "
+                                 "the decisions, run.json and the report are written, the kept records are not"}),
+)
+GUARD_FLAGS: tuple[str, ...] = tuple(f for names, _ in GUARD for f in names)
 
 
 def add_common(p: argparse.ArgumentParser, title: str = "common") -> None:
@@ -63,6 +82,35 @@ def add_common(p: argparse.ArgumentParser, title: str = "common") -> None:
     g = p.add_argument_group(title)
     for names, kw in missing:
         g.add_argument(*names, **kw)
+
+
+def add_guard(p: argparse.ArgumentParser, title: str = "sources") -> None:
+    """The source guard's flags (``GUARD``) in one group."""
+    g = p.add_argument_group(title)
+    for names, kw in GUARD:
+        g.add_argument(*names, **kw)
+
+
+def guard(args: argparse.Namespace) -> SourceGuard:
+    """The ``SourceGuard`` of --source-field and --max-source-removal (the input file, no limit: not given)."""
+    return SourceGuard(getattr(args, "source_field", None), getattr(args, "max_source_removal", None))
+
+
+def price(args: argparse.Namespace) -> Price | None:
+    """The ``Price`` of --price (None: not given)."""
+    text = getattr(args, "price", None)
+    return Price.parse(text) if text else None
+
+
+def print_extras(s: dict) -> None:
+    """The summary's lines of what each source lost and what the run cost (run.json ``sources``, ``cost``)."""
+    from ..runtime.cost import line as cost_line
+    from ..runtime.sources import share_line
+
+    if s.get("sources"):
+        print(share_line(s["sources"]))
+    if s.get("cost"):
+        print(cost_line(s["cost"]))
 
 
 def reading(args: argparse.Namespace) -> Reading:
@@ -86,7 +134,8 @@ def env_from_args(args: argparse.Namespace) -> Env:
                progress=not getattr(args, "quiet", False), reading=reading(args),
                overwrite=bool(getattr(args, "overwrite", False)), engine=getattr(args, "engine", "local") or "local",
                workers=getattr(args, "workers", None), address=getattr(args, "address", None),
-               work_dir=getattr(args, "work_dir", None), resume=bool(getattr(args, "resume", False)))
+               work_dir=getattr(args, "work_dir", None), resume=bool(getattr(args, "resume", False)),
+               sources=guard(args), price=price(args))
 
 
 def interrupted(args: argparse.Namespace) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..filters.config import FilterConfig, parse_classifier, parse_domain_threshold, split_threshold
-from ..runtime.run import seconds_line
+from ..runtime.run import seconds_line, timing_line
 from . import fields
 
 EPILOG_FILTER = """examples:
@@ -162,8 +162,9 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     fields.add_flags(g, FilterConfig, "write_filtered", config_defaults=True)
     g.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
     g.add_argument("-q", "--quiet", action="store_true")
-    from .common import add_common
+    from .common import add_common, add_guard
 
+    add_guard(p)
     add_common(p)
 
 
@@ -191,7 +192,7 @@ def filter_config(args: argparse.Namespace) -> FilterConfig:
 def run_filter(args: argparse.Namespace) -> int:
     from ..filters.program import Filter
     from ..pipeline.engine import run_pipeline
-    from .common import env_from_args
+    from .common import env_from_args, print_extras
 
     cfg = filter_config(args)
     # a one-step pipeline: the engine owns OUT (outside the inputs, locked, an earlier run replaced only with
@@ -208,6 +209,8 @@ def run_filter(args: argparse.Namespace) -> int:
     t = res.stats["timings_s"]
     print(f"device {res.stats['device']}, {seconds_line(t)}, {res.stats['throughput_docs_per_s'] or 0:,.0f} docs/s "
           f"scored")
+    print(timing_line(t))
+    print_extras(res.stats)
     print(f"wrote {os.path.join(args.output, 'scores.parquet')}, run.json"
           + (", filtered/" if cfg.write_filtered else "") + (", audit.parquet" if cfg.audit else "")
           + (", report.html" if os.path.exists(os.path.join(args.output, "report.html")) else ""))

@@ -6,8 +6,8 @@ import argparse
 import os
 import textwrap
 
-from ..runtime.run import seconds_line
-from .common import COMMON, add_common, env_from_args, load_mapping
+from ..runtime.run import seconds_line, timing_line
+from .common import COMMON, GUARD, add_common, add_guard, env_from_args, load_mapping, print_extras
 
 EPILOG = textwrap.dedent("""\
     examples:
@@ -31,6 +31,7 @@ def add_command(sub) -> None:
                    "directories (searched recursively) or glob patterns")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
     add_common(p, "run")
+    add_guard(p)
     p.set_defaults(func=cmd_pipeline, api_names={"output_dir": "output"})
 
 
@@ -40,7 +41,7 @@ def _with_recipe_settings(args: argparse.Namespace, recipe: dict, path: str) -> 
 
     settings = recipe_settings(recipe, path)
     defaults = {kw.get("dest", names[-1].lstrip("-").replace("-", "_")): kw.get("default")
-                for names, kw in COMMON}
+                for names, kw in COMMON + GUARD}
     merged = argparse.Namespace(**vars(args))
     for dest, default in defaults.items():
         if getattr(args, dest, default) in (default, None, False) and getattr(settings, dest, None) not in (None, False):
@@ -63,11 +64,16 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
 def print_result(res) -> None:
     """A pipeline run's summary lines on stdout (``pipeline`` and ``demo``)."""
+
     print(res.summary())
     for r in res.steps:
         phase = "" if r.phase == "main" else f" ({r.phase})"
-        print(f"  {r.index}. {r.name}{phase}: {r.seen:,} documents in, {r.removed:,} removed"
-              + (" (reused)" if r.reused else "") + f" -> {r.directory}/")
+        rate = f", {r.seen / r.seconds:,.0f} docs/s" if r.seconds > 0 and not r.reused else ""
+        print(f"  {r.index}. {r.name}{phase}: {r.seen:,} documents in, {r.removed:,} removed, {r.seconds:.2f} s"
+              + rate + (" (reused)" if r.reused else "") + f" -> {r.directory}/")
     s = res.stats
     print(f"device {s['device']}, {seconds_line(s['timings_s'])}")
-    print(f"wrote {os.path.join(res.output_dir, 'decisions.parquet')}, deduplicated/, run.json, report.html")
+    print(timing_line(s["timings_s"]))
+    print_extras(s)
+    print(f"wrote {os.path.join(res.output_dir, 'decisions.parquet')}, "
+          + ("deduplicated/, " if "deduplicated" in s else "") + "run.json, report.html")

@@ -23,7 +23,7 @@ import re
 from typing import Any, Mapping
 
 from ..errors import ConfigError, GpuDedupError
-from .common import RaisingParser, add_common, config_tokens, env_from_args, load_mapping
+from .common import RaisingParser, add_common, add_guard, config_tokens, env_from_args, load_mapping
 from .steps import STEP_FLAGS, build_step
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -87,6 +87,7 @@ def recipe_settings(recipe: Mapping[str, Any], path: str) -> argparse.Namespace:
     """A recipe's run settings (its keys besides ``steps``: common flags by name), parsed as the command line's."""
     parser = RaisingParser(prog="pipeline", where=f"recipe {path!r}")
     add_common(parser)
+    add_guard(parser)
     where = f"recipe {path!r}"
     settings = {k: _expand(v, where) for k, v in recipe.items() if k != "steps"}
     return parser.parse_args(config_tokens(settings, parser, where))
@@ -111,4 +112,5 @@ def load_recipe(path: str | os.PathLike) -> Any:
     recipe = load_mapping(path, "recipe")
     steps = recipe_steps(recipe, path)
     env = env_from_args(recipe_settings(recipe, path))
-    return Pipeline(steps, device=env.device, threads=env.threads, reading=env.reading, progress=False)
+    return Pipeline(steps, device=env.device, threads=env.threads, reading=env.reading, progress=False,
+                    sources=env.sources, price=env.price)

@@ -13,11 +13,11 @@ from ..errors import ConfigError
 from ..io.batch import read_summary
 from ..paragraph.dedup import OUTPUT_DIR as PARAGRAPH_OUTPUT
 from ..pipeline.compose import ORDERS
-from ..runtime.run import seconds_line
+from ..runtime.run import seconds_line, timing_line
 from . import steps
 from . import substring as substring_cli
 from .args import config_default, positive_int
-from .common import add_common
+from .common import add_common, add_guard, guard, price, print_extras
 from .steps import RUN_CONFIG_KEYS, add_config_flags, config_flags, config_from_args  # noqa: F401 - the run flags' API
 
 PARAGRAPH_ORDERS = ORDERS
@@ -94,6 +94,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     from .filter import add_model_arguments
 
     add_model_arguments(p, title="filter, then deduplicate what it keeps, in one read: ")
+    add_guard(p)
     add_common(p)
     # API names in the library's errors that are not a flag's dest (flags.py writes them as these flags)
     p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output", "paragraph": "paragraph_dedup",
@@ -133,7 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     semantic_order=args.semantic_order,
                     against=args.against, save_index=args.save_index, work_dir=args.work_dir, resume=args.resume,
                     engine=args.engine, workers=args.workers, address=args.address, partitions=args.partitions,
-                    overwrite=args.overwrite, prefilter=_prefilter(args, cfg))
+                    overwrite=args.overwrite, prefilter=_prefilter(args, cfg), sources=guard(args), price=price(args))
     for stage in res.order:
         if stage == "paragraph":
             _paragraph_summary(res.paragraph)
@@ -175,6 +176,8 @@ def print_summary(result) -> None:
     t = s["timings_s"]
     print(f"device {s['device']} ({s['threads']} threads), {seconds_line(t)}, "
           f"{s['throughput_docs_per_s'] or 0:,.0f} docs/s")
+    print(timing_line(t))
+    print_extras(s)
     print(f"wrote {os.path.join(result.output_dir, 'decisions.parquet')}, run.json"
           + (", deduplicated/" if "deduplicated" in s else "")
           + (", report.html" if os.path.exists(os.path.join(result.output_dir, "report.html")) else ""))

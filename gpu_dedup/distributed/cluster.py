@@ -106,17 +106,20 @@ def _join_failed(address: str | None, exc: Exception) -> str:
     return why
 
 
-def ray_get(ray, refs: list, describe=None) -> list:
+def ray_get(ray, refs: list, describe=None, done=None) -> list:
     """The results of ``refs`` in order. A task that raised one of the tool's errors (a GpuDedupError: a bad
     record, a missing extra) or a file system's (OSError) raises it here as the local engine would, its
     message alone: Ray's wrapper carries the worker's traceback, logged at DEBUG (-v). ``describe(i, exc)``:
     the error of a task whose worker died or ran out of memory (None: Ray's own). The tasks still running
-    are cancelled on the way out (a joined cluster outlives the run)."""
+    are cancelled on the way out (a joined cluster outlives the run). ``done(i, result)``: called as each
+    result arrives, in order (a progress bar)."""
     out = []
     try:
         for i, ref in enumerate(refs):
             try:
                 out.append(ray.get(ref))
+                if done is not None:
+                    done(i, out[-1])
             except ray.exceptions.RayTaskError as exc:
                 cause = getattr(exc, "cause", None)
                 if isinstance(cause, (GpuDedupError, OSError)):

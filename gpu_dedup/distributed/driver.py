@@ -6,7 +6,9 @@ and the tasks' small results.
                (``per``: a file, an input file, a key range, a component range), whether it runs on a GPU
                actor with --device cuda, when it runs, the driver's own work before and after it
     PLAN       sign, exact, exact_texts, exact_check, bands, buckets, star (rounds until the components are
-               stars), labels, members, policy, resolve, ranks, sizes, write, index_rows
+               stars), labels, members, policy, resolve, ranks, sizes, write (then the sources' tallies merged:
+               run.json ``sources``), kept (with a source limit: the kept records once every source is within
+               it), index_rows (not when a source is over the limit)
     run        the cluster, the probe, the plan, then run.json's counts and stage statistics
     DeviceWorker  the actor of one GPU (--device cuda) that runs the device stages' tasks in one process
     key_ranges the key ranges of the shuffle: --partitions, or the cluster's CPUs (at most 64); capped by
@@ -23,6 +25,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Callable, Literal
 
 import numpy as np
@@ -32,6 +35,7 @@ import pyarrow.parquet as pq
 
 from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
+from ..runtime.cost import current as current_meter
 from . import options, stages
 from .cluster import check_cluster_args, probe, ray_cluster, ray_get
 from .shuffle import Layout, run_key
@@ -88,6 +92,19 @@ class Driver:
     remote: dict[Stage, Any] = field(default_factory=dict)
     step: int = 0  # the last star step, and the edge files it wrote from (labels reads them)
     sources: list[str] = field(default_factory=list)
+    guard: Any = None          # sources.SourceGuard
+    thresholds: dict = field(default_factory=dict)  # the boundary of the sources' tally
+    source_stats: dict = field(default_factory=dict)  # run.json's ``sources`` (after write)
+    progress: bool = False  # the driver's bars (the workers draw none)
+
+    @property
+    def limited(self) -> bool:
+        """A source limit holds the kept records back until every source is found within it."""
+        return self.guard is not None and self.guard.max_removal is not None
+
+    @property
+    def stopped(self) -> bool:
+        return bool(self.source_stats.get("over_limit"))
 
     def keys(self, stage: Stage) -> range:
         job = self.job
@@ -99,14 +116,41 @@ class Driver:
         (cluster.ray_get); one whose worker died or ran out of memory, naming the stage, file and knobs."""
         t = time.perf_counter()
         keys = list(self.keys(stage))
+        bar, done = self._bar(stage, keys)
+        with bar:
+            res = self._run(stage, keys, args, lambda i, r: done(keys[i], r))
+        self.timings[f"ray_{stage.name}"] = self.timings.get(f"ray_{stage.name}", 0.0) + time.perf_counter() - t
+        meter = current_meter()
+        if meter is not None:  # the tasks' own accounting (run.json's cost)
+            meter.add_tasks(res, on_gpu=bool(self.actors and stage.device))
+        return res
+
+    def _bar(self, stage: Stage, keys: list):
+        """(the stage's progress bar on the driver: documents/s and an ETA, the workers draw none; what a
+        finished task adds to it): documents of the files of a per-file stage (the sign tasks' counts, their
+        total estimated before them: ``passes.Expected``), tasks of a per-range stage."""
+        from ..runtime.passes import progress
+
+        on = SimpleNamespace(progress=self.progress)
+        name = f"ray {stage.name}"
+        offs, first = self.job.offsets, self.job.first
+        if stage.per not in ("file", "input"):
+            bar = progress(on, name, len(keys), unit="task")
+            return bar, lambda k, r: bar.update(1)
+        if offs is not None:
+            bar = progress(on, name, int(offs[keys[-1] + 1] - offs[keys[0]]) if keys else 0)
+            return bar, lambda k, r: bar.update(int(offs[k + 1] - offs[k]))
+        # sign: each task's count comes with its result, and refines the estimate of the others'
+        bar = progress(on, name, files=self.inputs)
+        return bar, lambda k, r: bar.update(int(r.get("rows", 0)), k - first) if k >= first else None
+
+    def _run(self, stage: Stage, keys: list, args: tuple, done) -> list[dict]:
         if self.actors and stage.device:
             refs = [self.actors[i % len(self.actors)].run.remote(stage.fn, self.job, k, *args)
                     for i, k in enumerate(keys)]
         else:
             refs = [self.remote[stage].remote(self.job, k, *args) for k in keys]
-        res = ray_get(self.ray, refs, lambda i, exc: _task_failure(stage, keys[i], self.job.files, exc))
-        self.timings[f"ray_{stage.name}"] = self.timings.get(f"ray_{stage.name}", 0.0) + time.perf_counter() - t
-        return res
+        return ray_get(self.ray, refs, lambda i, exc: _task_failure(stage, keys[i], self.job.files, exc), done)
 
 
 # ---------------------------------------------------------------------------------------------- the plan
@@ -145,7 +189,8 @@ def _star_rounds(d: Driver, stage: Stage) -> list[dict]:
 
 
 def _journal(d: Driver) -> None:
-    """The output session journals what the workers will write into OUT/deduplicated/."""
+    """The output session journals what the workers will write into OUT/deduplicated/ (with a source limit,
+    before the kept stage: the write stage writes none)."""
     if d.out is not None and d.job.cfg.write_deduplicated:
         from ..io import output_path
         from ..io.write import WRITE_HOOKS
@@ -167,12 +212,25 @@ MEMBERS = Stage(stages.members, "file", device=True)
 POLICY = Stage(stages.policy, "component", device=True)
 RESOLVE = Stage(stages.resolve, "file")
 RANKS = Stage(options.ranks, "file", when=lambda d: d.job.cfg.cluster.keep_copies > 1)
+def _tallied(d: Driver, wr: list[dict]) -> None:
+    """The write tasks' source tallies merged in file order: run.json's ``sources``."""
+    from ..runtime.sources import SourceGuard, Tally
+
+    tally = Tally(d.thresholds)
+    for w in wr:
+        tally.merge(Tally.from_dict(w["sources"]))
+    d.source_stats = tally.stats(d.guard or SourceGuard())
+
+
 SIZES = Stage(stages.sizes, "file")
-WRITE = Stage(stages.write, "input", before=_journal, args=lambda d: (d.out,))
-INDEX_ROWS = Stage(options.index_rows, "input", when=lambda d: d.save_index is not None)
+WRITE = Stage(stages.write, "input", before=lambda d: None if d.limited else _journal(d), then=_tallied,
+              args=lambda d: (None if d.limited else d.out, d.guard.source_field if d.guard else None, d.thresholds))
+KEPT = Stage(options.kept, "input", before=_journal, args=lambda d: (d.out,),
+             when=lambda d: d.limited and not d.stopped and d.out is not None and d.job.cfg.write_deduplicated)
+INDEX_ROWS = Stage(options.index_rows, "input", when=lambda d: d.save_index is not None and not d.stopped)
 
 PLAN: tuple[Stage, ...] = (SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, LABELS, MEMBERS, POLICY,
-                           RESOLVE, RANKS, SIZES, WRITE, INDEX_ROWS)
+                           RESOLVE, RANKS, SIZES, WRITE, KEPT, INDEX_ROWS)
 
 
 def walk(d: Driver) -> None:
@@ -253,13 +311,14 @@ def _size(n: int) -> str:
 
 def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
         partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str, index=None,
-        save_index: str | None = None, prefilter=None) -> dict[str, Any]:
+        save_index: str | None = None, prefilter=None, guard=None) -> dict[str, Any]:
     """The plan (module doc); returns what run.json adds (counts, stage stats, read report, the engine)
     and leaves WORK/ray/decisions/ (and OUT/deduplicated/ with ``out``; the caller writes
     OUT/decisions.parquet: write_decisions). ``index``: the --against index as an IndexSource (its path
     and checked manifest; the tasks read its rows); ``save_index``: the directory of the new index (the
     kept documents after the ``index``'s); ``prefilter``: the filter flags' FilterConfig (the sign tasks
-    score and decide; OUT/scores.parquet from their parts)."""
+    score and decide; OUT/scores.parquet from their parts); ``guard``: a ``sources.SourceGuard`` (run.json's
+    ``sources``; with a limit, the kept records and the index only when every source is within it)."""
     inputs = files
     first = 1 if index is not None else 0
     check_engine_args(workers, address, partitions)
@@ -297,14 +356,21 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         job = stages.Job(cfg.replace(progress=False), device, files, work_tasks, parts, first=first,
                          prefilter=prefilter,
                          run_key=run_key([fingerprint, signing, device, parts, len(files), first, "sign"]))
+        from ..runtime.sources import thresholds
+
         d = Driver(ray, job, inputs, out_tasks, save_index, index, fingerprint, settings, timings,
-                   remote={s: ray.remote(num_cpus=1, max_retries=3)(s.fn) for s in PLAN})
+                   remote={s: ray.remote(num_cpus=1, max_retries=3)(s.fn) for s in PLAN}, guard=guard,
+                   thresholds=thresholds(cfg), progress=cfg.progress)
+        held = time.perf_counter()
         d.actors = _device_workers(ray) if device == "cuda" else []
         try:
             walk(d)
         finally:
             for a in d.actors:  # a joined cluster (or a notebook's) outlives the run: free the GPUs
                 ray.kill(a)
+            meter = current_meter()
+            if meter is not None and d.actors:
+                meter.add_gpu_held(time.perf_counter() - held, len(d.actors))
     return _run_stats(d, nodes, prefilter, workers, address, lay)
 
 
@@ -332,16 +398,22 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
                                                              if "array_backend" in x})})
     if d.index is not None:
         stats["stages"]["against_index"] = {"path": d.index.path, "documents": rows[0],
-                                            "generation": d.index.manifest["generation"]}
+                                            "generation": d.index.manifest["generation"],
+                                            **({"scope": d.index.manifest["scope"]} if "scope" in d.index.manifest
+                                               else {})}
     if prefilter is not None:
         stats["prefilter"] = _prefilter_stats(prefilter, signed[first:])
         if d.out is not None:
             t = time.perf_counter()
             write_scores(lay, range(first, nf), job.offsets, os.path.join(d.out, "scores.parquet"))
             d.timings["write_scores"] = time.perf_counter() - t
-    if d.save_index is not None:
+    stats["sources"] = d.source_stats
+    if KEPT in r:  # a run with a source limit wrote its kept records in the kept stage
+        stats["deduplicated"] = {k: sum(x["deduplicated"][k] for x in r[KEPT]) for k in ("files", "rows_written")}
+    if d.save_index is not None and not d.stopped:
         t = time.perf_counter()
-        stats["stages"]["index"] = _write_index(lay, d.save_index, job.cfg, d.index, range(first, nf))
+        stats["stages"]["index"] = _write_index(lay, d.save_index, job.cfg, d.index, range(first, nf),
+                                                r[INDEX_ROWS])
         d.timings["save_index"] = time.perf_counter() - t
     return stats
 
@@ -400,18 +472,21 @@ def _raise_duplicate_ids(job, rows, index=None) -> None:
         from ..contract import contract
         from ..lexical.index import load_index
 
-        load_index(index.path, contract(cfg)).check_new_ids(ids.combine_chunks(), inputs, file_rows, **reader)
+        load_index(index.path, contract(cfg), cfg.cluster.scope_field).check_new_ids(ids.combine_chunks(), inputs, file_rows, **reader)
     raise RunError("an exact task found a duplicated id that the check of all ids did not")  # pragma: no cover
 
 
-def _write_index(lay: Layout, path: str, cfg, index, file_range) -> dict[str, Any]:
-    """The new index: the parent's rows (--against), then every file's index_rows part, one at a time."""
+def _write_index(lay: Layout, path: str, cfg, index, file_range, rows: list[dict]) -> dict[str, Any]:
+    """The new index: the parent's rows (--against), then every file's index_rows part, one at a time (with a
+    scope, the index_rows tasks' documents per scope value)."""
     from ..lexical.index import save_index
 
     def fill(writer) -> None:
         writer.copy_parent()
         for fi in file_range:
             writer.write_table(lay.read_one("index_rows", f"f{fi:06d}"))
+        for r in rows:
+            writer.add_scopes(dict(r.get("scopes") or []))
 
     return save_index(path, cfg, index, fill)
 

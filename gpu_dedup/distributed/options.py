@@ -9,6 +9,8 @@
     ranks        per file (keep_copies > 1): the removed rows' keep keys -> their cluster's file, where the
                  sizes task ranks each cluster's members (rep_positions)
     index_rows   per file (--save-index): its kept rows in documents.parquet's schema
+    kept         per file (--max-source-removal, once the driver found every source within it): its
+                 deduplicated/ file from its decisions part (``write_kept_file``: the write task's own writer)
 """
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from .. import io
 from ..config import RunConfig
 from .shuffle import file_of
 from ..runtime.workdir import band_column
@@ -192,4 +196,31 @@ def index_rows(job: Job, fi: int) -> dict[str, Any]:
     tables = [documents_table(*part) for part in kept_rows(cfg, [job.files[fi]], kept, piece["id"].combine_chunks(),
                                                           exact, piece["nshingles"].to_numpy() == 0, band)]
     lay.write(pa.concat_tables(tables) if tables else DOCUMENTS_SCHEMA.empty_table(), "index_rows", f"f{fi:06d}")
-    return {"rows": int(kept.shape[0])}
+    scopes = []
+    if cfg.cluster.scope_field is not None:  # the kept rows per scope value (the index manifest's counts)
+        counts = pc.value_counts(read_piece(job, fi, ["scope"])["scope"].combine_chunks().filter(pa.array(keep)))
+        scopes = [[c["values"], int(c["counts"])] for c in counts.to_pylist()]
+    return {"rows": int(kept.shape[0]), "scopes": scopes}
+
+
+def write_kept_file(job: Job, f, keep: np.ndarray, size: np.ndarray, cluster: np.ndarray, out: str) -> dict[str, int]:
+    """File ``f``'s kept records into OUT/deduplicated/ (with --annotate, their cluster's size and id)."""
+    cfg = job.cfg
+    annotate = {"dup_cluster_size": size, "dup_cluster_id": cluster} if cfg.annotate else None
+    return io.write_kept([f], keep, os.path.join(out, "deduplicated"), id_field=cfg.id_field, text_field=cfg.text_field,
+                         on_error=cfg.on_error, file_rows=[len(keep)], read_threads=1, annotate=annotate)
+
+
+def _kept_there(job: Job, fi: int, result: dict, out: str) -> bool:
+    return result.get("out") == out and (not result["deduplicated"]["files"] or os.path.exists(
+        io.output_path(os.path.join(out, "deduplicated"), job.files[fi])))
+
+
+@run_once("kept", valid=_kept_there)
+def kept(job: Job, fi: int, out: str) -> dict[str, Any]:
+    """File ``fi``'s deduplicated/ file from its decisions part (a run with a source limit, once the driver
+    found every source within it)."""
+    d = job.layout.read_one("decisions", f"f{fi:06d}", ["keep", "cluster_size", "cluster_id"])
+    keep = np.asarray(d["keep"].to_numpy(zero_copy_only=False), bool)
+    return {"out": out, "deduplicated": write_kept_file(job, job.files[fi], keep, d["cluster_size"].to_numpy(),
+                                                        d["cluster_id"].to_numpy(), out)}

@@ -77,10 +77,13 @@ def run_once(stage: str, valid=None):
             found = lay.done(stage, name, job.run_key)
             if found is not None and (valid is None or valid(job, key, found, *args)):
                 return {**found, "reused": True}
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             result = fn(job, key, *args)
             checkpoint(f"ray-{stage}")  # outputs written, marker not yet (the fault tests kill a worker here)
             result["seconds"] = time.perf_counter() - t
+            # the task's own CPU time (every thread of its worker process, which runs one task at a time):
+            # run.json's cost
+            result["cpu_seconds"] = time.process_time() - cpu
             result["peak_rss_bytes"] = peak_rss_bytes() or 0
             return lay.finish(stage, name, job.run_key, result)
         task.stage = stage

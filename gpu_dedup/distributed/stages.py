@@ -20,7 +20,8 @@
     sizes      per file of representatives: cluster sizes (and with keep_copies each member's position in
                its cluster's keep order) -> by the member's file
     write      per file: its decisions part (the cluster-size policies, decide.cluster_size_keeps, applied
-               to its rows) and its deduplicated/ file
+               to its rows), its sources' tally (runtime/sources.py) and its deduplicated/ file (with a source
+               limit: none; options.kept writes it once every source is within the limit)
     index_rows per file (--save-index; options.py): its kept rows in documents.parquet's schema
 
 With ``--against`` the index is the run's file 0 (``options.IndexSource``): its documents are rows 0..I-1, first
@@ -52,8 +53,9 @@ from ..lexical.exact import exact_groups
 from ..lexical.minhash import permutation_params
 from ..lexical.signatures import compute_file, piece_of, scope_salts
 from ..lexical.verify import ShingleSets, shingle_sets_pass
+from ..runtime.sources import Tally, source_labels
 from ..runtime.workdir import band_column
-from .options import IndexSource, index_piece, rep_positions
+from .options import IndexSource, index_piece, rep_positions, write_kept_file
 from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, piece_keep_order, read_piece, run_once
 from .shuffle import file_of, key_partition, mix64
 
@@ -503,10 +505,10 @@ def sizes(job: Job, h: int) -> dict[str, Any]:
     return {"clusters": int(reps.shape[0]), "largest": int(count.max()) if reps.shape[0] else 0}
 
 
-def _wrote(job: Job, fi: int, result: dict, out: str | None) -> bool:
+def _wrote(job: Job, fi: int, result: dict, out: str | None, *_) -> bool:
     """A stored write result is reused only for the same OUT (an absolute path), its deduplicated/ file
     still there: a run resumed into another -o (or an OUT emptied since) writes its own."""
-    if result.get("out") != out:
+    if result.get("out") != out or "sources" not in result:
         return False
     if out is None or not result["deduplicated"]["files"]:
         return True
@@ -514,9 +516,11 @@ def _wrote(job: Job, fi: int, result: dict, out: str | None) -> bool:
 
 
 @run_once("write", valid=_wrote)
-def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
-    """File ``fi``'s decisions part (DECISIONS_SCHEMA, as decide.decisions_table) and deduplicated/ file
-    (``out``: OUT as an absolute path, or None)."""
+def write(job: Job, fi: int, out: str | None, source_field: str | None = None,
+          thresholds: dict | None = None) -> dict[str, Any]:
+    """File ``fi``'s decisions part (DECISIONS_SCHEMA, as decide.decisions_table), its sources' tally (by
+    ``source_field``, read again from the file, or by the file; ``sources.Tally`` with ``thresholds``) and its
+    deduplicated/ file (``out``: OUT as an absolute path, or None: none)."""
     cfg, lay, offs = job.cfg, job.layout, job.offs()
     piece = read_piece(job, fi, ["id", "text_bytes", "words"])
     n, row0 = piece.num_rows, int(offs[fi])
@@ -573,16 +577,16 @@ def write(job: Job, fi: int, out: str | None) -> dict[str, Any]:
     lay.write(decisions, "decisions", f"f{fi:06d}")
     written = {"files": 0, "rows_written": 0}
     if out is not None and cfg.write_deduplicated:
-        annotate = {"dup_cluster_size": size, "dup_cluster_id": cluster} if cfg.annotate else None
-        written = io.write_kept([f], keep, os.path.join(out, "deduplicated"), id_field=cfg.id_field,
-                                text_field=cfg.text_field, on_error=cfg.on_error, file_rows=[n], read_threads=1,
-                                annotate=annotate)
+        written = write_kept_file(job, f, keep, size, cluster, out)
+    tally = Tally(thresholds)
+    tally.add(source_labels([f], source_field, cfg, decisions["source"]), keep, step="dedup",
+              reason=decisions["reason"], jaccard=decisions["jaccard"], ids=ids, matched=decisions["matched_id"])
     tb, words = piece["text_bytes"].to_numpy(), piece["words"].to_numpy()
     scopes = {}
     if cfg.cluster.scope_field is not None:
         # this file's scopes in order of first appearance: the driver merges them in file order
         scopes = {"scopes": _scope_counts(read_piece(job, fi, ["scope"])["scope"].combine_chunks(), keep)}
-    return {**scopes, "out": out, "rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
+    return {**scopes, "sources": tally.to_dict(), "out": out, "rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
             "kept": int(keep.sum()), "text_bytes": [int(tb.sum()), int(tb[keep].sum())],
             "words": [int(words.sum()), int(words[keep].sum())], "deduplicated": written,
             "largest_cluster": int(size.max()) if n else 0, "clusters_with_duplicates": int((reason == 1).sum())}

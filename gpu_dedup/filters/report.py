@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from .. import io
 from ..report.page import Page, esc, html_table, kv_table, pct
+from ..report.sources import cost_section, sources_section
 from ..report.svg import COLORS, Axis, Figure
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,10 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
                        sorted(c["by_reason"].items(), key=lambda x: -x[1])])
              + f"<p class=\"note\">Order of the tests (the first failing one is the reason): "
                f"{esc(', '.join(stats.get('order', [])))}.</p>")
+    if sources_section(stats):  # a filter's removals carry no similarity: the table only
+        page.add("sources", "Sources", sources_section(stats))
+    if cost_section(stats):
+        page.add("cost", "Cost", cost_section(stats))
     if stats.get("retained_tokens"):
         page.add("tokens", "Retained words per stage, language and domain", _tokens_html(stats))
     thresholds = _thresholds(stats)

@@ -53,6 +53,7 @@ from ..runtime.passes import progress
 from ..errors import ConfigError, RunError
 from ..runtime.heartbeat import phase
 from ..runtime.run import RunResult, Steps, finish, header, owned, resources, write_table
+from ..runtime.sources import SourceGuard, Tally, check as check_sources, source_labels
 from .ahead import compile_stages, filter_ahead
 from .config import FilterConfig
 from .dsir_step import DsirStep
@@ -84,7 +85,7 @@ class FilterResult(RunResult):
 
 def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike | None = None, *,
                   overwrite: bool = True, engine: str = "local", workers: int | None = None,
-                  address: str | None = None) -> FilterResult:
+                  address: str | None = None, sources: SourceGuard | None = None) -> FilterResult:
     """Score and filter ``source``: the steps of the module docstring.
 
     With ``output_dir`` the outputs are owned as ``deduplicate`` owns its (gpu_dedup/runtime/outputs.py): outside the
@@ -100,6 +101,10 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
             local run's; the decisions, DSIR's selection and the outputs are made here, as locally.
         workers: with engine="ray", the number of local Ray worker processes.
         address: with engine="ray", the address of a running cluster.
+        sources: a ``SourceGuard`` (runtime/sources.py): what names each document's source (its input file, or a
+            field's value); run.json's ``sources`` has each source's removals, and a run that removes more than
+            ``max_removal`` of some source's documents raises ``SourceRemovalError`` after writing scores.parquet,
+            run.json and the report, before filtered/.
 
     Returns:
         A ``FilterResult``: the per-document scores and decisions, and run.json's statistics.
@@ -113,17 +118,19 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
     if engine == "local" and (workers is not None or address is not None):
         raise ConfigError("workers / address need engine='ray' (--engine ray)")
     ray_args = (workers, address) if engine == "ray" else None
+    guard = sources or SourceGuard()
     if output_dir is None:
-        return _filter(source, cfg, None, ray_args)
+        return _filter(source, cfg, None, ray_args, guard)
     from ..runtime.outputs import input_roots
 
     out = os.fspath(output_dir)
     roots = input_roots(source) + (input_roots(list(cfg.dsir_target)) if cfg.dsir_target else [])
     with owned(out, command="filter", overwrite=overwrite, roots=roots):
-        return _filter(source, cfg, out, ray_args)
+        return _filter(source, cfg, out, ray_args, guard)
 
 
-def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | None = None) -> FilterResult:
+def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | None = None,
+            guard: SourceGuard = SourceGuard()) -> FilterResult:
     steps = Steps()
     timings = steps.timings
     with steps("score"):  # set-up (device, models) included; a first run's compiling is timings["compile"]
@@ -189,13 +196,17 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
                                            "(no model)": int((used == "").sum())}
     stats["engine"] = {"name": "local"} if ray_args is None else \
         {"name": "ray", "workers": ray_args[0], "address": ray_args[1], "tasks": len(files)}
+    with steps("sources"):
+        stats["sources"] = _sources(files, cfg, guard, table, file_rows)
+    stopped = bool(stats["sources"]["over_limit"])
     if out is not None:
         os.makedirs(out, exist_ok=True)
         with steps("write"):
             phase(logger, "filter: writing scores.parquet%s (%s kept documents)",
                   " and filtered/" if cfg.write_filtered else "", f"{int(keep.sum()):,}")
             write_table(table, scores_schema(table.column_names), os.path.join(out, "scores.parquet"))
-            stats.update(write_documents(files, cfg, cols["id"], para, keep, out, file_rows))
+            if not stopped:  # a source over the limit: no kept records (sources.check below)
+                stats.update(write_documents(files, cfg, cols["id"], para, keep, out, file_rows))
     if out is not None and cfg.audit:
         with steps("audit"):
             audit, percentiles = audit_sample(files, cfg, table)
@@ -218,7 +229,18 @@ def _filter(source: Any, cfg: FilterConfig, out: str | None, ray_args: tuple | N
 
         finish(out, stats, report=report, what="filter")
     logger.info("filter: kept %d of %d documents", int(keep.sum()), n)
+    check_sources(stats["sources"], "filtered/")
     return FilterResult(table, stats, out)
+
+
+def _sources(files, cfg: FilterConfig, guard: SourceGuard, table: pa.Table, file_rows: list[int]) -> dict[str, Any]:
+    """run.json's ``sources`` (runtime/sources.py): each source's documents and the filter's removals."""
+    rel = pa.array([f.relpath for f in files], pa.string())
+    by_file = rel.take(pa.array(np.repeat(np.arange(len(files)), file_rows), pa.int64()))
+    tally = Tally()
+    tally.add(source_labels(files, guard.source_field, cfg, by_file),
+              np.asarray(table["keep"].to_numpy(zero_copy_only=False), bool), step="filter", reason=table["reason"])
+    return tally.stats(guard)
 
 
 # ------------------------------------------------------------------------------------------ the pass
@@ -237,7 +259,7 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
     paras: list[ParagraphScores] = []
     file_rows: list[int] = [0] * len(files)
     bb = batch_bytes(cfg.batch_bytes, device)
-    with progress(cfg, "filter") as bar:
+    with progress(cfg, "filter", files=files) as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
                                      on_error=cfg.on_error, report=report, **url_reading(cfg)):
             file_rows[batch.file_index] += len(batch.text)
@@ -246,7 +268,7 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
                 paras.append(parts[-1].pop("paragraph_scores").shift(batch.row_start))
             if dsir is not None:
                 dsir.add_raw(batch.text)
-            bar.update(len(batch.text))
+            bar.update(len(batch.text), batch.file_index)
     cols = concat_columns(parts)
     if cfg.paragraph_action == "remove":
         cols["paragraph_scores"] = ParagraphScores.concat(paras)
@@ -261,6 +283,11 @@ def _score_file(f, cfg: FilterConfig, device: str, with_dsir: bool) -> dict[str,
     from ..io import ReadReport
     from .dsir import DSIRConfig, fit_counts
 
+    import time
+
+    from ..runtime.run import peak_rss_bytes
+
+    t, cpu = time.perf_counter(), time.process_time()
     set_threads(cfg.threads or 1)
     scorers = Scorers.load(cfg, device)
     report = ReadReport()
@@ -276,7 +303,8 @@ def _score_file(f, cfg: FilterConfig, device: str, with_dsir: bool) -> dict[str,
             c = fit_counts(batch.text, dcfg, device)
             counts = c if counts is None else counts + c
     return {"cols": concat_columns(parts) if parts else None, "report": report.to_dict(), "dsir_counts": counts,
-            "paragraphs": ParagraphScores.concat(paras)}
+            "paragraphs": ParagraphScores.concat(paras), "seconds": time.perf_counter() - t,
+            "cpu_seconds": time.process_time() - cpu, "peak_rss_bytes": peak_rss_bytes() or 0}
 
 
 def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers: int | None,
@@ -287,12 +315,17 @@ def _score_pass_ray(files, cfg: FilterConfig, device: str, dsir, report, workers
     if device == "cuda":
         raise ConfigError("filter --engine ray scores on CPU workers only yet: run it with --device cpu, or "
                           "--engine local --device cuda")
+    from ..runtime.cost import current
+
+    meter = current()
     with ray_cluster(workers, address) as ray:
         task = ray.remote(num_cpus=1, max_retries=3)(_score_file)
         refs = [task.remote(f, cfg, device, dsir is not None) for f in files]
         parts, file_rows, row0, paras = [], [], 0, []
         for ref in refs:
             got = ray_get(ray, [ref])[0]  # a task's own error as the local engine raises it
+            if meter is not None:  # the task's own accounting: run.json's cost
+                meter.add_tasks([got])
             report.merge(got["report"])
             if got["dsir_counts"] is not None:
                 dsir.raw_counts += got["dsir_counts"]

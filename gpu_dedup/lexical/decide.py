@@ -107,7 +107,8 @@ def decide(cfg: RunConfig, device: str, files, docs: Documents, timings: dict[st
     stages: dict[str, Any] = {"exact": groups.stats, "lsh": cands.stats}
     if index is not None:
         stages["against_index"] = {"path": index.path, "documents": ranked.n_index,
-                                   "generation": index.manifest["generation"]}
+                                   "generation": index.manifest["generation"],
+                                   **({"scope": index.manifest["scope"]} if "scope" in index.manifest else {})}
 
     sets = None
     n = len(docs)

@@ -5,6 +5,9 @@
     decide        keep order -> exact groups -> LSH buckets -> verification (pass 2, only the candidates'
                   text, or pass 1's kept text) -> removal policy -> decisions (lexical/decide.py)
     semantic      optionally SemDeDup over the same documents (semantic/)
+    sources       what each source lost (runtime/sources.py: run.json ``sources``); over ``max_removal`` of
+                  some source the run stops before its kept records and index (decisions, run.json and the
+                  report stay, for inspection)
     index         optionally save the kept documents as an index for later runs (index.py)
     write         deduplicated/ (the kept records, copied verbatim), decisions.parquet, run.json, report.html
 
@@ -34,6 +37,7 @@ from ..runtime.device import batch_bytes, cache_bytes, note_compiling
 from ..runtime.outputs import input_roots
 from ..runtime.passes import TextCache, known_text_bytes
 from ..runtime.run import RunResult, finish, header, owned, resources, write_tables
+from ..runtime.sources import SourceGuard, Tally, check as check_sources, source_labels, thresholds
 from ..runtime.workdir import WorkDir, checkpoint
 from .decide import Decided, decide
 from .signatures import Documents, read_signatures, reader_name
@@ -64,7 +68,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
                 resume: bool = False,
                 overwrite: bool = True, engine: str = "local", workers: int | None = None,
                 scheduler: str | None = None, prefilter: Any = None, address: str | None = None,
-                partitions: int | None = None, **overrides: Any) -> DedupResult:
+                partitions: int | None = None, sources: SourceGuard | None = None, **overrides: Any) -> DedupResult:
     """Deduplicate ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame).
 
     ``overrides`` are applied to ``config`` with ``RunConfig.replace`` (e.g. ``cluster__threshold=0.9``).
@@ -89,6 +93,11 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     documents it rejects are removed as ``filtered`` and never remove a kept one; every score and the
     detailed reason go to OUT/scores.parquet. One read of the input; no semantic; the local engine
     without a work dir, or the Ray engine (each sign task scores its file).
+    ``sources``: a ``SourceGuard``: each document's source (its input file, or ``source_field``'s value, read
+    once more) and ``max_removal``; run.json's ``sources`` has every source's removals, similarity histogram and
+    boundary pairs, and a run that removes more than ``max_removal`` of some source's documents raises
+    ``SourceRemovalError`` after writing decisions.parquet, run.json and the report, before deduplicated/ and
+    the index (runtime/sources.py).
 
     What the run owns (gpu_dedup/runtime/outputs.py): ``output_dir``, ``work_dir`` and ``save_index`` must lie outside
     the inputs; they are locked for the run (a concurrent run into one of them fails at once, naming this
@@ -105,11 +114,12 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         from ..distributed import IndexSource
         from .index import index_manifest
 
-        index = IndexSource(os.fspath(against), index_manifest(os.fspath(against), contract(cfg)))
+        index = IndexSource(os.fspath(against), index_manifest(os.fspath(against), contract(cfg),
+                                                               cfg.cluster.scope_field))
     elif against is not None:
         from .index import load_index
 
-        index = load_index(os.fspath(against), contract(cfg))
+        index = load_index(os.fspath(against), contract(cfg), cfg.cluster.scope_field)
     files = io.source_files(source)
     out = os.fspath(output_dir) if output_dir is not None else None
     if engine == "dask" or scheduler is not None:
@@ -121,9 +131,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ConfigError(f"workers={workers!r} is no number of Ray worker processes: pass a whole number >= 1, or "
                           f"leave it out to use every CPU")
-    if cfg.cluster.scope_field is not None and (index is not None or save_index is not None or semantic is not None):
-        raise ConfigError("--scope-field cannot be combined with --against, --save-index or --semantic yet (an "
-                          "index and the semantic stage are global): run it without them")
+    if cfg.cluster.scope_field is not None and semantic is not None:
+        raise ConfigError("--scope-field cannot be combined with --semantic yet (the semantic stage is global): "
+                          "run it without one of them")
     if semantic is True:  # semantic=True: SemDeDup with its defaults
         from ..semantic.config import SemanticConfig
 
@@ -157,8 +167,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
             result = _run_ray(cfg, device, threads=threads, t_start=t_start, files=files, out=out, work=wd,
                               workers=workers, address=address, partitions=partitions, resume=resume,
                               index=index, save_index=os.fspath(save_index) if save_index is not None else None,
-                              prefilter=prefilter)
+                              prefilter=prefilter, guard=sources or SourceGuard())
             logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
+            check_sources(result.stats["sources"])
             return result
         # a scoped run's pieces hold its scope values: reused only by a run of the same scope field
         scope = "" if cfg.cluster.scope_field is None else f"+scope:{cfg.cluster.scope_field}"
@@ -166,8 +177,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         result = _run(source, cfg, device, threads=threads, t_start=t_start, files=files, index=index, out=out,
                       work=work, semantic=(semantic, semantic_order), save_index=save_index,
                       engine_args=(engine, workers),
-                      prefilter=prefilter)
-    logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
+                      prefilter=prefilter, guard=sources or SourceGuard())
+        logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
+        check_sources(result.stats["sources"])  # inside the owned block: its outputs stay, as "stopped"
     return result
 
 
@@ -209,7 +221,7 @@ def _precompile(device: str) -> float:
 
 def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: float, files, index, out: str | None,
          work: WorkDir | None, semantic: tuple[Any, str], save_index, engine_args: tuple,
-         prefilter: Any = None) -> DedupResult:
+         prefilter: Any = None, guard: SourceGuard = SourceGuard()) -> DedupResult:
     """``deduplicate`` once its directories are owned: pass 1, decide, semantic, index, write."""
     engine, workers = engine_args
     timings: dict[str, float] = {}
@@ -234,7 +246,11 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
     cache.drop("released after verification")  # free the text (device memory on a GPU) before writing
     if semantic is not None:
         decided = _add_semantic(decided, source, semantic, semantic_order, out, device, cfg, timings)
-    if save_index is not None:
+    t = time.perf_counter()
+    tally = _sources(decided.decisions, files, cfg, guard, docs, semantic)
+    timings["sources"] = time.perf_counter() - t
+    stopped = bool(tally["over_limit"])
+    if save_index is not None and not stopped:
         from .index import write_index
 
         t = time.perf_counter()
@@ -242,6 +258,7 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
         timings["save_index"] = time.perf_counter() - t
 
     stats = _run_stats(cfg, device, threads, files, report, docs, decided, timings)
+    stats["sources"] = tally
     stats["engine"] = {"name": engine, "workers": workers}
     stats["parquet_text_reader"] = reader_name(cfg, device, prefilter=pre is not None)
     if pre is not None:
@@ -252,7 +269,9 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
             write_tables([scores], scores_schema(scores.column_names), os.path.join(out, "scores.parquet"))
     if work is not None:
         stats["work_dir"] = {"path": work.path, "pieces_reused": work.reused, "pieces_computed": work.recomputed}
-    texts = _write_outputs(out, cfg, files, docs, decided, stats, timings) if out is not None else None
+    texts = None
+    if out is not None:
+        texts = _write_outputs(out, cfg, files, docs, decided, stats, timings, kept=not stopped)
     timings["total"] = time.perf_counter() - t_start
     busy = timings["total"] - timings.get("compile", 0.0)
     stats["throughput_docs_per_s"] = len(docs) / busy if busy > 0 else None
@@ -280,7 +299,7 @@ class _FileDecisions(DedupResult):
 
 def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files, out: str | None, work: str,
              workers, address, partitions, resume: bool, index=None, save_index: str | None = None,
-             prefilter: Any = None) -> DedupResult:
+             prefilter: Any = None, guard: SourceGuard = SourceGuard()) -> DedupResult:
     """``deduplicate`` on the Ray engine (gpu_dedup/distributed/): tasks compute and write everything."""
     from .. import distributed
 
@@ -288,7 +307,7 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
     fp = contract_fingerprint(contract(cfg))
     got = distributed.run(files, cfg, device, work=work, out=out, workers=workers, address=address,
                           partitions=partitions, resume=resume, timings=timings, fingerprint=fp, index=index,
-                          save_index=save_index, prefilter=prefilter)
+                          save_index=save_index, prefilter=prefilter, guard=guard)
     path = os.path.join(out if out is not None else work, "decisions.parquet")
     checkpoint("decisions")
     first = 1 if index is not None else 0  # an --against index is the Ray run's file 0 (no decisions)
@@ -304,8 +323,9 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
                   "stages": got["stages"], "engine": got["engine"],
                   "work_dir": {"path": work, "pieces_reused": got["engine"]["sign_tasks_reused"],
                                "pieces_computed": len(files) - got["engine"]["sign_tasks_reused"]}})
-    if out is not None and cfg.write_deduplicated:
+    if out is not None and cfg.write_deduplicated and not got["sources"]["over_limit"]:
         stats["deduplicated"] = got["deduplicated"]
+    stats["sources"] = got["sources"]
     if "prefilter" in got:
         stats["prefilter"] = got["prefilter"]
     timings["total"] = time.perf_counter() - t_start
@@ -422,13 +442,14 @@ def _run_stats(cfg: RunConfig, device: str, threads: int, files, report, docs: D
 
 
 def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: Decided, stats: dict[str, Any],
-                   timings: dict[str, float]) -> dict[int, str] | None:
-    """deduplicated/ (unless disabled), then decisions.parquet. Returns the texts of the rows the report shows,
-    picked up while deduplicated/ was written (None when it was not)."""
+                   timings: dict[str, float], kept: bool = True) -> dict[int, str] | None:
+    """deduplicated/ (unless disabled, or ``kept`` False: the source guard stopped the run), then
+    decisions.parquet. Returns the texts of the rows the report shows, picked up while deduplicated/ was written
+    (None when it was not)."""
     os.makedirs(out, exist_ok=True)
     t = time.perf_counter()
     texts = None
-    if cfg.write_deduplicated:
+    if cfg.write_deduplicated and kept:
         # files in parallel on the reader's threads (pass 1's default: pyarrow's CPU count), each
         # placed in the keep mask by the rows pass 1 read from it
         annotate = None
@@ -440,7 +461,7 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
         stats["deduplicated"] = io.write_kept(files, decided.keep, os.path.join(out, "deduplicated"),
                                               id_field=cfg.id_field, text_field=cfg.text_field,
                                               on_error=cfg.on_error, file_rows=docs.file_rows, annotate=annotate,
-                                              texts_of=shown_rows(decided.decisions))
+                                              texts_of=shown_rows(decided.decisions, stats))
         texts = stats["deduplicated"].pop("texts")  # the report's excerpts: not a second read of the inputs
         # the kept records are copied verbatim: every input file is read once more, whole
         stats["bytes_read"]["deduplicated_input_files"] = sum(io.file_size(f) for f in files
@@ -452,6 +473,22 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
     write_tables([decided.decisions], schema, os.path.join(out, "decisions.parquet"))  # the Ray engine's bytes
     timings["write_decisions"] = time.perf_counter() - t
     return texts
+
+
+def _sources(decisions: pa.Table, files, cfg: RunConfig, guard: SourceGuard, docs: Documents,
+             semantic: Any) -> dict[str, Any]:
+    """run.json's ``sources`` (runtime/sources.py) of the decisions: a scope field's values when the source field
+    is the scope field (pass 1 read them), else the input file or the field read once more."""
+    if guard.source_field is not None and guard.source_field == cfg.cluster.scope_field:
+        labels = pa.array(docs.scope_values, pa.string()).take(pa.array(docs.scope_codes))
+    else:
+        labels = source_labels(files, guard.source_field, cfg, decisions["source"].combine_chunks())
+    tally = Tally(thresholds(cfg, semantic))
+    d = decisions
+    tally.add(labels, np.asarray(d["keep"].to_numpy(zero_copy_only=False), bool), step="dedup", reason=d["reason"],
+              jaccard=d["jaccard"], cosine=d["cosine"] if "cosine" in d.column_names else None, ids=d["id"],
+              matched=d["matched_id"])
+    return tally.stats(guard)
 
 
 def _finish(out: str, stats: dict[str, Any], files, texts: dict[int, str] | None = None) -> None:

@@ -6,11 +6,20 @@ Layout of an index directory (format "gpu_dedup-index", version ``INDEX_VERSION`
                      per band), shingles (list<uint64>, sorted distinct shingle hashes; only with
                      verification, null for short documents)
   manifest.json      format, version, generation (1 + parent's), contract + fingerprint, documents,
-                     has_shingles, parent fingerprint and generation, created. Written last: an index
+                     has_shingles, parent fingerprint and generation, created; a scoped index's ``scope``
+                     (below) and version ``SCOPED_VERSION``. Written last: an index
                      without a manifest is incomplete and refused; one that is not an index manifest
                      (invalid JSON, not an object, another format, keys missing) is an error naming it.
   gpu-dedup.lock     held while a run writes the index (gpu_dedup/runtime/outputs.py): a second writer fails at once.
 ``check_index_target`` refuses to save an index into a directory holding anything but an index.
+
+A scoped run (``ClusterConfig.scope_field``) saves its kept documents with the hashes and band keys it compared:
+each row's scope salt mixed in (``signatures.scope_salts``), so a later run of the same scope field matches an
+indexed document only within its own scope, as if each scope kept an index of its own (one index for all
+snapshots, each deduplicated incrementally against its own past). Its manifest says ``scope``: the field and the
+indexed documents per scope value; its version is ``SCOPED_VERSION``, which a gpu_dedup that knows no scopes
+refuses (it would compare salted keys as global ones). ``index_manifest`` refuses a scoped run against a global
+index, a global run against a scoped one, and another scope field: their keys would never meet.
 Everything a new run compares against these arrays must match the contract, so ``load_index`` refuses
 an index made with another normalization, shingling, K, seed, hash or banding. ``write_index`` saves a run's
 kept documents (after the index it ran against, when given) as the next generation.
@@ -45,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 FORMAT = INDEX_FORMAT
 INDEX_VERSION = 1
+SCOPED_VERSION = 2  # a scoped index (its keys salted per scope): refused by a reader of version 1 only
+VERSIONS = (INDEX_VERSION, SCOPED_VERSION)
 
 
 @dataclass
@@ -104,9 +115,9 @@ _KEYS = ("format", "version", "generation", "contract", "documents", "has_shingl
 _INDEX_FILES = {"documents.parquet", "manifest.json"}
 
 
-def load_index(path: str, expected_contract: dict[str, Any]) -> Index:
+def load_index(path: str, expected_contract: dict[str, Any], scope_field: str | None = None) -> Index:
     """The index at ``path`` (``index_manifest``'s checks), its documents' ids, hashes and band keys in memory."""
-    manifest = index_manifest(path, expected_contract)
+    manifest = index_manifest(path, expected_contract, scope_field)
     t = pq.read_table(os.path.join(path, "documents.parquet"), columns=["id", "exact_lo", "exact_hi", "short",
                                                                         "band_keys"])
     bands = manifest["contract"]["lsh"]["bands"]
@@ -118,14 +129,15 @@ def load_index(path: str, expected_contract: dict[str, Any]) -> Index:
                  np.asarray(t["short"].to_numpy(zero_copy_only=False), bool), keys.reshape(t.num_rows, bands))
 
 
-def index_manifest(path: str, expected_contract: dict[str, Any]) -> dict[str, Any]:
-    """The manifest of the index at ``path``, checked (format, version, keys, the run's contract, the
-    documents' row count from documents.parquet's metadata) without reading a document (the Ray
+def index_manifest(path: str, expected_contract: dict[str, Any], scope_field: str | None = None) -> dict[str, Any]:
+    """The manifest of the index at ``path``, checked (format, version, keys, the run's contract and scope
+    field, the documents' row count from documents.parquet's metadata) without reading a document (the Ray
     engine's driver: its tasks read the rows).
 
     Args:
         path: the index directory.
         expected_contract: the run's contract (contract.contract(cfg)).
+        scope_field: the run's ``ClusterConfig.scope_field`` (None: a global run); the index's must be the same.
 
     Returns:
         The manifest (a dict).
@@ -139,10 +151,11 @@ def index_manifest(path: str, expected_contract: dict[str, Any]) -> dict[str, An
         raise MissingFileError(f"{path!r} is not a complete gpu_dedup index (no manifest.json); "
                                "save one with `gpu-dedup run ... --save-index DIR`")
     manifest = read_manifest(manifest_path, FORMAT, "index")
-    if manifest.get("version") != INDEX_VERSION:
+    if manifest.get("version") not in VERSIONS:
         raise DataError(f"{path!r} has format {manifest.get('format')!r} version {manifest.get('version')!r}; "
-                        f"this gpu_dedup reads {FORMAT!r} version {INDEX_VERSION}")
+                        f"this gpu_dedup reads {FORMAT!r} versions {', '.join(map(str, VERSIONS))}")
     require_keys(manifest, _KEYS, manifest_path, "index")
+    check_scope(path, manifest, scope_field)
     if not isinstance(manifest["contract"], dict) or not isinstance(manifest["contract"].get("lsh"), dict):
         raise ManifestError(f"index manifest {manifest_path!r}: \"contract\" is not a contract object; the "
                             "index is damaged, rebuild it")
@@ -156,6 +169,37 @@ def index_manifest(path: str, expected_contract: dict[str, Any]) -> dict[str, An
         raise DataError(f"index {path!r}: documents.parquet has {rows} rows, the manifest says "
                         f"{manifest['documents']}; the index is damaged, rebuild it")
     return manifest
+
+
+def index_scope(manifest: dict[str, Any]) -> str | None:
+    """The scope field of an index (None: a global one)."""
+    scope = manifest.get("scope")
+    return scope.get("field") if isinstance(scope, dict) else None
+
+
+def check_scope(path: str, manifest: dict[str, Any], scope_field: str | None) -> None:
+    """Refuse an index whose scope field is not the run's (module docstring): a scoped index's keys carry
+    their scope's salt, a global one's none, so the two would never match and every document would be kept.
+
+    Raises:
+        ConfigError: naming both fields and the fix.
+    """
+    has = index_scope(manifest)
+    if manifest.get("version") == SCOPED_VERSION and has is None:
+        raise ManifestError(f"index {path!r}: version {SCOPED_VERSION} but no scope field in its manifest; the index "
+                            "is damaged, rebuild it")
+    if has == scope_field:
+        return
+    if has is None:
+        raise ConfigError(f"index {path!r} was saved by a global run (no --scope-field): its keys carry no scope, so "
+                          f"a run with --scope-field {scope_field} would match none of them; run without "
+                          f"--scope-field against it, or save a scoped index (a run with --scope-field "
+                          f"{scope_field} --save-index DIR)")
+    if scope_field is None:
+        raise ConfigError(f"index {path!r} was saved by a run with --scope-field {has}: its documents match only "
+                          f"documents of their own {has}; pass --scope-field {has}, or run without --against")
+    raise ConfigError(f"index {path!r} was saved with --scope-field {has}, this run uses --scope-field "
+                      f"{scope_field}: pass --scope-field {has} (the scope values must mean the same)")
 
 
 def check_index_target(path: str, against: str | None = None) -> None:
@@ -201,11 +245,16 @@ def documents_table(ids: pa.Array, exact: np.ndarray, short: np.ndarray, band_ke
 class IndexWriter:
     """Streams index rows into documents.parquet; ``close`` writes the manifest (atomically, last)."""
 
-    def __init__(self, path: str, contract: dict[str, Any], has_shingles: bool, parent: Index | None = None):
+    def __init__(self, path: str, contract: dict[str, Any], has_shingles: bool, parent: Index | None = None,
+                 scope_field: str | None = None):
         os.makedirs(path, exist_ok=True)
         if os.path.exists(os.path.join(path, "manifest.json")):
             os.remove(os.path.join(path, "manifest.json"))  # incomplete until the new manifest lands
         self.path, self.contract, self.has_shingles, self.parent = path, contract, has_shingles, parent
+        self.scope_field = scope_field
+        # a scoped index's documents per scope value (the parent's first): its manifest's ``scope``
+        self.scopes: dict[str, int] = dict(((parent.manifest.get("scope") or {}).get("documents") or {})
+                                           if parent is not None else {})
         self.rows = 0
         self._stack = ExitStack()  # documents.parquet's temporary: renamed into place by close, else removed
         self._tmp = self._stack.enter_context(io.atomic_path(os.path.join(path, "documents.parquet")))
@@ -217,6 +266,11 @@ class IndexWriter:
         if len(ids):
             self._writer.write_table(documents_table(ids, exact, short, band_keys, shingles))
             self.rows += len(ids)
+
+    def add_scopes(self, counts: dict[str, int]) -> None:
+        """Count more indexed documents per scope value (a scoped index's manifest)."""
+        for value, k in counts.items():
+            self.scopes[value] = self.scopes.get(value, 0) + int(k)
 
     def write_table(self, table: pa.Table) -> None:
         """Append rows already in the index schema (a Ray task's part of the new index)."""
@@ -243,7 +297,7 @@ class IndexWriter:
         self._writer.close()
         self._stack.close()  # fsync + rename onto documents.parquet
         manifest = {
-            "format": FORMAT, "version": INDEX_VERSION,
+            "format": FORMAT, "version": INDEX_VERSION if self.scope_field is None else SCOPED_VERSION,
             "generation": 1 + (self.parent.manifest["generation"] if self.parent else 0),
             "contract": self.contract, "contract_fingerprint": contract_fingerprint(self.contract),
             "documents": self.rows, "has_shingles": self.has_shingles,
@@ -251,6 +305,8 @@ class IndexWriter:
                         "documents": len(self.parent)} if self.parent else None),
             "created": created(),
         }
+        if self.scope_field is not None:
+            manifest["scope"] = {"field": self.scope_field, "documents": self.scopes}
         io.write_json_atomic(manifest, os.path.join(self.path, "manifest.json"))
         return manifest
 
@@ -276,7 +332,8 @@ def write_index(path: str, cfg: RunConfig, device: str, files, docs: Documents, 
 def save_index(path: str, cfg: RunConfig, parent: Any, fill: Callable[[IndexWriter], None]) -> dict[str, Any]:
     """A new index at ``path`` (after ``parent``'s rows, when given) of the rows ``fill(writer)`` writes:
     aborted on any error, else closed and logged; run.json's ``stages.index`` (both engines)."""
-    writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=parent)
+    writer = IndexWriter(path, contract(cfg), has_shingles=cfg.cluster.verify, parent=parent,
+                         scope_field=cfg.cluster.scope_field)
     try:
         fill(writer)
     except BaseException:
@@ -284,7 +341,10 @@ def save_index(path: str, cfg: RunConfig, parent: Any, fill: Callable[[IndexWrit
         raise
     manifest = writer.close()
     logger.info("saved index %s: %d documents (generation %d)", path, manifest["documents"], manifest["generation"])
-    return {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}
+    out = {"path": path, "documents": manifest["documents"], "generation": manifest["generation"]}
+    if "scope" in manifest:
+        out["scope"] = manifest["scope"]
+    return out
 
 
 def check_extends(path: str, cfg: RunConfig, index: Index | None) -> None:
@@ -300,6 +360,9 @@ def _write_rows(writer: IndexWriter, cfg: RunConfig, device: str, files, docs: D
                 keep_mask: np.ndarray) -> None:
     writer.copy_parent()
     kept = np.flatnonzero(keep_mask)
+    if docs.scope_codes is not None:  # the keys below carry their scope's salt (BandKeys' mix, docs.exact)
+        counts = np.bincount(docs.scope_codes[kept], minlength=len(docs.scope_values))
+        writer.add_scopes({v: int(k) for v, k in zip(docs.scope_values, counts) if k})
     band = docs.keys.rows(to_device(kept, device))  # (kept, bands): row j belongs to kept[j]
     for part in kept_rows(cfg, files, kept, docs.ids, to_host(docs.exact), to_host(docs.nshingles) == 0, band):
         writer.write(*part)

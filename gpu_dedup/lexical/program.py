@@ -47,7 +47,7 @@ class Dedup:
             if env.engine == "ray" else {}
         res = deduplicate(view, cfg, out, against=self.against, save_index=self.save_index, overwrite=env.overwrite,
                           engine=env.engine, work_dir=env.work_dir, resume=env.resume, prefilter=self.prefilter,
-                          semantic=self.semantic, semantic_order=self.semantic_order, **ray)
+                          semantic=self.semantic, semantic_order=self.semantic_order, sources=env.sources, **ray)
         kept = os.path.join(out, self.outputs.kept) if cfg.write_deduplicated else None
         return StepRun(res, decision_verdicts(res.decisions), kept)
 

@@ -231,15 +231,29 @@ def compute_file(f, cfg: RunConfig, device: str, params, bar=None, steps: tuple 
     offered to ``steps`` (``BatchStep``) as a ``PassBatch`` whose row is ``row0`` + its row in the file;
     a step that supplies "keep_values" replaces the input's keep column (which is then not read), the
     "filter_pass" of the steps that supply one are combined (a document passes when every one passes it)."""
-    parts, report, tm = compute_files([f], cfg, device, params, bar, steps, row0)
+    parts, report, tm = compute_files([f], cfg, device, params, None if bar is None else _OneFileBar(bar), steps,
+                                      row0)
     return parts[0], report, tm
+
+
+class _OneFileBar:
+    """A one-file bar (``update(n)``: passes.progress' ``for_file``) as ``compute_files``' bar, whose ``update``
+    also names the batch's file."""
+
+    def __init__(self, bar) -> None:
+        self.bar = bar
+
+    def update(self, n: int, file_index: int | None = None) -> None:
+        self.bar.update(n)
 
 
 def compute_files(files, cfg: RunConfig, device: str, params, bar=None, steps: tuple = (),
                   row0: int = 0) -> tuple[list[_Collected], dict, dict[str, float]]:
     """Pass 1 over ``files`` as one stream (``compute_file``'s rules): the reader decodes the next file while
     this one's last batches are hashed, and the kernels are loaded while the first batch is decoded
-    (``_preload``). Returns each file's batches' arrays, the read report of all of them, and the timings."""
+    (``_preload``). ``bar``: a progress bar counting each batch's documents with its file (``update(n,
+    file_index)``), or None. Returns each file's batches' arrays, the read report of all of them, and the
+    timings."""
     kc = keep_column(cfg.cluster.keep)
     report = io.ReadReport()
     parts = [_Collected() for _ in files]
@@ -308,7 +322,7 @@ def compute_files(files, cfg: RunConfig, device: str, params, bar=None, steps: t
         tm["minhash"] += t3 - t2
         tm["band_keys"] += t4 - t3
         if bar is not None:
-            bar.update(len(batch))
+            bar.update(len(batch), batch.file_index)
         checkpoint("batch")
         t = time.perf_counter()
     return parts, report.to_dict(), tm
@@ -340,7 +354,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
     steps = ((TextCacheStep(cache),) if cache is not None else ()) + steps
     stored = {fi: work.load(fi, f) for fi, f in enumerate(files)} if work is not None else {}
     keep_keys = work is None or cfg.memory_budget is None  # else they are read back from the pieces
-    with progress(cfg, "read+minhash") as bar:
+    with progress(cfg, "read+minhash", files=files) as bar:
         if work is None:  # one stream over every file: the next file is read while this one is hashed
             parts, part_report, tm = compute_files(files, cfg, device, params, bar, steps)
             for k, v in tm.items():
@@ -359,7 +373,7 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
                 part = _unpacked(piece[0], cfg, device)
                 report.merge(piece[1])
             else:
-                part, part_report, tm = compute_file(f, cfg, device, params, bar, steps, row0=col.rows)
+                part, part_report, tm = compute_file(f, cfg, device, params, bar.for_file(fi), steps, row0=col.rows)
                 for k, v in tm.items():
                     timings[k] = timings.get(k, 0.0) + v
                 report.merge(part_report)

@@ -389,7 +389,7 @@ def dedup_pass(files, cfg: ParagraphConfig, device: str, seen: "Decider | BloomF
     two tables (or kept, in memory), its counts added up."""
     p = Pass(new_counts(), io.ReadReport(), batch_bytes(cfg.batch_bytes, device))
     note_compiling(device, ("paragraph",))  # before the bar: a first run compiles the Bloom kernels
-    with _Sinks(out) as sinks, progress(cfg, "paragraph dedup") as bar:
+    with _Sinks(out) as sinks, progress(cfg, "paragraph dedup", files=files) as bar:
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
                                      batch_bytes=p.batch_bytes, on_error=cfg.on_error, report=p.report):
             tb, cb = time.perf_counter(), compile_clock()
@@ -402,7 +402,7 @@ def dedup_pass(files, cfg: ParagraphConfig, device: str, seen: "Decider | BloomF
             else:
                 sinks.write(spans, docs)
             add_counts(p.counts, res, spans, len(batch.text))
-            bar.update(len(batch.text))
+            bar.update(len(batch.text), batch.file_index)
     return p
 
 

@@ -21,7 +21,9 @@ import os
 from typing import Any, Sequence
 
 from ..errors import ConfigError
+from ..runtime.cost import Price
 from ..runtime.program import Env, Reading
+from ..runtime.sources import SourceGuard
 
 ENGINES = ("local",)
 
@@ -36,15 +38,20 @@ class Pipeline:
         reading: how every step reads its input (``runtime.program.Reading``: id and text fields, bad records,
             batch size); one setting for the whole run.
         progress: progress bars on stderr (off in the API).
+        sources: a ``SourceGuard`` (runtime/sources.py): what names each document's source (its input file, or a
+            field) and the largest share of a source's documents the run may remove (run.json ``sources``).
+        price: a ``Price`` (runtime/cost.py): run.json's ``cost`` in money too.
     """
 
     def __init__(self, steps: Sequence[Any], *, device: str = "auto", threads: int | None = None,
-                 reading: Reading | None = None, progress: bool = False) -> None:
+                 reading: Reading | None = None, progress: bool = False, sources: SourceGuard | None = None,
+                 price: Price | None = None) -> None:
         from .engine import check_steps
 
         self.steps = list(steps)
         check_steps(self.steps, "steps")
-        self.env = Env(device=device, threads=threads, progress=progress, reading=reading or Reading())
+        self.env = Env(device=device, threads=threads, progress=progress, reading=reading or Reading(),
+                       sources=sources or SourceGuard(), price=price)
 
     def __repr__(self) -> str:
         return f"Pipeline([{', '.join(type(s).__name__ for s in self.steps)}])"

@@ -96,7 +96,8 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
               against: str | os.PathLike | None = None, save_index: str | os.PathLike | None = None,
               work_dir: str | os.PathLike | None = None, resume: bool = False, overwrite: bool = True,
               engine: str = "local", workers: int | None = None, address: str | None = None,
-              partitions: int | None = None, prefilter: Any = None) -> RunStages:
+              partitions: int | None = None, prefilter: Any = None, sources: Any = None,
+              price: Any = None) -> RunStages:
     """``deduplicate`` with paragraph and/or exact-substring dedup in the stated order (module docstring), as one
     flat pipeline (``engine.run_pipeline``, layout "flat": every step writes into ``output_dir``, which this call
     owns as the "run" command: outside the inputs, locked, an earlier run's files replaced only with
@@ -114,6 +115,8 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
         substring_order: as ``paragraph_order``; "after" follows an "after" paragraph stage.
         lexical: False skips MinHash/LSH (``cluster.near=False``), for a semantic-only run; exact duplicates
             are still removed.
+        sources: a ``SourceGuard`` (each document's source; the largest share of one a run may remove: the dedup
+            step stops before deduplicated/ when a source lost more). price: a ``Price`` (run.json's ``cost``).
 
     Returns:
         A ``RunStages``: every stage's result, in the order they ran.
@@ -134,7 +137,8 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
     if output_dir is None:  # in memory: no span stage (check_composition)
         return RunStages(deduplicate(source, cfg, None, against=against, save_index=save_index, semantic=semantic,
                                      semantic_order=semantic_order, work_dir=work_dir, resume=resume,
-                                     engine=engine, overwrite=overwrite, prefilter=prefilter, **ray))
+                                     engine=engine, overwrite=overwrite, prefilter=prefilter, sources=sources,
+                                     **ray))
     from ..lexical.program import Dedup
     from ..paragraph.dedup import paragraph_dedup
     from ..paragraph.program import Paragraph
@@ -168,9 +172,12 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
     for name, stage_cfg, order in (("paragraph", pcfg, paragraph_order), ("substring", scfg, substring_order)):
         if stage_cfg is not None and order == "after":
             steps.append(Paragraph(stage_cfg) if name == "paragraph" else Substring(stage_cfg))
+    from ..runtime.sources import SourceGuard
+
     env = Env(device=cfg.device, threads=cfg.threads, progress=cfg.progress, reading=Reading.of(cfg),
               overwrite=overwrite, engine=engine, workers=workers, address=address,
-              work_dir=os.fspath(wd) if wd is not None else None, resume=resume)
+              work_dir=os.fspath(wd) if wd is not None else None, resume=resume, sources=sources or SourceGuard(),
+              price=price)
     locked_wd = None if wd is not None and is_url(os.fspath(wd)) else wd  # not locked: the Ray probe checks it
     results: dict[str, Any] = {}
     with own(out, work_dir=locked_wd, index_dir=save_index, command="run", overwrite=overwrite, resume=resume,

@@ -12,7 +12,11 @@ owned output directory. Named stages, composed and timed by ``run_pipeline``:
                again, in order, over the survivors' original records: every cut then keeps a copy in a kept
                document. Span steps after the last removing step run once, here
     write      decisions.parquet (every input document once: the step and reason that removed it and the document
-               kept for it; ``PIPELINE_SCHEMA``), deduplicated/ (the final records), run.json, report.html
+               kept for it; ``PIPELINE_SCHEMA``), run.json (with ``sources``: what each source lost, per step, from
+               the composed decisions, runtime/sources.py; and ``cost``: the run's, each step's in ``steps``,
+               runtime/cost.py), report.html, then deduplicated/ (the final records) unless a source lost more
+               than ``Env.sources.max_removal`` (then ``SourceRemovalError``: the rest stays for inspection). In
+               the steps layout the steps only report their sources; the engine checks the composed decisions
 
 With ``resume`` a step whose directory holds its finished record (``STEP_FILE``: the fingerprint of its settings
 and of every step before it, and its verdicts) is not run again.
@@ -39,7 +43,9 @@ from ..decisions import DECISIONS_SCHEMA, SEMANTIC_COLUMNS, fold_removals, value
 from ..errors import ConfigError, RunError
 from ..runtime.outputs import input_roots
 from ..runtime.program import KINDS, Env, Verdicts
+from ..runtime.cost import metered
 from ..runtime.run import RunResult, Steps, finish, header, owned, resources, seconds_line, write_table
+from ..runtime.sources import Tally, check as check_sources, source_labels, thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -74,11 +80,12 @@ class StepRecord:
     phase: str = "main"  # "main", "view" (a span step's cut for a later step), "final" (over the survivors)
     reused: bool = False
     result: Any = None
+    cost: dict[str, Any] | None = None  # the step's own meter (cost.Meter.usage); None when reused or not run
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "name": self.name, "kind": self.kind, "dir": self.directory,
                 "phase": self.phase, "documents": self.seen, "removed": self.removed,
-                "seconds": round(self.seconds, 3), "reused": self.reused}
+                "seconds": round(self.seconds, 3), "reused": self.reused, "cost": self.cost}
 
 
 @dataclass
@@ -222,7 +229,7 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
     view = materialize(run, view, os.path.join(d, "input") if run.layout == "steps" else
                        os.path.join(run.out, "work", "views", f"{i + 1:02d}-input"))
     loaded = _load_verdicts(d, run.fingerprint) if run.resume and run.layout == "steps" else None
-    result = None
+    result = cost = None
     if loaded is not None:
         v, kept = loaded
         logger.info("step %d (%s): reused from %s", i + 1, step.name, d)
@@ -230,8 +237,10 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
         os.makedirs(d, exist_ok=True)
         logger.info("step %d (%s%s) over %s", i + 1, step.name, "" if phase == "main" else f", {phase}",
                     "the input" if view.rows is None else f"{view.rows.shape[0]:,} documents")
-        sr = step.run(view.files, d, _step_env(run, i, step, d, view))
-        v, kept, result = sr.verdicts, sr.kept, sr.result
+        with metered(run.env.price, fresh=True) as meter:  # the step's program writes it into its stats too
+            sr = step.run(view.files, d, _step_env(run, i, step, d, view))
+            v, kept, result = sr.verdicts, sr.kept, sr.result
+            cost = meter.usage(d, getattr(result, "stats", None))
     if run.decisions is None:
         if view.rows is not None:
             raise RunError("the first step must read the whole input")
@@ -253,8 +262,13 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
                                       representative=v.representative, kind=step.kind, values=values)
     if loaded is None and run.layout == "steps":
         _save_verdicts(d, v, kept, run.fingerprint, rows)
+    seconds = time.perf_counter() - t
     run.records.append(StepRecord(i + 1, step.name, step.kind, os.path.relpath(d, run.out), rows.shape[0],
-                                  int((~v.keep).sum()), time.perf_counter() - t, phase, loaded is not None, result))
+                                  int((~v.keep).sum()), seconds, phase, loaded is not None, result, cost))
+    if loaded is None:  # where the time went, as each step ends (run.json has it too)
+        logger.info("step %d (%s) done: %s documents in %.2f s (%s docs/s), %s removed", i + 1, step.name,
+                    f"{rows.shape[0]:,}", seconds, f"{rows.shape[0] / seconds:,.0f}" if seconds > 0 else "-",
+                    f"{int((~v.keep).sum()):,}")
     original = view.original and step.kind != "span"
     if kept is not None:
         return v, View(_view_files(kept, run.relpaths), rows[v.keep], original)
@@ -271,6 +285,7 @@ def _step_env(run: _Run, i: int, step: Any, d: str, view: View) -> Env:
             run.final_verbatim = step.outputs.kept
             return dataclasses.replace(env, write_kept=False)
         return env
+    env = dataclasses.replace(env, sources=env.sources.without_limit())  # the engine checks the composition
     if env.work_dir is None and not env.resume:
         return env
     wd = os.path.join(env.work_dir, f"{i + 1:02d}-{step.name}") if env.work_dir is not None else \
@@ -356,13 +371,13 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
     check_steps(steps, layout)
     out = os.fspath(output_dir)
     t0 = time.perf_counter()
-    device, threads = resources(env.device, env.threads)
-    env = dataclasses.replace(env, device=device, threads=threads)
+    resources(env.device, env.threads)  # an unusable device fails here, before anything is written; the steps
+    # get the device as asked ("auto" stays "auto": a dedup step's work-dir pieces are fingerprinted by it)
     roots = input_roots(source)
     work = os.path.join(out, STEPS_DIR) if layout == "steps" else None
     timer = Steps(t0)
-    with owned(out, roots=roots, command=command, overwrite=overwrite, resume=resume, work_dir=work,
-               overwrite_same_command=replace_own):
+    with metered(env.price, fresh=True), owned(out, roots=roots, command=command, overwrite=overwrite, resume=resume,
+                                               work_dir=work, overwrite_same_command=replace_own):
         run = _Run(steps, out, layout, env, resume)
         view = View(_source_files(source, out), None)
         last, viewing = plan(steps)
@@ -388,7 +403,9 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
             with timer(f"{i + 1:02d}-{steps[i].name}"):
                 _, view = _run_step(run, i, steps[i], view, "final")
         result = _finish(run, source, view, timer, env)
-    logger.info("%s in %s", result.summary(), seconds_line(result.stats["timings_s"]))
+        logger.info("%s in %s", result.summary(), seconds_line(result.stats["timings_s"]))
+        if layout == "steps":
+            check_sources(result.stats["sources"])  # inside the owned block: its outputs stay, as "stopped"
     return result
 
 
@@ -424,10 +441,19 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
     by_step.update(value_counts(d["step"].drop_null()))
     counts = {"input": n, "kept": int(keep.sum()), "removed": int(n - keep.sum()), "by_step": by_step,
               "by_reason": dict(sorted(value_counts(d["reason"].filter(pa.array(~keep))).items()))}
-    stats = header("pipeline", device=env.device, threads=env.threads or 0, config=_describe(run.steps, env),
-                   files=io.source_files(source), read={"rows": n}, counts=counts, timings=timer.timings)
+    # what the steps read (each step's own bytes_read, summed: a later step reads its view)
+    read = {f"{r.index:02d}-{r.name}" + ("" if r.phase == "main" else f".{r.phase}"): r.cost["bytes_read"]
+            for r in run.records if r.cost}
+    device, threads = resources(env.device, env.threads)
+    stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
+                   files=io.source_files(source), read={"rows": n}, counts=counts, timings=timer.timings,
+                   bytes_read=read)
     stats["steps"] = [r.to_dict() for r in run.records]
     stats["layout"] = run.layout
+    stats["input_paths"] = [f.path for f in io.source_files(source) if f.fmt != "table"]  # the report's texts
+    if run.layout == "steps":
+        with timer("sources"):
+            stats["sources"] = _sources(run, source, d, env)
     if run.layout == "flat":  # every step wrote its own outputs into OUT
         if run.final_verbatim:
             with timer("write_" + run.final_verbatim):
@@ -438,7 +464,9 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
     with timer("write"):
         write_table(d, pipeline_schema("cosine" in d.column_names), os.path.join(run.out, "decisions.parquet"))
         target = os.path.join(run.out, FINAL)
-        if not keep.any():
+        if stats["sources"]["over_limit"]:  # no final records: run_pipeline raises once the report is written
+            pass
+        elif not keep.any():
             stats["deduplicated"] = {"files": 0, "rows_written": 0}
         elif view.files is None:  # the last step's kept rows of its view
             stats["deduplicated"] = _write_kept(run, view.parent, view.keep, target)
@@ -454,6 +482,26 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
 
     finish(run.out, stats, report=report, what="pipeline")
     return PipelineResult(d, stats, run.records, run.out)
+
+
+def _sources(run: _Run, source: Any, d: pa.Table, env: Env) -> dict[str, Any]:
+    """run.json's ``sources`` of the composed decisions: per source, its removals per step, their similarities and
+    the pairs at each measure's threshold (the first dedup step's Jaccard threshold, the first semantic step's
+    1 - eps)."""
+    bounds: dict[str, float] = {}
+    for s in run.steps:  # the first step measuring each similarity sets its boundary
+        if s.name == "dedup":
+            for k, v in thresholds(s.config, s.semantic).items():
+                bounds.setdefault(k, v)
+        elif s.name == "semantic":
+            bounds.setdefault("cosine", 1.0 - s.config.eps)
+    labels = source_labels(_source_files(source, run.out), env.sources.source_field, env.reading,
+                           d["source"].combine_chunks())
+    tally = Tally(bounds)
+    tally.add(labels, np.asarray(d["keep"].to_numpy(zero_copy_only=False), bool), step=d["step"], reason=d["reason"],
+              jaccard=d["jaccard"], cosine=d["cosine"] if "cosine" in d.column_names else None, ids=d["id"],
+              matched=d["matched_id"])
+    return tally.stats(env.sources)
 
 
 def _describe(steps: Sequence[Any], env: Env) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from ..errors import ConfigError
 from .inputs import Mismatch, Scan, load_run, locate_inputs, scan_inputs
 from .metrics import largest_clusters
 from .page import Page, esc
+from .sources import boundary_rows, cost_section, sources_section
 from .sections import (
     clusters_section,
     counts_section,
@@ -36,22 +37,25 @@ PLOT_SUFFIXES = (".svg", ".png")  # .png: an earlier version's figures, removed 
 MAX_CLUSTERS = 10  # the largest clusters shown with excerpts by default
 
 
-def shown_rows(decisions: pa.Table, max_clusters: int = MAX_CLUSTERS) -> np.ndarray:
+def shown_rows(decisions: pa.Table, stats: dict, max_clusters: int = MAX_CLUSTERS) -> np.ndarray:
     """The decisions rows whose texts the report shows. A run passes their texts to ``write_report`` when it met
     them anyway (writing deduplicated/).
 
     Args:
         decisions: the run's decisions table.
+        stats: the run's run.json (its ``sources`` name the boundary pairs shown).
         max_clusters: the largest clusters shown (``write_report``'s).
 
     Returns:
-        int64, sorted: the rows of those clusters' kept documents and of the members shown.
+        int64, sorted: the rows of those clusters' kept documents and of the members shown, and of the boundary
+        pairs of the Sources section.
     """
-    return _view_rows(largest_clusters(decisions, max_clusters))
+    return _shown(largest_clusters(decisions, max_clusters), stats, decisions)
 
 
-def _view_rows(views) -> np.ndarray:
-    return np.unique(np.array([r for v in views for r in (v.rep, *v.members)], np.int64))
+def _shown(views, stats: dict, decisions: pa.Table) -> np.ndarray:
+    clusters = np.array([r for v in views for r in (v.rep, *v.members)], np.int64)
+    return np.unique(np.concatenate([clusters, boundary_rows(stats, decisions["id"].combine_chunks())]))
 
 
 def write_report(out_dir: str | os.PathLike, *, max_clusters: int = MAX_CLUSTERS, source: Any = None,
@@ -87,7 +91,7 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = MAX_CLUSTERS
 
     recorded = {k: v for k, v in (stats.get("counts") or {}).items() if k in ("text_bytes", "words")}
     need_sizes = not ("text_bytes" in recorded and "words" in recorded)
-    want = _view_rows(views)
+    want = _shown(views, stats, decisions)
     scan: Scan | None = None
     why: str | None = None
     if texts is not None and not need_sizes and all(r in texts for r in want.tolist()):
@@ -116,9 +120,14 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = MAX_CLUSTERS
     if scopes_section(stats):
         page.add("scopes", "Scopes", scopes_section(stats))
     page.add("largest", "Largest clusters", excerpts_section(decisions, views, scan.texts if scan else None, why))
+    if sources_section(stats):
+        page.add("sources", "Sources",
+                 sources_section(stats, decisions["id"].combine_chunks(), scan.texts if scan else None, why))
     page.add("lsh", "LSH bands and buckets", lsh_section(page, stats))
     page.add("s-curve", "S-curve and measured similarities", s_curve_section(page, stats, decisions))
     page.add("timings", "Timings and throughput", timings_section(page, stats, n))
+    if cost_section(stats):
+        page.add("cost", "Cost", cost_section(stats))
     page.add("environment", "Device, config and contract", environment_section(stats))
     if os.path.exists(os.path.join(out, "paragraph_dedup.json")):  # a --paragraph-dedup stage wrote it
         from .paragraph import read_section as paragraph_section

@@ -456,11 +456,13 @@ class OutputSession:
                 self._journal.close()
                 self._journal = None
 
-    def finish(self) -> None:
+    def finish(self, state: str = "complete") -> None:
+        """The run ended: its files are recorded as ``state`` ("complete"; "stopped": a guard stopped it and its
+        outputs stay for inspection, ``own``)."""
         self._stop_recording()
         files = self._exists(self.files | self.recorded)
         derived = [d for f, ds in DERIVED.items() if f in files for d in ds]
-        _write_json(os.path.join(self.out, MANIFEST), self._manifest("complete", files, derived))
+        _write_json(os.path.join(self.out, MANIFEST), self._manifest(state, files, derived))
         _unlink(os.path.join(self.out, JOURNAL))
 
     def abort(self) -> None:
@@ -480,6 +482,12 @@ class OutputSession:
 _SESSIONS: dict[str, OutputSession] = {}
 
 
+def open_sessions() -> dict[str, OutputSession]:
+    """The output sessions open now (OUT's real path -> its session), a copy: what the cost meter counts as
+    written (``cost.Meter``)."""
+    return dict(_SESSIONS)
+
+
 @contextmanager
 def own(out: str | os.PathLike | None = None, *, work_dir: str | os.PathLike | None = None,
         index_dir: str | os.PathLike | None = None, command: str, overwrite: bool, resume: bool = False,
@@ -492,7 +500,8 @@ def own(out: str | os.PathLike | None = None, *, work_dir: str | os.PathLike | N
     ``overwrite`` without ``resume``; ``overwrite_same_command``: replace an earlier run of the same command
     without ``overwrite`` (the demo). Nested in a block of the same thread for the same OUT, it joins that
     block's session. Directories this call made and left holding nothing but their lock are removed (OUT
-    only when the run wrote nothing there)."""
+    only when the run wrote nothing there). An exception with a true ``keep_outputs`` attribute (a guard that
+    stopped the run: ``sources.SourceRemovalError``) keeps this run's files, recorded as "stopped"."""
     dirs = [(os.fspath(p), what) for p, what in ((out, "output directory"), (index_dir, "index directory"),
                                                  (work_dir, "work directory")) if p is not None]
     key = os.path.realpath(os.fspath(out)) if out is not None else None
@@ -528,8 +537,11 @@ def own(out: str | os.PathLike | None = None, *, work_dir: str | os.PathLike | N
                     raise
                 try:
                     yield session
-                except BaseException:
-                    session.abort()
+                except BaseException as exc:
+                    if getattr(exc, "keep_outputs", False):  # a guard stopped the run: its outputs are the evidence
+                        session.finish("stopped")
+                    else:
+                        session.abort()
                     raise
                 session.finish()
             finally:

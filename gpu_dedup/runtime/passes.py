@@ -1,5 +1,6 @@
-"""How the passes over the input run on the local engine: read-ahead in a background thread, progress bars,
-and the normalized text kept between pass 1 and verification (the Ray engine is gpu_dedup/distributed/).
+"""How the passes over the input run on the local engine: read-ahead in a background thread, progress bars (with
+documents/s and an ETA: ``Expected`` estimates a pass's documents from the inputs), and the normalized text kept
+between pass 1 and verification (the Ray engine is gpu_dedup/distributed/).
 
 Nothing here knows what a stage computes: the lexical passes (``lexical/signatures.py``, ``lexical/verify.py``)
 and the index writer use these to move data.
@@ -82,6 +83,61 @@ class _Ahead:
         self.close()
 
 
+class Expected:
+    """The documents a pass over ``files`` will read, for a progress bar's ETA: exact for in-memory tables and
+    local Parquet files (their metadata; for up to FOOTERS files), else estimated from the files of the same
+    format and compression already read in full (documents per stored byte, times the file's size). ``total``
+    is None while a file's count can be neither read nor estimated (the bar shows documents/s, no ETA)."""
+
+    FOOTERS = 1000  # Parquet footers read for the count; beyond that (or remote) the size estimates it
+
+    def __init__(self, files) -> None:
+        from ..io import file_size
+
+        files = list(files)
+        self.known: list[int | None] = []
+        self.kind: list[Any] = []
+        self.size: list[int] = []
+        footers = len(files) <= self.FOOTERS
+        for f in files:
+            rows, size = None, 0
+            try:
+                if f.fmt == "table":
+                    rows = f.table.num_rows if f.table is not None else 0
+                elif f.fmt == "parquet" and footers and getattr(f, "fs", None) is None:
+                    import pyarrow.parquet as pq
+
+                    rows = pq.ParquetFile(f.path).metadata.num_rows
+                else:
+                    size = file_size(f)
+            except Exception:  # noqa: BLE001 - an unreadable file is the pass's error to raise, not the bar's
+                rows = None
+            self.known.append(rows)
+            self.kind.append((f.fmt, getattr(f, "compression", None)))
+            self.size.append(size)
+        self.read: dict[int, int] = {}  # JSON Lines files read in full: their documents
+
+    def finished(self, i: int, rows: int) -> None:
+        """File ``i`` was read in full: ``rows`` documents."""
+        if self.known[i] is None:
+            self.read[i] = rows
+
+    def total(self) -> int | None:
+        out = 0
+        for i, k in enumerate(self.known):
+            if k is not None:
+                out += k
+            elif i in self.read:
+                out += self.read[i]
+            else:
+                same = [j for j in self.read if self.kind[j] == self.kind[i] and self.size[j] > 0]
+                if not same:
+                    return None
+                per_byte = sum(self.read[j] for j in same) / sum(self.size[j] for j in same)
+                out += int(round(per_byte * self.size[i]))
+        return out
+
+
 class _NoProgress:
     def __enter__(self):
         return self
@@ -89,29 +145,49 @@ class _NoProgress:
     def __exit__(self, *exc) -> None:
         return None
 
-    def update(self, n: int) -> None:
+    def update(self, n: int, file_index: int | None = None) -> None:
         return None
 
+    def for_file(self, file_index: int) -> "_NoProgress":
+        return self
 
-def progress(cfg: RunConfig, desc: str, total: int | None = None):
-    """A tqdm bar on stderr, or nothing at all with progress off (tqdm is not even imported then: in
+
+class _FileBar:
+    """A bar's ``update`` for the documents of one file (a pass that reads one file at a time)."""
+
+    def __init__(self, bar: "_Bar", file_index: int) -> None:
+        self.bar, self.file_index = bar, file_index
+
+    def update(self, n: int) -> None:
+        self.bar.update(n, self.file_index)
+
+
+def progress(cfg: RunConfig, desc: str, total: int | None = None, files=None, unit: str = "doc"):
+    """A tqdm bar on stderr (documents, documents/s, and an ETA when the total is known: ``total``, or from
+    ``files``, ``Expected``), or nothing at all with progress off (tqdm is not even imported then: in
     notebooks tqdm.auto warns about widgets on import). While the bar is open, log lines that go to the
     console (the CLI's handler) are written above it (``tqdm.write``), each on a line of its own, instead of
     being appended to the bar's line."""
     if not cfg.progress:
         return _NoProgress()
-    return _Bar(desc, total)
+    return _Bar(desc, total, Expected(files) if total is None and files is not None else None, unit)
 
 
 class _Bar:
     """A tqdm bar (``update``; a context manager that closes it) that, while entered, sends the console log
-    handlers' lines through ``tqdm.write``, above the bar."""
+    handlers' lines through ``tqdm.write``, above the bar. With ``expected`` its total follows the estimate,
+    refined as each file is read in full (``update``'s ``file_index``: the file the documents came from)."""
 
-    def __init__(self, desc: str, total: int | None) -> None:
+    def __init__(self, desc: str, total: int | None, expected: Expected | None = None, unit: str = "doc") -> None:
         from tqdm.auto import tqdm
         from tqdm.contrib.logging import logging_redirect_tqdm
 
-        self.bar = tqdm(desc=desc, total=total, unit="doc", unit_scale=True, leave=False)
+        self.expected = expected
+        self.file: int | None = None
+        self.file_rows = 0
+        if expected is not None:
+            total = expected.total()
+        self.bar = tqdm(desc=desc, total=total, unit=unit, unit_scale=True, leave=False)
         self._redirect = logging_redirect_tqdm(tqdm_class=tqdm)
 
     def __enter__(self) -> "_Bar":
@@ -124,8 +200,23 @@ class _Bar:
         finally:
             self._redirect.__exit__(*exc)
 
-    def update(self, n: int) -> None:
+    def update(self, n: int, file_index: int | None = None) -> None:
+        if self.expected is not None and file_index is not None and file_index != self.file:
+            if self.file is not None:  # the file before it was read in full
+                self.expected.finished(self.file, self.file_rows)
+                total = self.expected.total()
+                if total is not None and total != self.bar.total:
+                    self.bar.total = max(total, self.bar.n + n)
+                    self.bar.refresh()  # the new estimate, and with it the ETA, shows at once
+            self.file, self.file_rows = file_index, 0
+        self.file_rows += n
+        if self.bar.total is not None and self.bar.n + n > self.bar.total:  # an estimate that fell short
+            self.bar.total = self.bar.n + n
         self.bar.update(n)
+
+    def for_file(self, file_index: int) -> _FileBar:
+        """This bar, counting documents of file ``file_index``."""
+        return _FileBar(self, file_index)
 
 
 class TextCache:

@@ -29,6 +29,8 @@ import pyarrow as pa
 
 from ..config import InputConfig, check_literal
 from ..errors import ConfigError, RunError
+from .cost import Price
+from .sources import SourceGuard
 
 Kind = Literal["select", "dedup", "span"]
 KINDS: tuple[str, ...] = ("select", "dedup", "span")
@@ -58,7 +60,9 @@ class Env:
     earlier run's outputs in the step's directory), ``engine`` / ``workers`` / ``address`` (where a step that
     runs on Ray runs: ``engine="ray"``), ``work_dir`` (a step's intermediate files, e.g. dedup's pass-1 pieces)
     and ``resume`` (reuse them), ``write_kept`` (False: a step writes no kept records of its own; the engine
-    writes the final ones)."""
+    writes the final ones), ``sources`` (``sources.SourceGuard``: what names each document's source, and the
+    largest share of a source's documents the run may remove), ``price`` (``cost.Price``: run.json's ``cost``
+    at the user's price; None: seconds and bytes only)."""
 
     device: str = "cpu"
     threads: int | None = None
@@ -71,10 +75,16 @@ class Env:
     work_dir: str | None = None
     resume: bool = False
     write_kept: bool = True
+    sources: SourceGuard = field(default_factory=SourceGuard)
+    price: Price | None = None
 
     def __post_init__(self) -> None:
         check_literal("Env.device", self.device, Literal["auto", "cpu", "cuda"])
         check_literal("Env.engine", self.engine, Literal["local", "ray"])
+        if not isinstance(self.sources, SourceGuard):
+            raise ConfigError(f"Env.sources must be a SourceGuard, got {self.sources!r}")
+        if self.price is not None and not isinstance(self.price, Price):
+            raise ConfigError(f"Env.price must be a Price or None, got {self.price!r}")
 
     def local_only(self, step: str) -> None:
         """Refuse ``engine="ray"`` for a step that runs in this process only, naming the way that works.

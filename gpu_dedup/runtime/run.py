@@ -10,7 +10,8 @@ index writer, classifier training), in one place. Each program supplies only its
                ``created`` and ``versions`` are the one source of those two values for every file the tool writes
     table      ``write_table``: the per-document table, checked against its declared schema, written atomically
                (``write_tables``: from parts, in fixed row groups, so that both engines write the same bytes)
-    finish     ``finish``: run.json, then the report, which can never fail the run (a warning says how to retry)
+    finish     ``finish``: run.json (with ``cost``: the run's meter, ``cost.Meter.usage``), then the report, which
+               can never fail the run (a warning says how to retry)
     result     ``RunResult``: the surface every program's result shares (``summary()``, ``filter(df)``,
                ``keep_mask``, ``to_pandas()``)
 """
@@ -32,6 +33,7 @@ from .. import io
 from .._version import __version__
 from ..errors import DataError, RunError, UsageError
 from .compiling import compile_clock
+from .cost import current, metered, peak_rss_bytes  # noqa: F401 - peak_rss_bytes: every program's, from here
 from .device import array_backend, resolve_device, set_threads
 from .heartbeat import phase
 from .outputs import check_outside_inputs, own
@@ -51,7 +53,8 @@ def owned(out: str | os.PathLike | None, *, roots: Sequence[str], command: str, 
           resume: bool = False, flag: str = "overwrite=True", overwrite_same_command: bool = False) -> Iterator[Any]:
     """Own a run's directories while the block runs: each must lie outside the inputs (``roots``, from
     ``outputs.input_roots``), then ``outputs.own`` locks them, replaces the earlier run's files and removes this
-    run's again when the block raises. Yields ``own``'s session (None without ``out``).
+    run's again when the block raises. The run's cost is metered meanwhile (``cost.metered``: a pipeline step's
+    meter when there is one). Yields ``own``'s session (None without ``out``).
 
     Raises:
         ValueError: a directory at or under an input.
@@ -59,8 +62,8 @@ def owned(out: str | os.PathLike | None, *, roots: Sequence[str], command: str, 
         outputs.LockedError: another run holds one of the directories.
     """
     check_outside_inputs({"output_dir": out, "work_dir": work_dir, "save_index": index_dir}, roots)
-    with own(out, work_dir=work_dir, index_dir=index_dir, command=command, overwrite=overwrite, resume=resume,
-             roots=roots, flag=flag, overwrite_same_command=overwrite_same_command) as session:
+    with metered(), own(out, work_dir=work_dir, index_dir=index_dir, command=command, overwrite=overwrite,
+                        resume=resume, roots=roots, flag=flag, overwrite_same_command=overwrite_same_command) as session:
         yield session
 
 
@@ -114,20 +117,19 @@ def seconds_line(timings: dict[str, float]) -> str:
     return line
 
 
+def timing_line(timings: dict[str, float], top: int = 6) -> str:
+    """Where a run's time went, as its summary says it: the ``top`` longest steps of ``timings`` (run.json's
+    ``timings_s``) with their share of the total, longest first: "time: read 12.30 s (45%), verify 5.10 s
+    (19%), ... of 27.10 s"."""
+    total = timings.get("total") or sum(v for k, v in timings.items() if k != "total")
+    parts = sorted(((k, v) for k, v in timings.items() if k != "total" and v >= 0.005), key=lambda kv: -kv[1])
+    shown = ", ".join(f"{k} {v:.2f} s" + (f" ({100 * v / total:.0f}%)" if total else "") for k, v in parts[:top])
+    rest = sum(v for _, v in parts[top:])
+    return f"time: {shown or 'nothing measurable'}" + (f", {len(parts) - top} more {rest:.2f} s" if rest else "") + \
+        f" of {total:.2f} s"
+
+
 # ---------------------------------------------------------------------------------------------- header
-
-def peak_rss_bytes() -> int | None:
-    """This process's peak resident memory so far, in bytes (None where the platform does not say: not POSIX).
-    Linux reports KiB, macOS bytes."""
-    try:
-        import resource
-        import sys
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return int(peak if sys.platform == "darwin" else peak * 1024)
-    except Exception:  # pragma: no cover - non-POSIX
-        return None
-
 
 def created() -> str:
     """Now, as every file of the tool records it: UTC, ISO 8601, whole seconds."""
@@ -187,9 +189,9 @@ def check_schema(table: pa.Table, schema: pa.Schema, what: str) -> None:
 
 def write_table(table: pa.Table, schema: pa.Schema, path: str | os.PathLike) -> None:
     """The per-document table to ``path`` (Parquet), atomically (``io.atomic_path``: complete or absent,
-    recorded in OUT's manifest), after ``check_schema`` against the program's declared schema."""
-    check_schema(table, schema, os.path.basename(os.fspath(path)))
-    io.write_parquet_atomic(table, path)
+    recorded in OUT's manifest), after ``check_schema`` against the program's declared schema: ``write_tables``
+    of one part (every program's table in the same row groups)."""
+    write_tables([table], schema, path)
 
 
 ROW_GROUP_ROWS = 1 << 20  # rows per row group of write_tables (pyarrow's own default length)
@@ -247,8 +249,12 @@ def finish(out: str, stats: dict[str, Any], *, name: str = "run.json",
            report: Callable[[], Any] | None = None, what: str = "run") -> None:
     """Write ``stats`` to OUT/``name`` (atomically), then, with ``report``, the report (``report_safely``; it
     reads that file) and the file again with the report's seconds in ``timings_s`` (``report``, and added to
-    ``total``: the report is part of the run's wall time)."""
+    ``total``: the report is part of the run's wall time). Inside a metered run (``cost.metered``: every owned
+    run) ``stats["cost"]`` is its cost so far, then with the report."""
+    meter = current()
     path = os.path.join(out, name)
+    if meter is not None:
+        stats["cost"] = meter.usage(out, stats, exclude=(name,))
     io.write_json_atomic(stats, path)
     if report is None:
         return
@@ -256,6 +262,8 @@ def finish(out: str, stats: dict[str, Any], *, name: str = "run.json",
     timings = stats["timings_s"]
     timings["report"] = seconds
     timings["total"] = timings.get("total", 0.0) + seconds
+    if meter is not None:
+        stats["cost"] = meter.usage(out, stats, exclude=(name,))
     io.write_json_atomic(stats, path)
 
 

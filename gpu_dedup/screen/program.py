@@ -3,6 +3,8 @@ step's view; in a pipeline a flagged document is removed as ``contaminated`` (it
 The engine writes the step's kept records."""
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -36,7 +38,8 @@ class Screen:
         from .screening import screen
 
         env.local_only(self.name)
-        res = screen(view, list(self.benchmarks), env.reading.apply(self.config), out, device=env.device)
+        cfg = dataclasses.replace(env.reading.apply(self.config), progress=env.progress)
+        res = screen(view, list(self.benchmarks), cfg, out, device=env.device)
         m = len(res.ids)
         flagged = np.zeros(m, bool)
         flagged[np.asarray(res.matches["row"].to_numpy(zero_copy_only=False), np.int64)] = True

@@ -53,6 +53,7 @@ from ..io.text import arrow_text_buffers
 from ..ops import bloom as bloom_ops
 from ..runtime.device import array_module, batch_bytes, note_compiling, repeat_index, to_device, to_host
 from ..runtime.outputs import check_outside_inputs, input_roots
+from ..runtime.passes import progress
 from ..runtime.run import Steps, finish, header, resources, write_table
 from ..text.normalize import device_tables, normalize_arrays, normalize_text
 
@@ -89,6 +90,7 @@ class ScreenConfig(InputConfig):
     normalize: NormalizeConfig = field(default_factory=lambda: NormalizeConfig(remove_punctuation=True))
     seed: int = 0
     max_samples: int = 5
+    progress: bool = False  # a bar on stderr (documents/s, ETA): off in the API, the pipeline's setting in a step
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -524,11 +526,12 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
     rows: dict[str, list] = {name: [] for name in MATCHES_SCHEMA.names}
     docs_scanned = bytes_scanned = 0
     all_ids: list[pa.Array] = []
-    with steps("scan"):  # a first run's kernel compiling goes to timings["compile"]
+    with steps("scan"), progress(cfg, "screen", files=files) as bar:  # a first run's compiling: timings["compile"]
         for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
                                      on_error=cfg.on_error, report=report):
             found = screen_batch(batch.text, index, cfg, device)
             docs_scanned += len(batch.text)
+            bar.update(len(batch.text), batch.file_index)
             all_ids.append(batch.ids)
             source = files[batch.file_index].relpath
             for m in found:

@@ -31,6 +31,7 @@ class SubstringConfig(InputConfig):
     work_dir: str | None = None
     min_doc_bytes: int = 50
     seam_sample: int = 20
+    progress: bool = False  # bars on stderr (documents/s, ETA): off in the API, the pipeline's setting in a step
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -67,6 +67,7 @@ from ..io.text import arrow_text_buffers
 from ..text.cutwrite import apply_cuts, write_cut_documents
 from ..text.spans import gather_spans
 from ..runtime.outputs import input_roots
+from ..runtime.passes import progress
 from ..runtime.run import Steps, finish, header, owned, peak_rss_bytes, resources
 from .config import SubstringConfig
 from .spans import KeepOrder, Matches, byte_cuts, cut_spans, find_matches
@@ -157,7 +158,8 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
     store = TokenStore(work_dir)
     tok = load_tokenizer(cfg.tokenizer) if cfg.tokenizer is not None else None
     report_rows = 0
-    with Heartbeat(logger, "substring: reading and tokenizing the input") as beat:
+    with progress(cfg, "substring: tokens", files=files) as bar, \
+            Heartbeat(logger, "substring: reading and tokenizing the input") as beat:
         for batch in _batches(files, cfg, report):
             text = batch.text.cast(pa.large_string())
             ids.append(batch.ids)
@@ -174,6 +176,7 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
                     raise too_long(report_rows + big, batch.ids[big].as_py(), int(counts[big]), cfg)
             report_rows += len(text)
             store.append(toks)
+            bar.update(len(text), batch.file_index)
             beat.update(len(text))
     if not ids:
         store.close()

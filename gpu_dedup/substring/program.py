@@ -32,7 +32,7 @@ class Substring:
         from .dedup import substring_dedup
 
         env.local_only(self.name)
-        cfg = env.reading.apply(self.config)
+        cfg = dataclasses.replace(env.reading.apply(self.config), progress=env.progress)
         if cfg.work_dir is None and env.work_dir is not None:  # the spilled tokens go to the run's work directory
             os.makedirs(env.work_dir, exist_ok=True)
             cfg = dataclasses.replace(cfg, work_dir=env.work_dir)

@@ -17,9 +17,9 @@ def test_plan_declares_every_task_once():
     """PLAN holds every task function of stages.py and options.py once, by reference (go to definition
     follows it); the GPU stages are the map and reduce tasks; the driver finds no task by a name."""
     tasks = {f for m in (stages, options) for f in vars(m).values() if callable(f) and hasattr(f, "stage")}
-    assert len(tasks) == 15 and {s.fn for s in driver.PLAN} == tasks and len(driver.PLAN) == len(tasks)
+    assert len(tasks) == 16 and {s.fn for s in driver.PLAN} == tasks and len(driver.PLAN) == len(tasks)
     names = [s.name for s in driver.PLAN]
-    assert len(set(names)) == len(names) and names[0] == "sign" and names[-2:] == ["write", "index_rows"]
+    assert len(set(names)) == len(names) and names[0] == "sign" and names[-3:] == ["write", "kept", "index_rows"]
     assert [s.name for s in driver.PLAN if s.device] == ["sign", "exact", "buckets", "members", "policy"]
     assert all(s.fn.__name__ == s.name and s.fn.__module__.startswith("gpu_dedup.distributed.") for s in driver.PLAN)
     here = os.path.dirname(driver.__file__)
@@ -30,9 +30,10 @@ def test_plan_declares_every_task_once():
             assert pattern not in src, (path, pattern)
 
 
-def test_walk_runs_the_stages_that_apply_in_order():
-    """walk: the stages whose ``when`` holds, in PLAN order, each with its driver hooks and arguments."""
-    ran = []
+def _fake(ran, removed=0):
+    """A driver whose stages record their calls (and their arguments) and return what the hooks read; every
+    write task's file lost ``removed`` of its 2 documents."""
+    from gpu_dedup.runtime.sources import Tally
 
     class Fake(driver.Driver):
         def stage(self, stage, *args):
@@ -43,16 +44,45 @@ def test_walk_runs_the_stages_that_apply_in_order():
                 return [{"duplicate_ids": False}]
             if stage is driver.STAR:
                 return [{"fingerprint": [0, 0, 0]}]
+            if stage is driver.WRITE:
+                t = Tally()
+                t.add(pa.array(["f", "f"]), [i >= removed for i in range(2)], step="dedup")
+                return [{"sources": t.to_dict()}]
             return [{}]
 
+    return Fake
+
+
+def test_walk_runs_the_stages_that_apply_in_order():
+    """walk: the stages whose ``when`` holds, in PLAN order, each with its driver hooks and arguments."""
+    ran = []
     job = stages.Job(RunConfig(progress=False), "cpu", ["f"], "w", 1)
-    d = Fake(None, job, [], "/out", None, None, "fp", {}, {})
+    d = _fake(ran)(None, job, [], "/out", None, None, "fp", {}, {})
     driver.walk(d)
     assert [n for n, _ in ran] == ["sign", "exact", "bands", "buckets", "star", "star", "star", "labels", "members",
                                    "policy", "resolve", "sizes", "write"]
     assert job.offsets == [0, 2] and job.run_key  # the sign hook
-    assert ran[-1] == ("write", ("/out",)) and ran[7] == ("labels", (2, ["g000000"]))
+    assert ran[-1] == ("write", ("/out", None, {})) and ran[7] == ("labels", (2, ["g000000"]))
     assert list(d.results) == [s for s in driver.PLAN if s.name in {n for n, _ in ran}]
+    assert d.source_stats["sources"]["f"]["input"] == 2  # the write hook merged the tallies
+
+
+@pytest.mark.parametrize("removed, stopped", [(1, False), (2, True)])
+def test_a_source_limit_holds_the_kept_records_and_the_index_back(removed, stopped):
+    """With --max-source-removal the write tasks write no kept records; the kept stage writes them, and the
+    index_rows stage runs, only when every source is within the limit."""
+    from gpu_dedup.runtime.sources import SourceGuard
+
+    ran = []
+    job = stages.Job(RunConfig(progress=False), "cpu", ["f"], "w", 1)
+    d = _fake(ran, removed)(None, job, [], "/out", "/ix", None, "fp", {}, {}, guard=SourceGuard(max_removal=0.5))
+    driver.walk(d)
+    names = [n for n, _ in ran]
+    assert ("write", (None, None, {})) in ran  # no OUT for the write tasks: no kept records yet
+    assert d.stopped is stopped
+    assert names[-2:] == (["sizes", "write"] if stopped else ["kept", "index_rows"])
+    if not stopped:
+        assert ran[-2] == ("kept", ("/out",))
 
 
 @pytest.mark.parametrize("bad", [0, -3, True, 2.0, "4"])

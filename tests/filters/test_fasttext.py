@@ -347,19 +347,20 @@ def test_bytes_documents_and_invalid_utf8(trained):
 
 @pytest.mark.parametrize("name", ["ns", "softmax", "hs", "softmax_q"])
 def test_long_and_broken_tokens_take_fastTexts_rows_in_its_order(trained, name):
-    """The CPU enumerates a token's character n-grams from its characters' starts (kernels/fasttext.py
+    """The CPU enumerates a token's character n-grams from its characters' starts (kernels/fasttext_scan.py
     ft_scan_words, up to CS_MAX characters) and hands a longer token to ft_subwords: the hidden vector is the
     float32 sum, in order, of the rows ft_subwords lists (mode 2), bit for bit, at and around CS_MAX and for tokens
     that begin or end with UTF-8 continuation bytes (fastText groups them with "<"); and for valid text it is the
     package's sentence vector. (The row-by-row check needs a model without word n-grams, whose rows follow.)"""
     from gpu_dedup.kernels import fasttext as K
     from gpu_dedup.kernels.fasttext_cpu import _C
+    from gpu_dedup.kernels.fasttext_scan import CS_MAX
 
     model = load_fasttext(trained[name])
     h = model._host
     P = h["P"]
-    tokens = [b"x" * (K.CS_MAX - 1), b"x" * K.CS_MAX, b"y" * (K.CS_MAX + 1), "ж".encode() * 300,
-              "ж".encode() * K.CS_MAX, b"\x80\x81abc", b"ab\x80", b"\xc3", b"\xbf", "zïzque".encode()]
+    tokens = [b"x" * (CS_MAX - 1), b"x" * CS_MAX, b"y" * (CS_MAX + 1), "ж".encode() * 300,
+              "ж".encode() * CS_MAX, b"\x80\x81abc", b"ab\x80", b"\xc3", b"\xbf", "zïzque".encode()]
     win = model._arrays("cpu")["win"]
     for tok in tokens:
         n = len(tok) + 2

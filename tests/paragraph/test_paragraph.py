@@ -396,10 +396,10 @@ def test_progress_bar_only_when_asked(on, capsys, monkeypatch):
 
     counted = []
 
-    def recording(cfg, desc, total=None):  # the engine's bar, with its updates recorded
-        bar = engine_progress(cfg, desc, total)
+    def recording(cfg, desc, total=None, files=None):  # the engine's bar, with its updates recorded
+        bar = engine_progress(cfg, desc, total, files)
         update = bar.update
-        bar.update = lambda n: (counted.append(n), update(n))[1]
+        bar.update = lambda n, *file: (counted.append(n), update(n, *file))[1]
         return bar
 
     monkeypatch.setattr(stage, "progress", recording)

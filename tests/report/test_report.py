@@ -24,8 +24,8 @@ from gpu_dedup.report import inputs as report_inputs
 from gpu_dedup.report.page import fmt_bytes
 from gpu_dedup.testing import evalcorpus
 
-SECTIONS = ["Summary", "Documents per stage and reason", "Cluster sizes", "Largest clusters",
-            "LSH bands and buckets", "S-curve and measured similarities", "Timings and throughput",
+SECTIONS = ["Summary", "Documents per stage and reason", "Cluster sizes", "Largest clusters", "Sources",
+            "LSH bands and buckets", "S-curve and measured similarities", "Timings and throughput", "Cost",
             "Device, config and contract"]
 BASE_PLOTS = ["counts", "cluster_sizes", "band_load", "s_curve", "timings"]
 SCRIPT = "<script>alert(1)</script>"
@@ -241,7 +241,8 @@ def test_report_renders_with_excerpts(run, monkeypatch):
     assert "<script" not in text.lower()
     assert "&amp;amp;" in text and "inj&lt;0&gt;" in text
     assert "<mark>" in text and "<del>" in text
-    assert text.count('class="pair"') == 3 * 3  # 3 clusters x 3 members
+    largest = text[text.index('id="largest"'):text.index("<section", text.index('id="largest"'))]
+    assert largest.count('class="pair"') == 3 * 3  # 3 clusters x 3 members
     assert "not shown" not in text
 
     # counts per stage, from an independent tally of the decisions
@@ -281,7 +282,8 @@ def test_report_without_inputs_says_so(run, tmp_path, monkeypatch):
     assert "inj&lt;0&gt;" in text  # member ids are still listed, escaped
     # the same directory with source= shows the excerpts
     text, _ = parse(report.write_report(out, source=run["inputs"], max_clusters=1))
-    assert text.count('class="pair"') == 3 and "&lt;script&gt;" in text
+    largest = text[text.index('id="largest"'):text.index("<section", text.index('id="largest"'))]
+    assert largest.count('class="pair"') == 3 and "&lt;script&gt;" in text
 
 
 def test_report_with_other_inputs_says_they_do_not_match(run, tmp_path):

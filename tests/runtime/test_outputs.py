@@ -222,7 +222,9 @@ def test_a_failed_run_removes_what_it_wrote(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("report writer and decisions both fail")
 
-    monkeypatch.setattr(io, "write_parquet_atomic", boom)
+    from gpu_dedup.lexical import dedup
+
+    monkeypatch.setattr(dedup, "write_tables", boom)  # decisions.parquet, written after deduplicated/
     with pytest.raises(RuntimeError):
         gpu_dedup.deduplicate(str(src), CFG, out)
     assert _files(out) == [LOCK, "mine.txt"]  # deduplicated/x.jsonl was written, then removed

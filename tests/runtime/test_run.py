@@ -126,15 +126,15 @@ def test_write_table_checks_the_declared_schema_and_writes_atomically(tmp_path):
 
 
 def test_write_table_leaves_nothing_when_writing_fails(tmp_path, monkeypatch):
-    import gpu_dedup.io.write as W
+    import pyarrow.parquet as pq
 
-    def fail(table, where, **kw):
-        open(where, "wb").write(b"partial")
+    def fail(self, table, **kw):  # the row group half written, then the disk is full
         raise OSError("no space left on device")
 
-    monkeypatch.setattr(W.pq, "write_table", fail)
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", fail)
     with pytest.raises(OSError, match="no space"):
-        R.write_table(DECISIONS_SCHEMA.empty_table(), DECISIONS_SCHEMA, tmp_path / "decisions.parquet")
+        one = pa.table({f.name: pa.nulls(1, f.type) for f in DECISIONS_SCHEMA}, schema=DECISIONS_SCHEMA)
+        R.write_table(one, DECISIONS_SCHEMA, tmp_path / "decisions.parquet")
     assert os.listdir(tmp_path) == []
 
 

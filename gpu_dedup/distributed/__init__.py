@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from .driver import PLAN, Stage, check_engine_args, run, unsupported, write_decisions, write_scores
 from .options import IndexSource
+from .screen import screen_files
 
-__all__ = ["PLAN", "IndexSource", "Stage", "check_engine_args", "run", "unsupported", "write_decisions",
-           "write_scores"]
+__all__ = ["PLAN", "IndexSource", "Stage", "check_engine_args", "run", "screen_files", "unsupported",
+           "write_decisions", "write_scores"]

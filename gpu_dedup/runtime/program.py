@@ -93,8 +93,8 @@ class Env:
             ConfigError: the engine is "ray".
         """
         if self.engine == "ray":
-            raise ConfigError(f"the {step} step runs on the local engine only (the Ray engine runs `run`'s dedup "
-                              "and `filter`): drop --engine ray, or run the other steps on Ray first")
+            raise ConfigError(f"the {step} step runs on the local engine only (the Ray engine runs `run`'s dedup, `filter` "
+                              "and `screen`): drop --engine ray, or run the other steps on Ray first")
 
 
 @dataclass(frozen=True)

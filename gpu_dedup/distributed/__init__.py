@@ -11,6 +11,17 @@ dir, with no per-document state in the driver (it holds file lists, partition co
     rows.py     what the tasks share: the Job, the done markers (run_once), the keep order
     shuffle.py  partition functions and the work-dir layout of every stage's files
 
+The per-file programs (their outputs the local engine's, byte for byte; the driver holds file lists, per-file
+counts and the tasks' small results):
+
+    perfile.py  what they share: the job every task gets, the session (cluster, probe, GPU actors), the tasks
+                run in file order, their parts streamed into OUT's one-file tables
+    filter.py   ``filter --engine ray`` (its tasks: filter_tasks.py): pass 1, the rank selections and DSIR's
+                top-k from per-file summaries, the final decisions, run.json's statistics, the outputs
+    ranks.py    exact order statistics from mergeable per-file summaries (a histogram round, then the one
+                bin holding the rank fetched): the filter's global selections
+    screen.py   ``screen --engine ray``: one task per file against the broadcast benchmark index
+
 The stages, in the plan's order:
 
     probe      every node: same gpu-dedup version and contract, the work dir visible
@@ -42,8 +53,9 @@ each reduce sees all rows of its keys and runs the local engine's own stage func
 from __future__ import annotations
 
 from .driver import PLAN, Stage, check_engine_args, run, unsupported, write_decisions, write_scores
+from .filter import filter_files
 from .options import IndexSource
 from .screen import screen_files
 
-__all__ = ["PLAN", "IndexSource", "Stage", "check_engine_args", "run", "screen_files", "unsupported",
+__all__ = ["PLAN", "IndexSource", "Stage", "check_engine_args", "filter_files", "run", "screen_files", "unsupported",
            "write_decisions", "write_scores"]

@@ -10,8 +10,9 @@ small results only; the tasks write their rows as per-file parts.
                   order (``device=True``: on the GPU actors with --device cuda)
     session       the context that opens one: the cluster joined or started, every node probed, the work dir
                   made (cleared unless resuming), the GPU actors started and freed again
-    stream_parts  OUT's one-file table from the tasks' per-file parts, each part's file-local rows shifted by
-                  its file's first row (``runtime/run.write_tables``: the local engine's row groups and bytes)
+    shifted_parts the tasks' per-file parts in file order, each part's file-local rows shifted by its file's first
+                  row: what ``runtime/run.write_tables`` streams into OUT's one-file table (the local engine's row
+                  groups and bytes)
     offsets_of    the files' first rows from the tasks' row counts
 """
 from __future__ import annotations
@@ -106,30 +107,50 @@ class Session:
     progress: bool = False
     actors: list = dataclasses.field(default_factory=list)
     nodes: int = 0
+    workers: int | None = None
+    address: str | None = None
     _remote: dict = dataclasses.field(default_factory=dict)
 
-    def map(self, fn: Callable[..., dict[str, Any]], job: FileJob, keys, *args, device: bool = False,
-            name: str | None = None) -> list[dict[str, Any]]:
-        """``fn(job, key, *args)`` for every key (the files' indexes, by default all), in key order; on the GPU
-        actors (round robin) when ``device`` and the run has them. A task's own error is raised as the local
-        engine raises it; one whose worker died or ran out of memory names the task, its file and the knobs."""
+    def map(self, fn: Callable[..., Any], job: FileJob, keys, *args, device: bool = False,
+            args_of: Callable[[int], tuple] | None = None) -> list[Any]:
+        """``fn(job, key, *args, *args_of(key))`` for every key (a file's index, or a key range's), in key
+        order; on the GPU actors (round robin) when ``device`` and the run has them. A task's own error is raised
+        as the local engine raises it; one whose worker died or ran out of memory names the task, its file and
+        the knobs."""
+        return list(self.stream(fn, job, keys, *args, device=device, args_of=args_of))
+
+    def stream(self, fn: Callable[..., Any], job: FileJob, keys, *args, device: bool = False,
+               args_of: Callable[[int], tuple] | None = None) -> Iterator[Any]:
+        """``map``'s results one at a time, in key order, each dropped by the driver once the caller has folded
+        it (an order statistic's rounds: the driver holds one merged summary, not every task's)."""
         keys = list(keys)
-        what = name or getattr(fn, "stage", fn.__name__)
+        what = getattr(fn, "stage", fn.__name__)
+        more = args_of or (lambda k: ())
         if self.actors and device:
-            refs = [self.actors[i % len(self.actors)].run.remote(fn, job, k, *args) for i, k in enumerate(keys)]
+            refs = [self.actors[i % len(self.actors)].run.remote(fn, job, k, *args, *more(k))
+                    for i, k in enumerate(keys)]
         else:
             if fn not in self._remote:
                 self._remote[fn] = self.ray.remote(num_cpus=1, max_retries=3)(fn)
-            refs = [self._remote[fn].remote(job, k, *args) for k in keys]
+            refs = [self._remote[fn].remote(job, k, *args, *more(k)) for k in keys]
         from ..runtime.passes import progress
 
-        with progress(SimpleNamespace(progress=self.progress), f"ray {what}", len(keys), unit="task") as bar:
-            res = ray_get(self.ray, refs, lambda i, exc: _failure(what, job.files, keys[i], exc),
-                          lambda i, r: bar.update(1))
         meter = current_meter()
-        if meter is not None:  # the tasks' own accounting: run.json's cost
-            meter.add_tasks(res, on_gpu=bool(self.actors and device))
-        return res
+        with progress(SimpleNamespace(progress=self.progress), f"ray {what}", len(keys), unit="task") as bar:
+            for i, ref in enumerate(refs):
+                try:
+                    (r,) = ray_get(self.ray, [ref], lambda _, exc: _failure(what, job.files, keys[i], exc))
+                except BaseException:
+                    for later in refs[i + 1:]:  # the tasks still running: cancelled (a joined cluster lives on)
+                        try:
+                            self.ray.cancel(later)
+                        except Exception:  # noqa: BLE001 - finished or an actor's: nothing to cancel
+                            pass
+                    raise
+                bar.update(1)
+                if meter is not None and isinstance(r, dict):  # the tasks' own accounting: run.json's cost
+                    meter.add_tasks([r], on_gpu=bool(self.actors and device))
+                yield r
 
 
 def _failure(what: str, files, key: int, exc) -> str:
@@ -160,7 +181,7 @@ def session(work: str, device: str, *, workers: int | None, address: str | None,
     else:
         lay.clear()  # a fresh run: nothing of an earlier one is trusted
     with ray_cluster(workers, address) as ray:
-        s = Session(ray, device, progress, nodes=probe(ray, task_paths(work)))
+        s = Session(ray, device, progress, nodes=probe(ray, task_paths(work)), workers=workers, address=address)
         held = time.perf_counter()
         s.actors = device_workers(ray) if device == "cuda" else []
         try:
@@ -173,22 +194,16 @@ def session(work: str, device: str, *, workers: int | None, address: str | None,
                 meter.add_gpu_held(time.perf_counter() - held, len(s.actors))
 
 
-def shifted_parts(lay: Layout, stage: str, offsets: list[int], columns=None) -> Iterator[pa.Table]:
+def shifted_parts(lay: Layout, stage: str, offsets: list[int], columns=None, shift: bool = True
+                  ) -> Iterator[pa.Table]:
     """The per-file parts of ``stage`` (``f<file>``, file-local rows in column "row"), in file order, each with
-    its file's first row added to "row" (a file without a part: none). One part in memory at a time."""
+    its file's first row added to "row" (``shift``; False: their rows are the run's already; a file without a
+    part: none). One part in memory at a time."""
     for fi in range(len(offsets) - 1):
         if not lay.exists(stage, f"f{fi:06d}"):
             continue
         t = lay.read_one(stage, f"f{fi:06d}", columns)
-        if "row" in t.column_names:
+        if shift and "row" in t.column_names:
             i = t.schema.get_field_index("row")
             t = t.set_column(i, "row", pc.add(t["row"], pa.scalar(int(offsets[fi]), pa.int64())))
         yield t
-
-
-def stream_parts(lay: Layout, stage: str, offsets: list[int], schema: pa.Schema, path: str) -> None:
-    """OUT's one-file table ``path`` from the parts of ``stage`` (``shifted_parts``), in the local engine's row
-    groups (``write_tables``): the same bytes as the local engine's one table of the same rows."""
-    from ..runtime.run import write_tables
-
-    write_tables(shifted_parts(lay, stage, offsets), schema, path)

@@ -96,10 +96,10 @@ def screen_files(source: Any, benchmark_files: Any, cfg: Any, output_dir: str | 
     lay, offsets = Layout(job.work), offsets_of([g["rows"] for g in got])
     out = None if output_dir is None else write_screen(output_dir, shifted_parts(lay, "matches", offsets), index,
                                                        stats)
-    return PartsResult(index.counts, stats, out, lay, offsets)
+    return ScreenParts(index.counts, stats, out, lay, offsets)
 
 
-class PartsResult(ScreenResult):
+class ScreenParts(ScreenResult):
     """The ``ScreenResult`` of a Ray run: its matches (few: flagged pairs) and ids (every document's) read from
     the tasks' parts the first time they are asked for (a pipeline's verdicts name every document; the command
     line asks for neither)."""

@@ -34,7 +34,7 @@ class Filter:
         cfg = dataclasses.replace(env.reading.apply(self.config), device=env.device, threads=env.threads,
                                   progress=env.progress, write_filtered=self.config.write_filtered and env.write_kept)
         res = filter_corpus(view, cfg, out, overwrite=env.overwrite, engine=env.engine, workers=env.workers,
-                            address=env.address, sources=env.sources)
+                            address=env.address, sources=env.sources, work_dir=env.work_dir, resume=env.resume)
         s = res.scores
         m = s.num_rows
         verdicts = Verdicts(s["id"].combine_chunks(), file_sources(res.stats), np.asarray(res.keep, bool),

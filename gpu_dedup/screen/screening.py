@@ -32,6 +32,9 @@ Outputs (``output_dir``): matches.parquet (one row per flagged (document, item) 
 item_id, matched_ngrams, sample_ngrams, sample_byte_start, sample_byte_end, row, source; byte offsets are
 0-based UTF-8 positions in the ORIGINAL document text, spanning the first to the last word of the
 n-gram), counts.json (per benchmark) and screen.json (configuration, policy, totals, timings).
+
+The benchmark files are read by ``benchmarks.py``; ``scan``, ``match_tally`` and ``screen_stats`` are shared with
+the Ray engine's screen (gpu_dedup/distributed/screen.py: one task per input file, the same outputs).
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
 from ..runtime.cost import current as current_meter
-from . import options, stages
+from . import options, stages, summary
 from .cluster import check_cluster_args, probe, ray_cluster, ray_get
 from .shuffle import Layout, run_key
 
@@ -228,9 +228,11 @@ WRITE = Stage(stages.write, "input", before=lambda d: None if d.limited else _jo
 KEPT = Stage(options.kept, "input", before=_journal, args=lambda d: (d.out,),
              when=lambda d: d.limited and not d.stopped and d.out is not None and d.job.cfg.write_deduplicated)
 INDEX_ROWS = Stage(options.index_rows, "input", when=lambda d: d.save_index is not None and not d.stopped)
+# report.html's largest clusters: their rows, ids and texts from the files holding them (summary.py)
+SHOWN = Stage(summary.shown, "input", args=lambda d: (summary.largest(d.results[WRITE]),), when=lambda d: bool(d.out))
 
 PLAN: tuple[Stage, ...] = (SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, LABELS, MEMBERS, POLICY,
-                           RESOLVE, RANKS, SIZES, WRITE, KEPT, INDEX_ROWS)
+                           RESOLVE, RANKS, SIZES, WRITE, KEPT, INDEX_ROWS, SHOWN)
 
 
 def walk(d: Driver) -> None:
@@ -408,6 +410,8 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
             write_scores(lay, range(first, nf), job.offsets, os.path.join(d.out, "scores.parquet"))
             d.timings["write_scores"] = time.perf_counter() - t
     stats["sources"] = d.source_stats
+    if SHOWN in r:  # report.html's aggregates: run.json's report, the shown rows in OUT/report/shown.json
+        stats["report"] = summary.report(r[WRITE], r[SIZES][:first], r[SHOWN], d.out)
     if KEPT in r:  # a run with a source limit wrote its kept records in the kept stage
         stats["deduplicated"] = {k: sum(x["deduplicated"][k] for x in r[KEPT]) for k in ("files", "rows_written")}
     if d.save_index is not None and not d.stopped:

@@ -327,6 +327,8 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
     stats["sources"] = got["sources"]
     if "prefilter" in got:
         stats["prefilter"] = got["prefilter"]
+    if "report" in got:  # report.html's aggregates, from the tasks (the report reads no decisions table)
+        stats["report"] = got["report"]
     timings["total"] = time.perf_counter() - t_start
     n = got["counts"]["input"]
     stats["throughput_docs_per_s"] = n / timings["total"] if timings["total"] > 0 else None

@@ -49,7 +49,8 @@ class Dedup:
                           engine=env.engine, work_dir=env.work_dir, resume=env.resume, prefilter=self.prefilter,
                           semantic=self.semantic, semantic_order=self.semantic_order, sources=env.sources, **ray)
         kept = os.path.join(out, self.outputs.kept) if cfg.write_deduplicated else None
-        return StepRun(res, decision_verdicts(res.decisions), kept)
+        c = res.stats["counts"]
+        return StepRun(res, lambda: decision_verdicts(res.decisions), kept, counts=(c["input"], c["removed"]))
 
 
 def decision_verdicts(d: Any) -> Verdicts:

@@ -228,6 +228,22 @@ def scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray,
 
 
 # --------------------------------------------------------------------------------------------- run outputs
+def load_summary(out_dir: str, max_clusters: int) -> tuple[dict, Any]:
+    """(run.json, the run's ``summary.RunSummary``): the aggregates a Ray run recorded, else made from
+    decisions.parquet (``load_run``)."""
+    from .summary import recorded, summary_of
+
+    run_json = os.path.join(out_dir, "run.json")
+    if os.path.isfile(run_json):
+        with open(run_json, encoding="utf-8") as fh:
+            stats = json.load(fh)
+        got = recorded(out_dir, stats, max_clusters)
+        if got is not None:
+            return stats, got
+    stats, decisions = load_run(out_dir)
+    return stats, summary_of(decisions, max_clusters)
+
+
 def load_run(out_dir: str) -> tuple[dict, pa.Table]:
     import pyarrow.parquet as pq
 

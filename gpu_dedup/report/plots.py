@@ -66,8 +66,8 @@ def _plain_log_ticks(ax, xs: np.ndarray) -> None:
         ax.set_xticks(xs)
 
 
-def plot_cluster_sizes(sizes: np.ndarray, cut: int | None = None) -> bytes:
-    s, c = np.unique(sizes, return_counts=True)
+def plot_cluster_sizes(s: np.ndarray, c: np.ndarray, cut: int | None = None) -> bytes:
+    """Clusters (``c``) and their documents per cluster size (``s``, distinct, ascending)."""
     fig, ax = new_figure()
     ax.loglog(s, c, "o", label="clusters of this size")
     ax.loglog(s, s * c, "s", markerfacecolor="none", label="documents in clusters of this size")

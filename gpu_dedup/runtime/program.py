@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, Callable, ClassVar, Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -148,15 +148,22 @@ class Verdicts:
         return cls(ids, sources, np.ones(m, bool), pa.array(["unique"] * m, pa.string()), np.full(m, -1, np.int64))
 
 
-@dataclass
 class StepRun:
     """What a step's ``run`` returns: ``result`` (the program's own result, a ``run.RunResult`` with its
-    statistics), ``verdicts`` (over its view) and ``kept`` (the directory of its kept records, None when it
-    wrote none: the engine writes them from the view)."""
+    statistics), ``verdicts`` (over its view; or a function making them, called the first time they are asked
+    for: a run that composes nothing, one command's one step, never builds them), ``kept`` (the directory of
+    its kept records, None when it wrote none: the engine writes them from the view) and ``counts`` ((documents
+    seen, removed), or None: the engine counts the verdicts)."""
 
-    result: Any
-    verdicts: Verdicts
-    kept: str | None = None
+    def __init__(self, result: Any, verdicts: "Verdicts | Callable[[], Verdicts]", kept: str | None = None,
+                 counts: tuple[int, int] | None = None):
+        self.result, self._verdicts, self.kept, self.counts = result, verdicts, kept, counts
+
+    @property
+    def verdicts(self) -> Verdicts:
+        if not isinstance(self._verdicts, Verdicts):
+            self._verdicts = self._verdicts()
+        return self._verdicts
 
 
 class Step(Protocol):

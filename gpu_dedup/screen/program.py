@@ -45,8 +45,12 @@ class Screen:
             from .screening import screen
 
             res = screen(view, list(self.benchmarks), cfg, out, device=env.device)
-        m = len(res.ids)
-        flagged = np.zeros(m, bool)
-        flagged[np.asarray(res.matches["row"].to_numpy(zero_copy_only=False), np.int64)] = True
-        reason = pa.array([CONTAMINATED] * m, pa.string()) if m else pa.array([], pa.string())
-        return StepRun(res, Verdicts(res.ids, file_sources(res.stats), ~flagged, reason, np.full(m, -1, np.int64)))
+        def verdicts() -> Verdicts:
+            m = len(res.ids)
+            flagged = np.zeros(m, bool)
+            flagged[np.asarray(res.matches["row"].to_numpy(zero_copy_only=False), np.int64)] = True
+            reason = pa.array([CONTAMINATED] * m, pa.string()) if m else pa.array([], pa.string())
+            return Verdicts(res.ids, file_sources(res.stats), ~flagged, reason, np.full(m, -1, np.int64))
+
+        totals = res.stats["totals"]
+        return StepRun(res, verdicts, counts=(totals["documents"], totals["documents_flagged"]))

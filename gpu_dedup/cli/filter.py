@@ -159,6 +159,9 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
                    help="ray: score the files in parallel Ray tasks (the same scores); see `run --engine`")
     g.add_argument("--workers", type=int, help="with --engine ray: start a local Ray cluster of N processes")
     g.add_argument("--address", metavar="auto|HOST:PORT", help="with --engine ray: join a running cluster")
+    g.add_argument("--table-layout", choices=("file", "dataset"), help="scores as one file (scores.parquet: the "
+                   "local engine's) or a dataset of per-input-file parts the Ray tasks write (scores/: the default "
+                   "with --engine ray)")
     fields.add_flags(g, FilterConfig, "write_filtered", config_defaults=True)
     g.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
     g.add_argument("-q", "--quiet", action="store_true")

@@ -58,6 +58,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--workers", type=positive_int, help="with --engine ray: start a local Ray cluster of N worker processes")
     g.add_argument("--address", metavar="auto|HOST:PORT", help="with --engine ray: join a running cluster "
                    "(`ray start --head`); auto: the one on this machine")
+    g.add_argument("--table-layout", choices=("file", "dataset"), help="decisions as one file (decisions.parquet: "
+                   "the local engine's) or a dataset of per-input-file parts the Ray tasks write (decisions/: the "
+                   "default with --engine ray, no row passes through the driver)")
     g.add_argument("--partitions", type=positive_int, help="with --engine ray: key ranges of the shuffle "
                    "(default: the cluster's CPUs, at most 64; more than the input's size can fill are cut, with a warning)")
     g.add_argument("--resume", action="store_true", help="finish an interrupted run: reuse valid pieces of the "

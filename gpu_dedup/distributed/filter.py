@@ -35,6 +35,7 @@ from .. import io
 from ..errors import ConfigError, RunError
 from ..filters.decide import FilterResult
 from . import filter_tasks as ft
+from .outputs import part_path
 from .perfile import offsets_of, session, shifted_parts, task_paths
 from .ranks import Selection, lerp, percentile_points
 from .shuffle import run_key
@@ -43,10 +44,11 @@ logger = logging.getLogger(__name__)
 
 
 def filter_files(source: Any, cfg: Any, out: str | None, guard: Any, *, work: str, workers: int | None,
-                 address: str | None, resume: bool) -> Any:
+                 address: str | None, resume: bool, dataset: bool = True) -> Any:
     """``filters.stage.filter_corpus`` on the Ray engine (module doc) into ``out`` (owned by the caller; None: in
-    memory), the tasks' parts in ``work``. Returns its ``FilterResult``, whose scores are read from the parts
-    when asked for.
+    memory), the tasks' parts in ``work``; with ``dataset`` OUT/scores/ as the tasks' per-file parts (outputs.py),
+    else OUT/scores.parquet streamed from them. Returns its ``FilterResult``, whose scores are read when asked
+    for.
 
     Raises:
         ConfigError: paragraph or line cuts with a URL work dir (their logs' parts are local files).
@@ -66,7 +68,7 @@ def filter_files(source: Any, cfg: Any, out: str | None, guard: Any, *, work: st
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("progress", "threads")}
     job = ft.FilterJob(dataclasses.replace(cfg, progress=False), device, files, task_paths(work),
                        run_key([settings, device, [f.relpath for f in files], "filter"]), threads=cfg.threads)
-    run = _Run(cfg, out, guard, steps, device, threads, files, dsir)
+    run = _Run(cfg, out, guard, steps, device, threads, files, dsir, dataset=dataset and out is not None)
     with session(work, device, workers=workers, address=address, resume=resume, progress=cfg.progress) as s:
         run.session = s
         job = _score(run, job)
@@ -105,6 +107,7 @@ class _Run:
     pct: list = dataclasses.field(default_factory=list)
     dsir_stats: dict | None = None
     dsir_edges: list | None = None
+    dataset: bool = False  # OUT/scores/ as per-file parts (outputs.py)
 
 
 def _score(run: _Run, job: ft.FilterJob) -> ft.FilterJob:
@@ -312,6 +315,10 @@ def _write(run: _Run, job: ft.FilterJob) -> None:
         for f in run.files:
             for hook in WRITE_HOOKS:
                 hook(io.output_path(os.path.join(out, "filtered"), f))
+    if run.dataset:
+        for k in run.live:
+            for hook in WRITE_HOOKS:
+                hook(part_path(out, "scores", k))
     picks: dict[int, dict[str, list[int]]] = {fi: {"kept": [], "rejected": [], "rows": []} for fi in run.live}
     if out is not None and cfg.audit:
         sides = np.array([f["sides"] for f in run.final], np.int64).reshape(-1, 2)
@@ -328,9 +335,9 @@ def _write(run: _Run, job: ft.FilterJob) -> None:
 
         writing_note(cfg, sum(f["counts"]["kept"] for f in run.final))
         none = {"kept": [], "rejected": [], "rows": []}
-        run.written = run.session.map(ft.write_file, job.keyed(picks, documents), range(len(run.files)),
+        run.written = run.session.map(ft.write_file, job.keyed(picks, documents, run.dataset), range(len(run.files)),
                                       out if out is None else os.path.abspath(out), documents, run.dsir is not None,
-                                      args_of=lambda fi: (picks.get(fi, none),))
+                                      run.dataset, args_of=lambda fi: (picks.get(fi, none),))
 
 
 def _merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -408,11 +415,12 @@ def _finish(run: _Run, job: ft.FilterJob) -> Any:
     lay = job.layout
     if out is not None:
         with steps("write"):
-            schema = scores_schema(fin[0]["columns"] if fin else ["id", "row", "empty", "keep", "reason"])
-            from ..runtime.run import write_tables
+            if not run.dataset:  # (a dataset's parts: the write tasks')
+                from ..runtime.run import write_tables
 
-            write_tables(shifted_parts(lay, "fscores", job.offsets, shift=False), schema,
-                         os.path.join(out, "scores.parquet"))
+                schema = scores_schema(fin[0]["columns"] if fin else ["id", "row", "empty", "keep", "reason"])
+                write_tables(shifted_parts(lay, "fscores", job.offsets, shift=False), schema,
+                             os.path.join(out, "scores.parquet"))
             written = [w["documents"] for w in run.written if "documents" in w]
             if written and (cfg.paragraph_action == "remove" or cfg.c4_remove_lines):
                 _logs(run, job)
@@ -425,6 +433,8 @@ def _finish(run: _Run, job: ft.FilterJob) -> Any:
             stats["audit"] = audit_stats(audit, percentiles)
     steps.total()
     stats["throughput_docs_per_s"] = n / steps.timings["score"] if steps.timings["score"] > 0 else None
+    stats["scores"] = {"path": "scores", "layout": "dataset", "parts": len(run.live)} if run.dataset else \
+        {"path": "scores.parquet", "layout": "file"}
     finish_filter(out, stats)
     return FilterParts(stats, out, lay, job.offsets)
 
@@ -494,7 +504,7 @@ class FilterParts(FilterResult):
             import pyarrow.parquet as pq
 
             if self.output_dir is not None:
-                self._table = pq.read_table(os.path.join(self.output_dir, "scores.parquet"))
+                self._table = pq.read_table(os.path.join(self.output_dir, self.stats["scores"]["path"]))
             else:
                 self._table = pa.concat_tables(list(shifted_parts(self._layout, "fscores", self._offsets,
                                                                   shift=False))).combine_chunks()

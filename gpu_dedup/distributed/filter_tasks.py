@@ -435,19 +435,20 @@ def logs_dir(job: FilterJob, fi: int) -> str:
 def _wrote(job: FilterJob, fi: int, result: dict, out: str | None, *_: Any) -> bool:
     """A stored write result is reused only for the same OUT, its filtered/ file still there (a run resumed
     into another -o, or an OUT emptied since, writes its own)."""
-    if result.get("out") != out:
+    if result.get("out") != out or (result.get("part") and not os.path.exists(result["part"])):
         return False
     wrote = ((result.get("documents") or {}).get("filtered") or {}).get("files", 0)
     return not wrote or os.path.exists(io.output_path(os.path.join(out, "filtered"), job.files[fi]))
 
 
 @run_once("fwrite", valid=_wrote)
-def write_file(job: FilterJob, fi: int, out: str | None, documents: bool, selected: bool, picks: dict[str, list[int]]
-          ) -> dict[str, Any]:
-    """File ``fi``'s outputs: with ``documents`` its filtered/ file in ``out`` (and its part of the cut logs,
-    ``logs_dir``); the audit's documents of the file (``picks``: "kept" / "rejected", positions among its kept /
-    rejected documents; "rows": its rows of the percentile picks), their rows ("audit") and the texts of all of
-    them; with ``selected`` DSIR's feature counts of its kept documents (the selected ones)."""
+def write_file(job: FilterJob, fi: int, out: str | None, documents: bool, selected: bool, dataset: bool,
+               picks: dict[str, list[int]]) -> dict[str, Any]:
+    """File ``fi``'s outputs: with ``dataset`` its part of OUT/scores/ (outputs.py); with ``documents`` its
+    filtered/ file in ``out`` (and its part of the cut logs, ``logs_dir``); the audit's documents of the file
+    (``picks``: "kept" / "rejected", positions among its kept / rejected documents; "rows": its rows of the
+    percentile picks), their rows ("audit") and the texts of all of them; with ``selected`` DSIR's feature counts
+    of its kept documents (the selected ones)."""
     from ..filters.decide import read_texts
     from ..filters.paragraphs import write_documents
 
@@ -457,6 +458,14 @@ def write_file(job: FilterJob, fi: int, out: str | None, documents: bool, select
     keep = np.asarray(job.layout.read_one("fscores", name(fi), ["keep"])["keep"].to_numpy(zero_copy_only=False),
                       bool) if n else np.zeros(0, bool)
     res: dict[str, Any] = {"out": out}
+    if dataset and out is not None and n:
+        from ..decisions import scores_schema
+        from ..runtime.run import write_tables
+        from .outputs import part_path
+
+        t = job.layout.read_one("fscores", name(fi))
+        res["part"] = part_path(out, "scores", fi)
+        write_tables([t], scores_schema(t.column_names), res["part"])
     if documents and out is not None:
         para, ids = None, pa.array([], pa.string())
         if n and (cfg.paragraph_action == "remove" or cfg.c4_remove_lines):

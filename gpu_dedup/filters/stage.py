@@ -71,7 +71,8 @@ logger = logging.getLogger(__name__)
 def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike | None = None, *,
                   overwrite: bool = True, engine: str = "local", workers: int | None = None,
                   address: str | None = None, sources: SourceGuard | None = None,
-                  work_dir: str | os.PathLike | None = None, resume: bool = False) -> FilterResult:
+                  work_dir: str | os.PathLike | None = None, resume: bool = False,
+                  table_layout: str | None = None) -> FilterResult:
     """Score and filter ``source``: the steps of the module docstring.
 
     With ``output_dir`` the outputs are owned as ``deduplicate`` owns its (gpu_dedup/runtime/outputs.py): outside the
@@ -95,6 +96,8 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
         work_dir: with engine="ray", the tasks' per-file parts and done markers (a directory every node sees, or
             an fsspec URL; default OUT/work).
         resume: with engine="ray", reuse the finished tasks of an interrupted run in ``work_dir``.
+        table_layout: "file" (OUT/scores.parquet, the local engine's) or "dataset" (OUT/scores/: one Parquet file
+            per input file, written by the Ray tasks; the Ray engine's default); None: the engine's default.
 
     Returns:
         A ``FilterResult``: the per-document scores and decisions, and run.json's statistics.
@@ -109,6 +112,10 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
     if engine == "local" and (workers is not None or address is not None):
         raise ConfigError("workers / address need engine='ray' (--engine ray)")
     guard = sources or SourceGuard()
+    if engine == "ray" or table_layout is not None:
+        from .. import distributed
+
+        table_layout = distributed.layout_of(table_layout, engine)
     if engine == "ray":
         from .. import distributed
 
@@ -117,7 +124,8 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
                               "or output_dir (-o)")
         work = os.fspath(work_dir) if work_dir is not None else os.path.join(os.fspath(output_dir), "work")
         run = lambda out: distributed.filter_files(source, cfg, out, guard, work=work,  # noqa: E731
-                                                   workers=workers, address=address, resume=resume)
+                                                   workers=workers, address=address, resume=resume,
+                                                   dataset=table_layout == "dataset")
     else:
         run = lambda out: _filter(source, cfg, out, guard)  # noqa: E731
     if output_dir is None:

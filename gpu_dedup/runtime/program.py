@@ -62,7 +62,9 @@ class Env:
     and ``resume`` (reuse them), ``write_kept`` (False: a step writes no kept records of its own; the engine
     writes the final ones), ``sources`` (``sources.SourceGuard``: what names each document's source, and the
     largest share of a source's documents the run may remove), ``price`` (``cost.Price``: run.json's ``cost``
-    at the user's price; None: seconds and bytes only)."""
+    at the user's price; None: seconds and bytes only), ``table_layout`` (a step's per-document table: "file",
+    one Parquet file; "dataset", a directory of per-input-file parts the Ray engine's tasks write; None: the
+    engine's default, a file locally, a dataset on Ray)."""
 
     device: str = "cpu"
     threads: int | None = None
@@ -77,10 +79,13 @@ class Env:
     write_kept: bool = True
     sources: SourceGuard = field(default_factory=SourceGuard)
     price: Price | None = None
+    table_layout: Literal["file", "dataset"] | None = None
 
     def __post_init__(self) -> None:
         check_literal("Env.device", self.device, Literal["auto", "cpu", "cuda"])
         check_literal("Env.engine", self.engine, Literal["local", "ray"])
+        if self.table_layout is not None:
+            check_literal("Env.table_layout", self.table_layout, Literal["file", "dataset"])
         if not isinstance(self.sources, SourceGuard):
             raise ConfigError(f"Env.sources must be a SourceGuard, got {self.sources!r}")
         if self.price is not None and not isinstance(self.price, Price):

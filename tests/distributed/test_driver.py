@@ -10,17 +10,18 @@ import pytest
 
 import gpu_dedup
 from gpu_dedup import RunConfig, io
-from gpu_dedup.distributed import driver, options, stages, summary
+from gpu_dedup.distributed import driver, options, outputs, stages, summary
 
 
 def test_plan_declares_every_task_once():
-    """PLAN holds every task function of stages.py, options.py and summary.py once, by reference (go to
-    definition follows it); the GPU stages are the map and reduce tasks; the driver finds no task by a name."""
-    tasks = {f for m in (stages, options, summary) for f in vars(m).values() if callable(f) and hasattr(f, "stage")}
-    assert len(tasks) == 17 and {s.fn for s in driver.PLAN} == tasks and len(driver.PLAN) == len(tasks)
+    """PLAN holds every task function of stages.py, options.py, outputs.py and summary.py once, by reference (go
+    to definition follows it); the GPU stages are the map and reduce tasks; the driver finds no task by a name."""
+    tasks = {f for m in (stages, options, outputs, summary) for f in vars(m).values()
+             if callable(f) and hasattr(f, "stage")}
+    assert len(tasks) == 18 and {s.fn for s in driver.PLAN} == tasks and len(driver.PLAN) == len(tasks)
     names = [s.name for s in driver.PLAN]
     assert len(set(names)) == len(names) and names[0] == "sign" and \
-        names[-4:] == ["write", "kept", "index_rows", "shown"]
+        names[-5:] == ["write", "kept", "index_rows", "publish", "shown"]
     assert [s.name for s in driver.PLAN if s.device] == ["sign", "exact", "buckets", "members", "policy"]
     assert all(s.fn.__name__ == s.name and s.fn.__module__.startswith("gpu_dedup.distributed.") for s in driver.PLAN)
     here = os.path.dirname(driver.__file__)

@@ -214,7 +214,8 @@ def run_filter(args: argparse.Namespace) -> int:
           f"scored")
     print(timing_line(t))
     print_extras(res.stats)
-    print(f"wrote {os.path.join(args.output, 'scores.parquet')}, run.json"
+    table = os.path.join(args.output, (res.stats.get("scores") or {}).get("path", "scores.parquet"))
+    print(f"wrote {table}{os.sep if os.path.isdir(table) else ''}, run.json"
           + (", filtered/" if cfg.write_filtered else "") + (", audit.parquet" if cfg.audit else "")
           + (", report.html" if os.path.exists(os.path.join(args.output, "report.html")) else ""))
     return 0

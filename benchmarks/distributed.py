@@ -99,7 +99,10 @@ def main() -> None:
             fh.write(json.dumps(rec) + "\n")
         print(json.dumps(rec), flush=True)
 
-    src = make(os.path.join(args.work, "small"), args.docs, args.words, args.shard)
+    sizes = [int(s) for s in args.driver.split(",") if s]
+    # the comparison's corpus: only when a comparison round or a driver run of --docs documents reads it
+    src = make(os.path.join(args.work, "small"), args.docs, args.words, args.shard) \
+        if args.rounds or args.docs in sizes else None
     local, ray = [], []
     for k in range(args.rounds):
         r = run(src, os.path.join(args.work, "out-local"), [*extra])
@@ -135,7 +138,7 @@ def main() -> None:
         print(f"driver peak RSS (gpu-dedup run --engine ray, report included): {p0 / 2**20:.0f} MiB at {n0:,} "
               f"documents, {p1 / 2**20:.0f} MiB at {n1:,} (difference {(p1 - p0) / 2**20:+.0f} MiB)")
     peaks = []
-    for size in [int(s) for s in args.driver.split(",") if s]:
+    for size in sizes:
         s = src if size == args.docs else make(os.path.join(args.work, f"driver-{size}"), size, args.words,
                                                 args.shard)
         r = engine_only(s, os.path.join(args.work, f"driver-run-{size}"), args.workers)

@@ -4,8 +4,12 @@ driver peak RSS at each of --driver sizes (it must not grow with the documents: 
 
     python benchmarks/distributed.py --docs 1000000 --driver 1000000,4000000 --words 100 --work /tmp/gd-dist
 
+    python benchmarks/distributed.py --rounds 0 --driver "" --cli 100000,1000000 --words 20
+
 The comparison runs are child processes of ``gpu-dedup run -o OUT --no-deduplicated`` (the Ray ones start
-a local cluster of --workers processes). The driver-memory runs are child processes calling
+a local cluster of --workers processes). ``--cli``: the driver's peak RSS of that command line on Ray (report.html
+included, the decisions as the Ray engine's default dataset of per-file parts) at each size: it must not grow with
+the documents either. The driver-memory runs are child processes calling
 ``deduplicate(src, work_dir=W, engine="ray", workers=N)`` without an output directory: the engine alone
 (``gpu-dedup run`` adds report.html, which reads decisions.parquet whole). Every result is printed as it
 comes and appended to --json (one JSON object a line), so a run cut short keeps what it measured.
@@ -73,6 +77,8 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=1_000_000, help="documents of the local vs Ray comparison")
     ap.add_argument("--driver", default="1000000,4000000",
                     help="comma-separated sizes of the engine-only driver-memory runs ('' to skip)")
+    ap.add_argument("--cli", default="", help="comma-separated sizes of `gpu-dedup run --engine ray` driver-memory "
+                    "runs (report included; '' to skip)")
     ap.add_argument("--words", type=int, default=100, help="mean words per document (>= 20)")
     ap.add_argument("--shard", type=int, default=100_000, help="documents per Parquet file")
     ap.add_argument("--workers", type=int, default=2)
@@ -93,7 +99,10 @@ def main() -> None:
             fh.write(json.dumps(rec) + "\n")
         print(json.dumps(rec), flush=True)
 
-    src = make(os.path.join(args.work, "small"), args.docs, args.words, args.shard)
+    sizes = [int(s) for s in args.driver.split(",") if s]
+    # the comparison's corpus: only when a comparison round or a driver run of --docs documents reads it
+    src = make(os.path.join(args.work, "small"), args.docs, args.words, args.shard) \
+        if args.rounds or args.docs in sizes else None
     local, ray = [], []
     for k in range(args.rounds):
         r = run(src, os.path.join(args.work, "out-local"), [*extra])
@@ -106,7 +115,7 @@ def main() -> None:
              timings={k2: round(v, 1) for k2, v in r["stats"]["timings_s"].items()})
     if args.rounds:
         same = pq.read_table(os.path.join(args.work, "out-local", "decisions.parquet")).equals(
-            pq.read_table(os.path.join(args.work, "out-ray", "decisions.parquet")))
+            pq.read_table(os.path.join(args.work, "out-ray", "decisions")))  # the Ray engine's per-file parts
         n = local[0]["stats"]["counts"]["input"]
         lw, rw = min(r["wall"] for r in local), min(r["wall"] for r in ray)
         print(f"\n{n:,} documents x ~{args.words} words, {args.workers} Ray workers, best of {args.rounds} "
@@ -117,8 +126,19 @@ def main() -> None:
               f"{ray[-1]['shuffle'] / n:.0f} bytes/document")
         print(f"ray / local wall-time ratio {rw / lw:.2f}; decisions identical: {same}", flush=True)
         emit("summary", docs=n, local_wall=lw, ray_wall=rw, ratio=rw / lw, same=same)
+    cli = []
+    for size in [int(s) for s in args.cli.split(",") if s]:
+        s = make(os.path.join(args.work, f"driver-{size}"), size, args.words, args.shard)
+        r = ray_run(s, os.path.join(args.work, f"cli-{size}"), args.workers, extra)
+        cli.append((r["stats"]["counts"]["input"], r["peak"]))
+        emit("cli-driver", docs=cli[-1][0], wall=r["wall"], peak=r["peak"], shuffle=r["shuffle"],
+             worker_peak=r["stats"]["engine"]["worker_peak_rss_bytes"])
+    if len(cli) > 1:
+        (n0, p0), (n1, p1) = cli[0], cli[-1]
+        print(f"driver peak RSS (gpu-dedup run --engine ray, report included): {p0 / 2**20:.0f} MiB at {n0:,} "
+              f"documents, {p1 / 2**20:.0f} MiB at {n1:,} (difference {(p1 - p0) / 2**20:+.0f} MiB)")
     peaks = []
-    for size in [int(s) for s in args.driver.split(",") if s]:
+    for size in sizes:
         s = src if size == args.docs else make(os.path.join(args.work, f"driver-{size}"), size, args.words,
                                                 args.shard)
         r = engine_only(s, os.path.join(args.work, f"driver-run-{size}"), args.workers)

@@ -47,7 +47,8 @@ def main() -> None:
     rows.append((f"local engine (2 threads) {args.extra}".strip(), local, _du(wd)))
     if not args.no_ray:
         wd = os.path.join(args.work, "workdir-ray")
-        ray_r = run(src, os.path.join(args.work, "out-ray"), ["--engine", "ray", "--workers", "2", "--work-dir", wd, *extra])
+        ray_r = run(src, os.path.join(args.work, "out-ray"), ["--engine", "ray", "--workers", "2", "--work-dir", wd,
+                                                             "--table-layout", "file", *extra])
         rows.append(("Ray engine, local cluster of 2 workers", ray_r, _du(wd)))
         same = open(os.path.join(args.work, "out-local", "decisions.parquet"), "rb").read() == \
             open(os.path.join(args.work, "out-ray", "decisions.parquet"), "rb").read()

@@ -5,6 +5,8 @@ is built from.
                        int8 codes over ``REASON_CODES``
     scores.parquet     ``scores_schema(columns)``: a filter run's columns, each of its declared type; reasons
                        int8 codes over ``filter_reasons(...)`` (the run's rules and classifiers name some)
+    layouts            ``table_path``, ``read_table``: a run's table as one file (OUT/<name>.parquet) or as the Ray
+                       engine's dataset of per-input-file parts (OUT/<name>/), read alike
     counting           ``value_counts`` (pc.value_counts, first appearance order), ``reason_counts``,
                        ``summary_counts``
     composing          ``fold_removals``: the one composition rule of every composed run (``run --semantic``,
@@ -17,13 +19,14 @@ reads it; the filter (and dedup's prefilter) writes scores.parquet. Both tables 
 column (the codes' dictionary cast back to its names), so readers see names. ``keep_rank`` is the keep order
 (``--keep``) every program decides by: which copy of a duplicate stays.
 """
+import os
 from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import ConfigError, RunError
+from .errors import ConfigError, MissingFileError, RunError
 
 DECISIONS_SCHEMA = pa.schema([
     ("id", pa.string()), ("keep", pa.bool_()), ("reason", pa.string()), ("cluster_id", pa.int64()),
@@ -75,6 +78,31 @@ def scores_schema(columns: Sequence[str]) -> pa.Schema:
     names = [k for k in SCORE_ORDER if k in columns]
     names += [k for k in columns if k not in names and k not in SCORES_END.names and k != "empty"]
     return pa.schema([(k, SCORE_LABELS.get(k, pa.float64())) for k in names] + list(SCORES_END))
+
+
+def table_path(out: str | os.PathLike, name: str) -> str:
+    """Where OUT holds its per-document table ``name`` ("decisions", "scores"): OUT/<name>.parquet (one file: the
+    local engine's, the Ray engine's with --table-layout file), else OUT/<name>/ (the Ray engine's default: one
+    Parquet file per input file, ``part-<k>.parquet``, that ``pyarrow.parquet.read_table`` reads as one table in
+    input order).
+
+    Raises:
+        MissingFileError: neither exists (not the output directory of a finished run).
+    """
+    one, parts = os.path.join(os.fspath(out), f"{name}.parquet"), os.path.join(os.fspath(out), name)
+    if os.path.isfile(one):
+        return one
+    if os.path.isdir(parts):
+        return parts
+    raise MissingFileError(f"neither {one!r} nor {parts!r} (a Ray run's parts) exists; point to the output "
+                           "directory of a finished run")
+
+
+def read_table(out: str | os.PathLike, name: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """OUT's per-document table ``name`` in either layout (``table_path``): the same rows, order and values."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(table_path(out, name), columns=list(columns) if columns is not None else None)
 
 
 def filter_reasons(rule_columns: Sequence[str] = (), classifier_columns: Sequence[str] = ()) -> tuple[str, ...]:

@@ -422,6 +422,53 @@ def test_the_floors_import_nothing_above_them():
         assert _imports_of(graph, floor, STAGES) == {}, floor
 
 
+def external_imports(name: str, tree: ast.AST) -> list[int]:
+    """The lines of ``tree`` that import the top-level package ``name`` or one of its modules, wherever they are
+    (top level, functions, ``if TYPE_CHECKING:`` blocks), and by ``importlib.import_module`` / ``__import__``
+    with a constant name."""
+    def named(target: str | None) -> bool:
+        return bool(target) and (target == name or target.startswith(name + "."))
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(named(a.name) for a in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and not node.level and named(node.module):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and \
+                isinstance(node.args[0].value, str) and named(node.args[0].value) and \
+                (getattr(node.func, "attr", None) == "import_module" or getattr(node.func, "id", None) in
+                 ("import_module", "__import__")):
+            lines.append(node.lineno)
+    return lines
+
+
+ENGINE = "gpu_dedup.distributed"
+
+
+def test_ray_is_imported_by_the_engine_package_only():
+    """Ray is one package's business (gpu_dedup/distributed/: the cluster, the tasks, the actors); every other
+    module reaches a cluster through that package, function-level imports included."""
+    bad = {m: lines for m, p in _modules().items() if not (m == ENGINE or m.startswith(ENGINE + "."))
+           and (lines := external_imports("ray", ast.parse(p.read_text())))}
+    assert not bad, f"modules importing ray outside {ENGINE}: {bad}"
+
+
+def test_programs_reach_the_engine_through_its_package_only():
+    """A program runs on Ray by the engine package's public entry points (``gpu_dedup.distributed``), never by one
+    of its modules: what runs where stays the engine's to change."""
+    graph = import_graph()
+    bad = {m: sorted(d for d in deps if d.startswith(ENGINE + "."))
+           for m, deps in graph.items() if not m.startswith(ENGINE)}
+    assert not {m: d for m, d in bad.items() if d}, bad
+
+
+def test_the_ray_rule_sees_a_violation():
+    tree = ast.parse("import os\nimport ray.util\ndef f():\n    from ray import remote\n"
+                     "    importlib.import_module('ray')\n    import rayon\n    from .ray import x\n")
+    assert external_imports("ray", tree) == [2, 4, 5]
+
+
 def test_no_program_imports_the_pipeline_or_the_command_line():
     graph = import_graph()
     assert {p: _imports_of(graph, p, ("pipeline", "cli")) for p in PROGRAMS} == {p: {} for p in PROGRAMS}

@@ -135,7 +135,7 @@ def env_from_args(args: argparse.Namespace) -> Env:
                overwrite=bool(getattr(args, "overwrite", False)), engine=getattr(args, "engine", "local") or "local",
                workers=getattr(args, "workers", None), address=getattr(args, "address", None),
                work_dir=getattr(args, "work_dir", None), resume=bool(getattr(args, "resume", False)),
-               sources=guard(args), price=price(args))
+               sources=guard(args), price=price(args), table_layout=getattr(args, "table_layout", None))
 
 
 def interrupted(args: argparse.Namespace) -> str:

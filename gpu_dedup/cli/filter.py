@@ -159,6 +159,9 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
                    help="ray: score the files in parallel Ray tasks (the same scores); see `run --engine`")
     g.add_argument("--workers", type=int, help="with --engine ray: start a local Ray cluster of N processes")
     g.add_argument("--address", metavar="auto|HOST:PORT", help="with --engine ray: join a running cluster")
+    g.add_argument("--table-layout", choices=("file", "dataset"), help="scores as one file (scores.parquet: the "
+                   "local engine's) or a dataset of per-input-file parts the Ray tasks write (scores/: the default "
+                   "with --engine ray)")
     fields.add_flags(g, FilterConfig, "write_filtered", config_defaults=True)
     g.add_argument("--overwrite", action="store_true", help="replace an earlier run's outputs in OUT")
     g.add_argument("-q", "--quiet", action="store_true")
@@ -211,7 +214,8 @@ def run_filter(args: argparse.Namespace) -> int:
           f"scored")
     print(timing_line(t))
     print_extras(res.stats)
-    print(f"wrote {os.path.join(args.output, 'scores.parquet')}, run.json"
+    table = os.path.join(args.output, (res.stats.get("scores") or {}).get("path", "scores.parquet"))
+    print(f"wrote {table}{os.sep if os.path.isdir(table) else ''}, run.json"
           + (", filtered/" if cfg.write_filtered else "") + (", audit.parquet" if cfg.audit else "")
           + (", report.html" if os.path.exists(os.path.join(args.output, "report.html")) else ""))
     return 0

@@ -58,6 +58,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--workers", type=positive_int, help="with --engine ray: start a local Ray cluster of N worker processes")
     g.add_argument("--address", metavar="auto|HOST:PORT", help="with --engine ray: join a running cluster "
                    "(`ray start --head`); auto: the one on this machine")
+    g.add_argument("--table-layout", choices=("file", "dataset"), help="decisions as one file (decisions.parquet: "
+                   "the local engine's) or a dataset of per-input-file parts the Ray tasks write (decisions/: the "
+                   "default with --engine ray, no row passes through the driver)")
     g.add_argument("--partitions", type=positive_int, help="with --engine ray: key ranges of the shuffle "
                    "(default: the cluster's CPUs, at most 64; more than the input's size can fill are cut, with a warning)")
     g.add_argument("--resume", action="store_true", help="finish an interrupted run: reuse valid pieces of the "
@@ -134,7 +137,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     semantic_order=args.semantic_order,
                     against=args.against, save_index=args.save_index, work_dir=args.work_dir, resume=args.resume,
                     engine=args.engine, workers=args.workers, address=args.address, partitions=args.partitions,
-                    overwrite=args.overwrite, prefilter=_prefilter(args, cfg), sources=guard(args), price=price(args))
+                    overwrite=args.overwrite, prefilter=_prefilter(args, cfg), sources=guard(args), price=price(args),
+                    table_layout=args.table_layout)
     for stage in res.order:
         if stage == "paragraph":
             _paragraph_summary(res.paragraph)
@@ -178,7 +182,8 @@ def print_summary(result) -> None:
           f"{s['throughput_docs_per_s'] or 0:,.0f} docs/s")
     print(timing_line(t))
     print_extras(s)
-    print(f"wrote {os.path.join(result.output_dir, 'decisions.parquet')}, run.json"
+    table = os.path.join(result.output_dir, (s.get("decisions") or {}).get("path", "decisions.parquet"))
+    print(f"wrote {table}{os.sep if os.path.isdir(table) else ''}, run.json"
           + (", deduplicated/" if "deduplicated" in s else "")
           + (", report.html" if os.path.exists(os.path.join(result.output_dir, "report.html")) else ""))
     if "work_dir" in s:

@@ -11,6 +11,20 @@ dir, with no per-document state in the driver (it holds file lists, partition co
     rows.py     what the tasks share: the Job, the done markers (run_once), the keep order
     shuffle.py  partition functions and the work-dir layout of every stage's files
 
+The per-file programs (their outputs the local engine's, byte for byte; the driver holds file lists, per-file
+counts and the tasks' small results):
+
+    perfile.py  what they share: the job every task gets, the session (cluster, probe, GPU actors), the tasks
+                run in file order, their parts streamed into OUT's one-file tables
+    filter.py   ``filter --engine ray`` (its tasks: filter_tasks.py): pass 1, the rank selections and DSIR's
+                top-k from per-file summaries, the final decisions, run.json's statistics, the outputs
+    ranks.py    exact order statistics from mergeable per-file summaries (a histogram round, then the one
+                bin holding the rank fetched): the filter's global selections
+    screen.py   ``screen --engine ray``: one task per file against the broadcast benchmark index
+    outputs.py  OUT's per-document tables: one file streamed by the driver, or (the default) a dataset of
+                per-file parts the tasks write (OUT/decisions/, OUT/scores/)
+    summary.py  report.html's aggregates of a dedup run (the write tasks' counts, the largest clusters' rows)
+
 The stages, in the plan's order:
 
     probe      every node: same gpu-dedup version and contract, the work dir visible
@@ -27,10 +41,13 @@ The stages, in the plan's order:
     resolve    per file: exact duplicates take their leader's representative
     ranks      (--keep-copies) per file: the removed rows' keep keys -> their cluster's file
     sizes      per file: cluster sizes
-    write      per input file: the decisions part and deduplicated/; the driver streams the parts into
-               decisions.parquet in the local engine's row groups (the same bytes)
+    write      per input file: the decisions part and deduplicated/
     index_rows per input file (--save-index): its kept rows; the driver streams the parent index and the
                parts into the new index's documents.parquet (index.IndexWriter), one part at a time
+
+    publish    per input file (the dataset layout, the default): its decisions part (and scores part) into
+               OUT/decisions/ (OUT/scores/); with --table-layout file the driver streams the parts into
+               decisions.parquet in the local engine's row groups instead (the same bytes: outputs.py)
 
 ``--against``: the index is file 0 of every stage (options.IndexSource): rows 0..I-1, first in keep order,
 pinned, with no decisions part, exactly as the local engine puts it in front of the input's rows.
@@ -41,8 +58,11 @@ each reduce sees all rows of its keys and runs the local engine's own stage func
 """
 from __future__ import annotations
 
-from .driver import PLAN, Stage, check_engine_args, run, unsupported, write_decisions, write_scores
+from .driver import PLAN, Stage, check_engine_args, run, unsupported
+from .filter import filter_files
 from .options import IndexSource
+from .outputs import TABLE_LAYOUTS, layout_of, write_decisions, write_scores
+from .screen import screen_files
 
-__all__ = ["PLAN", "IndexSource", "Stage", "check_engine_args", "run", "unsupported", "write_decisions",
-           "write_scores"]
+__all__ = ["PLAN", "TABLE_LAYOUTS", "IndexSource", "Stage", "check_engine_args", "filter_files", "layout_of", "run",
+           "screen_files", "unsupported", "write_decisions", "write_scores"]

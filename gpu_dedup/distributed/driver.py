@@ -2,24 +2,22 @@
 what it adds to run.json. It holds no per-document state: file lists, partition counts, per-file row counts
 and the tasks' small results.
 
-    Stage      one step of the plan: its task function (stages.py, options.py), what one task covers
-               (``per``: a file, an input file, a key range, a component range), whether it runs on a GPU
+    Stage      one step of the plan: its task function (stages.py, options.py, outputs.py, summary.py), what one
+               task covers (``per``: a file, an input file, a key range, a component range), whether it runs on a GPU
                actor with --device cuda, when it runs, the driver's own work before and after it
     PLAN       sign, exact, exact_texts, exact_check, bands, buckets, star (rounds until the components are
                stars), labels, members, policy, resolve, ranks, sizes, write (then the sources' tallies merged:
                run.json ``sources``), kept (with a source limit: the kept records once every source is within
-               it), index_rows (not when a source is over the limit)
+               it), index_rows (not when a source is over the limit), publish (OUT/decisions/ as the tasks'
+               parts: outputs.py), shown (report.html's largest clusters: summary.py)
     run        the cluster, the probe, the plan, then run.json's counts and stage statistics
     DeviceWorker  the actor of one GPU (--device cuda) that runs the device stages' tasks in one process
     key_ranges the key ranges of the shuffle: --partitions, or the cluster's CPUs (at most 64); capped by
                the input's size (a key range per PARTITION_BYTES of input, at least DEFAULT_PARTITIONS)
-    write_decisions, write_scores   OUT's tables streamed from the per-file parts in the local engine's
-               row groups (runtime/run.write_tables): the same bytes
 """
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import math
 import os
@@ -30,13 +28,12 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
 from ..runtime.cost import current as current_meter
-from . import options, stages
+from . import options, outputs, stages, summary
+from .outputs import write_scores
 from .cluster import check_cluster_args, probe, ray_cluster, ray_get
 from .shuffle import Layout, run_key
 
@@ -96,6 +93,7 @@ class Driver:
     thresholds: dict = field(default_factory=dict)  # the boundary of the sources' tally
     source_stats: dict = field(default_factory=dict)  # run.json's ``sources`` (after write)
     progress: bool = False  # the driver's bars (the workers draw none)
+    dataset: bool = False  # OUT/decisions/ as per-file parts written by the tasks (outputs.py), not one file
 
     @property
     def limited(self) -> bool:
@@ -228,9 +226,14 @@ WRITE = Stage(stages.write, "input", before=lambda d: None if d.limited else _jo
 KEPT = Stage(options.kept, "input", before=_journal, args=lambda d: (d.out,),
              when=lambda d: d.limited and not d.stopped and d.out is not None and d.job.cfg.write_deduplicated)
 INDEX_ROWS = Stage(options.index_rows, "input", when=lambda d: d.save_index is not None and not d.stopped)
+# OUT/decisions/ (the dataset layout): each file's part, written by a task (outputs.py)
+PUBLISH = Stage(outputs.publish, "input", args=lambda d: (d.out,), when=lambda d: d.dataset and d.out is not None,
+                before=lambda d: outputs.journal(d.out, d.job.nfiles - d.job.first, d.job.prefilter is not None))
+# report.html's largest clusters: their rows, ids and texts from the files holding them (summary.py)
+SHOWN = Stage(summary.shown, "input", args=lambda d: (summary.largest(d.results[WRITE]),), when=lambda d: bool(d.out))
 
 PLAN: tuple[Stage, ...] = (SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, LABELS, MEMBERS, POLICY,
-                           RESOLVE, RANKS, SIZES, WRITE, KEPT, INDEX_ROWS)
+                           RESOLVE, RANKS, SIZES, WRITE, KEPT, INDEX_ROWS, PUBLISH, SHOWN)
 
 
 def walk(d: Driver) -> None:
@@ -311,14 +314,15 @@ def _size(n: int) -> str:
 
 def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
         partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str, index=None,
-        save_index: str | None = None, prefilter=None, guard=None) -> dict[str, Any]:
+        save_index: str | None = None, prefilter=None, guard=None, dataset: bool = False) -> dict[str, Any]:
     """The plan (module doc); returns what run.json adds (counts, stage stats, read report, the engine)
     and leaves WORK/ray/decisions/ (and OUT/deduplicated/ with ``out``; the caller writes
     OUT/decisions.parquet: write_decisions). ``index``: the --against index as an IndexSource (its path
     and checked manifest; the tasks read its rows); ``save_index``: the directory of the new index (the
     kept documents after the ``index``'s); ``prefilter``: the filter flags' FilterConfig (the sign tasks
     score and decide; OUT/scores.parquet from their parts); ``guard``: a ``sources.SourceGuard`` (run.json's
-    ``sources``; with a limit, the kept records and the index only when every source is within it)."""
+    ``sources``; with a limit, the kept records and the index only when every source is within it); ``dataset``:
+    OUT/decisions/ as the tasks' per-file parts (outputs.py; the caller writes no decisions.parquet then)."""
     inputs = files
     first = 1 if index is not None else 0
     check_engine_args(workers, address, partitions)
@@ -360,9 +364,9 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
 
         d = Driver(ray, job, inputs, out_tasks, save_index, index, fingerprint, settings, timings,
                    remote={s: ray.remote(num_cpus=1, max_retries=3)(s.fn) for s in PLAN}, guard=guard,
-                   thresholds=thresholds(cfg), progress=cfg.progress)
+                   thresholds=thresholds(cfg), progress=cfg.progress, dataset=dataset and out is not None)
         held = time.perf_counter()
-        d.actors = _device_workers(ray) if device == "cuda" else []
+        d.actors = device_workers(ray) if device == "cuda" else []
         try:
             walk(d)
         finally:
@@ -403,11 +407,13 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
                                                else {})}
     if prefilter is not None:
         stats["prefilter"] = _prefilter_stats(prefilter, signed[first:])
-        if d.out is not None:
+        if d.out is not None and not d.dataset:  # (a dataset's parts: the publish tasks')
             t = time.perf_counter()
             write_scores(lay, range(first, nf), job.offsets, os.path.join(d.out, "scores.parquet"))
             d.timings["write_scores"] = time.perf_counter() - t
     stats["sources"] = d.source_stats
+    if SHOWN in r:  # report.html's aggregates: run.json's report, the shown rows in OUT/report/shown.json
+        stats["report"] = summary.report(r[WRITE], r[SIZES][:first], r[SHOWN], d.out)
     if KEPT in r:  # a run with a source limit wrote its kept records in the kept stage
         stats["deduplicated"] = {k: sum(x["deduplicated"][k] for x in r[KEPT]) for k in ("files", "rows_written")}
     if d.save_index is not None and not d.stopped:
@@ -435,7 +441,7 @@ class DeviceWorker:
                 "array_backend": array_backend(job.device)}
 
 
-def _device_workers(ray) -> list:
+def device_workers(ray) -> list:
     """One DeviceWorker actor per GPU of the cluster (``num_gpus=1`` each; restarted and its task retried
     when its process dies). Refuses a cluster without GPUs, naming the fix."""
     gpus = int(ray.cluster_resources().get("GPU", 0))
@@ -501,37 +507,6 @@ def _prefilter_stats(prefilter, signed: list[dict]) -> dict[str, Any]:
     described = next((s["prefilter"]["describe"] for s in signed if s["prefilter"]["scored"]),
                      signed[0]["prefilter"]["describe"] if signed else {})
     return {**described, "config": dataclasses.asdict(prefilter), "by_reason": dict(sorted(by.items()))}
-
-
-def write_scores(lay: Layout, file_range, offsets: list[int], path: str) -> None:
-    """OUT/scores.parquet from the sign tasks' parts (their rows numbered in their file: the file's offset
-    added here), one part in memory at a time; the local engine's rows, columns, schema and row groups."""
-    from ..decisions import scores_schema
-    from ..runtime.run import write_tables
-
-    def parts():
-        for fi in file_range:
-            name = lay.path("scores", f"f{fi:06d}")
-            if not os.path.exists(name):
-                continue  # an empty file: no scored batch
-            t = pq.read_table(name)
-            i = t.schema.get_field_index("row")
-            yield t.set_column(i, "row", pc.add(t["row"], pa.scalar(int(offsets[fi]), pa.int64())))
-
-    it = parts()
-    head = next(it, None)
-    schema = scores_schema(head.column_names if head is not None else ["id", "row"])
-    write_tables(itertools.chain([head] if head is not None else [], it), schema, path)
-
-
-def write_decisions(work: str, nfiles: int, path: str, first: int = 0) -> None:
-    """OUT/decisions.parquet from the per-file parts (files ``first``.. : not an --against index), one part
-    (and one row group) in memory at a time, in the local engine's row groups: the same bytes."""
-    from ..decisions import DECISIONS_SCHEMA
-    from ..runtime.run import write_tables
-
-    lay = Layout(work)
-    write_tables((lay.read_one("decisions", f"f{fi:06d}") for fi in range(first, nfiles)), DECISIONS_SCHEMA, path)
 
 
 def _scope_stats(field_name: str, wr: list[dict]) -> dict[str, Any]:

@@ -34,6 +34,11 @@ class Job:
     prefilter: Any = None  # the filter flags' FilterConfig (filters/prefilter.py): pass 1 scores and decides
 
     @property
+    def threads(self) -> int | None:
+        """The CPU threads a task's kernels use (None: one)."""
+        return self.cfg.threads
+
+    @property
     def n_index(self) -> int:
         """Rows of the --against index (0 without one): rows 0..n_index-1."""
         return int(self.offsets[self.first]) if self.first else 0
@@ -70,7 +75,7 @@ def run_once(stage: str, valid=None):
     def wrap(fn):
         @functools.wraps(fn)
         def task(job: Job, key: int, *args):
-            set_threads(job.cfg.threads or 1)
+            set_threads(job.threads or 1)
             lay = job.layout
             # a component step's marker names its step too
             name = f"{key}-s{args[0]}" if args and type(args[0]) is int else str(key)

@@ -58,6 +58,7 @@ from ..runtime.workdir import band_column
 from .options import IndexSource, index_piece, rep_positions, write_kept_file
 from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, piece_keep_order, read_piece, run_once
 from .shuffle import file_of, key_partition, mix64
+from .summary import file_summary, index_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
     part = key_partition(piece["exact_lo"].to_numpy(), job.partitions)
     lay.write_split(exact, part, job.partitions, "exact_rows", lambda p: f"f{fi:06d}-p{p:04d}")
     # ids by hash range too, so that the exact task of a range checks them for uniqueness
-    lay.write_split(piece.select(["id"]), key_partition(_id_hashes(piece["id"]), job.partitions), job.partitions,
+    lay.write_split(piece.select(["id"]), key_partition(id_hashes(piece["id"]), job.partitions), job.partitions,
                     "ids", lambda p: f"f{fi:06d}-p{p:04d}")
     return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": stamp,
             "text_bytes": int(pc.sum(piece["text_bytes"]).as_py() or 0), **({"prefilter": pre} if pre else {})}
@@ -172,7 +173,8 @@ def _prefiltered(job: Job, fi: int, piece: pa.Table, part, step) -> tuple[pa.Tab
                    "by_reason": value_counts(scores["reason"]) if scores is not None else {}}
 
 
-def _id_hashes(ids) -> np.ndarray:
+def id_hashes(ids) -> np.ndarray:
+    """uint64 (n,): the XXH3-64 of each id's UTF-8 bytes (what splits ids by hash range for their check)."""
     import xxhash
 
     return np.fromiter((xxhash.xxh3_64_intdigest(v.encode()) for v in ids.to_pylist()), np.uint64, len(ids))
@@ -502,7 +504,8 @@ def sizes(job: Job, h: int) -> dict[str, Any]:
     out = pa.table({"row": pa.array(rows, pa.int64()), "size": pa.array(size), "position": pa.array(position)},
                    schema=_SIZES)
     lay.write_split(out, file_of(rows, offs), job.nfiles, "sizes", lambda g: f"h{h:06d}-f{g:06d}")
-    return {"clusters": int(reps.shape[0]), "largest": int(count.max()) if reps.shape[0] else 0}
+    return {"clusters": int(reps.shape[0]), "largest": int(count.max()) if reps.shape[0] else 0,
+            **({"index_sizes": index_sizes(count[reps])} if h < job.first else {})}  # the report's index clusters
 
 
 def _wrote(job: Job, fi: int, result: dict, out: str | None, *_) -> bool:
@@ -589,5 +592,6 @@ def write(job: Job, fi: int, out: str | None, source_field: str | None = None,
     return {**scopes, "sources": tally.to_dict(), "out": out, "rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
             "kept": int(keep.sum()), "text_bytes": [int(tb.sum()), int(tb[keep].sum())],
             "words": [int(words.sum()), int(words[keep].sum())], "deduplicated": written,
-            "largest_cluster": int(size.max()) if n else 0, "clusters_with_duplicates": int((reason == 1).sum())}
+            "largest_cluster": int(size.max()) if n else 0, "clusters_with_duplicates": int((reason == 1).sum()),
+            "summary": file_summary(decisions, row0 - job.n_index)}  # report.html's aggregates
 

@@ -298,29 +298,47 @@ def dsir_report(target_counts: Any, raw_counts: Any, selected_counts: Any, log_w
     """The DSIR diagnostic (JSON-ready): KL(target || raw) and KL(target || selected) between the smoothed
     (alpha) hashed-feature distributions (selection should lower it), the number of documents and of those
     without features (-inf), and a histogram of the finite log weights (counts + bin edges; with
-    ``selected`` indices, the selected documents' counts on the same edges)."""
+    ``selected`` indices, the selected documents' counts on the same edges): ``report_of`` its counts."""
     if not is_int(bins) or bins < 1:
         raise ConfigError(f"bins must be an int >= 1, got {bins!r}")
-    t, r, s = (BagModel.from_counts(c, cfg.alpha).probs for c in (target_counts, raw_counts, selected_counts))
     w = np.asarray(log_w, dtype=np.float64)
-    finite = np.isfinite(w)
-    if finite.any():
-        counts, edges = np.histogram(w[finite], bins=bins)
-    else:
-        counts, edges = np.zeros(bins, np.int64), np.linspace(0.0, 1.0, bins + 1)
+    finite = w[np.isfinite(w)]
+    edges = weight_edges(float(finite.min()) if finite.size else None, float(finite.max()) if finite.size else None,
+                         bins)
+    counts = np.histogram(finite, bins=edges)[0]
+    sel = None
+    if selected is not None:
+        ws = w[np.asarray(selected, dtype=np.int64)]
+        sel = (int(ws.shape[0]), np.histogram(ws[np.isfinite(ws)], bins=edges)[0])
+    return report_of(target_counts, raw_counts, selected_counts, cfg, int(w.shape[0]),
+                     int(np.count_nonzero(w == -np.inf)), counts, edges, sel)
+
+
+def weight_edges(lo: float | None, hi: float | None, bins: int = 20) -> np.ndarray:
+    """float64 (bins + 1,): ``np.histogram``'s edges for finite log weights from ``lo`` to ``hi`` (None: there is
+    none: 0..1), which depend on the smallest and the largest value alone."""
+    if lo is None:
+        return np.linspace(0.0, 1.0, bins + 1)
+    return np.histogram_bin_edges(np.array([lo, hi], np.float64), bins=bins)
+
+
+def report_of(target_counts: Any, raw_counts: Any, selected_counts: Any, cfg: DSIRConfig, documents: int,
+              without: int, counts: np.ndarray, edges: np.ndarray, selected: tuple | None = None) -> dict[str, Any]:
+    """``dsir_report`` from its counts: the documents and those without a feature, the finite weights' histogram
+    (``counts`` on ``edges``, ``weight_edges``) and ``selected``: (documents, histogram on the same edges) or None
+    (the Ray engine adds these over files)."""
+    t, r, s = (BagModel.from_counts(c, cfg.alpha).probs for c in (target_counts, raw_counts, selected_counts))
     kl_raw, kl_sel = kl_divergence(t, r), kl_divergence(t, s)
     report: dict[str, Any] = {
         "kl_target_raw": kl_raw,
         "kl_target_selected": kl_sel,
         "kl_reduction": kl_raw - kl_sel,
-        "documents": int(w.shape[0]),
-        "documents_without_features": int(np.count_nonzero(w == -np.inf)),
-        "weight_histogram": {"counts": counts.astype(int).tolist(), "edges": edges.tolist()},
+        "documents": int(documents),
+        "documents_without_features": int(without),
+        "weight_histogram": {"counts": np.asarray(counts).astype(int).tolist(), "edges": np.asarray(edges).tolist()},
         "buckets": cfg.buckets, "ngrams": cfg.ngrams, "alpha": cfg.alpha,
     }
     if selected is not None:
-        sel = np.asarray(selected, dtype=np.int64)
-        ws = w[sel]
-        report["selected"] = int(sel.shape[0])
-        report["weight_histogram"]["selected_counts"] = np.histogram(ws[np.isfinite(ws)], bins=edges)[0].tolist()
+        report["selected"] = int(selected[0])
+        report["weight_histogram"]["selected_counts"] = np.asarray(selected[1]).tolist()
     return report

@@ -52,6 +52,7 @@ import pyarrow as pa
 from .. import io
 from ..io.text import arrow_text_buffers
 from ..runtime.device import batch_bytes
+from ..runtime.run import write_tables
 from .config import FilterConfig
 
 logger = logging.getLogger(__name__)
@@ -122,18 +123,20 @@ class ParagraphDecision:
 
 
 def paragraph_pass(cols: dict[str, Any], cfg: FilterConfig, lid: bool, has_lm: bool,
-                   alive: Any = None) -> ParagraphDecision | None:
+                   alive: Any = None, ranks: Any = None) -> ParagraphDecision | None:
     """Pop the run's ``ParagraphScores`` from ``cols`` (the scorers leave them under "paragraph_scores" with
     paragraph_action="remove"; None without), decide every paragraph and add the documents' ``paragraphs``
     and ``paragraphs_removed`` columns to ``cols``. ``alive``: a function giving bool (n,), the documents the
     document-level families before perplexity in ``cfg.order`` keep (called only for a rank selection: it
-    ranks the paragraphs of those documents that are still in)."""
+    ranks the paragraphs of those documents that are still in); ``ranks``: the run's rank selections
+    (``selection.Ranks``; None: the local engine's)."""
     ps = cols.pop("paragraph_scores", None)
     if ps is None:
         return None
     ranked = np.zeros(len(ps.row), bool) if cfg.perplexity_keep is not None and has_lm else None
     keep, reason, used = paragraph_decisions(ps, cols, cfg, lid, has_lm,
-                                             alive() if ranked is not None and alive is not None else None, ranked)
+                                             alive() if ranked is not None and alive is not None else None, ranked,
+                                             ranks)
     cols["paragraphs"], cols["paragraphs_removed"], all_removed = document_counts(len(cols["row"]), ps, keep,
                                                                                   reason, cfg)
     return ParagraphDecision(ps, keep, reason, used, all_removed, ranked)
@@ -179,14 +182,17 @@ def used_perplexity(ps: ParagraphScores, doc_ppl: np.ndarray, cfg: FilterConfig,
 
 
 def paragraph_decisions(ps: ParagraphScores, cols: dict[str, Any], cfg: FilterConfig, lid: bool,
-                        has_lm: bool, alive: np.ndarray | None = None, ranked: np.ndarray | None = None
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                        has_lm: bool, alive: np.ndarray | None = None, ranked: np.ndarray | None = None,
+                        ranks: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(keep bool (P,), reason object (P,): "" or the first failing test, perplexity_used float64 (P,)) of
     every paragraph, by the rules in the module docstring. ``cols``: the run's document columns (lid_label,
     domain, perplexity, perplexity_lang, perplexity_short); ``lid``: a LID model ran; ``has_lm``: a perplexity
     model did; ``alive``: bool (n,), the documents still in when perplexity's turn comes (None: all); the
-    paragraphs a rank selection ranks are set in ``ranked`` bool (P,)."""
-    from .selection import rank_keep
+    paragraphs a rank selection ranks are set in ``ranked`` bool (P,); ``ranks``: the run's rank selections
+    (``selection.Ranks``; None: the local engine's)."""
+    from .selection import LOCAL_RANKS
+
+    ranks = ranks or LOCAL_RANKS
 
     p = len(ps.row)
     keep = np.ones(p, bool)
@@ -237,7 +243,8 @@ def paragraph_decisions(ps: ParagraphScores, cols: dict[str, Any], cfg: FilterCo
             now = judged & keep & (alive[ps.row] if alive is not None else True)
             if ranked is not None:
                 ranked[:] = now
-            reject(now & ~rank_keep(np.where(now, used, np.nan), cfg.perplexity_keep, groups), "perplexity")
+            reject(now & ~ranks.keep_lowest("paragraph", np.where(now, used, np.nan), cfg.perplexity_keep, groups),
+                   "perplexity")
 
     tests = {"lid": lid_tests, "perplexity": perplexity_tests}
     for family in cfg.order:
@@ -296,7 +303,7 @@ def write_paragraph_logs(files, cfg: FilterConfig, ids: pa.Array, para: Paragrap
            if cfg.lid_sentence_agreement is not None else {}),
         "lid_short": ps.chars < cfg.lid_short_chars, "keep": keep,
         "reason": pa.array(np.where(keep, "kept", reason).tolist(), pa.string())})
-    io.write_parquet_atomic(ptable, os.path.join(out, PARAGRAPHS_FILE))
+    write_tables([ptable], ptable.schema, os.path.join(out, PARAGRAPHS_FILE))
     sp = removed_spans(ps, keep, doc_keep)
     texts: list[pa.Array] = []
     rows = sp["row"]
@@ -315,7 +322,7 @@ def write_paragraph_logs(files, cfg: FilterConfig, ids: pa.Array, para: Paragrap
     removed = pa.table({"id": ids.take(pa.array(rows)), "byte_start": sp["byte_start"], "byte_end": sp["byte_end"],
                         "cut_start": sp["cut_start"], "cut_end": sp["cut_end"], "cut_text": cut_text, "row": rows,
                         "reason": pa.array(reason[sp["paragraph"]].tolist(), pa.string())}, schema=REMOVED_SCHEMA)
-    io.write_parquet_atomic(removed, os.path.join(out, REMOVED_FILE))
+    write_tables([removed], REMOVED_SCHEMA, os.path.join(out, REMOVED_FILE))
     return {"paragraphs": int(len(ps.row)), "removed": int((~keep).sum()),
             "removed_from_kept_documents": int(len(rows)),
             "bytes_cut": int((sp["cut_end"] - sp["cut_start"]).sum()),
@@ -357,7 +364,7 @@ def write_line_cuts(files, cfg: FilterConfig, ids: pa.Array, doc_keep: np.ndarra
         table = pa.concat_tables([pa.table(p, schema=REMOVED_SCHEMA) for p in parts])
     else:
         table = REMOVED_SCHEMA.empty_table()
-    io.write_parquet_atomic(table, os.path.join(out, REMOVED_LINES_FILE))
+    write_tables([table], REMOVED_SCHEMA, os.path.join(out, REMOVED_LINES_FILE))
     cut = (table["cut_end"].to_numpy() - table["cut_start"].to_numpy()) if table.num_rows else np.zeros(0)
     return {"lines_of_kept_documents": int(lines), "removed": int(table.num_rows),
             "documents_changed": int(len(np.unique(table["row"].to_numpy()))) if table.num_rows else 0,
@@ -369,29 +376,30 @@ def write_line_cuts(files, cfg: FilterConfig, ids: pa.Array, doc_keep: np.ndarra
                    "re-inserting every cut_text at cut_start in ascending order restores the text"}
 
 
-def write_cut_filtered(files, keep: np.ndarray, out: str, cfg: FilterConfig,
-                       spans: str = REMOVED_FILE) -> dict[str, int]:
-    """filtered/: the kept documents (``keep`` bool (n,)) with the cuts of ``spans`` (removed_paragraphs.parquet,
-    or removed_lines.parquet) applied."""
+def write_cut_filtered(files, keep: np.ndarray, out: str, cfg: FilterConfig, spans: str) -> dict[str, int]:
+    """filtered/ in ``out``: the kept documents (``keep`` bool (n,)) with the cuts of the file ``spans``
+    (removed_paragraphs.parquet, or removed_lines.parquet) applied."""
     from ..text.cutwrite import write_cut_documents
 
-    return write_cut_documents(files, os.path.join(out, spans), os.path.join(out, "filtered"), cfg, keep=keep)
+    return write_cut_documents(files, spans, os.path.join(out, "filtered"), cfg, keep=keep)
 
 
 def write_documents(files, cfg: FilterConfig, ids: pa.Array, para: ParagraphDecision | None, keep: np.ndarray,
-                    out: str, file_rows: list[int]) -> dict[str, Any]:
+                    out: str, file_rows: list[int], logs: str | None = None) -> dict[str, Any]:
     """The filter's document outputs in ``out`` (``keep`` bool (n,): the kept documents): with paragraph
-    removal (``para``) or C4's line removal the cut logs, then filtered/ with their cuts applied; else
-    filtered/ = the kept records byte for byte (``io.write_kept``). Returns run.json's entries."""
+    removal (``para``) or C4's line removal the cut logs (in ``logs``, default ``out``: a Ray task writes its
+    file's part of them elsewhere), then filtered/ with their cuts applied; else filtered/ = the kept records byte
+    for byte (``io.write_kept``). Returns run.json's entries."""
     stats: dict[str, Any] = {}
+    logs = out if logs is None else logs
     if para is not None:  # the paragraph logs first: filtered/ applies removed_paragraphs.parquet's cuts
-        stats["paragraphs"] = write_paragraph_logs(files, cfg, ids, para, keep, out)
+        stats["paragraphs"] = write_paragraph_logs(files, cfg, ids, para, keep, logs)
         if cfg.write_filtered:
-            stats["filtered"] = write_cut_filtered(files, keep, out, cfg)
+            stats["filtered"] = write_cut_filtered(files, keep, out, cfg, os.path.join(logs, REMOVED_FILE))
     elif cfg.c4_remove_lines:  # removed_lines.parquet first: filtered/ applies its cuts
-        stats["c4_lines"] = write_line_cuts(files, cfg, ids, keep, out)
+        stats["c4_lines"] = write_line_cuts(files, cfg, ids, keep, logs)
         if cfg.write_filtered:
-            stats["filtered"] = write_cut_filtered(files, keep, out, cfg, spans=REMOVED_LINES_FILE)
+            stats["filtered"] = write_cut_filtered(files, keep, out, cfg, os.path.join(logs, REMOVED_LINES_FILE))
     elif cfg.write_filtered:
         stats["filtered"] = io.write_kept(files, keep, os.path.join(out, "filtered"), id_field=cfg.id_field,
                                           text_field=cfg.text_field, on_error=cfg.on_error, file_rows=file_rows)

@@ -30,7 +30,7 @@ from ..config import SCORE_RE
 from ..errors import ConfigError, RunError
 from .config import ClassifierSpec, FilterConfig
 from .scorers import Scorers
-from .stage import concat_columns, decide_filter, scores_table
+from .decide import concat_columns, decide_filter, scores_table
 
 
 def check_in_pass1(cfg: FilterConfig) -> None:

@@ -22,7 +22,7 @@ class Filter:
     name: ClassVar[str] = "filter"
     kind: ClassVar[Kind] = "select"
     outputs: ClassVar[Outputs] = Outputs(stats="run.json", table="scores.parquet", kept="filtered",
-                                         files=("report.html", "report/", "audit/"))
+                                         files=("report.html", "report/", "audit/", "scores/"))
     config: FilterConfig
 
     def __post_init__(self) -> None:
@@ -34,9 +34,13 @@ class Filter:
         cfg = dataclasses.replace(env.reading.apply(self.config), device=env.device, threads=env.threads,
                                   progress=env.progress, write_filtered=self.config.write_filtered and env.write_kept)
         res = filter_corpus(view, cfg, out, overwrite=env.overwrite, engine=env.engine, workers=env.workers,
-                            address=env.address, sources=env.sources)
-        s = res.scores
-        m = s.num_rows
-        verdicts = Verdicts(s["id"].combine_chunks(), file_sources(res.stats), np.asarray(res.keep, bool),
-                            s["reason"].combine_chunks().cast(pa.string()), np.full(m, -1, np.int64))
-        return StepRun(res, verdicts, os.path.join(out, self.outputs.kept) if cfg.write_filtered else None)
+                            address=env.address, sources=env.sources, work_dir=env.work_dir, resume=env.resume,
+                            table_layout=env.table_layout)
+        def verdicts() -> Verdicts:
+            s = res.scores
+            return Verdicts(s["id"].combine_chunks(), file_sources(res.stats), np.asarray(res.keep, bool),
+                            s["reason"].combine_chunks().cast(pa.string()), np.full(s.num_rows, -1, np.int64))
+
+        c = res.stats["counts"]
+        return StepRun(res, verdicts, os.path.join(out, self.outputs.kept) if cfg.write_filtered else None,
+                       counts=(c["input"], c["removed"]))

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from .. import io
+from ..decisions import read_table
 from ..report.page import Page, esc, html_table, kv_table, pct
 from ..report.sources import cost_section, sources_section
 from ..report.svg import COLORS, Axis, Figure
@@ -92,7 +93,7 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
     out = os.fspath(out_dir)
     with open(os.path.join(out, "run.json"), encoding="utf-8") as fh:
         stats = json.load(fh)
-    scores = pq.read_table(os.path.join(out, "scores.parquet"))
+    scores = read_table(out, "scores")  # one file, or a Ray run's per-file parts
     audit_path = os.path.join(out, "audit.parquet")
     audit = pq.read_table(audit_path) if os.path.exists(audit_path) else None
     page = Page(os.path.join(out, "report"))

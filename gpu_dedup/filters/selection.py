@@ -47,6 +47,24 @@ def rank_keep(values: np.ndarray, fraction: float, groups: np.ndarray | None = N
 BUCKETS = ("head", "middle", "tail")
 
 
+class Ranks:
+    """The run's rank selections: ``keep_lowest`` (``rank_keep``) and ``buckets`` (``perplexity_buckets``) of the
+    units ``unit`` ("document" or "paragraph") given, in input order. This one ranks the arrays it is given, which
+    hold every unit of the run (the local engine, ``LOCAL_RANKS``); the Ray engine's cuts each file's units at
+    thresholds found over every file (gpu_dedup/distributed/filter.py), the same selection."""
+
+    def keep_lowest(self, unit: str, values: np.ndarray, fraction: float, groups: np.ndarray | None = None
+                    ) -> np.ndarray:
+        return rank_keep(values, fraction, groups)
+
+    def buckets(self, unit: str, values: np.ndarray, cuts: tuple[float, ...], groups: np.ndarray | None = None
+                ) -> np.ndarray:
+        return perplexity_buckets(values, cuts, groups)
+
+
+LOCAL_RANKS = Ranks()
+
+
 def perplexity_buckets(values: np.ndarray, cuts: tuple[float, ...], groups: np.ndarray | None = None) -> np.ndarray:
     """object (n,): CCNet's bucket of every document: "head" for the round(a * m) lowest perplexities,
     "middle" up to round(b * m), "tail" for the rest, None without a perplexity (the rank of ``rank_keep``;
@@ -68,25 +86,30 @@ def perplexity_rank_stats(values: np.ndarray, cfg: FilterConfig, ranked: np.ndar
     """run.json's ``perplexity_rank``: the units (documents, or paragraphs) ``perplexity_keep`` ranked
     (``ranked`` bool: those still in when perplexity's turn came; None: every one with a perplexity), the
     kept count and the perplexity at the cut; the bucket cuts with their perplexity boundaries and counts
-    (buckets label every unit with a perplexity, whatever removed it: they select nothing)."""
-    from .dsir import select_count
-
+    (buckets label every unit with a perplexity, whatever removed it: they select nothing). ``rank_summary`` of
+    the sorted values."""
     scored = ~np.isnan(values)
     v = np.sort(values[scored & (ranked if ranked is not None else True)])
-    m = len(v)
-    out: dict[str, Any] = {"ranked": m, "ties": "input order", "null_perplexity": int(len(values) - scored.sum())}
+    w = np.sort(values[scored])
+    return rank_summary(cfg, len(values), len(v), len(w), lambda r: float(v[r]), lambda r: float(w[r]))
+
+
+def rank_summary(cfg: FilterConfig, n: int, ranked: int, scored: int, ranked_at, scored_at) -> dict[str, Any]:
+    """``perplexity_rank_stats`` of ``n`` units, ``ranked`` of them ranked and ``scored`` with a perplexity;
+    ``ranked_at(r)`` / ``scored_at(r)``: the perplexity of rank r (0-based) among them."""
+    from .dsir import select_count
+
+    out: dict[str, Any] = {"ranked": ranked, "ties": "input order", "null_perplexity": int(n - scored)}
     if cfg.perplexity_keep is not None:
-        k = select_count(m, float(cfg.perplexity_keep))
-        out.update(keep_fraction=cfg.perplexity_keep, kept=k, cut=float(v[k - 1]) if k else None,
-                   not_ranked=int(len(values) - m))
+        k = select_count(ranked, float(cfg.perplexity_keep))
+        out.update(keep_fraction=cfg.perplexity_keep, kept=k, cut=ranked_at(k - 1) if k else None,
+                   not_ranked=int(n - ranked))
     if cfg.perplexity_buckets:
-        v = np.sort(values[scored])
-        m = len(v)
-        ks = [select_count(m, float(c)) for c in cfg.perplexity_buckets]
+        ks = [select_count(scored, float(c)) for c in cfg.perplexity_buckets]
         out["buckets"] = {"cuts": list(cfg.perplexity_buckets), "of": "every unit with a perplexity",
-                          "upper_perplexity": {"head": float(v[ks[0] - 1]) if ks[0] else None,
-                                               "middle": float(v[ks[1] - 1]) if ks[1] else None},
-                          "documents": {"head": ks[0], "middle": ks[1] - ks[0], "tail": m - ks[1]}}
+                          "upper_perplexity": {"head": scored_at(ks[0] - 1) if ks[0] else None,
+                                               "middle": scored_at(ks[1] - 1) if ks[1] else None},
+                          "documents": {"head": ks[0], "middle": ks[1] - ks[0], "tail": scored - ks[1]}}
     return out
 
 
@@ -128,12 +151,11 @@ def uniform_draws(seed: int, name: str, rows: np.ndarray) -> np.ndarray:
     return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
 
 
-def retention_curves(cols: dict[str, Any], scorers, points: int = RETENTION_POINTS) -> dict[str, Any]:
-    """run.json's ``stochastic_retention``: per classifier with stochastic retention, its formula, P(keep)
-    at ``points`` scores in [0, 1], the retention it implies on this corpus (mean P(keep) over the scored
-    documents) and the one observed (documents its draw kept, among those with a score)."""
-    out: dict[str, Any] = {}
-    grid = np.linspace(0.0, 1.0, points)
+def retention_counts(cols: dict[str, Any], scorers) -> dict[str, list]:
+    """Per classifier with stochastic retention: [documents with a score, those its draw kept, the sum of their
+    P(keep)]: what ``retention_curves`` says, added over files (the sum in float64: a Ray run's may differ from
+    the local engine's in its last bits)."""
+    out: dict[str, list] = {}
     for c in scorers.classifiers:
         r = c.spec.retention
         if r is None:
@@ -141,12 +163,30 @@ def retention_curves(cols: dict[str, Any], scorers, points: int = RETENTION_POIN
         s = np.asarray(cols[c.spec.column], np.float64)
         ok = ~np.isnan(s)
         p = r.prob(s[ok])
+        out[c.spec.column] = [int(ok.sum()), int((cols[c.draw_column][ok] < p).sum()), float(p.sum())]
+    return out
+
+
+def retention_curves(cols: dict[str, Any], scorers, points: int = RETENTION_POINTS,
+                     counts: dict[str, list] | None = None) -> dict[str, Any]:
+    """run.json's ``stochastic_retention``: per classifier with stochastic retention, its formula, P(keep)
+    at ``points`` scores in [0, 1], the retention it implies on this corpus (mean P(keep) over the scored
+    documents) and the one observed (documents its draw kept, among those with a score). ``counts``: the
+    ``retention_counts`` (of every file, added) when ``cols`` are not the run's."""
+    counts = counts if counts is not None else retention_counts(cols, scorers)
+    out: dict[str, Any] = {}
+    grid = np.linspace(0.0, 1.0, points)
+    for c in scorers.classifiers:
+        r = c.spec.retention
+        if r is None:
+            continue
+        scored, kept, p_sum = counts[c.spec.column]
         out[c.spec.column] = {
             "formula": r.formula(), "draw_column": c.draw_column,
             "curve": [{"score": float(g), "p_keep": float(v)} for g, v in zip(grid, r.prob(grid))],
-            "scored": int(ok.sum()),
-            "expected_retention": float(p.mean()) if len(p) else None,
-            "observed_retention": float((cols[c.draw_column][ok] < p).mean()) if len(p) else None}
+            "scored": int(scored),
+            "expected_retention": float(np.float64(p_sum) / scored) if scored else None,
+            "observed_retention": float(np.float64(kept) / scored) if scored else None}
     return out
 
 
@@ -154,15 +194,19 @@ NOT_SCORES = ("row", "paragraphs", "paragraphs_removed", "words", "perplexity_wo
 AUDIT_PERCENTILES = (33, 50, 67)  # the text at these percentiles of a score shows what a threshold there cuts
 
 
+def pick_columns(schema: pa.Schema) -> list[str]:
+    """The score columns of scores.parquet (``schema``) the audit picks percentiles of: numeric, not id / row / keep /
+    the paragraph counts, not a stochastic draw."""
+    return [f.name for f in schema if f.name not in NOT_SCORES and not f.name.endswith("_draw")
+            and (pa.types.is_floating(f.type) or pa.types.is_integer(f.type))]
+
+
 def percentile_picks(table: pa.Table, percentiles=AUDIT_PERCENTILES) -> list[tuple[str, int, int]]:
     """[(score column, percentile, row)]: for every numeric score column of scores.parquet (not id / row /
     keep / the paragraph counts, not a stochastic draw) and every percentile q, the document of rank round(q / 100 * (m - 1))
     (halves up) among the m documents with that score, sorted by value with ties by input order."""
     out = []
-    for name in table.column_names:
-        typ = table.schema.field(name).type
-        if name in NOT_SCORES or name.endswith("_draw") or not (pa.types.is_floating(typ) or pa.types.is_integer(typ)):
-            continue
+    for name in pick_columns(table.schema):
         v = table[name].to_numpy(zero_copy_only=False).astype(np.float64)
         idx = np.flatnonzero(~np.isnan(v))
         if not len(idx):
@@ -209,17 +253,21 @@ def stage_index(reason: np.ndarray, stages: list[str], rule_columns, classifier_
     return out
 
 
-def _retained(words: np.ndarray, keep: np.ndarray) -> dict[str, Any]:
-    w_in, w_kept = int(words.sum()), int(words[keep].sum())
-    return {"documents": int(len(words)), "documents_kept": int(keep.sum()), "words": w_in, "words_kept": w_kept,
+def _retained(c: list[int]) -> dict[str, Any]:
+    """A side's documents, documents kept, words and words kept (``c``) as run.json says them."""
+    docs, kept, w_in, w_kept = (int(x) for x in c)
+    return {"documents": docs, "documents_kept": kept, "words": w_in, "words_kept": w_kept,
             "words_retention": w_kept / w_in if w_in else None}
 
 
-def retained_tokens(cols: dict[str, Any], cfg: FilterConfig, scorers) -> dict[str, Any]:
-    """run.json's ``retained_tokens`` (002:57 "Quantify the expected token retention at each stage"; 000:247
-    "report retained-token/domain/language proportions"): words (column ``words``) and documents still in
-    after each stage, in the order the run applied them (empty, ``cfg.order``, DSIR), and kept per language
-    (``lid_label``) and per domain (``domain_label``, else the code / math tag ``domain``)."""
+def _sides(words: np.ndarray, keep: np.ndarray) -> list[int]:
+    return [int(len(words)), int(keep.sum()), int(words.sum()), int(words[keep].sum())]
+
+
+def token_counts(cols: dict[str, Any], cfg: FilterConfig, scorers) -> dict[str, Any]:
+    """What ``retained_tokens`` says, as whole numbers that add over files (``merge_token_counts``): per stage
+    (empty, ``cfg.order``, DSIR) the documents and words still in after it and the words it removed, the input's
+    and the kept documents and words, and those per language / domain value."""
     from .rules import describe
 
     words = np.asarray(cols["words"], np.int64)
@@ -228,43 +276,71 @@ def retained_tokens(cols: dict[str, Any], cfg: FilterConfig, scorers) -> dict[st
     stages = ["empty", *cfg.order, "dsir"]
     at = stage_index(reason, stages, list(describe(scorers.rules)) if scorers.rules is not None else [],
                      [c.spec.column for c in scorers.classifiers])
-    total = int(words.sum())
-    rows = []
-    for i, st in enumerate(stages):
-        alive = at > i
-        w = int(words[alive].sum())
-        rows.append({"stage": st, "documents": int(alive.sum()), "words": w,
-                     "words_removed": int(words[at == i].sum()), "words_retention": w / total if total else None})
-    out: dict[str, Any] = {
-        "unit": "words: runs of non-whitespace characters (scores.parquet column words), a model-free stand-in "
-                "for tokens",
-        "input": {"documents": int(len(words)), "words": total}, "after_each_stage": rows,
-        "kept": _retained(words, keep)}
-    if cfg.paragraph_action == "remove" or cfg.c4_remove_lines:
-        out["note"] = "the words of the kept documents before their paragraph / line cuts"
+    out: dict[str, Any] = {"stages": [[int((at > i).sum()), int(words[at > i].sum()), int(words[at == i].sum())]
+                                      for i in range(len(stages))], "kept": _sides(words, keep)}
     for key, col in (("by_language", "lid_label"), ("by_domain", "domain_label" if "domain_label" in cols
                                                                  else "domain")):
         if col in cols:
             values = np.array(["" if v is None else v for v in cols[col]], dtype=object)
-            out[key] = {"column": col, "values": {
-                (v or "(none)"): _retained(words[values == v], keep[values == v]) for v in sorted(set(values.tolist()))}}
+            out[key] = {"column": col, "values": {v: _sides(words[values == v], keep[values == v])
+                                                  for v in sorted(set(values.tolist()))}}
     return out
 
 
-def selections(cols: dict[str, Any], cfg: FilterConfig, para=None, dsir: dict | None = None) -> dict[str, Any]:
+def merge_token_counts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """``token_counts`` of several files (in file order) as those of their union."""
+    out = {"stages": [[sum(x) for x in zip(*rows)] for rows in zip(*(p["stages"] for p in parts))],
+           "kept": [sum(x) for x in zip(*(p["kept"] for p in parts))]}
+    for key in ("by_language", "by_domain"):
+        have = [p[key] for p in parts if key in p]
+        if have:
+            values: dict[str, list[int]] = {}
+            for h in have:
+                for v, c in h["values"].items():
+                    values[v] = [a + b for a, b in zip(values.get(v, [0, 0, 0, 0]), c)]
+            out[key] = {"column": have[0]["column"], "values": dict(sorted(values.items()))}
+    return out
+
+
+def retained_tokens(cols: dict[str, Any], cfg: FilterConfig, scorers, counts: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
+    """run.json's ``retained_tokens`` (002:57 "Quantify the expected token retention at each stage"; 000:247
+    "report retained-token/domain/language proportions"): words (column ``words``) and documents still in
+    after each stage, in the order the run applied them (empty, ``cfg.order``, DSIR), and kept per language
+    (``lid_label``) and per domain (``domain_label``, else the code / math tag ``domain``). ``counts``: the
+    ``token_counts`` (of every file, merged) when ``cols`` are not the run's."""
+    c = counts if counts is not None else token_counts(cols, cfg, scorers)
+    docs, _, total, _ = c["kept"]
+    rows = [{"stage": st, "documents": d, "words": w, "words_removed": removed,
+             "words_retention": w / total if total else None}
+            for st, (d, w, removed) in zip(["empty", *cfg.order, "dsir"], c["stages"])]
+    out: dict[str, Any] = {
+        "unit": "words: runs of non-whitespace characters (scores.parquet column words), a model-free stand-in "
+                "for tokens",
+        "input": {"documents": docs, "words": total}, "after_each_stage": rows, "kept": _retained(c["kept"])}
+    if cfg.paragraph_action == "remove" or cfg.c4_remove_lines:
+        out["note"] = "the words of the kept documents before their paragraph / line cuts"
+    for key in ("by_language", "by_domain"):
+        if key in c:
+            out[key] = {"column": c[key]["column"],
+                        "values": {(v or "(none)"): _retained(x) for v, x in c[key]["values"].items()}}
+    return out
+
+
+def selections(cfg: FilterConfig, ranked: int, paragraphs: bool, dsir: dict | None = None) -> dict[str, Any]:
     """run.json's ``selections``: the order the run applied its stages in, and for each selection what it
-    ranked: ``perplexity_keep`` the units (documents, or paragraphs with paragraph_action="remove") still in
-    when its turn came in ``cfg.order``; DSIR the documents every other test kept."""
+    ranked: ``perplexity_keep`` the ``ranked`` units (documents, or ``paragraphs`` with
+    paragraph_action="remove") still in when its turn came in ``cfg.order``; DSIR the documents every other test
+    kept (``dsir``: run.json's ``dsir``)."""
     before = ["empty"] + list(cfg.order[:cfg.order.index("perplexity")])
     out: dict[str, Any] = {"order": ["empty", *cfg.order, "dsir"]}
     if cfg.perplexity_keep is not None:
-        ranked = para.ranked if para is not None else cols.get("perplexity_ranked")
         out["perplexity"] = {
             "kind": f"keep the fraction {cfg.perplexity_keep:g} of lowest perplexity"
                     + (" per language" if cfg.perplexity_lang else ""),
-            "unit": "paragraph" if para is not None else "document",
-            "ranked": int(np.sum(ranked)) if ranked is not None else 0,
-            "ranked_from": f"the {'paragraphs' if para is not None else 'documents'} still in after "
+            "unit": "paragraph" if paragraphs else "document",
+            "ranked": int(ranked),
+            "ranked_from": f"the {'paragraphs' if paragraphs else 'documents'} still in after "
                            f"{', '.join(before)} (002:57: each stage judges what the stages before it kept), "
                            f"judged by perplexity (a model for their language, at least "
                            f"{cfg.min_perplexity_tokens} LM words)"}

@@ -68,7 +68,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
                 resume: bool = False,
                 overwrite: bool = True, engine: str = "local", workers: int | None = None,
                 scheduler: str | None = None, prefilter: Any = None, address: str | None = None,
-                partitions: int | None = None, sources: SourceGuard | None = None, **overrides: Any) -> DedupResult:
+                partitions: int | None = None, sources: SourceGuard | None = None, table_layout: str | None = None,
+                **overrides: Any) -> DedupResult:
     """Deduplicate ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas DataFrame).
 
     ``overrides`` are applied to ``config`` with ``RunConfig.replace`` (e.g. ``cluster__threshold=0.9``).
@@ -89,6 +90,9 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     with no per-document state here: a local cluster of ``workers`` CPUs, or the running one at ``address``
     ("auto" or HOST:PORT); ``partitions``: key ranges of the shuffle (default: the cluster's CPUs, at most 64).
     The work dir (default OUT/work) must be visible to every node. Same decisions as the local engine.
+    ``table_layout``: "file" (OUT/decisions.parquet, the local engine's) or "dataset" (OUT/decisions/: one Parquet
+    file per input file, written by the Ray tasks, read as one table by ``pyarrow.parquet.read_table``; the Ray
+    engine's default: no row passes through this process).
     ``prefilter``: a ``filters.FilterConfig`` applied in pass 1, before dedup (filters/prefilter.py): the
     documents it rejects are removed as ``filtered`` and never remove a kept one; every score and the
     detailed reason go to OUT/scores.parquet. One read of the input; no semantic; the local engine
@@ -143,6 +147,10 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
                           f"{semantic!r}")
     if semantic_order not in ("after", "beside"):
         raise ConfigError(f"semantic_order must be 'after' or 'beside', got {semantic_order!r}")
+    if engine == "ray" or table_layout is not None:
+        from ..distributed import layout_of
+
+        table_layout = layout_of(table_layout, engine)
     if engine == "ray":
         from ..distributed import check_engine_args, unsupported
 
@@ -167,7 +175,7 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
             result = _run_ray(cfg, device, threads=threads, t_start=t_start, files=files, out=out, work=wd,
                               workers=workers, address=address, partitions=partitions, resume=resume,
                               index=index, save_index=os.fspath(save_index) if save_index is not None else None,
-                              prefilter=prefilter, guard=sources or SourceGuard())
+                              prefilter=prefilter, guard=sources or SourceGuard(), dataset=table_layout == "dataset")
             logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
             check_sources(result.stats["sources"])
             return result
@@ -299,19 +307,23 @@ class _FileDecisions(DedupResult):
 
 def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files, out: str | None, work: str,
              workers, address, partitions, resume: bool, index=None, save_index: str | None = None,
-             prefilter: Any = None, guard: SourceGuard = SourceGuard()) -> DedupResult:
-    """``deduplicate`` on the Ray engine (gpu_dedup/distributed/): tasks compute and write everything."""
+             prefilter: Any = None, guard: SourceGuard = SourceGuard(), dataset: bool = True) -> DedupResult:
+    """``deduplicate`` on the Ray engine (gpu_dedup/distributed/): tasks compute and write everything (with
+    ``dataset`` and an OUT, OUT/decisions/ too: nothing streams through this process)."""
     from .. import distributed
 
     timings: dict[str, float] = {}
     fp = contract_fingerprint(contract(cfg))
     got = distributed.run(files, cfg, device, work=work, out=out, workers=workers, address=address,
                           partitions=partitions, resume=resume, timings=timings, fingerprint=fp, index=index,
-                          save_index=save_index, prefilter=prefilter, guard=guard)
-    path = os.path.join(out if out is not None else work, "decisions.parquet")
+                          save_index=save_index, prefilter=prefilter, guard=guard, dataset=dataset)
     checkpoint("decisions")
     first = 1 if index is not None else 0  # an --against index is the Ray run's file 0 (no decisions)
-    distributed.write_decisions(work, len(files) + first, path, first)
+    if dataset and out is not None:  # the tasks wrote OUT/decisions/, one part per input file
+        path, tables = os.path.join(out, "decisions"), {"layout": "dataset", "parts": len(files)}
+    else:
+        path, tables = os.path.join(out if out is not None else work, "decisions.parquet"), {"layout": "file"}
+        distributed.write_decisions(work, len(files) + first, path, first)
     bytes_read = {"pass1_text": got["read"]["bytes_text"],
                   "verification_text": got["stages"]["verify"]["text_bytes_read"],
                   "deduplicated_input_files": sum(io.file_size(f) for f in files if f.fmt != "table")
@@ -328,6 +340,9 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
     stats["sources"] = got["sources"]
     if "prefilter" in got:
         stats["prefilter"] = got["prefilter"]
+    if "report" in got:  # report.html's aggregates, from the tasks (the report reads no decisions table)
+        stats["report"] = got["report"]
+    stats["decisions"] = {"path": os.path.basename(path), **tables}
     timings["total"] = time.perf_counter() - t_start
     n = got["counts"]["input"]
     stats["throughput_docs_per_s"] = n / timings["total"] if timings["total"] > 0 else None

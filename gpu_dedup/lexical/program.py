@@ -22,7 +22,7 @@ class Dedup:
     name: ClassVar[str] = "dedup"
     kind: ClassVar[Kind] = "dedup"
     outputs: ClassVar[Outputs] = Outputs(stats="run.json", table="decisions.parquet", kept="deduplicated",
-                                         files=("report.html", "report/"))
+                                         files=("report.html", "report/", "decisions/"))
     config: RunConfig = field(default_factory=RunConfig)
     against: str | None = None
     save_index: str | None = None
@@ -47,9 +47,11 @@ class Dedup:
             if env.engine == "ray" else {}
         res = deduplicate(view, cfg, out, against=self.against, save_index=self.save_index, overwrite=env.overwrite,
                           engine=env.engine, work_dir=env.work_dir, resume=env.resume, prefilter=self.prefilter,
-                          semantic=self.semantic, semantic_order=self.semantic_order, sources=env.sources, **ray)
+                          semantic=self.semantic, semantic_order=self.semantic_order, sources=env.sources,
+                          table_layout=env.table_layout, **ray)
         kept = os.path.join(out, self.outputs.kept) if cfg.write_deduplicated else None
-        return StepRun(res, decision_verdicts(res.decisions), kept)
+        c = res.stats["counts"]
+        return StepRun(res, lambda: decision_verdicts(res.decisions), kept, counts=(c["input"], c["removed"]))
 
 
 def decision_verdicts(d: Any) -> Verdicts:

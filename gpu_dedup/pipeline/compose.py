@@ -97,7 +97,7 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
               work_dir: str | os.PathLike | None = None, resume: bool = False, overwrite: bool = True,
               engine: str = "local", workers: int | None = None, address: str | None = None,
               partitions: int | None = None, prefilter: Any = None, sources: Any = None,
-              price: Any = None) -> RunStages:
+              price: Any = None, table_layout: str | None = None) -> RunStages:
     """``deduplicate`` with paragraph and/or exact-substring dedup in the stated order (module docstring), as one
     flat pipeline (``engine.run_pipeline``, layout "flat": every step writes into ``output_dir``, which this call
     owns as the "run" command: outside the inputs, locked, an earlier run's files replaced only with
@@ -117,6 +117,8 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
             are still removed.
         sources: a ``SourceGuard`` (each document's source; the largest share of one a run may remove: the dedup
             step stops before deduplicated/ when a source lost more). price: a ``Price`` (run.json's ``cost``).
+        table_layout: decisions.parquet ("file") or decisions/ of per-input-file parts ("dataset": the Ray
+            engine's); None: the engine's default (``runtime.program.Env``).
 
     Returns:
         A ``RunStages``: every stage's result, in the order they ran.
@@ -177,7 +179,7 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
     env = Env(device=cfg.device, threads=cfg.threads, progress=cfg.progress, reading=Reading.of(cfg),
               overwrite=overwrite, engine=engine, workers=workers, address=address,
               work_dir=os.fspath(wd) if wd is not None else None, resume=resume, sources=sources or SourceGuard(),
-              price=price)
+              price=price, table_layout=table_layout)
     locked_wd = None if wd is not None and is_url(os.fspath(wd)) else wd  # not locked: the Ray probe checks it
     results: dict[str, Any] = {}
     with own(out, work_dir=locked_wd, index_dir=save_index, command="run", overwrite=overwrite, resume=resume,

@@ -204,6 +204,7 @@ class _Run:
     records: list[StepRecord] = field(default_factory=list)
     fingerprint: str = ""
     final_verbatim: str | None = None  # flat: the directory of OUT the survivors' own records go to at the end
+    alone: Any = None  # the StepRun of one command's one step (``_alone``): its verdicts built only when asked for
     file_rows: list[int] | None = None  # the input's rows per file (the first step's read): placing them needs no count
 
 
@@ -239,8 +240,15 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
                     "the input" if view.rows is None else f"{view.rows.shape[0]:,} documents")
         with metered(run.env.price, fresh=True) as meter:  # the step's program writes it into its stats too
             sr = step.run(view.files, d, _step_env(run, i, step, d, view))
-            v, kept, result = sr.verdicts, sr.kept, sr.result
+            kept, result = sr.kept, sr.result
             cost = meter.usage(d, getattr(result, "stats", None))
+        if _alone(run) and sr.counts is not None:  # one command's one step: its outputs are the run's, as written
+            seen, removed = sr.counts
+            run.records.append(StepRecord(i + 1, step.name, step.kind, os.path.relpath(d, run.out), seen, removed,
+                                          time.perf_counter() - t, phase, False, result, cost))
+            run.alone = sr
+            return None, view
+        v = sr.verdicts
     if run.decisions is None:
         if view.rows is not None:
             raise RunError("the first step must read the whole input")
@@ -273,6 +281,12 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
     if kept is not None:
         return v, View(_view_files(kept, run.relpaths), rows[v.keep], original)
     return v, View(None, rows[v.keep], original, parent=view, keep=np.asarray(v.keep, bool))
+
+
+def _alone(run: _Run) -> bool:
+    """One command's one step (a flat OUT): nothing to compose, the step's outputs are the run's; its verdicts (a
+    table per document, which a Ray run's driver never holds) are not built."""
+    return run.layout == "flat" and len(run.steps) == 1
 
 
 def _step_env(run: _Run, i: int, step: Any, d: str, view: View) -> Env:
@@ -387,6 +401,8 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
                 continue  # after the last removing step: once, in the final chain
             with timer(f"{i + 1:02d}-{step.name}"):
                 v, nxt = _run_step(run, i, step, view, "view" if i in viewing else "main")
+            if v is None:  # one command's one step, alone
+                break
             if step.kind != "span" and (~v.keep).any() and any(j < i for j in viewing):
                 span_orphans = True  # a span step before this one may have cut from a document now removed
             view = nxt
@@ -434,6 +450,8 @@ def _source_files(source: Any, out: str) -> list[str]:
 
 def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> PipelineResult:
     """decisions.parquet, deduplicated/ (the final records: ``view``), run.json, report.html; the result."""
+    if run.alone is not None:
+        return _alone_result(run, source, timer, env)
     d = run.decisions
     n = d.num_rows
     keep = np.asarray(d["keep"].to_numpy(zero_copy_only=False), bool)
@@ -482,6 +500,40 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
 
     finish(run.out, stats, report=report, what="pipeline")
     return PipelineResult(d, stats, run.records, run.out)
+
+
+class _AloneResult(PipelineResult):
+    """The result of one command's one step: its counts from the step's, its decisions (the step's verdicts as
+    composed ones) built only when asked for."""
+
+    def __init__(self, run: _Run, stats: dict[str, Any]):
+        self._run, self.stats, self.steps, self.output_dir = run, stats, run.records, run.out
+        self._table: pa.Table | None = None
+
+    @property
+    def decisions(self) -> pa.Table:  # type: ignore[override]
+        if self._table is None:
+            step, v = self._run.steps[0], self._run.alone.verdicts
+            values = {k: val for k, val in v.values.items()}
+            values["step"] = pa.array([step.name] * len(v.ids), pa.string())
+            base = _base_table(v, step.name == "semantic")
+            self._table = fold_removals(base, np.arange(len(v.ids), dtype=np.int64), ~v.keep, v.matched, v.reason,
+                                        representative=v.representative, kind=step.kind,
+                                        values={k: x for k, x in values.items() if k in base.column_names})
+        return self._table
+
+
+def _alone_result(run: _Run, source: Any, timer: Steps, env: Env) -> PipelineResult:
+    rec = run.records[0]
+    counts = {"input": rec.seen, "kept": rec.seen - rec.removed, "removed": rec.removed,
+              "by_step": {rec.name: rec.removed}}
+    device, threads = resources(env.device, env.threads)
+    stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
+                   files=io.source_files(source), read={"rows": rec.seen}, counts=counts, timings=timer.timings)
+    stats["steps"] = [r.to_dict() for r in run.records]
+    stats["layout"] = run.layout
+    timer.total()
+    return _AloneResult(run, stats)
 
 
 def _sources(run: _Run, source: Any, d: pa.Table, env: Env) -> dict[str, Any]:

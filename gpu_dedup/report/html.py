@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
-from .inputs import Mismatch, Scan, load_run, locate_inputs, scan_inputs
+from .inputs import Mismatch, Scan, load_summary, locate_inputs, scan_inputs
 from .metrics import largest_clusters
 from .page import Page, esc
 from .sources import boundary_rows, cost_section, sources_section
@@ -50,12 +50,15 @@ def shown_rows(decisions: pa.Table, stats: dict, max_clusters: int = MAX_CLUSTER
         int64, sorted: the rows of those clusters' kept documents and of the members shown, and of the boundary
         pairs of the Sources section.
     """
-    return _shown(largest_clusters(decisions, max_clusters), stats, decisions)
+    return _shown(largest_clusters(decisions, max_clusters), stats, decisions["id"].combine_chunks())
 
 
-def _shown(views, stats: dict, decisions: pa.Table) -> np.ndarray:
+def _shown(views, stats: dict, ids: pa.Array | None) -> np.ndarray:
+    """The rows of the clusters ``views`` and of the Sources section's boundary pairs (placed by ``ids``, every
+    document's id; None: a Ray run's recorded summary, whose pairs are not placed)."""
     clusters = np.array([r for v in views for r in (v.rep, *v.members)], np.int64)
-    return np.unique(np.concatenate([clusters, boundary_rows(stats, decisions["id"].combine_chunks())]))
+    pairs = boundary_rows(stats, ids) if ids is not None else np.zeros(0, np.int64)
+    return np.unique(np.concatenate([clusters, pairs]))
 
 
 def write_report(out_dir: str | os.PathLike, *, max_clusters: int = MAX_CLUSTERS, source: Any = None,
@@ -84,17 +87,21 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = MAX_CLUSTERS
     if not isinstance(max_clusters, int) or isinstance(max_clusters, bool) or max_clusters < 0:
         raise ConfigError(f"max_clusters must be an int >= 0, got {max_clusters!r}")
     out = os.fspath(out_dir)
-    stats, decisions = load_run(out)
-    n = decisions.num_rows
-    by = run_reasons(decisions, stats)
-    views = largest_clusters(decisions, max_clusters)
+    run = load_summary(out, max_clusters)
+    stats, n, views = run[0], run[1].n, run[1].views
+    summary = run[1]
+    by = run_reasons(summary, stats)
 
     recorded = {k: v for k, v in (stats.get("counts") or {}).items() if k in ("text_bytes", "words")}
     need_sizes = not ("text_bytes" in recorded and "words" in recorded)
-    want = _shown(views, stats, decisions)
+    ids = summary.ids  # None for a Ray run's recorded summary: its texts were recorded, its pairs not placed
+    want = _shown(views, stats, ids)
     scan: Scan | None = None
     why: str | None = None
-    if texts is not None and not need_sizes and all(r in texts for r in want.tolist()):
+    if summary.texts is not None and not need_sizes:  # the run recorded the shown rows' texts
+        scan = Scan(texts=summary.texts)
+        why = "a Ray run's report reads no input (its tasks recorded the largest clusters' texts only)"
+    elif texts is not None and not need_sizes and all(r in texts for r in want.tolist()):
         scan = Scan(texts={r: texts[r] for r in want.tolist()})
     elif not read_inputs:
         why = "the inputs were not read (read_inputs=False / --no-inputs)"
@@ -102,7 +109,7 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = MAX_CLUSTERS
         files, why = locate_inputs(stats, source)
         if files is not None:
             try:
-                scan = scan_inputs(files, stats, decisions, want, need_sizes)
+                scan = scan_inputs(files, stats, summary.table, want, need_sizes)
             except Mismatch as exc:
                 why = f"the inputs found do not match this run's decisions: {exc}"
             except Exception as exc:  # unreadable inputs must not cost the report
@@ -114,17 +121,17 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = MAX_CLUSTERS
     plot_dir = os.path.join(out, PLOTS_DIR)
     page = Page(plot_dir)
     page.add("summary", "Summary", summary_section(stats, n, by, scan, None if scan else why, recorded or None))
-    page.add("counts", "Documents per stage and reason", counts_section(page, n, by, decisions, stats))
+    page.add("counts", "Documents per stage and reason", counts_section(page, n, by, summary, stats))
     cluster_cfg = (stats.get("config") or {}).get("cluster")
-    page.add("clusters", "Cluster sizes", clusters_section(page, decisions, cluster_cfg))
+    page.add("clusters", "Cluster sizes", clusters_section(page, summary, cluster_cfg))
     if scopes_section(stats):
         page.add("scopes", "Scopes", scopes_section(stats))
-    page.add("largest", "Largest clusters", excerpts_section(decisions, views, scan.texts if scan else None, why))
+    page.add("largest", "Largest clusters", excerpts_section(summary, views, scan.texts if scan else None, why))
     if sources_section(stats):
-        page.add("sources", "Sources",
-                 sources_section(stats, decisions["id"].combine_chunks(), scan.texts if scan else None, why))
+        page.add("sources", "Sources", sources_section(stats, ids, scan.texts if scan and ids is not None else None,
+                                                       why))
     page.add("lsh", "LSH bands and buckets", lsh_section(page, stats))
-    page.add("s-curve", "S-curve and measured similarities", s_curve_section(page, stats, decisions))
+    page.add("s-curve", "S-curve and measured similarities", s_curve_section(page, stats, summary))
     page.add("timings", "Timings and throughput", timings_section(page, stats, n))
     if cost_section(stats):
         page.add("cost", "Cost", cost_section(stats))

@@ -228,15 +228,32 @@ def scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray,
 
 
 # --------------------------------------------------------------------------------------------- run outputs
+def load_summary(out_dir: str, max_clusters: int) -> tuple[dict, Any]:
+    """(run.json, the run's ``summary.RunSummary``): the aggregates a Ray run recorded, else made from
+    decisions.parquet (``load_run``)."""
+    from .summary import recorded, summary_of
+
+    run_json = os.path.join(out_dir, "run.json")
+    if os.path.isfile(run_json):
+        with open(run_json, encoding="utf-8") as fh:
+            stats = json.load(fh)
+        got = recorded(out_dir, stats, max_clusters)
+        if got is not None:
+            return stats, got
+    stats, decisions = load_run(out_dir)
+    return stats, summary_of(decisions, max_clusters)
+
+
 def load_run(out_dir: str) -> tuple[dict, pa.Table]:
     import pyarrow.parquet as pq
 
+    from ..decisions import table_path
+
     run_json = os.path.join(out_dir, "run.json")
-    dec_path = os.path.join(out_dir, "decisions.parquet")
-    for p in (run_json, dec_path):
-        if not os.path.isfile(p):
-            raise MissingFileError(f"{p!r} does not exist; point to the output directory of a finished run "
-                                   "(gpu-dedup run INPUT -o OUT writes decisions.parquet and run.json)")
+    if not os.path.isfile(run_json):
+        raise MissingFileError(f"{run_json!r} does not exist; point to the output directory of a finished run "
+                               "(gpu-dedup run INPUT -o OUT writes decisions.parquet and run.json)")
+    dec_path = table_path(out_dir, "decisions")  # one file, or a Ray run's per-file parts
     with open(run_json, encoding="utf-8") as fh:
         stats = json.load(fh)
     decisions = pq.read_table(dec_path)
@@ -245,6 +262,6 @@ def load_run(out_dir: str) -> tuple[dict, pa.Table]:
         raise DataError(f"{dec_path!r} lacks columns {sorted(missing)}; it was not written by gpu_dedup's run")
     n = stats.get("counts", {}).get("input")
     if n is not None and n != decisions.num_rows:
-        raise DataError(f"run.json counts {n:,} input documents but decisions.parquet has {decisions.num_rows:,} "
+        raise DataError(f"run.json counts {n:,} input documents but {dec_path!r} has {decisions.num_rows:,} "
                         "rows; the two files come from different runs")
     return stats, decisions

@@ -52,8 +52,8 @@ def _log_range(values: np.ndarray) -> tuple[float, float]:
     return lo / 1.6, hi * 1.6
 
 
-def plot_cluster_sizes(sizes: np.ndarray, cut: int | None = None) -> Figure:
-    s, c = np.unique(sizes, return_counts=True)
+def plot_cluster_sizes(s: np.ndarray, c: np.ndarray, cut: int | None = None) -> Figure:
+    """Clusters (``c``) and their documents per cluster size (``s``, distinct, ascending: a run's aggregates)."""
     docs = s * c
     xlo, xhi = _log_range(s.astype(np.float64) if cut is None else np.append(s, cut + 0.5).astype(np.float64))
     ylo, yhi = _log_range(np.concatenate([c, docs]).astype(np.float64))

@@ -5,28 +5,25 @@ import json
 import os
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..constants import GIANT_BUCKET
 from ..decisions import KEPT_REASONS
 from ..lexical import params
 from .diff import DIFF_WORDS, diff_words
 from .inputs import Scan
-from .metrics import JACCARD_BINS, ClusterView, jaccard_histogram
+from .metrics import JACCARD_BINS, ClusterView
 from .page import Page, compact_json, esc, fmt_bytes, html_table, kv_table, pct
+from .summary import RunSummary
 from .plots import plot_band_load, plot_bucket_sizes, plot_cluster_sizes, plot_counts, plot_s_curve, plot_timings
 
 
 # -------------------------------------------------------------------------------------------- sections
-def run_reasons(decisions: pa.Table, stats: dict) -> dict[str, int]:
+def run_reasons(summary: RunSummary, stats: dict) -> dict[str, int]:
     """Rows per reason for the report (``reason_counts``: every reason of REASONS, 0 when absent), less the
     semantic reasons of a run that had no semantic stage: no "semantic 0" row after a run without --semantic."""
-    from ..decisions import reason_counts
-
-    by = reason_counts(decisions)
-    if "semantic" in (stats.get("stages") or {}) or "cosine" in decisions.column_names:
+    by = summary.reasons
+    if "semantic" in (stats.get("stages") or {}) or summary.semantic:
         return by
     return {k: v for k, v in by.items() if v or not k.startswith("semantic")}
 
@@ -91,10 +88,10 @@ def summary_section(stats: dict, n: int, by: dict[str, int], scan: Scan | None, 
     return out + "".join(f"<p class=\"note\">{esc(x)}</p>" for x in notes)
 
 
-def counts_section(page: Page, n: int, by: dict[str, int], decisions: pa.Table, stats: dict) -> str:
+def counts_section(page: Page, n: int, by: dict[str, int], summary: RunSummary, stats: dict) -> str:
     rows = _stage_rows(n, by)
     # a run --against an index removes documents in favour of indexed ones: their cluster_id is -1 - position
-    n_index = int(pc.sum(pc.less(decisions["cluster_id"], 0)).as_py() or 0) if n else 0
+    n_index = summary.index_removed
     against = ""
     if n_index:
         idx = (stats.get("stages") or {}).get("against_index") or {}
@@ -138,25 +135,26 @@ def semantic_long_text(page: Page, stats: dict) -> str:
             "texts.</p>")
 
 
-def clusters_section(page: Page, decisions: pa.Table, cluster_cfg: dict | None = None) -> str:
-    # one size per cluster (its representative's row; with keep_copies > 1 a cluster has several kept members)
-    _, first = np.unique(decisions["cluster_id"].to_numpy(), return_index=True)
-    sizes = decisions["cluster_size"].to_numpy()[first]
-    if sizes.size == 0:
+def clusters_section(page: Page, summary: RunSummary, cluster_cfg: dict | None = None) -> str:
+    # the clusters per size (one per cluster: with keep_copies > 1 a cluster has several kept members)
+    sizes, counts = summary.cluster_sizes, summary.cluster_counts
+    if not counts.sum():
         return "<p>No documents.</p>"
-    dup = sizes[sizes > 1]
+    dup = sizes > 1
+    n_dup = int(counts[dup].sum())
     cut = (cluster_cfg or {}).get("remove_clusters_larger_than")
     copies = int((cluster_cfg or {}).get("keep_copies") or 1)
-    rows = [["clusters", f"{sizes.size:,}"], ["clusters with duplicates", f"{dup.size:,}"],
+    rows = [["clusters", f"{int(counts.sum()):,}"], ["clusters with duplicates", f"{n_dup:,}"],
             ["largest cluster", f"{int(sizes.max()):,}"],
-            ["mean size of clusters with duplicates", f"{dup.mean():.2f}" if dup.size else "–"]]
+            ["mean size of clusters with duplicates", f"{(sizes[dup] * counts[dup]).sum() / n_dup:.2f}"
+             if n_dup else "–"]]
     if cut is not None:
-        small = sizes[(sizes > 1) & (sizes <= cut)]
+        small = dup & (sizes <= cut)
         rows.append([f"clusters of ≤ {cut:,} documents (keep every member: remove_clusters_larger_than)",
-                     f"{small.size:,} ({int(small.sum()):,} documents)"])
+                     f"{int(counts[small].sum()):,} ({int((sizes[small] * counts[small]).sum()):,} documents)"])
     if copies > 1:
         rows.append(["members kept per cluster (keep_copies)", f"up to {copies}"])
-    return (kv_table(rows) + page.figure("cluster_sizes", lambda: plot_cluster_sizes(sizes, cut),
+    return (kv_table(rows) + page.figure("cluster_sizes", lambda: plot_cluster_sizes(sizes, counts, cut),
                                  "cluster-size distribution, log-log"))
 
 
@@ -172,13 +170,13 @@ def scopes_section(stats: dict) -> str:
             + html_table([sc["field"], "documents", "kept", "removed", "removed %"], rows))
 
 
-def excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict[int, str] | None,
+def excerpts_section(summary: RunSummary, views: list[ClusterView], texts: dict[int, str] | None,
                       why_missing: str | None) -> str:
     if not views:
         return "<p>No clusters with duplicates.</p>"
-    ids = decisions["id"]
-    reason = decisions["reason"]
-    jac = decisions["jaccard"]
+    ids = _Column(summary, "id")
+    reason = _Column(summary, "reason")
+    jac = _Column(summary, "jaccard")
     if texts is None:
         parts = [f"<p class=\"warn\">Text excerpts are not shown: {esc(why_missing)}.</p>"]
     else:
@@ -207,6 +205,17 @@ def excerpts_section(decisions: pa.Table, views: list[ClusterView], texts: dict[
         if v.size - 1 > len(v.members):
             parts.append(f"<p class=\"note\">… and {v.size - 1 - len(v.members):,} more removed members.</p>")
     return "".join(parts)
+
+
+class _Column:
+    """A column of the summary's shown rows, read as Arrow's (``col[row].as_py()``, ``.is_valid``)."""
+
+    def __init__(self, summary: RunSummary, name: str):
+        self.rows, self.name = summary.rows, name
+
+    def __getitem__(self, row: int) -> pa.Scalar:
+        v = self.rows[int(row)][self.name]
+        return pa.scalar(v, pa.float64() if self.name == "jaccard" else pa.string())
 
 
 def lsh_section(page: Page, stats: dict) -> str:
@@ -249,7 +258,7 @@ def lsh_section(page: Page, stats: dict) -> str:
     return out
 
 
-def s_curve_section(page: Page, stats: dict, decisions: pa.Table) -> str:
+def s_curve_section(page: Page, stats: dict, summary: RunSummary) -> str:
     cfg = stats.get("config", {})
     b, r = int(cfg.get("lsh", {}).get("bands", 0)), int(cfg.get("lsh", {}).get("rows", 0))
     theta = float(cfg.get("cluster", {}).get("threshold", 0.8))
@@ -269,9 +278,7 @@ def s_curve_section(page: Page, stats: dict, decisions: pa.Table) -> str:
     hist = None
     note = ""
     if verify:
-        near = pc.equal(decisions["reason"], "near_duplicate")
-        jac = decisions["jaccard"].filter(near).to_numpy(zero_copy_only=False).astype(np.float64)
-        hist = jaccard_histogram(jac)
+        hist = summary.near
         note = (f"<p class=\"note\">Bars: the {hist.total:,} removed near-duplicates counted by their exact "
                 f"Jaccard with the document kept for them (decisions' <code>jaccard</code>, bins of "
                 f"{1 / JACCARD_BINS:g}). This shows where removals happened, not a candidate rate: pairs that LSH "

@@ -51,7 +51,7 @@ MANIFEST = ".gpu-dedup-outputs.json"
 # the files that say a run finished in a directory: a dedup run's decisions, a filter run's scores
 # a finished run's per-document tables (every program's): OUT holding one is replaced only with --overwrite
 RESULT_FILES = ("decisions.parquet", "scores.parquet", "substring_docs.parquet", "paragraph_docs.parquet",
-                "matches.parquet")
+                "matches.parquet", "decisions", "scores")  # the last two: a Ray run's per-file datasets
 JOURNAL = ".gpu-dedup-outputs.journal"
 LOCK = "gpu-dedup.lock"
 LOCK_INFO = "gpu-dedup.lock.info"

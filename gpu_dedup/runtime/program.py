@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, Callable, ClassVar, Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -62,7 +62,9 @@ class Env:
     and ``resume`` (reuse them), ``write_kept`` (False: a step writes no kept records of its own; the engine
     writes the final ones), ``sources`` (``sources.SourceGuard``: what names each document's source, and the
     largest share of a source's documents the run may remove), ``price`` (``cost.Price``: run.json's ``cost``
-    at the user's price; None: seconds and bytes only)."""
+    at the user's price; None: seconds and bytes only), ``table_layout`` (a step's per-document table: "file",
+    one Parquet file; "dataset", a directory of per-input-file parts the Ray engine's tasks write; None: the
+    engine's default, a file locally, a dataset on Ray)."""
 
     device: str = "cpu"
     threads: int | None = None
@@ -77,10 +79,13 @@ class Env:
     write_kept: bool = True
     sources: SourceGuard = field(default_factory=SourceGuard)
     price: Price | None = None
+    table_layout: Literal["file", "dataset"] | None = None
 
     def __post_init__(self) -> None:
         check_literal("Env.device", self.device, Literal["auto", "cpu", "cuda"])
         check_literal("Env.engine", self.engine, Literal["local", "ray"])
+        if self.table_layout is not None:
+            check_literal("Env.table_layout", self.table_layout, Literal["file", "dataset"])
         if not isinstance(self.sources, SourceGuard):
             raise ConfigError(f"Env.sources must be a SourceGuard, got {self.sources!r}")
         if self.price is not None and not isinstance(self.price, Price):
@@ -93,8 +98,8 @@ class Env:
             ConfigError: the engine is "ray".
         """
         if self.engine == "ray":
-            raise ConfigError(f"the {step} step runs on the local engine only (the Ray engine runs `run`'s dedup "
-                              "and `filter`): drop --engine ray, or run the other steps on Ray first")
+            raise ConfigError(f"the {step} step runs on the local engine only (the Ray engine runs `run`'s dedup, `filter` "
+                              "and `screen`): drop --engine ray, or run the other steps on Ray first")
 
 
 @dataclass(frozen=True)
@@ -148,15 +153,22 @@ class Verdicts:
         return cls(ids, sources, np.ones(m, bool), pa.array(["unique"] * m, pa.string()), np.full(m, -1, np.int64))
 
 
-@dataclass
 class StepRun:
     """What a step's ``run`` returns: ``result`` (the program's own result, a ``run.RunResult`` with its
-    statistics), ``verdicts`` (over its view) and ``kept`` (the directory of its kept records, None when it
-    wrote none: the engine writes them from the view)."""
+    statistics), ``verdicts`` (over its view; or a function making them, called the first time they are asked
+    for: a run that composes nothing, one command's one step, never builds them), ``kept`` (the directory of
+    its kept records, None when it wrote none: the engine writes them from the view) and ``counts`` ((documents
+    seen, removed), or None: the engine counts the verdicts)."""
 
-    result: Any
-    verdicts: Verdicts
-    kept: str | None = None
+    def __init__(self, result: Any, verdicts: "Verdicts | Callable[[], Verdicts]", kept: str | None = None,
+                 counts: tuple[int, int] | None = None):
+        self.result, self._verdicts, self.kept, self.counts = result, verdicts, kept, counts
+
+    @property
+    def verdicts(self) -> Verdicts:
+        if not isinstance(self._verdicts, Verdicts):
+            self._verdicts = self._verdicts()
+        return self._verdicts
 
 
 class Step(Protocol):

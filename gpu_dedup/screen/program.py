@@ -35,13 +35,22 @@ class Screen:
             raise ConfigError(f"Screen needs benchmarks: a list of benchmark files, got {self.benchmarks!r}")
 
     def run(self, view: Any, out: str, env: Env) -> StepRun:
-        from .screening import screen
-
-        env.local_only(self.name)
         cfg = dataclasses.replace(env.reading.apply(self.config), progress=env.progress)
-        res = screen(view, list(self.benchmarks), cfg, out, device=env.device)
-        m = len(res.ids)
-        flagged = np.zeros(m, bool)
-        flagged[np.asarray(res.matches["row"].to_numpy(zero_copy_only=False), np.int64)] = True
-        reason = pa.array([CONTAMINATED] * m, pa.string()) if m else pa.array([], pa.string())
-        return StepRun(res, Verdicts(res.ids, file_sources(res.stats), ~flagged, reason, np.full(m, -1, np.int64)))
+        if env.engine == "ray":  # one task per file against the broadcast index: the same outputs
+            from .. import distributed
+
+            res = distributed.screen_files(view, list(self.benchmarks), cfg, out, env.device, workers=env.workers,
+                                           address=env.address, work_dir=env.work_dir, resume=env.resume)
+        else:
+            from .screening import screen
+
+            res = screen(view, list(self.benchmarks), cfg, out, device=env.device)
+        def verdicts() -> Verdicts:
+            m = len(res.ids)
+            flagged = np.zeros(m, bool)
+            flagged[np.asarray(res.matches["row"].to_numpy(zero_copy_only=False), np.int64)] = True
+            reason = pa.array([CONTAMINATED] * m, pa.string()) if m else pa.array([], pa.string())
+            return Verdicts(res.ids, file_sources(res.stats), ~flagged, reason, np.full(m, -1, np.int64))
+
+        totals = res.stats["totals"]
+        return StepRun(res, verdicts, counts=(totals["documents"], totals["documents_flagged"]))

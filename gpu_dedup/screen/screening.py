@@ -32,11 +32,13 @@ Outputs (``output_dir``): matches.parquet (one row per flagged (document, item) 
 item_id, matched_ngrams, sample_ngrams, sample_byte_start, sample_byte_end, row, source; byte offsets are
 0-based UTF-8 positions in the ORIGINAL document text, spanning the first to the last word of the
 n-gram), counts.json (per benchmark) and screen.json (configuration, policy, totals, timings).
+
+The benchmark files are read by ``benchmarks.py``; ``scan``, ``match_tally`` and ``screen_stats`` are shared with
+the Ray engine's screen (gpu_dedup/distributed/screen.py: one task per input file, the same outputs).
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -48,20 +50,19 @@ import pyarrow as pa
 from .. import io
 from ..config import InputConfig, NormalizeConfig, is_int
 from ..constants import MAX_NGRAM
-from ..errors import ConfigError, DataError, MissingFileError, RunError
+from ..errors import ConfigError, RunError
 from ..io.text import arrow_text_buffers
 from ..ops import bloom as bloom_ops
 from ..runtime.device import array_module, batch_bytes, note_compiling, repeat_index, to_device, to_host
 from ..runtime.outputs import check_outside_inputs, input_roots
 from ..runtime.passes import progress
-from ..runtime.run import Steps, finish, header, resources, write_table
+from ..runtime.run import Steps, finish, header, resources, write_tables
 from ..text.normalize import device_tables, normalize_arrays, normalize_text
+from .benchmarks import ITEM_ID_FIELDS, BenchmarkItems, item_id_field, load_phrases, read_benchmarks  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
 TextUnit = Literal["line", "file"]
-# the id fields of public benchmarks' records, in the order they are looked for (item_id_field=None)
-ITEM_ID_FIELDS = ("id", "task_id", "unique_id", "question_id", "problem_id", "qid", "uid", "idx")
 DEFAULT_FIELDS = ("prompt", "question", "problem", "answer", "solution", "canonical_solution")
 MATCHES_SCHEMA = pa.schema([
     ("id", pa.string()), ("benchmark", pa.string()), ("item_id", pa.string()), ("matched_ngrams", pa.int64()),
@@ -141,140 +142,6 @@ class ScreenResult:
     @property
     def flagged_ids(self) -> set[str]:
         return set(self.matches.column("id").to_pylist())
-
-
-def load_phrases(path: str | os.PathLike) -> tuple[str, ...]:
-    """Common-phrase list file: one phrase per non-blank line (UTF-8)."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        return tuple(line.strip() for line in fh if line.strip())
-
-
-# ----------------------------------------------------------------------------------------------------
-# Benchmark reading
-# ----------------------------------------------------------------------------------------------------
-
-@dataclass
-class BenchmarkItems:
-    """Items of all benchmark files. Piece p (one field value) belongs to item piece_item[p]."""
-
-    names: list[str]                 # benchmark names (one per file)
-    item_bench: np.ndarray           # int32 (I,)
-    item_ids: list[str]              # (I,)
-    piece_text: list[str] = field(default_factory=list)
-    piece_item: list[int] = field(default_factory=list)
-    no_field: dict[str, int] = field(default_factory=dict)
-    id_field: dict[str, str | None] = field(default_factory=dict)  # per benchmark: the field its item ids are from
-
-
-def _read_records(path: str) -> list[dict]:
-    low = path.lower()
-    if low.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    comp = "gzip" if low.endswith(".gz") else "zstd" if low.endswith(".zst") else None
-    with pa.input_stream(path, compression=comp) as fh:
-        raw = fh.read().decode("utf-8", "replace").lstrip("\ufeff")
-    if raw.lstrip().startswith("["):
-        recs = json.loads(raw)
-    else:
-        recs = []
-        for ln, line in enumerate(raw.splitlines(), 1):
-            if line.strip():
-                try:
-                    recs.append(json.loads(line, strict=False))
-                except json.JSONDecodeError as err:
-                    raise DataError(f"benchmark file {path}:{ln}: malformed JSON ({err.msg}); fix the line") from err
-    bad = [i for i, r in enumerate(recs) if not isinstance(r, dict)]
-    if bad:
-        raise DataError(f"benchmark file {path}: record {bad[0]} is not a JSON object; each item must be one")
-    return recs
-
-
-def _is_records_file(path: str) -> bool:
-    low = path.lower()
-    for suf in (".gz", ".zst"):
-        if low.endswith(suf):
-            low = low[:-len(suf)]
-    return low.endswith((".jsonl", ".json", ".parquet"))
-
-
-def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: ScreenConfig) -> BenchmarkItems:
-    """Read every benchmark file into items and their text pieces (policy in the module docstring)."""
-    paths = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
-    if not paths:
-        raise ConfigError("no benchmark files given; pass at least one --benchmark FILE")
-    base = [os.path.basename(p) for p in paths]
-    names = [b if base.count(b) == 1 else p for b, p in zip(base, paths)]
-    items = BenchmarkItems(names=names, item_bench=np.zeros(0, np.int32), item_ids=[])
-    bench: list[int] = []
-    for b, (path, name) in enumerate(zip(paths, names)):
-        if not os.path.isfile(path):
-            raise MissingFileError(f"benchmark file {path!r} does not exist")
-        n_before = len(items.piece_text)
-        if _is_records_file(path):
-            recs = _read_records(path)
-            id_field = item_id_field(recs, cfg.item_id_field, name)
-            items.id_field[name] = id_field
-            missing = 0
-            for i, rec in enumerate(recs):
-                pieces = []
-                for f in cfg.fields:
-                    v = rec.get(f)
-                    if isinstance(v, str):
-                        pieces.append(v)
-                    elif isinstance(v, list):
-                        pieces.extend(x for x in v if isinstance(x, str))
-                if not pieces:
-                    missing += 1
-                    continue
-                rid = rec.get(id_field) if id_field is not None else None
-                _add_item(items, bench, b, str(rid) if rid is not None else f"{name}:{i}", pieces)
-            items.no_field[name] = missing
-            if recs and missing == len(recs):
-                raise DataError(f"benchmark file {path!r}: no record has any of the fields {list(cfg.fields)}; "
-                                f"keys of the first record: {sorted(recs[0])[:12]}; pass fields=/--benchmark-field")
-            if missing:
-                logger.warning("benchmark %s: %d of %d records have none of the fields %s and are not indexed",
-                               name, missing, len(recs), list(cfg.fields))
-        else:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
-            if cfg.text_unit == "file":
-                if text.strip():
-                    _add_item(items, bench, b, name, [text])
-            else:
-                for ln, line in enumerate(text.split("\n"), 1):
-                    if line.strip():
-                        _add_item(items, bench, b, f"{name}:{ln}", [line])
-            items.no_field[name] = 0
-        if len(items.piece_text) == n_before:
-            logger.warning("benchmark %s has no items", name)
-    items.item_bench = np.asarray(bench, np.int32)
-    return items
-
-
-def item_id_field(records: list[dict], given: str | None, name: str) -> str | None:
-    """The field that names the items of one benchmark file: ``given``, else the first of ``ITEM_ID_FIELDS``
-    that any record has (None: none has one; items are named "<file>:<record index>"). Said in the log."""
-    if given is not None:
-        return given
-    have = {k for r in records for k in r}
-    found = next((f for f in ITEM_ID_FIELDS if f in have), None)
-    if found is not None:
-        logger.info("benchmark %s: items named by their field %r", name, found)
-    elif records:
-        logger.info("benchmark %s: no id field (none of %s): items named '%s:<record index>'", name,
-                    ", ".join(ITEM_ID_FIELDS), name)
-    return found
-
-
-def _add_item(items: BenchmarkItems, bench: list[int], b: int, item_id: str, pieces: list[str]) -> None:
-    idx = len(items.item_ids)
-    items.item_ids.append(item_id)
-    bench.append(b)
-    items.piece_text.extend(pieces)
-    items.piece_item.extend([idx] * len(pieces))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -518,45 +385,92 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
     note_compiling(device, ("screen",))  # before any bar: a first run compiles the n-gram hash kernels
     steps = Steps()
     with steps("index"):
-        items = read_benchmarks(benchmark_files, cfg)
-        index = build_index(items, cfg, device)
+        index = build_index(read_benchmarks(benchmark_files, cfg), cfg, device)
     files = io.source_files(corpus_source)
     report = io.ReadReport()
-    bb = batch_bytes(cfg.batch_bytes, device)
-    rows: dict[str, list] = {name: [] for name in MATCHES_SCHEMA.names}
-    docs_scanned = bytes_scanned = 0
-    all_ids: list[pa.Array] = []
     with steps("scan"), progress(cfg, "screen", files=files) as bar:  # a first run's compiling: timings["compile"]
-        for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field, batch_bytes=bb,
-                                     on_error=cfg.on_error, report=report):
-            found = screen_batch(batch.text, index, cfg, device)
-            docs_scanned += len(batch.text)
+        matches, all_ids = scan(files, index, cfg, device, report, bar)
+    ids = pa.chunked_array(all_ids, pa.string()).combine_chunks() if all_ids else pa.array([], pa.string())
+    stats = screen_stats(index, cfg, device, threads, files, report, steps,
+                         match_tally(matches, sum(len(i) for i in all_ids)))
+    out = None if output_dir is None else write_screen(output_dir, [matches], index, stats)
+    return ScreenResult(matches, index.counts, stats, out, ids)
+
+
+def scan(files, index: BenchmarkIndex, cfg: ScreenConfig, device: str = "cpu", report: Any = None,
+         bar: Any = None) -> tuple[pa.Table, list[pa.Array]]:
+    """(matches: MATCHES_SCHEMA, the rows numbered from 0 at the first of ``files``; the documents' ids, one
+    array per batch) of ``files`` against ``index``; ``report``: the reader's ``io.ReadReport``; ``bar``: a
+    progress bar to update."""
+    rows: dict[str, list] = {name: [] for name in MATCHES_SCHEMA.names}
+    all_ids: list[pa.Array] = []
+    items = index.items
+    for batch in io.iter_batches(files, id_field=cfg.id_field, text_field=cfg.text_field,
+                                 batch_bytes=batch_bytes(cfg.batch_bytes, device), on_error=cfg.on_error,
+                                 report=report):
+        found = screen_batch(batch.text, index, cfg, device)
+        if bar is not None:
             bar.update(len(batch.text), batch.file_index)
-            all_ids.append(batch.ids)
-            source = files[batch.file_index].relpath
-            for m in found:
-                rows["id"].append(batch.ids[m["doc"]].as_py())
-                rows["benchmark"].append(items.names[int(items.item_bench[m["item"]])])
-                rows["item_id"].append(items.item_ids[m["item"]])
-                for key in ("matched_ngrams", "sample_ngrams", "sample_byte_start", "sample_byte_end"):
-                    rows[key].append(m[key])
-                rows["row"].append(batch.row_start + m["doc"])
-                rows["source"].append(source)
-    t_scan = steps.timings["scan"]
-    bytes_scanned = report.bytes_text
-    matches = pa.table(rows, schema=MATCHES_SCHEMA)
+        all_ids.append(batch.ids)
+        source = files[batch.file_index].relpath
+        for m in found:
+            rows["id"].append(batch.ids[m["doc"]].as_py())
+            rows["benchmark"].append(items.names[int(items.item_bench[m["item"]])])
+            rows["item_id"].append(items.item_ids[m["item"]])
+            for key in ("matched_ngrams", "sample_ngrams", "sample_byte_start", "sample_byte_end"):
+                rows[key].append(m[key])
+            rows["row"].append(batch.row_start + m["doc"])
+            rows["source"].append(source)
+    return pa.table(rows, schema=MATCHES_SCHEMA), all_ids
+
+
+def match_tally(matches: pa.Table, documents: int | None = None) -> dict[str, Any]:
+    """What counts.json and the totals need of ``matches`` (rows of one file, or all), mergeable over files
+    (``merge_tallies``: their rows are disjoint): per benchmark its match rows, flagged documents and matched
+    item ids (sorted); the documents flagged; the documents scanned (``documents``)."""
+    t = matches.to_pydict() if matches.num_rows else {k: [] for k in ("benchmark", "row", "item_id")}
+    per: dict[str, list] = {}
+    for b, r, item in zip(t["benchmark"], t["row"], t["item_id"]):
+        p = per.setdefault(b, [0, set(), set()])
+        p[0] += 1
+        p[1].add(r)
+        p[2].add(item)
+    return {"benchmarks": {b: [p[0], len(p[1]), sorted(p[2])] for b, p in per.items()},
+            "documents_flagged": len(set(t["row"])), "match_rows": len(t["row"]), "documents": documents}
+
+
+def merge_tallies(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One tally of the files' ``match_tally`` parts (their documents and flagged rows add; item ids unite)."""
+    per: dict[str, list] = {}
+    for t in parts:
+        for b, (rows, docs, items) in t["benchmarks"].items():
+            p = per.setdefault(b, [0, 0, set()])
+            p[0] += rows
+            p[1] += docs
+            p[2].update(items)
+    return {"benchmarks": {b: [p[0], p[1], sorted(p[2])] for b, p in per.items()},
+            "documents_flagged": sum(t["documents_flagged"] for t in parts),
+            "match_rows": sum(t["match_rows"] for t in parts), "documents": sum(t["documents"] or 0 for t in parts)}
+
+
+def screen_stats(index: BenchmarkIndex, cfg: ScreenConfig, device: str, threads: int, files, report: Any,
+                 steps: Steps, tally: dict[str, Any]) -> dict[str, Any]:
+    """screen.json, and counts.json's per-benchmark match counts set in ``index.counts``, from the run's
+    ``tally`` (``match_tally``, or the merged tallies of a Ray run's files)."""
     counts = index.counts
-    for name in items.names:
-        sel = [i for i, b in enumerate(rows["benchmark"]) if b == name]
-        counts[name]["match_rows"] = len(sel)
-        counts[name]["documents_flagged"] = len({rows["row"][i] for i in sel})
-        counts[name]["items_matched"] = len({rows["item_id"][i] for i in sel})
-    totals = {"documents": docs_scanned, "bytes": bytes_scanned, "documents_flagged": len(set(rows["row"])),
-              "match_rows": len(rows["row"])}
+    for name in index.items.names:
+        rows, docs, items = tally["benchmarks"].get(name, (0, 0, ()))
+        counts[name].update(match_rows=rows, documents_flagged=docs, items_matched=len(items))
+    rd = report.to_dict() if hasattr(report, "to_dict") else report
+    docs_scanned = tally["documents"] if tally["documents"] is not None else int(rd["rows"])
+    bytes_scanned = int(rd["bytes_text"])
+    t_scan = steps.timings["scan"]
+    totals = {"documents": docs_scanned, "bytes": bytes_scanned, "documents_flagged": tally["documents_flagged"],
+              "match_rows": tally["match_rows"]}
     stats = header("screen", device=device, threads=threads, config=dataclasses.asdict(cfg), files=files,
                    read=report, counts=totals, timings=steps.timings)
     stats.update({
-        "stage": "screen", "policy": index.policy, "benchmarks": items.names,
+        "stage": "screen", "policy": index.policy, "benchmarks": index.items.names,
         "totals": totals,  # = counts (the shared header's name), kept under its earlier name
         "throughput": {"docs_per_s": docs_scanned / t_scan if t_scan > 0 else None,
                        "mb_per_s": bytes_scanned / 1e6 / t_scan if t_scan > 0 else None},
@@ -564,16 +478,19 @@ def screen(corpus_source: Any, benchmark_files: Sequence[str | os.PathLike] | st
                 "paraphrases and translations can evade it",
     })
     steps.total()
-    out = None
-    if output_dir is not None:
-        out = os.fspath(output_dir)
-        os.makedirs(out, exist_ok=True)
-        write_table(matches, MATCHES_SCHEMA, os.path.join(out, "matches.parquet"))
-        io.write_json_atomic(counts, os.path.join(out, "counts.json"))
-        finish(out, stats, name="screen.json")
-    logger.info("screen: %d of %d documents flagged", stats["totals"]["documents_flagged"], docs_scanned)
-    ids = pa.chunked_array(all_ids, pa.string()).combine_chunks() if all_ids else pa.array([], pa.string())
-    return ScreenResult(matches, counts, stats, out, ids)
+    logger.info("screen: %d of %d documents flagged", totals["documents_flagged"], docs_scanned)
+    return stats
+
+
+def write_screen(output_dir: str | os.PathLike, matches: Any, index: BenchmarkIndex, stats: dict[str, Any]) -> str:
+    """matches.parquet (from ``matches``: its parts, in row order), counts.json and screen.json (written last)
+    in ``output_dir``; returns its path."""
+    out = os.fspath(output_dir)
+    os.makedirs(out, exist_ok=True)
+    write_tables(matches, MATCHES_SCHEMA, os.path.join(out, "matches.parquet"))
+    io.write_json_atomic(index.counts, os.path.join(out, "counts.json"))
+    finish(out, stats, name="screen.json")
+    return out
 
 
 __all__ = ["ScreenConfig", "ScreenResult", "screen", "load_phrases", "read_benchmarks", "build_index",

@@ -68,8 +68,10 @@ def _read_json(path: str) -> dict[str, Any]:
 
 def _load(out_dir: str) -> tuple[pa.Table, pa.Table, dict, dict]:
     lex_path = os.path.join(out_dir, "decisions.parquet")
+    if os.path.isdir(os.path.join(out_dir, "decisions")):  # a Ray run's per-file parts, read as one table
+        lex_path = os.path.join(out_dir, "decisions")
     sem_path = os.path.join(out_dir, "semantic_decisions.parquet")
-    if not os.path.isfile(lex_path):
+    if not os.path.exists(lex_path):
         raise MissingFileError(f"{lex_path!r} does not exist: compare needs a lexical run in {out_dir!r} "
                                "(gpu-dedup run INPUT -o OUT --semantic, without --no-lexical)")
     if not os.path.isfile(sem_path) or not os.path.isfile(os.path.join(out_dir, "semantic.json")):

@@ -10,16 +10,18 @@ import pytest
 
 import gpu_dedup
 from gpu_dedup import RunConfig, io
-from gpu_dedup.distributed import driver, options, stages
+from gpu_dedup.distributed import driver, options, outputs, stages, summary
 
 
 def test_plan_declares_every_task_once():
-    """PLAN holds every task function of stages.py and options.py once, by reference (go to definition
-    follows it); the GPU stages are the map and reduce tasks; the driver finds no task by a name."""
-    tasks = {f for m in (stages, options) for f in vars(m).values() if callable(f) and hasattr(f, "stage")}
-    assert len(tasks) == 16 and {s.fn for s in driver.PLAN} == tasks and len(driver.PLAN) == len(tasks)
+    """PLAN holds every task function of stages.py, options.py, outputs.py and summary.py once, by reference (go
+    to definition follows it); the GPU stages are the map and reduce tasks; the driver finds no task by a name."""
+    tasks = {f for m in (stages, options, outputs, summary) for f in vars(m).values()
+             if callable(f) and hasattr(f, "stage")}
+    assert len(tasks) == 18 and {s.fn for s in driver.PLAN} == tasks and len(driver.PLAN) == len(tasks)
     names = [s.name for s in driver.PLAN]
-    assert len(set(names)) == len(names) and names[0] == "sign" and names[-3:] == ["write", "kept", "index_rows"]
+    assert len(set(names)) == len(names) and names[0] == "sign" and \
+        names[-5:] == ["write", "kept", "index_rows", "publish", "shown"]
     assert [s.name for s in driver.PLAN if s.device] == ["sign", "exact", "buckets", "members", "policy"]
     assert all(s.fn.__name__ == s.name and s.fn.__module__.startswith("gpu_dedup.distributed.") for s in driver.PLAN)
     here = os.path.dirname(driver.__file__)
@@ -47,7 +49,7 @@ def _fake(ran, removed=0):
             if stage is driver.WRITE:
                 t = Tally()
                 t.add(pa.array(["f", "f"]), [i >= removed for i in range(2)], step="dedup")
-                return [{"sources": t.to_dict()}]
+                return [{"sources": t.to_dict(), "summary": {"largest": [[3, 0]]}}]
             return [{}]
 
     return Fake
@@ -60,9 +62,10 @@ def test_walk_runs_the_stages_that_apply_in_order():
     d = _fake(ran)(None, job, [], "/out", None, None, "fp", {}, {})
     driver.walk(d)
     assert [n for n, _ in ran] == ["sign", "exact", "bands", "buckets", "star", "star", "star", "labels", "members",
-                                   "policy", "resolve", "sizes", "write"]
+                                   "policy", "resolve", "sizes", "write", "shown"]
     assert job.offsets == [0, 2] and job.run_key  # the sign hook
-    assert ran[-1] == ("write", ("/out", None, {})) and ran[7] == ("labels", (2, ["g000000"]))
+    assert ran[-2] == ("write", ("/out", None, {})) and ran[7] == ("labels", (2, ["g000000"]))
+    assert ran[-1] == ("shown", ([[3, 0]],))  # report.html's largest clusters, from the write tasks' candidates
     assert list(d.results) == [s for s in driver.PLAN if s.name in {n for n, _ in ran}]
     assert d.source_stats["sources"]["f"]["input"] == 2  # the write hook merged the tallies
 
@@ -80,9 +83,9 @@ def test_a_source_limit_holds_the_kept_records_and_the_index_back(removed, stopp
     names = [n for n, _ in ran]
     assert ("write", (None, None, {})) in ran  # no OUT for the write tasks: no kept records yet
     assert d.stopped is stopped
-    assert names[-2:] == (["sizes", "write"] if stopped else ["kept", "index_rows"])
+    assert names[-3:] == (["sizes", "write", "shown"] if stopped else ["kept", "index_rows", "shown"])
     if not stopped:
-        assert ran[-2] == ("kept", ("/out",))
+        assert ran[-3] == ("kept", ("/out",))
 
 
 @pytest.mark.parametrize("bad", [0, -3, True, 2.0, "4"])

@@ -17,23 +17,6 @@ ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    faults = tmp_path_factory.mktemp("faults")
-    os.environ["GPU_DEDUP_RAY_FAULTS"] = str(faults)  # inherited by the workers (gpu_dedup.testing.faults)
-    # one fake GPU (a resource only: the device workers schedule on this GPU-less machine) and the
-    # simulator + strict backend of conftest in every worker process
-    sim = {k: os.environ[k] for k in ("NUMBA_ENABLE_CUDASIM", "GPU_DEDUP_STRICT_DEVICE") if k in os.environ}
-    # a loaded 2-core machine: the raylet's wait for its agent (default 30 s) timed out under load 24
-    os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
-    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
-             runtime_env={"worker_process_setup_hook": "gpu_dedup.testing.faults.ray_worker_faults",
-                          "env_vars": sim})
-    yield faults
-    ray.shutdown()
-    os.environ.pop("GPU_DEDUP_RAY_FAULTS", None)
-
-
-@pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     src = tmp_path_factory.mktemp("src")
     t = make_corpus(360, seed=31, mean_words=60, template_families=2).select(["id", "text"])
@@ -48,10 +31,17 @@ def corpus(tmp_path_factory):
 
 
 def _same_outputs(a, b):
-    """decisions.parquet and every deduplicated/ file equal byte for byte."""
-    da, db = pq.read_table(a / "decisions.parquet"), pq.read_table(b / "decisions.parquet")
-    assert db.equals(da)
-    assert (a / "decisions.parquet").read_bytes() == (b / "decisions.parquet").read_bytes()
+    """The decisions (one decisions.parquet, or the Ray engine's default dataset decisions/ of per-file parts: the
+    same table; two files, or two datasets' parts, byte for byte) and every deduplicated/ file equal byte for
+    byte."""
+    def parts(p):
+        return [p / "decisions.parquet"] if (p / "decisions.parquet").exists() else sorted((p / "decisions").iterdir())
+
+    pa_, pb = parts(a), parts(b)
+    da, db = (pq.read_table(x[0] if x[0].name == "decisions.parquet" else x[0].parent) for x in (pa_, pb))
+    assert db.equals(da) and db.schema.metadata == da.schema.metadata
+    if [x.name for x in pa_] == [x.name for x in pb]:
+        assert [x.read_bytes() for x in pa_] == [x.read_bytes() for x in pb]
     fa = sorted(p.relative_to(a / "deduplicated") for p in (a / "deduplicated").rglob("*") if p.is_file())
     fb = sorted(p.relative_to(b / "deduplicated") for p in (b / "deduplicated").rglob("*") if p.is_file())
     assert fa == fb and fa
@@ -178,7 +168,7 @@ def test_ray_prefilter_equals_local(cluster, corpus, tmp_path):
     assert res.stats["counts"] == local.stats["counts"]
     by = local.stats["counts"]["by_reason"]
     assert by["filtered"] > 0 and by["exact_duplicate"] + by["near_duplicate"] > 0
-    sa, sb = (pq.read_table(tmp_path / x / "scores.parquet") for x in ("local", "ray"))
+    sa, sb = pq.read_table(tmp_path / "local" / "scores.parquet"), pq.read_table(tmp_path / "ray" / "scores")
     assert sb.equals(sa) and sa.num_rows == d.num_rows
     ra, rb = (json.loads((tmp_path / x / "run.json").read_text()) for x in ("local", "ray"))
     assert rb["prefilter"] == ra["prefilter"] and rb["parquet_text_reader"] == ra["parquet_text_reader"]
@@ -368,7 +358,7 @@ def test_filter_on_ray_equals_local(cluster, corpus, tmp_path, monkeypatch):
                               for r in make_corpus(40, seed=2, mean_words=40, template_families=0).to_pylist()))
     args = ["filter", str(corpus), "--rules", "gopher", "--dsir-target", str(target), "--select", "0.5", "-q"]
     assert main(args + ["-o", str(tmp_path / "local")]) == 0
-    assert main(args + ["-o", str(tmp_path / "ray"), "--engine", "ray"]) == 0
+    assert main(args + ["-o", str(tmp_path / "ray"), "--engine", "ray", "--table-layout", "file"]) == 0
     a, b = tmp_path / "local", tmp_path / "ray"
     assert (a / "scores.parquet").read_bytes() == (b / "scores.parquet").read_bytes()
     fa = sorted(p.relative_to(a / "filtered") for p in (a / "filtered").rglob("*") if p.is_file())
@@ -378,7 +368,8 @@ def test_filter_on_ray_equals_local(cluster, corpus, tmp_path, monkeypatch):
     scores = pq.read_table(a / "scores.parquet")
     assert 0 < pc.sum(scores["keep"]).as_py() < scores.num_rows
     run = json.loads((b / "run.json").read_text())
-    assert run["engine"] == {"name": "ray", "workers": None, "address": None, "tasks": 4}
+    assert {k: run["engine"][k] for k in ("name", "workers", "address", "tasks")} == \
+        {"name": "ray", "workers": None, "address": None, "tasks": 4}
     assert main(["filter", str(corpus), "-o", str(tmp_path / "x"), "--rules", "gopher", "--workers", "2"]) != 0
 
 
@@ -408,7 +399,8 @@ def test_filter_paragraph_cuts_on_ray_equal_local(cluster, tmp_path, monkeypatch
     assert main(args + ["-o", str(tmp_path / "local")]) == 0
     assert main(args + ["-o", str(tmp_path / "ray"), "--engine", "ray"]) == 0
     a, b = tmp_path / "local", tmp_path / "ray"
-    for name in ("scores.parquet", "paragraphs.parquet", "removed_paragraphs.parquet"):
+    assert pq.read_table(b / "scores").equals(pq.read_table(a / "scores.parquet"))  # the Ray engine's dataset
+    for name in ("paragraphs.parquet", "removed_paragraphs.parquet"):
         assert pq.read_table(b / name).equals(pq.read_table(a / name)), name
     assert pq.read_table(a / "removed_paragraphs.parquet").num_rows > 0
     for k in range(2):
@@ -471,9 +463,34 @@ def test_ray_decisions_file_equals_local_in_row_groups(cluster, corpus, tmp_path
     monkeypatch.setattr(gpu_dedup.runtime.run, "ROW_GROUP_ROWS", 64)  # 360 rows in 4 parts of 280, 30, 0, 50
     cfg = RunConfig(progress=False)
     local = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "local")
-    res = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "ray", engine="ray", partitions=3)
+    res = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "ray", engine="ray", partitions=3, table_layout="file")
     _same_outputs(tmp_path / "local", tmp_path / "ray")
     assert pq.ParquetFile(tmp_path / "ray" / "decisions.parquet").metadata.num_row_groups == math.ceil(360 / 64)
+    # the Ray engine's default: decisions/ of one part per input file (the empty one too), written by the tasks
+    parts = gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "parts", engine="ray", partitions=3)
+    assert sorted(p.name for p in (tmp_path / "parts" / "decisions").iterdir()) == \
+        [f"part-{k:06d}.parquet" for k in range(4)] and not (tmp_path / "parts" / "decisions.parquet").exists()
+    _same_outputs(tmp_path / "local", tmp_path / "parts")
+    assert parts.decisions.equals(local.decisions) and parts.stats["decisions"]["layout"] == "dataset"
+    # a run that fails after its tasks wrote their parts removes them (journaled before the tasks wrote them)
+    from gpu_dedup.runtime.workdir import CHECKPOINT_HOOKS
+
+    seen = []
+
+    def fail(point):
+        if point == "decisions":
+            seen.extend(sorted(os.listdir(tmp_path / "failed" / "decisions")))
+            raise RuntimeError("injected failure")
+
+    CHECKPOINT_HOOKS.append(fail)
+    try:
+        with pytest.raises(RuntimeError, match="injected"):
+            gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "failed", engine="ray", partitions=3, resume=True,
+                                  work_dir=tmp_path / "parts" / "work")
+    finally:
+        CHECKPOINT_HOOKS.remove(fail)
+    assert seen == [f"part-{k:06d}.parquet" for k in range(4)]
+    assert not (tmp_path / "failed" / "decisions").exists() and not (tmp_path / "failed" / "deduplicated").exists()
     want, got = local.stats["stages"]["lsh"], res.stats["stages"]["lsh"]
     keys = ("buckets", "bucket_entries", "largest_bucket", "candidate_documents", "buckets_per_band")
     assert {k: got[k] for k in keys} == {k: want[k] for k in keys}

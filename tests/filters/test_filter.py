@@ -231,7 +231,7 @@ def test_lid_without_lang_says_what_the_threshold_removed(tmp_path, caplog):
     corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
     from gpu_dedup.filters.stage import filter_corpus
 
-    with caplog.at_level("INFO", logger="gpu_dedup.filters.stage"):
+    with caplog.at_level("INFO", logger="gpu_dedup.filters"):
         res = filter_corpus(str(corpus), FilterConfig(lid=LID, lid_threshold=0.9, device="cpu", audit=0))
     removed = sum(r == "lid_prob" for r in res.scores["reason"].to_pylist())
     assert removed >= 1

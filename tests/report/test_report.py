@@ -181,16 +181,23 @@ def test_candidate_rates_by_hand():
 def test_semantic_reasons_are_listed_only_for_a_run_with_a_semantic_stage():
     """Issue 36 item 14: the report's stage and reason tables list semantic rows for a run that had a semantic
     stage (even with 0 removed), not for one without."""
+    from types import SimpleNamespace
+
+    from gpu_dedup.decisions import reason_counts
     from gpu_dedup.report.sections import _stage_rows, run_reasons
 
+    def summary(t):  # the two fields run_reasons reads of a report.summary.RunSummary
+        return SimpleNamespace(reasons=reason_counts(t), semantic="cosine" in t.column_names)
+
     d = pa.table({"reason": ["unique", "near_duplicate", "representative"]})
-    lexical = run_reasons(d, {"stages": {"exact": {}}})
+    lexical = run_reasons(summary(d), {"stages": {"exact": {}}})
     assert "semantic_duplicate" not in lexical and lexical["near_duplicate"] == 1
     assert [r[0] for r in _stage_rows(3, lexical)] == ["input", "exact", "near (MinHash/LSH)", "kept"]
-    with_semantic = run_reasons(d, {"stages": {"semantic": {"order": "after"}}})
+    with_semantic = run_reasons(summary(d), {"stages": {"semantic": {"order": "after"}}})
     assert with_semantic["semantic_duplicate"] == 0
     assert "semantic" in [r[0] for r in _stage_rows(3, with_semantic)]
-    assert run_reasons(d.append_column("cosine", pa.array([None, None, None], pa.float64())), {}) == with_semantic
+    assert run_reasons(summary(d.append_column("cosine", pa.array([None, None, None], pa.float64()))), {}) \
+        == with_semantic
 
 
 def test_diff_words_marks_and_escapes():

@@ -155,7 +155,7 @@ def test_items_are_named_by_a_known_id_field(tmp_path, caplog, capsys):
             ("compute the factorial of n", "reverse the given string now", "sort the list of numbers"))])
     _write_jsonl(tmp_path / "plain.jsonl", [{"question": "what is two plus two"}])
     paths = [str(tmp_path / "HumanEval.jsonl"), str(tmp_path / "plain.jsonl")]
-    with caplog.at_level(logging.INFO, logger="gpu_dedup.screen.screening"):
+    with caplog.at_level(logging.INFO, logger="gpu_dedup.screen"):
         items = read_benchmarks(paths, ScreenConfig())
     assert items.item_ids == ["HumanEval/0", "HumanEval/1", "HumanEval/2", "plain.jsonl:0"]
     assert "benchmark HumanEval.jsonl: items named by their field 'task_id'" in caplog.text

@@ -1,0 +1,116 @@
+"""OUT's per-document tables of a Ray run (decisions.parquet, scores.parquet), from the tasks' per-file parts:
+
+    file      the local engine's layout (on Ray when asked: --table-layout file): one Parquet file the driver streams
+              from the parts, one part (and one row group) in memory at a time, in the local engine's row groups:
+              the same bytes (``write_decisions``, ``write_scores``); every row passes through the driver's node
+    dataset   the Ray engine's default: OUT/<table>/ (decisions/, scores/) holds one Parquet file per input file,
+              ``part-<k>.parquet`` for the k-th input file (decisions/: every file, an empty one too; scores/:
+              the files with rows), written by the tasks (``publish``, the filter's write tasks);
+              ``pyarrow.parquet.read_table(OUT/<table>)`` (``decisions.read_table``) reads them as one table, in
+              input order: the local engine's rows, values and schema. No row passes through the driver.
+
+    TABLE_LAYOUTS, layout_of  the layouts, and the one a run writes (its engine's default unless asked)
+    part_path, journal        a part's path; the output session told of the parts the tasks will write
+    publish                   the task: file ``fi``'s decisions part into OUT/decisions/ (its scores part too)
+    write_decisions, write_scores   the file layout: the driver streams the parts into one file
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import ConfigError
+from .rows import Job, run_once
+from .shuffle import Layout
+
+TABLE_LAYOUTS = ("file", "dataset")
+
+
+def layout_of(requested: str | None, engine: str) -> str:
+    """The layout of a run's per-document table: ``requested``, else the engine's default (a file locally, a
+    dataset on Ray).
+
+    Raises:
+        ConfigError: an unknown layout, or a dataset asked of the local engine (one process writes one file).
+    """
+    if requested is not None and requested not in TABLE_LAYOUTS:
+        raise ConfigError(f"table layout must be one of {TABLE_LAYOUTS}, got {requested!r} (--table-layout)")
+    if requested == "dataset" and engine != "ray":
+        raise ConfigError("--table-layout dataset is the Ray engine's (its tasks write the parts): add --engine ray, "
+                          "or drop the flag for the local engine's one file")
+    return requested or ("dataset" if engine == "ray" else "file")
+
+
+def part_path(out: str, table: str, k: int) -> str:
+    """OUT/<table>/part-<k>.parquet: the part of the k-th input file (k from 0: an --against index not counted)."""
+    return os.path.join(out, table, f"part-{k:06d}.parquet")
+
+
+def journal(out: str, n: int, scores: bool = False) -> None:
+    """Tell the output session (runtime/outputs.py, through io.write.WRITE_HOOKS) of the ``n`` parts the tasks will
+    write into OUT/decisions/ (and OUT/scores/ with ``scores``), before they write them: a failed run removes
+    them."""
+    from ..io.write import WRITE_HOOKS
+
+    for table in ("decisions", "scores") if scores else ("decisions",):
+        for k in range(n):
+            for hook in WRITE_HOOKS:
+                hook(part_path(out, table, k))
+
+
+def _published(job: Job, fi: int, result: dict, out: str, *_: Any) -> bool:
+    return result.get("out") == out and os.path.exists(part_path(out, "decisions", fi - job.first))
+
+
+@run_once("publish", valid=_published)
+def publish(job: Job, fi: int, out: str) -> dict[str, Any]:
+    """File ``fi``'s decisions part into OUT/decisions/ (``part_path``), in the local engine's row groups; with a
+    prefilter its scores part into OUT/scores/ (its rows numbered in the run; an empty file has none)."""
+    from ..decisions import DECISIONS_SCHEMA, scores_schema
+    from ..runtime.run import write_tables
+
+    lay, k = job.layout, fi - job.first
+    t = lay.read_one("decisions", f"f{fi:06d}")
+    write_tables([t], DECISIONS_SCHEMA, part_path(out, "decisions", k))
+    if job.prefilter is not None and lay.exists("scores", f"f{fi:06d}"):
+        s = lay.read_one("scores", f"f{fi:06d}")
+        s = s.set_column(s.schema.get_field_index("row"), "row",
+                         pc.add(s["row"], pa.scalar(int(job.offsets[fi]), pa.int64())))
+        write_tables([s], scores_schema(s.column_names), part_path(out, "scores", k))
+    return {"out": out, "rows": t.num_rows}
+
+
+def write_scores(lay: Layout, file_range, offsets: list[int], path: str) -> None:
+    """OUT/scores.parquet from the sign tasks' parts (their rows numbered in their file: the file's offset
+    added here), one part in memory at a time; the local engine's rows, columns, schema and row groups."""
+    from ..decisions import scores_schema
+    from ..runtime.run import write_tables
+
+    def parts():
+        for fi in file_range:
+            name = lay.path("scores", f"f{fi:06d}")
+            if not os.path.exists(name):
+                continue  # an empty file: no scored batch
+            t = pq.read_table(name)
+            i = t.schema.get_field_index("row")
+            yield t.set_column(i, "row", pc.add(t["row"], pa.scalar(int(offsets[fi]), pa.int64())))
+
+    it = parts()
+    head = next(it, None)
+    schema = scores_schema(head.column_names if head is not None else ["id", "row"])
+    write_tables(itertools.chain([head] if head is not None else [], it), schema, path)
+
+
+def write_decisions(work: str, nfiles: int, path: str, first: int = 0) -> None:
+    """OUT/decisions.parquet from the per-file parts (files ``first``.. : not an --against index), one part
+    (and one row group) in memory at a time, in the local engine's row groups: the same bytes."""
+    from ..decisions import DECISIONS_SCHEMA
+    from ..runtime.run import write_tables
+
+    lay = Layout(work)
+    write_tables((lay.read_one("decisions", f"f{fi:06d}") for fi in range(first, nfiles)), DECISIONS_SCHEMA, path)

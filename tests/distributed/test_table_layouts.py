@@ -1,0 +1,71 @@
+"""OUT's per-document tables in either layout (distributed/outputs.py, decisions.table_path): the layout a run
+writes, the local engine's refusal of a dataset, and every reader of a run's table reading a dataset of per-file
+parts as the one file. No Ray cluster here: the Ray runs' parts are tests/distributed/test_engine.py's."""
+import json
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+
+import gpu_dedup
+from gpu_dedup import RunConfig
+from gpu_dedup.cli import main
+from gpu_dedup.decisions import DECISIONS_SCHEMA, read_table, table_path
+from gpu_dedup.distributed import layout_of
+from gpu_dedup.errors import ConfigError, MissingFileError
+from gpu_dedup.report import write_report
+from gpu_dedup.report.inputs import load_run
+from gpu_dedup.runtime.run import write_tables
+from gpu_dedup.testing.evalcorpus import make_corpus
+
+
+def test_layout_of_defaults_and_refusals():
+    assert [layout_of(None, "local"), layout_of(None, "ray"), layout_of("file", "ray"), layout_of("file", "local")] \
+        == ["file", "dataset", "file", "file"]
+    with pytest.raises(ConfigError, match="--table-layout dataset .* add --engine ray"):
+        layout_of("dataset", "local")
+    with pytest.raises(ConfigError, match="--table-layout"):
+        layout_of("parts", "ray")
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory):
+    d = tmp_path_factory.mktemp("in")
+    t = make_corpus(60, seed=3, mean_words=30, template_families=0)
+    pq.write_table(t.slice(0, 40), d / "a.parquet")
+    pq.write_table(t.slice(40), d / "b.parquet")
+    return d
+
+
+@pytest.mark.parametrize("command", [["run"], ["filter", "--rules", "gopher"]])
+def test_local_engine_refuses_a_dataset(src, tmp_path, capsys, command):
+    """--table-layout dataset is the Ray tasks' layout: the local engine refuses it, naming the flag, and leaves
+    no table behind."""
+    assert main([*command, str(src), "-o", str(tmp_path / "o"), "--table-layout", "dataset", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "--table-layout dataset" in err and "--engine ray" in err
+    assert not any((tmp_path / "o" / n).exists() for n in ("decisions.parquet", "decisions", "scores.parquet"))
+
+
+def test_readers_read_a_dataset_as_the_file(src, tmp_path):
+    """A run's decisions.parquet cut into per-file parts (OUT/decisions/part-<k>.parquet, as the Ray tasks write
+    them, one empty): table_path finds it, read_table, the report's load_run and the report itself read the same
+    rows, order and values."""
+    one = tmp_path / "one"
+    gpu_dedup.deduplicate(str(src), RunConfig(progress=False), one)
+    want = pq.read_table(one / "decisions.parquet")
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    shutil.copy(one / "run.json", parts / "run.json")
+    for k, (a, b) in enumerate([(0, 40), (40, 40), (40, 60)]):  # the middle one: an empty input file's part
+        write_tables([want.slice(a, b - a)], DECISIONS_SCHEMA, parts / "decisions" / f"part-{k:06d}.parquet")
+    assert table_path(parts, "decisions") == str(parts / "decisions")
+    assert table_path(one, "decisions") == str(one / "decisions.parquet")
+    got = read_table(parts, "decisions")
+    assert got.equals(want) and got.schema.metadata == want.schema.metadata
+    assert read_table(parts, "decisions", ["id", "keep"]).equals(want.select(["id", "keep"]))
+    stats, dec = load_run(str(parts))
+    assert dec.equals(want) and stats == json.loads((one / "run.json").read_text())
+    assert write_report(str(parts)).endswith("report.html")
+    with pytest.raises(MissingFileError, match="decisions.parquet.*a Ray run's parts"):
+        table_path(tmp_path, "decisions")

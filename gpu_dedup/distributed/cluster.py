@@ -209,9 +209,10 @@ def _contract_on_worker(cfg) -> str:
     return contract_fingerprint(contract(cfg))
 
 
-def probe(ray, work: str, cfg, fingerprint: str) -> int:
-    """One probe task per alive node (pinned to it): refuse another gpu-dedup version or contract, and a
-    work dir the node cannot see, naming the path. Returns the node count."""
+def probe(ray, work: str, cfg=None, fingerprint: str | None = None) -> int:
+    """One probe task per alive node (pinned to it): refuse another gpu-dedup version or contract (``cfg``: a
+    RunConfig; None: a program without one, e.g. paragraph dedup), and a work dir the node cannot see, naming
+    the path. Returns the node count."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from .._version import __version__
@@ -227,10 +228,11 @@ def probe(ray, work: str, cfg, fingerprint: str) -> int:
         nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
         rp, rc = ray.remote(num_cpus=0)(_probe), ray.remote(num_cpus=0)(_contract_on_worker)
         refs = [(rp.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(work, name, token),
-                 rc.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(cfg))
-                for n in nodes]
+                 rc.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(cfg)
+                 if cfg is not None else None) for n in nodes]
         for p_ref, c_ref in refs:
-            got, fp = ray.get(p_ref), ray.get(c_ref)
+            got = ray.get(p_ref)
+            fp = ray.get(c_ref) if c_ref is not None else fingerprint
             if got["version"] != __version__:
                 raise RunError(f"Ray node {got['node']} runs gpu-dedup {got['version']}, the driver "
                                f"{__version__}: install the same version on every node")

@@ -70,7 +70,7 @@ def run_once(stage: str, valid=None):
     def wrap(fn):
         @functools.wraps(fn)
         def task(job: Job, key: int, *args):
-            set_threads(job.cfg.threads or 1)
+            set_threads(getattr(job.cfg, "threads", None) or 1)  # a program's config may have none
             lay = job.layout
             # a component step's marker names its step too
             name = f"{key}-s{args[0]}" if args and type(args[0]) is int else str(key)

@@ -26,7 +26,7 @@ from ..config import RunConfig
 from ..errors import ConfigError
 from ..runtime.device import batch_bytes, set_threads
 from ..runtime.heartbeat import Heartbeat, duration, phase
-from ..runtime.run import RunResult, Steps, finish, header, write_table
+from ..runtime.run import RunResult, Steps, check_local, finish, header, ray_dirs, write_table
 from .config import CACHE_FORMAT, SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column
 from .embed import EmbeddingCache, count_tokens, embed_documents, text_hashes
 from .model import embedding_dtype, load_model, model_fingerprint, resolve_model_path, resolve_torch_device
@@ -242,25 +242,36 @@ def _selected(batch, rows: np.ndarray | None) -> tuple[Any, np.ndarray | None]:
                                scope=None if batch.scope is None else batch.scope.take(take)), at
 
 
-def _long_text_stats(cfg: SemanticConfig, emb: _Embedded, seq: int | None) -> dict[str, Any] | None:
-    """semantic.json's ``long_text``: the policy, and the documents longer than max_seq_length tokens."""
-    tok = emb.tokens
-    known = tok[:, 0] >= 0 if tok is not None else np.zeros(0, bool)
-    if not known.any():
+def token_summary(tokens: np.ndarray | None, seq: int | None) -> dict[str, int]:
+    """The token counts of some documents (int64 (n, 2): count, truncated 0/1; -1 where not counted) as sums
+    that merge by addition (``max_tokens`` by maximum): documents counted, over ``seq`` tokens, truncated."""
+    known = tokens[:, 0] >= 0 if tokens is not None else np.zeros(0, bool)
+    counts, trunc = (tokens[known, 0], tokens[known, 1] > 0) if tokens is not None else (known, known)
+    return {"documents": int(known.sum()), "over": int((counts > seq).sum()) if seq else 0,
+            "truncated": int(trunc.sum()), "max_tokens": int(counts.max()) if counts.shape[0] else 0}
+
+
+def long_text_stats(cfg: SemanticConfig, summary: dict[str, int], seq: int | None,
+                    windows: int) -> dict[str, Any] | None:
+    """semantic.json's ``long_text`` from a ``token_summary`` (None: no document counted)."""
+    n = summary["documents"]
+    if not n:
         return None
-    counts, trunc = tok[known, 0], tok[known, 1] > 0
-    over = int((counts > seq).sum()) if seq else 0
-    n = int(known.sum())
     cut = cfg.long_text == "truncate" and cfg.chars_per_token > 0 and seq
     return {"policy": cfg.long_text, "max_seq_length": seq,
             "window_overlap": cfg.window_overlap if cfg.long_text == "mean" else None,
-            "documents": n, "over_max_seq_length": over, "over_fraction": over / n,
-            "truncated": int(trunc.sum()), "truncated_fraction": float(trunc.mean()),
-            "max_tokens": int(counts.max()),
+            "documents": n, "over_max_seq_length": summary["over"], "over_fraction": summary["over"] / n,
+            "truncated": summary["truncated"], "truncated_fraction": summary["truncated"] / n,
+            "max_tokens": summary["max_tokens"],
             "tokens_counted_on": (f"the first chars_per_token x max_seq_length = {cfg.chars_per_token * seq:,} "
                                   "characters; a longer text's count is scaled by its length (an estimate)")
             if cut else "the whole text",
-            "windows_embedded": emb.windows if cfg.long_text == "mean" else None}
+            "windows_embedded": windows if cfg.long_text == "mean" else None}
+
+
+def _long_text_stats(cfg: SemanticConfig, emb: _Embedded, seq: int | None) -> dict[str, Any] | None:
+    """semantic.json's ``long_text``: the policy, and the documents longer than max_seq_length tokens."""
+    return long_text_stats(cfg, token_summary(emb.tokens, seq), seq, emb.windows)
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
@@ -315,11 +326,16 @@ def long_text_stage(cfg: SemanticConfig, src: Source, emb: _Embedded, model: Any
         (cache.found_meta.get("effective_max_seq_length") if cache is not None else None) or cfg.max_seq_length)
     long_text = _long_text_stats(cfg, emb, seq)
     if long_text and long_text["truncated"]:
-        logger.warning("semantic: %s of %s documents (%.1f%%) are longer than max_seq_length = %s tokens (up to %s "
-                       "counted): the model embedded only their beginning; long_text='mean' (--long-text mean) "
-                       "embeds whole texts", f"{long_text['truncated']:,}", f"{long_text['documents']:,}",
-                       100 * long_text["truncated_fraction"], seq, f"{long_text['max_tokens']:,}")
+        warn_truncated(long_text, seq)
     return seq, long_text
+
+
+def warn_truncated(long_text: dict[str, Any], seq: int | None) -> None:
+    """The warning of a run whose model embedded only the beginning of some documents (``long_text``)."""
+    logger.warning("semantic: %s of %s documents (%.1f%%) are longer than max_seq_length = %s tokens (up to %s "
+                   "counted): the model embedded only their beginning; long_text='mean' (--long-text mean) "
+                   "embeds whole texts", f"{long_text['truncated']:,}", f"{long_text['documents']:,}",
+                   100 * long_text["truncated_fraction"], seq, f"{long_text['max_tokens']:,}")
 
 
 def cache_stage(src: Source, emb: _Embedded, seq: int | None) -> str | None:
@@ -362,14 +378,27 @@ def semantic_stats(cfg: SemanticConfig, run: RunConfig, device: str, files, repo
 def write_stage(out: str, table: pa.Table, centroids: np.ndarray, stats: dict[str, Any]) -> None:
     """semantic_decisions.parquet (``SEMANTIC_SCHEMA``), semantic/centroids.npy and semantic.json."""
     write_table(table, SEMANTIC_SCHEMA, os.path.join(out, "semantic_decisions.parquet"))
+    write_centroids(out, centroids)
+    finish_stats(out, stats)
+
+
+def write_centroids(out: str, centroids: np.ndarray) -> None:
+    """OUT/semantic/centroids.npy."""
     with io.atomic_path(os.path.join(out, "semantic", "centroids.npy")) as tmp, open(tmp, "wb") as fh:
         np.save(fh, centroids)
+
+
+def finish_stats(out: str, stats: dict[str, Any]) -> None:
+    """OUT/semantic.json (written last: ``run.finish``)."""
     finish(out, stats, name="semantic.json")
 
 
 def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: str | os.PathLike | None = None,
                    device: str = "cpu", *, run: RunConfig | None = None,
-                   embeddings: np.ndarray | None = None, rows: np.ndarray | None = None) -> SemanticResult:
+                   embeddings: np.ndarray | None = None, rows: np.ndarray | None = None, engine: str = "local",
+                   workers: int | None = None, address: str | None = None,
+                   work_dir: str | os.PathLike | None = None, resume: bool = False,
+                   partitions: int | None = None) -> SemanticResult:
     """Semantic deduplication of ``source`` (path(s)/glob(s)/directory, pyarrow Table or pandas DataFrame): the
     stages of the module docstring, timed into semantic.json's ``timings_s``.
 
@@ -388,6 +417,11 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
             here); then no model is loaded and ``cfg.model`` is ignored.
         rows: bool, one per input document: only these documents are embedded and decided (a composed run's
             survivors of the earlier steps: ``pipeline.deduplicate``); the decisions list them alone.
+        engine: "local", or "ray" (distributed/semantic.py: embeddings per file, k-means in one task, clusters
+            compared per range; the same decisions): a local cluster of ``workers`` processes or the running one
+            at ``address``, ``partitions`` id and cluster ranges, intermediate files in ``work_dir`` (default
+            OUT/work; ``resume`` reuses its finished tasks). It needs ``output_dir`` and takes neither
+            ``embeddings`` nor ``rows``.
 
     Returns:
         The ``SemanticResult``: the decisions, the statistics (semantic.json), the embeddings and centroids.
@@ -400,6 +434,16 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
     cfg = cfg or SemanticConfig()
     run = run or RunConfig()
     device = resolve_torch_device(device)
+    if engine == "ray":
+        from ..distributed.semantic import semantic_dedup_ray
+
+        if embeddings is not None or rows is not None:
+            raise ConfigError("semantic_dedup on engine='ray' embeds its input itself: embeddings= and rows= are "
+                              "the local engine's (run it with engine='local')")
+        out, work = ray_dirs(output_dir, work_dir, "semantic dedup")
+        return semantic_dedup_ray(io.source_files(source), cfg, out, device, run, work=work, workers=workers,
+                                  address=address, resume=resume, partitions=partitions)
+    check_local(engine, workers, address, partitions)
     steps = Steps()
     out = os.fspath(output_dir) if output_dir is not None else None
     files = io.source_files(source)

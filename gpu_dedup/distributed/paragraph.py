@@ -190,7 +190,7 @@ def paragraph_dedup_ray(files, cfg, out: str, device: str, *, threads: int, work
     steps = Steps()
     timings = steps.timings
     job = ProgramJob(cfg, device, files, work_root(work, "paragraph"))
-    with session(job, workers=workers, address=address, resume=resume, timings=timings) as r:
+    with session(job, workers=workers, address=address, resume=resume) as r:
         job.partitions = key_ranges(partitions, int(r.ray.cluster_resources().get("CPU", 1)), files)
         job.run_key = run_key("paragraph", cfg, device, job.partitions, files)
         with steps("keys"):

@@ -295,7 +295,7 @@ def semantic_dedup_ray(files, cfg, out: str, device: str, run, *, work: str, wor
     job = ProgramJob(cfg, device, files, work_root(work, "semantic"),
                      extra={"run": run, "model": src.path, "dtype": src.dtype})
     km = pr = wr = []
-    with session(job, workers=workers, address=address, resume=resume, timings=timings, device_stages=True) as r:
+    with session(job, workers=workers, address=address, resume=resume, device_stages=True) as r:
         job.partitions = key_ranges(partitions, int(r.ray.cluster_resources().get("CPU", 1)), files)
         job.run_key = run_key("semantic", cfg, device, job.partitions, files, src.fingerprint,
                               {k: getattr(run, k) for k in ("id_field", "text_field", "on_error", "batch_bytes")})

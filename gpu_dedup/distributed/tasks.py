@@ -6,7 +6,7 @@ the job every task takes, the runner of one program's stages, and the session ar
                 of earlier stages (``extra``); no per-document state
     Runner      ``stage(fn, keys, *args)``: one task per key (``rows.run_once`` functions: idempotent, a marker
                 with the run key reused, Ray retries a task whose worker died), results in key order, timed
-                into the program's timings and metered (run.json's ``cost``); ``device=True`` with
+                (run.json's ``engine.stage_seconds``) and metered (run.json's ``cost``); ``device=True`` with
                 device="cuda": on GPU actors (driver.DeviceWorker), one per GPU
     session     the cluster (``cluster.ray_cluster``: one already connected, e.g. the pipeline's, started once
                 for all its steps, is used as it is), the probe (version, the work dir seen by every node), the
@@ -78,7 +78,8 @@ def _identity(f) -> Any:
 
 def run_key(program: str, settings: Any, device: str, partitions: int, files, *more: Any) -> str:
     """The run key of a program's markers (module doc)."""
-    plain = dataclasses.asdict(settings) if dataclasses.is_dataclass(settings) else settings
+    plain = dataclasses.asdict(settings) if dataclasses.is_dataclass(settings) else dict(settings)
+    plain.pop("progress", None)  # bars change no output
     return digest([program, plain, device, partitions, [_identity(f) for f in files], list(more)])
 
 
@@ -88,7 +89,7 @@ class Runner:
 
     ray: Any
     job: ProgramJob
-    timings: dict[str, float]
+    timings: dict[str, float] = field(default_factory=dict)  # each stage's wall seconds (run.json engine)
     actors: list = field(default_factory=list)
     nodes: int = 1
     _remote: dict = field(default_factory=dict)
@@ -108,7 +109,7 @@ class Runner:
                 self._remote[fn] = self.ray.remote(num_cpus=1, max_retries=3)(fn)
             refs = [self._remote[fn].remote(self.job, k, *args, *more(k)) for k in keys]
         res = ray_get(self.ray, refs, lambda i, exc: _failure(fn, keys[i], self.job, exc))
-        self.timings[f"ray_{fn.stage}"] = self.timings.get(f"ray_{fn.stage}", 0.0) + time.perf_counter() - t
+        self.timings[fn.stage] = self.timings.get(fn.stage, 0.0) + time.perf_counter() - t
         meter = current_meter()
         if meter is not None:  # the tasks' own accounting (run.json's cost)
             meter.add_tasks(res, on_gpu=bool(device and self.actors))
@@ -120,7 +121,8 @@ class Runner:
         return {"name": "ray", "workers": workers, "address": address, "nodes": self.nodes,
                 "partitions": self.job.partitions, "tasks": len(flat),
                 "tasks_reused": sum(1 for r in flat if r.get("reused")), "device_workers": len(self.actors),
-                "worker_peak_rss_bytes": max([r.get("peak_rss_bytes", 0) for r in flat] or [0])}
+                "worker_peak_rss_bytes": max([r.get("peak_rss_bytes", 0) for r in flat] or [0]),
+                "stage_seconds": dict(self.timings)}
 
 
 def task(stage: str, per: str = "file", valid: Callable[..., bool] | None = None):
@@ -146,7 +148,7 @@ def _failure(fn: Callable, key: int, job: ProgramJob, exc) -> str:
 
 
 @contextlib.contextmanager
-def session(job: ProgramJob, *, workers: int | None, address: str | None, resume: bool, timings: dict[str, float],
+def session(job: ProgramJob, *, workers: int | None, address: str | None, resume: bool,
             device_stages: bool = False) -> Iterator[Runner]:
     """The cluster, the probe and the work dir of one program run (module doc); yields its ``Runner``. With
     ``device_stages`` and device="cuda", one DeviceWorker actor per GPU, freed on the way out."""
@@ -163,7 +165,7 @@ def session(job: ProgramJob, *, workers: int | None, address: str | None, resume
 
             actors = _device_workers(ray)
         try:
-            yield Runner(ray, job, timings, actors, nodes)
+            yield Runner(ray, job, {}, actors, nodes)
         finally:
             for a in actors:  # a joined cluster outlives the run: free the GPUs
                 ray.kill(a)

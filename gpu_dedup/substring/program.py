@@ -31,11 +31,10 @@ class Substring:
     def run(self, view: Any, out: str, env: Env) -> StepRun:
         from .dedup import substring_dedup
 
-        env.local_only(self.name)
         cfg = dataclasses.replace(env.reading.apply(self.config), progress=env.progress)
-        if cfg.work_dir is None and env.work_dir is not None:  # the spilled tokens go to the run's work directory
-            os.makedirs(env.work_dir, exist_ok=True)
+        if cfg.work_dir is None and env.work_dir is not None and env.engine == "local":
+            os.makedirs(env.work_dir, exist_ok=True)  # the spilled tokens go to the run's work directory
             cfg = dataclasses.replace(cfg, work_dir=env.work_dir)
-        res = substring_dedup(view, cfg, out, device=env.device, overwrite=env.overwrite)
+        res = substring_dedup(view, cfg, out, device=env.device, overwrite=env.overwrite, **env.ray_args())
         ids = pq.read_table(os.path.join(out, DOCS_FILE), columns=["id"])["id"].combine_chunks()
         return StepRun(res, Verdicts.all_kept(ids, file_sources(res.stats)), os.path.join(out, OUTPUT_DIR))

@@ -249,7 +249,9 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
         if view.rows is not None:
             raise RunError("the first step must read the whole input")
         run.decisions = _base_table(v, any(s.name == "semantic" for s in run.steps))
-        run.relpaths = list(result.stats.get("inputs") or []) if result is not None else []
+        # the input's files as the step read them (a reused step: as it would, empty files included)
+        run.relpaths = list(result.stats.get("inputs") or []) if result is not None else \
+            [f.relpath for f in io.source_files(view.files)]
         if not run.relpaths:
             run.relpaths = list(dict.fromkeys(v.sources.to_pylist()))
         per_file = pc.value_counts(v.sources).to_pylist() if len(v.sources) else []
@@ -315,9 +317,11 @@ def _write_kept(run: _Run, view: View, keep: np.ndarray, target: str) -> dict[st
     if run.env.engine == "ray":  # one task per file (distributed/views.py), each given its file's rows
         from ..distributed.views import write_kept
 
-        if rows is None:
-            counts = value_counts(run.decisions["source"].take(pa.array(view.rows, pa.int64())))
-            rows = [int(counts.get(name, 0)) for name in view.names or ()]
+        if rows is None:  # each file's rows: the documents of its input file among the view's rows
+            src = run.decisions["source"]
+            counts = value_counts(src if view.rows is None else src.take(pa.array(view.rows, pa.int64())))
+            names = run.relpaths if view.rows is None else view.names or []
+            rows = [int(counts.get(name, 0)) for name in names]
         return write_kept(files, np.asarray(keep, bool), rows, target, r, workers=run.env.workers,
                           address=run.env.address)
     return io.write_kept(files, np.asarray(keep, bool), target, id_field=r.id_field, text_field=r.text_field,

@@ -362,7 +362,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
                    remote={s: ray.remote(num_cpus=1, max_retries=3)(s.fn) for s in PLAN}, guard=guard,
                    thresholds=thresholds(cfg), progress=cfg.progress)
         held = time.perf_counter()
-        d.actors = _device_workers(ray) if device == "cuda" else []
+        d.actors = device_workers(ray) if device == "cuda" else []
         try:
             walk(d)
         finally:
@@ -435,7 +435,7 @@ class DeviceWorker:
                 "array_backend": array_backend(job.device)}
 
 
-def _device_workers(ray) -> list:
+def device_workers(ray) -> list:
     """One DeviceWorker actor per GPU of the cluster (``num_gpus=1`` each; restarted and its task retried
     when its process dies). Refuses a cluster without GPUs, naming the fix."""
     gpus = int(ray.cluster_resources().get("GPU", 0))

@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,8 +33,18 @@ import pyarrow as pa
 
 from .. import io
 from ..runtime.device import batch_bytes, to_device, to_host
-from .shuffle import file_of, key_partition
-from .tasks import ProgramJob, add_counts, journal, merged_read, offsets_of, run_key, session, task, work_root
+from .shuffle import key_partition
+from .tasks import (
+    ProgramJob,
+    journal,
+    merged_read,
+    offsets_of,
+    program_key,
+    session,
+    sum_counts,
+    task,
+    work_root,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +63,7 @@ def _batches(job: ProgramJob, fi: int, report: io.ReadReport | None = None):
 
 
 @task("paragraph_keys")
-def keys(job: ProgramJob, fi: int) -> dict[str, Any]:
+def paragraph_keys(job: ProgramJob, fi: int) -> dict[str, Any]:
     """File ``fi``'s eligible keys, numbered in its key order, by key range (module doc)."""
     from ..paragraph.dedup import batch_keys
 
@@ -76,7 +85,7 @@ def keys(job: ProgramJob, fi: int) -> dict[str, Any]:
 
 
 @task("paragraph_first", per="range")
-def first(job: ProgramJob, p: int) -> dict[str, Any]:
+def paragraph_first(job: ProgramJob, p: int) -> dict[str, Any]:
     """Key range ``p``: the keys in input order within each key; the removed ones (keep-first: all but the
     first occurrence; remove-all: every occurrence of a repeated key), by file."""
     lay = job.layout
@@ -108,10 +117,17 @@ def _cut_there(job: ProgramJob, fi: int, result: dict, out: str) -> bool:
 
 
 @task("paragraph_cut", valid=_cut_there)
-def cut(job: ProgramJob, fi: int, out: str) -> dict[str, Any]:
+def paragraph_cut(job: ProgramJob, fi: int, out: str) -> dict[str, Any]:
     """File ``fi`` read again and cut: its spans and documents parts and its paragraph_deduplicated/ file."""
-    from ..paragraph.dedup import OUTPUT_DIR, SPANS_SCHEMA, add_counts as add_batch, batch_keys, batch_tables, \
-        cut_batch, new_counts
+    from ..paragraph.dedup import (
+        OUTPUT_DIR,
+        SPANS_SCHEMA,
+        batch_keys,
+        batch_tables,
+        cut_batch,
+        new_counts,
+    )
+    from ..paragraph.dedup import add_counts as add_batch
     from ..text.cutwrite import write_cut_documents
 
     cfg, lay, row0 = job.cfg, job.layout, int(job.offsets[fi])
@@ -174,16 +190,27 @@ class _Seen:
                         "to measure"}
 
 
-def paragraph_dedup_ray(files, cfg, out: str, device: str, *, threads: int, work: str, workers: int | None,
-                        address: str | None, resume: bool, partitions: int | None = None) -> Any:
-    """``paragraph.dedup.paragraph_dedup`` on the Ray engine (module doc): ``files`` (``io.source_files``),
-    ``out`` OUT (required), ``work`` the shared work dir (its ``paragraph/`` folder). Returns the
-    ``ParagraphResult`` (its tables in the files)."""
-    from ..paragraph.dedup import DOCS_SCHEMA, OUTPUT_DIR, SPANS_SCHEMA, Pass, ParagraphResult, new_counts, \
-        paragraph_stats
-    from ..runtime.run import Steps, finish, write_tables
+def paragraph_dedup_ray(source: Any, cfg, out: str | None, env, partitions: int | None = None) -> Any:
+    """``paragraph.dedup.paragraph_dedup`` of ``source`` on the Ray engine (module doc), as the ``Paragraph`` step
+    runs it with ``env.engine == "ray"``: ``env``'s device, cluster (``workers`` / ``address``), work dir
+    (default OUT/work; its ``paragraph/`` folder) and ``resume``; ``partitions`` key ranges (default: the
+    cluster's CPUs). Returns the ``ParagraphResult`` (its tables in the files of ``out``, required)."""
+    from ..paragraph.dedup import (
+        DOCS_SCHEMA,
+        OUTPUT_DIR,
+        SPANS_SCHEMA,
+        ParagraphResult,
+        Pass,
+        new_counts,
+        paragraph_stats,
+    )
+    from ..runtime.run import Steps, finish, ray_dirs, resources, write_tables
     from .driver import key_ranges
 
+    device, threads = resources(env.device)
+    files = io.source_files(source)
+    out, work = ray_dirs(out, env.work_dir, "paragraph dedup")
+    workers, address, resume = env.workers, env.address, env.resume
     if cfg.bloom.mode == "bloom":
         logger.info(BLOOM_ON_RAY)
     out = os.path.abspath(out)
@@ -192,15 +219,15 @@ def paragraph_dedup_ray(files, cfg, out: str, device: str, *, threads: int, work
     job = ProgramJob(cfg, device, files, work_root(work, "paragraph"))
     with session(job, workers=workers, address=address, resume=resume) as r:
         job.partitions = key_ranges(partitions, int(r.ray.cluster_resources().get("CPU", 1)), files)
-        job.run_key = run_key("paragraph", cfg, device, job.partitions, files)
+        job.run_key = program_key("paragraph", cfg, device, job.partitions, files)
         with steps("keys"):
-            ks = r.stage(keys, range(job.nfiles))
+            ks = r.stage(paragraph_keys, range(job.nfiles))
         job.offsets = offsets_of([k["rows"] for k in ks])
         with steps("first"):
-            fs = r.stage(first, range(job.partitions))
+            fs = r.stage(paragraph_first, range(job.partitions))
         journal(out, files, OUTPUT_DIR)
         with steps("cut"):
-            cs = r.stage(cut, range(job.nfiles), out)
+            cs = r.stage(paragraph_cut, range(job.nfiles), out)
         engine = r.engine_stats(workers, address, [ks, fs, cs])
     lay = job.layout
     with steps("write_tables"):
@@ -211,8 +238,8 @@ def paragraph_dedup_ray(files, cfg, out: str, device: str, *, threads: int, work
     counts = new_counts()
     written = {"files": 0, "rows_written": 0, "rows_changed": 0}
     for c in cs:
-        add_counts(counts, c["counts"])
-        add_counts(written, c["written"])
+        sum_counts(counts, c["counts"])
+        sum_counts(written, c["written"])
     seen = _Seen(cfg, fs)
     stats = paragraph_stats(cfg, device, threads, files, Pass(counts, merged_read(ks), batch_bytes(cfg.batch_bytes,
                                                                                                device)),

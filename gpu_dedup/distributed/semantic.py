@@ -33,7 +33,15 @@ import pyarrow as pa
 
 from .. import io
 from .shuffle import file_of, key_partition
-from .tasks import ProgramJob, merged_read, offsets_of, run_key, session, task, work_root
+from .tasks import (
+    ProgramJob,
+    merged_read,
+    offsets_of,
+    program_key,
+    session,
+    task,
+    work_root,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +75,7 @@ def _emb(t: pa.Table, d: int) -> np.ndarray:
 
 
 @task("semantic_embed")
-def embed(job: ProgramJob, fi: int) -> dict[str, Any]:
+def semantic_embed(job: ProgramJob, fi: int) -> dict[str, Any]:
     """File ``fi``'s embeddings, ids and keep values (the local engine's embed pass over this file alone)."""
     from ..runtime.device import batch_bytes
     from ..semantic.config import semantic_keep_column
@@ -104,9 +112,9 @@ def embed(job: ProgramJob, fi: int) -> dict[str, Any]:
     emb = np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
     lay.write(_emb_table(all_ids, emb, np.concatenate(values) if kc and values else
                          (np.zeros(0) if kc else None)), "emb", f"f{fi:06d}")
-    from .stages import _id_hashes
+    from .stages import id_hashes
 
-    lay.write_split(pa.table({"id": all_ids}), key_partition(_id_hashes(all_ids), job.partitions), job.partitions,
+    lay.write_split(pa.table({"id": all_ids}), key_partition(id_hashes(all_ids), job.partitions), job.partitions,
                     "ids", lambda p: f"f{fi:06d}-p{p:04d}")
     seq = (int(model.max_seq_length) if model is not None and model.max_seq_length else cfg.max_seq_length)
     return {"rows": len(all_ids), "report": report.to_dict(), "dim": int(emb.shape[1]) if emb.ndim == 2 else 0,
@@ -115,7 +123,7 @@ def embed(job: ProgramJob, fi: int) -> dict[str, Any]:
 
 
 @task("semantic_unique", per="range")
-def unique(job: ProgramJob, p: int) -> dict[str, Any]:
+def semantic_unique(job: ProgramJob, p: int) -> dict[str, Any]:
     """Are the ids of hash range ``p`` distinct."""
     import pyarrow.compute as pc
 
@@ -165,7 +173,7 @@ def _load_fitted(job: ProgramJob):
 
 
 @task("semantic_kmeans", per="task")
-def kmeans(job: ProgramJob, key: int, n: int, k: int) -> dict[str, Any]:
+def semantic_kmeans(job: ProgramJob, key: int, n: int, k: int) -> dict[str, Any]:
     """``clustering.fit`` on the local engine's fit rows (``fit_rows``), read from the files' embeddings."""
     from ..semantic.clustering import fit, fit_rows
 
@@ -186,7 +194,7 @@ def cluster_range(cluster: np.ndarray, k: int, ranges: int) -> np.ndarray:
 
 
 @task("semantic_assign")
-def assign(job: ProgramJob, fi: int, n: int, k: int) -> dict[str, Any]:
+def semantic_assign(job: ProgramJob, fi: int, n: int, k: int) -> dict[str, Any]:
     """File ``fi``'s rows assigned to their nearest centroids, with their keep-order keys, sent to their clusters'
     ranges; its (cluster, cosine) kept for its write task."""
     from ..semantic.clustering import assign as nearest
@@ -213,7 +221,7 @@ _DECIDED = pa.schema([("row", pa.int64()), ("removed", pa.bool_()), ("max_sim", 
 
 
 @task("semantic_pairs", per="range")
-def pairs(job: ProgramJob, r: int, k: int) -> dict[str, Any]:
+def semantic_pairs(job: ProgramJob, r: int, k: int) -> dict[str, Any]:
     """Cluster range ``r``: each cluster's members in keep order, the pairwise step and the decision rule
     (``select.decide_clusters``); each member's result sent to its file."""
     from ..semantic.select import decide_clusters
@@ -242,7 +250,7 @@ def pairs(job: ProgramJob, r: int, k: int) -> dict[str, Any]:
 
 
 @task("semantic_write")
-def write(job: ProgramJob, fi: int) -> dict[str, Any]:
+def semantic_write(job: ProgramJob, fi: int) -> dict[str, Any]:
     """File ``fi``'s decisions part (``select.decisions_of``: its rows in input order)."""
     from ..semantic.select import decisions_of
 
@@ -271,20 +279,32 @@ def _raise_duplicate_ids(job: ProgramJob, file_rows: list[int]) -> None:
     raise RunError("a unique task found a duplicated id that the check of all ids did not")  # pragma: no cover
 
 
-def semantic_dedup_ray(files, cfg, out: str, device: str, run, *, work: str, workers: int | None,
-                       address: str | None, resume: bool, partitions: int | None = None):
-    """``semantic.run.semantic_dedup`` on the Ray engine (module doc): ``files`` (``io.source_files``), ``out``
-    OUT (required), ``run`` the RunConfig whose reading settings apply, ``work`` the shared work dir (its
-    ``semantic/`` folder). Returns a ``SemanticResult`` whose decisions and embeddings are read from the
-    files when asked for."""
-    from ..runtime.run import Steps, write_tables
+def semantic_dedup_ray(source: Any, cfg, out: str | None, env, run, partitions: int | None = None):
+    """``semantic.run.semantic_dedup`` of ``source`` on the Ray engine (module doc), as the ``Semantic`` step runs
+    it with ``env.engine == "ray"``: ``env``'s device, cluster, work dir (default OUT/work; its ``semantic/``
+    folder) and ``resume``; ``run`` the RunConfig whose reading settings apply; ``partitions`` id and cluster
+    ranges (default: the cluster's CPUs). Returns a ``SemanticResult`` whose decisions and embeddings are read
+    from the files when asked for (``out`` is required)."""
+    from ..runtime.run import Steps, ray_dirs, write_tables
     from ..semantic.clustering import n_clusters_for, warn_largest
     from ..semantic.config import SEMANTIC_SCHEMA
-    from ..semantic.run import _Embedded, finish_stats, long_text_stats, semantic_stats, source_stage, \
-        warn_truncated, write_centroids
+    from ..semantic.model import resolve_torch_device
+    from ..semantic.run import (
+        EmbedPass,
+        long_text_stats,
+        semantic_stats,
+        source_stage,
+        warn_truncated,
+        write_centroids,
+        write_semantic_json,
+    )
     from ..semantic.select import decided_stats
     from .driver import key_ranges
 
+    device = resolve_torch_device(env.device)
+    files = io.source_files(source)
+    out, work = ray_dirs(out, env.work_dir, "semantic dedup")
+    workers, address, resume = env.workers, env.address, env.resume
     if cfg.cache_dir is not None:
         logger.info("semantic on Ray: the embedding cache %s is the local engine's; the Ray tasks keep their "
                     "embeddings in the work dir (--resume reuses them)", cfg.cache_dir)
@@ -297,23 +317,23 @@ def semantic_dedup_ray(files, cfg, out: str, device: str, run, *, work: str, wor
     km = pr = wr = []
     with session(job, workers=workers, address=address, resume=resume, device_stages=True) as r:
         job.partitions = key_ranges(partitions, int(r.ray.cluster_resources().get("CPU", 1)), files)
-        job.run_key = run_key("semantic", cfg, device, job.partitions, files, src.fingerprint,
+        job.run_key = program_key("semantic", cfg, device, job.partitions, files, src.fingerprint,
                               {k: getattr(run, k) for k in ("id_field", "text_field", "on_error", "batch_bytes")})
-        em = r.stage(embed, range(job.nfiles), device=True)
+        em = r.stage(semantic_embed, range(job.nfiles), device=True)
         rows = [e["rows"] for e in em]
         job.offsets = offsets_of(rows)
         job.extra["dim"] = max([e["dim"] for e in em] or [0])
         n = int(job.offsets[-1])
-        if not all(u["unique"] for u in r.stage(unique, range(job.partitions))):
+        if not all(u["unique"] for u in r.stage(semantic_unique, range(job.partitions))):
             _raise_duplicate_ids(job, rows)
         k = n_clusters_for(n, cfg)
         job.extra["ranges"] = max(1, min(job.partitions, k))  # cluster ranges: no more than clusters
         asg: list[dict] = []
         if n:
-            km = r.stage(kmeans, [0], n, k, device=True)
-            asg = r.stage(assign, range(job.nfiles), n, k, device=True)
-            pr = r.stage(pairs, range(job.extra["ranges"]), k, device=True)
-            wr = r.stage(write, range(job.nfiles))
+            km = r.stage(semantic_kmeans, [0], n, k, device=True)
+            asg = r.stage(semantic_assign, range(job.nfiles), n, k, device=True)
+            pr = r.stage(semantic_pairs, range(job.extra["ranges"]), k, device=True)
+            wr = r.stage(semantic_write, range(job.nfiles))
         engine = r.engine_stats(workers, address, [em, km, asg, pr, wr])
     lay = job.layout
     d = job.extra["dim"]
@@ -341,7 +361,7 @@ def semantic_dedup_ray(files, cfg, out: str, device: str, run, *, work: str, wor
     long_text = long_text_stats(cfg, summary, seq, sum(e["windows"] for e in em))
     if long_text and long_text["truncated"]:
         warn_truncated(long_text, seq)
-    emb = _Embedded(pa.array([], pa.string()), np.zeros((0, 2), np.uint64), np.zeros((0, d), np.float32), None,
+    emb = EmbedPass(pa.array([], pa.string()), np.zeros((0, 2), np.uint64), np.zeros((0, d), np.float32), None,
                     embedded=n)
     centroids = _load_fitted(job).centroids if n else np.zeros((0, d), np.float32)
     with steps("write"):
@@ -352,7 +372,7 @@ def semantic_dedup_ray(files, cfg, out: str, device: str, run, *, work: str, wor
     stats = semantic_stats(cfg, run, device, files, merged_read(em), src, emb, seq, long_text, None, decided,
                            timings)
     stats["engine"] = engine
-    finish_stats(out, stats)
+    write_semantic_json(out, stats)
     result = _FileSemantic(os.path.join(out, "semantic_decisions.parquet"), stats, centroids, out, job)
     logger.info("%s in %.2f s", result.summary(), timings["total"])
     return result

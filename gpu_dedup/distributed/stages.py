@@ -108,7 +108,7 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
     part = key_partition(piece["exact_lo"].to_numpy(), job.partitions)
     lay.write_split(exact, part, job.partitions, "exact_rows", lambda p: f"f{fi:06d}-p{p:04d}")
     # ids by hash range too, so that the exact task of a range checks them for uniqueness
-    lay.write_split(piece.select(["id"]), key_partition(_id_hashes(piece["id"]), job.partitions), job.partitions,
+    lay.write_split(piece.select(["id"]), key_partition(id_hashes(piece["id"]), job.partitions), job.partitions,
                     "ids", lambda p: f"f{fi:06d}-p{p:04d}")
     return {"rows": piece.num_rows, "report": report, "timings": tm, "stamp": stamp,
             "text_bytes": int(pc.sum(piece["text_bytes"]).as_py() or 0), **({"prefilter": pre} if pre else {})}
@@ -172,7 +172,7 @@ def _prefiltered(job: Job, fi: int, piece: pa.Table, part, step) -> tuple[pa.Tab
                    "by_reason": value_counts(scores["reason"]) if scores is not None else {}}
 
 
-def _id_hashes(ids) -> np.ndarray:
+def id_hashes(ids) -> np.ndarray:
     import xxhash
 
     return np.fromiter((xxhash.xxh3_64_intdigest(v.encode()) for v in ids.to_pylist()), np.uint64, len(ids))

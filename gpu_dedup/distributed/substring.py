@@ -33,7 +33,17 @@ import pyarrow as pa
 
 from .. import io
 from .shuffle import file_of
-from .tasks import ProgramJob, add_counts, journal, merged_read, offsets_of, run_key, session, task, work_root
+from .tasks import (
+    ProgramJob,
+    journal,
+    merged_read,
+    offsets_of,
+    program_key,
+    session,
+    sum_counts,
+    task,
+    work_root,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +72,10 @@ def _tokenizer(path: str | None):
 
 
 @task("substring_tokens")
-def tokens(job: ProgramJob, fi: int) -> dict[str, Any]:
+def substring_tokens(job: ProgramJob, fi: int) -> dict[str, Any]:
     """File ``fi`` tokenized: its tokens and its documents (module doc)."""
     from ..io.text import arrow_text_buffers
-    from ..substring.dedup import too_long_in, tokenize
+    from ..substring.dedup import tokenize, too_long_in
 
     cfg, lay = job.cfg, job.layout
     report = io.ReadReport()
@@ -97,7 +107,7 @@ def tokens(job: ProgramJob, fi: int) -> dict[str, Any]:
 
 
 @task("substring_plan", per="task")
-def plan(job: ProgramJob, key: int) -> dict[str, Any]:
+def substring_plan(job: ProgramJob, key: int) -> dict[str, Any]:
     """The keep order of every document (each one's first keep key, by file) and the chunks."""
     from ..decisions import keep_rank
     from ..substring.dedup import chunk_tokens_for
@@ -126,7 +136,7 @@ def _keys(first: np.ndarray, ntok: np.ndarray) -> np.ndarray:
 
 
 @task("substring_pairs", per="pair")
-def pairs(job: ProgramJob, q: int) -> dict[str, Any]:
+def substring_pairs(job: ProgramJob, q: int) -> dict[str, Any]:
     """Pair ``q`` of chunks: one suffix array over their documents (``spans.array_earliest``); each token with an
     equal window gets the smallest keep key and the token holding it, sent to its file."""
     from ..substring.spans import array_earliest
@@ -207,12 +217,18 @@ def _cut_there(job: ProgramJob, fi: int, result: dict, out: str) -> bool:
 
 
 @task("substring_cut", valid=_cut_there)
-def cut(job: ProgramJob, fi: int, out: str) -> dict[str, Any]:
+def substring_cut(job: ProgramJob, fi: int, out: str) -> dict[str, Any]:
     """File ``fi``: the earliest copy of each of its windows over every pair, the file read again and cut; its
     spans and documents parts and its substring_deduplicated/ file."""
     from ..errors import RunError
     from ..io.text import arrow_text_buffers
-    from ..substring.dedup import OUTPUT_DIR, SPANS_SCHEMA, cut_tables, read_batch_bytes, seam_sample
+    from ..substring.dedup import (
+        OUTPUT_DIR,
+        SPANS_SCHEMA,
+        cut_tables,
+        read_batch_bytes,
+        seam_sample,
+    )
     from ..substring.spans import NONE, cut_spans
     from ..substring.tokens import Tokens
     from ..text.cutwrite import write_cut_documents
@@ -251,7 +267,7 @@ def cut(job: ProgramJob, fi: int, out: str) -> dict[str, Any]:
         sp, docs, c, (new_text, doc, cs, ce) = cut_tables(data, offsets, row0 + r, batch.ids, bt, spans, kept, cfg)
         spans_parts.append(sp)
         docs_parts.append(docs.drop_columns(["text"]))
-        add_counts(counts, c)
+        sum_counts(counts, c)
         if len(seams) < cfg.seam_sample:
             for s in seam_sample(new_text, doc, cs, ce, cfg.seam_sample - len(seams)):
                 seams.append({**s, "row": s["row"] + row0 + r})
@@ -272,24 +288,48 @@ def cut(job: ProgramJob, fi: int, out: str) -> dict[str, Any]:
     return {"out": out, "counts": counts, "seams": seams, "written": written, "has_docs": bool(docs_parts)}
 
 
-def substring_dedup_ray(source: Any, files, cfg, out: str, device: str, *, threads: int, work: str,
-                        workers: int | None, address: str | None, resume: bool, partitions: int | None = None):
-    """``substring.dedup.substring_dedup`` on the Ray engine (module doc), inside its owned OUT: ``files``
-    (``io.source_files`` of ``source``), ``work`` the shared work dir (its ``substring/`` folder). Returns the
-    ``SubstringResult`` (its tables in the files)."""
+def substring_dedup_ray(source: Any, cfg, out: str | None, env):
+    """``substring.dedup.substring_dedup`` of ``source`` on the Ray engine (module doc), as the ``Substring`` step
+    runs it with ``env.engine == "ray"``: OUT owned as the local run owns it (command "substring"), ``env``'s
+    device, cluster, work dir (default OUT/work; its ``substring/`` folder) and ``resume``. Returns the
+    ``SubstringResult`` (its tables in the files of ``out``, required)."""
+    from ..runtime.outputs import input_roots
+    from ..runtime.run import owned, ray_dirs, resources
+    from ..substring.suffix import require_library
+
+    out, work = ray_dirs(out, env.work_dir, "substring dedup")
+    with owned(out, roots=input_roots(source), command="substring", overwrite=env.overwrite):
+        device, threads = resources(env.device)
+        require_library(device)
+        return _substring_ray(source, io.source_files(source), cfg, out, device, threads=threads, work=work,
+                              workers=env.workers, address=env.address, resume=env.resume)
+
+
+def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: int, work: str,
+                   workers: int | None, address: str | None, resume: bool):
     from ..errors import DataError
     from ..runtime.run import Steps, finish, write_tables
-    from ..substring.dedup import DOCS_SCHEMA, OUTPUT_DIR, SPANS_FILE, DOCS_FILE, SPANS_SCHEMA, STATS_FILE, \
-        SubstringResult, finish_stats, substring_stats, too_long
+    from ..substring.dedup import (
+        DOCS_FILE,
+        DOCS_SCHEMA,
+        OUTPUT_DIR,
+        SPANS_FILE,
+        SPANS_SCHEMA,
+        STATS_FILE,
+        SubstringResult,
+        substring_stats,
+        throughput_stats,
+        too_long,
+    )
 
     out = os.path.abspath(out)
     steps = Steps()
     times = steps.timings
     job = ProgramJob(cfg, device, files, work_root(work, "substring"))
     with session(job, workers=workers, address=address, resume=resume, device_stages=True) as r:
-        job.run_key = run_key("substring", cfg, device, 1, files)
+        job.run_key = program_key("substring", cfg, device, 1, files)
         with steps("read"):
-            tk = r.stage(tokens, range(job.nfiles), device=True)
+            tk = r.stage(substring_tokens, range(job.nfiles), device=True)
         job.offsets = offsets_of([t["rows"] for t in tk])
         job.extra["token_offsets"] = offsets_of([t["tokens"] for t in tk])
         read = merged_read(tk)
@@ -301,16 +341,16 @@ def substring_dedup_ray(source: Any, files, cfg, out: str, device: str, *, threa
             fi = next(i for i, t in enumerate(tk) if t["too_long"] is not None)
             raise too_long(job.offsets[fi] + over[0], over[1], over[2], cfg)
         with steps("rank"):
-            pl = r.stage(plan, [0])[0]
+            pl = r.stage(substring_plan, [0])[0]
         chunks = pl["chunks"]
         job.extra["chunks"] = chunks
         job.extra["pairs"] = [(0, 0)] if len(chunks) == 1 else \
             [(a, b) for a in range(len(chunks)) for b in range(a + 1, len(chunks))]
         with steps("match"):
-            pr = r.stage(pairs, range(len(job.extra["pairs"])), device=True)
+            pr = r.stage(substring_pairs, range(len(job.extra["pairs"])), device=True)
         journal(out, files, OUTPUT_DIR)
         with steps("cut"):
-            cs = r.stage(cut, range(job.nfiles), out)
+            cs = r.stage(substring_cut, range(job.nfiles), out)
         engine = r.engine_stats(workers, address, [tk, [pl], pr, cs])
     lay = job.layout
     with steps("write_tables"):
@@ -322,8 +362,8 @@ def substring_dedup_ray(source: Any, files, cfg, out: str, device: str, *, threa
     written = {"files": 0, "rows_written": 0, "rows_changed": 0}
     seams: list[dict] = []
     for c in cs:
-        add_counts(counts, c["counts"])
-        add_counts(written, c["written"])
+        sum_counts(counts, c["counts"])
+        sum_counts(written, c["written"])
         seams += c["seams"][:max(0, cfg.seam_sample - len(seams))]
     suffix = {"chunks": len(chunks), "chunk_tokens": pl["chunk_tokens"], "suffix_arrays": len(pr),
               "positions": sum(p["positions"] for p in pr), "largest_array": max(p["positions"] for p in pr),
@@ -333,7 +373,7 @@ def substring_dedup_ray(source: Any, files, cfg, out: str, device: str, *, threa
     stats = substring_stats(cfg, device, threads, files, read.to_dict(), counts, times, suffix, seams)
     stats["written"] = written
     stats["engine"] = engine
-    finish_stats(stats, times, counts, spilled=False)
+    throughput_stats(stats, times, counts, spilled=False)
 
     def report() -> str:
         from ..report.substring import write_substring_report

@@ -11,7 +11,7 @@ the job every task takes, the runner of one program's stages, and the session ar
     session     the cluster (``cluster.ray_cluster``: one already connected, e.g. the pipeline's, started once
                 for all its steps, is used as it is), the probe (version, the work dir seen by every node), the
                 work dir's layout (cleared for a fresh run, kept with ``resume``)
-    run_key     a program run's key: its name, settings, device, key ranges and every input's identity (a
+    program_key a program run's key: its name, settings, device, key ranges and every input's identity (a
                 marker of another input or setting is never reused)
     merged_read the per-file read reports of the first stage merged in file order (run.json's ``read``)
     work_root   the program's own folder of the work dir (WORK/<program>): programs of one OUT never share one
@@ -30,7 +30,8 @@ import numpy as np
 from ..io import ReadReport, is_url
 from ..runtime.cost import current as current_meter
 from .cluster import probe, ray_cluster, ray_get
-from .shuffle import Layout, run_key as digest
+from .shuffle import Layout
+from .shuffle import run_key as digest
 
 
 @dataclass
@@ -69,14 +70,14 @@ def work_root(work: str, program: str) -> str:
 def _identity(f) -> Any:
     """An input's identity for the run key: the file's (device, inode, size, times; remote: its etag), a table's
     rows and content hash."""
-    from ..runtime.workdir import _table_hash, file_identity
+    from ..runtime.workdir import file_identity, table_hash
 
     if f.fmt == "table":
-        return {"rows": f.table.num_rows, "content": _table_hash(f.table)}
+        return {"rows": f.table.num_rows, "content": table_hash(f.table)}
     return {"path": f.path, **file_identity(f)}
 
 
-def run_key(program: str, settings: Any, device: str, partitions: int, files, *more: Any) -> str:
+def program_key(program: str, settings: Any, device: str, partitions: int, files, *more: Any) -> str:
     """The run key of a program's markers (module doc)."""
     plain = dataclasses.asdict(settings) if dataclasses.is_dataclass(settings) else dict(settings)
     plain.pop("progress", None)  # bars change no output
@@ -161,9 +162,9 @@ def session(job: ProgramJob, *, workers: int | None, address: str | None, resume
         nodes = probe(ray, job.work)
         actors = []
         if device_stages and job.device == "cuda":
-            from .driver import _device_workers
+            from .driver import device_workers
 
-            actors = _device_workers(ray)
+            actors = device_workers(ray)
         try:
             yield Runner(ray, job, {}, actors, nodes)
         finally:
@@ -184,11 +185,11 @@ def offsets_of(rows: list[int]) -> list[int]:
     return np.concatenate([[0], np.cumsum(np.asarray(rows, np.int64))]).astype(np.int64).tolist()
 
 
-def add_counts(total: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
+def sum_counts(total: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
     """``part``'s counts added into ``total`` (numbers summed, nested mappings by key); returns ``total``."""
     for k, v in part.items():
         if isinstance(v, dict):
-            add_counts(total.setdefault(k, {}), v)
+            sum_counts(total.setdefault(k, {}), v)
         else:
             total[k] = total.get(k, 0) + v
     return total

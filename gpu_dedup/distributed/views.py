@@ -20,7 +20,7 @@ def _write_one(f, keep: np.ndarray, target: str, reading: dict[str, Any]) -> dic
     return io.write_kept([f], keep, target, file_rows=[int(keep.shape[0])], read_threads=1, **reading)
 
 
-def write_kept(files: Sequence[Any], keep: np.ndarray, file_rows: Sequence[int], target: str, reading: Any, *,
+def write_view(files: Sequence[Any], keep: np.ndarray, file_rows: Sequence[int], target: str, reading: Any, *,
                workers: int | None, address: str | None) -> dict[str, int]:
     """``io.write_kept(files, keep, target, ...)`` as one Ray task per file (``files``: ``io.source_files``'
     inputs, their relpaths the layout's; ``file_rows``: the rows of each in ``keep``). Returns the local

@@ -87,7 +87,7 @@ from ..runtime.device import batch_bytes, note_compiling, simulator, to_device, 
 from ..runtime.passes import progress
 from ..errors import ConfigError
 from ..io.text import arrow_text_buffers
-from ..runtime.run import RowGroups, Steps, check_local, finish, header, peak_rss_bytes, ray_dirs, resources
+from ..runtime.run import RowGroups, Steps, finish, header, peak_rss_bytes, resources
 from ..text.cutwrite import apply_cuts, write_cut_documents
 from ..text.spans import cut_ranges, gather_spans, hex128, span_hashes
 from ..constants import SPAN_SENTENCES
@@ -438,31 +438,17 @@ def paragraph_stats(cfg: ParagraphConfig, device: str, threads: int, files, p: P
 
 
 def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir: str | os.PathLike | None = None,
-                    device: str = "cpu", *, engine: str = "local", workers: int | None = None,
-                    address: str | None = None, work_dir: str | os.PathLike | None = None, resume: bool = False,
-                    partitions: int | None = None) -> ParagraphResult:
+                    device: str = "cpu") -> ParagraphResult:
     """Paragraph-level exact dedup of ``source`` (path(s)/glob(s)/directory, a pyarrow Table or a pandas
     DataFrame), keep-first or remove-all. Streams the input in batches; holds only the seen-set(s) (Bloom bits
     or 16 bytes per distinct unit in exact mode; remove-all holds two and reads the input once more) and one
     batch. See the module docstring for the policy and the outputs. Steps, timed into paragraph_dedup.json's
     ``timings_s``: ``count_pass`` (count, remove-all only), ``dedup_pass`` (pass1, of it kernels_and_cuts),
-    ``write_cut_documents`` (write_documents), ``paragraph_stats``.
-
-    ``engine="ray"`` (distributed/paragraph.py): the keys shuffled by key range over a Ray cluster (``workers``
-    local processes, or the running one at ``address``), ``partitions`` key ranges, intermediate files in
-    ``work_dir`` (default OUT/work; ``resume`` reuses its finished tasks); an output directory is required.
-    Every key range is decided exactly: the outputs equal the exact mode's byte for byte, a Bloom mode's
-    false positives aside."""
+    ``write_cut_documents`` (write_documents), ``paragraph_stats``. The Ray engine's run is the ``Paragraph``
+    step's with ``Env(engine="ray")`` (distributed/paragraph.py)."""
     cfg = cfg or ParagraphConfig()
     device, threads = resources(device)
     files = io.source_files(source)
-    if engine == "ray":
-        from ..distributed.paragraph import paragraph_dedup_ray
-
-        out, work = ray_dirs(output_dir, work_dir, "paragraph dedup")
-        return paragraph_dedup_ray(files, cfg, out, device, threads=threads, work=work, workers=workers,
-                                   address=address, resume=resume, partitions=partitions)
-    check_local(engine, workers, address, partitions)
     decider = Decider(cfg, device)
     out = os.fspath(output_dir) if output_dir is not None else None
     steps = Steps()

@@ -136,10 +136,8 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
                                      engine=engine, overwrite=overwrite, prefilter=prefilter, sources=sources,
                                      **ray))
     from ..lexical.program import Dedup
-    from ..paragraph.dedup import paragraph_dedup
     from ..paragraph.program import Paragraph
     from ..runtime.program import Env, Reading
-    from ..substring.dedup import substring_dedup
     from ..substring.program import Substring
     from .engine import run_pipeline
 
@@ -179,9 +177,8 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
     with own(out, work_dir=locked_wd, index_dir=save_index, command="run", overwrite=overwrite, resume=resume,
              roots=roots, flag="overwrite=True"):
         for name, stage_cfg in beside:  # both read the input: separate results, outside the composition
-            results[name] = (paragraph_dedup(source, stage_cfg, out, device=cfg.device, **env.ray_args())
-                             if name == "paragraph" else
-                             substring_dedup(source, stage_cfg, out, device=cfg.device, **env.ray_args()))
+            step = Paragraph(stage_cfg) if name == "paragraph" else Substring(stage_cfg)
+            results[name] = step.run(source, out, env).result  # the engine's program (on Ray: its tasks)
         run = run_pipeline(steps, source, out, env=env, layout="flat", command="run", resume=resume,
                            overwrite=overwrite)
         last: dict[str, int] = {name: -1 for name, _ in beside}

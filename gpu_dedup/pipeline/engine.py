@@ -315,14 +315,14 @@ def _write_kept(run: _Run, view: View, keep: np.ndarray, target: str) -> dict[st
     rows = run.file_rows if view.rows is None and run.file_rows is not None and len(run.file_rows) == len(files) \
         else None
     if run.env.engine == "ray":  # one task per file (distributed/views.py), each given its file's rows
-        from ..distributed.views import write_kept
+        from ..distributed.views import write_view
 
         if rows is None:  # each file's rows: the documents of its input file among the view's rows
             src = run.decisions["source"]
             counts = value_counts(src if view.rows is None else src.take(pa.array(view.rows, pa.int64())))
             names = run.relpaths if view.rows is None else view.names or []
             rows = [int(counts.get(name, 0)) for name in names]
-        return write_kept(files, np.asarray(keep, bool), rows, target, r, workers=run.env.workers,
+        return write_view(files, np.asarray(keep, bool), rows, target, r, workers=run.env.workers,
                           address=run.env.address)
     return io.write_kept(files, np.asarray(keep, bool), target, id_field=r.id_field, text_field=r.text_field,
                          on_error=r.on_error, file_rows=rows)

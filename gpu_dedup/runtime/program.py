@@ -86,14 +86,6 @@ class Env:
         if self.price is not None and not isinstance(self.price, Price):
             raise ConfigError(f"Env.price must be a Price or None, got {self.price!r}")
 
-    def ray_args(self) -> dict[str, Any]:
-        """A program's engine arguments (``engine``, and on Ray ``workers``, ``address``, ``work_dir``,
-        ``resume``): what paragraph, substring and semantic dedup take."""
-        if self.engine != "ray":
-            return {}
-        return {"engine": "ray", "workers": self.workers, "address": self.address, "work_dir": self.work_dir,
-                "resume": self.resume}
-
     def local_only(self, step: str) -> None:
         """Refuse ``engine="ray"`` for a step that runs in this process only, naming the way that works.
 

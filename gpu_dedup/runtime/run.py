@@ -78,21 +78,6 @@ def resources(device: str, threads: int | None = None) -> tuple[str, int]:
 
 # ---------------------------------------------------------------------------------------------- engine
 
-def check_local(engine: str, workers: int | None = None, address: str | None = None,
-                partitions: int | None = None) -> None:
-    """A program's ``engine`` is "local" or "ray", and the Ray engine's arguments come only with "ray".
-
-    Raises:
-        ConfigError: naming the argument and the fix.
-    """
-    from ..errors import ConfigError
-
-    if engine not in ("local", "ray"):
-        raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
-    if engine == "local" and (workers is not None or address is not None or partitions is not None):
-        raise ConfigError("workers / address / partitions need engine='ray' (CLI --engine ray)")
-
-
 def ray_dirs(output_dir: str | os.PathLike | None, work_dir: str | os.PathLike | None, what: str) -> tuple[str, str]:
     """(OUT, the work dir) of a program on engine="ray": its tasks write the outputs, so OUT is required; the work
     dir (every node must see it: a shared path or an fsspec URL) defaults to OUT/work.

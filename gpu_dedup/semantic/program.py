@@ -31,7 +31,12 @@ class Semantic:
         from .run import semantic_dedup
 
         reading = env.reading.apply(RunConfig(progress=env.progress))
-        res = semantic_dedup(view, self.config, out, device=env.device, run=reading, **env.ray_args())
+        if env.engine == "ray":
+            from ..distributed.semantic import semantic_dedup_ray
+
+            res = semantic_dedup_ray(view, self.config, out, env, reading)
+        else:
+            res = semantic_dedup(view, self.config, out, device=env.device, run=reading)
         d = res.decisions
         ids = d["id"].combine_chunks()
         values = {"cosine": d["cosine"], "semantic_nearest_id": d["nearest_id"],

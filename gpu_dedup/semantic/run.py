@@ -2,7 +2,7 @@
 
     source    the model (path, fingerprint, dtype) and the embedding cache, or the caller's rows (``Source``)
     embed     one pass over the input: hash every text, take cached embeddings, embed the rest, count tokens
-              (``_embed_pass`` -> ``_Embedded``)
+              (``_embed_pass`` -> ``EmbedPass``)
     long_text the effective max_seq_length and the documents longer than it (a warning when truncated)
     decide    k-means, order within clusters, max similarity to a kept one, decisions (``select.decide_embeddings``)
     cache     this run's rows into the embedding cache, unless all were reused in order
@@ -26,7 +26,7 @@ from ..config import RunConfig
 from ..errors import ConfigError
 from ..runtime.device import batch_bytes, set_threads
 from ..runtime.heartbeat import Heartbeat, duration, phase
-from ..runtime.run import RunResult, Steps, check_local, finish, header, ray_dirs, write_table
+from ..runtime.run import RunResult, Steps, finish, header, write_table
 from .config import CACHE_FORMAT, SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column
 from .embed import EmbeddingCache, count_tokens, embed_documents, text_hashes
 from .model import embedding_dtype, load_model, model_fingerprint, resolve_model_path, resolve_torch_device
@@ -62,7 +62,7 @@ class SemanticResult(RunResult):
 
 
 @dataclass
-class _Embedded:
+class EmbedPass:
     ids: pa.Array
     hashes: np.ndarray
     embeddings: np.ndarray
@@ -98,7 +98,7 @@ def _estimated_documents(files, batch) -> int:
     return total
 
 
-def _estimator(files, batch, to_embed: int, emb: "_Embedded", device: str):
+def _estimator(files, batch, to_embed: int, emb: "EmbedPass", device: str):
     """The ``on_first_batch`` callback of the first embedding call: extrapolate the first forward pass to the
     rest of the input (this batch's cache-hit rate assumed), record it, log it when it is long."""
     def on_first(fb) -> None:
@@ -116,7 +116,7 @@ def _estimator(files, batch, to_embed: int, emb: "_Embedded", device: str):
 
 def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: EmbeddingCache | None,
                 report, given: np.ndarray | None = None,
-                rows: np.ndarray | None = None) -> tuple[_Embedded, Any]:
+                rows: np.ndarray | None = None) -> tuple[EmbedPass, Any]:
     """Stream the input once: hash every text, take cached rows, embed the rest (model loaded lazily,
     only if something is missing), count tokens. With ``given`` (precomputed embeddings, one row per input
     document), take its rows. With ``rows`` (bool, one per input document), only those documents: the others
@@ -127,7 +127,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
     kc = semantic_keep_column(cfg.keep)
     ids, hashes, parts, values, tokens = [], [], [], [], []
     model = None
-    out = _Embedded(pa.array([], pa.string()), np.zeros((0, 2), np.uint64), np.zeros((0, 0), np.float32), None)
+    out = EmbedPass(pa.array([], pa.string()), np.zeros((0, 2), np.uint64), np.zeros((0, 0), np.float32), None)
     t_read = t_embed = t_model = 0.0
     t = time.perf_counter()
     # the bar and a line every HEARTBEAT_S move with each forward pass, not once per input batch (one batch of
@@ -269,7 +269,7 @@ def long_text_stats(cfg: SemanticConfig, summary: dict[str, int], seq: int | Non
             "windows_embedded": windows if cfg.long_text == "mean" else None}
 
 
-def _long_text_stats(cfg: SemanticConfig, emb: _Embedded, seq: int | None) -> dict[str, Any] | None:
+def _long_text_stats(cfg: SemanticConfig, emb: EmbedPass, seq: int | None) -> dict[str, Any] | None:
     """semantic.json's ``long_text``: the policy, and the documents longer than max_seq_length tokens."""
     return long_text_stats(cfg, token_summary(emb.tokens, seq), seq, emb.windows)
 
@@ -319,7 +319,7 @@ def source_stage(cfg: SemanticConfig, device: str, output_dir: str | None,
     return Source(given, path, fingerprint, dtype, key, meta, cache)
 
 
-def long_text_stage(cfg: SemanticConfig, src: Source, emb: _Embedded, model: Any) -> tuple[int | None, dict | None]:
+def long_text_stage(cfg: SemanticConfig, src: Source, emb: EmbedPass, model: Any) -> tuple[int | None, dict | None]:
     """(the effective max_seq_length, semantic.json's ``long_text``); warns when documents were truncated."""
     cache = src.cache
     seq = int(model.max_seq_length) if model is not None and model.max_seq_length else (
@@ -338,7 +338,7 @@ def warn_truncated(long_text: dict[str, Any], seq: int | None) -> None:
                    100 * long_text["truncated_fraction"], seq, f"{long_text['max_tokens']:,}")
 
 
-def cache_stage(src: Source, emb: _Embedded, seq: int | None) -> str | None:
+def cache_stage(src: Source, emb: EmbedPass, seq: int | None) -> str | None:
     """Write this run's rows to the embedding cache (unless every row was reused in the same order); returns
     the embeddings' path (None without a cache)."""
     cache = src.cache
@@ -352,7 +352,7 @@ def cache_stage(src: Source, emb: _Embedded, seq: int | None) -> str | None:
     return os.path.join(cache.path, "embeddings.npy")
 
 
-def semantic_stats(cfg: SemanticConfig, run: RunConfig, device: str, files, report, src: Source, emb: _Embedded,
+def semantic_stats(cfg: SemanticConfig, run: RunConfig, device: str, files, report, src: Source, emb: EmbedPass,
                    seq: int | None, long_text: dict | None, emb_path: str | None, decided: dict[str, Any],
                    timings: dict[str, float]) -> dict[str, Any]:
     """semantic.json: the shared header (``run.header``), then the model, the cache and the decisions' stats."""
@@ -379,7 +379,7 @@ def write_stage(out: str, table: pa.Table, centroids: np.ndarray, stats: dict[st
     """semantic_decisions.parquet (``SEMANTIC_SCHEMA``), semantic/centroids.npy and semantic.json."""
     write_table(table, SEMANTIC_SCHEMA, os.path.join(out, "semantic_decisions.parquet"))
     write_centroids(out, centroids)
-    finish_stats(out, stats)
+    write_semantic_json(out, stats)
 
 
 def write_centroids(out: str, centroids: np.ndarray) -> None:
@@ -388,24 +388,22 @@ def write_centroids(out: str, centroids: np.ndarray) -> None:
         np.save(fh, centroids)
 
 
-def finish_stats(out: str, stats: dict[str, Any]) -> None:
+def write_semantic_json(out: str, stats: dict[str, Any]) -> None:
     """OUT/semantic.json (written last: ``run.finish``)."""
     finish(out, stats, name="semantic.json")
 
 
 def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: str | os.PathLike | None = None,
                    device: str = "cpu", *, run: RunConfig | None = None,
-                   embeddings: np.ndarray | None = None, rows: np.ndarray | None = None, engine: str = "local",
-                   workers: int | None = None, address: str | None = None,
-                   work_dir: str | os.PathLike | None = None, resume: bool = False,
-                   partitions: int | None = None) -> SemanticResult:
+                   embeddings: np.ndarray | None = None, rows: np.ndarray | None = None) -> SemanticResult:
     """Semantic deduplication of ``source`` (path(s)/glob(s)/directory, pyarrow Table or pandas DataFrame): the
     stages of the module docstring, timed into semantic.json's ``timings_s``.
 
     The input is streamed with ``io.iter_batches``. The embeddings of all rows are held in memory
     (n x d x 4 bytes). With ``output_dir`` it writes semantic_decisions.parquet, semantic.json,
     semantic/centroids.npy and the embedding cache (default OUT/semantic/embeddings/<key>/, this run's rows in
-    input order).
+    input order). The Ray engine's run is the ``Semantic`` step's with ``Env(engine="ray")``
+    (distributed/semantic.py: embeddings per file, k-means in one task, clusters compared per range).
 
     Args:
         source: path(s), glob(s) or a directory, a pyarrow Table or a pandas DataFrame.
@@ -417,11 +415,6 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
             here); then no model is loaded and ``cfg.model`` is ignored.
         rows: bool, one per input document: only these documents are embedded and decided (a composed run's
             survivors of the earlier steps: ``pipeline.deduplicate``); the decisions list them alone.
-        engine: "local", or "ray" (distributed/semantic.py: embeddings per file, k-means in one task, clusters
-            compared per range; the same decisions): a local cluster of ``workers`` processes or the running one
-            at ``address``, ``partitions`` id and cluster ranges, intermediate files in ``work_dir`` (default
-            OUT/work; ``resume`` reuses its finished tasks). It needs ``output_dir`` and takes neither
-            ``embeddings`` nor ``rows``.
 
     Returns:
         The ``SemanticResult``: the decisions, the statistics (semantic.json), the embeddings and centroids.
@@ -434,16 +427,6 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
     cfg = cfg or SemanticConfig()
     run = run or RunConfig()
     device = resolve_torch_device(device)
-    if engine == "ray":
-        from ..distributed.semantic import semantic_dedup_ray
-
-        if embeddings is not None or rows is not None:
-            raise ConfigError("semantic_dedup on engine='ray' embeds its input itself: embeddings= and rows= are "
-                              "the local engine's (run it with engine='local')")
-        out, work = ray_dirs(output_dir, work_dir, "semantic dedup")
-        return semantic_dedup_ray(io.source_files(source), cfg, out, device, run, work=work, workers=workers,
-                                  address=address, resume=resume, partitions=partitions)
-    check_local(engine, workers, address, partitions)
     steps = Steps()
     out = os.fspath(output_dir) if output_dir is not None else None
     files = io.source_files(source)

@@ -68,7 +68,7 @@ from ..text.cutwrite import apply_cuts, write_cut_documents
 from ..text.spans import gather_spans
 from ..runtime.outputs import input_roots
 from ..runtime.passes import progress
-from ..runtime.run import RowGroups, Steps, check_local, finish, header, owned, peak_rss_bytes, ray_dirs, resources
+from ..runtime.run import RowGroups, Steps, finish, header, owned, peak_rss_bytes, resources
 from .config import SubstringConfig
 from .spans import CutSpans, KeepOrder, Matches, byte_cuts, cut_spans, find_matches
 from .suffix import require_library
@@ -439,7 +439,7 @@ def substring_stats(cfg: SubstringConfig, device: str, threads: int, files, read
     return stats
 
 
-def finish_stats(stats: dict[str, Any], times: dict[str, float], counts: dict[str, Any], *, spilled: bool) -> None:
+def throughput_stats(stats: dict[str, Any], times: dict[str, float], counts: dict[str, Any], *, spilled: bool) -> None:
     """The run's total time, throughput and memory into ``stats``, and its summary line."""
     n_tokens = counts["tokens"]
     cfg = stats["config"]
@@ -454,12 +454,12 @@ def finish_stats(stats: dict[str, Any], times: dict[str, float], counts: dict[st
 
 
 def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir: str | os.PathLike | None = None,
-                    device: str = "cpu", *, overwrite: bool = True, engine: str = "local",
-                    workers: int | None = None, address: str | None = None,
-                    work_dir: str | os.PathLike | None = None, resume: bool = False) -> SubstringResult:
+                    device: str = "cpu", *, overwrite: bool = True) -> SubstringResult:
     """Exact-substring dedup of ``source``: the stages of the module docstring, timed. ``output_dir`` is owned
     while the stage runs (``run.owned``, command "substring": outside the inputs, locked, an earlier run's files
-    replaced, this run's removed again if it fails); inside ``run_dedup``'s own block it joins that one.
+    replaced, this run's removed again if it fails); inside ``run_dedup``'s own block it joins that one. The Ray
+    engine's run is the ``Substring`` step's with ``Env(engine="ray")`` (distributed/substring.py: a task per
+    chunk pair's suffix array, per-file tokens and cuts).
 
     Args:
         source: path(s), glob(s) or a directory of input files, a pyarrow Table or a pandas DataFrame.
@@ -467,11 +467,6 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
         output_dir: where the spans, documents, cut records and substring_dedup.json go (None: in memory).
         device: "cpu", "cuda" or "auto".
         overwrite: replace an earlier finished run in ``output_dir`` (False: refuse it).
-        engine: "local", or "ray" (distributed/substring.py: every chunk pair's suffix array a task, every file
-            tokenized and cut by its own; the same outputs): a local cluster of ``workers`` processes or the
-            running one at ``address``, intermediate files in ``work_dir`` (default OUT/work; ``resume`` reuses
-            its finished tasks). It needs ``output_dir``; ``cfg.chunk_tokens`` (or a memory budget) makes the
-            pairs, without them one task builds the one suffix array.
 
     Returns:
         A ``SubstringResult``: the statistics, and the spans and cut documents in memory when ``output_dir``
@@ -482,17 +477,6 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
             (``DataError``), an input that changed while the stage ran (``RunError``), an ``output_dir`` inside
             the inputs (``ConfigError``) or holding a finished run without ``overwrite`` (``OutputExistsError``).
     """
-    if engine == "ray":
-        out, work = ray_dirs(output_dir, work_dir, "substring dedup")
-        with owned(out, roots=input_roots(source), command="substring", overwrite=overwrite):
-            from ..distributed.substring import substring_dedup_ray
-
-            cfg = cfg or SubstringConfig()
-            device, threads = resources(device)
-            require_library(device)
-            return substring_dedup_ray(source, io.source_files(source), cfg, out, device, threads=threads, work=work,
-                                       workers=workers, address=address, resume=resume)
-    check_local(engine, workers, address)
     with owned(output_dir, roots=input_roots(source), command="substring", overwrite=overwrite):
         return _substring_dedup(source, cfg, output_dir, device)
 
@@ -536,7 +520,7 @@ def _substring_dedup(source: Any, cfg: SubstringConfig | None, output_dir: str |
                             cut.seams)
     if out is not None:
         stats["written"] = timed("write", write_outputs, out, corpus, cfg)
-    finish_stats(stats, times, cut.counts, spilled=work is not None)
+    throughput_stats(stats, times, cut.counts, spilled=work is not None)
     if out is not None:
         def report() -> str:
             from ..report.substring import write_substring_report

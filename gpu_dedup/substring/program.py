@@ -35,6 +35,11 @@ class Substring:
         if cfg.work_dir is None and env.work_dir is not None and env.engine == "local":
             os.makedirs(env.work_dir, exist_ok=True)  # the spilled tokens go to the run's work directory
             cfg = dataclasses.replace(cfg, work_dir=env.work_dir)
-        res = substring_dedup(view, cfg, out, device=env.device, overwrite=env.overwrite, **env.ray_args())
+        if env.engine == "ray":
+            from ..distributed.substring import substring_dedup_ray
+
+            res = substring_dedup_ray(view, cfg, out, env)
+        else:
+            res = substring_dedup(view, cfg, out, device=env.device, overwrite=env.overwrite)
         ids = pq.read_table(os.path.join(out, DOCS_FILE), columns=["id"])["id"].combine_chunks()
         return StepRun(res, Verdicts.all_kept(ids, file_sources(res.stats)), os.path.join(out, OUTPUT_DIR))

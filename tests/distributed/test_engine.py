@@ -259,10 +259,6 @@ def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, caps
     with pytest.raises(type(local_err.value)) as ray_err:
         gpu_dedup.deduplicate(str(dup), cfg, work_dir=tmp_path / "dw", engine="ray", partitions=2)
     assert str(ray_err.value) == str(local_err.value) and "'a' (2 times" in str(ray_err.value)
-    from gpu_dedup.cli import main
-
-    assert main(["run", str(corpus), "-o", str(tmp_path / "p"), "--engine", "ray", "--paragraph-dedup"]) != 0
-    assert "--paragraph-dedup runs in one process" in capsys.readouterr().err
 
 
 def test_engine_argument_errors():

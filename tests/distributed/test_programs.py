@@ -13,10 +13,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup import RunConfig
+from gpu_dedup.distributed.paragraph import paragraph_dedup_ray
+from gpu_dedup.distributed.semantic import semantic_dedup_ray
+from gpu_dedup.distributed.substring import substring_dedup_ray
 from gpu_dedup.paragraph.bloom import BloomConfig
 from gpu_dedup.paragraph.dedup import ParagraphConfig, paragraph_dedup
+from gpu_dedup.runtime.program import Env
 from gpu_dedup.substring.config import SubstringConfig
 from gpu_dedup.testing.evalcorpus import make_corpus
+
+RAY = Env(engine="ray")
 
 ray = pytest.importorskip("ray")
 
@@ -91,8 +97,8 @@ def test_paragraph_on_ray_equals_local_exact(cluster, corpus, tmp_path, caplog, 
     local = paragraph_dedup(str(corpus), ParagraphConfig(on_error="skip", bloom=BloomConfig(mode="exact"), **kw),
                             tmp_path / "local")
     with caplog.at_level(logging.INFO, logger="gpu_dedup"):
-        res = paragraph_dedup(str(corpus), ParagraphConfig(on_error="skip", **kw), tmp_path / "ray", engine="ray",
-                              partitions=3)
+        res = paragraph_dedup_ray(str(corpus), ParagraphConfig(on_error="skip", **kw), tmp_path / "ray", RAY,
+                                  partitions=3)
     same_bytes(tmp_path / "local", tmp_path / "ray", PARAGRAPH_OUT)
     assert res.stats["counts"] == local.stats["counts"] and local.stats["counts"]["units_removed"] > 0
     assert res.stats["read"]["skipped"] == local.stats["read"]["skipped"] and local.stats["read"]["skipped"]
@@ -111,8 +117,8 @@ def test_paragraph_bloom_on_ray_has_no_false_positive(cluster, tmp_path):
     bloom = paragraph_dedup(src, ParagraphConfig(bloom=tiny, batch_bytes=2000), tmp_path / "bloom")
     exact = paragraph_dedup(src, ParagraphConfig(bloom=BloomConfig(mode="exact"), batch_bytes=2000),
                             tmp_path / "exact")
-    ray_run = paragraph_dedup(src, ParagraphConfig(bloom=tiny, fp_sample=0.5, batch_bytes=2000), tmp_path / "ray",
-                              engine="ray")
+    ray_run = paragraph_dedup_ray(src, ParagraphConfig(bloom=tiny, fp_sample=0.5, batch_bytes=2000),
+                                  tmp_path / "ray", RAY)
     assert bloom.stats["counts"]["units_removed"] > exact.stats["counts"]["units_removed"] == 299
     same_bytes(tmp_path / "exact", tmp_path / "ray", PARAGRAPH_OUT)
     assert ray_run.stats["fp_audit"]["false_removals"] == 0 and not ray_run.stats["fp_audit"]["measured"]
@@ -132,7 +138,7 @@ def test_substring_on_ray_equals_local(cluster, corpus, tmp_path, kw):
     from gpu_dedup.substring.dedup import substring_dedup
 
     local = substring_dedup(str(corpus), cfg, tmp_path / "local")
-    res = substring_dedup(str(corpus), cfg, tmp_path / "ray", engine="ray")
+    res = substring_dedup_ray(str(corpus), cfg, tmp_path / "ray", RAY)
     same_bytes(tmp_path / "local", tmp_path / "ray", SUBSTRING_OUT)
     assert res.stats["counts"] == local.stats["counts"] and local.stats["counts"]["spans_cut"] > 0
     assert res.stats["seams"] == local.stats["seams"]
@@ -177,7 +183,7 @@ def test_semantic_on_ray_equals_local(cluster, unique_corpus, model, tmp_path, k
     cfg = SemanticConfig(model=model, eps=0.05, **kw)
     run = RunConfig(batch_bytes=3000)  # several read batches per file: the forward passes are the local ones
     local = semantic_dedup(str(unique_corpus), cfg, tmp_path / "local", run=run)
-    res = semantic_dedup(str(unique_corpus), cfg, tmp_path / "ray", run=run, engine="ray", partitions=3)
+    res = semantic_dedup_ray(str(unique_corpus), cfg, tmp_path / "ray", RAY, run, partitions=3)
     same_bytes(tmp_path / "local", tmp_path / "ray", ["semantic_decisions.parquet", "semantic/centroids.npy"])
     assert 0 < local.stats["counts"]["removed"] < local.stats["counts"]["input"]
     for k in ("counts", "eps_sweep", "clusters", "long_text", "threshold", "pairwise_backend"):
@@ -193,7 +199,7 @@ def test_semantic_on_ray_duplicate_ids_raise_the_local_error(cluster, corpus, mo
     with pytest.raises(Exception) as local_err:
         semantic_dedup(str(corpus), cfg, run=run)
     with pytest.raises(type(local_err.value)) as ray_err:
-        semantic_dedup(str(corpus), cfg, tmp_path / "ray", run=run, engine="ray")
+        semantic_dedup_ray(str(corpus), cfg, tmp_path / "ray", RAY, run)
     assert str(ray_err.value) == str(local_err.value) and "2 times" in str(ray_err.value)
 
 
@@ -252,19 +258,19 @@ def test_killed_workers_and_resume(cluster, unique_corpus, model, tmp_path, prog
     """kill -9 of a worker in three stages of each program: Ray retries the tasks over their idempotent writes.
     A run killed after some tasks (their later markers dropped) resumes: the finished tasks are reused, the
     outputs equal the local run's byte for byte."""
-    from gpu_dedup.semantic import SemanticConfig, semantic_dedup
-    from gpu_dedup.substring.dedup import substring_dedup
+    from gpu_dedup.paragraph.program import Paragraph
+    from gpu_dedup.semantic import SemanticConfig
+    from gpu_dedup.semantic.program import Semantic
+    from gpu_dedup.substring.program import Substring
 
-    runs = {
-        "paragraph": (lambda out, **kw: paragraph_dedup(str(unique_corpus), ParagraphConfig(), out, **kw),
-                      PARAGRAPH_OUT),
-        "substring": (lambda out, **kw: substring_dedup(str(unique_corpus), SubstringConfig(min_tokens=10,
-                                                                                            chunk_tokens=3000), out,
-                                                        **kw), SUBSTRING_OUT),
-        "semantic": (lambda out, **kw: semantic_dedup(str(unique_corpus), SemanticConfig(model=model, n_clusters=3),
-                                                      out, **kw), ("semantic_decisions.parquet",)),
-    }
-    go, outputs = runs[program]
+    steps = {"paragraph": (Paragraph(ParagraphConfig()), PARAGRAPH_OUT),
+             "substring": (Substring(SubstringConfig(min_tokens=10, chunk_tokens=3000)), SUBSTRING_OUT),
+             "semantic": (Semantic(SemanticConfig(model=model, n_clusters=3)), ("semantic_decisions.parquet",))}
+    step, outputs = steps[program]
+
+    def go(out, engine="local", resume=False):
+        return step.run(str(unique_corpus), str(out), Env(engine=engine, resume=resume)).result
+
     go(tmp_path / "local")
     for stage in stages:
         (cluster / f"ray-{stage}").touch()

@@ -297,3 +297,41 @@ def test_run_with_span_stages_on_ray_equals_local(cluster, unique_corpus, tmp_pa
     names = [f for f in _outputs(tmp_path / "local")]
     assert {"decisions.parquet", "removed_spans.parquet", "substring_spans.parquet"} <= set(names)
     same_bytes(tmp_path / "local", tmp_path / "ray", names)
+
+
+def test_pipeline_command_on_ray_equals_local(cluster, unique_corpus, model, tmp_path, capsys):
+    """`gpu-dedup pipeline RECIPE ... --engine ray --resume`: a recipe of every program with a Ray path (filter,
+    paragraph, dedup, substring, semantic) writes the local engine's tables and records; run again with --resume,
+    every step is reused."""
+    from gpu_dedup.cli import main
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"""device: cpu
+steps:
+  - filter:
+      rules: gopher
+  - paragraph:
+      min-paragraph-bytes: 20
+  - dedup:
+      threshold: 0.8
+  - substring:
+      min-tokens: 10
+      chunk-tokens: 3000
+  - semantic:
+      model: {model}
+      eps: 0.02
+      clusters: 3
+""")
+    args = ["pipeline", str(recipe), str(unique_corpus), "-q"]
+    assert main([*args, "-o", str(tmp_path / "local")]) == 0
+    assert main([*args, "-o", str(tmp_path / "ray"), "--engine", "ray", "--workers", "2", "--resume"]) == 0
+    names = _outputs(tmp_path / "local")
+    assert names == _outputs(tmp_path / "ray")
+    same_bytes(tmp_path / "local", tmp_path / "ray", names)
+    run = json.loads((tmp_path / "local" / "run.json").read_text())
+    assert all(run["counts"]["by_step"][s] > 0 for s in ("filter", "semantic")), run["counts"]["by_step"]
+    capsys.readouterr()
+    assert main([*args, "-o", str(tmp_path / "ray"), "--engine", "ray", "--resume"]) == 0
+    assert capsys.readouterr().out.count("(reused)") == len(json.loads((tmp_path / "ray" / "run.json").read_text())
+                                                            ["steps"])
+    same_bytes(tmp_path / "local", tmp_path / "ray", names)

@@ -6,9 +6,10 @@ and the tasks' small results.
                (``per``: a file, an input file, a key range, a component range), whether it runs on a GPU
                actor with --device cuda, when it runs, the driver's own work before and after it
     PLAN       sign, exact, exact_texts, exact_check, bands, buckets, star (rounds until the components are
-               stars), labels, members, policy, resolve, ranks, sizes, write (then the sources' tallies merged:
-               run.json ``sources``), kept (with a source limit: the kept records once every source is within
-               it), index_rows (not when a source is over the limit)
+               stars) or components (one task, when the candidate edges are few), labels, members, policy,
+               resolve, ranks, sizes, write (then the sources' tallies merged: run.json ``sources``), kept
+               (with a source limit: the kept records once every source is within it), index_rows (not when a
+               source is over the limit)
     run        the cluster, the probe, the plan, then run.json's counts and stage statistics
     DeviceWorker  the actor of one GPU (--device cuda) that runs the device stages' tasks in one process
     key_ranges the key ranges of the shuffle: --partitions, or the cluster's CPUs (at most 64); capped by
@@ -31,7 +32,6 @@ from typing import Any, Callable, Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
@@ -43,22 +43,23 @@ from .shuffle import Layout, run_key
 logger = logging.getLogger(__name__)
 
 MAX_STAR_STEPS = 200  # large-star / small-star converge in O(log^2 n) rounds (Kiveris et al. 2014)
+COMPONENTS_IN_ONE_TASK = 1 << 24  # candidate edges one task labels at once (~512 MB of int64 pairs and indexes)
 DEFAULT_PARTITIONS = 64  # the default's ceiling (one key range per CPU), and the floor of the size cap
 # a key range costs one file per input file in every shuffle stage: below a few MiB of input per range the
 # files' fixed costs outweigh the parallelism (100,000 ranges on 300 documents wrote millions of files)
 PARTITION_BYTES = 8 << 20
 
-Per = Literal["file", "input", "range", "component"]
+Per = Literal["file", "input", "range", "component", "one"]
 
 
 @dataclass(frozen=True)
 class Stage:
     """One step of the plan (module doc). ``fn(job, key, *args) -> dict``: the task (its markers and
     work-dir files are named ``fn.stage``); ``per``: its keys (every file of the run, the input files
-    only (not an --against index), the key ranges, the component ranges); ``device``: with --device cuda
-    it runs on a DeviceWorker actor (one per GPU); ``when(driver)``: whether it runs; ``args(driver)``: the tasks' extra
-    arguments; ``before(driver)`` / ``then(driver, results)``: the driver's work around it; ``drive``:
-    how the driver runs it when once is not enough (the star rounds)."""
+    only (not an --against index), the key ranges, the component ranges, or "one": a single task);
+    ``device``: with --device cuda it runs on a DeviceWorker actor (one per GPU); ``when(driver)``: whether it
+    runs; ``args(driver)``: the tasks' extra arguments; ``before(driver)`` / ``then(driver, results)``: the
+    driver's work around it; ``drive``: how the driver runs it when once is not enough (the star rounds)."""
 
     fn: Callable[..., dict[str, Any]]
     per: Per
@@ -108,7 +109,8 @@ class Driver:
 
     def keys(self, stage: Stage) -> range:
         job = self.job
-        return {"file": range(job.nfiles), "input": range(job.first, job.nfiles)}.get(stage.per, range(job.partitions))
+        return {"file": range(job.nfiles), "input": range(job.first, job.nfiles), "one": range(1)}.get(
+            stage.per, range(job.partitions))
 
     def stage(self, stage: Stage, *args) -> list[dict]:
         """One task per key of ``stage`` (round robin over the GPU actors for a device stage of a GPU run);
@@ -172,6 +174,16 @@ def _exact_verify(d: Driver) -> bool:
     return d.job.cfg.cluster.exact_verify
 
 
+def _few_edges(d: Driver) -> bool:
+    """At most COMPONENTS_IN_ONE_TASK candidate edges: one task builds the components' stars (stages.components)
+    instead of the star rounds, whose tasks then cost more than the edges (on one machine most of all)."""
+    return sum(r["edges"] for r in d.results[BUCKETS]) <= COMPONENTS_IN_ONE_TASK
+
+
+def _one_star(d: Driver, res: list[dict]) -> None:
+    d.step, d.sources = "c", ["c"]  # the labels stage reads the star of the components task (edges_c)
+
+
 def _star_rounds(d: Driver, stage: Stage) -> list[dict]:
     """Large-star and small-star steps, alternating, until a large and a small step changed nothing (the
     edge set's fingerprint repeats): every component is then a star around its smallest row."""
@@ -206,7 +218,8 @@ EXACT_TEXTS = Stage(options.exact_texts, "file", when=_exact_verify)  # the grou
 EXACT_CHECK = Stage(options.exact_check, "file", when=_exact_verify)  # the exact tasks' groups
 BANDS = Stage(stages.bands, "file")
 BUCKETS = Stage(stages.buckets, "range", device=True)
-STAR = Stage(stages.star, "file", drive=_star_rounds)
+STAR = Stage(stages.star, "file", drive=_star_rounds, when=lambda d: not _few_edges(d))
+COMPONENTS = Stage(stages.components, "one", when=_few_edges, then=_one_star)
 LABELS = Stage(stages.labels, "file", args=lambda d: (d.step, d.sources))
 MEMBERS = Stage(stages.members, "file", device=True)
 POLICY = Stage(stages.policy, "component", device=True)
@@ -229,8 +242,8 @@ KEPT = Stage(options.kept, "input", before=_journal, args=lambda d: (d.out,),
              when=lambda d: d.limited and not d.stopped and d.out is not None and d.job.cfg.write_deduplicated)
 INDEX_ROWS = Stage(options.index_rows, "input", when=lambda d: d.save_index is not None and not d.stopped)
 
-PLAN: tuple[Stage, ...] = (SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, LABELS, MEMBERS, POLICY,
-                           RESOLVE, RANKS, SIZES, WRITE, KEPT, INDEX_ROWS)
+PLAN: tuple[Stage, ...] = (SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, COMPONENTS, LABELS, MEMBERS,
+                           POLICY, RESOLVE, RANKS, SIZES, WRITE, KEPT, INDEX_ROWS)
 
 
 def walk(d: Driver) -> None:
@@ -380,7 +393,11 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
     signed = r[SIGN]
     rows = [s["rows"] for s in signed]
     stats = _stats(signed[first:], r[EXACT], r[BUCKETS], r[LABELS], r[MEMBERS], r[POLICY], r[SIZES], r[WRITE],
-                   rows[first:], job.partitions, nodes, d.step, job.cfg.lsh.bands)
+                   rows[first:], job.partitions, nodes, d.step if isinstance(d.step, int) else 0, job.cfg.lsh.bands)
+    if COMPONENTS in r:  # one task found the components: no star step ran
+        stats["stages"]["components"].update(method="one task", rounds=r[COMPONENTS][0]["rounds"])
+    else:
+        stats["stages"]["components"]["method"] = "star rounds"
     if EXACT_CHECK in r:  # the groups after byte verification, as the local engine counts them
         chk = r[EXACT_CHECK]
         stats["stages"]["exact"].update({k: sum(c[k] for c in chk) for k in
@@ -511,10 +528,9 @@ def write_scores(lay: Layout, file_range, offsets: list[int], path: str) -> None
 
     def parts():
         for fi in file_range:
-            name = lay.path("scores", f"f{fi:06d}")
-            if not os.path.exists(name):
+            if not lay.exists("scores", f"f{fi:06d}"):
                 continue  # an empty file: no scored batch
-            t = pq.read_table(name)
+            t = lay.read_one("scores", f"f{fi:06d}")
             i = t.schema.get_field_index("row")
             yield t.set_column(i, "row", pc.add(t["row"], pa.scalar(int(offsets[fi]), pa.int64())))
 

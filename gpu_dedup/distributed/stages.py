@@ -232,10 +232,9 @@ def bands(job: Job, fi: int) -> dict[str, Any]:
         if n else np.zeros(0, np.uint64)
     band = np.repeat(np.arange(nb, dtype=np.int32), local.shape[0])
     row = np.tile(local + offs[fi], nb)
-    order = np.lexsort((row, keys, band))
-    t = pa.table({"band": pa.array(band[order]), "key": pa.array(keys[order]), "row": pa.array(row[order])},
-                 schema=_BANDS)
-    lay.write_split(t, key_partition(keys[order], job.partitions), job.partitions, "band_rows",
+    # unsorted: the buckets task groups its key range whatever the order
+    t = pa.table({"band": pa.array(band), "key": pa.array(keys), "row": pa.array(row)}, schema=_BANDS)
+    lay.write_split(t, key_partition(keys, job.partitions), job.partitions, "band_rows",
                     lambda p: f"f{fi:06d}-p{p:04d}")
     return {"lsh_rows": int(local.shape[0])}
 
@@ -256,7 +255,15 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
     lay = job.layout
     t = lay.read("band_rows", [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)], _BANDS)
     band, key, row = t["band"].to_numpy(), t["key"].to_numpy(), t["row"].to_numpy()
-    order = _order(job.device, row, key, band)
+    if job.device == "cuda":  # one lexsort on the device
+        order = _order(job.device, row, key, band)
+    else:  # by band (a radix sort of small ints), then each band's keys (numpy's SIMD sort of uint64, as
+        # lsh.group_buckets): ties need no order, every bucket's first row is found by its minimum below
+        small = band.astype(np.uint8) if job.cfg.lsh.bands <= 256 else band
+        by_band = np.argsort(small, kind="stable")
+        bounds = np.searchsorted(band[by_band], np.arange(job.cfg.lsh.bands + 1))
+        order = np.concatenate([by_band[lo:hi][np.argsort(key[by_band[lo:hi]])]
+                                for lo, hi in zip(bounds[:-1], bounds[1:])]) if row.shape[0] else by_band
     band, key, row = band[order], key[order], row[order]
     c = row.shape[0]
     start = np.ones(c, bool)
@@ -265,18 +272,26 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
     run = np.cumsum(start) - 1
     sizes = np.bincount(run) if c else np.zeros(0, np.int64)
     big = sizes >= 2
-    first = row[np.flatnonzero(start)]
-    member = (~start) & (sizes[run] >= 2) if c else np.zeros(0, bool)
-    a, b = first[run[member]], row[member]
-    if a.shape[0]:
-        ab = np.unique(np.stack([a, b], axis=1), axis=0)
-        a, b = ab[:, 0], ab[:, 1]
+    first = np.minimum.reduceat(row, np.flatnonzero(start)) if c else row  # each bucket's smallest row
+    member = (row != first[run]) & (sizes[run] >= 2) if c else np.zeros(0, bool)
+    a, b = unique_pairs(first[run[member]], row[member])
     _write_edges(job, a, b, "edges_0", f"p{p:04d}")
     # the local engine's LSH counts (decide.bucket_stage: buckets are runs of >= 2), summed by the driver
     per_band = np.bincount(band[start][big], minlength=job.cfg.lsh.bands) if c else np.zeros(job.cfg.lsh.bands)
     return {"buckets": int(big.sum()), "bucket_entries": int(sizes[big].sum()),
             "largest_bucket": int(sizes[big].max()) if big.any() else 0, "edges": int(a.shape[0]),
             "buckets_per_band": [int(k) for k in per_band]}
+
+
+def unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct pairs (a[i], b[i]), sorted by (a, b) (int64 each)."""
+    if not a.shape[0]:
+        return a, b
+    order = np.lexsort((b, a))
+    a, b = a[order], b[order]
+    new = np.ones(a.shape[0], bool)
+    new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    return a[new], b[new]
 
 
 def _order(device: str, *keys: np.ndarray) -> np.ndarray:
@@ -333,6 +348,37 @@ def star(job: Job, g: int, step: int, large: bool, sources: list[str]) -> dict[s
         x = y = np.zeros(0, np.int64)
     _write_edges(job, x, y, f"edges_{step + 1}", f"g{g:06d}")
     return {"fingerprint": fp}
+
+
+@run_once("components")
+def components(job: Job, key: int) -> dict[str, Any]:
+    """Every candidate edge (the buckets tasks' edges_0) in one task, when they are few (driver's
+    COMPONENTS_IN_ONE_TASK): connected components by hooking each root to its neighbours' smallest root and
+    shortcutting to the roots until nothing changes, so that every component's root is its smallest row; then
+    each node linked to that root, in both orientations, by file of the node (edges_c): the star the
+    large-star / small-star rounds converge to, which the labels stage reads the same way."""
+    names = [f"p{p:04d}-f{g:06d}" for p in range(job.partitions) for g in range(job.nfiles)]
+    t = job.layout.read("edges_0", names, _EDGES)
+    a, b = t["a"].to_numpy(), t["b"].to_numpy()
+    nodes = np.unique(a)  # every node: edges_0 holds both orientations
+    ai, bi = np.searchsorted(nodes, a), np.searchsorted(nodes, b)
+    root = np.arange(nodes.shape[0], dtype=np.int64)
+    rounds = 0
+    while True:
+        rounds += 1
+        hooked = root.copy()
+        np.minimum.at(hooked, root[ai], root[bi])
+        while True:  # shortcut: every node to its root
+            up = hooked[hooked]
+            if np.array_equal(up, hooked):
+                break
+            hooked = up
+        if np.array_equal(hooked, root):
+            break
+        root = hooked
+    other = root != np.arange(nodes.shape[0])
+    _write_edges(job, nodes[other], nodes[root[other]], "edges_c", "c")
+    return {"nodes": int(nodes.shape[0]), "rounds": rounds}
 
 
 _LABELS = pa.schema([("row", pa.int64()), ("label", pa.int64())])

@@ -6,7 +6,6 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup.distributed import cluster
@@ -38,29 +37,28 @@ def test_layout_same_on_local_paths_and_urls(tmp_path):
         assert lay.finish("sign", "0", "run-a", {"rows": np.int64(7), "x": [1.5]}) == {"rows": 7, "x": [1.5]}
         assert lay.done("sign", "0", "run-a") == {"rows": 7, "x": [1.5]} and lay.done("sign", "0", "run-b") is None
         files = sorted(str(p.relative_to(on_disk)) for p in on_disk.rglob("*") if p.is_file())
-        assert files == ["done/sign/0.json"] + [f"rows/f000000-p{p:04d}.parquet" for p in range(3)], work
-        # the file on disk is the partition's rows, readable without fsspec
-        assert pq.read_table(on_disk / "rows" / "f000000-p0001.parquet").equals(back.filter(
-            pa.array(key_partition(t["k"].to_numpy(), 3) == 1)))
+        assert files == ["done/sign/0.json"] + [f"rows/f000000-p{p:04d}.arrow" for p in range(3)], work
+        # the file on disk is the partition's rows (Arrow IPC), readable without fsspec
+        assert pa.ipc.open_file(pa.memory_map(str(on_disk / "rows" / "f000000-p0001.arrow"))).read_all().equals(
+            back.filter(pa.array(key_partition(t["k"].to_numpy(), 3) == 1)))
         lay.clear()
         assert list(on_disk.iterdir()) == []
 
 
 def test_failed_write_leaves_nothing_that_looks_finished(tmp_path, monkeypatch):
-    """A task killed while writing (here: the Parquet writer raising midway) leaves no file under the final
+    """A task killed while writing (here: the IPC writer raising midway) leaves no file under the final
     name, and no temporary file behind: a retried task starts clean."""
     import gpu_dedup.distributed.shuffle as shuffle
 
-    for work, on_disk in _works(tmp_path)[1:]:
+    for work, on_disk in _works(tmp_path):
         lay = Layout(work)
         lay.clear()
 
-        def broken(table, where, **kw):
-            with kw["filesystem"].open_output_stream(where) as fh:
-                fh.write(b"PAR1 half a file")
+        def broken(table, sink):
+            sink.write(b"ARROW1 half a file")
             raise OSError("disk gone")
 
-        monkeypatch.setattr(shuffle.pq, "write_table", broken)
+        monkeypatch.setattr(shuffle, "_write_ipc", broken)
         with pytest.raises(OSError, match="disk gone"):
             lay.write(pa.table({"a": [1]}), "pieces", "f000000")
         monkeypatch.undo()

@@ -76,3 +76,13 @@ def test_probe_reads_the_token_through_the_work_dirs_file_system(tmp_path):
         lay.remove("probe-x.txt")
         got = cluster._probe(work, "probe-x.txt", "token-1")
         assert not got["sees_work_dir"] and "FileNotFoundError" in got["why"]
+
+
+def test_run_key_holds_the_exchange_format(monkeypatch):
+    """A marker written under another exchange format (Parquet before Arrow IPC) carries another run key: a
+    --resume over such a work dir recomputes instead of reading files that are not there."""
+    import gpu_dedup.distributed.shuffle as shuffle
+
+    key = shuffle.run_key(["fingerprint", 3])
+    monkeypatch.setattr(shuffle, "EXCHANGE", "parquet")
+    assert shuffle.run_key(["fingerprint", 3]) != key

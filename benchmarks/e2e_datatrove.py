@@ -8,8 +8,10 @@ when already under --work):
              (word 5-grams, K = 100 = 20 bands x 5 rows, exact stage, exact-Jaccard verification at 0.8,
              representative policy); kept documents in OUT/deduplicated/; stage times from OUT/run.json.
   datatrove  its full MinHash pipeline as in its examples/minhash_deduplication.py, default MinhashConfig()
-             (word 5-grams after simplify_text + the spaCy English word tokenizer, 14 buckets x 8 hashes,
-             64-bit xxhash, seed 1), one LocalPipelineExecutor per stage, each stage timed:
+             (word 5-grams after simplify_text, 14 buckets x 8 hashes, 64-bit xxhash, seed 1), words from
+             str.split (--dt-tokenizer whitespace, the default: the tokens ours shingles, so the comparison is
+             not against spaCy) or datatrove's English default, spaCy (--dt-tokenizer spacy), one
+             LocalPipelineExecutor per stage, each stage timed:
                1 ParquetReader -> MinhashDedupSignature      tasks = W, workers = W
                2 MinhashDedupBuckets                         tasks = 14 (one per bucket), workers = W
                3 MinhashDedupCluster                         tasks = 1 (datatrove asserts world_size == 1)
@@ -28,9 +30,9 @@ bucket collisions, no verification). Both counts are printed, with the overlap o
 
     python benchmarks/e2e_datatrove.py --docs 100000 --words 400 --workers 2
 
-The peer lives in its own virtual environment so that the dev environment's numpy/numba/pyarrow stay as
-they are (English word tokenization in datatrove needs spaCy, which no datatrove extra short of
-`multilingual` pulls in; spacy.blank("en") needs no model download):
+datatrove is the `bench` extra (`pip install -e '.[bench]'`: datatrove 0.10.1 beside this package; the
+default whitespace tokenizer needs nothing more). --dt-tokenizer spacy needs spaCy, which no datatrove extra
+short of `multilingual` pulls in; keep that peer in its own venv and pass --datatrove-python:
 
     python3 -m venv /work/venv-dt
     /work/venv-dt/bin/pip install 'datatrove[processing]==0.10.1' pyarrow 'spacy>=3.8'
@@ -49,7 +51,7 @@ from cpu_pipeline import make  # same corpus generator and layout
 
 DT_STAGES = ("signatures", "buckets", "cluster", "filter + write")
 
-# Run by the datatrove interpreter: argv = SHARDS BASE WORKERS; prints one line "DT_RESULT {json}".
+# Run by the datatrove interpreter: argv = SHARDS BASE WORKERS TOKENIZER; prints one line "DT_RESULT {json}".
 DT_SCRIPT = '''\
 import time
 
@@ -71,11 +73,38 @@ from datatrove.pipeline.dedup.minhash import (  # noqa: E402
 )
 from datatrove.pipeline.readers import ParquetReader  # noqa: E402
 from datatrove.pipeline.writers import ParquetWriter  # noqa: E402
+from datatrove.utils.word_tokenizers import WordTokenizer  # noqa: E402
+import datatrove.utils.hashes.xxhash as dt_xxhash  # noqa: E402
+import xxhash  # noqa: E402
+
+
+def xxhash64_utf8(data):
+    """datatrove 0.10.1 hashes str; xxhash >= 4 takes bytes only (xxhash 3 encoded str as UTF-8 itself)."""
+    return xxhash.xxh64_intdigest(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+if int(xxhash.VERSION.split(".")[0]) >= 4:
+    dt_xxhash.xxhash64 = xxhash64_utf8  # read by create_hash_func when MinhashDedupSignature is built
+
+
+class SplitTokenizer(WordTokenizer):
+    """Words = str.split() of simplify_text's output (the whitespace tokens our default preset shingles)."""
+
+    def word_tokenize(self, text):
+        return text.split()
+
+    def sent_tokenize(self, text):
+        return [text]
+
+    def span_tokenize(self, text):
+        return [(0, len(text))]
 
 
 def main():
-    src, base, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    src, base, workers, tokenizer = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     imports = time.perf_counter() - T0
+    # "spacy": datatrove's default for English (spaCy's word tokenizer); "whitespace": str.split
+    language = SplitTokenizer() if tokenizer == "whitespace" else "en"
     config = MinhashConfig()  # datatrove's default: 5-grams, 14 buckets x 8 hashes, 64-bit xxhash
 
     # ParquetWriter takes its schema from the first document unless given one: a metadata column that is null
@@ -90,7 +119,8 @@ def main():
         return ParquetReader(src, glob_pattern="*.parquet")
 
     stages = [
-        ("signatures", [reader(), MinhashDedupSignature(output_folder=f"{base}/signatures", config=config)],
+        ("signatures", [reader(), MinhashDedupSignature(output_folder=f"{base}/signatures", config=config,
+                                                          language=language)],
          workers, workers),
         ("buckets", [MinhashDedupBuckets(input_folder=f"{base}/signatures", output_folder=f"{base}/buckets",
                                          config=config)], config.num_buckets, workers),
@@ -106,7 +136,7 @@ def main():
         times[name] = time.perf_counter() - t
     print("DT_RESULT " + json.dumps({"version": version("datatrove"), "config": str(config),
                                      "buckets": config.num_buckets, "hashes": config.hashes_per_bucket,
-                                     "imports": imports, "stages": times}), flush=True)
+                                     "imports": imports, "tokenizer": tokenizer, "stages": times}), flush=True)
 
 
 if __name__ == "__main__":
@@ -143,7 +173,7 @@ def warm_up(args: argparse.Namespace, script: str) -> None:
     and puts both environments' imports in the page cache."""
     src = make(args.work, 2_000, 50, 2_000)
     run_ours(src, os.path.join(args.work, "out-warmup"), args.workers)
-    run_datatrove(args.datatrove_python, script, src, args.work, args.workers)
+    run_datatrove(args.datatrove_python, script, src, args.work, args.workers, args.dt_tokenizer)
 
 
 def run_ours(src: str, out: str, workers: int) -> dict:
@@ -161,13 +191,13 @@ def run_ours(src: str, out: str, workers: int) -> dict:
     return {"wall": wall, "run": run, "kept": _kept_ids(os.path.join(out, "deduplicated"))}
 
 
-def run_datatrove(python: str, script: str, src: str, work: str, workers: int) -> dict:
+def run_datatrove(python: str, script: str, src: str, work: str, workers: int, tokenizer: str) -> dict:
     base = tempfile.mkdtemp(prefix="datatrove-", dir=work)
     log = os.path.join(work, "datatrove.log")
     try:
         t = time.perf_counter()
         with open(log, "w") as err:
-            r = subprocess.run([python, script, src, base, str(workers)], check=False, stdout=subprocess.PIPE,
+            r = subprocess.run([python, script, src, base, str(workers), tokenizer], check=False, stdout=subprocess.PIPE,
                                stderr=err, text=True)
         wall = time.perf_counter() - t
         if r.returncode != 0:
@@ -190,6 +220,9 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/gd-e2e")
     ap.add_argument("--repeat", type=int, default=1, help="runs per side; the best (lowest wall) is reported")
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run of each side")
+    ap.add_argument("--dt-tokenizer", choices=("whitespace", "spacy"), default="whitespace",
+                    help="datatrove's word tokenizer: str.split (the same tokens as ours; default) or its spaCy "
+                         "English default (needs spaCy)")
     default_py = "/work/venv-dt/bin/python"
     ap.add_argument("--datatrove-python", default=default_py if os.path.exists(default_py) else sys.executable,
                     help="interpreter with datatrove 0.10.1 installed (default: %(default)s)")
@@ -214,7 +247,7 @@ def main() -> None:
     best_ours = best_dt = None
     for k in range(args.repeat):
         ours = run_ours(src, out, args.workers)
-        dt = run_datatrove(args.datatrove_python, script, src, args.work, args.workers)
+        dt = run_datatrove(args.datatrove_python, script, src, args.work, args.workers, args.dt_tokenizer)
         print(f"run {k + 1}/{args.repeat}: ours {ours['wall']:.1f} s, datatrove {dt['wall']:.1f} s", flush=True)
         if best_ours is None or ours["wall"] < best_ours["wall"]:
             best_ours = ours
@@ -231,7 +264,8 @@ def main() -> None:
           f"K = {cfg['minhash']['num_perm']} = {cfg['lsh']['bands']} x {cfg['lsh']['rows']}, "
           f"{cfg['minhash']['width']}-bit, verify at {cfg['cluster']['threshold']}), --threads {args.workers}")
     print(f"datatrove {best_dt['version']}: MinhashConfig() = {best_dt['config']} "
-          f"({best_dt['buckets'] * best_dt['hashes']} hashes), LocalPipelineExecutor per stage")
+          f"({best_dt['buckets'] * best_dt['hashes']} hashes), {best_dt['tokenizer']} word tokenizer, "
+          "LocalPipelineExecutor per stage")
 
     print(f"\n{'gpu_dedup stage':40s} {'s':>8s}")
     timings = run["timings_s"]

@@ -12,6 +12,15 @@ process, pyarrow reads every input file whole (``pq.read_table``) and writes eac
     python benchmarks/host_overhead.py --docs 100000 --markdown      # the table of docs/performance.md
 
 Run it twice on a fresh checkout: the first run's "compile" row is Numba filling its cache.
+
+Then the host work a GPU run pays per document (issue 38 item 4: "the host never caps the GPU"), each piece
+measured alone in this process on one thread, in CPU microseconds per document: read and decode (``iter_batches``,
+one decoding thread), the text buffers handed to the device (``arrow_text_buffers`` and the per-row lengths), the ids
+(one string array for the run, checked unique), the decisions table (run.json's ``decisions`` stage: host code on
+either device), writing decisions.parquet and writing deduplicated/ (``write_kept``, one thread). A GPU run overlaps
+the read with the kernels (the reading thread and the Parquet pool read ahead) and writes files in parallel, so
+what caps it is this sum divided by the host's cores. The corpus's mean document size is printed with it (the
+issue's bar: <= 30 us per ~3 KB document per core: ``--words 500``).
 """
 import argparse
 import json
@@ -69,6 +78,56 @@ def run_pyarrow(src: str, out: str, tmp: str) -> dict[str, float]:
     return {"read": read, "write": write, "write_decisions": write_decisions}
 
 
+def _cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def host_per_document(src: str, out: str, stats: dict, tmp: str) -> list[tuple[str, float]]:
+    """(piece, CPU seconds) of the host work of a GPU run over ``src``, one thread each (module docstring)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpu_dedup import io
+    from gpu_dedup.decisions import decisions_schema
+    from gpu_dedup.io.text import arrow_text_buffers
+    from gpu_dedup.runtime.run import write_tables
+
+    files = io.resolve_inputs([src])
+    reader = {"id_field": "id", "text_field": "text", "on_error": "raise"}
+    ids, buffers = [], 0.0
+    t = _cpu()
+    for batch in io.iter_batches(files, batch_bytes=64 << 20, read_threads=1, **reader):
+        b = _cpu()
+        _, offsets = arrow_text_buffers(batch.text)
+        np.diff(offsets)  # the per-row text bytes pass 1 keeps
+        buffers += _cpu() - b
+        ids.append(batch.ids)
+    read = _cpu() - t - buffers
+    t = _cpu()
+    io.check_unique_ids(pa.chunked_array([pa.chunked_array(ids, pa.string()).combine_chunks()], pa.string()))
+    id_s = _cpu() - t
+    decisions = pq.read_table(os.path.join(out, "decisions.parquet"))
+    keep = np.asarray(decisions["keep"].to_numpy(zero_copy_only=False), bool)
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    t = _cpu()
+    write_tables([decisions], decisions_schema(), os.path.join(tmp, "decisions.parquet"))
+    write_d = _cpu() - t
+    t = _cpu()
+    io.write_kept(files, keep, os.path.join(tmp, "deduplicated"), read_threads=1, **reader)
+    write_k = _cpu() - t
+    shutil.rmtree(tmp, ignore_errors=True)
+    return [("read and decode (iter_batches, 1 decoding thread)", read),
+            ("text buffers to hand to the device (arrow_text_buffers, row lengths)", buffers),
+            ("ids (one array, checked unique)", id_s),
+            ("decisions table (run.json `decisions`, host code on either device)", stats["timings_s"]["decisions"]),
+            ("decisions.parquet", write_d), ("deduplicated/ (write_kept, 1 thread)", write_k)]
+
+
 def table(wall: float, stats: dict, base: dict[str, float]) -> list[str]:
     """The report's markdown rows: every stage, the totals, then the IO comparison."""
     tm = stats["timings_s"]
@@ -118,6 +177,16 @@ def main() -> None:
               f"{platform.node()} ({os.cpu_count()} CPUs), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
               f"{n / wall:,.0f} docs/s over the process wall")
     print("\n".join(table(wall, stats, base)))
+    pieces = host_per_document(src, out, stats, os.path.join(args.work, "host-out"))
+    kb = stats["read"]["bytes_text"] / n / 1e3
+    total = sum(s for _, s in pieces)
+    print(f"\nHost work of a GPU run per document, one thread each, {n:,} documents of {kb:.2f} KB of text "
+          f"on average:\n")
+    print("| piece | CPU s | us / document | us / KB |\n|---|---:|---:|---:|")
+    for name, sec in pieces + [("**total**", total)]:
+        print(f"| {name} | {sec:.2f} | {sec / n * 1e6:.1f} | {sec / n * 1e6 / kb:.2f} |")
+    print(f"\n{total / n * 1e6:.1f} us per document per core ({total / n * 1e6 / kb * 3:.1f} us per 3 KB): "
+          f"{n / total:,.0f} documents/s per host core; 16 cores: {16 * n / total:,.0f} documents/s")
 
 
 if __name__ == "__main__":

@@ -90,11 +90,11 @@ def one_signature_per_type(dispatcher: Any) -> Any:
     return dispatcher
 
 
-def build(decorate: Callable[[Callable[..., Any]], Any], module: types.ModuleType | None = None) -> dict[str, Any]:
-    """Namespace holding core.py's and normalize.py's device functions (and ``module``'s, if another module
-    of device functions is given) compiled with ``decorate``; CPU (``numba.njit``) device functions compile once
-    per argument type (``one_signature_per_type``)."""
-    mods = [core, normalize] + ([module] if module is not None else [])
+def build(decorate: Callable[[Callable[..., Any]], Any], *modules: types.ModuleType | None) -> dict[str, Any]:
+    """Namespace holding core.py's and normalize.py's device functions (and those of ``modules``, other modules
+    of device functions, later ones calling earlier ones' by name) compiled with ``decorate``; CPU
+    (``numba.njit``) device functions compile once per argument type (``one_signature_per_type``)."""
+    mods = [core, normalize] + [m for m in modules if m is not None]
     namespace: dict[str, Any] = {}
     for mod in mods:
         namespace.update(vars(mod))

@@ -58,6 +58,7 @@ KSUB = 256               # centroids per product-quantizer sub-quantizer (8-bit 
 P_NWORDS, P_BUCKET, P_MINN, P_MAXN, P_WORDNGRAMS, P_PRUNE, P_DIM = 0, 1, 2, 3, 4, 5, 6
 P_IN_QUANT, P_IN_QNORM, P_IN_NSUBQ, P_IN_DSUB, P_IN_LASTDSUB = 7, 8, 9, 10, 11
 P_EOS_ID, P_TABLE_MASK = 12, 13
+P_BUCKET_MAGIC = 14      # fastmod's 2^64 // bucket + 1 as the int64 of the same bits (0 without buckets)
 # ... and the output layer
 P_LOSS, P_OSZ, P_OUT_QUANT, P_OUT_QNORM, P_OUT_NSUBQ, P_OUT_DSUB, P_OUT_LASTDSUB = 15, 16, 17, 18, 19, 20, 21
 P_SIZE = 22
@@ -176,14 +177,27 @@ def ft_prune_find(ptab, pvals, key):
 def ft_push_hash(P, pkeys, pvals, hid):
     """Input row of hashed bucket hid (fastText's pushHash), or -1 when a pruned model dropped it
     (pkeys: the ptab of ft_prune_find)."""
-    mode = P[P_PRUNE]
+    return ft_push_row(P[P_PRUNE], P[P_NWORDS], pkeys, pvals, hid)
+
+
+def ft_push_row(mode, nwords, pkeys, pvals, hid):
+    """``ft_push_hash`` with P's prune mode and vocabulary size already read (a loop over n-grams reads them
+    once: Numba cannot tell that the hidden vector's stores leave P unchanged)."""
     if mode == PRUNE_ALL:
         return -1
     if mode == PRUNE_MAP:
         hid = ft_prune_find(pkeys, pvals, hid)
         if hid < 0:
             return -1
-    return P[P_NWORDS] + hid
+    return nwords + hid
+
+
+def ft_fastmod32(a, d, magic):
+    """a % d for 32-bit a and d >= 1 (uint64 values) without a division: Lemire's fastmod, magic =
+    2^64 // d + 1 (uint64, wrapped). Exact for every such a and d (the 128-bit product's high word is
+    formed from two 32 x 32-bit products, neither of which overflows)."""
+    low = magic * a
+    return ((low >> U64(32)) * d + (((low & MASK32) * d) >> U64(32))) >> U64(32)
 
 
 def ft_is_word(data, ts, te, wid, vtype, prefix):
@@ -248,9 +262,15 @@ def ft_subwords(data, ts, te, i0, i1, P, pkeys, pvals, win, wcodes, wcent, wnc, 
     token's by pieces): mode 0 adds them to hrow, 1 only counts them, 2 writes them to out[pos:]. Returns
     how many. Work: (i1 - i0) * (maxn - minn + 1) n-grams of <= maxn code points."""
     n = te - ts + 2
+    # P's fields read once: the stores into hrow would make Numba read them again for every n-gram
     minn = P[P_MINN]
     maxn = P[P_MAXN]
-    bucket = U32(P[P_BUCKET])
+    bucket = U64(P[P_BUCKET])
+    magic = U64(P[P_BUCKET_MAGIC])
+    prune = P[P_PRUNE]
+    nwords = P[P_NWORDS]
+    dense = P[P_IN_QUANT] == 0
+    dim = P[P_DIM]
     count = 0
     for i in range(i0, i1):
         if (ft_vbyte(data, ts, n, i) & 0xC0) == 0x80:
@@ -265,93 +285,19 @@ def ft_subwords(data, ts, te, i0, i1, P, pkeys, pvals, win, wcodes, wcent, wnc, 
                 h = ft_fnv_step(h, ft_vbyte(data, ts, n, j))
                 j += 1
             if ln >= minn and not (ln == 1 and (i == 0 or j == n)):
-                row = ft_push_hash(P, pkeys, pvals, np.int64(U32(h) % bucket))  # 32-bit division, as fastText
+                # fastText's 32-bit h % bucket, by multiplication (a division costs more than the rest of an n-gram)
+                row = ft_push_row(prune, nwords, pkeys, pvals, np.int64(ft_fastmod32(h, bucket, magic)))
                 if row >= 0:
                     if mode == 0:
-                        ft_add_row(hrow, P, win, wcodes, wcent, wnc, wncent, row)
+                        if dense:
+                            for t in range(dim):
+                                hrow[t] = hrow[t] + win[row, t]
+                        else:
+                            ft_add_row(hrow, P, win, wcodes, wcent, wnc, wncent, row)
                     elif mode == 2:
                         out[pos + count] = row
                     count += 1
             ln += 1
-    return count
-
-
-def ft_ngram_start(ring, i, jmax, P, pkeys, pvals, win, wcodes, wcent, wnc, wncent, hrow):
-    """Add the word n-grams that start at word token i and end at tokens i+1..jmax (ring: their hashes,
-    sign-extended, at position % MAX_WORD_NGRAMS); returns how many rows were added."""
-    bucket = U64(P[P_BUCKET])
-    g = ring[i % MAX_WORD_NGRAMS]
-    count = 0
-    for j in range(i + 1, jmax + 1):
-        g = g * NGRAM_MUL + ring[j % MAX_WORD_NGRAMS]
-        row = ft_push_hash(P, pkeys, pvals, np.int64(g % bucket))
-        if row >= 0:
-            ft_add_row(hrow, P, win, wcodes, wcent, wnc, wncent, row)
-            count += 1
-    return count
-
-
-def ft_scan(data, s, e, ngram_pass, P, prefix, vbytes, voff, vhash, vtype, vtable, sub_off, sub_rows, pkeys,
-            pvals, win, wcodes, wcent, wnc, wncent, hrow, ring):
-    """One pass over the tokens of data[s:e] plus the final "</s>". ngram_pass=False: add every word
-    token's rows (its own, then its subwords); True: add the word n-gram rows (fastText adds them after
-    all token features). Returns the number of rows added."""
-    count = 0
-    nw = 0          # word tokens seen (n-gram pass)
-    wn = P[P_WORDNGRAMS]
-    pos = s
-    stopped = False
-    while True:
-        while pos < e and ft_is_sep(data[pos]):
-            pos += 1
-        if pos >= e:
-            break
-        ts = pos
-        h = FNV_OFFSET
-        while pos < e and not ft_is_sep(data[pos]):
-            h = ft_fnv_step(h, data[pos])
-            pos += 1
-        wid = ft_vocab_find(data, ts, pos, h, vbytes, voff, vhash, vtable, U64(P[P_TABLE_MASK]))
-        eos = ft_is_eos(data, ts, pos)
-        if ft_is_word(data, ts, pos, wid, vtype, prefix):
-            if ngram_pass:
-                hs = h | SIGN_WORD if h & BIT31 else h
-                ring[nw % MAX_WORD_NGRAMS] = hs
-                nw += 1
-                if nw >= wn:
-                    count += ft_ngram_start(ring, nw - wn, nw - 1, P, pkeys, pvals, win, wcodes, wcent, wnc,
-                                            wncent, hrow)
-            elif wid >= 0:  # in vocabulary: its row, then its subword rows precomputed at load (as fastText)
-                ft_add_row(hrow, P, win, wcodes, wcent, wnc, wncent, wid)
-                count += 1
-                for t in range(sub_off[wid], sub_off[wid + 1]):
-                    ft_add_row(hrow, P, win, wcodes, wcent, wnc, wncent, np.int64(sub_rows[t]))  # int64 as wid
-                count += sub_off[wid + 1] - sub_off[wid]
-            elif not eos and P[P_MAXN] > 0:
-                count += ft_subwords(data, ts, pos, 0, pos - ts + 2, P, pkeys, pvals, win, wcodes, wcent, wnc,
-                                     wncent, hrow, 0, sub_rows, 0)
-        if eos:     # a literal "</s>" ends the line: fastText reads nothing after it
-            stopped = True
-            break
-    if not stopped:  # the "</s>" of the appended newline: its own row only, never subwords
-        wid = P[P_EOS_ID]
-        if wid < 0 or vtype[wid] == 0:
-            if ngram_pass:
-                h = ft_eos_hash()
-                ring[nw % MAX_WORD_NGRAMS] = h | SIGN_WORD if h & BIT31 else h
-                nw += 1
-                if nw >= wn:
-                    count += ft_ngram_start(ring, nw - wn, nw - 1, P, pkeys, pvals, win, wcodes, wcent, wnc,
-                                            wncent, hrow)
-            elif wid >= 0:
-                ft_add_row(hrow, P, win, wcodes, wcent, wnc, wncent, wid)
-                count += 1
-    if ngram_pass:
-        first = nw - wn + 1
-        if first < 0:
-            first = 0
-        for i in range(first, nw):
-            count += ft_ngram_start(ring, i, nw - 1, P, pkeys, pvals, win, wcodes, wcent, wnc, wncent, hrow)
     return count
 
 
@@ -362,24 +308,6 @@ def ft_eos_hash():
     h = ft_fnv_step(h, U8(0x2F))
     h = ft_fnv_step(h, U8(0x73))
     return ft_fnv_step(h, U8(0x3E))
-
-
-def ft_doc_hidden(data, s, e, P, prefix, vbytes, voff, vhash, vtype, vtable, sub_off, sub_rows, pkeys, pvals,
-                  win, wcodes, wcent, wnc, wncent, hrow, ring):
-    """hrow (f32 (dim,)) = fastText's hidden vector of document data[s:e]; returns the number of feature
-    rows (0: fastText predicts nothing, hrow stays 0)."""
-    for j in range(P[P_DIM]):
-        hrow[j] = F0
-    count = ft_scan(data, s, e, False, P, prefix, vbytes, voff, vhash, vtype, vtable, sub_off, sub_rows, pkeys,
-                    pvals, win, wcodes, wcent, wnc, wncent, hrow, ring)
-    if P[P_WORDNGRAMS] > 1:
-        count += ft_scan(data, s, e, True, P, prefix, vbytes, voff, vhash, vtype, vtable, sub_off, sub_rows,
-                         pkeys, pvals, win, wcodes, wcent, wnc, wncent, hrow, ring)
-    if count > 0:
-        inv = F32(1.0 / F64(count))
-        for j in range(P[P_DIM]):
-            hrow[j] = ft_mul(hrow[j], inv)
-    return count
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -566,7 +494,7 @@ def ft_doc_label_prob(hrow, P, ow, ocodes, ocent, onc, oncent, sig, label, pnode
 
 
 DEVICE_FUNCTIONS = ["ft_mul", "ft_exp", "ft_std_log", "ft_sigmoid_table", "ft_is_sep", "ft_fnv_step", "ft_vbyte",
-                    "ft_is_eos", "ft_vocab_find", "ft_popcount32", "ft_prune_find", "ft_push_hash", "ft_is_word",
-                    "ft_pq_centroid", "ft_add_row", "ft_row_value", "ft_subwords", "ft_ngram_start", "ft_scan",
-                    "ft_eos_hash", "ft_doc_hidden", "ft_out_dot", "ft_softmax_norm", "ft_hs_sigmoid", "ft_heap_up",
+                    "ft_is_eos", "ft_vocab_find", "ft_popcount32", "ft_prune_find", "ft_push_hash", "ft_push_row",
+                    "ft_fastmod32", "ft_is_word",
+                    "ft_pq_centroid", "ft_add_row", "ft_row_value", "ft_subwords", "ft_eos_hash", "ft_out_dot", "ft_softmax_norm", "ft_hs_sigmoid", "ft_heap_up",
                     "ft_heap_adjust", "ft_heap_pop", "ft_heap_offer", "ft_hs_dfs", "ft_doc_predict", "ft_doc_label_prob"]

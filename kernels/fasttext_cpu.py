@@ -1,5 +1,6 @@
-"""CPU kernels of the fastText family (``fasttext.py``'s device functions compiled with ``numba.njit``),
-parallel over documents (prange). Same arguments and bit-identical results as ``fasttext_cuda.py``.
+"""CPU kernels of the fastText family (``fasttext.py``'s and ``fasttext_scan.py``'s device functions compiled
+with ``numba.njit``), parallel over documents (prange). Same arguments and bit-identical results as
+``fasttext_cuda.py``.
 
 Notation: n documents, T text bytes, dim hidden size, kk = min(k, labels), D = Huffman depth + 2 (hs only).
 Model arrays (vocabulary, tables, matrices) are described in gpu_dedup/filters/fasttext_format.py.
@@ -7,11 +8,20 @@ Model arrays (vocabulary, tables, matrices) are described in gpu_dedup/filters/f
 import numpy as np
 from numba import njit, prange
 
-from . import fasttext
+from . import fasttext, fasttext_scan
 from ._build import build
 from .fasttext import MAX_WORD_NGRAMS
+from .fasttext_scan import CS_MAX
 
-_C = build(njit(cache=False, nogil=True), fasttext)
+# The per-byte and per-n-gram functions are inlined at Numba's IR level: as calls, each one increments and
+# decrements the reference counts of the arrays it is passed (atomic instructions) for every byte or n-gram
+# (as kernels/core_cpu.py's per-shingle functions; 46-51 us per 2.3 KB document here vs 53-54 us without, lid.176.ftz,
+# 1 thread, issue 38; the rest of that change is fasttext.ft_scan_words: docs/performance.md).
+_INLINE = {"ft_mul", "ft_is_sep", "ft_fnv_step", "ft_vbyte", "ft_is_eos", "ft_vocab_find", "ft_popcount32",
+           "ft_prune_find", "ft_push_hash", "ft_push_row", "ft_fastmod32", "ft_is_word", "ft_pq_centroid",
+           "ft_add_row", "ft_row_value", "ft_unit_hash"}
+_C = build(lambda fn: njit(cache=False, nogil=True, inline="always" if fn.__name__ in _INLINE else "never")(fn),
+           fasttext, fasttext_scan)
 c_doc_hidden = _C["ft_doc_hidden"]
 c_doc_predict = _C["ft_doc_predict"]
 c_doc_label_prob = _C["ft_doc_label_prob"]
@@ -28,8 +38,9 @@ def ft_hidden(data, offsets, P, prefix, vbytes, voff, vhash, vtype, vtable, sub_
     Memory: the outputs only (4 * dim + 8 bytes per document)."""
     for d in prange(offsets.shape[0] - 1):
         ring = np.empty(MAX_WORD_NGRAMS, np.uint64)
+        cs = np.empty(CS_MAX + 3, np.int64)  # a token's character starts (fasttext.ft_scan_words)
         nfeat[d] = c_doc_hidden(data, offsets[d], offsets[d + 1], P, prefix, vbytes, voff, vhash, vtype, vtable,
-                                sub_off, sub_rows, pkeys, pvals, win, wcodes, wcent, wnc, wncent, hidden[d], ring)
+                                sub_off, sub_rows, pkeys, pvals, win, wcodes, wcent, wnc, wncent, hidden[d], ring, cs)
 
 
 @njit(parallel=True, cache=True, nogil=True)

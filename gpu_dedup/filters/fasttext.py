@@ -208,6 +208,8 @@ class FastTextModel:
         for m, base in ((mf.input, K.P_IN_QUANT), (mf.output, K.P_OUT_QUANT)):
             P[base:base + 5] = (int(m.quantized), int(m.norm_codes is not None), m.nsubq, m.dsub, m.lastdsub)
         P[K.P_EOS_ID], P[K.P_TABLE_MASK] = eos, vtable.shape[0] - 1
+        bucket = int(a["bucket"])  # fastmod's multiplier of h % bucket (kernels/fasttext.py ft_fastmod32)
+        P[K.P_BUCKET_MAGIC] = np.uint64((2**64 // bucket + 1) % 2**64).view(np.int64) if bucket > 0 else 0
         P[K.P_LOSS], P[K.P_OSZ] = a["loss"], mf.nlabels
         sub_off, sub_rows = fasttext_ops.vocab_subwords_host(vbytes, voff, mf.types, P, pkeys, pvals)
         inp = mf.input

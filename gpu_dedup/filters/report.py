@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from .. import io
 from ..report.page import Page, esc, html_table, kv_table, pct
 from ..report.sources import cost_section, sources_section
-from ..report.plots import matplotlib_ok, new_figure, png_bytes
+from ..report.svg import COLORS, Axis, Figure
 
 logger = logging.getLogger(__name__)
 AUDIT_SHOWN = 25          # documents of each side shown on the page (all of them are in audit.parquet)
@@ -63,27 +63,30 @@ def hist_view(values: np.ndarray) -> tuple[np.ndarray, int, int, bool]:
     return v, lo, hi, bool(len(v) and counts.max() > 0.5 * len(v))
 
 
-def _hist(values: np.ndarray, name: str, thresholds: list[tuple[float, str]]) -> bytes:
-    fig, ax = new_figure(7.0, 2.8)
+def _hist(values: np.ndarray, name: str, thresholds: list[tuple[float, str]]) -> Figure:
     v = values[np.isfinite(values)]
     if name == "perplexity" and len(v) and v.min() > 0:
         v = np.log10(v)
         name = "log10 perplexity"
         thresholds = [(float(np.log10(t)), d) for t, d in thresholds]
     v, below, above, log = hist_view(v)
-    ax.hist(v, bins=HIST_BINS, color="#4c72b0", log=log)
-    for t, d in thresholds:
-        ax.axvline(t, color="#c44e52", linestyle="--", label=f"keep {'>=' if d == 'min' else '<='} {t:g}")
-    if thresholds:
-        ax.legend(loc="upper center", fontsize=8)
+    counts, edges = np.histogram(v, bins=HIST_BINS) if len(v) else (np.zeros(0), np.array([0.0, 1.0]))
+    lo, hi = min([float(edges[0])] + [t for t, _ in thresholds]), max([float(edges[-1])] + [t for t, _ in thresholds])
+    pad = 0.05 * (hi - lo) if hi > lo else 0.5
     clipped = f" ({below:,} below, {above:,} above the 1st-99th percentile range, not drawn)" if below or above else ""
-    ax.set_xlabel(name + clipped)
-    ax.set_ylabel("documents (log scale)" if log else "documents")
-    return png_bytes(fig)
+    top = float(counts.max()) if len(counts) else 1.0
+    y = (Axis(0.5, max(top, 1.0) * 2.0, "log", "documents (log scale)") if log
+         else Axis(0.0, max(top, 1.0) * 1.05, label="documents"))
+    fig = Figure(700, 280, x=Axis(lo - pad, hi + pad, label=name + clipped), y=y)
+    fig.bars(edges[:-1], np.diff(edges), counts, COLORS["steel"])
+    for t, d in thresholds:
+        fig.vline(t, COLORS["rose"], label=f"keep {'>=' if d == 'min' else '<='} {t:g}")
+    fig.legend_loc = "upper right"
+    return fig
 
 
 def write_filter_report(out_dir: str | os.PathLike) -> str:
-    """Write OUT/report.html (plots also as OUT/report/*.png); returns its path."""
+    """Write OUT/report.html (figures inline as SVG, also as OUT/report/*.svg); returns its path."""
     import json
 
     out = os.fspath(out_dir)
@@ -92,7 +95,7 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
     scores = pq.read_table(os.path.join(out, "scores.parquet"))
     audit_path = os.path.join(out, "audit.parquet")
     audit = pq.read_table(audit_path) if os.path.exists(audit_path) else None
-    page = Page(os.path.join(out, "report"), matplotlib_ok())
+    page = Page(os.path.join(out, "report"))
     c = stats["counts"]
     page.add("counts", "Decisions", kv_table([("documents", f"{c['input']:,}"),
                                           ("kept", f"{c['kept']:,} ({pct(c['kept'], c['input'])})"),
@@ -115,7 +118,7 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
             continue
         values = scores[name].to_numpy(zero_copy_only=False).astype(np.float64)
         # one collapsible block per score (the page was very long): the first one open
-        part = page.img(f"hist_{name}", lambda v=values, n=name: _hist(v, n, thresholds.get(n, [])),
+        part = page.figure(f"hist_{name}", lambda v=values, n=name: _hist(v, n, thresholds.get(n, [])),
                         f"histogram of {name}")
         ret = stats.get("retention", {}).get(name)
         if ret:

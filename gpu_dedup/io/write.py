@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
@@ -188,7 +188,8 @@ _WRITE_CHUNK = 8 << 20  # bytes of input per chunk read by write_kept (raw JSON 
 
 def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathLike, *, id_field: str | None,
                text_field: str, on_error: Literal["raise", "skip"], file_rows: Sequence[int] | None = None,
-               read_threads: int | None = None, annotate: dict[str, np.ndarray] | None = None) -> dict:
+               read_threads: int | None = None, annotate: dict[str, np.ndarray] | None = None,
+               texts_of: np.ndarray | None = None) -> dict:
     """Write the rows with ``keep[global_row]`` True to ``out_dir`` (layout in the module docstring).
 
     Args:
@@ -205,10 +206,13 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
             once more, as they are read for writing). Every file is checked to hold the rows it was given.
         read_threads: files written at a time (below; None: ``pyarrow.cpu_count()``).
         annotate: column name -> int64 [total rows], added to every kept row (module docstring), or None.
+        texts_of: global rows (int64, any order) whose texts to pick up while their files pass through, kept or
+            not (a run's report shows them: no second read of the inputs), or None.
 
     Returns:
         ``{"files": n_files_written, "rows_written": m}`` (a file that could not be read, skipped with
-        on_error='skip', is not written and not counted).
+        on_error='skip', is not written and not counted); with ``texts_of`` also ``"texts"``: {row: text} of
+        those rows (the text as the reader gives it), for the caller to take out.
 
     Raises:
         ConfigError: ``keep`` not a 1-D bool array; several in-memory tables; an output that would overwrite
@@ -268,16 +272,22 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
     decode = threads // workers  # a file's Parquet decoding threads: > 1 only with fewer files than threads
     stop = _Stop()
 
+    pick = np.unique(np.asarray(texts_of if texts_of is not None else [], np.int64))
+
     def job(i: int) -> _Written:
         try:
             rows = slice(firsts[i], firsts[i] + counts[i])
-            return _write_file(files[i], spec, keep[rows], len(keep), out_dir, decode, lambda: stop.after(i),
-                               {k: v[rows] for k, v in annotate.items()})
+            here = pick[(pick >= firsts[i]) & (pick < firsts[i] + counts[i])] - firsts[i]
+            done = _write_file(files[i], spec, keep[rows], len(keep), out_dir, decode, lambda: stop.after(i),
+                               {k: v[rows] for k, v in annotate.items()}, here)
+            done.texts = {firsts[i] + r: t for r, t in done.texts.items()}  # file rows -> global rows
+            return done
         except BaseException:
             stop.failed(i)  # later files stop at their next chunk; earlier ones go on (their error would win)
             raise
 
     totals = {"files": 0, "rows": 0}
+    texts: dict[int, str] = {}
     with ExitStack() as stack:  # every file's temporary output: renamed together at the end, or removed
 
         def take(done: _Written) -> None:  # in file order
@@ -286,23 +296,27 @@ def write_kept(files: list[InputFile], keep: np.ndarray, out_dir: str | os.PathL
                 logger.warning("%s could not be read; no output written for it", done.relpath)
             totals["files"] += done.files
             totals["rows"] += done.rows
+            texts.update(done.texts)
 
         _ordered(job, len(files), workers, "write", take=take,
                  discard=lambda done: stack.enter_context(done.outputs), abort=lambda: stop.failed(-1))
     os.makedirs(out_dir, exist_ok=True)  # there even when no file is written (every input skipped or empty)
-    return {"files": totals["files"], "rows_written": totals["rows"]}
+    written = {"files": totals["files"], "rows_written": totals["rows"]}
+    return written if texts_of is None else {**written, "texts": texts}
 
 
 @dataclass
 class _Written:
     """One file written by ``_write_file``: its temporary output (renamed onto the output path when
-    ``outputs`` exits without an exception, removed with one), files written (0 or 1), rows kept."""
+    ``outputs`` exits without an exception, removed with one), files written (0 or 1), rows kept, and the
+    texts picked up (row -> text)."""
 
     relpath: str
     outputs: ExitStack
     files: int
     rows: int
     unreadable: bool = False
+    texts: dict[int, str] = field(default_factory=dict)
 
 
 class _Aborted(RunError):
@@ -362,14 +376,22 @@ def _ordered(fn: Callable[[int], Any], n: int, workers: int, name: str, *,
 
 
 def _write_file(f: InputFile, spec: Spec, keep: np.ndarray, keep_len: int, out_dir: str, decode_threads: int,
-                stopped: Any, annotate: dict[str, np.ndarray] | None = None) -> _Written:
+                stopped: Any, annotate: dict[str, np.ndarray] | None = None,
+                pick: np.ndarray | None = None) -> _Written:
     """Write the rows of ``f`` with ``keep[row_in_file]`` True to its temporary output, streaming chunks of
     ``_WRITE_CHUNK`` bytes (Parquet: decoded on ``decode_threads`` threads, up to ``2 x (decode_threads -
-    1)`` chunks ahead of the one being written). Raises when the file does not hold exactly ``len(keep)`` rows, or
-    ``_Aborted`` when ``stopped()`` turns True."""
+    1)`` chunks ahead of the one being written), and pick up the texts of its rows ``pick`` (sorted). Raises
+    when the file does not hold exactly ``len(keep)`` rows, or ``_Aborted`` when ``stopped()`` turns True."""
     report = ReadReport()  # write_kept's own; iter_batches already reported the problems
     target = output_path(out_dir, f)
     row, written = 0, 0
+    picked: dict[int, str] = {}
+    pick = np.zeros(0, np.int64) if pick is None else pick
+
+    def texts(chunk_text: pa.Array) -> None:  # after take(): the chunk's rows are [row - len, row)
+        lo = row - len(chunk_text)
+        for r in pick[np.searchsorted(pick, lo):np.searchsorted(pick, row)].tolist():
+            picked[r] = chunk_text[r - lo].as_py()
 
     annotate = annotate or {}
     extra: dict[str, np.ndarray] = {}
@@ -401,6 +423,7 @@ def _write_file(f: InputFile, spec: Spec, keep: np.ndarray, keep_len: int, out_d
                     if out is None:  # opened at the first rows: a file skipped whole gets no output
                         out = opened.enter_context(_jsonl_output(outputs, target, f))
                     mask = take(len(chunk.text))
+                    texts(chunk.text)
                     written += int(mask.sum())
                     if annotate:
                         _write_annotated(out, chunk.raw, chunk.starts[mask], chunk.ends[mask], extra, f.relpath)
@@ -416,6 +439,7 @@ def _write_file(f: InputFile, spec: Spec, keep: np.ndarray, keep_len: int, out_d
                     if writer is None:
                         writer = _open_parquet_writer(outputs, target, reader, annotate)
                     mask = take(len(chunk.text))
+                    texts(chunk.text)
                     full = np.zeros(len(chunk.valid), dtype=bool)
                     full[np.flatnonzero(chunk.valid)] = mask
                     written += int(mask.sum())
@@ -434,7 +458,7 @@ def _write_file(f: InputFile, spec: Spec, keep: np.ndarray, keep_len: int, out_d
             raise DataError(f"keep has {keep_len} entries but the inputs have a different number of rows "
                             f"({f.relpath}: {row}, not {len(keep)}); pass the same files, id_field, text_field "
                             f"and on_error as to iter_batches")
-        return _Written(f.relpath, outputs.pop_all(), 0 if unreadable else 1, written, unreadable)
+        return _Written(f.relpath, outputs.pop_all(), 0 if unreadable else 1, written, unreadable, picked)
 
 
 def _jsonl_output(outputs: ExitStack, target: str, f: InputFile) -> Any:

@@ -269,13 +269,14 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
             write_tables([scores], scores_schema(scores.column_names), os.path.join(out, "scores.parquet"))
     if work is not None:
         stats["work_dir"] = {"path": work.path, "pieces_reused": work.reused, "pieces_computed": work.recomputed}
+    texts = None
     if out is not None:
-        _write_outputs(out, cfg, files, docs, decided, stats, timings, kept=not stopped)
+        texts = _write_outputs(out, cfg, files, docs, decided, stats, timings, kept=not stopped)
     timings["total"] = time.perf_counter() - t_start
     busy = timings["total"] - timings.get("compile", 0.0)
     stats["throughput_docs_per_s"] = len(docs) / busy if busy > 0 else None
     if out is not None:
-        _finish(out, stats, files)
+        _finish(out, stats, files, texts)
     return DedupResult(decided.decisions, stats, out)
 
 
@@ -441,11 +442,13 @@ def _run_stats(cfg: RunConfig, device: str, threads: int, files, report, docs: D
 
 
 def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: Decided, stats: dict[str, Any],
-                   timings: dict[str, float], kept: bool = True) -> None:
+                   timings: dict[str, float], kept: bool = True) -> dict[int, str] | None:
     """deduplicated/ (unless disabled, or ``kept`` False: the source guard stopped the run), then
-    decisions.parquet."""
+    decisions.parquet. Returns the texts of the rows the report shows, picked up while deduplicated/ was written
+    (None when it was not)."""
     os.makedirs(out, exist_ok=True)
     t = time.perf_counter()
+    texts = None
     if cfg.write_deduplicated and kept:
         # files in parallel on the reader's threads (pass 1's default: pyarrow's CPU count), each
         # placed in the keep mask by the rows pass 1 read from it
@@ -453,9 +456,13 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
         if cfg.annotate:
             annotate = {"dup_cluster_size": decided.decisions["cluster_size"].to_numpy(),
                         "dup_cluster_id": decided.decisions["cluster_id"].to_numpy()}
+        from ..report import shown_rows
+
         stats["deduplicated"] = io.write_kept(files, decided.keep, os.path.join(out, "deduplicated"),
                                               id_field=cfg.id_field, text_field=cfg.text_field,
-                                              on_error=cfg.on_error, file_rows=docs.file_rows, annotate=annotate)
+                                              on_error=cfg.on_error, file_rows=docs.file_rows, annotate=annotate,
+                                              texts_of=shown_rows(decided.decisions, stats))
+        texts = stats["deduplicated"].pop("texts")  # the report's excerpts: not a second read of the inputs
         # the kept records are copied verbatim: every input file is read once more, whole
         stats["bytes_read"]["deduplicated_input_files"] = sum(io.file_size(f) for f in files
                                                               if f.fmt != "table")
@@ -465,6 +472,7 @@ def _write_outputs(out: str, cfg: RunConfig, files, docs: Documents, decided: De
     schema = decisions_schema(semantic="cosine" in decided.decisions.column_names)
     write_tables([decided.decisions], schema, os.path.join(out, "decisions.parquet"))  # the Ray engine's bytes
     timings["write_decisions"] = time.perf_counter() - t
+    return texts
 
 
 def _sources(decisions: pa.Table, files, cfg: RunConfig, guard: SourceGuard, docs: Documents,
@@ -483,11 +491,12 @@ def _sources(decisions: pa.Table, files, cfg: RunConfig, guard: SourceGuard, doc
     return tally.stats(guard)
 
 
-def _finish(out: str, stats: dict[str, Any], files) -> None:
-    """run.json, then report.html (drawn from it; a failure never fails the run), then run.json again."""
+def _finish(out: str, stats: dict[str, Any], files, texts: dict[int, str] | None = None) -> None:
+    """run.json, then report.html (drawn from it and the shown rows' ``texts``; a failure never fails the run),
+    then run.json again."""
     def report() -> str:
         from ..report import write_report
 
-        return write_report(out, source=files)
+        return write_report(out, source=files, texts=texts)
 
     finish(out, stats, report=report)

@@ -226,19 +226,42 @@ def check_score_shadowing(f, cfg: RunConfig) -> None:
 
 
 def compute_file(f, cfg: RunConfig, device: str, params, bar=None, steps: tuple = (),
-                  row0: int = 0) -> tuple[_Collected, dict, dict[str, float]]:
+                 row0: int = 0) -> tuple[_Collected, dict, dict[str, float]]:
     """Pass 1 over one input file: returns (its batches' arrays, read report dict, timings). Every batch is
     offered to ``steps`` (``BatchStep``) as a ``PassBatch`` whose row is ``row0`` + its row in the file;
     a step that supplies "keep_values" replaces the input's keep column (which is then not read), the
     "filter_pass" of the steps that supply one are combined (a document passes when every one passes it)."""
+    parts, report, tm = compute_files([f], cfg, device, params, None if bar is None else _OneFileBar(bar), steps,
+                                      row0)
+    return parts[0], report, tm
+
+
+class _OneFileBar:
+    """A one-file bar (``update(n)``: passes.progress' ``for_file``) as ``compute_files``' bar, whose ``update``
+    also names the batch's file."""
+
+    def __init__(self, bar) -> None:
+        self.bar = bar
+
+    def update(self, n: int, file_index: int | None = None) -> None:
+        self.bar.update(n)
+
+
+def compute_files(files, cfg: RunConfig, device: str, params, bar=None, steps: tuple = (),
+                  row0: int = 0) -> tuple[list[_Collected], dict, dict[str, float]]:
+    """Pass 1 over ``files`` as one stream (``compute_file``'s rules): the reader decodes the next file while
+    this one's last batches are hashed, and the kernels are loaded while the first batch is decoded
+    (``_preload``). ``bar``: a progress bar counting each batch's documents with its file (``update(n,
+    file_index)``), or None. Returns each file's batches' arrays, the read report of all of them, and the
+    timings."""
     kc = keep_column(cfg.cluster.keep)
     report = io.ReadReport()
-    col = _Collected()
+    parts = [_Collected() for _ in files]
     tm = dict.fromkeys(STEPS, 0.0)
-    t = time.perf_counter()
     supplied = kc is not None and any("keep_values" in s.supplies for s in steps)
     if supplied and kc in score_columns(cfg.scores):
-        check_score_shadowing(f, cfg)
+        for f in files:
+            check_score_shadowing(f, cfg)
     # a step that reads the raw text reads it on the host: the device reader would keep it on the GPU
     device_reader = None if any(s.raw_text for s in steps) else resolve_reader(cfg.reader, device)
 
@@ -259,8 +282,13 @@ def compute_file(f, cfg: RunConfig, device: str, params, bar=None, steps: tuple 
     opts = cfg.reader_options()
     if supplied:
         opts["keep_column"] = None  # computed by a step, not read from the input
-    batches = io.iter_batches([f], report=report, device_reader=device_reader, **opts)
-    for batch, text_bytes, data, offsets in prefetched(batches, depth, on_device):
+    batches = io.iter_batches(list(files), report=report, device_reader=device_reader, **opts)
+    stream = prefetched(batches, depth, on_device)
+    t = time.perf_counter()
+    if depth:
+        _preload(cfg, device, params)  # while the reading thread decodes the first batch
+    for batch, text_bytes, data, offsets in stream:
+        col = parts[batch.file_index]
         t0 = time.perf_counter()
         norm = normalize_arrays(data, offsets, cfg.normalize, device)
         t1 = time.perf_counter()
@@ -294,10 +322,26 @@ def compute_file(f, cfg: RunConfig, device: str, params, bar=None, steps: tuple 
         tm["minhash"] += t3 - t2
         tm["band_keys"] += t4 - t3
         if bar is not None:
-            bar.update(len(batch))
+            bar.update(len(batch), batch.file_index)
         checkpoint("batch")
         t = time.perf_counter()
-    return col, report.to_dict(), tm
+    return parts, report.to_dict(), tm
+
+
+_PRELOAD_TEXT = "pass one loads its kernels while the reader decodes the first batch"
+
+
+def _preload(cfg: RunConfig, device: str, params) -> None:
+    """Pass 1's kernels on a one-document batch: the first call of each loads its machine code from Numba's cache
+    (and Numba's registries: ~0.3-0.5 s), which then overlaps the decoding of the first batch instead of
+    following it. Same array types as a real batch (``arrow_text_buffers``), so the real calls find the code
+    loaded; the results are dropped."""
+    if device != "cpu":
+        return
+    data, offsets = arrow_text_buffers(pa.array([_PRELOAD_TEXT], pa.large_string()))
+    norm = normalize_arrays(data, offsets, cfg.normalize, device)
+    exact_hashes(norm, device)
+    band_keys(compute_signatures(norm, cfg.shingle, cfg.minhash, params, device).values, cfg.lsh, device)
 
 
 def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float], work=None,
@@ -311,6 +355,16 @@ def _pass1(files, cfg: RunConfig, device: str, report, timings: dict[str, float]
     stored = {fi: work.load(fi, f) for fi, f in enumerate(files)} if work is not None else {}
     keep_keys = work is None or cfg.memory_budget is None  # else they are read back from the pieces
     with progress(cfg, "read+minhash", files=files) as bar:
+        if work is None:  # one stream over every file: the next file is read while this one is hashed
+            parts, part_report, tm = compute_files(files, cfg, device, params, bar, steps)
+            for k, v in tm.items():
+                timings[k] = timings.get(k, 0.0) + v
+            report.merge(part_report)
+            for fi, part in enumerate(parts):
+                col.file_rows.append(part.rows)
+                col.file_index.extend(np.full(len(a), fi, np.int32) for a in part.ids)
+                col.extend(part)
+            return col
         for fi, f in enumerate(files):
             piece = stored.get(fi)
             if piece is not None:

@@ -1,17 +1,17 @@
-"""write_report: read a run, build the report page section by section, write it and its plots."""
+"""write_report: read a run, build the report page section by section, write it and its figures."""
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import ConfigError
 from .inputs import Mismatch, Scan, load_run, locate_inputs, scan_inputs
 from .metrics import largest_clusters
 from .page import Page, esc
-from .plots import matplotlib_ok
 from .sources import boundary_rows, cost_section, sources_section
 from .sections import (
     clusters_section,
@@ -31,11 +31,36 @@ logger = logging.getLogger(__package__)
 REPORT_FILE = "report.html"
 PLOTS_DIR = "report"
 PLOT_NAMES = ("counts", "cluster_sizes", "band_load", "bucket_sizes", "s_curve", "timings")
+PLOT_SUFFIXES = (".svg", ".png")  # .png: an earlier version's figures, removed when a report is rewritten
 
 
-def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: Any = None,
-                 read_inputs: bool = True) -> str:
-    """Write ``out_dir/report.html`` (self-contained) and ``out_dir/report/*.png``.
+MAX_CLUSTERS = 10  # the largest clusters shown with excerpts by default
+
+
+def shown_rows(decisions: pa.Table, stats: dict, max_clusters: int = MAX_CLUSTERS) -> np.ndarray:
+    """The decisions rows whose texts the report shows. A run passes their texts to ``write_report`` when it met
+    them anyway (writing deduplicated/).
+
+    Args:
+        decisions: the run's decisions table.
+        stats: the run's run.json (its ``sources`` name the boundary pairs shown).
+        max_clusters: the largest clusters shown (``write_report``'s).
+
+    Returns:
+        int64, sorted: the rows of those clusters' kept documents and of the members shown, and of the boundary
+        pairs of the Sources section.
+    """
+    return _shown(largest_clusters(decisions, max_clusters), stats, decisions)
+
+
+def _shown(views, stats: dict, decisions: pa.Table) -> np.ndarray:
+    clusters = np.array([r for v in views for r in (v.rep, *v.members)], np.int64)
+    return np.unique(np.concatenate([clusters, boundary_rows(stats, decisions["id"].combine_chunks())]))
+
+
+def write_report(out_dir: str | os.PathLike, *, max_clusters: int = MAX_CLUSTERS, source: Any = None,
+                 read_inputs: bool = True, texts: Mapping[int, str] | None = None) -> str:
+    """Write ``out_dir/report.html`` (self-contained: its figures inline as SVG) and ``out_dir/report/*.svg``.
 
     Args:
         out_dir: the output directory of a finished run (decisions.parquet and run.json).
@@ -44,6 +69,9 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
             when run.json's paths do not lead to them.
         read_inputs: False skips reading the inputs (no excerpts, no retained bytes/tokens unless the run
             recorded them): use it for very large runs.
+        texts: row -> text of rows the caller has read already (a run's writer picks up ``shown_rows`` while it
+            copies the kept records); when it holds every row shown and the run recorded the retained sizes, the
+            inputs are not read again.
 
     Returns:
         The path of report.html.
@@ -63,11 +91,12 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
 
     recorded = {k: v for k, v in (stats.get("counts") or {}).items() if k in ("text_bytes", "words")}
     need_sizes = not ("text_bytes" in recorded and "words" in recorded)
-    want = np.unique(np.concatenate([np.array([r for v in views for r in (v.rep, *v.members)], np.int64),
-                                     boundary_rows(stats, decisions["id"].combine_chunks())]))
+    want = _shown(views, stats, decisions)
     scan: Scan | None = None
     why: str | None = None
-    if not read_inputs:
+    if texts is not None and not need_sizes and all(r in texts for r in want.tolist()):
+        scan = Scan(texts={r: texts[r] for r in want.tolist()})
+    elif not read_inputs:
         why = "the inputs were not read (read_inputs=False / --no-inputs)"
     elif want.size or need_sizes:
         files, why = locate_inputs(stats, source)
@@ -82,9 +111,8 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
     if why:
         logger.info("report without input texts: %s", why)
 
-    plots = matplotlib_ok()
     plot_dir = os.path.join(out, PLOTS_DIR)
-    page = Page(plot_dir, plots)
+    page = Page(plot_dir)
     page.add("summary", "Summary", summary_section(stats, n, by, scan, None if scan else why, recorded or None))
     page.add("counts", "Documents per stage and reason", counts_section(page, n, by, decisions, stats))
     cluster_cfg = (stats.get("config") or {}).get("cluster")
@@ -111,19 +139,18 @@ def write_report(out_dir: str | os.PathLike, *, max_clusters: int = 10, source: 
         page.add("substring", "Exact-substring dedup: cuts and seams", read_section(out))
 
     intro = f"<p class=\"note\">Output directory <code>{esc(os.path.abspath(out))}</code></p>"
-    if not plots:
-        intro += "<p class=\"warn\">Plots need matplotlib: pip install 'gpu-dedup[plot]'.</p>"
     text = page.render("gpu_dedup run report", intro)
 
     from .. import io
 
-    for name in PLOT_NAMES:  # drop a previous report's plots that this run did not draw
-        stale = os.path.join(plot_dir, f"{name}.png")
-        if stale not in page.written and os.path.exists(stale):
-            os.remove(stale)
+    for name in PLOT_NAMES:  # drop a previous report's figures that this run did not draw
+        for suffix in PLOT_SUFFIXES:
+            stale = os.path.join(plot_dir, name + suffix)
+            if stale not in page.written and os.path.exists(stale):
+                os.remove(stale)
     path = os.path.join(out, REPORT_FILE)
     with io.atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
-    logger.info("wrote run report %s (%d plots)", path, len(page.written))
+    logger.info("wrote run report %s (%d figures)", path, len(page.written))
     return path

@@ -1,7 +1,6 @@
 """HTML building blocks of the report page: escaping, tables, number formats, and the page itself."""
 from __future__ import annotations
 
-import base64
 import html
 import json
 import logging
@@ -21,9 +20,9 @@ nav{margin:.6em 0 1em;font-size:.95em} nav a{margin-right:1.1em}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.93em}
 td,th{border:1px solid #ddd;padding:.25em .65em;text-align:right;vertical-align:top}
 th{background:#f4f4f4} .l{text-align:left} .kv th{font-weight:normal;background:#f8f8f8}
-img{max-width:100%;height:auto;display:block;margin:.5em 0}
+img,svg{max-width:100%;height:auto;display:block;margin:.5em 0}
 .warn{background:#fff3cd;border:1px solid #e0b800;padding:.5em 1em;border-radius:4px}
-.note{color:#555;font-size:.92em}
+.note{color:#555;font-size:.92em} figure.plot{margin:.5em 0}
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:1em;margin:.3em 0 1em}
 .head{font-size:.85em;color:#444;margin-bottom:.2em}
 .doc{border:1px solid #ccc;border-radius:4px;padding:.5em .7em;max-height:15em;overflow:auto;font-size:.88em;
@@ -83,31 +82,32 @@ def fmt_bytes(n: float) -> str:
 
 
 class Page:
-    """Collects sections and images; images go to out_dir/report/NAME.png and into the page as base64."""
+    """Collects sections and figures; a figure goes into the page as inline SVG and to plot_dir/NAME.svg.
+    ``plots=False``: a page without figures (``figure`` returns "")."""
 
-    def __init__(self, plot_dir: str, plots: bool) -> None:
+    def __init__(self, plot_dir: str, plots: bool = True) -> None:
         self.plot_dir = plot_dir
         self.plots = plots
         self.sections: list[tuple[str, str, str]] = []
         self.written: list[str] = []
 
-    def img(self, name: str, draw, alt: str) -> str:
+    def figure(self, name: str, draw, alt: str) -> str:
+        """``draw()`` -> an ``svg.Figure``: its markup inline (and in plot_dir/NAME.svg), or a warning if it fails."""
         if not self.plots:
             return ""
         try:
-            png = draw()
-        except Exception as exc:  # one bad plot must not cost the whole report
-            logger.warning("report plot %s failed: %s", name, exc, exc_info=True)
-            return f"<p class=\"warn\">Plot {esc(name)} failed: {esc(exc)}</p>"
+            svg = draw().svg(alt, ident=name)
+        except Exception as exc:  # one bad figure must not cost the whole report
+            logger.warning("report figure %s failed: %s", name, exc, exc_info=True)
+            return f"<p class=\"warn\">Figure {esc(name)} failed: {esc(exc)}</p>"
         from .. import io
 
-        path = os.path.join(self.plot_dir, f"{name}.png")
+        path = os.path.join(self.plot_dir, f"{name}.svg")
         with io.atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                fh.write(png)
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write('<?xml version="1.0" encoding="utf-8"?>\n' + svg + "\n")
         self.written.append(path)
-        b64 = base64.b64encode(png).decode("ascii")
-        return f"<img src=\"data:image/png;base64,{b64}\" alt=\"{esc(alt)}\">"
+        return f"<figure class=\"plot\">{svg}</figure>"
 
     def add(self, anchor: str, title: str, body: str) -> None:
         self.sections.append((anchor, title, body))

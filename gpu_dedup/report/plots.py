@@ -1,7 +1,9 @@
-"""The report's plots, drawn with matplotlib (the ``plot`` extra), which is imported only when they are drawn."""
+"""The report's figures: the five of report.html drawn as SVG from the run's aggregates (svg.py, no plotting
+library: milliseconds each), and ``plot_candidate_rates`` for notebooks, drawn with matplotlib (imported only there).
+
+Each ``plot_*`` returns an ``svg.Figure`` that ``Page.figure`` puts into the page and writes to report/NAME.svg."""
 from __future__ import annotations
 
-import io as _bytes_io
 import logging
 import os
 from typing import Sequence
@@ -12,9 +14,9 @@ from ..decisions import KEPT_REASONS
 from ..errors import ConfigError, DependencyError
 from ..lexical import params
 from .metrics import CandidateRates, JaccardHistogram
+from .svg import COLORS, Axis, Figure
 
 logger = logging.getLogger(__package__)
-
 
 # ------------------------------------------------------------------------------------------------- plots
 def matplotlib_ok() -> bool:
@@ -25,132 +27,93 @@ def matplotlib_ok() -> bool:
     return True
 
 
-def new_figure(width: float = 8.0, height: float = 3.6):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height))
-    FigureCanvasAgg(fig)  # the Agg canvas directly: pyplot's global backend is left alone
-    return fig, fig.add_subplot(1, 1, 1)
-
-
-def png_bytes(fig) -> bytes:
-    buf = _bytes_io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=100)
-    return buf.getvalue()
+def _hbar_figure(names: Sequence[str], vals: Sequence[float], colors: Sequence[str], labels: Sequence[str],
+                 xlabel: str, xmax: float, title: str) -> Figure:
+    """Horizontal bars, the first name at the top, each bar's label at its end."""
+    n = len(names)
+    fig = Figure(800, (0.45 * n + 1.2) * 100, title,
+                 x=Axis(0.0, xmax, label=xlabel),
+                 y=Axis(-0.6, n - 0.4, ticks=list(range(n)), labels=list(names)[::-1]))
+    fig.hbars(list(range(n)), list(vals)[::-1], list(colors)[::-1], list(labels)[::-1])
+    return fig
 
 
-def plot_counts(by_reason: dict[str, int]) -> bytes:
+def plot_counts(by_reason: dict[str, int]) -> Figure:
     names = list(by_reason)
     vals = [by_reason[n] for n in names]
-    fig, ax = new_figure(8.0, 0.45 * len(names) + 1.2)
-    colors = ["tab:green" if n in KEPT_REASONS else "tab:red" for n in names]
-    bars = ax.barh(names[::-1], vals[::-1], color=colors[::-1])
-    ax.bar_label(bars, labels=[f"{v:,}" for v in vals[::-1]], padding=3)
-    ax.set_xlabel("documents (green: kept, red: removed)")
-    ax.set_xlim(0, max(vals + [1]) * 1.15)
-    ax.set_title("Documents per decision reason")
-    return png_bytes(fig)
+    colors = [COLORS["green"] if n in KEPT_REASONS else COLORS["red"] for n in names]
+    return _hbar_figure(names, vals, colors, [f"{v:,}" for v in vals], "documents (green: kept, red: removed)",
+                        max(vals + [1]) * 1.15, "Documents per decision reason")
 
 
-def _plain_log_ticks(ax, xs: np.ndarray) -> None:
-    """Log axes labelled 1, 2, 10, 100 instead of 2x10^0; the sizes themselves when there are few."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(plain)
-        axis.set_minor_formatter(NullFormatter())
-    if len(xs) <= 12:
-        ax.set_xticks(xs)
+def _log_range(values: np.ndarray) -> tuple[float, float]:
+    """A log axis' limits around positive values, with the margin matplotlib's autoscale leaves."""
+    lo, hi = float(values.min()), float(values.max())
+    return lo / 1.6, hi * 1.6
 
 
-def plot_cluster_sizes(sizes: np.ndarray, cut: int | None = None) -> bytes:
+def plot_cluster_sizes(sizes: np.ndarray, cut: int | None = None) -> Figure:
     s, c = np.unique(sizes, return_counts=True)
-    fig, ax = new_figure()
-    ax.loglog(s, c, "o", label="clusters of this size")
-    ax.loglog(s, s * c, "s", markerfacecolor="none", label="documents in clusters of this size")
+    docs = s * c
+    xlo, xhi = _log_range(s.astype(np.float64) if cut is None else np.append(s, cut + 0.5).astype(np.float64))
+    ylo, yhi = _log_range(np.concatenate([c, docs]).astype(np.float64))
+    few = len(s) <= 12  # the sizes themselves as ticks when there are few
+    fig = Figure(800, 360, "Cluster-size distribution (log-log; size 1 = no duplicate)", grid=True,
+                 x=Axis(xlo, xhi, "log", "cluster size (documents, incl. the kept one)",
+                        ticks=[float(v) for v in s] if few else None),
+                 y=Axis(ylo, yhi, "log", "count"))
+    fig.points(s, c, COLORS["blue"], marker="o", label="clusters of this size")
+    fig.points(s, docs, COLORS["orange"], marker="s", filled=False, label="documents in clusters of this size")
     if cut is not None:  # the cluster-size policy: clusters right of the line lose their duplicates
-        ax.axvline(cut + 0.5, color="tab:red", linestyle="--", linewidth=1,
-                   label=f"remove_clusters_larger_than = {cut:,}")
-    _plain_log_ticks(ax, s)
-    ax.set_xlabel("cluster size (documents, incl. the kept one)")
-    ax.set_ylabel("count")
-    ax.set_title("Cluster-size distribution (log-log; size 1 = no duplicate)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    return png_bytes(fig)
+        fig.vline(cut + 0.5, COLORS["red"], label=f"remove_clusters_larger_than = {cut:,}")
+    fig.legend_loc = "upper right"
+    return fig
 
 
-def plot_band_load(per_band: Sequence[int]) -> bytes:
-    fig, ax = new_figure()
-    ax.bar(np.arange(len(per_band)), per_band, color="tab:blue")
-    ax.axhline(float(np.mean(per_band)), color="black", linestyle="--", linewidth=1,
-               label=f"mean {np.mean(per_band):,.1f}")
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("band")
-    ax.set_ylabel("buckets with ≥ 2 documents")
-    ax.set_title("Candidate buckets per LSH band")
-    ax.legend()
-    return png_bytes(fig)
+def plot_band_load(per_band: Sequence[int]) -> Figure:
+    n = len(per_band)
+    mean = float(np.mean(per_band))
+    fig = Figure(800, 360, "Candidate buckets per LSH band",
+                 x=Axis(-0.6, n - 0.4, label="band", integer=True),
+                 y=Axis(0.0, max(max(per_band), 1) * 1.25, label="buckets with ≥ 2 documents"))  # room for the legend
+    fig.bars([i - 0.4 for i in range(n)], 0.8, list(per_band), COLORS["blue"])
+    fig.hline(mean, COLORS["black"], label=f"mean {mean:,.1f}")
+    fig.legend_loc = "upper right"
+    return fig
 
 
-def plot_bucket_sizes(log2_counts: Sequence[int]) -> bytes:
-    k = np.arange(len(log2_counts))
-    fig, ax = new_figure()
-    ax.bar(k, log2_counts, color="tab:purple")
-    ax.set_yscale("log")
+def plot_bucket_sizes(log2_counts: Sequence[int]) -> Figure:
+    k = list(range(len(log2_counts)))
     labels = [f"{2**i:,}" if i == 0 else f"{2**i:,}–{2**(i + 1) - 1:,}" for i in k]
-    ax.set_xticks(k, labels, rotation=45, ha="right")
-    from matplotlib.ticker import FuncFormatter
-
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
-    ax.set_xlabel("bucket size (documents)")
-    ax.set_ylabel("buckets")
-    ax.set_title("Bucket-size distribution")
-    return png_bytes(fig)
+    top = max([v for v in log2_counts if v > 0] + [1])
+    fig = Figure(800, 360, "Bucket-size distribution",
+                 x=Axis(-0.6, len(k) - 0.4, label="bucket size (documents)", ticks=k, labels=labels, rotate=True),
+                 y=Axis(0.5, top * 2.0, "log", "buckets"))
+    fig.bars([i - 0.4 for i in k], 0.8, list(log2_counts), COLORS["purple"])
+    return fig
 
 
-def _draw_s_curve(ax, bands: int, rows: int, color: str | None = None, label: str | None = None):
-    s, p = params.s_curve(bands, rows, n=401)
-    line, = ax.plot(s, p, color=color, label=label or f"{bands}×{rows} theory (p50 = {params.p50(bands, rows):.3f})")
-    return line
-
-
-def plot_s_curve(bands: int, rows: int, theta: float, hist: JaccardHistogram | None) -> bytes:
-    fig, ax = new_figure(8.0, 4.2)
-    _draw_s_curve(ax, bands, rows, color="tab:blue")
-    params.style_s_curve_axes(ax, theta)
-    handles, labels = ax.get_legend_handles_labels()
+def plot_s_curve(bands: int, rows: int, theta: float, hist: JaccardHistogram | None) -> Figure:
+    s, p = params.s_curve(bands, rows, n=201)
+    y2 = None
     if hist is not None and hist.total:
-        ax2 = ax.twinx()
-        bars = ax2.bar(hist.edges[:-1], hist.counts, width=np.diff(hist.edges), align="edge", alpha=0.45,
-                       color="tab:orange", edgecolor="tab:orange")
-        from matplotlib.ticker import MaxNLocator
-
-        ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax2.set_ylabel("removed near-duplicates per bin")
-        ax2.set_ylim(0, max(1, int(hist.counts.max())) * 1.1)
-        handles.append(bars)
-        labels.append("removed near-duplicates: exact J to the kept document (right axis)")
-    ax.legend(handles, labels, loc="upper left", fontsize=8)
-    ax.set_title(f"S-curve of {bands} bands × {rows} rows")
-    return png_bytes(fig)
+        y2 = Axis(0.0, max(1, int(hist.counts.max())) * 1.1, label="removed near-duplicates per bin", integer=True)
+    fig = Figure(800, 420, f"S-curve of {bands} bands × {rows} rows", grid=True,
+                 x=Axis(0.0, 1.0, label="Jaccard similarity s"),
+                 y=Axis(0.0, 1.02, label="P(candidate) = 1 − (1 − s^r)^b"), y2=y2)
+    fig.line(s, p, COLORS["blue"], label=f"{bands}×{rows} theory (p50 = {params.p50(bands, rows):.3f})")
+    fig.vline(theta, COLORS["black"], label=f"θ = {theta:g}")
+    if y2 is not None:
+        fig.bars(hist.edges[:-1], np.diff(hist.edges), hist.counts, COLORS["orange"], axis="y2", opacity=0.45,
+                 label="removed near-duplicates: exact J to the kept document (right axis)")
+    return fig
 
 
-def plot_timings(timings: dict[str, float]) -> bytes:
+def plot_timings(timings: dict[str, float]) -> Figure:
     names = list(timings)
     vals = [timings[n] for n in names]
-    fig, ax = new_figure(8.0, 0.4 * len(names) + 1.2)
-    bars = ax.barh(names[::-1], vals[::-1], color="tab:gray")
-    ax.bar_label(bars, labels=[f"{v:.3g} s" for v in vals[::-1]], padding=3)
-    ax.set_xlabel("seconds")
-    ax.set_xlim(0, max(vals + [1e-9]) * 1.2)
-    ax.set_title("Time per stage")
-    return png_bytes(fig)
+    return _hbar_figure(names, vals, [COLORS["gray"]] * len(names), [f"{v:.3g} s" for v in vals], "seconds",
+                        max(vals + [1e-9]) * 1.2, "Time per stage")
 
 
 def plot_candidate_rates(rates: Sequence[CandidateRates], theta: float, path: str) -> None:
@@ -172,10 +135,16 @@ def plot_candidate_rates(rates: Sequence[CandidateRates], theta: float, path: st
         raise ConfigError(f"path must end in .png or .svg, got {str(path)!r}")
     if not matplotlib_ok():
         raise DependencyError("plotting needs matplotlib: pip install 'gpu-dedup[plot]'")
-    fig, ax = new_figure(8.0, 4.5)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure as MplFigure
+
+    fig = MplFigure(figsize=(8.0, 4.5))
+    FigureCanvasAgg(fig)  # the Agg canvas directly: pyplot's global backend is left alone
+    ax = fig.add_subplot(1, 1, 1)
     for i, cr in enumerate(rates):
         color = f"C{i}"
-        _draw_s_curve(ax, cr.bands, cr.rows, color=color)
+        s, p = params.s_curve(cr.bands, cr.rows, n=401)
+        ax.plot(s, p, color=color, label=f"{cr.bands}×{cr.rows} theory (p50 = {params.p50(cr.bands, cr.rows):.3f})")
         mid = 0.5 * (cr.edges[:-1] + cr.edges[1:])
         ok = cr.pairs > 0
         ax.errorbar(mid[ok], cr.rate[ok], yerr=cr.stderr[ok], fmt="o", color=color, markersize=4, capsize=2,

@@ -1,4 +1,4 @@
-"""The report's sections, one function each: HTML for the page, plots through it."""
+"""The report's sections, one function each: HTML for the page, figures through it."""
 from __future__ import annotations
 
 import json
@@ -105,7 +105,7 @@ def counts_section(page: Page, n: int, by: dict[str, int], decisions: pa.Table, 
     return ("<h3>Per stage</h3>" + html_table(["stage", "removed", "documents left", "% of input"], rows)
             + semantic_long_text(page, stats)
             + "<h3>Per reason</h3>" + html_table(["reason", "documents", "% of input", ""], reasons, left=1)
-            + page.img("counts", lambda: plot_counts(by), "documents per decision reason")
+            + page.figure("counts", lambda: plot_counts(by), "documents per decision reason")
             + "<p class=\"note\">exact = identical normalized text (short_exact_duplicate: documents with fewer "
               "words than the shingle size, which only the exact stage can remove); near = removed for a kept "
               "document at (verified) Jaccard ≥ θ; representative = kept document with duplicates.</p>" + against)
@@ -156,7 +156,7 @@ def clusters_section(page: Page, decisions: pa.Table, cluster_cfg: dict | None =
                      f"{small.size:,} ({int(small.sum()):,} documents)"])
     if copies > 1:
         rows.append(["members kept per cluster (keep_copies)", f"up to {copies}"])
-    return (kv_table(rows) + page.img("cluster_sizes", lambda: plot_cluster_sizes(sizes, cut),
+    return (kv_table(rows) + page.figure("cluster_sizes", lambda: plot_cluster_sizes(sizes, cut),
                                  "cluster-size distribution, log-log"))
 
 
@@ -237,12 +237,12 @@ def lsh_section(page: Page, stats: dict) -> str:
                 "section, and consider removing the template or raising rows per band.</p>")
     out += kv_table(rows)
     if per_band:
-        out += page.img("band_load", lambda: plot_band_load(per_band), "candidate buckets per band")
+        out += page.figure("band_load", lambda: plot_band_load(per_band), "candidate buckets per band")
         out += ("<p class=\"note\">Each band is an independent chance to become candidates; a band with far "
                 "more buckets than the others points at a hash or data problem.</p>")
     log2 = lsh.get("bucket_size_log2_counts")
     if log2:
-        out += page.img("bucket_sizes", lambda: plot_bucket_sizes(log2), "bucket-size distribution")
+        out += page.figure("bucket_sizes", lambda: plot_bucket_sizes(log2), "bucket-size distribution")
     else:
         out += ("<p class=\"note\">The full bucket-size distribution is not recorded by this run (only the "
                 "largest bucket and the mean).</p>")
@@ -283,7 +283,8 @@ def s_curve_section(page: Page, stats: dict, decisions: pa.Table) -> str:
         note = ("<p class=\"note\">Verification was off, so the run measured no exact Jaccard values; only the "
                 "theoretical curve is drawn.</p>")
     return (kv_table(rows)
-            + page.img("s_curve", lambda: plot_s_curve(b, r, theta_plot, hist), "S-curve of the chosen bands and rows")
+            + page.figure("s_curve", lambda: plot_s_curve(b, r, theta_plot, hist),
+                          "S-curve of the chosen bands and rows")
             + note)
 
 
@@ -305,7 +306,7 @@ def timings_section(page: Page, stats: dict, n: int) -> str:
               "stage's time, so stages that touch only candidates (shingle_sets, policy) look faster than "
               "their per-document rate. Stages overlap with reading (prefetch), so the stage times need not sum "
               "to the total.</p>"
-            + page.img("timings", lambda: plot_timings(t), "time per stage"))
+            + page.figure("timings", lambda: plot_timings(t), "time per stage"))
 
 
 def environment_section(stats: dict) -> str:

@@ -10,6 +10,7 @@ import functools
 import importlib
 import logging
 import os
+import sys
 import threading
 
 from ..errors import ConfigError, RunError
@@ -17,9 +18,30 @@ from ..errors import ConfigError, RunError
 logger = logging.getLogger(__name__)
 
 
+# Where a CUDA driver shows itself on Linux: the NVIDIA device nodes and driver, WSL's GPU paravirtualization,
+# Tegra's integrated GPU. Without any of them no driver can find a GPU, and numba.cuda's import (0.2-0.4 s, and
+# teardown at exit) is skipped: a CPU machine's "auto" costs a few stat calls.
+GPU_DEVICE_PATHS = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/dxg", "/dev/nvgpu",
+                    "/dev/nvhost-ctrl-gpu")
+
+
+def _no_gpu_device() -> str | None:
+    """Why no GPU can be found, decided from the file system alone; None when numba.cuda must probe (a device
+    path exists, another OS, the simulator, or a driver named by NUMBA_CUDA_DRIVER)."""
+    if not sys.platform.startswith("linux") or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" \
+            or os.environ.get("NUMBA_CUDA_DRIVER"):
+        return None
+    if any(os.path.exists(p) for p in GPU_DEVICE_PATHS):
+        return None
+    return f"no NVIDIA device or driver on this machine (none of {', '.join(GPU_DEVICE_PATHS)})"
+
+
 @functools.lru_cache(maxsize=1)
 def gpu_status() -> tuple[bool, str]:
     """(usable, reason). Cached; never raises."""
+    absent = _no_gpu_device()
+    if absent:
+        return False, absent
     try:
         from numba import cuda
     except Exception as exc:  # pragma: no cover - numba is a hard dependency

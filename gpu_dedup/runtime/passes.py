@@ -8,59 +8,79 @@ and the index writer use these to move data.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ..config import RunConfig
 
 logger = logging.getLogger(__name__)
 
 
-def prefetched(it: Iterable, depth: int = 2, prepare=None):
+def prefetched(it: Iterable, depth: int = 2, prepare=None) -> Iterator:
     """Yield from ``it`` (each item passed through ``prepare`` when given) while a background thread
     reads and prepares ahead ``depth`` items, so reading and parsing batch i+1 (pyarrow releases the
-    GIL) and its copy to the device overlap the kernels on batch i (which release it too).
+    GIL) and its copy to the device overlap the kernels on batch i (which release it too). The thread starts
+    at once, before the first item is asked for: the caller can do other work while the first item is read.
     depth 0: no thread (the CUDA simulator cannot run kernels from two threads at once)."""
-    import queue
-    import threading
-
     if prepare is not None:
         it = map(prepare, it)
     if depth == 0:
-        yield from it
-        return
+        return iter(it)
+    return _Ahead(it, depth)
 
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    done = object()
-    stop = threading.Event()
 
-    def work() -> None:
+class _Ahead:
+    """``prefetched``'s iterator: a reading thread started at construction, stopped by ``close`` (at the end,
+    on an error, or when the iterator is dropped unfinished)."""
+
+    _DONE = object()
+
+    def __init__(self, it: Iterable, depth: int) -> None:
+        import queue
+        import threading
+
+        self.q: queue.Queue = queue.Queue(maxsize=depth)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._work, args=(it,), name="gpu_dedup-reader", daemon=True)
+        self.thread.start()
+
+    def _work(self, it: Iterable) -> None:
         try:
             for item in it:
-                if stop.is_set():
+                if self.stop.is_set():
                     return
-                q.put(item)
+                self.q.put(item)
         except BaseException as exc:  # re-raised in the consumer, with its traceback
-            q.put(exc)
+            self.q.put(exc)
             return
-        q.put(done)
+        self.q.put(self._DONE)
 
-    thread = threading.Thread(target=work, name="gpu_dedup-reader", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = q.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while thread.is_alive():  # unblock a producer waiting on a full queue
+    def __iter__(self) -> "_Ahead":
+        return self
+
+    def __next__(self) -> Any:
+        if self.stop.is_set():
+            raise StopIteration
+        item = self.q.get()
+        if item is self._DONE:
+            self.close()
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        return item
+
+    def close(self) -> None:
+        import queue
+
+        self.stop.set()
+        while self.thread.is_alive():  # unblock a producer waiting on a full queue
             try:
-                q.get_nowait()
+                self.q.get_nowait()
             except queue.Empty:
-                thread.join(timeout=0.05)
+                self.thread.join(timeout=0.05)
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class Expected:

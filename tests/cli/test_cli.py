@@ -1,5 +1,6 @@
 """The gpu-dedup command line (in-process through cli.main, plus one real subprocess)."""
 import json
+import os
 import subprocess
 import sys
 
@@ -7,6 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup.cli import build_parser, config_from_args, main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _jsonl(path, rows):
@@ -313,3 +316,40 @@ def test_paragraph_unit_action_and_fp_sample_flags_set_the_config(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "c.jsonl", "-o", "o", "--paragraph-fp-sample", "1.5"])
     assert "--paragraph-fp-sample" in capsys.readouterr().err
+
+
+# Imported by neither the command line nor a CPU `run` that does not use them (issue 38 item 2: start-up <= 1 s):
+# matplotlib (report.html draws SVG), numba.cuda (device=auto on a machine without an NVIDIA device), the GPU,
+# model and cluster libraries. pandas is not on the list: pyarrow imports it as it builds an array.
+HEAVY = ("matplotlib", "PIL", "numba.cuda", "cupy", "cudf", "torch", "ray", "sklearn", "transformers",
+         "sentence_transformers", "datasketch", "fasttext", "kenlm")
+
+
+def _imported(code: str, tmp_path) -> list[str]:
+    """The modules of HEAVY that ``code`` (then ``print(LOADED)``) imported, in a fresh interpreter."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "NUMBA_CUDA_DRIVER")}
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
+    probe = (f"\nimport sys\nprint('LOADED', sorted(m for m in {HEAVY!r} if sys.modules.get(m) is not None))\n")
+    r = subprocess.run([sys.executable, "-c", code + probe], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("LOADED ")][-1]
+    return json.loads(line[len("LOADED "):].replace("'", '"'))
+
+
+def test_the_command_line_imports_nothing_heavy(tmp_path):
+    assert _imported("import gpu_dedup.cli\nimport sys\nassert 'numba' not in sys.modules", tmp_path) == []
+
+
+def test_a_cpu_run_imports_only_what_it_uses(tmp_path):
+    """A whole `gpu-dedup run` with its report, device auto on a machine without an NVIDIA device (the device
+    paths pointed at nothing, so the test says the same on a GPU machine)."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": f"d{i}", "text": f"shared words of a document number {i % 9} " * 20})
+                           + "\n" for i in range(60)))
+    code = ("from gpu_dedup.runtime import device\n"
+            f"device.GPU_DEVICE_PATHS = ({str(tmp_path / 'nvidiactl')!r},)\n"
+            "from gpu_dedup.cli import main\n"
+            f"assert main(['run', {str(src)!r}, '-o', {str(tmp_path / 'out')!r}, '-q']) == 0\n")
+    assert _imported(code, tmp_path) == []
+    assert (tmp_path / "out" / "report.html").exists() and (tmp_path / "out" / "report" / "counts.svg").exists()

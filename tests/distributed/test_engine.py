@@ -490,7 +490,7 @@ def test_ray_decisions_file_equals_local_in_row_groups(cluster, corpus, tmp_path
     keys = ("buckets", "bucket_entries", "largest_bucket", "candidate_documents", "buckets_per_band")
     assert {k: got[k] for k in keys} == {k: want[k] for k in keys}
     assert len(want["buckets_per_band"]) == cfg.lsh.bands and sum(want["buckets_per_band"]) == want["buckets"] > 0
-    assert (tmp_path / "ray" / "report" / "band_load.png").exists()
+    assert (tmp_path / "ray" / "report" / "band_load.svg").exists()
 
 
 def test_ray_resume_into_another_output(cluster, corpus, tmp_path):

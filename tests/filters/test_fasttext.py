@@ -345,6 +345,47 @@ def test_bytes_documents_and_invalid_utf8(trained):
     assert np.array_equal(labels, again) and np.all(labels[:, 0] >= 0) and np.all(probs[:, 0] > 0)
 
 
+@pytest.mark.parametrize("name", ["ns", "softmax", "hs", "softmax_q"])
+def test_long_and_broken_tokens_take_fastTexts_rows_in_its_order(trained, name):
+    """The CPU enumerates a token's character n-grams from its characters' starts (kernels/fasttext_scan.py
+    ft_scan_words, up to CS_MAX characters) and hands a longer token to ft_subwords: the hidden vector is the
+    float32 sum, in order, of the rows ft_subwords lists (mode 2), bit for bit, at and around CS_MAX and for tokens
+    that begin or end with UTF-8 continuation bytes (fastText groups them with "<"); and for valid text it is the
+    package's sentence vector. (The row-by-row check needs a model without word n-grams, whose rows follow.)"""
+    from gpu_dedup.kernels import fasttext as K
+    from gpu_dedup.kernels.fasttext_cpu import _C
+    from gpu_dedup.kernels.fasttext_scan import CS_MAX
+
+    model = load_fasttext(trained[name])
+    h = model._host
+    P = h["P"]
+    tokens = [b"x" * (CS_MAX - 1), b"x" * CS_MAX, b"y" * (CS_MAX + 1), "ж".encode() * 300,
+              "ж".encode() * CS_MAX, b"\x80\x81abc", b"ab\x80", b"\xc3", b"\xbf", "zïzque".encode()]
+    win = model._arrays("cpu")["win"]
+    for tok in tokens:
+        n = len(tok) + 2
+        listed = np.zeros(64 * n, np.int32)
+        count = _C["ft_subwords"](np.frombuffer(tok, np.uint8), 0, len(tok), 0, n, P, h["pkeys"], h["pvals"], win,
+                                  h["wcodes"], h["wcent"], h["wnc"], h["wncent"], np.zeros(model.dim, np.float32), 2,
+                                  listed, 0)
+        rows = listed[:count].tolist() + ([int(P[K.P_EOS_ID])] if P[K.P_EOS_ID] >= 0 else [])
+        got, feats = model.hidden([tok])
+        if model.word_ngrams > 1:
+            assert feats[0] >= len(rows), (name, tok[:8], len(tok))
+            continue
+        assert feats[0] == len(rows), (name, tok[:8], len(tok))
+        if P[K.P_IN_QUANT] == 0:  # a dense input matrix: the float32 sum of the rows in order, times 1 / count
+            want = np.zeros(model.dim, np.float32)
+            for r in rows:
+                want = want + win[r]
+            want = want * np.float32(1.0 / np.float64(len(rows)))
+            assert np.array_equal(got[0].view(np.uint32), want.view(np.uint32)), (name, tok[:8], len(tok))
+    ref = fasttext.load_model(trained[name])
+    valid = [t.decode() for t in tokens if t.isascii() or t.startswith("ж".encode()) or t == "zïzque".encode()]
+    got, _ = model.hidden(valid)
+    assert np.allclose(got, np.array([ref.get_sentence_vector(t) for t in valid], np.float32), rtol=0, atol=1e-6)
+
+
 # ------------------------------------------------------------------------------------------------ GPU kernels
 def _gpu_ok():
     from gpu_dedup.runtime.device import gpu_status, simulator

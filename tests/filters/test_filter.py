@@ -92,6 +92,7 @@ def test_classifier_decisions_equal_reference(tmp_path, quality_model):
     assert "hq_score" in html and "Audit sample" in html
     # issue 28 item 10: each score and each audit side is a collapsible block, the first score open
     assert "<details open><summary><b>hq_score</b></summary>" in html and "<summary><b>Rejected (" in html
+    assert 'aria-label="histogram of hq_score"' in html and (out / "report" / "hist_hq_score.svg").exists()
     manifest = json.loads((out / ".gpu-dedup-outputs.json").read_text())
     assert "scores.parquet" in json.dumps(manifest)
 

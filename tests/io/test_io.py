@@ -475,6 +475,28 @@ def test_write_kept_parquet_preserves_schema(tmp_path):
                                       "tags": [None, ["y", "z"]]}
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_write_kept_picks_up_the_texts_asked_for(tmp_path, threads):
+    """texts_of: the texts of those rows (kept or not) as iter_batches gives them, numbered as the run numbers
+    them across files (a skipped line and a null-text Parquet row are not rows); the write is unchanged."""
+    _write(tmp_path / "in" / "a.jsonl", _mixed_jsonl())  # rows 0-3: ids 1, 2, 3, 5 (one line skipped)
+    t = pa.table({"id": ["p0", "p1", "p2", "p3", "p4"], "text": ["x0", None, "x2", "x\u00e93", "x4"]})
+    pq.write_table(t, tmp_path / "in" / "b.parquet", row_group_size=2)  # rows 4-7: p0, p2, p3, p4
+    files = resolve_inputs([tmp_path / "in"])
+    ids, texts = _rows(_read(files, on_error="skip"))
+    keep = np.array([True, False, True, True, False, True, False, True])
+    want = np.array([7, 1, 4, 6], np.int64)  # any order; removed rows too
+    res = write_kept(files, keep, tmp_path / "out", id_field="id", text_field="text", on_error="skip",
+                     read_threads=threads, texts_of=want)
+    assert res["texts"] == {r: texts[r] for r in want.tolist()}
+    assert res["texts"][6] == "x\u00e93" and ids[6] == "p3"
+    plain = write_kept(files, keep, tmp_path / "out2", id_field="id", text_field="text", on_error="skip",
+                       read_threads=threads)
+    assert plain == {k: v for k, v in res.items() if k != "texts"}
+    for name in ("a.jsonl", "b.parquet"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "out2" / name).read_bytes()
+
+
 def test_leading_bom_is_ignored(tmp_path):
     _write(tmp_path / "in" / "b.jsonl", b'\xef\xbb\xbf{"text": "a"}\n{"text": "b"}\n')
     files = resolve_inputs([tmp_path / "in"])

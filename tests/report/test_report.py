@@ -1,11 +1,14 @@
 """Run report: measurement helpers against hand-computed values, and the HTML of real small runs."""
 import argparse
-import base64
 import collections
 import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 from html.parser import HTMLParser
+from xml.etree import ElementTree
 
 import numpy as np
 import pyarrow as pa
@@ -21,24 +24,19 @@ from gpu_dedup.report import inputs as report_inputs
 from gpu_dedup.report.page import fmt_bytes
 from gpu_dedup.testing import evalcorpus
 
-try:
-    import matplotlib  # noqa: F401
-    HAVE_MPL = True
-except ImportError:  # the plot extra; the pure helpers are tested without it
-    HAVE_MPL = False
-needs_mpl = pytest.mark.skipif(not HAVE_MPL, reason="needs matplotlib (the plot extra)")
-
 SECTIONS = ["Summary", "Documents per stage and reason", "Cluster sizes", "Largest clusters", "Sources",
             "LSH bands and buckets", "S-curve and measured similarities", "Timings and throughput", "Cost",
             "Device, config and contract"]
 BASE_PLOTS = ["counts", "cluster_sizes", "band_load", "s_curve", "timings"]
 SCRIPT = "<script>alert(1)</script>"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N_INJECTED = 8
 
 
 # ------------------------------------------------------------------------------------------ helpers
 class _Page(HTMLParser):
-    """Collects h2 headings and img sources, and checks that every non-void element is closed in order."""
+    """Collects h2 headings, img sources and inline figures (each <svg>'s aria-label), and checks that every
+    non-void element is closed in order."""
 
     VOID = {"meta", "img", "br", "hr", "input", "link", "col", "wbr"}
 
@@ -47,12 +45,15 @@ class _Page(HTMLParser):
         self.stack: list[str] = []
         self.h2: list[str] = []
         self.imgs: list[str] = []
+        self.figures: list[str] = []
         self.errors: list[str] = []
         self._in_h2 = False
 
     def handle_starttag(self, tag, attrs):
         if tag == "img":
             self.imgs.append(dict(attrs).get("src", ""))
+        if tag == "svg":
+            self.figures.append(dict(attrs).get("aria-label", ""))
         if tag in self.VOID:
             return
         self.stack.append(tag)
@@ -86,9 +87,15 @@ def parse(path: str) -> tuple[str, _Page]:
     return text, page
 
 
-def png_images(page: _Page) -> list[bytes]:
-    prefix = "data:image/png;base64,"
-    return [base64.b64decode(s[len(prefix):], validate=True) for s in page.imgs if s.startswith(prefix)]
+def svg_files(out: str) -> dict[str, str]:
+    """report/NAME.svg -> its text; each one parses as XML with an <svg> root (a file of its own)."""
+    folder = os.path.join(out, "report")
+    found = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        with open(os.path.join(folder, name), encoding="utf-8") as fh:
+            found[name] = fh.read()
+        assert ElementTree.fromstring(found[name]).tag == "{http://www.w3.org/2000/svg}svg", name
+    return found
 
 
 def write_jsonl(path, rows) -> None:
@@ -216,17 +223,17 @@ def test_largest_clusters_by_hand():
 
 
 # ------------------------------------------------------------------------------------------- report
-@needs_mpl
 def test_report_renders_with_excerpts(run, monkeypatch):
     monkeypatch.chdir(run["inputs"])  # run.json names the inputs relative to their folder
     path = report.write_report(run["out"], max_clusters=3)
     assert path == os.path.join(run["out"], "report.html")
     text, page = parse(path)
     assert page.h2 == SECTIONS
-    pngs = png_images(page)
-    assert len(pngs) >= len(BASE_PLOTS) and all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
-    for name in BASE_PLOTS:
-        assert os.path.getsize(os.path.join(run["out"], "report", f"{name}.png")) > 1000
+    assert page.imgs == [] and len(page.figures) == len(BASE_PLOTS)  # inline: the page needs no other file
+    files = svg_files(run["out"])
+    assert sorted(files) == sorted(f"{name}.svg" for name in BASE_PLOTS)
+    for name in BASE_PLOTS:  # the page's figure is the file's
+        assert files[f"{name}.svg"].split("\n", 1)[1].strip() in text
 
     # the injected cluster is the largest and its markup is shown as text, never as markup
     assert f"Cluster of {N_INJECTED + 1} documents, kept: <code>{run['src_id']}</code>" in text
@@ -260,7 +267,6 @@ def test_report_renders_with_excerpts(run, monkeypatch):
     assert "not a candidate rate" in text
 
 
-@needs_mpl
 def test_report_without_inputs_says_so(run, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the relative input paths lead nowhere from here
     out = copy_run(run, tmp_path / "out")
@@ -270,7 +276,7 @@ def test_report_without_inputs_says_so(run, tmp_path, monkeypatch):
     json.dump(meta, open(run_json, "w"))
     text, page = parse(report.write_report(out))
     assert page.h2 == SECTIONS
-    assert len(png_images(page)) >= len(BASE_PLOTS)
+    assert len(page.figures) == len(BASE_PLOTS)
     assert "were not found" in text and "--source" in text
     assert "<mark>" not in text and 'class="pair"' not in text
     assert "inj&lt;0&gt;" in text  # member ids are still listed, escaped
@@ -280,7 +286,6 @@ def test_report_without_inputs_says_so(run, tmp_path, monkeypatch):
     assert largest.count('class="pair"') == 3 and "&lt;script&gt;" in text
 
 
-@needs_mpl
 def test_report_with_other_inputs_says_they_do_not_match(run, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
@@ -293,7 +298,6 @@ def test_report_with_other_inputs_says_they_do_not_match(run, tmp_path):
     assert 'class="pair"' not in text
 
 
-@needs_mpl
 def test_report_for_table_input_and_cli(tmp_path, capsys):
     corpus = evalcorpus.make_corpus(120, seed=11).select(["id", "text"])
     out = str(tmp_path / "out")
@@ -313,7 +317,6 @@ def test_report_for_table_input_and_cli(tmp_path, capsys):
     assert "the inputs were not read" in text
 
 
-@needs_mpl
 def test_report_giant_bucket_optional_plots_and_unverified(run, tmp_path):
     out = copy_run(run, tmp_path / "out")
     with open(os.path.join(out, "run.json")) as fh:
@@ -332,8 +335,8 @@ def test_report_giant_bucket_optional_plots_and_unverified(run, tmp_path):
     pq.write_table(d, os.path.join(out, "decisions.parquet"))
     text, page = parse(report.write_report(out, read_inputs=False))
     assert "Giant bucket: 25,000 documents" in text
-    assert len(png_images(page)) == len(BASE_PLOTS) + 1
-    assert os.path.exists(os.path.join(out, "report", "bucket_sizes.png"))
+    assert len(page.figures) == len(BASE_PLOTS) + 1
+    assert os.path.exists(os.path.join(out, "report", "bucket_sizes.svg"))
     assert "Verification was off" in text
     assert "2 of the removed documents duplicate a document of the index <code>idx&lt;1&gt;</code>" in text
     # a later report without the optional data removes the stale plot
@@ -341,7 +344,7 @@ def test_report_giant_bucket_optional_plots_and_unverified(run, tmp_path):
     with open(os.path.join(out, "run.json"), "w") as fh:
         json.dump(stats, fh)
     report.write_report(out, read_inputs=False)
-    assert not os.path.exists(os.path.join(out, "report", "bucket_sizes.png"))
+    assert not os.path.exists(os.path.join(out, "report", "bucket_sizes.svg"))
 
 
 def test_report_errors(tmp_path, run):
@@ -356,13 +359,46 @@ def test_report_errors(tmp_path, run):
         report.write_report(out)
 
 
-def test_report_without_matplotlib_has_no_images(run, tmp_path, monkeypatch):
-    monkeypatch.setattr(report_html, "matplotlib_ok", lambda: False)
+def test_report_draws_its_figures_without_matplotlib(run, tmp_path):
+    """The figures are drawn from the aggregates (report/svg.py): with matplotlib unimportable the page has all
+    of them, and no earlier version's PNG figures are left beside them."""
     out = copy_run(run, tmp_path / "out")
-    text, page = parse(report.write_report(out, read_inputs=False))
-    assert page.h2 == SECTIONS
-    assert page.imgs == [] and not os.path.exists(os.path.join(out, "report"))
-    assert "Plots need matplotlib" in text
+    os.makedirs(os.path.join(out, "report"))
+    with open(os.path.join(out, "report", "counts.png"), "wb") as fh:  # an earlier report's figure
+        fh.write(b"\x89PNG")
+    code = ("import sys; sys.modules['matplotlib'] = None\n"  # `import matplotlib` raises ImportError
+            "from gpu_dedup import report\n"
+            f"report.write_report({out!r}, read_inputs=False)\n"
+            "assert not any(m.partition('.')[0] in ('matplotlib', 'PIL') for m in sys.modules if sys.modules[m])\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    text, page = parse(os.path.join(out, "report.html"))
+    assert page.h2 == SECTIONS and len(page.figures) == len(BASE_PLOTS) and "failed" not in text
+    assert sorted(svg_files(out)) == sorted(f"{name}.svg" for name in BASE_PLOTS)
+
+
+def test_a_run_report_reads_no_input_again(tmp_path, monkeypatch):
+    """A run that writes deduplicated/ hands the shown clusters' texts to its report (picked up while the kept
+    records were copied): the same page as a report that reads the inputs, without reading them."""
+    corpus = evalcorpus.make_corpus(300, seed=3).select(["id", "text"])
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    pq.write_table(corpus.slice(0, 150), inputs / "a.parquet")
+    write_jsonl(inputs / "b.jsonl", corpus.slice(150).to_pylist())
+    calls = []
+    real = report_inputs.scan_inputs
+    monkeypatch.setattr(report_inputs, "scan_inputs", lambda *a, **k: calls.append(a) or real(*a, **k))
+    monkeypatch.setattr(report_html, "scan_inputs", report_inputs.scan_inputs)
+    out = tmp_path / "out"
+    gpu_dedup.deduplicate(str(inputs), RunConfig(device="cpu", progress=False), output_dir=str(out))
+    assert calls == []
+    by_run = (out / "report.html").read_text()
+    assert by_run.count('class="pair"') > 10  # both files' clusters are shown
+    report.write_report(str(out))  # the report command: reads the rows shown from the inputs
+    assert len(calls) == 1
+    pairs = lambda page: re.findall(r'<div class="pair">.*?</div></div></div>', page)  # noqa: E731
+    assert pairs((out / "report.html").read_text()) == pairs(by_run)
 
 
 # ------------------------------------------------------------- Parquet inputs: only the row groups shown
@@ -474,7 +510,6 @@ def test_parquet_report_reads_only_the_row_groups_shown(parquet_run, monkeypatch
 
 
 def test_parquet_report_page_reads_only_the_row_groups_shown(parquet_run, tmp_path, monkeypatch):
-    monkeypatch.setattr(report_html, "matplotlib_ok", lambda: False)
     out = copy_run({"out": parquet_run["out"]}, tmp_path / "out")
     reads = _Reads(monkeypatch)
     text, _ = parse(report.write_report(out))
@@ -536,7 +571,6 @@ def _set_id(table, k: int, value):
                                                      ("b.parquet", 39, "zz", "b39"),  # not shown, group read
                                                      ("d.parquet", 11, 7, "1011")])   # integer ids
 def test_parquet_report_changed_id_is_a_mismatch(parquet_run, tmp_path, monkeypatch, name, row, value, shown_id):
-    monkeypatch.setattr(report_html, "matplotlib_ok", lambda: False)
     inputs = tmp_path / "inputs"
     shutil.copytree(parquet_run["inputs"], inputs)
     _rewrite(inputs / name, lambda t: _set_id(t, row, value))

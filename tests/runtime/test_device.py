@@ -217,3 +217,35 @@ def test_warmup_lists_every_cpu_kernel_a_stage_launches():
     assert set(warmup.STEPS) == set(warmup.COMMANDS)
     with pytest.raises(ValueError, match="unknown command 'nope'; choose from run, paragraph"):
         warmup.warmup(("nope",))
+
+
+def test_no_gpu_device_is_decided_without_numba_cuda(tmp_path, monkeypatch):
+    """Without any NVIDIA device path "auto" is the CPU, said with the paths looked for, and numba.cuda is not
+    imported for it; with one, numba.cuda probes as before (the simulator always probes)."""
+    from gpu_dedup.runtime import device
+
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    monkeypatch.delenv("NUMBA_CUDA_DRIVER", raising=False)
+    monkeypatch.setattr(device, "GPU_DEVICE_PATHS", (str(tmp_path / "nvidiactl"),))
+    monkeypatch.setattr(device.sys, "platform", "linux")
+    assert device._no_gpu_device() == f"no NVIDIA device or driver on this machine (none of {tmp_path}/nvidiactl)"
+    (tmp_path / "nvidiactl").touch()
+    assert device._no_gpu_device() is None
+    (tmp_path / "nvidiactl").unlink()
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    assert device._no_gpu_device() is None
+
+
+def test_a_cpu_machine_never_imports_numba_cuda_to_choose(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom gpu_dedup.runtime import device\n"
+            f"device.GPU_DEVICE_PATHS = ({str(tmp_path / 'nvidiactl')!r},)\n"
+            "print(device.resolve_device('auto'), device.gpu_status()[0], 'numba.cuda' in sys.modules)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "NUMBA_CUDA_DRIVER")}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["cpu", "False", "False"]

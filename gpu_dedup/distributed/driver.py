@@ -2,8 +2,8 @@
 what it adds to run.json. It holds no per-document state: file lists, partition counts, per-file row counts
 and the tasks' small results.
 
-    Stage      one step of the plan: its task function (stages.py, options.py), what one task covers
-               (``per``: a file, an input file, a key range, a component range), whether it runs on a GPU
+    Stage      one step of the plan: its task function (stages.py, graph.py, options.py), what one task covers
+               (``per``: a file, an input file, a key range, a component range, one task), whether it runs on a GPU
                actor with --device cuda, when it runs, the driver's own work before and after it
     PLAN       sign, exact, exact_texts, exact_check, bands, buckets, star (rounds until the components are
                stars) or components (one task, when the candidate edges are few), labels, members, policy,
@@ -36,14 +36,12 @@ import pyarrow.compute as pc
 from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
 from ..runtime.cost import current as current_meter
-from . import options, stages
+from . import graph, options, stages
 from .cluster import check_cluster_args, probe, ray_cluster, ray_get
 from .shuffle import Layout, run_key
 
 logger = logging.getLogger(__name__)
 
-MAX_STAR_STEPS = 200  # large-star / small-star converge in O(log^2 n) rounds (Kiveris et al. 2014)
-COMPONENTS_IN_ONE_TASK = 1 << 24  # candidate edges one task labels at once (~512 MB of int64 pairs and indexes)
 DEFAULT_PARTITIONS = 64  # the default's ceiling (one key range per CPU), and the floor of the size cap
 # a key range costs one file per input file in every shuffle stage: below a few MiB of input per range the
 # files' fixed costs outweigh the parallelism (100,000 ranges on 300 documents wrote millions of files)
@@ -175,9 +173,9 @@ def _exact_verify(d: Driver) -> bool:
 
 
 def _few_edges(d: Driver) -> bool:
-    """At most COMPONENTS_IN_ONE_TASK candidate edges: one task builds the components' stars (stages.components)
-    instead of the star rounds, whose tasks then cost more than the edges (on one machine most of all)."""
-    return sum(r["edges"] for r in d.results[BUCKETS]) <= COMPONENTS_IN_ONE_TASK
+    """At most graph.COMPONENTS_IN_ONE_TASK candidate edges: one task builds the components' stars instead of the
+    star rounds, whose tasks then cost more than the edges (on one machine most of all)."""
+    return sum(r["edges"] for r in d.results[BUCKETS]) <= graph.COMPONENTS_IN_ONE_TASK
 
 
 def _one_star(d: Driver, res: list[dict]) -> None:
@@ -185,18 +183,7 @@ def _one_star(d: Driver, res: list[dict]) -> None:
 
 
 def _star_rounds(d: Driver, stage: Stage) -> list[dict]:
-    """Large-star and small-star steps, alternating, until a large and a small step changed nothing (the
-    edge set's fingerprint repeats): every component is then a star around its smallest row."""
-    step, sources, fps = 0, [f"p{p:04d}" for p in range(d.job.partitions)], []
-    while True:
-        res = d.stage(stage, step, step % 2 == 0, sources)
-        fps.append([sum(r["fingerprint"][i] for r in res) % (1 << 64) for i in range(3)])
-        if len(fps) >= 3 and fps[-1] == fps[-2] == fps[-3]:
-            break
-        if step >= MAX_STAR_STEPS:
-            raise RunError(f"connected components did not converge in {MAX_STAR_STEPS} star steps")
-        step, sources = step + 1, [f"g{g:06d}" for g in range(d.job.nfiles)]
-    d.step, d.sources = step, sources
+    d.step, d.sources, res = graph.star_rounds(lambda *a: d.stage(stage, *a), d.job.partitions, d.job.nfiles)
     return res
 
 
@@ -218,9 +205,9 @@ EXACT_TEXTS = Stage(options.exact_texts, "file", when=_exact_verify)  # the grou
 EXACT_CHECK = Stage(options.exact_check, "file", when=_exact_verify)  # the exact tasks' groups
 BANDS = Stage(stages.bands, "file")
 BUCKETS = Stage(stages.buckets, "range", device=True)
-STAR = Stage(stages.star, "file", drive=_star_rounds, when=lambda d: not _few_edges(d))
-COMPONENTS = Stage(stages.components, "one", when=_few_edges, then=_one_star)
-LABELS = Stage(stages.labels, "file", args=lambda d: (d.step, d.sources))
+STAR = Stage(graph.star, "file", drive=_star_rounds, when=lambda d: not _few_edges(d))
+COMPONENTS = Stage(graph.components, "one", when=_few_edges, then=_one_star)
+LABELS = Stage(graph.labels, "file", args=lambda d: (d.step, d.sources))
 MEMBERS = Stage(stages.members, "file", device=True)
 POLICY = Stage(stages.policy, "component", device=True)
 RESOLVE = Stage(stages.resolve, "file")

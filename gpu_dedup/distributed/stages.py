@@ -6,9 +6,8 @@
     exact      per hash range: exact groups (lexical/exact.py) -> (row, leader) of every duplicate
     bands      per file: band rows (band, key, row) of its exact-group leaders with shingles, by key range
     buckets    per key range: runs of equal band keys -> star edges (first row of the run, each other row)
-    star       per file of rows: one large-star or small-star step of connected components (Kiveris et
-               al. 2014) over the edges of its nodes; converged, every component is a star around its
-               smallest row, which is its label (the local engine's label)
+    star, components, labels   the candidate graph's connected components (graph.py): every candidate row's
+               label, the smallest row of its component (the local engine's label)
     members    per file: each candidate row's id, keep key, band keys and shingle set (pass 2 of its own
                file's rows only), sent to its component's range (label mod P)
     policy     per component range: lexical/decide.py's bucket and policy stages over those components'
@@ -55,9 +54,10 @@ from ..lexical.signatures import compute_file, piece_of, scope_salts
 from ..lexical.verify import ShingleSets, shingle_sets_pass
 from ..runtime.sources import Tally, source_labels
 from ..runtime.workdir import band_column
+from .graph import unique_pairs, write_edges
 from .options import IndexSource, index_piece, rep_positions, write_kept_file
 from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, piece_keep_order, read_piece, run_once
-from .shuffle import file_of, key_partition, mix64
+from .shuffle import file_of, key_partition
 
 logger = logging.getLogger(__name__)
 
@@ -239,16 +239,6 @@ def bands(job: Job, fi: int) -> dict[str, Any]:
     return {"lsh_rows": int(local.shape[0])}
 
 
-_EDGES = pa.schema([("a", pa.int64()), ("b", pa.int64())])
-
-
-def _write_edges(job: Job, a: np.ndarray, b: np.ndarray, stage: str, src: str) -> None:
-    """Undirected edges (a, b), a != b, written in both orientations to the file partition of their first node."""
-    a, b = np.concatenate([a, b]), np.concatenate([b, a])
-    t = pa.table({"a": pa.array(a, pa.int64()), "b": pa.array(b, pa.int64())}, schema=_EDGES)
-    job.layout.write_split(t, file_of(a, job.offs()), job.nfiles, stage, lambda g: f"{src}-f{g:06d}")
-
-
 @run_once("buckets")
 def buckets(job: Job, p: int) -> dict[str, Any]:
     """Buckets of key range ``p`` (runs of >= 2 equal (band, key)) -> star edges to each run's first row."""
@@ -275,23 +265,12 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
     first = np.minimum.reduceat(row, np.flatnonzero(start)) if c else row  # each bucket's smallest row
     member = (row != first[run]) & (sizes[run] >= 2) if c else np.zeros(0, bool)
     a, b = unique_pairs(first[run[member]], row[member])
-    _write_edges(job, a, b, "edges_0", f"p{p:04d}")
+    write_edges(job, a, b, "edges_0", f"p{p:04d}")
     # the local engine's LSH counts (decide.bucket_stage: buckets are runs of >= 2), summed by the driver
     per_band = np.bincount(band[start][big], minlength=job.cfg.lsh.bands) if c else np.zeros(job.cfg.lsh.bands)
     return {"buckets": int(big.sum()), "bucket_entries": int(sizes[big].sum()),
             "largest_bucket": int(sizes[big].max()) if big.any() else 0, "edges": int(a.shape[0]),
             "buckets_per_band": [int(k) for k in per_band]}
-
-
-def unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct pairs (a[i], b[i]), sorted by (a, b) (int64 each)."""
-    if not a.shape[0]:
-        return a, b
-    order = np.lexsort((b, a))
-    a, b = a[order], b[order]
-    new = np.ones(a.shape[0], bool)
-    new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
-    return a[new], b[new]
 
 
 def _order(device: str, *keys: np.ndarray) -> np.ndarray:
@@ -301,100 +280,6 @@ def _order(device: str, *keys: np.ndarray) -> np.ndarray:
         return np.lexsort(keys)
     xp = array_module(device)
     return to_host(xp.lexsort(xp.stack([to_device(np.asarray(k).astype(np.uint64), device) for k in keys])))
-
-
-def _read_edges(job: Job, stage: str, g: int, sources: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    t = job.layout.read(stage, [f"{s}-f{g:06d}" for s in sources], _EDGES)
-    if t.num_rows == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ab = np.unique(np.stack([t["a"].to_numpy(), t["b"].to_numpy()], axis=1), axis=0)  # sorted by (a, b)
-    return ab[:, 0], ab[:, 1]
-
-
-def _fingerprint(a: np.ndarray, b: np.ndarray) -> list[int]:
-    """Order-free fingerprint of the undirected edges with a < b held here: count and two 64-bit sums."""
-    sel = a < b
-    h1 = mix64(mix64(a[sel], 1) ^ np.asarray(b[sel], np.uint64), 2)
-    h2 = mix64(mix64(b[sel], 3) ^ np.asarray(a[sel], np.uint64), 4)
-    with np.errstate(over="ignore"):
-        return [int(sel.sum()), int(h1.sum(dtype=np.uint64)), int(h2.sum(dtype=np.uint64))]
-
-
-@run_once("star")
-def star(job: Job, g: int, step: int, large: bool, sources: list[str]) -> dict[str, Any]:
-    """One star step over the nodes of file ``g``: reads edges_<step>, writes edges_<step+1>.
-    Large-star: each node u links its larger neighbours to m(u) = min(u, neighbours). Small-star: each
-    node u links itself and its smaller neighbours to m = min(u, smaller neighbours)."""
-    a, b = _read_edges(job, f"edges_{step}", g, sources)
-    fp = _fingerprint(a, b)
-    if a.shape[0]:
-        first = np.ones(a.shape[0], bool)
-        first[1:] = a[1:] != a[:-1]
-        grp = np.cumsum(first) - 1
-        if large:
-            m = np.minimum(a[first], b[first])  # b sorted within a: the first is the smallest neighbour
-            sel = b > a
-            x, y = b[sel], m[grp[sel]]
-        else:
-            small = b < a
-            has = np.zeros(first.sum(), bool)
-            has[grp[small]] = True
-            m = np.where(has, np.minimum(a[first], b[first]), a[first])
-            x = np.concatenate([b[small], a[first][has]])
-            y = np.concatenate([m[grp[small]], m[has]])
-        keep = x != y
-        x, y = x[keep], y[keep]
-    else:
-        x = y = np.zeros(0, np.int64)
-    _write_edges(job, x, y, f"edges_{step + 1}", f"g{g:06d}")
-    return {"fingerprint": fp}
-
-
-@run_once("components")
-def components(job: Job, key: int) -> dict[str, Any]:
-    """Every candidate edge (the buckets tasks' edges_0) in one task, when they are few (driver's
-    COMPONENTS_IN_ONE_TASK): connected components by hooking each root to its neighbours' smallest root and
-    shortcutting to the roots until nothing changes, so that every component's root is its smallest row; then
-    each node linked to that root, in both orientations, by file of the node (edges_c): the star the
-    large-star / small-star rounds converge to, which the labels stage reads the same way."""
-    names = [f"p{p:04d}-f{g:06d}" for p in range(job.partitions) for g in range(job.nfiles)]
-    t = job.layout.read("edges_0", names, _EDGES)
-    a, b = t["a"].to_numpy(), t["b"].to_numpy()
-    nodes = np.unique(a)  # every node: edges_0 holds both orientations
-    ai, bi = np.searchsorted(nodes, a), np.searchsorted(nodes, b)
-    root = np.arange(nodes.shape[0], dtype=np.int64)
-    rounds = 0
-    while True:
-        rounds += 1
-        hooked = root.copy()
-        np.minimum.at(hooked, root[ai], root[bi])
-        while True:  # shortcut: every node to its root
-            up = hooked[hooked]
-            if np.array_equal(up, hooked):
-                break
-            hooked = up
-        if np.array_equal(hooked, root):
-            break
-        root = hooked
-    other = root != np.arange(nodes.shape[0])
-    _write_edges(job, nodes[other], nodes[root[other]], "edges_c", "c")
-    return {"nodes": int(nodes.shape[0]), "rounds": rounds}
-
-
-_LABELS = pa.schema([("row", pa.int64()), ("label", pa.int64())])
-
-
-@run_once("labels")
-def labels(job: Job, g: int, step: int, sources: list[str]) -> dict[str, Any]:
-    """Converged edges of file ``g``'s nodes -> (row, label = smallest row of its component)."""
-    a, b = _read_edges(job, f"edges_{step}", g, sources)
-    first = np.ones(a.shape[0], bool)
-    if a.shape[0]:
-        first[1:] = a[1:] != a[:-1]
-    rows, lab = a[first], np.minimum(a[first], b[first])
-    job.layout.write(pa.table({"row": pa.array(rows), "label": pa.array(lab)}, schema=_LABELS), "labels",
-                     f"f{g:06d}")
-    return {"candidates": int(rows.shape[0])}
 
 
 @run_once("members")

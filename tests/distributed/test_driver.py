@@ -10,13 +10,13 @@ import pytest
 
 import gpu_dedup
 from gpu_dedup import RunConfig, io
-from gpu_dedup.distributed import driver, options, stages
+from gpu_dedup.distributed import driver, graph, options, stages
 
 
 def test_plan_declares_every_task_once():
     """PLAN holds every task function of stages.py and options.py once, by reference (go to definition
     follows it); the GPU stages are the map and reduce tasks; the driver finds no task by a name."""
-    tasks = {f for m in (stages, options) for f in vars(m).values() if callable(f) and hasattr(f, "stage")}
+    tasks = {f for m in (stages, graph, options) for f in vars(m).values() if callable(f) and hasattr(f, "stage")}
     assert len(tasks) == 17 and {s.fn for s in driver.PLAN} == tasks and len(driver.PLAN) == len(tasks)
     names = [s.name for s in driver.PLAN]
     assert len(set(names)) == len(names) and names[0] == "sign" and names[-3:] == ["write", "kept", "index_rows"]
@@ -59,7 +59,7 @@ def _fake(ran, removed=0):
 def test_walk_runs_the_stages_that_apply_in_order(one_task, monkeypatch):
     """walk: the stages whose ``when`` holds, in PLAN order, each with its driver hooks and arguments; the
     components in one task when the buckets' edges are at most COMPONENTS_IN_ONE_TASK, else the star rounds."""
-    monkeypatch.setattr(driver, "COMPONENTS_IN_ONE_TASK", one_task)
+    monkeypatch.setattr(graph, "COMPONENTS_IN_ONE_TASK", one_task)
     ran = []
     job = stages.Job(RunConfig(progress=False), "cpu", ["f"], "w", 1)
     d = _fake(ran)(None, job, [], "/out", None, None, "fp", {}, {})
@@ -175,7 +175,7 @@ def _labels(job, step, sources) -> dict[int, int]:
     """The labels stage's (row, label) of every file, as a dict."""
     got = {}
     for g in range(job.nfiles):
-        stages.labels(job, g, step, sources)
+        graph.labels(job, g, step, sources)
         t = job.layout.read_one("labels", f"f{g:06d}")
         got.update(zip(t["row"].to_pylist(), t["label"].to_pylist()))
     return got
@@ -183,7 +183,7 @@ def _labels(job, step, sources) -> dict[int, int]:
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_components_task_labels_as_the_star_rounds(tmp_path, seed):
-    """stages.components (one task) and the large-star / small-star rounds label every candidate row with
+    """graph.components (one task) and the large-star / small-star rounds label every candidate row with
     the smallest row of its component, checked against a union-find over the same edges; the edges include a
     long path in shuffled row order (many rounds for label propagation), pairs, and repeated edges."""
     import numpy as np
@@ -210,14 +210,14 @@ def test_components_task_labels_as_the_star_rounds(tmp_path, seed):
         job = stages.Job(RunConfig(progress=False), "cpu", ["f"] * 4, str(tmp_path / how), 2, offsets=offsets,
                          run_key="k")
         half = a.shape[0] // 2  # two buckets tasks' edges
-        stages._write_edges(job, a[:half], b[:half], "edges_0", "p0000")
-        stages._write_edges(job, a[half:], b[half:], "edges_0", "p0001")
+        graph.write_edges(job, a[:half], b[:half], "edges_0", "p0000")
+        graph.write_edges(job, a[half:], b[half:], "edges_0", "p0001")
         if how == "star":
             d = SimpleNamespace(job=job, stage=lambda s, *args: [s.fn(job, g, *args) for g in range(job.nfiles)])
             driver._star_rounds(d, driver.STAR)
             assert d.step > 2
         else:
-            res = stages.components(job, 0)
+            res = graph.components(job, 0)
             assert res["nodes"] == len(want) and res["rounds"] >= 2
             d = SimpleNamespace()
             driver._one_star(d, [res])

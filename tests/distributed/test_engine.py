@@ -81,10 +81,10 @@ def test_ray_equals_local(cluster, corpus, tmp_path, preset, overrides, partitio
 @pytest.mark.parametrize("one_task", [0, 1 << 24])
 def test_star_rounds_and_one_components_task_equal_local(cluster, corpus, tmp_path, monkeypatch, one_task):
     """The candidate graph's components by the star rounds (forced: no edge count is small enough) or by one
-    task (driver.COMPONENTS_IN_ONE_TASK): the same labels, so the local engine's decisions."""
-    from gpu_dedup.distributed import driver
+    task (graph.COMPONENTS_IN_ONE_TASK): the same labels, so the local engine's decisions."""
+    from gpu_dedup.distributed import graph
 
-    monkeypatch.setattr(driver, "COMPONENTS_IN_ONE_TASK", one_task)
+    monkeypatch.setattr(graph, "COMPONENTS_IN_ONE_TASK", one_task)
     cfg = RunConfig(progress=False).replace(cluster__policy="components")
     local = gpu_dedup.deduplicate(str(corpus), cfg)
     res = gpu_dedup.deduplicate(str(corpus), cfg, work_dir=tmp_path / "w", engine="ray", partitions=3)

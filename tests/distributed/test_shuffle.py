@@ -2,7 +2,6 @@
 either way; a URL's files go through its fsspec file system (a non-local one here: fsspec's ``dir::``
 wrapper, which roots its paths elsewhere, so a file written with a local path would land in the wrong
 place); a write that fails midway leaves neither a final file nor a temporary one."""
-import os
 
 import numpy as np
 import pyarrow as pa

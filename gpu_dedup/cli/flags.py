@@ -70,7 +70,7 @@ _PYTHON_PART = re.compile(r"\bPython: [^)]*")
 _FLAG = r"--[a-z0-9][a-z0-9-]*(?: [A-Z][A-Z0-9_=]*)?"
 _TWICE = ((re.compile(rf"(?P<f>{_FLAG}) \((?P=f)\)"), r"\g<f>"),  # "expected_items (--expected-paragraphs)"
           (re.compile(rf"(?P<f>{_FLAG}) / (?P=f)\b"), r"\g<f>"),  # "read_inputs=False / --no-inputs"
-          (re.compile(rf"^(?P<f>--[a-z0-9][a-z0-9-]*): (?=(?P=f)\b)"), ""))  # "--threshold: ClusterConfig.threshold"
+          (re.compile(r"^(?P<f>--[a-z0-9][a-z0-9-]*): (?=(?P=f)\b)"), ""))  # "--threshold: ClusterConfig.threshold"
 
 
 def cli_message(message: str, flags: Mapping[str, FlagInfo]) -> str:

@@ -216,7 +216,6 @@ def probe(ray, work: str, cfg=None, fingerprint: str | None = None) -> int:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from .._version import __version__
-
     from .shuffle import Layout
 
     token = uuid.uuid4().hex

@@ -2,14 +2,16 @@
 what it adds to run.json. It holds no per-document state: file lists, partition counts, per-file row counts
 and the tasks' small results.
 
-    Stage      one step of the plan: its task function (stages.py, options.py, outputs.py, summary.py), what one
-               task covers (``per``: a file, an input file, a key range, a component range), whether it runs on a GPU
-               actor with --device cuda, when it runs, the driver's own work before and after it
+    Stage      one step of the plan: its task function (stages.py, graph.py, options.py, outputs.py, summary.py),
+               what one task covers (``per``: a file, an input file, a key range, a component range, one task),
+               whether it runs on a GPU actor with --device cuda, when it runs, the driver's own work before and
+               after it
     PLAN       sign, exact, exact_texts, exact_check, bands, buckets, star (rounds until the components are
-               stars), labels, members, policy, resolve, ranks, sizes, write (then the sources' tallies merged:
-               run.json ``sources``), kept (with a source limit: the kept records once every source is within
-               it), index_rows (not when a source is over the limit), publish (OUT/decisions/ as the tasks'
-               parts: outputs.py), shown (report.html's largest clusters: summary.py)
+               stars) or components (one task, when the candidate edges are few), labels, members, policy,
+               resolve, ranks, sizes, write (then the sources' tallies merged: run.json ``sources``), kept
+               (with a source limit: the kept records once every source is within it), index_rows (not when a
+               source is over the limit), publish (OUT/decisions/ as the tasks' parts: outputs.py), shown
+               (report.html's largest clusters: summary.py)
     run        the cluster, the probe, the plan, then run.json's counts and stage statistics
     DeviceWorker  the actor of one GPU (--device cuda) that runs the device stages' tasks in one process
     key_ranges the key ranges of the shuffle: --partitions, or the cluster's CPUs (at most 64); capped by
@@ -32,30 +34,29 @@ import pyarrow as pa
 from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
 from ..runtime.cost import current as current_meter
-from . import options, outputs, stages, summary
-from .outputs import write_scores
+from . import graph, options, outputs, stages, summary
 from .cluster import check_cluster_args, probe, ray_cluster, ray_get
+from .outputs import write_scores
 from .shuffle import Layout, run_key
 
 logger = logging.getLogger(__name__)
 
-MAX_STAR_STEPS = 200  # large-star / small-star converge in O(log^2 n) rounds (Kiveris et al. 2014)
 DEFAULT_PARTITIONS = 64  # the default's ceiling (one key range per CPU), and the floor of the size cap
 # a key range costs one file per input file in every shuffle stage: below a few MiB of input per range the
 # files' fixed costs outweigh the parallelism (100,000 ranges on 300 documents wrote millions of files)
 PARTITION_BYTES = 8 << 20
 
-Per = Literal["file", "input", "range", "component"]
+Per = Literal["file", "input", "range", "component", "one"]
 
 
 @dataclass(frozen=True)
 class Stage:
     """One step of the plan (module doc). ``fn(job, key, *args) -> dict``: the task (its markers and
     work-dir files are named ``fn.stage``); ``per``: its keys (every file of the run, the input files
-    only (not an --against index), the key ranges, the component ranges); ``device``: with --device cuda
-    it runs on a DeviceWorker actor (one per GPU); ``when(driver)``: whether it runs; ``args(driver)``: the tasks' extra
-    arguments; ``before(driver)`` / ``then(driver, results)``: the driver's work around it; ``drive``:
-    how the driver runs it when once is not enough (the star rounds)."""
+    only (not an --against index), the key ranges, the component ranges, or "one": a single task);
+    ``device``: with --device cuda it runs on a DeviceWorker actor (one per GPU); ``when(driver)``: whether it
+    runs; ``args(driver)``: the tasks' extra arguments; ``before(driver)`` / ``then(driver, results)``: the
+    driver's work around it; ``drive``: how the driver runs it when once is not enough (the star rounds)."""
 
     fn: Callable[..., dict[str, Any]]
     per: Per
@@ -106,7 +107,8 @@ class Driver:
 
     def keys(self, stage: Stage) -> range:
         job = self.job
-        return {"file": range(job.nfiles), "input": range(job.first, job.nfiles)}.get(stage.per, range(job.partitions))
+        return {"file": range(job.nfiles), "input": range(job.first, job.nfiles), "one": range(1)}.get(
+            stage.per, range(job.partitions))
 
     def stage(self, stage: Stage, *args) -> list[dict]:
         """One task per key of ``stage`` (round robin over the GPU actors for a device stage of a GPU run);
@@ -170,19 +172,18 @@ def _exact_verify(d: Driver) -> bool:
     return d.job.cfg.cluster.exact_verify
 
 
+def _few_edges(d: Driver) -> bool:
+    """At most graph.COMPONENTS_IN_ONE_TASK candidate edges: one task builds the components' stars instead of the
+    star rounds, whose tasks then cost more than the edges (on one machine most of all)."""
+    return sum(r["edges"] for r in d.results[BUCKETS]) <= graph.COMPONENTS_IN_ONE_TASK
+
+
+def _one_star(d: Driver, res: list[dict]) -> None:
+    d.step, d.sources = "c", ["c"]  # the labels stage reads the star of the components task (edges_c)
+
+
 def _star_rounds(d: Driver, stage: Stage) -> list[dict]:
-    """Large-star and small-star steps, alternating, until a large and a small step changed nothing (the
-    edge set's fingerprint repeats): every component is then a star around its smallest row."""
-    step, sources, fps = 0, [f"p{p:04d}" for p in range(d.job.partitions)], []
-    while True:
-        res = d.stage(stage, step, step % 2 == 0, sources)
-        fps.append([sum(r["fingerprint"][i] for r in res) % (1 << 64) for i in range(3)])
-        if len(fps) >= 3 and fps[-1] == fps[-2] == fps[-3]:
-            break
-        if step >= MAX_STAR_STEPS:
-            raise RunError(f"connected components did not converge in {MAX_STAR_STEPS} star steps")
-        step, sources = step + 1, [f"g{g:06d}" for g in range(d.job.nfiles)]
-    d.step, d.sources = step, sources
+    d.step, d.sources, res = graph.star_rounds(lambda *a: d.stage(stage, *a), d.job.partitions, d.job.nfiles)
     return res
 
 
@@ -204,8 +205,9 @@ EXACT_TEXTS = Stage(options.exact_texts, "file", when=_exact_verify)  # the grou
 EXACT_CHECK = Stage(options.exact_check, "file", when=_exact_verify)  # the exact tasks' groups
 BANDS = Stage(stages.bands, "file")
 BUCKETS = Stage(stages.buckets, "range", device=True)
-STAR = Stage(stages.star, "file", drive=_star_rounds)
-LABELS = Stage(stages.labels, "file", args=lambda d: (d.step, d.sources))
+STAR = Stage(graph.star, "file", drive=_star_rounds, when=lambda d: not _few_edges(d))
+COMPONENTS = Stage(graph.components, "one", when=_few_edges, then=_one_star)
+LABELS = Stage(graph.labels, "file", args=lambda d: (d.step, d.sources))
 MEMBERS = Stage(stages.members, "file", device=True)
 POLICY = Stage(stages.policy, "component", device=True)
 RESOLVE = Stage(stages.resolve, "file")
@@ -232,8 +234,8 @@ PUBLISH = Stage(outputs.publish, "input", args=lambda d: (d.out,), when=lambda d
 # report.html's largest clusters: their rows, ids and texts from the files holding them (summary.py)
 SHOWN = Stage(summary.shown, "input", args=lambda d: (summary.largest(d.results[WRITE]),), when=lambda d: bool(d.out))
 
-PLAN: tuple[Stage, ...] = (SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, LABELS, MEMBERS, POLICY,
-                           RESOLVE, RANKS, SIZES, WRITE, KEPT, INDEX_ROWS, PUBLISH, SHOWN)
+PLAN: tuple[Stage, ...] = (SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, COMPONENTS, LABELS, MEMBERS,
+                           POLICY, RESOLVE, RANKS, SIZES, WRITE, KEPT, INDEX_ROWS, PUBLISH, SHOWN)
 
 
 def walk(d: Driver) -> None:
@@ -384,7 +386,11 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
     signed = r[SIGN]
     rows = [s["rows"] for s in signed]
     stats = _stats(signed[first:], r[EXACT], r[BUCKETS], r[LABELS], r[MEMBERS], r[POLICY], r[SIZES], r[WRITE],
-                   rows[first:], job.partitions, nodes, d.step, job.cfg.lsh.bands)
+                   rows[first:], job.partitions, nodes, d.step if isinstance(d.step, int) else 0, job.cfg.lsh.bands)
+    if COMPONENTS in r:  # one task found the components: no star step ran
+        stats["stages"]["components"].update(method="one task", rounds=r[COMPONENTS][0]["rounds"])
+    else:
+        stats["stages"]["components"]["method"] = "star rounds"
     if EXACT_CHECK in r:  # the groups after byte verification, as the local engine counts them
         chk = r[EXACT_CHECK]
         stats["stages"]["exact"].update({k: sum(c[k] for c in chk) for k in

@@ -121,11 +121,10 @@ def exact_check(job: Job, h: int) -> dict[str, Any]:
     """Byte-compare each member whose leader is in file ``h`` with its leader; the verified duplicates
     (dups_by_row / dups_by_leader ``v<h>-f<g>``) and the exact stats (lexical/decide.exact_stage's)."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     lay, offs = job.layout, job.offs()
     mem = lay.read("member_texts", [f"g{g:06d}-f{h:06d}" for g in range(job.nfiles)], _MEMBER_TEXTS)
-    lead = pq.read_table(lay.path("leader_texts", f"f{h:06d}"))
+    lead = lay.read_one("leader_texts", f"f{h:06d}")
     at = np.searchsorted(lead["row"].to_numpy(), mem["leader"].to_numpy())
     same = np.asarray(pc.equal(mem["text"], lead["text"].take(pa.array(at, pa.int64()))).to_numpy(
         zero_copy_only=False), bool) if mem.num_rows else np.zeros(0, bool)

@@ -22,7 +22,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..errors import ConfigError
 from .rows import Job, run_once
@@ -93,10 +92,9 @@ def write_scores(lay: Layout, file_range, offsets: list[int], path: str) -> None
 
     def parts():
         for fi in file_range:
-            name = lay.path("scores", f"f{fi:06d}")
-            if not os.path.exists(name):
+            if not lay.exists("scores", f"f{fi:06d}"):
                 continue  # an empty file: no scored batch
-            t = pq.read_table(name)
+            t = lay.read_one("scores", f"f{fi:06d}")
             i = t.schema.get_field_index("row")
             yield t.set_column(i, "row", pc.add(t["row"], pa.scalar(int(offsets[fi]), pa.int64())))
 

@@ -4,14 +4,15 @@ files, and the done markers that make each task idempotent and resumable.
 Two kinds of partitions: *key ranges* (P of them) split 64-bit keys (exact hashes, band keys) by their top
 bits, so a range's rows from every file meet in one reduce task; *files* (F of them) split rows by the input
 file that holds them (a row is ``offsets[file] + local row``), so results come home to the task that owns
-the file. Every task writes all of its output files (empty ones too) atomically, then its marker
+the file. Files are Arrow IPC (uncompressed: the exchange is hashes, row numbers and keys, read back at memory
+speed, memory-mapped). Every task writes all of its output files (empty ones too) atomically, then its marker
 ``WORK/ray/done/<stage>/<key>.json`` holding its small return value and the run key (the digest of every
 map task's marker): a marker with the current run key means the task's outputs are complete and it is
 not run again; a retried or resumed task rewrites the same bytes.
 
 The work dir is a path every node mounts at the same place, or an fsspec URL (``s3://bucket/work``,
 ``gs://``, ``file://``; io/remote.py, the layer the inputs are read through): then every read, write,
-marker and listing goes through that file system (Parquet through pyarrow's wrapper of it), and a file is
+marker and listing goes through that file system, and a file is
 written under a unique temporary name and moved onto its final one, so a task killed mid-write never leaves
 a partial file under a name that looks finished (a move on an object store is a copy of the whole object,
 then a delete). Local paths are read and written exactly as before.
@@ -28,10 +29,11 @@ from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ..io import write_json_atomic, write_parquet_atomic
-from ..io.remote import is_url, pyarrow_filesystem, url_filesystem
+from ..io import atomic_path, write_json_atomic
+from ..io.remote import is_url, url_filesystem
+
+EXCHANGE = "arrow-ipc-1"  # the exchange files' format (Layout.write): part of every run key
 
 
 def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:
@@ -70,7 +72,7 @@ class Layout:
             self._join = os.path.join
 
     def path(self, stage: str, name: str) -> str:
-        return self._join(self.root, stage, f"{name}.parquet")
+        return self._join(self.root, stage, f"{name}.arrow")
 
     def marker(self, stage: str, key: str) -> str:
         return self._join(self.root, "done", stage, f"{key}.json")
@@ -97,21 +99,33 @@ class Layout:
             raise
 
     def write(self, table: pa.Table, stage: str, name: str) -> None:
+        """``table`` as the file ``name`` of ``stage`` (Arrow IPC, uncompressed: written and read back at memory
+        speed; the exchange holds hashes, row numbers and keys, which compress little), atomically."""
         path = self.path(stage, name)
         if self.fs is not None:
-            self._atomic(path, lambda tmp: pq.write_table(table, tmp, filesystem=pyarrow_filesystem(self.fs)))
+            def put(tmp: str) -> None:
+                with self.fs.open(tmp, "wb") as fh:
+                    _write_ipc(table, fh)
+            self._atomic(path, put)
             return
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_parquet_atomic(table, path)
+        with atomic_path(path) as tmp, pa.OSFile(tmp, "wb") as fh:
+            _write_ipc(table, fh)
 
     def write_split(self, table: pa.Table, part: np.ndarray, parts: int, stage: str, name: Callable[[int], str]):
         for p, t in enumerate(split(table, part, parts)):
             self.write(t, stage, name(p))
 
     def read_one(self, stage: str, name: str, columns: list[str] | None = None) -> pa.Table:
-        """One file of ``stage`` as written (its chunks kept)."""
-        fs = None if self.fs is None else pyarrow_filesystem(self.fs)
-        return pq.read_table(self.path(stage, name), columns=columns, filesystem=fs)
+        """One file of ``stage`` as written (its chunks kept): ``columns`` of it (None: all)."""
+        path = self.path(stage, name)
+        if self.fs is None:
+            with pa.memory_map(path) as src:  # the table's buffers keep the map alive
+                t = pa.ipc.open_file(src).read_all()
+        else:
+            with self.fs.open(path, "rb") as fh:
+                t = pa.ipc.open_file(pa.py_buffer(fh.read())).read_all()
+        return t.select(columns) if columns is not None else t
 
     def read(self, stage: str, names: list[str], schema: pa.Schema | None = None) -> pa.Table:
         tables = [self.read_one(stage, n) for n in names]
@@ -182,6 +196,11 @@ class Layout:
             self.fs.makedirs(self.root, exist_ok=True)
 
 
+def _write_ipc(table: pa.Table, sink) -> None:
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
 def _plain(obj: Any) -> Any:
     """JSON of a task result's numpy values (a marker on an fsspec work dir)."""
     if isinstance(obj, np.generic):
@@ -192,8 +211,9 @@ def _plain(obj: Any) -> Any:
 
 
 def run_key(parts: list[Any]) -> str:
-    """A digest of JSON-able values (the map markers, the config fingerprint)."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    """A digest of JSON-able values (the map markers, the config fingerprint) and of EXCHANGE: the markers of
+    a work dir written in another exchange format (Parquet before) are never trusted on --resume."""
+    return hashlib.sha256(json.dumps([EXCHANGE, parts], sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def mix64(x: np.ndarray, seed: int) -> np.ndarray:

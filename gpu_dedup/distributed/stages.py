@@ -6,9 +6,8 @@
     exact      per hash range: exact groups (lexical/exact.py) -> (row, leader) of every duplicate
     bands      per file: band rows (band, key, row) of its exact-group leaders with shingles, by key range
     buckets    per key range: runs of equal band keys -> star edges (first row of the run, each other row)
-    star       per file of rows: one large-star or small-star step of connected components (Kiveris et
-               al. 2014) over the edges of its nodes; converged, every component is a star around its
-               smallest row, which is its label (the local engine's label)
+    star, components, labels   the candidate graph's connected components (graph.py): every candidate row's
+               label, the smallest row of its component (the local engine's label)
     members    per file: each candidate row's id, keep key, band keys and shingle set (pass 2 of its own
                file's rows only), sent to its component's range (label mod P)
     policy     per component range: lexical/decide.py's bucket and policy stages over those components'
@@ -46,18 +45,26 @@ import pyarrow.compute as pc
 
 from .. import io
 from ..decisions import DECISIONS_SCHEMA, FILTERED, REASON_CODES, REASONS
-from ..runtime.device import array_module, to_device, to_host
 from ..lexical.bandkeys import BandKeys
 from ..lexical.decide import Candidates, ExactGroups, Ranked, bucket_stage, policy_stage
 from ..lexical.exact import exact_groups
 from ..lexical.minhash import permutation_params
 from ..lexical.signatures import compute_file, piece_of, scope_salts
 from ..lexical.verify import ShingleSets, shingle_sets_pass
+from ..runtime.device import array_module, to_device, to_host
 from ..runtime.sources import Tally, source_labels
 from ..runtime.workdir import band_column
+from .graph import unique_pairs, write_edges
 from .options import IndexSource, index_piece, rep_positions, write_kept_file
-from .rows import ASSIGN_SCHEMA, DUPS_SCHEMA, Job, piece_keep_order, read_piece, run_once
-from .shuffle import file_of, key_partition, mix64
+from .rows import (
+    ASSIGN_SCHEMA,
+    DUPS_SCHEMA,
+    Job,
+    piece_keep_order,
+    read_piece,
+    run_once,
+)
+from .shuffle import file_of, key_partition
 from .summary import file_summary, index_sizes
 
 logger = logging.getLogger(__name__)
@@ -65,7 +72,7 @@ logger = logging.getLogger(__name__)
 
 def _same_input(job: Job, fi: int, result: dict) -> bool:
     """A stored sign result is reused only for the same input file (workdir's stamp rules)."""
-    from ..runtime.workdir import what_changed, file_identity
+    from ..runtime.workdir import file_identity, what_changed
 
     f = job.files[fi]
     if isinstance(f, IndexSource):
@@ -234,22 +241,11 @@ def bands(job: Job, fi: int) -> dict[str, Any]:
         if n else np.zeros(0, np.uint64)
     band = np.repeat(np.arange(nb, dtype=np.int32), local.shape[0])
     row = np.tile(local + offs[fi], nb)
-    order = np.lexsort((row, keys, band))
-    t = pa.table({"band": pa.array(band[order]), "key": pa.array(keys[order]), "row": pa.array(row[order])},
-                 schema=_BANDS)
-    lay.write_split(t, key_partition(keys[order], job.partitions), job.partitions, "band_rows",
+    # unsorted: the buckets task groups its key range whatever the order
+    t = pa.table({"band": pa.array(band), "key": pa.array(keys), "row": pa.array(row)}, schema=_BANDS)
+    lay.write_split(t, key_partition(keys, job.partitions), job.partitions, "band_rows",
                     lambda p: f"f{fi:06d}-p{p:04d}")
     return {"lsh_rows": int(local.shape[0])}
-
-
-_EDGES = pa.schema([("a", pa.int64()), ("b", pa.int64())])
-
-
-def _write_edges(job: Job, a: np.ndarray, b: np.ndarray, stage: str, src: str) -> None:
-    """Undirected edges (a, b), a != b, written in both orientations to the file partition of their first node."""
-    a, b = np.concatenate([a, b]), np.concatenate([b, a])
-    t = pa.table({"a": pa.array(a, pa.int64()), "b": pa.array(b, pa.int64())}, schema=_EDGES)
-    job.layout.write_split(t, file_of(a, job.offs()), job.nfiles, stage, lambda g: f"{src}-f{g:06d}")
 
 
 @run_once("buckets")
@@ -258,7 +254,15 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
     lay = job.layout
     t = lay.read("band_rows", [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)], _BANDS)
     band, key, row = t["band"].to_numpy(), t["key"].to_numpy(), t["row"].to_numpy()
-    order = _order(job.device, row, key, band)
+    if job.device == "cuda":  # one lexsort on the device
+        order = _order(job.device, row, key, band)
+    else:  # by band (a radix sort of small ints), then each band's keys (numpy's SIMD sort of uint64, as
+        # lsh.group_buckets): ties need no order, every bucket's first row is found by its minimum below
+        small = band.astype(np.uint8) if job.cfg.lsh.bands <= 256 else band
+        by_band = np.argsort(small, kind="stable")
+        bounds = np.searchsorted(band[by_band], np.arange(job.cfg.lsh.bands + 1))
+        order = np.concatenate([by_band[lo:hi][np.argsort(key[by_band[lo:hi]])]
+                                for lo, hi in zip(bounds[:-1], bounds[1:])]) if row.shape[0] else by_band
     band, key, row = band[order], key[order], row[order]
     c = row.shape[0]
     start = np.ones(c, bool)
@@ -267,13 +271,10 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
     run = np.cumsum(start) - 1
     sizes = np.bincount(run) if c else np.zeros(0, np.int64)
     big = sizes >= 2
-    first = row[np.flatnonzero(start)]
-    member = (~start) & (sizes[run] >= 2) if c else np.zeros(0, bool)
-    a, b = first[run[member]], row[member]
-    if a.shape[0]:
-        ab = np.unique(np.stack([a, b], axis=1), axis=0)
-        a, b = ab[:, 0], ab[:, 1]
-    _write_edges(job, a, b, "edges_0", f"p{p:04d}")
+    first = np.minimum.reduceat(row, np.flatnonzero(start)) if c else row  # each bucket's smallest row
+    member = (row != first[run]) & (sizes[run] >= 2) if c else np.zeros(0, bool)
+    a, b = unique_pairs(first[run[member]], row[member])
+    write_edges(job, a, b, "edges_0", f"p{p:04d}")
     # the local engine's LSH counts (decide.bucket_stage: buckets are runs of >= 2), summed by the driver
     per_band = np.bincount(band[start][big], minlength=job.cfg.lsh.bands) if c else np.zeros(job.cfg.lsh.bands)
     return {"buckets": int(big.sum()), "bucket_entries": int(sizes[big].sum()),
@@ -288,69 +289,6 @@ def _order(device: str, *keys: np.ndarray) -> np.ndarray:
         return np.lexsort(keys)
     xp = array_module(device)
     return to_host(xp.lexsort(xp.stack([to_device(np.asarray(k).astype(np.uint64), device) for k in keys])))
-
-
-def _read_edges(job: Job, stage: str, g: int, sources: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    t = job.layout.read(stage, [f"{s}-f{g:06d}" for s in sources], _EDGES)
-    if t.num_rows == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ab = np.unique(np.stack([t["a"].to_numpy(), t["b"].to_numpy()], axis=1), axis=0)  # sorted by (a, b)
-    return ab[:, 0], ab[:, 1]
-
-
-def _fingerprint(a: np.ndarray, b: np.ndarray) -> list[int]:
-    """Order-free fingerprint of the undirected edges with a < b held here: count and two 64-bit sums."""
-    sel = a < b
-    h1 = mix64(mix64(a[sel], 1) ^ np.asarray(b[sel], np.uint64), 2)
-    h2 = mix64(mix64(b[sel], 3) ^ np.asarray(a[sel], np.uint64), 4)
-    with np.errstate(over="ignore"):
-        return [int(sel.sum()), int(h1.sum(dtype=np.uint64)), int(h2.sum(dtype=np.uint64))]
-
-
-@run_once("star")
-def star(job: Job, g: int, step: int, large: bool, sources: list[str]) -> dict[str, Any]:
-    """One star step over the nodes of file ``g``: reads edges_<step>, writes edges_<step+1>.
-    Large-star: each node u links its larger neighbours to m(u) = min(u, neighbours). Small-star: each
-    node u links itself and its smaller neighbours to m = min(u, smaller neighbours)."""
-    a, b = _read_edges(job, f"edges_{step}", g, sources)
-    fp = _fingerprint(a, b)
-    if a.shape[0]:
-        first = np.ones(a.shape[0], bool)
-        first[1:] = a[1:] != a[:-1]
-        grp = np.cumsum(first) - 1
-        if large:
-            m = np.minimum(a[first], b[first])  # b sorted within a: the first is the smallest neighbour
-            sel = b > a
-            x, y = b[sel], m[grp[sel]]
-        else:
-            small = b < a
-            has = np.zeros(first.sum(), bool)
-            has[grp[small]] = True
-            m = np.where(has, np.minimum(a[first], b[first]), a[first])
-            x = np.concatenate([b[small], a[first][has]])
-            y = np.concatenate([m[grp[small]], m[has]])
-        keep = x != y
-        x, y = x[keep], y[keep]
-    else:
-        x = y = np.zeros(0, np.int64)
-    _write_edges(job, x, y, f"edges_{step + 1}", f"g{g:06d}")
-    return {"fingerprint": fp}
-
-
-_LABELS = pa.schema([("row", pa.int64()), ("label", pa.int64())])
-
-
-@run_once("labels")
-def labels(job: Job, g: int, step: int, sources: list[str]) -> dict[str, Any]:
-    """Converged edges of file ``g``'s nodes -> (row, label = smallest row of its component)."""
-    a, b = _read_edges(job, f"edges_{step}", g, sources)
-    first = np.ones(a.shape[0], bool)
-    if a.shape[0]:
-        first[1:] = a[1:] != a[:-1]
-    rows, lab = a[first], np.minimum(a[first], b[first])
-    job.layout.write(pa.table({"row": pa.array(rows), "label": pa.array(lab)}, schema=_LABELS), "labels",
-                     f"f{g:06d}")
-    return {"candidates": int(rows.shape[0])}
 
 
 @run_once("members")

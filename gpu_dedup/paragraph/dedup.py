@@ -87,7 +87,7 @@ from ..runtime.device import batch_bytes, note_compiling, simulator, to_device, 
 from ..runtime.passes import progress
 from ..errors import ConfigError
 from ..io.text import arrow_text_buffers
-from ..runtime.run import Steps, finish, header, peak_rss_bytes, resources
+from ..runtime.run import RowGroups, Steps, finish, header, peak_rss_bytes, resources
 from ..text.cutwrite import apply_cuts, write_cut_documents
 from ..text.spans import cut_ranges, gather_spans, hex128, span_hashes
 from ..constants import SPAN_SENTENCES
@@ -444,7 +444,8 @@ def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir:
     or 16 bytes per distinct unit in exact mode; remove-all holds two and reads the input once more) and one
     batch. See the module docstring for the policy and the outputs. Steps, timed into paragraph_dedup.json's
     ``timings_s``: ``count_pass`` (count, remove-all only), ``dedup_pass`` (pass1, of it kernels_and_cuts),
-    ``write_cut_documents`` (write_documents), ``paragraph_stats``."""
+    ``write_cut_documents`` (write_documents), ``paragraph_stats``. The Ray engine's run is the ``Paragraph``
+    step's with ``Env(engine="ray")`` (distributed/paragraph.py)."""
     cfg = cfg or ParagraphConfig()
     device, threads = resources(device)
     files = io.source_files(source)
@@ -495,12 +496,12 @@ def _gpu_memory(device: str) -> dict[str, Any]:
 
 class _Sinks:
     """Streaming parquet writers for removed_spans.parquet and paragraph_docs.parquet (atomic: both
-    appear only when the pass completes)."""
+    appear only when the pass completes), in fixed row groups (``run.RowGroups``: the bytes depend on the rows
+    alone, so that the Ray engine's per-file parts give the same files)."""
 
     def __init__(self, out: str | None) -> None:
         self.out = out
-        self._writers: list[pq.ParquetWriter] = []
-        self._ctx: list[Any] = []
+        self._groups: list[RowGroups] = []
 
     def __enter__(self) -> "_Sinks":
         if self.out is None:
@@ -514,16 +515,25 @@ class _Sinks:
                 tmp = self._stack.enter_context(io.atomic_path(os.path.join(self.out, name)))
                 w = pq.ParquetWriter(tmp, schema)
                 self._stack.callback(w.close)
-                self._writers.append(w)
+                self._groups.append(RowGroups(w, schema, name))
         except BaseException:
             self._stack.__exit__(None, None, None)
             raise
         return self
 
     def write(self, spans: pa.Table, docs: pa.Table) -> None:
-        self._writers[0].write_table(spans)
-        self._writers[1].write_table(docs)
+        self._groups[0].add(spans)
+        self._groups[1].add(docs)
 
     def __exit__(self, *exc: Any) -> None:
-        if self.out is not None:
-            self._stack.__exit__(*exc)
+        if self.out is None:
+            return
+        if exc[0] is None:
+            try:
+                for g in self._groups:
+                    g.flush()
+            except BaseException as e:  # the files are removed, never left partial
+                if not self._stack.__exit__(type(e), e, e.__traceback__):
+                    raise
+                return
+        self._stack.__exit__(*exc)

@@ -32,8 +32,12 @@ class Paragraph:
     def run(self, view: Any, out: str, env: Env) -> StepRun:
         from .dedup import paragraph_dedup
 
-        env.local_only(self.name)
         cfg = dataclasses.replace(env.reading.apply(self.config), progress=env.progress)
-        res = paragraph_dedup(view, cfg, out, device=env.device)
+        if env.engine == "ray":
+            from ..distributed.paragraph import paragraph_dedup_ray
+
+            res = paragraph_dedup_ray(view, cfg, out, env)
+        else:
+            res = paragraph_dedup(view, cfg, out, device=env.device)
         ids = pq.read_table(os.path.join(out, DOCS_FILE), columns=["id"])["id"].combine_chunks()
         return StepRun(res, Verdicts.all_kept(ids, file_sources(res.stats)), os.path.join(out, OUTPUT_DIR))

@@ -17,6 +17,7 @@ removed document names the step, the reason and the document kept for it (``deci
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Sequence
 
@@ -25,7 +26,7 @@ from ..runtime.cost import Price
 from ..runtime.program import Env, Reading
 from ..runtime.sources import SourceGuard
 
-ENGINES = ("local",)
+ENGINES = ("local", "ray")
 
 
 class Pipeline:
@@ -57,7 +58,8 @@ class Pipeline:
         return f"Pipeline([{', '.join(type(s).__name__ for s in self.steps)}])"
 
     def run(self, source: Any, output_dir: str | os.PathLike, *, engine: str = "local", resume: bool = False,
-            overwrite: bool = True) -> Any:
+            overwrite: bool = True, workers: int | None = None, address: str | None = None,
+            work_dir: str | os.PathLike | None = None) -> Any:
         """Run the steps over ``source`` into ``output_dir``.
 
         Args:
@@ -65,9 +67,13 @@ class Pipeline:
                 Table or a pandas DataFrame.
             output_dir: OUT: decisions.parquet (every input document once), deduplicated/ (the final records),
                 run.json, report.html, and each step's own outputs in OUT/steps/NN-name/.
-            engine: "local" (this process).
-            resume: reuse every finished step whose settings, and every earlier step's, are unchanged.
+            engine: "local" (this process) or "ray" (every step's Ray path, on one cluster started once: ``workers``
+                local processes, or the running one at ``address``; the same decisions and outputs).
+            resume: reuse every finished step whose settings, and every earlier step's, are unchanged (on Ray also
+                the finished tasks of the step that was interrupted).
             overwrite: replace an earlier run in OUT (False: refuse one).
+            workers, address: the Ray cluster (``engine="ray"``).
+            work_dir: the steps' intermediate files (on Ray a path every node sees, or an fsspec URL).
 
         Returns:
             A ``PipelineResult``: ``.decisions``, ``.stats`` (run.json), ``.steps``, ``.summary()``, ``.filter(df)``.
@@ -78,9 +84,10 @@ class Pipeline:
         from .engine import run_pipeline
 
         if engine not in ENGINES:
-            raise ConfigError(f"engine must be one of {ENGINES}, got {engine!r}: a pipeline runs on the local engine "
-                              "(the Ray engine runs `gpu-dedup run`'s dedup)")
-        return run_pipeline(self.steps, source, output_dir, env=self.env, resume=resume, overwrite=overwrite)
+            raise ConfigError(f"engine must be one of {ENGINES}, got {engine!r}")
+        env = dataclasses.replace(self.env, engine=engine, workers=workers, address=address, resume=resume,
+                                  work_dir=os.fspath(work_dir) if work_dir is not None else None)
+        return run_pipeline(self.steps, source, output_dir, env=env, resume=resume, overwrite=overwrite)
 
 
 def steps_table() -> dict[str, type]:

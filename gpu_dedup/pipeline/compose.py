@@ -2,8 +2,7 @@
 reversible span stages (paragraph dedup, exact-substring dedup) in the order asked for, over one owned OUT.
 
   check_composition   the preconditions of the order: an "after" stage reads OUT/deduplicated/ (so the run must
-                      write it), paragraph dedup runs in one process (not on engine="ray"), lexical=False needs
-                      the semantic stage
+                      write it), lexical=False needs the semantic stage
   stage_configs       the span stages read and normalize as the run does (fields, batches, bad records, the
                       normalization, the keep order, the progress bar): taken from the RunConfig
   run_dedup           own OUT, then the stages in order; every stage's result, in the order they ran
@@ -61,9 +60,6 @@ def check_composition(cfg: RunConfig, *, paragraph: ParagraphConfig | None, para
                           "keep the lexical stages")
     if (paragraph is not None or substring is not None) and output_dir is None:
         raise ConfigError("the paragraph and substring stages write into output_dir: pass one")
-    if engine == "ray" and paragraph is not None:
-        raise ConfigError("`paragraph` runs in one process, not on engine='ray' yet: run it with "
-                          "engine='local', or drop `paragraph`")
     if paragraph is not None and paragraph_order == "after" and not cfg.write_deduplicated:
         raise ConfigError("paragraph_order='after' cuts paragraphs from OUT/deduplicated/, which "
                           "write_deduplicated=False turns off: drop one of them, or use paragraph_order='beside'")
@@ -142,10 +138,8 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
                                      engine=engine, overwrite=overwrite, prefilter=prefilter, sources=sources,
                                      **ray))
     from ..lexical.program import Dedup
-    from ..paragraph.dedup import paragraph_dedup
     from ..paragraph.program import Paragraph
     from ..runtime.program import Env, Reading
-    from ..substring.dedup import substring_dedup
     from ..substring.program import Substring
     from .engine import run_pipeline
 
@@ -185,8 +179,8 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
     with own(out, work_dir=locked_wd, index_dir=save_index, command="run", overwrite=overwrite, resume=resume,
              roots=roots, flag="overwrite=True"):
         for name, stage_cfg in beside:  # both read the input: separate results, outside the composition
-            results[name] = (paragraph_dedup(source, stage_cfg, out, device=cfg.device) if name == "paragraph"
-                             else substring_dedup(source, stage_cfg, out, device=cfg.device))
+            step = Paragraph(stage_cfg) if name == "paragraph" else Substring(stage_cfg)
+            results[name] = step.run(source, out, env).result  # the engine's program (on Ray: its tasks)
         run = run_pipeline(steps, source, out, env=env, layout="flat", command="run", resume=resume,
                            overwrite=overwrite)
         last: dict[str, int] = {name: -1 for name, _ in beside}

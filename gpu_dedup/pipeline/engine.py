@@ -23,6 +23,7 @@ and of every step before it, and its verdicts) is not run again.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -118,6 +119,7 @@ class View:
     original: bool = True
     parent: "View | None" = None
     keep: np.ndarray | None = None
+    names: list[str] | None = None  # the input relpath of each of ``files`` (a step's kept records)
 
 
 def _base_table(v: Verdicts, semantic: bool) -> pa.Table:
@@ -184,10 +186,12 @@ def _load_verdicts(d: str, fingerprint: str) -> tuple[Verdicts, str | None] | No
     return v, rec.get("kept")
 
 
-def _view_files(directory: str, relpaths: Sequence[str]) -> list[str]:
-    """The files of a step's kept records, in the input's order (a file left with no record may be absent)."""
-    found = [os.path.join(directory, *r.split("/")) for r in relpaths]
-    return [p for p in found if os.path.exists(p)]
+def _view_files(directory: str, relpaths: Sequence[str], rows: np.ndarray | None, original: bool) -> View:
+    """The view of a step's kept records in ``directory``: its files in the input's order (a file left with no
+    record may be absent), each named by its input relpath."""
+    found = [(os.path.join(directory, *r.split("/")), r) for r in relpaths]
+    there = [(p, r) for p, r in found if os.path.exists(p)]
+    return View([p for p, _ in there], rows, original, names=[r for _, r in there])
 
 
 @dataclass
@@ -253,7 +257,9 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
         if view.rows is not None:
             raise RunError("the first step must read the whole input")
         run.decisions = _base_table(v, any(s.name == "semantic" for s in run.steps))
-        run.relpaths = list(result.stats.get("inputs") or []) if result is not None else []
+        # the input's files as the step read them (a reused step: as it would, empty files included)
+        run.relpaths = list(result.stats.get("inputs") or []) if result is not None else \
+            [f.relpath for f in io.source_files(view.files)]
         if not run.relpaths:
             run.relpaths = list(dict.fromkeys(v.sources.to_pylist()))
         per_file = pc.value_counts(v.sources).to_pylist() if len(v.sources) else []
@@ -279,7 +285,7 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
                     f"{int((~v.keep).sum()):,}")
     original = view.original and step.kind != "span"
     if kept is not None:
-        return v, View(_view_files(kept, run.relpaths), rows[v.keep], original)
+        return v, _view_files(kept, run.relpaths, rows[v.keep], original)
     return v, View(None, rows[v.keep], original, parent=view, keep=np.asarray(v.keep, bool))
 
 
@@ -312,7 +318,7 @@ def materialize(run: _Run, view: View, target: str) -> View:
     if view.files is not None:
         return view
     _write_kept(run, view.parent, view.keep, target)
-    return View(_view_files(target, run.relpaths), view.rows, view.original)
+    return _view_files(target, run.relpaths, view.rows, view.original)
 
 
 def _write_kept(run: _Run, view: View, keep: np.ndarray, target: str) -> dict[str, int]:
@@ -322,6 +328,16 @@ def _write_kept(run: _Run, view: View, keep: np.ndarray, target: str) -> dict[st
     files = io.source_files(view.files)
     rows = run.file_rows if view.rows is None and run.file_rows is not None and len(run.file_rows) == len(files) \
         else None
+    if run.env.engine == "ray":  # one task per file (distributed/views.py), each given its file's rows
+        from ..distributed.views import write_view
+
+        if rows is None:  # each file's rows: the documents of its input file among the view's rows
+            src = run.decisions["source"]
+            counts = value_counts(src if view.rows is None else src.take(pa.array(view.rows, pa.int64())))
+            names = run.relpaths if view.rows is None else view.names or []
+            rows = [int(counts.get(name, 0)) for name in names]
+        return write_view(files, np.asarray(keep, bool), rows, target, r, workers=run.env.workers,
+                          address=run.env.address)
     return io.write_kept(files, np.asarray(keep, bool), target, id_field=r.id_field, text_field=r.text_field,
                          on_error=r.on_error, file_rows=rows)
 
@@ -391,7 +407,8 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
     work = os.path.join(out, STEPS_DIR) if layout == "steps" else None
     timer = Steps(t0)
     with metered(env.price, fresh=True), owned(out, roots=roots, command=command, overwrite=overwrite, resume=resume,
-                                               work_dir=work, overwrite_same_command=replace_own):
+                                               work_dir=work, overwrite_same_command=replace_own), \
+            cluster(env):
         run = _Run(steps, out, layout, env, resume)
         view = View(_source_files(source, out), None)
         last, viewing = plan(steps)
@@ -423,6 +440,16 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
         if layout == "steps":
             check_sources(result.stats["sources"])  # inside the owned block: its outputs stay, as "stopped"
     return result
+
+
+def cluster(env: Env):
+    """With ``env.engine == "ray"``, the Ray cluster of the whole run (started once, or joined: every step's
+    tasks, and the views' write tasks, run on it; ``distributed.cluster.ray_cluster``); else nothing."""
+    if env.engine != "ray":
+        return contextlib.nullcontext()
+    from ..distributed.cluster import ray_cluster
+
+    return ray_cluster(env.workers, env.address)
 
 
 def _remove_outputs(out: str, outputs: Any) -> None:

@@ -76,6 +76,24 @@ def resources(device: str, threads: int | None = None) -> tuple[str, int]:
     return resolve_device(device), set_threads(threads)
 
 
+# ---------------------------------------------------------------------------------------------- engine
+
+def ray_dirs(output_dir: str | os.PathLike | None, work_dir: str | os.PathLike | None, what: str) -> tuple[str, str]:
+    """(OUT, the work dir) of a program on engine="ray": its tasks write the outputs, so OUT is required; the work
+    dir (every node must see it: a shared path or an fsspec URL) defaults to OUT/work.
+
+    Raises:
+        ConfigError: no ``output_dir``.
+    """
+    from ..errors import ConfigError
+
+    if output_dir is None:
+        raise ConfigError(f"{what} on engine='ray' writes its outputs from the Ray tasks: pass an output directory "
+                          "(-o OUT)")
+    out = os.fspath(output_dir)
+    return out, os.fspath(work_dir) if work_dir is not None else os.path.join(out, "work")
+
+
 # ---------------------------------------------------------------------------------------------- steps
 
 class Steps:
@@ -199,30 +217,47 @@ ROW_GROUP_ROWS = 1 << 20  # rows per row group of write_tables (pyarrow's own de
 
 def write_tables(tables: Iterable[pa.Table], schema: pa.Schema, path: str | os.PathLike) -> None:
     """The parts of one per-document table, in order, to ``path`` (Parquet, atomically, as ``write_table``),
-    in row groups of ROW_GROUP_ROWS rows, each written as one contiguous chunk under ``schema``: the file's
-    bytes depend on the rows alone, not on how they were split into parts or chunks (the Ray engine's
-    per-file parts give the local engine's file). One row group in memory at a time."""
+    in row groups of ROW_GROUP_ROWS rows (``RowGroups``): the file's bytes depend on the rows alone, not on how
+    they were split into parts or chunks (the Ray engine's per-file parts give the local engine's file). One
+    row group in memory at a time."""
     import pyarrow.parquet as pq
 
-    what = os.path.basename(os.fspath(path))
     with io.atomic_path(path) as tmp:
         writer = pq.ParquetWriter(tmp, schema)
         try:
-            buf: list[pa.Table] = []
-            n = 0
+            groups = RowGroups(writer, schema, os.path.basename(os.fspath(path)))
             for t in tables:
-                check_schema(t, schema, what)
-                buf.append(pa.Table.from_arrays(t.columns, schema=schema))  # the declared schema's metadata
-                n += t.num_rows
-                while n >= ROW_GROUP_ROWS:
-                    rows = pa.concat_tables(buf)
-                    _row_group(writer, rows.slice(0, ROW_GROUP_ROWS))
-                    buf = [rows.slice(ROW_GROUP_ROWS)]
-                    n = buf[0].num_rows
-            if n:
-                _row_group(writer, pa.concat_tables(buf))
+                groups.add(t)
+            groups.flush()
         finally:
             writer.close()
+
+
+class RowGroups:
+    """The parts of one table pushed, in order, into a ``pyarrow.parquet.ParquetWriter`` in row groups of
+    ROW_GROUP_ROWS rows, each written as one contiguous chunk under ``schema`` (checked, ``check_schema``):
+    ``add`` each part, ``flush`` once at the end. A streaming writer of two tables at once (paragraph and
+    substring dedup's spans and documents) writes the bytes ``write_tables`` writes from the same rows."""
+
+    def __init__(self, writer: Any, schema: pa.Schema, what: str) -> None:
+        self.writer, self.schema, self.what = writer, schema, what
+        self.buf: list[pa.Table] = []
+        self.n = 0
+
+    def add(self, t: pa.Table) -> None:
+        check_schema(t, self.schema, self.what)
+        self.buf.append(pa.Table.from_arrays(t.columns, schema=self.schema))  # the declared schema's metadata
+        self.n += t.num_rows
+        while self.n >= ROW_GROUP_ROWS:
+            rows = pa.concat_tables(self.buf)
+            _row_group(self.writer, rows.slice(0, ROW_GROUP_ROWS))
+            self.buf = [rows.slice(ROW_GROUP_ROWS)]
+            self.n = self.buf[0].num_rows
+
+    def flush(self) -> None:
+        if self.n:
+            _row_group(self.writer, pa.concat_tables(self.buf))
+        self.buf, self.n = [], 0
 
 
 def _row_group(writer, rows: pa.Table) -> None:

@@ -65,7 +65,7 @@ def _stream_hash(fh) -> str:
     return f"{name}:{h.hexdigest()}"
 
 
-def _table_hash(table: pa.Table) -> str:
+def table_hash(table: pa.Table) -> str:
     name, h = _hasher()
     h.update(str(table.schema).encode())
     for col in table.columns:
@@ -113,7 +113,7 @@ def what_changed(recorded: dict[str, Any], f, identity: dict[str, Any] | None) -
     if f.fmt == "table":
         if recorded.get("path") != "<table>" or recorded.get("rows") != f.table.num_rows:
             return "another table (row count)"
-        return None if recorded.get("content") == _table_hash(f.table) else "another table (content)"
+        return None if recorded.get("content") == table_hash(f.table) else "another table (content)"
     if recorded.get("path") != f.path:
         return f"recorded for path {recorded.get('path')!r}"
     if recorded.get("changed_during_read"):
@@ -137,7 +137,7 @@ def what_changed(recorded: dict[str, Any], f, identity: dict[str, Any] | None) -
 def input_stamp(f, before: dict[str, Any] | None) -> dict[str, Any]:
     """The stamp of input ``f`` (module docstring); ``before``: its identity before pass 1 read it."""
     if f.fmt == "table":
-        return {"path": "<table>", "rows": f.table.num_rows, "content": _table_hash(f.table)}
+        return {"path": "<table>", "rows": f.table.num_rows, "content": table_hash(f.table)}
     before = before or file_identity(f)
     content = None if before.get("remote") else _content(f)
     if file_identity(f) != before:

@@ -123,8 +123,112 @@ def _assign_torch(x, c, rows_per_chunk: int | None = None):
     return torch.cat(idx), torch.cat(best)
 
 
+def n_clusters_for(n: int, cfg: SemanticConfig, n_clusters: int | None = None) -> int:
+    """k for ``n`` rows: ``n_clusters``, else ``cfg.n_clusters``, else ``default_n_clusters(n)``; capped at n (a
+    warning says so); the automatic choice is logged."""
+    k = n_clusters or cfg.n_clusters or default_n_clusters(n)
+    if not (n_clusters or cfg.n_clusters) and n:
+        logger.info("semantic: k-means with k=%d clusters for %d documents (automatic: clusters of about "
+                    "max(sqrt(n), 1000) = %d documents, which balances the pairwise step, ~n_c^2 per cluster, "
+                    "against k-means; below 1000 documents per cluster fewer duplicates are lost at cluster "
+                    "boundaries; set n_clusters to choose)", k, n, int(max(math.sqrt(n), 1000.0)))
+    if k > n:
+        logger.warning("n_clusters=%d exceeds the %d documents; using k=%d", k, n, max(n, 1))
+        k = max(n, 1)
+    if n and n / k > cfg.warn_cluster_size:
+        logger.warning("n_clusters=%d gives about %d documents per cluster (> warn_cluster_size=%d): the pairwise "
+                       "step costs ~n_c^2 x d per cluster; raise n_clusters", k, n // k, cfg.warn_cluster_size)
+    return k
+
+
+def fit_rows(n: int, k: int, cfg: SemanticConfig) -> np.ndarray | None:
+    """The rows k-means is fitted on (sorted int64; None: every row): ``_fit_sample``'s seeded sample, or every
+    row when k == 1 (the single centroid is the mean of all rows)."""
+    return None if k == 1 else _fit_sample(n, k, cfg)
+
+
+@dataclass
+class Fitted:
+    """What k-means fitted, all the assignment of any rows needs (picklable: a Ray task's result): centroids
+    float32 (k, d) unit rows; backend (e.g. "faiss-cpu"); index: the trained faiss index, serialized (uint8),
+    searched on its GPUs when ``gpu``; raw: the torch backend's centroids as fitted (float32 (k, d)), on
+    ``torch_device``. A single cluster has neither."""
+
+    centroids: np.ndarray
+    backend: str
+    index: np.ndarray | None = None
+    gpu: bool = False
+    raw: np.ndarray | None = None
+    torch_device: str = "cpu"
+
+
+def fit(x: np.ndarray, k: int, cfg: SemanticConfig, device: str = "cpu") -> Fitted:
+    """Spherical k-means of ``x`` (float32 (m, d) unit rows: the rows of ``fit_rows``), seeded; k >= 1."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    d = x.shape[1]
+    if k == 1:
+        mean = x.astype(np.float64).sum(0)
+        norm = np.linalg.norm(mean)
+        centroids = (mean / norm if norm > 0 else np.eye(1, d)[0]).astype(np.float32)[None, :]
+        return Fitted(centroids, "single-cluster")
+    backend, faiss_gpu = _choose_backend(cfg.kmeans_backend, device)
+    if backend == "faiss":
+        import faiss
+
+        km = faiss.Kmeans(d, k, niter=cfg.niter, seed=cfg.seed, spherical=True, gpu=bool(faiss_gpu), verbose=False,
+                          min_points_per_centroid=1, max_points_per_centroid=cfg.max_points_per_centroid)
+        km.train(x)
+        centroids = np.asarray(km.centroids, np.float32).reshape(k, d)
+        centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-30)
+        index = faiss.index_gpu_to_cpu(km.index) if faiss_gpu else km.index
+        return Fitted(centroids, "faiss-gpu" if faiss_gpu else "faiss-cpu", index=faiss.serialize_index(index),
+                      gpu=bool(faiss_gpu))
+    import torch
+
+    tdev = torch_device(device)
+    ct = _kmeans_torch(torch.from_numpy(x).to(tdev), k, cfg.niter, cfg.seed)
+    raw = ct.cpu().numpy().astype(np.float32)
+    return Fitted(raw.copy(), f"torch-{tdev}", raw=raw, torch_device=tdev)
+
+
+def assign(x: np.ndarray, fitted: Fitted) -> tuple[np.ndarray, np.ndarray]:
+    """(cluster int64 (n,), cosine to its centroid float32 (n,)) of unit rows ``x``: the fitted index's nearest
+    centroid by inner product (every row on its own: the same answer for a row in any batch of rows)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if not x.flags.writeable:  # read from a file (a Ray task's part): torch wants memory it may write
+        x = x.copy()
+    n = x.shape[0]
+    if fitted.index is not None and n:
+        import faiss
+
+        index = faiss.deserialize_index(fitted.index)
+        if fitted.gpu:
+            index = faiss.index_cpu_to_all_gpus(index)
+        _, nearest = index.search(x, 1)
+        cluster = nearest.reshape(-1).astype(np.int64)
+    elif fitted.raw is not None and n:
+        import torch
+
+        ct = torch.from_numpy(fitted.raw).to(fitted.torch_device)
+        cluster = _assign_torch(torch.from_numpy(x).to(fitted.torch_device), ct)[0].cpu().numpy().astype(np.int64)
+    else:
+        cluster = np.zeros(n, np.int64)
+    cos = np.einsum("ij,ij->i", x, fitted.centroids[cluster]).astype(np.float32)
+    return cluster, cos
+
+
+def warn_largest(sizes: np.ndarray, cfg: SemanticConfig, d: int) -> None:
+    """A warning when the largest cluster is over ``warn_cluster_size`` (its pairwise step's cost)."""
+    largest = int(sizes.max()) if sizes.shape[0] else 0
+    if largest > cfg.warn_cluster_size:
+        logger.warning("largest semantic cluster has %d documents (> warn_cluster_size=%d): its pairwise step "
+                       "costs ~%.1e flops; raise n_clusters", largest, cfg.warn_cluster_size, float(largest) ** 2 * d)
+
+
 def kmeans(x: np.ndarray, cfg: SemanticConfig, device: str = "cpu", n_clusters: int | None = None) -> Clusters:
-    """Spherical k-means of unit rows; seeded, deterministic for a given backend and thread count.
+    """Spherical k-means of unit rows; seeded, deterministic for a given backend and thread count: ``fit`` on
+    the rows of ``fit_rows``, then ``assign`` every row (the Ray engine runs the same two functions, the fit in
+    one task and the assignment per file: distributed/semantic.py).
 
     Args:
         x: float32 (n, d) unit rows.
@@ -137,54 +241,12 @@ def kmeans(x: np.ndarray, cfg: SemanticConfig, device: str = "cpu", n_clusters: 
     """
     x = np.ascontiguousarray(x, dtype=np.float32)
     n, d = x.shape
-    k = n_clusters or cfg.n_clusters or default_n_clusters(n)
-    if not (n_clusters or cfg.n_clusters) and n:
-        logger.info("semantic: k-means with k=%d clusters for %d documents (automatic: clusters of about "
-                    "max(sqrt(n), 1000) = %d documents, which balances the pairwise step, ~n_c^2 per cluster, "
-                    "against k-means; below 1000 documents per cluster fewer duplicates are lost at cluster "
-                    "boundaries; set n_clusters to choose)", k, n, int(max(math.sqrt(n), 1000.0)))
-    if k > n:
-        logger.warning("n_clusters=%d exceeds the %d documents; using k=%d", k, n, max(n, 1))
-        k = max(n, 1)
+    k = n_clusters_for(n, cfg, n_clusters)
     if n == 0:
         return Clusters(np.zeros((0, d), np.float32), np.zeros(0, np.int64), np.zeros(0, np.float32), "none")
-    if n / k > cfg.warn_cluster_size:
-        logger.warning("n_clusters=%d gives about %d documents per cluster (> warn_cluster_size=%d): the pairwise "
-                       "step costs ~n_c^2 x d per cluster; raise n_clusters", k, n // k, cfg.warn_cluster_size)
-    backend, faiss_gpu = _choose_backend(cfg.kmeans_backend, device)
-    sample = _fit_sample(n, k, cfg)
-    fit_x = x if sample is None else x[sample]
-    if k == 1:
-        mean = x.astype(np.float64).sum(0)
-        norm = np.linalg.norm(mean)
-        centroids = (mean / norm if norm > 0 else np.eye(1, d)[0]).astype(np.float32)[None, :]
-        assign = np.zeros(n, np.int64)
-        backend_name = "single-cluster"
-    elif backend == "faiss":
-        import faiss
-
-        km = faiss.Kmeans(d, k, niter=cfg.niter, seed=cfg.seed, spherical=True, gpu=bool(faiss_gpu), verbose=False,
-                          min_points_per_centroid=1, max_points_per_centroid=cfg.max_points_per_centroid)
-        km.train(np.ascontiguousarray(fit_x))
-        centroids = np.asarray(km.centroids, np.float32).reshape(k, d)
-        centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-30)
-        _, nearest = km.index.search(x, 1)
-        assign = nearest.reshape(-1).astype(np.int64)
-        backend_name = "faiss-gpu" if faiss_gpu else "faiss-cpu"
-    else:
-        import torch
-
-        tdev = torch_device(device)
-        xt = torch.from_numpy(x).to(tdev)
-        ft = xt if sample is None else xt[torch.from_numpy(sample).to(tdev)]
-        ct = _kmeans_torch(ft, k, cfg.niter, cfg.seed)
-        assign = _assign_torch(xt, ct)[0].cpu().numpy().astype(np.int64)
-        centroids = ct.cpu().numpy().astype(np.float32)
-        backend_name = f"torch-{tdev}"
-    cos = np.einsum("ij,ij->i", x, centroids[assign]).astype(np.float32)
-    clusters = Clusters(centroids, assign, cos, backend_name)
-    largest = int(clusters.sizes.max())
-    if largest > cfg.warn_cluster_size:
-        logger.warning("largest semantic cluster has %d documents (> warn_cluster_size=%d): its pairwise step "
-                       "costs ~%.1e flops; raise n_clusters", largest, cfg.warn_cluster_size, float(largest) ** 2 * d)
+    sample = fit_rows(n, k, cfg)
+    fitted = fit(x if sample is None else x[sample], k, cfg, device)
+    cluster, cos = assign(x, fitted)
+    clusters = Clusters(fitted.centroids, cluster, cos, fitted.backend)
+    warn_largest(clusters.sizes, cfg, d)
     return clusters

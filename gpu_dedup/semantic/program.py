@@ -30,9 +30,13 @@ class Semantic:
         from ..config import RunConfig
         from .run import semantic_dedup
 
-        env.local_only(self.name)
         reading = env.reading.apply(RunConfig(progress=env.progress))
-        res = semantic_dedup(view, self.config, out, device=env.device, run=reading)
+        if env.engine == "ray":
+            from ..distributed.semantic import semantic_dedup_ray
+
+            res = semantic_dedup_ray(view, self.config, out, env, reading)
+        else:
+            res = semantic_dedup(view, self.config, out, device=env.device, run=reading)
         d = res.decisions
         ids = d["id"].combine_chunks()
         values = {"cosine": d["cosine"], "semantic_nearest_id": d["nearest_id"],

@@ -2,7 +2,7 @@
 
     source    the model (path, fingerprint, dtype) and the embedding cache, or the caller's rows (``Source``)
     embed     one pass over the input: hash every text, take cached embeddings, embed the rest, count tokens
-              (``_embed_pass`` -> ``_Embedded``)
+              (``_embed_pass`` -> ``EmbedPass``)
     long_text the effective max_seq_length and the documents longer than it (a warning when truncated)
     decide    k-means, order within clusters, max similarity to a kept one, decisions (``select.decide_embeddings``)
     cache     this run's rows into the embedding cache, unless all were reused in order
@@ -62,7 +62,7 @@ class SemanticResult(RunResult):
 
 
 @dataclass
-class _Embedded:
+class EmbedPass:
     ids: pa.Array
     hashes: np.ndarray
     embeddings: np.ndarray
@@ -98,7 +98,7 @@ def _estimated_documents(files, batch) -> int:
     return total
 
 
-def _estimator(files, batch, to_embed: int, emb: "_Embedded", device: str):
+def _estimator(files, batch, to_embed: int, emb: "EmbedPass", device: str):
     """The ``on_first_batch`` callback of the first embedding call: extrapolate the first forward pass to the
     rest of the input (this batch's cache-hit rate assumed), record it, log it when it is long."""
     def on_first(fb) -> None:
@@ -116,7 +116,7 @@ def _estimator(files, batch, to_embed: int, emb: "_Embedded", device: str):
 
 def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: EmbeddingCache | None,
                 report, given: np.ndarray | None = None,
-                rows: np.ndarray | None = None) -> tuple[_Embedded, Any]:
+                rows: np.ndarray | None = None) -> tuple[EmbedPass, Any]:
     """Stream the input once: hash every text, take cached rows, embed the rest (model loaded lazily,
     only if something is missing), count tokens. With ``given`` (precomputed embeddings, one row per input
     document), take its rows. With ``rows`` (bool, one per input document), only those documents: the others
@@ -127,7 +127,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
     kc = semantic_keep_column(cfg.keep)
     ids, hashes, parts, values, tokens = [], [], [], [], []
     model = None
-    out = _Embedded(pa.array([], pa.string()), np.zeros((0, 2), np.uint64), np.zeros((0, 0), np.float32), None)
+    out = EmbedPass(pa.array([], pa.string()), np.zeros((0, 2), np.uint64), np.zeros((0, 0), np.float32), None)
     t_read = t_embed = t_model = 0.0
     t = time.perf_counter()
     # the bar and a line every HEARTBEAT_S move with each forward pass, not once per input batch (one batch of
@@ -242,25 +242,36 @@ def _selected(batch, rows: np.ndarray | None) -> tuple[Any, np.ndarray | None]:
                                scope=None if batch.scope is None else batch.scope.take(take)), at
 
 
-def _long_text_stats(cfg: SemanticConfig, emb: _Embedded, seq: int | None) -> dict[str, Any] | None:
-    """semantic.json's ``long_text``: the policy, and the documents longer than max_seq_length tokens."""
-    tok = emb.tokens
-    known = tok[:, 0] >= 0 if tok is not None else np.zeros(0, bool)
-    if not known.any():
+def token_summary(tokens: np.ndarray | None, seq: int | None) -> dict[str, int]:
+    """The token counts of some documents (int64 (n, 2): count, truncated 0/1; -1 where not counted) as sums
+    that merge by addition (``max_tokens`` by maximum): documents counted, over ``seq`` tokens, truncated."""
+    known = tokens[:, 0] >= 0 if tokens is not None else np.zeros(0, bool)
+    counts, trunc = (tokens[known, 0], tokens[known, 1] > 0) if tokens is not None else (known, known)
+    return {"documents": int(known.sum()), "over": int((counts > seq).sum()) if seq else 0,
+            "truncated": int(trunc.sum()), "max_tokens": int(counts.max()) if counts.shape[0] else 0}
+
+
+def long_text_stats(cfg: SemanticConfig, summary: dict[str, int], seq: int | None,
+                    windows: int) -> dict[str, Any] | None:
+    """semantic.json's ``long_text`` from a ``token_summary`` (None: no document counted)."""
+    n = summary["documents"]
+    if not n:
         return None
-    counts, trunc = tok[known, 0], tok[known, 1] > 0
-    over = int((counts > seq).sum()) if seq else 0
-    n = int(known.sum())
     cut = cfg.long_text == "truncate" and cfg.chars_per_token > 0 and seq
     return {"policy": cfg.long_text, "max_seq_length": seq,
             "window_overlap": cfg.window_overlap if cfg.long_text == "mean" else None,
-            "documents": n, "over_max_seq_length": over, "over_fraction": over / n,
-            "truncated": int(trunc.sum()), "truncated_fraction": float(trunc.mean()),
-            "max_tokens": int(counts.max()),
+            "documents": n, "over_max_seq_length": summary["over"], "over_fraction": summary["over"] / n,
+            "truncated": summary["truncated"], "truncated_fraction": summary["truncated"] / n,
+            "max_tokens": summary["max_tokens"],
             "tokens_counted_on": (f"the first chars_per_token x max_seq_length = {cfg.chars_per_token * seq:,} "
                                   "characters; a longer text's count is scaled by its length (an estimate)")
             if cut else "the whole text",
-            "windows_embedded": emb.windows if cfg.long_text == "mean" else None}
+            "windows_embedded": windows if cfg.long_text == "mean" else None}
+
+
+def _long_text_stats(cfg: SemanticConfig, emb: EmbedPass, seq: int | None) -> dict[str, Any] | None:
+    """semantic.json's ``long_text``: the policy, and the documents longer than max_seq_length tokens."""
+    return long_text_stats(cfg, token_summary(emb.tokens, seq), seq, emb.windows)
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
@@ -308,21 +319,26 @@ def source_stage(cfg: SemanticConfig, device: str, output_dir: str | None,
     return Source(given, path, fingerprint, dtype, key, meta, cache)
 
 
-def long_text_stage(cfg: SemanticConfig, src: Source, emb: _Embedded, model: Any) -> tuple[int | None, dict | None]:
+def long_text_stage(cfg: SemanticConfig, src: Source, emb: EmbedPass, model: Any) -> tuple[int | None, dict | None]:
     """(the effective max_seq_length, semantic.json's ``long_text``); warns when documents were truncated."""
     cache = src.cache
     seq = int(model.max_seq_length) if model is not None and model.max_seq_length else (
         (cache.found_meta.get("effective_max_seq_length") if cache is not None else None) or cfg.max_seq_length)
     long_text = _long_text_stats(cfg, emb, seq)
     if long_text and long_text["truncated"]:
-        logger.warning("semantic: %s of %s documents (%.1f%%) are longer than max_seq_length = %s tokens (up to %s "
-                       "counted): the model embedded only their beginning; long_text='mean' (--long-text mean) "
-                       "embeds whole texts", f"{long_text['truncated']:,}", f"{long_text['documents']:,}",
-                       100 * long_text["truncated_fraction"], seq, f"{long_text['max_tokens']:,}")
+        warn_truncated(long_text, seq)
     return seq, long_text
 
 
-def cache_stage(src: Source, emb: _Embedded, seq: int | None) -> str | None:
+def warn_truncated(long_text: dict[str, Any], seq: int | None) -> None:
+    """The warning of a run whose model embedded only the beginning of some documents (``long_text``)."""
+    logger.warning("semantic: %s of %s documents (%.1f%%) are longer than max_seq_length = %s tokens (up to %s "
+                   "counted): the model embedded only their beginning; long_text='mean' (--long-text mean) "
+                   "embeds whole texts", f"{long_text['truncated']:,}", f"{long_text['documents']:,}",
+                   100 * long_text["truncated_fraction"], seq, f"{long_text['max_tokens']:,}")
+
+
+def cache_stage(src: Source, emb: EmbedPass, seq: int | None) -> str | None:
     """Write this run's rows to the embedding cache (unless every row was reused in the same order); returns
     the embeddings' path (None without a cache)."""
     cache = src.cache
@@ -336,7 +352,7 @@ def cache_stage(src: Source, emb: _Embedded, seq: int | None) -> str | None:
     return os.path.join(cache.path, "embeddings.npy")
 
 
-def semantic_stats(cfg: SemanticConfig, run: RunConfig, device: str, files, report, src: Source, emb: _Embedded,
+def semantic_stats(cfg: SemanticConfig, run: RunConfig, device: str, files, report, src: Source, emb: EmbedPass,
                    seq: int | None, long_text: dict | None, emb_path: str | None, decided: dict[str, Any],
                    timings: dict[str, float]) -> dict[str, Any]:
     """semantic.json: the shared header (``run.header``), then the model, the cache and the decisions' stats."""
@@ -362,8 +378,18 @@ def semantic_stats(cfg: SemanticConfig, run: RunConfig, device: str, files, repo
 def write_stage(out: str, table: pa.Table, centroids: np.ndarray, stats: dict[str, Any]) -> None:
     """semantic_decisions.parquet (``SEMANTIC_SCHEMA``), semantic/centroids.npy and semantic.json."""
     write_table(table, SEMANTIC_SCHEMA, os.path.join(out, "semantic_decisions.parquet"))
+    write_centroids(out, centroids)
+    write_semantic_json(out, stats)
+
+
+def write_centroids(out: str, centroids: np.ndarray) -> None:
+    """OUT/semantic/centroids.npy."""
     with io.atomic_path(os.path.join(out, "semantic", "centroids.npy")) as tmp, open(tmp, "wb") as fh:
         np.save(fh, centroids)
+
+
+def write_semantic_json(out: str, stats: dict[str, Any]) -> None:
+    """OUT/semantic.json (written last: ``run.finish``)."""
     finish(out, stats, name="semantic.json")
 
 
@@ -376,7 +402,8 @@ def semantic_dedup(source: Any, cfg: SemanticConfig | None = None, output_dir: s
     The input is streamed with ``io.iter_batches``. The embeddings of all rows are held in memory
     (n x d x 4 bytes). With ``output_dir`` it writes semantic_decisions.parquet, semantic.json,
     semantic/centroids.npy and the embedding cache (default OUT/semantic/embeddings/<key>/, this run's rows in
-    input order).
+    input order). The Ray engine's run is the ``Semantic`` step's with ``Env(engine="ray")``
+    (distributed/semantic.py: embeddings per file, k-means in one task, clusters compared per range).
 
     Args:
         source: path(s), glob(s) or a directory, a pyarrow Table or a pandas DataFrame.

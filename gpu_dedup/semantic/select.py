@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ..decisions import keep_rank
 from ..errors import ConfigError, DataError
 from .clustering import Clusters, kmeans
 from .config import SEMANTIC_SCHEMA, SemanticConfig, semantic_keep_column, threshold32
@@ -43,22 +43,39 @@ def cluster_order(assign: np.ndarray, centroid_cos: np.ndarray, keep: str, *, se
     assign = np.asarray(assign, np.int64)
     n = assign.shape[0]
     rows = np.arange(n, dtype=np.int64)
-    col = semantic_keep_column(keep)
-    if keep == "hard":
-        key = np.asarray(centroid_cos, np.float64)
-    elif keep == "easy":
-        key = -np.asarray(centroid_cos, np.float64)
-    elif keep == "random":
-        key = np.random.default_rng(seed).permutation(n).astype(np.float64)
-    else:
-        if values is None:
-            raise ConfigError(f"keep={keep!r} needs the values of column {col!r}")
-        key = keep_rank(keep, n=n, values=values).astype(np.float64)
-    order = np.lexsort((rows, key, assign))
+    k1, k2 = order_keys(keep, centroid_cos, rows, n, seed=seed, values=values)
+    order = np.lexsort((rows, k2, k1, assign))
     k = int(n_clusters if n_clusters is not None else (assign.max() + 1 if n else 0))
     offsets = np.zeros(k + 1, np.int64)
     np.cumsum(np.bincount(assign, minlength=k), out=offsets[1:])
     return order, offsets
+
+
+def order_keys(keep: str, centroid_cos: np.ndarray, rows: np.ndarray, n: int, *, seed: int = 0,
+               values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The keep order's sort keys (float64 (m,) each: by the first, then the second, then the row) of ``rows``
+    (int64 (m,), their positions among the ``n`` rows decided), from their centroid cosines and (max:/min:)
+    their column's values: within a cluster, the order ``cluster_order`` gives (the Ray engine's tasks compute
+    them per file). hard: cosine; easy: -cosine; random: the seeded permutation of the n rows; max:/min: NaN
+    last, then the value (largest / smallest first): ``decisions.keep_rank``'s order.
+
+    Raises:
+        ConfigError: a "max:" / "min:" rule without ``values``.
+    """
+    zero = np.zeros(rows.shape[0], np.float64)
+    if keep == "hard":
+        return np.asarray(centroid_cos, np.float64), zero
+    if keep == "easy":
+        return -np.asarray(centroid_cos, np.float64), zero
+    if keep == "random":
+        return np.random.default_rng(seed).permutation(n)[rows].astype(np.float64), zero
+    col = semantic_keep_column(keep)
+    if values is None:
+        raise ConfigError(f"keep={keep!r} needs the values of column {col!r}")
+    v = np.asarray(values, np.float64)
+    nan = np.isnan(v)
+    sign = -1.0 if keep.startswith("max:") else 1.0
+    return nan.astype(np.float64), sign * np.where(nan, 0.0, v)
 
 
 def removal_sweep(max_sim: np.ndarray, has_earlier: np.ndarray, eps_values: Sequence[float]) -> list[dict]:
@@ -93,21 +110,34 @@ def decide_embeddings(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig
     t = time.perf_counter()
     clusters = kmeans(embeddings, cfg, device)
     timings["kmeans"] = time.perf_counter() - t
-    t = time.perf_counter()
     k = clusters.centroids.shape[0]
     order, offsets = cluster_order(clusters.assign, clusters.centroid_cos, cfg.keep, seed=cfg.seed,
                                    values=keep_values, n_clusters=k)
-    backend = "torch" if device == "cuda" else "numpy"
+    max_sim, nearest, removed, sweep = decide_clusters(embeddings, order, offsets, cfg, device, timings)
+    table = decisions_table(ids, removed, max_sim, nearest, clusters.assign, clusters.centroid_cos)
+    stats = decided_stats(cfg, device, n, int(removed.sum()), sweep, clusters.sizes, clusters.backend,
+                          embeddings.shape[1], timings)
+    return table, stats, clusters
+
+
+def decide_clusters(x: np.ndarray, order: np.ndarray, offsets: np.ndarray, cfg: SemanticConfig, device: str,
+                    timings: dict[str, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+    """The pairwise step and the decision rule over clusters in keep order (``cluster_order``'s order, offsets
+    into the rows of ``x``): (max_sim float32 (n,), nearest int64 (n,) a row of x or -1, removed bool (n,), the
+    eps sweep's counts). Clusters are independent: the Ray engine's tasks run it over a range of them.
+    ``timings`` gets "pairwise" and "eps_sweep"."""
+    t = time.perf_counter()
     kept_only = cfg.chain == "kept"
 
     def pairwise(eps: float):
-        return within_cluster_max_sim(embeddings, order, offsets, block=cfg.block, kept_only=kept_only,
-                                      threshold=1.0 - eps, backend=backend, torch_device=torch_device(device))
+        return within_cluster_max_sim(x, order, offsets, block=cfg.block, kept_only=kept_only,
+                                      threshold=1.0 - eps, backend=pairwise_backend(device),
+                                      torch_device=torch_device(device))
 
     max_sim, nearest = pairwise(cfg.eps)
     has_earlier = nearest >= 0
     removed = has_earlier & (max_sim >= threshold32(cfg.eps))
-    timings["pairwise"] = time.perf_counter() - t
+    timings["pairwise"] = timings.get("pairwise", 0.0) + time.perf_counter() - t
     t = time.perf_counter()
     if kept_only:  # the similarity column depends on eps: one pass per value
         sweep = []
@@ -116,21 +146,32 @@ def decide_embeddings(ids: pa.Array, embeddings: np.ndarray, cfg: SemanticConfig
             sweep += removal_sweep(ms, nr >= 0, [e])
     else:
         sweep = removal_sweep(max_sim, has_earlier, cfg.eps_sweep)
-    timings["eps_sweep"] = time.perf_counter() - t
-    table = decisions_table(ids, removed, max_sim, nearest, clusters.assign, clusters.centroid_cos)
-    sizes = clusters.sizes
-    stats = {
-        "counts": {"input": n, "kept": int(n - removed.sum()), "removed": int(removed.sum())},
+    timings["eps_sweep"] = timings.get("eps_sweep", 0.0) + time.perf_counter() - t
+    return max_sim, nearest, removed, sweep
+
+
+def pairwise_backend(device: str) -> str:
+    """The pairwise step's array library: "torch" on a GPU, "numpy" on the CPU."""
+    return "torch" if device == "cuda" else "numpy"
+
+
+def decided_stats(cfg: SemanticConfig, device: str, n: int, removed: int, sweep: list[dict], sizes: np.ndarray,
+                  backend: str, d: int, timings: dict[str, float]) -> dict[str, Any]:
+    """What the decisions add to semantic.json (both engines): counts, the rule, the eps sweep, the clusters
+    (from their sizes), the pairwise backend and the stage timings."""
+    k = sizes.shape[0]
+    pw = pairwise_backend(device)
+    return {
+        "counts": {"input": n, "kept": n - removed, "removed": removed},
         "eps": cfg.eps, "threshold": float(threshold32(cfg.eps)), "chain": cfg.chain, "keep": cfg.keep,
         "eps_sweep": sweep,
-        "clusters": {"k": int(k), "backend": clusters.backend, "largest": int(sizes.max()) if n else 0,
+        "clusters": {"k": int(k), "backend": backend, "largest": int(sizes.max()) if n else 0,
                      "singletons": int((sizes == 1).sum()), "empty": int((sizes == 0).sum()),
                      "mean_size": float(n / k) if k else 0.0,
-                     "pairwise_flops": float((sizes.astype(np.float64) ** 2).sum() * embeddings.shape[1])},
-        "pairwise_backend": f"{backend}-{torch_device(device)}" if backend == "torch" else "numpy",
+                     "pairwise_flops": float((sizes.astype(np.float64) ** 2).sum() * d)},
+        "pairwise_backend": f"{pw}-{torch_device(device)}" if pw == "torch" else "numpy",
         "timings_s": timings,
     }
-    return table, stats, clusters
 
 
 def decisions_table(ids: pa.Array, removed: np.ndarray, max_sim: np.ndarray, nearest: np.ndarray,
@@ -151,17 +192,25 @@ def decisions_table(ids: pa.Array, removed: np.ndarray, max_sim: np.ndarray, nea
         (null for a cluster's first); as in ``max_sim_to_earlier``, a maximum <= 0 shows as cosine 0 with the
         cluster's first member.
     """
-    n = len(ids)
     has = nearest >= 0
-    matched = np.where(removed, nearest, -1)
+    nearest_id = ids.take(pa.array(np.maximum(nearest, 0), pa.int64(), mask=~has))
+    return decisions_of(ids, removed, max_sim, nearest_id, assign, centroid_cos)
+
+
+def decisions_of(ids: pa.Array, removed: np.ndarray, max_sim: np.ndarray, nearest_id: pa.Array,
+                 assign: np.ndarray, centroid_cos: np.ndarray) -> pa.Table:
+    """``decisions_table``'s rows from the nearest earlier member's id (null for a cluster's first) instead of its
+    row: the Ray engine's write tasks hold one file's rows, their nearest members anywhere."""
+    n = len(ids)
+    has = np.asarray(nearest_id.is_valid().to_numpy(zero_copy_only=False), bool)
     reason = np.where(removed, "semantic_duplicate", "unique")
     return pa.table({
         "id": ids,
         "keep": pa.array(~removed, pa.bool_()),
         "reason": pa.array(reason.tolist() if n else [], pa.string()),
-        "matched_id": ids.take(pa.array(np.maximum(matched, 0), pa.int64(), mask=matched < 0)),
+        "matched_id": pc.if_else(pa.array(removed, pa.bool_()), nearest_id, pa.nulls(n, pa.string())),
         "cosine": pa.array(max_sim.astype(np.float64), pa.float64(), mask=~has),
-        "nearest_id": ids.take(pa.array(np.maximum(nearest, 0), pa.int64(), mask=~has)),
+        "nearest_id": nearest_id,
         "semantic_cluster": pa.array(assign, pa.int64()),
         "centroid_cosine": pa.array(centroid_cos, pa.float32()),
     }, schema=SEMANTIC_SCHEMA)

@@ -68,9 +68,9 @@ from ..text.cutwrite import apply_cuts, write_cut_documents
 from ..text.spans import gather_spans
 from ..runtime.outputs import input_roots
 from ..runtime.passes import progress
-from ..runtime.run import Steps, finish, header, owned, peak_rss_bytes, resources
+from ..runtime.run import RowGroups, Steps, finish, header, owned, peak_rss_bytes, resources
 from .config import SubstringConfig
-from .spans import KeepOrder, Matches, byte_cuts, cut_spans, find_matches
+from .spans import CutSpans, KeepOrder, Matches, byte_cuts, cut_spans, find_matches
 from .suffix import require_library
 from .tokens import Tokens, TokenStore, load_tokenizer, tokenizer_tokens, word_tokens
 
@@ -168,12 +168,10 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
             if cfg.keep_column:
                 values.append(np.asarray(batch.keep_values, np.float64))
             toks = tokenize(data, offsets, text, cfg, tok, device)
-            if cfg.memory_budget is not None:  # longer than one whole array: refused now, not after the reading
-                counts = np.diff(toks.doc_off)
-                big = int(np.argmax(counts)) if counts.shape[0] else 0
-                if counts.shape[0] and int(counts[big]) + 1 > cfg.memory_budget // C.SUBSTRING_BYTES_PER_POSITION:
-                    store.close()
-                    raise too_long(report_rows + big, batch.ids[big].as_py(), int(counts[big]), cfg)
+            over = too_long_in(toks, cfg)
+            if over is not None:  # longer than one whole array: refused now, not after the reading
+                store.close()
+                raise too_long(report_rows + over, batch.ids[over].as_py(), int(np.diff(toks.doc_off)[over]), cfg)
             report_rows += len(text)
             store.append(toks)
             bar.update(len(text), batch.file_index)
@@ -184,6 +182,18 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
                         f"{report.to_dict()})")
     return Corpus(files, pa.concat_arrays(ids), np.concatenate(lengths), np.concatenate(values) if values else None,
                   report.to_dict(), store.finish())
+
+
+def too_long_in(toks: Tokens, cfg: SubstringConfig) -> int | None:
+    """With a memory budget, the document of one batch's tokens (its longest, the first of equals) too long for
+    one whole suffix array (``too_long`` names it); None: none (or no budget)."""
+    if cfg.memory_budget is None:
+        return None
+    counts = np.diff(toks.doc_off)
+    big = int(np.argmax(counts)) if counts.shape[0] else 0
+    if counts.shape[0] and int(counts[big]) + 1 > cfg.memory_budget // C.SUBSTRING_BYTES_PER_POSITION:
+        return big
+    return None
 
 
 def tokenize(data: np.ndarray, offsets: np.ndarray, text: pa.Array, cfg: SubstringConfig, tok: Any,
@@ -211,15 +221,20 @@ def plan_chunks(corpus: Corpus, cfg: SubstringConfig) -> int | None:
     """chunk_tokens: the configured one; with memory_budget, None when one suffix array over everything fits
     the budget (SUBSTRING_BYTES_PER_POSITION per position), else the largest chunk whose pairs fit. A document
     too long for the budget is refused here, before any suffix array, naming it and the budget it needs."""
+    return chunk_tokens_for(corpus.tokens.doc_off, corpus.ids, cfg)
+
+
+def chunk_tokens_for(doc_off: np.ndarray, ids: pa.Array, cfg: SubstringConfig) -> int | None:
+    """``plan_chunks`` over the documents' token offsets (int64 (n+1,)) and ids (both engines)."""
     if cfg.memory_budget is None:
         return cfg.chunk_tokens
     limit = cfg.memory_budget // C.SUBSTRING_BYTES_PER_POSITION  # positions one suffix array may hold
-    counts = np.diff(corpus.tokens.doc_off)
-    if len(corpus.tokens) + counts.shape[0] <= limit:
+    counts = np.diff(doc_off)
+    if int(doc_off[-1]) + counts.shape[0] <= limit:
         return None
     big = int(np.argmax(counts))
     if int(counts[big]) + 1 > limit // 2:
-        raise too_long(big, corpus.ids[big].as_py(), int(counts[big]), cfg)
+        raise too_long(big, ids[big].as_py(), int(counts[big]), cfg)
     return limit // 2
 
 
@@ -237,7 +252,9 @@ def span_hash(ident: np.ndarray) -> str:
 
 class _Sinks:
     """substring_spans.parquet and substring_docs.parquet written batch by batch (atomic: both appear when
-    the pass completes); without an output directory the parts are kept and concatenated."""
+    the pass completes) in fixed row groups (``run.RowGroups``: the bytes depend on the rows alone, so that the
+    Ray engine's per-file parts give the same files); without an output directory the parts are kept and
+    concatenated."""
 
     def __init__(self, out: str | None) -> None:
         self.out, self.parts = out, ([], [])
@@ -248,24 +265,43 @@ class _Sinks:
         self._stack = ExitStack().__enter__()
         if self.out is not None:
             os.makedirs(self.out, exist_ok=True)
-            self.writers = []
+            self.groups = []
             for name, schema in ((SPANS_FILE, SPANS_SCHEMA), (DOCS_FILE, DOCS_SCHEMA)):
                 tmp = self._stack.enter_context(io.atomic_path(os.path.join(self.out, name)))
                 w = pq.ParquetWriter(tmp, schema)
                 self._stack.callback(w.close)
-                self.writers.append(w)
+                self.groups.append(RowGroups(w, schema, name))
         return self
 
     def write(self, spans: pa.Table, docs: pa.Table) -> None:
         if self.out is not None:
-            self.writers[0].write_table(spans)
-            self.writers[1].write_table(docs.drop_columns(["text"]))
+            self.groups[0].add(spans)
+            self.groups[1].add(docs.drop_columns(["text"]))
         else:
             self.parts[0].append(spans)
             self.parts[1].append(docs)
 
     def __exit__(self, *exc: Any) -> Any:
+        if self.out is not None and exc[0] is None:
+            try:
+                for g in self.groups:
+                    g.flush()
+            except BaseException as e:  # the files are removed, never left partial
+                if not self._stack.__exit__(type(e), e, e.__traceback__):
+                    raise
+                return None
         return self._stack.__exit__(*exc)
+
+
+@dataclass
+class Kept:
+    """Where the kept copy of each cut span's first window starts: kept_id string (r,), kept_row, kept_token (its
+    token offset in that document) and kept_byte (the token's byte offset) int64 (r,)."""
+
+    kept_id: pa.Array
+    kept_row: np.ndarray
+    kept_token: np.ndarray
+    kept_byte: np.ndarray
 
 
 def cut_batch(data: np.ndarray, offsets: np.ndarray, r0: int, corpus: Corpus, keep: KeepOrder, matches: Matches,
@@ -277,21 +313,30 @@ def cut_batch(data: np.ndarray, offsets: np.ndarray, r0: int, corpus: Corpus, ke
     tokens = store.docs(r0, r0 + n)
     t0 = int(store.doc_off[r0])
     spans = cut_spans(tokens, matches.earliest.read(t0, t0 + len(tokens)), keep.keys(r0, r0 + n), cfg.min_tokens)
+    source = keep.token_of(spans.source)  # global tokens
+    src_doc = np.searchsorted(store.doc_off, source, side="right").astype(np.int64) - 1
+    kept = Kept(corpus.ids.take(pa.array(src_doc)), src_doc, source - store.doc_off[src_doc], store.start.take(source))
+    return cut_tables(data, offsets, r0, corpus.ids.slice(r0, n), tokens, spans, kept, cfg)
+
+
+def cut_tables(data: np.ndarray, offsets: np.ndarray, r0: int, ids: pa.Array, tokens: Tokens, spans: CutSpans,
+               kept: Kept, cfg: SubstringConfig) -> tuple[pa.Table, pa.Table, dict[str, Any], tuple]:
+    """``cut_batch``'s tables from the batch's documents (rows r0.., their ids and tokens), their cut spans and
+    the spans' kept copies (both engines: the Ray engine's cut tasks find the kept copies in other files)."""
+    n = offsets.shape[0] - 1
     cs, ce = byte_cuts(tokens, spans)
     base = offsets[:-1][spans.doc]
     new_text, new_len = apply_cuts(data, offsets, spans.doc, cs + base, ce + base)
     first = tokens.doc_off[:-1]
-    source = keep.token_of(spans.source)  # global tokens
-    src_doc = np.searchsorted(store.doc_off, source, side="right").astype(np.int64) - 1
     row = spans.doc + r0
     table = pa.table({
-        "id": corpus.ids.take(pa.array(row)), "row": row,
+        "id": ids.take(pa.array(spans.doc)), "row": row,
         "byte_start": tokens.start[spans.tok_start], "byte_end": tokens.end[spans.tok_end - 1],
         "token_start": spans.tok_start - first[spans.doc], "token_end": spans.tok_end - first[spans.doc],
         "span_hash": pa.array([span_hash(tokens.ident[a:b]) for a, b in zip(spans.tok_start.tolist(),
                                                                             spans.tok_end.tolist())], pa.string()),
-        "kept_id": corpus.ids.take(pa.array(src_doc)), "kept_row": src_doc,
-        "kept_token": source - store.doc_off[src_doc], "kept_byte": store.start.take(source),
+        "kept_id": kept.kept_id, "kept_row": kept.kept_row, "kept_token": kept.kept_token,
+        "kept_byte": kept.kept_byte,
         "cut_start": cs, "cut_end": ce, "cut_text": gather_spans(data, cs + base, ce + base),
     }, schema=SPANS_SCHEMA)
     n_tok = np.diff(tokens.doc_off)
@@ -304,7 +349,7 @@ def cut_batch(data: np.ndarray, offsets: np.ndarray, r0: int, corpus: Corpus, ke
     flag[changed & (tok_cut == n_tok)] = 3
     flags = np.array(FLAGS, dtype=object)[flag]
     before = np.diff(offsets)
-    docs = pa.table({"id": corpus.ids.slice(r0, n), "row": np.arange(r0, r0 + n, dtype=np.int64), "tokens": n_tok,
+    docs = pa.table({"id": ids, "row": np.arange(r0, r0 + n, dtype=np.int64), "tokens": n_tok,
                      "tokens_cut": tok_cut, "spans_cut": n_spans, "bytes_before": before, "bytes_after": new_len,
                      "flag": pa.array(flags, pa.string())}, schema=DOCS_SCHEMA).append_column("text", new_text)
     counts = {"documents": n, "tokens": len(tokens), "tokens_cut": int(tok_cut.sum()), "spans_cut": int(n_spans.sum()),
@@ -372,11 +417,49 @@ def write_outputs(out: str, corpus: Corpus, cfg: SubstringConfig) -> dict[str, A
                                min(8 << 20, read_batch_bytes(cfg)))
 
 
+def substring_stats(cfg: SubstringConfig, device: str, threads: int, files, read: dict[str, Any],
+                    counts: dict[str, Any], times: dict[str, float], suffix_arrays: dict[str, Any],
+                    seams: list[dict[str, Any]]) -> dict[str, Any]:
+    """substring_dedup.json (both engines): the shared run header (``run.header``), the policy, the suffix
+    arrays' statistics and the seam sample."""
+    stats = header("substring_dedup", device=device, threads=threads, config=dataclasses.asdict(cfg),
+                   files=files, read=read, counts=counts, timings=times)
+    stats.update({
+        "stage": "substring_dedup",
+        "policy": {"tokens": "tokenizer " + os.path.basename(cfg.tokenizer) if cfg.tokenizer else
+                   "word units (non-whitespace runs; each CJK character a unit of its own: tokens.CJK_RANGES) "
+                   "identified by their normalized text's hash",
+                   "min_tokens": cfg.min_tokens, "keep": cfg.keep,
+                   "cut": "every token covered by a window of min_tokens tokens that has an equal window earlier "
+                          "in keep order; covered runs merge into one span", "seam": SEAM_RULE,
+                   "short_documents": f"changed documents under {cfg.min_doc_bytes} bytes are flagged 'short', "
+                                      "all tokens cut 'empty'; none is dropped"},
+        "suffix_arrays": suffix_arrays, "seams": seams,
+    })
+    return stats
+
+
+def throughput_stats(stats: dict[str, Any], times: dict[str, float], counts: dict[str, Any], *, spilled: bool) -> None:
+    """The run's total time, throughput and memory into ``stats``, and its summary line."""
+    n_tokens = counts["tokens"]
+    cfg = stats["config"]
+    times["total"] = sum(times.values())
+    busy = times["total"] - times.get("compile", 0.0)  # a first run's kernel compiling is not throughput
+    stats["throughput"] = {"tokens_per_s": n_tokens / busy if busy > 0 else None,
+                           "mb_per_s": counts["bytes_in"] / 1e6 / busy if busy > 0 else None}
+    stats["memory"] = {"peak_rss_bytes": peak_rss_bytes(), "tokens": n_tokens, "memory_budget": cfg["memory_budget"],
+                       "spilled_to_disk": spilled}
+    logger.info("substring dedup: %d spans (%d of %d tokens) cut from %d documents", counts["spans_cut"],
+                counts["tokens_cut"], n_tokens, counts["documents_changed"])
+
+
 def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir: str | os.PathLike | None = None,
                     device: str = "cpu", *, overwrite: bool = True) -> SubstringResult:
     """Exact-substring dedup of ``source``: the stages of the module docstring, timed. ``output_dir`` is owned
     while the stage runs (``run.owned``, command "substring": outside the inputs, locked, an earlier run's files
-    replaced, this run's removed again if it fails); inside ``run_dedup``'s own block it joins that one.
+    replaced, this run's removed again if it fails); inside ``run_dedup``'s own block it joins that one. The Ray
+    engine's run is the ``Substring`` step's with ``Env(engine="ray")`` (distributed/substring.py: a task per
+    chunk pair's suffix array, per-file tokens and cuts).
 
     Args:
         source: path(s), glob(s) or a directory of input files, a pyarrow Table or a pandas DataFrame.
@@ -433,31 +516,11 @@ def _substring_dedup(source: Any, cfg: SubstringConfig | None, output_dir: str |
             import shutil
 
             shutil.rmtree(work, ignore_errors=True)
-    n_tokens = cut.counts["tokens"]
-    stats = header("substring_dedup", device=device, threads=threads, config=dataclasses.asdict(cfg),
-                   files=corpus.files, read=corpus.read, counts=cut.counts, timings=times)
-    stats.update({
-        "stage": "substring_dedup",
-        "policy": {"tokens": "tokenizer " + os.path.basename(cfg.tokenizer) if cfg.tokenizer else
-                   "word units (non-whitespace runs; each CJK character a unit of its own: tokens.CJK_RANGES) "
-                   "identified by their normalized text's hash",
-                   "min_tokens": cfg.min_tokens, "keep": cfg.keep,
-                   "cut": "every token covered by a window of min_tokens tokens that has an equal window earlier "
-                          "in keep order; covered runs merge into one span", "seam": SEAM_RULE,
-                   "short_documents": f"changed documents under {cfg.min_doc_bytes} bytes are flagged 'short', "
-                                      "all tokens cut 'empty'; none is dropped"},
-        "suffix_arrays": matches.stats, "seams": cut.seams,
-    })
+    stats = substring_stats(cfg, device, threads, corpus.files, corpus.read, cut.counts, times, matches.stats,
+                            cut.seams)
     if out is not None:
         stats["written"] = timed("write", write_outputs, out, corpus, cfg)
-    times["total"] = sum(times.values())
-    busy = times["total"] - times.get("compile", 0.0)  # a first run's kernel compiling is not throughput
-    stats["throughput"] = {"tokens_per_s": n_tokens / busy if busy > 0 else None,
-                           "mb_per_s": cut.counts["bytes_in"] / 1e6 / busy if busy > 0 else None}
-    stats["memory"] = {"peak_rss_bytes": peak_rss_bytes(), "tokens": n_tokens, "memory_budget": cfg.memory_budget,
-                       "spilled_to_disk": work is not None}
-    logger.info("substring dedup: %d spans (%d of %d tokens) cut from %d documents", cut.counts["spans_cut"],
-                cut.counts["tokens_cut"], n_tokens, cut.counts["documents_changed"])
+    throughput_stats(stats, times, cut.counts, spilled=work is not None)
     if out is not None:
         def report() -> str:
             from ..report.substring import write_substring_report

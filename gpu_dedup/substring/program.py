@@ -31,11 +31,15 @@ class Substring:
     def run(self, view: Any, out: str, env: Env) -> StepRun:
         from .dedup import substring_dedup
 
-        env.local_only(self.name)
         cfg = dataclasses.replace(env.reading.apply(self.config), progress=env.progress)
-        if cfg.work_dir is None and env.work_dir is not None:  # the spilled tokens go to the run's work directory
-            os.makedirs(env.work_dir, exist_ok=True)
+        if cfg.work_dir is None and env.work_dir is not None and env.engine == "local":
+            os.makedirs(env.work_dir, exist_ok=True)  # the spilled tokens go to the run's work directory
             cfg = dataclasses.replace(cfg, work_dir=env.work_dir)
-        res = substring_dedup(view, cfg, out, device=env.device, overwrite=env.overwrite)
+        if env.engine == "ray":
+            from ..distributed.substring import substring_dedup_ray
+
+            res = substring_dedup_ray(view, cfg, out, env)
+        else:
+            res = substring_dedup(view, cfg, out, device=env.device, overwrite=env.overwrite)
         ids = pq.read_table(os.path.join(out, DOCS_FILE), columns=["id"])["id"].combine_chunks()
         return StepRun(res, Verdicts.all_kept(ids, file_sources(res.stats)), os.path.join(out, OUTPUT_DIR))

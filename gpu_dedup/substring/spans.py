@@ -158,18 +158,9 @@ def find_matches(store: TokenStore, keep: KeepOrder, k: int, chunk_tokens: int |
         doc_off = np.concatenate([store.doc_off[parts[0][0]:parts[0][1] + 1] - spans_t[0][0]] +
                                  [store.doc_off[lo + 1:hi + 1] - a_t + spans_t[0][1] - spans_t[0][0]
                                   for (lo, hi), (a_t, _) in zip(parts[1:], spans_t[1:])])
-        text, text_token = corpus_text(doc_off, ident, token)
-        del ident, token
-        is_tok = text_token >= 0
-        key = np.full(text.shape[0], NONE, np.int64)
-        key[is_tok] = np.concatenate([keep.keys(lo, hi) for lo, hi in parts])
-        del is_tok
-        t0 = time.perf_counter()
-        text_d, token_d, key_d = (to_device(x, device) for x in (text, text_token, key))
-        sa, lcp = suffix_and_lcp(text_d, device)
-        t1 = time.perf_counter()
-        t, best = (to_host(x) for x in earliest_in(token_d, sa, lcp, key_d, k))
-        del sa, lcp, text_d, token_d, key_d
+        key = np.concatenate([keep.keys(lo, hi) for lo, hi in parts])
+        t, best, st = array_earliest(doc_off, ident, token, key, k, device)
+        del ident, token, key
         for lo, hi in parts:  # t holds each token once; update each chunk's range of earliest copies
             lo_t, hi_t = int(store.doc_off[lo]), int(store.doc_off[hi])
             sel = (t >= lo_t) & (t < hi_t)
@@ -178,13 +169,33 @@ def find_matches(store: TokenStore, keep: KeepOrder, k: int, chunk_tokens: int |
                 np.minimum.at(cur, t[sel] - lo_t, best[sel])
                 earliest.write(lo_t, cur)
         grouped += int(t.shape[0])
-        t_group += time.perf_counter() - t1
-        t_sa += t1 - t0
-        positions += text.shape[0]
-        largest = max(largest, text.shape[0])
+        t_group += st["seconds_grouping"]
+        t_sa += st["seconds_suffix_lcp"]
+        positions += st["positions"]
+        largest = max(largest, st["positions"])
     return Matches(earliest, {"chunks": len(chunks), "chunk_tokens": chunk_tokens, "suffix_arrays": len(pairs),
                               "positions": positions, "largest_array": largest, "positions_in_repeats": grouped,
                               "seconds_suffix_lcp": t_sa, "seconds_grouping": t_group})
+
+
+def array_earliest(doc_off: np.ndarray, ident: np.ndarray, token: np.ndarray, key: np.ndarray, k: int,
+                   device: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """One suffix array over some documents (a chunk, or a pair of chunks): doc_off int64 (n+1,) from 0, their
+    tokens' identities uint64 (N,), global token indexes int64 (N,) and keep keys int64 (N,). Returns host
+    arrays (t, best) int64: every token whose window has an equal one here, with the smallest keep key among
+    them (``earliest_in``), and the array's statistics (positions, seconds in the suffix/LCP arrays and in the
+    grouping). The Ray engine runs it per pair of chunks as a task (distributed/substring.py)."""
+    text, text_token = corpus_text(doc_off, ident, token)
+    pos_key = np.full(text.shape[0], NONE, np.int64)
+    pos_key[text_token >= 0] = key
+    t0 = time.perf_counter()
+    text_d, token_d, key_d = (to_device(x, device) for x in (text, text_token, pos_key))
+    sa, lcp = suffix_and_lcp(text_d, device)
+    t1 = time.perf_counter()
+    t, best = (to_host(x) for x in earliest_in(token_d, sa, lcp, key_d, k))
+    del sa, lcp, text_d, token_d, key_d
+    return t, best, {"positions": int(text.shape[0]), "seconds_suffix_lcp": t1 - t0,
+                     "seconds_grouping": time.perf_counter() - t1}
 
 
 @dataclass

@@ -10,15 +10,16 @@ import pytest
 
 import gpu_dedup
 from gpu_dedup import RunConfig, io
-from gpu_dedup.distributed import driver, options, outputs, stages, summary
+from gpu_dedup.distributed import driver, graph, options, outputs, stages, summary
 
 
 def test_plan_declares_every_task_once():
-    """PLAN holds every task function of stages.py, options.py, outputs.py and summary.py once, by reference (go
-    to definition follows it); the GPU stages are the map and reduce tasks; the driver finds no task by a name."""
-    tasks = {f for m in (stages, options, outputs, summary) for f in vars(m).values()
+    """PLAN holds every task function of stages.py, graph.py, options.py, outputs.py and summary.py once, by
+    reference (go to definition follows it); the GPU stages are the map and reduce tasks; the driver finds no task
+    by a name."""
+    tasks = {f for m in (stages, graph, options, outputs, summary) for f in vars(m).values()
              if callable(f) and hasattr(f, "stage")}
-    assert len(tasks) == 18 and {s.fn for s in driver.PLAN} == tasks and len(driver.PLAN) == len(tasks)
+    assert len(tasks) == 19 and {s.fn for s in driver.PLAN} == tasks and len(driver.PLAN) == len(tasks)
     names = [s.name for s in driver.PLAN]
     assert len(set(names)) == len(names) and names[0] == "sign" and \
         names[-5:] == ["write", "kept", "index_rows", "publish", "shown"]
@@ -44,6 +45,8 @@ def _fake(ran, removed=0):
                 return [{"rows": 2, "stamp": {}}]
             if stage is driver.EXACT:
                 return [{"duplicate_ids": False}]
+            if stage is driver.BUCKETS:
+                return [{"edges": 10}]
             if stage is driver.STAR:
                 return [{"fingerprint": [0, 0, 0]}]
             if stage is driver.WRITE:
@@ -55,16 +58,21 @@ def _fake(ran, removed=0):
     return Fake
 
 
-def test_walk_runs_the_stages_that_apply_in_order():
-    """walk: the stages whose ``when`` holds, in PLAN order, each with its driver hooks and arguments."""
+@pytest.mark.parametrize("one_task", [10, 9])
+def test_walk_runs_the_stages_that_apply_in_order(one_task, monkeypatch):
+    """walk: the stages whose ``when`` holds, in PLAN order, each with its driver hooks and arguments; the
+    components in one task when the buckets' edges are at most COMPONENTS_IN_ONE_TASK, else the star rounds."""
+    monkeypatch.setattr(graph, "COMPONENTS_IN_ONE_TASK", one_task)
     ran = []
     job = stages.Job(RunConfig(progress=False), "cpu", ["f"], "w", 1)
     d = _fake(ran)(None, job, [], "/out", None, None, "fp", {}, {})
     driver.walk(d)
-    assert [n for n, _ in ran] == ["sign", "exact", "bands", "buckets", "star", "star", "star", "labels", "members",
-                                   "policy", "resolve", "sizes", "write", "shown"]
+    star = ["components"] if one_task >= 10 else ["star", "star", "star"]
+    assert [n for n, _ in ran] == ["sign", "exact", "bands", "buckets", *star, "labels", "members", "policy",
+                                   "resolve", "sizes", "write", "shown"]
     assert job.offsets == [0, 2] and job.run_key  # the sign hook
-    assert ran[-2] == ("write", ("/out", None, {})) and ran[7] == ("labels", (2, ["g000000"]))
+    labels = ("labels", ("c", ["c"])) if one_task >= 10 else ("labels", (2, ["g000000"]))
+    assert ran[-2] == ("write", ("/out", None, {})) and ran[4 + len(star)] == labels
     assert ran[-1] == ("shown", ([[3, 0]],))  # report.html's largest clusters, from the write tasks' candidates
     assert list(d.results) == [s for s in driver.PLAN if s.name in {n for n, _ in ran}]
     assert d.source_stats["sources"]["f"]["input"] == 2  # the write hook merged the tallies
@@ -165,3 +173,57 @@ def test_starting_the_cluster_says_so_while_it_lasts(monkeypatch, caplog):
     assert said[0] == "starting a local Ray cluster of 2 worker processes ..."
     going = [m for m in said if m.startswith("starting a local Ray cluster of 2 worker processes: still going after")]
     assert going and said[len(going) + 1].startswith("Ray cluster ready: 2 CPUs (") and FakeRay.calls[-1] == ("shutdown",)
+
+
+def _labels(job, step, sources) -> dict[int, int]:
+    """The labels stage's (row, label) of every file, as a dict."""
+    got = {}
+    for g in range(job.nfiles):
+        graph.labels(job, g, step, sources)
+        t = job.layout.read_one("labels", f"f{g:06d}")
+        got.update(zip(t["row"].to_pylist(), t["label"].to_pylist()))
+    return got
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_components_task_labels_as_the_star_rounds(tmp_path, seed):
+    """graph.components (one task) and the large-star / small-star rounds label every candidate row with
+    the smallest row of its component, checked against a union-find over the same edges; the edges include a
+    long path in shuffled row order (many rounds for label propagation), pairs, and repeated edges."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(seed)
+    offsets = [0, 40, 40, 130, 200]  # an empty file too
+    path = rng.permutation(200)[:60]
+    a = np.concatenate([path[:-1], rng.integers(0, 200, 50), path[:5]])
+    b = np.concatenate([path[1:], rng.integers(0, 200, 50), path[1:6]])
+    a, b = a[a != b], b[a != b]
+    parent = list(range(200))
+
+    def find(x):
+        while parent[x] != x:
+            x = parent[x]
+        return x
+    for x, y in zip(a.tolist(), b.tolist()):
+        parent[max(find(x), find(y))] = min(find(x), find(y))
+    want = {int(x): find(int(x)) for x in np.concatenate([a, b])}
+
+    got = []
+    for how in ("star", "components"):
+        job = stages.Job(RunConfig(progress=False), "cpu", ["f"] * 4, str(tmp_path / how), 2, offsets=offsets,
+                         run_key="k")
+        half = a.shape[0] // 2  # two buckets tasks' edges
+        graph.write_edges(job, a[:half], b[:half], "edges_0", "p0000")
+        graph.write_edges(job, a[half:], b[half:], "edges_0", "p0001")
+        if how == "star":
+            d = SimpleNamespace(job=job, stage=lambda s, *args: [s.fn(job, g, *args) for g in range(job.nfiles)])
+            driver._star_rounds(d, driver.STAR)
+            assert d.step > 2
+        else:
+            res = graph.components(job, 0)
+            assert res["nodes"] == len(want) and res["rounds"] >= 2
+            d = SimpleNamespace()
+            driver._one_star(d, [res])
+        got.append(_labels(job, d.step, d.sources))
+    assert got[0] == got[1] == want

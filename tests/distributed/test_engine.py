@@ -68,6 +68,22 @@ def test_ray_equals_local(cluster, corpus, tmp_path, preset, overrides, partitio
         assert res.stats["stages"]["lsh"]["candidate_documents"] == local.stats["stages"]["lsh"]["candidate_documents"] > 0
 
 
+@pytest.mark.parametrize("one_task", [0, 1 << 24])
+def test_star_rounds_and_one_components_task_equal_local(cluster, corpus, tmp_path, monkeypatch, one_task):
+    """The candidate graph's components by the star rounds (forced: no edge count is small enough) or by one
+    task (graph.COMPONENTS_IN_ONE_TASK): the same labels, so the local engine's decisions."""
+    from gpu_dedup.distributed import graph
+
+    monkeypatch.setattr(graph, "COMPONENTS_IN_ONE_TASK", one_task)
+    cfg = RunConfig(progress=False).replace(cluster__policy="components")
+    local = gpu_dedup.deduplicate(str(corpus), cfg)
+    res = gpu_dedup.deduplicate(str(corpus), cfg, work_dir=tmp_path / "w", engine="ray", partitions=3)
+    assert res.decisions.equals(local.decisions) and local.stats["counts"]["by_reason"]["near_duplicate"] > 0
+    comp = res.stats["stages"]["components"]
+    assert (comp["star_steps"] > 0) == (one_task == 0)
+    assert comp["method"] == ("star rounds" if one_task == 0 else "one task")
+
+
 @pytest.mark.parametrize("overrides", [
     {"cluster__keep_copies": 2, "cluster__keep": "longest"},
     {"cluster__remove_clusters_larger_than": 3, "cluster__keep_copies": 3, "cluster__policy": "components",
@@ -249,10 +265,6 @@ def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, caps
     with pytest.raises(type(local_err.value)) as ray_err:
         gpu_dedup.deduplicate(str(dup), cfg, work_dir=tmp_path / "dw", engine="ray", partitions=2)
     assert str(ray_err.value) == str(local_err.value) and "'a' (2 times" in str(ray_err.value)
-    from gpu_dedup.cli import main
-
-    assert main(["run", str(corpus), "-o", str(tmp_path / "p"), "--engine", "ray", "--paragraph-dedup"]) != 0
-    assert "--paragraph-dedup runs in one process" in capsys.readouterr().err
 
 
 def test_engine_argument_errors():

@@ -2,11 +2,9 @@
 either way; a URL's files go through its fsspec file system (a non-local one here: fsspec's ``dir::``
 wrapper, which roots its paths elsewhere, so a file written with a local path would land in the wrong
 place); a write that fails midway leaves neither a final file nor a temporary one."""
-import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup.distributed import cluster
@@ -38,29 +36,28 @@ def test_layout_same_on_local_paths_and_urls(tmp_path):
         assert lay.finish("sign", "0", "run-a", {"rows": np.int64(7), "x": [1.5]}) == {"rows": 7, "x": [1.5]}
         assert lay.done("sign", "0", "run-a") == {"rows": 7, "x": [1.5]} and lay.done("sign", "0", "run-b") is None
         files = sorted(str(p.relative_to(on_disk)) for p in on_disk.rglob("*") if p.is_file())
-        assert files == ["done/sign/0.json"] + [f"rows/f000000-p{p:04d}.parquet" for p in range(3)], work
-        # the file on disk is the partition's rows, readable without fsspec
-        assert pq.read_table(on_disk / "rows" / "f000000-p0001.parquet").equals(back.filter(
-            pa.array(key_partition(t["k"].to_numpy(), 3) == 1)))
+        assert files == ["done/sign/0.json"] + [f"rows/f000000-p{p:04d}.arrow" for p in range(3)], work
+        # the file on disk is the partition's rows (Arrow IPC), readable without fsspec
+        assert pa.ipc.open_file(pa.memory_map(str(on_disk / "rows" / "f000000-p0001.arrow"))).read_all().equals(
+            back.filter(pa.array(key_partition(t["k"].to_numpy(), 3) == 1)))
         lay.clear()
         assert list(on_disk.iterdir()) == []
 
 
 def test_failed_write_leaves_nothing_that_looks_finished(tmp_path, monkeypatch):
-    """A task killed while writing (here: the Parquet writer raising midway) leaves no file under the final
+    """A task killed while writing (here: the IPC writer raising midway) leaves no file under the final
     name, and no temporary file behind: a retried task starts clean."""
     import gpu_dedup.distributed.shuffle as shuffle
 
-    for work, on_disk in _works(tmp_path)[1:]:
+    for work, on_disk in _works(tmp_path):
         lay = Layout(work)
         lay.clear()
 
-        def broken(table, where, **kw):
-            with kw["filesystem"].open_output_stream(where) as fh:
-                fh.write(b"PAR1 half a file")
+        def broken(table, sink):
+            sink.write(b"ARROW1 half a file")
             raise OSError("disk gone")
 
-        monkeypatch.setattr(shuffle.pq, "write_table", broken)
+        monkeypatch.setattr(shuffle, "_write_ipc", broken)
         with pytest.raises(OSError, match="disk gone"):
             lay.write(pa.table({"a": [1]}), "pieces", "f000000")
         monkeypatch.undo()
@@ -78,3 +75,13 @@ def test_probe_reads_the_token_through_the_work_dirs_file_system(tmp_path):
         lay.remove("probe-x.txt")
         got = cluster._probe(work, "probe-x.txt", "token-1")
         assert not got["sees_work_dir"] and "FileNotFoundError" in got["why"]
+
+
+def test_run_key_holds_the_exchange_format(monkeypatch):
+    """A marker written under another exchange format (Parquet before Arrow IPC) carries another run key: a
+    --resume over such a work dir recomputes instead of reading files that are not there."""
+    import gpu_dedup.distributed.shuffle as shuffle
+
+    key = shuffle.run_key(["fingerprint", 3])
+    monkeypatch.setattr(shuffle, "EXCHANGE", "parquet")
+    assert shuffle.run_key(["fingerprint", 3]) != key

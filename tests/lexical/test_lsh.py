@@ -1,5 +1,4 @@
 """LSH: band keys, bucket grouping, chain edges, and the measured candidate rate vs the S-curve."""
-import math
 
 import numpy as np
 import pytest

@@ -71,7 +71,6 @@ def test_the_stages_read_as_the_run_reads():
     (dict(paragraph=ParagraphConfig(), cfg=CFG.replace(write_deduplicated=False)),
      "paragraph_order='after' cuts paragraphs from OUT/deduplicated/, which write_deduplicated=False"),
     (dict(substring=SubstringConfig(), cfg=CFG.replace(write_deduplicated=False)), "substring_order='after'"),
-    (dict(paragraph=ParagraphConfig(), engine="ray"), "`paragraph` runs in one process"),
     (dict(lexical=False), "lexical=False skips MinHash/LSH"),
     (dict(paragraph_order="first"), "paragraph_order must be one of"),
     (dict(paragraph=ParagraphConfig(), output_dir=None), "write into output_dir"),

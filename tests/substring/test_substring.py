@@ -1,6 +1,5 @@
 """Exact-substring dedup against independent brute-force references (Python lists, every pair of positions)."""
 import json
-import os
 
 import numpy as np
 import pyarrow as pa

@@ -1,0 +1,337 @@
+"""Paragraph, substring and semantic dedup and a whole recipe on the Ray engine write the local engine's outputs byte
+for byte (inputs with repeated spans, null texts, an empty file, duplicate ids, nested folders, both formats); a
+Bloom paragraph run on Ray decides exactly; killed workers and --resume are survived. One local Ray cluster of 2
+CPUs serves the whole module (slow on a 2-core machine: run single tests with -k)."""
+import json
+import logging
+import os
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_dedup import RunConfig
+from gpu_dedup.distributed.paragraph import paragraph_dedup_ray
+from gpu_dedup.distributed.semantic import semantic_dedup_ray
+from gpu_dedup.distributed.substring import substring_dedup_ray
+from gpu_dedup.paragraph.bloom import BloomConfig
+from gpu_dedup.paragraph.dedup import ParagraphConfig, paragraph_dedup
+from gpu_dedup.runtime.program import Env
+from gpu_dedup.substring.config import SubstringConfig
+from gpu_dedup.testing.evalcorpus import make_corpus
+
+RAY = Env(engine="ray")
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    faults = tmp_path_factory.mktemp("faults")
+    os.environ["GPU_DEDUP_RAY_FAULTS"] = str(faults)  # inherited by the workers (gpu_dedup.testing.faults)
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")  # a loaded 2-core machine
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"worker_process_setup_hook": "gpu_dedup.testing.faults.ray_worker_faults"})
+    yield faults
+    ray.shutdown()
+    os.environ.pop("GPU_DEDUP_RAY_FAULTS", None)
+
+
+WORDS = ["fox", "dog", "quick", "brown", "lazy", "jumps", "over", "the", "river", "stone", "cloud", "green"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Repeated paragraphs and spans (a few template families), a null text, an id used twice, an empty file, a
+    file in a sub-folder, JSON Lines and Parquet (several row groups), a numeric column with NaNs and ties."""
+    src = tmp_path_factory.mktemp("src")
+    t = make_corpus(220, seed=13, mean_words=45, template_families=3).select(["id", "text"])
+    rng = np.random.default_rng(2)
+    paras = [" ".join(rng.choice(WORDS, 9)) + f" paragraph {i}." for i in range(6)]
+    texts = [x + "\n" + "\n".join(rng.choice(paras, int(rng.integers(0, 3)))) for x in t["text"].to_pylist()]
+    texts[9] = None
+    ids = t["id"].to_pylist()
+    ids[12] = ids[4]  # a duplicate id: paragraph and substring dedup do not require unique ids
+    q = rng.integers(0, 3, t.num_rows).astype(float)  # ties
+    q[::6] = np.nan
+    t = pa.table({"id": ids, "text": texts, "q": q})
+    pq.write_table(t.slice(0, 120), src / "a.parquet", row_group_size=50)
+    (src / "sub").mkdir()
+    pq.write_table(t.slice(0, 0), src / "sub" / "empty.parquet")
+    with open(src / "sub" / "c.jsonl", "w") as fh:
+        for r in t.slice(120).to_pylist():
+            fh.write(json.dumps(r) + "\n")
+    return src
+
+
+def _files(d):
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file())
+
+
+def same_bytes(a, b, names):
+    """Each of ``names`` (files, or folders compared file by file) equal byte for byte in ``a`` and ``b``."""
+    for name in names:
+        pa_, pb = a / name, b / name
+        if pa_.is_dir():
+            fa, fb = _files(pa_), _files(pb)
+            assert fa == fb and fa, name
+            for rel in fa:
+                assert (pa_ / rel).read_bytes() == (pb / rel).read_bytes(), f"{name}/{rel}"
+        else:
+            assert pa_.read_bytes() == pb.read_bytes(), name
+
+
+PARAGRAPH_OUT = ("removed_spans.parquet", "paragraph_docs.parquet", "paragraph_deduplicated")
+
+
+@pytest.mark.parametrize("kw", [
+    dict(action="keep-first"),
+    dict(action="remove-all", split="sentence"),
+    dict(action="keep-first", split="span3", min_paragraph_bytes=8),
+])
+def test_paragraph_on_ray_equals_local_exact(cluster, corpus, tmp_path, caplog, kw):
+    """Every key range decided exactly: the Bloom mode on Ray equals the local exact mode byte for byte, and says
+    so in a log line and paragraph_dedup.json."""
+    local = paragraph_dedup(str(corpus), ParagraphConfig(on_error="skip", bloom=BloomConfig(mode="exact"), **kw),
+                            tmp_path / "local")
+    with caplog.at_level(logging.INFO, logger="gpu_dedup"):
+        res = paragraph_dedup_ray(str(corpus), ParagraphConfig(on_error="skip", **kw), tmp_path / "ray", RAY,
+                                  partitions=3)
+    same_bytes(tmp_path / "local", tmp_path / "ray", PARAGRAPH_OUT)
+    assert res.stats["counts"] == local.stats["counts"] and local.stats["counts"]["units_removed"] > 0
+    assert res.stats["read"]["skipped"] == local.stats["read"]["skipped"] and local.stats["read"]["skipped"]
+    assert res.stats["seen_set"]["mode"] == "exact" and res.stats["seen_set"]["mode_asked"] == "bloom"
+    assert res.stats["engine"]["name"] == "ray" and res.stats["engine"]["partitions"] == 3
+    assert "decides every key range exactly" in caplog.text
+
+
+def test_paragraph_bloom_on_ray_has_no_false_positive(cluster, tmp_path):
+    """A Bloom filter far over its design count removes new paragraphs locally (false positives); on Ray the same
+    settings remove exactly what the exact mode removes."""
+    texts = [f"unique paragraph number {i} with enough bytes to count\nshared boilerplate line that repeats"
+             for i in range(300)]
+    src = pa.table({"id": [f"d{i}" for i in range(300)], "text": texts})
+    tiny = BloomConfig(expected_items=4, fp_rate=0.2)  # saturated after the first batch
+    bloom = paragraph_dedup(src, ParagraphConfig(bloom=tiny, batch_bytes=2000), tmp_path / "bloom")
+    exact = paragraph_dedup(src, ParagraphConfig(bloom=BloomConfig(mode="exact"), batch_bytes=2000),
+                            tmp_path / "exact")
+    ray_run = paragraph_dedup_ray(src, ParagraphConfig(bloom=tiny, fp_sample=0.5, batch_bytes=2000),
+                                  tmp_path / "ray", RAY)
+    assert bloom.stats["counts"]["units_removed"] > exact.stats["counts"]["units_removed"] == 299
+    same_bytes(tmp_path / "exact", tmp_path / "ray", PARAGRAPH_OUT)
+    assert ray_run.stats["fp_audit"]["false_removals"] == 0 and not ray_run.stats["fp_audit"]["measured"]
+
+
+SUBSTRING_OUT = ("substring_spans.parquet", "substring_docs.parquet", "substring_deduplicated")
+
+
+@pytest.mark.parametrize("kw", [
+    dict(min_tokens=12),                                           # one chunk: one suffix-array task
+    dict(min_tokens=10, chunk_tokens=2500, keep="max:q"),          # chunk pairs, ties and NaN in the keep column
+    dict(min_tokens=8, chunk_tokens=1500, keep="longest", batch_bytes=4000),
+    dict(min_tokens=8, memory_budget=1 << 20, keep="min-id"),      # the budget chooses the chunks
+])
+def test_substring_on_ray_equals_local(cluster, corpus, tmp_path, kw):
+    cfg = SubstringConfig(on_error="skip", **kw)
+    from gpu_dedup.substring.dedup import substring_dedup
+
+    local = substring_dedup(str(corpus), cfg, tmp_path / "local")
+    res = substring_dedup_ray(str(corpus), cfg, tmp_path / "ray", RAY)
+    same_bytes(tmp_path / "local", tmp_path / "ray", SUBSTRING_OUT)
+    assert res.stats["counts"] == local.stats["counts"] and local.stats["counts"]["spans_cut"] > 0
+    assert res.stats["seams"] == local.stats["seams"]
+    for k in ("chunks", "suffix_arrays", "positions", "largest_array", "positions_in_repeats"):
+        assert res.stats["suffix_arrays"][k] == local.stats["suffix_arrays"][k], k
+    assert res.stats["engine"]["tasks"] == 2 * 3 + 1 + res.stats["suffix_arrays"]["suffix_arrays"]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    pytest.importorskip("sentence_transformers")
+    from gpu_dedup.testing.models import build_random_model
+
+    return build_random_model(tmp_path_factory.mktemp("tiny") / "model", words=WORDS, max_seq_length=48)
+
+
+@pytest.fixture(scope="module")
+def unique_corpus(corpus, tmp_path_factory):
+    """The corpus with distinct ids and no null text (what semantic and lexical dedup require), exact copies
+    added."""
+    src = tmp_path_factory.mktemp("usrc")
+    a = pq.read_table(corpus / "a.parquet")
+    a = a.set_column(0, "id", pa.array([f"a{i}" for i in range(a.num_rows)])).filter(pa.array(
+        [x is not None for x in a["text"].to_pylist()]))
+    pq.write_table(pa.concat_tables([a, a.slice(0, 20).set_column(0, "id", pa.array([f"x{i}" for i in range(20)]))]),
+                   src / "a.parquet", row_group_size=40)
+    (src / "sub").mkdir()
+    shutil.copy(corpus / "sub" / "empty.parquet", src / "sub" / "empty.parquet")
+    shutil.copy(corpus / "sub" / "c.jsonl", src / "sub" / "c.jsonl")
+    return src
+
+
+@pytest.mark.parametrize("kw", [
+    dict(keep="hard", n_clusters=4),
+    dict(keep="random", n_clusters=3, sample_fraction=0.5),    # k-means fitted on the seeded sample in one task
+    dict(keep="max:q", n_clusters=1, chain="kept"),             # ties and NaN in the keep column
+    dict(keep="easy", n_clusters=5, kmeans_backend="torch"),
+])
+def test_semantic_on_ray_equals_local(cluster, unique_corpus, model, tmp_path, kw):
+    from gpu_dedup.semantic import SemanticConfig, semantic_dedup
+
+    cfg = SemanticConfig(model=model, eps=0.05, **kw)
+    run = RunConfig(batch_bytes=3000)  # several read batches per file: the forward passes are the local ones
+    local = semantic_dedup(str(unique_corpus), cfg, tmp_path / "local", run=run)
+    res = semantic_dedup_ray(str(unique_corpus), cfg, tmp_path / "ray", RAY, run, partitions=3)
+    same_bytes(tmp_path / "local", tmp_path / "ray", ["semantic_decisions.parquet", "semantic/centroids.npy"])
+    assert 0 < local.stats["counts"]["removed"] < local.stats["counts"]["input"]
+    for k in ("counts", "eps_sweep", "clusters", "long_text", "threshold", "pairwise_backend"):
+        assert res.stats[k] == local.stats[k], k
+    assert np.array_equal(res.embeddings, local.embeddings) and res.decisions.equals(local.decisions)
+
+
+def test_semantic_on_ray_duplicate_ids_raise_the_local_error(cluster, corpus, model, tmp_path):
+    from gpu_dedup.semantic import SemanticConfig, semantic_dedup
+
+    cfg = SemanticConfig(model=model)
+    run = RunConfig(on_error="skip")
+    with pytest.raises(Exception) as local_err:
+        semantic_dedup(str(corpus), cfg, run=run)
+    with pytest.raises(type(local_err.value)) as ray_err:
+        semantic_dedup_ray(str(corpus), cfg, tmp_path / "ray", RAY, run)
+    assert str(ray_err.value) == str(local_err.value) and "2 times" in str(ray_err.value)
+
+
+def _recipe_steps(model):
+    from gpu_dedup.lexical.program import Dedup
+    from gpu_dedup.paragraph.program import Paragraph
+    from gpu_dedup.semantic import SemanticConfig
+    from gpu_dedup.semantic.program import Semantic
+    from gpu_dedup.substring.program import Substring
+
+    return [Paragraph(ParagraphConfig(min_paragraph_bytes=20)), Dedup(RunConfig(progress=False)),
+            Substring(SubstringConfig(min_tokens=10, chunk_tokens=3000)),
+            Semantic(SemanticConfig(model=model, eps=0.02, n_clusters=3))]
+
+
+def _outputs(d):
+    """A pipeline OUT's files that must match: decisions, final records and every step's tables and records."""
+    return [f for f in _files(d) if f.endswith((".parquet", ".jsonl")) and "/work/" not in f
+            and not f.startswith("work/")]
+
+
+def test_recipe_on_ray_equals_local_and_resumes(cluster, unique_corpus, model, tmp_path):
+    """A whole recipe (paragraph before dedup, substring, semantic; the span steps run again over the survivors)
+    on Ray: every table and record of OUT equals the local engine's. Resumed after a kill, the finished steps are
+    reused and the interrupted one reuses its finished tasks."""
+    from gpu_dedup import Pipeline
+
+    local = Pipeline(_recipe_steps(model), device="cpu").run(str(unique_corpus), tmp_path / "local")
+    res = Pipeline(_recipe_steps(model), device="cpu").run(str(unique_corpus), tmp_path / "ray", engine="ray",
+                                                           resume=True)
+    assert local.summary() == res.summary() and local.stats["counts"]["by_step"]["semantic"] > 0
+    names = _outputs(tmp_path / "local")
+    assert names == _outputs(tmp_path / "ray") and "decisions.parquet" in names
+    same_bytes(tmp_path / "local", tmp_path / "ray", names)
+    assert [(r.name, r.phase) for r in res.steps] == [(r.name, r.phase) for r in local.steps]
+    # killed in the semantic step: its record and its later tasks' markers gone; steps 1-3 are reused whole
+    sem = tmp_path / "ray" / "steps" / "04-semantic"
+    (sem / "step.json").unlink()
+    done = sem / "work" / "semantic" / "ray" / "done"
+    for stage in ("semantic_pairs", "semantic_write"):
+        shutil.rmtree(done / stage)
+    again = Pipeline(_recipe_steps(model), device="cpu").run(str(unique_corpus), tmp_path / "ray", engine="ray",
+                                                             resume=True)
+    assert [r.reused for r in again.steps[:3]] == [True, True, True] and not again.steps[3].reused
+    engine = json.loads((sem / "semantic.json").read_text())["engine"]
+    assert engine["tasks_reused"] > 0 and engine["tasks_reused"] < engine["tasks"]
+    same_bytes(tmp_path / "local", tmp_path / "ray", names)
+
+
+@pytest.mark.parametrize("program, stages", [
+    ("paragraph", ("paragraph_keys", "paragraph_first", "paragraph_cut")),
+    ("substring", ("substring_tokens", "substring_pairs", "substring_cut")),
+    ("semantic", ("semantic_embed", "semantic_kmeans", "semantic_pairs")),
+])
+def test_killed_workers_and_resume(cluster, unique_corpus, model, tmp_path, program, stages):
+    """kill -9 of a worker in three stages of each program: Ray retries the tasks over their idempotent writes.
+    A run killed after some tasks (their later markers dropped) resumes: the finished tasks are reused, the
+    outputs equal the local run's byte for byte."""
+    from gpu_dedup.paragraph.program import Paragraph
+    from gpu_dedup.semantic import SemanticConfig
+    from gpu_dedup.semantic.program import Semantic
+    from gpu_dedup.substring.program import Substring
+
+    steps = {"paragraph": (Paragraph(ParagraphConfig()), PARAGRAPH_OUT),
+             "substring": (Substring(SubstringConfig(min_tokens=10, chunk_tokens=3000)), SUBSTRING_OUT),
+             "semantic": (Semantic(SemanticConfig(model=model, n_clusters=3)), ("semantic_decisions.parquet",))}
+    step, outputs = steps[program]
+
+    def go(out, engine="local", resume=False):
+        return step.run(str(unique_corpus), str(out), Env(engine=engine, resume=resume)).result
+
+    go(tmp_path / "local")
+    for stage in stages:
+        (cluster / f"ray-{stage}").touch()
+    go(tmp_path / "ray", engine="ray", resume=True)
+    assert sorted(p.name for p in cluster.iterdir()) == sorted(f"ray-{s}.fired" for s in stages)
+    for p in cluster.iterdir():
+        p.unlink()
+    same_bytes(tmp_path / "local", tmp_path / "ray", outputs)
+    done = tmp_path / "ray" / "work" / program / "ray" / "done"
+    shutil.rmtree(done / stages[-1])
+    res = go(tmp_path / "ray", engine="ray", resume=True)
+    assert 0 < res.stats["engine"]["tasks_reused"] < res.stats["engine"]["tasks"]
+    same_bytes(tmp_path / "local", tmp_path / "ray", outputs)
+
+
+def test_run_with_span_stages_on_ray_equals_local(cluster, unique_corpus, tmp_path):
+    """`gpu-dedup run --paragraph-dedup --substring-dedup --engine ray`: dedup, then both span stages, on one
+    cluster; OUT's files equal the local run's."""
+    from gpu_dedup.cli import main
+
+    args = [str(unique_corpus), "--paragraph-dedup", "--substring-dedup", "--substring-min-tokens", "10", "-q"]
+    assert main(["run", *args, "-o", str(tmp_path / "local")]) == 0
+    assert main(["run", *args, "-o", str(tmp_path / "ray"), "--engine", "ray", "--workers", "2"]) == 0
+    names = [f for f in _outputs(tmp_path / "local")]
+    assert {"decisions.parquet", "removed_spans.parquet", "substring_spans.parquet"} <= set(names)
+    same_bytes(tmp_path / "local", tmp_path / "ray", names)
+
+
+def test_pipeline_command_on_ray_equals_local(cluster, unique_corpus, model, tmp_path, capsys):
+    """`gpu-dedup pipeline RECIPE ... --engine ray --resume`: a recipe of every program with a Ray path (filter,
+    paragraph, dedup, substring, semantic) writes the local engine's tables and records; run again with --resume,
+    every step is reused."""
+    from gpu_dedup.cli import main
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"""device: cpu
+steps:
+  - filter:
+      rules: gopher
+  - paragraph:
+      min-paragraph-bytes: 20
+  - dedup:
+      threshold: 0.8
+  - substring:
+      min-tokens: 10
+      chunk-tokens: 3000
+  - semantic:
+      model: {model}
+      eps: 0.02
+      clusters: 3
+""")
+    args = ["pipeline", str(recipe), str(unique_corpus), "-q"]
+    assert main([*args, "-o", str(tmp_path / "local")]) == 0
+    assert main([*args, "-o", str(tmp_path / "ray"), "--engine", "ray", "--workers", "2", "--resume"]) == 0
+    names = _outputs(tmp_path / "local")
+    assert names == _outputs(tmp_path / "ray")
+    same_bytes(tmp_path / "local", tmp_path / "ray", names)
+    run = json.loads((tmp_path / "local" / "run.json").read_text())
+    assert all(run["counts"]["by_step"][s] > 0 for s in ("filter", "semantic")), run["counts"]["by_step"]
+    capsys.readouterr()
+    assert main([*args, "-o", str(tmp_path / "ray"), "--engine", "ray", "--resume"]) == 0
+    assert capsys.readouterr().out.count("(reused)") == len(json.loads((tmp_path / "ray" / "run.json").read_text())
+                                                            ["steps"])
+    same_bytes(tmp_path / "local", tmp_path / "ray", names)

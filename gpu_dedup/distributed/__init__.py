@@ -24,6 +24,10 @@ counts and the tasks' small results):
     outputs.py  OUT's per-document tables: one file streamed by the driver, or (the default) a dataset of
                 per-file parts the tasks write (OUT/decisions/, OUT/scores/)
     summary.py  report.html's aggregates of a dedup run (the write tasks' counts, the largest clusters' rows)
+    tasks.py    what the span and semantic programs' tasks share (their job, the runner, the session)
+    paragraph.py, substring.py, semantic.py   those programs on Ray (docs/pipeline.md, "One engine on Ray")
+    views.py    the views between a recipe's steps, written by one task per file
+    graph.py    the candidate graph: its edges, the star rounds, or the components in one task
 
 The stages, in the plan's order:
 
@@ -58,11 +62,17 @@ each reduce sees all rows of its keys and runs the local engine's own stage func
 """
 from __future__ import annotations
 
+from .cluster import ray_cluster
 from .driver import PLAN, Stage, check_engine_args, run, unsupported
 from .filter import filter_files
 from .options import IndexSource
 from .outputs import TABLE_LAYOUTS, layout_of, write_decisions, write_scores
+from .paragraph import paragraph_dedup_ray
 from .screen import screen_files
+from .semantic import semantic_dedup_ray
+from .substring import substring_dedup_ray
+from .views import write_view
 
-__all__ = ["PLAN", "TABLE_LAYOUTS", "IndexSource", "Stage", "check_engine_args", "filter_files", "layout_of", "run",
-           "screen_files", "unsupported", "write_decisions", "write_scores"]
+__all__ = ["PLAN", "TABLE_LAYOUTS", "IndexSource", "Stage", "check_engine_args", "filter_files", "layout_of",
+           "paragraph_dedup_ray", "ray_cluster", "run", "screen_files", "semantic_dedup_ray", "substring_dedup_ray",
+           "unsupported", "write_decisions", "write_scores", "write_view"]

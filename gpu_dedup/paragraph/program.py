@@ -34,7 +34,7 @@ class Paragraph:
 
         cfg = dataclasses.replace(env.reading.apply(self.config), progress=env.progress)
         if env.engine == "ray":
-            from ..distributed.paragraph import paragraph_dedup_ray
+            from ..distributed import paragraph_dedup_ray
 
             res = paragraph_dedup_ray(view, cfg, out, env)
         else:

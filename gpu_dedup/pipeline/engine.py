@@ -329,7 +329,7 @@ def _write_kept(run: _Run, view: View, keep: np.ndarray, target: str) -> dict[st
     rows = run.file_rows if view.rows is None and run.file_rows is not None and len(run.file_rows) == len(files) \
         else None
     if run.env.engine == "ray":  # one task per file (distributed/views.py), each given its file's rows
-        from ..distributed.views import write_view
+        from ..distributed import write_view
 
         if rows is None:  # each file's rows: the documents of its input file among the view's rows
             src = run.decisions["source"]
@@ -447,7 +447,7 @@ def cluster(env: Env):
     tasks, and the views' write tasks, run on it; ``distributed.cluster.ray_cluster``); else nothing."""
     if env.engine != "ray":
         return contextlib.nullcontext()
-    from ..distributed.cluster import ray_cluster
+    from ..distributed import ray_cluster
 
     return ray_cluster(env.workers, env.address)
 

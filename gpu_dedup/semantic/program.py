@@ -32,7 +32,7 @@ class Semantic:
 
         reading = env.reading.apply(RunConfig(progress=env.progress))
         if env.engine == "ray":
-            from ..distributed.semantic import semantic_dedup_ray
+            from ..distributed import semantic_dedup_ray
 
             res = semantic_dedup_ray(view, self.config, out, env, reading)
         else:

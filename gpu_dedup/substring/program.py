@@ -36,7 +36,7 @@ class Substring:
             os.makedirs(env.work_dir, exist_ok=True)  # the spilled tokens go to the run's work directory
             cfg = dataclasses.replace(cfg, work_dir=env.work_dir)
         if env.engine == "ray":
-            from ..distributed.substring import substring_dedup_ray
+            from ..distributed import substring_dedup_ray
 
             res = substring_dedup_ray(view, cfg, out, env)
         else:

@@ -50,16 +50,21 @@ def part_path(out: str, table: str, k: int) -> str:
     return os.path.join(out, table, f"part-{k:06d}.parquet")
 
 
-def journal(out: str, n: int, scores: bool = False) -> None:
-    """Tell the output session (runtime/outputs.py, through io.write.WRITE_HOOKS) of the ``n`` parts the tasks will
-    write into OUT/decisions/ (and OUT/scores/ with ``scores``), before they write them: a failed run removes
-    them."""
+def journal_paths(paths) -> None:
+    """Tell the output session (runtime/outputs.py, through io.write.WRITE_HOOKS) of files tasks will write into
+    OUT, before they write them: a failed run removes them, as the local engine's own writes."""
     from ..io.write import WRITE_HOOKS
 
-    for table in ("decisions", "scores") if scores else ("decisions",):
-        for k in range(n):
-            for hook in WRITE_HOOKS:
-                hook(part_path(out, table, k))
+    for path in paths:
+        for hook in WRITE_HOOKS:
+            hook(path)
+
+
+def journal(out: str, n: int, scores: bool = False) -> None:
+    """``journal_paths`` of the ``n`` parts the tasks will write into OUT/decisions/ (and OUT/scores/ with
+    ``scores``)."""
+    journal_paths(part_path(out, table, k) for table in (("decisions", "scores") if scores else ("decisions",))
+                  for k in range(n))
 
 
 def _published(job: Job, fi: int, result: dict, out: str, *_: Any) -> bool:

@@ -33,14 +33,14 @@ import pyarrow as pa
 
 from .. import io
 from ..runtime.device import batch_bytes, to_device, to_host
+from .perfile import offsets_of
 from .shuffle import key_partition
 from .tasks import (
     ProgramJob,
-    journal,
+    journal_files,
     merged_read,
-    offsets_of,
     program_key,
-    session,
+    program_session,
     sum_counts,
     task,
     work_root,
@@ -217,7 +217,7 @@ def paragraph_dedup_ray(source: Any, cfg, out: str | None, env, partitions: int 
     steps = Steps()
     timings = steps.timings
     job = ProgramJob(cfg, device, files, work_root(work, "paragraph"))
-    with session(job, workers=workers, address=address, resume=resume) as r:
+    with program_session(job, workers=workers, address=address, resume=resume) as r:
         job.partitions = key_ranges(partitions, int(r.ray.cluster_resources().get("CPU", 1)), files)
         job.run_key = program_key("paragraph", cfg, device, job.partitions, files)
         with steps("keys"):
@@ -225,7 +225,7 @@ def paragraph_dedup_ray(source: Any, cfg, out: str | None, env, partitions: int 
         job.offsets = offsets_of([k["rows"] for k in ks])
         with steps("first"):
             fs = r.stage(paragraph_first, range(job.partitions))
-        journal(out, files, OUTPUT_DIR)
+        journal_files(out, files, OUTPUT_DIR)
         with steps("cut"):
             cs = r.stage(paragraph_cut, range(job.nfiles), out)
         engine = r.engine_stats(workers, address, [ks, fs, cs])

@@ -32,13 +32,13 @@ import numpy as np
 import pyarrow as pa
 
 from .. import io
+from .perfile import offsets_of
 from .shuffle import file_of, key_partition
 from .tasks import (
     ProgramJob,
     merged_read,
-    offsets_of,
     program_key,
-    session,
+    program_session,
     task,
     work_root,
 )
@@ -315,7 +315,7 @@ def semantic_dedup_ray(source: Any, cfg, out: str | None, env, run, partitions: 
     job = ProgramJob(cfg, device, files, work_root(work, "semantic"),
                      extra={"run": run, "model": src.path, "dtype": src.dtype})
     km = pr = wr = []
-    with session(job, workers=workers, address=address, resume=resume, device_stages=True) as r:
+    with program_session(job, workers=workers, address=address, resume=resume, device_stages=True) as r:
         job.partitions = key_ranges(partitions, int(r.ray.cluster_resources().get("CPU", 1)), files)
         job.run_key = program_key("semantic", cfg, device, job.partitions, files, src.fingerprint,
                               {k: getattr(run, k) for k in ("id_field", "text_field", "on_error", "batch_bytes")})

@@ -32,14 +32,14 @@ import numpy as np
 import pyarrow as pa
 
 from .. import io
+from .perfile import offsets_of
 from .shuffle import file_of
 from .tasks import (
     ProgramJob,
-    journal,
+    journal_files,
     merged_read,
-    offsets_of,
     program_key,
-    session,
+    program_session,
     sum_counts,
     task,
     work_root,
@@ -326,7 +326,7 @@ def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: i
     steps = Steps()
     times = steps.timings
     job = ProgramJob(cfg, device, files, work_root(work, "substring"))
-    with session(job, workers=workers, address=address, resume=resume, device_stages=True) as r:
+    with program_session(job, workers=workers, address=address, resume=resume, device_stages=True) as r:
         job.run_key = program_key("substring", cfg, device, 1, files)
         with steps("read"):
             tk = r.stage(substring_tokens, range(job.nfiles), device=True)
@@ -348,7 +348,7 @@ def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: i
             [(a, b) for a in range(len(chunks)) for b in range(a + 1, len(chunks))]
         with steps("match"):
             pr = r.stage(substring_pairs, range(len(job.extra["pairs"])), device=True)
-        journal(out, files, OUTPUT_DIR)
+        journal_files(out, files, OUTPUT_DIR)
         with steps("cut"):
             cs = r.stage(substring_cut, range(job.nfiles), out)
         engine = r.engine_stats(workers, address, [tk, [pl], pr, cs])

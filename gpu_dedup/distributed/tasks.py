@@ -8,9 +8,9 @@ the job every task takes, the runner of one program's stages, and the session ar
                 with the run key reused, Ray retries a task whose worker died), results in key order, timed
                 (run.json's ``engine.stage_seconds``) and metered (run.json's ``cost``); ``device=True`` with
                 device="cuda": on GPU actors (driver.DeviceWorker), one per GPU
-    session     the cluster (``cluster.ray_cluster``: one already connected, e.g. the pipeline's, started once
-                for all its steps, is used as it is), the probe (version, the work dir seen by every node), the
-                work dir's layout (cleared for a fresh run, kept with ``resume``)
+    program_session  perfile.session (the cluster: one already connected, e.g. the pipeline's, started once
+                for all its steps, is used as it is; the probe; the work dir cleared for a fresh run, kept with
+                ``resume``) around one program's Runner
     program_key a program run's key: its name, settings, device, key ranges and every input's identity (a
                 marker of another input or setting is never reused)
     merged_read the per-file read reports of the first stage merged in file order (run.json's ``read``)
@@ -29,7 +29,9 @@ import numpy as np
 
 from ..io import ReadReport, is_url
 from ..runtime.cost import current as current_meter
-from .cluster import probe, ray_cluster, ray_get
+from .cluster import ray_get
+from .outputs import journal_paths
+from .perfile import session
 from .shuffle import Layout
 from .shuffle import run_key as digest
 
@@ -149,27 +151,13 @@ def _failure(fn: Callable, key: int, job: ProgramJob, exc) -> str:
 
 
 @contextlib.contextmanager
-def session(job: ProgramJob, *, workers: int | None, address: str | None, resume: bool,
-            device_stages: bool = False) -> Iterator[Runner]:
-    """The cluster, the probe and the work dir of one program run (module doc); yields its ``Runner``. With
-    ``device_stages`` and device="cuda", one DeviceWorker actor per GPU, freed on the way out."""
-    lay = job.layout
-    if resume:
-        lay.makedirs()
-    else:
-        lay.clear()  # a fresh run trusts nothing of an earlier one
-    with ray_cluster(workers, address) as ray:
-        nodes = probe(ray, job.work)
-        actors = []
-        if device_stages and job.device == "cuda":
-            from .driver import device_workers
-
-            actors = device_workers(ray)
-        try:
-            yield Runner(ray, job, {}, actors, nodes)
-        finally:
-            for a in actors:  # a joined cluster outlives the run: free the GPUs
-                ray.kill(a)
+def program_session(job: ProgramJob, *, workers: int | None, address: str | None, resume: bool,
+                    device_stages: bool = False) -> Iterator[Runner]:
+    """``perfile.session`` (the cluster, the probe, the work dir; one DeviceWorker actor per GPU when
+    ``device_stages`` and device="cuda", freed on the way out) around one program run: yields its ``Runner``."""
+    device = job.device if device_stages else "cpu"
+    with session(job.work, device, workers=workers, address=address, resume=resume) as s:
+        yield Runner(s.ray, job, {}, s.actors, s.nodes)
 
 
 def merged_read(results: list[dict]) -> ReadReport:
@@ -178,11 +166,6 @@ def merged_read(results: list[dict]) -> ReadReport:
     for r in results:
         report.merge(r["report"])
     return report
-
-
-def offsets_of(rows: list[int]) -> list[int]:
-    """The prefix sum of the files' rows (int (F+1,))."""
-    return np.concatenate([[0], np.cumsum(np.asarray(rows, np.int64))]).astype(np.int64).tolist()
 
 
 def sum_counts(total: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
@@ -195,12 +178,9 @@ def sum_counts(total: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
     return total
 
 
-def journal(out: str, files, folder: str) -> None:
+def journal_files(out: str, files, folder: str) -> None:
     """Journal OUT/``folder``/<each input's relpath> in the output session before tasks write them (a failed run
     then removes them, as the local engine's own writes)."""
     from ..io import output_path
-    from ..io.write import WRITE_HOOKS
 
-    for f in files:
-        for hook in WRITE_HOOKS:
-            hook(output_path(os.path.join(out, folder), f))
+    journal_paths(output_path(os.path.join(out, folder), f) for f in files)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import io
 from .cluster import ray_cluster, ray_get
-from .tasks import journal
+from .tasks import journal_files
 
 
 def _write_one(f, keep: np.ndarray, target: str, reading: dict[str, Any]) -> dict[str, int]:
@@ -31,7 +31,7 @@ def write_view(files: Sequence[Any], keep: np.ndarray, file_rows: Sequence[int],
         raise RunError(f"a view of {keep.shape[0]:,} rows cannot be split over {len(files)} files holding "
                        f"{int(np.sum(file_rows)):,}: the view changed while the pipeline ran")
     target = os.path.abspath(target)
-    journal(os.path.dirname(target), files, os.path.basename(target))
+    journal_files(os.path.dirname(target), files, os.path.basename(target))
     offs = np.concatenate([[0], np.cumsum(np.asarray(file_rows, np.int64))])
     opts = {"id_field": reading.id_field, "text_field": reading.text_field, "on_error": reading.on_error}
     with ray_cluster(workers, address) as ray:

@@ -58,6 +58,11 @@ class ProgramJob:
     def nfiles(self) -> int:
         return len(self.files)
 
+    @property
+    def threads(self) -> int | None:
+        """The CPU threads a task's kernels use (None: one; a program's config may have no ``threads``)."""
+        return getattr(self.cfg, "threads", None)
+
     def offs(self) -> np.ndarray:
         return np.asarray(self.offsets, np.int64)
 

@@ -19,6 +19,7 @@ and the tasks' small results.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -26,7 +27,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +38,7 @@ from ..runtime.cost import current as current_meter
 from . import graph, options, outputs, stages, summary
 from .cluster import check_cluster_args, probe, ray_cluster, ray_get
 from .outputs import write_scores
-from .shuffle import Layout, run_key
+from .shuffle import Layout, WorkFiles, run_key
 
 logger = logging.getLogger(__name__)
 
@@ -338,16 +339,11 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         from ..lexical.index import check_extends
 
         check_extends(save_index, cfg, index)
-    # the tasks see absolute paths: a joined cluster's workers do not run in this directory
-    from ..io import is_url
+    from .perfile import task_paths
 
-    work_tasks = work if is_url(work) else os.path.abspath(work)
+    work_tasks = task_paths(work)  # absolute: a joined cluster's workers do not run in this directory
     out_tasks = os.path.abspath(out) if out is not None else None
-    lay = Layout(work)
-    if resume:
-        lay.makedirs()
-    else:
-        lay.clear()  # a fresh run: nothing of an earlier one is trusted
+    lay = WorkFiles.prepare(work, resume)
     with ray_cluster(workers, address) as ray:
         nodes = probe(ray, work_tasks, cfg, fingerprint)
         parts = key_ranges(partitions, int(ray.cluster_resources().get("CPU", 1)), inputs)
@@ -367,16 +363,8 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         d = Driver(ray, job, inputs, out_tasks, save_index, index, fingerprint, settings, timings,
                    remote={s: ray.remote(num_cpus=1, max_retries=3)(s.fn) for s in PLAN}, guard=guard,
                    thresholds=thresholds(cfg), progress=cfg.progress, dataset=dataset and out is not None)
-        held = time.perf_counter()
-        d.actors = device_workers(ray) if device == "cuda" else []
-        try:
+        with gpu_actors(ray, device) as d.actors:
             walk(d)
-        finally:
-            for a in d.actors:  # a joined cluster (or a notebook's) outlives the run: free the GPUs
-                ray.kill(a)
-            meter = current_meter()
-            if meter is not None and d.actors:
-                meter.add_gpu_held(time.perf_counter() - held, len(d.actors))
     return _run_stats(d, nodes, prefilter, workers, address, lay)
 
 
@@ -457,6 +445,22 @@ def device_workers(ray) -> list:
     cls = ray.remote(num_gpus=1, num_cpus=1, max_restarts=3, max_task_retries=3)(DeviceWorker)
     return [cls.remote() for _ in range(gpus)]
 
+
+
+@contextlib.contextmanager
+def gpu_actors(ray, device: str) -> Iterator[list]:
+    """``device_workers`` with device="cuda" (none otherwise), killed on the way out: a joined cluster (or a
+    notebook's) outlives the run, so its GPUs are freed; the seconds they were held go to run.json's cost."""
+    actors = device_workers(ray) if device == "cuda" else []
+    held = time.perf_counter()
+    try:
+        yield actors
+    finally:
+        for a in actors:
+            ray.kill(a)
+        meter = current_meter()
+        if meter is not None and actors:
+            meter.add_gpu_held(time.perf_counter() - held, len(actors))
 
 def _task_failure(stage: Stage, key: int, files, exc) -> str:
     """The error of a task that failed for memory (or whose worker kept dying): the task, its file, the knob."""

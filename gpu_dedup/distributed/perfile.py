@@ -21,7 +21,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator
@@ -33,13 +32,13 @@ import pyarrow.compute as pc
 from ..io import is_url
 from ..runtime.cost import current as current_meter
 from .cluster import probe, ray_cluster, ray_get
-from .shuffle import Layout
+from .shuffle import Layout, WorkFiles
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class FileJob:
+class FileJob(WorkFiles):
     """What every per-file task gets (``rows.run_once`` reads ``threads``, ``layout`` and ``run_key``): the
     program's ``cfg`` (its progress bars off: the workers draw none), ``device``, the input ``files``, the work
     dir ``work`` (absolute, or a URL), the ``run_key`` of its done markers, after the first pass the files' row
@@ -53,14 +52,6 @@ class FileJob:
     offsets: list[int] | None = None
     threads: int | None = None
 
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.work)
-
-    @property
-    def nfiles(self) -> int:
-        return len(self.files)
-
     def keyed(self, *parts: Any) -> "FileJob":
         """This job with a run key that also holds ``parts`` (a later pass's inputs: its markers are its own)."""
         from .shuffle import run_key
@@ -71,16 +62,21 @@ class FileJob:
 def unchanged(job: FileJob, fi: int, result: dict[str, Any], *_: Any) -> bool:
     """``rows.run_once``'s check of a stored per-file result: reused only for the same input file (the stamp
     the task recorded, ``runtime/workdir``'s rules)."""
+    return same_input(job.files[fi], result, "its task ran; computing it again")
+
+
+def same_input(f, result: dict[str, Any], since: str) -> bool:
+    """Whether input ``f`` is the one a stored task ``result`` stamped (``runtime/workdir``'s rules); if not,
+    a warning names the file, what changed and ``since`` (what the task is doing about it)."""
     from ..runtime.workdir import file_identity, what_changed
 
-    f = job.files[fi]
     try:
         identity = None if f.fmt == "table" else file_identity(f)
     except OSError:
         identity = None
     why = what_changed(result.get("stamp", {}), f, identity)
     if why is not None:
-        logger.warning("input %s changed since its task ran (%s); computing it again", f.relpath, why)
+        logger.warning("input %s changed since %s", f.relpath, since.replace(";", f" ({why});", 1))
     return why is None
 
 
@@ -173,25 +169,13 @@ def session(work: str, device: str, *, workers: int | None, address: str | None,
     """A ``Session`` on the cluster of ``workers`` / ``address`` (cluster.ray_cluster): every node probed (the
     same gpu-dedup, the work dir ``work`` visible), the work dir made (cleared first unless ``resume``), one
     GPU actor per GPU with ``device="cuda"``, freed on the way out."""
-    from .driver import device_workers
+    from .driver import gpu_actors
 
-    lay = Layout(work)
-    if resume:
-        lay.makedirs()
-    else:
-        lay.clear()  # a fresh run: nothing of an earlier one is trusted
+    WorkFiles.prepare(work, resume)
     with ray_cluster(workers, address) as ray:
         s = Session(ray, device, progress, nodes=probe(ray, task_paths(work)), workers=workers, address=address)
-        held = time.perf_counter()
-        s.actors = device_workers(ray) if device == "cuda" else []
-        try:
+        with gpu_actors(ray, device) as s.actors:
             yield s
-        finally:
-            for a in s.actors:  # a joined cluster (or a notebook's) outlives the run: free the GPUs
-                ray.kill(a)
-            meter = current_meter()
-            if meter is not None and s.actors:
-                meter.add_gpu_held(time.perf_counter() - held, len(s.actors))
 
 
 def shifted_parts(lay: Layout, stage: str, offsets: list[int], columns=None, shift: bool = True

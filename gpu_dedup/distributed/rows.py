@@ -15,11 +15,11 @@ from ..decisions import keep_rank
 from ..runtime.device import set_threads
 from ..runtime.run import peak_rss_bytes
 from ..runtime.workdir import checkpoint
-from .shuffle import Layout
+from .shuffle import WorkFiles
 
 
 @dataclass
-class Job:
+class Job(WorkFiles):
     """What every task gets: the run's config, device, input files, work dir, key-range partitions P,
     the row offsets of the files (int (F+1,), after the sign stage) and the run key of the markers."""
 
@@ -42,17 +42,6 @@ class Job:
     def n_index(self) -> int:
         """Rows of the --against index (0 without one): rows 0..n_index-1."""
         return int(self.offsets[self.first]) if self.first else 0
-
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.work)
-
-    @property
-    def nfiles(self) -> int:
-        return len(self.files)
-
-    def offs(self) -> np.ndarray:
-        return np.asarray(self.offsets, np.int64)
 
     def rank_columns(self) -> list[str]:
         """The piece columns the keep order needs besides the row (piece_keep_order): the keep policy's,

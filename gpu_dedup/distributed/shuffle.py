@@ -196,6 +196,37 @@ class Layout:
             self.fs.makedirs(self.root, exist_ok=True)
 
 
+
+class WorkFiles:
+    """What every engine job derives from its ``work`` dir and its input ``files`` (rows.Job, perfile.FileJob,
+    tasks.ProgramJob): the work dir's ``layout``, the file count, the files' row ``offsets`` as an array."""
+
+    work: str
+    files: list
+    offsets: list[int] | None
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.work)
+
+    @property
+    def nfiles(self) -> int:
+        return len(self.files)
+
+    def offs(self) -> np.ndarray:
+        return np.asarray(self.offsets, np.int64)
+
+    @staticmethod
+    def prepare(work: str, resume: bool) -> Layout:
+        """The work dir's layout, made: kept with ``resume`` (its finished tasks are reused), else cleared (a
+        fresh run trusts nothing of an earlier one)."""
+        lay = Layout(work)
+        if resume:
+            lay.makedirs()
+        else:
+            lay.clear()
+        return lay
+
 def _write_ipc(table: pa.Table, sink) -> None:
     with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)

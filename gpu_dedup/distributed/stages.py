@@ -55,6 +55,7 @@ from ..runtime.device import array_module, to_device, to_host
 from ..runtime.sources import Tally, source_labels
 from ..runtime.workdir import band_column
 from .graph import unique_pairs, write_edges
+from .perfile import same_input
 from .options import IndexSource, index_piece, rep_positions, write_kept_file
 from .rows import (
     ASSIGN_SCHEMA,
@@ -72,19 +73,10 @@ logger = logging.getLogger(__name__)
 
 def _same_input(job: Job, fi: int, result: dict) -> bool:
     """A stored sign result is reused only for the same input file (workdir's stamp rules)."""
-    from ..runtime.workdir import file_identity, what_changed
-
     f = job.files[fi]
     if isinstance(f, IndexSource):
         return result.get("stamp") == f.stamp() and job.layout.exists("pieces", f"f{fi:06d}")
-    try:
-        identity = None if f.fmt == "table" else file_identity(f)
-    except OSError:
-        identity = None
-    why = what_changed(result.get("stamp", {}), f, identity)
-    if why is not None:
-        logger.warning("input %s changed since its piece was written (%s); recomputing it", f.relpath, why)
-    return why is None and job.layout.exists("pieces", f"f{fi:06d}")
+    return same_input(f, result, "its piece was written; recomputing it") and job.layout.exists("pieces", f"f{fi:06d}")
 
 
 @run_once("sign", valid=_same_input)

@@ -32,12 +32,12 @@ from ..runtime.cost import current as current_meter
 from .cluster import ray_get
 from .outputs import journal_paths
 from .perfile import session
-from .shuffle import Layout
+from .shuffle import WorkFiles
 from .shuffle import run_key as digest
 
 
 @dataclass
-class ProgramJob:
+class ProgramJob(WorkFiles):
     """What every task of a program run gets (module doc). ``offsets``: int (F+1,), the prefix sum of the files'
     rows (set after the first stage); ``extra``: small values of earlier stages the later tasks read."""
 
@@ -49,14 +49,6 @@ class ProgramJob:
     offsets: list[int] | None = None
     run_key: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.work)
-
-    @property
-    def nfiles(self) -> int:
-        return len(self.files)
 
     @property
     def threads(self) -> int | None:

@@ -1,6 +1,7 @@
 """The Ray cluster a run uses: a local one of N worker processes, or a running one joined by address; and
 the probe every node runs before pass 1 (same gpu-dedup version and contract, the work dir visible: a
-shared path or an fsspec URL, through shuffle.Layout as every task's files)."""
+shared path or an fsspec URL, through shuffle.Layout as every task's files); the GPU actors of --device cuda
+(``DeviceWorker``, one per GPU: ``gpu_actors``)."""
 from __future__ import annotations
 
 import contextlib
@@ -8,8 +9,10 @@ import logging
 import os
 import time
 import uuid
+from typing import Any, Callable, Iterator
 
 from ..errors import ClusterError, ConfigError, DependencyError, GpuDedupError, RunError
+from ..runtime.cost import current as current_meter
 from ..runtime.heartbeat import phase, ticking
 
 logger = logging.getLogger(__name__)
@@ -245,3 +248,47 @@ def probe(ray, work: str, cfg=None, fingerprint: str | None = None) -> int:
     finally:
         lay.remove(name)
     return len(nodes)
+
+
+class DeviceWorker:
+    """A Ray actor holding one GPU (``num_gpus=1``): it runs the tasks of the plan's ``device`` stages one after
+    another in one process, so Numba's compiled kernels and CuPy's memory pool are kept between tasks (a task
+    is a plain stage function: the same markers, retries and outputs as a CPU task)."""
+
+    def __init__(self):
+        self.tasks = 0
+
+    def run(self, task: Callable[..., dict[str, Any]], job, key: int, *args) -> dict[str, Any]:
+        """``task(job, key, *args)`` (a stage function: pickled by reference) on this GPU."""
+        self.tasks += 1
+        from ..runtime.device import array_backend
+
+        return {**task(job, key, *args), "worker_pid": os.getpid(), "worker_task": self.tasks,
+                "array_backend": array_backend(job.device)}
+
+
+def device_workers(ray) -> list:
+    """One DeviceWorker actor per GPU of the cluster (``num_gpus=1`` each; restarted and its task retried
+    when its process dies). Refuses a cluster without GPUs, naming the fix."""
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if gpus < 1:
+        raise RunError("--device cuda with --engine ray needs GPUs in the Ray cluster, and it has none: "
+                       "start the nodes with `ray start --num-gpus N` (or run with --device cpu)")
+    cls = ray.remote(num_gpus=1, num_cpus=1, max_restarts=3, max_task_retries=3)(DeviceWorker)
+    return [cls.remote() for _ in range(gpus)]
+
+
+@contextlib.contextmanager
+def gpu_actors(ray, device: str) -> Iterator[list]:
+    """``device_workers`` with device="cuda" (none otherwise), killed on the way out: a joined cluster (or a
+    notebook's) outlives the run, so its GPUs are freed; the seconds they were held go to run.json's cost."""
+    actors = device_workers(ray) if device == "cuda" else []
+    held = time.perf_counter()
+    try:
+        yield actors
+    finally:
+        for a in actors:
+            ray.kill(a)
+        meter = current_meter()
+        if meter is not None and actors:
+            meter.add_gpu_held(time.perf_counter() - held, len(actors))

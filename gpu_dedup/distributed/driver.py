@@ -13,13 +13,11 @@ and the tasks' small results.
                source is over the limit), publish (OUT/decisions/ as the tasks' parts: outputs.py), shown
                (report.html's largest clusters: summary.py)
     run        the cluster, the probe, the plan, then run.json's counts and stage statistics
-    DeviceWorker  the actor of one GPU (--device cuda) that runs the device stages' tasks in one process
     key_ranges the key ranges of the shuffle: --partitions, or the cluster's CPUs (at most 64); capped by
                the input's size (a key range per PARTITION_BYTES of input, at least DEFAULT_PARTITIONS)
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
@@ -27,7 +25,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +34,7 @@ from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
 from ..runtime.cost import current as current_meter
 from . import graph, options, outputs, stages, summary
-from .cluster import check_cluster_args, probe, ray_cluster, ray_get
+from .cluster import check_cluster_args, gpu_actors, probe, ray_cluster, ray_get
 from .outputs import write_scores
 from .shuffle import Layout, WorkFiles, run_key
 
@@ -417,50 +415,6 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
         d.timings["save_index"] = time.perf_counter() - t
     return stats
 
-
-class DeviceWorker:
-    """A Ray actor holding one GPU (``num_gpus=1``): it runs the tasks of the plan's ``device`` stages one after
-    another in one process, so Numba's compiled kernels and CuPy's memory pool are kept between tasks (a task
-    is a plain stage function: the same markers, retries and outputs as a CPU task)."""
-
-    def __init__(self):
-        self.tasks = 0
-
-    def run(self, task: Callable[..., dict[str, Any]], job: stages.Job, key: int, *args) -> dict[str, Any]:
-        """``task(job, key, *args)`` (a stage function: pickled by reference) on this GPU."""
-        self.tasks += 1
-        from ..runtime.device import array_backend
-
-        return {**task(job, key, *args), "worker_pid": os.getpid(), "worker_task": self.tasks,
-                "array_backend": array_backend(job.device)}
-
-
-def device_workers(ray) -> list:
-    """One DeviceWorker actor per GPU of the cluster (``num_gpus=1`` each; restarted and its task retried
-    when its process dies). Refuses a cluster without GPUs, naming the fix."""
-    gpus = int(ray.cluster_resources().get("GPU", 0))
-    if gpus < 1:
-        raise RunError("--device cuda with --engine ray needs GPUs in the Ray cluster, and it has none: "
-                       "start the nodes with `ray start --num-gpus N` (or run with --device cpu)")
-    cls = ray.remote(num_gpus=1, num_cpus=1, max_restarts=3, max_task_retries=3)(DeviceWorker)
-    return [cls.remote() for _ in range(gpus)]
-
-
-
-@contextlib.contextmanager
-def gpu_actors(ray, device: str) -> Iterator[list]:
-    """``device_workers`` with device="cuda" (none otherwise), killed on the way out: a joined cluster (or a
-    notebook's) outlives the run, so its GPUs are freed; the seconds they were held go to run.json's cost."""
-    actors = device_workers(ray) if device == "cuda" else []
-    held = time.perf_counter()
-    try:
-        yield actors
-    finally:
-        for a in actors:
-            ray.kill(a)
-        meter = current_meter()
-        if meter is not None and actors:
-            meter.add_gpu_held(time.perf_counter() - held, len(actors))
 
 def _task_failure(stage: Stage, key: int, files, exc) -> str:
     """The error of a task that failed for memory (or whose worker kept dying): the task, its file, the knob."""

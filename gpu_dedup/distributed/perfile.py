@@ -1,6 +1,6 @@
 """Per-file programs on the Ray engine (the filter, the screen): one task per input file over a shared work dir,
 with the dedup plan's conventions: absolute paths for the tasks, the work dir's layout and done markers
-(``shuffle.Layout``, ``rows.run_once``), GPU actors with --device cuda (``driver.DeviceWorker``), results in file
+(``shuffle.Layout``, ``rows.run_once``), GPU actors with --device cuda (``cluster.DeviceWorker``), results in file
 order, the tasks' own accounting in the run's meter. The driver holds file lists, per-file counts and the tasks'
 small results only; the tasks write their rows as per-file parts.
 
@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from ..io import is_url
 from ..runtime.cost import current as current_meter
-from .cluster import probe, ray_cluster, ray_get
+from .cluster import gpu_actors, probe, ray_cluster, ray_get
 from .shuffle import Layout, WorkFiles
 
 logger = logging.getLogger(__name__)
@@ -169,7 +169,6 @@ def session(work: str, device: str, *, workers: int | None, address: str | None,
     """A ``Session`` on the cluster of ``workers`` / ``address`` (cluster.ray_cluster): every node probed (the
     same gpu-dedup, the work dir ``work`` visible), the work dir made (cleared first unless ``resume``), one
     GPU actor per GPU with ``device="cuda"``, freed on the way out."""
-    from .driver import gpu_actors
 
     WorkFiles.prepare(work, resume)
     with ray_cluster(workers, address) as ray:

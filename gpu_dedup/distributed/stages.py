@@ -27,7 +27,7 @@ With ``--against`` the index is the run's file 0 (``options.IndexSource``): its 
 in keep order, never removed (the policy pins them), and get no decisions, as in the local engine.
 
 With ``device="cuda"`` the map and reduce tasks (sign, exact, buckets, members, policy) run on
-``driver.DeviceWorker`` actors, one per GPU, which keep their compiled kernels and CuPy memory pool from task to
+``cluster.DeviceWorker`` actors, one per GPU, which keep their compiled kernels and CuPy memory pool from task to
 task; the reduces sort on the device (exact groups, band rows, LSH buckets and the policy).
 
 Every task takes a ``Job`` (the run's config, files, partition count, row offsets: no per-document state)

@@ -7,7 +7,7 @@ the job every task takes, the runner of one program's stages, and the session ar
     Runner      ``stage(fn, keys, *args)``: one task per key (``rows.run_once`` functions: idempotent, a marker
                 with the run key reused, Ray retries a task whose worker died), results in key order, timed
                 (run.json's ``engine.stage_seconds``) and metered (run.json's ``cost``); ``device=True`` with
-                device="cuda": on GPU actors (driver.DeviceWorker), one per GPU
+                device="cuda": on GPU actors (cluster.DeviceWorker), one per GPU
     program_session  perfile.session (the cluster: one already connected, e.g. the pipeline's, started once
                 for all its steps, is used as it is; the probe; the work dir cleared for a fresh run, kept with
                 ``resume``) around one program's Runner

@@ -188,10 +188,11 @@ def test_demo_report_has_plots_after_the_demo_install(tmp_path):
     (it said "(0 plots)" and "Plots need matplotlib")."""
     r = run_core_only(["demo", "-o", str(tmp_path / "d")], tmp_path)
     assert r.returncode == 0, r.stderr
-    written = re.search(r"wrote run report .*\((\d+) plots\)", r.stderr)
+    written = re.search(r"wrote run report .*\((\d+) figures\)", r.stderr)
     assert written and int(written.group(1)) > 0, r.stderr[-2000:]
     pages = [p.read_text() for p in sorted((tmp_path / "d").rglob("*.html"))]  # the run's and its steps' reports
-    assert pages and not any("Plots need matplotlib" in p for p in pages) and any("<img" in p for p in pages)
+    # the figures are inline SVG drawn from the run's aggregates (report/svg.py)
+    assert pages and not any("Plots need matplotlib" in p for p in pages) and any("<svg" in p for p in pages)
 
 
 def test_readme_params_plot_example_runs_after_the_demo_install(tmp_path):

@@ -113,16 +113,19 @@ def decide(cfg: RunConfig, device: str, files, docs: Documents, timings: dict[st
     sets = None
     n = len(docs)
     from_cache = cache is not None and cache.complete and cache.rows == n
+    # a cache that holds a prefix of the run serves the candidates in it; the files after it are re-read
+    prefix = cache is not None and not from_cache and 0 < cache.rows <= n
     if cfg.cluster.verify and int(cands.cand_local.shape[0]):
         t = time.perf_counter()
         sets, reread = candidate_sets(cfg, device, files, cands.lsh_rows, cands.cand_local, index,
-                                      cache if from_cache else None)
+                                      cache if from_cache or prefix else None, docs.file_rows)
         timings["shingle_sets"] = time.perf_counter() - t
+        text = ("kept from pass 1" if from_cache else f"rows < {cache.rows} kept from pass 1, the files after them "
+                "re-read from the input" if prefix else "re-read from the input")
         stages["verify"] = {"documents": int(cands.cand_local.shape[0]), "shingle_hashes": int(sets.hashes.shape[0]),
-                            "text": "kept from pass 1" if from_cache else "re-read from the input",
-                            "text_bytes_read": reread}
+                            "text": text, "text_bytes_read": reread}
     if cache is not None:
-        stages["text_cache"] = cache.stats(bool(from_cache and sets is not None))
+        stages["text_cache"] = cache.stats(bool((from_cache or prefix) and sets is not None))
 
     t = time.perf_counter()
     rep_local, jac_local, stages["policy"] = policy_stage(cfg, device, ranked, cands, sets)

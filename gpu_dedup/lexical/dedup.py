@@ -409,8 +409,8 @@ def _text_cache(cfg: RunConfig, device: str, files) -> TextCache:
     if not cfg.cluster.verify:
         cache.reason = "no verification"
     elif cache.complete and known_text_bytes(files, cfg.text_field) > cache.budget:
-        # known before reading (Parquet metadata, in-memory tables): do not hold text that cannot all fit
-        cache.drop(f"the input's text exceeds cache_bytes={cache.budget:,} (from the Parquet metadata)")
+        # known before reading (Parquet metadata, in-memory tables): it will hold a prefix of the run only
+        cache.reason = f"the input's text exceeds cache_bytes={cache.budget:,} (from the Parquet metadata)"
     return cache
 
 

@@ -338,8 +338,11 @@ def shingle_sets(device: str, norm: "Normalized", docs, kind_char: bool, n: int,
     offsets = np.zeros(m, np.int64)
     if m > 1:
         np.cumsum(sizes[:-1], out=offsets[1:])
-    keep = (np.arange(raw.shape[0]) - np.repeat(reserve[:-1], counts)) < np.repeat(sizes, counts)
-    return raw[keep], offsets, sizes
+    if m == 0 or int(offsets[-1] + sizes[-1]) == raw.shape[0]:  # no repeated shingle: already compact
+        return raw, offsets, sizes
+    out = np.empty(int(offsets[-1] + sizes[-1]), np.uint64)
+    run_kernel(device, core_cpu.compact_sets, m, raw, reserve, sizes, offsets, out)
+    return out, offsets, sizes
 
 
 def jaccard_pairs(device: str, hashes, set_offsets, set_sizes, left, right):

@@ -222,8 +222,10 @@ class _Bar:
 class TextCache:
     """Pass 1's normalized batches, kept (host memory, or device memory on a GPU) within ``budget`` bytes so
     that verification hashes the candidates' shingle sets without reading and normalizing the input again.
-    It serves pass 2 only when it holds every batch of the run in row order; a batch past the budget, a
-    reused work-dir piece drops what it holds (the input is re-read then)."""
+    It keeps the longest prefix of the run's batches (in row order) that fits: verification takes the
+    candidates of rows < ``rows`` from it and re-reads only the files after them (``reason`` says why it does
+    not hold the whole run: None when it does). A batch past the budget ends the prefix; a reused work-dir
+    piece drops what it holds (the input is re-read then)."""
 
     def __init__(self, budget: int):
         self.budget = budget
@@ -231,27 +233,34 @@ class TextCache:
         self.rows = 0
         self.bytes = 0
         self.reason = None if budget > 0 else "cache_bytes=0"
+        self.open = budget > 0  # whether add() still keeps batches
 
     @property
     def complete(self) -> bool:
         return self.reason is None
 
     def add(self, row: int, norm) -> None:
-        if not self.complete:
+        if not self.open:
             return
         size = sum(int(a.nbytes) for a in (norm.data, norm.offsets, norm.words, norm.codepoints))
         if row != self.rows:  # pragma: no cover - pass 1 visits rows in order
             self.drop(f"batches arrived out of order (row {row}, expected {self.rows})")
         elif self.bytes + size > self.budget:
-            self.drop(f"the normalized text exceeds cache_bytes={self.budget:,}")
+            self.stop(f"the normalized text exceeds cache_bytes={self.budget:,}")
         else:
             self.entries.append((row, norm))
             self.rows += len(norm)
             self.bytes += size
 
+    def stop(self, reason: str) -> None:
+        """Keep what is held (a prefix of the run), take no more batches; ``reason``: why (the first one)."""
+        self.open = False
+        if self.reason is None:
+            self.reason = reason
+
     def drop(self, reason: str) -> None:
-        if self.complete:
-            self.entries, self.bytes, self.reason = [], 0, reason
+        self.stop(reason)
+        self.entries, self.bytes, self.rows = [], 0, 0
 
     def stats(self, used: bool) -> dict[str, Any]:
         return {"budget_bytes": self.budget, "kept_bytes": self.bytes, "rows": self.rows,

@@ -236,6 +236,45 @@ def test_verification_uses_pass_1_text_when_it_fits(tmp_path, monkeypatch):
         RunConfig(cache_bytes=-1)
 
 
+def test_verification_takes_the_prefix_the_cache_holds_and_rereads_the_files_after_it(tmp_path, monkeypatch):
+    """A cache too small for the run keeps its first batches: verification takes their candidates from it and
+    re-reads only the files after the ones it holds whole; decisions equal a run that re-reads everything."""
+    from gpu_dedup import io
+
+    t = make_corpus(800, seed=5)
+    src = []
+    for k in range(4):
+        pq.write_table(t.slice(k * 200, 200), tmp_path / f"p{k}.parquet")
+        src.append(str(tmp_path / f"p{k}.parquet"))
+    cfg = RunConfig(progress=False, batch_bytes=4096)
+    real_iter_rows = io.iter_rows
+    reread_files = []
+
+    def recording_iter_rows(files, rows, **kwargs):
+        reread_files.append([f.relpath for f in files])
+        assert len(rows) and rows.min() >= 0
+        yield from real_iter_rows(files, rows, **kwargs)
+
+    monkeypatch.setattr(io, "iter_rows", recording_iter_rows)
+    whole = gpu_dedup.deduplicate(src, cfg.replace(cache_bytes=0))
+    assert reread_files == [[os.path.basename(p) for p in src]]
+    full = whole.stats["bytes_read"]["verification_text"]
+    reread_files.clear()
+    budget = whole.stats["read"]["bytes_text"] // 2
+    part = gpu_dedup.deduplicate(src, cfg.replace(cache_bytes=budget))
+    st = part.stats["stages"]
+    assert 0 < st["text_cache"]["rows"] < 800 and st["text_cache"]["used_for_verification"]
+    assert "from the Parquet metadata" in st["text_cache"]["not_used_because"]
+    assert st["verify"]["text"].startswith(f"rows < {st['text_cache']['rows']} kept from pass 1")
+    skipped = st["text_cache"]["rows"] // 200  # the files the cache holds whole are not read again
+    assert skipped >= 1 and reread_files == [[os.path.basename(p) for p in src[skipped:]]]
+    assert 0 < part.stats["bytes_read"]["verification_text"] < full
+    # near duplicates on both sides of the prefix's end: both ways of getting the sets were used
+    lsh_rows = np.flatnonzero(~np.isnan(np.asarray(part.decisions["jaccard"].to_pylist(), float)))
+    assert (lsh_rows < st["text_cache"]["rows"]).any() and (lsh_rows >= st["text_cache"]["rows"]).any()
+    assert part.decisions.equals(whole.decisions) and part.removed > 0
+
+
 def test_result_gives_the_kept_rows_of_the_callers_table():
     import pandas as pd
 

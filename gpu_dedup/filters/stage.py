@@ -231,7 +231,7 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
             if dsir is not None:
                 dsir.add_raw(batch.text)
             bar.update(len(batch.text), batch.file_index)
-    cols = concat_columns(parts)
+    cols = concat_columns(parts or [scorers.no_rows()])
     if cfg.paragraph_action == "remove":
         cols["paragraph_scores"] = ParagraphScores.concat(paras)
     io.check_unique_ids(pa.chunked_array([cols["id"]], pa.string()), files, file_rows, id_field=cfg.id_field,

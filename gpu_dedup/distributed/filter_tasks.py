@@ -459,8 +459,9 @@ def write_file(job: FilterJob, fi: int, out: str | None, documents: bool, select
                       bool) if n else np.zeros(0, bool)
     res: dict[str, Any] = {"out": out}
     # the files with rows are decided; with none in the whole input, file 0 (``filter._score``): its part of
-    # OUT/scores/ and its logs are then tables of no rows, of the run's schema, as the local engine's
-    decided_here = bool(n) or job.layout.exists("fscores", name(fi))
+    # OUT/scores/ and its logs are then tables of no rows, of the run's schema, as the local engine's (decided
+    # from the offsets, never from the work dir, where a resumed run over other files may find another's parts)
+    decided_here = bool(n) or (fi == 0 and int(job.offsets[-1]) == 0)
     if dataset and out is not None and decided_here:
         from ..decisions import scores_schema
         from ..runtime.run import write_tables

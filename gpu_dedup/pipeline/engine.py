@@ -148,9 +148,8 @@ def _plain(x: Any) -> Any:
 
 
 def _input_fingerprint(source: Any) -> str:
-    """The input as ``resume`` compares it, the seed of the first step's fingerprint: each file's relpath, size
-    and modification stamp (an in-memory table: its content), so that a step recorded over other inputs (more or
-    fewer files, a file rewritten since) is run again, not reused."""
+    """The seed of the steps' fingerprints: each input file's relpath, size and mtime (a table: its content), so
+    that ``resume`` runs again a step recorded over other inputs (more or fewer files, a file rewritten since)."""
     from ..runtime.workdir import file_identity, table_hash
 
     stamps = [[f.relpath, table_hash(f.table)] if f.fmt == "table" else

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import ConfigError, MissingFileError, RunError
+from .errors import ConfigError, DataError, MissingFileError, RunError
 
 DECISIONS_SCHEMA = pa.schema([
     ("id", pa.string()), ("keep", pa.bool_()), ("reason", pa.string()), ("cluster_id", pa.int64()),
@@ -87,22 +87,36 @@ def table_path(out: str | os.PathLike, name: str) -> str:
     input order).
 
     Raises:
-        MissingFileError: neither exists (not the output directory of a finished run).
+        MissingFileError: neither exists (not the output directory of a finished run), or OUT/<name>/ holds no
+            part (a run writes at least one: a dataset without any lost them all).
     """
     one, parts = os.path.join(os.fspath(out), f"{name}.parquet"), os.path.join(os.fspath(out), name)
     if os.path.isfile(one):
         return one
     if os.path.isdir(parts):
+        if not any(n.endswith(".parquet") for n in os.listdir(parts)):
+            raise MissingFileError(f"{parts!r} holds no part-<k>.parquet file: the run's {name} are lost; run it "
+                                   "again (--overwrite)")
         return parts
     raise MissingFileError(f"neither {one!r} nor {parts!r} (a Ray run's parts) exists; point to the output "
                            "directory of a finished run")
 
 
 def read_table(out: str | os.PathLike, name: str, columns: Sequence[str] | None = None) -> pa.Table:
-    """OUT's per-document table ``name`` in either layout (``table_path``): the same rows, order and values."""
+    """OUT's per-document table ``name`` in either layout (``table_path``): the same rows, order and values.
+
+    Raises:
+        MissingFileError: as ``table_path``.
+        DataError: a file or part that is not a readable Parquet file (truncated, damaged), named.
+    """
     import pyarrow.parquet as pq
 
-    return pq.read_table(table_path(out, name), columns=list(columns) if columns is not None else None)
+    path = table_path(out, name)
+    try:
+        return pq.read_table(path, columns=list(columns) if columns is not None else None)
+    except (OSError, pa.ArrowException) as err:  # (pyarrow's message names the bad part of a dataset)
+        raise DataError(f"{path}: not a readable Parquet table ({err}); the run's {name} are damaged: run it "
+                        "again (--overwrite)") from err
 
 
 def filter_reasons(rule_columns: Sequence[str] = (), classifier_columns: Sequence[str] = ()) -> tuple[str, ...]:

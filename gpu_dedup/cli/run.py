@@ -140,7 +140,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                     overwrite=args.overwrite, prefilter=_prefilter(args, cfg), sources=guard(args), price=price(args),
                     table_layout=args.table_layout)
     for stage in res.order:
-        if stage == "paragraph":
+        done = {"paragraph": res.paragraph, "substring": res.substring}.get(stage, res)
+        if done is None:  # the stages before it (the filter flags, dedup) left it no document; the log said so
+            print(f"{stage} dedup: not run, no document was left to it")
+        elif stage == "paragraph":
             _paragraph_summary(res.paragraph)
         elif stage == "substring":
             substring_cli.summary(res.substring)

@@ -125,7 +125,9 @@ def _score(run: _Run, job: ft.FilterJob) -> ft.FilterJob:
     job = job.keyed([r["stamp"] for r in run.scored], rows)
     if not all(u["unique"] for u in s.map(ft.unique, job, range(parts))):
         _raise_duplicate_ids(run, job, rows)
-    run.live = [fi for fi, n in enumerate(rows) if n]
+    # the files with rows; with none, the first (its tasks decide and write a table of no rows, as the local
+    # engine's of an input without a document)
+    run.live = [fi for fi, n in enumerate(rows) if n] or [0]
     return job
 
 

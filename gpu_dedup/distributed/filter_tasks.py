@@ -119,9 +119,9 @@ def score(job: FileJob, fi: int, with_dsir: bool, partitions: int) -> dict[str, 
         if dcfg is not None:
             c = fit_counts(batch.text, dcfg, job.device)
             counts = c if counts is None else counts + c
-    cols = concat_columns(parts)
+    cols = concat_columns(parts or [scorers.no_rows()])
     n = len(cols["id"])
-    if cfg.domain_field and n:  # one more read: the reader carries one field besides the text
+    if cfg.domain_field:  # one more read: the reader carries one field besides the text
         cols["domain_label"] = field_values([f], cfg, cfg.domain_field)
     lay.write(_table(cols), "fcols", name(fi))
     ps = ParagraphScores.concat(paras)
@@ -458,7 +458,11 @@ def write_file(job: FilterJob, fi: int, out: str | None, documents: bool, select
     keep = np.asarray(job.layout.read_one("fscores", name(fi), ["keep"])["keep"].to_numpy(zero_copy_only=False),
                       bool) if n else np.zeros(0, bool)
     res: dict[str, Any] = {"out": out}
-    if dataset and out is not None and n:
+    # the files with rows are decided; with none in the whole input, file 0 (``filter._score``): its part of
+    # OUT/scores/ and its logs are then tables of no rows, of the run's schema, as the local engine's (decided
+    # from the offsets, never from the work dir, where a resumed run over other files may find another's parts)
+    decided_here = bool(n) or (fi == 0 and int(job.offsets[-1]) == 0)
+    if dataset and out is not None and decided_here:
         from ..decisions import scores_schema
         from ..runtime.run import write_tables
         from .outputs import part_path
@@ -468,7 +472,7 @@ def write_file(job: FilterJob, fi: int, out: str | None, documents: bool, select
         write_tables([t], scores_schema(t.column_names), res["part"])
     if documents and out is not None:
         para, ids = None, pa.array([], pa.string())
-        if n and (cfg.paragraph_action == "remove" or cfg.c4_remove_lines):
+        if decided_here and (cfg.paragraph_action == "remove" or cfg.c4_remove_lines):
             cols, _, _, para = decided(job, fi)  # the logs' rows are the file's: the driver numbers them
             ids = cols["id"]
         os.makedirs(logs_dir(job, fi), exist_ok=True)

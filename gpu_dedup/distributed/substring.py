@@ -298,7 +298,7 @@ def substring_dedup_ray(source: Any, cfg, out: str | None, env):
     from ..substring.suffix import require_library
 
     out, work = ray_dirs(out, env.work_dir, "substring dedup")
-    with owned(out, roots=input_roots(source), command="substring", overwrite=env.overwrite):
+    with owned(out, roots=input_roots(source), command="substring", overwrite=env.overwrite, resume=env.resume):
         device, threads = resources(env.device)
         require_library(device)
         return _substring_ray(source, io.source_files(source), cfg, out, device, threads=threads, work=work,

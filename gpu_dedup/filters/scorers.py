@@ -310,6 +310,13 @@ class Scorers:
         return out
 
     # -------------------------------------------------------------------------------------- scoring
+    def no_rows(self) -> dict[str, Any]:
+        """The columns of no document (every scorer's, zero rows): an input, or a file, without a document is
+        decided, counted and written as one with documents, not a table of the id, row and empty columns only."""
+        part = self.columns(pa.array([], pa.large_string()), pa.array([], pa.string()), 0)
+        part.pop("paragraph_scores", None)  # (the caller's concat of the batches' paragraphs holds none)
+        return part
+
     def columns(self, text: pa.Array, ids: pa.Array, row_start: int, buffers: tuple | None = None,
                 urls: pa.Array | None = None) -> dict[str, Any]:
         """The columns of one batch: id, row, empty, the domain rules' (when on), and every scorer's (text:

@@ -95,7 +95,8 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
             run.json and the report, before filtered/.
         work_dir: with engine="ray", the tasks' per-file parts and done markers (a directory every node sees, or
             an fsspec URL; default OUT/work).
-        resume: with engine="ray", reuse the finished tasks of an interrupted run in ``work_dir``.
+        resume: with engine="ray", reuse the finished tasks of an interrupted run in ``work_dir``; on either engine
+            an earlier run's outputs in ``output_dir`` are replaced as with ``overwrite``.
         table_layout: "file" (OUT/scores.parquet, the local engine's) or "dataset" (OUT/scores/: one Parquet file
             per input file, written by the Ray tasks; the Ray engine's default); None: the engine's default.
 
@@ -134,7 +135,7 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
 
     out = os.fspath(output_dir)
     roots = input_roots(source) + (input_roots(list(cfg.dsir_target)) if cfg.dsir_target else [])
-    with owned(out, command="filter", overwrite=overwrite, roots=roots):
+    with owned(out, command="filter", overwrite=overwrite, resume=resume, roots=roots):
         return run(out)
 
 
@@ -231,7 +232,7 @@ def _score_pass(files, cfg: FilterConfig, device: str, scorers: Scorers, dsir, r
             if dsir is not None:
                 dsir.add_raw(batch.text)
             bar.update(len(batch.text), batch.file_index)
-    cols = concat_columns(parts)
+    cols = concat_columns(parts or [scorers.no_rows()])
     if cfg.paragraph_action == "remove":
         cols["paragraph_scores"] = ParagraphScores.concat(paras)
     io.check_unique_ids(pa.chunked_array([cols["id"]], pa.string()), files, file_rows, id_field=cfg.id_field,

@@ -147,6 +147,17 @@ def _plain(x: Any) -> Any:
     return x if isinstance(x, (str, int, float, bool, type(None))) else repr(x)
 
 
+def _input_fingerprint(source: Any) -> str:
+    """The seed of the steps' fingerprints: each input file's relpath, size and mtime (a table: its content), so
+    that ``resume`` runs again a step recorded over other inputs (more or fewer files, a file rewritten since)."""
+    from ..runtime.workdir import file_identity, table_hash
+
+    stamps = [[f.relpath, table_hash(f.table)] if f.fmt == "table" else
+              [f.relpath, {k: v for k, v in file_identity(f).items() if k in ("size", "mtime_ns", "remote")}]
+              for f in io.source_files(source)]
+    return hashlib.sha256(json.dumps(stamps, sort_keys=True, default=repr).encode()).hexdigest()
+
+
 def _fingerprint(step: Any, env: Env, before: str) -> str:
     """A step's settings and every earlier step's, as one hash: what ``resume`` compares."""
     body = json.dumps({"before": before, "step": step.name, "settings": _plain(step),
@@ -409,7 +420,7 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
     with metered(env.price, fresh=True), owned(out, roots=roots, command=command, overwrite=overwrite, resume=resume,
                                                work_dir=work, overwrite_same_command=replace_own), \
             cluster(env):
-        run = _Run(steps, out, layout, env, resume)
+        run = _Run(steps, out, layout, env, resume, fingerprint=_input_fingerprint(source))
         view = View(_source_files(source, out), None)
         last, viewing = plan(steps)
         span_orphans = False

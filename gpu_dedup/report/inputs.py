@@ -245,9 +245,7 @@ def load_summary(out_dir: str, max_clusters: int) -> tuple[dict, Any]:
 
 
 def load_run(out_dir: str) -> tuple[dict, pa.Table]:
-    import pyarrow.parquet as pq
-
-    from ..decisions import table_path
+    from ..decisions import read_table, table_path
 
     run_json = os.path.join(out_dir, "run.json")
     if not os.path.isfile(run_json):
@@ -256,7 +254,7 @@ def load_run(out_dir: str) -> tuple[dict, pa.Table]:
     dec_path = table_path(out_dir, "decisions")  # one file, or a Ray run's per-file parts
     with open(run_json, encoding="utf-8") as fh:
         stats = json.load(fh)
-    decisions = pq.read_table(dec_path)
+    decisions = read_table(out_dir, "decisions")  # a damaged file or part: a DataError naming it
     missing = {"id", "keep", "reason", "cluster_id", "jaccard", "cluster_size", "source"} - set(decisions.column_names)
     if missing:
         raise DataError(f"{dec_path!r} lacks columns {sorted(missing)}; it was not written by gpu_dedup's run")

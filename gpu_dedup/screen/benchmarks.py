@@ -41,17 +41,20 @@ class BenchmarkItems:
 
 def _read_records(path: str) -> list[dict]:
     low = path.lower()
-    if low.endswith(".parquet"):
-        import pyarrow.parquet as pq
+    try:  # a damaged file (a truncated gzip / zstd stream or Parquet file, a broken JSON array) names itself
+        if low.endswith(".parquet"):
+            import pyarrow.parquet as pq
 
-        return pq.read_table(path).to_pylist()
-    comp = "gzip" if low.endswith(".gz") else "zstd" if low.endswith(".zst") else None
-    with pa.input_stream(path, compression=comp) as fh:
-        raw = fh.read().decode("utf-8", "replace").lstrip("\ufeff")
-    if raw.lstrip().startswith("["):
-        recs = json.loads(raw)
-    else:
-        recs = []
+            return pq.read_table(path).to_pylist()
+        comp = "gzip" if low.endswith(".gz") else "zstd" if low.endswith(".zst") else None
+        with pa.input_stream(path, compression=comp) as fh:
+            raw = fh.read().decode("utf-8", "replace").lstrip("\ufeff")
+        array = raw.lstrip().startswith("[")
+        recs = json.loads(raw) if array else []
+    except (OSError, pa.ArrowException, json.JSONDecodeError) as err:
+        raise DataError(f"benchmark file {path}: not readable ({err}); restore or fix the file, or leave it out "
+                        "of --benchmark") from err
+    if not array:
         for ln, line in enumerate(raw.splitlines(), 1):
             if line.strip():
                 try:

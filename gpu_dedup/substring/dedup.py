@@ -454,7 +454,7 @@ def throughput_stats(stats: dict[str, Any], times: dict[str, float], counts: dic
 
 
 def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir: str | os.PathLike | None = None,
-                    device: str = "cpu", *, overwrite: bool = True) -> SubstringResult:
+                    device: str = "cpu", *, overwrite: bool = True, resume: bool = False) -> SubstringResult:
     """Exact-substring dedup of ``source``: the stages of the module docstring, timed. ``output_dir`` is owned
     while the stage runs (``run.owned``, command "substring": outside the inputs, locked, an earlier run's files
     replaced, this run's removed again if it fails); inside ``run_dedup``'s own block it joins that one. The Ray
@@ -467,6 +467,8 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
         output_dir: where the spans, documents, cut records and substring_dedup.json go (None: in memory).
         device: "cpu", "cuda" or "auto".
         overwrite: replace an earlier finished run in ``output_dir`` (False: refuse it).
+        resume: a pipeline's resumed step (its record lost with a kill after its outputs were written): replace
+            them as ``overwrite`` does.
 
     Returns:
         A ``SubstringResult``: the statistics, and the spans and cut documents in memory when ``output_dir``
@@ -477,7 +479,7 @@ def substring_dedup(source: Any, cfg: SubstringConfig | None = None, output_dir:
             (``DataError``), an input that changed while the stage ran (``RunError``), an ``output_dir`` inside
             the inputs (``ConfigError``) or holding a finished run without ``overwrite`` (``OutputExistsError``).
     """
-    with owned(output_dir, roots=input_roots(source), command="substring", overwrite=overwrite):
+    with owned(output_dir, roots=input_roots(source), command="substring", overwrite=overwrite, resume=resume):
         return _substring_dedup(source, cfg, output_dir, device)
 
 

@@ -40,6 +40,6 @@ class Substring:
 
             res = substring_dedup_ray(view, cfg, out, env)
         else:
-            res = substring_dedup(view, cfg, out, device=env.device, overwrite=env.overwrite)
+            res = substring_dedup(view, cfg, out, device=env.device, overwrite=env.overwrite, resume=env.resume)
         ids = pq.read_table(os.path.join(out, DOCS_FILE), columns=["id"])["id"].combine_chunks()
         return StepRun(res, Verdicts.all_kept(ids, file_sources(res.stats)), os.path.join(out, OUTPUT_DIR))

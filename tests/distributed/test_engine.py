@@ -192,6 +192,24 @@ def test_ray_prefilter_equals_local(cluster, corpus, tmp_path):
     assert not d["keep"].equals(unfiltered.decisions["keep"])
 
 
+def test_span_stages_left_no_document(cluster, corpus, tmp_path, capsys):
+    """`run --paragraph-dedup --substring-dedup` whose filter flags remove every document: the span stages do not
+    run and the command says so, on both engines (was an AttributeError traceback after the outputs were
+    written); every input id is in the decisions once, removed as filtered, the same table on both."""
+    from gpu_dedup.cli import main
+
+    args = ["run", str(corpus), "-q", "--paragraph-dedup", "--substring-dedup", "--rules", "gopher",
+            "--rule-threshold", "gopher_word_count=100000:200000"]
+    for engine in ("local", "ray"):
+        assert main([*args, "-o", str(tmp_path / engine), "--engine", engine]) == 0
+        out = capsys.readouterr().out
+        assert "paragraph dedup: not run, no document was left to it" in out
+        assert "substring dedup: not run, no document was left to it" in out
+    da = pq.read_table(tmp_path / "local" / "decisions.parquet")
+    assert pq.read_table(tmp_path / "ray" / "decisions").equals(da)
+    assert da.num_rows == 360 and pc.count_distinct(da["id"]).as_py() == 360 and not any(da["keep"].to_pylist())
+
+
 def test_ray_in_memory_table_keep_by_column(cluster, tmp_path):
     """An in-memory table (one file of the run) with keep=max:<column>: ties and NaNs as the local engine."""
     import numpy as np

@@ -116,7 +116,8 @@ def _same(a, b):
             {k: v for k, v in rb["dsir"].items() if k != "target_screen"}
     for col, sr in (ra.get("stochastic_retention") or {}).items():  # a float sum: the same up to its rounding
         got = rb["stochastic_retention"][col]
-        assert got["expected_retention"] == pytest.approx(sr["expected_retention"], rel=1e-12)
+        want = sr["expected_retention"]  # (None: no document)
+        assert got["expected_retention"] == (want if want is None else pytest.approx(want, rel=1e-12))
         assert {k: v for k, v in got.items() if k != "expected_retention"} == \
             {k: v for k, v in sr.items() if k != "expected_retention"}
     assert rb["engine"]["name"] == "ray" and ra["engine"] == {"name": "local"}
@@ -163,6 +164,31 @@ def test_filter_on_ray_equals_local(cluster, data, tmp_path, no_report, flags):
         assert ra["paragraphs"]["removed_from_kept_documents"] > 0 and ra["perplexity_rank"]["ranked"] > 0
     if "--c4-remove-lines" in flags:
         assert ra["c4_lines"]["removed"] > 0 and len(ra["sources"]["sources"]) == 4
+
+
+@pytest.mark.parametrize("flags", [
+    ["--rules", "gopher", "--perplexity", "{lm}:keep=0.5", "--perplexity-buckets", "0.3,0.7", "--classifier",
+     "quality={q}:pareto=3", "--classifier-label", "quality=hq", "--dsir-target", "{target}", "--select", "3",
+     "--domain-field", "site", "--audit", "3"],
+    ["--perplexity", "{lm}:keep=0.5", "--unit", "paragraph", "--paragraph-action", "remove", "--audit", "2"],
+])
+def test_filter_of_no_document(cluster, data, tmp_path, no_report, flags):
+    """An input without a single document (an empty JSON Lines file, a Parquet file of no rows, a file whose only
+    row is a null text, skipped): both engines decide nothing and write every table with no rows, in the run's
+    schema (the Ray engine's scores/ one part), equal; the scorers' columns exist with no rows (no KeyError)."""
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.jsonl").write_text("")
+    pq.write_table(pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string()),
+                             "site": pa.array([], pa.string())}), src / "b.parquet")
+    (src / "c.jsonl").write_text(json.dumps({"id": "x", "text": None, "site": "s"}) + "\n")
+    args = [str(src)] + [f.format(lm=data / "m.arpa", q=data / "q.bin", target=data / "target.jsonl") for f in flags]
+    _run(args, tmp_path / "local")
+    _run(args, tmp_path / "ray", "--engine", "ray")
+    ra, _ = _same(tmp_path / "local", tmp_path / "ray")
+    assert ra["counts"]["input"] == 0 and ra["read"]["skipped"][0]["file"] == "c.jsonl"
+    assert len(pq.read_schema(tmp_path / "local" / "scores.parquet").names) > 5  # the scorers' columns too
+    assert [p.name for p in (tmp_path / "ray" / "scores").iterdir()] == ["part-000000.parquet"]
 
 
 def test_perplexity_per_language_on_ray(cluster, tmp_path, no_report):

@@ -348,3 +348,33 @@ steps:
     assert capsys.readouterr().out.count("(reused)") == len(json.loads((tmp_path / "ray" / "run.json").read_text())
                                                             ["steps"])
     same_bytes(tmp_path / "local", tmp_path / "ray", names)
+
+
+def test_recipe_on_ray_resumes_a_step_killed_after_its_outputs_and_other_inputs(cluster, unique_corpus, tmp_path):
+    """`pipeline --engine ray --resume`: a step killed after writing its outputs, before its record (step.json),
+    runs again over its own outputs (was: the filter and substring steps refused them as an earlier run's, asking
+    for --overwrite). Resumed over another input (a file fewer, the same names), no step is reused: the decisions
+    name exactly the new input's documents (was: the steps recorded over the old input were reused, and a view of
+    its rows failed)."""
+    from gpu_dedup.cli import main
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("device: cpu\nsteps:\n  - filter:\n      rules: gopher\n  - paragraph:\n"
+                      "      min-paragraph-bytes: 20\n  - dedup:\n      threshold: 0.8\n  - substring:\n"
+                      "      min-tokens: 10\n")
+    out = tmp_path / "out"
+    args = ["pipeline", str(recipe), "-o", str(out), "-q", "--engine", "ray"]
+    assert main([*args, str(unique_corpus)]) == 0
+    first = (out / "decisions.parquet").read_bytes()
+    steps = sorted((out / "steps").glob("0*"))
+    for d in (steps[0], steps[-1]):  # the filter's and the substring's records lost
+        assert d.name.split("-", 1)[1].split(".")[0] in ("filter", "substring")
+        (d / "step.json").unlink()
+    assert main([*args, str(unique_corpus), "--resume"]) == 0
+    assert (out / "decisions.parquet").read_bytes() == first
+    fewer = tmp_path / "fewer"
+    shutil.copytree(unique_corpus, fewer)
+    (fewer / "sub" / "c.jsonl").unlink()
+    assert main([*args, str(fewer), "--resume"]) == 0
+    ids = pq.read_table(out / "decisions.parquet")["id"].to_pylist()
+    assert sorted(ids) == sorted(pq.read_table(fewer / "a.parquet")["id"].to_pylist())

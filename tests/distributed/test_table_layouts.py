@@ -12,7 +12,7 @@ from gpu_dedup import RunConfig
 from gpu_dedup.cli import main
 from gpu_dedup.decisions import DECISIONS_SCHEMA, read_table, table_path
 from gpu_dedup.distributed import layout_of
-from gpu_dedup.errors import ConfigError, MissingFileError
+from gpu_dedup.errors import ConfigError, DataError, MissingFileError
 from gpu_dedup.report import write_report
 from gpu_dedup.report.inputs import load_run
 from gpu_dedup.runtime.run import write_tables
@@ -69,3 +69,28 @@ def test_readers_read_a_dataset_as_the_file(src, tmp_path):
     assert write_report(str(parts)).endswith("report.html")
     with pytest.raises(MissingFileError, match="decisions.parquet.*a Ray run's parts"):
         table_path(tmp_path, "decisions")
+
+
+def test_readers_name_a_damaged_or_emptied_dataset(src, tmp_path, capsys):
+    """A truncated part of OUT/scores/ (a Ray filter run's dataset): `gpu-dedup report` fails with one line naming
+    the part (was pyarrow's traceback); a dataset folder holding no part at all is refused, not read as a table of
+    no rows (was a report of nothing)."""
+    out = tmp_path / "o"
+    assert main(["filter", str(src), "-o", str(out), "--rules", "gopher", "-q"]) == 0
+    t = pq.read_table(out / "scores.parquet")
+    (out / "scores.parquet").unlink()
+    write_tables([t.slice(0, 40)], t.schema, out / "scores" / "part-000000.parquet")
+    write_tables([t.slice(40)], t.schema, out / "scores" / "part-000001.parquet")
+    assert read_table(out, "scores").equals(t)
+    bad = out / "scores" / "part-000001.parquet"
+    bad.write_bytes(bad.read_bytes()[:100])
+    with pytest.raises(DataError, match="part-000001.parquet"):
+        read_table(out, "scores")
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "part-000001.parquet" in err and "Traceback" not in err
+    for p in (out / "scores").iterdir():
+        p.unlink()
+    with pytest.raises(MissingFileError, match="holds no part"):
+        read_table(out, "scores")

@@ -2,6 +2,7 @@
 common-phrase false alarm (stop-list and item-frequency policy), original byte offsets, benchmark
 formats, an independent reference, output files and CPU == GPU (simulator)."""
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -9,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup.config import NormalizeConfig
+from gpu_dedup.errors import DataError
 from gpu_dedup.runtime.device import array_backend, simulator, to_device, to_host
 from gpu_dedup.text.normalize import normalize_text
 from gpu_dedup.screen.screening import (MATCHES_SCHEMA, ScreenConfig, load_phrases, ngram_hashes, read_benchmarks, screen,
@@ -140,6 +142,25 @@ def test_benchmark_formats(tmp_path):
     assert whole.item_ids == ["d.txt"] and whole.piece_text == ["line one\n\n  \nline two\n"]
     with pytest.raises(ValueError, match="no record has any of the fields"):
         read_benchmarks([paths[0]], ScreenConfig(fields=("missing",)))
+
+
+@pytest.mark.parametrize("name", ["b.jsonl.gz", "b.parquet", "b.json"])
+def test_damaged_benchmark_file_is_named(tmp_path, name):
+    """A truncated gzip stream or Parquet file, a broken JSON array: a DataError naming the file (was the bare
+    'Truncated compressed stream' of the decompressor, or pyarrow's / json's own error)."""
+    import gzip
+
+    p = tmp_path / name
+    if name.endswith(".gz"):
+        data = gzip.compress(b"".join(json.dumps({"prompt": f"item {i}"}).encode() + b"\n" for i in range(300)))
+        p.write_bytes(data[:len(data) // 2])
+    elif name.endswith(".parquet"):
+        pq.write_table(pa.table({"prompt": [f"item {i}" for i in range(300)]}), p)
+        p.write_bytes(p.read_bytes()[:200])
+    else:
+        p.write_text('[{"prompt": "one"},\n{"prompt": ')
+    with pytest.raises(DataError, match=f"benchmark file {re.escape(str(p))}: not readable"):
+        read_benchmarks([str(p)], ScreenConfig())
 
 
 def test_items_are_named_by_a_known_id_field(tmp_path, caplog, capsys):

@@ -111,7 +111,7 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     if engine == "local" and (workers is not None or address is not None):
-        raise ConfigError("workers / address need engine='ray' (--engine ray)")
+        raise ConfigError("workers / address need engine='ray'")
     guard = sources or SourceGuard()
     if engine == "ray" or table_layout is not None:
         from .. import distributed

@@ -20,8 +20,8 @@ logger = logging.getLogger(__name__)
 # read from the cache index files an empty NUMBA_CACHE_DIR holds after each warm-up step.
 _NORMALIZE = ("core", ("normalize_sizes", "normalize_write"))
 KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
-    "dedup": (("core", ("normalize_sizes", "normalize_write", "exact_hashes", "shingle_sets", "sketch_signatures",
-                    "band_keys", "union_find", "_find", "representative_components")),),
+    "dedup": (("core", ("normalize_sizes", "normalize_write", "exact_hashes", "shingle_sets", "compact_sets",
+                    "sketch_signatures", "band_keys", "union_find", "_find", "representative_components")),),
     "paragraph": (("bloom", ("span_norm_sizes", "span_norm_hash", "split_count", "split_write", "cut_copy",
                              "bloom_insert", "bloom_query")),),
     "screen": (("bloom", ("word_spans", "ngram_hashes", "member_sorted")), _NORMALIZE),
@@ -43,13 +43,14 @@ KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 # compile includes shared device functions (normalize_sizes) carries their cost; a helper dispatcher compiled
 # inside its caller's compile (_find, _ngram_stats, ...) costs 0 here, its caller's figure holds it.
 # core.sketch_signatures (the fss family, issue 38): `first_runs.py run --table` on 2026-12-04, load average 7.
+# core.compact_sets (verification's set compaction): its own compile, CPU seconds, empty cache, 2026-12-05, load ~3.
 COMPILE_S: dict[str, float] = {
     "bloom.bloom_insert": 0.77, "bloom.bloom_query": 0.74, "bloom.cut_copy": 0.99, "bloom.member_sorted": 0.51,
     "bloom.ngram_hashes": 3.71, "bloom.span_norm_hash": 2.52, "bloom.span_norm_sizes": 5.14,
     "bloom.split_count": 2.38, "bloom.split_write": 0.88, "bloom.word_spans": 1.34, "core._find": 0.0,
-    "core.band_keys": 0.75, "core.exact_hashes": 1.99, "core.sketch_signatures": 4.22, "core.normalize_sizes": 4.58,
-    "core.normalize_write": 1.31, "core.representative_components": 1.79, "core.shingle_sets": 2.9,
-    "core.union_find": 0.4, "domain.domain_stats": 3.08, "fasttext.ft_build_vocab_table": 0.1,
+    "core.band_keys": 0.75, "core.compact_sets": 0.71, "core.exact_hashes": 1.99, "core.sketch_signatures": 4.22,
+    "core.normalize_sizes": 4.58, "core.normalize_write": 1.31, "core.representative_components": 1.79,
+    "core.shingle_sets": 2.9,    "core.union_find": 0.4, "domain.domain_stats": 3.08, "fasttext.ft_build_vocab_table": 0.1,
     "fasttext.ft_hash_spans": 0.18, "fasttext.ft_hidden": 4.44, "fasttext.ft_label_prob": 2.56,
     "fasttext.ft_predict": 3.82, "fasttext.ft_vocab_subwords": 2.58, "features._ngram_stats": 0.0,
     "features._rule_stats_doc": 0.0, "features._sorted_groups_dup": 0.0, "features.char_counts": 0.88,

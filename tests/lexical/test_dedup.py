@@ -473,6 +473,7 @@ def test_run_json_timings_account_for_the_run_and_compilation_is_its_own_entry(t
     monkeypatch.setattr(compiling, "uncached", lambda stages: 1)  # "a kernel is not cached yet"
     res = gpu_dedup.deduplicate(src, RunConfig(device="cpu"), tmp_path / "o2")
     tm = json.loads((tmp_path / "o2" / "run.json").read_text())["timings_s"]
-    assert tm["compile"] > 0 and sum(v for k, v in tm.items() if k != "total") >= 0.95 * tm["total"]
+    # the same few fixed milliseconds between the stages as above (the run is ~50 ms)
+    assert tm["compile"] > 0 and sum(v for k, v in tm.items() if k != "total") >= 0.95 * tm["total"] - 0.01
     busy = tm["total"] - tm["report"] - tm["compile"]
     assert res.stats["throughput_docs_per_s"] == pytest.approx(len(rows) / busy, rel=1e-6)

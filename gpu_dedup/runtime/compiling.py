@@ -50,7 +50,7 @@ COMPILE_S: dict[str, float] = {
     "bloom.split_count": 2.38, "bloom.split_write": 0.88, "bloom.word_spans": 1.34, "core._find": 0.0,
     "core.band_keys": 0.75, "core.compact_sets": 0.71, "core.exact_hashes": 1.99, "core.sketch_signatures": 4.22,
     "core.normalize_sizes": 4.58, "core.normalize_write": 1.31, "core.representative_components": 1.79,
-    "core.shingle_sets": 2.9,    "core.union_find": 0.4, "domain.domain_stats": 3.08, "fasttext.ft_build_vocab_table": 0.1,
+    "core.shingle_sets": 2.9, "core.union_find": 0.4, "domain.domain_stats": 3.08, "fasttext.ft_build_vocab_table": 0.1,
     "fasttext.ft_hash_spans": 0.18, "fasttext.ft_hidden": 4.44, "fasttext.ft_label_prob": 2.56,
     "fasttext.ft_predict": 3.82, "fasttext.ft_vocab_subwords": 2.58, "features._ngram_stats": 0.0,
     "features._rule_stats_doc": 0.0, "features._sorted_groups_dup": 0.0, "features.char_counts": 0.88,

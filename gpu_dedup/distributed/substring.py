@@ -307,7 +307,6 @@ def substring_dedup_ray(source: Any, cfg, out: str | None, env):
 
 def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: int, work: str,
                    workers: int | None, address: str | None, resume: bool):
-    from ..errors import DataError
     from ..runtime.run import Steps, finish, write_tables
     from ..substring.dedup import (
         DOCS_FILE,
@@ -317,6 +316,7 @@ def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: i
         SPANS_SCHEMA,
         STATS_FILE,
         SubstringResult,
+        no_documents,
         substring_stats,
         throughput_stats,
         too_long,
@@ -334,8 +334,7 @@ def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: i
         job.extra["token_offsets"] = offsets_of([t["tokens"] for t in tk])
         read = merged_read(tk)
         if not job.offsets[-1]:
-            raise DataError(f"no documents in {source!r}: substring dedup needs at least one (read: "
-                            f"{read.to_dict()})")
+            raise no_documents(source, read.to_dict())
         over = next((t["too_long"] for t in tk if t["too_long"] is not None), None)
         if over is not None:
             fi = next(i for i, t in enumerate(tk) if t["too_long"] is not None)

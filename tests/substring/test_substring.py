@@ -412,8 +412,11 @@ def test_bad_input(tmp_path):
     empty = tmp_path / "empty" / "e.jsonl"
     empty.parent.mkdir()
     empty.write_text("")
-    with pytest.raises(ValueError, match="no documents"):
+    with pytest.raises(ValueError, match="no documents") as e:
         substring_dedup(str(empty))
+    # one line naming what was read (not the read report's dict) and the fix
+    assert "(1 file(s), 0 document(s); without a document: e.jsonl)" in str(e.value) and "--text-field" in str(e.value)
+    assert "{" not in str(e.value)
     res = run(["", "  \n ", "x"], min_tokens=1)  # documents without tokens: only separators in the array
     assert res.documents.column("flag").to_pylist() == ["unchanged"] * 3 and res.spans.num_rows == 0
     with pytest.raises(ValueError, match="keep must be"):

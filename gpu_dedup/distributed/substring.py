@@ -316,7 +316,7 @@ def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: i
         SPANS_SCHEMA,
         STATS_FILE,
         SubstringResult,
-        no_documents,
+        empty_input_error,
         substring_stats,
         throughput_stats,
         too_long,
@@ -334,7 +334,7 @@ def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: i
         job.extra["token_offsets"] = offsets_of([t["tokens"] for t in tk])
         read = merged_read(tk)
         if not job.offsets[-1]:
-            raise no_documents(source, read.to_dict())
+            raise empty_input_error(files, read.to_dict())
         over = next((t["too_long"] for t in tk if t["too_long"] is not None), None)
         if over is not None:
             fi = next(i for i, t in enumerate(tk) if t["too_long"] is not None)

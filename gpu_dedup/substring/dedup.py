@@ -178,7 +178,7 @@ def read_corpus(source: Any, cfg: SubstringConfig, work_dir: str | None = None, 
             beat.update(len(text))
     if not ids:
         store.close()
-        raise no_documents(source, report.to_dict())
+        raise empty_input_error(files, report.to_dict())
     return Corpus(files, pa.concat_arrays(ids), np.concatenate(lengths), np.concatenate(values) if values else None,
                   report.to_dict(), store.finish())
 
@@ -195,17 +195,14 @@ def too_long_in(toks: Tokens, cfg: SubstringConfig) -> int | None:
     return None
 
 
+def empty_input_error(files, read: dict[str, Any]) -> DataError:
+    """The error of an input without a single document (both engines): io's one line naming its files."""
+    from ..io.check import no_documents
 
-def no_documents(source: Any, read: dict[str, Any]) -> DataError:
-    """The error of an input without a single document (both engines): what was read, in one line."""
-    what = f"{read['files']} file(s), {read['rows']} document(s)"
-    if read["empty_files"]:
-        shown = ", ".join(read["empty_files"][:5]) + (" ..." if len(read["empty_files"]) > 5 else "")
-        what += f"; without a document: {shown}"
-    if read["skipped"]:
-        what += f"; {len(read['skipped'])} skipped (--on-error skip)"
-    return DataError(f"no documents in {source!r} ({what}): substring dedup needs at least one; check the input "
-                     "paths, the file contents and --text-field")
+    table = bool(files) and all(getattr(f, "fmt", None) == "table" for f in files)
+    whole = [s["file"] for s in read["skipped"] if s.get("level") == "file"]
+    return DataError(f"substring dedup needs at least one document: {no_documents(read['empty_files'], whole, table)}")
+
 
 def tokenize(data: np.ndarray, offsets: np.ndarray, text: pa.Array, cfg: SubstringConfig, tok: Any,
              device: str = "cpu") -> Tokens:

@@ -415,7 +415,7 @@ def test_bad_input(tmp_path):
     with pytest.raises(ValueError, match="no documents") as e:
         substring_dedup(str(empty))
     # one line naming what was read (not the read report's dict) and the fix
-    assert "(1 file(s), 0 document(s); without a document: e.jsonl)" in str(e.value) and "--text-field" in str(e.value)
+    assert "(1 file(s) without a single document: e.jsonl)" in str(e.value) and "--text-field" in str(e.value)
     assert "{" not in str(e.value)
     res = run(["", "  \n ", "x"], min_tokens=1)  # documents without tokens: only separators in the array
     assert res.documents.column("flag").to_pylist() == ["unchanged"] * 3 and res.spans.num_rows == 0

@@ -94,6 +94,7 @@ class Driver:
     source_stats: dict = field(default_factory=dict)  # run.json's ``sources`` (after write)
     progress: bool = False  # the driver's bars (the workers draw none)
     dataset: bool = False  # OUT/decisions/ as per-file parts written by the tasks (outputs.py), not one file
+    peak_rss: int = 0  # the largest peak RSS any task reported (run.json engine.worker_peak_rss_bytes)
 
     @property
     def limited(self) -> bool:
@@ -119,6 +120,7 @@ class Driver:
         with bar:
             res = self._run(stage, keys, args, lambda i, r: done(keys[i], r))
         self.timings[f"ray_{stage.name}"] = self.timings.get(f"ray_{stage.name}", 0.0) + time.perf_counter() - t
+        self.peak_rss = max([self.peak_rss, *(int(r.get("peak_rss_bytes", 0) or 0) for r in res)])
         meter = current_meter()
         if meter is not None:  # the tasks' own accounting (run.json's cost)
             meter.add_tasks(res, on_gpu=bool(self.actors and stage.device))
@@ -386,7 +388,7 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
     if job.cfg.cluster.scope_field is not None:
         stats["stages"]["scope"] = _scope_stats(job.cfg.cluster.scope_field, r[WRITE])
     mapped = signed + r[EXACT]
-    stats["engine"].update({"workers": workers, "address": address,
+    stats["engine"].update({"workers": workers, "address": address, "worker_peak_rss_bytes": d.peak_rss,
                             "sign_tasks_reused": sum(1 for s in signed[first:] if s.get("reused")),
                             "device_workers": len(d.actors),
                             "device_worker_processes": len({x["worker_pid"] for x in mapped if "worker_pid" in x}),
@@ -527,6 +529,4 @@ def _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step, band
     dedup = {"files": total([w["deduplicated"] for w in wr], "files"),
              "rows_written": total([w["deduplicated"] for w in wr], "rows_written")}
     return {"counts": counts, "stages": stages_, "read": read, "pass1_task_seconds": timings, "deduplicated": dedup,
-            "engine": {"name": "ray", "nodes": nodes, "partitions": parts,
-                       "worker_peak_rss_bytes": max(r.get("peak_rss_bytes", 0) for rs in
-                                                    (signed, ex, bk, lab, mem, pol, sz, wr) for r in rs)}}
+            "engine": {"name": "ray", "nodes": nodes, "partitions": parts}}

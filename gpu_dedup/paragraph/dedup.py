@@ -78,7 +78,6 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .. import io
 from ..config import InputConfig, NormalizeConfig, is_int, is_real
@@ -87,7 +86,7 @@ from ..runtime.device import batch_bytes, note_compiling, simulator, to_device, 
 from ..runtime.passes import progress
 from ..errors import ConfigError
 from ..io.text import arrow_text_buffers
-from ..runtime.run import RowGroups, Steps, finish, header, peak_rss_bytes, resources
+from ..runtime.run import RowGroups, Steps, finish, header, peak_rss_bytes, resources, row_group_files
 from ..text.cutwrite import apply_cuts, write_cut_documents
 from ..text.spans import cut_ranges, gather_spans, hex128, span_hashes
 from ..constants import SPAN_SENTENCES
@@ -504,21 +503,10 @@ class _Sinks:
         self._groups: list[RowGroups] = []
 
     def __enter__(self) -> "_Sinks":
-        if self.out is None:
-            return self
-        from contextlib import ExitStack
-
-        os.makedirs(self.out, exist_ok=True)
-        self._stack = ExitStack().__enter__()
-        try:
-            for name, schema in (("removed_spans.parquet", SPANS_SCHEMA), ("paragraph_docs.parquet", DOCS_SCHEMA)):
-                tmp = self._stack.enter_context(io.atomic_path(os.path.join(self.out, name)))
-                w = pq.ParquetWriter(tmp, schema)
-                self._stack.callback(w.close)
-                self._groups.append(RowGroups(w, schema, name))
-        except BaseException:
-            self._stack.__exit__(None, None, None)
-            raise
+        if self.out is not None:
+            self._files = row_group_files(self.out, (("removed_spans.parquet", SPANS_SCHEMA),
+                                                     ("paragraph_docs.parquet", DOCS_SCHEMA)))
+            self._groups = self._files.__enter__()
         return self
 
     def write(self, spans: pa.Table, docs: pa.Table) -> None:
@@ -526,14 +514,5 @@ class _Sinks:
         self._groups[1].add(docs)
 
     def __exit__(self, *exc: Any) -> None:
-        if self.out is None:
-            return
-        if exc[0] is None:
-            try:
-                for g in self._groups:
-                    g.flush()
-            except BaseException as e:  # the files are removed, never left partial
-                if not self._stack.__exit__(type(e), e, e.__traceback__):
-                    raise
-                return
-        self._stack.__exit__(*exc)
+        if self.out is not None:
+            self._files.__exit__(*exc)

@@ -260,6 +260,26 @@ class RowGroups:
         self.buf, self.n = [], 0
 
 
+
+@contextlib.contextmanager
+def row_group_files(out: str, tables: Sequence[tuple[str, pa.Schema]]) -> Iterator[list[RowGroups]]:
+    """OUT/<name> for each (name, schema) of ``tables``, streamed in fixed row groups (``RowGroups``, one per
+    table, in order) and atomic: every file appears, flushed, when the block ends without an error; on an error
+    (a flush's included) none is left."""
+    import pyarrow.parquet as pq
+
+    os.makedirs(out, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        groups = []
+        for name, schema in tables:
+            tmp = stack.enter_context(io.atomic_path(os.path.join(out, name)))
+            w = pq.ParquetWriter(tmp, schema)
+            stack.callback(w.close)
+            groups.append(RowGroups(w, schema, name))
+        yield groups
+        for g in groups:
+            g.flush()
+
 def _row_group(writer, rows: pa.Table) -> None:
     writer.write_table(rows.combine_chunks(), row_group_size=ROW_GROUP_ROWS)
 

@@ -55,7 +55,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .. import constants as C
 from .. import io
@@ -68,7 +67,7 @@ from ..text.cutwrite import apply_cuts, write_cut_documents
 from ..text.spans import gather_spans
 from ..runtime.outputs import input_roots
 from ..runtime.passes import progress
-from ..runtime.run import RowGroups, Steps, finish, header, owned, peak_rss_bytes, resources
+from ..runtime.run import Steps, finish, header, owned, peak_rss_bytes, resources, row_group_files
 from .config import SubstringConfig
 from .spans import CutSpans, KeepOrder, Matches, byte_cuts, cut_spans, find_matches
 from .suffix import require_library
@@ -268,17 +267,9 @@ class _Sinks:
         self.out, self.parts = out, ([], [])
 
     def __enter__(self) -> "_Sinks":
-        from contextlib import ExitStack
-
-        self._stack = ExitStack().__enter__()
         if self.out is not None:
-            os.makedirs(self.out, exist_ok=True)
-            self.groups = []
-            for name, schema in ((SPANS_FILE, SPANS_SCHEMA), (DOCS_FILE, DOCS_SCHEMA)):
-                tmp = self._stack.enter_context(io.atomic_path(os.path.join(self.out, name)))
-                w = pq.ParquetWriter(tmp, schema)
-                self._stack.callback(w.close)
-                self.groups.append(RowGroups(w, schema, name))
+            self._files = row_group_files(self.out, ((SPANS_FILE, SPANS_SCHEMA), (DOCS_FILE, DOCS_SCHEMA)))
+            self.groups = self._files.__enter__()
         return self
 
     def write(self, spans: pa.Table, docs: pa.Table) -> None:
@@ -290,15 +281,7 @@ class _Sinks:
             self.parts[1].append(docs)
 
     def __exit__(self, *exc: Any) -> Any:
-        if self.out is not None and exc[0] is None:
-            try:
-                for g in self.groups:
-                    g.flush()
-            except BaseException as e:  # the files are removed, never left partial
-                if not self._stack.__exit__(type(e), e, e.__traceback__):
-                    raise
-                return None
-        return self._stack.__exit__(*exc)
+        return self._files.__exit__(*exc) if self.out is not None else None
 
 
 @dataclass

@@ -139,6 +139,41 @@ def test_kenlm_loads_our_arpa_and_scores_agree(trained):
     assert np.allclose(ppl, [model.perplexity(s) for s in single], rtol=1e-4)
 
 
+def test_read_ahead_scorer_equals_kenlm_across_its_ring_and_document_groups(tmp_path):
+    """The CPU scorer reads words LOOKAHEAD tokens ahead of the one it scores, keeps RING tokens and takes
+    documents DOC_GROUP at a time (kernels/lm_cpu.py): documents and lines longer than all of them, empty and
+    blank lines between sentences, the special words written in the text, words either side of the 15-byte
+    short-key limit, multi-byte words, OOV words and a count of documents that is no multiple of the group
+    score as kenlm scores them, with kenlm's token, sentence and OOV counts (a 5-gram: the history spans 4)."""
+    from gpu_dedup.kernels import lm_cpu
+
+    sents = _zipf_sentences(4, 3000, vocab=300)
+    ref = tmp_path / "ref.txt"
+    ref.write_text("\n".join(sents + ["exactly15bytes! sixteen_bytes_xx 日本語 é w1", "w1 w2 w1 w3"]) + "\n")
+    path = tmp_path / "m5.arpa"
+    train_lm([ref], path, LMTrainConfig(order=5, normalization=NONE))
+    model = kenlm.Model(str(path))
+    rng = random.Random(8)
+    extra = ["</s>", "<s>", "<unk>", "exactly15bytes!", "sixteen_bytes_xx", "日本語", "é", "oov_word", "w1", "w2"]
+    long_line = " ".join(rng.choice(extra) if rng.random() < 0.2 else f"w{rng.randint(1, 40)}"
+                         for _ in range(3 * lm_cpu.RING + 7))
+    docs = [long_line, "\n".join(rng.sample(sents, 200)), "\n\n \t\nw1 w2\n\n\nw3\n", "", "\n", " </s> ",
+            "w1 </s> w2 <s> w3", "<s>", "oov_word"]
+    for _ in range(3 * lm_cpu.DOC_GROUP + 5 - len(docs)):
+        lines = [" ".join(rng.choice(extra) if rng.random() < 0.15 else f"w{rng.randint(1, 350)}"
+                          for _ in range(rng.randint(0, 2 * lm_cpu.LOOKAHEAD))) for _ in range(rng.randint(0, 6))]
+        docs.append(rng.choice(["\n", "\n\n", "\n \n"]).join(lines))
+    out = load_lm(path).score(docs)
+    want = np.array([_kenlm_doc(model, d) for d in docs])
+    assert np.abs(out["logprob"] - want).max() < TOL_KENLM
+    lines = [[ln.split() for ln in d.split("\n") if ln.split()] for d in docs]
+    assert out["tokens"].tolist() == [sum(len(w) + 1 for w in ls) for ls in lines]
+    assert out["sentences"].tolist() == [len(ls) for ls in lines]
+    # (kenlm's `in` says False for <unk> itself; written in the text, it is the model's word <unk>)
+    assert out["oov"].tolist() == [sum(1 for w in ls for x in w if x not in model and x != "<unk>") for ls in lines]
+    assert out["oov"].sum() > 0 and len(docs) % lm_cpu.DOC_GROUP
+
+
 HAND_ARPA = """\\data\\
 ngram 1=6
 ngram 2=5

@@ -338,6 +338,59 @@ def test_corrupt_arpa_is_refused_with_file_and_line(tmp_path, edit, match):
         load_lm(path, normalization=NONE)
 
 
+def _read_per_line(path, monkeypatch):
+    from gpu_dedup.filters import arpa
+
+    with monkeypatch.context() as m:
+        m.setattr(arpa, "_block_fast", lambda *a, **k: None)
+        return read_arpa(str(path))
+
+
+def _same_model(a, b) -> bool:
+    return a[0] == b[0] and a[1] == b[1] and all(
+        np.array_equal(r1, r2) and np.array_equal(p1.view(np.uint32), p2.view(np.uint32))
+        and np.array_equal(b1.view(np.uint32), b2.view(np.uint32)) for (r1, p1, b1), (r2, p2, b2) in zip(a[2], b[2]))
+
+
+def test_arpa_blocks_read_column_wise_equal_the_per_line_reader(trained, tmp_path, monkeypatch):
+    """read_arpa parses blocks of _BEAT_LINES lines with Arrow and leaves a block with anything unusual to the
+    per-line reader (the reference). Both give the same vocabulary, ids and float32 bits: on our model (blocks
+    of 7 lines: every section split, a last partial block), and with lines in the layouts KenLM also reads
+    (spaces for tabs, runs of blanks, CRLF, a trailing blank, exponents, '+', '-0', '.5') among canonical ones."""
+    from gpu_dedup.filters import arpa
+
+    monkeypatch.setattr(arpa, "_BEAT_LINES", 7)
+    want = _read_per_line(trained[0], monkeypatch)
+    assert _same_model(read_arpa(str(trained[0])), want)
+    odd = (HAND_ARPA.replace("-0.4\t<s> the\t-0.1", "-0.4  <s>   the \t -0.1 ")
+           .replace("-0.5\tthe cat\t-0.15", "-5e-1\tthe cat\t-1.5E-1\r")
+           .replace("-1.1\tcat\t-0.25", "-1.1\tcat\t+0")
+           .replace("-0.9\tthe\t-0.3", "-.9\tthe\t-0")
+           .replace("-0.2\t<s> the cat", "-0.2\t<s> the cat\t0.0"))
+    path = tmp_path / "odd.arpa"
+    path.write_text(odd)
+    monkeypatch.setattr(arpa, "_BEAT_LINES", 2)
+    got = read_arpa(str(path))
+    assert _same_model(got, _read_per_line(path, monkeypatch))
+    assert got[2][1][1][1] == np.float32(-0.5) and got[2][1][2][1] == np.float32(-0.15)  # the "the cat" line
+
+
+def test_arpa_error_in_a_later_block_names_its_line(trained, tmp_path, monkeypatch):
+    """A bad n-gram deep in a section (the fourth block of 7) is named at its own line, as the per-line reader
+    names it."""
+    from gpu_dedup.filters import arpa
+
+    monkeypatch.setattr(arpa, "_BEAT_LINES", 7)
+    lines = trained[0].read_text().split("\n")
+    at = lines.index("\\2-grams:") + 25
+    word = lines[at].split("\t")[1].split(" ")[0]
+    lines[at] = lines[at].replace(word, "never_seen", 1)
+    path = tmp_path / "bad.arpa"
+    path.write_text("\n".join(lines))
+    with pytest.raises(ARPAError, match=rf":{at + 1}: word 'never_seen' is not among the unigrams"):
+        read_arpa(str(path))
+
+
 def test_scoring_takes_nulls_and_arrow(trained):
     import pyarrow as pa
 

@@ -391,6 +391,50 @@ def test_arpa_error_in_a_later_block_names_its_line(trained, tmp_path, monkeypat
         read_arpa(str(path))
 
 
+def _chain_arpa(order: int) -> str:
+    """A model of one word 'a' with an n-gram of every order up to ``order`` ('a a ... a')."""
+    lines = ["\\data\\"] + [f"ngram {n}={4 if n == 1 else 1}" for n in range(1, order + 1)]
+    lines += ["", "\\1-grams:", "-1\t<unk>\t0", "0\t<s>\t-0.5", "-1\t</s>\t0", "-0.5\ta\t-0.1"]
+    for n in range(2, order + 1):
+        lines += ["", f"\\{n}-grams:", f"-0.{n}\t{' '.join(['a'] * n)}" + ("\t-0.125" if n < order else "")]
+    return "\n".join(lines + ["", "\\end\\", ""])
+
+
+def _backoff_reference(grams: dict, words: list[str], order: int) -> float:
+    """log10 p of <s> words </s> by the ARPA backoff formula, recursively: p(w | h) = prob(h w) if stored,
+    else bo(h) + p(w | h without its first word)."""
+    def p(h: tuple, w: str) -> float:
+        if h + (w,) in grams:
+            return grams[h + (w,)][0]
+        return (grams[h][1] if h in grams else 0.0) + p(h[1:], w)
+
+    seq = ["<s>"] + words + ["</s>"]
+    return sum(p(tuple(seq[max(0, i - order + 1):i]), seq[i]) for i in range(1, len(seq)))
+
+
+def test_orders_above_kenlm_s_six_score_by_the_backoff_formula_up_to_the_kernels_limit(tmp_path):
+    """KenLM's default build refuses a model above order 6; ours scores up to ops.lm.MAX_SCORED_ORDER (8: a
+    token's keys and backoffs are fixed arrays per thread) by the backoff formula, and refuses a higher order
+    with the file and the limit named, where it read past those arrays before."""
+    from gpu_dedup.ops.lm import MAX_SCORED_ORDER
+
+    for order in (7, MAX_SCORED_ORDER):
+        path = tmp_path / f"o{order}.arpa"
+        path.write_text(_chain_arpa(order))
+        _, vocab, gram_rows = read_arpa(str(path))
+        grams = {tuple(vocab[i] for i in row): (float(p), float(b)) for rows, ps, bs in gram_rows
+                 for row, p, b in zip(rows.tolist(), ps, bs)}
+        docs = ["a " * 20, "a", "a a a\n\na a a a a a a a a"]
+        got = load_lm(path, normalization=NONE).score(docs)["logprob"]
+        want = [sum(_backoff_reference(grams, ln.split(), order) for ln in d.split("\n") if ln.split()) for d in docs]
+        assert np.allclose(got, want, atol=1e-4), (order, got, want)
+    path = tmp_path / "too_high.arpa"
+    path.write_text(_chain_arpa(MAX_SCORED_ORDER + 1))
+    with pytest.raises(ARPAError, match=rf"too_high.arpa: a {MAX_SCORED_ORDER + 1}-gram model; .* up to "
+                                        rf"{MAX_SCORED_ORDER}"):
+        load_lm(path, normalization=NONE)
+
+
 def test_scoring_takes_nulls_and_arrow(trained):
     import pyarrow as pa
 

@@ -1,17 +1,19 @@
 """The Ray engine's driver: the run's plan, a declared table of stages (``PLAN``) it walks in order, and
 what it adds to run.json. It holds no per-document state: file lists, partition counts, per-file row counts
-and the tasks' small results.
+and the tasks' small results (but for ``run --semantic``'s fold: the decisions, as the local engine holds them).
 
     Stage      one step of the plan: its task function (stages.py, graph.py, options.py, outputs.py, summary.py),
                what one task covers (``per``: a file, an input file, a key range, a component range, one task),
                whether it runs on a GPU actor with --device cuda, when it runs, the driver's own work before and
                after it
-    PLAN       sign, exact, exact_texts, exact_check, bands, buckets, star (rounds until the components are
-               stars) or components (one task, when the candidate edges are few), labels, members, policy,
-               resolve, ranks, sizes, write (then the sources' tallies merged: run.json ``sources``), kept
-               (with a source limit: the kept records once every source is within it), index_rows (not when a
-               source is over the limit), publish (OUT/decisions/ as the tasks' parts: outputs.py), shown
-               (report.html's largest clusters: summary.py)
+    PLAN       count (a prefilter's stochastic retention: each file's first run row), sign, exact,
+               exact_texts, exact_check, bands, buckets, star (rounds until the components are stars) or
+               components (one task, when the candidate edges are few), labels, members, policy, resolve, ranks,
+               sizes, write (then the sources' tallies merged: run.json ``sources``), semantic (--semantic: its
+               tasks, then its removals folded into the decisions by the driver) and recount (the final
+               decisions' counts and tallies), kept (with a source limit or --semantic: the kept records once
+               every source is within the limit), index_rows (not when a source is over the limit), publish
+               (OUT/decisions/ as the tasks' parts: outputs.py), shown (report.html's largest clusters: summary.py)
     run        the cluster, the probe, the plan, then run.json's counts and stage statistics
     key_ranges the key ranges of the shuffle (shuffle.py): --partitions, or the cluster's CPUs (at most 64);
                capped by the input's size
@@ -301,7 +303,7 @@ WRITE = Stage(stages.write, "input", before=lambda d: None if d.deferred else _j
               args=lambda d: (None if d.deferred else d.out, _source_field(d), d.thresholds, d.lexical))
 SEMANTIC = Stage(semantic_step, "one", drive=semantic_step, when=lambda d: d.semantic is not None)
 RECOUNT = Stage(stages.recount, "input", when=lambda d: d.semantic is not None, then=_tallied,
-              args=lambda d: (_source_field(d), d.thresholds))
+                args=lambda d: (_source_field(d), d.thresholds))
 KEPT = Stage(options.kept, "input", before=_journal, args=lambda d: (d.out,),
              when=lambda d: d.deferred and not d.stopped and d.out is not None and d.job.cfg.write_deduplicated)
 INDEX_ROWS = Stage(options.index_rows, "input", when=lambda d: d.save_index is not None and not d.stopped)
@@ -311,8 +313,9 @@ PUBLISH = Stage(outputs.publish, "input", args=lambda d: (d.out,), when=lambda d
 # report.html's largest clusters: their rows, ids and texts from the files holding them (summary.py)
 SHOWN = Stage(summary.shown, "input", args=lambda d: (summary.largest(d.written),), when=lambda d: bool(d.out))
 
-PLAN: tuple[Stage, ...] = (COUNT, SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, COMPONENTS, LABELS, MEMBERS,
-                           POLICY, RESOLVE, RANKS, SIZES, WRITE, SEMANTIC, RECOUNT, KEPT, INDEX_ROWS, PUBLISH, SHOWN)
+PLAN: tuple[Stage, ...] = (COUNT, SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, COMPONENTS, LABELS,
+                           MEMBERS, POLICY, RESOLVE, RANKS, SIZES, WRITE, SEMANTIC, RECOUNT, KEPT, INDEX_ROWS, PUBLISH,
+                           SHOWN)
 
 
 def walk(d: Driver) -> None:

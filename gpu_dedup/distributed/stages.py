@@ -541,7 +541,8 @@ def _written(job: Job, fi: int, decisions: pa.Table, piece: pa.Table, out: str |
     if cfg.cluster.scope_field is not None:
         # this file's scopes in order of first appearance: the driver merges them in file order
         scopes = {"scopes": _scope_counts(read_piece(job, fi, ["scope"])["scope"].combine_chunks(), keep)}
-    return {**scopes, "sources": tally.to_dict(), "out": out, "rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
+    return {**scopes, "sources": tally.to_dict(), "out": out, "rows": n,
+            "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
             "kept": int(keep.sum()), "text_bytes": [int(tb.sum()), int(tb[keep].sum())],
             "words": [int(words.sum()), int(words[keep].sum())], "deduplicated": written,
             "largest_cluster": int(size.max()) if n else 0,

@@ -244,7 +244,8 @@ def test_run_refuses_before_a_cluster_starts_or_a_step_runs(tmp_path, monkeypatc
     from gpu_dedup import distributed
     from gpu_dedup.cli import main
 
-    pq.write_table(pa.table({"id": ["a", "b"], "text": ["one two three four", "five six seven"]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"id": ["a", "b"], "text": ["one two three four", "five six seven"]}),
+                   tmp_path / "a.parquet")
     (tmp_path / "t.jsonl").write_text('{"text": "one two"}\n')
     monkeypatch.setattr(distributed, "ray_cluster", lambda *a: pytest.fail("a Ray cluster started"))
     out = tmp_path / "o"

@@ -36,6 +36,7 @@ from ..errors import ConfigError
 from ..runtime.device import batch_bytes, cache_bytes, note_compiling
 from ..runtime.outputs import input_roots
 from ..runtime.passes import TextCache, known_text_bytes
+from ..runtime.program import ray_only
 from ..runtime.run import RunResult, finish, header, owned, resources, write_tables
 from ..runtime.sources import SourceGuard, Tally, check as check_sources, source_labels, thresholds
 from ..runtime.workdir import WorkDir, checkpoint
@@ -220,7 +221,7 @@ def check_arguments(cfg: RunConfig, *, engine: str = "local", scheduler: str | N
 
         check_engine_args(workers, address, partitions)
     elif workers is not None or address is not None or partitions is not None:
-        raise ConfigError("workers / address / partitions need engine='ray'")
+        raise ConfigError(ray_only(workers=workers, address=address, partitions=partitions))
     return semantic, table_layout
 
 

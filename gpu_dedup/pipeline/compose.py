@@ -131,7 +131,8 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
     ray = dict(workers=workers, address=address, partitions=partitions) if engine == "ray" else {}
     # the dedup step's own refusals, here: none may come after a Ray cluster started or a step ran
     semantic, _ = check_arguments(cfg, engine=engine, semantic=semantic, semantic_order=semantic_order,
-                                  prefilter=prefilter, table_layout=table_layout, **ray)
+                                  prefilter=prefilter, table_layout=table_layout, workers=workers, address=address,
+                                  partitions=partitions)
     if not lexical:
         cfg = cfg.replace(cluster__near=False)
     pcfg, scfg = stage_configs(cfg, paragraph, substring)

@@ -1,5 +1,12 @@
 """ARPA files (the text format of KenLM's n-gram models): ``write_arpa``, and ``read_arpa``, which rejects
-what KenLM's reader rejects (lm/read_arpa.cc), naming the file and line (``ARPAError``).
+what KenLM's reader rejects (lm/read_arpa.cc), naming the file and line (``ARPAError``), and scores what it reads
+as KenLM does (``<UNK>`` is ``<unk>``, a probability may be ``-inf``). Where the two differ, on purpose:
+    read here, refused by KenLM: spaces where KenLM wants a tab, blanks at the ends of a line, after ``\\data\\``
+        / ``\\end\\`` / a section's title or around ``=`` in a count line (one reading only: the order says
+        how many words a line has); an order-1 model, or above KenLM's 6 (up to the scorer's limit); an empty
+        middle order;
+    refused here, read by KenLM: a duplicate unigram (KenLM keeps both, one unreachable), ``+`` before a count,
+        a file that is not UTF-8 (our text is UTF-8: its other words could never match).
 
 A model trained by gpu-dedup starts with a ``# gpu-dedup-lm: {json}`` line (``HEADER_PREFIX``): the
 contract (normalization, order, ...) that ``lm.load_lm`` checks; KenLM skips it as a comment.
@@ -26,8 +33,13 @@ HEADER_PREFIX = "# gpu-dedup-lm: "
 KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
 _BEAT_LINES = 1 << 16  # n-grams read between two looks at the clock (a progress line every HEARTBEAT_S)
 _ARPA_SPACES = re.compile(r"[ \t\r\n]+")  # KenLM's kARPASpaces: a word may hold any other byte
-# a number both Python's float() and Arrow's cast read, to the same (correctly rounded) value
+# a number both Python's float() and Arrow's cast read, to the same (correctly rounded) value; ASCII only, as
+# KenLM's reader (double-conversion) reads it: float() alone also takes "1_000", "-１" and "Infinity"
 _PLAIN_NUMBER = r"^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$"
+_NUMBER = re.compile(_PLAIN_NUMBER)
+_KENLM_INF = {"inf": math.inf, "+inf": math.inf, "-inf": -math.inf}  # double-conversion's infinity symbol
+_COUNT = re.compile(r"[0-9]+")  # ASCII digits (str.isdigit() also takes "²", which int() refuses)
+UNK_CAPS = "<UNK>"  # KenLM reads this unigram as <unk> (lm/vocab.cc kUnknownCapHash)
 
 
 def _num(value: float) -> str:
@@ -62,10 +74,13 @@ class ARPAError(DataError):
     """A malformed ARPA file (the message names the file and line)."""
 
 
-def _open_text(path: str):
+def _gzipped(path: str) -> bool:
     with open(path, "rb") as f:
-        head = f.read(len(KENLM_BINARY_MAGIC))
-    if head.startswith(b"\x1f\x8b"):
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _open_text(path: str):
+    if _gzipped(path):
         return gzip.open(path, "rt", encoding="utf-8", errors="strict", newline="\n")
     return open(path, encoding="utf-8", errors="strict", newline="\n")
 
@@ -76,6 +91,8 @@ class _ArpaLines:
     def __init__(self, path: str):
         self.path = path
         self.no = 0
+        self.header_no = 0  # the line of the contract header (its first piece)
+        self.count_no: list[int] = []  # the line of each order's 'ngram N=count'
         self.it: Any = iter(())
 
     def __iter__(self):
@@ -96,11 +113,15 @@ class _ArpaLines:
         return ARPAError(f"{self.path}:{self.no}: {msg}")
 
 
-def read_arpa(path: str) -> tuple[dict[str, Any] | None, list[str], list[tuple[np.ndarray, np.ndarray,
-                                                                               np.ndarray]]]:
+def read_arpa(path: str, max_order: int | None = None) -> tuple[dict[str, Any] | None, list[str],
+                                                                 list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
     """Parse an ARPA file: (header contract or None, vocabulary (unigram order), per order (rows int64 (M, n)
     of word ids, log10 prob float32 (M,), log10 backoff float32 (M,), 0 where absent)). Raises ARPAError with
-    file:line for anything KenLM's reader would reject (lm/read_arpa.cc) and for unknown words.
+    file:line for anything KenLM's reader would reject (lm/read_arpa.cc), for unknown words, for duplicate
+    unigrams and for an order above ``max_order`` (refused at its count line, before the sections are read).
+    As in KenLM, the unigram ``<UNK>`` is the unknown word: it is read as ``<unk>`` (higher orders may write
+    either), and a model with both has a duplicate unigram. A log10 probability may be ``-inf`` (KenLM reads
+    it; a backoff may not).
 
     Steps: the header lines up to ``\\data\\`` (``_arpa_header``), the ``ngram N=count`` lines
     (``_arpa_counts``), one section per order (``_arpa_section``), ``\\end\\`` (``_arpa_end``), then the
@@ -113,19 +134,40 @@ def read_arpa(path: str) -> tuple[dict[str, Any] | None, list[str], list[tuple[n
         with _open_text(path) as f:
             lines.it = iter(f)
             header = _arpa_header(lines)
-            counts = _arpa_counts(lines)
+            counts = _arpa_counts(lines, max_order)
             # a model of a few hundred MB reads for tens of seconds: a line every HEARTBEAT_S says how far
             with Heartbeat(logger, f"{path}: reading", total=sum(counts), unit="n-grams", start=False) as beat:
                 for n, count in enumerate(counts, 1):
                     grams.append(_arpa_section(lines, n, count, len(counts), vocab, ids, beat))
             _arpa_end(lines, len(counts))
-    except UnicodeDecodeError as exc:
-        raise ARPAError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start} of a line near line "
-                        f"{lines.no + 1}); an ARPA file is UTF-8 text (a KenLM binary is detected by its header)"
-                        ) from None
+    except UnicodeDecodeError:
+        # the decoder reads ahead of the lines taken (a block of them): find the line by reading it again
+        raise ARPAError(f"{path}:{_not_utf8(path)}; an ARPA file is UTF-8 text (a KenLM binary is detected by its "
+                        "header)") from None
     except (OSError, EOFError) as exc:
         raise ARPAError(f"{path}: cannot read it ({exc})") from None
-    return _arpa_contract(path, header), vocab, grams
+    return _arpa_contract(path, lines.header_no, header), vocab, grams
+
+
+def _not_utf8(path: str) -> str:
+    """'LINE: not UTF-8 text (...)' for the first line of ``path`` that is not UTF-8 (an error path only)."""
+    with (gzip.open(path, "rb") if _gzipped(path) else open(path, "rb")) as f:
+        for no, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return f"{no}: not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line)"
+    return "?: not UTF-8 text"
+
+
+def ngram_line(path: str, n: int, i: int) -> int | None:
+    """The line of the i-th (0-based) n-gram of the \\n-grams: section of ``path``, a file ``read_arpa`` read
+    (its n-grams follow their section's line): for messages about an n-gram found after reading."""
+    with _open_text(path) as f:
+        for no, line in enumerate(f, 1):
+            if line.strip() == f"\\{n}-grams:":
+                return no + 1 + i
+    return None
 
 
 def _arpa_header(lines: _ArpaLines) -> list[str]:
@@ -133,7 +175,12 @@ def _arpa_header(lines: _ArpaLines) -> list[str]:
     header: list[str] = []
     for line in lines:
         s = line.strip()
+        if lines.no == 1 and s.startswith("\ufeff"):
+            raise lines.bad("the file starts with a UTF-8 byte-order mark (U+FEFF), which KenLM refuses too: "
+                            "remove it")
         if s.startswith(HEADER_PREFIX.strip()):
+            if not header:
+                lines.header_no = lines.no
             header.append(s[len(HEADER_PREFIX.strip()):].strip())
         elif s == "\\data\\":
             return header
@@ -142,8 +189,9 @@ def _arpa_header(lines: _ArpaLines) -> list[str]:
     raise lines.bad("no \\data\\ line: not an ARPA file")
 
 
-def _arpa_counts(lines: _ArpaLines) -> list[int]:
-    """The n-gram count of every order, from the ``ngram N=count`` lines (orders 1, 2, ... in turn)."""
+def _arpa_counts(lines: _ArpaLines, max_order: int | None = None) -> list[int]:
+    """The n-gram count of every order, from the ``ngram N=count`` lines (orders 1, 2, ... in turn); an order
+    above ``max_order`` is refused at its line, before any section is read."""
     counts: list[int] = []
     for line in lines:
         s = line.strip()
@@ -154,9 +202,13 @@ def _arpa_counts(lines: _ArpaLines) -> list[int]:
         if not s.startswith("ngram "):
             raise lines.bad(f"expected 'ngram N=count', found {s[:60]!r}")
         n, _, c = s[6:].partition("=")
-        if not (n.strip().isdigit() and c.strip().isdigit()) or int(n) != len(counts) + 1:
+        if not (_COUNT.fullmatch(n.strip()) and _COUNT.fullmatch(c.strip())) or int(n) != len(counts) + 1:
             raise lines.bad(f"bad count line {s!r} (orders must be 1, 2, ... with integer counts)")
+        if max_order is not None and int(n) > max_order:
+            raise lines.bad(f"a model of order {int(n)} or more; the scorer reads models of order up to {max_order} "
+                            "(KenLM's default build: 6): prune it to a lower order")
         counts.append(int(c))
+        lines.count_no.append(lines.no)
     if not counts:
         raise lines.bad("no 'ngram N=count' lines after \\data\\")
     return counts
@@ -180,9 +232,13 @@ def _arpa_section(lines: _ArpaLines, n: int, count: int, order: int, vocab: list
         raise lines.bad(f"file ends before the \\{n}-grams: section")
     if s != f"\\{n}-grams:":
         raise lines.bad(f"expected \\{n}-grams:, found {s[:60]!r}")
-    rows = np.empty((count, n), np.int64)
-    prob = np.empty(count, np.float32)
-    bo = np.zeros(count, np.float32)
+    try:
+        rows = np.empty((count, n), np.int64)
+        prob = np.empty(count, np.float32)
+        bo = np.zeros(count, np.float32)
+    except (MemoryError, ValueError) as exc:
+        raise ARPAError(f"{lines.path}:{lines.count_no[n - 1]}: the header says {count:,} {n}-grams, more than this "
+                        f"machine's memory holds ({type(exc).__name__}: {exc}); is this line right?") from None
     known = None  # the vocabulary as an Arrow array (higher orders look their words up in it)
     done = 0
     while done < count:
@@ -221,11 +277,13 @@ def _block_lines(lines: _ArpaLines, m: int, n: int, count: int, done: int, order
             raise lines.bad(f"the header says {count} {n}-grams but the section has {done + i}")
         words, prob[i], bo[i] = _arpa_gram(lines, line, n, order)
         if n == 1:
-            if words[0] in ids:
-                raise lines.bad(f"duplicate unigram {words[0]!r}")
-            ids[words[0]] = len(vocab)
-            vocab.append(words[0])
-            rows[i, 0] = ids[words[0]]
+            word = "<unk>" if words[0] == UNK_CAPS else words[0]
+            if word in ids:
+                both = word == "<unk>" and UNK_CAPS in (words[0], *ids)  # the other spelling came first
+                raise lines.bad(f"duplicate unigram {words[0]!r}" + (" (KenLM reads <UNK> as <unk>)" if both else ""))
+            ids[word] = ids[words[0]] = len(vocab)
+            vocab.append(word)
+            rows[i, 0] = ids[word]
         else:
             for j, word in enumerate(words):
                 w = ids.get(word)
@@ -275,7 +333,7 @@ def _block_fast(block: list[str], n: int, order: int, vocab: list[str], ids: dic
     rows = np.empty((m, n), np.int64)
     if n == 1:
         new = flat.to_pylist()
-        if len(set(new)) < m or any(w in ids for w in new):
+        if len(set(new)) < m or any(w in ids for w in new) or UNK_CAPS in new:
             return None
         rows[:, 0] = np.arange(len(vocab), len(vocab) + m)
         ids.update(zip(new, rows[:, 0].tolist()))
@@ -296,18 +354,25 @@ def _arpa_gram(lines: _ArpaLines, line: str, n: int, order: int) -> tuple[list[s
     if len(parts) not in (n + 1, n + 2):
         raise lines.bad(f"a {n}-gram line needs log10prob, {n} word(s) and an optional backoff; found "
                         f"{len(parts)} fields")
-    try:
-        p = float(parts[0])
-        b = float(parts[n + 1]) if len(parts) == n + 2 else 0.0
-    except ValueError:
-        raise lines.bad(f"not a number in {line.strip()[:80]!r}") from None
-    if not (math.isfinite(p) and math.isfinite(b)):
-        raise lines.bad(f"non-finite value in {line.strip()[:80]!r}")
+    p = _arpa_number(parts[0])
+    b = _arpa_number(parts[n + 1]) if len(parts) == n + 2 else 0.0
+    shown = line.strip(" \t\r\n")[:80]  # as split: a \v or \f is part of a field
+    if p is None or b is None:
+        raise lines.bad(f"not a number in {shown!r}")
+    if not math.isfinite(b):  # -inf is a probability KenLM reads (of 0), not a backoff
+        raise lines.bad(f"non-finite backoff in {shown!r}")
     if p > 0:
         raise lines.bad(f"positive log10 probability {p} (a probability above 1)")
     if n == order and b != 0:
         raise lines.bad(f"the highest order ({n}) cannot have a backoff, found {b}")
     return parts[1:n + 1], p, b
+
+
+def _arpa_number(text: str) -> float | None:
+    """A number as KenLM reads it (ASCII _PLAIN_NUMBER, or its infinity symbol), None for anything else."""
+    if _NUMBER.match(text):
+        return float(text)
+    return _KENLM_INF.get(text)
 
 
 def _arpa_end(lines: _ArpaLines, order: int) -> None:
@@ -326,12 +391,17 @@ def _arpa_end(lines: _ArpaLines, order: int) -> None:
             raise lines.bad("non-blank line after \\end\\")
 
 
-def _arpa_contract(path: str, header: list[str]) -> dict[str, Any] | None:
-    """The JSON contract of the header lines (None without any)."""
+def _arpa_contract(path: str, no: int, header: list[str]) -> dict[str, Any] | None:
+    """The JSON contract of the header lines (the first at line ``no``; None without any)."""
     if not header:
         return None
     try:
-        return json.loads("".join(header))
+        contract = json.loads("".join(header))
     except json.JSONDecodeError as exc:
-        raise ARPAError(f"{path}: the '{HEADER_PREFIX.strip()}' header is not valid JSON ({exc}); remove "
-                        "the line and pass normalization= to load_lm") from None
+        contract = exc
+    if not isinstance(contract, dict) or not isinstance(contract.get("normalization", {}), dict):
+        why = contract if isinstance(contract, json.JSONDecodeError) else "not a JSON object with an object " \
+            "'normalization'"
+        raise ARPAError(f"{path}:{no}: the '{HEADER_PREFIX.strip()}' header is not valid ({why}); remove the "
+                        "line and pass normalization= to load_lm")
+    return contract

@@ -36,7 +36,7 @@ from ..runtime.device import array_module, resolve_device, to_device, to_host
 from ..runtime.heartbeat import phase
 from ..text.normalize import normalize_arrays
 from ..text.unicode_tables import POLICY_NAME, UNICODE_VERSION
-from .arpa import HEADER_PREFIX, KENLM_BINARY_MAGIC, ARPAError, read_arpa
+from .arpa import HEADER_PREFIX, KENLM_BINARY_MAGIC, ARPAError, ngram_line, read_arpa
 
 logger = logging.getLogger(__name__)
 
@@ -227,9 +227,13 @@ class NgramLM:
         (tk, tp, tb), clash = lm_ops.ngram_table_host(keys, prob, bo, cap)
         if clash >= 0:
             n, i = _locate(clash, self.counts)
-            words = " ".join(vocab[j] for j in grams[n - 1][0][i])
-            raise ARPAError(f"{self.path}: the {n}-gram {words!r} is listed twice (or two n-grams share a 64-bit "
-                            "key); remove the duplicate")
+            rows = grams[n - 1][0]
+            words = " ".join(vocab[j] for j in rows[i])
+            first = np.flatnonzero((rows[:i] == rows[i]).all(axis=1))
+            at = ngram_line(self.path, n, i)
+            raise ARPAError(f"{self.path}:{at}: the {n}-gram {words!r} is listed twice" + (
+                f" (first at line {ngram_line(self.path, n, int(first[0]))}); remove the duplicate" if first.size
+                else " (or two n-grams share a 64-bit key)"))
         # on the CPU the n-gram table is one array of 16-byte slots (key, prob, backoff), read through three
         # strided views: a lookup touches one cache line instead of three (measured 9% faster scoring)
         packed = np.zeros((cap, 2), np.uint64)
@@ -344,14 +348,14 @@ def load_lm(path: str | os.PathLike, normalization: LMNormalization | None = Non
                                   f"{KENLM_EXTRA} (or convert the model to ARPA)") from None
         return NgramLM(path, normalization, None, kenlm_model=kenlm.Model(path))
     phase(logger, "language model %s (%.0f MB): reading the ARPA file", path, os.path.getsize(path) / 1e6)
-    contract, vocab, grams = read_arpa(path)
+    contract, vocab, grams = read_arpa(path, max_order=lm_ops.MAX_SCORED_ORDER)
     if contract is None:
         if normalization is None:
             raise DataError(f"{path} has no '{HEADER_PREFIX.strip()}' header (not trained by gpu-dedup, e.g. "
                             "KenLM's lmplz): pass normalization=LMNormalization(...) describing how its training "
                             "text was normalized (mode='none' for text used as is)")
         return NgramLM(path, normalization, None, vocab, grams, device=device)
-    try:
+    try:  # (read_arpa checked that the contract and its normalization are JSON objects)
         own = LMNormalization.from_dict(contract.get("normalization", {}))
     except (TypeError, ValueError) as exc:
         raise ARPAError(f"{path}: the header's normalization is not one this version understands ({exc})") from None

@@ -321,12 +321,14 @@ def test_training_refuses_bad_inputs(tmp_path):
     (lambda s: s.replace("-0.5\tthe cat\t-0.15", "-0.5\tthe"), r":\d+: a 2-gram line needs"),
     (lambda s: s.replace("-0.2\t<s> the cat", "-0.2\t<s> the cat\t-0.1"), r":\d+: the highest order"),
     (lambda s: s.replace("-0.9\tthe", "0.5\tthe"), r":\d+: positive log10"),
-    (lambda s: s.replace("-0.9\tthe", "nan\tthe"), r":\d+: non-finite"),
+    (lambda s: s.replace("-0.9\tthe", "nan\tthe"), r":10: not a number"),
+    (lambda s: s.replace("-0.9\tthe\t-0.3", "-0.9\tthe\t-inf"), r":10: non-finite backoff"),
     (lambda s: s.replace("\\end\\\n", ""), r"missing \\end\\"),
     (lambda s: s.replace("the cat sat", "the dog sat"), r":\d+: word 'dog' is not among the unigrams"),
     (lambda s: s.replace("\\data\\", "data"), r":\d+: expected \\data\\"),
     (lambda s: s.replace("<s>", "<x>"), r"no <s> unigram"),
-    (lambda s: s.replace("-0.7\tcat </s>", "-0.7\tthe cat"), r"'the cat' is listed twice"),
+    (lambda s: s.replace("-0.7\tcat </s>", "-0.7\tthe cat"), r":19: the 2-gram 'the cat' is listed twice \(first at "
+                                                              r"line 16\)"),
 ])
 def test_corrupt_arpa_is_refused_with_file_and_line(tmp_path, edit, match):
     path = tmp_path / "bad.arpa"
@@ -336,6 +338,88 @@ def test_corrupt_arpa_is_refused_with_file_and_line(tmp_path, edit, match):
     path.write_bytes(b"\\data\\\nngram 1=1\n\n\\1-grams:\n-1\t\xff\n")
     with pytest.raises(ARPAError, match="not UTF-8"):
         load_lm(path, normalization=NONE)
+
+
+@pytest.mark.parametrize("where", ["-0.9\tthe\t-0.3", "-0.5\tthe cat\t-0.15", "-0.25\tthe cat sat"])
+@pytest.mark.parametrize("number", ["-inf", "-1e999", "-1_000", "-１", "-٣", "-Infinity", "-INF", "nan", "+.5", "-.5", "-0",
+                                    "-1.", "1e999", "0x1p3", "-0x1p3", "-1e-400", "-5E-1", "-0.9\x0b"])
+def test_arpa_numbers_are_read_as_kenlm_reads_them(tmp_path, where, number):
+    """A probability is read where KenLM reads it and refused (file:line) where KenLM refuses it, and scores as
+    KenLM scores it: ASCII numbers only (Python's float() also reads "-1_000", fullwidth and Arabic-Indic digits,
+    "-Infinity" and a trailing \\v, which read as numbers before), and KenLM's -inf, a probability of 0, which
+    was refused before."""
+    prob, rest = where.split("\t", 1)
+    path = tmp_path / "n.arpa"
+    path.write_text(HAND_ARPA.replace(where, f"{number}\t{rest}"))
+    try:
+        model = kenlm.Model(str(path))
+    except OSError:
+        model = None
+    if model is None:
+        line = HAND_ARPA.split("\n").index(where) + 1
+        with pytest.raises(ARPAError, match=rf"n.arpa:{line}: (not a number|positive log10)"):
+            load_lm(path, normalization=NONE)
+        return
+    sents = ["the cat sat", "the cat", "cat sat the dog", "sat the", "the the cat sat cat", "dog"]
+    got = load_lm(path, normalization=NONE).score(sents)["logprob"]
+    want = np.array([model.score(s, bos=True, eos=True) for s in sents])
+    assert np.allclose(got, want, rtol=0, atol=TOL_KENLM), (got, want)
+
+
+def test_capital_unk_is_the_unknown_word_as_in_kenlm(tmp_path):
+    """KenLM reads the unigram <UNK> as <unk> (lm/vocab.cc): a model that spells it so scores unknown words with
+    its probability (not -100 as a model without <unk>: scores 100 apart before), in higher orders too; a model
+    with both spellings has a duplicate unigram."""
+    path = tmp_path / "caps.arpa"
+    path.write_text(HAND_ARPA.replace("<unk>", "<UNK>").replace("-0.7\tcat </s>", "-0.7\t<UNK> </s>"))
+    model = kenlm.Model(str(path))
+    sents = ["the cat sat", "zzz", "the zzz", "<UNK> cat", "<unk>", "cat", "qq qq"]
+    got = load_lm(path, normalization=NONE).score(sents)["logprob"]
+    want = np.array([model.score(s, bos=True, eos=True) for s in sents])
+    assert np.abs(got - want).max() < TOL_KENLM
+    path.write_text(HAND_ARPA.replace("ngram 1=6", "ngram 1=7").replace("-1.5\t<unk>\t0", "-1.5\t<unk>\t0\n-2\t<UNK>\t0"))
+    with pytest.raises(ARPAError, match=r"caps.arpa:8: duplicate unigram '<UNK>' \(KenLM reads <UNK> as <unk>\)"):
+        load_lm(path, normalization=NONE)
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda s: s.replace("ngram 1=6", "ngram 1=\u00b2"), r"hostile.arpa:2: bad count line"),
+    (lambda s: s.replace("ngram 1=6", "ngram \u0661=6"), r"hostile.arpa:2: bad count line"),
+    (lambda s: s.replace("ngram 2=5", "ngram 2=99999999999999999"), r"hostile.arpa:3: the header says "
+                                                                  r"99,999,999,999,999,999 2-grams, more than"),
+    (lambda s: "# gpu-dedup-lm: 5\n" + s, r"hostile.arpa:1: the '# gpu-dedup-lm:' header is not valid"),
+    (lambda s: '#\n# gpu-dedup-lm: {"normalization": [1]}\n' + s, r"hostile.arpa:2: the '# gpu-dedup-lm:' header"),
+    (lambda s: "\ufeff" + s, r"hostile.arpa:1: the file starts with a UTF-8 byte-order mark"),
+])
+def test_hostile_arpa_headers_are_refused_in_one_line_naming_it(tmp_path, edit, match):
+    """Count lines with digits str.isdigit() takes but int() does not (a ValueError before), a count no memory
+    holds (a MemoryError before), a contract header that is JSON but not an object (an AttributeError before)
+    and a byte-order mark: an ARPAError of one line naming the file and line."""
+    path = tmp_path / "hostile.arpa"
+    path.write_text(edit(HAND_ARPA))
+    with pytest.raises(ARPAError, match=match) as err:
+        load_lm(path, normalization=NONE)
+    assert "\n" not in str(err.value)
+
+
+def test_arpa_not_utf8_names_its_line_deep_in_a_block(trained, tmp_path):
+    """The reader takes blocks of _BEAT_LINES lines, the decoder reads ahead of them: a byte that is not UTF-8
+    deep in a section is named at its own line (it was "near" the block's first line, thousands of lines off),
+    in a plain and in a gzipped file."""
+    import gzip
+
+    lines = trained[0].read_bytes().split(b"\n")
+    at = lines.index(b"\\2-grams:") + 1000
+    lines[at] = lines[at].replace(b"\t", b"\t\xff", 1)
+    path = tmp_path / "bad.arpa"
+    path.write_bytes(b"\n".join(lines))
+    gz = tmp_path / "bad.arpa.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    col = lines[at].index(b"\xff") + 1
+    for p in (path, gz):
+        with pytest.raises(ARPAError, match=rf"{p.name}:{at + 1}: not UTF-8 text \(invalid start byte at byte "
+                                            rf"{col} of the line\)"):
+            read_arpa(str(p))
 
 
 def _read_per_line(path, monkeypatch):
@@ -355,8 +439,9 @@ def _same_model(a, b) -> bool:
 def test_arpa_blocks_read_column_wise_equal_the_per_line_reader(trained, tmp_path, monkeypatch):
     """read_arpa parses blocks of _BEAT_LINES lines with Arrow and leaves a block with anything unusual to the
     per-line reader (the reference). Both give the same vocabulary, ids and float32 bits: on our model (blocks
-    of 7 lines: every section split, a last partial block), and with lines in the layouts KenLM also reads
-    (spaces for tabs, runs of blanks, CRLF, a trailing blank, exponents, '+', '-0', '.5') among canonical ones."""
+    of 7 lines: every section split, a last partial block), and with lines in the other layouts the per-line
+    reader reads (spaces for tabs and a trailing blank, which KenLM refuses; runs of blanks, CRLF, exponents, '+',
+    '-0', '.5', which it reads) among canonical ones."""
     from gpu_dedup.filters import arpa
 
     monkeypatch.setattr(arpa, "_BEAT_LINES", 7)
@@ -430,8 +515,12 @@ def test_orders_above_kenlm_s_six_score_by_the_backoff_formula_up_to_the_kernels
         assert np.allclose(got, want, atol=1e-4), (order, got, want)
     path = tmp_path / "too_high.arpa"
     path.write_text(_chain_arpa(MAX_SCORED_ORDER + 1))
-    with pytest.raises(ARPAError, match=rf"too_high.arpa: a {MAX_SCORED_ORDER + 1}-gram model; .* up to "
-                                        rf"{MAX_SCORED_ORDER}"):
+    with pytest.raises(ARPAError, match=rf"too_high.arpa:{MAX_SCORED_ORDER + 2}: a model of order "
+                                        rf"{MAX_SCORED_ORDER + 1} or more; .* up to {MAX_SCORED_ORDER}"):
+        load_lm(path, normalization=NONE)
+    # refused at its count line, before the sections are read (a large model read for minutes before)
+    path.write_text(_chain_arpa(MAX_SCORED_ORDER + 1).replace("\\1-grams:", "\\1-grams:\nnot an n-gram"))
+    with pytest.raises(ARPAError, match=rf"too_high.arpa:{MAX_SCORED_ORDER + 2}: a model of order"):
         load_lm(path, normalization=NONE)
 
 

@@ -13,6 +13,7 @@ from ..errors import ConfigError
 from ..filters.config import FilterConfig, parse_classifier, parse_domain_threshold, split_threshold
 from ..runtime.run import seconds_line, timing_line
 from . import fields
+from .args import positive_int
 
 EPILOG_FILTER = """examples:
   gpu-dedup filter crawl/ -o out --lid lid.176.ftz --lang en --lid-threshold 0.65
@@ -157,7 +158,7 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     fields.add_flags(g, FilterConfig, *RUN_FIELDS, config_defaults=True)
     g.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="ray: score the files in parallel Ray tasks (the same scores); see `run --engine`")
-    g.add_argument("--workers", type=int, help="with --engine ray: start a local Ray cluster of N processes")
+    g.add_argument("--workers", type=positive_int, help="with --engine ray: start a local Ray cluster of N processes")
     g.add_argument("--address", metavar="auto|HOST:PORT", help="with --engine ray: join a running cluster")
     g.add_argument("--table-layout", choices=("file", "dataset"), help="scores as one file (scores.parquet: the "
                    "local engine's) or a dataset of per-input-file parts the Ray tasks write (scores/: the default "

@@ -52,7 +52,7 @@ from .. import io
 from ..decisions import scores_schema
 from ..runtime.device import batch_bytes, note_compiling
 from ..runtime.passes import progress
-from ..runtime.program import ray_only
+from ..runtime.program import check_workers, ray_only
 from ..errors import ConfigError
 from ..runtime.run import Steps, owned, resources, write_table
 from ..runtime.sources import SourceGuard
@@ -113,6 +113,7 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     if engine == "local" and (workers is not None or address is not None):
         raise ConfigError(ray_only(workers=workers, address=address))
+    check_workers(workers)
     guard = sources or SourceGuard()
     if engine == "ray" or table_layout is not None:
         from .. import distributed

@@ -36,7 +36,7 @@ from ..errors import ConfigError
 from ..runtime.device import batch_bytes, cache_bytes, note_compiling
 from ..runtime.outputs import input_roots
 from ..runtime.passes import TextCache, known_text_bytes
-from ..runtime.program import ray_only
+from ..runtime.program import check_workers, ray_only
 from ..runtime.run import RunResult, finish, header, owned, resources, write_tables
 from ..runtime.sources import SourceGuard, Tally, check as check_sources, source_labels, thresholds
 from ..runtime.workdir import WorkDir, checkpoint
@@ -191,9 +191,7 @@ def check_arguments(cfg: RunConfig, *, engine: str = "local", scheduler: str | N
                           "`ray start --head` (pip install 'gpu-dedup[ray]')")
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ConfigError(f"workers={workers!r} is no number of Ray worker processes: pass a whole number >= 1, or "
-                          f"leave it out to use every CPU")
+    check_workers(workers)
     if cfg.cluster.scope_field is not None and semantic is not None:
         raise ConfigError("--scope-field cannot be combined with --semantic yet (the semantic stage is global): "
                           "run it without one of them")

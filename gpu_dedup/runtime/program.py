@@ -61,6 +61,17 @@ def ray_only(**given: Any) -> str:
            f"{'it' if len(named) == 1 else 'them'} out"
 
 
+def check_workers(workers: Any) -> None:
+    """``workers`` None or a whole number >= 1 (the CLI's type says the same): Ray would take 0 for every CPU.
+
+    Raises:
+        ConfigError: naming the value.
+    """
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ConfigError(f"workers={workers!r} is no number of Ray worker processes: pass a whole number >= 1, or "
+                          f"leave it out to use every CPU")
+
+
 @dataclass(frozen=True)
 class Env:
     """What the engine hands every step: ``device`` ("auto" | "cpu" | "cuda", never a silent fallback),
@@ -94,6 +105,7 @@ class Env:
         check_literal("Env.engine", self.engine, Literal["local", "ray"])
         if self.engine == "local" and (self.workers is not None or self.address is not None):
             raise ConfigError(ray_only(workers=self.workers, address=self.address))
+        check_workers(self.workers)
         if self.table_layout is not None:
             check_literal("Env.table_layout", self.table_layout, Literal["file", "dataset"])
         if not isinstance(self.sources, SourceGuard):

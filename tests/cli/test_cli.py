@@ -334,6 +334,40 @@ def test_ray_arguments_without_engine_ray_are_refused_by_the_api(tmp_path):
     assert not (tmp_path / "o").exists() and not (tmp_path / "p").exists()
 
 
+@pytest.mark.parametrize("bad", ["0", "-3"])
+def test_filter_workers_below_one_refused_before_ray_starts(tmp_path, capsys, bad):
+    """`filter --engine ray --workers 0` ran (a cluster of every CPU, as if --workers were left out) and
+    --workers -3 ended in Ray's traceback: filter's parser took any int where the other commands' take a whole
+    number >= 1."""
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit):
+        main(["filter", str(src), "-o", str(out), "--rules", "gopher", "--engine", "ray", "--workers", bad, "-q"])
+    assert f"argument --workers: expected a whole number >= 1, got '{bad}'" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_workers_below_one_refused_by_every_api_before_ray_starts(tmp_path):
+    """deduplicate refused workers=0 (issue 28); filter_corpus, Env and Pipeline.run took it (a cluster of every
+    CPU) or handed -1 to Ray (its traceback), after OUT was made."""
+    from gpu_dedup import Pipeline
+    from gpu_dedup.filters.config import FilterConfig
+    from gpu_dedup.filters.stage import filter_corpus
+    from gpu_dedup.lexical.program import Dedup
+    from gpu_dedup.runtime.program import Env
+
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    for bad in (0, -1, True, 2.0):
+        said = rf"^workers={bad!r} is no number of Ray worker processes"
+        with pytest.raises(ValueError, match=said):
+            Env(engine="ray", workers=bad)
+        with pytest.raises(ValueError, match=said):
+            filter_corpus(src, FilterConfig(rules="gopher"), tmp_path / "f", engine="ray", workers=bad)
+        with pytest.raises(ValueError, match=said):
+            Pipeline([Dedup()]).run(src, tmp_path / "p", engine="ray", workers=bad)
+    assert not (tmp_path / "f").exists() and not (tmp_path / "p").exists()
+
+
 def test_paragraph_unit_action_and_fp_sample_flags_set_the_config(capsys):
     """--paragraph-split sentence|span3, --paragraph-action and --paragraph-fp-sample reach ParagraphConfig; the
     defaults are the config's; a fraction outside [0, 1] is refused naming the flag."""

@@ -45,7 +45,7 @@ COMMON: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--threads",), {"type": positive_int, "metavar": "N", "help": "CPU threads of the kernels (default: all cores)"}),
     (("--device",), {"choices": DEVICES, "help": "auto (default: the GPU when usable), cpu or cuda (never a silent "
                                                  "fallback)"}),
-    (("--engine",), {"choices": ("local", "ray"), "default": "local",
+    (("--engine",), {"choices": ("local", "ray"),  # None when not given: a recipe's engine stands then
                      "help": "local (default: this process) or ray (tasks on a Ray cluster)"}),
     (("--workers",), {"type": positive_int, "help": "with --engine ray: start a local Ray cluster of N processes"}),
     (("--address",), {"metavar": "auto|HOST:PORT", "help": "with --engine ray: join a running cluster"}),

@@ -111,6 +111,23 @@ def test_pipeline_command_runs_a_recipe_and_its_settings_yield_to_the_flags(tmp_
     assert "(reused)" not in capsys.readouterr().out
 
 
+def test_a_flag_given_with_its_default_value_still_wins_over_the_recipe(tmp_path):
+    """`pipeline R --engine local` with a recipe saying `engine: ray` ran on Ray: --engine was the one common flag
+    with a default ("local"), so given as "local" it looked not given and the recipe's value replaced it."""
+    from gpu_dedup.cli.common import env_from_args
+    from gpu_dedup.cli.pipeline import _with_recipe_settings
+    from gpu_dedup.cli.common import load_mapping
+
+    recipe = _recipe(tmp_path, "engine: ray\ndevice: cuda\nsteps:\n  - dedup\n")
+    for argv, engine, device in ((["--engine", "local", "--device", "auto"], "local", "auto"), ([], "ray", "cuda"),
+                                 (["--engine", "ray"], "ray", "cuda")):
+        args = build_parser().parse_args(["pipeline", recipe, "in.jsonl", "-o", "out", *argv])
+        env = env_from_args(_with_recipe_settings(args, load_mapping(recipe, "recipe"), recipe))
+        assert (env.engine, env.device) == (engine, device), argv
+    args = build_parser().parse_args(["pipeline", recipe, "in.jsonl", "-o", "out"])
+    assert env_from_args(args).engine == "local"  # neither the flag nor a recipe: the local engine
+
+
 def test_the_sample_recipe_runs_four_steps_on_any_input(tmp_path):
     """The issue's done-when: filter -> dedup -> substring -> semantic, from recipes/sample.yaml (the semantic step's
     model swapped for a tiny random one: nothing is downloaded)."""

@@ -7,7 +7,8 @@ kernels (CPU or GPU) to 128-bit keys and given ids (0 <unk>, 1 <s>, 2 </s>, then
 appearance); every new key's word is kept and every known key's word compared with it, so ids are exact.
 Each sentence is ``<s> w1 ... wk </s>``; n-grams are its windows of 1..order ids (the lone ``<s>`` excepted),
 counted exactly by sorting the id rows (numpy) per batch and merging. Literal ``<s>``, ``</s>``, ``<unk>`` in
-the text are dropped with a warning, as lmplz does (it reads them as whitespace).
+the text are dropped with a warning, as lmplz does (it reads them as whitespace), and so is ``<UNK>``, which
+KenLM's ARPA reader takes for ``<unk>`` (a model with it would hold the unknown word twice).
 
 Estimation (lmplz: lm/builder/adjust_counts.cc, initial_probabilities.cc, interpolate.cc; float32 like it):
     adjusted count a(g) = raw count for the highest order and for n-grams starting with <s>, else the number
@@ -37,13 +38,14 @@ from ..errors import ConfigError, DataError, MissingFileError, OutputExistsError
 from ..runtime.outputs import check_outside_inputs, input_roots
 from ..io.text import arrow_text_buffers
 from ..ops import lm as lm_ops
-from .arpa import write_arpa
+from .arpa import UNK_CAPS, write_arpa
 from .lm import SPECIALS, LMNormalization, lm_contract, prepare_text
 
 logger = logging.getLogger(__name__)
 
 UNK, BOS, EOS = 0, 1, 2
 MAX_ORDER = 6
+DROPPED = frozenset(SPECIALS) | {UNK_CAPS}  # words of the text that are no words of the model (module doc)
 OnError = Literal["raise", "skip"]
 _MERGE_ROWS = 1 << 23  # merge an order's per-batch counts once this many rows are pending
 _TXT_BLOCK = 64 << 20  # .txt files are read in blocks of about this many bytes (cut after a newline)
@@ -154,7 +156,7 @@ class NgramCounter:
 
     def _word_ids(self, tdata: np.ndarray, start, end, h1, h2) -> np.ndarray:
         """Ids of the words (exact: a known key's word is compared with the one it was first seen as); -1
-        for the special tokens <s>, </s>, <unk> written in the text."""
+        for the special tokens <s>, </s>, <unk> (and <UNK>: module doc) written in the text."""
         if not start.shape[0]:
             return np.zeros(0, np.int64)
         keys = np.stack([h1, h2], axis=1)
@@ -173,11 +175,11 @@ class NgramCounter:
             word = raw[int(start[first[j]]):int(end[first[j]])].decode("utf-8")
             known = self._ids.get((k1, k2))
             if known is None:
-                known = -1 if word in SPECIALS else len(self.vocab)
+                known = -1 if word in DROPPED else len(self.vocab)
                 if known >= 0:
                     self.vocab.append(word)
                 self._ids[(k1, k2)] = known
-            elif (word in SPECIALS) != (known < 0) or (known >= 0 and self.vocab[known] != word):
+            elif (word in DROPPED) != (known < 0) or (known >= 0 and self.vocab[known] != word):
                 raise RunError(f"two different words share a 128-bit key ({word!r}): report it")
             mapped[j] = known
         return mapped[inv]
@@ -489,7 +491,8 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
     if scr is not None:
         scr.verdict("reference documents")
     if counter.dropped:
-        logger.warning("dropped %d literal <s> / </s> / <unk> tokens from the reference text (as lmplz does)",
+        logger.warning("dropped %d literal <s> / </s> / <unk> / <UNK> tokens from the reference text (as lmplz does; "
+                       "KenLM reads <UNK> as <unk>)",
                        counter.dropped)
     if not counter.sentences:
         raise DataError(f"the reference corpus {[os.fspath(p) for p in paths]} has no sentence (no line with a "

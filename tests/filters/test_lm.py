@@ -382,6 +382,26 @@ def test_capital_unk_is_the_unknown_word_as_in_kenlm(tmp_path):
         load_lm(path, normalization=NONE)
 
 
+def test_training_drops_a_literal_capital_unk_like_the_other_special_words(tmp_path):
+    """KenLM reads a unigram <UNK> as <unk>: a model trained on text holding the word <UNK> had both, which KenLM
+    reads as one word (the later line's probability) and load_lm refuses; <UNK> in the text is dropped like <unk>,
+    the model is the one trained on the text without it."""
+    sents = _zipf_sentences(6, 400)
+    with_caps = [s + " <UNK>" if i % 7 == 0 else s for i, s in enumerate(sents)] + ["<UNK> w1 <UNK>"]
+    (tmp_path / "caps.txt").write_text("\n".join(with_caps) + "\n")
+    (tmp_path / "plain.txt").write_text("\n".join(sents + ["w1"]) + "\n")
+    stats = train_lm(tmp_path / "caps.txt", tmp_path / "caps.arpa", LMTrainConfig(order=3, normalization=NONE))
+    train_lm(tmp_path / "plain.txt", tmp_path / "plain.arpa", LMTrainConfig(order=3, normalization=NONE))
+    assert stats["dropped_special_tokens"] == len(sents[::7]) + 2
+    body = [[ln for ln in (tmp_path / f).read_text().split("\n") if not ln.startswith("#")]
+            for f in ("caps.arpa", "plain.arpa")]
+    assert body[0] == body[1]
+    docs = ["w1 <UNK> w2", "<UNK>", "w3 w1"]
+    got = load_lm(tmp_path / "caps.arpa").score(docs)["logprob"]
+    model = kenlm.Model(str(tmp_path / "caps.arpa"))
+    assert np.abs(got - [model.score(d, bos=True, eos=True) for d in docs]).max() < TOL_KENLM
+
+
 @pytest.mark.parametrize("edit,match", [
     (lambda s: s.replace("ngram 1=6", "ngram 1=\u00b2"), r"hostile.arpa:2: bad count line"),
     (lambda s: s.replace("ngram 1=6", "ngram \u0661=6"), r"hostile.arpa:2: bad count line"),

@@ -242,45 +242,60 @@ def bands(job: Job, fi: int) -> dict[str, Any]:
 
 @run_once("buckets")
 def buckets(job: Job, p: int) -> dict[str, Any]:
-    """Buckets of key range ``p`` (runs of >= 2 equal (band, key)) -> star edges to each run's first row."""
-    lay = job.layout
-    t = lay.read("band_rows", [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)], _BANDS)
-    band, key, row = t["band"].to_numpy(), t["key"].to_numpy(), t["row"].to_numpy()
-    if job.device == "cuda":  # one lexsort on the device
-        order = _order(job.device, row, key, band)
-    else:  # by band (a radix sort of small ints), then each band's keys (numpy's SIMD sort of uint64, as
-        # lsh.group_buckets): ties need no order, every bucket's first row is found by its minimum below
-        small = band.astype(np.uint8) if job.cfg.lsh.bands <= 256 else band
-        by_band = np.argsort(small, kind="stable")
-        bounds = np.searchsorted(band[by_band], np.arange(job.cfg.lsh.bands + 1))
-        order = np.concatenate([by_band[lo:hi][np.argsort(key[by_band[lo:hi]])]
-                                for lo, hi in zip(bounds[:-1], bounds[1:])]) if row.shape[0] else by_band
-    band, key, row = band[order], key[order], row[order]
-    c = row.shape[0]
-    start = np.ones(c, bool)
-    if c:
-        start[1:] = (band[1:] != band[:-1]) | (key[1:] != key[:-1])
-    run = np.cumsum(start) - 1
-    sizes = np.bincount(run) if c else np.zeros(0, np.int64)
-    big = sizes >= 2
-    first = np.minimum.reduceat(row, np.flatnonzero(start)) if c else row  # each bucket's smallest row
-    member = (row != first[run]) & (sizes[run] >= 2) if c else np.zeros(0, bool)
-    a, b = unique_pairs(first[run[member]], row[member])
-    write_edges(job, a, b, "edges_0", f"p{p:04d}")
+    """Buckets of key range ``p`` (runs of >= 2 equal (band, key)) -> star edges to each run's first row.
+
+    One band at a time, as lsh.group_buckets: every array is one band's share of the range (the bands task
+    writes each file's rows band by band), so the task's transient memory is a band's, reused from band to
+    band, rather than fresh arrays the size of the whole range (first touches of new pages cost more than
+    the sort on a loaded machine: 3.0 s vs 0.7 s per task of 10 M band rows, docs/performance.md)."""
+    lay, nb = job.layout, job.cfg.lsh.bands
+    files = []
+    for fi in range(job.nfiles):  # memory-mapped, zero-copy: each file's rows, its band bounds
+        t = lay.read_one("band_rows", f"f{fi:06d}-p{p:04d}")
+        band, key, row = (t[c].to_numpy() for c in ("band", "key", "row")) if t.num_rows else \
+            (np.zeros(0, np.int32), np.zeros(0, np.uint64), np.zeros(0, np.int64))
+        if band.shape[0] > 1 and (band[1:] < band[:-1]).any():  # not by band: stably so (any key order is fine)
+            by = np.argsort(band, kind="stable")
+            band, key, row = band[by], key[by], row[by]
+        files.append((np.searchsorted(band, np.arange(nb + 1)), key, row))
+    firsts, others = [], []
+    per_band = np.zeros(nb, np.int64)
+    entries, largest = 0, 0
+    for b in range(nb):
+        key = np.concatenate([k[bd[b]:bd[b + 1]] for bd, k, _ in files])
+        row = np.concatenate([r[bd[b]:bd[b + 1]] for bd, _, r in files])
+        c = key.shape[0]
+        if c < 2:
+            continue
+        # any order of equal keys: each bucket's first row is found by its minimum below
+        order = _argsort(job.device, key)
+        key, row = key[order], row[order]
+        start = np.ones(c, bool)
+        start[1:] = key[1:] != key[:-1]
+        run = np.cumsum(start) - 1
+        sizes = np.bincount(run)
+        big = sizes >= 2
+        first = np.minimum.reduceat(row, np.flatnonzero(start))  # each bucket's smallest row
+        member = (row != first[run]) & big[run]
+        firsts.append(first[run[member]])
+        others.append(row[member])
+        per_band[b] = int(big.sum())
+        entries += int(sizes[big].sum())
+        largest = max(largest, int(sizes[big].max()) if per_band[b] else 0)
+    a, b_ = unique_pairs(np.concatenate(firsts) if firsts else np.zeros(0, np.int64),
+                         np.concatenate(others) if others else np.zeros(0, np.int64))
+    write_edges(job, a, b_, "edges_0", f"p{p:04d}")
     # the local engine's LSH counts (decide.bucket_stage: buckets are runs of >= 2), summed by the driver
-    per_band = np.bincount(band[start][big], minlength=job.cfg.lsh.bands) if c else np.zeros(job.cfg.lsh.bands)
-    return {"buckets": int(big.sum()), "bucket_entries": int(sizes[big].sum()),
-            "largest_bucket": int(sizes[big].max()) if big.any() else 0, "edges": int(a.shape[0]),
-            "buckets_per_band": [int(k) for k in per_band]}
+    return {"buckets": int(per_band.sum()), "bucket_entries": entries, "largest_bucket": largest,
+            "edges": int(a.shape[0]), "buckets_per_band": [int(k) for k in per_band]}
 
 
-def _order(device: str, *keys: np.ndarray) -> np.ndarray:
-    """np.lexsort(keys) (the last key primary): on the device with device="cuda" (one uint64 key matrix,
-    as cupy.lexsort takes it; every key here is a non-negative integer)."""
-    if device != "cuda" or not keys[0].shape[0]:
-        return np.lexsort(keys)
+def _argsort(device: str, keys: np.ndarray) -> np.ndarray:
+    """np.argsort(keys) (numpy's SIMD sort of uint64, as lsh.group_buckets), on the device with device="cuda"."""
+    if device != "cuda" or not keys.shape[0]:
+        return np.argsort(keys)
     xp = array_module(device)
-    return to_host(xp.lexsort(xp.stack([to_device(np.asarray(k).astype(np.uint64), device) for k in keys])))
+    return to_host(xp.argsort(to_device(keys, device)))
 
 
 @run_once("members")

@@ -1,12 +1,21 @@
 """The Ray cluster a run uses: a local one of N worker processes, or a running one joined by address; and
 the probe every node runs before pass 1 (same gpu-dedup version and contract, the work dir visible: a
 shared path or an fsspec URL, through shuffle.Layout as every task's files); the GPU actors of --device cuda
-(``DeviceWorker``, one per GPU: ``gpu_actors``)."""
+(``DeviceWorker``, one per GPU: ``gpu_actors``).
+
+A local cluster costs seconds to start (Ray's GCS, raylet, agents and worker processes) and to stop. The
+command line starts it in the background as it begins (``start_local``: a thread calls ray.init while the
+command reads its flags, its inputs and plans), and the engine joins that start at its first use
+(``ray_cluster``); it is stopped without Ray's one-second wait on its autoscaler monitor (``stop_local``).
+"""
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+import signal
+import sys
+import threading
 import time
 import uuid
 from typing import Any, Callable, Iterator
@@ -29,7 +38,9 @@ def import_ray():
 # Ray's own INFO lines (the local instance started, connecting) and its warning that token authentication
 # is on (on by default for a local instance: nothing to act on) are not the tool's lines; everything else
 # Ray logs at WARNING or above still reaches the terminal
-_QUIET = {"ray._private.authentication.authentication_token_setup": "Token authentication is enabled"}
+_QUIET = {"ray._private.authentication.authentication_token_setup": "Token authentication is enabled",
+          # a start in the background (start_local): the command installs Ray's SIGTERM handler itself
+          "ray._private.worker": "SIGTERM handler is not set"}
 
 
 class _Drop(logging.Filter):
@@ -60,8 +71,8 @@ def check_cluster_args(workers: int | None, address: str | None) -> None:
 @contextlib.contextmanager
 def ray_cluster(workers: int | None, address: str | None):
     """Yields the ray module, connected: to ``address`` (auto | HOST:PORT) or to a local cluster of
-    ``workers`` CPUs started here (and shut down afterwards). An already connected driver (a notebook, a
-    test's cluster) is used as it is.
+    ``workers`` CPUs started here, or by ``start_local`` in the background (and stopped afterwards: stop_local).
+    An already connected driver (a notebook, a test's cluster) is used as it is.
 
     Without ``address`` the run starts its own local instance (``address="local"``), whatever else runs on
     the machine: a cluster of ``ray start --head`` (or RAY_ADDRESS) is joined only with ``--address auto``,
@@ -72,28 +83,148 @@ def ray_cluster(workers: int | None, address: str | None):
     check_cluster_args(workers, address)
     if address is not None and address != "auto":
         _reachable(address)
-    if ray.is_initialized():
+    early = _adopt() if address is None else None
+    if early is None and ray.is_initialized():
         yield ray
         return
     t = time.perf_counter()
     try:  # a local start takes seconds (14 s on a busy 2-core machine): said, and said again while it lasts
-        if address is not None:
+        if early is not None:
+            early.join()
+        elif address is not None:
             with ticking(logger, f"joining the Ray cluster at {address}"):
                 ray.init(address=address, **_quiet_ray())
         else:
             n = workers or os.cpu_count() or 1
-            env = os.environ.get("RAY_ADDRESS")
-            with ticking(logger, f"starting a local Ray cluster of {n} worker processes"
-                                 + (f" (not the one of RAY_ADDRESS={env}: join that with --address auto)" if env else "")):
-                ray.init(address="local", num_cpus=n, **_quiet_ray())
+            with ticking(logger, _starting(n)):
+                _init_local(ray, n)
     except ConnectionError as exc:
         raise ClusterError(_join_failed(address, exc)) from exc
-    logger.info("Ray cluster ready: %d CPUs (%.1f s)", int(ray.cluster_resources().get("CPU", 0)),
-                time.perf_counter() - t)
     try:
+        logger.info("Ray cluster ready: %d CPUs (%s)", int(ray.cluster_resources().get("CPU", 0)),
+                    early.said(time.perf_counter() - t) if early is not None else f"{time.perf_counter() - t:.1f} s")
         yield ray
     finally:
-        ray.shutdown()
+        if address is None:
+            stop_local(ray)
+        else:
+            ray.shutdown()
+        if early is not None:
+            early.release()
+
+
+def _starting(n: int) -> str:
+    env = os.environ.get("RAY_ADDRESS")
+    return (f"starting a local Ray cluster of {n} worker processes"
+            + (f" (not the one of RAY_ADDRESS={env}: join that with --address auto)" if env else ""))
+
+
+def _init_local(ray, n: int) -> None:
+    """ray.init of a local cluster of ``n`` CPUs whose workers run at this process's own priority: Ray's default
+    lowers theirs by 15 (``worker_niceness``, so that its raylet stays responsive), which on a machine shared
+    with other work hands the command's tasks only what the other processes leave (docs/performance.md)."""
+    ray.init(address="local", num_cpus=n, _system_config={"worker_niceness": 0}, **_quiet_ray())
+
+
+def stop_local(ray) -> None:
+    """ray.shutdown() of the local cluster this process started, its autoscaler monitor killed first. Ray stops
+    the GCS before the monitor, whose SIGTERM handler then reports to the stopped GCS until Ray kills it after a
+    second: 1.0 s of a 1.3 s shutdown on the 2-core VM (docs/performance.md). The monitor of a cluster that
+    lives as long as one command keeps nothing; every process is still waited for (none is left behind)."""
+    try:
+        from ray._private import ray_constants
+        from ray._private import worker as ray_worker
+
+        node = ray_worker._global_node
+        for info in node.all_processes.get(ray_constants.PROCESS_TYPE_MONITOR, []) if node is not None else []:
+            if info.process.poll() is None:
+                info.process.kill()
+                info.process.wait(timeout=10)
+    except Exception as exc:  # noqa: BLE001 - another Ray's internals: its own shutdown alone, as before
+        logger.debug("the Ray monitor was not stopped first: %s", exc)
+    ray.shutdown()
+
+
+class _Start:
+    """A local cluster started by a thread (start_local). The thread stays until ``release``: Ray starts the
+    cluster's processes with PR_SET_PDEATHSIG, so they die with the thread that started them."""
+
+    def __init__(self, workers: int | None):
+        self.n = workers or os.cpu_count() or 1
+        self.error: BaseException | None = None
+        self.ready, self._released = threading.Event(), threading.Event()
+        self.t0, self.seconds = time.perf_counter(), 0.0
+        self.thread = threading.Thread(target=self._start, name="gpu_dedup-ray-start", daemon=True)
+
+    def _start(self) -> None:
+        try:
+            _init_local(import_ray(), self.n)
+        except BaseException as exc:  # noqa: BLE001 - raised in the command's thread by join()
+            self.error = exc
+        self.seconds = time.perf_counter() - self.t0
+        self.ready.set()
+        if self.error is None:
+            self._released.wait()
+
+    def join(self) -> None:
+        """Wait for the start (said, and said again while it lasts); raise its error as ray.init raised it."""
+        if not self.ready.is_set():
+            with ticking(logger, f"waiting for the local Ray cluster of {self.n} worker processes to start"):
+                self.ready.wait()
+        if self.error is not None:
+            raise self.error
+
+    def said(self, waited: float) -> str:
+        return f"{self.seconds:.1f} s in the background, {waited:.1f} s of it waited for"
+
+    def release(self) -> None:
+        self._released.set()
+        self.thread.join()
+
+
+_EARLY: _Start | None = None  # a start of start_local that no ray_cluster has joined yet
+_EARLY_LOCK = threading.Lock()
+
+
+def _adopt() -> _Start | None:
+    """The pending background start, now owned by the caller (ray_cluster stops its cluster)."""
+    global _EARLY
+    with _EARLY_LOCK:
+        early, _EARLY = _EARLY, None
+    return early
+
+
+@contextlib.contextmanager
+def start_local(workers: int | None) -> Iterator[None]:
+    """Start the local cluster of ``workers`` CPUs (None: every CPU) now, in a background thread, for the first
+    ``ray_cluster(workers, None)`` inside this block to join: the seconds of Ray's start pass while the command
+    does its own work. Its failure is raised there, as a start in the foreground raises it. A start no
+    ray_cluster joined is waited for and stopped on the way out. A connected driver (a notebook's) starts none."""
+    global _EARLY
+    ray = sys.modules.get("ray")  # (not imported here: the thread imports it)
+    if ray is not None and ray.is_initialized():
+        yield
+        return
+    start = _Start(workers)
+    main = threading.current_thread() is threading.main_thread()
+    if main:  # what ray.init installs when it runs in the main thread: SIGTERM exits, so the cleanup runs
+        before = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+    _quiet_ray()
+    phase(logger, "%s, in the background", _starting(start.n))
+    with _EARLY_LOCK:
+        _EARLY = start
+    start.thread.start()
+    try:
+        yield
+    finally:
+        early = _adopt()
+        if early is not None:  # started for nothing (the command failed before its first task)
+            early.ready.wait()
+            if early.error is None:
+                stop_local(import_ray())
+            early.release()
+        if main:
+            signal.signal(signal.SIGTERM, before)
 
 
 def _join_failed(address: str | None, exc: Exception) -> str:

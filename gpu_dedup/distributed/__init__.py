@@ -36,7 +36,8 @@ The stages, in the plan's order:
     exact      per hash range: exact groups
     exact_texts, exact_check   (--exact-verify) per file: the groups' normalized texts read again, each
                member's bytes compared with its leader's in the leader's file
-    bands      per file: the leaders' band rows by key range
+    bands      per file: the leaders' band rows by key range (beyond stages.BANDS_FROM_PIECES key ranges;
+               with fewer, each buckets task reads the pieces' band keys itself)
     buckets    per key range: LSH buckets -> star edges of the candidate graph
     star       rounds of large-star / small-star per file of rows until the edges stop changing
     labels     per file: each candidate's component = its smallest row

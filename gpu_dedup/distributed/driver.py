@@ -204,7 +204,7 @@ SIGN = Stage(stages.sign, "file", device=True, then=_signed)
 EXACT = Stage(stages.exact, "range", device=True, then=_unique_ids)
 EXACT_TEXTS = Stage(options.exact_texts, "file", when=_exact_verify)  # the groups' bytes compared: they replace
 EXACT_CHECK = Stage(options.exact_check, "file", when=_exact_verify)  # the exact tasks' groups
-BANDS = Stage(stages.bands, "file")
+BANDS = Stage(stages.bands, "file", when=lambda d: d.job.partitions > stages.BANDS_FROM_PIECES)
 BUCKETS = Stage(stages.buckets, "range", device=True)
 STAR = Stage(graph.star, "file", drive=_star_rounds, when=lambda d: not _few_edges(d))
 COMPONENTS = Stage(graph.components, "one", when=_few_edges, then=_one_star)

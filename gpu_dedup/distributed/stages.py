@@ -5,6 +5,7 @@
                and the file's scores part)
     exact      per hash range: exact groups (lexical/exact.py) -> (row, leader) of every duplicate
     bands      per file: band rows (band, key, row) of its exact-group leaders with shingles, by key range
+               (more than BANDS_FROM_PIECES ranges; with fewer, each buckets task reads the pieces' band keys)
     buckets    per key range: runs of equal band keys -> star edges (first row of the run, each other row)
     star, components, labels   the candidate graph's connected components (graph.py): every candidate row's
                label, the smallest row of its component (the local engine's label)
@@ -215,55 +216,84 @@ def exact(job: Job, p: int) -> dict[str, Any]:
 
 _BANDS = pa.schema([("band", pa.int32()), ("key", pa.uint64()), ("row", pa.int64())])
 
+# up to this many key ranges, each buckets task reads every file's band keys from the pieces itself, and the bands
+# stage does not run: its exchange moves 48 bytes per band row (a key read, a row of 20 bytes written and read
+# again), P tasks reading the 8-byte keys move 8·P (on the 2-core VM, 1 M documents: 1.1 s of bands tasks and
+# 354 MB of files, docs/performance.md); beyond, reading every key P times costs more than the exchange
+BANDS_FROM_PIECES = 4
+
+
+def _lsh_local(job: Job, fi: int, piece: pa.Table) -> np.ndarray:
+    """int64: file ``fi``'s rows (local) that go to LSH: exact-group leaders with shingles (none without near)."""
+    lsh = piece["nshingles"].to_numpy() > 0
+    dups = job.layout.read("dups_by_row", job.dup_names(fi), DUPS_SCHEMA)
+    lsh[dups["row"].to_numpy() - job.offs()[fi]] = False
+    if not job.cfg.cluster.near:
+        lsh[:] = False
+    return np.flatnonzero(lsh)
+
 
 @run_once("bands")
 def bands(job: Job, fi: int) -> dict[str, Any]:
-    """Band rows of file ``fi``'s exact-group leaders with shingles, by key range."""
-    cfg, lay, offs = job.cfg, job.layout, job.offs()
-    nb = cfg.lsh.bands
+    """Band rows of file ``fi``'s exact-group leaders with shingles, by key range (more than BANDS_FROM_PIECES)."""
+    nb, offs = job.cfg.lsh.bands, job.offs()
     piece = read_piece(job, fi, ["nshingles"] + [band_column(b) for b in range(nb)])
-    dups = lay.read("dups_by_row", job.dup_names(fi), DUPS_SCHEMA)
-    n = piece.num_rows
-    lsh = piece["nshingles"].to_numpy() > 0
-    lsh[dups["row"].to_numpy() - offs[fi]] = False
-    if not cfg.cluster.near:
-        lsh[:] = False
-    local = np.flatnonzero(lsh)
+    local = _lsh_local(job, fi, piece)
     keys = np.concatenate([piece[band_column(b)].to_numpy()[local] for b in range(nb)]).astype(np.uint64) \
-        if n else np.zeros(0, np.uint64)
+        if piece.num_rows else np.zeros(0, np.uint64)
     band = np.repeat(np.arange(nb, dtype=np.int32), local.shape[0])
     row = np.tile(local + offs[fi], nb)
-    # unsorted: the buckets task groups its key range whatever the order
+    # band by band (buckets reads each band's share), the keys of a band in any order
     t = pa.table({"band": pa.array(band), "key": pa.array(keys), "row": pa.array(row)}, schema=_BANDS)
-    lay.write_split(t, key_partition(keys, job.partitions), job.partitions, "band_rows",
-                    lambda p: f"f{fi:06d}-p{p:04d}")
+    job.layout.write_split(t, key_partition(keys, job.partitions), job.partitions, "band_rows",
+                           lambda p: f"f{fi:06d}-p{p:04d}")
     return {"lsh_rows": int(local.shape[0])}
 
 
-@run_once("buckets")
-def buckets(job: Job, p: int) -> dict[str, Any]:
-    """Buckets of key range ``p`` (runs of >= 2 equal (band, key)) -> star edges to each run's first row.
+def _band_sources(job: Job, p: int) -> list:
+    """Per file, ``band -> (keys, rows)``: its LSH rows whose band key lies in key range ``p`` (global rows),
+    from the bands stage's files, or with at most BANDS_FROM_PIECES ranges from the piece itself."""
+    lay, nb, offs = job.layout, job.cfg.lsh.bands, job.offs()
+    sources = []
+    for fi in range(job.nfiles):
+        if job.partitions <= BANDS_FROM_PIECES:  # memory-mapped, zero-copy: one band column at a time
+            piece = read_piece(job, fi, ["nshingles"] + [band_column(b) for b in range(nb)])
+            local = _lsh_local(job, fi, piece)
 
-    One band at a time, as lsh.group_buckets: every array is one band's share of the range (the bands task
-    writes each file's rows band by band), so the task's transient memory is a band's, reused from band to
-    band, rather than fresh arrays the size of the whole range (first touches of new pages cost more than
-    the sort on a loaded machine: 3.0 s vs 0.7 s per task of 10 M band rows, docs/performance.md)."""
-    lay, nb = job.layout, job.cfg.lsh.bands
-    files = []
-    for fi in range(job.nfiles):  # memory-mapped, zero-copy: each file's rows, its band bounds
+            def of(b, piece=piece, local=local, row0=offs[fi]):
+                keys = piece[band_column(b)].to_numpy()[local]
+                mine = key_partition(keys, job.partitions) == p if job.partitions > 1 else slice(None)
+                return keys[mine], local[mine] + row0
+            sources.append(of)
+            continue
         t = lay.read_one("band_rows", f"f{fi:06d}-p{p:04d}")
         band, key, row = (t[c].to_numpy() for c in ("band", "key", "row")) if t.num_rows else \
             (np.zeros(0, np.int32), np.zeros(0, np.uint64), np.zeros(0, np.int64))
         if band.shape[0] > 1 and (band[1:] < band[:-1]).any():  # not by band: stably so (any key order is fine)
             by = np.argsort(band, kind="stable")
             band, key, row = band[by], key[by], row[by]
-        files.append((np.searchsorted(band, np.arange(nb + 1)), key, row))
+        bounds = np.searchsorted(band, np.arange(nb + 1))
+        sources.append(lambda b, bd=bounds, k=key, r=row: (k[bd[b]:bd[b + 1]], r[bd[b]:bd[b + 1]]))
+    return sources
+
+
+@run_once("buckets")
+def buckets(job: Job, p: int) -> dict[str, Any]:
+    """Buckets of key range ``p`` (runs of >= 2 equal (band, key)) -> star edges to each run's first row.
+
+    One band at a time, as lsh.group_buckets: every array is one band's share of the range, so the task's
+    transient memory is a band's, reused from band to band, rather than fresh arrays the size of the whole
+    range (first touches of new pages cost more than the sort on a loaded machine: 3.0 s vs 0.7 s per task of
+    10 M band rows, docs/performance.md)."""
+    nb = job.cfg.lsh.bands
+    sources = _band_sources(job, p)
     firsts, others = [], []
     per_band = np.zeros(nb, np.int64)
     entries, largest = 0, 0
     for b in range(nb):
-        key = np.concatenate([k[bd[b]:bd[b + 1]] for bd, k, _ in files])
-        row = np.concatenate([r[bd[b]:bd[b + 1]] for bd, _, r in files])
+        got = [of(b) for of in sources]
+        key = np.concatenate([k for k, _ in got]) if got else np.zeros(0, np.uint64)
+        row = np.concatenate([r for _, r in got]) if got else np.zeros(0, np.int64)
         c = key.shape[0]
         if c < 2:
             continue

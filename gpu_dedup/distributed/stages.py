@@ -223,14 +223,14 @@ _BANDS = pa.schema([("band", pa.int32()), ("key", pa.uint64()), ("row", pa.int64
 BANDS_FROM_PIECES = 4
 
 
-def _lsh_local(job: Job, fi: int, piece: pa.Table) -> np.ndarray:
-    """int64: file ``fi``'s rows (local) that go to LSH: exact-group leaders with shingles (none without near)."""
+def _lsh_rows(job: Job, fi: int, piece: pa.Table) -> np.ndarray:
+    """bool (rows of file ``fi``): the rows that go to LSH, exact-group leaders with shingles (none without near)."""
     lsh = piece["nshingles"].to_numpy() > 0
     dups = job.layout.read("dups_by_row", job.dup_names(fi), DUPS_SCHEMA)
     lsh[dups["row"].to_numpy() - job.offs()[fi]] = False
     if not job.cfg.cluster.near:
         lsh[:] = False
-    return np.flatnonzero(lsh)
+    return lsh
 
 
 @run_once("bands")
@@ -238,7 +238,7 @@ def bands(job: Job, fi: int) -> dict[str, Any]:
     """Band rows of file ``fi``'s exact-group leaders with shingles, by key range (more than BANDS_FROM_PIECES)."""
     nb, offs = job.cfg.lsh.bands, job.offs()
     piece = read_piece(job, fi, ["nshingles"] + [band_column(b) for b in range(nb)])
-    local = _lsh_local(job, fi, piece)
+    local = np.flatnonzero(_lsh_rows(job, fi, piece))
     keys = np.concatenate([piece[band_column(b)].to_numpy()[local] for b in range(nb)]).astype(np.uint64) \
         if piece.num_rows else np.zeros(0, np.uint64)
     band = np.repeat(np.arange(nb, dtype=np.int32), local.shape[0])
@@ -258,12 +258,12 @@ def _band_sources(job: Job, p: int) -> list:
     for fi in range(job.nfiles):
         if job.partitions <= BANDS_FROM_PIECES:  # memory-mapped, zero-copy: one band column at a time
             piece = read_piece(job, fi, ["nshingles"] + [band_column(b) for b in range(nb)])
-            local = _lsh_local(job, fi, piece)
+            lsh = _lsh_rows(job, fi, piece)
 
-            def of(b, piece=piece, local=local, row0=offs[fi]):
-                keys = piece[band_column(b)].to_numpy()[local]
-                mine = key_partition(keys, job.partitions) == p if job.partitions > 1 else slice(None)
-                return keys[mine], local[mine] + row0
+            def of(b, piece=piece, lsh=lsh, row0=offs[fi]):
+                keys = piece[band_column(b)].to_numpy()
+                local = np.flatnonzero(lsh & (key_partition(keys, job.partitions) == p) if job.partitions > 1 else lsh)
+                return keys[local], local + row0
             sources.append(of)
             continue
         t = lay.read_one("band_rows", f"f{fi:06d}-p{p:04d}")

@@ -38,7 +38,7 @@ import pyarrow as pa
 from ..io import atomic_path, write_json_atomic
 from ..io.remote import is_url, url_filesystem
 
-EXCHANGE = "arrow-ipc-1"  # the exchange files' format (Layout.write): part of every run key
+EXCHANGE = "arrow-ipc-2"  # the exchange files' format (Layout.write) and the ids' hash: part of every run key
 
 
 def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:

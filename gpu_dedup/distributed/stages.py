@@ -174,10 +174,14 @@ def _prefiltered(job: Job, fi: int, piece: pa.Table, part, step) -> tuple[pa.Tab
 
 
 def id_hashes(ids) -> np.ndarray:
-    """uint64 (n,): the XXH3-64 of each id's UTF-8 bytes (what splits ids by hash range for their check)."""
-    import xxhash
+    """uint64 (n,): a 64-bit hash of each id's UTF-8 bytes (what splits ids by hash range for their check): the
+    first XXH64 of the exact kernel (ops.core.exact_hashes, on the CPU), one call over the ids' Arrow buffers
+    (a Python loop over them took 50 ms of a sign task's 400 per 100,000 ids). ``ids``: a string array, no nulls."""
+    from ..io.text import arrow_text_buffers
+    from ..ops.core import exact_hashes
 
-    return np.fromiter((xxhash.xxh3_64_intdigest(v.encode()) for v in ids.to_pylist()), np.uint64, len(ids))
+    data, offsets = arrow_text_buffers(ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids)
+    return np.ascontiguousarray(exact_hashes("cpu", data, offsets)[:, 0])
 
 
 

@@ -319,9 +319,10 @@ def _reachable(address: str, timeout: float = 5.0) -> None:
                            f"({answer}, where Ray's GCS answers gRPC); {fix}")
 
 
-def _probe(work: str, name: str, token: str) -> dict:
+def _probe(work: str, name: str, token: str, kernels: bool = False) -> dict:
     """On a node: its gpu-dedup version and whether it sees the driver's token in the work dir (a path or
-    an fsspec URL: read through the same layer as every task's files)."""
+    an fsspec URL: read through the same layer as every task's files); with ``kernels``, how many dedup CPU
+    kernels Numba has not cached there (runtime/compiling.py)."""
     import platform
 
     from .._version import __version__
@@ -334,7 +335,12 @@ def _probe(work: str, name: str, token: str) -> dict:
             why = "the token file holds another value"
     except Exception as exc:  # any failure to read it (missing, no permission, a missing fsspec package) is "not seen"
         seen, why = False, f"{type(exc).__name__}: {exc}"
-    return {"version": __version__, "sees_work_dir": seen, "why": why, "node": platform.node()}
+    uncached = 0
+    if kernels:
+        from ..runtime.compiling import COMMANDS, uncached as count
+
+        uncached = count(COMMANDS["run"])
+    return {"version": __version__, "sees_work_dir": seen, "why": why, "node": platform.node(), "uncached": uncached}
 
 
 def _contract_on_worker(cfg) -> str:
@@ -343,10 +349,23 @@ def _contract_on_worker(cfg) -> str:
     return contract_fingerprint(contract(cfg))
 
 
-def probe(ray, work: str, cfg=None, fingerprint: str | None = None) -> int:
+def _compile_on_node(device: str) -> float:
+    """On a node whose probe found dedup kernels Numba has not cached: compiled once (the local engine's tiny run
+    of the bundled sample, lexical.dedup._precompile), so that every worker of the node loads them from the
+    cache (kernels/_build.py: cache=True, one cache per node) instead of compiling its own copy at its first
+    task, each worker at once. Returns the seconds spent."""
+    from ..lexical.dedup import _precompile
+
+    return _precompile(device)
+
+
+def probe(ray, work: str, cfg=None, fingerprint: str | None = None, compile_device: str | None = None,
+          timings: dict[str, float] | None = None) -> int:
     """One probe task per alive node (pinned to it): refuse another gpu-dedup version or contract (``cfg``'s,
     whose fingerprint the driver computed; None: a program without one, the filter and the screen), and a
-    work dir the node cannot see, naming the path. Returns the node count."""
+    work dir the node cannot see, naming the path; then, with ``compile_device`` "cpu" (the dedup plan's), the
+    dedup kernels a node has not cached compiled once on that node (``_compile_on_node``; the slowest node's
+    seconds in ``timings["compile"]``, as the local engine's). Returns the node count."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from .._version import __version__
@@ -360,11 +379,14 @@ def probe(ray, work: str, cfg=None, fingerprint: str | None = None) -> int:
     try:
         nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
         rp, rc = ray.remote(num_cpus=0)(_probe), ray.remote(num_cpus=0)(_contract_on_worker)
-        refs = [(rp.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(work, name, token),
+        kernels = compile_device == "cpu"
+        refs = [(rp.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(work, name, token,
+                                                                                                      kernels),
                  rc.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(cfg)
                  if cfg is not None else None)
                 for n in nodes]
-        for p_ref, c_ref in refs:
+        cold = []
+        for node, (p_ref, c_ref) in zip(nodes, refs):
             got, fp = ray.get(p_ref), ray.get(c_ref) if c_ref is not None else fingerprint
             if got["version"] != __version__:
                 raise RunError(f"Ray node {got['node']} runs gpu-dedup {got['version']}, the driver "
@@ -376,8 +398,17 @@ def probe(ray, work: str, cfg=None, fingerprint: str | None = None) -> int:
                 raise RunError(f"Ray node {got['node']} cannot see the work dir {work!r} ({got['why']}): pass "
                                "--work-dir on a file system every node mounts at the same path, or an fsspec URL "
                                "every node can reach (s3://bucket/work, with the same extras installed)")
+            if got.get("uncached"):
+                cold.append(node)
     finally:
         lay.remove(name)
+    if cold:
+        phase(logger, "compiling the dedup kernels once on %d of %d node(s) (first run there)", len(cold), len(nodes))
+        rk = ray.remote(num_cpus=1)(_compile_on_node)
+        spent = max(ray.get([rk.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False))
+                             .remote(compile_device) for n in cold]))
+        if timings is not None:
+            timings["compile"] = timings.get("compile", 0.0) + spent
     return len(nodes)
 
 

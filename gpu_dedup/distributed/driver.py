@@ -12,7 +12,8 @@ and the tasks' small results.
                (with a source limit: the kept records once every source is within it), index_rows (not when a
                source is over the limit), publish (OUT/decisions/ as the tasks' parts: outputs.py), shown
                (report.html's largest clusters: summary.py)
-    run        the cluster, the probe, the plan, then run.json's counts and stage statistics
+    run        the cluster, the probe (and the dedup kernels Numba has not cached, compiled once per node), the
+               plan, then run.json's counts and stage statistics
     key_ranges the key ranges of the shuffle: --partitions, or the cluster's CPUs (at most 64); capped by
                the input's size (a key range per PARTITION_BYTES of input, at least DEFAULT_PARTITIONS)
 """
@@ -345,7 +346,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     out_tasks = os.path.abspath(out) if out is not None else None
     lay = WorkFiles.prepare(work, resume)
     with ray_cluster(workers, address) as ray:
-        nodes = probe(ray, work_tasks, cfg, fingerprint)
+        nodes = probe(ray, work_tasks, cfg, fingerprint, compile_device=device, timings=timings)
         parts = key_ranges(partitions, int(ray.cluster_resources().get("CPU", 1)), inputs)
         # every setting that can change a task's output is in the key (the contract alone leaves out the
         # policy, the keep order, the reader's options): a marker of another config is never reused

@@ -114,3 +114,66 @@ def test_a_failed_background_start_is_the_foreground_error(monkeypatch, tmp_path
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1 and err.startswith("gpu-dedup: error: ") and str(fore.value) in err
     assert fake.calls[0][3] == "gpu_dedup-ray-start" and cluster._EARLY is None
+
+
+N1, N2 = "01" * 28, "02" * 28  # node ids as Ray writes them (28 bytes in hex)
+
+
+class _Remote:
+    """A stand-in for a Ray remote function: run in this process, the node it was pinned to recorded."""
+
+    def __init__(self, fn, calls, node=None):
+        self.fn, self.calls, self.node = fn, calls, node
+
+    def options(self, scheduling_strategy):
+        return _Remote(self.fn, self.calls, scheduling_strategy.node_id)
+
+    def remote(self, *args):
+        self.calls.append((self.fn.__name__, self.node))
+        return self.fn(*args)
+
+
+class ProbeRay:
+    """Two alive nodes (and a dead one) whose tasks run here."""
+
+    def __init__(self):
+        self.calls = []
+
+    def nodes(self):
+        return [{"NodeID": N1, "Alive": True}, {"NodeID": N2, "Alive": True}, {"NodeID": "ff" * 28, "Alive": False}]
+
+    def remote(self, **_):
+        return lambda fn: _Remote(fn, self.calls)
+
+    def get(self, ref):
+        return list(ref) if isinstance(ref, list) else ref
+
+
+@pytest.mark.parametrize("uncached", [0, 3])
+def test_the_probe_compiles_a_cold_node_kernels_once(monkeypatch, tmp_path, uncached):
+    """A node whose Numba cache lacks dedup kernels compiles them once, in one task pinned to it, after the
+    checks, before any worker needs them (its workers each compiled them at their first task); a warm node runs
+    no compile task. The slowest node's seconds are run.json's ``compile``, as the local engine's."""
+    pytest.importorskip("ray")
+    from gpu_dedup import RunConfig
+    from gpu_dedup.contract import contract, contract_fingerprint
+    from gpu_dedup.lexical import dedup
+    from gpu_dedup.runtime import compiling
+
+    compiled = []
+    monkeypatch.setattr(compiling, "uncached", lambda stages: uncached if stages == compiling.COMMANDS["run"] else 0)
+    monkeypatch.setattr(dedup, "_precompile", lambda device: compiled.append(device) or 1.5)
+    cfg = RunConfig(progress=False)
+    ray, timings = ProbeRay(), {}
+    nodes = cluster.probe(ray, str(tmp_path), cfg, contract_fingerprint(contract(cfg)), compile_device="cpu",
+                          timings=timings)
+    assert nodes == 2
+    pinned = [node for name, node in ray.calls if name == "_compile_on_node"]
+    if uncached:
+        assert pinned == [N1, N2] and compiled == ["cpu", "cpu"] and timings == {"compile": 1.5}
+        assert ray.calls.index(("_compile_on_node", N1)) > ray.calls.index(("_contract_on_worker", N2))
+    else:
+        assert pinned == [] and compiled == [] and timings == {}
+    ray.calls.clear()  # a GPU run (or a program without dedup kernels) asks nothing of the CPU cache
+    cluster.probe(ray, str(tmp_path), cfg, contract_fingerprint(contract(cfg)), compile_device="cuda", timings=timings)
+    assert [name for name, _ in ray.calls] == ["_probe", "_contract_on_worker"] * 2

@@ -89,7 +89,7 @@ def _ray_started(args: argparse.Namespace):
     reads its inputs and plans; the engine joins it at its first task (distributed.cluster.start_local)."""
     if getattr(args, "engine", None) != "ray" or getattr(args, "address", None) is not None:
         return contextlib.nullcontext()
-    from ..distributed.cluster import start_local
+    from ..distributed import start_local
 
     return start_local(getattr(args, "workers", None))
 

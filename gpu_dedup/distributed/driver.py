@@ -318,7 +318,8 @@ def _size(n: int) -> str:
 
 def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
         partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str, index=None,
-        save_index: str | None = None, prefilter=None, guard=None, dataset: bool = False) -> dict[str, Any]:
+        save_index: str | None = None, prefilter=None, guard=None, dataset: bool = False,
+        precompile: Callable[[str], float] | None = None) -> dict[str, Any]:
     """The plan (module doc); returns what run.json adds (counts, stage stats, read report, the engine)
     and leaves WORK/ray/decisions/ (and OUT/deduplicated/ with ``out``; the caller writes
     OUT/decisions.parquet: write_decisions). ``index``: the --against index as an IndexSource (its path
@@ -326,7 +327,9 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     kept documents after the ``index``'s); ``prefilter``: the filter flags' FilterConfig (the sign tasks
     score and decide; OUT/scores.parquet from their parts); ``guard``: a ``sources.SourceGuard`` (run.json's
     ``sources``; with a limit, the kept records and the index only when every source is within it); ``dataset``:
-    OUT/decisions/ as the tasks' per-file parts (outputs.py; the caller writes no decisions.parquet then)."""
+    OUT/decisions/ as the tasks' per-file parts (outputs.py; the caller writes no decisions.parquet then);
+    ``precompile(device) -> seconds``: compiles the dedup kernels on a node whose Numba cache lacks them (the
+    probe runs it once there: cluster.probe; lexical.dedup passes its own)."""
     inputs = files
     first = 1 if index is not None else 0
     check_engine_args(workers, address, partitions)
@@ -346,7 +349,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     out_tasks = os.path.abspath(out) if out is not None else None
     lay = WorkFiles.prepare(work, resume)
     with ray_cluster(workers, address) as ray:
-        nodes = probe(ray, work_tasks, cfg, fingerprint, compile_device=device, timings=timings)
+        nodes = probe(ray, work_tasks, cfg, fingerprint, compile_device=device, precompile=precompile, timings=timings)
         parts = key_ranges(partitions, int(ray.cluster_resources().get("CPU", 1)), inputs)
         # every setting that can change a task's output is in the key (the contract alone leaves out the
         # policy, the keep order, the reader's options): a marker of another config is never reused

@@ -35,6 +35,7 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
+from ..errors import RunError
 from ..io import atomic_path, write_json_atomic
 from ..io.remote import is_url, url_filesystem
 
@@ -244,8 +245,8 @@ def sync_fs(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         if syncfs(fd) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"syncfs of the work dir {path!r} failed: {os.strerror(err)}")
+            raise RunError(f"the work dir {path!r} could not be flushed to disk ({os.strerror(ctypes.get_errno())}): "
+                           "check that its file system is writable and not full (--work-dir)")
     finally:
         os.close(fd)
 

@@ -316,7 +316,8 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
     fp = contract_fingerprint(contract(cfg))
     got = distributed.run(files, cfg, device, work=work, out=out, workers=workers, address=address,
                           partitions=partitions, resume=resume, timings=timings, fingerprint=fp, index=index,
-                          save_index=save_index, prefilter=prefilter, guard=guard, dataset=dataset)
+                          save_index=save_index, prefilter=prefilter, guard=guard, dataset=dataset,
+                          precompile=_precompile)
     checkpoint("decisions")
     first = 1 if index is not None else 0  # an --against index is the Ray run's file 0 (no decisions)
     if dataset and out is not None:  # the tasks wrote OUT/decisions/, one part per input file

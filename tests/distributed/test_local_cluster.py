@@ -1,4 +1,4 @@
-"""distributed/cluster.py: the local cluster started in the background as the command begins (start_local) and
+"""distributed/cluster.py: the probe's compile of a cold node's kernels, once per node; the local cluster started in the background as the command begins (start_local) and
 joined by the engine's first ray_cluster; its failure raised there as a start in the foreground raises it (one
 line on the command line); a start no command joined is stopped; the SIGTERM handler of the block restored.
 A stand-in for Ray (``FakeRay``): these tests start no cluster (tests/distributed/test_ray_cluster.py does)."""
@@ -157,23 +157,27 @@ def test_the_probe_compiles_a_cold_node_kernels_once(monkeypatch, tmp_path, unca
     pytest.importorskip("ray")
     from gpu_dedup import RunConfig
     from gpu_dedup.contract import contract, contract_fingerprint
-    from gpu_dedup.lexical import dedup
     from gpu_dedup.runtime import compiling
 
     compiled = []
+
+    def precompile(device):
+        compiled.append(device)
+        return 1.5
+
     monkeypatch.setattr(compiling, "uncached", lambda stages: uncached if stages == compiling.COMMANDS["run"] else 0)
-    monkeypatch.setattr(dedup, "_precompile", lambda device: compiled.append(device) or 1.5)
     cfg = RunConfig(progress=False)
     ray, timings = ProbeRay(), {}
     nodes = cluster.probe(ray, str(tmp_path), cfg, contract_fingerprint(contract(cfg)), compile_device="cpu",
-                          timings=timings)
+                          precompile=precompile, timings=timings)
     assert nodes == 2
-    pinned = [node for name, node in ray.calls if name == "_compile_on_node"]
+    pinned = [node for name, node in ray.calls if name == "precompile"]
     if uncached:
         assert pinned == [N1, N2] and compiled == ["cpu", "cpu"] and timings == {"compile": 1.5}
-        assert ray.calls.index(("_compile_on_node", N1)) > ray.calls.index(("_contract_on_worker", N2))
+        assert ray.calls.index(("precompile", N1)) > ray.calls.index(("_contract_on_worker", N2))
     else:
         assert pinned == [] and compiled == [] and timings == {}
     ray.calls.clear()  # a GPU run (or a program without dedup kernels) asks nothing of the CPU cache
-    cluster.probe(ray, str(tmp_path), cfg, contract_fingerprint(contract(cfg)), compile_device="cuda", timings=timings)
+    cluster.probe(ray, str(tmp_path), cfg, contract_fingerprint(contract(cfg)), compile_device="cuda",
+                  precompile=precompile, timings=timings)
     assert [name for name, _ in ray.calls] == ["_probe", "_contract_on_worker"] * 2

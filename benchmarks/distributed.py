@@ -137,8 +137,9 @@ def main() -> None:
         print(f"ray   wall {rw:.1f} s (best), driver peak RSS {max(r['peak'] for r in ray) / 2**20:.0f} MiB, worker "
               f"peak RSS {max(r['stats']['engine']['worker_peak_rss_bytes'] for r in ray) / 2**20:.0f} MiB, shuffle "
               f"{ray[-1]['shuffle'] / n:.0f} bytes/document")
-        print(f"ray / local wall-time ratio {rw / lw:.2f} (best of each), per round {', '.join(f'{r:.2f}' for r in ratios)} "
-              f"(median {ratios[len(ratios) // 2]:.2f}); decisions identical: {same}", flush=True)
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        print(f"ray / local wall-time ratio {rw / lw:.2f} (best of each), per round {each} (median "
+              f"{ratios[len(ratios) // 2]:.2f}); decisions identical: {same}", flush=True)
         emit("summary", docs=n, local_wall=lw, ray_wall=rw, ratio=rw / lw, round_ratios=ratios, same=same)
     cli = []
     for size in [int(s) for s in args.cli.split(",") if s]:

@@ -11,8 +11,8 @@ Document scoring is cooperative, not one thread per document (``ops/lm.py``'s ``
 2. ``lm_token_scores``: a thread per token (every word, plus one </s> per line with words): its float32
    log10 probability. KenLM's state before a token (the backoffs of the n-grams the previous token matched)
    depends only on the previous token and its history, so the thread recomputes it with the same
-   ``score_word`` (on the previous token, with no carried backoff) instead of waiting for it: the same
-   lookups, the same float32 values;
+   ``token_keys`` + ``score_keys`` (on the previous token, with no carried backoff) instead of waiting for
+   it: the same lookups, the same float32 values;
 3. ``lm_doc_sums``: a block per document adds them in the CPU's order: float32 within a sentence (each line
    ``0 + lp_1 + ... + lp_</s>``), float64 over the document's sentences. Float addition is not associative,
    so one thread adds, the block staging LM_TILE values at a time in shared memory (the serial part is one
@@ -32,11 +32,13 @@ LM_TILE = 128   # token log probabilities staged per step in lm_doc_sums (shared
 
 _G = build(cuda.jit(device=True), lm)
 g_count_words = _G["count_words"]
-g_word_hash = _G["word_hash"]
+g_word_key = _G["word_key"]
 g_is_ascii_space = _G["is_ascii_space"]
-g_ngram_ext = _G["ngram_ext"]
+g_ngram_chain = _G["ngram_chain"]
+g_ngram_key = _G["ngram_key"]
 g_vocab_find = _G["vocab_find"]
-g_score_word = _G["score_word"]
+g_token_keys = _G["token_keys"]
+g_score_keys = _G["score_keys"]
 g_start_context = _G["start_context"]
 
 
@@ -44,7 +46,7 @@ g_start_context = _G["start_context"]
 def lm_word_chunks(data, line_off, chunk_line, chunk_first, chunk_count, vk1, vk2, vids, unk, write, wpos, ids,
                    oov):
     """One thread per chunk c of line chunk_line[c] (bytes [chunk_first[c], + chunk_count[c]) of it; int64
-    (C,) each), grid-stride. A word (a maximal run of non-ASCII-whitespace bytes of its line: lm.score_line's
+    (C,) each), grid-stride. A word (a maximal run of non-ASCII-whitespace bytes of its line: the CPU's
     split) belongs to the chunk holding its first byte. write=False: wpos[c] = the chunk's words. write=True:
     word k of the chunk -> ids[wpos[c] + k] (int64: its vocabulary id, unk when absent) and oov[...] (int64:
     1 when absent); wpos = the words of all earlier chunks. data uint8 (T,), line_off int64 (L+1,); vk1, vk2
@@ -64,7 +66,7 @@ def lm_word_chunks(data, line_off, chunk_line, chunk_first, chunk_count, vk1, vk
                     e = p + 1
                     while e < le and not g_is_ascii_space(data[e]):
                         e += 1
-                    h1, h2 = g_word_hash(data, p, e)
+                    h1, h2 = g_word_key(data, p, e)
                     w = g_vocab_find(vk1, vk2, vids, h1, h2)
                     miss = 0
                     if w < 0:
@@ -78,47 +80,31 @@ def lm_word_chunks(data, line_off, chunk_line, chunk_first, chunk_count, vk1, vk
         c += cuda.gridsize(1)
 
 
-@cuda.jit(device=True)
-def fill_history(hist, ids, wb, k, bos, cap):
-    """The history before word k of a sentence whose word ids are ids[wb:] (lm.score_line's after pushing
-    <s> and words 0..k-1): hist[0] = word k-1, ..., hist[k-1] = word 0, hist[k] = <s>, at most cap entries.
-    Returns its length."""
-    hlen = k + 1
-    if hlen > cap:
-        hlen = cap
-    for i in range(hlen):
-        if i < k:
-            hist[i] = ids[wb + k - 1 - i]
-        else:
-            hist[i] = bos
-    return hlen
-
-
 @kernel(sigs=[(i8, i8, i8, i8, u8, f4, f4, I8, I8, I8, f4)])
 def lm_token_scores(ids, wbase, tbase, tok_line, keys, prob, bo, order, bos, eos, out):
     """One thread per token t of line l = tok_line[t] (int64 (N,)): token k = t - tbase[l] is word k of the
     line (ids[wbase[l] + k], int64) or, for k = its word count wbase[l+1] - wbase[l], the sentence's </s>:
-    out[t] (float32 (N,)) = its log10 probability in lm.score_line's sentence. wbase, tbase int64 (L+1,);
-    keys uint64, prob, bo float32: the n-gram table. Local memory: HIST int64 + CBO float32."""
+    out[t] (float32 (N,)) = its log10 probability in the CPU's sentence (lm.score_keys). wbase, tbase int64
+    (L+1,); keys uint64, prob, bo float32: the n-gram table. Local memory: HIST uint64 + CBO float32."""
     t = cuda.grid(1)
     if t < tok_line.shape[0]:
         li = tok_line[t]
         k = t - tbase[li]
         wb = wbase[li]
         cap = order - 1
-        hist = cuda.local.array(HIST, np.int64)
+        kk = cuda.local.array(HIST, np.uint64)
         cbo = cuda.local.array(CBO, np.float32)
         if k == 0:
             clen = g_start_context(bos, keys, bo, cbo)
         else:  # KenLM's state after the previous word: the n-grams it matched, recomputed here
-            hlen = fill_history(hist, ids, wb, k - 1, bos, cap)
+            hlen = g_token_keys(ids[wb + k - 1], ids, wb + k - 2, k - 1, cap, bos, kk, 0)
             # (no backoff carried in: an int64 0, not a literal, which numba-cuda's min() cannot type)
-            _, clen = g_score_word(ids[wb + k - 1], hist, hlen, cbo, np.int64(0), keys, prob, bo)
-        hlen = fill_history(hist, ids, wb, k, bos, cap)
+            _, clen = g_score_keys(kk, 0, hlen, cbo, np.int64(0), keys, prob, bo)
         w = eos
         if k < wbase[li + 1] - wb:
             w = ids[wb + k]
-        lp, _ = g_score_word(w, hist, hlen, cbo, clen, keys, prob, bo)
+        hlen = g_token_keys(w, ids, wb + k - 1, k, cap, bos, kk, 0)
+        lp, _ = g_score_keys(kk, 0, hlen, cbo, clen, keys, prob, bo)
         out[t] = lp
 
 
@@ -127,7 +113,7 @@ def lm_doc_sums(tbase, doc_lines, lp, out_lp):
     """One block per document d (lines doc_lines[d] .. doc_lines[d+1]-1, int64 (n+1,)), grid-stride:
     out_lp[d] (float64 (n,)) = the sum over its lines with tokens (tbase int64 (L+1,): line l's tokens
     lp[tbase[l]:tbase[l+1]], float32) of float64(0f + lp_1 + ... + lp_last) (float32 adds), in line order:
-    lm.score_doc's sums. One thread adds; the block stages LM_TILE values (threads past it idle).
+    lm_cpu.lm_score_docs' sums. One thread adds; the block stages LM_TILE values (threads past it idle).
     Shared memory: LM_TILE float32; two barriers per tile."""
     tile = cuda.shared.array(LM_TILE, float32)
     tid = cuda.threadIdx.x
@@ -188,7 +174,7 @@ def lm_word_hashes(data, line_off, word_off, out_start, out_end, out_h1, out_h2)
             s = j
             while j < end and not g_is_ascii_space(data[j]):
                 j += 1
-            h1, h2 = g_word_hash(data, s, j)
+            h1, h2 = g_word_key(data, s, j)
             out_start[k] = s
             out_end[k] = j
             out_h1[k] = h1
@@ -200,16 +186,16 @@ def lm_word_hashes(data, line_off, word_off, out_start, out_end, out_h1, out_h2)
 def lm_ngram_keys(rows, out):
     i = cuda.grid(1)
     if i < rows.shape[0]:
-        k = KEY_SEED
+        c = KEY_SEED
         for j in range(rows.shape[1] - 1, -1, -1):
-            k = g_ngram_ext(k, rows[i, j])
-        out[i] = k
+            c = g_ngram_chain(c, rows[i, j])
+        out[i] = g_ngram_key(c)
 
 
 @kernel(sigs=[(u1, i8, i8, u8, u8)])
 def lm_span_hashes(data, starts, ends, out_h1, out_h2):
     i = cuda.grid(1)
     if i < starts.shape[0]:
-        h1, h2 = g_word_hash(data, starts[i], ends[i])
+        h1, h2 = g_word_key(data, starts[i], ends[i])
         out_h1[i] = h1
         out_h2[i] = h2

@@ -16,6 +16,8 @@ differ from a dest, set with ``parser.set_defaults(api_names={...})``). Rewritte
     SomeConfig.NAME, `NAME`   -> --flag
     a bare NAME with an ``_`` -> --flag                (``needs dsir_target``; plain words are left alone)
 
+A NAME right after ``:`` is part of a flag's value (``--perplexity MODEL:keep=F``) and is left alone.
+
 A message may give both forms itself; neither is written twice:
 
     "... --on-error skip (Python: on_error='skip')"   the "Python: ..." part is the API's, left as written
@@ -31,7 +33,7 @@ from typing import Mapping
 
 _NAME = r"[a-z][a-z0-9_]*"
 _FORMS = re.compile(
-    rf"(?<![\w.\-/])(?P<cfg>[A-Z][A-Za-z]*Config\.)?(?P<tick>`)?(?P<name>{_NAME})(?P=tick)?(?![\w\-/])"
+    rf"(?<![\w.\-/:])(?P<cfg>[A-Z][A-Za-z]*Config\.)?(?P<tick>`)?(?P<name>{_NAME})(?P=tick)?(?![\w\-/])"
     rf"(?P<assign>=(?P<call>[A-Z][A-Za-z.]*\(\.\.\.\))?(?P<value>True\b|False\b|None\b)?)?")
 
 
@@ -69,8 +71,8 @@ def command_flags(parser: argparse.ArgumentParser) -> dict[str, FlagInfo]:
 _PYTHON_PART = re.compile(r"\bPython: [^)]*")
 _FLAG = r"--[a-z0-9][a-z0-9-]*(?: [A-Z][A-Z0-9_=]*)?"
 _TWICE = ((re.compile(rf"(?P<f>{_FLAG}) \((?P=f)\)"), r"\g<f>"),  # "expected_items (--expected-paragraphs)"
-          (re.compile(rf"(?P<f>{_FLAG}) / (?P=f)\b"), r"\g<f>"),  # "read_inputs=False / --no-inputs"
-          (re.compile(r"^(?P<f>--[a-z0-9][a-z0-9-]*): (?=(?P=f)\b)"), ""))  # "--threshold: ClusterConfig.threshold"
+          (re.compile(rf"(?P<f>{_FLAG}) / (?P=f)(?![\w-])"), r"\g<f>"),  # "read_inputs=False / --no-inputs"
+          (re.compile(r"^(?P<f>--[a-z0-9][a-z0-9-]*): (?=(?P=f)(?![\w-]))"), ""))  # "--threshold: ClusterConfig.threshold"
 
 
 def cli_message(message: str, flags: Mapping[str, FlagInfo]) -> str:

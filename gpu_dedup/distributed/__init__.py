@@ -32,6 +32,8 @@ counts and the tasks' small results):
 The stages, in the plan's order:
 
     probe      every node: same gpu-dedup version and contract, the work dir visible
+    count      (a prefilter with stochastic retention) per input file: its documents, so that each sign task
+               draws the retention by the run's row, as the local engine
     sign       per file: pass 1, the piece, exact rows by hash range
     exact      per hash range: exact groups
     exact_texts, exact_check   (--exact-verify) per file: the groups' normalized texts read again, each
@@ -47,6 +49,11 @@ The stages, in the plan's order:
     ranks      (--keep-copies) per file: the removed rows' keep keys -> their cluster's file
     sizes      per file: cluster sizes
     write      per input file: the decisions part and deduplicated/
+    semantic   (--semantic) SemDeDup's tasks (semantic.py) over the documents the write stage's decisions keep, on
+               the same cluster; the driver folds its removals into the decisions (``semantic.merge_decisions``,
+               the local engine's rule: the run's decisions held in the driver for the fold)
+    recount    (--semantic) per input file: the final decisions' counts, sources and report aggregates; the
+               kept stage then writes deduplicated/ (as with a source limit)
     index_rows per input file (--save-index): its kept rows; the driver streams the parent index and the
                parts into the new index's documents.parquet (index.IndexWriter), one part at a time
 
@@ -68,15 +75,15 @@ from typing import TYPE_CHECKING
 
 # the names below, imported from their module when first asked for: importing one module of the package (the
 # CLI's cluster.start_local, before the command runs; a Ray worker's first task) costs that module alone
-_EXPORTS = {"ray_cluster": "cluster", "start_local": "cluster", "PLAN": "driver", "Stage": "driver", "check_engine_args": "driver",
-            "run": "driver", "unsupported": "driver", "filter_files": "filter", "IndexSource": "options",
+_EXPORTS = {"ray_cluster": "cluster", "start_local": "cluster", "PLAN": "driver", "Stage": "driver",
+            "check_engine_args": "driver", "run": "driver", "filter_files": "filter", "IndexSource": "options",
             "TABLE_LAYOUTS": "outputs", "layout_of": "outputs", "write_decisions": "outputs",
             "write_scores": "outputs", "paragraph_dedup_ray": "paragraph", "screen_files": "screen",
             "semantic_dedup_ray": "semantic", "substring_dedup_ray": "substring", "write_view": "views"}
 
 if TYPE_CHECKING:
     from .cluster import ray_cluster, start_local
-    from .driver import PLAN, Stage, check_engine_args, run, unsupported
+    from .driver import PLAN, Stage, check_engine_args, run
     from .filter import filter_files
     from .options import IndexSource
     from .outputs import TABLE_LAYOUTS, layout_of, write_decisions, write_scores
@@ -95,4 +102,4 @@ def __getattr__(name: str):
 
 __all__ = ["PLAN", "TABLE_LAYOUTS", "IndexSource", "Stage", "check_engine_args", "filter_files", "layout_of",
            "paragraph_dedup_ray", "ray_cluster", "run", "screen_files", "semantic_dedup_ray", "start_local",
-           "substring_dedup_ray", "unsupported", "write_decisions", "write_scores", "write_view"]
+           "substring_dedup_ray", "write_decisions", "write_scores", "write_view"]

@@ -1,27 +1,28 @@
 """The Ray engine's driver: the run's plan, a declared table of stages (``PLAN``) it walks in order, and
 what it adds to run.json. It holds no per-document state: file lists, partition counts, per-file row counts
-and the tasks' small results.
+and the tasks' small results (but for ``run --semantic``'s fold: the decisions, as the local engine holds them).
 
     Stage      one step of the plan: its task function (stages.py, graph.py, options.py, outputs.py, summary.py),
                what one task covers (``per``: a file, an input file, a key range, a component range, one task),
                whether it runs on a GPU actor with --device cuda, when it runs, the driver's own work before and
                after it
-    PLAN       sign, exact, exact_texts, exact_check, bands, buckets, star (rounds until the components are
-               stars) or components (one task, when the candidate edges are few), labels, members, policy,
-               resolve, ranks, sizes, write (then the sources' tallies merged: run.json ``sources``), kept
-               (with a source limit: the kept records once every source is within it), index_rows (not when a
-               source is over the limit), publish (OUT/decisions/ as the tasks' parts: outputs.py), shown
-               (report.html's largest clusters: summary.py)
+    PLAN       count (a prefilter's stochastic retention: each file's first run row), sign, exact,
+               exact_texts, exact_check, bands, buckets, star (rounds until the components are stars) or
+               components (one task, when the candidate edges are few), labels, members, policy, resolve, ranks,
+               sizes, write (then the sources' tallies merged: run.json ``sources``), semantic (--semantic: its
+               tasks, then its removals folded into the decisions by the driver) and recount (the final
+               decisions' counts and tallies), kept (with a source limit or --semantic: the kept records once
+               every source is within the limit), index_rows (not when a source is over the limit), publish
+               (OUT/decisions/ as the tasks' parts: outputs.py), shown (report.html's largest clusters: summary.py)
     run        the cluster, the probe (and the dedup kernels Numba has not cached, compiled once per node), the
                plan, then run.json's counts and stage statistics
-    key_ranges the key ranges of the shuffle: --partitions, or the cluster's CPUs (at most 64); capped by
-               the input's size (a key range per PARTITION_BYTES of input, at least DEFAULT_PARTITIONS)
+    key_ranges the key ranges of the shuffle (shuffle.py): --partitions, or the cluster's CPUs (at most 64);
+               capped by the input's size
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -37,14 +38,9 @@ from ..runtime.cost import current as current_meter
 from . import graph, options, outputs, stages, summary
 from .cluster import check_cluster_args, gpu_actors, probe, ray_cluster, ray_get
 from .outputs import write_scores
-from .shuffle import Layout, WorkFiles, run_key
+from .shuffle import Layout, WorkFiles, check_partitions, key_ranges, run_key
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_PARTITIONS = 64  # the default's ceiling (one key range per CPU), and the floor of the size cap
-# a key range costs one file per input file in every shuffle stage: below a few MiB of input per range the
-# files' fixed costs outweigh the parallelism (100,000 ranges on 300 documents wrote millions of files)
-PARTITION_BYTES = 8 << 20
 
 Per = Literal["file", "input", "range", "component", "one"]
 
@@ -96,6 +92,28 @@ class Driver:
     progress: bool = False  # the driver's bars (the workers draw none)
     dataset: bool = False  # OUT/decisions/ as per-file parts written by the tasks (outputs.py), not one file
     peak_rss: int = 0  # the largest peak RSS any task reported (run.json engine.worker_peak_rss_bytes)
+    semantic: Any = None  # run --semantic's SemanticConfig: its stage after the write stage (SEMANTIC)
+    semantic_order: str = "after"
+    nodes: int = 1
+    resume: bool = False
+
+    @property
+    def deferred(self) -> bool:
+        """The write stage writes no kept records (the kept stage does, later): a source limit holds them back until
+        every source is found within it, a semantic stage removes more documents first."""
+        return self.limited or self.semantic is not None
+
+    @property
+    def lexical(self) -> str:
+        """The work dir's table of the write stage's decisions parts: "lexical" when SEMANTIC folds its removals
+        into them (its "decisions" parts, which the later stages read), else "decisions"."""
+        return "decisions" if self.semantic is None else "lexical"
+
+    @property
+    def written(self) -> list[dict]:
+        """The per-file results of the final decisions (the recount stage's after a semantic stage, else the
+        write stage's): counts, sources and report.html's aggregates."""
+        return self.results.get(RECOUNT) or self.results[WRITE]
 
     @property
     def limited(self) -> bool:
@@ -157,9 +175,26 @@ class Driver:
 
 # ---------------------------------------------------------------------------------------------- the plan
 
+def drawn(prefilter) -> bool:
+    """A prefilter with a classifier's stochastic retention: its draws go by the document's run row."""
+    return prefilter is not None and any(c.retention is not None for c in prefilter.classifiers)
+
+
+def _counted(d: Driver, counted: list[dict]) -> None:
+    """Each file's first run row, for the sign tasks (an --against index's file: none, 0); the counts join the
+    sign tasks' run key (another count moves every later file's draws)."""
+    job = d.job
+    rows = [0] * job.first + [r["rows"] for r in counted]
+    job.row0 = [0] * job.first + np.cumsum([0] + rows[job.first:-1], dtype=np.int64).tolist()
+    job.run_key = run_key([job.run_key, rows])
+
+
 def _signed(d: Driver, signed: list[dict]) -> None:
     """Pass 1 done: the files' row offsets, and the run key of every later marker (the map markers' stamps)."""
     rows = [r["rows"] for r in signed]
+    if COUNT in d.results and rows[d.job.first:] != [r["rows"] for r in d.results[COUNT]]:
+        raise RunError("an input file changed while the run read it (pass 1 read another number of documents than "
+                       "the count before it): run again")
     d.job.offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).tolist()
     d.job.run_key = run_key([d.fingerprint, d.settings, d.job.device, d.job.partitions, [r["stamp"] for r in signed],
                              rows, d.job.first])
@@ -201,6 +236,7 @@ def _journal(d: Driver) -> None:
                 hook(output_path(os.path.join(d.out, "deduplicated"), f))
 
 
+COUNT = Stage(options.count, "input", when=lambda d: drawn(d.job.prefilter), then=_counted)
 SIGN = Stage(stages.sign, "file", device=True, then=_signed)
 EXACT = Stage(stages.exact, "range", device=True, then=_unique_ids)
 EXACT_TEXTS = Stage(options.exact_texts, "file", when=_exact_verify)  # the groups' bytes compared: they replace
@@ -224,20 +260,63 @@ def _tallied(d: Driver, wr: list[dict]) -> None:
     d.source_stats = tally.stats(d.guard or SourceGuard())
 
 
+def _source_field(d: Driver) -> str | None:
+    return d.guard.source_field if d.guard else None
+
+
+def semantic_step(d: Driver, stage: Stage) -> list[dict]:
+    """SemDeDup over the documents the write stage's decisions keep ("after"; every document, "beside"), on this
+    run's cluster and GPU actors (semantic.semantic_in_run: OUT's semantic_decisions.parquet, semantic.json,
+    semantic/centroids.npy), its removals folded into the decisions as the local engine folds them
+    (``semantic.merge_decisions``): the final decisions parts, which the later stages read. The fold holds the
+    run's decisions in the driver (one table: ~100 bytes a document), as the local engine and a recipe's
+    composition do."""
+    from ..decisions import decisions_schema
+    from ..semantic import merge_decisions
+    from .semantic import semantic_in_run
+
+    job = d.job
+    first, offs = job.first, job.offs()
+    t = time.perf_counter()
+    select = (job.work, d.lexical, first) if d.semantic_order == "after" else None
+    sem = semantic_in_run(d.ray, d.actors, d.nodes, d.inputs, d.semantic, job.device, job.work, job.cfg,
+                          resume=d.resume, partitions=job.partitions, select=select,
+                          key=[job.run_key, d.semantic_order], out=d.out)
+    lay = job.layout
+    lexical = pa.concat_tables([lay.read_one(d.lexical, f"f{fi:06d}") for fi in range(first, job.nfiles)])
+    merged = merge_decisions(lexical, sem.decisions, d.semantic_order)
+    schema = decisions_schema(semantic=True)
+    for fi in range(first, job.nfiles):  # each file's rows of the final decisions: its part
+        lo, hi = int(offs[fi] - offs[first]), int(offs[fi + 1] - offs[first])
+        lay.write(pa.Table.from_arrays(merged.slice(lo, hi - lo).columns, schema=schema), "decisions", f"f{fi:06d}")
+    d.timings["semantic"] = time.perf_counter() - t
+    # the later stages' markers hold the semantic stage's key too: another eps or model is never reused
+    job.run_key = run_key([job.run_key, sem.run_key])
+    keys = ("counts", "eps", "clusters", "pairwise_backend", "long_text")
+    return [{"stats": {"order": d.semantic_order, **{k: sem.stats[k] for k in keys if k in sem.stats}},
+             "engine": sem.stats["engine"]}]
+
+
+semantic_step.stage = "semantic"
+
 SIZES = Stage(stages.sizes, "file")
-WRITE = Stage(stages.write, "input", before=lambda d: None if d.limited else _journal(d), then=_tallied,
-              args=lambda d: (None if d.limited else d.out, d.guard.source_field if d.guard else None, d.thresholds))
+WRITE = Stage(stages.write, "input", before=lambda d: None if d.deferred else _journal(d), then=_tallied,
+              args=lambda d: (None if d.deferred else d.out, _source_field(d), d.thresholds, d.lexical))
+SEMANTIC = Stage(semantic_step, "one", drive=semantic_step, when=lambda d: d.semantic is not None)
+RECOUNT = Stage(stages.recount, "input", when=lambda d: d.semantic is not None, then=_tallied,
+                args=lambda d: (_source_field(d), d.thresholds))
 KEPT = Stage(options.kept, "input", before=_journal, args=lambda d: (d.out,),
-             when=lambda d: d.limited and not d.stopped and d.out is not None and d.job.cfg.write_deduplicated)
+             when=lambda d: d.deferred and not d.stopped and d.out is not None and d.job.cfg.write_deduplicated)
 INDEX_ROWS = Stage(options.index_rows, "input", when=lambda d: d.save_index is not None and not d.stopped)
 # OUT/decisions/ (the dataset layout): each file's part, written by a task (outputs.py)
 PUBLISH = Stage(outputs.publish, "input", args=lambda d: (d.out,), when=lambda d: d.dataset and d.out is not None,
                 before=lambda d: outputs.journal(d.out, d.job.nfiles - d.job.first, d.job.prefilter is not None))
 # report.html's largest clusters: their rows, ids and texts from the files holding them (summary.py)
-SHOWN = Stage(summary.shown, "input", args=lambda d: (summary.largest(d.results[WRITE]),), when=lambda d: bool(d.out))
+SHOWN = Stage(summary.shown, "input", args=lambda d: (summary.largest(d.written),), when=lambda d: bool(d.out))
 
-PLAN: tuple[Stage, ...] = (SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, COMPONENTS, LABELS, MEMBERS,
-                           POLICY, RESOLVE, RANKS, SIZES, WRITE, KEPT, INDEX_ROWS, PUBLISH, SHOWN)
+PLAN: tuple[Stage, ...] = (COUNT, SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, COMPONENTS, LABELS,
+                           MEMBERS, POLICY, RESOLVE, RANKS, SIZES, WRITE, SEMANTIC, RECOUNT, KEPT, INDEX_ROWS, PUBLISH,
+                           SHOWN)
 
 
 def walk(d: Driver) -> None:
@@ -256,70 +335,18 @@ def walk(d: Driver) -> None:
 
 # ---------------------------------------------------------------------------------------------- the run
 
-def unsupported(cfg, device: str, *, index=None, save_index=None, semantic=None, prefilter=None) -> None:
-    """Refuse, naming the limit and the local command, what the Ray engine does not distribute yet."""
-    what = [name for name, on in (
-        ("--semantic", semantic is not None),
-        # a retention draw is seeded by the document's run row, which a sign task does not know yet
-        ("a classifier's stochastic retention in the filter flags",
-         prefilter is not None and any(c.retention is not None for c in prefilter.classifiers))) if on]
-    if what:
-        raise ConfigError(f"--engine ray does not run {', '.join(what)} yet; run it with --engine local "
-                          "(the same decisions, one process)")
-    if prefilter is not None:
-        from ..filters.prefilter import check_in_pass1
-
-        check_in_pass1(prefilter)
-
-
 def check_engine_args(workers: int | None, address: str | None, partitions: Any) -> None:
     """The API's checks of the engine's arguments, before anything is written: a local cluster (``workers``)
     or a running one (``address``), not both; ``partitions`` None or a whole number >= 1 (the CLI's types say
     the same)."""
     check_cluster_args(workers, address)
-    if partitions is not None and (isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1):
-        raise ConfigError(f"partitions={partitions!r} is no number of key ranges: pass a whole number >= 1 (CLI "
-                          f"--partitions), or leave it out for the cluster's CPUs (at most {DEFAULT_PARTITIONS})")
-
-
-def key_ranges(requested: int | None, cpus: int, files) -> int:
-    """The shuffle's key ranges: ``requested``, or the cluster's CPUs (at most DEFAULT_PARTITIONS); more than
-    the input's size can fill (one per PARTITION_BYTES of input as stored, at least DEFAULT_PARTITIONS) are
-    cut to that, with a warning."""
-    check_engine_args(None, None, requested)
-    if requested is None:
-        return max(1, min(DEFAULT_PARTITIONS, cpus))
-    size = sum(_stored_bytes(f) for f in files)
-    cap = max(DEFAULT_PARTITIONS, math.ceil(size / PARTITION_BYTES))
-    if requested > cap:
-        logger.warning("--partitions %d: more key ranges than %s of input can fill (up to %d on any input, "
-                       "beyond that one per %d MiB: each range writes a file per input file in every shuffle "
-                       "stage); using %d", requested, _size(size), DEFAULT_PARTITIONS, PARTITION_BYTES >> 20, cap)
-        return cap
-    return requested
-
-
-def _stored_bytes(f) -> int:
-    if isinstance(f, options.IndexSource):
-        return 0
-    if f.fmt == "table":
-        return int(f.table.nbytes) if f.table is not None else 0
-    from ..io import file_size
-
-    try:
-        return file_size(f)
-    except OSError:  # read later, where its error names it
-        return 0
-
-
-def _size(n: int) -> str:
-    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+    check_partitions(partitions)
 
 
 def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
         partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str, index=None,
-        save_index: str | None = None, prefilter=None, guard=None, dataset: bool = False,
-        precompile: Callable[[str], float] | None = None) -> dict[str, Any]:
+        save_index: str | None = None, prefilter=None, guard=None, dataset: bool = False, semantic=None,
+        semantic_order: str = "after", precompile: Callable[[str], float] | None = None) -> dict[str, Any]:
     """The plan (module doc); returns what run.json adds (counts, stage stats, read report, the engine)
     and leaves WORK/ray/decisions/ (and OUT/deduplicated/ with ``out``; the caller writes
     OUT/decisions.parquet: write_decisions). ``index``: the --against index as an IndexSource (its path
@@ -328,6 +355,8 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     score and decide; OUT/scores.parquet from their parts); ``guard``: a ``sources.SourceGuard`` (run.json's
     ``sources``; with a limit, the kept records and the index only when every source is within it); ``dataset``:
     OUT/decisions/ as the tasks' per-file parts (outputs.py; the caller writes no decisions.parquet then);
+    ``semantic``: ``run --semantic``'s SemanticConfig, its stage over the documents the lexical stages kept
+    (``semantic_order`` "after") or over every one ("beside"), folded into the decisions (SEMANTIC);
     ``precompile(device) -> seconds``: compiles the dedup kernels on a node whose Numba cache lacks them (the
     probe runs it once there: cluster.probe; lexical.dedup passes its own)."""
     inputs = files
@@ -356,6 +385,8 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
         settings = {k: v for k, v in cfg.to_dict().items() if k not in ("progress", "threads")}
         if prefilter is not None:
             settings["prefilter"] = dataclasses.asdict(prefilter)
+        if semantic is not None:  # the write stage's parts are then "lexical" (the semantic stage's key is its own)
+            settings["write_table"] = "lexical"
         # pass 1 needs no policy setting (but the scope: a scoped piece's keys are salted)
         signing = {**settings, "cluster": {"keep": cfg.cluster.keep, "scope_field": cfg.cluster.scope_field}}
         # the workers draw no progress bar: Ray would forward its fragments to this terminal
@@ -366,7 +397,8 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
 
         d = Driver(ray, job, inputs, out_tasks, save_index, index, fingerprint, settings, timings,
                    remote={s: ray.remote(num_cpus=1, max_retries=3)(s.fn) for s in PLAN}, guard=guard,
-                   thresholds=thresholds(cfg), progress=cfg.progress, dataset=dataset and out is not None)
+                   thresholds=thresholds(cfg, semantic), progress=cfg.progress, dataset=dataset and out is not None,
+                   semantic=semantic, semantic_order=semantic_order, nodes=nodes, resume=resume)
         with gpu_actors(ray, device) as d.actors:
             walk(d)
     return _run_stats(d, nodes, prefilter, workers, address, lay)
@@ -378,7 +410,11 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
     signed = r[SIGN]
     rows = [s["rows"] for s in signed]
     stats = _stats(signed[first:], r[EXACT], r[BUCKETS], r[LABELS], r[MEMBERS], r[POLICY], r[SIZES], r[WRITE],
-                   rows[first:], job.partitions, nodes, d.step if isinstance(d.step, int) else 0, job.cfg.lsh.bands)
+                   d.written, rows[first:], job.partitions, nodes, d.step if isinstance(d.step, int) else 0,
+                   job.cfg.lsh.bands)
+    if SEMANTIC in r:  # the local engine's stages.semantic; the semantic stage's own engine stats beside it
+        stats["stages"]["semantic"] = r[SEMANTIC][0]["stats"]
+        stats["engine"]["semantic"] = r[SEMANTIC][0]["engine"]
     if COMPONENTS in r:  # one task found the components: no star step ran
         stats["stages"]["components"].update(method="one task", rounds=r[COMPONENTS][0]["rounds"])
     else:
@@ -411,7 +447,7 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
             d.timings["write_scores"] = time.perf_counter() - t
     stats["sources"] = d.source_stats
     if SHOWN in r:  # report.html's aggregates: run.json's report, the shown rows in OUT/report/shown.json
-        stats["report"] = summary.report(r[WRITE], r[SIZES][:first], r[SHOWN], d.out)
+        stats["report"] = summary.report(d.written, r[SIZES][:first], r[SHOWN], d.out)
     if KEPT in r:  # a run with a source limit wrote its kept records in the kept stage
         stats["deduplicated"] = {k: sum(x["deduplicated"][k] for x in r[KEPT]) for k in ("files", "rows_written")}
     if d.save_index is not None and not d.stopped:
@@ -492,14 +528,17 @@ def _scope_stats(field_name: str, wr: list[dict]) -> dict[str, Any]:
     return {"field": field_name, "scopes": scopes}
 
 
-def _stats(signed, ex, bk, lab, mem, pol, sz, wr, rows, parts, nodes, step, bands) -> dict[str, Any]:
+def _stats(signed, ex, bk, lab, mem, pol, sz, wr, fin, rows, parts, nodes, step, bands) -> dict[str, Any]:
+    """run.json's counts (of the final decisions: ``fin``, the recount or write tasks' results), stages (the
+    lexical ones: ``wr``, the write tasks'), read report, pass 1's task seconds, deduplicated/ and engine."""
     n = sum(rows)
-    by = {r: sum(w["by_reason"][r] for w in wr) for r in REASONS}
-    by.update({r: k for r in REASON_CODES if r not in by and (k := sum(w["by_reason"].get(r, 0) for w in wr))})
-    kept = sum(w["kept"] for w in wr)
+    by = {r: sum(w["by_reason"][r] for w in fin) for r in REASONS}
+    by.update({r: k for r in REASON_CODES if r not in by and (k := sum(w["by_reason"].get(r, 0) for w in fin))})
+    kept = sum(w["kept"] for w in fin)
     counts = {"input": n, "kept": kept, "removed": n - kept, "by_reason": by,
-              "text_bytes": {"input": sum(w["text_bytes"][0] for w in wr), "kept": sum(w["text_bytes"][1] for w in wr)},
-              "words": {"input": sum(w["words"][0] for w in wr), "kept": sum(w["words"][1] for w in wr),
+              "text_bytes": {"input": sum(w["text_bytes"][0] for w in fin),
+                             "kept": sum(w["text_bytes"][1] for w in fin)},
+              "words": {"input": sum(w["words"][0] for w in fin), "kept": sum(w["words"][1] for w in fin),
                         "note": "words of the normalized text (space-separated runs)"}}
 
     def total(rs, k):

@@ -112,7 +112,7 @@ class _Run:
 
 def _score(run: _Run, job: ft.FilterJob) -> ft.FilterJob:
     """Pass 1 and the ids' check; the job with the files' row and paragraph offsets."""
-    from .driver import key_ranges
+    from .shuffle import key_ranges
 
     s = run.session
     parts = key_ranges(None, int(s.ray.cluster_resources().get("CPU", 1)), run.files)

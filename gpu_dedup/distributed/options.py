@@ -1,6 +1,8 @@
 """The Ray engine's tasks for the optional features (stages.py has the others; rows.py the Job they take):
 
     IndexSource  the --against index as file 0 of a run (its piece: index_piece)
+    count        per input file (a prefilter with stochastic retention): its documents as pass 1 reads them, so
+                 that each sign task knows its file's first run row, by which the retention draws
     exact_texts  per file (--exact-verify): the normalized text of its rows in exact groups, read again; a
                  member's text goes to its leader's file
     exact_check  per file of leaders (--exact-verify): each member's bytes against its leader's
@@ -90,6 +92,25 @@ def _normalized_texts(job: Job, fi: int, local: np.ndarray) -> tuple[pa.Array, i
             None, pa.py_buffer(off), pa.py_buffer(np.asarray(norm.data, np.uint8)[:off[-1]])]))
         read += text.nbytes
     return (pa.concat_arrays(parts) if parts else pa.array([], pa.large_binary())), read
+
+
+def _same_file(job: Job, fi: int, result: dict) -> bool:
+    from .perfile import same_input
+
+    return same_input(job.files[fi], result, "its documents were counted; counting them again")
+
+
+@run_once("count", valid=_same_file)
+def count(job: Job, fi: int) -> dict[str, Any]:
+    """Input file ``fi``'s documents, read as pass 1 reads it (the keep column and scope field never skip a row:
+    not read)."""
+    from .perfile import stamp_of
+
+    f = job.files[fi]
+    stamp = stamp_of(f)
+    opts = {**job.cfg.reader_options(), "keep_column": None, "scope_field": None}
+    rows = sum(len(b) for b in io.iter_batches([f], **opts))
+    return {"rows": rows, "stamp": stamp()}
 
 
 @run_once("exact_texts")

@@ -75,12 +75,12 @@ def _published(job: Job, fi: int, result: dict, out: str, *_: Any) -> bool:
 def publish(job: Job, fi: int, out: str) -> dict[str, Any]:
     """File ``fi``'s decisions part into OUT/decisions/ (``part_path``), in the local engine's row groups; with a
     prefilter its scores part into OUT/scores/ (its rows numbered in the run; an empty file has none)."""
-    from ..decisions import DECISIONS_SCHEMA, scores_schema
+    from ..decisions import decisions_schema, scores_schema
     from ..runtime.run import write_tables
 
     lay, k = job.layout, fi - job.first
     t = lay.read_one("decisions", f"f{fi:06d}")
-    write_tables([t], DECISIONS_SCHEMA, part_path(out, "decisions", k))
+    write_tables([t], decisions_schema(semantic="cosine" in t.column_names), part_path(out, "decisions", k))
     if job.prefilter is not None and lay.exists("scores", f"f{fi:06d}"):
         s = lay.read_one("scores", f"f{fi:06d}")
         s = s.set_column(s.schema.get_field_index("row"), "row",
@@ -109,11 +109,13 @@ def write_scores(lay: Layout, file_range, offsets: list[int], path: str) -> None
     write_tables(itertools.chain([head] if head is not None else [], it), schema, path)
 
 
-def write_decisions(work: str, nfiles: int, path: str, first: int = 0) -> None:
+def write_decisions(work: str, nfiles: int, path: str, first: int = 0, semantic: bool = False) -> None:
     """OUT/decisions.parquet from the per-file parts (files ``first``.. : not an --against index), one part
-    (and one row group) in memory at a time, in the local engine's row groups: the same bytes."""
-    from ..decisions import DECISIONS_SCHEMA
+    (and one row group) in memory at a time, in the local engine's row groups: the same bytes (``semantic``:
+    with the semantic columns)."""
+    from ..decisions import decisions_schema
     from ..runtime.run import write_tables
 
     lay = Layout(work)
-    write_tables((lay.read_one("decisions", f"f{fi:06d}") for fi in range(first, nfiles)), DECISIONS_SCHEMA, path)
+    write_tables((lay.read_one("decisions", f"f{fi:06d}") for fi in range(first, nfiles)),
+                 decisions_schema(semantic=semantic), path)

@@ -205,7 +205,7 @@ def paragraph_dedup_ray(source: Any, cfg, out: str | None, env, partitions: int 
         paragraph_stats,
     )
     from ..runtime.run import Steps, finish, ray_dirs, resources, write_tables
-    from .driver import key_ranges
+    from .shuffle import key_ranges
 
     device, threads = resources(env.device)
     files = io.source_files(source)

@@ -32,6 +32,7 @@ class Job(WorkFiles):
     run_key: str = ""
     first: int = 0  # the first input file: 1 when files[0] is the --against index
     prefilter: Any = None  # the filter flags' FilterConfig (filters/prefilter.py): pass 1 scores and decides
+    row0: list[int] | None = None  # each file's first run row before pass 1 (driver.COUNT), or None: unknown
 
     @property
     def threads(self) -> int | None:

@@ -4,7 +4,9 @@ per file, clusters compared per cluster range; semantic_decisions.parquet equals
 
     embed    per file (a GPU actor with device="cuda"): the file's batches embedded exactly as the local engine
              embeds them (the same read batches: a batch never spans files, so the same forward passes), its
-             tokens counted (``run.token_summary``); its ids by hash range (the uniqueness check)
+             tokens counted (``run.token_summary``); its ids by hash range (the uniqueness check). In ``run
+             --semantic`` (``semantic_in_run``) only the documents the lexical stages kept, chosen in each read
+             batch as the local engine's ``semantic_dedup(rows=...)`` chooses them
     unique   per id range: are the run's ids distinct (else the driver raises the local engine's error)
     kmeans   one task (GPU actor): ``clustering.fit`` on the rows of ``clustering.fit_rows`` (the local engine's
              seeded sample), read from the files' embeddings; the fitted index (``clustering.Fitted``) saved
@@ -14,6 +16,9 @@ per file, clusters compared per cluster range; semantic_decisions.parquet equals
              pairwise step and the rule (``select.decide_clusters``), each member's result sent to its file
     write    per file: its decisions part (``select.decisions_of``); the driver streams the parts into
              semantic_decisions.parquet in the local engine's row groups (``run.write_tables``)
+
+``semantic_dedup_ray`` runs them as the ``Semantic`` step (its own session); ``semantic_in_run`` on the cluster and
+GPU actors of a dedup run (``run --semantic --engine ray``: distributed/driver.py folds its decisions in).
 
 The embedding cache (``SemanticConfig.cache_dir``, OUT/semantic/embeddings) is the local engine's: on Ray the
 embed tasks' parts in the work dir are what a resumed run reuses. The driver holds the files' row counts, the
@@ -74,13 +79,27 @@ def _emb(t: pa.Table, d: int) -> np.ndarray:
     return np.asarray(col.flatten().to_numpy(zero_copy_only=False), np.float32).reshape(len(col), d)
 
 
+def _chosen(job: ProgramJob, fi: int) -> np.ndarray | None:
+    """bool per document of file ``fi``: the documents the semantic stage of ``run --semantic`` sees (the
+    lexical stages' keep column, of the dedup plan's decisions part; ``extra["select"]``: its work dir, table
+    and the file's position there), or None: every document."""
+    sel = job.extra.get("select")
+    if sel is None:
+        return None
+    from .shuffle import Layout
+
+    work, table, first = sel
+    keep = Layout(work).read_one(table, f"f{fi + first:06d}", ["keep"])["keep"]
+    return np.asarray(keep.to_numpy(zero_copy_only=False), bool)
+
+
 @task("semantic_embed")
 def semantic_embed(job: ProgramJob, fi: int) -> dict[str, Any]:
     """File ``fi``'s embeddings, ids and keep values (the local engine's embed pass over this file alone)."""
     from ..runtime.device import batch_bytes
     from ..semantic.config import semantic_keep_column
     from ..semantic.embed import embed_documents
-    from ..semantic.run import token_summary
+    from ..semantic.run import selected_rows, token_summary
 
     cfg, run, lay = job.cfg, job.extra["run"], job.layout
     kc = semantic_keep_column(cfg.keep)
@@ -88,12 +107,17 @@ def semantic_embed(job: ProgramJob, fi: int) -> dict[str, Any]:
     ids, parts, values, tokens = [], [], [], []
     model, windows = None, 0
     tm = {"read": 0.0, "load_model": 0.0, "embed": 0.0}
+    chosen = _chosen(job, fi)
     t = time.perf_counter()
     for batch in io.iter_batches([job.files[fi]], id_field=run.id_field, text_field=run.text_field,
                                  batch_bytes=batch_bytes(run.batch_bytes, "cpu"), on_error=run.on_error,
                                  keep_column=kc, report=report):
         t0 = time.perf_counter()
         tm["read"] += t0 - t
+        batch, _ = selected_rows(batch, chosen)  # the local engine's selection of the same read batch
+        if not len(batch):
+            t = time.perf_counter()
+            continue
         if model is None:
             model = _model(job.extra["model"], job.device, cfg.max_seq_length, job.extra["dtype"])
             tm["load_model"] += time.perf_counter() - t0
@@ -108,6 +132,11 @@ def semantic_embed(job: ProgramJob, fi: int) -> dict[str, Any]:
             values.append(np.asarray(batch.keep_values, np.float64))
         t = time.perf_counter()
         tm["embed"] += t - t0
+    if chosen is not None and chosen.shape[0] != report.rows:
+        from ..errors import RunError
+
+        raise RunError(f"semantic: {job.files[fi].relpath} has {report.rows} documents but the lexical decisions "
+                       f"list {chosen.shape[0]}: the file changed during the run")
     all_ids = pa.chunked_array(ids, pa.string()).combine_chunks() if ids else pa.array([], pa.string())
     emb = np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
     lay.write(_emb_table(all_ids, emb, np.concatenate(values) if kc and values else
@@ -279,64 +308,82 @@ def _raise_duplicate_ids(job: ProgramJob, file_rows: list[int]) -> None:
     raise RunError("a unique task found a duplicated id that the check of all ids did not")  # pragma: no cover
 
 
-def semantic_dedup_ray(source: Any, cfg, out: str | None, env, run, partitions: int | None = None):
-    """``semantic.run.semantic_dedup`` of ``source`` on the Ray engine (module doc), as the ``Semantic`` step runs
-    it with ``env.engine == "ray"``: ``env``'s device, cluster, work dir (default OUT/work; its ``semantic/``
-    folder) and ``resume``; ``run`` the RunConfig whose reading settings apply; ``partitions`` id and cluster
-    ranges (default: the cluster's CPUs). Returns a ``SemanticResult`` whose decisions and embeddings are read
-    from the files when asked for (``out`` is required)."""
-    from ..runtime.run import Steps, ray_dirs, write_tables
-    from ..semantic.clustering import n_clusters_for, warn_largest
+@dataclasses.dataclass
+class _Stages:
+    """One semantic run's stage results (``_run_stages``), in the order they ran."""
+
+    em: list
+    km: list
+    asg: list
+    pr: list
+    wr: list
+
+
+def _prepare(cfg, device: str, files, work: str, run, select=None):
+    """(the model's ``Source``, the run's ``ProgramJob``): the model resolved here, before any task (a missing
+    one fails fast); ``select``: the embed tasks' selection (``_chosen``)."""
+    from ..semantic.run import source_stage
+
+    if cfg.cache_dir is not None:
+        logger.info("semantic on Ray: the embedding cache %s is the local engine's; the Ray tasks keep their "
+                    "embeddings in the work dir (--resume reuses them)", cfg.cache_dir)
+    src = source_stage(dataclasses.replace(cfg, cache_dir=None), device, None, None)
+    job = ProgramJob(cfg, device, files, work_root(work, "semantic"),
+                     extra={"run": run, "model": src.path, "dtype": src.dtype, "select": select})
+    return src, job
+
+
+def _run_stages(r, job: ProgramJob, src, partitions: int | None, *key: Any) -> _Stages:
+    """The stages of the module doc on the Runner ``r``; ``key``: more of what the tasks' outputs depend on (the
+    selection's origin)."""
+    from ..semantic.clustering import n_clusters_for
+    from .shuffle import key_ranges
+
+    cfg, run, files = job.cfg, job.extra["run"], job.files
+    job.partitions = key_ranges(partitions, int(r.ray.cluster_resources().get("CPU", 1)), files)
+    job.run_key = program_key("semantic", cfg, job.device, job.partitions, files, src.fingerprint,
+                              {k: getattr(run, k) for k in ("id_field", "text_field", "on_error", "batch_bytes")},
+                              *key)
+    em = r.stage(semantic_embed, range(job.nfiles), device=True)
+    rows = [e["rows"] for e in em]
+    job.offsets = offsets_of(rows)
+    job.extra["dim"] = max([e["dim"] for e in em] or [0])
+    n = int(job.offsets[-1])
+    if not all(u["unique"] for u in r.stage(semantic_unique, range(job.partitions))):
+        _raise_duplicate_ids(job, rows)
+    k = n_clusters_for(n, cfg)
+    job.extra["ranges"] = max(1, min(job.partitions, k))  # cluster ranges: no more than clusters
+    km: list[dict] = []
+    asg: list[dict] = []
+    pr: list[dict] = []
+    wr: list[dict] = []
+    if n:
+        km = r.stage(semantic_kmeans, [0], n, k, device=True)
+        asg = r.stage(semantic_assign, range(job.nfiles), n, k, device=True)
+        pr = r.stage(semantic_pairs, range(job.extra["ranges"]), k, device=True)
+        wr = r.stage(semantic_write, range(job.nfiles))
+    return _Stages(em, km, asg, pr, wr)
+
+
+def _outputs(job: ProgramJob, src, st: _Stages, steps, engine: dict, out: str | None):
+    """semantic.json's stats from the tasks' results; with ``out``: semantic_decisions.parquet (the parts, in the
+    local engine's row groups), semantic/centroids.npy, semantic.json. Returns the ``_FileSemantic``."""
+    from ..runtime.run import write_tables
+    from ..semantic.clustering import warn_largest
     from ..semantic.config import SEMANTIC_SCHEMA
-    from ..semantic.model import resolve_torch_device
     from ..semantic.run import (
         EmbedPass,
         long_text_stats,
         semantic_stats,
-        source_stage,
         warn_truncated,
         write_centroids,
         write_semantic_json,
     )
     from ..semantic.select import decided_stats
-    from .driver import key_ranges
 
-    device = resolve_torch_device(env.device)
-    files = io.source_files(source)
-    out, work = ray_dirs(out, env.work_dir, "semantic dedup")
-    workers, address, resume = env.workers, env.address, env.resume
-    if cfg.cache_dir is not None:
-        logger.info("semantic on Ray: the embedding cache %s is the local engine's; the Ray tasks keep their "
-                    "embeddings in the work dir (--resume reuses them)", cfg.cache_dir)
-    src = source_stage(dataclasses.replace(cfg, cache_dir=None), device, None, None)  # the model: fails fast, here
-    out = os.path.abspath(out)
-    steps = Steps()
-    timings = steps.timings
-    job = ProgramJob(cfg, device, files, work_root(work, "semantic"),
-                     extra={"run": run, "model": src.path, "dtype": src.dtype})
-    km = pr = wr = []
-    with program_session(job, workers=workers, address=address, resume=resume, device_stages=True) as r:
-        job.partitions = key_ranges(partitions, int(r.ray.cluster_resources().get("CPU", 1)), files)
-        job.run_key = program_key("semantic", cfg, device, job.partitions, files, src.fingerprint,
-                              {k: getattr(run, k) for k in ("id_field", "text_field", "on_error", "batch_bytes")})
-        em = r.stage(semantic_embed, range(job.nfiles), device=True)
-        rows = [e["rows"] for e in em]
-        job.offsets = offsets_of(rows)
-        job.extra["dim"] = max([e["dim"] for e in em] or [0])
-        n = int(job.offsets[-1])
-        if not all(u["unique"] for u in r.stage(semantic_unique, range(job.partitions))):
-            _raise_duplicate_ids(job, rows)
-        k = n_clusters_for(n, cfg)
-        job.extra["ranges"] = max(1, min(job.partitions, k))  # cluster ranges: no more than clusters
-        asg: list[dict] = []
-        if n:
-            km = r.stage(semantic_kmeans, [0], n, k, device=True)
-            asg = r.stage(semantic_assign, range(job.nfiles), n, k, device=True)
-            pr = r.stage(semantic_pairs, range(job.extra["ranges"]), k, device=True)
-            wr = r.stage(semantic_write, range(job.nfiles))
-        engine = r.engine_stats(workers, address, [em, km, asg, pr, wr])
-    lay = job.layout
-    d = job.extra["dim"]
+    cfg, run, device, files, timings = job.cfg, job.extra["run"], job.device, job.files, steps.timings
+    em, km, pr, wr = st.em, st.km, st.pr, st.wr
+    n, d = int(job.offsets[-1]), job.extra["dim"]
     sizes = np.concatenate([np.asarray(p["sizes"], np.int64) for p in pr]) if pr else np.zeros(0, np.int64)
     warn_largest(sizes, cfg, d)
     swept = np.sum([p["sweep"] for p in pr], axis=0).tolist() if pr else [0] * len(cfg.eps_sweep)
@@ -364,18 +411,71 @@ def semantic_dedup_ray(source: Any, cfg, out: str | None, env, run, partitions: 
     emb = EmbedPass(pa.array([], pa.string()), np.zeros((0, 2), np.uint64), np.zeros((0, d), np.float32), None,
                     embedded=n)
     centroids = _load_fitted(job).centroids if n else np.zeros((0, d), np.float32)
-    with steps("write"):
-        write_tables((lay.read_one("decisions", f"f{fi:06d}") for fi in range(job.nfiles) if n and rows[fi]),
-                     SEMANTIC_SCHEMA, os.path.join(out, "semantic_decisions.parquet"))
-        write_centroids(out, centroids)
+    if out is not None:
+        with steps("write"):
+            write_tables(_parts(job), SEMANTIC_SCHEMA, os.path.join(out, "semantic_decisions.parquet"))
+            write_centroids(out, centroids)
     steps.total()
     stats = semantic_stats(cfg, run, device, files, merged_read(em), src, emb, seq, long_text, None, decided,
                            timings)
     stats["engine"] = engine
-    write_semantic_json(out, stats)
-    result = _FileSemantic(os.path.join(out, "semantic_decisions.parquet"), stats, centroids, out, job)
+    if out is not None:
+        write_semantic_json(out, stats)
+    result = _FileSemantic(os.path.join(out, "semantic_decisions.parquet") if out is not None else None, stats,
+                           centroids, out, job)
     logger.info("%s in %.2f s", result.summary(), timings["total"])
     return result
+
+
+def _parts(job: ProgramJob):
+    """The write tasks' decisions parts, in file order (a file without a semantic row: none)."""
+    lay, offs = job.layout, job.offsets
+    return (lay.read_one("decisions", f"f{fi:06d}") for fi in range(job.nfiles) if offs[fi + 1] > offs[fi])
+
+
+def semantic_dedup_ray(source: Any, cfg, out: str | None, env, run, partitions: int | None = None):
+    """``semantic.run.semantic_dedup`` of ``source`` on the Ray engine (module doc), as the ``Semantic`` step runs
+    it with ``env.engine == "ray"``: ``env``'s device, cluster, work dir (default OUT/work; its ``semantic/``
+    folder) and ``resume``; ``run`` the RunConfig whose reading settings apply; ``partitions`` id and cluster
+    ranges (default: the cluster's CPUs). Returns a ``SemanticResult`` whose decisions and embeddings are read
+    from the files when asked for (``out`` is required)."""
+    from ..runtime.run import Steps, ray_dirs
+    from ..semantic.model import resolve_torch_device
+
+    device = resolve_torch_device(env.device)
+    files = io.source_files(source)
+    out, work = ray_dirs(out, env.work_dir, "semantic dedup")
+    src, job = _prepare(cfg, device, files, work, run)  # the model: fails fast, here
+    out = os.path.abspath(out)
+    steps = Steps()
+    workers, address = env.workers, env.address
+    with program_session(job, workers=workers, address=address, resume=env.resume, device_stages=True) as r:
+        st = _run_stages(r, job, src, partitions)
+        engine = r.engine_stats(workers, address, [st.em, st.km, st.asg, st.pr, st.wr])
+    return _outputs(job, src, st, steps, engine, out)
+
+
+def semantic_in_run(ray, actors: list, nodes: int, files, cfg, device: str, work: str, run, *, resume: bool,
+                    partitions: int | None, select, key: Any, out: str | None):
+    """The semantic stage of ``run --semantic`` on the Ray engine (distributed/driver.py): these stages on the
+    dedup run's cluster and GPU actors, over ``files`` (the run's inputs), the embed tasks seeing the documents
+    ``select`` chooses (``_chosen``; None: every one) and reading the same batches as the local engine's
+    ``semantic_dedup(rows=...)``; ``key``: the dedup plan's run key (the selection's origin). Its work dir is
+    WORK/semantic; with ``out`` it writes semantic_decisions.parquet, semantic.json and semantic/centroids.npy
+    there. Returns the ``_FileSemantic``."""
+    from ..runtime.run import Steps
+    from ..semantic.model import resolve_torch_device
+    from .shuffle import WorkFiles
+    from .tasks import Runner
+
+    device = resolve_torch_device(device)
+    src, job = _prepare(cfg, device, files, work, run, select)
+    steps = Steps()
+    WorkFiles.prepare(job.work, resume)
+    r = Runner(ray, job, {}, actors, nodes)
+    st = _run_stages(r, job, src, partitions, key)
+    engine = r.engine_stats(None, None, [st.em, st.km, st.asg, st.pr, st.wr])
+    return _outputs(job, src, st, steps, engine, out)
 
 
 def _file_semantic_base():
@@ -388,18 +488,29 @@ class _FileSemantic(_file_semantic_base()):  # type: ignore[misc]
     """A Ray run's ``SemanticResult``: the decisions read from semantic_decisions.parquet, the embeddings from the
     work dir's parts, only when asked for (the driver holds no per-document state unless the caller wants it)."""
 
-    def __init__(self, path: str, stats: dict[str, Any], centroids: np.ndarray, output_dir: str,
+    def __init__(self, path: str | None, stats: dict[str, Any], centroids: np.ndarray, output_dir: str | None,
                  job: ProgramJob) -> None:
         self._path, self.stats, self.centroids, self.output_dir, self._job = path, stats, centroids, output_dir, job
         self._table = None
 
     @property
     def decisions(self) -> pa.Table:  # type: ignore[override]
-        if self._table is None:
+        """semantic_decisions.parquet, or without an OUT the write tasks' parts (SEMANTIC_SCHEMA)."""
+        if self._table is None and self._path is not None:
             import pyarrow.parquet as pq
 
             self._table = pq.read_table(self._path)
+        elif self._table is None:
+            from ..semantic.config import SEMANTIC_SCHEMA
+
+            parts = list(_parts(self._job))
+            self._table = pa.concat_tables(parts) if parts else SEMANTIC_SCHEMA.empty_table()
         return self._table
+
+    @property
+    def run_key(self) -> str:
+        """The run key of its tasks' markers (every setting and input its decisions depend on)."""
+        return self._job.run_key
 
     @property
     def embeddings(self) -> np.ndarray:  # type: ignore[override]

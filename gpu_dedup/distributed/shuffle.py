@@ -1,7 +1,8 @@
 """The storage-backed shuffle of the Ray engine: partition functions, the work-dir layout of every stage's
 files, and the done markers that make each task idempotent and resumable.
 
-Two kinds of partitions: *key ranges* (P of them) split 64-bit keys (exact hashes, band keys) by their top
+Two kinds of partitions: *key ranges* (P of them: ``key_ranges``, from --partitions or the cluster's CPUs, capped by
+the input's size) split 64-bit keys (exact hashes, band keys) by their top
 bits, so a range's rows from every file meet in one reduce task; *files* (F of them) split rows by the input
 file that holds them (a row is ``offsets[file] + local row``), so results come home to the task that owns
 the file. Files are Arrow IPC (uncompressed: the exchange is hashes, row numbers and keys, read back at memory
@@ -26,6 +27,8 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import logging
+import math
 import os
 import posixpath
 import shutil
@@ -35,11 +38,58 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from ..errors import RunError
+from ..errors import ConfigError, RunError
 from ..io import atomic_path, write_json_atomic
 from ..io.remote import is_url, url_filesystem
 
+logger = logging.getLogger(__name__)
+
 EXCHANGE = "arrow-ipc-2"  # the exchange files' format (Layout.write) and the ids' hash: part of every run key
+DEFAULT_PARTITIONS = 64  # the default's ceiling (one key range per CPU), and the floor of the size cap
+# a key range costs one file per input file in every shuffle stage: below a few MiB of input per range the
+# files' fixed costs outweigh the parallelism (100,000 ranges on 300 documents wrote millions of files)
+PARTITION_BYTES = 8 << 20
+
+
+def check_partitions(partitions: Any) -> None:
+    """``partitions`` None or a whole number >= 1 (the CLI's types say the same)."""
+    if partitions is not None and (isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1):
+        raise ConfigError(f"partitions={partitions!r} is no number of key ranges: pass a whole number >= 1 (CLI "
+                          f"--partitions), or leave it out for the cluster's CPUs (at most {DEFAULT_PARTITIONS})")
+
+
+def key_ranges(requested: int | None, cpus: int, files) -> int:
+    """The shuffle's key ranges: ``requested``, or the cluster's CPUs (at most DEFAULT_PARTITIONS); more than
+    the input's size can fill (one per PARTITION_BYTES of input as stored, at least DEFAULT_PARTITIONS) are
+    cut to that, with a warning."""
+    check_partitions(requested)
+    if requested is None:
+        return max(1, min(DEFAULT_PARTITIONS, cpus))
+    size = sum(_stored_bytes(f) for f in files)
+    cap = max(DEFAULT_PARTITIONS, math.ceil(size / PARTITION_BYTES))
+    if requested > cap:
+        logger.warning("--partitions %d: more key ranges than %s of input can fill (up to %d on any input, "
+                       "beyond that one per %d MiB: each range writes a file per input file in every shuffle "
+                       "stage); using %d", requested, _size(size), DEFAULT_PARTITIONS, PARTITION_BYTES >> 20, cap)
+        return cap
+    return requested
+
+
+def _stored_bytes(f) -> int:
+    if f.fmt == "index":  # an --against index (options.IndexSource): its rows are no input to split
+        return 0
+    if f.fmt == "table":
+        return int(f.table.nbytes) if f.table is not None else 0
+    from ..io import file_size
+
+    try:
+        return file_size(f)
+    except OSError:  # read later, where its error names it
+        return 0
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n:,} bytes"
 
 
 def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:

@@ -94,12 +94,14 @@ def sign(job: Job, fi: int) -> dict[str, Any]:
     else:
         before = None if f.fmt == "table" else file_identity(f)
         steps = _score_steps(cfg, job.device, job.prefilter)
-        part, report, tm = compute_file(f, cfg, job.device, permutation_params(cfg.minhash), steps=steps)
+        # the file's first run row (its stochastic retention draws by the run's row: driver.COUNT), else 0
+        row0 = int(job.row0[fi]) if job.row0 is not None else 0
+        part, report, tm = compute_file(f, cfg, job.device, permutation_params(cfg.minhash), steps=steps, row0=row0)
         piece, stamp = piece_of(part, cfg), input_stamp(f, before)
         if cfg.cluster.scope_field is not None:
             piece = _salted(piece, cfg)
         if job.prefilter is not None:
-            piece, pre = _prefiltered(job, fi, piece, part, steps[0])
+            piece, pre = _prefiltered(job, fi, piece, part, steps[0], row0)
     lay = job.layout
     lay.write(piece, "pieces", f"f{fi:06d}")
     exact = pa.table({"local": pa.array(np.arange(piece.num_rows, dtype=np.int64)),
@@ -159,14 +161,18 @@ def _score_steps(cfg, device: str, prefilter=None) -> tuple:
     return tuple(steps)
 
 
-def _prefiltered(job: Job, fi: int, piece: pa.Table, part, step) -> tuple[pa.Table, dict[str, Any]]:
+def _prefiltered(job: Job, fi: int, piece: pa.Table, part, step, row0: int = 0) -> tuple[pa.Table, dict[str, Any]]:
     """The piece with the prefilter's verdict (column filter_pass) and the file's scores part
-    (scores/f<fi>: file rows; the driver adds the file's offset when it writes OUT/scores.parquet)."""
+    (scores/f<fi>: file rows, ``row0``, the rows the step scored from, taken off; the driver adds the file's offset
+    when it writes OUT/scores.parquet)."""
     from ..decisions import value_counts
 
     passed = np.concatenate(part.filter_pass) if part.filter_pass else np.zeros(0, bool)
     piece = piece.append_column("filter_pass", pa.array(passed, pa.bool_()))
-    scores = step.table(piece.num_rows) if piece.num_rows else None  # an empty file has no scored batch
+    scores = step.table(piece.num_rows, row0) if piece.num_rows else None  # an empty file has no scored batch
+    if scores is not None and row0:
+        i = scores.schema.get_field_index("row")
+        scores = scores.set_column(i, scores.schema.field(i), pc.subtract(scores["row"], pa.scalar(row0, pa.int64())))
     if scores is not None:
         job.layout.write(scores, "scores", f"f{fi:06d}")
     return piece, {"scored": scores is not None, "describe": step.describe(),
@@ -220,10 +226,9 @@ def exact(job: Job, p: int) -> dict[str, Any]:
 
 _BANDS = pa.schema([("band", pa.int32()), ("key", pa.uint64()), ("row", pa.int64())])
 
-# up to this many key ranges, each buckets task reads every file's band keys from the pieces itself, and the bands
-# stage does not run: its exchange moves 48 bytes per band row (a key read, a row of 20 bytes written and read
-# again), P tasks reading the 8-byte keys move 8·P (on the 2-core VM, 1 M documents: 1.1 s of bands tasks and
-# 354 MB of files, docs/performance.md); beyond, reading every key P times costs more than the exchange
+# up to this many key ranges each buckets task reads every file's band keys from the pieces, and no bands stage runs:
+# its exchange moves 48 bytes per band row (a key read, 20 bytes written and read), P such tasks 8·P (1 M documents
+# on the 2-core VM: 1.1 s of bands tasks, 354 MB of files, docs/scale.md); beyond, the P reads cost more
 BANDS_FROM_PIECES = 4
 
 
@@ -283,12 +288,10 @@ def _band_sources(job: Job, p: int) -> list:
 
 @run_once("buckets")
 def buckets(job: Job, p: int) -> dict[str, Any]:
-    """Buckets of key range ``p`` (runs of >= 2 equal (band, key)) -> star edges to each run's first row.
-
-    One band at a time, as lsh.group_buckets: every array is one band's share of the range, so the task's
-    transient memory is a band's, reused from band to band, rather than fresh arrays the size of the whole
-    range (first touches of new pages cost more than the sort on a loaded machine: 3.0 s vs 0.7 s per task of
-    10 M band rows, docs/performance.md)."""
+    """Buckets of key range ``p`` (runs of >= 2 equal (band, key)) -> star edges to each run's first row. One band
+    at a time, as lsh.group_buckets: the task's transient memory is one band's share of the range, reused, not
+    fresh arrays the size of the range (their first touches cost more than the sort: 3.0 s vs 0.7 s per task of
+    10 M band rows, docs/scale.md)."""
     nb = job.cfg.lsh.bands
     sources = _band_sources(job, p)
     firsts, others = [], []
@@ -301,8 +304,10 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
         c = key.shape[0]
         if c < 2:
             continue
-        # any order of equal keys: each bucket's first row is found by its minimum below
-        order = _argsort(job.device, key)
+        # any order of equal keys (each bucket's first row is found by its minimum below): numpy's SIMD sort of
+        # uint64 (as lsh.group_buckets), CuPy's with device="cuda"
+        order = np.argsort(key) if job.device != "cuda" else \
+            to_host(array_module(job.device).argsort(to_device(key, job.device)))
         key, row = key[order], row[order]
         start = np.ones(c, bool)
         start[1:] = key[1:] != key[:-1]
@@ -322,14 +327,6 @@ def buckets(job: Job, p: int) -> dict[str, Any]:
     # the local engine's LSH counts (decide.bucket_stage: buckets are runs of >= 2), summed by the driver
     return {"buckets": int(per_band.sum()), "bucket_entries": entries, "largest_bucket": largest,
             "edges": int(a.shape[0]), "buckets_per_band": [int(k) for k in per_band]}
-
-
-def _argsort(device: str, keys: np.ndarray) -> np.ndarray:
-    """np.argsort(keys) (numpy's SIMD sort of uint64, as lsh.group_buckets), on the device with device="cuda"."""
-    if device != "cuda" or not keys.shape[0]:
-        return np.argsort(keys)
-    xp = array_module(device)
-    return to_host(xp.argsort(to_device(keys, device)))
 
 
 @run_once("members")
@@ -499,8 +496,9 @@ def _wrote(job: Job, fi: int, result: dict, out: str | None, *_) -> bool:
 
 @run_once("write", valid=_wrote)
 def write(job: Job, fi: int, out: str | None, source_field: str | None = None,
-          thresholds: dict | None = None) -> dict[str, Any]:
-    """File ``fi``'s decisions part (DECISIONS_SCHEMA, as decide.decisions_table), its sources' tally (by
+          thresholds: dict | None = None, table: str = "decisions") -> dict[str, Any]:
+    """File ``fi``'s decisions part (DECISIONS_SCHEMA, as decide.decisions_table; into the work dir's ``table``:
+    "lexical" when a semantic stage folds its removals in next, driver.SEMANTIC), its sources' tally (by
     ``source_field``, read again from the file, or by the file; ``sources.Tally`` with ``thresholds``) and its
     deduplicated/ file (``out``: OUT as an absolute path, or None: none)."""
     cfg, lay, offs = job.cfg, job.layout, job.offs()
@@ -556,21 +554,46 @@ def write(job: Job, fi: int, out: str | None, source_field: str | None = None,
         "jaccard": pa.array(jac, pa.float64(), from_pandas=True), "cluster_size": pa.array(size, pa.int64()),
         "source": pa.array([f.relpath] * n, pa.string()),
     }, schema=DECISIONS_SCHEMA)
-    lay.write(decisions, "decisions", f"f{fi:06d}")
+    lay.write(decisions, table, f"f{fi:06d}")
+    return _written(job, fi, decisions, piece, out, source_field, thresholds)
+
+
+def _written(job: Job, fi: int, decisions: pa.Table, piece: pa.Table, out: str | None, source_field: str | None,
+             thresholds: dict | None) -> dict[str, Any]:
+    """What file ``fi``'s ``decisions`` give the run (the write and recount tasks' result): its deduplicated/ file
+    (``out``: OUT as an absolute path, or None: none), its sources' tally (with the cosine of a semantic
+    removal), counts per reason, kept text bytes and words (``piece``'s), clusters and report.html's
+    aggregates."""
+    cfg, f, n = job.cfg, job.files[fi], decisions.num_rows
+    keep = np.asarray(decisions["keep"].to_numpy(zero_copy_only=False), bool)
+    size = decisions["cluster_size"].to_numpy()
+    reason = np.asarray(pc.index_in(decisions["reason"], pa.array(REASON_CODES)).to_numpy(zero_copy_only=False))
     written = {"files": 0, "rows_written": 0}
     if out is not None and cfg.write_deduplicated:
-        written = write_kept_file(job, f, keep, size, cluster, out)
+        written = write_kept_file(job, f, keep, size, decisions["cluster_id"].to_numpy(), out)
     tally = Tally(thresholds)
     tally.add(source_labels([f], source_field, cfg, decisions["source"]), keep, step="dedup",
-              reason=decisions["reason"], jaccard=decisions["jaccard"], ids=ids, matched=decisions["matched_id"])
+              reason=decisions["reason"], jaccard=decisions["jaccard"],
+              cosine=decisions["cosine"] if "cosine" in decisions.column_names else None, ids=decisions["id"],
+              matched=decisions["matched_id"])
     tb, words = piece["text_bytes"].to_numpy(), piece["words"].to_numpy()
     scopes = {}
     if cfg.cluster.scope_field is not None:
         # this file's scopes in order of first appearance: the driver merges them in file order
         scopes = {"scopes": _scope_counts(read_piece(job, fi, ["scope"])["scope"].combine_chunks(), keep)}
-    return {**scopes, "sources": tally.to_dict(), "out": out, "rows": n, "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
+    return {**scopes, "sources": tally.to_dict(), "out": out, "rows": n,
+            "by_reason": {r: int((reason == i).sum()) for i, r in enumerate(REASON_CODES)},
             "kept": int(keep.sum()), "text_bytes": [int(tb.sum()), int(tb[keep].sum())],
             "words": [int(words.sum()), int(words[keep].sum())], "deduplicated": written,
-            "largest_cluster": int(size.max()) if n else 0, "clusters_with_duplicates": int((reason == 1).sum()),
-            "summary": file_summary(decisions, row0 - job.n_index)}  # report.html's aggregates
+            "largest_cluster": int(size.max()) if n else 0,
+            "clusters_with_duplicates": int((reason == REASON_CODES.index("representative")).sum()),
+            "summary": file_summary(decisions, int(job.offsets[fi]) - job.n_index)}  # report.html's aggregates
+
+
+@run_once("recount")
+def recount(job: Job, fi: int, source_field: str | None = None, thresholds: dict | None = None) -> dict[str, Any]:
+    """File ``fi``'s ``_written`` of its final decisions part (a semantic stage's removals folded in by the driver,
+    driver.SEMANTIC); its deduplicated/ file is the kept stage's (options.kept)."""
+    d = job.layout.read_one("decisions", f"f{fi:06d}")
+    return _written(job, fi, d, read_piece(job, fi, ["text_bytes", "words"]), None, source_field, thresholds)
 

@@ -7,6 +7,7 @@ contract (normalization, order, ...) that ``lm.load_lm`` checks; KenLM skips it 
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import logging
 import math
@@ -14,6 +15,7 @@ import re
 from typing import Any, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import DataError
 from ..runtime.heartbeat import Heartbeat
@@ -24,6 +26,8 @@ HEADER_PREFIX = "# gpu-dedup-lm: "
 KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
 _BEAT_LINES = 1 << 16  # n-grams read between two looks at the clock (a progress line every HEARTBEAT_S)
 _ARPA_SPACES = re.compile(r"[ \t\r\n]+")  # KenLM's kARPASpaces: a word may hold any other byte
+# a number both Python's float() and Arrow's cast read, to the same (correctly rounded) value
+_PLAIN_NUMBER = r"^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$"
 
 
 def _num(value: float) -> str:
@@ -162,7 +166,12 @@ def _arpa_section(lines: _ArpaLines, n: int, count: int, order: int, vocab: list
                   ids: dict[str, int], beat: Heartbeat | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The \\n-grams: section: (rows int64 (count, n) of word ids, log10 prob, log10 backoff (0 if absent))
     float32 (count,). The unigrams define the vocabulary (``vocab``, ``ids`` grow); higher orders use it.
-    ``beat`` hears of every ``_BEAT_LINES`` n-grams read."""
+    ``beat`` hears of every block of ``_BEAT_LINES`` n-grams read.
+
+    The lines are taken a block at a time and parsed column-wise with Arrow (``_block_fast``: ~10x the
+    per-line reader on a 1 M n-gram model); a block in which anything is not plainly valid is read again by
+    the per-line reader (``_block_lines``), whose checks and messages (file:line) are the reference: the
+    result is the same either way, and a bad line is named as KenLM's reader would refuse it."""
     for line in lines:
         s = line.strip()
         if s:
@@ -174,14 +183,42 @@ def _arpa_section(lines: _ArpaLines, n: int, count: int, order: int, vocab: list
     rows = np.empty((count, n), np.int64)
     prob = np.empty(count, np.float32)
     bo = np.zeros(count, np.float32)
-    told = 0  # n-grams of this section that ``beat`` heard of
-    for i in range(count):
-        if beat is not None and i - told >= _BEAT_LINES:
-            beat.update(i - told)
-            told = i
+    known = None  # the vocabulary as an Arrow array (higher orders look their words up in it)
+    done = 0
+    while done < count:
+        first_no = lines.no
+        block = list(itertools.islice(lines.it, min(_BEAT_LINES, count - done)))
+        lines.no += len(block)
+        if n > 1 and known is None:
+            known = pa.array(vocab, pa.string())
+        part = _block_fast(block, n, order, vocab, ids, known) if len(block) == min(_BEAT_LINES, count - done) \
+            else None
+        if part is None:
+            replay = _ArpaLines(lines.path)
+            replay.no = first_no
+            replay.it = iter(block)
+            part = _block_lines(replay, len(block), n, count, done, order, vocab, ids)
+            if len(block) < min(_BEAT_LINES, count - done):  # the file ended inside the section
+                replay.take()
+                raise replay.bad(f"the header says {count} {n}-grams but the section has {done + len(block)}")
+        rows[done:done + len(block)], prob[done:done + len(block)], bo[done:done + len(block)] = part
+        done += len(block)
+        if beat is not None:
+            beat.update(len(block))
+    return rows, prob, bo
+
+
+def _block_lines(lines: _ArpaLines, m: int, n: int, count: int, done: int, order: int, vocab: list[str],
+                 ids: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The next m lines of a section, one at a time (n-grams done .. done + m - 1 of its count): the
+    reference reader, with KenLM's checks."""
+    rows = np.empty((m, n), np.int64)
+    prob = np.empty(m, np.float32)
+    bo = np.zeros(m, np.float32)
+    for i in range(m):
         line = lines.take()
         if line is None or not line.strip():
-            raise lines.bad(f"the header says {count} {n}-grams but the section has {i}")
+            raise lines.bad(f"the header says {count} {n}-grams but the section has {done + i}")
         words, prob[i], bo[i] = _arpa_gram(lines, line, n, order)
         if n == 1:
             if words[0] in ids:
@@ -195,9 +232,62 @@ def _arpa_section(lines: _ArpaLines, n: int, count: int, order: int, vocab: list
                 if w is None:
                     raise lines.bad(f"word {word!r} is not among the unigrams")
                 rows[i, j] = w
-    if beat is not None:
-        beat.update(count - told)
     return rows, prob, bo
+
+
+def _block_fast(block: list[str], n: int, order: int, vocab: list[str], ids: dict[str, int],
+                known: pa.Array | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``_block_lines``' result for a block of n-gram lines, column-wise, or None when any line is not plainly
+    valid: not in the canonical layout ``prob<TAB>w1 w2 ... wn[<TAB>backoff]`` (single spaces; lmplz and
+    ``write_arpa`` write it; any other spacing KenLM reads is left to the per-line reader), a number outside
+    _PLAIN_NUMBER, a positive or backed-off value where KenLM refuses one, an unknown or repeated word: then
+    the per-line reader reads the block and says what is wrong. The numbers parse as Python's float() parses
+    them (both round correctly; _PLAIN_NUMBER leaves out the forms only one of them reads)."""
+    import pyarrow.compute as pc
+
+    m = len(block)
+    tabs = pc.split_pattern(pc.utf8_trim(pa.array(block, pa.string()), " \t\r\n"), "\t")
+    tl = pc.list_value_length(tabs).to_numpy()
+    if not ((tl == 2) | (tl == 3)).all():
+        return None
+    fields = pc.list_flatten(tabs)
+    at = tabs.offsets.to_numpy()[:-1]
+    has_bo = tl == 3
+    grams = fields.take(at + 1)
+    if pc.any(pc.match_substring(grams, "\r")).as_py():
+        return None
+    words = pc.split_pattern(grams, " ")
+    if not (pc.list_value_length(words).to_numpy() == n).all():
+        return None
+    flat = pc.list_flatten(words)
+    if pc.min(pc.binary_length(flat)).as_py() == 0:  # two spaces in a row, or one at an end
+        return None
+    nums = pa.concat_arrays([fields.take(at), fields.take(at[has_bo] + 2)])
+    if not pc.all(pc.match_substring_regex(nums, _PLAIN_NUMBER)).as_py():
+        return None
+    values = pc.cast(nums, pa.float64()).to_numpy()
+    if not np.isfinite(values).all():  # 1e999 reads as infinity
+        return None
+    p, b = values[:m], np.zeros(m)
+    b[has_bo] = values[m:]
+    if (p > 0).any() or (n == order and (b != 0).any()):
+        return None
+    rows = np.empty((m, n), np.int64)
+    if n == 1:
+        new = flat.to_pylist()
+        if len(set(new)) < m or any(w in ids for w in new):
+            return None
+        rows[:, 0] = np.arange(len(vocab), len(vocab) + m)
+        ids.update(zip(new, rows[:, 0].tolist()))
+        vocab.extend(new)
+    else:
+        step = np.arange(m) * n
+        for j in range(n):
+            w = pc.index_in(flat.take(step + j), value_set=known)
+            if w.null_count:
+                return None
+            rows[:, j] = w.to_numpy()
+    return rows, p.astype(np.float32), b.astype(np.float32)
 
 
 def _arpa_gram(lines: _ArpaLines, line: str, n: int, order: int) -> tuple[list[str], float, float]:

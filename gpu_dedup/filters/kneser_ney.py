@@ -165,7 +165,11 @@ class NgramCounter:
             raise RunError("two different words share a 128-bit key (astronomically unlikely): report it")
         mapped = np.empty(uniq.shape[0], np.int64)
         raw = tdata.tobytes()
-        for j, (k1, k2) in enumerate(uniq.tolist()):
+        keys_list = uniq.tolist()
+        # new words get ids in the order they first appear (as lmplz numbers them), not in the order of their
+        # keys: the vocabulary's order in the ARPA file does not depend on how words are keyed
+        for j in np.argsort(first, kind="stable").tolist():
+            k1, k2 = keys_list[j]
             word = raw[int(start[first[j]]):int(end[first[j]])].decode("utf-8")
             known = self._ids.get((k1, k2))
             if known is None:

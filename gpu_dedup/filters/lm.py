@@ -189,6 +189,9 @@ class NgramLM:
         self.format = "arpa"
         assert vocab is not None and grams is not None
         self.order = len(grams)
+        if self.order > lm_ops.MAX_SCORED_ORDER:
+            raise ARPAError(f"{path}: a {self.order}-gram model; the scorer reads models of order up to "
+                            f"{lm_ops.MAX_SCORED_ORDER} (KenLM's default build: 6): prune it to a lower order")
         self._build(vocab, grams, device)
 
     def _build(self, vocab: list[str], grams: list, device: str = "cpu") -> None:

@@ -120,16 +120,18 @@ class ScoreStep:
             out["filter_pass"] = np.asarray(part["keep"], bool)
         return out
 
-    def columns(self, n: int) -> dict[str, Any]:
+    def columns(self, n: int, first: int = 0) -> dict[str, Any]:
+        """Every batch's columns, in row order: rows ``first`` .. ``first + n - 1`` of the run (a Ray sign task's
+        file starts at its first run row)."""
         cols = concat_columns([self.parts[r] for r in sorted(self.parts)])
-        if len(cols["row"]) != n or not np.array_equal(cols["row"], np.arange(n)):
+        if len(cols["row"]) != n or not np.array_equal(cols["row"], np.arange(first, first + n)):
             raise RunError(f"prefilter: scored {len(cols['row'])} of the run's {n} documents; every batch of "
                            f"pass 1 must be scored once")
         return cols
 
-    def table(self, n: int) -> pa.Table:
-        """scores.parquet of the run (the filter command's columns)."""
-        return scores_table(self.columns(n))
+    def table(self, n: int, first: int = 0) -> pa.Table:
+        """scores.parquet of the run (the filter command's columns; ``columns``' rows)."""
+        return scores_table(self.columns(n, first))
 
     def describe(self) -> dict[str, Any]:
         return {"order": "filter, then deduplicate the documents the filter kept (one read of the input)",

@@ -52,6 +52,7 @@ from .. import io
 from ..decisions import scores_schema
 from ..runtime.device import batch_bytes, note_compiling
 from ..runtime.passes import progress
+from ..runtime.program import ray_only
 from ..errors import ConfigError
 from ..runtime.run import Steps, owned, resources, write_table
 from ..runtime.sources import SourceGuard
@@ -111,7 +112,7 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     if engine == "local" and (workers is not None or address is not None):
-        raise ConfigError("workers / address need engine='ray'")
+        raise ConfigError(ray_only(workers=workers, address=address))
     guard = sources or SourceGuard()
     if engine == "ray" or table_layout is not None:
         from .. import distributed

@@ -36,6 +36,7 @@ from ..errors import ConfigError
 from ..runtime.device import batch_bytes, cache_bytes, note_compiling
 from ..runtime.outputs import input_roots
 from ..runtime.passes import TextCache, known_text_bytes
+from ..runtime.program import ray_only
 from ..runtime.run import RunResult, finish, header, owned, resources, write_tables
 from ..runtime.sources import SourceGuard, Tally, check as check_sources, source_labels, thresholds
 from ..runtime.workdir import WorkDir, checkpoint
@@ -43,6 +44,8 @@ from .decide import Decided, decide
 from .signatures import Documents, read_signatures, reader_name
 
 logger = logging.getLogger(__name__)
+PREFILTER_SEMANTIC = ("a prefilter and the semantic stage cannot share a run yet: filter first (`gpu-dedup filter`), "
+                      "then run --semantic on OUT/filtered")
 
 
 @dataclass
@@ -96,7 +99,8 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
     ``prefilter``: a ``filters.FilterConfig`` applied in pass 1, before dedup (filters/prefilter.py): the
     documents it rejects are removed as ``filtered`` and never remove a kept one; every score and the
     detailed reason go to OUT/scores.parquet. One read of the input; no semantic; the local engine
-    without a work dir, or the Ray engine (each sign task scores its file).
+    without a work dir, or the Ray engine (each sign task scores its file; with a stochastic retention a count
+    task per file first, so that the draws go by the run's row).
     ``sources``: a ``SourceGuard``: each document's source (its input file, or ``source_field``'s value, read
     once more) and ``max_removal``; run.json's ``sources`` has every source's removals, similarity histogram and
     boundary pairs, and a run that removes more than ``max_removal`` of some source's documents raises
@@ -126,6 +130,61 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
         index = load_index(os.fspath(against), contract(cfg), cfg.cluster.scope_field)
     files = io.source_files(source)
     out = os.fspath(output_dir) if output_dir is not None else None
+    semantic, table_layout = check_arguments(cfg, engine=engine, scheduler=scheduler, workers=workers,
+                                             address=address, partitions=partitions, semantic=semantic,
+                                             semantic_order=semantic_order, prefilter=prefilter,
+                                             table_layout=table_layout)
+    if engine == "ray":
+        if work_dir is None and out is None:
+            raise ConfigError("engine='ray' needs a shared work directory: pass work_dir or output_dir")
+        work_dir = work_dir if work_dir is not None else os.path.join(out, "work")
+    check_work_dir(work_dir, engine, out)
+    wd = _work_path(work_dir, out, resume)
+    owned_wd = None if wd is not None and io.is_url(wd) else wd  # a URL is not locked: the Ray probe checks it
+    if save_index is not None:
+        from .index import check_index_target
+
+        check_index_target(os.fspath(save_index), os.fspath(against) if against is not None else None)
+    roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
+    with owned(out, work_dir=owned_wd, index_dir=save_index, command="deduplicate", overwrite=overwrite, resume=resume,
+               roots=roots):
+        if engine == "ray":
+            result = _run_ray(cfg, device, threads=threads, t_start=t_start, files=files, out=out, work=wd,
+                              workers=workers, address=address, partitions=partitions, resume=resume,
+                              index=index, save_index=os.fspath(save_index) if save_index is not None else None,
+                              prefilter=prefilter, guard=sources or SourceGuard(), dataset=table_layout == "dataset",
+                              semantic=(semantic, semantic_order))
+            logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
+            check_sources(result.stats["sources"])
+            return result
+        # a scoped run's pieces hold its scope values: reused only by a run of the same scope field
+        scope = "" if cfg.cluster.scope_field is None else f"+scope:{cfg.cluster.scope_field}"
+        work = WorkDir(wd, contract_fingerprint(contract(cfg)) + scope, resume) if wd is not None else None
+        result = _run(source, cfg, device, threads=threads, t_start=t_start, files=files, index=index, out=out,
+                      work=work, semantic=(semantic, semantic_order), save_index=save_index,
+                      engine_args=(engine, workers),
+                      prefilter=prefilter, guard=sources or SourceGuard())
+        logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
+        check_sources(result.stats["sources"])  # inside the owned block: its outputs stay, as "stopped"
+    return result
+
+
+def check_arguments(cfg: RunConfig, *, engine: str = "local", scheduler: str | None = None, workers: Any = None,
+                    address: str | None = None, partitions: Any = None, semantic: Any = None,
+                    semantic_order: str = "after", prefilter: Any = None,
+                    table_layout: str | None = None) -> tuple[Any, str | None]:
+    """``deduplicate``'s checks of the arguments that need no input: the engine and its cluster, the semantic
+    stage and what it cannot share a run with, the filter settings pass 1 cannot run, the table layout. Run
+    before anything is owned, read or started (``pipeline.compose.run_dedup`` runs them before its first step,
+    so that no refusal comes after a Ray cluster started or a step ran).
+
+    Returns:
+        (the SemanticConfig or None: ``semantic=True`` is its defaults, the table layout: the engine's default
+        when None and engine="ray").
+
+    Raises:
+        ConfigError: naming the argument (on the CLI, its flag) and the fix.
+    """
     if engine == "dask" or scheduler is not None:
         raise ConfigError("the dask engine was replaced by Ray: pass engine='ray' (CLI --engine ray) with "
                           "workers=N for a local cluster or address='auto' / 'HOST:PORT' to join one started by "
@@ -147,48 +206,23 @@ def deduplicate(source: Any, config: RunConfig | None = None, output_dir: str | 
                           f"{semantic!r}")
     if semantic_order not in ("after", "beside"):
         raise ConfigError(f"semantic_order must be 'after' or 'beside', got {semantic_order!r}")
+    if prefilter is not None and semantic is not None:
+        raise ConfigError(PREFILTER_SEMANTIC)
+    if prefilter is not None:  # the filter settings no pass 1 runs (they need the whole corpus first)
+        from ..filters.prefilter import check_in_pass1
+
+        check_in_pass1(prefilter)
     if engine == "ray" or table_layout is not None:
         from ..distributed import layout_of
 
         table_layout = layout_of(table_layout, engine)
     if engine == "ray":
-        from ..distributed import check_engine_args, unsupported
+        from ..distributed import check_engine_args
 
-        unsupported(cfg, device, index=index, save_index=save_index, semantic=semantic, prefilter=prefilter)
         check_engine_args(workers, address, partitions)
-        if work_dir is None and out is None:
-            raise ConfigError("engine='ray' needs a shared work directory: pass work_dir or output_dir")
-        work_dir = work_dir if work_dir is not None else os.path.join(out, "work")
     elif workers is not None or address is not None or partitions is not None:
-        raise ConfigError("workers / address / partitions need engine='ray'")
-    check_work_dir(work_dir, engine, out)
-    wd = _work_path(work_dir, out, resume)
-    owned_wd = None if wd is not None and io.is_url(wd) else wd  # a URL is not locked: the Ray probe checks it
-    if save_index is not None:
-        from .index import check_index_target
-
-        check_index_target(os.fspath(save_index), os.fspath(against) if against is not None else None)
-    roots = input_roots(source) + (input_roots(os.fspath(against)) if against is not None else [])
-    with owned(out, work_dir=owned_wd, index_dir=save_index, command="deduplicate", overwrite=overwrite, resume=resume,
-               roots=roots):
-        if engine == "ray":
-            result = _run_ray(cfg, device, threads=threads, t_start=t_start, files=files, out=out, work=wd,
-                              workers=workers, address=address, partitions=partitions, resume=resume,
-                              index=index, save_index=os.fspath(save_index) if save_index is not None else None,
-                              prefilter=prefilter, guard=sources or SourceGuard(), dataset=table_layout == "dataset")
-            logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
-            check_sources(result.stats["sources"])
-            return result
-        # a scoped run's pieces hold its scope values: reused only by a run of the same scope field
-        scope = "" if cfg.cluster.scope_field is None else f"+scope:{cfg.cluster.scope_field}"
-        work = WorkDir(wd, contract_fingerprint(contract(cfg)) + scope, resume) if wd is not None else None
-        result = _run(source, cfg, device, threads=threads, t_start=t_start, files=files, index=index, out=out,
-                      work=work, semantic=(semantic, semantic_order), save_index=save_index,
-                      engine_args=(engine, workers),
-                      prefilter=prefilter, guard=sources or SourceGuard())
-        logger.info("%s in %.2f s", result.summary(), result.stats["timings_s"]["total"])
-        check_sources(result.stats["sources"])  # inside the owned block: its outputs stay, as "stopped"
-    return result
+        raise ConfigError(ray_only(workers=workers, address=address, partitions=partitions))
+    return semantic, table_layout
 
 
 _precompiling = False
@@ -244,7 +278,7 @@ def _run(source: Any, cfg: RunConfig, device: str, *, threads: int, t_start: flo
                        "host, so pass 1 reads Parquet text with pyarrow")
     # pass 1's score steps (filters/prefilter.py): the filter flags' (prefilter, which decides) and --score's
     semantic, semantic_order = semantic
-    steps = _score_steps(cfg, device, prefilter, semantic)
+    steps = _score_steps(cfg, device, prefilter)
     pre = next((s for s in steps if s.decides), None)
     # set-up: the device and threads, input discovery, locks, the kernel modules' import (compilation aside)
     timings["setup"] = time.perf_counter() - t_start - timings.get("compile", 0.0)
@@ -307,9 +341,11 @@ class _FileDecisions(DedupResult):
 
 def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files, out: str | None, work: str,
              workers, address, partitions, resume: bool, index=None, save_index: str | None = None,
-             prefilter: Any = None, guard: SourceGuard = SourceGuard(), dataset: bool = True) -> DedupResult:
+             prefilter: Any = None, guard: SourceGuard = SourceGuard(), dataset: bool = True,
+             semantic: tuple[Any, str] = (None, "after")) -> DedupResult:
     """``deduplicate`` on the Ray engine (gpu_dedup/distributed/): tasks compute and write everything (with
-    ``dataset`` and an OUT, OUT/decisions/ too: nothing streams through this process)."""
+    ``dataset`` and an OUT, OUT/decisions/ too: nothing streams through this process; a semantic stage's
+    removals are folded in by the driver: distributed/driver.py, SEMANTIC)."""
     from .. import distributed
 
     timings: dict[str, float] = {}
@@ -317,14 +353,14 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
     got = distributed.run(files, cfg, device, work=work, out=out, workers=workers, address=address,
                           partitions=partitions, resume=resume, timings=timings, fingerprint=fp, index=index,
                           save_index=save_index, prefilter=prefilter, guard=guard, dataset=dataset,
-                          precompile=_precompile)
+                          semantic=semantic[0], semantic_order=semantic[1], precompile=_precompile)
     checkpoint("decisions")
     first = 1 if index is not None else 0  # an --against index is the Ray run's file 0 (no decisions)
     if dataset and out is not None:  # the tasks wrote OUT/decisions/, one part per input file
         path, tables = os.path.join(out, "decisions"), {"layout": "dataset", "parts": len(files)}
     else:
         path, tables = os.path.join(out if out is not None else work, "decisions.parquet"), {"layout": "file"}
-        distributed.write_decisions(work, len(files) + first, path, first)
+        distributed.write_decisions(work, len(files) + first, path, first, semantic=semantic[0] is not None)
     bytes_read = {"pass1_text": got["read"]["bytes_text"],
                   "verification_text": got["stages"]["verify"]["text_bytes_read"],
                   "deduplicated_input_files": sum(io.file_size(f) for f in files if f.fmt != "table")
@@ -353,7 +389,7 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
     return _FileDecisions(path, stats, out)
 
 
-def _score_steps(cfg: RunConfig, device: str, prefilter: Any, semantic: Any) -> tuple:
+def _score_steps(cfg: RunConfig, device: str, prefilter: Any) -> tuple:
     """Pass 1's score steps: the prefilter's (``prefilter``, a FilterConfig: scores, decides and writes
     scores.parquet) and ``cfg.scores``' (--score: a keep column only). A keep=max:/min: column comes from
     the prefilter when it computes it, else from --score, else from the input."""
@@ -364,9 +400,6 @@ def _score_steps(cfg: RunConfig, device: str, prefilter: Any, semantic: Any) -> 
     if prefilter is not None:
         from ..filters.prefilter import ScoreStep
 
-        if semantic is not None:
-            raise ConfigError("a prefilter and the semantic stage cannot share a run yet: filter first "
-                              "(`gpu-dedup filter`), then run --semantic on OUT/filtered")
         steps.append(ScoreStep(prefilter, device, keep_column=kc))
     if kc in score_columns(cfg.scores) and not any(s.keep_column == kc for s in steps):
         from ..filters.prefilter import ScoreStep

@@ -15,7 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from ..kernels.lm import HIST
 from ..runtime.device import array_module, readonly_bytes, repeat_index, run_kernel, split_chunks
+
+# the highest order the kernels score: a token's n-gram keys and its matched backoffs are fixed-size arrays of
+# HIST entries per thread (a GPU thread's local memory); KenLM's default build stops at 6
+MAX_SCORED_ORDER = HIST
 
 
 def _target(device: str):

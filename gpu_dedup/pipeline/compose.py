@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args
 from ..config import RunConfig
 from ..errors import ConfigError
 from ..io import is_url
-from ..lexical.dedup import DedupResult, check_work_dir, deduplicate
+from ..lexical.dedup import DedupResult, check_arguments, check_work_dir, deduplicate
 from ..paragraph.dedup import ParagraphConfig
 from ..runtime.outputs import check_outside_inputs, input_roots, own
 from ..substring.config import SubstringConfig
@@ -128,10 +128,14 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
     check_composition(cfg, paragraph=paragraph, paragraph_order=paragraph_order, substring=substring,
                       substring_order=substring_order, engine=engine, lexical=lexical, semantic=semantic,
                       output_dir=output_dir)
+    ray = dict(workers=workers, address=address, partitions=partitions) if engine == "ray" else {}
+    # the dedup step's own refusals, here: none may come after a Ray cluster started or a step ran
+    semantic, _ = check_arguments(cfg, engine=engine, semantic=semantic, semantic_order=semantic_order,
+                                  prefilter=prefilter, table_layout=table_layout, workers=workers, address=address,
+                                  partitions=partitions)
     if not lexical:
         cfg = cfg.replace(cluster__near=False)
     pcfg, scfg = stage_configs(cfg, paragraph, substring)
-    ray = dict(workers=workers, address=address, partitions=partitions) if engine == "ray" else {}
     if output_dir is None:  # in memory: no span stage (check_composition)
         return RunStages(deduplicate(source, cfg, None, against=against, save_index=save_index, semantic=semantic,
                                      semantic_order=semantic_order, work_dir=work_dir, resume=resume,

@@ -44,6 +44,8 @@ KERNELS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 # inside its caller's compile (_find, _ngram_stats, ...) costs 0 here, its caller's figure holds it.
 # core.sketch_signatures (the fss family, issue 38): `first_runs.py run --table` on 2026-12-04, load average 7.
 # core.compact_sets (verification's set compaction): its own compile, CPU seconds, empty cache, 2026-12-05, load ~3.
+# lm.lm_score_docs (the read-ahead scorer, its per-token functions inlined): its own compile after lm_ngram_keys's,
+# CPU seconds, empty NUMBA_CACHE_DIR, 2026-12-05, load ~2.5.
 COMPILE_S: dict[str, float] = {
     "bloom.bloom_insert": 0.77, "bloom.bloom_query": 0.74, "bloom.cut_copy": 0.99, "bloom.member_sorted": 0.51,
     "bloom.ngram_hashes": 3.71, "bloom.span_norm_hash": 2.52, "bloom.span_norm_sizes": 5.14,
@@ -56,7 +58,7 @@ COMPILE_S: dict[str, float] = {
     "features._rule_stats_doc": 0.0, "features._sorted_groups_dup": 0.0, "features.char_counts": 0.88,
     "features.feature_ids": 2.51, "features.feature_log_weights": 0.93, "features.rule_stats": 8.22,
     "lm.lm_build_table": 0.17, "lm.lm_build_vocab": 0.21, "lm.lm_count_words": 0.69, "lm.lm_ngram_keys": 0.58,
-    "lm.lm_score_docs": 3.17, "lm.lm_span_hashes": 1.49, "lm.lm_word_hashes": 2.23,
+    "lm.lm_score_docs": 4.87, "lm.lm_span_hashes": 1.49, "lm.lm_word_hashes": 2.23,
 }
 # command -> the stages (KERNELS) its warm-up compiles
 COMMANDS: dict[str, tuple[str, ...]] = {

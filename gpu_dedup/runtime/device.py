@@ -121,7 +121,7 @@ def readonly_bytes(device: str, a):
 
     Numba compiles a CPU device function once per array type, the read-only flag included: text bytes reach a
     kernel read-only (Arrow buffers) or writable (a model's vocabulary, a joined batch), and a device function
-    that two kernels call on them (fastText's ``ft_subwords``, the lm family's ``word_hash``) compiled twice in
+    that two kernels call on them (fastText's ``ft_subwords``, the lm family's ``word_key``) compiled twice in
     one process. One flag for every such argument, one compile (issue 28 item 8)."""
     import numpy as np
 

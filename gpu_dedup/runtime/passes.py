@@ -263,8 +263,13 @@ class TextCache:
         self.entries, self.bytes, self.rows = [], 0, 0
 
     def stats(self, used: bool) -> dict[str, Any]:
+        """run.json's stages.text_cache. ``reason`` is said as ``partial_because`` when verification used the
+        prefix held (rows < ``rows`` from the cache, the rest re-read), else as ``not_used_because``."""
+        why = {}
+        if self.reason:
+            why = {("partial_because" if used and self.rows else "not_used_because"): self.reason}
         return {"budget_bytes": self.budget, "kept_bytes": self.bytes, "rows": self.rows,
-                "used_for_verification": used, **({"not_used_because": self.reason} if self.reason else {})}
+                "used_for_verification": used, **why}
 
 
 def known_text_bytes(files, text_field: str) -> int:

@@ -53,6 +53,14 @@ class Reading(InputConfig):
         return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(InputConfig)})
 
 
+def ray_only(**given: Any) -> str:
+    """The refusal of Ray's arguments without engine='ray': the ones given, with their values (on the command
+    line, ``cli.flags`` writes it ``--workers 2 needs --engine 'ray'``)."""
+    named = [f"{k}={v!r}" for k, v in given.items() if v is not None]
+    return f"{', '.join(named)} need{'s' if len(named) == 1 else ''} engine='ray': add it, or leave " \
+           f"{'it' if len(named) == 1 else 'them'} out"
+
+
 @dataclass(frozen=True)
 class Env:
     """What the engine hands every step: ``device`` ("auto" | "cpu" | "cuda", never a silent fallback),
@@ -84,6 +92,8 @@ class Env:
     def __post_init__(self) -> None:
         check_literal("Env.device", self.device, Literal["auto", "cpu", "cuda"])
         check_literal("Env.engine", self.engine, Literal["local", "ray"])
+        if self.engine == "local" and (self.workers is not None or self.address is not None):
+            raise ConfigError(ray_only(workers=self.workers, address=self.address))
         if self.table_layout is not None:
             check_literal("Env.table_layout", self.table_layout, Literal["file", "dataset"])
         if not isinstance(self.sources, SourceGuard):

@@ -151,7 +151,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
             if beat.total is None:
                 beat.total = _estimated_documents(files, batch)
             moved[0] = 0.0
-            batch, at = _selected(batch, rows)
+            batch, at = selected_rows(batch, rows)
             if not len(batch):
                 advance(seen)
                 t = time.perf_counter()
@@ -229,7 +229,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
     return out, model
 
 
-def _selected(batch, rows: np.ndarray | None) -> tuple[Any, np.ndarray | None]:
+def selected_rows(batch, rows: np.ndarray | None) -> tuple[Any, np.ndarray | None]:
     """(the batch's documents that ``rows`` selects, their positions in the batch; None: all of them)."""
     if rows is None:
         return batch, None

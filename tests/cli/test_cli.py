@@ -301,6 +301,39 @@ def test_workers_below_one_refused_in_the_api(tmp_path):
             deduplicate(src, RunConfig(), tmp_path / "o", engine="ray", workers=bad)
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["run", "--workers", "2"], "--workers 2 needs --engine 'ray': add it, or leave it out"),
+    (["run", "--workers", "2", "--partitions", "3"], "--workers 2, --partitions 3 need --engine 'ray'"),
+    (["run", "--address", "auto", "--semantic"], "--address 'auto' needs --engine 'ray'"),
+    (["filter", "--rules", "gopher", "--workers", "2"], "--workers 2 needs --engine 'ray'"),
+])
+def test_ray_flags_without_engine_ray_are_refused_before_anything_is_written(tmp_path, capsys, argv, said):
+    """`run --workers 2` ran on one process without a word (the API refused it; `run` dropped the arguments
+    before its check): every command refuses a Ray flag without --engine ray, naming it and its value, before
+    OUT exists."""
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    out = tmp_path / "out"
+    assert main([argv[0], str(src), "-o", str(out), *argv[1:], "-q"]) == 1
+    assert said in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_ray_arguments_without_engine_ray_are_refused_by_the_api(tmp_path):
+    from gpu_dedup import Pipeline
+    from gpu_dedup.lexical.program import Dedup
+    from gpu_dedup.pipeline.compose import run_dedup
+    from gpu_dedup.runtime.program import Env
+
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    with pytest.raises(ValueError, match=r"^workers=2 needs engine='ray'"):
+        run_dedup(src, None, tmp_path / "o", workers=2)
+    with pytest.raises(ValueError, match=r"^address='auto' needs engine='ray'"):
+        Env(address="auto")
+    with pytest.raises(ValueError, match=r"^workers=3 needs engine='ray'"):
+        Pipeline([Dedup()]).run(src, tmp_path / "p", workers=3)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "p").exists()
+
+
 def test_paragraph_unit_action_and_fp_sample_flags_set_the_config(capsys):
     """--paragraph-split sentence|span3, --paragraph-action and --paragraph-fp-sample reach ParagraphConfig; the
     defaults are the config's; a fraction outside [0, 1] is refused naming the flag."""

@@ -42,6 +42,11 @@ def _flags(command):
     ("run", "raise text_cache_bytes or cache_bytes (--text-cache)", "raise text_cache_bytes or --text-cache"),
     ("run", "--threshold: ClusterConfig.threshold must be in (0, 1]", "--threshold must be in (0, 1]"),
     ("run", "--ngram: n must be >= 1", "--ngram: n must be >= 1"),  # a prefix naming another word stays
+    ("run", "--perplexity: perplexity_buckets needs a model", "--perplexity: --perplexity-buckets needs a model"),
+    # two flags where one's name begins the other's, and a NAME=F inside a flag's value: written as they are
+    ("run", "perplexity_keep / perplexity_buckets rank the whole corpus: run `gpu-dedup filter ... --perplexity "
+     "MODEL:keep=F` first", "--perplexity / --perplexity-buckets rank the whole corpus: run `gpu-dedup filter ... "
+     "--perplexity MODEL:keep=F` first"),
 ])
 def test_api_names_become_the_commands_flags(command, api, cli):
     assert cli_message(api, _flags(command)) == cli

@@ -10,21 +10,25 @@ import pytest
 
 import gpu_dedup
 from gpu_dedup import RunConfig, io
-from gpu_dedup.distributed import driver, graph, options, outputs, stages, summary
+from gpu_dedup.distributed import driver, graph, options, outputs, shuffle, stages, summary
 
 
 def test_plan_declares_every_task_once():
     """PLAN holds every task function of stages.py, graph.py, options.py, outputs.py and summary.py once, by
-    reference (go to definition follows it); the GPU stages are the map and reduce tasks; the driver finds no task
-    by a name."""
+    reference (go to definition follows it), and the driver's own semantic step (its tasks are semantic.py's); the
+    GPU stages are the map and reduce tasks; the driver finds no task by a name."""
     tasks = {f for m in (stages, graph, options, outputs, summary) for f in vars(m).values()
              if callable(f) and hasattr(f, "stage")}
-    assert len(tasks) == 19 and {s.fn for s in driver.PLAN} == tasks and len(driver.PLAN) == len(tasks)
+    own = [s for s in driver.PLAN if s.fn.__module__ == driver.__name__]
+    assert own == [driver.SEMANTIC] and driver.SEMANTIC.drive is not None
+    assert len(tasks) == 21 and {s.fn for s in driver.PLAN if s not in own} == tasks
+    assert len(driver.PLAN) == len(tasks) + len(own)
     names = [s.name for s in driver.PLAN]
-    assert len(set(names)) == len(names) and names[0] == "sign" and \
-        names[-5:] == ["write", "kept", "index_rows", "publish", "shown"]
+    assert len(set(names)) == len(names) and names[:2] == ["count", "sign"] and \
+        names[-7:] == ["write", "semantic", "recount", "kept", "index_rows", "publish", "shown"]
     assert [s.name for s in driver.PLAN if s.device] == ["sign", "exact", "buckets", "members", "policy"]
-    assert all(s.fn.__name__ == s.name and s.fn.__module__.startswith("gpu_dedup.distributed.") for s in driver.PLAN)
+    assert all(s.fn.__name__ == s.name and s.fn.__module__.startswith("gpu_dedup.distributed.") for s in driver.PLAN
+               if s not in own)
     here = os.path.dirname(driver.__file__)
     for path in glob.glob(os.path.join(here, "*.py")):
         with open(path) as fh:
@@ -74,7 +78,7 @@ def test_walk_runs_the_stages_that_apply_in_order(one_task, parts, monkeypatch):
                                    "resolve", "sizes", "write", "shown"]
     assert job.offsets == [0, 2] and job.run_key  # the sign hook
     labels = ("labels", ("c", ["c"])) if one_task >= 10 else ("labels", (2, ["g000000"]))
-    assert ran[-2] == ("write", ("/out", None, {})) and ran[3 + len(bands) + len(star)] == labels
+    assert ran[-2] == ("write", ("/out", None, {}, "decisions")) and ran[3 + len(bands) + len(star)] == labels
     assert ran[-1] == ("shown", ([[3, 0]],))  # report.html's largest clusters, from the write tasks' candidates
     assert list(d.results) == [s for s in driver.PLAN if s.name in {n for n, _ in ran}]
     assert d.source_stats["sources"]["f"]["input"] == 2  # the write hook merged the tallies
@@ -91,7 +95,7 @@ def test_a_source_limit_holds_the_kept_records_and_the_index_back(removed, stopp
     d = _fake(ran, removed)(None, job, [], "/out", "/ix", None, "fp", {}, {}, guard=SourceGuard(max_removal=0.5))
     driver.walk(d)
     names = [n for n, _ in ran]
-    assert ("write", (None, None, {})) in ran  # no OUT for the write tasks: no kept records yet
+    assert ("write", (None, None, {}, "decisions")) in ran  # no OUT for the write tasks: no kept records yet
     assert d.stopped is stopped
     assert names[-3:] == (["sizes", "write", "shown"] if stopped else ["kept", "index_rows", "shown"])
     if not stopped:
@@ -129,15 +133,15 @@ def test_partitions_cap_follows_the_input_size(tmp_path, monkeypatch, caplog):
     pq.write_table(pa.table({"id": [str(i) for i in range(2000)], "text": ["word " * 20] * 2000}), tmp_path / "a.parquet")
     files = io.source_files(str(tmp_path / "a.parquet"))
     size = os.path.getsize(tmp_path / "a.parquet")
-    top = driver.DEFAULT_PARTITIONS
-    assert driver.key_ranges(None, 2, files) == 2 and driver.key_ranges(None, 1000, files) == top
-    assert driver.key_ranges(top, 2, files) == top and driver.key_ranges(3, 2, files) == 3
+    top = shuffle.DEFAULT_PARTITIONS
+    assert shuffle.key_ranges(None, 2, files) == 2 and shuffle.key_ranges(None, 1000, files) == top
+    assert shuffle.key_ranges(top, 2, files) == top and shuffle.key_ranges(3, 2, files) == 3
     with caplog.at_level(logging.WARNING, logger="gpu_dedup.distributed"):
-        assert driver.key_ranges(100_000, 2, files) == top
+        assert shuffle.key_ranges(100_000, 2, files) == top
     assert "--partitions 100000: more key ranges than" in caplog.text
-    monkeypatch.setattr(driver, "PARTITION_BYTES", 16)  # a big input, in small units
+    monkeypatch.setattr(shuffle, "PARTITION_BYTES", 16)  # a big input, in small units
     cap = -(-size // 16)
-    assert cap > top and driver.key_ranges(cap, 2, files) == cap and driver.key_ranges(cap + 1, 2, files) == cap
+    assert cap > top and shuffle.key_ranges(cap, 2, files) == cap and shuffle.key_ranges(cap + 1, 2, files) == cap
 
 
 def test_starting_the_cluster_says_so_while_it_lasts(monkeypatch, caplog):
@@ -192,8 +196,9 @@ def test_components_task_labels_as_the_star_rounds(tmp_path, seed):
     """graph.components (one task) and the large-star / small-star rounds label every candidate row with
     the smallest row of its component, checked against a union-find over the same edges; the edges include a
     long path in shuffled row order (many rounds for label propagation), pairs, and repeated edges."""
-    import numpy as np
     from types import SimpleNamespace
+
+    import numpy as np
 
     rng = np.random.default_rng(seed)
     offsets = [0, 40, 40, 130, 200]  # an empty file too
@@ -229,3 +234,24 @@ def test_components_task_labels_as_the_star_rounds(tmp_path, seed):
             driver._one_star(d, [res])
         got.append(_labels(job, d.step, d.sources))
     assert got[0] == got[1] == want
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--perplexity", "{target}:keep=0.5"], "rank the whole corpus, which dedup's pass 1 reads batch by batch"),
+    (["--rules", "gopher", "--semantic"], "a prefilter and the semantic stage cannot share a run yet"),
+])
+def test_run_refuses_before_a_cluster_starts_or_a_step_runs(tmp_path, monkeypatch, capsys, flags, error):
+    """`gpu-dedup run --engine ray` with what no pass 1 runs, or the filter flags with --semantic: refused before the
+    Ray cluster starts and before a span step "before" the document stages runs (was: after both), OUT not made."""
+    from gpu_dedup import distributed
+    from gpu_dedup.cli import main
+
+    pq.write_table(pa.table({"id": ["a", "b"], "text": ["one two three four", "five six seven"]}),
+                   tmp_path / "a.parquet")
+    (tmp_path / "t.jsonl").write_text('{"text": "one two"}\n')
+    monkeypatch.setattr(distributed, "ray_cluster", lambda *a: pytest.fail("a Ray cluster started"))
+    out = tmp_path / "o"
+    args = [f.format(target=tmp_path / "t.jsonl") for f in flags]
+    assert main(["run", str(tmp_path / "a.parquet"), "-o", str(out), "--engine", "ray", "--paragraph-dedup",
+                 "--paragraph-order", "before", "-q", *args]) == 1
+    assert error in capsys.readouterr().err and not out.exists()

@@ -256,14 +256,8 @@ def test_killed_workers_and_resume(cluster, corpus, tmp_path):
 
 def test_ray_refuses_what_it_does_not_distribute(cluster, corpus, tmp_path, capsys):
     cfg = RunConfig(progress=False)
-    with pytest.raises(ValueError, match="--engine ray does not run --semantic.*--engine local"):
-        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", semantic=gpu_dedup.SemanticConfig())
-    from gpu_dedup.filters.config import ClassifierSpec, FilterConfig, Retention
+    from gpu_dedup.filters.config import FilterConfig
 
-    model = str(corpus / "a.parquet")  # any file: a refused run loads no model
-    drawn = FilterConfig(classifiers=(ClassifierSpec("q", model, retention=Retention("linear")),), audit=0)
-    with pytest.raises(ValueError, match="does not run a classifier's stochastic retention.*--engine local"):
-        gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", prefilter=drawn)
     with pytest.raises(ValueError, match="DSIR cannot run inside dedup's pass 1"):
         gpu_dedup.deduplicate(str(corpus), cfg, tmp_path / "o", engine="ray", prefilter=FilterConfig(
             dsir_target=(str(corpus / "c.jsonl"),), select=0.5, audit=0))
@@ -595,7 +589,7 @@ def test_ray_partitions_beyond_the_data_are_capped(cluster, tmp_path, caplog):
     t = make_corpus(30, seed=3, mean_words=30, template_families=1).select(["id", "text"])
     pq.write_table(t, src / "a.parquet")
     cfg = RunConfig(progress=False)
-    from gpu_dedup.distributed.driver import DEFAULT_PARTITIONS
+    from gpu_dedup.distributed.shuffle import DEFAULT_PARTITIONS
 
     with caplog.at_level("WARNING", logger="gpu_dedup.distributed"):
         res = gpu_dedup.deduplicate(str(src), cfg, work_dir=tmp_path / "w", engine="ray", partitions=100_000)

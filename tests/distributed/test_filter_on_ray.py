@@ -270,3 +270,36 @@ def test_filter_on_ray_errors_are_the_local_engines(cluster, tmp_path, capsys):
                      "-q"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert "'a' (2 times" in err[0] and err[0] == err[1]
+
+
+def test_run_filter_flags_with_stochastic_retention_on_ray_equal_local(cluster, data, tmp_path):
+    """`gpu-dedup run --classifier NAME=MODEL:pareto=A --engine ray` (was refused): a count task per file first, so
+    that each sign task draws the retention by the run's row as the local engine does; the decisions, scores and
+    kept records equal the local run's. A worker killed in the count and in the sign stage: their tasks run again;
+    resumed, every count and sign task is reused."""
+    args = [str(data / "in"), "--classifier", f"quality={data / 'q.bin'}:pareto=3", "--classifier-label",
+            "quality=hq", "--on-error", "skip", "-q"]
+    assert main(["run", *args, "-o", str(tmp_path / "local")]) == 0
+    ray_args = [*args, "-o", str(tmp_path / "ray"), "--engine", "ray", "--table-layout", "file", "--resume"]
+
+    def same():
+        for name in ("decisions.parquet", "scores.parquet"):
+            assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
+        assert _files(tmp_path / "local", "deduplicated") == _files(tmp_path / "ray", "deduplicated")
+        for rel in _files(tmp_path / "local", "deduplicated"):
+            assert (tmp_path / "ray" / "deduplicated" / rel).read_bytes() == \
+                (tmp_path / "local" / "deduplicated" / rel).read_bytes(), rel
+        ra, rb = (json.loads((tmp_path / d / "run.json").read_text()) for d in ("local", "ray"))
+        assert rb["counts"] == ra["counts"] and rb["prefilter"] == ra["prefilter"]
+        by = ra["counts"]["by_reason"]
+        assert 0 < by["filtered"] < ra["counts"]["input"] and by["representative"] > 0
+        return rb
+
+    for stage in ("count", "sign"):
+        (cluster / f"ray-{stage}").touch()
+    assert main(["run", *ray_args]) == 0
+    for stage in ("count", "sign"):
+        (cluster / f"ray-{stage}.fired").unlink()  # (missing: the worker was not killed)
+    same()
+    assert main(["run", *ray_args]) == 0  # resumed
+    assert same()["engine"]["sign_tasks_reused"] == 4

@@ -1,7 +1,8 @@
-"""distributed/cluster.py: the probe's compile of a cold node's kernels, once per node; the local cluster started in the background as the command begins (start_local) and
+"""distributed/cluster.py: the local cluster started in the background as the command begins (start_local) and
 joined by the engine's first ray_cluster; its failure raised there as a start in the foreground raises it (one
-line on the command line); a start no command joined is stopped; the SIGTERM handler of the block restored.
-A stand-in for Ray (``FakeRay``): these tests start no cluster (tests/distributed/test_ray_cluster.py does)."""
+line on the command line); a start no command joined is stopped; the SIGTERM handler of the block restored; the
+probe's compile of a cold node's kernels, once per node. Stand-ins for Ray (``FakeRay``, ``ProbeRay``): these
+tests start no cluster (tests/distributed/test_ray_cluster.py does)."""
 import logging
 import signal
 import threading

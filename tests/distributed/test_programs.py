@@ -9,6 +9,7 @@ import shutil
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -378,3 +379,110 @@ def test_recipe_on_ray_resumes_a_step_killed_after_its_outputs_and_other_inputs(
     assert main([*args, str(fewer), "--resume"]) == 0
     ids = pq.read_table(out / "decisions.parquet")["id"].to_pylist()
     assert sorted(ids) == sorted(pq.read_table(fewer / "a.parquet")["id"].to_pylist())
+
+
+@pytest.fixture(scope="module")
+def run_corpus(unique_corpus, tmp_path_factory):
+    """The unique corpus with a file holding a null text (a bad record: --on-error skip) between kept ones."""
+    src = tmp_path_factory.mktemp("rsrc")
+    shutil.copytree(unique_corpus, src, dirs_exist_ok=True)
+    rows = [{"id": "n0", "text": "a short note on the river stone", "q": 1.0}, {"id": "n1", "text": None, "q": 2.0},
+            {"id": "n2", "text": "green cloud over the lazy dog", "q": 1.0}]
+    (src / "sub" / "n.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return src
+
+
+def _run_equal(local, ray):
+    """`gpu-dedup run`'s outputs of both engines: every table byte for byte (decisions with the semantic columns,
+    semantic_decisions.parquet, the span stages' tables, every deduplicated/ file), semantic/centroids.npy, run.json's
+    counts, sources and semantic stage, and report.html's summary (the Ray run's from its tasks' aggregates)."""
+    from gpu_dedup.report.inputs import load_summary
+
+    names = _outputs(local)
+    assert names == _outputs(ray) and {"decisions.parquet", "semantic_decisions.parquet"} <= set(names)
+    same_bytes(local, ray, names + ["semantic/centroids.npy"])
+    ra, rb = (json.loads((d / "run.json").read_text()) for d in (local, ray))
+    for k in ("counts", "sources"):
+        assert rb[k] == ra[k], k
+    assert rb["stages"]["semantic"] == ra["stages"]["semantic"] and rb["engine"]["name"] == "ray"
+    (_, a), (sb, b) = load_summary(str(local), 10), load_summary(str(ray), 10)
+    assert sb["report"] and b.table is None  # from the aggregates
+    assert (a.reasons, a.n, a.semantic, a.index_removed) == (b.reasons, b.n, b.semantic, b.index_removed)
+    assert np.array_equal(a.cluster_sizes, b.cluster_sizes) and np.array_equal(a.cluster_counts, b.cluster_counts)
+    assert np.array_equal(a.near.counts, b.near.counts) and a.views == b.views and a.views
+    assert {r: a.rows[r] for r in b.rows} == b.rows
+    return ra
+
+
+@pytest.mark.parametrize("flags", [
+    # keep order with ties and NaN; paragraph dedup before the document stages, substring beside them
+    ["--eps", "0.02", "--clusters", "3", "--semantic-keep", "max:q", "--chain", "kept", "--paragraph-dedup",
+     "--paragraph-order", "before", "--substring-dedup", "--substring-order", "beside"],
+    # semantic beside the exact stage only, long texts as the mean of windows; paragraph beside, substring before;
+    # decisions.parquet as one file
+    ["--eps", "0.02", "--clusters", "4", "--semantic-order", "beside", "--no-lexical", "--long-text", "mean",
+     "--semantic-keep", "random", "--paragraph-dedup", "--paragraph-order", "beside", "--substring-dedup",
+     "--substring-order", "before", "--table-layout", "file"],
+])
+def test_run_semantic_on_ray_equals_local(cluster, run_corpus, model, tmp_path, flags):
+    """`gpu-dedup run --semantic --engine ray` (was refused after the cluster started and the first steps ran): the
+    semantic stage runs as the dedup run's tasks over the documents the lexical stages kept, its removals folded in
+    as the local engine folds them; with the span stages in every order, OUT equals the local run's."""
+    from gpu_dedup.cli import main
+
+    args = [str(run_corpus), "--semantic", "--model", str(model), "--on-error", "skip", "--substring-min-tokens", "10",
+            "-q", *flags]
+    assert main(["run", *args, "-o", str(tmp_path / "local")]) == 0
+    assert main(["run", *args, "-o", str(tmp_path / "ray"), "--engine", "ray", "--workers", "2",
+                 "--partitions", "3"]) == 0
+    run = _run_equal(tmp_path / "local", tmp_path / "ray")
+    ids = set(pq.read_table(tmp_path / "local" / "decisions.parquet")["id"].to_pylist())
+    assert {"n0", "n2"} <= ids and "n1" not in ids and run["counts"]["input"] == len(ids)  # the null text skipped
+    sem = pq.read_table(tmp_path / "local" / "semantic_decisions.parquet")
+    assert 0 < pc.sum(sem["keep"]).as_py() < sem.num_rows
+
+
+def test_run_semantic_on_ray_duplicate_ids_raise_the_local_error(cluster, corpus, model, tmp_path, capsys):
+    from gpu_dedup.cli import main
+
+    args = ["run", str(corpus), "--semantic", "--model", str(model), "--on-error", "skip", "-q"]
+    assert main([*args, "-o", str(tmp_path / "local")]) == 1
+    local = capsys.readouterr().err
+    assert main([*args, "-o", str(tmp_path / "ray"), "--engine", "ray", "--workers", "2"]) == 1
+    assert capsys.readouterr().err == local and "2 times" in local
+
+
+def test_run_semantic_on_ray_survives_killed_workers_and_resumes(cluster, run_corpus, model, tmp_path):
+    """kill -9 of a worker in the semantic stage's embed, k-means and pairs tasks and in the final decisions' tasks:
+    Ray retries them over their idempotent writes. Resumed after its later markers were lost, the run reuses the
+    lexical and the finished semantic tasks; resumed with another eps, it reuses the lexical tasks but none whose
+    output the eps changes (the final decisions' markers hold the semantic stage's key). Every time OUT equals the
+    local run's."""
+    from gpu_dedup.cli import main
+
+    args = [str(run_corpus), "--semantic", "--model", str(model), "--clusters", "3", "--on-error", "skip", "-q"]
+
+    def ray_run(eps):
+        assert main(["run", *args, "--eps", eps, "-o", str(tmp_path / "ray"), "--engine", "ray", "--workers", "2",
+                     "--resume"]) == 0
+        return json.loads((tmp_path / "ray" / "run.json").read_text())["engine"]
+
+    assert main(["run", *args, "--eps", "0.02", "-o", str(tmp_path / "local")]) == 0
+    stages = ("semantic_embed", "semantic_kmeans", "semantic_pairs", "recount")
+    for stage in stages:
+        (cluster / f"ray-{stage}").touch()
+    ray_run("0.02")
+    assert sorted(p.name for p in cluster.iterdir()) == sorted(f"ray-{s}.fired" for s in stages)
+    for p in cluster.iterdir():
+        p.unlink()
+    _run_equal(tmp_path / "local", tmp_path / "ray")
+    work = tmp_path / "ray" / "work"
+    for done in (work / "semantic" / "ray" / "done" / "semantic_write", work / "ray" / "done" / "recount"):
+        shutil.rmtree(done)
+    engine = ray_run("0.02")
+    assert engine["sign_tasks_reused"] == 4 and 0 < engine["semantic"]["tasks_reused"] < engine["semantic"]["tasks"]
+    _run_equal(tmp_path / "local", tmp_path / "ray")
+    assert main(["run", *args, "--eps", "0.05", "-o", str(tmp_path / "local"), "--overwrite"]) == 0
+    engine = ray_run("0.05")
+    assert engine["sign_tasks_reused"] == 4 and engine["semantic"]["tasks_reused"] == 0
+    _run_equal(tmp_path / "local", tmp_path / "ray")

@@ -139,6 +139,41 @@ def test_kenlm_loads_our_arpa_and_scores_agree(trained):
     assert np.allclose(ppl, [model.perplexity(s) for s in single], rtol=1e-4)
 
 
+def test_read_ahead_scorer_equals_kenlm_across_its_ring_and_document_groups(tmp_path):
+    """The CPU scorer reads words LOOKAHEAD tokens ahead of the one it scores, keeps RING tokens and takes
+    documents DOC_GROUP at a time (kernels/lm_cpu.py): documents and lines longer than all of them, empty and
+    blank lines between sentences, the special words written in the text, words either side of the 15-byte
+    short-key limit, multi-byte words, OOV words and a count of documents that is no multiple of the group
+    score as kenlm scores them, with kenlm's token, sentence and OOV counts (a 5-gram: the history spans 4)."""
+    from gpu_dedup.kernels import lm_cpu
+
+    sents = _zipf_sentences(4, 3000, vocab=300)
+    ref = tmp_path / "ref.txt"
+    ref.write_text("\n".join(sents + ["exactly15bytes! sixteen_bytes_xx 日本語 é w1", "w1 w2 w1 w3"]) + "\n")
+    path = tmp_path / "m5.arpa"
+    train_lm([ref], path, LMTrainConfig(order=5, normalization=NONE))
+    model = kenlm.Model(str(path))
+    rng = random.Random(8)
+    extra = ["</s>", "<s>", "<unk>", "exactly15bytes!", "sixteen_bytes_xx", "日本語", "é", "oov_word", "w1", "w2"]
+    long_line = " ".join(rng.choice(extra) if rng.random() < 0.2 else f"w{rng.randint(1, 40)}"
+                         for _ in range(3 * lm_cpu.RING + 7))
+    docs = [long_line, "\n".join(rng.sample(sents, 200)), "\n\n \t\nw1 w2\n\n\nw3\n", "", "\n", " </s> ",
+            "w1 </s> w2 <s> w3", "<s>", "oov_word"]
+    for _ in range(3 * lm_cpu.DOC_GROUP + 5 - len(docs)):
+        lines = [" ".join(rng.choice(extra) if rng.random() < 0.15 else f"w{rng.randint(1, 350)}"
+                          for _ in range(rng.randint(0, 2 * lm_cpu.LOOKAHEAD))) for _ in range(rng.randint(0, 6))]
+        docs.append(rng.choice(["\n", "\n\n", "\n \n"]).join(lines))
+    out = load_lm(path).score(docs)
+    want = np.array([_kenlm_doc(model, d) for d in docs])
+    assert np.abs(out["logprob"] - want).max() < TOL_KENLM
+    lines = [[ln.split() for ln in d.split("\n") if ln.split()] for d in docs]
+    assert out["tokens"].tolist() == [sum(len(w) + 1 for w in ls) for ls in lines]
+    assert out["sentences"].tolist() == [len(ls) for ls in lines]
+    # (kenlm's `in` says False for <unk> itself; written in the text, it is the model's word <unk>)
+    assert out["oov"].tolist() == [sum(1 for w in ls for x in w if x not in model and x != "<unk>") for ls in lines]
+    assert out["oov"].sum() > 0 and len(docs) % lm_cpu.DOC_GROUP
+
+
 HAND_ARPA = """\\data\\
 ngram 1=6
 ngram 2=5
@@ -300,6 +335,103 @@ def test_corrupt_arpa_is_refused_with_file_and_line(tmp_path, edit, match):
         load_lm(path, normalization=NONE)
     path.write_bytes(b"\\data\\\nngram 1=1\n\n\\1-grams:\n-1\t\xff\n")
     with pytest.raises(ARPAError, match="not UTF-8"):
+        load_lm(path, normalization=NONE)
+
+
+def _read_per_line(path, monkeypatch):
+    from gpu_dedup.filters import arpa
+
+    with monkeypatch.context() as m:
+        m.setattr(arpa, "_block_fast", lambda *a, **k: None)
+        return read_arpa(str(path))
+
+
+def _same_model(a, b) -> bool:
+    return a[0] == b[0] and a[1] == b[1] and all(
+        np.array_equal(r1, r2) and np.array_equal(p1.view(np.uint32), p2.view(np.uint32))
+        and np.array_equal(b1.view(np.uint32), b2.view(np.uint32)) for (r1, p1, b1), (r2, p2, b2) in zip(a[2], b[2]))
+
+
+def test_arpa_blocks_read_column_wise_equal_the_per_line_reader(trained, tmp_path, monkeypatch):
+    """read_arpa parses blocks of _BEAT_LINES lines with Arrow and leaves a block with anything unusual to the
+    per-line reader (the reference). Both give the same vocabulary, ids and float32 bits: on our model (blocks
+    of 7 lines: every section split, a last partial block), and with lines in the layouts KenLM also reads
+    (spaces for tabs, runs of blanks, CRLF, a trailing blank, exponents, '+', '-0', '.5') among canonical ones."""
+    from gpu_dedup.filters import arpa
+
+    monkeypatch.setattr(arpa, "_BEAT_LINES", 7)
+    want = _read_per_line(trained[0], monkeypatch)
+    assert _same_model(read_arpa(str(trained[0])), want)
+    odd = (HAND_ARPA.replace("-0.4\t<s> the\t-0.1", "-0.4  <s>   the \t -0.1 ")
+           .replace("-0.5\tthe cat\t-0.15", "-5e-1\tthe cat\t-1.5E-1\r")
+           .replace("-1.1\tcat\t-0.25", "-1.1\tcat\t+0")
+           .replace("-0.9\tthe\t-0.3", "-.9\tthe\t-0")
+           .replace("-0.2\t<s> the cat", "-0.2\t<s> the cat\t0.0"))
+    path = tmp_path / "odd.arpa"
+    path.write_text(odd)
+    monkeypatch.setattr(arpa, "_BEAT_LINES", 2)
+    got = read_arpa(str(path))
+    assert _same_model(got, _read_per_line(path, monkeypatch))
+    assert got[2][1][1][1] == np.float32(-0.5) and got[2][1][2][1] == np.float32(-0.15)  # the "the cat" line
+
+
+def test_arpa_error_in_a_later_block_names_its_line(trained, tmp_path, monkeypatch):
+    """A bad n-gram deep in a section (the fourth block of 7) is named at its own line, as the per-line reader
+    names it."""
+    from gpu_dedup.filters import arpa
+
+    monkeypatch.setattr(arpa, "_BEAT_LINES", 7)
+    lines = trained[0].read_text().split("\n")
+    at = lines.index("\\2-grams:") + 25
+    word = lines[at].split("\t")[1].split(" ")[0]
+    lines[at] = lines[at].replace(word, "never_seen", 1)
+    path = tmp_path / "bad.arpa"
+    path.write_text("\n".join(lines))
+    with pytest.raises(ARPAError, match=rf":{at + 1}: word 'never_seen' is not among the unigrams"):
+        read_arpa(str(path))
+
+
+def _chain_arpa(order: int) -> str:
+    """A model of one word 'a' with an n-gram of every order up to ``order`` ('a a ... a')."""
+    lines = ["\\data\\"] + [f"ngram {n}={4 if n == 1 else 1}" for n in range(1, order + 1)]
+    lines += ["", "\\1-grams:", "-1\t<unk>\t0", "0\t<s>\t-0.5", "-1\t</s>\t0", "-0.5\ta\t-0.1"]
+    for n in range(2, order + 1):
+        lines += ["", f"\\{n}-grams:", f"-0.{n}\t{' '.join(['a'] * n)}" + ("\t-0.125" if n < order else "")]
+    return "\n".join(lines + ["", "\\end\\", ""])
+
+
+def _backoff_reference(grams: dict, words: list[str], order: int) -> float:
+    """log10 p of <s> words </s> by the ARPA backoff formula, recursively: p(w | h) = prob(h w) if stored,
+    else bo(h) + p(w | h without its first word)."""
+    def p(h: tuple, w: str) -> float:
+        if h + (w,) in grams:
+            return grams[h + (w,)][0]
+        return (grams[h][1] if h in grams else 0.0) + p(h[1:], w)
+
+    seq = ["<s>"] + words + ["</s>"]
+    return sum(p(tuple(seq[max(0, i - order + 1):i]), seq[i]) for i in range(1, len(seq)))
+
+
+def test_orders_above_kenlm_s_six_score_by_the_backoff_formula_up_to_the_kernels_limit(tmp_path):
+    """KenLM's default build refuses a model above order 6; ours scores up to ops.lm.MAX_SCORED_ORDER (8: a
+    token's keys and backoffs are fixed arrays per thread) by the backoff formula, and refuses a higher order
+    with the file and the limit named, where it read past those arrays before."""
+    from gpu_dedup.ops.lm import MAX_SCORED_ORDER
+
+    for order in (7, MAX_SCORED_ORDER):
+        path = tmp_path / f"o{order}.arpa"
+        path.write_text(_chain_arpa(order))
+        _, vocab, gram_rows = read_arpa(str(path))
+        grams = {tuple(vocab[i] for i in row): (float(p), float(b)) for rows, ps, bs in gram_rows
+                 for row, p, b in zip(rows.tolist(), ps, bs)}
+        docs = ["a " * 20, "a", "a a a\n\na a a a a a a a a"]
+        got = load_lm(path, normalization=NONE).score(docs)["logprob"]
+        want = [sum(_backoff_reference(grams, ln.split(), order) for ln in d.split("\n") if ln.split()) for d in docs]
+        assert np.allclose(got, want, atol=1e-4), (order, got, want)
+    path = tmp_path / "too_high.arpa"
+    path.write_text(_chain_arpa(MAX_SCORED_ORDER + 1))
+    with pytest.raises(ARPAError, match=rf"too_high.arpa: a {MAX_SCORED_ORDER + 1}-gram model; .* up to "
+                                        rf"{MAX_SCORED_ORDER}"):
         load_lm(path, normalization=NONE)
 
 

@@ -221,12 +221,13 @@ def test_verification_uses_pass_1_text_when_it_fits(tmp_path, monkeypatch):
     assert reread.stats["bytes_read"]["deduplicated_input_files"] == sum(os.path.getsize(p) for p in src)
     assert reread.stats["stages"]["text_cache"]["not_used_because"] == "cache_bytes=0"
     small = gpu_dedup.deduplicate(src, cfg.replace(cache_bytes=5000))
+    assert small.stats["stages"]["text_cache"]["rows"] > 0  # a prefix held and used: why it is partial
     assert "text exceeds cache_bytes=5,000 (from the Parquet metadata)" in \
-        small.stats["stages"]["text_cache"]["not_used_because"]
-    # JSON Lines: no size known before reading; the cache fills, overflows and is dropped
+        small.stats["stages"]["text_cache"]["partial_because"]
+    # JSON Lines: no size known before reading; the cache fills to its budget and keeps that prefix
     t.select(["id", "text"]).to_pandas().to_json(tmp_path / "c.jsonl", orient="records", lines=True)
     spill = gpu_dedup.deduplicate(str(tmp_path / "c.jsonl"), cfg.replace(cache_bytes=5000))
-    assert spill.stats["stages"]["text_cache"]["not_used_because"] == "the normalized text exceeds cache_bytes=5,000"
+    assert spill.stats["stages"]["text_cache"]["partial_because"] == "the normalized text exceeds cache_bytes=5,000"
     assert spill.decisions.drop_columns(["source"]).equals(kept.decisions.drop_columns(["source"]))
     assert kept.decisions.equals(reread.decisions) and kept.decisions.equals(small.decisions)
     assert kept.removed > 0
@@ -264,7 +265,9 @@ def test_verification_takes_the_prefix_the_cache_holds_and_rereads_the_files_aft
     part = gpu_dedup.deduplicate(src, cfg.replace(cache_bytes=budget))
     st = part.stats["stages"]
     assert 0 < st["text_cache"]["rows"] < 800 and st["text_cache"]["used_for_verification"]
-    assert "from the Parquet metadata" in st["text_cache"]["not_used_because"]
+    # the prefix was used: run.json says why it is partial, not that it was unused
+    assert "from the Parquet metadata" in st["text_cache"]["partial_because"]
+    assert "not_used_because" not in st["text_cache"]
     assert st["verify"]["text"].startswith(f"rows < {st['text_cache']['rows']} kept from pass 1")
     skipped = st["text_cache"]["rows"] // 200  # the files the cache holds whole are not read again
     assert skipped >= 1 and reread_files == [[os.path.basename(p) for p in src[skipped:]]]

@@ -122,14 +122,14 @@ def _starting(n: int) -> str:
 def _init_local(ray, n: int) -> None:
     """ray.init of a local cluster of ``n`` CPUs whose workers run at this process's own priority: Ray's default
     lowers theirs by 15 (``worker_niceness``, so that its raylet stays responsive), which on a machine shared
-    with other work hands the command's tasks only what the other processes leave (docs/performance.md)."""
+    with other work hands the command's tasks only what the other processes leave (docs/scale.md)."""
     ray.init(address="local", num_cpus=n, _system_config={"worker_niceness": 0}, **_quiet_ray())
 
 
 def stop_local(ray) -> None:
     """ray.shutdown() of the local cluster this process started, its autoscaler monitor killed first. Ray stops
     the GCS before the monitor, whose SIGTERM handler then reports to the stopped GCS until Ray kills it after a
-    second: 1.0 s of a 1.3 s shutdown on the 2-core VM (docs/performance.md). The monitor of a cluster that
+    second: 1.0 s of a 1.3 s shutdown on the 2-core VM (docs/scale.md). The monitor of a cluster that
     lives as long as one command keeps nothing; every process is still waited for (none is left behind)."""
     try:
         from ray._private import ray_constants

@@ -12,7 +12,7 @@ map task's marker): a marker with the current run key means the task's outputs a
 not run again; a retried or resumed task rewrites the same bytes. On a local path the files are made
 durable together, by one ``syncfs`` of the work dir's file system before the marker is written (``sync_fs``),
 not by an fsync of each file and directory (two journal commits apiece: ~2 s of a 1 M-document run's ~1,200
-fsyncs, docs/performance.md): a marker is never on disk before its files, and a marker lost in a crash
+fsyncs, docs/scale.md): a marker is never on disk before its files, and a marker lost in a crash
 only makes its task run again.
 
 The work dir is a path every node mounts at the same place, or an fsspec URL (``s3://bucket/work``,

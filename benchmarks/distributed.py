@@ -1,4 +1,5 @@
-"""The Ray engine vs the local engine in the same run, alternating: wall-time ratio, the driver's peak RSS,
+"""The Ray engine vs the local engine in the same run, alternating: wall-time ratio (each round side by side,
+with the load average before it and the Ray run's stages apart from its fixed costs), the driver's peak RSS,
 the workers' peak RSS, bytes the shuffle writes per document, identical decisions; then the Ray engine's
 driver peak RSS at each of --driver sizes (it must not grow with the documents: no per-document state).
 
@@ -105,10 +106,14 @@ def main() -> None:
         if args.rounds or args.docs in sizes else None
     local, ray = [], []
     for k in range(args.rounds):
+        load = os.getloadavg()[0]
         r = run(src, os.path.join(args.work, "out-local"), [*extra])
+        r["load"] = load
         local.append(r)
         emit("local", round=k, docs=args.docs, wall=r["wall"], peak=r["peak"])
+        load = os.getloadavg()[0]
         r = ray_run(src, args.work, args.workers, extra)
+        r["load"] = load
         ray.append(r)
         emit("ray", round=k, docs=args.docs, wall=r["wall"], peak=r["peak"], shuffle=r["shuffle"],
              worker_peak=r["stats"]["engine"]["worker_peak_rss_bytes"], partitions=r["stats"]["engine"]["partitions"],
@@ -118,14 +123,24 @@ def main() -> None:
             pq.read_table(os.path.join(args.work, "out-ray", "decisions")))  # the Ray engine's per-file parts
         n = local[0]["stats"]["counts"]["input"]
         lw, rw = min(r["wall"] for r in local), min(r["wall"] for r in ray)
-        print(f"\n{n:,} documents x ~{args.words} words, {args.workers} Ray workers, best of {args.rounds} "
-              "(alternating)")
-        print(f"local wall {lw:.1f} s, driver peak RSS {max(r['peak'] for r in local) / 2**20:.0f} MiB")
-        print(f"ray   wall {rw:.1f} s, driver peak RSS {max(r['peak'] for r in ray) / 2**20:.0f} MiB, worker peak "
-              f"RSS {max(r['stats']['engine']['worker_peak_rss_bytes'] for r in ray) / 2**20:.0f} MiB, shuffle "
+        print(f"\n{n:,} documents x ~{args.words} words, {args.workers} Ray workers, {args.rounds} rounds "
+              "(local, then Ray, alternating); the Ray run's stages: run.json's ray_* timings, the rest is the "
+              "cluster's start and stop, the probe, the report and the process")
+        print(f"{'round':>5} {'local s':>8} {'ray s':>7} {'ratio':>6} {'ray stages s':>13} {'ray rest s':>11} "
+              f"{'load (1 min)':>13}")
+        for k, (lo, ra) in enumerate(zip(local, ray)):
+            st = sum(v for key, v in ra["stats"]["timings_s"].items() if key.startswith("ray_"))
+            print(f"{k:>5} {lo['wall']:>8.1f} {ra['wall']:>7.1f} {ra['wall'] / lo['wall']:>6.2f} {st:>13.1f} "
+                  f"{ra['wall'] - st:>11.1f} {lo['load']:>6.1f}/{ra['load']:<6.1f}")
+        ratios = sorted(ra["wall"] / lo["wall"] for lo, ra in zip(local, ray))
+        print(f"local wall {lw:.1f} s (best), driver peak RSS {max(r['peak'] for r in local) / 2**20:.0f} MiB")
+        print(f"ray   wall {rw:.1f} s (best), driver peak RSS {max(r['peak'] for r in ray) / 2**20:.0f} MiB, worker "
+              f"peak RSS {max(r['stats']['engine']['worker_peak_rss_bytes'] for r in ray) / 2**20:.0f} MiB, shuffle "
               f"{ray[-1]['shuffle'] / n:.0f} bytes/document")
-        print(f"ray / local wall-time ratio {rw / lw:.2f}; decisions identical: {same}", flush=True)
-        emit("summary", docs=n, local_wall=lw, ray_wall=rw, ratio=rw / lw, same=same)
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        print(f"ray / local wall-time ratio {rw / lw:.2f} (best of each), per round {each} (median "
+              f"{ratios[len(ratios) // 2]:.2f}); decisions identical: {same}", flush=True)
+        emit("summary", docs=n, local_wall=lw, ray_wall=rw, ratio=rw / lw, round_ratios=ratios, same=same)
     cli = []
     for size in [int(s) for s in args.cli.split(",") if s]:
         s = make(os.path.join(args.work, f"driver-{size}"), size, args.words, args.shard)

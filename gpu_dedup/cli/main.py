@@ -4,6 +4,7 @@ raises on purpose into one line that names the flags (flags.py)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import textwrap
@@ -62,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if debug else (logging.WARNING if quiet else logging.INFO),
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        return int(args.func(args) or 0)
+        with _ray_started(args):
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         # Ctrl-C: the owned outputs were already removed on the way out (outputs.own), as on any failure
         logger.debug("traceback", exc_info=True)
@@ -80,6 +82,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         sp = subcommand_parser(parser, args.command)  # the API's argument names, as this command's flags
         print(f"gpu-dedup: error: {cli_message(str(exc), command_flags(sp)) if sp else exc}", file=sys.stderr)
         return 1
+
+
+def _ray_started(args: argparse.Namespace):
+    """--engine ray without --address: the local Ray cluster starts now, in the background, while the command
+    reads its inputs and plans; the engine joins it at its first task (distributed.cluster.start_local)."""
+    if getattr(args, "engine", None) != "ray" or getattr(args, "address", None) is not None:
+        return contextlib.nullcontext()
+    from ..distributed import start_local
+
+    return start_local(getattr(args, "workers", None))
 
 
 def with_config_file(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace) -> argparse.Namespace:

@@ -38,7 +38,8 @@ The stages, in the plan's order:
     exact      per hash range: exact groups
     exact_texts, exact_check   (--exact-verify) per file: the groups' normalized texts read again, each
                member's bytes compared with its leader's in the leader's file
-    bands      per file: the leaders' band rows by key range
+    bands      per file: the leaders' band rows by key range (beyond stages.BANDS_FROM_PIECES key ranges;
+               with fewer, each buckets task reads the pieces' band keys itself)
     buckets    per key range: LSH buckets -> star edges of the candidate graph
     star       rounds of large-star / small-star per file of rows until the edges stop changing
     labels     per file: each candidate's component = its smallest row
@@ -69,17 +70,36 @@ each reduce sees all rows of its keys and runs the local engine's own stage func
 """
 from __future__ import annotations
 
-from .cluster import ray_cluster
-from .driver import PLAN, Stage, check_engine_args, run
-from .filter import filter_files
-from .options import IndexSource
-from .outputs import TABLE_LAYOUTS, layout_of, write_decisions, write_scores
-from .paragraph import paragraph_dedup_ray
-from .screen import screen_files
-from .semantic import semantic_dedup_ray
-from .substring import substring_dedup_ray
-from .views import write_view
+import importlib
+from typing import TYPE_CHECKING
+
+# the names below, imported from their module when first asked for: importing one module of the package (the
+# CLI's cluster.start_local, before the command runs; a Ray worker's first task) costs that module alone
+_EXPORTS = {"ray_cluster": "cluster", "start_local": "cluster", "PLAN": "driver", "Stage": "driver",
+            "check_engine_args": "driver", "run": "driver", "filter_files": "filter", "IndexSource": "options",
+            "TABLE_LAYOUTS": "outputs", "layout_of": "outputs", "write_decisions": "outputs",
+            "write_scores": "outputs", "paragraph_dedup_ray": "paragraph", "screen_files": "screen",
+            "semantic_dedup_ray": "semantic", "substring_dedup_ray": "substring", "write_view": "views"}
+
+if TYPE_CHECKING:
+    from .cluster import ray_cluster, start_local
+    from .driver import PLAN, Stage, check_engine_args, run
+    from .filter import filter_files
+    from .options import IndexSource
+    from .outputs import TABLE_LAYOUTS, layout_of, write_decisions, write_scores
+    from .paragraph import paragraph_dedup_ray
+    from .screen import screen_files
+    from .semantic import semantic_dedup_ray
+    from .substring import substring_dedup_ray
+    from .views import write_view
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+
 
 __all__ = ["PLAN", "TABLE_LAYOUTS", "IndexSource", "Stage", "check_engine_args", "filter_files", "layout_of",
-           "paragraph_dedup_ray", "ray_cluster", "run", "screen_files", "semantic_dedup_ray", "substring_dedup_ray",
-           "write_decisions", "write_scores", "write_view"]
+           "paragraph_dedup_ray", "ray_cluster", "run", "screen_files", "semantic_dedup_ray", "start_local",
+           "substring_dedup_ray", "write_decisions", "write_scores", "write_view"]

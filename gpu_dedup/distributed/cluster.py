@@ -122,14 +122,14 @@ def _starting(n: int) -> str:
 def _init_local(ray, n: int) -> None:
     """ray.init of a local cluster of ``n`` CPUs whose workers run at this process's own priority: Ray's default
     lowers theirs by 15 (``worker_niceness``, so that its raylet stays responsive), which on a machine shared
-    with other work hands the command's tasks only what the other processes leave (docs/performance.md)."""
+    with other work hands the command's tasks only what the other processes leave (docs/scale.md)."""
     ray.init(address="local", num_cpus=n, _system_config={"worker_niceness": 0}, **_quiet_ray())
 
 
 def stop_local(ray) -> None:
     """ray.shutdown() of the local cluster this process started, its autoscaler monitor killed first. Ray stops
     the GCS before the monitor, whose SIGTERM handler then reports to the stopped GCS until Ray kills it after a
-    second: 1.0 s of a 1.3 s shutdown on the 2-core VM (docs/performance.md). The monitor of a cluster that
+    second: 1.0 s of a 1.3 s shutdown on the 2-core VM (docs/scale.md). The monitor of a cluster that
     lives as long as one command keeps nothing; every process is still waited for (none is left behind)."""
     try:
         from ray._private import ray_constants
@@ -349,23 +349,16 @@ def _contract_on_worker(cfg) -> str:
     return contract_fingerprint(contract(cfg))
 
 
-def _compile_on_node(device: str) -> float:
-    """On a node whose probe found dedup kernels Numba has not cached: compiled once (the local engine's tiny run
-    of the bundled sample, lexical.dedup._precompile), so that every worker of the node loads them from the
-    cache (kernels/_build.py: cache=True, one cache per node) instead of compiling its own copy at its first
-    task, each worker at once. Returns the seconds spent."""
-    from ..lexical.dedup import _precompile
-
-    return _precompile(device)
-
-
 def probe(ray, work: str, cfg=None, fingerprint: str | None = None, compile_device: str | None = None,
-          timings: dict[str, float] | None = None) -> int:
+          precompile: Callable[[str], float] | None = None, timings: dict[str, float] | None = None) -> int:
     """One probe task per alive node (pinned to it): refuse another gpu-dedup version or contract (``cfg``'s,
     whose fingerprint the driver computed; None: a program without one, the filter and the screen), and a
     work dir the node cannot see, naming the path; then, with ``compile_device`` "cpu" (the dedup plan's), the
-    dedup kernels a node has not cached compiled once on that node (``_compile_on_node``; the slowest node's
-    seconds in ``timings["compile"]``, as the local engine's). Returns the node count."""
+    dedup kernels a node has not cached compiled there once, by one ``precompile(device) -> seconds`` task pinned
+    to it (lexical.dedup's tiny run of the bundled sample), so that every worker of the node loads them from the
+    cache (kernels/_build.py: cache=True, one cache per node) instead of compiling its own copy at its first task,
+    all at once; the slowest node's seconds go to ``timings["compile"]``, as the local engine's. Returns the node
+    count."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from .._version import __version__
@@ -379,7 +372,7 @@ def probe(ray, work: str, cfg=None, fingerprint: str | None = None, compile_devi
     try:
         nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
         rp, rc = ray.remote(num_cpus=0)(_probe), ray.remote(num_cpus=0)(_contract_on_worker)
-        kernels = compile_device == "cpu"
+        kernels = compile_device == "cpu" and precompile is not None
         refs = [(rp.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(work, name, token,
                                                                                                       kernels),
                  rc.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(cfg)
@@ -404,7 +397,7 @@ def probe(ray, work: str, cfg=None, fingerprint: str | None = None, compile_devi
         lay.remove(name)
     if cold:
         phase(logger, "compiling the dedup kernels once on %d of %d node(s) (first run there)", len(cold), len(nodes))
-        rk = ray.remote(num_cpus=1)(_compile_on_node)
+        rk = ray.remote(num_cpus=1)(precompile)
         spent = max(ray.get([rk.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False))
                              .remote(compile_device) for n in cold]))
         if timings is not None:

@@ -14,7 +14,8 @@ and the tasks' small results (but for ``run --semantic``'s fold: the decisions, 
                decisions' counts and tallies), kept (with a source limit or --semantic: the kept records once
                every source is within the limit), index_rows (not when a source is over the limit), publish
                (OUT/decisions/ as the tasks' parts: outputs.py), shown (report.html's largest clusters: summary.py)
-    run        the cluster, the probe, the plan, then run.json's counts and stage statistics
+    run        the cluster, the probe (and the dedup kernels Numba has not cached, compiled once per node), the
+               plan, then run.json's counts and stage statistics
     key_ranges the key ranges of the shuffle (shuffle.py): --partitions, or the cluster's CPUs (at most 64);
                capped by the input's size
 """
@@ -240,7 +241,7 @@ SIGN = Stage(stages.sign, "file", device=True, then=_signed)
 EXACT = Stage(stages.exact, "range", device=True, then=_unique_ids)
 EXACT_TEXTS = Stage(options.exact_texts, "file", when=_exact_verify)  # the groups' bytes compared: they replace
 EXACT_CHECK = Stage(options.exact_check, "file", when=_exact_verify)  # the exact tasks' groups
-BANDS = Stage(stages.bands, "file")
+BANDS = Stage(stages.bands, "file", when=lambda d: d.job.partitions > stages.BANDS_FROM_PIECES)
 BUCKETS = Stage(stages.buckets, "range", device=True)
 STAR = Stage(graph.star, "file", drive=_star_rounds, when=lambda d: not _few_edges(d))
 COMPONENTS = Stage(graph.components, "one", when=_few_edges, then=_one_star)
@@ -345,7 +346,7 @@ def check_engine_args(workers: int | None, address: str | None, partitions: Any)
 def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | None, address: str | None,
         partitions: int | None, resume: bool, timings: dict[str, float], fingerprint: str, index=None,
         save_index: str | None = None, prefilter=None, guard=None, dataset: bool = False, semantic=None,
-        semantic_order: str = "after") -> dict[str, Any]:
+        semantic_order: str = "after", precompile: Callable[[str], float] | None = None) -> dict[str, Any]:
     """The plan (module doc); returns what run.json adds (counts, stage stats, read report, the engine)
     and leaves WORK/ray/decisions/ (and OUT/deduplicated/ with ``out``; the caller writes
     OUT/decisions.parquet: write_decisions). ``index``: the --against index as an IndexSource (its path
@@ -355,7 +356,9 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     ``sources``; with a limit, the kept records and the index only when every source is within it); ``dataset``:
     OUT/decisions/ as the tasks' per-file parts (outputs.py; the caller writes no decisions.parquet then);
     ``semantic``: ``run --semantic``'s SemanticConfig, its stage over the documents the lexical stages kept
-    (``semantic_order`` "after") or over every one ("beside"), folded into the decisions (SEMANTIC)."""
+    (``semantic_order`` "after") or over every one ("beside"), folded into the decisions (SEMANTIC);
+    ``precompile(device) -> seconds``: compiles the dedup kernels on a node whose Numba cache lacks them (the
+    probe runs it once there: cluster.probe; lexical.dedup passes its own)."""
     inputs = files
     first = 1 if index is not None else 0
     check_engine_args(workers, address, partitions)
@@ -375,7 +378,7 @@ def run(files, cfg, device: str, *, work: str, out: str | None, workers: int | N
     out_tasks = os.path.abspath(out) if out is not None else None
     lay = WorkFiles.prepare(work, resume)
     with ray_cluster(workers, address) as ray:
-        nodes = probe(ray, work_tasks, cfg, fingerprint)
+        nodes = probe(ray, work_tasks, cfg, fingerprint, compile_device=device, precompile=precompile, timings=timings)
         parts = key_ranges(partitions, int(ray.cluster_resources().get("CPU", 1)), inputs)
         # every setting that can change a task's output is in the key (the contract alone leaves out the
         # policy, the keep order, the reader's options): a marker of another config is never reused

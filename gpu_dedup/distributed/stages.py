@@ -5,6 +5,7 @@
                and the file's scores part)
     exact      per hash range: exact groups (lexical/exact.py) -> (row, leader) of every duplicate
     bands      per file: band rows (band, key, row) of its exact-group leaders with shingles, by key range
+               (more than BANDS_FROM_PIECES ranges; with fewer, each buckets task reads the pieces' band keys)
     buckets    per key range: runs of equal band keys -> star edges (first row of the run, each other row)
     star, components, labels   the candidate graph's connected components (graph.py): every candidate row's
                label, the smallest row of its component (the local engine's label)
@@ -179,10 +180,14 @@ def _prefiltered(job: Job, fi: int, piece: pa.Table, part, step, row0: int = 0) 
 
 
 def id_hashes(ids) -> np.ndarray:
-    """uint64 (n,): the XXH3-64 of each id's UTF-8 bytes (what splits ids by hash range for their check)."""
-    import xxhash
+    """uint64 (n,): a 64-bit hash of each id's UTF-8 bytes (what splits ids by hash range for their check): the
+    first XXH64 of the exact kernel (ops.core.exact_hashes, on the CPU), one call over the ids' Arrow buffers
+    (a Python loop over them took 50 ms of a sign task's 400 per 100,000 ids). ``ids``: a string array, no nulls."""
+    from ..io.text import arrow_text_buffers
+    from ..ops.core import exact_hashes
 
-    return np.fromiter((xxhash.xxh3_64_intdigest(v.encode()) for v in ids.to_pylist()), np.uint64, len(ids))
+    data, offsets = arrow_text_buffers(ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids)
+    return np.ascontiguousarray(exact_hashes("cpu", data, offsets)[:, 0])
 
 
 
@@ -221,72 +226,107 @@ def exact(job: Job, p: int) -> dict[str, Any]:
 
 _BANDS = pa.schema([("band", pa.int32()), ("key", pa.uint64()), ("row", pa.int64())])
 
+# up to this many key ranges each buckets task reads every file's band keys from the pieces, and no bands stage runs:
+# its exchange moves 48 bytes per band row (a key read, 20 bytes written and read), P such tasks 8·P (1 M documents
+# on the 2-core VM: 1.1 s of bands tasks, 354 MB of files, docs/scale.md); beyond, the P reads cost more
+BANDS_FROM_PIECES = 4
+
+
+def _lsh_rows(job: Job, fi: int, piece: pa.Table) -> np.ndarray:
+    """bool (rows of file ``fi``): the rows that go to LSH, exact-group leaders with shingles (none without near)."""
+    lsh = piece["nshingles"].to_numpy() > 0
+    dups = job.layout.read("dups_by_row", job.dup_names(fi), DUPS_SCHEMA)
+    lsh[dups["row"].to_numpy() - job.offs()[fi]] = False
+    if not job.cfg.cluster.near:
+        lsh[:] = False
+    return lsh
+
 
 @run_once("bands")
 def bands(job: Job, fi: int) -> dict[str, Any]:
-    """Band rows of file ``fi``'s exact-group leaders with shingles, by key range."""
-    cfg, lay, offs = job.cfg, job.layout, job.offs()
-    nb = cfg.lsh.bands
+    """Band rows of file ``fi``'s exact-group leaders with shingles, by key range (more than BANDS_FROM_PIECES)."""
+    nb, offs = job.cfg.lsh.bands, job.offs()
     piece = read_piece(job, fi, ["nshingles"] + [band_column(b) for b in range(nb)])
-    dups = lay.read("dups_by_row", job.dup_names(fi), DUPS_SCHEMA)
-    n = piece.num_rows
-    lsh = piece["nshingles"].to_numpy() > 0
-    lsh[dups["row"].to_numpy() - offs[fi]] = False
-    if not cfg.cluster.near:
-        lsh[:] = False
-    local = np.flatnonzero(lsh)
+    local = np.flatnonzero(_lsh_rows(job, fi, piece))
     keys = np.concatenate([piece[band_column(b)].to_numpy()[local] for b in range(nb)]).astype(np.uint64) \
-        if n else np.zeros(0, np.uint64)
+        if piece.num_rows else np.zeros(0, np.uint64)
     band = np.repeat(np.arange(nb, dtype=np.int32), local.shape[0])
     row = np.tile(local + offs[fi], nb)
-    # unsorted: the buckets task groups its key range whatever the order
+    # band by band (buckets reads each band's share), the keys of a band in any order
     t = pa.table({"band": pa.array(band), "key": pa.array(keys), "row": pa.array(row)}, schema=_BANDS)
-    lay.write_split(t, key_partition(keys, job.partitions), job.partitions, "band_rows",
-                    lambda p: f"f{fi:06d}-p{p:04d}")
+    job.layout.write_split(t, key_partition(keys, job.partitions), job.partitions, "band_rows",
+                           lambda p: f"f{fi:06d}-p{p:04d}")
     return {"lsh_rows": int(local.shape[0])}
+
+
+def _band_sources(job: Job, p: int) -> list:
+    """Per file, ``band -> (keys, rows)``: its LSH rows whose band key lies in key range ``p`` (global rows),
+    from the bands stage's files, or with at most BANDS_FROM_PIECES ranges from the piece itself."""
+    lay, nb, offs = job.layout, job.cfg.lsh.bands, job.offs()
+    sources = []
+    for fi in range(job.nfiles):
+        if job.partitions <= BANDS_FROM_PIECES:  # memory-mapped, zero-copy: one band column at a time
+            piece = read_piece(job, fi, ["nshingles"] + [band_column(b) for b in range(nb)])
+            lsh = _lsh_rows(job, fi, piece)
+
+            def of(b, piece=piece, lsh=lsh, row0=offs[fi]):
+                keys = piece[band_column(b)].to_numpy()
+                local = np.flatnonzero(lsh & (key_partition(keys, job.partitions) == p) if job.partitions > 1 else lsh)
+                return keys[local], local + row0
+            sources.append(of)
+            continue
+        t = lay.read_one("band_rows", f"f{fi:06d}-p{p:04d}")
+        band, key, row = (t[c].to_numpy() for c in ("band", "key", "row")) if t.num_rows else \
+            (np.zeros(0, np.int32), np.zeros(0, np.uint64), np.zeros(0, np.int64))
+        if band.shape[0] > 1 and (band[1:] < band[:-1]).any():  # not by band: stably so (any key order is fine)
+            by = np.argsort(band, kind="stable")
+            band, key, row = band[by], key[by], row[by]
+        bounds = np.searchsorted(band, np.arange(nb + 1))
+        sources.append(lambda b, bd=bounds, k=key, r=row: (k[bd[b]:bd[b + 1]], r[bd[b]:bd[b + 1]]))
+    return sources
 
 
 @run_once("buckets")
 def buckets(job: Job, p: int) -> dict[str, Any]:
-    """Buckets of key range ``p`` (runs of >= 2 equal (band, key)) -> star edges to each run's first row."""
-    lay = job.layout
-    t = lay.read("band_rows", [f"f{fi:06d}-p{p:04d}" for fi in range(job.nfiles)], _BANDS)
-    band, key, row = t["band"].to_numpy(), t["key"].to_numpy(), t["row"].to_numpy()
-    if job.device == "cuda":  # one lexsort on the device
-        order = _order(job.device, row, key, band)
-    else:  # by band (a radix sort of small ints), then each band's keys (numpy's SIMD sort of uint64, as
-        # lsh.group_buckets): ties need no order, every bucket's first row is found by its minimum below
-        small = band.astype(np.uint8) if job.cfg.lsh.bands <= 256 else band
-        by_band = np.argsort(small, kind="stable")
-        bounds = np.searchsorted(band[by_band], np.arange(job.cfg.lsh.bands + 1))
-        order = np.concatenate([by_band[lo:hi][np.argsort(key[by_band[lo:hi]])]
-                                for lo, hi in zip(bounds[:-1], bounds[1:])]) if row.shape[0] else by_band
-    band, key, row = band[order], key[order], row[order]
-    c = row.shape[0]
-    start = np.ones(c, bool)
-    if c:
-        start[1:] = (band[1:] != band[:-1]) | (key[1:] != key[:-1])
-    run = np.cumsum(start) - 1
-    sizes = np.bincount(run) if c else np.zeros(0, np.int64)
-    big = sizes >= 2
-    first = np.minimum.reduceat(row, np.flatnonzero(start)) if c else row  # each bucket's smallest row
-    member = (row != first[run]) & (sizes[run] >= 2) if c else np.zeros(0, bool)
-    a, b = unique_pairs(first[run[member]], row[member])
-    write_edges(job, a, b, "edges_0", f"p{p:04d}")
+    """Buckets of key range ``p`` (runs of >= 2 equal (band, key)) -> star edges to each run's first row. One band
+    at a time, as lsh.group_buckets: the task's transient memory is one band's share of the range, reused, not
+    fresh arrays the size of the range (their first touches cost more than the sort: 3.0 s vs 0.7 s per task of
+    10 M band rows, docs/scale.md)."""
+    nb = job.cfg.lsh.bands
+    sources = _band_sources(job, p)
+    firsts, others = [], []
+    per_band = np.zeros(nb, np.int64)
+    entries, largest = 0, 0
+    for b in range(nb):
+        got = [of(b) for of in sources]
+        key = np.concatenate([k for k, _ in got]) if got else np.zeros(0, np.uint64)
+        row = np.concatenate([r for _, r in got]) if got else np.zeros(0, np.int64)
+        c = key.shape[0]
+        if c < 2:
+            continue
+        # any order of equal keys (each bucket's first row is found by its minimum below): numpy's SIMD sort of
+        # uint64 (as lsh.group_buckets), CuPy's with device="cuda"
+        order = np.argsort(key) if job.device != "cuda" else \
+            to_host(array_module(job.device).argsort(to_device(key, job.device)))
+        key, row = key[order], row[order]
+        start = np.ones(c, bool)
+        start[1:] = key[1:] != key[:-1]
+        run = np.cumsum(start) - 1
+        sizes = np.bincount(run)
+        big = sizes >= 2
+        first = np.minimum.reduceat(row, np.flatnonzero(start))  # each bucket's smallest row
+        member = (row != first[run]) & big[run]
+        firsts.append(first[run[member]])
+        others.append(row[member])
+        per_band[b] = int(big.sum())
+        entries += int(sizes[big].sum())
+        largest = max(largest, int(sizes[big].max()) if per_band[b] else 0)
+    a, b_ = unique_pairs(np.concatenate(firsts) if firsts else np.zeros(0, np.int64),
+                         np.concatenate(others) if others else np.zeros(0, np.int64))
+    write_edges(job, a, b_, "edges_0", f"p{p:04d}")
     # the local engine's LSH counts (decide.bucket_stage: buckets are runs of >= 2), summed by the driver
-    per_band = np.bincount(band[start][big], minlength=job.cfg.lsh.bands) if c else np.zeros(job.cfg.lsh.bands)
-    return {"buckets": int(big.sum()), "bucket_entries": int(sizes[big].sum()),
-            "largest_bucket": int(sizes[big].max()) if big.any() else 0, "edges": int(a.shape[0]),
-            "buckets_per_band": [int(k) for k in per_band]}
-
-
-def _order(device: str, *keys: np.ndarray) -> np.ndarray:
-    """np.lexsort(keys) (the last key primary): on the device with device="cuda" (one uint64 key matrix,
-    as cupy.lexsort takes it; every key here is a non-negative integer)."""
-    if device != "cuda" or not keys[0].shape[0]:
-        return np.lexsort(keys)
-    xp = array_module(device)
-    return to_host(xp.lexsort(xp.stack([to_device(np.asarray(k).astype(np.uint64), device) for k in keys])))
+    return {"buckets": int(per_band.sum()), "bucket_entries": entries, "largest_bucket": largest,
+            "edges": int(a.shape[0]), "buckets_per_band": [int(k) for k in per_band]}
 
 
 @run_once("members")

@@ -76,7 +76,7 @@ WRITE_HOOKS: list[Callable[[str], None]] = []
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike, record: bool = True) -> Iterator[str]:
+def atomic_path(path: str | os.PathLike, record: bool = True, durable: bool = True) -> Iterator[str]:
     """Write a file atomically: readers never see a partial ``path``.
 
     A context manager: on success the temporary file is fsynced and renamed onto ``path`` (and the directory
@@ -86,6 +86,8 @@ def atomic_path(path: str | os.PathLike, record: bool = True) -> Iterator[str]:
         path: the final file.
         record: pass the absolute final path to the hooks of ``WRITE_HOOKS`` first (False: not reported, for
             the tool's own state files, e.g. a lock's info).
+        durable: fsync the file and its directory (False: atomic for readers, durable once the caller syncs
+            the file system: the Ray engine's exchange files, one ``syncfs`` per task before its marker).
 
     Yields:
         The temporary path to write, in the same directory: ``.<name>.<random>.tmp`` (a leading dot, so
@@ -100,9 +102,11 @@ def atomic_path(path: str | os.PathLike, record: bool = True) -> Iterator[str]:
     tmp = os.path.join(directory, f".{os.path.basename(final)}.{uuid.uuid4().hex[:12]}.tmp")
     try:
         yield tmp
-        _fsync_path(tmp)
+        if durable:
+            _fsync_path(tmp)
         os.replace(tmp, final)
-        _fsync_path(directory, directory=True)
+        if durable:
+            _fsync_path(directory, directory=True)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -137,7 +141,7 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-def write_json_atomic(obj: Any, path: str | os.PathLike, record: bool = True) -> None:
+def write_json_atomic(obj: Any, path: str | os.PathLike, record: bool = True, durable: bool = True) -> None:
     """Write ``obj`` as indented JSON, atomically (``atomic_path``).
 
     Args:
@@ -145,9 +149,10 @@ def write_json_atomic(obj: Any, path: str | os.PathLike, record: bool = True) ->
             is kept.
         path: the final file.
         record: as ``atomic_path``'s (False: not reported to ``WRITE_HOOKS``).
+        durable: as ``atomic_path``'s.
     """
     text = json.dumps(_json_safe(obj), indent=2, sort_keys=False, allow_nan=False)
-    with atomic_path(path, record) as tmp:
+    with atomic_path(path, record, durable) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
 

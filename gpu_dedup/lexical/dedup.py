@@ -351,7 +351,7 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
     got = distributed.run(files, cfg, device, work=work, out=out, workers=workers, address=address,
                           partitions=partitions, resume=resume, timings=timings, fingerprint=fp, index=index,
                           save_index=save_index, prefilter=prefilter, guard=guard, dataset=dataset,
-                          semantic=semantic[0], semantic_order=semantic[1])
+                          semantic=semantic[0], semantic_order=semantic[1], precompile=_precompile)
     checkpoint("decisions")
     first = 1 if index is not None else 0  # an --against index is the Ray run's file 0 (no decisions)
     if dataset and out is not None:  # the tasks wrote OUT/decisions/, one part per input file
@@ -380,7 +380,8 @@ def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files
     stats["decisions"] = {"path": os.path.basename(path), **tables}
     timings["total"] = time.perf_counter() - t_start
     n = got["counts"]["input"]
-    stats["throughput_docs_per_s"] = n / timings["total"] if timings["total"] > 0 else None
+    busy = timings["total"] - timings.get("compile", 0.0)  # (the nodes' first compile: as the local engine's)
+    stats["throughput_docs_per_s"] = n / busy if busy > 0 else None
     if out is not None:
         _finish(out, stats, files)
     return _FileDecisions(path, stats, out)

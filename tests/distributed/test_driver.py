@@ -62,21 +62,23 @@ def _fake(ran, removed=0):
     return Fake
 
 
-@pytest.mark.parametrize("one_task", [10, 9])
-def test_walk_runs_the_stages_that_apply_in_order(one_task, monkeypatch):
+@pytest.mark.parametrize("one_task, parts", [(10, 1), (9, 1), (10, stages.BANDS_FROM_PIECES + 1)])
+def test_walk_runs_the_stages_that_apply_in_order(one_task, parts, monkeypatch):
     """walk: the stages whose ``when`` holds, in PLAN order, each with its driver hooks and arguments; the
-    components in one task when the buckets' edges are at most COMPONENTS_IN_ONE_TASK, else the star rounds."""
+    components in one task when the buckets' edges are at most COMPONENTS_IN_ONE_TASK, else the star rounds;
+    the bands stage with more than BANDS_FROM_PIECES key ranges only (else the buckets tasks read the pieces)."""
     monkeypatch.setattr(graph, "COMPONENTS_IN_ONE_TASK", one_task)
     ran = []
-    job = stages.Job(RunConfig(progress=False), "cpu", ["f"], "w", 1)
+    job = stages.Job(RunConfig(progress=False), "cpu", ["f"], "w", parts)
     d = _fake(ran)(None, job, [], "/out", None, None, "fp", {}, {})
     driver.walk(d)
     star = ["components"] if one_task >= 10 else ["star", "star", "star"]
-    assert [n for n, _ in ran] == ["sign", "exact", "bands", "buckets", *star, "labels", "members", "policy",
+    bands = ["bands"] if parts > stages.BANDS_FROM_PIECES else []
+    assert [n for n, _ in ran] == ["sign", "exact", *bands, "buckets", *star, "labels", "members", "policy",
                                    "resolve", "sizes", "write", "shown"]
     assert job.offsets == [0, 2] and job.run_key  # the sign hook
     labels = ("labels", ("c", ["c"])) if one_task >= 10 else ("labels", (2, ["g000000"]))
-    assert ran[-2] == ("write", ("/out", None, {}, "decisions")) and ran[4 + len(star)] == labels
+    assert ran[-2] == ("write", ("/out", None, {}, "decisions")) and ran[3 + len(bands) + len(star)] == labels
     assert ran[-1] == ("shown", ([[3, 0]],))  # report.html's largest clusters, from the write tasks' candidates
     assert list(d.results) == [s for s in driver.PLAN if s.name in {n for n, _ in ran}]
     assert d.source_stats["sources"]["f"]["input"] == 2  # the write hook merged the tallies

@@ -52,6 +52,7 @@ def _same_outputs(a, b):
 
 @pytest.mark.parametrize("preset,overrides,partitions", [
     ("default", {}, 3),
+    ("default", {}, 6),  # more key ranges than stages.BANDS_FROM_PIECES: the bands stage's exchange
     ("default", {"cluster__policy": "components", "cluster__keep": "longest"}, 1),
     ("default", {"cluster__near": False}, 2),  # --exact-only
     ("fineweb", {"cluster__keep": "min-id"}, 4),

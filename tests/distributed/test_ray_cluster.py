@@ -142,3 +142,64 @@ def test_workers_beside_a_running_cluster(src, tmp_path, head):
     assert run["engine"]["partitions"] == 1 and run["engine"]["address"] == head and run["engine"]["nodes"] == 1
     assert [p.read_bytes() for p in sorted((tmp_path / "joined" / "decisions").iterdir())] == \
         [p.read_bytes() for p in sorted((tmp_path / "own" / "decisions").iterdir())]  # the per-file parts
+
+
+def _marked(mark: str) -> list[int]:
+    """Process ids whose environment holds ``mark`` (what they inherited from the command that started them)."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if mark.encode() in fh.read():
+                    found.append(int(pid))
+        except OSError:  # gone, or not ours to read
+            pass
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_no_ray_process_outlives_the_command(src, tmp_path):
+    """The local cluster is started in the background and stopped without Ray's wait on its monitor
+    (cluster.start_local, stop_local): once `gpu-dedup run --engine ray` has exited, none of the processes it
+    started (GCS, raylet, monitor, dashboard, agents, workers; all inherit its environment) is left, not even
+    a zombie."""
+    mark = f"GPU_DEDUP_TEST_MARK=rayexit{os.getpid()}x{time.monotonic_ns()}"
+    r = _cli(["run", str(src), "-o", str(tmp_path / "o"), "-q", "--engine", "ray", "--workers", "1"],
+             env=dict([mark.split("=", 1)]))
+    assert r.returncode == 0, r.stderr[-3000:]
+    deadline = time.monotonic() + 10  # a worker notices its raylet is gone within a moment
+    while _marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _marked(mark) == []
+
+
+_PRIORITY = """
+import json, os, sys
+import ray
+from gpu_dedup.distributed import cluster
+seen = {}
+shutdown = ray.shutdown
+def watched(*a, **k):
+    node = ray._private.worker._global_node
+    seen["monitor_running"] = [i.process.poll() is None for i in node.all_processes.get("monitor", [])]
+    return shutdown(*a, **k)
+ray.shutdown = watched
+os.nice(3)
+with cluster.ray_cluster(1, None) as r:
+    seen["worker"] = r.get(r.remote(lambda: os.nice(0)).remote())
+seen["driver"] = os.nice(0)
+print(json.dumps(seen))
+"""
+
+
+def test_the_local_cluster_works_at_the_command_priority_and_stops_without_waiting():
+    """The workers of the local cluster run at the command's own priority (Ray lowered it by 15: a shared
+    machine's other processes then took the cores from the command's tasks), and the autoscaler monitor is
+    stopped before Ray's shutdown, which otherwise waits one second for it (Ray stops the GCS it reports to
+    first)."""
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-c", _PRIORITY], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    assert seen["worker"] == seen["driver"] >= 3
+    assert seen["monitor_running"] == [False]

@@ -284,7 +284,7 @@ def test_engine_argument_errors():
     t = pa.table({"id": ["a"], "text": ["x"]})
     with pytest.raises(ValueError, match="engine"):
         gpu_dedup.deduplicate(t, RunConfig(progress=False), engine="spark")
-    with pytest.raises(ValueError, match="need engine='ray'"):
+    with pytest.raises(ValueError, match=r"^workers=2 needs engine='ray'"):
         gpu_dedup.deduplicate(t, RunConfig(progress=False), workers=2)
     with pytest.raises(ValueError, match="replaced by Ray.*engine='ray'"):
         gpu_dedup.deduplicate(t, RunConfig(progress=False), engine="dask")

@@ -252,9 +252,19 @@ def sample_texts(n: int = SAMPLE_DOCS) -> list[str]:
     return [json.loads(line)["text"] for line in _sample_lines(n)]
 
 
+def _repeat_pair() -> list[bytes]:
+    """Two near-duplicate documents whose text repeats itself: verifying them finds repeated shingles, which
+    only then go through ``compact_sets`` (ops/core.shingle_sets), a kernel the bundled sample's candidates
+    never reach; without them that kernel stayed uncached and every run compiled the sample again."""
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    text = " ".join(words * 3 + ["nu", "xi", "omicron", "pi", "rho"])
+    return [json.dumps({"id": f"warm-repeat-{k}", "text": text + end}).encode()
+            for k, end in enumerate((" sigma", " tau"))]
+
+
 def write_sample(path: str, n: int = SAMPLE_DOCS) -> str:
-    """The first ``n`` documents of the bundled sample as a JSON Lines file at ``path``: what a warm-up or
-    precompile run reads."""
+    """The first ``n`` documents of the bundled sample, and ``_repeat_pair``, as a JSON Lines file at ``path``:
+    what a warm-up or precompile run reads (every dedup kernel runs on it)."""
     with open(path, "wb") as fh:
-        fh.write(b"\n".join(_sample_lines(n)) + b"\n")
+        fh.write(b"\n".join(_sample_lines(n) + _repeat_pair()) + b"\n")
     return path

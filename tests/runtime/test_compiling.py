@@ -77,3 +77,27 @@ def test_start_ahead_only_when_it_overlaps_and_a_launch_waits_for_it(monkeypatch
     t = time.perf_counter()
     slow.kill()  # a failed or interrupted run stops its helper at once, without a "failed" line
     assert time.perf_counter() - t < 5 and slow.process.returncode != 0 and not compiling._awaiting
+
+
+def test_the_warm_up_sample_runs_every_dedup_kernel(tmp_path, monkeypatch):
+    """A precompile or warm-up run reads write_sample's file: every CPU kernel of the dedup stage must run on it,
+    or that kernel stays uncached and every later run compiles the sample again (compact_sets ran only for a
+    candidate with a repeated shingle, which the bundled sample lacks: 0.5 s lost per run)."""
+    from gpu_dedup import RunConfig, deduplicate
+    from gpu_dedup.ops import core as core_ops
+    from gpu_dedup.runtime.compiling import KERNELS, write_sample
+
+    ran = set()
+    real = core_ops.run_kernel
+
+    def recording(device, kernel, *args, **kwargs):
+        ran.add(kernel.__name__)
+        return real(device, kernel, *args, **kwargs)
+
+    monkeypatch.setattr(core_ops, "run_kernel", recording)
+    deduplicate(write_sample(str(tmp_path / "sample.jsonl")), RunConfig.preset("default", device="cpu"),
+                str(tmp_path / "run"))
+    wanted = {k for fam, names in KERNELS["dedup"] if fam == "core" for k in names}
+    launched_by_ops = {"normalize_sizes", "normalize_write", "exact_hashes", "shingle_sets", "compact_sets",
+                       "sketch_signatures", "band_keys"}
+    assert launched_by_ops <= wanted and launched_by_ops <= ran, sorted(launched_by_ops - ran)

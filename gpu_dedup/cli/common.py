@@ -138,11 +138,12 @@ def env_from_args(args: argparse.Namespace) -> Env:
                sources=guard(args), price=price(args), table_layout=getattr(args, "table_layout", None))
 
 
-def interrupted(args: argparse.Namespace) -> str:
-    """Ctrl-C's message (cli/main.py): what was removed, what was kept, and whether ``--resume`` can finish the
-    run. ``pipeline`` keeps each finished step (OUT/steps/); ``run`` keeps pass 1's pieces in its work directory
-    (--work-dir, or OUT/work with --resume or --engine ray); the other commands keep nothing to reuse."""
-    said = "gpu-dedup: interrupted (Ctrl-C); what this run had written was removed, as on any failure"
+def interrupted(args: argparse.Namespace, how: str = "Ctrl-C") -> str:
+    """The message of Ctrl-C or SIGTERM (``how``; cli/main.py): what was removed, what was kept, and whether
+    ``--resume`` can finish the run. ``pipeline`` keeps each finished step (OUT/steps/); ``run`` keeps pass 1's
+    pieces in its work directory (--work-dir, or OUT/work with --resume or --engine ray); the other commands keep
+    nothing to reuse."""
+    said = f"gpu-dedup: interrupted ({how}); what this run had written was removed, as on any failure"
     command = getattr(args, "command", None)
     if not hasattr(args, "resume"):  # a command that owns no run (params, report, compare, ...)
         return said

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import signal
 import sys
 import textwrap
+import threading
 from typing import Sequence
 
 from .._version import __version__
@@ -63,15 +65,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if debug else (logging.WARNING if quiet else logging.INFO),
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        with _ray_started(args):
+        with _terminate_as_interrupt(), _ray_started(args):
             return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        # Ctrl-C: the owned outputs were already removed on the way out (outputs.own), as on any failure
+    except KeyboardInterrupt as exc:
+        # Ctrl-C or SIGTERM: the owned outputs were already removed on the way out (outputs.own), as on any failure
         logger.debug("traceback", exc_info=True)
         from .common import interrupted
 
-        print(interrupted(args), file=sys.stderr)  # and whether --resume can finish the run
-        return 130
+        term = isinstance(exc, Terminated)
+        print(interrupted(args, "SIGTERM" if term else "Ctrl-C"), file=sys.stderr)  # and whether --resume can finish
+        return 128 + signal.SIGTERM if term else 130
     except (GpuDedupError, OSError) as exc:
         # GpuDedupError: what the tool refused or could not do, on purpose. OSError too: the file system's own
         # failures (permission denied, a full disk, a path that is a file) are the user's to fix, not a bug, and
@@ -82,6 +85,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         sp = subcommand_parser(parser, args.command)  # the API's argument names, as this command's flags
         print(f"gpu-dedup: error: {cli_message(str(exc), command_flags(sp)) if sp else exc}", file=sys.stderr)
         return 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's or `kill`'s stop) raised in the main thread: handled as Ctrl-C is (every ``finally``
+    and owner on the way out removes what the run wrote, the work directory stays for --resume), exit 143."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM raises ``Terminated`` while the command runs (the default action killed the process with the lock
+    file and half-written outputs left behind); the previous handler is restored after. Only in the main thread
+    (where Python delivers signals; a notebook's main() in another thread keeps its own handling)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Terminated()
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _ray_started(args: argparse.Namespace):

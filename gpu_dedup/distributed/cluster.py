@@ -207,7 +207,10 @@ def start_local(workers: int | None) -> Iterator[None]:
         return
     start = _Start(workers)
     main = threading.current_thread() is threading.main_thread()
-    if main:  # what ray.init installs when it runs in the main thread: SIGTERM exits, so the cleanup runs
+    # what ray.init installs when it runs in the main thread: SIGTERM exits, so the cleanup runs; unless the
+    # command has its own (cli/main.py: SIGTERM handled as Ctrl-C is)
+    main = main and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
+    if main:
         before = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
     _quiet_ray()
     phase(logger, "%s, in the background", _starting(start.n))

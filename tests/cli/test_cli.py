@@ -291,6 +291,44 @@ def test_ctrl_c_says_when_resume_can_finish_the_run(tmp_path, capsys, monkeypatc
         capsys.readouterr().err
 
 
+_SIGTERM_AT_PIECE = """
+import os, signal, sys
+from gpu_dedup.cli.main import main
+from gpu_dedup.runtime import workdir
+seen = []
+def hook(name):
+    if name == "piece":
+        seen.append(name)
+        if len(seen) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+workdir.CHECKPOINT_HOOKS.append(hook)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_is_handled_as_ctrl_c(tmp_path):
+    """A scheduler's stop (SIGTERM) killed the process: exit -15, the lock file and half a run left in OUT, no
+    word. It now goes the way of Ctrl-C: what the run wrote is removed, the work directory stays, the line says
+    so, and the exit status is 143 (128 + 15); --resume then finishes the run."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for f in range(3):
+        _jsonl(src / f"p{f}.jsonl", [dict(r, id=f"{f}-{r['id']}") for r in ROWS])
+    out, work = tmp_path / "out", tmp_path / "work"
+    argv = ["run", str(src), "-o", str(out), "--device", "cpu", "-q", "--work-dir", str(work)]
+    r = subprocess.run([sys.executable, "-c", _SIGTERM_AT_PIECE, *argv], capture_output=True, text=True)
+    assert r.returncode == 143, (r.returncode, r.stderr[-2000:])
+    assert r.stderr.strip().endswith(f"gpu-dedup: interrupted (SIGTERM); what this run had written was removed, as "
+                                     f"on any failure, except the work directory {work}: the same command with "
+                                     f"--resume finishes the run, reusing the pieces it holds"), r.stderr[-2000:]
+    assert not out.exists() or not any(out.iterdir())
+    assert main(argv + ["--resume"]) == 0
+    assert json.loads((out / "run.json").read_text())["work_dir"]["pieces_reused"] == 2
+
+
 def test_workers_below_one_refused_in_the_api(tmp_path):
     """Issue 28 item 6: workers=0 is refused by the Python API too (the CLI's parser refuses --workers 0)."""
     from gpu_dedup import RunConfig, deduplicate

@@ -266,16 +266,21 @@ def _interrupt_at(monkeypatch, point, k):
     monkeypatch.setattr("gpu_dedup.runtime.workdir.CHECKPOINT_HOOKS", CHECKPOINT_HOOKS + [hook])
 
 
-def test_ctrl_c_says_when_resume_can_finish_the_run(tmp_path, capsys, monkeypatch):
-    """Issue 36 item 14: Ctrl-C's line says whether --resume can finish the run, and it can where it says so:
-    a run with a work directory keeps its pieces there (the same command with --resume reuses them); one
-    without is told how to keep them next time."""
+def _run_with_work_dir(tmp_path):
+    """Three small JSON Lines files, and `run` over them with a work directory: (src, out, work, argv)."""
     src = tmp_path / "in"
     src.mkdir()
     for f in range(3):
         _jsonl(src / f"p{f}.jsonl", [dict(r, id=f"{f}-{r['id']}") for r in ROWS])
     out, work = tmp_path / "out", tmp_path / "work"
-    argv = ["run", str(src), "-o", str(out), "--device", "cpu", "-q", "--work-dir", str(work)]
+    return src, out, work, ["run", str(src), "-o", str(out), "--device", "cpu", "-q", "--work-dir", str(work)]
+
+
+def test_ctrl_c_says_when_resume_can_finish_the_run(tmp_path, capsys, monkeypatch):
+    """Issue 36 item 14: Ctrl-C's line says whether --resume can finish the run, and it can where it says so:
+    a run with a work directory keeps its pieces there (the same command with --resume reuses them); one
+    without is told how to keep them next time."""
+    src, out, work, argv = _run_with_work_dir(tmp_path)
     _interrupt_at(monkeypatch, "piece", 2)
     assert main(argv) == 130
     err = capsys.readouterr().err.strip()
@@ -313,12 +318,7 @@ def test_sigterm_is_handled_as_ctrl_c(tmp_path):
     import subprocess
     import sys
 
-    src = tmp_path / "in"
-    src.mkdir()
-    for f in range(3):
-        _jsonl(src / f"p{f}.jsonl", [dict(r, id=f"{f}-{r['id']}") for r in ROWS])
-    out, work = tmp_path / "out", tmp_path / "work"
-    argv = ["run", str(src), "-o", str(out), "--device", "cpu", "-q", "--work-dir", str(work)]
+    src, out, work, argv = _run_with_work_dir(tmp_path)
     r = subprocess.run([sys.executable, "-c", _SIGTERM_AT_PIECE, *argv], capture_output=True, text=True)
     assert r.returncode == 143, (r.returncode, r.stderr[-2000:])
     assert r.stderr.strip().endswith(f"gpu-dedup: interrupted (SIGTERM); what this run had written was removed, as "

@@ -67,12 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _terminate_as_interrupt(), _ray_started(args):
             return int(args.func(args) or 0)
-    except KeyboardInterrupt as exc:
+    except KeyboardInterrupt:
         # Ctrl-C or SIGTERM: the owned outputs were already removed on the way out (outputs.own), as on any failure
         logger.debug("traceback", exc_info=True)
         from .common import interrupted
 
-        term = isinstance(exc, Terminated)
+        term = bool(_TERMINATED)
         print(interrupted(args, "SIGTERM" if term else "Ctrl-C"), file=sys.stderr)  # and whether --resume can finish
         return 128 + signal.SIGTERM if term else 130
     except (GpuDedupError, OSError) as exc:
@@ -87,22 +87,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler's or `kill`'s stop) raised in the main thread: handled as Ctrl-C is (every ``finally``
-    and owner on the way out removes what the run wrote, the work directory stays for --resume), exit 143."""
+_TERMINATED: list[bool] = []  # set by the SIGTERM handler: the KeyboardInterrupt under way is a SIGTERM
 
 
 @contextlib.contextmanager
 def _terminate_as_interrupt():
-    """SIGTERM raises ``Terminated`` while the command runs (the default action killed the process with the lock
-    file and half-written outputs left behind); the previous handler is restored after. Only in the main thread
-    (where Python delivers signals; a notebook's main() in another thread keeps its own handling)."""
+    """SIGTERM (a scheduler's or `kill`'s stop) raises KeyboardInterrupt while the command runs, as Ctrl-C does:
+    every ``finally`` and owner on the way out removes what the run wrote and the work directory stays for
+    --resume (the default action killed the process, its lock file and half-written outputs left behind; on Ray,
+    Ray's handler exited 15). The previous handler is restored after. Only in the main thread, where Python
+    delivers signals."""
+    _TERMINATED.clear()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def stop(signum, frame):
-        raise Terminated()
+        _TERMINATED.append(True)
+        raise KeyboardInterrupt()
 
     before = signal.signal(signal.SIGTERM, stop)
     try:

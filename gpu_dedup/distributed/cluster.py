@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -39,7 +38,7 @@ def import_ray():
 # is on (on by default for a local instance: nothing to act on) are not the tool's lines; everything else
 # Ray logs at WARNING or above still reaches the terminal
 _QUIET = {"ray._private.authentication.authentication_token_setup": "Token authentication is enabled",
-          # a start in the background (start_local): the command installs Ray's SIGTERM handler itself
+          # a start in the background (start_local): the command line handles SIGTERM itself (cli/main.py)
           "ray._private.worker": "SIGTERM handler is not set"}
 
 
@@ -206,12 +205,8 @@ def start_local(workers: int | None) -> Iterator[None]:
         yield
         return
     start = _Start(workers)
-    main = threading.current_thread() is threading.main_thread()
-    # what ray.init installs when it runs in the main thread: SIGTERM exits, so the cleanup runs; unless the
-    # command has its own (cli/main.py: SIGTERM handled as Ctrl-C is)
-    main = main and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
-    if main:
-        before = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+    # (ray.init in the main thread installs a SIGTERM handler that exits; in this thread it installs none: the
+    # command line handles SIGTERM as Ctrl-C itself, cli/main.py, so the block's cleanup runs either way)
     _quiet_ray()
     phase(logger, "%s, in the background", _starting(start.n))
     with _EARLY_LOCK:
@@ -226,8 +221,6 @@ def start_local(workers: int | None) -> Iterator[None]:
             if early.error is None:
                 stop_local(import_ray())
             early.release()
-        if main:
-            signal.signal(signal.SIGTERM, before)
 
 
 def _join_failed(address: str | None, exc: Exception) -> str:

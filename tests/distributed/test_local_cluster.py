@@ -1,6 +1,6 @@
 """distributed/cluster.py: the local cluster started in the background as the command begins (start_local) and
 joined by the engine's first ray_cluster; its failure raised there as a start in the foreground raises it (one
-line on the command line); a start no command joined is stopped; the SIGTERM handler of the block restored; the
+line on the command line); a start no command joined is stopped; SIGTERM inside it is the command's Ctrl-C; the
 probe's compile of a cold node's kernels, once per node. Stand-ins for Ray (``FakeRay``, ``ProbeRay``): these
 tests start no cluster (tests/distributed/test_ray_cluster.py does)."""
 import logging
@@ -78,13 +78,42 @@ def test_a_start_that_no_command_joined_is_stopped(fake):
     assert cluster._EARLY is None and not start.thread.is_alive()
 
 
-def test_the_block_restores_the_sigterm_handler(fake):
-    """Inside the block SIGTERM exits (Ray's own handler when ray.init runs in the main thread), after it the
-    handler is the one before."""
+def test_the_command_handles_sigterm_around_the_cluster(fake, monkeypatch, tmp_path):
+    """The block installs no SIGTERM handler of its own (ray.init runs in its thread): the command line's, which
+    turns SIGTERM into Ctrl-C's KeyboardInterrupt, is the one inside it, and the handler before the command is
+    back after it (the cluster stopped on the way out either way)."""
+    import importlib
+
+    cli_main = importlib.import_module("gpu_dedup.cli.main")
     before = signal.getsignal(signal.SIGTERM)
-    with cluster.start_local(2):
-        assert signal.getsignal(signal.SIGTERM) is not before
-    assert signal.getsignal(signal.SIGTERM) is before
+    seen = []
+
+    def command(args):
+        with cluster.start_local(2):
+            seen.append(signal.getsignal(signal.SIGTERM))
+            signal.raise_signal(signal.SIGTERM)
+        return 0
+
+    parser = cli_main.build_parser()
+    args = parser.parse_args(["run", str(tmp_path), "-o", str(tmp_path / "o")])
+    args.func = command
+    monkeypatch.setattr(cli_main, "build_parser", lambda: _Fixed(parser, args))
+    assert cli_main.main(["run", str(tmp_path), "-o", str(tmp_path / "o")]) == 143
+    assert seen and seen[0] is not before and signal.getsignal(signal.SIGTERM) is before
+    assert cluster._EARLY is None
+
+
+class _Fixed:
+    """build_parser's parser, whose parse_known_args gives ``args`` (a command that raises SIGTERM)."""
+
+    def __init__(self, parser, args):
+        self.parser, self.args = parser, args
+
+    def parse_known_args(self, argv):
+        return self.args, []
+
+    def __getattr__(self, name):
+        return getattr(self.parser, name)
 
 
 def test_a_failed_background_start_is_the_foreground_error(monkeypatch, tmp_path, capsys):

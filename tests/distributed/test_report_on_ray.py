@@ -41,7 +41,7 @@ def _same_summary(local, ray):
 
 @pytest.mark.parametrize("flags", [[], ["--keep-copies", "2", "--policy", "components"]])
 def test_ray_report_from_aggregates_equals_local(cluster, corpus, tmp_path, monkeypatch, flags):
-    base = ["run", str(corpus), "-q", "--partitions", "2", *flags]
+    base = ["run", str(corpus), "-q", *flags]
     assert main(base + ["-o", str(tmp_path / "local")]) == 0
 
     def no_table(*a, **k):  # a Ray run's report and pipeline never read the decisions whole
@@ -49,7 +49,7 @@ def test_ray_report_from_aggregates_equals_local(cluster, corpus, tmp_path, monk
 
     monkeypatch.setattr("gpu_dedup.report.inputs.load_run", no_table)
     monkeypatch.setattr("gpu_dedup.lexical.program.decision_verdicts", no_table)
-    assert main(base + ["-o", str(tmp_path / "ray"), "--engine", "ray"]) == 0
+    assert main(base + ["-o", str(tmp_path / "ray"), "--engine", "ray", "--partitions", "2"]) == 0
     monkeypatch.undo()
     b = _same_summary(tmp_path / "local", tmp_path / "ray")
     texts = {int(k): v["text"] for k, v in json.loads((tmp_path / "ray" / "report" / "shown.json").read_text()).items()}

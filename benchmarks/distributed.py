@@ -7,8 +7,10 @@ driver peak RSS at each of --driver sizes (it must not grow with the documents: 
 
     python benchmarks/distributed.py --rounds 0 --driver "" --cli 100000,1000000 --words 20
 
+    ray start --head --num-cpus 2 && python benchmarks/distributed.py --driver "" --words 20 --address auto
+
 The comparison runs are child processes of ``gpu-dedup run -o OUT --no-deduplicated`` (the Ray ones start
-a local cluster of --workers processes). ``--cli``: the driver's peak RSS of that command line on Ray (report.html
+a local cluster of --workers processes, or with --address join a running one: its start-up paid once). ``--cli``: the driver's peak RSS of that command line on Ray (report.html
 included, the decisions as the Ray engine's default dataset of per-file parts) at each size: it must not grow with
 the documents either. The driver-memory runs are child processes calling
 ``deduplicate(src, work_dir=W, engine="ray", workers=N)`` without an output directory: the engine alone
@@ -38,10 +40,12 @@ def _shuffle_bytes(work: str) -> int:
                if d not in ("pieces", "decisions", "done") and os.path.isdir(os.path.join(root, d)))
 
 
-def ray_run(src: str, work: str, workers: int, extra: list[str]) -> dict:
+def ray_run(src: str, work: str, workers: int, extra: list[str], address: str | None = None) -> dict:
+    """A `gpu-dedup run --engine ray` child: a local cluster of ``workers`` processes it starts and stops, or
+    (``address``) the running cluster it joins (`ray start --head --num-cpus N` beforehand: start-up paid once)."""
     wd = os.path.join(work, "workdir-ray")
-    r = run(src, os.path.join(work, "out-ray"), ["--engine", "ray", "--workers", str(workers), "--work-dir", wd,
-                                                  *extra])
+    where = ["--address", address] if address else ["--workers", str(workers)]
+    r = run(src, os.path.join(work, "out-ray"), ["--engine", "ray", *where, "--work-dir", wd, *extra])
     r["shuffle"] = _shuffle_bytes(wd)
     return r
 
@@ -83,6 +87,8 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=100, help="mean words per document (>= 20)")
     ap.add_argument("--shard", type=int, default=100_000, help="documents per Parquet file")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--address", default=None, help="the comparison's Ray runs join this running cluster (e.g. auto, "
+                    "after `ray start --head --num-cpus 2`) instead of starting their own")
     ap.add_argument("--rounds", type=int, default=2, help="local / ray pairs, alternating")
     ap.add_argument("--work", default="/tmp/gd-dist")
     ap.add_argument("--json", default=None, help="append every result here (default WORK/results.jsonl)")
@@ -112,7 +118,7 @@ def main() -> None:
         local.append(r)
         emit("local", round=k, docs=args.docs, wall=r["wall"], peak=r["peak"])
         load = os.getloadavg()[0]
-        r = ray_run(src, args.work, args.workers, extra)
+        r = ray_run(src, args.work, args.workers, extra, args.address)
         r["load"] = load
         ray.append(r)
         emit("ray", round=k, docs=args.docs, wall=r["wall"], peak=r["peak"], shuffle=r["shuffle"],

@@ -290,7 +290,7 @@ def report_safely(out: str, write: Callable[[], Any], what: str = "run") -> floa
     """Run ``write`` (a program's report writer; it may return the page's path, which is logged); a failure is logged as a warning, never raised: the report is
     a convenience, drawn from files that are already complete. Returns the seconds it took."""
     t = time.perf_counter()
-    phase(logger, "%s: writing the report in %s (plots take a few seconds)", what, out)
+    phase(logger, "%s: writing the report in %s", what, out)
     try:
         path = write()
         logger.info("report: %s (%.1f s)", path if isinstance(path, str) else out, time.perf_counter() - t)

@@ -266,7 +266,7 @@ def test_writing_the_outputs_and_the_report_is_said_as_it_starts(tmp_path, caplo
     said = [r.getMessage() for r in caplog.records]
     kept = int(res.scores["keep"].to_numpy().sum())
     writing = said.index(f"filter: writing scores.parquet and filtered/ ({kept:,} kept documents) ...")
-    report = said.index(f"filter: writing the report in {tmp_path / 'o'} (plots take a few seconds) ...")
+    report = said.index(f"filter: writing the report in {tmp_path / 'o'} ...")
     assert writing < report < next(i for i, m in enumerate(said) if m.startswith("report: "))
 
 

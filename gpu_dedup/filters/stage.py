@@ -52,7 +52,7 @@ from .. import io
 from ..decisions import scores_schema
 from ..runtime.device import batch_bytes, note_compiling
 from ..runtime.passes import progress
-from ..runtime.program import check_workers, ray_only
+from ..runtime.program import check_ray_args
 from ..errors import ConfigError
 from ..runtime.run import Steps, owned, resources, write_table
 from ..runtime.sources import SourceGuard
@@ -111,9 +111,7 @@ def filter_corpus(source: Any, cfg: FilterConfig, output_dir: str | os.PathLike 
     """
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
-    if engine == "local" and (workers is not None or address is not None):
-        raise ConfigError(ray_only(workers=workers, address=address))
-    check_workers(workers)
+    check_ray_args(engine, workers=workers, address=address)
     guard = sources or SourceGuard()
     if engine == "ray" or table_layout is not None:
         from .. import distributed

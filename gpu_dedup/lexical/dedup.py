@@ -36,7 +36,7 @@ from ..errors import ConfigError
 from ..runtime.device import batch_bytes, cache_bytes, note_compiling
 from ..runtime.outputs import input_roots
 from ..runtime.passes import TextCache, known_text_bytes
-from ..runtime.program import check_workers, ray_only
+from ..runtime.program import check_ray_args
 from ..runtime.run import RunResult, finish, header, owned, resources, write_tables
 from ..runtime.sources import SourceGuard, Tally, check as check_sources, source_labels, thresholds
 from ..runtime.workdir import WorkDir, checkpoint
@@ -191,7 +191,7 @@ def check_arguments(cfg: RunConfig, *, engine: str = "local", scheduler: str | N
                           "`ray start --head` (pip install 'gpu-dedup[ray]')")
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
-    check_workers(workers)
+    check_ray_args(engine, workers=workers, address=address, partitions=partitions)
     if cfg.cluster.scope_field is not None and semantic is not None:
         raise ConfigError("--scope-field cannot be combined with --semantic yet (the semantic stage is global): "
                           "run it without one of them")
@@ -218,8 +218,6 @@ def check_arguments(cfg: RunConfig, *, engine: str = "local", scheduler: str | N
         from ..distributed import check_engine_args
 
         check_engine_args(workers, address, partitions)
-    elif workers is not None or address is not None or partitions is not None:
-        raise ConfigError(ray_only(workers=workers, address=address, partitions=partitions))
     return semantic, table_layout
 
 

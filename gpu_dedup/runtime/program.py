@@ -53,12 +53,19 @@ class Reading(InputConfig):
         return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(InputConfig)})
 
 
-def ray_only(**given: Any) -> str:
-    """The refusal of Ray's arguments without engine='ray': the ones given, with their values (on the command
-    line, ``cli.flags`` writes it ``--workers 2 needs --engine 'ray'``)."""
+def check_ray_args(engine: str, **given: Any) -> None:
+    """Ray's arguments (``workers``, ``address``, ``partitions``) only with engine='ray', and ``workers`` a whole
+    number >= 1: one check for every entry point (the refusal names the ones given, with their values; on the
+    command line ``cli.flags`` writes it ``--workers 2 needs --engine 'ray'``).
+
+    Raises:
+        ConfigError: naming the values.
+    """
+    check_workers(given.get("workers"))
     named = [f"{k}={v!r}" for k, v in given.items() if v is not None]
-    return f"{', '.join(named)} need{'s' if len(named) == 1 else ''} engine='ray': add it, or leave " \
-           f"{'it' if len(named) == 1 else 'them'} out"
+    if engine != "ray" and named:
+        raise ConfigError(f"{', '.join(named)} need{'s' if len(named) == 1 else ''} engine='ray': add it, or leave "
+                          f"{'it' if len(named) == 1 else 'them'} out")
 
 
 def check_workers(workers: Any) -> None:
@@ -103,9 +110,7 @@ class Env:
     def __post_init__(self) -> None:
         check_literal("Env.device", self.device, Literal["auto", "cpu", "cuda"])
         check_literal("Env.engine", self.engine, Literal["local", "ray"])
-        if self.engine == "local" and (self.workers is not None or self.address is not None):
-            raise ConfigError(ray_only(workers=self.workers, address=self.address))
-        check_workers(self.workers)
+        check_ray_args(self.engine, workers=self.workers, address=self.address)
         if self.table_layout is not None:
             check_literal("Env.table_layout", self.table_layout, Literal["file", "dataset"])
         if not isinstance(self.sources, SourceGuard):

@@ -167,7 +167,8 @@ def summary_counts(decisions: pa.Table, n: int) -> dict[str, Any]:
 
 def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, matched: np.ndarray,
                   reason: str | Sequence[str] | pa.Array, *, representative: np.ndarray | None = None,
-                  kind: str = "dedup", values: dict[str, Any] | None = None) -> pa.Table:
+                  kind: str = "dedup", values: dict[str, Any] | None = None,
+                  positions: np.ndarray | None = None) -> pa.Table:
     """The composition rule: fold a later step's removals into the decisions of the steps before it.
 
     The later step saw only the documents still kept (``rows``, in their order) and removed some of them. Then:
@@ -198,6 +199,10 @@ def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, ma
         kind: "dedup" or "select" (every removal without a representative).
         values: more columns for the removed rows, name -> one value per row of the step's input (e.g. the
             ``jaccard`` a dedup step measured, the ``step`` that removed them); a column of that name must exist.
+        positions: int64 (n,): each row's position in the whole decisions table when ``decisions`` is a part of
+            it (None: the rows are the whole table): the cluster id a row leading a cluster of its own takes. A
+            part folds as the whole does when it holds every row of each cluster the step touches (the Ray
+            engine's fold: distributed/semfold.py).
 
     Returns:
         The decisions with the step's removals folded in.
@@ -260,7 +265,8 @@ def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, ma
     cluster = old_cluster.copy()
     moved = (rep != old_rep) & (rep >= 0)
     own = moved & (rep == np.arange(n))  # a copy that took its group over leads a cluster of its own
-    cluster[own] = np.flatnonzero(own)
+    at = np.arange(n, dtype=np.int64) if positions is None else np.asarray(positions, np.int64)
+    cluster[own] = at[own]
     other = np.flatnonzero(moved & ~own)
     for _ in range(64):  # the cluster of the representative a row moved to (which may have moved too)
         nxt = cluster.copy()
@@ -269,7 +275,7 @@ def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, ma
             break
         cluster = nxt
     alone = newly & (rep < 0) | inherit
-    cluster[alone] = np.flatnonzero(alone)  # no representative: a cluster of its own (lexical's convention)
+    cluster[alone] = at[alone]  # no representative: a cluster of its own (lexical's convention)
     # sizes: members in this table, plus those outside it (an index's document leads its cluster)
     uniq, first, count = np.unique(old_cluster, return_index=True, return_counts=True)
     outside = old_size[first] - count
@@ -293,8 +299,11 @@ def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, ma
     matched_id = pc.if_else(pa.array(changed), ids.take(pa.array(np.maximum(match, 0), mask=match < 0)),
                             decisions["matched_id"].combine_chunks())
     out = decisions
+    # a representative outside the table (an --against index's document) stands: the step never saw it
+    rep_id = pc.if_else(pa.array((old_rep < 0) & ~changed), decisions["representative_id"].combine_chunks(),
+                        ids.take(pa.array(np.maximum(rep, 0), mask=rep < 0)))
     columns = {"keep": pa.array(keep), "reason": reason_col, "cluster_id": pa.array(cluster),
-               "representative_id": ids.take(pa.array(np.maximum(rep, 0), mask=rep < 0)), "matched_id": matched_id,
+               "representative_id": rep_id, "matched_id": matched_id,
                "cluster_size": pa.array(size, pa.int64())}
     for name, v in (values or {}).items():
         if name not in decisions.column_names:

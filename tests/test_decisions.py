@@ -192,3 +192,19 @@ def test_values_and_per_row_reasons_fold_into_their_columns():
     assert got["representative_id"][last].as_py() == table["id"][int(rows[0])].as_py()
     with pytest.raises(RunError, match="no column 'step'"):
         fold_removals(table, rows, removed, np.zeros(rows.shape[0], np.int64), "x", values={"step": ["s"] * len(rows)})
+
+
+def test_a_representative_outside_the_table_stands():
+    """A duplicate of an --against index's document names it (its representative is outside the decisions table):
+    a later step's removals elsewhere left it without one (`run --against IX --semantic` lost the index's
+    representatives of every index duplicate as soon as one semantic duplicate was removed)."""
+    ids = pa.array(["b0", "c1", "c2"])
+    table = pa.table({
+        "id": ids, "keep": [False, True, True], "reason": ["exact_duplicate", "unique", "unique"],
+        "cluster_id": pa.array([-1, 1, 2], pa.int64()), "representative_id": ["a0", "c1", "c2"],
+        "matched_id": ["a0", None, None], "jaccard": pa.array([1.0, None, None], pa.float64()),
+        "cluster_size": pa.array([2, 1, 1], pa.int64()), "source": ["f"] * 3}, schema=DECISIONS_SCHEMA)
+    got = fold_removals(table, np.array([1, 2]), np.array([True, False]), np.array([1, -1]), "semantic_duplicate")
+    assert got["representative_id"].to_pylist() == ["a0", "c2", "c2"]
+    assert got["cluster_id"].to_pylist() == [-1, 2, 2] and got["cluster_size"].to_pylist() == [2, 2, 2]
+    assert got["reason"].to_pylist() == ["exact_duplicate", "semantic_duplicate", "representative"]

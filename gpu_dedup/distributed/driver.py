@@ -1,6 +1,6 @@
 """The Ray engine's driver: the run's plan, a declared table of stages (``PLAN``) it walks in order, and
 what it adds to run.json. It holds no per-document state: file lists, partition counts, per-file row counts
-and the tasks' small results (but for ``run --semantic``'s fold: the decisions, as the local engine holds them).
+and the tasks' small results.
 
     Stage      one step of the plan: its task function (stages.py, graph.py, options.py, outputs.py, summary.py),
                what one task covers (``per``: a file, an input file, a key range, a component range, one task),
@@ -10,7 +10,7 @@ and the tasks' small results (but for ``run --semantic``'s fold: the decisions, 
                exact_texts, exact_check, bands, buckets, star (rounds until the components are stars) or
                components (one task, when the candidate edges are few), labels, members, policy, resolve, ranks,
                sizes, write (then the sources' tallies merged: run.json ``sources``), semantic (--semantic: its
-               tasks, then its removals folded into the decisions by the driver) and recount (the final
+               tasks), semfold (its removals folded into the decisions by tasks: semfold.py) and recount (the final
                decisions' counts and tallies), kept (with a source limit or --semantic: the kept records once
                every source is within the limit), index_rows (not when a source is over the limit), publish
                (OUT/decisions/ as the tasks' parts: outputs.py), shown (report.html's largest clusters: summary.py)
@@ -35,7 +35,7 @@ import pyarrow as pa
 from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
 from ..runtime.cost import current as current_meter
-from . import graph, options, outputs, stages, summary
+from . import graph, options, outputs, semfold, stages, summary
 from .cluster import check_cluster_args, gpu_actors, probe, ray_cluster, ray_get
 from .outputs import write_scores
 from .shuffle import Layout, WorkFiles, check_partitions, key_ranges, run_key
@@ -94,6 +94,7 @@ class Driver:
     peak_rss: int = 0  # the largest peak RSS any task reported (run.json engine.worker_peak_rss_bytes)
     semantic: Any = None  # run --semantic's SemanticConfig: its stage after the write stage (SEMANTIC)
     semantic_order: str = "after"
+    sem_part: tuple = ()  # the semantic stage's work dir and how many documents it saw (semfold's tasks read it)
     nodes: int = 1
     resume: bool = False
 
@@ -267,28 +268,17 @@ def _source_field(d: Driver) -> str | None:
 def semantic_step(d: Driver, stage: Stage) -> list[dict]:
     """SemDeDup over the documents the write stage's decisions keep ("after"; every document, "beside"), on this
     run's cluster and GPU actors (semantic.semantic_in_run: OUT's semantic_decisions.parquet, semantic.json,
-    semantic/centroids.npy), its removals folded into the decisions as the local engine folds them
-    (``semantic.merge_decisions``): the final decisions parts, which the later stages read. The fold holds the
-    run's decisions in the driver (one table: ~100 bytes a document), as the local engine and a recipe's
-    composition do."""
-    from ..decisions import decisions_schema
-    from ..semantic import merge_decisions
+    semantic/centroids.npy); the SEMFOLD stages then fold its removals into the decisions by tasks, as the local
+    engine folds them (``semantic.merge_decisions``; semfold.py): the driver holds no decision."""
     from .semantic import semantic_in_run
 
     job = d.job
-    first, offs = job.first, job.offs()
     t = time.perf_counter()
-    select = (job.work, d.lexical, first) if d.semantic_order == "after" else None
+    select = (job.work, d.lexical, job.first) if d.semantic_order == "after" else None
     sem = semantic_in_run(d.ray, d.actors, d.nodes, d.inputs, d.semantic, job.device, job.work, job.cfg,
                           resume=d.resume, partitions=job.partitions, select=select,
                           key=[job.run_key, d.semantic_order], out=d.out)
-    lay = job.layout
-    lexical = pa.concat_tables([lay.read_one(d.lexical, f"f{fi:06d}") for fi in range(first, job.nfiles)])
-    merged = merge_decisions(lexical, sem.decisions, d.semantic_order)
-    schema = decisions_schema(semantic=True)
-    for fi in range(first, job.nfiles):  # each file's rows of the final decisions: its part
-        lo, hi = int(offs[fi] - offs[first]), int(offs[fi + 1] - offs[first])
-        lay.write(pa.Table.from_arrays(merged.slice(lo, hi - lo).columns, schema=schema), "decisions", f"f{fi:06d}")
+    d.sem_part = sem.parts
     d.timings["semantic"] = time.perf_counter() - t
     # the later stages' markers hold the semantic stage's key too: another eps or model is never reused
     job.run_key = run_key([job.run_key, sem.run_key])
@@ -299,10 +289,27 @@ def semantic_step(d: Driver, stage: Stage) -> list[dict]:
 
 semantic_step.stage = "semantic"
 
+
+def _after(d: Driver) -> bool:
+    return d.semantic is not None and d.semantic_order == "after"
+
+
+def _removed(d: Driver) -> bool:
+    """The semantic stage removed a document: its removals are folded in (else the lexical decisions stand)."""
+    return _after(d) and sum(r["removed"] for r in d.results[SEMFOLD_TOUCHED]) > 0
+
+
 SIZES = Stage(stages.sizes, "file")
 WRITE = Stage(stages.write, "input", before=lambda d: None if d.deferred else _journal(d), then=_tallied,
               args=lambda d: (None if d.deferred else d.out, _source_field(d), d.thresholds, d.lexical))
 SEMANTIC = Stage(semantic_step, "one", drive=semantic_step, when=lambda d: d.semantic is not None)
+# the semantic removals folded into the decisions by tasks (semfold.py): the touched clusters' rows only
+SEMFOLD_TOUCHED = Stage(semfold.touched, "input", when=_after, args=lambda d: d.sem_part)
+SEMFOLD_CLUSTERS = Stage(semfold.clusters, "input", when=_removed, args=lambda d: (d.lexical,))
+SEMFOLD_GATHER = Stage(semfold.gather, "input", when=_removed, args=lambda d: (d.lexical, *d.sem_part))
+SEMFOLD_FOLD = Stage(semfold.fold, "one", when=_removed)
+SEMFOLD_MERGE = Stage(semfold.merge, "input", when=lambda d: d.semantic is not None,
+                      args=lambda d: (d.lexical, *d.sem_part, d.semantic_order, SEMFOLD_FOLD in d.results))
 RECOUNT = Stage(stages.recount, "input", when=lambda d: d.semantic is not None, then=_tallied,
                 args=lambda d: (_source_field(d), d.thresholds))
 KEPT = Stage(options.kept, "input", before=_journal, args=lambda d: (d.out,),
@@ -315,7 +322,8 @@ PUBLISH = Stage(outputs.publish, "input", args=lambda d: (d.out,), when=lambda d
 SHOWN = Stage(summary.shown, "input", args=lambda d: (summary.largest(d.written),), when=lambda d: bool(d.out))
 
 PLAN: tuple[Stage, ...] = (COUNT, SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, COMPONENTS, LABELS,
-                           MEMBERS, POLICY, RESOLVE, RANKS, SIZES, WRITE, SEMANTIC, RECOUNT, KEPT, INDEX_ROWS, PUBLISH,
+                           MEMBERS, POLICY, RESOLVE, RANKS, SIZES, WRITE, SEMANTIC, SEMFOLD_TOUCHED, SEMFOLD_CLUSTERS,
+                           SEMFOLD_GATHER, SEMFOLD_FOLD, SEMFOLD_MERGE, RECOUNT, KEPT, INDEX_ROWS, PUBLISH,
                            SHOWN)
 
 

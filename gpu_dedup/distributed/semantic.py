@@ -508,6 +508,12 @@ class _FileSemantic(_file_semantic_base()):  # type: ignore[misc]
         return self._table
 
     @property
+    def parts(self) -> tuple[str, int]:
+        """(the work dir of its write tasks' decisions parts, one per input file; how many documents it saw: none
+        written when 0)."""
+        return self._job.work, int(self._job.offsets[-1]) if self._job.offsets is not None else 0
+
+    @property
     def run_key(self) -> str:
         """The run key of its tasks' markers (every setting and input its decisions depend on)."""
         return self._job.run_key

@@ -442,6 +442,29 @@ def test_run_semantic_on_ray_equals_local(cluster, run_corpus, model, tmp_path, 
     assert 0 < pc.sum(sem["keep"]).as_py() < sem.num_rows
 
 
+def test_run_semantic_against_an_index_on_ray_equals_local(cluster, run_corpus, model, tmp_path):
+    """`run --against IX --semantic`: the semantic removals folded by the fold tasks (semfold.py) as the local engine
+    folds them, and the duplicates of the index's documents still name them (the local fold named none as soon as
+    one semantic duplicate was removed)."""
+    from gpu_dedup.cli import main
+
+    a = pq.read_table(run_corpus / "a.parquet")
+    (tmp_path / "ix_src").mkdir()
+    pq.write_table(a.slice(0, 30).set_column(0, "id", pa.array([f"ix{i}" for i in range(30)])),
+                   tmp_path / "ix_src" / "ix.parquet")
+    assert main(["run", str(tmp_path / "ix_src"), "-o", str(tmp_path / "ix_out"), "--save-index",
+                 str(tmp_path / "ix"), "-q"]) == 0
+    args = [str(run_corpus), "--against", str(tmp_path / "ix"), "--semantic", "--model", str(model), "--eps", "0.02",
+            "--clusters", "3", "--on-error", "skip", "-q"]
+    assert main(["run", *args, "-o", str(tmp_path / "local")]) == 0
+    assert main(["run", *args, "-o", str(tmp_path / "ray"), "--engine", "ray", "--workers", "2",
+                 "--partitions", "3"]) == 0
+    _run_equal(tmp_path / "local", tmp_path / "ray")
+    d = pq.read_table(tmp_path / "local" / "decisions.parquet")
+    reps = [r for r in d["representative_id"].to_pylist() if r is not None and r.startswith("ix")]
+    assert len(reps) >= 30 and pc.sum(pc.equal(d["reason"], "semantic_duplicate")).as_py() > 0
+
+
 def test_run_semantic_on_ray_duplicate_ids_raise_the_local_error(cluster, corpus, model, tmp_path, capsys):
     from gpu_dedup.cli import main
 

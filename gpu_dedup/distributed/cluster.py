@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -91,7 +92,7 @@ def ray_cluster(workers: int | None, address: str | None):
         if early is not None:
             early.join()
         elif address is not None:
-            with ticking(logger, f"joining the Ray cluster at {address}"):
+            with ticking(logger, f"joining the Ray cluster at {address}"), _own_sigterm():
                 ray.init(address=address, **_quiet_ray())
         else:
             n = workers or os.cpu_count() or 1
@@ -110,6 +111,20 @@ def ray_cluster(workers: int | None, address: str | None):
             ray.shutdown()
         if early is not None:
             early.release()
+
+
+@contextlib.contextmanager
+def _own_sigterm() -> Iterator[None]:
+    """Keep this process's SIGTERM handler across ray.init in the main thread, which installs Ray's own (it exits
+    with status 15, past the command's cleanup): the command line's handler turns SIGTERM into Ctrl-C
+    (cli/main.py), so a stopped run removes what it wrote, joined to a running cluster or not."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and before is not None:
+            signal.signal(signal.SIGTERM, before)
 
 
 def _starting(n: int) -> str:

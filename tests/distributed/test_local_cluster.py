@@ -103,6 +103,32 @@ def test_the_command_handles_sigterm_around_the_cluster(fake, monkeypatch, tmp_p
     assert cluster._EARLY is None
 
 
+def test_joining_a_running_cluster_keeps_the_commands_sigterm_handler(fake, monkeypatch):
+    """ray.init(address=...) in the main thread installs Ray's SIGTERM handler (exit 15, past the command's
+    cleanup: the outputs of a stopped run were left behind); the command's handler is back once it has joined."""
+    def ray_handler(signum, frame):  # pragma: no cover - never called
+        raise SystemExit(15)
+
+    init = fake.init
+
+    def init_like_ray(**kw):
+        init(**kw)
+        signal.signal(signal.SIGTERM, ray_handler)
+
+    monkeypatch.setattr(fake, "init", init_like_ray)
+    mine = signal.getsignal(signal.SIGTERM)
+    try:
+        def handler(signum, frame):  # pragma: no cover - never called
+            pass
+
+        signal.signal(signal.SIGTERM, handler)
+        with cluster.ray_cluster(None, "auto"):
+            assert signal.getsignal(signal.SIGTERM) is handler
+        assert fake.calls[0][:2] == ("init", "auto")
+    finally:
+        signal.signal(signal.SIGTERM, mine)
+
+
 class _Fixed:
     """build_parser's parser, whose parse_known_args gives ``args`` (a command that raises SIGTERM)."""
 

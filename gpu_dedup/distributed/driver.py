@@ -277,7 +277,7 @@ def semantic_step(d: Driver, stage: Stage) -> list[dict]:
     select = (job.work, d.lexical, job.first) if d.semantic_order == "after" else None
     sem = semantic_in_run(d.ray, d.actors, d.nodes, d.inputs, d.semantic, job.device, job.work, job.cfg,
                           resume=d.resume, partitions=job.partitions, select=select,
-                          key=[job.run_key, d.semantic_order], out=d.out)
+                          key=[job.run_key, d.semantic_order], out=d.out, dataset=d.dataset)
     d.sem_part = sem.parts
     d.timings["semantic"] = time.perf_counter() - t
     # the later stages' markers hold the semantic stage's key too: another eps or model is never reused
@@ -315,9 +315,11 @@ RECOUNT = Stage(stages.recount, "input", when=lambda d: d.semantic is not None, 
 KEPT = Stage(options.kept, "input", before=_journal, args=lambda d: (d.out,),
              when=lambda d: d.deferred and not d.stopped and d.out is not None and d.job.cfg.write_deduplicated)
 INDEX_ROWS = Stage(options.index_rows, "input", when=lambda d: d.save_index is not None and not d.stopped)
-# OUT/decisions/ (the dataset layout): each file's part, written by a task (outputs.py)
-PUBLISH = Stage(outputs.publish, "input", args=lambda d: (d.out,), when=lambda d: d.dataset and d.out is not None,
-                before=lambda d: outputs.journal(d.out, d.job.nfiles - d.job.first, d.job.prefilter is not None))
+# OUT/decisions/ (the dataset layout; OUT/semantic_decisions/ too): each file's part, written by a task (outputs.py)
+PUBLISH = Stage(outputs.publish, "input", args=lambda d: (d.out, d.sem_part or None),
+                when=lambda d: d.dataset and d.out is not None,
+                before=lambda d: outputs.journal(d.out, d.job.nfiles - d.job.first, d.job.prefilter is not None,
+                                                 d.semantic is not None))
 # report.html's largest clusters: their rows, ids and texts from the files holding them (summary.py)
 SHOWN = Stage(summary.shown, "input", args=lambda d: (summary.largest(d.written),), when=lambda d: bool(d.out))
 

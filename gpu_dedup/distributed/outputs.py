@@ -1,17 +1,20 @@
-"""OUT's per-document tables of a Ray run (decisions.parquet, scores.parquet), from the tasks' per-file parts:
+"""OUT's per-document tables of a Ray run (decisions.parquet, scores.parquet, semantic_decisions.parquet), from the
+tasks' per-file parts:
 
     file      the local engine's layout (on Ray when asked: --table-layout file): one Parquet file the driver streams
               from the parts, one part (and one row group) in memory at a time, in the local engine's row groups:
               the same bytes (``write_decisions``, ``write_scores``); every row passes through the driver's node
-    dataset   the Ray engine's default: OUT/<table>/ (decisions/, scores/) holds one Parquet file per input file,
-              ``part-<k>.parquet`` for the k-th input file (decisions/: every file, an empty one too; scores/:
-              the files with rows), written by the tasks (``publish``, the filter's write tasks);
+    dataset   the Ray engine's default: OUT/<table>/ (decisions/, scores/, semantic_decisions/) holds one Parquet
+              file per input file, ``part-<k>.parquet`` for the k-th input file (decisions/ and
+              semantic_decisions/: every file, an empty one too; scores/: the files with rows), written by the
+              tasks (``publish``, the filter's write tasks);
               ``pyarrow.parquet.read_table(OUT/<table>)`` (``decisions.read_table``) reads them as one table, in
               input order: the local engine's rows, values and schema. No row passes through the driver.
 
     TABLE_LAYOUTS, layout_of  the layouts, and the one a run writes (its engine's default unless asked)
     part_path, journal        a part's path; the output session told of the parts the tasks will write
-    publish                   the task: file ``fi``'s decisions part into OUT/decisions/ (its scores part too)
+    publish                   the task: file ``fi``'s decisions part into OUT/decisions/ (its scores and semantic
+                              decisions parts too)
     write_decisions, write_scores   the file layout: the driver streams the parts into one file
 """
 from __future__ import annotations
@@ -60,27 +63,37 @@ def journal_paths(paths) -> None:
             hook(path)
 
 
-def journal(out: str, n: int, scores: bool = False) -> None:
+def journal(out: str, n: int, scores: bool = False, semantic: bool = False) -> None:
     """``journal_paths`` of the ``n`` parts the tasks will write into OUT/decisions/ (and OUT/scores/ with
-    ``scores``)."""
-    journal_paths(part_path(out, table, k) for table in (("decisions", "scores") if scores else ("decisions",))
-                  for k in range(n))
+    ``scores``, OUT/semantic_decisions/ with ``semantic``)."""
+    tables = ("decisions",) + (("scores",) if scores else ()) + (("semantic_decisions",) if semantic else ())
+    journal_paths(part_path(out, table, k) for table in tables for k in range(n))
 
 
-def _published(job: Job, fi: int, result: dict, out: str, *_: Any) -> bool:
-    return result.get("out") == out and os.path.exists(part_path(out, "decisions", fi - job.first))
+def _published(job: Job, fi: int, result: dict, out: str, sem: tuple | None = None) -> bool:
+    k = fi - job.first
+    return result.get("out") == out and os.path.exists(part_path(out, "decisions", k)) and \
+        (sem is None or os.path.exists(part_path(out, "semantic_decisions", k)))
 
 
 @run_once("publish", valid=_published)
-def publish(job: Job, fi: int, out: str) -> dict[str, Any]:
+def publish(job: Job, fi: int, out: str, sem: tuple | None = None) -> dict[str, Any]:
     """File ``fi``'s decisions part into OUT/decisions/ (``part_path``), in the local engine's row groups; with a
-    prefilter its scores part into OUT/scores/ (its rows numbered in the run; an empty file has none)."""
+    prefilter its scores part into OUT/scores/ (its rows numbered in the run; an empty file has none); with
+    ``sem`` (``run --semantic``'s stage: its work dir and how many documents it saw) its semantic decisions
+    into OUT/semantic_decisions/ (a file whose documents it did not see: an empty part, as decisions/)."""
     from ..decisions import decisions_schema, scores_schema
     from ..runtime.run import write_tables
 
     lay, k = job.layout, fi - job.first
     t = lay.read_one("decisions", f"f{fi:06d}")
     write_tables([t], decisions_schema(semantic="cosine" in t.column_names), part_path(out, "decisions", k))
+    if sem is not None:
+        from ..semantic.config import SEMANTIC_SCHEMA
+
+        work, seen = sem
+        s = Layout(work).read_one("decisions", f"f{k:06d}") if seen else SEMANTIC_SCHEMA.empty_table()
+        write_tables([s], SEMANTIC_SCHEMA, part_path(out, "semantic_decisions", k))
     if job.prefilter is not None and lay.exists("scores", f"f{fi:06d}"):
         s = lay.read_one("scores", f"f{fi:06d}")
         s = s.set_column(s.schema.get_field_index("row"), "row",

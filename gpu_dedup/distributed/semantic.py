@@ -365,9 +365,11 @@ def _run_stages(r, job: ProgramJob, src, partitions: int | None, *key: Any) -> _
     return _Stages(em, km, asg, pr, wr)
 
 
-def _outputs(job: ProgramJob, src, st: _Stages, steps, engine: dict, out: str | None):
+def _outputs(job: ProgramJob, src, st: _Stages, steps, engine: dict, out: str | None, dataset: bool = False):
     """semantic.json's stats from the tasks' results; with ``out``: semantic_decisions.parquet (the parts, in the
-    local engine's row groups), semantic/centroids.npy, semantic.json. Returns the ``_FileSemantic``."""
+    local engine's row groups; with ``dataset`` none: the publish tasks of ``run`` write OUT/semantic_decisions/,
+    one part per input file, outputs.publish), semantic/centroids.npy, semantic.json. Returns the
+    ``_FileSemantic``."""
     from ..runtime.run import write_tables
     from ..semantic.clustering import warn_largest
     from ..semantic.config import SEMANTIC_SCHEMA
@@ -413,7 +415,8 @@ def _outputs(job: ProgramJob, src, st: _Stages, steps, engine: dict, out: str | 
     centroids = _load_fitted(job).centroids if n else np.zeros((0, d), np.float32)
     if out is not None:
         with steps("write"):
-            write_tables(_parts(job), SEMANTIC_SCHEMA, os.path.join(out, "semantic_decisions.parquet"))
+            if not dataset:
+                write_tables(_parts(job), SEMANTIC_SCHEMA, os.path.join(out, "semantic_decisions.parquet"))
             write_centroids(out, centroids)
     steps.total()
     stats = semantic_stats(cfg, run, device, files, merged_read(em), src, emb, seq, long_text, None, decided,
@@ -421,7 +424,8 @@ def _outputs(job: ProgramJob, src, st: _Stages, steps, engine: dict, out: str | 
     stats["engine"] = engine
     if out is not None:
         write_semantic_json(out, stats)
-    result = _FileSemantic(os.path.join(out, "semantic_decisions.parquet") if out is not None else None, stats,
+    table = "semantic_decisions" if dataset else "semantic_decisions.parquet"
+    result = _FileSemantic(os.path.join(out, table) if out is not None else None, stats,
                            centroids, out, job)
     logger.info("%s in %.2f s", result.summary(), timings["total"])
     return result
@@ -456,13 +460,13 @@ def semantic_dedup_ray(source: Any, cfg, out: str | None, env, run, partitions: 
 
 
 def semantic_in_run(ray, actors: list, nodes: int, files, cfg, device: str, work: str, run, *, resume: bool,
-                    partitions: int | None, select, key: Any, out: str | None):
+                    partitions: int | None, select, key: Any, out: str | None, dataset: bool = False):
     """The semantic stage of ``run --semantic`` on the Ray engine (distributed/driver.py): these stages on the
     dedup run's cluster and GPU actors, over ``files`` (the run's inputs), the embed tasks seeing the documents
     ``select`` chooses (``_chosen``; None: every one) and reading the same batches as the local engine's
     ``semantic_dedup(rows=...)``; ``key``: the dedup plan's run key (the selection's origin). Its work dir is
-    WORK/semantic; with ``out`` it writes semantic_decisions.parquet, semantic.json and semantic/centroids.npy
-    there. Returns the ``_FileSemantic``."""
+    WORK/semantic; with ``out`` it writes semantic_decisions.parquet (``dataset``: none, the run's publish tasks
+    write OUT/semantic_decisions/), semantic.json and semantic/centroids.npy there. Returns the ``_FileSemantic``."""
     from ..runtime.run import Steps
     from ..semantic.model import resolve_torch_device
     from .shuffle import WorkFiles
@@ -475,7 +479,7 @@ def semantic_in_run(ray, actors: list, nodes: int, files, cfg, device: str, work
     r = Runner(ray, job, {}, actors, nodes)
     st = _run_stages(r, job, src, partitions, key)
     engine = r.engine_stats(None, None, [st.em, st.km, st.asg, st.pr, st.wr])
-    return _outputs(job, src, st, steps, engine, out)
+    return _outputs(job, src, st, steps, engine, out, dataset)
 
 
 def _file_semantic_base():

@@ -61,6 +61,7 @@ STATE_FILES = (MANIFEST, JOURNAL, LOCK, LOCK_INFO)
 # kept when a run that is not an --overwrite replaces an earlier one: checksummed, validated on use
 CACHES = ("work/", "semantic/embeddings/")
 # written into OUT later by other commands, from the files of this run: removed with it
+# (a table's key stands for the Ray engine's dataset of it too: OUT/<table>/part-<k>.parquet)
 DERIVED = {"semantic_decisions.parquet": ("compare.md", "compare.png")}
 
 
@@ -461,7 +462,8 @@ class OutputSession:
         outputs stay for inspection, ``own``)."""
         self._stop_recording()
         files = self._exists(self.files | self.recorded)
-        derived = [d for f, ds in DERIVED.items() if f in files for d in ds]
+        derived = [d for f, ds in DERIVED.items()
+                   if f in files or any(x.startswith(f.removesuffix(".parquet") + "/") for x in files) for d in ds]
         _write_json(os.path.join(self.out, MANIFEST), self._manifest(state, files, derived))
         _unlink(os.path.join(self.out, JOURNAL))
 

@@ -71,10 +71,12 @@ def _load(out_dir: str) -> tuple[pa.Table, pa.Table, dict, dict]:
     if os.path.isdir(os.path.join(out_dir, "decisions")):  # a Ray run's per-file parts, read as one table
         lex_path = os.path.join(out_dir, "decisions")
     sem_path = os.path.join(out_dir, "semantic_decisions.parquet")
+    if os.path.isdir(os.path.join(out_dir, "semantic_decisions")):  # a Ray run's per-file parts, read as one table
+        sem_path = os.path.join(out_dir, "semantic_decisions")
     if not os.path.exists(lex_path):
         raise MissingFileError(f"{lex_path!r} does not exist: compare needs a lexical run in {out_dir!r} "
                                "(gpu-dedup run INPUT -o OUT --semantic, without --no-lexical)")
-    if not os.path.isfile(sem_path) or not os.path.isfile(os.path.join(out_dir, "semantic.json")):
+    if not os.path.exists(sem_path) or not os.path.isfile(os.path.join(out_dir, "semantic.json")):
         raise MissingFileError(f"{sem_path!r} or semantic.json is missing: compare needs the semantic stage's "
                                f"results in {out_dir!r} (gpu-dedup run INPUT -o OUT --semantic)")
     lex = pq.read_table(lex_path)

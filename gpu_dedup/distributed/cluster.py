@@ -83,6 +83,19 @@ def ray_cluster(workers: int | None, address: str | None):
     check_cluster_args(workers, address)
     if address is not None and address != "auto":
         _reachable(address)
+    scoped = _scoped() if address is None else None
+    if scoped is not None:  # a run_scope's start: joined by its first ray_cluster, stopped by start_local
+        if not scoped.joined:
+            t = time.perf_counter()
+            try:
+                scoped.join()
+            except ConnectionError as exc:
+                raise ClusterError(_join_failed(None, exc)) from exc
+            scoped.joined = True
+            logger.info("Ray cluster ready: %d CPUs (%s)", int(ray.cluster_resources().get("CPU", 0)),
+                        scoped.said(time.perf_counter() - t))
+        yield ray
+        return
     early = _adopt() if address is None else None
     if early is None and ray.is_initialized():
         yield ray
@@ -167,6 +180,7 @@ class _Start:
         self.n = workers or os.cpu_count() or 1
         self.error: BaseException | None = None
         self.ready, self._released = threading.Event(), threading.Event()
+        self.joined = False  # (by a ray_cluster inside a run_scope)
         self.t0, self.seconds = time.perf_counter(), 0.0
         self.thread = threading.Thread(target=self._start, name="gpu_dedup-ray-start", daemon=True)
 
@@ -198,6 +212,7 @@ class _Start:
 
 _EARLY: _Start | None = None  # a start of start_local that no ray_cluster has joined yet
 _EARLY_LOCK = threading.Lock()
+_SCOPED: list[_Start] = []  # the start a run_scope leaves to its first ray_cluster to join (and start_local to stop)
 
 
 def _adopt() -> _Start | None:
@@ -206,6 +221,32 @@ def _adopt() -> _Start | None:
     with _EARLY_LOCK:
         early, _EARLY = _EARLY, None
     return early
+
+
+def _scoped() -> _Start | None:
+    with _EARLY_LOCK:
+        return _SCOPED[-1] if _SCOPED else None
+
+
+@contextlib.contextmanager
+def run_scope(workers: int | None, address: str | None) -> Iterator[None]:
+    """The cluster of a run of several steps (the pipeline engine's): ``ray_cluster`` for the whole block, or,
+    while start_local's background start is pending, that start, joined by the block's first ray_cluster (its
+    first task) instead of here: what a step does before its first task (its inputs read, its plan) passes
+    while the cluster starts, not after it. start_local stops that cluster as its block ends."""
+    with _EARLY_LOCK:
+        early = _EARLY if address is None and not _SCOPED else None
+        if early is not None:
+            _SCOPED.append(early)
+    if early is None:
+        with ray_cluster(workers, address):
+            yield
+        return
+    try:
+        yield
+    finally:
+        with _EARLY_LOCK:
+            _SCOPED.remove(early)
 
 
 @contextlib.contextmanager

@@ -78,6 +78,25 @@ def test_a_start_that_no_command_joined_is_stopped(fake):
     assert cluster._EARLY is None and not start.thread.is_alive()
 
 
+def test_a_run_scope_leaves_the_background_start_to_its_first_task(fake):
+    """A run of several steps (run_scope) does not wait for the background start as it begins: what its first
+    step does before its first task passes while the cluster starts; that task's ray_cluster joins it (once:
+    said once), a later step's uses it as it is, and start_local stops it as the command ends."""
+    fake.seconds = 0.5
+    with cluster.start_local(2):
+        t = time.perf_counter()
+        with cluster.run_scope(2, None):
+            assert time.perf_counter() - t < 0.4 and fake.calls == []
+            for _ in range(2):
+                with cluster.ray_cluster(2, None) as ray:
+                    assert ray.up and [c[0] for c in fake.calls] == ["init"]
+        assert [c[0] for c in fake.calls] == ["init"]
+    assert [c[0] for c in fake.calls] == ["init", "shutdown"] and cluster._EARLY is None and not cluster._SCOPED
+    with cluster.run_scope(2, None):  # without a background start: the cluster of the whole block, as before
+        assert [c[0] for c in fake.calls[2:]] == ["init"]
+    assert [c[0] for c in fake.calls[2:]] == ["init", "shutdown"]
+
+
 def test_the_command_handles_sigterm_around_the_cluster(fake, monkeypatch, tmp_path):
     """The block installs no SIGTERM handler of its own (ray.init runs in its thread): the command line's, which
     turns SIGTERM into Ctrl-C's KeyboardInterrupt, is the one inside it, and the handler before the command is

@@ -75,14 +75,14 @@ from typing import TYPE_CHECKING
 
 # the names below, imported from their module when first asked for: importing one module of the package (the
 # CLI's cluster.start_local, before the command runs; a Ray worker's first task) costs that module alone
-_EXPORTS = {"ray_cluster": "cluster", "start_local": "cluster", "PLAN": "driver", "Stage": "driver",
-            "check_engine_args": "driver", "run": "driver", "filter_files": "filter", "IndexSource": "options",
-            "TABLE_LAYOUTS": "outputs", "layout_of": "outputs", "write_decisions": "outputs",
+_EXPORTS = {"ray_cluster": "cluster", "run_scope": "cluster", "start_local": "cluster", "PLAN": "driver",
+            "Stage": "driver", "check_engine_args": "driver", "run": "driver", "filter_files": "filter",
+            "IndexSource": "options", "TABLE_LAYOUTS": "outputs", "layout_of": "outputs", "write_decisions": "outputs",
             "write_scores": "outputs", "paragraph_dedup_ray": "paragraph", "screen_files": "screen",
             "semantic_dedup_ray": "semantic", "substring_dedup_ray": "substring", "write_view": "views"}
 
 if TYPE_CHECKING:
-    from .cluster import ray_cluster, start_local
+    from .cluster import ray_cluster, run_scope, start_local
     from .driver import PLAN, Stage, check_engine_args, run
     from .filter import filter_files
     from .options import IndexSource
@@ -101,5 +101,5 @@ def __getattr__(name: str):
 
 
 __all__ = ["PLAN", "TABLE_LAYOUTS", "IndexSource", "Stage", "check_engine_args", "filter_files", "layout_of",
-           "paragraph_dedup_ray", "ray_cluster", "run", "screen_files", "semantic_dedup_ray", "start_local",
-           "substring_dedup_ray", "write_decisions", "write_scores", "write_view"]
+           "paragraph_dedup_ray", "ray_cluster", "run", "run_scope", "screen_files", "semantic_dedup_ray",
+           "start_local", "substring_dedup_ray", "write_decisions", "write_scores", "write_view"]

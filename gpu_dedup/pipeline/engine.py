@@ -455,11 +455,10 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
 
 def cluster(env: Env):
     """With ``env.engine == "ray"``, the Ray cluster of the whole run (started once, or joined: every step's
-    tasks, and the views' write tasks, run on it; ``distributed.cluster.run_scope``: a start in the background is
-    joined at the first task); else nothing."""
+    tasks, and the views' write tasks, run on it; ``distributed.run_scope``: joined at the first task); else nothing."""
     if env.engine != "ray":
         return contextlib.nullcontext()
-    from ..distributed.cluster import run_scope
+    from ..distributed import run_scope
 
     return run_scope(env.workers, env.address)
 

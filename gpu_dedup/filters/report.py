@@ -1,19 +1,29 @@
-"""OUT/report.html of a ``gpu-dedup filter`` run, from its files alone (run.json, scores.parquet,
-audit.parquet): counts by reason, a histogram of every score with its threshold, retention per threshold,
-and the audit sample (accepted and rejected documents with their scores and reason)."""
+"""OUT/report.html of a ``gpu-dedup filter`` run, from its files alone (run.json, scores.parquet or a Ray run's
+scores/ parts, read a column's batch at a time: report/streamed.py; audit.parquet): counts by reason, a
+histogram of every score with its threshold, retention per threshold, and the audit sample (accepted and rejected
+documents with their scores and reason)."""
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 
 from .. import io
-from ..decisions import read_table
+from ..decisions import table_path
 from ..report.page import Page, esc, html_table, kv_table, pct
 from ..report.sources import cost_section, sources_section
+from ..report.streamed import (
+    BATCH_ROWS,
+    ScoreColumn,
+    histogram,
+    percentiles,
+    split_at,
+    table_files,
+)
 from ..report.svg import COLORS, Axis, Figure
 
 logger = logging.getLogger(__name__)
@@ -48,30 +58,48 @@ HIST_BINS = 50
 CLIP_PERCENTILES = (1.0, 99.0)  # a heavy tail beyond these is counted, not drawn
 
 
-def hist_view(values: np.ndarray) -> tuple[np.ndarray, int, int, bool]:
-    """What a score's histogram draws: (values shown, documents below / above the shown range, log y axis).
-    A range that a few values stretch more than 10-fold beyond the 1st..99th percentiles (DSIR weights, word
-    counts) is clipped to those percentiles, the rest counted in the axis label; the y axis is logarithmic
-    when one bin holds more than half of the documents, so the other bins stay visible."""
-    v = values[np.isfinite(values)]
-    lo = hi = 0
-    if len(v) > 1:
-        p_lo, p_hi = np.percentile(v, CLIP_PERCENTILES)
-        if p_hi > p_lo and (v.max() - v.min()) > 10 * (p_hi - p_lo):
-            lo, hi = int(np.count_nonzero(v < p_lo)), int(np.count_nonzero(v > p_hi))
-            v = v[(v >= p_lo) & (v <= p_hi)]
-    counts = np.histogram(v, bins=HIST_BINS)[0] if len(v) else np.zeros(1)
-    return v, lo, hi, bool(len(v) and counts.max() > 0.5 * len(v))
+@dataclass
+class HistView:
+    """What a score's histogram draws (``hist_view``)."""
+
+    counts: np.ndarray  # int64 (HIST_BINS,) of the values shown (empty: no finite value)
+    edges: np.ndarray   # float64 (HIST_BINS + 1,)
+    shown: int          # values drawn
+    below: int          # values below / above the drawn range (a clipped heavy tail)
+    above: int
+    log: bool           # a logarithmic y axis
 
 
-def _hist(values: np.ndarray, name: str, thresholds: list[tuple[float, str]]) -> Figure:
-    v = values[np.isfinite(values)]
-    if name == "perplexity" and len(v) and v.min() > 0:
-        v = np.log10(v)
-        name = "log10 perplexity"
-        thresholds = [(float(np.log10(t)), d) for t, d in thresholds]
-    v, below, above, log = hist_view(v)
-    counts, edges = np.histogram(v, bins=HIST_BINS) if len(v) else (np.zeros(0), np.array([0.0, 1.0]))
+def hist_view(values: ScoreColumn | np.ndarray) -> HistView:
+    """What a score's histogram draws: the finite values' histogram, clipped to the 1st..99th percentiles when a
+    few values stretch the range more than 10-fold beyond them (DSIR weights, word counts; the rest counted in
+    the axis label), with a logarithmic y axis when one bin holds more than half of the values (so the other bins
+    stay visible). ``values`` a column read in batches (report.streamed: a Ray run's parts are never gathered) or
+    an array; each figure equals numpy's over the whole column."""
+    col = values if isinstance(values, ScoreColumn) else ScoreColumn.of_array(values)
+    n, lo, hi = col.summary()
+    below = above = 0
+    within = None
+    if n > 1:
+        p_lo, p_hi = percentiles(col, CLIP_PERCENTILES, n, lo, hi)
+        if p_hi > p_lo and (hi - lo) > 10 * (p_hi - p_lo):
+            within = (p_lo, p_hi)
+            below, above, lo, hi = split_at(col, p_lo, p_hi)
+    if n == 0:
+        return HistView(np.zeros(0, np.int64), np.array([0.0, 1.0]), 0, 0, 0, False)
+    counts, edges, shown = histogram(col, HIST_BINS, lo, hi, within)
+    return HistView(counts, edges, shown, below, above, bool(shown and counts.max() > 0.5 * shown))
+
+
+def _hist(col: ScoreColumn, name: str, thresholds: list[tuple[float, str]]) -> Figure:
+    if name == "perplexity":
+        n, lo, _ = col.summary()
+        if n and lo > 0:
+            col = col.mapped(np.log10)
+            name = "log10 perplexity"
+            thresholds = [(float(np.log10(t)), d) for t, d in thresholds]
+    h = hist_view(col)
+    counts, edges, below, above, log = h.counts, h.edges, h.below, h.above, h.log
     lo, hi = min([float(edges[0])] + [t for t, _ in thresholds]), max([float(edges[-1])] + [t for t, _ in thresholds])
     pad = 0.05 * (hi - lo) if hi > lo else 0.5
     clipped = f" ({below:,} below, {above:,} above the 1st-99th percentile range, not drawn)" if below or above else ""
@@ -93,7 +121,9 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
     out = os.fspath(out_dir)
     with open(os.path.join(out, "run.json"), encoding="utf-8") as fh:
         stats = json.load(fh)
-    scores = read_table(out, "scores")  # one file, or a Ray run's per-file parts
+    # one file, or a Ray run's per-file parts: read a column's batch at a time (report.streamed), never whole
+    files = table_files(table_path(out, "scores"))
+    names = _columns(files)
     audit_path = os.path.join(out, "audit.parquet")
     audit = pq.read_table(audit_path) if os.path.exists(audit_path) else None
     page = Page(os.path.join(out, "report"))
@@ -114,12 +144,12 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
         page.add("tokens", "Retained words per stage, language and domain", _tokens_html(stats))
     thresholds = _thresholds(stats)
     body = []
-    for name in scores.column_names:
+    for name in names:
         if name in NOT_SCORES or name.startswith("script_") or name.endswith("_draw"):
             continue
-        values = scores[name].to_numpy(zero_copy_only=False).astype(np.float64)
+        col = ScoreColumn.of_files(files, name)
         # one collapsible block per score (the page was very long): the first one open
-        part = page.figure(f"hist_{name}", lambda v=values, n=name: _hist(v, n, thresholds.get(n, [])),
+        part = page.figure(f"hist_{name}", lambda v=col, n=name: _hist(v, n, thresholds.get(n, [])),
                         f"histogram of {name}")
         ret = stats.get("retention", {}).get(name)
         if ret:
@@ -134,13 +164,11 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
                                                      for r in sto["curve"]]))
         body.append(_details(name, part, open_=not body))
     page.add("scores", "Scores and retention per threshold", "".join(body) or "<p>No score columns.</p>")
-    if "lid_label" in scores.column_names:
-        labels = scores["lid_label"].to_numpy(zero_copy_only=False)
-        u, k = np.unique(labels.astype(str), return_counts=True)
-        top = np.argsort(-k)[:20]
+    if "lid_label" in names:
+        labels, total = _value_counts(files, "lid_label")
+        top = sorted(labels.items(), key=lambda kv: (-kv[1], kv[0]))[:20]
         page.add("languages", "Languages", html_table(["language", "documents", "share"],
-                                                  [(u[i] or "(none)", f"{k[i]:,}", pct(k[i], len(labels)))
-                                                   for i in top]))
+                                                  [(u or "(none)", f"{k:,}", pct(k, total)) for u, k in top]))
     if "dsir" in stats:
         d, rep = stats["dsir"], stats["dsir"].get("report") or {}
         page.add("dsir", "Importance resampling (DSIR)", kv_table([
@@ -175,6 +203,25 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(html)
     return path
+
+
+def _columns(files: list[str]) -> list[str]:
+    """The scores table's column names (its first file's: every part has the run's schema)."""
+    return pq.read_schema(files[0]).names if files else []
+
+
+def _value_counts(files: list[str], name: str) -> tuple[dict[str, int], int]:
+    """({value: documents} of a string column, its null as "", and the rows), a batch at a time."""
+    import pyarrow.compute as pc
+
+    counts: dict[str, int] = {}
+    total = 0
+    for f in files:
+        for b in pq.ParquetFile(f).iter_batches(batch_size=BATCH_ROWS, columns=[name]):
+            total += b.num_rows
+            for row in pc.value_counts(pc.fill_null(b.column(0), "")).to_pylist():
+                counts[row["values"]] = counts.get(row["values"], 0) + row["counts"]
+    return counts, total
 
 
 def _tokens_html(stats: dict[str, Any]) -> str:

@@ -343,15 +343,16 @@ def test_histograms_clip_heavy_tails_and_use_a_log_scale():
 
     rng = np.random.default_rng(0)
     words = np.concatenate([rng.integers(50, 500, 990).astype(float), [1e6] * 5, [0.0] * 5])
-    shown, below, above, log = hist_view(words)
+    h = hist_view(words)
     p1, p99 = np.percentile(words, [1, 99])
-    assert (below, above) == (int((words < p1).sum()), int((words > p99).sum())) and above >= 5
-    assert shown.max() <= p99 and not log
-    lopsided = np.concatenate([np.zeros(900), rng.random(100)])
-    assert hist_view(lopsided)[3] and hist_view(lopsided)[1:3] == (0, 0)
-    plain = rng.random(1000)
-    assert hist_view(plain)[1:] == (0, 0, False) and len(hist_view(plain)[0]) == 1000
-    assert hist_view(np.array([np.nan, -np.inf, 1.0]))[0].tolist() == [1.0]
+    assert (h.below, h.above) == (int((words < p1).sum()), int((words > p99).sum())) and h.above >= 5
+    assert h.edges[-1] <= p99 and not h.log
+    lopsided = hist_view(np.concatenate([np.zeros(900), rng.random(100)]))
+    assert lopsided.log and (lopsided.below, lopsided.above) == (0, 0)
+    plain = hist_view(rng.random(1000))
+    assert (plain.below, plain.above, plain.log, plain.shown) == (0, 0, False, 1000)
+    one = hist_view(np.array([np.nan, -np.inf, 1.0]))
+    assert one.shown == 1 and one.edges[0] == 0.5 and one.edges[-1] == 1.5
 
 
 def test_domain_rules():

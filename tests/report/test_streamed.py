@@ -1,0 +1,86 @@
+"""report/streamed.py: a score column's figures read in batches (a Ray run's scores/ parts, never gathered) equal
+numpy's over the whole column: order statistics against a sort, percentiles bit for bit against
+``numpy.percentile``, histograms against ``numpy.histogram``; heavy tails, ties, one value, non-finite values,
+more values than the sorting limit, files in parts of uneven sizes."""
+import itertools
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_dedup.filters.report import CLIP_PERCENTILES, HIST_BINS, hist_view
+from gpu_dedup.report import streamed
+from gpu_dedup.report.streamed import (
+    ScoreColumn,
+    histogram,
+    order_stat,
+    percentiles,
+    split_at,
+)
+
+
+def _columns(rng, kind: str) -> np.ndarray:
+    n = int(rng.integers(1, 3000))
+    if kind == "heavy":
+        return np.concatenate([rng.integers(50, 500, n).astype(float), [1e9] * 3, [0.0] * 3])
+    if kind == "ties":
+        return rng.integers(0, 4, n).astype(float)
+    if kind == "lognormal":
+        return np.exp(rng.normal(0, 8, n))
+    if kind == "nonfinite":
+        v = rng.normal(size=n)
+        v[rng.random(n) < 0.2] = np.nan
+        v[rng.random(n) < 0.05] = np.inf
+        return v
+    return rng.random(n)
+
+
+def _parts(tmp_path, values: np.ndarray, rng) -> ScoreColumn:
+    """``values`` as a dataset of Parquet parts of random sizes (some empty)."""
+    cuts = np.sort(rng.integers(0, len(values) + 1, 4))
+    bounds = [0, *cuts.tolist(), len(values)]
+    d = tmp_path / "scores"
+    d.mkdir()
+    for k, (a, b) in enumerate(itertools.pairwise(bounds)):
+        pq.write_table(pa.table({"s": pa.array(values[a:b], pa.float64())}), d / f"part-{k:06d}.parquet")
+    return ScoreColumn.of_files(streamed.table_files(str(d)), "s")
+
+
+@pytest.mark.parametrize("kind", ["uniform", "heavy", "ties", "lognormal", "nonfinite"])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_streamed_figures_equal_numpys(tmp_path, monkeypatch, kind, seed):
+    monkeypatch.setattr(streamed, "BATCH_ROWS", 97)   # many batches
+    monkeypatch.setattr(streamed, "SORT_LIMIT", 50)   # the narrowing passes run
+    rng = np.random.default_rng(seed)
+    values = _columns(rng, kind)
+    col = _parts(tmp_path, values, rng)
+    v = np.sort(values[np.isfinite(values)])
+    n, lo, hi = col.summary()
+    assert (n, lo, hi) == (len(v), v[0], v[-1])
+    for k in {0, len(v) // 3, len(v) // 2, len(v) - 1}:
+        assert order_stat(col, k, lo, hi) == v[k]
+    qs = (1.0, 37.5, 50.0, 99.0)
+    assert percentiles(col, qs, n, lo, hi) == [float(x) for x in np.percentile(v, qs)]
+    counts, edges, m = histogram(col, 50, lo, hi)
+    want, want_edges = np.histogram(v, bins=50)
+    assert m == len(v) and counts.tolist() == want.tolist() and edges.tolist() == want_edges.tolist()
+    a, b = np.percentile(v, CLIP_PERCENTILES)
+    inside = v[(v >= a) & (v <= b)]
+    assert split_at(col, a, b) == (int((v < a).sum()), int((v > b).sum()), inside.min(), inside.max())
+
+
+def test_the_histogram_view_of_parts_equals_the_whole_arrays(tmp_path, monkeypatch):
+    monkeypatch.setattr(streamed, "BATCH_ROWS", 64)
+    """The filter report's histogram (clipped to the 1st..99th percentiles for a heavy tail, log axis for one
+    dominant bin) is the same from the parts as from the whole array, and the whole array's is numpy's."""
+    rng = np.random.default_rng(7)
+    words = np.concatenate([rng.integers(50, 500, 990).astype(float), [1e6] * 5, [0.0] * 5])
+    whole, parts = hist_view(words), hist_view(_parts(tmp_path, words, rng))
+    p1, p99 = np.percentile(words, CLIP_PERCENTILES)
+    shown = words[(words >= p1) & (words <= p99)]
+    assert (whole.below, whole.above) == (int((words < p1).sum()), int((words > p99).sum())) and whole.above >= 5
+    assert whole.counts.tolist() == np.histogram(shown, bins=HIST_BINS)[0].tolist() and whole.shown == len(shown)
+    for f in ("counts", "edges"):
+        assert getattr(parts, f).tolist() == getattr(whole, f).tolist()
+    assert (parts.shown, parts.below, parts.above, parts.log) == (whole.shown, whole.below, whole.above, whole.log)

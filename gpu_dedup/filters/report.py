@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from .. import io
-from ..decisions import table_path
+from ..decisions import read_table, table_path
 from ..report.page import Page, esc, html_table, kv_table, pct
 from ..report.sources import cost_section, sources_section
 from ..report.streamed import (
@@ -121,7 +121,9 @@ def write_filter_report(out_dir: str | os.PathLike) -> str:
     out = os.fspath(out_dir)
     with open(os.path.join(out, "run.json"), encoding="utf-8") as fh:
         stats = json.load(fh)
-    # one file, or a Ray run's per-file parts: read a column's batch at a time (report.streamed), never whole
+    # one file, or a Ray run's per-file parts: read a column's batch at a time (report.streamed), never whole;
+    # every part's footer read first (no column): a damaged part is a DataError naming it, not a missing figure
+    read_table(out, "scores", columns=[])
     files = table_files(table_path(out, "scores"))
     names = _columns(files)
     audit_path = os.path.join(out, "audit.parquet")

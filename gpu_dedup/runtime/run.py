@@ -212,7 +212,10 @@ def write_table(table: pa.Table, schema: pa.Schema, path: str | os.PathLike) -> 
     write_tables([table], schema, path)
 
 
-ROW_GROUP_ROWS = 1 << 20  # rows per row group of write_tables (pyarrow's own default length)
+# rows per row group of write_tables: what a process streaming a table holds at once (the Ray driver writing a
+# one-file table from its tasks' parts: pyarrow's default of 1 Mi rows grew its RSS by ~100-160 MiB from 100 k to
+# 1 M documents, docs/scale.md), and small enough for readers to skip what they do not need
+ROW_GROUP_ROWS = 1 << 17
 
 
 def write_tables(tables: Iterable[pa.Table], schema: pa.Schema, path: str | os.PathLike) -> None:

@@ -304,11 +304,11 @@ WRITE = Stage(stages.write, "input", before=lambda d: None if d.deferred else _j
               args=lambda d: (None if d.deferred else d.out, _source_field(d), d.thresholds, d.lexical))
 SEMANTIC = Stage(semantic_step, "one", drive=semantic_step, when=lambda d: d.semantic is not None)
 # the semantic removals folded into the decisions by tasks (semfold.py): the touched clusters' rows only
-SEMFOLD_TOUCHED = Stage(semfold.touched, "input", when=_after, args=lambda d: d.sem_part)
-SEMFOLD_CLUSTERS = Stage(semfold.clusters, "input", when=_removed, args=lambda d: (d.lexical,))
-SEMFOLD_GATHER = Stage(semfold.gather, "input", when=_removed, args=lambda d: (d.lexical, *d.sem_part))
-SEMFOLD_FOLD = Stage(semfold.fold, "one", when=_removed)
-SEMFOLD_MERGE = Stage(semfold.merge, "input", when=lambda d: d.semantic is not None,
+SEMFOLD_TOUCHED = Stage(semfold.semfold_touched, "input", when=_after, args=lambda d: d.sem_part)
+SEMFOLD_CLUSTERS = Stage(semfold.semfold_clusters, "input", when=_removed, args=lambda d: (d.lexical,))
+SEMFOLD_GATHER = Stage(semfold.semfold_gather, "input", when=_removed, args=lambda d: (d.lexical, *d.sem_part))
+SEMFOLD_FOLD = Stage(semfold.semfold_fold, "one", when=_removed)
+SEMFOLD_MERGE = Stage(semfold.semfold_merge, "input", when=lambda d: d.semantic is not None,
                       args=lambda d: (d.lexical, *d.sem_part, d.semantic_order, SEMFOLD_FOLD in d.results))
 RECOUNT = Stage(stages.recount, "input", when=lambda d: d.semantic is not None, then=_tallied,
                 args=lambda d: (_source_field(d), d.thresholds))

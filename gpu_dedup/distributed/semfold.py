@@ -142,7 +142,7 @@ def _row0(job: Job, fi: int) -> int:
 
 
 @run_once("semfold_touched")
-def touched(job: Job, fi: int, sem_work: str, seen: int) -> dict[str, Any]:
+def semfold_touched(job: Job, fi: int, sem_work: str, seen: int) -> dict[str, Any]:
     """File ``fi``'s semantic removals and their matches (``touched_ids``)."""
     sem = _sem_part(job, fi, sem_work, seen)
     ids = touched_ids(sem) if sem is not None else _IDS.empty_table()
@@ -151,7 +151,7 @@ def touched(job: Job, fi: int, sem_work: str, seen: int) -> dict[str, Any]:
 
 
 @run_once("semfold_clusters")
-def clusters(job: Job, fi: int, table: str) -> dict[str, Any]:
+def semfold_clusters(job: Job, fi: int, table: str) -> dict[str, Any]:
     """The lexical clusters of file ``fi``'s rows among every file's touched ids."""
     lay = job.layout
     ids = lay.read("semfold_ids", [f"f{g:06d}" for g in range(job.first, job.nfiles)], _IDS)["id"]
@@ -161,7 +161,7 @@ def clusters(job: Job, fi: int, table: str) -> dict[str, Any]:
 
 
 @run_once("semfold_gather")
-def gather(job: Job, fi: int, table: str, sem_work: str, seen: int) -> dict[str, Any]:
+def semfold_gather(job: Job, fi: int, table: str, sem_work: str, seen: int) -> dict[str, Any]:
     """File ``fi``'s rows of every touched cluster (``gathered``)."""
     lay = job.layout
     c = lay.read("semfold_clusters", [f"f{g:06d}" for g in range(job.first, job.nfiles)], _CLUSTERS)["cluster"]
@@ -172,7 +172,7 @@ def gather(job: Job, fi: int, table: str, sem_work: str, seen: int) -> dict[str,
 
 
 @run_once("semfold_fold")
-def fold(job: Job, key: int) -> dict[str, Any]:
+def semfold_fold(job: Job, key: int) -> dict[str, Any]:
     """``fold_gathered`` over every file's gathered rows; each file's folded rows written for its merge task."""
     lay = job.layout
     g = lay.read("semfold_rows", [f"f{fi:06d}" for fi in range(job.first, job.nfiles)], _GATHERED)
@@ -187,7 +187,7 @@ def fold(job: Job, key: int) -> dict[str, Any]:
 
 
 @run_once("semfold_merge")
-def merge(job: Job, fi: int, table: str, sem_work: str, seen: int, order: str, folded: bool) -> dict[str, Any]:
+def semfold_merge(job: Job, fi: int, table: str, sem_work: str, seen: int, order: str, folded: bool) -> dict[str, Any]:
     """File ``fi``'s final decisions part (``merged_part``), which the recount, kept and publish stages read."""
     lay = job.layout
     part = merged_part(lay.read_one(table, f"f{fi:06d}"),

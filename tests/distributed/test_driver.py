@@ -10,22 +10,23 @@ import pytest
 
 import gpu_dedup
 from gpu_dedup import RunConfig, io
-from gpu_dedup.distributed import driver, graph, options, outputs, shuffle, stages, summary
+from gpu_dedup.distributed import driver, graph, options, outputs, semfold, shuffle, stages, summary
 
 
 def test_plan_declares_every_task_once():
-    """PLAN holds every task function of stages.py, graph.py, options.py, outputs.py and summary.py once, by
+    """PLAN holds every task function of stages.py, graph.py, options.py, outputs.py, semfold.py and summary.py once, by
     reference (go to definition follows it), and the driver's own semantic step (its tasks are semantic.py's); the
     GPU stages are the map and reduce tasks; the driver finds no task by a name."""
-    tasks = {f for m in (stages, graph, options, outputs, summary) for f in vars(m).values()
+    tasks = {f for m in (stages, graph, options, outputs, semfold, summary) for f in vars(m).values()
              if callable(f) and hasattr(f, "stage")}
     own = [s for s in driver.PLAN if s.fn.__module__ == driver.__name__]
     assert own == [driver.SEMANTIC] and driver.SEMANTIC.drive is not None
-    assert len(tasks) == 21 and {s.fn for s in driver.PLAN if s not in own} == tasks
+    assert len(tasks) == 26 and {s.fn for s in driver.PLAN if s not in own} == tasks
     assert len(driver.PLAN) == len(tasks) + len(own)
     names = [s.name for s in driver.PLAN]
     assert len(set(names)) == len(names) and names[:2] == ["count", "sign"] and \
-        names[-7:] == ["write", "semantic", "recount", "kept", "index_rows", "publish", "shown"]
+        names[-12:] == ["write", "semantic", "semfold_touched", "semfold_clusters", "semfold_gather", "semfold_fold",
+                        "semfold_merge", "recount", "kept", "index_rows", "publish", "shown"]
     assert [s.name for s in driver.PLAN if s.device] == ["sign", "exact", "buckets", "members", "policy"]
     assert all(s.fn.__name__ == s.name and s.fn.__module__.startswith("gpu_dedup.distributed.") for s in driver.PLAN
                if s not in own)

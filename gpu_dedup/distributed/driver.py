@@ -303,11 +303,17 @@ SIZES = Stage(stages.sizes, "file")
 WRITE = Stage(stages.write, "input", before=lambda d: None if d.deferred else _journal(d), then=_tallied,
               args=lambda d: (None if d.deferred else d.out, _source_field(d), d.thresholds, d.lexical))
 SEMANTIC = Stage(semantic_step, "one", drive=semantic_step, when=lambda d: d.semantic is not None)
+def _folded(d: Driver, res: list[dict]) -> None:
+    """The local engine's line (``semantic.merge_decisions``; the fold task's own logging stays in its worker)."""
+    logger.info("semantic: %d of the %d documents the lexical stages kept are semantic duplicates, removed for a "
+                "kept representative", res[0]["removed"], d.sem_part[1])
+
+
 # the semantic removals folded into the decisions by tasks (semfold.py): the touched clusters' rows only
 SEMFOLD_TOUCHED = Stage(semfold.semfold_touched, "input", when=_after, args=lambda d: d.sem_part)
 SEMFOLD_CLUSTERS = Stage(semfold.semfold_clusters, "input", when=_removed, args=lambda d: (d.lexical,))
 SEMFOLD_GATHER = Stage(semfold.semfold_gather, "input", when=_removed, args=lambda d: (d.lexical, *d.sem_part))
-SEMFOLD_FOLD = Stage(semfold.semfold_fold, "one", when=_removed)
+SEMFOLD_FOLD = Stage(semfold.semfold_fold, "one", when=_removed, then=_folded)
 SEMFOLD_MERGE = Stage(semfold.semfold_merge, "input", when=lambda d: d.semantic is not None,
                       args=lambda d: (d.lexical, *d.sem_part, d.semantic_order, SEMFOLD_FOLD in d.results))
 RECOUNT = Stage(stages.recount, "input", when=lambda d: d.semantic is not None, then=_tallied,

@@ -8,23 +8,22 @@ A row of any other cluster keeps its representative, cluster and size. So the fo
 clusters alone (``fold_removals`` of a part that holds whole clusters equals that of the whole table) and the
 other rows pass through:
 
-    touched   per input file: the ids of its semantic removals and of the documents they matched
-              (``touched_ids``)
-    clusters  per input file: the lexical clusters of its rows among those ids (``touched_clusters``)
-    gather    per input file: its rows of those clusters, with their global row and the semantic stage's verdict
-              (``gathered``)
-    fold      one task: ``fold_removals`` over the gathered rows (``fold_gathered``), each file's changed rows
-              sent back to it
-    merge     per input file: its lexical part with the fold's rows put back and the semantic columns added
-              (``merged_part``): the final decisions part the later stages read
+    semfold_touched   per input file: the ids of its semantic removals and of the documents they matched
+                      (``touched_ids``)
+    semfold_clusters  per input file: the lexical clusters of its rows among those ids (``touched_clusters``)
+    semfold_gather    per input file: its rows of those clusters, with their global row and the semantic stage's
+                      verdict (``gathered``)
+    semfold_fold      one task: ``fold_removals`` over the gathered rows (``fold_gathered``), each file's changed
+                      rows sent back to it (the driver says how many it removed, as the local engine does)
+    semfold_merge     per input file: its lexical part with the fold's rows put back and the semantic columns
+                      added (``merged_part``): the final decisions part the later stages read
 
-Order "beside" runs the merge stage only (the lexical decisions stand). A task holds one file's rows, or (fold,
+Order "beside" runs semfold_merge only (the lexical decisions stand). A task holds one file's rows, or (fold,
 and the ids and clusters each task reads) the touched clusters' rows: the semantic duplicates and their groups,
-not the corpus. With no semantic removal only touched and merge run.
+not the corpus. With no semantic removal only semfold_touched and semfold_merge run.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
@@ -35,8 +34,6 @@ from ..decisions import DECISIONS_SCHEMA, decisions_schema, fold_removals, row_p
 from ..errors import DataError
 from .rows import Job, run_once
 from .shuffle import Layout, file_of
-
-logger = logging.getLogger(__name__)
 
 _IDS = pa.schema([("id", pa.string())])
 _CLUSTERS = pa.schema([("cluster", pa.int64())])
@@ -180,9 +177,6 @@ def semfold_fold(job: Job, key: int) -> dict[str, Any]:
     offs = job.offs()
     at = file_of(out["row"].to_numpy() + int(offs[job.first]), offs) - job.first
     lay.write_split(out, at, job.nfiles - job.first, "semfold_folded", lambda f: f"f{f + job.first:06d}")
-    if removed:
-        logger.info("semantic: %d of the documents the lexical stages kept are semantic duplicates, removed for a "
-                    "kept representative (%d rows of their clusters folded)", removed, out.num_rows)
     return {"rows": out.num_rows, "removed": removed}
 
 

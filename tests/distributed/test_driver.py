@@ -256,3 +256,14 @@ def test_run_refuses_before_a_cluster_starts_or_a_step_runs(tmp_path, monkeypatc
     assert main(["run", str(tmp_path / "a.parquet"), "-o", str(out), "--engine", "ray", "--paragraph-dedup",
                  "--paragraph-order", "before", "-q", *args]) == 1
     assert error in capsys.readouterr().err and not out.exists()
+
+
+def test_the_semantic_fold_says_what_it_removed_as_the_local_engine(caplog):
+    """The fold runs in a task, whose INFO lines stay in its worker: the driver says the local engine's line
+    (semantic.merge_decisions) from the task's count."""
+    from types import SimpleNamespace
+
+    with caplog.at_level(logging.INFO, logger="gpu_dedup.distributed.driver"):
+        driver._folded(SimpleNamespace(sem_part=("work", 7)), [{"removed": 3}])
+    assert caplog.messages == ["semantic: 3 of the 7 documents the lexical stages kept are semantic duplicates, "
+                               "removed for a kept representative"]

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from ..decisions import DECISIONS_SCHEMA, decisions_schema, fold_removals, row_positions
 from ..errors import DataError
+from ..semantic.select import semantic_columns
 from .rows import Job, run_once
 from .shuffle import Layout, file_of
 
@@ -112,11 +113,7 @@ def merged_part(lexical: pa.Table, folded: pa.Table | None, sem: pa.Table | None
         take = pa.array(src, pa.int64())
         columns = [pa.concat_arrays([c, folded[name].combine_chunks().cast(c.type)]).take(take)
                    for c, name in zip(columns, DECISIONS_SCHEMA.names)]
-    at = np.full(n, -1, np.int64)
-    at[seen] = np.arange(seen.shape[0])
-    idx = pa.array(np.maximum(at, 0), mask=at < 0)
-    for name, typ in (("cosine", pa.float64()), ("nearest_id", pa.string()), ("semantic_cluster", pa.int64())):
-        columns.append(sem[name].combine_chunks().take(idx).cast(typ) if seen.shape[0] else pa.nulls(n, typ))
+    columns += semantic_columns(sem, seen, n)
     return pa.Table.from_arrays(columns, schema=decisions_schema(semantic=True))
 
 

@@ -263,7 +263,7 @@ def merge_decisions(lexical: pa.Table, semantic: pa.Table, order: str = "after")
         DataError: the semantic table does not list the documents its order says it saw.
     """
 
-    from ..decisions import fold_removals, row_positions
+    from ..decisions import SEMANTIC_COLUMNS, fold_removals, row_positions
 
     if order not in ("after", "beside"):
         raise ConfigError(f"order must be 'after' or 'beside', got {order!r}")
@@ -286,11 +286,19 @@ def merge_decisions(lexical: pa.Table, semantic: pa.Table, order: str = "after")
         logger.info("semantic (beside): %d of %d documents are semantic duplicates; recorded in the semantic "
                     "columns, the lexical decisions stand", int(sem_removed.sum()), seen.shape[0])
 
-    def scatter(column: str, typ: pa.DataType) -> pa.Array:
-        at = np.full(lexical.num_rows, -1, np.int64)
-        at[seen] = np.arange(seen.shape[0])
-        return semantic[column].combine_chunks().take(pa.array(np.maximum(at, 0), mask=at < 0)).cast(typ)
+    for field, values in zip(SEMANTIC_COLUMNS, semantic_columns(semantic, seen, lexical.num_rows)):
+        out = out.append_column(field, values)
+    return out
 
-    return (out.append_column("cosine", scatter("cosine", pa.float64()))
-               .append_column("semantic_nearest_id", scatter("nearest_id", pa.string()))
-               .append_column("semantic_cluster", scatter("semantic_cluster", pa.int64())))
+
+def semantic_columns(semantic: pa.Table, seen: np.ndarray, n: int) -> list[pa.Array]:
+    """The decisions' ``SEMANTIC_COLUMNS`` (cosine, semantic_nearest_id, semantic_cluster) of ``n`` rows from the
+    semantic decisions of the rows ``seen`` (int64, ascending; one semantic row each, in order); null for a row the
+    semantic stage did not see. ``merge_decisions`` and the Ray engine's fold (distributed/semfold.py) add them."""
+    from ..decisions import SEMANTIC_COLUMNS
+
+    at = np.full(n, -1, np.int64)
+    at[seen] = np.arange(seen.shape[0])
+    idx = pa.array(np.maximum(at, 0), mask=at < 0)
+    return [semantic[src].combine_chunks().take(idx).cast(f.type) if seen.shape[0] else pa.nulls(n, f.type)
+            for src, f in zip(("cosine", "nearest_id", "semantic_cluster"), SEMANTIC_COLUMNS)]

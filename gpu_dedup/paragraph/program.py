@@ -7,9 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import pyarrow.parquet as pq
-
-from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, check_config, file_sources
+from ..runtime.program import Env, Kind, Outputs, StepRun, check_config, span_verdicts
 from .dedup import OUTPUT_DIR, ParagraphConfig
 
 DOCS_FILE = "paragraph_docs.parquet"
@@ -39,5 +37,5 @@ class Paragraph:
             res = paragraph_dedup_ray(view, cfg, out, env)
         else:
             res = paragraph_dedup(view, cfg, out, device=env.device)
-        ids = pq.read_table(os.path.join(out, DOCS_FILE), columns=["id"])["id"].combine_chunks()
-        return StepRun(res, Verdicts.all_kept(ids, file_sources(res.stats)), os.path.join(out, OUTPUT_DIR))
+        return StepRun(res, lambda: span_verdicts(os.path.join(out, DOCS_FILE), res.stats),
+                       os.path.join(out, OUTPUT_DIR), counts=(res.stats["counts"]["documents"], 0))

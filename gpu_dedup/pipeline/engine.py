@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
 import logging
 import os
 import time
@@ -36,10 +34,8 @@ from typing import Any, Literal, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .. import io
-from .._version import __version__
 from ..decisions import DECISIONS_SCHEMA, SEMANTIC_COLUMNS, fold_removals, value_counts
 from ..errors import ConfigError, RunError
 from ..runtime.outputs import input_roots
@@ -47,13 +43,12 @@ from ..runtime.program import KINDS, Env, Verdicts
 from ..runtime.cost import metered
 from ..runtime.run import RunResult, Steps, finish, header, owned, resources, seconds_line, write_table
 from ..runtime.sources import Tally, check as check_sources, source_labels, thresholds
+from .resume import fingerprint, input_fingerprint, json_values, load_verdicts, save_verdicts
 
 logger = logging.getLogger(__name__)
 
 Layout = Literal["steps", "flat"]
 STEPS_DIR = "steps"
-STEP_FILE = "step.json"         # a finished step's record (its fingerprint); written last in its directory
-VERDICTS_FILE = "verdicts.parquet"
 KEPT_DIR = "kept"               # the kept records the engine writes for a step that writes none
 FINAL = "deduplicated"          # the final records, in OUT
 # decisions.parquet of a pipeline: the decisions schema, the step that removed a row, and (with a semantic step)
@@ -136,67 +131,6 @@ def _base_table(v: Verdicts, semantic: bool) -> pa.Table:
     return pa.table(cols, schema=pipeline_schema(semantic))
 
 
-def _plain(x: Any) -> Any:
-    """A step's settings as JSON values (dataclasses as mappings; anything else by its repr)."""
-    if dataclasses.is_dataclass(x):
-        return {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
-    return x if isinstance(x, (str, int, float, bool, type(None))) else repr(x)
-
-
-def _input_fingerprint(source: Any) -> str:
-    """The seed of the steps' fingerprints: each input file's relpath, size and mtime (a table: its content), so
-    that ``resume`` runs again a step recorded over other inputs (more or fewer files, a file rewritten since)."""
-    from ..runtime.workdir import file_identity, table_hash
-
-    stamps = [[f.relpath, table_hash(f.table)] if f.fmt == "table" else
-              [f.relpath, {k: v for k, v in file_identity(f).items() if k in ("size", "mtime_ns", "remote")}]
-              for f in io.source_files(source)]
-    return hashlib.sha256(json.dumps(stamps, sort_keys=True, default=repr).encode()).hexdigest()
-
-
-def _fingerprint(step: Any, env: Env, before: str) -> str:
-    """A step's settings and every earlier step's, as one hash: what ``resume`` compares."""
-    body = json.dumps({"before": before, "step": step.name, "settings": _plain(step),
-                       "reading": _plain(env.reading), "device": env.device, "version": __version__},
-                      sort_keys=True, default=repr)
-    return hashlib.sha256(body.encode()).hexdigest()
-
-
-def _save_verdicts(d: str, v: Verdicts, kept: str | None, fingerprint: str, seen_rows: np.ndarray) -> None:
-    """A finished step's record: its verdicts (verdicts.parquet), then step.json (written last)."""
-    cols = {"id": v.ids, "source": v.sources, "keep": pa.array(v.keep), "reason": v.reason,
-            "matched": pa.array(v.matched, pa.int64()), "row": pa.array(seen_rows, pa.int64())}
-    if v.representative is not None:
-        cols["representative"] = pa.array(v.representative, pa.int64())
-    for k, val in v.values.items():
-        cols["value:" + k] = val
-    io.write_parquet_atomic(pa.table(cols), os.path.join(d, VERDICTS_FILE))
-    io.write_json_atomic({"fingerprint": fingerprint, "kept": kept, "gpu_dedup_version": __version__},
-                         os.path.join(d, STEP_FILE))
-
-
-def _load_verdicts(d: str, fingerprint: str) -> tuple[Verdicts, str | None] | None:
-    """The record of a finished step whose fingerprint matches (None: none, or another step's)."""
-    path = os.path.join(d, STEP_FILE)
-    if not os.path.isfile(path) or not os.path.isfile(os.path.join(d, VERDICTS_FILE)):
-        return None
-    with open(path, encoding="utf-8") as fh:
-        rec = json.load(fh)
-    if rec.get("fingerprint") != fingerprint or (rec.get("kept") and not os.path.isdir(rec["kept"])):
-        return None
-    t = pq.read_table(os.path.join(d, VERDICTS_FILE))
-    values = {k[len("value:"):]: t[k].combine_chunks() for k in t.column_names if k.startswith("value:")}
-    rep = np.asarray(t["representative"].to_numpy(), np.int64) if "representative" in t.column_names else None
-    v = Verdicts(t["id"].combine_chunks(), t["source"].combine_chunks(),
-                 np.asarray(t["keep"].to_numpy(zero_copy_only=False), bool), t["reason"].combine_chunks(),
-                 np.asarray(t["matched"].to_numpy(), np.int64), rep, values)
-    return v, rec.get("kept")
-
-
 def _view_files(directory: str, relpaths: Sequence[str], rows: np.ndarray | None, original: bool) -> View:
     """The view of a step's kept records in ``directory``: its files in the input's order (a file left with no
     record may be absent), each named by its input relpath."""
@@ -234,7 +168,7 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
     """One step over ``view``: run (or reuse) it, fold its verdicts, and return them with the next view (the
     step's kept records, or its view's rows it kept, written when a later step reads them)."""
     d = _step_dir(run, i, step.name, phase)
-    run.fingerprint = _fingerprint(step, run.env, run.fingerprint + phase)
+    run.fingerprint = fingerprint(step, run.env, run.fingerprint + phase)
     t = time.perf_counter()
     if view.rows is not None and view.rows.shape[0] == 0:  # the steps before removed every document
         logger.warning("step %d (%s): no document is left to it (the steps before it removed every one); not run",
@@ -244,7 +178,7 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
         return Verdicts(none, none, np.zeros(0, bool), none, np.zeros(0, np.int64)), view
     view = materialize(run, view, os.path.join(d, "input") if run.layout == "steps" else
                        os.path.join(run.out, "work", "views", f"{i + 1:02d}-input"))
-    loaded = _load_verdicts(d, run.fingerprint) if run.resume and run.layout == "steps" else None
+    loaded = load_verdicts(d, run.fingerprint) if run.resume and run.layout == "steps" else None
     result = cost = None
     if loaded is not None:
         v, kept = loaded
@@ -286,7 +220,7 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
         run.decisions = fold_removals(run.decisions, rows, ~v.keep, v.matched, v.reason,
                                       representative=v.representative, kind=step.kind, values=values)
     if loaded is None and run.layout == "steps":
-        _save_verdicts(d, v, kept, run.fingerprint, rows)
+        save_verdicts(d, v, kept, run.fingerprint, rows)
     seconds = time.perf_counter() - t
     run.records.append(StepRecord(i + 1, step.name, step.kind, os.path.relpath(d, run.out), rows.shape[0],
                                   int((~v.keep).sum()), seconds, phase, loaded is not None, result, cost))
@@ -420,7 +354,7 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
     with metered(env.price, fresh=True), owned(out, roots=roots, command=command, overwrite=overwrite, resume=resume,
                                                work_dir=work, overwrite_same_command=replace_own), \
             cluster(env):
-        run = _Run(steps, out, layout, env, resume, fingerprint=_input_fingerprint(source))
+        run = _Run(steps, out, layout, env, resume, fingerprint=input_fingerprint(source))
         view = View(_source_files(source, out), None)
         last, viewing = plan(steps)
         span_orphans = False
@@ -596,5 +530,5 @@ def _sources(run: _Run, source: Any, d: pa.Table, env: Env) -> dict[str, Any]:
 
 def _describe(steps: Sequence[Any], env: Env) -> dict[str, Any]:
     """run.json's ``config``: every step's settings, and the run's."""
-    return {"steps": [{"step": s.name, **_plain(s)} for s in steps], "device": env.device, "threads": env.threads,
-            "reading": _plain(env.reading)}
+    return {"steps": [{"step": s.name, **json_values(s)} for s in steps], "device": env.device,
+            "threads": env.threads, "reading": json_values(env.reading)}

@@ -220,6 +220,15 @@ def file_sources(stats: dict[str, Any]) -> pa.Array:
     return pa.array(inputs, pa.string()).take(pa.array(np.repeat(np.arange(len(inputs)), rows), pa.int64()))
 
 
+def span_verdicts(docs: str, stats: dict[str, Any]) -> Verdicts:
+    """The verdicts of a span step (every document kept): the ids of its per-document table ``docs`` (a Parquet
+    file), the file each came from (its statistics: ``file_sources``). Built only when the engine composes."""
+    import pyarrow.parquet as pq
+
+    ids = pq.read_table(docs, columns=["id"])["id"].combine_chunks()
+    return Verdicts.all_kept(ids, file_sources(stats))
+
+
 def check_config(step: Any, cls: type) -> None:
     """Refuse a step whose ``config`` is not its program's config dataclass (``cls``).
 

@@ -7,9 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import pyarrow.parquet as pq
-
-from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, check_config, file_sources
+from ..runtime.program import Env, Kind, Outputs, StepRun, check_config, span_verdicts
 from .config import SubstringConfig
 from .dedup import DOCS_FILE, OUTPUT_DIR, SPANS_FILE, STATS_FILE
 
@@ -41,5 +39,5 @@ class Substring:
             res = substring_dedup_ray(view, cfg, out, env)
         else:
             res = substring_dedup(view, cfg, out, device=env.device, overwrite=env.overwrite, resume=env.resume)
-        ids = pq.read_table(os.path.join(out, DOCS_FILE), columns=["id"])["id"].combine_chunks()
-        return StepRun(res, Verdicts.all_kept(ids, file_sources(res.stats)), os.path.join(out, OUTPUT_DIR))
+        return StepRun(res, lambda: span_verdicts(os.path.join(out, DOCS_FILE), res.stats),
+                       os.path.join(out, OUTPUT_DIR), counts=(res.stats["counts"]["documents"], 0))

@@ -40,12 +40,13 @@ def _shuffle_bytes(work: str) -> int:
                if d not in ("pieces", "decisions", "done") and os.path.isdir(os.path.join(root, d)))
 
 
-def ray_run(src: str, work: str, workers: int, extra: list[str], address: str | None = None) -> dict:
+def ray_run(src: str, work: str, workers: int, extra: list[str], address: str | None = None,
+            deduplicated: bool = False) -> dict:
     """A `gpu-dedup run --engine ray` child: a local cluster of ``workers`` processes it starts and stops, or
     (``address``) the running cluster it joins (`ray start --head --num-cpus N` beforehand: start-up paid once)."""
     wd = os.path.join(work, "workdir-ray")
     where = ["--address", address] if address else ["--workers", str(workers)]
-    r = run(src, os.path.join(work, "out-ray"), ["--engine", "ray", *where, "--work-dir", wd, *extra])
+    r = run(src, os.path.join(work, "out-ray"), ["--engine", "ray", *where, "--work-dir", wd, *extra], deduplicated)
     r["shuffle"] = _shuffle_bytes(wd)
     return r
 
@@ -92,6 +93,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="local / ray pairs, alternating")
     ap.add_argument("--work", default="/tmp/gd-dist")
     ap.add_argument("--json", default=None, help="append every result here (default WORK/results.jsonl)")
+    ap.add_argument("--deduplicated", action="store_true", help="the --cli runs write OUT/deduplicated/ (what a "
+                    "span stage after dedup reads: --extra=--paragraph-dedup); default --no-deduplicated")
     ap.add_argument("--extra", default="", help="extra flags for every comparison run, e.g. '--memory-budget 1G'")
     args = ap.parse_args()
     extra = args.extra.split()
@@ -150,7 +153,7 @@ def main() -> None:
     cli = []
     for size in [int(s) for s in args.cli.split(",") if s]:
         s = make(os.path.join(args.work, f"driver-{size}"), size, args.words, args.shard)
-        r = ray_run(s, os.path.join(args.work, f"cli-{size}"), args.workers, extra)
+        r = ray_run(s, os.path.join(args.work, f"cli-{size}"), args.workers, extra, deduplicated=args.deduplicated)
         cli.append((r["stats"]["counts"]["input"], r["peak"]))
         emit("cli-driver", docs=cli[-1][0], wall=r["wall"], peak=r["peak"], shuffle=r["shuffle"],
              worker_peak=r["stats"]["engine"]["worker_peak_rss_bytes"])

@@ -18,10 +18,12 @@ def _du(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
-def run(src: str, out: str, extra: list[str]) -> dict:
+def run(src: str, out: str, extra: list[str], deduplicated: bool = False) -> dict:
+    """A `gpu-dedup run` child (``--no-deduplicated`` unless ``deduplicated``): wall time, its peak RSS, run.json."""
     child = ("import resource, sys, gpu_dedup.cli as c; rc = c.main(sys.argv[1:]); "
              "print('PEAK_RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
-    cmd = [sys.executable, "-c", child, "run", src, "-o", out, "--overwrite", "-q", "--no-deduplicated", *extra]
+    cmd = [sys.executable, "-c", child, "run", src, "-o", out, "--overwrite", "-q",
+           *([] if deduplicated else ["--no-deduplicated"]), *extra]
     t = time.perf_counter()
     r = subprocess.run(cmd, check=True, capture_output=True, text=True)
     wall = time.perf_counter() - t

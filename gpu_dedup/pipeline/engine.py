@@ -7,7 +7,9 @@ owned output directory. Named stages, composed and timed by ``run_pipeline``:
                (``Plan``); its outputs in its own directory (``layout="steps"``: OUT/steps/NN-name/) or in OUT
                itself (``layout="flat"``: one command's few steps, whose files never collide); its verdicts
                folded into the run's decisions (``decisions.fold_removals``: every removed row names a document
-               kept at the end, or, removed by a test, none); its kept records the next step's view
+               kept at the end, or, removed by a test, none); its kept records the next step's view. A flat OUT
+               whose first step is its only removing one (``run`` with span stages after dedup) composes nothing:
+               every step's outputs are the run's, no step's verdicts are built (``_uncomposed``)
     final      span steps whose cuts a later step could orphan (it removed the document holding a kept copy) run
                again, in order, over the survivors' original records: every cut then keeps a copy in a kept
                document. Span steps after the last removing step run once, here
@@ -115,6 +117,7 @@ class View:
     parent: "View | None" = None
     keep: np.ndarray | None = None
     names: list[str] | None = None  # the input relpath of each of ``files`` (a step's kept records)
+    count: int | None = None  # how many documents ``files`` hold when ``rows`` is not kept (``_uncomposed``)
 
 
 def _base_table(v: Verdicts, semantic: bool) -> pa.Table:
@@ -153,7 +156,8 @@ class _Run:
     records: list[StepRecord] = field(default_factory=list)
     fingerprint: str = ""
     final_verbatim: str | None = None  # flat: the directory of OUT the survivors' own records go to at the end
-    alone: Any = None  # the StepRun of one command's one step (``_alone``): its verdicts built only when asked for
+    alone: Any = None  # (step, StepRun) when nothing is composed (``_uncomposed``): the removing step's (else the
+    # first step's), whose verdicts are the run's decisions, built only when asked for
     file_rows: list[int] | None = None  # the input's rows per file (the first step's read): placing them needs no count
 
 
@@ -170,7 +174,7 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
     d = _step_dir(run, i, step.name, phase)
     run.fingerprint = fingerprint(step, run.env, run.fingerprint + phase)
     t = time.perf_counter()
-    if view.rows is not None and view.rows.shape[0] == 0:  # the steps before removed every document
+    if (view.rows is not None and view.rows.shape[0] == 0) or view.count == 0:  # the steps before removed all
         logger.warning("step %d (%s): no document is left to it (the steps before it removed every one); not run",
                        i + 1, step.name)
         none = pa.array([], pa.string())
@@ -191,12 +195,27 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
             sr = step.run(view.files, d, _step_env(run, i, step, d, view))
             kept, result = sr.kept, sr.result
             cost = meter.usage(d, getattr(result, "stats", None))
-        if _alone(run) and sr.counts is not None:  # one command's one step: its outputs are the run's, as written
+        if _uncomposed(run, i, sr):  # its outputs are the run's, as written; its kept records the next view
             seen, removed = sr.counts
             run.records.append(StepRecord(i + 1, step.name, step.kind, os.path.relpath(d, run.out), seen, removed,
                                           time.perf_counter() - t, phase, False, result, cost))
-            run.alone = sr
-            return None, view
+            if run.alone is None or step.kind != "span":
+                run.alone = (step, sr)
+            if not run.relpaths:  # the input's files and rows per file, as the first step read them
+                run.relpaths = list(result.stats.get("inputs") or [])
+                run.file_rows = list(result.stats.get("read", {}).get("file_rows") or []) or None
+            if len(run.steps) > 1:
+                _done_line(i, step.name, seen, removed, run.records[-1].seconds)
+            original = view.original and step.kind != "span"
+            if i == len(run.steps) - 1:  # no later step reads a view
+                return None, view
+            if sr.kept is not None:
+                nxt = _view_files(sr.kept, run.relpaths, None, original)
+            elif removed:  # its view's rows it kept (written when a later step reads them)
+                nxt = View(None, None, original, parent=view, keep=_kept_flags(run))
+            else:
+                nxt = view
+            return None, dataclasses.replace(nxt, count=seen - removed)
         v = sr.verdicts
     if run.decisions is None:
         if view.rows is not None:
@@ -225,19 +244,44 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
     run.records.append(StepRecord(i + 1, step.name, step.kind, os.path.relpath(d, run.out), rows.shape[0],
                                   int((~v.keep).sum()), seconds, phase, loaded is not None, result, cost))
     if loaded is None:  # where the time went, as each step ends (run.json has it too)
-        logger.info("step %d (%s) done: %s documents in %.2f s (%s docs/s), %s removed", i + 1, step.name,
-                    f"{rows.shape[0]:,}", seconds, f"{rows.shape[0] / seconds:,.0f}" if seconds > 0 else "-",
-                    f"{int((~v.keep).sum()):,}")
+        _done_line(i, step.name, rows.shape[0], int((~v.keep).sum()), seconds)
     original = view.original and step.kind != "span"
     if kept is not None:
         return v, _view_files(kept, run.relpaths, rows[v.keep], original)
     return v, View(None, rows[v.keep], original, parent=view, keep=np.asarray(v.keep, bool))
 
 
-def _alone(run: _Run) -> bool:
-    """One command's one step (a flat OUT): nothing to compose, the step's outputs are the run's; its verdicts (a
-    table per document, which a Ray run's driver never holds) are not built."""
-    return run.layout == "flat" and len(run.steps) == 1
+def _kept_flags(run: _Run) -> np.ndarray:
+    """bool (n,): the documents kept at the end, in input order: from the composed decisions, or (nothing
+    composed) the removing step's result (its ``keep_mask``: over its view, which every step before it, cutting
+    spans only, left whole)."""
+    if run.decisions is not None:
+        return np.asarray(run.decisions["keep"].to_numpy(zero_copy_only=False), bool)
+    return np.asarray(run.alone[1].result.keep_mask, bool)
+
+
+def _done_line(i: int, name: str, seen: int, removed: int, seconds: float) -> None:
+    """Where the time went, as each step ends (run.json has it too)."""
+    logger.info("step %d (%s) done: %s documents in %.2f s (%s docs/s), %s removed", i + 1, name, f"{seen:,}",
+                seconds, f"{seen / seconds:,.0f}" if seconds > 0 else "-", f"{removed:,}")
+
+
+def _uncomposed(run: _Run, i: int, sr: Any) -> bool:
+    """Whether step ``i`` (just run: ``sr``) leaves the engine nothing to compose: a flat OUT (every step's outputs
+    are the run's, no composed table is written) with one removing step at most (one command's steps: ``run``
+    with its span stages before and after dedup), every step giving its counts. Then no verdicts are built (a
+    table per document, which a Ray run's driver never holds): a step's kept records are the next view, without
+    a row list, and the removing step's keep flags alone (``_kept_flags``: one byte a document) choose the
+    survivors where it wrote none, or the span steps run again over them; ``PipelineResult.decisions`` composes
+    its verdicts when asked."""
+    steps = run.steps
+    fits = sr.counts is not None
+    if i == 0:
+        return run.layout == "flat" and sum(s.kind != "span" for s in steps) <= 1 and fits
+    if run.alone is not None and not fits:  # the first step composed nothing: no later one can compose
+        raise RunError(f"step {i + 1} ({steps[i].name}) gave no counts in a run that composes none: a step of a "
+                       "flat OUT must give them (``StepRun(counts=...)``)")
+    return run.alone is not None
 
 
 def _step_env(run: _Run, i: int, step: Any, d: str, view: View) -> Env:
@@ -363,20 +407,20 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
                 continue  # after the last removing step: once, in the final chain
             with timer(f"{i + 1:02d}-{step.name}"):
                 v, nxt = _run_step(run, i, step, view, "view" if i in viewing else "main")
-            if v is None:  # one command's one step, alone
-                break
-            if step.kind != "span" and (~v.keep).any() and any(j < i for j in viewing):
+            removed = run.records[-1].removed if v is None else int((~v.keep).sum())
+            if step.kind != "span" and removed and any(j < i for j in viewing):
                 span_orphans = True  # a span step before this one may have cut from a document now removed
             view = nxt
         finals = [i for i, s in enumerate(steps) if s.kind == "span" and (i > last or span_orphans)]
         if span_orphans:  # the survivors' original records: every span step again, over them
-            keep = np.asarray(run.decisions["keep"].to_numpy(zero_copy_only=False), bool)
+            keep = _kept_flags(run)
             logger.info("span steps %s run again over the %s documents kept: a later step removed documents they "
                         "may have kept a copy in", ", ".join(steps[i].name for i in viewing), f"{int(keep.sum()):,}")
             if layout == "flat":  # their first outputs in OUT go; the second run writes them anew
                 for i in viewing:
                     _remove_outputs(out, steps[i].outputs)
-            view = View(None, np.flatnonzero(keep), True, parent=View(_source_files(source, out), None), keep=keep)
+            view = View(None, None if run.alone else np.flatnonzero(keep), True,
+                        parent=View(_source_files(source, out), None), keep=keep, count=int(keep.sum()))
         for i in finals:
             with timer(f"{i + 1:02d}-{steps[i].name}"):
                 _, view = _run_step(run, i, steps[i], view, "final")
@@ -475,8 +519,8 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
 
 
 class _AloneResult(PipelineResult):
-    """The result of one command's one step: its counts from the step's, its decisions (the step's verdicts as
-    composed ones) built only when asked for."""
+    """The result of a run that composed nothing (``_uncomposed``): its counts from the steps', its decisions (the
+    first step's verdicts as composed ones: the later steps remove nothing) built only when asked for."""
 
     def __init__(self, run: _Run, stats: dict[str, Any]):
         self._run, self.stats, self.steps, self.output_dir = run, stats, run.records, run.out
@@ -485,7 +529,7 @@ class _AloneResult(PipelineResult):
     @property
     def decisions(self) -> pa.Table:  # type: ignore[override]
         if self._table is None:
-            step, v = self._run.steps[0], self._run.alone.verdicts
+            step, v = self._run.alone[0], self._run.alone[1].verdicts
             values = {k: val for k, val in v.values.items()}
             values["step"] = pa.array([step.name] * len(v.ids), pa.string())
             base = _base_table(v, step.name == "semantic")
@@ -497,13 +541,18 @@ class _AloneResult(PipelineResult):
 
 def _alone_result(run: _Run, source: Any, timer: Steps, env: Env) -> PipelineResult:
     rec = run.records[0]
-    counts = {"input": rec.seen, "kept": rec.seen - rec.removed, "removed": rec.removed,
-              "by_step": {rec.name: rec.removed}}
+    removed = sum(r.removed for r in run.records)
+    counts = {"input": rec.seen, "kept": rec.seen - removed, "removed": removed,
+              "by_step": {s.name: sum(r.removed for r in run.records if r.name == s.name) for s in run.steps}}
     device, threads = resources(env.device, env.threads)
     stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
                    files=io.source_files(source), read={"rows": rec.seen}, counts=counts, timings=timer.timings)
     stats["steps"] = [r.to_dict() for r in run.records]
     stats["layout"] = run.layout
+    if run.final_verbatim:  # the removing step read cut text: OUT's kept records are the survivors' own
+        with timer("write_" + run.final_verbatim):
+            stats[run.final_verbatim] = _write_kept(run, View(_source_files(source, run.out), None), _kept_flags(run),
+                                                    os.path.join(run.out, run.final_verbatim))
     timer.total()
     return _AloneResult(run, stats)
 

@@ -251,3 +251,45 @@ def test_bad_steps_and_engines_are_refused():
         Pipeline([Dedup()]).run("x", "y", engine="spark")
     with pytest.raises(ConfigError, match="RunConfig"):
         Dedup(ParagraphConfig())
+
+
+@pytest.mark.parametrize("order", [("minhash", "paragraph", "substring"), ("paragraph", "minhash", "substring"),
+                                   ("paragraph", "substring", "minhash")])
+def test_a_flat_run_with_one_removing_step_builds_no_verdicts(order, tmp_path, monkeypatch):
+    """`gpu-dedup run --paragraph-dedup --substring-dedup` (dedup and the span steps, before or after it, in one
+    flat OUT) has nothing to compose: no step's per-document verdicts are built while it runs (a Ray run's driver
+    never holds them; the span steps before dedup run again over the survivors chosen by dedup's keep flags), and
+    the result's decisions, composed when asked, equal the steps layout's composed decisions."""
+    import gpu_dedup.lexical.program as lexical_program
+    import gpu_dedup.paragraph.program as paragraph_program
+    import gpu_dedup.substring.program as substring_program
+    from gpu_dedup.pipeline.engine import run_pipeline
+    from gpu_dedup.runtime.program import Env
+
+    rows = corpus(7)
+    src = write_jsonl(tmp_path / "in" / "c.jsonl", rows)
+    steps = [make_step(kind, "first", None) for kind in order]
+    composed = Pipeline(steps, device="cpu").run(src, tmp_path / "steps")
+    built: list[str] = []
+    for mod, name in ((lexical_program, "decision_verdicts"), (paragraph_program, "span_verdicts"),
+                      (substring_program, "span_verdicts")):
+        monkeypatch.setattr(mod, name, lambda *a, _real=getattr(mod, name), _mod=mod.__name__:
+                            built.append(_mod) or _real(*a))
+    flat = run_pipeline(steps, src, tmp_path / "flat", env=Env(device="cpu", progress=False), layout="flat",
+                        command="run")
+    assert built == []
+    assert [(s.name, s.phase, s.seen, s.removed) for s in flat.steps] == \
+        [(s.name, s.phase, s.seen, s.removed) for s in composed.steps]
+    assert composed.stats["counts"]["removed"] > 0 and {k: flat.stats["counts"][k] for k in
+                                                        ("input", "kept", "removed", "by_step")} == \
+        {k: composed.stats["counts"][k] for k in ("input", "kept", "removed", "by_step")}
+    assert flat.decisions.equals(composed.decisions)
+    assert built == ["gpu_dedup.lexical.program"]  # the dedup step's, when asked for
+    assert [s.phase for s in flat.steps].count("view") == order.index("minhash")  # a cut for the dedup step
+    finals = {s.name: s.directory for s in composed.steps if s.phase == "final"}
+    for f, name in (("removed_spans.parquet", "paragraph"), ("substring_spans.parquet", "substring")):
+        # the span steps' last outputs (over the survivors), in OUT itself
+        assert pq.read_table(tmp_path / "flat" / f).equals(
+            pq.read_table(os.path.join(composed.output_dir, finals[name], f))), f
+    kept = set(flat.decisions.filter(flat.decisions["keep"])["id"].to_pylist())
+    assert final_texts(tmp_path / "flat") == {r["id"]: r["text"] for r in rows if r["id"] in kept}  # their own

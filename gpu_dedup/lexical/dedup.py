@@ -334,6 +334,15 @@ class _FileDecisions(DedupResult):
             self._table = pq.read_table(self._path)
         return self._table
 
+    @property
+    def keep_mask(self) -> np.ndarray:  # type: ignore[override]
+        """bool (n,): the keep column alone (the table is not read: a pipeline's span steps ask for it)."""
+        if self._table is not None:
+            return super().keep_mask
+        import pyarrow.parquet as pq
+
+        return np.asarray(pq.read_table(self._path, columns=["keep"])["keep"].to_numpy(zero_copy_only=False), bool)
+
 
 def _run_ray(cfg: RunConfig, device: str, *, threads: int, t_start: float, files, out: str | None, work: str,
              workers, address, partitions, resume: bool, index=None, save_index: str | None = None,

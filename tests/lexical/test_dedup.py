@@ -480,3 +480,24 @@ def test_run_json_timings_account_for_the_run_and_compilation_is_its_own_entry(t
     assert tm["compile"] > 0 and sum(v for k, v in tm.items() if k != "total") >= 0.95 * tm["total"] - 0.01
     busy = tm["total"] - tm["report"] - tm["compile"]
     assert res.stats["throughput_docs_per_s"] == pytest.approx(len(rows) / busy, rel=1e-6)
+
+
+def test_a_ray_runs_keep_mask_reads_the_keep_column_alone(tmp_path):
+    """A Ray run's result reads its decisions only when asked for (``_FileDecisions``); its ``keep_mask`` (what a
+    pipeline's span steps before dedup ask for) reads the keep column alone, equal to the table's, in either
+    layout (one file, or the dataset's parts)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpu_dedup.lexical.dedup import _FileDecisions
+
+    keep = np.array([True, False, True, True, False])
+    t = pa.table({"id": [f"d{i}" for i in range(5)], "keep": keep, "reason": ["unique"] * 5})
+    pq.write_table(t, tmp_path / "decisions.parquet")
+    (tmp_path / "decisions").mkdir()
+    pq.write_table(t.slice(0, 2), tmp_path / "decisions" / "part-00000.parquet")
+    pq.write_table(t.slice(2), tmp_path / "decisions" / "part-00001.parquet")
+    for path in (tmp_path / "decisions.parquet", tmp_path / "decisions"):
+        res = _FileDecisions(str(path), {}, str(tmp_path))
+        assert res.keep_mask.tolist() == keep.tolist() and res._table is None  # the table was not read
+        assert res.decisions.equals(t) and res.keep_mask.tolist() == keep.tolist()

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..config import RunConfig
 from ..decisions import LEXICAL_REMOVALS
@@ -67,20 +66,22 @@ def _read_json(path: str) -> dict[str, Any]:
 
 
 def _load(out_dir: str) -> tuple[pa.Table, pa.Table, dict, dict]:
-    lex_path = os.path.join(out_dir, "decisions.parquet")
-    if os.path.isdir(os.path.join(out_dir, "decisions")):  # a Ray run's per-file parts, read as one table
-        lex_path = os.path.join(out_dir, "decisions")
-    sem_path = os.path.join(out_dir, "semantic_decisions.parquet")
-    if os.path.isdir(os.path.join(out_dir, "semantic_decisions")):  # a Ray run's per-file parts, read as one table
-        sem_path = os.path.join(out_dir, "semantic_decisions")
-    if not os.path.exists(lex_path):
-        raise MissingFileError(f"{lex_path!r} does not exist: compare needs a lexical run in {out_dir!r} "
-                               "(gpu-dedup run INPUT -o OUT --semantic, without --no-lexical)")
-    if not os.path.exists(sem_path) or not os.path.isfile(os.path.join(out_dir, "semantic.json")):
-        raise MissingFileError(f"{sem_path!r} or semantic.json is missing: compare needs the semantic stage's "
-                               f"results in {out_dir!r} (gpu-dedup run INPUT -o OUT --semantic)")
-    lex = pq.read_table(lex_path)
-    sem = pq.read_table(sem_path)
+    from ..decisions import read_table, table_path
+
+    try:  # either layout: one file, or a Ray run's per-file parts read as one table
+        lex_path = table_path(out_dir, "decisions")
+    except MissingFileError as e:
+        raise MissingFileError(f"{e}: compare needs a lexical run in {out_dir!r} (gpu-dedup run INPUT -o OUT "
+                               "--semantic, without --no-lexical)") from None
+    try:
+        sem_path = table_path(out_dir, "semantic_decisions")
+        if not os.path.isfile(os.path.join(out_dir, "semantic.json")):
+            raise MissingFileError(f"{os.path.join(out_dir, 'semantic.json')!r} is missing")
+    except MissingFileError as e:
+        raise MissingFileError(f"{e}: compare needs the semantic stage's results in {out_dir!r} (gpu-dedup run "
+                               "INPUT -o OUT --semantic)") from None
+    lex = read_table(out_dir, "decisions")
+    sem = read_table(out_dir, "semantic_decisions")
     if "jaccard" not in lex.column_names:
         raise DataError(f"{lex_path!r} has no jaccard column; it is not a lexical decisions table")
     if sem.num_rows < lex.num_rows and "semantic_cluster" in lex.column_names:

@@ -56,6 +56,10 @@ class FilterResult(RunResult):
         """bool (n,): the ``keep`` column (``keep_mask``)."""
         return self.scores["keep"].to_numpy(zero_copy_only=False)
 
+    def columns(self, names: list[str]) -> pa.Table:
+        """The scores table's columns ``names`` (a Ray run's: those alone read from its file or parts)."""
+        return self.scores.select(names)
+
 
 # ------------------------------------------------------------------------------------------ the columns
 def concat_columns(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -37,8 +37,9 @@ class Filter:
                             address=env.address, sources=env.sources, work_dir=env.work_dir, resume=env.resume,
                             table_layout=env.table_layout)
         def verdicts() -> Verdicts:
-            s = res.scores
-            return Verdicts(s["id"].combine_chunks(), file_sources(res.stats), np.asarray(res.keep, bool),
+            s = res.columns(["id", "keep", "reason"])  # on Ray: these alone read, not the ~20 score columns
+            return Verdicts(s["id"].combine_chunks(), file_sources(res.stats),
+                            np.asarray(s["keep"].to_numpy(zero_copy_only=False), bool),
                             s["reason"].combine_chunks().cast(pa.string()), np.full(s.num_rows, -1, np.int64))
 
         c = res.stats["counts"]

@@ -303,3 +303,22 @@ def test_run_filter_flags_with_stochastic_retention_on_ray_equal_local(cluster, 
     same()
     assert main(["run", *ray_args]) == 0  # resumed
     assert same()["engine"]["sign_tasks_reused"] == 4
+
+
+def test_a_ray_filters_columns_are_read_alone(tmp_path):
+    """A Ray filter's result reads its scores only when asked for (``FilterParts``): a pipeline's verdicts ask for
+    three columns, which are read alone (from OUT's file or dataset), equal to the whole table's."""
+    from gpu_dedup.distributed.filter import FilterParts
+
+    t = pa.table({"id": ["a", "b", "c"], "row": [0, 1, 2], "keep": [True, False, True],
+                  "reason": [None, "gopher", None], "perplexity": [1.0, 2.0, 3.0]})
+    (tmp_path / "scores").mkdir()
+    pq.write_table(t.slice(0, 1), tmp_path / "scores" / "part-00000.parquet")
+    pq.write_table(t.slice(1), tmp_path / "scores" / "part-00001.parquet")
+    pq.write_table(t, tmp_path / "scores.parquet")
+    for path in ("scores.parquet", "scores"):
+        res = FilterParts({"scores": {"path": path}}, str(tmp_path), None, [0, 3])
+        got = res.columns(["id", "keep", "reason"])
+        assert got.column_names == ["id", "keep", "reason"] and res._table is None  # the rest was not read
+        assert got.equals(t.select(["id", "keep", "reason"])) and res.scores.equals(t)
+        assert res.columns(["keep"]).equals(t.select(["keep"]))

@@ -113,6 +113,15 @@ def print_extras(s: dict) -> None:
         print(cost_line(s["cost"]))
 
 
+def table_shown(out: str, name: str) -> str:
+    """OUT's per-document table ``name`` as a summary line names it, within OUT: <name>.parquet, or a Ray run's
+    dataset <name>/ of per-file parts (``decisions.table_path``, the one reader of either layout)."""
+    from ..decisions import table_path
+
+    path = table_path(out, name)
+    return os.path.basename(path) + (os.sep if os.path.isdir(path) else "")
+
+
 def reading(args: argparse.Namespace) -> Reading:
     """How the command reads its input, from the common flags (a default where one was not given)."""
     d = InputConfig()

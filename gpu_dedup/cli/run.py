@@ -17,7 +17,7 @@ from ..runtime.run import seconds_line, timing_line
 from . import steps
 from . import substring as substring_cli
 from .args import config_default, positive_int
-from .common import add_common, add_guard, guard, price, print_extras
+from .common import add_common, add_guard, guard, price, print_extras, table_shown
 from .steps import RUN_CONFIG_KEYS, add_config_flags, config_flags, config_from_args  # noqa: F401 - the run flags' API
 
 PARAGRAPH_ORDERS = ORDERS
@@ -58,9 +58,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--workers", type=positive_int, help="with --engine ray: start a local Ray cluster of N worker processes")
     g.add_argument("--address", metavar="auto|HOST:PORT", help="with --engine ray: join a running cluster "
                    "(`ray start --head`); auto: the one on this machine")
-    g.add_argument("--table-layout", choices=("file", "dataset"), help="decisions as one file (decisions.parquet: "
-                   "the local engine's) or a dataset of per-input-file parts the Ray tasks write (decisions/: the "
-                   "default with --engine ray, no row passes through the driver)")
+    g.add_argument("--table-layout", choices=("file", "dataset"), help="decisions (and the span stages' tables) as "
+                   "one file each (decisions.parquet: the local engine's) or datasets of per-input-file parts the Ray "
+                   "tasks write (decisions/, removed_spans/, ...: the default with --engine ray, no row passes "
+                   "through the driver)")
     g.add_argument("--partitions", type=positive_int, help="with --engine ray: key ranges of the shuffle "
                    "(default: the cluster's CPUs, at most 64; more than the input's size can fill are cut, with a warning)")
     g.add_argument("--resume", action="store_true", help="finish an interrupted run: reuse valid pieces of the "
@@ -164,10 +165,12 @@ def _prefilter(args: argparse.Namespace, cfg: RunConfig):
 
 
 def _paragraph_summary(res) -> None:
+    from ..paragraph.dedup import SPANS_TABLE
+
     c = res.stats["counts"]
     print(f"paragraph dedup: {c['units_removed']:,} of {c['units']:,} paragraphs cut from "
-          f"{c['documents_changed']:,} documents ({c['bytes_cut']:,} bytes) -> removed_spans.parquet, "
-          f"paragraph_deduplicated/")
+          f"{c['documents_changed']:,} documents ({c['bytes_cut']:,} bytes) -> "
+          f"{table_shown(res.output_dir, SPANS_TABLE)}, {PARAGRAPH_OUTPUT}/")
     a = res.stats.get("fp_audit")
     if a is not None:
         rate = "n/a" if a["measured_fp_rate"] is None else f"{a['measured_fp_rate']:.3g}"

@@ -12,7 +12,8 @@ from .args import positive_int, size_arg
 EPILOG = ("examples:\n  gpu-dedup substring data/ -o sub-out --min-tokens 50\n"
           "  gpu-dedup substring data/*.parquet -o sub-out --tokenizer gpt2/tokenizer.json --keep longest\n"
           "outputs: substring_spans.parquet (every cut: byte and token range, the kept copy, the cut text),\n"
-          "substring_docs.parquet (one row per document), substring_deduplicated/ (the input's format),\n"
+          "substring_docs.parquet (one row per document; with --engine ray both are by default folders of\n"
+          "per-input-file parts: --table-layout), substring_deduplicated/ (the input's format),\n"
           "substring_dedup.json (statistics, seam rule and a sample of seams)")
 
 
@@ -46,6 +47,10 @@ def add_command(sub: Any) -> None:
                    "directories or glob patterns")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
     add_stage_args(p, "")
+    p.add_argument("--table-layout", choices=("file", "dataset"), help="the spans and documents tables as one file "
+                   "each (substring_spans.parquet, substring_docs.parquet: the local engine's) or datasets of "
+                   "per-input-file parts the Ray tasks write (substring_spans/, substring_docs/: the default with "
+                   "--engine ray, no row passes through the driver)")
     p.add_argument("--keep", default="first", help="which copy stays: first | longest | min-id | max:<column> | "
                    "min:<column> (default first)")
     p.add_argument("--skip-bad-records", action="store_true", help="skip (and count) bad records instead of "
@@ -89,8 +94,11 @@ def stage_config(args: argparse.Namespace):
 
 
 def summary(res: Any) -> None:
-    """The substring stage's summary line on stdout."""
+    """The substring stage's summary line on stdout (its spans table: the file, or a Ray run's dataset)."""
+    from ..substring.dedup import OUTPUT_DIR, SPANS_TABLE
+    from .common import table_shown
+
     c = res.stats["counts"]
     print(f"substring dedup: {c['spans_cut']:,} spans ({c['tokens_cut']:,} of {c['tokens']:,} tokens, "
           f"{c['bytes_cut']:,} bytes) cut from {c['documents_changed']:,} of {c['documents']:,} documents "
-          f"-> {os.path.join(res.output_dir, 'substring_spans.parquet')}, substring_deduplicated/")
+          f"-> {os.path.join(res.output_dir, table_shown(res.output_dir, SPANS_TABLE))}, {OUTPUT_DIR}/")

@@ -1,18 +1,21 @@
-"""OUT's per-document tables of a Ray run (decisions.parquet, scores.parquet, semantic_decisions.parquet), from the
-tasks' per-file parts:
+"""OUT's per-document tables of a Ray run (decisions.parquet, scores.parquet, semantic_decisions.parquet; the span
+programs' removed_spans / paragraph_docs and substring_spans / substring_docs), from the tasks' per-file parts:
 
     file      the local engine's layout (on Ray when asked: --table-layout file): one Parquet file the driver streams
               from the parts, one part (and one row group) in memory at a time, in the local engine's row groups:
               the same bytes (``write_decisions``, ``write_scores``); every row passes through the driver's node
-    dataset   the Ray engine's default: OUT/<table>/ (decisions/, scores/, semantic_decisions/) holds one Parquet
-              file per input file, ``part-<k>.parquet`` for the k-th input file (decisions/ and
-              semantic_decisions/: every file, an empty one too; scores/: the files with rows), written by the
-              tasks (``publish``, the filter's write tasks);
+    dataset   the Ray engine's default: OUT/<table>/ (decisions/, scores/, semantic_decisions/, the span tables)
+              holds one Parquet file per input file, ``part-<k>.parquet`` for the k-th input file (decisions/,
+              semantic_decisions/ and the span tables: every file, an empty one too; scores/: the files with
+              rows), written by the tasks (``publish``, the filter's write tasks, the span programs' cut tasks:
+              ``write_part``);
               ``pyarrow.parquet.read_table(OUT/<table>)`` (``decisions.read_table``) reads them as one table, in
               input order: the local engine's rows, values and schema. No row passes through the driver.
 
     TABLE_LAYOUTS, layout_of  the layouts, and the one a run writes (its engine's default unless asked)
     part_path, journal        a part's path; the output session told of the parts the tasks will write
+    journal_parts, write_part the same for any tables' parts; one part written (the local engine's row groups)
+    table_stats               where a program's statistics say its tables are (path, layout, parts)
     publish                   the task: file ``fi``'s decisions part into OUT/decisions/ (its scores and semantic
                               decisions parts too)
     write_decisions, write_scores   the file layout: the driver streams the parts into one file
@@ -66,8 +69,28 @@ def journal_paths(paths) -> None:
 def journal(out: str, n: int, scores: bool = False, semantic: bool = False) -> None:
     """``journal_paths`` of the ``n`` parts the tasks will write into OUT/decisions/ (and OUT/scores/ with
     ``scores``, OUT/semantic_decisions/ with ``semantic``)."""
-    tables = ("decisions",) + (("scores",) if scores else ()) + (("semantic_decisions",) if semantic else ())
+    journal_parts(out, ("decisions",) + (("scores",) if scores else ()) +
+                  (("semantic_decisions",) if semantic else ()), n)
+
+
+def journal_parts(out: str, tables, n: int) -> None:
+    """``journal_paths`` of the ``n`` parts (input files 0..n-1) of each of ``tables`` in OUT."""
     journal_paths(part_path(out, table, k) for table in tables for k in range(n))
+
+
+def write_part(t: pa.Table, schema: pa.Schema, out: str, table: str, k: int) -> None:
+    """The k-th input file's rows ``t`` (numbered in the run) as OUT/<table>/part-<k>.parquet, atomically, in the
+    local engine's row groups under ``schema`` (no row: a part of none, as decisions/)."""
+    from ..runtime.run import write_tables
+
+    write_tables([t], schema, part_path(out, table, k))
+
+
+def table_stats(tables, dataset: bool, n: int) -> dict[str, dict[str, Any]]:
+    """A program's statistics' record of where its ``tables`` are: each one's path in OUT and layout (as run.json's
+    ``decisions``): OUT/<table>/ of ``n`` parts, or OUT/<table>.parquet."""
+    return {t: {"path": t, "layout": "dataset", "parts": n} if dataset else {"path": f"{t}.parquet", "layout": "file"}
+            for t in tables}
 
 
 def _published(job: Job, fi: int, result: dict, out: str, sem: tuple | None = None) -> bool:

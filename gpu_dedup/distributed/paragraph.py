@@ -1,6 +1,7 @@
 """Paragraph dedup on the Ray engine: the keys shuffled by key range, each range decided exactly, every file cut by
-its own task; removed_spans.parquet, paragraph_docs.parquet and paragraph_deduplicated/ equal the local engine's
-exact mode byte for byte (paragraph/dedup.py has the policy: units, keys, keep-first, remove-all, the cut).
+its own task; removed_spans and paragraph_docs (the local engine's rows, as a dataset of per-file parts or, with
+--table-layout file, its files byte for byte) and paragraph_deduplicated/ equal the local engine's exact mode
+(paragraph/dedup.py has the policy: units, keys, keep-first, remove-all, the cut).
 
     keys    per file: every unit's key (span3: every window's), numbered in the file's key order (units in
             document order, documents in file order), the eligible ones by key range (h1's top bits)
@@ -9,9 +10,12 @@ exact mode byte for byte (paragraph/dedup.py has the policy: units, keys, keep-f
             than once -> the removed numbers, by file
     cut     per file: the file read again, each batch's keys removed where the ranges said (``dedup.cut_batch``,
             the local engine's cut), its spans and documents parts (global rows) and its paragraph_deduplicated/
-            file (``cutwrite.write_cut_documents``, the local engine's writer, over the file alone)
-    driver  removed_spans.parquet and paragraph_docs.parquet streamed from the parts in the local engine's row
-            groups (``run.write_tables``), paragraph_dedup.json from the tasks' counts
+            file (``cutwrite.write_cut_documents``, the local engine's writer, over the file alone); in the
+            dataset layout (the Ray default, ``outputs.layout_of``) the parts are OUT/removed_spans/ and
+            OUT/paragraph_docs/ ``part-<k>.parquet`` (every file, an empty one too), in the work dir otherwise
+    driver  paragraph_dedup.json from the tasks' counts; with --table-layout file, removed_spans.parquet and
+            paragraph_docs.parquet streamed from the work dir's parts in the local engine's row groups
+            (``run.write_tables``): the only layout whose rows pass through the driver
 
 Bloom mode on a cluster (``BloomConfig.mode="bloom"``, the default): every key range is decided exactly, by a sort
 of its keys: a cluster holds no filter to size, and no false positive can occur. A Bloom run on Ray therefore
@@ -33,6 +37,7 @@ import pyarrow as pa
 
 from .. import io
 from ..runtime.device import batch_bytes, to_device, to_host
+from .outputs import journal_parts, layout_of, part_path, table_stats, write_part
 from .perfile import offsets_of
 from .shuffle import key_partition
 from .tasks import (
@@ -108,20 +113,27 @@ def paragraph_first(job: ProgramJob, p: int) -> dict[str, Any]:
     return {"keys": int(n), "distinct": int(head.sum()), "removed": int(removed.sum())}
 
 
-def _cut_there(job: ProgramJob, fi: int, result: dict, out: str) -> bool:
-    """A stored cut result is reused only for the same OUT, its paragraph_deduplicated/ file still there."""
-    from ..paragraph.dedup import OUTPUT_DIR
+def _cut_there(job: ProgramJob, fi: int, result: dict, out: str, dataset: bool) -> bool:
+    """A stored cut result is reused only for the same OUT and layout, its paragraph_deduplicated/ file (and in
+    the dataset layout its parts) still there."""
+    from ..paragraph.dedup import DOCS_TABLE, OUTPUT_DIR, SPANS_TABLE
 
-    return result.get("out") == out and (not result["written"]["files"] or os.path.exists(
-        io.output_path(os.path.join(out, OUTPUT_DIR), job.files[fi])))
+    return result.get("out") == out and result.get("dataset", False) == dataset and \
+        (not result["written"]["files"] or os.path.exists(io.output_path(os.path.join(out, OUTPUT_DIR),
+                                                                          job.files[fi]))) and \
+        (not dataset or all(os.path.exists(part_path(out, t, fi)) for t in (SPANS_TABLE, DOCS_TABLE)))
 
 
 @task("paragraph_cut", valid=_cut_there)
-def paragraph_cut(job: ProgramJob, fi: int, out: str) -> dict[str, Any]:
-    """File ``fi`` read again and cut: its spans and documents parts and its paragraph_deduplicated/ file."""
+def paragraph_cut(job: ProgramJob, fi: int, out: str, dataset: bool) -> dict[str, Any]:
+    """File ``fi`` read again and cut: its spans and documents parts (``dataset``: OUT's, else the work dir's)
+    and its paragraph_deduplicated/ file."""
     from ..paragraph.dedup import (
+        DOCS_SCHEMA,
+        DOCS_TABLE,
         OUTPUT_DIR,
         SPANS_SCHEMA,
+        SPANS_TABLE,
         batch_keys,
         batch_tables,
         cut_batch,
@@ -156,11 +168,16 @@ def paragraph_cut(job: ProgramJob, fi: int, out: str) -> dict[str, Any]:
         i = t.schema.get_field_index("row")
         return t.set_column(i, "row", pa.array(t["row"].to_numpy() + row0, pa.int64()))
 
-    lay.write(global_rows(spans), "spans", f"f{fi:06d}")
     docs = pa.concat_tables(docs_parts) if docs_parts else None
-    if docs is not None:
-        lay.write(global_rows(docs), "docs", f"f{fi:06d}")
-    return {"out": out, "counts": counts, "written": written, "has_docs": docs is not None}
+    if dataset:  # OUT's parts: no row of them passes through the driver
+        write_part(global_rows(spans), SPANS_SCHEMA, out, SPANS_TABLE, fi)
+        write_part(global_rows(docs) if docs is not None else DOCS_SCHEMA.empty_table(), DOCS_SCHEMA, out,
+                   DOCS_TABLE, fi)
+    else:  # the driver streams the work dir's parts into OUT's one file
+        lay.write(global_rows(spans), "spans", f"f{fi:06d}")
+        if docs is not None:
+            lay.write(global_rows(docs), "docs", f"f{fi:06d}")
+    return {"out": out, "dataset": dataset, "counts": counts, "written": written, "has_docs": docs is not None}
 
 
 @dataclass
@@ -194,11 +211,15 @@ def paragraph_dedup_ray(source: Any, cfg, out: str | None, env, partitions: int 
     """``paragraph.dedup.paragraph_dedup`` of ``source`` on the Ray engine (module doc), as the ``Paragraph`` step
     runs it with ``env.engine == "ray"``: ``env``'s device, cluster (``workers`` / ``address``), work dir
     (default OUT/work; its ``paragraph/`` folder) and ``resume``; ``partitions`` key ranges (default: the
-    cluster's CPUs). Returns the ``ParagraphResult`` (its tables in the files of ``out``, required)."""
+    cluster's CPUs); ``env.table_layout`` (``outputs.layout_of``: the dataset by default). Returns the
+    ``ParagraphResult`` (its tables in ``out``, required: OUT/removed_spans/ and OUT/paragraph_docs/, or with
+    the file layout their .parquet files)."""
     from ..paragraph.dedup import (
         DOCS_SCHEMA,
+        DOCS_TABLE,
         OUTPUT_DIR,
         SPANS_SCHEMA,
+        SPANS_TABLE,
         ParagraphResult,
         Pass,
         new_counts,
@@ -207,6 +228,7 @@ def paragraph_dedup_ray(source: Any, cfg, out: str | None, env, partitions: int 
     from ..runtime.run import Steps, finish, ray_dirs, resources, write_tables
     from .shuffle import key_ranges
 
+    dataset = layout_of(env.table_layout, "ray") == "dataset"
     device, threads = resources(env.device)
     files = io.source_files(source)
     out, work = ray_dirs(out, env.work_dir, "paragraph dedup")
@@ -226,15 +248,18 @@ def paragraph_dedup_ray(source: Any, cfg, out: str | None, env, partitions: int 
         with steps("first"):
             fs = r.stage(paragraph_first, range(job.partitions))
         journal_files(out, files, OUTPUT_DIR)
+        if dataset:
+            journal_parts(out, (SPANS_TABLE, DOCS_TABLE), job.nfiles)
         with steps("cut"):
-            cs = r.stage(paragraph_cut, range(job.nfiles), out)
+            cs = r.stage(paragraph_cut, range(job.nfiles), out, dataset)
         engine = r.engine_stats(workers, address, [ks, fs, cs])
     lay = job.layout
-    with steps("write_tables"):
-        write_tables((lay.read_one("spans", f"f{fi:06d}") for fi in range(job.nfiles)), SPANS_SCHEMA,
-                     os.path.join(out, "removed_spans.parquet"))
-        write_tables((lay.read_one("docs", f"f{fi:06d}") for fi in range(job.nfiles) if cs[fi]["has_docs"]),
-                     DOCS_SCHEMA, os.path.join(out, "paragraph_docs.parquet"))
+    if not dataset:
+        with steps("write_tables"):
+            write_tables((lay.read_one("spans", f"f{fi:06d}") for fi in range(job.nfiles)), SPANS_SCHEMA,
+                         os.path.join(out, f"{SPANS_TABLE}.parquet"))
+            write_tables((lay.read_one("docs", f"f{fi:06d}") for fi in range(job.nfiles) if cs[fi]["has_docs"]),
+                         DOCS_SCHEMA, os.path.join(out, f"{DOCS_TABLE}.parquet"))
     counts = new_counts()
     written = {"files": 0, "rows_written": 0, "rows_changed": 0}
     for c in cs:
@@ -248,6 +273,7 @@ def paragraph_dedup_ray(source: Any, cfg, out: str | None, env, partitions: int 
         stats["fp_audit"] = seen.fp_audit()
     stats["engine"] = engine
     stats["written"] = written
+    stats["tables"] = table_stats((SPANS_TABLE, DOCS_TABLE), dataset, job.nfiles)
     busy = sum(timings.get(k, 0.0) for k in ("keys", "first", "cut"))
     steps.total()
     stats["throughput"] = {"docs_per_s": counts["documents"] / busy if busy > 0 else None,

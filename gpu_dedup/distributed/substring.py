@@ -1,7 +1,8 @@
 """Exact-substring dedup on the Ray engine: every chunk pair's suffix array a task (``--chunk-tokens``, or the chunks
-``--memory-budget`` chooses), every file tokenized and cut by its own tasks; substring_spans.parquet,
-substring_docs.parquet and substring_deduplicated/ equal the local engine's byte for byte (substring/ has the rule:
-tokens, keep order, windows, the seam rule; these tasks call its functions).
+``--memory-budget`` chooses), every file tokenized and cut by its own tasks; substring_spans and substring_docs
+(the local engine's rows, as a dataset of per-file parts or, with --table-layout file, its files byte for byte) and
+substring_deduplicated/ equal the local engine's (substring/ has the rule: tokens, keep order, windows, the seam
+rule; these tasks call its functions).
 
     tokens  per file: its batches tokenized (``dedup.tokenize``, the local engine's batches): each token's
             identity and byte range, each document's id, length, keep value and token count; with a memory
@@ -14,9 +15,12 @@ tokens, keep order, windows, the seam rule; these tasks call its functions).
             them and the token holding it, sent to the token's file
     cut     per file: the smallest key over every pair (the earliest copy, ``spans.find_matches``' rule), the
             file read again and cut batch by batch (``spans.cut_spans``, ``dedup.cut_tables``), the kept copies
-            found in their files; its spans and documents parts (global rows), its substring_deduplicated/ file
-    driver  the tables streamed from the parts in the local engine's row groups (``run.write_tables``),
-            substring_dedup.json from the tasks' counts, seams and suffix-array statistics
+            found in their files; its spans and documents parts (global rows), its substring_deduplicated/ file;
+            in the dataset layout (the Ray default, ``outputs.layout_of``) the parts are OUT/substring_spans/ and
+            OUT/substring_docs/ ``part-<k>.parquet`` (every file, an empty one too), in the work dir otherwise
+    driver  substring_dedup.json from the tasks' counts, seams and suffix-array statistics; with --table-layout
+            file the tables streamed from the work dir's parts in the local engine's row groups
+            (``run.write_tables``): the only layout whose rows pass through the driver
 
 Without ``--chunk-tokens`` (and a memory budget that fits everything) there is one chunk: one task builds the one
 suffix array, as the local engine does; chunks make the pairs tasks (c(c - 1) / 2 of them).
@@ -32,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import io
+from .outputs import journal_parts, layout_of, part_path, table_stats, write_part
 from .perfile import offsets_of
 from .shuffle import file_of
 from .tasks import (
@@ -209,22 +214,29 @@ class _Sources:
         return Kept(pa.array(ids, pa.string()), row, tok, byte)
 
 
-def _cut_there(job: ProgramJob, fi: int, result: dict, out: str) -> bool:
-    from ..substring.dedup import OUTPUT_DIR
+def _cut_there(job: ProgramJob, fi: int, result: dict, out: str, dataset: bool) -> bool:
+    """A stored cut result is reused only for the same OUT and layout, its substring_deduplicated/ file (and in
+    the dataset layout its parts) still there."""
+    from ..substring.dedup import DOCS_TABLE, OUTPUT_DIR, SPANS_TABLE
 
-    return result.get("out") == out and (not result["written"]["files"] or os.path.exists(
-        io.output_path(os.path.join(out, OUTPUT_DIR), job.files[fi])))
+    return result.get("out") == out and result.get("dataset", False) == dataset and \
+        (not result["written"]["files"] or os.path.exists(io.output_path(os.path.join(out, OUTPUT_DIR),
+                                                                          job.files[fi]))) and \
+        (not dataset or all(os.path.exists(part_path(out, t, fi)) for t in (SPANS_TABLE, DOCS_TABLE)))
 
 
 @task("substring_cut", valid=_cut_there)
-def substring_cut(job: ProgramJob, fi: int, out: str) -> dict[str, Any]:
+def substring_cut(job: ProgramJob, fi: int, out: str, dataset: bool) -> dict[str, Any]:
     """File ``fi``: the earliest copy of each of its windows over every pair, the file read again and cut; its
-    spans and documents parts and its substring_deduplicated/ file."""
+    spans and documents parts (``dataset``: OUT's, else the work dir's) and its substring_deduplicated/ file."""
     from ..errors import RunError
     from ..io.text import arrow_text_buffers
     from ..substring.dedup import (
+        DOCS_SCHEMA,
+        DOCS_TABLE,
         OUTPUT_DIR,
         SPANS_SCHEMA,
+        SPANS_TABLE,
         cut_tables,
         read_batch_bytes,
         seam_sample,
@@ -282,38 +294,48 @@ def substring_cut(job: ProgramJob, fi: int, out: str) -> dict[str, Any]:
         io.write_parquet_atomic(sp.set_column(i, "row", pa.array(sp["row"].to_numpy() - row0, pa.int64())), local)
         written = write_cut_documents([job.files[fi]], local, os.path.join(out, OUTPUT_DIR), cfg,
                                       min(8 << 20, read_batch_bytes(cfg)))
-    lay.write(sp, "spans", f"f{fi:06d}")
-    if docs_parts:
-        lay.write(pa.concat_tables(docs_parts), "docs_cut", f"f{fi:06d}")
-    return {"out": out, "counts": counts, "seams": seams, "written": written, "has_docs": bool(docs_parts)}
+    if dataset:  # OUT's parts: no row of them passes through the driver
+        write_part(sp, SPANS_SCHEMA, out, SPANS_TABLE, fi)
+        write_part(pa.concat_tables(docs_parts) if docs_parts else DOCS_SCHEMA.empty_table(), DOCS_SCHEMA, out,
+                   DOCS_TABLE, fi)
+    else:  # the driver streams the work dir's parts into OUT's one file
+        lay.write(sp, "spans", f"f{fi:06d}")
+        if docs_parts:
+            lay.write(pa.concat_tables(docs_parts), "docs_cut", f"f{fi:06d}")
+    return {"out": out, "dataset": dataset, "counts": counts, "seams": seams, "written": written,
+            "has_docs": bool(docs_parts)}
 
 
 def substring_dedup_ray(source: Any, cfg, out: str | None, env):
     """``substring.dedup.substring_dedup`` of ``source`` on the Ray engine (module doc), as the ``Substring`` step
     runs it with ``env.engine == "ray"``: OUT owned as the local run owns it (command "substring"), ``env``'s
     device, cluster, work dir (default OUT/work; its ``substring/`` folder) and ``resume``. Returns the
-    ``SubstringResult`` (its tables in the files of ``out``, required)."""
+    ``SubstringResult`` (its tables in ``out``, required: OUT/substring_spans/ and OUT/substring_docs/, or with
+    ``env.table_layout`` "file" their .parquet files)."""
     from ..runtime.outputs import input_roots
     from ..runtime.run import owned, ray_dirs, resources
     from ..substring.suffix import require_library
 
+    dataset = layout_of(env.table_layout, "ray") == "dataset"
     out, work = ray_dirs(out, env.work_dir, "substring dedup")
     with owned(out, roots=input_roots(source), command="substring", overwrite=env.overwrite, resume=env.resume):
         device, threads = resources(env.device)
         require_library(device)
         return _substring_ray(source, io.source_files(source), cfg, out, device, threads=threads, work=work,
-                              workers=env.workers, address=env.address, resume=env.resume)
+                              workers=env.workers, address=env.address, resume=env.resume, dataset=dataset)
 
 
 def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: int, work: str,
-                   workers: int | None, address: str | None, resume: bool):
+                   workers: int | None, address: str | None, resume: bool, dataset: bool):
     from ..runtime.run import Steps, finish, write_tables
     from ..substring.dedup import (
         DOCS_FILE,
         DOCS_SCHEMA,
+        DOCS_TABLE,
         OUTPUT_DIR,
         SPANS_FILE,
         SPANS_SCHEMA,
+        SPANS_TABLE,
         STATS_FILE,
         SubstringResult,
         empty_input_error,
@@ -348,15 +370,18 @@ def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: i
         with steps("match"):
             pr = r.stage(substring_pairs, range(len(job.extra["pairs"])), device=True)
         journal_files(out, files, OUTPUT_DIR)
+        if dataset:
+            journal_parts(out, (SPANS_TABLE, DOCS_TABLE), job.nfiles)
         with steps("cut"):
-            cs = r.stage(substring_cut, range(job.nfiles), out)
+            cs = r.stage(substring_cut, range(job.nfiles), out, dataset)
         engine = r.engine_stats(workers, address, [tk, [pl], pr, cs])
     lay = job.layout
-    with steps("write_tables"):
-        write_tables((lay.read_one("spans", f"f{fi:06d}") for fi in range(job.nfiles)), SPANS_SCHEMA,
-                     os.path.join(out, SPANS_FILE))
-        write_tables((lay.read_one("docs_cut", f"f{fi:06d}") for fi in range(job.nfiles) if cs[fi]["has_docs"]),
-                     DOCS_SCHEMA, os.path.join(out, DOCS_FILE))
+    if not dataset:
+        with steps("write_tables"):
+            write_tables((lay.read_one("spans", f"f{fi:06d}") for fi in range(job.nfiles)), SPANS_SCHEMA,
+                         os.path.join(out, SPANS_FILE))
+            write_tables((lay.read_one("docs_cut", f"f{fi:06d}") for fi in range(job.nfiles)
+                          if cs[fi]["has_docs"]), DOCS_SCHEMA, os.path.join(out, DOCS_FILE))
     counts: dict[str, Any] = {}
     written = {"files": 0, "rows_written": 0, "rows_changed": 0}
     seams: list[dict] = []
@@ -372,6 +397,7 @@ def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: i
     stats = substring_stats(cfg, device, threads, files, read.to_dict(), counts, times, suffix, seams)
     stats["written"] = written
     stats["engine"] = engine
+    stats["tables"] = table_stats((SPANS_TABLE, DOCS_TABLE), dataset, job.nfiles)
     throughput_stats(stats, times, counts, spilled=False)
 
     def report() -> str:

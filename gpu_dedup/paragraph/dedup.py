@@ -59,7 +59,9 @@ Outputs (``output_dir``)
     re-serialized by Python's json with the text replaced; Parquet keeps its schema and codec);
     paragraph_dedup.json (statistics). No document is dropped: documents left empty or with fewer than
     ``min_doc_bytes`` bytes are flagged "empty" / "short" in paragraph_docs.parquet ("cut" when changed
-    otherwise, "unchanged" when not).
+    otherwise, "unchanged" when not). On the Ray engine (distributed/paragraph.py) the two tables are by default
+    datasets, OUT/removed_spans/ and OUT/paragraph_docs/ of one ``part-<k>.parquet`` per input file (the same
+    rows, in input order, as the files; ``--table-layout file``: the files, byte for byte).
 
 Stages (``paragraph_dedup`` composes and times them)
     count     ``count_pass`` (remove-all only): every batch's keys through ``Decider.count``
@@ -96,6 +98,9 @@ from .bloom import BloomConfig, BloomFilter, ExactSet, FpAudit, keep_first, make
 logger = logging.getLogger(__name__)
 
 OUTPUT_DIR = "paragraph_deduplicated"  # the cut documents, in OUT
+# the per-document tables' names in OUT: <name>.parquet (the local engine's), or on Ray by default <name>/ of
+# per-input-file parts (distributed/paragraph.py; read either with decisions.read_table)
+SPANS_TABLE, DOCS_TABLE = "removed_spans", "paragraph_docs"
 SplitMode = Literal["paragraph", "line", "sentence", "span3"]
 Action = Literal["keep-first", "remove-all"]
 FLAGS = ("unchanged", "cut", "short", "empty")
@@ -161,7 +166,8 @@ class ParagraphConfig(InputConfig):
 class ParagraphResult:
     """stats: what paragraph_dedup.json holds. Without output_dir, ``spans`` (SPANS_SCHEMA) and
     ``documents`` (DOCS_SCHEMA plus ``text``, the cut text) are returned in memory (small inputs only);
-    with output_dir they are None and live in the files."""
+    with output_dir they are None and live in OUT's tables (``decisions.read_table(out, SPANS_TABLE)``: the
+    file, or a Ray run's dataset)."""
 
     stats: dict[str, Any]
     spans: pa.Table | None = None
@@ -460,7 +466,7 @@ def paragraph_dedup(source: Any, cfg: ParagraphConfig | None = None, output_dir:
     stats = paragraph_stats(cfg, device, threads, files, p, decider, steps.timings)  # the pass's peak memory
     if out is not None:
         with steps("write_documents"):
-            stats["written"] = write_cut_documents(files, os.path.join(out, "removed_spans.parquet"),
+            stats["written"] = write_cut_documents(files, os.path.join(out, f"{SPANS_TABLE}.parquet"),
                                                    os.path.join(out, OUTPUT_DIR), cfg)
     t_pass1 = steps.timings["pass1"]
     steps.total()
@@ -504,8 +510,8 @@ class _Sinks:
 
     def __enter__(self) -> "_Sinks":
         if self.out is not None:
-            self._files = row_group_files(self.out, (("removed_spans.parquet", SPANS_SCHEMA),
-                                                     ("paragraph_docs.parquet", DOCS_SCHEMA)))
+            self._files = row_group_files(self.out, ((f"{SPANS_TABLE}.parquet", SPANS_SCHEMA),
+                                                     (f"{DOCS_TABLE}.parquet", DOCS_SCHEMA)))
             self._groups = self._files.__enter__()
         return self
 

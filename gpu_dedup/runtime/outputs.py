@@ -50,8 +50,9 @@ logger = logging.getLogger(__name__)
 MANIFEST = ".gpu-dedup-outputs.json"
 # the files that say a run finished in a directory: a dedup run's decisions, a filter run's scores
 # a finished run's per-document tables (every program's): OUT holding one is replaced only with --overwrite
+# (the names without .parquet: a Ray run's datasets of per-file parts)
 RESULT_FILES = ("decisions.parquet", "scores.parquet", "substring_docs.parquet", "paragraph_docs.parquet",
-                "matches.parquet", "decisions", "scores")  # the last two: a Ray run's per-file datasets
+                "matches.parquet", "decisions", "scores", "substring_docs", "paragraph_docs")
 JOURNAL = ".gpu-dedup-outputs.journal"
 LOCK = "gpu-dedup.lock"
 LOCK_INFO = "gpu-dedup.lock.info"

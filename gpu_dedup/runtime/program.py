@@ -220,12 +220,13 @@ def file_sources(stats: dict[str, Any]) -> pa.Array:
     return pa.array(inputs, pa.string()).take(pa.array(np.repeat(np.arange(len(inputs)), rows), pa.int64()))
 
 
-def span_verdicts(docs: str, stats: dict[str, Any]) -> Verdicts:
-    """The verdicts of a span step (every document kept): the ids of its per-document table ``docs`` (a Parquet
-    file), the file each came from (its statistics: ``file_sources``). Built only when the engine composes."""
-    import pyarrow.parquet as pq
+def span_verdicts(out: str, table: str, stats: dict[str, Any]) -> Verdicts:
+    """The verdicts of a span step (every document kept): the ids of its per-document table ``table`` in ``out``
+    (``decisions.read_table``: OUT/<table>.parquet, or a Ray run's dataset OUT/<table>/ of per-file parts), the
+    file each came from (its statistics: ``file_sources``). Built only when the engine composes."""
+    from ..decisions import read_table
 
-    ids = pq.read_table(docs, columns=["id"])["id"].combine_chunks()
+    ids = read_table(out, table, ["id"])["id"].combine_chunks()
     return Verdicts.all_kept(ids, file_sources(stats))
 
 

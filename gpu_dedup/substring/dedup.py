@@ -23,7 +23,10 @@ Outputs (``output_dir``)
     cut); no document is dropped. substring_deduplicated/: the documents with the spans cut, in the input's
     format (paragraph dedup's writer: untouched JSON lines verbatim). substring_dedup.json: the statistics,
     with the policy, the seam rule and a sample of seams (the text on both sides of a cut as it reads after it);
-    substring_report.html shows them (report/substring.py).
+    substring_report.html shows them (report/substring.py). On the Ray engine (distributed/substring.py) the two
+    tables are by default datasets, OUT/substring_spans/ and OUT/substring_docs/ of one ``part-<k>.parquet`` per
+    input file (the same rows, in input order; ``--table-layout file``: the files, byte for byte); read either
+    with ``decisions.read_table(out, SPANS_TABLE)``.
 Invalid UTF-8
     As everywhere (io.read): replaced with U+FFFD and counted; byte offsets then refer to the repaired text,
     which is what a changed row of substring_deduplicated/ holds.
@@ -76,8 +79,9 @@ from .tokens import Tokens, TokenStore, load_tokenizer, tokenizer_tokens, word_t
 logger = logging.getLogger(__name__)
 
 OUTPUT_DIR = "substring_deduplicated"
-SPANS_FILE = "substring_spans.parquet"
-DOCS_FILE = "substring_docs.parquet"
+SPANS_TABLE, DOCS_TABLE = "substring_spans", "substring_docs"  # OUT/<name>.parquet, or a Ray run's OUT/<name>/
+SPANS_FILE = f"{SPANS_TABLE}.parquet"
+DOCS_FILE = f"{DOCS_TABLE}.parquet"
 STATS_FILE = "substring_dedup.json"
 OUTPUT_FILES = (SPANS_FILE, DOCS_FILE, OUTPUT_DIR + "/", STATS_FILE, "substring_report.html")
 FLAGS = ("unchanged", "cut", "short", "empty")
@@ -101,7 +105,8 @@ DOCS_SCHEMA = pa.schema([
 @dataclass
 class SubstringResult:
     """stats: substring_dedup.json. Without output_dir, ``spans`` (SPANS_SCHEMA) and ``documents``
-    (DOCS_SCHEMA plus ``text``, the cut text) are returned in memory; with output_dir they are in the files."""
+    (DOCS_SCHEMA plus ``text``, the cut text) are returned in memory; with output_dir they are in OUT's tables
+    (the files, or a Ray run's datasets: ``decisions.read_table``)."""
 
     stats: dict[str, Any]
     spans: pa.Table | None = None

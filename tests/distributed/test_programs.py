@@ -71,6 +71,11 @@ def _files(d):
     return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file())
 
 
+# the tables a Ray run writes as datasets of per-file parts by default (distributed/outputs.py)
+DATASETS = ("decisions", "scores", "semantic_decisions", "removed_spans", "paragraph_docs", "substring_spans",
+            "substring_docs")
+
+
 def same_bytes(a, b, names):
     """Each of ``names`` (files, or folders compared file by file) equal byte for byte in ``a`` and ``b``."""
     for name in names:
@@ -80,8 +85,7 @@ def same_bytes(a, b, names):
             assert fa == fb and fa, name
             for rel in fa:
                 assert (pa_ / rel).read_bytes() == (pb / rel).read_bytes(), f"{name}/{rel}"
-        elif not pb.exists() and pb.with_suffix("").is_dir() and pb.stem in ("decisions", "scores",
-                                                                              "semantic_decisions"):
+        elif not pb.exists() and pb.with_suffix("").is_dir() and pb.stem in DATASETS:
             # the Ray engine's per-document table as a dataset of per-file parts (its default layout): the same
             # rows, order, values and schema as the local engine's one file
             ta, tb = pq.read_table(pa_), pq.read_table(pb.with_suffix(""))
@@ -93,20 +97,48 @@ def same_bytes(a, b, names):
 PARAGRAPH_OUT = ("removed_spans.parquet", "paragraph_docs.parquet", "paragraph_deduplicated")
 
 
-@pytest.mark.parametrize("kw", [
-    dict(action="keep-first"),
-    dict(action="remove-all", split="sentence"),
-    dict(action="keep-first", split="span3", min_paragraph_bytes=8),
+def same_tables(local, ray, tables, layout, nfiles=3):
+    """The span tables of a Ray run over ``corpus`` in ``layout`` against the local run's files: with "dataset"
+    (the default) OUT/<table>/ holds one part per input file (its empty one's too: no row, no row group), in
+    the local engine's row groups, whose tables concatenated in input-file order equal the local file (values,
+    schema and its metadata), and no one-file table; with "file" the local file byte for byte, and no folder."""
+    from gpu_dedup.runtime.run import ROW_GROUP_ROWS
+
+    for t in tables:
+        one = local / f"{t}.parquet"
+        if layout == "file":
+            assert (ray / f"{t}.parquet").read_bytes() == one.read_bytes() and not (ray / t).exists(), t
+            continue
+        parts = sorted((ray / t).iterdir())
+        assert [p.name for p in parts] == [f"part-{k:06d}.parquet" for k in range(nfiles)], t
+        assert not (ray / f"{t}.parquet").exists(), t
+        got = [pq.read_table(p) for p in parts]
+        assert [pq.ParquetFile(p).metadata.num_row_groups for p in parts] == \
+            [-(-g.num_rows // ROW_GROUP_ROWS) for g in got], t
+        want = pq.read_table(one)
+        both = pa.concat_tables(got)
+        assert both.equals(want) and both.schema.metadata == want.schema.metadata, t
+        assert got[2].num_rows == 0, t  # sub/empty.parquet, the third input file: its part holds no row
+
+
+@pytest.mark.parametrize("kw, layout", [
+    (dict(action="keep-first"), "dataset"),
+    (dict(action="remove-all", split="sentence"), "dataset"),
+    (dict(action="keep-first", split="span3", min_paragraph_bytes=8), "file"),
 ])
-def test_paragraph_on_ray_equals_local_exact(cluster, corpus, tmp_path, caplog, kw):
-    """Every key range decided exactly: the Bloom mode on Ray equals the local exact mode byte for byte, and says
-    so in a log line and paragraph_dedup.json."""
+def test_paragraph_on_ray_equals_local_exact(cluster, corpus, tmp_path, caplog, kw, layout):
+    """Every key range decided exactly: the Bloom mode on Ray equals the local exact mode, and says so in a log
+    line and paragraph_dedup.json. Its tables: per-file parts the cut tasks write (the dataset layout, Ray's
+    default), or with --table-layout file the local engine's files byte for byte."""
     local = paragraph_dedup(str(corpus), ParagraphConfig(on_error="skip", bloom=BloomConfig(mode="exact"), **kw),
                             tmp_path / "local")
+    env = RAY if layout == "dataset" else Env(engine="ray", table_layout="file")
     with caplog.at_level(logging.INFO, logger="gpu_dedup"):
-        res = paragraph_dedup_ray(str(corpus), ParagraphConfig(on_error="skip", **kw), tmp_path / "ray", RAY,
+        res = paragraph_dedup_ray(str(corpus), ParagraphConfig(on_error="skip", **kw), tmp_path / "ray", env,
                                   partitions=3)
+    same_tables(tmp_path / "local", tmp_path / "ray", ("removed_spans", "paragraph_docs"), layout)
     same_bytes(tmp_path / "local", tmp_path / "ray", PARAGRAPH_OUT)
+    assert res.stats["tables"]["paragraph_docs"]["layout"] == layout
     assert res.stats["counts"] == local.stats["counts"] and local.stats["counts"]["units_removed"] > 0
     assert res.stats["read"]["skipped"] == local.stats["read"]["skipped"] and local.stats["read"]["skipped"]
     assert res.stats["seen_set"]["mode"] == "exact" and res.stats["seen_set"]["mode_asked"] == "bloom"
@@ -134,19 +166,24 @@ def test_paragraph_bloom_on_ray_has_no_false_positive(cluster, tmp_path):
 SUBSTRING_OUT = ("substring_spans.parquet", "substring_docs.parquet", "substring_deduplicated")
 
 
-@pytest.mark.parametrize("kw", [
-    dict(min_tokens=12),                                           # one chunk: one suffix-array task
-    dict(min_tokens=10, chunk_tokens=2500, keep="max:q"),          # chunk pairs, ties and NaN in the keep column
-    dict(min_tokens=8, chunk_tokens=1500, keep="longest", batch_bytes=4000),
-    dict(min_tokens=8, memory_budget=1 << 20, keep="min-id"),      # the budget chooses the chunks
+@pytest.mark.parametrize("kw, layout", [
+    (dict(min_tokens=12), "dataset"),                                   # one chunk: one suffix-array task
+    (dict(min_tokens=10, chunk_tokens=2500, keep="max:q"), "file"),     # chunk pairs, ties and NaN in the keep column
+    (dict(min_tokens=8, chunk_tokens=1500, keep="longest", batch_bytes=4000), "dataset"),
+    (dict(min_tokens=8, memory_budget=1 << 20, keep="min-id"), "dataset"),  # the budget chooses the chunks
 ])
-def test_substring_on_ray_equals_local(cluster, corpus, tmp_path, kw):
+def test_substring_on_ray_equals_local(cluster, corpus, tmp_path, kw, layout):
+    """The local engine's cuts; the tables as per-file parts the cut tasks write (Ray's default) or with
+    --table-layout file the local engine's files byte for byte."""
     cfg = SubstringConfig(on_error="skip", **kw)
     from gpu_dedup.substring.dedup import substring_dedup
 
     local = substring_dedup(str(corpus), cfg, tmp_path / "local")
-    res = substring_dedup_ray(str(corpus), cfg, tmp_path / "ray", RAY)
+    env = RAY if layout == "dataset" else Env(engine="ray", table_layout="file")
+    res = substring_dedup_ray(str(corpus), cfg, tmp_path / "ray", env)
+    same_tables(tmp_path / "local", tmp_path / "ray", ("substring_spans", "substring_docs"), layout)
     same_bytes(tmp_path / "local", tmp_path / "ray", SUBSTRING_OUT)
+    assert res.stats["tables"]["substring_spans"]["layout"] == layout
     assert res.stats["counts"] == local.stats["counts"] and local.stats["counts"]["spans_cut"] > 0
     assert res.stats["seams"] == local.stats["seams"]
     for k in ("chunks", "suffix_arrays", "positions", "largest_array", "positions_in_repeats"):
@@ -230,7 +267,7 @@ def _outputs(d):
         if f.endswith((".parquet", ".jsonl")) and "/work/" not in f and not f.startswith("work/"):
             head, _, tail = f.rpartition("/")
             table = head.rpartition("/")[2]
-            if table in ("decisions", "scores", "semantic_decisions") and tail.startswith("part-"):
+            if table in DATASETS and tail.startswith("part-"):
                 f = f"{head}.parquet"
             names.add(f)
     return sorted(names)
@@ -272,7 +309,8 @@ def test_recipe_on_ray_equals_local_and_resumes(cluster, unique_corpus, model, t
 def test_killed_workers_and_resume(cluster, unique_corpus, model, tmp_path, program, stages):
     """kill -9 of a worker in three stages of each program: Ray retries the tasks over their idempotent writes.
     A run killed after some tasks (their later markers dropped) resumes: the finished tasks are reused, the
-    outputs equal the local run's byte for byte."""
+    outputs equal the local run's byte for byte. A span program's cut task is not reused when its part of OUT's
+    dataset is gone, nor by a run asking for the file layout (its rows are in OUT's parts, not the work dir)."""
     from gpu_dedup.paragraph.program import Paragraph
     from gpu_dedup.semantic import SemanticConfig
     from gpu_dedup.semantic.program import Semantic
@@ -283,8 +321,8 @@ def test_killed_workers_and_resume(cluster, unique_corpus, model, tmp_path, prog
              "semantic": (Semantic(SemanticConfig(model=model, n_clusters=3)), ("semantic_decisions.parquet",))}
     step, outputs = steps[program]
 
-    def go(out, engine="local", resume=False):
-        return step.run(str(unique_corpus), str(out), Env(engine=engine, resume=resume)).result
+    def go(out, engine="local", resume=False, layout=None):
+        return step.run(str(unique_corpus), str(out), Env(engine=engine, resume=resume, table_layout=layout)).result
 
     go(tmp_path / "local")
     for stage in stages:
@@ -298,6 +336,16 @@ def test_killed_workers_and_resume(cluster, unique_corpus, model, tmp_path, prog
     shutil.rmtree(done / stages[-1])
     res = go(tmp_path / "ray", engine="ray", resume=True)
     assert 0 < res.stats["engine"]["tasks_reused"] < res.stats["engine"]["tasks"]
+    same_bytes(tmp_path / "local", tmp_path / "ray", outputs)
+    if program == "semantic":
+        return
+    spans = outputs[0].removesuffix(".parquet")
+    (tmp_path / "ray" / spans / "part-000001.parquet").unlink()  # a part lost, its task's marker kept
+    res = go(tmp_path / "ray", engine="ray", resume=True)
+    assert 0 < res.stats["engine"]["tasks_reused"] < res.stats["engine"]["tasks"]
+    same_bytes(tmp_path / "local", tmp_path / "ray", outputs)
+    res = go(tmp_path / "ray", engine="ray", resume=True, layout="file")  # the driver streams the work dir's parts
+    assert res.stats["tables"][spans]["layout"] == "file"
     same_bytes(tmp_path / "local", tmp_path / "ray", outputs)
 
 
@@ -437,9 +485,14 @@ def test_run_semantic_on_ray_equals_local(cluster, run_corpus, model, tmp_path, 
     assert main(["run", *args, "-o", str(tmp_path / "ray"), "--engine", "ray", "--workers", "2",
                  "--partitions", "3"]) == 0
     run = _run_equal(tmp_path / "local", tmp_path / "ray")
+    ray_out, spans = tmp_path / "ray", ("removed_spans", "paragraph_docs", "substring_spans", "substring_docs")
     if "--table-layout" not in flags:  # the Ray engine's dataset: its tasks wrote a part of each per input file
-        parts = sorted(p.name for p in (tmp_path / "ray" / "semantic_decisions").iterdir())
-        assert parts and parts == sorted(p.name for p in (tmp_path / "ray" / "decisions").iterdir())
+        parts = sorted(p.name for p in (ray_out / "semantic_decisions").iterdir())
+        assert parts and parts == sorted(p.name for p in (ray_out / "decisions").iterdir())
+        assert all(any((ray_out / t).glob("part-*.parquet")) and not (ray_out / f"{t}.parquet").exists()
+                   for t in spans)
+    else:  # the flag holds for the span stages' tables too
+        assert all((ray_out / f"{t}.parquet").is_file() and not (ray_out / t).exists() for t in spans)
     ids = set(pq.read_table(tmp_path / "local" / "decisions.parquet")["id"].to_pylist())
     assert {"n0", "n2"} <= ids and "n1" not in ids and run["counts"]["input"] == len(ids)  # the null text skipped
     sem = pq.read_table(tmp_path / "local" / "semantic_decisions.parquet")

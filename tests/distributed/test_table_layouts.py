@@ -1,9 +1,12 @@
 """OUT's per-document tables in either layout (distributed/outputs.py, decisions.table_path): the layout a run
 writes, the local engine's refusal of a dataset, and every reader of a run's table reading a dataset of per-file
-parts as the one file. No Ray cluster here: the Ray runs' parts are tests/distributed/test_engine.py's."""
+parts as the one file (the span programs' tables too). No Ray cluster here: the Ray runs' parts are
+tests/distributed/test_engine.py's and test_programs.py's."""
 import json
+import os
 import shutil
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -13,8 +16,10 @@ from gpu_dedup.cli import main
 from gpu_dedup.decisions import DECISIONS_SCHEMA, read_table, table_path
 from gpu_dedup.distributed import layout_of
 from gpu_dedup.errors import ConfigError, DataError, MissingFileError
+from gpu_dedup.paragraph.program import Paragraph
 from gpu_dedup.report import write_report
 from gpu_dedup.report.inputs import load_run
+from gpu_dedup.runtime.program import Env
 from gpu_dedup.runtime.run import write_tables
 from gpu_dedup.testing.evalcorpus import make_corpus
 
@@ -37,14 +42,18 @@ def src(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("command", [["run"], ["filter", "--rules", "gopher"]])
+@pytest.mark.parametrize("command", [["run"], ["filter", "--rules", "gopher"], ["substring", "--min-tokens", "5"]])
 def test_local_engine_refuses_a_dataset(src, tmp_path, capsys, command):
     """--table-layout dataset is the Ray tasks' layout: the local engine refuses it, naming the flag, and leaves
-    no table behind."""
+    no table behind (the span programs' too: `substring` takes the flag, a Paragraph step the Env's)."""
     assert main([*command, str(src), "-o", str(tmp_path / "o"), "--table-layout", "dataset", "-q"]) == 1
     err = capsys.readouterr().err
     assert "--table-layout dataset" in err and "--engine ray" in err
-    assert not any((tmp_path / "o" / n).exists() for n in ("decisions.parquet", "decisions", "scores.parquet"))
+    assert not any((tmp_path / "o" / n).exists() for n in ("decisions.parquet", "decisions", "scores.parquet",
+                                                            "substring_spans.parquet", "substring_spans"))
+    with pytest.raises(ConfigError, match="--table-layout dataset .* add --engine ray"):
+        Paragraph().run(str(src), str(tmp_path / "p"), Env(table_layout="dataset"))
+    assert not (tmp_path / "p" / "removed_spans.parquet").exists()
 
 
 def test_readers_read_a_dataset_as_the_file(src, tmp_path):
@@ -94,3 +103,61 @@ def test_readers_name_a_damaged_or_emptied_dataset(src, tmp_path, capsys):
         p.unlink()
     with pytest.raises(MissingFileError, match="holds no part"):
         read_table(out, "scores")
+
+
+def _as_dataset(out, table, schema, bounds):
+    """OUT/<table>.parquet cut into the parts a Ray run's tasks write (OUT/<table>/part-<k>.parquet, one per
+    input file of ``bounds``: its run rows [a, b); an empty file's part holds none), the file removed."""
+    t = pq.read_table(out / f"{table}.parquet")
+    (out / f"{table}.parquet").unlink()
+    rows = t["row"].to_numpy()
+    for k, (a, b) in enumerate(bounds):
+        write_tables([t.filter((rows >= a) & (rows < b))], schema, out / table / f"part-{k:06d}.parquet")
+    return t
+
+
+@pytest.fixture(scope="module")
+def span_src(tmp_path_factory):
+    """Two files whose documents share a paragraph and a long span (every reader below sees rows to read)."""
+    d = tmp_path_factory.mktemp("spans")
+    shared = "this shared boilerplate paragraph repeats across many documents of the corpus word for word"
+    for name, n0, n in (("a", 0, 12), ("b", 12, 6)):
+        pq.write_table(pa.table({"id": [f"d{i}" for i in range(n0, n0 + n)],
+                                 "text": [f"document {i} has its own first line\n{shared}" for i in range(n0, n0 + n)]}),
+                       d / f"{name}.parquet")
+    return d
+
+
+@pytest.mark.parametrize("program", ["paragraph", "substring"])
+def test_span_readers_read_a_dataset_as_the_file(span_src, tmp_path, capsys, program):
+    """A span program's tables as a Ray run's datasets (OUT/removed_spans/, OUT/paragraph_docs/; substring_spans/,
+    substring_docs/: one part per input file, an empty file's part between): read_table reads the rows of the
+    files; the step's verdicts (runtime.program.span_verdicts: the documents table's ids) are the same; the
+    command-line summary names the dataset (was: the verdicts failed on the missing .parquet file and the
+    summary named it)."""
+    from gpu_dedup.cli import run as run_cli
+    from gpu_dedup.cli import substring as substring_cli
+    from gpu_dedup.paragraph import dedup as pdedup
+    from gpu_dedup.substring import dedup as sdedup
+    from gpu_dedup.substring.config import SubstringConfig
+    from gpu_dedup.substring.program import Substring
+
+    mod = pdedup if program == "paragraph" else sdedup
+    names = ("removed_spans", "paragraph_docs") if program == "paragraph" else ("substring_spans", "substring_docs")
+    step = Paragraph() if program == "paragraph" else Substring(SubstringConfig(min_tokens=5))
+    want_ids = step.run(str(span_src), str(tmp_path / "one"), Env()).verdicts.ids
+    out = tmp_path / "parts"
+    sr = step.run(str(span_src), str(out), Env())  # its verdicts not asked for yet
+    bounds = [(0, 12), (12, 12), (12, 18)]  # a.parquet's rows, an empty file's, b.parquet's
+    spans = _as_dataset(out, names[0], mod.SPANS_SCHEMA, bounds)
+    docs = _as_dataset(out, names[1], mod.DOCS_SCHEMA, bounds)
+    assert spans.num_rows > 0 and docs.num_rows == 18
+    assert read_table(out, names[0]).equals(spans) and read_table(out, names[1]).equals(docs)
+    assert sr.verdicts.ids.equals(want_ids) and sr.verdicts.keep.all()
+    capsys.readouterr()
+    if program == "paragraph":
+        run_cli._paragraph_summary(sr.result)
+    else:
+        substring_cli.summary(sr.result)
+    line = capsys.readouterr().out
+    assert f"{names[0]}{os.sep}," in line and ".parquet" not in line

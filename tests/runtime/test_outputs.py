@@ -28,6 +28,7 @@ from gpu_dedup.runtime.outputs import (
     locked,
     own,
 )
+from gpu_dedup.errors import OutputExistsError
 from gpu_dedup.testing.evalcorpus import make_corpus
 
 CFG = RunConfig(progress=False)
@@ -183,6 +184,21 @@ def test_overwrite_removes_semantic_and_derived_outputs_and_keeps_caches_on_resu
     with own(out, command="run", overwrite=True):
         pass
     assert _files(out) == sorted([LOCK, MANIFEST]) and json.loads((out / MANIFEST).read_text())["files"] == []
+
+
+@pytest.mark.parametrize("table", ["paragraph_docs", "substring_docs"])
+def test_a_span_programs_dataset_is_a_finished_runs_result(tmp_path, table):
+    """A Ray span program's per-document table as a dataset (OUT/<table>/part-<k>.parquet, the tasks' parts):
+    OUT holds a finished run's results, replaced only with --overwrite (was: an earlier run's files replaced
+    without it, as if OUT held none)."""
+    out = tmp_path / "out"
+    with own(out, command="run", overwrite=False):  # a task's part (journaled: the write hook)
+        io.write_parquet_atomic(pa.table({"id": ["a"]}), out / table / "part-000000.parquet")
+    with pytest.raises(OutputExistsError, match=f"earlier run.*{table}"), own(out, command="run", overwrite=False):
+        pass
+    with own(out, command="run", overwrite=True):
+        pass
+    assert not (out / table).exists()
 
 
 def test_killed_run_is_recorded_and_its_files_replaced_and_inputs_are_never_removed(corpus, tmp_path, capsys):

@@ -113,8 +113,9 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
             are still removed.
         sources: a ``SourceGuard`` (each document's source; the largest share of one a run may remove: the dedup
             step stops before deduplicated/ when a source lost more). price: a ``Price`` (run.json's ``cost``).
-        table_layout: decisions.parquet ("file") or decisions/ of per-input-file parts ("dataset": the Ray
-            engine's); None: the engine's default (``runtime.program.Env``).
+        table_layout: the per-document tables (decisions, and the span stages' removed_spans, paragraph_docs,
+            substring_spans, substring_docs) as one file each ("file") or as folders of per-input-file parts
+            ("dataset": the Ray engine's); None: the engine's default (``runtime.program.Env``).
 
     Returns:
         A ``RunStages``: every stage's result, in the order they ran.

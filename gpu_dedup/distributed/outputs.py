@@ -56,6 +56,23 @@ def part_path(out: str, table: str, k: int) -> str:
     return os.path.join(out, table, f"part-{k:06d}.parquet")
 
 
+def cut_reused(module: str):
+    """The ``valid`` check of a span stage's cut task (``tasks.task``): a stored cut result is reused only for
+    the same OUT and layout, its cut file in OUT (and in the dataset layout its parts) still there. ``module``:
+    the stage's (``paragraph.dedup``, ``substring.dedup``), naming its OUTPUT_DIR, SPANS_TABLE and DOCS_TABLE."""
+    def there(job: Any, fi: int, result: dict, out: str, dataset: bool) -> bool:
+        import importlib
+
+        from .. import io
+
+        m = importlib.import_module(f"..{module}", __package__)  # lazily: the stage's own module
+        cut = os.path.join(out, m.OUTPUT_DIR)
+        return result.get("out") == out and result.get("dataset", False) == dataset and \
+            (not result["written"]["files"] or os.path.exists(io.output_path(cut, job.files[fi]))) and \
+            (not dataset or all(os.path.exists(part_path(out, t, fi)) for t in (m.SPANS_TABLE, m.DOCS_TABLE)))
+    return there
+
+
 def journal_paths(paths) -> None:
     """Tell the output session (runtime/outputs.py, through io.write.WRITE_HOOKS) of files tasks will write into
     OUT, before they write them: a failed run removes them, as the local engine's own writes."""

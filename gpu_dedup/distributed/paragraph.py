@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from .. import io
 from ..runtime.device import batch_bytes, to_device, to_host
-from .outputs import journal_parts, layout_of, part_path, table_stats, write_part
+from .outputs import cut_reused, journal_parts, layout_of, table_stats, write_part
 from .perfile import offsets_of
 from .shuffle import key_partition
 from .tasks import (
@@ -113,18 +113,7 @@ def paragraph_first(job: ProgramJob, p: int) -> dict[str, Any]:
     return {"keys": int(n), "distinct": int(head.sum()), "removed": int(removed.sum())}
 
 
-def _cut_there(job: ProgramJob, fi: int, result: dict, out: str, dataset: bool) -> bool:
-    """A stored cut result is reused only for the same OUT and layout, its paragraph_deduplicated/ file (and in
-    the dataset layout its parts) still there."""
-    from ..paragraph.dedup import DOCS_TABLE, OUTPUT_DIR, SPANS_TABLE
-
-    return result.get("out") == out and result.get("dataset", False) == dataset and \
-        (not result["written"]["files"] or os.path.exists(io.output_path(os.path.join(out, OUTPUT_DIR),
-                                                                          job.files[fi]))) and \
-        (not dataset or all(os.path.exists(part_path(out, t, fi)) for t in (SPANS_TABLE, DOCS_TABLE)))
-
-
-@task("paragraph_cut", valid=_cut_there)
+@task("paragraph_cut", valid=cut_reused("paragraph.dedup"))
 def paragraph_cut(job: ProgramJob, fi: int, out: str, dataset: bool) -> dict[str, Any]:
     """File ``fi`` read again and cut: its spans and documents parts (``dataset``: OUT's, else the work dir's)
     and its paragraph_deduplicated/ file."""

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import io
-from .outputs import journal_parts, layout_of, part_path, table_stats, write_part
+from .outputs import cut_reused, journal_parts, layout_of, table_stats, write_part
 from .perfile import offsets_of
 from .shuffle import file_of
 from .tasks import (
@@ -214,18 +214,7 @@ class _Sources:
         return Kept(pa.array(ids, pa.string()), row, tok, byte)
 
 
-def _cut_there(job: ProgramJob, fi: int, result: dict, out: str, dataset: bool) -> bool:
-    """A stored cut result is reused only for the same OUT and layout, its substring_deduplicated/ file (and in
-    the dataset layout its parts) still there."""
-    from ..substring.dedup import DOCS_TABLE, OUTPUT_DIR, SPANS_TABLE
-
-    return result.get("out") == out and result.get("dataset", False) == dataset and \
-        (not result["written"]["files"] or os.path.exists(io.output_path(os.path.join(out, OUTPUT_DIR),
-                                                                          job.files[fi]))) and \
-        (not dataset or all(os.path.exists(part_path(out, t, fi)) for t in (SPANS_TABLE, DOCS_TABLE)))
-
-
-@task("substring_cut", valid=_cut_there)
+@task("substring_cut", valid=cut_reused("substring.dedup"))
 def substring_cut(job: ProgramJob, fi: int, out: str, dataset: bool) -> dict[str, Any]:
     """File ``fi``: the earliest copy of each of its windows over every pair, the file read again and cut; its
     spans and documents parts (``dataset``: OUT's, else the work dir's) and its substring_deduplicated/ file."""

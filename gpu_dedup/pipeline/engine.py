@@ -8,7 +8,7 @@ owned output directory. Named stages, composed and timed by ``run_pipeline``:
                itself (``layout="flat"``: one command's few steps, whose files never collide); its verdicts
                folded into the run's decisions (``decisions.fold_removals``: every removed row names a document
                kept at the end, or, removed by a test, none); its kept records the next step's view. A flat OUT
-               whose first step is its only removing one (``run`` with span stages after dedup) composes nothing:
+               with one removing step (``run``: dedup, its span stages before or after it) composes nothing:
                every step's outputs are the run's, no step's verdicts are built (``_uncomposed``)
     final      span steps whose cuts a later step could orphan (it removed the document holding a kept copy) run
                again, in order, over the survivors' original records: every cut then keeps a copy in a kept

@@ -118,16 +118,6 @@ class Env:
         if self.price is not None and not isinstance(self.price, Price):
             raise ConfigError(f"Env.price must be a Price or None, got {self.price!r}")
 
-    def local_only(self, step: str) -> None:
-        """Refuse ``engine="ray"`` for a step that runs in this process only, naming the way that works.
-
-        Raises:
-            ConfigError: the engine is "ray".
-        """
-        if self.engine == "ray":
-            raise ConfigError(f"the {step} step runs on the local engine only (the Ray engine runs `run`'s dedup, `filter` "
-                              "and `screen`): drop --engine ray, or run the other steps on Ray first")
-
 
 @dataclass(frozen=True)
 class Outputs:

@@ -7,7 +7,7 @@ import os
 import textwrap
 
 from ..runtime.run import seconds_line, timing_line
-from .common import COMMON, GUARD, add_common, add_guard, env_from_args, load_mapping, print_extras
+from .common import COMMON, GUARD, LAYOUT, add_common, add_guard, env_from_args, load_mapping, print_extras
 
 EPILOG = textwrap.dedent("""\
     examples:
@@ -31,6 +31,8 @@ def add_command(sub) -> None:
                    "directories (searched recursively) or glob patterns")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
     add_common(p, "run")
+    for names, kw in LAYOUT:
+        p.add_argument(*names, **kw)
     add_guard(p)
     p.set_defaults(func=cmd_pipeline, api_names={"output_dir": "output"})
 
@@ -41,7 +43,7 @@ def _with_recipe_settings(args: argparse.Namespace, recipe: dict, path: str) -> 
 
     settings = recipe_settings(recipe, path)
     defaults = {kw.get("dest", names[-1].lstrip("-").replace("-", "_")): kw.get("default")
-                for names, kw in COMMON + GUARD}
+                for names, kw in COMMON + GUARD + LAYOUT}
     merged = argparse.Namespace(**vars(args))
     for dest, default in defaults.items():
         if getattr(args, dest, default) in (default, None, False) and getattr(settings, dest, None) not in (None, False):

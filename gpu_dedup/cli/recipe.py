@@ -23,7 +23,7 @@ import re
 from typing import Any, Mapping
 
 from ..errors import ConfigError, GpuDedupError
-from .common import RaisingParser, add_common, add_guard, config_tokens, env_from_args, load_mapping
+from .common import LAYOUT, RaisingParser, add_common, add_guard, config_tokens, env_from_args, load_mapping
 from .steps import STEP_FLAGS, build_step
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -88,6 +88,8 @@ def recipe_settings(recipe: Mapping[str, Any], path: str) -> argparse.Namespace:
     parser = RaisingParser(prog="pipeline", where=f"recipe {path!r}")
     add_common(parser)
     add_guard(parser)
+    for names, kw in LAYOUT:
+        parser.add_argument(*names, **kw)
     where = f"recipe {path!r}"
     settings = {k: _expand(v, where) for k, v in recipe.items() if k != "steps"}
     return parser.parse_args(config_tokens(settings, parser, where))

@@ -59,7 +59,7 @@ class Pipeline:
 
     def run(self, source: Any, output_dir: str | os.PathLike, *, engine: str = "local", resume: bool = False,
             overwrite: bool = True, workers: int | None = None, address: str | None = None,
-            work_dir: str | os.PathLike | None = None) -> Any:
+            work_dir: str | os.PathLike | None = None, table_layout: str | None = None) -> Any:
         """Run the steps over ``source`` into ``output_dir``.
 
         Args:
@@ -74,6 +74,9 @@ class Pipeline:
             overwrite: replace an earlier run in OUT (False: refuse one).
             workers, address: the Ray cluster (``engine="ray"``).
             work_dir: the steps' intermediate files (on Ray a path every node sees, or an fsspec URL).
+            table_layout: each step's per-document tables as one file each ("file") or as folders of
+                per-input-file parts the Ray tasks write ("dataset", the Ray engine's default); None: the engine's
+                default. OUT's composed decisions.parquet is one file.
 
         Returns:
             A ``PipelineResult``: ``.decisions``, ``.stats`` (run.json), ``.steps``, ``.summary()``, ``.filter(df)``.
@@ -86,7 +89,8 @@ class Pipeline:
         if engine not in ENGINES:
             raise ConfigError(f"engine must be one of {ENGINES}, got {engine!r}")
         env = dataclasses.replace(self.env, engine=engine, workers=workers, address=address, resume=resume,
-                                  work_dir=os.fspath(work_dir) if work_dir is not None else None)
+                                  work_dir=os.fspath(work_dir) if work_dir is not None else None,
+                                  table_layout=table_layout)
         return run_pipeline(self.steps, source, output_dir, env=env, resume=resume, overwrite=overwrite)
 
 

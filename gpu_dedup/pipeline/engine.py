@@ -388,6 +388,10 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
     """
     env = env or Env()
     check_steps(steps, layout)
+    if env.table_layout is not None:  # a dataset is the Ray engine's: refused before OUT is owned or a step runs
+        from ..distributed import layout_of
+
+        layout_of(env.table_layout, env.engine)
     out = os.fspath(output_dir)
     t0 = time.perf_counter()
     resources(env.device, env.threads)  # an unusable device fails here, before anything is written; the steps

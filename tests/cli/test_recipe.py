@@ -172,3 +172,23 @@ def test_ctrl_c_in_a_later_step_keeps_the_finished_ones_for_resume(tmp_path, cap
                         f"them and runs the rest"), err
     assert main(["pipeline", recipe, src, "-o", str(out), "-q", "--resume"]) == 0
     assert capsys.readouterr().out.count("(reused)") == 1  # dedup, finished before Ctrl-C
+
+
+def test_a_recipes_table_layout_from_the_flag_or_the_recipe(tmp_path, capsys):
+    """`pipeline --table-layout` (as `run`, `filter` and `substring` take it), or `table-layout` in a recipe,
+    reaches every step; a dataset asked of the local engine is refused before any step runs (nothing written)."""
+    from gpu_dedup.cli.common import env_from_args, load_mapping
+    from gpu_dedup.cli.pipeline import _with_recipe_settings
+
+    recipe = _recipe(tmp_path, "engine: ray\ntable-layout: file\nsteps:\n  - dedup\n")
+    for argv, layout in (([], "file"), (["--table-layout", "dataset"], "dataset")):
+        args = build_parser().parse_args(["pipeline", recipe, "in.jsonl", "-o", "out", *argv])
+        assert env_from_args(_with_recipe_settings(args, load_mapping(recipe, "recipe"), recipe)).table_layout == \
+            layout, argv
+    src = _corpus(tmp_path)
+    local = _recipe(tmp_path, "device: cpu\nsteps:\n  - dedup\n")
+    out = tmp_path / "out"
+    assert main(["pipeline", local, src, "-o", str(out), "-q", "--table-layout", "dataset"]) == 1
+    assert "--table-layout dataset is the Ray engine's" in capsys.readouterr().err and not out.exists()
+    assert main(["pipeline", local, src, "-o", str(out), "-q", "--table-layout", "file"]) == 0
+    assert (out / "steps" / "01-dedup" / "decisions.parquet").is_file()

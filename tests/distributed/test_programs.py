@@ -398,6 +398,12 @@ steps:
     assert capsys.readouterr().out.count("(reused)") == len(json.loads((tmp_path / "ray" / "run.json").read_text())
                                                             ["steps"])
     same_bytes(tmp_path / "local", tmp_path / "ray", names)
+    # --table-layout file: every step's tables one file each, as the local engine's (no dataset folder)
+    assert main([*args, "-o", str(tmp_path / "ray_file"), "--engine", "ray", "--workers", "2", "--table-layout",
+                 "file"]) == 0
+    assert not [f for f in _files(tmp_path / "ray_file") if "/part-" in f and "/work/" not in f]
+    assert _outputs(tmp_path / "ray_file") == names
+    same_bytes(tmp_path / "local", tmp_path / "ray_file", names)
 
 
 def test_recipe_on_ray_resumes_a_step_killed_after_its_outputs_and_other_inputs(cluster, unique_corpus, tmp_path):

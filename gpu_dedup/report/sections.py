@@ -5,7 +5,6 @@ import json
 import os
 from typing import Any
 
-import pyarrow as pa
 
 from ..constants import GIANT_BUCKET
 from ..decisions import KEPT_REASONS
@@ -213,9 +212,26 @@ class _Column:
     def __init__(self, summary: RunSummary, name: str):
         self.rows, self.name = summary.rows, name
 
-    def __getitem__(self, row: int) -> pa.Scalar:
+    def __getitem__(self, row: int) -> "_Value":
         v = self.rows[int(row)][self.name]
-        return pa.scalar(v, pa.float64() if self.name == "jaccard" else pa.string())
+        return _Value(float(v) if v is not None and self.name == "jaccard" else v)
+
+
+class _Value:
+    """One shown value with an Arrow scalar's surface (``as_py()``, ``is_valid``): a Python value made a pyarrow
+    scalar imports pandas, 0.3 s of a Ray run's report (its driver has no other use for it)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def as_py(self) -> Any:
+        return self.value
+
+    @property
+    def is_valid(self) -> bool:
+        return self.value is not None
 
 
 def lsh_section(page: Page, stats: dict) -> str:

@@ -599,3 +599,19 @@ def test_parquet_report_changed_row_count_is_a_mismatch(parquet_run, tmp_path):
     _rewrite(inputs / "c.parquet", lambda t: t.slice(1))  # one row less: every generated id would shift
     with pytest.raises(report_inputs.Mismatch, match="c.parquet now has 29 rows but the run read 30"):
         _scan(parquet_run["out"], source=str(inputs))
+
+
+def test_the_largest_clusters_excerpts_import_no_pandas():
+    """The largest clusters' excerpts read the shown rows' ids, reasons and Jaccard values as they are (a Python
+    value made an Arrow scalar imported pandas: 0.3 s of a Ray run's driver, whose report comes from its tasks'
+    aggregates); an integer Jaccard is shown as a float, a missing one not at all."""
+    code = ("import sys, types\n"
+            "from gpu_dedup.report.metrics import ClusterView\n"
+            "from gpu_dedup.report.sections import excerpts_section\n"
+            "rows = {0: {'id': 'a<', 'reason': 'representative', 'jaccard': None},\n"
+            "        1: {'id': 'b', 'reason': 'near_duplicate', 'jaccard': 1},\n"
+            "        2: {'id': 'c', 'reason': 'exact_duplicate', 'jaccard': None}}\n"
+            "html = excerpts_section(types.SimpleNamespace(rows=rows), [ClusterView(0, 4, (1, 2))], None, 'none')\n"
+            "print('pandas' in sys.modules, 'J with kept = 1.000' in html, html.count('J with kept'), 'a&lt;' in html)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.split() == ["False", "True", "1", "True"], r.stdout + r.stderr

@@ -208,3 +208,30 @@ def test_a_representative_outside_the_table_stands():
     assert got["representative_id"].to_pylist() == ["a0", "c2", "c2"]
     assert got["cluster_id"].to_pylist() == [-1, 2, 2] and got["cluster_size"].to_pylist() == [2, 2, 2]
     assert got["reason"].to_pylist() == ["exact_duplicate", "semantic_duplicate", "representative"]
+
+
+def test_flags_of_equals_arrows_conversion_without_pandas(tmp_path):
+    """``flags_of``: a keep column as numpy bools, equal to pyarrow's ``to_numpy`` on chunked, sliced and empty
+    columns, nulls refused, and pandas not imported (pyarrow's conversion imports it: a Ray driver's 35 MiB)."""
+    import subprocess
+    import sys
+
+    from gpu_dedup.decisions import flags_of
+    from gpu_dedup.errors import DataError
+
+    rng = np.random.default_rng(3)
+    a = pa.array(rng.random(1000) < 0.3)
+    chunked = pa.chunked_array([a.slice(0, 7), a.slice(7, 500), a.slice(507)])
+    for col in (a, a.slice(13, 400), chunked, chunked.slice(5, 600), pa.array([], pa.bool_())):
+        assert np.array_equal(flags_of(col), np.asarray(col.to_numpy(zero_copy_only=False), bool))
+    with pytest.raises(DataError, match="1 nulls"):
+        flags_of(pa.array([True, None]))
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"keep": [True, False, True]}), tmp_path / "k.parquet", row_group_size=2)
+    # a column read from Parquet, as a driver reads one (an array built in the process imports pandas itself)
+    code = ("import sys, pyarrow.parquet as pq\nfrom gpu_dedup.decisions import flags_of\n"
+            f"x = flags_of(pq.ParquetFile({str(tmp_path / 'k.parquet')!r}).read()['keep'])\n"
+            "print(x.tolist(), 'pandas' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[True, False, True] False"

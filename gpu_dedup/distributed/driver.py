@@ -299,16 +299,16 @@ def _removed(d: Driver) -> bool:
     return _after(d) and sum(r["removed"] for r in d.results[SEMFOLD_TOUCHED]) > 0
 
 
-SIZES = Stage(stages.sizes, "file")
-WRITE = Stage(stages.write, "input", before=lambda d: None if d.deferred else _journal(d), then=_tallied,
-              args=lambda d: (None if d.deferred else d.out, _source_field(d), d.thresholds, d.lexical))
-SEMANTIC = Stage(semantic_step, "one", drive=semantic_step, when=lambda d: d.semantic is not None)
 def _folded(d: Driver, res: list[dict]) -> None:
     """The local engine's line (``semantic.merge_decisions``; the fold task's own logging stays in its worker)."""
     logger.info("semantic: %d of the %d documents the lexical stages kept are semantic duplicates, removed for a "
                 "kept representative", res[0]["removed"], d.sem_part[1])
 
 
+SIZES = Stage(stages.sizes, "file")
+WRITE = Stage(stages.write, "input", before=lambda d: None if d.deferred else _journal(d), then=_tallied,
+              args=lambda d: (None if d.deferred else d.out, _source_field(d), d.thresholds, d.lexical))
+SEMANTIC = Stage(semantic_step, "one", drive=semantic_step, when=lambda d: d.semantic is not None)
 # the semantic removals folded into the decisions by tasks (semfold.py): the touched clusters' rows only
 SEMFOLD_TOUCHED = Stage(semfold.semfold_touched, "input", when=_after, args=lambda d: d.sem_part)
 SEMFOLD_CLUSTERS = Stage(semfold.semfold_clusters, "input", when=_removed, args=lambda d: (d.lexical,))

@@ -56,20 +56,17 @@ def part_path(out: str, table: str, k: int) -> str:
     return os.path.join(out, table, f"part-{k:06d}.parquet")
 
 
-def cut_reused(module: str):
+def cut_reused(output_dir: str, tables: tuple[str, ...]):
     """The ``valid`` check of a span stage's cut task (``tasks.task``): a stored cut result is reused only for
-    the same OUT and layout, its cut file in OUT (and in the dataset layout its parts) still there. ``module``:
-    the stage's (``paragraph.dedup``, ``substring.dedup``), naming its OUTPUT_DIR, SPANS_TABLE and DOCS_TABLE."""
+    the same OUT and layout, its cut file in OUT/``output_dir`` (and in the dataset layout its parts of
+    ``tables``) still there."""
     def there(job: Any, fi: int, result: dict, out: str, dataset: bool) -> bool:
-        import importlib
-
         from .. import io
 
-        m = importlib.import_module(f"..{module}", __package__)  # lazily: the stage's own module
-        cut = os.path.join(out, m.OUTPUT_DIR)
         return result.get("out") == out and result.get("dataset", False) == dataset and \
-            (not result["written"]["files"] or os.path.exists(io.output_path(cut, job.files[fi]))) and \
-            (not dataset or all(os.path.exists(part_path(out, t, fi)) for t in (m.SPANS_TABLE, m.DOCS_TABLE)))
+            (not result["written"]["files"] or os.path.exists(io.output_path(os.path.join(out, output_dir),
+                                                                              job.files[fi]))) and \
+            (not dataset or all(os.path.exists(part_path(out, t, fi)) for t in tables))
     return there
 
 

@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from .. import io
 from ..runtime.device import batch_bytes, to_device, to_host
+from ..paragraph.dedup import DOCS_TABLE, OUTPUT_DIR, SPANS_TABLE  # its names in OUT (the cut task's reuse check)
 from .outputs import cut_reused, journal_parts, layout_of, table_stats, write_part
 from .perfile import offsets_of
 from .shuffle import key_partition
@@ -113,16 +114,13 @@ def paragraph_first(job: ProgramJob, p: int) -> dict[str, Any]:
     return {"keys": int(n), "distinct": int(head.sum()), "removed": int(removed.sum())}
 
 
-@task("paragraph_cut", valid=cut_reused("paragraph.dedup"))
+@task("paragraph_cut", valid=cut_reused(OUTPUT_DIR, (SPANS_TABLE, DOCS_TABLE)))
 def paragraph_cut(job: ProgramJob, fi: int, out: str, dataset: bool) -> dict[str, Any]:
     """File ``fi`` read again and cut: its spans and documents parts (``dataset``: OUT's, else the work dir's)
     and its paragraph_deduplicated/ file."""
     from ..paragraph.dedup import (
         DOCS_SCHEMA,
-        DOCS_TABLE,
-        OUTPUT_DIR,
         SPANS_SCHEMA,
-        SPANS_TABLE,
         batch_keys,
         batch_tables,
         cut_batch,
@@ -205,10 +203,7 @@ def paragraph_dedup_ray(source: Any, cfg, out: str | None, env, partitions: int 
     the file layout their .parquet files)."""
     from ..paragraph.dedup import (
         DOCS_SCHEMA,
-        DOCS_TABLE,
-        OUTPUT_DIR,
         SPANS_SCHEMA,
-        SPANS_TABLE,
         ParagraphResult,
         Pass,
         new_counts,

@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import io
+from ..substring.dedup import DOCS_TABLE, OUTPUT_DIR, SPANS_TABLE  # its names in OUT (the cut task's reuse check)
 from .outputs import cut_reused, journal_parts, layout_of, table_stats, write_part
 from .perfile import offsets_of
 from .shuffle import file_of
@@ -214,7 +215,7 @@ class _Sources:
         return Kept(pa.array(ids, pa.string()), row, tok, byte)
 
 
-@task("substring_cut", valid=cut_reused("substring.dedup"))
+@task("substring_cut", valid=cut_reused(OUTPUT_DIR, (SPANS_TABLE, DOCS_TABLE)))
 def substring_cut(job: ProgramJob, fi: int, out: str, dataset: bool) -> dict[str, Any]:
     """File ``fi``: the earliest copy of each of its windows over every pair, the file read again and cut; its
     spans and documents parts (``dataset``: OUT's, else the work dir's) and its substring_deduplicated/ file."""
@@ -222,10 +223,7 @@ def substring_cut(job: ProgramJob, fi: int, out: str, dataset: bool) -> dict[str
     from ..io.text import arrow_text_buffers
     from ..substring.dedup import (
         DOCS_SCHEMA,
-        DOCS_TABLE,
-        OUTPUT_DIR,
         SPANS_SCHEMA,
-        SPANS_TABLE,
         cut_tables,
         read_batch_bytes,
         seam_sample,
@@ -320,11 +318,8 @@ def _substring_ray(source: Any, files, cfg, out: str, device: str, *, threads: i
     from ..substring.dedup import (
         DOCS_FILE,
         DOCS_SCHEMA,
-        DOCS_TABLE,
-        OUTPUT_DIR,
         SPANS_FILE,
         SPANS_SCHEMA,
-        SPANS_TABLE,
         STATS_FILE,
         SubstringResult,
         empty_input_error,

@@ -56,6 +56,27 @@ def decisions_schema(semantic: bool = False) -> pa.Schema:
     return pa.schema(list(DECISIONS_SCHEMA) + list(SEMANTIC_COLUMNS))
 
 
+def pipeline_schema(semantic: bool) -> pa.Schema:
+    """A pipeline's decisions.parquet: ``DECISIONS_SCHEMA``, the step that removed a row, and (with a semantic
+    step) ``SEMANTIC_COLUMNS``."""
+    return pa.schema(list(DECISIONS_SCHEMA) + [("step", pa.string())] + (list(SEMANTIC_COLUMNS) if semantic else []))
+
+
+def base_decisions(ids: pa.Array, sources: pa.Array, semantic: bool, first_row: int = 0) -> pa.Table:
+    """A pipeline's decisions before any step (``pipeline_schema``): every document kept, alone in its cluster
+    (its row, ``first_row`` the first: a part of the whole table holds its own rows)."""
+    n = len(ids)
+    rows = np.arange(first_row, first_row + n, dtype=np.int64)
+    cols = {"id": ids, "keep": pa.array(np.ones(n, bool)), "reason": pa.array(["unique"] * n, pa.string()),
+            "cluster_id": pa.array(rows), "representative_id": ids, "matched_id": pa.nulls(n, pa.string()),
+            "jaccard": pa.nulls(n, pa.float64()), "cluster_size": pa.array(np.ones(n, np.int64)),
+            "source": sources, "step": pa.nulls(n, pa.string())}
+    if semantic:
+        cols.update({"cosine": pa.nulls(n, pa.float64()), "semantic_nearest_id": pa.nulls(n, pa.string()),
+                     "semantic_cluster": pa.nulls(n, pa.int64())})
+    return pa.table(cols, schema=pipeline_schema(semantic))
+
+
 # scores.parquet: the string columns of a filter run, and the two it ends with; every other column is a score
 # (float64, null where a document was not scored: no model ran on it, no paragraph, no sentence)
 SCORE_LABELS = {"id": pa.string(), "row": pa.int64(), "lid_label": pa.string(), "script_lang": pa.string(),
@@ -176,6 +197,11 @@ def summary_counts(decisions: pa.Table, n: int) -> dict[str, Any]:
     return {"input": n, "kept": kept, "removed": n - kept, "by_reason": by}
 
 
+# the columns the fold computes that a step's values may still give for some removed rows: an --against index's
+# document as their representative, with its cluster (lexical.program.decision_verdicts); null elsewhere
+_OWN = ("representative_id", "cluster_id")
+
+
 def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, matched: np.ndarray,
                   reason: str | Sequence[str] | pa.Array, *, representative: np.ndarray | None = None,
                   kind: str = "dedup", values: dict[str, Any] | None = None,
@@ -210,6 +236,7 @@ def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, ma
         kind: "dedup" or "select" (every removal without a representative).
         values: more columns for the removed rows, name -> one value per row of the step's input (e.g. the
             ``jaccard`` a dedup step measured, the ``step`` that removed them); a column of that name must exist.
+            ``representative_id`` / ``cluster_id`` (a representative outside the table) apply where not null.
         positions: int64 (n,): each row's position in the whole decisions table when ``decisions`` is a part of
             it (None: the rows are the whole table): the cluster id a row leading a cluster of its own takes. A
             part folds as the whole does when it holds every row of each cluster the step touches (the Ray
@@ -321,6 +348,10 @@ def fold_removals(decisions: pa.Table, rows: np.ndarray, removed: np.ndarray, ma
             raise RunError(f"the decisions have no column {name!r} to fold a step's values into")
         v = v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)
         old = decisions[name].combine_chunks()
+        if name in _OWN:  # a representative outside the table (null: the fold's own, as computed above)
+            new = v.take(take).cast(old.type)
+            columns[name] = pc.if_else(pc.and_(pa.array(changed), pc.is_valid(new)), new, columns[name].cast(old.type))
+            continue
         columns[name] = pc.if_else(pa.array(changed), v.take(take).cast(old.type), old)
     for name, value in columns.items():
         i = out.schema.get_field_index(name)

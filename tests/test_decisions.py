@@ -235,3 +235,24 @@ def test_flags_of_equals_arrows_conversion_without_pandas(tmp_path):
             "print(x.tolist(), 'pandas' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[True, False, True] False"
+
+
+def test_an_index_representative_leaves_the_steps_own_representatives_alone():
+    """A dedup step of a recipe run --against an index: one removal's representative is the index's document (its
+    id and cluster come as values, null for the other rows), another's is in the run. The latter names its own
+    representative and joins its cluster (was: both columns null: a removed row naming no kept document)."""
+    ids = pa.array(["a", "b", "c", "d"])
+    table = pa.table({
+        "id": ids, "keep": [True] * 4, "reason": ["unique"] * 4, "cluster_id": pa.array([0, 1, 2, 3], pa.int64()),
+        "representative_id": ids, "matched_id": pa.nulls(4, pa.string()), "jaccard": pa.nulls(4, pa.float64()),
+        "cluster_size": pa.array([1] * 4, pa.int64()), "source": ["f"] * 4}, schema=DECISIONS_SCHEMA)
+    rows = np.arange(4)
+    removed = np.array([False, True, False, True])
+    rep = np.array([0, 0, 2, -1])  # b -> a (in the run); d -> an index's document
+    values = {"representative_id": pa.array([None, None, None, "ix-7"], pa.string()),
+              "cluster_id": pa.array([None, None, None, -3], pa.int64())}
+    got = fold_removals(table, rows, removed, np.array([-1, 0, -1, -1]), "near_duplicate", representative=rep,
+                        values=values)
+    assert got["representative_id"].to_pylist() == ["a", "a", "c", "ix-7"]
+    assert got["cluster_id"].to_pylist() == [0, 0, 2, -3]
+    assert got["cluster_size"].to_pylist()[:2] == [2, 2]

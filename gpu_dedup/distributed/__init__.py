@@ -27,6 +27,7 @@ counts and the tasks' small results):
     tasks.py    what the span and semantic programs' tasks share (their job, the runner, the session)
     paragraph.py, substring.py, semantic.py   those programs on Ray (docs/pipeline.md, "One engine on Ray")
     views.py    the views between a recipe's steps, written by one task per file
+    stepfold.py a recipe's composition: each removing step's verdicts folded into the decisions' per-file parts
     graph.py    the candidate graph: its edges, the star rounds, or the components in one task
 
 The stages, in the plan's order:
@@ -79,14 +80,17 @@ _EXPORTS = {"ray_cluster": "cluster", "run_scope": "cluster", "start_local": "cl
             "Stage": "driver", "check_engine_args": "driver", "run": "driver", "filter_files": "filter",
             "IndexSource": "options", "TABLE_LAYOUTS": "outputs", "layout_of": "outputs", "write_decisions": "outputs",
             "write_scores": "outputs", "paragraph_dedup_ray": "paragraph", "screen_files": "screen",
-            "semantic_dedup_ray": "semantic", "substring_dedup_ray": "substring", "write_view": "views"}
+            "semantic_dedup_ray": "semantic", "substring_dedup_ray": "substring", "write_view": "views",
+            "FileSpec": "stepfold", "StepSpec": "stepfold", "compose_step": "stepfold", "totals_all": "stepfold",
+            "journal_parts": "outputs"}
 
 if TYPE_CHECKING:
     from .cluster import ray_cluster, run_scope, start_local
+    from .stepfold import FileSpec, StepSpec, compose_step, totals_all
     from .driver import PLAN, Stage, check_engine_args, run
     from .filter import filter_files
     from .options import IndexSource
-    from .outputs import TABLE_LAYOUTS, layout_of, write_decisions, write_scores
+    from .outputs import TABLE_LAYOUTS, journal_parts, layout_of, write_decisions, write_scores
     from .paragraph import paragraph_dedup_ray
     from .screen import screen_files
     from .semantic import semantic_dedup_ray
@@ -100,6 +104,7 @@ def __getattr__(name: str):
     return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
 
 
-__all__ = ["PLAN", "TABLE_LAYOUTS", "IndexSource", "Stage", "check_engine_args", "filter_files", "layout_of",
-           "paragraph_dedup_ray", "ray_cluster", "run", "run_scope", "screen_files", "semantic_dedup_ray",
-           "start_local", "substring_dedup_ray", "write_decisions", "write_scores", "write_view"]
+__all__ = ["PLAN", "TABLE_LAYOUTS", "FileSpec", "IndexSource", "Stage", "StepSpec", "check_engine_args",
+           "compose_step", "filter_files", "journal_parts", "layout_of", "paragraph_dedup_ray", "totals_all",
+           "ray_cluster", "run", "run_scope", "screen_files", "semantic_dedup_ray", "start_local",
+           "substring_dedup_ray", "write_decisions", "write_scores", "write_view"]

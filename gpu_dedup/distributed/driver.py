@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from ..decisions import REASON_CODES, REASONS
 from ..errors import ConfigError, RunError
+from ..io.batch import ReadReport
 from ..runtime.cost import current as current_meter
 from . import graph, options, outputs, semfold, stages, summary
 from .cluster import check_cluster_args, gpu_actors, probe, ray_cluster, ray_get
@@ -575,17 +576,13 @@ def _stats(signed, ex, bk, lab, mem, pol, sz, wr, fin, rows, parts, nodes, step,
         "clusters": {"with_duplicates": sum(w["clusters_with_duplicates"] for w in wr),
                      "largest": max([w["largest_cluster"] for w in wr] or [0])},
     }
-    read = {"files": 0, "rows": 0, "bytes_text": 0, "skipped": [], "invalid_utf8_rows": 0, "empty_files": []}
+    report = ReadReport()  # the local engine's read report (file_rows: a pipeline places each file's rows)
     timings = {}
     for s in signed:
-        r = s["report"]
-        for k in ("files", "rows", "bytes_text", "invalid_utf8_rows"):
-            read[k] += r[k]
-        read["skipped"] += r["skipped"]
-        read["empty_files"] += r["empty_files"]
+        report.merge(s["report"])
         for k, v in s["timings"].items():
             timings[k] = timings.get(k, 0.0) + v
     dedup = {"files": total([w["deduplicated"] for w in wr], "files"),
              "rows_written": total([w["deduplicated"] for w in wr], "rows_written")}
-    return {"counts": counts, "stages": stages_, "read": read, "pass1_task_seconds": timings, "deduplicated": dedup,
-            "engine": {"name": "ray", "nodes": nodes, "partitions": parts}}
+    return {"counts": counts, "stages": stages_, "read": report.to_dict(), "pass1_task_seconds": timings,
+            "deduplicated": dedup, "engine": {"name": "ray", "nodes": nodes, "partitions": parts}}

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
-from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, check_config, file_sources
+from ..runtime.program import Env, Kind, Outputs, StepRun, VerdictTable, Verdicts, check_config, file_sources
 from .config import FilterConfig
 
 
@@ -44,4 +44,5 @@ class Filter:
 
         c = res.stats["counts"]
         return StepRun(res, verdicts, os.path.join(out, self.outputs.kept) if cfg.write_filtered else None,
-                       counts=(c["input"], c["removed"]))
+                       counts=(c["input"], c["removed"]),
+                       table=VerdictTable(out, "scores", (("id", "id"), ("keep", "keep"), ("reason", "reason"))))

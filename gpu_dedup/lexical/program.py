@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from ..config import RunConfig
 from ..decisions import row_positions
-from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, check_config
+from ..runtime.program import Env, Kind, Outputs, StepRun, VerdictTable, Verdicts, check_config
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,12 @@ class Dedup:
                           table_layout=env.table_layout, **ray)
         kept = os.path.join(out, self.outputs.kept) if cfg.write_deduplicated else None
         c = res.stats["counts"]
-        return StepRun(res, lambda: decision_verdicts(res.decisions), kept, counts=(c["input"], c["removed"]))
+        semantic = [(c, c) for c in ("cosine", "semantic_nearest_id", "semantic_cluster") if self.semantic is not None]
+        table = VerdictTable(out, "decisions", tuple((k, k) for k in ("id", "keep", "reason", "matched_id",
+                                                                     "representative_id")),
+                             (("jaccard", "jaccard"), *semantic), representative=True)
+        return StepRun(res, lambda: decision_verdicts(res.decisions), kept, counts=(c["input"], c["removed"]),
+                       table=table)
 
 
 def decision_verdicts(d: Any) -> Verdicts:

@@ -14,11 +14,17 @@ owned output directory. Named stages, composed and timed by ``run_pipeline``:
                again, in order, over the survivors' original records: every cut then keeps a copy in a kept
                document. Span steps after the last removing step run once, here
     write      decisions.parquet (every input document once: the step and reason that removed it and the document
-               kept for it; ``PIPELINE_SCHEMA``), run.json (with ``sources``: what each source lost, per step, from
-               the composed decisions, runtime/sources.py; and ``cost``: the run's, each step's in ``steps``,
-               runtime/cost.py), report.html, then deduplicated/ (the final records) unless a source lost more
-               than ``Env.sources.max_removal`` (then ``SourceRemovalError``: the rest stays for inspection). In
-               the steps layout the steps only report their sources; the engine checks the composed decisions
+               kept for it; ``decisions.pipeline_schema``), run.json (with ``sources``: what each source lost, per
+               step, from the composed decisions, runtime/sources.py; and ``cost``: the run's, each step's in
+               ``steps``, runtime/cost.py), report.html, then deduplicated/ (the final records) unless a source
+               lost more than ``Env.sources.max_removal`` (then ``SourceRemovalError``: the rest stays for
+               inspection). In the steps layout the steps only report their sources; the engine checks the
+               composed decisions
+
+A recipe on the Ray engine composes by tasks (``parts``): the decisions are one part per input file, each
+removing step folded into them by tasks that read its verdicts file by file (distributed/stepfold.py), and OUT's
+decisions are a dataset of those parts (or, with ``table_layout="file"``, one file streamed from them); the driver
+holds file lists, counts and one keep flag a document (the views' rows), never a decision.
 
 With ``resume`` a step whose directory holds its finished record (``STEP_FILE``: the fingerprint of its settings
 and of every step before it, and its verdicts) is not run again.
@@ -38,110 +44,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import io
-from ..decisions import DECISIONS_SCHEMA, SEMANTIC_COLUMNS, fold_removals, value_counts
+from ..decisions import base_decisions, fold_removals, pipeline_schema, value_counts
 from ..errors import ConfigError, RunError
 from ..runtime.outputs import input_roots
 from ..runtime.program import KINDS, Env, Verdicts
 from ..runtime.cost import metered
-from ..runtime.run import RunResult, Steps, finish, header, owned, resources, seconds_line, write_table
+from ..runtime.run import Steps, finish, header, owned, resources, seconds_line, write_table
 from ..runtime.sources import Tally, check as check_sources, source_labels, thresholds
+from . import parts
+from .parts import Parts
+from .result import AloneResult, PartsResult, PipelineResult, StepRecord
+from .views import STEPS_DIR, View, input_paths, materialize, view_files, write_rows
 from .resume import fingerprint, input_fingerprint, json_values, load_verdicts, save_verdicts
 
 logger = logging.getLogger(__name__)
 
 Layout = Literal["steps", "flat"]
-STEPS_DIR = "steps"
 KEPT_DIR = "kept"               # the kept records the engine writes for a step that writes none
 FINAL = "deduplicated"          # the final records, in OUT
-# decisions.parquet of a pipeline: the decisions schema, the step that removed a row, and (with a semantic step)
-# the semantic columns
-PIPELINE_SCHEMA = pa.schema(list(DECISIONS_SCHEMA) + [("step", pa.string())])
-
-
-def pipeline_schema(semantic: bool) -> pa.Schema:
-    """decisions.parquet's declared schema for a pipeline (``PIPELINE_SCHEMA``, + ``SEMANTIC_COLUMNS``)."""
-    return pa.schema(list(PIPELINE_SCHEMA) + (list(SEMANTIC_COLUMNS) if semantic else []))
-
-
-@dataclass
-class StepRecord:
-    """One step as it ran: its position, name, kind, directory, the documents it saw and removed, its seconds,
-    whether it was reused (``resume``) and its program's result (None when reused)."""
-
-    index: int
-    name: str
-    kind: str
-    directory: str
-    seen: int
-    removed: int
-    seconds: float
-    phase: str = "main"  # "main", "view" (a span step's cut for a later step), "final" (over the survivors)
-    reused: bool = False
-    result: Any = None
-    cost: dict[str, Any] | None = None  # the step's own meter (cost.Meter.usage); None when reused or not run
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "name": self.name, "kind": self.kind, "dir": self.directory,
-                "phase": self.phase, "documents": self.seen, "removed": self.removed,
-                "seconds": round(self.seconds, 3), "reused": self.reused, "cost": self.cost}
-
-
-@dataclass
-class PipelineResult(RunResult):
-    """decisions: one row per input document (``pipeline_schema``), in input order; stats: run.json; steps: each
-    step as it ran (``StepRecord``); output_dir. ``summary()``, ``filter(data)``, ``keep_mask``, ``kept``,
-    ``to_pandas()``: ``run.RunResult``'s, the surface every program's result shares."""
-
-    TABLE = "decisions"
-    decisions: pa.Table
-    stats: dict[str, Any]
-    steps: list[StepRecord] = field(default_factory=list)
-    output_dir: str | None = None
-
-    def summary(self) -> str:
-        c = self.stats["counts"]
-        line = f"{c['input']:,} documents: {c['kept']:,} kept, {c['removed']:,} removed"
-        by = ", ".join(f"{k} {v:,}" for k, v in c["by_step"].items() if v)
-        return line + (f" (by step: {by})" if by else "")
-
-
-@dataclass
-class View:
-    """What a step reads: ``files`` (paths, in the input's order and layout) holding the input rows ``rows``
-    (int64, ascending; None: all of them), their text the input's own unless a span step cut it (``original``).
-    A view not yet written is ``parent``'s rows where ``keep`` (``materialize`` writes it when a step needs it)."""
-
-    files: list[str] | None
-    rows: np.ndarray | None
-    original: bool = True
-    parent: "View | None" = None
-    keep: np.ndarray | None = None
-    names: list[str] | None = None  # the input relpath of each of ``files`` (a step's kept records)
-    count: int | None = None  # how many documents ``files`` hold when ``rows`` is not kept (``_uncomposed``)
-
-
-def _base_table(v: Verdicts, semantic: bool) -> pa.Table:
-    """The decisions before any step: every document kept, alone in its cluster."""
-    n = len(v.ids)
-    rows = np.arange(n, dtype=np.int64)
-    cols = {"id": v.ids, "keep": pa.array(np.ones(n, bool)), "reason": pa.array(["unique"] * n, pa.string()),
-            "cluster_id": pa.array(rows), "representative_id": v.ids, "matched_id": pa.nulls(n, pa.string()),
-            "jaccard": pa.nulls(n, pa.float64()), "cluster_size": pa.array(np.ones(n, np.int64)),
-            "source": v.sources, "step": pa.nulls(n, pa.string())}
-    if semantic:
-        cols.update({"cosine": pa.nulls(n, pa.float64()), "semantic_nearest_id": pa.nulls(n, pa.string()),
-                     "semantic_cluster": pa.nulls(n, pa.int64())})
-    return pa.table(cols, schema=pipeline_schema(semantic))
-
-
-def _view_files(directory: str, relpaths: Sequence[str], rows: np.ndarray | None, original: bool) -> View:
-    """The view of a step's kept records in ``directory``: its files in the input's order (a file left with no
-    record may be absent), each named by its input relpath."""
-    found = [(os.path.join(directory, *r.split("/")), r) for r in relpaths]
-    there = [(p, r) for p, r in found if os.path.exists(p)]
-    return View([p for p, _ in there], rows, original, names=[r for _, r in there])
-
-
 @dataclass
 class _Run:
     """The state of one pipeline run while its steps go."""
@@ -159,6 +79,7 @@ class _Run:
     alone: Any = None  # (step, StepRun) when nothing is composed (``_uncomposed``): the removing step's (else the
     # first step's), whose verdicts are the run's decisions, built only when asked for
     file_rows: list[int] | None = None  # the input's rows per file (the first step's read): placing them needs no count
+    parts: Parts | None = None  # the decisions as per-file parts, composed by tasks (``parts.uses_parts``)
 
 
 def _step_dir(run: _Run, i: int, name: str, phase: str) -> str:
@@ -182,19 +103,16 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
         return Verdicts(none, none, np.zeros(0, bool), none, np.zeros(0, np.int64)), view
     view = materialize(run, view, os.path.join(d, "input") if run.layout == "steps" else
                        os.path.join(run.out, "work", "views", f"{i + 1:02d}-input"))
+    if run.parts is not None:
+        return None, _parts_step(run, i, step, view, d, phase, t)
     loaded = load_verdicts(d, run.fingerprint) if run.resume and run.layout == "steps" else None
     result = cost = None
     if loaded is not None:
         v, kept = loaded
         logger.info("step %d (%s): reused from %s", i + 1, step.name, d)
     else:
-        os.makedirs(d, exist_ok=True)
-        logger.info("step %d (%s%s) over %s", i + 1, step.name, "" if phase == "main" else f", {phase}",
-                    "the input" if view.rows is None else f"{view.rows.shape[0]:,} documents")
-        with metered(run.env.price, fresh=True) as meter:  # the step's program writes it into its stats too
-            sr = step.run(view.files, d, _step_env(run, i, step, d, view))
-            kept, result = sr.kept, sr.result
-            cost = meter.usage(d, getattr(result, "stats", None))
+        sr, cost = _execute(run, i, step, view, d, phase)
+        kept, result = sr.kept, sr.result
         if _uncomposed(run, i, sr):  # its outputs are the run's, as written; its kept records the next view
             seen, removed = sr.counts
             run.records.append(StepRecord(i + 1, step.name, step.kind, os.path.relpath(d, run.out), seen, removed,
@@ -210,7 +128,7 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
             if i == len(run.steps) - 1:  # no later step reads a view
                 return None, view
             if sr.kept is not None:
-                nxt = _view_files(sr.kept, run.relpaths, None, original)
+                nxt = view_files(sr.kept, run.relpaths, None, original)
             elif removed:  # its view's rows it kept (written when a later step reads them)
                 nxt = View(None, None, original, parent=view, keep=_kept_flags(run))
             else:
@@ -220,7 +138,7 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
     if run.decisions is None:
         if view.rows is not None:
             raise RunError("the first step must read the whole input")
-        run.decisions = _base_table(v, any(s.name == "semantic" for s in run.steps))
+        run.decisions = base_decisions(v.ids, v.sources, any(s.name == "semantic" for s in run.steps))
         # the input's files as the step read them (a reused step: as it would, empty files included)
         run.relpaths = list(result.stats.get("inputs") or []) if result is not None else \
             [f.relpath for f in io.source_files(view.files)]
@@ -247,14 +165,67 @@ def _run_step(run: _Run, i: int, step: Any, view: View, phase: str) -> tuple[Ver
         _done_line(i, step.name, rows.shape[0], int((~v.keep).sum()), seconds)
     original = view.original and step.kind != "span"
     if kept is not None:
-        return v, _view_files(kept, run.relpaths, rows[v.keep], original)
+        return v, view_files(kept, run.relpaths, rows[v.keep], original)
     return v, View(None, rows[v.keep], original, parent=view, keep=np.asarray(v.keep, bool))
+
+
+def _execute(run: _Run, i: int, step: Any, view: View, d: str, phase: str) -> tuple[Any, Any]:
+    """Step ``i``'s program over ``view`` into ``d``: (its ``StepRun``, its meter's usage)."""
+    os.makedirs(d, exist_ok=True)
+    n = view.count if view.rows is None else view.rows.shape[0]
+    logger.info("step %d (%s%s) over %s", i + 1, step.name, "" if phase == "main" else f", {phase}",
+                "the input" if n is None else f"{n:,} documents")
+    with metered(run.env.price, fresh=True) as meter:  # the step's program writes it into its stats too
+        sr = step.run(view.files, d, _step_env(run, i, step, d, view))
+        return sr, meter.usage(d, getattr(sr.result, "stats", None))
+
+
+def _parts_step(run: _Run, i: int, step: Any, view: View, d: str, phase: str, t: float) -> View:
+    """Step ``i`` of a run composed by tasks (``parts``): run (or reuse) it, fold a removing step's verdicts into
+    the decisions' parts; the next view, with its documents per input file."""
+    span = step.kind == "span"
+    rec = parts.load(run.parts, d, run.fingerprint) if run.resume else None
+    result = cost = saw = None
+    if rec is None:
+        sr, cost = _execute(run, i, step, view, d, phase)
+        result, kept = sr.result, sr.kept
+        if not run.relpaths:  # the input's files and rows per file, as the first step read them
+            run.relpaths = list(result.stats.get("inputs") or [])
+            run.file_rows = list(result.stats.get("read", {}).get("file_rows") or [])
+        if span:
+            seen, removed = sr.counts if sr.counts is not None else (view.count, 0)
+        else:
+            seen, removed, saw = parts.fold_step(run.parts, i, step, sr, view.names, run.relpaths, run.file_rows,
+                                                 d, run.env)
+        parts.save(d, run.fingerprint, kept, seen, removed, run.file_rows, run.relpaths, composed=not span)
+    else:
+        kept, seen, removed, saw = rec["kept"], rec["seen"], rec["removed"], rec.get("saw")
+        run.relpaths, run.file_rows = run.relpaths or rec["relpaths"], run.file_rows or rec["file_rows"]
+        logger.info("step %d (%s): reused from %s", i + 1, step.name, d)
+    seconds = time.perf_counter() - t
+    run.records.append(StepRecord(i + 1, step.name, step.kind, os.path.relpath(d, run.out), seen, removed, seconds,
+                                  phase, rec is not None, result, cost))
+    if rec is None:
+        _done_line(i, step.name, seen, removed, seconds)
+    counts = view.counts or dict(zip(run.relpaths, run.file_rows))
+    if saw is not None:
+        counts = {r: int(s.sum()) for r, s in zip(run.relpaths, saw)}
+    original = view.original and not span
+    if kept is not None:
+        nxt = view_files(kept, run.relpaths, None, original)
+    elif removed:  # its view's rows it kept (written when a later step reads them)
+        nxt = View(None, None, original, parent=view, keep=np.concatenate(saw))
+    else:
+        nxt = view
+    return dataclasses.replace(nxt, count=seen - removed, counts=counts)
 
 
 def _kept_flags(run: _Run) -> np.ndarray:
     """bool (n,): the documents kept at the end, in input order: from the composed decisions, or (nothing
     composed) the removing step's result (its ``keep_mask``: over its view, which every step before it, cutting
     spans only, left whole)."""
+    if run.parts is not None:
+        return parts.kept_flags(run.parts)
     if run.decisions is not None:
         return np.asarray(run.decisions["keep"].to_numpy(zero_copy_only=False), bool)
     return np.asarray(run.alone[1].result.keep_mask, bool)
@@ -300,35 +271,6 @@ def _step_env(run: _Run, i: int, step: Any, d: str, view: View) -> Env:
     wd = os.path.join(env.work_dir, f"{i + 1:02d}-{step.name}") if env.work_dir is not None else \
         os.path.join(d, "work")
     return dataclasses.replace(env, work_dir=wd)
-
-
-def materialize(run: _Run, view: View, target: str) -> View:
-    """``view`` as files: a view not yet written is written (``io.write_kept`` of its parent's kept rows)."""
-    if view.files is not None:
-        return view
-    _write_kept(run, view.parent, view.keep, target)
-    return _view_files(target, run.relpaths, view.rows, view.original)
-
-
-def _write_kept(run: _Run, view: View, keep: np.ndarray, target: str) -> dict[str, int]:
-    """The records of ``view`` (written) where ``keep``, into ``target`` (``io.write_kept``; the input's own files
-    with the rows the first step read from each, so that a file that changed since is an error)."""
-    r = run.env.reading
-    files = io.source_files(view.files)
-    rows = run.file_rows if view.rows is None and run.file_rows is not None and len(run.file_rows) == len(files) \
-        else None
-    if run.env.engine == "ray":  # one task per file (distributed/views.py), each given its file's rows
-        from ..distributed import write_view
-
-        if rows is None:  # each file's rows: the documents of its input file among the view's rows
-            src = run.decisions["source"]
-            counts = value_counts(src if view.rows is None else src.take(pa.array(view.rows, pa.int64())))
-            names = run.relpaths if view.rows is None else view.names or []
-            rows = [int(counts.get(name, 0)) for name in names]
-        return write_view(files, np.asarray(keep, bool), rows, target, r, workers=run.env.workers,
-                          address=run.env.address)
-    return io.write_kept(files, np.asarray(keep, bool), target, id_field=r.id_field, text_field=r.text_field,
-                         on_error=r.on_error, file_rows=rows)
 
 
 def plan(steps: Sequence[Any]) -> tuple[int, list[int]]:
@@ -403,7 +345,10 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
                                                work_dir=work, overwrite_same_command=replace_own), \
             cluster(env):
         run = _Run(steps, out, layout, env, resume, fingerprint=input_fingerprint(source))
-        view = View(_source_files(source, out), None)
+        if parts.uses_parts(steps, layout, env.engine):
+            run.parts = parts.Parts(any(s.name == "semantic" for s in steps),
+                                    work=os.path.join(out, STEPS_DIR, "work", "compose"))
+        view = View(input_paths(source, out), None)
         last, viewing = plan(steps)
         span_orphans = False
         for i, step in enumerate(steps):
@@ -423,8 +368,10 @@ def run_pipeline(steps: Sequence[Any], source: Any, output_dir: str | os.PathLik
             if layout == "flat":  # their first outputs in OUT go; the second run writes them anew
                 for i in viewing:
                     _remove_outputs(out, steps[i].outputs)
-            view = View(None, None if run.alone else np.flatnonzero(keep), True,
-                        parent=View(_source_files(source, out), None), keep=keep, count=int(keep.sum()))
+            view = View(None, None if run.alone or run.parts else np.flatnonzero(keep), True,
+                        parent=View(input_paths(source, out), None), keep=keep, count=int(keep.sum()),
+                        counts=None if run.parts is None else
+                        {r: int(k.sum()) for r, k in zip(run.relpaths, run.parts.keep)})
         for i in finals:
             with timer(f"{i + 1:02d}-{steps[i].name}"):
                 _, view = _run_step(run, i, steps[i], view, "final")
@@ -457,21 +404,12 @@ def _remove_outputs(out: str, outputs: Any) -> None:
             os.remove(path)
 
 
-def _source_files(source: Any, out: str) -> list[str]:
-    """The input as a list of paths (an in-memory table written once as Parquet into OUT/steps/input/)."""
-    files = io.source_files(source)
-    if all(f.fmt != "table" for f in files):
-        return [f.path for f in files]
-    path = os.path.join(out, STEPS_DIR, "input", "table.parquet")
-    if not os.path.exists(path):
-        io.write_parquet_atomic(files[0].table, path)
-    return [path]
-
-
 def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> PipelineResult:
     """decisions.parquet, deduplicated/ (the final records: ``view``), run.json, report.html; the result."""
     if run.alone is not None:
         return _alone_result(run, source, timer, env)
+    if run.parts is not None:
+        return _parts_finish(run, source, view, timer, env)
     d = run.decisions
     n = d.num_rows
     keep = np.asarray(d["keep"].to_numpy(zero_copy_only=False), bool)
@@ -495,7 +433,7 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
     if run.layout == "flat":  # every step wrote its own outputs into OUT
         if run.final_verbatim:
             with timer("write_" + run.final_verbatim):
-                stats[run.final_verbatim] = _write_kept(run, View(_source_files(source, run.out), None), keep,
+                stats[run.final_verbatim] = write_rows(run, View(input_paths(source, run.out), None), keep,
                                                         os.path.join(run.out, run.final_verbatim))
         timer.total()
         return PipelineResult(d, stats, run.records, run.out)
@@ -507,9 +445,9 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
         elif not keep.any():
             stats["deduplicated"] = {"files": 0, "rows_written": 0}
         elif view.files is None:  # the last step's kept rows of its view
-            stats["deduplicated"] = _write_kept(run, view.parent, view.keep, target)
+            stats["deduplicated"] = write_rows(run, view.parent, view.keep, target)
         else:
-            stats["deduplicated"] = _write_kept(run, view, np.ones(view.rows.shape[0] if view.rows is not None
+            stats["deduplicated"] = write_rows(run, view, np.ones(view.rows.shape[0] if view.rows is not None
                                                                    else n, bool), target)
     timer.total()
 
@@ -520,27 +458,6 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
 
     finish(run.out, stats, report=report, what="pipeline")
     return PipelineResult(d, stats, run.records, run.out)
-
-
-class _AloneResult(PipelineResult):
-    """The result of a run that composed nothing (``_uncomposed``): its counts from the steps', its decisions (the
-    first step's verdicts as composed ones: the later steps remove nothing) built only when asked for."""
-
-    def __init__(self, run: _Run, stats: dict[str, Any]):
-        self._run, self.stats, self.steps, self.output_dir = run, stats, run.records, run.out
-        self._table: pa.Table | None = None
-
-    @property
-    def decisions(self) -> pa.Table:  # type: ignore[override]
-        if self._table is None:
-            step, v = self._run.alone[0], self._run.alone[1].verdicts
-            values = {k: val for k, val in v.values.items()}
-            values["step"] = pa.array([step.name] * len(v.ids), pa.string())
-            base = _base_table(v, step.name == "semantic")
-            self._table = fold_removals(base, np.arange(len(v.ids), dtype=np.int64), ~v.keep, v.matched, v.reason,
-                                        representative=v.representative, kind=step.kind,
-                                        values={k: x for k, x in values.items() if k in base.column_names})
-        return self._table
 
 
 def _alone_result(run: _Run, source: Any, timer: Steps, env: Env) -> PipelineResult:
@@ -555,24 +472,72 @@ def _alone_result(run: _Run, source: Any, timer: Steps, env: Env) -> PipelineRes
     stats["layout"] = run.layout
     if run.final_verbatim:  # the removing step read cut text: OUT's kept records are the survivors' own
         with timer("write_" + run.final_verbatim):
-            stats[run.final_verbatim] = _write_kept(run, View(_source_files(source, run.out), None), _kept_flags(run),
+            stats[run.final_verbatim] = write_rows(run, View(input_paths(source, run.out), None), _kept_flags(run),
                                                     os.path.join(run.out, run.final_verbatim))
     timer.total()
-    return _AloneResult(run, stats)
+    return AloneResult(run, stats)
+
+
+def _parts_finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> PipelineResult:
+    """``_finish`` of a run composed by tasks: the counts, sources and OUT's decisions from each file's final
+    part (``parts.final_counts``), deduplicated/ by the view's write tasks; the driver holds no decision."""
+    tally = Tally(_bounds(run.steps))
+    files = {f.relpath: f for f in io.source_files(input_paths(source, run.out))}
+    with timer("write"):
+        counts = parts.final_counts(run.parts, run.out, run.relpaths, [files[r] for r in run.relpaths], tally, env)
+    layout = counts.pop("layout")
+    counts["by_step"] = {**{s.name: 0 for s in run.steps}, **counts["by_step"]}  # in the steps' order, as _finish
+    device, threads = resources(env.device, env.threads)
+    read = {f"{r.index:02d}-{r.name}" + ("" if r.phase == "main" else f".{r.phase}"): r.cost["bytes_read"]
+            for r in run.records if r.cost}
+    stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
+                   files=io.source_files(source), read={"rows": counts["input"]}, counts=counts,
+                   timings=timer.timings, bytes_read=read)
+    stats.update({"steps": [r.to_dict() for r in run.records], "layout": run.layout,
+                  "input_paths": [f.path for f in io.source_files(source) if f.fmt != "table"],
+                  "sources": tally.stats(env.sources),
+                  "tables": {"decisions": {"path": "decisions", "layout": "dataset", "parts": len(run.relpaths)}
+                             if layout == "dataset" else {"path": "decisions.parquet", "layout": "file"}}})
+    with timer("write"):
+        target = os.path.join(run.out, FINAL)
+        if stats["sources"]["over_limit"]:  # no final records: run_pipeline raises once the report is written
+            pass
+        elif not counts["kept"]:
+            stats["deduplicated"] = {"files": 0, "rows_written": 0}
+        elif view.files is None:  # the last step's kept rows of its view
+            stats["deduplicated"] = write_rows(run, view.parent, view.keep, target)
+        else:
+            stats["deduplicated"] = write_rows(run, view, np.ones(view.count, bool), target)
+    timer.total()
+
+    def report() -> str:
+        from .report import write_pipeline_report
+
+        return write_pipeline_report(run.out)
+
+    finish(run.out, stats, report=report, what="pipeline")
+    return PartsResult(stats, run.records, run.out)
+
+
+def _bounds(steps: Sequence[Any]) -> dict[str, float]:
+    """The sources' similarity boundaries: the first dedup step's Jaccard threshold, the first semantic step's
+    1 - eps."""
+    bounds: dict[str, float] = {}
+    for s in steps:  # the first step measuring each similarity sets its boundary
+        if s.name == "dedup":
+            for k, v in thresholds(s.config, s.semantic).items():
+                bounds.setdefault(k, v)
+        elif s.name == "semantic":
+            bounds.setdefault("cosine", 1.0 - s.config.eps)
+    return bounds
 
 
 def _sources(run: _Run, source: Any, d: pa.Table, env: Env) -> dict[str, Any]:
     """run.json's ``sources`` of the composed decisions: per source, its removals per step, their similarities and
     the pairs at each measure's threshold (the first dedup step's Jaccard threshold, the first semantic step's
     1 - eps)."""
-    bounds: dict[str, float] = {}
-    for s in run.steps:  # the first step measuring each similarity sets its boundary
-        if s.name == "dedup":
-            for k, v in thresholds(s.config, s.semantic).items():
-                bounds.setdefault(k, v)
-        elif s.name == "semantic":
-            bounds.setdefault("cosine", 1.0 - s.config.eps)
-    labels = source_labels(_source_files(source, run.out), env.sources.source_field, env.reading,
+    bounds = _bounds(run.steps)
+    labels = source_labels(input_paths(source, run.out), env.sources.source_field, env.reading,
                            d["source"].combine_chunks())
     tally = Tally(bounds)
     tally.add(labels, np.asarray(d["keep"].to_numpy(zero_copy_only=False), bool), step=d["step"], reason=d["reason"],

@@ -170,16 +170,75 @@ class Verdicts:
         return cls(ids, sources, np.ones(m, bool), pa.array(["unique"] * m, pa.string()), np.full(m, -1, np.int64))
 
 
+@dataclass(frozen=True)
+class VerdictTable:
+    """Where a step's verdicts are, file by file of its view (what the Ray engine's composition tasks read, the
+    driver holding none): its per-document table ``table`` in ``out`` (``decisions.table_path``: a dataset of
+    one part per view file, or one file), ``columns`` mapping the verdict columns (id, keep, reason, and where
+    the table has them matched_id, representative_id) and ``values`` (decisions column -> the table's column:
+    more columns for the removed rows) to the table's. ``representative``: the table names each removal's
+    kept representative (kind "dedup"); then its ``cluster_id`` is that of a representative outside the run
+    (an --against index's document). Picklable: a task reads its own file's part (``read``)."""
+
+    out: str
+    table: str
+    columns: tuple[tuple[str, str], ...]
+    values: tuple[tuple[str, str], ...] = ()
+    representative: bool = False
+
+    def read(self, j: int, first: int, count: int) -> pa.Table:
+        """The verdicts of view file ``j`` (rows ``first`` .. ``first + count - 1`` of a one-file table):
+        id, keep, reason (strings), matched_id, representative_id (strings, null: none), then "v:<name>" for
+        each of ``values`` (and "v:cluster_id" with ``representative``)."""
+        import os
+
+        import pyarrow.parquet as pq
+
+        from ..decisions import table_path
+
+        path = table_path(self.out, self.table)
+        names = dict(self.columns)
+        want = list(dict.fromkeys(list(names.values()) + [c for _, c in self.values] +
+                                  (["cluster_id"] if self.representative else [])))
+        if os.path.isdir(path):
+            one = os.path.join(path, f"part-{j:06d}.parquet")
+            if not os.path.exists(one) and count == 0:  # a file without a document may have no part (scores/)
+                some = sorted(n for n in os.listdir(path) if n.endswith(".parquet"))
+                t = pq.read_schema(os.path.join(path, some[0])).empty_table().select(want)
+            else:
+                t = pq.read_table(one, columns=want)
+        else:
+            f = pq.ParquetFile(path)
+            starts = np.concatenate([[0], np.cumsum([f.metadata.row_group(g).num_rows
+                                                     for g in range(f.num_row_groups)])])
+            groups = [g for g in range(f.num_row_groups) if starts[g] < first + count and starts[g + 1] > first]
+            t = f.read_row_groups(groups, columns=want) if groups else f.schema_arrow.empty_table().select(want)
+            t = t.slice(first - int(starts[groups[0]]) if groups else 0, count)
+        if t.num_rows != count:
+            raise RunError(f"{path}: {t.num_rows} rows for view file {j}, which held {count}: the step's table "
+                           "and its view disagree")
+        m = t.num_rows
+        cols = {"id": t[names["id"]], "keep": t[names["keep"]], "reason": t[names["reason"]].cast(pa.string())}
+        for name in ("matched_id", "representative_id"):
+            cols[name] = t[names[name]].cast(pa.string()) if name in names else pa.nulls(m, pa.string())
+        for name, col in self.values:
+            cols["v:" + name] = t[col]
+        if self.representative:
+            cols["v:cluster_id"] = t["cluster_id"]
+        return pa.table(cols)
+
+
 class StepRun:
     """What a step's ``run`` returns: ``result`` (the program's own result, a ``run.RunResult`` with its
     statistics), ``verdicts`` (over its view; or a function making them, called the first time they are asked
     for: a run that composes nothing, one command's one step, never builds them), ``kept`` (the directory of
-    its kept records, None when it wrote none: the engine writes them from the view) and ``counts`` ((documents
-    seen, removed), or None: the engine counts the verdicts)."""
+    its kept records, None when it wrote none: the engine writes them from the view), ``counts`` ((documents
+    seen, removed), or None: the engine counts the verdicts) and ``table`` (where its verdicts are, per file:
+    the Ray engine's composition reads them there; None: from ``verdicts``)."""
 
     def __init__(self, result: Any, verdicts: "Verdicts | Callable[[], Verdicts]", kept: str | None = None,
-                 counts: tuple[int, int] | None = None):
-        self.result, self._verdicts, self.kept, self.counts = result, verdicts, kept, counts
+                 counts: tuple[int, int] | None = None, table: VerdictTable | None = None):
+        self.result, self._verdicts, self.kept, self.counts, self.table = result, verdicts, kept, counts, table
 
     @property
     def verdicts(self) -> Verdicts:

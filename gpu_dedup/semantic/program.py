@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..decisions import row_positions
-from ..runtime.program import Env, Kind, Outputs, StepRun, Verdicts, check_config, file_sources
+from ..runtime.program import Env, Kind, Outputs, StepRun, VerdictTable, Verdicts, check_config, file_sources
 from .config import SemanticConfig
 
 
@@ -43,4 +43,7 @@ class Semantic:
                   "semantic_cluster": d["semantic_cluster"]}
         verdicts = Verdicts(ids, file_sources(res.stats), np.asarray(d["keep"].to_numpy(zero_copy_only=False), bool),
                             d["reason"].combine_chunks(), row_positions(d["matched_id"], ids), None, values)
-        return StepRun(res, verdicts, None)
+        table = VerdictTable(out, "semantic_decisions", tuple((k, k) for k in ("id", "keep", "reason", "matched_id")),
+                             (("cosine", "cosine"), ("semantic_nearest_id", "nearest_id"),
+                              ("semantic_cluster", "semantic_cluster")))
+        return StepRun(res, verdicts, None, table=table)

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup import RunConfig
+from gpu_dedup.decisions import read_table
 from gpu_dedup.distributed.paragraph import paragraph_dedup_ray
 from gpu_dedup.distributed.semantic import semantic_dedup_ray
 from gpu_dedup.distributed.substring import substring_dedup_ray
@@ -264,6 +265,8 @@ def _outputs(d):
     Ray step's decisions/ or scores/ dataset named as the one file it stands for)."""
     names = set()
     for f in _files(d):
+        if f.endswith("/verdicts.parquet"):  # the local engine's resume record of a step (a Ray recipe's: its
+            continue                           # parts of the decisions, in the step's work/)
         if f.endswith((".parquet", ".jsonl")) and "/work/" not in f and not f.startswith("work/"):
             head, _, tail = f.rpartition("/")
             table = head.rpartition("/")[2]
@@ -299,6 +302,44 @@ def test_recipe_on_ray_equals_local_and_resumes(cluster, unique_corpus, model, t
     engine = json.loads((sem / "semantic.json").read_text())["engine"]
     assert engine["tasks_reused"] > 0 and engine["tasks_reused"] < engine["tasks"]
     same_bytes(tmp_path / "local", tmp_path / "ray", names)
+
+
+def test_recipe_on_ray_composes_in_tasks(cluster, unique_corpus, tmp_path, monkeypatch):
+    """A recipe on Ray composes its decisions by tasks (distributed/compose.py): the driver builds no table per
+    document (no base decisions, no fold, no step's verdicts) and holds one keep flag a document; OUT's
+    decisions (the dataset of per-file parts by default, one file with --table-layout file) and run.json's
+    counts and sources equal the local engine's."""
+    import gpu_dedup.filters.program as filter_program
+    import gpu_dedup.lexical.program as lexical_program
+    import gpu_dedup.pipeline.engine as engine
+    from gpu_dedup import Pipeline
+    from gpu_dedup.filters.config import FilterConfig
+    from gpu_dedup.filters.program import Filter
+    from gpu_dedup.lexical.program import Dedup
+    from gpu_dedup.paragraph.program import Paragraph
+
+    def steps():
+        return [Filter(FilterConfig(rules="gopher")), Dedup(RunConfig(progress=False)),
+                Paragraph(ParagraphConfig(min_paragraph_bytes=20))]
+
+    local = Pipeline(steps(), device="cpu").run(str(unique_corpus), tmp_path / "local")
+
+    def built(*_a, **_k):
+        raise AssertionError("the driver built a table per document")
+
+    for mod, name in ((engine, "fold_removals"), (engine, "base_decisions"), (lexical_program, "decision_verdicts"),
+                      (filter_program, "file_sources")):
+        monkeypatch.setattr(mod, name, built)
+    for layout in ("dataset", "file"):
+        out = tmp_path / layout
+        res = Pipeline(steps(), device="cpu").run(str(unique_corpus), out, engine="ray", table_layout=layout)
+        assert (out / "decisions").is_dir() == (layout == "dataset") and \
+            (out / "decisions.parquet").is_file() == (layout == "file")
+        assert read_table(out, "decisions").equals(local.decisions)
+        for key in ("counts", "sources"):
+            assert res.stats[key] == local.stats[key], key
+        assert res.stats["counts"]["by_step"]["filter"] > 0
+    same_bytes(tmp_path / "local", tmp_path / "file", ["decisions.parquet", "deduplicated"])
 
 
 @pytest.mark.parametrize("program, stages", [
@@ -421,18 +462,18 @@ def test_recipe_on_ray_resumes_a_step_killed_after_its_outputs_and_other_inputs(
     out = tmp_path / "out"
     args = ["pipeline", str(recipe), "-o", str(out), "-q", "--engine", "ray"]
     assert main([*args, str(unique_corpus)]) == 0
-    first = (out / "decisions.parquet").read_bytes()
+    first = read_table(out, "decisions")
     steps = sorted((out / "steps").glob("0*"))
     for d in (steps[0], steps[-1]):  # the filter's and the substring's records lost
         assert d.name.split("-", 1)[1].split(".")[0] in ("filter", "substring")
         (d / "step.json").unlink()
     assert main([*args, str(unique_corpus), "--resume"]) == 0
-    assert (out / "decisions.parquet").read_bytes() == first
+    assert read_table(out, "decisions").equals(first)
     fewer = tmp_path / "fewer"
     shutil.copytree(unique_corpus, fewer)
     (fewer / "sub" / "c.jsonl").unlink()
     assert main([*args, str(fewer), "--resume"]) == 0
-    ids = pq.read_table(out / "decisions.parquet")["id"].to_pylist()
+    ids = read_table(out, "decisions")["id"].to_pylist()
     assert sorted(ids) == sorted(pq.read_table(fewer / "a.parquet")["id"].to_pylist())
 
 

@@ -1,7 +1,10 @@
 """A run as the report reads it: its outputs (decisions.parquet, run.json) and, again, its input texts.
 
 The inputs are located from run.json or a given source, and read only as far as the report needs them;
-every row read is checked against the decisions' ids.
+every row read is checked against the decisions' ids. ``scan_inputs`` takes the decisions as a table held whole
+(the dedup report's) or as ``StreamedRows``: the table on disk, read again forward a batch at a time over the rows
+the inputs are read at, with each input file's rows counted beforehand by ``FileRows`` (the pipeline report's,
+whose memory does not grow with the corpus).
 """
 from __future__ import annotations
 
@@ -93,6 +96,117 @@ def _file_rows(decisions: pa.Table, recorded: list[str]) -> tuple[np.ndarray, np
     return np.cumsum(counts) - counts, counts
 
 
+class FileRows:
+    """Each input file's (start, count) of rows, counted from the decisions' source column a batch at a time, in
+    row order (``add``); ``result`` checks them as ``_file_rows`` checks the whole column. Holds one entry per
+    distinct source."""
+
+    def __init__(self) -> None:
+        self._names: dict[Any, None] = {}   # every source named, in order of first appearance
+        self._runs: list[list[Any]] = []    # [source, rows] of each run of equal sources, while in order
+        self._disordered = False            # a source came back after another one: not in input-file order
+
+    def add(self, source: pa.Array) -> None:
+        enc = source if pa.types.is_dictionary(source.type) else pc.dictionary_encode(source)
+        names = enc.dictionary.to_pylist() + [None]  # a null source: None, as run.json lists no such input
+        codes = pc.fill_null(enc.indices, len(names) - 1).to_numpy(zero_copy_only=False)
+        cuts = np.flatnonzero(np.diff(codes)) + 1
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(codes)]):
+            name = names[codes[a]]
+            if self._runs and self._runs[-1][0] == name:
+                self._runs[-1][1] += b - a
+            elif name in self._names:
+                self._disordered = True
+            elif not self._disordered:
+                self._runs.append([name, b - a])
+            self._names.setdefault(name)
+
+    def result(self, recorded: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(start, count) int64 (files,) as ``_file_rows`` gives them, and its Mismatch where it raises one."""
+        pos = {name: i for i, name in enumerate(recorded)}
+        missing = [n for n in self._names if n not in pos]
+        if missing:
+            raise Mismatch(f"decisions name input {missing[0]!r}, which run.json does not list")
+        at = np.array([pos[n] for n, _ in self._runs], np.int64)
+        if self._disordered or (np.diff(at) < 0).any():
+            raise Mismatch("decisions rows are not in input-file order")
+        counts = np.zeros(len(recorded), np.int64)
+        np.add.at(counts, at, np.array([k for _, k in self._runs], np.int64))
+        return np.cumsum(counts) - counts, counts
+
+
+class _TableRows:
+    """``scan_inputs``' rows of a decisions table held whole."""
+
+    def __init__(self, decisions: pa.Table):
+        self._table = decisions
+        self._ids = decisions["id"].combine_chunks()
+        self._keep: np.ndarray | None = None
+
+    def file_rows(self, recorded: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return _file_rows(self._table, recorded)
+
+    def ids(self, lo: int, n: int) -> pa.Array:
+        return self._ids.slice(lo, n)
+
+    def keep(self, lo: int, n: int) -> np.ndarray:
+        if self._keep is None:
+            self._keep = self._table["keep"].to_numpy(zero_copy_only=False)
+        return self._keep[lo:lo + n]
+
+    def id_of(self, row: int) -> Any:
+        return self._ids[row].as_py()
+
+
+class StreamedRows:
+    """``scan_inputs``' rows of a decisions table on disk, not held: the ids and keep flags of the rows asked for,
+    read forward a batch at a time (a row behind the last asked for reads again from its row group), so that at
+    most one input batch's rows and one decisions batch are held.
+
+    Args:
+        path: the table (``decisions.table_path``: one file or a dataset folder of parts).
+        files: each input file's rows, counted over the same table (``FileRows``).
+        wanted: row -> id of the rows whose texts are read (named by the errors).
+    """
+
+    def __init__(self, path: str, files: FileRows, wanted: dict[int, Any]):
+        self._path, self._files, self._wanted = path, files, wanted
+        self._it: Any = None
+        self._lo = 0
+        self._buf: list[tuple[int, pa.RecordBatch]] = []  # (first row, batch), covering the rows last asked for
+
+    def file_rows(self, recorded: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return self._files.result(recorded)
+
+    def _rows(self, lo: int, n: int) -> pa.Table:
+        from .streamed import table_batches
+
+        if self._it is None or lo < self._lo:
+            self._it, self._buf = table_batches(self._path, ["id", "keep"], lo), []
+        self._lo = lo
+        self._buf = [(r, b) for r, b in self._buf if r + b.num_rows > lo]
+        while n > 0 and (not self._buf or self._buf[-1][0] + self._buf[-1][1].num_rows < lo + n):
+            r, b = next(self._it, (None, None))
+            if b is None:
+                raise Mismatch(f"{self._path} ends before row {lo + n - 1:,} (its input files' rows were counted "
+                               "beyond it): the decisions changed while the report read them")
+            if r + b.num_rows > lo:  # (the parts may differ in string width: one type for the slice)
+                self._buf.append((r, pa.record_batch([b.column("id").cast(pa.string()), b.column("keep")],
+                                                     names=["id", "keep"])))
+        if n <= 0:
+            return pa.table({"id": pa.array([], pa.string()), "keep": pa.array([], pa.bool_())})
+        return pa.Table.from_batches([b for _, b in self._buf]).slice(lo - self._buf[0][0], n)
+
+    def ids(self, lo: int, n: int) -> pa.Array:
+        return self._rows(lo, n)["id"].combine_chunks()
+
+    def keep(self, lo: int, n: int) -> np.ndarray:
+        return self._rows(lo, n)["keep"].to_numpy()
+
+    def id_of(self, row: int) -> Any:
+        return self._wanted[row] if row in self._wanted else self.ids(row, 1)[0].as_py()
+
+
 def _files_without_skips(stats: dict, recorded: list[str]) -> set[int]:
     """Indexes of the input files of which the run dropped no row, so that its row numbering of the file is
     the file's physical one. run.json's ``read.skipped`` lists every dropped row and skipped file by name
@@ -118,13 +232,13 @@ def _check_ids(got: pa.Array, expected: pa.Array, row: int, relpath: str) -> Non
                         f"has {got[k].as_py()!r} ({relpath})")
 
 
-def _parquet_texts(f: Any, text_field: str, id_field: str | None, ids: pa.Array, lo: int, hi: int,
-                   here: np.ndarray) -> dict[int, str] | None:
+def _parquet_texts(f: Any, text_field: str, id_field: str | None, run: _TableRows | StreamedRows, lo: int,
+                   hi: int, here: np.ndarray) -> dict[int, str] | None:
     """Texts of the run rows ``here`` (sorted, in [lo, hi): the run's rows of Parquet file ``f``), reading
     only the row groups that hold them; only valid when the run dropped no row of the file (run row
-    lo + k is physical row k). Every row of the row groups read has its id checked. Ids and texts are
-    converted exactly as the reader converts them (integer ids as decimal strings, generated ids
-    '<relpath>:<row>', invalid UTF-8 replaced by U+FFFD). None when the file's columns are not what the
+    lo + k is physical row k). Every row of the row groups read has its id checked against ``run``'s (the
+    decisions). Ids and texts are converted exactly as the reader converts them (integer ids as decimal strings,
+    generated ids '<relpath>:<row>', invalid UTF-8 replaced by U+FFFD). None when the file's columns are not what the
     reader accepts: the sequential read then raises or reports what the run's reader would."""
 
     from .. import io
@@ -157,21 +271,22 @@ def _parquet_texts(f: Any, text_field: str, id_field: str | None, ids: pa.Array,
                 got, _ = io.as_utf8(table.column(id_field).combine_chunks(), pa.string())
             else:
                 got = io.generated_ids(f.relpath, first, n)
-            _check_ids(got, ids.slice(lo + first, n), lo + first, f.relpath)
+            _check_ids(got, run.ids(lo + first, n), lo + first, f.relpath)
             rows = phys[group_of == g]
             text_col = table.column(text_field).combine_chunks().take(pa.array(rows - first, pa.int64()))
             text, _ = io.as_utf8(text_col, pa.large_string())
             for r, value in zip((rows + lo).tolist(), text.to_pylist()):
                 if value is None:  # the run read a text there (it dropped no row of this file)
-                    raise Mismatch(f"row {r:,} of the run ({ids[r].as_py()!r}) now has a null text ({f.relpath})")
+                    raise Mismatch(f"row {r:,} of the run ({run.id_of(r)!r}) now has a null text ({f.relpath})")
                 texts[r] = value
     return texts
 
 
-def scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray, need_sizes: bool) -> Scan:
+def scan_inputs(files: list, stats: dict, decisions: pa.Table | StreamedRows, want: np.ndarray,
+                need_sizes: bool) -> Scan:
     """Read the texts of rows ``want`` (sorted int64) and, with ``need_sizes``, every document's bytes and
     whitespace words. Batches are numbered as in the run (same reader settings), and each batch's ids are
-    checked against the decisions.
+    checked against the decisions (a table, or ``StreamedRows``: the same reads, checks and errors).
 
     Without ``need_sizes``, a Parquet file of which the run dropped no row (``_files_without_skips``) is
     read only in the row groups holding wanted rows (``_parquet_texts``). Other files (JSON Lines, tables,
@@ -181,10 +296,9 @@ def scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray,
 
     cfg = stats.get("config", {})
     recorded = list(stats.get("inputs") or [])
-    starts, counts = _file_rows(decisions, recorded)
+    rows = decisions if isinstance(decisions, StreamedRows) else _TableRows(decisions)
+    starts, counts = rows.file_rows(recorded)
     clean = _files_without_skips(stats, recorded)
-    ids = decisions["id"].combine_chunks()
-    keep = decisions["keep"].to_numpy(zero_copy_only=False)
     kc = keep_column(cfg.get("cluster", {}).get("keep", "first"))
     id_field, text_field = cfg.get("id_field", "id"), cfg.get("text_field", "text")
     scan = Scan(texts={})
@@ -195,7 +309,7 @@ def scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray,
         if not need_sizes and here.size == 0:
             continue
         if not need_sizes and f.fmt == "parquet" and i in clean:
-            texts = _parquet_texts(f, text_field, id_field, ids, lo, hi, here)
+            texts = _parquet_texts(f, text_field, id_field, rows, lo, hi, here)
             if texts is not None:
                 scan.texts.update(texts)
                 continue
@@ -206,11 +320,11 @@ def scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray,
             n = len(batch)
             if row + n > hi:
                 raise Mismatch(f"{f.relpath} now has more rows than the run read ({hi - lo:,})")
-            _check_ids(batch.ids, ids.slice(row, n), row, f.relpath)
+            _check_ids(batch.ids, rows.ids(row, n), row, f.relpath)
             if need_sizes:
                 nbytes = pc.binary_length(batch.text).to_numpy(zero_copy_only=False).astype(np.int64)
                 words = whitespace_words(batch.text)  # a model-free stand-in for tokens
-                k = keep[row:row + n]
+                k = rows.keep(row, n)
                 sums += [nbytes.sum(), nbytes[k].sum(), words.sum(), words[k].sum()]
             for r in here[(here >= row) & (here < row + n)].tolist():
                 scan.texts[r] = batch.text[r - row].as_py()
@@ -221,7 +335,7 @@ def scan_inputs(files: list, stats: dict, decisions: pa.Table, want: np.ndarray,
             raise Mismatch(f"{f.relpath} now has {row - lo:,} rows but the run read {hi - lo:,}")
     lost = [r for r in want.tolist() if r not in scan.texts]
     if lost:
-        raise Mismatch(f"row {lost[0]:,} of the run ({ids[lost[0]].as_py()!r}) is no longer in the inputs")
+        raise Mismatch(f"row {lost[0]:,} of the run ({rows.id_of(lost[0])!r}) is no longer in the inputs")
     if need_sizes:
         scan.bytes_input, scan.bytes_kept, scan.words_input, scan.words_kept = (int(x) for x in sums)
     return scan

@@ -1,8 +1,9 @@
 """The report's "Sources" and "Cost" sections, drawn from run.json's aggregates (``sources``: runtime/sources.py;
 ``cost``: runtime/cost.py) as HTML tables; only the boundary pairs' texts are read from the inputs.
 
-    boundary_rows   the decisions rows of every boundary pair (the removed document and the one it was measured
-                    against), for the caller to read their texts (``inputs.scan_inputs``)
+    boundary_names  the ids of every boundary pair the section shows (the removed document and the one it was
+                    measured against)
+    boundary_rows   their rows in the decisions, for the caller to read their texts (``inputs.scan_inputs``)
     sources_section what each source lost (largest share first, the sources over the limit marked), the similarity
                     of its removals per step (a table of BINS bins), and its pairs at the threshold side by side
     cost_section    CPU- and GPU-seconds, bytes and memory of the run and of each step, and the amount at the price
@@ -23,9 +24,14 @@ PAIR_SOURCES = 20   # sources whose boundary pairs are shown
 PAIR_WORDS = 400    # words of each document of a boundary pair compared
 
 
+def boundary_names(stats: Mapping[str, Any]) -> list[str]:
+    """The ids of every boundary pair the section shows, each pair's removed and matched document, in order."""
+    return [p[k] for _, s in _shown_pairs(stats) for p in s["boundary_pairs"] for k in ("id", "matched_id")]
+
+
 def boundary_rows(stats: Mapping[str, Any], ids: pa.Array) -> np.ndarray:
     """int64, sorted: the rows of ``ids`` (the decisions' id column) of every boundary pair the section shows."""
-    names = [p[k] for _, s in _shown_pairs(stats) for p in s["boundary_pairs"] for k in ("id", "matched_id")]
+    names = boundary_names(stats)
     if not names:
         return np.zeros(0, np.int64)
     pos = pc.index_in(pa.array(names, pa.string()), value_set=ids.cast(pa.string()))
@@ -43,10 +49,11 @@ def _shown_pairs(stats: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]
     return [(k, src[k]) for k in _order(src) if src[k]["boundary_pairs"]][:PAIR_SOURCES]
 
 
-def sources_section(stats: Mapping[str, Any], ids: pa.Array | None = None, texts: dict[int, str] | None = None,
-                    why: str | None = None) -> str:
+def sources_section(stats: Mapping[str, Any], ids: pa.Array | Mapping[str, int] | None = None,
+                    texts: dict[int, str] | None = None, why: str | None = None) -> str:
     """The "Sources" section (module docstring); "" for a run.json without ``sources``. ``ids``: the decisions'
-    id column, ``texts``: row -> text (``boundary_rows``' rows), or ``why`` they are not shown."""
+    id column, or the first row of each of ``boundary_names`` found there (a caller that streams the decisions);
+    ``texts``: row -> text (``boundary_rows``' rows), or ``why`` they are not shown."""
     sec = stats.get("sources")
     if not sec or not sec.get("sources"):
         return ""
@@ -99,7 +106,8 @@ def _similarity(sec: Mapping[str, Any], order: list[str]) -> str:
             "weakest at the threshold: the pairs there are shown below.</p>" + html_table(head, body, left=3))
 
 
-def _pairs(stats: Mapping[str, Any], ids: pa.Array | None, texts: dict[int, str] | None, why: str | None) -> str:
+def _pairs(stats: Mapping[str, Any], ids: pa.Array | Mapping[str, int] | None, texts: dict[int, str] | None,
+           why: str | None) -> str:
     """Each shown source's sampled pairs at the boundary, side by side (the texts when read)."""
     sec = stats["sources"]
     b = sec.get("boundary") or {}
@@ -111,9 +119,11 @@ def _pairs(stats: Mapping[str, Any], ids: pa.Array | None, texts: dict[int, str]
                "<mark>highlighted</mark> ones only in the removed one" if texts else "") + ".</p>")
     if not shown:
         return head + "<p>No removal lies at the threshold.</p>"
-    pos: dict[str, int] = {}
-    if ids is not None and texts:
-        names = [p[k] for _, s in shown for p in s["boundary_pairs"] for k in ("id", "matched_id")]
+    pos: Mapping[str, int] = {}
+    if isinstance(ids, Mapping) and texts:
+        pos = ids
+    elif ids is not None and texts:
+        names = boundary_names(stats)
         found = pc.index_in(pa.array(names, pa.string()), value_set=ids.cast(pa.string())).to_pylist()
         pos = {n: r for n, r in zip(names, found) if r is not None}
     parts = [head]

@@ -84,3 +84,28 @@ def test_the_histogram_view_of_parts_equals_the_whole_arrays(tmp_path, monkeypat
     for f in ("counts", "edges"):
         assert getattr(parts, f).tolist() == getattr(whole, f).tolist()
     assert (parts.shown, parts.below, parts.above, parts.log) == (whole.shown, whole.below, whole.above, whole.log)
+
+
+def test_a_tables_batches_from_any_row_and_the_rows_read_forward(tmp_path, monkeypatch):
+    """table_batches from row k of a dataset of parts (row groups of 7 rows, batches of 5) starts at the batch
+    holding k, the rows numbered as in the one table; StreamedRows gives the ids and keep flags of any range, after
+    a range further on too (read again from its row group), and names a wanted row's id without reading."""
+    from gpu_dedup.report.inputs import FileRows, StreamedRows
+
+    monkeypatch.setattr(streamed, "BATCH_ROWS", 5)
+    sizes = (23, 1, 40)
+    whole = pa.table({"id": [f"r{i}" for i in range(sum(sizes))], "keep": [i % 3 == 0 for i in range(sum(sizes))]})
+    (tmp_path / "t").mkdir()
+    for k, (a, n) in enumerate(zip(np.cumsum((0,) + sizes[:-1]).tolist(), sizes)):
+        pq.write_table(whole.slice(a, n), tmp_path / "t" / f"part-{k:06d}.parquet", row_group_size=7)
+    path = str(tmp_path / "t")
+    for start in (0, 6, 7, 22, 23, 24, 40, 63):
+        got = list(streamed.table_batches(path, ["id"], start))
+        first, b = got[0]
+        assert first <= start < first + b.num_rows and all(len(b) <= 5 for _, b in got)
+        assert pa.concat_arrays([b.column(0) for _, b in got]).to_pylist() == whole["id"].to_pylist()[first:]
+    rows = StreamedRows(path, FileRows(), {40: "r40"})
+    for lo, n in ((0, 3), (2, 20), (30, 34), (5, 1), (21, 4), (63, 1), (10, 0)):
+        assert rows.ids(lo, n).to_pylist() == whole["id"].to_pylist()[lo:lo + n]
+        assert rows.keep(lo, n).tolist() == whole["keep"].to_pylist()[lo:lo + n]
+    assert rows.id_of(40) == "r40" and rows.id_of(3) == "r3"

@@ -73,10 +73,10 @@ GUARD: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
 GUARD_FLAGS: tuple[str, ...] = tuple(f for names, _ in GUARD for f in names)
 # a recipe's tables (``pipeline``, a recipe's settings): run, filter and substring have their own --table-layout
 LAYOUT: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
-    (("--table-layout",), {"choices": ("file", "dataset"), "help": "each step's per-document tables (decisions, "
-                           "scores, the span tables) as one file each (the local engine's) or as folders of "
-                           "per-input-file parts the Ray tasks write (the default with --engine ray); OUT's "
-                           "composed decisions.parquet is one file"}),
+    (("--table-layout",), {"choices": ("file", "dataset"), "help": "the per-document tables (OUT's composed "
+                           "decisions, each step's decisions, scores and span tables) as one file each (the local "
+                           "engine's) or as folders of per-input-file parts the Ray tasks write (the default with "
+                           "--engine ray: OUT/decisions/ instead of OUT/decisions.parquet)"}),
 )
 
 

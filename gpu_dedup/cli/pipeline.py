@@ -17,7 +17,8 @@ EPILOG = textwrap.dedent("""\
     recipe (YAML or TOML): the run's settings (common flags by name), then `steps`, each a step name with
     its flags by name: filter, dedup, paragraph, substring, semantic, screen (cli/recipe.py; recipes/).
     outputs (in OUT): decisions.parquet (every input document once: the step and reason that removed it and
-    the document kept for it), deduplicated/ (the final records), run.json, report.html, and each step's own
+    the document kept for it; with --engine ray a folder decisions/ of one part per input file, unless
+    --table-layout file), deduplicated/ (the final records), run.json, report.html, and each step's own
     outputs in steps/NN-name/.
     """)
 
@@ -77,5 +78,6 @@ def print_result(res) -> None:
     print(f"device {s['device']}, {seconds_line(s['timings_s'])}")
     print(timing_line(s["timings_s"]))
     print_extras(s)
-    print(f"wrote {os.path.join(res.output_dir, 'decisions.parquet')}, "
+    table = (s.get("tables") or {}).get("decisions", {}).get("path", "decisions.parquet")  # a Ray run's: decisions/
+    print(f"wrote {os.path.join(res.output_dir, table)}{'/' if not table.endswith('.parquet') else ''}, "
           + ("deduplicated/, " if "deduplicated" in s else "") + "run.json, report.html")

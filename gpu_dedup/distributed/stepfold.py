@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -90,6 +89,13 @@ def _write(t: pa.Table, path: str) -> None:
     write_parquet_atomic(t, path)
 
 
+def _written(stage: str) -> None:
+    """A task's outputs are written (the fault tests kill a worker here: Ray runs the task again)."""
+    from ..runtime.workdir import checkpoint
+
+    checkpoint(f"ray-{stage}")
+
+
 def _read_all(directory: str, n: int, schema: pa.Schema) -> pa.Table:
     tables = [pq.read_table(part(directory, k)) for k in range(n) if os.path.exists(part(directory, k))]
     return pa.concat_tables(tables).cast(schema) if tables else schema.empty_table()
@@ -136,6 +142,7 @@ def touched(f: FileSpec, spec: StepSpec) -> dict[str, Any]:
     away = pa.array(removed & ~_in_place(before, v, seen, spec.kind))
     ids = pa.concat_arrays([v[c].filter(away).combine_chunks() for c in ("id", "matched_id", "representative_id")])
     _write(pa.table({"id": ids.drop_null()}, schema=_IDS), part(os.path.join(spec.work, "touched"), f.k))
+    _written("compose_touched")
     return {"touched": int(pc.sum(away).as_py() or 0)}
 
 
@@ -182,6 +189,7 @@ def local(f: FileSpec, spec: StepSpec, n: int, gather: bool) -> dict[str, Any]:
     _write(out, part(os.path.join(spec.work, "local"), f.k))
     if gather:
         _write(_gathered(before, v, seen, pick, f.row0), part(os.path.join(spec.work, "gathered"), f.k))
+    _written("compose_local")
     return {"seen": m, "removed": int((~flags_of(v["keep"])).sum()), "gathered": int(pick.sum())}
 
 
@@ -231,6 +239,7 @@ def fold(spec: StepSpec, n: int) -> dict[str, Any]:
         lo, hi = (int(t["row"][0].as_py()), int(t["row"][-1].as_py())) if t.num_rows else (0, -1)
         sel = np.flatnonzero((rows >= lo) & (rows <= hi))
         _write(out.take(pa.array(sel, pa.int64())), part(os.path.join(spec.work, "folded"), k))
+    _written("compose_fold")
     return {"rows": out.num_rows, "removed": int(removed.sum())}
 
 
@@ -253,6 +262,7 @@ def merge(f: FileSpec, spec: StepSpec, gathered: bool) -> dict[str, Any]:
     saw = keep if before is None else keep[flags_of(before["keep"])]
     t = t.cast(pipeline_schema(spec.semantic))
     _write(t, part(spec.after, f.k))
+    _written("compose_merge")
     return {"keep": np.packbits(saw), "n": int(saw.shape[0])}
 
 
@@ -271,6 +281,7 @@ def totals(k: int, directory: str, labels: Callable[[pa.Array], pa.Array] | None
               matched=t["matched_id"])
     if target is not None:
         write_tables([t], t.schema, part(target, k))
+    _written("compose_totals")
     return {"n": t.num_rows, "kept": int(keep.sum()), "by_step": value_counts(gone["step"].drop_null()),
             "by_reason": value_counts(gone["reason"]), "tally": tally.to_dict(), "keep": np.packbits(keep)}
 
@@ -302,7 +313,6 @@ def compose_step(files: Sequence[FileSpec], spec: StepSpec, *, workers: int | No
             logger.info("step %s: %s removals folded with the %s rows of the clusters they touch", spec.name,
                         f"{sum(r['touched'] for r in hit):,}", f"{folded['rows']:,}")
         merged = _map(ray, merge, [(f, spec, gather) for f in files], "compose_merge", names)
-    shutil.rmtree(spec.work, ignore_errors=True)
     keep = [np.unpackbits(r["keep"], count=r["n"]).astype(bool) for r in merged]
     return sum(r["seen"] for r in res), sum(r["removed"] for r in res), keep
 

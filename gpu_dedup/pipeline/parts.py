@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -118,6 +119,7 @@ def fold_step(state: Parts, i: int, step: Any, sr: Any, view_names: Sequence[str
                     state.semantic)
     files = _files(relpaths, file_rows, view_names, step_rows)
     seen, removed, saw = compose_step(files, spec, workers=env.workers, address=env.address)
+    shutil.rmtree(work, ignore_errors=True)  # the tasks' exchange files, the split verdicts: the parts hold it all
     _advance(state, after, saw)
     return seen, removed, saw
 

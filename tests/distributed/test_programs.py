@@ -330,12 +330,20 @@ def test_recipe_on_ray_composes_in_tasks(cluster, unique_corpus, tmp_path, monke
     for mod, name in ((engine, "fold_removals"), (engine, "base_decisions"), (lexical_program, "decision_verdicts"),
                       (filter_program, "file_sources")):
         monkeypatch.setattr(mod, name, built)
+    stages = ("compose_touched", "compose_local", "compose_fold", "compose_merge", "compose_totals")
+    for stage in stages:  # a worker killed in each stage (dataset layout): Ray runs its task again
+        (cluster / f"ray-{stage}").touch()
     for layout in ("dataset", "file"):
         out = tmp_path / layout
         res = Pipeline(steps(), device="cpu").run(str(unique_corpus), out, engine="ray", table_layout=layout)
+        if layout == "dataset":
+            assert sorted(p.name for p in cluster.iterdir()) == sorted(f"ray-{s}.fired" for s in stages)
+            for p in cluster.iterdir():
+                p.unlink()
         assert (out / "decisions").is_dir() == (layout == "dataset") and \
             (out / "decisions.parquet").is_file() == (layout == "file")
         assert read_table(out, "decisions").equals(local.decisions)
+        assert (out / "report.html").is_file()  # drawn from the decisions in either layout, batch by batch
         for key in ("counts", "sources"):
             assert res.stats[key] == local.stats[key], key
         assert res.stats["counts"]["by_step"]["filter"] > 0

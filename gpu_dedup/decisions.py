@@ -9,6 +9,8 @@ is built from.
                        engine's dataset of per-input-file parts (OUT/<name>/), read alike
     counting           ``value_counts`` (pc.value_counts, first appearance order), ``reason_counts``,
                        ``summary_counts``
+    columns as numpy   ``flags_of`` (a keep column), ``codes_of`` (a dictionary's indices): not by pyarrow's
+                       ``to_numpy``, which imports pandas
     composing          ``fold_removals``: the one composition rule of every composed run (``run --semantic``,
                        a recipe of steps): a later step sees the documents kept so far, and every removed row
                        names a document kept at the end (or, removed by a test, none)
@@ -165,6 +167,18 @@ def flags_of(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if u.null_count:
         raise DataError(f"a flag column holds {u.null_count} nulls")
     return np.frombuffer(u.buffers()[1], np.uint8, len(u), u.offset).astype(bool) if len(u) else np.zeros(0, bool)
+
+
+def codes_of(indices: pa.Array, null: int) -> np.ndarray:
+    """int64 (n,) of an integer array (a dictionary's indices), each null ``null``; not by pyarrow's ``to_numpy``,
+    which imports pandas (as ``flags_of``)."""
+    v = pc.cast(indices, pa.int64())
+    if not len(v):
+        return np.zeros(0, np.int64)
+    out = np.frombuffer(v.buffers()[1], np.int64, len(v), v.offset).copy()
+    if v.null_count:
+        out[~flags_of(pc.is_valid(v))] = null
+    return out
 
 
 def value_counts(values: pa.Array | pa.ChunkedArray) -> dict[str, int]:

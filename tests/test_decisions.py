@@ -3,6 +3,7 @@ against a brute-force reference (chains followed one link at a time, clusters co
 tables and random later steps, and the invariants every composed run must hold."""
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from gpu_dedup.decisions import DECISIONS_SCHEMA, fold_removals
@@ -235,6 +236,22 @@ def test_flags_of_equals_arrows_conversion_without_pandas(tmp_path):
             "print(x.tolist(), 'pandas' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[True, False, True] False"
+
+
+def test_codes_of_equals_arrows_conversion_with_nulls_replaced():
+    """``codes_of``: a dictionary's indices as int64 numpy codes, its nulls the given code, equal to pyarrow's
+    ``fill_null`` then ``to_numpy`` (both import pandas) on sliced, narrow and empty indices."""
+    from gpu_dedup.decisions import codes_of
+
+    rng = np.random.default_rng(4)
+    v = rng.integers(0, 5, 1000)
+    idx = pa.array(v, pa.int32(), mask=rng.random(1000) < 0.1)
+    for arr in (idx, idx.slice(17, 300), idx.cast(pa.int8()), pa.array(v, pa.int32()), pa.array([], pa.int32())):
+        want = np.asarray(pc.fill_null(arr, 9).to_numpy(zero_copy_only=False), np.int64)
+        got = codes_of(arr, 9)
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+    enc = pc.dictionary_encode(pa.array(["x", None, "y", "x"]))
+    assert codes_of(enc.indices, 2).tolist() == [0, 2, 1, 0]
 
 
 def test_an_index_representative_leaves_the_steps_own_representatives_alone():

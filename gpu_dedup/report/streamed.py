@@ -4,6 +4,10 @@ column gives.
 
     table_batches  a table's batches (some of its columns), in order, from the batch holding a given row on (the
                  files and row groups before it skipped unread)
+    open_paged   a Parquet file opened to read its column chunks a page at a time (READ_BUFFER), not whole
+    group_batch_rows  the rows of a batch of about BATCH_BYTES of a row group's columns
+    release_pool  the Arrow pool's unused memory given back, after each batch
+    strings, int64s  Arrow arrays of Python strings / numpy integers made from their buffers, without pandas
     ScoreColumn  the column's finite float64 values, as batches of one column of the table's files (a file,
                  or a dataset's ``part-<k>.parquet`` files in order: ``table_files``), each optionally
                  transformed (log10)
@@ -23,14 +27,24 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 BATCH_ROWS = 1 << 16
+# Bytes of a column chunk read at a time: without a buffer pyarrow reads each column chunk whole before decoding
+# its first page, so the memory of a batch grew with the row group (a Ray run's input file of 100 k documents: its
+# text column chunk, 6.4 MB as stored, read whole to decode 1,000 rows held 8.6 MiB, 2.7 with the buffer).
+READ_BUFFER = 1 << 18
+# About the bytes of a row group's columns (as stored, uncompressed) in a batch of ``table_batches`` or of the
+# report's input texts: bounded in rows alone, a batch of long texts is as large as its rows make them. The pipeline
+# report of 1 M documents (input row groups of 100,000 rows): 114.9 MiB peak RSS in 0.81 s; 121.7 MiB in 0.69 s with
+# 1 MiB batches.
+BATCH_BYTES = 1 << 18
 SORT_LIMIT = 1 << 16  # values an order statistic's last range may hold to be sorted
 _BINS = 4096  # the bins of each narrowing pass
 
@@ -42,19 +56,32 @@ def table_files(path: str) -> list[str]:
     return [path]
 
 
-def table_batches(path: str, columns: Sequence[str], start: int = 0) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """(first row, batch) of ``columns`` of the table at ``path`` (a file or a dataset folder: ``table_files``),
-    rows numbered as the one table ``pyarrow.parquet.read_table`` reads, BATCH_ROWS rows at a time, from the batch
-    holding row ``start`` on: the files and row groups wholly before it are skipped by their metadata, unread.
-    One row group's column chunks are held at a time: pyarrow's default ``pre_buffer`` reads those of every row group
-    asked for at the start (Arrow held 26.6 MiB, not 8.7, at the first batch of 3 M decisions rows). The columns are
-    decoded in this thread: the reader's thread pool left the peak RSS of the pipeline report 30-60 MiB higher, and
-    varying from run to run, for no time saved (0.6 s either way over 3 M rows)."""
+def open_paged(source: Any, **kwargs: Any) -> pq.ParquetFile:
+    """``pyarrow.parquet.ParquetFile(source, **kwargs)`` reading READ_BUFFER bytes of a column chunk at a time (the
+    pages a batch needs), none ahead (no ``pre_buffer``)."""
     import pyarrow.parquet as pq
 
+    return pq.ParquetFile(source, pre_buffer=False, buffer_size=READ_BUFFER, **kwargs)
+
+
+def table_batches(path: str, columns: Sequence[str], start: int = 0,
+                  dictionary: Sequence[str] = ()) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """(first row, batch) of ``columns`` of the table at ``path`` (a file or a dataset folder: ``table_files``),
+    rows numbered as the one table ``pyarrow.parquet.read_table`` reads, a row group at a time in batches of about
+    BATCH_BYTES (``group_batch_rows``), from the batch holding row ``start`` on: the files and row groups wholly
+    before it are skipped by their metadata, unread. The columns named in ``dictionary`` come as dictionary arrays,
+    for string columns of a few values (65,536 rows of the decisions' reason: 0.26 MB, not 1.37 as strings).
+
+    Memory: a batch and each column's reader (about a page decoded, and its dictionary page where it has one),
+    whatever the row group's size. A column chunk is read a page at a time (``open_paged``): pyarrow's default
+    ``pre_buffer`` reads those of every row group asked for at the start (Arrow held 26.6 MiB, not 8.7, at the first
+    batch of 3 M decisions rows), and without a buffer each column chunk is read whole. The columns are decoded in
+    this thread: the reader's thread pool left the peak RSS of the pipeline report 30-60 MiB higher, and varying
+    from run to run, for no time saved (0.6 s either way over 3 M rows). The pool's unused memory is given back
+    after each batch (``release_pool``)."""
     base = 0
     for f in table_files(path):
-        with pq.ParquetFile(f, pre_buffer=False) as pf:
+        with open_paged(f, read_dictionary=list(dictionary) or None) as pf:
             md = pf.metadata
             if base + md.num_rows <= start:
                 base += md.num_rows
@@ -62,12 +89,55 @@ def table_batches(path: str, columns: Sequence[str], start: int = 0) -> Iterator
             ends = np.cumsum([md.row_group(g).num_rows for g in range(md.num_row_groups)], dtype=np.int64)
             first = int(np.searchsorted(ends, start - base, side="right"))  # the row group holding ``start``
             row = base + (int(ends[first - 1]) if first else 0)
-            for b in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=range(first, len(ends)), columns=columns,
-                                     use_threads=False):
-                if row + b.num_rows > start:
-                    yield row, b
-                row += b.num_rows
+            for g in range(first, len(ends)):
+                for b in pf.iter_batches(batch_size=group_batch_rows(md.row_group(g), columns), row_groups=[g],
+                                         columns=columns, use_threads=False):
+                    if row + b.num_rows > start:
+                        yield row, b
+                    row += b.num_rows
+                    del b
+                    release_pool()  # what the caller freed of the batches before
             base += md.num_rows
+
+
+def group_batch_rows(group: Any, columns: Sequence[str]) -> int:
+    """Rows of about BATCH_BYTES of ``columns`` of a Parquet row group (``pyarrow.parquet.RowGroupMetaData``), by its
+    column chunks' uncompressed sizes (the values as stored: less than the decoded strings where a dictionary page
+    stands for repeated ones); at least 1, at most BATCH_ROWS."""
+    size = sum(group.column(i).total_uncompressed_size for i in range(group.num_columns)
+               if group.column(i).path_in_schema in columns)
+    return int(min(BATCH_ROWS, max(1, group.num_rows * BATCH_BYTES // max(size, 1))))
+
+
+def release_pool() -> None:
+    """Give the memory Arrow's pool holds unused back to the system (``MemoryPool.release_unused``), as a batch is
+    done with. mimalloc, pyarrow's default pool, keeps freed memory for a while (in 2 MiB huge pages where the
+    system allows them), and buffers of other sizes take new memory meanwhile: without a release after each batch
+    the pipeline report's peak RSS grew with the rows read, 121.9 → 131.1 MiB from 100 k to 1 M documents (113.5
+    → 115.5 with it; jemalloc's 94.8 → 102.6 and the system allocator's 95.1 → 101.9 hardly change), for 0.03 s
+    of 648 releases at 1 M (0.08 s of ``malloc_trim`` with the system allocator)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+
+
+def strings(values: Sequence[str]) -> pa.Array:
+    """pa.string() array of ``values``, built from its buffers: ``pyarrow.array`` of Python values (or of a numpy
+    array) imports pandas, 33 MiB of a Ray driver that has no other use for it."""
+    import pyarrow as pa
+
+    data = [v.encode("utf-8") for v in values]
+    offsets = np.zeros(len(data) + 1, np.int32)
+    np.cumsum([len(b) for b in data], out=offsets[1:])
+    return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets), pa.py_buffer(b"".join(data)))
+
+
+def int64s(values: np.ndarray) -> pa.Array:
+    """pa.int64() array of the integers ``values``, sharing a contiguous copy's buffer (no pandas, as ``strings``)."""
+    import pyarrow as pa
+
+    v = np.ascontiguousarray(values, np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(v), [None, pa.py_buffer(v)])
 
 
 @dataclass

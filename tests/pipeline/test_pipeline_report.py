@@ -7,6 +7,8 @@ import json
 import os
 import random
 import shutil
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,15 +27,13 @@ from gpu_dedup.report import streamed
 from gpu_dedup.report.page import html_table, pct
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A local run of filter (Gopher: the documents without stop words go) then dedup over a.jsonl, b.parquet (row
-    groups of 7 rows) and c.jsonl: near copies of a few texts across the files, so that each file (its source) has
-    removals at the similarity threshold."""
+def _finished(src, jsonl: tuple[str, ...]):
+    """A local run of filter (Gopher: the documents without stop words go) then dedup over a, b and c (those named
+    in ``jsonl`` as JSON Lines, the others Parquet in row groups of 7 rows) in the new folder ``src``: near copies
+    of a few texts across the files, so that each file (its source) has removals at the similarity threshold."""
     rng = random.Random(11)
     words = [f"w{i}" for i in range(300)]
     families = [[rng.choice(words) for _ in range(120)] for _ in range(6)]
-    src = tmp_path_factory.mktemp("pipeline_report") / "in"
     src.mkdir()
     for name in ("a", "b", "c"):
         rows = []
@@ -45,13 +45,19 @@ def finished(tmp_path_factory):
             else:
                 t = [rng.choice(words) for _ in range(rng.randrange(60, 120))]
             rows.append({"id": f"{name}{i}", "text": " ".join(t) + (" the and" if rng.random() < 0.8 else "")})
-        if name == "b":
-            pq.write_table(pa.Table.from_pylist(rows), src / "b.parquet", row_group_size=7)
-        else:
+        if name in jsonl:
             (src / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        else:
+            pq.write_table(pa.Table.from_pylist(rows), src / f"{name}.parquet", row_group_size=7)
     out = src.parent / "out"
     Pipeline([Filter(FilterConfig(rules="gopher")), Dedup(RunConfig(progress=False))], device="cpu").run(src, out)
     return out
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """The run over a.jsonl, b.parquet and c.jsonl (``_finished``)."""
+    return _finished(tmp_path_factory.mktemp("pipeline_report") / "in", ("a", "c"))
 
 
 def _copy(out, dst, parts: bool) -> str:
@@ -103,7 +109,8 @@ def test_the_removals_are_counted_in_the_whole_tables_order(finished, tmp_path, 
 
 def test_the_decisions_are_never_read_whole(finished, tmp_path, monkeypatch):
     """No whole-table read of the decisions (pyarrow.parquet.read_table, a ParquetFile's read, the layouts'
-    read_table), only batches of at most BATCH_ROWS rows, in either layout; the page is the same."""
+    read_table) nor of an input's row group, only batches of at most BATCH_ROWS rows, each followed by a release of
+    the Arrow pool's unused memory, in either layout; the page is the same."""
     one, parts = _copy(finished, tmp_path / "one", parts=False), _copy(finished, tmp_path / "parts", parts=True)
     want = _page(one)
 
@@ -118,10 +125,29 @@ def test_the_decisions_are_never_read_whole(finished, tmp_path, monkeypatch):
             batches.append(b.num_rows)
             yield b
 
+    releases = []
     monkeypatch.setattr(pq, "read_table", whole)
     monkeypatch.setattr(pq.ParquetFile, "read", whole)
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", whole)
     monkeypatch.setattr(gpu_dedup.decisions, "read_table", whole)
     monkeypatch.setattr(pq.ParquetFile, "iter_batches", counted)
+    monkeypatch.setattr(streamed, "release_pool", lambda: releases.append(len(batches)))
     monkeypatch.setattr(streamed, "BATCH_ROWS", 4)
     assert _page(one) == want and _page(parts) == want
     assert batches and max(batches) <= 4
+    # the pool's unused memory given back after each batch (the reads' next batch, or its row group's end), but the
+    # last batch of each page's StreamedRows, whose read stops where the wanted rows end
+    assert len(releases) == len(batches) - 2
+
+
+def test_the_report_imports_no_pandas(tmp_path):
+    """The report of a Ray run's parts over Parquet inputs imports no pandas (pyarrow imports it to build an array of
+    Python values, to make a scalar of one, or in ``to_numpy``: 33 MiB of a Ray driver that has no other use for it),
+    and shows the pairs' texts."""
+    out = _copy(_finished(tmp_path / "in", ()), tmp_path / "parts", parts=True)
+    code = ("import sys\n"
+            "from gpu_dedup.pipeline.report import write_pipeline_report\n"
+            f"page = open(write_pipeline_report({out!r}), encoding='utf-8').read()\n"
+            "print('pandas' in sys.modules, page.count('class=\"pair\"') >= 3, 'Texts are not shown' in page)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.split() == ["False", "True", "False"], r.stdout + r.stderr

@@ -460,7 +460,8 @@ def _shown(decisions) -> np.ndarray:
 
 
 class _Reads:
-    """Records what the report reads: row groups per Parquet file, and the files read by iter_batches."""
+    """Records what the report reads: row groups per Parquet file (read whole, or in batches of the row groups
+    named), and the files read by the run's reader (io.iter_batches)."""
 
     def __init__(self, monkeypatch) -> None:
         from gpu_dedup import io
@@ -468,6 +469,7 @@ class _Reads:
         self.groups: dict[str, list[int]] = collections.defaultdict(list)
         self.sequential: list[str] = []
         init, read_group, iter_batches = pq.ParquetFile.__init__, pq.ParquetFile.read_row_group, io.iter_batches
+        group_batches = pq.ParquetFile.iter_batches
 
         def spy_init(pf, source, *args, **kwargs):
             init(pf, source, *args, **kwargs)
@@ -477,12 +479,18 @@ class _Reads:
             self.groups[getattr(pf, "_spy_name", "?")].append(i)
             return read_group(pf, i, *args, **kwargs)
 
+        def spy_group_batches(pf, *args, row_groups=None, **kwargs):
+            if row_groups is not None:
+                self.groups[getattr(pf, "_spy_name", "?")].extend(row_groups)
+            return group_batches(pf, *args, row_groups=row_groups, **kwargs)
+
         def spy_iter_batches(files, **kwargs):
             self.sequential.extend(f.relpath for f in files)
             return iter_batches(files, **kwargs)
 
         monkeypatch.setattr(pq.ParquetFile, "__init__", spy_init)
         monkeypatch.setattr(pq.ParquetFile, "read_row_group", spy_read_group)
+        monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy_group_batches)
         monkeypatch.setattr(io, "iter_batches", spy_iter_batches)
 
 

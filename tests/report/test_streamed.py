@@ -109,3 +109,59 @@ def test_a_tables_batches_from_any_row_and_the_rows_read_forward(tmp_path, monke
         assert rows.ids(lo, n).to_pylist() == whole["id"].to_pylist()[lo:lo + n]
         assert rows.keep(lo, n).tolist() == whole["keep"].to_pylist()[lo:lo + n]
     assert rows.id_of(40) == "r40" and rows.id_of(3) == "r3"
+
+
+_HELD = """
+import json, sys
+import numpy as np, pyarrow as pa
+from gpu_dedup import io
+from gpu_dedup.pipeline.report import _read_decisions
+from gpu_dedup.report.inputs import FileRows, StreamedRows, _parquet_texts
+from gpu_dedup.report.streamed import table_batches
+dec, src, what = sys.argv[1:4]
+if what == "decisions":
+    d = _read_decisions(dec, ["d59999"])
+    got = d.rows
+else:
+    files = FileRows()
+    for _, b in table_batches(dec, ["source"]):
+        files.add(b.column("source"))
+    rows = StreamedRows(dec, files, {59999: "d59999"})
+    got = {r: len(t) for r, t in _parquet_texts(io.resolve_inputs([src])[0], "text", "id", rows, 0, 60000,
+                                                 np.array([0, 59999])).items()}
+print(json.dumps({"held": pa.default_memory_pool().max_memory(), "got": {str(k): v for k, v in got.items()}}))
+"""
+
+
+def test_a_row_group_is_read_in_batches_of_bounded_bytes(tmp_path):
+    """The pipeline report's reads hold a batch of about BATCH_BYTES of a row group, read a page at a time, whatever
+    the row group's size: Arrow's peak (its pool's max_memory, in a fresh process) stays under the 4.2 MB of the
+    decisions' ids (3.0 MB: each column's reader holds about a page, 1 MiB, decoded and as stored; 8.9 MB when a
+    batch was 65,536 rows and a column chunk was read whole) and under half the input row group's 21 MB of texts
+    (7.0 MB: the text and id readers and the decisions'; 79.5 MB when the row group, its ids and the decisions' ids
+    of its rows were read whole)."""
+    import json
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(5)
+    n = 60000
+    ids = [f"d{i}" + "x" * 60 for i in range(n)]
+    ids[-1] = "d59999"
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ", np.uint8)
+    raw = letters[rng.integers(0, len(letters), n * 350)].tobytes()
+    texts = [raw[i * 350:(i + 1) * 350].decode() for i in range(n)]
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": ids, "text": texts}), src, row_group_size=n, use_dictionary=False)
+    (tmp_path / "dec").mkdir()
+    pq.write_table(pa.table({"id": ids, "keep": [True] * n, "reason": ["kept"] * n, "step": ["dedup"] * n,
+                             "source": ["in.parquet"] * n}), tmp_path / "dec" / "part-000000.parquet",
+                   row_group_size=n, use_dictionary=["reason", "step", "source"])
+    held = {}
+    for what in ("decisions", "texts"):
+        r = subprocess.run([sys.executable, "-c", _HELD, str(tmp_path / "dec"), str(src), what],
+                           capture_output=True, text=True, check=True)
+        out = json.loads(r.stdout)
+        held[what] = out["held"]
+        assert out["got"] == ({"d59999": n - 1} if what == "decisions" else {"0": 350, str(n - 1): 350})
+    assert held["decisions"] < 4.2e6 and held["texts"] < 21e6 / 2, held

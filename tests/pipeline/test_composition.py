@@ -293,3 +293,24 @@ def test_a_flat_run_with_one_removing_step_builds_no_verdicts(order, tmp_path, m
             pq.read_table(os.path.join(composed.output_dir, finals[name], f))), f
     kept = set(flat.decisions.filter(flat.decisions["keep"])["id"].to_pylist())
     assert final_texts(tmp_path / "flat") == {r["id"]: r["text"] for r in rows if r["id"] in kept}  # their own
+
+
+def test_a_dedup_step_against_an_index_names_every_removals_representative(tmp_path):
+    """A recipe's dedup step run --against an index: removals of the index's duplicates name its document, and
+    every other removal a document the run kept, in that document's cluster (was: the index's ids and clusters,
+    passed to the fold for its own duplicates, blanked the representative and cluster of every other removal)."""
+    from gpu_dedup.lexical.dedup import deduplicate
+
+    rows = corpus(11, 60)
+    old = write_jsonl(tmp_path / "old" / "a.jsonl", rows[:20])
+    deduplicate(old, RunConfig(progress=False), str(tmp_path / "idxrun"), save_index=str(tmp_path / "index"))
+    new = write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": "n" + r["id"], "text": r["text"]} for r in rows])
+    d = Pipeline([Dedup(RunConfig(progress=False), against=str(tmp_path / "index"))], device="cpu").run(
+        new, tmp_path / "out").decisions.to_pylist()
+    kept = {r["id"]: r["cluster_id"] for r in d if r["keep"]}
+    gone = [r for r in d if not r["keep"]]
+    index = [r for r in gone if r["representative_id"] not in kept]
+    own = [r for r in gone if r["representative_id"] in kept]
+    assert index and own and len(index) + len(own) == len(gone)
+    assert all(r["representative_id"] in {x["id"] for x in rows[:20]} for r in index)
+    assert all(r["cluster_id"] == kept[r["representative_id"]] for r in own)

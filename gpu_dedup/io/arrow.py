@@ -21,6 +21,17 @@ from .discover import InputFile
 logger = logging.getLogger(__package__)  # the package's one logger, "gpu_dedup.io" (see batch.quiet_logs)
 
 
+def release_pool() -> None:
+    """Give the memory Arrow's pool holds unused back to the system (``MemoryPool.release_unused``), as a batch is
+    done with. mimalloc, pyarrow's default pool, keeps freed memory for a while (in 2 MiB huge pages where the
+    system allows them), and buffers of other sizes take new memory meanwhile: without a release after each batch
+    the pipeline report's peak RSS grew with the rows read, 121.9 → 131.1 MiB from 100 k to 1 M documents (113.5
+    → 115.5 with it; jemalloc's 94.8 → 102.6 and the system allocator's 95.1 → 101.9 hardly change), for 0.03 s
+    of 648 releases at 1 M (0.08 s of ``malloc_trim`` with the system allocator); a Ray driver streaming a
+    table's parts into one file (``runtime.run.RowGroups``) likewise."""
+    pa.default_memory_pool().release_unused()
+
+
 def is_stringish(t: pa.DataType) -> bool:
     """Can a column of type ``t`` be read as text (or string ids)?
 

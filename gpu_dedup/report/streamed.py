@@ -6,7 +6,6 @@ column gives.
                  files and row groups before it skipped unread)
     open_paged   a Parquet file opened to read its column chunks a page at a time (READ_BUFFER), not whole
     group_batch_rows  the rows of a batch of about BATCH_BYTES of a row group's columns
-    release_pool  the Arrow pool's unused memory given back, after each batch
     strings, int64s  Arrow arrays of Python strings / numpy integers made from their buffers, without pandas
     ScoreColumn  the column's finite float64 values, as batches of one column of the table's files (a file,
                  or a dataset's ``part-<k>.parquet`` files in order: ``table_files``), each optionally
@@ -28,6 +27,8 @@ import math
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+
+from ..io.arrow import release_pool  # after each batch: the Arrow pool's unused memory given back
 
 import numpy as np
 
@@ -107,18 +108,6 @@ def group_batch_rows(group: Any, columns: Sequence[str]) -> int:
     size = sum(group.column(i).total_uncompressed_size for i in range(group.num_columns)
                if group.column(i).path_in_schema in columns)
     return int(min(BATCH_ROWS, max(1, group.num_rows * BATCH_BYTES // max(size, 1))))
-
-
-def release_pool() -> None:
-    """Give the memory Arrow's pool holds unused back to the system (``MemoryPool.release_unused``), as a batch is
-    done with. mimalloc, pyarrow's default pool, keeps freed memory for a while (in 2 MiB huge pages where the
-    system allows them), and buffers of other sizes take new memory meanwhile: without a release after each batch
-    the pipeline report's peak RSS grew with the rows read, 121.9 → 131.1 MiB from 100 k to 1 M documents (113.5
-    → 115.5 with it; jemalloc's 94.8 → 102.6 and the system allocator's 95.1 → 101.9 hardly change), for 0.03 s
-    of 648 releases at 1 M (0.08 s of ``malloc_trim`` with the system allocator)."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
 
 
 def strings(values: Sequence[str]) -> pa.Array:

@@ -166,6 +166,20 @@ def test_write_tables_bytes_follow_the_rows_alone(tmp_path, monkeypatch):
     assert not (tmp_path / "bad.parquet").exists()
 
 
+def test_write_tables_gives_arrows_unused_memory_back_after_each_row_group(tmp_path, monkeypatch):
+    """A driver streaming a table's parts into one file holds one row group: each group written, Arrow's pool
+    gives its unused memory back (mimalloc kept the freed groups: writing a Ray recipe's decisions.parquet from
+    its parts, the driver's peak rose 74 MiB from 100 k to 1 M documents; 20 MiB with the release)."""
+    import gpu_dedup.io.arrow as arrow
+
+    released: list[int] = []
+    monkeypatch.setattr(arrow, "release_pool", lambda: released.append(1))
+    monkeypatch.setattr(R, "ROW_GROUP_ROWS", 7)
+    t = pa.table({"id": [f"doc-{i}" for i in range(30)]})
+    R.write_tables([t.slice(0, 12), t.slice(12)], t.schema, tmp_path / "t.parquet")
+    assert len(released) == pq.ParquetFile(tmp_path / "t.parquet").metadata.num_row_groups == 5
+
+
 def test_steps_time_named_steps():
     steps = R.Steps()
     for _ in range(2):

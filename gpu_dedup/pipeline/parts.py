@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -40,15 +40,14 @@ COMPOSED = "work/composed"
 
 @dataclass
 class Parts:
-    """The composition's state: ``directory`` (the decisions' parts after the last removing step; None before
-    it), ``keep`` (each input file's keep flags so far; None before the first removing step) and whether the
-    decisions carry the semantic columns."""
+    """The composition's state: whether the decisions carry the semantic columns, ``directory`` (the decisions'
+    parts after the last removing step; None before it), ``keep`` (each input file's keep flags so far; None
+    before the first removing step) and ``work`` (where the steps' composition tasks exchange files)."""
 
     semantic: bool
     directory: str | None = None
     keep: list[np.ndarray] | None = None
     work: str = ""
-    names: list[str] = field(default_factory=list)
 
 
 def uses_parts(steps: Sequence[Any], layout: str, engine: str) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..report.html import write_report
+from ..errors import ConfigError
+from ..report.html import MAX_CLUSTERS, write_report
 
 
 def add_command(sub) -> None:
@@ -23,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser: the command's parser; dests: output, max_clusters, source, no_inputs.
     """
     parser.add_argument("output", metavar="OUT", help="a run's output directory (decisions.parquet, run.json)")
-    parser.add_argument("--max-clusters", type=int, default=10, help="largest clusters shown with excerpts")
+    parser.add_argument("--max-clusters", type=int, default=MAX_CLUSTERS, help="largest clusters shown with excerpts")
     parser.add_argument("--source", nargs="+", metavar="INPUT", default=None,
                         help="the run's inputs, when they are not where run.json says (for excerpts)")
     parser.add_argument("--no-inputs", action="store_true",
@@ -31,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write the report of a dedup run, or of a ``filter`` run (its run.json says "stage": "filter"); print its path.
+    """Write the report of a dedup run, of a ``filter`` run (its run.json says "stage": "filter") or of a pipeline
+    (its run.json's "program"); print its path.
 
     Args:
         args: the parsed ``report`` options.
@@ -46,17 +48,25 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     stats_path = os.path.join(args.output, "run.json")
-    stage = None
+    stage = program = None
     if os.path.exists(stats_path):
         with open(stats_path, encoding="utf-8") as fh:
             try:
-                stage = json.load(fh).get("stage")
+                stats = json.load(fh)
+                stage, program = stats.get("stage"), stats.get("program")
             except (ValueError, AttributeError):
                 stage = None  # write_report names the problem
     if stage == "filter":
         from ..filters.report import write_filter_report
 
         path = write_filter_report(args.output)
+    elif program == "pipeline":  # a recipe's page (a failed one's "retry with" names this command)
+        from ..pipeline.report import write_pipeline_report
+
+        if args.max_clusters != MAX_CLUSTERS:
+            raise ConfigError(f"--max-clusters {args.max_clusters}: {args.output} holds a pipeline run, whose report "
+                              "shows no clusters (each step's own report in steps/NN-name/ does); leave it out")
+        path = write_pipeline_report(args.output, source=args.source, read_inputs=not args.no_inputs)
     else:
         path = write_report(args.output, max_clusters=args.max_clusters, source=args.source,
                             read_inputs=not args.no_inputs)

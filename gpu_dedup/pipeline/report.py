@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,8 +34,9 @@ from ..report.streamed import strings, table_batches
 REPORTS = ("report.html", "substring_report.html")  # a step's own page, where it writes one
 
 
-def write_pipeline_report(out: str) -> str:
-    """OUT/report.html of the pipeline run in ``out``; returns its path.
+def write_pipeline_report(out: str, source: Any = None, read_inputs: bool = True) -> str:
+    """OUT/report.html of the pipeline run in ``out``; returns its path. ``source``: the run's inputs, when they
+    are not where run.json says; ``read_inputs`` False: the boundary pairs without their texts.
 
     Raises:
         FileNotFoundError: run.json or the decisions are missing (an unfinished run).
@@ -66,7 +68,7 @@ def write_pipeline_report(out: str) -> str:
              html_table(("step", "reason", "documents", "of the input"), reasons) if reasons else
              "<p>No document was removed.</p>")
     if sources_section(stats):
-        texts, why = _boundary_texts(stats, path, d)
+        texts, why = _boundary_texts(stats, path, d, source) if read_inputs else (None, None)
         page.add("sources", "Sources", sources_section(stats, d.rows, texts, why))
     if cost_section(stats):
         page.add("cost", "Cost", cost_section(stats))
@@ -126,14 +128,15 @@ def _count(removed: dict[str, dict[str, int]], step: pa.Array, reason: pa.Array)
         by[why] = by.get(why, 0) + int(n[j])
 
 
-def _boundary_texts(stats: dict, path: str, d: _Decisions) -> tuple[dict[int, str] | None, str | None]:
+def _boundary_texts(stats: dict, path: str, d: _Decisions, source: Any = None
+                    ) -> tuple[dict[int, str] | None, str | None]:
     """(row -> text of the boundary pairs' documents, None) or (None, why not): read from the run's inputs."""
     from ..report.inputs import Mismatch, StreamedRows, locate_inputs, scan_inputs
 
     want = np.unique(np.fromiter(d.rows.values(), np.int64, len(d.rows)))
     if want.size == 0:
         return None, None
-    files, why = locate_inputs(stats, None)
+    files, why = locate_inputs(stats, source)
     if files is None:
         return None, why
     reading = {**((stats.get("config") or {}).get("reading") or {})}

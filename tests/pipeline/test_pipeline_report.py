@@ -151,3 +151,22 @@ def test_the_report_imports_no_pandas(tmp_path):
             "print('pandas' in sys.modules, page.count('class=\"pair\"') >= 3, 'Texts are not shown' in page)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.split() == ["False", "True", "False"], r.stdout + r.stderr
+
+
+def test_the_report_command_writes_a_pipelines_page(finished, tmp_path):
+    """`gpu-dedup report OUT` of a pipeline run writes the pipeline's page (was: the dedup run's page, over it; a
+    pipeline whose report failed names that command to retry), with --source and --no-inputs; --max-clusters,
+    which it has no use for, is refused."""
+    from gpu_dedup.cli import main
+
+    out = _copy(finished, tmp_path / "one", parts=False)
+    want = _page(out)
+    os.remove(os.path.join(out, "report.html"))
+    assert main(["report", out]) == 0
+    with open(os.path.join(out, "report.html"), encoding="utf-8") as fh:
+        assert fh.read().replace(out, "OUT") == want
+    assert main(["report", out, "--no-inputs"]) == 0
+    with open(os.path.join(out, "report.html"), encoding="utf-8") as fh:
+        page = fh.read()
+    assert "Texts are not shown: the inputs were not read" in page and "Sources" in page
+    assert main(["report", out, "--max-clusters", "3"]) == 1

@@ -212,7 +212,8 @@ def fold(spec: StepSpec, n: int) -> dict[str, Any]:
     """compose_fold: ``fold_removals`` over every file's gathered rows (whole clusters, in row order); each file's
     folded rows written for its merge task."""
     tables = [pq.read_table(part(os.path.join(spec.work, "gathered"), k)) for k in range(n)]
-    g = pa.concat_tables([t for t in tables if t.num_rows] or tables[:1])
+    # a file the step saw no document of has no verdict column types (its rows moved with their clusters: null)
+    g = pa.concat_tables([t for t in tables if t.num_rows] or tables[:1], promote_options="permissive")
     names = [c for c in g.column_names if c != "row" and not c.startswith("s:")]
     d = g.select(names)
     seen = np.flatnonzero(flags_of(g["s:seen"]))

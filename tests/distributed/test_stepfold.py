@@ -88,7 +88,7 @@ def _by_tasks(tmp, before: str | None, whole: pa.Table, v: pa.Table, kind: str, 
     files, row0 = [], 0
     j = 0
     for k, (rel, n, s) in enumerate(zip(RELPATHS, FILE_ROWS, seen_per_file)):
-        if s or n:  # a view holds no file left without a document (the empty input file is the first step's)
+        if s:  # a view holds no file left without a document (its files of the steps before: absent)
             pq.write_table(v.slice(first, s), os.path.join(table, f"part-{j:06d}.parquet"))
             files.append(FileSpec(k, rel, row0, j, first, s))
             j += 1
@@ -150,3 +150,36 @@ def test_a_view_that_changed_is_refused(tmp_path):
     v = v.set_column(0, "id", pc.binary_join_element_wise(v["id"], "x", ""))
     with pytest.raises(RunError, match="its view changed while the pipeline ran"):
         _by_tasks(str(tmp_path), before, whole, v, "dedup", True, "dedup", 1)
+
+
+def test_a_file_the_step_saw_nothing_of_still_moves_with_its_clusters(tmp_path):
+    """A file whose every document an earlier dedup step removed (for documents of another file) is absent from
+    the next step's view; when that step removes their representatives, its rows are gathered all the same, with
+    no verdict, and move as the whole table's fold moves them."""
+    rng = np.random.default_rng(5)
+    ids = _ids()
+    whole = base_decisions(ids, pa.array(np.repeat(RELPATHS, FILE_ROWS).tolist(), pa.string()), False)
+    m = whole.num_rows
+    c0 = int(np.sum(FILE_ROWS[:3]))  # sub/c.jsonl's first row
+    removed = np.zeros(m, bool)
+    removed[c0:] = True  # every document of sub/c.jsonl, each for a document of a.jsonl
+    rep = np.where(removed, np.arange(m) % 3, -1)
+    v = pa.table({"id": ids, "keep": pa.array(~removed), "reason": pa.array(
+        np.where(removed, "near_duplicate", "unique").tolist()), "matched_id": ids.take(pa.array(np.maximum(rep, 0),
+                                                                                                mask=rep < 0)),
+        "jaccard": pa.array(np.where(removed, 0.9, np.nan), from_pandas=True),
+        "representative_id": ids.take(pa.array(np.maximum(rep, 0), mask=rep < 0)),
+        "cluster_id": pa.nulls(m, pa.int64())})
+    want = _reference(whole, v, "dedup", True, "dedup").cast(pipeline_schema(False))
+    before, got, _ = _by_tasks(str(tmp_path), None, whole, v, "dedup", True, "dedup", 0)
+    assert got.equals(want)
+    whole = want
+    seen = np.flatnonzero(flags_of(whole["keep"]))
+    v = _verdicts(whole, rng, "select", False)
+    gone = np.isin(seen, [0, 1, 2])  # the representatives of sub/c.jsonl's documents fail the filter
+    v = v.set_column(1, "keep", pa.array(~gone)).set_column(2, "reason", pa.array(
+        np.where(gone, "gopher", "unique").tolist()))
+    want = _reference(whole, v, "select", False, "filter").cast(pipeline_schema(False))
+    _, got, info = _by_tasks(str(tmp_path), before, whole, v, "select", False, "filter", 1)
+    assert got.equals(want) and info["gathered"] >= 5 + 3
+    assert set(got.slice(c0)["step"].to_pylist()) == {"filter"}  # they share the removed representatives' verdict

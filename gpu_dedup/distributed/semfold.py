@@ -105,16 +105,23 @@ def merged_part(lexical: pa.Table, folded: pa.Table | None, sem: pa.Table | None
     fold's rows of this part, by their "row", ``row0`` its first) in their places, and the semantic columns of
     the rows the semantic stage saw (``sem``: its decisions of them; null for the others)."""
     seen = seen_rows(lexical, sem, order, where)
-    n = lexical.num_rows
-    columns = [lexical[name].combine_chunks() for name in DECISIONS_SCHEMA.names]
-    if folded is not None and folded.num_rows:
-        src = np.arange(n, dtype=np.int64)
-        src[folded["row"].to_numpy() - row0] = n + np.arange(folded.num_rows)
-        take = pa.array(src, pa.int64())
-        columns = [pa.concat_arrays([c, folded[name].combine_chunks().cast(c.type)]).take(take)
-                   for c, name in zip(columns, DECISIONS_SCHEMA.names)]
-    columns += semantic_columns(sem, seen, n)
+    columns = put_back(lexical.select(DECISIONS_SCHEMA.names), folded, row0).columns
+    columns += semantic_columns(sem, seen, lexical.num_rows)
     return pa.Table.from_arrays(columns, schema=decisions_schema(semantic=True))
+
+
+def put_back(part: pa.Table, folded: pa.Table | None, row0: int) -> pa.Table:
+    """``part`` (a file's decisions, ``row0`` its first row in the whole table) with the fold's rows of it
+    (``folded``: its columns and each row's "row" in the whole table) in their places."""
+    if folded is None or not folded.num_rows:
+        return part
+    n = part.num_rows
+    src = np.arange(n, dtype=np.int64)
+    src[np.asarray(folded["row"].to_numpy(), np.int64) - row0] = n + np.arange(folded.num_rows)
+    take = pa.array(src, pa.int64())
+    return pa.Table.from_arrays([pa.concat_arrays([part[c].combine_chunks(), folded[c].combine_chunks()
+                                                   .cast(part.schema.field(c).type)]).take(take)
+                                 for c in part.column_names], schema=part.schema)
 
 
 # ---------------------------------------------------------------------------------------------- the tasks

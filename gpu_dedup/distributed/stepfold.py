@@ -18,7 +18,7 @@ clusters equals that of the whole table):
     compose_fold      one task: ``fold_removals`` over every gathered row, each file's folded rows sent back
     compose_merge     per file: its part with the fold's rows in their places: the decisions after the step, and
                       the step's keep flags of the file's documents it saw (the next view's rows)
-    compose_totals    (at the end) per file: its final part's counts, sources tally and keep flags; its part of
+    compose_totals    (at the end) per file: its final part's counts and sources tally; its part of
                       OUT/decisions/ (the dataset layout)
 
 With no removal to gather only compose_touched, compose_local and compose_merge run. A task holds one file's
@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 from ..decisions import base_decisions, flags_of, fold_removals, pipeline_schema, row_positions, value_counts
 from ..errors import RunError
 from .cluster import ray_cluster, ray_get
+from .semfold import put_back, touched_clusters
 
 logger = logging.getLogger(__name__)
 
@@ -154,8 +155,7 @@ def clusters(f: FileSpec, spec: StepSpec, n: int) -> dict[str, Any]:
     if before is None:  # the first step: every document its own cluster, numbered by its row
         v = _parts(f, spec)[0]
         before = v.select(["id", "cluster_id"])
-    hit = flags_of(pc.is_in(before["id"], value_set=ids))
-    c = np.unique(np.asarray(before["cluster_id"].to_numpy(), np.int64)[hit])
+    c = touched_clusters(before, ids)
     _write(pa.table({"cluster": pa.array(c, pa.int64())}, schema=_CLUSTERS),
            part(os.path.join(spec.work, "clusters"), f.k))
     return {"clusters": int(c.shape[0])}
@@ -247,17 +247,8 @@ def fold(spec: StepSpec, n: int) -> dict[str, Any]:
 def merge(f: FileSpec, spec: StepSpec, gathered: bool) -> dict[str, Any]:
     """compose_merge: file ``f``'s decisions after the step (its in-place fold, the fold task's rows in their
     places); the step's keep flags of the documents it saw (packed bits)."""
-    t = pq.read_table(part(os.path.join(spec.work, "local"), f.k))
-    if gathered:
-        folded = pq.read_table(part(os.path.join(spec.work, "folded"), f.k))
-        if folded.num_rows:
-            n = t.num_rows
-            src = np.arange(n, dtype=np.int64)
-            src[np.asarray(folded["row"].to_numpy(), np.int64) - f.row0] = n + np.arange(folded.num_rows)
-            take = pa.array(src, pa.int64())
-            t = pa.Table.from_arrays([pa.concat_arrays([t[c].combine_chunks(), folded[c].combine_chunks()
-                                                        .cast(t.schema.field(c).type)]).take(take)
-                                      for c in t.column_names], schema=t.schema)
+    t = put_back(pq.read_table(part(os.path.join(spec.work, "local"), f.k)),
+                 pq.read_table(part(os.path.join(spec.work, "folded"), f.k)) if gathered else None, f.row0)
     before = pq.read_table(part(spec.before, f.k), columns=["keep"]) if spec.before is not None else None
     keep = flags_of(t["keep"])
     saw = keep if before is None else keep[flags_of(before["keep"])]
@@ -270,8 +261,8 @@ def merge(f: FileSpec, spec: StepSpec, gathered: bool) -> dict[str, Any]:
 def totals(k: int, directory: str, labels: Callable[[pa.Array], pa.Array] | None, tally: Any,
             target: str | None) -> dict[str, Any]:
     """compose_totals: file ``k``'s final decisions: its counts (kept; removed per step and per reason), its
-    sources tally (``runtime.sources.Tally``, as a dict), its keep flags (packed), and with ``target`` its part
-    of OUT's decisions dataset (the local engine's row groups)."""
+    sources tally (``runtime.sources.Tally``, as a dict), and with ``target`` its part of OUT's decisions dataset
+    (the local engine's row groups)."""
     from ..runtime.run import write_tables
 
     t = pq.read_table(part(directory, k))
@@ -284,7 +275,7 @@ def totals(k: int, directory: str, labels: Callable[[pa.Array], pa.Array] | None
         write_tables([t], t.schema, part(target, k))
     _written("compose_totals")
     return {"n": t.num_rows, "kept": int(keep.sum()), "by_step": value_counts(gone["step"].drop_null()),
-            "by_reason": value_counts(gone["reason"]), "tally": tally.to_dict(), "keep": np.packbits(keep)}
+            "by_reason": value_counts(gone["reason"]), "tally": tally.to_dict()}
 
 
 # ---------------------------------------------------------------------------------------------- the runs
@@ -323,7 +314,4 @@ def totals_all(n: int, directory: str, labels: Callable[[int], Any] | None, tall
     """``totals`` of every file (``labels(k)``: the source labels function of file k, None: the file names)."""
     with ray_cluster(workers, address) as ray:
         args = [(k, directory, labels(k) if labels is not None else None, tally, target) for k in range(n)]
-        res = _map(ray, totals, args, "compose_totals", names)
-    for r in res:
-        r["keep"] = np.unpackbits(r["keep"], count=r["n"]).astype(bool)
-    return res
+        return _map(ray, totals, args, "compose_totals", names)

@@ -417,16 +417,7 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
     by_step.update(value_counts(d["step"].drop_null()))
     counts = {"input": n, "kept": int(keep.sum()), "removed": int(n - keep.sum()), "by_step": by_step,
               "by_reason": dict(sorted(value_counts(d["reason"].filter(pa.array(~keep))).items()))}
-    # what the steps read (each step's own bytes_read, summed: a later step reads its view)
-    read = {f"{r.index:02d}-{r.name}" + ("" if r.phase == "main" else f".{r.phase}"): r.cost["bytes_read"]
-            for r in run.records if r.cost}
-    device, threads = resources(env.device, env.threads)
-    stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
-                   files=io.source_files(source), read={"rows": n}, counts=counts, timings=timer.timings,
-                   bytes_read=read)
-    stats["steps"] = [r.to_dict() for r in run.records]
-    stats["layout"] = run.layout
-    stats["input_paths"] = [f.path for f in io.source_files(source) if f.fmt != "table"]  # the report's texts
+    stats = _stats(run, source, env, timer, counts)
     if run.layout == "steps":
         with timer("sources"):
             stats["sources"] = _sources(run, source, d, env)
@@ -439,16 +430,43 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
         return PipelineResult(d, stats, run.records, run.out)
     with timer("write"):
         write_table(d, pipeline_schema("cosine" in d.column_names), os.path.join(run.out, "decisions.parquet"))
-        target = os.path.join(run.out, FINAL)
-        if stats["sources"]["over_limit"]:  # no final records: run_pipeline raises once the report is written
-            pass
-        elif not keep.any():
-            stats["deduplicated"] = {"files": 0, "rows_written": 0}
-        elif view.files is None:  # the last step's kept rows of its view
-            stats["deduplicated"] = write_rows(run, view.parent, view.keep, target)
-        else:
-            stats["deduplicated"] = write_rows(run, view, np.ones(view.rows.shape[0] if view.rows is not None
-                                                                   else n, bool), target)
+        _write_final(run, view, stats, n)
+    _finished(run, stats, timer)
+    return PipelineResult(d, stats, run.records, run.out)
+
+
+def _stats(run: _Run, source: Any, env: Env, timer: Steps, counts: dict[str, Any]) -> dict[str, Any]:
+    """run.json of a composed run, but its sources and final records: the header, the steps, what they read."""
+    # what the steps read (each step's own bytes_read, summed: a later step reads its view)
+    read = {f"{r.index:02d}-{r.name}" + ("" if r.phase == "main" else f".{r.phase}"): r.cost["bytes_read"]
+            for r in run.records if r.cost}
+    device, threads = resources(env.device, env.threads)
+    stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
+                   files=io.source_files(source), read={"rows": counts["input"]}, counts=counts,
+                   timings=timer.timings, bytes_read=read)
+    stats["steps"] = [r.to_dict() for r in run.records]
+    stats["layout"] = run.layout
+    stats["input_paths"] = [f.path for f in io.source_files(source) if f.fmt != "table"]  # the report's texts
+    return stats
+
+
+def _write_final(run: _Run, view: View, stats: dict[str, Any], n: int) -> None:
+    """OUT/deduplicated/ (``view``: the last step's kept records, or its view's rows it kept), unless a source is
+    over the limit (run_pipeline raises once the report is written)."""
+    if stats["sources"]["over_limit"]:
+        return
+    target = os.path.join(run.out, FINAL)
+    if not stats["counts"]["kept"]:
+        stats["deduplicated"] = {"files": 0, "rows_written": 0}
+    elif view.files is None:
+        stats["deduplicated"] = write_rows(run, view.parent, view.keep, target)
+    else:
+        rows = view.rows.shape[0] if view.rows is not None else view.count if view.count is not None else n
+        stats["deduplicated"] = write_rows(run, view, np.ones(rows, bool), target)
+
+
+def _finished(run: _Run, stats: dict[str, Any], timer: Steps) -> None:
+    """run.json and report.html of a composed run."""
     timer.total()
 
     def report() -> str:
@@ -457,7 +475,6 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
         return write_pipeline_report(run.out)
 
     finish(run.out, stats, report=report, what="pipeline")
-    return PipelineResult(d, stats, run.records, run.out)
 
 
 def _alone_result(run: _Run, source: Any, timer: Steps, env: Env) -> PipelineResult:
@@ -487,35 +504,13 @@ def _parts_finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) ->
         counts = parts.final_counts(run.parts, run.out, run.relpaths, [files[r] for r in run.relpaths], tally, env)
     layout = counts.pop("layout")
     counts["by_step"] = {**{s.name: 0 for s in run.steps}, **counts["by_step"]}  # in the steps' order, as _finish
-    device, threads = resources(env.device, env.threads)
-    read = {f"{r.index:02d}-{r.name}" + ("" if r.phase == "main" else f".{r.phase}"): r.cost["bytes_read"]
-            for r in run.records if r.cost}
-    stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
-                   files=io.source_files(source), read={"rows": counts["input"]}, counts=counts,
-                   timings=timer.timings, bytes_read=read)
-    stats.update({"steps": [r.to_dict() for r in run.records], "layout": run.layout,
-                  "input_paths": [f.path for f in io.source_files(source) if f.fmt != "table"],
-                  "sources": tally.stats(env.sources),
+    stats = _stats(run, source, env, timer, counts)
+    stats.update({"sources": tally.stats(env.sources),
                   "tables": {"decisions": {"path": "decisions", "layout": "dataset", "parts": len(run.relpaths)}
                              if layout == "dataset" else {"path": "decisions.parquet", "layout": "file"}}})
     with timer("write"):
-        target = os.path.join(run.out, FINAL)
-        if stats["sources"]["over_limit"]:  # no final records: run_pipeline raises once the report is written
-            pass
-        elif not counts["kept"]:
-            stats["deduplicated"] = {"files": 0, "rows_written": 0}
-        elif view.files is None:  # the last step's kept rows of its view
-            stats["deduplicated"] = write_rows(run, view.parent, view.keep, target)
-        else:
-            stats["deduplicated"] = write_rows(run, view, np.ones(view.count, bool), target)
-    timer.total()
-
-    def report() -> str:
-        from .report import write_pipeline_report
-
-        return write_pipeline_report(run.out)
-
-    finish(run.out, stats, report=report, what="pipeline")
+        _write_final(run, view, stats, counts["input"])
+    _finished(run, stats, timer)
     return PartsResult(stats, run.records, run.out)
 
 

@@ -8,7 +8,7 @@ rows of the next view), never a decision. The local engine composes the same dec
                    by the driver, for a step that has no table) folded by tasks
     save, load     a finished step's record for ``resume``: step.json and its parts of the decisions after it
                    (OUT/steps/NN-name/work/composed/), whose keep column gives the flags it gave
-    final_counts   the end: every file's counts, sources tally and keep flags (one task each) and OUT's decisions
+    final_counts   the end: every file's counts and sources tally (one task each) and OUT's decisions
                    (``table_layout``: a dataset of the tasks' parts, or one file the driver streams part by part)
 """
 from __future__ import annotations
@@ -169,8 +169,8 @@ def load(state: Parts, d: str, fingerprint: str) -> dict[str, Any] | None:
 
 def final_counts(state: Parts, out: str, relpaths: Sequence[str], files: Sequence[Any], tally: Any, env: Any
             ) -> dict[str, Any]:
-    """The end: every file's counts (kept; removed per step, per reason), the merged sources tally and keep
-    flags (one task per file), and OUT's decisions: OUT/decisions/ (the dataset layout: the tasks' parts) or
+    """The end: every file's counts (kept; removed per step, per reason) and the merged sources tally (one task
+    per file), and OUT's decisions: OUT/decisions/ (the dataset layout: the tasks' parts) or
     OUT/decisions.parquet (streamed by the driver, a part at a time)."""
     from functools import partial
 
@@ -201,7 +201,6 @@ def final_counts(state: Parts, out: str, relpaths: Sequence[str], files: Sequenc
                 total[name] = total.get(name, 0) + c
     total = sum(r["n"] for r in res)
     kept = sum(r["kept"] for r in res)
-    state.keep = [r["keep"] for r in res]
     return {"input": total, "kept": kept, "removed": total - kept, "by_step": by_step,
             "by_reason": dict(sorted(by_reason.items())), "layout": "dataset" if dataset else "file"}
 

@@ -43,7 +43,7 @@ from .shuffle import Layout, WorkFiles, check_partitions, key_ranges, run_key
 
 logger = logging.getLogger(__name__)
 
-Per = Literal["file", "input", "range", "component", "one"]
+Per = Literal["file", "input", "range", "component", "share", "one"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,7 @@ class Driver:
     semantic: Any = None  # run --semantic's SemanticConfig: its stage after the write stage (SEMANTIC)
     semantic_order: str = "after"
     sem_part: tuple = ()  # the semantic stage's work dir and how many documents it saw (semfold's tasks read it)
+    fold_shares: int = 0  # the fold tasks of the semantic removals (semfold.fold_shares)
     nodes: int = 1
     resume: bool = False
 
@@ -128,8 +129,8 @@ class Driver:
 
     def keys(self, stage: Stage) -> range:
         job = self.job
-        return {"file": range(job.nfiles), "input": range(job.first, job.nfiles), "one": range(1)}.get(
-            stage.per, range(job.partitions))
+        return {"file": range(job.nfiles), "input": range(job.first, job.nfiles), "one": range(1),
+                "share": range(self.fold_shares)}.get(stage.per, range(job.partitions))
 
     def stage(self, stage: Stage, *args) -> list[dict]:
         """One task per key of ``stage`` (round robin over the GPU actors for a device stage of a GPU run);
@@ -300,10 +301,14 @@ def _removed(d: Driver) -> bool:
     return _after(d) and sum(r["removed"] for r in d.results[SEMFOLD_TOUCHED]) > 0
 
 
+def _shares(d: Driver, res: list[dict]) -> None:
+    d.fold_shares = res[0]["shares"]
+
+
 def _folded(d: Driver, res: list[dict]) -> None:
-    """The local engine's line (``semantic.merge_decisions``; the fold task's own logging stays in its worker)."""
+    """The local engine's line (``semantic.merge_decisions``; the fold tasks' own logging stays in their workers)."""
     logger.info("semantic: %d of the %d documents the lexical stages kept are semantic duplicates, removed for a "
-                "kept representative", res[0]["removed"], d.sem_part[1])
+                "kept representative", sum(r["removed"] for r in res), d.sem_part[1])
 
 
 SIZES = Stage(stages.sizes, "file")
@@ -313,10 +318,13 @@ SEMANTIC = Stage(semantic_step, "one", drive=semantic_step, when=lambda d: d.sem
 # the semantic removals folded into the decisions by tasks (semfold.py): the touched clusters' rows only
 SEMFOLD_TOUCHED = Stage(semfold.semfold_touched, "input", when=_after, args=lambda d: d.sem_part)
 SEMFOLD_CLUSTERS = Stage(semfold.semfold_clusters, "input", when=_removed, args=lambda d: (d.lexical,))
-SEMFOLD_GATHER = Stage(semfold.semfold_gather, "input", when=_removed, args=lambda d: (d.lexical, *d.sem_part))
-SEMFOLD_FOLD = Stage(semfold.semfold_fold, "one", when=_removed, then=_folded)
+SEMFOLD_COMPONENTS = Stage(semfold.semfold_components, "one", when=_removed, then=_shares,
+                           args=lambda d: (semfold.FOLD_ROWS,))
+SEMFOLD_GATHER = Stage(semfold.semfold_gather, "input", when=_removed,
+                       args=lambda d: (d.lexical, *d.sem_part, d.fold_shares))
+SEMFOLD_FOLD = Stage(semfold.semfold_fold, "share", when=_removed, then=_folded)
 SEMFOLD_MERGE = Stage(semfold.semfold_merge, "input", when=lambda d: d.semantic is not None,
-                      args=lambda d: (d.lexical, *d.sem_part, d.semantic_order, SEMFOLD_FOLD in d.results))
+                      args=lambda d: (d.lexical, *d.sem_part, d.semantic_order, d.fold_shares))
 RECOUNT = Stage(stages.recount, "input", when=lambda d: d.semantic is not None, then=_tallied,
                 args=lambda d: (_source_field(d), d.thresholds))
 KEPT = Stage(options.kept, "input", before=_journal, args=lambda d: (d.out,),
@@ -332,8 +340,8 @@ SHOWN = Stage(summary.shown, "input", args=lambda d: (summary.largest(d.written)
 
 PLAN: tuple[Stage, ...] = (COUNT, SIGN, EXACT, EXACT_TEXTS, EXACT_CHECK, BANDS, BUCKETS, STAR, COMPONENTS, LABELS,
                            MEMBERS, POLICY, RESOLVE, RANKS, SIZES, WRITE, SEMANTIC, SEMFOLD_TOUCHED, SEMFOLD_CLUSTERS,
-                           SEMFOLD_GATHER, SEMFOLD_FOLD, SEMFOLD_MERGE, RECOUNT, KEPT, INDEX_ROWS, PUBLISH,
-                           SHOWN)
+                           SEMFOLD_COMPONENTS, SEMFOLD_GATHER, SEMFOLD_FOLD, SEMFOLD_MERGE, RECOUNT, KEPT, INDEX_ROWS,
+                           PUBLISH, SHOWN)
 
 
 def walk(d: Driver) -> None:
@@ -432,6 +440,9 @@ def _run_stats(d: Driver, nodes: int, prefilter, workers, address, lay: Layout) 
     if SEMANTIC in r:  # the local engine's stages.semantic; the semantic stage's own engine stats beside it
         stats["stages"]["semantic"] = r[SEMANTIC][0]["stats"]
         stats["engine"]["semantic"] = r[SEMANTIC][0]["engine"]
+    if SEMFOLD_COMPONENTS in r:  # how the fold of the semantic removals was spread over tasks
+        stats["engine"]["semantic_fold"] = {k: r[SEMFOLD_COMPONENTS][0][k] for k in
+                                            ("clusters", "groups", "shares", "rows")}
     if COMPONENTS in r:  # one task found the components: no star step ran
         stats["stages"]["components"].update(method="one task", rounds=r[COMPONENTS][0]["rounds"])
     else:

@@ -1,26 +1,29 @@
 """``run --semantic --engine ray``: the semantic stage's removals folded into the lexical decisions by tasks
 (``decisions.fold_removals``, the rule the local engine's ``semantic.merge_decisions`` follows), so the driver
-holds no decision.
+holds no decision; and the fold's shares, which a recipe's composition (stepfold.py) deals the same way.
 
 A removal changes only the rows of the clusters it touches: the cluster of the removed document and that of the
 document it matched (a chain of matches goes on through removed documents, so every link's cluster is touched).
 A row of any other cluster keeps its representative, cluster and size. So the fold runs on the rows of the touched
 clusters alone (``fold_removals`` of a part that holds whole clusters equals that of the whole table) and the
-other rows pass through:
+other rows pass through. It runs in shares: the touched clusters grouped by the links between them (a group holds
+every cluster a removal of its own links to), the groups dealt in order into shares of about FOLD_ROWS rows, a
+fold task a share (``fold_shares``):
 
-    semfold_touched   per input file: the ids of its semantic removals and of the documents they matched
-                      (``touched_ids``)
-    semfold_clusters  per input file: the lexical clusters of its rows among those ids (``touched_clusters``)
-    semfold_gather    per input file: its rows of those clusters, with their global row and the semantic stage's
-                      verdict (``gathered``)
-    semfold_fold      one task: ``fold_removals`` over the gathered rows (``fold_gathered``), each file's changed
-                      rows sent back to it (the driver says how many it removed, as the local engine does)
-    semfold_merge     per input file: its lexical part with the fold's rows put back and the semantic columns
-                      added (``merged_part``): the final decisions part the later stages read
+    semfold_touched     per input file: its semantic removals and the documents they matched (``touched_links``)
+    semfold_clusters    per input file: its rows whose id is among those (``touched_rows``: id, cluster, size)
+    semfold_components  one task: the touched clusters' shares (``fold_shares``)
+    semfold_gather      per input file: its rows of the touched clusters, with their global row and the semantic
+                        stage's verdict (``gathered``), by share
+    semfold_fold        per share: ``fold_removals`` over its gathered rows (``fold_gathered``), each file's
+                        changed rows sent back to it (the driver says how many it removed, as the local engine does)
+    semfold_merge       per input file: its lexical part with the fold's rows put back and the semantic columns
+                        added (``merged_part``): the final decisions part the later stages read
 
-Order "beside" runs semfold_merge only (the lexical decisions stand). A task holds one file's rows, or (fold,
-and the ids and clusters each task reads) the touched clusters' rows: the semantic duplicates and their groups,
-not the corpus. With no semantic removal only semfold_touched and semfold_merge run.
+Order "beside" runs semfold_merge only (the lexical decisions stand). A task holds one file's rows, a share's
+gathered rows (at most FOLD_ROWS but for the largest group's), or (the ids and clusters the clusters and components
+tasks read) the touched ids: the semantic duplicates' links, not the corpus. With no semantic removal only
+semfold_touched and semfold_merge run.
 """
 from __future__ import annotations
 
@@ -36,26 +39,76 @@ from ..semantic.select import semantic_columns
 from .rows import Job, run_once
 from .shuffle import Layout, file_of
 
-_IDS = pa.schema([("id", pa.string())])
-_CLUSTERS = pa.schema([("cluster", pa.int64())])
+# a removal and the ids it links: its match, its representative (null: the end of its chain of matches)
+LINKS = pa.schema([("id", pa.string()), ("matched_id", pa.string()), ("representative_id", pa.string())])
+# a row whose id a removal links: its cluster and the cluster's size (the rows the fold gathers of it)
+ID_CLUSTERS = pa.schema([("id", pa.string()), ("cluster", pa.int64()), ("size", pa.int64())])
+# each touched cluster's share of the fold
+SHARES = pa.schema([("cluster", pa.int64()), ("share", pa.int64())])
+# gathered rows a fold task is dealt (whole groups of linked clusters; ~200 bytes a row with its verdict)
+FOLD_ROWS = 1 << 21
 # the gathered rows: the decisions' columns, the row in the whole decisions table, the semantic verdict (a row the
 # semantic stage did not see: not removed, no match)
 _GATHERED = pa.schema(list(DECISIONS_SCHEMA) + [("row", pa.int64()), ("sem_removed", pa.bool_()),
-                                                ("sem_matched", pa.string())])
+                                                ("sem_matched", pa.string()), ("share", pa.int64())])
 _SEEN = {"after": "the documents the lexical stages kept", "beside": "every document"}
 
 
-def touched_ids(sem: pa.Table) -> pa.Table:
-    """The ids of ``sem``'s removals (a semantic decisions part) and of the documents they matched."""
+def touched_links(sem: pa.Table) -> pa.Table:
+    """``LINKS`` of ``sem``'s removals (a semantic decisions part): each with the document it matched."""
     removed = pc.invert(sem["keep"])
-    return pa.table({"id": pa.concat_arrays([sem["id"].filter(removed).combine_chunks(),
-                                             sem["matched_id"].filter(removed).combine_chunks()])}, schema=_IDS)
+    ids = sem["id"].filter(removed).combine_chunks()
+    return pa.table([ids, sem["matched_id"].filter(removed).combine_chunks(), pa.nulls(len(ids), pa.string())],
+                    schema=LINKS)
 
 
-def touched_clusters(lexical: pa.Table, ids: pa.Array) -> np.ndarray:
-    """int64, ascending: the clusters of ``lexical``'s rows (a lexical decisions part) whose id is among ``ids``."""
-    hit = np.asarray(pc.is_in(lexical["id"], value_set=ids).to_numpy(zero_copy_only=False), bool)
-    return np.unique(np.asarray(lexical["cluster_id"].to_numpy(), np.int64)[hit])
+def touched_rows(decisions: pa.Table, links: pa.Table) -> pa.Table:
+    """``ID_CLUSTERS`` of ``decisions``'s rows (a part: id, cluster_id, cluster_size) whose id ``links`` names."""
+    ids = pa.concat_arrays([links[c].combine_chunks() for c in LINKS.names]).drop_null()
+    t = decisions.filter(pc.is_in(decisions["id"], value_set=ids))
+    return pa.table([t[c].combine_chunks() for c in ("id", "cluster_id", "cluster_size")], schema=ID_CLUSTERS)
+
+
+def fold_shares(links: pa.Table, rows: pa.Table, fold_rows: int) -> tuple[pa.Table, dict[str, int]]:
+    """Each touched cluster's share of the fold (``SHARES``, clusters ascending) and (clusters, groups, shares,
+    rows). ``links``: every removal's ``LINKS``; ``rows``: every ``touched_rows``. A removal's cluster, its
+    match's and its representative's are one group, and so are the clusters of one id; the groups, in the order
+    of their smallest cluster, are dealt into shares of about ``fold_rows`` rows (cluster sizes), a group whole:
+    the fold of each share equals that of every touched cluster at once. With ``fold_rows`` 1, a share a group."""
+    from ..lexical.policy import connected_components
+
+    ids = rows["id"].combine_chunks()
+    nodes, node = np.unique(np.asarray(rows["cluster"].to_numpy(), np.int64), return_inverse=True)
+    size = np.zeros(nodes.shape[0], np.int64)
+    size[node] = np.asarray(rows["size"].to_numpy(), np.int64)
+    u, v = [node], [node[row_positions(ids, ids)]]  # each row with the first row of its id
+    at = row_positions(links["id"], ids)
+    for c in ("matched_id", "representative_id"):
+        other = row_positions(links[c], ids)
+        ok = (at >= 0) & (other >= 0)  # a match outside the run (an --against index's document) links nothing
+        u.append(node[at[ok]])
+        v.append(node[other[ok]])
+    label = connected_components(nodes.shape[0], np.concatenate(u), np.concatenate(v), "cpu")
+    groups, group = np.unique(label, return_inverse=True)
+    weight = np.bincount(group, weights=size, minlength=groups.shape[0]).astype(np.int64)
+    start = np.cumsum(weight) - weight  # the rows dealt before each group
+    # a share: the groups starting within its fold_rows rows (under fold_rows rows, but for its last group's)
+    dealt, share = np.unique(start // fold_rows, return_inverse=True)  # numbered densely: none empty
+    table = pa.table([pa.array(nodes, pa.int64()), pa.array(share[group], pa.int64())], schema=SHARES)
+    return table, {"clusters": int(nodes.shape[0]), "groups": int(groups.shape[0]), "shares": int(dealt.shape[0]),
+                   "rows": int(weight.sum())}
+
+
+def share_of(cluster: np.ndarray, shares: pa.Table) -> np.ndarray:
+    """int64: the share of each of ``cluster`` (-1: a cluster no removal touches)."""
+    wanted = np.asarray(shares["cluster"].to_numpy(), np.int64)
+    out = np.full(cluster.shape[0], -1, np.int64)
+    if not wanted.shape[0]:
+        return out
+    at = np.minimum(np.searchsorted(wanted, cluster), wanted.shape[0] - 1)
+    hit = wanted[at] == cluster
+    out[hit] = np.asarray(shares["share"].to_numpy(), np.int64)[at[hit]]
+    return out
 
 
 def seen_rows(lexical: pa.Table, sem: pa.Table | None, order: str, where: str) -> np.ndarray:
@@ -70,21 +123,23 @@ def seen_rows(lexical: pa.Table, sem: pa.Table | None, order: str, where: str) -
     return seen
 
 
-def gathered(lexical: pa.Table, sem: pa.Table | None, clusters: np.ndarray, row0: int, where: str) -> pa.Table:
-    """``lexical``'s rows of ``clusters`` (_GATHERED): with their row in the whole table (``row0`` + position)
-    and, for a row the semantic stage saw, its verdict (``sem``: its decisions of the kept rows, order "after")."""
+def gathered(lexical: pa.Table, sem: pa.Table | None, shares: pa.Table, row0: int, where: str) -> pa.Table:
+    """``lexical``'s rows of the clusters of ``shares`` (_GATHERED): with their row in the whole table (``row0`` +
+    position), their share and, for a row the semantic stage saw, its verdict (``sem``: its decisions of the kept
+    rows, order "after")."""
     seen = seen_rows(lexical, sem, "after", where)
     removed = np.zeros(lexical.num_rows, bool)
     at = np.full(lexical.num_rows, -1, np.int64)
     if seen.shape[0]:
         removed[seen] = ~np.asarray(sem["keep"].to_numpy(zero_copy_only=False), bool)
         at[seen] = np.arange(seen.shape[0])
-    pick = np.flatnonzero(np.isin(np.asarray(lexical["cluster_id"].to_numpy(), np.int64), clusters))
+    share = share_of(np.asarray(lexical["cluster_id"].to_numpy(), np.int64), shares)
+    pick = np.flatnonzero(share >= 0)
     matched = sem["matched_id"].combine_chunks().take(pa.array(np.maximum(at[pick], 0), mask=at[pick] < 0)) \
         if seen.shape[0] else pa.nulls(pick.shape[0], pa.string())
     part = lexical.select(DECISIONS_SCHEMA.names).take(pa.array(pick, pa.int64()))
     return pa.Table.from_arrays([*part.columns, pa.array(row0 + pick, pa.int64()), pa.array(removed[pick]),
-                                 matched.cast(pa.string())], schema=_GATHERED)
+                                 matched.cast(pa.string()), pa.array(share[pick], pa.int64())], schema=_GATHERED)
 
 
 def fold_gathered(g: pa.Table) -> tuple[pa.Table, int]:
@@ -144,52 +199,70 @@ def _row0(job: Job, fi: int) -> int:
 
 @run_once("semfold_touched")
 def semfold_touched(job: Job, fi: int, sem_work: str, seen: int) -> dict[str, Any]:
-    """File ``fi``'s semantic removals and their matches (``touched_ids``)."""
+    """File ``fi``'s semantic removals and their matches (``touched_links``)."""
     sem = _sem_part(job, fi, sem_work, seen)
-    ids = touched_ids(sem) if sem is not None else _IDS.empty_table()
-    job.layout.write(ids, "semfold_ids", f"f{fi:06d}")
-    return {"removed": ids.num_rows // 2}
+    links = touched_links(sem) if sem is not None else LINKS.empty_table()
+    job.layout.write(links, "semfold_ids", f"f{fi:06d}")
+    return {"removed": links.num_rows}
+
+
+def _inputs(job: Job, fmt: str = "f{:06d}") -> list[str]:
+    return [fmt.format(fi) for fi in range(job.first, job.nfiles)]
 
 
 @run_once("semfold_clusters")
 def semfold_clusters(job: Job, fi: int, table: str) -> dict[str, Any]:
-    """The lexical clusters of file ``fi``'s rows among every file's touched ids."""
+    """File ``fi``'s rows whose id every file's removals link (``touched_rows``)."""
     lay = job.layout
-    ids = lay.read("semfold_ids", [f"f{g:06d}" for g in range(job.first, job.nfiles)], _IDS)["id"]
-    c = touched_clusters(lay.read_one(table, f"f{fi:06d}", ["id", "cluster_id"]), ids.combine_chunks())
-    lay.write(pa.table({"cluster": pa.array(c, pa.int64())}, schema=_CLUSTERS), "semfold_clusters", f"f{fi:06d}")
-    return {"clusters": int(c.shape[0])}
+    rows = touched_rows(lay.read_one(table, f"f{fi:06d}", ["id", "cluster_id", "cluster_size"]),
+                        lay.read("semfold_ids", _inputs(job), LINKS))
+    lay.write(rows, "semfold_clusters", f"f{fi:06d}")
+    return {"rows": rows.num_rows}
+
+
+@run_once("semfold_components")
+def semfold_components(job: Job, key: int, fold_rows: int) -> dict[str, Any]:
+    """The touched clusters' shares of the fold (``fold_shares``)."""
+    lay = job.layout
+    shares, info = fold_shares(lay.read("semfold_ids", _inputs(job), LINKS),
+                               lay.read("semfold_clusters", _inputs(job), ID_CLUSTERS), fold_rows)
+    lay.write(shares, "semfold_shares", "all")
+    return info
 
 
 @run_once("semfold_gather")
-def semfold_gather(job: Job, fi: int, table: str, sem_work: str, seen: int) -> dict[str, Any]:
-    """File ``fi``'s rows of every touched cluster (``gathered``)."""
+def semfold_gather(job: Job, fi: int, table: str, sem_work: str, seen: int, shares: int) -> dict[str, Any]:
+    """File ``fi``'s rows of every touched cluster (``gathered``), a file for each of the ``shares``."""
     lay = job.layout
-    c = lay.read("semfold_clusters", [f"f{g:06d}" for g in range(job.first, job.nfiles)], _CLUSTERS)["cluster"]
     g = gathered(lay.read_one(table, f"f{fi:06d}"), _sem_part(job, fi, sem_work, seen),
-                 np.unique(np.asarray(c.to_numpy(), np.int64)), _row0(job, fi), _where(job, fi))
-    lay.write(g, "semfold_rows", f"f{fi:06d}")
+                 lay.read_one("semfold_shares", "all"), _row0(job, fi), _where(job, fi))
+    lay.write_split(g, np.asarray(g["share"].to_numpy(), np.int64), shares, "semfold_rows",
+                    lambda r: f"s{r:06d}-f{fi:06d}")
     return {"rows": g.num_rows}
 
 
 @run_once("semfold_fold")
 def semfold_fold(job: Job, key: int) -> dict[str, Any]:
-    """``fold_gathered`` over every file's gathered rows; each file's folded rows written for its merge task."""
+    """``fold_gathered`` over share ``key``'s gathered rows of every file; each file's folded rows written for its
+    merge task."""
     lay = job.layout
-    g = lay.read("semfold_rows", [f"f{fi:06d}" for fi in range(job.first, job.nfiles)], _GATHERED)
+    g = lay.read("semfold_rows", _inputs(job, f"s{key:06d}-f{{:06d}}"), _GATHERED)
     out, removed = fold_gathered(g)
     offs = job.offs()
     at = file_of(out["row"].to_numpy() + int(offs[job.first]), offs) - job.first
-    lay.write_split(out, at, job.nfiles - job.first, "semfold_folded", lambda f: f"f{f + job.first:06d}")
+    lay.write_split(out, at, job.nfiles - job.first, "semfold_folded",
+                    lambda f: f"s{key:06d}-f{f + job.first:06d}")
     return {"rows": out.num_rows, "removed": removed}
 
 
 @run_once("semfold_merge")
-def semfold_merge(job: Job, fi: int, table: str, sem_work: str, seen: int, order: str, folded: bool) -> dict[str, Any]:
-    """File ``fi``'s final decisions part (``merged_part``), which the recount, kept and publish stages read."""
+def semfold_merge(job: Job, fi: int, table: str, sem_work: str, seen: int, order: str, shares: int) -> dict[str, Any]:
+    """File ``fi``'s final decisions part (``merged_part``; the fold's rows of it from each of the ``shares``),
+    which the recount, kept and publish stages read."""
     lay = job.layout
+    folded = [f"s{r:06d}-f{fi:06d}" for r in range(shares)]
     part = merged_part(lay.read_one(table, f"f{fi:06d}"),
-                       lay.read_one("semfold_folded", f"f{fi:06d}") if folded else None,
+                       lay.read("semfold_folded", folded) if folded else None,
                        _sem_part(job, fi, sem_work, seen), _row0(job, fi), order, _where(job, fi))
     lay.write(part, "decisions", f"f{fi:06d}")
     return {"rows": part.num_rows}

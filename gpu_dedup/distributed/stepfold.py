@@ -9,22 +9,27 @@ for a step that has none). A removal changes the rows of the clusters it touches
 representative's) and no other. A test's removal (kind "select") of a document alone in its cluster, as every
 document is before the first dedup step, changes that row only: it is folded where it lies. Any other is folded
 with every row of the clusters it touches, gathered from every file (``fold_removals`` of a part holding whole
-clusters equals that of the whole table):
+clusters equals that of the whole table; so does that of a part holding whole groups of clusters that no removal
+links to a cluster outside the part: the fold is spread over shares of such groups):
 
-    compose_touched   per file: the ids of its removals not folded in place, their matches and representatives
-    compose_clusters  per file: the clusters of its rows among every file's touched ids
-    compose_local     per file: its removals folded in place, its rows of the touched clusters (with their
-                      verdicts) gathered
-    compose_fold      one task: ``fold_removals`` over every gathered row, each file's folded rows sent back
-    compose_merge     per file: its part with the fold's rows in their places: the decisions after the step, and
-                      the step's keep flags of the file's documents it saw (the next view's rows)
-    compose_totals    (at the end) per file: its final part's counts and sources tally; its part of
-                      OUT/decisions/ (the dataset layout)
+    compose_touched     per file: its removals not folded in place, with their matches and representatives
+    compose_clusters    per file: its rows whose id is among every file's touched ids (id, cluster, size)
+    compose_components  one task: the touched clusters grouped by the links between them (a removal's cluster,
+                        its match's, its representative's; the clusters of one id), the groups dealt in order
+                        into shares of about FOLD_ROWS rows (``semfold.fold_shares``, which SemDeDup's fold in
+                        ``run --semantic`` deals the same way)
+    compose_local       per file: its removals folded in place, its rows of the touched clusters (with their
+                        verdicts) gathered by share
+    compose_fold        per share: ``fold_removals`` over its gathered rows, each file's folded rows sent back
+    compose_merge       per file: its part with the fold's rows in their places: the decisions after the step, and
+                        the step's keep flags of the file's documents it saw (the next view's rows)
+    compose_totals      (at the end) per file: its final part's counts and sources tally; its part of
+                        OUT/decisions/ (the dataset layout)
 
 With no removal to gather only compose_touched, compose_local and compose_merge run. A task holds one file's
-rows, or (the fold, and the ids and clusters each task reads) the touched clusters' rows: the duplicates and
-their groups, not the corpus. The driver holds file lists, per-file counts and the keep flags (one bit a
-document, packed) that choose the rows of the next view.
+rows, a share's gathered rows (at most FOLD_ROWS but the largest group's), or (the ids and clusters the clusters
+and components tasks read) the touched ids: the duplicates' links, not the corpus. The driver holds file lists,
+per-file counts and the keep flags (one bit a document, packed) that choose the rows of the next view.
 """
 from __future__ import annotations
 
@@ -41,12 +46,11 @@ import pyarrow.parquet as pq
 from ..decisions import base_decisions, flags_of, fold_removals, pipeline_schema, row_positions, value_counts
 from ..errors import RunError
 from .cluster import ray_cluster, ray_get
-from .semfold import put_back, touched_clusters
+from . import semfold
+from .semfold import ID_CLUSTERS, LINKS, fold_shares, put_back, share_of, touched_rows
 
 logger = logging.getLogger(__name__)
 
-_IDS = pa.schema([("id", pa.string())])
-_CLUSTERS = pa.schema([("cluster", pa.int64())])
 
 
 @dataclass(frozen=True)
@@ -141,24 +145,30 @@ def touched(f: FileSpec, spec: StepSpec) -> dict[str, Any]:
     before, v, seen = _parts(f, spec)
     removed = ~flags_of(v["keep"])
     away = pa.array(removed & ~_in_place(before, v, seen, spec.kind))
-    ids = pa.concat_arrays([v[c].filter(away).combine_chunks() for c in ("id", "matched_id", "representative_id")])
-    _write(pa.table({"id": ids.drop_null()}, schema=_IDS), part(os.path.join(spec.work, "touched"), f.k))
+    links = pa.table({c: v[c].filter(away).combine_chunks() for c in LINKS.names}, schema=LINKS)
+    _write(links, part(os.path.join(spec.work, "touched"), f.k))
     _written("compose_touched")
     return {"touched": int(pc.sum(away).as_py() or 0)}
 
 
 def clusters(f: FileSpec, spec: StepSpec, n: int) -> dict[str, Any]:
-    """compose_clusters: the clusters of file ``f``'s rows whose id is among every file's touched ids."""
-    ids = _read_all(os.path.join(spec.work, "touched"), n, _IDS)["id"].combine_chunks()
-    before = pq.read_table(part(spec.before, f.k), columns=["id", "cluster_id"]) if spec.before is not None else \
-        None
-    if before is None:  # the first step: every document its own cluster, numbered by its row
-        v = _parts(f, spec)[0]
-        before = v.select(["id", "cluster_id"])
-    c = touched_clusters(before, ids)
-    _write(pa.table({"cluster": pa.array(c, pa.int64())}, schema=_CLUSTERS),
-           part(os.path.join(spec.work, "clusters"), f.k))
-    return {"clusters": int(c.shape[0])}
+    """compose_clusters: file ``f``'s rows whose id every file's removals link (``semfold.touched_rows``)."""
+    cols = ["id", "cluster_id", "cluster_size"]
+    # the first step: every document its own cluster, numbered by its row
+    before = pq.read_table(part(spec.before, f.k), columns=cols) if spec.before is not None else \
+        _parts(f, spec)[0].select(cols)
+    rows = touched_rows(before, _read_all(os.path.join(spec.work, "touched"), n, LINKS))
+    _write(rows, part(os.path.join(spec.work, "clusters"), f.k))
+    return {"rows": rows.num_rows}
+
+
+def linked(spec: StepSpec, n: int, fold_rows: int) -> dict[str, Any]:
+    """compose_components: the touched clusters' shares of the fold (``semfold.fold_shares``)."""
+    shares, info = fold_shares(_read_all(os.path.join(spec.work, "touched"), n, LINKS),
+                               _read_all(os.path.join(spec.work, "clusters"), n, ID_CLUSTERS), fold_rows)
+    _write(shares, os.path.join(spec.work, "shares.parquet"))
+    _written("compose_components")
+    return info
 
 
 def _values(spec: StepSpec, v: pa.Table, names: Sequence[str], m: int) -> dict[str, Any]:
@@ -170,27 +180,34 @@ def _values(spec: StepSpec, v: pa.Table, names: Sequence[str], m: int) -> dict[s
 
 def local(f: FileSpec, spec: StepSpec, n: int, gather: bool) -> dict[str, Any]:
     """compose_local: file ``f``'s removals folded in place; with ``gather``, its rows of the touched clusters
-    and their verdicts written for the fold task."""
+    and their verdicts written for the fold tasks, by share."""
     before, v, seen = _parts(f, spec)
     m = v.num_rows
     here = _in_place(before, v, seen, spec.kind)
-    cluster = np.asarray(before["cluster_id"].to_numpy(), np.int64)
-    pick = np.zeros(before.num_rows, bool)
+    share = np.full(before.num_rows, -1, np.int64)
     if gather:
-        wanted = np.unique(np.asarray(_read_all(os.path.join(spec.work, "clusters"), n, _CLUSTERS)["cluster"]
-                                      .to_numpy(), np.int64))
-        pick = np.isin(cluster, wanted)
-        here &= ~pick[seen]
+        share = share_of(np.asarray(before["cluster_id"].to_numpy(), np.int64),
+                         pq.read_table(os.path.join(spec.work, "shares.parquet")))
+        here &= share[seen] < 0
     out = before
     if here.any():
         out = fold_removals(before, seen, here, np.full(m, -1, np.int64), v["reason"], kind=spec.kind,
                             values=_values(spec, v, before.column_names, m),
                             positions=np.arange(f.row0, f.row0 + before.num_rows, dtype=np.int64))
     _write(out, part(os.path.join(spec.work, "local"), f.k))
-    if gather:
-        _write(_gathered(before, v, seen, pick, f.row0), part(os.path.join(spec.work, "gathered"), f.k))
+    pick = share >= 0
+    if pick.any():
+        g = _gathered(before, v, seen, pick, f.row0)
+        mine = share[pick]
+        for r in np.unique(mine):
+            _write(g.filter(pa.array(mine == r)), part(_share(spec, "gathered", int(r)), f.k))
     _written("compose_local")
     return {"seen": m, "removed": int((~flags_of(v["keep"])).sum()), "gathered": int(pick.sum())}
+
+
+def _share(spec: StepSpec, stage: str, r: int) -> str:
+    """The directory of share ``r``'s files of a stage (one part per input file that has rows in the share)."""
+    return os.path.join(spec.work, stage, f"share-{r:06d}")
 
 
 def _gathered(before: pa.Table, v: pa.Table, seen: np.ndarray, pick: np.ndarray, row0: int) -> pa.Table:
@@ -208,12 +225,14 @@ def _gathered(before: pa.Table, v: pa.Table, seen: np.ndarray, pick: np.ndarray,
     return out
 
 
-def fold(spec: StepSpec, n: int) -> dict[str, Any]:
-    """compose_fold: ``fold_removals`` over every file's gathered rows (whole clusters, in row order); each file's
-    folded rows written for its merge task."""
-    tables = [pq.read_table(part(os.path.join(spec.work, "gathered"), k)) for k in range(n)]
+def fold(spec: StepSpec, n: int, r: int) -> dict[str, Any]:
+    """compose_fold: ``fold_removals`` over share ``r``'s gathered rows of every file (whole groups of linked
+    clusters, in row order); each file's folded rows written for its merge task."""
+    where = _share(spec, "gathered", r)
+    files = [k for k in range(n) if os.path.exists(part(where, k))]
+    tables = [pq.read_table(part(where, k)) for k in files]
     # a file the step saw no document of has no verdict column types (its rows moved with their clusters: null)
-    g = pa.concat_tables([t for t in tables if t.num_rows] or tables[:1], promote_options="permissive")
+    g = pa.concat_tables(tables, promote_options="permissive")
     names = [c for c in g.column_names if c != "row" and not c.startswith("s:")]
     d = g.select(names)
     seen = np.flatnonzero(flags_of(g["s:seen"]))
@@ -235,20 +254,21 @@ def fold(spec: StepSpec, n: int) -> dict[str, Any]:
                         values={k: x for k, x in values.items() if k in names},
                         positions=np.asarray(g["row"].to_numpy(), np.int64))
     out = out.append_column("row", g["row"])
-    rows = np.asarray(g["row"].to_numpy(), np.int64)
-    for k, t in enumerate(tables):  # each file's gathered rows are a contiguous run of rows, in file order
-        lo, hi = (int(t["row"][0].as_py()), int(t["row"][-1].as_py())) if t.num_rows else (0, -1)
-        sel = np.flatnonzero((rows >= lo) & (rows <= hi))
-        _write(out.take(pa.array(sel, pa.int64())), part(os.path.join(spec.work, "folded"), k))
+    lo = 0
+    for k, t in zip(files, tables):  # each file's gathered rows: a contiguous run of rows, in file order
+        _write(out.slice(lo, t.num_rows), part(_share(spec, "folded", r), k))
+        lo += t.num_rows
     _written("compose_fold")
     return {"rows": out.num_rows, "removed": int(removed.sum())}
 
 
-def merge(f: FileSpec, spec: StepSpec, gathered: bool) -> dict[str, Any]:
-    """compose_merge: file ``f``'s decisions after the step (its in-place fold, the fold task's rows in their
+def merge(f: FileSpec, spec: StepSpec, shares: int) -> dict[str, Any]:
+    """compose_merge: file ``f``'s decisions after the step (its in-place fold, the fold tasks' rows in their
     places); the step's keep flags of the documents it saw (packed bits)."""
+    folded = [pq.read_table(part(_share(spec, "folded", r), f.k)) for r in range(shares)
+              if os.path.exists(part(_share(spec, "folded", r), f.k))]
     t = put_back(pq.read_table(part(os.path.join(spec.work, "local"), f.k)),
-                 pq.read_table(part(os.path.join(spec.work, "folded"), f.k)) if gathered else None, f.row0)
+                 pa.concat_tables(folded) if folded else None, f.row0)
     before = pq.read_table(part(spec.before, f.k), columns=["keep"]) if spec.before is not None else None
     keep = flags_of(t["keep"])
     saw = keep if before is None else keep[flags_of(before["keep"])]
@@ -297,14 +317,19 @@ def compose_step(files: Sequence[FileSpec], spec: StepSpec, *, workers: int | No
     with ray_cluster(workers, address) as ray:
         hit = _map(ray, touched, [(f, spec) for f in files], "compose_touched", names)
         gather = any(r["touched"] for r in hit)
+        shares = 0
         if gather:
             _map(ray, clusters, [(f, spec, n) for f in files], "compose_clusters", names)
+            shares = _map(ray, linked, [(spec, n, semfold.FOLD_ROWS)], "compose_components",
+                          ["every file's touched clusters"])[0]["shares"]
         res = _map(ray, local, [(f, spec, n, gather) for f in files], "compose_local", names)
-        if gather:
-            folded = _map(ray, fold, [(spec, n)], "compose_fold", ["every file's touched clusters"])[0]
-            logger.info("step %s: %s removals folded with the %s rows of the clusters they touch", spec.name,
-                        f"{sum(r['touched'] for r in hit):,}", f"{folded['rows']:,}")
-        merged = _map(ray, merge, [(f, spec, gather) for f in files], "compose_merge", names)
+        if shares:
+            folded = _map(ray, fold, [(spec, n, r) for r in range(shares)], "compose_fold",
+                          [f"share {r}" for r in range(shares)])
+            logger.info("step %s: %s removals folded with the %s rows of the clusters they touch, in %d task(s)",
+                        spec.name, f"{sum(r['touched'] for r in hit):,}", f"{sum(r['rows'] for r in folded):,}",
+                        shares)
+        merged = _map(ray, merge, [(f, spec, shares) for f in files], "compose_merge", names)
     keep = [np.unpackbits(r["keep"], count=r["n"]).astype(bool) for r in merged]
     return sum(r["seen"] for r in res), sum(r["removed"] for r in res), keep
 

@@ -21,12 +21,13 @@ def test_plan_declares_every_task_once():
              if callable(f) and hasattr(f, "stage")}
     own = [s for s in driver.PLAN if s.fn.__module__ == driver.__name__]
     assert own == [driver.SEMANTIC] and driver.SEMANTIC.drive is not None
-    assert len(tasks) == 26 and {s.fn for s in driver.PLAN if s not in own} == tasks
+    assert len(tasks) == 27 and {s.fn for s in driver.PLAN if s not in own} == tasks
     assert len(driver.PLAN) == len(tasks) + len(own)
     names = [s.name for s in driver.PLAN]
     assert len(set(names)) == len(names) and names[:2] == ["count", "sign"] and \
-        names[-12:] == ["write", "semantic", "semfold_touched", "semfold_clusters", "semfold_gather", "semfold_fold",
-                        "semfold_merge", "recount", "kept", "index_rows", "publish", "shown"]
+        names[-13:] == ["write", "semantic", "semfold_touched", "semfold_clusters", "semfold_components",
+                        "semfold_gather", "semfold_fold", "semfold_merge", "recount", "kept", "index_rows", "publish",
+                        "shown"]
     assert [s.name for s in driver.PLAN if s.device] == ["sign", "exact", "buckets", "members", "policy"]
     assert all(s.fn.__name__ == s.name and s.fn.__module__.startswith("gpu_dedup.distributed.") for s in driver.PLAN
                if s not in own)

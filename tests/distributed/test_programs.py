@@ -304,11 +304,12 @@ def test_recipe_on_ray_equals_local_and_resumes(cluster, unique_corpus, model, t
     same_bytes(tmp_path / "local", tmp_path / "ray", names)
 
 
-def test_recipe_on_ray_composes_in_tasks(cluster, unique_corpus, tmp_path, monkeypatch):
-    """A recipe on Ray composes its decisions by tasks (distributed/compose.py): the driver builds no table per
+def test_recipe_on_ray_composes_in_tasks(cluster, unique_corpus, tmp_path, monkeypatch, caplog):
+    """A recipe on Ray composes its decisions by tasks (distributed/stepfold.py): the driver builds no table per
     document (no base decisions, no fold, no step's verdicts) and holds one keep flag a document; OUT's
-    decisions (the dataset of per-file parts by default, one file with --table-layout file) and run.json's
-    counts and sources equal the local engine's."""
+    decisions (the dataset of per-file parts by default, one file with --table-layout file; there the fold dealt
+    over several tasks) and run.json's counts and sources equal the local engine's."""
+    from gpu_dedup.distributed import semfold
     import gpu_dedup.filters.program as filter_program
     import gpu_dedup.lexical.program as lexical_program
     import gpu_dedup.pipeline.engine as engine
@@ -330,12 +331,20 @@ def test_recipe_on_ray_composes_in_tasks(cluster, unique_corpus, tmp_path, monke
     for mod, name in ((engine, "fold_removals"), (engine, "base_decisions"), (lexical_program, "decision_verdicts"),
                       (filter_program, "file_sources")):
         monkeypatch.setattr(mod, name, built)
-    stages = ("compose_touched", "compose_local", "compose_fold", "compose_merge", "compose_totals")
+    stages = ("compose_touched", "compose_components", "compose_local", "compose_fold", "compose_merge",
+              "compose_totals")
     for stage in stages:  # a worker killed in each stage (dataset layout): Ray runs its task again
         (cluster / f"ray-{stage}").touch()
     for layout in ("dataset", "file"):
         out = tmp_path / layout
-        res = Pipeline(steps(), device="cpu").run(str(unique_corpus), out, engine="ray", table_layout=layout)
+        if layout == "file":  # every group of linked clusters a fold task of its own
+            monkeypatch.setattr(semfold, "FOLD_ROWS", 1)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="gpu_dedup.distributed.stepfold"):
+            res = Pipeline(steps(), device="cpu").run(str(unique_corpus), out, engine="ray", table_layout=layout)
+        tasks = [int(r.getMessage().split(" in ")[-1].split()[0]) for r in caplog.records if "folded with" in
+                 r.getMessage()]
+        assert tasks and (max(tasks) > 1) == (layout == "file"), tasks
         if layout == "dataset":
             assert sorted(p.name for p in cluster.iterdir()) == sorted(f"ray-{s}.fired" for s in stages)
             for p in cluster.iterdir():
@@ -554,12 +563,14 @@ def test_run_semantic_on_ray_equals_local(cluster, run_corpus, model, tmp_path, 
     assert 0 < pc.sum(sem["keep"]).as_py() < sem.num_rows
 
 
-def test_run_semantic_against_an_index_on_ray_equals_local(cluster, run_corpus, model, tmp_path):
-    """`run --against IX --semantic`: the semantic removals folded by the fold tasks (semfold.py) as the local engine
-    folds them, and the duplicates of the index's documents still name them (the local fold named none as soon as
-    one semantic duplicate was removed)."""
+def test_run_semantic_against_an_index_on_ray_equals_local(cluster, run_corpus, model, tmp_path, monkeypatch):
+    """`run --against IX --semantic`: the semantic removals folded by the fold tasks (semfold.py; here a fold task
+    for each group of linked clusters) as the local engine folds them, and the duplicates of the index's documents
+    still name them (the local fold named none as soon as one semantic duplicate was removed)."""
     from gpu_dedup.cli import main
+    from gpu_dedup.distributed import semfold
 
+    monkeypatch.setattr(semfold, "FOLD_ROWS", 1)
     a = pq.read_table(run_corpus / "a.parquet")
     (tmp_path / "ix_src").mkdir()
     pq.write_table(a.slice(0, 30).set_column(0, "id", pa.array([f"ix{i}" for i in range(30)])),
@@ -572,6 +583,8 @@ def test_run_semantic_against_an_index_on_ray_equals_local(cluster, run_corpus, 
     assert main(["run", *args, "-o", str(tmp_path / "ray"), "--engine", "ray", "--workers", "2",
                  "--partitions", "3"]) == 0
     _run_equal(tmp_path / "local", tmp_path / "ray")
+    fold = json.loads((tmp_path / "ray" / "run.json").read_text())["engine"]["semantic_fold"]
+    assert fold["shares"] == fold["groups"] > 1, fold
     d = pq.read_table(tmp_path / "local" / "decisions.parquet")
     reps = [r for r in d["representative_id"].to_pylist() if r is not None and r.startswith("ix")]
     assert len(reps) >= 30 and pc.sum(pc.equal(d["reason"], "semantic_duplicate")).as_py() > 0

@@ -12,10 +12,11 @@ import pytest
 from gpu_dedup.decisions import DECISIONS_SCHEMA
 from gpu_dedup.distributed.semfold import (
     fold_gathered,
+    fold_shares,
     gathered,
     merged_part,
-    touched_clusters,
-    touched_ids,
+    touched_links,
+    touched_rows,
 )
 from gpu_dedup.errors import DataError
 from gpu_dedup.semantic.config import SEMANTIC_SCHEMA
@@ -81,28 +82,35 @@ def _parts(table: pa.Table, bounds: list[int]) -> list[pa.Table]:
     return [table.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
 
 
-def _fold_by_files(lexical: pa.Table, sem: pa.Table, bounds: list[int], order: str) -> pa.Table:
-    """The semfold stages' functions, one file at a time as their tasks run them."""
+def _fold_by_files(lexical: pa.Table, sem: pa.Table, bounds: list[int], order: str, fold_rows: int) -> pa.Table:
+    """The semfold stages' functions, one file at a time as their tasks run them, the fold in shares of about
+    ``fold_rows`` rows, a share at a time."""
     lex = _parts(lexical, bounds)
     keep = np.asarray(lexical["keep"].to_numpy(zero_copy_only=False), bool)
     seen = np.cumsum(np.concatenate([[0], keep if order == "after" else np.ones_like(keep)]))
     sems = [sem.slice(int(seen[a]), int(seen[b] - seen[a])) for a, b in itertools.pairwise(bounds)]
     folded = [None] * len(lex)
     if order == "after":
-        ids = pa.concat_tables([touched_ids(s) for s in sems])["id"].combine_chunks()
-        clusters = np.unique(np.concatenate([touched_clusters(p, ids) for p in lex]))
-        g = pa.concat_tables([gathered(p, s, clusters, a, f"file {i}")
+        links = pa.concat_tables([touched_links(s) for s in sems])
+        rows = pa.concat_tables([touched_rows(p.select(["id", "cluster_id", "cluster_size"]), links) for p in lex])
+        shares, info = fold_shares(links, rows, fold_rows)
+        assert info["shares"] == (min(1, info["groups"]) if fold_rows > len(lexical) else info["groups"])  # 1: a share a group
+        g = pa.concat_tables([gathered(p, s, shares, a, f"file {i}")
                               for i, (p, s, a) in enumerate(zip(lex, sems, bounds))])
-        out, removed = fold_gathered(g)
-        assert removed == int((~np.asarray(sem["keep"].to_numpy(zero_copy_only=False), bool)).sum())
+        share = np.asarray(g["share"].to_numpy(), np.int64)
+        outs = [fold_gathered(g.filter(pa.array(share == r))) for r in range(info["shares"])]
+        assert sum(r for _, r in outs) == int((~np.asarray(sem["keep"].to_numpy(zero_copy_only=False), bool)).sum())
+        out = pa.concat_tables([o for o, _ in outs]) if outs else g.select(["row"])
         at = np.searchsorted(bounds, out["row"].to_numpy(), side="right") - 1
         folded = [out.filter(pa.array(at == f)) for f in range(len(lex))]
     return pa.concat_tables([merged_part(p, fo, s, a, order, f"file {i}")
                              for i, (p, fo, s, a) in enumerate(zip(lex, folded, sems, bounds))])
 
 
+@pytest.mark.parametrize("fold_rows", [1 << 30, 1])
 @pytest.mark.parametrize("seed", range(40))
-def test_the_fold_by_files_equals_the_whole_tables(seed):
+def test_the_fold_by_files_equals_the_whole_tables(seed, fold_rows):
+    """One fold task, or (``fold_rows`` 1) a fold task for each group of linked clusters: the same decisions."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 70))
     lexical = _lexical(rng, n)
@@ -111,7 +119,7 @@ def test_the_fold_by_files_equals_the_whole_tables(seed):
         seen = lexical["id"].filter(lexical["keep"]) if order == "after" else lexical["id"]
         sem = _semantic(rng, seen.to_pylist())
         want = merge_decisions(lexical, sem, order)
-        got = _fold_by_files(lexical, sem, bounds, order)
+        got = _fold_by_files(lexical, sem, bounds, order, fold_rows)
         assert got.schema == want.schema
         assert got.to_pydict() == want.to_pydict(), (seed, order)
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup.decisions import base_decisions, flags_of, fold_removals, pipeline_schema, row_positions
-from gpu_dedup.distributed import stepfold
+from gpu_dedup.distributed import semfold, stepfold
 from gpu_dedup.distributed.stepfold import FileSpec, StepSpec
 from gpu_dedup.errors import RunError
 from gpu_dedup.runtime.program import VerdictTable
@@ -75,8 +75,9 @@ def _reference(whole: pa.Table, v: pa.Table, kind: str, rep: bool, name: str) ->
 
 
 def _by_tasks(tmp, before: str | None, whole: pa.Table, v: pa.Table, kind: str, rep: bool, name: str,
-              step: int) -> tuple[str, pa.Table, dict]:
-    """The composition's stages over ``v`` split per file (as a step's dataset of per-file parts)."""
+              step: int, fold_rows: int = semfold.FOLD_ROWS) -> tuple[str, pa.Table, dict]:
+    """The composition's stages over ``v`` split per file (as a step's dataset of per-file parts), the fold dealt
+    in shares of about ``fold_rows`` gathered rows."""
     seen_per_file, row0 = [], 0
     keep = flags_of(whole["keep"])
     for n in FILE_ROWS:
@@ -105,31 +106,40 @@ def _by_tasks(tmp, before: str | None, whole: pa.Table, v: pa.Table, kind: str, 
     n = len(files)
     hit = [stepfold.touched(f, spec) for f in files]
     gather = any(h["touched"] for h in hit)
+    shares = {"shares": 0}
     if gather:
         for f in files:
             stepfold.clusters(f, spec, n)
+        shares = stepfold.linked(spec, n, fold_rows)
     res = [stepfold.local(f, spec, n, gather) for f in files]
-    folded = stepfold.fold(spec, n) if gather else {}
-    merged = [stepfold.merge(f, spec, gather) for f in files]
+    folded = [stepfold.fold(spec, n, r) for r in range(shares["shares"])]
+    merged = [stepfold.merge(f, spec, shares["shares"]) for f in files]
     got = pa.concat_tables([pq.read_table(stepfold.part(after, k)) for k in range(n)])
     saw = np.concatenate([np.unpackbits(r["keep"], count=r["n"]).astype(bool) for r in merged])
-    return after, got, {"removed": sum(r["removed"] for r in res), "gathered": folded.get("rows", 0), "saw": saw}
+    return after, got, {"removed": sum(r["removed"] for r in res), "gathered": sum(r["rows"] for r in folded),
+                        "saw": saw, "shares": shares["shares"], "groups": shares.get("groups", 0)}
 
 
+@pytest.mark.parametrize("fold_rows", [semfold.FOLD_ROWS, 2])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_composition_by_tasks_equals_the_whole_table_fold(tmp_path, seed):
+def test_composition_by_tasks_equals_the_whole_table_fold(tmp_path, seed, fold_rows):
+    """One fold task, or (``fold_rows`` 2) the touched clusters' groups dealt over as many fold tasks as there are
+    groups: the same decisions."""
     rng = np.random.default_rng(seed)
     ids = _ids()
     sources = pa.array(np.repeat(RELPATHS, FILE_ROWS).tolist(), pa.string())
     whole = base_decisions(ids, sources, False)
-    before = None
+    before, spread = None, 0
     steps = [("filter", "select", False, False), ("dedup", "dedup", True, seed % 2 == 1),
              ("filter2", "select", False, False), ("semantic", "dedup", False, False)]
     for s, (name, kind, rep, outside) in enumerate(steps):
         v = _verdicts(whole, rng, kind, rep, outside)
         want = _reference(whole, v, kind, rep, name).cast(pipeline_schema(False))
-        before, got, info = _by_tasks(str(tmp_path), before, whole, v, kind, rep, name, s)
+        before, got, info = _by_tasks(str(tmp_path), before, whole, v, kind, rep, name, s, fold_rows)
         assert got.equals(want), (name, [c for c in want.column_names if not got[c].equals(want[c])])
+        if info["gathered"]:
+            assert 1 <= info["shares"] <= info["groups"]
+            spread = max(spread, info["shares"])
         assert info["removed"] == int((~flags_of(v["keep"])).sum()) > 0
         assert np.array_equal(info["saw"], flags_of(v["keep"]))  # the step's keep flags of what it saw
         if kind == "select" and s == 0:
@@ -138,6 +148,7 @@ def test_composition_by_tasks_equals_the_whole_table_fold(tmp_path, seed):
             assert 0 < info["gathered"] < whole.num_rows  # the touched clusters only
         whole = want
     assert whole["step"].null_count < whole.num_rows
+    assert spread == 1 if fold_rows > whole.num_rows else spread > 1  # one fold task, or several
 
 
 def test_a_view_that_changed_is_refused(tmp_path):

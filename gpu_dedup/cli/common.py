@@ -154,6 +154,23 @@ def env_from_args(args: argparse.Namespace) -> Env:
                sources=guard(args), price=price(args), table_layout=getattr(args, "table_layout", None))
 
 
+RAY_SETTINGS = ("workers", "address", "partitions")  # the Ray engine's own settings
+
+
+def check_ray_settings(args: argparse.Namespace, source: str, keys: Any) -> None:
+    """The Ray engine's settings that a file gave (``keys``: the names ``source``, a recipe or a --config file,
+    set) refused without the Ray engine, naming that file: the engine's own check names them as the command
+    line's flags, which the user did not pass."""
+    if (getattr(args, "engine", None) or "local") == "ray":
+        return
+    keys = {str(k).replace("-", "_") for k in keys}
+    named = [f"{k}: {getattr(args, k)}" for k in RAY_SETTINGS if k in keys and getattr(args, k, None) is not None]
+    if named:
+        one = len(named) == 1
+        raise ConfigError(f"{source} sets {', '.join(named)}, which need{'s' if one else ''} the Ray engine: add "
+                          f"engine: ray to it or pass --engine ray, or remove {'it' if one else 'them'}")
+
+
 def interrupted(args: argparse.Namespace, how: str = "Ctrl-C") -> str:
     """The message of Ctrl-C or SIGTERM (``how``; cli/main.py): what was removed, what was kept, and whether
     ``--resume`` can finish the run. ``pipeline`` keeps each finished step (OUT/steps/); ``run`` keeps pass 1's

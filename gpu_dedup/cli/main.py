@@ -57,6 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         args = with_config_file(parser, argv, args)
+        if args.command != "pipeline":  # a recipe may set the engine: cli/pipeline.py checks after it is read
+            from .common import check_ray_settings
+
+            check_ray_settings(args, f"config file {getattr(args, 'config', None)!r}",
+                               getattr(args, "config_flag_keys", ()))
     except GpuDedupError as exc:
         print(f"gpu-dedup: error: {exc}", file=sys.stderr)
         return 1

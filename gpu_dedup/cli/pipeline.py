@@ -7,7 +7,8 @@ import os
 import textwrap
 
 from ..runtime.run import seconds_line, timing_line
-from .common import COMMON, GUARD, LAYOUT, add_common, add_guard, env_from_args, load_mapping, print_extras
+from .common import (COMMON, GUARD, LAYOUT, add_common, add_guard, check_ray_settings, env_from_args, load_mapping,
+                     print_extras)
 
 EPILOG = textwrap.dedent("""\
     examples:
@@ -46,9 +47,14 @@ def _with_recipe_settings(args: argparse.Namespace, recipe: dict, path: str) -> 
     defaults = {kw.get("dest", names[-1].lstrip("-").replace("-", "_")): kw.get("default")
                 for names, kw in COMMON + GUARD + LAYOUT}
     merged = argparse.Namespace(**vars(args))
+    taken = set()
     for dest, default in defaults.items():
         if getattr(args, dest, default) in (default, None, False) and getattr(settings, dest, None) not in (None, False):
             setattr(merged, dest, getattr(settings, dest))
+            taken.add(dest)
+    # a Ray setting without the Ray engine: named where it was set (the engine's check names command-line flags)
+    check_ray_settings(merged, f"config file {getattr(args, 'config', None)!r}", getattr(args, "config_flag_keys", ()))
+    check_ray_settings(merged, f"recipe {path!r}", taken)
     return merged
 
 

@@ -356,6 +356,20 @@ def test_ray_flags_without_engine_ray_are_refused_before_anything_is_written(tmp
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", [["run"], ["filter", "--rules", "gopher"]])
+def test_a_ray_setting_of_a_config_file_without_engine_ray_names_the_file(tmp_path, capsys, command):
+    """`--config F` whose F sets workers without the Ray engine: refused naming F (not a --workers flag nobody
+    passed), before OUT exists; with engine: ray in F too, the check passes."""
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("workers: 2\npartitions: 3\n" if command == ["run"] else "workers: 2\n")
+    out = tmp_path / "out"
+    assert main([command[0], str(src), "-o", str(out), *command[1:], "--config", str(cfg), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert f"config file '{cfg}' sets workers: 2" in err and "add engine: ray to it or pass --engine ray" in err
+    assert not out.exists()
+
+
 def test_ray_arguments_without_engine_ray_are_refused_by_the_api(tmp_path):
     from gpu_dedup import Pipeline
     from gpu_dedup.lexical.program import Dedup

@@ -192,3 +192,38 @@ def test_a_recipes_table_layout_from_the_flag_or_the_recipe(tmp_path, capsys):
     assert "--table-layout dataset is the Ray engine's" in capsys.readouterr().err and not out.exists()
     assert main(["pipeline", local, src, "-o", str(out), "-q", "--table-layout", "file"]) == 0
     assert (out / "steps" / "01-dedup" / "decisions.parquet").is_file()
+
+
+@pytest.mark.parametrize("recipe_text, config_text, argv, said", [
+    ("workers: 2\nsteps:\n  - dedup\n", None, [],
+     "recipe '{recipe}' sets workers: 2, which needs the Ray engine: add engine: ray to it or pass --engine ray"),
+    ("steps:\n  - dedup\n", "workers: 3\naddress: auto\n", [],
+     "config file '{config}' sets workers: 3, address: auto, which need the Ray engine"),
+    ("workers: 2\nengine: local\nsteps:\n  - dedup\n", None, [], "recipe '{recipe}' sets workers: 2"),
+    ("steps:\n  - dedup\n", None, ["--workers", "2"], "--workers 2 needs --engine 'ray'"),
+])
+def test_a_ray_setting_without_the_ray_engine_names_where_it_was_set(tmp_path, capsys, recipe_text, config_text,
+                                                                      argv, said):
+    """A Ray setting in a recipe or a --config file without the Ray engine is refused naming that file (it named
+    a --workers flag nobody passed); one on the command line as before. Nothing is written."""
+    recipe = _recipe(tmp_path, recipe_text)
+    config = tmp_path / "c.yaml"
+    if config_text is not None:
+        config.write_text(config_text)
+        argv = [*argv, "--config", str(config)]
+    out = tmp_path / "out"
+    assert main(["pipeline", recipe, _corpus(tmp_path), "-o", str(out), "-q", *argv]) == 1
+    assert said.format(recipe=recipe, config=config) in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_ray_setting_with_the_ray_engine_from_either_place_passes_the_check(tmp_path):
+    from gpu_dedup.cli.common import load_mapping
+    from gpu_dedup.cli.pipeline import _with_recipe_settings
+
+    for text, argv in (("workers: 2\nengine: ray\nsteps:\n  - dedup\n", []),
+                       ("workers: 2\nsteps:\n  - dedup\n", ["--engine", "ray"])):
+        recipe = _recipe(tmp_path, text)
+        args = build_parser().parse_args(["pipeline", recipe, "in.jsonl", "-o", "out", *argv])
+        merged = _with_recipe_settings(args, load_mapping(recipe, "recipe"), recipe)
+        assert (merged.engine, merged.workers) == ("ray", 2)

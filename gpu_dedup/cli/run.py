@@ -103,7 +103,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     # API names in the library's errors that are not a flag's dest (flags.py writes them as these flags)
     p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output", "paragraph": "paragraph_dedup",
                               "write_deduplicated": "no_deduplicated", "lexical": "no_lexical",
-                              "substring": "substring_dedup"})
+                              "substring": "substring_dedup",
+                              # the substring stage's fields whose bare names are the dedup's flags (or none)
+                              "SubstringConfig.memory_budget": "substring_memory_budget",
+                              "SubstringConfig.work_dir": "substring_work_dir",
+                              "SubstringConfig.min_doc_bytes": "substring_min_doc_bytes"})
 
 
 def add_command(sub) -> None:

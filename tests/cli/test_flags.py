@@ -58,6 +58,7 @@ def _flags(command):
      "not a tokenizer.json file (--substring-tokenizer)"),
     ("substring", "SubstringConfig.memory_budget must be None", "--memory-budget must be None"),
     ("substring", "SubstringConfig.min_doc_bytes must be", "--min-doc-bytes must be"),
+    ("compare", "n_examples must be a non-negative int, got -1", "--examples must be a non-negative int, got -1"),
 ])
 def test_api_names_become_the_commands_flags(command, api, cli):
     assert cli_message(api, _flags(command)) == cli

@@ -14,7 +14,7 @@ def add_command(sub) -> None:
     p.add_argument("--input", nargs="+", help="the run's input, when its recorded paths moved")
     p.add_argument("--examples", type=int, default=5, help="example pairs per region (default 5)")
     p.add_argument("--max-pairs", type=int, default=20000, help="pairs sampled for the plot (default 20000)")
-    p.set_defaults(func=cmd_compare)
+    p.set_defaults(func=cmd_compare, api_names={"n_examples": "examples"})  # compare()'s name of --examples
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

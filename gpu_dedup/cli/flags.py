@@ -13,7 +13,9 @@ differ from a dest, set with ``parser.set_defaults(api_names={...})``). Rewritte
     NAME=None                 -> --no-NAME             (where the command has that flag)
     NAME=Something(...)       -> --flag METAVAR
     NAME=VALUE                -> --flag VALUE
-    SomeConfig.NAME, `NAME`   -> --flag
+    SomeConfig.NAME, `NAME`   -> --flag                (``api_names`` may name ``SomeConfig.NAME`` itself: a
+                                                       stage's field whose bare name is another flag's, as
+                                                       run's ``--substring-memory-budget``)
     a bare NAME with an ``_`` -> --flag                (``needs dsir_target``; plain words are left alone)
 
 A NAME right after ``:`` is part of a flag's value (``--perplexity MODEL:keep=F``) and is left alone.
@@ -84,7 +86,10 @@ def cli_message(message: str, flags: Mapping[str, FlagInfo]) -> str:
 
     def sub(m: re.Match) -> str:
         name = m.group("name")
-        if name not in flags or not (m.group("cfg") or m.group("tick") or m.group("assign") or "_" in name):
+        qualified = f"{m.group('cfg')}{name}"  # "SubstringConfig.memory_budget": its own flag, where named
+        if m.group("cfg") and qualified in flags:
+            name = qualified
+        elif name not in flags or not (m.group("cfg") or m.group("tick") or m.group("assign") or "_" in name):
             return m.group(0)
         flag, meta, sets = flags[name]
         if m.group("assign") is None:

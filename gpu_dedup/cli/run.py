@@ -75,6 +75,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "remove documents it runs again over the survivors); beside: both read the input (two separate "
                    "results)")
     steps.add_paragraph_flags(g)
+    _STAGE_FLAGS["paragraph_dedup"] = _stage_flags(g, "paragraph_dedup")
     g = p.add_argument_group("exact-substring dedup (suffix arrays over tokens; reversible)")
     g.add_argument("--substring-dedup", action="store_true", help="cut later copies of every span of >= "
                    "--substring-min-tokens tokens: writes substring_spans.parquet, substring_docs.parquet, "
@@ -84,6 +85,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "stages read its output (and when they remove documents it runs again over the survivors); "
                    "beside: both on the input")
     substring_cli.add_stage_args(g, "substring-")
+    _STAGE_FLAGS["substring_dedup"] = _stage_flags(g, "substring_dedup")
     g = p.add_argument_group("semantic dedup (SemDeDup: embeddings -> k-means -> within-cluster cosine)")
     g.add_argument("--semantic", action="store_true", help="also remove semantic duplicates (needs "
                    "gpu-dedup[semantic]); decisions gain cosine / semantic_nearest_id / semantic_cluster")
@@ -103,7 +105,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     # API names in the library's errors that are not a flag's dest (flags.py writes them as these flags)
     p.set_defaults(api_names={**p.get_default("api_names"), "output_dir": "output", "paragraph": "paragraph_dedup",
                               "write_deduplicated": "no_deduplicated", "lexical": "no_lexical",
-                              "substring": "substring_dedup"})
+                              "substring": "substring_dedup",
+                              # the substring stage's fields whose bare names are the dedup's flags (or none)
+                              "SubstringConfig.memory_budget": "substring_memory_budget",
+                              "SubstringConfig.work_dir": "substring_work_dir",
+                              "SubstringConfig.min_doc_bytes": "substring_min_doc_bytes"})
 
 
 def add_command(sub) -> None:
@@ -112,6 +118,30 @@ def add_command(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_run_args(p)
     p.set_defaults(func=cmd_run)
+
+
+# a span stage's switch (dest) -> its other flags: (dest, flag, default), recorded as the parser is built
+_STAGE_FLAGS: dict[str, list[tuple[str, str, object]]] = {}
+
+
+def _stage_flags(group: argparse._ArgumentGroup, switch: str) -> list[tuple[str, str, object]]:
+    """The flags of a span stage's group but its switch: (dest, flag, default)."""
+    return [(a.dest, a.option_strings[-1], a.default) for a in group._group_actions if a.dest != switch]
+
+
+def _check_stage_flags(args: argparse.Namespace) -> None:
+    """A span stage's flags without the stage were ignored without a word (the run looked like it had cut
+    paragraphs with --bloom-fp 0.1); refused like the semantic flags without --semantic."""
+    for switch, flags in _STAGE_FLAGS.items():
+        if getattr(args, switch, False):
+            continue
+        from_file = getattr(args, "config_flag_keys", frozenset())  # keys of --config FILE read as flags
+        given = [f"{dest} (config file {args.config!r})" if dest in from_file else flag
+                 for dest, flag, default in flags if getattr(args, dest, default) != default]
+        if given:
+            stage, one = "--" + switch.replace("_", "-"), len(given) == 1
+            raise ConfigError(f"{' / '.join(given)} {'belongs' if one else 'belong'} to the {stage} stage, which "
+                              f"this run does not run: add {stage}, or leave {'it' if one else 'them'} out")
 
 
 def _semantic_config(args: argparse.Namespace):
@@ -129,6 +159,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..pipeline.compose import run_dedup
 
     cfg = config_from_args(args)
+    _check_stage_flags(args)
     semantic = _semantic_config(args)
     res = run_dedup(args.inputs, cfg, args.output,
                     paragraph=steps.paragraph_config(args) if args.paragraph_dedup else None,

@@ -56,7 +56,9 @@ def add_command(sub: Any) -> None:
     p.add_argument("--skip-bad-records", action="store_true", help="skip (and count) bad records instead of "
                    "stopping at the first (the same as --on-error skip)")
     add_common(p)
-    p.set_defaults(func=cmd_substring, api_names={"output_dir": "output"})  # substring_dedup's name of -o
+    # substring_dedup's name of -o; SubstringConfig's fields whose flag's dest differs
+    p.set_defaults(func=cmd_substring, api_names={"output_dir": "output", "memory_budget": "substring_memory_budget",
+                                                  "min_doc_bytes": "substring_min_doc_bytes"})
 
 
 def config_from(args: argparse.Namespace, **input_kw: Any):

@@ -202,6 +202,12 @@ def check_arguments(cfg: RunConfig, *, engine: str = "local", scheduler: str | N
     elif semantic is not None and type(semantic).__name__ != "SemanticConfig":
         raise ConfigError(f"semantic must be a SemanticConfig (gpu_dedup.SemanticConfig), True or None, got "
                           f"{semantic!r}")
+    if not cfg.cluster.exact and not cfg.cluster.near and semantic is None:
+        # no document-level stage would run: only documents too short for shingles are compared; every other
+        # document would be kept, whatever its copies
+        raise ConfigError("ClusterConfig.exact=False with ClusterConfig.near=False leaves no duplicate stage to "
+                          "run: every document long enough for shingles would be kept, whatever its copies; drop "
+                          "one of them")
     if semantic_order not in ("after", "beside"):
         raise ConfigError(f"semantic_order must be 'after' or 'beside', got {semantic_order!r}")
     if prefilter is not None and semantic is not None:

@@ -61,8 +61,17 @@ class CompareResult:
 
 
 def _read_json(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    """A run's JSON record; a damaged one is a ``DataError`` naming it (not a parser's traceback)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            got = json.load(fh)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise DataError(f"{path!r} is not readable JSON ({exc}); the run's record is damaged: run it again (with "
+                        "--overwrite)") from None
+    if not isinstance(got, dict):
+        raise DataError(f"{path!r} holds a JSON {type(got).__name__}, not the object a run writes; the run's record "
+                        "is damaged: run it again (with --overwrite)")
+    return got
 
 
 def _load(out_dir: str) -> tuple[pa.Table, pa.Table, dict, dict]:
@@ -93,6 +102,12 @@ def _load(out_dir: str) -> tuple[pa.Table, pa.Table, dict, dict]:
                         "same ids in the same order; rerun both stages on the same input into one OUT")
     run_path = os.path.join(out_dir, "run.json")
     run = _read_json(run_path) if os.path.isfile(run_path) else {}
+    if ((run.get("config") or {}).get("cluster") or {}).get("near") is False:
+        # its decisions hold exact duplicates only: every near duplicate would count as semantic-only, under a
+        # heading that names the shingles and threshold no stage used
+        raise DataError(f"the run in {out_dir!r} skipped MinHash/LSH (--no-lexical or --exact-only): compare "
+                        "needs the lexical near-duplicate decisions beside the semantic ones; rerun without "
+                        "--no-lexical / --exact-only, with --semantic --semantic-order beside")
     return lex, sem, run, _read_json(os.path.join(out_dir, "semantic.json"))
 
 

@@ -36,26 +36,26 @@ class SubstringConfig(InputConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not is_int(self.min_tokens) or self.min_tokens < 1:
-            raise ConfigError(f"SubstringConfig.min_tokens must be an int >= 1 (--min-tokens), got {self.min_tokens!r}")
+            raise ConfigError(f"SubstringConfig.min_tokens must be an int >= 1, got {self.min_tokens!r}")
         if self.tokenizer is not None:
             if not isinstance(self.tokenizer, (str, os.PathLike)) or not os.path.isfile(self.tokenizer):
-                raise ConfigError(f"SubstringConfig.tokenizer must be the path of a tokenizer.json file (--tokenizer), "
-                                  f"got {self.tokenizer!r}: no such file")
+                raise ConfigError(f"SubstringConfig.tokenizer must be the path of a tokenizer.json file, got "
+                                  f"{self.tokenizer!r}: no such file")
         if not isinstance(self.normalize, NormalizeConfig):
             raise ConfigError(f"SubstringConfig.normalize must be a NormalizeConfig, got {self.normalize!r}")
         keep_column(self.keep)  # raises naming the value
         if self.chunk_tokens is not None and (not is_int(self.chunk_tokens) or self.chunk_tokens < 1):
-            raise ConfigError(f"SubstringConfig.chunk_tokens must be an int >= 1 or None (--chunk-tokens), got "
+            raise ConfigError(f"SubstringConfig.chunk_tokens must be an int >= 1 or None, got "
                               f"{self.chunk_tokens!r}")
         if self.memory_budget is not None:
             if not is_int(self.memory_budget) or self.memory_budget < 1 << 20:
-                raise ConfigError(f"SubstringConfig.memory_budget must be None or an int of at least 1 MiB (bytes; "
-                                  f"--memory-budget 512M), got {self.memory_budget!r}")
+                raise ConfigError(f"SubstringConfig.memory_budget must be None or an int of at least 1 MiB "
+                                  f"(bytes), got {self.memory_budget!r}")
             if self.chunk_tokens is not None:
-                raise ConfigError("SubstringConfig: give memory_budget (--memory-budget) or chunk_tokens "
-                                  "(--chunk-tokens), not both: the budget chooses the chunks")
+                raise ConfigError("give SubstringConfig.memory_budget or SubstringConfig.chunk_tokens, not "
+                                  "both: the budget chooses the chunks")
         if self.work_dir is not None and not os.path.isdir(self.work_dir):
-            raise ConfigError(f"SubstringConfig.work_dir must be an existing directory (--work-dir), got "
+            raise ConfigError(f"SubstringConfig.work_dir must be an existing directory, got "
                               f"{self.work_dir!r}")
         for name in ("min_doc_bytes", "seam_sample"):
             v = getattr(self, name)

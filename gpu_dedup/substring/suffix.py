@@ -45,7 +45,7 @@ def corpus_text(doc_off: np.ndarray, ident: np.ndarray, token: np.ndarray) -> tu
     uniq, inv = np.unique(ident, return_inverse=True)
     if n + uniq.shape[0] >= 1 << 31:
         raise ConfigError(f"{n} documents with {uniq.shape[0]} distinct tokens exceed the int32 alphabet of one "
-                          "suffix array; set chunk_tokens (--chunk-tokens) or memory_budget (--memory-budget)")
+                          "suffix array; set SubstringConfig.chunk_tokens or SubstringConfig.memory_budget")
     m = int(doc_off[-1]) + n
     pos = np.arange(int(doc_off[-1]), dtype=np.int64) + np.repeat(np.arange(n, dtype=np.int64), lens)
     text = np.empty(m, np.int32)
@@ -91,8 +91,8 @@ def suffix_array_doubling(text: Any, xp: Any = np) -> Any:
     Transient memory: about 40 B per position."""
     n = int(text.shape[0])
     if n > MAX_POSITIONS:
-        raise ConfigError(f"{n} positions exceed the {MAX_POSITIONS} of one GPU suffix array; set chunk_tokens "
-                          "(--chunk-tokens)")
+        raise ConfigError(f"{n} positions exceed the {MAX_POSITIONS} of one GPU suffix array; set "
+                          "SubstringConfig.chunk_tokens")
     if n == 0:
         return xp.zeros(0, xp.int64)
     order = argsort_stable(xp, text.astype(xp.int64))

@@ -275,7 +275,8 @@ def load_tokenizer(path: str | os.PathLike) -> Any:
     try:
         return Tokenizer.from_file(os.fspath(path))
     except Exception as e:
-        raise DataError(f"{os.fspath(path)!r} is not a Hugging Face tokenizer.json file (--tokenizer): {e}") from e
+        raise DataError(f"{os.fspath(path)!r} is not a Hugging Face tokenizer.json file (SubstringConfig.tokenizer): "
+                        f"{e}") from e
 
 
 def tokenizer_tokens(data: np.ndarray, offsets: np.ndarray, texts: list[str], tok: Any) -> Tokens:

@@ -217,6 +217,29 @@ def test_paragraph_and_document_dedup_chain_in_the_stated_order(tmp_path, capsys
         assert {r["id"]: r["text"] for r in cut}["dup"] == ""
 
 
+@pytest.mark.parametrize("flags, said", [
+    (["--bloom-fp", "0.1"], "--bloom-fp belongs to the --paragraph-dedup stage"),
+    (["--paragraph-order", "before", "--paragraph-exact"],
+     "--paragraph-order / --paragraph-exact belong to the --paragraph-dedup stage"),
+    (["--substring-min-tokens", "10"], "--substring-min-tokens belongs to the --substring-dedup stage"),
+    (["--paragraph-dedup", "--substring-memory-budget", "2G"],
+     "--substring-memory-budget belongs to the --substring-dedup stage"),
+])
+def test_a_span_stages_flags_without_the_stage_are_refused(tmp_path, capsys, flags, said):
+    """run --bloom-fp 0.1 (no --paragraph-dedup) ran, rc 0, without the stage and without a word about the flag."""
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", *flags]) == 1
+    err = capsys.readouterr().err
+    assert said in err and "which this run does not run" in err, err
+    assert not (tmp_path / "o" / "decisions.parquet").exists()
+
+
+def test_a_span_stages_flags_at_their_defaults_or_with_the_stage_run(tmp_path):
+    src = _jsonl(tmp_path / "in.jsonl", ROWS)
+    assert main(["run", str(src), "-o", str(tmp_path / "o1"), "-q", "--bloom-fp", "1e-9"]) == 0
+    assert main(["run", str(src), "-o", str(tmp_path / "o2"), "-q", "--paragraph-dedup", "--bloom-fp", "0.01"]) == 0
+
+
 def test_paragraph_after_needs_the_deduplicated_documents(tmp_path, capsys):
     src = _jsonl(tmp_path / "in.jsonl", ROWS)
     assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", "--paragraph-dedup", "--no-deduplicated"]) == 1

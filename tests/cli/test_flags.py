@@ -47,6 +47,18 @@ def _flags(command):
     ("run", "perplexity_keep / perplexity_buckets rank the whole corpus: run `gpu-dedup filter ... --perplexity "
      "MODEL:keep=F` first", "--perplexity / --perplexity-buckets rank the whole corpus: run `gpu-dedup filter ... "
      "--perplexity MODEL:keep=F` first"),
+    # a stage's field whose bare name is another flag's: run's --substring-* flags, not the dedup's --memory-budget
+    ("run", "SubstringConfig.memory_budget must be None", "--substring-memory-budget must be None"),
+    ("run", "give SubstringConfig.memory_budget or SubstringConfig.chunk_tokens, not both",
+     "give --substring-memory-budget or --substring-chunk-tokens, not both"),
+    ("run", "SubstringConfig.work_dir must be an existing directory",
+     "--substring-work-dir must be an existing directory"),
+    ("run", "memory_budget must be None; RunConfig.work_dir", "--memory-budget must be None; --work-dir"),
+    ("run", "not a tokenizer.json file (SubstringConfig.tokenizer)",
+     "not a tokenizer.json file (--substring-tokenizer)"),
+    ("substring", "SubstringConfig.memory_budget must be None", "--memory-budget must be None"),
+    ("substring", "SubstringConfig.min_doc_bytes must be", "--min-doc-bytes must be"),
+    ("compare", "n_examples must be a non-negative int, got -1", "--examples must be a non-negative int, got -1"),
 ])
 def test_api_names_become_the_commands_flags(command, api, cli):
     assert cli_message(api, _flags(command)) == cli
@@ -57,6 +69,29 @@ def _corpus(tmp_path):
     p.parent.mkdir(exist_ok=True)
     p.write_text("".join(json.dumps({"id": f"d{i}", "text": f"some words here {i}"}) + "\n" for i in range(5)))
     return str(p)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--substring-memory-budget", "1K"], "--substring-memory-budget must be None or an int of at least 1 MiB"),
+    (["--substring-memory-budget", "2G", "--substring-chunk-tokens", "100"],
+     "give --substring-memory-budget or --substring-chunk-tokens, not both"),
+    (["--substring-memory-budget", "2M", "--substring-work-dir", "FILE"],
+     "--substring-work-dir must be an existing directory"),
+    (["--substring-tokenizer", "FILE"], "tokenizer.json file (--substring-tokenizer)"),
+    (["--substring-min-doc-bytes", "-1"], "--substring-min-doc-bytes must be an int >= 0"),
+])
+def test_run_substring_errors_name_runs_substring_flags(tmp_path, capsys, argv, said):
+    """run --substring-dedup's errors named the substring command's flags (--chunk-tokens, --tokenizer) or the
+    dedup's (--memory-budget, --work-dir): flags this run did not take or that set something else."""
+    src = _corpus(tmp_path)
+    afile = tmp_path / "afile"
+    afile.write_text("not json")
+    argv = [str(afile) if a == "FILE" else a for a in argv]
+    assert main(["run", src, "-o", str(tmp_path / "o"), "-q", "--substring-dedup", *argv]) == 1
+    err = capsys.readouterr().err
+    assert said in err, err
+    for wrong in ("(--memory-budget", " --memory-budget ", "--chunk-tokens)", "(--tokenizer)", "(--work-dir)"):
+        assert wrong not in err, err
 
 
 ARPA = "\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0\t<s>\t0\n-0.5\t</s>\n-0.5\tsome\n\n\\end\\\n"

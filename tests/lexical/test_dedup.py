@@ -375,6 +375,27 @@ def test_cluster_size_options_from_the_command_line(tmp_path, capsys):
     assert "error: --keep-copies must be an int >= 1" in err and "--keep-copies: --keep-copies" not in err
 
 
+def test_no_exact_with_exact_only_is_refused_not_a_run_that_removes_nothing(tmp_path, capsys):
+    """--no-exact --exact-only ran no duplicate stage: 20 copies of one text were all kept, rc 0."""
+    from gpu_dedup.cli import main
+
+    src = tmp_path / "a.jsonl"
+    text = "the same sentence of more than five words is copied into every document here"
+    src.write_text("".join(json.dumps({"id": f"d{i}", "text": text}) + "\n" for i in range(20)))
+    with pytest.raises(gpu_dedup.errors.ConfigError, match="ClusterConfig.exact=False with ClusterConfig.near=False"):
+        gpu_dedup.deduplicate(str(src), RunConfig(progress=False).replace(cluster__exact=False, cluster__near=False))
+    capsys.readouterr()
+    assert main(["run", str(src), "-o", str(tmp_path / "o"), "-q", "--no-exact", "--exact-only"]) == 1
+    err = capsys.readouterr().err
+    assert "error: --no-exact with --exact-only leaves no duplicate stage to run" in err, err
+    assert not (tmp_path / "o" / "decisions.parquet").exists()
+    # each alone still runs; so does the pair with the semantic stage, which is then the duplicate stage
+    assert main(["run", str(src), "-o", str(tmp_path / "o1"), "-q", "--exact-only"]) == 0
+    assert main(["run", str(src), "-o", str(tmp_path / "o2"), "-q", "--no-exact"]) == 0
+    gpu_dedup.lexical.dedup.check_arguments(RunConfig().replace(cluster__exact=False, cluster__near=False),
+                                            semantic=True)
+
+
 DATES = ["2023-06-01", "2024-05-01T12:30:00Z", "2024-05-01T14:00:00+02:00", "2021-01-01 00:00:00.5", None]
 
 

@@ -366,6 +366,21 @@ def test_report_errors(tmp_path, run):
         report.write_report(out)
 
 
+@pytest.mark.parametrize("damage", ["{bad", "[1, 2]", ""])
+def test_report_of_a_damaged_run_json_names_the_file(tmp_path, run, capsys, damage):
+    """A run.json cut short or edited is one error line naming it (it was a JSONDecodeError traceback)."""
+    from gpu_dedup.cli.main import main
+
+    out = copy_run(run, tmp_path / "out")
+    with open(os.path.join(out, "run.json"), "w", encoding="utf-8") as fh:
+        fh.write(damage)
+    with pytest.raises(gpu_dedup.errors.DataError, match=r"run\.json.*run it again"):
+        report.write_report(out)
+    assert main(["report", out]) == 1
+    err = capsys.readouterr().err
+    assert "gpu-dedup: error:" in err and "run.json" in err and "Traceback" not in err
+
+
 def test_report_draws_its_figures_without_matplotlib(run, tmp_path):
     """The figures are drawn from the aggregates (report/svg.py): with matplotlib unimportable the page has all
     of them, and no earlier version's PNG figures are left beside them."""

@@ -130,3 +130,36 @@ def test_compare_reads_merged_decisions(run_dir, tmp_path):
     sem = pq.read_table(merged_dir / "semantic_decisions.parquet")
     pq.write_table(S.merge_decisions(lex, sem, "beside"), merged_dir / "decisions.parquet")
     assert compare(merged_dir, write=False).counts == compare(out, write=False).counts
+
+
+@pytest.mark.parametrize("name, damage", [("semantic.json", "{bad"), ("run.json", "[1]"), ("run.json", "")])
+def test_a_damaged_run_record_names_the_file(run_dir, tmp_path, name, damage):
+    """A run.json / semantic.json cut short or edited: a DataError naming it (a JSONDecodeError or an
+    AttributeError traceback before)."""
+    import shutil
+
+    from gpu_dedup.errors import DataError
+
+    out = tmp_path / "damaged"
+    shutil.copytree(run_dir[0], out)
+    (out / name).write_text(damage)
+    with pytest.raises(DataError, match=rf"{name}'.*damaged: run it again"):
+        compare(out, write=False)
+
+
+def test_a_run_without_minhash_lsh_is_refused(tmp_path):
+    """--no-lexical (or --exact-only) with --semantic-order beside: compare counted every near duplicate as
+    semantic-only under a heading naming shingles and a threshold no stage used."""
+    import pyarrow.parquet as pq
+
+    from gpu_dedup.errors import DataError
+
+    tbl, emb = _corpus()
+    path = str(tmp_path / "data.parquet")
+    pq.write_table(tbl, path)
+    out = tmp_path / "out"
+    cfg = RunConfig(progress=False).replace(cluster__near=False)
+    deduplicate(path, cfg, out)
+    S.semantic_dedup(path, S.SemanticConfig(eps=0.01, keep="max:score"), out, run=cfg, embeddings=emb)
+    with pytest.raises(DataError, match="skipped MinHash/LSH"):
+        compare(out, write=False)

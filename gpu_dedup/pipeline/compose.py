@@ -191,15 +191,22 @@ def run_dedup(source: Any, config: RunConfig | None = None, output_dir: str | os
         last: dict[str, int] = {name: -1 for name, _ in beside}
         for k, rec in enumerate(run.steps):  # a step's last run (over the survivors when it ran twice) is its result
             results[rec.name], last[rec.name] = rec.result, k
-        if pcfg is not None and pcfg.fp_sample > 0:
-            _record_fp_audit(out, results["paragraph"].stats, source)
+        amend: dict[str, Any] = {}
+        if steps[0] is not dedup and run.stats.get("input_read"):
+            # the dedup read a span step's survivors: what that step's read of the input skipped is OUT's record
+            # (its own file was replaced when it ran again over the survivors)
+            amend["input_read"] = run.stats["input_read"]
+        if pcfg is not None and pcfg.fp_sample > 0:  # the measured Bloom false-positive rate beside its target
+            amend["paragraph_fp_audit"] = {"file": "paragraph_dedup.json", **results["paragraph"].stats["fp_audit"]}
+        if amend:
+            _amend_run_json(out, amend, source)
     order = tuple(sorted(last, key=last.get))
     return RunStages(results["dedup"], results.get("paragraph"), results.get("substring"), order)
 
-def _record_fp_audit(out: str, paragraph_stats: dict[str, Any], source: Any) -> None:
-    """With a measured Bloom false-positive rate (``ParagraphConfig.fp_sample``): run.json's
-    ``paragraph_fp_audit`` (the measurement next to its target, from paragraph_dedup.json), then the report drawn
-    again, so that its paragraph section shows it whatever the stage order."""
+
+def _amend_run_json(out: str, keys: dict[str, Any], source: Any) -> None:
+    """OUT/run.json (the dedup step's) with ``keys`` added, then the report drawn again, so that it shows them
+    whatever the stage order."""
     import json
 
     from .. import io
@@ -209,7 +216,7 @@ def _record_fp_audit(out: str, paragraph_stats: dict[str, Any], source: Any) -> 
     path = os.path.join(out, "run.json")
     with open(path, encoding="utf-8") as fh:
         stats = json.load(fh)
-    stats["paragraph_fp_audit"] = {"file": "paragraph_dedup.json", **paragraph_stats["fp_audit"]}
+    stats.update(keys)
     io.write_json_atomic(stats, path)
     if os.path.exists(os.path.join(out, "report.html")):
         report_safely(out, lambda: write_report(out, source=source))

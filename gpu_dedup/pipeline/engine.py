@@ -80,6 +80,7 @@ class _Run:
     # first step's), whose verdicts are the run's decisions, built only when asked for
     file_rows: list[int] | None = None  # the input's rows per file (the first step's read): placing them needs no count
     parts: Parts | None = None  # the decisions as per-file parts, composed by tasks (``parts.uses_parts``)
+    input_read: dict | None = None  # what the first step's read of the input skipped (``input_read``)
 
 
 def _step_dir(run: _Run, i: int, name: str, phase: str) -> str:
@@ -177,7 +178,22 @@ def _execute(run: _Run, i: int, step: Any, view: View, d: str, phase: str) -> tu
                 "the input" if n is None else f"{n:,} documents")
     with metered(run.env.price, fresh=True) as meter:  # the step's program writes it into its stats too
         sr = step.run(view.files, d, _step_env(run, i, step, d, view))
+        if i == 0 and phase != "final":  # the first step reads the input: the later ones, its survivors
+            run.input_read = input_read(step.name, getattr(sr.result, "stats", None))
         return sr, meter.usage(d, getattr(sr.result, "stats", None))
+
+
+READ_LOSSES = ("skipped", "invalid_utf8_rows", "empty_files")  # a read report's entries on what it dropped
+
+
+def input_read(step: str, stats: dict[str, Any] | None) -> dict[str, Any] | None:
+    """run.json's ``input_read``: what the step that read the input (``step``, its ``stats``) skipped or repaired.
+    A later step reads the survivors only, so without it a run that began with a span step (paragraph or substring
+    "before" the dedup) listed no skipped record anywhere once that step ran again over the survivors."""
+    read = (stats or {}).get("read") or {}
+    if not isinstance(read, dict) or not any(k in read for k in READ_LOSSES):
+        return None
+    return {"step": step, **{k: read[k] for k in READ_LOSSES if k in read}}
 
 
 def _parts_step(run: _Run, i: int, step: Any, view: View, d: str, phase: str, t: float) -> View:
@@ -442,12 +458,19 @@ def _stats(run: _Run, source: Any, env: Env, timer: Steps, counts: dict[str, Any
             for r in run.records if r.cost}
     device, threads = resources(env.device, env.threads)
     stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
-                   files=io.source_files(source), read={"rows": counts["input"]}, counts=counts,
+                   files=io.source_files(source), read=_read(run, counts["input"]), counts=counts,
                    timings=timer.timings, bytes_read=read)
     stats["steps"] = [r.to_dict() for r in run.records]
     stats["layout"] = run.layout
     stats["input_paths"] = [f.path for f in io.source_files(source) if f.fmt != "table"]  # the report's texts
     return stats
+
+
+def _read(run: _Run, rows: int) -> dict[str, Any]:
+    """run.json's ``read`` of the run's decisions: their rows, and what the first step's read of the input
+    skipped (the decisions' rows are the documents it read: the report places them in the files by it)."""
+    lost = {k: v for k, v in (run.input_read or {}).items() if k != "step"}
+    return {"rows": rows, **lost}
 
 
 def _write_final(run: _Run, view: View, stats: dict[str, Any], n: int) -> None:
@@ -485,6 +508,8 @@ def _alone_result(run: _Run, source: Any, timer: Steps, env: Env) -> PipelineRes
     device, threads = resources(env.device, env.threads)
     stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
                    files=io.source_files(source), read={"rows": rec.seen}, counts=counts, timings=timer.timings)
+    if run.input_read is not None:  # (the removing step's own record holds the rest: run.json in a flat OUT)
+        stats["input_read"] = run.input_read
     stats["steps"] = [r.to_dict() for r in run.records]
     stats["layout"] = run.layout
     if run.final_verbatim:  # the removing step read cut text: OUT's kept records are the survivors' own

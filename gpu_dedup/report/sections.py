@@ -338,12 +338,14 @@ def environment_section(stats: dict) -> str:
     rows += [[k, v] for k, v in (stats.get("versions") or {}).items()]
     rows.append(["contract fingerprint", stats.get("contract_fingerprint", "?")])
     read = stats.get("read") or {}
+    first = stats.get("input_read") or {}  # a span step read the input first: what it skipped (pipeline/engine.py)
+    skipped = (read.get("skipped") or []) + (first.get("skipped") or [])
     rrows = [["files", f"{read.get('files', 0):,}"], ["rows", f"{read.get('rows', 0):,}"],
              ["text bytes", fmt_bytes(read.get("bytes_text", 0) or 0)],
-             ["skipped records", f"{len(read.get('skipped') or []):,}"],
-             ["rows with invalid UTF-8 (repaired)", f"{read.get('invalid_utf8_rows', 0):,}"],
-             ["empty files", f"{len(read.get('empty_files') or []):,}"]]
-    skipped = read.get("skipped") or []
+             ["skipped records", f"{len(skipped):,}"],
+             ["rows with invalid UTF-8 (repaired)",
+              f"{(read.get('invalid_utf8_rows') or 0) + (first.get('invalid_utf8_rows') or 0):,}"],
+             ["empty files", f"{len(read.get('empty_files') or []) + len(first.get('empty_files') or []):,}"]]
     extra = ""
     if skipped:
         extra = ("<p class=\"note\">First skipped records:</p><pre>"

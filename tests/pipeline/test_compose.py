@@ -102,3 +102,28 @@ def test_measured_bloom_false_positives_reach_run_json_and_the_report(corpus, tm
     assert a["target_fp_rate"] > 0 and a["missed_removals"] == 0
     html = (out / "report.html").read_text()
     assert "Measured false positives" in html and "consistent with the target" in html
+
+
+@pytest.mark.parametrize("order", ["paragraph", "substring"])
+def test_records_a_span_step_before_the_dedup_skipped_are_in_run_json_and_the_report(corpus, tmp_path, order):
+    """--on-error skip with a span stage "before" the dedup: the span step read the input (and skipped a bad line),
+    the dedup its survivors; the span step's first record is replaced when it runs again over the survivors, and
+    run.json listed no skipped record anywhere. Now run.json's ``input_read`` names it, the report counts it, and
+    every input line is a decision or a skipped record."""
+    src = tmp_path / "in"
+    src.mkdir()
+    lines = (corpus / "a.jsonl").read_text().splitlines()
+    (src / "a.jsonl").write_text("\n".join(lines[:2] + ["this is not json"] + lines[2:]) + "\n")
+    out = tmp_path / "out"
+    kw = dict(paragraph=ParagraphConfig(), paragraph_order="before") if order == "paragraph" else \
+        dict(substring=SubstringConfig(min_tokens=5), substring_order="before")
+    run_dedup(str(src), CFG.replace(on_error="skip"), out, **kw)
+    run = json.loads((out / "run.json").read_text())
+    assert [(s["file"], s["line"]) for s in run["input_read"]["skipped"]] == [("a.jsonl", 3)]
+    assert run["input_read"]["step"] == order and run["read"]["skipped"] == []  # the dedup read the survivors
+    assert pq.read_table(out / "decisions.parquet").num_rows + 1 == len(lines) + 1
+    assert "skipped records</th><td class=\"l\">1</td>" in (out / "report.html").read_text()
+    # the dedup first (it reads the input itself): its own read report, no second record
+    run_dedup(str(src), CFG.replace(on_error="skip"), tmp_path / "after", paragraph=ParagraphConfig())
+    after = json.loads((tmp_path / "after" / "run.json").read_text())
+    assert "input_read" not in after and [s["line"] for s in after["read"]["skipped"]] == [3]

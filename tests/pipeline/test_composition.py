@@ -314,3 +314,24 @@ def test_a_dedup_step_against_an_index_names_every_removals_representative(tmp_p
     assert index and own and len(index) + len(own) == len(gone)
     assert all(r["representative_id"] in {x["id"] for x in rows[:20]} for r in index)
     assert all(r["cluster_id"] == kept[r["representative_id"]] for r in own)
+
+
+def test_a_recipes_run_json_lists_what_its_first_step_skipped(tmp_path):
+    """A recipe's decisions are the documents its first step read: run.json's ``read`` lists the records that read
+    skipped (it said only the row count; the list was left in the first step's own directory)."""
+    import json
+
+    from gpu_dedup import Pipeline, RunConfig
+    from gpu_dedup.lexical.program import Dedup
+    from gpu_dedup.paragraph.dedup import ParagraphConfig
+    from gpu_dedup.paragraph.program import Paragraph
+    from gpu_dedup.runtime.program import Reading
+
+    src = tmp_path / "in.jsonl"
+    rows = [json.dumps({"id": f"d{i}", "text": f"document number {i} " + "word " * 30}) for i in range(4)]
+    src.write_text("\n".join(rows[:1] + ["{not json"] + rows[1:]) + "\n")
+    res = Pipeline([Paragraph(ParagraphConfig(min_paragraph_bytes=20)), Dedup(RunConfig(progress=False))],
+                   device="cpu", progress=False, reading=Reading(on_error="skip")).run(str(src), tmp_path / "out")
+    read = json.loads((tmp_path / "out" / "run.json").read_text())["read"]
+    assert read["rows"] == 4 and [(s["file"], s["line"]) for s in read["skipped"]] == [("in.jsonl", 2)]
+    assert res.stats["read"] == read

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import time
@@ -435,6 +436,17 @@ def _finish(run: _Run, source: Any, view: View, timer: Steps, env: Env) -> Pipel
     return PipelineResult(d, stats, run.records, run.out)
 
 
+def _input_read(run: _Run, rows: int) -> dict[str, Any]:
+    """run.json's ``read``: the input's rows, and the records and files the first step, the one that read the
+    input, skipped (--on-error skip: its ``read.skipped``; from its run.json when it was reused)."""
+    first = run.records[0] if run.records else None
+    read = first.result.stats.get("read") if first is not None and first.result is not None else None
+    if read is None and first is not None:
+        with contextlib.suppress(OSError, ValueError), open(os.path.join(run.out, first.directory, "run.json")) as f:
+            read = json.load(f).get("read")
+    return {"rows": rows, "skipped": list((read or {}).get("skipped") or [])}
+
+
 def _stats(run: _Run, source: Any, env: Env, timer: Steps, counts: dict[str, Any]) -> dict[str, Any]:
     """run.json of a composed run, but its sources and final records: the header, the steps, what they read."""
     # what the steps read (each step's own bytes_read, summed: a later step reads its view)
@@ -442,7 +454,7 @@ def _stats(run: _Run, source: Any, env: Env, timer: Steps, counts: dict[str, Any
             for r in run.records if r.cost}
     device, threads = resources(env.device, env.threads)
     stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
-                   files=io.source_files(source), read={"rows": counts["input"]}, counts=counts,
+                   files=io.source_files(source), read=_input_read(run, counts["input"]), counts=counts,
                    timings=timer.timings, bytes_read=read)
     stats["steps"] = [r.to_dict() for r in run.records]
     stats["layout"] = run.layout
@@ -484,7 +496,8 @@ def _alone_result(run: _Run, source: Any, timer: Steps, env: Env) -> PipelineRes
               "by_step": {s.name: sum(r.removed for r in run.records if r.name == s.name) for s in run.steps}}
     device, threads = resources(env.device, env.threads)
     stats = header("pipeline", device=device, threads=threads, config=_describe(run.steps, env),
-                   files=io.source_files(source), read={"rows": rec.seen}, counts=counts, timings=timer.timings)
+                   files=io.source_files(source), read=_input_read(run, rec.seen), counts=counts,
+                   timings=timer.timings)
     stats["steps"] = [r.to_dict() for r in run.records]
     stats["layout"] = run.layout
     if run.final_verbatim:  # the removing step read cut text: OUT's kept records are the survivors' own

@@ -250,7 +250,9 @@ class ArrowReader(FileReader):
         not_used = f"{rows:,} {unit}" if rows is not None else "the whole file"
         self.report.skipped[-1].update(level="file", what=reason.split(":")[0], records=rows, unit=unit,
                                        not_used=not_used)
-        logger.warning("%s: skipped the whole file: %s; %s not used", self.f.relpath, reason, not_used)
+        if not self.f.state.skip_said:  # a later pass (e.g. writing the kept records) skips it again, silently
+            self.f.state.skip_said = True
+            logger.warning("%s: skipped the whole file: %s; %s not used", self.f.relpath, reason, not_used)
         return False
 
     def _wanted(self, schema: pa.Schema) -> tuple[list[str], bool]:

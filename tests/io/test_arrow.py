@@ -28,11 +28,15 @@ def test_a_parquet_file_without_the_text_column_is_skipped_whole_and_its_rows_co
                                                         "'text', 2 rows not used)")
 
 
-def test_filter_run_json_counts_the_rows_of_a_skipped_file(tmp_path):
+def test_filter_run_json_counts_the_rows_of_a_skipped_file(tmp_path, caplog):
     d = tmp_path / "in"
     d.mkdir()
     pq.write_table(pa.table({"id": ["a", "b"], "body": ["x", "y"]}), d / "notext.parquet")
     (d / "ok.jsonl").write_text(json.dumps({"id": "c", "text": "three words here"}) + "\n")
-    assert main(["filter", str(d), "-o", str(tmp_path / "o"), "--rules", "gopher", "--on-error", "skip", "-q"]) == 0
+    with caplog.at_level(logging.WARNING, logger="gpu_dedup.io"):
+        assert main(["filter", str(d), "-o", str(tmp_path / "o"), "--rules", "gopher", "--on-error", "skip",
+                     "-q"]) == 0
+    said = [m for m in caplog.messages if "skipped the whole file" in m]
+    assert len(said) == 1, said  # once, though the kept records' writing reads the input again
     read = json.loads((tmp_path / "o" / "run.json").read_text())["read"]
     assert read["rows"] == 1 and read["skipped"][0]["records"] == 2 and read["skipped"][0]["level"] == "file"

@@ -98,6 +98,10 @@ def _perplexity(args: argparse.Namespace) -> dict[str, Any]:
     ppl, max_ppl, keep = args.perplexity, None, None
     if ppl and ":keep=" in ppl and not os.path.exists(ppl):
         ppl, value = ppl.rsplit(":keep=", 1)
+        if "," in value:  # LANG=MODEL:keep=F,LANG=MODEL: a threshold after a model that is not the last
+            raise ConfigError(f"--perplexity {args.perplexity!r}: keep={value.split(',')[0]} follows a model that is "
+                              f"not the last, giving its language a threshold of its own; one threshold applies "
+                              f"to every language, after the last model (e.g. en=en.arpa,de=de.arpa:keep=0.5)")
         try:
             keep = float(value)
         except ValueError:
@@ -113,6 +117,12 @@ def _perplexity(args: argparse.Namespace) -> dict[str, Any]:
             if not lang.strip() or not path:
                 raise ConfigError(f"--perplexity {args.perplexity!r}: {item!r} is not LANG=MODEL (e.g. "
                                   f"en=en.arpa,de=de.arpa)")
+            head = path.rsplit(":", 1)[0]
+            if ":" in path and not os.path.exists(path) and os.path.exists(head):
+                # a threshold after one model of several: one threshold, after the last model, is for all
+                raise ConfigError(f"--perplexity {args.perplexity!r}: {item!r} gives {lang.strip()!r} a threshold "
+                                  f"of its own; one threshold applies to every language, after the last model "
+                                  f"(e.g. en=en.arpa,de=de.arpa:1000 or ...:keep=0.5)")
             by_lang += ((lang.strip(), path),)
         ppl = None
     return {"perplexity": ppl, "max_perplexity": max_ppl, "perplexity_keep": keep, "perplexity_lang": by_lang}

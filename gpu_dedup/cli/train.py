@@ -19,6 +19,9 @@ def add_command(sub) -> None:
     p.add_argument("--normalization", default="nfkc-lower",
                    help="none | nfkc-lower[,remove-punctuation][,fold-digits] (default nfkc-lower)")
     p.add_argument("--text-field", default="text")
+    # the reading errors name --on-error skip as their fix (gpu_dedup.io): the flag must exist here too
+    p.add_argument("--on-error", choices=("raise", "skip"), default="raise", help="bad records: stop (default) or "
+                   "skip them (the summary line says how many)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--screen", nargs="+", default=[], metavar="BENCHMARK", help="benchmark files: a reference "
                    "document sharing a 13-gram with an item refuses the run (as `gpu-dedup screen` matches them)")
@@ -110,13 +113,18 @@ def run_train_lm(args: argparse.Namespace) -> int:
     from ..runtime.run import seconds_line
 
     cfg = LMTrainConfig(order=args.order, normalization=LMNormalization.parse(args.normalization),
-                        text_field=args.text_field, screen=tuple(args.screen), screen_drop=args.screen_drop)
+                        text_field=args.text_field, on_error=args.on_error, screen=tuple(args.screen),
+                        screen_drop=args.screen_drop)
     stats = train_lm(args.inputs, args.output, cfg, device=args.device, overwrite=args.overwrite)
     counts = stats.get("ngrams") or stats.get("counts")
     print(f"trained a {stats['order']}-gram model on {stats['sentences']:,} sentences ({stats['words']:,} words, "
           f"vocabulary {stats['vocab_size']:,}) in "
           f"{seconds_line({'total': stats['seconds_total'], 'compile': stats['seconds_compile']})} -> {args.output}"
           + (f"; n-grams per order: {counts}" if counts else ""))
+    from ..io.batch import read_summary
+
+    for line in read_summary(stats["read"]):  # the records and files --on-error skip left out
+        print(line.replace("listed in run.json under read.skipped", "not counted"))
     scr = stats.get("screen")
     if scr:
         print(f"screened against {len(scr['benchmarks'])} benchmark file(s): {scr['documents_flagged']} of "

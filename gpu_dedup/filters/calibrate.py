@@ -157,6 +157,9 @@ def calibrate(model_path: str | os.PathLike, inputs: list[str], out: str | os.Pa
     model_path = os.fspath(model_path)
     out = os.fspath(out) if out is not None else card_path(model_path)
     check_outside_inputs({"`out`": out}, input_roots(list(inputs)))
+    if os.path.isdir(out):  # not replaceable by a file, with overwrite or without
+        raise ConfigError(f"`out` {out!r} is a directory: name the card file to write, e.g. "
+                          f"{os.path.join(out, 'card.json')!r}")
     if os.path.exists(out) and not overwrite:
         raise OutputExistsError(f"{out} already exists; pass overwrite=True (--overwrite) to replace it, or choose "
                                 f"another card path")

@@ -449,6 +449,9 @@ def train_lm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_path: 
     out_path = os.fspath(out_path)
     paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     check_outside_inputs({"out_path": os.path.dirname(os.path.abspath(out_path))}, input_roots(paths))
+    if os.path.isdir(out_path):  # not replaceable by a file, with overwrite or without
+        raise ConfigError(f"out_path {out_path!r} is a directory: name the model file to write, e.g. "
+                          f"{os.path.join(out_path, 'model.arpa')!r}")
     if os.path.exists(out_path) and not overwrite:
         raise OutputExistsError(f"{out_path} exists; pass overwrite=True (or choose another path) to replace it")
     if not paths:

@@ -47,7 +47,7 @@ from typing import Any, Iterator, Literal
 import pyarrow as pa
 
 from ..constants import LABEL_PREFIX
-from ..errors import ConfigError, MissingFileError
+from ..errors import ConfigError, GpuDedupError, MissingFileError
 from ..io.discover import InputError, file_sha256, resolve_inputs
 from ..io.remote import file_size, open_parquet, open_stream
 
@@ -164,7 +164,7 @@ class _Reader:
             raise LabelledInputError(
                 f"{where}: the text holds {text[max(0, at - 20):at + 30]!r}: '{LABEL_PREFIX}' is fastText's reserved "
                 "label spelling (it would read the token as another label), refused as the seed's procedure does; "
-                "fix the text, or strip such tokens (--strip-label-tokens, label_tokens='strip')")
+                "fix the text, or strip such tokens (--strip-label-tokens; Python: label_tokens='strip')")
         if LABEL_PREFIX in text:
             tokens = _SEPARATORS.split(text)
             kept = [t for t in tokens if not t.startswith(LABEL_PREFIX)]
@@ -316,6 +316,19 @@ def _expand(inputs: list[str]) -> Iterator[tuple[str, Any]]:
             yield "table", f
 
 
+def _decoded(path: str, read: Any, *args: Any) -> int:
+    """``read(*args)``, a file's read; a file whose stored data fails to decode (a truncated or corrupt gzip / zstd
+    stream, a damaged Parquet file) is an error naming it: the codec's own message names no file."""
+    try:
+        return read(*args)
+    except GpuDedupError:  # ours name the file already (MissingFileError is an OSError too)
+        raise
+    except (OSError, EOFError, pa.ArrowException) as e:
+        detail = " ".join(str(e).split()) or type(e).__name__
+        raise LabelledInputError(f"{path}: the file cannot be read whole ({detail}); it is damaged or not in the "
+                                 "format its name says: restore or download it again, or leave it out") from None
+
+
 def read_labelled(inputs: list[str], *, text_field: str = "text", label_field: str = "label",
                   group_field: str | None = DEFAULT_GROUP_FIELD, columns: dict[str, str] | None = None,
                   label_tokens: LabelTokens = "refuse") -> LabelledData:
@@ -331,12 +344,12 @@ def read_labelled(inputs: list[str], *, text_field: str = "text", label_field: s
     for kind, item in _expand(list(inputs)):
         if kind == "txt":
             path, comp = item
-            n = reader.txt(path, comp)
+            n = _decoded(path, reader.txt, path, comp)
             reader.data.files.append(LabelledFile(path, "fasttext", os.path.getsize(path), file_sha256(path), n))
             continue
         has_table = True
         before, reader.first_missing = reader.n_missing_group, None
-        n = reader.jsonl(item) if item.fmt == "jsonl" else reader.parquet(item)
+        n = _decoded(item.path, reader.jsonl if item.fmt == "jsonl" else reader.parquet, item)
         local = item.fs is None
         reader.data.files.append(LabelledFile(item.path, item.fmt, file_size(item),
                                               file_sha256(item.path) if local else None, n))

@@ -81,10 +81,23 @@ class LMNormalization:
         mode, *opts = [x.strip() for x in str(text).split(",")]
         known = {"remove-punctuation": "remove_punctuation", "fold-digits": "fold_digits"}
         bad = [o for o in opts if o not in known]
+        # in the words of the text given (a flag's value), not of the dataclass: `normalization` is the flag's
+        # API name (cli/flags.py writes it as --normalization / --lm-normalization)
         if bad:
-            raise ConfigError(f"LM normalization {text!r}: unknown option {bad[0]!r} (options: "
+            raise ConfigError(f"`normalization` {text!r}: unknown option {bad[0]!r} (options: "
                               f"{', '.join(known)}; e.g. nfkc-lower,fold-digits)")
+        if mode not in ("none", "nfkc-lower"):
+            raise ConfigError(f"`normalization` {text!r}: {mode!r} is not a mode: none (the text as it is) or "
+                              "nfkc-lower, then any options (e.g. nfkc-lower,fold-digits)")
+        if mode == "none" and opts:
+            raise ConfigError(f"`normalization` {text!r}: {opts[0]} needs nfkc-lower (none leaves the text as it "
+                              f"is): write nfkc-lower,{','.join(opts)} or none")
         return cls(mode=mode, **{known[o]: True for o in opts})
+
+    def spec(self) -> str:
+        """The text ``parse`` reads back into this normalization, e.g. ``nfkc-lower,fold-digits``."""
+        return ",".join([self.mode] + [o for o, on in (("remove-punctuation", self.remove_punctuation),
+                                                       ("fold-digits", self.fold_digits)) if on])
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "LMNormalization":
@@ -362,6 +375,8 @@ def load_lm(path: str | os.PathLike, normalization: LMNormalization | None = Non
     try:
         check_contract(lm_contract(normalization or own), contract, f"language model {path}")
     except ValueError as exc:
-        raise ConfigError(f"{exc}\nFor this model: score with normalization={own!r} (the model's), or retrain it "
-                          "on text normalized your way (gpu-dedup train-lm).") from None
+        # the model's own normalization in the form lm_normalization (--lm-normalization) reads (not a repr)
+        raise ConfigError(f"{exc}\nFor this model: leave lm_normalization out (its header gives "
+                          f"{own.spec()!r}, which then applies), or retrain it on text normalized your way "
+                          "(gpu-dedup train-lm).") from None
     return NgramLM(path, normalization or own, contract, vocab, grams, device=device)

@@ -304,7 +304,8 @@ class Blocklist:
 
 def load_blocklist(path: str) -> Blocklist:
     """Read a blocklist file: one domain a line (case-insensitive; a leading "*." or "." is allowed and means the
-    same: the domain and its subdomains), blank lines and lines starting with "#" ignored, UTF-8.
+    same: the domain and its subdomains), blank lines ignored, "#" starts a comment (a line's or after a domain),
+    UTF-8.
 
     Args:
         path: the file.
@@ -333,7 +334,8 @@ def load_blocklist(path: str) -> Blocklist:
             text = line.decode("utf-8").strip()
         except UnicodeDecodeError as e:
             raise ConfigError(f"URL blocklist {path}:{no}: not UTF-8 ({e.reason} at byte {e.start})") from e
-        if not text or text.startswith("#"):
+        text = text.split("#", 1)[0].strip()  # a comment, the line's or after a domain (no domain holds a '#')
+        if not text:
             continue
         d = text.lower()
         d = d[2:] if d.startswith("*.") else d[1:] if d.startswith(".") else d

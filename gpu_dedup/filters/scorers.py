@@ -253,6 +253,11 @@ class Scorers:
             from .fasttext import load_fasttext
 
             s.domain_model = load_fasttext(cfg.domain_model)
+            domains = [x.removeprefix(LABEL_PREFIX) for x in s.domain_model.labels]
+            # a threshold for a domain the model never predicts would apply to no document: a typo, the wrong model
+            for n, d, *_ in (t for t in cfg.domain_thresholds if t[1] not in domains):
+                raise ConfigError(f"--domain-threshold {n}:{d}: {d!r} is not a label of --domain-model "
+                                  f"{cfg.domain_model!r} (its domains: {', '.join(domains[:20])}): fix the name")
         if cfg.perplexity:
             from .lm import LMNormalization, load_lm
 

@@ -156,6 +156,8 @@ def split_threshold(flag: str, text: str, directions: bool = True, shown: str | 
     if ":" not in text or os.path.exists(text):
         return text, None
     head, tail = text.rsplit(":", 1)
+    if not head:  # ":0.5": the threshold is fine, the model is missing
+        raise ConfigError(f"{flag} {shown or text!r}: no model path before ':{tail}'; write {forms}")
     m = _THRESHOLD.match(tail)
     value = None
     if m and (directions or not m.group(1)):
@@ -163,8 +165,8 @@ def split_threshold(flag: str, text: str, directions: bool = True, shown: str | 
             value = float(m.group(2))
         except ValueError:
             pass
-    if value is None or not math.isfinite(value) or not head:
-        missing = "" if not head or os.path.exists(head) else f"; and no model file {head!r} exists either"
+    if value is None or not math.isfinite(value):
+        missing = "" if os.path.exists(head) else f"; and no model file {head!r} exists either"
         raise ConfigError(f"{flag} {shown or text!r}: {tail!r} after the last ':' is not a threshold; write {forms}"
                           f"{missing}")
     return head, ((value, m.group(1) or "min") if directions else value)

@@ -235,8 +235,8 @@ class ArrowReader(FileReader):
                 return False, f"id field {spec.id_field!r} has type {t}; ids must be strings or integers", None
         return None
 
-    def _check_schema(self, schema: pa.Schema) -> bool:
-        """File-level checks; returns False when the file must be skipped."""
+    def _check_schema(self, schema: pa.Schema, rows: int | None = None) -> bool:
+        """File-level checks; returns False when the file must be skipped (``rows``: the file's, when known)."""
         problem = self._schema_problem(schema)
         if problem is None:
             return True
@@ -244,6 +244,15 @@ class ArrowReader(FileReader):
         if fatal:
             raise self.fatal(reason)
         self.bad(reason, fix=fix)
+        # skipped (on_error="skip"): the whole file, as a file whose data fails (check.StreamFailure.entry), so
+        # that run.json and the warning count its rows, not "1 bad row"
+        unit = "rows"
+        not_used = f"{rows:,} {unit}" if rows is not None else "the whole file"
+        self.report.skipped[-1].update(level="file", what=reason.split(":")[0], records=rows, unit=unit,
+                                       not_used=not_used)
+        if not self.f.state.skip_said:  # a later pass (e.g. writing the kept records) skips it again, silently
+            self.f.state.skip_said = True
+            logger.warning("%s: skipped the whole file: %s; %s not used", self.f.relpath, reason, not_used)
         return False
 
     def _wanted(self, schema: pa.Schema) -> tuple[list[str], bool]:
@@ -263,10 +272,10 @@ class ArrowReader(FileReader):
                 and self.f.fs is None  # remote files: pyarrow through fsspec
                 and schema.field(self.spec.text_field).type in (pa.string(), pa.large_string()))
 
-    def _start(self, schema: pa.Schema) -> tuple[list[str], bool] | None:
-        """Check ``schema`` (raising or recording problems); None when the file is skipped."""
+    def _start(self, schema: pa.Schema, rows: int | None = None) -> tuple[list[str], bool] | None:
+        """Check ``schema`` (raising or recording problems; ``rows``: the file's); None when the file is skipped."""
         self.schema = schema
-        if not self._check_schema(schema):
+        if not self._check_schema(schema, rows):
             self.unreadable = True
             return None
         wanted, has_ids = self._wanted(schema)
@@ -289,7 +298,7 @@ class ArrowReader(FileReader):
         if self.f.fmt == "parquet":
             yield from self._parquet_chunks()
             return
-        started = self._start(self.f.table.schema)
+        started = self._start(self.f.table.schema, self.f.table.num_rows)
         if started is None:
             return
         wanted, has_ids = started
@@ -316,7 +325,7 @@ class ArrowReader(FileReader):
                 e = plan.open_error
                 raise StreamFailed(e, stream_failure(self.f, e, what=UNREADABLE_PARQUET))
             self._footer(plan.metadata)
-            started = self._start(plan.schema)
+            started = self._start(plan.schema, plan.metadata.num_rows)
             if started is None:
                 return
             wanted, has_ids = started

@@ -257,7 +257,7 @@ class FileState:
     pass skips or refuses it); intact: the data a first pass reads is known to decode whole (JSON Lines: its
     stream; Parquet: the columns read); used: a pass gave rows of it (a failure found later cannot be a skip);
     digest: ``(bytes, xxh3_64)`` of a JSON Lines file's decoded bytes; footer: a Parquet file's
-    ``FileMetaData``."""
+    ``FileMetaData``; skip_said: a pass warned that the file is skipped for its schema (the later ones do not)."""
 
     scope: ReadScope | None = None
     position: int = 0
@@ -266,6 +266,7 @@ class FileState:
     used: bool = False
     digest: tuple[int, int] | None = None
     footer: Any = None
+    skip_said: bool = False
 
 
 def share_scope(files: list) -> list:

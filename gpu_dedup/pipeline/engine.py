@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import time
@@ -468,9 +469,24 @@ def _stats(run: _Run, source: Any, env: Env, timer: Steps, counts: dict[str, Any
 
 def _read(run: _Run, rows: int) -> dict[str, Any]:
     """run.json's ``read`` of the run's decisions: their rows, and what the first step's read of the input
-    skipped (the decisions' rows are the documents it read: the report places them in the files by it)."""
-    lost = {k: v for k, v in (run.input_read or {}).items() if k != "step"}
+    skipped (the decisions' rows are the documents it read: the report places them in the files by it; a
+    first step reused by --resume: from its own record)."""
+    first = run.input_read if run.input_read is not None or not run.records else _recorded_read(run.out,
+                                                                                                run.records[0])
+    lost = {k: v for k, v in (first or {}).items() if k != "step"}
     return {"rows": rows, **lost}
+
+
+def _recorded_read(out: str, rec: StepRecord) -> dict[str, Any] | None:
+    """``input_read`` of a step's record in its directory (run.json, paragraph_dedup.json, ...)."""
+    d = os.path.join(out, rec.directory)
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if name.endswith(".json") and name != "step.json":
+            with contextlib.suppress(OSError, ValueError), open(os.path.join(d, name), encoding="utf-8") as fh:
+                found = input_read(rec.name, json.load(fh))
+                if found is not None:
+                    return found
+    return None
 
 
 def _write_final(run: _Run, view: View, stats: dict[str, Any], n: int) -> None:

@@ -181,5 +181,10 @@ def test_calibrate_errors(model, tmp_path, capsys):
     assert main(["calibrate", model, str(tmp_path / "s.jsonl"), "--label", "lq", "-o", str(tmp_path / "c.json"),
                  "-q"]) == 1
     assert "--overwrite" in capsys.readouterr().err
+    (tmp_path / "cards").mkdir()  # a directory is not replaced by the card, with --overwrite or without
+    assert main(["calibrate", model, str(tmp_path / "s.jsonl"), "--label", "lq", "-o", str(tmp_path / "cards"),
+                 "-q", "--overwrite"]) == 1
+    err = capsys.readouterr().err
+    assert "--output" in err and "is a directory: name the card file" in err and "Errno" not in err
     with pytest.raises(ValueError, match="audit_ratio"):
         CalibrateConfig(audit_ratio=1.0)

@@ -63,3 +63,17 @@ def test_train_lm_screen_refuses_then_drops(files, tmp_path, capsys):
     assert "1 of 402 documents flagged, 1 dropped" in capsys.readouterr().out
     with pytest.raises(ValueError, match="screen_drop=True drops"):
         LMTrainConfig(screen_drop=True)
+
+
+def test_a_directory_output_is_refused_before_training(files, tmp_path, capsys):
+    d, _ = files
+    out = tmp_path / "models"
+    out.mkdir()
+    with pytest.raises(ValueError, match=r"out_path '.*models' is a directory: name the model file .*model\.arpa"):
+        train_lm([d / "clean.txt"], out, LMTrainConfig(order=3, normalization=NONE), overwrite=True)
+    from gpu_dedup.cli import main
+
+    assert main(["train-lm", str(d / "clean.txt"), "-o", str(out), "--order", "3", "--overwrite", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "--output" in err and "is a directory" in err and "Errno" not in err
+    assert sorted(p.name for p in out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["models"]

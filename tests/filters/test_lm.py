@@ -277,13 +277,42 @@ def test_contract_refuses_another_normalization_and_needs_one_for_plain_arpa(tra
     path, _, _ = trained
     with pytest.raises(ValueError, match=r"normalization\.mode: this run has 'nfkc-lower'.*'none'") as e:
         load_lm(path, normalization=LMNormalization())
-    assert "normalization=" in str(e.value)
+    # the fix in the words of the setting (a flag's value on the command line), not the dataclass's repr
+    assert "leave lm_normalization out (its header gives 'none'" in str(e.value)
+    assert "LMNormalization(" not in str(e.value)
     assert load_lm(path, normalization=NONE).normalization == NONE
     plain = tmp_path / "plain.arpa"
     plain.write_text("".join(ln for ln in path.read_text().splitlines(True) if not ln.startswith("#")))
     with pytest.raises(ValueError, match="no '# gpu-dedup-lm:' header.*pass normalization="):
         load_lm(plain)
     assert load_lm(plain, normalization=NONE).describe()["contract_source"] == "caller (normalization=)"
+
+
+def test_normalization_text_errors_name_the_value_and_spec_reads_back():
+    for text, pattern in (("bogus", r"`normalization` 'bogus': 'bogus' is not a mode: none .* or nfkc-lower"),
+                          ("NFKC", r"'NFKC' is not a mode"),
+                          ("none,fold-digits", (r"'none,fold-digits': fold-digits needs nfkc-lower.*nfkc-lower,"
+                                                r"fold-digits or none")),
+                          ("nfkc-lower,bogus", r"unknown option 'bogus'")):
+        with pytest.raises(ValueError, match=pattern):
+            LMNormalization.parse(text)
+    for text in ("none", "nfkc-lower", "nfkc-lower,remove-punctuation", "nfkc-lower,fold-digits",
+                 "nfkc-lower,remove-punctuation,fold-digits"):
+        assert LMNormalization.parse(text).spec() == text
+
+
+def test_filter_normalization_errors_name_the_flag(trained, tmp_path, capsys):
+    from gpu_dedup.cli import main
+
+    path, _, _ = trained
+    src = tmp_path / "c.jsonl"
+    src.write_text('{"id": "a", "text": "some words here"}\n')
+    for value, needle in (("bogus", "--lm-normalization 'bogus': 'bogus' is not a mode"),
+                          ("nfkc-lower", "leave --lm-normalization out (its header gives 'none'")):
+        assert main(["filter", str(src), "-o", str(tmp_path / value), "-q", "--perplexity", f"{path}:1000",
+                     "--lm-normalization", value]) == 1
+        err = capsys.readouterr().err
+        assert needle in err and "LMNormalization" not in err, err
 
 
 def test_training_refuses_bad_inputs(tmp_path):

@@ -238,6 +238,10 @@ def test_blocklist_file_matching_and_errors(tmp_path):
     bad.write_text("example.com\nnot a domain\n")
     with pytest.raises(ConfigError, match=r"bad\.txt:2: 'not a domain'"):
         RS.load_blocklist(str(bad))
+    # '#' starts a comment after a domain too, as the error says (such a line was refused as "not a domain")
+    inline = tmp_path / "inline.txt"
+    inline.write_text("  # a comment\nexample.org  # spam network\nads.net#x\n")
+    assert RS.load_blocklist(str(inline)).domains == {"example.org", "ads.net"}
     enc = tmp_path / "enc.txt"
     enc.write_bytes(b"ok.com\n\xff\xfe.com\n")
     with pytest.raises(ConfigError, match=r"enc\.txt:2: not UTF-8"):

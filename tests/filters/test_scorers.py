@@ -281,3 +281,25 @@ def test_pass1_scoring_on_the_device_reads_pass1s_copy(real_model, tmp_path, mon
         pq.read_table(outs["pre", "cuda"] / "scores.parquet"))
     d = pq.read_table(outs["score", "cpu"] / "decisions.parquet")
     assert 0 < d.num_rows - int(np.sum(d["keep"].to_numpy(zero_copy_only=False))) < d.num_rows
+
+
+def test_a_domain_threshold_for_a_domain_the_domain_model_lacks_is_refused(tmp_path, capsys):
+    """--domain-threshold NAME:DOMAIN=T with --domain-model: DOMAIN must be one of the model's labels (it was
+    accepted and applied to no document, silently)."""
+    fasttext = pytest.importorskip("fasttext")
+    from gpu_dedup.cli import main
+
+    (tmp_path / "dom.txt").write_text("".join(f"__label__{lab} {w} {w} words\n" for _ in range(20)
+                                              for lab, w in (("medical", "patient"), ("legal", "court"))))
+    dom = tmp_path / "dom.bin"
+    fasttext.train_supervised(str(tmp_path / "dom.txt"), epoch=2, dim=4, bucket=100, thread=1, seed=1,
+                              verbose=0).save_model(str(dom))
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "patient words"}) + "\n")
+    base = ["filter", str(corpus), "-q", "--classifier", f"c={dom}:0.5", "--classifier-label", "c=__label__medical",
+            "--domain-model", str(dom), "--device", "cpu"]
+    assert main([*base, "-o", str(tmp_path / "o1"), "--domain-threshold", "c:fiction=0.2"]) == 1
+    err = capsys.readouterr().err
+    assert "--domain-threshold c:fiction: 'fiction' is not a label of --domain-model" in err
+    assert "its domains: medical, legal" in err or "its domains: legal, medical" in err
+    assert main([*base, "-o", str(tmp_path / "o2"), "--domain-threshold", "c:legal=0.2"]) == 0

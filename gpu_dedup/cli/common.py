@@ -56,6 +56,7 @@ COMMON: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--config",), {"metavar": "FILE", "help": "a TOML or YAML file of this command's flags (names without the "
                                                 "dashes); the flags given here win"}),
     (("--id-field",), {"help": "id column (default 'id'; missing -> '<file>:<row>')"}),
+    (("--no-id-field",), {"action": "store_true", "help": "ignore ids in the data; use '<file>:<row>'"}),
     (("--text-field",), {"help": "text column (default 'text')"}),
     (("--on-error",), {"choices": ("raise", "skip"), "help": "bad records: stop (default) or skip and record"}),
     (("--batch-mb",), {"type": float, "metavar": "MB", "help": "text per batch in MB (default 64)"}),
@@ -197,33 +198,72 @@ def interrupted(args: argparse.Namespace, how: str = "Ctrl-C") -> str:
 
 
 def load_mapping(path: str, what: str = "config file") -> dict[str, Any]:
-    """The mapping of a TOML or YAML file; any error names the file."""
+    """The mapping of a TOML or YAML file (UTF-8; a key given twice is refused in either); any error names the
+    file."""
+    if os.path.isdir(path):
+        raise ConfigError(f"{what} {path!r} is a directory: pass the .toml, .yaml or .yml file")
     if not os.path.isfile(path):
         raise MissingFileError(f"{what} {path!r} does not exist")
+    if not path.endswith((".toml", ".yaml", ".yml")):
+        raise ConfigError(f"{what} {path!r} must end in .toml, .yaml or .yml")
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{what} {path!r} is not UTF-8 text (line {line}, byte {raw[exc.start]:#04x}): save it "
+                          "as UTF-8") from None
     if path.endswith(".toml"):
         if sys.version_info >= (3, 11):
             import tomllib
         else:  # pragma: no cover - Python 3.10
             import tomli as tomllib
 
-        with open(path, "rb") as f:
-            try:
-                data = tomllib.load(f)
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"{what} {path!r} is not valid TOML: {exc}") from None
-    elif path.endswith((".yaml", ".yml")):
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{what} {path!r} is not valid TOML: {exc}") from None
+    else:
         import yaml
 
-        with open(path, encoding="utf-8") as f:
-            try:
-                data = yaml.safe_load(f) or {}
-            except yaml.YAMLError as exc:
-                raise ConfigError(f"{what} {path!r} is not valid YAML: {exc}") from None
-    else:
-        raise ConfigError(f"{what} {path!r} must end in .toml, .yaml or .yml")
+        try:
+            data = yaml.load(text, Loader=_unique_keys_loader()) or {}
+        except _KeyTwice as exc:
+            raise ConfigError(f"{what} {path!r} gives the key {exc.key!r} twice (lines {exc.lines[0]} and "
+                              f"{exc.lines[1]}): keep one") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{what} {path!r} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{what} {path!r} must hold a mapping at the top level, got {type(data).__name__}")
     return data
+
+
+class _KeyTwice(Exception):
+    def __init__(self, key: Any, lines: tuple[int, int]):
+        super().__init__(key)
+        self.key, self.lines = key, lines
+
+
+def _unique_keys_loader():
+    """yaml.SafeLoader refusing a key given twice in one mapping (YAML keeps the last silently; TOML refuses it):
+    a recipe with two ``rules:`` would run with one of them."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: its keys may be given again
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise _KeyTwice(key, (seen[key], line))
+                seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeys
 
 
 def _option(parser: argparse.ArgumentParser, key: str, prefix: str) -> argparse.Action | None:
@@ -243,11 +283,12 @@ def is_flag(parser: argparse.ArgumentParser, key: str) -> bool:
 
 
 def config_tokens(mapping: Mapping[str, Any], parser: argparse.ArgumentParser, where: str,
-                  prefix: str = "") -> list[str]:
+                  prefix: str = "", of: str = "this step") -> list[str]:
     """The command-line tokens a mapping of flags means for ``parser``: ``{"threshold": 0.9, "lang": ["en", "de"],
     "exact-verify": true}`` -> ``["--threshold", "0.9", "--lang", "en", "de", "--exact-verify"]``. A switch takes
     true / false, a repeatable flag a list (one value each), a flag of several values a list. ``prefix``: a key may
-    leave out the step's prefix (``split`` for ``paragraph-split`` in a paragraph step).
+    leave out the step's prefix (``split`` for ``paragraph-split`` in a paragraph step). ``of``: whose flags the
+mapping holds (the refusal of an unknown key says it).
 
     Raises:
         ConfigError: a key that is no flag of the command (the message suggests the nearest), or a value of the
@@ -260,7 +301,7 @@ def config_tokens(mapping: Mapping[str, Any], parser: argparse.ArgumentParser, w
         if action is None:
             close = difflib.get_close_matches(str(key).replace("_", "-"), known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"{where}: {key!r} is no flag of this step{hint}; its flags: {', '.join(known)}")
+            raise ConfigError(f"{where}: {key!r} is no flag of {of}{hint}; its flags: {', '.join(known)}")
         flag = next(s for s in action.option_strings if s.startswith("--"))
         if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._StoreConstAction)):
             if not isinstance(value, bool):

@@ -145,7 +145,7 @@ def with_config_file(parser: argparse.ArgumentParser, argv: list[str], args: arg
         from .run import RUN_CONFIG_KEYS
 
         mapping = {k: v for k, v in mapping.items() if k not in RUN_CONFIG_KEYS and is_flag(sp, k)}
-    tokens = config_tokens(mapping, sp, f"config file {path!r}")
+    tokens = config_tokens(mapping, sp, f"config file {path!r}", of=f"`gpu-dedup {args.command}`")
     if not tokens:
         return args
     at = argv.index(args.command) + 1

@@ -92,7 +92,8 @@ def recipe_settings(recipe: Mapping[str, Any], path: str) -> argparse.Namespace:
         parser.add_argument(*names, **kw)
     where = f"recipe {path!r}"
     settings = {k: _expand(v, where) for k, v in recipe.items() if k != "steps"}
-    return parser.parse_args(config_tokens(settings, parser, where))
+    return parser.parse_args(config_tokens(settings, parser, where, of="a recipe's run settings (its keys beside "
+                                                                       "steps)"))
 
 
 def load_recipe(path: str | os.PathLike) -> Any:

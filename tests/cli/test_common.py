@@ -77,3 +77,38 @@ def test_config_tokens_turn_a_mapping_into_the_commands_tokens():
         config_tokens({"langs": ["en"]}, p, "f")
     with pytest.raises(ConfigError, match="takes one value"):
         config_tokens({"rules": ["gopher", "c4"]}, p, "f")
+
+
+def test_load_mapping_names_the_file_for_what_it_cannot_read(tmp_path):
+    """Not UTF-8 (a UnicodeDecodeError traceback before), a directory ("does not exist" before), a YAML key given
+    twice (the last one won silently; TOML refuses it): one error naming the file; YAML's merge keys still work."""
+    from gpu_dedup.cli.common import load_mapping
+
+    bad = tmp_path / "b.yaml"
+    bad.write_bytes(b"steps:\n  - dedup\n\xff\xfe\n")
+    with pytest.raises(ConfigError, match=r"recipe '.*b\.yaml' is not UTF-8 text \(line 3, byte 0xff\): save it"):
+        load_mapping(str(bad), "recipe")
+    (tmp_path / "d.yaml").mkdir()
+    with pytest.raises(ConfigError, match=r"config file '.*d\.yaml' is a directory: pass the \.toml"):
+        load_mapping(str(tmp_path / "d.yaml"))
+    twice = tmp_path / "t.yaml"
+    twice.write_text("steps:\n  - filter:\n      rules: gopher\n      rules: c4\n")
+    with pytest.raises(ConfigError, match=r"gives the key 'rules' twice \(lines 3 and 4\): keep one"):
+        load_mapping(str(twice), "recipe")
+    merged = tmp_path / "m.yaml"
+    merged.write_text("base: &b {rules: gopher, audit: 3}\nstep:\n  <<: *b\n  rules: c4\n")
+    assert load_mapping(str(merged))["step"] == {"rules": "c4", "audit": 3}
+
+
+def test_an_unknown_key_names_whose_flags_it_is_not(tmp_path, capsys):
+    """A recipe's top-level key is a run setting (it said "no flag of this step"); a --config file's key is the
+    command's flag."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("colour: red\nsteps:\n  - dedup\n")
+    assert main(["pipeline", str(recipe), _bad_corpus(tmp_path), "-o", str(tmp_path / "o"), "-q"]) == 1
+    assert "'colour' is no flag of a recipe's run settings (its keys beside steps)" in capsys.readouterr().err
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("steps: []\n")
+    assert main(["filter", str(tmp_path / "in"), "-o", str(tmp_path / "o"), "--rules", "gopher", "--config", str(cfg),
+                 "-q"]) == 1
+    assert "'steps' is no flag of `gpu-dedup filter`" in capsys.readouterr().err

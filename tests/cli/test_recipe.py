@@ -227,3 +227,20 @@ def test_a_ray_setting_with_the_ray_engine_from_either_place_passes_the_check(tm
         args = build_parser().parse_args(["pipeline", recipe, "in.jsonl", "-o", "out", *argv])
         merged = _with_recipe_settings(args, load_mapping(recipe, "recipe"), recipe)
         assert (merged.engine, merged.workers) == ("ray", 2)
+
+
+def test_pipeline_takes_no_id_field_which_its_duplicate_id_error_names(tmp_path, capsys):
+    """`pipeline` over records sharing an id: the error says to pass --no-id-field, which pipeline lacked; now the
+    flag (or `no-id-field: true` in the recipe) gives generated '<file>:<row>' ids."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": "same", "text": f"text number {i} " * 10}) + "\n" for i in range(3)))
+    recipe = _recipe(tmp_path, "steps:\n  - dedup\n")
+    assert main(["pipeline", recipe, str(src), "-o", str(tmp_path / "a"), "-q"]) == 1
+    assert "(--no-id-field;" in capsys.readouterr().err
+    assert main(["pipeline", recipe, str(src), "-o", str(tmp_path / "a"), "-q", "--no-id-field"]) == 0
+    ids = pq.read_table(tmp_path / "a" / "decisions.parquet")["id"].to_pylist()
+    assert ids == ["in.jsonl:0", "in.jsonl:1", "in.jsonl:2"]
+    setting = tmp_path / "s"
+    setting.mkdir()
+    recipe = _recipe(setting, "no-id-field: true\nsteps:\n  - dedup\n")
+    assert main(["pipeline", recipe, str(src), "-o", str(tmp_path / "b"), "-q"]) == 0

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -307,12 +308,20 @@ def _map(ray, fn: Callable, args: Sequence[tuple], what: str, names: Sequence[st
                                              f"{type(exc).__name__}")
 
 
+def fresh(spec: StepSpec) -> None:
+    """No exchange file of an earlier, interrupted composition of the step (its work dir removed): a fold task
+    reads the share's files that exist (a file with no row in a share writes none), so they must be this run's; a
+    task Ray retries writes the same bytes again."""
+    shutil.rmtree(spec.work, ignore_errors=True)
+
+
 def compose_step(files: Sequence[FileSpec], spec: StepSpec, *, workers: int | None,
                  address: str | None) -> tuple[int, int, list[np.ndarray]]:
     """One step's verdicts folded into the decisions' parts (the module docstring's stages): (documents the step
     saw, removed, and its keep flags of each file's documents it saw, as bool arrays)."""
     n = len(files)
     names = [f.relpath for f in files]
+    fresh(spec)
     os.makedirs(spec.after, exist_ok=True)
     with ray_cluster(workers, address) as ray:
         hit = _map(ray, touched, [(f, spec) for f in files], "compose_touched", names)

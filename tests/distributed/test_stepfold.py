@@ -104,6 +104,7 @@ def _by_tasks(tmp, before: str | None, whole: pa.Table, v: pa.Table, kind: str, 
     after = os.path.join(tmp, f"after{step}")
     spec = StepSpec(before, after, os.path.join(tmp, f"work{step}"), name, kind, vt, False)
     n = len(files)
+    stepfold.fresh(spec)  # as compose_step begins
     hit = [stepfold.touched(f, spec) for f in files]
     gather = any(h["touched"] for h in hit)
     shares = {"shares": 0}
@@ -194,3 +195,27 @@ def test_a_file_the_step_saw_nothing_of_still_moves_with_its_clusters(tmp_path):
     _, got, info = _by_tasks(str(tmp_path), before, whole, v, "select", False, "filter", 1)
     assert got.equals(want) and info["gathered"] >= 5 + 3
     assert set(got.slice(c0)["step"].to_pylist()) == {"filter"}  # they share the removed representatives' verdict
+
+
+def test_an_interrupted_compositions_files_are_not_read(tmp_path, monkeypatch):
+    """A share's file left by an earlier composition of the step that did not finish (here: rows for the empty
+    file, which writes none) is not read: the step's exchange files are removed as its composition begins."""
+    import shutil
+
+    rng = np.random.default_rng(7)
+    whole = base_decisions(_ids(), pa.array(np.repeat(RELPATHS, FILE_ROWS).tolist(), pa.string()), False)
+    v = _verdicts(whole, rng, "dedup", True)
+    want = _reference(whole, v, "dedup", True, "dedup").cast(pipeline_schema(False))
+    before, got, _ = _by_tasks(str(tmp_path / "a"), None, whole, v, "dedup", True, "dedup", 0)
+    assert got.equals(want)
+    stale = tmp_path / "b" / "work0" / "gathered" / "share-000000"
+    stale.mkdir(parents=True)
+    shutil.copy(os.path.join(tmp_path, "a", "work0", "gathered", "share-000000", "part-000000.parquet"),
+                stale / "part-000001.parquet")  # the empty file's part: this run writes none
+    assert _by_tasks(str(tmp_path / "b"), None, whole, v, "dedup", True, "dedup", 0)[1].equals(want)
+    monkeypatch.setattr(stepfold, "fresh", lambda spec: None)  # without the clean start the stale rows come back
+    stale.mkdir(parents=True, exist_ok=True)
+    shutil.copy(os.path.join(tmp_path, "a", "work0", "gathered", "share-000000", "part-000000.parquet"),
+                stale / "part-000001.parquet")
+    with pytest.raises(Exception):
+        assert _by_tasks(str(tmp_path / "b"), None, whole, v, "dedup", True, "dedup", 0)[1].equals(want)

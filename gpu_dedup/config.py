@@ -51,9 +51,9 @@ def flag(help: str | None, name: str | None = None, **how: Any) -> dict[str, Any
     from ``field(help=...)``. See ``cli.fields.config_flags`` for the further keys (``nargs``, ``choices``,
     ``default``, ``floor``).
     ``help``: the flag's help text; ``name``: the flag, when it is not ``--`` + the field's name; ``how``:
-    ``set=VALUE`` (a switch that sets the field to VALUE), ``type`` ("int" | "finite" | "size": 2G, 500M |
-    "mib": MiB as bytes), ``metavar``, ``append=True`` (repeatable, a tuple). A Literal field's values are the
-    flag's choices."""
+    ``set=VALUE`` (a switch that sets the field to VALUE), ``type`` ("int" | "count": an int >= 1 | "finite" |
+    "size": 2G, 500M | "mib": MiB as bytes, at least 1 KiB or raised to ``floor``), ``metavar``, ``append=True``
+    (repeatable, a tuple). A Literal field's values are the flag's choices."""
     return {"help": help, "name": name, **how}
 
 
@@ -311,7 +311,7 @@ class RunConfig(InputConfig):
     # Parquet text on a GPU run: "cudf" decodes on the device, "pyarrow" on the host
     reader: Reader = field(default="auto", metadata=cli(flag(
         "Parquet text on a GPU run: cudf decodes it on the device (auto: when cudf is installed)")))
-    threads: int | None = field(default=None, metadata=cli(flag("CPU threads (default: all cores)", type="int")))
+    threads: int | None = field(default=None, metadata=cli(flag("CPU threads (default: all cores)", type="count")))
     # bytes for bucket grouping (device memory on a GPU); None: unbounded
     memory_budget: int | None = field(default=None, metadata=cli(flag(
         "bound the bucket grouping's memory (device memory on a GPU), e.g. 2G or 500M: key-range partitions per "

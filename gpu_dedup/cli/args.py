@@ -50,6 +50,15 @@ def positive_float(text: str) -> float:
     return value
 
 
+def mib(text: str) -> float:
+    """A size in MB (MiB) of at least 1 KiB, the least batch the readers take (``InputConfig.batch_bytes``):
+    refused here, in MB, not later as a byte count the flag never took."""
+    value = finite_float(text)
+    if value * 2**20 < 1024:
+        raise argparse.ArgumentTypeError(f"expected a number of MB >= {1 / 1024} (1 KiB), got {text!r}")
+    return value
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -105,7 +114,8 @@ def _cuts(text: str) -> tuple[float, float]:
 
 
 # the argparse types a config field's flag names (``config.flag(type=...)``; cli/fields.py)
-TYPES = {"int": int, "finite": finite_float, "size": size_arg, "mib": positive_float, "fraction": fraction,
+TYPES = {"int": int, "finite": finite_float, "size": size_arg, "mib": mib, "mib_floor": positive_float,
+         "count": positive_int, "fraction": fraction,
          "select": _select, "order": _order, "cuts": _cuts}
 
 DEVICES = get_args(Device)  # the --device choices

@@ -56,7 +56,9 @@ def config_flags(cls: type, prefix: str = "", config_defaults: bool = False) -> 
                 kw["action"] = "append"
             else:
                 if spec.get("type"):
-                    kw["type"] = TYPES[spec["type"]]
+                    # a mib flag with a floor raises a smaller size to it (filter's --batch-mb); one without refuses
+                    # a size below 1 KiB in MB, the flag's unit
+                    kw["type"] = TYPES["mib_floor" if spec["type"] == "mib" and "floor" in spec else spec["type"]]
                 if spec.get("nargs"):
                     kw["nargs"] = spec["nargs"]
                 choices = spec.get("choices") or _choices(hints[f.name])

@@ -109,7 +109,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                               # the substring stage's fields whose bare names are the dedup's flags (or none)
                               "SubstringConfig.memory_budget": "substring_memory_budget",
                               "SubstringConfig.work_dir": "substring_work_dir",
-                              "SubstringConfig.min_doc_bytes": "substring_min_doc_bytes"})
+                              "SubstringConfig.min_doc_bytes": "substring_min_doc_bytes",
+                              # the semantic stage's fields: --clusters, and --semantic-keep (not the dedup's --keep)
+                              "n_clusters": "clusters", "SemanticConfig.keep": "semantic_keep"})
 
 
 def add_command(sub) -> None:

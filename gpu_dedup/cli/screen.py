@@ -8,6 +8,7 @@ import dataclasses
 import os
 from typing import Any, get_args
 
+from ..errors import MissingFileError
 from ..screen import ScreenConfig, TextUnit
 from ..screen.screening import ITEM_ID_FIELDS
 from .common import add_common, env_from_args
@@ -42,7 +43,10 @@ def screen_config(args: argparse.Namespace) -> ScreenConfig:
     if args.benchmark_field:
         kw["fields"] = tuple(args.benchmark_field)
     if args.common_phrases:
-        kw["common_phrases"] = load_phrases(args.common_phrases)
+        try:
+            kw["common_phrases"] = load_phrases(args.common_phrases)
+        except MissingFileError as e:
+            raise MissingFileError(f"--common-phrases: {e}") from None
     if args.max_items_per_ngram is not None:
         kw["max_items_per_ngram"] = args.max_items_per_ngram or None
     return ScreenConfig(**kw)
@@ -64,11 +68,22 @@ def add_command(sub) -> None:
     p.set_defaults(func=cmd_screen, api_names={"output_dir": "output"})  # screen()'s name of -o, in its errors
 
 
+def _benchmark_files(paths: list[str]) -> tuple[str, ...]:
+    """--benchmark's files, each checked before the corpus is read, so that the error names the flag."""
+    for p in paths:
+        if os.path.isdir(p):  # "does not exist" sent people looking for a path that is there
+            raise MissingFileError(f"--benchmark {p!r} is a directory; give the benchmark files in it (e.g. "
+                                   f"{os.path.join(p, '*.jsonl')})")
+        if not os.path.isfile(p):
+            raise MissingFileError(f"--benchmark {p!r} does not exist; give existing benchmark files")
+    return tuple(paths)
+
+
 def cmd_screen(args: argparse.Namespace) -> int:
     from ..pipeline.engine import run_pipeline
     from ..screen.program import Screen
 
-    step = Screen(tuple(args.benchmark), screen_config(args))
+    step = Screen(_benchmark_files(args.benchmark), screen_config(args))
     res = run_pipeline([step], args.corpus, args.output, env=env_from_args(args), layout="flat", command="screen",
                        resume=args.resume, overwrite=args.overwrite).steps[0].result
     print(f"screened against {len(args.benchmark)} benchmark file(s): {res.matches.num_rows:,} (document, item) "

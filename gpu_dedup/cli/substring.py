@@ -27,12 +27,12 @@ def add_stage_args(g: Any, prefix: str) -> None:
                    help="tokens per chunk for corpora larger than memory: suffix arrays over pairs of chunks, the "
                         "same cuts as one array")
     g.add_argument(f"--{prefix}memory-budget", dest="substring_memory_budget", type=size_arg, metavar="SIZE",
-                   help="bound the suffix-array stage's memory (e.g. 2G): tokens spilled to --work-dir and chunks "
-                        "chosen to fit; the same cuts")
+                   help=f"bound the suffix-array stage's memory (e.g. 2G): tokens spilled to --{prefix}work-dir and "
+                        "chunks chosen to fit; the same cuts")
     if prefix:  # the substring command's --work-dir is the common one (cli/common.py): where intermediate files go
         g.add_argument(f"--{prefix}work-dir", dest="substring_work_dir", metavar="DIR", help="directory for the "
-                       "spilled tokens with --memory-budget (default: the system's temporary directory; ~32 B per "
-                       "token)")
+                       f"spilled tokens with --{prefix}memory-budget (default: the system's temporary directory; "
+                       "~32 B per token)")
     g.add_argument(f"--{prefix}min-doc-bytes", dest="substring_min_doc_bytes", type=int, default=50,
                    help="changed documents left with fewer bytes are flagged 'short' (default 50)")
 

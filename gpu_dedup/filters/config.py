@@ -241,7 +241,7 @@ class FilterConfig(InputConfig):
         "random accepted and rejected documents kept for auditing, each (default {default})", type="int")))
     seed: int = field(default=0, metadata=cli(flag(None, type="int")))
     device: str = field(default="auto", metadata=cli(flag(None, choices=get_args(Device))))
-    threads: int | None = field(default=None, metadata=cli(flag(None, type="int")))
+    threads: int | None = field(default=None, metadata=cli(flag(None, type="count")))
     progress: bool = False
     write_filtered: bool = field(default=True, metadata=cli(flag("do not write filtered/", "--no-filtered",
                                                                  set=False)))

@@ -217,8 +217,8 @@ class TrainClassifierConfig:
                                                                                      and self.bucket is None):
                 raise bad(name, "an int >= 0" + (" or None (from the data)" if name == "bucket" else ""))
         if self.minn > self.maxn:
-            raise ConfigError(f"TrainClassifierConfig.minn ({self.minn}) must be <= maxn ({self.maxn}); char n-grams "
-                              "of minn..maxn characters are used (maxn=0: none)")
+            raise ConfigError(f"TrainClassifierConfig.minn ({self.minn}) must be <= TrainClassifierConfig.maxn "
+                              f"({self.maxn}); char n-grams of minn..maxn characters are used (maxn=0: none)")
         if self.bucket == 0 and (self.word_ngrams > 1 or self.maxn > 0):
             raise ConfigError("TrainClassifierConfig.bucket must be >= 1 when word_ngrams > 1 or maxn > 0 (word and "
                               "char n-grams are hashed into bucket rows); e.g. bucket=2000000")

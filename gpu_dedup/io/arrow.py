@@ -204,7 +204,7 @@ class ArrowReader(FileReader):
         names = schema.names
         if spec.keep_column and spec.keep_column not in names:
             return True, (f"keep column {spec.keep_column!r} is not in the file (columns: {names[:20]}); "
-                          f"choose another keep policy"), None
+                          f"choose another {spec.keep_label}"), None
         kt = schema.field(spec.keep_column).type if spec.keep_column else None
         if kt is not None:
             base = kt.value_type if pa.types.is_dictionary(kt) else kt
@@ -414,8 +414,8 @@ class ArrowReader(FileReader):
         try:
             return _keep_values(col)
         except KeepValueError as e:
-            raise self.fatal(f"keep column {self.spec.keep_column!r}: {e}; fix the data or choose another keep "
-                             "policy", row=int(rows[e.index])) from None
+            raise self.fatal(f"keep column {self.spec.keep_column!r}: {e}; fix the data or choose another "
+                             f"{self.spec.keep_label}", row=int(rows[e.index])) from None
 
     def _scope(self, col: pa.Array, rows: np.ndarray) -> pa.Array:
         """``scope_strings`` of ``col`` (physical rows ``rows``); a null is a file error naming its row (not

@@ -138,6 +138,13 @@ class Spec:
     scope_field: str | None = None  # chunks carry each row's scope value (``Chunk.scope``)
     scope_nullable: bool = False  # a null / missing scope value is kept as null (filter's --url-field), not an error
     scope_flag: str = "--scope-field"  # the flag that names the scope field, for error messages
+    keep_name: str | None = None  # the setting that chose the keep policy, for error messages (None: unnamed)
+
+    @property
+    def keep_label(self) -> str:
+        """How errors name the keep policy: "keep policy", with the setting that chose it where known ("keep policy
+        (SemanticConfig.keep)": the command line's error names that setting's flag, cli/flags.py)."""
+        return "keep policy" if self.keep_name is None else f"keep policy ({self.keep_name})"
 
     @property
     def scope_label(self) -> str:
@@ -147,7 +154,7 @@ class Spec:
 
 def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column: str | None,
               positions: bool = False, scope_field: str | None = None, scope_nullable: bool = False,
-              scope_flag: str = "--scope-field") -> Spec:
+              scope_flag: str = "--scope-field", keep_name: str | None = None) -> Spec:
     """The reader spec: which fields to read and the error policy, checked once before any file is opened.
 
     Args:
@@ -186,7 +193,7 @@ def make_spec(id_field: str | None, text_field: str, on_error: str, keep_column:
                           "id fields")
     return Spec(id_field=id_field, text_field=text_field, keep_column=keep_column, on_error=on_error,
                  positions=positions, scope_field=scope_field, scope_nullable=bool(scope_nullable),
-                scope_flag=scope_flag)
+                scope_flag=scope_flag, keep_name=keep_name)
 
 
 _FIELDS_SHOWN = 8

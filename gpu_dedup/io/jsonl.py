@@ -143,7 +143,7 @@ class JsonlReader(FileReader):
             raise self._changed()
         if self.spec.keep_column and self.parsed and not self.keep_seen:
             raise self.fatal(f"keep column {self.spec.keep_column!r} is not in any row; add it or choose "
-                             f"another keep policy")
+                             f"another {self.spec.keep_label}")
         if self.spec.scope_nullable and self.parsed and not self.scope_seen:
             # JSON Lines has no schema: a field that no record carries (or only as null) is a wrong field name
             raise self.fatal(f"{self.spec.scope_flag} {self.spec.scope_field!r}: no record of the file has this "
@@ -412,10 +412,10 @@ class JsonlReader(FileReader):
                 return float(iso_seconds(pa.array([kv]))[0])
             except KeepValueError as e:
                 raise self.fatal(f"keep column {spec.keep_column!r}: {e}; fix the data or choose another "
-                                 "keep policy", line=ln) from None
+                                 f"{spec.keep_label}", line=ln) from None
         raise self.fatal(f"keep column {spec.keep_column!r} is a JSON {_json_type(kv)} "
                          f"({_preview(kv)}), neither a number nor an ISO 8601 date string; fix the "
-                         f"data or choose another keep policy", line=ln)
+                         f"data or choose another {spec.keep_label}", line=ln)
 
     def _slow_scope(self, obj: dict, ln: int) -> tuple[str | None, bool]:
         """(the record's scope value as a string, whether it had lone surrogates); a missing, null or other

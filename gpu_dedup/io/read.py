@@ -152,7 +152,8 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
                  on_error: Literal["raise", "skip"], keep_column: str | None = None,
                  report: ReadReport | None = None, device_reader: Any = None, read_threads: int | None = None,
                  read_ahead_bytes: int | None = None, scope_field: str | None = None,
-                 scope_nullable: bool = False, scope_flag: str = "--scope-field") -> Iterator[Batch]:
+                 scope_nullable: bool = False, scope_flag: str = "--scope-field",
+                 keep_name: str | None = None) -> Iterator[Batch]:
     """Yield batches of (ids, text[, keep values]) in file order; see the module docstring for the rules.
 
     Args:
@@ -171,6 +172,8 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
         scope_nullable: a null / missing scope value is carried as null, not an error (filter's --url-field;
             a JSON Lines file in which no record has a non-null value is still an error).
         scope_flag: the flag the scope field's errors name.
+        keep_name: the setting that chose the keep policy, named by the keep column's errors
+            (``SemanticConfig.keep``), or None.
 
     Yields:
         ``Batch``: rows of one file, row ids dense over the whole run (``row_start``), holding at most
@@ -198,7 +201,7 @@ def iter_batches(files: list[InputFile], *, id_field: str | None, text_field: st
     if not isinstance(batch_bytes, int) or batch_bytes < 1:
         raise ConfigError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
     spec = make_spec(id_field, text_field, on_error, keep_column, scope_field=scope_field,
-                     scope_nullable=scope_nullable, scope_flag=scope_flag)
+                     scope_nullable=scope_nullable, scope_flag=scope_flag, keep_name=keep_name)
     resolve_read_threads(read_threads)  # bad knobs fail here, before anything is read
     resolve_read_ahead(read_ahead_bytes, batch_bytes)
     report = report if report is not None else ReadReport()

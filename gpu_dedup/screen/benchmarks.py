@@ -17,11 +17,17 @@ from ..errors import ConfigError, DataError, MissingFileError
 logger = logging.getLogger(__name__)
 
 # the id fields of public benchmarks' records, in the order they are looked for (item_id_field=None)
+# how to name other fields: the screen command's; train-lm / filter (training.py) take the default fields only
+FIELDS_HINT = "; pass fields=/--benchmark-field"
 ITEM_ID_FIELDS = ("id", "task_id", "unique_id", "question_id", "problem_id", "qid", "uid", "idx")
 
 
 def load_phrases(path: str | os.PathLike) -> tuple[str, ...]:
     """Common-phrase list file: one phrase per non-blank line (UTF-8)."""
+    if not os.path.isfile(path):  # not a bare "[Errno 2]": name the list and what it must be
+        what = "is a directory" if os.path.isdir(path) else "does not exist"
+        raise MissingFileError(f"common-phrase file {os.fspath(path)!r} {what}; give a text file of phrases, one "
+                               "per line")
     with open(path, encoding="utf-8", errors="replace") as fh:
         return tuple(line.strip() for line in fh if line.strip())
 
@@ -87,6 +93,9 @@ def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: Any) -> BenchmarkIt
     bench: list[int] = []
     for b, (path, name) in enumerate(zip(paths, names)):
         if not os.path.isfile(path):
+            if os.path.isdir(path):  # "does not exist" sent people looking for a path that is there
+                raise MissingFileError(f"benchmark file {path!r} is a directory; give the benchmark files in it "
+                                       f"(e.g. {os.path.join(path, '*.jsonl')})")
             raise MissingFileError(f"benchmark file {path!r} does not exist")
         n_before = len(items.piece_text)
         if _is_records_file(path):
@@ -110,7 +119,7 @@ def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: Any) -> BenchmarkIt
             items.no_field[name] = missing
             if recs and missing == len(recs):
                 raise DataError(f"benchmark file {path!r}: no record has any of the fields {list(cfg.fields)}; "
-                                f"keys of the first record: {sorted(recs[0])[:12]}; pass fields=/--benchmark-field")
+                                f"keys of the first record: {sorted(recs[0])[:12]}{FIELDS_HINT}")
             if missing:
                 logger.warning("benchmark %s: %d of %d records have none of the fields %s and are not indexed",
                                name, missing, len(recs), list(cfg.fields))

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, DataError, MissingFileError
+from .benchmarks import FIELDS_HINT
 from .screening import ScreenConfig, build_index, read_benchmarks, screen_batch
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,8 @@ class TrainingScreen:
                 read_benchmarks([path], self.cfg)
             except (MissingFileError, DataError, OSError, UnicodeError, pa.ArrowException, ValueError) as e:
                 cls = MissingFileError if isinstance(e, FileNotFoundError) else DataError
-                return cls(f"`{self.option}`: benchmark file {path!r} cannot be read ({e}); give JSON Lines / JSON "
+                why = str(e).removesuffix(FIELDS_HINT)  # a flag of screen's, not of the command that screens
+                return cls(f"`{self.option}`: benchmark file {path!r} cannot be read ({why}); give JSON Lines / JSON "
                            f"/ Parquet benchmark items (fields {', '.join(self.cfg.fields)}) or a plain-text file "
                            "(one item per line)")
         return DataError(f"`{self.option}`: the benchmark files {self.paths} cannot be read together ({first})")

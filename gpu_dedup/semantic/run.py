@@ -144,7 +144,7 @@ def _embed_pass(files, cfg: SemanticConfig, run: RunConfig, device: str, cache: 
 
         for batch in io.iter_batches(files, id_field=run.id_field, text_field=run.text_field,
                                      batch_bytes=batch_bytes(run.batch_bytes, "cpu"), on_error=run.on_error,
-                                     keep_column=kc, report=report):
+                                     keep_column=kc, keep_name="SemanticConfig.keep", report=report):
             t0 = time.perf_counter()
             t_read += t0 - t
             seen = len(batch)

@@ -168,7 +168,7 @@ def test_yaml_config_errors_name_the_file(tmp_path, capsys):
 @pytest.mark.parametrize("flag, value, expect", [
     ("--batch-mb", "inf", "argument --batch-mb: expected a finite number"),
     ("--batch-mb", "nan", "argument --batch-mb: expected a finite number"),
-    ("--batch-mb", "-1", "argument --batch-mb: expected a number > 0"),
+    ("--batch-mb", "-1", "argument --batch-mb: expected a number of MB >= 0.0009765625 (1 KiB), got '-1'"),
     ("--threshold", "nan", "argument --threshold"),
     ("--memory-budget", "1e999G", "argument --memory-budget"),
     ("--text-cache", "lots", "argument --text-cache"),

@@ -59,6 +59,15 @@ def _flags(command):
     ("substring", "SubstringConfig.memory_budget must be None", "--memory-budget must be None"),
     ("substring", "SubstringConfig.min_doc_bytes must be", "--min-doc-bytes must be"),
     ("compare", "n_examples must be a non-negative int, got -1", "--examples must be a non-negative int, got -1"),
+    # the hostile-input sweep: the semantic stage's fields are run's --clusters / --semantic-keep (not --keep), and
+    # train-classifier's bound names both flags
+    ("run", "SemanticConfig.n_clusters must be a positive int", "--clusters must be a positive int"),
+    ("run", "keep column 'x' is not in any row; add it or choose another keep policy (SemanticConfig.keep)",
+     "keep column 'x' is not in any row; add it or choose another keep policy (--semantic-keep)"),
+    ("train-classifier", "TrainClassifierConfig.minn (5) must be <= TrainClassifierConfig.maxn (2); n-grams",
+     "--minn (5) must be <= --maxn (2); n-grams"),
+    ("train-classifier", "char n-grams of minn..maxn characters are used (maxn=0: none)",
+     "char n-grams of minn..maxn characters are used (--maxn 0: none)"),
 ])
 def test_api_names_become_the_commands_flags(command, api, cli):
     assert cli_message(api, _flags(command)) == cli
@@ -168,3 +177,56 @@ def test_a_mistyped_flag_names_the_nearest_flag_of_its_command(capsys, argv, sai
         main(argv)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and said in err and "usage: gpu-dedup [-h]" not in err, err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", "C", "-o", "O", "--semantic", "--model", "D", "--clusters", "0"],
+     "argument --clusters: expected a whole number >= 1, got '0'"),
+    (["run", "C", "-o", "O", "--threads", "0"], "argument --threads: expected a whole number >= 1, got '0'"),
+    (["filter", "C", "-o", "O", "--threads", "0"], "argument --threads: expected a whole number >= 1, got '0'"),
+    (["run", "C", "-o", "O", "--batch-mb", "0.000001"],
+     "argument --batch-mb: expected a number of MB >= 0.0009765625 (1 KiB), got '0.000001'"),
+    (["filter", "C", "-o", "O", "--rules", "gopher", "--batch-mb", "0"], "argument --batch-mb: expected a number > 0"),
+])
+def test_bad_numbers_are_said_in_the_flags_terms(tmp_path, capsys, argv, said):
+    """The hostile-input sweep: --threads 0 was "a positive int or None", --batch-mb 0.000001 "an int >= 1024"
+    (bytes, to a flag in MB), --clusters 0 named SemanticConfig.n_clusters: refused by the flag, in its terms."""
+    argv = [_corpus(tmp_path) if a == "C" else str(tmp_path / "o") if a == "O" else str(tmp_path) if a == "D" else a
+            for a in argv]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and said in err and "None" not in err.splitlines()[-1], err
+
+
+def test_screen_file_errors_name_the_flag(tmp_path, capsys):
+    """screen --benchmark DIR said the directory "does not exist"; --common-phrases FILE that is not there gave a bare
+    "[Errno 2] ..."; train-lm --screen pointed at screen's --benchmark-field, which train-lm does not have."""
+    corpus, out = _corpus(tmp_path), str(tmp_path / "o")
+    (tmp_path / "bench").mkdir()
+    assert main(["screen", corpus, "-o", out, "-q", "--benchmark", str(tmp_path / "bench")]) == 1
+    err = capsys.readouterr().err
+    assert f"error: --benchmark '{tmp_path / 'bench'}' is a directory; give the benchmark files in it" in err, err
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"id": "i1", "text": "some words here and more"}) + "\n")
+    assert main(["screen", corpus, "-o", out, "-q", "--benchmark", str(items), "--common-phrases", "nope.txt"]) == 1
+    err = capsys.readouterr().err
+    assert "error: --common-phrases: common-phrase file 'nope.txt' does not exist; give a text file" in err, err
+    assert main(["train-lm", corpus, "-o", str(tmp_path / "m.arpa"), "--screen", str(items)]) == 1
+    err = capsys.readouterr().err
+    assert "--screen: benchmark file" in err and "benchmark-field" not in err and "fields=" not in err, err
+    assert "give JSON Lines / JSON / Parquet benchmark items (fields prompt, question" in err, err
+
+
+def _helps(command):
+    return {a.option_strings[-1]: a.help for a in subcommand_parser(build_parser(), command)._actions
+            if a.option_strings}
+
+
+def test_run_help_names_the_substring_stages_own_flags():
+    """run --substring-memory-budget's help said tokens spill to --work-dir (the dedup's): --substring-work-dir."""
+    helps = _helps("run")
+    assert "tokens spilled to --substring-work-dir and" in helps["--substring-memory-budget"]
+    assert "spilled tokens with --substring-memory-budget (" in helps["--substring-work-dir"]
+    helps = _helps("substring")
+    assert "tokens spilled to --work-dir and" in helps["--memory-budget"]  # the substring command's own --work-dir

@@ -456,7 +456,7 @@ def test_groups_are_required_and_training_without_them_is_named_in_the_card(tmp_
     ({"threshold_rule": "precision"}, r"threshold_target must be a number in \(0, 1\]"),
     ({"threshold_target": 0.5}, r"only used by threshold_rule"),
     ({"cutoff": 10}, r"cutoff=10 prunes a quantized model"),
-    ({"minn": 3, "maxn": 2}, r"minn \(3\) must be <= maxn \(2\)"),
+    ({"minn": 3, "maxn": 2}, r"minn \(3\) must be <= TrainClassifierConfig.maxn \(2\)"),
     ({"validation_fraction": float("nan")}, r"validation_fraction must be a number in \(0, 1\)"),
     ({"word_ngrams": 2, "bucket": 0}, r"bucket must be >= 1"),
     ({"positive_label": "a b"}, r"positive_label must be a label name"),

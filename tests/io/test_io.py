@@ -401,6 +401,18 @@ def test_keep_column_values_and_errors(tmp_path):
         _read(resolve_inputs([tmp_path / "s.jsonl"]), keep_column="q", on_error="skip")
 
 
+def test_keep_column_errors_name_the_setting_that_chose_the_policy(tmp_path):
+    """A semantic stage's keep column (--semantic-keep max:COL) was said as "choose another keep policy", which
+    the command line read as the dedup's --keep: the reader names the setting it is given (keep_name)."""
+    _write(tmp_path / "k.jsonl", b'{"text": "a", "q": 2}\n{"text": "b", "q": "high"}\n')
+    pq.write_table(pa.table({"text": ["a", "b"], "q": ["1", "high"]}), tmp_path / "k.parquet")
+    for name, column in (("k.jsonl", "nope"), ("k.jsonl", "q"), ("k.parquet", "nope"), ("k.parquet", "q")):
+        with pytest.raises(InputError, match=r"choose another keep policy \(SemanticConfig\.keep\)"):
+            _read(resolve_inputs([tmp_path / name]), keep_column=column, keep_name="SemanticConfig.keep")
+        with pytest.raises(InputError, match=r"keep policy$"):  # no setting given: said as before
+            _read(resolve_inputs([tmp_path / name]), keep_column=column)
+
+
 # ------------------------------------------------------------------------------------------- tables
 
 def test_table_and_dataframe_inputs(tmp_path):

@@ -239,7 +239,7 @@ def load_mapping(path: str, what: str = "config file") -> dict[str, Any]:
     return data
 
 
-class _KeyTwice(Exception):
+class _KeyTwice(ConfigError):  # (caught in load_mapping, which names the file)
     def __init__(self, key: Any, lines: tuple[int, int]):
         super().__init__(key)
         self.key, self.lines = key, lines

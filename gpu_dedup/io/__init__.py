@@ -22,7 +22,8 @@ no module here imports a program (lexical, filters, paragraph, semantic, screen,
     read       ``open_readers``, ``iter_batches``, ``iter_rows`` (the reading rules: ids, bad rows, invalid
                UTF-8, keep column, are in its docstring)
     ids        ``check_unique_ids`` (duplicated ids with their positions), ``locate_rows``
-    write      ``atomic_path``, ``write_parquet_atomic``, ``write_json_atomic``, ``parquet_codec``,
+    write      ``atomic_path``, ``write_parquet_atomic``, ``write_json_atomic`` (``read_json_record``),
+               ``parquet_codec``,
                ``output_path`` and ``write_kept`` (the output layout is in its docstring)
     text       Arrow text as flat arrays: ``arrow_text_buffers``; ``invalid_utf8_rows`` (CPU or GPU)
     gpu        Parquet text read into device memory by cudf: ``resolve_reader``, ``DeviceText``, ...
@@ -52,7 +53,8 @@ from .ids import check_unique_ids, locate_rows
 from .read import iter_batches, iter_rows, open_readers
 from .remote import REMOTE_EXTRAS, file_size, is_url, open_parquet, open_stream
 from .text import arrow_text_buffers, invalid_utf8_rows
-from .write import atomic_path, output_path, parquet_codec, write_json_atomic, write_kept, write_parquet_atomic
+from .write import (atomic_path, output_path, parquet_codec, read_json_record, write_json_atomic, write_kept,
+                    write_parquet_atomic)
 
 __all__ = [
     # discover
@@ -69,7 +71,8 @@ __all__ = [
     # read, ids
     "iter_batches", "iter_rows", "open_readers", "check_unique_ids", "locate_rows",
     # write
-    "atomic_path", "output_path", "parquet_codec", "write_json_atomic", "write_kept", "write_parquet_atomic",
+    "atomic_path", "output_path", "parquet_codec", "read_json_record", "write_json_atomic", "write_kept",
+    "write_parquet_atomic",
     # text
     "arrow_text_buffers", "invalid_utf8_rows",
     # gpu

@@ -157,6 +157,30 @@ def write_json_atomic(obj: Any, path: str | os.PathLike, record: bool = True, du
             fh.write(text + "\n")
 
 
+def read_json_record(path: str) -> dict[str, Any]:
+    """A run's JSON record (run.json, semantic.json, ...: what ``write_json_atomic`` wrote) as a dict.
+
+    Args:
+        path: the record's file.
+
+    Returns:
+        Its JSON object.
+
+    Raises:
+        DataError: a damaged record (cut short, edited, not UTF-8, not an object), naming the file and the fix.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            got = json.load(fh)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise DataError(f"{path!r} is not readable JSON ({exc}); the run's record is damaged: run it again "
+                        "(with --overwrite) to rewrite it") from None
+    if not isinstance(got, dict):
+        raise DataError(f"{path!r} holds a JSON {type(got).__name__}, not the object a run writes; the run's "
+                        "record is damaged: run it again (with --overwrite) to rewrite it")
+    return got
+
+
 def parquet_codec(f: InputFile) -> str:
     """The codec a Parquet input's copy is written with: that of its first column chunk.
 

@@ -8,7 +8,6 @@ whose memory does not grow with the corpus).
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -359,29 +358,15 @@ def scan_inputs(files: list, stats: dict, decisions: pa.Table | StreamedRows, wa
 
 
 # --------------------------------------------------------------------------------------------- run outputs
-def read_run_json(path: str) -> dict:
-    """A run's run.json as a dict; a damaged one (cut short, edited, not an object) is a ``DataError`` naming the
-    file and the fix, not a JSON parser's traceback."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            stats = json.load(fh)
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-        raise DataError(f"{path!r} is not readable JSON ({exc}); the run's record is damaged: run it again "
-                        "(with --overwrite) to rewrite it") from None
-    if not isinstance(stats, dict):
-        raise DataError(f"{path!r} holds a JSON {type(stats).__name__}, not the object a run writes; the run's "
-                        "record is damaged: run it again (with --overwrite) to rewrite it")
-    return stats
-
-
 def load_summary(out_dir: str, max_clusters: int) -> tuple[dict, Any]:
     """(run.json, the run's ``summary.RunSummary``): the aggregates a Ray run recorded, else made from
     decisions.parquet (``load_run``)."""
+    from ..io import read_json_record
     from .summary import recorded, summary_of
 
     run_json = os.path.join(out_dir, "run.json")
     if os.path.isfile(run_json):
-        stats = read_run_json(run_json)
+        stats = read_json_record(run_json)
         got = recorded(out_dir, stats, max_clusters)
         if got is not None:
             return stats, got
@@ -391,13 +376,14 @@ def load_summary(out_dir: str, max_clusters: int) -> tuple[dict, Any]:
 
 def load_run(out_dir: str) -> tuple[dict, pa.Table]:
     from ..decisions import read_table, table_path
+    from ..io import read_json_record
 
     run_json = os.path.join(out_dir, "run.json")
     if not os.path.isfile(run_json):
         raise MissingFileError(f"{run_json!r} does not exist; point to the output directory of a finished run "
                                "(gpu-dedup run INPUT -o OUT writes decisions.parquet and run.json)")
     dec_path = table_path(out_dir, "decisions")  # one file, or a Ray run's per-file parts
-    stats = read_run_json(run_json)
+    stats = read_json_record(run_json)
     decisions = read_table(out_dir, "decisions")  # a damaged file or part: a DataError naming it
     missing = {"id", "keep", "reason", "cluster_id", "jaccard", "cluster_size", "source"} - set(decisions.column_names)
     if missing:

@@ -19,7 +19,6 @@ and reports:
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ import pyarrow.compute as pc
 from ..config import RunConfig
 from ..decisions import LEXICAL_REMOVALS
 from ..errors import ConfigError, DataError, DependencyError, MissingFileError, RunError
-from ..io import atomic_path
+from ..io import atomic_path, read_json_record
 from ..text.normalize import normalize_text
 from ..lexical.verify import jaccard, shingle_sets
 
@@ -58,20 +57,6 @@ class CompareResult:
 
     def __str__(self) -> str:
         return self.markdown
-
-
-def _read_json(path: str) -> dict[str, Any]:
-    """A run's JSON record; a damaged one is a ``DataError`` naming it (not a parser's traceback)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            got = json.load(fh)
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-        raise DataError(f"{path!r} is not readable JSON ({exc}); the run's record is damaged: run it again (with "
-                        "--overwrite)") from None
-    if not isinstance(got, dict):
-        raise DataError(f"{path!r} holds a JSON {type(got).__name__}, not the object a run writes; the run's record "
-                        "is damaged: run it again (with --overwrite)")
-    return got
 
 
 def _load(out_dir: str) -> tuple[pa.Table, pa.Table, dict, dict]:
@@ -101,14 +86,14 @@ def _load(out_dir: str) -> tuple[pa.Table, pa.Table, dict, dict]:
         raise DataError(f"{lex_path!r} ({lex.num_rows} rows) and {sem_path!r} ({sem.num_rows} rows) do not list the "
                         "same ids in the same order; rerun both stages on the same input into one OUT")
     run_path = os.path.join(out_dir, "run.json")
-    run = _read_json(run_path) if os.path.isfile(run_path) else {}
+    run = read_json_record(run_path) if os.path.isfile(run_path) else {}
     if ((run.get("config") or {}).get("cluster") or {}).get("near") is False:
         # its decisions hold exact duplicates only: every near duplicate would count as semantic-only, under a
         # heading that names the shingles and threshold no stage used
         raise DataError(f"the run in {out_dir!r} skipped MinHash/LSH (--no-lexical or --exact-only): compare "
                         "needs the lexical near-duplicate decisions beside the semantic ones; rerun without "
                         "--no-lexical / --exact-only, with --semantic --semantic-order beside")
-    return lex, sem, run, _read_json(os.path.join(out_dir, "semantic.json"))
+    return lex, sem, run, read_json_record(os.path.join(out_dir, "semantic.json"))
 
 
 def _rows_of(values: pa.ChunkedArray | pa.Array, ids: pa.Array) -> np.ndarray:

@@ -288,7 +288,7 @@ def config_tokens(mapping: Mapping[str, Any], parser: argparse.ArgumentParser, w
     "exact-verify": true}`` -> ``["--threshold", "0.9", "--lang", "en", "de", "--exact-verify"]``. A switch takes
     true / false, a repeatable flag a list (one value each), a flag of several values a list. ``prefix``: a key may
     leave out the step's prefix (``split`` for ``paragraph-split`` in a paragraph step). ``of``: whose flags the
-mapping holds (the refusal of an unknown key says it).
+    mapping holds (the refusal of an unknown key says it).
 
     Raises:
         ConfigError: a key that is no flag of the command (the message suggests the nearest), or a value of the

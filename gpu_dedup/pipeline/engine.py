@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import time
@@ -46,7 +45,7 @@ import pyarrow.compute as pc
 
 from .. import io
 from ..decisions import base_decisions, fold_removals, pipeline_schema, value_counts
-from ..errors import ConfigError, RunError
+from ..errors import ConfigError, DataError, RunError
 from ..runtime.outputs import input_roots
 from ..runtime.program import KINDS, Env, Verdicts
 from ..runtime.cost import metered
@@ -482,8 +481,8 @@ def _recorded_read(out: str, rec: StepRecord) -> dict[str, Any] | None:
     d = os.path.join(out, rec.directory)
     for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
         if name.endswith(".json") and name != "step.json":
-            with contextlib.suppress(OSError, ValueError), open(os.path.join(d, name), encoding="utf-8") as fh:
-                found = input_read(rec.name, json.load(fh))
+            with contextlib.suppress(OSError, DataError):  # a damaged record tells nothing: the rows alone
+                found = input_read(rec.name, io.read_json_record(os.path.join(d, name)))
                 if found is not None:
                     return found
     return None

@@ -70,12 +70,10 @@ def add_command(sub) -> None:
 
 def _benchmark_files(paths: list[str]) -> tuple[str, ...]:
     """--benchmark's files, each checked before the corpus is read, so that the error names the flag."""
+    from ..screen.benchmarks import check_benchmark_file
+
     for p in paths:
-        if os.path.isdir(p):  # "does not exist" sent people looking for a path that is there
-            raise MissingFileError(f"--benchmark {p!r} is a directory; give the benchmark files in it (e.g. "
-                                   f"{os.path.join(p, '*.jsonl')})")
-        if not os.path.isfile(p):
-            raise MissingFileError(f"--benchmark {p!r} does not exist; give existing benchmark files")
+        check_benchmark_file(p, "--benchmark")
     return tuple(paths)
 
 

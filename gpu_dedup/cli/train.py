@@ -123,8 +123,8 @@ def run_train_lm(args: argparse.Namespace) -> int:
           + (f"; n-grams per order: {counts}" if counts else ""))
     from ..io.batch import read_summary
 
-    for line in read_summary(stats["read"]):  # the records and files --on-error skip left out
-        print(line.replace("listed in run.json under read.skipped", "not counted"))
+    for line in read_summary(stats["read"], where="not counted"):  # what --on-error skip left out
+        print(line)
     scr = stats.get("screen")
     if scr:
         print(f"screened against {len(scr['benchmarks'])} benchmark file(s): {scr['documents_flagged']} of "

@@ -99,13 +99,15 @@ def _named(items: list[str]) -> str:
     return "; ".join(items[:_FILES_NAMED]) + (f"; and {more:,} more" if more > 0 else "")
 
 
-def read_summary(read: dict) -> list[str]:
+def read_summary(read: dict, where: str = "listed in run.json under read.skipped") -> list[str]:
     """The lines a command prints about its read (a ``ReadReport.to_dict()``, run.json's ``read``): the bad
     records and the files skipped, each file with what was wrong and what of it was not used, and a warning
     when the input gave no document at all.
 
     Args:
         read: the read report as a dict (``skipped`` entries, ``rows``, ``files``, ``empty_files``).
+        where: what the skipped line ends with: where they are recorded (a command without run.json: another
+            word).
 
     Returns:
         e.g. ["skipped 3 bad records and 1 file (part-1.jsonl.gz: corrupt gzip stream, 1,031 lines / 412,331
@@ -121,7 +123,7 @@ def read_summary(read: dict) -> list[str]:
             named = [f"{s['file']}: " + (f"{s['what']}, {s['not_used']} not used" if s.get("not_used")
                                          else str(s.get("reason", "")).split(":")[0]) for s in files]
             parts.append(f"{len(files):,} file{'s' if len(files) != 1 else ''} ({_named(named)})")
-        lines.append(f"skipped {' and '.join(parts)}; listed in run.json under read.skipped")
+        lines.append(f"skipped {' and '.join(parts)}; {where}")
     if not read.get("rows") and read.get("files"):
         empty = list(read.get("empty_files") or [])
         lines.append("warning: " + no_documents(empty, [s["file"] for s in files]))

@@ -81,6 +81,15 @@ def _is_records_file(path: str) -> bool:
     return low.endswith((".jsonl", ".json", ".parquet"))
 
 
+def check_benchmark_file(path: str, label: str = "benchmark file") -> None:
+    """``path`` is a file; else a ``MissingFileError`` naming it as ``label`` (the command line: its flag)."""
+    if os.path.isdir(path):  # "does not exist" sent people looking for a path that is there
+        raise MissingFileError(f"{label} {path!r} is a directory; give the benchmark files in it (e.g. "
+                               f"{os.path.join(path, '*.jsonl')})")
+    if not os.path.isfile(path):
+        raise MissingFileError(f"{label} {path!r} does not exist; give existing benchmark files")
+
+
 def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: Any) -> BenchmarkItems:
     """Read every benchmark file into items and their text pieces (``cfg``: a ``ScreenConfig``; the policy in
     screening.py's module docstring)."""
@@ -92,11 +101,7 @@ def read_benchmarks(paths: Sequence[str | os.PathLike], cfg: Any) -> BenchmarkIt
     items = BenchmarkItems(names=names, item_bench=np.zeros(0, np.int32), item_ids=[])
     bench: list[int] = []
     for b, (path, name) in enumerate(zip(paths, names)):
-        if not os.path.isfile(path):
-            if os.path.isdir(path):  # "does not exist" sent people looking for a path that is there
-                raise MissingFileError(f"benchmark file {path!r} is a directory; give the benchmark files in it "
-                                       f"(e.g. {os.path.join(path, '*.jsonl')})")
-            raise MissingFileError(f"benchmark file {path!r} does not exist")
+        check_benchmark_file(path)
         n_before = len(items.piece_text)
         if _is_records_file(path):
             recs = _read_records(path)
